@@ -1,0 +1,65 @@
+import { Redis } from 'ioredis';
+import { assertValidTtl, type Cache } from './cache.ts';
+
+export interface RedisCacheOptions {
+  /** `redis://` or `rediss://` URL. */
+  url: string;
+  /** Prepended to every key so several deployments can share one Redis. */
+  keyPrefix: string;
+  /** Upper bound on any single command, so a stalled Redis cannot hang requests. */
+  commandTimeoutMs: number;
+}
+
+/**
+ * Creates a cache shared between gateway instances. Commands issued while disconnected wait in
+ * ioredis's offline queue but fail after one reconnect attempt instead of piling up.
+ */
+export function createRedisCache({ url, keyPrefix, commandTimeoutMs }: RedisCacheOptions): Cache {
+  const client = new Redis(url, {
+    keyPrefix,
+    commandTimeout: commandTimeoutMs,
+    maxRetriesPerRequest: 1,
+    lazyConnect: false,
+  });
+  // Without a listener ioredis reports every failed reconnect as an unhandled 'error' event.
+  let lastError: Error | undefined;
+  client.on('error', (error: Error) => {
+    lastError = error;
+  });
+
+  return {
+    kind: 'redis',
+    async get(key) {
+      const value = await client.get(key);
+      return value ?? undefined;
+    },
+    async set(key, value, ttlMs) {
+      assertValidTtl(ttlMs);
+      await client.set(key, value, 'PX', ttlMs);
+    },
+    async delete(key) {
+      await client.del(key);
+    },
+    async ping() {
+      try {
+        await client.ping();
+      } catch (error) {
+        // The connection error explains more than "max retries reached" or a timeout does.
+        throw new Error(`redis unreachable: ${(error as Error).message}`, {
+          cause: lastError ?? error,
+        });
+      }
+    },
+    async close() {
+      if (client.status !== 'ready') {
+        client.disconnect();
+        return;
+      }
+      try {
+        await client.quit();
+      } catch {
+        client.disconnect();
+      }
+    },
+  };
+}

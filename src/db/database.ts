@@ -1,0 +1,36 @@
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import knex, { type Knex } from 'knex';
+import ClientPgLite from 'knex-pglite';
+
+export interface DatabaseOptions {
+  /** External PostgreSQL; when absent an embedded PGlite database lives under `dataDir`. */
+  databaseUrl?: string | undefined;
+  dataDir: string;
+}
+
+/**
+ * Opens the platform database: a pooled PostgreSQL connection when `databaseUrl` is set,
+ * otherwise an embedded PostgreSQL (PGlite) persisted in `<dataDir>/pglite`.
+ * The caller owns the returned handle and must `destroy()` it on shutdown.
+ */
+export async function openDatabase(opts: DatabaseOptions): Promise<Knex> {
+  if (opts.databaseUrl) {
+    return knex({
+      client: 'pg',
+      connection: opts.databaseUrl,
+      // min 0 lets idle connections close, so a restarted PostgreSQL does not leave dead sockets.
+      pool: { min: 0, max: 10 },
+    });
+  }
+  const filename = path.join(opts.dataDir, 'pglite');
+  // PGlite only creates the last path segment, so the data directory itself must exist.
+  await mkdir(filename, { recursive: true });
+  // knex-pglite forces a single connection and rejects any pool setting.
+  return knex({ client: ClientPgLite, connection: { filename } });
+}
+
+/** Rejects when the database cannot answer a trivial query; used by readiness probes. */
+export async function checkDatabase(db: Knex): Promise<void> {
+  await db.raw('select 1');
+}

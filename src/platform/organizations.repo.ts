@@ -1,0 +1,70 @@
+import type { Knex } from 'knex';
+import { toIsoTimestamp } from '../db/column-values.ts';
+
+/** An organization as the platform API returns it. */
+export interface Organization {
+  id: string;
+  name: string;
+  enabled: boolean;
+  status: string;
+  create_timestamp: string;
+  last_update_timestamp: string;
+}
+
+export interface NewOrganization {
+  /** The Keycloak realm name. */
+  id: string;
+  name: string;
+}
+
+export interface OrganizationsRepo {
+  list(): Promise<Organization[]>;
+  find(id: string): Promise<Organization | undefined>;
+  /** Inserts unless the id exists; either way returns the stored record, unchanged if present. */
+  insertIfAbsent(organization: NewOrganization): Promise<Organization>;
+}
+
+interface OrganizationRow {
+  id: string;
+  name: string;
+  enabled: boolean;
+  status: string;
+  create_timestamp: unknown;
+  last_update_timestamp: unknown;
+}
+
+const TABLE = 'organizations';
+
+function toOrganization(row: OrganizationRow): Organization {
+  return {
+    id: row.id,
+    name: row.name,
+    enabled: row.enabled,
+    status: row.status,
+    create_timestamp: toIsoTimestamp(row.create_timestamp),
+    last_update_timestamp: toIsoTimestamp(row.last_update_timestamp),
+  };
+}
+
+/** Creates the organizations repository over the given database. */
+export function createOrganizationsRepo(db: Knex): OrganizationsRepo {
+  async function find(id: string): Promise<Organization | undefined> {
+    const row = await db<OrganizationRow>(TABLE).where({ id }).first();
+    return row ? toOrganization(row) : undefined;
+  }
+
+  return {
+    async list() {
+      // Byte-order collation keeps the order identical whatever the server's default collation.
+      const rows = await db<OrganizationRow>(TABLE).select().orderByRaw('id collate "C"');
+      return rows.map(toOrganization);
+    },
+    find,
+    async insertIfAbsent({ id, name }) {
+      await db(TABLE).insert({ id, name }).onConflict('id').ignore();
+      const stored = await find(id);
+      if (!stored) throw new Error(`organization ${id} vanished right after insert`);
+      return stored;
+    },
+  };
+}

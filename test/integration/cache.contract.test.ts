@@ -1,0 +1,160 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Cache } from '../../src/cache/cache.ts';
+import { createCache } from '../../src/cache/index.ts';
+import { createMemoryCache } from '../../src/cache/memory-cache.ts';
+import { createRedisCache } from '../../src/cache/redis-cache.ts';
+
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+/** Unique per run so parallel runs and other data in the shared Redis never collide. */
+const KEY_PREFIX = `realmgate-test:${randomUUID().slice(0, 8)}:`;
+
+/** Short enough to keep the suite fast, with a wide margin before checking expiry. */
+const SHORT_TTL_MS = 50;
+const PAST_EXPIRY_MS = 200;
+const LONG_TTL_MS = 60_000;
+
+function describeCacheContract(kind: Cache['kind'], create: () => Cache): void {
+  describe(`cache contract (${kind})`, () => {
+    let cache: Cache;
+
+    beforeAll(() => {
+      cache = create();
+    });
+
+    afterAll(async () => {
+      await cache.close();
+    });
+
+    it('reports its kind', () => {
+      expect(cache.kind).toBe(kind);
+    });
+
+    it('pings successfully', async () => {
+      await expect(cache.ping()).resolves.toBeUndefined();
+    });
+
+    it('returns undefined for a missing key', async () => {
+      expect(await cache.get(`missing-${randomUUID()}`)).toBeUndefined();
+    });
+
+    it('stores and returns a value', async () => {
+      await cache.set('plain', 'value-1', LONG_TTL_MS);
+      expect(await cache.get('plain')).toBe('value-1');
+    });
+
+    it('distinguishes an empty string from a missing key', async () => {
+      await cache.set('empty', '', LONG_TTL_MS);
+      expect(await cache.get('empty')).toBe('');
+    });
+
+    it('overwrites an existing value', async () => {
+      await cache.set('overwrite', 'first', LONG_TTL_MS);
+      await cache.set('overwrite', 'second', LONG_TTL_MS);
+      expect(await cache.get('overwrite')).toBe('second');
+    });
+
+    it('deletes a value, and deleting a missing key is harmless', async () => {
+      await cache.set('doomed', 'x', LONG_TTL_MS);
+      await cache.delete('doomed');
+      expect(await cache.get('doomed')).toBeUndefined();
+      await expect(cache.delete('doomed')).resolves.toBeUndefined();
+    });
+
+    it('expires values after their TTL', async () => {
+      await cache.set('short', 'soon gone', SHORT_TTL_MS);
+      await cache.set('long', 'stays', LONG_TTL_MS);
+      expect(await cache.get('short')).toBe('soon gone');
+      await sleep(PAST_EXPIRY_MS);
+      expect(await cache.get('short')).toBeUndefined();
+      expect(await cache.get('long')).toBe('stays');
+    });
+
+    it('restarts the TTL when a value is overwritten', async () => {
+      await cache.set('renewed', 'old', SHORT_TTL_MS);
+      await cache.set('renewed', 'new', LONG_TTL_MS);
+      await sleep(PAST_EXPIRY_MS);
+      expect(await cache.get('renewed')).toBe('new');
+    });
+
+    it('keeps unicode keys and values intact', async () => {
+      const value = 'héllo ✓ 日本語 🎉 \u0000 end';
+      await cache.set('clé-🔑', value, LONG_TTL_MS);
+      expect(await cache.get('clé-🔑')).toBe(value);
+    });
+
+    it('rejects non-positive TTLs', async () => {
+      await expect(cache.set('bad-ttl', 'x', 0)).rejects.toThrow(RangeError);
+      await expect(cache.set('bad-ttl', 'x', -5)).rejects.toThrow(RangeError);
+      expect(await cache.get('bad-ttl')).toBeUndefined();
+    });
+  });
+}
+
+describeCacheContract('memory', () => createMemoryCache({ maxEntries: 100 }));
+describeCacheContract('redis', () =>
+  createRedisCache({ url: REDIS_URL, keyPrefix: KEY_PREFIX, commandTimeoutMs: 2_000 }),
+);
+
+/** Direct client for inspecting what the cache wrote and for removing this run's keys. */
+const raw = new Redis(REDIS_URL);
+
+afterAll(async () => {
+  const keys = await raw.keys(`${KEY_PREFIX}*`);
+  if (keys.length > 0) await raw.del(...keys);
+  await raw.quit();
+});
+
+describe('redis cache specifics', () => {
+  it('stores keys under the prefix with a millisecond TTL', async () => {
+    const cache = createRedisCache({
+      url: REDIS_URL,
+      keyPrefix: KEY_PREFIX,
+      commandTimeoutMs: 2_000,
+    });
+    try {
+      await cache.set('prefixed', 'v', LONG_TTL_MS);
+      expect(await raw.get(`${KEY_PREFIX}prefixed`)).toBe('v');
+      const ttl = await raw.pttl(`${KEY_PREFIX}prefixed`);
+      expect(ttl).toBeGreaterThan(LONG_TTL_MS - 5_000);
+      expect(ttl).toBeLessThanOrEqual(LONG_TTL_MS);
+    } finally {
+      await cache.close();
+    }
+  });
+
+  it('rejects ping when Redis is unreachable, and still closes', async () => {
+    const cache = createRedisCache({
+      url: 'redis://127.0.0.1:1',
+      keyPrefix: KEY_PREFIX,
+      commandTimeoutMs: 500,
+    });
+    try {
+      await expect(cache.ping()).rejects.toThrow(/redis unreachable/);
+    } finally {
+      await cache.close();
+    }
+  });
+});
+
+describe('createCache', () => {
+  it('chooses memory without a Redis URL', async () => {
+    const cache = createCache({ keyPrefix: 'p:', maxEntries: 10, commandTimeoutMs: 1_000 });
+    expect(cache.kind).toBe('memory');
+    await cache.close();
+  });
+
+  it('chooses Redis with a Redis URL', async () => {
+    const cache = createCache({
+      redisUrl: REDIS_URL,
+      keyPrefix: KEY_PREFIX,
+      maxEntries: 10,
+      commandTimeoutMs: 1_000,
+    });
+    expect(cache.kind).toBe('redis');
+    await expect(cache.ping()).resolves.toBeUndefined();
+    await cache.close();
+  });
+});
