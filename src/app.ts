@@ -1,0 +1,48 @@
+import express, { type Express } from 'express';
+import type { Logger } from 'pino';
+import { createErrorHandler, notFoundHandler } from './envelope/error-handler.ts';
+import { createHealthRouter, type ReadinessCheck } from './http/health.router.ts';
+import { accessLog } from './http/access-log.ts';
+import { createAuthProxy, guardAuthPath } from './keycloak/auth-proxy.ts';
+
+export type Listener = 'public' | 'admin';
+
+export interface AppDeps {
+  logger: Logger;
+  keycloakUrl: string;
+  publicUrl: string;
+  keycloakTimeoutMs: number;
+  authProxyTimeoutMs: number;
+  readiness: Record<string, ReadinessCheck>;
+}
+
+/**
+ * Builds the express app of one listener. Both listeners serve the same API; only the admin
+ * listener lets `/auth/admin/` (Keycloak's console and admin REST API) through.
+ * No I/O happens here: dependencies arrive ready.
+ */
+export function createApp(deps: AppDeps, listener: Listener): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+
+  app.use(accessLog(deps.logger.child({ listener })));
+
+  app.use(createHealthRouter(deps.readiness, deps.logger));
+
+  // Before any body parser: the token endpoint's form body must stream through untouched.
+  app.use(
+    '/auth',
+    guardAuthPath({ allowAdmin: listener === 'admin' }),
+    createAuthProxy({
+      keycloakUrl: deps.keycloakUrl,
+      publicUrl: deps.publicUrl,
+      timeoutMs: deps.authProxyTimeoutMs,
+      logger: deps.logger,
+    }),
+  );
+
+  app.use(notFoundHandler);
+  app.use(createErrorHandler(deps.logger));
+  return app;
+}

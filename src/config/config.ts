@@ -1,0 +1,86 @@
+import { z } from 'zod';
+
+/** Secrets must be long enough to resist guessing; demo mode generates them instead. */
+const secret = z.string().min(16, 'must be at least 16 characters');
+
+const boolFlag = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+const url = z
+  .url()
+  .refine((v) => /^https?:\/\//.test(v), 'must be an http(s) URL')
+  .transform((v) => v.replace(/\/+$/, ''));
+
+const port = z.coerce.number().int().min(0).max(65535);
+
+/**
+ * Every variable realmgate reads, with its default. `.env.example` documents the same list;
+ * a unit test keeps the two in step.
+ */
+export const configSchema = z.object({
+  HOST: z.string().min(1).default('0.0.0.0'),
+  PORT: port.default(8000),
+  ADMIN_HOST: z.string().min(1).default('127.0.0.1'),
+  ADMIN_PORT: port.default(8001),
+  PUBLIC_URL: url.default('http://localhost:8000'),
+  ADMIN_PUBLIC_URL: url.default('http://localhost:8001'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+
+  KEYCLOAK_URL: url.optional(),
+  KEYCLOAK_HTTP_PORT: port.default(8080),
+  KEYCLOAK_MANAGEMENT_PORT: port.default(9000),
+  KEYCLOAK_ADMIN_USERNAME: z.string().min(1).default('admin'),
+  KEYCLOAK_ADMIN_PASSWORD: secret.optional(),
+  KEYCLOAK_CLIENT_SECRET: secret.optional(),
+  KEYCLOAK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60000).default(5000),
+  AUTH_PROXY_TIMEOUT_MS: z.coerce.number().int().min(100).max(300000).default(30000),
+
+  DATABASE_URL: z.string().min(1).optional(),
+  DATA_DIR: z.string().min(1).default('.data'),
+  REDIS_URL: z.string().min(1).optional(),
+  REDIS_KEY_PREFIX: z.string().default('realmgate:'),
+  MEMORY_CACHE_MAX_ENTRIES: z.coerce.number().int().min(1).default(100000),
+
+  REALMGATE_DEMO: boolFlag.default(false),
+  REALMGATE_DEMO_PASSWORD: z.string().min(8).optional(),
+});
+
+export type Config = Readonly<z.output<typeof configSchema>>;
+
+/** Secrets without a default: required unless demo mode generates them. */
+export const requiredSecrets = ['KEYCLOAK_ADMIN_PASSWORD', 'KEYCLOAK_CLIENT_SECRET'] as const;
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/**
+ * Validates the whole environment once and reports every problem together.
+ * Empty strings count as unset, as they do in most `.env` tooling.
+ */
+export function loadConfig(env: Record<string, string | undefined>): Config {
+  const present = Object.fromEntries(
+    Object.entries(env).filter(
+      ([key, v]) => key in configSchema.shape && v !== undefined && v !== '',
+    ),
+  );
+  const parsed = configSchema.safeParse(present);
+  const problems = parsed.success
+    ? []
+    : parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`);
+  // Judged on the raw input so that missing secrets are reported alongside other problems.
+  const demo = configSchema.shape.REALMGATE_DEMO.safeParse(present.REALMGATE_DEMO).data === true;
+  if (!demo) {
+    for (const name of requiredSecrets) {
+      if (present[name] === undefined) {
+        problems.push(`${name}: required (only demo mode generates secrets)`);
+      }
+    }
+  }
+  if (!parsed.success || problems.length > 0) throw new ConfigError(problems);
+  return Object.freeze(parsed.data);
+}

@@ -1,0 +1,46 @@
+import type { ErrorRequestHandler, RequestHandler } from 'express';
+import type { Logger } from 'pino';
+import { AppError } from './errors.ts';
+import { failure } from './envelope.ts';
+
+/** Answers routes nobody claimed with 404 in the envelope. */
+export const notFoundHandler: RequestHandler = (_req, _res, next) => {
+  next(new AppError('notFound'));
+};
+
+/** Maps errors thrown by express itself (body parser, etc.) onto our codes. */
+function toAppError(err: unknown): AppError {
+  if (err instanceof AppError) return err;
+  const status = (err as { status?: unknown; statusCode?: unknown }).status;
+  const type = (err as { type?: unknown }).type;
+  if (type === 'entity.too.large' || status === 413)
+    return new AppError('payloadTooLarge', { cause: err });
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    return new AppError('badRequestBody', { cause: err });
+  }
+  return new AppError('unexpected', { cause: err });
+}
+
+/**
+ * The one place that turns an error into a response. 5xx bodies stay generic; the cause
+ * goes to the log only.
+ */
+export function createErrorHandler(logger: Logger): ErrorRequestHandler {
+  return (err: unknown, req, res, _next) => {
+    const error = toAppError(err);
+    if (error.status >= 500) {
+      logger.error(
+        { err: error.cause ?? error, result: error.result, reqId: res.locals.requestId as unknown },
+        error.message,
+      );
+    }
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    res
+      .set(error.headers)
+      .status(error.status)
+      .json(failure(error.result, error.message, error.data));
+  };
+}

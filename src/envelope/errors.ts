@@ -1,0 +1,70 @@
+/**
+ * Every error the API can answer with, as one closed table. Result codes follow the
+ * platform's `SSS-FFNNN` scheme (status, function, sequence); see docs in README.
+ * FF: 00 common, 11 auth proxy, 22 workspace, 23 organization, 30 tokens.
+ */
+export const errorCodes = {
+  badRequestHeader: { status: 400, result: '400-00001', message: 'Bad request header.' },
+  badRequestBody: { status: 400, result: '400-00002', message: 'Bad request body.' },
+  gatewayServiceToken: {
+    status: 401,
+    result: '401-00001',
+    message: 'The gateway could not obtain its service token.',
+  },
+  authenticationFailed: { status: 401, result: '401-00002', message: 'Authentication failed.' },
+  permissionDenied: { status: 403, result: '403-00001', message: 'Permission denied.' },
+  notFound: { status: 404, result: '404-00000', message: 'Not found.' },
+  organizationNotFound: { status: 404, result: '404-00001', message: 'Organization not found.' },
+  workspaceNotFound: { status: 404, result: '404-00002', message: 'Workspace not found.' },
+  methodNotAllowed: { status: 405, result: '405-00000', message: 'Method not allowed.' },
+  payloadTooLarge: { status: 413, result: '413-00000', message: 'Request too large.' },
+  headersTooLarge: { status: 431, result: '431-00000', message: 'Request headers too large.' },
+  identityProviderBadGateway: {
+    status: 502,
+    result: '502-11001',
+    message: 'The identity provider sent an invalid answer.',
+  },
+  identityProviderUnavailable: {
+    status: 503,
+    result: '503-11001',
+    message: 'The identity provider is unavailable; retry later.',
+  },
+  identityProviderTimeout: {
+    status: 504,
+    result: '504-11001',
+    message: 'The identity provider did not answer in time; retry later.',
+  },
+  notReady: { status: 503, result: '503-00001', message: 'Not ready.' },
+  unexpected: { status: 500, result: '500-99999', message: 'Unexpected error.' },
+} as const satisfies Record<string, { status: number; result: string; message: string }>;
+
+export type ErrorCode = keyof typeof errorCodes;
+
+/**
+ * The one error class routes throw. `message` and `data` are shown to the client, so they
+ * must never carry secrets; `cause` is only logged.
+ */
+export class AppError extends Error {
+  readonly status: number;
+  readonly result: string;
+
+  constructor(
+    readonly code: ErrorCode,
+    options: {
+      message?: string;
+      data?: unknown;
+      cause?: unknown;
+      headers?: Record<string, string>;
+    } = {},
+  ) {
+    super(options.message ?? errorCodes[code].message, { cause: options.cause });
+    this.name = 'AppError';
+    this.status = errorCodes[code].status;
+    this.result = errorCodes[code].result;
+    this.data = options.data ?? null;
+    this.headers = options.headers ?? {};
+  }
+
+  readonly data: unknown;
+  readonly headers: Record<string, string>;
+}

@@ -1,0 +1,117 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Agent } from 'node:http';
+import type { Socket } from 'node:net';
+import type { RequestHandler } from 'express';
+import { createProxyMiddleware } from 'http-proxy-middleware';
+import type { Logger } from 'pino';
+import { failure } from '../envelope/envelope.ts';
+import { AppError, errorCodes, type ErrorCode } from '../envelope/errors.ts';
+
+export interface AuthProxyOptions {
+  /** Keycloak base URL including its relative path, e.g. `http://127.0.0.1:8080/auth`. */
+  keycloakUrl: string;
+  /** The gateway's public address; Keycloak derives token `iss` from it. */
+  publicUrl: string;
+  timeoutMs: number;
+  logger: Logger;
+}
+
+/**
+ * Proxies `/auth/...` to Keycloak unchanged (status, headers, body). Mount it at `/auth`
+ * before any body parser so the form body streams through untouched.
+ */
+export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
+  const publicUrl = new URL(options.publicUrl);
+  const forwarded = {
+    host: publicUrl.host,
+    proto: publicUrl.protocol.replace(':', ''),
+    port: publicUrl.port || (publicUrl.protocol === 'https:' ? '443' : '80'),
+  };
+  return createProxyMiddleware<IncomingMessage, ServerResponse>({
+    target: options.keycloakUrl,
+    changeOrigin: true,
+    proxyTimeout: options.timeoutMs,
+    timeout: options.timeoutMs,
+    agent: new Agent({ keepAlive: true, maxSockets: 256 }),
+    on: {
+      proxyReq(proxyReq, req) {
+        // Never trust the caller's forwarding headers: they would let a client choose the
+        // issuer Keycloak writes into tokens.
+        proxyReq.removeHeader('forwarded');
+        proxyReq.setHeader('x-forwarded-host', forwarded.host);
+        proxyReq.setHeader('x-forwarded-proto', forwarded.proto);
+        proxyReq.setHeader('x-forwarded-port', forwarded.port);
+        proxyReq.setHeader('x-forwarded-for', req.socket.remoteAddress ?? '');
+      },
+      error(err, _req, res) {
+        const code = proxyErrorCode(err);
+        options.logger.warn({ err, result: errorCodes[code].result }, 'Keycloak proxy error');
+        answerProxyError(res, code);
+      },
+    },
+  });
+}
+
+/** Like http-proxy-middleware's own mapping: refused/reset is 503, slow is 504. */
+function proxyErrorCode(err: NodeJS.ErrnoException): ErrorCode {
+  switch (err.code) {
+    case 'ECONNREFUSED':
+    case 'ECONNRESET':
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+    case 'EHOSTUNREACH':
+      return 'identityProviderUnavailable';
+    case 'ETIMEDOUT':
+    case 'ESOCKETTIMEDOUT':
+    case 'ECONNABORTED':
+      return 'identityProviderTimeout';
+    case undefined:
+    default:
+      return 'identityProviderBadGateway';
+  }
+}
+
+function answerProxyError(res: ServerResponse | Socket, code: ErrorCode): void {
+  if (!('setHeader' in res) || res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const { status, result, message } = errorCodes[code];
+  res.statusCode = status;
+  res.setHeader('content-type', 'application/json; charset=utf-8');
+  if (status === 503) res.setHeader('retry-after', '5');
+  res.end(JSON.stringify(failure(result, message)));
+}
+
+/**
+ * Guards the path before it reaches Keycloak. Paths that could be normalised into another path
+ * (dot segments, empty segments, encoded slashes or backslashes) are refused outright rather
+ * than interpreted. Unless `allowAdmin`, the admin console and admin REST API under
+ * `/auth/admin/` answer 404, as they must on the public listener.
+ */
+export function guardAuthPath(options: { allowAdmin: boolean }): RequestHandler {
+  return (req, _res, next) => {
+    const rawPath = req.url.split('?', 1)[0] ?? '';
+    let path: string;
+    try {
+      path = decodeURIComponent(rawPath);
+    } catch {
+      next(new AppError('badRequestHeader', { message: 'Malformed request path.' }));
+      return;
+    }
+    const segments = path.split('/').slice(1);
+    const ambiguous =
+      path.includes('\\') ||
+      /%2f|%5c/i.test(rawPath) ||
+      segments.some((s, i) => s === '.' || s === '..' || (s === '' && i < segments.length - 1));
+    if (ambiguous) {
+      next(new AppError('badRequestHeader', { message: 'Ambiguous request path.' }));
+      return;
+    }
+    if (!options.allowAdmin && (segments[0] ?? '').toLowerCase() === 'admin') {
+      next(new AppError('notFound'));
+      return;
+    }
+    next();
+  };
+}

@@ -1,0 +1,30 @@
+/**
+ * Organization ids name Keycloak realms and appear in paths, so they are kept to a small, safe
+ * alphabet: lowercase letters, digits, `-` and `_`, starting with a letter, at most 36 long.
+ * `master` is the administrators' realm and `platform` is the administrators' path segment.
+ */
+const ORGANIZATION_ID = /^[a-z][a-z0-9_-]{0,35}$/;
+const RESERVED_ORGANIZATION_IDS = new Set(['master', 'platform', 'admin', 'auth', 'api']);
+
+/** Workspace ids name client roles (`<ws>` and `_<ws>-admin`) and appear in paths. */
+const WORKSPACE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,35}$/;
+
+/** Whether `id` can be an organization id. */
+export function isOrganizationId(id: string): boolean {
+  return ORGANIZATION_ID.test(id) && !RESERVED_ORGANIZATION_IDS.has(id);
+}
+
+/** Whether `id` can be a workspace id. */
+export function isWorkspaceId(id: string): boolean {
+  return WORKSPACE_ID.test(id);
+}
+
+/** The public client organization users log in with (spec 4.1). */
+export function apiClientIdOf(realm: string): string {
+  return realm === 'master' ? '_platform-api' : `_${realm}-api`;
+}
+
+/** The confidential client whose roles are the organization's workspaces. */
+export function workspacesClientIdOf(organizationId: string): string {
+  return `${organizationId}-workspaces`;
+}

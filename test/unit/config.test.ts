@@ -1,0 +1,183 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig, requiredSecrets } from '../../src/config/config.ts';
+
+const adminPassword = 'admin-password-0123456789';
+const clientSecret = 'client-secret-0123456789';
+const secrets = { KEYCLOAK_ADMIN_PASSWORD: adminPassword, KEYCLOAK_CLIENT_SECRET: clientSecret };
+
+/** The problems of a configuration that must be refused. */
+function problemsOf(env: Record<string, string | undefined>): string[] {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as ConfigError).problems;
+  }
+  throw new Error('loadConfig accepted the configuration');
+}
+
+describe('loadConfig', () => {
+  it('applies every default in demo mode', () => {
+    expect(loadConfig({ REALMGATE_DEMO: 'true' })).toStrictEqual({
+      HOST: '0.0.0.0',
+      PORT: 8000,
+      ADMIN_HOST: '127.0.0.1',
+      ADMIN_PORT: 8001,
+      PUBLIC_URL: 'http://localhost:8000',
+      ADMIN_PUBLIC_URL: 'http://localhost:8001',
+      LOG_LEVEL: 'info',
+      KEYCLOAK_HTTP_PORT: 8080,
+      KEYCLOAK_MANAGEMENT_PORT: 9000,
+      KEYCLOAK_ADMIN_USERNAME: 'admin',
+      KEYCLOAK_TIMEOUT_MS: 5000,
+      AUTH_PROXY_TIMEOUT_MS: 30000,
+      DATA_DIR: '.data',
+      REDIS_KEY_PREFIX: 'realmgate:',
+      MEMORY_CACHE_MAX_ENTRIES: 100000,
+      REALMGATE_DEMO: true,
+    });
+  });
+
+  it('accepts a production configuration with both secrets', () => {
+    const config = loadConfig({
+      ...secrets,
+      PORT: '9000',
+      KEYCLOAK_URL: 'http://keycloak:8080/auth',
+    });
+    expect(config.REALMGATE_DEMO).toBe(false);
+    expect(config.PORT).toBe(9000);
+    expect(config.KEYCLOAK_URL).toBe('http://keycloak:8080/auth');
+    expect(config.KEYCLOAK_ADMIN_PASSWORD).toBe(adminPassword);
+    expect(config.KEYCLOAK_CLIENT_SECRET).toBe(clientSecret);
+  });
+
+  it('reads the boolean flag spellings and refuses others', () => {
+    for (const [value, expected] of [
+      ['true', true],
+      ['1', true],
+      ['yes', true],
+      ['false', false],
+      ['0', false],
+      ['no', false],
+    ] as const) {
+      expect(loadConfig({ ...secrets, REALMGATE_DEMO: value }).REALMGATE_DEMO, value).toBe(
+        expected,
+      );
+    }
+    expect(problemsOf({ ...secrets, REALMGATE_DEMO: 'maybe' }).map(keyOf)).toEqual([
+      'REALMGATE_DEMO',
+    ]);
+  });
+
+  it('requires both secrets outside demo mode', () => {
+    const problems = problemsOf({});
+    expect(problems).toEqual([
+      'KEYCLOAK_ADMIN_PASSWORD: required (only demo mode generates secrets)',
+      'KEYCLOAK_CLIENT_SECRET: required (only demo mode generates secrets)',
+    ]);
+    expect(requiredSecrets).toEqual(['KEYCLOAK_ADMIN_PASSWORD', 'KEYCLOAK_CLIENT_SECRET']);
+  });
+
+  it('reports invalid values together', () => {
+    const problems = problemsOf({
+      ...secrets,
+      PORT: 'eighty',
+      ADMIN_PORT: '70000',
+      PUBLIC_URL: 'ftp://gateway.example.com',
+      LOG_LEVEL: 'verbose',
+    });
+    expect(problems.map(keyOf)).toEqual(['PORT', 'ADMIN_PORT', 'PUBLIC_URL', 'LOG_LEVEL']);
+    expect(problems).toContain('PUBLIC_URL: must be an http(s) URL');
+  });
+
+  it('reports invalid values and missing secrets in one ConfigError', () => {
+    let error: unknown;
+    try {
+      loadConfig({ PORT: 'eighty', PUBLIC_URL: 'ftp://gateway.example.com' });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const { problems, message } = error as ConfigError;
+    expect(problems.map(keyOf)).toEqual([
+      'PORT',
+      'PUBLIC_URL',
+      'KEYCLOAK_ADMIN_PASSWORD',
+      'KEYCLOAK_CLIENT_SECRET',
+    ]);
+    expect(problems).toContain('PUBLIC_URL: must be an http(s) URL');
+    expect(problems).toContain(
+      'KEYCLOAK_CLIENT_SECRET: required (only demo mode generates secrets)',
+    );
+    for (const problem of problems) expect(message).toContain(`\n  - ${problem}`);
+  });
+
+  it('refuses secrets shorter than 16 characters, in demo mode too', () => {
+    expect(
+      problemsOf({ KEYCLOAK_ADMIN_PASSWORD: 'short', KEYCLOAK_CLIENT_SECRET: '0123456789abcde' }),
+    ).toEqual([
+      'KEYCLOAK_ADMIN_PASSWORD: must be at least 16 characters',
+      'KEYCLOAK_CLIENT_SECRET: must be at least 16 characters',
+    ]);
+    expect(problemsOf({ REALMGATE_DEMO: 'true', KEYCLOAK_CLIENT_SECRET: 'short' })).toEqual([
+      'KEYCLOAK_CLIENT_SECRET: must be at least 16 characters',
+    ]);
+    const sixteen = '0123456789abcdef';
+    const config = loadConfig({
+      KEYCLOAK_ADMIN_PASSWORD: sixteen,
+      KEYCLOAK_CLIENT_SECRET: sixteen,
+    });
+    expect(config.KEYCLOAK_ADMIN_PASSWORD).toBe(sixteen);
+  });
+
+  it('treats empty strings as unset', () => {
+    const config = loadConfig({
+      REALMGATE_DEMO: 'true',
+      PORT: '',
+      PUBLIC_URL: '',
+      KEYCLOAK_URL: '',
+      DATABASE_URL: '',
+      KEYCLOAK_CLIENT_SECRET: '',
+    });
+    expect(config.PORT).toBe(8000);
+    expect(config.PUBLIC_URL).toBe('http://localhost:8000');
+    expect(config.KEYCLOAK_URL).toBeUndefined();
+    expect(config.DATABASE_URL).toBeUndefined();
+    expect(config.KEYCLOAK_CLIENT_SECRET).toBeUndefined();
+    // Outside demo mode an empty secret is missing, not too short.
+    expect(
+      problemsOf({ KEYCLOAK_ADMIN_PASSWORD: '', KEYCLOAK_CLIENT_SECRET: clientSecret }),
+    ).toEqual(['KEYCLOAK_ADMIN_PASSWORD: required (only demo mode generates secrets)']);
+  });
+
+  it('ignores variables it does not know', () => {
+    const config = loadConfig({ REALMGATE_DEMO: 'true', PATH: '/usr/bin', NODE_ENV: 'production' });
+    expect(Object.keys(config)).not.toContain('PATH');
+    expect(Object.keys(config)).not.toContain('NODE_ENV');
+  });
+
+  it('strips trailing slashes from URLs', () => {
+    const config = loadConfig({
+      ...secrets,
+      PUBLIC_URL: 'https://gateway.example.com/',
+      ADMIN_PUBLIC_URL: 'https://admin.example.com:8443//',
+      KEYCLOAK_URL: 'http://keycloak:8080/auth/',
+    });
+    expect(config.PUBLIC_URL).toBe('https://gateway.example.com');
+    expect(config.ADMIN_PUBLIC_URL).toBe('https://admin.example.com:8443');
+    expect(config.KEYCLOAK_URL).toBe('http://keycloak:8080/auth');
+  });
+
+  it('returns a frozen configuration', () => {
+    const config = loadConfig({ REALMGATE_DEMO: 'true' });
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(() => {
+      (config as { PORT: number }).PORT = 1;
+    }).toThrow(TypeError);
+    expect(config.PORT).toBe(8000);
+  });
+});
+
+function keyOf(problem: string): string {
+  return problem.slice(0, problem.indexOf(':'));
+}

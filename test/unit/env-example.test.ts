@@ -1,0 +1,53 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { configSchema, loadConfig } from '../../src/config/config.ts';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const example = readFileSync(path.join(root, '.env.example'), 'utf8');
+const schemaKeys = Object.keys(configSchema.shape);
+
+/** `KEY=value` lines at line start, in file order. */
+const assignments = example
+  .split('\n')
+  .map((line) => /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(line))
+  .filter((m) => m !== null)
+  .map((m) => ({ key: m[1]!, value: m[2]! }));
+
+describe('.env.example', () => {
+  it('documents every configuration variable', () => {
+    const documented = assignments.map((a) => a.key);
+    expect(schemaKeys.filter((k) => !documented.includes(k))).toEqual([]);
+  });
+
+  it('documents nothing that is not a configuration variable', () => {
+    expect(assignments.map((a) => a.key).filter((k) => !schemaKeys.includes(k))).toEqual([]);
+  });
+
+  it('lists each variable once', () => {
+    const keys = assignments.map((a) => a.key);
+    expect(keys.filter((k, i) => keys.indexOf(k) !== i)).toEqual([]);
+    expect(keys.length).toBe(schemaKeys.length);
+  });
+
+  it('leaves empty exactly the variables without a default', () => {
+    expect(assignments.filter((a) => a.value === '').map((a) => a.key)).toEqual([
+      'KEYCLOAK_URL',
+      'KEYCLOAK_ADMIN_PASSWORD',
+      'KEYCLOAK_CLIENT_SECRET',
+      'DATABASE_URL',
+      'REDIS_URL',
+      'REALMGATE_DEMO_PASSWORD',
+    ]);
+  });
+
+  it('shows the real defaults', () => {
+    const env = Object.fromEntries(assignments.map((a) => [a.key, a.value]));
+    // Demo mode so that the unset secrets are not reported.
+    const fromExample = loadConfig({ ...env, REALMGATE_DEMO: 'true' });
+    const fromDefaults = loadConfig({ REALMGATE_DEMO: 'true' });
+    expect(fromExample).toEqual(fromDefaults);
+    expect(env['REALMGATE_DEMO']).toBe('false');
+  });
+});
