@@ -1,0 +1,28 @@
+# realmgate gateway. TypeScript runs through tsx (a runtime dependency), so there is no build
+# step. The image contains no Keycloak and no Java: set KEYCLOAK_URL to an external Keycloak
+# (docker-compose.yml does). Outside demo mode KEYCLOAK_ADMIN_PASSWORD and
+# KEYCLOAK_CLIENT_SECRET are required.
+FROM node:20-bookworm-slim
+
+ENV NODE_ENV=production
+WORKDIR /app
+
+# tsx is in "dependencies", so omitting devDependencies keeps it.
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+
+COPY tsconfig.json ./
+COPY src/ ./src/
+COPY keycloak/ ./keycloak/
+COPY realm-export/ ./realm-export/
+
+# DATA_DIR (default .data) must be writable by the unprivileged user.
+RUN mkdir -p /app/.data && chown node:node /app/.data
+USER node
+
+EXPOSE 8000 8001
+
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8000) + '/healthz', { signal: AbortSignal.timeout(4000) }).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+
+CMD ["node", "--import", "tsx", "src/main.ts"]

@@ -1,0 +1,329 @@
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { KEYCLOAK_BUILD_OPTIONS, KEYCLOAK_VERSION } from '../../keycloak/distribution.ts';
+import { configSchema, loadConfig, requiredSecrets } from '../../src/config/config.ts';
+
+/*
+ * No YAML dependency: docker-compose.yml is read with a few indentation rules that hold for
+ * the way it is written (two-space indentation, block style, one entry per line).
+ */
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const composeText = readFileSync(path.join(root, 'docker-compose.yml'), 'utf8');
+const dockerfileText = readFileSync(path.join(root, 'Dockerfile'), 'utf8');
+const dockerignoreText = readFileSync(path.join(root, '.dockerignore'), 'utf8');
+
+/** Variables the compose file may interpolate besides the gateway's own (the postgres image's). */
+const extraVariables = ['POSTGRES_USER', 'POSTGRES_PASSWORD'];
+const schemaKeys = Object.keys(configSchema.shape);
+
+interface Line {
+  indent: number;
+  text: string;
+}
+
+/** Non-blank lines without comment lines (no value in this file contains ` #`). */
+function lines(text: string): Line[] {
+  return text
+    .split('\n')
+    .filter((l) => l.trim() !== '' && !l.trim().startsWith('#'))
+    .map((l) => ({ indent: l.length - l.trimStart().length, text: l.trim() }));
+}
+
+/** The lines nested under `key:` (found at `indent`), or undefined when absent. */
+function block(of: Line[], key: string, indent: number): Line[] | undefined {
+  const start = of.findIndex((l) => l.indent === indent && l.text.startsWith(`${key}:`));
+  if (start === -1) return undefined;
+  const end = of.findIndex((l, i) => i > start && l.indent <= indent);
+  return of.slice(start + 1, end === -1 ? undefined : end);
+}
+
+function unquote(value: string): string {
+  const v = value.trim();
+  return /^(['"]).*\1$/.test(v) ? v.slice(1, -1) : v;
+}
+
+/** `KEY: value` and `- KEY=value` entries directly inside a block. */
+function entries(of: Line[]): Array<[string, string]> {
+  const indent = Math.min(...of.map((l) => l.indent));
+  return of
+    .filter((l) => l.indent === indent)
+    .map((l): [string, string] => {
+      const listItem = /^-\s+(['"]?)([A-Za-z_][A-Za-z0-9_]*)=(.*)\1$/.exec(l.text);
+      if (listItem) return [listItem[2]!, listItem[3]!];
+      const mapping = /^([A-Za-z_][A-Za-z0-9_-]*):\s*(.*)$/.exec(l.text);
+      if (mapping) return [mapping[1]!, unquote(mapping[2]!)];
+      throw new Error(`cannot read entry: ${l.text}`);
+    });
+}
+
+/** `- item` values directly inside a block. */
+function listItems(of: Line[]): string[] {
+  const indent = Math.min(...of.map((l) => l.indent));
+  return of
+    .filter((l) => l.indent === indent && l.text.startsWith('- '))
+    .map((l) => unquote(l.text.slice(2)));
+}
+
+const all = lines(composeText);
+const services = block(all, 'services', 0) ?? [];
+
+function service(name: string): Line[] {
+  const found = block(services, name, 2);
+  if (!found) throw new Error(`docker-compose.yml has no service ${name}`);
+  return found;
+}
+
+function environment(name: string): Map<string, string> {
+  return new Map(entries(block(service(name), 'environment', 4) ?? []));
+}
+
+/** Every interpolation in the compose file: `${NAME...}` and `$NAME`, but not escaped `$$`. */
+function interpolations(text: string): Array<{ name: string; modifier: string }> {
+  const found: Array<{ name: string; modifier: string }> = [];
+  for (const m of text.matchAll(
+    /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)([^}]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)/g,
+  )) {
+    if (m[0] === '$$') continue;
+    found.push({ name: m[1] ?? m[3]!, modifier: m[2]?.slice(0, 2) ?? '' });
+  }
+  return found;
+}
+
+/** Resolves interpolations the way compose does when only the required variables are set. */
+function resolve(value: string, given: Record<string, string>): string {
+  return value.replace(
+    /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([-?])([^}]*))?\}/g,
+    (_, name: string, op?: string, arg?: string) => {
+      const v = given[name];
+      if (v !== undefined && v !== '') return v;
+      if (op === '-') return arg ?? '';
+      throw new Error(`${name} is required: ${arg ?? ''}`);
+    },
+  );
+}
+
+describe('docker-compose.yml', () => {
+  it('declares the four services', () => {
+    expect(
+      entries(services.filter((l) => l.indent === 2 && l.text.endsWith(':'))).map(([k]) => k),
+    ).toEqual(['postgres', 'redis', 'keycloak', 'gateway']);
+  });
+
+  it('mounts only files that exist in the repository', () => {
+    const binds = all
+      .map((l) => /^-\s+['"]?(\.\.?\/[^:'"]*):([^:'"]+)(?::([a-z,]+))?['"]?$/.exec(l.text))
+      .filter((m) => m !== null)
+      .map((m) => ({ source: m[1]!, target: m[2]!, mode: m[3] }));
+    expect(binds).toEqual([
+      {
+        source: './realm-export/master.json',
+        target: '/opt/keycloak/data/import/master.json',
+        mode: 'ro',
+      },
+    ]);
+    expect(binds.filter((b) => !existsSync(path.join(root, b.source)))).toEqual([]);
+    // The long syntax (`source: ./x`) is not used; if it ever is, this test must learn it.
+    expect(all.filter((l) => /^source:\s*['"]?\./.test(l.text))).toEqual([]);
+  });
+
+  it('builds the gateway from the repository root, where the Dockerfile is', () => {
+    const build = block(service('gateway'), 'build', 4);
+    expect(build && entries(build)).toEqual([['context', '.']]);
+    expect(statSync(path.join(root, '.')).isDirectory()).toBe(true);
+    expect(existsSync(path.join(root, 'Dockerfile'))).toBe(true);
+    // No other service is built.
+    expect(all.filter((l) => l.text.startsWith('build:')).length).toBe(1);
+  });
+
+  it('interpolates only configuration variables and the postgres credentials', () => {
+    const names = [...new Set(interpolations(composeText).map((i) => i.name))].sort();
+    expect(names.filter((n) => !schemaKeys.includes(n) && !extraVariables.includes(n))).toEqual([]);
+    expect(names).toEqual([
+      'ADMIN_PUBLIC_URL',
+      'KEYCLOAK_ADMIN_PASSWORD',
+      'KEYCLOAK_ADMIN_USERNAME',
+      'KEYCLOAK_CLIENT_SECRET',
+      'LOG_LEVEL',
+      'POSTGRES_PASSWORD',
+      'POSTGRES_USER',
+      'PUBLIC_URL',
+    ]);
+  });
+
+  it('requires the secrets (`${NAME:?message}`) wherever they are used', () => {
+    for (const secret of requiredSecrets) {
+      const uses = interpolations(composeText).filter((i) => i.name === secret);
+      expect(uses.length, secret).toBe(2); // keycloak and gateway
+      expect(uses.map((u) => u.modifier)).toEqual([':?', ':?']);
+    }
+    // Nothing else is required and nothing is used without a default.
+    const others = interpolations(composeText).filter(
+      (i) => !(requiredSecrets as readonly string[]).includes(i.name),
+    );
+    expect(others.filter((i) => i.modifier !== ':-')).toEqual([]);
+  });
+
+  it('gives the gateway only configuration variables, and a valid configuration', () => {
+    const env = environment('gateway');
+    expect([...env.keys()].filter((k) => !schemaKeys.includes(k))).toEqual([]);
+    expect([...env.keys()].sort()).toEqual([
+      'ADMIN_HOST',
+      'ADMIN_PUBLIC_URL',
+      'DATABASE_URL',
+      'HOST',
+      'KEYCLOAK_ADMIN_PASSWORD',
+      'KEYCLOAK_ADMIN_USERNAME',
+      'KEYCLOAK_CLIENT_SECRET',
+      'KEYCLOAK_URL',
+      'LOG_LEVEL',
+      'PUBLIC_URL',
+      'REDIS_URL',
+    ]);
+    const given = {
+      KEYCLOAK_ADMIN_PASSWORD: 'admin-password-0123456789',
+      KEYCLOAK_CLIENT_SECRET: 'client-secret-0123456789',
+    };
+    const resolved = Object.fromEntries([...env].map(([k, v]) => [k, resolve(v, given)]));
+    const config = loadConfig(resolved);
+    expect(config).toMatchObject({
+      HOST: '0.0.0.0',
+      PORT: 8000,
+      ADMIN_HOST: '0.0.0.0',
+      ADMIN_PORT: 8001,
+      PUBLIC_URL: 'http://localhost:8000',
+      ADMIN_PUBLIC_URL: 'http://localhost:8001',
+      KEYCLOAK_URL: 'http://keycloak:8080/auth',
+      KEYCLOAK_ADMIN_USERNAME: 'admin',
+      KEYCLOAK_ADMIN_PASSWORD: 'admin-password-0123456789',
+      KEYCLOAK_CLIENT_SECRET: 'client-secret-0123456789',
+      DATABASE_URL: 'postgres://realmgate:realmgate-local-only@postgres:5432/realmgate',
+      REDIS_URL: 'redis://redis:6379',
+      REALMGATE_DEMO: false,
+    });
+    expect(() => resolve(env.get('KEYCLOAK_CLIENT_SECRET')!, {})).toThrow(
+      'KEYCLOAK_CLIENT_SECRET is required',
+    );
+  });
+
+  it('publishes the public listener, and the admin listener on loopback only', () => {
+    expect(listItems(block(service('gateway'), 'ports', 4) ?? [])).toEqual([
+      '8000:8000',
+      '127.0.0.1:8001:8001',
+    ]);
+  });
+
+  it('runs the Keycloak version and options of the local launcher', () => {
+    const image = entries(service('keycloak').filter((l) => l.indent === 4)).find(
+      ([k]) => k === 'image',
+    );
+    expect(image).toEqual(['image', `quay.io/keycloak/keycloak:${KEYCLOAK_VERSION}`]);
+    expect(KEYCLOAK_VERSION).toBe('26.7.4');
+
+    const command = listItems(block(service('keycloak'), 'command', 4) ?? []);
+    expect(command[0]).toBe('start');
+    // Every build option except the database, which is PostgreSQL here.
+    const buildOptions = KEYCLOAK_BUILD_OPTIONS.filter((o) => !o.startsWith('--db='));
+    expect(buildOptions.filter((o) => !command.includes(o))).toEqual([]);
+    expect(command).toEqual(
+      expect.arrayContaining([
+        '--http-enabled=true',
+        '--hostname=${PUBLIC_URL:-http://localhost:8000}/auth',
+        '--hostname-admin=${ADMIN_PUBLIC_URL:-http://localhost:8001}/auth',
+        '--hostname-backchannel-dynamic=true',
+        '--proxy-headers=xforwarded',
+        '--import-realm',
+      ]),
+    );
+  });
+
+  it('gives Keycloak its bootstrap administrator and the secret master.json expects', () => {
+    const env = environment('keycloak');
+    expect(env.get('KC_DB')).toBe('postgres');
+    expect(env.get('KC_DB_URL')).toBe('jdbc:postgresql://postgres:5432/keycloak');
+    expect(env.get('KC_BOOTSTRAP_ADMIN_USERNAME')).toBe('${KEYCLOAK_ADMIN_USERNAME:-admin}');
+    expect(env.get('KC_BOOTSTRAP_ADMIN_PASSWORD')).toMatch(/^\$\{KEYCLOAK_ADMIN_PASSWORD:\?/);
+    expect(env.get('REALMGATE_KEYCLOAK_CLIENT_SECRET')).toMatch(/^\$\{KEYCLOAK_CLIENT_SECRET:\?/);
+    const realm = readFileSync(path.join(root, 'realm-export/master.json'), 'utf8');
+    expect(realm).toContain('"${REALMGATE_KEYCLOAK_CLIENT_SECRET}"');
+    // The gateway and Keycloak agree on the administrator and the client secret.
+    const gateway = environment('gateway');
+    expect(gateway.get('KEYCLOAK_ADMIN_USERNAME')).toBe(env.get('KC_BOOTSTRAP_ADMIN_USERNAME'));
+    expect(gateway.get('KEYCLOAK_ADMIN_PASSWORD')).toBe(env.get('KC_BOOTSTRAP_ADMIN_PASSWORD'));
+    expect(gateway.get('KEYCLOAK_CLIENT_SECRET')).toBe(env.get('REALMGATE_KEYCLOAK_CLIENT_SECRET'));
+  });
+
+  it('creates the keycloak database that KC_DB_URL names', () => {
+    const configs = block(all, 'configs', 0) ?? [];
+    const content = block(configs, 'keycloak-database', 2) ?? [];
+    expect(content.map((l) => l.text)).toEqual(['content: |', 'CREATE DATABASE keycloak;']);
+    expect(listItems(block(service('postgres'), 'configs', 4) ?? [])).toEqual([
+      'source: keycloak-database',
+    ]);
+    expect(composeText).toContain('target: /docker-entrypoint-initdb.d/10-keycloak-database.sql');
+  });
+});
+
+describe('Dockerfile', () => {
+  const instructions = lines(dockerfileText.replace(/\\\n\s*/g, ' ')).map((l) => l.text);
+
+  it('copies only paths that exist and are not excluded from the build context', () => {
+    const sources = instructions
+      .filter((l) => l.startsWith('COPY '))
+      .flatMap((l) => {
+        const args = l
+          .split(/\s+/)
+          .slice(1)
+          .filter((a) => !a.startsWith('--'));
+        return args.slice(0, -1);
+      });
+    expect(sources).toEqual([
+      'package.json',
+      'package-lock.json',
+      'tsconfig.json',
+      'src/',
+      'keycloak/',
+      'realm-export/',
+    ]);
+    expect(sources.filter((s) => !existsSync(path.join(root, s)))).toEqual([]);
+    const ignored = lines(dockerignoreText).map((l) => l.text.replace(/\/$/, ''));
+    expect(sources.filter((s) => ignored.includes(s.replace(/\/$/, '')))).toEqual([]);
+  });
+
+  it('starts the gateway with tsx as the unprivileged node user', () => {
+    expect(instructions[0]).toBe('FROM node:20-bookworm-slim');
+    expect(instructions).toContain('ENV NODE_ENV=production');
+    expect(instructions).toContain('USER node');
+    expect(instructions).toContain('EXPOSE 8000 8001');
+    expect(instructions.at(-1)).toBe('CMD ["node", "--import", "tsx", "src/main.ts"]');
+    expect(instructions.find((l) => l.startsWith('HEALTHCHECK'))).toContain(
+      "fetch('http://127.0.0.1:' + (process.env.PORT || 8000) + '/healthz'",
+    );
+  });
+
+  it('installs without devDependencies, which works because tsx is a runtime dependency', () => {
+    expect(instructions).toContain(
+      'RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force',
+    );
+    const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as {
+      dependencies: Record<string, string>;
+    };
+    expect(Object.keys(pkg.dependencies)).toContain('tsx');
+  });
+
+  it('keeps local state and secrets out of the build context', () => {
+    expect(lines(dockerignoreText).map((l) => l.text)).toEqual([
+      'node_modules',
+      '.data',
+      '.keycloak',
+      '.git',
+      'coverage',
+      'bench/results',
+      '.scratch',
+      '.env',
+      '*.log',
+    ]);
+  });
+});
