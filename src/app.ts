@@ -4,6 +4,7 @@ import { createErrorHandler, notFoundHandler } from './envelope/error-handler.ts
 import { createHealthRouter, type ReadinessCheck } from './http/health.router.ts';
 import { accessLog } from './http/access-log.ts';
 import { createAuthProxy, guardAuthPath } from './keycloak/auth-proxy.ts';
+import { guardFormBody } from './keycloak/form-body-guard.ts';
 
 export type Listener = 'public' | 'admin';
 
@@ -30,10 +31,11 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
 
   app.use(createHealthRouter(deps.readiness, deps.logger));
 
-  // Before any body parser: the token endpoint's form body must stream through untouched.
+  // Before any other body parser: only the form guard reads /auth bodies, and hands them on.
   app.use(
     '/auth',
     guardAuthPath({ allowAdmin: listener === 'admin' }),
+    ...guardFormBody(),
     createAuthProxy({
       keycloakUrl: deps.keycloakUrl,
       publicUrl: deps.publicUrl,

@@ -6,6 +6,7 @@ import { createProxyMiddleware } from 'http-proxy-middleware';
 import type { Logger } from 'pino';
 import { failure } from '../envelope/envelope.ts';
 import { AppError, errorCodes, type ErrorCode } from '../envelope/errors.ts';
+import { bufferedBodyOf } from './form-body-guard.ts';
 
 export interface AuthProxyOptions {
   /** Keycloak base URL including its relative path, e.g. `http://127.0.0.1:8080/auth`. */
@@ -42,6 +43,12 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
         proxyReq.setHeader('x-forwarded-proto', forwarded.proto);
         proxyReq.setHeader('x-forwarded-port', forwarded.port);
         proxyReq.setHeader('x-forwarded-for', req.socket.remoteAddress ?? '');
+        // A form body already read by the guard is written here; the piped stream is empty.
+        const body = bufferedBodyOf(req);
+        if (body) {
+          proxyReq.setHeader('content-length', body.length);
+          proxyReq.write(body);
+        }
       },
       error(err, _req, res) {
         const code = proxyErrorCode(err);

@@ -1,0 +1,49 @@
+import type { IncomingMessage } from 'node:http';
+import express, { type RequestHandler } from 'express';
+
+/** Token requests are a few hundred bytes; anything near this is not a login. */
+export const MAX_FORM_BODY_BYTES = 64 * 1024;
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+const BROKEN_PERCENT_ESCAPE = /%(?![0-9A-Fa-f]{2})/;
+
+/**
+ * Checks URL-encoded form bodies (the token endpoint's) before Keycloak sees them: Keycloak
+ * answers a malformed one with 500, which clients would read as "retry later". A broken body
+ * gets 400 `invalid_request` in Keycloak's own error format instead; a good one is passed on
+ * as `req.body` (a Buffer) for the proxy to resend unchanged.
+ */
+export function guardFormBody(): RequestHandler[] {
+  const readForm = express.raw({
+    type: 'application/x-www-form-urlencoded',
+    limit: MAX_FORM_BODY_BYTES,
+  });
+  const check: RequestHandler = (req, res, next) => {
+    const body: unknown = req.body;
+    if (!Buffer.isBuffer(body)) {
+      next();
+      return;
+    }
+    let text: string;
+    try {
+      text = utf8.decode(body);
+    } catch {
+      res
+        .status(400)
+        .json({ error: 'invalid_request', error_description: 'Form body is not valid UTF-8.' });
+      return;
+    }
+    if (BROKEN_PERCENT_ESCAPE.test(text)) {
+      res.status(400).json({ error: 'invalid_request', error_description: 'Malformed form body.' });
+      return;
+    }
+    next();
+  };
+  return [readForm, check];
+}
+
+/** The body `guardFormBody` read, if any, so the proxy can write it to Keycloak. */
+export function bufferedBodyOf(req: IncomingMessage): Buffer | undefined {
+  const body = (req as IncomingMessage & { body?: unknown }).body;
+  return Buffer.isBuffer(body) ? body : undefined;
+}
