@@ -1,0 +1,94 @@
+import { randomBytes } from 'node:crypto';
+import { loginAsBootstrapAdmin, type KeycloakAdmin } from '../../src/keycloak/admin-client.ts';
+import { apiClientIdOf } from '../../src/keycloak/identifiers.ts';
+import {
+  ensureOrganizationRealm,
+  ensureUser,
+  ensureWorkspaceRoles,
+} from '../../src/keycloak/provisioning.ts';
+import { testEnv } from './test-env.ts';
+
+/** A short random suffix so suites never collide with each other or with earlier runs. */
+export function uniqueId(prefix: string): string {
+  return `${prefix}${randomBytes(4).toString('hex')}`;
+}
+
+/** An admin-API client logged in as the test Keycloak's bootstrap administrator. */
+export function keycloakAdmin(): Promise<KeycloakAdmin> {
+  const env = testEnv();
+  return loginAsBootstrapAdmin({
+    keycloakUrl: env.keycloakUrl,
+    username: env.keycloakAdminUsername,
+    password: env.keycloakAdminPassword,
+    timeoutMs: 10_000,
+  });
+}
+
+/** Creates a fresh organization realm (from the template) with the given workspaces. */
+export async function createOrganizationRealm(workspaces: string[] = []): Promise<string> {
+  const admin = await keycloakAdmin();
+  const organizationId = uniqueId('org-');
+  await ensureOrganizationRealm(admin, {
+    organizationId,
+    organizationName: `Test ${organizationId}`,
+    gatewayClientSecret: testEnv().gatewayClientSecret,
+  });
+  for (const ws of workspaces) await ensureWorkspaceRoles(admin, organizationId, ws);
+  return organizationId;
+}
+
+export interface TestUser {
+  realm: string;
+  username: string;
+  password: string;
+  otpSecret?: string;
+}
+
+/** Creates a user with a random name and password in `realm`. */
+export async function createUser(
+  realm: string,
+  options: { workspaceRoles?: string[]; otp?: boolean; username?: string; password?: string } = {},
+): Promise<TestUser> {
+  const user: TestUser = {
+    realm,
+    username: options.username ?? uniqueId('user-'),
+    password: options.password ?? randomBytes(12).toString('base64url'),
+    otpSecret: options.otp ? randomBytes(15).toString('hex').slice(0, 20) : undefined,
+  };
+  await ensureUser(await keycloakAdmin(), { ...user, workspaceRoles: options.workspaceRoles });
+  return user;
+}
+
+/** POSTs a raw form body to a realm's token endpoint through `baseUrl`. */
+export async function postToken(
+  baseUrl: string,
+  realm: string,
+  body: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: Record<string, unknown>; headers: Headers }> {
+  const res = await fetch(`${baseUrl}/realms/${realm}/protocol/openid-connect/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+    body,
+  });
+  return {
+    status: res.status,
+    json: (await res.json()) as Record<string, unknown>,
+    headers: res.headers,
+  };
+}
+
+/** The spec's password grant (4.1), written as the spec writes it: `scope=openid+offline_access`. */
+export function passwordGrantBody(user: TestUser, extra = ''): string {
+  const client = apiClientIdOf(user.realm);
+  return (
+    `client_id=${encodeURIComponent(client)}&grant_type=password&scope=openid+offline_access` +
+    `&username=${encodeURIComponent(user.username)}&password=${encodeURIComponent(user.password)}${extra}`
+  );
+}
+
+/** Decodes a JWT's payload without verifying it (tests only). */
+export function claimsOf(jwt: unknown): Record<string, unknown> {
+  const payload = String(jwt).split('.')[1] ?? '';
+  return JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as Record<string, unknown>;
+}

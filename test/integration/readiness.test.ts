@@ -1,0 +1,92 @@
+import { randomBytes } from 'node:crypto';
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LocalKeycloak } from '../../keycloak/launcher.ts';
+import { loadConfig, type Config } from '../../src/config/config.ts';
+import { startGateway, type Gateway } from '../../src/gateway.ts';
+import { createLogger } from '../../src/http/logger.ts';
+import { startConfiguredKeycloak } from '../../src/keycloak/local-keycloak.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A Keycloak and a gateway of this suite's own, so that stopping Keycloak disturbs no one else. */
+describe('readiness follows Keycloak', () => {
+  let config: Config;
+  let keycloak: LocalKeycloak | undefined;
+  let gateway: Gateway;
+  const logger = createLogger('silent');
+
+  beforeAll(async () => {
+    const dataDir = path.resolve('.data/test/readiness');
+    await rm(dataDir, { recursive: true, force: true });
+    config = loadConfig({
+      HOST: '127.0.0.1',
+      PORT: '18100',
+      ADMIN_PORT: '18101',
+      PUBLIC_URL: 'http://127.0.0.1:18100',
+      ADMIN_PUBLIC_URL: 'http://127.0.0.1:18101',
+      KEYCLOAK_HTTP_PORT: '18180',
+      KEYCLOAK_MANAGEMENT_PORT: '19100',
+      KEYCLOAK_ADMIN_PASSWORD: randomBytes(18).toString('base64url'),
+      KEYCLOAK_CLIENT_SECRET: randomBytes(18).toString('base64url'),
+      KEYCLOAK_TIMEOUT_MS: '1000',
+      DATABASE_URL: testEnv().databaseUrl,
+      REDIS_URL: testEnv().redisUrl,
+      DATA_DIR: dataDir,
+    });
+    keycloak = await startConfiguredKeycloak(config, () => undefined);
+    gateway = await startGateway(config, keycloak.url, logger);
+  });
+
+  afterAll(async () => {
+    await gateway?.close();
+    await keycloak?.stop();
+  });
+
+  async function readyz() {
+    const res = await fetch(`${config.PUBLIC_URL}/readyz`);
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  }
+
+  it('is ready while Keycloak runs, 503 naming Keycloak when it stops, ready again when it is back', async () => {
+    expect((await readyz()).status).toBe(200);
+
+    const pid = keycloak!.pid;
+    await keycloak!.stop();
+    keycloak = undefined;
+    expect(isAlive(pid)).toBe(false);
+
+    const down = await readyz();
+    expect(down.status).toBe(503);
+    expect(down.body).toMatchObject({
+      data: { keycloak: 'down', database: 'up', cache: 'up' },
+      result: '503-00001',
+      message: 'Not ready: keycloak.',
+    });
+
+    // The token endpoint says "retry later" in the envelope rather than failing obscurely.
+    const token = await fetch(
+      `${config.PUBLIC_URL}/auth/realms/master/protocol/openid-connect/token`,
+      {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: 'client_id=_platform-api&grant_type=password&username=a&password=b',
+      },
+    );
+    expect(token.status).toBe(503);
+    expect(token.headers.get('retry-after')).toBe('5');
+    expect(await token.json()).toMatchObject({ data: null, result: '503-11001' });
+
+    keycloak = await startConfiguredKeycloak(config, () => undefined);
+    expect(await readyz()).toMatchObject({ status: 200, body: { data: { keycloak: 'up' } } });
+  });
+});
