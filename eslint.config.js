@@ -3,7 +3,9 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', '.keycloak/', '.data/', '.scratch/', 'coverage/', 'bench/results/'] },
+  {
+    ignores: ['node_modules/', '.keycloak/', '.data/', '.scratch/', 'coverage/', 'bench/results/'],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
