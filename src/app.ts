@@ -1,4 +1,4 @@
-import express, { type Express } from 'express';
+import express, { type Express, type RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { createErrorHandler, notFoundHandler } from './envelope/error-handler.ts';
 import { createHealthRouter, type ReadinessCheck } from './http/health.router.ts';
@@ -12,8 +12,9 @@ export interface AppDeps {
   logger: Logger;
   keycloakUrl: string;
   publicUrl: string;
-  keycloakTimeoutMs: number;
   authProxyTimeoutMs: number;
+  /** Everything under `/api` (see api.router.ts). */
+  api: RequestHandler;
   readiness: Record<string, ReadinessCheck>;
 }
 
@@ -43,6 +44,8 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
       logger: deps.logger,
     }),
   );
+
+  app.use('/api', deps.api);
 
   app.use(notFoundHandler);
   app.use(createErrorHandler(deps.logger));

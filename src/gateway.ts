@@ -1,12 +1,25 @@
+import { randomBytes } from 'node:crypto';
 import type { Server } from 'node:http';
+import type { Router } from 'express';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
+import { createApiRouter } from './api.router.ts';
 import { createApp } from './app.ts';
+import { createBasicAuthenticator } from './auth/basic/basic-authenticator.ts';
+import { createBearerVerifier } from './auth/bearer/bearer-verifier.ts';
+import { createJwksRegistry } from './auth/bearer/jwks.ts';
+import { createOperationsRepo } from './automation/operations.repo.ts';
 import { createCache, type Cache } from './cache/index.ts';
+import type { FallbackCache } from './cache/fallback-cache.ts';
 import type { Config } from './config/config.ts';
 import { checkDatabase, openDatabase } from './db/database.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import { checkKeycloak } from './keycloak/keycloak-health.ts';
+import { createServiceAdmin, hasTwoFactor } from './keycloak/service-admin.ts';
+import { createTokenClient } from './keycloak/token-client.ts';
+import { createOrganizationDirectory } from './platform/organization-directory.ts';
+import { createOrganizationsRepo } from './platform/organizations.repo.ts';
+import { createWorkspacesRepo } from './platform/workspaces.repo.ts';
 import { closeServer, listen } from './server.ts';
 
 export interface Gateway {
@@ -17,6 +30,13 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
+/** Builds extra administrator routes once storage is open (provisioning). */
+export type PlatformRouterFactory = (deps: {
+  db: Knex;
+  config: Config;
+  keycloakUrl: string;
+}) => Router;
+
 /**
  * Opens storage (migrating it), builds both listeners and starts them. `keycloakUrl` is the
  * Keycloak the gateway talks to, local or external.
@@ -25,6 +45,7 @@ export async function startGateway(
   config: Config,
   keycloakUrl: string,
   logger: Logger,
+  platformRouter?: PlatformRouterFactory,
 ): Promise<Gateway> {
   const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });
   await migrateToLatest(db);
@@ -33,17 +54,68 @@ export async function startGateway(
     keyPrefix: config.REDIS_KEY_PREFIX,
     maxEntries: config.MEMORY_CACHE_MAX_ENTRIES,
     commandTimeoutMs: 1000,
+    logger,
+  });
+  const cacheSecret = config.REALMGATE_CACHE_SECRET ?? randomBytes(32).toString('base64url');
+  if (!config.REALMGATE_CACHE_SECRET && config.REDIS_URL) {
+    logger.warn(
+      'REALMGATE_CACHE_SECRET is unset: Basic logins cached in Redis are not shared between replicas',
+    );
+  }
+  const jwks = createJwksRegistry({ keycloakUrl, timeoutMs: config.KEYCLOAK_TIMEOUT_MS });
+  const bearer = createBearerVerifier({
+    jwks,
+    publicUrl: config.PUBLIC_URL,
+    leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
+    maxCachedTokens: config.MEMORY_CACHE_MAX_ENTRIES,
+  });
+  const serviceAdmin = createServiceAdmin({
+    keycloakUrl,
+    clientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
+    timeoutMs: config.KEYCLOAK_TIMEOUT_MS,
+  });
+  const basic = createBasicAuthenticator({
+    tokens: createTokenClient({
+      keycloakUrl,
+      publicUrl: config.PUBLIC_URL,
+      timeoutMs: config.KEYCLOAK_TIMEOUT_MS,
+    }),
+    bearer,
+    cache,
+    cacheSecret,
+    maxCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
+    hasTwoFactor: (realm, username) => hasTwoFactor(serviceAdmin, realm, username),
+    logger,
+  });
+  const organizations = createOrganizationsRepo(db);
+  const workspaces = createWorkspacesRepo(db);
+  const api = createApiRouter({
+    basic,
+    bearer,
+    organizationDirectory: createOrganizationDirectory(organizations),
+    organizations,
+    workspaces,
+    operations: createOperationsRepo(db),
+    platformRouter: platformRouter?.({ db, config, keycloakUrl }),
+    automationUpstream: config.AUTOMATION_UPSTREAM_URL
+      ? { url: config.AUTOMATION_UPSTREAM_URL, timeoutMs: config.AUTH_PROXY_TIMEOUT_MS }
+      : undefined,
+    logger,
   });
   const deps = {
     logger,
     keycloakUrl,
     publicUrl: config.PUBLIC_URL,
-    keycloakTimeoutMs: config.KEYCLOAK_TIMEOUT_MS,
     authProxyTimeoutMs: config.AUTH_PROXY_TIMEOUT_MS,
+    api,
     readiness: {
       keycloak: () => checkKeycloak(keycloakUrl, config.KEYCLOAK_TIMEOUT_MS),
       database: () => checkDatabase(db),
-      cache: () => cache.ping(),
+      cache: async () => {
+        await cache.ping();
+        // With Redis down the in-process cache serves: degraded, still ready.
+        return (cache as Partial<FallbackCache>).degraded ? ('degraded' as const) : undefined;
+      },
     },
   };
   const publicServer = await listen(createApp(deps, 'public'), config.HOST, config.PORT);

@@ -36,6 +36,11 @@ export const configSchema = z.object({
   KEYCLOAK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60000).default(5000),
   AUTH_PROXY_TIMEOUT_MS: z.coerce.number().int().min(100).max(300000).default(30000),
 
+  TOKEN_CLOCK_LEEWAY_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
+  BASIC_CACHE_MAX_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
+  REALMGATE_CACHE_SECRET: secret.optional(),
+  AUTOMATION_UPSTREAM_URL: url.optional(),
+
   DATABASE_URL: z.string().min(1).optional(),
   DATA_DIR: z.string().min(1).default('.data'),
   REDIS_URL: z.string().min(1).optional(),

@@ -34,6 +34,16 @@ export const errorCodes = {
     result: '504-11001',
     message: 'The identity provider did not answer in time; retry later.',
   },
+  upstreamBadGateway: {
+    status: 502,
+    result: '502-00001',
+    message: 'The automation service sent an invalid answer.',
+  },
+  upstreamUnavailable: {
+    status: 503,
+    result: '503-00002',
+    message: 'The automation service is unavailable; retry later.',
+  },
   notReady: { status: 503, result: '503-00001', message: 'Not ready.' },
   unexpected: { status: 500, result: '500-99999', message: 'Unexpected error.' },
 } as const satisfies Record<string, { status: number; result: string; message: string }>;

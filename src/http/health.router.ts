@@ -3,8 +3,14 @@ import type { Logger } from 'pino';
 import { success, failure } from '../envelope/envelope.ts';
 import { errorCodes } from '../envelope/errors.ts';
 
-/** A readiness probe: resolves when the dependency answers, rejects otherwise. */
-export type ReadinessCheck = () => Promise<void>;
+/**
+ * A readiness probe: resolves when the dependency answers, rejects otherwise. Resolving with
+ * 'degraded' means "serving, but not as configured" (e.g. Redis down, in-process cache in use):
+ * shown, but not a reason to take the gateway out of rotation.
+ */
+export type ReadinessCheck = () => Promise<void | 'degraded'>;
+
+type Outcome = 'up' | 'down' | 'degraded';
 
 const CHECK_TIMEOUT_MS = 2000;
 
@@ -20,8 +26,8 @@ export function createHealthRouter(checks: Record<string, ReadinessCheck>, logge
   router.get('/readyz', async (_req, res) => {
     const names = Object.keys(checks);
     const outcomes = await Promise.all(names.map((name) => runCheck(checks[name]!)));
-    const parts = Object.fromEntries(names.map((name, i) => [name, outcomes[i] ? 'up' : 'down']));
-    const down = names.filter((_, i) => !outcomes[i]);
+    const parts = Object.fromEntries(names.map((name, i) => [name, outcomes[i]]));
+    const down = names.filter((_, i) => outcomes[i] === 'down');
     if (down.length === 0) {
       res.json(success(parts));
       return;
@@ -36,16 +42,15 @@ export function createHealthRouter(checks: Record<string, ReadinessCheck>, logge
   return router;
 }
 
-async function runCheck(check: ReadinessCheck): Promise<boolean> {
+async function runCheck(check: ReadinessCheck): Promise<Outcome> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error('timeout')), CHECK_TIMEOUT_MS);
   });
   try {
-    await Promise.race([check(), timeout]);
-    return true;
+    return (await Promise.race([check(), timeout])) ?? 'up';
   } catch {
-    return false;
+    return 'down';
   } finally {
     clearTimeout(timer);
   }

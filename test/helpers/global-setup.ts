@@ -34,6 +34,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
     REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
     REDIS_KEY_PREFIX: `realmgate-test:${randomBytes(4).toString('hex')}:`,
     DATA_DIR: dataDir,
+    // Short bounds so expiry and password-change tests finish in seconds.
+    BASIC_CACHE_MAX_SECONDS: '3',
+    TOKEN_CLOCK_LEEWAY_SECONDS: '1',
+    REALMGATE_CACHE_SECRET: randomSecret(),
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
   };
   const config = loadConfig(env);

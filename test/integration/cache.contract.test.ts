@@ -1,3 +1,4 @@
+import { pino } from 'pino';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
@@ -139,9 +140,16 @@ describe('redis cache specifics', () => {
   });
 });
 
+const silent = pino({ level: 'silent' });
+
 describe('createCache', () => {
   it('chooses memory without a Redis URL', async () => {
-    const cache = createCache({ keyPrefix: 'p:', maxEntries: 10, commandTimeoutMs: 1_000 });
+    const cache = createCache({
+      keyPrefix: 'p:',
+      maxEntries: 10,
+      commandTimeoutMs: 1_000,
+      logger: silent,
+    });
     expect(cache.kind).toBe('memory');
     await cache.close();
   });
@@ -152,6 +160,7 @@ describe('createCache', () => {
       keyPrefix: KEY_PREFIX,
       maxEntries: 10,
       commandTimeoutMs: 1_000,
+      logger: silent,
     });
     expect(cache.kind).toBe('redis');
     await expect(cache.ping()).resolves.toBeUndefined();

@@ -1,0 +1,108 @@
+import { createHmac } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Cache } from '../../cache/cache.ts';
+import type { TokenClient } from '../../keycloak/token-client.ts';
+import { AuthFailure } from '../auth-failure.ts';
+import type { BearerVerifier } from '../bearer/bearer-verifier.ts';
+import type { Principal } from '../principal.ts';
+import type { BasicCredentials } from './parse-basic.ts';
+
+export interface BasicAuthenticator {
+  /** Logs the credentials in on `realm`; throws AuthFailure, or AppError when Keycloak fails. */
+  authenticate(realm: string, credentials: BasicCredentials): Promise<Principal>;
+}
+
+export interface BasicAuthenticatorDeps {
+  tokens: TokenClient;
+  bearer: BearerVerifier;
+  cache: Cache;
+  /** HMAC key naming cache entries; without it a cache entry could be brute-forced offline. */
+  cacheSecret: string;
+  /** Longest reuse of a login; bounds how late a password change or disabled user takes effect. */
+  maxCacheSeconds: number;
+  /** Tells whether a user has two-factor authentication (for a helpful 401 message). */
+  hasTwoFactor: (realm: string, username: string) => Promise<boolean>;
+  logger: Logger;
+}
+
+/**
+ * Basic authentication as a Keycloak password grant on the realm's API client. A successful
+ * login is cached under HMAC-SHA256(secret, realm, user, password): never the password, never a
+ * plain hash of it. Concurrent identical logins share one Keycloak call.
+ */
+export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAuthenticator {
+  const inFlight = new Map<string, Promise<Principal>>();
+
+  return {
+    async authenticate(realm, credentials) {
+      const key = cacheKeyOf(deps.cacheSecret, realm, credentials);
+      const cached = await readCache(key);
+      if (cached) return cached;
+      let login = inFlight.get(key);
+      if (!login) {
+        login = logIn(realm, credentials, key).finally(() => inFlight.delete(key));
+        inFlight.set(key, login);
+      }
+      return login;
+    },
+  };
+
+  async function readCache(key: string): Promise<Principal | undefined> {
+    if (deps.maxCacheSeconds === 0) return undefined;
+    const value = await deps.cache.get(key);
+    if (!value) return undefined;
+    const principal = JSON.parse(value) as Principal;
+    return principal.expiresAt * 1000 > Date.now() ? principal : undefined;
+  }
+
+  async function logIn(
+    realm: string,
+    credentials: BasicCredentials,
+    key: string,
+  ): Promise<Principal> {
+    const result = await deps.tokens.passwordGrant(
+      realm,
+      credentials.username,
+      credentials.password,
+    );
+    if (!result.ok) throw await refusal(realm, credentials.username, result.description);
+    const principal = {
+      ...(await deps.bearer.verify(realm, result.accessToken)),
+      method: 'basic' as const,
+    };
+    const ttlMs = Math.min(deps.maxCacheSeconds * 1000, principal.expiresAt * 1000 - Date.now());
+    if (ttlMs > 0) await deps.cache.set(key, JSON.stringify(principal), Math.floor(ttlMs));
+    return principal;
+  }
+
+  async function refusal(
+    realm: string,
+    username: string,
+    description: string,
+  ): Promise<AuthFailure> {
+    // Keycloak says "Invalid user credentials" both for a wrong password and a missing OTP.
+    const twoFactor = await deps.hasTwoFactor(realm, username).catch((err: unknown) => {
+      deps.logger.warn({ err }, 'could not tell whether the user has two-factor authentication');
+      return false;
+    });
+    if (twoFactor) {
+      return new AuthFailure(
+        'basic',
+        'Users with two-factor authentication cannot use Basic; obtain a token and use Bearer.',
+      );
+    }
+    const disabled = /disabled/i.test(description);
+    return new AuthFailure(
+      'basic',
+      disabled ? 'Account disabled.' : 'Invalid user name or password.',
+    );
+  }
+}
+
+/** The cache key of a Basic login; NUL separators keep (a, bc) and (ab, c) apart. */
+export function cacheKeyOf(secret: string, realm: string, credentials: BasicCredentials): string {
+  const mac = createHmac('sha256', secret)
+    .update(`${realm}\u0000${credentials.username}\u0000${credentials.password}`)
+    .digest('base64url');
+  return `basic:${mac}`;
+}

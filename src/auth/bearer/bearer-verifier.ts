@@ -1,0 +1,125 @@
+import { createHash } from 'node:crypto';
+import { decodeJwt, errors as joseErrors, jwtVerify } from 'jose';
+import { AppError } from '../../envelope/errors.ts';
+import { TtlLru } from '../../cache/ttl-lru.ts';
+import { AuthFailure } from '../auth-failure.ts';
+import { principalFromClaims, type Principal } from '../principal.ts';
+import type { JwksRegistry } from './jwks.ts';
+
+/** Asymmetric algorithms only: `none` and HMAC (which a public key could "sign") never pass. */
+const ALLOWED_ALGORITHMS = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+];
+
+/** Far above any Keycloak access token; the request head is capped at 16 KiB anyway. */
+const MAX_TOKEN_LENGTH = 12 * 1024;
+
+export interface BearerVerifier {
+  /** Verifies an access token for `realm`; throws AuthFailure, or AppError when Keycloak is unreachable. */
+  verify(realm: string, token: string): Promise<Principal>;
+}
+
+/**
+ * Verifies access tokens locally against the realm's JWKS. A verified token is remembered,
+ * keyed by its SHA-256 (never the token itself), until it expires, so a repeated token costs
+ * one hash instead of a signature check.
+ */
+export function createBearerVerifier(options: {
+  jwks: JwksRegistry;
+  publicUrl: string;
+  leewaySeconds: number;
+  maxCachedTokens: number;
+}): BearerVerifier {
+  const verified = new TtlLru<Principal>(options.maxCachedTokens);
+  const issuerOf = (realm: string) => `${options.publicUrl}/auth/realms/${realm}`;
+
+  return {
+    async verify(realm, token) {
+      const key = createHash('sha256').update(token).digest('base64url');
+      const known = verified.get(key);
+      if (known) {
+        if (known.realm !== realm)
+          throw new AuthFailure('bearer', 'Token was not issued for this realm.');
+        return known;
+      }
+      if (token.length > MAX_TOKEN_LENGTH) throw new AuthFailure('bearer', 'Malformed token.');
+      // Reject another realm's token before touching any key set: no refetch for a foreign kid.
+      let unverified: Record<string, unknown>;
+      try {
+        unverified = decodeJwt(token);
+      } catch (err) {
+        throw new AuthFailure('bearer', 'Malformed token.', { cause: err });
+      }
+      if (unverified.iss !== issuerOf(realm)) {
+        throw new AuthFailure('bearer', 'Token was not issued for this realm.');
+      }
+      const claims = await verifySignatureAndClaims(token, realm);
+      const principal = principalFromClaims(realm, claims, 'bearer');
+      verified.set(key, principal, principal.expiresAt * 1000);
+      return principal;
+    },
+  };
+
+  async function verifySignatureAndClaims(
+    token: string,
+    realm: string,
+  ): Promise<Record<string, unknown>> {
+    try {
+      const { payload } = await jwtVerify(token, options.jwks.keySetFor(realm), {
+        issuer: issuerOf(realm),
+        algorithms: ALLOWED_ALGORITHMS,
+        clockTolerance: options.leewaySeconds,
+        requiredClaims: ['exp', 'iat', 'sub'],
+      });
+      if (payload.typ !== 'Bearer') throw new AuthFailure('bearer', 'Not an access token.');
+      if (Number(payload.iat) > Date.now() / 1000 + options.leewaySeconds) {
+        throw new AuthFailure('bearer', 'Token issued in the future.');
+      }
+      return payload as Record<string, unknown>;
+    } catch (err) {
+      throw translateJoseError(err);
+    }
+  }
+}
+
+function translateJoseError(err: unknown): Error {
+  if (err instanceof AuthFailure) return err;
+  if (err instanceof joseErrors.JWTExpired)
+    return new AuthFailure('bearer', 'Token expired.', { cause: err });
+  if (err instanceof joseErrors.JWTClaimValidationFailed) {
+    return new AuthFailure('bearer', `Token claim "${err.claim}" is not valid.`, { cause: err });
+  }
+  if (err instanceof joseErrors.JOSEAlgNotAllowed) {
+    return new AuthFailure('bearer', 'Token algorithm is not allowed.', { cause: err });
+  }
+  if (err instanceof joseErrors.JWSSignatureVerificationFailed) {
+    return new AuthFailure('bearer', 'Token signature is not valid.', { cause: err });
+  }
+  if (
+    err instanceof joseErrors.JWKSNoMatchingKey ||
+    err instanceof joseErrors.JWKSMultipleMatchingKeys
+  ) {
+    return new AuthFailure('bearer', 'Token was signed with an unknown key.', { cause: err });
+  }
+  if (err instanceof joseErrors.JWKSTimeout)
+    return new AppError('identityProviderTimeout', { cause: err });
+  if (err instanceof joseErrors.JWKSInvalid || err instanceof TypeError) {
+    return new AppError('identityProviderUnavailable', { cause: err });
+  }
+  if (err instanceof joseErrors.JOSEError) {
+    // Fetching the key set failed (e.g. Keycloak answered 404/503 instead of keys).
+    if (err.code === 'ERR_JOSE_GENERIC')
+      return new AppError('identityProviderUnavailable', { cause: err });
+    return new AuthFailure('bearer', 'Malformed token.', { cause: err });
+  }
+  return new AppError('unexpected', { cause: err });
+}

@@ -1,0 +1,101 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { accessTokenOf, basicAuth, callApi } from '../helpers/api.ts';
+import { createUser, type TestUser } from '../helpers/keycloak.ts';
+import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+
+const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+
+describe('Basic and Bearer on the list endpoints (spec 4.2-4.4)', () => {
+  let org: string;
+  let admin: TestUser;
+  let member: TestUser;
+  let outsider: TestUser;
+
+  beforeAll(async () => {
+    org = await createOrganization(['ws-a', 'ws-b'], 3);
+    admin = await createUser('master');
+    member = await createUser(org, { workspaceRoles: ['ws-a'] });
+    outsider = await createUser(org);
+  });
+  afterAll(closeTestDb);
+
+  async function bothSchemes(user: TestUser): Promise<Array<[string, string]>> {
+    return [
+      ['Basic', basicAuth(user)],
+      ['Bearer', `Bearer ${await accessTokenOf(user)}`],
+    ];
+  }
+
+  it('lists organizations for an administrator', async () => {
+    for (const [, authorization] of await bothSchemes(admin)) {
+      const res = await callApi('/api/platform/organizations', authorization);
+      expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ message: 'SUCCESS', result: '000-00000' });
+      expect(res.body.ts).toMatch(ISO_MS);
+      const mine = (res.body.data as Array<Record<string, unknown>>).find((o) => o.id === org);
+      expect(mine).toMatchObject({ id: org, name: `Test ${org}`, enabled: true });
+    }
+  });
+
+  it('lists only the workspaces an organization user has a role for', async () => {
+    for (const [, authorization] of await bothSchemes(member)) {
+      const res = await callApi(`/api/${org}/platform/workspaces`, authorization);
+      expect(res.status).toBe(200);
+      expect((res.body.data as Array<{ id: string }>).map((w) => w.id)).toEqual(['ws-a']);
+    }
+    const none = await callApi(`/api/${org}/platform/workspaces`, basicAuth(outsider));
+    expect(none.status).toBe(200);
+    expect(none.body.data).toEqual([]);
+  });
+
+  it('lists every operation of a workspace for a user with its role', async () => {
+    for (const [, authorization] of await bothSchemes(member)) {
+      const res = await callApi(
+        `/api/${org}/workspaces/ws-a/ita/menu/operation_list/filter/`,
+        authorization,
+      );
+      expect(res.status).toBe(200);
+      const names = (res.body.data as Array<{ parameter: { operation_name: string } }>).map(
+        (o) => o.parameter.operation_name,
+      );
+      expect(names).toEqual(['op-0', 'op-1', 'op-2']);
+    }
+  });
+
+  it('answers the result codes of compat.md', async () => {
+    const cases: Array<[string, string | undefined, number, string]> = [
+      [`/api/platform/organizations`, undefined, 401, '401-00002'],
+      [`/api/platform/organizations`, basicAuth({ ...admin, password: 'wrong' }), 401, '401-00002'],
+      [
+        `/api/${org}/workspaces/ws-b/ita/menu/operation_list/filter/`,
+        basicAuth(member),
+        403,
+        '403-00001',
+      ],
+      [
+        `/api/${org}/workspaces/ws-a/ita/menu/operation_list/filter/`,
+        basicAuth(outsider),
+        403,
+        '403-00001',
+      ],
+      [`/api/no-such-org/platform/workspaces`, basicAuth(member), 404, '404-00001'],
+      [
+        `/api/${org}/workspaces/nope/ita/menu/operation_list/filter/`,
+        basicAuth(member),
+        404,
+        '404-00002',
+      ],
+      [`/api/${org}/no/such/route`, basicAuth(member), 404, '404-00000'],
+    ];
+    for (const [path, authorization, status, result] of cases) {
+      const res = await callApi(path, authorization);
+      expect({ path, status: res.status, result: res.body.result }).toEqual({
+        path,
+        status,
+        result,
+      });
+      expect(res.body.data).toBeNull();
+      expect(res.body.ts).toMatch(ISO_MS);
+    }
+  });
+});
