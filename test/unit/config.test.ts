@@ -31,6 +31,8 @@ describe('loadConfig', () => {
       KEYCLOAK_ADMIN_USERNAME: 'admin',
       KEYCLOAK_TIMEOUT_MS: 5000,
       AUTH_PROXY_TIMEOUT_MS: 30000,
+      TOKEN_CLOCK_LEEWAY_SECONDS: 10,
+      BASIC_CACHE_MAX_SECONDS: 60,
       DATA_DIR: '.data',
       REDIS_KEY_PREFIX: 'realmgate:',
       MEMORY_CACHE_MAX_ENTRIES: 100000,
