@@ -36,10 +36,11 @@ async function principalFor(
   deps: { basic: BasicAuthenticator; bearer: BearerVerifier },
 ): Promise<Principal> {
   if (header === undefined || header.trim() === '') throw new MissingCredentials();
-  const match = /^([A-Za-z]+) +(\S.*)$/.exec(header.trim());
+  const match = /^([A-Za-z]+)(?: +(.*))?$/.exec(header.trim());
   const scheme = match?.[1]?.toLowerCase();
   const value = match?.[2] ?? '';
   if (scheme === 'bearer') {
+    if (value === '') throw new AuthFailure('bearer', 'The Bearer token is missing.');
     if (!TOKEN68.test(value)) throw new AuthFailure('bearer', 'Malformed token.');
     return deps.bearer.verify(realm, value);
   }

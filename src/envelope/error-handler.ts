@@ -38,6 +38,8 @@ export function createErrorHandler(logger: Logger): ErrorRequestHandler {
       res.destroy();
       return;
     }
+    // 503 means "retry later": say when, so clients can tell it from "you are wrong".
+    if (error.status === 503) res.set('retry-after', '5');
     res
       .set(error.headers)
       .status(error.status)

@@ -17,8 +17,8 @@ const MAX_ENCODED_LENGTH = 4096;
  */
 export function parseBasicCredentials(encoded: string): BasicCredentials | { invalid: string } {
   const value = encoded.trim();
-  if (value.length === 0 || value.length > MAX_ENCODED_LENGTH)
-    return { invalid: 'Malformed Basic credentials.' };
+  if (value.length === 0) return { invalid: 'Basic credentials are missing.' };
+  if (value.length > MAX_ENCODED_LENGTH) return { invalid: 'Malformed Basic credentials.' };
   if (!BASE64.test(value) || value.length % 4 !== 0)
     return { invalid: 'Basic credentials are not valid base64.' };
   let decoded: string;
