@@ -8,6 +8,7 @@ import { routeRealm } from './auth/realm-routing.ts';
 import { createAutomationProxy } from './automation/automation-proxy.ts';
 import type { OperationsRepo } from './automation/operations.repo.ts';
 import { createOperationsRouter } from './automation/operations.router.ts';
+import { openApiDocument } from './http/openapi.ts';
 import { createListingRouter } from './platform/listing.router.ts';
 import type { OrganizationDirectory } from './platform/organization-directory.ts';
 import type { OrganizationsRepo } from './platform/organizations.repo.ts';
@@ -20,8 +21,8 @@ export interface ApiDeps {
   organizations: OrganizationsRepo;
   workspaces: WorkspacesRepo;
   operations: OperationsRepo;
-  /** Extra routes for administrators under `/api/platform` (provisioning). */
-  platformRouter?: Router;
+  /** Administrators' provisioning routes under `/api/platform`. */
+  platformRouter: Router;
   automationUpstream?: { url: string; timeoutMs: number };
   logger: Logger;
 }
@@ -35,6 +36,10 @@ const MAX_JSON_BODY = '64kb';
  */
 export function createApiRouter(deps: ApiDeps): Router {
   const router = Router();
+  // The API's own description needs no credentials and names no realm.
+  router.get('/openapi.json', (_req, res) => {
+    res.json(openApiDocument);
+  });
   router.use(routeRealm(deps.organizationDirectory));
   router.use(authenticate({ basic: deps.basic, bearer: deps.bearer }));
 
@@ -58,6 +63,6 @@ export function createApiRouter(deps: ApiDeps): Router {
   router.use(
     createListingRouter({ organizations: deps.organizations, workspaces: deps.workspaces }),
   );
-  if (deps.platformRouter) router.use('/platform', deps.platformRouter);
+  router.use('/platform', deps.platformRouter);
   return router;
 }

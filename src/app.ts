@@ -45,6 +45,7 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
     }),
   );
 
+  // Realm routing, authentication, list endpoints and provisioning (see api.router.ts).
   app.use('/api', deps.api);
 
   app.use(notFoundHandler);

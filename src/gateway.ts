@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import type { Server } from 'node:http';
-import type { Router } from 'express';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { createApiRouter } from './api.router.ts';
@@ -17,6 +16,9 @@ import { migrateToLatest } from './db/migrate.ts';
 import { checkKeycloak } from './keycloak/keycloak-health.ts';
 import { createServiceAdmin, hasTwoFactor } from './keycloak/service-admin.ts';
 import { createTokenClient } from './keycloak/token-client.ts';
+import { createAdminSession } from './keycloak/admin-session.ts';
+import { createProvisioningRouter } from './platform/provisioning.router.ts';
+import { createProvisioningService } from './platform/provisioning.service.ts';
 import { createOrganizationDirectory } from './platform/organization-directory.ts';
 import { createOrganizationsRepo } from './platform/organizations.repo.ts';
 import { createWorkspacesRepo } from './platform/workspaces.repo.ts';
@@ -30,13 +32,6 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-/** Builds extra administrator routes once storage is open (provisioning). */
-export type PlatformRouterFactory = (deps: {
-  db: Knex;
-  config: Config;
-  keycloakUrl: string;
-}) => Router;
-
 /**
  * Opens storage (migrating it), builds both listeners and starts them. `keycloakUrl` is the
  * Keycloak the gateway talks to, local or external.
@@ -45,7 +40,6 @@ export async function startGateway(
   config: Config,
   keycloakUrl: string,
   logger: Logger,
-  platformRouter?: PlatformRouterFactory,
 ): Promise<Gateway> {
   const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });
   await migrateToLatest(db);
@@ -96,7 +90,18 @@ export async function startGateway(
     organizations,
     workspaces,
     operations: createOperationsRepo(db),
-    platformRouter: platformRouter?.({ db, config, keycloakUrl }),
+    platformRouter: createProvisioningRouter(
+      createProvisioningService({
+        adminSession: createAdminSession({
+          keycloakUrl,
+          username: config.KEYCLOAK_ADMIN_USERNAME,
+          password: config.KEYCLOAK_ADMIN_PASSWORD ?? '',
+          timeoutMs: config.KEYCLOAK_TIMEOUT_MS,
+        }),
+        db,
+        gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
+      }),
+    ),
     automationUpstream: config.AUTOMATION_UPSTREAM_URL
       ? { url: config.AUTOMATION_UPSTREAM_URL, timeoutMs: config.AUTH_PROXY_TIMEOUT_MS }
       : undefined,

@@ -37,8 +37,8 @@ export function principalFromClaims(
   }
   return {
     realm,
-    userId: String(claims.sub ?? ''),
-    username: String(claims.preferred_username ?? ''),
+    userId: typeof claims.sub === 'string' ? claims.sub : '',
+    username: typeof claims.preferred_username === 'string' ? claims.preferred_username : '',
     realmRoles: stringsOf(realmAccess?.roles),
     clientRoles,
     locale: typeof claims.locale === 'string' ? claims.locale : undefined,

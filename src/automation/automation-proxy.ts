@@ -62,5 +62,5 @@ export function createAutomationProxy(options: {
         res.end(JSON.stringify(failure(result, message)));
       },
     },
-  }) as unknown as RequestHandler;
+  });
 }

@@ -6,7 +6,9 @@ import type { LocalKeycloak } from '../../keycloak/launcher.ts';
 import { loadConfig, type Config } from '../../src/config/config.ts';
 import { startGateway, type Gateway } from '../../src/gateway.ts';
 import { createLogger } from '../../src/http/logger.ts';
+import { loginAsBootstrapAdmin } from '../../src/keycloak/admin-client.ts';
 import { startConfiguredKeycloak } from '../../src/keycloak/local-keycloak.ts';
+import { ensureUser } from '../../src/keycloak/provisioning.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 function isAlive(pid: number): boolean {
@@ -39,13 +41,37 @@ describe('readiness follows Keycloak', () => {
       KEYCLOAK_ADMIN_PASSWORD: randomBytes(18).toString('base64url'),
       KEYCLOAK_CLIENT_SECRET: randomBytes(18).toString('base64url'),
       KEYCLOAK_TIMEOUT_MS: '1000',
+      BASIC_CACHE_MAX_SECONDS: '300',
       DATABASE_URL: testEnv().databaseUrl,
       REDIS_URL: testEnv().redisUrl,
       DATA_DIR: dataDir,
     });
     keycloak = await startConfiguredKeycloak(config, () => undefined);
     gateway = await startGateway(config, keycloak.url, logger);
+    const admin = await loginAsBootstrapAdmin({
+      keycloakUrl: keycloak.url,
+      username: config.KEYCLOAK_ADMIN_USERNAME,
+      password: config.KEYCLOAK_ADMIN_PASSWORD!,
+      timeoutMs: 5000,
+    });
+    for (const username of ['early', 'late']) {
+      await ensureUser(admin, { realm: 'master', username, password: PASSWORD });
+    }
   });
+
+  const PASSWORD = 'outage-test-password';
+  const basic = (username: string) =>
+    `Basic ${Buffer.from(`${username}:${PASSWORD}`).toString('base64')}`;
+  async function organizations(authorization: string) {
+    const res = await fetch(`${config.PUBLIC_URL}/api/platform/organizations`, {
+      headers: { authorization },
+    });
+    return {
+      status: res.status,
+      body: (await res.json()) as Record<string, unknown>,
+      headers: res.headers,
+    };
+  }
 
   afterAll(async () => {
     await gateway?.close();
@@ -59,6 +85,22 @@ describe('readiness follows Keycloak', () => {
 
   it('is ready while Keycloak runs, 503 naming Keycloak when it stops, ready again when it is back', async () => {
     expect((await readyz()).status).toBe(200);
+    // Before the outage: one Basic login (cached) and one Bearer token (verified, cached).
+    expect((await organizations(basic('early'))).status).toBe(200);
+    const tokenResponse = await fetch(
+      `${config.PUBLIC_URL}/auth/realms/master/protocol/openid-connect/token`,
+      {
+        method: 'POST',
+        body: new URLSearchParams({
+          client_id: '_platform-api',
+          grant_type: 'password',
+          username: 'early',
+          password: PASSWORD,
+        }),
+      },
+    );
+    const { access_token: accessToken } = (await tokenResponse.json()) as { access_token: string };
+    expect((await organizations(`Bearer ${accessToken}`)).status).toBe(200);
 
     const pid = keycloak!.pid;
     await keycloak!.stop();
@@ -86,7 +128,18 @@ describe('readiness follows Keycloak', () => {
     expect(token.headers.get('retry-after')).toBe('5');
     expect(await token.json()).toMatchObject({ data: null, result: '503-11001' });
 
+    // What was verified before keeps working; a login that needs Keycloak says "retry later".
+    expect((await organizations(basic('early'))).status).toBe(200);
+    expect((await organizations(`Bearer ${accessToken}`)).status).toBe(200);
+    const started = Date.now();
+    const newLogin = await organizations(basic('late'));
+    expect(Date.now() - started).toBeLessThan(config.KEYCLOAK_TIMEOUT_MS + 2000);
+    expect(newLogin.status).toBe(503);
+    expect(newLogin.headers.get('retry-after')).toBe('5');
+    expect(newLogin.body).toMatchObject({ data: null, result: '503-11001' });
+
     keycloak = await startConfiguredKeycloak(config, () => undefined);
     expect(await readyz()).toMatchObject({ status: 200, body: { data: { keycloak: 'up' } } });
+    expect((await organizations(basic('late'))).status).toBe(200);
   });
 });

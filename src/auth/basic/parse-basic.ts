@@ -1,3 +1,5 @@
+import { hasControlCharacters } from '../../platform/user-input.ts';
+
 /** Credentials carried by an `Authorization: Basic` header. */
 export interface BasicCredentials {
   username: string;
@@ -35,6 +37,6 @@ export function parseBasicCredentials(encoded: string): BasicCredentials | { inv
     return { invalid: 'Basic credentials need a user name and a password.' };
   }
   // Control characters never belong in a user name; they would only confuse logs and lookups.
-  if (/[\u0000-\u001f\u007f]/.test(username)) return { invalid: 'Malformed Basic credentials.' };
+  if (hasControlCharacters(username)) return { invalid: 'Malformed Basic credentials.' };
   return { username, password };
 }

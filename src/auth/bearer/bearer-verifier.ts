@@ -84,7 +84,7 @@ export function createBearerVerifier(options: {
       if (Number(payload.iat) > Date.now() / 1000 + options.leewaySeconds) {
         throw new AuthFailure('bearer', 'Token issued in the future.');
       }
-      return payload as Record<string, unknown>;
+      return payload;
     } catch (err) {
       throw translateJoseError(err);
     }
