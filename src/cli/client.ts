@@ -1,0 +1,166 @@
+import { SUCCESS_RESULT } from '../envelope/envelope.ts';
+import type { ApiRequest } from './commands.ts';
+import { CliError } from './errors.ts';
+
+/** Where and as whom the CLI calls the gateway. */
+export interface Connection {
+  /** Always ends with `/`, so API paths resolve below any path prefix it has. */
+  baseUrl: URL;
+  /** The `Authorization` header value; never printed. */
+  authorization: string;
+}
+
+export const DEFAULT_URL = 'http://localhost:8000';
+export const DEFAULT_TIMEOUT_MS = 30_000;
+
+// RFC 6750 b64token: anything else could not travel in a header, or was pasted with junk.
+const BEARER_TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
+
+/**
+ * Reads `REALMGATE_URL` and the credentials: `REALMGATE_TOKEN` (Bearer), or
+ * `REALMGATE_USERNAME` with `REALMGATE_PASSWORD` (Basic). Both kinds at once is refused rather
+ * than silently picking one, as they may name different users.
+ */
+export function readConnection(env: Record<string, string | undefined>): Connection {
+  return { baseUrl: readBaseUrl(env.REALMGATE_URL), authorization: readAuthorization(env) };
+}
+
+function readBaseUrl(value: string | undefined): URL {
+  let url: URL;
+  try {
+    url = new URL(value?.trim() || DEFAULT_URL);
+  } catch {
+    throw new CliError('config', 'REALMGATE_URL is not an absolute URL');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new CliError('config', 'REALMGATE_URL must start with http:// or https://');
+  }
+  if (url.username || url.password) {
+    throw new CliError('config', 'REALMGATE_URL must not hold credentials; use REALMGATE_USERNAME');
+  }
+  if (url.search || url.hash) {
+    throw new CliError('config', 'REALMGATE_URL must not have a query or fragment');
+  }
+  if (!url.pathname.endsWith('/')) url.pathname += '/';
+  return url;
+}
+
+function readAuthorization(env: Record<string, string | undefined>): string {
+  const token = env.REALMGATE_TOKEN?.trim();
+  const username = env.REALMGATE_USERNAME;
+  const password = env.REALMGATE_PASSWORD;
+  if (token && (username || password)) {
+    throw new CliError(
+      'config',
+      'set either REALMGATE_TOKEN or REALMGATE_USERNAME and REALMGATE_PASSWORD, not both',
+    );
+  }
+  if (token) {
+    if (!BEARER_TOKEN.test(token)) throw new CliError('config', 'REALMGATE_TOKEN is malformed');
+    return `Bearer ${token}`;
+  }
+  if (!username && !password) {
+    throw new CliError(
+      'config',
+      'no credentials: set REALMGATE_TOKEN, or REALMGATE_USERNAME and REALMGATE_PASSWORD, ' +
+        'of a master-realm user',
+    );
+  }
+  if (!username) throw new CliError('config', 'REALMGATE_USERNAME is not set');
+  if (!password) throw new CliError('config', 'REALMGATE_PASSWORD is not set');
+  // Basic splits user and password at the first colon, so such a name cannot be sent.
+  if (username.includes(':')) throw new CliError('config', 'REALMGATE_USERNAME contains ":"');
+  return `Basic ${Buffer.from(`${username}:${password}`, 'utf8').toString('base64')}`;
+}
+
+/**
+ * Sends one request and returns the envelope's `data`. Throws `CliError` `api` for any answer
+ * that is not a success envelope, and `unreachable` when no answer came (refused, DNS, TLS,
+ * timeout).
+ */
+export async function callApi(
+  request: ApiRequest,
+  connection: Connection,
+  timeoutMs = DEFAULT_TIMEOUT_MS,
+): Promise<unknown> {
+  const url = new URL(request.path.replace(/^\//, ''), connection.baseUrl);
+  const headers: Record<string, string> = {
+    accept: 'application/json',
+    authorization: connection.authorization,
+  };
+  if (request.body) headers['content-type'] = 'application/json';
+  const signal = AbortSignal.timeout(timeoutMs);
+  let status: number;
+  let text: string;
+  let location: string | null;
+  try {
+    // A redirect is reported, not followed: a POST would be replayed as GET, or the
+    // credentials sent somewhere the user did not name.
+    const response = await fetch(url, {
+      method: request.method,
+      headers,
+      body: request.body && JSON.stringify(request.body),
+      redirect: 'manual',
+      signal,
+    });
+    ({ status } = response);
+    location = response.headers.get('location');
+    text = await response.text();
+  } catch (error) {
+    throw describeUnreachable(error, connection.baseUrl, timeoutMs);
+  }
+  if (status >= 300 && status < 400) {
+    const target = location ? ` to ${printable(location)}` : '';
+    throw new CliError('api', `error ${status}: the gateway redirects${target}; fix REALMGATE_URL`);
+  }
+  return readEnvelopeData(status, text, connection.baseUrl);
+}
+
+function readEnvelopeData(status: number, text: string, baseUrl: URL): unknown {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  if (!isEnvelope(body)) {
+    throw new CliError('api', `error ${status}: the answer of ${baseUrl.href} is not an envelope`);
+  }
+  if (status >= 200 && status < 300 && body.result === SUCCESS_RESULT) return body.data;
+  throw new CliError(
+    'api',
+    `error ${status} ${printable(body.result)}: ${printable(body.message)}`,
+  );
+}
+
+function isEnvelope(
+  body: unknown,
+): body is { data: unknown; message: string; result: string; ts: string } {
+  if (typeof body !== 'object' || body === null || !('data' in body)) return false;
+  const { message, result } = body as { message?: unknown; result?: unknown };
+  return typeof message === 'string' && typeof result === 'string';
+}
+
+function describeUnreachable(error: unknown, baseUrl: URL, timeoutMs: number): CliError {
+  const name = (error as { name?: unknown }).name;
+  if (name === 'TimeoutError') {
+    const seconds = timeoutMs / 1000;
+    return new CliError('unreachable', `no answer from ${baseUrl.href} within ${seconds} s`);
+  }
+  // fetch says only "fetch failed"; the socket error code in `cause` is what helps.
+  const cause = (error as { cause?: { code?: unknown; message?: unknown } }).cause;
+  const reason = [cause?.code, cause?.message, (error as Error).message].find(
+    (text) => typeof text === 'string',
+  );
+  return new CliError(
+    'unreachable',
+    `cannot reach the gateway at ${baseUrl.href} (${printable(reason ?? 'unknown error')}); ` +
+      'is it running? REALMGATE_URL selects another address',
+  );
+}
+
+/** Keeps control characters of a server's text away from the user's terminal. */
+function printable(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ');
+}

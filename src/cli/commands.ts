@@ -1,0 +1,177 @@
+/** Token lifetimes as the API names them: seconds, and whether offline max applies. */
+export interface TokenLifetimes {
+  access_token_lifespan: number;
+  client_session_idle_timeout: number;
+  client_session_max_lifespan: number;
+  offline_session_idle_timeout: number;
+  offline_session_max_lifespan: number;
+  offline_session_max_lifespan_enabled: boolean;
+}
+
+/** What a command line asks for, already validated. */
+export type Command =
+  | { name: 'help'; group?: string }
+  | { name: 'version' }
+  | { name: 'org create'; org: string; displayName: string }
+  | {
+      name: 'workspace create';
+      org: string;
+      workspace: string;
+      displayName: string;
+      description?: string;
+      environments: string[];
+    }
+  | {
+      name: 'user create';
+      realm: string;
+      username: string;
+      password: string;
+      workspaces: string[];
+      otpSecret?: string;
+    }
+  | {
+      name: 'operation add';
+      org: string;
+      workspace: string;
+      operationName: string;
+      environment?: string;
+      remarks?: string;
+      scheduled?: string;
+    }
+  | { name: 'lifetimes show'; realm: string }
+  | { name: 'lifetimes set'; realm: string; lifetimes: Partial<TokenLifetimes> };
+
+/** A command that talks to the gateway (everything but help and version). */
+export type ApiCommand = Exclude<Command, { name: 'help' | 'version' }>;
+
+/** One call of the gateway's platform API; `path` is relative to the base URL. */
+export interface ApiRequest {
+  method: 'GET' | 'POST' | 'PATCH';
+  path: string;
+  body?: Record<string, unknown>;
+}
+
+/** Maps a command onto the API call that performs it. */
+export function buildRequest(command: ApiCommand): ApiRequest {
+  switch (command.name) {
+    case 'org create':
+      return post('/api/platform/organizations', { id: command.org, name: command.displayName });
+    case 'workspace create':
+      return post(`${organizationPath(command.org)}/workspaces`, {
+        id: command.workspace,
+        name: command.displayName,
+        ...optional('description', command.description),
+        ...(command.environments.length > 0 && { environments: command.environments }),
+      });
+    case 'user create': {
+      const isMaster = command.realm === 'master';
+      return post(isMaster ? '/api/platform/users' : `${organizationPath(command.realm)}/users`, {
+        username: command.username,
+        password: command.password,
+        ...(command.workspaces.length > 0 && { workspaces: command.workspaces }),
+        ...optional('otp_secret', command.otpSecret),
+      });
+    }
+    case 'operation add': {
+      const workspacePath = `${organizationPath(command.org)}/workspaces/${segment(command.workspace)}`;
+      return post(`${workspacePath}/operations`, {
+        operation_name: command.operationName,
+        ...optional('scheduled_date_for_execution', command.scheduled),
+        ...optional('environment', command.environment),
+        ...optional('remarks', command.remarks),
+      });
+    }
+    case 'lifetimes show':
+      return { method: 'GET', path: lifetimesPath(command.realm) };
+    case 'lifetimes set':
+      return { method: 'PATCH', path: lifetimesPath(command.realm), body: command.lifetimes };
+  }
+}
+
+function post(path: string, body: Record<string, unknown>): ApiRequest {
+  return { method: 'POST', path, body };
+}
+
+/** Leaves absent options out of the body, so the gateway applies its own defaults. */
+function optional(key: string, value: string | undefined): Record<string, string> {
+  return value === undefined ? {} : { [key]: value };
+}
+
+// Ids were validated against a safe alphabet already; encoding keeps that true if it changes.
+function segment(id: string): string {
+  return encodeURIComponent(id);
+}
+
+function organizationPath(org: string): string {
+  return `/api/platform/organizations/${segment(org)}`;
+}
+
+function lifetimesPath(realm: string): string {
+  return realm === 'master'
+    ? '/api/platform/token-lifetimes'
+    : `${organizationPath(realm)}/token-lifetimes`;
+}
+
+const COMMAND_USAGE: Record<string, string[]> = {
+  org: ['org create <org> [--name <name>]'],
+  workspace: [
+    'workspace create <org> <ws> [--name <name>] [--description <text>]',
+    '                 [--environment <name>]...',
+  ],
+  user: [
+    'user create <realm> <username> --password <pw> [--workspace <ws>]...',
+    '            [--otp-secret <base32>]',
+  ],
+  operation: [
+    'operation add <org> <ws> --name <name> [--environment <e>] [--remarks <r>]',
+    '              [--scheduled <ISO date>]',
+  ],
+  lifetimes: [
+    'lifetimes show <realm>',
+    'lifetimes set <realm> [--access <dur>] [--client-idle <dur>] [--client-max <dur>]',
+    '              [--offline-idle <dur>] [--offline-max <dur>]',
+    '              [--offline-max-enabled true|false]',
+  ],
+};
+
+const DETAILS = `
+<realm> is master (administrators) or an organization id. A user without --workspace has no
+workspace role. <dur> is <n>s, <n>m, <n>h, <n>d or plain seconds (1d, 365d, 3600). --scheduled
+takes a date (2026-05-01, midnight UTC) or a date-time with zone (2026-05-01T10:00+09:00).
+Values starting with "-" are written --option=-value.
+
+Environment:
+  REALMGATE_URL       gateway base URL (default http://localhost:8000)
+  REALMGATE_TOKEN     access token of a master-realm user (Bearer), or
+  REALMGATE_USERNAME  and REALMGATE_PASSWORD of a master-realm user (Basic; not possible
+                      for a user with two-factor authentication)
+
+Prints the created or requested record as JSON. Exit status: 0 success, 1 the gateway answered
+with an error, 2 usage or configuration error, 3 gateway unreachable or silent for 30 s.
+`;
+
+/** The full help text (`--help`), or the lines of one command group (`user --help`). */
+export function formatHelp(group?: string): string {
+  const lines = group === undefined ? Object.values(COMMAND_USAGE).flat() : usageLines(group);
+  const intro = 'Usage: realmgate <command> [options]\n\nCommands:\n';
+  const tail = '  help, --help, -h   show this text\n  --version          show the version\n';
+  return `${intro}${indent(lines)}${group === undefined ? tail : ''}${DETAILS}`;
+}
+
+/** The short usage printed after a usage error. */
+export function formatShortUsage(group?: string): string {
+  const lines = group === undefined ? Object.values(COMMAND_USAGE).flat() : usageLines(group);
+  return `Usage:\n${indent(lines)}Run 'realmgate --help' for details.\n`;
+}
+
+function usageLines(group: string): string[] {
+  return COMMAND_USAGE[group] ?? Object.values(COMMAND_USAGE).flat();
+}
+
+const PREFIX = '  realmgate ';
+
+function indent(lines: string[]): string {
+  // Continuation lines start with spaces and line up under the command's arguments.
+  const prefixOf = (line: string) => (line.startsWith(' ') ? ' '.repeat(PREFIX.length) : PREFIX);
+  return lines.map((line) => `${prefixOf(line)}${line}\n`).join('');
+}

@@ -1,0 +1,36 @@
+/**
+ * Exit statuses of the realmgate command. Scripts branch on them, so each failure kind keeps
+ * its own number: "the API said no" (1) must not look like "the gateway is down" (3).
+ */
+export const exitCodes = {
+  success: 0,
+  api: 1,
+  usage: 2,
+  config: 2,
+  unreachable: 3,
+} as const;
+
+export type CliErrorKind = Exclude<keyof typeof exitCodes, 'success'>;
+
+/**
+ * The one error class of the CLI. `message` is printed as is, so it must never carry a
+ * password, token or OTP secret. `group` (usage errors only) selects the usage lines to show.
+ */
+export class CliError extends Error {
+  readonly exitCode: number;
+
+  constructor(
+    readonly kind: CliErrorKind,
+    message: string,
+    readonly group?: string,
+  ) {
+    super(message);
+    this.name = 'CliError';
+    this.exitCode = exitCodes[kind];
+  }
+}
+
+/** A mistake on the command line: shown with the usage, exit status 2. */
+export function usageError(message: string, group?: string): CliError {
+  return new CliError('usage', message, group);
+}

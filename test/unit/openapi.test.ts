@@ -1,0 +1,179 @@
+import { describe, expect, it } from 'vitest';
+import { openApiDocument, type HttpMethod, type OpenApiOperation } from '../../src/http/openapi.ts';
+import { isOrganizationId, isWorkspaceId } from '../../src/keycloak/identifiers.ts';
+
+const METHODS: HttpMethod[] = ['get', 'post', 'put', 'patch', 'delete'];
+
+function operations(): { path: string; method: HttpMethod; operation: OpenApiOperation }[] {
+  return Object.entries(openApiDocument.paths).flatMap(([path, item]) =>
+    METHODS.flatMap((method) => {
+      const operation = item[method];
+      return operation ? [{ path, method, operation }] : [];
+    }),
+  );
+}
+
+/** Every `$ref` anywhere in `value`, with where it was found. */
+function collectRefs(value: unknown, at = '#'): { ref: string; at: string }[] {
+  if (Array.isArray(value)) return value.flatMap((v, i) => collectRefs(v, `${at}/${i}`));
+  if (typeof value !== 'object' || value === null) return [];
+  return Object.entries(value).flatMap(([key, v]) =>
+    key === '$ref' ? [{ ref: String(v), at }] : collectRefs(v, `${at}/${key}`),
+  );
+}
+
+function resolvePointer(ref: string): unknown {
+  const segments = ref.slice(2).split('/');
+  let node: unknown = openApiDocument;
+  for (const raw of segments) {
+    const key = raw.replaceAll('~1', '/').replaceAll('~0', '~');
+    if (typeof node !== 'object' || node === null || !(key in node)) return undefined;
+    node = (node as Record<string, unknown>)[key];
+  }
+  return node;
+}
+
+function resolve(value: unknown): unknown {
+  const ref = (value as { $ref?: string }).$ref;
+  return ref === undefined ? value : resolve(resolvePointer(ref));
+}
+
+describe('openApiDocument', () => {
+  it('is OpenAPI 3.1 with the agreed info and server', () => {
+    expect(openApiDocument.openapi).toMatch(/^3\.1\.\d+$/);
+    expect(openApiDocument.info.version).toBe('0.1.0');
+    expect(openApiDocument.servers).toEqual([{ url: '/' }]);
+  });
+
+  it('is plain JSON', () => {
+    expect(JSON.parse(JSON.stringify(openApiDocument))).toEqual(openApiDocument);
+  });
+
+  it('gives every path at least one operation, each with responses', () => {
+    for (const [path, item] of Object.entries(openApiDocument.paths)) {
+      const present = METHODS.filter((method) => item[method]);
+      expect(present.length, path).toBeGreaterThan(0);
+      for (const method of present) {
+        expect(Object.keys(item[method]!.responses).length, `${method} ${path}`).toBeGreaterThan(0);
+      }
+    }
+  });
+
+  it('describes every endpoint of the gateway, and not the planned refresh-token ones', () => {
+    const described = operations().map(({ method, path }) => `${method.toUpperCase()} ${path}`);
+    expect(described.sort()).toEqual(
+      [
+        'GET /healthz',
+        'GET /readyz',
+        'GET /api/openapi.json',
+        'POST /auth/realms/{realm}/protocol/openid-connect/token',
+        'GET /api/platform/organizations',
+        'POST /api/platform/organizations',
+        'POST /api/platform/organizations/{organization_id}/workspaces',
+        'POST /api/platform/users',
+        'POST /api/platform/organizations/{organization_id}/users',
+        'POST /api/platform/organizations/{organization_id}/workspaces/{workspace_id}/operations',
+        'GET /api/platform/token-lifetimes',
+        'PATCH /api/platform/token-lifetimes',
+        'GET /api/platform/organizations/{organization_id}/token-lifetimes',
+        'PATCH /api/platform/organizations/{organization_id}/token-lifetimes',
+        'GET /api/{organization_id}/platform/workspaces',
+        'GET /api/{organization_id}/workspaces/{workspace_id}/ita/menu/operation_list/filter/',
+      ].sort(),
+    );
+  });
+
+  it('resolves every $ref inside the document', () => {
+    const refs = collectRefs(openApiDocument);
+    expect(refs.length).toBeGreaterThan(20);
+    for (const { ref, at } of refs) {
+      expect(ref, at).toMatch(/^#\//);
+      expect(resolvePointer(ref), `${ref} at ${at}`).toBeDefined();
+    }
+  });
+
+  it('has unique operationIds', () => {
+    const ids = operations().map(({ operation }) => operation.operationId);
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+
+  it('secures every /api/ operation but the document itself, with declared schemes', () => {
+    const schemes = Object.keys(openApiDocument.components.securitySchemes);
+    expect(schemes.sort()).toEqual(['basicAuth', 'bearerAuth']);
+    for (const { path, method, operation } of operations()) {
+      const label = `${method} ${path}`;
+      if (!path.startsWith('/api/') || path === '/api/openapi.json') {
+        expect(operation.security ?? [], label).toEqual([]);
+        continue;
+      }
+      expect(operation.security, label).toEqual([{ basicAuth: [] }, { bearerAuth: [] }]);
+    }
+    expect(openApiDocument.components.securitySchemes.bearerAuth).toMatchObject({
+      type: 'http',
+      scheme: 'bearer',
+      bearerFormat: 'JWT',
+    });
+  });
+
+  it('declares every path template parameter, with the id patterns', () => {
+    for (const { path, method, operation } of operations()) {
+      const declared = (operation.parameters ?? [])
+        .map((p) => resolve(p) as { name: string; in: string; required: boolean })
+        .filter((p) => p.in === 'path' && p.required);
+      const templated = [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
+      expect(declared.map((p) => p.name).sort(), `${method} ${path}`).toEqual(templated.sort());
+    }
+    const { schemas } = openApiDocument.components;
+    expect(schemas.OrganizationId?.pattern).toBe('^[a-z][a-z0-9_-]{0,35}$');
+    expect(schemas.WorkspaceId?.pattern).toBe('^[A-Za-z0-9][A-Za-z0-9_-]{0,35}$');
+  });
+
+  it('keeps its id patterns in step with the gateway’s own checks', () => {
+    const patternOf = (name: string) => {
+      const pattern = openApiDocument.components.schemas[name]?.pattern;
+      if (typeof pattern !== 'string') throw new Error(`${name} has no pattern`);
+      return new RegExp(pattern);
+    };
+    const organization = patternOf('OrganizationId');
+    const workspace = patternOf('WorkspaceId');
+    const samples = [
+      'a',
+      'demo-org',
+      'x_1',
+      'A',
+      '1a',
+      'a'.repeat(36),
+      'a'.repeat(37),
+      'Ws-1',
+      '-a',
+      'a.b',
+      '',
+    ];
+    for (const id of samples) {
+      expect(organization.test(id), id).toBe(isOrganizationId(id));
+      expect(workspace.test(id), id).toBe(isWorkspaceId(id));
+    }
+  });
+
+  it('documents error answers in the error envelope with their result codes', () => {
+    const created =
+      openApiDocument.paths['/api/platform/organizations/{organization_id}/workspaces']!.post!;
+    expect(Object.keys(created.responses).sort()).toEqual([
+      '200',
+      '400',
+      '401',
+      '404',
+      '500',
+      '503',
+    ]);
+    expect(JSON.stringify(created.responses['404'])).toContain('404-00001');
+    expect(JSON.stringify(created.responses['400'])).toContain('400-00002');
+    const listed =
+      openApiDocument.paths[
+        '/api/{organization_id}/workspaces/{workspace_id}/ita/menu/operation_list/filter/'
+      ]!.get!;
+    expect(JSON.stringify(listed.responses['403'])).toContain('403-00001');
+    expect(JSON.stringify(listed.responses['404'])).toContain('404-00002');
+    expect(JSON.stringify(listed.responses['503'])).toContain('503-11001');
+  });
+});
