@@ -78,23 +78,26 @@ export interface UserSpec {
   workspaceRoles?: string[];
   /** Raw Keycloak OTP secret; the user then needs a one-time password to log in. */
   otpSecret?: string;
+  /**
+   * OTP secret in base32, as authenticator apps show it (uppercase, no padding). Keycloak keeps
+   * it as given and decodes it when checking a code (`secretEncoding: BASE32`), so any bytes work.
+   */
+  otpSecretBase32?: string;
 }
 
 /**
  * Creates the user unless it exists, then (re)sets its password and grants the workspace roles.
- * Returns the user's id.
+ * An OTP secret, if given, replaces any OTP credential an existing user had. Returns the user's id.
  */
 export async function ensureUser(admin: KeycloakAdmin, spec: UserSpec): Promise<string> {
   const { realm, username } = spec;
+  const otp = otpCredentialOf(spec);
   let [user] = await admin.users.find({ realm, username, exact: true });
   if (!user) {
-    await admin.users.create({
-      realm,
-      username,
-      enabled: true,
-      credentials: spec.otpSecret ? [otpCredential(spec.otpSecret)] : [],
-    });
+    await admin.users.create({ realm, username, enabled: true, credentials: otp ? [otp] : [] });
     [user] = await admin.users.find({ realm, username, exact: true });
+  } else if (otp && user.id) {
+    await replaceOtpCredential(admin, realm, user.id, otp);
   }
   if (!user?.id) throw new Error(`user ${username} was not created in realm ${realm}`);
   await admin.users.resetPassword({
@@ -123,8 +126,68 @@ export async function ensureUser(admin: KeycloakAdmin, spec: UserSpec): Promise<
   return user.id;
 }
 
+/** The workspace ids (roles of `<org>-workspaces`, not the `_<ws>-admin` ones) a user holds. */
+export async function workspaceRolesOf(
+  admin: KeycloakAdmin,
+  organizationId: string,
+  userId: string,
+): Promise<string[]> {
+  const clientUuid = await clientUuidOf(
+    admin,
+    organizationId,
+    workspacesClientIdOf(organizationId),
+  );
+  const roles = await admin.users.listClientRoleMappings({
+    realm: organizationId,
+    id: userId,
+    clientUniqueId: clientUuid,
+  });
+  return roles
+    .map((role) => role.name ?? '')
+    .filter(isWorkspaceId)
+    .sort();
+}
+
+type OtpCredential = ReturnType<typeof otpCredential>;
+
+function otpCredentialOf(spec: UserSpec): OtpCredential | undefined {
+  if (spec.otpSecretBase32) return otpCredential(spec.otpSecretBase32, 'BASE32');
+  if (spec.otpSecret) return otpCredential(spec.otpSecret);
+  return undefined;
+}
+
+/**
+ * The admin API has no "add credential" call, but a user update carrying `credentials` adds
+ * them. The new credential goes in before the old ones go, so the user is never left without
+ * a second factor; the old ones are relabelled first because Keycloak refuses two OTP
+ * credentials with the same label.
+ */
+async function replaceOtpCredential(
+  admin: KeycloakAdmin,
+  realm: string,
+  userId: string,
+  otp: OtpCredential,
+): Promise<void> {
+  const old = (await admin.users.getCredentials({ realm, id: userId })).filter(
+    (credential) => credential.type === 'otp' && credential.id,
+  );
+  for (const credential of old) {
+    await admin.users.updateCredentialLabel(
+      { realm, id: userId, credentialId: credential.id! },
+      `replaced-${credential.id!}`,
+    );
+  }
+  // The full representation: a partial one could reset profile fields on update.
+  const user = await admin.users.findOne({ realm, id: userId });
+  if (!user) throw new Error(`user ${userId} vanished from realm ${realm}`);
+  await admin.users.update({ realm, id: userId }, { ...user, credentials: [otp] });
+  for (const credential of old) {
+    await admin.users.deleteCredential({ realm, id: userId, credentialId: credential.id! });
+  }
+}
+
 /** Keycloak's stored form of a TOTP credential (RFC 6238: SHA-1, 6 digits, 30 s). */
-function otpCredential(secret: string) {
+function otpCredential(secret: string, secretEncoding?: 'BASE32') {
   return {
     type: 'otp',
     userLabel: 'authenticator',
@@ -135,6 +198,7 @@ function otpCredential(secret: string) {
       counter: 0,
       period: 30,
       algorithm: 'HmacSHA1',
+      ...(secretEncoding ? { secretEncoding } : {}),
     }),
   };
 }

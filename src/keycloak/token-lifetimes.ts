@@ -1,0 +1,136 @@
+import { z } from 'zod';
+import type { KeycloakAdmin } from './admin-client.ts';
+import { apiClientIdOf } from './identifiers.ts';
+
+/**
+ * The lifetimes spec 5.3 lets an administrator change, in seconds. Access token and client
+ * session values live on the realm's API client (`_platform-api` / `_<org>-api`); the offline
+ * (refresh token) values are realm settings.
+ */
+export interface TokenLifetimes {
+  access_token_lifespan: number;
+  client_session_idle_timeout: number;
+  client_session_max_lifespan: number;
+  offline_session_idle_timeout: number;
+  offline_session_max_lifespan: number;
+  offline_session_max_lifespan_enabled: boolean;
+}
+
+/** Upper bound of every lifetime: ten years is already far beyond any sane token. */
+export const MAX_LIFETIME_SECONDS = 10 * 365 * 24 * 60 * 60;
+
+const seconds = z.number().int().positive().max(MAX_LIFETIME_SECONDS);
+
+/** A partial update of {@link TokenLifetimes}; unknown keys are refused. */
+export const tokenLifetimesPatchSchema = z.strictObject({
+  access_token_lifespan: seconds.optional(),
+  client_session_idle_timeout: seconds.optional(),
+  client_session_max_lifespan: seconds.optional(),
+  offline_session_idle_timeout: seconds.optional(),
+  offline_session_max_lifespan: seconds.optional(),
+  offline_session_max_lifespan_enabled: z.boolean().optional(),
+});
+
+export type TokenLifetimesPatch = z.infer<typeof tokenLifetimesPatchSchema>;
+
+const CLIENT_ATTRIBUTES = {
+  access_token_lifespan: 'access.token.lifespan',
+  client_session_idle_timeout: 'client.session.idle.timeout',
+  client_session_max_lifespan: 'client.session.max.lifespan',
+} as const;
+
+/**
+ * Reads the lifetimes in effect. A client attribute that is unset (or 0/-1) means Keycloak
+ * falls back to the realm, so the realm's value is reported then.
+ */
+export async function getTokenLifetimes(
+  admin: KeycloakAdmin,
+  realm: string,
+): Promise<TokenLifetimes> {
+  const [settings, client] = await Promise.all([
+    realmSettingsOf(admin, realm),
+    apiClientOf(admin, realm),
+  ]);
+  const attribute = (name: string) => positiveOrUndefined(client.attributes?.[name]);
+  return {
+    access_token_lifespan:
+      attribute(CLIENT_ATTRIBUTES.access_token_lifespan) ?? settings.accessTokenLifespan ?? 0,
+    client_session_idle_timeout:
+      attribute(CLIENT_ATTRIBUTES.client_session_idle_timeout) ??
+      positiveOrUndefined(settings.clientSessionIdleTimeout) ??
+      settings.ssoSessionIdleTimeout ??
+      0,
+    client_session_max_lifespan:
+      attribute(CLIENT_ATTRIBUTES.client_session_max_lifespan) ??
+      positiveOrUndefined(settings.clientSessionMaxLifespan) ??
+      settings.ssoSessionMaxLifespan ??
+      0,
+    offline_session_idle_timeout: settings.offlineSessionIdleTimeout ?? 0,
+    offline_session_max_lifespan: settings.offlineSessionMaxLifespan ?? 0,
+    offline_session_max_lifespan_enabled: settings.offlineSessionMaxLifespanEnabled ?? false,
+  };
+}
+
+/** Applies a validated partial update and returns the lifetimes now in effect. */
+export async function setTokenLifetimes(
+  admin: KeycloakAdmin,
+  realm: string,
+  patch: TokenLifetimesPatch,
+): Promise<TokenLifetimes> {
+  const settings = await realmSettingsOf(admin, realm);
+  const realmUpdate: Record<string, number | boolean> = {};
+  // Keycloak refuses a client session idle/max above the realm's SSO session idle/max
+  // ("cannot exceed realm SSO session ..."), and would cap the session there anyway. Asking
+  // for a longer client session therefore raises the realm's SSO limits to match; they only
+  // bound browser sessions, which the API realms do not use.
+  if (patch.client_session_idle_timeout !== undefined) {
+    if (patch.client_session_idle_timeout > (settings.ssoSessionIdleTimeout ?? 0)) {
+      realmUpdate.ssoSessionIdleTimeout = patch.client_session_idle_timeout;
+    }
+  }
+  if (patch.client_session_max_lifespan !== undefined) {
+    if (patch.client_session_max_lifespan > (settings.ssoSessionMaxLifespan ?? 0)) {
+      realmUpdate.ssoSessionMaxLifespan = patch.client_session_max_lifespan;
+    }
+  }
+  if (patch.offline_session_idle_timeout !== undefined)
+    realmUpdate.offlineSessionIdleTimeout = patch.offline_session_idle_timeout;
+  if (patch.offline_session_max_lifespan !== undefined)
+    realmUpdate.offlineSessionMaxLifespan = patch.offline_session_max_lifespan;
+  if (patch.offline_session_max_lifespan_enabled !== undefined)
+    realmUpdate.offlineSessionMaxLifespanEnabled = patch.offline_session_max_lifespan_enabled;
+  // The realm first: the client update below is only accepted within the new SSO limits.
+  if (Object.keys(realmUpdate).length > 0) await admin.realms.update({ realm }, realmUpdate);
+
+  const attributes: Record<string, string> = {};
+  for (const [key, name] of Object.entries(CLIENT_ATTRIBUTES)) {
+    const value = patch[key as keyof typeof CLIENT_ATTRIBUTES];
+    if (value !== undefined) attributes[name] = String(value);
+  }
+  if (Object.keys(attributes).length > 0) {
+    const client = await apiClientOf(admin, realm);
+    await admin.clients.update(
+      { realm, id: client.id! },
+      { ...client, attributes: { ...client.attributes, ...attributes } },
+    );
+  }
+  return getTokenLifetimes(admin, realm);
+}
+
+async function realmSettingsOf(admin: KeycloakAdmin, realm: string) {
+  const settings = await admin.realms.findOne({ realm });
+  if (!settings) throw new Error(`realm ${realm} not found`);
+  return settings;
+}
+
+async function apiClientOf(admin: KeycloakAdmin, realm: string) {
+  const clientId = apiClientIdOf(realm);
+  const [client] = await admin.clients.find({ realm, clientId });
+  if (!client?.id) throw new Error(`client ${clientId} not found in realm ${realm}`);
+  return client;
+}
+
+function positiveOrUndefined(value: unknown): number | undefined {
+  const number = Number(value);
+  return Number.isInteger(number) && number > 0 ? number : undefined;
+}

@@ -1,0 +1,206 @@
+import type { Knex } from 'knex';
+import { createOperationsRepo, type Operation } from '../automation/operations.repo.ts';
+import { AppError } from '../envelope/errors.ts';
+import { isHttpStatus, type KeycloakAdmin } from '../keycloak/admin-client.ts';
+import type { AdminSession } from '../keycloak/admin-session.ts';
+import { isOrganizationId, isWorkspaceId } from '../keycloak/identifiers.ts';
+import {
+  ensureOrganizationRealm,
+  ensureUser,
+  ensureWorkspaceRoles,
+  workspaceRolesOf,
+} from '../keycloak/provisioning.ts';
+import {
+  getTokenLifetimes,
+  setTokenLifetimes,
+  tokenLifetimesPatchSchema,
+  type TokenLifetimes,
+  type TokenLifetimesPatch,
+} from '../keycloak/token-lifetimes.ts';
+import { createOrganizationsRepo, type Organization } from './organizations.repo.ts';
+import { createWorkspacesRepo, type Workspace } from './workspaces.repo.ts';
+import { normalizeBase32Secret, validatePassword, validateUsername } from './user-input.ts';
+
+export interface NewUserInput {
+  username: string;
+  password: string;
+  /** Workspace ids the user gets a role on; organization realms only. */
+  workspaces?: string[];
+  /** OTP secret in base32, as authenticator apps show it. */
+  otpSecret?: string;
+}
+
+/** A created (or updated) user; never carries the password or the OTP secret. */
+export interface ProvisionedUser {
+  id: string;
+  username: string;
+  realm: string;
+  /** Every workspace the user now has a role on (not only the ones just granted). */
+  workspaces: string[];
+}
+
+export interface NewOperationInput {
+  operation_name: string;
+  scheduled_date_for_execution?: string | null;
+  environment?: string | null;
+  remarks?: string | null;
+}
+
+export interface ProvisioningService {
+  createOrganization(input: { id: string; name: string }): Promise<Organization>;
+  createWorkspace(
+    organizationId: string,
+    input: { id: string; name: string; description?: string; environments?: string[] },
+    actor?: string,
+  ): Promise<Workspace>;
+  createUser(realm: string, input: NewUserInput): Promise<ProvisionedUser>;
+  addOperation(
+    organizationId: string,
+    workspaceId: string,
+    input: NewOperationInput,
+    actor?: string,
+  ): Promise<Operation>;
+  getTokenLifetimes(realm: string): Promise<TokenLifetimes>;
+  setTokenLifetimes(realm: string, patch: TokenLifetimesPatch): Promise<TokenLifetimes>;
+}
+
+/**
+ * Creates organizations, workspaces, users and operations in Keycloak and the database. Every
+ * step is idempotent and Keycloak goes first, so a call that failed half-way can be repeated.
+ */
+export function createProvisioningService(deps: {
+  adminSession: AdminSession;
+  db: Knex;
+  gatewayClientSecret: string;
+}): ProvisioningService {
+  const { adminSession } = deps;
+  const organizations = createOrganizationsRepo(deps.db);
+  const workspaces = createWorkspacesRepo(deps.db);
+  const operations = createOperationsRepo(deps.db);
+
+  async function requireOrganization(organizationId: string): Promise<Organization> {
+    const organization = await organizations.find(organizationId);
+    if (!organization) throw new AppError('organizationNotFound');
+    return organization;
+  }
+
+  async function requireWorkspace(organizationId: string, workspaceId: string) {
+    const workspace = await workspaces.find(organizationId, workspaceId);
+    if (!workspace) throw new AppError('workspaceNotFound');
+    return workspace;
+  }
+
+  /** `master` or an organization known to the database. */
+  async function requireRealm(realm: string): Promise<void> {
+    if (realm !== 'master') await requireOrganization(realm);
+  }
+
+  return {
+    async createOrganization({ id, name }) {
+      if (!isOrganizationId(id)) throw badRequest(`invalid organization id: ${JSON.stringify(id)}`);
+      await adminSession.run((admin) =>
+        ensureOrganizationRealm(admin, {
+          organizationId: id,
+          organizationName: name,
+          gatewayClientSecret: deps.gatewayClientSecret,
+        }),
+      );
+      return organizations.insertIfAbsent({ id, name });
+    },
+
+    async createWorkspace(organizationId, input, actor = '') {
+      await requireOrganization(organizationId);
+      if (!isWorkspaceId(input.id))
+        throw badRequest(`invalid workspace id: ${JSON.stringify(input.id)}`);
+      await adminSession.run((admin) => ensureWorkspaceRoles(admin, organizationId, input.id));
+      return workspaces.insertIfAbsent({ organizationId, ...input, user: actor });
+    },
+
+    async createUser(realm, input) {
+      validateUsername(input.username);
+      validatePassword(input.password);
+      const otpSecretBase32 =
+        input.otpSecret === undefined ? undefined : normalizeBase32Secret(input.otpSecret);
+      const workspaceIds = [...new Set(input.workspaces ?? [])];
+      await requireRealm(realm);
+      if (realm === 'master' && workspaceIds.length > 0)
+        throw badRequest('workspaces apply to organization users only');
+      for (const workspaceId of workspaceIds) await requireWorkspace(realm, workspaceId);
+
+      return adminSession.run(async (admin) => {
+        const id = await refusedAsBadRequest(() =>
+          ensureUser(admin, {
+            realm,
+            username: input.username,
+            password: input.password,
+            workspaceRoles: workspaceIds,
+            otpSecretBase32,
+          }),
+        );
+        return describeUser(admin, realm, id);
+      });
+    },
+
+    async addOperation(organizationId, workspaceId, input, actor = '') {
+      await requireOrganization(organizationId);
+      await requireWorkspace(organizationId, workspaceId);
+      return operations.insert({
+        organizationId,
+        workspaceId,
+        operationName: input.operation_name,
+        scheduledDateForExecution: input.scheduled_date_for_execution ?? null,
+        environment: input.environment ?? null,
+        remarks: input.remarks ?? null,
+        user: actor,
+      });
+    },
+
+    async getTokenLifetimes(realm) {
+      await requireRealm(realm);
+      return adminSession.run((admin) => getTokenLifetimes(admin, realm));
+    },
+
+    async setTokenLifetimes(realm, patch) {
+      const parsed = tokenLifetimesPatchSchema.safeParse(patch);
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0];
+        throw badRequest(`${issue?.path.join('.') || 'body'}: ${issue?.message ?? 'invalid'}`);
+      }
+      await requireRealm(realm);
+      return adminSession.run((admin) => setTokenLifetimes(admin, realm, parsed.data));
+    },
+  };
+}
+
+/** Keycloak's own name for the user (it lowercases usernames) and its workspace roles. */
+async function describeUser(
+  admin: KeycloakAdmin,
+  realm: string,
+  id: string,
+): Promise<ProvisionedUser> {
+  const user = await admin.users.findOne({ realm, id });
+  if (!user?.username) throw new Error(`user ${id} vanished from realm ${realm}`);
+  const workspaces = realm === 'master' ? [] : await workspaceRolesOf(admin, realm, id);
+  return { id, username: user.username, realm, workspaces };
+}
+
+/**
+ * Keycloak's user profile and password policy have the last word on a username or password
+ * (e.g. at least 3 characters, no spaces); its 400 names the rule and never the value.
+ */
+async function refusedAsBadRequest<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (!isHttpStatus(err, 400)) throw err;
+    const data = (err as { responseData?: Record<string, unknown> }).responseData ?? {};
+    const reason = [data.error_description, data.errorMessage, data.error].find(
+      (value): value is string => typeof value === 'string',
+    );
+    throw badRequest(`Keycloak refused the user: ${reason ?? 'invalid user'}`, err);
+  }
+}
+
+function badRequest(message: string, cause?: unknown): AppError {
+  return new AppError('badRequestBody', { message, cause });
+}
