@@ -1,0 +1,130 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/config.ts';
+import { startGateway, type Gateway } from '../../src/gateway.ts';
+import { createLogger } from '../../src/http/logger.ts';
+import { accessTokenOf, basicAuth } from '../helpers/api.ts';
+import { createUser, type TestUser } from '../helpers/keycloak.ts';
+import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+interface Seen {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+const fromBase64Lines = (value: unknown) =>
+  Buffer.from(String(value), 'base64').toString('utf8').split('\n');
+
+/** A gateway replica whose automation route forwards to a recording upstream. */
+describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
+  let upstream: Server;
+  let gateway: Gateway;
+  let org: string;
+  let member: TestUser;
+  let outsider: TestUser;
+  const seen: Seen[] = [];
+  const base = 'http://127.0.0.1:18300';
+
+  beforeAll(async () => {
+    upstream = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        seen.push({
+          method: req.method!,
+          url: req.url!,
+          headers: req.headers,
+          body: Buffer.concat(chunks).toString(),
+        });
+        res.setHeader('content-type', 'application/json');
+        res.end(
+          JSON.stringify({
+            data: { from: 'upstream' },
+            message: 'SUCCESS',
+            result: '000-00000',
+            ts: new Date().toISOString(),
+          }),
+        );
+      });
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    const config = loadConfig({
+      HOST: '127.0.0.1',
+      PORT: '18300',
+      ADMIN_PORT: '18301',
+      PUBLIC_URL: testEnv().publicUrl,
+      KEYCLOAK_URL: testEnv().keycloakUrl,
+      KEYCLOAK_ADMIN_PASSWORD: testEnv().keycloakAdminPassword,
+      KEYCLOAK_CLIENT_SECRET: testEnv().gatewayClientSecret,
+      DATABASE_URL: testEnv().databaseUrl,
+      AUTOMATION_UPSTREAM_URL: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
+    });
+    gateway = await startGateway(config, testEnv().keycloakUrl, createLogger('silent'));
+    org = await createOrganization(['ws1', 'ws2']);
+    member = await createUser(org, { workspaceRoles: ['ws1', 'ws2'] });
+    outsider = await createUser(org);
+  });
+
+  afterAll(async () => {
+    await gateway?.close();
+    await new Promise((resolve) => upstream?.close(resolve));
+    await closeTestDb();
+  });
+
+  it('forwards with identity headers instead of the client credentials', async () => {
+    const token = await accessTokenOf(member);
+    seen.length = 0;
+    const res = await fetch(
+      `${base}/api/${org}/workspaces/ws1/ita/menu/operation_list/filter/?x=1`,
+      {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${token}`,
+          'content-type': 'application/json',
+          // Forged identity headers must not reach the upstream.
+          'user-id': 'forged',
+          roles: Buffer.from('admin').toString('base64'),
+          organization_id: 'other-org',
+        },
+        body: JSON.stringify({ discard: { NORMAL: '0' } }),
+      },
+    );
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ data: { from: 'upstream' } });
+    expect(seen).toHaveLength(1);
+    const [request] = seen;
+    expect(request!.method).toBe('POST');
+    expect(request!.url).toBe(`/api/${org}/workspaces/ws1/ita/menu/operation_list/filter/?x=1`);
+    expect(request!.body).toBe('{"discard":{"NORMAL":"0"}}');
+    expect(request!.headers.authorization).toBeUndefined();
+    expect(request!.headers['user-id']).toMatch(/^[0-9a-f-]{36}$/);
+    expect(fromBase64Lines(request!.headers.roles).sort()).toEqual(['ws1', 'ws2']);
+    expect(fromBase64Lines(request!.headers['org-roles'])).toContain('offline_access');
+    expect(request!.headers.language).toBe('ja');
+    expect(request!.headers.organization_id).toBe(org);
+  });
+
+  it('checks the workspace role before forwarding', async () => {
+    seen.length = 0;
+    const res = await fetch(`${base}/api/${org}/workspaces/ws1/ita/menu/operation_list/filter/`, {
+      headers: { authorization: basicAuth(outsider) },
+    });
+    expect(res.status).toBe(403);
+    expect(await res.json()).toMatchObject({ result: '403-00001' });
+    expect(seen).toHaveLength(0);
+  });
+
+  it('answers 503 in the envelope when the upstream is down', async () => {
+    await new Promise((resolve) => upstream.close(resolve));
+    upstream.closeAllConnections();
+    const res = await fetch(`${base}/api/${org}/workspaces/ws2/ita/menu/operation_list/filter/`, {
+      headers: { authorization: basicAuth(member) },
+    });
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ data: null, result: '503-00002' });
+  });
+});
