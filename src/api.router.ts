@@ -1,9 +1,7 @@
 import express, { Router } from 'express';
 import type { Logger } from 'pino';
-import { authenticate } from './auth/authenticate.ts';
+import { authenticate, type AuthenticateDeps } from './auth/authenticate.ts';
 import { requireWorkspaceRole } from './auth/authorize.ts';
-import type { BasicAuthenticator } from './auth/basic/basic-authenticator.ts';
-import type { BearerVerifier } from './auth/bearer/bearer-verifier.ts';
 import { routeRealm } from './auth/realm-routing.ts';
 import { createAutomationProxy } from './automation/automation-proxy.ts';
 import type { OperationsRepo } from './automation/operations.repo.ts';
@@ -12,11 +10,12 @@ import { openApiDocument } from './http/openapi.ts';
 import { createListingRouter } from './platform/listing.router.ts';
 import type { OrganizationDirectory } from './platform/organization-directory.ts';
 import type { OrganizationsRepo } from './platform/organizations.repo.ts';
+import { createRefreshTokensRouter } from './platform/refresh-tokens.router.ts';
+import type { RefreshTokensService } from './platform/refresh-tokens.service.ts';
 import type { WorkspacesRepo } from './platform/workspaces.repo.ts';
 
-export interface ApiDeps {
-  basic: BasicAuthenticator;
-  bearer: BearerVerifier;
+export interface ApiDeps extends AuthenticateDeps {
+  refreshTokens: RefreshTokensService;
   organizationDirectory: OrganizationDirectory;
   organizations: OrganizationsRepo;
   workspaces: WorkspacesRepo;
@@ -41,7 +40,7 @@ export function createApiRouter(deps: ApiDeps): Router {
     res.json(openApiDocument);
   });
   router.use(routeRealm(deps.organizationDirectory));
-  router.use(authenticate({ basic: deps.basic, bearer: deps.bearer }));
+  router.use(authenticate(deps));
 
   const workspaceRoutes = Router({ mergeParams: true });
   workspaceRoutes.use(requireWorkspaceRole(deps.workspaces));
@@ -62,6 +61,10 @@ export function createApiRouter(deps: ApiDeps): Router {
   router.use(express.json({ limit: MAX_JSON_BODY }));
   router.use(
     createListingRouter({ organizations: deps.organizations, workspaces: deps.workspaces }),
+  );
+  router.use(
+    ['/platform/users/_current/refresh_tokens', '/:org/platform/users/_current/refresh_tokens'],
+    createRefreshTokensRouter(deps.refreshTokens),
   );
   router.use('/platform', deps.platformRouter);
   return router;

@@ -6,7 +6,9 @@ import { createApiRouter } from './api.router.ts';
 import { createApp } from './app.ts';
 import { createBasicAuthenticator } from './auth/basic/basic-authenticator.ts';
 import { createBearerVerifier } from './auth/bearer/bearer-verifier.ts';
+import { createActiveCheck } from './auth/bearer/active-check.ts';
 import { createJwksRegistry } from './auth/bearer/jwks.ts';
+import { createRevocationList } from './auth/revocation.ts';
 import { createOperationsRepo } from './automation/operations.repo.ts';
 import { createCache, type Cache } from './cache/index.ts';
 import type { FallbackCache } from './cache/fallback-cache.ts';
@@ -19,6 +21,7 @@ import { createTokenClient } from './keycloak/token-client.ts';
 import { createAdminSession } from './keycloak/admin-session.ts';
 import { createProvisioningRouter } from './platform/provisioning.router.ts';
 import { createProvisioningService } from './platform/provisioning.service.ts';
+import { createRefreshTokensService } from './platform/refresh-tokens.service.ts';
 import { createOrganizationDirectory } from './platform/organization-directory.ts';
 import { createOrganizationsRepo } from './platform/organizations.repo.ts';
 import { createWorkspacesRepo } from './platform/workspaces.repo.ts';
@@ -63,29 +66,55 @@ export async function startGateway(
     leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
     maxCachedTokens: config.MEMORY_CACHE_MAX_ENTRIES,
   });
+  const clientSecret = config.KEYCLOAK_CLIENT_SECRET ?? '';
   const serviceAdmin = createServiceAdmin({
     keycloakUrl,
-    clientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
+    clientSecret,
     timeoutMs: config.KEYCLOAK_TIMEOUT_MS,
   });
+  const tokens = createTokenClient({
+    keycloakUrl,
+    publicUrl: config.PUBLIC_URL,
+    timeoutMs: config.KEYCLOAK_TIMEOUT_MS,
+    gatewayClientSecret: clientSecret,
+  });
+  const revocations = await createRevocationList({
+    redisUrl: config.REDIS_URL,
+    keyPrefix: config.REDIS_KEY_PREFIX,
+    logger,
+  });
   const basic = createBasicAuthenticator({
-    tokens: createTokenClient({
-      keycloakUrl,
-      publicUrl: config.PUBLIC_URL,
-      timeoutMs: config.KEYCLOAK_TIMEOUT_MS,
-    }),
+    tokens,
     bearer,
     cache,
     cacheSecret,
     maxCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
+    revocations,
     hasTwoFactor: (realm, username) => hasTwoFactor(serviceAdmin, realm, username),
     logger,
+  });
+  const activeCheck = createActiveCheck({
+    tokens,
+    revocations,
+    intervalSeconds: config.REVOCATION_CHECK_SECONDS,
+    basicCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
+    maxEntries: config.MEMORY_CACHE_MAX_ENTRIES,
+    logger,
+  });
+  const refreshTokens = createRefreshTokensService({
+    admin: serviceAdmin,
+    revocations,
+    basicCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
+    leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
   });
   const organizations = createOrganizationsRepo(db);
   const workspaces = createWorkspacesRepo(db);
   const api = createApiRouter({
     basic,
     bearer,
+    revocations,
+    activeCheck,
+    refreshTokens,
     organizationDirectory: createOrganizationDirectory(organizations),
     organizations,
     workspaces,
@@ -133,6 +162,7 @@ export async function startGateway(
     async close() {
       await Promise.all([closeServer(publicServer), closeServer(adminServer)]);
       await cache.close();
+      await revocations.close();
       await db.destroy();
     },
   };

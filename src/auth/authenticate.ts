@@ -4,21 +4,27 @@ import { AuthFailure } from './auth-failure.ts';
 import type { BasicAuthenticator } from './basic/basic-authenticator.ts';
 import { parseBasicCredentials } from './basic/parse-basic.ts';
 import type { BearerVerifier } from './bearer/bearer-verifier.ts';
+import type { ActiveCheck } from './bearer/active-check.ts';
 import type { Principal } from './principal.ts';
+import type { RevocationList } from './revocation.ts';
 import { realmOf } from './realm-routing.ts';
 
 /** RFC 6750 token68 syntax. */
 const TOKEN68 = /^[A-Za-z0-9\-._~+/]+=*$/;
 
-/**
- * Authenticates the request against the realm chosen by the path. Each scheme yields a
- * principal or fails; this is the one place failures become 401 `401-00002` with the
- * challenge of the scheme that failed (both when no credentials came).
- */
-export function authenticate(deps: {
+export interface AuthenticateDeps {
   basic: BasicAuthenticator;
   bearer: BearerVerifier;
-}): RequestHandler {
+  revocations: RevocationList;
+  activeCheck: ActiveCheck;
+}
+
+/**
+ * Authenticates the request against the realm chosen by the path. Each scheme yields a
+ * principal or fails; revoked sessions are refused; this is the one place failures become
+ * 401 `401-00002` with the challenge of the scheme that failed (both when no credentials came).
+ */
+export function authenticate(deps: AuthenticateDeps): RequestHandler {
   return async (req, res, next) => {
     const realm = realmOf(res);
     try {
@@ -33,7 +39,7 @@ export function authenticate(deps: {
 async function principalFor(
   header: string | undefined,
   realm: string,
-  deps: { basic: BasicAuthenticator; bearer: BearerVerifier },
+  deps: AuthenticateDeps,
 ): Promise<Principal> {
   if (header === undefined || header.trim() === '') throw new MissingCredentials();
   const match = /^([A-Za-z]+)(?: +(.*))?$/.exec(header.trim());
@@ -42,14 +48,26 @@ async function principalFor(
   if (scheme === 'bearer') {
     if (value === '') throw new AuthFailure('bearer', 'The Bearer token is missing.');
     if (!TOKEN68.test(value)) throw new AuthFailure('bearer', 'Malformed token.');
-    return deps.bearer.verify(realm, value);
+    const principal = await deps.bearer.verify(realm, value);
+    refuseRevoked(principal, deps.revocations);
+    await deps.activeCheck.ensureActive(value, principal);
+    return principal;
   }
   if (scheme === 'basic') {
     const credentials = parseBasicCredentials(value);
     if ('invalid' in credentials) throw new AuthFailure('basic', credentials.invalid);
-    return deps.basic.authenticate(realm, credentials);
+    const principal = await deps.basic.authenticate(realm, credentials);
+    refuseRevoked(principal, deps.revocations);
+    return principal;
   }
   throw new MissingCredentials('Unsupported authorization scheme; use Basic or Bearer.');
+}
+
+/** Tokens of a revoked session are refused at once, by every replica (see revocation.ts). */
+function refuseRevoked(principal: Principal, revocations: RevocationList): void {
+  if (principal.sessionId && revocations.isSessionRevoked(principal.sessionId)) {
+    throw new AuthFailure(principal.method, 'Token has been revoked.');
+  }
 }
 
 class MissingCredentials extends AuthFailure {

@@ -12,6 +12,8 @@ export interface Principal {
   method: 'basic' | 'bearer';
   /** Keycloak session id (`sid`), when the token has one. */
   sessionId: string | undefined;
+  /** Token issue time, epoch seconds. */
+  issuedAt: number;
   /** Token expiry, epoch seconds. */
   expiresAt: number;
 }
@@ -44,6 +46,7 @@ export function principalFromClaims(
     locale: typeof claims.locale === 'string' ? claims.locale : undefined,
     method,
     sessionId: typeof claims.sid === 'string' ? claims.sid : undefined,
+    issuedAt: Number(claims.iat),
     expiresAt: Number(claims.exp),
   };
 }

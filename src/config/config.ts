@@ -39,6 +39,9 @@ export const configSchema = z.object({
   TOKEN_CLOCK_LEEWAY_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
   BASIC_CACHE_MAX_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
   REALMGATE_CACHE_SECRET: secret.optional(),
+  REVOCATION_CHECK_SECONDS: z
+    .union([z.literal('off'), z.coerce.number().int().min(0).max(86400)])
+    .default(60),
   AUTOMATION_UPSTREAM_URL: url.optional(),
 
   DATABASE_URL: z.string().min(1).optional(),

@@ -13,7 +13,23 @@ export const errorCodes = {
   },
   authenticationFailed: { status: 401, result: '401-00002', message: 'Authentication failed.' },
   permissionDenied: { status: 403, result: '403-00001', message: 'Permission denied.' },
+  offlineSessionsUnreadable: {
+    status: 400,
+    result: '400-30001',
+    message: 'Reading the refresh tokens failed.',
+  },
+  realmUnreadable: {
+    status: 400,
+    result: '400-30002',
+    message: 'Reading the realm settings failed.',
+  },
   notFound: { status: 404, result: '404-00000', message: 'Not found.' },
+  refreshTokenNotFound: { status: 404, result: '404-30001', message: 'Refresh token not found.' },
+  revokeFailed: {
+    status: 500,
+    result: '500-30001',
+    message: 'Revoking the refresh tokens failed.',
+  },
   organizationNotFound: { status: 404, result: '404-00001', message: 'Organization not found.' },
   workspaceNotFound: { status: 404, result: '404-00002', message: 'Workspace not found.' },
   methodNotAllowed: { status: 405, result: '405-00000', message: 'Method not allowed.' },

@@ -149,6 +149,48 @@ function lifetimesPath(
   };
 }
 
+const TOKEN_ERRORS: ErrorCode[] = [
+  'gatewayServiceToken',
+  'offlineSessionsUnreadable',
+  'realmUnreadable',
+];
+
+/** The caller's refresh tokens (spec 4.5, 4.6), for administrators or organization users. */
+function refreshTokensPaths(realm: 'master' | 'organization') {
+  const suffix = realm === 'master' ? 'Master' : 'Organization';
+  const orgParameters = realm === 'master' ? [] : ORG;
+  const orgErrors = realm === 'master' ? [] : ORG_ERRORS;
+  const common = { tags: ['tokens'], errors: [...orgErrors, ...TOKEN_ERRORS] };
+  const all: Partial<Record<HttpMethod, OpenApiOperation>> = {
+    get: apiOperation({
+      operationId: `listRefreshTokens${suffix}`,
+      summary: 'List own refresh tokens',
+      parameters: orgParameters,
+      data: arrayOf(schema('RefreshToken')),
+      ...common,
+    }),
+    delete: apiOperation({
+      operationId: `revokeRefreshTokens${suffix}`,
+      summary: 'Revoke all own refresh tokens; their access tokens stop working at once',
+      parameters: orgParameters,
+      data: { type: 'null' },
+      ...common,
+      errors: [...common.errors, 'revokeFailed'],
+    }),
+  };
+  const one: Partial<Record<HttpMethod, OpenApiOperation>> = {
+    delete: apiOperation({
+      operationId: `revokeRefreshToken${suffix}`,
+      summary: 'Revoke one own refresh token (beyond the spec); unknown or foreign ids are 404',
+      parameters: [...orgParameters, 'RefreshTokenId'],
+      data: { type: 'null' },
+      ...common,
+      errors: [...common.errors, 'refreshTokenNotFound', 'revokeFailed'],
+    }),
+  };
+  return { all, one };
+}
+
 const timestamp = { type: 'string', format: 'date-time', examples: [EXAMPLE_TS] };
 const seconds = { type: 'integer', minimum: 1, maximum: 2_147_483_647 };
 const TOKEN_LIFETIME_FIELDS = {
@@ -208,6 +250,17 @@ const schemas: Record<string, { readonly [key: string]: JsonValue }> = {
       ts: timestamp,
     }),
     description: `The envelope of a failure. \`result\` is \`SSS-FFNNN\` (HTTP status, function, sequence):\n- ${RESULT_CODES}`,
+  },
+  RefreshToken: {
+    ...object({
+      id: { type: 'string', description: 'Keycloak offline session id.' },
+      start_timestamp: timestamp,
+      lastaccess_timestamp: timestamp,
+      expire_timestamp: timestamp,
+    }),
+    description:
+      'A refresh token of the caller (spec 2.3). Expiry is the earlier of start + offline max ' +
+      'lifespan (when enabled) and last access + offline idle timeout.',
   },
   Organization: object({
     id: schema('OrganizationId'),
@@ -462,6 +515,12 @@ const paths: OpenApiDocument['paths'] = {
   },
   '/api/platform/token-lifetimes': lifetimesPath('master'),
   '/api/platform/organizations/{organization_id}/token-lifetimes': lifetimesPath('organization'),
+  '/api/platform/users/_current/refresh_tokens': refreshTokensPaths('master').all,
+  '/api/platform/users/_current/refresh_tokens/{id}': refreshTokensPaths('master').one,
+  '/api/{organization_id}/platform/users/_current/refresh_tokens':
+    refreshTokensPaths('organization').all,
+  '/api/{organization_id}/platform/users/_current/refresh_tokens/{id}':
+    refreshTokensPaths('organization').one,
   '/api/{organization_id}/platform/workspaces': {
     get: apiOperation({
       operationId: 'listWorkspaces',
@@ -538,6 +597,7 @@ export const openApiDocument: OpenApiDocument = {
         schema: schema('WorkspaceId'),
       },
       Realm: { name: 'realm', in: 'path', required: true, schema: schema('Realm') },
+      RefreshTokenId: { name: 'id', in: 'path', required: true, schema: { type: 'string' } },
     },
   },
 };

@@ -1,6 +1,7 @@
 import * as oidc from 'openid-client';
 import { AppError } from '../envelope/errors.ts';
 import { apiClientIdOf } from './identifiers.ts';
+import { GATEWAY_CLIENT_ID } from './service-admin.ts';
 
 /** Outcome of a password grant: an access token, or Keycloak's refusal. */
 export type PasswordGrantResult =
@@ -10,6 +11,8 @@ export type PasswordGrantResult =
 export interface TokenClient {
   /** Logs in on the realm's API client with `scope=openid` (no offline session per call). */
   passwordGrant(realm: string, username: string, password: string): Promise<PasswordGrantResult>;
+  /** Asks Keycloak whether the token is still active (RFC 7662), as the gateway's client. */
+  isActive(realm: string, token: string): Promise<boolean>;
 }
 
 /**
@@ -20,23 +23,40 @@ export function createTokenClient(options: {
   keycloakUrl: string;
   publicUrl: string;
   timeoutMs: number;
+  /** Secret of `realmgate-gateway`, the confidential client allowed to introspect. */
+  gatewayClientSecret: string;
 }): TokenClient {
-  const configs = new Map<string, oidc.Configuration>();
+  const apiConfigs = new Map<string, oidc.Configuration>();
+  const gatewayConfigs = new Map<string, oidc.Configuration>();
 
-  function configFor(realm: string): oidc.Configuration {
-    let config = configs.get(realm);
+  function configure(realm: string, clientId: string, auth?: oidc.ClientAuth): oidc.Configuration {
+    const internal = `${options.keycloakUrl}/realms/${encodeURIComponent(realm)}/protocol/openid-connect`;
+    const config = new oidc.Configuration(
+      {
+        issuer: `${options.publicUrl}/auth/realms/${realm}`,
+        token_endpoint: `${internal}/token`,
+        introspection_endpoint: `${internal}/token/introspect`,
+      },
+      clientId,
+      undefined,
+      auth,
+    );
+    config.timeout = Math.ceil(options.timeoutMs / 1000);
+    if (options.keycloakUrl.startsWith('http:')) oidc.allowInsecureRequests(config);
+    return config;
+  }
+
+  function apiConfigFor(realm: string): oidc.Configuration {
+    let config = apiConfigs.get(realm);
+    if (!config) apiConfigs.set(realm, (config = configure(realm, apiClientIdOf(realm))));
+    return config;
+  }
+
+  function gatewayConfigFor(realm: string): oidc.Configuration {
+    let config = gatewayConfigs.get(realm);
     if (!config) {
-      const internal = `${options.keycloakUrl}/realms/${encodeURIComponent(realm)}/protocol/openid-connect`;
-      config = new oidc.Configuration(
-        {
-          issuer: `${options.publicUrl}/auth/realms/${realm}`,
-          token_endpoint: `${internal}/token`,
-        },
-        apiClientIdOf(realm),
-      );
-      config.timeout = Math.ceil(options.timeoutMs / 1000);
-      if (options.keycloakUrl.startsWith('http:')) oidc.allowInsecureRequests(config);
-      configs.set(realm, config);
+      const auth = oidc.ClientSecretPost(options.gatewayClientSecret);
+      gatewayConfigs.set(realm, (config = configure(realm, GATEWAY_CLIENT_ID, auth)));
     }
     return config;
   }
@@ -44,7 +64,7 @@ export function createTokenClient(options: {
   return {
     async passwordGrant(realm, username, password) {
       try {
-        const response = await oidc.genericGrantRequest(configFor(realm), 'password', {
+        const response = await oidc.genericGrantRequest(apiConfigFor(realm), 'password', {
           username,
           password,
           scope: 'openid',
@@ -58,27 +78,41 @@ export function createTokenClient(options: {
         return translateGrantError(err);
       }
     },
+    async isActive(realm, token) {
+      try {
+        return (await oidc.tokenIntrospection(gatewayConfigFor(realm), token)).active;
+      } catch (err) {
+        throw keycloakFailure(err);
+      }
+    },
   };
 }
 
 /** Keycloak's answers about the credentials become results; anything else an AppError. */
 function translateGrantError(err: unknown): PasswordGrantResult {
-  if (err instanceof oidc.ResponseBodyError) {
-    if (err.error === 'invalid_grant' || err.status === 401) {
-      return { ok: false, error: err.error, description: err.error_description ?? '' };
-    }
-    throw new AppError('identityProviderBadGateway', { cause: err });
+  if (
+    err instanceof oidc.ResponseBodyError &&
+    (err.error === 'invalid_grant' || err.status === 401)
+  ) {
+    return { ok: false, error: err.error, description: err.error_description ?? '' };
   }
-  const name = (err as { name?: string; cause?: { name?: string } } | null)?.name;
+  throw keycloakFailure(err);
+}
+
+/** Why a call to Keycloak failed, in the terms a client can act on (retry later or not). */
+function keycloakFailure(err: unknown): AppError {
+  if (err instanceof oidc.ResponseBodyError)
+    return new AppError('identityProviderBadGateway', { cause: err });
+  const name = (err as { name?: string } | null)?.name;
   const causeName = (err as { cause?: { name?: string } } | null)?.cause?.name;
   if (name === 'TimeoutError' || causeName === 'TimeoutError') {
-    throw new AppError('identityProviderTimeout', { cause: err });
+    return new AppError('identityProviderTimeout', { cause: err });
   }
   if (
     err instanceof TypeError ||
     (err instanceof oidc.ClientError && err.cause instanceof TypeError)
   ) {
-    throw new AppError('identityProviderUnavailable', { cause: err });
+    return new AppError('identityProviderUnavailable', { cause: err });
   }
-  throw new AppError('identityProviderBadGateway', { cause: err });
+  return new AppError('identityProviderBadGateway', { cause: err });
 }

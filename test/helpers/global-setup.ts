@@ -57,6 +57,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
       gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET!,
       databaseUrl: config.DATABASE_URL!,
       redisUrl: config.REDIS_URL!,
+      redisKeyPrefix: config.REDIS_KEY_PREFIX,
     };
     project.provide('testEnv', provided);
   } catch (err) {

@@ -10,6 +10,7 @@ export interface TestEnv {
   gatewayClientSecret: string;
   databaseUrl: string;
   redisUrl: string;
+  redisKeyPrefix: string;
 }
 
 declare module 'vitest' {

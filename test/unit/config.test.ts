@@ -33,6 +33,7 @@ describe('loadConfig', () => {
       AUTH_PROXY_TIMEOUT_MS: 30000,
       TOKEN_CLOCK_LEEWAY_SECONDS: 10,
       BASIC_CACHE_MAX_SECONDS: 60,
+      REVOCATION_CHECK_SECONDS: 60,
       DATA_DIR: '.data',
       REDIS_KEY_PREFIX: 'realmgate:',
       MEMORY_CACHE_MAX_ENTRIES: 100000,
@@ -51,6 +52,18 @@ describe('loadConfig', () => {
     expect(config.KEYCLOAK_URL).toBe('http://keycloak:8080/auth');
     expect(config.KEYCLOAK_ADMIN_PASSWORD).toBe(adminPassword);
     expect(config.KEYCLOAK_CLIENT_SECRET).toBe(clientSecret);
+  });
+
+  it('reads REVOCATION_CHECK_SECONDS as seconds or off', () => {
+    expect(loadConfig({ ...secrets, REVOCATION_CHECK_SECONDS: '0' }).REVOCATION_CHECK_SECONDS).toBe(
+      0,
+    );
+    expect(
+      loadConfig({ ...secrets, REVOCATION_CHECK_SECONDS: 'off' }).REVOCATION_CHECK_SECONDS,
+    ).toBe('off');
+    expect(() => loadConfig({ ...secrets, REVOCATION_CHECK_SECONDS: 'sometimes' })).toThrow(
+      /REVOCATION_CHECK_SECONDS/,
+    );
   });
 
   it('reads the boolean flag spellings and refuses others', () => {

@@ -59,7 +59,7 @@ describe('openApiDocument', () => {
     }
   });
 
-  it('describes every endpoint of the gateway, and not the planned refresh-token ones', () => {
+  it('describes every endpoint of the gateway', () => {
     const described = operations().map(({ method, path }) => `${method.toUpperCase()} ${path}`);
     expect(described.sort()).toEqual(
       [
@@ -79,6 +79,12 @@ describe('openApiDocument', () => {
         'PATCH /api/platform/organizations/{organization_id}/token-lifetimes',
         'GET /api/{organization_id}/platform/workspaces',
         'GET /api/{organization_id}/workspaces/{workspace_id}/ita/menu/operation_list/filter/',
+        'GET /api/platform/users/_current/refresh_tokens',
+        'DELETE /api/platform/users/_current/refresh_tokens',
+        'DELETE /api/platform/users/_current/refresh_tokens/{id}',
+        'GET /api/{organization_id}/platform/users/_current/refresh_tokens',
+        'DELETE /api/{organization_id}/platform/users/_current/refresh_tokens',
+        'DELETE /api/{organization_id}/platform/users/_current/refresh_tokens/{id}',
       ].sort(),
     );
   });

@@ -5,6 +5,7 @@ import type { TokenClient } from '../../keycloak/token-client.ts';
 import { AuthFailure } from '../auth-failure.ts';
 import type { BearerVerifier } from '../bearer/bearer-verifier.ts';
 import type { Principal } from '../principal.ts';
+import type { RevocationList } from '../revocation.ts';
 import type { BasicCredentials } from './parse-basic.ts';
 
 export interface BasicAuthenticator {
@@ -20,6 +21,8 @@ export interface BasicAuthenticatorDeps {
   cacheSecret: string;
   /** Longest reuse of a login; bounds how late a password change or disabled user takes effect. */
   maxCacheSeconds: number;
+  /** A user's sessions revoked after a login was cached make the cached login void. */
+  revocations: RevocationList;
   /** Tells whether a user has two-factor authentication (for a helpful 401 message). */
   hasTwoFactor: (realm: string, username: string) => Promise<boolean>;
   logger: Logger;
@@ -52,7 +55,9 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     const value = await deps.cache.get(key);
     if (!value) return undefined;
     const principal = JSON.parse(value) as Principal;
-    return principal.expiresAt * 1000 > Date.now() ? principal : undefined;
+    if (principal.expiresAt * 1000 <= Date.now()) return undefined;
+    const revokedAt = deps.revocations.userRevokedAt(principal.realm, principal.userId);
+    return revokedAt !== undefined && revokedAt > principal.issuedAt * 1000 ? undefined : principal;
   }
 
   async function logIn(

@@ -1,0 +1,130 @@
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { TtlLru } from '../cache/ttl-lru.ts';
+
+/** A revocation as it travels between replicas. */
+interface RevocationMessage {
+  realm: string;
+  userId: string;
+  sessionIds: string[];
+  /** Epoch ms: cached Basic logins of the user from before this moment are dropped. */
+  at: number;
+  /** How long the session ids must stay refused: the longest an access token can still live. */
+  ttlSeconds: number;
+  /** How long the user's cached Basic logins can live: the Basic cache bound. */
+  userTtlSeconds: number;
+}
+
+export interface RevocationList {
+  /** True when tokens of this Keycloak session must be refused. O(1), in memory. */
+  isSessionRevoked(sessionId: string): boolean;
+  /** When the user's sessions were last revoked (epoch ms), if within the Basic cache bound. */
+  userRevokedAt(realm: string, userId: string): number | undefined;
+  /** Refuses the sessions here at once and tells every other replica. */
+  revoke(revocation: Omit<RevocationMessage, 'at'>): Promise<void>;
+  close(): Promise<void>;
+}
+
+const MAX_REVOKED = 1_000_000;
+
+/**
+ * Revoked sessions, checked on every request without any network call: each replica keeps them
+ * in memory. With Redis they are shared: a revocation is stored as keys that expire with the
+ * last token it concerns (read at start, so a replica that was down learns what it missed) and
+ * published, so other replicas apply it within milliseconds.
+ */
+export async function createRevocationList(options: {
+  redisUrl?: string;
+  keyPrefix: string;
+  logger: Logger;
+}): Promise<RevocationList> {
+  const sessions = new TtlLru<true>(MAX_REVOKED);
+  const users = new TtlLru<number>(MAX_REVOKED);
+  const userKey = (realm: string, userId: string) => `${realm}\u0000${userId}`;
+
+  function apply(message: RevocationMessage): void {
+    for (const id of message.sessionIds)
+      sessions.set(id, true, message.at + message.ttlSeconds * 1000);
+    users.set(
+      userKey(message.realm, message.userId),
+      message.at,
+      message.at + message.userTtlSeconds * 1000,
+    );
+  }
+
+  const local = {
+    isSessionRevoked: (sessionId: string) => sessions.get(sessionId) === true,
+    userRevokedAt: (realm: string, userId: string) => users.get(userKey(realm, userId)),
+  };
+  if (!options.redisUrl) {
+    return {
+      ...local,
+      revoke: (revocation) => Promise.resolve(apply({ ...revocation, at: Date.now() })),
+      close: () => Promise.resolve(),
+    };
+  }
+
+  const channel = `${options.keyPrefix}revocations`;
+  const keyOf = (id: string) => `${options.keyPrefix}revoked:${id}`;
+  const redisOptions = { maxRetriesPerRequest: 1, commandTimeout: 1000, lazyConnect: true };
+  const publisher = new Redis(options.redisUrl, redisOptions);
+  const subscriber = new Redis(options.redisUrl, redisOptions);
+  for (const client of [publisher, subscriber]) {
+    client.on('error', (err: Error) =>
+      options.logger.warn({ err }, 'revocation channel: Redis error'),
+    );
+  }
+  subscriber.on('message', (_channel: string, payload: string) => {
+    try {
+      apply(JSON.parse(payload) as RevocationMessage);
+    } catch (err) {
+      options.logger.error({ err }, 'revocation channel: unreadable message');
+    }
+  });
+  // Subscribe before reading the stored revocations, so none falls between the two.
+  try {
+    await subscriber.connect();
+    await subscriber.subscribe(channel);
+    await publisher.connect();
+    await loadStored();
+  } catch (err) {
+    options.logger.error({ err }, 'revocations are not shared: Redis is unreachable');
+  }
+
+  async function loadStored(): Promise<void> {
+    let cursor = '0';
+    do {
+      const [next, keys] = await publisher.scan(cursor, 'MATCH', keyOf('*'), 'COUNT', 1000);
+      cursor = next;
+      for (const key of keys) {
+        const payload = await publisher.get(key);
+        if (payload) apply(JSON.parse(payload) as RevocationMessage);
+      }
+    } while (cursor !== '0');
+  }
+
+  return {
+    ...local,
+    async revoke(revocation) {
+      const message: RevocationMessage = { ...revocation, at: Date.now() };
+      apply(message);
+      const payload = JSON.stringify(message);
+      const ttl = Math.max(message.ttlSeconds, message.userTtlSeconds, 1);
+      try {
+        await publisher.set(
+          keyOf(`${message.realm}:${message.userId}:${message.at}`),
+          payload,
+          'EX',
+          ttl,
+        );
+        await publisher.publish(channel, payload);
+      } catch (err) {
+        options.logger.error({ err }, 'revocation applies to this replica only: Redis failed');
+      }
+    },
+    async close() {
+      subscriber.disconnect();
+      await publisher.quit().catch(() => publisher.disconnect());
+    },
+  };
+}

@@ -1,0 +1,171 @@
+import type KcAdminClient from '@keycloak/keycloak-admin-client';
+import type { Principal } from '../auth/principal.ts';
+import type { RevocationList } from '../auth/revocation.ts';
+import { AppError, type ErrorCode } from '../envelope/errors.ts';
+import { apiClientIdOf } from '../keycloak/identifiers.ts';
+import type { ServiceAdmin } from '../keycloak/service-admin.ts';
+
+/** One refresh token (a Keycloak offline session) as spec 2.3 shows it. */
+export interface RefreshTokenRecord {
+  id: string;
+  start_timestamp: string;
+  lastaccess_timestamp: string;
+  expire_timestamp: string;
+}
+
+export interface RefreshTokensService {
+  list(principal: Principal): Promise<RefreshTokenRecord[]>;
+  /** Revokes every refresh token of the caller (spec 4.6). */
+  revokeAll(principal: Principal): Promise<void>;
+  /** Revokes one; another user's (or an unknown) id is 404, so ids cannot be probed. */
+  revokeOne(principal: Principal, id: string): Promise<void>;
+}
+
+/** Lifetimes that decide when an offline session ends, in seconds (0 = no limit). */
+interface SessionLimits {
+  idleSeconds: number;
+  maxSeconds: number;
+  /** Longest life of an access token of the API client, for how long a revocation must last. */
+  accessTokenSeconds: number;
+}
+
+interface OfflineSession {
+  id: string;
+  startMs: number;
+  lastAccessMs: number;
+}
+
+/**
+ * The caller's refresh tokens through the Keycloak admin API, as the gateway's service account.
+ * Revocation also tells every replica to refuse the sessions' access tokens at once.
+ */
+export function createRefreshTokensService(deps: {
+  admin: ServiceAdmin;
+  revocations: RevocationList;
+  basicCacheSeconds: number;
+  leewaySeconds: number;
+}): RefreshTokensService {
+  async function offlineSessions(
+    principal: Principal,
+  ): Promise<{ sessions: OfflineSession[]; limits: SessionLimits }> {
+    const admin = await deps.admin.forRealm(principal.realm);
+    const realm = principal.realm;
+    const [client] = await call('offlineSessionsUnreadable', () =>
+      admin.clients.find({ realm, clientId: apiClientIdOf(realm) }),
+    );
+    if (!client?.id)
+      throw new AppError('offlineSessionsUnreadable', { message: 'The API client is missing.' });
+    const clientUuid = client.id;
+    const [raw, limits] = await Promise.all([
+      call('offlineSessionsUnreadable', () =>
+        admin.users.listOfflineSessions({ realm, id: principal.userId, clientId: clientUuid }),
+      ),
+      limitsOf(admin, realm, client.attributes ?? {}),
+    ]);
+    const sessions = raw.map((s) => ({
+      id: String(s.id),
+      startMs: Number(s.start),
+      lastAccessMs: Number(s.lastAccess),
+    }));
+    return { sessions, limits };
+  }
+
+  async function revoke(
+    principal: Principal,
+    sessionIds: string[],
+    limits: SessionLimits,
+  ): Promise<void> {
+    await deps.revocations.revoke({
+      realm: principal.realm,
+      userId: principal.userId,
+      sessionIds,
+      ttlSeconds: limits.accessTokenSeconds + deps.leewaySeconds,
+      userTtlSeconds: Math.max(deps.basicCacheSeconds, 1),
+    });
+  }
+
+  return {
+    async list(principal) {
+      const { sessions, limits } = await offlineSessions(principal);
+      return sessions.map((session) => toRecord(session, limits));
+    },
+    async revokeAll(principal) {
+      const { sessions, limits } = await offlineSessions(principal);
+      const admin = await deps.admin.forRealm(principal.realm);
+      // Revoking the consent removes every offline session of the user for that client.
+      await call('revokeFailed', () =>
+        admin.users.revokeConsent({
+          realm: principal.realm,
+          id: principal.userId,
+          clientId: apiClientIdOf(principal.realm),
+        }),
+      );
+      await revoke(
+        principal,
+        sessions.map((s) => s.id),
+        limits,
+      );
+    },
+    async revokeOne(principal, id) {
+      const { sessions, limits } = await offlineSessions(principal);
+      if (!sessions.some((s) => s.id === id)) throw new AppError('refreshTokenNotFound');
+      const admin = await deps.admin.forRealm(principal.realm);
+      await call('revokeFailed', () =>
+        admin.realms.deleteSession({ realm: principal.realm, session: id, isOffline: true }),
+      );
+      await revoke(principal, [id], limits);
+    },
+  };
+}
+
+/** The realm's offline limits, overridden by the API client's own when set (> 0). */
+async function limitsOf(
+  admin: KcAdminClient,
+  realm: string,
+  clientAttributes: Record<string, unknown>,
+): Promise<SessionLimits> {
+  const settings = await call('realmUnreadable', () => admin.realms.findOne({ realm }));
+  if (!settings) throw new AppError('realmUnreadable');
+  const attribute = (name: string) => Number(clientAttributes[name] ?? 0) || 0;
+  const clientIdle = attribute('client.offline.session.idle.timeout');
+  const clientMax = attribute('client.offline.session.max.lifespan');
+  const maxEnabled = settings.offlineSessionMaxLifespanEnabled === true;
+  return {
+    idleSeconds: clientIdle > 0 ? clientIdle : (settings.offlineSessionIdleTimeout ?? 0),
+    maxSeconds: maxEnabled
+      ? clientMax > 0
+        ? clientMax
+        : (settings.offlineSessionMaxLifespan ?? 0)
+      : 0,
+    accessTokenSeconds: attribute('access.token.lifespan') || (settings.accessTokenLifespan ?? 300),
+  };
+}
+
+/** Expiry is the earlier of start + max lifespan (when enabled) and last access + idle timeout. */
+function toRecord(session: OfflineSession, limits: SessionLimits): RefreshTokenRecord {
+  const candidates = [
+    limits.idleSeconds > 0 ? session.lastAccessMs + limits.idleSeconds * 1000 : Infinity,
+    limits.maxSeconds > 0 ? session.startMs + limits.maxSeconds * 1000 : Infinity,
+  ];
+  const expiry = Math.min(...candidates);
+  return {
+    id: session.id,
+    start_timestamp: new Date(session.startMs).toISOString(),
+    lastaccess_timestamp: new Date(session.lastAccessMs).toISOString(),
+    expire_timestamp: Number.isFinite(expiry)
+      ? new Date(expiry).toISOString()
+      : '9999-12-31T23:59:59.999Z',
+  };
+}
+
+/** Runs an admin-API call; a refusal by Keycloak becomes `code`, a network failure 503. */
+async function call<T>(code: ErrorCode, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof AppError) throw err;
+    const status = (err as { response?: { status?: unknown } } | null)?.response?.status;
+    if (typeof status === 'number') throw new AppError(code, { cause: err });
+    throw new AppError('identityProviderUnavailable', { cause: err });
+  }
+}

@@ -1,0 +1,35 @@
+import { loadConfig, type Config } from '../../src/config/config.ts';
+import { startGateway, type Gateway } from '../../src/gateway.ts';
+import { createLogger } from '../../src/http/logger.ts';
+import { testEnv } from './test-env.ts';
+
+export interface Replica {
+  gateway: Gateway;
+  config: Config;
+  /** Base URL of the replica's public listener. */
+  url: string;
+}
+
+/**
+ * Starts another gateway replica in this test process, in front of the test Keycloak and
+ * database, with the deployment's public address (tokens name it as issuer) and `overrides`.
+ */
+export async function startReplica(
+  port: number,
+  overrides: Record<string, string> = {},
+): Promise<Replica> {
+  const config = loadConfig({
+    HOST: '127.0.0.1',
+    PORT: String(port),
+    ADMIN_PORT: String(port + 1),
+    PUBLIC_URL: testEnv().publicUrl,
+    KEYCLOAK_URL: testEnv().keycloakUrl,
+    KEYCLOAK_ADMIN_PASSWORD: testEnv().keycloakAdminPassword,
+    KEYCLOAK_CLIENT_SECRET: testEnv().gatewayClientSecret,
+    DATABASE_URL: testEnv().databaseUrl,
+    TOKEN_CLOCK_LEEWAY_SECONDS: '1',
+    ...overrides,
+  });
+  const gateway = await startGateway(config, testEnv().keycloakUrl, createLogger('silent'));
+  return { gateway, config, url: `http://127.0.0.1:${port}` };
+}

@@ -1,0 +1,321 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { basicAuth, callApi } from '../helpers/api.ts';
+import {
+  claimsOf,
+  createUser,
+  keycloakAdmin,
+  passwordGrantBody,
+  postToken,
+  type TestUser,
+} from '../helpers/keycloak.ts';
+import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { startReplica, type Replica } from '../helpers/replica.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+const YEAR_MS = 31536000 * 1000;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+interface Grant {
+  refreshToken: string;
+  accessToken: string;
+  sessionId: string;
+}
+
+/** The spec's password grant with offline_access, through the gateway. */
+async function offlineGrant(user: TestUser): Promise<Grant> {
+  const { status, json } = await postToken(
+    `${testEnv().publicUrl}/auth`,
+    user.realm,
+    passwordGrantBody(user),
+  );
+  expect(status).toBe(200);
+  return {
+    refreshToken: String(json.refresh_token),
+    accessToken: String(json.access_token),
+    sessionId: String(claimsOf(json.access_token).sid),
+  };
+}
+
+async function refreshGrant(user: TestUser, refreshToken: string) {
+  const client = user.realm === 'master' ? '_platform-api' : `_${user.realm}-api`;
+  return postToken(
+    `${testEnv().publicUrl}/auth`,
+    user.realm,
+    `client_id=${client}&grant_type=refresh_token&refresh_token=${refreshToken}`,
+  );
+}
+
+const tokensPath = (user: TestUser) =>
+  user.realm === 'master'
+    ? '/api/platform/users/_current/refresh_tokens'
+    : `/api/${user.realm}/platform/users/_current/refresh_tokens`;
+const listPath = (user: TestUser) =>
+  user.realm === 'master'
+    ? '/api/platform/organizations'
+    : `/api/${user.realm}/platform/workspaces`;
+const bearer = (grant: Grant) => `Bearer ${grant.accessToken}`;
+
+describe('refresh-token management (spec 4.5, 4.6)', () => {
+  let org: string;
+  afterAll(closeTestDb);
+  beforeAll(async () => {
+    org = await createOrganization(['ws']);
+  });
+
+  it("lists the caller's sessions with timestamps computed from the realm settings", async () => {
+    for (const realm of ['master', org]) {
+      const user = await createUser(realm);
+      const before = Date.now();
+      await offlineGrant(user);
+      await offlineGrant(user);
+      const other = await createUser(realm);
+      await offlineGrant(other);
+
+      for (const authorization of [basicAuth(user), bearer(await offlineGrant(user))]) {
+        const res = await callApi(tokensPath(user), authorization);
+        expect(res.status).toBe(200);
+        expect(res.body).toMatchObject({ message: 'SUCCESS', result: '000-00000' });
+        const records = res.body.data as Array<Record<string, string>>;
+        expect(records).toHaveLength(3);
+        for (const record of records) {
+          expect(Object.keys(record).sort()).toEqual([
+            'expire_timestamp',
+            'id',
+            'lastaccess_timestamp',
+            'start_timestamp',
+          ]);
+          for (const field of ['start_timestamp', 'lastaccess_timestamp', 'expire_timestamp']) {
+            expect(record[field]).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+          }
+          const start = Date.parse(record.start_timestamp!);
+          expect(start).toBeGreaterThanOrEqual(before - 2000);
+          expect(start).toBeLessThanOrEqual(Date.now());
+          // Idle = max = 365 days: the max lifespan from the start comes first.
+          expect(Date.parse(record.expire_timestamp!)).toBe(start + YEAR_MS);
+        }
+      }
+    }
+  });
+
+  it('does not list sessions of another client of the realm', async () => {
+    const admin = await keycloakAdmin();
+    await admin.clients.create({
+      realm: org,
+      clientId: 'other-app',
+      publicClient: true,
+      directAccessGrantsEnabled: true,
+      optionalClientScopes: ['offline_access'],
+    });
+    const user = await createUser(org);
+    const res = await fetch(
+      `${testEnv().publicUrl}/auth/realms/${org}/protocol/openid-connect/token`,
+      {
+        method: 'POST',
+        body: new URLSearchParams({
+          client_id: 'other-app',
+          grant_type: 'password',
+          scope: 'openid offline_access',
+          username: user.username,
+          password: user.password,
+        }),
+      },
+    );
+    expect(res.status).toBe(200);
+    const listed = await callApi(tokensPath(user), basicAuth(user));
+    expect(listed.body.data).toEqual([]);
+  });
+
+  it('revokes every refresh token at once; their access tokens stop working immediately', async () => {
+    const user = await createUser(org);
+    const first = await offlineGrant(user);
+    const second = await offlineGrant(user);
+    expect((await callApi(listPath(user), bearer(first))).status).toBe(200);
+
+    const res = await callApi(tokensPath(user), basicAuth(user), { method: 'DELETE' });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ data: null, message: 'SUCCESS', result: '000-00000' });
+
+    for (const grant of [first, second]) {
+      const refreshed = await refreshGrant(user, grant.refreshToken);
+      expect(refreshed.status).toBe(400);
+      expect(refreshed.json.error).toBe('invalid_grant');
+      const call = await callApi(listPath(user), bearer(grant));
+      expect(call.status).toBe(401);
+      expect(call.body).toMatchObject({ result: '401-00002', message: 'Token has been revoked.' });
+    }
+    expect((await callApi(tokensPath(user), basicAuth(user))).body.data).toEqual([]);
+
+    const again = await offlineGrant(user);
+    expect((await callApi(listPath(user), bearer(again))).status).toBe(200);
+    expect((await refreshGrant(user, again.refreshToken)).status).toBe(200);
+  });
+
+  it('revokes one refresh token and leaves the others working', async () => {
+    const user = await createUser(org);
+    const kept = await offlineGrant(user);
+    const revoked = await offlineGrant(user);
+
+    const res = await callApi(`${tokensPath(user)}/${revoked.sessionId}`, bearer(kept), {
+      method: 'DELETE',
+    });
+    expect(res.status).toBe(200);
+    expect(res.body.data).toBeNull();
+
+    expect((await refreshGrant(user, revoked.refreshToken)).status).toBe(400);
+    expect((await callApi(listPath(user), bearer(revoked))).status).toBe(401);
+    expect((await refreshGrant(user, kept.refreshToken)).status).toBe(200);
+    expect((await callApi(listPath(user), bearer(kept))).status).toBe(200);
+    const ids = (await callApi(tokensPath(user), basicAuth(user))).body.data as Array<{
+      id: string;
+    }>;
+    expect(ids.map((r) => r.id)).toEqual([kept.sessionId]);
+  });
+
+  it("answers 404 for another user's session id, and leaves that session alone", async () => {
+    const owner = await createUser(org);
+    const prober = await createUser(org);
+    const target = await offlineGrant(owner);
+    for (const id of [target.sessionId, 'no-such-session']) {
+      const res = await callApi(`${tokensPath(prober)}/${id}`, basicAuth(prober), {
+        method: 'DELETE',
+      });
+      expect(res.status).toBe(404);
+      expect(res.body).toMatchObject({ data: null, result: '404-30001' });
+    }
+    expect((await refreshGrant(owner, target.refreshToken)).status).toBe(200);
+  });
+});
+
+describe('revocation across replicas and from outside the gateway', () => {
+  let org: string;
+  let replicas: Replica[] = [];
+  beforeAll(async () => {
+    org = await createOrganization(['ws']);
+  });
+  afterAll(async () => {
+    await Promise.all(replicas.map((r) => r.gateway.close()));
+    replicas = [];
+    await closeTestDb();
+  });
+
+  async function status(baseUrl: string, authorization: string): Promise<number> {
+    const res = await fetch(`${baseUrl}/api/${org}/platform/workspaces`, {
+      headers: { authorization },
+    });
+    return res.status;
+  }
+
+  it('a revocation through one replica is enforced by another within a second', async () => {
+    const replica = await startReplica(18400, {
+      REDIS_URL: testEnv().redisUrl,
+      REDIS_KEY_PREFIX: testEnv().redisKeyPrefix,
+    });
+    replicas.push(replica);
+    const user = await createUser(org);
+    const grant = await offlineGrant(user);
+    // The main gateway (another process) has verified and cached the token.
+    expect(await status(testEnv().publicUrl, bearer(grant))).toBe(200);
+
+    const res = await fetch(`${replica.url}/api/${org}/platform/users/_current/refresh_tokens`, {
+      method: 'DELETE',
+      headers: { authorization: bearer(grant) },
+    });
+    expect(res.status).toBe(200);
+    const revokedAt = Date.now();
+    let seen = 200;
+    while (seen === 200 && Date.now() - revokedAt < 1000) {
+      seen = await status(testEnv().publicUrl, bearer(grant));
+    }
+    expect(seen).toBe(401);
+  });
+
+  it("with REVOCATION_CHECK_SECONDS=2, a disabled user's token is refused within about two seconds", async () => {
+    const replica = await startReplica(18410, { REVOCATION_CHECK_SECONDS: '2' });
+    replicas.push(replica);
+    const user = await createUser(org);
+    const grant = await offlineGrant(user);
+    expect(await status(replica.url, bearer(grant))).toBe(200);
+
+    const admin = await keycloakAdmin();
+    const [found] = await admin.users.find({ realm: org, username: user.username, exact: true });
+    await admin.users.update({ realm: org, id: found!.id! }, { enabled: false });
+    const disabledAt = Date.now();
+    let seen = 200;
+    while (seen === 200 && Date.now() - disabledAt < 4000) {
+      await sleep(200);
+      seen = await status(replica.url, bearer(grant));
+    }
+    expect(seen).toBe(401);
+    expect(Date.now() - disabledAt).toBeLessThan(3500);
+  });
+});
+
+describe('Keycloak admin API failures map to result codes', () => {
+  let org: string;
+  const replicas: Replica[] = [];
+  beforeAll(async () => {
+    org = await createOrganization(['ws']);
+  });
+  afterAll(async () => {
+    await Promise.all(replicas.map((r) => r.gateway.close()));
+    await closeTestDb();
+  });
+
+  async function removeGatewayRole(role: string): Promise<void> {
+    const admin = await keycloakAdmin();
+    const serviceAccount = await admin.users.find({
+      realm: org,
+      username: 'service-account-realmgate-gateway',
+      exact: true,
+    });
+    const [management] = await admin.clients.find({ realm: org, clientId: 'realm-management' });
+    const found = await admin.clients.findRole({ realm: org, id: management!.id!, roleName: role });
+    await admin.users.delClientRoleMappings({
+      realm: org,
+      id: serviceAccount[0]!.id!,
+      clientUniqueId: management!.id!,
+      roles: [{ id: found!.id!, name: role }],
+    });
+  }
+
+  it('answers 401-00001 when the gateway cannot get its service token', async () => {
+    const replica = await startReplica(18420, {
+      KEYCLOAK_CLIENT_SECRET: 'definitely-not-the-secret',
+    });
+    replicas.push(replica);
+    const user = await createUser(org);
+    const res = await fetch(`${replica.url}/api/${org}/platform/users/_current/refresh_tokens`, {
+      headers: { authorization: basicAuth(user) },
+    });
+    expect(res.status).toBe(401);
+    expect(await res.json()).toMatchObject({ data: null, result: '401-00001' });
+  });
+
+  it('answers 500-30001 when revoking fails and 400-30001 when reading fails', async () => {
+    // A fresh replica: its service token carries the roles as they are now.
+    const user = await createUser(org);
+    await offlineGrant(user);
+    await removeGatewayRole('manage-users');
+    const withoutManage = await startReplica(18430);
+    replicas.push(withoutManage);
+    const path = `${withoutManage.url}/api/${org}/platform/users/_current/refresh_tokens`;
+    const revoke = await fetch(path, {
+      method: 'DELETE',
+      headers: { authorization: basicAuth(user) },
+    });
+    expect(revoke.status).toBe(500);
+    expect(await revoke.json()).toMatchObject({ data: null, result: '500-30001' });
+
+    await removeGatewayRole('view-users');
+    const withoutView = await startReplica(18440);
+    replicas.push(withoutView);
+    const read = await fetch(
+      `${withoutView.url}/api/${org}/platform/users/_current/refresh_tokens`,
+      {
+        headers: { authorization: basicAuth(user) },
+      },
+    );
+    expect(read.status).toBe(400);
+    expect(await read.json()).toMatchObject({ data: null, result: '400-30001' });
+  });
+});
