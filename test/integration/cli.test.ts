@@ -1,0 +1,122 @@
+import { authenticator } from 'otplib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../../src/cli/main.ts';
+import { basicAuth, callApi } from '../helpers/api.ts';
+import { createUser, postToken, uniqueId, type TestUser } from '../helpers/keycloak.ts';
+import { closeTestDb } from '../helpers/platform.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+/** Runs the CLI against the test gateway and captures what it prints. */
+async function realmgate(argv: string[], env: Record<string, string>) {
+  let stdout = '';
+  let stderr = '';
+  const code = await runCli(
+    argv,
+    { REALMGATE_URL: testEnv().publicUrl, ...env },
+    {
+      stdout: { write: (text: string) => (stdout += text) },
+      stderr: { write: (text: string) => (stderr += text) },
+    },
+  );
+  return {
+    code,
+    stdout,
+    stderr,
+    data: code === 0 ? (JSON.parse(stdout) as Record<string, unknown>) : undefined,
+  };
+}
+
+describe('realmgate CLI against the real gateway', () => {
+  let admin: TestUser;
+  let basic: Record<string, string>;
+  afterAll(closeTestDb);
+  beforeAll(async () => {
+    admin = await createUser('master');
+    basic = { REALMGATE_USERNAME: admin.username, REALMGATE_PASSWORD: admin.password };
+  });
+
+  it('provisions an organization end to end, and its users can use it', async () => {
+    const org = uniqueId('cli-');
+    expect(await realmgate(['org', 'create', org, '--name', 'CLI Corp.'], basic)).toMatchObject({
+      code: 0,
+      data: { id: org, name: 'CLI Corp.' },
+    });
+    expect(
+      (await realmgate(['workspace', 'create', org, 'prod', '--environment', 'eu'], basic)).code,
+    ).toBe(0);
+    const otpSecret = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP';
+    const created = await realmgate(
+      [
+        'user',
+        'create',
+        org,
+        'alice',
+        '--password',
+        'pass:word-1',
+        '--workspace',
+        'prod',
+        '--otp-secret',
+        otpSecret,
+      ],
+      basic,
+    );
+    expect(created).toMatchObject({
+      code: 0,
+      data: { username: 'alice', realm: org, workspaces: ['prod'] },
+    });
+    expect(created.stdout).not.toContain('pass:word-1');
+    expect(
+      (await realmgate(['operation', 'add', org, 'prod', '--name', 'Patch'], basic)).code,
+    ).toBe(0);
+
+    // alice is a two-factor user: a token needs the one-time password.
+    const alice = { realm: org, username: 'alice', password: 'pass:word-1' };
+    const form = `client_id=_${org}-api&grant_type=password&scope=openid&username=alice&password=pass%3Aword-1`;
+    const totp = authenticator.generate(otpSecret);
+    const token = await postToken(`${testEnv().publicUrl}/auth`, org, `${form}&totp=${totp}`);
+    expect(token.status).toBe(200);
+    const operations = await callApi(
+      `/api/${org}/workspaces/prod/ita/menu/operation_list/filter/`,
+      `Bearer ${String(token.json.access_token)}`,
+    );
+    expect(operations.status).toBe(200);
+    expect(operations.body.data).toMatchObject([{ parameter: { operation_name: 'Patch' } }]);
+    expect((await callApi(`/api/${org}/platform/workspaces`, basicAuth(alice))).status).toBe(401);
+  });
+
+  it('shows and sets token lifetimes with a Bearer token', async () => {
+    const org = uniqueId('cli-');
+    expect((await realmgate(['org', 'create', org], basic)).code).toBe(0);
+    const grant = await postToken(
+      `${testEnv().publicUrl}/auth`,
+      'master',
+      `client_id=_platform-api&grant_type=password&scope=openid&username=${admin.username}&password=${encodeURIComponent(admin.password)}`,
+    );
+    const bearer = { REALMGATE_TOKEN: String(grant.json.access_token) };
+    const set = await realmgate(
+      ['lifetimes', 'set', org, '--access', '2h', '--offline-idle', '30d'],
+      bearer,
+    );
+    expect(set).toMatchObject({
+      code: 0,
+      data: { access_token_lifespan: 7200, offline_session_idle_timeout: 2592000 },
+    });
+    expect(await realmgate(['lifetimes', 'show', org], bearer)).toMatchObject({
+      code: 0,
+      data: { access_token_lifespan: 7200 },
+    });
+  });
+
+  it('exits 1 with the result code when the API refuses, and 2 on usage errors', async () => {
+    const refused = await realmgate(['workspace', 'create', 'no-such-org', 'ws'], basic);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('404-00001');
+    const wrongPassword = await realmgate(['lifetimes', 'show', 'master'], {
+      ...basic,
+      REALMGATE_PASSWORD: 'nope',
+    });
+    expect(wrongPassword.code).toBe(1);
+    expect(wrongPassword.stderr).toContain('401-00002');
+    expect((await realmgate(['org', 'create'], basic)).code).toBe(2);
+  });
+});
