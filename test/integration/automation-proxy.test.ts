@@ -1,13 +1,10 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config/config.ts';
-import { startGateway, type Gateway } from '../../src/gateway.ts';
-import { createLogger } from '../../src/http/logger.ts';
 import { accessTokenOf, basicAuth } from '../helpers/api.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
-import { testEnv } from '../helpers/test-env.ts';
+import { startReplica, type Replica } from '../helpers/replica.ts';
 
 interface Seen {
   method: string;
@@ -22,12 +19,11 @@ const fromBase64Lines = (value: unknown) =>
 /** A gateway replica whose automation route forwards to a recording upstream. */
 describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
   let upstream: Server;
-  let gateway: Gateway;
+  let replica: Replica;
   let org: string;
   let member: TestUser;
   let outsider: TestUser;
   const seen: Seen[] = [];
-  const base = 'http://127.0.0.1:18300';
 
   beforeAll(async () => {
     upstream = createServer((req, res) => {
@@ -52,25 +48,16 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
       });
     });
     await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-    const config = loadConfig({
-      HOST: '127.0.0.1',
-      PORT: '18300',
-      ADMIN_PORT: '18301',
-      PUBLIC_URL: testEnv().publicUrl,
-      KEYCLOAK_URL: testEnv().keycloakUrl,
-      KEYCLOAK_ADMIN_PASSWORD: testEnv().keycloakAdminPassword,
-      KEYCLOAK_CLIENT_SECRET: testEnv().gatewayClientSecret,
-      DATABASE_URL: testEnv().databaseUrl,
+    replica = await startReplica(18300, {
       AUTOMATION_UPSTREAM_URL: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
     });
-    gateway = await startGateway(config, testEnv().keycloakUrl, createLogger('silent'));
     org = await createOrganization(['ws1', 'ws2']);
     member = await createUser(org, { workspaceRoles: ['ws1', 'ws2'] });
     outsider = await createUser(org);
   });
 
   afterAll(async () => {
-    await gateway?.close();
+    await replica?.gateway.close();
     await new Promise((resolve) => upstream?.close(resolve));
     await closeTestDb();
   });
@@ -79,7 +66,7 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
     const token = await accessTokenOf(member);
     seen.length = 0;
     const res = await fetch(
-      `${base}/api/${org}/workspaces/ws1/ita/menu/operation_list/filter/?x=1`,
+      `${replica.url}/api/${org}/workspaces/ws1/ita/menu/operation_list/filter/?x=1`,
       {
         method: 'POST',
         headers: {
@@ -110,9 +97,12 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
 
   it('checks the workspace role before forwarding', async () => {
     seen.length = 0;
-    const res = await fetch(`${base}/api/${org}/workspaces/ws1/ita/menu/operation_list/filter/`, {
-      headers: { authorization: basicAuth(outsider) },
-    });
+    const res = await fetch(
+      `${replica.url}/api/${org}/workspaces/ws1/ita/menu/operation_list/filter/`,
+      {
+        headers: { authorization: basicAuth(outsider) },
+      },
+    );
     expect(res.status).toBe(403);
     expect(await res.json()).toMatchObject({ result: '403-00001' });
     expect(seen).toHaveLength(0);
@@ -121,9 +111,12 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
   it('answers 503 in the envelope when the upstream is down', async () => {
     await new Promise((resolve) => upstream.close(resolve));
     upstream.closeAllConnections();
-    const res = await fetch(`${base}/api/${org}/workspaces/ws2/ita/menu/operation_list/filter/`, {
-      headers: { authorization: basicAuth(member) },
-    });
+    const res = await fetch(
+      `${replica.url}/api/${org}/workspaces/ws2/ita/menu/operation_list/filter/`,
+      {
+        headers: { authorization: basicAuth(member) },
+      },
+    );
     expect(res.status).toBe(503);
     expect(await res.json()).toMatchObject({ data: null, result: '503-00002' });
   });

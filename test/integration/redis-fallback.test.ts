@@ -2,12 +2,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig, type Config } from '../../src/config/config.ts';
-import { startGateway, type Gateway } from '../../src/gateway.ts';
-import { createLogger } from '../../src/http/logger.ts';
 import { basicAuth } from '../helpers/api.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
-import { testEnv } from '../helpers/test-env.ts';
+import { startReplica, type Replica } from '../helpers/replica.ts';
 
 const REDIS_PORT = 16379;
 
@@ -54,45 +51,34 @@ async function stopRedis(child: ChildProcess): Promise<void> {
  */
 describe('Redis failure', () => {
   let redis: ChildProcess;
-  let gateway: Gateway;
-  let config: Config;
+  let replica: Replica;
   let admin: TestUser;
   const prefix = `fallback-${randomBytes(3).toString('hex')}:`;
 
   beforeAll(async () => {
     redis = await startRedis();
-    config = loadConfig({
-      HOST: '127.0.0.1',
-      PORT: '18200',
-      ADMIN_PORT: '18201',
-      PUBLIC_URL: testEnv().publicUrl,
-      KEYCLOAK_URL: testEnv().keycloakUrl,
-      KEYCLOAK_ADMIN_PASSWORD: testEnv().keycloakAdminPassword,
-      KEYCLOAK_CLIENT_SECRET: testEnv().gatewayClientSecret,
-      DATABASE_URL: testEnv().databaseUrl,
+    replica = await startReplica(18200, {
       REDIS_URL: `redis://127.0.0.1:${REDIS_PORT}`,
       REDIS_KEY_PREFIX: prefix,
       REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
     });
-    gateway = await startGateway(config, testEnv().keycloakUrl, createLogger('silent'));
     admin = await createUser('master');
   });
 
   afterAll(async () => {
-    await gateway?.close();
+    await replica?.gateway.close();
     await stopRedis(redis);
   });
 
-  const replica = 'http://127.0.0.1:18200';
   async function organizations(user: TestUser) {
     return (
-      await fetch(`${replica}/api/platform/organizations`, {
+      await fetch(`${replica.url}/api/platform/organizations`, {
         headers: { authorization: basicAuth(user) },
       })
     ).status;
   }
   async function readyz() {
-    const res = await fetch(`${replica}/readyz`);
+    const res = await fetch(`${replica.url}/readyz`);
     return { status: res.status, body: (await res.json()) as { data: Record<string, string> } };
   }
 
