@@ -1,12 +1,6 @@
-/** Token lifetimes as the API names them: seconds, and whether offline max applies. */
-export interface TokenLifetimes {
-  access_token_lifespan: number;
-  client_session_idle_timeout: number;
-  client_session_max_lifespan: number;
-  offline_session_idle_timeout: number;
-  offline_session_max_lifespan: number;
-  offline_session_max_lifespan_enabled: boolean;
-}
+import type { TokenLifetimes } from '../keycloak/token-lifetimes.ts';
+
+export type { TokenLifetimes };
 
 /** What a command line asks for, already validated. */
 export type Command =

@@ -8,12 +8,7 @@ const BASIC_CACHE_MAX_MS = 3000;
 
 async function sessionCount(user: TestUser): Promise<number> {
   const admin = await keycloakAdmin();
-  const [found] = await admin.users.find({
-    realm: user.realm,
-    username: user.username,
-    exact: true,
-  });
-  return (await admin.users.listSessions({ realm: user.realm, id: found!.id! })).length;
+  return (await admin.users.listSessions({ realm: user.realm, id: await userIdOf(user) })).length;
 }
 
 async function userIdOf(user: TestUser): Promise<string> {
