@@ -1,9 +1,7 @@
 import express, { Router } from 'express';
-import type { Logger } from 'pino';
 import { authenticate, type AuthenticateDeps } from './auth/authenticate.ts';
 import { requireWorkspaceRole } from './auth/authorize.ts';
 import { routeRealm } from './auth/realm-routing.ts';
-import { createAutomationProxy } from './automation/automation-proxy.ts';
 import type { OperationsRepo } from './automation/operations.repo.ts';
 import { createOperationsRouter } from './automation/operations.router.ts';
 import { openApiDocument } from './http/openapi.ts';
@@ -22,16 +20,16 @@ export interface ApiDeps extends AuthenticateDeps {
   operations: OperationsRepo;
   /** Administrators' provisioning routes under `/api/platform`. */
   platformRouter: Router;
-  automationUpstream?: { url: string; timeoutMs: number };
-  logger: Logger;
+  /** False when the automation route is forwarded (see automation/forward-route.ts). */
+  builtInOperations: boolean;
 }
 
 /** JSON bodies of API calls are small; this bounds what a client can make us parse. */
 const MAX_JSON_BODY = '64kb';
 
 /**
- * Everything under `/api`: realm from the path, then authentication, then the routes.
- * The automation route comes before the JSON parser so that forwarded bodies stream through.
+ * Everything under `/api`: realm from the path, then authentication, then the routes. (A
+ * forwarded automation route never gets here: the HTTP server hands it to the forward route.)
  */
 export function createApiRouter(deps: ApiDeps): Router {
   const router = Router();
@@ -42,21 +40,13 @@ export function createApiRouter(deps: ApiDeps): Router {
   router.use(routeRealm(deps.organizationDirectory));
   router.use(authenticate(deps));
 
-  const workspaceRoutes = Router({ mergeParams: true });
-  workspaceRoutes.use(requireWorkspaceRole(deps.workspaces));
-  if (deps.automationUpstream) {
-    workspaceRoutes.use(
-      '/ita',
-      createAutomationProxy({
-        upstreamUrl: deps.automationUpstream.url,
-        timeoutMs: deps.automationUpstream.timeoutMs,
-        logger: deps.logger,
-      }),
+  if (deps.builtInOperations) {
+    router.use(
+      '/:org/workspaces/:ws',
+      requireWorkspaceRole(deps.workspaces),
+      createOperationsRouter(deps.operations),
     );
-  } else {
-    workspaceRoutes.use(createOperationsRouter(deps.operations));
   }
-  router.use('/:org/workspaces/:ws', workspaceRoutes);
 
   router.use(express.json({ limit: MAX_JSON_BODY }));
   router.use(

@@ -1,9 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import type { Server } from 'node:http';
+import type { RequestListener, Server } from 'node:http';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { createApiRouter } from './api.router.ts';
-import { createApp } from './app.ts';
+import { createApp, type Listener } from './app.ts';
+import { authenticateRequest } from './auth/authenticate.ts';
+import { createForwardRoute, matchAutomationRoute } from './automation/forward-route.ts';
+import { createForwarder } from './automation/forwarder.ts';
 import { createBasicAuthenticator } from './auth/basic/basic-authenticator.ts';
 import { createBearerVerifier } from './auth/bearer/bearer-verifier.ts';
 import { createActiveCheck } from './auth/bearer/active-check.ts';
@@ -108,6 +111,7 @@ export async function startGateway(
     leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
   });
   const organizations = createOrganizationsRepo(db);
+  const organizationDirectory = createOrganizationDirectory(organizations);
   const workspaces = createWorkspacesRepo(db);
   const api = createApiRouter({
     basic,
@@ -115,7 +119,7 @@ export async function startGateway(
     revocations,
     activeCheck,
     refreshTokens,
-    organizationDirectory: createOrganizationDirectory(organizations),
+    organizationDirectory,
     organizations,
     workspaces,
     operations: createOperationsRepo(db),
@@ -131,10 +135,7 @@ export async function startGateway(
         gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
       }),
     ),
-    automationUpstream: config.AUTOMATION_UPSTREAM_URL
-      ? { url: config.AUTOMATION_UPSTREAM_URL, timeoutMs: config.AUTH_PROXY_TIMEOUT_MS }
-      : undefined,
-    logger,
+    builtInOperations: config.AUTOMATION_UPSTREAM_URL === undefined,
   });
   const deps = {
     logger,
@@ -152,8 +153,32 @@ export async function startGateway(
       },
     },
   };
-  const publicServer = await listen(createApp(deps, 'public'), config.HOST, config.PORT);
-  const adminServer = await listen(createApp(deps, 'admin'), config.ADMIN_HOST, config.ADMIN_PORT);
+  const forwardRoute = config.AUTOMATION_UPSTREAM_URL
+    ? createForwardRoute({
+        authenticate: (header, realm) =>
+          authenticateRequest(header, realm, { basic, bearer, revocations, activeCheck }),
+        organizations: organizationDirectory,
+        workspaces,
+        forward: createForwarder({
+          upstreamUrl: config.AUTOMATION_UPSTREAM_URL,
+          timeoutMs: config.AUTH_PROXY_TIMEOUT_MS,
+          logger,
+        }),
+        logger,
+      })
+    : undefined;
+  // The forwarded automation route is served before express (see forward-route.ts).
+  const handlerOf = (listener: Listener): RequestListener => {
+    const app = createApp(deps, listener);
+    if (!forwardRoute) return app;
+    return (req, res) => {
+      const target = matchAutomationRoute(req.url);
+      if (target) forwardRoute(req, res, target);
+      else app(req, res);
+    };
+  };
+  const publicServer = await listen(handlerOf('public'), config.HOST, config.PORT);
+  const adminServer = await listen(handlerOf('admin'), config.ADMIN_HOST, config.ADMIN_PORT);
   return {
     publicServer,
     adminServer,

@@ -1,6 +1,5 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server } from 'node:http';
 import type { Socket } from 'node:net';
-import type { Express } from 'express';
 import { failure } from './envelope/envelope.ts';
 import { errorCodes } from './envelope/errors.ts';
 
@@ -28,9 +27,13 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   );
 }
 
-/** Starts one HTTP listener for an express app and resolves once it accepts connections. */
-export async function listen(app: Express, host: string, port: number): Promise<Server> {
-  const server = createServer({ maxHeaderSize: MAX_HEADER_BYTES }, app);
+/** Starts one HTTP listener and resolves once it accepts connections. */
+export async function listen(
+  handler: RequestListener,
+  host: string,
+  port: number,
+): Promise<Server> {
+  const server = createServer({ maxHeaderSize: MAX_HEADER_BYTES }, handler);
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
   server.requestTimeout = 120_000;

@@ -26,14 +26,30 @@ export interface AuthenticateDeps {
  */
 export function authenticate(deps: AuthenticateDeps): RequestHandler {
   return async (req, res, next) => {
-    const realm = realmOf(res);
     try {
-      res.locals.principal = await principalFor(req.headers.authorization, realm, deps);
+      res.locals.principal = await authenticateRequest(
+        req.headers.authorization,
+        realmOf(res),
+        deps,
+      );
       next();
     } catch (err) {
-      next(err instanceof AuthFailure ? unauthorized(realm, err) : err);
+      next(err);
     }
   };
+}
+
+/** Authenticates an Authorization header value for `realm`; failures are 401 AppErrors. */
+export async function authenticateRequest(
+  header: string | undefined,
+  realm: string,
+  deps: AuthenticateDeps,
+): Promise<Principal> {
+  try {
+    return await principalFor(header, realm, deps);
+  } catch (err) {
+    throw err instanceof AuthFailure ? unauthorized(realm, err) : err;
+  }
 }
 
 async function principalFor(

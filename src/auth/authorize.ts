@@ -16,13 +16,22 @@ export function workspaceRolesOf(principal: Principal): string[] {
  */
 export function requireWorkspaceRole(workspaces: WorkspacesRepo): RequestHandler {
   return async (req, res, next) => {
-    const principal = principalOf(res);
-    const workspace = String(req.params.ws);
-    if (workspaceRolesOf(principal).includes(workspace)) {
+    try {
+      await assertWorkspaceRole(principalOf(res), String(req.params.ws), workspaces);
       next();
-      return;
+    } catch (err) {
+      next(err);
     }
-    const exists = (await workspaces.find(principal.realm, workspace)) !== undefined;
-    next(new AppError(exists ? 'permissionDenied' : 'workspaceNotFound'));
   };
+}
+
+/** Throws 403 `403-00001`, or 404 `404-00002` for an unknown workspace, unless the role is held. */
+export async function assertWorkspaceRole(
+  principal: Principal,
+  workspace: string,
+  workspaces: WorkspacesRepo,
+): Promise<void> {
+  if (workspaceRolesOf(principal).includes(workspace)) return;
+  const exists = (await workspaces.find(principal.realm, workspace)) !== undefined;
+  throw new AppError(exists ? 'permissionDenied' : 'workspaceNotFound');
 }

@@ -19,13 +19,25 @@ export function routeRealm(organizations: OrganizationDirectory): RequestHandler
       next();
       return;
     }
-    if (!isOrganizationId(first) || !(await organizations.exists(first))) {
-      next(new AppError('organizationNotFound'));
+    try {
+      await assertOrganization(first, organizations);
+    } catch (err) {
+      next(err);
       return;
     }
     res.locals.realm = first;
     next();
   };
+}
+
+/** Throws 404 `404-00001` unless `id` is a well-formed id of an existing organization. */
+export async function assertOrganization(
+  id: string,
+  organizations: OrganizationDirectory,
+): Promise<void> {
+  if (!isOrganizationId(id) || !(await organizations.exists(id))) {
+    throw new AppError('organizationNotFound');
+  }
 }
 
 /** The realm `routeRealm` chose for this request. */

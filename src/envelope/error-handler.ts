@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { AppError } from './errors.ts';
@@ -13,8 +14,9 @@ function toAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;
   const status = (err as { status?: unknown; statusCode?: unknown }).status;
   const type = (err as { type?: unknown }).type;
-  if (type === 'entity.too.large' || status === 413)
+  if (type === 'entity.too.large' || status === 413) {
     return new AppError('payloadTooLarge', { cause: err });
+  }
   if (typeof status === 'number' && status >= 400 && status < 500) {
     return new AppError('badRequestBody', { cause: err });
   }
@@ -22,27 +24,32 @@ function toAppError(err: unknown): AppError {
 }
 
 /**
- * The one place that turns an error into a response. 5xx bodies stay generic; the cause
- * goes to the log only.
+ * The one place that turns an error into a response, for express routes and the raw
+ * forwarding route alike. 5xx bodies stay generic; the cause goes to the log only.
  */
+export function sendError(res: ServerResponse, err: unknown, logger: Logger): void {
+  const error = toAppError(err);
+  if (error.status >= 500) {
+    logger.error(
+      { err: error.cause ?? error, result: error.result, reqId: res.getHeader('x-request-id') },
+      error.message,
+    );
+  }
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const body = JSON.stringify(failure(error.result, error.message, error.data));
+  res.statusCode = error.status;
+  for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
+  // 503 means "retry later": say when, so clients can tell it from "you are wrong".
+  if (error.status === 503) res.setHeader('retry-after', '5');
+  res.setHeader('content-type', 'application/json; charset=utf-8');
+  res.setHeader('content-length', Buffer.byteLength(body));
+  res.end(body);
+}
+
+/** The express error handler: every route error goes through `sendError`. */
 export function createErrorHandler(logger: Logger): ErrorRequestHandler {
-  return (err: unknown, req, res, _next) => {
-    const error = toAppError(err);
-    if (error.status >= 500) {
-      logger.error(
-        { err: error.cause ?? error, result: error.result, reqId: res.locals.requestId as unknown },
-        error.message,
-      );
-    }
-    if (res.headersSent) {
-      res.destroy();
-      return;
-    }
-    // 503 means "retry later": say when, so clients can tell it from "you are wrong".
-    if (error.status === 503) res.set('retry-after', '5');
-    res
-      .set(error.headers)
-      .status(error.status)
-      .json(failure(error.result, error.message, error.data));
-  };
+  return (err: unknown, _req, res, _next) => sendError(res, err, logger);
 }

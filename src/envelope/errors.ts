@@ -55,6 +55,11 @@ export const errorCodes = {
     result: '502-00001',
     message: 'The automation service sent an invalid answer.',
   },
+  upstreamTimeout: {
+    status: 504,
+    result: '504-00001',
+    message: 'The automation service did not answer in time; retry later.',
+  },
   upstreamUnavailable: {
     status: 503,
     result: '503-00002',

@@ -1,11 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Agent } from 'node:http';
-import type { Socket } from 'node:net';
 import type { RequestHandler } from 'express';
 import { createProxyMiddleware } from 'http-proxy-middleware';
 import type { Logger } from 'pino';
-import { failure } from '../envelope/envelope.ts';
-import { AppError, errorCodes, type ErrorCode } from '../envelope/errors.ts';
+import { sendError } from '../envelope/error-handler.ts';
+import { AppError, type ErrorCode } from '../envelope/errors.ts';
 import { bufferedBodyOf } from './form-body-guard.ts';
 
 export interface AuthProxyOptions {
@@ -52,8 +51,8 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
       },
       error(err, _req, res) {
         const code = proxyErrorCode(err);
-        options.logger.warn({ err, result: errorCodes[code].result }, 'Keycloak proxy error');
-        answerProxyError(res, code);
+        if ('setHeader' in res) sendError(res, new AppError(code, { cause: err }), options.logger);
+        else res.destroy();
       },
     },
   });
@@ -76,18 +75,6 @@ function proxyErrorCode(err: NodeJS.ErrnoException): ErrorCode {
     default:
       return 'identityProviderBadGateway';
   }
-}
-
-function answerProxyError(res: ServerResponse | Socket, code: ErrorCode): void {
-  if (!('setHeader' in res) || res.headersSent) {
-    res.destroy();
-    return;
-  }
-  const { status, result, message } = errorCodes[code];
-  res.statusCode = status;
-  res.setHeader('content-type', 'application/json; charset=utf-8');
-  if (status === 503) res.setHeader('retry-after', '5');
-  res.end(JSON.stringify(failure(result, message)));
 }
 
 /**

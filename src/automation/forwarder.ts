@@ -1,0 +1,106 @@
+import {
+  Agent,
+  request as httpRequest,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+  type ServerResponse,
+} from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { Logger } from 'pino';
+import { workspaceRolesOf } from '../auth/authorize.ts';
+import type { Principal } from '../auth/principal.ts';
+import { sendError } from '../envelope/error-handler.ts';
+import { AppError } from '../envelope/errors.ts';
+
+/** Connection-level headers (RFC 9110 section 7.6.1) are never forwarded. */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'host',
+]);
+
+/** Credentials stay here; identity headers are ours to set, never the client's. */
+const DROPPED_REQUEST_HEADERS = new Set([
+  ...HOP_BY_HOP,
+  'authorization',
+  'cookie',
+  'user-id',
+  'roles',
+  'org-roles',
+  'language',
+  'organization_id',
+]);
+
+const base64Lines = (lines: string[]) => Buffer.from(lines.join('\n'), 'utf8').toString('base64');
+
+export type Forwarder = (req: IncomingMessage, res: ServerResponse, principal: Principal) => void;
+
+/**
+ * Forwards a request to the automation service with who the caller is instead of their
+ * credentials: `User-Id`, `Roles` (workspace roles) and `Org-Roles` (realm roles) as base64 of
+ * newline-joined lists, `Language` (default `ja`) and `organization_id`. Plain `node:http`
+ * with a keep-alive pool: this is the route production traffic takes.
+ */
+export function createForwarder(options: {
+  upstreamUrl: string;
+  timeoutMs: number;
+  logger: Logger;
+}): Forwarder {
+  const upstream = new URL(options.upstreamUrl);
+  const secure = upstream.protocol === 'https:';
+  const agent = secure
+    ? new HttpsAgent({ keepAlive: true, maxSockets: 1024 })
+    : new Agent({ keepAlive: true, maxSockets: 1024 });
+  const request = secure ? httpsRequest : httpRequest;
+
+  return (req, res, principal) => {
+    const headers: OutgoingHttpHeaders = {};
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (!DROPPED_REQUEST_HEADERS.has(name) && value !== undefined) headers[name] = value;
+    }
+    headers.host = upstream.host;
+    headers['user-id'] = principal.userId;
+    headers.roles = base64Lines(workspaceRolesOf(principal));
+    headers['org-roles'] = base64Lines(principal.realmRoles);
+    headers.language = principal.locale ?? 'ja';
+    headers.organization_id = principal.realm;
+
+    const outgoing = request({
+      agent,
+      protocol: upstream.protocol,
+      hostname: upstream.hostname,
+      port: upstream.port,
+      method: req.method,
+      path: req.url,
+      headers,
+      timeout: options.timeoutMs,
+    });
+    outgoing.on('response', (incoming) => {
+      res.statusCode = incoming.statusCode ?? 502;
+      for (const [name, value] of Object.entries(incoming.headers)) {
+        if (!HOP_BY_HOP.has(name) && value !== undefined) res.setHeader(name, value);
+      }
+      incoming.pipe(res);
+    });
+    outgoing.on('timeout', () => outgoing.destroy(new AppError('upstreamTimeout')));
+    outgoing.on('error', (err) => {
+      const failure =
+        err instanceof AppError
+          ? err
+          : new AppError(
+              (err as NodeJS.ErrnoException).code === 'ECONNREFUSED'
+                ? 'upstreamUnavailable'
+                : 'upstreamBadGateway',
+              { cause: err },
+            );
+      sendError(res, failure, options.logger);
+    });
+    req.pipe(outgoing);
+  };
+}
