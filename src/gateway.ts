@@ -101,7 +101,6 @@ export async function startGateway(
     revocations,
     intervalSeconds: config.REVOCATION_CHECK_SECONDS,
     basicCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
-    maxEntries: config.MEMORY_CACHE_MAX_ENTRIES,
     logger,
   });
   const refreshTokens = createRefreshTokensService({

@@ -1,6 +1,4 @@
-import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import { TtlLru } from '../../cache/ttl-lru.ts';
 import type { TokenClient } from '../../keycloak/token-client.ts';
 import { AuthFailure } from '../auth-failure.ts';
 import type { Principal } from '../principal.ts';
@@ -23,19 +21,19 @@ export function createActiveCheck(options: {
   revocations: RevocationList;
   intervalSeconds: number | 'off';
   basicCacheSeconds: number;
-  maxEntries: number;
   logger: Logger;
 }): ActiveCheck {
   if (options.intervalSeconds === 'off') return { ensureActive: () => Promise.resolve() };
-  const intervalSeconds: number = options.intervalSeconds;
-  const checkedUntil = new TtlLru<true>(options.maxEntries);
-  const inFlight = new Map<string, Promise<boolean>>();
+  const intervalMs = options.intervalSeconds * 1000;
+  // The verifier hands out one principal object per cached token, so the object itself keys
+  // the memo: no second hash of the token, and entries vanish with the verifier's cache.
+  const checkedUntil = new WeakMap<Principal, number>();
+  const inFlight = new Map<Principal, Promise<boolean>>();
 
-  async function isActive(key: string, token: string, principal: Principal): Promise<boolean> {
+  async function isActive(token: string, principal: Principal): Promise<boolean> {
     try {
       const active = await options.tokens.isActive(principal.realm, token);
-      if (active && intervalSeconds > 0)
-        checkedUntil.set(key, true, Date.now() + intervalSeconds * 1000);
+      if (active && intervalMs > 0) checkedUntil.set(principal, Date.now() + intervalMs);
       return active;
     } catch (err) {
       options.logger.warn({ err }, 'token introspection failed; trusting the local verification');
@@ -45,12 +43,11 @@ export function createActiveCheck(options: {
 
   return {
     async ensureActive(token, principal) {
-      const key = createHash('sha256').update(token).digest('base64url');
-      if (checkedUntil.get(key)) return;
-      let check = inFlight.get(key);
+      if ((checkedUntil.get(principal) ?? 0) > Date.now()) return;
+      let check = inFlight.get(principal);
       if (!check) {
-        check = isActive(key, token, principal).finally(() => inFlight.delete(key));
-        inFlight.set(key, check);
+        check = isActive(token, principal).finally(() => inFlight.delete(principal));
+        inFlight.set(principal, check);
       }
       if (await check) return;
       await options.revocations.revoke({
