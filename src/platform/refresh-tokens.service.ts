@@ -56,12 +56,11 @@ export function createRefreshTokensService(deps: {
     if (!client?.id)
       throw new AppError('offlineSessionsUnreadable', { message: 'The API client is missing.' });
     const clientUuid = client.id;
-    const [raw, limits] = await Promise.all([
-      call('offlineSessionsUnreadable', () =>
-        admin.users.listOfflineSessions({ realm, id: principal.userId, clientId: clientUuid }),
-      ),
-      limitsOf(admin, realm, client.attributes ?? {}),
-    ]);
+    // One after the other, so that a failure always names the same step.
+    const raw = await call('offlineSessionsUnreadable', () =>
+      admin.users.listOfflineSessions({ realm, id: principal.userId, clientId: clientUuid }),
+    );
+    const limits = await limitsOf(admin, realm, client.attributes ?? {});
     const sessions = raw.map((s) => ({
       id: String(s.id),
       startMs: Number(s.start),
@@ -125,7 +124,11 @@ async function limitsOf(
   clientAttributes: Record<string, unknown>,
 ): Promise<SessionLimits> {
   const settings = await call('realmUnreadable', () => admin.realms.findOne({ realm }));
-  if (!settings) throw new AppError('realmUnreadable');
+  // Without view-realm, Keycloak answers a reduced representation with no session settings:
+  // computing expiries from it would silently say "never expires".
+  if (settings?.offlineSessionIdleTimeout === undefined) {
+    throw new AppError('realmUnreadable', { message: 'The realm settings are not readable.' });
+  }
   const attribute = (name: string) => Number(clientAttributes[name] ?? 0) || 0;
   const clientIdle = attribute('client.offline.session.idle.timeout');
   const clientMax = attribute('client.offline.session.max.lifespan');

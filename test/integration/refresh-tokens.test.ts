@@ -291,8 +291,8 @@ describe('Keycloak admin API failures map to result codes', () => {
     expect(await res.json()).toMatchObject({ data: null, result: '401-00001' });
   });
 
-  it('answers 500-30001 when revoking fails and 400-30001 when reading fails', async () => {
-    // A fresh replica: its service token carries the roles as they are now.
+  it('answers 500-30001 when revoking fails, 400-30002 when the realm and 400-30001 when the sessions cannot be read', async () => {
+    // A fresh replica each time: its service token carries the roles as they are now.
     const user = await createUser(org);
     await offlineGrant(user);
     await removeGatewayRole('manage-users');
@@ -305,6 +305,18 @@ describe('Keycloak admin API failures map to result codes', () => {
     });
     expect(revoke.status).toBe(500);
     expect(await revoke.json()).toMatchObject({ data: null, result: '500-30001' });
+
+    await removeGatewayRole('view-realm');
+    const withoutRealm = await startReplica(18450);
+    replicas.push(withoutRealm);
+    const realm = await fetch(
+      `${withoutRealm.url}/api/${org}/platform/users/_current/refresh_tokens`,
+      {
+        headers: { authorization: basicAuth(user) },
+      },
+    );
+    expect(realm.status).toBe(400);
+    expect(await realm.json()).toMatchObject({ data: null, result: '400-30002' });
 
     await removeGatewayRole('view-users');
     const withoutView = await startReplica(18440);
