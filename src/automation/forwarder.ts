@@ -59,17 +59,30 @@ export function createForwarder(options: {
     : new Agent({ keepAlive: true, maxSockets: 1024 });
   const request = secure ? httpsRequest : httpRequest;
 
+  // Per verified token, the identity headers are the same on every request: build them once.
+  const identities = new WeakMap<Principal, OutgoingHttpHeaders>();
+  const identityOf = (principal: Principal): OutgoingHttpHeaders => {
+    let identity = identities.get(principal);
+    if (!identity) {
+      identity = {
+        'user-id': principal.userId,
+        roles: base64Lines(workspaceRolesOf(principal)),
+        'org-roles': base64Lines(principal.realmRoles),
+        language: principal.locale ?? 'ja',
+        organization_id: principal.realm,
+      };
+      identities.set(principal, identity);
+    }
+    return identity;
+  };
+
   return (req, res, principal) => {
     const headers: OutgoingHttpHeaders = {};
-    for (const [name, value] of Object.entries(req.headers)) {
-      if (!DROPPED_REQUEST_HEADERS.has(name) && value !== undefined) headers[name] = value;
+    for (const name in req.headers) {
+      if (!DROPPED_REQUEST_HEADERS.has(name)) headers[name] = req.headers[name];
     }
     headers.host = upstream.host;
-    headers['user-id'] = principal.userId;
-    headers.roles = base64Lines(workspaceRolesOf(principal));
-    headers['org-roles'] = base64Lines(principal.realmRoles);
-    headers.language = principal.locale ?? 'ja';
-    headers.organization_id = principal.realm;
+    Object.assign(headers, identityOf(principal));
 
     const outgoing = request({
       agent,
@@ -82,10 +95,11 @@ export function createForwarder(options: {
       timeout: options.timeoutMs,
     });
     outgoing.on('response', (incoming) => {
-      res.statusCode = incoming.statusCode ?? 502;
-      for (const [name, value] of Object.entries(incoming.headers)) {
-        if (!HOP_BY_HOP.has(name) && value !== undefined) res.setHeader(name, value);
+      const answer: OutgoingHttpHeaders = {};
+      for (const name in incoming.headers) {
+        if (!HOP_BY_HOP.has(name)) answer[name] = incoming.headers[name];
       }
+      res.writeHead(incoming.statusCode ?? 502, answer);
       incoming.pipe(res);
     });
     outgoing.on('timeout', () => outgoing.destroy(new AppError('upstreamTimeout')));

@@ -5,16 +5,20 @@ import type { Principal } from '../principal.ts';
 import type { RevocationList } from '../revocation.ts';
 
 export interface ActiveCheck {
-  /** Throws AuthFailure when Keycloak says the token is no longer active. */
+  /** Throws AuthFailure when Keycloak has said the token is no longer active. */
   ensureActive(token: string, principal: Principal): Promise<void>;
 }
 
+/** Background introspections at once; beyond it a due check waits for the next request. */
+const MAX_BACKGROUND_CHECKS = 32;
+
 /**
  * Catches revocations made outside the gateway (a user disabled, sessions deleted in the
- * console): each distinct token is introspected at most once per `intervalSeconds`; 0 means on
- * every request, 'off' never. An inactive token's session is revoked on every replica. When
- * Keycloak cannot be asked, the token is let through (it was verified locally): an outage of
- * Keycloak must not become an outage of the API.
+ * console): each distinct token is introspected at most once per `intervalSeconds`, in the
+ * background, so no request waits for Keycloak; a token found inactive is refused from then
+ * on and its session revoked on every replica. `0` checks on every request, before answering
+ * (as the platform being replaced did); `off` never checks. When Keycloak cannot be asked, the
+ * locally verified token stays accepted: a Keycloak outage must not become an API outage.
  */
 export function createActiveCheck(options: {
   tokens: TokenClient;
@@ -26,38 +30,44 @@ export function createActiveCheck(options: {
   if (options.intervalSeconds === 'off') return { ensureActive: () => Promise.resolve() };
   const intervalMs = options.intervalSeconds * 1000;
   // The verifier hands out one principal object per cached token, so the object itself keys
-  // the memo: no second hash of the token, and entries vanish with the verifier's cache.
+  // these: no hash of the token, and entries vanish with the verifier's cache.
   const checkedUntil = new WeakMap<Principal, number>();
-  const inFlight = new Map<Principal, Promise<boolean>>();
+  const inactive = new WeakSet<Principal>();
+  let running = 0;
 
-  async function isActive(token: string, principal: Principal): Promise<boolean> {
+  /** Asks Keycloak; true when the token may be served. */
+  async function check(token: string, principal: Principal): Promise<boolean> {
     try {
-      const active = await options.tokens.isActive(principal.realm, token);
-      if (active && intervalMs > 0) checkedUntil.set(principal, Date.now() + intervalMs);
-      return active;
+      if (await options.tokens.isActive(principal.realm, token)) return true;
     } catch (err) {
       options.logger.warn({ err }, 'token introspection failed; trusting the local verification');
       return true;
     }
+    inactive.add(principal);
+    await options.revocations.revoke({
+      realm: principal.realm,
+      userId: principal.userId,
+      sessionIds: principal.sessionId ? [principal.sessionId] : [],
+      ttlSeconds: Math.max(principal.expiresAt - Math.floor(Date.now() / 1000), 1),
+      userTtlSeconds: Math.max(options.basicCacheSeconds, 1),
+    });
+    return false;
   }
+
+  const refused = () => new AuthFailure('bearer', 'Token is no longer active.');
 
   return {
     async ensureActive(token, principal) {
-      if ((checkedUntil.get(principal) ?? 0) > Date.now()) return;
-      let check = inFlight.get(principal);
-      if (!check) {
-        check = isActive(token, principal).finally(() => inFlight.delete(principal));
-        inFlight.set(principal, check);
+      if (inactive.has(principal)) throw refused();
+      if (intervalMs === 0) {
+        if (!(await check(token, principal))) throw refused();
+        return;
       }
-      if (await check) return;
-      await options.revocations.revoke({
-        realm: principal.realm,
-        userId: principal.userId,
-        sessionIds: principal.sessionId ? [principal.sessionId] : [],
-        ttlSeconds: Math.max(principal.expiresAt - Math.floor(Date.now() / 1000), 1),
-        userTtlSeconds: Math.max(options.basicCacheSeconds, 1),
-      });
-      throw new AuthFailure('bearer', 'Token is no longer active.');
+      const now = Date.now();
+      if ((checkedUntil.get(principal) ?? 0) > now || running >= MAX_BACKGROUND_CHECKS) return;
+      checkedUntil.set(principal, now + intervalMs);
+      running++;
+      void check(token, principal).finally(() => running--);
     },
   };
 }
