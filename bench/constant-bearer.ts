@@ -1,0 +1,59 @@
+import { register } from 'node:module';
+import type { BearerVerifier } from '../src/auth/bearer/bearer-verifier.ts';
+import type { Principal } from '../src/auth/principal.ts';
+import { workspacesClientIdOf } from '../src/keycloak/identifiers.ts';
+
+export * from '../src/auth/bearer/bearer-verifier.ts';
+
+/**
+ * The "auth off" gateway is the real `startGateway` with one module swapped: every import of
+ * src/auth/bearer/bearer-verifier.ts resolves to this module instead, whose
+ * `createBearerVerifier` returns a verifier that checks nothing and answers a constant principal
+ * holding the workspace role named in `BENCH_AUTH_OFF` (`{"organization", "workspace"}`).
+ * Everything else (routing, realm check, authentication middleware, role check, forwarding,
+ * access log) is the gateway's own code, however it is wired today.
+ */
+export function createBearerVerifier(): BearerVerifier {
+  const { organization, workspace } = JSON.parse(process.env.BENCH_AUTH_OFF ?? '{}') as {
+    organization: string;
+    workspace: string;
+  };
+  const now = Math.floor(Date.now() / 1000);
+  const principal: Omit<Principal, 'realm'> = {
+    userId: '00000000-0000-4000-8000-000000000000',
+    username: 'bench-auth-off',
+    realmRoles: ['default-roles'],
+    clientRoles: { [workspacesClientIdOf(organization)]: [workspace] },
+    locale: undefined,
+    method: 'bearer',
+    sessionId: undefined,
+    issuedAt: now,
+    expiresAt: now + 86_400,
+  };
+  const byRealm = new Map<string, Principal>();
+  return {
+    verify(realm) {
+      let known = byRealm.get(realm);
+      if (!known) byRealm.set(realm, (known = { ...principal, realm }));
+      return Promise.resolve(known);
+    },
+  };
+}
+
+/** Module resolution hook: bearer-verifier.ts → this module (except for this module itself). */
+const HOOKS = `
+const TARGET = '/src/auth/bearer/bearer-verifier.ts';
+export async function resolve(specifier, context, nextResolve) {
+  const resolved = await nextResolve(specifier, context);
+  if (resolved.url.includes(TARGET) && context.parentURL !== ${JSON.stringify(import.meta.url)}) {
+    return { ...resolved, url: ${JSON.stringify(import.meta.url)}, shortCircuit: true };
+  }
+  return resolved;
+}
+`;
+
+/** Call before anything imports src/gateway.ts. */
+export function swapInConstantBearer(organization: string, workspace: string): void {
+  process.env.BENCH_AUTH_OFF = JSON.stringify({ organization, workspace });
+  register(`data:text/javascript,${encodeURIComponent(HOOKS)}`);
+}

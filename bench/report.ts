@@ -1,0 +1,165 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { LoadResult } from './load-spec.ts';
+import type { BurstOutcome } from './extras.ts';
+import type { ScenarioRuns } from './scenarios.ts';
+
+/** One table row: medians over the rounds of one scenario. */
+export interface Row {
+  id: string;
+  scenario: string;
+  reqPerSec: number | undefined;
+  p50Ms: number | undefined;
+  p99Ms: number | undefined;
+  vsLimit: number | undefined;
+  vsAuthOff: number | undefined;
+  /** Why there are no numbers, or what is odd about them (non-2xx answers...). */
+  note?: string;
+  rounds: LoadResult[];
+}
+
+export interface HalfLoad {
+  rate: number;
+  bearerP50Ms: number;
+  bearerP99Ms: number;
+  authOffP50Ms: number;
+  authOffP99Ms: number;
+  /** Bearer p99 minus auth-off p99, at the same offered rate. */
+  addedP99Ms: number;
+  /** Largest round-to-round range of p99 of either scenario: the noise of this figure. */
+  p99SpreadMs: number;
+  rounds: ScenarioRuns[];
+}
+
+export interface MemoryFigure {
+  gateway: string;
+  idleRssMiB: number | undefined;
+  peakRssMiB: number | undefined;
+}
+
+export interface Target {
+  target: string;
+  measured: string;
+  met: boolean | undefined;
+}
+
+export interface BenchReport {
+  startedAt: string;
+  finishedAt: string;
+  machine: { cpus: number; node: string; platform: string };
+  options: Record<string, unknown>;
+  rows: Row[];
+  halfLoad?: HalfLoad;
+  bursts: BurstOutcome[];
+  memory: MemoryFigure[];
+  targets: Target[];
+  profile?: { file: string; summary: string };
+  notes: string[];
+}
+
+export function median(values: number[]): number | undefined {
+  if (values.length === 0) return undefined;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** Medians per scenario, and ratios to the `limit` and `auth-off` rows. */
+export function rowsOf(runs: ScenarioRuns[]): Row[] {
+  const rows: Row[] = runs.map(({ scenario, rounds }) => {
+    const bad = rounds.reduce((sum, r) => sum + r.non2xx + r.errors + r.timeouts, 0);
+    const note =
+      scenario.unavailable ??
+      (bad > 0 ? `${bad} non-2xx/errors/timeouts over ${rounds.length} rounds` : undefined);
+    return {
+      id: scenario.id,
+      scenario: scenario.name,
+      reqPerSec: median(rounds.map((r) => r.reqPerSec)),
+      p50Ms: median(rounds.map((r) => r.latencyMs.p50)),
+      p99Ms: median(rounds.map((r) => r.latencyMs.p99)),
+      vsLimit: undefined,
+      vsAuthOff: undefined,
+      ...(note ? { note } : {}),
+      rounds,
+    };
+  });
+  const limit = rows.find((r) => r.id === 'limit')?.reqPerSec;
+  const authOff = rows.find((r) => r.id === 'auth-off')?.reqPerSec;
+  for (const row of rows) {
+    if (row.reqPerSec === undefined) continue;
+    row.vsLimit = limit ? row.reqPerSec / limit : undefined;
+    row.vsAuthOff = authOff ? row.reqPerSec / authOff : undefined;
+  }
+  return rows;
+}
+
+/** The one table, as Markdown so that it can be pasted as is. */
+export function formatTable(rows: Row[]): string {
+  const num = (v: number | undefined, digits: number) => (v === undefined ? '' : v.toFixed(digits));
+  const lines = [
+    '| scenario | req/s | p50 ms | p99 ms | × limit | × auth off |',
+    '|---|---:|---:|---:|---:|---:|',
+  ];
+  for (const row of rows) {
+    if (row.reqPerSec === undefined) {
+      lines.push(`| ${row.scenario} | ${row.note ?? 'n/a'} | | | | |`);
+      continue;
+    }
+    const name = row.note ? `${row.scenario} (${row.note})` : row.scenario;
+    lines.push(
+      `| ${name} | ${num(row.reqPerSec, 0)} | ${num(row.p50Ms, 2)} | ${num(row.p99Ms, 2)} | ` +
+        `${num(row.vsLimit, 3)} | ${num(row.vsAuthOff, 3)} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+export function formatExtras(report: BenchReport): string {
+  const out: string[] = [];
+  const h = report.halfLoad;
+  if (h) {
+    out.push(
+      `p99 added by authentication at half load (${h.rate} req/s offered to both, medians of ` +
+        `${h.rounds[0]?.rounds.length ?? 0} rounds): Bearer p99 ${h.bearerP99Ms.toFixed(3)} ms vs ` +
+        `auth off ${h.authOffP99Ms.toFixed(3)} ms = ${h.addedP99Ms >= 0 ? '+' : ''}${h.addedP99Ms.toFixed(3)} ms ` +
+        `(p50 ${h.bearerP50Ms.toFixed(3)} vs ${h.authOffP50Ms.toFixed(3)} ms; p99 varied by up to ` +
+        `${h.p99SpreadMs.toFixed(3)} ms between rounds)`,
+    );
+  }
+  for (const b of report.bursts) {
+    out.push(
+      `cold Basic burst: ${b.requests} concurrent identical requests, never-seen user ${b.user}: ` +
+        `${b.passwordGrants} password grant(s) reached Keycloak; ${b.ok} answered 200 ` +
+        `${JSON.stringify(b.statusCodes)}; p50 ${b.p50Ms.toFixed(1)} ms, p99 ${b.p99Ms.toFixed(1)} ms`,
+    );
+  }
+  for (const m of report.memory) {
+    out.push(
+      `memory, ${m.gateway}: RSS ${mib(m.idleRssMiB)} after start, peak RSS (VmHWM) ${mib(m.peakRssMiB)}`,
+    );
+  }
+  if (report.targets.length) {
+    out.push('', '| target | measured | met |', '|---|---|---|');
+    for (const t of report.targets) {
+      out.push(`| ${t.target} | ${t.measured} | ${verdict(t)} |`);
+    }
+  }
+  return out.join('\n');
+}
+
+function verdict(t: Target): string {
+  if (t.met === undefined) return t.measured === 'n/a' ? 'n/a' : 'inconclusive';
+  return t.met ? 'yes' : 'NO';
+}
+
+function mib(v: number | undefined): string {
+  return v === undefined ? 'n/a' : `${v.toFixed(1)} MiB`;
+}
+
+/** Writes `bench/results/<ISO timestamp>.json` and returns its path. */
+export async function writeReport(dir: string, report: BenchReport): Promise<string> {
+  await mkdir(dir, { recursive: true });
+  const file = path.join(dir, `${report.startedAt.replace(/:/g, '-')}.json`);
+  await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
+  return file;
+}

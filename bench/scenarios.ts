@@ -1,0 +1,145 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { BenchUser } from './fixtures.ts';
+import { runLoad, type LoadRequest, type LoadResult } from './load-spec.ts';
+import type { BenchOptions } from './settings.ts';
+
+/** One row of the table: a target and the requests sent to it. */
+export interface Scenario {
+  id: string;
+  name: string;
+  /** Origin of the process under load. */
+  origin: string;
+  requests: LoadRequest[];
+  /** Warm up with this many requests (e.g. one pass over every token) instead of by time. */
+  warmupAmount?: number;
+  /** Every request reaches Keycloak: measured last in each round, followed by a pause. */
+  keycloakBound?: boolean;
+  /** Set when the scenario cannot run; the row then says why. */
+  unavailable?: string;
+}
+
+export interface ScenarioRuns {
+  scenario: Scenario;
+  warmup?: LoadResult;
+  rounds: LoadResult[];
+}
+
+type Log = (message: string) => void;
+
+/** The proxied automation route of an organization's workspace. */
+export function automationPath(organization: string, workspace: string): string {
+  return `/api/${organization}/workspaces/${workspace}/ita/menu/operation_list/filter/`;
+}
+
+export function basicHeader(user: BenchUser): string {
+  return `Basic ${Buffer.from(`${user.username}:${user.password}`).toString('base64')}`;
+}
+
+/**
+ * Checks each scenario once, warms each up, then runs `rounds` rounds in which every scenario
+ * is measured once (interleaved, so that drift of a shared machine spreads over all rows).
+ */
+export async function measureScenarios(
+  scenarios: Scenario[],
+  options: BenchOptions,
+  log: Log,
+): Promise<ScenarioRuns[]> {
+  const runs: ScenarioRuns[] = scenarios.map((scenario) => ({ scenario, rounds: [] }));
+  for (const { scenario } of runs) {
+    if (scenario.unavailable) continue;
+    const problem = await checkOnce(scenario);
+    if (problem) {
+      scenario.unavailable = problem;
+      log(`  ${scenario.name}: ${problem}`);
+    }
+  }
+  const active = runs.filter(({ scenario }) => !scenario.unavailable);
+  const ordered = [
+    ...active.filter(({ scenario }) => !scenario.keycloakBound),
+    ...active.filter(({ scenario }) => scenario.keycloakBound),
+  ];
+  for (const run of ordered) {
+    const { scenario } = run;
+    log(`  warm-up: ${scenario.name}`);
+    run.warmup = await runLoad({
+      url: scenario.origin,
+      connections: options.connections,
+      durationSeconds: options.warmupSeconds,
+      amount: scenario.warmupAmount,
+      requests: scenario.requests,
+    });
+  }
+  for (let round = 1; round <= options.rounds; round++) {
+    for (const run of ordered) {
+      const result = await runLoad({
+        url: run.scenario.origin,
+        connections: options.connections,
+        durationSeconds: options.roundSeconds,
+        requests: run.scenario.requests,
+      });
+      run.rounds.push(result);
+      log(
+        `  round ${round}/${options.rounds} ${run.scenario.name}: ${result.reqPerSec.toFixed(0)} req/s, ` +
+          `p99 ${result.latencyMs.p99.toFixed(2)} ms${problemsOf(result)}`,
+      );
+      await sleep(run.scenario.keycloakBound ? 3000 : 300);
+    }
+  }
+  return runs;
+}
+
+/**
+ * Same fixed rate for every scenario given (half of a measured peak), interleaved rounds, with
+ * the paced generator (evenly spaced requests; see paced.ts for why not autocannon's rate).
+ */
+export async function measureAtRate(
+  scenarios: Scenario[],
+  rate: number,
+  options: BenchOptions,
+  log: Log,
+): Promise<ScenarioRuns[]> {
+  const runs = scenarios.map((scenario) => ({ scenario, rounds: [] as LoadResult[] }));
+  for (let round = 1; round <= options.rounds; round++) {
+    for (const run of runs) {
+      const result = await runLoad({
+        url: run.scenario.origin,
+        connections: options.connections,
+        durationSeconds: options.roundSeconds,
+        overallRate: rate,
+        paced: true,
+        requests: run.scenario.requests,
+      });
+      run.rounds.push(result);
+      log(
+        `  half load round ${round} ${run.scenario.name} at ${rate} req/s: ` +
+          `p50 ${result.latencyMs.p50.toFixed(3)} ms, p99 ${result.latencyMs.p99.toFixed(3)} ms` +
+          problemsOf(result),
+      );
+      await sleep(300);
+    }
+  }
+  return runs;
+}
+
+async function checkOnce(scenario: Scenario): Promise<string | undefined> {
+  const first = scenario.requests[0];
+  if (!first) return 'no request';
+  try {
+    const res = await fetch(`${scenario.origin}${first.path}`, {
+      headers: first.authorization ? { authorization: first.authorization } : {},
+      signal: AbortSignal.timeout(30_000),
+    });
+    const body = await res.text();
+    return res.status === 200 ? undefined : `check failed: ${res.status} ${body.slice(0, 200)}`;
+  } catch (err) {
+    return `check failed: ${(err as Error).message}`;
+  }
+}
+
+function problemsOf(result: LoadResult): string {
+  const bad = result.non2xx + result.errors + result.timeouts;
+  return bad > 0
+    ? ` (non-2xx ${result.non2xx}, errors ${result.errors}, timeouts ${result.timeouts}: ` +
+        `${JSON.stringify(result.statusCodes)})`
+    : '';
+}

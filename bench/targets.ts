@@ -1,0 +1,46 @@
+import type { HalfLoad, Row, Target } from './report.ts';
+import type { BurstOutcome } from './extras.ts';
+
+/** The targets of ../shared/notes/performance.md, judged on one run's rows. */
+export function judgeTargets(rows: Row[], halfLoad: HalfLoad | undefined, bursts: BurstOutcome[]) {
+  const rate = (id: string) => rows.find((r) => r.id === id)?.reqPerSec;
+  const ratio = (a: string, b: string) => {
+    const x = rate(a);
+    const y = rate(b);
+    return x !== undefined && y ? x / y : undefined;
+  };
+  const atLeast = (target: string, value: number | undefined, min: number, unit = ''): Target => ({
+    target,
+    measured: value === undefined ? 'n/a' : `${value.toFixed(3)}${unit}`,
+    met: value === undefined ? undefined : value >= min,
+  });
+  const targets: Target[] = [
+    atLeast('Bearer ≥ 0.75 × limit', ratio('bearer', 'limit'), 0.75),
+    // "costs at most 10% more" per request: time per request ≤ 1.1 × that of auth off.
+    atLeast('Bearer ≥ auth off / 1.1 (≤ 10% more cost)', ratio('bearer', 'auth-off'), 1 / 1.1),
+    atLeast('Basic warm ≥ 0.85 × Bearer', ratio('basic-warm', 'bearer'), 0.85),
+    atLeast('Basic warm ≥ 100 × Basic without cache', ratio('basic-warm', 'basic-nocache'), 100),
+    atLeast('flat with 10,000 tokens: ≥ 0.9 × Bearer 1 token', ratio('bearer-10k', 'bearer'), 0.9),
+    atLeast('flat with 100 realms: ≥ 0.9 × Bearer 1 token', ratio('bearer-realms', 'bearer'), 0.9),
+  ];
+  targets.push({
+    target: 'cold Basic burst: exactly 1 password grant',
+    measured: bursts.length ? bursts.map((b) => b.passwordGrants).join(', ') : 'n/a',
+    met: bursts.length ? bursts.every((b) => b.passwordGrants === 1) : undefined,
+  });
+  targets.push(halfLoadTarget(halfLoad));
+  return targets;
+}
+
+/**
+ * Met when the added p99 is under 1 ms with less than 1 ms of round-to-round noise; missed when
+ * it exceeds 1 ms by more than the noise; otherwise the run cannot tell.
+ */
+function halfLoadTarget(h: HalfLoad | undefined): Target {
+  const target = 'p99 added by authentication at half load < 1 ms';
+  if (!h) return { target, measured: 'n/a', met: undefined };
+  const measured = `${h.addedP99Ms.toFixed(3)} ms (± ${h.p99SpreadMs.toFixed(3)} ms between rounds)`;
+  if (h.addedP99Ms < 1 && h.p99SpreadMs < 1) return { target, measured, met: true };
+  if (h.addedP99Ms - h.p99SpreadMs >= 1) return { target, measured, met: false };
+  return { target, measured: `${measured}: within noise`, met: undefined };
+}
