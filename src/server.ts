@@ -56,11 +56,3 @@ export async function closeServer(server: Server): Promise<void> {
   await closed;
   clearTimeout(force);
 }
-
-/** The port a server actually listens on (useful when asked for port 0). */
-export function portOf(server: Server): number {
-  const address = server.address();
-  if (address === null || typeof address === 'string')
-    throw new Error('server is not listening on TCP');
-  return address.port;
-}

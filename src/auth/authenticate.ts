@@ -1,4 +1,4 @@
-import type { RequestHandler, Response } from 'express';
+import type { RequestHandler } from 'express';
 import { AppError } from '../envelope/errors.ts';
 import { AuthFailure } from './auth-failure.ts';
 import type { BasicAuthenticator } from './basic/basic-authenticator.ts';
@@ -109,9 +109,4 @@ function unauthorized(realm: string, failure: AuthFailure): AppError {
     headers: { 'www-authenticate': challenge },
     cause: failure,
   });
-}
-
-/** The principal stored by `authenticate`, if the request got that far. */
-export function maybePrincipal(res: Response): Principal | undefined {
-  return res.locals.principal as Principal | undefined;
 }
