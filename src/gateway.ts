@@ -92,6 +92,7 @@ export async function startGateway(
     cache,
     cacheSecret,
     maxCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
+    maxLocalEntries: config.MEMORY_CACHE_MAX_ENTRIES,
     revocations,
     hasTwoFactor: (realm, username) => hasTwoFactor(serviceAdmin, realm, username),
     logger,

@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Cache } from '../../cache/cache.ts';
+import { TtlLru } from '../../cache/ttl-lru.ts';
 import type { TokenClient } from '../../keycloak/token-client.ts';
 import { AuthFailure } from '../auth-failure.ts';
 import type { BearerVerifier } from '../bearer/bearer-verifier.ts';
@@ -21,6 +22,8 @@ export interface BasicAuthenticatorDeps {
   cacheSecret: string;
   /** Longest reuse of a login; bounds how late a password change or disabled user takes effect. */
   maxCacheSeconds: number;
+  /** Bound of the in-process layer in front of `cache`. */
+  maxLocalEntries: number;
   /** A user's sessions revoked after a login was cached make the cached login void. */
   revocations: RevocationList;
   /** Tells whether a user has two-factor authentication (for a helpful 401 message). */
@@ -35,6 +38,9 @@ export interface BasicAuthenticatorDeps {
  */
 export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAuthenticator {
   const inFlight = new Map<string, Promise<Principal>>();
+  // In front of the shared cache: a warm Basic request then costs one HMAC and no network.
+  // An entry keeps the deadline it got when stored, so BASIC_CACHE_MAX_SECONDS still bounds it.
+  const local = new TtlLru<CachedLogin>(deps.maxLocalEntries);
 
   return {
     async authenticate(realm, credentials) {
@@ -52,12 +58,25 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
 
   async function readCache(key: string): Promise<Principal | undefined> {
     if (deps.maxCacheSeconds === 0) return undefined;
-    const value = await deps.cache.get(key);
-    if (!value) return undefined;
-    const principal = JSON.parse(value) as Principal;
-    if (principal.expiresAt * 1000 <= Date.now()) return undefined;
+    let login = local.get(key);
+    if (!login) {
+      const value = await deps.cache.get(key);
+      if (!value) return undefined;
+      login = JSON.parse(value) as CachedLogin;
+      // An entry of another shape (e.g. from an older replica during an upgrade) is a miss.
+      if (typeof login.until !== 'number' || typeof login.principal?.expiresAt !== 'number') {
+        return undefined;
+      }
+      local.set(key, login, login.until);
+    }
+    const { principal } = login;
+    if (login.until <= Date.now() || principal.expiresAt * 1000 <= Date.now()) return undefined;
     const revokedAt = deps.revocations.userRevokedAt(principal.realm, principal.userId);
-    return revokedAt !== undefined && revokedAt > principal.issuedAt * 1000 ? undefined : principal;
+    if (revokedAt !== undefined && revokedAt > principal.issuedAt * 1000) {
+      local.delete(key);
+      return undefined;
+    }
+    return principal;
   }
 
   async function logIn(
@@ -75,8 +94,14 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       ...(await deps.bearer.verify(realm, result.accessToken)),
       method: 'basic' as const,
     };
-    const ttlMs = Math.min(deps.maxCacheSeconds * 1000, principal.expiresAt * 1000 - Date.now());
-    if (ttlMs > 0) await deps.cache.set(key, JSON.stringify(principal), Math.floor(ttlMs));
+    const ttlMs = Math.floor(
+      Math.min(deps.maxCacheSeconds * 1000, principal.expiresAt * 1000 - Date.now()),
+    );
+    if (ttlMs > 0) {
+      const login: CachedLogin = { principal, until: Date.now() + ttlMs };
+      local.set(key, login, login.until);
+      await deps.cache.set(key, JSON.stringify(login), ttlMs);
+    }
     return principal;
   }
 
@@ -102,6 +127,12 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       disabled ? 'Account disabled.' : 'Invalid user name or password.',
     );
   }
+}
+
+/** A cached login, with the moment (epoch ms) the cache must forget it. */
+interface CachedLogin {
+  principal: Principal;
+  until: number;
 }
 
 /** The cache key of a Basic login; NUL separators keep (a, bc) and (ab, c) apart. */
