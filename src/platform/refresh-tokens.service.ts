@@ -2,6 +2,7 @@ import type KcAdminClient from '@keycloak/keycloak-admin-client';
 import type { Principal } from '../auth/principal.ts';
 import type { RevocationList } from '../auth/revocation.ts';
 import { AppError, type ErrorCode } from '../envelope/errors.ts';
+import { isHttpStatus } from '../keycloak/admin-client.ts';
 import { apiClientIdOf } from '../keycloak/identifiers.ts';
 import type { ServiceAdmin } from '../keycloak/service-admin.ts';
 
@@ -92,12 +93,17 @@ export function createRefreshTokensService(deps: {
       const { sessions, limits } = await offlineSessions(principal);
       const admin = await deps.admin.forRealm(principal.realm);
       // Revoking the consent removes every offline session of the user for that client.
+      // Keycloak answers 404 when there is none: revoking nothing is not a failure.
       await call('revokeFailed', () =>
-        admin.users.revokeConsent({
-          realm: principal.realm,
-          id: principal.userId,
-          clientId: apiClientIdOf(principal.realm),
-        }),
+        admin.users
+          .revokeConsent({
+            realm: principal.realm,
+            id: principal.userId,
+            clientId: apiClientIdOf(principal.realm),
+          })
+          .catch((err: unknown) => {
+            if (!isHttpStatus(err, 404)) throw err;
+          }),
       );
       await revoke(
         principal,

@@ -150,6 +150,23 @@ describe('refresh-token management (spec 4.5, 4.6)', () => {
     expect((await refreshGrant(user, again.refreshToken)).status).toBe(200);
   });
 
+  it("drops the user's cached Basic logins, so the next Basic call logs in again", async () => {
+    const user = await createUser(org);
+    const sessions = async () => {
+      const admin = await keycloakAdmin();
+      const [found] = await admin.users.find({ realm: org, username: user.username, exact: true });
+      return (await admin.users.listSessions({ realm: org, id: found!.id! })).length;
+    };
+    expect((await callApi(listPath(user), basicAuth(user))).status).toBe(200);
+    expect((await callApi(listPath(user), basicAuth(user))).status).toBe(200);
+    expect(await sessions()).toBe(1);
+    expect((await callApi(tokensPath(user), basicAuth(user), { method: 'DELETE' })).status).toBe(
+      200,
+    );
+    expect((await callApi(listPath(user), basicAuth(user))).status).toBe(200);
+    expect(await sessions()).toBe(2);
+  });
+
   it('revokes one refresh token and leaves the others working', async () => {
     const user = await createUser(org);
     const kept = await offlineGrant(user);
