@@ -9,8 +9,13 @@ export interface ActiveCheck {
   ensureActive(token: string, principal: Principal): Promise<void>;
 }
 
-/** Background introspections at once; beyond it a due check waits for the next request. */
-const MAX_BACKGROUND_CHECKS = 32;
+/**
+ * Background introspections per second and at once, per replica. Beyond either, a due check
+ * waits for the token's next request: with many tokens the interval stretches rather than
+ * the identity provider being flooded (each introspection costs Keycloak real CPU).
+ */
+const MAX_CHECKS_PER_SECOND = 50;
+const MAX_CHECKS_AT_ONCE = 8;
 
 /**
  * Catches revocations made outside the gateway (a user disabled, sessions deleted in the
@@ -34,6 +39,17 @@ export function createActiveCheck(options: {
   const checkedUntil = new WeakMap<Principal, number>();
   const inactive = new WeakSet<Principal>();
   let running = 0;
+  let second = 0;
+  let startedThisSecond = 0;
+
+  /** Whether another background check may start now (see the limits above). */
+  function mayStart(now: number): boolean {
+    if (now - second >= 1000) {
+      second = now;
+      startedThisSecond = 0;
+    }
+    return running < MAX_CHECKS_AT_ONCE && startedThisSecond < MAX_CHECKS_PER_SECOND;
+  }
 
   /** Asks Keycloak; true when the token may be served. */
   async function check(token: string, principal: Principal): Promise<boolean> {
@@ -64,9 +80,10 @@ export function createActiveCheck(options: {
         return;
       }
       const now = Date.now();
-      if ((checkedUntil.get(principal) ?? 0) > now || running >= MAX_BACKGROUND_CHECKS) return;
+      if ((checkedUntil.get(principal) ?? 0) > now || !mayStart(now)) return;
       checkedUntil.set(principal, now + intervalMs);
       running++;
+      startedThisSecond++;
       void check(token, principal).finally(() => running--);
     },
   };
