@@ -1,5 +1,5 @@
 import { Agent, createServer, request } from 'node:http';
-import { exitWithParent, reportReady } from './processes.ts';
+import { serveUntilParentExits } from './processes.ts';
 
 /**
  * The "limit" reference: a minimal hand-written `node:http` proxy (no framework, no auth) with a
@@ -31,14 +31,4 @@ const server = createServer((req, res) => {
   });
   req.pipe(forward);
 });
-server.keepAliveTimeout = 65_000;
-server.headersTimeout = 66_000;
-
-server.listen(port, '127.0.0.1', () => reportReady({ port }));
-exitWithParent(
-  () =>
-    new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      server.closeAllConnections();
-    }),
-);
+serveUntilParentExits(server, port);

@@ -1,3 +1,4 @@
+import type { Server } from 'node:http';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
@@ -152,4 +153,21 @@ function parseJsonLine(line: string): Record<string, unknown> | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * For the small helper servers (upstream, limit proxy): keep-alive as the gateway has it,
+ * listen on loopback, report readiness, and close when the bench goes away.
+ */
+export function serveUntilParentExits(server: Server, port: number): void {
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+  server.listen(port, '127.0.0.1', () => reportReady({ port }));
+  exitWithParent(
+    () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  );
 }

@@ -1,5 +1,5 @@
 import { createServer } from 'node:http';
-import { exitWithParent, reportReady } from './processes.ts';
+import { serveUntilParentExits } from './processes.ts';
 
 /**
  * The trivial automation upstream: every request gets the same small JSON body, over
@@ -27,14 +27,4 @@ const server = createServer((req, res) => {
     res.end(body);
   });
 });
-server.keepAliveTimeout = 65_000;
-server.headersTimeout = 66_000;
-
-server.listen(port, '127.0.0.1', () => reportReady({ port }));
-exitWithParent(
-  () =>
-    new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      server.closeAllConnections();
-    }),
-);
+serveUntilParentExits(server, port);
