@@ -295,56 +295,44 @@ describe('Keycloak admin API failures map to result codes', () => {
     });
   }
 
-  it('answers 401-00001 when the gateway cannot get its service token', async () => {
-    const replica = await startReplica(18420, {
-      KEYCLOAK_CLIENT_SECRET: 'definitely-not-the-secret',
-    });
+  /** Starts a replica as configured now (its service token carries the roles as they are now). */
+  async function freshReplica(port: number, overrides: Record<string, string> = {}) {
+    const replica = await startReplica(port, overrides);
     replicas.push(replica);
-    const user = await createUser(org);
+    return replica;
+  }
+
+  /** Calls the refresh-token endpoint on a replica and checks status and result code. */
+  async function expectAnswer(
+    replica: Replica,
+    method: string,
+    user: TestUser,
+    status: number,
+    result: string,
+  ) {
     const res = await fetch(`${replica.url}/api/${org}/platform/users/_current/refresh_tokens`, {
+      method,
       headers: { authorization: basicAuth(user) },
     });
-    expect(res.status).toBe(401);
-    expect(await res.json()).toMatchObject({ data: null, result: '401-00001' });
+    expect(res.status).toBe(status);
+    expect(await res.json()).toMatchObject({ data: null, result });
+  }
+
+  it('answers 401-00001 when the gateway cannot get its service token', async () => {
+    const replica = await freshReplica(18420, {
+      KEYCLOAK_CLIENT_SECRET: 'definitely-not-the-secret',
+    });
+    await expectAnswer(replica, 'GET', await createUser(org), 401, '401-00001');
   });
 
   it('answers 500-30001 when revoking fails, 400-30002 when the realm and 400-30001 when the sessions cannot be read', async () => {
-    // A fresh replica each time: its service token carries the roles as they are now.
     const user = await createUser(org);
     await offlineGrant(user);
     await removeGatewayRole('manage-users');
-    const withoutManage = await startReplica(18430);
-    replicas.push(withoutManage);
-    const path = `${withoutManage.url}/api/${org}/platform/users/_current/refresh_tokens`;
-    const revoke = await fetch(path, {
-      method: 'DELETE',
-      headers: { authorization: basicAuth(user) },
-    });
-    expect(revoke.status).toBe(500);
-    expect(await revoke.json()).toMatchObject({ data: null, result: '500-30001' });
-
+    await expectAnswer(await freshReplica(18430), 'DELETE', user, 500, '500-30001');
     await removeGatewayRole('view-realm');
-    const withoutRealm = await startReplica(18450);
-    replicas.push(withoutRealm);
-    const realm = await fetch(
-      `${withoutRealm.url}/api/${org}/platform/users/_current/refresh_tokens`,
-      {
-        headers: { authorization: basicAuth(user) },
-      },
-    );
-    expect(realm.status).toBe(400);
-    expect(await realm.json()).toMatchObject({ data: null, result: '400-30002' });
-
+    await expectAnswer(await freshReplica(18450), 'GET', user, 400, '400-30002');
     await removeGatewayRole('view-users');
-    const withoutView = await startReplica(18440);
-    replicas.push(withoutView);
-    const read = await fetch(
-      `${withoutView.url}/api/${org}/platform/users/_current/refresh_tokens`,
-      {
-        headers: { authorization: basicAuth(user) },
-      },
-    );
-    expect(read.status).toBe(400);
-    expect(await read.json()).toMatchObject({ data: null, result: '400-30001' });
+    await expectAnswer(await freshReplica(18440), 'GET', user, 400, '400-30001');
   });
 });
