@@ -57,6 +57,11 @@ async function principalFor(
   realm: string,
   deps: AuthenticateDeps,
 ): Promise<Principal> {
+  // The common case, without a regex over the whole header first.
+  if (header?.startsWith('Bearer ')) {
+    const token = header.slice('Bearer '.length);
+    if (TOKEN68.test(token)) return bearerPrincipal(token, realm, deps);
+  }
   if (header === undefined || header.trim() === '') throw new MissingCredentials();
   const match = /^([A-Za-z]+)(?: +(.*))?$/.exec(header.trim());
   const scheme = match?.[1]?.toLowerCase();
@@ -64,10 +69,7 @@ async function principalFor(
   if (scheme === 'bearer') {
     if (value === '') throw new AuthFailure('bearer', 'The Bearer token is missing.');
     if (!TOKEN68.test(value)) throw new AuthFailure('bearer', 'Malformed token.');
-    const principal = await deps.bearer.verify(realm, value);
-    refuseRevoked(principal, deps.revocations);
-    await deps.activeCheck.ensureActive(value, principal);
-    return principal;
+    return bearerPrincipal(value, realm, deps);
   }
   if (scheme === 'basic') {
     const credentials = parseBasicCredentials(value);
@@ -77,6 +79,17 @@ async function principalFor(
     return principal;
   }
   throw new MissingCredentials('Unsupported authorization scheme; use Basic or Bearer.');
+}
+
+async function bearerPrincipal(
+  token: string,
+  realm: string,
+  deps: AuthenticateDeps,
+): Promise<Principal> {
+  const principal = await deps.bearer.verify(realm, token);
+  refuseRevoked(principal, deps.revocations);
+  await deps.activeCheck.ensureActive(token, principal);
+  return principal;
 }
 
 /** Tokens of a revoked session are refused at once, by every replica (see revocation.ts). */

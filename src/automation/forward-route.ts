@@ -22,13 +22,18 @@ export interface AutomationTarget {
  */
 export function matchAutomationRoute(url: string | undefined): AutomationTarget | undefined {
   if (url === undefined || !url.startsWith('/api/')) return undefined;
+  // Read by position rather than split: this runs on every request.
   const query = url.indexOf('?');
-  const segments = (query < 0 ? url : url.slice(0, query)).split('/');
-  // ['', 'api', org, 'workspaces', ws, 'ita', ...]
-  if (segments.length < 6 || segments[3] !== 'workspaces' || segments[5] !== 'ita')
-    return undefined;
-  const organization = segments[2]!;
-  const workspace = segments[4]!;
+  const path = query < 0 ? url : url.slice(0, query);
+  const orgEnd = path.indexOf('/', 5);
+  if (orgEnd < 0 || !path.startsWith('/workspaces/', orgEnd)) return undefined;
+  const wsStart = orgEnd + '/workspaces/'.length;
+  const wsEnd = path.indexOf('/', wsStart);
+  if (wsEnd < 0 || !path.startsWith('/ita', wsEnd)) return undefined;
+  // `ita` is a whole segment: the path ends there or goes on with `/`.
+  if (path.length > wsEnd + 4 && path[wsEnd + 4] !== '/') return undefined;
+  const organization = path.slice(5, orgEnd);
+  const workspace = path.slice(wsStart, wsEnd);
   if (organization === 'platform' || !isWorkspaceId(workspace)) return undefined;
   return { organization, workspace };
 }

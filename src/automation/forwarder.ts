@@ -54,9 +54,10 @@ export function createForwarder(options: {
 }): Forwarder {
   const upstream = new URL(options.upstreamUrl);
   const secure = upstream.protocol === 'https:';
-  const agent = secure
-    ? new HttpsAgent({ keepAlive: true, maxSockets: 1024 })
-    : new Agent({ keepAlive: true, maxSockets: 1024 });
+  // The agent's timeout equals each request's, so a reused socket keeps its timer instead of
+  // having it replaced on every request; it also closes keep-alive sockets idle that long.
+  const agentOptions = { keepAlive: true, maxSockets: 1024, timeout: options.timeoutMs };
+  const agent = secure ? new HttpsAgent(agentOptions) : new Agent(agentOptions);
   const request = secure ? httpsRequest : httpRequest;
 
   // Per verified token, the identity headers are the same on every request: build them once.
