@@ -4,7 +4,8 @@ import { assertWorkspaceRole } from '../auth/authorize.ts';
 import type { Principal } from '../auth/principal.ts';
 import { assertOrganization } from '../auth/realm-routing.ts';
 import { sendError } from '../envelope/error-handler.ts';
-import { beginAccessLog } from '../http/access-log.ts';
+import { logWhenFinished } from '../http/access-log.ts';
+import { requestIdOf } from '../http/request-id.ts';
 import { isWorkspaceId } from '../keycloak/identifiers.ts';
 import type { OrganizationDirectory } from '../platform/organization-directory.ts';
 import type { WorkspacesRepo } from '../platform/workspaces.repo.ts';
@@ -54,18 +55,23 @@ export interface ForwardRouteDeps {
  */
 export function createForwardRoute(deps: ForwardRouteDeps) {
   return (req: IncomingMessage, res: ServerResponse, target: AutomationTarget): void => {
-    beginAccessLog(req, res, deps.logger);
-    serve(req, res, target).catch((err: unknown) => sendError(res, err, deps.logger));
+    const requestId = requestIdOf(req);
+    logWhenFinished(req, res, requestId, deps.logger);
+    serve(req, res, target, requestId).catch((err: unknown) => {
+      if (!res.headersSent) res.setHeader('x-request-id', requestId);
+      sendError(res, err, deps.logger);
+    });
   };
 
   async function serve(
     req: IncomingMessage,
     res: ServerResponse,
     target: AutomationTarget,
+    requestId: string,
   ): Promise<void> {
     await assertOrganization(target.organization, deps.organizations);
     const principal = await deps.authenticate(req.headers.authorization, target.organization);
     await assertWorkspaceRole(principal, target.workspace, deps.workspaces);
-    deps.forward(req, res, principal);
+    deps.forward(req, res, principal, requestId);
   }
 }

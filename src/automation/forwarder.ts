@@ -39,7 +39,13 @@ const DROPPED_REQUEST_HEADERS = new Set([
 
 const base64Lines = (lines: string[]) => Buffer.from(lines.join('\n'), 'utf8').toString('base64');
 
-export type Forwarder = (req: IncomingMessage, res: ServerResponse, principal: Principal) => void;
+/** Forwards one request; the answer carries `X-Request-Id: requestId`. */
+export type Forwarder = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  principal: Principal,
+  requestId: string,
+) => void;
 
 /**
  * Forwards a request to the automation service with who the caller is instead of their
@@ -77,7 +83,7 @@ export function createForwarder(options: {
     return identity;
   };
 
-  return (req, res, principal) => {
+  return (req, res, principal, requestId) => {
     const headers: OutgoingHttpHeaders = {};
     for (const name in req.headers) {
       if (!DROPPED_REQUEST_HEADERS.has(name)) headers[name] = req.headers[name];
@@ -100,6 +106,7 @@ export function createForwarder(options: {
       for (const name in incoming.headers) {
         if (!HOP_BY_HOP.has(name)) answer[name] = incoming.headers[name];
       }
+      answer['x-request-id'] = requestId;
       res.writeHead(incoming.statusCode ?? 502, answer);
       incoming.pipe(res);
     });
@@ -114,6 +121,7 @@ export function createForwarder(options: {
                 : 'upstreamBadGateway',
               { cause: err },
             );
+      if (!res.headersSent) res.setHeader('x-request-id', requestId);
       sendError(res, failure, options.logger);
     });
     req.pipe(outgoing);

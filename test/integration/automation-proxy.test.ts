@@ -81,6 +81,7 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
       },
     );
     expect(res.status).toBe(200);
+    expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
     expect(await res.json()).toMatchObject({ data: { from: 'upstream' } });
     expect(seen).toHaveLength(1);
     const [request] = seen;
@@ -104,8 +105,27 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
       },
     );
     expect(res.status).toBe(403);
+    expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
     expect(await res.json()).toMatchObject({ result: '403-00001' });
     expect(seen).toHaveLength(0);
+  });
+
+  it('reads Bearer headers with extra spaces as before and refuses malformed tokens', async () => {
+    const token = await accessTokenOf(member);
+    const url = `${replica.url}/api/${org}/workspaces/ws1/ita/menu/operation_list/filter/`;
+    const statusWith = async (authorization: string) =>
+      (await fetch(url, { headers: { authorization, 'x-request-id': 'trace-1' } })).status;
+    expect(await statusWith(`Bearer   ${token}  `)).toBe(200);
+    expect(await statusWith(`bearer ${token}`)).toBe(200);
+    const refused = await fetch(url, {
+      headers: { authorization: `Bearer ${token}!`, 'x-request-id': 'trace-2' },
+    });
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get('x-request-id')).toBe('trace-2');
+    expect(await refused.json()).toMatchObject({
+      result: '401-00002',
+      message: 'Malformed token.',
+    });
   });
 
   it('answers 503 in the envelope when the upstream is down', async () => {
@@ -118,6 +138,7 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
       },
     );
     expect(res.status).toBe(503);
+    expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
     expect(await res.json()).toMatchObject({ data: null, result: '503-00002' });
   });
 });

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { decodeJwt, errors as joseErrors, jwtVerify } from 'jose';
 import { AppError } from '../../envelope/errors.ts';
 import { TtlLru } from '../../cache/ttl-lru.ts';
@@ -23,6 +23,9 @@ const ALLOWED_ALGORITHMS = [
 /** Far above any Keycloak access token; the request head is capped at 16 KiB anyway. */
 const MAX_TOKEN_LENGTH = 12 * 1024;
 
+/** RFC 6750 token68 syntax. */
+const TOKEN68 = /^[A-Za-z0-9\-._~+/]+=*$/;
+
 export interface BearerVerifier {
   /** Verifies an access token for `realm`; throws AuthFailure, or AppError when Keycloak is unreachable. */
   verify(realm: string, token: string): Promise<Principal>;
@@ -44,14 +47,17 @@ export function createBearerVerifier(options: {
 
   return {
     async verify(realm, token) {
-      const key = createHash('sha256').update(token).digest('base64url');
+      const key = hash('sha256', token, 'base64url');
       const known = verified.get(key);
       if (known) {
         if (known.realm !== realm)
           throw new AuthFailure('bearer', 'Token was not issued for this realm.');
         return known;
       }
-      if (token.length > MAX_TOKEN_LENGTH) throw new AuthFailure('bearer', 'Malformed token.');
+      // Only verified tokens are remembered, so a token found above is well-formed.
+      if (token.length > MAX_TOKEN_LENGTH || !TOKEN68.test(token)) {
+        throw new AuthFailure('bearer', 'Malformed token.');
+      }
       // Reject another realm's token before touching any key set: no refetch for a foreign kid.
       let unverified: Record<string, unknown>;
       try {
