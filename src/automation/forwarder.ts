@@ -66,30 +66,40 @@ export function createForwarder(options: {
   const agent = secure ? new HttpsAgent(agentOptions) : new Agent(agentOptions);
   const request = secure ? httpsRequest : httpRequest;
 
-  // Per verified token, the identity headers are the same on every request: build them once.
-  const identities = new WeakMap<Principal, OutgoingHttpHeaders>();
-  const identityOf = (principal: Principal): OutgoingHttpHeaders => {
+  // Per verified token, the identity headers are the same on every request: build them once,
+  // as name/value pairs after the upstream's Host.
+  const identities = new WeakMap<Principal, string[]>();
+  const identityOf = (principal: Principal): string[] => {
     let identity = identities.get(principal);
     if (!identity) {
-      identity = {
-        'user-id': principal.userId,
-        roles: base64Lines(workspaceRolesOf(principal)),
-        'org-roles': base64Lines(principal.realmRoles),
-        language: principal.locale ?? 'ja',
-        organization_id: principal.realm,
-      };
+      identity = [
+        'host',
+        upstream.host,
+        'user-id',
+        principal.userId,
+        'roles',
+        base64Lines(workspaceRolesOf(principal)),
+        'org-roles',
+        base64Lines(principal.realmRoles),
+        'language',
+        principal.locale ?? 'ja',
+        'organization_id',
+        principal.realm,
+      ];
       identities.set(principal, identity);
     }
     return identity;
   };
 
   return (req, res, principal, requestId) => {
-    const headers: OutgoingHttpHeaders = {};
-    for (const name in req.headers) {
-      if (!DROPPED_REQUEST_HEADERS.has(name)) headers[name] = req.headers[name];
+    // Headers as a flat [name, value, ...] list, as received: node writes such a list as is,
+    // where an object would go through setHeader (validation, a map) once per header.
+    const headers: string[] = [];
+    const raw = req.rawHeaders;
+    for (let i = 0; i < raw.length; i += 2) {
+      if (!DROPPED_REQUEST_HEADERS.has(raw[i]!.toLowerCase())) headers.push(raw[i]!, raw[i + 1]!);
     }
-    headers.host = upstream.host;
-    Object.assign(headers, identityOf(principal));
+    headers.push(...identityOf(principal));
 
     const outgoing = request({
       agent,
@@ -124,6 +134,10 @@ export function createForwarder(options: {
       if (!res.headersSent) res.setHeader('x-request-id', requestId);
       sendError(res, failure, options.logger);
     });
-    req.pipe(outgoing);
+    // A request without Content-Length or Transfer-Encoding has no body (RFC 9112 6.3).
+    const hasBody =
+      req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
+    if (hasBody) req.pipe(outgoing);
+    else outgoing.end();
   };
 }

@@ -96,6 +96,34 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
     expect(request!.headers.organization_id).toBe(org);
   });
 
+  it('forwards a streamed (chunked) body and repeated headers as received', async () => {
+    const token = await accessTokenOf(member);
+    seen.length = 0;
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('{"part":1,'));
+        controller.enqueue(new TextEncoder().encode('"part2":2}'));
+        controller.close();
+      },
+    });
+    const headers = new Headers({ authorization: `Bearer ${token}` });
+    headers.append('x-trace', 'a');
+    headers.append('x-trace', 'b');
+    const res = await fetch(`${replica.url}/api/${org}/workspaces/ws2/ita/upload`, {
+      method: 'PUT',
+      headers,
+      body,
+      duplex: 'half',
+    });
+    expect(res.status).toBe(200);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!.method).toBe('PUT');
+    expect(seen[0]!.body).toBe('{"part":1,"part2":2}');
+    expect(seen[0]!.headers['x-trace']).toBe('a, b');
+    expect(seen[0]!.headers.authorization).toBeUndefined();
+    expect(seen[0]!.headers.host).toBe(new URL(replica.config.AUTOMATION_UPSTREAM_URL!).host);
+  });
+
   it('checks the workspace role before forwarding', async () => {
     seen.length = 0;
     const res = await fetch(
@@ -140,5 +168,43 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
     expect(res.status).toBe(503);
     expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
     expect(await res.json()).toMatchObject({ data: null, result: '503-00002' });
+  });
+});
+
+describe('automation route when the upstream does not answer', () => {
+  let silent: Server;
+  let replica: Replica;
+  let org: string;
+  let member: TestUser;
+
+  beforeAll(async () => {
+    // Accepts the request and never answers it.
+    silent = createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    replica = await startReplica(18310, {
+      AUTOMATION_UPSTREAM_URL: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`,
+      AUTH_PROXY_TIMEOUT_MS: '300',
+    });
+    org = await createOrganization(['ws1']);
+    member = await createUser(org, { workspaceRoles: ['ws1'] });
+  });
+
+  afterAll(async () => {
+    await replica?.gateway.close();
+    silent?.closeAllConnections();
+    await new Promise((resolve) => silent?.close(resolve));
+    await closeTestDb();
+  });
+
+  it('answers 504 in the envelope after AUTH_PROXY_TIMEOUT_MS, every time', async () => {
+    const url = `${replica.url}/api/${org}/workspaces/ws1/ita/menu/operation_list/filter/`;
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const started = Date.now();
+      const res = await fetch(url, { headers: { authorization: basicAuth(member) } });
+      expect(res.status).toBe(504);
+      expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+      expect(await res.json()).toMatchObject({ data: null, result: '504-00001' });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    }
   });
 });
