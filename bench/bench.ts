@@ -4,6 +4,7 @@ import { configSchema } from '../src/config/config.ts';
 import { grantsVersusAnswers, measureBurst, measureHalfLoad, type BurstOutcome } from './extras.ts';
 import { provisionRealms, Provisioner, WORKSPACE, type BenchUser } from './fixtures.ts';
 import type { GatewaySpec } from './gateway-process.ts';
+import { measurePairs, type PairOutcome } from './pairs.ts';
 import { memoryOf, type BenchChild } from './processes.ts';
 import { profileGateway } from './profile-run.ts';
 import type { HalfLoad, MemoryFigure } from './report.ts';
@@ -26,6 +27,7 @@ const NO_CACHE_USERS = 64;
 
 export interface BenchOutcome {
   runs: ScenarioRuns[];
+  pairs: PairOutcome[];
   halfLoad: HalfLoad | undefined;
   bursts: BurstOutcome[];
   memory: MemoryFigure[];
@@ -39,6 +41,8 @@ interface BenchInput {
   options: BenchOptions;
   secrets: BenchSecrets;
   keycloakUrl: string;
+  /** Keycloak's process group (its launcher's pid), kept off the CPU of pinned measurements. */
+  keycloakPid: number;
   databaseUrl: string;
   log: Log;
   openDb: () => Promise<Knex>;
@@ -59,13 +63,16 @@ export async function runBench(input: BenchInput): Promise<BenchOutcome> {
     env: gatewayEnv({ ...input, port, extra }),
   });
   const gateways = new Map<string, { child: BenchChild; idleRssMiB: number | undefined }>();
+  const pidByOrigin = new Map<string, number>();
   const launch = async (name: string, gatewaySpec: GatewaySpec) => {
     const child = await startGatewayProcess(name, gatewaySpec);
     gateways.set(name, { child, idleRssMiB: memoryOf(child.pid)?.rssMiB });
+    pidByOrigin.set(origin(Number(gatewaySpec.env.PORT)), child.pid);
   };
 
   log('starting the upstream, the limit proxy and the main gateway (it migrates the database)');
-  await Promise.all([startUpstream(), startLimitProxy()]);
+  const [upstream, limitProxy] = await Promise.all([startUpstream(), startLimitProxy()]);
+  pidByOrigin.set(origin(PORTS.limitProxy), limitProxy.pid);
   await launch('Bearer gateway (defaults)', spec(PORTS.gateway));
 
   log('provisioning the organization and its users');
@@ -149,16 +156,21 @@ export async function runBench(input: BenchInput): Promise<BenchOutcome> {
     noCacheUsers,
     revocationChecks,
   });
+  for (const scenario of scenarios) scenario.pid = pidByOrigin.get(scenario.origin);
   log(
     `measuring: ${options.rounds} rounds × ${options.roundSeconds} s, ${options.connections} connections`,
   );
-  note(await waitUntilQuiet());
+  note((await waitUntilQuiet()).note);
   notes.push(`before measuring: ${await machineLoad()}`);
   const runs = await measureScenarios(scenarios, options, log);
   notes.push(`after measuring: ${await machineLoad()}`);
   note(await grantsVersusAnswers(runs, noCacheUsers, provisioner, options.connections));
 
-  const halfLoad = await measureHalfLoad(runs, options, log);
+  log('paired rounds: each ratio measured with both rows under load at once');
+  // Pinned measurements keep the upstream and Keycloak off the measured CPU.
+  const others = { pids: [upstream.pid], processGroups: [input.keycloakPid] };
+  const pairs = await measurePairs(runs, others, options, log);
+  const halfLoad = await measureHalfLoad(runs, others, options, log);
 
   const bursts: BurstOutcome[] = [];
   const path0 = automationPath(ORG, WORKSPACE);
@@ -195,5 +207,5 @@ export async function runBench(input: BenchInput): Promise<BenchOutcome> {
       `the profiled gateway served ${profiled.reqPerSec.toFixed(0)} req/s under the profiler`,
     );
   }
-  return { runs, halfLoad, bursts, memory, profile, notes };
+  return { runs, pairs, halfLoad, bursts, memory, profile, notes };
 }

@@ -37,13 +37,17 @@ export interface LoadResult {
   latencyMs: { p50: number; p90: number; p99: number; max: number; mean: number };
 }
 
-/** Runs one measurement in a fresh load-generator process and returns its result. */
-export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
+/**
+ * Runs one measurement in a fresh load-generator process and returns its result; `cpuList`
+ * keeps the generator on those CPUs (paired rounds).
+ */
+export async function runLoad(spec: LoadSpec, cpuList?: string): Promise<LoadResult> {
   const seconds = spec.durationSeconds ?? 10;
   const stdout = await runToCompletion({
     module: spec.paced ? 'paced.ts' : 'load.ts',
     input: JSON.stringify(spec),
     timeoutMs: (spec.amount ? 300 : seconds + 60) * 1000,
+    cpuList,
   });
   return JSON.parse(stdout) as LoadResult;
 }

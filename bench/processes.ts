@@ -69,15 +69,21 @@ export async function startChild(options: {
   };
 }
 
-/** Runs a bench module to completion with `input` on its stdin; resolves to its stdout. */
+/**
+ * Runs a bench module to completion with `input` on its stdin; resolves to its stdout. With
+ * `cpuList`, the process runs on those CPUs only (through taskset, from its first instruction).
+ */
 export function runToCompletion(options: {
   module: string;
   input: string;
   timeoutMs: number;
+  cpuList?: string;
 }): Promise<string> {
-  const child = spawn(process.execPath, ['--import', 'tsx', benchModule(options.module)], {
-    stdio: ['pipe', 'pipe', 'inherit'],
-  });
+  const node = [process.execPath, '--import', 'tsx', benchModule(options.module)];
+  const [command, ...args] = options.cpuList
+    ? ['taskset', '--cpu-list', options.cpuList, ...node]
+    : node;
+  const child = spawn(command!, args, { stdio: ['pipe', 'pipe', 'inherit'] });
   running.add(child);
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];

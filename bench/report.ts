@@ -2,6 +2,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { LoadResult } from './load-spec.ts';
 import type { BurstOutcome } from './extras.ts';
+import type { PairOutcome } from './pairs.ts';
 import type { ScenarioRuns } from './scenarios.ts';
 
 /** One table row: medians over the rounds of one scenario. */
@@ -49,6 +50,7 @@ export interface BenchReport {
   machine: { cpus: number; node: string; platform: string };
   options: Record<string, unknown>;
   rows: Row[];
+  pairs: PairOutcome[];
   halfLoad?: HalfLoad;
   bursts: BurstOutcome[];
   memory: MemoryFigure[];
@@ -116,6 +118,12 @@ export function formatTable(rows: Row[]): string {
 
 export function formatExtras(report: BenchReport): string {
   const out: string[] = [];
+  for (const p of report.pairs) {
+    out.push(
+      `paired: ${p.row} ÷ ${p.reference} (both under load at once) = ${p.median.toFixed(3)} ` +
+        `(rounds ${p.ratios.map((r) => r.toFixed(3)).join(', ')})`,
+    );
+  }
   const h = report.halfLoad;
   if (h) {
     out.push(

@@ -1,7 +1,15 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { BenchUser } from './fixtures.ts';
 import { runLoad, type LoadRequest, type LoadResult } from './load-spec.ts';
 import type { BenchOptions } from './settings.ts';
+import { withPinning, type Others } from './pinning.ts';
+import { waitUntilQuiet } from './stack.ts';
+
+/**
+ * Before each measurement, wait (at most this long) until the machine is 80% idle: Keycloak,
+ * which shares the cores, may still be busy with work of the previous row (background
+ * re-checks, grants still in flight when a load stopped).
+ */
+const QUIET_WAIT_SECONDS = 20;
 
 /** One row of the table: a target and the requests sent to it. */
 export interface Scenario {
@@ -9,6 +17,8 @@ export interface Scenario {
   name: string;
   /** Origin of the process under load. */
   origin: string;
+  /** Its process id (for pinning it to a CPU in the paired rounds). */
+  pid?: number;
   requests: LoadRequest[];
   /** Warm up with this many requests (e.g. one pass over every token) instead of by time. */
   warmupAmount?: number;
@@ -69,20 +79,26 @@ export async function measureScenarios(
       requests: scenario.requests,
     });
   }
-  for (let round = 1; round <= options.rounds; round++) {
-    for (const run of ordered) {
-      const result = await runLoad({
-        url: run.scenario.origin,
-        connections: options.connections,
-        durationSeconds: options.roundSeconds,
-        requests: run.scenario.requests,
-      });
-      run.rounds.push(result);
-      log(
-        `  round ${round}/${options.rounds} ${run.scenario.name}: ${result.reqPerSec.toFixed(0)} req/s, ` +
-          `p99 ${result.latencyMs.p99.toFixed(2)} ms${problemsOf(result)}`,
-      );
-      await sleep(run.scenario.keycloakBound ? 3000 : 300);
+  // Rows served by the gateway alone first, interleaved; then the rows bound by Keycloak, whose
+  // CPU (Keycloak shares the cores) would otherwise still be busy when the next row starts.
+  const gatewayBound = ordered.filter(({ scenario }) => !scenario.keycloakBound);
+  const keycloakBound = ordered.filter(({ scenario }) => scenario.keycloakBound);
+  for (const group of [gatewayBound, keycloakBound]) {
+    for (let round = 1; round <= options.rounds; round++) {
+      for (const run of group) {
+        await settle(log);
+        const result = await runLoad({
+          url: run.scenario.origin,
+          connections: options.connections,
+          durationSeconds: options.roundSeconds,
+          requests: run.scenario.requests,
+        });
+        run.rounds.push(result);
+        log(
+          `  round ${round}/${options.rounds} ${run.scenario.name}: ${result.reqPerSec.toFixed(0)} req/s, ` +
+            `p99 ${result.latencyMs.p99.toFixed(2)} ms${problemsOf(result)}`,
+        );
+      }
     }
   }
   return runs;
@@ -91,34 +107,48 @@ export async function measureScenarios(
 /**
  * Same fixed rate for every scenario given (half of a measured peak), interleaved rounds, with
  * the paced generator (evenly spaced requests; see paced.ts for why not autocannon's rate).
+ * The process measured runs alone on one CPU, the upstream and the generator on the other(s),
+ * so that its latency is its own and not the scheduler's (see pinning.ts).
  */
 export async function measureAtRate(
   scenarios: Scenario[],
   rate: number,
+  others: Others,
   options: BenchOptions,
   log: Log,
 ): Promise<ScenarioRuns[]> {
   const runs = scenarios.map((scenario) => ({ scenario, rounds: [] as LoadResult[] }));
   for (let round = 1; round <= options.rounds; round++) {
     for (const run of runs) {
-      const result = await runLoad({
-        url: run.scenario.origin,
-        connections: options.connections,
-        durationSeconds: options.roundSeconds,
-        overallRate: rate,
-        paced: true,
-        requests: run.scenario.requests,
-      });
+      await settle(log);
+      const result = await withPinning([run.scenario.pid], others, (feeders) =>
+        runLoad(
+          {
+            url: run.scenario.origin,
+            connections: options.connections,
+            durationSeconds: options.roundSeconds,
+            overallRate: rate,
+            paced: true,
+            requests: run.scenario.requests,
+          },
+          feeders,
+        ),
+      );
       run.rounds.push(result);
       log(
         `  half load round ${round} ${run.scenario.name} at ${rate} req/s: ` +
           `p50 ${result.latencyMs.p50.toFixed(3)} ms, p99 ${result.latencyMs.p99.toFixed(3)} ms` +
           problemsOf(result),
       );
-      await sleep(300);
     }
   }
   return runs;
+}
+
+/** Waits for a quiet machine; says so when it did not come. */
+export async function settle(log: Log): Promise<void> {
+  const { quiet, note } = await waitUntilQuiet(QUIET_WAIT_SECONDS);
+  if (!quiet) log(`  ${note}; measuring anyway`);
 }
 
 async function checkOnce(scenario: Scenario): Promise<string | undefined> {

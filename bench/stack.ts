@@ -180,7 +180,10 @@ export async function machineLoad(): Promise<string> {
  * e.g. until Keycloak has settled after provisioning. Linux only (`/proc/stat`); returns what
  * it saw, for the notes.
  */
-export async function waitUntilQuiet(maxSeconds = 45, idleShare = 0.8): Promise<string> {
+export async function waitUntilQuiet(
+  maxSeconds = 45,
+  idleShare = 0.8,
+): Promise<{ quiet: boolean; note: string }> {
   const sample = async () => {
     const fields = (await readFile('/proc/stat', 'utf8')).split('\n')[0]!.trim().split(/\s+/);
     const numbers = fields.slice(1).map(Number);
@@ -198,8 +201,11 @@ export async function waitUntilQuiet(maxSeconds = 45, idleShare = 0.8): Promise<
       if (share >= idleShare) break;
     }
   } catch {
-    return 'could not read /proc/stat: did not wait for a quiet machine';
+    return { quiet: false, note: 'could not read /proc/stat: did not wait for a quiet machine' };
   }
   const waited = ((Date.now() - started) / 1000).toFixed(0);
-  return `waited ${waited} s for a quiet machine: ${(share * 100).toFixed(0)}% idle at the start`;
+  return {
+    quiet: share >= idleShare,
+    note: `waited ${waited} s for a quiet machine: ${(share * 100).toFixed(0)}% idle at the start`,
+  };
 }

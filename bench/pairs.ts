@@ -1,0 +1,85 @@
+import { runLoad, type LoadResult } from './load-spec.ts';
+import { withPinning, type Others } from './pinning.ts';
+import { median } from './report.ts';
+import { settle, type Scenario, type ScenarioRuns } from './scenarios.ts';
+import type { BenchOptions } from './settings.ts';
+
+type Log = (message: string) => void;
+
+/**
+ * The ratios the targets are about, each measured with both rows under load at the same moment
+ * (one load generator each, the usual connections), the two processes pinned together on one
+ * CPU and the upstream and load generators on the other(s). The scheduler then gives each the
+ * same share of that CPU, so the ratio of their rates is the ratio of their costs per request,
+ * whatever the rest of this shared machine does meanwhile. Rows measured one after the other
+ * move by 10-25% between 5 s runs here; paired ratios stay within a few percent.
+ */
+const PAIRS: { row: string; reference: string }[] = [
+  { row: 'bearer', reference: 'limit' },
+  { row: 'bearer', reference: 'auth-off' },
+  { row: 'basic-warm', reference: 'bearer' },
+  { row: 'bearer-10k', reference: 'bearer' },
+  { row: 'bearer-realms', reference: 'bearer' },
+];
+
+export interface PairOutcome {
+  row: string;
+  reference: string;
+  /** Whether the rounds ran pinned as described above (taskset available, 2+ CPUs). */
+  pinned: boolean;
+  /** row req/s ÷ reference req/s, per round. */
+  ratios: number[];
+  median: number;
+  rounds: { row: LoadResult; reference: LoadResult }[];
+}
+
+export async function measurePairs(
+  runs: ScenarioRuns[],
+  others: Others,
+  options: BenchOptions,
+  log: Log,
+): Promise<PairOutcome[]> {
+  const measured = (id: string) =>
+    runs.find((r) => r.scenario.id === id && r.rounds.length > 0)?.scenario;
+  const outcomes: PairOutcome[] = [];
+  for (const pair of PAIRS) {
+    const row = measured(pair.row);
+    const reference = measured(pair.reference);
+    if (!row || !reference) continue;
+    const outcome: PairOutcome = { ...pair, pinned: true, ratios: [], median: 0, rounds: [] };
+    for (let round = 1; round <= options.rounds; round++) {
+      await settle(log);
+      let pinned = false;
+      const [rowResult, referenceResult] = await withPinning(
+        [row.pid, reference.pid],
+        others,
+        (feeders) => {
+          pinned = feeders !== undefined;
+          const load = (target: Scenario) =>
+            runLoad(
+              {
+                url: target.origin,
+                connections: options.connections,
+                durationSeconds: options.roundSeconds,
+                requests: target.requests,
+              },
+              feeders,
+            );
+          return Promise.all([load(row), load(reference)]);
+        },
+      );
+      outcome.pinned &&= pinned;
+      const ratio = rowResult.reqPerSec / Math.max(referenceResult.reqPerSec, 1);
+      outcome.rounds.push({ row: rowResult, reference: referenceResult });
+      outcome.ratios.push(ratio);
+      log(
+        `  paired round ${round}/${options.rounds} ${pair.row} ${rowResult.reqPerSec.toFixed(0)} ` +
+          `vs ${pair.reference} ${referenceResult.reqPerSec.toFixed(0)} req/s: ${ratio.toFixed(3)}` +
+          (pinned ? '' : ' (not pinned)'),
+      );
+    }
+    outcome.median = median(outcome.ratios) ?? 0;
+    outcomes.push(outcome);
+  }
+  return outcomes;
+}
