@@ -1,5 +1,6 @@
 import { runLoad, type LoadResult } from './load-spec.ts';
 import { withPinning, type Others } from './pinning.ts';
+import { cpuMicrosOf } from './processes.ts';
 import { median } from './report.ts';
 import { settle, type Scenario, type ScenarioRuns } from './scenarios.ts';
 import type { BenchOptions } from './settings.ts';
@@ -30,6 +31,9 @@ export interface PairOutcome {
   /** row req/s ÷ reference req/s, per round. */
   ratios: number[];
   median: number;
+  /** CPU time per answered request of each process (µs), medians over the rounds. */
+  rowCpuMicrosPerRequest?: number;
+  referenceCpuMicrosPerRequest?: number;
   rounds: { row: LoadResult; reference: LoadResult }[];
 }
 
@@ -47,9 +51,12 @@ export async function measurePairs(
     const reference = measured(pair.reference);
     if (!row || !reference) continue;
     const outcome: PairOutcome = { ...pair, pinned: true, ratios: [], median: 0, rounds: [] };
+    const rowCpu: (number | undefined)[] = [];
+    const referenceCpu: (number | undefined)[] = [];
     for (let round = 1; round <= options.rounds; round++) {
       await settle(log);
       let pinned = false;
+      const cpuBefore = [cpuMicrosOf(row.pid ?? -1), cpuMicrosOf(reference.pid ?? -1)];
       const [rowResult, referenceResult] = await withPinning(
         [row.pid, reference.pid],
         others,
@@ -69,6 +76,9 @@ export async function measurePairs(
         },
       );
       outcome.pinned &&= pinned;
+      const cpuAfter = [cpuMicrosOf(row.pid ?? -1), cpuMicrosOf(reference.pid ?? -1)];
+      rowCpu.push(perRequest(cpuBefore[0], cpuAfter[0], rowResult));
+      referenceCpu.push(perRequest(cpuBefore[1], cpuAfter[1], referenceResult));
       const ratio = rowResult.reqPerSec / Math.max(referenceResult.reqPerSec, 1);
       outcome.rounds.push({ row: rowResult, reference: referenceResult });
       outcome.ratios.push(ratio);
@@ -79,7 +89,22 @@ export async function measurePairs(
       );
     }
     outcome.median = median(outcome.ratios) ?? 0;
+    outcome.rowCpuMicrosPerRequest = median(rowCpu.filter((v) => v !== undefined));
+    outcome.referenceCpuMicrosPerRequest = median(referenceCpu.filter((v) => v !== undefined));
     outcomes.push(outcome);
   }
   return outcomes;
+}
+
+/**
+ * CPU per 2xx answer over a round. It includes the few requests of the warm-up second and the
+ * idle process's own background, so it is an upper bound, compared between the two of a pair.
+ */
+function perRequest(
+  before: number | undefined,
+  after: number | undefined,
+  result: LoadResult,
+): number | undefined {
+  if (before === undefined || after === undefined || result.ok === 0) return undefined;
+  return (after - before) / result.ok;
 }

@@ -128,6 +128,20 @@ export function memoryOf(pid: number): { rssMiB: number; peakRssMiB: number } | 
   }
 }
 
+/** CPU time (user + system, all threads) a process has used so far, in microseconds. */
+export function cpuMicrosOf(pid: number): number | undefined {
+  try {
+    // Fields after the command name (which may hold spaces), from `state`: utime is the 12th.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    // Linux reports these in clock ticks of 1/100 s (USER_HZ) on every common platform.
+    return Number.isFinite(ticks) ? ticks * 10_000 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** In a child: exit when the parent goes away (its end of our stdin closes). */
 export function exitWithParent(onExit: () => Promise<void> | void): void {
   let stopping = false;

@@ -121,7 +121,9 @@ export function formatExtras(report: BenchReport): string {
   for (const p of report.pairs) {
     out.push(
       `paired: ${p.row} ÷ ${p.reference} (both under load at once) = ${p.median.toFixed(3)} ` +
-        `(rounds ${p.ratios.map((r) => r.toFixed(3)).join(', ')})`,
+        `(rounds ${p.ratios.map((r) => r.toFixed(3)).join(', ')}); CPU per request ` +
+        `${micros(p.rowCpuMicrosPerRequest)} vs ${micros(p.referenceCpuMicrosPerRequest)}` +
+        (p.pinned ? '' : '; not pinned'),
     );
   }
   const h = report.halfLoad;
@@ -158,6 +160,10 @@ export function formatExtras(report: BenchReport): string {
 function verdict(t: Target): string {
   if (t.met === undefined) return t.measured === 'n/a' ? 'n/a' : 'inconclusive';
   return t.met ? 'yes' : 'NO';
+}
+
+function micros(v: number | undefined): string {
+  return v === undefined ? 'n/a' : `${v.toFixed(1)} µs`;
 }
 
 function mib(v: number | undefined): string {
