@@ -167,10 +167,10 @@ export async function runBench(input: BenchInput): Promise<BenchOutcome> {
   note(await grantsVersusAnswers(runs, noCacheUsers, provisioner, options.connections));
 
   log('paired rounds: each ratio measured with both rows under load at once');
-  // Pinned measurements keep the upstream and Keycloak off the measured CPU.
+  // The paired rounds keep the upstream and Keycloak off the measured CPU.
   const others = { pids: [upstream.pid], processGroups: [input.keycloakPid] };
   const pairs = await measurePairs(runs, others, options, log);
-  const halfLoad = await measureHalfLoad(runs, others, options, log);
+  const halfLoad = await measureHalfLoad(runs, options, log);
 
   const bursts: BurstOutcome[] = [];
   const path0 = automationPath(ORG, WORKSPACE);

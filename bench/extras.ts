@@ -1,5 +1,4 @@
 import type { BenchUser, Provisioner } from './fixtures.ts';
-import type { Others } from './pinning.ts';
 import { runLoad } from './load-spec.ts';
 import { median, type HalfLoad } from './report.ts';
 import { basicHeader, measureAtRate, type ScenarioRuns } from './scenarios.ts';
@@ -10,7 +9,6 @@ type Log = (message: string) => void;
 /** Bearer and auth off at the same offered rate, half of Bearer's measured peak, paced. */
 export async function measureHalfLoad(
   runs: ScenarioRuns[],
-  others: Others,
   options: BenchOptions,
   log: Log,
 ): Promise<HalfLoad | undefined> {
@@ -19,13 +17,7 @@ export async function measureHalfLoad(
   const peak = median(bearer?.rounds.map((r) => r.reqPerSec) ?? []);
   if (!bearer || !authOff || !peak || authOff.rounds.length === 0) return undefined;
   const rate = Math.max(1, Math.floor(peak / 2));
-  const rounds = await measureAtRate(
-    [bearer.scenario, authOff.scenario],
-    rate,
-    others,
-    options,
-    log,
-  );
+  const rounds = await measureAtRate([bearer.scenario, authOff.scenario], rate, options, log);
   const p = (i: number, key: 'p50' | 'p99') =>
     median(rounds[i]!.rounds.map((r) => r.latencyMs[key])) ?? 0;
   const spread = (i: number) => {

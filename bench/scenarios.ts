@@ -1,7 +1,6 @@
 import type { BenchUser } from './fixtures.ts';
 import { runLoad, type LoadRequest, type LoadResult } from './load-spec.ts';
 import type { BenchOptions } from './settings.ts';
-import { withPinning, type Others } from './pinning.ts';
 import { waitUntilQuiet } from './stack.ts';
 
 /**
@@ -107,13 +106,12 @@ export async function measureScenarios(
 /**
  * Same fixed rate for every scenario given (half of a measured peak), interleaved rounds, with
  * the paced generator (evenly spaced requests; see paced.ts for why not autocannon's rate).
- * The process measured runs alone on one CPU, the upstream and the generator on the other(s),
- * so that its latency is its own and not the scheduler's (see pinning.ts).
+ * Not pinned: the rate is half of a peak measured unpinned, and pinned to one CPU the gateway
+ * has less than that (its helper threads and the kernel's work for its sockets lose the other).
  */
 export async function measureAtRate(
   scenarios: Scenario[],
   rate: number,
-  others: Others,
   options: BenchOptions,
   log: Log,
 ): Promise<ScenarioRuns[]> {
@@ -121,19 +119,14 @@ export async function measureAtRate(
   for (let round = 1; round <= options.rounds; round++) {
     for (const run of runs) {
       await settle(log);
-      const result = await withPinning([run.scenario.pid], others, (feeders) =>
-        runLoad(
-          {
-            url: run.scenario.origin,
-            connections: options.connections,
-            durationSeconds: options.roundSeconds,
-            overallRate: rate,
-            paced: true,
-            requests: run.scenario.requests,
-          },
-          feeders,
-        ),
-      );
+      const result = await runLoad({
+        url: run.scenario.origin,
+        connections: options.connections,
+        durationSeconds: options.roundSeconds,
+        overallRate: rate,
+        paced: true,
+        requests: run.scenario.requests,
+      });
       run.rounds.push(result);
       log(
         `  half load round ${round} ${run.scenario.name} at ${rate} req/s: ` +
