@@ -31,12 +31,14 @@ export function createBearerVerifier(): BearerVerifier {
     expiresAt: now + 86_400,
   };
   const byRealm = new Map<string, Principal>();
+  const principalOf = (realm: string): Principal => {
+    let known = byRealm.get(realm);
+    if (!known) byRealm.set(realm, (known = { ...principal, realm }));
+    return known;
+  };
   return {
-    verify(realm) {
-      let known = byRealm.get(realm);
-      if (!known) byRealm.set(realm, (known = { ...principal, realm }));
-      return Promise.resolve(known);
-    },
+    verify: (realm) => Promise.resolve(principalOf(realm)),
+    verified: principalOf,
   };
 }
 

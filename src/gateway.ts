@@ -4,7 +4,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { createApiRouter } from './api.router.ts';
 import { createApp, type Listener } from './app.ts';
-import { authenticateRequest } from './auth/authenticate.ts';
+import { authenticateRequest, knownBearerPrincipal } from './auth/authenticate.ts';
 import { createForwardRoute, matchAutomationRoute } from './automation/forward-route.ts';
 import { createForwarder } from './automation/forwarder.ts';
 import { createBasicAuthenticator } from './auth/basic/basic-authenticator.ts';
@@ -157,6 +157,8 @@ export async function startGateway(
     ? createForwardRoute({
         authenticate: (header, realm) =>
           authenticateRequest(header, realm, { basic, bearer, revocations, activeCheck }),
+        knownPrincipal: (header, realm) =>
+          knownBearerPrincipal(header, realm, { basic, bearer, revocations, activeCheck }),
         organizations: organizationDirectory,
         workspaces,
         forward: createForwarder({

@@ -92,6 +92,26 @@ async function bearerPrincipal(
   return principal;
 }
 
+/**
+ * The common case without a single promise: `Bearer <token>` of a token already verified for
+ * this realm, not revoked, not known inactive and not waiting for a blocking re-check. Undefined
+ * whenever the full `authenticateRequest` is needed, which then also gives every refusal.
+ */
+export function knownBearerPrincipal(
+  header: string | undefined,
+  realm: string,
+  deps: AuthenticateDeps,
+): Principal | undefined {
+  if (!header?.startsWith('Bearer ')) return undefined;
+  const token = header.slice('Bearer '.length);
+  const principal = deps.bearer.verified(realm, token);
+  if (!principal) return undefined;
+  if (principal.sessionId && deps.revocations.isSessionRevoked(principal.sessionId)) {
+    return undefined;
+  }
+  return deps.activeCheck.servable(token, principal) === true ? principal : undefined;
+}
+
 /** Tokens of a revoked session are refused at once, by every replica (see revocation.ts). */
 function refuseRevoked(principal: Principal, revocations: RevocationList): void {
   if (principal.sessionId && revocations.isSessionRevoked(principal.sessionId)) {

@@ -3,6 +3,8 @@ import type { OrganizationsRepo } from './organizations.repo.ts';
 
 export interface OrganizationDirectory {
   exists(id: string): Promise<boolean>;
+  /** True when the organization is known to exist right now, without asking the database. */
+  isKnown(id: string): boolean;
 }
 
 /**
@@ -13,6 +15,7 @@ export interface OrganizationDirectory {
 export function createOrganizationDirectory(repo: OrganizationsRepo): OrganizationDirectory {
   const known = new TtlLru<boolean>(10_000);
   return {
+    isKnown: (id) => known.get(id) === true,
     async exists(id) {
       const cached = known.get(id);
       if (cached !== undefined) return cached;

@@ -5,6 +5,7 @@ import { accessTokenOf, basicAuth } from '../helpers/api.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
+import { testEnv } from '../helpers/test-env.ts';
 
 interface Seen {
   method: string;
@@ -122,6 +123,41 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
     expect(seen[0]!.headers['x-trace']).toBe('a, b');
     expect(seen[0]!.headers.authorization).toBeUndefined();
     expect(seen[0]!.headers.host).toBe(new URL(replica.config.AUTOMATION_UPSTREAM_URL!).host);
+  });
+
+  it('refuses a token on the forwarded route at once after its session is revoked', async () => {
+    const grant = await fetch(
+      `${testEnv().publicUrl}/auth/realms/${org}/protocol/openid-connect/token`,
+      {
+        method: 'POST',
+        body: new URLSearchParams({
+          client_id: `_${org}-api`,
+          grant_type: 'password',
+          scope: 'openid offline_access',
+          username: member.username,
+          password: member.password,
+        }),
+      },
+    );
+    const { access_token: token } = (await grant.json()) as { access_token: string };
+    const forwarded = () =>
+      fetch(`${replica.url}/api/${org}/workspaces/ws1/ita/menu/operation_list/filter/`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+    // Twice: the second request finds the token verified already.
+    expect((await forwarded()).status).toBe(200);
+    expect((await forwarded()).status).toBe(200);
+    const revoke = await fetch(`${replica.url}/api/${org}/platform/users/_current/refresh_tokens`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(revoke.status).toBe(200);
+    const refused = await forwarded();
+    expect(refused.status).toBe(401);
+    expect(await refused.json()).toMatchObject({
+      result: '401-00002',
+      message: 'Token has been revoked.',
+    });
   });
 
   it('checks the workspace role before forwarding', async () => {

@@ -7,6 +7,12 @@ import type { RevocationList } from '../revocation.ts';
 export interface ActiveCheck {
   /** Throws AuthFailure when Keycloak has said the token is no longer active. */
   ensureActive(token: string, principal: Principal): Promise<void>;
+  /**
+   * The same answer without waiting: false when the token is known inactive, true when it may be
+   * served (a due re-check starts in the background), undefined when checks block (interval 0)
+   * and only `ensureActive` can tell.
+   */
+  servable(token: string, principal: Principal): boolean | undefined;
 }
 
 /**
@@ -32,7 +38,9 @@ export function createActiveCheck(options: {
   basicCacheSeconds: number;
   logger: Logger;
 }): ActiveCheck {
-  if (options.intervalSeconds === 'off') return { ensureActive: () => Promise.resolve() };
+  if (options.intervalSeconds === 'off') {
+    return { ensureActive: () => Promise.resolve(), servable: () => true };
+  }
   const intervalMs = options.intervalSeconds * 1000;
   // The verifier hands out one principal object per cached token, so the object itself keys
   // these: no hash of the token, and entries vanish with the verifier's cache.
@@ -72,19 +80,24 @@ export function createActiveCheck(options: {
 
   const refused = () => new AuthFailure('bearer', 'Token is no longer active.');
 
-  return {
-    async ensureActive(token, principal) {
-      if (inactive.has(principal)) throw refused();
-      if (intervalMs === 0) {
-        if (!(await check(token, principal))) throw refused();
-        return;
-      }
-      const now = Date.now();
-      if ((checkedUntil.get(principal) ?? 0) > now || !mayStart(now)) return;
+  function servable(token: string, principal: Principal): boolean | undefined {
+    if (inactive.has(principal)) return false;
+    if (intervalMs === 0) return undefined;
+    const now = Date.now();
+    if ((checkedUntil.get(principal) ?? 0) <= now && mayStart(now)) {
       checkedUntil.set(principal, now + intervalMs);
       running++;
       startedThisSecond++;
       void check(token, principal).finally(() => running--);
+    }
+    return true;
+  }
+
+  return {
+    servable,
+    async ensureActive(token, principal) {
+      if (servable(token, principal) === false) throw refused();
+      if (intervalMs === 0 && !(await check(token, principal))) throw refused();
     },
   };
 }

@@ -29,6 +29,8 @@ const TOKEN68 = /^[A-Za-z0-9\-._~+/]+=*$/;
 export interface BearerVerifier {
   /** Verifies an access token for `realm`; throws AuthFailure, or AppError when Keycloak is unreachable. */
   verify(realm: string, token: string): Promise<Principal>;
+  /** The principal of a token already verified for `realm`, if it is one; never throws. */
+  verified(realm: string, token: string): Principal | undefined;
 }
 
 /**
@@ -46,6 +48,10 @@ export function createBearerVerifier(options: {
   const issuerOf = (realm: string) => `${options.publicUrl}/auth/realms/${realm}`;
 
   return {
+    verified(realm, token) {
+      const known = verified.get(hash('sha256', token, 'base64url'));
+      return known?.realm === realm ? known : undefined;
+    },
     async verify(realm, token) {
       const key = hash('sha256', token, 'base64url');
       const known = verified.get(key);
