@@ -105,18 +105,19 @@ export function knownBearerPrincipal(
   if (!header?.startsWith('Bearer ')) return undefined;
   const token = header.slice('Bearer '.length);
   const principal = deps.bearer.verified(realm, token);
-  if (!principal) return undefined;
-  if (principal.sessionId && deps.revocations.isSessionRevoked(principal.sessionId)) {
-    return undefined;
-  }
+  if (!principal || isRevoked(principal, deps.revocations)) return undefined;
   return deps.activeCheck.servable(token, principal) === true ? principal : undefined;
 }
 
 /** Tokens of a revoked session are refused at once, by every replica (see revocation.ts). */
 function refuseRevoked(principal: Principal, revocations: RevocationList): void {
-  if (principal.sessionId && revocations.isSessionRevoked(principal.sessionId)) {
+  if (isRevoked(principal, revocations)) {
     throw new AuthFailure(principal.method, 'Token has been revoked.');
   }
+}
+
+function isRevoked(principal: Principal, revocations: RevocationList): boolean {
+  return principal.sessionId !== undefined && revocations.isSessionRevoked(principal.sessionId);
 }
 
 class MissingCredentials extends AuthFailure {

@@ -59,8 +59,8 @@ export function createForwardRoute(deps: ForwardRouteDeps) {
   return (req: IncomingMessage, res: ServerResponse, target: AutomationTarget): void => {
     const requestId = requestIdOf(req);
     logWhenFinished(req, res, requestId, deps.logger);
-    // Most requests carry a token verified before: checked here without a promise, which is a
-    // tenth of this route's cost; anything else takes the full path below.
+    // Most requests carry a token verified before: checked here without a promise (the promise
+    // chain below costs several percent of this route); anything else takes the full path.
     const known =
       deps.organizations.isKnown(target.organization) &&
       deps.knownPrincipal(req.headers.authorization, target.organization);
