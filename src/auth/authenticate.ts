@@ -54,15 +54,10 @@ async function principalFor(
   realm: string,
   deps: AuthenticateDeps,
 ): Promise<Principal> {
-  // The common case, without a regex over the whole header: `Bearer <token>` with nothing
-  // around the token. Its syntax is checked by the verifier, only for tokens it does not know.
-  if (
-    header?.startsWith('Bearer ') &&
-    header.charCodeAt(7) > 0x20 &&
-    header.charCodeAt(header.length - 1) > 0x20
-  ) {
-    return bearerPrincipal(header.slice('Bearer '.length), realm, deps);
-  }
+  // The common case, without a regex over the whole header. The token's syntax is checked by
+  // the verifier, only for tokens it does not know.
+  const plain = plainBearerToken(header);
+  if (plain !== undefined) return bearerPrincipal(plain, realm, deps);
   if (header === undefined || header.trim() === '') throw new MissingCredentials();
   const match = /^([A-Za-z]+)(?: +(.*))?$/.exec(header.trim());
   const scheme = match?.[1]?.toLowerCase();
@@ -79,6 +74,18 @@ async function principalFor(
     return principal;
   }
   throw new MissingCredentials('Unsupported authorization scheme; use Basic or Bearer.');
+}
+
+/** The token of `Bearer <token>` with nothing around the token, else undefined. */
+function plainBearerToken(header: string | undefined): string | undefined {
+  if (
+    header?.startsWith('Bearer ') &&
+    header.charCodeAt(7) > 0x20 &&
+    header.charCodeAt(header.length - 1) > 0x20
+  ) {
+    return header.slice('Bearer '.length);
+  }
+  return undefined;
 }
 
 async function bearerPrincipal(
@@ -102,8 +109,8 @@ export function knownBearerPrincipal(
   realm: string,
   deps: AuthenticateDeps,
 ): Principal | undefined {
-  if (!header?.startsWith('Bearer ')) return undefined;
-  const token = header.slice('Bearer '.length);
+  const token = plainBearerToken(header);
+  if (token === undefined) return undefined;
   const principal = deps.bearer.verified(realm, token);
   if (!principal || isRevoked(principal, deps.revocations)) return undefined;
   return deps.activeCheck.servable(token, principal) === true ? principal : undefined;
