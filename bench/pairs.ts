@@ -2,7 +2,7 @@ import { runLoad, type LoadResult } from './load-spec.ts';
 import { withPinning, type Others } from './pinning.ts';
 import { cpuMicrosOf } from './processes.ts';
 import { median } from './report.ts';
-import { settle, type Scenario, type ScenarioRuns } from './scenarios.ts';
+import { roundOf, settle, type ScenarioRuns } from './scenarios.ts';
 import type { BenchOptions } from './settings.ts';
 
 type Log = (message: string) => void;
@@ -62,17 +62,10 @@ export async function measurePairs(
         others,
         (feeders) => {
           pinned = feeders !== undefined;
-          const load = (target: Scenario) =>
-            runLoad(
-              {
-                url: target.origin,
-                connections: options.connections,
-                durationSeconds: options.roundSeconds,
-                requests: target.requests,
-              },
-              feeders,
-            );
-          return Promise.all([load(row), load(reference)]);
+          return Promise.all([
+            runLoad(roundOf(row, options), feeders),
+            runLoad(roundOf(reference, options), feeders),
+          ]);
         },
       );
       outcome.pinned &&= pinned;

@@ -1,5 +1,5 @@
 import type { BenchUser } from './fixtures.ts';
-import { runLoad, type LoadRequest, type LoadResult } from './load-spec.ts';
+import { runLoad, type LoadRequest, type LoadResult, type LoadSpec } from './load-spec.ts';
 import type { BenchOptions } from './settings.ts';
 import { waitUntilQuiet } from './stack.ts';
 
@@ -86,12 +86,7 @@ export async function measureScenarios(
     for (let round = 1; round <= options.rounds; round++) {
       for (const run of group) {
         await settle(log);
-        const result = await runLoad({
-          url: run.scenario.origin,
-          connections: options.connections,
-          durationSeconds: options.roundSeconds,
-          requests: run.scenario.requests,
-        });
+        const result = await runLoad(roundOf(run.scenario, options));
         run.rounds.push(result);
         log(
           `  round ${round}/${options.rounds} ${run.scenario.name}: ${result.reqPerSec.toFixed(0)} req/s, ` +
@@ -120,12 +115,9 @@ export async function measureAtRate(
     for (const run of runs) {
       await settle(log);
       const result = await runLoad({
-        url: run.scenario.origin,
-        connections: options.connections,
-        durationSeconds: options.roundSeconds,
+        ...roundOf(run.scenario, options),
         overallRate: rate,
         paced: true,
-        requests: run.scenario.requests,
       });
       run.rounds.push(result);
       log(
@@ -136,6 +128,16 @@ export async function measureAtRate(
     }
   }
   return runs;
+}
+
+/** One measured round of a scenario: its requests, the usual connections and duration. */
+export function roundOf(scenario: Scenario, options: BenchOptions): LoadSpec {
+  return {
+    url: scenario.origin,
+    connections: options.connections,
+    durationSeconds: options.roundSeconds,
+    requests: scenario.requests,
+  };
 }
 
 /** Waits for a quiet machine; says so when it did not come. */
