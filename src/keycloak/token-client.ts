@@ -1,7 +1,7 @@
 import * as oidc from 'openid-client';
 import { AppError } from '../envelope/errors.ts';
 import { apiClientIdOf } from './identifiers.ts';
-import { GATEWAY_CLIENT_ID } from './service-admin.ts';
+import { createIntrospector } from './introspection.ts';
 
 /** Outcome of a password grant: an access token, or Keycloak's refusal. */
 export type PasswordGrantResult =
@@ -11,7 +11,7 @@ export type PasswordGrantResult =
 export interface TokenClient {
   /** Logs in on the realm's API client with `scope=openid` (no offline session per call). */
   passwordGrant(realm: string, username: string, password: string): Promise<PasswordGrantResult>;
-  /** Asks Keycloak whether the token is still active (RFC 7662), as the gateway's client. */
+  /** Asks Keycloak whether the token is still active (RFC 7662), as the gateway's client (see introspection.ts). */
   isActive(realm: string, token: string): Promise<boolean>;
 }
 
@@ -27,36 +27,26 @@ export function createTokenClient(options: {
   gatewayClientSecret: string;
 }): TokenClient {
   const apiConfigs = new Map<string, oidc.Configuration>();
-  const gatewayConfigs = new Map<string, oidc.Configuration>();
-
-  function configure(realm: string, clientId: string, auth?: oidc.ClientAuth): oidc.Configuration {
-    const internal = `${options.keycloakUrl}/realms/${encodeURIComponent(realm)}/protocol/openid-connect`;
-    const config = new oidc.Configuration(
-      {
-        issuer: `${options.publicUrl}/auth/realms/${realm}`,
-        token_endpoint: `${internal}/token`,
-        introspection_endpoint: `${internal}/token/introspect`,
-      },
-      clientId,
-      undefined,
-      auth,
-    );
-    config.timeout = Math.ceil(options.timeoutMs / 1000);
-    if (options.keycloakUrl.startsWith('http:')) oidc.allowInsecureRequests(config);
-    return config;
-  }
+  const introspect = createIntrospector({
+    keycloakUrl: options.keycloakUrl,
+    timeoutMs: options.timeoutMs,
+    clientSecret: options.gatewayClientSecret,
+  });
 
   function apiConfigFor(realm: string): oidc.Configuration {
     let config = apiConfigs.get(realm);
-    if (!config) apiConfigs.set(realm, (config = configure(realm, apiClientIdOf(realm))));
-    return config;
-  }
-
-  function gatewayConfigFor(realm: string): oidc.Configuration {
-    let config = gatewayConfigs.get(realm);
     if (!config) {
-      const auth = oidc.ClientSecretPost(options.gatewayClientSecret);
-      gatewayConfigs.set(realm, (config = configure(realm, GATEWAY_CLIENT_ID, auth)));
+      const internal = `${options.keycloakUrl}/realms/${encodeURIComponent(realm)}/protocol/openid-connect`;
+      config = new oidc.Configuration(
+        {
+          issuer: `${options.publicUrl}/auth/realms/${realm}`,
+          token_endpoint: `${internal}/token`,
+        },
+        apiClientIdOf(realm),
+      );
+      config.timeout = Math.ceil(options.timeoutMs / 1000);
+      if (options.keycloakUrl.startsWith('http:')) oidc.allowInsecureRequests(config);
+      apiConfigs.set(realm, config);
     }
     return config;
   }
@@ -78,13 +68,7 @@ export function createTokenClient(options: {
         return translateGrantError(err);
       }
     },
-    async isActive(realm, token) {
-      try {
-        return (await oidc.tokenIntrospection(gatewayConfigFor(realm), token)).active;
-      } catch (err) {
-        throw keycloakFailure(err);
-      }
-    },
+    isActive: introspect,
   };
 }
 

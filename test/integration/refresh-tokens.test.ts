@@ -265,6 +265,19 @@ describe('revocation across replicas and from outside the gateway', () => {
     expect(seen).toBe(401);
     expect(Date.now() - disabledAt).toBeLessThan(3500);
   });
+
+  it("with REVOCATION_CHECK_SECONDS=0, a disabled user's token is refused on the next request", async () => {
+    const replica = await startReplica(18412, { REVOCATION_CHECK_SECONDS: '0' });
+    replicas.push(replica);
+    const user = await createUser(org);
+    const grant = await offlineGrant(user);
+    expect(await status(replica.url, bearer(grant))).toBe(200);
+
+    const admin = await keycloakAdmin();
+    const [found] = await admin.users.find({ realm: org, username: user.username, exact: true });
+    await admin.users.update({ realm: org, id: found!.id! }, { enabled: false });
+    expect(await status(replica.url, bearer(grant))).toBe(401);
+  });
 });
 
 describe('Keycloak admin API failures map to result codes', () => {
