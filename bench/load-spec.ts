@@ -14,12 +14,19 @@ export interface LoadSpec {
   durationSeconds?: number;
   /** Stop after this many requests instead (takes precedence over the duration). */
   amount?: number;
-  /** Requests per second over all connections; unlimited when absent. */
-  overallRate?: number;
-  /** With `overallRate`: evenly spaced requests (paced.ts) instead of autocannon (load.ts). */
-  paced?: boolean;
   /** One entry: always the same request. Several: taken in turn by all connections together. */
   requests: LoadRequest[];
+}
+
+/** Evenly spaced requests at a fixed rate, to several targets in turn (see paced.ts). */
+export interface PacedSpec {
+  /** One request each: its origin, path and `Authorization` header. */
+  targets: (LoadRequest & { url: string })[];
+  /** Requests per second over all targets together. */
+  overallRate: number;
+  /** Keep-alive connections per target, at most. */
+  connections: number;
+  durationSeconds: number;
 }
 
 export interface LoadResult {
@@ -44,12 +51,22 @@ export interface LoadResult {
 export async function runLoad(spec: LoadSpec, cpuList?: string): Promise<LoadResult> {
   const seconds = spec.durationSeconds ?? 10;
   const stdout = await runToCompletion({
-    module: spec.paced ? 'paced.ts' : 'load.ts',
+    module: 'load.ts',
     input: JSON.stringify(spec),
     timeoutMs: (spec.amount ? 300 : seconds + 60) * 1000,
     cpuList,
   });
   return JSON.parse(stdout) as LoadResult;
+}
+
+/** Runs paced load in a fresh generator process; one result per target, in their order. */
+export async function runPaced(spec: PacedSpec): Promise<LoadResult[]> {
+  const stdout = await runToCompletion({
+    module: 'paced.ts',
+    input: JSON.stringify(spec),
+    timeoutMs: (spec.durationSeconds + 60) * 1000,
+  });
+  return JSON.parse(stdout) as LoadResult[];
 }
 
 /** A LoadResult from the latencies (ms) of 2xx answers and the status counts. */

@@ -27,7 +27,6 @@ const options: autocannon.Options = {
   connections: spec.connections,
   duration: spec.durationSeconds ?? 10,
   amount: spec.amount,
-  overallRate: spec.overallRate,
   timeout: 20,
   requests: [
     rotate

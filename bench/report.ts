@@ -20,15 +20,22 @@ export interface Row {
 }
 
 export interface HalfLoad {
+  /** Requests per second in all, half of `peakReqPerSec`; each of the three rows gets a third. */
   rate: number;
-  bearerP50Ms: number;
-  bearerP99Ms: number;
-  authOffP50Ms: number;
-  authOffP99Ms: number;
-  /** Bearer p99 minus auth-off p99, at the same offered rate. */
+  /** Bearer's median req/s in the table. */
+  peakReqPerSec: number;
+  /** Medians over the rounds. */
+  bearer: { p50Ms: number; p99Ms: number };
+  control: { p50Ms: number; p99Ms: number };
+  authOff: { p50Ms: number; p99Ms: number };
+  /** Per round: Bearer p99 − auth-off p99. */
+  addedP99PerRoundMs: number[];
+  /** Per round: control p99 − Bearer p99 (two identical processes: the method's noise). */
+  noiseP99PerRoundMs: number[];
+  /** Median of `addedP99PerRoundMs`. */
   addedP99Ms: number;
-  /** Largest round-to-round range of p99 of either scenario: the noise of this figure. */
-  p99SpreadMs: number;
+  /** Median of the absolute values of `noiseP99PerRoundMs`. */
+  noiseP99Ms: number;
   rounds: ScenarioRuns[];
 }
 
@@ -128,12 +135,15 @@ export function formatExtras(report: BenchReport): string {
   }
   const h = report.halfLoad;
   if (h) {
+    const ms = (v: number) => `${v >= 0 ? '+' : ''}${v.toFixed(3)}`;
     out.push(
-      `p99 added by authentication at half load (${h.rate} req/s offered to both, medians of ` +
-        `${h.rounds[0]?.rounds.length ?? 0} rounds): Bearer p99 ${h.bearerP99Ms.toFixed(3)} ms vs ` +
-        `auth off ${h.authOffP99Ms.toFixed(3)} ms = ${h.addedP99Ms >= 0 ? '+' : ''}${h.addedP99Ms.toFixed(3)} ms ` +
-        `(p50 ${h.bearerP50Ms.toFixed(3)} vs ${h.authOffP50Ms.toFixed(3)} ms; p99 varied by up to ` +
-        `${h.p99SpreadMs.toFixed(3)} ms between rounds)`,
+      `half load: ${h.rate} req/s in all (half of Bearer's ${h.peakReqPerSec.toFixed(0)}), ` +
+        `Bearer, control and auth off served in turn by one paced generator; p99 added by ` +
+        `authentication per round ${h.addedP99PerRoundMs.map(ms).join(', ')} ms (median ` +
+        `${ms(h.addedP99Ms)} ms); noise, control minus Bearer, per round ` +
+        `${h.noiseP99PerRoundMs.map(ms).join(', ')} ms (median size ${h.noiseP99Ms.toFixed(3)} ` +
+        `ms); medians p50/p99: Bearer ${latencyOf(h.bearer)}, control ${latencyOf(h.control)}, ` +
+        `auth off ${latencyOf(h.authOff)} ms`,
     );
   }
   for (const b of report.bursts) {
@@ -160,6 +170,10 @@ export function formatExtras(report: BenchReport): string {
 function verdict(t: Target): string {
   if (t.met === undefined) return t.measured === 'n/a' ? 'n/a' : 'inconclusive';
   return t.met ? 'yes' : 'NO';
+}
+
+function latencyOf(l: { p50Ms: number; p99Ms: number }): string {
+  return `${l.p50Ms.toFixed(3)}/${l.p99Ms.toFixed(3)}`;
 }
 
 function micros(v: number | undefined): string {

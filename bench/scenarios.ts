@@ -98,38 +98,6 @@ export async function measureScenarios(
   return runs;
 }
 
-/**
- * Same fixed rate for every scenario given (half of a measured peak), interleaved rounds, with
- * the paced generator (evenly spaced requests; see paced.ts for why not autocannon's rate).
- * Not pinned: the rate is half of a peak measured unpinned, and pinned to one CPU the gateway
- * has less than that (its helper threads and the kernel's work for its sockets lose the other).
- */
-export async function measureAtRate(
-  scenarios: Scenario[],
-  rate: number,
-  options: BenchOptions,
-  log: Log,
-): Promise<ScenarioRuns[]> {
-  const runs = scenarios.map((scenario) => ({ scenario, rounds: [] as LoadResult[] }));
-  for (let round = 1; round <= options.rounds; round++) {
-    for (const run of runs) {
-      await settle(log);
-      const result = await runLoad({
-        ...roundOf(run.scenario, options),
-        overallRate: rate,
-        paced: true,
-      });
-      run.rounds.push(result);
-      log(
-        `  half load round ${round} ${run.scenario.name} at ${rate} req/s: ` +
-          `p50 ${result.latencyMs.p50.toFixed(3)} ms, p99 ${result.latencyMs.p99.toFixed(3)} ms` +
-          problemsOf(result),
-      );
-    }
-  }
-  return runs;
-}
-
 /** One measured round of a scenario: its requests, the usual connections and duration. */
 export function roundOf(scenario: Scenario, options: BenchOptions): LoadSpec {
   return {
@@ -161,7 +129,8 @@ async function checkOnce(scenario: Scenario): Promise<string | undefined> {
   }
 }
 
-function problemsOf(result: LoadResult): string {
+/** Non-2xx answers, errors and time-outs of a run, for the progress log. */
+export function problemsOf(result: LoadResult): string {
   const bad = result.non2xx + result.errors + result.timeouts;
   return bad > 0
     ? ` (non-2xx ${result.non2xx}, errors ${result.errors}, timeouts ${result.timeouts}: ` +

@@ -41,7 +41,7 @@ export function judgeTargets(
     pairedAtLeast('Bearer ≥ auth off / 1.1 (≤ 10% more cost)', 'bearer', 'auth-off', 1 / 1.1),
     pairedAtLeast('Basic warm ≥ 0.85 × Bearer', 'basic-warm', 'bearer', 0.85),
     atLeast('Basic warm ≥ 100 × Basic without cache', ratio('basic-warm', 'basic-nocache'), 100),
-    atLeast('Bearer ≥ 20 × introspection per request', ratio('bearer', 'bearer-introspect'), 20),
+    introspectionTarget(ratio('bearer', 'bearer-introspect'), ratio('limit', 'bearer-introspect')),
     pairedAtLeast('flat with 10,000 tokens: ≥ 0.9 × Bearer 1 token', 'bearer-10k', 'bearer', 0.9),
     pairedAtLeast('flat with 100 realms: ≥ 0.9 × Bearer 1 token', 'bearer-realms', 'bearer', 0.9),
   ];
@@ -55,14 +55,28 @@ export function judgeTargets(
 }
 
 /**
- * Met when the added p99 is under 1 ms with less than 1 ms of round-to-round noise; missed when
- * it exceeds 1 ms by more than the noise; otherwise the run cannot tell.
+ * The introspecting row is bound by Keycloak, which shares the machine; the limit proxy (no
+ * auth, no framework) over that row is the most any gateway could reach in the same run.
+ */
+function introspectionTarget(bearer: number | undefined, limit: number | undefined): Target {
+  const target = 'Bearer ≥ 20 × introspection per request';
+  if (bearer === undefined) return { target, measured: 'n/a', met: undefined };
+  const ceiling = limit === undefined ? '' : ` (limit proxy ${limit.toFixed(1)} ×: the ceiling)`;
+  return { target, measured: `${bearer.toFixed(1)} ×${ceiling}`, met: bearer >= 20 };
+}
+
+/**
+ * Met when the median added p99 is under 1 ms and the method resolves 1 ms (the median noise,
+ * two identical processes apart, is under 1 ms); missed when the added p99 exceeds 1 ms by more
+ * than the noise; otherwise this run cannot tell.
  */
 function halfLoadTarget(h: HalfLoad | undefined): Target {
   const target = 'p99 added by authentication at half load < 1 ms';
   if (!h) return { target, measured: 'n/a', met: undefined };
-  const measured = `${h.addedP99Ms.toFixed(3)} ms (± ${h.p99SpreadMs.toFixed(3)} ms between rounds)`;
-  if (h.addedP99Ms < 1 && h.p99SpreadMs < 1) return { target, measured, met: true };
-  if (h.addedP99Ms - h.p99SpreadMs >= 1) return { target, measured, met: false };
+  const measured =
+    `${h.addedP99Ms.toFixed(3)} ms median of ${h.addedP99PerRoundMs.length} rounds ` +
+    `(noise ${h.noiseP99Ms.toFixed(3)} ms)`;
+  if (h.addedP99Ms < 1 && h.noiseP99Ms < 1) return { target, measured, met: true };
+  if (h.addedP99Ms - h.noiseP99Ms >= 1) return { target, measured, met: false };
   return { target, measured: `${measured}: within noise`, met: undefined };
 }
