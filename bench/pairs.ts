@@ -2,7 +2,7 @@ import { runLoad, type LoadResult } from './load-spec.ts';
 import { withPinning, type Others } from './pinning.ts';
 import { cpuMicrosOf } from './processes.ts';
 import { median } from './report.ts';
-import { roundOf, settle, type ScenarioRuns } from './scenarios.ts';
+import { roundOf, settle, type Scenario, type ScenarioRuns } from './scenarios.ts';
 import type { BenchOptions } from './settings.ts';
 
 type Log = (message: string) => void;
@@ -55,21 +55,23 @@ export async function measurePairs(
     const outcome: PairOutcome = { ...pair, pinned: true, ratios: [], median: 0, rounds: [] };
     const rowCpu: (number | undefined)[] = [];
     const referenceCpu: (number | undefined)[] = [];
+    let pinned = false;
+    const both = (seconds: number) =>
+      withPinning([row.pid, reference.pid], others, (feeders) => {
+        pinned = feeders !== undefined;
+        const load = (scenario: Scenario) => ({
+          ...roundOf(scenario, options),
+          durationSeconds: seconds,
+        });
+        return Promise.all([runLoad(load(row), feeders), runLoad(load(reference), feeders)]);
+      });
+    // Not counted: a process that idled while other rows were measured runs slower for its
+    // first seconds under load, and its first paired round came out the lowest of a pair.
+    if (options.warmupSeconds > 0) await both(options.warmupSeconds);
     for (let round = 1; round <= options.rounds; round++) {
       await settle(log);
-      let pinned = false;
       const cpuBefore = [cpuMicrosOf(row.pid ?? -1), cpuMicrosOf(reference.pid ?? -1)];
-      const [rowResult, referenceResult] = await withPinning(
-        [row.pid, reference.pid],
-        others,
-        (feeders) => {
-          pinned = feeders !== undefined;
-          return Promise.all([
-            runLoad(roundOf(row, options), feeders),
-            runLoad(roundOf(reference, options), feeders),
-          ]);
-        },
-      );
+      const [rowResult, referenceResult] = await both(options.roundSeconds);
       outcome.pinned &&= pinned;
       const cpuAfter = [cpuMicrosOf(row.pid ?? -1), cpuMicrosOf(reference.pid ?? -1)];
       rowCpu.push(perRequest(cpuBefore[0], cpuAfter[0], rowResult));
