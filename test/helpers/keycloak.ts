@@ -59,6 +59,29 @@ export async function createUser(
   return user;
 }
 
+/** The Keycloak id of a test user. */
+export async function userIdOf(user: TestUser): Promise<string> {
+  const admin = await keycloakAdmin();
+  const [found] = await admin.users.find({
+    realm: user.realm,
+    username: user.username,
+    exact: true,
+  });
+  return found!.id!;
+}
+
+/** Disables a user, as an administrator would in Keycloak's console. */
+export async function disableUser(user: TestUser): Promise<void> {
+  const admin = await keycloakAdmin();
+  await admin.users.update({ realm: user.realm, id: await userIdOf(user) }, { enabled: false });
+}
+
+/** The user's Keycloak sessions: each password grant opens one. */
+export async function sessionCount(user: TestUser): Promise<number> {
+  const admin = await keycloakAdmin();
+  return (await admin.users.listSessions({ realm: user.realm, id: await userIdOf(user) })).length;
+}
+
 /** POSTs a raw form body to a realm's token endpoint through `baseUrl`. */
 export async function postToken(
   baseUrl: string,

@@ -1,25 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth, callApi } from '../helpers/api.ts';
-import { createUser, keycloakAdmin, type TestUser } from '../helpers/keycloak.ts';
+import {
+  createUser,
+  disableUser,
+  keycloakAdmin,
+  sessionCount,
+  userIdOf,
+} from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 
 /** The test gateway runs with BASIC_CACHE_MAX_SECONDS=3 (see global-setup.ts). */
 const BASIC_CACHE_MAX_MS = 3000;
-
-async function sessionCount(user: TestUser): Promise<number> {
-  const admin = await keycloakAdmin();
-  return (await admin.users.listSessions({ realm: user.realm, id: await userIdOf(user) })).length;
-}
-
-async function userIdOf(user: TestUser): Promise<string> {
-  const admin = await keycloakAdmin();
-  const [found] = await admin.users.find({
-    realm: user.realm,
-    username: user.username,
-    exact: true,
-  });
-  return found!.id!;
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -132,8 +123,7 @@ describe('Basic authentication', () => {
   it('stops accepting a disabled user within BASIC_CACHE_MAX_SECONDS', async () => {
     const user = await createUser(org);
     expect((await callApi(path(), basicAuth(user))).status).toBe(200);
-    const admin = await keycloakAdmin();
-    await admin.users.update({ realm: org, id: await userIdOf(user) }, { enabled: false });
+    await disableUser(user);
     await sleep(BASIC_CACHE_MAX_MS + 500);
     const res = await callApi(path(), basicAuth(user));
     expect(res.status).toBe(401);

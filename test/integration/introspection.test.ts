@@ -6,7 +6,7 @@ import { createIntrospector } from '../../src/keycloak/introspection.ts';
 import {
   createOrganizationRealm,
   createUser,
-  keycloakAdmin,
+  disableUser,
   passwordGrantBody,
   postToken,
   type TestUser,
@@ -59,9 +59,7 @@ describe('token introspection against the real Keycloak', () => {
       true,
     ]);
 
-    const admin = await keycloakAdmin();
-    const [found] = await admin.users.find({ realm, username: user.username, exact: true });
-    await admin.users.update({ realm, id: found!.id! }, { enabled: false });
+    await disableUser(user);
     expect(await isActive(realm, token)).toBe(false);
   });
 

@@ -3,9 +3,11 @@ import { basicAuth, callApi } from '../helpers/api.ts';
 import {
   claimsOf,
   createUser,
+  disableUser,
   keycloakAdmin,
   passwordGrantBody,
   postToken,
+  sessionCount,
   type TestUser,
 } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
@@ -152,11 +154,7 @@ describe('refresh-token management (spec 4.5, 4.6)', () => {
 
   it("drops the user's cached Basic logins, so the next Basic call logs in again", async () => {
     const user = await createUser(org);
-    const sessions = async () => {
-      const admin = await keycloakAdmin();
-      const [found] = await admin.users.find({ realm: org, username: user.username, exact: true });
-      return (await admin.users.listSessions({ realm: org, id: found!.id! })).length;
-    };
+    const sessions = () => sessionCount(user);
     expect((await callApi(listPath(user), basicAuth(user))).status).toBe(200);
     expect((await callApi(listPath(user), basicAuth(user))).status).toBe(200);
     expect(await sessions()).toBe(1);
@@ -253,9 +251,7 @@ describe('revocation across replicas and from outside the gateway', () => {
     const grant = await offlineGrant(user);
     expect(await status(replica.url, bearer(grant))).toBe(200);
 
-    const admin = await keycloakAdmin();
-    const [found] = await admin.users.find({ realm: org, username: user.username, exact: true });
-    await admin.users.update({ realm: org, id: found!.id! }, { enabled: false });
+    await disableUser(user);
     const disabledAt = Date.now();
     let seen = 200;
     while (seen === 200 && Date.now() - disabledAt < 4000) {
@@ -273,9 +269,7 @@ describe('revocation across replicas and from outside the gateway', () => {
     const grant = await offlineGrant(user);
     expect(await status(replica.url, bearer(grant))).toBe(200);
 
-    const admin = await keycloakAdmin();
-    const [found] = await admin.users.find({ realm: org, username: user.username, exact: true });
-    await admin.users.update({ realm: org, id: found!.id! }, { enabled: false });
+    await disableUser(user);
     expect(await status(replica.url, bearer(grant))).toBe(401);
   });
 });
