@@ -4,7 +4,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { createApiRouter } from './api.router.ts';
 import { createApp, type Listener } from './app.ts';
-import { authenticateRequest, knownBearerPrincipal } from './auth/authenticate.ts';
+import { authenticateRequest, knownPrincipal } from './auth/authenticate.ts';
 import { createForwardRoute, matchAutomationRoute } from './automation/forward-route.ts';
 import { createForwarder } from './automation/forwarder.ts';
 import { createBasicAuthenticator } from './auth/basic/basic-authenticator.ts';
@@ -153,12 +153,11 @@ export async function startGateway(
       },
     },
   };
+  const authDeps = { basic, bearer, revocations, activeCheck };
   const forwardRoute = config.AUTOMATION_UPSTREAM_URL
     ? createForwardRoute({
-        authenticate: (header, realm) =>
-          authenticateRequest(header, realm, { basic, bearer, revocations, activeCheck }),
-        knownPrincipal: (header, realm) =>
-          knownBearerPrincipal(header, realm, { basic, bearer, revocations, activeCheck }),
+        authenticate: (header, realm) => authenticateRequest(header, realm, authDeps),
+        knownPrincipal: (header, realm) => knownPrincipal(header, realm, authDeps),
         organizations: organizationDirectory,
         workspaces,
         forward: createForwarder({

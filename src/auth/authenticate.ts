@@ -100,20 +100,28 @@ async function bearerPrincipal(
 }
 
 /**
- * The common case without a single promise: `Bearer <token>` of a token already verified for
- * this realm, not revoked, not known inactive and not waiting for a blocking re-check. Undefined
- * whenever the full `authenticateRequest` is needed, which then also gives every refusal.
+ * The common cases without a single promise: `Bearer <token>` of a token already verified for
+ * this realm, not revoked, not known inactive and not waiting for a blocking re-check, or
+ * `Basic <credentials>` of a login this process has cached and whose session is not revoked.
+ * Undefined whenever the full `authenticateRequest` is needed, which then also gives every
+ * refusal.
  */
-export function knownBearerPrincipal(
+export function knownPrincipal(
   header: string | undefined,
   realm: string,
   deps: AuthenticateDeps,
 ): Principal | undefined {
   const token = plainBearerToken(header);
-  if (token === undefined) return undefined;
-  const principal = deps.bearer.verified(realm, token);
-  if (!principal || isRevoked(principal, deps.revocations)) return undefined;
-  return deps.activeCheck.servable(token, principal) === true ? principal : undefined;
+  if (token !== undefined) {
+    const principal = deps.bearer.verified(realm, token);
+    if (!principal || isRevoked(principal, deps.revocations)) return undefined;
+    return deps.activeCheck.servable(token, principal) === true ? principal : undefined;
+  }
+  if (!header?.startsWith('Basic ')) return undefined;
+  const credentials = parseBasicCredentials(header.slice('Basic '.length));
+  if ('invalid' in credentials) return undefined;
+  const principal = deps.basic.cached(realm, credentials);
+  return principal && !isRevoked(principal, deps.revocations) ? principal : undefined;
 }
 
 /** Tokens of a revoked session are refused at once, by every replica (see revocation.ts). */

@@ -42,7 +42,7 @@ export function matchAutomationRoute(url: string | undefined): AutomationTarget 
 export interface ForwardRouteDeps {
   /** Authenticates the Authorization header for a realm (401 AppError on failure). */
   authenticate: (header: string | undefined, realm: string) => Promise<Principal>;
-  /** The principal of an already verified Bearer token, when `authenticate` need not run. */
+  /** The principal of an already verified token or cached login, when `authenticate` need not run. */
   knownPrincipal: (header: string | undefined, realm: string) => Principal | undefined;
   organizations: OrganizationDirectory;
   workspaces: WorkspacesRepo;
@@ -59,8 +59,9 @@ export function createForwardRoute(deps: ForwardRouteDeps) {
   return (req: IncomingMessage, res: ServerResponse, target: AutomationTarget): void => {
     const requestId = requestIdOf(req);
     logWhenFinished(req, res, requestId, deps.logger);
-    // Most requests carry a token verified before: checked here without a promise (the promise
-    // chain below costs several percent of this route); anything else takes the full path.
+    // Most requests carry a token verified or a login cached before: checked here without a
+    // promise (the promise chain below costs several percent of this route); anything else
+    // takes the full path.
     const known =
       deps.organizations.isKnown(target.organization) &&
       deps.knownPrincipal(req.headers.authorization, target.organization);

@@ -2,7 +2,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accessTokenOf, basicAuth } from '../helpers/api.ts';
-import { createUser, type TestUser } from '../helpers/keycloak.ts';
+import { createUser, disableUser, sessionCount, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
@@ -51,6 +51,7 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
     await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
     replica = await startReplica(18300, {
       AUTOMATION_UPSTREAM_URL: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
+      BASIC_CACHE_MAX_SECONDS: '3',
     });
     org = await createOrganization(['ws1', 'ws2']);
     member = await createUser(org, { workspaceRoles: ['ws1', 'ws2'] });
@@ -158,6 +159,35 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
       result: '401-00002',
       message: 'Token has been revoked.',
     });
+  });
+
+  it('serves a cached Basic login on the forwarded route, within the bounds of the cache', async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws1'] });
+    const forwarded = (authorization: string) =>
+      fetch(`${replica.url}/api/${org}/workspaces/ws1/ita/menu/operation_list/filter/`, {
+        headers: { authorization },
+      });
+    // The first request logs in; the next ones reuse the login cached in this replica.
+    for (let i = 0; i < 3; i++) expect((await forwarded(basicAuth(user))).status).toBe(200);
+    expect(await sessionCount(user)).toBe(1);
+    // Another password is another cache entry: Keycloak refuses it.
+    const wrong = await forwarded(basicAuth({ ...user, password: `${user.password}x` }));
+    expect(wrong.status).toBe(401);
+    expect(await wrong.json()).toMatchObject({ result: '401-00002' });
+    // Revoking the user's refresh tokens voids the cached login: the next request logs in again.
+    const revoke = await fetch(`${replica.url}/api/${org}/platform/users/_current/refresh_tokens`, {
+      method: 'DELETE',
+      headers: { authorization: basicAuth(user) },
+    });
+    expect(revoke.status).toBe(200);
+    expect((await forwarded(basicAuth(user))).status).toBe(200);
+    expect(await sessionCount(user)).toBe(2);
+    // A disabled user is refused once BASIC_CACHE_MAX_SECONDS (3 s in this suite) has passed.
+    await disableUser(user);
+    await new Promise((resolve) => setTimeout(resolve, 3500));
+    const disabled = await forwarded(basicAuth(user));
+    expect(disabled.status).toBe(401);
+    expect(await disabled.json()).toMatchObject({ result: '401-00002' });
   });
 
   it('checks the workspace role before forwarding', async () => {

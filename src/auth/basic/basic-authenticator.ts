@@ -12,6 +12,11 @@ import type { BasicCredentials } from './parse-basic.ts';
 export interface BasicAuthenticator {
   /** Logs the credentials in on `realm`; throws AuthFailure, or AppError when Keycloak fails. */
   authenticate(realm: string, credentials: BasicCredentials): Promise<Principal>;
+  /**
+   * The principal of a login this process has cached and may still reuse, without waiting;
+   * undefined whenever only `authenticate` can tell (the shared cache, a login, a refusal).
+   */
+  cached(realm: string, credentials: BasicCredentials): Principal | undefined;
 }
 
 export interface BasicAuthenticatorDeps {
@@ -54,6 +59,12 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       }
       return login;
     },
+    cached(realm, credentials) {
+      if (deps.maxCacheSeconds === 0) return undefined;
+      const key = cacheKeyOf(deps.cacheSecret, realm, credentials);
+      const login = local.get(key);
+      return login && reusable(key, login);
+    },
   };
 
   async function readCache(key: string): Promise<Principal | undefined> {
@@ -69,6 +80,11 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       }
       local.set(key, login, login.until);
     }
+    return reusable(key, login);
+  }
+
+  /** The login's principal while within its bounds and not voided by a revocation. */
+  function reusable(key: string, login: CachedLogin): Principal | undefined {
     const { principal } = login;
     if (login.until <= Date.now() || principal.expiresAt * 1000 <= Date.now()) return undefined;
     const revokedAt = deps.revocations.userRevokedAt(principal.realm, principal.userId);
