@@ -19,15 +19,21 @@ export interface Row {
   rounds: LoadResult[];
 }
 
+/** Medians over the rounds of one row at half load. */
+export interface Latency {
+  p50Ms: number;
+  p99Ms: number;
+}
+
 export interface HalfLoad {
   /** Requests per second in all, half of `peakReqPerSec`; each of the three rows gets a third. */
   rate: number;
   /** Bearer's median req/s in the table. */
   peakReqPerSec: number;
   /** Medians over the rounds. */
-  bearer: { p50Ms: number; p99Ms: number };
-  control: { p50Ms: number; p99Ms: number };
-  authOff: { p50Ms: number; p99Ms: number };
+  bearer: Latency;
+  control: Latency;
+  authOff: Latency;
   /** Per round: Bearer p99 − auth-off p99. */
   addedP99PerRoundMs: number[];
   /** Per round: control p99 − Bearer p99 (two identical processes: the method's noise). */
@@ -172,7 +178,7 @@ function verdict(t: Target): string {
   return t.met ? 'yes' : 'NO';
 }
 
-function latencyOf(l: { p50Ms: number; p99Ms: number }): string {
+function latencyOf(l: Latency): string {
   return `${l.p50Ms.toFixed(3)}/${l.p99Ms.toFixed(3)}`;
 }
 
