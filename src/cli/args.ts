@@ -2,7 +2,6 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { Command, TokenLifetimes } from './commands.ts';
 import { CliError, usageError } from './errors.ts';
 import {
-  checkBase32,
   checkOrganization,
   checkRealm,
   checkWorkspace,
@@ -20,12 +19,16 @@ interface Args {
   at(index: number): string;
   one(option: string): string | undefined;
   many(option: string): string[];
+  /** Whether a boolean option was given. */
+  has(option: string): boolean;
 }
 
 interface CommandSpec {
   positionals: string[];
   single?: string[];
   multiple?: string[];
+  /** Boolean options: `--otp`, never `--otp=<value>`. */
+  flags?: string[];
   build(args: Args): Command;
 }
 
@@ -64,22 +67,21 @@ const COMMANDS: Record<string, CommandSpec> = {
   },
   'user create': {
     positionals: ['realm', 'username'],
-    single: ['password', 'otp-secret'],
     multiple: ['workspace'],
+    flags: ['password-stdin', 'otp'],
     build: (args) => {
       const realm = checkRealm(args.at(0));
       const workspaces = args.many('workspace').map(checkWorkspace);
       if (realm === 'master' && workspaces.length > 0) {
         throw usageError('--workspace applies to organization users, not to realm master');
       }
-      const otpSecret = args.one('otp-secret');
       return {
         name: 'user create',
         realm,
         username: args.at(1),
-        password: required(args.one('password'), '--password'),
+        passwordFrom: args.has('password-stdin') ? 'stdin' : 'prompt',
         workspaces,
-        otpSecret: otpSecret === undefined ? undefined : checkBase32(otpSecret),
+        otp: args.has('otp'),
       };
     },
   },
@@ -127,6 +129,7 @@ export function parseCommandLine(argv: readonly string[]): Command {
     return { name: 'help', group: groupOf(argv[0]) };
   }
   if (flags.includes('--version')) return { name: 'version' };
+  refuseSecretOptions(flags, groupOf(argv[0]));
   const [group, action, ...rest] = argv;
   if (group === undefined) throw usageError('missing command');
   // Only the name before `=`: the value could be a password typed in the wrong place.
@@ -139,6 +142,30 @@ export function parseCommandLine(argv: readonly string[]): Command {
   const problem =
     action === undefined ? `missing ${group} command` : `unknown command '${group} ${action}'`;
   throw usageError(problem, group);
+}
+
+/** Options that once took a secret, and what replaced each. */
+const SECRET_OPTIONS: Record<string, string> = {
+  '--password': 'type it at the prompt (no echo), or pipe it in with --password-stdin',
+  '--otp-secret': 'use --otp to have a fresh secret generated and printed once',
+};
+
+/**
+ * Refuses secrets on the command line, where `ps` and shell history see them, whichever command
+ * they were given to. Only the option's name is echoed, never the value after it.
+ */
+function refuseSecretOptions(flags: readonly string[], group: string | undefined): void {
+  for (const word of flags) {
+    const name = word.split('=')[0]!;
+    const instead = Object.hasOwn(SECRET_OPTIONS, name) ? SECRET_OPTIONS[name] : undefined;
+    if (instead !== undefined) {
+      throw usageError(
+        `${name} is refused: secrets are never taken from the command line, where ps and ` +
+          `shell history see them; ${instead}`,
+        group,
+      );
+    }
+  }
 }
 
 function groupOf(word: string | undefined): string | undefined {
@@ -161,6 +188,7 @@ function readArgs(argv: string[], spec: CommandSpec): Args {
   const options: NonNullable<ParseArgsConfig['options']> = {};
   for (const name of spec.single ?? []) options[name] = { type: 'string' };
   for (const name of spec.multiple ?? []) options[name] = { type: 'string', multiple: true };
+  for (const name of spec.flags ?? []) options[name] = { type: 'boolean' };
   let parsed;
   try {
     parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true, tokens: true });
@@ -193,6 +221,7 @@ function readArgs(argv: string[], spec: CommandSpec): Args {
       const value = parsed.values[name];
       return Array.isArray(value) ? value.filter((v) => typeof v === 'string') : [];
     },
+    has: (name) => parsed.values[name] === true,
   };
 }
 

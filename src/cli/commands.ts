@@ -1,4 +1,5 @@
 import type { TokenLifetimes } from '../keycloak/token-lifetimes.ts';
+import type { PasswordSource } from './password.ts';
 
 export type { TokenLifetimes };
 
@@ -19,9 +20,10 @@ export type Command =
       name: 'user create';
       realm: string;
       username: string;
-      password: string;
+      passwordFrom: PasswordSource;
       workspaces: string[];
-      otpSecret?: string;
+      /** Generate a TOTP secret, send it and print it once. */
+      otp: boolean;
     }
   | {
       name: 'operation add';
@@ -38,6 +40,18 @@ export type Command =
 /** A command that talks to the gateway (everything but help and version). */
 export type ApiCommand = Exclude<Command, { name: 'help' | 'version' }>;
 
+/** What `user create` sends but never takes from the command line. */
+export interface UserSecrets {
+  password: string;
+  /** Base32. */
+  otpSecret?: string;
+}
+
+/** An API command ready to send: `user create` carries the secrets read after parsing. */
+export type ReadyCommand =
+  | Exclude<ApiCommand, { name: 'user create' }>
+  | (Extract<ApiCommand, { name: 'user create' }> & UserSecrets);
+
 /** One call of the gateway's platform API; `path` is relative to the base URL. */
 export interface ApiRequest {
   method: 'GET' | 'POST' | 'PATCH';
@@ -46,7 +60,7 @@ export interface ApiRequest {
 }
 
 /** Maps a command onto the API call that performs it. */
-export function buildRequest(command: ApiCommand): ApiRequest {
+export function buildRequest(command: ReadyCommand): ApiRequest {
   switch (command.name) {
     case 'org create':
       return post('/api/platform/organizations', { id: command.org, name: command.displayName });
@@ -113,8 +127,8 @@ const COMMAND_USAGE: Record<string, string[]> = {
     '                 [--environment <name>]...',
   ],
   user: [
-    'user create <realm> <username> --password <pw> [--workspace <ws>]...',
-    '            [--otp-secret <base32>]',
+    'user create <realm> <username> [--password-stdin] [--workspace <ws>]...',
+    '            [--otp]',
   ],
   operation: [
     'operation add <org> <ws> --name <name> [--environment <e>] [--remarks <r>]',
@@ -133,6 +147,13 @@ const DETAILS = `
 workspace role. <dur> is <n>s, <n>m, <n>h, <n>d or plain seconds (1d, 365d, 3600). --scheduled
 takes a date (2026-05-01, midnight UTC) or a date-time with zone (2026-05-01T10:00+09:00).
 Values starting with "-" are written --option=-value.
+
+Secrets are never taken from the command line, where ps and shell history see them. user
+create asks twice for the new user's password, without echo, when stdin is a terminal;
+--password-stdin reads it from stdin instead, dropping one trailing newline:
+  printf '%s\n' "$PW" | realmgate user create acme alice --password-stdin
+--otp turns on two-factor authentication with a fresh 160-bit secret, printed once beside the
+new user's fields as "otp_secret" (base32) and "otpauth_uri" (for a QR code).
 
 Environment:
   REALMGATE_URL       gateway base URL (default http://localhost:8000)

@@ -1,11 +1,21 @@
 import packageJson from '../../package.json' with { type: 'json' };
 import { parseCommandLine } from './args.ts';
 import { callApi, DEFAULT_TIMEOUT_MS, readConnection } from './client.ts';
-import { buildRequest, formatHelp, formatShortUsage } from './commands.ts';
+import {
+  buildRequest,
+  formatHelp,
+  formatShortUsage,
+  type ApiCommand,
+  type ReadyCommand,
+} from './commands.ts';
 import { CliError, exitCodes } from './errors.ts';
+import { createOtpEnrollment, type OtpEnrollment } from './otp.ts';
+import { readPassword, type CliStdin } from './password.ts';
 
-/** Where the CLI writes; `process` itself fits, tests pass collectors. */
+/** Where the CLI reads and writes; `process` itself fits, tests pass fakes and collectors. */
 export interface CliIo {
+  /** Read only for a new user's password: a terminal (prompt) or a pipe (--password-stdin). */
+  stdin: CliStdin;
   stdout: { write(text: string): unknown };
   stderr: { write(text: string): unknown };
 }
@@ -17,7 +27,7 @@ export interface CliOptions {
 
 /**
  * Runs `realmgate` with `argv` (without `node` and the script) and returns the exit status.
- * Takes the environment and the output streams as arguments so tests need no subprocess.
+ * Takes the environment and the streams as arguments so tests need no subprocess.
  */
 export async function runCli(
   argv: readonly string[],
@@ -38,14 +48,40 @@ export async function runCli(
     // Credentials are read only now: help and version must work without them.
     const connection = readConnection(env);
     const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    const data = await callApi(buildRequest(command), connection, timeoutMs);
-    io.stdout.write(`${JSON.stringify(data, null, 2)}\n`);
+    const wantsOtp = command.name === 'user create' && command.otp;
+    const enrollment = wantsOtp ? createOtpEnrollment(command.username) : undefined;
+    const ready = await withSecrets(command, io, enrollment);
+    const data = await callApi(buildRequest(ready), connection, timeoutMs);
+    const printed = enrollment ? withEnrollment(data, enrollment) : data;
+    io.stdout.write(`${JSON.stringify(printed, null, 2)}\n`);
     return exitCodes.success;
   } catch (error) {
     if (!(error instanceof CliError)) throw error;
     io.stderr.write(describeError(error));
     return error.exitCode;
   }
+}
+
+/** Reads what `user create` must not take from the command line; other commands pass as is. */
+async function withSecrets(
+  command: ApiCommand,
+  io: CliIo,
+  enrollment: OtpEnrollment | undefined,
+): Promise<ReadyCommand> {
+  if (command.name !== 'user create') return command;
+  const who = `${command.username} (realm ${command.realm})`;
+  const password = await readPassword(command.passwordFrom, io, who);
+  return { ...command, password, otpSecret: enrollment?.secret };
+}
+
+/**
+ * The generated OTP secret is printed once, beside the new user's fields, so `jq -r .otp_secret`
+ * finds it; it exists nowhere else the user can read it.
+ */
+function withEnrollment(data: unknown, enrollment: OtpEnrollment): Record<string, unknown> {
+  const otp = { otp_secret: enrollment.secret, otpauth_uri: enrollment.uri };
+  const isRecord = typeof data === 'object' && data !== null && !Array.isArray(data);
+  return isRecord ? { ...data, ...otp } : { data, ...otp };
 }
 
 function describeError(error: CliError): string {

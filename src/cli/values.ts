@@ -78,14 +78,3 @@ export function checkRealm(realm: string): string {
   }
   return realm;
 }
-
-/**
- * Returns an OTP secret as plain upper-case base32. Authenticator apps show secrets in groups
- * of four, sometimes in lower case; the API wants one word.
- */
-export function checkBase32(secret: string): string {
-  const normalized = secret.replace(/\s+/g, '').toUpperCase();
-  // The secret itself is never echoed.
-  if (!/^[A-Z2-7]+=*$/.test(normalized)) throw usageError('--otp-secret must be base32');
-  return normalized;
-}

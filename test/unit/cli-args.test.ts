@@ -1,7 +1,9 @@
+import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { parseCommandLine } from '../../src/cli/args.ts';
 import { CliError } from '../../src/cli/errors.ts';
 import { runCli } from '../../src/cli/main.ts';
+import { createOtpEnrollment, encodeBase32 } from '../../src/cli/otp.ts';
 import { parseDuration, parseFlag, parseTimestamp } from '../../src/cli/values.ts';
 
 function usageErrorOf(argv: string[]): CliError {
@@ -18,6 +20,7 @@ async function run(argv: string[], env: Record<string, string> = {}) {
   let stdout = '';
   let stderr = '';
   const io = {
+    stdin: Readable.from([]),
     stdout: { write: (t: string) => (stdout += t) },
     stderr: { write: (t: string) => (stderr += t) },
   };
@@ -61,27 +64,26 @@ describe('parseCommandLine', () => {
         'create',
         'acme',
         'alice',
-        '--password',
-        'pw',
+        '--password-stdin',
         '--workspace',
         'ws1',
-        '--otp-secret',
-        'jbsw y3dp ehpk 3pxp',
+        '--otp',
       ]),
     ).toEqual({
       name: 'user create',
       realm: 'acme',
       username: 'alice',
-      password: 'pw',
+      passwordFrom: 'stdin',
       workspaces: ['ws1'],
-      otpSecret: 'JBSWY3DPEHPK3PXP',
+      otp: true,
     });
-    expect(
-      parseCommandLine(['user', 'create', 'master', 'root', '--password=-starts-with-dash']),
-    ).toMatchObject({
+    expect(parseCommandLine(['user', 'create', 'master', 'root'])).toEqual({
+      name: 'user create',
       realm: 'master',
-      password: '-starts-with-dash',
+      username: 'root',
+      passwordFrom: 'prompt',
       workspaces: [],
+      otp: false,
     });
     expect(
       parseCommandLine([
@@ -169,18 +171,37 @@ describe('parseCommandLine', () => {
     [['org', 'create', 'acme', '--name'], "Option '--name <value>' argument missing", 'org'],
     [['org', 'create', 'acme', '--nmae', 'x'], "Unknown option '--nmae'", 'org'],
     [['workspace', 'create', 'acme', 'w s'], "invalid workspace id 'w s'", 'workspace'],
-    [['user', 'create', 'acme', 'bob'], '--password is required', 'user'],
     [
-      ['user', 'create', 'master', 'bob', '--password', 'p', '--workspace', 'w'],
+      ['user', 'create', 'acme', 'bob', '--password', 'p'],
+      '--password is refused: secrets are never taken from the command line, where ps and ' +
+        'shell history see them; type it at the prompt (no echo), or pipe it in with ' +
+        '--password-stdin',
+      'user',
+    ],
+    [['user', 'create', 'acme', 'bob', '--password=p'], '--password is refused', 'user'],
+    [['user', 'create', 'acme', 'bob', '--password'], '--password is refused', 'user'],
+    [
+      ['user', 'create', 'acme', 'bob', '--otp-secret', 'JBSWY3DPEHPK3PXP'],
+      '--otp-secret is refused: secrets are never taken from the command line, where ps and ' +
+        'shell history see them; use --otp to have a fresh secret generated and printed once',
+      'user',
+    ],
+    [['user', 'create', 'acme', 'bob', '--otp-secret=JBSW'], '--otp-secret is refused', 'user'],
+    // Refused whichever command it was given to, and before the command is even looked at.
+    [['org', 'create', 'acme', '--password', 'p'], '--password is refused', 'org'],
+    [['--password', 'p', 'user', 'create'], '--password is refused', undefined],
+    [['user', 'create', 'acme', 'bob', '--otp=yes'], "Option '--otp' does not take", 'user'],
+    [
+      ['user', 'create', 'acme', 'bob', '--password-stdin=x'],
+      "Option '--password-stdin' does not take",
+      'user',
+    ],
+    [
+      ['user', 'create', 'master', 'bob', '--workspace', 'w'],
       '--workspace applies to organization users',
       'user',
     ],
-    [['user', 'create', 'Bad', 'bob', '--password', 'p'], "invalid realm 'Bad'", 'user'],
-    [
-      ['user', 'create', 'acme', 'bob', '--password', 'p', '--otp-secret', 'not base32!'],
-      '--otp-secret must be base32',
-      'user',
-    ],
+    [['user', 'create', 'Bad', 'bob'], "invalid realm 'Bad'", 'user'],
     [['operation', 'add', 'acme', 'ws1'], '--name is required', 'operation'],
     [
       ['operation', 'add', 'acme', 'ws1', '--name', 'n', '--scheduled', '2026-05-01T10:00'],
@@ -210,11 +231,14 @@ describe('parseCommandLine', () => {
   it('never echoes a password or secret in a usage error', () => {
     const secret = 'S3cret-Value';
     for (const argv of [
-      ['user', 'create', 'acme', 'bob', secret, '--password', 'x'],
+      ['user', 'create', 'acme', 'bob', secret, '--password-stdin'],
       ['user', 'create', 'acme', 'bob', `--pasword=${secret}`],
       [`--password=${secret}`, 'user', 'create'],
+      ['user', 'create', 'acme', 'bob', '--password', secret],
+      ['user', 'create', 'acme', 'bob', `--password=${secret}`],
       ['user', 'create', 'acme', 'bob', '--password', `-${secret}`],
-      ['user', 'create', 'acme', 'bob', '--password', 'p', '--otp-secret', `${secret}!`],
+      ['user', 'create', 'acme', 'bob', '--otp-secret', secret],
+      ['user', 'create', 'acme', 'bob', `--otp-secret=${secret}`],
     ]) {
       expect(usageErrorOf(argv).message).not.toContain(secret);
     }
@@ -264,6 +288,35 @@ describe('values', () => {
     ]) {
       expect(() => parseTimestamp(text, '--s'), text).toThrow(/--s/);
     }
+  });
+});
+
+describe('otp', () => {
+  it.each([
+    ['', ''],
+    ['f', 'MY'],
+    ['fo', 'MZXQ'],
+    ['foo', 'MZXW6'],
+    ['foob', 'MZXW6YQ'],
+    ['fooba', 'MZXW6YTB'],
+    ['foobar', 'MZXW6YTBOI'],
+  ])('encodes %j as RFC 4648 base32 %j without padding', (text, base32) => {
+    expect(encodeBase32(Buffer.from(text))).toBe(base32);
+  });
+
+  it('encodes every bit', () => {
+    expect(encodeBase32(Buffer.alloc(20, 0xff))).toBe('7'.repeat(32));
+    expect(encodeBase32(Buffer.alloc(20))).toBe('A'.repeat(32));
+  });
+
+  it('generates a fresh 160-bit secret and its otpauth URI', () => {
+    const first = createOtpEnrollment('alice@example.com');
+    const second = createOtpEnrollment('alice@example.com');
+    expect(first.secret).toMatch(/^[A-Z2-7]{32}$/); // 32 x 5 bits
+    expect(second.secret).not.toBe(first.secret);
+    expect(first.uri).toBe(
+      `otpauth://totp/realmgate:alice%40example.com?secret=${first.secret}&issuer=realmgate`,
+    );
   });
 });
 

@@ -6,10 +6,11 @@ import {
   type ServerResponse,
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { PassThrough, Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { runCli } from '../../src/cli/main.ts';
+import { runCli, type CliIo } from '../../src/cli/main.ts';
 
 /**
  * A stand-in for the gateway's HTTP API: records what the CLI sends and answers with whatever
@@ -26,6 +27,8 @@ const USERNAME = 'admin';
 const PASSWORD = 'pä:ss wörd';
 const TOKEN = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln';
 const BASIC_ENV = { REALMGATE_USERNAME: USERNAME, REALMGATE_PASSWORD: PASSWORD };
+/** The password of the user the CLI creates; must never show in its output. */
+const NEW_PASSWORD = 'n3w:Pässword';
 
 let server: Server;
 let baseUrl: string;
@@ -68,17 +71,56 @@ beforeEach(() => {
   answer = envelope(200, { id: 'x' });
 });
 
-async function run(argv: string[], env: Record<string, string> = BASIC_ENV, timeoutMs?: number) {
+/** A pipe or file on stdin: what `--password-stdin` reads. */
+function piped(text: string): Readable {
+  return Readable.from([Buffer.from(text, 'utf8')]);
+}
+
+/**
+ * A terminal on stdin: `isTTY`, raw mode recorded, and keys typed by the test. A real terminal
+ * echoes only while raw mode is off, so the test also checks raw mode is on while it types.
+ */
+class FakeTerminal extends PassThrough {
+  readonly isTTY = true;
+  readonly rawModes: boolean[] = [];
+  setRawMode(mode: boolean): this {
+    this.rawModes.push(mode);
+    return this;
+  }
+  get isRaw(): boolean {
+    return this.rawModes.at(-1) === true;
+  }
+}
+
+interface RunOptions {
+  stdin?: CliIo['stdin'];
+  /** Sees each text written to stderr, e.g. to answer a prompt. */
+  onStderr?: (text: string) => void;
+}
+
+async function run(
+  argv: string[],
+  env: Record<string, string> = BASIC_ENV,
+  timeoutMs?: number,
+  options: RunOptions = {},
+) {
   let stdout = '';
   let stderr = '';
-  const io = {
+  const streams: CliIo = {
+    stdin: options.stdin ?? piped(''),
     stdout: { write: (t: string) => (stdout += t) },
-    stderr: { write: (t: string) => (stderr += t) },
+    stderr: {
+      write: (t: string) => {
+        stderr += t;
+        options.onStderr?.(t);
+      },
+    },
   };
-  const status = await runCli(argv, { REALMGATE_URL: baseUrl, ...env }, io, { timeoutMs });
+  const status = await runCli(argv, { REALMGATE_URL: baseUrl, ...env }, streams, { timeoutMs });
   for (const secret of [
     PASSWORD,
     TOKEN,
+    NEW_PASSWORD,
     Buffer.from(`${USERNAME}:${PASSWORD}`).toString('base64'),
   ]) {
     expect(stdout + stderr).not.toContain(secret);
@@ -126,10 +168,10 @@ describe('realmgate CLI against a stand-in API', () => {
       { id: 'ws1', name: 'One', description: 'Main', environments: ['dev', 'prod'] },
     ],
     [
-      ['user', 'create', 'master', 'root', '--password', 'pw1'],
+      ['user', 'create', 'master', 'root', '--password-stdin'],
       'POST',
       '/api/platform/users',
-      { username: 'root', password: 'pw1' },
+      { username: 'root', password: NEW_PASSWORD },
     ],
     [
       [
@@ -137,23 +179,15 @@ describe('realmgate CLI against a stand-in API', () => {
         'create',
         'acme',
         'alice',
-        '--password',
-        'pw2',
+        '--password-stdin',
         '--workspace',
         'ws1',
         '--workspace',
         'ws2',
-        '--otp-secret',
-        'JBSWY3DPEHPK3PXP',
       ],
       'POST',
       '/api/platform/organizations/acme/users',
-      {
-        username: 'alice',
-        password: 'pw2',
-        workspaces: ['ws1', 'ws2'],
-        otp_secret: 'JBSWY3DPEHPK3PXP',
-      },
+      { username: 'alice', password: NEW_PASSWORD, workspaces: ['ws1', 'ws2'] },
     ],
     [
       ['operation', 'add', 'acme', 'ws1', '--name', 'nightly'],
@@ -223,7 +257,8 @@ describe('realmgate CLI against a stand-in API', () => {
     ],
   ])('%j sends %s %s', async (argv, method, path, body) => {
     answer = envelope(200, { created: true });
-    const { status, stdout, stderr } = await run(argv);
+    const stdin = piped(`${NEW_PASSWORD}\n`);
+    const { status, stdout, stderr } = await run(argv, BASIC_ENV, undefined, { stdin });
     expect({ status, stderr }).toEqual({ status: 0, stderr: '' });
     expect(stdout).toBe('{\n  "created": true\n}\n');
     expect(recorded).toHaveLength(1);
@@ -314,7 +349,10 @@ describe('realmgate CLI against a stand-in API', () => {
   it('prints help without credentials or requests', async () => {
     const { status, stdout } = await run(['user', 'create', '--help'], {});
     expect(status).toBe(0);
-    expect(stdout).toContain('realmgate user create <realm> <username> --password <pw>');
+    expect(stdout).toContain('realmgate user create <realm> <username> [--password-stdin]');
+    expect(stdout).toContain('[--otp]');
+    expect(stdout).not.toContain('--password <');
+    expect(stdout).not.toContain('--otp-secret');
     expect(stdout).not.toContain('realmgate org create');
     const full = await run(['--help'], {});
     for (const command of [
@@ -339,4 +377,253 @@ describe('realmgate CLI against a stand-in API', () => {
     expect(stdout).toContain('Usage: realmgate <command> [options]');
     expect(stderr).toBe('');
   }, 30_000);
+});
+
+describe('user create never takes a secret from the command line', () => {
+  const PROMPTS = 'Password for alice (realm acme): \nRepeat the password: \n';
+
+  it('asks twice at a terminal with echo off, and shows nothing of what was typed', async () => {
+    const terminal = new FakeTerminal();
+    const typedWhileEchoing: string[] = [];
+    // Keys one by one, as a person types them: a typo fixed with backspace, an arrow key
+    // (ignored), CRLF from a terminal that sends both.
+    const type = (keys: string[]) =>
+      setTimeout(() => {
+        for (const key of keys) {
+          if (!terminal.isRaw) typedWhileEchoing.push(key);
+          terminal.write(key);
+        }
+      }, 5);
+    const first = ['x', '\u007f', ...NEW_PASSWORD, '\u001b[D', '\r', '\n'];
+    const { status, stdout, stderr } = await run(
+      ['user', 'create', 'acme', 'alice', '--workspace', 'ws1'],
+      BASIC_ENV,
+      undefined,
+      {
+        stdin: terminal,
+        onStderr: (text) => {
+          if (text.startsWith('Password for')) type(first);
+          if (text.startsWith('Repeat')) type([...NEW_PASSWORD, '\r']);
+        },
+      },
+    );
+    expect({ status, stderr }).toEqual({ status: 0, stderr: PROMPTS });
+    expect(stdout).toBe('{\n  "id": "x"\n}\n');
+    expect(typedWhileEchoing).toEqual([]);
+    expect(terminal.rawModes).toEqual([true, false]);
+    expect(terminal.isPaused()).toBe(true);
+    expect(recorded).toMatchObject([
+      {
+        url: '/api/platform/organizations/acme/users',
+        body: { username: 'alice', password: NEW_PASSWORD, workspaces: ['ws1'] },
+      },
+    ]);
+  });
+
+  it('takes both answers from one pasted chunk', async () => {
+    const terminal = new FakeTerminal();
+    terminal.write(`${NEW_PASSWORD}\r${NEW_PASSWORD}\r`);
+    const { status, stderr } = await run(
+      ['user', 'create', 'acme', 'alice'],
+      BASIC_ENV,
+      undefined,
+      {
+        stdin: terminal,
+      },
+    );
+    expect({ status, stderr }).toEqual({ status: 0, stderr: PROMPTS });
+    expect(recorded[0]!.body).toEqual({ username: 'alice', password: NEW_PASSWORD });
+  });
+
+  it.each([
+    ['Ctrl-C', `${NEW_PASSWORD}\u0003`, 'password prompt cancelled'],
+    ['Ctrl-D on an empty line', '\u0004', 'password prompt cancelled'],
+    ['an empty password', '\r\r', 'the password must not be empty'],
+    ['two different answers', `${NEW_PASSWORD}\r${NEW_PASSWORD}x\r`, 'the two passwords differ'],
+  ])('exits 2 without a request on %s, restoring the terminal', async (_, keys, message) => {
+    const terminal = new FakeTerminal();
+    terminal.write(keys);
+    const { status, stdout, stderr } = await run(
+      ['user', 'create', 'acme', 'alice'],
+      BASIC_ENV,
+      undefined,
+      {
+        stdin: terminal,
+      },
+    );
+    expect(status).toBe(2);
+    expect(stdout).toBe('');
+    expect(stderr).toContain(`realmgate: ${message}\nUsage:\n  realmgate user create`);
+    expect(terminal.rawModes).toEqual([true, false]);
+    expect(recorded).toHaveLength(0);
+  });
+
+  it('exits 2 when the terminal closes before the password was typed', async () => {
+    const terminal = new FakeTerminal();
+    terminal.end('abc');
+    const { status, stderr } = await run(
+      ['user', 'create', 'acme', 'alice'],
+      BASIC_ENV,
+      undefined,
+      {
+        stdin: terminal,
+      },
+    );
+    expect(status).toBe(2);
+    expect(stderr).toContain('stdin closed before a password was typed');
+    expect(stderr).not.toContain('abc');
+    expect(terminal.rawModes).toEqual([true, false]);
+  });
+
+  it('checks the configuration before asking for a password', async () => {
+    const terminal = new FakeTerminal();
+    const { status, stderr } = await run(['user', 'create', 'acme', 'alice'], {}, undefined, {
+      stdin: terminal,
+    });
+    expect(status).toBe(2);
+    expect(stderr).toContain('no credentials');
+    expect(stderr).not.toContain('Password for');
+    expect(terminal.rawModes).toEqual([]);
+  });
+
+  it.each([
+    [NEW_PASSWORD, NEW_PASSWORD],
+    [`${NEW_PASSWORD}\n`, NEW_PASSWORD],
+    [`${NEW_PASSWORD}\r\n`, NEW_PASSWORD],
+    [` ${NEW_PASSWORD} \n`, ` ${NEW_PASSWORD} `],
+  ])('--password-stdin reads %j as %j', async (input, password) => {
+    const { status, stderr } = await run(
+      ['user', 'create', 'master', 'root', '--password-stdin'],
+      BASIC_ENV,
+      undefined,
+      { stdin: piped(input) },
+    );
+    expect({ status, stderr }).toEqual({ status: 0, stderr: '' });
+    expect(recorded[0]!.body).toEqual({ username: 'root', password });
+  });
+
+  it.each([
+    ['', '--password-stdin: stdin holds no password'],
+    ['\n', '--password-stdin: stdin holds no password'],
+    ['\r\n', '--password-stdin: stdin holds no password'],
+    [`${NEW_PASSWORD}\n\n`, '--password-stdin: stdin holds more than one line'],
+    [`${NEW_PASSWORD}\nsecond`, '--password-stdin: stdin holds more than one line'],
+    ['x'.repeat(8193), '--password-stdin: more than 8192 bytes on stdin'],
+  ])('--password-stdin refuses %j with exit 2', async (input, message) => {
+    const { status, stdout, stderr } = await run(
+      ['user', 'create', 'master', 'root', '--password-stdin'],
+      BASIC_ENV,
+      undefined,
+      { stdin: piped(input) },
+    );
+    expect({ status, stdout }).toEqual({ status: 2, stdout: '' });
+    expect(stderr).toContain(`realmgate: ${message}\n`);
+    expect(recorded).toHaveLength(0);
+  });
+
+  it('--password-stdin refuses bytes that are not UTF-8', async () => {
+    const stdin = Readable.from([Buffer.from([0x70, 0xff, 0x0a])]);
+    const { status, stderr } = await run(
+      ['user', 'create', 'master', 'root', '--password-stdin'],
+      BASIC_ENV,
+      undefined,
+      { stdin },
+    );
+    expect(status).toBe(2);
+    expect(stderr).toContain('--password-stdin: stdin is not UTF-8 text');
+  });
+
+  it('without a terminal and without --password-stdin, says how to pass the password', async () => {
+    const { status, stderr } = await run(
+      ['user', 'create', 'acme', 'alice'],
+      BASIC_ENV,
+      undefined,
+      {
+        stdin: piped(`${NEW_PASSWORD}\n`),
+      },
+    );
+    expect(status).toBe(2);
+    expect(stderr).toContain(
+      'realmgate: no terminal to ask for the password: pipe it in with --password-stdin, e.g. printf \'%s\\n\' "$PASSWORD" | realmgate user create ... --password-stdin\n',
+    );
+    expect(recorded).toHaveLength(0);
+  });
+
+  it('--password-stdin at a terminal is refused, as the password would be echoed', async () => {
+    const terminal = new FakeTerminal();
+    const { status, stderr } = await run(
+      ['user', 'create', 'acme', 'alice', '--password-stdin'],
+      BASIC_ENV,
+      undefined,
+      { stdin: terminal },
+    );
+    expect(status).toBe(2);
+    expect(stderr).toContain('--password-stdin reads a pipe or a file, but stdin is a terminal');
+    expect(terminal.rawModes).toEqual([]);
+    expect(recorded).toHaveLength(0);
+  });
+
+  it.each([
+    [['--password', NEW_PASSWORD], '--password is refused'],
+    [[`--password=${NEW_PASSWORD}`], '--password is refused'],
+    [['--otp-secret', 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP'], '--otp-secret is refused'],
+  ])('refuses %j with exit 2, without echoing the value', async (options, message) => {
+    const { status, stdout, stderr } = await run(
+      ['user', 'create', 'acme', 'alice', '--password-stdin', ...options],
+      BASIC_ENV,
+      undefined,
+      { stdin: piped(NEW_PASSWORD) },
+    );
+    expect({ status, stdout }).toEqual({ status: 2, stdout: '' });
+    expect(stderr).toContain(
+      `realmgate: ${message}: secrets are never taken from the command line`,
+    );
+    expect(stderr).not.toContain('JBSWY3DPEHPK3PXP');
+    expect(recorded).toHaveLength(0);
+  });
+
+  it('--otp sends a fresh 160-bit base32 secret and prints it once with its otpauth URI', async () => {
+    answer = envelope(200, { id: 'u1', username: 'alice', realm: 'acme', workspaces: [] });
+    const argv = ['user', 'create', 'acme', 'alice', '--password-stdin', '--otp'];
+    const { status, stdout, stderr } = await run(argv, BASIC_ENV, undefined, {
+      stdin: piped(NEW_PASSWORD),
+    });
+    expect({ status, stderr }).toEqual({ status: 0, stderr: '' });
+    const secret = (recorded[0]!.body as { otp_secret: string }).otp_secret;
+    expect(secret).toMatch(/^[A-Z2-7]{32}$/);
+    expect(recorded[0]!.body).toEqual({
+      username: 'alice',
+      password: NEW_PASSWORD,
+      otp_secret: secret,
+    });
+    expect(JSON.parse(stdout)).toEqual({
+      id: 'u1',
+      username: 'alice',
+      realm: 'acme',
+      workspaces: [],
+      otp_secret: secret,
+      otpauth_uri: `otpauth://totp/realmgate:alice?secret=${secret}&issuer=realmgate`,
+    });
+    expect(stdout.split(secret)).toHaveLength(3); // once as the secret, once in the URI
+    const again = await run(argv, BASIC_ENV, undefined, { stdin: piped(NEW_PASSWORD) });
+    expect(again.status).toBe(0);
+    expect((recorded[1]!.body as { otp_secret: string }).otp_secret).not.toBe(secret);
+  });
+
+  it('--otp still prints the secret if the answer is not an object', async () => {
+    answer = envelope(200, null);
+    const { status, stdout } = await run(
+      ['user', 'create', 'acme', 'alice', '--password-stdin', '--otp'],
+      BASIC_ENV,
+      undefined,
+      { stdin: piped(NEW_PASSWORD) },
+    );
+    expect(status).toBe(0);
+    const secret = (recorded[0]!.body as { otp_secret: string }).otp_secret;
+    expect(JSON.parse(stdout)).toEqual({
+      data: null,
+      otp_secret: secret,
+      otpauth_uri: `otpauth://totp/realmgate:alice?secret=${secret}&issuer=realmgate`,
+    });
+  });
 });
