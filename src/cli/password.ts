@@ -102,9 +102,10 @@ async function promptHidden(io: Prompter, prompts: string[]): Promise<string[]> 
   const lines: string[] = [];
   let line = '';
   let afterReturn = false;
-  stderr.write(prompts[0]!);
+  // Echo goes off before the prompt shows, so nothing typed right after it is ever echoed.
   stdin.setRawMode(true);
   try {
+    stderr.write(prompts[0]!);
     return await new Promise<string[]>((resolve, reject) => {
       const finish = (error?: CliError) => {
         stdin.off('keypress', onKey);

@@ -385,6 +385,7 @@ describe('user create never takes a secret from the command line', () => {
   it('asks twice at a terminal with echo off, and shows nothing of what was typed', async () => {
     const terminal = new FakeTerminal();
     const typedWhileEchoing: string[] = [];
+    const echoOffAtPrompt: boolean[] = [];
     // Keys one by one, as a person types them: a typo fixed with backspace, an arrow key
     // (ignored), CRLF from a terminal that sends both.
     const type = (keys: string[]) =>
@@ -402,6 +403,7 @@ describe('user create never takes a secret from the command line', () => {
       {
         stdin: terminal,
         onStderr: (text) => {
+          if (text.endsWith(': ')) echoOffAtPrompt.push(terminal.isRaw);
           if (text.startsWith('Password for')) type(first);
           if (text.startsWith('Repeat')) type([...NEW_PASSWORD, '\r']);
         },
@@ -409,6 +411,8 @@ describe('user create never takes a secret from the command line', () => {
     );
     expect({ status, stderr }).toEqual({ status: 0, stderr: PROMPTS });
     expect(stdout).toBe('{\n  "id": "x"\n}\n');
+    // Echo is off before each prompt shows: a fast typist loses nothing to the terminal.
+    expect(echoOffAtPrompt).toEqual([true, true]);
     expect(typedWhileEchoing).toEqual([]);
     expect(terminal.rawModes).toEqual([true, false]);
     expect(terminal.isPaused()).toBe(true);
