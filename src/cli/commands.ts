@@ -151,7 +151,7 @@ Values starting with "-" are written --option=-value.
 Secrets are never taken from the command line, where ps and shell history see them. user
 create asks twice for the new user's password, without echo, when stdin is a terminal;
 --password-stdin reads it from stdin instead, dropping one trailing newline:
-  printf '%s\n' "$PW" | realmgate user create acme alice --password-stdin
+  printf '%s\\n' "$PW" | realmgate user create acme alice --password-stdin
 --otp turns on two-factor authentication with a fresh 160-bit secret, printed once beside the
 new user's fields as "otp_secret" (base32) and "otpauth_uri" (for a QR code).
 

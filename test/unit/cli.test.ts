@@ -351,6 +351,9 @@ describe('realmgate CLI against a stand-in API', () => {
     expect(status).toBe(0);
     expect(stdout).toContain('realmgate user create <realm> <username> [--password-stdin]');
     expect(stdout).toContain('[--otp]');
+    expect(stdout).toContain(
+      `  printf '%s\\n' "$PW" | realmgate user create acme alice --password-stdin\n`,
+    );
     expect(stdout).not.toContain('--password <');
     expect(stdout).not.toContain('--otp-secret');
     expect(stdout).not.toContain('realmgate org create');
