@@ -1,20 +1,19 @@
 import express, { Router } from 'express';
-import { authenticate, type AuthenticateDeps } from './auth/authenticate.ts';
-import { requireWorkspaceRole } from './auth/authorize.ts';
-import { routeRealm } from './auth/realm-routing.ts';
+import { admitApiRequests, type Admission } from './auth/admission.ts';
+import type { Forwarding } from './edge/forwarding.ts';
 import type { OperationsRepo } from './automation/operations.repo.ts';
 import { createOperationsRouter } from './automation/operations.router.ts';
 import { openApiDocument } from './http/openapi.ts';
 import { createListingRouter } from './platform/listing.router.ts';
-import type { OrganizationDirectory } from './platform/organization-directory.ts';
 import type { OrganizationsRepo } from './platform/organizations.repo.ts';
 import { createRefreshTokensRouter } from './platform/refresh-tokens.router.ts';
 import type { RefreshTokensService } from './platform/refresh-tokens.service.ts';
 import type { WorkspacesRepo } from './platform/workspaces.repo.ts';
 
-export interface ApiDeps extends AuthenticateDeps {
+export interface ApiDeps {
+  admission: Admission;
+  forwarding: Forwarding;
   refreshTokens: RefreshTokensService;
-  organizationDirectory: OrganizationDirectory;
   organizations: OrganizationsRepo;
   workspaces: WorkspacesRepo;
   operations: OperationsRepo;
@@ -28,24 +27,21 @@ export interface ApiDeps extends AuthenticateDeps {
 const MAX_JSON_BODY = '64kb';
 
 /**
- * Everything under `/api`: realm from the path, then authentication, then the routes. (A
- * forwarded automation route never gets here: the HTTP server hands it to the forward route.)
+ * Everything under `/api`: the admission (realm, credentials, workspace role; see
+ * auth/admission.ts), then the routes. (A forwarded automation route never gets here: the edge
+ * hands it to the forward route, which runs the same admission.)
  */
 export function createApiRouter(deps: ApiDeps): Router {
-  const router = Router();
+  // Paths match as written, as the admission reads them (`/WORKSPACES/` is not `/workspaces/`).
+  const router = Router({ caseSensitive: true });
   // The API's own description needs no credentials and names no realm.
   router.get('/openapi.json', (_req, res) => {
     res.json(openApiDocument);
   });
-  router.use(routeRealm(deps.organizationDirectory));
-  router.use(authenticate(deps));
+  router.use(admitApiRequests(deps.admission, (req) => deps.forwarding.clientAddress(req)));
 
   if (deps.builtInOperations) {
-    router.use(
-      '/:org/workspaces/:ws',
-      requireWorkspaceRole(deps.workspaces),
-      createOperationsRouter(deps.operations),
-    );
+    router.use('/:org/workspaces/:ws', createOperationsRouter(deps.operations));
   }
 
   router.use(express.json({ limit: MAX_JSON_BODY }));

@@ -1,8 +1,8 @@
 import express, { type Express, type RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { createErrorHandler, notFoundHandler } from './envelope/error-handler.ts';
+import type { Forwarding } from './edge/forwarding.ts';
 import { createHealthRouter, type ReadinessCheck } from './http/health.router.ts';
-import { accessLog } from './http/access-log.ts';
 import { createAuthProxy, guardAuthPath } from './keycloak/auth-proxy.ts';
 import { guardFormBody } from './keycloak/form-body-guard.ts';
 
@@ -13,6 +13,7 @@ export interface AppDeps {
   keycloakUrl: string;
   publicUrl: string;
   authProxyTimeoutMs: number;
+  forwarding: Forwarding;
   /** Everything under `/api` (see api.router.ts). */
   api: RequestHandler;
   readiness: Record<string, ReadinessCheck>;
@@ -21,14 +22,15 @@ export interface AppDeps {
 /**
  * Builds the express app of one listener. Both listeners serve the same API; only the admin
  * listener lets `/auth/admin/` (Keycloak's console and admin REST API) through.
- * No I/O happens here: dependencies arrive ready.
+ * No I/O happens here: dependencies arrive ready. Every request has passed the edge
+ * (edge/edge.ts) before it gets here: request id, access log, canonical path.
  */
 export function createApp(deps: AppDeps, listener: Listener): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-
-  app.use(accessLog(deps.logger.child({ listener })));
+  // `/API/...` is not `/api/...`: the edge and the forwarder read paths as they are written.
+  app.set('case sensitive routing', true);
 
   app.use(createHealthRouter(deps.readiness, deps.logger));
 
@@ -41,6 +43,7 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
       keycloakUrl: deps.keycloakUrl,
       publicUrl: deps.publicUrl,
       timeoutMs: deps.authProxyTimeoutMs,
+      forwarding: deps.forwarding,
       logger: deps.logger,
     }),
   );

@@ -4,8 +4,9 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { createApiRouter } from './api.router.ts';
 import { createApp, type Listener } from './app.ts';
-import { authenticateRequest, knownPrincipal } from './auth/authenticate.ts';
-import { createForwardRoute, matchAutomationRoute } from './automation/forward-route.ts';
+import { createAdmission } from './auth/admission.ts';
+import { createLoginThrottle } from './auth/basic/login-throttle.ts';
+import { createForwardRoute, isAutomationPath } from './automation/forward-route.ts';
 import { createForwarder } from './automation/forwarder.ts';
 import { createBasicAuthenticator } from './auth/basic/basic-authenticator.ts';
 import { createBearerVerifier } from './auth/bearer/bearer-verifier.ts';
@@ -16,6 +17,8 @@ import { createOperationsRepo } from './automation/operations.repo.ts';
 import { createCache, type Cache } from './cache/index.ts';
 import type { FallbackCache } from './cache/fallback-cache.ts';
 import type { Config } from './config/config.ts';
+import { createEdge } from './edge/edge.ts';
+import { createForwarding } from './edge/forwarding.ts';
 import { checkDatabase, openDatabase } from './db/database.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import { checkKeycloak } from './keycloak/keycloak-health.ts';
@@ -27,6 +30,7 @@ import { createProvisioningService } from './platform/provisioning.service.ts';
 import { createRefreshTokensService } from './platform/refresh-tokens.service.ts';
 import { createOrganizationDirectory } from './platform/organization-directory.ts';
 import { createOrganizationsRepo } from './platform/organizations.repo.ts';
+import type { RequestTarget } from './edge/request-target.ts';
 import { createWorkspacesRepo } from './platform/workspaces.repo.ts';
 import { closeServer, listen } from './server.ts';
 
@@ -93,6 +97,14 @@ export async function startGateway(
     cacheSecret,
     maxCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
     maxLocalEntries: config.MEMORY_CACHE_MAX_ENTRIES,
+    refusalCacheSeconds: config.BASIC_REFUSAL_CACHE_SECONDS,
+    throttle: createLoginThrottle({
+      cache,
+      secret: cacheSecret,
+      maxFailuresPerUser: config.LOGIN_MAX_FAILURES_PER_USER,
+      maxFailuresPerAddress: config.LOGIN_MAX_FAILURES_PER_ADDRESS,
+      windowSeconds: config.LOGIN_FAILURE_WINDOW_SECONDS,
+    }),
     revocations,
     hasTwoFactor: (realm, username) => hasTwoFactor(serviceAdmin, realm, username),
     logger,
@@ -111,15 +123,20 @@ export async function startGateway(
     leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
   });
   const organizations = createOrganizationsRepo(db);
-  const organizationDirectory = createOrganizationDirectory(organizations);
   const workspaces = createWorkspacesRepo(db);
-  const api = createApiRouter({
+  const forwarding = createForwarding(config.TRUSTED_PROXIES);
+  const admission = createAdmission({
     basic,
     bearer,
     revocations,
     activeCheck,
+    organizations: createOrganizationDirectory(organizations),
+    workspaces,
+  });
+  const api = createApiRouter({
+    admission,
+    forwarding,
     refreshTokens,
-    organizationDirectory,
     organizations,
     workspaces,
     operations: createOperationsRepo(db),
@@ -142,6 +159,7 @@ export async function startGateway(
     keycloakUrl,
     publicUrl: config.PUBLIC_URL,
     authProxyTimeoutMs: config.AUTH_PROXY_TIMEOUT_MS,
+    forwarding,
     api,
     readiness: {
       keycloak: () => checkKeycloak(keycloakUrl, config.KEYCLOAK_TIMEOUT_MS),
@@ -153,33 +171,35 @@ export async function startGateway(
       },
     },
   };
-  const authDeps = { basic, bearer, revocations, activeCheck };
   const forwardRoute = config.AUTOMATION_UPSTREAM_URL
-    ? createForwardRoute({
-        authenticate: (header, realm) => authenticateRequest(header, realm, authDeps),
-        knownPrincipal: (header, realm) => knownPrincipal(header, realm, authDeps),
-        organizations: organizationDirectory,
-        workspaces,
-        forward: createForwarder({
-          upstreamUrl: config.AUTOMATION_UPSTREAM_URL,
-          timeoutMs: config.AUTH_PROXY_TIMEOUT_MS,
+    ? {
+        claims: (target: RequestTarget) => isAutomationPath(target.segments),
+        serve: createForwardRoute({
+          admission,
+          forwarding,
+          forward: createForwarder({
+            upstreamUrl: config.AUTOMATION_UPSTREAM_URL,
+            timeoutMs: config.AUTH_PROXY_TIMEOUT_MS,
+            forwarding,
+            logger,
+          }),
           logger,
         }),
-        logger,
-      })
+      }
     : undefined;
-  // The forwarded automation route is served before express (see forward-route.ts).
-  const handlerOf = (listener: Listener): RequestListener => {
-    const app = createApp(deps, listener);
-    if (!forwardRoute) return app;
-    return (req, res) => {
-      const target = matchAutomationRoute(req.url);
-      if (target) forwardRoute(req, res, target);
-      else app(req, res);
-    };
-  };
-  const publicServer = await listen(handlerOf('public'), config.HOST, config.PORT);
-  const adminServer = await listen(handlerOf('admin'), config.ADMIN_HOST, config.ADMIN_PORT);
+  const handlerOf = (listener: Listener): RequestListener =>
+    createEdge({
+      logger: logger.child({ listener }),
+      app: createApp(deps, listener),
+      route: forwardRoute,
+    });
+  const publicServer = await listen(handlerOf('public'), config.HOST, config.PORT, logger);
+  const adminServer = await listen(
+    handlerOf('admin'),
+    config.ADMIN_HOST,
+    config.ADMIN_PORT,
+    logger,
+  );
   return {
     publicServer,
     adminServer,

@@ -1,43 +1,68 @@
 import { createServer, type RequestListener, type Server } from 'node:http';
-import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
 import { failure } from './envelope/envelope.ts';
-import { errorCodes } from './envelope/errors.ts';
+import { sendError } from './envelope/error-handler.ts';
+import { AppError, errorCodes, type ErrorCode } from './envelope/errors.ts';
 
 /** Largest request head accepted; beyond it the client gets 431 in the envelope. */
 export const MAX_HEADER_BYTES = 16 * 1024;
 
-/**
- * Node answers unparsable requests itself with a bare status line; we answer them in the
- * envelope instead, so clients see the same shape for every error.
- */
-function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
+const REASONS: Partial<Record<number, string>> = {
+  400: 'Bad Request',
+  405: 'Method Not Allowed',
+  408: 'Request Timeout',
+  431: 'Request Header Fields Too Large',
+};
+
+/** Answers on a raw socket, for requests Node refuses before any handler sees them. */
+function answerOnSocket(socket: Duplex, code: ErrorCode): void {
   if (!socket.writable) {
     socket.destroy();
     return;
   }
-  const overflow = err.code === 'HPE_HEADER_OVERFLOW';
-  const { status, result, message } = overflow
-    ? errorCodes.headersTooLarge
-    : errorCodes.badRequestHeader;
+  const { status, result, message } = errorCodes[code];
   const body = JSON.stringify(failure(result, message));
-  const reason = overflow ? 'Request Header Fields Too Large' : 'Bad Request';
   socket.end(
-    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+    `HTTP/1.1 ${status} ${REASONS[status] ?? 'Error'}\r\n` +
+      `Content-Type: application/json; charset=utf-8\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
 }
 
-/** Starts one HTTP listener and resolves once it accepts connections. */
+function clientErrorCode(err: NodeJS.ErrnoException): ErrorCode {
+  if (err.code === 'HPE_HEADER_OVERFLOW') return 'headersTooLarge';
+  if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') return 'requestTimeout';
+  return 'badRequestHeader';
+}
+
+/**
+ * Starts one HTTP listener and resolves once it accepts connections. Node answers some requests
+ * itself with a bare status line (an unparsable request, a missing Host, an `Expect` it does
+ * not know, CONNECT); here each of them gets the envelope instead, so clients see one shape for
+ * every error. (A missing Host is refused by the edge, which sees every request.)
+ */
 export async function listen(
   handler: RequestListener,
   host: string,
   port: number,
+  logger: Logger,
 ): Promise<Server> {
-  const server = createServer({ maxHeaderSize: MAX_HEADER_BYTES }, handler);
+  const server = createServer(
+    { maxHeaderSize: MAX_HEADER_BYTES, requireHostHeader: false },
+    handler,
+  );
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
   server.requestTimeout = 120_000;
-  server.on('clientError', answerClientError);
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) =>
+    answerOnSocket(socket, clientErrorCode(err)),
+  );
+  server.on('checkExpectation', (_req, res) => {
+    res.setHeader('connection', 'close');
+    sendError(res, new AppError('expectationFailed'), logger);
+  });
+  server.on('connect', (_req, socket: Duplex) => answerOnSocket(socket, 'methodNotAllowed'));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {

@@ -1,4 +1,3 @@
-import type { RequestHandler } from 'express';
 import { AppError } from '../envelope/errors.ts';
 import { AuthFailure } from './auth-failure.ts';
 import type { BasicAuthenticator } from './basic/basic-authenticator.ts';
@@ -7,7 +6,6 @@ import type { BearerVerifier } from './bearer/bearer-verifier.ts';
 import type { ActiveCheck } from './bearer/active-check.ts';
 import type { Principal } from './principal.ts';
 import type { RevocationList } from './revocation.ts';
-import { realmOf } from './realm-routing.ts';
 
 export interface AuthenticateDeps {
   basic: BasicAuthenticator;
@@ -17,33 +15,19 @@ export interface AuthenticateDeps {
 }
 
 /**
- * Authenticates the request against the realm chosen by the path. Each scheme yields a
- * principal or fails; revoked sessions are refused; this is the one place failures become
- * 401 `401-00002` with the challenge of the scheme that failed (both when no credentials came).
+ * Authenticates an Authorization header value for `realm`. Each scheme yields a principal or
+ * fails; revoked sessions are refused; this is the one place failures become 401 `401-00002`
+ * with the challenge of the scheme that failed (both when no credentials came). `clientAddress`
+ * is whom failed Basic logins are counted against (see basic/login-throttle.ts).
  */
-export function authenticate(deps: AuthenticateDeps): RequestHandler {
-  return async (req, res, next) => {
-    try {
-      res.locals.principal = await authenticateRequest(
-        req.headers.authorization,
-        realmOf(res),
-        deps,
-      );
-      next();
-    } catch (err) {
-      next(err);
-    }
-  };
-}
-
-/** Authenticates an Authorization header value for `realm`; failures are 401 AppErrors. */
 export async function authenticateRequest(
   header: string | undefined,
   realm: string,
+  clientAddress: string,
   deps: AuthenticateDeps,
 ): Promise<Principal> {
   try {
-    return await principalFor(header, realm, deps);
+    return await principalFor(header, realm, clientAddress, deps);
   } catch (err) {
     throw err instanceof AuthFailure ? unauthorized(realm, err) : err;
   }
@@ -52,6 +36,7 @@ export async function authenticateRequest(
 async function principalFor(
   header: string | undefined,
   realm: string,
+  clientAddress: string,
   deps: AuthenticateDeps,
 ): Promise<Principal> {
   // The common case, without a regex over the whole header. The token's syntax is checked by
@@ -69,7 +54,7 @@ async function principalFor(
   if (scheme === 'basic') {
     const credentials = parseBasicCredentials(value);
     if ('invalid' in credentials) throw new AuthFailure('basic', credentials.invalid);
-    const principal = await deps.basic.authenticate(realm, credentials);
+    const principal = await deps.basic.authenticate(realm, credentials, clientAddress);
     refuseRevoked(principal, deps.revocations);
     return principal;
   }

@@ -43,13 +43,33 @@ export function principalFromClaims(
     username: typeof claims.preferred_username === 'string' ? claims.preferred_username : '',
     realmRoles: stringsOf(realmAccess?.roles),
     clientRoles,
-    locale: typeof claims.locale === 'string' ? claims.locale : undefined,
+    locale: isLanguageTag(claims.locale) ? claims.locale : undefined,
     method,
     sessionId: typeof claims.sid === 'string' ? claims.sid : undefined,
     issuedAt: Number(claims.iat),
     expiresAt: Number(claims.exp),
   };
 }
+
+/**
+ * A BCP 47 language tag as Keycloak's locales are written (`ja`, `en`, `pt-BR`, `zh-Hant-TW`).
+ * The locale becomes the `Language` header: anything else is dropped for the default.
+ */
+export function isLanguageTag(value: unknown): value is string {
+  return typeof value === 'string' && value.length <= 35 && LANGUAGE_TAG.test(value);
+}
+
+const LANGUAGE_TAG = /^[A-Za-z]{2,8}(?:-[A-Za-z0-9]{1,8})*$/;
+
+/**
+ * Whether a claim can travel as a header value unchanged: 1 to 255 visible ASCII characters.
+ * Keycloak's `sub` is a UUID; a token whose `sub` is not header-safe is refused.
+ */
+export function isHeaderSafe(value: unknown): value is string {
+  return typeof value === 'string' && HEADER_SAFE.test(value);
+}
+
+const HEADER_SAFE = /^[\x21-\x7e]{1,255}$/;
 
 function stringsOf(value: unknown): string[] {
   return Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];

@@ -9,53 +9,47 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { Logger } from 'pino';
 import { workspaceRolesOf } from '../auth/authorize.ts';
 import type { Principal } from '../auth/principal.ts';
+import type { Forwarding } from '../edge/forwarding.ts';
+import type { RequestTarget } from '../edge/request-target.ts';
+import { upstreamRequestHeaders } from '../edge/upstream-headers.ts';
 import { sendError } from '../envelope/error-handler.ts';
 import { AppError } from '../envelope/errors.ts';
 
-/** Connection-level headers (RFC 9110 section 7.6.1) are never forwarded. */
-const HOP_BY_HOP = new Set([
+/** Connection-level headers of the upstream's answer (RFC 9110 7.6.1); never relayed. */
+const HOP_BY_HOP_RESPONSE = new Set([
   'connection',
   'keep-alive',
   'proxy-authenticate',
-  'proxy-authorization',
+  'proxy-connection',
   'te',
   'trailer',
   'transfer-encoding',
   'upgrade',
-  'host',
-]);
-
-/** Credentials stay here; identity headers are ours to set, never the client's. */
-const DROPPED_REQUEST_HEADERS = new Set([
-  ...HOP_BY_HOP,
-  'authorization',
-  'cookie',
-  'user-id',
-  'roles',
-  'org-roles',
-  'language',
-  'organization_id',
 ]);
 
 const base64Lines = (lines: string[]) => Buffer.from(lines.join('\n'), 'utf8').toString('base64');
 
-/** Forwards one request; the answer carries `X-Request-Id: requestId`. */
+/** Forwards one admitted request to `target`; the answer carries `X-Request-Id: requestId`. */
 export type Forwarder = (
   req: IncomingMessage,
   res: ServerResponse,
   principal: Principal,
+  target: RequestTarget,
   requestId: string,
 ) => void;
 
 /**
  * Forwards a request to the automation service with who the caller is instead of their
  * credentials: `User-Id`, `Roles` (workspace roles) and `Org-Roles` (realm roles) as base64 of
- * newline-joined lists, `Language` (default `ja`) and `organization_id`. Plain `node:http`
- * with a keep-alive pool: this is the route production traffic takes.
+ * newline-joined lists, `Language` (default `ja`) and `organization_id`, plus the
+ * `X-Forwarded-*` headers the gateway vouches for. The client's other headers pass through the
+ * edge's filter (edge/upstream-headers.ts). The path is the canonical one the admission read.
+ * Plain `node:http` with a keep-alive pool: this is the route production traffic takes.
  */
 export function createForwarder(options: {
   upstreamUrl: string;
   timeoutMs: number;
+  forwarding: Forwarding;
   logger: Logger;
 }): Forwarder {
   const upstream = new URL(options.upstreamUrl);
@@ -91,15 +85,11 @@ export function createForwarder(options: {
     return identity;
   };
 
-  return (req, res, principal, requestId) => {
+  return (req, res, principal, target, requestId) => {
     // Headers as a flat [name, value, ...] list, as received: node writes such a list as is,
     // where an object would go through setHeader (validation, a map) once per header.
-    const headers: string[] = [];
-    const raw = req.rawHeaders;
-    for (let i = 0; i < raw.length; i += 2) {
-      if (!DROPPED_REQUEST_HEADERS.has(raw[i]!.toLowerCase())) headers.push(raw[i]!, raw[i + 1]!);
-    }
-    headers.push(...identityOf(principal));
+    const headers = upstreamRequestHeaders(req.rawHeaders, { keepCredentials: false });
+    headers.push(...options.forwarding.forwardedHeaders(req), ...identityOf(principal));
 
     const outgoing = request({
       agent,
@@ -107,14 +97,14 @@ export function createForwarder(options: {
       hostname: upstream.hostname,
       port: upstream.port,
       method: req.method,
-      path: req.url,
+      path: target.path + target.query,
       headers,
       timeout: options.timeoutMs,
     });
     outgoing.on('response', (incoming) => {
       const answer: OutgoingHttpHeaders = {};
       for (const name in incoming.headers) {
-        if (!HOP_BY_HOP.has(name)) answer[name] = incoming.headers[name];
+        if (!HOP_BY_HOP_RESPONSE.has(name)) answer[name] = incoming.headers[name];
       }
       answer['x-request-id'] = requestId;
       res.writeHead(incoming.statusCode ?? 502, answer);

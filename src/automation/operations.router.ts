@@ -8,7 +8,7 @@ import type { OperationsRepo } from './operations.repo.ts';
  * the workspace. Mounted behind the workspace-role check.
  */
 export function createOperationsRouter(operations: OperationsRepo): Router {
-  const router = Router({ mergeParams: true });
+  const router = Router({ mergeParams: true, caseSensitive: true });
   router.get('/ita/menu/operation_list/filter', async (req, res) => {
     const organization = principalOf(res).realm;
     res.json(

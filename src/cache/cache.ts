@@ -5,9 +5,22 @@ export interface Cache {
   /** ttlMs must be > 0; values are strings (callers serialise). */
   set(key: string, value: string, ttlMs: number): Promise<void>;
   delete(key: string): Promise<void>;
+  /**
+   * Adds one to the counter under `key`, which starts at 0 for `windowMs` when absent and keeps
+   * its first expiry after that (a fixed window). Resolves to the new count and the time left.
+   */
+  increment(key: string, windowMs: number): Promise<Counter>;
+  /** The counter under `key` as `increment` left it, or undefined when absent or expired. */
+  counter(key: string): Promise<Counter | undefined>;
   /** Resolves when the backend is reachable, rejects otherwise (used by /readyz). */
   ping(): Promise<void>;
   close(): Promise<void>;
+}
+
+/** A windowed counter: how many so far, and how long until it starts again from 0. */
+export interface Counter {
+  count: number;
+  ttlMs: number;
 }
 
 /**

@@ -44,6 +44,8 @@ export function createFallbackCache(
       return failedAt !== undefined;
     },
     get: (key) => attempt((cache) => cache.get(key)),
+    increment: (key, windowMs) => attempt((cache) => cache.increment(key, windowMs)),
+    counter: (key) => attempt((cache) => cache.counter(key)),
     set: (key, value, ttlMs) => attempt((cache) => cache.set(key, value, ttlMs)),
     delete: async (key) => {
       // Both: a deletion (e.g. a revocation) must not survive in either place.

@@ -1,4 +1,4 @@
-import { assertValidTtl, type Cache } from './cache.ts';
+import { assertValidTtl, type Cache, type Counter } from './cache.ts';
 import { TtlLru } from './ttl-lru.ts';
 
 export interface MemoryCacheOptions {
@@ -11,6 +11,11 @@ export interface MemoryCacheOptions {
 /** Creates an in-process cache for single-instance deployments (and the Redis fallback). */
 export function createMemoryCache({ maxEntries, now = Date.now }: MemoryCacheOptions): Cache {
   const entries = new TtlLru<string>(maxEntries, now);
+  const counters = new TtlLru<{ count: number; expiresAt: number }>(maxEntries, now);
+  const counterOf = (key: string): Counter | undefined => {
+    const entry = counters.get(key);
+    return entry && { count: entry.count, ttlMs: entry.expiresAt - now() };
+  };
   return {
     kind: 'memory',
     get(key) {
@@ -26,13 +31,26 @@ export function createMemoryCache({ maxEntries, now = Date.now }: MemoryCacheOpt
     },
     delete(key) {
       entries.delete(key);
+      counters.delete(key);
       return Promise.resolve();
+    },
+    increment(key, windowMs) {
+      return new Promise((resolve) => {
+        assertValidTtl(windowMs);
+        const entry = counters.get(key) ?? { count: 0, expiresAt: now() + windowMs };
+        counters.set(key, { count: entry.count + 1, expiresAt: entry.expiresAt }, entry.expiresAt);
+        resolve(counterOf(key)!);
+      });
+    },
+    counter(key) {
+      return Promise.resolve(counterOf(key));
     },
     ping() {
       return Promise.resolve();
     },
     close() {
       entries.clear();
+      counters.clear();
       return Promise.resolve();
     },
   };

@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import { assertValidTtl, type Cache } from './cache.ts';
+import { assertValidTtl, type Cache, type Counter } from './cache.ts';
 
 export interface RedisCacheOptions {
   /** `redis://` or `rediss://` URL. */
@@ -40,6 +40,21 @@ export function createRedisCache({ url, keyPrefix, commandTimeoutMs }: RedisCach
     async delete(key) {
       await client.del(key);
     },
+    async increment(key, windowMs) {
+      assertValidTtl(windowMs);
+      // One round trip, atomic: SET NX starts the window, INCR keeps its expiry.
+      const replies = await client
+        .multi()
+        .set(key, '0', 'PX', windowMs, 'NX')
+        .incr(key)
+        .pttl(key)
+        .exec();
+      return counterFrom(replies?.[1], replies?.[2])!;
+    },
+    async counter(key) {
+      const replies = await client.multi().get(key).pttl(key).exec();
+      return counterFrom(replies?.[0], replies?.[1]);
+    },
     async ping() {
       try {
         await client.ping();
@@ -62,4 +77,15 @@ export function createRedisCache({ url, keyPrefix, commandTimeoutMs }: RedisCach
       }
     },
   };
+}
+
+type Reply = [error: Error | null, result: unknown] | undefined;
+
+/** A counter from the replies of a read (or INCR) and a PTTL inside one MULTI. */
+function counterFrom(value: Reply, ttl: Reply): Counter | undefined {
+  const failed = value?.[0] ?? ttl?.[0];
+  if (failed) throw failed;
+  if (value?.[1] === null || value?.[1] === undefined) return undefined;
+  const ttlMs = Number(ttl?.[1]);
+  return { count: Number(value[1]), ttlMs: ttlMs > 0 ? ttlMs : 0 };
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseTrustedProxies } from '../edge/forwarding.ts';
 
 /** Secrets must be long enough to resist guessing; demo mode generates them instead. */
 const secret = z.string().min(16, 'must be at least 16 characters');
@@ -43,6 +44,22 @@ export const configSchema = z.object({
     .union([z.literal('off'), z.coerce.number().int().min(0).max(86400)])
     .default(60),
   AUTOMATION_UPSTREAM_URL: url.optional(),
+  TRUSTED_PROXIES: z
+    .string()
+    .transform((value, ctx) => {
+      try {
+        return parseTrustedProxies(value);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+        return z.NEVER;
+      }
+    })
+    .optional(),
+
+  BASIC_REFUSAL_CACHE_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
+  LOGIN_MAX_FAILURES_PER_USER: z.coerce.number().int().min(0).max(10000).default(5),
+  LOGIN_MAX_FAILURES_PER_ADDRESS: z.coerce.number().int().min(0).max(1000000).default(100),
+  LOGIN_FAILURE_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86400).default(300),
 
   DATABASE_URL: z.string().min(1).optional(),
   DATA_DIR: z.string().min(1).default('.data'),

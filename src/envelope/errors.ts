@@ -33,7 +33,23 @@ export const errorCodes = {
   organizationNotFound: { status: 404, result: '404-00001', message: 'Organization not found.' },
   workspaceNotFound: { status: 404, result: '404-00002', message: 'Workspace not found.' },
   methodNotAllowed: { status: 405, result: '405-00000', message: 'Method not allowed.' },
+  requestTimeout: {
+    status: 408,
+    result: '408-00000',
+    message: 'The request was not sent in time.',
+  },
+  userExists: { status: 409, result: '409-00001', message: 'User already exists.' },
   payloadTooLarge: { status: 413, result: '413-00000', message: 'Request too large.' },
+  expectationFailed: {
+    status: 417,
+    result: '417-00000',
+    message: 'Only the expectation 100-continue is supported.',
+  },
+  tooManyFailedLogins: {
+    status: 429,
+    result: '429-00001',
+    message: 'Too many failed logins; retry later.',
+  },
   headersTooLarge: { status: 431, result: '431-00000', message: 'Request headers too large.' },
   identityProviderBadGateway: {
     status: 502,

@@ -5,6 +5,9 @@ import { createProxyMiddleware } from 'http-proxy-middleware';
 import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
 import { AppError, type ErrorCode } from '../envelope/errors.ts';
+import type { Forwarding } from '../edge/forwarding.ts';
+import { targetOf } from '../edge/request-target.ts';
+import { droppedRequestHeaderNames } from '../edge/upstream-headers.ts';
 import { bufferedBodyOf } from './form-body-guard.ts';
 
 export interface AuthProxyOptions {
@@ -13,12 +16,14 @@ export interface AuthProxyOptions {
   /** The gateway's public address; Keycloak derives token `iss` from it. */
   publicUrl: string;
   timeoutMs: number;
+  forwarding: Forwarding;
   logger: Logger;
 }
 
 /**
- * Proxies `/auth/...` to Keycloak unchanged (status, headers, body). Mount it at `/auth`
- * before any body parser so the form body streams through untouched.
+ * Proxies `/auth/...` to Keycloak unchanged (status, headers, body), with the client's headers
+ * through the edge's filter (credentials and cookies kept: Keycloak needs them). Mount it at
+ * `/auth` before any body parser so the form body streams through untouched.
  */
 export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
   const publicUrl = new URL(options.publicUrl);
@@ -35,13 +40,16 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
     agent: new Agent({ keepAlive: true, maxSockets: 256 }),
     on: {
       proxyReq(proxyReq, req) {
-        // Never trust the caller's forwarding headers: they would let a client choose the
-        // issuer Keycloak writes into tokens.
-        proxyReq.removeHeader('forwarded');
+        for (const name of droppedRequestHeaderNames(req.rawHeaders, { keepCredentials: true })) {
+          proxyReq.removeHeader(name);
+        }
+        // Host, proto and port name the gateway's public address, never the caller's: they
+        // would let a client choose the issuer Keycloak writes into tokens.
         proxyReq.setHeader('x-forwarded-host', forwarded.host);
         proxyReq.setHeader('x-forwarded-proto', forwarded.proto);
         proxyReq.setHeader('x-forwarded-port', forwarded.port);
-        proxyReq.setHeader('x-forwarded-for', req.socket.remoteAddress ?? '');
+        const [, forwardedFor] = options.forwarding.forwardedHeaders(req);
+        proxyReq.setHeader('x-forwarded-for', forwardedFor!);
         // A form body already read by the guard is written here; the piped stream is empty.
         const body = bufferedBodyOf(req);
         if (body) {
@@ -78,31 +86,15 @@ function proxyErrorCode(err: NodeJS.ErrnoException): ErrorCode {
 }
 
 /**
- * Guards the path before it reaches Keycloak. Paths that could be normalised into another path
- * (dot segments, empty segments, encoded slashes or backslashes) are refused outright rather
- * than interpreted. Unless `allowAdmin`, the admin console and admin REST API under
- * `/auth/admin/` answer 404, as they must on the public listener.
+ * Unless `allowAdmin`, the admin console and admin REST API under `/auth/admin/` answer 404, as
+ * they must on the public listener. The edge has already refused every path that could be read
+ * two ways (dot segments, `//`, `;`, encoded separators), and hands over the decoded segments:
+ * `/auth/%61dmin/` and `/auth/ADMIN/` are `admin` here too.
  */
 export function guardAuthPath(options: { allowAdmin: boolean }): RequestHandler {
   return (req, _res, next) => {
-    const rawPath = req.url.split('?', 1)[0] ?? '';
-    let path: string;
-    try {
-      path = decodeURIComponent(rawPath);
-    } catch {
-      next(new AppError('badRequestHeader', { message: 'Malformed request path.' }));
-      return;
-    }
-    const segments = path.split('/').slice(1);
-    const ambiguous =
-      path.includes('\\') ||
-      /%2f|%5c/i.test(rawPath) ||
-      segments.some((s, i) => s === '.' || s === '..' || (s === '' && i < segments.length - 1));
-    if (ambiguous) {
-      next(new AppError('badRequestHeader', { message: 'Ambiguous request path.' }));
-      return;
-    }
-    if (!options.allowAdmin && (segments[0] ?? '').toLowerCase() === 'admin') {
+    const first = targetOf(req).segments[1] ?? '';
+    if (!options.allowAdmin && first.toLowerCase() === 'admin') {
       next(new AppError('notFound'));
       return;
     }

@@ -34,6 +34,10 @@ describe('loadConfig', () => {
       TOKEN_CLOCK_LEEWAY_SECONDS: 10,
       BASIC_CACHE_MAX_SECONDS: 60,
       REVOCATION_CHECK_SECONDS: 60,
+      BASIC_REFUSAL_CACHE_SECONDS: 10,
+      LOGIN_MAX_FAILURES_PER_USER: 5,
+      LOGIN_MAX_FAILURES_PER_ADDRESS: 100,
+      LOGIN_FAILURE_WINDOW_SECONDS: 300,
       DATA_DIR: '.data',
       REDIS_KEY_PREFIX: 'realmgate:',
       MEMORY_CACHE_MAX_ENTRIES: 100000,
@@ -52,6 +56,22 @@ describe('loadConfig', () => {
     expect(config.KEYCLOAK_URL).toBe('http://keycloak:8080/auth');
     expect(config.KEYCLOAK_ADMIN_PASSWORD).toBe(adminPassword);
     expect(config.KEYCLOAK_CLIENT_SECRET).toBe(clientSecret);
+  });
+
+  it('reads TRUSTED_PROXIES as addresses and CIDR ranges, and names a bad entry', () => {
+    const trusted = loadConfig({
+      ...secrets,
+      TRUSTED_PROXIES: '10.0.0.0/8, 192.168.1.7,::1',
+    }).TRUSTED_PROXIES!;
+    expect(trusted.check('10.1.2.3', 'ipv4')).toBe(true);
+    expect(trusted.check('192.168.1.7', 'ipv4')).toBe(true);
+    expect(trusted.check('192.168.1.8', 'ipv4')).toBe(false);
+    expect(trusted.check('::1', 'ipv6')).toBe(true);
+    for (const bad of ['10.0.0.0/33', 'proxy.example', '10.0.0.1/8/1', '::1/129', '1.2.3.4/x']) {
+      expect(() => loadConfig({ ...secrets, TRUSTED_PROXIES: bad }), bad).toThrow(
+        /TRUSTED_PROXIES: not an IP address or CIDR range/,
+      );
+    }
   });
 
   it('reads REVOCATION_CHECK_SECONDS as seconds or off', () => {

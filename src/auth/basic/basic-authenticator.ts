@@ -7,11 +7,20 @@ import { AuthFailure } from '../auth-failure.ts';
 import type { BearerVerifier } from '../bearer/bearer-verifier.ts';
 import type { Principal } from '../principal.ts';
 import type { RevocationList } from '../revocation.ts';
+import { AppError } from '../../envelope/errors.ts';
+import type { LoginThrottle } from './login-throttle.ts';
 import type { BasicCredentials } from './parse-basic.ts';
 
 export interface BasicAuthenticator {
-  /** Logs the credentials in on `realm`; throws AuthFailure, or AppError when Keycloak fails. */
-  authenticate(realm: string, credentials: BasicCredentials): Promise<Principal>;
+  /**
+   * Logs the credentials in on `realm`; throws AuthFailure, AppError 429 while `clientAddress`
+   * or the account is throttled, or AppError when Keycloak fails.
+   */
+  authenticate(
+    realm: string,
+    credentials: BasicCredentials,
+    clientAddress: string,
+  ): Promise<Principal>;
   /**
    * The principal of a login this process has cached and may still reuse, without waiting;
    * undefined whenever only `authenticate` can tell (the shared cache, a login, a refusal).
@@ -29,6 +38,9 @@ export interface BasicAuthenticatorDeps {
   maxCacheSeconds: number;
   /** Bound of the in-process layer in front of `cache`. */
   maxLocalEntries: number;
+  /** How long a refused login is remembered (0: not at all); a loop on a bad password then costs no grant. */
+  refusalCacheSeconds: number;
+  throttle: LoginThrottle;
   /** A user's sessions revoked after a login was cached make the cached login void. */
   revocations: RevocationList;
   /** Tells whether a user has two-factor authentication (for a helpful 401 message). */
@@ -39,7 +51,9 @@ export interface BasicAuthenticatorDeps {
 /**
  * Basic authentication as a Keycloak password grant on the realm's API client. A successful
  * login is cached under HMAC-SHA256(secret, realm, user, password): never the password, never a
- * plain hash of it. Concurrent identical logins share one Keycloak call.
+ * plain hash of it; a refused one briefly too, under its own prefix. Concurrent identical logins
+ * share one Keycloak call. Refused logins are counted by the throttle, which answers 429 past
+ * its limits without asking Keycloak.
  */
 export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAuthenticator {
   const inFlight = new Map<string, Promise<Principal>>();
@@ -48,16 +62,28 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
   const local = new TtlLru<CachedLogin>(deps.maxLocalEntries);
 
   return {
-    async authenticate(realm, credentials) {
+    async authenticate(realm, credentials, clientAddress) {
       const key = cacheKeyOf(deps.cacheSecret, realm, credentials);
       const cached = await readCache(key);
       if (cached) return cached;
+      const wait = await deps.throttle.retryAfter(realm, credentials.username, clientAddress);
+      if (wait > 0) {
+        throw new AppError('tooManyFailedLogins', { headers: { 'retry-after': String(wait) } });
+      }
       let login = inFlight.get(key);
       if (!login) {
         login = logIn(realm, credentials, key).finally(() => inFlight.delete(key));
         inFlight.set(key, login);
       }
-      return login;
+      try {
+        return await login;
+      } catch (err) {
+        // Every refused request counts, also those that shared one grant or a remembered refusal.
+        if (err instanceof AuthFailure) {
+          await deps.throttle.failed(realm, credentials.username, clientAddress);
+        }
+        throw err;
+      }
     },
     cached(realm, credentials) {
       if (deps.maxCacheSeconds === 0) return undefined;
@@ -100,12 +126,22 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     credentials: BasicCredentials,
     key: string,
   ): Promise<Principal> {
+    const refusedKey = `refused:${key}`;
+    const remembered = await deps.cache.get(refusedKey);
+    if (remembered !== undefined) throw new AuthFailure('basic', remembered);
     const result = await deps.tokens.passwordGrant(
       realm,
       credentials.username,
       credentials.password,
     );
-    if (!result.ok) throw await refusal(realm, credentials.username, result.description);
+    if (!result.ok) {
+      const failure = await refusal(realm, credentials.username, result.description);
+      if (deps.refusalCacheSeconds > 0) {
+        await deps.cache.set(refusedKey, failure.publicMessage, deps.refusalCacheSeconds * 1000);
+      }
+      throw failure;
+    }
+    await deps.throttle.succeeded(realm, credentials.username);
     const principal = {
       ...(await deps.bearer.verify(realm, result.accessToken)),
       method: 'basic' as const,

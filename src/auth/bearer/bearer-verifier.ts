@@ -3,7 +3,7 @@ import { decodeJwt, errors as joseErrors, jwtVerify } from 'jose';
 import { AppError } from '../../envelope/errors.ts';
 import { TtlLru } from '../../cache/ttl-lru.ts';
 import { AuthFailure } from '../auth-failure.ts';
-import { principalFromClaims, type Principal } from '../principal.ts';
+import { isHeaderSafe, principalFromClaims, type Principal } from '../principal.ts';
 import type { JwksRegistry } from './jwks.ts';
 
 /** Asymmetric algorithms only: `none` and HMAC (which a public key could "sign") never pass. */
@@ -93,6 +93,9 @@ export function createBearerVerifier(options: {
         requiredClaims: ['exp', 'iat', 'sub'],
       });
       if (payload.typ !== 'Bearer') throw new AuthFailure('bearer', 'Not an access token.');
+      // `sub` becomes the upstream's `User-Id` header: it must be sendable as it is.
+      if (!isHeaderSafe(payload.sub))
+        throw new AuthFailure('bearer', 'Token claim "sub" is not valid.');
       if (Number(payload.iat) > Date.now() / 1000 + options.leewaySeconds) {
         throw new AuthFailure('bearer', 'Token issued in the future.');
       }

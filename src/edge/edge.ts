@@ -1,0 +1,52 @@
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import { sendError } from '../envelope/error-handler.ts';
+import { AppError } from '../envelope/errors.ts';
+import { logWhenFinished } from '../http/access-log.ts';
+import { requestIdOf } from '../http/request-id.ts';
+import { parseRequestTarget, rememberTarget, type RequestTarget } from './request-target.ts';
+
+/** A route served on the HTTP server itself; it writes `X-Request-Id: requestId` itself. */
+export type EdgeRoute = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  target: RequestTarget,
+  requestId: string,
+) => void;
+
+/**
+ * The first step of every request on either listener, before any routing: a request id and the
+ * access log line, a `Host` header (HTTP/1.1), and one canonical meaning of the path (see
+ * request-target.ts). Then the request goes to `route` when it claims it (the forwarded
+ * automation route), else to express. Whatever throws here is answered in the envelope; the
+ * process lives on.
+ */
+export function createEdge(deps: {
+  logger: Logger;
+  app: RequestListener;
+  route?: { claims(target: RequestTarget): boolean; serve: EdgeRoute };
+}): RequestListener {
+  const { logger, app, route } = deps;
+  return (req, res) => {
+    const requestId = requestIdOf(req);
+    try {
+      logWhenFinished(req, res, requestId, logger);
+      if (req.headers.host === undefined && req.httpVersionMinor >= 1) {
+        throw new AppError('badRequestHeader', { message: 'The Host header is missing.' });
+      }
+      const target = parseRequestTarget(req.url);
+      if ('refused' in target) throw new AppError('badRequestHeader', { message: target.refused });
+      rememberTarget(req, target);
+      if (route?.claims(target)) {
+        route.serve(req, res, target, requestId);
+        return;
+      }
+      res.setHeader('x-request-id', requestId);
+      req.url = target.path + target.query;
+      app(req, res);
+    } catch (err) {
+      if (!res.headersSent) res.setHeader('x-request-id', requestId);
+      sendError(res, err, logger);
+    }
+  };
+}

@@ -1,0 +1,90 @@
+import type { IncomingMessage } from 'node:http';
+import { BlockList, isIP } from 'node:net';
+
+/**
+ * What the gateway tells a service behind it about the client: `X-Forwarded-For`, `-Proto` and
+ * `-Host`. A client's own values are believed only when the connection comes from a trusted
+ * proxy (`TRUSTED_PROXIES`); otherwise the gateway says what it saw itself.
+ */
+export interface Forwarding {
+  /** The client's address: the peer, or behind trusted proxies the first address they vouch for. */
+  clientAddress(req: IncomingMessage): string;
+  /** `x-forwarded-for`, `x-forwarded-proto`, `x-forwarded-host` as name/value pairs. */
+  forwardedHeaders(req: IncomingMessage): string[];
+}
+
+/**
+ * Parses `TRUSTED_PROXIES`: comma-separated IPv4/IPv6 addresses or CIDR ranges. Throws a
+ * message naming the first entry that is neither.
+ */
+export function parseTrustedProxies(list: string): BlockList {
+  const trusted = new BlockList();
+  for (const entry of list.split(',').map((item) => item.trim())) {
+    if (entry === '') continue;
+    const [address = '', prefix, extra] = entry.split('/');
+    const family = isIP(address);
+    const bits = prefix === undefined ? undefined : Number(prefix);
+    const maxBits = family === 6 ? 128 : 32;
+    if (
+      family === 0 ||
+      extra !== undefined ||
+      (bits !== undefined && (!/^\d{1,3}$/.test(prefix!) || bits > maxBits))
+    ) {
+      throw new Error(`not an IP address or CIDR range: ${JSON.stringify(entry)}`);
+    }
+    const type = family === 6 ? 'ipv6' : 'ipv4';
+    if (bits === undefined) trusted.addAddress(address, type);
+    else trusted.addSubnet(address, bits, type);
+  }
+  return trusted;
+}
+
+/** `::ffff:10.0.0.1` (an IPv4 peer on a dual-stack socket) is `10.0.0.1`. */
+function plainAddress(address: string): string {
+  return address.startsWith('::ffff:') && isIP(address.slice(7)) === 4 ? address.slice(7) : address;
+}
+
+export function createForwarding(trusted: BlockList | undefined): Forwarding {
+  const isTrusted = (address: string): boolean => {
+    const family = isIP(address);
+    return (
+      trusted !== undefined &&
+      family !== 0 &&
+      trusted.check(address, family === 6 ? 'ipv6' : 'ipv4')
+    );
+  };
+  const peerOf = (req: IncomingMessage) => plainAddress(req.socket.remoteAddress ?? '');
+  const single = (value: string | string[] | undefined) =>
+    Array.isArray(value) ? value[0] : value;
+
+  return {
+    clientAddress(req) {
+      const peer = peerOf(req);
+      if (!isTrusted(peer)) return peer;
+      // Right to left: each trusted proxy vouches for the address before it.
+      const chain = String(req.headers['x-forwarded-for'] ?? '').split(',');
+      for (let i = chain.length - 1; i >= 0; i--) {
+        const address = plainAddress(chain[i]!.trim());
+        if (isIP(address) === 0) break;
+        if (!isTrusted(address)) return address;
+      }
+      return peer;
+    },
+    forwardedHeaders(req) {
+      const peer = peerOf(req);
+      const viaProxy = isTrusted(peer);
+      const seenProto = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
+      const priorFor = viaProxy ? single(req.headers['x-forwarded-for']) : undefined;
+      const proto = (viaProxy && single(req.headers['x-forwarded-proto'])) || seenProto;
+      const host = (viaProxy && single(req.headers['x-forwarded-host'])) || req.headers.host || '';
+      return [
+        'x-forwarded-for',
+        priorFor ? `${priorFor}, ${peer}` : peer,
+        'x-forwarded-proto',
+        proto,
+        'x-forwarded-host',
+        host,
+      ];
+    },
+  };
+}

@@ -1,0 +1,93 @@
+/**
+ * The gateway's own identity headers: a service behind it believes them, so a client's copy
+ * never passes, however it is spelled (see `isIdentityName`).
+ */
+export const IDENTITY_HEADERS = ['user-id', 'roles', 'org-roles', 'language', 'organization-id'];
+const IDENTITY = new Set(IDENTITY_HEADERS);
+
+/** Connection-level headers (RFC 9110 7.6.1 and the usual non-standard ones); never forwarded. */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'host',
+  // The gateway answered the client's expectation itself; the body it forwards is already coming.
+  'expect',
+]);
+
+/** Claims about the client that only the gateway may make (see edge/forwarding.ts). */
+const FORWARDING = new Set([
+  'forwarded',
+  'x-forwarded-for',
+  'x-forwarded-proto',
+  'x-forwarded-host',
+  'x-forwarded-port',
+  'x-forwarded-prefix',
+  'x-real-ip',
+]);
+
+/** The client's credentials: they stay at the gateway unless the service needs them (Keycloak). */
+const CREDENTIALS = new Set(['authorization', 'cookie']);
+
+/**
+ * Whether a header name reads as one of the gateway's identity headers to some server: WSGI and
+ * CGI turn `-` into `_`, and some frameworks fold `.` too.
+ */
+function isIdentityName(lowerName: string): boolean {
+  return IDENTITY.has(/[_.]/.test(lowerName) ? lowerName.replace(/[_.]/g, '-') : lowerName);
+}
+
+/**
+ * The client's request headers that may travel on, from `rawHeaders` (`[name, value, ...]`),
+ * in order and as received. Dropped: identity headers in any spelling, every name with `_`
+ * (nginx's `underscores_in_headers off`: such names are ambiguous behind CGI-style servers),
+ * hop-by-hop headers and those the client's `Connection` names, forwarding claims, and
+ * (unless `keepCredentials`) `Authorization` and `Cookie`.
+ */
+export function upstreamRequestHeaders(
+  rawHeaders: readonly string[],
+  options: { keepCredentials: boolean },
+): string[] {
+  const dropped = droppedBy(rawHeaders, options.keepCredentials);
+  const kept: string[] = [];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (!dropped(rawHeaders[i]!.toLowerCase())) kept.push(rawHeaders[i]!, rawHeaders[i + 1]!);
+  }
+  return kept;
+}
+
+/** The lowercase names `upstreamRequestHeaders` drops, for a proxy that copies all by default. */
+export function droppedRequestHeaderNames(
+  rawHeaders: readonly string[],
+  options: { keepCredentials: boolean },
+): string[] {
+  const dropped = droppedBy(rawHeaders, options.keepCredentials);
+  const names: string[] = [];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!.toLowerCase();
+    if (dropped(name)) names.push(name);
+  }
+  return names;
+}
+
+function droppedBy(rawHeaders: readonly string[], keepCredentials: boolean) {
+  let named: Set<string> | undefined;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() !== 'connection') continue;
+    named ??= new Set();
+    for (const token of rawHeaders[i + 1]!.split(',')) named.add(token.trim().toLowerCase());
+  }
+  return (name: string): boolean =>
+    HOP_BY_HOP.has(name) ||
+    FORWARDING.has(name) ||
+    name.includes('_') ||
+    isIdentityName(name) ||
+    named?.has(name) === true ||
+    (!keepCredentials && CREDENTIALS.has(name));
+}

@@ -1,0 +1,134 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  droppedRequestHeaderNames,
+  IDENTITY_HEADERS,
+  upstreamRequestHeaders,
+} from '../../../src/edge/upstream-headers.ts';
+
+const pairsOf = (flat: string[]) =>
+  flat.flatMap((value, i) => (i % 2 === 0 ? [[value, flat[i + 1]!] as const] : []));
+
+/** Every spelling a server might read as an identity header: case, `_` and `.` for `-`. */
+const identitySpelling = fc
+  .tuple(
+    fc.constantFrom(...IDENTITY_HEADERS),
+    fc.array(fc.boolean(), { minLength: 20, maxLength: 20 }),
+    fc.constantFrom('-', '_', '.'),
+  )
+  .map(([name, upper, separator]) =>
+    [...name.replaceAll('-', separator)].map((c, i) => (upper[i] ? c.toUpperCase() : c)).join(''),
+  );
+
+const otherName = fc.constantFrom(
+  'Accept',
+  'Content-Type',
+  'content-length',
+  'X-Trace',
+  'Authorization',
+  'Cookie',
+  'Connection',
+  'Keep-Alive',
+  'Transfer-Encoding',
+  'Upgrade',
+  'TE',
+  'Trailer',
+  'Proxy-Authorization',
+  'Host',
+  'Expect',
+  'Forwarded',
+  'X-Forwarded-For',
+  'x-forwarded-host',
+  'X-Forwarded-Proto',
+  'X-Real-IP',
+  'X-Custom',
+  'x_custom',
+  'Accept-Language',
+  'User-Agent',
+  'Proxy-Connection',
+);
+
+const header = fc.tuple(fc.oneof(identitySpelling, otherName), fc.string({ maxLength: 10 }));
+
+describe('upstreamRequestHeaders', () => {
+  it('keeps ordinary headers in order and as received', () => {
+    const raw = ['Accept', 'a/b', 'X-Trace', '1', 'x-trace', '2', 'Content-Length', '5'];
+    expect(upstreamRequestHeaders(raw, { keepCredentials: false })).toEqual(raw);
+  });
+
+  it('drops identity headers in every spelling, underscores, hop-by-hop, forwarding claims', () => {
+    const raw = [
+      'user_id',
+      'admin',
+      'User.Id',
+      'admin',
+      'ORG-ROLES',
+      'x',
+      'organization_id',
+      'o',
+      'Organization-Id',
+      'o',
+      'Language',
+      'en',
+      'roles',
+      'r',
+      'X-Forwarded-For',
+      '6.6.6.6',
+      'Forwarded',
+      'for=6.6.6.6',
+      'Connection',
+      'close, X-Secret',
+      'X-Secret',
+      's',
+      'Expect',
+      '100-continue',
+      'Authorization',
+      'Bearer t',
+      'Cookie',
+      'c=1',
+      'Accept',
+      '*/*',
+    ];
+    expect(upstreamRequestHeaders(raw, { keepCredentials: false })).toEqual(['Accept', '*/*']);
+    expect(upstreamRequestHeaders(raw, { keepCredentials: true })).toEqual([
+      'Authorization',
+      'Bearer t',
+      'Cookie',
+      'c=1',
+      'Accept',
+      '*/*',
+    ]);
+  });
+
+  it('lets nothing through that a server could read as identity, hop-by-hop or forwarding', () => {
+    fc.assert(
+      fc.property(fc.array(header, { maxLength: 12 }), fc.boolean(), (pairs, keepCredentials) => {
+        const raw = pairs.flat();
+        const kept = upstreamRequestHeaders(raw, { keepCredentials });
+        const connectionNamed = pairs
+          .filter(([name]) => name.toLowerCase() === 'connection')
+          .flatMap(([, value]) => value.split(',').map((t) => t.trim().toLowerCase()));
+        for (const [name] of pairsOf(kept)) {
+          const lower = name.toLowerCase();
+          expect(IDENTITY_HEADERS).not.toContain(lower.replace(/[_.]/g, '-'));
+          expect(lower).not.toContain('_');
+          expect(lower).not.toMatch(
+            /^(connection|keep-alive|te|trailer|transfer-encoding|upgrade|host|expect|proxy-.*|forwarded|x-forwarded-.*|x-real-ip)$/,
+          );
+          expect(connectionNamed).not.toContain(lower);
+          if (!keepCredentials) expect(['authorization', 'cookie']).not.toContain(lower);
+        }
+        // What is kept is a subsequence of what came, pairs intact.
+        const remaining = pairsOf(kept);
+        for (const pair of pairs) {
+          if (remaining[0]?.[0] === pair[0] && remaining[0][1] === pair[1]) remaining.shift();
+        }
+        expect(remaining).toEqual([]);
+        // The proxy variant names exactly what the list variant leaves out.
+        const dropped = droppedRequestHeaderNames(raw, { keepCredentials });
+        expect(dropped.length + kept.length / 2).toBe(pairs.length);
+      }),
+      { numRuns: 3000 },
+    );
+  });
+});
