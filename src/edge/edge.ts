@@ -16,7 +16,7 @@ export type EdgeRoute = (
 
 /**
  * The first step of every request on either listener, before any routing: a request id and the
- * access log line, a `Host` header (HTTP/1.1), and one canonical meaning of the path (see
+ * access log line, exactly one `Host` header (RFC 9112 3.2; none is allowed in HTTP/1.0), and one canonical meaning of the path (see
  * request-target.ts). Then the request goes to `route` when it claims it (the forwarded
  * automation route), else to express. Whatever throws here is answered in the envelope; the
  * process lives on.
@@ -31,8 +31,9 @@ export function createEdge(deps: {
     const requestId = requestIdOf(req);
     try {
       logWhenFinished(req, res, requestId, logger);
-      if (req.headers.host === undefined && req.httpVersionMinor >= 1) {
-        throw new AppError('badRequestHeader', { message: 'The Host header is missing.' });
+      const hosts = hostCount(req.rawHeaders);
+      if (hosts > 1 || (hosts === 0 && req.httpVersionMinor >= 1)) {
+        throw new AppError('badRequestHeader', { message: 'One Host header is required.' });
       }
       const target = parseRequestTarget(req.url);
       if ('refused' in target) throw new AppError('badRequestHeader', { message: target.refused });
@@ -49,4 +50,14 @@ export function createEdge(deps: {
       sendError(res, err, logger);
     }
   };
+}
+
+/** How many `Host` headers came (Node keeps only the first in `req.headers`). */
+function hostCount(rawHeaders: readonly string[]): number {
+  let count = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    if (name.length === 4 && name.toLowerCase() === 'host') count++;
+  }
+  return count;
 }

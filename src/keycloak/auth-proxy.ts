@@ -32,7 +32,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
     proto: publicUrl.protocol.replace(':', ''),
     port: publicUrl.port || (publicUrl.protocol === 'https:' ? '443' : '80'),
   };
-  return createProxyMiddleware<IncomingMessage, ServerResponse>({
+  const proxy = createProxyMiddleware<IncomingMessage, ServerResponse>({
     target: options.keycloakUrl,
     changeOrigin: true,
     proxyTimeout: options.timeoutMs,
@@ -40,9 +40,6 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
     agent: new Agent({ keepAlive: true, maxSockets: 256 }),
     on: {
       proxyReq(proxyReq, req) {
-        for (const name of droppedRequestHeaderNames(req.rawHeaders, { keepCredentials: true })) {
-          proxyReq.removeHeader(name);
-        }
         // Host, proto and port name the gateway's public address, never the caller's: they
         // would let a client choose the issuer Keycloak writes into tokens.
         proxyReq.setHeader('x-forwarded-host', forwarded.host);
@@ -64,6 +61,14 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
       },
     },
   });
+  return (req, res, next) => {
+    // Before the proxy copies them: http-proxy sends `Expect` on, and then skips its
+    // `proxyReq` hook, which writes the body the form guard already read.
+    for (const name of droppedRequestHeaderNames(req.rawHeaders, { keepCredentials: true })) {
+      delete req.headers[name];
+    }
+    void proxy(req, res, next);
+  };
 }
 
 /** Like http-proxy-middleware's own mapping: refused/reset is 503, slow is 504. */

@@ -1,0 +1,526 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { IDENTITY_HEADERS } from '../../src/edge/upstream-headers.ts';
+import { accessTokenOf, basicAuth } from '../helpers/api.ts';
+import { claimsOf, createUser, passwordGrantBody, type TestUser } from '../helpers/keycloak.ts';
+import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { rawRequest, type RawResponse } from '../helpers/raw-http.ts';
+import { startReplica, type Replica } from '../helpers/replica.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+/**
+ * Hostile input, from tables, against the real stack: a replica whose automation route forwards
+ * to a recording upstream (what really arrives), and the test gateway serving the same routes
+ * through express. Every answer must be the envelope with the right status, never a 500, and
+ * nothing refused may reach the upstream.
+ */
+interface Seen {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+const seen: Seen[] = [];
+let upstream: Server;
+let replica: Replica;
+let org: string;
+let member: TestUser;
+let bearer: string;
+let sub: string;
+
+beforeAll(async () => {
+  upstream = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      seen.push({
+        method: req.method!,
+        url: req.url!,
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString(),
+      });
+      res.setHeader('content-type', 'application/json');
+      res.end('{"data":"upstream","message":"SUCCESS","result":"000-00000","ts":""}');
+    });
+  });
+  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  replica = await startReplica(18400, {
+    AUTOMATION_UPSTREAM_URL: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
+    LOGIN_MAX_FAILURES_PER_ADDRESS: '0',
+  });
+  org = await createOrganization(['ws1', 'ws2']);
+  member = await createUser(org, { workspaceRoles: ['ws1'] });
+  bearer = `Bearer ${await accessTokenOf(member)}`;
+  sub = String(claimsOf(bearer.slice(7)).sub);
+});
+
+afterAll(async () => {
+  await replica?.gateway.close();
+  await new Promise((resolve) => upstream?.close(resolve));
+  await closeTestDb();
+});
+
+beforeEach(() => {
+  seen.length = 0;
+});
+
+const replicaUrl = () => replica.url;
+const replicaAdminUrl = () => `http://127.0.0.1:${replica.config.ADMIN_PORT}`;
+const gatewayUrl = () => testEnv().publicUrl;
+
+/** A request head with the headers given; `{org}` in the target names the suite's organization. */
+function head(method: string, target: string, headers: Record<string, string> = {}): string {
+  const lines = [`${method} ${target.replaceAll('{org}', org)} HTTP/1.1`, 'Host: 127.0.0.1'];
+  for (const [name, value] of Object.entries(headers)) lines.push(`${name}: ${value}`);
+  return `${lines.join('\r\n')}\r\n\r\n`;
+}
+
+function envelopeOf(response: RawResponse): { result: string; message: string; data: unknown } {
+  expect(response.headers['content-type']).toMatch(/^application\/json/);
+  const body = JSON.parse(response.body) as { result: string; message: string; data: unknown };
+  expect(Object.keys(body).sort()).toEqual(['data', 'message', 'result', 'ts']);
+  return body;
+}
+
+function expectRefused(response: RawResponse, status: number, result: string): void {
+  expect({ status: response.status, result: envelopeOf(response).result }).toEqual({
+    status,
+    result,
+  });
+}
+
+/** Path pieces that some peer (a proxy, a framework, the upstream) could read as another path. */
+const AMBIGUOUS_PIECES = [
+  '../../ws2/ita/x',
+  '%2e%2e/%2e%2e/ws2/ita/x',
+  '%2E%2E/%2E%2E/ws2/ita/x',
+  '.%2e/.%2E/ws2/ita/x',
+  '%2e./x',
+  './x',
+  '%2e/x',
+  '..',
+  '.',
+  '%2E',
+  'a%2f..%2f..%2fws2',
+  'a%2F..',
+  'a%5c..%5cws2',
+  'a%5C',
+  'a\\..\\ws2',
+  '/x',
+  'x//y',
+  'a;x',
+  ';',
+  'a%3bx',
+  'a%3B',
+  'x%00',
+  'x%0a',
+  'x%0d%0aX-Injected:%201',
+  'x%09',
+  'x%7f',
+  'x%c2%85',
+  'x%',
+  'x%2',
+  'x%zz',
+  'x%c3',
+  'x%ff',
+  'x%fe%ff',
+  'x%ed%a0%80',
+  'x%c0%ae%c0%ae',
+  'x%e0%80%ae',
+  '%252e%252e/%252e%252e/ws2',
+  'x%25',
+  'a"b',
+  'a<b>',
+  'a|b',
+  'a{b}',
+  'a^b',
+  'a`b',
+  'x#frag',
+];
+
+const PATH_ROUTES = [
+  ['forwarded', '/api/{org}/workspaces/ws1/ita/'],
+  ['express', '/api/{org}/platform/'],
+  ['auth proxy', '/auth/realms/{org}/'],
+] as const;
+
+describe('paths that could be read two ways are refused with 400 400-00001 before routing', () => {
+  const cases = PATH_ROUTES.flatMap(([route, prefix]) =>
+    AMBIGUOUS_PIECES.flatMap((piece) =>
+      (['public', 'admin'] as const).map((listener) => ({
+        route,
+        listener,
+        target: prefix + piece,
+      })),
+    ),
+  );
+  it.each(cases)('$route, $listener listener: $target', async ({ listener, target }) => {
+    const url = listener === 'public' ? replicaUrl() : replicaAdminUrl();
+    const response = await rawRequest(url, head('GET', target, { authorization: bearer }));
+    expectRefused(response, 400, '400-00001');
+    expect(seen).toEqual([]);
+  });
+
+  it('a raw non-ASCII byte and a raw space in the path are refused the same way', async () => {
+    for (const target of [
+      '/api/{org}/workspaces/ws1/ita/caf\u00e9',
+      '/api/{org}/workspaces/w s/ita/x',
+    ]) {
+      const response = await rawRequest(
+        replicaUrl(),
+        head('GET', target, { authorization: bearer }),
+      );
+      expectRefused(response, 400, '400-00001');
+    }
+    expect(seen).toEqual([]);
+  });
+});
+
+describe('the forwarded route forwards exactly the path it authorized', () => {
+  it('sends one spelling of an encoded path that reads as the workspace the role is on', async () => {
+    const response = await rawRequest(
+      replicaUrl(),
+      head('GET', '/api/{org}/workspaces/%77s1/ita/menu/caf%c3%a9/?q=%2e%2e', {
+        authorization: bearer,
+      }),
+    );
+    expect(response.status).toBe(200);
+    expect(seen.map((request) => request.url)).toEqual([
+      `/api/${org}/workspaces/ws1/ita/menu/caf%C3%A9/?q=%2e%2e`,
+    ]);
+  });
+
+  it.each(['%77s2', 'ws2', 'WS1', 'Ws1'])(
+    'refuses workspace %s to a member of ws1 only',
+    async (ws) => {
+      const response = await rawRequest(
+        replicaUrl(),
+        head('GET', `/api/{org}/workspaces/${ws}/ita/menu/x`, { authorization: bearer }),
+      );
+      expect(response.status === 403 || response.status === 404).toBe(true);
+      expect(envelopeOf(response).result).toMatch(/^(403-00001|404-00002)$/);
+      expect(seen).toEqual([]);
+    },
+  );
+
+  it('a path segment spelled in capitals does not slip past the workspace check (express routes)', async () => {
+    const response = await rawRequest(
+      gatewayUrl(),
+      head('GET', '/api/{org}/WORKSPACES/ws2/ita/menu/operation_list/filter/', {
+        authorization: basicAuth(member),
+      }),
+    );
+    expectRefused(response, 403, '403-00001');
+    const upper = await rawRequest(
+      gatewayUrl(),
+      head('GET', '/API/platform/organizations', { authorization: basicAuth(member) }),
+    );
+    expectRefused(upper, 404, '404-00000');
+  });
+});
+
+/** Every byte, percent-encoded, inside an id: a clear 400 or 404, never a 500, never forwarded. */
+describe('ids with every byte class', () => {
+  const bytes = Array.from({ length: 256 }, (_, byte) => ({
+    byte,
+    hex: byte.toString(16).toUpperCase().padStart(2, '0'),
+  }));
+  const mustBeMalformed = (byte: number) =>
+    byte < 0x20 || byte >= 0x7f || '/\\%;'.includes(String.fromCharCode(byte));
+
+  it.each(bytes)('workspace id w%$hex on the forwarded route', async ({ byte, hex }) => {
+    const response = await rawRequest(
+      replicaUrl(),
+      head('GET', `/api/{org}/workspaces/w%${hex}/ita/menu/x`, { authorization: bearer }),
+    );
+    if (mustBeMalformed(byte)) expectRefused(response, 400, '400-00001');
+    else expectRefused(response, 404, '404-00002');
+    expect(seen).toEqual([]);
+  });
+
+  it.each(bytes)('organization id o%$hex on the forwarded route', async ({ byte, hex }) => {
+    const response = await rawRequest(
+      replicaUrl(),
+      head('GET', `/api/o%${hex}/workspaces/ws1/ita/menu/x`, { authorization: bearer }),
+    );
+    if (mustBeMalformed(byte)) expectRefused(response, 400, '400-00001');
+    else expectRefused(response, 404, '404-00001');
+    expect(seen).toEqual([]);
+  });
+
+  it.each(bytes)('workspace id x%$hex on the express operations route', async ({ byte, hex }) => {
+    const response = await rawRequest(
+      gatewayUrl(),
+      head('GET', `/api/{org}/workspaces/x%${hex}/ita/menu/operation_list/filter/`, {
+        authorization: basicAuth(member),
+      }),
+    );
+    if (mustBeMalformed(byte)) expectRefused(response, 400, '400-00001');
+    else expectRefused(response, 404, '404-00002');
+  });
+});
+
+/** Headers a client might use to pose as someone, or to move the upstream's idea of who called. */
+const SMUGGLED: Array<[string, string]> = [
+  ['user_id', 'admin'],
+  ['User-Id', 'admin'],
+  ['USER-ID', 'admin'],
+  ['user.id', 'admin'],
+  ['Roles', Buffer.from('ws2').toString('base64')],
+  ['roles', 'd3My'],
+  ['ROLES', 'd3My'],
+  ['org_roles', 'YWRtaW4='],
+  ['Org-Roles', 'YWRtaW4='],
+  ['org.roles', 'YWRtaW4='],
+  ['Language', 'en'],
+  ['language', 'en-US'],
+  ['organization_id', 'other-org'],
+  ['Organization-Id', 'other-org'],
+  ['organization-id', 'other-org'],
+  ['ORGANIZATION.ID', 'other-org'],
+  ['X-Forwarded-For', '6.6.6.6'],
+  ['X-Forwarded-Host', 'evil.example'],
+  ['X-Forwarded-Proto', 'https'],
+  ['X-Forwarded-Port', '443'],
+  ['Forwarded', 'for=6.6.6.6;host=evil.example'],
+  ['X-Real-IP', '6.6.6.6'],
+  ['x_custom', 'smuggled'],
+  ['Connection', 'keep-alive, X-Secret'],
+  ['Proxy-Authorization', 'Basic Zm9vOmJhcg=='],
+  ['Cookie', 'session=stolen'],
+  ['Upgrade', 'websocket'],
+  ['TE', 'trailers'],
+];
+
+describe('identity and forwarding headers reaching the upstream are the gateway own', () => {
+  const cases = SMUGGLED.flatMap(([name, value]) =>
+    (['basic', 'bearer'] as const).map((method) => ({ name, value, method })),
+  );
+  it.each(cases)('$name with $method credentials', async ({ name, value, method }) => {
+    const authorization = method === 'bearer' ? bearer : basicAuth(member);
+    const response = await rawRequest(
+      replicaUrl(),
+      head('GET', '/api/{org}/workspaces/ws1/ita/menu/x', {
+        authorization,
+        Connection: 'X-Secret',
+        'X-Secret': 'hop-by-hop: named in Connection',
+        'X-Trace': 'kept',
+        [name]: value,
+      }),
+    );
+    expect(response.status).toBe(200);
+    expect(seen).toHaveLength(1);
+    const headers = seen[0]!.headers;
+    expect(headers['user-id']).toBe(sub);
+    expect(Buffer.from(String(headers.roles), 'base64').toString()).toBe('ws1');
+    expect(Buffer.from(String(headers['org-roles']), 'base64').toString()).toContain(
+      'offline_access',
+    );
+    expect(headers.language).toBe('ja');
+    expect(headers.organization_id).toBe(org);
+    expect(headers['x-forwarded-for']).toBe('127.0.0.1');
+    expect(headers['x-forwarded-proto']).toBe('http');
+    expect(headers['x-forwarded-host']).toBe('127.0.0.1');
+    expect(headers['x-trace']).toBe('kept');
+    // Nothing else that reads as an identity header, no name with `_` but ours, no client claims.
+    const identityLike = Object.keys(headers).filter((header) =>
+      IDENTITY_HEADERS.includes(header.replace(/[_.]/g, '-')),
+    );
+    expect(identityLike.sort()).toEqual([
+      'language',
+      'org-roles',
+      'organization_id',
+      'roles',
+      'user-id',
+    ]);
+    expect(Object.keys(headers).filter((header) => header.includes('_'))).toEqual([
+      'organization_id',
+    ]);
+    for (const dropped of [
+      'authorization',
+      'cookie',
+      'forwarded',
+      'x-real-ip',
+      'x-forwarded-port',
+      'proxy-authorization',
+      'upgrade',
+      'te',
+      'x-secret',
+    ]) {
+      expect(headers[dropped], dropped).toBeUndefined();
+    }
+  });
+});
+
+describe('Expect, Host, methods and framing: always the envelope', () => {
+  it('Expect: 100-continue on the token endpoint gets 100 Continue, then the token', async () => {
+    const body = passwordGrantBody(member);
+    const response = await rawRequest(
+      replicaUrl(),
+      head('POST', `/auth/realms/{org}/protocol/openid-connect/token`, {
+        'content-type': 'application/x-www-form-urlencoded',
+        'content-length': String(Buffer.byteLength(body)),
+        expect: '100-continue',
+      }),
+      { body, waitForContinue: true },
+    );
+    expect(response.statusLines[0]).toBe('HTTP/1.1 100 Continue');
+    expect(response.status).toBe(200);
+    expect(typeof (JSON.parse(response.body) as { access_token?: unknown }).access_token).toBe(
+      'string',
+    );
+  });
+
+  it('Expect: 100-continue on the forwarded route reaches the upstream with the body, without Expect', async () => {
+    const body = '{"x":1}';
+    const response = await rawRequest(
+      replicaUrl(),
+      head('POST', '/api/{org}/workspaces/ws1/ita/menu/x', {
+        authorization: bearer,
+        'content-type': 'application/json',
+        'content-length': String(body.length),
+        expect: '100-continue',
+      }),
+      { body, waitForContinue: true },
+    );
+    expect(response.statusLines[0]).toBe('HTTP/1.1 100 Continue');
+    expect(response.status).toBe(200);
+    expect(seen[0]?.body).toBe(body);
+    expect(seen[0]?.headers.expect).toBeUndefined();
+  });
+
+  it.each([
+    '/healthz',
+    '/api/platform/organizations',
+    '/auth/realms/master/protocol/openid-connect/certs',
+    '/api/{org}/workspaces/ws1/ita/x',
+  ])('an unknown expectation is 417 in the envelope: %s', async (target) => {
+    const response = await rawRequest(
+      replicaUrl(),
+      head('POST', target, { expect: 'fancy', authorization: bearer }),
+    );
+    expectRefused(response, 417, '417-00000');
+    expect(seen).toEqual([]);
+  });
+
+  it.each([
+    ['HTTP/1.1 without Host', 'GET /healthz HTTP/1.1\r\n\r\n', 400, '400-00001'],
+    ['two Host headers', 'GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n', 400, '400-00001'],
+    ['CONNECT', 'CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n', 405, '405-00000'],
+    ['OPTIONS *', 'OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n', 400, '400-00001'],
+    [
+      'absolute form',
+      'GET http://evil.example/api/platform/organizations HTTP/1.1\r\nHost: x\r\n\r\n',
+      400,
+      '400-00001',
+    ],
+    ['unknown method', 'FROB /healthz HTTP/1.1\r\nHost: x\r\n\r\n', 400, '400-00001'],
+    ['lowercase method', 'get /healthz HTTP/1.1\r\nHost: x\r\n\r\n', 400, '400-00001'],
+    ['HTTP/2 preface', 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 400, '400-00001'],
+    ['bad version', 'GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n', 400, '400-00001'],
+    [
+      'header without colon',
+      'GET /healthz HTTP/1.1\r\nHost: x\r\nbroken\r\n\r\n',
+      400,
+      '400-00001',
+    ],
+    ['space before colon', 'GET /healthz HTTP/1.1\r\nHost : x\r\n\r\n', 400, '400-00001'],
+    [
+      'NUL in a header value',
+      'GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\u0000b\r\n\r\n',
+      400,
+      '400-00001',
+    ],
+    ['bare LF line ends', 'GET /healthz HTTP/1.1\nHost: x\n\n', 400, '400-00001'],
+    [
+      'Content-Length with Transfer-Encoding',
+      'POST /api/platform/organizations HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+      400,
+      '400-00001',
+    ],
+    [
+      'two different Content-Lengths',
+      'POST /api/platform/organizations HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd',
+      400,
+      '400-00001',
+    ],
+    [
+      'Content-Length not a number',
+      'POST /api/platform/organizations HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n',
+      400,
+      '400-00001',
+    ],
+    [
+      'negative Content-Length',
+      'POST /api/platform/organizations HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n',
+      400,
+      '400-00001',
+    ],
+    [
+      'unknown Transfer-Encoding',
+      'POST /api/platform/organizations HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n',
+      400,
+      '400-00001',
+    ],
+  ])('%s', async (_name, request, status, result) => {
+    const response = await rawRequest(replicaUrl(), request);
+    expectRefused(response, status, result);
+    expect(seen).toEqual([]);
+  });
+
+  it('HTTP/1.0 needs no Host', async () => {
+    const response = await rawRequest(replicaUrl(), 'GET /healthz HTTP/1.0\r\n\r\n');
+    expect(response.status).toBe(200);
+  });
+
+  it('a head over 16 KiB is 431 in the envelope', async () => {
+    const response = await rawRequest(
+      replicaUrl(),
+      head('GET', '/healthz', { 'x-big': 'a'.repeat(20_000) }),
+    );
+    expectRefused(response, 431, '431-00000');
+  });
+
+  it('a broken chunked body on the forwarded route ends that request only', async () => {
+    await rawRequest(
+      replicaUrl(),
+      head('POST', '/api/{org}/workspaces/ws1/ita/menu/x', {
+        authorization: bearer,
+        'transfer-encoding': 'chunked',
+      }) + 'zz\r\nabc\r\n0\r\n\r\n',
+    ).catch(() => undefined);
+    const after = await rawRequest(replicaUrl(), head('GET', '/healthz'));
+    expect(after.status).toBe(200);
+  });
+});
+
+describe('the admin console and admin API stay off the public listener in every spelling', () => {
+  it.each([
+    '/auth/admin/master/console/',
+    '/auth/%61dmin/master/console/',
+    '/auth/%41DMIN/master/console/',
+    '/auth/ADMIN/realms/master',
+    '/auth/Admin/realms/master',
+    '/auth/admin;x/master/console/',
+    '/auth/admin%3Bx/master/console/',
+    '/auth/./admin/master/console/',
+    '/auth//admin/master/console/',
+    '/auth/realms/../admin/master/console/',
+    '/auth/realms/%2e%2e/admin/master/console/',
+    '/AUTH/admin/master/console/',
+  ])('%s', async (target) => {
+    const response = await rawRequest(replicaUrl(), head('GET', target));
+    expect([400, 404]).toContain(response.status);
+    expect(envelopeOf(response).result).toMatch(/^(400-00001|404-00000)$/);
+  });
+
+  it('while the admin listener serves the console', async () => {
+    const response = await rawRequest(
+      replicaAdminUrl(),
+      head('GET', '/auth/admin/master/console/'),
+    );
+    expect(response.status).toBe(200);
+  });
+});
