@@ -1,10 +1,7 @@
 import type { Knex } from 'knex';
 import type { KeycloakAdmin } from '../keycloak/admin-client.ts';
-import {
-  ensureOrganizationRealm,
-  ensureUser,
-  ensureWorkspaceRoles,
-} from '../keycloak/provisioning.ts';
+import { ensureUser } from '../keycloak/ensure-user.ts';
+import { ensureOrganizationRealm, ensureWorkspaceRoles } from '../keycloak/provisioning.ts';
 import { createOrganizationsRepo } from '../platform/organizations.repo.ts';
 import { createWorkspacesRepo } from '../platform/workspaces.repo.ts';
 import { createOperationsRepo } from '../automation/operations.repo.ts';

@@ -6,6 +6,18 @@ export const schema = (name: string) => ({ $ref: `#/components/schemas/${name}` 
 export const arrayOf = (items: JsonValue) => ({ type: 'array', items });
 const nullable = (type: string) => ({ type: [type, 'null'] });
 const text = { type: 'string', minLength: 1 };
+/** One line: no control character (C0, DEL, C1); NUL cannot be stored at all. */
+const oneLine = (maxLength: number) => ({
+  ...text,
+  maxLength,
+  pattern: '^[^\\u0000-\\u001F\\u007F-\\u009F]*$',
+});
+/** Free text: tab, line feed and carriage return allowed, other control characters not. */
+const freeText = (maxLength: number) => ({
+  type: 'string',
+  maxLength,
+  pattern: '^[^\\u0000-\\u0008\\u000B\\u000C\\u000E-\\u001F\\u007F-\\u009F]*$',
+});
 export const EXAMPLE_TS = '2026-01-02T03:04:05.678Z';
 
 const timestamp = { type: 'string', format: 'date-time', examples: [EXAMPLE_TS] };
@@ -87,7 +99,7 @@ export const schemas: Record<string, { readonly [key: string]: JsonValue }> = {
     create_timestamp: timestamp,
     last_update_timestamp: timestamp,
   }),
-  OrganizationCreate: object({ id: schema('OrganizationId'), name: text }),
+  OrganizationCreate: object({ id: schema('OrganizationId'), name: oneLine(255) }),
   Workspace: object({
     id: schema('WorkspaceId'),
     name: { type: 'string' },
@@ -103,18 +115,19 @@ export const schemas: Record<string, { readonly [key: string]: JsonValue }> = {
   WorkspaceCreate: object(
     {
       id: schema('WorkspaceId'),
-      name: text,
-      description: { type: 'string' },
-      environments: arrayOf(text),
+      name: oneLine(255),
+      description: freeText(4000),
+      environments: { ...arrayOf(oneLine(255)), maxItems: 100 },
     },
     ['id', 'name'],
   ),
   UserCreate: object(
     {
-      username: text,
-      password: { ...text, format: 'password', writeOnly: true },
+      username: oneLine(255),
+      password: { ...oneLine(1024), format: 'password', writeOnly: true },
       otp_secret: {
         type: 'string',
+        maxLength: 512,
         pattern: '^[A-Z2-7]+=*$',
         writeOnly: true,
         description: 'Base32 TOTP secret; the user must then log in with `totp` (Bearer only).',
@@ -144,10 +157,10 @@ export const schemas: Record<string, { readonly [key: string]: JsonValue }> = {
   }),
   OperationCreate: object(
     {
-      operation_name: text,
-      scheduled_date_for_execution: { type: 'string', format: 'date-time' },
-      environment: { type: 'string' },
-      remarks: { type: 'string' },
+      operation_name: oneLine(255),
+      scheduled_date_for_execution: { type: ['string', 'null'], format: 'date-time' },
+      environment: { ...oneLine(255), type: ['string', 'null'] },
+      remarks: { ...freeText(4000), type: ['string', 'null'] },
     },
     ['operation_name'],
   ),

@@ -113,6 +113,10 @@ const ORG = ['OrganizationId'];
 const ORG_WS = ['OrganizationId', 'WorkspaceId'];
 const ORG_ERRORS: ErrorCode[] = ['organizationNotFound'];
 const WS_ERRORS: ErrorCode[] = ['organizationNotFound', 'workspaceNotFound'];
+const USER_EXISTS_DESCRIPTION =
+  'Creates a new user only: a username that exists in the realm (in any letter case) answers ' +
+  '409 `409-00001` and changes nothing, so no password, role or OTP of an existing account ' +
+  'can be replaced through this call.';
 const LIFETIMES_DESCRIPTION =
   'Access token lifespan and client session limits of the API client, offline (refresh token) ' +
   'session limits of the realm, in seconds (spec 5.3).';
@@ -282,22 +286,26 @@ const paths: OpenApiDocument['paths'] = {
     post: apiOperation({
       operationId: 'createMasterUser',
       summary: 'Create a system administrator (realm master)',
+      description: USER_EXISTS_DESCRIPTION,
       tags: ['platform'],
       body: 'UserCreate',
       data: schema('User'),
+      errors: ['userExists'],
     }),
   },
   '/api/platform/organizations/{organization_id}/users': {
     post: apiOperation({
       operationId: 'createOrganizationUser',
       summary: 'Create an organization user',
+      description: USER_EXISTS_DESCRIPTION,
       tags: ['platform'],
       parameters: ORG,
       body: 'OrganizationUserCreate',
       data: schema('User'),
-      errors: ORG_ERRORS,
+      errors: [...ORG_ERRORS, 'userExists'],
     }),
   },
+
   '/api/platform/organizations/{organization_id}/workspaces/{workspace_id}/operations': {
     post: apiOperation({
       operationId: 'createOperation',

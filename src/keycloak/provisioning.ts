@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import type { KeycloakAdmin } from './admin-client.ts';
 import { isHttpStatus } from './admin-client.ts';
+import { AppError } from '../envelope/errors.ts';
 import { isOrganizationId, isWorkspaceId, workspacesClientIdOf } from './identifiers.ts';
 
 const ORGANIZATION_TEMPLATE = new URL(
@@ -86,44 +87,81 @@ export interface UserSpec {
 }
 
 /**
- * Creates the user unless it exists, then (re)sets its password and grants the workspace roles.
- * An OTP secret, if given, replaces any OTP credential an existing user had. Returns the user's id.
+ * Creates a new user with its password, OTP credential and workspace roles, and returns its id.
+ * A username Keycloak already holds (in any letter case: Keycloak lowercases usernames) answers
+ * 409 `409-00001` and changes nothing: this is what the provisioning API calls, so that an
+ * administrator cannot take over an existing account (Keycloak's bootstrap administrator, a
+ * service account) by "creating" it again.
  */
-export async function ensureUser(admin: KeycloakAdmin, spec: UserSpec): Promise<string> {
+export async function createUser(admin: KeycloakAdmin, spec: UserSpec): Promise<string> {
   const { realm, username } = spec;
+  // Resolved first, so that a missing role fails before any user exists.
+  const roles = await workspaceRolesNamed(admin, realm, spec.workspaceRoles ?? []);
+  if ((await admin.users.find({ realm, username, exact: true })).length > 0) {
+    throw new AppError('userExists');
+  }
   const otp = otpCredentialOf(spec);
-  let [user] = await admin.users.find({ realm, username, exact: true });
-  if (!user) {
-    await admin.users.create({ realm, username, enabled: true, credentials: otp ? [otp] : [] });
-    [user] = await admin.users.find({ realm, username, exact: true });
-  } else if (otp && user.id) {
-    await replaceOtpCredential(admin, realm, user.id, otp);
-  }
-  if (!user?.id) throw new Error(`user ${username} was not created in realm ${realm}`);
-  await admin.users.resetPassword({
-    realm,
-    id: user.id,
-    credential: { type: 'password', value: spec.password, temporary: false },
-  });
-  if (spec.workspaceRoles?.length) {
-    const clientUuid = await clientUuidOf(admin, realm, workspacesClientIdOf(realm));
-    const roles = await Promise.all(
-      spec.workspaceRoles.map((roleName) =>
-        admin.clients.findRole({ realm, id: clientUuid, roleName }),
-      ),
-    );
-    await admin.users.addClientRoleMappings({
+  let id: string;
+  try {
+    // One call creates the user with both credentials or, on any refusal, nothing at all.
+    ({ id } = await admin.users.create({
       realm,
-      id: user.id,
-      clientUniqueId: clientUuid,
-      roles: roles.map((role, i) => {
-        if (!role?.id || !role.name)
-          throw new Error(`no workspace role ${spec.workspaceRoles![i]}`);
-        return { id: role.id, name: role.name };
-      }),
-    });
+      username,
+      enabled: true,
+      credentials: [passwordCredential(spec.password), ...(otp ? [otp] : [])],
+    }));
+  } catch (err) {
+    // Another request created it since our look-up, or it differs from one only in case.
+    if (isHttpStatus(err, 409)) throw new AppError('userExists', { cause: err });
+    throw err;
   }
-  return user.id;
+  try {
+    await grantRoles(admin, realm, id, roles);
+  } catch (err) {
+    // Leave no half-made user behind: a repeat of this call would meet it as "exists".
+    await admin.users.del({ realm, id }).catch(() => undefined);
+    throw err;
+  }
+  return id;
+}
+
+/** The client roles of `<realm>-workspaces` with these names; throws if one is missing. */
+export async function workspaceRolesNamed(
+  admin: KeycloakAdmin,
+  realm: string,
+  names: readonly string[],
+): Promise<WorkspaceRoles | undefined> {
+  if (names.length === 0) return undefined;
+  const clientUuid = await clientUuidOf(admin, realm, workspacesClientIdOf(realm));
+  const found = await Promise.all(
+    names.map((roleName) => admin.clients.findRole({ realm, id: clientUuid, roleName })),
+  );
+  const roles = found.map((role, i) => {
+    if (!role?.id || !role.name) throw new Error(`no workspace role ${names[i]}`);
+    return { id: role.id, name: role.name };
+  });
+  return { clientUuid, roles };
+}
+
+export interface WorkspaceRoles {
+  clientUuid: string;
+  roles: { id: string; name: string }[];
+}
+
+/** Adds the roles to the user's mappings (roles it holds already stay). */
+export async function grantRoles(
+  admin: KeycloakAdmin,
+  realm: string,
+  userId: string,
+  roles: WorkspaceRoles | undefined,
+): Promise<void> {
+  if (!roles) return;
+  await admin.users.addClientRoleMappings({
+    realm,
+    id: userId,
+    clientUniqueId: roles.clientUuid,
+    roles: roles.roles,
+  });
 }
 
 /** The workspace ids (roles of `<org>-workspaces`, not the `_<ws>-admin` ones) a user holds. */
@@ -148,42 +186,17 @@ export async function workspaceRolesOf(
     .sort();
 }
 
-type OtpCredential = ReturnType<typeof otpCredential>;
+export type OtpCredential = ReturnType<typeof otpCredential>;
 
-function otpCredentialOf(spec: UserSpec): OtpCredential | undefined {
+/** The OTP credential a spec asks for, if any. */
+export function otpCredentialOf(spec: UserSpec): OtpCredential | undefined {
   if (spec.otpSecretBase32) return otpCredential(spec.otpSecretBase32, 'BASE32');
   if (spec.otpSecret) return otpCredential(spec.otpSecret);
   return undefined;
 }
 
-/**
- * The admin API has no "add credential" call, but a user update carrying `credentials` adds
- * them. The new credential goes in before the old ones go, so the user is never left without
- * a second factor; the old ones are relabelled first because Keycloak refuses two OTP
- * credentials with the same label.
- */
-async function replaceOtpCredential(
-  admin: KeycloakAdmin,
-  realm: string,
-  userId: string,
-  otp: OtpCredential,
-): Promise<void> {
-  const old = (await admin.users.getCredentials({ realm, id: userId })).filter(
-    (credential) => credential.type === 'otp' && credential.id,
-  );
-  for (const credential of old) {
-    await admin.users.updateCredentialLabel(
-      { realm, id: userId, credentialId: credential.id! },
-      `replaced-${credential.id!}`,
-    );
-  }
-  // The full representation: a partial one could reset profile fields on update.
-  const user = await admin.users.findOne({ realm, id: userId });
-  if (!user) throw new Error(`user ${userId} vanished from realm ${realm}`);
-  await admin.users.update({ realm, id: userId }, { ...user, credentials: [otp] });
-  for (const credential of old) {
-    await admin.users.deleteCredential({ realm, id: userId, credentialId: credential.id! });
-  }
+function passwordCredential(password: string) {
+  return { type: 'password', value: password, temporary: false };
 }
 
 /** Keycloak's stored form of a TOTP credential (RFC 6238: SHA-1, 6 digits, 30 s). */

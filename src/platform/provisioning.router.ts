@@ -4,43 +4,15 @@ import type { Principal } from '../auth/principal.ts';
 import { success } from '../envelope/envelope.ts';
 import { AppError } from '../envelope/errors.ts';
 import { tokenLifetimesPatchSchema } from '../keycloak/token-lifetimes.ts';
+import { isOrganizationId, isWorkspaceId } from '../keycloak/identifiers.ts';
+import {
+  masterUserBody,
+  operationBody,
+  organizationBody,
+  organizationUserBody,
+  workspaceBody,
+} from './provisioning.schemas.ts';
 import type { ProvisioningService } from './provisioning.service.ts';
-import { hasControlCharacters } from './user-input.ts';
-
-/** One line of printable text, as names and labels are shown in lists and logs. */
-const text = (max: number) =>
-  z
-    .string()
-    .min(1)
-    .max(max)
-    .refine((value) => !hasControlCharacters(value), 'must not contain control characters');
-
-const organizationBody = z.strictObject({ id: z.string(), name: text(255) });
-
-const workspaceBody = z.strictObject({
-  id: z.string(),
-  name: text(255),
-  description: z.string().max(4000).optional(),
-  environments: z.array(text(255)).max(100).optional(),
-});
-
-const userFields = {
-  username: z.string(),
-  password: z.string(),
-  otp_secret: z.string().optional(),
-};
-const masterUserBody = z.strictObject(userFields);
-const organizationUserBody = z.strictObject({
-  ...userFields,
-  workspaces: z.array(z.string()).max(1000).optional(),
-});
-
-const operationBody = z.strictObject({
-  operation_name: text(255),
-  scheduled_date_for_execution: z.iso.datetime({ offset: true }).nullable().optional(),
-  environment: text(255).nullable().optional(),
-  remarks: z.string().max(4000).nullable().optional(),
-});
 
 /**
  * The administrators' provisioning API, mounted under `/api/platform` behind authentication
@@ -49,6 +21,13 @@ const operationBody = z.strictObject({
  */
 export function createProvisioningRouter(service: ProvisioningService): Router {
   const router = Router();
+  // A path id outside its alphabet names nothing: 404 before any database or Keycloak call.
+  router.param('org', (_req, _res, next, id: string) => {
+    next(isOrganizationId(id) ? undefined : new AppError('organizationNotFound'));
+  });
+  router.param('ws', (_req, _res, next, id: string) => {
+    next(isWorkspaceId(id) ? undefined : new AppError('workspaceNotFound'));
+  });
 
   router.post('/organizations', async (req, res) => {
     const body = parseBody(organizationBody, req.body);

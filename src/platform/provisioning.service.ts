@@ -5,8 +5,8 @@ import { isHttpStatus, type KeycloakAdmin } from '../keycloak/admin-client.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
 import { isOrganizationId, isWorkspaceId } from '../keycloak/identifiers.ts';
 import {
+  createUser,
   ensureOrganizationRealm,
-  ensureUser,
   ensureWorkspaceRoles,
   workspaceRolesOf,
 } from '../keycloak/provisioning.ts';
@@ -30,12 +30,12 @@ export interface NewUserInput {
   otpSecret?: string;
 }
 
-/** A created (or updated) user; never carries the password or the OTP secret. */
+/** A created user; never carries the password or the OTP secret. */
 export interface ProvisionedUser {
   id: string;
   username: string;
   realm: string;
-  /** Every workspace the user now has a role on (not only the ones just granted). */
+  /** Every workspace the user has a role on. */
   workspaces: string[];
 }
 
@@ -53,6 +53,7 @@ export interface ProvisioningService {
     input: { id: string; name: string; description?: string; environments?: string[] },
     actor?: string,
   ): Promise<Workspace>;
+  /** Creates a new user; an existing username answers 409 `409-00001` and changes nothing. */
   createUser(realm: string, input: NewUserInput): Promise<ProvisionedUser>;
   addOperation(
     organizationId: string,
@@ -66,7 +67,8 @@ export interface ProvisioningService {
 
 /**
  * Creates organizations, workspaces, users and operations in Keycloak and the database. Every
- * step is idempotent and Keycloak goes first, so a call that failed half-way can be repeated.
+ * step but user creation is idempotent and Keycloak goes first, so a call that failed half-way
+ * can be repeated. Ids are checked against their alphabet before any database or Keycloak call.
  */
 export function createProvisioningService(deps: {
   adminSession: AdminSession;
@@ -79,12 +81,14 @@ export function createProvisioningService(deps: {
   const operations = createOperationsRepo(deps.db);
 
   async function requireOrganization(organizationId: string): Promise<Organization> {
+    if (!isOrganizationId(organizationId)) throw new AppError('organizationNotFound');
     const organization = await organizations.find(organizationId);
     if (!organization) throw new AppError('organizationNotFound');
     return organization;
   }
 
   async function requireWorkspace(organizationId: string, workspaceId: string) {
+    if (!isWorkspaceId(workspaceId)) throw new AppError('workspaceNotFound');
     const workspace = await workspaces.find(organizationId, workspaceId);
     if (!workspace) throw new AppError('workspaceNotFound');
     return workspace;
@@ -122,6 +126,9 @@ export function createProvisioningService(deps: {
       const otpSecretBase32 =
         input.otpSecret === undefined ? undefined : normalizeBase32Secret(input.otpSecret);
       const workspaceIds = [...new Set(input.workspaces ?? [])];
+      const malformed = workspaceIds.find((id) => !isWorkspaceId(id));
+      if (malformed !== undefined)
+        throw badRequest(`invalid workspace id: ${JSON.stringify(malformed)}`);
       await requireRealm(realm);
       if (realm === 'master' && workspaceIds.length > 0)
         throw badRequest('workspaces apply to organization users only');
@@ -129,7 +136,7 @@ export function createProvisioningService(deps: {
 
       return adminSession.run(async (admin) => {
         const id = await refusedAsBadRequest(() =>
-          ensureUser(admin, {
+          createUser(admin, {
             realm,
             username: input.username,
             password: input.password,

@@ -14,19 +14,43 @@ export function hasControlCharacters(value: string): boolean {
   return false;
 }
 
+/** Tab, line feed and carriage return: the only control characters free text may hold. */
+const LINE_BREAKS_AND_TABS = /[\t\n\r]/g;
+/** Control characters, and lone surrogates (a valid pair is one code point, not `Cs`). */
+const UNSTORABLE = /[\p{Cc}\p{Cs}]/u;
+
+/**
+ * Whether `value` can be stored and shown as one line: no control character at all (C0, DEL,
+ * C1; NUL would make PostgreSQL refuse the row) and well-formed UTF-16 (a lone surrogate from
+ * a JSON `\ud800` escape has no UTF-8 form and would be stored as U+FFFD).
+ */
+export function isOneLine(value: string): boolean {
+  return !UNSTORABLE.test(value);
+}
+
+/** Like `isOneLine`, but tabs and line breaks are allowed (descriptions, remarks). */
+export function isFreeText(value: string): boolean {
+  return isOneLine(value.replace(LINE_BREAKS_AND_TABS, ' '));
+}
+
 /** Refuses usernames we cannot store or show safely; Keycloak applies its own rules after. */
 export function validateUsername(username: string): void {
-  if (username.length < 1 || username.length > 255 || hasControlCharacters(username)) {
+  if (username.length < 1 || username.length > 255 || !isOneLine(username)) {
     throw new AppError('badRequestBody', {
       message: 'username must be 1 to 255 characters without control characters',
     });
   }
 }
 
-/** Refuses empty passwords and ones long enough to make hashing a denial of service. */
+/**
+ * Refuses empty passwords, ones long enough to make hashing a denial of service, and control
+ * characters (no Basic header could carry them back).
+ */
 export function validatePassword(password: string): void {
-  if (password.length < 1 || password.length > 1024) {
-    throw new AppError('badRequestBody', { message: 'password must be 1 to 1024 characters' });
+  if (password.length < 1 || password.length > 1024 || !isOneLine(password)) {
+    throw new AppError('badRequestBody', {
+      message: 'password must be 1 to 1024 characters without control characters',
+    });
   }
 }
 

@@ -1,11 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { loginAsBootstrapAdmin, type KeycloakAdmin } from '../../src/keycloak/admin-client.ts';
 import { apiClientIdOf } from '../../src/keycloak/identifiers.ts';
-import {
-  ensureOrganizationRealm,
-  ensureUser,
-  ensureWorkspaceRoles,
-} from '../../src/keycloak/provisioning.ts';
+import { ensureUser } from '../../src/keycloak/ensure-user.ts';
+import { ensureOrganizationRealm, ensureWorkspaceRoles } from '../../src/keycloak/provisioning.ts';
 import { testEnv } from './test-env.ts';
 
 /** A short random suffix so suites never collide with each other or with earlier runs. */

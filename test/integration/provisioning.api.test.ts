@@ -1,13 +1,18 @@
 import { authenticator } from 'otplib';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { loginAsBootstrapAdmin } from '../../src/keycloak/admin-client.ts';
 import {
+  claimsOf,
   createUser,
+  keycloakAdmin,
   passwordGrantBody,
   postToken,
   uniqueId,
   type TestUser,
 } from '../helpers/keycloak.ts';
 import { testEnv } from '../helpers/test-env.ts';
+
+const OTP = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP';
 
 interface Answer {
   status: number;
@@ -224,6 +229,219 @@ describe('provisioning API (/api/platform)', () => {
       const answer = await call(method, path.replace('ORG', org), { as: admin, ...request() });
       expectFailure(answer, 400, '400-00002');
       expect(answer.body.message.length).toBeGreaterThan(0);
+    });
+  });
+
+  describe('never takes over an existing account (409-00001)', () => {
+    function expectUserExists(answer: Answer): void {
+      expectFailure(answer, 409, '409-00001');
+      expect(answer.body.message).toBe('User already exists.');
+    }
+
+    it('refuses an existing organization user and leaves password and roles as they were', async () => {
+      const user = await createUser(org, { workspaceRoles: ['ws1'] });
+      const answer = await call('POST', `/organizations/${org}/users`, {
+        as: admin,
+        body: { username: user.username, password: 'new-password-1', workspaces: ['ws2'] },
+      });
+      expectUserExists(answer);
+      const gateway = `${testEnv().publicUrl}/auth`;
+      const stolen = { ...user, password: 'new-password-1' };
+      expect((await postToken(gateway, org, passwordGrantBody(stolen))).status).toBe(400);
+      const token = await postToken(gateway, org, passwordGrantBody(user));
+      expect(token.status).toBe(200);
+      expect(claimsOf(token.json.access_token)).toMatchObject({
+        resource_access: { [`${org}-workspaces`]: { roles: ['ws1'] } },
+      });
+    });
+
+    it('refuses a username differing from an existing one only in case', async () => {
+      const user = await createUser(org);
+      const answer = await call('POST', `/organizations/${org}/users`, {
+        as: admin,
+        body: { username: user.username.toUpperCase(), password: 'new-password-2' },
+      });
+      expectUserExists(answer);
+      const token = await postToken(`${testEnv().publicUrl}/auth`, org, passwordGrantBody(user));
+      expect(token.status).toBe(200);
+    });
+
+    it("refuses Keycloak's bootstrap administrator, who can still log in", async () => {
+      const env = testEnv();
+      const answer = await call('POST', '/users', {
+        as: admin,
+        body: { username: env.keycloakAdminUsername, password: 'taken-over-password' },
+      });
+      expectUserExists(answer);
+      const bootstrap = await loginAsBootstrapAdmin({
+        keycloakUrl: env.keycloakUrl,
+        username: env.keycloakAdminUsername,
+        password: env.keycloakAdminPassword,
+        timeoutMs: 10_000,
+      });
+      expect(typeof bootstrap.accessToken).toBe('string');
+    });
+
+    it("refuses the gateway's service-account user and leaves it unchanged", async () => {
+      const kc = await keycloakAdmin();
+      const username = 'service-account-realmgate-gateway';
+      const [before] = await kc.users.find({ realm: 'master', username, exact: true });
+      const answer = await call('POST', '/users', {
+        as: admin,
+        body: { username, password: 'taken-over-password' },
+      });
+      expectUserExists(answer);
+      const [after] = await kc.users.find({ realm: 'master', username, exact: true });
+      expect(after).toEqual(before);
+      expect(await kc.users.getCredentials({ realm: 'master', id: before!.id! })).toEqual([]);
+    });
+  });
+
+  describe('refuses unstorable strings in every body field with 400-00002', () => {
+    type Endpoint = { path: string; body: () => Record<string, unknown> };
+    const endpoints: Record<string, Endpoint> = {
+      organization: {
+        path: '/organizations',
+        body: () => ({ id: uniqueId('org-'), name: 'Org' }),
+      },
+      workspace: {
+        path: '/organizations/ORG/workspaces',
+        body: () => ({ id: uniqueId('ws-'), name: 'Ws', description: 'd', environments: ['e'] }),
+      },
+      administrator: {
+        path: '/users',
+        body: () => ({ username: uniqueId('admin-'), password: 'pw-x', otp_secret: OTP }),
+      },
+      'organization user': {
+        path: '/organizations/ORG/users',
+        body: () => ({
+          username: uniqueId('user-'),
+          password: 'pw-x',
+          otp_secret: OTP,
+          workspaces: ['ws1'],
+        }),
+      },
+      operation: {
+        path: '/organizations/ORG/workspaces/ws1/operations',
+        body: () => ({ operation_name: 'op', environment: 'prod', remarks: 'r' }),
+      },
+    };
+    // [endpoint, field, maximum length, is a list]
+    const fields: Array<[string, string, number, boolean]> = [
+      ['organization', 'id', 36, false],
+      ['organization', 'name', 255, false],
+      ['workspace', 'id', 36, false],
+      ['workspace', 'name', 255, false],
+      ['workspace', 'description', 4000, false],
+      ['workspace', 'environments', 255, true],
+      ['administrator', 'username', 255, false],
+      ['administrator', 'password', 1024, false],
+      ['administrator', 'otp_secret', 512, false],
+      ['organization user', 'username', 255, false],
+      ['organization user', 'password', 1024, false],
+      ['organization user', 'otp_secret', 512, false],
+      ['organization user', 'workspaces', 36, true],
+      ['operation', 'operation_name', 255, false],
+      ['operation', 'environment', 255, false],
+      ['operation', 'remarks', 4000, false],
+      ['operation', 'scheduled_date_for_execution', 64, false],
+    ];
+    const variants: Array<[string, (max: number) => string]> = [
+      ['a NUL', () => 'ab\u0000cd'],
+      ['an escape character', () => 'ab\u001bcd'],
+      ['a DEL', () => 'ab\u007fcd'],
+      ['a C1 control', () => 'ab\u0085cd'],
+      ['a lone surrogate', () => 'ab\ud800cd'],
+      ['one character too many', (max) => 'a'.repeat(max + 1)],
+    ];
+    const cases = fields.flatMap(([endpoint, field, max, list]) =>
+      variants.map(
+        ([variant, value]) =>
+          [`${endpoint} ${field}: ${variant}`, endpoint, field, list, value(max)] as const,
+      ),
+    );
+    it.each(cases)('%s', async (_name, endpoint, field, list, value) => {
+      const { path, body } = endpoints[endpoint]!;
+      const answer = await call('POST', path.replace('ORG', org), {
+        as: admin,
+        body: { ...body(), [field]: list ? [value] : value },
+      });
+      expectFailure(answer, 400, '400-00002');
+      expect(answer.body.message).toContain(field);
+    });
+
+    it('keeps tabs and line breaks in free text', async () => {
+      const text = 'line 1\r\nline 2\ttabbed\n';
+      const workspace = await call('POST', `/organizations/${org}/workspaces`, {
+        as: admin,
+        body: { id: uniqueId('ws-'), name: 'Free text', description: text },
+      });
+      expectSuccess(workspace);
+      expect(workspace.body.data).toMatchObject({ informations: { description: text } });
+      const operation = await call('POST', `/organizations/${org}/workspaces/ws1/operations`, {
+        as: admin,
+        body: { operation_name: 'Free text', remarks: text },
+      });
+      expectSuccess(operation);
+      expect(operation.body.data).toMatchObject({ parameter: { remarks: text } });
+    });
+
+    it('refuses line breaks in one-line fields', async () => {
+      const answer = await call('POST', `/organizations/${org}/workspaces/ws1/operations`, {
+        as: admin,
+        body: { operation_name: 'two\nlines' },
+      });
+      expectFailure(answer, 400, '400-00002');
+    });
+  });
+
+  describe('answers 404 for path ids outside their alphabet', () => {
+    // Percent-encoded as a client would send them; control bytes are the edge's (400-00001).
+    const organizations = [
+      'Upper',
+      'caf%C3%A9',
+      'a'.repeat(37),
+      'a%20b',
+      '%E2%9C%93',
+      '%F0%9F%98%80',
+      'master',
+      'platform',
+      '1org',
+      'a.b',
+      'a~b',
+      "a'b",
+      'a%2Bb',
+    ];
+    const organizationRoutes: Array<[string, (o: string) => string, unknown]> = [
+      ['POST', (o) => `/organizations/${o}/workspaces`, { id: 'ws', name: 'x' }],
+      ['POST', (o) => `/organizations/${o}/users`, { username: 'abc', password: 'pw-x' }],
+      ['POST', (o) => `/organizations/${o}/workspaces/ws1/operations`, { operation_name: 'x' }],
+      ['GET', (o) => `/organizations/${o}/token-lifetimes`, undefined],
+      ['PATCH', (o) => `/organizations/${o}/token-lifetimes`, { access_token_lifespan: 60 }],
+    ];
+    const cases = organizations.flatMap((id) =>
+      organizationRoutes.map(([method, path, body]) => [method, path(id), body] as const),
+    );
+    it.each(cases)('%s %s -> 404-00001', async (method, path, body) => {
+      expectFailure(await call(method, path, { as: admin, body }), 404, '404-00001');
+    });
+
+    const workspaces = [
+      '-ws',
+      '_ws',
+      'w%C3%A9',
+      'w'.repeat(37),
+      'w%20s',
+      '%E2%9C%93',
+      'w.s',
+      'w~s',
+    ];
+    it.each(workspaces)('workspace %s -> 404-00002', async (ws) => {
+      const answer = await call('POST', `/organizations/${org}/workspaces/${ws}/operations`, {
+        as: admin,
+        body: { operation_name: 'x' },
+      });
+      expectFailure(answer, 404, '404-00002');
     });
   });
 

@@ -3,7 +3,9 @@ import { authenticator } from 'otplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOperationsRepo } from '../../src/automation/operations.repo.ts';
 import { createAdminSession } from '../../src/keycloak/admin-session.ts';
-import { ensureOrganizationRealm } from '../../src/keycloak/provisioning.ts';
+import { loginAsBootstrapAdmin } from '../../src/keycloak/admin-client.ts';
+import { ensureUser } from '../../src/keycloak/ensure-user.ts';
+import { ensureOrganizationRealm, workspaceRolesOf } from '../../src/keycloak/provisioning.ts';
 import type { TokenLifetimesPatch } from '../../src/keycloak/token-lifetimes.ts';
 import { createOrganizationsRepo } from '../../src/platform/organizations.repo.ts';
 import {
@@ -175,22 +177,103 @@ describe('provisioning service', () => {
       });
     });
 
-    it('updates an existing user: new password, more workspaces, same id', async () => {
+    it('refuses an existing user with 409-00001 and changes nothing', async () => {
       const org = await organizationWith('ws1', 'ws2');
-      const username = uniqueId('user-');
+      const secret = authenticator.generateSecret(20);
+      const user = { realm: org, username: uniqueId('user-'), password: 'old-password' };
       const first = await service.createUser(org, {
-        username,
-        password: 'old',
+        ...user,
         workspaces: ['ws1'],
+        otpSecret: secret,
       });
-      const second = await service.createUser(org, {
-        username,
-        password: 'new-password',
-        workspaces: ['ws2'],
+      const admin = await keycloakAdmin();
+      const credentialsBefore = await admin.users.getCredentials({ realm: org, id: first.id });
+      await expect(
+        service.createUser(org, {
+          username: user.username,
+          password: 'new-password',
+          workspaces: ['ws2'],
+          otpSecret: authenticator.generateSecret(20),
+        }),
+      ).rejects.toMatchObject({
+        status: 409,
+        result: '409-00001',
+        message: 'User already exists.',
       });
-      expect(second).toEqual({ ...first, workspaces: ['ws1', 'ws2'] });
-      expect((await login({ realm: org, username, password: 'old' })).status).toBe(400);
-      expect((await login({ realm: org, username, password: 'new-password' })).status).toBe(200);
+      expect(await admin.users.getCredentials({ realm: org, id: first.id })).toEqual(
+        credentialsBefore,
+      );
+      expect(await workspaceRolesOf(admin, org, first.id)).toEqual(['ws1']);
+      const totp = authenticator.generate(secret);
+      expect((await login({ ...user, password: 'new-password' }, totp)).status).toBe(400);
+      expect((await login(user, totp)).status).toBe(200);
+    });
+
+    it('refuses a username that differs from an existing one only in case', async () => {
+      const org = await organizationWith();
+      const username = uniqueId('case-');
+      await service.createUser(org, { username, password: 'first-password' });
+      await expect(
+        service.createUser(org, { username: username.toUpperCase(), password: 'other-password' }),
+      ).rejects.toMatchObject({ status: 409, result: '409-00001' });
+      expect((await login({ realm: org, username, password: 'first-password' })).status).toBe(200);
+    });
+
+    it('creates a user once when two requests race for the same username', async () => {
+      const org = await organizationWith();
+      const username = uniqueId('race-');
+      const outcomes = await Promise.allSettled(
+        ['password-a', 'password-b', 'password-c'].map((password) =>
+          service.createUser(org, { username, password }),
+        ),
+      );
+      expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
+      for (const outcome of outcomes.filter((o) => o.status === 'rejected')) {
+        expect(outcome.reason).toMatchObject({ status: 409, result: '409-00001' });
+      }
+      const admin = await keycloakAdmin();
+      expect(await admin.users.find({ realm: org, username, exact: true })).toHaveLength(1);
+    });
+
+    it("refuses Keycloak's bootstrap administrator with 409 and leaves it working", async () => {
+      const env = testEnv();
+      await expect(
+        service.createUser('master', {
+          username: env.keycloakAdminUsername,
+          password: 'taken-over-password',
+          otpSecret: authenticator.generateSecret(20),
+        }),
+      ).rejects.toMatchObject({ status: 409, result: '409-00001' });
+      const bootstrap = await loginAsBootstrapAdmin({
+        keycloakUrl: env.keycloakUrl,
+        username: env.keycloakAdminUsername,
+        password: env.keycloakAdminPassword,
+        timeoutMs: 10_000,
+      });
+      const [user] = await bootstrap.users.find({
+        realm: 'master',
+        username: env.keycloakAdminUsername,
+        exact: true,
+      });
+      const credentials = await bootstrap.users.getCredentials({ realm: 'master', id: user!.id! });
+      expect(credentials.map((c) => c.type)).toEqual(['password']);
+    });
+
+    it("refuses the gateway's service-account user with 409 and leaves it unchanged", async () => {
+      const admin = await keycloakAdmin();
+      const username = 'service-account-realmgate-gateway';
+      const [before] = await admin.users.find({ realm: 'master', username, exact: true });
+      expect(before?.id).toBeDefined();
+      const rolesBefore = await admin.users.listRoleMappings({ realm: 'master', id: before!.id! });
+      await expect(
+        service.createUser('master', { username, password: 'taken-over-password' }),
+      ).rejects.toMatchObject({ status: 409, result: '409-00001' });
+      const [after] = await admin.users.find({ realm: 'master', username, exact: true });
+      expect(after).toEqual(before);
+      expect(await admin.users.getCredentials({ realm: 'master', id: before!.id! })).toEqual([]);
+      expect(await admin.users.listRoleMappings({ realm: 'master', id: before!.id! })).toEqual(
+        rolesBefore,
+      );
     });
 
     it('reports the username as Keycloak stores it (lowercase)', async () => {
@@ -212,24 +295,25 @@ describe('provisioning service', () => {
       const secret = authenticator.generateSecret(20);
       expect(secret).toMatch(/^[A-Z2-7]{32}$/);
       const user = { realm: org, username: uniqueId('otp-'), password: 'pw-otp' };
-      await service.createUser(org, { ...user, otpSecret: secret });
+      const created = await service.createUser(org, { ...user, otpSecret: secret });
       expect((await login(user)).status).toBe(400);
       expect((await login(user, '000000')).status).toBe(400);
+      // Two failures within a second lock the user for a minute (brute-force detection's quick
+      // login check, realm-export/): forget them, this test is about the second factor.
+      await (await keycloakAdmin()).attackDetection.del({ realm: org, id: created.id });
       const ok = await login(user, authenticator.generate(secret));
       expect(ok.status).toBe(200);
       expect(typeof ok.json.refresh_token).toBe('string');
     });
 
-    it('replaces the OTP secret of an existing user', async () => {
+    it('ensureUser (demo seed and tests only) replaces the OTP secret of an existing user', async () => {
       const org = await organizationWith();
       const user = { realm: org, username: uniqueId('otp-'), password: 'pw-otp' };
       const oldSecret = authenticator.generateSecret(20);
-      await service.createUser(org, { ...user, otpSecret: oldSecret });
-      const newSecret = authenticator.generateSecret(20);
-      // As people copy it from an app: lowercase, in groups, padded.
-      const typed = `${newSecret.toLowerCase().match(/.{4}/g)!.join(' ')}====`;
-      const { id } = await service.createUser(org, { ...user, otpSecret: typed });
       const admin = await keycloakAdmin();
+      await ensureUser(admin, { ...user, otpSecretBase32: oldSecret });
+      const newSecret = authenticator.generateSecret(20);
+      const id = await ensureUser(admin, { ...user, otpSecretBase32: newSecret });
       const credentials = await admin.users.getCredentials({ realm: org, id });
       expect(credentials.filter((c) => c.type === 'otp')).toHaveLength(1);
       const oldCode = authenticator.generate(oldSecret);
@@ -246,6 +330,10 @@ describe('provisioning service', () => {
       ['an empty username', { username: '' }],
       ['a username with a newline', { username: 'a\nb' }],
       ['a username Keycloak refuses', { username: 'has space' }],
+      ['a NUL in the username', { username: 'a\u0000b' }],
+      ['a NUL in the password', { password: 'pw\u0000x' }],
+      ['a control character in the password', { password: 'pw\u001bx' }],
+      ['a malformed workspace id', { workspaces: ['ws\u0000'] }],
     ])('answers 400-00002 for %s', async (_name, override) => {
       const org = await organizationWith();
       const input = { username: uniqueId('user-'), password: 'pw', ...override };
@@ -313,6 +401,34 @@ describe('provisioning service', () => {
     });
   });
 
+  describe('malformed path ids', () => {
+    const badOrganizations = ['a\u0000b', 'Upper', 'caf\u00e9', 'a'.repeat(37), 'a b', 'platform'];
+    it.each(badOrganizations)('answers 404-00001 for organization %j', async (org) => {
+      const notFound = { status: 404, result: '404-00001' };
+      await expect(service.createWorkspace(org, { id: 'ws', name: 'ws' })).rejects.toMatchObject(
+        notFound,
+      );
+      await expect(
+        service.createUser(org, { username: uniqueId('user-'), password: 'pw' }),
+      ).rejects.toMatchObject(notFound);
+      await expect(service.addOperation(org, 'ws', { operation_name: 'x' })).rejects.toMatchObject(
+        notFound,
+      );
+      await expect(service.getTokenLifetimes(org)).rejects.toMatchObject(notFound);
+    });
+
+    it.each(['ws\u0000', '-ws', 'w\u00e9', 'w'.repeat(37), 'w s', '..'])(
+      'answers 404-00002 for workspace %j',
+      async (ws) => {
+        const org = await organizationWith('ws1');
+        await expect(service.addOperation(org, ws, { operation_name: 'x' })).rejects.toMatchObject({
+          status: 404,
+          result: '404-00002',
+        });
+      },
+    );
+  });
+
   describe('token lifetimes', () => {
     it('reads the template defaults of an organization', async () => {
       const org = await organizationWith();
@@ -347,7 +463,9 @@ describe('provisioning service', () => {
       const user = { realm: org, username: uniqueId('user-'), password: 'pw' };
       await service.createUser(org, user);
       const { json } = await login(user);
-      expect(json.expires_in).toBe(3600);
+      // Keycloak counts from its own clock: a second boundary may pass during the grant.
+      expect(json.expires_in).toBeGreaterThanOrEqual(3599);
+      expect(json.expires_in).toBeLessThanOrEqual(3600);
       expect(json.refresh_expires_in).toBe(30 * DAY);
     });
 
