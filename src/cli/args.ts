@@ -11,7 +11,14 @@ import {
 } from './values.ts';
 
 /** The first word of every command; `help <group>` and usage errors show that group only. */
-export const COMMAND_GROUPS = ['org', 'workspace', 'user', 'operation', 'lifetimes'] as const;
+export const COMMAND_GROUPS = [
+  'org',
+  'workspace',
+  'user',
+  'operation',
+  'lifetimes',
+  'realms',
+] as const;
 
 /** A command's arguments after the generic checks (counts, duplicates, empty values). */
 interface Args {
@@ -114,6 +121,7 @@ const COMMANDS: Record<string, CommandSpec> = {
       lifetimes: readLifetimes(args),
     }),
   },
+  'realms protect': { positionals: [], build: () => ({ name: 'realms protect' }) },
 };
 
 /**

@@ -35,7 +35,8 @@ export type Command =
       scheduled?: string;
     }
   | { name: 'lifetimes show'; realm: string }
-  | { name: 'lifetimes set'; realm: string; lifetimes: Partial<TokenLifetimes> };
+  | { name: 'lifetimes set'; realm: string; lifetimes: Partial<TokenLifetimes> }
+  | { name: 'realms protect' };
 
 /** A command that talks to the gateway (everything but help and version). */
 export type ApiCommand = Exclude<Command, { name: 'help' | 'version' }>;
@@ -93,6 +94,8 @@ export function buildRequest(command: ReadyCommand): ApiRequest {
       return { method: 'GET', path: lifetimesPath(command.realm) };
     case 'lifetimes set':
       return { method: 'PATCH', path: lifetimesPath(command.realm), body: command.lifetimes };
+    case 'realms protect':
+      return { method: 'POST', path: '/api/platform/brute-force-detection' };
   }
 }
 
@@ -140,6 +143,7 @@ const COMMAND_USAGE: Record<string, string[]> = {
     '              [--offline-idle <dur>] [--offline-max <dur>]',
     '              [--offline-max-enabled true|false]',
   ],
+  realms: ['realms protect'],
 };
 
 const DETAILS = `

@@ -178,6 +178,13 @@ export const schemas: Record<string, { readonly [key: string]: JsonValue }> = {
     }),
     file: { type: 'object', maxProperties: 0, description: 'Always empty.' },
   }),
+  RealmProtection: object({
+    realm: schema('Realm'),
+    changed: {
+      type: 'boolean',
+      description: 'True when brute-force detection was off and has just been turned on.',
+    },
+  }),
   TokenLifetimes: object(TOKEN_LIFETIME_FIELDS),
   TokenLifetimesPatch: {
     ...object(TOKEN_LIFETIME_FIELDS, []),

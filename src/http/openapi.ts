@@ -305,7 +305,18 @@ const paths: OpenApiDocument['paths'] = {
       errors: [...ORG_ERRORS, 'userExists'],
     }),
   },
-
+  '/api/platform/brute-force-detection': {
+    post: apiOperation({
+      operationId: 'protectRealms',
+      summary: "Turn Keycloak's brute-force detection on in every realm where it is off",
+      description:
+        'Applies the settings shipped in `realm-export/master.json` (temporary lockout) to every ' +
+        'realm, master and organizations, whose brute-force detection is off; a realm where it ' +
+        'is on keeps its settings. Safe to repeat. Answers one entry per realm.',
+      tags: ['platform'],
+      data: arrayOf(schema('RealmProtection')),
+    }),
+  },
   '/api/platform/organizations/{organization_id}/workspaces/{workspace_id}/operations': {
     post: apiOperation({
       operationId: 'createOperation',

@@ -74,6 +74,10 @@ export function createProvisioningRouter(service: ProvisioningService): Router {
     res.json(success(await service.setTokenLifetimes(req.params.org, patch)));
   });
 
+  router.post('/brute-force-detection', async (_req, res) => {
+    res.json(success(await service.protectRealmsFromBruteForce()));
+  });
+
   return router;
 }
 

@@ -4,6 +4,7 @@ import { AppError } from '../envelope/errors.ts';
 import { isHttpStatus, type KeycloakAdmin } from '../keycloak/admin-client.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
 import { isOrganizationId, isWorkspaceId } from '../keycloak/identifiers.ts';
+import { protectRealms, type RealmProtection } from '../keycloak/brute-force.ts';
 import {
   createUser,
   ensureOrganizationRealm,
@@ -63,6 +64,8 @@ export interface ProvisioningService {
   ): Promise<Operation>;
   getTokenLifetimes(realm: string): Promise<TokenLifetimes>;
   setTokenLifetimes(realm: string, patch: TokenLifetimesPatch): Promise<TokenLifetimes>;
+  /** Turns Keycloak's brute-force detection on in every realm where it is off. */
+  protectRealmsFromBruteForce(): Promise<RealmProtection[]>;
 }
 
 /**
@@ -175,6 +178,10 @@ export function createProvisioningService(deps: {
       }
       await requireRealm(realm);
       return adminSession.run((admin) => setTokenLifetimes(admin, realm, parsed.data));
+    },
+
+    protectRealmsFromBruteForce() {
+      return adminSession.run((admin) => protectRealms(admin));
     },
   };
 }

@@ -71,6 +71,7 @@ describe('openApiDocument', () => {
         'POST /api/platform/organizations',
         'POST /api/platform/organizations/{organization_id}/workspaces',
         'POST /api/platform/users',
+        'POST /api/platform/brute-force-detection',
         'POST /api/platform/organizations/{organization_id}/users',
         'POST /api/platform/organizations/{organization_id}/workspaces/{workspace_id}/operations',
         'GET /api/platform/token-lifetimes',

@@ -1,0 +1,20 @@
+import { describe, expect, it } from 'vitest';
+import { parseCommandLine } from '../../src/cli/args.ts';
+import { buildRequest, formatHelp } from '../../src/cli/commands.ts';
+
+describe('realmgate realms protect', () => {
+  it('posts to the brute-force detection endpoint, without a body', () => {
+    const command = parseCommandLine(['realms', 'protect']);
+    expect(command).toEqual({ name: 'realms protect' });
+    expect(buildRequest(command as Parameters<typeof buildRequest>[0])).toEqual({
+      method: 'POST',
+      path: '/api/platform/brute-force-detection',
+    });
+  });
+
+  it('takes no arguments and is listed in the help', () => {
+    expect(() => parseCommandLine(['realms', 'protect', 'master'])).toThrow('too many arguments');
+    expect(() => parseCommandLine(['realms'])).toThrow('missing realms command');
+    expect(formatHelp()).toContain('realmgate realms protect\n');
+  });
+});
