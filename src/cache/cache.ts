@@ -6,10 +6,11 @@ export interface Cache {
   set(key: string, value: string, ttlMs: number): Promise<void>;
   delete(key: string): Promise<void>;
   /**
-   * Adds one to the counter under `key`, which starts at 0 for `windowMs` when absent and keeps
-   * its first expiry after that (a fixed window). Resolves to the new count and the time left.
+   * Adds `by` (default 1; may be negative) to the counter under `key`, which starts at 0 for
+   * `windowMs` when absent and keeps its first expiry after that (a fixed window). Resolves to
+   * the new count and the time left.
    */
-  increment(key: string, windowMs: number): Promise<Counter>;
+  increment(key: string, windowMs: number, by?: number): Promise<Counter>;
   /** The counter under `key` as `increment` left it, or undefined when absent or expired. */
   counter(key: string): Promise<Counter | undefined>;
   /** Resolves when the backend is reachable, rejects otherwise (used by /readyz). */

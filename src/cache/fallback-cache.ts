@@ -44,7 +44,7 @@ export function createFallbackCache(
       return failedAt !== undefined;
     },
     get: (key) => attempt((cache) => cache.get(key)),
-    increment: (key, windowMs) => attempt((cache) => cache.increment(key, windowMs)),
+    increment: (key, windowMs, by) => attempt((cache) => cache.increment(key, windowMs, by)),
     counter: (key) => attempt((cache) => cache.counter(key)),
     set: (key, value, ttlMs) => attempt((cache) => cache.set(key, value, ttlMs)),
     delete: async (key) => {

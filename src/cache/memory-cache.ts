@@ -34,11 +34,11 @@ export function createMemoryCache({ maxEntries, now = Date.now }: MemoryCacheOpt
       counters.delete(key);
       return Promise.resolve();
     },
-    increment(key, windowMs) {
+    increment(key, windowMs, by = 1) {
       return new Promise((resolve) => {
         assertValidTtl(windowMs);
         const entry = counters.get(key) ?? { count: 0, expiresAt: now() + windowMs };
-        counters.set(key, { count: entry.count + 1, expiresAt: entry.expiresAt }, entry.expiresAt);
+        counters.set(key, { count: entry.count + by, expiresAt: entry.expiresAt }, entry.expiresAt);
         resolve(counterOf(key)!);
       });
     },

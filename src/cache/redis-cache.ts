@@ -40,13 +40,13 @@ export function createRedisCache({ url, keyPrefix, commandTimeoutMs }: RedisCach
     async delete(key) {
       await client.del(key);
     },
-    async increment(key, windowMs) {
+    async increment(key, windowMs, by = 1) {
       assertValidTtl(windowMs);
-      // One round trip, atomic: SET NX starts the window, INCR keeps its expiry.
+      // One round trip, atomic: SET NX starts the window, INCRBY keeps its expiry.
       const replies = await client
         .multi()
         .set(key, '0', 'PX', windowMs, 'NX')
-        .incr(key)
+        .incrby(key, by)
         .pttl(key)
         .exec();
       return counterFrom(replies?.[1], replies?.[2])!;

@@ -86,6 +86,31 @@ function describeCacheContract(kind: Cache['kind'], create: () => Cache): void {
       expect(await cache.get('clé-🔑')).toBe(value);
     });
 
+    it('counts in a fixed window: the first increment sets the expiry, later ones keep it', async () => {
+      const key = `counter-${randomUUID()}`;
+      expect(await cache.counter(key)).toBeUndefined();
+      const first = await cache.increment(key, SHORT_TTL_MS);
+      expect(first.count).toBe(1);
+      expect(first.ttlMs).toBeGreaterThan(0);
+      expect(first.ttlMs).toBeLessThanOrEqual(SHORT_TTL_MS);
+      await cache.increment(key, LONG_TTL_MS);
+      expect((await cache.increment(key, LONG_TTL_MS, -1)).count).toBe(1);
+      expect((await cache.increment(key, LONG_TTL_MS, 3)).count).toBe(4);
+      const read = await cache.counter(key);
+      expect(read?.count).toBe(4);
+      expect(read!.ttlMs).toBeLessThanOrEqual(SHORT_TTL_MS);
+      await sleep(PAST_EXPIRY_MS);
+      expect(await cache.counter(key)).toBeUndefined();
+      expect((await cache.increment(key, LONG_TTL_MS)).count).toBe(1);
+    });
+
+    it('deletes a counter', async () => {
+      const key = `counter-${randomUUID()}`;
+      await cache.increment(key, LONG_TTL_MS);
+      await cache.delete(key);
+      expect(await cache.counter(key)).toBeUndefined();
+    });
+
     it('rejects non-positive TTLs', async () => {
       await expect(cache.set('bad-ttl', 'x', 0)).rejects.toThrow(RangeError);
       await expect(cache.set('bad-ttl', 'x', -5)).rejects.toThrow(RangeError);

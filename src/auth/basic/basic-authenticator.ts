@@ -52,8 +52,8 @@ export interface BasicAuthenticatorDeps {
  * Basic authentication as a Keycloak password grant on the realm's API client. A successful
  * login is cached under HMAC-SHA256(secret, realm, user, password): never the password, never a
  * plain hash of it; a refused one briefly too, under its own prefix. Concurrent identical logins
- * share one Keycloak call. Refused logins are counted by the throttle, which answers 429 past
- * its limits without asking Keycloak.
+ * share one attempt. Attempts are counted by the throttle, which answers 429 past its limits
+ * without asking Keycloak.
  */
 export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAuthenticator {
   const inFlight = new Map<string, Promise<Principal>>();
@@ -66,24 +66,12 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       const key = cacheKeyOf(deps.cacheSecret, realm, credentials);
       const cached = await readCache(key);
       if (cached) return cached;
-      const wait = await deps.throttle.retryAfter(realm, credentials.username, clientAddress);
-      if (wait > 0) {
-        throw new AppError('tooManyFailedLogins', { headers: { 'retry-after': String(wait) } });
-      }
       let login = inFlight.get(key);
       if (!login) {
-        login = logIn(realm, credentials, key).finally(() => inFlight.delete(key));
+        login = attempt(realm, credentials, key, clientAddress).finally(() => inFlight.delete(key));
         inFlight.set(key, login);
       }
-      try {
-        return await login;
-      } catch (err) {
-        // Every refused request counts, also those that shared one grant or a remembered refusal.
-        if (err instanceof AuthFailure) {
-          await deps.throttle.failed(realm, credentials.username, clientAddress);
-        }
-        throw err;
-      }
+      return login;
     },
     cached(realm, credentials) {
       if (deps.maxCacheSeconds === 0) return undefined;
@@ -121,6 +109,35 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     return principal;
   }
 
+  /**
+   * One login attempt, shared by identical concurrent requests (so a cold burst of one user's
+   * requests is one attempt, not a burst of failures): counted by the throttle first, refused
+   * with 429 past its limits, taken back unless it failed.
+   */
+  async function attempt(
+    realm: string,
+    credentials: BasicCredentials,
+    key: string,
+    clientAddress: string,
+  ): Promise<Principal> {
+    const { username } = credentials;
+    const wait = await deps.throttle.begin(realm, username, clientAddress);
+    if (wait > 0) {
+      throw new AppError('tooManyFailedLogins', { headers: { 'retry-after': String(wait) } });
+    }
+    try {
+      const principal = await logIn(realm, credentials, key);
+      await deps.throttle.settle(realm, username, clientAddress, 'succeeded');
+      return principal;
+    } catch (err) {
+      // A refusal stays counted; an attempt Keycloak could not answer is taken back.
+      if (!(err instanceof AuthFailure)) {
+        await deps.throttle.settle(realm, username, clientAddress, 'unanswered');
+      }
+      throw err;
+    }
+  }
+
   async function logIn(
     realm: string,
     credentials: BasicCredentials,
@@ -141,7 +158,6 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       }
       throw failure;
     }
-    await deps.throttle.succeeded(realm, credentials.username);
     const principal = {
       ...(await deps.bearer.verify(realm, result.accessToken)),
       method: 'basic' as const,

@@ -1,16 +1,21 @@
 import { createHmac } from 'node:crypto';
 import type { Cache } from '../../cache/cache.ts';
 
+/** How an attempt `begin` let through ended; a refusal needs no call: it stays counted. */
+export type AttemptOutcome = 'succeeded' | 'unanswered';
+
 export interface LoginThrottle {
   /**
-   * Seconds until a Basic login may be tried again for this account or from this address;
-   * 0 when it may be tried now.
+   * Counts a Basic login attempt against the account and the client address before it is made,
+   * so a concurrent burst cannot slip past the limits. Resolves to 0 when the attempt may go
+   * on, else the seconds until it may be tried again.
    */
-  retryAfter(realm: string, username: string, address: string): Promise<number>;
-  /** Counts a refused login against the account and the address. */
-  failed(realm: string, username: string, address: string): Promise<void>;
-  /** A successful login clears the account's count (the address keeps its own). */
-  succeeded(realm: string, username: string): Promise<void>;
+  begin(realm: string, username: string, address: string): Promise<number>;
+  /**
+   * Takes back what `begin` counted for an attempt that did not fail: a login that succeeded
+   * (the account also starts again from 0) or one Keycloak could not answer.
+   */
+  settle(realm: string, username: string, address: string, outcome: AttemptOutcome): Promise<void>;
 }
 
 export interface LoginThrottleOptions {
@@ -18,19 +23,19 @@ export interface LoginThrottleOptions {
   cache: Cache;
   /** Keys the account counters, so user names are not stored in clear. */
   secret: string;
-  /** Refused logins per account per window before 429; 0 turns the account limit off. */
+  /** Failed logins per account per window before 429; 0 turns the account limit off. */
   maxFailuresPerUser: number;
-  /** Refused logins per client address per window before 429; 0 turns that limit off. */
+  /** Failed logins per client address per window before 429; 0 turns that limit off. */
   maxFailuresPerAddress: number;
   windowSeconds: number;
 }
 
 /**
- * Counts refused Basic logins per (realm, user name) and per client address in fixed windows;
+ * Counts failed Basic logins per (realm, user name) and per client address in fixed windows;
  * past a limit, logins are refused for the rest of the window without asking Keycloak. This
- * keeps password guessing through the gateway slow and keeps a burst of bad logins from
+ * keeps password guessing through the gateway slow, and keeps a burst of bad logins from
  * saturating Keycloak (each password check costs it real CPU). Logins the gateway has cached
- * are not counted or refused here: they never reach Keycloak.
+ * are neither counted nor refused: they never reach Keycloak.
  */
 export function createLoginThrottle(options: LoginThrottleOptions): LoginThrottle {
   const windowMs = options.windowSeconds * 1000;
@@ -41,29 +46,33 @@ export function createLoginThrottle(options: LoginThrottleOptions): LoginThrottl
       .digest('base64url')}`;
   const addressKey = (address: string) => `throttle:address:${address}`;
 
-  async function wait(key: string, limit: number): Promise<number> {
+  /** Counts one attempt under `key`; the seconds to wait when that goes past `limit`. */
+  async function count(key: string, limit: number): Promise<number> {
     if (limit === 0) return 0;
-    const counter = await options.cache.counter(key);
-    return counter && counter.count >= limit ? Math.max(1, Math.ceil(counter.ttlMs / 1000)) : 0;
+    const counter = await options.cache.increment(key, windowMs);
+    return counter.count > limit ? Math.max(1, Math.ceil(counter.ttlMs / 1000)) : 0;
+  }
+
+  async function takeBack(key: string, limit: number): Promise<void> {
+    if (limit > 0) await options.cache.increment(key, windowMs, -1);
   }
 
   return {
-    async retryAfter(realm, username, address) {
-      const [user, client] = await Promise.all([
-        wait(userKey(realm, username), options.maxFailuresPerUser),
-        wait(addressKey(address), options.maxFailuresPerAddress),
+    async begin(realm, username, address) {
+      const waits = await Promise.all([
+        count(userKey(realm, username), options.maxFailuresPerUser),
+        count(addressKey(address), options.maxFailuresPerAddress),
       ]);
-      return Math.max(user, client);
+      return Math.max(...waits);
     },
-    async failed(realm, username, address) {
+    async settle(realm, username, address, outcome) {
+      const user = userKey(realm, username);
       await Promise.all([
-        options.maxFailuresPerUser > 0 &&
-          options.cache.increment(userKey(realm, username), windowMs),
-        options.maxFailuresPerAddress > 0 && options.cache.increment(addressKey(address), windowMs),
+        outcome === 'succeeded'
+          ? options.maxFailuresPerUser > 0 && options.cache.delete(user)
+          : takeBack(user, options.maxFailuresPerUser),
+        takeBack(addressKey(address), options.maxFailuresPerAddress),
       ]);
-    },
-    async succeeded(realm, username) {
-      if (options.maxFailuresPerUser > 0) await options.cache.delete(userKey(realm, username));
     },
   };
 }

@@ -16,42 +16,60 @@ function setup(limits: { perUser: number; perAddress: number }) {
 }
 
 describe('login throttle', () => {
-  it('refuses an account for the rest of the window once it reached its limit', async () => {
+  it('lets `limit` attempts of an account through per window, then says how long to wait', async () => {
     const { throttle, advance } = setup({ perUser: 3, perAddress: 0 });
-    for (let i = 0; i < 2; i++) await throttle.failed('org', 'alice', '192.0.2.1');
-    expect(await throttle.retryAfter('org', 'alice', '192.0.2.1')).toBe(0);
-    await throttle.failed('org', 'ALICE', '192.0.2.2');
-    expect(await throttle.retryAfter('org', 'alice', '192.0.2.3')).toBe(300);
+    expect(await throttle.begin('org', 'alice', '192.0.2.1')).toBe(0);
+    expect(await throttle.begin('org', 'ALICE', '192.0.2.2')).toBe(0);
+    expect(await throttle.begin('org', 'Alice', '192.0.2.3')).toBe(0);
+    expect(await throttle.begin('org', 'alice', '192.0.2.4')).toBe(300);
     advance(100_000);
-    expect(await throttle.retryAfter('org', 'Alice', '192.0.2.3')).toBe(200);
+    expect(await throttle.begin('org', 'alice', '192.0.2.4')).toBe(200);
     // Other accounts and realms are unaffected.
-    expect(await throttle.retryAfter('org', 'bob', '192.0.2.3')).toBe(0);
-    expect(await throttle.retryAfter('other', 'alice', '192.0.2.3')).toBe(0);
+    expect(await throttle.begin('org', 'bob', '192.0.2.4')).toBe(0);
+    expect(await throttle.begin('other', 'alice', '192.0.2.4')).toBe(0);
     advance(200_001);
-    expect(await throttle.retryAfter('org', 'alice', '192.0.2.3')).toBe(0);
+    expect(await throttle.begin('org', 'alice', '192.0.2.4')).toBe(0);
+  });
+
+  it('counts attempts before they are made: of a concurrent burst only `limit` go on', async () => {
+    const { throttle } = setup({ perUser: 3, perAddress: 0 });
+    const waits = await Promise.all(
+      Array.from({ length: 200 }, () => throttle.begin('org', 'alice', '192.0.2.1')),
+    );
+    expect(waits.filter((wait) => wait === 0)).toHaveLength(3);
   });
 
   it('refuses an address that failed too often, for every account', async () => {
     const { throttle } = setup({ perUser: 0, perAddress: 4 });
-    for (const user of ['a', 'b', 'c', 'd']) await throttle.failed('org', user, '198.51.100.1');
-    expect(await throttle.retryAfter('org', 'e', '198.51.100.1')).toBe(300);
-    expect(await throttle.retryAfter('org', 'e', '198.51.100.2')).toBe(0);
+    for (const user of ['a', 'b', 'c', 'd']) {
+      expect(await throttle.begin('org', user, '198.51.100.1')).toBe(0);
+    }
+    expect(await throttle.begin('org', 'e', '198.51.100.1')).toBe(300);
+    expect(await throttle.begin('org', 'e', '198.51.100.2')).toBe(0);
   });
 
-  it('clears the account count on success, not the address count', async () => {
+  it('a success clears the account and takes its attempt back from the address', async () => {
     const { throttle } = setup({ perUser: 2, perAddress: 3 });
-    await throttle.failed('org', 'alice', '192.0.2.1');
-    await throttle.failed('org', 'alice', '192.0.2.1');
-    expect(await throttle.retryAfter('org', 'alice', '192.0.2.9')).toBe(300);
-    await throttle.succeeded('org', 'alice');
-    expect(await throttle.retryAfter('org', 'alice', '192.0.2.9')).toBe(0);
-    await throttle.failed('org', 'bob', '192.0.2.1');
-    expect(await throttle.retryAfter('org', 'carol', '192.0.2.1')).toBe(300);
+    await throttle.begin('org', 'alice', '192.0.2.1');
+    await throttle.begin('org', 'alice', '192.0.2.1');
+    await throttle.settle('org', 'alice', '192.0.2.1', 'succeeded');
+    // Two more for alice are allowed again; the address has one failure and now two more.
+    expect(await throttle.begin('org', 'alice', '192.0.2.1')).toBe(0);
+    expect(await throttle.begin('org', 'alice', '192.0.2.1')).toBe(0);
+    expect(await throttle.begin('org', 'bob', '192.0.2.1')).toBe(300);
+  });
+
+  it('an attempt Keycloak could not answer does not count', async () => {
+    const { throttle } = setup({ perUser: 1, perAddress: 1 });
+    for (let i = 0; i < 5; i++) {
+      expect(await throttle.begin('org', 'alice', '192.0.2.1')).toBe(0);
+      await throttle.settle('org', 'alice', '192.0.2.1', 'unanswered');
+    }
   });
 
   it('stores no user name in clear', async () => {
     const { throttle, cache } = setup({ perUser: 2, perAddress: 0 });
-    await throttle.failed('org', 'alice', '192.0.2.1');
+    await throttle.begin('org', 'alice', '192.0.2.1');
     expect(await cache.counter('throttle:user:alice')).toBeUndefined();
   });
 });

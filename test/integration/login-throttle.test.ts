@@ -1,0 +1,136 @@
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { basicAuth } from '../helpers/api.ts';
+import {
+  createUser,
+  keycloakAdmin,
+  userIdOf,
+  uniqueId,
+  type TestUser,
+} from '../helpers/keycloak.ts';
+import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { startReplica, type Replica } from '../helpers/replica.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+/**
+ * Failed Basic logins are throttled per account and per client address, shared between
+ * replicas through Redis, without Keycloak seeing the refused attempts: Keycloak's own
+ * brute-force count (the realm template turns detection on) shows what reached it.
+ */
+describe('login throttle (429 429-00001) against the real Keycloak', () => {
+  let replicas: Replica[] = [];
+  let org: string;
+  const path = () => `/api/${org}/platform/workspaces`;
+
+  beforeAll(async () => {
+    const shared = {
+      REDIS_URL: testEnv().redisUrl,
+      REDIS_KEY_PREFIX: `${testEnv().redisKeyPrefix}throttle:`,
+      REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
+      // The tests speak for several clients through X-Forwarded-For from a trusted 127.0.0.1.
+      TRUSTED_PROXIES: '127.0.0.1',
+      LOGIN_MAX_FAILURES_PER_USER: '3',
+      LOGIN_MAX_FAILURES_PER_ADDRESS: '6',
+      LOGIN_FAILURE_WINDOW_SECONDS: '120',
+      BASIC_REFUSAL_CACHE_SECONDS: '30',
+    };
+    replicas = [await startReplica(18500, shared), await startReplica(18510, shared)];
+    org = await createOrganization(['ws1']);
+  });
+
+  afterAll(async () => {
+    await Promise.all(replicas.map((replica) => replica.gateway.close()));
+    await closeTestDb();
+  });
+
+  async function call(replica: Replica, user: TestUser, address: string, password = user.password) {
+    const res = await fetch(`${replica.url}${path()}`, {
+      headers: {
+        authorization: basicAuth({ ...user, password }),
+        'x-forwarded-for': address,
+      },
+    });
+    const body = (await res.json()) as { result: string };
+    return { status: res.status, result: body.result, retryAfter: res.headers.get('retry-after') };
+  }
+
+  /** How many failed logins Keycloak itself counted for the user. */
+  async function keycloakFailures(user: TestUser): Promise<number> {
+    const admin = await keycloakAdmin();
+    const status = await admin.attackDetection.findOne({ realm: org, id: await userIdOf(user) });
+    return Number(status?.numFailures ?? 0);
+  }
+
+  it('refuses an account past its limit, on every replica and from every address, without Keycloak', async () => {
+    const user = await createUser(org);
+    for (let i = 0; i < 3; i++) {
+      expect(await call(replicas[0]!, user, '203.0.113.1', `wrong-${i}`)).toMatchObject({
+        status: 401,
+        result: '401-00002',
+      });
+    }
+    const failuresSeen = await keycloakFailures(user);
+    expect(failuresSeen).toBeGreaterThan(0);
+    const refused = await call(replicas[0]!, user, '203.0.113.1');
+    expect(refused).toMatchObject({ status: 429, result: '429-00001' });
+    expect(Number(refused.retryAfter)).toBeGreaterThan(0);
+    expect(Number(refused.retryAfter)).toBeLessThanOrEqual(120);
+    expect(await call(replicas[1]!, user, '203.0.113.2')).toMatchObject({ status: 429 });
+    expect(await call(replicas[1]!, user, '203.0.113.2', 'wrong-again')).toMatchObject({
+      status: 429,
+    });
+    expect(await keycloakFailures(user)).toBe(failuresSeen);
+  });
+
+  it('remembers a refused password: a client looping on it costs one Keycloak check', async () => {
+    const user = await createUser(org);
+    const statuses: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      statuses.push(
+        (await call(replicas[i % 2]!, user, '203.0.113.3', 'same-wrong-password')).status,
+      );
+    }
+    expect(statuses).toEqual([401, 401, 401, 429, 429]);
+    expect(await keycloakFailures(user)).toBe(1);
+  });
+
+  it('refuses an address past its limit for every account, while other addresses go on', async () => {
+    for (let i = 0; i < 6; i++) {
+      const stranger = { realm: org, username: uniqueId('nobody-'), password: 'x' };
+      expect((await call(replicas[i % 2]!, stranger, '203.0.113.4')).status).toBe(401);
+    }
+    const user = await createUser(org);
+    expect(await call(replicas[0]!, user, '203.0.113.4')).toMatchObject({
+      status: 429,
+      result: '429-00001',
+    });
+    expect((await call(replicas[1]!, user, '203.0.113.5')).status).toBe(200);
+  });
+
+  it('lets at most the limit of a concurrent burst of bad logins reach Keycloak, and answers every one', async () => {
+    const user = await createUser(org);
+    const answers = await Promise.all(
+      Array.from({ length: 60 }, (_, i) =>
+        call(replicas[i % 2]!, user, `198.51.100.${i % 3}`, `burst-${i}`),
+      ),
+    );
+    expect(answers.every((answer) => answer.status === 401 || answer.status === 429)).toBe(true);
+    expect(answers.filter((answer) => answer.status === 401)).toHaveLength(3);
+    expect(await keycloakFailures(user)).toBeLessThanOrEqual(3);
+  });
+
+  it('a successful login starts the account count again', async () => {
+    const user = await createUser(org);
+    expect((await call(replicas[0]!, user, '203.0.113.6', 'wrong-a')).status).toBe(401);
+    // More than Keycloak's quick-login interval apart, so its own lockout stays out of this test.
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    expect((await call(replicas[0]!, user, '203.0.113.6', 'wrong-b')).status).toBe(401);
+    expect((await call(replicas[1]!, user, '203.0.113.6')).status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    expect((await call(replicas[0]!, user, '203.0.113.6', 'wrong-c')).status).toBe(401);
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    expect((await call(replicas[0]!, user, '203.0.113.6', 'wrong-d')).status).toBe(401);
+    // A cached login is served whatever the count: it never reaches Keycloak.
+    expect((await call(replicas[0]!, user, '203.0.113.6')).status).toBe(200);
+  });
+});
