@@ -4,6 +4,7 @@ import { createErrorHandler, notFoundHandler } from './envelope/error-handler.ts
 import type { Forwarding } from './edge/forwarding.ts';
 import { createHealthRouter, type ReadinessCheck } from './http/health.router.ts';
 import { createAuthProxy, guardAuthPath } from './keycloak/auth-proxy.ts';
+import { guardBootstrapAdmin } from './keycloak/bootstrap-admin-guard.ts';
 import { guardFormBody } from './keycloak/form-body-guard.ts';
 
 export type Listener = 'public' | 'admin';
@@ -14,6 +15,8 @@ export interface AppDeps {
   publicUrl: string;
   authProxyTimeoutMs: number;
   forwarding: Forwarding;
+  /** Keycloak's bootstrap administrator: never tried on the public listener. */
+  bootstrapAdmin: string;
   /** Everything under `/api` (see api.router.ts). */
   api: RequestHandler;
   readiness: Record<string, ReadinessCheck>;
@@ -39,6 +42,7 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
     '/auth',
     guardAuthPath({ allowAdmin: listener === 'admin' }),
     ...guardFormBody(),
+    ...(listener === 'public' ? [guardBootstrapAdmin(deps.bootstrapAdmin)] : []),
     createAuthProxy({
       keycloakUrl: deps.keycloakUrl,
       publicUrl: deps.publicUrl,

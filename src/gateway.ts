@@ -21,6 +21,7 @@ import { createEdge } from './edge/edge.ts';
 import { createForwarding } from './edge/forwarding.ts';
 import { checkDatabase, openDatabase } from './db/database.ts';
 import { migrateToLatest } from './db/migrate.ts';
+import { isBootstrapAdmin } from './keycloak/bootstrap-admin-guard.ts';
 import { checkKeycloak } from './keycloak/keycloak-health.ts';
 import { createServiceAdmin, hasTwoFactor } from './keycloak/service-admin.ts';
 import { createTokenClient } from './keycloak/token-client.ts';
@@ -98,6 +99,7 @@ export async function startGateway(
     maxCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
     maxLocalEntries: config.MEMORY_CACHE_MAX_ENTRIES,
     refusalCacheSeconds: config.BASIC_REFUSAL_CACHE_SECONDS,
+    refuses: (realm, username) => isBootstrapAdmin(config.KEYCLOAK_ADMIN_USERNAME, realm, username),
     throttle: createLoginThrottle({
       cache,
       secret: cacheSecret,
@@ -160,6 +162,7 @@ export async function startGateway(
     publicUrl: config.PUBLIC_URL,
     authProxyTimeoutMs: config.AUTH_PROXY_TIMEOUT_MS,
     forwarding,
+    bootstrapAdmin: config.KEYCLOAK_ADMIN_USERNAME,
     api,
     readiness: {
       keycloak: () => checkKeycloak(keycloakUrl, config.KEYCLOAK_TIMEOUT_MS),

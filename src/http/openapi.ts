@@ -40,6 +40,7 @@ const API_SECURITY: Record<string, string[]>[] = [{ basicAuth: [] }, { bearerAut
 const AUTH_ERRORS: ErrorCode[] = [
   'badRequestHeader',
   'authenticationFailed',
+  'tooManyFailedLogins',
   'identityProviderUnavailable',
   'unexpected',
 ];
@@ -73,7 +74,9 @@ function errorResponses(codes: ErrorCode[]): Record<string, JsonValue> {
         .map((code) => `${errorCodes[code].result} ${errorCodes[code].message}`)
         .join(' / '),
       ...(status === 401 && { headers: { 'WWW-Authenticate': { schema: { type: 'string' } } } }),
-      ...(status === 503 && { headers: { 'Retry-After': { schema: { type: 'integer' } } } }),
+      ...((status === 503 || status === 429) && {
+        headers: { 'Retry-After': { schema: { type: 'integer' } } },
+      }),
       content: json({ schema: schema('ErrorEnvelope'), examples }),
     };
   }
@@ -372,7 +375,12 @@ export const openApiDocument: OpenApiDocument = {
       'Authentication gateway of the IT-automation platform API, in front of Keycloak. ' +
       'Administrators use realm `master` and `/api/platform/...`; organization users use realm ' +
       '`<organization_id>` and `/api/<organization_id>/...`. Answers use the envelope ' +
-      '`{data, message, result, ts}`.',
+      '`{data, message, result, ts}`. On every path: a path that could be read two ways (dot ' +
+      'segments in any encoding, `//`, `;`, encoded `/` `\\` `%`, control characters, broken ' +
+      'escapes) is 400 `400-00001` before routing; `CONNECT` is 405 `405-00000`; a request not ' +
+      'sent within 120 s is 408 `408-00000`; an `Expect` other than `100-continue` is 417 ' +
+      '`417-00000`; a request head over 16 KiB is 431 `431-00000`. Too many failed Basic logins ' +
+      'for an account or from an address: 429 `429-00001` with `Retry-After`.',
   },
   servers: [{ url: '/' }],
   tags: [

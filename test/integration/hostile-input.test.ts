@@ -3,7 +3,13 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { IDENTITY_HEADERS } from '../../src/edge/upstream-headers.ts';
 import { accessTokenOf, basicAuth } from '../helpers/api.ts';
-import { claimsOf, createUser, passwordGrantBody, type TestUser } from '../helpers/keycloak.ts';
+import {
+  claimsOf,
+  createUser,
+  keycloakAdmin,
+  passwordGrantBody,
+  type TestUser,
+} from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { rawRequest, type RawResponse } from '../helpers/raw-http.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
@@ -521,6 +527,57 @@ describe('the admin console and admin API stay off the public listener in every 
       replicaAdminUrl(),
       head('GET', '/auth/admin/master/console/'),
     );
+    expect(response.status).toBe(200);
+  });
+});
+
+describe("Keycloak's bootstrap administrator cannot be tried, or locked, through the public listener", () => {
+  const tokenPath = '/auth/realms/master/protocol/openid-connect/token';
+  const grant = (username: string, password: string) =>
+    new URLSearchParams({
+      client_id: 'admin-cli',
+      grant_type: 'password',
+      username,
+      password,
+    }).toString();
+
+  it('refuses every spelling of its name on the public token endpoint, and Basic on the API', async () => {
+    const admin = testEnv().keycloakAdminUsername;
+    for (const username of [admin, admin.toUpperCase(), ` ${admin} `]) {
+      const body = grant(username, 'guess');
+      const response = await rawRequest(
+        gatewayUrl(),
+        head('POST', tokenPath, {
+          'content-type': 'application/x-www-form-urlencoded',
+          'content-length': String(body.length),
+        }),
+        { body },
+      );
+      expect(response.status).toBe(400);
+      expect(JSON.parse(response.body)).toMatchObject({ error: 'invalid_grant' });
+    }
+    const basic = await rawRequest(
+      gatewayUrl(),
+      head('GET', '/api/platform/organizations', {
+        authorization: basicAuth({ username: admin, password: 'guess' }),
+      }),
+    );
+    expectRefused(basic, 401, '401-00002');
+    // None of it reached Keycloak: no failure counted, no lock.
+    const keycloak = await keycloakAdmin();
+    const [account] = await keycloak.users.find({ realm: 'master', username: admin, exact: true });
+    const status = await keycloak.attackDetection.findOne({ realm: 'master', id: account!.id! });
+    expect(Number(status?.numFailures ?? 0)).toBe(0);
+    expect(status?.disabled ?? false).toBe(false);
+  });
+
+  it('while it still signs in on the admin listener', async () => {
+    const body = grant(testEnv().keycloakAdminUsername, testEnv().keycloakAdminPassword);
+    const response = await fetch(`${testEnv().adminUrl}${tokenPath}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body,
+    });
     expect(response.status).toBe(200);
   });
 });

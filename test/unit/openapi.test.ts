@@ -170,10 +170,13 @@ describe('openApiDocument', () => {
       '400',
       '401',
       '404',
+      '429',
       '500',
       '503',
     ]);
     expect(JSON.stringify(created.responses['404'])).toContain('404-00001');
+    expect(JSON.stringify(created.responses['429'])).toContain('429-00001');
+    expect(JSON.stringify(created.responses['429'])).toContain('Retry-After');
     expect(JSON.stringify(created.responses['400'])).toContain('400-00002');
     const listed =
       openApiDocument.paths[

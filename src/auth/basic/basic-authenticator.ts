@@ -41,6 +41,8 @@ export interface BasicAuthenticatorDeps {
   /** How long a refused login is remembered (0: not at all); a loop on a bad password then costs no grant. */
   refusalCacheSeconds: number;
   throttle: LoginThrottle;
+  /** Accounts whose password is never tried here (Keycloak's bootstrap administrator). */
+  refuses: (realm: string, username: string) => boolean;
   /** A user's sessions revoked after a login was cached make the cached login void. */
   revocations: RevocationList;
   /** Tells whether a user has two-factor authentication (for a helpful 401 message). */
@@ -66,6 +68,9 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       const key = cacheKeyOf(deps.cacheSecret, realm, credentials);
       const cached = await readCache(key);
       if (cached) return cached;
+      if (deps.refuses(realm, credentials.username)) {
+        throw new AuthFailure('basic', 'This account cannot use Basic authentication.');
+      }
       let login = inFlight.get(key);
       if (!login) {
         login = attempt(realm, credentials, key, clientAddress).finally(() => inFlight.delete(key));

@@ -1,0 +1,35 @@
+import type { RequestHandler } from 'express';
+import { targetOf } from '../edge/request-target.ts';
+import { bufferedBodyOf } from './form-body-guard.ts';
+
+/**
+ * Keycloak's bootstrap administrator is its break-glass account, and the session provisioning
+ * runs on. With brute-force detection on, anyone who may try its password may also lock it
+ * (two bad tries a second do), which would stop provisioning and lock the administrators out of
+ * the console. So the public listener never lets anyone try it: no form sent to the master
+ * realm (token endpoint, login pages) may name it, and Basic on the API refuses it (see
+ * basic-authenticator.ts). It logs in on the admin listener, and its tokens work everywhere.
+ */
+export function isBootstrapAdmin(bootstrapAdmin: string, realm: string, username: string): boolean {
+  return realm === 'master' && username.trim().toLowerCase() === bootstrapAdmin.toLowerCase();
+}
+
+/** The public listener's `/auth` guard for the rule above; mount it after the form guard. */
+export function guardBootstrapAdmin(bootstrapAdmin: string): RequestHandler {
+  return (req, res, next) => {
+    const [, realms, realm = ''] = targetOf(req).segments;
+    const body = bufferedBodyOf(req);
+    if (realms === 'realms' && realm.toLowerCase() === 'master' && body) {
+      const usernames = new URLSearchParams(body.toString('utf8')).getAll('username');
+      if (usernames.some((username) => isBootstrapAdmin(bootstrapAdmin, 'master', username))) {
+        // Keycloak's own answer to a refused grant, so clients need no new case.
+        res.status(400).json({
+          error: 'invalid_grant',
+          error_description: 'This account signs in on the admin listener only.',
+        });
+        return;
+      }
+    }
+    next();
+  };
+}
