@@ -82,6 +82,10 @@ export async function startLocalKeycloak(options: LocalKeycloakOptions): Promise
     `--hostname-admin=${options.adminPublicUrl}/auth`,
     '--hostname-backchannel-dynamic=true',
     '--proxy-headers=xforwarded',
+    // With brute-force detection on, Keycloak 26 lets only one login of a user run at a time
+    // and refuses the others as if locked: concurrent good logins (replicas, parallel jobs, the
+    // provisioning session) would fail. Failures are still counted, one by one.
+    '--spi-brute-force-protector--default-brute-force-detector--allow-concurrent-requests=true',
     `--db-url=jdbc:h2:file:${path.join(stateDir, 'h2', 'keycloakdb')};NON_KEYWORDS=VALUE`,
     '--import-realm',
   ];

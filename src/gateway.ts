@@ -19,6 +19,7 @@ import type { FallbackCache } from './cache/fallback-cache.ts';
 import type { Config } from './config/config.ts';
 import { createEdge } from './edge/edge.ts';
 import { createForwarding } from './edge/forwarding.ts';
+import type { RequestTarget } from './edge/request-target.ts';
 import { checkDatabase, openDatabase } from './db/database.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import { isBootstrapAdmin } from './keycloak/bootstrap-admin-guard.ts';
@@ -31,7 +32,6 @@ import { createProvisioningService } from './platform/provisioning.service.ts';
 import { createRefreshTokensService } from './platform/refresh-tokens.service.ts';
 import { createOrganizationDirectory } from './platform/organization-directory.ts';
 import { createOrganizationsRepo } from './platform/organizations.repo.ts';
-import type { RequestTarget } from './edge/request-target.ts';
 import { createWorkspacesRepo } from './platform/workspaces.repo.ts';
 import { closeServer, listen } from './server.ts';
 

@@ -46,9 +46,9 @@ function plainAddress(address: string): string {
 
 export function createForwarding(trusted: BlockList | undefined): Forwarding {
   const isTrusted = (address: string): boolean => {
+    if (trusted === undefined) return false;
     const family = isIP(address);
     return (
-      trusted !== undefined &&
       family !== 0 &&
       trusted.check(address, family === 6 ? 'ipv6' : 'ipv4')
     );

@@ -1,56 +1,29 @@
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accessTokenOf, basicAuth } from '../helpers/api.ts';
 import { createUser, disableUser, sessionCount, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
-
-interface Seen {
-  method: string;
-  url: string;
-  headers: IncomingHttpHeaders;
-  body: string;
-}
 
 const fromBase64Lines = (value: unknown) =>
   Buffer.from(String(value), 'base64').toString('utf8').split('\n');
 
 /** A gateway replica whose automation route forwards to a recording upstream. */
 describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
-  let upstream: Server;
+  let upstream: RecordingUpstream;
   let replica: Replica;
   let org: string;
   let member: TestUser;
   let outsider: TestUser;
-  const seen: Seen[] = [];
+  const seen = () => upstream.seen;
 
   beforeAll(async () => {
-    upstream = createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        seen.push({
-          method: req.method!,
-          url: req.url!,
-          headers: req.headers,
-          body: Buffer.concat(chunks).toString(),
-        });
-        res.setHeader('content-type', 'application/json');
-        res.end(
-          JSON.stringify({
-            data: { from: 'upstream' },
-            message: 'SUCCESS',
-            result: '000-00000',
-            ts: new Date().toISOString(),
-          }),
-        );
-      });
-    });
-    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    upstream = await startRecordingUpstream();
     replica = await startReplica(18300, {
-      AUTOMATION_UPSTREAM_URL: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
+      AUTOMATION_UPSTREAM_URL: upstream.url,
       BASIC_CACHE_MAX_SECONDS: '3',
     });
     org = await createOrganization(['ws1', 'ws2']);
@@ -60,13 +33,13 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
 
   afterAll(async () => {
     await replica?.gateway.close();
-    await new Promise((resolve) => upstream?.close(resolve));
+    await upstream?.close();
     await closeTestDb();
   });
 
   it('forwards with identity headers instead of the client credentials', async () => {
     const token = await accessTokenOf(member);
-    seen.length = 0;
+    seen().length = 0;
     const res = await fetch(
       `${replica.url}/api/${org}/workspaces/ws1/ita/menu/operation_list/filter/?x=1`,
       {
@@ -85,8 +58,8 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
     expect(await res.json()).toMatchObject({ data: { from: 'upstream' } });
-    expect(seen).toHaveLength(1);
-    const [request] = seen;
+    expect(seen()).toHaveLength(1);
+    const [request] = seen();
     expect(request!.method).toBe('POST');
     expect(request!.url).toBe(`/api/${org}/workspaces/ws1/ita/menu/operation_list/filter/?x=1`);
     expect(request!.body).toBe('{"discard":{"NORMAL":"0"}}');
@@ -100,7 +73,7 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
 
   it('forwards a streamed (chunked) body and repeated headers as received', async () => {
     const token = await accessTokenOf(member);
-    seen.length = 0;
+    seen().length = 0;
     const body = new ReadableStream<Uint8Array>({
       start(controller) {
         controller.enqueue(new TextEncoder().encode('{"part":1,'));
@@ -118,12 +91,12 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
       duplex: 'half',
     });
     expect(res.status).toBe(200);
-    expect(seen).toHaveLength(1);
-    expect(seen[0]!.method).toBe('PUT');
-    expect(seen[0]!.body).toBe('{"part":1,"part2":2}');
-    expect(seen[0]!.headers['x-trace']).toBe('a, b');
-    expect(seen[0]!.headers.authorization).toBeUndefined();
-    expect(seen[0]!.headers.host).toBe(new URL(replica.config.AUTOMATION_UPSTREAM_URL!).host);
+    expect(seen()).toHaveLength(1);
+    expect(seen()[0]!.method).toBe('PUT');
+    expect(seen()[0]!.body).toBe('{"part":1,"part2":2}');
+    expect(seen()[0]!.headers['x-trace']).toBe('a, b');
+    expect(seen()[0]!.headers.authorization).toBeUndefined();
+    expect(seen()[0]!.headers.host).toBe(new URL(replica.config.AUTOMATION_UPSTREAM_URL!).host);
   });
 
   it('refuses a token on the forwarded route at once after its session is revoked', async () => {
@@ -191,7 +164,7 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
   });
 
   it('checks the workspace role before forwarding', async () => {
-    seen.length = 0;
+    seen().length = 0;
     const res = await fetch(
       `${replica.url}/api/${org}/workspaces/ws1/ita/menu/operation_list/filter/`,
       {
@@ -201,7 +174,7 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
     expect(res.status).toBe(403);
     expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
     expect(await res.json()).toMatchObject({ result: '403-00001' });
-    expect(seen).toHaveLength(0);
+    expect(seen()).toHaveLength(0);
   });
 
   it('reads Bearer headers with extra spaces as before and refuses malformed tokens', async () => {
@@ -223,8 +196,7 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
   });
 
   it('answers 503 in the envelope when the upstream is down', async () => {
-    await new Promise((resolve) => upstream.close(resolve));
-    upstream.closeAllConnections();
+    await upstream.close();
     const res = await fetch(
       `${replica.url}/api/${org}/workspaces/ws2/ita/menu/operation_list/filter/`,
       {

@@ -60,6 +60,13 @@ describe('brute-force detection', () => {
     });
   });
 
+  it('lets concurrent good logins of one user all through (allow-concurrent-requests)', async () => {
+    const user = await createUser(await createOrganizationRealm());
+    const answers = await Promise.all(Array.from({ length: 8 }, () => grant(user)));
+    expect(answers.map((answer) => answer.status)).toEqual(Array.from({ length: 8 }, () => 200));
+    expect(await lockStateOf(user)).toMatchObject({ disabled: false, numFailures: 0 });
+  });
+
   it('forgets failed logins at a successful one', async () => {
     const user = await createUser(await createOrganizationRealm());
     expect((await grant(user, 'wrong-password')).status).toBe(400);

@@ -1,5 +1,3 @@
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { IDENTITY_HEADERS } from '../../src/edge/upstream-headers.ts';
 import { accessTokenOf, basicAuth } from '../helpers/api.ts';
@@ -12,6 +10,11 @@ import {
 } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { rawRequest, type RawResponse } from '../helpers/raw-http.ts';
+import {
+  startRecordingUpstream,
+  type RecordingUpstream,
+  type SeenRequest,
+} from '../helpers/recording-upstream.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
@@ -21,15 +24,9 @@ import { testEnv } from '../helpers/test-env.ts';
  * through express. Every answer must be the envelope with the right status, never a 500, and
  * nothing refused may reach the upstream.
  */
-interface Seen {
-  method: string;
-  url: string;
-  headers: IncomingHttpHeaders;
-  body: string;
-}
 
-const seen: Seen[] = [];
-let upstream: Server;
+let upstream: RecordingUpstream;
+let seen: SeenRequest[];
 let replica: Replica;
 let org: string;
 let member: TestUser;
@@ -37,23 +34,10 @@ let bearer: string;
 let sub: string;
 
 beforeAll(async () => {
-  upstream = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      seen.push({
-        method: req.method!,
-        url: req.url!,
-        headers: req.headers,
-        body: Buffer.concat(chunks).toString(),
-      });
-      res.setHeader('content-type', 'application/json');
-      res.end('{"data":"upstream","message":"SUCCESS","result":"000-00000","ts":""}');
-    });
-  });
-  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  upstream = await startRecordingUpstream();
+  seen = upstream.seen;
   replica = await startReplica(18400, {
-    AUTOMATION_UPSTREAM_URL: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
+    AUTOMATION_UPSTREAM_URL: upstream.url,
     LOGIN_MAX_FAILURES_PER_ADDRESS: '0',
   });
   org = await createOrganization(['ws1', 'ws2']);
@@ -64,7 +48,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await replica?.gateway.close();
-  await new Promise((resolve) => upstream?.close(resolve));
+  await upstream?.close();
   await closeTestDb();
 });
 

@@ -1,0 +1,57 @@
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** One request as it reached the upstream. */
+export interface SeenRequest {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+export interface RecordingUpstream {
+  url: string;
+  /** Every request received so far, in order; tests empty it between cases. */
+  seen: SeenRequest[];
+  /** Stops listening and drops kept-alive connections: the upstream is gone. */
+  close(): Promise<void>;
+}
+
+/**
+ * An automation service stand-in that records what really arrives (method, path, headers,
+ * body) and answers 200 in the envelope, so tests can show what the gateway forwards.
+ */
+export async function startRecordingUpstream(): Promise<RecordingUpstream> {
+  const seen: SeenRequest[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      seen.push({
+        method: req.method!,
+        url: req.url!,
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString(),
+      });
+      res.setHeader('content-type', 'application/json');
+      res.end(
+        JSON.stringify({
+          data: { from: 'upstream' },
+          message: 'SUCCESS',
+          result: '000-00000',
+          ts: new Date().toISOString(),
+        }),
+      );
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    seen,
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
