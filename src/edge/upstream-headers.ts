@@ -40,7 +40,11 @@ const CREDENTIALS = new Set(['authorization', 'cookie']);
  * CGI turn `-` into `_`, and some frameworks fold `.` too.
  */
 function isIdentityName(lowerName: string): boolean {
-  return IDENTITY.has(/[_.]/.test(lowerName) ? lowerName.replace(/[_.]/g, '-') : lowerName);
+  return IDENTITY.has(
+    lowerName.includes('_') || lowerName.includes('.')
+      ? lowerName.replace(/[_.]/g, '-')
+      : lowerName,
+  );
 }
 
 /**
