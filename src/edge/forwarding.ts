@@ -48,10 +48,7 @@ export function createForwarding(trusted: BlockList | undefined): Forwarding {
   const isTrusted = (address: string): boolean => {
     if (trusted === undefined) return false;
     const family = isIP(address);
-    return (
-      family !== 0 &&
-      trusted.check(address, family === 6 ? 'ipv6' : 'ipv4')
-    );
+    return family !== 0 && trusted.check(address, family === 6 ? 'ipv6' : 'ipv4');
   };
   const peerOf = (req: IncomingMessage) => plainAddress(req.socket.remoteAddress ?? '');
   const single = (value: string | string[] | undefined) =>
