@@ -20,6 +20,8 @@ export interface AppDeps {
   /** Everything under `/api` (see api.router.ts). */
   api: RequestHandler;
   readiness: Record<string, ReadinessCheck>;
+  /** True once the gateway has begun to shut down: `/readyz` then answers 503 at once. */
+  isShuttingDown: () => boolean;
 }
 
 /**
@@ -35,7 +37,7 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
   // `/API/...` is not `/api/...`: the edge and the forwarder read paths as they are written.
   app.set('case sensitive routing', true);
 
-  app.use(createHealthRouter(deps.readiness, deps.logger));
+  app.use(createHealthRouter(deps.readiness, deps.isShuttingDown, deps.logger));
 
   // Before any other body parser: only the form guard reads /auth bodies, and hands them on.
   app.use(

@@ -40,6 +40,10 @@ export interface Gateway {
   readonly adminServer: Server;
   readonly db: Knex;
   readonly cache: Cache;
+  /**
+   * Shuts down gracefully: `/readyz` answers 503 at once, the listeners stop accepting,
+   * requests in flight finish within SHUTDOWN_GRACE_SECONDS, then Redis and the database close.
+   */
   close(): Promise<void>;
 }
 
@@ -124,6 +128,7 @@ export async function startGateway(
     basicCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
     leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
   });
+  let shuttingDown = false;
   const organizations = createOrganizationsRepo(db);
   const workspaces = createWorkspacesRepo(db);
   const forwarding = createForwarding(config.TRUSTED_PROXIES);
@@ -164,6 +169,7 @@ export async function startGateway(
     forwarding,
     bootstrapAdmin: config.KEYCLOAK_ADMIN_USERNAME,
     api,
+    isShuttingDown: () => shuttingDown,
     readiness: {
       keycloak: () => checkKeycloak(keycloakUrl, config.KEYCLOAK_TIMEOUT_MS),
       database: () => checkDatabase(db),
@@ -209,7 +215,9 @@ export async function startGateway(
     db,
     cache,
     async close() {
-      await Promise.all([closeServer(publicServer), closeServer(adminServer)]);
+      shuttingDown = true;
+      const graceMs = config.SHUTDOWN_GRACE_SECONDS * 1000;
+      await Promise.all([closeServer(publicServer, graceMs), closeServer(adminServer, graceMs)]);
       await cache.close();
       await revocations.close();
       await db.destroy();

@@ -30,16 +30,21 @@ async function main(): Promise<void> {
   let keycloak: LocalKeycloak | undefined;
   let gateway: Gateway | undefined;
   let stopping = false;
+  // The first signal drains (see Gateway.close); a second one means "now".
   const stop = async (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      logger.warn({ signal }, 'second signal: exiting at once');
+      process.exit(1);
+    }
     stopping = true;
-    logger.info({ signal }, 'shutting down');
+    logger.info({ signal, graceSeconds: config.SHUTDOWN_GRACE_SECONDS }, 'shutting down');
     await gateway?.close().catch((err: unknown) => logger.error({ err }, 'gateway close failed'));
     await keycloak?.stop();
+    logger.info('stopped');
     process.exit(0);
   };
-  process.once('SIGINT', () => void stop('SIGINT'));
-  process.once('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
 
   try {
     keycloak = config.KEYCLOAK_URL ? undefined : await startConfiguredKeycloak(config, say);

@@ -73,11 +73,18 @@ export async function listen(
   return server;
 }
 
-/** Stops accepting connections and closes idle ones; resolves when all requests are done. */
-export async function closeServer(server: Server): Promise<void> {
+/**
+ * Stops accepting connections and closes idle ones at once; requests in flight (forwarded ones
+ * included) may finish within `graceMs`, then their connections are closed too. Resolves when
+ * the server has no connection left.
+ */
+export async function closeServer(server: Server, graceMs: number): Promise<void> {
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeIdleConnections();
-  const force = setTimeout(() => server.closeAllConnections(), 10_000);
+  // A kept-alive connection that goes idle after its last answer is closed then, not at the end.
+  const idle = setInterval(() => server.closeIdleConnections(), 100);
+  const force = setTimeout(() => server.closeAllConnections(), graceMs);
   await closed;
+  clearInterval(idle);
   clearTimeout(force);
 }

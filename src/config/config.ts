@@ -36,6 +36,7 @@ export const configSchema = z.object({
   KEYCLOAK_CLIENT_SECRET: secret.optional(),
   KEYCLOAK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60000).default(5000),
   AUTH_PROXY_TIMEOUT_MS: z.coerce.number().int().min(100).max(300000).default(30000),
+  SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
 
   TOKEN_CLOCK_LEEWAY_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
   BASIC_CACHE_MAX_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),

@@ -16,14 +16,27 @@ const CHECK_TIMEOUT_MS = 2000;
 
 /**
  * `GET /healthz`: the process is up. `GET /readyz`: every dependency answered within
- * two seconds; otherwise 503 naming the parts that did not.
+ * two seconds; otherwise 503 naming the parts that did not. From the moment the gateway starts
+ * shutting down (`isShuttingDown`), 503 at once, so a load balancer stops sending traffic.
  */
-export function createHealthRouter(checks: Record<string, ReadinessCheck>, logger: Logger): Router {
+export function createHealthRouter(
+  checks: Record<string, ReadinessCheck>,
+  isShuttingDown: () => boolean,
+  logger: Logger,
+): Router {
   const router = Router();
   router.get('/healthz', (_req, res) => {
     res.json(success({ status: 'up' }));
   });
   router.get('/readyz', async (_req, res) => {
+    if (isShuttingDown()) {
+      const { status, result } = errorCodes.notReady;
+      res
+        .status(status)
+        .set('retry-after', '5')
+        .json(failure(result, 'Not ready: shutting down.', { shutdown: 'in progress' }));
+      return;
+    }
     const names = Object.keys(checks);
     const outcomes = await Promise.all(names.map((name) => runCheck(checks[name]!)));
     const parts = Object.fromEntries(names.map((name, i) => [name, outcomes[i]]));

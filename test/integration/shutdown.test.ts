@@ -1,0 +1,163 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { accessTokenOf } from '../helpers/api.ts';
+import { createUser, type TestUser } from '../helpers/keycloak.ts';
+import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+const PORT = 18600;
+
+/**
+ * `src/main.ts` as operators run it, in a process of its own, stopped with real signals, in
+ * front of an upstream that takes 1.5 s (or forever) to answer.
+ */
+describe('graceful shutdown on SIGTERM', () => {
+  let upstream: Server;
+  let upstreamUrl: string;
+  let arrived: string[] = [];
+  let org: string;
+  let member: TestUser;
+  let gateway: ChildProcess | undefined;
+  let output = '';
+
+  beforeAll(async () => {
+    upstream = createServer((req, res) => {
+      arrived.push(req.url!);
+      if (req.url!.includes('/forever')) return;
+      setTimeout(() => res.end('{"data":"slow","message":"SUCCESS","result":"000-00000"}'), 1500);
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    org = await createOrganization(['ws1']);
+    member = await createUser(org, { workspaceRoles: ['ws1'] });
+  });
+
+  afterEach(() => {
+    gateway?.kill('SIGKILL');
+    gateway = undefined;
+    arrived = [];
+  });
+
+  afterAll(async () => {
+    upstream?.closeAllConnections();
+    await new Promise((resolve) => upstream?.close(resolve));
+    await closeTestDb();
+  });
+
+  async function startGatewayProcess(): Promise<ChildProcess> {
+    const env = testEnv();
+    output = '';
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      env: {
+        PATH: process.env.PATH,
+        HOST: '127.0.0.1',
+        PORT: String(PORT),
+        ADMIN_PORT: String(PORT + 1),
+        PUBLIC_URL: env.publicUrl,
+        KEYCLOAK_URL: env.keycloakUrl,
+        KEYCLOAK_ADMIN_PASSWORD: env.keycloakAdminPassword,
+        KEYCLOAK_CLIENT_SECRET: env.gatewayClientSecret,
+        DATABASE_URL: env.databaseUrl,
+        REDIS_URL: env.redisUrl,
+        REDIS_KEY_PREFIX: `realmgate-shutdown:${randomBytes(4).toString('hex')}:`,
+        AUTOMATION_UPSTREAM_URL: upstreamUrl,
+        SHUTDOWN_GRACE_SECONDS: '5',
+        LOG_LEVEL: 'info',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    for (let i = 0; i < 300 && !output.includes('realmgate is listening'); i++) await sleep(100);
+    expect(output).toContain('realmgate is listening');
+    return child;
+  }
+
+  /**
+   * Opens a connection and writes `start` on it; `finish` writes more later. Everything the
+   * gateway answers is collected until the connection closes.
+   */
+  function connection(start: string) {
+    const socket = connect(PORT, '127.0.0.1');
+    let received = '';
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
+    socket.write(start);
+    return {
+      finish: (rest: string) => socket.write(rest),
+      answers: once(socket, 'close').then(() => received),
+    };
+  }
+
+  const get = (path: string, token: string) =>
+    `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n\r\n`;
+
+  async function connectionRefused(): Promise<boolean> {
+    try {
+      await fetch(`http://127.0.0.1:${PORT}/healthz`);
+      return false;
+    } catch (err) {
+      return (err as { cause?: { code?: string } }).cause?.code === 'ECONNREFUSED';
+    }
+  }
+
+  it('finishes the request in flight, answers /readyz 503, refuses new connections, then exits 0', async () => {
+    gateway = await startGatewayProcess();
+    const token = await accessTokenOf(member);
+    const slow = connection(get(`/api/${org}/workspaces/ws1/ita/menu/slow`, token));
+    // A probe whose request line has arrived but not the end of its head: in flight, not idle.
+    const probe = connection('GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+    for (let i = 0; i < 50 && arrived.length === 0; i++) await sleep(20);
+    expect(arrived).toEqual([`/api/${org}/workspaces/ws1/ita/menu/slow`]);
+
+    const exited = once(gateway, 'exit');
+    gateway.kill('SIGTERM');
+    await sleep(300);
+    expect(await connectionRefused()).toBe(true);
+    probe.finish('Connection: close\r\n\r\n');
+    expect(await probe.answers).toMatch(
+      /^HTTP\/1\.1 503 Service Unavailable[\s\S]*Not ready: shutting down\./,
+    );
+    // The slow request, forwarded before the signal, completes.
+    expect(await slow.answers).toMatch(/^HTTP\/1\.1 200 OK\r\n[\s\S]*"data":"slow"/);
+    const [code] = (await exited) as [number | null];
+    expect(code).toBe(0);
+    expect(output).toContain('shutting down');
+    expect(output).toContain('"msg":"stopped"');
+  });
+
+  it('closes what is still in flight when the grace period ends', async () => {
+    gateway = await startGatewayProcess();
+    const token = await accessTokenOf(member);
+    const forever = connection(get(`/api/${org}/workspaces/ws1/ita/forever`, token));
+    for (let i = 0; i < 50 && arrived.length === 0; i++) await sleep(20);
+    const exited = once(gateway, 'exit');
+    const started = Date.now();
+    gateway.kill('SIGTERM');
+    await forever.answers;
+    const [code] = (await exited) as [number | null];
+    expect(code).toBe(0);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(4500);
+    expect(Date.now() - started).toBeLessThan(15_000);
+  });
+
+  it('exits at once on a second signal', async () => {
+    gateway = await startGatewayProcess();
+    const token = await accessTokenOf(member);
+    connection(get(`/api/${org}/workspaces/ws1/ita/forever`, token));
+    for (let i = 0; i < 50 && arrived.length === 0; i++) await sleep(20);
+    const exited = once(gateway, 'exit');
+    gateway.kill('SIGTERM');
+    await sleep(300);
+    const started = Date.now();
+    gateway.kill('SIGINT');
+    const [code] = (await exited) as [number | null];
+    expect(code).toBe(1);
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(output).toContain('second signal');
+  });
+});
