@@ -1,6 +1,7 @@
 import express, { Router } from 'express';
 import { admitApiRequests, type Admission } from './auth/admission.ts';
 import type { Forwarding } from './edge/forwarding.ts';
+import type { Audit } from './http/audit.ts';
 import type { OperationsRepo } from './automation/operations.repo.ts';
 import { createOperationsRouter } from './automation/operations.router.ts';
 import { openApiDocument } from './http/openapi.ts';
@@ -14,6 +15,7 @@ export interface ApiDeps {
   admission: Admission;
   forwarding: Forwarding;
   refreshTokens: RefreshTokensService;
+  audit: Audit;
   organizations: OrganizationsRepo;
   workspaces: WorkspacesRepo;
   operations: OperationsRepo;
@@ -50,7 +52,7 @@ export function createApiRouter(deps: ApiDeps): Router {
   );
   router.use(
     ['/platform/users/_current/refresh_tokens', '/:org/platform/users/_current/refresh_tokens'],
-    createRefreshTokensRouter(deps.refreshTokens),
+    createRefreshTokensRouter(deps.refreshTokens, deps.audit),
   );
   router.use('/platform', deps.platformRouter);
   return router;

@@ -19,6 +19,7 @@ import type { FallbackCache } from './cache/fallback-cache.ts';
 import type { Config } from './config/config.ts';
 import { createEdge } from './edge/edge.ts';
 import { createForwarding } from './edge/forwarding.ts';
+import { createAudit } from './http/audit.ts';
 import type { RequestTarget } from './edge/request-target.ts';
 import { checkDatabase, openDatabase } from './db/database.ts';
 import { migrateToLatest } from './db/migrate.ts';
@@ -71,6 +72,8 @@ export async function startGateway(
       'REALMGATE_CACHE_SECRET is unset: Basic logins cached in Redis are not shared between replicas',
     );
   }
+  const forwarding = createForwarding(config.TRUSTED_PROXIES);
+  const audit = createAudit(logger, (req) => forwarding.clientAddress(req));
   const jwks = createJwksRegistry({ keycloakUrl, timeoutMs: config.KEYCLOAK_TIMEOUT_MS });
   const bearer = createBearerVerifier({
     jwks,
@@ -110,6 +113,13 @@ export async function startGateway(
       maxFailuresPerUser: config.LOGIN_MAX_FAILURES_PER_USER,
       maxFailuresPerAddress: config.LOGIN_MAX_FAILURES_PER_ADDRESS,
       windowSeconds: config.LOGIN_FAILURE_WINDOW_SECONDS,
+      onLimitReached: ({ scope, realm, username, address }) =>
+        audit.record({
+          action: 'login_throttle.start',
+          outcome: 'success',
+          target: scope === 'account' ? { scope, realm, username } : { scope, address },
+          clientAddress: address,
+        }),
     }),
     revocations,
     hasTwoFactor: (realm, username) => hasTwoFactor(serviceAdmin, realm, username),
@@ -131,7 +141,6 @@ export async function startGateway(
   let shuttingDown = false;
   const organizations = createOrganizationsRepo(db);
   const workspaces = createWorkspacesRepo(db);
-  const forwarding = createForwarding(config.TRUSTED_PROXIES);
   const admission = createAdmission({
     basic,
     bearer,
@@ -143,6 +152,7 @@ export async function startGateway(
   const api = createApiRouter({
     admission,
     forwarding,
+    audit,
     refreshTokens,
     organizations,
     workspaces,
@@ -158,6 +168,7 @@ export async function startGateway(
         db,
         gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
       }),
+      audit,
     ),
     builtInOperations: config.AUTOMATION_UPSTREAM_URL === undefined,
   });

@@ -1,4 +1,4 @@
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger } from 'pino';
 
 /**
  * Paths pino blanks out before a line is written. Request bodies are never logged; these catch
@@ -19,11 +19,12 @@ export const REDACTED_PATHS = [
   '*.token',
 ];
 
-/** Creates the process logger; every other logger is a child of it. */
-export function createLogger(level: string): Logger {
-  return pino({
+/** Creates the process logger (stdout unless `destination`); every other logger is its child. */
+export function createLogger(level: string, destination?: DestinationStream): Logger {
+  const options = {
     level,
     base: { service: 'realmgate' },
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }

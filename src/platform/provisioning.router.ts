@@ -1,4 +1,4 @@
-import { Router, type Response } from 'express';
+import { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
 import type { Principal } from '../auth/principal.ts';
 import { success } from '../envelope/envelope.ts';
@@ -13,13 +13,14 @@ import {
   workspaceBody,
 } from './provisioning.schemas.ts';
 import type { ProvisioningService } from './provisioning.service.ts';
+import { bodyField, type Audit } from '../http/audit.ts';
 
 /**
  * The administrators' provisioning API, mounted under `/api/platform` behind authentication
  * of a master-realm user. Bodies are JSON already parsed upstream; each is checked here for
  * its shape and by the service for its meaning.
  */
-export function createProvisioningRouter(service: ProvisioningService): Router {
+export function createProvisioningRouter(service: ProvisioningService, audit: Audit): Router {
   const router = Router();
   // A path id outside its alphabet names nothing: 404 before any database or Keycloak call.
   router.param('org', (_req, _res, next, id: string) => {
@@ -29,54 +30,118 @@ export function createProvisioningRouter(service: ProvisioningService): Router {
     next(isWorkspaceId(id) ? undefined : new AppError('workspaceNotFound'));
   });
 
-  router.post('/organizations', async (req, res) => {
-    const body = parseBody(organizationBody, req.body);
-    res.json(success(await service.createOrganization(body)));
-  });
+  // Every change is audited (http/audit.ts); targets name things, never a password or secret.
+  const org = (req: Request) => ({ organization: String(req.params.org) });
 
-  router.post('/organizations/:org/workspaces', async (req, res) => {
-    const body = parseBody(workspaceBody, req.body);
-    res.json(success(await service.createWorkspace(req.params.org, body, actorOf(res))));
-  });
+  router.post(
+    '/organizations',
+    audit.route(
+      'organization.create',
+      (req) => bodyField(req, 'id'),
+      async (req, res) => {
+        const body = parseBody(organizationBody, req.body);
+        res.json(success(await service.createOrganization(body)));
+      },
+    ),
+  );
 
-  router.post('/users', async (req, res) => {
-    const { otp_secret, ...body } = parseBody(masterUserBody, req.body);
-    res.json(success(await service.createUser('master', { ...body, otpSecret: otp_secret })));
-  });
+  router.post(
+    '/organizations/:org/workspaces',
+    audit.route(
+      'workspace.create',
+      (req) => ({ ...org(req), ...bodyField(req, 'id') }),
+      async (req, res) => {
+        const body = parseBody(workspaceBody, req.body);
+        res.json(
+          success(await service.createWorkspace(String(req.params.org), body, actorOf(res))),
+        );
+      },
+    ),
+  );
 
-  router.post('/organizations/:org/users', async (req, res) => {
-    const { otp_secret, ...body } = parseBody(organizationUserBody, req.body);
-    const user = await service.createUser(req.params.org, { ...body, otpSecret: otp_secret });
-    res.json(success(user));
-  });
+  router.post(
+    '/users',
+    audit.route(
+      'user.create',
+      (req) => ({ realm: 'master', ...bodyField(req, 'username') }),
+      async (req, res) => {
+        const { otp_secret, ...body } = parseBody(masterUserBody, req.body);
+        res.json(success(await service.createUser('master', { ...body, otpSecret: otp_secret })));
+      },
+    ),
+  );
 
-  router.post('/organizations/:org/workspaces/:ws/operations', async (req, res) => {
-    const body = parseBody(operationBody, req.body);
-    const { org, ws } = req.params;
-    res.json(success(await service.addOperation(org, ws, body, actorOf(res))));
-  });
+  router.post(
+    '/organizations/:org/users',
+    audit.route(
+      'user.create',
+      (req) => ({ realm: String(req.params.org), ...bodyField(req, 'username') }),
+      async (req, res) => {
+        const { otp_secret, ...body } = parseBody(organizationUserBody, req.body);
+        const user = await service.createUser(String(req.params.org), {
+          ...body,
+          otpSecret: otp_secret,
+        });
+        res.json(success(user));
+      },
+    ),
+  );
+
+  router.post(
+    '/organizations/:org/workspaces/:ws/operations',
+    audit.route(
+      'operation.create',
+      (req) => ({ ...org(req), workspace: String(req.params.ws) }),
+      async (req, res) => {
+        const body = parseBody(operationBody, req.body);
+        const [organizationId, ws] = [String(req.params.org), String(req.params.ws)];
+        res.json(success(await service.addOperation(organizationId, ws, body, actorOf(res))));
+      },
+    ),
+  );
 
   router.get('/token-lifetimes', async (_req, res) => {
     res.json(success(await service.getTokenLifetimes('master')));
   });
 
-  router.patch('/token-lifetimes', async (req, res) => {
-    const patch = parseBody(tokenLifetimesPatchSchema, req.body);
-    res.json(success(await service.setTokenLifetimes('master', patch)));
-  });
+  router.patch(
+    '/token-lifetimes',
+    audit.route(
+      'token_lifetimes.change',
+      (req) => ({ realm: 'master', fields: fieldsOf(req) }),
+      async (req, res) => {
+        const patch = parseBody(tokenLifetimesPatchSchema, req.body);
+        res.json(success(await service.setTokenLifetimes('master', patch)));
+      },
+    ),
+  );
 
   router.get('/organizations/:org/token-lifetimes', async (req, res) => {
     res.json(success(await service.getTokenLifetimes(req.params.org)));
   });
 
-  router.patch('/organizations/:org/token-lifetimes', async (req, res) => {
-    const patch = parseBody(tokenLifetimesPatchSchema, req.body);
-    res.json(success(await service.setTokenLifetimes(req.params.org, patch)));
-  });
+  router.patch(
+    '/organizations/:org/token-lifetimes',
+    audit.route(
+      'token_lifetimes.change',
+      (req) => ({ realm: String(req.params.org), fields: fieldsOf(req) }),
+      async (req, res) => {
+        const patch = parseBody(tokenLifetimesPatchSchema, req.body);
+        res.json(success(await service.setTokenLifetimes(String(req.params.org), patch)));
+      },
+    ),
+  );
 
-  router.post('/brute-force-detection', async (_req, res) => {
-    res.json(success(await service.protectRealmsFromBruteForce()));
-  });
+  router.post(
+    '/brute-force-detection',
+    audit.route(
+      'brute_force_detection.apply',
+      () => ({}),
+      async (_req, res) => {
+        res.json(success(await service.protectRealmsFromBruteForce()));
+      },
+    ),
+  );
 
   return router;
 }
@@ -95,4 +160,10 @@ function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
 /** Who to record as creator; the auth middleware mounted in front of this router sets it. */
 function actorOf(res: Response): string {
   return (res.locals.principal as Principal | undefined)?.username ?? '';
+}
+
+/** The names of the lifetimes a PATCH body sets (its values are not secrets, but lines stay short). */
+function fieldsOf(req: Request): string[] {
+  const body: unknown = req.body;
+  return body && typeof body === 'object' ? Object.keys(body) : [];
 }

@@ -1,5 +1,6 @@
 import { loadConfig, type Config } from '../../src/config/config.ts';
 import { startGateway, type Gateway } from '../../src/gateway.ts';
+import type { Logger } from 'pino';
 import { createLogger } from '../../src/http/logger.ts';
 import { testEnv } from './test-env.ts';
 
@@ -17,6 +18,7 @@ export interface Replica {
 export async function startReplica(
   port: number,
   overrides: Record<string, string> = {},
+  logger: Logger = createLogger('silent'),
 ): Promise<Replica> {
   const config = loadConfig({
     HOST: '127.0.0.1',
@@ -30,6 +32,6 @@ export async function startReplica(
     TOKEN_CLOCK_LEEWAY_SECONDS: '1',
     ...overrides,
   });
-  const gateway = await startGateway(config, testEnv().keycloakUrl, createLogger('silent'));
+  const gateway = await startGateway(config, testEnv().keycloakUrl, logger);
   return { gateway, config, url: `http://127.0.0.1:${port}` };
 }

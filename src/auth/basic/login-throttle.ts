@@ -28,6 +28,13 @@ export interface LoginThrottleOptions {
   /** Failed logins per client address per window before 429; 0 turns that limit off. */
   maxFailuresPerAddress: number;
   windowSeconds: number;
+  /** Told once per window and key, when an account or an address first goes past its limit. */
+  onLimitReached?: (event: {
+    scope: 'account' | 'address';
+    realm: string;
+    username: string;
+    address: string;
+  }) => void;
 }
 
 /**
@@ -46,10 +53,14 @@ export function createLoginThrottle(options: LoginThrottleOptions): LoginThrottl
       .digest('base64url')}`;
   const addressKey = (address: string) => `throttle:address:${address}`;
 
-  /** Counts one attempt under `key`; the seconds to wait when that goes past `limit`. */
-  async function count(key: string, limit: number): Promise<number> {
+  /**
+   * Counts one attempt under `key`; the seconds to wait when that goes past `limit`. The one
+   * attempt that goes past it first (the counter is atomic, also across replicas) reports it.
+   */
+  async function count(key: string, limit: number, reached: () => void): Promise<number> {
     if (limit === 0) return 0;
     const counter = await options.cache.increment(key, windowMs);
+    if (counter.count === limit + 1) reached();
     return counter.count > limit ? Math.max(1, Math.ceil(counter.ttlMs / 1000)) : 0;
   }
 
@@ -59,9 +70,11 @@ export function createLoginThrottle(options: LoginThrottleOptions): LoginThrottl
 
   return {
     async begin(realm, username, address) {
+      const reached = (scope: 'account' | 'address') => () =>
+        options.onLimitReached?.({ scope, realm, username, address });
       const waits = await Promise.all([
-        count(userKey(realm, username), options.maxFailuresPerUser),
-        count(addressKey(address), options.maxFailuresPerAddress),
+        count(userKey(realm, username), options.maxFailuresPerUser, reached('account')),
+        count(addressKey(address), options.maxFailuresPerAddress, reached('address')),
       ]);
       return Math.max(...waits);
     },

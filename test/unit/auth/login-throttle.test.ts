@@ -67,6 +67,25 @@ describe('login throttle', () => {
     }
   });
 
+  it('reports once per window when an account or an address first goes past its limit', async () => {
+    let clock = 5_000_000;
+    const reached: string[] = [];
+    const throttle = createLoginThrottle({
+      cache: createMemoryCache({ maxEntries: 100, now: () => clock }),
+      secret: 'test-secret-of-16-chars',
+      maxFailuresPerUser: 2,
+      maxFailuresPerAddress: 3,
+      windowSeconds: 300,
+      onLimitReached: ({ scope, username, address }) =>
+        reached.push(`${scope} ${scope === 'account' ? username : address}`),
+    });
+    for (let i = 0; i < 6; i++) await throttle.begin('org', 'alice', '192.0.2.1');
+    expect(reached).toEqual(['account alice', 'address 192.0.2.1']);
+    clock += 300_001;
+    for (let i = 0; i < 3; i++) await throttle.begin('org', 'alice', '192.0.2.1');
+    expect(reached).toEqual(['account alice', 'address 192.0.2.1', 'account alice']);
+  });
+
   it('stores no user name in clear', async () => {
     const { throttle, cache } = setup({ perUser: 2, perAddress: 0 });
     await throttle.begin('org', 'alice', '192.0.2.1');

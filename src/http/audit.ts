@@ -1,0 +1,98 @@
+import type { IncomingMessage } from 'node:http';
+import type { Request, RequestHandler, Response } from 'express';
+import type { Logger } from 'pino';
+import type { Principal } from '../auth/principal.ts';
+import { AppError } from '../envelope/errors.ts';
+
+/**
+ * One audit line: who did what to which target, the outcome, from where, in which request.
+ * Targets name things (realms, users, sessions, fields), never a secret.
+ */
+export interface AuditEntry {
+  /** `<thing>.<verb>`, e.g. `refresh_tokens.revoke_all`, `user.create`, `login_throttle.start`. */
+  action: string;
+  outcome: 'success' | 'failure';
+  /** The result code of a failure. */
+  result?: string;
+  /** The authenticated caller; absent for events no one authenticated caused (a throttle). */
+  actor?: { realm: string; userId: string; username: string };
+  target: Record<string, string | string[]>;
+  clientAddress: string;
+  requestId?: string;
+}
+
+export interface Audit {
+  /** Wraps a route handler so that its outcome, success or failure, becomes one audit line. */
+  route(
+    action: string,
+    target: (req: Request) => AuditEntry['target'],
+    handler: (req: Request, res: Response) => Promise<void>,
+  ): RequestHandler;
+  /** An event that is not the outcome of an audited route. */
+  record(entry: AuditEntry): void;
+}
+
+/** Longest target value written; longer ones (from hostile bodies) are cut. */
+const MAX_VALUE = 255;
+
+/**
+ * Audit lines go to the log as JSON with `"audit": true`, so they can be shipped and kept apart
+ * from the access log. `clientAddress` is the edge's view of the client (trusted proxies).
+ */
+export function createAudit(
+  logger: Logger,
+  clientAddress: (req: IncomingMessage) => string,
+): Audit {
+  const log = logger.child({ audit: true });
+  const record = (entry: AuditEntry) => log.info(entry, `audit ${entry.action} ${entry.outcome}`);
+
+  return {
+    record,
+    route(action, target, handler) {
+      return async (req, res) => {
+        const entry = () => ({
+          action,
+          actor: actorOf(res),
+          target: bounded(target(req)),
+          clientAddress: clientAddress(req),
+          requestId: String(res.getHeader('x-request-id') ?? ''),
+        });
+        try {
+          await handler(req, res);
+        } catch (err) {
+          const result = err instanceof AppError ? err.result : '500-99999';
+          record({ ...entry(), outcome: 'failure', result });
+          throw err;
+        }
+        record({ ...entry(), outcome: 'success' });
+      };
+    },
+  };
+}
+
+function actorOf(res: Response): AuditEntry['actor'] {
+  const principal = res.locals.principal as Principal | undefined;
+  return (
+    principal && {
+      realm: principal.realm,
+      userId: principal.userId,
+      username: principal.username,
+    }
+  );
+}
+
+function bounded(target: AuditEntry['target']): AuditEntry['target'] {
+  const cut = (value: string) => value.slice(0, MAX_VALUE);
+  return Object.fromEntries(
+    Object.entries(target).map(([key, value]) => [
+      key,
+      Array.isArray(value) ? value.slice(0, 100).map(cut) : cut(value),
+    ]),
+  );
+}
+
+/** A string field of a JSON body as a target value, or nothing when it is not a string. */
+export function bodyField(req: Request, name: string): Record<string, string> {
+  const value = (req.body as Record<string, unknown> | undefined)?.[name];
+  return typeof value === 'string' ? { [name]: value } : {};
+}
