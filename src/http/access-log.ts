@@ -1,23 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
-import { requestIdOf } from './request-id.ts';
 
 /**
- * Gives a request its id (echoed as `X-Request-Id`) and logs one line when it ends: method,
- * path without query, status and duration. Headers are never logged: they carry credentials.
- */
-export function beginAccessLog(req: IncomingMessage, res: ServerResponse, logger: Logger): void {
-  const id = requestIdOf(req);
-  res.setHeader('x-request-id', id);
-  logWhenFinished(req, res, id, logger);
-}
-
-/**
- * The log line of `beginAccessLog`, for a caller that sends `X-Request-Id` itself: the
- * forwarded route writes it with the upstream's headers in one `writeHead`, because a header
- * set beforehand makes node build the response head the slow way.
+ * Logs one line when a request ends: method, path without query, status and duration, under
+ * the request id the edge gave it (edge/edge.ts). Headers are never logged: they carry
+ * credentials.
  */
 export function logWhenFinished(
   req: IncomingMessage,
@@ -43,12 +31,4 @@ export function logWhenFinished(
     else if (status >= 400) logger.info(line, 'request refused');
     else logger.debug(line, 'request');
   });
-}
-
-/** `beginAccessLog` as express middleware. */
-export function accessLog(logger: Logger): RequestHandler {
-  return (req, res, next) => {
-    beginAccessLog(req, res, logger);
-    next();
-  };
 }
