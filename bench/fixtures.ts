@@ -19,12 +19,15 @@ export interface BenchUser {
 /** Keycloak's admin API and token endpoint, reached directly (not through a gateway). */
 export class Provisioner {
   private admin: { client: KeycloakAdmin; since: number } | undefined;
+  private readonly keycloakUrl: string;
+  private readonly secrets: BenchSecrets;
+  private readonly db: Knex;
 
-  constructor(
-    private readonly keycloakUrl: string,
-    private readonly secrets: BenchSecrets,
-    private readonly db: Knex,
-  ) {}
+  constructor(keycloakUrl: string, secrets: BenchSecrets, db: Knex) {
+    this.keycloakUrl = keycloakUrl;
+    this.secrets = secrets;
+    this.db = db;
+  }
 
   /** The bootstrap administrator's client, logged in anew before its token can expire. */
   async adminClient(): Promise<KeycloakAdmin> {

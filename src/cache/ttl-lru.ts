@@ -6,14 +6,15 @@
 export class TtlLru<V> {
   // A Map iterates in insertion order, so re-inserting on access keeps the LRU entry first.
   private readonly entries = new Map<string, { value: V; expiresAt: number }>();
+  private readonly maxEntries: number;
+  private readonly now: () => number;
 
-  constructor(
-    private readonly maxEntries: number,
-    private readonly now: () => number = Date.now,
-  ) {
+  constructor(maxEntries: number, now: () => number = Date.now) {
     if (!Number.isInteger(maxEntries) || maxEntries < 1) {
       throw new RangeError(`maxEntries must be a positive integer, got ${maxEntries}`);
     }
+    this.maxEntries = maxEntries;
+    this.now = now;
   }
 
   get size(): number {

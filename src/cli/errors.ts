@@ -18,14 +18,14 @@ export type CliErrorKind = Exclude<keyof typeof exitCodes, 'success'>;
  */
 export class CliError extends Error {
   readonly exitCode: number;
+  readonly kind: CliErrorKind;
+  readonly group: string | undefined;
 
-  constructor(
-    readonly kind: CliErrorKind,
-    message: string,
-    readonly group?: string,
-  ) {
+  constructor(kind: CliErrorKind, message: string, group?: string) {
     super(message);
     this.name = 'CliError';
+    this.kind = kind;
+    this.group = group;
     this.exitCode = exitCodes[kind];
   }
 }

@@ -78,9 +78,12 @@ export type Config = Readonly<z.output<typeof configSchema>>;
 export const requiredSecrets = ['KEYCLOAK_ADMIN_PASSWORD', 'KEYCLOAK_CLIENT_SECRET'] as const;
 
 export class ConfigError extends Error {
-  constructor(readonly problems: string[]) {
+  readonly problems: string[];
+
+  constructor(problems: string[]) {
     super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
     this.name = 'ConfigError';
+    this.problems = problems;
   }
 }
 

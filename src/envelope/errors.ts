@@ -94,9 +94,10 @@ export type ErrorCode = keyof typeof errorCodes;
 export class AppError extends Error {
   readonly status: number;
   readonly result: string;
+  readonly code: ErrorCode;
 
   constructor(
-    readonly code: ErrorCode,
+    code: ErrorCode,
     options: {
       message?: string;
       data?: unknown;
@@ -106,6 +107,7 @@ export class AppError extends Error {
   ) {
     super(options.message ?? errorCodes[code].message, { cause: options.cause });
     this.name = 'AppError';
+    this.code = code;
     this.status = errorCodes[code].status;
     this.result = errorCodes[code].result;
     this.data = options.data ?? null;
