@@ -1,15 +1,46 @@
 /**
+ * Why an authentication failed, as counted by `realmgate_auth_failures_total`: a closed list,
+ * so the metric's labels stay bounded whatever a client sends.
+ */
+export type AuthFailureReason =
+  /** No credentials, or a scheme other than Basic and Bearer. */
+  | 'missing'
+  /** Basic credentials that cannot be read, or `Bearer` without a token. */
+  | 'malformed'
+  /** A token that is not a valid access token: syntax, signature, key, algorithm, claims. */
+  | 'bad_token'
+  | 'expired'
+  /** A token of another realm than the path's. */
+  | 'wrong_realm'
+  /** Revoked through the gateway, or found no longer active by Keycloak. */
+  | 'revoked'
+  | 'wrong_password'
+  | 'account_disabled'
+  /** A two-factor user trying Basic, which cannot carry a one-time password. */
+  | 'two_factor'
+  /** An account that may never log in over Basic here (Keycloak's bootstrap administrator). */
+  | 'account_refused';
+
+/**
  * An authentication that failed for a reason worth telling the caller. The auth middleware
  * turns it into 401 `401-00002` with the right `WWW-Authenticate` challenge.
  */
 export class AuthFailure extends Error {
+  readonly scheme: 'basic' | 'bearer';
+  readonly reason: AuthFailureReason;
+  /** Safe to show the client: never echoes credentials. */
+  readonly publicMessage: string;
+
   constructor(
-    readonly scheme: 'basic' | 'bearer',
-    /** Safe to show the client: never echoes credentials. */
-    readonly publicMessage: string,
+    scheme: 'basic' | 'bearer',
+    reason: AuthFailureReason,
+    publicMessage: string,
     options: { cause?: unknown } = {},
   ) {
     super(publicMessage, options);
     this.name = 'AuthFailure';
+    this.scheme = scheme;
+    this.reason = reason;
+    this.publicMessage = publicMessage;
   }
 }

@@ -48,12 +48,12 @@ async function principalFor(
   const scheme = match?.[1]?.toLowerCase();
   const value = match?.[2] ?? '';
   if (scheme === 'bearer') {
-    if (value === '') throw new AuthFailure('bearer', 'The Bearer token is missing.');
+    if (value === '') throw new AuthFailure('bearer', 'malformed', 'The Bearer token is missing.');
     return bearerPrincipal(value, realm, deps);
   }
   if (scheme === 'basic') {
     const credentials = parseBasicCredentials(value);
-    if ('invalid' in credentials) throw new AuthFailure('basic', credentials.invalid);
+    if ('invalid' in credentials) throw new AuthFailure('basic', 'malformed', credentials.invalid);
     const principal = await deps.basic.authenticate(realm, credentials, clientAddress);
     refuseRevoked(principal, deps.revocations);
     return principal;
@@ -112,7 +112,7 @@ export function knownPrincipal(
 /** Tokens of a revoked session are refused at once, by every replica (see revocation.ts). */
 function refuseRevoked(principal: Principal, revocations: RevocationList): void {
   if (isRevoked(principal, revocations)) {
-    throw new AuthFailure(principal.method, 'Token has been revoked.');
+    throw new AuthFailure(principal.method, 'revoked', 'Token has been revoked.');
   }
 }
 
@@ -122,7 +122,7 @@ function isRevoked(principal: Principal, revocations: RevocationList): boolean {
 
 class MissingCredentials extends AuthFailure {
   constructor(message = 'Authentication required.') {
-    super('bearer', message);
+    super('bearer', 'missing', message);
   }
 }
 

@@ -69,7 +69,11 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       const cached = await readCache(key);
       if (cached) return cached;
       if (deps.refuses(realm, credentials.username)) {
-        throw new AuthFailure('basic', 'This account cannot use Basic authentication.');
+        throw new AuthFailure(
+          'basic',
+          'account_refused',
+          'This account cannot use Basic authentication.',
+        );
       }
       let login = inFlight.get(key);
       if (!login) {
@@ -149,8 +153,8 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     key: string,
   ): Promise<Principal> {
     const refusedKey = `refused:${key}`;
-    const remembered = await deps.cache.get(refusedKey);
-    if (remembered !== undefined) throw new AuthFailure('basic', remembered);
+    const remembered = rememberedRefusal(await deps.cache.get(refusedKey));
+    if (remembered) throw remembered;
     const result = await deps.tokens.passwordGrant(
       realm,
       credentials.username,
@@ -159,7 +163,7 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     if (!result.ok) {
       const failure = await refusal(realm, credentials.username, result.description);
       if (deps.refusalCacheSeconds > 0) {
-        await deps.cache.set(refusedKey, failure.publicMessage, deps.refusalCacheSeconds * 1000);
+        await deps.cache.set(refusedKey, failure.reason, deps.refusalCacheSeconds * 1000);
       }
       throw failure;
     }
@@ -188,18 +192,33 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       deps.logger.warn({ err }, 'could not tell whether the user has two-factor authentication');
       return false;
     });
-    if (twoFactor) {
-      return new AuthFailure(
-        'basic',
-        'Users with two-factor authentication cannot use Basic; obtain a token and use Bearer.',
-      );
-    }
-    const disabled = /disabled/i.test(description);
-    return new AuthFailure(
-      'basic',
-      disabled ? 'Account disabled.' : 'Invalid user name or password.',
-    );
+    if (twoFactor) return loginRefused('two_factor');
+    return loginRefused(/disabled/i.test(description) ? 'account_disabled' : 'wrong_password');
   }
+}
+
+/** What the client is told when Keycloak refuses a password grant, by reason. */
+const REFUSAL_MESSAGES = {
+  wrong_password: 'Invalid user name or password.',
+  account_disabled: 'Account disabled.',
+  two_factor:
+    'Users with two-factor authentication cannot use Basic; obtain a token and use Bearer.',
+} as const;
+
+type LoginRefusalReason = keyof typeof REFUSAL_MESSAGES;
+
+function loginRefused(reason: LoginRefusalReason): AuthFailure {
+  return new AuthFailure('basic', reason, REFUSAL_MESSAGES[reason]);
+}
+
+/**
+ * A refusal remembered in the cache (its reason), or undefined. Anything else, such as an entry
+ * written by an older replica, counts as not remembered: the login is simply tried.
+ */
+function rememberedRefusal(value: string | undefined): AuthFailure | undefined {
+  return value !== undefined && Object.hasOwn(REFUSAL_MESSAGES, value)
+    ? loginRefused(value as LoginRefusalReason)
+    : undefined;
 }
 
 /** A cached login, with the moment (epoch ms) the cache must forget it. */

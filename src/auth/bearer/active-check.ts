@@ -78,7 +78,7 @@ export function createActiveCheck(options: {
     return false;
   }
 
-  const refused = () => new AuthFailure('bearer', 'Token is no longer active.');
+  const refused = () => new AuthFailure('bearer', 'revoked', 'Token is no longer active.');
 
   function servable(token: string, principal: Principal): boolean | undefined {
     if (inactive.has(principal)) return false;

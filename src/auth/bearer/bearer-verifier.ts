@@ -57,22 +57,22 @@ export function createBearerVerifier(options: {
       const known = verified.get(key);
       if (known) {
         if (known.realm !== realm)
-          throw new AuthFailure('bearer', 'Token was not issued for this realm.');
+          throw new AuthFailure('bearer', 'wrong_realm', 'Token was not issued for this realm.');
         return known;
       }
       // Only verified tokens are remembered, so a token found above is well-formed.
       if (token.length > MAX_TOKEN_LENGTH || !TOKEN68.test(token)) {
-        throw new AuthFailure('bearer', 'Malformed token.');
+        throw new AuthFailure('bearer', 'bad_token', 'Malformed token.');
       }
       // Reject another realm's token before touching any key set: no refetch for a foreign kid.
       let unverified: Record<string, unknown>;
       try {
         unverified = decodeJwt(token);
       } catch (err) {
-        throw new AuthFailure('bearer', 'Malformed token.', { cause: err });
+        throw new AuthFailure('bearer', 'bad_token', 'Malformed token.', { cause: err });
       }
       if (unverified.iss !== issuerOf(realm)) {
-        throw new AuthFailure('bearer', 'Token was not issued for this realm.');
+        throw new AuthFailure('bearer', 'wrong_realm', 'Token was not issued for this realm.');
       }
       const claims = await verifySignatureAndClaims(token, realm);
       const principal = principalFromClaims(realm, claims, 'bearer');
@@ -92,12 +92,13 @@ export function createBearerVerifier(options: {
         clockTolerance: options.leewaySeconds,
         requiredClaims: ['exp', 'iat', 'sub'],
       });
-      if (payload.typ !== 'Bearer') throw new AuthFailure('bearer', 'Not an access token.');
+      if (payload.typ !== 'Bearer')
+        throw new AuthFailure('bearer', 'bad_token', 'Not an access token.');
       // `sub` becomes the upstream's `User-Id` header: it must be sendable as it is.
       if (!isHeaderSafe(payload.sub))
-        throw new AuthFailure('bearer', 'Token claim "sub" is not valid.');
+        throw new AuthFailure('bearer', 'bad_token', 'Token claim "sub" is not valid.');
       if (Number(payload.iat) > Date.now() / 1000 + options.leewaySeconds) {
-        throw new AuthFailure('bearer', 'Token issued in the future.');
+        throw new AuthFailure('bearer', 'bad_token', 'Token issued in the future.');
       }
       return payload;
     } catch (err) {
@@ -109,21 +110,27 @@ export function createBearerVerifier(options: {
 function translateJoseError(err: unknown): Error {
   if (err instanceof AuthFailure) return err;
   if (err instanceof joseErrors.JWTExpired)
-    return new AuthFailure('bearer', 'Token expired.', { cause: err });
+    return new AuthFailure('bearer', 'expired', 'Token expired.', { cause: err });
   if (err instanceof joseErrors.JWTClaimValidationFailed) {
-    return new AuthFailure('bearer', `Token claim "${err.claim}" is not valid.`, { cause: err });
+    return new AuthFailure('bearer', 'bad_token', `Token claim "${err.claim}" is not valid.`, {
+      cause: err,
+    });
   }
   if (err instanceof joseErrors.JOSEAlgNotAllowed) {
-    return new AuthFailure('bearer', 'Token algorithm is not allowed.', { cause: err });
+    return new AuthFailure('bearer', 'bad_token', 'Token algorithm is not allowed.', {
+      cause: err,
+    });
   }
   if (err instanceof joseErrors.JWSSignatureVerificationFailed) {
-    return new AuthFailure('bearer', 'Token signature is not valid.', { cause: err });
+    return new AuthFailure('bearer', 'bad_token', 'Token signature is not valid.', { cause: err });
   }
   if (
     err instanceof joseErrors.JWKSNoMatchingKey ||
     err instanceof joseErrors.JWKSMultipleMatchingKeys
   ) {
-    return new AuthFailure('bearer', 'Token was signed with an unknown key.', { cause: err });
+    return new AuthFailure('bearer', 'bad_token', 'Token was signed with an unknown key.', {
+      cause: err,
+    });
   }
   if (err instanceof joseErrors.JWKSTimeout)
     return new AppError('identityProviderTimeout', { cause: err });
@@ -134,7 +141,7 @@ function translateJoseError(err: unknown): Error {
     // Fetching the key set failed (e.g. Keycloak answered 404/503 instead of keys).
     if (err.code === 'ERR_JOSE_GENERIC')
       return new AppError('identityProviderUnavailable', { cause: err });
-    return new AuthFailure('bearer', 'Malformed token.', { cause: err });
+    return new AuthFailure('bearer', 'bad_token', 'Malformed token.', { cause: err });
   }
   return new AppError('unexpected', { cause: err });
 }
