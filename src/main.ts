@@ -9,8 +9,9 @@ import { loginAsBootstrapAdmin } from './keycloak/admin-client.ts';
 import { startConfiguredKeycloak } from './keycloak/local-keycloak.ts';
 
 /**
- * `tsx src/main.ts [--demo]`: validate the configuration, start a local Keycloak unless
- * KEYCLOAK_URL names one, start the gateway, and in demo mode create the demo data.
+ * `node src/main.ts [--demo]` on Node 24, which strips the types: validate the configuration,
+ * start a local Keycloak unless KEYCLOAK_URL names one, start the gateway, and in demo mode
+ * create the demo data.
  */
 async function main(): Promise<void> {
   const demo =

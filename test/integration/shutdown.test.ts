@@ -52,7 +52,7 @@ describe('graceful shutdown on SIGTERM', () => {
   async function startGatewayProcess(): Promise<ChildProcess> {
     const env = testEnv();
     output = '';
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    const child = spawn(process.execPath, ['src/main.ts'], {
       env: {
         PATH: process.env.PATH,
         HOST: '127.0.0.1',

@@ -12,8 +12,6 @@ import { configSchema, loadConfig, requiredSecrets } from '../../src/config/conf
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const composeText = readFileSync(path.join(root, 'docker-compose.yml'), 'utf8');
-const dockerfileText = readFileSync(path.join(root, 'Dockerfile'), 'utf8');
-const dockerignoreText = readFileSync(path.join(root, '.dockerignore'), 'utf8');
 
 /** Variables the compose file may interpolate besides the gateway's own (the postgres image's). */
 const extraVariables = ['POSTGRES_USER', 'POSTGRES_PASSWORD'];
@@ -263,67 +261,5 @@ describe('docker-compose.yml', () => {
       'source: keycloak-database',
     ]);
     expect(composeText).toContain('target: /docker-entrypoint-initdb.d/10-keycloak-database.sql');
-  });
-});
-
-describe('Dockerfile', () => {
-  const instructions = lines(dockerfileText.replace(/\\\n\s*/g, ' ')).map((l) => l.text);
-
-  it('copies only paths that exist and are not excluded from the build context', () => {
-    const sources = instructions
-      .filter((l) => l.startsWith('COPY '))
-      .flatMap((l) => {
-        const args = l
-          .split(/\s+/)
-          .slice(1)
-          .filter((a) => !a.startsWith('--'));
-        return args.slice(0, -1);
-      });
-    expect(sources).toEqual([
-      'package.json',
-      'package-lock.json',
-      'tsconfig.json',
-      'src/',
-      'keycloak/',
-      'realm-export/',
-    ]);
-    expect(sources.filter((s) => !existsSync(path.join(root, s)))).toEqual([]);
-    const ignored = lines(dockerignoreText).map((l) => l.text.replace(/\/$/, ''));
-    expect(sources.filter((s) => ignored.includes(s.replace(/\/$/, '')))).toEqual([]);
-  });
-
-  it('starts the gateway with tsx as the unprivileged node user', () => {
-    expect(instructions[0]).toBe('FROM node:20-bookworm-slim');
-    expect(instructions).toContain('ENV NODE_ENV=production');
-    expect(instructions).toContain('USER node');
-    expect(instructions).toContain('EXPOSE 8000 8001');
-    expect(instructions.at(-1)).toBe('CMD ["node", "--import", "tsx", "src/main.ts"]');
-    expect(instructions.find((l) => l.startsWith('HEALTHCHECK'))).toContain(
-      "fetch('http://127.0.0.1:' + (process.env.PORT || 8000) + '/healthz'",
-    );
-  });
-
-  it('installs without devDependencies, which works because tsx is a runtime dependency', () => {
-    expect(instructions).toContain(
-      'RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force',
-    );
-    const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as {
-      dependencies: Record<string, string>;
-    };
-    expect(Object.keys(pkg.dependencies)).toContain('tsx');
-  });
-
-  it('keeps local state and secrets out of the build context', () => {
-    expect(lines(dockerignoreText).map((l) => l.text)).toEqual([
-      'node_modules',
-      '.data',
-      '.keycloak',
-      '.git',
-      'coverage',
-      'bench/results',
-      '.scratch',
-      '.env',
-      '*.log',
-    ]);
   });
 });
