@@ -3,15 +3,18 @@
  * alphabet: lowercase letters, digits, `-` and `_`, starting with a letter, at most 36 long.
  * `master` is the administrators' realm and `platform` is the administrators' path segment.
  */
-const ORGANIZATION_ID = /^[a-z][a-z0-9_-]{0,35}$/;
-const RESERVED_ORGANIZATION_IDS = new Set(['master', 'platform', 'admin', 'auth', 'api']);
+const RESERVED_ORGANIZATION_IDS = ['master', 'platform', 'admin', 'auth', 'api'] as const;
+/** The whole rule as one pattern, reserved ids included, so the API description can carry it. */
+export const ORGANIZATION_ID = new RegExp(
+  `^(?!(?:${RESERVED_ORGANIZATION_IDS.join('|')})$)[a-z][a-z0-9_-]{0,35}$`,
+);
 
 /** Workspace ids name client roles (`<ws>` and `_<ws>-admin`) and appear in paths. */
-const WORKSPACE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,35}$/;
+export const WORKSPACE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,35}$/;
 
 /** Whether `id` can be an organization id. */
 export function isOrganizationId(id: string): boolean {
-  return ORGANIZATION_ID.test(id) && !RESERVED_ORGANIZATION_IDS.has(id);
+  return ORGANIZATION_ID.test(id);
 }
 
 /** Whether `id` can be a workspace id. */

@@ -2,34 +2,58 @@ import { z } from 'zod';
 import type { KeycloakAdmin } from './admin-client.ts';
 import { apiClientIdOf } from './identifiers.ts';
 
-/**
- * The lifetimes spec 5.3 lets an administrator change, in seconds. Access token and client
- * session values live on the realm's API client (`_platform-api` / `_<org>-api`); the offline
- * (refresh token) values are realm settings.
- */
-export interface TokenLifetimes {
-  access_token_lifespan: number;
-  client_session_idle_timeout: number;
-  client_session_max_lifespan: number;
-  offline_session_idle_timeout: number;
-  offline_session_max_lifespan: number;
-  offline_session_max_lifespan_enabled: boolean;
-}
-
 /** Upper bound of every lifetime: ten years is already far beyond any sane token. */
 export const MAX_LIFETIME_SECONDS = 10 * 365 * 24 * 60 * 60;
 
-const seconds = z.number().int().positive().max(MAX_LIFETIME_SECONDS);
+const LIFETIME_DESCRIPTIONS = {
+  access_token_lifespan: 'Access token lifespan of the API client, in seconds',
+  client_session_idle_timeout: 'Client session idle of the API client, in seconds',
+  client_session_max_lifespan: 'Client session max of the API client, in seconds',
+  offline_session_idle_timeout: 'Offline session idle of the realm, in seconds',
+  offline_session_max_lifespan: 'Offline session max of the realm, in seconds',
+  offline_session_max_lifespan_enabled: 'Offline session max limited',
+} as const;
 
-/** A partial update of {@link TokenLifetimes}; unknown keys are refused. */
-export const tokenLifetimesPatchSchema = z.strictObject({
-  access_token_lifespan: seconds.optional(),
-  client_session_idle_timeout: seconds.optional(),
-  client_session_max_lifespan: seconds.optional(),
-  offline_session_idle_timeout: seconds.optional(),
-  offline_session_max_lifespan: seconds.optional(),
-  offline_session_max_lifespan_enabled: z.boolean().optional(),
-});
+/** As Keycloak holds them: 0 where neither the client nor the realm sets a value. */
+const current = (key: keyof typeof LIFETIME_DESCRIPTIONS) =>
+  z.int().min(0).describe(LIFETIME_DESCRIPTIONS[key]);
+const wanted = (key: keyof typeof LIFETIME_DESCRIPTIONS) =>
+  z.int().min(1).max(MAX_LIFETIME_SECONDS).optional().describe(LIFETIME_DESCRIPTIONS[key]);
+
+/**
+ * The lifetimes spec 5.3 lets an administrator change, in seconds. Access token and client
+ * session values live on the realm's API client (`_platform-api` / `_<org>-api`); the offline
+ * (refresh token) values are realm settings. The schema documents the answer; nothing parses it.
+ */
+export const tokenLifetimesSchema = z
+  .object({
+    access_token_lifespan: current('access_token_lifespan'),
+    client_session_idle_timeout: current('client_session_idle_timeout'),
+    client_session_max_lifespan: current('client_session_max_lifespan'),
+    offline_session_idle_timeout: current('offline_session_idle_timeout'),
+    offline_session_max_lifespan: current('offline_session_max_lifespan'),
+    offline_session_max_lifespan_enabled: z
+      .boolean()
+      .describe(LIFETIME_DESCRIPTIONS.offline_session_max_lifespan_enabled),
+  })
+  .meta({ id: 'TokenLifetimes' });
+
+export type TokenLifetimes = z.infer<typeof tokenLifetimesSchema>;
+
+/** A partial update of {@link TokenLifetimes}; unknown keys are refused, `{}` changes nothing. */
+export const tokenLifetimesPatchSchema = z
+  .strictObject({
+    access_token_lifespan: wanted('access_token_lifespan'),
+    client_session_idle_timeout: wanted('client_session_idle_timeout'),
+    client_session_max_lifespan: wanted('client_session_max_lifespan'),
+    offline_session_idle_timeout: wanted('offline_session_idle_timeout'),
+    offline_session_max_lifespan: wanted('offline_session_max_lifespan'),
+    offline_session_max_lifespan_enabled: z
+      .boolean()
+      .optional()
+      .describe(LIFETIME_DESCRIPTIONS.offline_session_max_lifespan_enabled),
+  })
+  .meta({ id: 'TokenLifetimesPatch' });
 
 export type TokenLifetimesPatch = z.infer<typeof tokenLifetimesPatchSchema>;
 

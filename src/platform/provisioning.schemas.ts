@@ -1,58 +1,92 @@
 import { z } from 'zod';
-import { isOrganizationId, isWorkspaceId } from '../keycloak/identifiers.ts';
-import { isFreeText, isOneLine } from './user-input.ts';
+import { ORGANIZATION_ID, WORKSPACE_ID } from '../keycloak/identifiers.ts';
+import { FREE_TEXT, ONE_LINE, OTP_SECRET, OTP_SECRET_RULE } from './user-input.ts';
 
 /**
  * The provisioning API's bodies, one rule per field. Every string must be storable as it is
  * (PostgreSQL text holds no NUL) and every id must fit its alphabet before any database or
  * Keycloak call; a body that breaks a rule is 400 `400-00002`.
+ *
+ * The API description is generated from these schemas (`src/http/openapi-requests.ts`), so
+ * every rule is a check JSON Schema can carry (length, pattern, bound), never a `.refine`.
+ * `.meta({ id })` names the component the document shows. Lengths count UTF-16 code units, as
+ * JavaScript does; JSON Schema counts code points, which differs only beyond U+FFFF.
  */
 
 /** One line of printable text, as names and labels are shown in lists and logs. */
 const oneLine = (max: number, min = 1) =>
-  z.string().min(min).max(max).refine(isOneLine, 'must not contain control characters');
+  z.string().min(min).max(max).regex(ONE_LINE, 'must not contain control characters');
 
 /** Several lines of text: tabs and line breaks allowed, other control characters not. */
 const freeText = (max: number) =>
   z
     .string()
     .max(max)
-    .refine(isFreeText, 'must not contain control characters other than tab and line breaks');
+    .regex(FREE_TEXT, 'must not contain control characters other than tab and line breaks');
 
-const organizationId = z
+export const organizationId = z
   .string()
-  .refine(isOrganizationId, 'must be a-z, 0-9, - or _, start with a letter, at most 36 long');
+  .regex(ORGANIZATION_ID, 'must be a-z, 0-9, - or _, start with a letter, at most 36 long')
+  .meta({
+    id: 'OrganizationId',
+    description:
+      'Organization id, also the name of its Keycloak realm. Not `master` (the ' +
+      "administrators' realm), nor `platform`, `admin`, `auth` or `api` (path segments of " +
+      'their own).',
+    examples: ['demo-org'],
+  });
 
-const workspaceId = z
+export const workspaceId = z
   .string()
-  .refine(isWorkspaceId, 'must be A-Z, a-z, 0-9, - or _, start with a letter or digit, at most 36');
+  .regex(WORKSPACE_ID, 'must be A-Z, a-z, 0-9, - or _, start with a letter or digit, at most 36')
+  .meta({ id: 'WorkspaceId', examples: ['demo-ws'] });
 
-export const organizationBody = z.strictObject({ id: organizationId, name: oneLine(255) });
+export const organizationBody = z
+  .strictObject({ id: organizationId, name: oneLine(255) })
+  .meta({ id: 'OrganizationCreate' });
 
-export const workspaceBody = z.strictObject({
-  id: workspaceId,
-  name: oneLine(255),
-  description: freeText(4000).optional(),
-  environments: z.array(oneLine(255)).max(100).optional(),
-});
+export const workspaceBody = z
+  .strictObject({
+    id: workspaceId,
+    name: oneLine(255),
+    description: freeText(4000).optional(),
+    environments: z.array(oneLine(255)).max(100).optional(),
+  })
+  .meta({ id: 'WorkspaceCreate' });
 
 // Keycloak applies its own username rules and password policy after these.
 const userFields = {
   username: oneLine(255),
-  password: oneLine(1024),
-  otp_secret: oneLine(512).optional(),
+  password: oneLine(1024).meta({ format: 'password', writeOnly: true }),
+  otp_secret: oneLine(512)
+    .regex(OTP_SECRET, OTP_SECRET_RULE)
+    .optional()
+    .meta({
+      writeOnly: true,
+      description:
+        'Base32 TOTP secret as an authenticator app shows it (either case, spaces, dashes and ' +
+        '`=` padding allowed); the user must then log in with `totp` (Bearer only).',
+    }),
 };
 
-export const masterUserBody = z.strictObject(userFields);
+export const masterUserBody = z.strictObject(userFields).meta({ id: 'UserCreate' });
 
-export const organizationUserBody = z.strictObject({
-  ...userFields,
-  workspaces: z.array(workspaceId).max(1000).optional(),
-});
+export const organizationUserBody = z
+  .strictObject({
+    ...userFields,
+    workspaces: z
+      .array(workspaceId)
+      .max(1000)
+      .optional()
+      .meta({ description: 'Workspaces the user gets role `<ws>` on.' }),
+  })
+  .meta({ id: 'OrganizationUserCreate' });
 
-export const operationBody = z.strictObject({
-  operation_name: oneLine(255),
-  scheduled_date_for_execution: z.iso.datetime({ offset: true }).nullable().optional(),
-  environment: oneLine(255).nullable().optional(),
-  remarks: freeText(4000).nullable().optional(),
-});
+export const operationBody = z
+  .strictObject({
+    operation_name: oneLine(255),
+    scheduled_date_for_execution: z.iso.datetime({ offset: true }).nullable().optional(),
+    environment: oneLine(255).nullable().optional(),
+    remarks: freeText(4000).nullable().optional(),
+  })
+  .meta({ id: 'OperationCreate' });
