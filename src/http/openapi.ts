@@ -1,5 +1,17 @@
+import type { z } from 'zod';
 import { errorCodes, type ErrorCode } from '../envelope/errors.ts';
+import { tokenLifetimesPatchSchema, tokenLifetimesSchema } from '../keycloak/token-lifetimes.ts';
+import {
+  masterUserBody,
+  operationBody,
+  organizationBody,
+  organizationId,
+  organizationUserBody,
+  workspaceBody,
+  workspaceId,
+} from '../platform/provisioning.schemas.ts';
 import { arrayOf, EXAMPLE_TS, object, schema, schemas } from './openapi-schemas.ts';
+import { componentIdOf, componentSchemasOf, type JsonSchema } from './openapi-zod.ts';
 
 /** Any JSON value; the document is data, served as is. */
 export type JsonValue =
@@ -13,8 +25,8 @@ export interface OpenApiOperation {
   summary: string;
   description?: string;
   tags: string[];
-  /** Omitted: no authentication. Never the empty list at top level (there is none). */
-  security?: Record<string, string[]>[];
+  /** `[]`: no authentication. There is no top-level `security`: each operation says. */
+  security: Record<string, string[]>[];
   parameters?: JsonValue[];
   requestBody?: JsonValue;
   responses: Record<string, JsonValue>;
@@ -22,15 +34,34 @@ export interface OpenApiOperation {
 
 export interface OpenApiDocument {
   openapi: string;
-  info: { title: string; version: string; description: string };
+  info: {
+    title: string;
+    version: string;
+    description: string;
+    license: { name: string; identifier: string };
+  };
   servers: { url: string }[];
   tags: { name: string; description: string }[];
   paths: Record<string, Partial<Record<HttpMethod, OpenApiOperation>>>;
-  components: Record<
-    'securitySchemes' | 'schemas' | 'parameters',
-    Record<string, { readonly [key: string]: JsonValue }>
-  >;
+  components: Record<'securitySchemes' | 'schemas' | 'parameters', Record<string, JsonSchema>>;
 }
+
+/**
+ * The schemas the server validates requests with (bodies; ids, which path parameters also
+ * obey) and the one answer built from a zod schema. The document shows what zod makes of
+ * them, so it cannot disagree with the server.
+ */
+const REQUEST_SCHEMAS: z.ZodType[] = [
+  organizationId,
+  workspaceId,
+  organizationBody,
+  workspaceBody,
+  masterUserBody,
+  organizationUserBody,
+  operationBody,
+  tokenLifetimesPatchSchema,
+];
+const RESPONSE_SCHEMAS: z.ZodType[] = [tokenLifetimesSchema];
 
 const parameter = (name: string) => ({ $ref: `#/components/parameters/${name}` });
 
@@ -89,7 +120,8 @@ interface ApiOperationSpec {
   tags: string[];
   description?: string;
   parameters?: string[];
-  body?: string;
+  /** The schema the route validates its JSON body with. */
+  body?: z.ZodType;
   data: JsonValue;
   errors?: ErrorCode[];
 }
@@ -106,7 +138,10 @@ function apiOperation(spec: ApiOperationSpec): OpenApiOperation {
     security: API_SECURITY,
     ...(spec.parameters && { parameters: spec.parameters.map(parameter) }),
     ...(spec.body && {
-      requestBody: { required: true, content: json({ schema: schema(spec.body) }) },
+      requestBody: {
+        required: true,
+        content: json({ schema: schema(componentIdOf(spec.body)) }),
+      },
     }),
     responses: { '200': success(spec.data, 'SUCCESS'), ...errorResponses(errors) },
   };
@@ -145,7 +180,7 @@ function lifetimesPath(
     patch: apiOperation({
       operationId: `setTokenLifetimes${suffix}`,
       summary: `Change token lifetimes of ${of}`,
-      body: 'TokenLifetimesPatch',
+      body: tokenLifetimesPatchSchema,
       ...common,
       ...scope,
     }),
@@ -205,6 +240,7 @@ const paths: OpenApiDocument['paths'] = {
       operationId: 'getHealth',
       summary: 'The process is up',
       tags: ['health'],
+      security: [],
       responses: { '200': success(object({ status: { const: 'up' } }), 'Up') },
     },
   },
@@ -213,8 +249,12 @@ const paths: OpenApiDocument['paths'] = {
       operationId: 'getReadiness',
       summary: 'Keycloak, database and cache answered within 2 s',
       tags: ['health'],
+      security: [],
       responses: {
-        '200': success({ type: 'object', additionalProperties: { enum: ['up', 'down'] } }, 'Ready'),
+        '200': success(
+          { type: 'object', additionalProperties: { enum: ['up', 'degraded', 'down'] } },
+          'Ready; `degraded` is serving, but not as configured (Redis down: in-process cache)',
+        ),
         ...errorResponses(['notReady']),
       },
     },
@@ -224,6 +264,7 @@ const paths: OpenApiDocument['paths'] = {
       operationId: 'getOpenApiDocument',
       summary: 'This document',
       tags: ['health'],
+      security: [],
       responses: {
         '200': {
           description: 'OpenAPI 3.1 document',
@@ -239,6 +280,7 @@ const paths: OpenApiDocument['paths'] = {
       description:
         'Credentials travel as form fields, so no security scheme applies. Answers are Keycloak JSON, except the gateway’s own errors, which use the envelope.',
       tags: ['tokens'],
+      security: [],
       parameters: [parameter('Realm')],
       requestBody: {
         required: true,
@@ -270,7 +312,7 @@ const paths: OpenApiDocument['paths'] = {
       operationId: 'createOrganization',
       summary: 'Create an organization (realm, clients, record)',
       tags: ['platform'],
-      body: 'OrganizationCreate',
+      body: organizationBody,
       data: schema('Organization'),
     }),
   },
@@ -280,7 +322,7 @@ const paths: OpenApiDocument['paths'] = {
       summary: 'Create a workspace (record and roles `<ws>`, `_<ws>-admin`)',
       tags: ['platform'],
       parameters: ORG,
-      body: 'WorkspaceCreate',
+      body: workspaceBody,
       data: schema('Workspace'),
       errors: ORG_ERRORS,
     }),
@@ -291,7 +333,7 @@ const paths: OpenApiDocument['paths'] = {
       summary: 'Create a system administrator (realm master)',
       description: USER_EXISTS_DESCRIPTION,
       tags: ['platform'],
-      body: 'UserCreate',
+      body: masterUserBody,
       data: schema('User'),
       errors: ['userExists'],
     }),
@@ -303,7 +345,7 @@ const paths: OpenApiDocument['paths'] = {
       description: USER_EXISTS_DESCRIPTION,
       tags: ['platform'],
       parameters: ORG,
-      body: 'OrganizationUserCreate',
+      body: organizationUserBody,
       data: schema('User'),
       errors: [...ORG_ERRORS, 'userExists'],
     }),
@@ -326,7 +368,7 @@ const paths: OpenApiDocument['paths'] = {
       summary: 'Add an operation to a workspace',
       tags: ['automation'],
       parameters: ORG_WS,
-      body: 'OperationCreate',
+      body: operationBody,
       data: schema('Operation'),
       errors: WS_ERRORS,
     }),
@@ -361,16 +403,31 @@ const paths: OpenApiDocument['paths'] = {
   },
 };
 
+/** Hand-written schemas (answers, Keycloak's form) and those zod generates, no name twice. */
+function componentSchemas(): Record<string, JsonSchema> {
+  const all = { ...schemas };
+  const generated = [
+    componentSchemasOf(REQUEST_SCHEMAS, 'input'),
+    componentSchemasOf(RESPONSE_SCHEMAS, 'output'),
+  ];
+  for (const [name, generatedSchema] of generated.flatMap((g) => Object.entries(g))) {
+    if (name in all) throw new Error(`OpenAPI component ${name} is defined twice`);
+    all[name] = generatedSchema;
+  }
+  return all;
+}
+
 /**
  * The OpenAPI 3.1 description of the gateway, served at `GET /api/openapi.json`. Error
- * responses are generated from `errorCodes`, so the document cannot drift from the codes the
- * gateway really answers with.
+ * responses are generated from `errorCodes` and request bodies from the zod schemas the routes
+ * validate with, so the document cannot drift from what the gateway really accepts and answers.
  */
 export const openApiDocument: OpenApiDocument = {
   openapi: '3.1.0',
   info: {
     title: 'realmgate',
     version: '0.1.0',
+    license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
     description:
       'Authentication gateway of the IT-automation platform API, in front of Keycloak. ' +
       'Administrators use realm `master` and `/api/platform/...`; organization users use realm ' +
@@ -405,7 +462,7 @@ export const openApiDocument: OpenApiDocument = {
         description: 'Access token from the token endpoint of the realm the path selects.',
       },
     },
-    schemas,
+    schemas: componentSchemas(),
     parameters: {
       OrganizationId: {
         name: 'organization_id',

@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { openApiDocument, type HttpMethod, type OpenApiOperation } from '../../src/http/openapi.ts';
-import { isOrganizationId, isWorkspaceId } from '../../src/keycloak/identifiers.ts';
+import {
+  isOrganizationId,
+  isWorkspaceId,
+  ORGANIZATION_ID,
+  WORKSPACE_ID,
+} from '../../src/keycloak/identifiers.ts';
 
 const METHODS: HttpMethod[] = ['get', 'post', 'put', 'patch', 'delete'];
 
@@ -42,6 +47,7 @@ describe('openApiDocument', () => {
   it('is OpenAPI 3.1 with the agreed info and server', () => {
     expect(openApiDocument.openapi).toMatch(/^3\.1\.\d+$/);
     expect(openApiDocument.info.version).toBe('0.1.0');
+    expect(openApiDocument.info.license.identifier).toBe('Apache-2.0');
     expect(openApiDocument.servers).toEqual([{ url: '/' }]);
   });
 
@@ -110,7 +116,7 @@ describe('openApiDocument', () => {
     for (const { path, method, operation } of operations()) {
       const label = `${method} ${path}`;
       if (!path.startsWith('/api/') || path === '/api/openapi.json') {
-        expect(operation.security ?? [], label).toEqual([]);
+        expect(operation.security, label).toEqual([]);
         continue;
       }
       expect(operation.security, label).toEqual([{ basicAuth: [] }, { bearerAuth: [] }]);
@@ -131,8 +137,8 @@ describe('openApiDocument', () => {
       expect(declared.map((p) => p.name).sort(), `${method} ${path}`).toEqual(templated.sort());
     }
     const { schemas } = openApiDocument.components;
-    expect(schemas.OrganizationId?.pattern).toBe('^[a-z][a-z0-9_-]{0,35}$');
-    expect(schemas.WorkspaceId?.pattern).toBe('^[A-Za-z0-9][A-Za-z0-9_-]{0,35}$');
+    expect(schemas.OrganizationId?.pattern).toBe(ORGANIZATION_ID.source);
+    expect(schemas.WorkspaceId?.pattern).toBe(WORKSPACE_ID.source);
   });
 
   it('keeps its id patterns in step with the gateway’s own checks', () => {
@@ -155,6 +161,10 @@ describe('openApiDocument', () => {
       '-a',
       'a.b',
       '',
+      'master',
+      'platform',
+      'api',
+      'masters',
     ];
     for (const id of samples) {
       expect(organization.test(id), id).toBe(isOrganizationId(id));

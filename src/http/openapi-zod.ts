@@ -1,0 +1,65 @@
+import { z } from 'zod';
+import type { JsonValue } from './openapi.ts';
+
+export type JsonSchema = { readonly [key: string]: JsonValue };
+
+/** Where the document keeps its component schemas; zod's `$ref`s point there. */
+const componentRef = (id: string) => `#/components/schemas/${id}`;
+
+/** The component name a schema carries in `.meta({ id })`. */
+export function componentIdOf(schema: z.ZodType): string {
+  const id = schema.meta()?.id;
+  if (typeof id !== 'string') throw new Error('a documented schema needs .meta({ id })');
+  return id;
+}
+
+/**
+ * A zod rule JSON Schema cannot carry (`.refine`, `.superRefine`, `.check`) would vanish from
+ * the document while the server still enforces it: the two would disagree. Refuse it here, so
+ * such a rule is written as a pattern, a length or a bound instead.
+ */
+function refuseRefinements(ctx: { zodSchema: z.core.$ZodTypes; path: (string | number)[] }) {
+  const checks = ctx.zodSchema._zod.def.checks ?? [];
+  if (checks.some((check) => check._zod.def.check === 'custom')) {
+    throw new Error(
+      `#/${ctx.path.join('/')}: a refinement has no JSON Schema form; use a pattern or a bound`,
+    );
+  }
+}
+
+/**
+ * The JSON Schemas (2020-12, the dialect of OpenAPI 3.1) of `schemas`, one component per
+ * `.meta({ id })`, converted by zod itself from the schemas the server uses. `io: 'input'` for
+ * request bodies (what a client may send), `'output'` for answers. Every schema with an id
+ * that another one uses must be in `schemas` too, so it becomes a component of its own.
+ */
+export function componentSchemasOf(
+  schemas: z.ZodType[],
+  io: 'input' | 'output',
+): Record<string, JsonSchema> {
+  const registry = z.registry<{ id: string }>();
+  const ids = new Set<string>();
+  for (const schema of schemas) {
+    const id = componentIdOf(schema);
+    registry.add(schema, { id });
+    ids.add(id);
+  }
+  const converted = z.toJSONSchema(registry, {
+    target: 'draft-2020-12',
+    io,
+    unrepresentable: 'throw',
+    override: refuseRefinements,
+    uri: componentRef,
+  }).schemas;
+  const components: Record<string, JsonSchema> = {};
+  for (const [id, generated] of Object.entries(converted)) {
+    // zod gathers a used schema that is not listed under `__shared`.
+    if (!ids.has(id)) throw new Error(`${id}: a schema with an id is used but not listed`);
+    // The dialect and the id are the document's (OpenAPI 3.1, the component's place).
+    const schema: Record<string, unknown> = { ...generated };
+    delete schema.$schema;
+    delete schema.$id;
+    components[id] = schema as JsonSchema;
+  }
+  return components;
+}
