@@ -1,20 +1,19 @@
-import { authenticator as defaultAuthenticator } from 'otplib';
-import { KeyEncodings } from '@otplib/core';
+import { encodeBase32 } from '../cli/otp.ts';
 
-/** Keycloak keeps the OTP secret as a plain ASCII string; apps get it base32-encoded. */
-const authenticator = defaultAuthenticator.clone({ encoding: KeyEncodings.ASCII });
+/*
+ * What the demo prints for its two-factor user. Own code rather than an OTP library: the gateway
+ * never computes a one-time password (Keycloak checks them), so a production install
+ * (`npm ci --omit=dev`) carries none; tests compute codes with otplib (test/helpers/totp.ts).
+ */
 
-/** The base32 form of a Keycloak OTP secret, as authenticator apps take it. */
+/** The base32 form of a Keycloak OTP secret (kept as plain ASCII), as authenticator apps take it. */
 export function base32OfOtpSecret(rawSecret: string): string {
-  return authenticator.encode(rawSecret);
+  return encodeBase32(Buffer.from(rawSecret, 'ascii'));
 }
 
-/** An `otpauth://` URI for authenticator apps (QR code content). */
+/** An `otpauth://` URI (QR code content) for Keycloak's default policy: SHA-1, 6 digits, 30 s. */
 export function otpauthUri(rawSecret: string, username: string, issuer: string): string {
-  return authenticator.keyuri(username, issuer, base32OfOtpSecret(rawSecret));
-}
-
-/** The current one-time password for a Keycloak OTP secret. */
-export function currentTotp(rawSecret: string): string {
-  return authenticator.generate(base32OfOtpSecret(rawSecret));
+  const label = `${encodeURIComponent(issuer)}:${encodeURIComponent(username)}`;
+  const policy = 'period=30&digits=6&algorithm=SHA1';
+  return `otpauth://totp/${label}?secret=${base32OfOtpSecret(rawSecret)}&${policy}&issuer=${encodeURIComponent(issuer)}`;
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import knex, { type Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { currentTotp } from '../../src/demo/totp.ts';
+import { currentTotp } from '../helpers/totp.ts';
 import { DEMO, seedDemo } from '../../src/demo/seed-demo.ts';
 import { createOperationsRepo } from '../../src/automation/operations.repo.ts';
 import { createWorkspacesRepo } from '../../src/platform/workspaces.repo.ts';

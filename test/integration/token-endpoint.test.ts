@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { currentTotp } from '../../src/demo/totp.ts';
+import { currentTotp } from '../helpers/totp.ts';
 import {
   claimsOf,
   createOrganizationRealm,
