@@ -8,7 +8,8 @@ interface NamedMigration {
 
 /**
  * Every migration, in order. Listed statically rather than globbed from disk so the same code
- * runs under tsx, from a bundle, or from compiled output without knowing file extensions.
+ * runs as TypeScript (Node strips the types), from a bundle, or from compiled output without
+ * knowing file extensions.
  */
 const migrations: readonly NamedMigration[] = [
   { name: '20261122-001-initial', migration: initial },
