@@ -28,6 +28,7 @@ import { checkKeycloak } from './keycloak/keycloak-health.ts';
 import { createServiceAdmin, hasTwoFactor } from './keycloak/service-admin.ts';
 import { createTokenClient } from './keycloak/token-client.ts';
 import { createAdminSession } from './keycloak/admin-session.ts';
+import { createKeycloakCalls, type KeycloakCallObserver } from './keycloak/keycloak-calls.ts';
 import { createProvisioningRouter } from './platform/provisioning.router.ts';
 import { createProvisioningService } from './platform/provisioning.service.ts';
 import { createRefreshTokensService } from './platform/refresh-tokens.service.ts';
@@ -48,6 +49,12 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
+/** What the caller may plug into the gateway. */
+export interface GatewayOptions {
+  /** Told about each of the gateway's own calls to Keycloak (kind, outcome, seconds). */
+  keycloakCalls?: KeycloakCallObserver;
+}
+
 /**
  * Opens storage (migrating it), builds both listeners and starts them. `keycloakUrl` is the
  * Keycloak the gateway talks to, local or external.
@@ -56,6 +63,7 @@ export async function startGateway(
   config: Config,
   keycloakUrl: string,
   logger: Logger,
+  options: GatewayOptions = {},
 ): Promise<Gateway> {
   const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });
   await migrateToLatest(db);
@@ -74,7 +82,14 @@ export async function startGateway(
   }
   const forwarding = createForwarding(config.TRUSTED_PROXIES);
   const audit = createAudit(logger, (req) => forwarding.clientAddress(req));
-  const jwks = createJwksRegistry({ keycloakUrl, timeoutMs: config.KEYCLOAK_TIMEOUT_MS });
+  // The one client layer for the gateway's own Keycloak calls (grants, introspection, JWKS,
+  // admin API), with the one translation of their failures.
+  const calls = createKeycloakCalls({
+    keycloakUrl,
+    timeoutMs: config.KEYCLOAK_TIMEOUT_MS,
+    observer: options.keycloakCalls,
+  });
+  const jwks = createJwksRegistry({ calls });
   const bearer = createBearerVerifier({
     jwks,
     publicUrl: config.PUBLIC_URL,
@@ -82,17 +97,8 @@ export async function startGateway(
     maxCachedTokens: config.MEMORY_CACHE_MAX_ENTRIES,
   });
   const clientSecret = config.KEYCLOAK_CLIENT_SECRET ?? '';
-  const serviceAdmin = createServiceAdmin({
-    keycloakUrl,
-    clientSecret,
-    timeoutMs: config.KEYCLOAK_TIMEOUT_MS,
-  });
-  const tokens = createTokenClient({
-    keycloakUrl,
-    publicUrl: config.PUBLIC_URL,
-    timeoutMs: config.KEYCLOAK_TIMEOUT_MS,
-    gatewayClientSecret: clientSecret,
-  });
+  const serviceAdmin = createServiceAdmin({ calls, clientSecret });
+  const tokens = createTokenClient({ calls, gatewayClientSecret: clientSecret });
   const revocations = await createRevocationList({
     redisUrl: config.REDIS_URL,
     keyPrefix: config.REDIS_KEY_PREFIX,
@@ -160,10 +166,9 @@ export async function startGateway(
     platformRouter: createProvisioningRouter(
       createProvisioningService({
         adminSession: createAdminSession({
-          keycloakUrl,
+          calls,
           username: config.KEYCLOAK_ADMIN_USERNAME,
           password: config.KEYCLOAK_ADMIN_PASSWORD ?? '',
-          timeoutMs: config.KEYCLOAK_TIMEOUT_MS,
         }),
         db,
         gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',

@@ -1,32 +1,36 @@
 import { decodeJwt } from 'jose';
 import { AppError } from '../envelope/errors.ts';
-import { isHttpStatus, loginAsBootstrapAdmin, type KeycloakAdmin } from './admin-client.ts';
+import {
+  httpStatusOf,
+  isHttpStatus,
+  loginAsBootstrapAdmin,
+  type KeycloakAdmin,
+} from './admin-client.ts';
+import type { KeycloakCalls } from './keycloak-calls.ts';
 
 /** A logged-in admin-API client that stays logged in. */
 export interface AdminSession {
   /** The cached client, logged in again shortly before its access token expires. */
   get(): Promise<KeycloakAdmin>;
   /**
-   * Runs `work` with the client and translates Keycloak's transport failures into AppErrors
-   * (503/504, or 401 `401-00001` when Keycloak stopped accepting the session). Other errors,
-   * including Keycloak's 4xx answers, pass through for the caller to interpret.
+   * Runs `work` with the client. Its requests fail as the client layer translates them
+   * (503/504/502); 401 becomes `401-00001` (Keycloak stopped accepting the session, which is
+   * dropped); Keycloak's other 4xx answers pass through for the caller to interpret.
    */
   run<T>(work: (admin: KeycloakAdmin) => Promise<T>): Promise<T>;
 }
 
 export interface AdminSessionOptions {
-  keycloakUrl: string;
+  /** The client layer, which knows Keycloak's address and the timeout. */
+  calls: KeycloakCalls;
   username: string;
   password: string;
-  timeoutMs: number;
 }
 
 /** Renew this long before expiry, so a multi-call provisioning step never runs out of token. */
 const RENEW_BEFORE_EXPIRY_MS = 10_000;
 /** Keycloak's default access-token lifespan, used if a token cannot be decoded. */
 const FALLBACK_LIFETIME_MS = 60_000;
-/** Same hint as the /auth proxy gives when Keycloak is down. */
-const RETRY_LATER = { 'Retry-After': '5' };
 
 /**
  * Creates the session of Keycloak's bootstrap administrator (master realm, `admin-cli`).
@@ -39,7 +43,11 @@ export function createAdminSession(options: AdminSessionOptions): AdminSession {
   async function login(): Promise<KeycloakAdmin> {
     const startedAt = Date.now();
     try {
-      const admin = await loginAsBootstrapAdmin(options);
+      const admin = await loginAsBootstrapAdmin({
+        keycloakUrl: options.calls.keycloakUrl,
+        timeoutMs: options.calls.timeoutMs,
+        ...options,
+      });
       current = { admin, renewAt: startedAt + renewalDelayOf(admin.accessToken) };
       return admin;
     } catch (err) {
@@ -67,7 +75,7 @@ export function createAdminSession(options: AdminSessionOptions): AdminSession {
           if (current?.admin === admin) current = undefined;
           throw new AppError('gatewayServiceToken', { cause: err });
         }
-        throw toTransportError(err) ?? err;
+        throw err;
       }
     },
   };
@@ -92,31 +100,14 @@ function lifetimeOf(accessToken: string | undefined): number | undefined {
   }
 }
 
-/** The login's failures: Keycloak refusing the credentials is ours to fix, not the caller's. */
-function toLoginError(err: unknown): AppError {
-  const transport = toTransportError(err);
-  if (transport) return transport;
-  const status = (err as { response?: { status?: unknown } } | null)?.response?.status;
-  if (typeof status === 'number' && status >= 400 && status < 500) {
+/**
+ * The login's failures: the layer has translated Keycloak's own (503/504/502); Keycloak refusing
+ * the credentials (4xx) is ours to fix, not the caller's.
+ */
+function toLoginError(err: unknown): unknown {
+  const status = httpStatusOf(err);
+  if (status !== undefined && status >= 400 && status < 500) {
     return new AppError('gatewayServiceToken', { cause: err });
   }
-  return new AppError('identityProviderUnavailable', { cause: err, headers: RETRY_LATER });
-}
-
-/** Maps "Keycloak did not answer (in time)" onto 503/504; undefined for anything else. */
-function toTransportError(err: unknown): AppError | undefined {
-  if (err instanceof AppError) return err;
-  const name = (err as { name?: unknown } | null)?.name;
-  if (name === 'TimeoutError' || name === 'AbortError') {
-    return new AppError('identityProviderTimeout', { cause: err });
-  }
-  // undici (fetch) reports refused connections, resets and DNS failures as TypeError with a cause.
-  if (err instanceof TypeError && err.cause !== undefined) {
-    return new AppError('identityProviderUnavailable', { cause: err, headers: RETRY_LATER });
-  }
-  const status = (err as { response?: { status?: unknown } } | null)?.response?.status;
-  if (status === 502 || status === 503 || status === 504) {
-    return new AppError('identityProviderUnavailable', { cause: err, headers: RETRY_LATER });
-  }
-  return undefined;
+  return err;
 }

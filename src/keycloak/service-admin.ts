@@ -1,7 +1,9 @@
-import KcAdminClient from '@keycloak/keycloak-admin-client';
+import type KcAdminClient from '@keycloak/keycloak-admin-client';
 import { decodeJwt } from 'jose';
 import { AppError } from '../envelope/errors.ts';
-import { isHttpStatus } from './admin-client.ts';
+import { createAdminClient, httpStatusOf } from './admin-client.ts';
+import type { KeycloakCalls } from './keycloak-calls.ts';
+import { keycloakError } from './keycloak-failures.ts';
 
 /** The gateway's confidential client, present in every realm (see realm-export/). */
 export const GATEWAY_CLIENT_ID = 'realmgate-gateway';
@@ -12,26 +14,28 @@ const RENEW_BEFORE_MS = 15_000;
 export interface ServiceAdmin {
   /** An admin-API client of `realm`, logged in as the gateway's service account. */
   forRealm(realm: string): Promise<KcAdminClient>;
+  /**
+   * Runs `work` with the realm's client. Its requests fail as the client layer translates them
+   * (503/504/502); 401 becomes `401-00001` and drops the session (Keycloak no longer accepts
+   * its token); Keycloak's other 4xx answers pass through for the caller to interpret.
+   */
+  run<T>(realm: string, work: (client: KcAdminClient) => Promise<T>): Promise<T>;
 }
 
 /**
- * Admin-API clients per realm, authenticated with the gateway's own client credentials. The
- * service token is cached and renewed before it expires; concurrent renewals share one login.
+ * Admin-API clients per realm, authenticated with the gateway's own client credentials, on the
+ * client layer. The service token is cached and renewed before it expires; concurrent renewals
+ * share one login.
  */
 export function createServiceAdmin(options: {
-  keycloakUrl: string;
+  calls: KeycloakCalls;
   clientSecret: string;
-  timeoutMs: number;
 }): ServiceAdmin {
   const sessions = new Map<string, { client: KcAdminClient; renewAt: number }>();
   const logins = new Map<string, Promise<KcAdminClient>>();
 
   async function logIn(realm: string): Promise<KcAdminClient> {
-    const client = new KcAdminClient({
-      baseUrl: options.keycloakUrl,
-      realmName: realm,
-      timeout: options.timeoutMs,
-    });
+    const client = createAdminClient(options.calls, realm);
     try {
       await client.auth({
         grantType: 'client_credentials',
@@ -39,27 +43,50 @@ export function createServiceAdmin(options: {
         clientSecret: options.clientSecret,
       });
     } catch (err) {
-      if (isHttpStatus(err, 400) || isHttpStatus(err, 401))
+      // Keycloak refused the gateway's credentials (the layer has translated everything else).
+      const status = httpStatusOf(err);
+      if (status !== undefined && status >= 400 && status < 500) {
         throw new AppError('gatewayServiceToken', { cause: err });
-      throw new AppError('identityProviderUnavailable', { cause: err });
+      }
+      throw err;
     }
-    const exp = Number(decodeJwt(client.accessToken ?? '').exp ?? 0) * 1000;
-    sessions.set(realm, { client, renewAt: exp - RENEW_BEFORE_MS });
+    sessions.set(realm, { client, renewAt: expiryOf(client.accessToken) - RENEW_BEFORE_MS });
     return client;
   }
 
+  function forRealm(realm: string): Promise<KcAdminClient> {
+    const session = sessions.get(realm);
+    if (session && session.renewAt > Date.now()) return Promise.resolve(session.client);
+    let login = logins.get(realm);
+    if (!login) {
+      login = logIn(realm).finally(() => logins.delete(realm));
+      logins.set(realm, login);
+    }
+    return login;
+  }
+
   return {
-    forRealm(realm) {
-      const session = sessions.get(realm);
-      if (session && session.renewAt > Date.now()) return Promise.resolve(session.client);
-      let login = logins.get(realm);
-      if (!login) {
-        login = logIn(realm).finally(() => logins.delete(realm));
-        logins.set(realm, login);
+    forRealm,
+    async run(realm, work) {
+      const client = await forRealm(realm);
+      try {
+        return await work(client);
+      } catch (err) {
+        if (httpStatusOf(err) !== 401) throw err;
+        if (sessions.get(realm)?.client === client) sessions.delete(realm);
+        throw new AppError('gatewayServiceToken', { cause: err });
       }
-      return login;
     },
   };
+}
+
+/** When the service token expires (epoch ms); a token that is no JWT is a bad answer (502). */
+function expiryOf(accessToken: string | undefined): number {
+  try {
+    return Number(decodeJwt(accessToken ?? '').exp ?? 0) * 1000;
+  } catch (err) {
+    throw keycloakError('bad_answer', err);
+  }
 }
 
 /** Whether `username` in `realm` has an OTP credential (Keycloak's `totp` flag). */
@@ -68,7 +95,8 @@ export async function hasTwoFactor(
   realm: string,
   username: string,
 ): Promise<boolean> {
-  const client = await admin.forRealm(realm);
-  const [user] = await client.users.find({ realm, username, exact: true });
+  const [user] = await admin.run(realm, (client) =>
+    client.users.find({ realm, username, exact: true }),
+  );
   return user?.totp === true;
 }

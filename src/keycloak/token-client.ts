@@ -1,7 +1,7 @@
-import * as oidc from 'openid-client';
-import { AppError } from '../envelope/errors.ts';
 import { apiClientIdOf } from './identifiers.ts';
 import { createIntrospector } from './introspection.ts';
+import type { KeycloakCalls } from './keycloak-calls.ts';
+import { unexpectedAnswer } from './keycloak-failures.ts';
 
 /** Outcome of a password grant: an access token, or Keycloak's refusal. */
 export type PasswordGrantResult =
@@ -16,87 +16,64 @@ export interface TokenClient {
 }
 
 /**
- * Keycloak's token endpoint, reached directly (not through our /auth proxy), for Basic logins.
- * The issuer is the public one, because that is what Keycloak writes into tokens.
+ * Keycloak's token endpoint, reached directly (not through our /auth proxy), for Basic logins:
+ * a plain form POST through the client layer, which translates every failure (503/504/502).
  */
 export function createTokenClient(options: {
-  keycloakUrl: string;
-  publicUrl: string;
-  timeoutMs: number;
+  calls: KeycloakCalls;
   /** Secret of `realmgate-gateway`, the confidential client allowed to introspect. */
   gatewayClientSecret: string;
 }): TokenClient {
-  const apiConfigs = new Map<string, oidc.Configuration>();
-  const introspect = createIntrospector({
-    keycloakUrl: options.keycloakUrl,
-    timeoutMs: options.timeoutMs,
-    clientSecret: options.gatewayClientSecret,
-  });
-
-  function apiConfigFor(realm: string): oidc.Configuration {
-    let config = apiConfigs.get(realm);
-    if (!config) {
-      const internal = `${options.keycloakUrl}/realms/${encodeURIComponent(realm)}/protocol/openid-connect`;
-      config = new oidc.Configuration(
-        {
-          issuer: `${options.publicUrl}/auth/realms/${realm}`,
-          token_endpoint: `${internal}/token`,
-        },
-        apiClientIdOf(realm),
-      );
-      config.timeout = Math.ceil(options.timeoutMs / 1000);
-      if (options.keycloakUrl.startsWith('http:')) oidc.allowInsecureRequests(config);
-      apiConfigs.set(realm, config);
-    }
-    return config;
-  }
-
+  const { calls } = options;
   return {
-    async passwordGrant(realm, username, password) {
-      try {
-        const response = await oidc.genericGrantRequest(apiConfigFor(realm), 'password', {
-          username,
-          password,
-          scope: 'openid',
-        });
-        return {
-          ok: true,
-          accessToken: response.access_token,
-          expiresIn: response.expires_in ?? 0,
-        };
-      } catch (err) {
-        return translateGrantError(err);
-      }
+    passwordGrant(realm, username, password) {
+      const form = new URLSearchParams({
+        grant_type: 'password',
+        client_id: apiClientIdOf(realm),
+        username,
+        password,
+        scope: 'openid',
+      }).toString();
+      return calls.exchange(
+        'grant',
+        `/realms/${encodeURIComponent(realm)}/protocol/openid-connect/token`,
+        form,
+        grantResultOf,
+      );
     },
-    isActive: introspect,
+    isActive: createIntrospector({ calls, clientSecret: options.gatewayClientSecret }),
   };
 }
 
-/** Keycloak's answers about the credentials become results; anything else an AppError. */
-function translateGrantError(err: unknown): PasswordGrantResult {
-  if (
-    err instanceof oidc.ResponseBodyError &&
-    (err.error === 'invalid_grant' || err.status === 401)
-  ) {
-    return { ok: false, error: err.error, description: err.error_description ?? '' };
+/**
+ * Keycloak's answer to a password grant: a token (200), or a refusal of the credentials
+ * (`invalid_grant`: 400 since Keycloak 26.6, 401 before). Anything else is a bad answer.
+ */
+export function grantResultOf(status: number, body: string): PasswordGrantResult {
+  const answer = jsonObjectOf(body);
+  if (status === 200) {
+    const accessToken = answer?.access_token;
+    if (typeof accessToken !== 'string' || accessToken === '') {
+      throw unexpectedAnswer('password grant', status, 'no access_token');
+    }
+    const expiresIn = answer?.expires_in;
+    return { ok: true, accessToken, expiresIn: typeof expiresIn === 'number' ? expiresIn : 0 };
   }
-  throw keycloakFailure(err);
+  const error = answer?.error;
+  if (typeof error === 'string' && (error === 'invalid_grant' || status === 401)) {
+    const description = answer?.error_description;
+    return { ok: false, error, description: typeof description === 'string' ? description : '' };
+  }
+  throw unexpectedAnswer('password grant', status, typeof error === 'string' ? error : undefined);
 }
 
-/** Why a call to Keycloak failed, in the terms a client can act on (retry later or not). */
-function keycloakFailure(err: unknown): AppError {
-  if (err instanceof oidc.ResponseBodyError)
-    return new AppError('identityProviderBadGateway', { cause: err });
-  const name = (err as { name?: string } | null)?.name;
-  const causeName = (err as { cause?: { name?: string } } | null)?.cause?.name;
-  if (name === 'TimeoutError' || causeName === 'TimeoutError') {
-    return new AppError('identityProviderTimeout', { cause: err });
+function jsonObjectOf(body: string): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(body);
+    return typeof value === 'object' && value !== null
+      ? (value as Record<string, unknown>)
+      : undefined;
+  } catch {
+    return undefined;
   }
-  if (
-    err instanceof TypeError ||
-    (err instanceof oidc.ClientError && err.cause instanceof TypeError)
-  ) {
-    return new AppError('identityProviderUnavailable', { cause: err });
-  }
-  return new AppError('identityProviderBadGateway', { cause: err });
 }

@@ -2,7 +2,7 @@ import type KcAdminClient from '@keycloak/keycloak-admin-client';
 import type { Principal } from '../auth/principal.ts';
 import type { RevocationList } from '../auth/revocation.ts';
 import { AppError, type ErrorCode } from '../envelope/errors.ts';
-import { isHttpStatus } from '../keycloak/admin-client.ts';
+import { httpStatusOf, isHttpStatus } from '../keycloak/admin-client.ts';
 import { apiClientIdOf } from '../keycloak/identifiers.ts';
 import type { ServiceAdmin } from '../keycloak/service-admin.ts';
 
@@ -49,25 +49,26 @@ export function createRefreshTokensService(deps: {
   async function offlineSessions(
     principal: Principal,
   ): Promise<{ sessions: OfflineSession[]; limits: SessionLimits }> {
-    const admin = await deps.admin.forRealm(principal.realm);
     const realm = principal.realm;
-    const [client] = await call('offlineSessionsUnreadable', () =>
-      admin.clients.find({ realm, clientId: apiClientIdOf(realm) }),
-    );
-    if (!client?.id)
-      throw new AppError('offlineSessionsUnreadable', { message: 'The API client is missing.' });
-    const clientUuid = client.id;
-    // One after the other, so that a failure always names the same step.
-    const raw = await call('offlineSessionsUnreadable', () =>
-      admin.users.listOfflineSessions({ realm, id: principal.userId, clientId: clientUuid }),
-    );
-    const limits = await limitsOf(admin, realm, client.attributes ?? {});
-    const sessions = raw.map((s) => ({
-      id: String(s.id),
-      startMs: Number(s.start),
-      lastAccessMs: Number(s.lastAccess),
-    }));
-    return { sessions, limits };
+    return deps.admin.run(realm, async (admin) => {
+      const [client] = await call('offlineSessionsUnreadable', () =>
+        admin.clients.find({ realm, clientId: apiClientIdOf(realm) }),
+      );
+      if (!client?.id)
+        throw new AppError('offlineSessionsUnreadable', { message: 'The API client is missing.' });
+      const clientUuid = client.id;
+      // One after the other, so that a failure always names the same step.
+      const raw = await call('offlineSessionsUnreadable', () =>
+        admin.users.listOfflineSessions({ realm, id: principal.userId, clientId: clientUuid }),
+      );
+      const limits = await limitsOf(admin, realm, client.attributes ?? {});
+      const sessions = raw.map((s) => ({
+        id: String(s.id),
+        startMs: Number(s.start),
+        lastAccessMs: Number(s.lastAccess),
+      }));
+      return { sessions, limits };
+    });
   }
 
   async function revoke(
@@ -91,19 +92,20 @@ export function createRefreshTokensService(deps: {
     },
     async revokeAll(principal) {
       const { sessions, limits } = await offlineSessions(principal);
-      const admin = await deps.admin.forRealm(principal.realm);
       // Revoking the consent removes every offline session of the user for that client.
       // Keycloak answers 404 when there is none: revoking nothing is not a failure.
-      await call('revokeFailed', () =>
-        admin.users
-          .revokeConsent({
-            realm: principal.realm,
-            id: principal.userId,
-            clientId: apiClientIdOf(principal.realm),
-          })
-          .catch((err: unknown) => {
-            if (!isHttpStatus(err, 404)) throw err;
-          }),
+      await deps.admin.run(principal.realm, (admin) =>
+        call('revokeFailed', () =>
+          admin.users
+            .revokeConsent({
+              realm: principal.realm,
+              id: principal.userId,
+              clientId: apiClientIdOf(principal.realm),
+            })
+            .catch((err: unknown) => {
+              if (!isHttpStatus(err, 404)) throw err;
+            }),
+        ),
       );
       await revoke(
         principal,
@@ -114,9 +116,10 @@ export function createRefreshTokensService(deps: {
     async revokeOne(principal, id) {
       const { sessions, limits } = await offlineSessions(principal);
       if (!sessions.some((s) => s.id === id)) throw new AppError('refreshTokenNotFound');
-      const admin = await deps.admin.forRealm(principal.realm);
-      await call('revokeFailed', () =>
-        admin.realms.deleteSession({ realm: principal.realm, session: id, isOffline: true }),
+      await deps.admin.run(principal.realm, (admin) =>
+        call('revokeFailed', () =>
+          admin.realms.deleteSession({ realm: principal.realm, session: id, isOffline: true }),
+        ),
       );
       await revoke(principal, [id], limits);
     },
@@ -167,14 +170,16 @@ function toRecord(session: OfflineSession, limits: SessionLimits): RefreshTokenR
   };
 }
 
-/** Runs an admin-API call; a refusal by Keycloak becomes `code`, a network failure 503. */
+/**
+ * Runs an admin-API call; Keycloak refusing it (4xx) becomes `code`. Its failures (503/504/502)
+ * come translated from the client layer, a 401 goes to `ServiceAdmin.run`.
+ */
 async function call<T>(code: ErrorCode, work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (err) {
-    if (err instanceof AppError) throw err;
-    const status = (err as { response?: { status?: unknown } } | null)?.response?.status;
-    if (typeof status === 'number') throw new AppError(code, { cause: err });
-    throw new AppError('identityProviderUnavailable', { cause: err });
+    const status = httpStatusOf(err);
+    if (status === undefined || status === 401) throw err;
+    throw new AppError(code, { cause: err });
   }
 }

@@ -32,6 +32,7 @@ export async function startReplica(
     TOKEN_CLOCK_LEEWAY_SECONDS: '1',
     ...overrides,
   });
-  const gateway = await startGateway(config, testEnv().keycloakUrl, logger);
+  // `KEYCLOAK_URL` in `overrides` points the replica at another Keycloak (or a fake one).
+  const gateway = await startGateway(config, config.KEYCLOAK_URL ?? testEnv().keycloakUrl, logger);
   return { gateway, config, url: `http://127.0.0.1:${port}` };
 }

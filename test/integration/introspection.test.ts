@@ -3,6 +3,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '../../src/envelope/errors.ts';
 import { createIntrospector } from '../../src/keycloak/introspection.ts';
+import { createKeycloakCalls } from '../../src/keycloak/keycloak-calls.ts';
 import {
   createOrganizationRealm,
   createUser,
@@ -37,8 +38,7 @@ describe('token introspection against the real Keycloak', () => {
   let realm: string;
   const introspect = () =>
     createIntrospector({
-      keycloakUrl: testEnv().keycloakUrl,
-      timeoutMs: 5000,
+      calls: createKeycloakCalls({ keycloakUrl: testEnv().keycloakUrl, timeoutMs: 5000 }),
       clientSecret: testEnv().gatewayClientSecret,
     });
 
@@ -75,8 +75,7 @@ describe('token introspection against the real Keycloak', () => {
   it('fails with 502 when Keycloak refuses the gateway client (wrong secret)', async () => {
     const token = await accessTokenOf(await createUser(realm));
     const wrongSecret = createIntrospector({
-      keycloakUrl: testEnv().keycloakUrl,
-      timeoutMs: 5000,
+      calls: createKeycloakCalls({ keycloakUrl: testEnv().keycloakUrl, timeoutMs: 5000 }),
       clientSecret: 'not-the-secret',
     });
     expect(await failureOf(wrongSecret(realm, token))).toBe('502-11001');
@@ -115,7 +114,10 @@ describe('token introspection when Keycloak misbehaves', () => {
   });
 
   const introspect = (timeoutMs = 2000) =>
-    createIntrospector({ keycloakUrl: url, timeoutMs, clientSecret: 's' });
+    createIntrospector({
+      calls: createKeycloakCalls({ keycloakUrl: url, timeoutMs }),
+      clientSecret: 's',
+    });
 
   it('503 when nothing listens', async () => {
     const closed = createServer();
@@ -123,8 +125,7 @@ describe('token introspection when Keycloak misbehaves', () => {
     const port = (closed.address() as AddressInfo).port;
     await new Promise((resolve) => closed.close(resolve));
     const isActive = createIntrospector({
-      keycloakUrl: `http://127.0.0.1:${port}/auth`,
-      timeoutMs: 2000,
+      calls: createKeycloakCalls({ keycloakUrl: `http://127.0.0.1:${port}/auth`, timeoutMs: 2000 }),
       clientSecret: 's',
     });
     expect(await failureOf(isActive('r', 't'))).toBe('503-11001');

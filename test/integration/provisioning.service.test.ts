@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOperationsRepo } from '../../src/automation/operations.repo.ts';
 import { createAdminSession } from '../../src/keycloak/admin-session.ts';
 import { loginAsBootstrapAdmin } from '../../src/keycloak/admin-client.ts';
+import { createKeycloakCalls } from '../../src/keycloak/keycloak-calls.ts';
 import { ensureUser } from '../../src/keycloak/ensure-user.ts';
 import { ensureOrganizationRealm, workspaceRolesOf } from '../../src/keycloak/provisioning.ts';
 import type { TokenLifetimesPatch } from '../../src/keycloak/token-lifetimes.ts';
@@ -28,10 +29,12 @@ const YEAR = 365 * DAY;
 function adminSessionOf(overrides: { keycloakUrl?: string; password?: string } = {}) {
   const env = testEnv();
   return createAdminSession({
-    keycloakUrl: overrides.keycloakUrl ?? env.keycloakUrl,
+    calls: createKeycloakCalls({
+      keycloakUrl: overrides.keycloakUrl ?? env.keycloakUrl,
+      timeoutMs: 10_000,
+    }),
     username: env.keycloakAdminUsername,
     password: overrides.password ?? env.keycloakAdminPassword,
-    timeoutMs: 10_000,
   });
 }
 

@@ -1,6 +1,7 @@
 import { hash } from 'node:crypto';
 import { decodeJwt, errors as joseErrors, jwtVerify } from 'jose';
 import { AppError } from '../../envelope/errors.ts';
+import { keycloakError } from '../../keycloak/keycloak-failures.ts';
 import { TtlLru } from '../../cache/ttl-lru.ts';
 import { AuthFailure } from '../auth-failure.ts';
 import { isHeaderSafe, principalFromClaims, type Principal } from '../principal.ts';
@@ -132,15 +133,11 @@ function translateJoseError(err: unknown): Error {
       cause: err,
     });
   }
-  if (err instanceof joseErrors.JWKSTimeout)
-    return new AppError('identityProviderTimeout', { cause: err });
-  if (err instanceof joseErrors.JWKSInvalid || err instanceof TypeError) {
-    return new AppError('identityProviderUnavailable', { cause: err });
-  }
+  // Fetching the key set failed: the client layer has already translated it (503/504/502).
+  if (err instanceof AppError) return err;
+  // Keycloak's key set parsed as JSON but holds no usable keys.
+  if (err instanceof joseErrors.JWKSInvalid) return keycloakError('bad_answer', err);
   if (err instanceof joseErrors.JOSEError) {
-    // Fetching the key set failed (e.g. Keycloak answered 404/503 instead of keys).
-    if (err.code === 'ERR_JOSE_GENERIC')
-      return new AppError('identityProviderUnavailable', { cause: err });
     return new AuthFailure('bearer', 'bad_token', 'Malformed token.', { cause: err });
   }
   return new AppError('unexpected', { cause: err });

@@ -1,0 +1,114 @@
+import { AppError, type ErrorCode } from '../envelope/errors.ts';
+
+/** Why one of the gateway's own calls to Keycloak failed. */
+export type KeycloakFailure = 'unreachable' | 'timeout' | 'bad_answer';
+
+/**
+ * The one translation of a failed Keycloak call into what the client sees (README, result
+ * codes): unreachable 503 `503-11001` (the error handler adds Retry-After), too slow 504
+ * `504-11001`, a bad answer 502 `502-11001`.
+ */
+const CODE_OF: Record<KeycloakFailure, ErrorCode> = {
+  unreachable: 'identityProviderUnavailable',
+  timeout: 'identityProviderTimeout',
+  bad_answer: 'identityProviderBadGateway',
+};
+
+/** Socket and DNS errors: the request did not reach Keycloak, or its connection broke. */
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'EHOSTDOWN',
+  'ENETUNREACH',
+  'ENETDOWN',
+  // fetch (undici): the other side closed the connection before answering.
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+]);
+
+/** Timeouts, ours (AbortSignal.timeout, a socket timeout) or the client library's. */
+const TIMEOUT_CODES = new Set([
+  'ETIMEDOUT',
+  'ESOCKETTIMEDOUT',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'ERR_JWKS_TIMEOUT',
+]);
+
+/**
+ * What a Keycloak answer with an unexpected HTTP status means: 502 and 503 come from Keycloak
+ * starting or stopping, or from a proxy in front of it that cannot reach it (retry later); 504
+ * from such a proxy giving up; any other unexpected status is a bad answer.
+ */
+export function failureOfStatus(status: number): KeycloakFailure {
+  if (status === 502 || status === 503) return 'unreachable';
+  if (status === 504) return 'timeout';
+  return 'bad_answer';
+}
+
+/**
+ * Classifies any error a Keycloak call ended with, looking through `cause` chains (fetch wraps
+ * socket errors in `TypeError: fetch failed`) and AggregateErrors (connection attempts to
+ * several addresses). What is not recognisably a network or timeout failure (nor a fetch
+ * "network error") is a bad answer.
+ */
+export function failureOf(err: unknown): KeycloakFailure {
+  let current: unknown = err;
+  for (let depth = 0; depth < 5 && current !== null && typeof current === 'object'; depth++) {
+    if (current instanceof AppError) {
+      const failure = FAILURE_OF_CODE.get(current.code);
+      if (failure) return failure;
+    }
+    const { name, code } = current as { name?: unknown; code?: unknown };
+    if (name === 'TimeoutError' || name === 'AbortError') return 'timeout';
+    if (typeof code === 'string') {
+      if (TIMEOUT_CODES.has(code)) return 'timeout';
+      if (UNREACHABLE_CODES.has(code)) return 'unreachable';
+      // The HTTP parser's errors (HPE_*): what came back was not HTTP.
+      if (code.startsWith('HPE_')) return 'bad_answer';
+    }
+    const status = (current as { response?: { status?: unknown } }).response?.status;
+    if (typeof status === 'number' && status >= 500) return failureOfStatus(status);
+    current =
+      current instanceof AggregateError && current.errors.length > 0
+        ? current.errors[0]
+        : (current as { cause?: unknown }).cause;
+  }
+  // fetch's "network error" with no code we know (e.g. a port fetch refuses to use): no
+  // request reached Keycloak. What came back garbled would have carried an HPE_* code above.
+  return isFetchFailure(err) ? 'unreachable' : 'bad_answer';
+}
+
+function isFetchFailure(err: unknown): boolean {
+  return err instanceof TypeError && err.message === 'fetch failed';
+}
+
+const FAILURE_OF_CODE = new Map<ErrorCode, KeycloakFailure>(
+  (Object.entries(CODE_OF) as [KeycloakFailure, ErrorCode][]).map(([failure, code]) => [
+    code,
+    failure,
+  ]),
+);
+
+/** The AppError a client sees for `failure`; `cause` goes to the log only. */
+export function keycloakError(failure: KeycloakFailure, cause?: unknown): AppError {
+  return new AppError(CODE_OF[failure], { cause });
+}
+
+/** `err` as the AppError of its failure (an AppError of one of the three passes unchanged). */
+export function toKeycloakError(err: unknown): AppError {
+  const failure = failureOf(err);
+  if (err instanceof AppError && err.code === CODE_OF[failure]) return err;
+  return keycloakError(failure, err);
+}
+
+/** A Keycloak answer the gateway cannot use: its status decides 502/503/504 (see above). */
+export function unexpectedAnswer(what: string, status: number, detail?: string): AppError {
+  const reason = `${what}: Keycloak answered ${status}${detail ? ` (${detail})` : ''}`;
+  return keycloakError(status === 200 ? 'bad_answer' : failureOfStatus(status), new Error(reason));
+}

@@ -1,0 +1,109 @@
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createKeycloakCalls,
+  type KeycloakCallKind,
+  type KeycloakCallOutcome,
+} from '../../../src/keycloak/keycloak-calls.ts';
+import { createTokenClient, type PasswordGrantResult } from '../../../src/keycloak/token-client.ts';
+
+/**
+ * The layer's HTTP exchange against fake Keycloaks on local sockets: what the socket does decides
+ * the status the client sees and the outcome the observer is told.
+ */
+describe('Keycloak client layer: HTTP exchange', () => {
+  let server: Server;
+  let port: number;
+  const sockets = new Set<Socket>();
+  /** What the fake does with each request's bytes. */
+  let behave: (socket: Socket) => void;
+
+  beforeAll(async () => {
+    server = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      socket.once('data', () => behave(socket));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  const answer = (status: string, body: string) => (socket: Socket) =>
+    socket.end(
+      `HTTP/1.1 ${status}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
+
+  async function grant(url: string, timeoutMs = 1000) {
+    const seen: [KeycloakCallKind, KeycloakCallOutcome][] = [];
+    const calls = createKeycloakCalls({
+      keycloakUrl: url,
+      timeoutMs,
+      observer: { onCall: (kind, outcome) => seen.push([kind, outcome]) },
+    });
+    const tokens = createTokenClient({ calls, gatewayClientSecret: 's' });
+    const started = Date.now();
+    const result: { value?: PasswordGrantResult; error?: { status: number; result: string } } =
+      await tokens.passwordGrant('acme', 'alice', 'pw').then(
+        (value) => ({ value }),
+        (error: unknown) => ({ error: error as { status: number; result: string } }),
+      );
+    return { ...result, seen, ms: Date.now() - started };
+  }
+  const url = () => `http://127.0.0.1:${port}/auth`;
+
+  it('a token: ok', async () => {
+    behave = answer('200 OK', '{"access_token":"a.b.c","expires_in":60}');
+    const { value, seen } = await grant(url());
+    expect(value).toEqual({ ok: true, accessToken: 'a.b.c', expiresIn: 60 });
+    expect(seen).toEqual([['grant', 'ok']]);
+  });
+
+  it('invalid_grant: a refusal, not a failure', async () => {
+    behave = answer('400 Bad Request', '{"error":"invalid_grant","error_description":"no"}');
+    const { value, seen } = await grant(url());
+    expect(value).toEqual({ ok: false, error: 'invalid_grant', description: 'no' });
+    expect(seen).toEqual([['grant', 'refused']]);
+  });
+
+  it('nothing listens: 503', async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const closedPort = (closed.address() as AddressInfo).port;
+    await new Promise((resolve) => closed.close(resolve));
+    const { error, seen } = await grant(`http://127.0.0.1:${closedPort}/auth`);
+    expect(error).toMatchObject({ status: 503, result: '503-11001' });
+    expect(seen).toEqual([['grant', 'unreachable']]);
+  });
+
+  it('accepted and never answered: 504 after the timeout', async () => {
+    behave = () => undefined;
+    const { error, seen, ms } = await grant(url(), 200);
+    expect(error).toMatchObject({ status: 504, result: '504-11001' });
+    expect(seen).toEqual([['grant', 'timeout']]);
+    expect(ms).toBeLessThan(1500);
+  });
+
+  it('closed without an answer: 503', async () => {
+    behave = (socket) => socket.destroy();
+    const { error, seen } = await grant(url());
+    expect(error).toMatchObject({ status: 503, result: '503-11001' });
+    expect(seen).toEqual([['grant', 'unreachable']]);
+  });
+
+  it('garbage: 502, whether HTTP with a body that is not JSON, or not HTTP at all', async () => {
+    for (const garbage of [
+      answer('200 OK', '<html>hello</html>'),
+      answer('500 Internal Server Error', '{"error":"unknown_error"}'),
+      (socket: Socket) => socket.end('SSH-2.0-OpenSSH_9.6\r\n\r\n'),
+    ]) {
+      behave = garbage;
+      const { error, seen } = await grant(url());
+      expect(error).toMatchObject({ status: 502, result: '502-11001' });
+      expect(seen).toEqual([['grant', 'bad_answer']]);
+    }
+  });
+});

@@ -1,0 +1,206 @@
+import { errors as joseErrors } from 'jose';
+import { describe, expect, it } from 'vitest';
+import { AppError } from '../../../src/envelope/errors.ts';
+import {
+  createKeycloakCalls,
+  type KeycloakCallKind,
+  type KeycloakCallOutcome,
+} from '../../../src/keycloak/keycloak-calls.ts';
+import {
+  failureOf,
+  failureOfStatus,
+  keycloakError,
+  toKeycloakError,
+  unexpectedAnswer,
+} from '../../../src/keycloak/keycloak-failures.ts';
+import { grantResultOf } from '../../../src/keycloak/token-client.ts';
+
+const withCode = (message: string, code: string) => Object.assign(new Error(message), { code });
+/** How fetch (undici) reports a socket error: a TypeError whose cause is the socket's error. */
+const fetchFailed = (cause: unknown) => new TypeError('fetch failed', { cause });
+/** How the admin client reports an answer with a non-2xx status. */
+const answered = (status: number) =>
+  Object.assign(new Error('Network response was not OK.'), { response: { status } });
+
+describe('failureOf: the one classification of failed Keycloak calls', () => {
+  const cases: [string, unknown, string][] = [
+    ['refused (node:http)', withCode('connect ECONNREFUSED', 'ECONNREFUSED'), 'unreachable'],
+    ['refused (fetch)', fetchFailed(withCode('connect', 'ECONNREFUSED')), 'unreachable'],
+    [
+      'refused on every address (AggregateError)',
+      fetchFailed(new AggregateError([withCode('connect', 'ECONNREFUSED')], 'x')),
+      'unreachable',
+    ],
+    ['reset', withCode('socket hang up', 'ECONNRESET'), 'unreachable'],
+    ['DNS', withCode('getaddrinfo ENOTFOUND', 'ENOTFOUND'), 'unreachable'],
+    ['DNS, try again', withCode('getaddrinfo EAI_AGAIN', 'EAI_AGAIN'), 'unreachable'],
+    [
+      'closed by the other side (fetch)',
+      fetchFailed(withCode('other side closed', 'UND_ERR_SOCKET')),
+      'unreachable',
+    ],
+    [
+      'fetch network error without a code (a blocked port)',
+      fetchFailed(new Error('bad port')),
+      'unreachable',
+    ],
+    [
+      'AbortSignal.timeout',
+      new DOMException('The operation timed out.', 'TimeoutError'),
+      'timeout',
+    ],
+    ['aborted', new DOMException('aborted', 'AbortError'), 'timeout'],
+    ['socket timeout', withCode('timed out', 'ETIMEDOUT'), 'timeout'],
+    ['headers timeout (fetch)', fetchFailed(withCode('x', 'UND_ERR_HEADERS_TIMEOUT')), 'timeout'],
+    ['connect timeout (fetch)', fetchFailed(withCode('x', 'UND_ERR_CONNECT_TIMEOUT')), 'timeout'],
+    ['jose key-set timeout', new joseErrors.JWKSTimeout(), 'timeout'],
+    ['not HTTP (node:http)', withCode('Parse Error', 'HPE_INVALID_CONSTANT'), 'bad_answer'],
+    [
+      'not HTTP (fetch)',
+      fetchFailed(withCode('Parse Error', 'HPE_INVALID_CONSTANT')),
+      'bad_answer',
+    ],
+    ['not JSON', new SyntaxError('Unexpected token'), 'bad_answer'],
+    ['answered 500', answered(500), 'bad_answer'],
+    ['answered 502', answered(502), 'unreachable'],
+    ['answered 503', answered(503), 'unreachable'],
+    ['answered 504', answered(504), 'timeout'],
+    ['anything else', new Error('what?'), 'bad_answer'],
+    ['not even an error', 'oops', 'bad_answer'],
+  ];
+  it.each(cases)('%s', (_name, err, failure) => {
+    expect(failureOf(err)).toBe(failure);
+  });
+
+  it('keeps the failure of an AppError it made itself', () => {
+    for (const failure of ['unreachable', 'timeout', 'bad_answer'] as const) {
+      expect(failureOf(keycloakError(failure))).toBe(failure);
+    }
+  });
+});
+
+describe('the translation into the envelope', () => {
+  it.each([
+    ['unreachable', 503, '503-11001'],
+    ['timeout', 504, '504-11001'],
+    ['bad_answer', 502, '502-11001'],
+  ] as const)('%s is %i %s, the cause kept for the log only', (failure, status, result) => {
+    const cause = new Error('secret detail');
+    const error = keycloakError(failure, cause);
+    expect(error).toBeInstanceOf(AppError);
+    expect(error).toMatchObject({ status, result });
+    expect(error.message).not.toContain('secret detail');
+    expect(error.cause).toBe(cause);
+  });
+
+  it('translates foreign errors once and passes its own through unchanged', () => {
+    const refused = fetchFailed(withCode('connect', 'ECONNREFUSED'));
+    expect(toKeycloakError(refused)).toMatchObject({ status: 503, cause: refused });
+    const own = keycloakError('timeout');
+    expect(toKeycloakError(own)).toBe(own);
+  });
+
+  it('reads an unexpected status as 502, except the "retry later" statuses', () => {
+    expect(failureOfStatus(500)).toBe('bad_answer');
+    expect(failureOfStatus(404)).toBe('bad_answer');
+    expect(failureOfStatus(401)).toBe('bad_answer');
+    expect(failureOfStatus(503)).toBe('unreachable');
+    expect(unexpectedAnswer('x', 200, 'not JSON').status).toBe(502);
+    expect(unexpectedAnswer('x', 503).status).toBe(503);
+    expect(unexpectedAnswer('x', 504).status).toBe(504);
+  });
+});
+
+describe('password grant answers', () => {
+  it('a token, a refusal of the credentials, or a bad answer', () => {
+    expect(grantResultOf(200, '{"access_token":"a.b.c","expires_in":300}')).toEqual({
+      ok: true,
+      accessToken: 'a.b.c',
+      expiresIn: 300,
+    });
+    const refused = '{"error":"invalid_grant","error_description":"Invalid user credentials"}';
+    for (const status of [400, 401]) {
+      expect(grantResultOf(status, refused)).toEqual({
+        ok: false,
+        error: 'invalid_grant',
+        description: 'Invalid user credentials',
+      });
+    }
+    const badAnswers: [number, string, number][] = [
+      [200, 'not json', 502],
+      [200, '{"token_type":"Bearer"}', 502],
+      [400, '{"error":"unauthorized_client"}', 502],
+      [404, '<html>', 502],
+      [500, '{"error":"unknown_error"}', 502],
+      [503, '', 503],
+    ];
+    for (const [status, body, translated] of badAnswers) {
+      let thrown: unknown;
+      try {
+        grantResultOf(status, body);
+      } catch (err) {
+        thrown = err;
+      }
+      expect(thrown).toMatchObject({ status: translated });
+    }
+  });
+});
+
+describe('admin-API requests through the layer', () => {
+  const calls: [KeycloakCallKind, KeycloakCallOutcome][] = [];
+  const layer = createKeycloakCalls({
+    keycloakUrl: 'http://127.0.0.1:9/auth',
+    timeoutMs: 1000,
+    observer: {
+      onCall: (kind, outcome, seconds) => {
+        expect(seconds).toBeGreaterThanOrEqual(0);
+        calls.push([kind, outcome]);
+      },
+    },
+  });
+  const outcomeOf = async (work: () => Promise<unknown>) => {
+    calls.length = 0;
+    const result: { value?: unknown; error?: unknown } = await layer.admin(work).then(
+      (value) => ({ value }),
+      (error: unknown) => ({ error }),
+    );
+    expect(calls).toHaveLength(1);
+    return { ...result, outcome: calls[0]![1] };
+  };
+
+  it('hands back answers and counts them as ok', async () => {
+    expect(await outcomeOf(() => Promise.resolve([{ id: 'x' }]))).toEqual({
+      value: [{ id: 'x' }],
+      outcome: 'ok',
+    });
+    expect(await outcomeOf(() => Promise.resolve(''))).toEqual({ value: '', outcome: 'ok' });
+  });
+
+  it("passes Keycloak's 4xx answers through, counted as refused", async () => {
+    const conflict = answered(409);
+    expect(await outcomeOf(() => Promise.reject(conflict))).toEqual({
+      error: conflict,
+      outcome: 'refused',
+    });
+  });
+
+  it('translates every other failure', async () => {
+    const expectations: [Error, number, KeycloakCallOutcome][] = [
+      [fetchFailed(withCode('connect', 'ECONNREFUSED')), 503, 'unreachable'],
+      [new DOMException('The operation timed out.', 'TimeoutError'), 504, 'timeout'],
+      [answered(500), 502, 'bad_answer'],
+      [new SyntaxError('Unexpected token'), 502, 'bad_answer'],
+    ];
+    for (const [err, status, outcome] of expectations) {
+      const { error, outcome: seen } = await outcomeOf(() => Promise.reject(err));
+      expect(error).toMatchObject({ status, cause: err });
+      expect(seen).toBe(outcome);
+    }
+  });
+
+  it('refuses a body that is not JSON (the client hands it back as a string)', async () => {
+    const { error, outcome } = await outcomeOf(() => Promise.resolve('<html>oops</html>'));
+    expect(error).toMatchObject({ status: 502, result: '502-11001' });
+    expect(outcome).toBe('bad_answer');
+  });
+});
