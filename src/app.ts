@@ -13,6 +13,8 @@ export interface AppDeps {
   logger: Logger;
   keycloakUrl: string;
   publicUrl: string;
+  /** `ADMIN_PUBLIC_URL`: where the admin listener's console pages are served. */
+  adminUrl: string;
   authProxyTimeoutMs: number;
   forwarding: Forwarding;
   /** Keycloak's bootstrap administrator: never tried on the public listener. */
@@ -51,6 +53,8 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
       timeoutMs: deps.authProxyTimeoutMs,
       forwarding: deps.forwarding,
       logger: deps.logger,
+      adminPages:
+        listener === 'admin' ? { publicUrl: deps.publicUrl, adminUrl: deps.adminUrl } : undefined,
     }),
   );
 

@@ -181,6 +181,7 @@ export async function startGateway(
     logger,
     keycloakUrl,
     publicUrl: config.PUBLIC_URL,
+    adminUrl: config.ADMIN_PUBLIC_URL,
     authProxyTimeoutMs: config.AUTH_PROXY_TIMEOUT_MS,
     forwarding,
     bootstrapAdmin: config.KEYCLOAK_ADMIN_USERNAME,

@@ -1,4 +1,5 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { Agent } from 'node:http';
 import type { RequestHandler } from 'express';
 import { createProxyMiddleware } from 'http-proxy-middleware';
@@ -9,6 +10,14 @@ import type { Forwarding } from '../edge/forwarding.ts';
 import { targetOf } from '../edge/request-target.ts';
 import { droppedRequestHeaderNames } from '../edge/upstream-headers.ts';
 import { bufferedBodyOf } from './form-body-guard.ts';
+import {
+  isConsolePage,
+  isLoginPage,
+  rewriteConsolePage,
+  rewriteLoginPage,
+  type ListenerUrls,
+} from './console-page.ts';
+import { serveRewritten, type PageRewrite } from './rewrite-page.ts';
 
 export interface AuthProxyOptions {
   /** Keycloak base URL including its relative path, e.g. `http://127.0.0.1:8080/auth`. */
@@ -18,6 +27,12 @@ export interface AuthProxyOptions {
   timeoutMs: number;
   forwarding: Forwarding;
   logger: Logger;
+  /**
+   * The admin listener's addresses: its console page gets the script that maps old console
+   * addresses (`#/realms/master`) onto Keycloak 26's, and the console's login stays on the
+   * admin listener (see console-page.ts). Unset on the public listener.
+   */
+  adminPages?: ListenerUrls;
 }
 
 /**
@@ -32,42 +47,72 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
     proto: publicUrl.protocol.replace(':', ''),
     port: publicUrl.port || (publicUrl.protocol === 'https:' ? '443' : '80'),
   };
-  const proxy = createProxyMiddleware<IncomingMessage, ServerResponse>({
+  const agent = new Agent({ keepAlive: true, maxSockets: 256 });
+  const on = {
+    proxyReq(proxyReq: ClientRequest, req: IncomingMessage) {
+      // Host, proto and port name the gateway's public address, never the caller's: they
+      // would let a client choose the issuer Keycloak writes into tokens.
+      proxyReq.setHeader('x-forwarded-host', forwarded.host);
+      proxyReq.setHeader('x-forwarded-proto', forwarded.proto);
+      proxyReq.setHeader('x-forwarded-port', forwarded.port);
+      const [, forwardedFor] = options.forwarding.forwardedHeaders(req);
+      proxyReq.setHeader('x-forwarded-for', forwardedFor!);
+      // A form body already read by the guard is written here; the piped stream is empty.
+      const body = bufferedBodyOf(req);
+      if (body) {
+        proxyReq.setHeader('content-length', body.length);
+        proxyReq.write(body);
+      }
+    },
+    error(err: Error, _req: IncomingMessage, res: ServerResponse | Socket) {
+      const code = proxyErrorCode(err);
+      if ('setHeader' in res) sendError(res, new AppError(code, { cause: err }), options.logger);
+      else res.destroy();
+    },
+  };
+  const settings = {
     target: options.keycloakUrl,
     changeOrigin: true,
     proxyTimeout: options.timeoutMs,
     timeout: options.timeoutMs,
-    agent: new Agent({ keepAlive: true, maxSockets: 256 }),
+    agent,
+  };
+  const proxy = createProxyMiddleware<IncomingMessage, ServerResponse>({ ...settings, on });
+  // The pages rewritten are read whole (they are small) and asked for uncompressed, so the
+  // gateway never inflates anything.
+  const rewrites = new WeakMap<IncomingMessage, PageRewrite>();
+  const pageProxy = createProxyMiddleware<IncomingMessage, ServerResponse>({
+    ...settings,
+    selfHandleResponse: true,
     on: {
-      proxyReq(proxyReq, req) {
-        // Host, proto and port name the gateway's public address, never the caller's: they
-        // would let a client choose the issuer Keycloak writes into tokens.
-        proxyReq.setHeader('x-forwarded-host', forwarded.host);
-        proxyReq.setHeader('x-forwarded-proto', forwarded.proto);
-        proxyReq.setHeader('x-forwarded-port', forwarded.port);
-        const [, forwardedFor] = options.forwarding.forwardedHeaders(req);
-        proxyReq.setHeader('x-forwarded-for', forwardedFor!);
-        // A form body already read by the guard is written here; the piped stream is empty.
-        const body = bufferedBodyOf(req);
-        if (body) {
-          proxyReq.setHeader('content-length', body.length);
-          proxyReq.write(body);
-        }
-      },
-      error(err, _req, res) {
-        const code = proxyErrorCode(err);
-        if ('setHeader' in res) sendError(res, new AppError(code, { cause: err }), options.logger);
-        else res.destroy();
+      ...on,
+      proxyRes(proxyRes, req, res) {
+        serveRewritten(proxyRes, res, rewrites.get(req)!);
       },
     },
   });
+  const urls = options.adminPages;
+  const consolePage = urls && rewriteConsolePage(urls);
+  const loginPage = urls && rewriteLoginPage(urls);
+  const pageRewriteOf = (req: IncomingMessage): PageRewrite | undefined => {
+    if (!consolePage || !loginPage) return undefined;
+    const { segments } = targetOf(req);
+    if (req.method === 'GET' && isConsolePage(segments)) return consolePage;
+    if ((req.method === 'GET' || req.method === 'POST') && isLoginPage(segments)) return loginPage;
+    return undefined;
+  };
   return (req, res, next) => {
     // Before the proxy copies them: http-proxy sends `Expect` on, and then skips its
     // `proxyReq` hook, which writes the body the form guard already read.
     for (const name of droppedRequestHeaderNames(req.rawHeaders, { keepCredentials: true })) {
       delete req.headers[name];
     }
-    void proxy(req, res, next);
+    const rewrite = pageRewriteOf(req);
+    if (rewrite) {
+      delete req.headers['accept-encoding'];
+      rewrites.set(req, rewrite);
+      void pageProxy(req, res, next);
+    } else void proxy(req, res, next);
   };
 }
 

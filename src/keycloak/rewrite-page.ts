@@ -1,0 +1,112 @@
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+
+/** The pages the admin listener rewrites are a few KiB; anything far larger is passed on. */
+export const REWRITE_MAX_BYTES = 256 * 1024;
+
+/** A page's Content-Security-Policy headers, each header value one entry. */
+export interface PageCsp {
+  enforced: string[];
+  reportOnly: string[];
+}
+
+/** A change to one HTML page; undefined leaves the page exactly as Keycloak sent it. */
+export type PageRewrite = (
+  html: string,
+  csp: PageCsp,
+) => { html: string; csp: PageCsp } | undefined;
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Headers of the connection, not of the message: never copied from Keycloak's answer. */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'upgrade',
+  'te',
+  'trailer',
+]);
+
+function listOf(value: string | string[] | undefined): string[] {
+  return value === undefined ? [] : Array.isArray(value) ? value : [value];
+}
+
+/**
+ * Answers from Keycloak's answer `proxyRes`, applying `rewrite` to a plain (uncompressed) 200
+ * HTML page of at most {@link REWRITE_MAX_BYTES}, read whole. Anything else (another status or
+ * type, a compressed or larger body, invalid UTF-8, a page the rewrite declines) passes through
+ * byte for byte.
+ */
+export function serveRewritten(
+  proxyRes: IncomingMessage,
+  res: ServerResponse,
+  rewrite: PageRewrite,
+): void {
+  const headers: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(proxyRes.headers)) {
+    if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+  }
+  const status = proxyRes.statusCode ?? 502;
+  // Keycloak gone mid-page: the client's connection ends too, as a piped answer's would.
+  proxyRes.on('error', () => res.destroy());
+  const passThrough = (buffered: Buffer[]) => {
+    res.writeHead(status, headers);
+    for (const chunk of buffered) res.write(chunk);
+    proxyRes.pipe(res);
+  };
+  const encoding = String(proxyRes.headers['content-encoding'] ?? 'identity').toLowerCase();
+  if (
+    status !== 200 ||
+    !/^text\/html\b/i.test(String(proxyRes.headers['content-type'] ?? '')) ||
+    encoding !== 'identity' ||
+    Number(proxyRes.headers['content-length'] ?? 0) > REWRITE_MAX_BYTES
+  ) {
+    passThrough([]);
+    return;
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const onData = (chunk: Buffer) => {
+    chunks.push(chunk);
+    size += chunk.length;
+    if (size > REWRITE_MAX_BYTES) {
+      proxyRes.off('data', onData).off('end', onEnd);
+      passThrough(chunks);
+    }
+  };
+  const onEnd = () => {
+    const body = Buffer.concat(chunks);
+    const page = rewritten(body, proxyRes, rewrite);
+    if (page) {
+      if (page.csp.enforced.length > 0) {
+        headers['content-security-policy'] = page.csp.enforced.join(', ');
+      }
+      if (page.csp.reportOnly.length > 0) {
+        headers['content-security-policy-report-only'] = page.csp.reportOnly.join(', ');
+      }
+      headers['content-length'] = page.body.length;
+    }
+    res.writeHead(status, headers);
+    res.end(page ? page.body : body);
+  };
+  proxyRes.on('data', onData).on('end', onEnd);
+}
+
+function rewritten(
+  body: Buffer,
+  proxyRes: IncomingMessage,
+  rewrite: PageRewrite,
+): { body: Buffer; csp: PageCsp } | undefined {
+  let html: string;
+  try {
+    html = utf8.decode(body);
+  } catch {
+    return undefined;
+  }
+  const page = rewrite(html, {
+    enforced: listOf(proxyRes.headers['content-security-policy']),
+    reportOnly: listOf(proxyRes.headers['content-security-policy-report-only']),
+  });
+  return page && { body: Buffer.from(page.html, 'utf8'), csp: page.csp };
+}
