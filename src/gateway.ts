@@ -17,6 +17,7 @@ import { createOperationsRepo } from './automation/operations.repo.ts';
 import { createCache, type Cache } from './cache/index.ts';
 import type { FallbackCache } from './cache/fallback-cache.ts';
 import type { Config } from './config/config.ts';
+import { createCanonicalHost } from './edge/canonical-host.ts';
 import { createEdge } from './edge/edge.ts';
 import { createForwarding } from './edge/forwarding.ts';
 import { createAudit } from './http/audit.ts';
@@ -24,6 +25,7 @@ import type { RequestTarget } from './edge/request-target.ts';
 import { checkDatabase, openDatabase } from './db/database.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import { isBootstrapAdmin } from './keycloak/bootstrap-admin-guard.ts';
+import { canonicalConsolePath } from './keycloak/console-page.ts';
 import { checkKeycloak } from './keycloak/keycloak-health.ts';
 import { createServiceAdmin, hasTwoFactor } from './keycloak/service-admin.ts';
 import { createTokenClient } from './keycloak/token-client.ts';
@@ -213,11 +215,17 @@ export async function startGateway(
         }),
       }
     : undefined;
+  const consoleHost = createCanonicalHost({
+    origin: config.ADMIN_PUBLIC_URL,
+    forwarding,
+    canonicalPathOf: canonicalConsolePath,
+  });
   const handlerOf = (listener: Listener): RequestListener =>
     createEdge({
       logger: logger.child({ listener }),
       app: createApp(deps, listener),
       route: forwardRoute,
+      canonicalHost: listener === 'admin' ? consoleHost : undefined,
     });
   const publicServer = await listen(handlerOf('public'), config.HOST, config.PORT, logger);
   const adminServer = await listen(

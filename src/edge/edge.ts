@@ -4,6 +4,7 @@ import { sendError } from '../envelope/error-handler.ts';
 import { AppError } from '../envelope/errors.ts';
 import { logWhenFinished } from '../http/access-log.ts';
 import { requestIdOf } from '../http/request-id.ts';
+import type { CanonicalHost } from './canonical-host.ts';
 import { parseRequestTarget, rememberTarget, type RequestTarget } from './request-target.ts';
 
 /** A route served on the HTTP server itself; it writes `X-Request-Id: requestId` itself. */
@@ -25,6 +26,8 @@ export function createEdge(deps: {
   logger: Logger;
   app: RequestListener;
   route?: { claims(target: RequestTarget): boolean; serve: EdgeRoute };
+  /** The admin listener's console pages answer only on its own address (canonical-host.ts). */
+  canonicalHost?: CanonicalHost;
 }): RequestListener {
   const { logger, app, route } = deps;
   return (req, res) => {
@@ -38,6 +41,17 @@ export function createEdge(deps: {
       const target = parseRequestTarget(req.url);
       if ('refused' in target) throw new AppError('badRequestHeader', { message: target.refused });
       rememberTarget(req, target);
+      const elsewhere = deps.canonicalHost?.(req, target);
+      if (elsewhere !== undefined) {
+        res.writeHead(302, {
+          location: elsewhere,
+          'x-request-id': requestId,
+          'cache-control': 'no-store',
+          'content-length': 0,
+        });
+        res.end();
+        return;
+      }
       if (route?.claims(target)) {
         route.serve(req, res, target, requestId);
         return;
