@@ -1,0 +1,151 @@
+import type { Browser, Page } from 'puppeteer-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { apiClientIdOf } from '../../src/keycloak/identifiers.ts';
+import {
+  chooseUnit,
+  launchChromium,
+  screenshot,
+  signIn,
+  typeNumber,
+  waitForSuccess,
+} from '../helpers/browser.ts';
+import {
+  createOrganizationRealm,
+  createUser,
+  keycloakAdmin,
+  passwordGrantBody,
+  postToken,
+  type TestUser,
+} from '../helpers/keycloak.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+const HOURS_2 = 2 * 60 * 60;
+const DAYS_30 = 30 * 24 * 60 * 60;
+
+/**
+ * Spec 5.3 as an administrator does it, in Debian's Chromium: the spec's console address (an
+ * old-console fragment, under another name of the admin listener), Keycloak's bootstrap
+ * administrator signing in, then Clients → the API client → Advanced → Advanced settings →
+ * Access Token Lifespan, and Realm settings → Sessions → Offline Session Idle / Max. The next
+ * password grant through the public listener must show both.
+ *
+ * The changes are made in an organization realm of this suite's own (reached by the old-console
+ * address `#/realms/<org>`), not in `master`: other suites run at the same time and rely on
+ * master's lifetimes. The clicks are the same in every realm.
+ */
+describe('the administrators console (spec 5.3) in a real browser', () => {
+  let browser: Browser;
+  const pages: Page[] = [];
+  let org: string;
+  let user: TestUser;
+  let restore: (() => Promise<void>) | undefined;
+  const admin = () => testEnv().adminUrl;
+  const consoleAt = (fragment: string) => `${admin()}/auth/admin/master/console/#${fragment}`;
+
+  beforeAll(async () => {
+    org = await createOrganizationRealm();
+    user = await createUser(org);
+    const kc = await keycloakAdmin();
+    const realm = (await kc.realms.findOne({ realm: org }))!;
+    const [client] = await kc.clients.find({ realm: org, clientId: apiClientIdOf(org) });
+    restore = async () => {
+      const again = await keycloakAdmin();
+      await again.realms.update(
+        { realm: org },
+        {
+          offlineSessionIdleTimeout: realm.offlineSessionIdleTimeout,
+          offlineSessionMaxLifespan: realm.offlineSessionMaxLifespan,
+          offlineSessionMaxLifespanEnabled: realm.offlineSessionMaxLifespanEnabled,
+        },
+      );
+      await again.clients.update({ realm: org, id: client!.id! }, client!);
+    };
+    browser = await launchChromium();
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await restore?.();
+  });
+
+  /** A fresh tab: the console page loads anew (its old-address step runs on load). */
+  async function open(url: string): Promise<Page> {
+    const page = await browser.newPage();
+    page.setDefaultTimeout(20_000);
+    pages.push(page);
+    await page.goto(url);
+    return page;
+  }
+
+  /** Runs `steps`; on failure saves a screenshot of every tab and prints their paths. */
+  async function withScreenshots(name: string, steps: () => Promise<void>): Promise<void> {
+    try {
+      await steps();
+    } catch (err) {
+      const files = await Promise.all(
+        pages.map((page, i) => screenshot(page, `${name}-${i}`).catch((e: Error) => e.message)),
+      );
+      console.error(`browser test failed; screenshots:\n${files.join('\n')}`);
+      throw err;
+    }
+  }
+
+  it('signs in at the spec address and changes the lifetimes that the next grant shows', async () => {
+    await withScreenshots('console-lifetimes', async () => {
+      // 1. The spec's address under another name of the admin listener: redirected to
+      // ADMIN_PUBLIC_URL, the login stays on the admin listener, `#/realms/master` is mapped.
+      const other = consoleAt('/realms/master').replace('127.0.0.1', 'localhost');
+      expect(other).not.toBe(consoleAt('/realms/master'));
+      const first = await open(other);
+      expect(new URL(first.url()).origin).toBe(admin());
+      await signIn(first, testEnv().keycloakAdminUsername, testEnv().keycloakAdminPassword);
+      await first.waitForSelector('[data-testid="rs-sessions-tab"]');
+      expect(first.url()).toBe(consoleAt('/master/realm-settings'));
+
+      // 2. Clients → _<org>-api → Advanced → Advanced settings → Access Token Lifespan.
+      const clients = await open(consoleAt(`/realms/${org}/clients`));
+      const link = await clients.waitForSelector(
+        `::-p-xpath(//a[normalize-space(.)="${apiClientIdOf(org)}"])`,
+      );
+      expect(clients.url()).toBe(consoleAt(`/${org}/clients`));
+      await link!.click();
+      await clients.waitForSelector('[data-testid="advancedTab"]');
+      await clients.click('[data-testid="advancedTab"]');
+      const lifespan = await clients.waitForSelector(
+        '[data-testid="token-lifespan-accessTokenLifespan"]',
+      );
+      await chooseUnit(clients, lifespan!, 'Hours');
+      await typeNumber((await lifespan!.waitForSelector('input[type="number"]'))!, 2);
+      // The Advanced tab has one Save per section: the first after the field is its section's.
+      const save = await clients.waitForSelector(
+        '::-p-xpath(//*[@data-testid="token-lifespan-accessTokenLifespan"]/following::button[@data-testid="OIDCAdvancedSave"][1])',
+      );
+      await save!.click();
+      await waitForSuccess(clients);
+
+      // 3. Realm settings → Sessions → Offline Session Idle and Offline Session Max (in days,
+      // the unit the realm's 365 days already show).
+      const settings = await open(consoleAt(`/realms/${org}`));
+      await settings.waitForSelector('[data-testid="rs-sessions-tab"]');
+      expect(settings.url()).toBe(consoleAt(`/${org}/realm-settings`));
+      await settings.click('[data-testid="rs-sessions-tab"]');
+      const limited = await settings.waitForSelector('[data-testid="offline-session-max-switch"]');
+      if (
+        !(await limited!.evaluate((input) => (input as unknown as { checked: boolean }).checked))
+      ) {
+        await limited!.evaluate((input) => (input as unknown as { click(): void }).click());
+      }
+      const idle = await settings.waitForSelector('[data-testid="offline-session-idle-input"]');
+      await typeNumber(idle!, 30);
+      const max = await settings.waitForSelector('[data-testid="offline-session-max-input"]');
+      await typeNumber(max!, 30);
+      await settings.click('[data-testid="sessions-tab-save"]');
+      await waitForSuccess(settings);
+    });
+
+    // 4. The next password grant through the public listener shows both.
+    const grant = await postToken(`${testEnv().publicUrl}/auth`, org, passwordGrantBody(user));
+    expect(grant.status).toBe(200);
+    expect(grant.json).toMatchObject({ expires_in: HOURS_2, refresh_expires_in: DAYS_30 });
+  }, 120_000);
+});
