@@ -6,6 +6,8 @@ import { createHealthRouter, type ReadinessCheck } from './http/health.router.ts
 import { createAuthProxy, guardAuthPath } from './keycloak/auth-proxy.ts';
 import { guardBootstrapAdmin } from './keycloak/bootstrap-admin-guard.ts';
 import { guardFormBody } from './keycloak/form-body-guard.ts';
+import type { Metrics } from './metrics/metrics.ts';
+import { serveMetrics } from './metrics/metrics.router.ts';
 
 export type Listener = 'public' | 'admin';
 
@@ -24,6 +26,7 @@ export interface AppDeps {
   readiness: Record<string, ReadinessCheck>;
   /** True once the gateway has begun to shut down: `/readyz` then answers 503 at once. */
   isShuttingDown: () => boolean;
+  metrics: Metrics;
 }
 
 /**
@@ -40,6 +43,10 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
   app.set('case sensitive routing', true);
 
   app.use(createHealthRouter(deps.readiness, deps.isShuttingDown, deps.logger));
+  // Operators' data (traffic, failure reasons, dependency state): the admin listener only; the
+  // public one answers 404 like any unknown path.
+  const registry = deps.metrics.registry;
+  if (listener === 'admin' && registry) app.get('/metrics', serveMetrics(registry));
 
   // Before any other body parser: only the form guard reads /auth bodies, and hands them on.
   app.use(

@@ -22,7 +22,7 @@ import { createEdge } from './edge/edge.ts';
 import { createForwarding } from './edge/forwarding.ts';
 import { createAudit } from './http/audit.ts';
 import type { RequestTarget } from './edge/request-target.ts';
-import { checkDatabase, openDatabase } from './db/database.ts';
+import { checkDatabase, openDatabase, poolState } from './db/database.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import { isBootstrapAdmin } from './keycloak/bootstrap-admin-guard.ts';
 import { canonicalConsolePath } from './keycloak/console-page.ts';
@@ -30,7 +30,7 @@ import { checkKeycloak } from './keycloak/keycloak-health.ts';
 import { createServiceAdmin, hasTwoFactor } from './keycloak/service-admin.ts';
 import { createTokenClient } from './keycloak/token-client.ts';
 import { createAdminSession } from './keycloak/admin-session.ts';
-import { createKeycloakCalls, type KeycloakCallObserver } from './keycloak/keycloak-calls.ts';
+import { createKeycloakCalls } from './keycloak/keycloak-calls.ts';
 import { createProvisioningRouter } from './platform/provisioning.router.ts';
 import { createProvisioningService } from './platform/provisioning.service.ts';
 import { createRefreshTokensService } from './platform/refresh-tokens.service.ts';
@@ -38,6 +38,7 @@ import { createOrganizationDirectory } from './platform/organization-directory.t
 import { createOrganizationsRepo } from './platform/organizations.repo.ts';
 import { createWorkspacesRepo } from './platform/workspaces.repo.ts';
 import { closeServer, listen } from './server.ts';
+import { createMetrics, metricsOff } from './metrics/metrics.ts';
 
 export interface Gateway {
   readonly publicServer: Server;
@@ -51,12 +52,6 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-/** What the caller may plug into the gateway. */
-export interface GatewayOptions {
-  /** Told about each of the gateway's own calls to Keycloak (kind, outcome, seconds). */
-  keycloakCalls?: KeycloakCallObserver;
-}
-
 /**
  * Opens storage (migrating it), builds both listeners and starts them. `keycloakUrl` is the
  * Keycloak the gateway talks to, local or external.
@@ -65,7 +60,6 @@ export async function startGateway(
   config: Config,
   keycloakUrl: string,
   logger: Logger,
-  options: GatewayOptions = {},
 ): Promise<Gateway> {
   const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });
   await migrateToLatest(db);
@@ -82,6 +76,18 @@ export async function startGateway(
       'REALMGATE_CACHE_SECRET is unset: Basic logins cached in Redis are not shared between replicas',
     );
   }
+  const readiness = {
+    keycloak: () => checkKeycloak(keycloakUrl, config.KEYCLOAK_TIMEOUT_MS),
+    database: () => checkDatabase(db),
+    cache: async () => {
+      await cache.ping();
+      // With Redis down the in-process cache serves: degraded, still ready.
+      return (cache as Partial<FallbackCache>).degraded ? ('degraded' as const) : undefined;
+    },
+  };
+  const metrics = config.METRICS_ENABLED
+    ? createMetrics({ readiness, databasePool: () => poolState(db) })
+    : metricsOff;
   const forwarding = createForwarding(config.TRUSTED_PROXIES);
   const audit = createAudit(logger, (req) => forwarding.clientAddress(req));
   // The one client layer for the gateway's own Keycloak calls (grants, introspection, JWKS,
@@ -89,7 +95,9 @@ export async function startGateway(
   const calls = createKeycloakCalls({
     keycloakUrl,
     timeoutMs: config.KEYCLOAK_TIMEOUT_MS,
-    observer: options.keycloakCalls,
+    observer: config.METRICS_ENABLED
+      ? { onCall: (kind, outcome, seconds) => metrics.keycloakCall(kind, outcome, seconds) }
+      : undefined,
   });
   const jwks = createJwksRegistry({ calls });
   const bearer = createBearerVerifier({
@@ -97,6 +105,7 @@ export async function startGateway(
     publicUrl: config.PUBLIC_URL,
     leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
     maxCachedTokens: config.MEMORY_CACHE_MAX_ENTRIES,
+    metrics,
   });
   const clientSecret = config.KEYCLOAK_CLIENT_SECRET ?? '';
   const serviceAdmin = createServiceAdmin({ calls, clientSecret });
@@ -104,6 +113,7 @@ export async function startGateway(
   const revocations = await createRevocationList({
     redisUrl: config.REDIS_URL,
     keyPrefix: config.REDIS_KEY_PREFIX,
+    metrics,
     logger,
   });
   const basic = createBasicAuthenticator({
@@ -131,6 +141,7 @@ export async function startGateway(
     }),
     revocations,
     hasTwoFactor: (realm, username) => hasTwoFactor(serviceAdmin, realm, username),
+    metrics,
     logger,
   });
   const activeCheck = createActiveCheck({
@@ -138,6 +149,7 @@ export async function startGateway(
     revocations,
     intervalSeconds: config.REVOCATION_CHECK_SECONDS,
     basicCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
+    metrics,
     logger,
   });
   const refreshTokens = createRefreshTokensService({
@@ -156,6 +168,7 @@ export async function startGateway(
     activeCheck,
     organizations: createOrganizationDirectory(organizations),
     workspaces,
+    metrics,
   });
   const api = createApiRouter({
     admission,
@@ -189,15 +202,8 @@ export async function startGateway(
     bootstrapAdmin: config.KEYCLOAK_ADMIN_USERNAME,
     api,
     isShuttingDown: () => shuttingDown,
-    readiness: {
-      keycloak: () => checkKeycloak(keycloakUrl, config.KEYCLOAK_TIMEOUT_MS),
-      database: () => checkDatabase(db),
-      cache: async () => {
-        await cache.ping();
-        // With Redis down the in-process cache serves: degraded, still ready.
-        return (cache as Partial<FallbackCache>).degraded ? ('degraded' as const) : undefined;
-      },
-    },
+    readiness,
+    metrics,
   };
   const forwardRoute = config.AUTOMATION_UPSTREAM_URL
     ? {
@@ -226,6 +232,7 @@ export async function startGateway(
       app: createApp(deps, listener),
       route: forwardRoute,
       canonicalHost: listener === 'admin' ? consoleHost : undefined,
+      metrics,
     });
   const publicServer = await listen(handlerOf('public'), config.HOST, config.PORT, logger);
   const adminServer = await listen(

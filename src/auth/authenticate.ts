@@ -1,4 +1,5 @@
 import { AppError } from '../envelope/errors.ts';
+import type { Metrics } from '../metrics/metrics.ts';
 import { AuthFailure } from './auth-failure.ts';
 import type { BasicAuthenticator } from './basic/basic-authenticator.ts';
 import { parseBasicCredentials } from './basic/parse-basic.ts';
@@ -12,13 +13,15 @@ export interface AuthenticateDeps {
   bearer: BearerVerifier;
   revocations: RevocationList;
   activeCheck: ActiveCheck;
+  metrics: Pick<Metrics, 'authFailure' | 'cacheLookup'>;
 }
 
 /**
  * Authenticates an Authorization header value for `realm`. Each scheme yields a principal or
  * fails; revoked sessions are refused; this is the one place failures become 401 `401-00002`
  * with the challenge of the scheme that failed (both when no credentials came). `clientAddress`
- * is whom failed Basic logins are counted against (see basic/login-throttle.ts).
+ * is whom failed Basic logins are counted against (see basic/login-throttle.ts). Every refusal
+ * is counted here, by reason, throttled logins included.
  */
 export async function authenticateRequest(
   header: string | undefined,
@@ -29,7 +32,14 @@ export async function authenticateRequest(
   try {
     return await principalFor(header, realm, clientAddress, deps);
   } catch (err) {
-    throw err instanceof AuthFailure ? unauthorized(realm, err) : err;
+    if (err instanceof AuthFailure) {
+      deps.metrics.authFailure(err.scheme, err.reason);
+      throw unauthorized(realm, err);
+    }
+    if (err instanceof AppError && err.code === 'tooManyFailedLogins') {
+      deps.metrics.authFailure('basic', 'throttled');
+    }
+    throw err;
   }
 }
 
@@ -89,7 +99,7 @@ async function bearerPrincipal(
  * this realm, not revoked, not known inactive and not waiting for a blocking re-check, or
  * `Basic <credentials>` of a login this process has cached and whose session is not revoked.
  * Undefined whenever the full `authenticateRequest` is needed, which then also gives every
- * refusal.
+ * refusal. A principal found here is counted as a cache hit; a miss is counted by the full path.
  */
 export function knownPrincipal(
   header: string | undefined,
@@ -100,13 +110,17 @@ export function knownPrincipal(
   if (token !== undefined) {
     const principal = deps.bearer.verified(realm, token);
     if (!principal || isRevoked(principal, deps.revocations)) return undefined;
-    return deps.activeCheck.servable(token, principal) === true ? principal : undefined;
+    if (deps.activeCheck.servable(token, principal) !== true) return undefined;
+    deps.metrics.cacheLookup('verified_token', true);
+    return principal;
   }
   if (!header?.startsWith('Basic ')) return undefined;
   const credentials = parseBasicCredentials(header.slice('Basic '.length));
   if ('invalid' in credentials) return undefined;
   const principal = deps.basic.cached(realm, credentials);
-  return principal && !isRevoked(principal, deps.revocations) ? principal : undefined;
+  if (!principal || isRevoked(principal, deps.revocations)) return undefined;
+  deps.metrics.cacheLookup('basic_login', true);
+  return principal;
 }
 
 /** Tokens of a revoked session are refused at once, by every replica (see revocation.ts). */

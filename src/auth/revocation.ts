@@ -1,6 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { TtlLru } from '../cache/ttl-lru.ts';
+import type { Metrics } from '../metrics/metrics.ts';
 
 /** A revocation as it travels between replicas. */
 interface RevocationMessage {
@@ -13,6 +15,8 @@ interface RevocationMessage {
   ttlSeconds: number;
   /** How long the user's cached Basic logins can live: the Basic cache bound. */
   userTtlSeconds: number;
+  /** The replica that made it (absent from older replicas): it ignores its own message. */
+  from?: string;
 }
 
 export interface RevocationList {
@@ -36,13 +40,15 @@ const MAX_REVOKED = 1_000_000;
 export async function createRevocationList(options: {
   redisUrl?: string;
   keyPrefix: string;
+  metrics: Pick<Metrics, 'revocationApplied'>;
   logger: Logger;
 }): Promise<RevocationList> {
   const sessions = new TtlLru<true>(MAX_REVOKED);
   const users = new TtlLru<number>(MAX_REVOKED);
   const userKey = (realm: string, userId: string) => `${realm}\u0000${userId}`;
 
-  function apply(message: RevocationMessage): void {
+  function apply(message: RevocationMessage, source: 'local' | 'peer'): void {
+    options.metrics.revocationApplied(source);
     for (const id of message.sessionIds)
       sessions.set(id, true, message.at + message.ttlSeconds * 1000);
     users.set(
@@ -59,11 +65,12 @@ export async function createRevocationList(options: {
   if (!options.redisUrl) {
     return {
       ...local,
-      revoke: (revocation) => Promise.resolve(apply({ ...revocation, at: Date.now() })),
+      revoke: (revocation) => Promise.resolve(apply({ ...revocation, at: Date.now() }, 'local')),
       close: () => Promise.resolve(),
     };
   }
 
+  const replicaId = randomUUID();
   const channel = `${options.keyPrefix}revocations`;
   const keyOf = (id: string) => `${options.keyPrefix}revoked:${id}`;
   const redisOptions = { maxRetriesPerRequest: 1, commandTimeout: 1000, lazyConnect: true };
@@ -76,7 +83,9 @@ export async function createRevocationList(options: {
   }
   subscriber.on('message', (_channel: string, payload: string) => {
     try {
-      apply(JSON.parse(payload) as RevocationMessage);
+      const message = JSON.parse(payload) as RevocationMessage;
+      // This replica's own revocation comes back on the channel; it applied it already.
+      if (message.from !== replicaId) apply(message, 'peer');
     } catch (err) {
       options.logger.error({ err }, 'revocation channel: unreadable message');
     }
@@ -98,7 +107,7 @@ export async function createRevocationList(options: {
       cursor = next;
       for (const key of keys) {
         const payload = await publisher.get(key);
-        if (payload) apply(JSON.parse(payload) as RevocationMessage);
+        if (payload) apply(JSON.parse(payload) as RevocationMessage, 'peer');
       }
     } while (cursor !== '0');
   }
@@ -106,8 +115,8 @@ export async function createRevocationList(options: {
   return {
     ...local,
     async revoke(revocation) {
-      const message: RevocationMessage = { ...revocation, at: Date.now() };
-      apply(message);
+      const message: RevocationMessage = { ...revocation, at: Date.now(), from: replicaId };
+      apply(message, 'local');
       const payload = JSON.stringify(message);
       const ttl = Math.max(message.ttlSeconds, message.userTtlSeconds, 1);
       try {

@@ -37,6 +37,8 @@ export const configSchema = z.object({
   KEYCLOAK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60000).default(5000),
   AUTH_PROXY_TIMEOUT_MS: z.coerce.number().int().min(100).max(300000).default(30000),
   SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
+  /** Prometheus metrics at `GET /metrics` on the admin listener; off, nothing is counted. */
+  METRICS_ENABLED: boolFlag.default(true),
 
   TOKEN_CLOCK_LEEWAY_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
   BASIC_CACHE_MAX_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),

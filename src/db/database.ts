@@ -34,3 +34,17 @@ export async function openDatabase(opts: DatabaseOptions): Promise<Knex> {
 export async function checkDatabase(db: Knex): Promise<void> {
   await db.raw('select 1');
 }
+
+/** What knex's connection pool (tarn) tells of itself. */
+interface PoolCounts {
+  numUsed(): number;
+  numFree(): number;
+  numPendingAcquires(): number;
+}
+
+/** The connection pool's state, for metrics; undefined when the client keeps no pool. */
+export function poolState(db: Knex): { used: number; free: number; pending: number } | undefined {
+  const pool = (db.client as { pool?: PoolCounts }).pool;
+  if (typeof pool?.numUsed !== 'function') return undefined;
+  return { used: pool.numUsed(), free: pool.numFree(), pending: pool.numPendingAcquires() };
+}

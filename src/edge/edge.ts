@@ -1,9 +1,12 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
 import { AppError } from '../envelope/errors.ts';
-import { logWhenFinished } from '../http/access-log.ts';
+import { logFinished } from '../http/access-log.ts';
 import { requestIdOf } from '../http/request-id.ts';
+import type { Metrics } from '../metrics/metrics.ts';
+import { routeClassOf, type RouteClass } from '../metrics/route-class.ts';
 import type { CanonicalHost } from './canonical-host.ts';
 import { parseRequestTarget, rememberTarget, type RequestTarget } from './request-target.ts';
 
@@ -16,8 +19,8 @@ export type EdgeRoute = (
 ) => void;
 
 /**
- * The first step of every request on either listener, before any routing: a request id and the
- * access log line, exactly one `Host` header (RFC 9112 3.2; none is allowed in HTTP/1.0), and one canonical meaning of the path (see
+ * The first step of every request on either listener, before any routing: a request id, the
+ * access log line and the request metrics, exactly one `Host` header (RFC 9112 3.2; none is allowed in HTTP/1.0), and one canonical meaning of the path (see
  * request-target.ts). Then the request goes to `route` when it claims it (the forwarded
  * automation route), else to express. Whatever throws here is answered in the envelope; the
  * process lives on.
@@ -28,12 +31,21 @@ export function createEdge(deps: {
   route?: { claims(target: RequestTarget): boolean; serve: EdgeRoute };
   /** The admin listener's console pages answer only on its own address (canonical-host.ts). */
   canonicalHost?: CanonicalHost;
+  metrics: Metrics;
 }): RequestListener {
-  const { logger, app, route } = deps;
+  const { logger, app, route, metrics } = deps;
   return (req, res) => {
     const requestId = requestIdOf(req);
+    const started = performance.now();
+    // Until the path is read, a request counts as 'other' (e.g. one refused for its Host).
+    let routeClass: RouteClass = 'other';
+    // `on`, not `once`: a response finishes once, and `once` costs a wrapper and a removal.
+    res.on('finish', () => {
+      const seconds = (performance.now() - started) / 1000;
+      metrics.request(routeClass, req.method, res.statusCode, req.headers.authorization, seconds);
+      logFinished(req, res, requestId, seconds, logger);
+    });
     try {
-      logWhenFinished(req, res, requestId, logger);
       const hosts = hostCount(req.rawHeaders);
       if (hosts > 1 || (hosts === 0 && req.httpVersionMinor >= 1)) {
         throw new AppError('badRequestHeader', { message: 'One Host header is required.' });
@@ -52,7 +64,9 @@ export function createEdge(deps: {
         res.end();
         return;
       }
-      if (route?.claims(target)) {
+      const forwarded = route?.claims(target) === true;
+      routeClass = routeClassOf(target.segments, req.method, forwarded);
+      if (forwarded) {
         route.serve(req, res, target, requestId);
         return;
       }

@@ -1,34 +1,30 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 
 /**
- * Logs one line when a request ends: method, path without query, status and duration, under
- * the request id the edge gave it (edge/edge.ts). Headers are never logged: they carry
+ * Logs one line for a request that ended: method, path without query, status and duration,
+ * under the request id the edge gave it (edge/edge.ts). Headers are never logged: they carry
  * credentials.
  */
-export function logWhenFinished(
+export function logFinished(
   req: IncomingMessage,
   res: ServerResponse,
   id: string,
+  seconds: number,
   logger: Logger,
 ): void {
-  const started = performance.now();
-  // `on`, not `once`: a response finishes once, and `once` costs a wrapper and a removal.
-  res.on('finish', () => {
-    const status = res.statusCode;
-    // Successful requests are the hot path: build the line only when it will be written.
-    if (status < 400 && !logger.isLevelEnabled('debug')) return;
-    const line = {
-      reqId: id,
-      method: req.method,
-      // Express rewrites req.url inside mounted routers; originalUrl keeps what the client sent.
-      path: ((req as { originalUrl?: string }).originalUrl ?? req.url ?? '').split('?', 1)[0],
-      status,
-      ms: Math.round((performance.now() - started) * 100) / 100,
-    };
-    if (status >= 500) logger.error(line, 'request failed');
-    else if (status >= 400) logger.info(line, 'request refused');
-    else logger.debug(line, 'request');
-  });
+  const status = res.statusCode;
+  // Successful requests are the hot path: build the line only when it will be written.
+  if (status < 400 && !logger.isLevelEnabled('debug')) return;
+  const line = {
+    reqId: id,
+    method: req.method,
+    // Express rewrites req.url inside mounted routers; originalUrl keeps what the client sent.
+    path: ((req as { originalUrl?: string }).originalUrl ?? req.url ?? '').split('?', 1)[0],
+    status,
+    ms: Math.round(seconds * 100_000) / 100,
+  };
+  if (status >= 500) logger.error(line, 'request failed');
+  else if (status >= 400) logger.info(line, 'request refused');
+  else logger.debug(line, 'request');
 }

@@ -10,7 +10,7 @@ import { errorCodes } from '../envelope/errors.ts';
  */
 export type ReadinessCheck = () => Promise<void | 'degraded'>;
 
-type Outcome = 'up' | 'down' | 'degraded';
+export type ProbeOutcome = 'up' | 'down' | 'degraded';
 
 const CHECK_TIMEOUT_MS = 2000;
 
@@ -38,7 +38,7 @@ export function createHealthRouter(
       return;
     }
     const names = Object.keys(checks);
-    const outcomes = await Promise.all(names.map((name) => runCheck(checks[name]!)));
+    const outcomes = await Promise.all(names.map((name) => probe(checks[name]!)));
     const parts = Object.fromEntries(names.map((name, i) => [name, outcomes[i]]));
     const down = names.filter((_, i) => outcomes[i] === 'down');
     if (down.length === 0) {
@@ -55,7 +55,8 @@ export function createHealthRouter(
   return router;
 }
 
-async function runCheck(check: ReadinessCheck): Promise<Outcome> {
+/** Runs one readiness check, bounded in time; a check that throws or hangs is 'down'. */
+export async function probe(check: ReadinessCheck): Promise<ProbeOutcome> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error('timeout')), CHECK_TIMEOUT_MS);

@@ -8,6 +8,7 @@ import type { BearerVerifier } from '../bearer/bearer-verifier.ts';
 import type { Principal } from '../principal.ts';
 import type { RevocationList } from '../revocation.ts';
 import { AppError } from '../../envelope/errors.ts';
+import type { Metrics } from '../../metrics/metrics.ts';
 import type { LoginThrottle } from './login-throttle.ts';
 import type { BasicCredentials } from './parse-basic.ts';
 
@@ -47,6 +48,7 @@ export interface BasicAuthenticatorDeps {
   revocations: RevocationList;
   /** Tells whether a user has two-factor authentication (for a helpful 401 message). */
   hasTwoFactor: (realm: string, username: string) => Promise<boolean>;
+  metrics: Pick<Metrics, 'cacheLookup'>;
   logger: Logger;
 }
 
@@ -67,6 +69,7 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     async authenticate(realm, credentials, clientAddress) {
       const key = cacheKeyOf(deps.cacheSecret, realm, credentials);
       const cached = await readCache(key);
+      deps.metrics.cacheLookup('basic_login', cached !== undefined);
       if (cached) return cached;
       if (deps.refuses(realm, credentials.username)) {
         throw new AuthFailure(

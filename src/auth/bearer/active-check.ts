@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { TokenClient } from '../../keycloak/token-client.ts';
+import type { Metrics } from '../../metrics/metrics.ts';
 import { AuthFailure } from '../auth-failure.ts';
 import type { Principal } from '../principal.ts';
 import type { RevocationList } from '../revocation.ts';
@@ -36,6 +37,7 @@ export function createActiveCheck(options: {
   revocations: RevocationList;
   intervalSeconds: number | 'off';
   basicCacheSeconds: number;
+  metrics: Pick<Metrics, 'recheck'>;
   logger: Logger;
 }): ActiveCheck {
   if (options.intervalSeconds === 'off') {
@@ -62,11 +64,16 @@ export function createActiveCheck(options: {
   /** Asks Keycloak; true when the token may be served. */
   async function check(token: string, principal: Principal): Promise<boolean> {
     try {
-      if (await options.tokens.isActive(principal.realm, token)) return true;
+      if (await options.tokens.isActive(principal.realm, token)) {
+        options.metrics.recheck('active');
+        return true;
+      }
     } catch (err) {
+      options.metrics.recheck('failed');
       options.logger.warn({ err }, 'token introspection failed; trusting the local verification');
       return true;
     }
+    options.metrics.recheck('inactive');
     inactive.add(principal);
     await options.revocations.revoke({
       realm: principal.realm,
@@ -84,12 +91,16 @@ export function createActiveCheck(options: {
     if (inactive.has(principal)) return false;
     if (intervalMs === 0) return undefined;
     const now = Date.now();
-    if ((checkedUntil.get(principal) ?? 0) <= now && mayStart(now)) {
-      checkedUntil.set(principal, now + intervalMs);
-      running++;
-      startedThisSecond++;
-      void check(token, principal).finally(() => running--);
+    if ((checkedUntil.get(principal) ?? 0) > now) return true;
+    if (!mayStart(now)) {
+      options.metrics.recheck('skipped');
+      return true;
     }
+    checkedUntil.set(principal, now + intervalMs);
+    running++;
+    startedThisSecond++;
+    options.metrics.recheck('queued');
+    void check(token, principal).finally(() => running--);
     return true;
   }
 

@@ -3,6 +3,7 @@ import { decodeJwt, errors as joseErrors, jwtVerify } from 'jose';
 import { AppError } from '../../envelope/errors.ts';
 import { keycloakError } from '../../keycloak/keycloak-failures.ts';
 import { TtlLru } from '../../cache/ttl-lru.ts';
+import type { Metrics } from '../../metrics/metrics.ts';
 import { AuthFailure } from '../auth-failure.ts';
 import { isHeaderSafe, principalFromClaims, type Principal } from '../principal.ts';
 import type { JwksRegistry } from './jwks.ts';
@@ -44,6 +45,7 @@ export function createBearerVerifier(options: {
   publicUrl: string;
   leewaySeconds: number;
   maxCachedTokens: number;
+  metrics: Pick<Metrics, 'cacheLookup'>;
 }): BearerVerifier {
   const verified = new TtlLru<Principal>(options.maxCachedTokens);
   const issuerOf = (realm: string) => `${options.publicUrl}/auth/realms/${realm}`;
@@ -56,6 +58,7 @@ export function createBearerVerifier(options: {
     async verify(realm, token) {
       const key = hash('sha256', token, 'base64url');
       const known = verified.get(key);
+      options.metrics.cacheLookup('verified_token', known !== undefined);
       if (known) {
         if (known.realm !== realm)
           throw new AuthFailure('bearer', 'wrong_realm', 'Token was not issued for this realm.');

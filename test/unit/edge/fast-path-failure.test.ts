@@ -8,6 +8,7 @@ import { createForwarder } from '../../../src/automation/forwarder.ts';
 import { createEdge } from '../../../src/edge/edge.ts';
 import { createForwarding } from '../../../src/edge/forwarding.ts';
 import { createLogger } from '../../../src/http/logger.ts';
+import { metricsOff } from '../../../src/metrics/metrics.ts';
 import { listen } from '../../../src/server.ts';
 
 const principal = (locale: string): Principal => ({
@@ -65,6 +66,7 @@ describe('an exception on the forwarded route fast path', () => {
       logger,
       app,
       route: { claims: (t) => isAutomationPath(t.segments), serve },
+      metrics: metricsOff,
     });
     gateway = await listen(edge, '127.0.0.1', 0, logger);
     base = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}/api/acme/workspaces/ws1/ita/x`;
