@@ -124,6 +124,8 @@ export async function startGateway(
     maxCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
     maxLocalEntries: config.MEMORY_CACHE_MAX_ENTRIES,
     refusalCacheSeconds: config.BASIC_REFUSAL_CACHE_SECONDS,
+    // A login may take a grant, a key-set fetch and a two-factor lookup, each bounded so.
+    loginLockMs: 3 * config.KEYCLOAK_TIMEOUT_MS,
     refuses: (realm, username) => isBootstrapAdmin(config.KEYCLOAK_ADMIN_USERNAME, realm, username),
     throttle: createLoginThrottle({
       cache,

@@ -1,4 +1,5 @@
 import { createHmac } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Cache } from '../../cache/cache.ts';
 import { TtlLru } from '../../cache/ttl-lru.ts';
@@ -41,6 +42,11 @@ export interface BasicAuthenticatorDeps {
   maxLocalEntries: number;
   /** How long a refused login is remembered (0: not at all); a loop on a bad password then costs no grant. */
   refusalCacheSeconds: number;
+  /**
+   * How long one replica may hold a cold login for the others (see `logIn`); past it, another
+   * replica logs in itself. A little above the longest a login takes before giving up.
+   */
+  loginLockMs: number;
   throttle: LoginThrottle;
   /** Accounts whose password is never tried here (Keycloak's bootstrap administrator). */
   refuses: (realm: string, username: string) => boolean;
@@ -150,6 +156,13 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     }
   }
 
+  /**
+   * A login through Keycloak, once across replicas: the first replica to take a short lock in
+   * the shared cache asks Keycloak, the others wait for its cached login or refusal. When the
+   * lock is released without either (Keycloak failed, nothing is cached) or held too long, a
+   * waiting replica asks Keycloak itself. Without Redis the lock is per process, where
+   * identical logins already share one attempt.
+   */
   async function logIn(
     realm: string,
     credentials: BasicCredentials,
@@ -158,6 +171,49 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     const refusedKey = `refused:${key}`;
     const remembered = rememberedRefusal(await deps.cache.get(refusedKey));
     if (remembered) throw remembered;
+    if (deps.maxCacheSeconds === 0) return grant(realm, credentials, key, refusedKey);
+    const lockKey = `login-lock:${key}`;
+    const holders = await deps.cache
+      .increment(lockKey, deps.loginLockMs)
+      .then(({ count }) => count)
+      .catch(() => 1);
+    if (holders === 1) {
+      try {
+        return await grant(realm, credentials, key, refusedKey);
+      } finally {
+        await deps.cache.delete(lockKey).catch(() => undefined);
+      }
+    }
+    const elsewhere = await loginOfAnotherReplica(key, refusedKey, lockKey);
+    if (elsewhere instanceof AuthFailure) throw elsewhere;
+    return elsewhere ?? grant(realm, credentials, key, refusedKey);
+  }
+
+  /** What the replica holding the login lock found, once it has; undefined if nothing usable. */
+  async function loginOfAnotherReplica(
+    key: string,
+    refusedKey: string,
+    lockKey: string,
+  ): Promise<Principal | AuthFailure | undefined> {
+    const deadline = Date.now() + deps.loginLockMs;
+    const outcome = async () =>
+      (await readCache(key)) ?? rememberedRefusal(await deps.cache.get(refusedKey));
+    while (Date.now() < deadline) {
+      await sleep(LOCK_POLL_MS);
+      const found = await outcome();
+      if (found) return found;
+      // Released: the holder stored its outcome just before, or had none to store.
+      if ((await deps.cache.counter(lockKey)) === undefined) return outcome();
+    }
+    return undefined;
+  }
+
+  async function grant(
+    realm: string,
+    credentials: BasicCredentials,
+    key: string,
+    refusedKey: string,
+  ): Promise<Principal> {
     const result = await deps.tokens.passwordGrant(
       realm,
       credentials.username,
@@ -199,6 +255,9 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     return loginRefused(/disabled/i.test(description) ? 'account_disabled' : 'wrong_password');
   }
 }
+
+/** How often a replica waiting for another one's login looks at the shared cache. */
+const LOCK_POLL_MS = 20;
 
 /** What the client is told when Keycloak refuses a password grant, by reason. */
 const REFUSAL_MESSAGES = {
