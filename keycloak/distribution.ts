@@ -10,13 +10,21 @@ const run = promisify(execFile);
 /** The one Keycloak version realmgate is tested against (same as @keycloak/keycloak-admin-client). */
 export const KEYCLOAK_VERSION = '26.7.4';
 
+/** Databases the local launcher runs Keycloak on: embedded H2 (the default) or PostgreSQL. */
+export type KeycloakDb = 'dev-file' | 'postgres';
+
 /** Build-time options: changing them forces a rebuild of the cached distribution. */
-export const KEYCLOAK_BUILD_OPTIONS = [
-  '--db=dev-file',
-  '--http-relative-path=/auth',
-  '--health-enabled=true',
-  '--metrics-enabled=false',
-];
+export function keycloakBuildOptions(db: KeycloakDb = 'dev-file'): string[] {
+  return [
+    `--db=${db}`,
+    '--http-relative-path=/auth',
+    '--health-enabled=true',
+    '--metrics-enabled=false',
+  ];
+}
+
+/** The build options of the default (H2) distribution. */
+export const KEYCLOAK_BUILD_OPTIONS = keycloakBuildOptions('dev-file');
 
 /** Where the fetched and built distribution lives: outside git, shared by every checkout. */
 export function defaultCacheDir(): string {
@@ -27,27 +35,42 @@ export function defaultCacheDir(): string {
 type Log = (message: string) => void;
 
 /**
- * Returns the home folder of a built Keycloak distribution, fetching it through Maven
- * (which keeps its own download cache) and running `kc.sh build` only when needed.
+ * The cached home of one build-option set. `--db` is a build option, so each database kind has
+ * a home of its own, built once: switching between H2 and PostgreSQL never rebuilds. The H2
+ * home keeps the name it always had.
+ */
+export function keycloakHomeDir(cacheDir: string, db: KeycloakDb): string {
+  return path.join(cacheDir, `keycloak-${KEYCLOAK_VERSION}${homeSuffix(db)}`);
+}
+
+function homeSuffix(db: KeycloakDb): string {
+  return db === 'dev-file' ? '' : `-${db}`;
+}
+
+/**
+ * Returns the home folder of a Keycloak distribution built for `db` (default H2), fetching it
+ * through Maven (which keeps its own download cache) and running `kc.sh build` only when needed.
  */
 export async function ensureKeycloakHome(
-  options: { cacheDir?: string; log?: Log } = {},
+  options: { cacheDir?: string; log?: Log; db?: KeycloakDb } = {},
 ): Promise<string> {
   const cacheDir = options.cacheDir ?? defaultCacheDir();
   const log = options.log ?? (() => undefined);
-  const home = path.join(cacheDir, `keycloak-${KEYCLOAK_VERSION}`);
+  const db = options.db ?? 'dev-file';
+  const home = keycloakHomeDir(cacheDir, db);
   const marker = path.join(home, '.realmgate-build');
-  const wanted = KEYCLOAK_BUILD_OPTIONS.join(' ');
+  const buildOptions = keycloakBuildOptions(db);
+  const wanted = buildOptions.join(' ');
   if (existsSync(marker) && (await readFile(marker, 'utf8')) === wanted) return home;
 
   await mkdir(cacheDir, { recursive: true });
-  return withLock(path.join(cacheDir, `.lock-${KEYCLOAK_VERSION}`), async () => {
+  return withLock(path.join(cacheDir, `.lock-${KEYCLOAK_VERSION}${homeSuffix(db)}`), async () => {
     if (existsSync(marker) && (await readFile(marker, 'utf8')) === wanted) return home;
     if (!existsSync(path.join(home, 'bin', 'kc.sh'))) {
       await fetchDistribution(cacheDir, home, log);
     }
     log(`building Keycloak ${KEYCLOAK_VERSION} (${wanted}); this happens once`);
-    await run(path.join(home, 'bin', 'kc.sh'), ['build', ...KEYCLOAK_BUILD_OPTIONS], {
+    await run(path.join(home, 'bin', 'kc.sh'), ['build', ...buildOptions], {
       maxBuffer: 64 * 1024 * 1024,
     });
     await writeFile(marker, wanted);

@@ -4,6 +4,7 @@ import { copyFile, mkdir } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { ensureKeycloakHome } from './distribution.ts';
+import { parsePostgresUrl } from './postgres-url.ts';
 
 export interface LocalKeycloakOptions {
   /** Folder for this instance's database, transaction log and log file. */
@@ -20,17 +21,38 @@ export interface LocalKeycloakOptions {
   gatewayClientSecret: string;
   /** Folder holding `master.json`. */
   realmExportDir: string;
+  /**
+   * PostgreSQL URL (`postgres://user:pass@host:5432/keycloak`): Keycloak runs on that database,
+   * from a distribution built with `--db=postgres`. Unset: embedded H2 under `stateDir`.
+   */
+  dbUrl?: string;
+  /**
+   * Join the Keycloak cluster of every node on the same database (distributed Infinispan
+   * caches, `jdbc-ping` discovery through that database, no multicast), with the clustering
+   * transport on 127.0.0.1:`clusterPort` and its failure detection on `clusterPort + 100`.
+   * Needs `dbUrl`. Unset: Keycloak's defaults.
+   */
+  clusterPort?: number;
+  /** Java heap ceiling, e.g. `512m`; default `1g`. */
+  maxHeap?: string;
   cacheDir?: string;
   readyTimeoutMs?: number;
   log?: (message: string) => void;
 }
 
+/** Failure detection (JGroups FD_SOCK2) listens this far above the clustering port. */
+export const FAILURE_DETECTION_PORT_OFFSET = 100;
+
 export interface LocalKeycloak {
   /** Base URL including `/auth`, e.g. `http://127.0.0.1:8080/auth`. */
   readonly url: string;
   readonly pid: number;
+  /** This instance's log file (appended to across restarts). */
+  readonly logFile: string;
   /** Stops Keycloak and waits until its Java process has exited. */
   stop(): Promise<void>;
+  /** SIGKILL to Keycloak and its wrapper, as a crash would; waits until its ports are free. */
+  kill(): Promise<void>;
 }
 
 /**
@@ -55,8 +77,16 @@ exit $status
  */
 export async function startLocalKeycloak(options: LocalKeycloakOptions): Promise<LocalKeycloak> {
   const log = options.log ?? (() => undefined);
-  const home = await ensureKeycloakHome({ cacheDir: options.cacheDir, log });
-  for (const port of [options.httpPort, options.managementPort]) {
+  const database = options.dbUrl ? parsePostgresUrl(options.dbUrl) : undefined;
+  if (options.clusterPort !== undefined && !database) {
+    throw new Error('a clustered Keycloak needs a PostgreSQL database (dbUrl)');
+  }
+  const home = await ensureKeycloakHome({
+    cacheDir: options.cacheDir,
+    log,
+    db: database ? 'postgres' : 'dev-file',
+  });
+  for (const port of portsOf(options)) {
     if (await isPortTaken(port)) {
       throw new Error(`port ${port} is already in use; is another Keycloak running?`);
     }
@@ -86,29 +116,61 @@ export async function startLocalKeycloak(options: LocalKeycloakOptions): Promise
     // and refuses the others as if locked: concurrent good logins (replicas, parallel jobs, the
     // provisioning session) would fail. Failures are still counted, one by one.
     '--spi-brute-force-protector--default-brute-force-detector--allow-concurrent-requests=true',
-    `--db-url=jdbc:h2:file:${path.join(stateDir, 'h2', 'keycloakdb')};NON_KEYWORDS=VALUE`,
+    ...(database
+      ? [
+          `--db-url=${database.jdbcUrl}`,
+          ...(database.username ? [`--db-username=${database.username}`] : []),
+        ]
+      : [`--db-url=jdbc:h2:file:${path.join(stateDir, 'h2', 'keycloakdb')};NON_KEYWORDS=VALUE`]),
+    ...(options.clusterPort !== undefined
+      ? [
+          '--cache=ispn',
+          '--cache-stack=jdbc-ping',
+          '--cache-embedded-network-bind-address=127.0.0.1',
+          `--cache-embedded-network-bind-port=${options.clusterPort}`,
+        ]
+      : []),
     '--import-realm',
   ];
+  const javaOptions = [
+    `-Dquarkus.transaction-manager.object-store.directory=${path.join(stateDir, 'transaction-logs')}`,
+    // Infinispan's default offset (50000) would put it past port 65535 for ports above 15535.
+    ...(options.clusterPort !== undefined
+      ? [`-Djgroups.fd.port-offset=${FAILURE_DETECTION_PORT_OFFSET}`]
+      : []),
+  ];
+  // Only ours: a KC_DB_* inherited from the caller's environment must not leak in.
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const name of ['KC_DB', 'KC_DB_URL', 'KC_DB_USERNAME', 'KC_DB_PASSWORD']) delete env[name];
+  // The password goes through the environment: a command line is visible to every user (ps).
+  if (database?.password) env.KC_DB_PASSWORD = database.password;
   const logFile = path.join(stateDir, 'keycloak.log');
   const logFd = openSync(logFile, 'a');
   const child = spawn('bash', ['-c', WRAPPER, 'keycloak-wrapper', ...args], {
     detached: true,
     stdio: ['pipe', logFd, logFd],
     env: {
-      ...process.env,
+      ...env,
       KC_HOME: home,
       KC_BOOTSTRAP_ADMIN_USERNAME: options.adminUsername,
       KC_BOOTSTRAP_ADMIN_PASSWORD: options.adminPassword,
       REALMGATE_KEYCLOAK_CLIENT_SECRET: options.gatewayClientSecret,
-      JAVA_OPTS_KC_HEAP: '-Xms128m -Xmx1g',
-      JAVA_OPTS_APPEND: `-Dquarkus.transaction-manager.object-store.directory=${path.join(stateDir, 'transaction-logs')}`,
+      JAVA_OPTS_KC_HEAP: `-Xms128m -Xmx${options.maxHeap ?? '1g'}`,
+      JAVA_OPTS_APPEND: javaOptions.join(' '),
     },
   });
   closeSync(logFd);
-  log(`starting Keycloak on 127.0.0.1:${options.httpPort} (log: ${logFile})`);
+  const on = database ? ` on ${database.display}` : '';
+  log(`starting Keycloak on 127.0.0.1:${options.httpPort}${on} (log: ${logFile})`);
 
   const url = `http://127.0.0.1:${options.httpPort}/auth`;
-  const keycloak: LocalKeycloak = { url, pid: child.pid ?? -1, stop: () => stopProcess(child) };
+  const keycloak: LocalKeycloak = {
+    url,
+    pid: child.pid ?? -1,
+    logFile,
+    stop: () => stopProcess(child),
+    kill: () => killProcess(child, portsOf(options)),
+  };
   try {
     await waitUntilServing(child, url, options, options.readyTimeoutMs ?? 180_000);
   } catch (err) {
@@ -179,6 +241,33 @@ async function stopProcess(child: ChildProcess): Promise<void> {
   }, 30_000);
   await exited;
   clearTimeout(timer);
+}
+
+/** Sends SIGKILL to the whole process group, then waits until the ports are free again. */
+async function killProcess(child: ChildProcess, ports: number[]): Promise<void> {
+  if (child.exitCode === null && child.signalCode === null && child.pid) {
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    try {
+      process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      /* already gone */
+    }
+    await exited;
+  }
+  const deadline = Date.now() + 10_000;
+  for (const port of ports) {
+    while ((await isPortTaken(port)) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
+
+function portsOf(options: LocalKeycloakOptions): number[] {
+  const ports = [options.httpPort, options.managementPort];
+  if (options.clusterPort !== undefined) {
+    ports.push(options.clusterPort, options.clusterPort + FAILURE_DETECTION_PORT_OFFSET);
+  }
+  return ports;
 }
 
 function isPortTaken(port: number): Promise<boolean> {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parsePostgresUrl } from '../../keycloak/postgres-url.ts';
 import { parseTrustedProxies } from '../edge/forwarding.ts';
 
 /** Secrets must be long enough to resist guessing; demo mode generates them instead. */
@@ -31,6 +32,18 @@ export const configSchema = z.object({
   KEYCLOAK_URL: url.optional(),
   KEYCLOAK_HTTP_PORT: port.default(8080),
   KEYCLOAK_MANAGEMENT_PORT: port.default(9000),
+  /** PostgreSQL database of the local Keycloak; unset, it runs on embedded H2 in DATA_DIR. */
+  KEYCLOAK_DB_URL: z
+    .string()
+    .superRefine((value, ctx) => {
+      try {
+        parsePostgresUrl(value);
+      } catch (err) {
+        // The parser's messages never repeat the URL, which may hold a password.
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+      }
+    })
+    .optional(),
   KEYCLOAK_ADMIN_USERNAME: z.string().min(1).default('admin'),
   KEYCLOAK_ADMIN_PASSWORD: secret.optional(),
   KEYCLOAK_CLIENT_SECRET: secret.optional(),

@@ -6,7 +6,8 @@ import type { Config } from '../config/config.ts';
 const REALM_EXPORT_DIR = fileURLToPath(new URL('../../realm-export', import.meta.url));
 
 /**
- * Starts the local Keycloak the configuration describes (state under `<DATA_DIR>/keycloak`).
+ * Starts the local Keycloak the configuration describes (state under `<DATA_DIR>/keycloak`), on
+ * the PostgreSQL database `KEYCLOAK_DB_URL` names, else on embedded H2.
  * The one code path used by `npm start`, the test setup and CI.
  */
 export function startConfiguredKeycloak(
@@ -26,6 +27,7 @@ export function startConfiguredKeycloak(
     adminPassword: config.KEYCLOAK_ADMIN_PASSWORD,
     gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET,
     realmExportDir: REALM_EXPORT_DIR,
+    dbUrl: config.KEYCLOAK_DB_URL,
     log,
   });
 }
