@@ -6,12 +6,11 @@ import { workspacesClientIdOf } from '../src/keycloak/identifiers.ts';
 export * from '../src/auth/bearer/bearer-verifier.ts';
 
 /**
- * The "auth off" gateway is the real `startGateway` with one module swapped: every import of
- * src/auth/bearer/bearer-verifier.ts resolves to this module instead, whose
- * `createBearerVerifier` returns a verifier that checks nothing and answers a constant principal
- * holding the workspace role named in `BENCH_AUTH_OFF` (`{"organization", "workspace"}`).
- * Everything else (routing, realm check, authentication middleware, role check, forwarding,
- * access log) is the gateway's own code, however it is wired today.
+ * The auth-off gateway is the real `startGateway` with one module swapped: every import of
+ * src/auth/bearer/bearer-verifier.ts resolves to this module, whose `createBearerVerifier`
+ * checks nothing and answers a constant principal holding the workspace role named in
+ * `BENCH_AUTH_OFF`. Everything else (edge, admission, role check, forwarding, access log) is
+ * the gateway's own code, however src wires it today.
  */
 export function createBearerVerifier(): BearerVerifier {
   const { organization, workspace } = JSON.parse(process.env.BENCH_AUTH_OFF ?? '{}') as {
@@ -36,26 +35,18 @@ export function createBearerVerifier(): BearerVerifier {
     if (!known) byRealm.set(realm, (known = { ...principal, realm }));
     return known;
   };
-  return {
-    verify: (realm) => Promise.resolve(principalOf(realm)),
-    verified: principalOf,
-  };
+  return { verify: (realm) => Promise.resolve(principalOf(realm)), verified: principalOf };
 }
-
-/** Module resolution hook: bearer-verifier.ts → this module (except for this module itself). */
-const HOOKS = `
-const TARGET = '/src/auth/bearer/bearer-verifier.ts';
-export async function resolve(specifier, context, nextResolve) {
-  const resolved = await nextResolve(specifier, context);
-  if (resolved.url.includes(TARGET) && context.parentURL !== ${JSON.stringify(import.meta.url)}) {
-    return { ...resolved, url: ${JSON.stringify(import.meta.url)}, shortCircuit: true };
-  }
-  return resolved;
-}
-`;
 
 /** Call before anything imports src/gateway.ts. */
 export function swapInConstantBearer(organization: string, workspace: string): void {
   process.env.BENCH_AUTH_OFF = JSON.stringify({ organization, workspace });
-  register(`data:text/javascript,${encodeURIComponent(HOOKS)}`);
+  const self = JSON.stringify(import.meta.url);
+  const hooks = `export async function resolve(specifier, context, next) {
+    const resolved = await next(specifier, context);
+    return resolved.url.includes('/src/auth/bearer/bearer-verifier.ts') && context.parentURL !== ${self}
+      ? { ...resolved, url: ${self}, shortCircuit: true }
+      : resolved;
+  }`;
+  register(`data:text/javascript,${encodeURIComponent(hooks)}`);
 }

@@ -1,75 +1,79 @@
 import autocannon from 'autocannon';
-import { readStdin, summarise, type LoadSpec } from './load-spec.ts';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { runToCompletion } from './processes.ts';
 
 /**
- * The load generator: one autocannon run, in a process of its own (never the gateway's). Reads
- * a LoadSpec as JSON on stdin, prints a LoadResult as JSON on stdout.
- *
- * Latency is taken from autocannon's per-response `responseTime` (milliseconds with
- * sub-millisecond precision) rather than its histogram, which has 1 ms resolution; only 2xx
- * answers count, as in autocannon's own figures.
+ * The load generator: one autocannon run in a process of its own (never a gateway's). Run as a
+ * program, this module reads a LoadSpec on stdin and prints a LoadResult; `runLoad` starts it.
  */
-const spec = JSON.parse(await readStdin()) as LoadSpec;
-const target = new URL(spec.url);
-const first = spec.requests[0];
-if (!first) throw new Error('a load spec needs at least one request');
+export type LoadRequest = { path: string; authorization?: string };
+export type LoadResult = Awaited<ReturnType<typeof generate>>;
+export interface LoadSpec {
+  url: string;
+  connections: number;
+  durationSeconds: number;
+  /** Stop after this many requests instead (one pass over many tokens). */
+  amount?: number;
+  /** Several: taken in turn by all connections together (one shared cursor). */
+  requests: LoadRequest[];
+}
 
-let next = 0;
-const rotate = spec.requests.length > 1;
-let finish: (result: autocannon.Result) => void = () => undefined;
-let fail: (err: unknown) => void = () => undefined;
-const finished = new Promise<autocannon.Result>((resolve, reject) => {
-  finish = resolve;
-  fail = reject;
-});
-const options: autocannon.Options = {
-  url: spec.url,
-  connections: spec.connections,
-  duration: spec.durationSeconds ?? 10,
-  amount: spec.amount,
-  timeout: 20,
-  requests: [
-    rotate
-      ? {
-          method: 'GET',
-          // One shared cursor: every connection takes the next credential, so all are used.
-          setupRequest(request) {
-            const chosen = spec.requests[next++ % spec.requests.length]!;
-            request.path = chosen.path;
-            request.headers = { ...request.headers, ...headersOf(chosen.authorization) };
-            return request;
-          },
-        }
-      : { method: 'GET', path: first.path, headers: headersOf(first.authorization) },
-  ],
-};
-const instance = autocannon(options, (err: unknown, result: autocannon.Result) => {
-  if (err) fail(err);
-  else finish(result);
-});
+/** One measurement in a fresh generator process, on `cpuList` if given (paired rounds). */
+export async function runLoad(spec: LoadSpec, cpuList?: string): Promise<LoadResult> {
+  const timeoutMs = (spec.amount ? 300 : spec.durationSeconds + 60) * 1000;
+  return JSON.parse(
+    await runToCompletion('load.ts', JSON.stringify(spec), timeoutMs, cpuList),
+  ) as LoadResult;
+}
 
-const latencies: number[] = [];
-const statusCodes: Record<string, number> = {};
-instance.on('response', (_client, statusCode, _bytes, responseTime) => {
-  statusCodes[statusCode] = (statusCodes[statusCode] ?? 0) + 1;
-  if (statusCode >= 200 && statusCode < 300) latencies.push(responseTime);
-});
+async function generate(spec: LoadSpec) {
+  const headers = (r: LoadRequest) => (r.authorization ? { authorization: r.authorization } : {});
+  let next = 0;
+  const rotate: autocannon.Request = {
+    setupRequest(request) {
+      const chosen = spec.requests[next++ % spec.requests.length]!;
+      return { ...request, path: chosen.path, headers: { ...request.headers, ...headers(chosen) } };
+    },
+  };
+  const [first] = spec.requests;
+  const latencies: number[] = [];
+  const statusCodes: Record<string, number> = {};
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon(
+      {
+        url: spec.url,
+        connections: spec.connections,
+        duration: spec.durationSeconds,
+        amount: spec.amount,
+        timeout: 20,
+        requests: [spec.requests.length > 1 ? rotate : { ...first!, headers: headers(first!) }],
+      },
+      (err: Error | null, done: autocannon.Result) => (err ? reject(err) : resolve(done)),
+    );
+    // Per-response times have sub-millisecond precision; autocannon's histogram has 1 ms steps.
+    instance.on('response', (_client, status, _bytes, responseTime) => {
+      statusCodes[status] = (statusCodes[status] ?? 0) + 1;
+      if (status >= 200 && status < 300) latencies.push(responseTime);
+    });
+  });
+  latencies.sort((a, b) => a - b);
+  const at = (p: number) => latencies[Math.max(0, Math.ceil(p * latencies.length) - 1)] ?? 0;
+  const answers = Object.values(statusCodes).reduce((sum, n) => sum + n, 0);
+  return {
+    /** 2xx answers per second; everything else (errors include time-outs) is `bad`. */
+    reqPerSec: result.duration > 0 ? latencies.length / result.duration : 0,
+    ok: latencies.length,
+    bad: answers - latencies.length + result.errors,
+    statusCodes,
+    p50Ms: at(0.5),
+    p99Ms: at(0.99),
+  };
+}
 
-const result = await finished;
-
-process.stdout.write(
-  `${JSON.stringify(
-    summarise({
-      url: `${target.origin}${first.path}`,
-      durationSeconds: result.duration,
-      latencies,
-      statusCodes,
-      errors: result.errors,
-      timeouts: result.timeouts,
-    }),
-  )}\n`,
-);
-
-function headersOf(authorization: string | undefined): Record<string, string> {
-  return authorization ? { authorization } : {};
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  const spec = JSON.parse(Buffer.concat(chunks).toString('utf8')) as LoadSpec;
+  process.stdout.write(`${JSON.stringify(await generate(spec))}\n`);
 }

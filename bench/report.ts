@@ -1,76 +1,11 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { LoadResult } from './load-spec.ts';
-import type { BurstOutcome } from './extras.ts';
 import type { PairOutcome } from './pairs.ts';
-import type { ScenarioRuns } from './scenarios.ts';
+import type { Scenario } from './scenarios.ts';
 
-/** One table row: medians over the rounds of one scenario. */
-export interface Row {
-  id: string;
-  scenario: string;
-  reqPerSec: number | undefined;
-  p50Ms: number | undefined;
-  p99Ms: number | undefined;
-  vsLimit: number | undefined;
-  vsAuthOff: number | undefined;
-  /** Why there are no numbers, or what is odd about them (non-2xx answers...). */
-  note?: string;
-  rounds: LoadResult[];
-}
-
-/** Medians over the rounds of one row at half load. */
-export interface Latency {
-  p50Ms: number;
-  p99Ms: number;
-}
-
-export interface HalfLoad {
-  /** Requests per second in all, half of `peakReqPerSec`; each of the three rows gets a third. */
-  rate: number;
-  /** Bearer's median req/s in the table. */
-  peakReqPerSec: number;
-  /** Medians over the rounds. */
-  bearer: Latency;
-  control: Latency;
-  authOff: Latency;
-  /** Per round: Bearer p99 − auth-off p99. */
-  addedP99PerRoundMs: number[];
-  /** Per round: control p99 − Bearer p99 (two identical processes: the method's noise). */
-  noiseP99PerRoundMs: number[];
-  /** Median of `addedP99PerRoundMs`. */
-  addedP99Ms: number;
-  /** Median of the absolute values of `noiseP99PerRoundMs`. */
-  noiseP99Ms: number;
-  rounds: ScenarioRuns[];
-}
-
-export interface MemoryFigure {
-  gateway: string;
-  idleRssMiB: number | undefined;
-  peakRssMiB: number | undefined;
-}
-
-export interface Target {
-  target: string;
-  measured: string;
-  met: boolean | undefined;
-}
-
-export interface BenchReport {
-  startedAt: string;
-  finishedAt: string;
-  machine: { cpus: number; node: string; platform: string };
-  options: Record<string, unknown>;
-  rows: Row[];
-  pairs: PairOutcome[];
-  halfLoad?: HalfLoad;
-  bursts: BurstOutcome[];
-  memory: MemoryFigure[];
-  targets: Target[];
-  profile?: { file: string; summary: string };
-  notes: string[];
-}
+export type Row = ReturnType<typeof rowsOf>[number];
+export type Target = { target: string; measured: string; met: boolean | undefined };
+type Report = { startedAt: string; rows: Row[]; pairs: PairOutcome[]; targets: Target[] };
 
 export function median(values: number[]): number | undefined {
   if (values.length === 0) return undefined;
@@ -79,121 +14,93 @@ export function median(values: number[]): number | undefined {
   return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
-/** Medians per scenario, and ratios to the `limit` and `auth-off` rows. */
-export function rowsOf(runs: ScenarioRuns[]): Row[] {
-  const rows: Row[] = runs.map(({ scenario, rounds }) => {
-    const bad = rounds.reduce((sum, r) => sum + r.non2xx + r.errors + r.timeouts, 0);
-    const note =
-      scenario.unavailable ??
-      (bad > 0 ? `${bad} non-2xx/errors/timeouts over ${rounds.length} rounds` : undefined);
+/** Medians per scenario, ratios to the limit and auth-off rows, and peak RSS. */
+export function rowsOf(scenarios: Scenario[], peakRss: Map<string, number | undefined>) {
+  const rate = (id: string) =>
+    median(scenarios.find((s) => s.id === id)?.rounds.map((r) => r.reqPerSec) ?? []);
+  const [limit, authOff] = [rate('limit'), rate('auth-off')];
+  return scenarios.map((s) => {
+    const bad = s.rounds.reduce((sum, r) => sum + r.bad, 0);
+    const of = (key: 'reqPerSec' | 'p50Ms' | 'p99Ms') => median(s.rounds.map((r) => r[key]));
+    const reqPerSec = of('reqPerSec');
     return {
-      id: scenario.id,
-      scenario: scenario.name,
-      reqPerSec: median(rounds.map((r) => r.reqPerSec)),
-      p50Ms: median(rounds.map((r) => r.latencyMs.p50)),
-      p99Ms: median(rounds.map((r) => r.latencyMs.p99)),
-      vsLimit: undefined,
-      vsAuthOff: undefined,
-      ...(note ? { note } : {}),
-      rounds,
+      id: s.id,
+      scenario: s.name,
+      reqPerSec,
+      p50Ms: of('p50Ms'),
+      p99Ms: of('p99Ms'),
+      vsLimit: reqPerSec && limit && reqPerSec / limit,
+      vsAuthOff: reqPerSec && authOff && reqPerSec / authOff,
+      peakRssMiB: peakRss.get(s.id),
+      note: s.unavailable ?? (bad ? `${bad} answers not 2xx` : undefined),
+      rounds: s.rounds,
     };
   });
-  const limit = rows.find((r) => r.id === 'limit')?.reqPerSec;
-  const authOff = rows.find((r) => r.id === 'auth-off')?.reqPerSec;
-  for (const row of rows) {
-    if (row.reqPerSec === undefined) continue;
-    row.vsLimit = limit ? row.reqPerSec / limit : undefined;
-    row.vsAuthOff = authOff ? row.reqPerSec / authOff : undefined;
-  }
-  return rows;
 }
 
-/** The one table, as Markdown so that it can be pasted as is. */
-export function formatTable(rows: Row[]): string {
-  const num = (v: number | undefined, digits: number) => (v === undefined ? '' : v.toFixed(digits));
-  const lines = [
-    '| scenario | req/s | p50 ms | p99 ms | × limit | × auth off |',
-    '|---|---:|---:|---:|---:|---:|',
+/**
+ * The targets of ../shared/notes/performance.md and the operations issue. Ratios of rows the
+ * gateway serves alone are judged on the paired medians; the table's ratio is shown beside.
+ */
+export function judgeTargets(rows: Row[], pairs: PairOutcome[]): Target[] {
+  const rate = (id: string) => rows.find((r) => r.id === id)?.reqPerSec ?? NaN;
+  const ratio = (a: string, b: string) => rate(a) / rate(b);
+  const paired = (target: string, row: string, reference: string, min: number): Target => {
+    const pair = pairs.find((p) => p.row === row && p.reference === reference);
+    const table = ratio(row, reference);
+    const beside = Number.isFinite(table) ? `; table ${table.toFixed(3)}` : '';
+    if (!pair) return { target, measured: `not measured${beside}`, met: undefined };
+    const rounds = pair.ratios.map((r) => r.toFixed(3)).join(', ');
+    return {
+      target,
+      measured: `${pair.median.toFixed(3)} (${rounds})${beside}`,
+      met: Number.isNaN(min) ? undefined : pair.median >= min,
+    };
+  };
+  const times = (target: string, value: number, min: number): Target =>
+    Number.isFinite(value)
+      ? { target, measured: `${value.toFixed(0)} × (table)`, met: value >= min }
+      : { target, measured: 'not measured', met: undefined };
+  return [
+    paired('Bearer ≥ 0.85 × limit (Node 24)', 'bearer', 'limit', 0.85),
+    // "costs at most 10% more" per request: time per request ≤ 1.1 × that of auth off.
+    paired('Bearer costs ≤ 10% more than auth off', 'bearer', 'auth-off', 1 / 1.1),
+    paired('metrics on ≥ 0.97 × metrics off', 'bearer', 'bearer-metrics-off', 0.97),
+    paired('Basic warm ≥ 0.85 × Bearer', 'basic-warm', 'bearer', 0.85),
+    times('Basic warm ≥ 100 × Basic without cache', ratio('basic-warm', 'basic-nocache'), 100),
+    paired('flat with 10,000 tokens: ≥ 0.9 × 1 token', 'bearer-10k', 'bearer', 0.9),
+    paired('flat with 100 realms: ≥ 0.9 × 1 realm', 'bearer-realms', 'bearer', 0.9),
+    paired('no target: Node 20 ÷ Node 24, same gateway', 'bearer-node20', 'bearer', NaN),
+    paired('no target: control ÷ Bearer, identical processes', 'bearer-control', 'bearer', NaN),
   ];
-  for (const row of rows) {
-    if (row.reqPerSec === undefined) {
-      lines.push(`| ${row.scenario} | ${row.note ?? 'n/a'} | | | | |`);
-      continue;
-    }
-    const name = row.note ? `${row.scenario} (${row.note})` : row.scenario;
-    lines.push(
-      `| ${name} | ${num(row.reqPerSec, 0)} | ${num(row.p50Ms, 2)} | ${num(row.p99Ms, 2)} | ` +
-        `${num(row.vsLimit, 3)} | ${num(row.vsAuthOff, 3)} |`,
-    );
-  }
-  return lines.join('\n');
 }
 
-export function formatExtras(report: BenchReport): string {
-  const out: string[] = [];
-  for (const p of report.pairs) {
-    out.push(
-      `paired: ${p.row} ÷ ${p.reference} (both under load at once) = ${p.median.toFixed(3)} ` +
-        `(rounds ${p.ratios.map((r) => r.toFixed(3)).join(', ')}); CPU per request ` +
-        `${micros(p.rowCpuMicrosPerRequest)} vs ${micros(p.referenceCpuMicrosPerRequest)}` +
-        (p.pinned ? '' : '; not pinned'),
-    );
-  }
-  const h = report.halfLoad;
-  if (h) {
-    const ms = (v: number) => `${v >= 0 ? '+' : ''}${v.toFixed(3)}`;
-    out.push(
-      `half load: ${h.rate} req/s in all (half of Bearer's ${h.peakReqPerSec.toFixed(0)}), ` +
-        `Bearer, control and auth off served in turn by one paced generator; p99 added by ` +
-        `authentication per round ${h.addedP99PerRoundMs.map(ms).join(', ')} ms (median ` +
-        `${ms(h.addedP99Ms)} ms); noise, control minus Bearer, per round ` +
-        `${h.noiseP99PerRoundMs.map(ms).join(', ')} ms (median size ${h.noiseP99Ms.toFixed(3)} ` +
-        `ms); medians p50/p99: Bearer ${latencyOf(h.bearer)}, control ${latencyOf(h.control)}, ` +
-        `auth off ${latencyOf(h.authOff)} ms`,
-    );
-  }
-  for (const b of report.bursts) {
-    out.push(
-      `cold Basic burst: ${b.requests} concurrent identical requests, never-seen user ${b.user}: ` +
-        `${b.passwordGrants} password grant(s) reached Keycloak; ${b.ok} answered 200 ` +
-        `${JSON.stringify(b.statusCodes)}; p50 ${b.p50Ms.toFixed(1)} ms, p99 ${b.p99Ms.toFixed(1)} ms`,
-    );
-  }
-  for (const m of report.memory) {
-    out.push(
-      `memory, ${m.gateway}: RSS ${mib(m.idleRssMiB)} after start, peak RSS (VmHWM) ${mib(m.peakRssMiB)}`,
-    );
-  }
-  if (report.targets.length) {
-    out.push('', '| target | measured | met |', '|---|---|---|');
-    for (const t of report.targets) {
-      out.push(`| ${t.target} | ${t.measured} | ${verdict(t)} |`);
-    }
-  }
+/** The table, the paired rounds and the targets, as Markdown ready to paste. */
+export function formatReport(report: Report): string {
+  const num = (v: number | undefined, digits: number) => v?.toFixed(digits) ?? '';
+  const out = [
+    '| scenario | req/s | p50 ms | p99 ms | × limit | × auth off | peak RSS MiB |',
+    '|---|---:|---:|---:|---:|---:|---:|',
+    ...report.rows.map(
+      (r) =>
+        `| ${r.scenario}${r.note ? ` (${r.note})` : ''} | ${num(r.reqPerSec, 0)} | ${num(r.p50Ms, 2)} | ` +
+        `${num(r.p99Ms, 2)} | ${num(r.vsLimit, 3)} | ${num(r.vsAuthOff, 3)} | ${num(r.peakRssMiB, 0)} |`,
+    ),
+    '',
+    '| target | measured: paired median (rounds) | met |',
+    '|---|---|---|',
+    ...report.targets.map(
+      (t) =>
+        `| ${t.target} | ${t.measured} | ${t.met === undefined ? 'n/a' : t.met ? 'yes' : 'NO'} |`,
+    ),
+  ];
   return out.join('\n');
 }
 
-function verdict(t: Target): string {
-  if (t.met === undefined) return t.measured === 'n/a' ? 'n/a' : 'inconclusive';
-  return t.met ? 'yes' : 'NO';
-}
-
-function latencyOf(l: Latency): string {
-  return `${l.p50Ms.toFixed(3)}/${l.p99Ms.toFixed(3)}`;
-}
-
-function micros(v: number | undefined): string {
-  return v === undefined ? 'n/a' : `${v.toFixed(1)} µs`;
-}
-
-function mib(v: number | undefined): string {
-  return v === undefined ? 'n/a' : `${v.toFixed(1)} MiB`;
-}
-
 /** Writes `bench/results/<ISO timestamp>.json` and returns its path. */
-export async function writeReport(dir: string, report: BenchReport): Promise<string> {
-  await mkdir(dir, { recursive: true });
-  const file = path.join(dir, `${report.startedAt.replace(/:/g, '-')}.json`);
+export async function writeReport(report: Report): Promise<string> {
+  await mkdir('bench/results', { recursive: true });
+  const file = path.join('bench/results', `${report.startedAt.replace(/:/g, '-')}.json`);
   await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
   return file;
 }

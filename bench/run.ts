@@ -2,35 +2,37 @@ import { cpus } from 'node:os';
 import type { Knex } from 'knex';
 import type { LocalKeycloak } from '../keycloak/launcher.ts';
 import { openDatabase } from '../src/db/database.ts';
-import { stopAllChildren } from './processes.ts';
-import { formatExtras, formatTable, rowsOf, writeReport, type BenchReport } from './report.ts';
-import { DATA_DIR, parseOptions, RESULTS_DIR } from './settings.ts';
-import { runBench } from './bench.ts';
-import { newSecrets, prepareDatabase, sourceFingerprint, startBenchKeycloak } from './stack.ts';
-import { judgeTargets } from './targets.ts';
+import { createProvisioner, provision, WORKSPACE } from './fixtures.ts';
+import { runLoad } from './load.ts';
+import { measurePairs } from './pairs.ts';
+import { peakRssMiB, stopAllChildren } from './processes.ts';
+import { formatReport, judgeTargets, rowsOf, writeReport } from './report.ts';
+import { buildScenarios, loadOf, measureScenarios } from './scenarios.ts';
+import { DATA_DIR, parseOptions, PORTS } from './settings.ts';
+import * as stack from './stack.ts';
 
 /**
- * `npm run bench`: starts Keycloak, the upstream, the limit proxy and the gateways, measures
- * every scenario, prints one table and writes bench/results/<timestamp>.json. Everything it
- * started is stopped at the end, on error and on Ctrl-C.
+ * `npm run bench`: Keycloak, the upstream, the limit proxy and one gateway per row; every row
+ * measured, then the paired ratios; the report on stdout and in bench/results/. Everything it
+ * started stops at the end, on error and on Ctrl-C.
  */
 const options = parseOptions(process.argv.slice(2));
 const started = Date.now();
-const log = (message: string) =>
-  console.error(`[bench ${((Date.now() - started) / 1000).toFixed(0).padStart(4)} s] ${message}`);
+const seconds = (since: number) => ((Date.now() - since) / 1000).toFixed(0);
+const log = (text: string) => console.error(`[bench ${seconds(started).padStart(4)} s] ${text}`);
+const notes: string[] = [];
+const note = (text: string) => log(notes[notes.push(text) - 1]!);
 
 let keycloak: LocalKeycloak | undefined;
 let db: Knex | undefined;
 let cleaning: Promise<void> | undefined;
 let interrupted = false;
-function cleanup(): Promise<void> {
-  cleaning ??= (async () => {
+const cleanup = () =>
+  (cleaning ??= (async () => {
     await stopAllChildren();
     await db?.destroy().catch(() => undefined);
     await keycloak?.stop();
-  })();
-  return cleaning;
-}
+  })());
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     interrupted = true;
@@ -40,53 +42,97 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 }
 
 try {
-  const startedAt = new Date(started).toISOString();
-  const sourceAtStart = await sourceFingerprint();
-  const secrets = newSecrets();
-  log('starting Keycloak (fresh state) and preparing the database');
+  const sourceAtStart = await stack.sourceFingerprint();
+  const secrets = stack.newSecrets();
+  log(`starting Keycloak (fresh state, port ${PORTS.keycloakHttp}) and the database`);
   const [kc, databaseUrl] = await Promise.all([
-    startBenchKeycloak(secrets, (m) => log(m)),
-    prepareDatabase(),
+    stack.startBenchKeycloak(secrets, log),
+    stack.prepareDatabase(),
   ]);
   keycloak = kc;
-  const outcome = await runBench({
-    options,
-    secrets,
-    keycloakUrl: kc.url,
-    keycloakPid: kc.pid,
-    databaseUrl,
-    log,
-    openDb: async () => (db = await openDatabase({ databaseUrl, dataDir: DATA_DIR })),
-  });
-  const rows = rowsOf(outcome.runs);
-  const sourceAtEnd = await sourceFingerprint();
-  outcome.notes.push(
+  const info = { secrets, keycloakUrl: kc.url, databaseUrl };
+  log('starting the upstream, the limit proxy and the main gateway (it migrates the database)');
+  const [[upstream, limit], main] = await Promise.all([
+    stack.startServers(),
+    stack.startGateway(info, PORTS.gateway),
+  ]);
+
+  log('provisioning users, tokens and organizations');
+  db = await openDatabase({ databaseUrl, dataDir: DATA_DIR });
+  const since = Date.now();
+  const made = await provision(
+    createProvisioner(kc.url, secrets, db),
+    'bench',
+    options.tokens,
+    options.realms,
+  );
+  note(
+    `${made.manyTokens.length} tokens, ${made.realms.length} organizations in ${seconds(since)} s`,
+  );
+  const node20 = stack.findNode20();
+  const scenarios = buildScenarios({ organization: 'bench', node20, ...made });
+  log('starting one gateway per row');
+  const authOff = { organization: 'bench', workspace: WORKSPACE };
+  const children = await Promise.all(
+    scenarios.map(async (s) => {
+      if (s.id === 'limit' || s.id === 'bearer') return s.id === 'limit' ? limit : main;
+      if (s.unavailable) return undefined;
+      const how = { extra: s.extra, runtime: s.runtime, authOff: s.authOff ? authOff : undefined };
+      return stack.startGateway(info, s.port, how);
+    }),
+  );
+  scenarios.forEach((s, i) => (s.pid = children[i]?.pid));
+
+  note(`before measuring: ${stack.loadAverage()}`);
+  log(
+    `measuring: ${options.rounds} rounds of ${options.roundSeconds} s, ${options.connections} connections`,
+  );
+  await measureScenarios(scenarios, options, log);
+  log('paired rounds: each ratio measured with both rows under load at once');
+  const pairs = await measurePairs(scenarios, [upstream.pid, kc.pid], options, log);
+  const peakRss = new Map(scenarios.map((s) => [s.id, s.pid ? peakRssMiB(s.pid) : undefined]));
+
+  if (options.profile) {
+    // A fresh gateway under the Bearer load; V8 writes the profile when it exits.
+    const dir = `${DATA_DIR}/profiles`;
+    const profiled = await stack.startGateway(info, PORTS.profiled, {
+      nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`],
+    });
+    const load = loadOf(
+      { ...scenarios.find((s) => s.id === 'bearer')!, port: PORTS.profiled },
+      options,
+    );
+    await runLoad({ ...load, durationSeconds: options.warmupSeconds });
+    const { reqPerSec } = await runLoad(load);
+    await profiled.stop(30_000);
+    note(
+      `CPU profile in ${dir}, readiness at ${String(profiled.ready.monotonicMicros)} µs (monotonic), ${reqPerSec.toFixed(0)} req/s under the profiler`,
+    );
+  }
+
+  const sourceAtEnd = await stack.sourceFingerprint();
+  note(`at the end: ${stack.loadAverage()}`);
+  notes.push(
     sourceAtEnd === sourceAtStart
       ? `src/ fingerprint ${sourceAtStart}, unchanged during the run`
-      : `src/ CHANGED during the run (${sourceAtStart} → ${sourceAtEnd}): gateways started at ` +
-          'different times may run different code',
+      : `src/ CHANGED during the run (${sourceAtStart} → ${sourceAtEnd}): rows may run other code`,
   );
-  const report: BenchReport = {
-    startedAt,
+  const rows = rowsOf(scenarios, peakRss);
+  const report = {
+    startedAt: new Date(started).toISOString(),
     finishedAt: new Date().toISOString(),
-    machine: { cpus: cpus().length, node: process.version, platform: process.platform },
-    options: { ...options },
+    machine: { cpus: cpus().length, node: process.version, node20: node20?.version },
+    options,
     rows,
-    pairs: outcome.pairs,
-    halfLoad: outcome.halfLoad,
-    bursts: outcome.bursts,
-    memory: outcome.memory,
-    targets: judgeTargets(rows, outcome.pairs, outcome.halfLoad, outcome.bursts),
-    profile: outcome.profile,
-    notes: outcome.notes,
+    pairs,
+    targets: judgeTargets(rows, pairs),
+    notes,
   };
-  const file = await writeReport(RESULTS_DIR, report);
-  console.log(`\n${formatTable(rows)}\n\n${formatExtras(report)}\n`);
-  if (report.profile) console.log(`${report.profile.summary}\n`);
-  for (const note of report.notes) console.log(`note: ${note}`);
+  const file = await writeReport(report);
+  console.log(`\n${formatReport(report)}\n\n${notes.map((text) => `note: ${text}`).join('\n')}`);
   console.log(`\nresults: ${file}`);
 } catch (err) {
-  // After Ctrl-C the load generator dies with the same signal: that is no failure to report.
+  // After Ctrl-C the load generator dies with the same signal: no failure to report.
   if (!interrupted) log(`failed: ${(err as Error).stack ?? String(err)}`);
   process.exitCode = 1;
 } finally {

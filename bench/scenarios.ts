@@ -1,139 +1,152 @@
-import type { BenchUser } from './fixtures.ts';
-import { runLoad, type LoadRequest, type LoadResult, type LoadSpec } from './load-spec.ts';
-import type { BenchOptions } from './settings.ts';
-import { waitUntilQuiet } from './stack.ts';
+import { WORKSPACE, type BenchUser, type provision } from './fixtures.ts';
+import { runLoad, type LoadRequest, type LoadResult, type LoadSpec } from './load.ts';
+import type { Runtime } from './processes.ts';
+import { origin, PORTS, type BenchOptions } from './settings.ts';
 
-/**
- * Before each measurement, wait (at most this long) until the machine is 80% idle: Keycloak,
- * which shares the cores, may still be busy with work of the previous row (background
- * re-checks, grants still in flight when a load stopped).
- */
-const QUIET_WAIT_SECONDS = 20;
-
-/** One row of the table: a target and the requests sent to it. */
+/** One row of the table: what serves it, the requests sent to it, and its measured rounds. */
 export interface Scenario {
   id: string;
   name: string;
-  /** Origin of the process under load. */
-  origin: string;
-  /** Its process id (for pinning it to a CPU in the paired rounds). */
-  pid?: number;
   requests: LoadRequest[];
-  /** Warm up with this many requests (e.g. one pass over every token) instead of by time. */
+  /** The settings of this row's gateway, its Node if not this one, auth off (constant-bearer). */
+  extra?: Record<string, string>;
+  runtime?: Runtime;
+  authOff?: boolean;
+  /** Warm up with this many requests (one pass over every token) instead of by time. */
   warmupAmount?: number;
-  /** Every request reaches Keycloak: measured last in each round, followed by a pause. */
+  /** Every request reaches Keycloak: measured after the others, as Keycloak stays busy after. */
   keycloakBound?: boolean;
-  /** Set when the scenario cannot run; the row then says why. */
+  /** Why the row has no numbers. */
   unavailable?: string;
-}
-
-export interface ScenarioRuns {
-  scenario: Scenario;
-  warmup?: LoadResult;
+  port: number;
+  pid?: number;
   rounds: LoadResult[];
 }
 
-type Log = (message: string) => void;
-
-/** The proxied automation route of an organization's workspace. */
-export function automationPath(organization: string, workspace: string): string {
-  return `/api/${organization}/workspaces/${workspace}/ita/menu/operation_list/filter/`;
-}
-
-export function basicHeader(user: BenchUser): string {
-  return `Basic ${Buffer.from(`${user.username}:${user.password}`).toString('base64')}`;
+export function automationPath(organization: string): string {
+  return `/api/${organization}/workspaces/${WORKSPACE}/ita/menu/operation_list/filter/`;
 }
 
 /**
- * Checks each scenario once, warms each up, then runs `rounds` rounds in which every scenario
- * is measured once (interleaved, so that drift of a shared machine spreads over all rows).
+ * The rows, in the order printed; every row but the limit has a gateway process of its own, so
+ * no row inherits another's JIT or heap state. The reference rows get the very request the
+ * Bearer row sends (a ~1.4 KB header to parse and forward), so that rows differ only in what
+ * serves them. Many credentials go in turn (load.ts): no two concurrent requests carry the same.
+ */
+export function buildScenarios(
+  input: Awaited<ReturnType<typeof provision>> & {
+    organization: string;
+    node20: { runtime: Runtime; version: string } | undefined;
+  },
+): Scenario[] {
+  const { node20, realms, manyTokens, noCacheUsers } = input;
+  const path = automationPath(input.organization);
+  const bearer = [{ path, authorization: `Bearer ${input.token}` }];
+  const rotate = (tokens: string[]) => tokens.map((t) => ({ path, authorization: `Bearer ${t}` }));
+  const basic = (u: BenchUser) => {
+    const credentials = Buffer.from(`${u.username}:${u.password}`).toString('base64');
+    return { path, authorization: `Basic ${credentials}` };
+  };
+  const rows: Omit<Scenario, 'port' | 'rounds'>[] = [
+    { id: 'limit', name: 'limit: minimal node:http proxy', requests: bearer },
+    {
+      id: 'auth-off',
+      name: 'auth off: same gateway, verification replaced by a constant principal',
+      requests: bearer,
+      authOff: true,
+      extra: { REVOCATION_CHECK_SECONDS: 'off' },
+    },
+    { id: 'bearer', name: 'Bearer, 1 token (defaults)', requests: bearer },
+    {
+      id: 'bearer-control',
+      name: 'Bearer, a second identical gateway (control)',
+      requests: bearer,
+    },
+    {
+      id: 'bearer-metrics-off',
+      name: 'Bearer, metrics off (METRICS_ENABLED=false)',
+      requests: bearer,
+      extra: { METRICS_ENABLED: 'false' },
+    },
+    {
+      id: 'bearer-node20',
+      name: `Bearer, same gateway on Node 20 (${node20?.version ?? 'not found'}, through tsx)`,
+      requests: bearer,
+      runtime: node20?.runtime,
+      unavailable: node20 ? undefined : 'no Node 20 at /usr/bin/node: set BENCH_NODE20',
+    },
+    {
+      id: 'bearer-10k',
+      name: `Bearer, ${manyTokens.length} distinct tokens`,
+      requests: rotate(manyTokens),
+      warmupAmount: manyTokens.length,
+    },
+    {
+      id: 'bearer-realms',
+      name: `Bearer, ${realms.length} realms × 1 token`,
+      requests: realms.map((r) => ({
+        path: automationPath(r.realm),
+        authorization: `Bearer ${r.token}`,
+      })),
+    },
+    { id: 'basic-warm', name: 'Basic, warm cache', requests: [basic(input.basicUser)] },
+    {
+      id: 'basic-nocache',
+      name: `Basic, cache off, ${noCacheUsers.length} users: a password grant per request`,
+      requests: noCacheUsers.map(basic),
+      extra: { BASIC_CACHE_MAX_SECONDS: '0' },
+      keycloakBound: true,
+    },
+  ];
+  // The main Bearer gateway on the base port (Keycloak issues tokens for its address), the
+  // limit proxy on its own, the others every 10 ports, around Keycloak's and the upstream's.
+  const free = [10, 20, 30, 40, 50, 60, 70, 110, 120, 130].map((o) => PORTS.base + o);
+  return rows.map((row) => ({
+    ...row,
+    port: { limit: PORTS.limitProxy, bearer: PORTS.gateway }[row.id] ?? free.shift()!,
+    rounds: [],
+  }));
+}
+
+/**
+ * Warms every row up, then measures `rounds` rounds of every row, interleaved (round 1 of every
+ * row, then round 2...) so that drift of the shared machine spreads over all rows; the rows
+ * bound by Keycloak come last. A row without a single 2xx answer in its warm-up is left out.
  */
 export async function measureScenarios(
   scenarios: Scenario[],
   options: BenchOptions,
-  log: Log,
-): Promise<ScenarioRuns[]> {
-  const runs: ScenarioRuns[] = scenarios.map((scenario) => ({ scenario, rounds: [] }));
-  for (const { scenario } of runs) {
-    if (scenario.unavailable) continue;
-    const problem = await checkOnce(scenario);
-    if (problem) {
-      scenario.unavailable = problem;
-      log(`  ${scenario.name}: ${problem}`);
+  log: (message: string) => void,
+) {
+  for (const bound of [false, true]) {
+    const group = scenarios.filter((s) => !s.unavailable && Boolean(s.keycloakBound) === bound);
+    for (const s of group) {
+      const warmup = await runLoad({
+        ...loadOf(s, options, options.warmupSeconds),
+        amount: s.warmupAmount,
+      });
+      if (warmup.ok > 0) continue;
+      s.unavailable = `no 2xx answer in the warm-up: ${JSON.stringify(warmup.statusCodes)}`;
+      log(`  ${s.name}: ${s.unavailable}`);
     }
-  }
-  const active = runs.filter(({ scenario }) => !scenario.unavailable);
-  const ordered = [
-    ...active.filter(({ scenario }) => !scenario.keycloakBound),
-    ...active.filter(({ scenario }) => scenario.keycloakBound),
-  ];
-  for (const run of ordered) {
-    const { scenario } = run;
-    log(`  warm-up: ${scenario.name}`);
-    run.warmup = await runLoad({
-      url: scenario.origin,
-      connections: options.connections,
-      durationSeconds: options.warmupSeconds,
-      amount: scenario.warmupAmount,
-      requests: scenario.requests,
-    });
-  }
-  // Rows served by the gateway alone first, interleaved; then the rows bound by Keycloak, whose
-  // CPU (Keycloak shares the cores) would otherwise still be busy when the next row starts.
-  const gatewayBound = ordered.filter(({ scenario }) => !scenario.keycloakBound);
-  const keycloakBound = ordered.filter(({ scenario }) => scenario.keycloakBound);
-  for (const group of [gatewayBound, keycloakBound]) {
     for (let round = 1; round <= options.rounds; round++) {
-      for (const run of group) {
-        await settle(log);
-        const result = await runLoad(roundOf(run.scenario, options));
-        run.rounds.push(result);
-        log(
-          `  round ${round}/${options.rounds} ${run.scenario.name}: ${result.reqPerSec.toFixed(0)} req/s, ` +
-            `p99 ${result.latencyMs.p99.toFixed(2)} ms${problemsOf(result)}`,
-        );
+      for (const s of group.filter((row) => !row.unavailable)) {
+        const r = await runLoad(loadOf(s, options));
+        s.rounds.push(r);
+        const bad = r.bad ? ` (not 2xx: ${r.bad}, ${JSON.stringify(r.statusCodes)})` : '';
+        log(`  round ${round}/${options.rounds} ${s.name}: ${r.reqPerSec.toFixed(0)} req/s${bad}`);
       }
     }
   }
-  return runs;
 }
 
-/** One measured round of a scenario: its requests, the usual connections and duration. */
-export function roundOf(scenario: Scenario, options: BenchOptions): LoadSpec {
-  return {
-    url: scenario.origin,
+/** A round of a row: its requests, the usual connections. */
+export function loadOf(s: Scenario, options: BenchOptions, seconds = options.roundSeconds) {
+  const spec: LoadSpec = {
+    url: origin(s.port),
     connections: options.connections,
-    durationSeconds: options.roundSeconds,
-    requests: scenario.requests,
+    durationSeconds: seconds,
+    requests: s.requests,
   };
-}
-
-/** Waits for a quiet machine; says so when it did not come. */
-export async function settle(log: Log): Promise<void> {
-  const { quiet, note } = await waitUntilQuiet(QUIET_WAIT_SECONDS);
-  if (!quiet) log(`  ${note}; measuring anyway`);
-}
-
-async function checkOnce(scenario: Scenario): Promise<string | undefined> {
-  const first = scenario.requests[0];
-  if (!first) return 'no request';
-  try {
-    const res = await fetch(`${scenario.origin}${first.path}`, {
-      headers: first.authorization ? { authorization: first.authorization } : {},
-      signal: AbortSignal.timeout(30_000),
-    });
-    const body = await res.text();
-    return res.status === 200 ? undefined : `check failed: ${res.status} ${body.slice(0, 200)}`;
-  } catch (err) {
-    return `check failed: ${(err as Error).message}`;
-  }
-}
-
-/** Non-2xx answers, errors and time-outs of a run, for the progress log. */
-export function problemsOf(result: LoadResult): string {
-  const bad = result.non2xx + result.errors + result.timeouts;
-  return bad > 0
-    ? ` (non-2xx ${result.non2xx}, errors ${result.errors}, timeouts ${result.timeouts}: ` +
-        `${JSON.stringify(result.statusCodes)})`
-    : '';
+  return spec;
 }

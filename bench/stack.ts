@@ -1,28 +1,17 @@
+import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { readdir, readFile, rm, stat } from 'node:fs/promises';
-import net from 'node:net';
 import { loadavg } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { startLocalKeycloak, type LocalKeycloak } from '../keycloak/launcher.ts';
+import { startLocalKeycloak } from '../keycloak/launcher.ts';
 import type { GatewaySpec } from './gateway-process.ts';
-import { startChild, type BenchChild } from './processes.ts';
-import { ADMIN_PUBLIC_URL, DATA_DIR, HOST, PORTS, PUBLIC_URL } from './settings.ts';
-
-const REALM_EXPORT_DIR = fileURLToPath(new URL('../realm-export', import.meta.url));
-const BENCH_DATABASE = 'realmgate_bench';
+import { startChild, type Runtime } from './processes.ts';
+import { DATA_DIR, HOST, origin, PORTS } from './settings.ts';
 
 /** Secrets of this run only: nothing is read from or written to the environment. */
-export interface BenchSecrets {
-  keycloakAdminUsername: string;
-  keycloakAdminPassword: string;
-  gatewayClientSecret: string;
-  cacheSecret: string;
-  redisKeyPrefix: string;
-}
-
-export function newSecrets(): BenchSecrets {
+export function newSecrets() {
   const secret = () => randomBytes(24).toString('base64url');
   return {
     keycloakAdminUsername: 'admin',
@@ -32,32 +21,29 @@ export function newSecrets(): BenchSecrets {
     redisKeyPrefix: `realmgate-bench:${randomBytes(4).toString('hex')}:`,
   };
 }
+export type BenchSecrets = ReturnType<typeof newSecrets>;
 
 /** A real local Keycloak with fresh state in `.data/bench/keycloak`. */
-export async function startBenchKeycloak(
-  secrets: BenchSecrets,
-  log: (message: string) => void,
-): Promise<LocalKeycloak> {
+export async function startBenchKeycloak(secrets: BenchSecrets, log: (message: string) => void) {
   const stateDir = path.join(DATA_DIR, 'keycloak');
   await rm(stateDir, { recursive: true, force: true });
   return startLocalKeycloak({
     stateDir,
     httpPort: PORTS.keycloakHttp,
     managementPort: PORTS.keycloakManagement,
-    publicUrl: PUBLIC_URL,
-    adminPublicUrl: ADMIN_PUBLIC_URL,
+    publicUrl: origin(PORTS.gateway),
+    adminPublicUrl: origin(PORTS.gateway + 1),
     adminUsername: secrets.keycloakAdminUsername,
     adminPassword: secrets.keycloakAdminPassword,
     gatewayClientSecret: secrets.gatewayClientSecret,
-    realmExportDir: REALM_EXPORT_DIR,
+    realmExportDir: fileURLToPath(new URL('../realm-export', import.meta.url)),
     log,
   });
 }
 
 /**
- * The PostgreSQL database of this run: `BENCH_DATABASE_URL` if set, else database
- * `realmgate_bench` on the local server, dropped and created anew, so that the bench neither
- * sees nor disturbs the tests' data.
+ * `BENCH_DATABASE_URL` if set, else database `realmgate_bench` on `BENCH_POSTGRES_URL` (default
+ * the local server), dropped and created anew: the bench neither sees nor disturbs the tests'.
  */
 export async function prepareDatabase(): Promise<string> {
   if (process.env.BENCH_DATABASE_URL) return process.env.BENCH_DATABASE_URL;
@@ -65,84 +51,72 @@ export async function prepareDatabase(): Promise<string> {
   const client = new pg.Client({ connectionString: `${server}/postgres` });
   await client.connect();
   try {
-    await client.query(`drop database if exists ${BENCH_DATABASE} with (force)`);
-    await client.query(`create database ${BENCH_DATABASE}`);
+    await client.query('drop database if exists realmgate_bench with (force)');
+    await client.query('create database realmgate_bench');
   } finally {
     await client.end();
   }
-  return `${server}/${BENCH_DATABASE}`;
+  return `${server}/realmgate_bench`;
 }
 
-export interface GatewayEnvInput {
-  secrets: BenchSecrets;
-  databaseUrl: string;
-  keycloakUrl: string;
-  port: number;
+export type StackInfo = { secrets: BenchSecrets; keycloakUrl: string; databaseUrl: string };
+type GatewayOptions = Pick<GatewaySpec, 'authOff'> & {
   extra?: Record<string, string>;
-}
+  runtime?: Runtime;
+  nodeArgs?: string[];
+};
 
-/** The environment one bench gateway is configured with (see src/config/config.ts). */
-export function gatewayEnv(input: GatewayEnvInput): Record<string, string> {
-  return {
+/** One gateway process on `port`: the bench's settings (src/config) plus `options.extra`. */
+export function startGateway(stack: StackInfo, port: number, options: GatewayOptions = {}) {
+  const { secrets, keycloakUrl } = stack;
+  const env = {
     HOST,
-    PORT: String(input.port),
+    PORT: String(port),
     ADMIN_HOST: HOST,
-    ADMIN_PORT: String(input.port + 1),
+    ADMIN_PORT: String(port + 1),
     // Every gateway verifies tokens for the issuer Keycloak writes: the main gateway's address.
-    PUBLIC_URL,
-    ADMIN_PUBLIC_URL,
+    PUBLIC_URL: origin(PORTS.gateway),
+    ADMIN_PUBLIC_URL: origin(PORTS.gateway + 1),
     LOG_LEVEL: 'silent',
-    KEYCLOAK_URL: input.keycloakUrl,
-    KEYCLOAK_ADMIN_USERNAME: input.secrets.keycloakAdminUsername,
-    KEYCLOAK_ADMIN_PASSWORD: input.secrets.keycloakAdminPassword,
-    KEYCLOAK_CLIENT_SECRET: input.secrets.gatewayClientSecret,
-    DATABASE_URL: input.databaseUrl,
+    KEYCLOAK_URL: keycloakUrl,
+    KEYCLOAK_ADMIN_USERNAME: secrets.keycloakAdminUsername,
+    KEYCLOAK_ADMIN_PASSWORD: secrets.keycloakAdminPassword,
+    KEYCLOAK_CLIENT_SECRET: secrets.gatewayClientSecret,
+    DATABASE_URL: stack.databaseUrl,
     DATA_DIR,
     REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
-    REDIS_KEY_PREFIX: input.secrets.redisKeyPrefix,
-    REALMGATE_CACHE_SECRET: input.secrets.cacheSecret,
-    AUTOMATION_UPSTREAM_URL: `http://${HOST}:${PORTS.upstream}`,
-    ...input.extra,
+    REDIS_KEY_PREFIX: secrets.redisKeyPrefix,
+    REALMGATE_CACHE_SECRET: secrets.cacheSecret,
+    AUTOMATION_UPSTREAM_URL: origin(PORTS.upstream),
+    ...options.extra,
   };
+  const spec: GatewaySpec = { env, keycloakUrl, authOff: options.authOff };
+  const bench = { BENCH_GATEWAY: JSON.stringify(spec) };
+  return startChild('gateway-process.ts', { ...options, env: bench });
 }
 
-/** Starts one gateway process (see gateway-process.ts). */
-export function startGatewayProcess(
-  name: string,
-  spec: GatewaySpec,
-  nodeArgs: string[] = [],
-): Promise<BenchChild> {
-  return startChild({
-    name,
-    module: 'gateway-process.ts',
-    env: { BENCH_GATEWAY: JSON.stringify(spec) },
-    nodeArgs,
-  });
+/** The upstream, and the limit proxy in front of it (servers.ts). */
+export function startServers() {
+  return Promise.all([
+    startChild('servers.ts', { env: { BENCH_PORT: PORTS.upstream } }),
+    startChild('servers.ts', {
+      env: { BENCH_PORT: PORTS.limitProxy, BENCH_UPSTREAM: origin(PORTS.upstream) },
+    }),
+  ]);
 }
 
-export function startUpstream(): Promise<BenchChild> {
-  return startChild({
-    name: 'upstream',
-    module: 'upstream.ts',
-    env: { BENCH_PORT: String(PORTS.upstream) },
-  });
+/** Node 20 (`BENCH_NODE20`, else /usr/bin/node) and its version, or undefined if it does not run. */
+export function findNode20(): { runtime: Runtime; version: string } | undefined {
+  const node = process.env.BENCH_NODE20 ?? '/usr/bin/node';
+  try {
+    const version = execFileSync(node, ['--version'], { encoding: 'utf8' }).trim();
+    return { runtime: { node, tsx: true }, version };
+  } catch {
+    return undefined;
+  }
 }
 
-export function startLimitProxy(): Promise<BenchChild> {
-  return startChild({
-    name: 'limit proxy',
-    module: 'limit-proxy.ts',
-    env: {
-      BENCH_PORT: String(PORTS.limitProxy),
-      BENCH_UPSTREAM: `http://${HOST}:${PORTS.upstream}`,
-    },
-  });
-}
-
-/**
- * SHA-256 (first 12 hex digits) over the paths and contents of src/: src changes while the
- * bench runs when others work in the same tree, and gateways started later would run other code.
- */
+/** SHA-256 (12 hex digits) over src/: others change it while the bench runs. */
 export async function sourceFingerprint(): Promise<string> {
   const root = fileURLToPath(new URL('../src', import.meta.url));
   const hash = createHash('sha256');
@@ -153,59 +127,9 @@ export async function sourceFingerprint(): Promise<string> {
   return hash.digest('hex').slice(0, 12);
 }
 
-/** The machine is shared: load average, and whether the tests' stack (18xxx) runs as well. */
-export async function machineLoad(): Promise<string> {
-  const listening = (port: number) =>
-    new Promise<boolean>((resolve) => {
-      const socket = net.connect({ host: HOST, port });
-      socket.once('connect', () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once('error', () => resolve(false));
-    });
-  const others: number[] = [];
-  for (const port of [18000, 18080]) if (await listening(port)) others.push(port);
-  const [one, five] = loadavg();
-  return (
-    `load average ${one!.toFixed(2)} (1 min), ${five!.toFixed(2)} (5 min); ` +
-    (others.length
-      ? `the tests' stack is running too (ports ${others.join(', ')})`
-      : "the tests' stack is not running")
-  );
-}
-
-/**
- * Waits (at most `maxSeconds`) until the machine is at least `idleShare` idle over one second,
- * e.g. until Keycloak has settled after provisioning. Linux only (`/proc/stat`); returns what
- * it saw, for the notes.
- */
-export async function waitUntilQuiet(
-  maxSeconds = 45,
-  idleShare = 0.8,
-): Promise<{ quiet: boolean; note: string }> {
-  const sample = async () => {
-    const fields = (await readFile('/proc/stat', 'utf8')).split('\n')[0]!.trim().split(/\s+/);
-    const numbers = fields.slice(1).map(Number);
-    const idle = (numbers[3] ?? 0) + (numbers[4] ?? 0);
-    return { idle, total: numbers.reduce((sum, n) => sum + n, 0) };
-  };
-  const started = Date.now();
-  let share = 0;
-  try {
-    while (Date.now() - started < maxSeconds * 1000) {
-      const before = await sample();
-      await new Promise((resolve) => setTimeout(resolve, 1000));
-      const after = await sample();
-      share = (after.idle - before.idle) / Math.max(1, after.total - before.total);
-      if (share >= idleShare) break;
-    }
-  } catch {
-    return { quiet: false, note: 'could not read /proc/stat: did not wait for a quiet machine' };
-  }
-  const waited = ((Date.now() - started) / 1000).toFixed(0);
-  return {
-    quiet: share >= idleShare,
-    note: `waited ${waited} s for a quiet machine: ${(share * 100).toFixed(0)}% idle at the start`,
-  };
+/** The machine is shared: its load average (1, 5, 15 min). */
+export function loadAverage(): string {
+  return `load average ${loadavg()
+    .map((v) => v.toFixed(1))
+    .join(' ')}`;
 }
