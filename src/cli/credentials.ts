@@ -1,0 +1,170 @@
+import { randomBytes } from 'node:crypto';
+import { chmod, mkdir, open, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { dirname, isAbsolute, join } from 'node:path';
+import { CliError } from './errors.ts';
+
+/**
+ * One `realmgate login`: the refresh token of an offline session, and the access token last
+ * obtained with it (reused until shortly before it expires). Kept in `credentials.json`.
+ */
+export interface StoredLogin {
+  /** The gateway's base URL as `REALMGATE_URL` gives it, ending with `/`. */
+  gateway: string;
+  realm: string;
+  /** As Keycloak spells it (lowercase); compared without regard to case. */
+  username: string;
+  /** The offline session (`sid` claim): what `logout` revokes, and what `tokens list` shows as id. */
+  sessionId: string;
+  refreshToken: string;
+  /** ISO 8601; absent when Keycloak gave no lifetime. */
+  refreshExpiresAt?: string;
+  /** ISO 8601; the most recent login is the default one. */
+  loggedInAt: string;
+  accessToken?: string;
+  /** ISO 8601, when `accessToken` expires. */
+  accessExpiresAt?: string;
+}
+
+/** What picks a stored login: `--realm` and `--user`, each optional. */
+export interface LoginSelector {
+  realm?: string;
+  user?: string;
+}
+
+const FILE_NAME = 'credentials.json';
+const FORMAT_VERSION = 1;
+
+/**
+ * The credentials file: `$REALMGATE_CONFIG_DIR/credentials.json`, else under
+ * `$XDG_CONFIG_HOME/realmgate/`, else `~/.config/realmgate/`. Undefined when the environment
+ * names no home at all (nothing is stored then).
+ */
+export function credentialsPathOf(env: Record<string, string | undefined>): string | undefined {
+  if (env.REALMGATE_CONFIG_DIR) return join(env.REALMGATE_CONFIG_DIR, FILE_NAME);
+  // The XDG spec says to ignore a relative XDG_CONFIG_HOME.
+  const xdg = env.XDG_CONFIG_HOME;
+  if (xdg && isAbsolute(xdg)) return join(xdg, 'realmgate', FILE_NAME);
+  if (env.HOME) return join(env.HOME, '.config', 'realmgate', FILE_NAME);
+  return undefined;
+}
+
+/**
+ * Reads the stored logins; none when the file does not exist. A file other users can read, or
+ * one that is not what this module writes, is refused rather than used or overwritten.
+ */
+export async function readLogins(path: string): Promise<StoredLogin[]> {
+  let text: string;
+  try {
+    const mode = (await stat(path)).mode & 0o777;
+    if ((mode & 0o077) !== 0) {
+      throw new CliError(
+        'config',
+        `${path} is open to other users (mode ${mode.toString(8)}); run chmod 600 ${path}`,
+      );
+    }
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    if ((error as { code?: unknown }).code === 'ENOENT') return [];
+    if (error instanceof CliError) throw error;
+    throw new CliError('config', `cannot read ${path}: ${(error as Error).message}`);
+  }
+  let file: unknown;
+  try {
+    file = JSON.parse(text);
+  } catch {
+    file = undefined;
+  }
+  const logins = (file as { logins?: unknown } | undefined)?.logins;
+  const version = (file as { version?: unknown } | undefined)?.version;
+  if (version !== FORMAT_VERSION || !Array.isArray(logins) || !logins.every(isStoredLogin)) {
+    throw new CliError(
+      'config',
+      `${path} is not a realmgate credentials file; move it away and log in again`,
+    );
+  }
+  return logins;
+}
+
+/**
+ * Replaces the file with `logins`, never exposing it: a new file created with mode 0600 in the
+ * same directory (mode 0700), then renamed over the old one, so a reader sees the old or the
+ * new content whole, and a crash leaves at worst a stray temporary file.
+ */
+export async function writeLogins(path: string, logins: readonly StoredLogin[]): Promise<void> {
+  const dir = dirname(path);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  // An existing directory keeps its mode through mkdir; ours is tightened.
+  await chmod(dir, 0o700);
+  const temporary = join(dir, `.${FILE_NAME}.${randomBytes(6).toString('hex')}.tmp`);
+  const text = `${JSON.stringify({ version: FORMAT_VERSION, logins }, null, 2)}\n`;
+  // `wx`: never follow or reuse something already at that name.
+  const handle = await open(temporary, 'wx', 0o600);
+  try {
+    try {
+      await handle.chmod(0o600); // whatever the umask
+      await handle.writeFile(text, 'utf8');
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temporary, path);
+  } catch (error) {
+    await unlink(temporary).catch(() => {});
+    throw error;
+  }
+}
+
+/** Whether two logins have the same key: gateway URL, realm and user. */
+export function isSameLogin(a: StoredLogin, b: StoredLogin): boolean {
+  return (
+    a.gateway === b.gateway &&
+    a.realm === b.realm &&
+    a.username.toLowerCase() === b.username.toLowerCase()
+  );
+}
+
+/** `logins` with `login` in place of the one with the same key (or added). */
+export function withLogin(logins: readonly StoredLogin[], login: StoredLogin): StoredLogin[] {
+  const index = logins.findIndex((other) => isSameLogin(other, login));
+  if (index === -1) return [...logins, login];
+  return logins.map((other, i) => (i === index ? login : other));
+}
+
+/** `logins` without the one with the same key as `login`. */
+export function withoutLogin(logins: readonly StoredLogin[], login: StoredLogin): StoredLogin[] {
+  return logins.filter((other) => !isSameLogin(other, login));
+}
+
+/**
+ * The login to use at `gateway`: among those matching `--realm` and `--user` (each when given),
+ * the one logged in most recently.
+ */
+export function selectLogin(
+  logins: readonly StoredLogin[],
+  gateway: string,
+  selector: LoginSelector,
+): StoredLogin | undefined {
+  const user = selector.user?.toLowerCase();
+  return logins
+    .filter((login) => login.gateway === gateway)
+    .filter((login) => selector.realm === undefined || login.realm === selector.realm)
+    .filter((login) => user === undefined || login.username.toLowerCase() === user)
+    .reduce<StoredLogin | undefined>(
+      (latest, login) =>
+        latest === undefined || Date.parse(login.loggedInAt) > Date.parse(latest.loggedInAt)
+          ? login
+          : latest,
+      undefined,
+    );
+}
+
+function isStoredLogin(value: unknown): value is StoredLogin {
+  if (typeof value !== 'object' || value === null) return false;
+  const login = value as Record<string, unknown>;
+  const text = (key: string) => typeof login[key] === 'string' && login[key] !== '';
+  const optional = (key: string) => login[key] === undefined || typeof login[key] === 'string';
+  return (
+    ['gateway', 'realm', 'username', 'sessionId', 'refreshToken', 'loggedInAt'].every(text) &&
+    ['refreshExpiresAt', 'accessToken', 'accessExpiresAt'].every(optional)
+  );
+}

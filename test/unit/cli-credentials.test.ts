@@ -1,0 +1,135 @@
+import { chmod, mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  credentialsPathOf,
+  readLogins,
+  selectLogin,
+  withLogin,
+  withoutLogin,
+  writeLogins,
+  type StoredLogin,
+} from '../../src/cli/credentials.ts';
+import { CliError } from '../../src/cli/errors.ts';
+
+const GATEWAY = 'http://localhost:8000/';
+
+function loginOf(overrides: Partial<StoredLogin> = {}): StoredLogin {
+  return {
+    gateway: GATEWAY,
+    realm: 'acme',
+    username: 'alice',
+    sessionId: 's-1',
+    refreshToken: 'refresh-1',
+    loggedInAt: '2026-11-01T00:00:00.000Z',
+    ...overrides,
+  };
+}
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'realmgate-credentials-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('credentialsPathOf', () => {
+  it('takes REALMGATE_CONFIG_DIR, then an absolute XDG_CONFIG_HOME, then HOME', () => {
+    const env = { REALMGATE_CONFIG_DIR: '/c', XDG_CONFIG_HOME: '/x', HOME: '/h' };
+    expect(credentialsPathOf(env)).toBe('/c/credentials.json');
+    expect(credentialsPathOf({ ...env, REALMGATE_CONFIG_DIR: '' })).toBe(
+      '/x/realmgate/credentials.json',
+    );
+    expect(credentialsPathOf({ XDG_CONFIG_HOME: 'relative', HOME: '/h' })).toBe(
+      '/h/.config/realmgate/credentials.json',
+    );
+    expect(credentialsPathOf({})).toBeUndefined();
+  });
+});
+
+describe('writeLogins and readLogins', () => {
+  it('creates the directory 0700 and the file 0600 whatever the umask, leaving no temp file', async () => {
+    const path = join(dir, 'a', 'b', 'credentials.json');
+    const umask = process.umask(0);
+    try {
+      await writeLogins(path, [loginOf()]);
+    } finally {
+      process.umask(umask);
+    }
+    expect((await stat(join(dir, 'a', 'b'))).mode & 0o777).toBe(0o700);
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
+    expect(await readdir(join(dir, 'a', 'b'))).toEqual(['credentials.json']);
+    expect(await readLogins(path)).toEqual([loginOf()]);
+  });
+
+  it('tightens an existing directory and replaces the file whole', async () => {
+    const configDir = join(dir, 'realmgate');
+    await mkdir(configDir, { mode: 0o755 });
+    await chmod(configDir, 0o755);
+    const path = join(configDir, 'credentials.json');
+    await writeLogins(path, [loginOf()]);
+    const second = loginOf({ realm: 'master', sessionId: 's-2' });
+    await writeLogins(path, [loginOf(), second]);
+    expect((await stat(configDir)).mode & 0o777).toBe(0o700);
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
+    expect(await readLogins(path)).toEqual([loginOf(), second]);
+  });
+
+  it('reads a missing file as no logins', async () => {
+    expect(await readLogins(join(dir, 'none.json'))).toEqual([]);
+  });
+
+  it('refuses a file other users can read, saying how to fix it', async () => {
+    const path = join(dir, 'credentials.json');
+    await writeLogins(path, [loginOf()]);
+    await chmod(path, 0o644);
+    const error = await readLogins(path).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CliError);
+    expect((error as CliError).message).toBe(
+      `${path} is open to other users (mode 644); run chmod 600 ${path}`,
+    );
+    expect((error as CliError).exitCode).toBe(2);
+  });
+
+  it.each([
+    ['not JSON', '{'],
+    ['another version', JSON.stringify({ version: 2, logins: [] })],
+    ['an entry without refresh token', JSON.stringify({ version: 1, logins: [{ realm: 'x' }] })],
+  ])('refuses %s without showing its content', async (_, text) => {
+    const path = join(dir, 'credentials.json');
+    await writeFile(path, text, { mode: 0o600 });
+    await expect(readLogins(path)).rejects.toThrow(
+      `${path} is not a realmgate credentials file; move it away and log in again`,
+    );
+  });
+});
+
+describe('one entry per gateway, realm and user', () => {
+  it('replaces the entry with the same key (user name in any case), keeps the others', () => {
+    const other = loginOf({ realm: 'master' });
+    const elsewhere = loginOf({ gateway: 'https://gw.example/' });
+    const logins = [loginOf(), other, elsewhere];
+    const again = loginOf({ username: 'Alice', sessionId: 's-9' });
+    expect(withLogin(logins, again)).toEqual([again, other, elsewhere]);
+    expect(withLogin([other], again)).toEqual([other, again]);
+    expect(withoutLogin(logins, again)).toEqual([other, elsewhere]);
+  });
+
+  it('selects by --realm and --user at the gateway, else the most recent login', () => {
+    const old = loginOf({ realm: 'master', username: 'root', loggedInAt: '2026-10-01T00:00:00Z' });
+    const recent = loginOf({ loggedInAt: '2026-11-02T00:00:00Z' });
+    const bob = loginOf({ username: 'bob', loggedInAt: '2026-11-01T00:00:00Z' });
+    const elsewhere = loginOf({
+      gateway: 'https://gw.example/',
+      loggedInAt: '2026-12-01T00:00:00Z',
+    });
+    const logins = [old, recent, bob, elsewhere];
+    expect(selectLogin(logins, GATEWAY, {})).toBe(recent);
+    expect(selectLogin(logins, GATEWAY, { realm: 'master' })).toBe(old);
+    expect(selectLogin(logins, GATEWAY, { user: 'BOB' })).toBe(bob);
+    expect(selectLogin(logins, GATEWAY, { realm: 'master', user: 'bob' })).toBeUndefined();
+    expect(selectLogin(logins, 'http://other/', {})).toBeUndefined();
+  });
+});
