@@ -3,11 +3,10 @@ import { readyUntilParentExits } from './processes.ts';
 
 /**
  * One gateway, `startGateway` from src/gateway.ts, in a process of its own, configured by the
- * JSON in `BENCH_GATEWAY`. Closes (writing its CPU profile when started with `--cpu-prof`) on
- * SIGTERM or when the bench's end of stdin closes.
+ * JSON in `BENCH_GATEWAY` (`env` is all `loadConfig` reads). Closes on SIGTERM or when the
+ * bench's end of stdin closes (writing its CPU profile when started with `--cpu-prof`).
  */
 export interface GatewaySpec {
-  /** The environment `loadConfig` reads (nothing is taken from the bench's own environment). */
   env: Record<string, string>;
   keycloakUrl: string;
   /** Auth off: Bearer verification replaced by a constant principal holding this workspace. */

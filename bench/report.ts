@@ -1,5 +1,4 @@
 import { mkdir, writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import type { PairOutcome } from './pairs.ts';
 import type { Scenario } from './scenarios.ts';
 
@@ -70,6 +69,7 @@ export function judgeTargets(rows: Row[], pairs: PairOutcome[]): Target[] {
     times('Basic warm ≥ 100 × Basic without cache', ratio('basic-warm', 'basic-nocache'), 100),
     paired('flat with 10,000 tokens: ≥ 0.9 × 1 token', 'bearer-10k', 'bearer', 0.9),
     paired('flat with 100 realms: ≥ 0.9 × 1 realm', 'bearer-realms', 'bearer', 0.9),
+    paired('no target: auth off ÷ limit, the gateway without auth', 'auth-off', 'limit', NaN),
     paired('no target: Node 20 ÷ Node 24, same gateway', 'bearer-node20', 'bearer', NaN),
     paired('no target: control ÷ Bearer, identical processes', 'bearer-control', 'bearer', NaN),
   ];
@@ -100,7 +100,7 @@ export function formatReport(report: Report): string {
 /** Writes `bench/results/<ISO timestamp>.json` and returns its path. */
 export async function writeReport(report: Report): Promise<string> {
   await mkdir('bench/results', { recursive: true });
-  const file = path.join('bench/results', `${report.startedAt.replace(/:/g, '-')}.json`);
+  const file = `bench/results/${report.startedAt.replace(/:/g, '-')}.json`;
   await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
   return file;
 }

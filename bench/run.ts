@@ -94,19 +94,21 @@ try {
 
   if (options.profile) {
     // A fresh gateway under the Bearer load; V8 writes the profile when it exits.
-    const dir = `${DATA_DIR}/profiles`;
-    const profiled = await stack.startGateway(info, PORTS.profiled, {
-      nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`],
-    });
-    const load = loadOf(
-      { ...scenarios.find((s) => s.id === 'bearer')!, port: PORTS.profiled },
-      options,
-    );
+    const file = `${DATA_DIR}/profiles/bearer-${new Date(started).toISOString()}.cpuprofile`;
+    const nodeArgs = [
+      '--cpu-prof',
+      `--cpu-prof-dir=${DATA_DIR}/profiles`,
+      `--cpu-prof-name=${file.split('/').pop()}`,
+    ];
+    const profiled = await stack.startGateway(info, PORTS.profiled, { nodeArgs });
+    const bearer = scenarios.find((s) => s.id === 'bearer')!;
+    const load = loadOf({ ...bearer, port: PORTS.profiled }, options);
     await runLoad({ ...load, durationSeconds: options.warmupSeconds });
     const { reqPerSec } = await runLoad(load);
     await profiled.stop(30_000);
+    const readyAt = String(profiled.ready.monotonicMicros);
     note(
-      `CPU profile in ${dir}, readiness at ${String(profiled.ready.monotonicMicros)} µs (monotonic), ${reqPerSec.toFixed(0)} req/s under the profiler`,
+      `CPU profile ${file} (${reqPerSec.toFixed(0)} req/s; ready at ${readyAt} µs on its clock)`,
     );
   }
 

@@ -70,10 +70,10 @@ export function buildScenarios(
     },
     {
       id: 'bearer-node20',
-      name: `Bearer, same gateway on Node 20 (${node20?.version ?? 'not found'}, through tsx)`,
+      name: `Bearer, same gateway on Node 20${node20 ? ` (${node20.version}, through tsx)` : ''}`,
       requests: bearer,
       runtime: node20?.runtime,
-      unavailable: node20 ? undefined : 'no Node 20 at /usr/bin/node: set BENCH_NODE20',
+      unavailable: node20 ? undefined : `not found: ${process.env.BENCH_NODE20 ?? '/usr/bin/node'}`,
     },
     {
       id: 'bearer-10k',

@@ -129,7 +129,6 @@ export async function sourceFingerprint(): Promise<string> {
 
 /** The machine is shared: its load average (1, 5, 15 min). */
 export function loadAverage(): string {
-  return `load average ${loadavg()
-    .map((v) => v.toFixed(1))
-    .join(' ')}`;
+  const [one, five, fifteen] = loadavg().map((v) => v.toFixed(1));
+  return `load average ${one} ${five} ${fifteen}`;
 }
