@@ -1,5 +1,6 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { Command, TokenLifetimes } from './commands.ts';
+import type { LoginSelector } from './credentials.ts';
 import { CliError, usageError } from './errors.ts';
 import {
   checkOrganization,
@@ -18,12 +19,18 @@ export const COMMAND_GROUPS = [
   'operation',
   'lifetimes',
   'realms',
+  'login',
+  'token',
+  'tokens',
+  'logout',
 ] as const;
 
 /** A command's arguments after the generic checks (counts, duplicates, empty values). */
 interface Args {
   /** The positional at `index`; always present, the count was checked. */
   at(index: number): string;
+  /** The optional positional after the required ones, if given. */
+  optional(): string | undefined;
   one(option: string): string | undefined;
   many(option: string): string[];
   /** Whether a boolean option was given. */
@@ -32,12 +39,20 @@ interface Args {
 
 interface CommandSpec {
   positionals: string[];
+  /** One more positional that may be left out (`tokens revoke <id>`). */
+  optional?: string;
   single?: string[];
   multiple?: string[];
   /** Boolean options: `--otp`, never `--otp=<value>`. */
   flags?: string[];
   build(args: Args): Command;
 }
+
+/** `--realm` and `--user`: which stored login a token command uses. */
+const SELECTOR_OPTIONS = ['realm', 'user'];
+
+// Keycloak session ids (the `id` of tokens list): UUIDs, or base64url-like on newer versions.
+const SESSION_ID = /^[A-Za-z0-9._~-]{1,128}$/;
 
 const LIFETIME_OPTIONS = {
   access: 'access_token_lifespan',
@@ -122,7 +137,50 @@ const COMMANDS: Record<string, CommandSpec> = {
     }),
   },
   'realms protect': { positionals: [], build: () => ({ name: 'realms protect' }) },
+  login: {
+    positionals: ['realm', 'username'],
+    flags: ['password-stdin', 'otp'],
+    build: (args) => ({
+      name: 'login',
+      realm: checkRealm(args.at(0)),
+      username: args.at(1),
+      passwordFrom: args.has('password-stdin') ? 'stdin' : 'prompt',
+      otp: args.has('otp'),
+    }),
+  },
+  token: {
+    positionals: [],
+    single: SELECTOR_OPTIONS,
+    build: (args) => ({ name: 'token', select: readSelector(args) }),
+  },
+  'tokens list': {
+    positionals: [],
+    single: SELECTOR_OPTIONS,
+    build: (args) => ({ name: 'tokens list', select: readSelector(args) }),
+  },
+  'tokens revoke': {
+    positionals: [],
+    optional: 'id',
+    single: SELECTOR_OPTIONS,
+    flags: ['all'],
+    build: (args) => {
+      const id = args.optional();
+      if ((id === undefined) === !args.has('all')) {
+        throw usageError('tokens revoke takes either an <id> or --all');
+      }
+      if (id !== undefined && !SESSION_ID.test(id)) throw usageError(`invalid token id '${id}'`);
+      return { name: 'tokens revoke', select: readSelector(args), id };
+    },
+  },
+  logout: {
+    positionals: [],
+    single: SELECTOR_OPTIONS,
+    build: (args) => ({ name: 'logout', select: readSelector(args) }),
+  },
 };
+
+/** Commands of one word, whose second word is an argument (`login <realm> ...`). */
+const SINGLE_WORD_COMMANDS = new Set(['login', 'token', 'logout']);
 
 /**
  * Parses `realmgate`'s arguments (without `node` and the script). `--help`/`-h` anywhere before
@@ -143,6 +201,10 @@ export function parseCommandLine(argv: readonly string[]): Command {
   // Only the name before `=`: the value could be a password typed in the wrong place.
   if (group.startsWith('-')) {
     throw usageError(`unexpected option ${group.split('=')[0]}: options go after the command`);
+  }
+  if (SINGLE_WORD_COMMANDS.has(group)) {
+    const single = COMMANDS[group]!;
+    return withGroup(group, () => single.build(readArgs(argv.slice(1), single)));
   }
   const spec = COMMANDS[`${group} ${action}`];
   if (spec) return withGroup(group, () => spec.build(readArgs(rest, spec)));
@@ -217,10 +279,12 @@ function readArgs(argv: string[], spec: CommandSpec): Args {
   const missing = spec.positionals[positionals.length];
   if (missing !== undefined) throw usageError(`missing <${missing}>`);
   // Extra words are not echoed: one could be a password that lost its `--password`.
-  if (positionals.length > spec.positionals.length) throw usageError('too many arguments');
+  const most = spec.positionals.length + (spec.optional === undefined ? 0 : 1);
+  if (positionals.length > most) throw usageError('too many arguments');
   if (positionals.includes('')) throw usageError('arguments must not be empty');
   return {
     at: (index) => positionals[index]!,
+    optional: () => positionals[spec.positionals.length],
     one: (name) => {
       const value = parsed.values[name];
       return typeof value === 'string' ? value : undefined;
@@ -247,6 +311,15 @@ function readLifetimes(args: Args): Partial<TokenLifetimes> {
     throw usageError('lifetimes set needs at least one option');
   }
   return lifetimes;
+}
+
+function readSelector(args: Args): LoginSelector {
+  const realm = args.one('realm');
+  const user = args.one('user');
+  return {
+    ...(realm === undefined ? {} : { realm: checkRealm(realm) }),
+    ...(user === undefined ? {} : { user }),
+  };
 }
 
 function required(value: string | undefined, option: string): string {

@@ -25,7 +25,8 @@ export function readConnection(env: Record<string, string | undefined>): Connect
   return { baseUrl: readBaseUrl(env.REALMGATE_URL), authorization: readAuthorization(env) };
 }
 
-function readBaseUrl(value: string | undefined): URL {
+/** `REALMGATE_URL` (or the default) as a base URL ending with `/`; a config error otherwise. */
+export function readBaseUrl(value: string | undefined): URL {
   let url: URL;
   try {
     url = new URL(value?.trim() || DEFAULT_URL);
@@ -46,6 +47,22 @@ function readBaseUrl(value: string | undefined): URL {
 }
 
 function readAuthorization(env: Record<string, string | undefined>): string {
+  const authorization = readEnvAuthorization(env);
+  if (authorization === undefined) {
+    throw new CliError(
+      'config',
+      'no credentials: set REALMGATE_TOKEN, or REALMGATE_USERNAME and REALMGATE_PASSWORD, ' +
+        'of a master-realm user',
+    );
+  }
+  return authorization;
+}
+
+/**
+ * The `Authorization` header from `REALMGATE_TOKEN`, or `REALMGATE_USERNAME` with
+ * `REALMGATE_PASSWORD`; undefined when none of the three is set (a stored login may serve).
+ */
+export function readEnvAuthorization(env: Record<string, string | undefined>): string | undefined {
   const token = env.REALMGATE_TOKEN?.trim();
   const username = env.REALMGATE_USERNAME;
   const password = env.REALMGATE_PASSWORD;
@@ -59,13 +76,7 @@ function readAuthorization(env: Record<string, string | undefined>): string {
     if (!BEARER_TOKEN.test(token)) throw new CliError('config', 'REALMGATE_TOKEN is malformed');
     return `Bearer ${token}`;
   }
-  if (!username && !password) {
-    throw new CliError(
-      'config',
-      'no credentials: set REALMGATE_TOKEN, or REALMGATE_USERNAME and REALMGATE_PASSWORD, ' +
-        'of a master-realm user',
-    );
-  }
+  if (!username && !password) return undefined;
   if (!username) throw new CliError('config', 'REALMGATE_USERNAME is not set');
   if (!password) throw new CliError('config', 'REALMGATE_PASSWORD is not set');
   // Basic splits user and password at the first colon, so such a name cannot be sent.
@@ -124,12 +135,19 @@ function readEnvelopeData(status: number, text: string, baseUrl: URL): unknown {
     body = undefined;
   }
   if (!isEnvelope(body)) {
-    throw new CliError('api', `error ${status}: the answer of ${baseUrl.href} is not an envelope`);
+    throw new CliError(
+      'api',
+      `error ${status}: the answer of ${baseUrl.href} is not an envelope`,
+      undefined,
+      status,
+    );
   }
   if (status >= 200 && status < 300 && body.result === SUCCESS_RESULT) return body.data;
   throw new CliError(
     'api',
     `error ${status} ${printable(body.result)}: ${printable(body.message)}`,
+    undefined,
+    status,
   );
 }
 
@@ -141,7 +159,8 @@ function isEnvelope(
   return typeof message === 'string' && typeof result === 'string';
 }
 
-function describeUnreachable(error: unknown, baseUrl: URL, timeoutMs: number): CliError {
+/** What the CLI says when `fetch` got no answer from the gateway. */
+export function describeUnreachable(error: unknown, baseUrl: URL, timeoutMs: number): CliError {
   const name = (error as { name?: unknown }).name;
   if (name === 'TimeoutError') {
     const seconds = timeoutMs / 1000;
@@ -160,7 +179,7 @@ function describeUnreachable(error: unknown, baseUrl: URL, timeoutMs: number): C
 }
 
 /** Keeps control characters of a server's text away from the user's terminal. */
-function printable(text: string): string {
+export function printable(text: string): string {
   // eslint-disable-next-line no-control-regex
   return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ');
 }

@@ -1,4 +1,5 @@
 import type { TokenLifetimes } from '../keycloak/token-lifetimes.ts';
+import type { LoginSelector } from './credentials.ts';
 import type { PasswordSource } from './password.ts';
 
 export type { TokenLifetimes };
@@ -36,10 +37,27 @@ export type Command =
     }
   | { name: 'lifetimes show'; realm: string }
   | { name: 'lifetimes set'; realm: string; lifetimes: Partial<TokenLifetimes> }
-  | { name: 'realms protect' };
+  | { name: 'realms protect' }
+  | SessionCommand;
 
-/** A command that talks to the gateway (everything but help and version). */
-export type ApiCommand = Exclude<Command, { name: 'help' | 'version' }>;
+/** The API client's commands: a stored login and its tokens (session.ts, login.ts). */
+export type SessionCommand =
+  | {
+      name: 'login';
+      realm: string;
+      username: string;
+      passwordFrom: PasswordSource;
+      /** Ask for the one-time password before the first try. */
+      otp: boolean;
+    }
+  | { name: 'token'; select: LoginSelector }
+  | { name: 'tokens list'; select: LoginSelector }
+  /** `id` undefined: `--all`. */
+  | { name: 'tokens revoke'; select: LoginSelector; id: string | undefined }
+  | { name: 'logout'; select: LoginSelector };
+
+/** A command that maps onto one provisioning API call. */
+export type ApiCommand = Exclude<Command, { name: 'help' | 'version' } | SessionCommand>;
 
 /** What `user create` sends but never takes from the command line. */
 export interface UserSecrets {
@@ -55,7 +73,7 @@ export type ReadyCommand =
 
 /** One call of the gateway's platform API; `path` is relative to the base URL. */
 export interface ApiRequest {
-  method: 'GET' | 'POST' | 'PATCH';
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
   path: string;
   body?: Record<string, unknown>;
 }
@@ -144,6 +162,13 @@ const COMMAND_USAGE: Record<string, string[]> = {
     '              [--offline-max-enabled true|false]',
   ],
   realms: ['realms protect'],
+  login: ['login <realm> <username> [--password-stdin] [--otp]'],
+  token: ['token [--realm <realm>] [--user <username>]'],
+  tokens: [
+    'tokens list [--realm <realm>] [--user <username>]',
+    'tokens revoke <id> | --all [--realm <realm>] [--user <username>]',
+  ],
+  logout: ['logout [--realm <realm>] [--user <username>]'],
 };
 
 const DETAILS = `
@@ -159,14 +184,31 @@ create asks twice for the new user's password, without echo, when stdin is a ter
 --otp turns on two-factor authentication with a fresh 160-bit secret, printed once beside the
 new user's fields as "otp_secret" (base32) and "otpauth_uri" (for a QR code).
 
+API clients (spec 5.2): login does the password grant once (scope openid offline_access)
+and keeps the refresh token in the credentials file (mode 0600), one entry per gateway URL,
+realm and user; it asks for the password without echo, and for the one-time password when
+the login is refused (--otp asks for it at once). With --password-stdin, stdin's first line
+is the password and an optional second line the one-time password:
+  printf '%s\n%s\n' "$PW" "$OTP" | realmgate login acme alice --password-stdin
+token prints an access token (cached until a minute before it expires):
+  curl -H "Authorization: Bearer $(realmgate token)" ...
+tokens list|revoke manage the user's refresh tokens (revoke --all: every one of them).
+logout revokes the stored login's refresh token alone and forgets it. --realm and --user pick
+among stored logins; without them, the most recent login at REALMGATE_URL is used. The other
+commands use the most recent master-realm login when no REALMGATE_TOKEN or
+REALMGATE_USERNAME is set.
+
 Environment:
-  REALMGATE_URL       gateway base URL (default http://localhost:8000)
-  REALMGATE_TOKEN     access token of a master-realm user (Bearer), or
-  REALMGATE_USERNAME  and REALMGATE_PASSWORD of a master-realm user (Basic; not possible
-                      for a user with two-factor authentication)
+  REALMGATE_URL         gateway base URL (default http://localhost:8000)
+  REALMGATE_TOKEN       access token of a master-realm user (Bearer), or
+  REALMGATE_USERNAME    and REALMGATE_PASSWORD of a master-realm user (Basic; not possible
+                        for a user with two-factor authentication)
+  REALMGATE_CONFIG_DIR  where credentials.json is kept (default
+                        $XDG_CONFIG_HOME/realmgate, else ~/.config/realmgate)
 
 Prints the created or requested record as JSON. Exit status: 0 success, 1 the gateway answered
-with an error, 2 usage or configuration error, 3 gateway unreachable or silent for 30 s.
+with an error (a refused login or refresh token included), 2 usage or configuration error,
+3 gateway unreachable or silent for 30 s.
 `;
 
 /** The full help text (`--help`), or the lines of one command group (`user --help`). */

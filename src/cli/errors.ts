@@ -20,12 +20,15 @@ export class CliError extends Error {
   readonly exitCode: number;
   readonly kind: CliErrorKind;
   readonly group: string | undefined;
+  /** For `api` errors: the gateway's HTTP status, when it answered. */
+  readonly status: number | undefined;
 
-  constructor(kind: CliErrorKind, message: string, group?: string) {
+  constructor(kind: CliErrorKind, message: string, group?: string, status?: number) {
     super(message);
     this.name = 'CliError';
     this.kind = kind;
     this.group = group;
+    this.status = status;
     this.exitCode = exitCodes[kind];
   }
 }

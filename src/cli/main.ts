@@ -1,20 +1,25 @@
 import packageJson from '../../package.json' with { type: 'json' };
 import { parseCommandLine } from './args.ts';
-import { callApi, DEFAULT_TIMEOUT_MS, readConnection } from './client.ts';
+import { DEFAULT_TIMEOUT_MS } from './client.ts';
 import {
   buildRequest,
   formatHelp,
   formatShortUsage,
   type ApiCommand,
+  type Command,
   type ReadyCommand,
+  type SessionCommand,
 } from './commands.ts';
 import { CliError, exitCodes } from './errors.ts';
+import { login } from './login.ts';
 import { createOtpEnrollment, type OtpEnrollment } from './otp.ts';
 import { readPassword, type CliStdin } from './password.ts';
+import { runSession } from './session.ts';
+import { callAs, resolveCaller } from './stored-login.ts';
 
 /** Where the CLI reads and writes; `process` itself fits, tests pass fakes and collectors. */
 export interface CliIo {
-  /** Read only for a new user's password: a terminal (prompt) or a pipe (--password-stdin). */
+  /** Read only for passwords (and one-time passwords): a terminal (prompt) or a pipe. */
   stdin: CliStdin;
   stdout: { write(text: string): unknown };
   stderr: { write(text: string): unknown };
@@ -45,21 +50,51 @@ export async function runCli(
       io.stdout.write(`${packageJson.version}\n`);
       return exitCodes.success;
     }
-    // Credentials are read only now: help and version must work without them.
-    const connection = readConnection(env);
     const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    if (isSessionCommand(command)) {
+      const output =
+        command.name === 'login'
+          ? { json: await login(command, env, io, timeoutMs) }
+          : await runSession(command, env, io, timeoutMs);
+      if ('text' in output) io.stdout.write(`${output.text}\n`);
+      else if ('json' in output) io.stdout.write(formatJson(output.json));
+      return exitCodes.success;
+    }
+    // Credentials are read only now: help and version must work without them. Without any in
+    // the environment, the most recent master-realm login serves (administrators' commands).
+    const caller = await resolveCaller(env, { realm: 'master' }, NO_CREDENTIALS);
     const wantsOtp = command.name === 'user create' && command.otp;
     const enrollment = wantsOtp ? createOtpEnrollment(command.username) : undefined;
     const ready = await withSecrets(command, io, enrollment);
-    const data = await callApi(buildRequest(ready), connection, timeoutMs);
+    const data = await callAs(caller, buildRequest(ready), timeoutMs);
     const printed = enrollment ? withEnrollment(data, enrollment) : data;
-    io.stdout.write(`${JSON.stringify(printed, null, 2)}\n`);
+    io.stdout.write(formatJson(printed));
     return exitCodes.success;
   } catch (error) {
     if (!(error instanceof CliError)) throw error;
     io.stderr.write(describeError(error));
     return error.exitCode;
   }
+}
+
+const NO_CREDENTIALS =
+  'no credentials: set REALMGATE_TOKEN, or REALMGATE_USERNAME and REALMGATE_PASSWORD, ' +
+  'of a master-realm user, or log in once with realmgate login master <username>';
+
+const SESSION_COMMANDS = new Set<string>([
+  'login',
+  'token',
+  'tokens list',
+  'tokens revoke',
+  'logout',
+]);
+
+function isSessionCommand(command: Command): command is SessionCommand {
+  return SESSION_COMMANDS.has(command.name);
+}
+
+function formatJson(data: unknown): string {
+  return `${JSON.stringify(data, null, 2)}\n`;
 }
 
 /** Reads what `user create` must not take from the command line; other commands pass as is. */

@@ -11,7 +11,7 @@ export interface CliStdin extends NodeJS.ReadableStream {
 /** Where the password of a new user comes from; never the command line. */
 export type PasswordSource = 'prompt' | 'stdin';
 
-interface Prompter {
+export interface Prompter {
   stdin: CliStdin;
   /** Prompts go to stderr, so stdout stays the JSON a script reads. */
   stderr: { write(text: string): unknown };
@@ -38,7 +38,12 @@ export async function readPassword(
         'user',
       );
     }
-    return readPipedPassword(io.stdin);
+    const [password, ...more] = await readPipedLines(io.stdin, 'user');
+    // A second line is more likely a mistake (a stray blank line) than part of a password.
+    if (more.length > 0) {
+      throw usageError('--password-stdin: stdin holds more than one line', 'user');
+    }
+    return password!;
   }
   if (!io.stdin.isTTY) {
     throw usageError(
@@ -47,23 +52,28 @@ export async function readPassword(
       'user',
     );
   }
-  const [password, repeated] = await promptHidden(io, [
-    `Password for ${who}: `,
-    'Repeat the password: ',
-  ]);
+  const [password, repeated] = await promptHidden(
+    io,
+    [`Password for ${who}: `, 'Repeat the password: '],
+    'user',
+  );
   if (password === '') throw usageError('the password must not be empty', 'user');
   if (password !== repeated) throw usageError('the two passwords differ', 'user');
   return password!;
 }
 
-async function readPipedPassword(stdin: CliStdin): Promise<string> {
+/**
+ * Reads all of a piped stdin as UTF-8 lines, with one trailing line break removed; refuses an
+ * empty stdin and more than 8 KiB. `group` selects the usage lines shown with an error.
+ */
+export async function readPipedLines(stdin: CliStdin, group: string): Promise<string[]> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of stdin) {
     const bytes = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
     size += bytes.length;
     if (size > MAX_STDIN_BYTES) {
-      throw usageError(`--password-stdin: more than ${MAX_STDIN_BYTES} bytes on stdin`, 'user');
+      throw usageError(`--password-stdin: more than ${MAX_STDIN_BYTES} bytes on stdin`, group);
     }
     chunks.push(bytes);
   }
@@ -71,15 +81,11 @@ async function readPipedPassword(stdin: CliStdin): Promise<string> {
   try {
     text = new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks));
   } catch {
-    throw usageError('--password-stdin: stdin is not UTF-8 text', 'user');
+    throw usageError('--password-stdin: stdin is not UTF-8 text', group);
   }
-  const password = text.replace(/\r?\n$/, '');
-  if (password === '') throw usageError('--password-stdin: stdin holds no password', 'user');
-  // A second line is more likely a mistake (a stray blank line) than part of a password.
-  if (/[\r\n]/.test(password)) {
-    throw usageError('--password-stdin: stdin holds more than one line', 'user');
-  }
-  return password;
+  const lines = text.replace(/\r?\n$/, '').split(/\r?\n|\r/);
+  if (lines[0] === '') throw usageError('--password-stdin: stdin holds no password', group);
+  return lines;
 }
 
 interface Key {
@@ -92,8 +98,13 @@ interface Key {
  * Asks each prompt in turn with echo off and returns the lines typed. One keypress listener
  * serves all prompts, so lines that arrive in one chunk (a paste) are not lost between them.
  * Ctrl-C, or Ctrl-D on an empty line, cancels; the terminal is restored in every case.
+ * `group` selects the usage lines shown with an error.
  */
-async function promptHidden(io: Prompter, prompts: string[]): Promise<string[]> {
+export async function promptHidden(
+  io: Prompter,
+  prompts: string[],
+  group: string,
+): Promise<string[]> {
   const { stdin, stderr } = io;
   if (!stdin.setRawMode) {
     throw new CliError('config', 'cannot turn off echo on this terminal; use --password-stdin');
@@ -113,7 +124,7 @@ async function promptHidden(io: Prompter, prompts: string[]): Promise<string[]> 
         if (error) reject(error);
         else resolve(lines);
       };
-      const onEnd = () => finish(usageError('stdin closed before a password was typed', 'user'));
+      const onEnd = () => finish(usageError('stdin closed before a password was typed', group));
       const onKey = (text: string | undefined, key: Key | undefined) => {
         const name = key?.name;
         const crlf = afterReturn && name === 'enter';
@@ -121,7 +132,7 @@ async function promptHidden(io: Prompter, prompts: string[]): Promise<string[]> 
         if (crlf) return;
         if (key?.ctrl && (name === 'c' || (name === 'd' && line === ''))) {
           stderr.write('\n');
-          finish(usageError('password prompt cancelled', 'user'));
+          finish(usageError('password prompt cancelled', group));
         } else if (name === 'return' || name === 'enter') {
           stderr.write('\n');
           lines.push(line);

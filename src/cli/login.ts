@@ -1,0 +1,184 @@
+import { readBaseUrl } from './client.ts';
+import type { SessionCommand } from './commands.ts';
+import {
+  isSameLogin,
+  readLogins,
+  withLogin,
+  writeLogins,
+  type StoredLogin,
+} from './credentials.ts';
+import { CliError, usageError } from './errors.ts';
+import type { CliIo } from './main.ts';
+import { promptHidden, readPipedLines } from './password.ts';
+import { requireCredentialsPath } from './stored-login.ts';
+import { passwordGrant, unverifiedClaimsOf, type GrantResult } from './token-endpoint.ts';
+import { revokeSession } from './session.ts';
+
+type LoginCommand = Extract<SessionCommand, { name: 'login' }>;
+
+/**
+ * Keycloak locks a user for a minute after two failed logins less than a second apart
+ * (brute-force detection's quick-login check); a retry with the one-time password waits this
+ * long after the refusal, so a fast paste cannot lock the account.
+ */
+const QUICK_LOGIN_GAP_MS = 1100;
+
+// An authenticator app's code: 6 digits by default, 8 at most in Keycloak's OTP policies.
+const OTP = /^\d{6,8}$/;
+
+/**
+ * `realmgate login <realm> <username>`: the password grant with `offline_access`, its refresh
+ * token kept in the credentials file (0600). Prints the login's summary, never a token.
+ */
+export async function login(
+  command: LoginCommand,
+  env: Record<string, string | undefined>,
+  io: CliIo,
+  timeoutMs: number,
+): Promise<unknown> {
+  const baseUrl = readBaseUrl(env.REALMGATE_URL);
+  const path = requireCredentialsPath(env);
+  // A broken or open credentials file is reported before any password is asked for.
+  await readLogins(path);
+  const { realm, username } = command;
+  const secrets = await readSecrets(command, io);
+  let result = await passwordGrant(baseUrl, { realm, username, ...secrets }, timeoutMs);
+  // Keycloak answers a missing one-time password exactly like a wrong password, so at a
+  // terminal the CLI asks for one after a refusal; a person with none just presses Enter.
+  if (!result.ok && secrets.totp === undefined && command.passwordFrom === 'prompt') {
+    const refusedAt = Date.now();
+    io.stderr.write(
+      'The login was refused: a wrong password, or the account also needs a one-time password.\n',
+    );
+    const totp = await askOtp(io, 'One-time password (Enter if the account has none): ');
+    if (totp !== undefined) {
+      await sleep(refusedAt + QUICK_LOGIN_GAP_MS - Date.now());
+      result = await passwordGrant(baseUrl, { realm, username, ...secrets, totp }, timeoutMs);
+    }
+  }
+  if (!result.ok) throw refused(result, command, secrets.totp !== undefined);
+  const stored = storedLoginOf(result.tokens, baseUrl, command);
+  const logins = await readLogins(path);
+  const replaced = logins.find((other) => isSameLogin(other, stored));
+  await writeLogins(path, withLogin(logins, stored));
+  // One entry per gateway, realm and user: the offline session it replaces is revoked, so no
+  // forgotten refresh token stays valid for a year.
+  if (replaced && replaced.sessionId !== stored.sessionId) {
+    await revokeSession(stored, replaced.sessionId, timeoutMs).catch((error: unknown) => {
+      const reason = error instanceof CliError ? error.message : String(error);
+      io.stderr.write(
+        `realmgate: could not revoke the previous login's refresh token (${reason}); ` +
+          `see realmgate tokens list\n`,
+      );
+    });
+  }
+  return {
+    gateway: stored.gateway,
+    realm: stored.realm,
+    username: stored.username,
+    session_id: stored.sessionId,
+    expire_timestamp: stored.refreshExpiresAt ?? null,
+    credentials_file: path,
+  };
+}
+
+/** The password (prompt or first line of stdin) and the one-time password, if given up front. */
+async function readSecrets(
+  command: LoginCommand,
+  io: CliIo,
+): Promise<{ password: string; totp?: string }> {
+  if (command.passwordFrom === 'stdin') {
+    if (io.stdin.isTTY) {
+      throw usageError(
+        '--password-stdin reads a pipe or a file, but stdin is a terminal; ' +
+          'leave --password-stdin out to type the password without echo',
+        'login',
+      );
+    }
+    const [password, totp, ...more] = await readPipedLines(io.stdin, 'login');
+    if (more.length > 0 || totp === '') {
+      throw usageError(
+        '--password-stdin: stdin holds the password and, for two-factor accounts, the ' +
+          'one-time password on a second line; nothing else',
+        'login',
+      );
+    }
+    if (totp !== undefined) checkOtp(totp);
+    if (command.otp && totp === undefined) {
+      throw usageError('--otp with --password-stdin: the one-time password is missing', 'login');
+    }
+    return { password: password!, totp };
+  }
+  if (!io.stdin.isTTY) {
+    throw usageError(
+      'no terminal to ask for the password: pipe it in with --password-stdin, ' +
+        `e.g. printf '%s\\n' "$PASSWORD" | realmgate login <realm> <username> --password-stdin`,
+      'login',
+    );
+  }
+  const who = `${command.username} (realm ${command.realm})`;
+  const [password] = await promptHidden(io, [`Password for ${who}: `], 'login');
+  if (password === '') throw usageError('the password must not be empty', 'login');
+  const totp = command.otp ? await askOtp(io, 'One-time password: ') : undefined;
+  if (command.otp && totp === undefined) {
+    throw usageError('the one-time password must not be empty', 'login');
+  }
+  return { password: password!, totp };
+}
+
+async function askOtp(io: CliIo, prompt: string): Promise<string | undefined> {
+  const [typed] = await promptHidden(io, [prompt], 'login');
+  const totp = typed!.replace(/\s/g, '');
+  if (totp === '') return undefined;
+  checkOtp(totp);
+  return totp;
+}
+
+function checkOtp(totp: string): void {
+  // Digits only: a mistyped code is caught here, not counted by Keycloak as a failed login.
+  if (!OTP.test(totp)) throw usageError('the one-time password is 6 to 8 digits', 'login');
+}
+
+function refused(
+  result: Extract<GrantResult, { ok: false }>,
+  command: LoginCommand,
+  gaveOtp: boolean,
+): CliError {
+  const said = result.description || result.error;
+  const hint =
+    gaveOtp || command.passwordFrom === 'prompt'
+      ? ''
+      : '; for an account with two-factor authentication, put the one-time password on ' +
+        "stdin's second line";
+  return new CliError('api', `login refused: ${said}${hint}`);
+}
+
+function storedLoginOf(
+  tokens: Extract<GrantResult, { ok: true }>['tokens'],
+  baseUrl: URL,
+  command: LoginCommand,
+): StoredLogin {
+  const claims = unverifiedClaimsOf(tokens.accessToken);
+  const { sid, preferred_username: name } = claims;
+  if (typeof sid !== 'string' || sid === '' || tokens.refreshToken === undefined) {
+    throw new CliError('api', 'the token endpoint answered without a refresh token or session id');
+  }
+  const now = Date.now();
+  const at = (seconds: number) => new Date(now + seconds * 1000).toISOString();
+  return {
+    gateway: baseUrl.href,
+    realm: command.realm,
+    username: typeof name === 'string' && name !== '' ? name : command.username.toLowerCase(),
+    sessionId: sid,
+    refreshToken: tokens.refreshToken,
+    // 0 means the session has no end of its own.
+    ...(tokens.refreshExpiresIn ? { refreshExpiresAt: at(tokens.refreshExpiresIn) } : {}),
+    loggedInAt: new Date(now).toISOString(),
+    accessToken: tokens.accessToken,
+    accessExpiresAt: at(tokens.expiresIn),
+  };
+}
+
+function sleep(ms: number): Promise<void> {
+  return ms > 0 ? new Promise((resolve) => setTimeout(resolve, ms)) : Promise.resolve();
+}

@@ -1,0 +1,158 @@
+import { callApi, readBaseUrl, readEnvAuthorization } from './client.ts';
+import type { ApiRequest } from './commands.ts';
+import {
+  credentialsPathOf,
+  isSameLogin,
+  readLogins,
+  selectLogin,
+  withLogin,
+  writeLogins,
+  type LoginSelector,
+  type StoredLogin,
+} from './credentials.ts';
+import { CliError } from './errors.ts';
+import { refreshGrant } from './token-endpoint.ts';
+
+/** A cached access token is reused while at least this much of its life is left. */
+export const REUSE_MARGIN_MS = 60_000;
+
+/** Who calls the gateway: credentials from the environment, or a stored login. */
+export type Caller =
+  | { kind: 'env'; baseUrl: URL; authorization: string }
+  | { kind: 'stored'; baseUrl: URL; login: StoredLogin; path: string };
+
+/** The credentials file, or a config error when the environment names no home for it. */
+export function requireCredentialsPath(env: Record<string, string | undefined>): string {
+  const path = credentialsPathOf(env);
+  if (path === undefined) {
+    throw new CliError('config', 'no place for credentials: set HOME or REALMGATE_CONFIG_DIR');
+  }
+  return path;
+}
+
+/**
+ * The stored login that `--realm`/`--user` select at `REALMGATE_URL` (the most recent one
+ * among the matches), or a config error that says how to log in.
+ */
+export async function findStoredLogin(
+  env: Record<string, string | undefined>,
+  selector: LoginSelector,
+): Promise<{ baseUrl: URL; login: StoredLogin; path: string }> {
+  const baseUrl = readBaseUrl(env.REALMGATE_URL);
+  const path = requireCredentialsPath(env);
+  const login = selectLogin(await readLogins(path), baseUrl.href, selector);
+  if (login === undefined) {
+    const realm = selector.realm ?? '<realm>';
+    const user = selector.user ?? '<username>';
+    throw new CliError(
+      'config',
+      `no stored login${describeSelector(selector)} for ${baseUrl.href}; ` +
+        `log in first: realmgate login ${realm} ${user}`,
+    );
+  }
+  return { baseUrl, login, path };
+}
+
+/**
+ * Credentials for a command: `REALMGATE_TOKEN` or `REALMGATE_USERNAME`/`REALMGATE_PASSWORD`
+ * when set, else the stored login `selector` picks. `missing` is the error when neither exists.
+ */
+export async function resolveCaller(
+  env: Record<string, string | undefined>,
+  selector: LoginSelector,
+  missing: string,
+): Promise<Caller> {
+  const baseUrl = readBaseUrl(env.REALMGATE_URL);
+  const authorization = readEnvAuthorization(env);
+  if (authorization !== undefined) return { kind: 'env', baseUrl, authorization };
+  const path = credentialsPathOf(env);
+  const login = path && selectLogin(await readLogins(path), baseUrl.href, selector);
+  if (!path || !login) throw new CliError('config', missing);
+  return { kind: 'stored', baseUrl, login, path };
+}
+
+/**
+ * Sends `request` as `caller`. A stored login's cached access token that the gateway refuses
+ * (revoked meanwhile) is dropped and the call made once more with a fresh one.
+ */
+export async function callAs(
+  caller: Caller,
+  request: ApiRequest,
+  timeoutMs: number,
+): Promise<unknown> {
+  if (caller.kind === 'env') return callApi(request, caller, timeoutMs);
+  const { baseUrl } = caller;
+  const first = await accessTokenOf(caller, timeoutMs);
+  try {
+    return await callApi(request, { baseUrl, authorization: `Bearer ${first.token}` }, timeoutMs);
+  } catch (error) {
+    if (!(error instanceof CliError && error.status === 401 && first.cached)) throw error;
+  }
+  const fresh = await accessTokenOf(caller, timeoutMs, { refresh: true });
+  return callApi(request, { baseUrl, authorization: `Bearer ${fresh.token}` }, timeoutMs);
+}
+
+/**
+ * An access token of the stored login: the cached one while it has a minute left, else a new
+ * one from a refresh grant, cached in the credentials file. A refused refresh token (expired,
+ * revoked, user disabled) is an `api` error that says to log in again.
+ */
+export async function accessTokenOf(
+  stored: { baseUrl: URL; login: StoredLogin; path: string },
+  timeoutMs: number,
+  options: { refresh?: boolean; now?: () => number } = {},
+): Promise<{ token: string; cached: boolean }> {
+  const { baseUrl, login, path } = stored;
+  const now = options.now ?? Date.now;
+  const { accessToken, accessExpiresAt } = login;
+  if (!options.refresh && accessToken && accessExpiresAt) {
+    if (Date.parse(accessExpiresAt) - now() > REUSE_MARGIN_MS) {
+      return { token: accessToken, cached: true };
+    }
+  }
+  const result = await refreshGrant(baseUrl, login.realm, login.refreshToken, timeoutMs);
+  if (!result.ok) throw loginExpired(login, result.error);
+  const { tokens } = result;
+  const issuedAt = now();
+  const renewed: StoredLogin = {
+    ...login,
+    // Keycloak may rotate the refresh token; the newest one is always the one to keep.
+    refreshToken: tokens.refreshToken ?? login.refreshToken,
+    accessToken: tokens.accessToken,
+    accessExpiresAt: new Date(issuedAt + tokens.expiresIn * 1000).toISOString(),
+  };
+  // Read again just before writing: another realmgate may have changed the file meanwhile.
+  // A newer login of the same user (another session) is left as it is.
+  const logins = await readLogins(path);
+  const current = logins.find((other) => isSameLogin(other, login));
+  if (current?.sessionId === login.sessionId) await writeLogins(path, withLogin(logins, renewed));
+  stored.login = renewed;
+  return { token: tokens.accessToken, cached: false };
+}
+
+const expiredLogins = new WeakSet<CliError>();
+
+/** Whether `error` says the stored login's refresh token was refused. */
+export function isLoginExpired(error: unknown): boolean {
+  return error instanceof CliError && expiredLogins.has(error);
+}
+
+/** The error of a stored login whose refresh token the gateway no longer takes. */
+function loginExpired(login: StoredLogin, error: string): CliError {
+  const expired = new CliError(
+    'api',
+    `the stored login of ${login.username} (realm ${login.realm}) at ${login.gateway} has ` +
+      `expired or was revoked (${error}); log in again: ` +
+      `realmgate login ${login.realm} ${login.username}`,
+  );
+  expiredLogins.add(expired);
+  return expired;
+}
+
+function describeSelector(selector: LoginSelector): string {
+  const parts = [
+    selector.user === undefined ? [] : [`user ${selector.user}`],
+    selector.realm === undefined ? [] : [`realm ${selector.realm}`],
+  ].flat();
+  return parts.length === 0 ? '' : ` (${parts.join(', ')})`;
+}

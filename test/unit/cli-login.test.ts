@@ -1,0 +1,217 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough, Readable } from 'node:stream';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { parseCommandLine } from '../../src/cli/args.ts';
+import { formatHelp } from '../../src/cli/commands.ts';
+import { runCli, type CliIo } from '../../src/cli/main.ts';
+
+/** A stand-in gateway: the token endpoint answers with whatever `grant` decides. */
+const PASSWORD = 'pä:ss wörd';
+const REFRESH = 'refresh-token-secret';
+
+function jwt(claims: Record<string, unknown>): string {
+  const part = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  return `${part({ alg: 'none' })}.${part(claims)}.c2ln`;
+}
+
+let server: Server;
+let baseUrl: string;
+let configDir: string;
+let forms: Array<{ at: number; form: URLSearchParams; url: string }>;
+let grant: (form: URLSearchParams, res: ServerResponse) => void;
+
+function tokens(res: ServerResponse, accessToken: string, refreshToken = REFRESH, expiresIn = 300) {
+  res.writeHead(200, { 'content-type': 'application/json' });
+  res.end(
+    JSON.stringify({
+      access_token: accessToken,
+      expires_in: expiresIn,
+      refresh_token: refreshToken,
+      refresh_expires_in: 31_536_000,
+      token_type: 'Bearer',
+    }),
+  );
+}
+
+function invalidGrant(res: ServerResponse) {
+  res.writeHead(400, { 'content-type': 'application/json' });
+  res.end(
+    JSON.stringify({ error: 'invalid_grant', error_description: 'Invalid user credentials' }),
+  );
+}
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    let text = '';
+    req.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
+    req.on('end', () => {
+      const form = new URLSearchParams(text);
+      forms.push({ at: Date.now(), form, url: req.url! });
+      grant(form, res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+afterAll(async () => {
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
+});
+beforeEach(async () => {
+  forms = [];
+  configDir = await mkdtemp(join(tmpdir(), 'realmgate-cli-login-'));
+  return () => rm(configDir, { recursive: true, force: true });
+});
+
+class FakeTerminal extends PassThrough {
+  readonly isTTY = true;
+  setRawMode(): this {
+    return this;
+  }
+}
+
+async function run(argv: string[], stdin: CliIo['stdin'], onStderr?: (text: string) => void) {
+  let stdout = '';
+  let stderr = '';
+  const io: CliIo = {
+    stdin,
+    stdout: { write: (t: string) => (stdout += t) },
+    stderr: {
+      write: (t: string) => {
+        stderr += t;
+        onStderr?.(t);
+      },
+    },
+  };
+  const env = { REALMGATE_URL: baseUrl, REALMGATE_CONFIG_DIR: configDir };
+  const status = await runCli(argv, env, io);
+  for (const secret of [PASSWORD, REFRESH]) expect(stdout + stderr).not.toContain(secret);
+  return { status, stdout, stderr };
+}
+
+describe('realmgate login at a terminal', () => {
+  it('asks for the one-time password after a refusal and retries no sooner than 1.1 s later', async () => {
+    const access = jwt({ sid: 'session-1', preferred_username: 'alice' });
+    grant = (form, res) =>
+      form.get('totp') === '123456' ? tokens(res, access) : invalidGrant(res);
+    const terminal = new FakeTerminal();
+    const { status, stdout, stderr } = await run(['login', 'acme', 'Alice'], terminal, (text) => {
+      if (text.startsWith('Password for')) setTimeout(() => terminal.write(`${PASSWORD}\r`), 5);
+      if (text.startsWith('One-time password')) setTimeout(() => terminal.write('123 456\r'), 5);
+    });
+    expect(status).toBe(0);
+    expect(stderr).toBe(
+      'Password for Alice (realm acme): \n' +
+        'The login was refused: a wrong password, or the account also needs a one-time password.\n' +
+        'One-time password (Enter if the account has none): \n',
+    );
+    expect(JSON.parse(stdout)).toMatchObject({
+      realm: 'acme',
+      username: 'alice',
+      session_id: 'session-1',
+    });
+    expect(forms.map(({ url }) => url)).toEqual([
+      '/auth/realms/acme/protocol/openid-connect/token',
+      '/auth/realms/acme/protocol/openid-connect/token',
+    ]);
+    expect(Object.fromEntries(forms[1]!.form)).toEqual({
+      client_id: '_acme-api',
+      grant_type: 'password',
+      scope: 'openid offline_access',
+      username: 'Alice',
+      password: PASSWORD,
+      totp: '123456',
+    });
+    expect(forms[0]!.form.has('totp')).toBe(false);
+    expect(forms[1]!.at - forms[0]!.at).toBeGreaterThanOrEqual(1100);
+  });
+
+  it('gives up without a second try when no one-time password is typed', async () => {
+    grant = (_form, res) => invalidGrant(res);
+    const terminal = new FakeTerminal();
+    const { status, stderr } = await run(['login', 'master', 'root'], terminal, (text) => {
+      if (text.startsWith('Password for')) setTimeout(() => terminal.write(`${PASSWORD}\r`), 5);
+      if (text.startsWith('One-time password')) setTimeout(() => terminal.write('\r'), 5);
+    });
+    expect(status).toBe(1);
+    expect(stderr).toMatch(/\nlogin refused: Invalid user credentials\n$/);
+    expect(forms).toHaveLength(1);
+    expect(forms[0]!.form.get('client_id')).toBe('_platform-api');
+  });
+});
+
+describe('realmgate token', () => {
+  it('reuses the access token until a minute before it expires, keeping a rotated refresh token', async () => {
+    let issued = 0;
+    grant = (form, res) => {
+      issued += 1;
+      const access = jwt({ sid: 'session-1', n: issued });
+      // 61 s at login: reused for one second.
+      if (form.get('grant_type') === 'password') tokens(res, access, REFRESH, 61);
+      else tokens(res, access, `${REFRESH}-${issued}`, 30);
+    };
+    const login = await run(
+      ['login', 'acme', 'alice', '--password-stdin'],
+      Readable.from([PASSWORD]),
+    );
+    expect(login.status).toBe(0);
+    const first = await run(['token'], Readable.from([]));
+    expect(first.stdout).toBe(`${jwt({ sid: 'session-1', n: 1 })}\n`);
+    const second = await run(['token'], Readable.from([]));
+    expect(second.stdout).toBe(`${jwt({ sid: 'session-1', n: 1 })}\n`);
+    // A second later less than a minute is left: the next call renews it with the refresh token.
+    grant = (form, res) => {
+      expect(Object.fromEntries(form)).toEqual({
+        client_id: '_acme-api',
+        grant_type: 'refresh_token',
+        refresh_token: REFRESH,
+      });
+      tokens(res, jwt({ sid: 'session-1', n: 2 }), `${REFRESH}-2`, 30);
+    };
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    const third = await run(['token'], Readable.from([]));
+    expect(third.stdout).toBe(`${jwt({ sid: 'session-1', n: 2 })}\n`);
+    const file = JSON.parse(await readFile(join(configDir, 'credentials.json'), 'utf8')) as {
+      logins: Array<{ refreshToken: string }>;
+    };
+    expect(file.logins[0]!.refreshToken).toBe(`${REFRESH}-2`);
+  });
+});
+
+describe('parsing the API client commands', () => {
+  it('parses each of them, and --help lists every command', () => {
+    expect(parseCommandLine(['login', 'acme', 'alice', '--password-stdin'])).toEqual({
+      name: 'login',
+      realm: 'acme',
+      username: 'alice',
+      passwordFrom: 'stdin',
+      otp: false,
+    });
+    expect(parseCommandLine(['token', '--realm', 'master', '--user', 'root'])).toEqual({
+      name: 'token',
+      select: { realm: 'master', user: 'root' },
+    });
+    expect(parseCommandLine(['tokens', 'revoke', '--all'])).toEqual({
+      name: 'tokens revoke',
+      select: {},
+      id: undefined,
+    });
+    expect(parseCommandLine(['tokens', 'revoke', 'abc-1'])).toMatchObject({ id: 'abc-1' });
+    expect(() => parseCommandLine(['tokens', 'revoke'])).toThrow('either an <id> or --all');
+    expect(() => parseCommandLine(['tokens', 'revoke', 'x', '--all'])).toThrow('either');
+    expect(() => parseCommandLine(['tokens', 'revoke', 'a/b'])).toThrow("invalid token id 'a/b'");
+    expect(() => parseCommandLine(['login', 'acme'])).toThrow('missing <username>');
+    expect(() => parseCommandLine(['login', 'acme', 'a', '--password', 'x'])).toThrow(
+      '--password is refused',
+    );
+    expect(parseCommandLine(['logout'])).toEqual({ name: 'logout', select: {} });
+    const help = formatHelp();
+    for (const command of ['login <realm>', 'token ', 'tokens list', 'tokens revoke', 'logout ']) {
+      expect(help).toContain(`realmgate ${command}`);
+    }
+  });
+});
