@@ -129,7 +129,9 @@ export async function startLocalKeycloak(options: LocalKeycloakOptions): Promise
           '--cache-embedded-network-bind-address=127.0.0.1',
           `--cache-embedded-network-bind-port=${options.clusterPort}`,
         ]
-      : []),
+      : // A single node keeps its caches in process: no clustering port opens, on any interface,
+        // and two single nodes on one database never join each other by accident.
+        ['--cache=local']),
     '--import-realm',
   ];
   const javaOptions = [
