@@ -5,11 +5,12 @@ import type { RequestHandler } from 'express';
 import { createProxyMiddleware } from 'http-proxy-middleware';
 import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
-import { AppError, type ErrorCode } from '../envelope/errors.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
 import { targetOf } from '../edge/request-target.ts';
 import { droppedRequestHeaderNames } from '../edge/upstream-headers.ts';
+import { AppError } from '../envelope/errors.ts';
 import { bufferedBodyOf } from './form-body-guard.ts';
+import { keycloakError, toKeycloakError } from './keycloak-failures.ts';
 import {
   isConsolePage,
   isLoginPage,
@@ -48,8 +49,12 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
     port: publicUrl.port || (publicUrl.protocol === 'https:' ? '443' : '80'),
   };
   const agent = new Agent({ keepAlive: true, maxSockets: 256 });
+  // http-proxy answers a proxy timeout by aborting, which then surfaces as a reset: remember
+  // which requests timed out, so they get 504 and not 503.
+  const timedOut = new WeakSet<IncomingMessage>();
   const on = {
     proxyReq(proxyReq: ClientRequest, req: IncomingMessage) {
+      proxyReq.once('timeout', () => timedOut.add(req));
       // Host, proto and port name the gateway's public address, never the caller's: they
       // would let a client choose the issuer Keycloak writes into tokens.
       proxyReq.setHeader('x-forwarded-host', forwarded.host);
@@ -64,17 +69,20 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
         proxyReq.write(body);
       }
     },
-    error(err: Error, _req: IncomingMessage, res: ServerResponse | Socket) {
-      const code = proxyErrorCode(err);
-      if ('setHeader' in res) sendError(res, new AppError(code, { cause: err }), options.logger);
+    error(err: Error, req: IncomingMessage, res: ServerResponse | Socket) {
+      // The one translation of Keycloak failures (keycloak-failures.ts), as for the gateway's
+      // own calls: unreachable 503, too slow 504, anything else 502.
+      const error = timedOut.has(req) ? keycloakError('timeout', err) : toKeycloakError(err);
+      if ('setHeader' in res) sendError(res, error, options.logger);
       else res.destroy();
     },
   };
   const settings = {
     target: options.keycloakUrl,
     changeOrigin: true,
+    // Only the answer from Keycloak is timed here: the client's own socket is bounded by the
+    // server's request timeouts, and a shorter one here would cut it off before the 504.
     proxyTimeout: options.timeoutMs,
-    timeout: options.timeoutMs,
     agent,
   };
   const proxy = createProxyMiddleware<IncomingMessage, ServerResponse>({ ...settings, on });
@@ -114,25 +122,6 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
       void pageProxy(req, res, next);
     } else void proxy(req, res, next);
   };
-}
-
-/** Like http-proxy-middleware's own mapping: refused/reset is 503, slow is 504. */
-function proxyErrorCode(err: NodeJS.ErrnoException): ErrorCode {
-  switch (err.code) {
-    case 'ECONNREFUSED':
-    case 'ECONNRESET':
-    case 'ENOTFOUND':
-    case 'EAI_AGAIN':
-    case 'EHOSTUNREACH':
-      return 'identityProviderUnavailable';
-    case 'ETIMEDOUT':
-    case 'ESOCKETTIMEDOUT':
-    case 'ECONNABORTED':
-      return 'identityProviderTimeout';
-    case undefined:
-    default:
-      return 'identityProviderBadGateway';
-  }
 }
 
 /**

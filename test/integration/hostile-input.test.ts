@@ -507,10 +507,13 @@ describe('the admin console and admin API stay off the public listener in every 
   });
 
   it('while the admin listener serves the console', async () => {
-    const response = await rawRequest(
-      replicaAdminUrl(),
-      head('GET', '/auth/admin/master/console/'),
+    // Asked for under the admin listener's own address (any other host name is redirected to it).
+    const adminHost = new URL(replica.config.ADMIN_PUBLIC_URL).host;
+    const request = head('GET', '/auth/admin/master/console/').replace(
+      'Host: 127.0.0.1',
+      `Host: ${adminHost}`,
     );
+    const response = await rawRequest(replicaAdminUrl(), request);
     expect(response.status).toBe(200);
   });
 });
