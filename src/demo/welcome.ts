@@ -24,7 +24,7 @@ export function printDemoWelcome(
     '  access token:  Clients > _platform-api > Advanced > Advanced settings > Access Token Lifespan > Save',
     '  refresh token: Realm settings > Sessions > Offline Session Idle / Offline Session Max > Save',
     `  or the API: curl -s -X PATCH -u ${DEMO.adminUser}:'${secrets.demoPassword}' -H 'content-type: application/json' -d '{"access_token_lifespan":86400,"offline_session_idle_timeout":31536000,"offline_session_max_lifespan":31536000}' ${base}/api/platform/token-lifetimes`,
-    `  or the CLI: npx realmgate lifetimes set master --access 1d --offline-idle 365d --offline-max 365d (REALMGATE_USERNAME=${DEMO.adminUser}, REALMGATE_PASSWORD the demo password)`,
+    `  or the CLI: scripts/node24.sh npx realmgate lifetimes set master --access 1d --offline-idle 365d --offline-max 365d (REALMGATE_USERNAME=${DEMO.adminUser}, REALMGATE_PASSWORD the demo password)`,
     '',
     `Demo users (password ${secrets.demoPassword}):`,
     `  master:   ${DEMO.adminUser}`,
