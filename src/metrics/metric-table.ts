@@ -51,13 +51,6 @@ abstract class MetricTable {
     return a * (s[0] ?? 0) + b * (s[1] ?? 0) + c * (s[2] ?? 0) + d * (s[3] ?? 0);
   }
 
-  /** The position of `value` in label `label`'s list, for callers that resolve names once. */
-  position(label: number, value: string): number {
-    const position = this.labels[label]!.values.indexOf(value);
-    if (position < 0) throw new Error(`${this.name}: ${value} is not a value of label ${label}`);
-    return position;
-  }
-
   protected labelsOf(slot: number): Record<string, string> {
     const labels: Record<string, string> = {};
     let rest = slot;
@@ -104,11 +97,6 @@ export class CounterTable extends MetricTable {
 
   inc(slot: number): void {
     this.#counts[slot]!++;
-  }
-
-  /** The current count of a slot (for tests and for gauges built on it). */
-  count(slot: number): number {
-    return this.#counts[slot]!;
   }
 
   protected samples(): Sample[] {

@@ -1,3 +1,5 @@
+import { isAutomationPath } from '../automation/forward-route.ts';
+
 /**
  * What kind of route a request took, as the `route` label of the request metrics: a closed
  * list, never the path itself (paths carry organization and workspace ids).
@@ -37,10 +39,8 @@ export function routeClassOf(
   if (first !== 'api' || segments.length < 3) return 'other';
   // `/api/platform/...` is the administrators' realm, `/api/<org>/platform/...` an organization's.
   const platformAt = segments[1] === 'platform' ? 1 : segments[2] === 'platform' ? 2 : -1;
-  if (platformAt < 0) {
-    // `/api/<org>/workspaces/<ws>/ita/...` served by the built-in operations list.
-    return segments[2] === 'workspaces' && segments[4] === 'ita' ? 'list' : 'other';
-  }
+  // The automation route when it is not forwarded: the built-in operations list.
+  if (platformAt < 0) return isAutomationPath(segments) ? 'list' : 'other';
   if (segments[platformAt + 1] === 'users' && segments[platformAt + 3] === 'refresh_tokens') {
     return 'refresh_tokens';
   }
