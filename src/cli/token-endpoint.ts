@@ -1,3 +1,4 @@
+import { decodeJwt } from 'jose';
 import { apiClientIdOf } from '../keycloak/identifiers.ts';
 import { describeUnreachable, printable } from './client.ts';
 import { CliError } from './errors.ts';
@@ -146,7 +147,9 @@ function objectOf(text: string): Record<string, unknown> | undefined {
  * from them (session id, user name); the gateway verifies every token it is sent.
  */
 export function unverifiedClaimsOf(jwt: string): Record<string, unknown> {
-  const payload = jwt.split('.')[1];
-  if (payload === undefined) return {};
-  return objectOf(Buffer.from(payload, 'base64url').toString('utf8')) ?? {};
+  try {
+    return decodeJwt(jwt);
+  } catch {
+    return {};
+  }
 }
