@@ -1,10 +1,9 @@
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StoredLogin } from '../../src/cli/credentials.ts';
-import { runCli, type CliIo } from '../../src/cli/main.ts';
+import { runCli } from '../../src/cli/main.ts';
 import { basicAuth, callApi } from '../helpers/api.ts';
 import {
   claimsOf,
@@ -16,6 +15,7 @@ import {
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { testEnv } from '../helpers/test-env.ts';
 import { currentTotp } from '../helpers/totp.ts';
+import { capturingIo, piped } from '../helpers/cli-io.ts';
 
 let root: string;
 /** Every secret seen so far; no CLI output may contain one. */
@@ -23,18 +23,13 @@ const secrets = new Set<string>();
 
 /** Runs the CLI against the test gateway with its credentials file under `configDir`. */
 async function realmgate(argv: string[], configDir: string, stdin = '', env = {}) {
-  let stdout = '';
-  let stderr = '';
-  const io: CliIo = {
-    stdin: Readable.from([Buffer.from(stdin, 'utf8')]),
-    stdout: { write: (text: string) => (stdout += text) },
-    stderr: { write: (text: string) => (stderr += text) },
-  };
+  const { io, output } = capturingIo(piped(stdin));
   const code = await runCli(
     argv,
     { REALMGATE_URL: testEnv().publicUrl, REALMGATE_CONFIG_DIR: configDir, ...env },
     io,
   );
+  const { stdout, stderr } = output;
   for (const secret of secrets) expect(stdout + stderr).not.toContain(secret);
   return { code, stdout, stderr };
 }

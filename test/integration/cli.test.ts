@@ -1,8 +1,8 @@
-import { Readable } from 'node:stream';
 import { authenticator } from 'otplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli, type CliIo } from '../../src/cli/main.ts';
+import { runCli } from '../../src/cli/main.ts';
 import { basicAuth, callApi } from '../helpers/api.ts';
+import { capturingIo, piped } from '../helpers/cli-io.ts';
 import { createUser, postToken, uniqueId, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb } from '../helpers/platform.ts';
 import { testEnv } from '../helpers/test-env.ts';
@@ -12,14 +12,9 @@ import { testEnv } from '../helpers/test-env.ts';
  * feeds it (for --password-stdin).
  */
 async function realmgate(argv: string[], env: Record<string, string>, stdin = '') {
-  let stdout = '';
-  let stderr = '';
-  const io: CliIo = {
-    stdin: Readable.from([Buffer.from(stdin, 'utf8')]),
-    stdout: { write: (text: string) => (stdout += text) },
-    stderr: { write: (text: string) => (stderr += text) },
-  };
+  const { io, output } = capturingIo(piped(stdin));
   const code = await runCli(argv, { REALMGATE_URL: testEnv().publicUrl, ...env }, io);
+  const { stdout, stderr } = output;
   return {
     code,
     stdout,

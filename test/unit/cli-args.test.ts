@@ -5,6 +5,7 @@ import { CliError } from '../../src/cli/errors.ts';
 import { runCli } from '../../src/cli/main.ts';
 import { createOtpEnrollment, encodeBase32 } from '../../src/cli/otp.ts';
 import { parseDuration, parseFlag, parseTimestamp } from '../../src/cli/values.ts';
+import { capturingIo } from '../helpers/cli-io.ts';
 
 function usageErrorOf(argv: string[]): CliError {
   try {
@@ -17,15 +18,9 @@ function usageErrorOf(argv: string[]): CliError {
 }
 
 async function run(argv: string[], env: Record<string, string> = {}) {
-  let stdout = '';
-  let stderr = '';
-  const io = {
-    stdin: Readable.from([]),
-    stdout: { write: (t: string) => (stdout += t) },
-    stderr: { write: (t: string) => (stderr += t) },
-  };
+  const { io, output } = capturingIo(Readable.from([]));
   const status = await runCli(argv, env, io);
-  return { status, stdout, stderr };
+  return { status, ...output };
 }
 
 describe('parseCommandLine', () => {

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseCommandLine } from '../../src/cli/args.ts';
 import { formatHelp } from '../../src/cli/commands.ts';
 import { runCli, type CliIo } from '../../src/cli/main.ts';
+import { capturingIo } from '../helpers/cli-io.ts';
 
 /** A stand-in gateway: the token endpoint answers with whatever `grant` decides. */
 const PASSWORD = 'pä:ss wörd';
@@ -75,20 +76,10 @@ class FakeTerminal extends PassThrough {
 }
 
 async function run(argv: string[], stdin: CliIo['stdin'], onStderr?: (text: string) => void) {
-  let stdout = '';
-  let stderr = '';
-  const io: CliIo = {
-    stdin,
-    stdout: { write: (t: string) => (stdout += t) },
-    stderr: {
-      write: (t: string) => {
-        stderr += t;
-        onStderr?.(t);
-      },
-    },
-  };
+  const { io, output } = capturingIo(stdin, onStderr);
   const env = { REALMGATE_URL: baseUrl, REALMGATE_CONFIG_DIR: configDir };
   const status = await runCli(argv, env, io);
+  const { stdout, stderr } = output;
   for (const secret of [PASSWORD, REFRESH]) expect(stdout + stderr).not.toContain(secret);
   return { status, stdout, stderr };
 }

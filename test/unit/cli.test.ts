@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { runCli, type CliIo } from '../../src/cli/main.ts';
+import { capturingIo, piped } from '../helpers/cli-io.ts';
 
 /**
  * A stand-in for the gateway's HTTP API: records what the CLI sends and answers with whatever
@@ -72,9 +73,6 @@ beforeEach(() => {
 });
 
 /** A pipe or file on stdin: what `--password-stdin` reads. */
-function piped(text: string): Readable {
-  return Readable.from([Buffer.from(text, 'utf8')]);
-}
 
 /**
  * A terminal on stdin: `isTTY`, raw mode recorded, and keys typed by the test. A real terminal
@@ -104,19 +102,9 @@ async function run(
   timeoutMs?: number,
   options: RunOptions = {},
 ) {
-  let stdout = '';
-  let stderr = '';
-  const streams: CliIo = {
-    stdin: options.stdin ?? piped(''),
-    stdout: { write: (t: string) => (stdout += t) },
-    stderr: {
-      write: (t: string) => {
-        stderr += t;
-        options.onStderr?.(t);
-      },
-    },
-  };
-  const status = await runCli(argv, { REALMGATE_URL: baseUrl, ...env }, streams, { timeoutMs });
+  const { io, output } = capturingIo(options.stdin, options.onStderr);
+  const status = await runCli(argv, { REALMGATE_URL: baseUrl, ...env }, io, { timeoutMs });
+  const { stdout, stderr } = output;
   for (const secret of [
     PASSWORD,
     TOKEN,
