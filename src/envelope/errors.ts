@@ -82,6 +82,11 @@ export const errorCodes = {
     message: 'The automation service is unavailable; retry later.',
   },
   notReady: { status: 503, result: '503-00001', message: 'Not ready.' },
+  databaseUnavailable: {
+    status: 503,
+    result: '503-00003',
+    message: 'The database is unavailable; retry later.',
+  },
   unexpected: { status: 500, result: '500-99999', message: 'Unexpected error.' },
 } as const satisfies Record<string, { status: number; result: string; message: string }>;
 

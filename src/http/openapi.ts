@@ -67,12 +67,16 @@ const parameter = (name: string) => ({ $ref: `#/components/parameters/${name}` }
 
 /** Either scheme works on every platform and automation API (spec 4, 5). */
 const API_SECURITY: Record<string, string[]>[] = [{ basicAuth: [] }, { bearerAuth: [] }];
-/** Every authenticated call can fail on the header, the credentials or an absent Keycloak. */
+/**
+ * Every authenticated call can fail on the header, the credentials, an absent Keycloak or an
+ * absent database (organizations are looked up there).
+ */
 const AUTH_ERRORS: ErrorCode[] = [
   'badRequestHeader',
   'authenticationFailed',
   'tooManyFailedLogins',
   'identityProviderUnavailable',
+  'databaseUnavailable',
   'unexpected',
 ];
 
