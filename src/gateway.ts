@@ -61,7 +61,11 @@ export async function startGateway(
   keycloakUrl: string,
   logger: Logger,
 ): Promise<Gateway> {
-  const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });
+  const db = await openDatabase({
+    databaseUrl: config.DATABASE_URL,
+    dataDir: config.DATA_DIR,
+    logger,
+  });
   await migrateToLatest(db);
   const cache = createCache({
     redisUrl: config.REDIS_URL,
