@@ -79,9 +79,12 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
         proxyReq.write(body);
       }
     },
-    proxyRes(_proxyRes: IncomingMessage, req: IncomingMessage) {
-      routing?.answered(req);
-    },
+    // With several nodes, an answer puts its node back (with one, nothing to note).
+    ...(routing && {
+      proxyRes(_proxyRes: IncomingMessage, req: IncomingMessage) {
+        routing.answered(req);
+      },
+    }),
     error(err: Error, req: IncomingMessage, res: ServerResponse | Socket) {
       if (routing && 'setHeader' in res && routing.retry(err, req, res, timedOut.has(req))) return;
       // The one translation of Keycloak failures (keycloak-failures.ts), as for the gateway's
