@@ -26,7 +26,8 @@ import { checkDatabase, openDatabase, poolState } from './db/database.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import { isBootstrapAdmin } from './keycloak/bootstrap-admin-guard.ts';
 import { canonicalConsolePath } from './keycloak/console-page.ts';
-import { checkKeycloak } from './keycloak/keycloak-health.ts';
+import { checkKeycloakNodes } from './keycloak/keycloak-health.ts';
+import { createKeycloakNodes, displayUrlOf } from './keycloak/keycloak-nodes.ts';
 import { createServiceAdmin, hasTwoFactor } from './keycloak/service-admin.ts';
 import { createTokenClient } from './keycloak/token-client.ts';
 import { createAdminSession } from './keycloak/admin-session.ts';
@@ -54,11 +55,11 @@ export interface Gateway {
 
 /**
  * Opens storage (migrating it), builds both listeners and starts them. `keycloakUrl` is the
- * Keycloak the gateway talks to, local or external.
+ * Keycloak the gateway talks to, local or external: one URL, or the nodes of one cluster.
  */
 export async function startGateway(
   config: Config,
-  keycloakUrl: string,
+  keycloakUrl: string | readonly string[],
   logger: Logger,
 ): Promise<Gateway> {
   const db = await openDatabase({
@@ -80,8 +81,19 @@ export async function startGateway(
       'REALMGATE_CACHE_SECRET is unset: Basic logins cached in Redis are not shared between replicas',
     );
   }
+  // Keycloak's nodes and their states, shared by the gateway's own calls, the /auth proxy,
+  // /readyz and the metrics.
+  const keycloakNodes = createKeycloakNodes({
+    urls: typeof keycloakUrl === 'string' ? [keycloakUrl] : keycloakUrl,
+    timeoutMs: config.KEYCLOAK_TIMEOUT_MS,
+    onChange: (node, reason) => {
+      const fields = { keycloakNode: node.index, url: displayUrlOf(node.url), reason };
+      if (node.state === 'down') logger.warn(fields, 'Keycloak node down');
+      else logger.info(fields, 'Keycloak node up');
+    },
+  });
   const readiness = {
-    keycloak: () => checkKeycloak(keycloakUrl, config.KEYCLOAK_TIMEOUT_MS),
+    keycloak: () => checkKeycloakNodes(keycloakNodes),
     database: () => checkDatabase(db),
     cache: async () => {
       await cache.ping();
@@ -90,14 +102,14 @@ export async function startGateway(
     },
   };
   const metrics = config.METRICS_ENABLED
-    ? createMetrics({ readiness, databasePool: () => poolState(db) })
+    ? createMetrics({ readiness, databasePool: () => poolState(db), keycloakNodes })
     : metricsOff;
   const forwarding = createForwarding(config.TRUSTED_PROXIES);
   const audit = createAudit(logger, (req) => forwarding.clientAddress(req));
   // The one client layer for the gateway's own Keycloak calls (grants, introspection, JWKS,
   // admin API), with the one translation of their failures.
   const calls = createKeycloakCalls({
-    keycloakUrl,
+    nodes: keycloakNodes,
     timeoutMs: config.KEYCLOAK_TIMEOUT_MS,
     observer: config.METRICS_ENABLED
       ? { onCall: (kind, outcome, seconds) => metrics.keycloakCall(kind, outcome, seconds) }
@@ -200,7 +212,7 @@ export async function startGateway(
   });
   const deps = {
     logger,
-    keycloakUrl,
+    keycloakNodes,
     publicUrl: config.PUBLIC_URL,
     adminUrl: config.ADMIN_PUBLIC_URL,
     authProxyTimeoutMs: config.AUTH_PROXY_TIMEOUT_MS,
@@ -254,6 +266,7 @@ export async function startGateway(
     cache,
     async close() {
       shuttingDown = true;
+      keycloakNodes.close();
       const graceMs = config.SHUTDOWN_GRACE_SECONDS * 1000;
       await Promise.all([closeServer(publicServer, graceMs), closeServer(adminServer, graceMs)]);
       await cache.close();

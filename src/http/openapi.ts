@@ -256,8 +256,30 @@ const paths: OpenApiDocument['paths'] = {
       security: [],
       responses: {
         '200': success(
-          { type: 'object', additionalProperties: { enum: ['up', 'degraded', 'down'] } },
-          'Ready; `degraded` is serving, but not as configured (Redis down: in-process cache)',
+          {
+            type: 'object',
+            additionalProperties: {
+              oneOf: [
+                { enum: ['up', 'degraded', 'down'] },
+                {
+                  ...object({
+                    status: { enum: ['up', 'degraded', 'down'] },
+                    nodes: {
+                      type: 'array',
+                      items: object({
+                        url: { type: 'string', format: 'uri' },
+                        state: { enum: ['up', 'down'] },
+                        since: { type: 'string', format: 'date-time' },
+                      }),
+                    },
+                  }),
+                  description: 'Keycloak with several nodes, on the admin listener',
+                },
+              ],
+            },
+          },
+          'Ready; `degraded` is serving, but not as configured (Redis down: in-process cache; ' +
+            'a Keycloak node down while another answers)',
         ),
         ...errorResponses(['notReady']),
       },

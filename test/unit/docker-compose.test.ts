@@ -193,7 +193,7 @@ describe('docker-compose.yml', () => {
       ADMIN_PORT: 8001,
       PUBLIC_URL: 'http://localhost:8000',
       ADMIN_PUBLIC_URL: 'http://localhost:8001',
-      KEYCLOAK_URL: 'http://keycloak:8080/auth',
+      KEYCLOAK_URL: ['http://keycloak:8080/auth'],
       KEYCLOAK_ADMIN_USERNAME: 'admin',
       KEYCLOAK_ADMIN_PASSWORD: 'admin-password-0123456789',
       KEYCLOAK_CLIENT_SECRET: 'client-secret-0123456789',
