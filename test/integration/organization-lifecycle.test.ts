@@ -10,6 +10,9 @@ import {
   type TestUser,
 } from '../helpers/keycloak.ts';
 import { closeTestDb, testDb } from '../helpers/platform.ts';
+import { Writable } from 'node:stream';
+import { createLogger } from '../../src/http/logger.ts';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
@@ -72,19 +75,35 @@ describe('organization and workspace lifecycle (/api/platform)', () => {
   let org: string;
   let member: TestUser;
   let replica: Replica;
+  let upstream: RecordingUpstream;
+  let log = '';
   afterAll(async () => {
     await replica?.gateway.close();
+    await upstream?.close();
     await closeTestDb();
   });
 
   beforeAll(async () => {
     admin = basicAuth(await createUser('master'));
     ({ org, member } = await provision(admin));
-    // A second replica sharing the test gateway's Redis (and so its channel).
-    replica = await startReplica(18900, {
-      REDIS_URL: testEnv().redisUrl,
-      REDIS_KEY_PREFIX: testEnv().redisKeyPrefix,
+    // A second replica sharing the test gateway's Redis (and so its channel), forwarding the
+    // automation route to an upstream, its log kept for the audit lines.
+    upstream = await startRecordingUpstream();
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        log += chunk.toString();
+        done();
+      },
     });
+    replica = await startReplica(
+      18900,
+      {
+        REDIS_URL: testEnv().redisUrl,
+        REDIS_KEY_PREFIX: testEnv().redisKeyPrefix,
+        AUTOMATION_UPSTREAM_URL: upstream.url,
+      },
+      createLogger('info', sink),
+    );
   });
 
   it('gets one organization, as the list shows it', async () => {
@@ -153,6 +172,12 @@ describe('organization and workspace lifecycle (/api/platform)', () => {
       }
     }
 
+    const forwarded = await fetch(`${replica.url}${routes[2]!}`, {
+      headers: { authorization: bearer },
+    });
+    expect(forwarded.status).toBe(200);
+    expect(upstream.seen).toHaveLength(1);
+
     const disabled = expectOk(
       await callApi(`/api/platform/organizations/${org}/disable`, admin, post()),
     );
@@ -178,6 +203,8 @@ describe('organization and workspace lifecycle (/api/platform)', () => {
     });
     expect(onReplica.status).toBe(403);
     expect(((await onReplica.json()) as { result: string }).result).toBe('403-23001');
+    // The forwarded automation route refuses before the upstream sees anything.
+    expect(upstream.seen).toHaveLength(1);
     // Decided before credentials are read: none at all gets the same answer.
     expectRefused(await callApi(routes[0]!), 403, '403-23001');
 
@@ -262,5 +289,29 @@ describe('organization and workspace lifecycle (/api/platform)', () => {
       id: half.org,
     });
     expect(await rowCounts(half.org)).toEqual({ organizations: 0, workspaces: 0, operations: 0 });
+  });
+
+  it('audits every change, refusals included, without secrets', async () => {
+    const { org: other } = await provision(admin);
+    const at = (path: string) => `${replica.url}/api/platform/organizations/${other}${path}`;
+    const headers = { authorization: admin };
+    expect((await fetch(at('/workspaces/ws1'), { method: 'DELETE', headers })).status).toBe(200);
+    expect((await fetch(at('/disable'), { method: 'POST', headers })).status).toBe(200);
+    expect((await fetch(at('/enable'), { method: 'POST', headers })).status).toBe(200);
+    expect((await fetch(at(''), { method: 'DELETE', headers })).status).toBe(400);
+    expect((await fetch(at(`?confirm=${other}`), { method: 'DELETE', headers })).status).toBe(200);
+    const lines = log
+      .split('\n')
+      .filter((line) => line.includes('"audit":true') && line.includes(other))
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(lines.map(({ action, outcome, result }) => [action, outcome, result])).toEqual([
+      ['workspace.delete', 'success', undefined],
+      ['organization.disable', 'success', undefined],
+      ['organization.enable', 'success', undefined],
+      ['organization.delete', 'failure', '400-23001'],
+      ['organization.delete', 'success', undefined],
+    ]);
+    expect(lines[0]).toMatchObject({ target: { organization: other, workspace: 'ws1' } });
+    expect(log).not.toContain(admin.slice('Basic '.length));
   });
 });
