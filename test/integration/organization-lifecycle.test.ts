@@ -11,7 +11,13 @@ import {
 } from '../helpers/keycloak.ts';
 import { closeTestDb, testDb } from '../helpers/platform.ts';
 import { Writable } from 'node:stream';
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
 import { createLogger } from '../../src/http/logger.ts';
+import {
+  createOrganizationEvents,
+  type OrganizationChange,
+} from '../../src/platform/organization-events.ts';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
@@ -255,6 +261,11 @@ describe('organization and workspace lifecycle (/api/platform)', () => {
     expectRefused(await del(''), 400, '400-23001');
     expectRefused(await del('?confirm=other-org'), 400, '400-23001');
     expectRefused(await del(`?confirm=${org}&confirm=${org}`), 400, '400-23001');
+    // The administrators' realm is no organization: it cannot be named, let alone deleted.
+    const master = await callApi('/api/platform/organizations/master?confirm=master', admin, {
+      method: 'DELETE',
+    });
+    expectRefused(master, 404, '404-00001');
     expectOk(await callApi(path, admin));
 
     const route = `/api/${org}/platform/workspaces`;
@@ -313,5 +324,39 @@ describe('organization and workspace lifecycle (/api/platform)', () => {
     ]);
     expect(lines[0]).toMatchObject({ target: { organization: other, workspace: 'ws1' } });
     expect(log).not.toContain(admin.slice('Basic '.length));
+  });
+});
+
+describe('organization events over Redis', () => {
+  it('reach every other replica once, and ignore what is not a change', async () => {
+    const keyPrefix = `realmgate-orgevents:${randomBytes(4).toString('hex')}:`;
+    const logger = createLogger('silent');
+    const seen: Record<'a' | 'b', OrganizationChange[]> = { a: [], b: [] };
+    const [a, b] = await Promise.all(
+      (['a', 'b'] as const).map((name) =>
+        createOrganizationEvents({
+          redisUrl: testEnv().redisUrl,
+          keyPrefix,
+          logger,
+          apply: (change) => seen[name].push(change),
+        }),
+      ),
+    );
+    const raw = new Redis(testEnv().redisUrl);
+    try {
+      for (const junk of ['not json', 'null', '{"organizationId":"x","state":"gone","from":"y"}']) {
+        await raw.publish(`${keyPrefix}organizations`, junk);
+      }
+      await a!.announce({ organizationId: 'acme', state: 'disabled' });
+      await within(1000, () => Promise.resolve(seen.b.length > 0));
+      // Let any duplicate or late junk arrive before counting.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(seen.a).toEqual([{ organizationId: 'acme', state: 'disabled' }]);
+      expect(seen.b).toEqual([{ organizationId: 'acme', state: 'disabled' }]);
+    } finally {
+      raw.disconnect();
+      await a!.close();
+      await b!.close();
+    }
   });
 });
