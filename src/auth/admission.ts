@@ -58,8 +58,8 @@ export function apiTargetOf(segments: readonly string[]): ApiTarget | undefined 
 
 export interface Admission {
   /**
-   * Every step, in order: the organization exists and is enabled, the credentials are good for its realm, the
-   * workspace role is held. Throws the AppError of the first step that fails.
+   * Every step, in order: the organization exists and is enabled, the credentials are good for
+   * its realm, the workspace role is held. Throws the AppError of the first step that fails.
    */
   admit(
     target: ApiTarget,
