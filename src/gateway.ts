@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { RequestListener, Server } from 'node:http';
+import { Router } from 'express';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { createApiRouter } from './api.router.ts';
@@ -36,6 +37,9 @@ import { createProvisioningRouter } from './platform/provisioning.router.ts';
 import { createProvisioningService } from './platform/provisioning.service.ts';
 import { createRefreshTokensService } from './platform/refresh-tokens.service.ts';
 import { createOrganizationDirectory } from './platform/organization-directory.ts';
+import { createOrganizationEvents } from './platform/organization-events.ts';
+import { createOrganizationLifecycle } from './platform/organization-lifecycle.service.ts';
+import { createOrganizationLifecycleRouter } from './platform/organization-lifecycle.router.ts';
 import { createOrganizationsRepo } from './platform/organizations.repo.ts';
 import { createWorkspacesRepo } from './platform/workspaces.repo.ts';
 import { closeServer, listen } from './server.ts';
@@ -179,14 +183,27 @@ export async function startGateway(
   let shuttingDown = false;
   const organizations = createOrganizationsRepo(db);
   const workspaces = createWorkspacesRepo(db);
+  const directory = createOrganizationDirectory(organizations);
+  // A disabled or deleted organization is refused on every replica at once (with Redis).
+  const organizationEvents = await createOrganizationEvents({
+    redisUrl: config.REDIS_URL,
+    keyPrefix: config.REDIS_KEY_PREFIX,
+    logger,
+    apply: ({ organizationId, state }) => directory.learn(organizationId, state),
+  });
   const admission = createAdmission({
     basic,
     bearer,
     revocations,
     activeCheck,
-    organizations: createOrganizationDirectory(organizations),
+    organizations: directory,
     workspaces,
     metrics,
+  });
+  const adminSession = createAdminSession({
+    calls,
+    username: config.KEYCLOAK_ADMIN_USERNAME,
+    password: config.KEYCLOAK_ADMIN_PASSWORD ?? '',
   });
   const api = createApiRouter({
     admission,
@@ -196,17 +213,23 @@ export async function startGateway(
     organizations,
     workspaces,
     operations: createOperationsRepo(db),
-    platformRouter: createProvisioningRouter(
-      createProvisioningService({
-        adminSession: createAdminSession({
-          calls,
-          username: config.KEYCLOAK_ADMIN_USERNAME,
-          password: config.KEYCLOAK_ADMIN_PASSWORD ?? '',
+    platformRouter: Router().use(
+      createProvisioningRouter(
+        createProvisioningService({
+          adminSession,
+          db,
+          gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
         }),
-        db,
-        gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
-      }),
-      audit,
+        audit,
+      ),
+      createOrganizationLifecycleRouter(
+        createOrganizationLifecycle({
+          adminSession,
+          db,
+          announce: (change) => organizationEvents.announce(change),
+        }),
+        audit,
+      ),
     ),
     builtInOperations: config.AUTOMATION_UPSTREAM_URL === undefined,
   });
@@ -271,6 +294,7 @@ export async function startGateway(
       await Promise.all([closeServer(publicServer, graceMs), closeServer(adminServer, graceMs)]);
       await cache.close();
       await revocations.close();
+      await organizationEvents.close();
       await db.destroy();
     },
   };

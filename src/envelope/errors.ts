@@ -13,6 +13,12 @@ export const errorCodes = {
   },
   authenticationFailed: { status: 401, result: '401-00002', message: 'Authentication failed.' },
   permissionDenied: { status: 403, result: '403-00001', message: 'Permission denied.' },
+  organizationDisabled: { status: 403, result: '403-23001', message: 'Organization disabled.' },
+  organizationDeleteUnconfirmed: {
+    status: 400,
+    result: '400-23001',
+    message: 'Deleting an organization needs ?confirm=<organization id>.',
+  },
   offlineSessionsUnreadable: {
     status: 400,
     result: '400-30001',

@@ -154,6 +154,8 @@ function apiOperation(spec: ApiOperationSpec): OpenApiOperation {
 const ORG = ['OrganizationId'];
 const ORG_WS = ['OrganizationId', 'WorkspaceId'];
 const ORG_ERRORS: ErrorCode[] = ['organizationNotFound'];
+/** An organization's own calls (`/api/<org>/...`) are also refused while it is disabled. */
+const ORG_API_ERRORS: ErrorCode[] = ['organizationNotFound', 'organizationDisabled'];
 const WS_ERRORS: ErrorCode[] = ['organizationNotFound', 'workspaceNotFound'];
 const USER_EXISTS_DESCRIPTION =
   'Creates a new user only: a username that exists in the realm (in any letter case) answers ' +
@@ -201,7 +203,7 @@ const TOKEN_ERRORS: ErrorCode[] = [
 function refreshTokensPaths(realm: 'master' | 'organization') {
   const suffix = realm === 'master' ? 'Master' : 'Organization';
   const orgParameters = realm === 'master' ? [] : ORG;
-  const orgErrors = realm === 'master' ? [] : ORG_ERRORS;
+  const orgErrors = realm === 'master' ? [] : ORG_API_ERRORS;
   const common = { tags: ['tokens'], errors: [...orgErrors, ...TOKEN_ERRORS] };
   const all: Partial<Record<HttpMethod, OpenApiOperation>> = {
     get: apiOperation({
@@ -342,7 +344,72 @@ const paths: OpenApiDocument['paths'] = {
       data: schema('Organization'),
     }),
   },
+  '/api/platform/organizations/{organization_id}': {
+    get: apiOperation({
+      operationId: 'getOrganization',
+      summary: 'One organization (as the list shows it)',
+      tags: ['platform'],
+      parameters: ORG,
+      data: schema('Organization'),
+      errors: ORG_ERRORS,
+    }),
+    delete: apiOperation({
+      operationId: 'deleteOrganization',
+      summary: 'Delete an organization: its realm, workspaces and operations',
+      description:
+        'Needs `?confirm=<organization_id>` (else 400 `400-23001`). Deletes the Keycloak realm ' +
+        '(users, sessions, clients), then the records; every replica forgets the organization ' +
+        'at once. Answers the deleted record. A call that stopped half-way can be repeated.',
+      tags: ['platform'],
+      parameters: [...ORG, 'Confirm'],
+      data: schema('Organization'),
+      errors: [...ORG_ERRORS, 'organizationDeleteUnconfirmed'],
+    }),
+  },
+  '/api/platform/organizations/{organization_id}/disable': {
+    post: apiOperation({
+      operationId: 'disableOrganization',
+      summary: 'Disable an organization: its calls answer 403 `403-23001`, its logins fail',
+      description:
+        'Disables the Keycloak realm, then the record (`enabled: false`); every call under ' +
+        '`/api/<organization_id>/` is refused at once on every replica sharing Redis, tokens ' +
+        'issued before included. Users, sessions and refresh tokens are kept. Idempotent.',
+      tags: ['platform'],
+      parameters: ORG,
+      data: schema('Organization'),
+      errors: ORG_ERRORS,
+    }),
+  },
+  '/api/platform/organizations/{organization_id}/enable': {
+    post: apiOperation({
+      operationId: 'enableOrganization',
+      summary: 'Enable a disabled organization again',
+      description: 'Enables the Keycloak realm, then the record. Idempotent.',
+      tags: ['platform'],
+      parameters: ORG,
+      data: schema('Organization'),
+      errors: ORG_ERRORS,
+    }),
+  },
+  '/api/platform/organizations/{organization_id}/workspaces/{workspace_id}': {
+    delete: apiOperation({
+      operationId: 'deleteWorkspace',
+      summary: 'Delete a workspace: roles `<ws>`, `_<ws>-admin`, its operations and record',
+      tags: ['platform'],
+      parameters: ORG_WS,
+      data: schema('Workspace'),
+      errors: WS_ERRORS,
+    }),
+  },
   '/api/platform/organizations/{organization_id}/workspaces': {
+    get: apiOperation({
+      operationId: 'listOrganizationWorkspaces',
+      summary: 'Every workspace of an organization',
+      tags: ['platform'],
+      parameters: ORG,
+      data: arrayOf(schema('Workspace')),
+      errors: ORG_ERRORS,
+    }),
     post: apiOperation({
       operationId: 'createWorkspace',
       summary: 'Create a workspace (record and roles `<ws>`, `_<ws>-admin`)',
@@ -414,7 +481,7 @@ const paths: OpenApiDocument['paths'] = {
       tags: ['platform'],
       parameters: ORG,
       data: arrayOf(schema('Workspace')),
-      errors: ORG_ERRORS,
+      errors: ORG_API_ERRORS,
     }),
   },
   '/api/{organization_id}/workspaces/{workspace_id}/ita/menu/operation_list/filter/': {
@@ -424,7 +491,7 @@ const paths: OpenApiDocument['paths'] = {
       tags: ['automation'],
       parameters: ORG_WS,
       data: arrayOf(schema('Operation')),
-      errors: ['permissionDenied', ...WS_ERRORS],
+      errors: ['permissionDenied', 'organizationDisabled', ...WS_ERRORS],
     }),
   },
 };
@@ -504,6 +571,13 @@ export const openApiDocument: OpenApiDocument = {
       },
       Realm: { name: 'realm', in: 'path', required: true, schema: schema('Realm') },
       RefreshTokenId: { name: 'id', in: 'path', required: true, schema: { type: 'string' } },
+      Confirm: {
+        name: 'confirm',
+        in: 'query',
+        required: true,
+        description: 'The organization id again, so that no typo deletes an organization.',
+        schema: schema('OrganizationId'),
+      },
     },
   },
 };
