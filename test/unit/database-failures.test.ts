@@ -24,15 +24,16 @@ describe('isDatabaseUnavailable', () => {
   });
 
   it('leaves query errors and anything else to the generic 500', () => {
-    for (const err of [
-      withCode('23505', 'duplicate key'),
-      withCode('42P01', 'relation does not exist'),
-      new Error('boom'),
-      'ECONNREFUSED',
-      undefined,
-      { code: 'ECONNREFUSED' },
-    ]) {
-      expect(isDatabaseUnavailable(err), String(err)).toBe(false);
+    const others: Record<string, unknown> = {
+      'unique violation': withCode('23505', 'duplicate key'),
+      'undefined table': withCode('42P01', 'relation does not exist'),
+      'plain error': new Error('boom'),
+      'a string': 'ECONNREFUSED',
+      undefined: undefined,
+      'an object that is no error': { code: 'ECONNREFUSED' },
+    };
+    for (const [name, err] of Object.entries(others)) {
+      expect(isDatabaseUnavailable(err), name).toBe(false);
     }
   });
 });
