@@ -33,6 +33,8 @@ import { createAdminSession } from './keycloak/admin-session.ts';
 import { createKeycloakCalls } from './keycloak/keycloak-calls.ts';
 import { createProvisioningRouter } from './platform/provisioning.router.ts';
 import { createProvisioningService } from './platform/provisioning.service.ts';
+import { createUsersRouter } from './platform/users.router.ts';
+import { createUsersService } from './platform/users.service.ts';
 import { createRefreshTokensService } from './platform/refresh-tokens.service.ts';
 import { createOrganizationDirectory } from './platform/organization-directory.ts';
 import { createOrganizationsRepo } from './platform/organizations.repo.ts';
@@ -163,6 +165,19 @@ export async function startGateway(
   let shuttingDown = false;
   const organizations = createOrganizationsRepo(db);
   const workspaces = createWorkspacesRepo(db);
+  const adminSession = createAdminSession({
+    calls,
+    username: config.KEYCLOAK_ADMIN_USERNAME,
+    password: config.KEYCLOAK_ADMIN_PASSWORD ?? '',
+  });
+  const users = createUsersService({
+    adminSession,
+    db,
+    revocations,
+    bootstrapAdmin: config.KEYCLOAK_ADMIN_USERNAME,
+    basicCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
+    leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
+  });
   const admission = createAdmission({
     basic,
     bearer,
@@ -182,15 +197,12 @@ export async function startGateway(
     operations: createOperationsRepo(db),
     platformRouter: createProvisioningRouter(
       createProvisioningService({
-        adminSession: createAdminSession({
-          calls,
-          username: config.KEYCLOAK_ADMIN_USERNAME,
-          password: config.KEYCLOAK_ADMIN_PASSWORD ?? '',
-        }),
+        adminSession,
         db,
         gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
       }),
       audit,
+      createUsersRouter(users, audit),
     ),
     builtInOperations: config.AUTOMATION_UPSTREAM_URL === undefined,
   });
