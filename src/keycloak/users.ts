@@ -125,7 +125,7 @@ export async function holdsKeycloakAdminRoles(
   if (realmRoles.some((role) => role.name === 'admin' || role.name === 'create-realm')) return true;
   const clients =
     realm === 'master'
-      ? (await admin.clients.find({ realm })).filter((c) => c.clientId?.endsWith('-realm'))
+      ? (await allClients(admin, realm)).filter((c) => c.clientId?.endsWith('-realm'))
       : await admin.clients.find({ realm, clientId: 'realm-management' });
   const held = await Promise.all(
     clients.map((client) =>
@@ -178,11 +178,23 @@ export async function longestAccessTokenSeconds(
 ): Promise<number> {
   const [settings, clients] = await Promise.all([
     admin.realms.findOne({ realm }),
-    admin.clients.find({ realm }),
+    allClients(admin, realm),
   ]);
   const lifespans = clients.map((c) => Number(c.attributes?.['access.token.lifespan'] ?? 0) || 0);
   return Math.max(settings?.accessTokenLifespan ?? 300, ...lifespans);
 }
+
+/** Every client of the realm, page by page (master holds one `<realm>-realm` per realm). */
+async function allClients(admin: KeycloakAdmin, realm: string) {
+  const clients = [];
+  for (let first = 0; ; first += CLIENTS_PAGE) {
+    const page = await admin.clients.find({ realm, first, max: CLIENTS_PAGE });
+    clients.push(...page);
+    if (page.length < CLIENTS_PAGE) return clients;
+  }
+}
+
+const CLIENTS_PAGE = 500;
 
 async function workspacesClientUuid(admin: KeycloakAdmin, organizationId: string) {
   const clientId = workspacesClientIdOf(organizationId);

@@ -4,13 +4,9 @@ import type { RevocationList } from '../auth/revocation.ts';
 import { AppError } from '../envelope/errors.ts';
 import { isHttpStatus, type KeycloakAdmin } from '../keycloak/admin-client.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
-import { isBootstrapAdmin } from '../keycloak/bootstrap-admin-guard.ts';
 import { isOrganizationId, isWorkspaceId } from '../keycloak/identifiers.ts';
 import {
   endSessions,
-  findUserByUsername,
-  holdsKeycloakAdminRoles,
-  isServiceAccount,
   listUsers,
   longestAccessTokenSeconds,
   setWorkspaceRole,
@@ -18,6 +14,7 @@ import {
   type KeycloakUser,
 } from '../keycloak/users.ts';
 import { createOrganizationsRepo } from './organizations.repo.ts';
+import { createChangeableUserLookup, requireUser } from './protected-accounts.ts';
 import { isOneLine, validatePassword } from './user-input.ts';
 import type { UserListQuery } from './users.schemas.ts';
 import { createWorkspacesRepo } from './workspaces.repo.ts';
@@ -61,10 +58,6 @@ export interface UsersService {
   ): Promise<UserRecord>;
 }
 
-/** Changes that would lock the caller out are refused on the caller's own account. */
-type Change = 'disable' | 'enable' | 'delete' | 'password' | 'workspace';
-const LOCK_OUT: ReadonlySet<Change> = new Set(['disable', 'delete']);
-
 /**
  * The lifecycle of users in master and organization realms, through the bootstrap
  * administrator's admin session. Keycloak is the only store of users, so every call is one
@@ -90,38 +83,7 @@ export function createUsersService(deps: {
     }
   }
 
-  async function requireUser(admin: KeycloakAdmin, realm: string, username: string) {
-    const user = await findUserByUsername(admin, realm, username);
-    if (!user) throw new AppError('userNotFound');
-    return user;
-  }
-
-  /**
-   * The one protection check of every change: the bootstrap administrator, service accounts
-   * and holders of Keycloak's administration roles are never changed here, nor is the caller's
-   * own account disabled or deleted. Names alone refuse first, so a service account Keycloak's
-   * search does not show is refused rather than "not found".
-   */
-  async function protectedTarget(
-    admin: KeycloakAdmin,
-    realm: string,
-    username: string,
-    change: Change,
-    caller: Principal,
-  ): Promise<KeycloakUser> {
-    const refuse = () => new AppError('protectedAccount');
-    const named = { username: username.toLowerCase() };
-    if (isBootstrapAdmin(deps.bootstrapAdmin, realm, username) || isServiceAccount(named)) {
-      throw refuse();
-    }
-    const user = await requireUser(admin, realm, username);
-    if (isBootstrapAdmin(deps.bootstrapAdmin, realm, user.username) || isServiceAccount(user)) {
-      throw refuse();
-    }
-    if (LOCK_OUT.has(change) && caller.realm === realm && caller.userId === user.id) throw refuse();
-    if (await holdsKeycloakAdminRoles(admin, realm, user.id)) throw refuse();
-    return user;
-  }
+  const changeableUser = createChangeableUserLookup(deps.bootstrapAdmin);
 
   async function recordOf(admin: KeycloakAdmin, realm: string, user: KeycloakUser) {
     const [record] = await recordsOf(admin, realm, [user]);
@@ -174,7 +136,7 @@ export function createUsersService(deps: {
     setEnabled(realm, username, enabled, caller) {
       const change = enabled ? 'enable' : 'disable';
       return onUser(realm, username, async (admin) => {
-        const user = await protectedTarget(admin, realm, username, change, caller);
+        const user = await changeableUser(admin, realm, username, change, caller);
         await admin.users.update({ realm, id: user.id }, { enabled });
         if (!enabled) {
           // Keycloak refuses new logins and refreshes from now; the gateway refuses tokens it
@@ -188,7 +150,7 @@ export function createUsersService(deps: {
 
     remove(realm, username, caller) {
       return onUser(realm, username, async (admin) => {
-        const user = await protectedTarget(admin, realm, username, 'delete', caller);
+        const user = await changeableUser(admin, realm, username, 'delete', caller);
         const record = await recordOf(admin, realm, user);
         await refuseTokens(admin, realm, user.id);
         await admin.users.del({ realm, id: user.id }).catch((err: unknown) => {
@@ -202,7 +164,7 @@ export function createUsersService(deps: {
     setPassword(realm, username, password, caller) {
       validatePassword(password);
       return onUser(realm, username, async (admin) => {
-        const user = await protectedTarget(admin, realm, username, 'password', caller);
+        const user = await changeableUser(admin, realm, username, 'password', caller);
         await refusedAsBadRequest(() =>
           admin.users.resetPassword({
             realm,
@@ -227,7 +189,7 @@ export function createUsersService(deps: {
         if (!isWorkspaceId(workspaceId) || !(await workspaces.find(organizationId, workspaceId))) {
           throw new AppError('workspaceNotFound');
         }
-        const user = await protectedTarget(admin, organizationId, username, 'workspace', caller);
+        const user = await changeableUser(admin, organizationId, username, 'workspace', caller);
         if (!(await setWorkspaceRole(admin, organizationId, user.id, workspaceId, held))) {
           throw new AppError('workspaceNotFound');
         }
