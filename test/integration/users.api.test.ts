@@ -1,3 +1,4 @@
+import { Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accessTokenOf, basicAuth } from '../helpers/api.ts';
@@ -9,6 +10,7 @@ import {
   userIdOf,
   type TestUser,
 } from '../helpers/keycloak.ts';
+import { createLogger } from '../../src/http/logger.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
@@ -77,6 +79,7 @@ describe('user lifecycle API', () => {
   let org: string;
   let upstream: RecordingUpstream;
   let replica: Replica;
+  let replicaLog = '';
   const orgUsers = (suffix = '') => `/platform/organizations/${org}/users${suffix}`;
   const workspaceRoute = () => `/${org}/workspaces/ws1/ita/menu/operation_list/filter/`;
 
@@ -86,11 +89,21 @@ describe('user lifecycle API', () => {
     org = await createOrganization(['ws1', 'ws2']);
     upstream = await startRecordingUpstream();
     // A second replica sharing the revocations over Redis; its automation route is forwarded.
-    replica = await startReplica(18950, {
-      REDIS_URL: testEnv().redisUrl,
-      REDIS_KEY_PREFIX: testEnv().redisKeyPrefix,
-      AUTOMATION_UPSTREAM_URL: upstream.url,
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        replicaLog += chunk.toString();
+        done();
+      },
     });
+    replica = await startReplica(
+      18950,
+      {
+        REDIS_URL: testEnv().redisUrl,
+        REDIS_KEY_PREFIX: testEnv().redisKeyPrefix,
+        AUTOMATION_UPSTREAM_URL: upstream.url,
+      },
+      createLogger('info', sink),
+    );
   });
 
   afterAll(async () => {
@@ -398,6 +411,38 @@ describe('user lifecycle API', () => {
       }
       expect(await enabledInKeycloak(self)).toBe(true);
       expectResult(await call('GET', '/platform/organizations', asSelf), 200, '000-00000');
+    });
+  });
+
+  describe('audit', () => {
+    it('records every change with its action and target, never the password', async () => {
+      const user = await createUser(org);
+      const base = replica.url;
+      const password = `Audited-${uniqueId('pw')}`;
+      const path = orgUsers(`/${user.username}`);
+      const steps = [
+        ['POST', `${path}/disable`, 'user.disable'],
+        ['POST', `${path}/enable`, 'user.enable'],
+        ['PUT', `${path}/password`, 'user.password'],
+        ['PUT', `${path}/workspaces/ws1`, 'user.grant'],
+        ['DELETE', `${path}/workspaces/ws1`, 'user.revoke'],
+        ['DELETE', path, 'user.delete'],
+      ] as const;
+      for (const [method, stepPath] of steps) {
+        const body = method === 'PUT' && stepPath.endsWith('/password') ? { password } : undefined;
+        expectResult(await call(method, stepPath, asAdmin, { base, body }), 200, '000-00000');
+      }
+      const lines = replicaLog
+        .split('\n')
+        .filter((line) => line.includes('"audit":true'))
+        .map((line) => JSON.parse(line) as { action: string; outcome: string; target: unknown });
+      for (const [, , action] of steps) {
+        expect(lines.find((line) => line.action === action)).toMatchObject({
+          outcome: 'success',
+          target: { realm: org, username: user.username },
+        });
+      }
+      expect(replicaLog).not.toContain(password);
     });
   });
 });
