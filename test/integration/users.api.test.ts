@@ -5,6 +5,8 @@ import { accessTokenOf, basicAuth } from '../helpers/api.ts';
 import {
   createUser,
   keycloakAdmin,
+  passwordGrantBody,
+  postToken,
   sessionCount,
   uniqueId,
   userIdOf,
@@ -184,6 +186,9 @@ describe('user lifecycle API', () => {
     it('refuses the user at once, on both replicas and routes, and enable lets them back', async () => {
       const user = await createUser(org, { workspaceRoles: ['ws1'] });
       const token = await accessTokenOf(user);
+      const tokenEndpoint = `${testEnv().publicUrl}/auth`;
+      const offline = await postToken(tokenEndpoint, org, passwordGrantBody(user));
+      expect(offline.status).toBe(200);
       const listing = `/${org}/platform/workspaces`;
       // Warm: the token is verified and the Basic login cached on both replicas.
       for (const base of [testEnv().publicUrl, replica.url]) {
@@ -218,6 +223,14 @@ describe('user lifecycle API', () => {
       expect(onReplica).toEqual([401, 401, 401]);
       expect(await enabledInKeycloak(user)).toBe(false);
       expect(await sessionCount(user)).toBe(0);
+      const kc = await keycloakAdmin();
+      const [apiClient] = await kc.clients.find({ realm: org, clientId: `_${org}-api` });
+      const offlineSessions = await kc.users.listOfflineSessions({
+        realm: org,
+        id: await userIdOf(user),
+        clientId: apiClient!.id!,
+      });
+      expect(offlineSessions).toEqual([]);
 
       await nextSecond();
       const enabled = await call('POST', orgUsers(`/${user.username}/enable`), asAdmin);
@@ -229,8 +242,14 @@ describe('user lifecycle API', () => {
         200,
         '000-00000',
       );
-      // The token from before the disable stays refused.
+      // The token from before the disable stays refused, and its offline session has ended.
       expectResult(await call('GET', listing, bearer(token)), 401, '401-00002');
+      const refreshed = await postToken(
+        tokenEndpoint,
+        org,
+        `client_id=_${org}-api&grant_type=refresh_token&refresh_token=${String(offline.json.refresh_token)}`,
+      );
+      expect(refreshed.json.error).toBe('invalid_grant');
     });
   });
 
