@@ -35,6 +35,8 @@ import { createAdminSession } from './keycloak/admin-session.ts';
 import { createKeycloakCalls } from './keycloak/keycloak-calls.ts';
 import { createProvisioningRouter } from './platform/provisioning.router.ts';
 import { createProvisioningService } from './platform/provisioning.service.ts';
+import { createUsersRouter } from './platform/users.router.ts';
+import { createUsersService } from './platform/users.service.ts';
 import { createRefreshTokensService } from './platform/refresh-tokens.service.ts';
 import { createOrganizationDirectory } from './platform/organization-directory.ts';
 import { createOrganizationEvents } from './platform/organization-events.ts';
@@ -183,6 +185,19 @@ export async function startGateway(
   let shuttingDown = false;
   const organizations = createOrganizationsRepo(db);
   const workspaces = createWorkspacesRepo(db);
+  const adminSession = createAdminSession({
+    calls,
+    username: config.KEYCLOAK_ADMIN_USERNAME,
+    password: config.KEYCLOAK_ADMIN_PASSWORD ?? '',
+  });
+  const users = createUsersService({
+    adminSession,
+    db,
+    revocations,
+    bootstrapAdmin: config.KEYCLOAK_ADMIN_USERNAME,
+    basicCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
+    leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
+  });
   const directory = createOrganizationDirectory(organizations);
   // A disabled or deleted organization is refused on every replica at once (with Redis).
   const organizationEvents = await createOrganizationEvents({
@@ -200,11 +215,6 @@ export async function startGateway(
     workspaces,
     metrics,
   });
-  const adminSession = createAdminSession({
-    calls,
-    username: config.KEYCLOAK_ADMIN_USERNAME,
-    password: config.KEYCLOAK_ADMIN_PASSWORD ?? '',
-  });
   const api = createApiRouter({
     admission,
     forwarding,
@@ -221,6 +231,7 @@ export async function startGateway(
           gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
         }),
         audit,
+        createUsersRouter(users, audit),
       ),
       createOrganizationLifecycleRouter(
         createOrganizationLifecycle({

@@ -123,7 +123,12 @@ export function knownPrincipal(
   return principal;
 }
 
-/** Tokens of a revoked session are refused at once, by every replica (see revocation.ts). */
+/**
+ * Tokens of a revoked session, and Bearer tokens of a user issued before that user was disabled,
+ * deleted or lost a workspace, are refused at once, by every replica (see revocation.ts). Basic
+ * logins need no such check: cached ones older than the user's revocation are dropped by the
+ * authenticator, and a fresh one reflects Keycloak as it is now.
+ */
 function refuseRevoked(principal: Principal, revocations: RevocationList): void {
   if (isRevoked(principal, revocations)) {
     throw new AuthFailure(principal.method, 'revoked', 'Token has been revoked.');
@@ -131,7 +136,11 @@ function refuseRevoked(principal: Principal, revocations: RevocationList): void 
 }
 
 function isRevoked(principal: Principal, revocations: RevocationList): boolean {
-  return principal.sessionId !== undefined && revocations.isSessionRevoked(principal.sessionId);
+  return (
+    (principal.sessionId !== undefined && revocations.isSessionRevoked(principal.sessionId)) ||
+    (principal.method === 'bearer' &&
+      revocations.isIssuedBeforeRevocation(principal.realm, principal.userId, principal.issuedAt))
+  );
 }
 
 class MissingCredentials extends AuthFailure {

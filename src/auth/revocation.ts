@@ -15,6 +15,12 @@ interface RevocationMessage {
   ttlSeconds: number;
   /** How long the user's cached Basic logins can live: the Basic cache bound. */
   userTtlSeconds: number;
+  /**
+   * When set, every access token of the user issued before `at` is refused this long (the
+   * longest an access token can live): a disabled or deleted user, a removed workspace role.
+   * Absent, only the sessions listed and the cached Basic logins are concerned.
+   */
+  tokenTtlSeconds?: number;
   /** The replica that made it (absent from older replicas): it ignores its own message. */
   from?: string;
 }
@@ -24,6 +30,13 @@ export interface RevocationList {
   isSessionRevoked(sessionId: string): boolean;
   /** When the user's sessions were last revoked (epoch ms), if within the Basic cache bound. */
   userRevokedAt(realm: string, userId: string): number | undefined;
+  /**
+   * True when the user's tokens issued at `issuedAt` (epoch seconds, the `iat` claim) must be
+   * refused. `iat` has whole seconds, so a token issued in the second of the revocation is
+   * refused too: a client that refreshed within that second refreshes again a second later.
+   * O(1), in memory, without allocation.
+   */
+  isIssuedBeforeRevocation(realm: string, userId: string, issuedAt: number): boolean;
   /** Refuses the sessions here at once and tells every other replica. */
   revoke(revocation: Omit<RevocationMessage, 'at'>): Promise<void>;
   close(): Promise<void>;
@@ -46,6 +59,8 @@ export async function createRevocationList(options: {
   const sessions = new TtlLru<true>(MAX_REVOKED);
   const users = new TtlLru<number>(MAX_REVOKED);
   const userKey = (realm: string, userId: string) => `${realm}\u0000${userId}`;
+  // By realm, then user id: the per-request look-up builds no key string.
+  const userTokens = new Map<string, TtlLru<number>>();
 
   function apply(message: RevocationMessage, source: 'local' | 'peer'): void {
     options.metrics.revocationApplied(source);
@@ -56,11 +71,22 @@ export async function createRevocationList(options: {
       message.at,
       message.at + message.userTtlSeconds * 1000,
     );
+    if (message.tokenTtlSeconds !== undefined) {
+      let realmUsers = userTokens.get(message.realm);
+      if (!realmUsers) userTokens.set(message.realm, (realmUsers = new TtlLru(MAX_REVOKED)));
+      const latest = Math.max(message.at, realmUsers.get(message.userId) ?? 0);
+      realmUsers.set(message.userId, latest, message.at + message.tokenTtlSeconds * 1000);
+    }
   }
 
   const local = {
     isSessionRevoked: (sessionId: string) => sessions.get(sessionId) === true,
     userRevokedAt: (realm: string, userId: string) => users.get(userKey(realm, userId)),
+    isIssuedBeforeRevocation(realm: string, userId: string, issuedAt: number) {
+      if (userTokens.size === 0) return false;
+      const revokedAt = userTokens.get(realm)?.get(userId);
+      return revokedAt !== undefined && issuedAt * 1000 < revokedAt;
+    },
   };
   if (!options.redisUrl) {
     return {
@@ -118,7 +144,12 @@ export async function createRevocationList(options: {
       const message: RevocationMessage = { ...revocation, at: Date.now(), from: replicaId };
       apply(message, 'local');
       const payload = JSON.stringify(message);
-      const ttl = Math.max(message.ttlSeconds, message.userTtlSeconds, 1);
+      const ttl = Math.max(
+        message.ttlSeconds,
+        message.userTtlSeconds,
+        message.tokenTtlSeconds ?? 0,
+        1,
+      );
       try {
         await publisher.set(
           keyOf(`${message.realm}:${message.userId}:${message.at}`),

@@ -10,6 +10,7 @@ import {
   parseFlag,
   parseTimestamp,
 } from './values.ts';
+import { parseFirst, parseMax, type UserCommand } from './user-commands.ts';
 
 /** The first word of every command; `help <group>` and usage errors show that group only. */
 export const COMMAND_GROUPS = [
@@ -141,6 +142,7 @@ const COMMANDS: Record<string, CommandSpec> = {
       };
     },
   },
+  ...userLifecycleSpecs(),
   'operation add': {
     positionals: ['org', 'ws'],
     single: ['name', 'environment', 'remarks', 'scheduled'],
@@ -212,6 +214,58 @@ const COMMANDS: Record<string, CommandSpec> = {
     build: (args) => ({ name: 'logout', select: readSelector(args) }),
   },
 };
+
+/** `user list|get|disable|enable|delete|passwd|grant|revoke` (see user-commands.ts). */
+function userLifecycleSpecs(): Record<string, CommandSpec> {
+  const specs: Record<string, CommandSpec> = {
+    'user list': {
+      positionals: ['realm'],
+      single: ['first', 'max', 'search'],
+      build: (args) => {
+        const [first, max] = [args.one('first'), args.one('max')];
+        return {
+          name: 'user list',
+          realm: checkRealm(args.at(0)),
+          ...(first !== undefined && { first: parseFirst(first) }),
+          ...(max !== undefined && { max: parseMax(max) }),
+          ...(args.one('search') !== undefined && { search: args.one('search') }),
+        };
+      },
+    },
+    'user passwd': {
+      positionals: ['realm', 'username'],
+      flags: ['password-stdin'],
+      build: (args) => ({
+        name: 'user passwd',
+        realm: checkRealm(args.at(0)),
+        username: args.at(1),
+        passwordFrom: args.has('password-stdin') ? 'stdin' : 'prompt',
+      }),
+    },
+  };
+  for (const verb of ['get', 'disable', 'enable', 'delete'] as const) {
+    specs[`user ${verb}`] = {
+      positionals: ['realm', 'username'],
+      build: (args): UserCommand => ({
+        name: `user ${verb}`,
+        realm: checkRealm(args.at(0)),
+        username: args.at(1),
+      }),
+    };
+  }
+  for (const verb of ['grant', 'revoke'] as const) {
+    specs[`user ${verb}`] = {
+      positionals: ['org', 'username', 'ws'],
+      build: (args): UserCommand => ({
+        name: `user ${verb}`,
+        org: checkOrganization(args.at(0)),
+        username: args.at(1),
+        workspace: checkWorkspace(args.at(2)),
+      }),
+    };
+  }
+  return specs;
+}
 
 /** Commands of one word, whose second word is an argument (`login <realm> ...`). */
 const SINGLE_WORD_COMMANDS = new Set(['login', 'token', 'logout']);

@@ -1,6 +1,12 @@
 import type { TokenLifetimes } from '../keycloak/token-lifetimes.ts';
 import type { LoginSelector } from './credentials.ts';
 import type { PasswordSource } from './password.ts';
+import {
+  buildUserRequest,
+  USER_LIFECYCLE_USAGE,
+  type ReadyUserCommand,
+  type UserCommand,
+} from './user-commands.ts';
 
 export type { TokenLifetimes };
 
@@ -46,6 +52,7 @@ export type Command =
   | { name: 'lifetimes show'; realm: string }
   | { name: 'lifetimes set'; realm: string; lifetimes: Partial<TokenLifetimes> }
   | { name: 'realms protect' }
+  | UserCommand
   | SessionCommand;
 
 /** The API client's commands: a stored login and its tokens (session.ts, login.ts). */
@@ -76,12 +83,13 @@ export interface UserSecrets {
 
 /** An API command ready to send: `user create` carries the secrets read after parsing. */
 export type ReadyCommand =
-  | Exclude<ApiCommand, { name: 'user create' }>
-  | (Extract<ApiCommand, { name: 'user create' }> & UserSecrets);
+  | Exclude<ApiCommand, { name: 'user create' } | UserCommand>
+  | (Extract<ApiCommand, { name: 'user create' }> & UserSecrets)
+  | ReadyUserCommand;
 
 /** One call of the gateway's platform API; `path` is relative to the base URL. */
 export interface ApiRequest {
-  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   path: string;
   body?: Record<string, unknown>;
 }
@@ -139,6 +147,15 @@ export function buildRequest(command: ReadyCommand): ApiRequest {
       return { method: 'PATCH', path: lifetimesPath(command.realm), body: command.lifetimes };
     case 'realms protect':
       return { method: 'POST', path: '/api/platform/brute-force-detection' };
+    case 'user list':
+    case 'user get':
+    case 'user disable':
+    case 'user enable':
+    case 'user delete':
+    case 'user passwd':
+    case 'user grant':
+    case 'user revoke':
+      return buildUserRequest(command);
   }
 }
 
@@ -184,6 +201,7 @@ const COMMAND_USAGE: Record<string, string[]> = {
   user: [
     'user create <realm> <username> [--password-stdin] [--workspace <ws>]...',
     '            [--otp]',
+    ...USER_LIFECYCLE_USAGE,
   ],
   operation: [
     'operation add <org> <ws> --name <name> [--environment <e>] [--remarks <r>]',
@@ -222,7 +240,12 @@ create asks twice for the new user's password, without echo, when stdin is a ter
 --password-stdin reads it from stdin instead, dropping one trailing newline:
   printf '%s\\n' "$PW" | realmgate user create acme alice --password-stdin
 --otp turns on two-factor authentication with a fresh 160-bit secret, printed once beside the
-new user's fields as "otp_secret" (base32) and "otpauth_uri" (for a QR code).
+new user's fields as "otp_secret" (base32) and "otpauth_uri" (for a QR code). user passwd
+reads the new password the same way. user list pages with --first (default 0) and --max (1 to
+1000, default 100); --search keeps users whose username, email or name contains the text.
+user disable ends the user's sessions and stops their tokens at once; user delete too, then
+deletes the user; user revoke stops the user's older tokens (a refreshed one lacks the role).
+Keycloak's bootstrap administrator, service accounts and Keycloak administrators are refused.
 
 API clients (spec 5.2): login does the password grant once (scope openid offline_access)
 and keeps the refresh token in the credentials file (mode 0600), one entry per gateway URL,

@@ -107,8 +107,11 @@ async function withSecrets(
   io: CliIo,
   enrollment: OtpEnrollment | undefined,
 ): Promise<ReadyCommand> {
-  if (command.name !== 'user create') return command;
+  if (command.name !== 'user create' && command.name !== 'user passwd') return command;
   const who = `${command.username} (realm ${command.realm})`;
+  if (command.name === 'user passwd') {
+    return { ...command, password: await readPassword(command.passwordFrom, io, who) };
+  }
   const password = await readPassword(command.passwordFrom, io, who);
   return { ...command, password, otpSecret: enrollment?.secret };
 }

@@ -13,6 +13,7 @@ export const errorCodes = {
   },
   authenticationFailed: { status: 401, result: '401-00002', message: 'Authentication failed.' },
   permissionDenied: { status: 403, result: '403-00001', message: 'Permission denied.' },
+  protectedAccount: { status: 403, result: '403-00002', message: 'This account is protected.' },
   organizationDisabled: { status: 403, result: '403-23001', message: 'Organization disabled.' },
   organizationDeleteUnconfirmed: {
     status: 400,
@@ -38,6 +39,7 @@ export const errorCodes = {
   },
   organizationNotFound: { status: 404, result: '404-00001', message: 'Organization not found.' },
   workspaceNotFound: { status: 404, result: '404-00002', message: 'Workspace not found.' },
+  userNotFound: { status: 404, result: '404-00003', message: 'User not found.' },
   methodNotAllowed: { status: 405, result: '405-00000', message: 'Method not allowed.' },
   requestTimeout: {
     status: 408,

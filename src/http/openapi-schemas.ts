@@ -79,6 +79,20 @@ export const schemas: Record<string, { readonly [key: string]: JsonValue }> = {
     realm: schema('Realm'),
     workspaces: arrayOf(schema('WorkspaceId')),
   }),
+  UserRecord: object(
+    {
+      id: { type: 'string' },
+      username: { type: 'string' },
+      enabled: { type: 'boolean' },
+      realm: schema('Realm'),
+      workspaces: {
+        ...arrayOf(schema('WorkspaceId')),
+        description: 'Organization users only: the workspaces whose role `<ws>` the user holds.',
+      },
+      created_timestamp: { ...nullable('string'), format: 'date-time' },
+    },
+    ['id', 'username', 'enabled', 'realm', 'created_timestamp'],
+  ),
   Operation: object({
     parameter: object({
       operation_id: { type: 'string' },

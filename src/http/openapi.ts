@@ -10,6 +10,7 @@ import {
   workspaceBody,
   workspaceId,
 } from '../platform/provisioning.schemas.ts';
+import { passwordBody } from '../platform/users.schemas.ts';
 import { arrayOf, EXAMPLE_TS, object, schema, schemas } from './openapi-schemas.ts';
 import { componentIdOf, componentSchemasOf, type JsonSchema } from './openapi-zod.ts';
 
@@ -60,6 +61,7 @@ const REQUEST_SCHEMAS: z.ZodType[] = [
   organizationUserBody,
   operationBody,
   tokenLifetimesPatchSchema,
+  passwordBody,
 ];
 const RESPONSE_SCHEMAS: z.ZodType[] = [tokenLifetimesSchema];
 
@@ -233,6 +235,103 @@ function refreshTokensPaths(realm: 'master' | 'organization') {
     }),
   };
   return { all, one };
+}
+
+const PROTECTED_DESCRIPTION =
+  "Refused with 403 `403-00002`, changing nothing, for Keycloak's bootstrap administrator, " +
+  "service accounts, users holding Keycloak's administration roles (realm `admin`, " +
+  '`create-realm`, `realm-management` or `<realm>-realm` client roles) and, for disable and ' +
+  "delete, the caller's own account.";
+
+/** The user lifecycle (users.router.ts), for master users and organization users alike. */
+function userLifecyclePaths(): OpenApiDocument['paths'] {
+  const paths: OpenApiDocument['paths'] = {};
+  for (const realm of ['master', 'organization'] as const) {
+    const isMaster = realm === 'master';
+    const base = isMaster
+      ? '/api/platform/users'
+      : '/api/platform/organizations/{organization_id}/users';
+    const of = isMaster ? 'Master' : 'Organization';
+    const scope = isMaster ? [] : ORG;
+    const realmErrors: ErrorCode[] = isMaster ? [] : ORG_ERRORS;
+    const one = [...scope, 'Username'];
+    const oneErrors: ErrorCode[] = [...realmErrors, 'userNotFound'];
+    const change = (verb: string, summary: string, extra: Partial<ApiOperationSpec> = {}) =>
+      apiOperation({
+        operationId: `${verb}${of}User`,
+        summary,
+        description: PROTECTED_DESCRIPTION,
+        tags: ['users'],
+        parameters: one,
+        data: schema('UserRecord'),
+        errors: [...oneErrors, 'protectedAccount'],
+        ...extra,
+      });
+    paths[base] = {
+      get: apiOperation({
+        operationId: `list${of}Users`,
+        summary: 'List users, by username, one page at a time',
+        description:
+          '`first` (default 0) and `max` (1 to 1000, default 100) page the list; `search` keeps ' +
+          'users whose username, email or name contains it. Other query parameters are 400.',
+        tags: ['users'],
+        parameters: [...scope, 'First', 'Max', 'Search'],
+        data: arrayOf(schema('UserRecord')),
+        errors: [...realmErrors, 'badRequestBody'],
+      }),
+    };
+    paths[`${base}/{username}`] = {
+      get: apiOperation({
+        operationId: `get${of}User`,
+        summary: 'One user, by username (letter case ignored, as Keycloak does)',
+        tags: ['users'],
+        parameters: one,
+        data: schema('UserRecord'),
+        errors: oneErrors,
+      }),
+      delete: change(
+        'delete',
+        "Delete a user: the user's tokens stop at once on every replica, then Keycloak deletes it",
+      ),
+    };
+    paths[`${base}/{username}/disable`] = {
+      post: change(
+        'disable',
+        "Disable a user: the user's tokens stop at once on every replica and its Keycloak " +
+          'sessions (online and offline) end',
+      ),
+    };
+    paths[`${base}/{username}/enable`] = { post: change('enable', 'Enable a user') };
+    paths[`${base}/{username}/password`] = {
+      put: change(
+        'setPassword',
+        'Set a new permanent password; cached Basic logins with the old one stop at once, ' +
+          'sessions and their tokens stay',
+        { body: passwordBody },
+      ),
+    };
+  }
+  const workspace = (verb: 'grant' | 'revoke', summary: string) =>
+    apiOperation({
+      operationId: `${verb}WorkspaceRole`,
+      summary,
+      description: PROTECTED_DESCRIPTION,
+      tags: ['users'],
+      parameters: [...ORG, 'Username', 'WorkspaceId'],
+      data: schema('UserRecord'),
+      errors: [...WS_ERRORS, 'userNotFound', 'protectedAccount'],
+    });
+  paths[
+    '/api/platform/organizations/{organization_id}/users/{username}/workspaces/{workspace_id}'
+  ] = {
+    put: workspace('grant', 'Grant role `<ws>` (idempotent)'),
+    delete: workspace(
+      'revoke',
+      "Remove role `<ws>` (idempotent); the user's tokens issued before stop at once, a " +
+        'refreshed token comes without the role',
+    ),
+  };
+  return paths;
 }
 
 const keycloakJson = (description: string) => ({
@@ -496,6 +595,11 @@ const paths: OpenApiDocument['paths'] = {
   },
 };
 
+// The list operations join the create operations on the same paths.
+for (const [path, item] of Object.entries(userLifecyclePaths())) {
+  paths[path] = { ...paths[path], ...item };
+}
+
 /** Hand-written schemas (answers, Keycloak's form) and those zod generates, no name twice. */
 function componentSchemas(): Record<string, JsonSchema> {
   const all = { ...schemas };
@@ -535,6 +639,7 @@ export const openApiDocument: OpenApiDocument = {
   servers: [{ url: '/' }],
   tags: [
     { name: 'platform', description: 'Organizations, workspaces and users' },
+    { name: 'users', description: 'The lifecycle of master and organization users' },
     { name: 'automation', description: 'Menus inside a workspace' },
     { name: 'tokens', description: 'Issuing tokens and their lifetimes' },
     { name: 'health', description: 'Probes and this document' },
@@ -577,6 +682,27 @@ export const openApiDocument: OpenApiDocument = {
         required: true,
         description: 'The organization id again, so that no typo deletes an organization.',
         schema: schema('OrganizationId'),
+      },
+      Username: {
+        name: 'username',
+        in: 'path',
+        required: true,
+        schema: { type: 'string', minLength: 1, maxLength: 255 },
+      },
+      First: {
+        name: 'first',
+        in: 'query',
+        schema: { type: 'integer', minimum: 0, maximum: 1_000_000_000, default: 0 },
+      },
+      Max: {
+        name: 'max',
+        in: 'query',
+        schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
+      },
+      Search: {
+        name: 'search',
+        in: 'query',
+        schema: { type: 'string', minLength: 1, maxLength: 255 },
       },
     },
   },

@@ -20,7 +20,11 @@ import { bodyField, type Audit } from '../http/audit.ts';
  * of a master-realm user. Bodies are JSON already parsed upstream; each is checked here for
  * its shape and by the service for its meaning.
  */
-export function createProvisioningRouter(service: ProvisioningService, audit: Audit): Router {
+export function createProvisioningRouter(
+  service: ProvisioningService,
+  audit: Audit,
+  ...more: Router[]
+): Router {
   const router = Router();
   // A path id outside its alphabet names nothing: 404 before any database or Keycloak call.
   router.param('org', (_req, _res, next, id: string) => {
@@ -143,6 +147,8 @@ export function createProvisioningRouter(service: ProvisioningService, audit: Au
     ),
   );
 
+  // Further routers of the platform API (users.router.ts), behind the same authentication.
+  for (const next of more) router.use(next);
   return router;
 }
 

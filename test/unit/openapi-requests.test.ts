@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { openApiDocument, type HttpMethod } from '../../src/http/openapi.ts';
 import { componentSchemasOf } from '../../src/http/openapi-zod.ts';
 import { isOrganizationId, isWorkspaceId } from '../../src/keycloak/identifiers.ts';
+import { passwordBody } from '../../src/platform/users.schemas.ts';
 import {
   MAX_LIFETIME_SECONDS,
   tokenLifetimesPatchSchema,
@@ -49,6 +50,14 @@ const VALIDATED_BODIES: Record<string, { schema: z.ZodType; valid: Json }> = {
       environment: 'prod',
       remarks: 'r',
     },
+  },
+  'put /api/platform/users/{username}/password': {
+    schema: passwordBody,
+    valid: { password: 'pw' },
+  },
+  'put /api/platform/organizations/{organization_id}/users/{username}/password': {
+    schema: passwordBody,
+    valid: { password: 'pw' },
   },
   'patch /api/platform/token-lifetimes': {
     schema: tokenLifetimesPatchSchema,

@@ -98,6 +98,18 @@ describe('openApiDocument', () => {
         'GET /api/{organization_id}/platform/users/_current/refresh_tokens',
         'DELETE /api/{organization_id}/platform/users/_current/refresh_tokens',
         'DELETE /api/{organization_id}/platform/users/_current/refresh_tokens/{id}',
+        ...['/api/platform/users', '/api/platform/organizations/{organization_id}/users'].flatMap(
+          (users) => [
+            `GET ${users}`,
+            `GET ${users}/{username}`,
+            `DELETE ${users}/{username}`,
+            `POST ${users}/{username}/disable`,
+            `POST ${users}/{username}/enable`,
+            `PUT ${users}/{username}/password`,
+          ],
+        ),
+        'PUT /api/platform/organizations/{organization_id}/users/{username}/workspaces/{workspace_id}',
+        'DELETE /api/platform/organizations/{organization_id}/users/{username}/workspaces/{workspace_id}',
       ].sort(),
     );
   });

@@ -1,0 +1,208 @@
+import type UserRepresentation from '@keycloak/keycloak-admin-client/lib/defs/userRepresentation.js';
+import type { KeycloakAdmin } from './admin-client.ts';
+import { isHttpStatus } from './admin-client.ts';
+import { isWorkspaceId, workspacesClientIdOf } from './identifiers.ts';
+
+export type KeycloakUser = UserRepresentation & { id: string; username: string };
+
+/** The user whose username is `username` (Keycloak lowercases them, so any case finds it). */
+export async function findUserByUsername(
+  admin: KeycloakAdmin,
+  realm: string,
+  username: string,
+): Promise<KeycloakUser | undefined> {
+  const wanted = username.toLowerCase();
+  const found = await admin.users.find({ realm, username, exact: true, briefRepresentation: true });
+  // `exact` is Keycloak's promise; the comparison keeps a prefix or a fuzzy match out anyway.
+  return found.filter(isComplete).find((user) => user.username === wanted);
+}
+
+/** One page of a realm's users, by username; `search` matches part of username, email or name. */
+export async function listUsers(
+  admin: KeycloakAdmin,
+  realm: string,
+  page: { first: number; max: number; search?: string },
+): Promise<KeycloakUser[]> {
+  const users = await admin.users.find({
+    realm,
+    first: page.first,
+    max: page.max,
+    briefRepresentation: true,
+    ...(page.search === undefined ? {} : { search: page.search }),
+  });
+  // Keycloak's store orders by username already; sorting again costs nothing and is a promise.
+  return users.filter(isComplete).sort((a, b) => (a.username < b.username ? -1 : 1));
+}
+
+/**
+ * The workspaces (roles `<ws>` of `<org>-workspaces`) each of `userIds` holds. Costs
+ * min(users, workspaces) + 2 admin calls, whatever the page size: per user when the page is
+ * small, else per workspace role through its list of holders (paged by 1000).
+ */
+export async function workspacesOfUsers(
+  admin: KeycloakAdmin,
+  organizationId: string,
+  userIds: readonly string[],
+): Promise<Map<string, string[]>> {
+  const result = new Map(userIds.map((id) => [id, [] as string[]]));
+  if (userIds.length === 0) return result;
+  const clientUuid = await workspacesClientUuid(admin, organizationId);
+  const roles = (await admin.clients.listRoles({ realm: organizationId, id: clientUuid }))
+    .map((role) => role.name ?? '')
+    .filter(isWorkspaceId);
+  if (userIds.length <= roles.length) {
+    await Promise.all(
+      userIds.map(async (id) => {
+        const held = await admin.users.listClientRoleMappings({
+          realm: organizationId,
+          id,
+          clientUniqueId: clientUuid,
+        });
+        result.set(id, held.map((role) => role.name ?? '').filter(isWorkspaceId));
+      }),
+    );
+  } else {
+    for (const roleName of roles) {
+      for (let first = 0; ; first += HOLDERS_PAGE) {
+        const holders = await admin.clients.findUsersWithRole({
+          realm: organizationId,
+          id: clientUuid,
+          roleName,
+          briefRepresentation: true,
+          first,
+          max: HOLDERS_PAGE,
+        });
+        for (const holder of holders) result.get(holder.id ?? '')?.push(roleName);
+        if (holders.length < HOLDERS_PAGE) break;
+      }
+    }
+  }
+  for (const workspaces of result.values()) workspaces.sort();
+  return result;
+}
+
+const HOLDERS_PAGE = 1000;
+
+/** Adds (`held`) or removes role `<ws>` of `<org>-workspaces`; false when the role is missing. */
+export async function setWorkspaceRole(
+  admin: KeycloakAdmin,
+  organizationId: string,
+  userId: string,
+  workspaceId: string,
+  held: boolean,
+): Promise<boolean> {
+  const clientUuid = await workspacesClientUuid(admin, organizationId);
+  const role = await admin.clients.findRole({
+    realm: organizationId,
+    id: clientUuid,
+    roleName: workspaceId,
+  });
+  if (!role?.id || !role.name) return false;
+  const mapping = {
+    realm: organizationId,
+    id: userId,
+    clientUniqueId: clientUuid,
+    roles: [{ id: role.id, name: role.name }],
+  };
+  // Both are idempotent in Keycloak: adding a held role or removing an absent one is a no-op.
+  if (held) await admin.users.addClientRoleMappings(mapping);
+  else await admin.users.delClientRoleMappings(mapping);
+  return true;
+}
+
+/**
+ * Whether the user holds any of Keycloak's own administration roles, directly, through a group
+ * or a composite: realm roles `admin` or `create-realm`, or a role of a realm-administration
+ * client (`realm-management` in an organization realm; `master-realm` and `<realm>-realm` in
+ * master). For master users this costs one call per realm (those clients live in master).
+ */
+export async function holdsKeycloakAdminRoles(
+  admin: KeycloakAdmin,
+  realm: string,
+  userId: string,
+): Promise<boolean> {
+  const realmRoles = await admin.users.listCompositeRealmRoleMappings({ realm, id: userId });
+  if (realmRoles.some((role) => role.name === 'admin' || role.name === 'create-realm')) return true;
+  const clients =
+    realm === 'master'
+      ? (await allClients(admin, realm)).filter((c) => c.clientId?.endsWith('-realm'))
+      : await admin.clients.find({ realm, clientId: 'realm-management' });
+  const held = await Promise.all(
+    clients.map((client) =>
+      admin.users.listCompositeClientRoleMappings({
+        realm,
+        id: userId,
+        clientUniqueId: client.id ?? '',
+      }),
+    ),
+  );
+  return held.some((roles) => roles.length > 0);
+}
+
+/** Whether the user is a client's service account (those never log in with a password). */
+export function isServiceAccount(user: { username: string; serviceAccountClientId?: string }) {
+  return user.serviceAccountClientId !== undefined || user.username.startsWith(SERVICE_ACCOUNT);
+}
+
+/** Keycloak names every service account `service-account-<clientId>`. */
+export const SERVICE_ACCOUNT = 'service-account-';
+
+/**
+ * Ends every Keycloak session of the user: online ones (`logout`, which also sets the user's
+ * not-before) and offline ones (revoking each client's consent removes its offline sessions).
+ */
+export async function endSessions(
+  admin: KeycloakAdmin,
+  realm: string,
+  userId: string,
+): Promise<void> {
+  await admin.users.logout({ realm, id: userId });
+  const consents = await admin.users.listConsents({ realm, id: userId });
+  for (const consent of consents) {
+    if (!consent.clientId) continue;
+    await admin.users
+      .revokeConsent({ realm, id: userId, clientId: consent.clientId })
+      .catch((err: unknown) => {
+        if (!isHttpStatus(err, 404)) throw err;
+      });
+  }
+}
+
+/**
+ * The longest an access token of the realm can live, in seconds: the realm's lifespan or a
+ * client's own `access.token.lifespan` (organization API clients: a day), whichever is longer.
+ */
+export async function longestAccessTokenSeconds(
+  admin: KeycloakAdmin,
+  realm: string,
+): Promise<number> {
+  const [settings, clients] = await Promise.all([
+    admin.realms.findOne({ realm }),
+    allClients(admin, realm),
+  ]);
+  const lifespans = clients.map((c) => Number(c.attributes?.['access.token.lifespan'] ?? 0) || 0);
+  return Math.max(settings?.accessTokenLifespan ?? 300, ...lifespans);
+}
+
+/** Every client of the realm, page by page (master holds one `<realm>-realm` per realm). */
+async function allClients(admin: KeycloakAdmin, realm: string) {
+  const clients = [];
+  for (let first = 0; ; first += CLIENTS_PAGE) {
+    const page = await admin.clients.find({ realm, first, max: CLIENTS_PAGE });
+    clients.push(...page);
+    if (page.length < CLIENTS_PAGE) return clients;
+  }
+}
+
+const CLIENTS_PAGE = 500;
+
+async function workspacesClientUuid(admin: KeycloakAdmin, organizationId: string) {
+  const clientId = workspacesClientIdOf(organizationId);
+  const [client] = await admin.clients.find({ realm: organizationId, clientId });
+  if (!client?.id) throw new Error(`client ${clientId} not found in realm ${organizationId}`);
+  return client.id;
+}
+
+function isComplete(user: UserRepresentation): user is KeycloakUser {
+  return typeof user.id === 'string' && typeof user.username === 'string';
+}

@@ -1,0 +1,242 @@
+import type { Knex } from 'knex';
+import type { Principal } from '../auth/principal.ts';
+import type { RevocationList } from '../auth/revocation.ts';
+import { AppError } from '../envelope/errors.ts';
+import { isHttpStatus, type KeycloakAdmin } from '../keycloak/admin-client.ts';
+import type { AdminSession } from '../keycloak/admin-session.ts';
+import { isOrganizationId, isWorkspaceId } from '../keycloak/identifiers.ts';
+import {
+  endSessions,
+  listUsers,
+  longestAccessTokenSeconds,
+  setWorkspaceRole,
+  workspacesOfUsers,
+  type KeycloakUser,
+} from '../keycloak/users.ts';
+import { createOrganizationsRepo } from './organizations.repo.ts';
+import { createChangeableUserLookup, requireUser } from './protected-accounts.ts';
+import { isOneLine, validatePassword } from './user-input.ts';
+import type { UserListQuery } from './users.schemas.ts';
+import { createWorkspacesRepo } from './workspaces.repo.ts';
+
+/** A user as the lifecycle API shows it; `workspaces` for organization users only. */
+export interface UserRecord {
+  id: string;
+  username: string;
+  enabled: boolean;
+  realm: string;
+  workspaces?: string[];
+  created_timestamp: string | null;
+}
+
+export interface UsersService {
+  list(realm: string, query: UserListQuery): Promise<UserRecord[]>;
+  get(realm: string, username: string): Promise<UserRecord>;
+  /** Disabling also refuses the user's tokens at once and ends their Keycloak sessions. */
+  setEnabled(
+    realm: string,
+    username: string,
+    enabled: boolean,
+    caller: Principal,
+  ): Promise<UserRecord>;
+  /** Refuses the user's tokens at once, then deletes the user; answers it as it was. */
+  remove(realm: string, username: string, caller: Principal): Promise<UserRecord>;
+  /** A new, permanent password; cached Basic logins stop at once, sessions stay. */
+  setPassword(
+    realm: string,
+    username: string,
+    password: string,
+    caller: Principal,
+  ): Promise<UserRecord>;
+  /** Grants (`held`) or removes role `<ws>`; a removal refuses older tokens of the user at once. */
+  setWorkspace(
+    organizationId: string,
+    username: string,
+    workspaceId: string,
+    held: boolean,
+    caller: Principal,
+  ): Promise<UserRecord>;
+}
+
+/**
+ * The lifecycle of users in master and organization realms, through the bootstrap
+ * administrator's admin session. Keycloak is the only store of users, so every call is one
+ * idempotent step or a series of them that can be repeated after a failure half-way.
+ */
+export function createUsersService(deps: {
+  adminSession: AdminSession;
+  db: Knex;
+  revocations: RevocationList;
+  /** Keycloak's bootstrap administrator in master (config KEYCLOAK_ADMIN_USERNAME). */
+  bootstrapAdmin: string;
+  basicCacheSeconds: number;
+  leewaySeconds: number;
+}): UsersService {
+  const { adminSession } = deps;
+  const organizations = createOrganizationsRepo(deps.db);
+  const workspaces = createWorkspacesRepo(deps.db);
+
+  async function requireRealm(realm: string): Promise<void> {
+    if (realm === 'master') return;
+    if (!isOrganizationId(realm) || !(await organizations.find(realm))) {
+      throw new AppError('organizationNotFound');
+    }
+  }
+
+  const changeableUser = createChangeableUserLookup(deps.bootstrapAdmin);
+
+  async function recordOf(admin: KeycloakAdmin, realm: string, user: KeycloakUser) {
+    const [record] = await recordsOf(admin, realm, [user]);
+    return record!;
+  }
+
+  /**
+   * Refuses every access token of the user issued before now on every replica (and drops their
+   * cached Basic logins), for as long as the realm's longest access token can live.
+   */
+  async function refuseTokens(admin: KeycloakAdmin, realm: string, userId: string) {
+    const lifetime = await longestAccessTokenSeconds(admin, realm);
+    await deps.revocations.revoke({
+      realm,
+      userId,
+      sessionIds: [],
+      ttlSeconds: 1,
+      userTtlSeconds: Math.max(deps.basicCacheSeconds, 1),
+      tokenTtlSeconds: lifetime + deps.leewaySeconds,
+    });
+  }
+
+  /** Runs `work` on a user named by a path: a name no user can have is simply not found. */
+  async function onUser<T>(
+    realm: string,
+    username: string,
+    work: (admin: KeycloakAdmin) => Promise<T>,
+  ): Promise<T> {
+    if (username.length < 1 || username.length > 255 || !isOneLine(username)) {
+      throw new AppError('userNotFound');
+    }
+    await requireRealm(realm);
+    return adminSession.run(work);
+  }
+
+  return {
+    async list(realm, query) {
+      await requireRealm(realm);
+      return adminSession.run(async (admin) =>
+        recordsOf(admin, realm, await listUsers(admin, realm, query)),
+      );
+    },
+
+    get(realm, username) {
+      return onUser(realm, username, async (admin) =>
+        recordOf(admin, realm, await requireUser(admin, realm, username)),
+      );
+    },
+
+    setEnabled(realm, username, enabled, caller) {
+      const change = enabled ? 'enable' : 'disable';
+      return onUser(realm, username, async (admin) => {
+        const user = await changeableUser(admin, realm, username, change, caller);
+        await admin.users.update({ realm, id: user.id }, { enabled });
+        if (!enabled) {
+          // Keycloak refuses new logins and refreshes from now; the gateway refuses tokens it
+          // verified already; the sessions end last, so a repeat after a failure redoes it all.
+          await refuseTokens(admin, realm, user.id);
+          await endSessions(admin, realm, user.id);
+        }
+        return recordOf(admin, realm, { ...user, enabled });
+      });
+    },
+
+    remove(realm, username, caller) {
+      return onUser(realm, username, async (admin) => {
+        const user = await changeableUser(admin, realm, username, 'delete', caller);
+        const record = await recordOf(admin, realm, user);
+        await refuseTokens(admin, realm, user.id);
+        await admin.users.del({ realm, id: user.id }).catch((err: unknown) => {
+          // Deleted by a concurrent call in between: the outcome asked for.
+          if (!isHttpStatus(err, 404)) throw err;
+        });
+        return record;
+      });
+    },
+
+    setPassword(realm, username, password, caller) {
+      validatePassword(password);
+      return onUser(realm, username, async (admin) => {
+        const user = await changeableUser(admin, realm, username, 'password', caller);
+        await refusedAsBadRequest(() =>
+          admin.users.resetPassword({
+            realm,
+            id: user.id,
+            credential: { type: 'password', value: password, temporary: false },
+          }),
+        );
+        // Cached Basic logins with the old password stop; Bearer sessions stay (as in Keycloak).
+        await deps.revocations.revoke({
+          realm,
+          userId: user.id,
+          sessionIds: [],
+          ttlSeconds: 1,
+          userTtlSeconds: Math.max(deps.basicCacheSeconds, 1),
+        });
+        return recordOf(admin, realm, user);
+      });
+    },
+
+    setWorkspace(organizationId, username, workspaceId, held, caller) {
+      return onUser(organizationId, username, async (admin) => {
+        if (!isWorkspaceId(workspaceId) || !(await workspaces.find(organizationId, workspaceId))) {
+          throw new AppError('workspaceNotFound');
+        }
+        const user = await changeableUser(admin, organizationId, username, 'workspace', caller);
+        if (!(await setWorkspaceRole(admin, organizationId, user.id, workspaceId, held))) {
+          throw new AppError('workspaceNotFound');
+        }
+        if (!held) await refuseTokens(admin, organizationId, user.id);
+        return recordOf(admin, organizationId, user);
+      });
+    },
+  };
+}
+
+async function recordsOf(
+  admin: KeycloakAdmin,
+  realm: string,
+  users: KeycloakUser[],
+): Promise<UserRecord[]> {
+  const held =
+    realm === 'master'
+      ? undefined
+      : await workspacesOfUsers(
+          admin,
+          realm,
+          users.map((user) => user.id),
+        );
+  return users.map((user) => ({
+    id: user.id,
+    username: user.username,
+    enabled: user.enabled !== false,
+    realm,
+    ...(held && { workspaces: held.get(user.id) ?? [] }),
+    created_timestamp:
+      user.createdTimestamp === undefined ? null : new Date(user.createdTimestamp).toISOString(),
+  }));
+}
+
+/** Keycloak's password policy has the last word; its 400 names the rule, never the value. */
+async function refusedAsBadRequest(work: () => Promise<void>): Promise<void> {
+  try {
+    await work();
+  } catch (err) {
+    if (!isHttpStatus(err, 400)) throw err;
+    const data = (err as { responseData?: Record<string, unknown> }).responseData ?? {};
+    const reason = [data.error_description, data.errorMessage, data.error].find(
+      (value): value is string => typeof value === 'string',
+    );
+    throw new AppError('badRequestBody', {
+      message: `Keycloak refused the password: ${reason ?? 'invalid password'}`,
+      cause: err,
+    });
+  }
+}

@@ -1,0 +1,107 @@
+import pino from 'pino';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import {
+  authenticateRequest,
+  knownPrincipal,
+  type AuthenticateDeps,
+} from '../../../src/auth/authenticate.ts';
+import type { Principal } from '../../../src/auth/principal.ts';
+import { createRevocationList, type RevocationList } from '../../../src/auth/revocation.ts';
+
+const T0 = Date.parse('2026-11-23T10:00:00.500Z');
+
+function principal(issuedAtMs: number, method: Principal['method'] = 'bearer'): Principal {
+  return {
+    realm: 'acme',
+    userId: 'u1',
+    username: 'alice',
+    realmRoles: [],
+    clientRoles: {},
+    locale: undefined,
+    method,
+    sessionId: 's1',
+    issuedAt: Math.floor(issuedAtMs / 1000),
+    expiresAt: Math.floor(issuedAtMs / 1000) + 3600,
+  };
+}
+
+async function revocationList(): Promise<RevocationList> {
+  return createRevocationList({
+    keyPrefix: 'unit:',
+    metrics: { revocationApplied: () => undefined },
+    logger: pino({ level: 'silent' }),
+  });
+}
+
+function revokeUser(list: RevocationList, tokenTtlSeconds?: number) {
+  return list.revoke({
+    realm: 'acme',
+    userId: 'u1',
+    sessionIds: [],
+    ttlSeconds: 1,
+    userTtlSeconds: 60,
+    ...(tokenTtlSeconds === undefined ? {} : { tokenTtlSeconds }),
+  });
+}
+
+describe("a user's token revocation", () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(T0);
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('refuses tokens issued before it, and in its second, for the given time only', async () => {
+    const list = await revocationList();
+    expect(list.isIssuedBeforeRevocation('acme', 'u1', principal(T0 - 5000).issuedAt)).toBe(false);
+    await revokeUser(list, 3600);
+    const check = (issuedAtMs: number) =>
+      list.isIssuedBeforeRevocation('acme', 'u1', principal(issuedAtMs).issuedAt);
+    expect(check(T0 - 5000)).toBe(true);
+    // `iat` has whole seconds: a token of the same second cannot be told apart.
+    expect(check(T0 + 400)).toBe(true);
+    expect(check(T0 + 600)).toBe(false);
+    expect(list.isIssuedBeforeRevocation('acme', 'u2', principal(T0 - 5000).issuedAt)).toBe(false);
+    expect(list.isIssuedBeforeRevocation('other', 'u1', principal(T0 - 5000).issuedAt)).toBe(false);
+    vi.setSystemTime(T0 + 3600_000);
+    expect(check(T0 - 5000)).toBe(false);
+  });
+
+  it('leaves tokens alone when only cached Basic logins are concerned', async () => {
+    const list = await revocationList();
+    await revokeUser(list);
+    expect(list.userRevokedAt('acme', 'u1')).toBe(T0);
+    expect(list.isIssuedBeforeRevocation('acme', 'u1', principal(T0 - 5000).issuedAt)).toBe(false);
+  });
+
+  it('is one check of the pipeline: the fast and the full Bearer path refuse, Basic is left to its cache', async () => {
+    const revocations = await revocationList();
+    const old = principal(T0 - 5000);
+    const deps: AuthenticateDeps = {
+      basic: {
+        authenticate: () => Promise.resolve(principal(T0 - 5000, 'basic')),
+        cached: () => undefined,
+      },
+      bearer: { verify: () => Promise.resolve(old), verified: () => old },
+      revocations,
+      activeCheck: { ensureActive: () => Promise.resolve(), servable: () => true },
+      metrics: { authFailure: () => undefined, cacheLookup: () => undefined },
+    };
+    expect(knownPrincipal('Bearer abc', 'acme', deps)).toBe(old);
+    await revokeUser(revocations, 3600);
+    expect(knownPrincipal('Bearer abc', 'acme', deps)).toBeUndefined();
+    await expect(
+      authenticateRequest('Bearer abc', 'acme', '127.0.0.1', deps),
+    ).rejects.toMatchObject({ result: '401-00002' });
+    // A Basic principal comes from a login the authenticator vouches for (see basic/).
+    const basic = await authenticateRequest(
+      `Basic ${Buffer.from('alice:pw').toString('base64')}`,
+      'acme',
+      '127.0.0.1',
+      deps,
+    );
+    expect(basic.method).toBe('basic');
+  });
+});
