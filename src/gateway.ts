@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import type { RequestListener, Server } from 'node:http';
-import { Router } from 'express';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { createApiRouter } from './api.router.ts';
@@ -33,16 +32,11 @@ import { createServiceAdmin, hasTwoFactor } from './keycloak/service-admin.ts';
 import { createTokenClient } from './keycloak/token-client.ts';
 import { createAdminSession } from './keycloak/admin-session.ts';
 import { createKeycloakCalls } from './keycloak/keycloak-calls.ts';
-import { createProvisioningRouter } from './platform/provisioning.router.ts';
-import { createProvisioningService } from './platform/provisioning.service.ts';
-import { createUsersRouter } from './platform/users.router.ts';
-import { createUsersService } from './platform/users.service.ts';
 import { createRefreshTokensService } from './platform/refresh-tokens.service.ts';
 import { createOrganizationDirectory } from './platform/organization-directory.ts';
 import { createOrganizationEvents } from './platform/organization-events.ts';
-import { createOrganizationLifecycle } from './platform/organization-lifecycle.service.ts';
-import { createOrganizationLifecycleRouter } from './platform/organization-lifecycle.router.ts';
 import { createOrganizationsRepo } from './platform/organizations.repo.ts';
+import { createPlatformRouter } from './platform/platform.router.ts';
 import { createWorkspacesRepo } from './platform/workspaces.repo.ts';
 import { closeServer, listen } from './server.ts';
 import { createMetrics, metricsOff } from './metrics/metrics.ts';
@@ -190,14 +184,6 @@ export async function startGateway(
     username: config.KEYCLOAK_ADMIN_USERNAME,
     password: config.KEYCLOAK_ADMIN_PASSWORD ?? '',
   });
-  const users = createUsersService({
-    adminSession,
-    db,
-    revocations,
-    bootstrapAdmin: config.KEYCLOAK_ADMIN_USERNAME,
-    basicCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
-    leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
-  });
   const directory = createOrganizationDirectory(organizations);
   // A disabled or deleted organization is refused on every replica at once (with Redis).
   const organizationEvents = await createOrganizationEvents({
@@ -223,25 +209,14 @@ export async function startGateway(
     organizations,
     workspaces,
     operations: createOperationsRepo(db),
-    platformRouter: Router().use(
-      createProvisioningRouter(
-        createProvisioningService({
-          adminSession,
-          db,
-          gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
-        }),
-        audit,
-        createUsersRouter(users, audit),
-      ),
-      createOrganizationLifecycleRouter(
-        createOrganizationLifecycle({
-          adminSession,
-          db,
-          announce: (change) => organizationEvents.announce(change),
-        }),
-        audit,
-      ),
-    ),
+    platformRouter: createPlatformRouter({
+      adminSession,
+      db,
+      audit,
+      revocations,
+      organizationEvents,
+      config,
+    }),
     builtInOperations: config.AUTOMATION_UPSTREAM_URL === undefined,
   });
   const deps = {

@@ -40,6 +40,40 @@ export async function setOrganizationRealmEnabled(
   }
 }
 
+/** The ids of the users holding role `<ws>` or `_<ws>-admin` (directly), page by page. */
+export async function workspaceRoleHolders(
+  admin: KeycloakAdmin,
+  organizationId: string,
+  workspaceId: string,
+): Promise<string[]> {
+  const clientUuid = await workspacesClientUuidOf(admin, organizationId);
+  if (!clientUuid) return [];
+  const holders = new Set<string>();
+  for (const roleName of [workspaceId, `_${workspaceId}-admin`]) {
+    for (let first = 0; ; first += HOLDERS_PAGE) {
+      let page;
+      try {
+        page = await admin.clients.findUsersWithRole({
+          realm: organizationId,
+          id: clientUuid,
+          roleName,
+          first,
+          max: HOLDERS_PAGE,
+          briefRepresentation: true,
+        });
+      } catch (err) {
+        if (isHttpStatus(err, 404)) break;
+        throw err;
+      }
+      for (const user of page) if (user.id) holders.add(user.id);
+      if (page.length < HOLDERS_PAGE) break;
+    }
+  }
+  return [...holders];
+}
+
+const HOLDERS_PAGE = 1000;
+
 /**
  * Deletes the workspace's client roles `<ws>` and `_<ws>-admin` of `<org>-workspaces` (users
  * lose them with the roles). Absent roles, client or realm are fine.
@@ -53,17 +87,7 @@ export async function deleteWorkspaceRoles(
   if (!isWorkspaceId(workspaceId)) {
     throw new Error(`invalid workspace id: ${JSON.stringify(workspaceId)}`);
   }
-  let clients;
-  try {
-    clients = await admin.clients.find({
-      realm: organizationId,
-      clientId: workspacesClientIdOf(organizationId),
-    });
-  } catch (err) {
-    if (isHttpStatus(err, 404)) return;
-    throw err;
-  }
-  const clientUuid = clients[0]?.id;
+  const clientUuid = await workspacesClientUuidOf(admin, organizationId);
   if (!clientUuid) return;
   for (const roleName of [workspaceId, `_${workspaceId}-admin`]) {
     try {
@@ -71,6 +95,23 @@ export async function deleteWorkspaceRoles(
     } catch (err) {
       if (!isHttpStatus(err, 404)) throw err;
     }
+  }
+}
+
+/** The id of client `<org>-workspaces`; undefined when it (or the realm) is gone. */
+async function workspacesClientUuidOf(
+  admin: KeycloakAdmin,
+  organizationId: string,
+): Promise<string | undefined> {
+  try {
+    const [client] = await admin.clients.find({
+      realm: organizationId,
+      clientId: workspacesClientIdOf(organizationId),
+    });
+    return client?.id;
+  } catch (err) {
+    if (isHttpStatus(err, 404)) return undefined;
+    throw err;
   }
 }
 

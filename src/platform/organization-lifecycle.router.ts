@@ -1,8 +1,7 @@
-import { Router, type Request } from 'express';
+import type { Request, Router } from 'express';
+import { platformRouter } from './path-ids.ts';
 import { success } from '../envelope/envelope.ts';
-import { AppError } from '../envelope/errors.ts';
 import type { Audit } from '../http/audit.ts';
-import { isOrganizationId, isWorkspaceId } from '../keycloak/identifiers.ts';
 import type { OrganizationLifecycle } from './organization-lifecycle.service.ts';
 
 /**
@@ -14,14 +13,7 @@ export function createOrganizationLifecycleRouter(
   lifecycle: OrganizationLifecycle,
   audit: Audit,
 ): Router {
-  const router = Router();
-  // A path id outside its alphabet names nothing: 404 before any database or Keycloak call.
-  router.param('org', (_req, _res, next, id: string) => {
-    next(isOrganizationId(id) ? undefined : new AppError('organizationNotFound'));
-  });
-  router.param('ws', (_req, _res, next, id: string) => {
-    next(isWorkspaceId(id) ? undefined : new AppError('workspaceNotFound'));
-  });
+  const router = platformRouter();
   const org = (req: Request) => String(req.params.org);
   const ws = (req: Request) => String(req.params.ws);
 

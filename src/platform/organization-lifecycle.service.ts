@@ -7,9 +7,11 @@ import {
   deleteOrganizationRealm,
   deleteWorkspaceRoles,
   setOrganizationRealmEnabled,
+  workspaceRoleHolders,
 } from '../keycloak/realm-lifecycle.ts';
 import type { OrganizationEvents } from './organization-events.ts';
 import { createOrganizationsRepo, type Organization } from './organizations.repo.ts';
+import type { RefuseTokens } from './token-refusal.ts';
 import { createWorkspacesRepo, type Workspace } from './workspaces.repo.ts';
 
 /** The `status` texts an organization's record carries after each change. */
@@ -37,6 +39,8 @@ export function createOrganizationLifecycle(deps: {
   adminSession: AdminSession;
   db: Knex;
   announce: OrganizationEvents['announce'];
+  /** Makes a workspace's members' tokens stop carrying it (see token-refusal.ts). */
+  refuseTokens: RefuseTokens;
 }): OrganizationLifecycle {
   const { adminSession, db } = deps;
   const organizations = createOrganizationsRepo(db);
@@ -89,7 +93,14 @@ export function createOrganizationLifecycle(deps: {
       if (!isWorkspaceId(workspaceId)) throw new AppError('workspaceNotFound');
       const workspace = await workspaces.find(organizationId, workspaceId);
       if (!workspace) throw new AppError('workspaceNotFound');
-      await adminSession.run((admin) => deleteWorkspaceRoles(admin, organizationId, workspaceId));
+      await adminSession.run(async (admin) => {
+        // Tokens of the members carry the role until they expire: they are refused before the
+        // roles go, and again after, for a token refreshed in between.
+        const members = await workspaceRoleHolders(admin, organizationId, workspaceId);
+        await deps.refuseTokens(admin, organizationId, members);
+        await deleteWorkspaceRoles(admin, organizationId, workspaceId);
+        await deps.refuseTokens(admin, organizationId, members);
+      });
       await db.transaction(async (trx) => {
         await createOperationsRepo(trx).deleteAll(organizationId, workspaceId);
         await createWorkspacesRepo(trx).deleteAll(organizationId, workspaceId);

@@ -1,10 +1,10 @@
-import { Router, type Request, type Response } from 'express';
+import type { Request, Response, Router } from 'express';
+import { platformRouter } from './path-ids.ts';
 import { z } from 'zod';
 import type { Principal } from '../auth/principal.ts';
 import { success } from '../envelope/envelope.ts';
 import { AppError } from '../envelope/errors.ts';
 import { tokenLifetimesPatchSchema } from '../keycloak/token-lifetimes.ts';
-import { isOrganizationId, isWorkspaceId } from '../keycloak/identifiers.ts';
 import {
   masterUserBody,
   operationBody,
@@ -20,19 +20,8 @@ import { bodyField, type Audit } from '../http/audit.ts';
  * of a master-realm user. Bodies are JSON already parsed upstream; each is checked here for
  * its shape and by the service for its meaning.
  */
-export function createProvisioningRouter(
-  service: ProvisioningService,
-  audit: Audit,
-  ...more: Router[]
-): Router {
-  const router = Router();
-  // A path id outside its alphabet names nothing: 404 before any database or Keycloak call.
-  router.param('org', (_req, _res, next, id: string) => {
-    next(isOrganizationId(id) ? undefined : new AppError('organizationNotFound'));
-  });
-  router.param('ws', (_req, _res, next, id: string) => {
-    next(isWorkspaceId(id) ? undefined : new AppError('workspaceNotFound'));
-  });
+export function createProvisioningRouter(service: ProvisioningService, audit: Audit): Router {
+  const router = platformRouter();
 
   // Every change is audited (http/audit.ts); targets name things, never a password or secret.
   const org = (req: Request) => ({ organization: String(req.params.org) });
@@ -147,8 +136,6 @@ export function createProvisioningRouter(
     ),
   );
 
-  // Further routers of the platform API (users.router.ts), behind the same authentication.
-  for (const next of more) router.use(next);
   return router;
 }
 

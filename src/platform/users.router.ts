@@ -1,10 +1,10 @@
-import { Router, type Request, type Response } from 'express';
+import type { Request, Response, Router } from 'express';
+import { platformRouter } from './path-ids.ts';
 import type { z } from 'zod';
 import { principalOf } from '../auth/principal.ts';
 import { success } from '../envelope/envelope.ts';
 import { AppError } from '../envelope/errors.ts';
 import type { Audit } from '../http/audit.ts';
-import { isOrganizationId, isWorkspaceId } from '../keycloak/identifiers.ts';
 import { passwordBody, userListQuery } from './users.schemas.ts';
 import type { UsersService } from './users.service.ts';
 
@@ -13,18 +13,12 @@ const REALM_PATHS = ['/users', '/organizations/:org/users'];
 const at = (suffix: string) => REALM_PATHS.map((path) => `${path}${suffix}`);
 
 /**
- * The user lifecycle (list, get, disable, enable, delete, password, workspace roles), mounted
- * inside the provisioning router under `/api/platform` (master-realm callers only). Every
+ * The user lifecycle (list, get, disable, enable, delete, password, workspace roles), under
+ * `/api/platform` (master-realm callers only; see platform.router.ts). Every
  * change is audited, its target naming the realm and user, never a password.
  */
 export function createUsersRouter(service: UsersService, audit: Audit): Router {
-  const router = Router();
-  router.param('org', (_req, _res, next, id: string) => {
-    next(isOrganizationId(id) ? undefined : new AppError('organizationNotFound'));
-  });
-  router.param('ws', (_req, _res, next, id: string) => {
-    next(isWorkspaceId(id) ? undefined : new AppError('workspaceNotFound'));
-  });
+  const router = platformRouter();
 
   const realmOf = (req: Request) =>
     req.params.org === undefined ? 'master' : String(req.params.org);

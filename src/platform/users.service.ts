@@ -8,12 +8,12 @@ import { isOrganizationId, isWorkspaceId } from '../keycloak/identifiers.ts';
 import {
   endSessions,
   listUsers,
-  longestAccessTokenSeconds,
   setWorkspaceRole,
   workspacesOfUsers,
   type KeycloakUser,
 } from '../keycloak/users.ts';
 import { createOrganizationsRepo } from './organizations.repo.ts';
+import { createTokenRefusal } from './token-refusal.ts';
 import { createChangeableUserLookup, requireUser } from './protected-accounts.ts';
 import { isOneLine, validatePassword } from './user-input.ts';
 import type { UserListQuery } from './users.schemas.ts';
@@ -90,21 +90,7 @@ export function createUsersService(deps: {
     return record!;
   }
 
-  /**
-   * Refuses every access token of the user issued before now on every replica (and drops their
-   * cached Basic logins), for as long as the realm's longest access token can live.
-   */
-  async function refuseTokens(admin: KeycloakAdmin, realm: string, userId: string) {
-    const lifetime = await longestAccessTokenSeconds(admin, realm);
-    await deps.revocations.revoke({
-      realm,
-      userId,
-      sessionIds: [],
-      ttlSeconds: 1,
-      userTtlSeconds: Math.max(deps.basicCacheSeconds, 1),
-      tokenTtlSeconds: lifetime + deps.leewaySeconds,
-    });
-  }
+  const refuseTokens = createTokenRefusal(deps);
 
   /** Runs `work` on a user named by a path: a name no user can have is simply not found. */
   async function onUser<T>(
@@ -141,7 +127,7 @@ export function createUsersService(deps: {
         if (!enabled) {
           // Keycloak refuses new logins and refreshes from now; the gateway refuses tokens it
           // verified already; the sessions end last, so a repeat after a failure redoes it all.
-          await refuseTokens(admin, realm, user.id);
+          await refuseTokens(admin, realm, [user.id]);
           await endSessions(admin, realm, user.id);
         }
         return recordOf(admin, realm, { ...user, enabled });
@@ -152,7 +138,7 @@ export function createUsersService(deps: {
       return onUser(realm, username, async (admin) => {
         const user = await changeableUser(admin, realm, username, 'delete', caller);
         const record = await recordOf(admin, realm, user);
-        await refuseTokens(admin, realm, user.id);
+        await refuseTokens(admin, realm, [user.id]);
         await admin.users.del({ realm, id: user.id }).catch((err: unknown) => {
           // Deleted by a concurrent call in between: the outcome asked for.
           if (!isHttpStatus(err, 404)) throw err;
@@ -193,7 +179,7 @@ export function createUsersService(deps: {
         if (!(await setWorkspaceRole(admin, organizationId, user.id, workspaceId, held))) {
           throw new AppError('workspaceNotFound');
         }
-        if (!held) await refuseTokens(admin, organizationId, user.id);
+        if (!held) await refuseTokens(admin, organizationId, [user.id]);
         return recordOf(admin, organizationId, user);
       });
     },

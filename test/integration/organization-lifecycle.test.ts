@@ -145,8 +145,33 @@ describe('organization and workspace lifecycle (/api/platform)', () => {
   });
 
   it('deletes a workspace: its roles in Keycloak, its operations and its record', async () => {
+    // A member of ws2 whose token carries the role, used before the delete on both replicas.
+    const ws2Member = await createUser(org, { workspaceRoles: ['ws2'] });
+    const bearer = `Bearer ${await accessTokenOf(ws2Member)}`;
+    const memberBearer = `Bearer ${await accessTokenOf(member)}`;
+    const route = (ws: string) => `/api/${org}/workspaces/${ws}/ita/menu/operation_list/filter/`;
+    for (const url of [testEnv().publicUrl, replica.url]) {
+      const res = await fetch(`${url}${route('ws2')}`, { headers: { authorization: bearer } });
+      expect(res.status).toBe(200);
+    }
+    upstream.seen.length = 0;
+
     const path = `/api/platform/organizations/${org}/workspaces/ws2`;
     const deleted = expectOk(await callApi(path, admin, { method: 'DELETE' }));
+    // The old token no longer reaches the workspace on either replica (built-in or forwarded
+    // route), while members of other workspaces are untouched.
+    for (const url of [testEnv().publicUrl, replica.url]) {
+      await within(1000, async () => {
+        const res = await fetch(`${url}${route('ws2')}`, { headers: { authorization: bearer } });
+        return res.status === 401;
+      });
+      const other = await fetch(`${url}${route('ws1')}`, {
+        headers: { authorization: memberBearer },
+      });
+      expect(other.status).toBe(200);
+    }
+    expect(upstream.seen.filter((seen) => seen.url.includes('/ws2/'))).toEqual([]);
+    upstream.seen.length = 0;
     expect(deleted).toMatchObject({ id: 'ws2', name: 'W ws2' });
     const kc = await keycloakAdmin();
     const [client] = await kc.clients.find({ realm: org, clientId: workspacesClientIdOf(org) });

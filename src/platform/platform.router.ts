@@ -1,0 +1,63 @@
+import { Router } from 'express';
+import type { Knex } from 'knex';
+import type { RevocationList } from '../auth/revocation.ts';
+import type { Config } from '../config/config.ts';
+import type { Audit } from '../http/audit.ts';
+import type { AdminSession } from '../keycloak/admin-session.ts';
+import { createOrganizationLifecycleRouter } from './organization-lifecycle.router.ts';
+import { createOrganizationLifecycle } from './organization-lifecycle.service.ts';
+import type { OrganizationEvents } from './organization-events.ts';
+import { createProvisioningRouter } from './provisioning.router.ts';
+import { createProvisioningService } from './provisioning.service.ts';
+import { createTokenRefusal } from './token-refusal.ts';
+import { createUsersRouter } from './users.router.ts';
+import { createUsersService } from './users.service.ts';
+
+/**
+ * Everything administrators call under `/api/platform` (the admission in front lets only
+ * master-realm users in): provisioning, the user lifecycle, and the organization and workspace
+ * lifecycle, all through the bootstrap administrator's one admin session.
+ */
+export function createPlatformRouter(deps: {
+  adminSession: AdminSession;
+  db: Knex;
+  audit: Audit;
+  revocations: RevocationList;
+  organizationEvents: Pick<OrganizationEvents, 'announce'>;
+  config: Pick<
+    Config,
+    | 'KEYCLOAK_ADMIN_USERNAME'
+    | 'KEYCLOAK_CLIENT_SECRET'
+    | 'BASIC_CACHE_MAX_SECONDS'
+    | 'TOKEN_CLOCK_LEEWAY_SECONDS'
+  >;
+}): Router {
+  const { adminSession, db, audit, revocations, config } = deps;
+  const tokenBounds = {
+    basicCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
+    leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
+  };
+  const provisioning = createProvisioningService({
+    adminSession,
+    db,
+    gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
+  });
+  const users = createUsersService({
+    adminSession,
+    db,
+    revocations,
+    bootstrapAdmin: config.KEYCLOAK_ADMIN_USERNAME,
+    ...tokenBounds,
+  });
+  const lifecycle = createOrganizationLifecycle({
+    adminSession,
+    db,
+    announce: (change) => deps.organizationEvents.announce(change),
+    refuseTokens: createTokenRefusal({ revocations, ...tokenBounds }),
+  });
+  return Router().use(
+    createProvisioningRouter(provisioning, audit),
+    createUsersRouter(users, audit),
+    createOrganizationLifecycleRouter(lifecycle, audit),
+  );
+}

@@ -1,0 +1,36 @@
+import type { RevocationList } from '../auth/revocation.ts';
+import type { KeycloakAdmin } from '../keycloak/admin-client.ts';
+import { longestAccessTokenSeconds } from '../keycloak/users.ts';
+
+/**
+ * Refuses, on every replica, the listed users' access tokens issued before now and drops their
+ * cached Basic logins: what they held (an account, a workspace role) changed, and a token
+ * must not keep it until it expires. The refusal lasts as long as the realm's longest access
+ * token can live; the next refresh or Basic login reflects Keycloak as it is now.
+ */
+export type RefuseTokens = (
+  admin: KeycloakAdmin,
+  realm: string,
+  userIds: readonly string[],
+) => Promise<void>;
+
+export function createTokenRefusal(deps: {
+  revocations: RevocationList;
+  basicCacheSeconds: number;
+  leewaySeconds: number;
+}): RefuseTokens {
+  return async (admin, realm, userIds) => {
+    if (userIds.length === 0) return;
+    const lifetime = await longestAccessTokenSeconds(admin, realm);
+    for (const userId of userIds) {
+      await deps.revocations.revoke({
+        realm,
+        userId,
+        sessionIds: [],
+        ttlSeconds: 1,
+        userTtlSeconds: Math.max(deps.basicCacheSeconds, 1),
+        tokenTtlSeconds: lifetime + deps.leewaySeconds,
+      });
+    }
+  };
+}
