@@ -98,6 +98,13 @@ async function grantsOf(gateway: GatewayProcess): Promise<number> {
   return grants;
 }
 
+/** 1 when the replica sends calls to Keycloak node `index`, 0 when it has taken it out. */
+async function nodeUpOn(gateway: GatewayProcess, index: number): Promise<number> {
+  const text = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
+  const pattern = new RegExp(`^realmgate_keycloak_node_up\\{node="${index}"\\} (\\d+)`, 'm');
+  return Number(pattern.exec(text)?.[1] ?? Number.NaN);
+}
+
 const replicasUnderLoad = () => [
   { name: 'A', gateway: A },
   { name: 'B', gateway: B },
@@ -173,7 +180,15 @@ describe('high availability', () => {
     await node0.restart();
     const restartMs = sinceStart(restartedAt);
     const rejoined = node0.clusterSize();
-    // The restarted node takes traffic again: with the other node gone, it is the only one.
+    // Both replicas put node 0 back in rotation (their probe of a node taken out).
+    const backInRotation = (gateway: GatewayProcess) =>
+      timeUntil(
+        performance.now(),
+        () => nodeUpOn(gateway, 0),
+        (up) => up === 1,
+      );
+    const [backOnA, backOnB] = await Promise.all([backInRotation(A), backInRotation(B)]);
+    // It takes traffic again: with the other node gone, it is the only one left.
     await node1.kill();
     const secondKillAt = performance.now();
     const [afterRejoinLogin, afterRejoinRefresh] = await Promise.all([
@@ -203,6 +218,7 @@ describe('high availability', () => {
       'first refresh of an offline session made before the kill (replica B /auth)': `${seconds(refresh.ms)} (${refresh.tries} tries)`,
       'node 0 restarted and serving in': seconds(restartMs),
       'cluster members seen by node 0 after restart': String(rejoined),
+      'node 0 back in rotation on replica A / B after': `${seconds(backOnA.ms)} / ${seconds(backOnB.ms)}`,
       'node 1 killed; first new Basic login through node 0': seconds(afterRejoinLogin.ms),
       'node 1 killed; first offline refresh through node 0': seconds(afterRejoinRefresh.ms),
     });
@@ -212,6 +228,8 @@ describe('high availability', () => {
       expect(measured.ms, measured.failures.join(', ')).toBeLessThanOrEqual(2000);
     }
     expect(rejoined).toBe(2);
+    expect(backOnA.ms).toBeDefined();
+    expect(backOnB.ms).toBeDefined();
     for (const measured of [afterRejoinLogin, afterRejoinRefresh]) {
       expect(measured.ms, measured.failures.join(', ')).toBeLessThanOrEqual(2000);
     }
