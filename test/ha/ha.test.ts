@@ -5,7 +5,7 @@ import { WORKSPACE } from '../../bench/fixtures.ts';
 import { apiClientIdOf } from '../../src/keycloak/identifiers.ts';
 import { basicAuth } from '../helpers/api.ts';
 import type { GatewayProcess } from './gateway-process.ts';
-import { printFigures, seconds, steadyLoad, timeUntil } from './measure.ts';
+import { LOAD, printFigures, seconds, steadyLoad, timeUntil } from './measure.ts';
 import { startHaStack, type HaStack } from './stack.ts';
 
 /*
@@ -212,7 +212,7 @@ describe('high availability', () => {
 
     printFigures('kill -9 of Keycloak node 0 under steady load', loads, {
       'failed requests (verified tokens, cached Basic logins)': failedOf(loads),
-      'requests the upstream received': `${forwarded} of ${servedOf(loads)} served`,
+      'requests the upstream received': `${forwarded} (${servedOf(loads)} answered)`,
       'first new Basic login after kill (replica B)': `${seconds(basicLogin.ms)} (${basicLogin.tries} tries)`,
       'first new password grant after kill (replica A /auth)': `${seconds(passwordLogin.ms)} (${passwordLogin.tries} tries)`,
       'first refresh of an offline session made before the kill (replica B /auth)': `${seconds(refresh.ms)} (${refresh.tries} tries)`,
@@ -223,7 +223,10 @@ describe('high availability', () => {
       'node 1 killed; first offline refresh through node 0': seconds(afterRejoinRefresh.ms),
     });
     expect(failedOf(loads)).toBe(0);
-    expect(forwarded).toBe(servedOf(loads));
+    // Every answered request went through to the upstream; when the load stops, each
+    // connection's last request may have reached it unanswered.
+    expect(forwarded).toBeGreaterThanOrEqual(servedOf(loads));
+    expect(forwarded).toBeLessThanOrEqual(servedOf(loads) + 2 * LOAD.connections);
     for (const measured of [basicLogin, passwordLogin, refresh]) {
       expect(measured.ms, measured.failures.join(', ')).toBeLessThanOrEqual(2000);
     }
