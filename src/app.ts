@@ -6,6 +6,7 @@ import { createHealthRouter, type ReadinessCheck } from './http/health.router.ts
 import { createAuthProxy, guardAuthPath } from './keycloak/auth-proxy.ts';
 import { guardBootstrapAdmin } from './keycloak/bootstrap-admin-guard.ts';
 import { guardFormBody } from './keycloak/form-body-guard.ts';
+import type { KeycloakNodes } from './keycloak/keycloak-nodes.ts';
 import type { Metrics } from './metrics/metrics.ts';
 import { serveMetrics } from './metrics/metrics.router.ts';
 
@@ -13,7 +14,8 @@ export type Listener = 'public' | 'admin';
 
 export interface AppDeps {
   logger: Logger;
-  keycloakUrl: string;
+  /** Keycloak's nodes (one or several), shared with the gateway's own calls. */
+  keycloakNodes: KeycloakNodes;
   publicUrl: string;
   /** `ADMIN_PUBLIC_URL`: where the admin listener's console pages are served. */
   adminUrl: string;
@@ -42,7 +44,9 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
   // `/API/...` is not `/api/...`: the edge and the forwarder read paths as they are written.
   app.set('case sensitive routing', true);
 
-  app.use(createHealthRouter(deps.readiness, deps.isShuttingDown, deps.logger));
+  app.use(
+    createHealthRouter(deps.readiness, deps.isShuttingDown, deps.logger, listener === 'admin'),
+  );
   // Operators' data (traffic, failure reasons, dependency state): the admin listener only; the
   // public one answers 404 like any unknown path.
   const registry = deps.metrics.registry;
@@ -55,7 +59,7 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
     ...guardFormBody(),
     ...(listener === 'public' ? [guardBootstrapAdmin(deps.bootstrapAdmin)] : []),
     createAuthProxy({
-      keycloakUrl: deps.keycloakUrl,
+      nodes: deps.keycloakNodes,
       publicUrl: deps.publicUrl,
       timeoutMs: deps.authProxyTimeoutMs,
       forwarding: deps.forwarding,

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { RequestListener, Server } from 'node:http';
+import { Router } from 'express';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { createApiRouter } from './api.router.ts';
@@ -26,7 +27,8 @@ import { checkDatabase, openDatabase, poolState } from './db/database.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import { isBootstrapAdmin } from './keycloak/bootstrap-admin-guard.ts';
 import { canonicalConsolePath } from './keycloak/console-page.ts';
-import { checkKeycloak } from './keycloak/keycloak-health.ts';
+import { checkKeycloakNodes } from './keycloak/keycloak-health.ts';
+import { createKeycloakNodes, displayUrlOf } from './keycloak/keycloak-nodes.ts';
 import { createServiceAdmin, hasTwoFactor } from './keycloak/service-admin.ts';
 import { createTokenClient } from './keycloak/token-client.ts';
 import { createAdminSession } from './keycloak/admin-session.ts';
@@ -35,6 +37,9 @@ import { createProvisioningRouter } from './platform/provisioning.router.ts';
 import { createProvisioningService } from './platform/provisioning.service.ts';
 import { createRefreshTokensService } from './platform/refresh-tokens.service.ts';
 import { createOrganizationDirectory } from './platform/organization-directory.ts';
+import { createOrganizationEvents } from './platform/organization-events.ts';
+import { createOrganizationLifecycle } from './platform/organization-lifecycle.service.ts';
+import { createOrganizationLifecycleRouter } from './platform/organization-lifecycle.router.ts';
 import { createOrganizationsRepo } from './platform/organizations.repo.ts';
 import { createWorkspacesRepo } from './platform/workspaces.repo.ts';
 import { closeServer, listen } from './server.ts';
@@ -54,14 +59,18 @@ export interface Gateway {
 
 /**
  * Opens storage (migrating it), builds both listeners and starts them. `keycloakUrl` is the
- * Keycloak the gateway talks to, local or external.
+ * Keycloak the gateway talks to, local or external: one URL, or the nodes of one cluster.
  */
 export async function startGateway(
   config: Config,
-  keycloakUrl: string,
+  keycloakUrl: string | readonly string[],
   logger: Logger,
 ): Promise<Gateway> {
-  const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.DATA_DIR });
+  const db = await openDatabase({
+    databaseUrl: config.DATABASE_URL,
+    dataDir: config.DATA_DIR,
+    logger,
+  });
   await migrateToLatest(db);
   const cache = createCache({
     redisUrl: config.REDIS_URL,
@@ -76,8 +85,19 @@ export async function startGateway(
       'REALMGATE_CACHE_SECRET is unset: Basic logins cached in Redis are not shared between replicas',
     );
   }
+  // Keycloak's nodes and their states, shared by the gateway's own calls, the /auth proxy,
+  // /readyz and the metrics.
+  const keycloakNodes = createKeycloakNodes({
+    urls: typeof keycloakUrl === 'string' ? [keycloakUrl] : keycloakUrl,
+    timeoutMs: config.KEYCLOAK_TIMEOUT_MS,
+    onChange: (node, reason) => {
+      const fields = { keycloakNode: node.index, url: displayUrlOf(node.url), reason };
+      if (node.state === 'down') logger.warn(fields, 'Keycloak node down');
+      else logger.info(fields, 'Keycloak node up');
+    },
+  });
   const readiness = {
-    keycloak: () => checkKeycloak(keycloakUrl, config.KEYCLOAK_TIMEOUT_MS),
+    keycloak: () => checkKeycloakNodes(keycloakNodes),
     database: () => checkDatabase(db),
     cache: async () => {
       await cache.ping();
@@ -86,14 +106,14 @@ export async function startGateway(
     },
   };
   const metrics = config.METRICS_ENABLED
-    ? createMetrics({ readiness, databasePool: () => poolState(db) })
+    ? createMetrics({ readiness, databasePool: () => poolState(db), keycloakNodes })
     : metricsOff;
   const forwarding = createForwarding(config.TRUSTED_PROXIES);
   const audit = createAudit(logger, (req) => forwarding.clientAddress(req));
   // The one client layer for the gateway's own Keycloak calls (grants, introspection, JWKS,
   // admin API), with the one translation of their failures.
   const calls = createKeycloakCalls({
-    keycloakUrl,
+    nodes: keycloakNodes,
     timeoutMs: config.KEYCLOAK_TIMEOUT_MS,
     observer: config.METRICS_ENABLED
       ? { onCall: (kind, outcome, seconds) => metrics.keycloakCall(kind, outcome, seconds) }
@@ -163,14 +183,27 @@ export async function startGateway(
   let shuttingDown = false;
   const organizations = createOrganizationsRepo(db);
   const workspaces = createWorkspacesRepo(db);
+  const directory = createOrganizationDirectory(organizations);
+  // A disabled or deleted organization is refused on every replica at once (with Redis).
+  const organizationEvents = await createOrganizationEvents({
+    redisUrl: config.REDIS_URL,
+    keyPrefix: config.REDIS_KEY_PREFIX,
+    logger,
+    apply: ({ organizationId, state }) => directory.learn(organizationId, state),
+  });
   const admission = createAdmission({
     basic,
     bearer,
     revocations,
     activeCheck,
-    organizations: createOrganizationDirectory(organizations),
+    organizations: directory,
     workspaces,
     metrics,
+  });
+  const adminSession = createAdminSession({
+    calls,
+    username: config.KEYCLOAK_ADMIN_USERNAME,
+    password: config.KEYCLOAK_ADMIN_PASSWORD ?? '',
   });
   const api = createApiRouter({
     admission,
@@ -180,23 +213,29 @@ export async function startGateway(
     organizations,
     workspaces,
     operations: createOperationsRepo(db),
-    platformRouter: createProvisioningRouter(
-      createProvisioningService({
-        adminSession: createAdminSession({
-          calls,
-          username: config.KEYCLOAK_ADMIN_USERNAME,
-          password: config.KEYCLOAK_ADMIN_PASSWORD ?? '',
+    platformRouter: Router().use(
+      createProvisioningRouter(
+        createProvisioningService({
+          adminSession,
+          db,
+          gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
         }),
-        db,
-        gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
-      }),
-      audit,
+        audit,
+      ),
+      createOrganizationLifecycleRouter(
+        createOrganizationLifecycle({
+          adminSession,
+          db,
+          announce: (change) => organizationEvents.announce(change),
+        }),
+        audit,
+      ),
     ),
     builtInOperations: config.AUTOMATION_UPSTREAM_URL === undefined,
   });
   const deps = {
     logger,
-    keycloakUrl,
+    keycloakNodes,
     publicUrl: config.PUBLIC_URL,
     adminUrl: config.ADMIN_PUBLIC_URL,
     authProxyTimeoutMs: config.AUTH_PROXY_TIMEOUT_MS,
@@ -250,10 +289,12 @@ export async function startGateway(
     cache,
     async close() {
       shuttingDown = true;
+      keycloakNodes.close();
       const graceMs = config.SHUTDOWN_GRACE_SECONDS * 1000;
       await Promise.all([closeServer(publicServer, graceMs), closeServer(adminServer, graceMs)]);
       await cache.close();
       await revocations.close();
+      await organizationEvents.close();
       await db.destroy();
     },
   };

@@ -10,7 +10,7 @@ import { startConfiguredKeycloak } from './keycloak/local-keycloak.ts';
 
 /**
  * `node src/main.ts [--demo]` on Node 24, which strips the types: validate the configuration,
- * start a local Keycloak unless KEYCLOAK_URL names one, start the gateway, and in demo mode
+ * start a local Keycloak unless KEYCLOAK_URL names one (or the nodes of one), start the gateway, and in demo mode
  * create the demo data.
  */
 async function main(): Promise<void> {
@@ -66,7 +66,7 @@ async function main(): Promise<void> {
 
 async function startDemo(
   config: Config,
-  keycloakUrl: string,
+  keycloakUrl: string | readonly string[],
   gateway: Gateway,
   secrets: DemoSecrets,
 ) {

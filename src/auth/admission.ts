@@ -18,10 +18,13 @@ export interface ApiTarget {
   workspace?: string;
 }
 
-/** "Does this organization exist", answered fast (see platform/organization-directory.ts). */
+/** Whether an organization exists, and whether it is enabled. */
+export type OrganizationState = 'enabled' | 'disabled' | 'absent';
+
+/** "Does this organization exist, enabled", answered fast (platform/organization-directory.ts). */
 export interface OrganizationLookup {
-  exists(id: string): Promise<boolean>;
-  /** True when known to exist right now, without waiting. */
+  stateOf(id: string): Promise<OrganizationState>;
+  /** True when known to exist and be enabled right now, without waiting. */
   isKnown(id: string): boolean;
 }
 
@@ -55,8 +58,8 @@ export function apiTargetOf(segments: readonly string[]): ApiTarget | undefined 
 
 export interface Admission {
   /**
-   * Every step, in order: the organization exists, the credentials are good for its realm, the
-   * workspace role is held. Throws the AppError of the first step that fails.
+   * Every step, in order: the organization exists and is enabled, the credentials are good for
+   * its realm, the workspace role is held. Throws the AppError of the first step that fails.
    */
   admit(
     target: ApiTarget,
@@ -75,11 +78,12 @@ export interface Admission {
 export function createAdmission(deps: AdmissionDeps): Admission {
   return {
     async admit(target, authorization, clientAddress) {
-      if (
-        target.organization !== undefined &&
-        !(await deps.organizations.exists(target.organization))
-      ) {
-        throw new AppError('organizationNotFound');
+      // Before any credential is read: a disabled organization's tokens and logins, cached or
+      // not, are refused here on every route.
+      if (target.organization !== undefined) {
+        const state = await deps.organizations.stateOf(target.organization);
+        if (state === 'absent') throw new AppError('organizationNotFound');
+        if (state === 'disabled') throw new AppError('organizationDisabled');
       }
       const principal = await authenticateRequest(authorization, target.realm, clientAddress, deps);
       if (target.workspace !== undefined && !holdsWorkspace(principal, target.workspace)) {

@@ -34,6 +34,8 @@ export interface NewOperation {
 export interface OperationsRepo {
   listByWorkspace(organizationId: string, workspaceId: string): Promise<Operation[]>;
   insert(operation: NewOperation): Promise<Operation>;
+  /** Deletes the operations of one workspace, or of every workspace of the organization. */
+  deleteAll(organizationId: string, workspaceId?: string): Promise<number>;
 }
 
 interface OperationRow {
@@ -93,6 +95,12 @@ export function createOperationsRepo(db: Knex): OperationsRepo {
         .returning('*');
       if (!row) throw new Error('insert returned no row');
       return toOperation(row);
+    },
+    async deleteAll(organizationId, workspaceId) {
+      const where = workspaceId === undefined ? {} : { workspace_id: workspaceId };
+      return db(TABLE)
+        .where({ organization_id: organizationId, ...where })
+        .del();
     },
   };
 }

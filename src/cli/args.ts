@@ -71,6 +71,40 @@ const COMMANDS: Record<string, CommandSpec> = {
       return { name: 'org create', org, displayName: args.one('name') ?? org };
     },
   },
+  'org list': { positionals: [], build: () => ({ name: 'org list' }) },
+  'org get': {
+    positionals: ['org'],
+    build: (args) => ({ name: 'org get', org: checkOrganization(args.at(0)) }),
+  },
+  'org delete': {
+    positionals: ['org'],
+    flags: ['yes'],
+    build: (args) => ({
+      name: 'org delete',
+      org: checkOrganization(args.at(0)),
+      confirmed: args.has('yes'),
+    }),
+  },
+  'org disable': {
+    positionals: ['org'],
+    build: (args) => ({ name: 'org disable', org: checkOrganization(args.at(0)) }),
+  },
+  'org enable': {
+    positionals: ['org'],
+    build: (args) => ({ name: 'org enable', org: checkOrganization(args.at(0)) }),
+  },
+  'workspace list': {
+    positionals: ['org'],
+    build: (args) => ({ name: 'workspace list', org: checkOrganization(args.at(0)) }),
+  },
+  'workspace delete': {
+    positionals: ['org', 'ws'],
+    build: (args) => ({
+      name: 'workspace delete',
+      org: checkOrganization(args.at(0)),
+      workspace: checkWorkspace(args.at(1)),
+    }),
+  },
   'workspace create': {
     positionals: ['org', 'ws'],
     single: ['name', 'description'],

@@ -9,6 +9,14 @@ export type Command =
   | { name: 'help'; group?: string }
   | { name: 'version' }
   | { name: 'org create'; org: string; displayName: string }
+  | { name: 'org list' }
+  | { name: 'org get'; org: string }
+  /** `confirmed`: `--yes`; else the id must be typed again at a terminal (confirm.ts). */
+  | { name: 'org delete'; org: string; confirmed: boolean }
+  | { name: 'org disable'; org: string }
+  | { name: 'org enable'; org: string }
+  | { name: 'workspace list'; org: string }
+  | { name: 'workspace delete'; org: string; workspace: string }
   | {
       name: 'workspace create';
       org: string;
@@ -83,6 +91,23 @@ export function buildRequest(command: ReadyCommand): ApiRequest {
   switch (command.name) {
     case 'org create':
       return post('/api/platform/organizations', { id: command.org, name: command.displayName });
+    case 'org list':
+      return { method: 'GET', path: '/api/platform/organizations' };
+    case 'org get':
+      return { method: 'GET', path: organizationPath(command.org) };
+    case 'org delete': {
+      const confirm = `?confirm=${segment(command.org)}`;
+      return { method: 'DELETE', path: `${organizationPath(command.org)}${confirm}` };
+    }
+    case 'org disable':
+    case 'org enable':
+      return { method: 'POST', path: `${organizationPath(command.org)}/${command.name.slice(4)}` };
+    case 'workspace list':
+      return { method: 'GET', path: `${organizationPath(command.org)}/workspaces` };
+    case 'workspace delete': {
+      const workspacePath = `${organizationPath(command.org)}/workspaces/${segment(command.workspace)}`;
+      return { method: 'DELETE', path: workspacePath };
+    }
     case 'workspace create':
       return post(`${organizationPath(command.org)}/workspaces`, {
         id: command.workspace,
@@ -142,10 +167,19 @@ function lifetimesPath(realm: string): string {
 }
 
 const COMMAND_USAGE: Record<string, string[]> = {
-  org: ['org create <org> [--name <name>]'],
+  org: [
+    'org create <org> [--name <name>]',
+    'org list',
+    'org get <org>',
+    'org delete <org> [--yes]',
+    'org disable <org>',
+    'org enable <org>',
+  ],
   workspace: [
     'workspace create <org> <ws> [--name <name>] [--description <text>]',
     '                 [--environment <name>]...',
+    'workspace list <org>',
+    'workspace delete <org> <ws>',
   ],
   user: [
     'user create <realm> <username> [--password-stdin] [--workspace <ws>]...',
@@ -176,6 +210,12 @@ const DETAILS = `
 workspace role. <dur> is <n>s, <n>m, <n>h, <n>d or plain seconds (1d, 365d, 3600). --scheduled
 takes a date (2026-05-01, midnight UTC) or a date-time with zone (2026-05-01T10:00+09:00).
 Values starting with "-" are written --option=-value.
+
+org delete removes the organization's realm (its users and sessions), workspaces and operations
+for good: it asks for the organization id again at a terminal, or takes --yes (scripts). org
+disable refuses every call and login of the organization at once (403-23001) until org enable;
+its users, sessions and refresh tokens are kept. workspace delete removes the workspace's roles
+and operations.
 
 Secrets are never taken from the command line, where ps and shell history see them. user
 create asks twice for the new user's password, without echo, when stdin is a terminal;

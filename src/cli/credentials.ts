@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, open, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname, isAbsolute, join } from 'node:path';
 import { CliError } from './errors.ts';
 
@@ -111,6 +112,66 @@ export async function writeLogins(path: string, logins: readonly StoredLogin[]):
   } catch (error) {
     await unlink(temporary).catch(() => {});
     throw error;
+  }
+}
+
+/** How long a writer waits for the lock before it gives up. */
+const LOCK_WAIT_MS = 10_000;
+/** A lock older than this was left by a process that died: a write takes well under a second. */
+const STALE_LOCK_MS = 30_000;
+
+/**
+ * Reads the logins, applies `change` and writes the result (unless `change` returns
+ * undefined), while holding `credentials.json.lock`: two realmgate processes that update the
+ * file at once (a `login` and a `token` in parallel scripts) would otherwise each write what
+ * they read, and one's change would be lost. Returns the logins as they are afterwards.
+ */
+export async function updateLogins(
+  path: string,
+  change: (logins: StoredLogin[]) => StoredLogin[] | undefined,
+): Promise<StoredLogin[]> {
+  const release = await lock(`${path}.lock`);
+  try {
+    const logins = await readLogins(path);
+    const changed = change(logins);
+    if (changed === undefined) return logins;
+    await writeLogins(path, changed);
+    return changed;
+  } finally {
+    await release();
+  }
+}
+
+/** Creates the lock file exclusively, waiting while another process holds it. */
+async function lock(lockPath: string): Promise<() => Promise<void>> {
+  await mkdir(dirname(lockPath), { recursive: true, mode: 0o700 });
+  const deadline = Date.now() + LOCK_WAIT_MS;
+  for (let delay = 5; ; delay = Math.min(delay * 2, 100)) {
+    try {
+      await (await open(lockPath, 'wx', 0o600)).close();
+      return () => unlink(lockPath).catch(() => {});
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== 'EEXIST') throw error;
+    }
+    if (await removedIfStale(lockPath)) continue;
+    if (Date.now() > deadline) {
+      throw new CliError(
+        'config',
+        `${lockPath} is held by another realmgate; if none is running, remove it`,
+      );
+    }
+    await sleep(delay);
+  }
+}
+
+async function removedIfStale(lockPath: string): Promise<boolean> {
+  try {
+    if (Date.now() - (await stat(lockPath)).mtimeMs < STALE_LOCK_MS) return false;
+    await unlink(lockPath);
+    return true;
+  } catch {
+    // Released (or removed by another waiter) meanwhile: try again at once.
+    return true;
   }
 }
 

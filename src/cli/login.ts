@@ -3,8 +3,8 @@ import type { SessionCommand } from './commands.ts';
 import {
   isSameLogin,
   readLogins,
+  updateLogins,
   withLogin,
-  writeLogins,
   type StoredLogin,
 } from './credentials.ts';
 import { CliError, usageError } from './errors.ts';
@@ -58,9 +58,11 @@ export async function login(
   }
   if (!result.ok) throw refused(result, command, secrets.totp !== undefined);
   const stored = storedLoginOf(result.tokens, baseUrl, command);
-  const logins = await readLogins(path);
-  const replaced = logins.find((other) => isSameLogin(other, stored));
-  await writeLogins(path, withLogin(logins, stored));
+  let replaced: StoredLogin | undefined;
+  await updateLogins(path, (logins) => {
+    replaced = logins.find((other) => isSameLogin(other, stored));
+    return withLogin(logins, stored);
+  });
   // One entry per gateway, realm and user: the offline session it replaces is revoked, so no
   // forgotten refresh token stays valid for a year.
   if (replaced && replaced.sessionId !== stored.sessionId) {

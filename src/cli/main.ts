@@ -10,6 +10,7 @@ import {
   type ReadyCommand,
   type SessionCommand,
 } from './commands.ts';
+import { confirmOrganizationDeletion } from './confirm.ts';
 import { CliError, exitCodes } from './errors.ts';
 import { login } from './login.ts';
 import { createOtpEnrollment, type OtpEnrollment } from './otp.ts';
@@ -65,6 +66,9 @@ export async function runCli(
     const caller = await resolveCaller(env, { realm: 'master' }, NO_CREDENTIALS);
     const wantsOtp = command.name === 'user create' && command.otp;
     const enrollment = wantsOtp ? createOtpEnrollment(command.username) : undefined;
+    if (command.name === 'org delete') {
+      await confirmOrganizationDeletion(command.org, command.confirmed, io);
+    }
     const ready = await withSecrets(command, io, enrollment);
     const data = await callAs(caller, buildRequest(ready), timeoutMs);
     const printed = enrollment ? withEnrollment(data, enrollment) : data;

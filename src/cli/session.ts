@@ -1,6 +1,6 @@
 import { callApi } from './client.ts';
 import type { ApiRequest, SessionCommand } from './commands.ts';
-import { readLogins, withoutLogin, writeLogins, type StoredLogin } from './credentials.ts';
+import { updateLogins, withoutLogin, type StoredLogin } from './credentials.ts';
 import { CliError } from './errors.ts';
 import type { CliIo } from './main.ts';
 import {
@@ -108,10 +108,11 @@ export async function revokeSession(
 }
 
 async function forget(caller: { path: string }, login: StoredLogin): Promise<void> {
-  const logins = await readLogins(caller.path);
-  // Only the revoked session: a newer login of the same user, written meanwhile, stays.
-  const current = logins.find((other) => other.sessionId === login.sessionId);
-  if (current) await writeLogins(caller.path, withoutLogin(logins, current));
+  await updateLogins(caller.path, (logins) => {
+    // Only the revoked session: a newer login of the same user, written meanwhile, stays.
+    const current = logins.find((other) => other.sessionId === login.sessionId);
+    return current ? withoutLogin(logins, current) : undefined;
+  });
 }
 
 /** `/api/platform/users/_current/refresh_tokens`, or its organization twin. */

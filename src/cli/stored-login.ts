@@ -5,8 +5,8 @@ import {
   isSameLogin,
   readLogins,
   selectLogin,
+  updateLogins,
   withLogin,
-  writeLogins,
   type LoginSelector,
   type StoredLogin,
 } from './credentials.ts';
@@ -121,11 +121,12 @@ export async function accessTokenOf(
     accessToken: tokens.accessToken,
     accessExpiresAt: new Date(issuedAt + tokens.expiresIn * 1000).toISOString(),
   };
-  // Read again just before writing: another realmgate may have changed the file meanwhile.
-  // A newer login of the same user (another session) is left as it is.
-  const logins = await readLogins(path);
-  const current = logins.find((other) => isSameLogin(other, login));
-  if (current?.sessionId === login.sessionId) await writeLogins(path, withLogin(logins, renewed));
+  // Another realmgate may have changed the file since it was read: a newer login of the same
+  // user (another session) is left as it is.
+  await updateLogins(path, (logins) => {
+    const current = logins.find((other) => isSameLogin(other, login));
+    return current?.sessionId === login.sessionId ? withLogin(logins, renewed) : undefined;
+  });
   stored.login = renewed;
   return { token: tokens.accessToken, cached: false };
 }

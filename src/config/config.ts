@@ -16,6 +16,40 @@ const url = z
 
 const port = z.coerce.number().int().min(0).max(65535);
 
+/** More nodes than this is not a Keycloak cluster the gateway should spread calls over. */
+const MAX_KEYCLOAK_NODES = 16;
+
+/**
+ * `KEYCLOAK_URL`: one URL, or the nodes of one Keycloak cluster separated by commas. Each entry
+ * is trimmed and must be an http(s) URL; none may repeat another. Problems name entries by
+ * position, never by value (a URL may hold credentials).
+ */
+const keycloakUrls = z.string().transform((value, ctx) => {
+  const entries = value.split(',').map((entry) => entry.trim());
+  if (entries.length > MAX_KEYCLOAK_NODES) {
+    ctx.addIssue({ code: 'custom', message: `at most ${MAX_KEYCLOAK_NODES} URLs` });
+    return z.NEVER;
+  }
+  const urls: string[] = [];
+  const seen = new Set<string>();
+  entries.forEach((entry, i) => {
+    const where = entries.length > 1 ? `entry ${i + 1}: ` : '';
+    const parsed = url.safeParse(entry);
+    if (!parsed.success) {
+      ctx.addIssue({ code: 'custom', message: `${where}${parsed.error.issues[0]!.message}` });
+      return;
+    }
+    const canonical = new URL(parsed.data).href.replace(/\/+$/, '');
+    if (seen.has(canonical)) {
+      ctx.addIssue({ code: 'custom', message: `${where}repeats an earlier URL` });
+      return;
+    }
+    seen.add(canonical);
+    urls.push(parsed.data);
+  });
+  return urls;
+});
+
 /**
  * Every variable realmgate reads, with its default. `.env.example` documents the same list;
  * a unit test keeps the two in step.
@@ -29,7 +63,8 @@ export const configSchema = z.object({
   ADMIN_PUBLIC_URL: url.default('http://localhost:8001'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 
-  KEYCLOAK_URL: url.optional(),
+  /** Unset: a local Keycloak is started. Parsed into the list of its nodes (one or more). */
+  KEYCLOAK_URL: keycloakUrls.optional(),
   KEYCLOAK_HTTP_PORT: port.default(8080),
   KEYCLOAK_MANAGEMENT_PORT: port.default(9000),
   /** PostgreSQL database of the local Keycloak; unset, it runs on embedded H2 in DATA_DIR. */

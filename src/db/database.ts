@@ -2,11 +2,14 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import knex, { type Knex } from 'knex';
 import ClientPgLite from 'knex-pglite';
+import type { Logger } from 'pino';
 
 export interface DatabaseOptions {
   /** External PostgreSQL; when absent an embedded PGlite database lives under `dataDir`. */
   databaseUrl?: string | undefined;
   dataDir: string;
+  /** Where knex's own warnings go (a lost connection, say); without it, the console. */
+  logger?: Logger;
 }
 
 /**
@@ -21,6 +24,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<Knex> {
       connection: opts.databaseUrl,
       // min 0 lets idle connections close, so a restarted PostgreSQL does not leave dead sockets.
       pool: { min: 0, max: 10 },
+      ...(opts.logger && { log: knexLog(opts.logger) }),
     });
   }
   const filename = path.join(opts.dataDir, 'pglite');
@@ -28,6 +32,21 @@ export async function openDatabase(opts: DatabaseOptions): Promise<Knex> {
   await mkdir(filename, { recursive: true });
   // knex-pglite forces a single connection and rejects any pool setting.
   return knex({ client: ClientPgLite, connection: { filename } });
+}
+
+/** knex's log calls as JSON lines of the gateway's log (knex passes a string or an error). */
+function knexLog(logger: Logger): Knex.Config['log'] {
+  const line = (message: unknown): [object, string] =>
+    message instanceof Error
+      ? [{ err: message }, 'database']
+      : [{}, `database: ${String(message)}`];
+  return {
+    warn: (message: unknown) => logger.warn(...line(message)),
+    error: (message: unknown) => logger.error(...line(message)),
+    deprecate: (method: string, alternative: string) =>
+      logger.warn(`database: ${method} is deprecated, use ${alternative}`),
+    debug: () => undefined,
+  };
 }
 
 /** Rejects when the database cannot answer a trivial query; used by readiness probes. */

@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import type { Logger } from 'pino';
+import { isDatabaseUnavailable } from '../db/database-failures.ts';
 import { AppError } from './errors.ts';
 import { failure } from './envelope.ts';
 
@@ -20,6 +21,7 @@ function toAppError(err: unknown): AppError {
   if (typeof status === 'number' && status >= 400 && status < 500) {
     return new AppError('badRequestBody', { cause: err });
   }
+  if (isDatabaseUnavailable(err)) return new AppError('databaseUnavailable', { cause: err });
   return new AppError('unexpected', { cause: err });
 }
 

@@ -13,6 +13,12 @@ export const errorCodes = {
   },
   authenticationFailed: { status: 401, result: '401-00002', message: 'Authentication failed.' },
   permissionDenied: { status: 403, result: '403-00001', message: 'Permission denied.' },
+  organizationDisabled: { status: 403, result: '403-23001', message: 'Organization disabled.' },
+  organizationDeleteUnconfirmed: {
+    status: 400,
+    result: '400-23001',
+    message: 'Deleting an organization needs ?confirm=<organization id>.',
+  },
   offlineSessionsUnreadable: {
     status: 400,
     result: '400-30001',
@@ -82,6 +88,11 @@ export const errorCodes = {
     message: 'The automation service is unavailable; retry later.',
   },
   notReady: { status: 503, result: '503-00001', message: 'Not ready.' },
+  databaseUnavailable: {
+    status: 503,
+    result: '503-00003',
+    message: 'The database is unavailable; retry later.',
+  },
   unexpected: { status: 500, result: '500-99999', message: 'Unexpected error.' },
 } as const satisfies Record<string, { status: number; result: string; message: string }>;
 

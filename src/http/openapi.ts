@@ -67,12 +67,16 @@ const parameter = (name: string) => ({ $ref: `#/components/parameters/${name}` }
 
 /** Either scheme works on every platform and automation API (spec 4, 5). */
 const API_SECURITY: Record<string, string[]>[] = [{ basicAuth: [] }, { bearerAuth: [] }];
-/** Every authenticated call can fail on the header, the credentials or an absent Keycloak. */
+/**
+ * Every authenticated call can fail on the header, the credentials, an absent Keycloak or an
+ * absent database (organizations are looked up there).
+ */
 const AUTH_ERRORS: ErrorCode[] = [
   'badRequestHeader',
   'authenticationFailed',
   'tooManyFailedLogins',
   'identityProviderUnavailable',
+  'databaseUnavailable',
   'unexpected',
 ];
 
@@ -150,6 +154,8 @@ function apiOperation(spec: ApiOperationSpec): OpenApiOperation {
 const ORG = ['OrganizationId'];
 const ORG_WS = ['OrganizationId', 'WorkspaceId'];
 const ORG_ERRORS: ErrorCode[] = ['organizationNotFound'];
+/** An organization's own calls (`/api/<org>/...`) are also refused while it is disabled. */
+const ORG_API_ERRORS: ErrorCode[] = ['organizationNotFound', 'organizationDisabled'];
 const WS_ERRORS: ErrorCode[] = ['organizationNotFound', 'workspaceNotFound'];
 const USER_EXISTS_DESCRIPTION =
   'Creates a new user only: a username that exists in the realm (in any letter case) answers ' +
@@ -197,7 +203,7 @@ const TOKEN_ERRORS: ErrorCode[] = [
 function refreshTokensPaths(realm: 'master' | 'organization') {
   const suffix = realm === 'master' ? 'Master' : 'Organization';
   const orgParameters = realm === 'master' ? [] : ORG;
-  const orgErrors = realm === 'master' ? [] : ORG_ERRORS;
+  const orgErrors = realm === 'master' ? [] : ORG_API_ERRORS;
   const common = { tags: ['tokens'], errors: [...orgErrors, ...TOKEN_ERRORS] };
   const all: Partial<Record<HttpMethod, OpenApiOperation>> = {
     get: apiOperation({
@@ -252,8 +258,30 @@ const paths: OpenApiDocument['paths'] = {
       security: [],
       responses: {
         '200': success(
-          { type: 'object', additionalProperties: { enum: ['up', 'degraded', 'down'] } },
-          'Ready; `degraded` is serving, but not as configured (Redis down: in-process cache)',
+          {
+            type: 'object',
+            additionalProperties: {
+              oneOf: [
+                { enum: ['up', 'degraded', 'down'] },
+                {
+                  ...object({
+                    status: { enum: ['up', 'degraded', 'down'] },
+                    nodes: {
+                      type: 'array',
+                      items: object({
+                        url: { type: 'string', format: 'uri' },
+                        state: { enum: ['up', 'down'] },
+                        since: { type: 'string', format: 'date-time' },
+                      }),
+                    },
+                  }),
+                  description: 'Keycloak with several nodes, on the admin listener',
+                },
+              ],
+            },
+          },
+          'Ready; `degraded` is serving, but not as configured (Redis down: in-process cache; ' +
+            'a Keycloak node down while another answers)',
         ),
         ...errorResponses(['notReady']),
       },
@@ -316,7 +344,72 @@ const paths: OpenApiDocument['paths'] = {
       data: schema('Organization'),
     }),
   },
+  '/api/platform/organizations/{organization_id}': {
+    get: apiOperation({
+      operationId: 'getOrganization',
+      summary: 'One organization (as the list shows it)',
+      tags: ['platform'],
+      parameters: ORG,
+      data: schema('Organization'),
+      errors: ORG_ERRORS,
+    }),
+    delete: apiOperation({
+      operationId: 'deleteOrganization',
+      summary: 'Delete an organization: its realm, workspaces and operations',
+      description:
+        'Needs `?confirm=<organization_id>` (else 400 `400-23001`). Deletes the Keycloak realm ' +
+        '(users, sessions, clients), then the records; every replica forgets the organization ' +
+        'at once. Answers the deleted record. A call that stopped half-way can be repeated.',
+      tags: ['platform'],
+      parameters: [...ORG, 'Confirm'],
+      data: schema('Organization'),
+      errors: [...ORG_ERRORS, 'organizationDeleteUnconfirmed'],
+    }),
+  },
+  '/api/platform/organizations/{organization_id}/disable': {
+    post: apiOperation({
+      operationId: 'disableOrganization',
+      summary: 'Disable an organization: its calls answer 403 `403-23001`, its logins fail',
+      description:
+        'Disables the Keycloak realm, then the record (`enabled: false`); every call under ' +
+        '`/api/<organization_id>/` is refused at once on every replica sharing Redis, tokens ' +
+        'issued before included. Users, sessions and refresh tokens are kept. Idempotent.',
+      tags: ['platform'],
+      parameters: ORG,
+      data: schema('Organization'),
+      errors: ORG_ERRORS,
+    }),
+  },
+  '/api/platform/organizations/{organization_id}/enable': {
+    post: apiOperation({
+      operationId: 'enableOrganization',
+      summary: 'Enable a disabled organization again',
+      description: 'Enables the Keycloak realm, then the record. Idempotent.',
+      tags: ['platform'],
+      parameters: ORG,
+      data: schema('Organization'),
+      errors: ORG_ERRORS,
+    }),
+  },
+  '/api/platform/organizations/{organization_id}/workspaces/{workspace_id}': {
+    delete: apiOperation({
+      operationId: 'deleteWorkspace',
+      summary: 'Delete a workspace: roles `<ws>`, `_<ws>-admin`, its operations and record',
+      tags: ['platform'],
+      parameters: ORG_WS,
+      data: schema('Workspace'),
+      errors: WS_ERRORS,
+    }),
+  },
   '/api/platform/organizations/{organization_id}/workspaces': {
+    get: apiOperation({
+      operationId: 'listOrganizationWorkspaces',
+      summary: 'Every workspace of an organization',
+      tags: ['platform'],
+      parameters: ORG,
+      data: arrayOf(schema('Workspace')),
+      errors: ORG_ERRORS,
+    }),
     post: apiOperation({
       operationId: 'createWorkspace',
       summary: 'Create a workspace (record and roles `<ws>`, `_<ws>-admin`)',
@@ -388,7 +481,7 @@ const paths: OpenApiDocument['paths'] = {
       tags: ['platform'],
       parameters: ORG,
       data: arrayOf(schema('Workspace')),
-      errors: ORG_ERRORS,
+      errors: ORG_API_ERRORS,
     }),
   },
   '/api/{organization_id}/workspaces/{workspace_id}/ita/menu/operation_list/filter/': {
@@ -398,7 +491,7 @@ const paths: OpenApiDocument['paths'] = {
       tags: ['automation'],
       parameters: ORG_WS,
       data: arrayOf(schema('Operation')),
-      errors: ['permissionDenied', ...WS_ERRORS],
+      errors: ['permissionDenied', 'organizationDisabled', ...WS_ERRORS],
     }),
   },
 };
@@ -478,6 +571,13 @@ export const openApiDocument: OpenApiDocument = {
       },
       Realm: { name: 'realm', in: 'path', required: true, schema: schema('Realm') },
       RefreshTokenId: { name: 'id', in: 'path', required: true, schema: { type: 'string' } },
+      Confirm: {
+        name: 'confirm',
+        in: 'query',
+        required: true,
+        description: 'The organization id again, so that no typo deletes an organization.',
+        schema: schema('OrganizationId'),
+      },
     },
   },
 };

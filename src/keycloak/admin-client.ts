@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import KcAdminClient from '@keycloak/keycloak-admin-client';
 import { createKeycloakCalls, type KeycloakCalls } from './keycloak-calls.ts';
 
@@ -7,9 +8,22 @@ export type KeycloakAdmin = KcAdminClient;
 const NOT_REQUESTS = new Set(['makeRequest', 'makeUpdateRequest']);
 
 /**
+ * The client library names its requests by what they do: these only read (`GET`), and may be
+ * tried again on another node after a timeout. Every other request is retried only when it
+ * could not connect.
+ */
+const READ_REQUEST = /^(find|get|list|count)/;
+
+/** The node the current admin request runs on, with several nodes (see `createAdminClient`). */
+const nodeOfRequest = new AsyncLocalStorage<string>();
+
+/**
  * An admin-API client of `realmName` whose every request (and login) runs through the client
  * layer: timed out after the layer's `timeoutMs`, counted by its observer, and failing with the
- * layer's 503/504/502; Keycloak's 4xx answers pass through (see `isHttpStatus`).
+ * layer's 503/504/502; Keycloak's 4xx answers pass through (see `isHttpStatus`). With several
+ * nodes each request picks its node: the client's `baseUrl` is read inside the request from
+ * the async context the layer runs it in, so concurrent requests never see each other's node.
+ * A token from one node is valid on the others (the realm keys live in the shared database).
  */
 export function createAdminClient(calls: KeycloakCalls, realmName: string): KeycloakAdmin {
   const client = new KcAdminClient({
@@ -17,6 +31,15 @@ export function createAdminClient(calls: KeycloakCalls, realmName: string): Keyc
     realmName,
     timeout: calls.timeoutMs,
   });
+  const several = calls.nodes.all.length > 1;
+  const onNode = <T>(work: () => Promise<T>) =>
+    several ? (nodeUrl: string) => nodeOfRequest.run(nodeUrl, work) : work;
+  if (several) {
+    Object.defineProperty(client, 'baseUrl', {
+      get: () => nodeOfRequest.getStore() ?? calls.keycloakUrl,
+      set: () => undefined,
+    });
+  }
   // Each resource (users, clients, realms, ...) holds its requests as own function members.
   for (const resource of Object.values(client) as unknown[]) {
     if (typeof resource !== 'object' || resource === null) continue;
@@ -24,11 +47,16 @@ export function createAdminClient(calls: KeycloakCalls, realmName: string): Keyc
     for (const [name, member] of Object.entries(members)) {
       if (typeof member !== 'function' || NOT_REQUESTS.has(name)) continue;
       const send = member as (...args: unknown[]) => Promise<unknown>;
-      members[name] = (...args: unknown[]) => calls.admin(() => send.apply(resource, args));
+      const read = READ_REQUEST.test(name);
+      members[name] = (...args: unknown[]) =>
+        calls.admin(
+          onNode(() => send.apply(resource, args)),
+          read,
+        );
     }
   }
   const auth = client.auth.bind(client);
-  client.auth = (credentials) => calls.admin(() => auth(credentials));
+  client.auth = (credentials) => calls.admin(onNode(() => auth(credentials)));
   return client;
 }
 
@@ -37,7 +65,8 @@ export function createAdminClient(calls: KeycloakCalls, realmName: string): Keyc
  * `admin-cli`). Used for provisioning realms and users, never on the request path.
  */
 export async function loginAsBootstrapAdmin(options: {
-  keycloakUrl: string;
+  /** One URL, or several nodes of one Keycloak (see `KEYCLOAK_URL`). */
+  keycloakUrl: string | readonly string[];
   username: string;
   password: string;
   timeoutMs: number;

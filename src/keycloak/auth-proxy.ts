@@ -10,7 +10,13 @@ import { targetOf } from '../edge/request-target.ts';
 import { droppedRequestHeaderNames } from '../edge/upstream-headers.ts';
 import { AppError } from '../envelope/errors.ts';
 import { bufferedBodyOf } from './form-body-guard.ts';
-import { keycloakError, toKeycloakError } from './keycloak-failures.ts';
+import {
+  failedBeforeSending,
+  failureOf,
+  keycloakError,
+  toKeycloakError,
+} from './keycloak-failures.ts';
+import type { KeycloakNode, KeycloakNodes } from './keycloak-nodes.ts';
 import {
   isConsolePage,
   isLoginPage,
@@ -21,8 +27,11 @@ import {
 import { serveRewritten, type PageRewrite } from './rewrite-page.ts';
 
 export interface AuthProxyOptions {
-  /** Keycloak base URL including its relative path, e.g. `http://127.0.0.1:8080/auth`. */
-  keycloakUrl: string;
+  /**
+   * Keycloak's nodes (base URLs including the relative path, e.g. `http://127.0.0.1:8080/auth`):
+   * with several, each request goes to the next one that is up (see `nodeRouting`).
+   */
+  nodes: KeycloakNodes;
   /** The gateway's public address; Keycloak derives token `iss` from it. */
   publicUrl: string;
   timeoutMs: number;
@@ -42,6 +51,7 @@ export interface AuthProxyOptions {
  * `/auth` before any body parser so the form body streams through untouched.
  */
 export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
+  const routing = nodeRouting(options.nodes);
   const publicUrl = new URL(options.publicUrl);
   const forwarded = {
     host: publicUrl.host,
@@ -69,7 +79,14 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
         proxyReq.write(body);
       }
     },
+    // With several nodes, an answer puts its node back (with one, nothing to note).
+    ...(routing && {
+      proxyRes(_proxyRes: IncomingMessage, req: IncomingMessage) {
+        routing.answered(req);
+      },
+    }),
     error(err: Error, req: IncomingMessage, res: ServerResponse | Socket) {
+      if (routing && 'setHeader' in res && routing.retry(err, req, res, timedOut.has(req))) return;
       // The one translation of Keycloak failures (keycloak-failures.ts), as for the gateway's
       // own calls: unreachable 503, too slow 504, anything else 502.
       const error = timedOut.has(req) ? keycloakError('timeout', err) : toKeycloakError(err);
@@ -78,7 +95,8 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
     },
   };
   const settings = {
-    target: options.keycloakUrl,
+    target: options.nodes.all[0]!.url,
+    router: routing?.route,
     changeOrigin: true,
     // Only the answer from Keycloak is timed here: the client's own socket is bounded by the
     // server's request timeouts, and a shorter one here would cut it off before the 504.
@@ -95,6 +113,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
     on: {
       ...on,
       proxyRes(proxyRes, req, res) {
+        routing?.answered(req);
         serveRewritten(proxyRes, res, rewrites.get(req)!);
       },
     },
@@ -109,7 +128,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
     if ((req.method === 'GET' || req.method === 'POST') && isLoginPage(segments)) return loginPage;
     return undefined;
   };
-  return (req, res, next) => {
+  const handle: RequestHandler = (req, res, next) => {
     // Before the proxy copies them: http-proxy sends `Expect` on, and then skips its
     // `proxyReq` hook, which writes the body the form guard already read.
     for (const name of droppedRequestHeaderNames(req.rawHeaders, { keepCredentials: true })) {
@@ -122,6 +141,62 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
       void pageProxy(req, res, next);
     } else void proxy(req, res, next);
   };
+  routing?.resendWith((req, res) => {
+    const send = rewrites.has(req) ? pageProxy : proxy;
+    void send(req, res, (err?: unknown) => sendError(res, err, options.logger));
+  });
+  return handle;
+}
+
+/**
+ * With several nodes: each request goes to the next node that is up. A request that could not
+ * connect (nothing sent) is sent once more to another node that is up, when its body can be
+ * sent again (none, or the form the guard buffered); any other failure takes the node out and
+ * is translated as usual. Undefined with one node: its address is fixed, nothing to choose.
+ */
+function nodeRouting(nodes: KeycloakNodes) {
+  if (nodes.all.length === 1) return undefined;
+  const nodeOf = new WeakMap<IncomingMessage, KeycloakNode>();
+  const resent = new WeakSet<IncomingMessage>();
+  let resend: (req: IncomingMessage, res: ServerResponse) => void = () => undefined;
+  return {
+    route: (req: IncomingMessage): string => {
+      const node = (resent.has(req) && nodeOf.get(req)) || nodes.pick();
+      nodeOf.set(req, node);
+      return node.url;
+    },
+    answered(req: IncomingMessage): void {
+      const node = nodeOf.get(req);
+      if (node) nodes.answered(node);
+    },
+    /** Takes the failed node out; true when the request went to another node instead. */
+    retry(err: Error, req: IncomingMessage, res: ServerResponse, timedOut: boolean): boolean {
+      const node = nodeOf.get(req);
+      if (!node) return false;
+      const failure = timedOut ? 'timeout' : failureOf(err);
+      if (failure === 'bad_answer') return false;
+      nodes.failed(node, `/auth proxy: ${failure}`);
+      if (resent.has(req) || res.headersSent || !failedBeforeSending(err) || !replayable(req)) {
+        return false;
+      }
+      const next = nodes.other(node);
+      if (!next) return false;
+      resent.add(req);
+      nodeOf.set(req, next);
+      resend(req, res);
+      return true;
+    },
+    resendWith(send: (req: IncomingMessage, res: ServerResponse) => void): void {
+      resend = send;
+    },
+  };
+}
+
+/** Whether the request's body can be sent again: none, or the form the guard has read. */
+function replayable(req: IncomingMessage): boolean {
+  if (bufferedBodyOf(req)) return true;
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] === undefined && (!length || length === '0');
 }
 
 /**

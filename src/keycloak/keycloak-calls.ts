@@ -1,6 +1,12 @@
-import { Agent, request as httpRequest, type IncomingMessage } from 'node:http';
-import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import { failureOf, toKeycloakError, unexpectedAnswer } from './keycloak-failures.ts';
+import {
+  failedBeforeSending,
+  failureOf,
+  toKeycloakError,
+  unexpectedAnswer,
+  type KeycloakFailure,
+} from './keycloak-failures.ts';
+import { createNodeExchange, type NodeExchange } from './keycloak-http.ts';
+import { createKeycloakNodes, type KeycloakNode, type KeycloakNodes } from './keycloak-nodes.ts';
 
 /** Which of the gateway's own Keycloak calls this was. */
 export type KeycloakCallKind = 'grant' | 'introspection' | 'jwks' | 'admin';
@@ -25,12 +31,19 @@ export type ReadAnswer<T> = (status: number, body: string) => T;
 
 /** The one client layer for the gateway's own calls to Keycloak (not the /auth proxy). */
 export interface KeycloakCalls {
-  /** Keycloak's base URL including its relative path, e.g. `http://127.0.0.1:8080/auth`. */
+  /**
+   * The first node's base URL including its relative path, e.g. `http://127.0.0.1:8080/auth`;
+   * each call picks its node from `nodes`.
+   */
   readonly keycloakUrl: string;
+  /** The nodes of `KEYCLOAK_URL` and their states. */
+  readonly nodes: KeycloakNodes;
   readonly timeoutMs: number;
   /**
-   * One HTTP exchange: `GET` without `form`, else a form `POST` to `path` (below keycloakUrl).
-   * Rejects with the translated AppError (503/504/502) when Keycloak cannot be used.
+   * One HTTP exchange: `GET` without `form`, else a form `POST` to `path` (below a node's base
+   * URL). Rejects with the translated AppError (503/504/502) when Keycloak cannot be used.
+   * With several nodes, a failed key-set fetch or introspection is tried once more on another
+   * node that is up; a grant only when its request was never sent (see `mayRetry`).
    */
   exchange<T>(
     kind: KeycloakCallKind,
@@ -39,10 +52,12 @@ export interface KeycloakCalls {
     read: ReadAnswer<T>,
   ): Promise<T>;
   /**
-   * One admin-API request made by `@keycloak/keycloak-admin-client` (see admin-client.ts):
-   * its 4xx errors pass through for the caller to interpret, every other failure is translated.
+   * One admin-API request made by `@keycloak/keycloak-admin-client` against the node whose base
+   * URL `work` is given (see admin-client.ts): its 4xx errors pass through for the caller to
+   * interpret, every other failure is translated. With several nodes, a request that could not
+   * connect is tried once more on another node that is up, and so is a `read` that timed out.
    */
-  admin<T>(work: () => Promise<T>): Promise<T>;
+  admin<T>(work: (nodeUrl: string) => Promise<T>, read?: boolean): Promise<T>;
 }
 
 /** Keycloak's answers are a few KiB; a far larger one is not the answer we asked for. */
@@ -54,35 +69,57 @@ const MAX_ANSWER_BYTES: Record<KeycloakCallKind, number> = {
 };
 
 /**
- * Connections kept to Keycloak. Background re-checks use at most 8 at once; with
- * `REVOCATION_CHECK_SECONDS=0` every request introspects and the rest wait for a socket.
+ * Calls that change nothing in Keycloak, retried on another node after any connect error or
+ * timeout. A grant creates a session: retried only when its request was never sent.
  */
-const MAX_SOCKETS = 32;
+const SAFE_KINDS: Record<KeycloakCallKind, boolean> = {
+  grant: false,
+  introspection: true,
+  jwks: true,
+  admin: false,
+};
+
+/** Where the calls go: `KEYCLOAK_URL`'s one or several URLs, or nodes shared with the gateway. */
+export type KeycloakCallsTarget =
+  | { keycloakUrl: string | readonly string[]; nodes?: undefined }
+  | { nodes: KeycloakNodes; keycloakUrl?: undefined };
 
 /**
- * Creates the layer over plain `node:http` with a keep-alive pool: measured against the real
- * Keycloak it costs the gateway less CPU per call than fetch (see the README's performance notes).
- * Timeouts: a connection or answer idle for `timeoutMs` is a timeout (504).
+ * Creates the layer: one keep-alive pool per node (see keycloak-http.ts). Timeouts: a
+ * connection or answer idle for `timeoutMs` is a timeout (504).
  */
-export function createKeycloakCalls(options: {
-  keycloakUrl: string;
-  timeoutMs: number;
-  observer?: KeycloakCallObserver;
-}): KeycloakCalls {
-  const { keycloakUrl, timeoutMs } = options;
-  const base = new URL(keycloakUrl);
-  const secure = base.protocol === 'https:';
-  const agentOptions = { keepAlive: true, maxSockets: MAX_SOCKETS };
-  const agent = secure ? new HttpsAgent(agentOptions) : new Agent(agentOptions);
-  const request = secure ? httpsRequest : httpRequest;
-  const hostname = base.hostname.replace(/^\[|\]$/g, '');
-  const port = base.port || (secure ? 443 : 80);
-  const basePath = base.pathname.replace(/\/$/, '');
+export function createKeycloakCalls(
+  options: KeycloakCallsTarget & { timeoutMs: number; observer?: KeycloakCallObserver },
+): KeycloakCalls {
+  const { timeoutMs } = options;
+  const nodes =
+    options.nodes ??
+    createKeycloakNodes({
+      urls: typeof options.keycloakUrl === 'string' ? [options.keycloakUrl] : options.keycloakUrl,
+      timeoutMs,
+    });
+  const exchanges: NodeExchange[] = nodes.all.map((node) =>
+    createNodeExchange(node.url, timeoutMs),
+  );
+  const several = nodes.all.length > 1;
   const observer = options.observer;
   const observed = observer?.onCall !== undefined;
   const report = (kind: KeycloakCallKind, outcome: KeycloakCallOutcome, started: number) => {
     if (observed) observer?.onCall?.(kind, outcome, (performance.now() - started) / 1000);
   };
+
+  /** After `failure` on `node`: takes the node out if it did not answer, and names a retry. */
+  function afterFailure(
+    node: KeycloakNode,
+    kind: KeycloakCallKind,
+    failure: KeycloakFailure,
+    err: unknown,
+    safe: boolean,
+  ): KeycloakNode | undefined {
+    if (failure === 'bad_answer') return undefined;
+    nodes.failed(node, `${kind} call: ${failure}`);
+    return several && (safe || failedBeforeSending(err)) ? nodes.other(node) : undefined;
+  }
 
   function exchange<T>(
     kind: KeycloakCallKind,
@@ -92,87 +129,54 @@ export function createKeycloakCalls(options: {
   ): Promise<T> {
     const started = observed ? performance.now() : 0;
     return new Promise<T>((resolve, reject) => {
-      let settled = false;
-      const fail = (err: unknown) => {
-        if (settled) return;
-        settled = true;
-        const error = toKeycloakError(err);
-        report(kind, failureOf(error), started);
-        reject(error);
-      };
-      const send = (retried: boolean) => {
-        const req = request({
-          hostname,
-          port,
-          path: basePath + path,
-          method: form === undefined ? 'GET' : 'POST',
-          agent,
-          timeout: timeoutMs,
-          headers:
-            form === undefined
-              ? { accept: 'application/json' }
-              : {
-                  accept: 'application/json',
-                  'content-type': 'application/x-www-form-urlencoded',
-                  'content-length': Buffer.byteLength(form),
-                },
-        });
-        let answered = false;
-        let cutOff: Error | undefined;
-        req.on('timeout', () => {
-          cutOff = timeoutError(timeoutMs);
-          req.destroy(cutOff);
-        });
-        req.on('error', (err: NodeJS.ErrnoException) => {
-          // A kept-alive connection the server closed just as we reused it: the request never
-          // reached Keycloak, so once more on a fresh connection.
-          const stale = err.code === 'ECONNRESET' || err.code === 'EPIPE';
-          if (stale && !answered && !retried && req.reusedSocket) send(true);
-          else fail(err);
-        });
-        req.on('response', (res) => {
-          answered = true;
-          readBody(res, MAX_ANSWER_BYTES[kind], (err, body) => {
-            if (err) {
-              req.destroy();
-              fail(cutOff ?? err);
-              return;
-            }
-            if (settled) return;
-            const status = res.statusCode ?? 0;
-            let value: T;
-            try {
-              value = read(status, body);
-            } catch (readErr) {
-              fail(readErr);
-              return;
-            }
-            settled = true;
+      const attempt = (node: KeycloakNode, retry: boolean) =>
+        exchanges[node.index]!(path, form, MAX_ANSWER_BYTES[kind], read, (err, value, status) => {
+          if (err === undefined) {
+            nodes.answered(node);
             report(kind, status < 400 ? 'ok' : 'refused', started);
-            resolve(value);
-          });
+            resolve(value!);
+            return;
+          }
+          const error = toKeycloakError(err);
+          const failure = failureOf(error);
+          const next = afterFailure(node, kind, failure, err, SAFE_KINDS[kind]);
+          if (retry && next) {
+            attempt(next, false);
+            return;
+          }
+          report(kind, failure, started);
+          reject(error);
         });
-        req.end(form);
-      };
-      send(false);
+      attempt(nodes.pick(), true);
     });
   }
 
-  async function admin<T>(work: () => Promise<T>): Promise<T> {
+  async function admin<T>(work: (nodeUrl: string) => Promise<T>, read = false): Promise<T> {
     const started = observed ? performance.now() : 0;
+    let node = nodes.pick();
     let result: T;
-    try {
-      result = await work();
-    } catch (err) {
-      const status = (err as { response?: { status?: unknown } } | null)?.response?.status;
-      if (typeof status === 'number' && status >= 400 && status < 500) {
-        report('admin', 'refused', started);
-        throw err;
+    for (let retry = true; ; retry = false) {
+      try {
+        result = await work(node.url);
+        break;
+      } catch (err) {
+        const status = (err as { response?: { status?: unknown } } | null)?.response?.status;
+        if (typeof status === 'number' && status >= 400 && status < 500) {
+          nodes.answered(node);
+          report('admin', 'refused', started);
+          throw err;
+        }
+        const error = toKeycloakError(err);
+        const failure = failureOf(error);
+        const next = afterFailure(node, 'admin', failure, err, read);
+        if (!retry || !next) {
+          report('admin', failure, started);
+          throw error;
+        }
+        node = next;
       }
-      const error = toKeycloakError(err);
-      report('admin', failureOf(error), started);
-      throw error;
     }
+    nodes.answered(node);
     // The admin API answers JSON or nothing; the client hands back any other body as a string.
     if (typeof result === 'string' && result !== '') {
       report('admin', 'bad_answer', started);
@@ -182,33 +186,5 @@ export function createKeycloakCalls(options: {
     return result;
   }
 
-  return { keycloakUrl, timeoutMs, exchange, admin };
-}
-
-function timeoutError(timeoutMs: number): Error {
-  return Object.assign(new Error(`Keycloak did not answer within ${timeoutMs} ms`), {
-    code: 'ETIMEDOUT',
-  });
-}
-
-/** The answer's body as text, refused (502) past `maxBytes`. */
-function readBody(
-  res: IncomingMessage,
-  maxBytes: number,
-  done: (err: Error | undefined, body: string) => void,
-): void {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  res.on('data', (chunk: Buffer) => {
-    size += chunk.length;
-    if (size > maxBytes) res.destroy(unexpectedAnswer('answer', res.statusCode ?? 0, 'too large'));
-    else chunks.push(chunk);
-  });
-  res.on('error', (err) => done(err, ''));
-  res.on('end', () =>
-    done(
-      undefined,
-      chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8'),
-    ),
-  );
+  return { keycloakUrl: nodes.all[0]!.url, nodes, timeoutMs, exchange, admin };
 }

@@ -84,6 +84,41 @@ export function failureOf(err: unknown): KeycloakFailure {
   return isFetchFailure(err) ? 'unreachable' : 'bad_answer';
 }
 
+/**
+ * Errors of the connection attempt itself (refused, no route, no such host, connect timeout):
+ * no byte of the request reached Keycloak, so it may be sent to another node whatever it was.
+ */
+const CONNECT_FAILURE_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'EHOSTDOWN',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'EADDRNOTAVAIL',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+
+/**
+ * Whether a call failed before its request was sent: the connection could not be made (see
+ * above), or our timeout struck while it was still being made (`beforeConnect`, set by the
+ * layer). Looks through `cause` chains and AggregateErrors as `failureOf` does.
+ */
+export function failedBeforeSending(err: unknown): boolean {
+  let current: unknown = err;
+  for (let depth = 0; depth < 5 && current !== null && typeof current === 'object'; depth++) {
+    const { code, beforeConnect } = current as { code?: unknown; beforeConnect?: unknown };
+    if (beforeConnect === true) return true;
+    if (typeof code === 'string' && CONNECT_FAILURE_CODES.has(code)) return true;
+    current =
+      current instanceof AggregateError && current.errors.length > 0
+        ? current.errors[0]
+        : (current as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
 function isFetchFailure(err: unknown): boolean {
   return err instanceof TypeError && err.message === 'fetch failed';
 }

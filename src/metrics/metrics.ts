@@ -1,6 +1,7 @@
 import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import type { AuthFailureReason } from '../auth/auth-failure.ts';
 import { probe, type ReadinessCheck } from '../http/health.router.ts';
+import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import type { KeycloakCallKind, KeycloakCallOutcome } from '../keycloak/keycloak-calls.ts';
 import { CounterTable, HistogramTable } from './metric-table.ts';
 import { ROUTE_CLASSES, type RouteClass } from './route-class.ts';
@@ -82,6 +83,8 @@ export const metricsOff: Metrics = {
 export function createMetrics(options: {
   readiness: Record<string, ReadinessCheck>;
   databasePool?: () => { used: number; free: number; pending: number } | undefined;
+  /** Keycloak's nodes: their states as `realmgate_keycloak_node_up`. */
+  keycloakNodes?: Pick<KeycloakNodes, 'all'>;
 }): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -237,6 +240,23 @@ function registerStateGauges(
       names.forEach((name, i) => this.set({ dependency: name }, outcomes[i] === 'up' ? 1 : 0));
     },
   });
+  const keycloakNodes = options.keycloakNodes;
+  if (keycloakNodes) {
+    new Gauge({
+      name: 'realmgate_keycloak_node_up',
+      help:
+        'Whether the gateway sends calls to a Keycloak node (1) or has taken it out (0), by the ' +
+        "node's position in KEYCLOAK_URL from 0: taken out on a connect error or timeout, back " +
+        'once it answers.',
+      labelNames: ['node'],
+      registers: [registry],
+      collect() {
+        for (const node of keycloakNodes.all) {
+          this.set({ node: String(node.index) }, node.state === 'up' ? 1 : 0);
+        }
+      },
+    });
+  }
   if (!options.databasePool) return;
   const pool = options.databasePool;
   new Gauge({

@@ -1,4 +1,4 @@
-import type { OrganizationLookup } from '../auth/admission.ts';
+import type { OrganizationLookup, OrganizationState } from '../auth/admission.ts';
 import { TtlLru } from '../cache/ttl-lru.ts';
 import type { OrganizationsRepo } from './organizations.repo.ts';
 
@@ -12,37 +12,62 @@ const UNKNOWN_MS = 5_000;
 const LOOKUPS_PER_SECOND = 50;
 const MAX_ENTRIES = 10_000;
 
+/** The directory admission reads, plus what this replica learns of changes (organization-events.ts). */
+export interface OrganizationDirectory extends OrganizationLookup {
+  /**
+   * Takes a change made through the API (here or on another replica) at once, without the
+   * database: the new state is trusted like a fresh lookup.
+   */
+  learn(id: string, state: OrganizationState): void;
+}
+
 /**
- * Answers "does this organization exist" for every API request without a database round trip
- * each time. Real organizations and unknown ids live in separate bounded caches, so a flood of
- * random ids can never evict a real organization; and ids in neither cache reach the database
- * at most `LOOKUPS_PER_SECOND` times a second. Past that rate, an organization confirmed before
- * is still served (for up to an hour), and an id never seen answers "no" until the rate allows
- * a lookup.
+ * Answers "does this organization exist, and is it enabled" for every API request without a
+ * database round trip each time. Real organizations and unknown ids live in separate bounded
+ * caches, so a flood of random ids can never evict a real organization; and ids in neither
+ * cache reach the database at most `LOOKUPS_PER_SECOND` times a second. Past that rate, an
+ * organization confirmed before is still served (for up to an hour), and an id never seen
+ * answers "absent" until the rate allows a lookup. Changes made on another replica arrive
+ * through `learn`, else with the next lookup (at most `FRESH_MS` later).
  */
 export function createOrganizationDirectory(
   repo: Pick<OrganizationsRepo, 'find'>,
   now: () => number = Date.now,
-): OrganizationLookup {
-  /** Real organizations, with the time each was last confirmed. */
-  const confirmed = new TtlLru<number>(MAX_ENTRIES, now);
+): OrganizationDirectory {
+  /** Real organizations: when each was last confirmed, and whether it was enabled then. */
+  const confirmed = new TtlLru<{ at: number; enabled: boolean }>(MAX_ENTRIES, now);
   const unknown = new TtlLru<true>(MAX_ENTRIES, now);
-  const lookups = new Map<string, Promise<boolean>>();
+  const lookups = new Map<string, Promise<OrganizationState>>();
   const budget = createTokenBucket(LOOKUPS_PER_SECOND, now);
+  /** Counts `learn` calls: a lookup that started before one must not overwrite what it taught. */
+  let learned = 0;
 
-  function lookUp(id: string): Promise<boolean> {
+  function remember(id: string, state: OrganizationState): void {
+    if (state === 'absent') {
+      confirmed.delete(id);
+      unknown.set(id, true, now() + UNKNOWN_MS);
+    } else {
+      unknown.delete(id);
+      confirmed.set(id, { at: now(), enabled: state === 'enabled' }, now() + STALE_MS);
+    }
+  }
+
+  function cachedState(id: string): OrganizationState | undefined {
+    const entry = confirmed.get(id);
+    if (entry !== undefined) return entry.enabled ? 'enabled' : 'disabled';
+    return unknown.get(id) ? 'absent' : undefined;
+  }
+
+  function lookUp(id: string): Promise<OrganizationState> {
     let lookup = lookups.get(id);
     if (!lookup) {
+      const startedAt = learned;
       lookup = repo
         .find(id)
-        .then((found) => {
-          if (found) {
-            confirmed.set(id, now(), now() + STALE_MS);
-          } else {
-            confirmed.delete(id);
-            unknown.set(id, true, now() + UNKNOWN_MS);
-          }
-          return found !== undefined;
+        .then((found): OrganizationState => {
+          const state = !found ? 'absent' : found.enabled ? 'enabled' : 'disabled';
+          if (learned === startedAt) remember(id, state);
+          return cachedState(id) ?? state;
         })
         .finally(() => lookups.delete(id));
       lookups.set(id, lookup);
@@ -52,15 +77,22 @@ export function createOrganizationDirectory(
 
   return {
     isKnown(id) {
-      const confirmedAt = confirmed.get(id);
-      return confirmedAt !== undefined && now() - confirmedAt < FRESH_MS;
+      const entry = confirmed.get(id);
+      return entry !== undefined && entry.enabled && now() - entry.at < FRESH_MS;
     },
-    async exists(id) {
-      const confirmedAt = confirmed.get(id);
-      if (confirmedAt !== undefined && now() - confirmedAt < FRESH_MS) return true;
-      if (unknown.get(id)) return false;
+    async stateOf(id) {
+      const entry = confirmed.get(id);
+      if (entry !== undefined && now() - entry.at < FRESH_MS) {
+        return entry.enabled ? 'enabled' : 'disabled';
+      }
+      if (unknown.get(id)) return 'absent';
       if (lookups.has(id) || budget.take()) return lookUp(id);
-      return confirmedAt !== undefined;
+      // Out of lookups: an organization confirmed before keeps its last known state.
+      return cachedState(id) ?? 'absent';
+    },
+    learn(id, state) {
+      learned++;
+      remember(id, state);
     },
   };
 }

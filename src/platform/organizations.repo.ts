@@ -22,6 +22,13 @@ export interface OrganizationsRepo {
   find(id: string): Promise<Organization | undefined>;
   /** Inserts unless the id exists; either way returns the stored record, unchanged if present. */
   insertIfAbsent(organization: NewOrganization): Promise<Organization>;
+  /**
+   * Sets `enabled` and `status` unless the row has them already (then its timestamp stays);
+   * returns the stored record, undefined when there is none.
+   */
+  setEnabled(id: string, enabled: boolean, status: string): Promise<Organization | undefined>;
+  /** Deletes the row (its workspaces and operations go with it); false when there was none. */
+  delete(id: string): Promise<boolean>;
 }
 
 interface OrganizationRow {
@@ -65,6 +72,18 @@ export function createOrganizationsRepo(db: Knex): OrganizationsRepo {
       const stored = await find(id);
       if (!stored) throw new Error(`organization ${id} vanished right after insert`);
       return stored;
+    },
+    async setEnabled(id, enabled, status) {
+      await db(TABLE)
+        .where({ id })
+        .andWhere((changed) => {
+          void changed.whereNot({ enabled }).orWhereNot({ status });
+        })
+        .update({ enabled, status, last_update_timestamp: db.fn.now() });
+      return find(id);
+    },
+    async delete(id) {
+      return (await db(TABLE).where({ id }).del()) > 0;
     },
   };
 }

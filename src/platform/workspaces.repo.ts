@@ -31,6 +31,8 @@ export interface WorkspacesRepo {
   find(organizationId: string, workspaceId: string): Promise<Workspace | undefined>;
   /** Inserts unless the id exists in the organization; returns the stored record either way. */
   insertIfAbsent(workspace: NewWorkspace): Promise<Workspace>;
+  /** Deletes one workspace row, or every one of the organization; returns how many. */
+  deleteAll(organizationId: string, workspaceId?: string): Promise<number>;
 }
 
 interface WorkspaceRow {
@@ -96,6 +98,12 @@ export function createWorkspacesRepo(db: Knex): WorkspacesRepo {
       const stored = await find(ws.organizationId, ws.id);
       if (!stored) throw new Error(`workspace ${ws.organizationId}/${ws.id} vanished after insert`);
       return stored;
+    },
+    async deleteAll(organizationId, workspaceId) {
+      const where = workspaceId === undefined ? {} : { id: workspaceId };
+      return db(TABLE)
+        .where({ organization_id: organizationId, ...where })
+        .del();
     },
   };
 }

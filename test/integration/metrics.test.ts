@@ -140,6 +140,7 @@ describe('metrics', () => {
       'realmgate_token_rechecks_total',
       'realmgate_revocations_applied_total',
       'realmgate_dependency_up',
+      'realmgate_keycloak_node_up',
       'realmgate_database_connections',
       'process_cpu_user_seconds_total',
       'nodejs_eventloop_lag_seconds',
@@ -153,6 +154,9 @@ describe('metrics', () => {
     for (const dependency of ['keycloak', 'database', 'cache']) {
       expect(valueOf(scraped, 'realmgate_dependency_up', { dependency })).toBe(1);
     }
+    // One Keycloak URL: one node, named by its position.
+    expect(valueOf(scraped, 'realmgate_keycloak_node_up', { node: '0' })).toBe(1);
+    expect(scraped.samples.has('realmgate_keycloak_node_up{node="1"}')).toBe(false);
     expect(scraped.samples.has('realmgate_database_connections{state="free"}')).toBe(true);
   });
 

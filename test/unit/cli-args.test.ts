@@ -156,7 +156,7 @@ describe('parseCommandLine', () => {
     [[], 'missing command', undefined],
     [['frobnicate'], "unknown command 'frobnicate'", undefined],
     [['org'], 'missing org command', 'org'],
-    [['org', 'delete', 'acme'], "unknown command 'org delete'", 'org'],
+    [['org', 'rename', 'acme'], "unknown command 'org rename'", 'org'],
     [['org', 'create'], 'missing <org>', 'org'],
     [['org', 'create', 'acme', 'extra'], 'too many arguments', 'org'],
     [['org', 'create', 'Acme'], "invalid organization id 'Acme'", 'org'],

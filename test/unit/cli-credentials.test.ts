@@ -1,4 +1,4 @@
-import { chmod, mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -6,6 +6,7 @@ import {
   credentialsPathOf,
   readLogins,
   selectLogin,
+  updateLogins,
   withLogin,
   withoutLogin,
   writeLogins,
@@ -131,5 +132,49 @@ describe('one entry per gateway, realm and user', () => {
     expect(selectLogin(logins, GATEWAY, { user: 'BOB' })).toBe(bob);
     expect(selectLogin(logins, GATEWAY, { realm: 'master', user: 'bob' })).toBeUndefined();
     expect(selectLogin(logins, 'http://other/', {})).toBeUndefined();
+  });
+});
+
+describe('updateLogins', () => {
+  it('loses no change when many writers update the file at once', async () => {
+    const path = join(dir, 'credentials.json');
+    const users = Array.from({ length: 20 }, (_, i) => `user-${i}`);
+    // Each writer reads, yields, then writes: without the lock most additions would be lost.
+    await Promise.all(
+      users.map((username) =>
+        updateLogins(path, (logins) => withLogin(logins, loginOf({ username }))),
+      ),
+    );
+    expect((await readLogins(path)).map((l) => l.username).sort()).toEqual([...users].sort());
+    // The lock is gone afterwards, and so is every temporary file.
+    expect(await readdir(dir)).toEqual(['credentials.json']);
+  });
+
+  it('waits for a lock another process holds, and takes over a stale one', async () => {
+    const path = join(dir, 'credentials.json');
+    const lockPath = `${path}.lock`;
+    await writeFile(lockPath, '');
+    let done = false;
+    const update = updateLogins(path, (logins) => withLogin(logins, loginOf())).then(() => {
+      done = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(done).toBe(false);
+    await rm(lockPath);
+    await update;
+    expect(await readLogins(path)).toEqual([loginOf()]);
+
+    // A lock left by a process that died long ago does not block anyone.
+    await writeFile(lockPath, '');
+    const longAgo = new Date(Date.now() - 60_000);
+    await utimes(lockPath, longAgo, longAgo);
+    await updateLogins(path, (logins) => withoutLogin(logins, loginOf()));
+    expect(await readLogins(path)).toEqual([]);
+  });
+
+  it('writes nothing when the change returns undefined', async () => {
+    const path = join(dir, 'credentials.json');
+    expect(await updateLogins(path, () => undefined)).toEqual([]);
+    expect(await readdir(dir)).toEqual([]);
   });
 });

@@ -55,7 +55,7 @@ describe('loadConfig', () => {
     });
     expect(config.REALMGATE_DEMO).toBe(false);
     expect(config.PORT).toBe(9000);
-    expect(config.KEYCLOAK_URL).toBe('http://keycloak:8080/auth');
+    expect(config.KEYCLOAK_URL).toEqual(['http://keycloak:8080/auth']);
     expect(config.KEYCLOAK_ADMIN_PASSWORD).toBe(adminPassword);
     expect(config.KEYCLOAK_CLIENT_SECRET).toBe(clientSecret);
   });
@@ -202,7 +202,34 @@ describe('loadConfig', () => {
     });
     expect(config.PUBLIC_URL).toBe('https://gateway.example.com');
     expect(config.ADMIN_PUBLIC_URL).toBe('https://admin.example.com:8443');
-    expect(config.KEYCLOAK_URL).toBe('http://keycloak:8080/auth');
+    expect(config.KEYCLOAK_URL).toEqual(['http://keycloak:8080/auth']);
+  });
+
+  it('reads KEYCLOAK_URL as the nodes of one Keycloak: trimmed, each a URL, none twice', () => {
+    const config = loadConfig({
+      ...secrets,
+      KEYCLOAK_URL: ' http://kc-0:8080/auth/ ,http://kc-1:8080/auth',
+    });
+    expect(config.KEYCLOAK_URL).toEqual(['http://kc-0:8080/auth', 'http://kc-1:8080/auth']);
+    expect(
+      problemsOf({ ...secrets, KEYCLOAK_URL: 'http://kc-0:8080/auth,,ftp://kc-1/auth' }),
+    ).toEqual([
+      'KEYCLOAK_URL: entry 2: Invalid URL',
+      'KEYCLOAK_URL: entry 3: must be an http(s) URL',
+    ]);
+    // The same node twice, written differently: problems name the entry, never the URL.
+    const repeated = problemsOf({
+      ...secrets,
+      KEYCLOAK_URL: 'http://user:secret@KC-0:8080/auth,http://user:secret@kc-0:8080/auth/',
+    });
+    expect(repeated).toEqual(['KEYCLOAK_URL: entry 2: repeats an earlier URL']);
+    expect(problemsOf({ ...secrets, KEYCLOAK_URL: 'not a url' })).toEqual([
+      'KEYCLOAK_URL: Invalid URL',
+    ]);
+    const seventeen = Array.from({ length: 17 }, (_, i) => `http://kc-${i}:8080/auth`).join(',');
+    expect(problemsOf({ ...secrets, KEYCLOAK_URL: seventeen })).toEqual([
+      'KEYCLOAK_URL: at most 16 URLs',
+    ]);
   });
 
   it('returns a frozen configuration', () => {

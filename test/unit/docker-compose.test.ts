@@ -103,11 +103,34 @@ function resolve(value: string, given: Record<string, string>): string {
   );
 }
 
+const gateways = ['gateway-1', 'gateway-2'];
+const keycloakNodes = ['keycloak-1', 'keycloak-2'];
+/** Secrets the compose file refuses to start without: the gateway's two, and the shared cache key. */
+const composeSecrets = [...requiredSecrets, 'REALMGATE_CACHE_SECRET'];
+
+function command(name: string): string[] {
+  return listItems(block(service(name), 'command', 4) ?? []);
+}
+
+function dependsOn(name: string): string[] {
+  const of = block(service(name), 'depends_on', 4) ?? [];
+  const indent = Math.min(...of.map((l) => l.indent));
+  return of.filter((l) => l.indent === indent).map((l) => l.text.replace(/^- |:$/g, ''));
+}
+
+/** The text of an inline config (`configs: name: content: |`). */
+function configContent(name: string): string[] {
+  const configs = block(all, 'configs', 0) ?? [];
+  const content = block(configs, name, 2) ?? [];
+  expect(content[0]?.text).toBe('content: |');
+  return content.slice(1).map((l) => l.text);
+}
+
 describe('docker-compose.yml', () => {
-  it('declares the four services', () => {
+  it('declares the production topology: two Keycloak nodes, two gateways, a load balancer', () => {
     expect(
       entries(services.filter((l) => l.indent === 2 && l.text.endsWith(':'))).map(([k]) => k),
-    ).toEqual(['postgres', 'redis', 'keycloak', 'gateway']);
+    ).toEqual(['postgres', 'redis', ...keycloakNodes, ...gateways, 'load-balancer']);
   });
 
   it('mounts only files that exist in the repository', () => {
@@ -127,13 +150,15 @@ describe('docker-compose.yml', () => {
     expect(all.filter((l) => /^source:\s*['"]?\./.test(l.text))).toEqual([]);
   });
 
-  it('builds the gateway from the repository root, where the Dockerfile is', () => {
-    const build = block(service('gateway'), 'build', 4);
-    expect(build && entries(build)).toEqual([['context', '.']]);
+  it('builds both gateways from the repository root, where the Dockerfile is', () => {
+    for (const gateway of gateways) {
+      const build = block(service(gateway), 'build', 4);
+      expect(build && entries(build), gateway).toEqual([['context', '.']]);
+    }
     expect(statSync(path.join(root, '.')).isDirectory()).toBe(true);
     expect(existsSync(path.join(root, 'Dockerfile'))).toBe(true);
     // No other service is built.
-    expect(all.filter((l) => l.text.startsWith('build:')).length).toBe(1);
+    expect(all.filter((l) => l.text.startsWith('build:')).length).toBe(gateways.length);
   });
 
   it('interpolates only configuration variables and the postgres credentials', () => {
@@ -148,24 +173,28 @@ describe('docker-compose.yml', () => {
       'POSTGRES_PASSWORD',
       'POSTGRES_USER',
       'PUBLIC_URL',
+      'REALMGATE_CACHE_SECRET',
     ]);
   });
 
   it('requires the secrets (`${NAME:?message}`) wherever they are used', () => {
+    const uses = (name: string) => interpolations(composeText).filter((i) => i.name === name);
+    // Keycloak node 1 (which creates the administrator and imports the realm) and each gateway.
     for (const secret of requiredSecrets) {
-      const uses = interpolations(composeText).filter((i) => i.name === secret);
-      expect(uses.length, secret).toBe(2); // keycloak and gateway
-      expect(uses.map((u) => u.modifier)).toEqual([':?', ':?']);
+      expect(
+        uses(secret).map((u) => u.modifier),
+        secret,
+      ).toEqual([':?', ':?', ':?']);
     }
+    expect(uses('REALMGATE_CACHE_SECRET').map((u) => u.modifier)).toEqual([':?', ':?']);
     // Nothing else is required and nothing is used without a default.
-    const others = interpolations(composeText).filter(
-      (i) => !(requiredSecrets as readonly string[]).includes(i.name),
-    );
+    const others = interpolations(composeText).filter((i) => !composeSecrets.includes(i.name));
     expect(others.filter((i) => i.modifier !== ':-')).toEqual([]);
   });
 
-  it('gives the gateway only configuration variables, and a valid configuration', () => {
-    const env = environment('gateway');
+  it('gives both gateways the same valid configuration, of configuration variables only', () => {
+    const env = environment('gateway-1');
+    expect([...environment('gateway-2')]).toEqual([...env]);
     expect([...env.keys()].filter((k) => !schemaKeys.includes(k))).toEqual([]);
     expect([...env.keys()].sort()).toEqual([
       'ADMIN_HOST',
@@ -178,11 +207,14 @@ describe('docker-compose.yml', () => {
       'KEYCLOAK_URL',
       'LOG_LEVEL',
       'PUBLIC_URL',
+      'REALMGATE_CACHE_SECRET',
       'REDIS_URL',
+      'TRUSTED_PROXIES',
     ]);
     const given = {
       KEYCLOAK_ADMIN_PASSWORD: 'admin-password-0123456789',
       KEYCLOAK_CLIENT_SECRET: 'client-secret-0123456789',
+      REALMGATE_CACHE_SECRET: 'cache-secret-0123456789',
     };
     const resolved = Object.fromEntries([...env].map(([k, v]) => [k, resolve(v, given)]));
     const config = loadConfig(resolved);
@@ -193,10 +225,12 @@ describe('docker-compose.yml', () => {
       ADMIN_PORT: 8001,
       PUBLIC_URL: 'http://localhost:8000',
       ADMIN_PUBLIC_URL: 'http://localhost:8001',
-      KEYCLOAK_URL: 'http://keycloak:8080/auth',
+      // Every Keycloak node, at the port and path it serves.
+      KEYCLOAK_URL: keycloakNodes.map((node) => `http://${node}:8080/auth`),
       KEYCLOAK_ADMIN_USERNAME: 'admin',
       KEYCLOAK_ADMIN_PASSWORD: 'admin-password-0123456789',
       KEYCLOAK_CLIENT_SECRET: 'client-secret-0123456789',
+      REALMGATE_CACHE_SECRET: 'cache-secret-0123456789',
       DATABASE_URL: 'postgres://realmgate:realmgate-local-only@postgres:5432/realmgate',
       REDIS_URL: 'redis://redis:6379',
       REALMGATE_DEMO: false,
@@ -206,57 +240,108 @@ describe('docker-compose.yml', () => {
     );
   });
 
-  it('publishes the public listener, and the admin listener on loopback only', () => {
-    expect(listItems(block(service('gateway'), 'ports', 4) ?? [])).toEqual([
+  it('publishes the load balancer only: the public listener, and the admin one on loopback', () => {
+    expect(listItems(block(service('load-balancer'), 'ports', 4) ?? [])).toEqual([
       '8000:8000',
       '127.0.0.1:8001:8001',
     ]);
+    for (const name of [...gateways, ...keycloakNodes]) {
+      expect(block(service(name), 'ports', 4), name).toBeUndefined();
+    }
   });
 
-  it('runs the Keycloak version and options of the local launcher', () => {
-    const image = entries(service('keycloak').filter((l) => l.indent === 4)).find(
-      ([k]) => k === 'image',
-    );
-    expect(image).toEqual(['image', `quay.io/keycloak/keycloak:${KEYCLOAK_VERSION}`]);
-    expect(KEYCLOAK_VERSION).toBe('26.7.4');
+  it('balances over both gateways, each checked by its /readyz, on both listeners', () => {
+    const haproxy = configContent('haproxy');
+    const servers = haproxy.filter((l) => l.startsWith('server '));
+    expect(servers).toEqual([
+      ...gateways.map((g) => `server ${g} ${g}:8000`),
+      ...gateways.map((g) => `server ${g} ${g}:8001`),
+    ]);
+    expect(haproxy.filter((l) => l === 'option httpchk GET /readyz')).toHaveLength(2);
+    expect(haproxy.filter((l) => l.startsWith('default-server check'))).toHaveLength(2);
+    expect(haproxy.filter((l) => l.startsWith('bind '))).toEqual(['bind :8000', 'bind :8001']);
+    expect(haproxy.filter((l) => l === 'option forwardfor')).toHaveLength(2);
+    expect(dependsOn('load-balancer')).toEqual(gateways);
+  });
 
-    const command = listItems(block(service('keycloak'), 'command', 4) ?? []);
-    expect(command[0]).toBe('start');
-    // Every build option except the database, which is PostgreSQL here.
-    const buildOptions = KEYCLOAK_BUILD_OPTIONS.filter((o) => !o.startsWith('--db='));
-    expect(buildOptions.filter((o) => !command.includes(o))).toEqual([]);
-    expect(command).toEqual(
-      expect.arrayContaining([
-        '--http-enabled=true',
-        '--hostname=${PUBLIC_URL:-http://localhost:8000}/auth',
-        '--hostname-admin=${ADMIN_PUBLIC_URL:-http://localhost:8001}/auth',
-        '--hostname-backchannel-dynamic=true',
-        '--proxy-headers=xforwarded',
-        '--import-realm',
-      ]),
-    );
+  it("trusts X-Forwarded-* from the load balancer's fixed address only", () => {
+    const address = block(block(service('load-balancer'), 'networks', 4) ?? [], 'default', 6);
+    expect(address?.map((l) => l.text)).toEqual(['ipv4_address: 172.30.0.10']);
+    const subnet = block(all, 'networks', 0)?.find((l) => l.text.startsWith('- subnet:'));
+    expect(subnet?.text).toBe('- subnet: 172.30.0.0/24');
+    expect(environment('gateway-1').get('TRUSTED_PROXIES')).toBe('172.30.0.10');
+  });
+
+  it('runs the Keycloak version and options of the local launcher, as one cluster', () => {
+    for (const node of keycloakNodes) {
+      const image = entries(service(node).filter((l) => l.indent === 4)).find(
+        ([k]) => k === 'image',
+      );
+      expect(image, node).toEqual(['image', `quay.io/keycloak/keycloak:${KEYCLOAK_VERSION}`]);
+      const options = command(node);
+      expect(options[0]).toBe('start');
+      // Every build option except the database, which is PostgreSQL here.
+      const buildOptions = KEYCLOAK_BUILD_OPTIONS.filter((o) => !o.startsWith('--db='));
+      expect(
+        buildOptions.filter((o) => !options.includes(o)),
+        node,
+      ).toEqual([]);
+      expect(options).toEqual(
+        expect.arrayContaining([
+          '--http-enabled=true',
+          '--hostname=${PUBLIC_URL:-http://localhost:8000}/auth',
+          '--hostname-admin=${ADMIN_PUBLIC_URL:-http://localhost:8001}/auth',
+          '--hostname-backchannel-dynamic=true',
+          '--proxy-headers=xforwarded',
+          '--cache=ispn',
+          '--cache-stack=jdbc-ping',
+        ]),
+      );
+      // The gateways wait for node 1, node 2 joins once node 1 is ready.
+      expect(
+        block(service(node), 'healthcheck', 4)?.some((l) => l.text.includes('/health/ready')),
+      ).toBe(true);
+    }
+    expect(KEYCLOAK_VERSION).toBe('26.7.4');
+    // The nodes differ only in the realm import, which the first node does alone.
+    expect(command('keycloak-1')).toEqual([...command('keycloak-2'), '--import-realm']);
+    expect(dependsOn('keycloak-2')).toEqual(['keycloak-1']);
+    for (const gateway of gateways) {
+      expect(dependsOn(gateway)).toEqual(['postgres', 'redis', 'keycloak-1']);
+    }
   });
 
   it('gives Keycloak its bootstrap administrator and the secret master.json expects', () => {
-    const env = environment('keycloak');
-    expect(env.get('KC_DB')).toBe('postgres');
-    expect(env.get('KC_DB_URL')).toBe('jdbc:postgresql://postgres:5432/keycloak');
+    const env = environment('keycloak-1');
+    for (const node of keycloakNodes) {
+      const nodeEnv = environment(node);
+      expect(nodeEnv.get('KC_DB'), node).toBe('postgres');
+      expect(nodeEnv.get('KC_DB_URL'), node).toBe('jdbc:postgresql://postgres:5432/keycloak');
+      expect(nodeEnv.get('KC_DB_USERNAME'), node).toBe(env.get('KC_DB_USERNAME'));
+      expect(nodeEnv.get('KC_DB_PASSWORD'), node).toBe(env.get('KC_DB_PASSWORD'));
+    }
     expect(env.get('KC_BOOTSTRAP_ADMIN_USERNAME')).toBe('${KEYCLOAK_ADMIN_USERNAME:-admin}');
     expect(env.get('KC_BOOTSTRAP_ADMIN_PASSWORD')).toMatch(/^\$\{KEYCLOAK_ADMIN_PASSWORD:\?/);
     expect(env.get('REALMGATE_KEYCLOAK_CLIENT_SECRET')).toMatch(/^\$\{KEYCLOAK_CLIENT_SECRET:\?/);
     const realm = readFileSync(path.join(root, 'realm-export/master.json'), 'utf8');
     expect(realm).toContain('"${REALMGATE_KEYCLOAK_CLIENT_SECRET}"');
-    // The gateway and Keycloak agree on the administrator and the client secret.
-    const gateway = environment('gateway');
-    expect(gateway.get('KEYCLOAK_ADMIN_USERNAME')).toBe(env.get('KC_BOOTSTRAP_ADMIN_USERNAME'));
-    expect(gateway.get('KEYCLOAK_ADMIN_PASSWORD')).toBe(env.get('KC_BOOTSTRAP_ADMIN_PASSWORD'));
-    expect(gateway.get('KEYCLOAK_CLIENT_SECRET')).toBe(env.get('REALMGATE_KEYCLOAK_CLIENT_SECRET'));
+    // The gateways and Keycloak agree on the administrator and the client secret.
+    for (const gateway of gateways) {
+      const gatewayEnv = environment(gateway);
+      expect(gatewayEnv.get('KEYCLOAK_ADMIN_USERNAME')).toBe(
+        env.get('KC_BOOTSTRAP_ADMIN_USERNAME'),
+      );
+      expect(gatewayEnv.get('KEYCLOAK_ADMIN_PASSWORD')).toBe(
+        env.get('KC_BOOTSTRAP_ADMIN_PASSWORD'),
+      );
+      expect(gatewayEnv.get('KEYCLOAK_CLIENT_SECRET')).toBe(
+        env.get('REALMGATE_KEYCLOAK_CLIENT_SECRET'),
+      );
+    }
   });
 
   it('creates the keycloak database that KC_DB_URL names', () => {
-    const configs = block(all, 'configs', 0) ?? [];
-    const content = block(configs, 'keycloak-database', 2) ?? [];
-    expect(content.map((l) => l.text)).toEqual(['content: |', 'CREATE DATABASE keycloak;']);
+    expect(configContent('keycloak-database')).toEqual(['CREATE DATABASE keycloak;']);
     expect(listItems(block(service('postgres'), 'configs', 4) ?? [])).toEqual([
       'source: keycloak-database',
     ]);

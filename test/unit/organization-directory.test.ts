@@ -1,14 +1,18 @@
 import { describe, expect, it } from 'vitest';
 import { createOrganizationDirectory } from '../../src/platform/organization-directory.ts';
 
-/** A repository that knows `real` and counts its lookups, with a clock the test moves. */
-function setup(real: string[]) {
+/**
+ * A repository that knows `real` (enabled) and `disabled`, and counts its lookups, with a clock
+ * the test moves.
+ */
+function setup(real: string[], disabled: string[] = []) {
   let clock = 1_000_000;
   const calls: string[] = [];
   const repo = {
     find: (id: string) => {
       calls.push(id);
-      return Promise.resolve(real.includes(id) ? { id } : undefined);
+      if (disabled.includes(id)) return Promise.resolve({ id, enabled: false });
+      return Promise.resolve(real.includes(id) ? { id, enabled: true } : undefined);
     },
   };
   const directory = createOrganizationDirectory(repo as never, () => clock);
@@ -19,35 +23,35 @@ describe('organization directory', () => {
   it('confirms a real organization once and knows it without the database for a minute', async () => {
     const { directory, calls, advance } = setup(['acme']);
     expect(directory.isKnown('acme')).toBe(false);
-    expect(await directory.exists('acme')).toBe(true);
+    expect(await directory.stateOf('acme')).toBe('enabled');
     expect(directory.isKnown('acme')).toBe(true);
     advance(59_000);
-    expect(await directory.exists('acme')).toBe(true);
+    expect(await directory.stateOf('acme')).toBe('enabled');
     expect(calls).toEqual(['acme']);
     advance(2_000);
     expect(directory.isKnown('acme')).toBe(false);
-    expect(await directory.exists('acme')).toBe(true);
+    expect(await directory.stateOf('acme')).toBe('enabled');
     expect(calls).toEqual(['acme', 'acme']);
   });
 
   it('remembers an unknown id for five seconds', async () => {
     const { directory, calls, advance } = setup([]);
-    expect(await directory.exists('nope')).toBe(false);
-    expect(await directory.exists('nope')).toBe(false);
+    expect(await directory.stateOf('nope')).toBe('absent');
+    expect(await directory.stateOf('nope')).toBe('absent');
     expect(calls).toEqual(['nope']);
     advance(5_001);
-    expect(await directory.exists('nope')).toBe(false);
+    expect(await directory.stateOf('nope')).toBe('absent');
     expect(calls).toEqual(['nope', 'nope']);
   });
 
   it('reaches the database at a bounded rate under a flood of random ids', async () => {
     const { directory, calls, advance } = setup(['acme']);
-    await directory.exists('acme');
+    await directory.stateOf('acme');
     for (let second = 0; second < 3; second++) {
       const answers = await Promise.all(
-        Array.from({ length: 5_000 }, (_, i) => directory.exists(`flood-${second}-${i}`)),
+        Array.from({ length: 5_000 }, (_, i) => directory.stateOf(`flood-${second}-${i}`)),
       );
-      expect(answers.every((answer) => answer === false)).toBe(true);
+      expect(answers.every((answer) => answer === 'absent')).toBe(true);
       advance(1_000);
     }
     // One lookup for acme, then at most the burst plus the refill of each second.
@@ -57,19 +61,53 @@ describe('organization directory', () => {
 
   it('never loses a real organization to a flood: 20,000 unknown ids later it is still served', async () => {
     const { directory, advance } = setup(['acme']);
-    expect(await directory.exists('acme')).toBe(true);
-    for (let i = 0; i < 20_000; i++) await directory.exists(`flood-${i}`);
+    expect(await directory.stateOf('acme')).toBe('enabled');
+    for (let i = 0; i < 20_000; i++) await directory.stateOf(`flood-${i}`);
     expect(directory.isKnown('acme')).toBe(true);
     // Gone stale while the lookup budget is spent: still served, without the database.
     advance(61_000);
-    for (let i = 0; i < 200; i++) await directory.exists(`late-${i}`);
-    expect(await directory.exists('acme')).toBe(true);
+    for (let i = 0; i < 200; i++) await directory.stateOf(`late-${i}`);
+    expect(await directory.stateOf('acme')).toBe('enabled');
   });
 
   it('merges concurrent lookups of one id into one database call', async () => {
     const { directory, calls } = setup(['acme']);
-    const answers = await Promise.all([1, 2, 3].map(() => directory.exists('acme')));
-    expect(answers).toEqual([true, true, true]);
+    const answers = await Promise.all([1, 2, 3].map(() => directory.stateOf('acme')));
+    expect(answers).toEqual(['enabled', 'enabled', 'enabled']);
     expect(calls).toEqual(['acme']);
+  });
+
+  it('knows a disabled organization as disabled, never as known', async () => {
+    const { directory, calls } = setup([], ['frozen']);
+    expect(await directory.stateOf('frozen')).toBe('disabled');
+    expect(await directory.stateOf('frozen')).toBe('disabled');
+    expect(directory.isKnown('frozen')).toBe(false);
+    expect(calls).toEqual(['frozen']);
+  });
+
+  it('takes a learned change at once, without the database', async () => {
+    const { directory, calls } = setup(['acme']);
+    expect(await directory.stateOf('acme')).toBe('enabled');
+    directory.learn('acme', 'disabled');
+    expect(directory.isKnown('acme')).toBe(false);
+    expect(await directory.stateOf('acme')).toBe('disabled');
+    directory.learn('acme', 'enabled');
+    expect(directory.isKnown('acme')).toBe(true);
+    directory.learn('acme', 'absent');
+    expect(await directory.stateOf('acme')).toBe('absent');
+    expect(calls).toEqual(['acme']);
+  });
+
+  it('lets no lookup that started before a learned change overwrite it', async () => {
+    let release: (value: { id: string; enabled: boolean }) => void = () => undefined;
+    const repo = {
+      find: () => new Promise<{ id: string; enabled: boolean }>((resolve) => (release = resolve)),
+    };
+    const directory = createOrganizationDirectory(repo as never);
+    const pending = directory.stateOf('acme');
+    directory.learn('acme', 'disabled');
+    release({ id: 'acme', enabled: true });
+    expect(await pending).toBe('disabled');
+    expect(await directory.stateOf('acme')).toBe('disabled');
   });
 });

@@ -4,7 +4,8 @@ import { unexpectedAnswer } from '../../keycloak/keycloak-failures.ts';
 
 /**
  * One remote key set per realm, fetched from Keycloak directly through the client layer (its
- * failures are the layer's 503/504/502). jose selects keys by `kid` (and skips keys whose `use`
+ * failures are the layer's 503/504/502; with several nodes it picks one, and retries on another
+ * if that one cannot be reached: the URL given to jose only names the set). jose selects keys by `kid` (and skips keys whose `use`
  * is not `sig`), refetches on an unknown `kid` at most once per cooldown, and merges concurrent
  * refetches into one request.
  */

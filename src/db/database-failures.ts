@@ -1,0 +1,37 @@
+/** Node's codes for a connection that could not be made, or was cut. */
+const CONNECTION_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EPIPE',
+]);
+
+/** PostgreSQL's SQLSTATEs for "not now": shutting down, or not accepting connections yet. */
+const SERVER_NOT_AVAILABLE = new Set(['57P01', '57P02', '57P03']);
+
+/**
+ * True when an error says the platform database could not be reached or went away, as opposed
+ * to a query it refused. Keycloak, Redis and the automation upstream translate their own
+ * connection failures where they happen (keycloak-failures.ts, the cache fallback, the
+ * forwarder), so a connection failure that reaches the error handler untranslated came from
+ * the database pool.
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  for (let cause = err, depth = 0; cause instanceof Error && depth < 4; depth++) {
+    const { code } = cause as { code?: unknown };
+    if (typeof code === 'string') {
+      if (CONNECTION_CODES.has(code) || SERVER_NOT_AVAILABLE.has(code)) return true;
+      // SQLSTATE class 08: connection exception.
+      if (/^08[0-9A-Z]{3}$/.test(code)) return true;
+    }
+    // knex's pool gave up waiting for a connection; pg lost one mid-query (it sets no code).
+    if (cause.name === 'KnexTimeoutError') return true;
+    if (cause.message === 'Connection terminated unexpectedly') return true;
+    cause = cause.cause;
+  }
+  return false;
+}

@@ -1,0 +1,81 @@
+import { isHttpStatus, type KeycloakAdmin } from './admin-client.ts';
+import { isOrganizationId, isWorkspaceId, workspacesClientIdOf } from './identifiers.ts';
+
+/**
+ * The Keycloak half of ending or suspending what provisioning.ts creates. Each step treats
+ * "already gone" as done, so a call that failed half-way can be repeated to completion.
+ */
+
+/** Deletes the organization's realm (users, sessions, clients, roles); an absent realm is fine. */
+export async function deleteOrganizationRealm(
+  admin: KeycloakAdmin,
+  organizationId: string,
+): Promise<void> {
+  requireOrganizationId(organizationId);
+  try {
+    await admin.realms.del({ realm: organizationId });
+  } catch (err) {
+    if (!isHttpStatus(err, 404)) throw err;
+  }
+}
+
+/**
+ * Enables or disables the organization's realm: Keycloak then refuses (or allows again) every
+ * grant in it. Its users, sessions and refresh tokens are kept, so enabling restores them.
+ * Returns false when the realm does not exist (nothing to change).
+ */
+export async function setOrganizationRealmEnabled(
+  admin: KeycloakAdmin,
+  organizationId: string,
+  enabled: boolean,
+): Promise<boolean> {
+  requireOrganizationId(organizationId);
+  try {
+    // A partial representation: Keycloak changes only the fields it carries.
+    await admin.realms.update({ realm: organizationId }, { enabled });
+    return true;
+  } catch (err) {
+    if (isHttpStatus(err, 404)) return false;
+    throw err;
+  }
+}
+
+/**
+ * Deletes the workspace's client roles `<ws>` and `_<ws>-admin` of `<org>-workspaces` (users
+ * lose them with the roles). Absent roles, client or realm are fine.
+ */
+export async function deleteWorkspaceRoles(
+  admin: KeycloakAdmin,
+  organizationId: string,
+  workspaceId: string,
+): Promise<void> {
+  requireOrganizationId(organizationId);
+  if (!isWorkspaceId(workspaceId)) {
+    throw new Error(`invalid workspace id: ${JSON.stringify(workspaceId)}`);
+  }
+  let clients;
+  try {
+    clients = await admin.clients.find({
+      realm: organizationId,
+      clientId: workspacesClientIdOf(organizationId),
+    });
+  } catch (err) {
+    if (isHttpStatus(err, 404)) return;
+    throw err;
+  }
+  const clientUuid = clients[0]?.id;
+  if (!clientUuid) return;
+  for (const roleName of [workspaceId, `_${workspaceId}-admin`]) {
+    try {
+      await admin.clients.delRole({ realm: organizationId, id: clientUuid, roleName });
+    } catch (err) {
+      if (!isHttpStatus(err, 404)) throw err;
+    }
+  }
+}
+
+function requireOrganizationId(organizationId: string): void {
+  if (!isOrganizationId(organizationId)) {
+    throw new Error(`invalid organization id: ${JSON.stringify(organizationId)}`);
+  }
+}

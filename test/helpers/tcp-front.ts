@@ -1,0 +1,48 @@
+import net from 'node:net';
+
+/** A TCP relay in front of a service, which a test can cut off as if the service had died. */
+export interface TcpFront {
+  readonly port: number;
+  /** Drops every relayed connection and refuses new ones (the port closes). */
+  cut(): Promise<void>;
+  /** Listens again on the same port. */
+  restore(): Promise<void>;
+}
+
+export async function startTcpFront(
+  port: number,
+  target: { host: string; port: number },
+): Promise<TcpFront> {
+  const sockets = new Set<net.Socket>();
+  let server: net.Server | undefined;
+
+  function listen(): Promise<void> {
+    const relay = net.createServer((client) => {
+      const upstream = net.connect(target);
+      for (const socket of [client, upstream]) {
+        sockets.add(socket);
+        socket.on('close', () => sockets.delete(socket));
+        socket.on('error', () => undefined);
+      }
+      client.pipe(upstream).pipe(client);
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    server = relay;
+    return new Promise((resolve, reject) => {
+      relay.once('error', reject);
+      relay.listen(port, '127.0.0.1', () => resolve());
+    });
+  }
+
+  await listen();
+  return {
+    port,
+    async cut() {
+      const closed = new Promise<void>((resolve) => server?.close(() => resolve()));
+      for (const socket of sockets) socket.destroy();
+      await closed;
+    },
+    restore: listen,
+  };
+}

@@ -1,0 +1,66 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { basicAuth } from '../helpers/api.ts';
+import { createUser, type TestUser } from '../helpers/keycloak.ts';
+import { startReplica, type Replica } from '../helpers/replica.ts';
+import { startTcpFront, type TcpFront } from '../helpers/tcp-front.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+/**
+ * A replica whose platform database sits behind a relay the test cuts: calls that need the
+ * database answer 503 `503-00003` with Retry-After, in the envelope, and work again once the
+ * database is back. Ports 18860/18861 (replica), 18862 (relay).
+ */
+describe('platform database failure', () => {
+  let front: TcpFront;
+  let replica: Replica;
+  let admin: TestUser;
+
+  beforeAll(async () => {
+    const database = new URL(testEnv().databaseUrl);
+    front = await startTcpFront(18862, {
+      host: database.hostname,
+      port: Number(database.port || 5432),
+    });
+    database.host = `127.0.0.1:${front.port}`;
+    replica = await startReplica(18860, { DATABASE_URL: database.href });
+    admin = await createUser('master');
+  });
+
+  afterAll(async () => {
+    await front?.restore().catch(() => undefined);
+    await replica?.gateway.close();
+    await front?.cut();
+  });
+
+  async function listOrganizations() {
+    const res = await fetch(`${replica.url}/api/platform/organizations`, {
+      headers: { authorization: basicAuth(admin) },
+    });
+    return {
+      status: res.status,
+      retryAfter: res.headers.get('retry-after'),
+      body: await res.json(),
+    };
+  }
+
+  it('answers 503 503-00003 while the database is unreachable, and recovers', async () => {
+    expect((await listOrganizations()).status).toBe(200);
+
+    await front.cut();
+    const down = await listOrganizations();
+    expect(down).toMatchObject({
+      status: 503,
+      retryAfter: '5',
+      body: {
+        data: null,
+        result: '503-00003',
+        message: 'The database is unavailable; retry later.',
+      },
+    });
+    const ready = await fetch(`${replica.url}/readyz`);
+    expect(ready.status).toBe(503);
+
+    await front.restore();
+    expect((await listOrganizations()).status).toBe(200);
+  });
+});

@@ -1,0 +1,362 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { workspacesClientIdOf } from '../../src/keycloak/identifiers.ts';
+import { accessTokenOf, basicAuth, callApi, type ApiResponse } from '../helpers/api.ts';
+import {
+  createUser,
+  keycloakAdmin,
+  passwordGrantBody,
+  postToken,
+  uniqueId,
+  type TestUser,
+} from '../helpers/keycloak.ts';
+import { closeTestDb, testDb } from '../helpers/platform.ts';
+import { Writable } from 'node:stream';
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { createLogger } from '../../src/http/logger.ts';
+import {
+  createOrganizationEvents,
+  type OrganizationChange,
+} from '../../src/platform/organization-events.ts';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
+import { startReplica, type Replica } from '../helpers/replica.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+/** An organization made through the API, with workspaces ws1, ws2 (one operation each) and a member of ws1. */
+async function provision(admin: string): Promise<{ org: string; member: TestUser }> {
+  const org = uniqueId('life-');
+  expectOk(await callApi('/api/platform/organizations', admin, post({ id: org, name: 'Life' })));
+  for (const ws of ['ws1', 'ws2']) {
+    const base = `/api/platform/organizations/${org}/workspaces`;
+    expectOk(await callApi(base, admin, post({ id: ws, name: `W ${ws}` })));
+    expectOk(await callApi(`${base}/${ws}/operations`, admin, post({ operation_name: 'Op' })));
+  }
+  return { org, member: await createUser(org, { workspaceRoles: ['ws1'] }) };
+}
+
+function post(body?: unknown) {
+  return { method: 'POST', body };
+}
+
+function expectOk(answer: ApiResponse): unknown {
+  expect(answer.status, JSON.stringify(answer.body)).toBe(200);
+  expect(answer.body.result).toBe('000-00000');
+  return answer.body.data;
+}
+
+function expectRefused(answer: ApiResponse, status: number, result: string): void {
+  expect(answer.status, JSON.stringify(answer.body)).toBe(status);
+  expect(answer.body).toMatchObject({ data: null, result });
+}
+
+/** Polls `check` every 20 ms until it holds or `withinMs` passes; returns the time it took. */
+async function within(withinMs: number, check: () => Promise<boolean>): Promise<number> {
+  const started = Date.now();
+  while (!(await check())) {
+    if (Date.now() - started > withinMs) throw new Error(`not within ${withinMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return Date.now() - started;
+}
+
+async function rowCounts(org: string) {
+  const db = testDb();
+  const count = async (table: string, column: string) =>
+    Number(
+      (
+        await db(table)
+          .where({ [column]: org })
+          .count({ n: '*' })
+      )[0]?.n ?? 0,
+    );
+  return {
+    organizations: await count('organizations', 'id'),
+    workspaces: await count('workspaces', 'organization_id'),
+    operations: await count('operations', 'organization_id'),
+  };
+}
+
+describe('organization and workspace lifecycle (/api/platform)', () => {
+  let admin: string;
+  let org: string;
+  let member: TestUser;
+  let replica: Replica;
+  let upstream: RecordingUpstream;
+  let log = '';
+  afterAll(async () => {
+    await replica?.gateway.close();
+    await upstream?.close();
+    await closeTestDb();
+  });
+
+  beforeAll(async () => {
+    admin = basicAuth(await createUser('master'));
+    ({ org, member } = await provision(admin));
+    // A second replica sharing the test gateway's Redis (and so its channel), forwarding the
+    // automation route to an upstream, its log kept for the audit lines.
+    upstream = await startRecordingUpstream();
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        log += chunk.toString();
+        done();
+      },
+    });
+    replica = await startReplica(
+      18900,
+      {
+        REDIS_URL: testEnv().redisUrl,
+        REDIS_KEY_PREFIX: testEnv().redisKeyPrefix,
+        AUTOMATION_UPSTREAM_URL: upstream.url,
+      },
+      createLogger('info', sink),
+    );
+  });
+
+  it('gets one organization, as the list shows it', async () => {
+    const one = expectOk(await callApi(`/api/platform/organizations/${org}`, admin));
+    const list = expectOk(await callApi('/api/platform/organizations', admin)) as unknown[];
+    expect(list).toContainEqual(one);
+    expect(one).toMatchObject({ id: org, name: 'Life', enabled: true });
+    expectRefused(
+      await callApi('/api/platform/organizations/no-such-org', admin),
+      404,
+      '404-00001',
+    );
+    expectRefused(await callApi('/api/platform/organizations/Bad.Id', admin), 404, '404-00001');
+  });
+
+  it('lists all workspaces of an organization, in the shape organization users see', async () => {
+    const all = expectOk(await callApi(`/api/platform/organizations/${org}/workspaces`, admin));
+    expect((all as { id: string }[]).map((ws) => ws.id)).toEqual(['ws1', 'ws2']);
+    const seen = expectOk(await callApi(`/api/${org}/platform/workspaces`, basicAuth(member)));
+    expect(seen).toEqual([(all as unknown[])[0]]);
+    const unknown = await callApi('/api/platform/organizations/no-such-org/workspaces', admin);
+    expectRefused(unknown, 404, '404-00001');
+  });
+
+  it('refuses callers outside the master realm', async () => {
+    const asMember = basicAuth(member);
+    expectRefused(await callApi(`/api/platform/organizations/${org}`, asMember), 401, '401-00002');
+    const del = await callApi(`/api/platform/organizations/${org}?confirm=${org}`, asMember, {
+      method: 'DELETE',
+    });
+    expectRefused(del, 401, '401-00002');
+    expectOk(await callApi(`/api/platform/organizations/${org}`, admin));
+  });
+
+  it('deletes a workspace: its roles in Keycloak, its operations and its record', async () => {
+    const path = `/api/platform/organizations/${org}/workspaces/ws2`;
+    const deleted = expectOk(await callApi(path, admin, { method: 'DELETE' }));
+    expect(deleted).toMatchObject({ id: 'ws2', name: 'W ws2' });
+    const kc = await keycloakAdmin();
+    const [client] = await kc.clients.find({ realm: org, clientId: workspacesClientIdOf(org) });
+    for (const roleName of ['ws2', '_ws2-admin']) {
+      expect(await kc.clients.findRole({ realm: org, id: client!.id!, roleName })).toBeNull();
+    }
+    expect(
+      await kc.clients.findRole({ realm: org, id: client!.id!, roleName: 'ws1' }),
+    ).toBeTruthy();
+    const operations = await testDb()('operations').where({ organization_id: org });
+    expect(operations.map((row: { workspace_id: string }) => row.workspace_id)).toEqual(['ws1']);
+    expectRefused(await callApi(path, admin, { method: 'DELETE' }), 404, '404-00002');
+    const malformed = `/api/platform/organizations/${org}/workspaces/-bad`;
+    expectRefused(await callApi(malformed, admin, { method: 'DELETE' }), 404, '404-00002');
+  });
+
+  it('disables an organization: 403-23001 on every route, Basic and Bearer, on every replica', async () => {
+    const bearer = `Bearer ${await accessTokenOf(member)}`;
+    const routes = [
+      `/api/${org}/platform/workspaces`,
+      `/api/${org}/platform/users/_current/refresh_tokens`,
+      `/api/${org}/workspaces/ws1/ita/menu/operation_list/filter/`,
+    ];
+    // Known to both replicas first, so the refusal cannot come from a cold cache.
+    for (const url of [testEnv().publicUrl, replica.url]) {
+      for (const credentials of [bearer, basicAuth(member)]) {
+        const res = await fetch(`${url}${routes[0]!}`, { headers: { authorization: credentials } });
+        expect(res.status).toBe(200);
+      }
+    }
+
+    const forwarded = await fetch(`${replica.url}${routes[2]!}`, {
+      headers: { authorization: bearer },
+    });
+    expect(forwarded.status).toBe(200);
+    expect(upstream.seen).toHaveLength(1);
+
+    const disabled = expectOk(
+      await callApi(`/api/platform/organizations/${org}/disable`, admin, post()),
+    );
+    expect(disabled).toMatchObject({
+      id: org,
+      enabled: false,
+      status: 'Organization Disable Complete',
+    });
+    const tookMs = await within(1000, async () => {
+      const res = await fetch(`${replica.url}${routes[0]!}`, {
+        headers: { authorization: bearer },
+      });
+      return res.status === 403;
+    });
+    expect(tookMs).toBeLessThan(1000);
+    for (const route of routes) {
+      for (const credentials of [bearer, basicAuth(member)]) {
+        expectRefused(await callApi(route, credentials), 403, '403-23001');
+      }
+    }
+    const onReplica = await fetch(`${replica.url}${routes[2]!}`, {
+      headers: { authorization: basicAuth(member) },
+    });
+    expect(onReplica.status).toBe(403);
+    expect(((await onReplica.json()) as { result: string }).result).toBe('403-23001');
+    // The forwarded automation route refuses before the upstream sees anything.
+    expect(upstream.seen).toHaveLength(1);
+    // Decided before credentials are read: none at all gets the same answer.
+    expectRefused(await callApi(routes[0]!), 403, '403-23001');
+
+    // Keycloak refuses new grants in the realm by itself; the /auth proxy passes its answer on.
+    const grant = await postToken(`${testEnv().publicUrl}/auth`, org, passwordGrantBody(member));
+    expect(grant.status).toBe(403);
+    expect(grant.json).toMatchObject({
+      error: 'access_denied',
+      error_description: 'Realm not enabled',
+    });
+
+    // Idempotent: a repeat answers the same record, timestamp included.
+    const again = expectOk(
+      await callApi(`/api/platform/organizations/${org}/disable`, admin, post()),
+    );
+    expect(again).toEqual(disabled);
+    const kc = await keycloakAdmin();
+    expect((await kc.realms.findOne({ realm: org }))?.enabled).toBe(false);
+  });
+
+  it('enables it again: the same credentials work on both replicas', async () => {
+    const enabled = expectOk(
+      await callApi(`/api/platform/organizations/${org}/enable`, admin, post()),
+    );
+    expect(enabled).toMatchObject({
+      id: org,
+      enabled: true,
+      status: 'Organization Enable Complete',
+    });
+    const route = `/api/${org}/platform/workspaces`;
+    await within(1000, async () => {
+      const res = await fetch(`${replica.url}${route}`, {
+        headers: { authorization: basicAuth(member) },
+      });
+      return res.status === 200;
+    });
+    expectOk(await callApi(route, basicAuth(member)));
+    const grant = await postToken(`${testEnv().publicUrl}/auth`, org, passwordGrantBody(member));
+    expect(grant.status).toBe(200);
+    expectOk(await callApi(route, `Bearer ${String(grant.json.access_token)}`));
+    const kc = await keycloakAdmin();
+    expect((await kc.realms.findOne({ realm: org }))?.enabled).toBe(true);
+  });
+
+  it('deletes an organization only when confirmed: realm and rows go, every replica forgets it', async () => {
+    const path = `/api/platform/organizations/${org}`;
+    const del = (query: string) => callApi(`${path}${query}`, admin, { method: 'DELETE' });
+    expectRefused(await del(''), 400, '400-23001');
+    expectRefused(await del('?confirm=other-org'), 400, '400-23001');
+    expectRefused(await del(`?confirm=${org}&confirm=${org}`), 400, '400-23001');
+    // The administrators' realm is no organization: it cannot be named, let alone deleted.
+    const master = await callApi('/api/platform/organizations/master?confirm=master', admin, {
+      method: 'DELETE',
+    });
+    expectRefused(master, 404, '404-00001');
+    expectOk(await callApi(path, admin));
+
+    const route = `/api/${org}/platform/workspaces`;
+    const res = await fetch(`${replica.url}${route}`, {
+      headers: { authorization: basicAuth(member) },
+    });
+    expect(res.status).toBe(200);
+    const before = expectOk(await callApi(path, admin));
+    const deleted = expectOk(await del(`?confirm=${org}`));
+    expect(deleted).toEqual(before);
+    const kc = await keycloakAdmin();
+    expect(await kc.realms.findOne({ realm: org })).toBeFalsy();
+    expect(await rowCounts(org)).toEqual({ organizations: 0, workspaces: 0, operations: 0 });
+    await within(1000, async () => {
+      const answer = await fetch(`${replica.url}${route}`, {
+        headers: { authorization: basicAuth(member) },
+      });
+      return answer.status === 404;
+    });
+    expectRefused(await callApi(route, basicAuth(member)), 404, '404-00001');
+    expectRefused(await del(`?confirm=${org}`), 404, '404-00001');
+    expectRefused(await callApi(path, admin), 404, '404-00001');
+  });
+
+  it('completes a delete that stopped after Keycloak', async () => {
+    const half = await provision(admin);
+    const kc = await keycloakAdmin();
+    await kc.realms.del({ realm: half.org });
+    expect((await rowCounts(half.org)).operations).toBe(2);
+    const path = `/api/platform/organizations/${half.org}?confirm=${half.org}`;
+    expect(expectOk(await callApi(path, admin, { method: 'DELETE' }))).toMatchObject({
+      id: half.org,
+    });
+    expect(await rowCounts(half.org)).toEqual({ organizations: 0, workspaces: 0, operations: 0 });
+  });
+
+  it('audits every change, refusals included, without secrets', async () => {
+    const { org: other } = await provision(admin);
+    const at = (path: string) => `${replica.url}/api/platform/organizations/${other}${path}`;
+    const headers = { authorization: admin };
+    expect((await fetch(at('/workspaces/ws1'), { method: 'DELETE', headers })).status).toBe(200);
+    expect((await fetch(at('/disable'), { method: 'POST', headers })).status).toBe(200);
+    expect((await fetch(at('/enable'), { method: 'POST', headers })).status).toBe(200);
+    expect((await fetch(at(''), { method: 'DELETE', headers })).status).toBe(400);
+    expect((await fetch(at(`?confirm=${other}`), { method: 'DELETE', headers })).status).toBe(200);
+    const lines = log
+      .split('\n')
+      .filter((line) => line.includes('"audit":true') && line.includes(other))
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(lines.map(({ action, outcome, result }) => [action, outcome, result])).toEqual([
+      ['workspace.delete', 'success', undefined],
+      ['organization.disable', 'success', undefined],
+      ['organization.enable', 'success', undefined],
+      ['organization.delete', 'failure', '400-23001'],
+      ['organization.delete', 'success', undefined],
+    ]);
+    expect(lines[0]).toMatchObject({ target: { organization: other, workspace: 'ws1' } });
+    expect(log).not.toContain(admin.slice('Basic '.length));
+  });
+});
+
+describe('organization events over Redis', () => {
+  it('reach every other replica once, and ignore what is not a change', async () => {
+    const keyPrefix = `realmgate-orgevents:${randomBytes(4).toString('hex')}:`;
+    const logger = createLogger('silent');
+    const seen: Record<'a' | 'b', OrganizationChange[]> = { a: [], b: [] };
+    const [a, b] = await Promise.all(
+      (['a', 'b'] as const).map((name) =>
+        createOrganizationEvents({
+          redisUrl: testEnv().redisUrl,
+          keyPrefix,
+          logger,
+          apply: (change) => seen[name].push(change),
+        }),
+      ),
+    );
+    const raw = new Redis(testEnv().redisUrl);
+    try {
+      for (const junk of ['not json', 'null', '{"organizationId":"x","state":"gone","from":"y"}']) {
+        await raw.publish(`${keyPrefix}organizations`, junk);
+      }
+      await a!.announce({ organizationId: 'acme', state: 'disabled' });
+      await within(1000, () => Promise.resolve(seen.b.length > 0));
+      // Let any duplicate or late junk arrive before counting.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(seen.a).toEqual([{ organizationId: 'acme', state: 'disabled' }]);
+      expect(seen.b).toEqual([{ organizationId: 'acme', state: 'disabled' }]);
+    } finally {
+      raw.disconnect();
+      await a!.close();
+      await b!.close();
+    }
+  });
+});

@@ -1,0 +1,152 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createForwarding } from '../../../src/edge/forwarding.ts';
+import { createLogger } from '../../../src/http/logger.ts';
+import { createAuthProxy } from '../../../src/keycloak/auth-proxy.ts';
+import { guardFormBody } from '../../../src/keycloak/form-body-guard.ts';
+import { createKeycloakNodes, type KeycloakNodes } from '../../../src/keycloak/keycloak-nodes.ts';
+
+/** A fake Keycloak node: answers with its name and the form it got, or cuts the connection. */
+interface FakeNode {
+  url: string;
+  requests: number;
+  cut: boolean;
+  close(): Promise<void>;
+}
+
+async function startFakeNode(name: string): Promise<FakeNode> {
+  const server = createServer((req, res) => {
+    node.requests++;
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      if (node.cut) {
+        res.socket?.destroy();
+        return;
+      }
+      res.setHeader('content-type', 'application/json');
+      res.end(
+        JSON.stringify({ node: name, path: req.url, form: Buffer.concat(chunks).toString() }),
+      );
+    });
+  });
+  await listenOn(server);
+  const node: FakeNode = {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/auth`,
+    requests: 0,
+    cut: false,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+  return node;
+}
+
+function listenOn(server: Server): Promise<void> {
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+}
+
+async function refusingUrl(): Promise<string> {
+  const server = createServer();
+  await listenOn(server);
+  const port = (server.address() as AddressInfo).port;
+  await new Promise((resolve) => server.close(resolve));
+  return `http://127.0.0.1:${port}/auth`;
+}
+
+/** The /auth proxy in front of several nodes, each request through a gateway of its own. */
+describe('/auth proxy: several nodes', () => {
+  let a: FakeNode;
+  let b: FakeNode;
+  let refusing: string;
+  const opened: { server: Server; nodes: KeycloakNodes }[] = [];
+
+  beforeAll(async () => {
+    a = await startFakeNode('a');
+    b = await startFakeNode('b');
+    refusing = await refusingUrl();
+  });
+  afterAll(async () => {
+    for (const { server, nodes } of opened) {
+      nodes.close();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+    await a.close();
+    await b.close();
+  });
+
+  async function gateway(urls: string[]) {
+    const nodes = createKeycloakNodes({ urls, timeoutMs: 1000 });
+    const app = express();
+    app.use(
+      '/auth',
+      ...guardFormBody(),
+      createAuthProxy({
+        nodes,
+        publicUrl: 'http://gateway.test',
+        timeoutMs: 1000,
+        forwarding: createForwarding(undefined),
+        logger: createLogger('silent'),
+      }),
+    );
+    const server = createServer(app);
+    await listenOn(server);
+    opened.push({ server, nodes });
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const post = async (form: string) => {
+      const res = await fetch(`${base}/auth/realms/acme/protocol/openid-connect/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: form,
+      });
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+    const get = async () => {
+      const res = await fetch(`${base}/auth/realms/acme`);
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+    return { nodes, post, get };
+  }
+
+  it('sends requests round robin over the nodes', async () => {
+    const { get } = await gateway([a.url, b.url]);
+    const names = [];
+    for (let i = 0; i < 4; i++) names.push((await get()).body.node);
+    expect(names).toEqual(['a', 'b', 'a', 'b']);
+  });
+
+  it('sends a refused grant to the next node with its form, and takes the node out', async () => {
+    const { nodes, post } = await gateway([refusing, a.url]);
+    const answer = await post('grant_type=password&username=u&password=p');
+    expect(answer).toEqual({
+      status: 200,
+      body: {
+        node: 'a',
+        path: '/auth/realms/acme/protocol/openid-connect/token',
+        form: 'grant_type=password&username=u&password=p',
+      },
+    });
+    expect(nodes.all.map((node) => node.state)).toEqual(['down', 'up']);
+  });
+
+  it('answers 503 in the envelope, not a second node, once the request reached a node', async () => {
+    a.cut = true;
+    try {
+      const { nodes, post } = await gateway([a.url, b.url]);
+      const before = b.requests;
+      const answer = await post('grant_type=password&username=u&password=p');
+      expect(answer).toMatchObject({ status: 503, body: { result: '503-11001', data: null } });
+      expect(b.requests).toBe(before);
+      expect(nodes.all.map((node) => node.state)).toEqual(['down', 'up']);
+    } finally {
+      a.cut = false;
+    }
+  });
+
+  it('with every node refusing, answers 503 after trying', async () => {
+    const { post } = await gateway([refusing, await refusingUrl()]);
+    const answer = await post('grant_type=password');
+    expect(answer).toMatchObject({ status: 503, body: { result: '503-11001' } });
+  });
+});

@@ -1,0 +1,85 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createHealthRouter } from '../../../src/http/health.router.ts';
+import { createLogger } from '../../../src/http/logger.ts';
+import { checkKeycloakNodes } from '../../../src/keycloak/keycloak-health.ts';
+import { createKeycloakNodes } from '../../../src/keycloak/keycloak-nodes.ts';
+
+const URLS = ['http://user:secret@kc-0:8080/auth', 'http://kc-1:8080/auth'];
+
+/** `/readyz` of one listener over nodes whose probe answers for the URLs in `answering`. */
+async function readyz(urls: string[], answering: Set<string>, detailed: boolean) {
+  const nodes = createKeycloakNodes({
+    urls,
+    timeoutMs: 1000,
+    probe: (url) => (answering.has(url) ? Promise.resolve() : Promise.reject(new Error('no'))),
+  });
+  const app = express();
+  app.use(
+    createHealthRouter(
+      { keycloak: () => checkKeycloakNodes(nodes), database: () => Promise.resolve() },
+      () => false,
+      createLogger('silent'),
+      detailed,
+    ),
+  );
+  const server: Server = createServer(app);
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/readyz`);
+  nodes.close();
+  return { status: res.status, body: (await res.json()) as { data: Record<string, unknown> } };
+}
+
+const servers: Server[] = [];
+afterAll(async () => {
+  for (const server of servers) await new Promise((resolve) => server.close(resolve));
+});
+
+describe('/readyz with several Keycloak nodes', () => {
+  it('admin listener: each node by URL (no credentials), state and since; ready while one answers', async () => {
+    const { status, body } = await readyz(URLS, new Set([URLS[1]!]), true);
+    expect(status).toBe(200);
+    expect(body.data).toMatchObject({
+      database: 'up',
+      keycloak: {
+        status: 'degraded',
+        nodes: [
+          { url: 'http://kc-0:8080/auth', state: 'down', since: expect.any(String) as string },
+          { url: 'http://kc-1:8080/auth', state: 'up', since: expect.any(String) as string },
+        ],
+      },
+    });
+    expect(JSON.stringify(body)).not.toContain('secret');
+  });
+
+  it('public listener: the status only, never internal addresses', async () => {
+    const { status, body } = await readyz(URLS, new Set([URLS[1]!]), false);
+    expect(status).toBe(200);
+    expect(body.data).toEqual({ keycloak: 'degraded', database: 'up' });
+  });
+
+  it('not ready when no node answers', async () => {
+    const { status, body } = await readyz(URLS, new Set(), true);
+    expect(status).toBe(503);
+    expect(body).toMatchObject({
+      result: '503-00001',
+      data: { keycloak: { status: 'down' } },
+    });
+  });
+
+  it('one node keeps the plain shape on both listeners', async () => {
+    for (const detailed of [true, false]) {
+      expect((await readyz([URLS[1]!], new Set([URLS[1]!]), detailed)).body.data).toEqual({
+        keycloak: 'up',
+        database: 'up',
+      });
+      expect(await readyz([URLS[1]!], new Set(), detailed)).toMatchObject({
+        status: 503,
+        body: { data: { keycloak: 'down', database: 'up' } },
+      });
+    }
+  });
+});
