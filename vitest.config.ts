@@ -19,6 +19,16 @@ export default defineConfig({
           hookTimeout: 240_000,
         },
       },
+      {
+        test: {
+          // `npm run test:ha` only: `npm test` names the two projects above.
+          name: 'ha',
+          include: ['test/ha/**/*.test.ts'],
+          // One file, one stack, its phases in order (vitest runs a file's tests one by one).
+          testTimeout: 240_000,
+          hookTimeout: 420_000,
+        },
+      },
     ],
   },
 });

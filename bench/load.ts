@@ -15,6 +15,8 @@ export interface LoadSpec {
   durationSeconds: number;
   /** Stop after this many requests instead (one pass over many tokens). */
   amount?: number;
+  /** Requests per second over all connections together: a steady load instead of the most. */
+  overallRate?: number;
   /** Several: taken in turn by all connections together (one shared cursor). */
   requests: LoadRequest[];
 }
@@ -46,6 +48,7 @@ async function generate(spec: LoadSpec) {
         connections: spec.connections,
         duration: spec.durationSeconds,
         amount: spec.amount,
+        overallRate: spec.overallRate,
         timeout: 20,
         requests: [spec.requests.length > 1 ? rotate : { ...first!, headers: headers(first!) }],
       },

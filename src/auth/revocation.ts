@@ -99,7 +99,14 @@ export async function createRevocationList(options: {
   const replicaId = randomUUID();
   const channel = `${options.keyPrefix}revocations`;
   const keyOf = (id: string) => `${options.keyPrefix}revoked:${id}`;
-  const redisOptions = { maxRetriesPerRequest: 1, commandTimeout: 1000, lazyConnect: true };
+  // Reconnects every 200 ms at most (ioredis's default backs off to 2 s): a revocation made
+  // during an outage must reach the other replicas soon after Redis is back.
+  const redisOptions = {
+    maxRetriesPerRequest: 1,
+    commandTimeout: 1000,
+    lazyConnect: true,
+    retryStrategy: (attempt: number) => Math.min(attempt * 50, 200),
+  };
   const publisher = new Redis(options.redisUrl, redisOptions);
   const subscriber = new Redis(options.redisUrl, redisOptions);
   for (const client of [publisher, subscriber]) {
@@ -125,6 +132,45 @@ export async function createRevocationList(options: {
   } catch (err) {
     options.logger.error({ err }, 'revocations are not shared: Redis is unreachable');
   }
+  // After an outage: this replica shares what it revoked meanwhile, and reads what the others
+  // stored while its subscription was down (ioredis subscribes again by itself).
+  const unshared = new Set<RevocationMessage>();
+  publisher.on('ready', () => void shareUnshared());
+  // The first 'ready' came before this point (connect() waits for it): these are reconnections.
+  subscriber.on('ready', () => {
+    loadStored().catch((err: unknown) =>
+      options.logger.warn({ err }, 'revocation channel: could not read stored revocations'),
+    );
+  });
+
+  async function share(message: RevocationMessage): Promise<void> {
+    const payload = JSON.stringify(message);
+    const ttl = Math.max(lifetimeSecondsOf(message), 1);
+    await publisher.set(
+      keyOf(`${message.realm}:${message.userId}:${message.at}`),
+      payload,
+      'EX',
+      ttl,
+    );
+    await publisher.publish(channel, payload);
+  }
+
+  async function shareUnshared(): Promise<void> {
+    for (const message of unshared) {
+      // Past its longest lifetime a revocation has nothing left to refuse.
+      const ttlMs = lifetimeSecondsOf(message) * 1000;
+      if (message.at + ttlMs < Date.now()) {
+        unshared.delete(message);
+        continue;
+      }
+      try {
+        await share(message);
+        unshared.delete(message);
+      } catch {
+        return;
+      }
+    }
+  }
 
   async function loadStored(): Promise<void> {
     let cursor = '0';
@@ -143,23 +189,16 @@ export async function createRevocationList(options: {
     async revoke(revocation) {
       const message: RevocationMessage = { ...revocation, at: Date.now(), from: replicaId };
       apply(message, 'local');
-      const payload = JSON.stringify(message);
-      const ttl = Math.max(
-        message.ttlSeconds,
-        message.userTtlSeconds,
-        message.tokenTtlSeconds ?? 0,
-        1,
-      );
       try {
-        await publisher.set(
-          keyOf(`${message.realm}:${message.userId}:${message.at}`),
-          payload,
-          'EX',
-          ttl,
-        );
-        await publisher.publish(channel, payload);
+        await share(message);
       } catch (err) {
-        options.logger.error({ err }, 'revocation applies to this replica only: Redis failed');
+        options.logger.error(
+          { err },
+          'revocation applies to this replica only until Redis is back: Redis failed',
+        );
+        unshared.add(message);
+        // Redis may have come back while this attempt timed out.
+        if (publisher.status === 'ready') await shareUnshared();
       }
     },
     async close() {
@@ -167,4 +206,9 @@ export async function createRevocationList(options: {
       await publisher.quit().catch(() => publisher.disconnect());
     },
   };
+}
+
+/** How long a revocation has something to refuse: its longest-lived part. */
+function lifetimeSecondsOf(message: RevocationMessage): number {
+  return Math.max(message.ttlSeconds, message.userTtlSeconds, message.tokenTtlSeconds ?? 0);
 }

@@ -1,73 +1,48 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
-import { createUser, type TestUser } from '../helpers/keycloak.ts';
+import {
+  claimsOf,
+  createUser,
+  passwordGrantBody,
+  postToken,
+  type TestUser,
+} from '../helpers/keycloak.ts';
+import { createOrganization, closeTestDb } from '../helpers/platform.ts';
+import { startRedisServer, type RedisServer } from '../helpers/redis-server.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
+import { testEnv } from '../helpers/test-env.ts';
 
 const REDIS_PORT = 16379;
-
-/** A Redis server of this suite's own, so that stopping it disturbs no other suite. */
-async function startRedis(): Promise<ChildProcess> {
-  const child = spawn(
-    'redis-server',
-    ['--port', String(REDIS_PORT), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    {
-      stdio: 'ignore',
-    },
-  );
-  const probe = new Redis({
-    port: REDIS_PORT,
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-  });
-  // Refused connections are expected until the server listens.
-  probe.on('error', () => undefined);
-  for (let i = 0; i < 50; i++) {
-    try {
-      await probe.connect();
-      await probe.ping();
-      probe.disconnect();
-      return child;
-    } catch {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-  throw new Error('redis-server did not start');
-}
-
-async function stopRedis(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGTERM');
-  await exited;
-}
 
 /**
  * A second gateway replica (same public address, same Keycloak) whose cache is a Redis that
  * the test stops and restarts.
  */
 describe('Redis failure', () => {
-  let redis: ChildProcess;
+  let redis: RedisServer;
   let replica: Replica;
+  let other: Replica | undefined;
   let admin: TestUser;
   const prefix = `fallback-${randomBytes(3).toString('hex')}:`;
+  const shared = {
+    REDIS_URL: `redis://127.0.0.1:${REDIS_PORT}`,
+    REDIS_KEY_PREFIX: prefix,
+    REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
+  };
 
   beforeAll(async () => {
-    redis = await startRedis();
-    replica = await startReplica(18200, {
-      REDIS_URL: `redis://127.0.0.1:${REDIS_PORT}`,
-      REDIS_KEY_PREFIX: prefix,
-      REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
-    });
+    redis = await startRedisServer(REDIS_PORT);
+    replica = await startReplica(18200, shared);
     admin = await createUser('master');
   });
 
   afterAll(async () => {
     await replica?.gateway.close();
-    await stopRedis(redis);
+    await other?.gateway.close();
+    await redis?.stop();
+    await closeTestDb();
   });
 
   async function organizations(user: TestUser) {
@@ -89,7 +64,7 @@ describe('Redis failure', () => {
     probe.disconnect();
     expect((await readyz()).body.data.cache).toBe('up');
 
-    await stopRedis(redis);
+    await redis.stop();
     // A cached login and a new one both work while Redis is down.
     expect(await organizations(admin)).toBe(200);
     const other = await createUser('master');
@@ -98,7 +73,7 @@ describe('Redis failure', () => {
     expect(degraded.status).toBe(200);
     expect(degraded.body.data).toMatchObject({ cache: 'degraded', keycloak: 'up', database: 'up' });
 
-    redis = await startRedis();
+    await redis.start();
     let cache = 'degraded';
     for (let i = 0; i < 50 && cache !== 'up'; i++) {
       await new Promise((resolve) => setTimeout(resolve, 200));
@@ -106,5 +81,38 @@ describe('Redis failure', () => {
     }
     expect(cache).toBe('up');
     expect(await organizations(admin)).toBe(200);
+  });
+
+  it('a revocation made while Redis is down reaches the other replica within a second of its return', async () => {
+    other = await startReplica(18210, shared);
+    const org = await createOrganization(['ws']);
+    const user = await createUser(org, { workspaceRoles: ['ws'] });
+    const grant = await postToken(`${testEnv().publicUrl}/auth`, org, passwordGrantBody(user));
+    expect(claimsOf(grant.json.access_token).sid).toBeDefined();
+    const bearer = `Bearer ${String(grant.json.access_token)}`;
+    const status = async (url: string, method = 'GET') =>
+      (
+        await fetch(
+          `${url}/api/${org}/platform/${method === 'GET' ? 'workspaces' : 'users/_current/refresh_tokens'}`,
+          {
+            method,
+            headers: { authorization: bearer },
+          },
+        )
+      ).status;
+    expect(await status(replica.url)).toBe(200);
+    expect(await status(other.url)).toBe(200);
+
+    await redis.stop();
+    expect(await status(replica.url, 'DELETE')).toBe(200);
+    // The replica that revoked applies it; the other cannot know yet.
+    expect(await status(replica.url)).toBe(401);
+    expect(await status(other.url)).toBe(200);
+
+    await redis.start();
+    const backAt = Date.now();
+    let seen = 200;
+    while (seen === 200 && Date.now() - backAt < 1000) seen = await status(other.url);
+    expect(seen).toBe(401);
   });
 });
