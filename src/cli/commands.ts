@@ -252,7 +252,7 @@ and keeps the refresh token in the credentials file (mode 0600), one entry per g
 realm and user; it asks for the password without echo, and for the one-time password when
 the login is refused (--otp asks for it at once). With --password-stdin, stdin's first line
 is the password and an optional second line the one-time password:
-  printf '%s\n%s\n' "$PW" "$OTP" | realmgate login acme alice --password-stdin
+  printf '%s\\n%s\\n' "$PW" "$OTP" | realmgate login acme alice --password-stdin
 token prints an access token (cached until a minute before it expires):
   curl -H "Authorization: Bearer $(realmgate token)" ...
 tokens list|revoke manage the user's refresh tokens (revoke --all: every one of them).

@@ -48,7 +48,7 @@ export async function readPassword(
   if (!io.stdin.isTTY) {
     throw usageError(
       'no terminal to ask for the password: pipe it in with --password-stdin, ' +
-        `e.g. printf '%s\\n' "$PASSWORD" | realmgate user create ... --password-stdin`,
+        `e.g. printf '%s\\n' "$PASSWORD" | realmgate user create|passwd ... --password-stdin`,
       'user',
     );
   }

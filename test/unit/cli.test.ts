@@ -346,16 +346,40 @@ describe('realmgate CLI against a stand-in API', () => {
     expect(stdout).not.toContain('--otp-secret');
     expect(stdout).not.toContain('realmgate org create');
     const full = await run(['--help'], {});
+    // Every command of the CLI (issue: `realmgate --help` lists them all).
     for (const command of [
       'org create',
+      'org list',
+      'org get',
+      'org delete',
+      'org disable',
+      'org enable',
       'workspace create',
+      'workspace list',
+      'workspace delete',
       'user create',
+      'user list',
+      'user get|disable|enable|delete',
+      'user passwd',
+      'user grant|revoke',
       'operation add',
       'lifetimes show',
       'lifetimes set',
+      'realms protect',
+      'login',
+      'token',
+      'tokens list',
+      'tokens revoke',
+      'logout',
     ]) {
-      expect(full.stdout).toContain(`realmgate ${command} `);
+      expect(full.stdout).toMatch(
+        new RegExp(`^  realmgate ${command.replace(/\|/g, '\\|')}( |$)`, 'm'),
+      );
     }
+    // Shell examples stay on one line, as they are typed.
+    expect(full.stdout).toContain(
+      `  printf '%s\\n%s\\n' "$PW" "$OTP" | realmgate login acme alice --password-stdin\n`,
+    );
     expect(full.stdout).toContain('REALMGATE_URL');
     expect(recorded).toHaveLength(0);
   });
@@ -539,7 +563,7 @@ describe('user create never takes a secret from the command line', () => {
     );
     expect(status).toBe(2);
     expect(stderr).toContain(
-      'realmgate: no terminal to ask for the password: pipe it in with --password-stdin, e.g. printf \'%s\\n\' "$PASSWORD" | realmgate user create ... --password-stdin\n',
+      'realmgate: no terminal to ask for the password: pipe it in with --password-stdin, e.g. printf \'%s\\n\' "$PASSWORD" | realmgate user create|passwd ... --password-stdin\n',
     );
     expect(recorded).toHaveLength(0);
   });
