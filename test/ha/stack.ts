@@ -3,13 +3,13 @@ import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import knex, { type Knex } from 'knex';
-import pg from 'pg';
 import { createProvisioner, type Provisioner } from '../../bench/fixtures.ts';
 import { newSecrets } from '../../bench/stack.ts';
 import { startLocalKeycloakCluster, type LocalKeycloakCluster } from '../../keycloak/cluster.ts';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.ts';
 import { startGatewayProcess, type GatewayProcess } from './gateway-process.ts';
+import { onPostgresServer } from '../helpers/postgres-server.ts';
 
 /*
  * The HA stack: two Keycloak nodes on a PostgreSQL database of their own, a redis-server of the
@@ -36,16 +36,6 @@ export interface HaStack {
   stop(): Promise<void>;
 }
 
-async function onServer(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: `${POSTGRES}/postgres` });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
-
 /** Starts everything, in dependency order; on any failure stops what had started. */
 export async function startHaStack(log: (message: string) => void): Promise<HaStack> {
   const run = randomBytes(4).toString('hex');
@@ -58,14 +48,14 @@ export async function startHaStack(log: (message: string) => void): Promise<HaSt
   const stopAll = async () => {
     for (const part of started.reverse()) await part.stop().catch(() => undefined);
     await db?.destroy();
-    await onServer(`drop database if exists ${keycloakDb} with (force)`);
-    await onServer(`drop database if exists ${gatewayDb} with (force)`);
+    await onPostgresServer(POSTGRES, `drop database if exists ${keycloakDb} with (force)`);
+    await onPostgresServer(POSTGRES, `drop database if exists ${gatewayDb} with (force)`);
     await rm(stateDir, { recursive: true, force: true });
   };
   try {
     await mkdir(stateDir, { recursive: true });
-    await onServer(`create database ${keycloakDb}`);
-    await onServer(`create database ${gatewayDb}`);
+    await onPostgresServer(POSTGRES, `create database ${keycloakDb}`);
+    await onPostgresServer(POSTGRES, `create database ${gatewayDb}`);
     const clusterStart = Date.now();
     const cluster = await startLocalKeycloakCluster({
       nodes: 2,

@@ -3,11 +3,11 @@ import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startLocalKeycloakCluster, type LocalKeycloakCluster } from '../../keycloak/cluster.ts';
 import { loginAsBootstrapAdmin } from '../../src/keycloak/admin-client.ts';
 import { ensureUser } from '../../src/keycloak/ensure-user.ts';
+import { onPostgresServer } from '../helpers/postgres-server.ts';
 
 /*
  * Two local Keycloak nodes on one fresh PostgreSQL database form one cluster: a session made on
@@ -27,16 +27,6 @@ const CLIENT = '_platform-api';
 const dbPassword = randomBytes(12).toString('hex');
 
 let cluster: LocalKeycloakCluster | undefined;
-
-async function onServer(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: `${server}/postgres` });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
 
 interface Grant {
   status: number;
@@ -70,7 +60,7 @@ async function createUser(nodeUrl: string) {
 
 describe('a local Keycloak cluster on PostgreSQL', () => {
   beforeAll(async () => {
-    await onServer(`create database ${database}`);
+    await onPostgresServer(server, `create database ${database}`);
     cluster = await startLocalKeycloakCluster({
       nodes: 2,
       dbUrl: `${server.replace('://postgres@', `://postgres:${dbPassword}@`)}/${database}`,
@@ -89,7 +79,7 @@ describe('a local Keycloak cluster on PostgreSQL', () => {
 
   afterAll(async () => {
     await cluster?.stop();
-    await onServer(`drop database if exists ${database} with (force)`);
+    await onPostgresServer(server, `drop database if exists ${database} with (force)`);
     await rm(stateDir, { recursive: true, force: true });
   }, 120_000);
 

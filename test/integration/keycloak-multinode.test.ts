@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   startLocalKeycloakCluster,
@@ -14,6 +13,7 @@ import { createLogger } from '../../src/http/logger.ts';
 import { ensureUser } from '../../src/keycloak/ensure-user.ts';
 import { basicAuth } from '../helpers/api.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
+import { onPostgresServer } from '../helpers/postgres-server.ts';
 
 /*
  * A gateway in front of a two-node Keycloak cluster (KEYCLOAK_URL lists both), on a PostgreSQL
@@ -46,16 +46,6 @@ const logger = createLogger('info', {
     }
   },
 });
-
-async function onServer(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: `${server}/postgres` });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
 
 interface User {
   username: string;
@@ -137,7 +127,7 @@ describe('the gateway in front of two Keycloak nodes', () => {
   let node1: KeycloakClusterNode;
 
   beforeAll(async () => {
-    await onServer(`create database ${database}`);
+    await onPostgresServer(server, `create database ${database}`);
     cluster = await startLocalKeycloakCluster({
       nodes: 2,
       dbUrl: `${server}/${database}`,
@@ -172,7 +162,7 @@ describe('the gateway in front of two Keycloak nodes', () => {
   afterAll(async () => {
     await replica?.gateway.close();
     await cluster?.stop();
-    await onServer(`drop database if exists ${database} with (force)`);
+    await onPostgresServer(server, `drop database if exists ${database} with (force)`);
     await rm(stateDir, { recursive: true, force: true });
   }, 120_000);
 
