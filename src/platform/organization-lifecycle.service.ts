@@ -2,7 +2,6 @@ import type { Knex } from 'knex';
 import { createOperationsRepo } from '../automation/operations.repo.ts';
 import { AppError } from '../envelope/errors.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
-import { isOrganizationId, isWorkspaceId } from '../keycloak/identifiers.ts';
 import {
   deleteOrganizationRealm,
   deleteWorkspaceRoles,
@@ -11,6 +10,7 @@ import {
 } from '../keycloak/realm-lifecycle.ts';
 import type { OrganizationEvents } from './organization-events.ts';
 import { createOrganizationsRepo, type Organization } from './organizations.repo.ts';
+import { createPlatformRecords } from './platform-records.ts';
 import type { RefuseTokens } from './token-refusal.ts';
 import { createWorkspacesRepo, type Workspace } from './workspaces.repo.ts';
 
@@ -46,12 +46,7 @@ export function createOrganizationLifecycle(deps: {
   const organizations = createOrganizationsRepo(db);
   const workspaces = createWorkspacesRepo(db);
 
-  async function requireOrganization(organizationId: string): Promise<Organization> {
-    if (!isOrganizationId(organizationId)) throw new AppError('organizationNotFound');
-    const organization = await organizations.find(organizationId);
-    if (!organization) throw new AppError('organizationNotFound');
-    return organization;
-  }
+  const { requireOrganization, requireWorkspace } = createPlatformRecords(db);
 
   return {
     getOrganization: requireOrganization,
@@ -90,9 +85,7 @@ export function createOrganizationLifecycle(deps: {
 
     async deleteWorkspace(organizationId, workspaceId) {
       await requireOrganization(organizationId);
-      if (!isWorkspaceId(workspaceId)) throw new AppError('workspaceNotFound');
-      const workspace = await workspaces.find(organizationId, workspaceId);
-      if (!workspace) throw new AppError('workspaceNotFound');
+      const workspace = await requireWorkspace(organizationId, workspaceId);
       await adminSession.run(async (admin) => {
         // Tokens of the members carry the role until they expire: they are refused before the
         // roles go, and again after, for a token refreshed in between.

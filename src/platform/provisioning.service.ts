@@ -19,6 +19,7 @@ import {
   type TokenLifetimesPatch,
 } from '../keycloak/token-lifetimes.ts';
 import { createOrganizationsRepo, type Organization } from './organizations.repo.ts';
+import { createPlatformRecords } from './platform-records.ts';
 import { createWorkspacesRepo, type Workspace } from './workspaces.repo.ts';
 import { normalizeBase32Secret, validatePassword, validateUsername } from './user-input.ts';
 
@@ -83,24 +84,7 @@ export function createProvisioningService(deps: {
   const workspaces = createWorkspacesRepo(deps.db);
   const operations = createOperationsRepo(deps.db);
 
-  async function requireOrganization(organizationId: string): Promise<Organization> {
-    if (!isOrganizationId(organizationId)) throw new AppError('organizationNotFound');
-    const organization = await organizations.find(organizationId);
-    if (!organization) throw new AppError('organizationNotFound');
-    return organization;
-  }
-
-  async function requireWorkspace(organizationId: string, workspaceId: string) {
-    if (!isWorkspaceId(workspaceId)) throw new AppError('workspaceNotFound');
-    const workspace = await workspaces.find(organizationId, workspaceId);
-    if (!workspace) throw new AppError('workspaceNotFound');
-    return workspace;
-  }
-
-  /** `master` or an organization known to the database. */
-  async function requireRealm(realm: string): Promise<void> {
-    if (realm !== 'master') await requireOrganization(realm);
-  }
+  const { requireOrganization, requireWorkspace, requireRealm } = createPlatformRecords(deps.db);
 
   return {
     async createOrganization({ id, name }) {

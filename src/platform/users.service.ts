@@ -4,7 +4,6 @@ import type { RevocationList } from '../auth/revocation.ts';
 import { AppError } from '../envelope/errors.ts';
 import { isHttpStatus, type KeycloakAdmin } from '../keycloak/admin-client.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
-import { isOrganizationId, isWorkspaceId } from '../keycloak/identifiers.ts';
 import {
   endSessions,
   listUsers,
@@ -12,12 +11,11 @@ import {
   workspacesOfUsers,
   type KeycloakUser,
 } from '../keycloak/users.ts';
-import { createOrganizationsRepo } from './organizations.repo.ts';
+import { createPlatformRecords } from './platform-records.ts';
 import { createTokenRefusal } from './token-refusal.ts';
 import { createChangeableUserLookup, requireUser } from './protected-accounts.ts';
 import { isOneLine, validatePassword } from './user-input.ts';
 import type { UserListQuery } from './users.schemas.ts';
-import { createWorkspacesRepo } from './workspaces.repo.ts';
 
 /** A user as the lifecycle API shows it; `workspaces` for organization users only. */
 export interface UserRecord {
@@ -73,15 +71,8 @@ export function createUsersService(deps: {
   leewaySeconds: number;
 }): UsersService {
   const { adminSession } = deps;
-  const organizations = createOrganizationsRepo(deps.db);
-  const workspaces = createWorkspacesRepo(deps.db);
 
-  async function requireRealm(realm: string): Promise<void> {
-    if (realm === 'master') return;
-    if (!isOrganizationId(realm) || !(await organizations.find(realm))) {
-      throw new AppError('organizationNotFound');
-    }
-  }
+  const { requireRealm, requireWorkspace } = createPlatformRecords(deps.db);
 
   const changeableUser = createChangeableUserLookup(deps.bootstrapAdmin);
 
@@ -172,9 +163,7 @@ export function createUsersService(deps: {
 
     setWorkspace(organizationId, username, workspaceId, held, caller) {
       return onUser(organizationId, username, async (admin) => {
-        if (!isWorkspaceId(workspaceId) || !(await workspaces.find(organizationId, workspaceId))) {
-          throw new AppError('workspaceNotFound');
-        }
+        await requireWorkspace(organizationId, workspaceId);
         const user = await changeableUser(admin, organizationId, username, 'workspace', caller);
         if (!(await setWorkspaceRole(admin, organizationId, user.id, workspaceId, held))) {
           throw new AppError('workspaceNotFound');
