@@ -51,11 +51,7 @@ export async function ensureWorkspaceRoles(
 ): Promise<void> {
   if (!isWorkspaceId(workspaceId))
     throw new Error(`invalid workspace id: ${JSON.stringify(workspaceId)}`);
-  const clientUuid = await clientUuidOf(
-    admin,
-    organizationId,
-    workspacesClientIdOf(organizationId),
-  );
+  const clientUuid = await workspacesClientUuidOf(admin, organizationId);
   for (const roleName of [workspaceId, `_${workspaceId}-admin`]) {
     const existing = await admin.clients.findRole({
       realm: organizationId,
@@ -132,7 +128,7 @@ export async function workspaceRolesNamed(
   names: readonly string[],
 ): Promise<WorkspaceRoles | undefined> {
   if (names.length === 0) return undefined;
-  const clientUuid = await clientUuidOf(admin, realm, workspacesClientIdOf(realm));
+  const clientUuid = await workspacesClientUuidOf(admin, realm);
   const found = await Promise.all(
     names.map((roleName) => admin.clients.findRole({ realm, id: clientUuid, roleName })),
   );
@@ -170,11 +166,7 @@ export async function workspaceRolesOf(
   organizationId: string,
   userId: string,
 ): Promise<string[]> {
-  const clientUuid = await clientUuidOf(
-    admin,
-    organizationId,
-    workspacesClientIdOf(organizationId),
-  );
+  const clientUuid = await workspacesClientUuidOf(admin, organizationId);
   const roles = await admin.users.listClientRoleMappings({
     realm: organizationId,
     id: userId,
@@ -216,12 +208,53 @@ function otpCredential(secret: string, secretEncoding?: 'BASE32') {
   };
 }
 
-async function clientUuidOf(
+/**
+ * The id of client `<org>-workspaces`, which holds the workspace roles; undefined when the
+ * realm has no such client (a realm that is gone answers Keycloak's 404).
+ */
+export async function findWorkspacesClientUuid(
+  admin: KeycloakAdmin,
+  organizationId: string,
+): Promise<string | undefined> {
+  const clientId = workspacesClientIdOf(organizationId);
+  const [client] = await admin.clients.find({ realm: organizationId, clientId });
+  return client?.id;
+}
+
+/** The id of client `<org>-workspaces`; throws when the realm has none. */
+export async function workspacesClientUuidOf(
+  admin: KeycloakAdmin,
+  organizationId: string,
+): Promise<string> {
+  const clientUuid = await findWorkspacesClientUuid(admin, organizationId);
+  if (!clientUuid) {
+    throw new Error(
+      `client ${workspacesClientIdOf(organizationId)} not found in realm ${organizationId}`,
+    );
+  }
+  return clientUuid;
+}
+
+/** The ids of the users holding client role `roleName` directly, page by page. */
+export async function usersWithClientRole(
   admin: KeycloakAdmin,
   realm: string,
-  clientId: string,
-): Promise<string> {
-  const [client] = await admin.clients.find({ realm, clientId });
-  if (!client?.id) throw new Error(`client ${clientId} not found in realm ${realm}`);
-  return client.id;
+  clientUuid: string,
+  roleName: string,
+): Promise<string[]> {
+  const ids: string[] = [];
+  for (let first = 0; ; first += HOLDERS_PAGE) {
+    const page = await admin.clients.findUsersWithRole({
+      realm,
+      id: clientUuid,
+      roleName,
+      briefRepresentation: true,
+      first,
+      max: HOLDERS_PAGE,
+    });
+    for (const user of page) if (user.id) ids.push(user.id);
+    if (page.length < HOLDERS_PAGE) return ids;
+  }
 }
+
+const HOLDERS_PAGE = 1000;

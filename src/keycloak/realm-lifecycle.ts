@@ -1,5 +1,6 @@
 import { isHttpStatus, type KeycloakAdmin } from './admin-client.ts';
-import { isOrganizationId, isWorkspaceId, workspacesClientIdOf } from './identifiers.ts';
+import { isOrganizationId, isWorkspaceId } from './identifiers.ts';
+import { findWorkspacesClientUuid, usersWithClientRole } from './provisioning.ts';
 
 /**
  * The Keycloak half of ending or suspending what provisioning.ts creates. Each step treats
@@ -40,39 +41,26 @@ export async function setOrganizationRealmEnabled(
   }
 }
 
-/** The ids of the users holding role `<ws>` or `_<ws>-admin` (directly), page by page. */
+/** The ids of the users holding role `<ws>` or `_<ws>-admin` directly. */
 export async function workspaceRoleHolders(
   admin: KeycloakAdmin,
   organizationId: string,
   workspaceId: string,
 ): Promise<string[]> {
-  const clientUuid = await workspacesClientUuidOf(admin, organizationId);
+  const clientUuid = await workspacesClientOrNothing(admin, organizationId);
   if (!clientUuid) return [];
   const holders = new Set<string>();
   for (const roleName of [workspaceId, `_${workspaceId}-admin`]) {
-    for (let first = 0; ; first += HOLDERS_PAGE) {
-      let page;
-      try {
-        page = await admin.clients.findUsersWithRole({
-          realm: organizationId,
-          id: clientUuid,
-          roleName,
-          first,
-          max: HOLDERS_PAGE,
-          briefRepresentation: true,
-        });
-      } catch (err) {
-        if (isHttpStatus(err, 404)) break;
-        throw err;
+    try {
+      for (const id of await usersWithClientRole(admin, organizationId, clientUuid, roleName)) {
+        holders.add(id);
       }
-      for (const user of page) if (user.id) holders.add(user.id);
-      if (page.length < HOLDERS_PAGE) break;
+    } catch (err) {
+      if (!isHttpStatus(err, 404)) throw err;
     }
   }
   return [...holders];
 }
-
-const HOLDERS_PAGE = 1000;
 
 /**
  * Deletes the workspace's client roles `<ws>` and `_<ws>-admin` of `<org>-workspaces` (users
@@ -87,7 +75,7 @@ export async function deleteWorkspaceRoles(
   if (!isWorkspaceId(workspaceId)) {
     throw new Error(`invalid workspace id: ${JSON.stringify(workspaceId)}`);
   }
-  const clientUuid = await workspacesClientUuidOf(admin, organizationId);
+  const clientUuid = await workspacesClientOrNothing(admin, organizationId);
   if (!clientUuid) return;
   for (const roleName of [workspaceId, `_${workspaceId}-admin`]) {
     try {
@@ -98,17 +86,13 @@ export async function deleteWorkspaceRoles(
   }
 }
 
-/** The id of client `<org>-workspaces`; undefined when it (or the realm) is gone. */
-async function workspacesClientUuidOf(
+/** The id of client `<org>-workspaces`; undefined when it, or the realm, is gone. */
+async function workspacesClientOrNothing(
   admin: KeycloakAdmin,
   organizationId: string,
 ): Promise<string | undefined> {
   try {
-    const [client] = await admin.clients.find({
-      realm: organizationId,
-      clientId: workspacesClientIdOf(organizationId),
-    });
-    return client?.id;
+    return await findWorkspacesClientUuid(admin, organizationId);
   } catch (err) {
     if (isHttpStatus(err, 404)) return undefined;
     throw err;

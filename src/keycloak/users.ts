@@ -1,7 +1,8 @@
 import type UserRepresentation from '@keycloak/keycloak-admin-client/lib/defs/userRepresentation.js';
 import type { KeycloakAdmin } from './admin-client.ts';
 import { isHttpStatus } from './admin-client.ts';
-import { isWorkspaceId, workspacesClientIdOf } from './identifiers.ts';
+import { isWorkspaceId } from './identifiers.ts';
+import { usersWithClientRole, workspacesClientUuidOf } from './provisioning.ts';
 
 export type KeycloakUser = UserRepresentation & { id: string; username: string };
 
@@ -46,7 +47,7 @@ export async function workspacesOfUsers(
 ): Promise<Map<string, string[]>> {
   const result = new Map(userIds.map((id) => [id, [] as string[]]));
   if (userIds.length === 0) return result;
-  const clientUuid = await workspacesClientUuid(admin, organizationId);
+  const clientUuid = await workspacesClientUuidOf(admin, organizationId);
   const roles = (await admin.clients.listRoles({ realm: organizationId, id: clientUuid }))
     .map((role) => role.name ?? '')
     .filter(isWorkspaceId);
@@ -63,25 +64,13 @@ export async function workspacesOfUsers(
     );
   } else {
     for (const roleName of roles) {
-      for (let first = 0; ; first += HOLDERS_PAGE) {
-        const holders = await admin.clients.findUsersWithRole({
-          realm: organizationId,
-          id: clientUuid,
-          roleName,
-          briefRepresentation: true,
-          first,
-          max: HOLDERS_PAGE,
-        });
-        for (const holder of holders) result.get(holder.id ?? '')?.push(roleName);
-        if (holders.length < HOLDERS_PAGE) break;
-      }
+      const holders = await usersWithClientRole(admin, organizationId, clientUuid, roleName);
+      for (const id of holders) result.get(id)?.push(roleName);
     }
   }
   for (const workspaces of result.values()) workspaces.sort();
   return result;
 }
-
-const HOLDERS_PAGE = 1000;
 
 /** Adds (`held`) or removes role `<ws>` of `<org>-workspaces`; false when the role is missing. */
 export async function setWorkspaceRole(
@@ -91,7 +80,7 @@ export async function setWorkspaceRole(
   workspaceId: string,
   held: boolean,
 ): Promise<boolean> {
-  const clientUuid = await workspacesClientUuid(admin, organizationId);
+  const clientUuid = await workspacesClientUuidOf(admin, organizationId);
   const role = await admin.clients.findRole({
     realm: organizationId,
     id: clientUuid,
@@ -195,13 +184,6 @@ async function allClients(admin: KeycloakAdmin, realm: string) {
 }
 
 const CLIENTS_PAGE = 500;
-
-async function workspacesClientUuid(admin: KeycloakAdmin, organizationId: string) {
-  const clientId = workspacesClientIdOf(organizationId);
-  const [client] = await admin.clients.find({ realm: organizationId, clientId });
-  if (!client?.id) throw new Error(`client ${clientId} not found in realm ${organizationId}`);
-  return client.id;
-}
 
 function isComplete(user: UserRepresentation): user is KeycloakUser {
   return typeof user.id === 'string' && typeof user.username === 'string';
