@@ -21,8 +21,13 @@ async function main(): Promise<void> {
   if (demo) {
     secrets = await loadOrCreateDemoSecrets(env.DATA_DIR || '.data');
     env.REALMGATE_DEMO = 'true';
-    env.KEYCLOAK_ADMIN_PASSWORD ||= secrets.keycloakAdminPassword;
-    env.KEYCLOAK_CLIENT_SECRET ||= secrets.keycloakClientSecret;
+    // A secret given, in the environment or as a file (`<NAME>_FILE`), wins over the generated one.
+    if (!env.KEYCLOAK_ADMIN_PASSWORD && !env.KEYCLOAK_ADMIN_PASSWORD_FILE) {
+      env.KEYCLOAK_ADMIN_PASSWORD = secrets.keycloakAdminPassword;
+    }
+    if (!env.KEYCLOAK_CLIENT_SECRET && !env.KEYCLOAK_CLIENT_SECRET_FILE) {
+      env.KEYCLOAK_CLIENT_SECRET = secrets.keycloakClientSecret;
+    }
   }
   const config = loadConfig(env);
   const logger = createLogger(config.LOG_LEVEL);

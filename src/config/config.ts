@@ -1,6 +1,18 @@
 import { z } from 'zod';
 import { parsePostgresUrl } from '../../keycloak/postgres-url.ts';
 import { parseTrustedProxies } from '../edge/forwarding.ts';
+import { fileVariableOf, resolveSettingFiles } from './setting-files.ts';
+
+/**
+ * Settings that can carry a credential (a password, a key, a connection string with a
+ * password): each may also be read from the file `<NAME>_FILE` names, as Docker and Kubernetes
+ * hand secrets over. Marked on the schema entry with `fromFile`; `FILE_SETTINGS` lists them.
+ */
+const fileSettings = z.registry<{ fromFile: true }>();
+const fromFile = <T extends z.ZodType>(schema: T): T => {
+  fileSettings.add(schema, { fromFile: true });
+  return schema;
+};
 
 /** Secrets must be long enough to resist guessing; demo mode generates them instead. */
 const secret = z.string().min(16, 'must be at least 16 characters');
@@ -68,20 +80,22 @@ export const configSchema = z.object({
   KEYCLOAK_HTTP_PORT: port.default(8080),
   KEYCLOAK_MANAGEMENT_PORT: port.default(9000),
   /** PostgreSQL database of the local Keycloak; unset, it runs on embedded H2 in DATA_DIR. */
-  KEYCLOAK_DB_URL: z
-    .string()
-    .superRefine((value, ctx) => {
-      try {
-        parsePostgresUrl(value);
-      } catch (err) {
-        // The parser's messages never repeat the URL, which may hold a password.
-        ctx.addIssue({ code: 'custom', message: (err as Error).message });
-      }
-    })
-    .optional(),
+  KEYCLOAK_DB_URL: fromFile(
+    z
+      .string()
+      .superRefine((value, ctx) => {
+        try {
+          parsePostgresUrl(value);
+        } catch (err) {
+          // The parser's messages never repeat the URL, which may hold a password.
+          ctx.addIssue({ code: 'custom', message: (err as Error).message });
+        }
+      })
+      .optional(),
+  ),
   KEYCLOAK_ADMIN_USERNAME: z.string().min(1).default('admin'),
-  KEYCLOAK_ADMIN_PASSWORD: secret.optional(),
-  KEYCLOAK_CLIENT_SECRET: secret.optional(),
+  KEYCLOAK_ADMIN_PASSWORD: fromFile(secret.optional()),
+  KEYCLOAK_CLIENT_SECRET: fromFile(secret.optional()),
   KEYCLOAK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60000).default(5000),
   AUTH_PROXY_TIMEOUT_MS: z.coerce.number().int().min(100).max(300000).default(30000),
   SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
@@ -90,7 +104,7 @@ export const configSchema = z.object({
 
   TOKEN_CLOCK_LEEWAY_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
   BASIC_CACHE_MAX_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
-  REALMGATE_CACHE_SECRET: secret.optional(),
+  REALMGATE_CACHE_SECRET: fromFile(secret.optional()),
   REVOCATION_CHECK_SECONDS: z
     .union([z.literal('off'), z.coerce.number().int().min(0).max(86400)])
     .default(60),
@@ -112,17 +126,27 @@ export const configSchema = z.object({
   LOGIN_MAX_FAILURES_PER_ADDRESS: z.coerce.number().int().min(0).max(1000000).default(100),
   LOGIN_FAILURE_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86400).default(300),
 
-  DATABASE_URL: z.string().min(1).optional(),
+  DATABASE_URL: fromFile(z.string().min(1).optional()),
   DATA_DIR: z.string().min(1).default('.data'),
-  REDIS_URL: z.string().min(1).optional(),
+  REDIS_URL: fromFile(z.string().min(1).optional()),
   REDIS_KEY_PREFIX: z.string().default('realmgate:'),
   MEMORY_CACHE_MAX_ENTRIES: z.coerce.number().int().min(1).default(100000),
 
   REALMGATE_DEMO: boolFlag.default(false),
-  REALMGATE_DEMO_PASSWORD: z.string().min(8).optional(),
+  REALMGATE_DEMO_PASSWORD: fromFile(z.string().min(8).optional()),
 });
 
 export type Config = Readonly<z.output<typeof configSchema>>;
+
+type Setting = keyof typeof configSchema.shape;
+
+/** Every setting, in schema order. */
+const SETTINGS = Object.keys(configSchema.shape) as Setting[];
+
+/** The settings also read from `<NAME>_FILE` (see `fromFile`), in schema order. */
+export const FILE_SETTINGS: readonly Setting[] = SETTINGS.filter((name) =>
+  fileSettings.has(configSchema.shape[name]),
+);
 
 /** Secrets without a default: required unless demo mode generates them. */
 export const requiredSecrets = ['KEYCLOAK_ADMIN_PASSWORD', 'KEYCLOAK_CLIENT_SECRET'] as const;
@@ -137,25 +161,43 @@ export class ConfigError extends Error {
   }
 }
 
+/** `<NAME>_FILE` of any setting: those of `FILE_SETTINGS` are read, the others refused. */
+const isFileVariable = (key: string) =>
+  key.endsWith('_FILE') && key.slice(0, -5) in configSchema.shape;
+
 /**
  * Validates the whole environment once and reports every problem together.
- * Empty strings count as unset, as they do in most `.env` tooling.
+ * Empty strings count as unset, as they do in most `.env` tooling. A setting of `FILE_SETTINGS`
+ * may come from the file `<NAME>_FILE` names instead (see setting-files.ts).
  */
 export function loadConfig(env: Record<string, string | undefined>): Config {
-  const present = Object.fromEntries(
+  const given = Object.fromEntries(
     Object.entries(env).filter(
-      ([key, v]) => key in configSchema.shape && v !== undefined && v !== '',
+      ([key, v]) =>
+        (key in configSchema.shape || isFileVariable(key)) && v !== undefined && v !== '',
     ),
-  );
+  ) as Record<string, string>;
+  const files = resolveSettingFiles(given, SETTINGS, FILE_SETTINGS);
+  const present = files.env;
   const parsed = configSchema.safeParse(present);
-  const problems = parsed.success
-    ? []
-    : parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`);
+  // Messages never quote a value; one read from a file is named by its variable too.
+  const nameOf = (name: string) =>
+    files.fromFile.has(name) ? `${name} (from ${fileVariableOf(name)})` : name;
+  const problems = [
+    ...files.problems,
+    ...(parsed.success
+      ? []
+      : parsed.error.issues.map(
+          (issue) =>
+            `${[nameOf(String(issue.path[0])), ...issue.path.slice(1)].join('.')}: ${issue.message}`,
+        )),
+  ];
   // Judged on the raw input so that missing secrets are reported alongside other problems.
   const demo = configSchema.shape.REALMGATE_DEMO.safeParse(present.REALMGATE_DEMO).data === true;
   if (!demo) {
     for (const name of requiredSecrets) {
-      if (present[name] === undefined) {
+      // A file that could not be read is reported as such above.
+      if (present[name] === undefined && given[fileVariableOf(name)] === undefined) {
         problems.push(`${name}: required (only demo mode generates secrets)`);
       }
     }

@@ -1,9 +1,15 @@
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { KEYCLOAK_BUILD_OPTIONS, KEYCLOAK_VERSION } from '../../keycloak/distribution.ts';
-import { configSchema, loadConfig, requiredSecrets } from '../../src/config/config.ts';
+import {
+  configSchema,
+  FILE_SETTINGS,
+  loadConfig,
+  requiredSecrets,
+} from '../../src/config/config.ts';
 
 /*
  * No YAML dependency: docker-compose.yml is read with a few indentation rules that hold for
@@ -108,6 +114,24 @@ const keycloakNodes = ['keycloak-1', 'keycloak-2'];
 /** Secrets the compose file refuses to start without: the gateway's two, and the shared cache key. */
 const composeSecrets = [...requiredSecrets, 'REALMGATE_CACHE_SECRET'];
 
+/** Top-level `secrets:`: each name and the host variable it is made from. */
+function secretSources(): Map<string, string> {
+  const secrets = block(all, 'secrets', 0) ?? [];
+  return new Map(
+    entries(secrets.filter((l) => l.indent === 2)).map(([name]) => {
+      const source = entries(block(secrets, name, 2) ?? []);
+      expect(source, name).toHaveLength(1);
+      expect(source[0]![0], name).toBe('environment');
+      return [name, source[0]![1]];
+    }),
+  );
+}
+
+/** The secrets a service is granted (short syntax: mounted as /run/secrets/<name>). */
+function grantedSecrets(name: string): string[] {
+  return listItems(block(service(name), 'secrets', 4) ?? []);
+}
+
 function command(name: string): string[] {
   return listItems(block(service(name), 'command', 4) ?? []);
 }
@@ -173,41 +197,62 @@ describe('docker-compose.yml', () => {
       'POSTGRES_PASSWORD',
       'POSTGRES_USER',
       'PUBLIC_URL',
-      'REALMGATE_CACHE_SECRET',
     ]);
   });
 
-  it('requires the secrets (`${NAME:?message}`) wherever they are used', () => {
+  it('requires the secrets wherever they are used', () => {
     const uses = (name: string) => interpolations(composeText).filter((i) => i.name === name);
-    // Keycloak node 1 (which creates the administrator and imports the realm) and each gateway.
+    // Keycloak node 1 (which creates the administrator and imports the realm) reads no files:
+    // `${NAME:?message}` there; the gateways get files made from the same variables, which
+    // compose refuses to make while the variable is unset.
     for (const secret of requiredSecrets) {
       expect(
         uses(secret).map((u) => u.modifier),
         secret,
-      ).toEqual([':?', ':?', ':?']);
+      ).toEqual([':?']);
     }
-    expect(uses('REALMGATE_CACHE_SECRET').map((u) => u.modifier)).toEqual([':?', ':?']);
+    expect(uses('REALMGATE_CACHE_SECRET')).toEqual([]);
+    expect([...secretSources().values()].sort()).toEqual([...composeSecrets].sort());
     // Nothing else is required and nothing is used without a default.
     const others = interpolations(composeText).filter((i) => !composeSecrets.includes(i.name));
     expect(others.filter((i) => i.modifier !== ':-')).toEqual([]);
   });
 
+  it('hands the gateways their secrets as files (<NAME>_FILE), never in the environment', () => {
+    const sources = secretSources();
+    for (const gateway of gateways) {
+      const env = environment(gateway);
+      const granted = grantedSecrets(gateway);
+      expect(granted.sort(), gateway).toEqual([...sources.keys()].sort());
+      for (const [secret, variable] of sources) {
+        expect(FILE_SETTINGS, variable).toContain(variable);
+        expect(env.get(`${variable}_FILE`), gateway).toBe(`/run/secrets/${secret}`);
+        expect(env.has(variable), gateway).toBe(false);
+      }
+    }
+    // No other service is given the gateways' secrets.
+    for (const other of ['postgres', 'redis', ...keycloakNodes, 'load-balancer']) {
+      expect(grantedSecrets(other), other).toEqual([]);
+    }
+  });
+
   it('gives both gateways the same valid configuration, of configuration variables only', () => {
     const env = environment('gateway-1');
     expect([...environment('gateway-2')]).toEqual([...env]);
-    expect([...env.keys()].filter((k) => !schemaKeys.includes(k))).toEqual([]);
+    const settingOf = (k: string) => (k.endsWith('_FILE') ? k.slice(0, -'_FILE'.length) : k);
+    expect([...env.keys()].filter((k) => !schemaKeys.includes(settingOf(k)))).toEqual([]);
     expect([...env.keys()].sort()).toEqual([
       'ADMIN_HOST',
       'ADMIN_PUBLIC_URL',
       'DATABASE_URL',
       'HOST',
-      'KEYCLOAK_ADMIN_PASSWORD',
+      'KEYCLOAK_ADMIN_PASSWORD_FILE',
       'KEYCLOAK_ADMIN_USERNAME',
-      'KEYCLOAK_CLIENT_SECRET',
+      'KEYCLOAK_CLIENT_SECRET_FILE',
       'KEYCLOAK_URL',
       'LOG_LEVEL',
       'PUBLIC_URL',
-      'REALMGATE_CACHE_SECRET',
+      'REALMGATE_CACHE_SECRET_FILE',
       'REDIS_URL',
       'TRUSTED_PROXIES',
     ]);
@@ -216,8 +261,20 @@ describe('docker-compose.yml', () => {
       KEYCLOAK_CLIENT_SECRET: 'client-secret-0123456789',
       REALMGATE_CACHE_SECRET: 'cache-secret-0123456789',
     };
+    // The files compose makes under /run/secrets, made here from the same variables.
+    const secretsDir = mkdtempSync(path.join(tmpdir(), 'realmgate-compose-secrets-'));
     const resolved = Object.fromEntries([...env].map(([k, v]) => [k, resolve(v, given)]));
-    const config = loadConfig(resolved);
+    for (const [secret, variable] of secretSources()) {
+      const file = path.join(secretsDir, secret);
+      writeFileSync(file, given[variable as keyof typeof given]);
+      resolved[`${variable}_FILE`] = file;
+    }
+    let config;
+    try {
+      config = loadConfig(resolved);
+    } finally {
+      rmSync(secretsDir, { recursive: true, force: true });
+    }
     expect(config).toMatchObject({
       HOST: '0.0.0.0',
       PORT: 8000,
@@ -235,9 +292,6 @@ describe('docker-compose.yml', () => {
       REDIS_URL: 'redis://redis:6379',
       REALMGATE_DEMO: false,
     });
-    expect(() => resolve(env.get('KEYCLOAK_CLIENT_SECRET')!, {})).toThrow(
-      'KEYCLOAK_CLIENT_SECRET is required',
-    );
   });
 
   it('publishes the load balancer only: the public listener, and the admin one on loopback', () => {
@@ -325,17 +379,22 @@ describe('docker-compose.yml', () => {
     expect(env.get('REALMGATE_KEYCLOAK_CLIENT_SECRET')).toMatch(/^\$\{KEYCLOAK_CLIENT_SECRET:\?/);
     const realm = readFileSync(path.join(root, 'realm-export/master.json'), 'utf8');
     expect(realm).toContain('"${REALMGATE_KEYCLOAK_CLIENT_SECRET}"');
-    // The gateways and Keycloak agree on the administrator and the client secret.
+    // The gateways and Keycloak agree on the administrator and the client secret: the
+    // gateways' files are made from the variables Keycloak's environment interpolates.
+    const sources = secretSources();
+    const variableOfFile = (gatewayEnv: Map<string, string>, name: string) =>
+      sources.get(gatewayEnv.get(`${name}_FILE`)!.replace('/run/secrets/', ''));
+    const interpolated = (value: string | undefined) => interpolations(value ?? '')[0]?.name;
     for (const gateway of gateways) {
       const gatewayEnv = environment(gateway);
       expect(gatewayEnv.get('KEYCLOAK_ADMIN_USERNAME')).toBe(
         env.get('KC_BOOTSTRAP_ADMIN_USERNAME'),
       );
-      expect(gatewayEnv.get('KEYCLOAK_ADMIN_PASSWORD')).toBe(
-        env.get('KC_BOOTSTRAP_ADMIN_PASSWORD'),
+      expect(variableOfFile(gatewayEnv, 'KEYCLOAK_ADMIN_PASSWORD')).toBe(
+        interpolated(env.get('KC_BOOTSTRAP_ADMIN_PASSWORD')),
       );
-      expect(gatewayEnv.get('KEYCLOAK_CLIENT_SECRET')).toBe(
-        env.get('REALMGATE_KEYCLOAK_CLIENT_SECRET'),
+      expect(variableOfFile(gatewayEnv, 'KEYCLOAK_CLIENT_SECRET')).toBe(
+        interpolated(env.get('REALMGATE_KEYCLOAK_CLIENT_SECRET')),
       );
     }
   });

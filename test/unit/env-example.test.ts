@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { configSchema, loadConfig } from '../../src/config/config.ts';
+import { configSchema, FILE_SETTINGS, loadConfig } from '../../src/config/config.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const example = readFileSync(path.join(root, '.env.example'), 'utf8');
@@ -43,6 +43,15 @@ describe('.env.example', () => {
         .map((a) => a.key)
         .sort(),
     ).toEqual(withoutDefault.sort());
+  });
+
+  it('shows NAME_FILE, commented out, right below each setting that may come from a file', () => {
+    const lines = example.split('\n');
+    const shown = lines
+      .map((line, i) => ({ name: /^# ([A-Z][A-Z0-9_]*)_FILE=$/.exec(line)?.[1], i }))
+      .filter((found): found is { name: string; i: number } => found.name !== undefined);
+    expect(shown.map((found) => found.name)).toEqual([...FILE_SETTINGS]);
+    for (const { name, i } of shown) expect(lines[i - 1], name).toBe(`${name}=`);
   });
 
   it('shows the real defaults', () => {
