@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { apiTargetOf, type Admission } from '../auth/admission.ts';
 import type { Principal } from '../auth/principal.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
+import { inRequest } from '../edge/request-context.ts';
 import type { RequestTarget } from '../edge/request-target.ts';
 import { sendError } from '../envelope/error-handler.ts';
 import type { Forwarder } from './forwarder.ts';
@@ -48,10 +49,13 @@ export function createForwardRoute(deps: {
         forward(req, res, known, target, requestId);
         return;
       }
-      admission
-        .admit(api, req.headers.authorization, deps.forwarding.clientAddress(req))
-        .then((principal: Principal) => forward(req, res, principal, target, requestId))
-        .catch((err: unknown) => fail(res, requestId, err));
+      // The full admission may call Keycloak (a login, a key set): under the request's id.
+      void inRequest(requestId, () =>
+        admission
+          .admit(api, req.headers.authorization, deps.forwarding.clientAddress(req))
+          .then((principal: Principal) => forward(req, res, principal, target, requestId))
+          .catch((err: unknown) => fail(res, requestId, err)),
+      );
     } catch (err) {
       // Nothing a client sends may end the process: whatever throws here is a 500 for this one request.
       fail(res, requestId, err);

@@ -42,7 +42,7 @@ export type Forwarder = (
  * Forwards a request to the automation service with who the caller is instead of their
  * credentials: `User-Id`, `Roles` (workspace roles) and `Org-Roles` (realm roles) as base64 of
  * newline-joined lists, `Language` (default `ja`) and `organization_id`, plus the
- * `X-Forwarded-*` headers the gateway vouches for. The client's other headers pass through the
+ * `X-Forwarded-*` headers the gateway vouches for and the `X-Request-Id` the client gets back. The client's other headers pass through the
  * edge's filter (edge/upstream-headers.ts). The path is the canonical one the admission read.
  * Plain `node:http` with a keep-alive pool: this is the route production traffic takes.
  */
@@ -89,7 +89,12 @@ export function createForwarder(options: {
     // Headers as a flat [name, value, ...] list, as received: node writes such a list as is,
     // where an object would go through setHeader (validation, a map) once per header.
     const headers = upstreamRequestHeaders(req.rawHeaders, { keepCredentials: false });
-    headers.push(...options.forwarding.forwardedHeaders(req), ...identityOf(principal));
+    headers.push(
+      ...options.forwarding.forwardedHeaders(req),
+      ...identityOf(principal),
+      'x-request-id',
+      requestId,
+    );
 
     const outgoing = request({
       agent,

@@ -8,6 +8,7 @@ import { requestIdOf } from '../http/request-id.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { routeClassOf, type RouteClass } from '../metrics/route-class.ts';
 import type { CanonicalHost } from './canonical-host.ts';
+import { inRequest } from './request-context.ts';
 import { parseRequestTarget, rememberTarget, type RequestTarget } from './request-target.ts';
 
 /** A route served on the HTTP server itself; it writes `X-Request-Id: requestId` itself. */
@@ -72,7 +73,8 @@ export function createEdge(deps: {
       }
       res.setHeader('x-request-id', requestId);
       req.url = target.path + target.query;
-      app(req, res);
+      // Express routes may call Keycloak (logins, the admin API, /auth): under the request's id.
+      inRequest(requestId, app, req, res);
     } catch (err) {
       if (!res.headersSent) res.setHeader('x-request-id', requestId);
       sendError(res, err, logger);

@@ -21,8 +21,13 @@ const HOP_BY_HOP = new Set([
   'expect',
 ]);
 
-/** Claims about the client that only the gateway may make (see edge/forwarding.ts). */
+/**
+ * Claims only the gateway may make: about the client (see edge/forwarding.ts), and the request
+ * id, which the gateway sends as the client got it back (a malformed one of the client's is
+ * replaced, and must not travel on beside it).
+ */
 const FORWARDING = new Set([
+  'x-request-id',
   'forwarded',
   'x-forwarded-for',
   'x-forwarded-proto',
@@ -51,7 +56,8 @@ function isIdentityName(lowerName: string): boolean {
  * The client's request headers that may travel on, from `rawHeaders` (`[name, value, ...]`),
  * in order and as received. Dropped: identity headers in any spelling, every name with `_`
  * (nginx's `underscores_in_headers off`: such names are ambiguous behind CGI-style servers),
- * hop-by-hop headers and those the client's `Connection` names, forwarding claims, and
+ * hop-by-hop headers and those the client's `Connection` names, forwarding claims and
+ * `X-Request-Id` (the gateway sets its own), and
  * (unless `keepCredentials`) `Authorization` and `Cookie`.
  */
 export function upstreamRequestHeaders(

@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import KcAdminClient from '@keycloak/keycloak-admin-client';
+import { currentRequestId } from '../edge/request-context.ts';
 import { createKeycloakCalls, type KeycloakCalls } from './keycloak-calls.ts';
 
 export type KeycloakAdmin = KcAdminClient;
@@ -24,6 +25,8 @@ const nodeOfRequest = new AsyncLocalStorage<string>();
  * nodes each request picks its node: the client's `baseUrl` is read inside the request from
  * the async context the layer runs it in, so concurrent requests never see each other's node.
  * A token from one node is valid on the others (the realm keys live in the shared database).
+ * A request made for a client's request carries its `X-Request-Id`; the client's own logins
+ * (shared by every request that needs a token meanwhile) carry none.
  */
 export function createAdminClient(calls: KeycloakCalls, realmName: string): KeycloakAdmin {
   const client = new KcAdminClient({
@@ -31,6 +34,12 @@ export function createAdminClient(calls: KeycloakCalls, realmName: string): Keyc
     realmName,
     timeout: calls.timeoutMs,
   });
+  // The library reads these options for each admin request it builds, inside the async context
+  // the request runs in (its login reads its own copy, set once: no request id there).
+  client.getRequestOptions = () => {
+    const requestId = currentRequestId();
+    return requestId === undefined ? undefined : { headers: { 'x-request-id': requestId } };
+  };
   const several = calls.nodes.all.length > 1;
   const onNode = <T>(work: () => Promise<T>) =>
     several ? (nodeUrl: string) => nodeOfRequest.run(nodeUrl, work) : work;

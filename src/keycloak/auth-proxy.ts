@@ -47,8 +47,9 @@ export interface AuthProxyOptions {
 
 /**
  * Proxies `/auth/...` to Keycloak unchanged (status, headers, body), with the client's headers
- * through the edge's filter (credentials and cookies kept: Keycloak needs them). Mount it at
- * `/auth` before any body parser so the form body streams through untouched.
+ * through the edge's filter (credentials and cookies kept: Keycloak needs them) and the
+ * `X-Request-Id` the client gets back. Mount it at `/auth` before any body parser so the form
+ * body streams through untouched.
  */
 export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
   const routing = nodeRouting(options.nodes);
@@ -63,8 +64,12 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
   // which requests timed out, so they get 504 and not 503.
   const timedOut = new WeakSet<IncomingMessage>();
   const on = {
-    proxyReq(proxyReq: ClientRequest, req: IncomingMessage) {
+    proxyReq(proxyReq: ClientRequest, req: IncomingMessage, res: ServerResponse) {
       proxyReq.once('timeout', () => timedOut.add(req));
+      // The id the edge gave the request and the client gets back (the client's own copy was
+      // dropped by the filter), so Keycloak's log names the request as the gateway's does.
+      const requestId = res.getHeader('x-request-id');
+      if (typeof requestId === 'string') proxyReq.setHeader('x-request-id', requestId);
       // Host, proto and port name the gateway's public address, never the caller's: they
       // would let a client choose the issuer Keycloak writes into tokens.
       proxyReq.setHeader('x-forwarded-host', forwarded.host);
@@ -79,12 +84,11 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
         proxyReq.write(body);
       }
     },
-    // With several nodes, an answer puts its node back (with one, nothing to note).
-    ...(routing && {
-      proxyRes(_proxyRes: IncomingMessage, req: IncomingMessage) {
-        routing.answered(req);
-      },
-    }),
+    proxyRes(proxyRes: IncomingMessage, req: IncomingMessage) {
+      keepOwnRequestId(proxyRes);
+      // With several nodes, an answer puts its node back (with one, nothing to note).
+      routing?.answered(req);
+    },
     error(err: Error, req: IncomingMessage, res: ServerResponse | Socket) {
       if (routing && 'setHeader' in res && routing.retry(err, req, res, timedOut.has(req))) return;
       // The one translation of Keycloak failures (keycloak-failures.ts), as for the gateway's
@@ -113,6 +117,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
     on: {
       ...on,
       proxyRes(proxyRes, req, res) {
+        keepOwnRequestId(proxyRes);
         routing?.answered(req);
         serveRewritten(proxyRes, res, rewrites.get(req)!);
       },
@@ -190,6 +195,11 @@ function nodeRouting(nodes: KeycloakNodes) {
       resend = send;
     },
   };
+}
+
+/** The client gets the gateway's request id, whatever a front of Keycloak's may have added. */
+function keepOwnRequestId(proxyRes: IncomingMessage): void {
+  delete proxyRes.headers['x-request-id'];
 }
 
 /** Whether the request's body can be sent again: none, or the form the guard has read. */

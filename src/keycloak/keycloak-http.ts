@@ -1,5 +1,11 @@
-import { Agent, request as httpRequest, type IncomingMessage } from 'node:http';
+import {
+  Agent,
+  request as httpRequest,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+} from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { currentRequestId } from '../edge/request-context.ts';
 import { unexpectedAnswer } from './keycloak-failures.ts';
 
 /**
@@ -27,7 +33,8 @@ const MAX_SOCKETS = 32;
  * Exchanges with the node at `nodeUrl` over plain `node:http` with a keep-alive pool: measured
  * against the real Keycloak it costs the gateway less CPU per call than fetch (see the README's
  * performance notes). A connection or answer idle for `timeoutMs` is a timeout; a timeout before
- * the connection was made carries `beforeConnect` (nothing was sent).
+ * the connection was made carries `beforeConnect` (nothing was sent). A call made for a request
+ * carries its `X-Request-Id` (see edge/request-context.ts).
  */
 export function createNodeExchange(nodeUrl: string, timeoutMs: number): NodeExchange {
   const base = new URL(nodeUrl);
@@ -47,6 +54,16 @@ export function createNodeExchange(nodeUrl: string, timeoutMs: number): NodeExch
     done: ExchangeDone<T>,
   ): void {
     let settled = false;
+    const headers: OutgoingHttpHeaders =
+      form === undefined
+        ? { accept: 'application/json' }
+        : {
+            accept: 'application/json',
+            'content-type': 'application/x-www-form-urlencoded',
+            'content-length': Buffer.byteLength(form),
+          };
+    const requestId = currentRequestId();
+    if (requestId !== undefined) headers['x-request-id'] = requestId;
     const fail = (err: unknown) => {
       if (settled) return;
       settled = true;
@@ -60,14 +77,7 @@ export function createNodeExchange(nodeUrl: string, timeoutMs: number): NodeExch
         method: form === undefined ? 'GET' : 'POST',
         agent,
         timeout: timeoutMs,
-        headers:
-          form === undefined
-            ? { accept: 'application/json' }
-            : {
-                accept: 'application/json',
-                'content-type': 'application/x-www-form-urlencoded',
-                'content-length': Buffer.byteLength(form),
-              },
+        headers,
       });
       let answered = false;
       let cutOff: Error | undefined;

@@ -7,9 +7,20 @@ import { connect, createServer, type AddressInfo, type Server, type Socket } fro
  */
 export type FrontMode = 'forward' | 'hang' | 'garbage' | 'closed';
 
+/** The head of one request that went through the front to Keycloak. */
+export interface FrontRequest {
+  method: string;
+  /** The request target as sent, e.g. `/auth/realms/acme/protocol/openid-connect/token`. */
+  target: string;
+  /** Lowercase names; a repeated header's values joined with ', '. */
+  headers: Record<string, string>;
+}
+
 export interface KeycloakFront {
   /** Base URL to give the gateway as Keycloak's, e.g. `http://127.0.0.1:41234/auth`. */
   readonly url: string;
+  /** Every request forwarded to Keycloak so far, in order; tests empty it between cases. */
+  readonly seen: FrontRequest[];
   /** Switches mode; connections open until now are cut, so kept-alive ones cannot bypass it. */
   set(mode: FrontMode): Promise<void>;
   close(): Promise<void>;
@@ -26,6 +37,7 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
   const target = new URL(keycloakUrl);
   const sockets = new Set<Socket>();
   let mode: FrontMode = 'forward';
+  const seen: FrontRequest[] = [];
   let server: Server | undefined;
   let port = 0;
 
@@ -41,6 +53,7 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
         upstream.on('error', () => client.destroy());
         client.on('close', () => upstream.destroy());
         upstream.on('close', () => client.destroy());
+        client.on('data', recordHeads(seen));
         client.pipe(upstream).pipe(client);
         return;
       }
@@ -72,6 +85,7 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
   await open();
   return {
     url: `http://127.0.0.1:${port}${target.pathname.replace(/\/$/, '')}`,
+    seen,
     async set(next) {
       mode = next;
       for (const socket of sockets) socket.destroy();
@@ -79,5 +93,51 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
       if (next !== 'closed' && !server) await open();
     },
     close: shut,
+  };
+}
+
+/**
+ * Reads the request heads out of one connection's bytes toward Keycloak (HTTP/1.1, bodies with
+ * `Content-Length` or chunked), for tests that show what the gateway sent.
+ */
+function recordHeads(into: FrontRequest[]): (chunk: Buffer) => void {
+  let pending = Buffer.alloc(0);
+  let bodyLeft = 0;
+  let chunked = false;
+  return (chunk) => {
+    pending = Buffer.concat([pending, chunk]);
+    for (;;) {
+      if (bodyLeft > 0) {
+        const skipped = Math.min(bodyLeft, pending.length);
+        pending = pending.subarray(skipped);
+        bodyLeft -= skipped;
+        if (bodyLeft > 0) return;
+      }
+      if (chunked) {
+        const end = pending.indexOf('\r\n0\r\n\r\n');
+        const empty = pending.indexOf('0\r\n\r\n') === 0;
+        if (end < 0 && !empty) return;
+        pending = pending.subarray(empty ? 5 : end + 7);
+        chunked = false;
+      }
+      const headEnd = pending.indexOf('\r\n\r\n');
+      if (headEnd < 0) return;
+      const [requestLine = '', ...lines] = pending
+        .subarray(0, headEnd)
+        .toString('latin1')
+        .split('\r\n');
+      pending = pending.subarray(headEnd + 4);
+      const [method = '', target = ''] = requestLine.split(' ');
+      const headers: Record<string, string> = {};
+      for (const line of lines) {
+        const colon = line.indexOf(':');
+        const name = line.slice(0, colon).trim().toLowerCase();
+        const value = line.slice(colon + 1).trim();
+        headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
+      }
+      into.push({ method, target, headers });
+      bodyLeft = Number(headers['content-length'] ?? 0);
+      chunked = /chunked/i.test(headers['transfer-encoding'] ?? '');
+    }
   };
 }

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { outsideRequest } from '../../edge/request-context.ts';
 import type { TokenClient } from '../../keycloak/token-client.ts';
 import type { Metrics } from '../../metrics/metrics.ts';
 import { AuthFailure } from '../auth-failure.ts';
@@ -100,7 +101,8 @@ export function createActiveCheck(options: {
     running++;
     startedThisSecond++;
     options.metrics.recheck('queued');
-    void check(token, principal).finally(() => running--);
+    // The request only starts it and does not wait: its Keycloak call carries no request id.
+    void outsideRequest(() => check(token, principal)).finally(() => running--);
     return true;
   }
 

@@ -41,6 +41,8 @@ const otherName = fc.constantFrom(
   'x-forwarded-host',
   'X-Forwarded-Proto',
   'X-Real-IP',
+  'X-Request-Id',
+  'x-request-id',
   'X-Custom',
   'x_custom',
   'Accept-Language',
@@ -100,6 +102,17 @@ describe('upstreamRequestHeaders', () => {
     ]);
   });
 
+  it("drops the client's X-Request-Id in any case: the gateway sends the id it answers with", () => {
+    const raw = ['X-Request-Id', 'client-id', 'x-REQUEST-id', '<script>', 'Accept', '*/*'];
+    for (const keepCredentials of [false, true]) {
+      expect(upstreamRequestHeaders(raw, { keepCredentials })).toEqual(['Accept', '*/*']);
+      expect(droppedRequestHeaderNames(raw, { keepCredentials })).toEqual([
+        'x-request-id',
+        'x-request-id',
+      ]);
+    }
+  });
+
   it('lets nothing through that a server could read as identity, hop-by-hop or forwarding', () => {
     fc.assert(
       fc.property(fc.array(header, { maxLength: 12 }), fc.boolean(), (pairs, keepCredentials) => {
@@ -113,7 +126,7 @@ describe('upstreamRequestHeaders', () => {
           expect(IDENTITY_HEADERS).not.toContain(lower.replace(/[_.]/g, '-'));
           expect(lower).not.toContain('_');
           expect(lower).not.toMatch(
-            /^(connection|keep-alive|te|trailer|transfer-encoding|upgrade|host|expect|proxy-.*|forwarded|x-forwarded-.*|x-real-ip)$/,
+            /^(connection|keep-alive|te|trailer|transfer-encoding|upgrade|host|expect|proxy-.*|forwarded|x-forwarded-.*|x-real-ip|x-request-id)$/,
           );
           expect(connectionNamed).not.toContain(lower);
           if (!keepCredentials) expect(['authorization', 'cookie']).not.toContain(lower);

@@ -1,0 +1,152 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { cpus } from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { runLoad } from './load.ts';
+import { median } from './report.ts';
+
+/**
+ * `node bench/ab.ts [--a <tree>] [--b <tree>] [--a-env K=V,...] [--b-env K=V,...] [--rounds N]
+ * [--round-seconds S]`: is B slower than A on the forwarded route's hot path? Two gateways,
+ * each from its own source tree (default: this one) with its own extra settings, auth off (the
+ * bench's constant principal: no Keycloak needed, the edge, admission fast path and forwarder
+ * are the gateway's own code), loaded at the same moment and pinned together on the last CPU,
+ * as the bench's paired rounds are. Prints each round's B ÷ A and their median. A tree needs
+ * its own `bench/gateway-process.ts` and `node_modules` (a symlink will do).
+ */
+const run = promisify(execFile);
+const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const args = new Map<string, string>();
+for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!, process.argv[i + 1]!);
+/** `K=V,K=V` as settings. */
+function envOf(spec = ''): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const entry of spec.split(',').filter(Boolean)) {
+    const at = entry.indexOf('=');
+    env[entry.slice(0, at)] = entry.slice(at + 1);
+  }
+  return env;
+}
+const sides = [
+  { name: 'A', tree: args.get('--a') ?? here, env: envOf(args.get('--a-env')), port: 28500 },
+  { name: 'B', tree: args.get('--b') ?? here, env: envOf(args.get('--b-env')), port: 28510 },
+];
+const rounds = Number(args.get('--rounds') ?? 5);
+const roundSeconds = Number(args.get('--round-seconds') ?? 5);
+const ORG = 'bench-ab';
+const WORKSPACE = 'ws1';
+const server = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
+const databaseUrl = `${server}/realmgate_ab`;
+const count = cpus().length;
+const [measured, feeders] = [`${count - 1}`, `0-${Math.max(count - 2, 0)}`];
+
+const children: ChildProcess[] = [];
+/** Starts a process on `cpuList` and waits for its `{"ready":true...}` line. */
+async function start(file: string, env: Record<string, string>, cpuList: string) {
+  const child = spawn('taskset', ['--cpu-list', cpuList, process.execPath, file], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+    env: { ...process.env, ...env },
+  });
+  children.push(child);
+  await new Promise<void>((resolve, reject) => {
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      if (line.startsWith('{"ready":true')) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`${file} exited (${code})`)));
+  });
+}
+
+async function main(): Promise<void> {
+  const admin = new pg.Client({ connectionString: `${server}/postgres` });
+  await admin.connect();
+  await admin.query('DROP DATABASE IF EXISTS realmgate_ab');
+  await admin.query('CREATE DATABASE realmgate_ab');
+  await admin.end();
+
+  await start(path.join(here, 'bench/servers.ts'), { BENCH_PORT: '28520' }, feeders);
+  for (const side of sides) {
+    const env = {
+      HOST: '127.0.0.1',
+      PORT: String(side.port),
+      ADMIN_PORT: String(side.port + 1),
+      LOG_LEVEL: 'silent',
+      KEYCLOAK_URL: 'http://127.0.0.1:9/auth',
+      KEYCLOAK_ADMIN_PASSWORD: 'ab-admin-password-0123456789',
+      KEYCLOAK_CLIENT_SECRET: 'ab-client-secret-0123456789',
+      DATABASE_URL: databaseUrl,
+      AUTOMATION_UPSTREAM_URL: 'http://127.0.0.1:28520',
+      REVOCATION_CHECK_SECONDS: 'off',
+      ...side.env,
+    };
+    const spec = {
+      env,
+      keycloakUrl: env.KEYCLOAK_URL,
+      authOff: { organization: ORG, workspace: WORKSPACE },
+    };
+    await start(
+      path.join(side.tree, 'bench/gateway-process.ts'),
+      { BENCH_GATEWAY: JSON.stringify(spec) },
+      measured,
+    );
+  }
+  const db = new pg.Client({ connectionString: databaseUrl });
+  await db.connect();
+  await db.query('INSERT INTO organizations (id, name) VALUES ($1, $1)', [ORG]);
+  await db.query('INSERT INTO workspaces (organization_id, id, name) VALUES ($1, $2, $2)', [
+    ORG,
+    WORKSPACE,
+  ]);
+  await db.end();
+
+  const load = (port: number, seconds: number) =>
+    runLoad(
+      {
+        url: `http://127.0.0.1:${port}`,
+        connections: 32,
+        durationSeconds: seconds,
+        requests: [
+          {
+            path: `/api/${ORG}/workspaces/${WORKSPACE}/ita/menu/operation_list/filter/`,
+            authorization: 'Bearer constant',
+          },
+        ],
+      },
+      feeders,
+    );
+  const both = (seconds: number) => Promise.all(sides.map((side) => load(side.port, seconds)));
+  // Unknown organizations are remembered for 5 s: warm up past that, then once more, uncounted.
+  await both(6);
+  const ratios: number[] = [];
+  for (let round = 1; round <= rounds; round++) {
+    const [a, b] = await both(roundSeconds);
+    const ratio = b!.reqPerSec / Math.max(a!.reqPerSec, 1);
+    ratios.push(ratio);
+    console.log(
+      `round ${round}: A ${a!.reqPerSec.toFixed(0)} req/s (p99 ${a!.p99Ms} ms), ` +
+        `B ${b!.reqPerSec.toFixed(0)} req/s (p99 ${b!.p99Ms} ms), B ÷ A ${ratio.toFixed(3)}`,
+    );
+  }
+  console.log(`median B ÷ A: ${median(ratios)!.toFixed(3)} over ${rounds} rounds`);
+}
+
+try {
+  await run('taskset', ['--version']);
+  await main();
+} finally {
+  await Promise.all(
+    children.map(
+      (child) =>
+        new Promise((resolve) => {
+          if (child.exitCode !== null) resolve(undefined);
+          else child.once('exit', resolve).kill('SIGTERM');
+        }),
+    ),
+  );
+  const admin = new pg.Client({ connectionString: `${server}/postgres` });
+  await admin.connect();
+  await admin.query('DROP DATABASE IF EXISTS realmgate_ab');
+  await admin.end();
+}

@@ -1,0 +1,97 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { inRequest, outsideRequest } from '../../../src/edge/request-context.ts';
+import { createAdminClient } from '../../../src/keycloak/admin-client.ts';
+import { createKeycloakCalls } from '../../../src/keycloak/keycloak-calls.ts';
+import { createTokenClient } from '../../../src/keycloak/token-client.ts';
+
+const base64url = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
+const TOKEN = `${base64url({ alg: 'none' })}.${base64url({ exp: 4102444800, iat: 1 })}.x`;
+
+/** The gateway's own Keycloak calls carry the id of the request they are made for. */
+describe('request id on the Keycloak calls', () => {
+  let server: Server;
+  let url: string;
+  /** What each request brought: `METHOD path` and its headers. */
+  const seen: { call: string; headers: IncomingHttpHeaders }[] = [];
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      seen.push({ call: `${req.method} ${req.url}`, headers: req.headers });
+      req.resume();
+      req.on('end', () => {
+        res.setHeader('content-type', 'application/json');
+        // A slow answer, so that calls of several requests overlap.
+        setTimeout(
+          () =>
+            res.end(
+              req.method === 'POST'
+                ? JSON.stringify({ access_token: TOKEN, expires_in: 60, active: true })
+                : '[]',
+            ),
+          20,
+        );
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/auth`;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  beforeEach(() => {
+    seen.length = 0;
+  });
+
+  const idsSeen = () => seen.map(({ call, headers }) => [call, headers['x-request-id']]);
+
+  it('grants and introspections: the id of the request they run for, none outside one', async () => {
+    const tokens = createTokenClient({
+      calls: createKeycloakCalls({ keycloakUrl: url, timeoutMs: 2000 }),
+      gatewayClientSecret: 's',
+    });
+    await Promise.all([
+      inRequest('req-a', () => tokens.passwordGrant('acme', 'alice', 'pw')),
+      inRequest('req-b', async () => {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        return tokens.isActive('acme', 'a.b.c');
+      }),
+      inRequest('req-c', () => outsideRequest(() => tokens.isActive('acme', 'x.y.z'))),
+      tokens.passwordGrant('acme', 'bob', 'pw'),
+    ]);
+    const grant = 'POST /auth/realms/acme/protocol/openid-connect/token';
+    const introspect = 'POST /auth/realms/acme/protocol/openid-connect/token/introspect';
+    expect(idsSeen().sort()).toEqual(
+      [
+        [grant, 'req-a'],
+        [introspect, 'req-b'],
+        [introspect, undefined],
+        [grant, undefined],
+      ].sort(),
+    );
+  });
+
+  it("admin-API requests: the request's id; the client's own login: none", async () => {
+    const calls = createKeycloakCalls({ keycloakUrl: url, timeoutMs: 2000 });
+    const client = createAdminClient(calls, 'master');
+    await inRequest('req-login', () =>
+      client.auth({ grantType: 'client_credentials', clientId: 'c', clientSecret: 's' }),
+    );
+    await Promise.all([
+      inRequest('req-1', () => client.users.find({ username: 'one' })),
+      inRequest('req-2', () => client.users.find({ username: 'two' })),
+      client.users.find({ username: 'none' }),
+    ]);
+    expect(idsSeen()).toEqual(
+      expect.arrayContaining([
+        ['POST /auth/realms/master/protocol/openid-connect/token', undefined],
+        ['GET /auth/admin/realms/master/users/?username=one', 'req-1'],
+        ['GET /auth/admin/realms/master/users/?username=two', 'req-2'],
+        ['GET /auth/admin/realms/master/users/?username=none', undefined],
+      ]),
+    );
+    expect(seen).toHaveLength(4);
+  });
+});
