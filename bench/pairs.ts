@@ -13,6 +13,7 @@ const PAIRS = [
   ['bearer', 'limit'],
   ['bearer', 'auth-off'],
   ['bearer', 'bearer-metrics-off'],
+  ['bearer-tracing', 'bearer'],
   ['auth-off', 'limit'],
   ['bearer-control', 'bearer'],
   ['bearer-node20', 'bearer'],

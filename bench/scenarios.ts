@@ -69,6 +69,13 @@ export function buildScenarios(
       extra: { METRICS_ENABLED: 'false' },
     },
     {
+      id: 'bearer-tracing',
+      name: 'Bearer, tracing on (every request traced, OTLP/HTTP to a local sink)',
+      requests: bearer,
+      // The trivial upstream answers the exports (200, a JSON body) like any request.
+      extra: { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${origin(PORTS.upstream)}/v1/traces` },
+    },
+    {
       id: 'bearer-node20',
       name: `Bearer, same gateway on Node 20${node20 ? ` (${node20.version}, through tsx)` : ''}`,
       requests: bearer,

@@ -40,6 +40,7 @@ import { createPlatformRouter } from './platform/platform.router.ts';
 import { createWorkspacesRepo } from './platform/workspaces.repo.ts';
 import { closeServer, listen } from './server.ts';
 import { createMetrics, metricsOff } from './metrics/metrics.ts';
+import { createTracing, tracesUrlOf } from './tracing/tracing.ts';
 
 export interface Gateway {
   readonly publicServer: Server;
@@ -104,6 +105,17 @@ export async function startGateway(
   const metrics = config.METRICS_ENABLED
     ? createMetrics({ readiness, databasePool: () => poolState(db), keycloakNodes })
     : metricsOff;
+  // Off unless an OTLP endpoint is configured: then nothing below creates a span.
+  const tracesUrl = tracesUrlOf(config);
+  const tracing = tracesUrl
+    ? await createTracing({
+        url: tracesUrl,
+        headers: config.OTEL_EXPORTER_OTLP_HEADERS ?? {},
+        serviceName: config.OTEL_SERVICE_NAME,
+        sampleRatio: config.OTEL_TRACES_SAMPLER_ARG,
+        logger,
+      })
+    : undefined;
   const forwarding = createForwarding(config.TRUSTED_PROXIES);
   const audit = createAudit(logger, (req) => forwarding.clientAddress(req));
   // The one client layer for the gateway's own Keycloak calls (grants, introspection, JWKS,
@@ -114,6 +126,7 @@ export async function startGateway(
     observer: config.METRICS_ENABLED
       ? { onCall: (kind, outcome, seconds) => metrics.keycloakCall(kind, outcome, seconds) }
       : undefined,
+    tracing,
   });
   const jwks = createJwksRegistry({ calls });
   const bearer = createBearerVerifier({
@@ -200,6 +213,7 @@ export async function startGateway(
     organizations: directory,
     workspaces,
     metrics,
+    tracing,
   });
   const api = createApiRouter({
     admission,
@@ -243,6 +257,7 @@ export async function startGateway(
             timeoutMs: config.AUTH_PROXY_TIMEOUT_MS,
             forwarding,
             logger,
+            tracing,
           }),
           logger,
         }),
@@ -260,6 +275,7 @@ export async function startGateway(
       route: forwardRoute,
       canonicalHost: listener === 'admin' ? consoleHost : undefined,
       metrics,
+      tracing,
     });
   const publicServer = await listen(handlerOf('public'), config.HOST, config.PORT, logger);
   const adminServer = await listen(
@@ -282,6 +298,8 @@ export async function startGateway(
       await revocations.close();
       await organizationEvents.close();
       await db.destroy();
+      // Last: the spans of the requests that drained are exported too.
+      await tracing?.shutdown();
     },
   };
 }

@@ -1,6 +1,7 @@
 import type { RequestHandler } from 'express';
 import { targetOf } from '../edge/request-target.ts';
 import { AppError } from '../envelope/errors.ts';
+import { endSpan, type Tracing } from '../tracing/tracing.ts';
 import { isOrganizationId, isWorkspaceId } from '../keycloak/identifiers.ts';
 import { authenticateRequest, knownPrincipal, type AuthenticateDeps } from './authenticate.ts';
 import { holdsWorkspace } from './authorize.ts';
@@ -35,6 +36,8 @@ export interface WorkspaceLookup {
 export interface AdmissionDeps extends AuthenticateDeps {
   organizations: OrganizationLookup;
   workspaces: WorkspaceLookup;
+  /** When set, each admission is a span (its Keycloak calls are children of it). */
+  tracing?: Tracing;
 }
 
 /**
@@ -76,6 +79,44 @@ export interface Admission {
 
 /** The one request pipeline of `/api`, for the express routes and the forwarder alike. */
 export function createAdmission(deps: AdmissionDeps): Admission {
+  const admission = admissionOf(deps);
+  return deps.tracing ? traced(admission, deps.tracing) : admission;
+}
+
+/** `admission` with a span `admission` for each `admit`, and for each `peek` that decides. */
+function traced(admission: Admission, tracing: Tracing): Admission {
+  return {
+    admit(target, authorization, clientAddress) {
+      const span = tracing.start('admission', 'internal', { 'realmgate.realm': target.realm });
+      return tracing
+        .within(span, () => admission.admit(target, authorization, clientAddress))
+        .then(
+          (principal) => {
+            endSpan(span);
+            return principal;
+          },
+          (err: unknown) => {
+            endSpan(span, err);
+            throw err;
+          },
+        );
+    },
+    peek(target, authorization) {
+      const principal = admission.peek(target, authorization);
+      if (principal) {
+        tracing
+          .start('admission', 'internal', {
+            'realmgate.realm': target.realm,
+            'realmgate.known': true,
+          })
+          .end();
+      }
+      return principal;
+    },
+  };
+}
+
+function admissionOf(deps: AdmissionDeps): Admission {
   return {
     async admit(target, authorization, clientAddress) {
       // Before any credential is read: a disabled organization's tokens and logins, cached or

@@ -14,6 +14,7 @@ import type { RequestTarget } from '../edge/request-target.ts';
 import { upstreamRequestHeaders } from '../edge/upstream-headers.ts';
 import { sendError } from '../envelope/error-handler.ts';
 import { AppError } from '../envelope/errors.ts';
+import { endSpan, type Tracing } from '../tracing/tracing.ts';
 
 /** Connection-level headers of the upstream's answer (RFC 9110 7.6.1); never relayed. */
 const HOP_BY_HOP_RESPONSE = new Set([
@@ -28,6 +29,15 @@ const HOP_BY_HOP_RESPONSE = new Set([
 ]);
 
 const base64Lines = (lines: string[]) => Buffer.from(lines.join('\n'), 'utf8').toString('base64');
+
+/** Drops the client's `traceparent`/`tracestate` from `headers` and adds `trace` instead. */
+function replaceTraceHeaders(headers: string[], trace: string[]): void {
+  for (let i = headers.length - 2; i >= 0; i -= 2) {
+    const name = headers[i]!.toLowerCase();
+    if (name === 'traceparent' || name === 'tracestate') headers.splice(i, 2);
+  }
+  headers.push(...trace);
+}
 
 /** Forwards one admitted request to `target`; the answer carries `X-Request-Id: requestId`. */
 export type Forwarder = (
@@ -51,7 +61,10 @@ export function createForwarder(options: {
   timeoutMs: number;
   forwarding: Forwarding;
   logger: Logger;
+  /** When set, each forward is a client span, named in the `traceparent` the upstream gets. */
+  tracing?: Tracing;
 }): Forwarder {
+  const tracing = options.tracing;
   const upstream = new URL(options.upstreamUrl);
   const secure = upstream.protocol === 'https:';
   // The agent's timeout equals each request's, so a reused socket keeps its timer instead of
@@ -95,6 +108,8 @@ export function createForwarder(options: {
       'x-request-id',
       requestId,
     );
+    const span = tracing?.start('forward', 'client', { 'server.address': upstream.host });
+    if (span) replaceTraceHeaders(headers, tracing!.headersOf(span));
 
     const outgoing = request({
       agent,
@@ -107,6 +122,10 @@ export function createForwarder(options: {
       timeout: options.timeoutMs,
     });
     outgoing.on('response', (incoming) => {
+      if (span) {
+        span.setAttribute('http.response.status_code', incoming.statusCode ?? 0);
+        incoming.once('close', () => endSpan(span));
+      }
       const answer: OutgoingHttpHeaders = {};
       for (const name in incoming.headers) {
         if (!HOP_BY_HOP_RESPONSE.has(name)) answer[name] = incoming.headers[name];
@@ -117,6 +136,7 @@ export function createForwarder(options: {
     });
     outgoing.on('timeout', () => outgoing.destroy(new AppError('upstreamTimeout')));
     outgoing.on('error', (err) => {
+      if (span?.isRecording()) endSpan(span, err);
       const failure =
         err instanceof AppError
           ? err

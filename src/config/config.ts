@@ -63,6 +63,31 @@ const keycloakUrls = z.string().transform((value, ctx) => {
 });
 
 /**
+ * `OTEL_EXPORTER_OTLP_HEADERS`: `name=value` pairs separated by commas, values percent-encoded
+ * (OpenTelemetry's format). Problems name entries by position, never by value (they are often
+ * API keys).
+ */
+const otlpHeaders = z.string().transform((value, ctx) => {
+  const headers: Record<string, string> = {};
+  value.split(',').forEach((entry, i) => {
+    const at = entry.indexOf('=');
+    const name = entry.slice(0, at).trim();
+    let decoded: string | undefined;
+    try {
+      decoded = decodeURIComponent(entry.slice(at + 1).trim());
+    } catch {
+      decoded = undefined;
+    }
+    if (at < 1 || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name) || decoded === undefined) {
+      ctx.addIssue({ code: 'custom', message: `entry ${i + 1} is not name=value` });
+      return;
+    }
+    headers[name] = decoded;
+  });
+  return headers;
+});
+
+/**
  * Every variable realmgate reads, with its default. `.env.example` documents the same list;
  * a unit test keeps the two in step.
  */
@@ -101,6 +126,15 @@ export const configSchema = z.object({
   SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
   /** Prometheus metrics at `GET /metrics` on the admin listener; off, nothing is counted. */
   METRICS_ENABLED: boolFlag.default(true),
+  /**
+   * OpenTelemetry tracing, under OpenTelemetry's own names: off unless one of the two endpoints
+   * is set (the traces endpoint as is; the base endpoint with `/v1/traces` appended).
+   */
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: url.optional(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: url.optional(),
+  OTEL_EXPORTER_OTLP_HEADERS: fromFile(otlpHeaders.optional()),
+  OTEL_SERVICE_NAME: z.string().min(1).default('realmgate'),
+  OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).default(1),
 
   TOKEN_CLOCK_LEEWAY_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
   BASIC_CACHE_MAX_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),

@@ -6,6 +6,7 @@ import { AppError } from '../envelope/errors.ts';
 import { logFinished } from '../http/access-log.ts';
 import { requestIdOf } from '../http/request-id.ts';
 import type { Metrics } from '../metrics/metrics.ts';
+import type { Tracing } from '../tracing/tracing.ts';
 import { routeClassOf, type RouteClass } from '../metrics/route-class.ts';
 import type { CanonicalHost } from './canonical-host.ts';
 import { inRequest } from './request-context.ts';
@@ -33,10 +34,11 @@ export function createEdge(deps: {
   /** The admin listener's console pages answer only on its own address (canonical-host.ts). */
   canonicalHost?: CanonicalHost;
   metrics: Metrics;
+  /** When set, each request is a server span and everything below runs inside it. */
+  tracing?: Tracing;
 }): RequestListener {
-  const { logger, app, route, metrics } = deps;
-  return (req, res) => {
-    const requestId = requestIdOf(req);
+  const { logger, app, route, metrics, tracing } = deps;
+  const listener = (req: IncomingMessage, res: ServerResponse, requestId = requestIdOf(req)) => {
     const started = performance.now();
     // Until the path is read, a request counts as 'other' (e.g. one refused for its Host).
     let routeClass: RouteClass = 'other';
@@ -79,6 +81,11 @@ export function createEdge(deps: {
       if (!res.headersSent) res.setHeader('x-request-id', requestId);
       sendError(res, err, logger);
     }
+  };
+  if (tracing === undefined) return listener;
+  return (req, res) => {
+    const requestId = requestIdOf(req);
+    tracing.within(tracing.serveRequest(req, res, requestId), listener, req, res, requestId);
   };
 }
 

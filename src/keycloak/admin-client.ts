@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import KcAdminClient from '@keycloak/keycloak-admin-client';
 import { currentRequestId } from '../edge/request-context.ts';
+import { traceHeadersNow } from '../tracing/trace-scope.ts';
 import { createKeycloakCalls, type KeycloakCalls } from './keycloak-calls.ts';
 
 export type KeycloakAdmin = KcAdminClient;
@@ -38,7 +39,12 @@ export function createAdminClient(calls: KeycloakCalls, realmName: string): Keyc
   // the request runs in (its login reads its own copy, set once: no request id there).
   client.getRequestOptions = () => {
     const requestId = currentRequestId();
-    return requestId === undefined ? undefined : { headers: { 'x-request-id': requestId } };
+    const trace = traceHeadersNow();
+    if (requestId === undefined && trace === undefined) return undefined;
+    const headers: Record<string, string> = {};
+    if (requestId !== undefined) headers['x-request-id'] = requestId;
+    for (let i = 0; trace && i < trace.length; i += 2) headers[trace[i]!] = trace[i + 1]!;
+    return { headers };
   };
   const several = calls.nodes.all.length > 1;
   const onNode = <T>(work: () => Promise<T>) =>

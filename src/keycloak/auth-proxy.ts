@@ -8,6 +8,7 @@ import { sendError } from '../envelope/error-handler.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
 import { targetOf } from '../edge/request-target.ts';
 import { droppedRequestHeaderNames } from '../edge/upstream-headers.ts';
+import { traceHeadersNow } from '../tracing/trace-scope.ts';
 import { AppError } from '../envelope/errors.ts';
 import { bufferedBodyOf } from './form-body-guard.ts';
 import {
@@ -70,6 +71,13 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
       // dropped by the filter), so Keycloak's log names the request as the gateway's does.
       const requestId = res.getHeader('x-request-id');
       if (typeof requestId === 'string') proxyReq.setHeader('x-request-id', requestId);
+      // Traced: Keycloak's part is a child of the request's span (the client's own traceparent
+      // is the span's parent). Not traced: the client's passes on untouched.
+      const trace = traceHeadersNow();
+      if (trace) proxyReq.removeHeader('tracestate');
+      for (let i = 0; trace && i < trace.length; i += 2) {
+        proxyReq.setHeader(trace[i]!, trace[i + 1]!);
+      }
       // Host, proto and port name the gateway's public address, never the caller's: they
       // would let a client choose the issuer Keycloak writes into tokens.
       proxyReq.setHeader('x-forwarded-host', forwarded.host);

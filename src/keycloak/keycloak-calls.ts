@@ -7,6 +7,7 @@ import {
 } from './keycloak-failures.ts';
 import { createNodeExchange, type NodeExchange } from './keycloak-http.ts';
 import { createKeycloakNodes, type KeycloakNode, type KeycloakNodes } from './keycloak-nodes.ts';
+import { endSpan, type Tracing } from '../tracing/tracing.ts';
 
 /** Which of the gateway's own Keycloak calls this was. */
 export type KeycloakCallKind = 'grant' | 'introspection' | 'jwks' | 'admin';
@@ -89,7 +90,12 @@ export type KeycloakCallsTarget =
  * connection or answer idle for `timeoutMs` is a timeout (504).
  */
 export function createKeycloakCalls(
-  options: KeycloakCallsTarget & { timeoutMs: number; observer?: KeycloakCallObserver },
+  options: KeycloakCallsTarget & {
+    timeoutMs: number;
+    observer?: KeycloakCallObserver;
+    /** When set, each call is a client span `keycloak <kind>`, retries included. */
+    tracing?: Tracing;
+  },
 ): KeycloakCalls {
   const { timeoutMs } = options;
   const nodes =
@@ -186,5 +192,27 @@ export function createKeycloakCalls(
     return result;
   }
 
-  return { keycloakUrl: nodes.all[0]!.url, nodes, timeoutMs, exchange, admin };
+  const tracing = options.tracing;
+  if (!tracing) return { keycloakUrl: nodes.all[0]!.url, nodes, timeoutMs, exchange, admin };
+  /** `work` inside a span of its own; the node exchange and the admin client name it. */
+  const traced = <T>(kind: KeycloakCallKind, work: () => Promise<T>): Promise<T> => {
+    const span = tracing.start(`keycloak ${kind}`, 'client', { 'realmgate.keycloak.kind': kind });
+    return tracing.within(span, work).then(
+      (value) => {
+        endSpan(span);
+        return value;
+      },
+      (err: unknown) => {
+        endSpan(span, err);
+        throw err;
+      },
+    );
+  };
+  return {
+    keycloakUrl: nodes.all[0]!.url,
+    nodes,
+    timeoutMs,
+    exchange: (kind, path, form, read) => traced(kind, () => exchange(kind, path, form, read)),
+    admin: (work, read) => traced('admin', () => admin(work, read)),
+  };
 }

@@ -6,6 +6,7 @@ import {
 } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { currentRequestId } from '../edge/request-context.ts';
+import { traceHeadersNow } from '../tracing/trace-scope.ts';
 import { unexpectedAnswer } from './keycloak-failures.ts';
 
 /**
@@ -34,7 +35,7 @@ const MAX_SOCKETS = 32;
  * against the real Keycloak it costs the gateway less CPU per call than fetch (see the README's
  * performance notes). A connection or answer idle for `timeoutMs` is a timeout; a timeout before
  * the connection was made carries `beforeConnect` (nothing was sent). A call made for a request
- * carries its `X-Request-Id` (see edge/request-context.ts).
+ * carries its `X-Request-Id` (see edge/request-context.ts), and a traced one its `traceparent`.
  */
 export function createNodeExchange(nodeUrl: string, timeoutMs: number): NodeExchange {
   const base = new URL(nodeUrl);
@@ -64,6 +65,8 @@ export function createNodeExchange(nodeUrl: string, timeoutMs: number): NodeExch
           };
     const requestId = currentRequestId();
     if (requestId !== undefined) headers['x-request-id'] = requestId;
+    const trace = traceHeadersNow();
+    for (let i = 0; trace && i < trace.length; i += 2) headers[trace[i]!] = trace[i + 1];
     const fail = (err: unknown) => {
       if (settled) return;
       settled = true;

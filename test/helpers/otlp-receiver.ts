@@ -1,0 +1,90 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** One span as an OTLP/HTTP JSON export carries it (ids in hex), with its resource's service. */
+export interface ReceivedSpan {
+  service: string;
+  traceId: string;
+  spanId: string;
+  /** '' for a root span. */
+  parentSpanId: string;
+  name: string;
+  /** OTLP's numbers: 1 internal, 2 server, 3 client. */
+  kind: number;
+  attributes: Record<string, unknown>;
+  /** OTLP's status code: 0 unset, 1 ok, 2 error. */
+  status: number;
+}
+
+export interface OtlpReceiver {
+  /** Base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT` names it; exports arrive at `/v1/traces`. */
+  url: string;
+  /** Every span received so far, in order. */
+  spans: ReceivedSpan[];
+  close(): Promise<void>;
+}
+
+type AnyValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean };
+interface ExportRequest {
+  resourceSpans?: {
+    resource?: { attributes?: { key: string; value: AnyValue }[] };
+    scopeSpans?: {
+      spans?: (Omit<ReceivedSpan, 'service' | 'attributes' | 'status'> & {
+        attributes?: { key: string; value: AnyValue }[];
+        status?: { code?: number };
+      })[];
+    }[];
+  }[];
+}
+
+const valueOf = (v: AnyValue) =>
+  v.stringValue ?? (v.intValue !== undefined ? Number(v.intValue) : v.boolValue);
+const attributesOf = (list: { key: string; value: AnyValue }[] = []) =>
+  Object.fromEntries(list.map(({ key, value }) => [key, valueOf(value)]));
+
+/**
+ * A tiny OTLP/HTTP traces endpoint (JSON, what the exporter sends by default): records the
+ * spans of every export it gets, for tests that show what the gateway traces.
+ */
+export async function startOtlpReceiver(): Promise<OtlpReceiver> {
+  const spans: ReceivedSpan[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      if (req.method !== 'POST' || req.url !== '/v1/traces') {
+        res.writeHead(404).end();
+        return;
+      }
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ExportRequest;
+      for (const resource of body.resourceSpans ?? []) {
+        const service = String(attributesOf(resource.resource?.attributes)['service.name']);
+        for (const scope of resource.scopeSpans ?? []) {
+          for (const span of scope.spans ?? []) {
+            spans.push({
+              service,
+              traceId: span.traceId,
+              spanId: span.spanId,
+              parentSpanId: span.parentSpanId ?? '',
+              name: span.name,
+              kind: span.kind,
+              attributes: attributesOf(span.attributes),
+              status: span.status?.code ?? 0,
+            });
+          }
+        }
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    spans,
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
