@@ -9,13 +9,15 @@ import { runLoad } from './load.ts';
 import { median } from './report.ts';
 
 /**
- * `node bench/ab.ts [--a <tree>] [--b <tree>] [--a-env K=V,...] [--b-env K=V,...] [--rounds N]
- * [--round-seconds S]`: is B slower than A on the forwarded route's hot path? Two gateways,
- * each from its own source tree (default: this one) with its own extra settings, auth off (the
- * bench's constant principal: no Keycloak needed, the edge, admission fast path and forwarder
- * are the gateway's own code), loaded at the same moment and pinned together on the last CPU,
- * as the bench's paired rounds are. Prints each round's B ÷ A and their median. A tree needs
- * its own `bench/gateway-process.ts` and `node_modules` (a symlink will do).
+ * `node bench/ab.ts [--route forwarded|token] [--a <tree>] [--b <tree>] [--a-env K=V,...]
+ * [--b-env K=V,...] [--rounds N] [--round-seconds S]`: is B slower than A? Two gateways, each
+ * from its own source tree (default: this one) with its own extra settings, loaded at the same
+ * moment and pinned together on the last CPU, as the bench's paired rounds are. `forwarded`:
+ * the automation route's hot path, auth off (the bench's constant principal: no Keycloak; the
+ * edge, admission fast path and forwarder are the gateway's own code). `token`: a refresh grant
+ * through `/auth`, whose Keycloak is the trivial upstream (the proxy, not Keycloak, is
+ * measured). Prints each round's B ÷ A and their median. A tree needs its own
+ * `bench/gateway-process.ts` and `node_modules` (a symlink will do).
  */
 const run = promisify(execFile);
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -34,6 +36,8 @@ const sides = [
   { name: 'A', tree: args.get('--a') ?? here, env: envOf(args.get('--a-env')), port: 28500 },
   { name: 'B', tree: args.get('--b') ?? here, env: envOf(args.get('--b-env')), port: 28510 },
 ];
+/** `forwarded` (default): the automation route; `token`: a refresh grant through `/auth`. */
+const route = args.get('--route') ?? 'forwarded';
 const rounds = Number(args.get('--rounds') ?? 5);
 const roundSeconds = Number(args.get('--round-seconds') ?? 5);
 const ORG = 'bench-ab';
@@ -73,7 +77,9 @@ async function main(): Promise<void> {
       PORT: String(side.port),
       ADMIN_PORT: String(side.port + 1),
       LOG_LEVEL: 'silent',
-      KEYCLOAK_URL: 'http://127.0.0.1:9/auth',
+      // The token route's Keycloak is the trivial upstream: it answers any request at once, so
+      // what is measured is the gateway's /auth proxy, not Keycloak's password hashing.
+      KEYCLOAK_URL: route === 'token' ? 'http://127.0.0.1:28520/auth' : 'http://127.0.0.1:9/auth',
       KEYCLOAK_ADMIN_PASSWORD: 'ab-admin-password-0123456789',
       KEYCLOAK_CLIENT_SECRET: 'ab-client-secret-0123456789',
       DATABASE_URL: databaseUrl,
@@ -108,10 +114,15 @@ async function main(): Promise<void> {
         connections: 32,
         durationSeconds: seconds,
         requests: [
-          {
-            path: `/api/${ORG}/workspaces/${WORKSPACE}/ita/menu/operation_list/filter/`,
-            authorization: 'Bearer constant',
-          },
+          route === 'token'
+            ? {
+                path: `/auth/realms/${ORG}/protocol/openid-connect/token`,
+                form: `grant_type=refresh_token&client_id=_${ORG}-api&refresh_token=${'r'.repeat(800)}`,
+              }
+            : {
+                path: `/api/${ORG}/workspaces/${WORKSPACE}/ita/menu/operation_list/filter/`,
+                authorization: 'Bearer constant',
+              },
         ],
       },
       feeders,

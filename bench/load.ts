@@ -7,7 +7,12 @@ import { runToCompletion } from './processes.ts';
  * The load generator: one autocannon run in a process of its own (never a gateway's). Run as a
  * program, this module reads a LoadSpec on stdin and prints a LoadResult; `runLoad` starts it.
  */
-export type LoadRequest = { path: string; authorization?: string };
+export type LoadRequest = {
+  path: string;
+  authorization?: string;
+  /** A form POST instead of a GET (the token endpoint). */
+  form?: string;
+};
 export type LoadResult = Awaited<ReturnType<typeof generate>>;
 export interface LoadSpec {
   url: string;
@@ -30,12 +35,21 @@ export async function runLoad(spec: LoadSpec, cpuList?: string): Promise<LoadRes
 }
 
 async function generate(spec: LoadSpec) {
-  const headers = (r: LoadRequest) => (r.authorization ? { authorization: r.authorization } : {});
+  const headers = (r: LoadRequest) => ({
+    ...(r.authorization ? { authorization: r.authorization } : {}),
+    ...(r.form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
+  });
+  const body = (r: LoadRequest) => (r.form ? { method: 'POST' as const, body: r.form } : {});
   let next = 0;
   const rotate: autocannon.Request = {
     setupRequest(request) {
       const chosen = spec.requests[next++ % spec.requests.length]!;
-      return { ...request, path: chosen.path, headers: { ...request.headers, ...headers(chosen) } };
+      return {
+        ...request,
+        ...body(chosen),
+        path: chosen.path,
+        headers: { ...request.headers, ...headers(chosen) },
+      };
     },
   };
   const [first] = spec.requests;
@@ -50,7 +64,11 @@ async function generate(spec: LoadSpec) {
         amount: spec.amount,
         overallRate: spec.overallRate,
         timeout: 20,
-        requests: [spec.requests.length > 1 ? rotate : { ...first!, headers: headers(first!) }],
+        requests: [
+          spec.requests.length > 1
+            ? rotate
+            : { ...first!, ...body(first!), headers: headers(first!) },
+        ],
       },
       (err: Error | null, done: autocannon.Result) => (err ? reject(err) : resolve(done)),
     );

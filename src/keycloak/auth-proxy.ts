@@ -1,13 +1,17 @@
-import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
-import { Agent } from 'node:http';
+import {
+  Agent,
+  request as httpRequest,
+  type IncomingMessage,
+  type RequestOptions,
+  type ServerResponse,
+} from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { RequestHandler } from 'express';
-import { createProxyMiddleware } from 'http-proxy-middleware';
 import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
 import { targetOf } from '../edge/request-target.ts';
-import { droppedRequestHeaderNames } from '../edge/upstream-headers.ts';
+import { upstreamRequestHeaders } from '../edge/upstream-headers.ts';
 import { traceHeadersNow } from '../tracing/trace-scope.ts';
 import { AppError } from '../envelope/errors.ts';
 import { bufferedBodyOf } from './form-body-guard.ts';
@@ -25,16 +29,17 @@ import {
   rewriteLoginPage,
   type ListenerUrls,
 } from './console-page.ts';
-import { serveRewritten, type PageRewrite } from './rewrite-page.ts';
+import { answerHeadersOf, serveRewritten, type PageRewrite } from './rewrite-page.ts';
 
 export interface AuthProxyOptions {
   /**
    * Keycloak's nodes (base URLs including the relative path, e.g. `http://127.0.0.1:8080/auth`):
-   * with several, each request goes to the next one that is up (see `nodeRouting`).
+   * with several, each request goes to the next one that is up.
    */
   nodes: KeycloakNodes;
   /** The gateway's public address; Keycloak derives token `iss` from it. */
   publicUrl: string;
+  /** How long Keycloak may stay silent (connecting, or between bytes of its answer): then 504. */
   timeoutMs: number;
   forwarding: Forwarding;
   logger: Logger;
@@ -47,90 +52,140 @@ export interface AuthProxyOptions {
 }
 
 /**
- * Proxies `/auth/...` to Keycloak unchanged (status, headers, body), with the client's headers
- * through the edge's filter (credentials and cookies kept: Keycloak needs them) and the
- * `X-Request-Id` the client gets back. Mount it at `/auth` before any body parser so the form
- * body streams through untouched.
+ * Proxies `/auth/...` to Keycloak unchanged (status, headers, body), over plain `node:http`
+ * with a keep-alive pool, as the automation forwarder does: the client's headers through the
+ * edge's filter (credentials and cookies kept: Keycloak needs them), `Host` the node's,
+ * `X-Forwarded-*` naming `PUBLIC_URL`, and the `X-Request-Id` the client gets back. A form body
+ * the guard has read is sent as read, any other streams through. With several nodes, each
+ * request goes to the next node that is up; one that could not connect (nothing sent) is sent
+ * once more to another node that is up, when its body can be sent again (none, or the form the
+ * guard read); any other failure takes the node out. Failures answer 503/504/502 through the
+ * one translation of Keycloak failures (keycloak-failures.ts). Mount it at `/auth` before any
+ * body parser but the form guard.
  */
 export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
-  const routing = nodeRouting(options.nodes);
+  const { nodes, timeoutMs } = options;
+  const several = nodes.all.length > 1;
   const publicUrl = new URL(options.publicUrl);
-  const forwarded = {
-    host: publicUrl.host,
-    proto: publicUrl.protocol.replace(':', ''),
-    port: publicUrl.port || (publicUrl.protocol === 'https:' ? '443' : '80'),
-  };
-  const agent = new Agent({ keepAlive: true, maxSockets: 256 });
-  // http-proxy answers a proxy timeout by aborting, which then surfaces as a reset: remember
-  // which requests timed out, so they get 504 and not 503.
-  const timedOut = new WeakSet<IncomingMessage>();
-  const on = {
-    proxyReq(proxyReq: ClientRequest, req: IncomingMessage, res: ServerResponse) {
-      proxyReq.once('timeout', () => timedOut.add(req));
-      // The id the edge gave the request and the client gets back (the client's own copy was
-      // dropped by the filter), so Keycloak's log names the request as the gateway's does.
-      const requestId = res.getHeader('x-request-id');
-      if (typeof requestId === 'string') proxyReq.setHeader('x-request-id', requestId);
-      // Traced: Keycloak's part is a child of the request's span (the client's own traceparent
-      // is the span's parent). Not traced: the client's passes on untouched.
-      const trace = traceHeadersNow();
-      if (trace) proxyReq.removeHeader('tracestate');
-      for (let i = 0; trace && i < trace.length; i += 2) {
-        proxyReq.setHeader(trace[i]!, trace[i + 1]!);
-      }
-      // Host, proto and port name the gateway's public address, never the caller's: they
-      // would let a client choose the issuer Keycloak writes into tokens.
-      proxyReq.setHeader('x-forwarded-host', forwarded.host);
-      proxyReq.setHeader('x-forwarded-proto', forwarded.proto);
-      proxyReq.setHeader('x-forwarded-port', forwarded.port);
-      const [, forwardedFor] = options.forwarding.forwardedHeaders(req);
-      proxyReq.setHeader('x-forwarded-for', forwardedFor!);
-      // A form body already read by the guard is written here; the piped stream is empty.
-      const body = bufferedBodyOf(req);
-      if (body) {
-        proxyReq.setHeader('content-length', body.length);
-        proxyReq.write(body);
-      }
-    },
-    proxyRes(proxyRes: IncomingMessage, req: IncomingMessage) {
-      keepOwnRequestId(proxyRes);
-      // With several nodes, an answer puts its node back (with one, nothing to note).
-      routing?.answered(req);
-    },
-    error(err: Error, req: IncomingMessage, res: ServerResponse | Socket) {
-      if (routing && 'setHeader' in res && routing.retry(err, req, res, timedOut.has(req))) return;
-      // The one translation of Keycloak failures (keycloak-failures.ts), as for the gateway's
-      // own calls: unreachable 503, too slow 504, anything else 502.
-      const error = timedOut.has(req) ? keycloakError('timeout', err) : toKeycloakError(err);
-      if ('setHeader' in res) sendError(res, error, options.logger);
-      else res.destroy();
-    },
-  };
-  const settings = {
-    target: options.nodes.all[0]!.url,
-    router: routing?.route,
-    changeOrigin: true,
-    // Only the answer from Keycloak is timed here: the client's own socket is bounded by the
-    // server's request timeouts, and a shorter one here would cut it off before the 504.
-    proxyTimeout: options.timeoutMs,
-    agent,
-  };
-  const proxy = createProxyMiddleware<IncomingMessage, ServerResponse>({ ...settings, on });
-  // The pages rewritten are read whole (they are small) and asked for uncompressed, so the
-  // gateway never inflates anything.
-  const rewrites = new WeakMap<IncomingMessage, PageRewrite>();
-  const pageProxy = createProxyMiddleware<IncomingMessage, ServerResponse>({
-    ...settings,
-    selfHandleResponse: true,
-    on: {
-      ...on,
-      proxyRes(proxyRes, req, res) {
-        keepOwnRequestId(proxyRes);
-        routing?.answered(req);
-        serveRewritten(proxyRes, res, rewrites.get(req)!);
-      },
-    },
+  // Host, proto and port name the gateway's public address, never the caller's: they would let
+  // a client choose the issuer Keycloak writes into tokens.
+  const forwarded = [
+    'x-forwarded-host',
+    publicUrl.host,
+    'x-forwarded-proto',
+    publicUrl.protocol.replace(':', ''),
+    'x-forwarded-port',
+    publicUrl.port || (publicUrl.protocol === 'https:' ? '443' : '80'),
+  ];
+  const agentOptions = { keepAlive: true, maxSockets: 256 };
+  const agents = { http: new Agent(agentOptions), https: new HttpsAgent(agentOptions) };
+  const targets = nodes.all.map((node) => {
+    const url = new URL(node.url);
+    const secure = url.protocol === 'https:';
+    return {
+      request: secure ? httpsRequest : httpRequest,
+      options: {
+        agent: secure ? agents.https : agents.http,
+        hostname: url.hostname.replace(/^\[|\]$/g, ''),
+        port: url.port || (secure ? 443 : 80),
+        timeout: timeoutMs,
+      } satisfies RequestOptions,
+      host: url.host,
+      basePath: url.pathname.replace(/\/$/, ''),
+    };
   });
+
+  /** What Keycloak gets: the client's headers through the filter, then the gateway's own. */
+  function headersFor(req: IncomingMessage, res: ServerResponse, host: string, body?: Buffer) {
+    const rewrite = rewrites.has(req);
+    const trace = traceHeadersNow();
+    const kept = upstreamRequestHeaders(req.rawHeaders, { keepCredentials: true });
+    const headers: string[] = [];
+    for (let i = 0; i < kept.length; i += 2) {
+      const name = kept[i]!.toLowerCase();
+      // A form the guard read goes with its own length (below).
+      if (name === 'content-length' && body) continue;
+      // A page to rewrite is asked for uncompressed, so the gateway never inflates anything.
+      if (name === 'accept-encoding' && rewrite) continue;
+      // Traced: Keycloak's part is a child of the request's span (the client's is its parent).
+      // Not traced: the client's traceparent passes on untouched.
+      if ((name === 'traceparent' || name === 'tracestate') && trace) continue;
+      headers.push(kept[i]!, kept[i + 1]!);
+    }
+    headers.push('host', host, ...forwarded);
+    headers.push('x-forwarded-for', options.forwarding.forwardedHeaders(req)[1]!);
+    if (body) headers.push('content-length', String(body.length));
+    // A body of unknown length (the filter dropped the client's framing): chunked again.
+    else if (req.headers['transfer-encoding'] !== undefined) {
+      headers.push('transfer-encoding', 'chunked');
+    }
+    const requestId = res.getHeader('x-request-id');
+    if (typeof requestId === 'string') headers.push('x-request-id', requestId);
+    if (trace) headers.push(...trace);
+    return headers;
+  }
+
+  function send(req: IncomingMessage, res: ServerResponse, node: KeycloakNode, retried: boolean) {
+    const target = targets[node.index]!;
+    const body = bufferedBodyOf(req);
+    const outgoing = target.request({
+      ...target.options,
+      method: req.method,
+      path: target.basePath + (req.url ?? '/'),
+      headers: headersFor(req, res, target.host, body),
+    });
+    let cutOff: Error | undefined;
+    outgoing.on('timeout', () => {
+      cutOff = Object.assign(new Error(`Keycloak did not answer within ${timeoutMs} ms`), {
+        code: 'ETIMEDOUT',
+        // Nothing was sent yet: as safe to send elsewhere as a refused connection.
+        beforeConnect: outgoing.socket?.connecting === true,
+      });
+      outgoing.destroy(cutOff);
+    });
+    outgoing.on('response', (answer) => {
+      if (several) nodes.answered(node);
+      // The client gets the gateway's request id, whatever a front of Keycloak's may add.
+      delete answer.headers['x-request-id'];
+      // Keycloak gone mid-answer: the client's connection ends too.
+      answer.on('error', () => res.destroy());
+      const rewrite = rewrites.get(req);
+      if (rewrite) {
+        serveRewritten(answer, res, rewrite);
+        return;
+      }
+      res.writeHead(answer.statusCode ?? 502, answerHeadersOf(answer));
+      answer.pipe(res);
+    });
+    outgoing.on('error', (err) => {
+      const failure = cutOff ? 'timeout' : failureOf(err);
+      if (several && failure !== 'bad_answer') {
+        nodes.failed(node, `/auth proxy: ${failure}`);
+        const again = !retried && !res.headersSent && failedBeforeSending(err) && replayable(req);
+        const next = again ? nodes.other(node) : undefined;
+        if (next) {
+          send(req, res, next, true);
+          return;
+        }
+      }
+      if (res.headersSent) res.destroy();
+      else
+        sendError(
+          res,
+          cutOff ? keycloakError('timeout', err) : toKeycloakError(err),
+          options.logger,
+        );
+    });
+    // The client went away: so does its request to Keycloak.
+    res.once('close', () => {
+      if (!res.writableFinished) outgoing.destroy();
+    });
+    if (body) outgoing.end(body);
+    else if (hasBody(req)) req.pipe(outgoing);
+    else outgoing.end();
+  }
+
+  const rewrites = new WeakMap<IncomingMessage, PageRewrite>();
   const urls = options.adminPages;
   const consolePage = urls && rewriteConsolePage(urls);
   const loginPage = urls && rewriteLoginPage(urls);
@@ -141,80 +196,22 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
     if ((req.method === 'GET' || req.method === 'POST') && isLoginPage(segments)) return loginPage;
     return undefined;
   };
-  const handle: RequestHandler = (req, res, next) => {
-    // Before the proxy copies them: http-proxy sends `Expect` on, and then skips its
-    // `proxyReq` hook, which writes the body the form guard already read.
-    for (const name of droppedRequestHeaderNames(req.rawHeaders, { keepCredentials: true })) {
-      delete req.headers[name];
-    }
+  return (req, res) => {
     const rewrite = pageRewriteOf(req);
-    if (rewrite) {
-      delete req.headers['accept-encoding'];
-      rewrites.set(req, rewrite);
-      void pageProxy(req, res, next);
-    } else void proxy(req, res, next);
-  };
-  routing?.resendWith((req, res) => {
-    const send = rewrites.has(req) ? pageProxy : proxy;
-    void send(req, res, (err?: unknown) => sendError(res, err, options.logger));
-  });
-  return handle;
-}
-
-/**
- * With several nodes: each request goes to the next node that is up. A request that could not
- * connect (nothing sent) is sent once more to another node that is up, when its body can be
- * sent again (none, or the form the guard buffered); any other failure takes the node out and
- * is translated as usual. Undefined with one node: its address is fixed, nothing to choose.
- */
-function nodeRouting(nodes: KeycloakNodes) {
-  if (nodes.all.length === 1) return undefined;
-  const nodeOf = new WeakMap<IncomingMessage, KeycloakNode>();
-  const resent = new WeakSet<IncomingMessage>();
-  let resend: (req: IncomingMessage, res: ServerResponse) => void = () => undefined;
-  return {
-    route: (req: IncomingMessage): string => {
-      const node = (resent.has(req) && nodeOf.get(req)) || nodes.pick();
-      nodeOf.set(req, node);
-      return node.url;
-    },
-    answered(req: IncomingMessage): void {
-      const node = nodeOf.get(req);
-      if (node) nodes.answered(node);
-    },
-    /** Takes the failed node out; true when the request went to another node instead. */
-    retry(err: Error, req: IncomingMessage, res: ServerResponse, timedOut: boolean): boolean {
-      const node = nodeOf.get(req);
-      if (!node) return false;
-      const failure = timedOut ? 'timeout' : failureOf(err);
-      if (failure === 'bad_answer') return false;
-      nodes.failed(node, `/auth proxy: ${failure}`);
-      if (resent.has(req) || res.headersSent || !failedBeforeSending(err) || !replayable(req)) {
-        return false;
-      }
-      const next = nodes.other(node);
-      if (!next) return false;
-      resent.add(req);
-      nodeOf.set(req, next);
-      resend(req, res);
-      return true;
-    },
-    resendWith(send: (req: IncomingMessage, res: ServerResponse) => void): void {
-      resend = send;
-    },
+    if (rewrite) rewrites.set(req, rewrite);
+    send(req, res, several ? nodes.pick() : nodes.all[0]!, false);
   };
 }
 
-/** The client gets the gateway's request id, whatever a front of Keycloak's may have added. */
-function keepOwnRequestId(proxyRes: IncomingMessage): void {
-  delete proxyRes.headers['x-request-id'];
+/** Whether the request has a body (RFC 9112 6.3): a length, or a transfer coding. */
+function hasBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 /** Whether the request's body can be sent again: none, or the form the guard has read. */
 function replayable(req: IncomingMessage): boolean {
-  if (bufferedBodyOf(req)) return true;
-  const length = req.headers['content-length'];
-  return req.headers['transfer-encoding'] === undefined && (!length || length === '0');
+  return bufferedBodyOf(req) !== undefined || !hasBody(req);
 }
 
 /**

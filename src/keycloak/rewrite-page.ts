@@ -21,12 +21,22 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 const HOP_BY_HOP = new Set([
   'connection',
   'keep-alive',
+  'proxy-authenticate',
   'proxy-connection',
   'transfer-encoding',
   'upgrade',
   'te',
   'trailer',
 ]);
+
+/** Keycloak's answer headers a client may get: all but those of the connection. */
+export function answerHeadersOf(proxyRes: IncomingMessage): OutgoingHttpHeaders {
+  const headers: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(proxyRes.headers)) {
+    if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+  }
+  return headers;
+}
 
 function listOf(value: string | string[] | undefined): string[] {
   return value === undefined ? [] : Array.isArray(value) ? value : [value];
@@ -43,10 +53,7 @@ export function serveRewritten(
   res: ServerResponse,
   rewrite: PageRewrite,
 ): void {
-  const headers: OutgoingHttpHeaders = {};
-  for (const [name, value] of Object.entries(proxyRes.headers)) {
-    if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
-  }
+  const headers = answerHeadersOf(proxyRes);
   const status = proxyRes.statusCode ?? 502;
   // Keycloak gone mid-page: the client's connection ends too, as a piped answer's would.
   proxyRes.on('error', () => res.destroy());
