@@ -135,6 +135,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
       headers: headersFor(req, res, target.host, body),
     });
     let cutOff: Error | undefined;
+    let clientGone = false;
     outgoing.on('timeout', () => {
       cutOff = Object.assign(new Error(`Keycloak did not answer within ${timeoutMs} ms`), {
         code: 'ETIMEDOUT',
@@ -158,6 +159,8 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
       answer.pipe(res);
     });
     outgoing.on('error', (err) => {
+      // Cut off because the client left: nobody to answer, and nothing wrong with the node.
+      if (clientGone) return;
       const failure = cutOff ? 'timeout' : failureOf(err);
       if (several && failure !== 'bad_answer') {
         nodes.failed(node, `/auth proxy: ${failure}`);
@@ -178,7 +181,9 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
     });
     // The client went away: so does its request to Keycloak.
     res.once('close', () => {
-      if (!res.writableFinished) outgoing.destroy();
+      if (res.writableFinished || outgoing.destroyed) return;
+      clientGone = true;
+      outgoing.destroy();
     });
     if (body) outgoing.end(body);
     else if (hasBody(req)) req.pipe(outgoing);

@@ -1,0 +1,183 @@
+import {
+  createServer,
+  type IncomingHttpHeaders,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
+import express from 'express';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createForwarding } from '../../../src/edge/forwarding.ts';
+import { createLogger } from '../../../src/http/logger.ts';
+import { createAuthProxy } from '../../../src/keycloak/auth-proxy.ts';
+import { guardFormBody } from '../../../src/keycloak/form-body-guard.ts';
+import { createKeycloakNodes, type KeycloakNodes } from '../../../src/keycloak/keycloak-nodes.ts';
+
+/** What the fake Keycloak got: the request head and its body. */
+interface Seen {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+  /** Resolves when the gateway's request to Keycloak closes. */
+  closed: Promise<void>;
+}
+
+const listen = (server: Server) =>
+  new Promise<string>((resolve) =>
+    server.listen(0, '127.0.0.1', () =>
+      resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`),
+    ),
+  );
+
+/** The `/auth` proxy's own forwarding, against a fake Keycloak that records what arrives. */
+describe('/auth proxy: what reaches Keycloak and what comes back', () => {
+  const seen: Seen[] = [];
+  /** How the fake answers a request it has read whole. */
+  let answer: (res: ServerResponse) => void;
+  let keycloak: Server;
+  let gateway: Server;
+  let nodes: KeycloakNodes;
+  let base: string;
+
+  beforeAll(async () => {
+    keycloak = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      const closed = new Promise<void>((resolve) => req.once('close', () => resolve()));
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        const body = Buffer.concat(chunks).toString();
+        seen.push({ method: req.method!, url: req.url!, headers: req.headers, body, closed });
+        answer(res);
+      });
+    });
+    const keycloakUrl = `${await listen(keycloak)}/auth`;
+    nodes = createKeycloakNodes({ urls: [keycloakUrl, keycloakUrl], timeoutMs: 1000 });
+    const app = express();
+    app.use(
+      '/auth',
+      ...guardFormBody(),
+      createAuthProxy({
+        nodes,
+        publicUrl: 'https://gateway.example:8443',
+        timeoutMs: 300,
+        forwarding: createForwarding(undefined),
+        logger: createLogger('silent'),
+      }),
+    );
+    gateway = createServer(app);
+    base = await listen(gateway);
+  });
+  afterAll(async () => {
+    nodes.close();
+    for (const server of [gateway, keycloak]) {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+  beforeEach(() => {
+    seen.length = 0;
+    answer = (res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+  });
+
+  it("sends the node's Host, X-Forwarded-* naming PUBLIC_URL, and none of the client's claims", async () => {
+    const res = await fetch(`${base}/auth/realms/acme/protocol/openid-connect/token?x=1`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        authorization: 'Basic Y2xpZW50OnNlY3JldA==',
+        cookie: 'KC_RESTART=abc',
+        'x-forwarded-host': 'evil.example',
+        'x-forwarded-proto': 'http',
+        'x-forwarded-for': '6.6.6.6',
+        'x-request-id': 'from-the-client',
+        user_id: 'forged',
+      },
+      body: 'grant_type=password&username=u&password=p',
+    });
+    expect(res.status).toBe(200);
+    const [request] = seen;
+    expect(request).toMatchObject({
+      method: 'POST',
+      url: '/auth/realms/acme/protocol/openid-connect/token?x=1',
+      body: 'grant_type=password&username=u&password=p',
+    });
+    expect(request!.headers).toMatchObject({
+      host: `127.0.0.1:${(keycloak.address() as AddressInfo).port}`,
+      'x-forwarded-host': 'gateway.example:8443',
+      'x-forwarded-proto': 'https',
+      'x-forwarded-port': '8443',
+      'x-forwarded-for': '127.0.0.1',
+      'content-length': String('grant_type=password&username=u&password=p'.length),
+      authorization: 'Basic Y2xpZW50OnNlY3JldA==',
+      cookie: 'KC_RESTART=abc',
+    });
+    expect(request!.headers['x-request-id']).toBeUndefined();
+    expect(request!.headers.user_id).toBeUndefined();
+  });
+
+  it('streams a body it has not read, re-chunking one of unknown length', async () => {
+    const json = JSON.stringify({ enabled: true, pad: 'x'.repeat(100_000) });
+    const streamed = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode(json.slice(0, 50_000)));
+        controller.enqueue(new TextEncoder().encode(json.slice(50_000)));
+        controller.close();
+      },
+    });
+    const res = await fetch(`${base}/auth/admin/realms/acme`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+      body: streamed,
+      duplex: 'half',
+    });
+    expect(res.status).toBe(200);
+    expect(seen[0]).toMatchObject({ method: 'PUT', url: '/auth/admin/realms/acme', body: json });
+    expect(seen[0]!.headers['transfer-encoding']).toBe('chunked');
+  });
+
+  it("passes Keycloak's answer on, but not its connection headers nor a request id", async () => {
+    answer = (res) =>
+      res
+        .writeHead(302, {
+          location: 'https://gateway.example:8443/auth/realms/acme/account',
+          'set-cookie': ['a=1; Path=/auth', 'b=2; Path=/auth'],
+          'proxy-authenticate': 'Basic realm="keycloak"',
+          'x-request-id': 'keycloak-made-this-up',
+          'cache-control': 'no-store',
+        })
+        .end();
+    const res = await fetch(`${base}/auth/realms/acme/account`, { redirect: 'manual' });
+    expect(res.status).toBe(302);
+    expect(res.headers.get('location')).toBe(
+      'https://gateway.example:8443/auth/realms/acme/account',
+    );
+    expect(res.headers.getSetCookie()).toEqual(['a=1; Path=/auth', 'b=2; Path=/auth']);
+    expect(res.headers.get('cache-control')).toBe('no-store');
+    expect(res.headers.get('proxy-authenticate')).toBeNull();
+    expect(res.headers.get('x-request-id')).toBeNull();
+  });
+
+  it('answers 504 in the envelope when Keycloak stays silent', async () => {
+    answer = () => undefined;
+    const res = await fetch(`${base}/auth/realms/acme`);
+    expect(res.status).toBe(504);
+    expect(await res.json()).toMatchObject({ data: null, result: '504-11001' });
+    expect(nodes.all.some((node) => node.state === 'down')).toBe(true);
+    // It answers again: the probe puts the node back.
+    answer = (res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    await vi.waitFor(() => expect(nodes.all.every((node) => node.state === 'up')).toBe(true), {
+      timeout: 10_000,
+    });
+  });
+
+  it('closes the request to Keycloak when the client leaves, and keeps the node in', async () => {
+    answer = () => undefined;
+    const client = connect((gateway.address() as AddressInfo).port, '127.0.0.1');
+    client.write('GET /auth/realms/acme HTTP/1.1\r\nHost: gateway\r\n\r\n');
+    await vi.waitFor(() => expect(seen).toHaveLength(1));
+    client.destroy();
+    await seen[0]!.closed;
+    expect(nodes.all.map((node) => node.state)).toEqual(['up', 'up']);
+  });
+});
