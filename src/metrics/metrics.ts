@@ -37,6 +37,9 @@ const AUTH_FAILURE_REASONS = [
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'other'] as const;
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
 const AUTH_SCHEMES = ['none', 'basic', 'bearer', 'other'] as const;
+/** How a refused authentication came: an API call's scheme, or a password sent through `/auth`. */
+const AUTH_FAILURE_SCHEMES = ['basic', 'bearer', 'password_grant'] as const;
+export type AuthFailureScheme = (typeof AUTH_FAILURE_SCHEMES)[number];
 const RECHECK_EVENTS = ['queued', 'skipped', 'active', 'inactive', 'failed'] as const;
 export type RecheckEvent = (typeof RECHECK_EVENTS)[number];
 
@@ -58,7 +61,7 @@ export interface Metrics {
     authorization: string | undefined,
     seconds: number,
   ): void;
-  authFailure(scheme: 'basic' | 'bearer', reason: AuthFailureReason | 'throttled'): void;
+  authFailure(scheme: AuthFailureScheme, reason: AuthFailureReason | 'throttled'): void;
   cacheLookup(cache: 'verified_token' | 'basic_login', hit: boolean): void;
   keycloakCall(kind: KeycloakCallKind, outcome: KeycloakCallOutcome, seconds: number): void;
   recheck(event: RecheckEvent): void;
@@ -109,7 +112,7 @@ export function createMetrics(options: {
     name: 'realmgate_auth_failures_total',
     help: 'Refused authentications, by scheme and reason.',
     labels: [
-      { name: 'scheme', values: ['basic', 'bearer'] },
+      { name: 'scheme', values: AUTH_FAILURE_SCHEMES },
       { name: 'reason', values: AUTH_FAILURE_REASONS },
     ],
     showZeros: true,
@@ -168,6 +171,7 @@ export function createMetrics(options: {
 
   const methodIndex = indexOf(METHODS);
   const reasonIndex = indexOf(AUTH_FAILURE_REASONS);
+  const schemeOfFailureIndex = indexOf(AUTH_FAILURE_SCHEMES);
   const kindIndex = indexOf(KEYCLOAK_CALL_KINDS);
   const outcomeIndex = indexOf(KEYCLOAK_CALL_OUTCOMES);
   const recheckIndex = indexOf(RECHECK_EVENTS);
@@ -184,7 +188,7 @@ export function createMetrics(options: {
       durations.observe(r, seconds);
     },
     authFailure(scheme, reason) {
-      authFailures.inc(authFailures.slot(scheme === 'basic' ? 0 : 1, reasonIndex[reason]));
+      authFailures.inc(authFailures.slot(schemeOfFailureIndex[scheme], reasonIndex[reason]));
     },
     cacheLookup(cache, hit) {
       cacheLookups.inc(cacheLookups.slot(cache === 'verified_token' ? 0 : 1, hit ? 0 : 1));
