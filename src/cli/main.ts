@@ -1,4 +1,5 @@
-import packageJson from '../../package.json' with { type: 'json' };
+// The CLI's own manifest: the version of the package API clients install (packages/cli).
+import cliPackage from '../../packages/cli/package.json' with { type: 'json' };
 import { isHelp, parseCommandLine } from './args.ts';
 import { DEFAULT_TIMEOUT_MS } from './client.ts';
 import { commandNamed } from './commands.ts';
@@ -28,7 +29,7 @@ export async function runCli(
       return exitCodes.success;
     }
     if (command.name === 'version') {
-      io.stdout.write(`${packageJson.version}\n`);
+      io.stdout.write(`${cliPackage.version}\n`);
       return exitCodes.success;
     }
     const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
