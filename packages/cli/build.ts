@@ -43,23 +43,36 @@ async function buildInto(dir: string): Promise<string[]> {
   await copyFile(path.join(here, 'README.md'), path.join(dir, 'README.md'));
   await mkdir(path.join(dir, 'dist'));
   const bundle = path.join(dir, 'dist', 'realmgate.js');
-  const { metafile } = await build({
-    entryPoints: [path.join(root, 'src/cli/bin.ts')],
-    outfile: bundle,
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: TARGET,
-    banner: { js: '#!/usr/bin/env node' },
-    metafile: true,
-    logLevel: 'warning',
-    absWorkingDir: root,
-  });
+  const inputs = await bundleCli(bundle, { format: 'esm', target: TARGET, shebang: true });
   // Only jose's decodeJwt comes from node_modules; its MIT licence travels with it.
   await copyFile(
     path.join(root, 'node_modules/jose/LICENSE.md'),
     path.join(dir, 'dist', 'LICENSE.jose.md'),
   );
+  return inputs;
+}
+
+/**
+ * Bundles src/cli into `outfile` for Node `target` (`node20`), as an ES module or a CommonJS
+ * script, `#!/usr/bin/env node` first if `shebang`; returns the files it holds code of,
+ * relative to the repository.
+ */
+export async function bundleCli(
+  outfile: string,
+  { format, target, shebang }: { format: 'esm' | 'cjs'; target: string; shebang: boolean },
+): Promise<string[]> {
+  const { metafile } = await build({
+    entryPoints: [path.join(root, 'src/cli/bin.ts')],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    format,
+    target,
+    ...(shebang && { banner: { js: '#!/usr/bin/env node' } }),
+    metafile: true,
+    logLevel: 'warning',
+    absWorkingDir: root,
+  });
   // What ended up in the bundle (jose's index names modules that tree shaking drops).
   const [output] = Object.values(metafile.outputs);
   return Object.entries(output?.inputs ?? {})

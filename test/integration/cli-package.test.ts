@@ -4,6 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packCli, type CliPack } from '../../packages/cli/build.ts';
+import { buildSea } from '../../packages/cli/sea.ts';
 import { callApi } from '../helpers/api.ts';
 import { createUser } from '../helpers/keycloak.ts';
 import { node20Bin, node24Bin, runProcess } from '../helpers/node-binaries.ts';
@@ -13,7 +14,8 @@ import { testEnv } from '../helpers/test-env.ts';
 /*
  * The CLI as API clients get it: built and packed from this checkout, installed from the
  * tarball alone (offline, empty npm cache) into a fresh prefix, and run by the machine's Node 20
- * and by Node 24 against the real gateway and Keycloak.
+ * and by Node 24 against the real gateway and Keycloak; and the single executable file, run
+ * where no Node is on PATH.
  */
 
 const repository = fileURLToPath(new URL('../..', import.meta.url));
@@ -78,18 +80,30 @@ describe('the realmgate-cli package', () => {
     expect(manifest).not.toHaveProperty('dependencies');
   });
 
-  describe.each(['20', '24'] as const)('installed with npm i -g on Node %s', (major) => {
-    let prefix: string;
+  describe.each([
+    { how: 'installed with npm i -g on Node 20', node: '20' as const },
+    { how: 'installed with npm i -g on Node 24', node: '24' as const },
+    { how: 'as one executable file, with no Node on PATH', node: undefined },
+  ])('$how', ({ node }) => {
+    let command: string;
     let env: NodeJS.ProcessEnv;
 
     beforeAll(async () => {
-      const home = path.join(work, `node${major}`);
-      prefix = path.join(home, 'prefix');
-      await mkdir(home, { recursive: true });
-      env = cleanEnv(nodes[major], home, {
+      const home = path.join(work, node === undefined ? 'sea' : `node${node}`);
+      await mkdir(path.join(home, 'bin'), { recursive: true });
+      const settings = {
         REALMGATE_URL: testEnv().publicUrl,
         REALMGATE_CONFIG_DIR: path.join(home, 'config'),
-      });
+      };
+      if (node === undefined) {
+        command = await buildSea(home);
+        // An empty folder as PATH: no node anywhere the executable could reach for one.
+        env = { PATH: path.join(home, 'bin'), HOME: home, ...settings };
+        return;
+      }
+      env = cleanEnv(nodes[node], home, settings);
+      const prefix = path.join(home, 'prefix');
+      command = path.join(prefix, 'bin', 'realmgate');
       // An empty cache and --offline: whatever the package needs must be in the tarball.
       const install = await runProcess(
         'npm',
@@ -110,12 +124,13 @@ describe('the realmgate-cli package', () => {
       expect(install, install.stderr).toMatchObject({ code: 0 });
     });
 
-    const realmgate = (args: string[], input?: string) =>
-      runProcess(path.join(prefix, 'bin', 'realmgate'), args, { env, input });
+    const realmgate = (args: string[], input?: string) => runProcess(command, args, { env, input });
 
-    it(`runs on Node ${major}`, async () => {
-      const node = await runProcess('node', ['--version'], { env });
-      expect(node.stdout).toMatch(new RegExp(`^v${major}\\.`));
+    it(`runs on ${node === undefined ? 'the Node inside it' : `Node ${node}`}`, async () => {
+      if (node !== undefined) {
+        const version = await runProcess('node', ['--version'], { env });
+        expect(version.stdout).toMatch(new RegExp(`^v${node}\\.`));
+      }
       const help = await realmgate(['--help']);
       expect(help).toMatchObject({ code: 0, stderr: '' });
       expect(help.stdout).toContain('Usage: realmgate <command> [options]');
