@@ -1,9 +1,13 @@
 import type { ApiRequest } from './client.ts';
-import { entryOf, type CommandEntry, type Declaration, type Named } from './command-spec.ts';
+import {
+  entryOf,
+  type CommandEntry,
+  type Declaration,
+  type Named,
+  type NoFields,
+} from './command-spec.ts';
 import type { CliIo } from './io.ts';
 import { callAs, resolveCaller } from './stored-login.ts';
-
-type NoFields = Record<never, never>;
 
 /** An administrator's command: one call of the platform API, printed as JSON. */
 export interface ApiCommandSpec<N extends string, F, P> extends Declaration<N, F> {

@@ -37,7 +37,8 @@ export type NamesOf<N extends string> = N extends `${infer G} ${infer V}`
 /** A parsed command: its name and the fields its declaration's `parse` made. */
 export type Named<N extends string, F> = F & { name: NamesOf<N> };
 
-type NoFields = Record<never, never>;
+/** The fields of a command that has none (`org list`). */
+export type NoFields = Record<never, never>;
 
 /** What every command declares: its words, its arguments and what their values mean. */
 export interface Declaration<N extends string, F> {
