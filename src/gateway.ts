@@ -6,7 +6,7 @@ import { createApiRouter } from './api.router.ts';
 import { createApp, type Listener } from './app.ts';
 import { createAdmission } from './auth/admission.ts';
 import { createLoginThrottle } from './auth/basic/login-throttle.ts';
-import { createForwardRoute, isAutomationPath } from './automation/forward-route.ts';
+import { createForwardRoute } from './automation/forward-route.ts';
 import { createForwarder } from './automation/forwarder.ts';
 import { createBasicAuthenticator } from './auth/basic/basic-authenticator.ts';
 import { createBearerVerifier } from './auth/bearer/bearer-verifier.ts';
@@ -21,7 +21,6 @@ import { createCanonicalHost } from './edge/canonical-host.ts';
 import { createEdge } from './edge/edge.ts';
 import { createForwarding } from './edge/forwarding.ts';
 import { createAudit } from './http/audit.ts';
-import type { RequestTarget } from './edge/request-target.ts';
 import { checkDatabase, openDatabase, poolState } from './db/database.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import { isBootstrapAdmin } from './keycloak/bootstrap-admin-guard.ts';
@@ -233,20 +232,17 @@ export async function startGateway(
     metrics,
   };
   const forwardRoute = config.AUTOMATION_UPSTREAM_URL
-    ? {
-        claims: (target: RequestTarget) => isAutomationPath(target.segments),
-        serve: createForwardRoute({
-          admission,
+    ? createForwardRoute({
+        admission,
+        forwarding,
+        forward: createForwarder({
+          upstreamUrl: config.AUTOMATION_UPSTREAM_URL,
+          timeoutMs: config.AUTH_PROXY_TIMEOUT_MS,
           forwarding,
-          forward: createForwarder({
-            upstreamUrl: config.AUTOMATION_UPSTREAM_URL,
-            timeoutMs: config.AUTH_PROXY_TIMEOUT_MS,
-            forwarding,
-            logger,
-          }),
           logger,
         }),
-      }
+        logger,
+      })
     : undefined;
   const consoleHost = createCanonicalHost({
     origin: config.ADMIN_PUBLIC_URL,
@@ -257,7 +253,7 @@ export async function startGateway(
     createEdge({
       logger: logger.child({ listener }),
       app: createApp(deps, listener),
-      route: forwardRoute,
+      forwarded: forwardRoute,
       canonicalHost: listener === 'admin' ? consoleHost : undefined,
       metrics,
     });

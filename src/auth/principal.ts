@@ -1,5 +1,3 @@
-import type { Response } from 'express';
-
 /** Who is calling, as established by Basic or Bearer authentication. */
 export interface Principal {
   realm: string;
@@ -16,13 +14,6 @@ export interface Principal {
   issuedAt: number;
   /** Token expiry, epoch seconds. */
   expiresAt: number;
-}
-
-/** The principal the auth middleware stored for this request. */
-export function principalOf(res: Response): Principal {
-  const principal = res.locals.principal as Principal | undefined;
-  if (!principal) throw new Error('principalOf called on a route without authentication');
-  return principal;
 }
 
 /** Builds a principal from verified access-token claims. */

@@ -1,5 +1,5 @@
 import type { RequestHandler } from 'express';
-import { targetOf } from '../edge/request-target.ts';
+import { targetOf } from '../edge/request-scope.ts';
 import { bufferedBodyOf } from './form-body-guard.ts';
 
 /**

@@ -4,7 +4,7 @@ import { probe, type ReadinessCheck } from '../http/health.router.ts';
 import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import type { KeycloakCallKind, KeycloakCallOutcome } from '../keycloak/keycloak-calls.ts';
 import { CounterTable, HistogramTable } from './metric-table.ts';
-import { ROUTE_CLASSES, type RouteClass } from './route-class.ts';
+import { ROUTE_CLASSES, type RouteClass } from '../edge/route.ts';
 
 const KEYCLOAK_CALL_KINDS = [
   'grant',

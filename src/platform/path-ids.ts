@@ -7,7 +7,8 @@ import { isOrganizationId, isWorkspaceId } from '../keycloak/identifiers.ts';
  * alphabet: an id outside it names nothing, so it is 404 before any database or Keycloak call.
  */
 export function platformRouter(): Router {
-  const router = Router();
+  // Paths match as written, as the edge reads them (edge/route.ts).
+  const router = Router({ caseSensitive: true });
   router.param('org', (_req, _res, next, id: string) => {
     next(isOrganizationId(id) ? undefined : new AppError('organizationNotFound'));
   });

@@ -1,7 +1,7 @@
-import type { Request, Response, Router } from 'express';
+import type { Request, Router } from 'express';
 import { platformRouter } from './path-ids.ts';
 import { z } from 'zod';
-import type { Principal } from '../auth/principal.ts';
+import { principalOf } from '../edge/request-scope.ts';
 import { success } from '../envelope/envelope.ts';
 import { AppError } from '../envelope/errors.ts';
 import { tokenLifetimesPatchSchema } from '../keycloak/token-lifetimes.ts';
@@ -46,7 +46,7 @@ export function createProvisioningRouter(service: ProvisioningService, audit: Au
       async (req, res) => {
         const body = parseBody(workspaceBody, req.body);
         res.json(
-          success(await service.createWorkspace(String(req.params.org), body, actorOf(res))),
+          success(await service.createWorkspace(String(req.params.org), body, actorOf(req))),
         );
       },
     ),
@@ -88,7 +88,7 @@ export function createProvisioningRouter(service: ProvisioningService, audit: Au
       async (req, res) => {
         const body = parseBody(operationBody, req.body);
         const [organizationId, ws] = [String(req.params.org), String(req.params.ws)];
-        res.json(success(await service.addOperation(organizationId, ws, body, actorOf(res))));
+        res.json(success(await service.addOperation(organizationId, ws, body, actorOf(req))));
       },
     ),
   );
@@ -150,9 +150,9 @@ function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
   throw new AppError('badRequestBody', { message, data: null });
 }
 
-/** Who to record as creator; the auth middleware mounted in front of this router sets it. */
-function actorOf(res: Response): string {
-  return (res.locals.principal as Principal | undefined)?.username ?? '';
+/** Who to record as creator: the caller the admission in front of this router established. */
+function actorOf(req: Request): string {
+  return principalOf(req).username;
 }
 
 /** The names of the lifetimes a PATCH body sets (its values are not secrets, but lines stay short). */

@@ -1,7 +1,7 @@
 import type { Request, Response, Router } from 'express';
 import { platformRouter } from './path-ids.ts';
 import type { z } from 'zod';
-import { principalOf } from '../auth/principal.ts';
+import { principalOf } from '../edge/request-scope.ts';
 import { success } from '../envelope/envelope.ts';
 import { AppError } from '../envelope/errors.ts';
 import type { Audit } from '../http/audit.ts';
@@ -44,7 +44,7 @@ export function createUsersRouter(service: UsersService, audit: Audit): Router {
     router.post(
       at(`/:username/${verb}`),
       audit.route(`user.${verb}`, target, (req, res) =>
-        answer(res, service.setEnabled(realmOf(req), usernameOf(req), enabled, principalOf(res))),
+        answer(res, service.setEnabled(realmOf(req), usernameOf(req), enabled, principalOf(req))),
       ),
     );
   }
@@ -52,7 +52,7 @@ export function createUsersRouter(service: UsersService, audit: Audit): Router {
   router.delete(
     at('/:username'),
     audit.route('user.delete', target, (req, res) =>
-      answer(res, service.remove(realmOf(req), usernameOf(req), principalOf(res))),
+      answer(res, service.remove(realmOf(req), usernameOf(req), principalOf(req))),
     ),
   );
 
@@ -62,7 +62,7 @@ export function createUsersRouter(service: UsersService, audit: Audit): Router {
       const { password } = parse(passwordBody, req.body, 'body');
       await answer(
         res,
-        service.setPassword(realmOf(req), usernameOf(req), password, principalOf(res)),
+        service.setPassword(realmOf(req), usernameOf(req), password, principalOf(req)),
       );
     }),
   );
@@ -85,7 +85,7 @@ export function createUsersRouter(service: UsersService, audit: Audit): Router {
               usernameOf(req),
               String(req.params.ws),
               held,
-              principalOf(res),
+              principalOf(req),
             ),
           ),
       ),
