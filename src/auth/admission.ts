@@ -4,20 +4,11 @@ import type { Route } from '../edge/route.ts';
 import { AppError } from '../envelope/errors.ts';
 import { authenticateRequest, knownPrincipal, type AuthenticateDeps } from './authenticate.ts';
 import { holdsWorkspace } from './authorize.ts';
-import type { Principal } from './principal.ts';
+import type { Principal } from '../tenancy/principal.ts';
+import type { OrganizationLookup } from '../tenancy/organization-state.ts';
 
 /** Whom an `/api` request concerns, as the edge read its path (see edge/route.ts). */
 export type ApiTarget = Pick<Route, 'realm' | 'organization' | 'workspace' | 'refusal'>;
-
-/** Whether an organization exists, and whether it is enabled. */
-export type OrganizationState = 'enabled' | 'disabled' | 'absent';
-
-/** "Does this organization exist, enabled", answered fast (platform/organization-directory.ts). */
-export interface OrganizationLookup {
-  stateOf(id: string): Promise<OrganizationState>;
-  /** True when known to exist and be enabled right now, without waiting. */
-  isKnown(id: string): boolean;
-}
 
 export interface WorkspaceLookup {
   find(organizationId: string, workspaceId: string): Promise<unknown>;

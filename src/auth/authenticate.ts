@@ -5,7 +5,7 @@ import type { BasicAuthenticator } from './basic/basic-authenticator.ts';
 import { parseBasicCredentials } from './basic/parse-basic.ts';
 import type { BearerVerifier } from './bearer/bearer-verifier.ts';
 import type { ActiveCheck } from './bearer/active-check.ts';
-import type { Principal } from './principal.ts';
+import type { Principal } from '../tenancy/principal.ts';
 import type { RevocationList } from './revocation.ts';
 
 export interface AuthenticateDeps {

@@ -8,7 +8,7 @@ import {
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { Logger } from 'pino';
 import { workspaceRolesOf } from '../auth/authorize.ts';
-import type { Principal } from '../auth/principal.ts';
+import type { Principal } from '../tenancy/principal.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
 import type { AdmittedScope } from '../edge/request-scope.ts';
 import { upstreamRequestHeaders } from '../edge/upstream-headers.ts';

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import type { Principal } from '../auth/principal.ts';
+import type { Principal } from '../tenancy/principal.ts';
 import type { RequestTarget } from './request-target.ts';
 import type { Route } from './route.ts';
 

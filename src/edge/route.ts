@@ -1,4 +1,4 @@
-import { isOrganizationId, isWorkspaceId, MASTER_REALM } from '../keycloak/identifiers.ts';
+import { isOrganizationId, isWorkspaceId, MASTER_REALM } from '../tenancy/identifiers.ts';
 
 /**
  * What kind of route a request took, as the `route` label of the request metrics: a closed

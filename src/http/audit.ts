@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Request, RequestHandler, Response } from 'express';
 import type { Logger } from 'pino';
-import type { Principal } from '../auth/principal.ts';
+import type { Principal } from '../tenancy/principal.ts';
 import { scopeOf } from '../edge/request-scope.ts';
 import { AppError } from '../envelope/errors.ts';
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import type { OrganizationState } from '../auth/admission.ts';
+import type { OrganizationState } from '../tenancy/organization-state.ts';
 
 /** An organization changed through the API: disabled, enabled again, or deleted (`absent`). */
 export interface OrganizationChange {

@@ -1,6 +1,6 @@
 import { Router } from 'express';
 import { AppError } from '../envelope/errors.ts';
-import { isOrganizationId, isWorkspaceId } from '../keycloak/identifiers.ts';
+import { isOrganizationId, isWorkspaceId } from '../tenancy/identifiers.ts';
 
 /**
  * A router of the platform API whose `:org` and `:ws` path ids are checked against their

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { AppError } from '../envelope/errors.ts';
-import { isOrganizationId, isWorkspaceId, MASTER_REALM } from '../keycloak/identifiers.ts';
+import { isOrganizationId, isWorkspaceId, MASTER_REALM } from '../tenancy/identifiers.ts';
 import { createOrganizationsRepo, type Organization } from './organizations.repo.ts';
 import { createWorkspacesRepo, type Workspace } from './workspaces.repo.ts';
 

@@ -14,6 +14,7 @@ import {
 } from './provisioning.schemas.ts';
 import type { ProvisioningService } from './provisioning.service.ts';
 import { bodyField, type Audit } from '../http/audit.ts';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
 
 /**
  * The administrators' provisioning API, mounted under `/api/platform` behind authentication
@@ -56,10 +57,12 @@ export function createProvisioningRouter(service: ProvisioningService, audit: Au
     '/users',
     audit.route(
       'user.create',
-      (req) => ({ realm: 'master', ...bodyField(req, 'username') }),
+      (req) => ({ realm: MASTER_REALM, ...bodyField(req, 'username') }),
       async (req, res) => {
         const { otp_secret, ...body } = parseBody(masterUserBody, req.body);
-        res.json(success(await service.createUser('master', { ...body, otpSecret: otp_secret })));
+        res.json(
+          success(await service.createUser(MASTER_REALM, { ...body, otpSecret: otp_secret })),
+        );
       },
     ),
   );
@@ -94,17 +97,17 @@ export function createProvisioningRouter(service: ProvisioningService, audit: Au
   );
 
   router.get('/token-lifetimes', async (_req, res) => {
-    res.json(success(await service.getTokenLifetimes('master')));
+    res.json(success(await service.getTokenLifetimes(MASTER_REALM)));
   });
 
   router.patch(
     '/token-lifetimes',
     audit.route(
       'token_lifetimes.change',
-      (req) => ({ realm: 'master', fields: fieldsOf(req) }),
+      (req) => ({ realm: MASTER_REALM, fields: fieldsOf(req) }),
       async (req, res) => {
         const patch = parseBody(tokenLifetimesPatchSchema, req.body);
-        res.json(success(await service.setTokenLifetimes('master', patch)));
+        res.json(success(await service.setTokenLifetimes(MASTER_REALM, patch)));
       },
     ),
   );

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ORGANIZATION_ID, WORKSPACE_ID } from '../keycloak/identifiers.ts';
+import { ORGANIZATION_ID, WORKSPACE_ID } from '../tenancy/identifiers.ts';
 import { FREE_TEXT, ONE_LINE, OTP_SECRET, OTP_SECRET_RULE } from './user-input.ts';
 
 /**

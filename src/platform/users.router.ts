@@ -7,6 +7,7 @@ import { AppError } from '../envelope/errors.ts';
 import type { Audit } from '../http/audit.ts';
 import { passwordBody, userListQuery } from './users.schemas.ts';
 import type { UsersService } from './users.service.ts';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
 
 /** Master users under `/users`, an organization's under `/organizations/:org/users`. */
 const REALM_PATHS = ['/users', '/organizations/:org/users'];
@@ -21,7 +22,7 @@ export function createUsersRouter(service: UsersService, audit: Audit): Router {
   const router = platformRouter();
 
   const realmOf = (req: Request) =>
-    req.params.org === undefined ? 'master' : String(req.params.org);
+    req.params.org === undefined ? MASTER_REALM : String(req.params.org);
   const usernameOf = (req: Request) => String(req.params.username);
   const target = (req: Request) => ({ realm: realmOf(req), username: usernameOf(req) });
   const answer = async (res: Response, work: Promise<unknown>) => {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LoadRequest } from '../../bench/load.ts';
 import type { BenchUser } from '../../bench/fixtures.ts';
 import { WORKSPACE } from '../../bench/fixtures.ts';
-import { apiClientIdOf } from '../../src/keycloak/identifiers.ts';
+import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 import { basicAuth } from '../helpers/api.ts';
 import type { GatewayProcess } from './gateway-process.ts';
 import { LOAD, printFigures, seconds, steadyLoad, timeUntil } from './measure.ts';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { workspacesClientIdOf } from '../../src/keycloak/identifiers.ts';
+import { workspacesClientIdOf } from '../../src/tenancy/identifiers.ts';
 import { accessTokenOf, basicAuth, callApi, type ApiResponse } from '../helpers/api.ts';
 import {
   createUser,

@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiRouter } from '../../src/api.router.ts';
 import type { Admission } from '../../src/auth/admission.ts';
-import type { Principal } from '../../src/auth/principal.ts';
+import type { Principal } from '../../src/tenancy/principal.ts';
 import { createEdge } from '../../src/edge/edge.ts';
 import { createForwarding } from '../../src/edge/forwarding.ts';
 import { encodeSegment } from '../../src/edge/request-target.ts';

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { openApiDocument, type HttpMethod } from '../../src/http/openapi.ts';
 import { componentSchemasOf } from '../../src/http/openapi-zod.ts';
-import { isOrganizationId, isWorkspaceId } from '../../src/keycloak/identifiers.ts';
+import { isOrganizationId, isWorkspaceId } from '../../src/tenancy/identifiers.ts';
 import { passwordBody } from '../../src/platform/users.schemas.ts';
 import {
   MAX_LIFETIME_SECONDS,

@@ -5,7 +5,7 @@ import {
   isWorkspaceId,
   ORGANIZATION_ID,
   WORKSPACE_ID,
-} from '../../src/keycloak/identifiers.ts';
+} from '../../src/tenancy/identifiers.ts';
 
 const METHODS: HttpMethod[] = ['get', 'post', 'put', 'patch', 'delete'];
 

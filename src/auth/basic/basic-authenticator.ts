@@ -6,7 +6,7 @@ import { TtlLru } from '../../cache/ttl-lru.ts';
 import type { TokenClient } from '../../keycloak/token-client.ts';
 import { AuthFailure } from '../auth-failure.ts';
 import type { BearerVerifier } from '../bearer/bearer-verifier.ts';
-import type { Principal } from '../principal.ts';
+import type { Principal } from '../../tenancy/principal.ts';
 import type { RevocationList } from '../revocation.ts';
 import { AppError } from '../../envelope/errors.ts';
 import type { Metrics } from '../../metrics/metrics.ts';

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { TokenClient } from '../../keycloak/token-client.ts';
 import type { Metrics } from '../../metrics/metrics.ts';
 import { AuthFailure } from '../auth-failure.ts';
-import type { Principal } from '../principal.ts';
+import type { Principal } from '../../tenancy/principal.ts';
 import type { RevocationList } from '../revocation.ts';
 
 export interface ActiveCheck {

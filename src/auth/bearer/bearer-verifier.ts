@@ -5,7 +5,8 @@ import { keycloakError } from '../../keycloak/keycloak-failures.ts';
 import { TtlLru } from '../../cache/ttl-lru.ts';
 import type { Metrics } from '../../metrics/metrics.ts';
 import { AuthFailure } from '../auth-failure.ts';
-import { isHeaderSafe, principalFromClaims, type Principal } from '../principal.ts';
+import { isHeaderSafe, principalFromClaims } from '../principal.ts';
+import type { Principal } from '../../tenancy/principal.ts';
 import type { JwksRegistry } from './jwks.ts';
 
 /** Asymmetric algorithms only: `none` and HMAC (which a public key could "sign") never pass. */

@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Admission } from '../../../src/auth/admission.ts';
-import type { Principal } from '../../../src/auth/principal.ts';
+import type { Principal } from '../../../src/tenancy/principal.ts';
 import { createForwardRoute } from '../../../src/automation/forward-route.ts';
 import { createForwarder } from '../../../src/automation/forwarder.ts';
 import { createEdge } from '../../../src/edge/edge.ts';

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { readRoute, type Route, type RouteClass, type RouteName } from '../../../src/edge/route.ts';
-import { isOrganizationId, isWorkspaceId } from '../../../src/keycloak/identifiers.ts';
+import { isOrganizationId, isWorkspaceId } from '../../../src/tenancy/identifiers.ts';
 
 const segmentsOf = (path: string) => path.slice(1).split('/');
 const read = (method: string, path: string, forwards = false) =>

@@ -6,7 +6,7 @@ export const MASTER_REALM = 'master';
  * alphabet: lowercase letters, digits, `-` and `_`, starting with a letter, at most 36 long.
  * `master` is the administrators' realm and `platform` is the administrators' path segment.
  */
-const RESERVED_ORGANIZATION_IDS = ['master', 'platform', 'admin', 'auth', 'api'] as const;
+const RESERVED_ORGANIZATION_IDS = [MASTER_REALM, 'platform', 'admin', 'auth', 'api'] as const;
 /** The whole rule as one pattern, reserved ids included, so the API description can carry it. */
 export const ORGANIZATION_ID = new RegExp(
   `^(?!(?:${RESERVED_ORGANIZATION_IDS.join('|')})$)[a-z][a-z0-9_-]{0,35}$`,
