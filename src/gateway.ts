@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { RequestListener, Server } from 'node:http';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { createApiRouter } from './api.router.ts';
+import { createApiRouter } from './api/api.router.ts';
 import { createApp, type Listener } from './app.ts';
 import { createAdmission } from './auth/admission.ts';
 import { createLoginThrottle } from './auth/basic/login-throttle.ts';

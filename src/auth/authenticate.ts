@@ -1,5 +1,5 @@
 import { AppError } from '../envelope/errors.ts';
-import type { Metrics } from '../metrics/metrics.ts';
+import type { AuthMetrics } from './auth-metrics.ts';
 import { AuthFailure } from './auth-failure.ts';
 import type { BasicAuthenticator } from './basic/basic-authenticator.ts';
 import { parseBasicCredentials } from './basic/parse-basic.ts';
@@ -13,7 +13,7 @@ export interface AuthenticateDeps {
   bearer: BearerVerifier;
   revocations: RevocationList;
   activeCheck: ActiveCheck;
-  metrics: Pick<Metrics, 'authFailure' | 'cacheLookup'>;
+  metrics: Pick<AuthMetrics, 'authFailure' | 'cacheLookup'>;
 }
 
 /**

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { TtlLru } from '../cache/ttl-lru.ts';
-import type { Metrics } from '../metrics/metrics.ts';
+import type { AuthMetrics } from './auth-metrics.ts';
 
 /** A revocation as it travels between replicas. */
 interface RevocationMessage {
@@ -53,7 +53,7 @@ const MAX_REVOKED = 1_000_000;
 export async function createRevocationList(options: {
   redisUrl?: string;
   keyPrefix: string;
-  metrics: Pick<Metrics, 'revocationApplied'>;
+  metrics: Pick<AuthMetrics, 'revocationApplied'>;
   logger: Logger;
 }): Promise<RevocationList> {
   const sessions = new TtlLru<true>(MAX_REVOKED);

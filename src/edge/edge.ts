@@ -3,13 +3,23 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
 import { AppError } from '../envelope/errors.ts';
-import { logFinished } from '../http/access-log.ts';
-import { requestIdOf } from '../http/request-id.ts';
-import type { Metrics } from '../metrics/metrics.ts';
+import { logFinished } from './access-log.ts';
+import { requestIdOf } from './request-id.ts';
 import type { CanonicalHost } from './canonical-host.ts';
 import { enterScope, type RequestScope } from './request-scope.ts';
 import { parseRequestTarget } from './request-target.ts';
 import { readRoute, type RouteClass } from './route.ts';
+
+/** What the edge counts of each request. The metrics (metrics/metrics.ts) implement it. */
+export interface RequestMetrics {
+  request(
+    route: RouteClass,
+    method: string | undefined,
+    status: number,
+    authorization: string | undefined,
+    seconds: number,
+  ): void;
+}
 
 /** A route served on the HTTP server itself; it writes the scope's `X-Request-Id` itself. */
 export type EdgeRoute = (req: IncomingMessage, res: ServerResponse, scope: RequestScope) => void;
@@ -29,7 +39,7 @@ export function createEdge(deps: {
   forwarded?: EdgeRoute;
   /** The admin listener's console pages answer only on its own address (canonical-host.ts). */
   canonicalHost?: CanonicalHost;
-  metrics: Metrics;
+  metrics: RequestMetrics;
 }): RequestListener {
   const { logger, app, forwarded, metrics } = deps;
   return (req, res) => {

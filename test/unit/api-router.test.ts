@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import express, { Router } from 'express';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApiRouter } from '../../src/api.router.ts';
+import { createApiRouter } from '../../src/api/api.router.ts';
 import type { Admission } from '../../src/auth/admission.ts';
 import type { Principal } from '../../src/tenancy/principal.ts';
 import { createEdge } from '../../src/edge/edge.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { openApiDocument, type HttpMethod, type OpenApiOperation } from '../../src/http/openapi.ts';
+import { openApiDocument, type HttpMethod, type OpenApiOperation } from '../../src/api/openapi.ts';
 import {
   isOrganizationId,
   isWorkspaceId,

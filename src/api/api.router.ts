@@ -1,17 +1,17 @@
 import express, { Router, type RequestHandler } from 'express';
-import { admitApiRequests, type Admission } from './auth/admission.ts';
-import type { Forwarding } from './edge/forwarding.ts';
-import { scopeOf } from './edge/request-scope.ts';
-import type { RouteName } from './edge/route.ts';
-import type { Audit } from './http/audit.ts';
-import type { OperationsRepo } from './automation/operations.repo.ts';
-import { createOperationsRouter } from './automation/operations.router.ts';
-import { openApiDocument } from './http/openapi.ts';
-import { createListing } from './platform/listing.router.ts';
-import type { OrganizationsRepo } from './platform/organizations.repo.ts';
-import { createRefreshTokensRouter } from './platform/refresh-tokens.router.ts';
-import type { RefreshTokensService } from './platform/refresh-tokens.service.ts';
-import type { WorkspacesRepo } from './platform/workspaces.repo.ts';
+import { admitApiRequests, type Admission } from '../auth/admission.ts';
+import type { Forwarding } from '../edge/forwarding.ts';
+import { scopeOf } from '../edge/request-scope.ts';
+import type { RouteName } from '../edge/route.ts';
+import type { Audit } from '../http/audit.ts';
+import type { OperationsRepo } from '../automation/operations.repo.ts';
+import { createOperationsRouter } from '../automation/operations.router.ts';
+import { openApiDocument } from './openapi.ts';
+import { createListing } from '../platform/listing.router.ts';
+import type { OrganizationsRepo } from '../platform/organizations.repo.ts';
+import { createRefreshTokensRouter } from '../platform/refresh-tokens.router.ts';
+import type { RefreshTokensService } from '../platform/refresh-tokens.service.ts';
+import type { WorkspacesRepo } from '../platform/workspaces.repo.ts';
 
 export interface ApiDeps {
   admission: Admission;
