@@ -15,6 +15,7 @@ import { createJwksRegistry } from './auth/bearer/jwks.ts';
 import { createRevocationList } from './auth/revocation.ts';
 import { createOperationsRepo } from './automation/operations.repo.ts';
 import { createCache, type Cache } from './cache/index.ts';
+import { createReplicaBus } from './cache/replica-bus.ts';
 import type { FallbackCache } from './cache/fallback-cache.ts';
 import type { Config } from './config/config.ts';
 import { createCanonicalHost } from './edge/canonical-host.ts';
@@ -125,8 +126,13 @@ export async function startGateway(
   const clientSecret = config.KEYCLOAK_CLIENT_SECRET ?? '';
   const serviceAdmin = createServiceAdmin({ calls, clientSecret });
   const tokens = createTokenClient({ calls, gatewayClientSecret: clientSecret });
+  // What replicas tell each other (revocations, organization changes), over one pair of Redis
+  // connections.
+  const bus = config.REDIS_URL
+    ? await createReplicaBus({ redisUrl: config.REDIS_URL, logger })
+    : undefined;
   const revocations = await createRevocationList({
-    redisUrl: config.REDIS_URL,
+    bus,
     keyPrefix: config.REDIS_KEY_PREFIX,
     metrics,
     logger,
@@ -186,7 +192,7 @@ export async function startGateway(
   const directory = createOrganizationDirectory(organizations);
   // A disabled or deleted organization is refused on every replica at once (with Redis).
   const organizationEvents = await createOrganizationEvents({
-    redisUrl: config.REDIS_URL,
+    bus,
     keyPrefix: config.REDIS_KEY_PREFIX,
     logger,
     apply: ({ organizationId, state }) => directory.learn(organizationId, state),
@@ -275,8 +281,7 @@ export async function startGateway(
       const graceMs = config.SHUTDOWN_GRACE_SECONDS * 1000;
       await Promise.all([closeServer(publicServer, graceMs), closeServer(adminServer, graceMs)]);
       await cache.close();
-      await revocations.close();
-      await organizationEvents.close();
+      await bus?.close();
       await db.destroy();
     },
   };
