@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { createApiRouter } from './api/api.router.ts';
 import { createApp, type Listener } from './app.ts';
 import { createAdmission } from './auth/admission.ts';
-import { createLoginThrottle } from './auth/basic/login-throttle.ts';
+import { createLoginThrottle } from './auth/login-throttle.ts';
 import { createForwardRoute } from './automation/forward-route.ts';
 import { createForwarder } from './automation/forwarder.ts';
 import { createBasicAuthenticator } from './auth/basic/basic-authenticator.ts';
@@ -137,6 +137,23 @@ export async function startGateway(
     metrics,
     logger,
   });
+  // The one throttle of password attempts: Basic logins here, password grants and the login
+  // form on /auth (app.ts).
+  const loginThrottle = createLoginThrottle({
+    cache,
+    secret: cacheSecret,
+    maxFailuresPerUserAndAddress: config.LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS,
+    maxFailuresPerAddress: config.LOGIN_MAX_FAILURES_PER_ADDRESS,
+    windowSeconds: config.LOGIN_FAILURE_WINDOW_SECONDS,
+    onLimitReached: ({ scope, realm, username, address }) =>
+      audit.record({
+        action: 'login_throttle.start',
+        outcome: 'success',
+        target:
+          scope === 'account_address' ? { scope, realm, username, address } : { scope, address },
+        clientAddress: address,
+      }),
+  });
   const basic = createBasicAuthenticator({
     tokens,
     bearer,
@@ -148,20 +165,7 @@ export async function startGateway(
     // A login may take a grant, a key-set fetch and a two-factor lookup, each bounded so.
     loginLockMs: 3 * config.KEYCLOAK_TIMEOUT_MS,
     refuses: (realm, username) => isBootstrapAdmin(config.KEYCLOAK_ADMIN_USERNAME, realm, username),
-    throttle: createLoginThrottle({
-      cache,
-      secret: cacheSecret,
-      maxFailuresPerUser: config.LOGIN_MAX_FAILURES_PER_USER,
-      maxFailuresPerAddress: config.LOGIN_MAX_FAILURES_PER_ADDRESS,
-      windowSeconds: config.LOGIN_FAILURE_WINDOW_SECONDS,
-      onLimitReached: ({ scope, realm, username, address }) =>
-        audit.record({
-          action: 'login_throttle.start',
-          outcome: 'success',
-          target: scope === 'account' ? { scope, realm, username } : { scope, address },
-          clientAddress: address,
-        }),
-    }),
+    throttle: loginThrottle,
     revocations,
     hasTwoFactor: (realm, username) => hasTwoFactor(serviceAdmin, realm, username),
     metrics,
@@ -236,6 +240,7 @@ export async function startGateway(
     isShuttingDown: () => shuttingDown,
     readiness,
     metrics,
+    loginThrottle,
   };
   const forwardRoute = config.AUTOMATION_UPSTREAM_URL
     ? createForwardRoute({

@@ -20,7 +20,7 @@ export interface AuthenticateDeps {
  * Authenticates an Authorization header value for `realm`. Each scheme yields a principal or
  * fails; revoked sessions are refused; this is the one place failures become 401 `401-00002`
  * with the challenge of the scheme that failed (both when no credentials came). `clientAddress`
- * is whom failed Basic logins are counted against (see basic/login-throttle.ts). Every refusal
+ * is whom failed Basic logins are counted against (see login-throttle.ts). Every refusal
  * is counted here, by reason, throttled logins included.
  */
 export async function authenticateRequest(

@@ -1,6 +1,6 @@
 import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import type { AuthFailureReason } from '../auth/auth-failure.ts';
-import type { AuthMetrics, RecheckEvent } from '../auth/auth-metrics.ts';
+import type { AuthFailureScheme, AuthMetrics, RecheckEvent } from '../auth/auth-metrics.ts';
 import type { RequestMetrics } from '../edge/edge.ts';
 import { probe, type ReadinessCheck } from '../http/health.router.ts';
 import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
@@ -39,6 +39,12 @@ const AUTH_FAILURE_REASONS = [
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'other'] as const;
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
 const AUTH_SCHEMES = ['none', 'basic', 'bearer', 'other'] as const;
+/** How a refused authentication came: an API call's scheme, or a password sent through `/auth`. */
+const AUTH_FAILURE_SCHEMES = [
+  'basic',
+  'bearer',
+  'password_grant',
+] as const satisfies readonly AuthFailureScheme[];
 const RECHECK_EVENTS = [
   'queued',
   'skipped',
@@ -105,7 +111,7 @@ export function createMetrics(options: {
     name: 'realmgate_auth_failures_total',
     help: 'Refused authentications, by scheme and reason.',
     labels: [
-      { name: 'scheme', values: ['basic', 'bearer'] },
+      { name: 'scheme', values: AUTH_FAILURE_SCHEMES },
       { name: 'reason', values: AUTH_FAILURE_REASONS },
     ],
     showZeros: true,
@@ -164,6 +170,7 @@ export function createMetrics(options: {
 
   const methodIndex = indexOf(METHODS);
   const reasonIndex = indexOf(AUTH_FAILURE_REASONS);
+  const schemeOfFailureIndex = indexOf(AUTH_FAILURE_SCHEMES);
   const kindIndex = indexOf(KEYCLOAK_CALL_KINDS);
   const outcomeIndex = indexOf(KEYCLOAK_CALL_OUTCOMES);
   const recheckIndex = indexOf(RECHECK_EVENTS);
@@ -180,7 +187,7 @@ export function createMetrics(options: {
       durations.observe(r, seconds);
     },
     authFailure(scheme, reason) {
-      authFailures.inc(authFailures.slot(scheme === 'basic' ? 0 : 1, reasonIndex[reason]));
+      authFailures.inc(authFailures.slot(schemeOfFailureIndex[scheme], reasonIndex[reason]));
     },
     cacheLookup(cache, hit) {
       cacheLookups.inc(cacheLookups.slot(cache === 'verified_token' ? 0 : 1, hit ? 0 : 1));

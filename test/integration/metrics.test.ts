@@ -77,7 +77,7 @@ describe('metrics', () => {
       REDIS_URL: testEnv().redisUrl,
       REDIS_KEY_PREFIX: `realmgate-metrics:${randomBytes(4).toString('hex')}:`,
       AUTOMATION_UPSTREAM_URL: upstream.url,
-      LOGIN_MAX_FAILURES_PER_USER: '1',
+      LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: '1',
     };
     replica = await startReplica(18800, shared);
     peer = await startReplica(18810, shared);
@@ -182,7 +182,7 @@ describe('metrics', () => {
       const victim = await createUser(org, { workspaceRoles: ['ws1'] });
       const wrong = basicAuth({ ...victim, password: `${victim.password}x` });
       expect(await call(forwarded, wrong)).toBe(401); // wrong_password
-      // Refused before Keycloak is asked: one failure per account is allowed here.
+      // Refused before Keycloak is asked: one failure per account and address is allowed here.
       const wronger = basicAuth({ ...victim, password: `${victim.password}y` });
       expect(await call(forwarded, wronger)).toBe(429); // throttled (1 failure allowed)
 

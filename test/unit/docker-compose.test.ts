@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { KEYCLOAK_BUILD_OPTIONS, KEYCLOAK_VERSION } from '../../keycloak/distribution.ts';
 import { configSchema, loadConfig, requiredSecrets } from '../../src/config/config.ts';
+import { HAPROXY_CONFIG, haproxyEnvironment } from '../ha/haproxy.ts';
 
 /*
  * No YAML dependency: docker-compose.yml is read with a few indentation rules that hold for
@@ -126,6 +127,37 @@ function configContent(name: string): string[] {
   return content.slice(1).map((l) => l.text);
 }
 
+/** The file of a config kept in a file of its own (`configs: name: file: ./path`). */
+function configFile(name: string): string {
+  const configs = block(all, 'configs', 0) ?? [];
+  const [file, ...rest] = entries(block(configs, name, 2) ?? []);
+  expect(rest).toEqual([]);
+  expect(file?.[0]).toBe('file');
+  return file![1];
+}
+
+/** `"${NAME}"` and `"$NAME"` in an HAProxy configuration: what HAProxy expands when it reads it. */
+function haproxyVariables(text: string): string[] {
+  return [...text.matchAll(/\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?/g)].map((m) => m[1]!);
+}
+
+/**
+ * The HAProxy configuration as the load balancer reads it: its lines (without comments),
+ * every variable replaced by the load-balancer service's environment.
+ */
+function haproxyConfig(): string[] {
+  const env = environment('load-balancer');
+  const text = readFileSync(path.join(root, configFile('haproxy')), 'utf8').replace(
+    /"\$\{([A-Za-z_][A-Za-z0-9_]*)\}"/g,
+    (_, name: string) => {
+      const value = env.get(name);
+      if (value === undefined) throw new Error(`the load balancer does not set ${name}`);
+      return value;
+    },
+  );
+  return lines(text).map((l) => l.text);
+}
+
 describe('docker-compose.yml', () => {
   it('declares the production topology: two Keycloak nodes, two gateways, a load balancer', () => {
     expect(
@@ -148,6 +180,10 @@ describe('docker-compose.yml', () => {
     expect(binds.filter((b) => !existsSync(path.join(root, b.source)))).toEqual([]);
     // The long syntax (`source: ./x`) is not used; if it ever is, this test must learn it.
     expect(all.filter((l) => /^source:\s*['"]?\./.test(l.text))).toEqual([]);
+    // Configs kept in files of their own: HAProxy's only.
+    const files = all.filter((l) => l.text.startsWith('file:')).map((l) => l.text);
+    expect(files).toEqual(['file: ./ops/haproxy/haproxy.cfg']);
+    expect(existsSync(path.join(root, configFile('haproxy')))).toBe(true);
   });
 
   it('builds both gateways from the repository root, where the Dockerfile is', () => {
@@ -251,7 +287,7 @@ describe('docker-compose.yml', () => {
   });
 
   it('balances over both gateways, each checked by its /readyz, on both listeners', () => {
-    const haproxy = configContent('haproxy');
+    const haproxy = haproxyConfig();
     const servers = haproxy.filter((l) => l.startsWith('server '));
     expect(servers).toEqual([
       ...gateways.map((g) => `server ${g} ${g}:8000`),
@@ -264,12 +300,25 @@ describe('docker-compose.yml', () => {
     expect(dependsOn('load-balancer')).toEqual(gateways);
   });
 
-  it("trusts X-Forwarded-* from the load balancer's fixed address only", () => {
-    const address = block(block(service('load-balancer'), 'networks', 4) ?? [], 'default', 6);
-    expect(address?.map((l) => l.text)).toEqual(['ipv4_address: 172.30.0.10']);
-    const subnet = block(all, 'networks', 0)?.find((l) => l.text.startsWith('- subnet:'));
-    expect(subnet?.text).toBe('- subnet: 172.30.0.0/24');
-    expect(environment('gateway-1').get('TRUSTED_PROXIES')).toBe('172.30.0.10');
+  it('runs the HAProxy configuration the HA suite runs, told where things are by the environment', () => {
+    // One file: the one the HA suite (test/ha/haproxy.ts) starts HAProxy with.
+    expect(path.join(root, configFile('haproxy'))).toBe(HAPROXY_CONFIG);
+    const text = readFileSync(HAPROXY_CONFIG, 'utf8');
+    // Every variable is quoted (HAProxy expands them only inside double quotes) ...
+    expect(haproxyVariables(text.replace(/"\$\{[A-Za-z0-9_]+\}"/g, ''))).toEqual([]);
+    // ... and the load balancer sets exactly those the file reads, as the HA suite does.
+    const used = [...new Set(haproxyVariables(text))].sort();
+    expect([...environment('load-balancer').keys()].sort()).toEqual(used);
+    const suite = haproxyEnvironment({
+      publicBind: '127.0.0.1:1',
+      adminBind: '127.0.0.1:2',
+      sourceAddress: '127.0.0.10',
+      gateways: [
+        { public: '127.0.0.1:3', admin: '127.0.0.1:4' },
+        { public: '127.0.0.1:5', admin: '127.0.0.1:6' },
+      ],
+    });
+    expect(Object.keys(suite).sort()).toEqual(used);
   });
 
   it('runs the Keycloak version and options of the local launcher, as one cluster', () => {

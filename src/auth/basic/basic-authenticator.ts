@@ -10,7 +10,7 @@ import type { Principal } from '../../tenancy/principal.ts';
 import type { RevocationList } from '../revocation.ts';
 import { AppError } from '../../envelope/errors.ts';
 import type { AuthMetrics } from '../auth-metrics.ts';
-import type { LoginThrottle } from './login-throttle.ts';
+import type { LoginThrottle } from '../login-throttle.ts';
 import type { BasicCredentials } from './parse-basic.ts';
 
 export interface BasicAuthenticator {
