@@ -26,11 +26,11 @@ export type EdgeRoute = (req: IncomingMessage, res: ServerResponse, scope: Reque
 
 /**
  * The first step of every request on either listener, before any routing: a request id, the
- * access log line and the request metrics, exactly one `Host` header (RFC 9112 3.2; none is allowed in HTTP/1.0), and one canonical meaning of the path (see
- * request-target.ts), read once into the request's route (route.ts) and scope
- * (request-scope.ts). Then the request goes to `forwarded` when the route is the automation
- * route and it is forwarded, else to express. Whatever throws here is answered in the envelope; the
- * process lives on.
+ * access log line and the request metrics, exactly one `Host` header (RFC 9112 3.2; none is
+ * allowed in HTTP/1.0), and one canonical meaning of the path (see request-target.ts), read once
+ * into the request's route (route.ts) and scope (request-scope.ts). Then the request goes to
+ * `forwarded` when that is set and the route is the automation route, else to express. Whatever
+ * throws here is answered in the envelope; the process lives on.
  */
 export function createEdge(deps: {
   logger: Logger;
