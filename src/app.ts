@@ -25,7 +25,7 @@ export interface AppDeps {
   forwarding: Forwarding;
   /** Keycloak's bootstrap administrator: never tried on the public listener. */
   bootstrapAdmin: string;
-  /** Everything under `/api` (see api.router.ts). */
+  /** Everything under `/api` (see api/api.router.ts). */
   api: RequestHandler;
   readiness: Record<string, ReadinessCheck>;
   /** True once the gateway has begun to shut down: `/readyz` then answers 503 at once. */
@@ -79,7 +79,7 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
     }),
   );
 
-  // Realm routing, authentication, list endpoints and provisioning (see api.router.ts).
+  // Realm routing, authentication, list endpoints and provisioning (see api/api.router.ts).
   app.use('/api', deps.api);
 
   app.use(notFoundHandler);

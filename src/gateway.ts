@@ -2,11 +2,11 @@ import { randomBytes } from 'node:crypto';
 import type { RequestListener, Server } from 'node:http';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { createApiRouter } from './api.router.ts';
+import { createApiRouter } from './api/api.router.ts';
 import { createApp, type Listener } from './app.ts';
 import { createAdmission } from './auth/admission.ts';
 import { createLoginThrottle } from './auth/login-throttle.ts';
-import { createForwardRoute, isAutomationPath } from './automation/forward-route.ts';
+import { createForwardRoute } from './automation/forward-route.ts';
 import { createForwarder } from './automation/forwarder.ts';
 import { createBasicAuthenticator } from './auth/basic/basic-authenticator.ts';
 import { createBearerVerifier } from './auth/bearer/bearer-verifier.ts';
@@ -15,13 +15,13 @@ import { createJwksRegistry } from './auth/bearer/jwks.ts';
 import { createRevocationList } from './auth/revocation.ts';
 import { createOperationsRepo } from './automation/operations.repo.ts';
 import { createCache, type Cache } from './cache/index.ts';
+import { createReplicaBus } from './cache/replica-bus.ts';
 import type { FallbackCache } from './cache/fallback-cache.ts';
 import type { Config } from './config/config.ts';
 import { createCanonicalHost } from './edge/canonical-host.ts';
 import { createEdge } from './edge/edge.ts';
 import { createForwarding } from './edge/forwarding.ts';
 import { createAudit } from './http/audit.ts';
-import type { RequestTarget } from './edge/request-target.ts';
 import { checkDatabase, openDatabase, poolState } from './db/database.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import { isBootstrapAdmin } from './keycloak/bootstrap-admin-guard.ts';
@@ -126,8 +126,13 @@ export async function startGateway(
   const clientSecret = config.KEYCLOAK_CLIENT_SECRET ?? '';
   const serviceAdmin = createServiceAdmin({ calls, clientSecret });
   const tokens = createTokenClient({ calls, gatewayClientSecret: clientSecret });
+  // What replicas tell each other (revocations, organization changes), over one pair of Redis
+  // connections.
+  const bus = config.REDIS_URL
+    ? await createReplicaBus({ redisUrl: config.REDIS_URL, logger })
+    : undefined;
   const revocations = await createRevocationList({
-    redisUrl: config.REDIS_URL,
+    bus,
     keyPrefix: config.REDIS_KEY_PREFIX,
     metrics,
     logger,
@@ -191,7 +196,7 @@ export async function startGateway(
   const directory = createOrganizationDirectory(organizations);
   // A disabled or deleted organization is refused on every replica at once (with Redis).
   const organizationEvents = await createOrganizationEvents({
-    redisUrl: config.REDIS_URL,
+    bus,
     keyPrefix: config.REDIS_KEY_PREFIX,
     logger,
     apply: ({ organizationId, state }) => directory.learn(organizationId, state),
@@ -238,20 +243,17 @@ export async function startGateway(
     loginThrottle,
   };
   const forwardRoute = config.AUTOMATION_UPSTREAM_URL
-    ? {
-        claims: (target: RequestTarget) => isAutomationPath(target.segments),
-        serve: createForwardRoute({
-          admission,
+    ? createForwardRoute({
+        admission,
+        forwarding,
+        forward: createForwarder({
+          upstreamUrl: config.AUTOMATION_UPSTREAM_URL,
+          timeoutMs: config.AUTH_PROXY_TIMEOUT_MS,
           forwarding,
-          forward: createForwarder({
-            upstreamUrl: config.AUTOMATION_UPSTREAM_URL,
-            timeoutMs: config.AUTH_PROXY_TIMEOUT_MS,
-            forwarding,
-            logger,
-          }),
           logger,
         }),
-      }
+        logger,
+      })
     : undefined;
   const consoleHost = createCanonicalHost({
     origin: config.ADMIN_PUBLIC_URL,
@@ -262,7 +264,7 @@ export async function startGateway(
     createEdge({
       logger: logger.child({ listener }),
       app: createApp(deps, listener),
-      route: forwardRoute,
+      forwarded: forwardRoute,
       canonicalHost: listener === 'admin' ? consoleHost : undefined,
       metrics,
     });
@@ -284,8 +286,7 @@ export async function startGateway(
       const graceMs = config.SHUTDOWN_GRACE_SECONDS * 1000;
       await Promise.all([closeServer(publicServer, graceMs), closeServer(adminServer, graceMs)]);
       await cache.close();
-      await revocations.close();
-      await organizationEvents.close();
+      await bus?.close();
       await db.destroy();
     },
   };

@@ -1,11 +1,11 @@
 import { AppError } from '../envelope/errors.ts';
-import type { Metrics } from '../metrics/metrics.ts';
+import type { AuthMetrics } from './auth-metrics.ts';
 import { AuthFailure } from './auth-failure.ts';
 import type { BasicAuthenticator } from './basic/basic-authenticator.ts';
 import { parseBasicCredentials } from './basic/parse-basic.ts';
 import type { BearerVerifier } from './bearer/bearer-verifier.ts';
 import type { ActiveCheck } from './bearer/active-check.ts';
-import type { Principal } from './principal.ts';
+import type { Principal } from '../tenancy/principal.ts';
 import type { RevocationList } from './revocation.ts';
 
 export interface AuthenticateDeps {
@@ -13,7 +13,7 @@ export interface AuthenticateDeps {
   bearer: BearerVerifier;
   revocations: RevocationList;
   activeCheck: ActiveCheck;
-  metrics: Pick<Metrics, 'authFailure' | 'cacheLookup'>;
+  metrics: Pick<AuthMetrics, 'authFailure' | 'cacheLookup'>;
 }
 
 /**

@@ -3,9 +3,9 @@ import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
 import { AppError } from '../envelope/errors.ts';
-import { targetOf } from '../edge/request-target.ts';
+import { targetOf } from '../edge/request-scope.ts';
 import { bufferedBodyOf } from '../keycloak/form-body-guard.ts';
-import type { Metrics } from '../metrics/metrics.ts';
+import type { AuthMetrics } from './auth-metrics.ts';
 import type { AttemptOutcome, LoginThrottle } from './login-throttle.ts';
 
 /** A password sent to Keycloak through `/auth`: which form, for which account. */
@@ -75,7 +75,7 @@ export interface PasswordAttemptThrottleDeps {
   throttle: LoginThrottle;
   /** The client address the edge decided (trusted proxies applied). */
   clientAddress: (req: IncomingMessage) => string;
-  metrics: Pick<Metrics, 'authFailure'>;
+  metrics: Pick<AuthMetrics, 'authFailure'>;
   logger: Logger;
 }
 

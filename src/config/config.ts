@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { parsePostgresUrl } from '../../keycloak/postgres-url.ts';
-import { parseTrustedProxies } from '../edge/forwarding.ts';
+import { parseTrustedProxies } from './trusted-proxies.ts';
 
 /** Secrets must be long enough to resist guessing; demo mode generates them instead. */
 const secret = z.string().min(16, 'must be at least 16 characters');

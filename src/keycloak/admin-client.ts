@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import KcAdminClient from '@keycloak/keycloak-admin-client';
 import { createKeycloakCalls, type KeycloakCalls } from './keycloak-calls.ts';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
 
 export type KeycloakAdmin = KcAdminClient;
 
@@ -74,7 +75,7 @@ export async function loginAsBootstrapAdmin(options: {
   calls?: KeycloakCalls;
 }): Promise<KeycloakAdmin> {
   const calls = options.calls ?? createKeycloakCalls(options);
-  const admin = createAdminClient(calls, 'master');
+  const admin = createAdminClient(calls, MASTER_REALM);
   await admin.auth({
     grantType: 'password',
     clientId: 'admin-cli',

@@ -6,7 +6,7 @@ import { createProxyMiddleware } from 'http-proxy-middleware';
 import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
-import { targetOf } from '../edge/request-target.ts';
+import { targetOf } from '../edge/request-scope.ts';
 import { droppedRequestHeaderNames } from '../edge/upstream-headers.ts';
 import { AppError } from '../envelope/errors.ts';
 import { bufferedBodyOf } from './form-body-guard.ts';

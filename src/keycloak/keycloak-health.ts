@@ -2,18 +2,6 @@ import type { ReadinessReport } from '../http/health.router.ts';
 import { displayUrlOf, type KeycloakNodes } from './keycloak-nodes.ts';
 
 /**
- * Keycloak is usable when the master realm's public description answers. This works for a
- * local Keycloak and for any external one, whose management port we may not reach.
- */
-export async function checkKeycloak(keycloakUrl: string, timeoutMs: number): Promise<void> {
-  const res = await fetch(`${keycloakUrl}/realms/master`, {
-    signal: AbortSignal.timeout(timeoutMs),
-  });
-  await res.body?.cancel();
-  if (res.status !== 200) throw new Error(`Keycloak answered ${res.status}`);
-}
-
-/**
  * The readiness check of Keycloak: probes every node (updating its state). Up when all answer;
  * with several nodes, `degraded` while at least one does, and a report naming each node's state
  * and since when. Down when none answers: the replica still serves what it has verified, unless

@@ -1,4 +1,4 @@
-import { checkKeycloak } from './keycloak-health.ts';
+import { checkKeycloak } from './keycloak-probe.ts';
 
 /** Whether the gateway sends a node calls (`up`) or avoids it until it answers again (`down`). */
 export type NodeState = 'up' | 'down';

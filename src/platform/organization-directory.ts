@@ -1,4 +1,4 @@
-import type { OrganizationLookup, OrganizationState } from '../auth/admission.ts';
+import type { OrganizationLookup, OrganizationState } from '../tenancy/organization-state.ts';
 import { TtlLru } from '../cache/ttl-lru.ts';
 import { isDatabaseUnavailable } from '../db/database-failures.ts';
 import type { OrganizationsRepo } from './organizations.repo.ts';

@@ -1,7 +1,7 @@
 import { expect } from 'vitest';
 import type { LoadRequest } from '../../bench/load.ts';
 import { WORKSPACE, type BenchUser } from '../../bench/fixtures.ts';
-import { apiClientIdOf } from '../../src/keycloak/identifiers.ts';
+import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 import { basicAuth } from '../helpers/api.ts';
 import type { GatewayProcess } from './gateway-process.ts';
 import type { HaStack } from './stack.ts';

@@ -59,7 +59,7 @@ describe('the realmgate-cli package', () => {
       'package.json',
     ]);
     // src/cli, two small modules of the gateway it shares rules with, jose's JWT decoding.
-    const shared = ['src/envelope/envelope.ts', 'src/keycloak/identifiers.ts'];
+    const shared = ['src/envelope/envelope.ts', 'src/tenancy/identifiers.ts'];
     const foreign = pack.inputs.filter(
       (file) =>
         !file.startsWith('src/cli/') &&

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { workspacesClientIdOf } from '../../src/keycloak/identifiers.ts';
+import { workspacesClientIdOf } from '../../src/tenancy/identifiers.ts';
 import { accessTokenOf, basicAuth, callApi, type ApiResponse } from '../helpers/api.ts';
 import {
   createUser,
@@ -14,6 +14,7 @@ import { Writable } from 'node:stream';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { createLogger } from '../../src/http/logger.ts';
+import { createReplicaBus } from '../../src/cache/replica-bus.ts';
 import {
   createOrganizationEvents,
   type OrganizationChange,
@@ -341,10 +342,13 @@ describe('organization events over Redis', () => {
     const keyPrefix = `realmgate-orgevents:${randomBytes(4).toString('hex')}:`;
     const logger = createLogger('silent');
     const seen: Record<'a' | 'b', OrganizationChange[]> = { a: [], b: [] };
-    const [a, b] = await Promise.all(
-      (['a', 'b'] as const).map((name) =>
+    const buses = await Promise.all(
+      [1, 2].map(() => createReplicaBus({ redisUrl: testEnv().redisUrl, logger })),
+    );
+    const [a] = await Promise.all(
+      (['a', 'b'] as const).map((name, i) =>
         createOrganizationEvents({
-          redisUrl: testEnv().redisUrl,
+          bus: buses[i],
           keyPrefix,
           logger,
           apply: (change) => seen[name].push(change),
@@ -370,8 +374,7 @@ describe('organization events over Redis', () => {
       expect(seen.b).toEqual([acme, fromA, fromB]);
     } finally {
       raw.disconnect();
-      await a!.close();
-      await b!.close();
+      await Promise.all(buses.map((bus) => bus.close()));
     }
   });
 });

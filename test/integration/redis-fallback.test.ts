@@ -113,4 +113,47 @@ describe('Redis failure', () => {
     // Redis stopped under load: within 1 s of Redis answering again).
     await expect.poll(() => status(otherReplica.url), EVENTUALLY).toBe(401);
   });
+
+  it('a replica started while Redis is down hears the revocations made once it is back', async () => {
+    await redis.stop();
+    const late = await startReplica(18220, shared);
+    try {
+      await redis.start();
+      const org = await createOrganization(['ws']);
+      const user = await createUser(org, { workspaceRoles: ['ws'] });
+      const grant = await postToken(`${testEnv().publicUrl}/auth`, org, passwordGrantBody(user));
+      const bearer = `Bearer ${String(grant.json.access_token)}`;
+      const call = async (url: string, method: string, path: string) =>
+        (
+          await fetch(`${url}/api/${org}/platform/${path}`, {
+            method,
+            headers: { authorization: bearer },
+          })
+        ).status;
+      // The replica's subscription is made when Redis answers again: wait for it, not a clock.
+      const probe = new Redis(`redis://127.0.0.1:${REDIS_PORT}`);
+      try {
+        const channel = `${prefix}revocations`;
+        const replicas = other ? 3 : 2;
+        let subscribers = 0;
+        while (subscribers < replicas) {
+          const [, count] = (await probe.call('PUBSUB', 'NUMSUB', channel)) as [string, number];
+          subscribers = count;
+          if (subscribers < replicas) await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      } finally {
+        probe.disconnect();
+      }
+      expect(await call(late.url, 'GET', 'workspaces')).toBe(200);
+      expect(await call(replica.url, 'DELETE', 'users/_current/refresh_tokens')).toBe(200);
+      const revokedAt = Date.now();
+      let seen = 200;
+      while (seen === 200 && Date.now() - revokedAt < 1000) {
+        seen = await call(late.url, 'GET', 'workspaces');
+      }
+      expect(seen).toBe(401);
+    } finally {
+      await late.gateway.close();
+    }
+  });
 });
