@@ -345,7 +345,7 @@ describe('organization events over Redis', () => {
     const buses = await Promise.all(
       [1, 2].map(() => createReplicaBus({ redisUrl: testEnv().redisUrl, logger })),
     );
-    const [a] = await Promise.all(
+    const [a, b] = await Promise.all(
       (['a', 'b'] as const).map((name, i) =>
         createOrganizationEvents({
           bus: buses[i],

@@ -2,7 +2,7 @@ import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { AuthFailure } from '../../../src/auth/auth-failure.ts';
 import { createActiveCheck } from '../../../src/auth/bearer/active-check.ts';
-import type { Principal } from '../../../src/auth/principal.ts';
+import type { Principal } from '../../../src/tenancy/principal.ts';
 import { createRevocationList } from '../../../src/auth/revocation.ts';
 import type { TokenClient } from '../../../src/keycloak/token-client.ts';
 import { metricsOff } from '../../../src/metrics/metrics.ts';
