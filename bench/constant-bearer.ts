@@ -1,7 +1,7 @@
 import { register } from 'node:module';
 import type { BearerVerifier } from '../src/auth/bearer/bearer-verifier.ts';
-import type { Principal } from '../src/auth/principal.ts';
-import { workspacesClientIdOf } from '../src/keycloak/identifiers.ts';
+import type { Principal } from '../src/tenancy/principal.ts';
+import { workspacesClientIdOf } from '../src/tenancy/identifiers.ts';
 
 export * from '../src/auth/bearer/bearer-verifier.ts';
 

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import { loginAsBootstrapAdmin, type KeycloakAdmin } from '../src/keycloak/admin-client.ts';
 import { ensureUser } from '../src/keycloak/ensure-user.ts';
-import { apiClientIdOf } from '../src/keycloak/identifiers.ts';
+import { apiClientIdOf } from '../src/tenancy/identifiers.ts';
 import { ensureOrganizationRealm, ensureWorkspaceRoles } from '../src/keycloak/provisioning.ts';
 import { createOrganizationsRepo } from '../src/platform/organizations.repo.ts';
 import { createWorkspacesRepo } from '../src/platform/workspaces.repo.ts';

@@ -2,6 +2,8 @@ import express, { type Express, type RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { createErrorHandler, notFoundHandler } from './envelope/error-handler.ts';
 import type { Forwarding } from './edge/forwarding.ts';
+import type { LoginThrottle } from './auth/login-throttle.ts';
+import { throttlePasswordAttempts } from './auth/password-attempt-throttle.ts';
 import { createHealthRouter, type ReadinessCheck } from './http/health.router.ts';
 import { createAuthProxy, guardAuthPath } from './keycloak/auth-proxy.ts';
 import { guardBootstrapAdmin } from './keycloak/bootstrap-admin-guard.ts';
@@ -23,12 +25,14 @@ export interface AppDeps {
   forwarding: Forwarding;
   /** Keycloak's bootstrap administrator: never tried on the public listener. */
   bootstrapAdmin: string;
-  /** Everything under `/api` (see api.router.ts). */
+  /** Everything under `/api` (see api/api.router.ts). */
   api: RequestHandler;
   readiness: Record<string, ReadinessCheck>;
   /** True once the gateway has begun to shut down: `/readyz` then answers 503 at once. */
   isShuttingDown: () => boolean;
   metrics: Metrics;
+  /** Counts password attempts on `/auth` as it counts Basic logins on the API. */
+  loginThrottle: LoginThrottle;
 }
 
 /**
@@ -58,6 +62,12 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
     guardAuthPath({ allowAdmin: listener === 'admin' }),
     ...guardFormBody(),
     ...(listener === 'public' ? [guardBootstrapAdmin(deps.bootstrapAdmin)] : []),
+    throttlePasswordAttempts({
+      throttle: deps.loginThrottle,
+      clientAddress: (req) => deps.forwarding.clientAddress(req),
+      metrics: deps.metrics,
+      logger: deps.logger,
+    }),
     createAuthProxy({
       nodes: deps.keycloakNodes,
       publicUrl: deps.publicUrl,
@@ -69,7 +79,7 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
     }),
   );
 
-  // Realm routing, authentication, list endpoints and provisioning (see api.router.ts).
+  // Realm routing, authentication, list endpoints and provisioning (see api/api.router.ts).
   app.use('/api', deps.api);
 
   app.use(notFoundHandler);

@@ -2,11 +2,11 @@ import { randomBytes } from 'node:crypto';
 import type { RequestListener, Server } from 'node:http';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { createApiRouter } from './api.router.ts';
+import { createApiRouter } from './api/api.router.ts';
 import { createApp, type Listener } from './app.ts';
 import { createAdmission } from './auth/admission.ts';
-import { createLoginThrottle } from './auth/basic/login-throttle.ts';
-import { createForwardRoute, isAutomationPath } from './automation/forward-route.ts';
+import { createLoginThrottle } from './auth/login-throttle.ts';
+import { createForwardRoute } from './automation/forward-route.ts';
 import { createForwarder } from './automation/forwarder.ts';
 import { createBasicAuthenticator } from './auth/basic/basic-authenticator.ts';
 import { createBearerVerifier } from './auth/bearer/bearer-verifier.ts';
@@ -15,13 +15,13 @@ import { createJwksRegistry } from './auth/bearer/jwks.ts';
 import { createRevocationList } from './auth/revocation.ts';
 import { createOperationsRepo } from './automation/operations.repo.ts';
 import { createCache, type Cache } from './cache/index.ts';
+import { createReplicaBus } from './cache/replica-bus.ts';
 import type { FallbackCache } from './cache/fallback-cache.ts';
 import type { Config } from './config/config.ts';
 import { createCanonicalHost } from './edge/canonical-host.ts';
 import { createEdge } from './edge/edge.ts';
 import { createForwarding } from './edge/forwarding.ts';
 import { createAudit } from './http/audit.ts';
-import type { RequestTarget } from './edge/request-target.ts';
 import { checkDatabase, openDatabase, poolState } from './db/database.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import { isBootstrapAdmin } from './keycloak/bootstrap-admin-guard.ts';
@@ -139,11 +139,33 @@ export async function startGateway(
   const clientSecret = config.KEYCLOAK_CLIENT_SECRET ?? '';
   const serviceAdmin = createServiceAdmin({ calls, clientSecret });
   const tokens = createTokenClient({ calls, gatewayClientSecret: clientSecret });
+  // What replicas tell each other (revocations, organization changes), over one pair of Redis
+  // connections.
+  const bus = config.REDIS_URL
+    ? await createReplicaBus({ redisUrl: config.REDIS_URL, logger })
+    : undefined;
   const revocations = await createRevocationList({
-    redisUrl: config.REDIS_URL,
+    bus,
     keyPrefix: config.REDIS_KEY_PREFIX,
     metrics,
     logger,
+  });
+  // The one throttle of password attempts: Basic logins here, password grants and the login
+  // form on /auth (app.ts).
+  const loginThrottle = createLoginThrottle({
+    cache,
+    secret: cacheSecret,
+    maxFailuresPerUserAndAddress: config.LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS,
+    maxFailuresPerAddress: config.LOGIN_MAX_FAILURES_PER_ADDRESS,
+    windowSeconds: config.LOGIN_FAILURE_WINDOW_SECONDS,
+    onLimitReached: ({ scope, realm, username, address }) =>
+      audit.record({
+        action: 'login_throttle.start',
+        outcome: 'success',
+        target:
+          scope === 'account_address' ? { scope, realm, username, address } : { scope, address },
+        clientAddress: address,
+      }),
   });
   const basic = createBasicAuthenticator({
     tokens,
@@ -156,20 +178,7 @@ export async function startGateway(
     // A login may take a grant, a key-set fetch and a two-factor lookup, each bounded so.
     loginLockMs: 3 * config.KEYCLOAK_TIMEOUT_MS,
     refuses: (realm, username) => isBootstrapAdmin(config.KEYCLOAK_ADMIN_USERNAME, realm, username),
-    throttle: createLoginThrottle({
-      cache,
-      secret: cacheSecret,
-      maxFailuresPerUser: config.LOGIN_MAX_FAILURES_PER_USER,
-      maxFailuresPerAddress: config.LOGIN_MAX_FAILURES_PER_ADDRESS,
-      windowSeconds: config.LOGIN_FAILURE_WINDOW_SECONDS,
-      onLimitReached: ({ scope, realm, username, address }) =>
-        audit.record({
-          action: 'login_throttle.start',
-          outcome: 'success',
-          target: scope === 'account' ? { scope, realm, username } : { scope, address },
-          clientAddress: address,
-        }),
-    }),
+    throttle: loginThrottle,
     revocations,
     hasTwoFactor: (realm, username) => hasTwoFactor(serviceAdmin, realm, username),
     metrics,
@@ -200,7 +209,7 @@ export async function startGateway(
   const directory = createOrganizationDirectory(organizations);
   // A disabled or deleted organization is refused on every replica at once (with Redis).
   const organizationEvents = await createOrganizationEvents({
-    redisUrl: config.REDIS_URL,
+    bus,
     keyPrefix: config.REDIS_KEY_PREFIX,
     logger,
     apply: ({ organizationId, state }) => directory.learn(organizationId, state),
@@ -245,23 +254,21 @@ export async function startGateway(
     isShuttingDown: () => shuttingDown,
     readiness,
     metrics,
+    loginThrottle,
   };
   const forwardRoute = config.AUTOMATION_UPSTREAM_URL
-    ? {
-        claims: (target: RequestTarget) => isAutomationPath(target.segments),
-        serve: createForwardRoute({
-          admission,
+    ? createForwardRoute({
+        admission,
+        forwarding,
+        forward: createForwarder({
+          upstreamUrl: config.AUTOMATION_UPSTREAM_URL,
+          timeoutMs: config.AUTH_PROXY_TIMEOUT_MS,
           forwarding,
-          forward: createForwarder({
-            upstreamUrl: config.AUTOMATION_UPSTREAM_URL,
-            timeoutMs: config.AUTH_PROXY_TIMEOUT_MS,
-            forwarding,
-            logger,
-            tracing,
-          }),
           logger,
+          tracing,
         }),
-      }
+        logger,
+      })
     : undefined;
   const consoleHost = createCanonicalHost({
     origin: config.ADMIN_PUBLIC_URL,
@@ -272,7 +279,7 @@ export async function startGateway(
     createEdge({
       logger: logger.child({ listener }),
       app: createApp(deps, listener),
-      route: forwardRoute,
+      forwarded: forwardRoute,
       canonicalHost: listener === 'admin' ? consoleHost : undefined,
       metrics,
       tracing,
@@ -295,8 +302,7 @@ export async function startGateway(
       const graceMs = config.SHUTDOWN_GRACE_SECONDS * 1000;
       await Promise.all([closeServer(publicServer, graceMs), closeServer(adminServer, graceMs)]);
       await cache.close();
-      await revocations.close();
-      await organizationEvents.close();
+      await bus?.close();
       await db.destroy();
       // Last: the spans of the requests that drained are exported too.
       await tracing?.shutdown();

@@ -1,33 +1,15 @@
 import type { RequestHandler } from 'express';
-import { targetOf } from '../edge/request-target.ts';
+import { scopeOf } from '../edge/request-scope.ts';
+import type { Route } from '../edge/route.ts';
 import { AppError } from '../envelope/errors.ts';
 import { endSpan, type Tracing } from '../tracing/tracing.ts';
-import { isOrganizationId, isWorkspaceId } from '../keycloak/identifiers.ts';
 import { authenticateRequest, knownPrincipal, type AuthenticateDeps } from './authenticate.ts';
 import { holdsWorkspace } from './authorize.ts';
-import type { Principal } from './principal.ts';
+import type { Principal } from '../tenancy/principal.ts';
+import type { OrganizationLookup } from '../tenancy/organization-state.ts';
 
-/** The realm of administrators, reached through `/api/platform/...`. */
-export const MASTER_REALM = 'master';
-
-/** What an `/api/...` path asks of the caller: whose realm, and which workspace if any. */
-export interface ApiTarget {
-  realm: string;
-  /** The organization named by the path (`/api/<org>/...`); undefined for `/api/platform/...`. */
-  organization?: string;
-  /** The workspace named by `/api/<org>/workspaces/<ws>/...`. */
-  workspace?: string;
-}
-
-/** Whether an organization exists, and whether it is enabled. */
-export type OrganizationState = 'enabled' | 'disabled' | 'absent';
-
-/** "Does this organization exist, enabled", answered fast (platform/organization-directory.ts). */
-export interface OrganizationLookup {
-  stateOf(id: string): Promise<OrganizationState>;
-  /** True when known to exist and be enabled right now, without waiting. */
-  isKnown(id: string): boolean;
-}
+/** Whom an `/api` request concerns, as the edge read its path (see edge/route.ts). */
+export type ApiTarget = Pick<Route, 'realm' | 'organization' | 'workspace' | 'refusal'>;
 
 export interface WorkspaceLookup {
   find(organizationId: string, workspaceId: string): Promise<unknown>;
@@ -38,25 +20,6 @@ export interface AdmissionDeps extends AuthenticateDeps {
   workspaces: WorkspaceLookup;
   /** When set, each admission is a span (its Keycloak calls are children of it). */
   tracing?: Tracing;
-}
-
-/**
- * Reads an `/api` path's segments (the edge decoded them): `/api/platform/...` is `master`,
- * `/api/<org>/...` is `<org>`, `/api/<org>/workspaces/<ws>/...` also names workspace `<ws>`.
- * An id outside its alphabet is 404 at once (`404-00001`, `404-00002`), before anything is
- * looked up. Undefined for the one path that needs no credentials, `/api/openapi.json`.
- */
-export function apiTargetOf(segments: readonly string[]): ApiTarget | undefined {
-  const first = segments[1] ?? '';
-  if (first === 'platform') return { realm: MASTER_REALM };
-  if (first === 'openapi.json' && segments.length === 2) return undefined;
-  if (!isOrganizationId(first)) throw new AppError('organizationNotFound');
-  // In any case: a router or an upstream that matches paths case-insensitively must not find
-  // a workspace route the admission did not see.
-  const workspace = segments[2]?.toLowerCase() === 'workspaces' ? segments[3] : undefined;
-  if (!workspace) return { realm: first, organization: first };
-  if (!isWorkspaceId(workspace)) throw new AppError('workspaceNotFound');
-  return { realm: first, organization: first, workspace };
 }
 
 export interface Admission {
@@ -119,6 +82,9 @@ function traced(admission: Admission, tracing: Tracing): Admission {
 function admissionOf(deps: AdmissionDeps): Admission {
   return {
     async admit(target, authorization, clientAddress) {
+      if (target.refusal !== undefined) throw new AppError(target.refusal);
+      const realm = target.realm;
+      if (realm === undefined) throw new Error('admit called on a route that reads no credentials');
       // Before any credential is read: a disabled organization's tokens and logins, cached or
       // not, are refused here on every route.
       if (target.organization !== undefined) {
@@ -126,18 +92,20 @@ function admissionOf(deps: AdmissionDeps): Admission {
         if (state === 'absent') throw new AppError('organizationNotFound');
         if (state === 'disabled') throw new AppError('organizationDisabled');
       }
-      const principal = await authenticateRequest(authorization, target.realm, clientAddress, deps);
+      const principal = await authenticateRequest(authorization, realm, clientAddress, deps);
       if (target.workspace !== undefined && !holdsWorkspace(principal, target.workspace)) {
-        const exists = (await deps.workspaces.find(target.realm, target.workspace)) !== undefined;
+        const exists = (await deps.workspaces.find(realm, target.workspace)) !== undefined;
         throw new AppError(exists ? 'permissionDenied' : 'workspaceNotFound');
       }
       return principal;
     },
     peek(target, authorization) {
+      const realm = target.realm;
+      if (realm === undefined) return undefined;
       if (target.organization !== undefined && !deps.organizations.isKnown(target.organization)) {
         return undefined;
       }
-      const principal = knownPrincipal(authorization, target.realm, deps);
+      const principal = knownPrincipal(authorization, realm, deps);
       if (!principal) return undefined;
       if (target.workspace !== undefined && !holdsWorkspace(principal, target.workspace)) {
         return undefined;
@@ -148,22 +116,25 @@ function admissionOf(deps: AdmissionDeps): Admission {
 }
 
 /**
- * The pipeline as express middleware, in front of every `/api` route: the admitted principal
- * goes to `res.locals.principal`.
+ * The pipeline as express middleware, in front of every `/api` route but the OpenAPI document:
+ * the admitted principal goes to the request's scope.
  */
 export function admitApiRequests(
   admission: Admission,
   clientAddressOf: (req: Parameters<RequestHandler>[0]) => string,
 ): RequestHandler {
-  return async (req, res, next) => {
+  return async (req, _res, next) => {
     try {
-      const target = apiTargetOf(targetOf(req).segments);
-      if (target) {
-        const authorization = req.headers.authorization;
-        res.locals.principal =
-          admission.peek(target, authorization) ??
-          (await admission.admit(target, authorization, clientAddressOf(req)));
+      const scope = scopeOf(req);
+      // The OpenAPI document: the one `/api` route that reads no credentials.
+      if (scope.route.realm === undefined && scope.route.refusal === undefined) {
+        next();
+        return;
       }
+      const authorization = req.headers.authorization;
+      scope.principal =
+        admission.peek(scope.route, authorization) ??
+        (await admission.admit(scope.route, authorization, clientAddressOf(req)));
       next();
     } catch (err) {
       next(err);

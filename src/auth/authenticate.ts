@@ -1,11 +1,11 @@
 import { AppError } from '../envelope/errors.ts';
-import type { Metrics } from '../metrics/metrics.ts';
+import type { AuthMetrics } from './auth-metrics.ts';
 import { AuthFailure } from './auth-failure.ts';
 import type { BasicAuthenticator } from './basic/basic-authenticator.ts';
 import { parseBasicCredentials } from './basic/parse-basic.ts';
 import type { BearerVerifier } from './bearer/bearer-verifier.ts';
 import type { ActiveCheck } from './bearer/active-check.ts';
-import type { Principal } from './principal.ts';
+import type { Principal } from '../tenancy/principal.ts';
 import type { RevocationList } from './revocation.ts';
 
 export interface AuthenticateDeps {
@@ -13,14 +13,14 @@ export interface AuthenticateDeps {
   bearer: BearerVerifier;
   revocations: RevocationList;
   activeCheck: ActiveCheck;
-  metrics: Pick<Metrics, 'authFailure' | 'cacheLookup'>;
+  metrics: Pick<AuthMetrics, 'authFailure' | 'cacheLookup'>;
 }
 
 /**
  * Authenticates an Authorization header value for `realm`. Each scheme yields a principal or
  * fails; revoked sessions are refused; this is the one place failures become 401 `401-00002`
  * with the challenge of the scheme that failed (both when no credentials came). `clientAddress`
- * is whom failed Basic logins are counted against (see basic/login-throttle.ts). Every refusal
+ * is whom failed Basic logins are counted against (see login-throttle.ts). Every refusal
  * is counted here, by reason, throttled logins included.
  */
 export async function authenticateRequest(

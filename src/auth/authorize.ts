@@ -1,5 +1,5 @@
-import { workspacesClientIdOf } from '../keycloak/identifiers.ts';
-import type { Principal } from './principal.ts';
+import { workspacesClientIdOf } from '../tenancy/identifiers.ts';
+import type { Principal } from '../tenancy/principal.ts';
 
 /** The workspace ids the principal holds a role for in its organization. */
 export function workspaceRolesOf(principal: Principal): string[] {

@@ -1,29 +1,4 @@
-import type { Response } from 'express';
-
-/** Who is calling, as established by Basic or Bearer authentication. */
-export interface Principal {
-  realm: string;
-  userId: string;
-  username: string;
-  realmRoles: string[];
-  /** Client roles by client id, e.g. `{ "<org>-workspaces": ["ws1"] }`. */
-  clientRoles: Record<string, string[]>;
-  locale: string | undefined;
-  method: 'basic' | 'bearer';
-  /** Keycloak session id (`sid`), when the token has one. */
-  sessionId: string | undefined;
-  /** Token issue time, epoch seconds. */
-  issuedAt: number;
-  /** Token expiry, epoch seconds. */
-  expiresAt: number;
-}
-
-/** The principal the auth middleware stored for this request. */
-export function principalOf(res: Response): Principal {
-  const principal = res.locals.principal as Principal | undefined;
-  if (!principal) throw new Error('principalOf called on a route without authentication');
-  return principal;
-}
+import type { Principal } from '../tenancy/principal.ts';
 
 /** Builds a principal from verified access-token claims. */
 export function principalFromClaims(

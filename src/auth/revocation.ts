@@ -1,8 +1,7 @@
-import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import type { ReplicaBus } from '../cache/replica-bus.ts';
 import { TtlLru } from '../cache/ttl-lru.ts';
-import type { Metrics } from '../metrics/metrics.ts';
+import type { AuthMetrics } from './auth-metrics.ts';
 
 /** A revocation as it travels between replicas. */
 interface RevocationMessage {
@@ -39,21 +38,20 @@ export interface RevocationList {
   isIssuedBeforeRevocation(realm: string, userId: string, issuedAt: number): boolean;
   /** Refuses the sessions here at once and tells every other replica. */
   revoke(revocation: Omit<RevocationMessage, 'at'>): Promise<void>;
-  close(): Promise<void>;
 }
 
 const MAX_REVOKED = 1_000_000;
 
 /**
  * Revoked sessions, checked on every request without any network call: each replica keeps them
- * in memory. With Redis they are shared: a revocation is stored as keys that expire with the
- * last token it concerns (read at start, so a replica that was down learns what it missed) and
- * published, so other replicas apply it within milliseconds.
+ * in memory. With the replica bus (Redis) they are shared: a revocation is stored as keys that
+ * expire with the last token it concerns (read at start, so a replica that was down learns what
+ * it missed) and published, so other replicas apply it within milliseconds.
  */
 export async function createRevocationList(options: {
-  redisUrl?: string;
+  bus?: ReplicaBus;
   keyPrefix: string;
-  metrics: Pick<Metrics, 'revocationApplied'>;
+  metrics: Pick<AuthMetrics, 'revocationApplied'>;
   logger: Logger;
 }): Promise<RevocationList> {
   const sessions = new TtlLru<true>(MAX_REVOKED);
@@ -88,71 +86,47 @@ export async function createRevocationList(options: {
       return revokedAt !== undefined && issuedAt * 1000 < revokedAt;
     },
   };
-  if (!options.redisUrl) {
+  if (!options.bus) {
     return {
       ...local,
       revoke: (revocation) => Promise.resolve(apply({ ...revocation, at: Date.now() }, 'local')),
-      close: () => Promise.resolve(),
     };
   }
+  const bus: ReplicaBus = options.bus;
 
-  const replicaId = randomUUID();
   const channel = `${options.keyPrefix}revocations`;
   const keyOf = (id: string) => `${options.keyPrefix}revoked:${id}`;
-  // Reconnects every 200 ms at most (ioredis's default backs off to 2 s): a revocation made
-  // during an outage must reach the other replicas soon after Redis is back.
-  const redisOptions = {
-    maxRetriesPerRequest: 1,
-    commandTimeout: 1000,
-    lazyConnect: true,
-    retryStrategy: (attempt: number) => Math.min(attempt * 50, 200),
-  };
-  const publisher = new Redis(options.redisUrl, redisOptions);
-  const subscriber = new Redis(options.redisUrl, redisOptions);
-  for (const client of [publisher, subscriber]) {
-    client.on('error', (err: Error) =>
-      options.logger.warn({ err }, 'revocation channel: Redis error'),
-    );
-  }
-  subscriber.on('message', (_channel: string, payload: string) => {
+  // Subscribe before reading the stored revocations, so none falls between the two.
+  await bus.subscribe(channel, (payload) => {
     try {
       const message = JSON.parse(payload) as RevocationMessage;
       // This replica's own revocation comes back on the channel; it applied it already.
-      if (message.from !== replicaId) apply(message, 'peer');
+      if (message.from !== bus.replicaId) apply(message, 'peer');
     } catch (err) {
       options.logger.error({ err }, 'revocation channel: unreadable message');
     }
   });
-  // Subscribe before reading the stored revocations, so none falls between the two.
-  try {
-    await subscriber.connect();
-    await subscriber.subscribe(channel);
-    await publisher.connect();
-    await loadStored();
-  } catch (err) {
-    options.logger.error({ err }, 'revocations are not shared: Redis is unreachable');
-  }
-  // After an outage: this replica shares what it revoked meanwhile, and reads what the others
-  // stored while its subscription was down (ioredis subscribes again by itself).
-  const unshared = new Set<RevocationMessage>();
-  publisher.on('ready', () => void shareUnshared());
-  // The first 'ready' came before this point (connect() waits for it): these are reconnections.
-  subscriber.on('ready', () => {
+  const readStored = () =>
     loadStored().catch((err: unknown) =>
       options.logger.warn({ err }, 'revocation channel: could not read stored revocations'),
     );
-  });
+  if (bus.isReady()) await readStored();
+  // After an outage: this replica shares what it revoked meanwhile, and reads what the others
+  // stored while its subscription was down.
+  const unshared = new Set<RevocationMessage>();
+  bus.onCommandsBack(() => void shareUnshared());
+  bus.onSubscriptionBack(() => void readStored());
 
   async function share(message: RevocationMessage): Promise<void> {
     const payload = JSON.stringify(message);
     const ttl = Math.max(lifetimeSecondsOf(message), 1);
-    await publisher.set(
+    await bus.redis.set(
       keyOf(`${message.realm}:${message.userId}:${message.at}`),
       payload,
       'EX',
       ttl,
     );
-    await publisher.publish(channel, payload);
+    await bus.publish(channel, payload);
   }
 
   async function shareUnshared(): Promise<void> {
@@ -175,10 +149,10 @@ export async function createRevocationList(options: {
   async function loadStored(): Promise<void> {
     let cursor = '0';
     do {
-      const [next, keys] = await publisher.scan(cursor, 'MATCH', keyOf('*'), 'COUNT', 1000);
+      const [next, keys] = await bus.redis.scan(cursor, 'MATCH', keyOf('*'), 'COUNT', 1000);
       cursor = next;
       for (const key of keys) {
-        const payload = await publisher.get(key);
+        const payload = await bus.redis.get(key);
         if (payload) apply(JSON.parse(payload) as RevocationMessage, 'peer');
       }
     } while (cursor !== '0');
@@ -187,7 +161,7 @@ export async function createRevocationList(options: {
   return {
     ...local,
     async revoke(revocation) {
-      const message: RevocationMessage = { ...revocation, at: Date.now(), from: replicaId };
+      const message: RevocationMessage = { ...revocation, at: Date.now(), from: bus.replicaId };
       apply(message, 'local');
       try {
         await share(message);
@@ -198,12 +172,8 @@ export async function createRevocationList(options: {
         );
         unshared.add(message);
         // Redis may have come back while this attempt timed out.
-        if (publisher.status === 'ready') await shareUnshared();
+        if (bus.isReady()) await shareUnshared();
       }
-    },
-    async close() {
-      subscriber.disconnect();
-      await publisher.quit().catch(() => publisher.disconnect());
     },
   };
 }

@@ -1,31 +1,16 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import { apiTargetOf, type Admission } from '../auth/admission.ts';
-import type { Principal } from '../auth/principal.ts';
+import type { Admission } from '../auth/admission.ts';
+import type { EdgeRoute } from '../edge/edge.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
 import { inRequest } from '../edge/request-context.ts';
-import type { RequestTarget } from '../edge/request-target.ts';
+import { admitted } from '../edge/request-scope.ts';
 import { sendError } from '../envelope/error-handler.ts';
 import type { Forwarder } from './forwarder.ts';
 
 /**
- * Whether the edge hands this request to the forwarded automation route:
- * `/api/<org>/workspaces/<ws>/ita` and below, the route production traffic takes. Read from the
- * decoded segments, the same ones the admission reads.
- */
-export function isAutomationPath(segments: readonly string[]): boolean {
-  return (
-    segments.length >= 5 &&
-    segments[0] === 'api' &&
-    segments[2] === 'workspaces' &&
-    segments[4] === 'ita' &&
-    segments[1] !== 'platform'
-  );
-}
-
-/**
- * Serves the forwarded automation route on the HTTP server, before express (express and its
- * router cost more than the rest of the request together): the `/api` admission, then the
+ * Serves the forwarded automation route (`/api/<org>/workspaces/<ws>/ita` and below, the route
+ * production traffic takes; see edge/route.ts) on the HTTP server, before express (express and
+ * its router cost more than the rest of the request together): the `/api` admission, then the
  * forwarder, which sends the path the admission read. A principal the admission already knows
  * is served without a promise; anything else, every refusal included, takes `admit`.
  */
@@ -34,31 +19,31 @@ export function createForwardRoute(deps: {
   forwarding: Forwarding;
   forward: Forwarder;
   logger: Logger;
-}) {
+}): EdgeRoute {
   const { admission, forward } = deps;
-  const fail = (res: ServerResponse, requestId: string, err: unknown) => {
+  const fail = (res: Parameters<EdgeRoute>[1], requestId: string, err: unknown) => {
     if (!res.headersSent) res.setHeader('x-request-id', requestId);
     sendError(res, err, deps.logger);
   };
 
-  return (req: IncomingMessage, res: ServerResponse, target: RequestTarget, requestId: string) => {
+  return (req, res, scope) => {
     try {
-      const api = apiTargetOf(target.segments)!;
-      const known = admission.peek(api, req.headers.authorization);
+      const authorization = req.headers.authorization;
+      const known = admission.peek(scope.route, authorization);
       if (known) {
-        forward(req, res, known, target, requestId);
+        forward(req, res, admitted(scope, known));
         return;
       }
       // The full admission may call Keycloak (a login, a key set): under the request's id.
-      void inRequest(requestId, () =>
+      void inRequest(scope.requestId, () =>
         admission
-          .admit(api, req.headers.authorization, deps.forwarding.clientAddress(req))
-          .then((principal: Principal) => forward(req, res, principal, target, requestId))
-          .catch((err: unknown) => fail(res, requestId, err)),
+          .admit(scope.route, authorization, deps.forwarding.clientAddress(req))
+          .then((principal) => forward(req, res, admitted(scope, principal)))
+          .catch((err: unknown) => fail(res, scope.requestId, err)),
       );
     } catch (err) {
       // Nothing a client sends may end the process: whatever throws here is a 500 for this one request.
-      fail(res, requestId, err);
+      fail(res, scope.requestId, err);
     }
   };
 }

@@ -8,9 +8,9 @@ import {
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { Logger } from 'pino';
 import { workspaceRolesOf } from '../auth/authorize.ts';
-import type { Principal } from '../auth/principal.ts';
+import type { Principal } from '../tenancy/principal.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
-import type { RequestTarget } from '../edge/request-target.ts';
+import type { AdmittedScope } from '../edge/request-scope.ts';
 import { upstreamRequestHeaders } from '../edge/upstream-headers.ts';
 import { sendError } from '../envelope/error-handler.ts';
 import { AppError } from '../envelope/errors.ts';
@@ -39,14 +39,11 @@ function replaceTraceHeaders(headers: string[], trace: string[]): void {
   headers.push(...trace);
 }
 
-/** Forwards one admitted request to `target`; the answer carries `X-Request-Id: requestId`. */
-export type Forwarder = (
-  req: IncomingMessage,
-  res: ServerResponse,
-  principal: Principal,
-  target: RequestTarget,
-  requestId: string,
-) => void;
+/**
+ * Forwards one admitted request: its scope's path, with its scope's principal; the answer
+ * carries the scope's request id as `X-Request-Id`.
+ */
+export type Forwarder = (req: IncomingMessage, res: ServerResponse, scope: AdmittedScope) => void;
 
 /**
  * Forwards a request to the automation service with who the caller is instead of their
@@ -98,7 +95,7 @@ export function createForwarder(options: {
     return identity;
   };
 
-  return (req, res, principal, target, requestId) => {
+  return (req, res, { principal, target, requestId }) => {
     // Headers as a flat [name, value, ...] list, as received: node writes such a list as is,
     // where an object would go through setHeader (validation, a map) once per header.
     const headers = upstreamRequestHeaders(req.rawHeaders, { keepCredentials: false });

@@ -1,5 +1,5 @@
 import { decodeJwt } from 'jose';
-import { apiClientIdOf } from '../keycloak/identifiers.ts';
+import { apiClientIdOf } from '../tenancy/identifiers.ts';
 import { describeUnreachable, printable } from './client.ts';
 import { CliError } from './errors.ts';
 

@@ -1,4 +1,4 @@
-import { isOrganizationId, isWorkspaceId } from '../keycloak/identifiers.ts';
+import { isOrganizationId, isWorkspaceId } from '../tenancy/identifiers.ts';
 import { usageError } from './errors.ts';
 
 const DURATION = /^(\d{1,10})([smhd]?)$/;

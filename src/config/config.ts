@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { parsePostgresUrl } from '../../keycloak/postgres-url.ts';
-import { parseTrustedProxies } from '../edge/forwarding.ts';
+import { parseTrustedProxies } from './trusted-proxies.ts';
 import { fileVariableOf, resolveSettingFiles } from './setting-files.ts';
 
 /**
@@ -156,7 +156,8 @@ export const configSchema = z.object({
     .optional(),
 
   BASIC_REFUSAL_CACHE_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
-  LOGIN_MAX_FAILURES_PER_USER: z.coerce.number().int().min(0).max(10000).default(5),
+  /** Failed logins of one account from one client address per window; see login-throttle.ts. */
+  LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: z.coerce.number().int().min(0).max(10000).default(5),
   LOGIN_MAX_FAILURES_PER_ADDRESS: z.coerce.number().int().min(0).max(1000000).default(100),
   LOGIN_FAILURE_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86400).default(300),
 
@@ -181,6 +182,15 @@ const SETTINGS = Object.keys(configSchema.shape) as Setting[];
 export const FILE_SETTINGS: readonly Setting[] = SETTINGS.filter((name) =>
   fileSettings.has(configSchema.shape[name]),
 );
+
+/**
+ * Settings realmgate no longer reads, with what to set instead: a configuration that still
+ * sets one is refused rather than silently running on a default.
+ */
+const RENAMED_SETTINGS: Record<string, string> = {
+  LOGIN_MAX_FAILURES_PER_USER:
+    'replaced by LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: failed logins are now counted per account and client address',
+};
 
 /** Secrets without a default: required unless demo mode generates them. */
 export const requiredSecrets = ['KEYCLOAK_ADMIN_PASSWORD', 'KEYCLOAK_CLIENT_SECRET'] as const;
@@ -226,6 +236,9 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
             `${[nameOf(String(issue.path[0])), ...issue.path.slice(1)].join('.')}: ${issue.message}`,
         )),
   ];
+  for (const [name, instead] of Object.entries(RENAMED_SETTINGS)) {
+    if (env[name] !== undefined && env[name] !== '') problems.push(`${name}: ${instead}`);
+  }
   // Judged on the raw input so that missing secrets are reported alongside other problems.
   const demo = configSchema.shape.REALMGATE_DEMO.safeParse(present.REALMGATE_DEMO).data === true;
   if (!demo) {

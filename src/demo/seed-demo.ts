@@ -5,6 +5,7 @@ import { ensureOrganizationRealm, ensureWorkspaceRoles } from '../keycloak/provi
 import { createOrganizationsRepo } from '../platform/organizations.repo.ts';
 import { createWorkspacesRepo } from '../platform/workspaces.repo.ts';
 import { createOperationsRepo } from '../automation/operations.repo.ts';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
 
 export const DEMO = {
   adminUser: 'demo-admin',
@@ -33,7 +34,11 @@ export async function seedDemo(deps: {
   const org = DEMO.organization;
   const ws = DEMO.workspace;
 
-  await ensureUser(admin, { realm: 'master', username: DEMO.adminUser, password: demoPassword });
+  await ensureUser(admin, {
+    realm: MASTER_REALM,
+    username: DEMO.adminUser,
+    password: demoPassword,
+  });
 
   await ensureOrganizationRealm(admin, {
     organizationId: org,

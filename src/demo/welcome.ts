@@ -1,6 +1,7 @@
 import type { Config } from '../config/config.ts';
 import { DEMO } from './seed-demo.ts';
 import { base32OfOtpSecret, otpauthUri } from './totp.ts';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
 
 const FIELD = `node -pe 'JSON.parse(require("fs").readFileSync(0,"utf8"))`;
 
@@ -33,9 +34,9 @@ export function printDemoWelcome(
     `  ${otpauthUri(secrets.otpSecret, DEMO.otpUser, 'realmgate demo')}`,
     '',
     '# 1. Refresh token for the administrator (password grant, spec 4.1):',
-    `REFRESH=$(curl -s -X POST ${token('master')} -d client_id=_platform-api -d grant_type=password -d scope=openid+offline_access -d username=${DEMO.adminUser} -d password='${secrets.demoPassword}' | ${FIELD}.refresh_token')`,
+    `REFRESH=$(curl -s -X POST ${token(MASTER_REALM)} -d client_id=_platform-api -d grant_type=password -d scope=openid+offline_access -d username=${DEMO.adminUser} -d password='${secrets.demoPassword}' | ${FIELD}.refresh_token')`,
     '# 2. Access token from it (refresh grant):',
-    `ACCESS=$(curl -s -X POST ${token('master')} -d client_id=_platform-api -d grant_type=refresh_token -d refresh_token="$REFRESH" | ${FIELD}.access_token')`,
+    `ACCESS=$(curl -s -X POST ${token(MASTER_REALM)} -d client_id=_platform-api -d grant_type=refresh_token -d refresh_token="$REFRESH" | ${FIELD}.access_token')`,
     '# 3. The same for an organization user:',
     `curl -s -X POST ${token(DEMO.organization)} -d client_id=_${DEMO.organization}-api -d grant_type=password -d scope=openid+offline_access -d username=${DEMO.user} -d password='${secrets.demoPassword}'`,
     '# 4. A two-factor user adds totp (the 6 digits from the authenticator app):',

@@ -3,41 +3,49 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
 import { AppError } from '../envelope/errors.ts';
-import { logFinished } from '../http/access-log.ts';
-import { requestIdOf } from '../http/request-id.ts';
-import type { Metrics } from '../metrics/metrics.ts';
+import { logFinished } from './access-log.ts';
+import { requestIdOf } from './request-id.ts';
 import type { Tracing } from '../tracing/tracing.ts';
-import { routeClassOf, type RouteClass } from '../metrics/route-class.ts';
 import type { CanonicalHost } from './canonical-host.ts';
 import { inRequest } from './request-context.ts';
-import { parseRequestTarget, rememberTarget, type RequestTarget } from './request-target.ts';
+import { enterScope, type RequestScope } from './request-scope.ts';
+import { parseRequestTarget } from './request-target.ts';
+import { readRoute, type RouteClass } from './route.ts';
 
-/** A route served on the HTTP server itself; it writes `X-Request-Id: requestId` itself. */
-export type EdgeRoute = (
-  req: IncomingMessage,
-  res: ServerResponse,
-  target: RequestTarget,
-  requestId: string,
-) => void;
+/** What the edge counts of each request. The metrics (metrics/metrics.ts) implement it. */
+export interface RequestMetrics {
+  request(
+    route: RouteClass,
+    method: string | undefined,
+    status: number,
+    authorization: string | undefined,
+    seconds: number,
+  ): void;
+}
+
+/** A route served on the HTTP server itself; it writes the scope's `X-Request-Id` itself. */
+export type EdgeRoute = (req: IncomingMessage, res: ServerResponse, scope: RequestScope) => void;
 
 /**
  * The first step of every request on either listener, before any routing: a request id, the
- * access log line and the request metrics, exactly one `Host` header (RFC 9112 3.2; none is allowed in HTTP/1.0), and one canonical meaning of the path (see
- * request-target.ts). Then the request goes to `route` when it claims it (the forwarded
- * automation route), else to express. Whatever throws here is answered in the envelope; the
- * process lives on.
+ * access log line and the request metrics, exactly one `Host` header (RFC 9112 3.2; none is
+ * allowed in HTTP/1.0), and one canonical meaning of the path (see request-target.ts), read once
+ * into the request's route (route.ts) and scope (request-scope.ts). Then the request goes to
+ * `forwarded` when that is set and the route is the automation route, else to express. Whatever
+ * throws here is answered in the envelope; the process lives on.
  */
 export function createEdge(deps: {
   logger: Logger;
   app: RequestListener;
-  route?: { claims(target: RequestTarget): boolean; serve: EdgeRoute };
+  /** The forwarded automation route, when `AUTOMATION_UPSTREAM_URL` is set. */
+  forwarded?: EdgeRoute;
   /** The admin listener's console pages answer only on its own address (canonical-host.ts). */
   canonicalHost?: CanonicalHost;
-  metrics: Metrics;
+  metrics: RequestMetrics;
   /** When set, each request is a server span and everything below runs inside it. */
   tracing?: Tracing;
 }): RequestListener {
-  const { logger, app, route, metrics, tracing } = deps;
+  const { logger, app, forwarded, metrics, tracing } = deps;
   const listener = (req: IncomingMessage, res: ServerResponse, requestId = requestIdOf(req)) => {
     const started = performance.now();
     // Until the path is read, a request counts as 'other' (e.g. one refused for its Host).
@@ -55,7 +63,6 @@ export function createEdge(deps: {
       }
       const target = parseRequestTarget(req.url);
       if ('refused' in target) throw new AppError('badRequestHeader', { message: target.refused });
-      rememberTarget(req, target);
       const elsewhere = deps.canonicalHost?.(req, target);
       if (elsewhere !== undefined) {
         res.writeHead(302, {
@@ -67,12 +74,14 @@ export function createEdge(deps: {
         res.end();
         return;
       }
-      const forwarded = route?.claims(target) === true;
-      routeClass = routeClassOf(target.segments, req.method, forwarded);
-      if (forwarded) {
-        route.serve(req, res, target, requestId);
+      const route = readRoute(target.segments, req.method, forwarded !== undefined);
+      routeClass = route.metricsClass;
+      const scope: RequestScope = { requestId, target, route, principal: undefined };
+      if (forwarded && route.name === 'automation') {
+        forwarded(req, res, scope);
         return;
       }
+      enterScope(req, scope);
       res.setHeader('x-request-id', requestId);
       req.url = target.path + target.query;
       // Express routes may call Keycloak (logins, the admin API, /auth): under the request's id.

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { BlockList, isIP } from 'node:net';
+import { isIP, type BlockList } from 'node:net';
 
 /**
  * What the gateway tells a service behind it about the client: `X-Forwarded-For`, `-Proto` and
@@ -13,37 +13,12 @@ export interface Forwarding {
   forwardedHeaders(req: IncomingMessage): string[];
 }
 
-/**
- * Parses `TRUSTED_PROXIES`: comma-separated IPv4/IPv6 addresses or CIDR ranges. Throws a
- * message naming the first entry that is neither.
- */
-export function parseTrustedProxies(list: string): BlockList {
-  const trusted = new BlockList();
-  for (const entry of list.split(',').map((item) => item.trim())) {
-    if (entry === '') continue;
-    const [address = '', prefix, extra] = entry.split('/');
-    const family = isIP(address);
-    const bits = prefix === undefined ? undefined : Number(prefix);
-    const maxBits = family === 6 ? 128 : 32;
-    if (
-      family === 0 ||
-      extra !== undefined ||
-      (bits !== undefined && (!/^\d{1,3}$/.test(prefix!) || bits > maxBits))
-    ) {
-      throw new Error(`not an IP address or CIDR range: ${JSON.stringify(entry)}`);
-    }
-    const type = family === 6 ? 'ipv6' : 'ipv4';
-    if (bits === undefined) trusted.addAddress(address, type);
-    else trusted.addSubnet(address, bits, type);
-  }
-  return trusted;
-}
-
 /** `::ffff:10.0.0.1` (an IPv4 peer on a dual-stack socket) is `10.0.0.1`. */
 function plainAddress(address: string): string {
   return address.startsWith('::ffff:') && isIP(address.slice(7)) === 4 ? address.slice(7) : address;
 }
 
+/** The gateway's forwarding rules; `trusted`: the proxies of `TRUSTED_PROXIES`, if any. */
 export function createForwarding(trusted: BlockList | undefined): Forwarding {
   const isTrusted = (address: string): boolean => {
     if (trusted === undefined) return false;

@@ -1,5 +1,3 @@
-import type { IncomingMessage } from 'node:http';
-
 /** A request target that passed `parseRequestTarget`: one meaning, whoever reads it. */
 export interface RequestTarget {
   /** The path as it is routed and forwarded: the client's, re-encoded where it was encoded. */
@@ -116,18 +114,4 @@ export function encodeSegment(segment: string): string {
       ? String.fromCharCode(byte)
       : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`,
   ).join('');
-}
-
-const targets = new WeakMap<IncomingMessage, RequestTarget>();
-
-/** Records the target the edge accepted for this request. */
-export function rememberTarget(req: IncomingMessage, target: RequestTarget): void {
-  targets.set(req, target);
-}
-
-/** The target the edge accepted for this request (every request reaching a route has one). */
-export function targetOf(req: IncomingMessage): RequestTarget {
-  const target = targets.get(req);
-  if (!target) throw new Error('targetOf called on a request the edge did not admit');
-  return target;
 }

@@ -1,7 +1,8 @@
 import type { IncomingMessage } from 'node:http';
 import type { Request, RequestHandler, Response } from 'express';
 import type { Logger } from 'pino';
-import type { Principal } from '../auth/principal.ts';
+import type { Principal } from '../tenancy/principal.ts';
+import { scopeOf } from '../edge/request-scope.ts';
 import { AppError } from '../envelope/errors.ts';
 
 /**
@@ -50,12 +51,13 @@ export function createAudit(
     record,
     route(action, target, handler) {
       return async (req, res) => {
+        const scope = scopeOf(req);
         const entry = () => ({
           action,
-          actor: actorOf(res),
+          actor: actorOf(scope.principal),
           target: bounded(target(req)),
           clientAddress: clientAddress(req),
-          requestId: String(res.getHeader('x-request-id') ?? ''),
+          requestId: scope.requestId,
         });
         try {
           await handler(req, res);
@@ -70,8 +72,7 @@ export function createAudit(
   };
 }
 
-function actorOf(res: Response): AuditEntry['actor'] {
-  const principal = res.locals.principal as Principal | undefined;
+function actorOf(principal: Principal | undefined): AuditEntry['actor'] {
   return (
     principal && {
       realm: principal.realm,

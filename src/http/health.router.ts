@@ -1,4 +1,4 @@
-import { Router } from 'express';
+import { Router, type Response } from 'express';
 import type { Logger } from 'pino';
 import { success, failure } from '../envelope/envelope.ts';
 import { errorCodes } from '../envelope/errors.ts';
@@ -6,27 +6,34 @@ import { errorCodes } from '../envelope/errors.ts';
 export type ProbeOutcome = 'up' | 'down' | 'degraded';
 
 /**
- * A dependency made of parts (e.g. several Keycloak nodes): its outcome, and details the admin
- * listener's `/readyz` shows next to it as `{ status, ...details }`.
+ * A dependency's readiness in more words: its outcome; details the admin listener's `/readyz`
+ * shows next to it as `{ status, ...details }` (e.g. each Keycloak node); and, when this replica
+ * cannot serve its main traffic at all without it, why (`blocks`).
  */
 export interface ReadinessReport {
   status: ProbeOutcome;
-  details: Record<string, unknown>;
+  details?: Record<string, unknown>;
+  blocks?: string;
 }
 
 /**
- * A readiness probe: resolves when the dependency answers, rejects otherwise. Resolving with
- * 'degraded' means "serving, but not as configured" (e.g. Redis down, in-process cache in use):
- * shown, but not a reason to take the gateway out of rotation. A report says so itself.
+ * A readiness probe: resolves when the dependency answers, rejects or resolves 'down'
+ * otherwise. 'degraded' means "answering, but not as configured" (e.g. Redis down, the
+ * in-process cache in use).
  */
-export type ReadinessCheck = () => Promise<void | 'degraded' | ReadinessReport>;
+export type ReadinessCheck = () => Promise<void | ProbeOutcome | ReadinessReport>;
 
 const CHECK_TIMEOUT_MS = 2000;
 
 /**
- * `GET /healthz`: the process is up. `GET /readyz`: every dependency answered within
- * two seconds; otherwise 503 naming the parts that did not. From the moment the gateway starts
- * shutting down (`isShuttingDown`), 503 at once, so a load balancer stops sending traffic.
+ * `GET /healthz`: the process is up. `GET /readyz`: whether this replica can serve its main
+ * traffic (verified tokens, cached logins, organizations it knows), so that a load balancer
+ * keeps it while it can:
+ * - 200 when every dependency answered within two seconds;
+ * - 200 too when one is down or degraded ("Degraded: keycloak."): what needs it answers 503
+ *   with Retry-After (new logins, list endpoints), the rest is served;
+ * - 503 `503-00001` only for what stops this replica: it is shutting down (`isShuttingDown`,
+ *   answered at once), or a check `blocks` (e.g. Keycloak has not answered once since start).
  * Only with `detailed` (the admin listener) are reports' details shown: they name internal
  * addresses.
  */
@@ -42,54 +49,57 @@ export function createHealthRouter(
   });
   router.get('/readyz', async (_req, res) => {
     if (isShuttingDown()) {
-      const { status, result } = errorCodes.notReady;
-      res
-        .status(status)
-        .set('retry-after', '5')
-        .json(failure(result, 'Not ready: shutting down.', { shutdown: 'in progress' }));
+      notReady(res, 'Not ready: shutting down.', { shutdown: 'in progress' });
       return;
     }
     const names = Object.keys(checks);
     const reports = await Promise.all(names.map((name) => inspect(checks[name]!)));
     const parts = Object.fromEntries(
       names.map((name, i) => {
-        const report = reports[i]!;
-        if (typeof report === 'string') return [name, report];
-        return [name, detailed ? { status: report.status, ...report.details } : report.status];
+        const { status, details } = reports[i]!;
+        return [name, detailed && details ? { status, ...details } : status];
       }),
     );
-    const outcomes = reports.map((report) => (typeof report === 'string' ? report : report.status));
-    const down = names.filter((_, i) => outcomes[i] === 'down');
-    if (down.length === 0) {
+    const blocking = reports.flatMap((report) => report.blocks ?? []);
+    if (blocking.length > 0) {
+      logger.warn({ blocking }, 'not ready');
+      notReady(res, `Not ready: ${blocking.join('; ')}.`, parts);
+      return;
+    }
+    const impaired = names.filter((_, i) => reports[i]!.status !== 'up');
+    if (impaired.length === 0) {
       res.json(success(parts));
       return;
     }
-    logger.warn({ down }, 'not ready');
-    const { status, result } = errorCodes.notReady;
-    res
-      .status(status)
-      .set('retry-after', '5')
-      .json(failure(result, `Not ready: ${down.join(', ')}.`, parts));
+    res.json({ ...success(parts), message: `Degraded: ${impaired.join(', ')}.` });
   });
   return router;
 }
 
+function notReady(res: Response, message: string, data: unknown): void {
+  const { status, result } = errorCodes.notReady;
+  res
+    .status(status)
+    .set('retry-after', '5')
+    .json(failure(result, message, data));
+}
+
 /** Runs one readiness check, bounded in time; a check that throws or hangs is 'down'. */
 export async function probe(check: ReadinessCheck): Promise<ProbeOutcome> {
-  const report = await inspect(check);
-  return typeof report === 'string' ? report : report.status;
+  return (await inspect(check)).status;
 }
 
 /** As `probe`, keeping a check's report. */
-async function inspect(check: ReadinessCheck): Promise<ProbeOutcome | ReadinessReport> {
+async function inspect(check: ReadinessCheck): Promise<ReadinessReport> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error('timeout')), CHECK_TIMEOUT_MS);
   });
   try {
-    return (await Promise.race([check(), timeout])) ?? 'up';
+    const report = (await Promise.race([check(), timeout])) ?? 'up';
+    return typeof report === 'string' ? { status: report } : report;
   } catch {
-    return 'down';
+    return { status: 'down' };
   } finally {
     clearTimeout(timer);
   }

@@ -3,6 +3,7 @@ import KcAdminClient from '@keycloak/keycloak-admin-client';
 import { currentRequestId } from '../edge/request-context.ts';
 import { traceHeadersNow } from '../tracing/trace-scope.ts';
 import { createKeycloakCalls, type KeycloakCalls } from './keycloak-calls.ts';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
 
 export type KeycloakAdmin = KcAdminClient;
 
@@ -89,7 +90,7 @@ export async function loginAsBootstrapAdmin(options: {
   calls?: KeycloakCalls;
 }): Promise<KeycloakAdmin> {
   const calls = options.calls ?? createKeycloakCalls(options);
-  const admin = createAdminClient(calls, 'master');
+  const admin = createAdminClient(calls, MASTER_REALM);
   await admin.auth({
     grantType: 'password',
     clientId: 'admin-cli',

@@ -8,7 +8,10 @@ import {
 } from './admin-client.ts';
 import type { KeycloakCalls } from './keycloak-calls.ts';
 
-/** A logged-in admin-API client that stays logged in. */
+/**
+ * A logged-in admin-API client that stays logged in: the bootstrap administrator's
+ * (`createAdminSession`), and the gateway's service account in each realm (service-admin.ts).
+ */
 export interface AdminSession {
   /** The cached client, logged in again shortly before its access token expires. */
   get(): Promise<KeycloakAdmin>;
@@ -28,26 +31,38 @@ export interface AdminSessionOptions {
 }
 
 /** Renew this long before expiry, so a multi-call provisioning step never runs out of token. */
-const RENEW_BEFORE_EXPIRY_MS = 10_000;
+const RENEW_BEFORE_EXPIRY_MS = 15_000;
 /** Keycloak's default access-token lifespan, used if a token cannot be decoded. */
 const FALLBACK_LIFETIME_MS = 60_000;
 
 /**
  * Creates the session of Keycloak's bootstrap administrator (master realm, `admin-cli`).
- * Nothing happens until the first `get()`; concurrent renewals share one login.
+ * Nothing happens until the first `get()`.
  */
 export function createAdminSession(options: AdminSessionOptions): AdminSession {
+  return renewingSession(() =>
+    loginAsBootstrapAdmin({
+      keycloakUrl: options.calls.keycloakUrl,
+      timeoutMs: options.calls.timeoutMs,
+      ...options,
+    }),
+  );
+}
+
+/**
+ * Keeps the client `login` gives logged in: cached until shortly before its token expires, then
+ * logged in again (concurrent renewals share one login); dropped when Keycloak answers 401.
+ * Keycloak refusing the login (4xx) is `401-00001`: the gateway's credentials are ours to fix,
+ * not the caller's. Nothing happens until the first `get()`.
+ */
+export function renewingSession(login: () => Promise<KeycloakAdmin>): AdminSession {
   let current: { admin: KeycloakAdmin; renewAt: number } | undefined;
   let pending: Promise<KeycloakAdmin> | undefined;
 
-  async function login(): Promise<KeycloakAdmin> {
+  async function renew(): Promise<KeycloakAdmin> {
     const startedAt = Date.now();
     try {
-      const admin = await loginAsBootstrapAdmin({
-        keycloakUrl: options.calls.keycloakUrl,
-        timeoutMs: options.calls.timeoutMs,
-        ...options,
-      });
+      const admin = await login();
       current = { admin, renewAt: startedAt + renewalDelayOf(admin.accessToken) };
       return admin;
     } catch (err) {
@@ -57,7 +72,7 @@ export function createAdminSession(options: AdminSessionOptions): AdminSession {
 
   function get(): Promise<KeycloakAdmin> {
     if (current && Date.now() < current.renewAt) return Promise.resolve(current.admin);
-    pending ??= login().finally(() => {
+    pending ??= renew().finally(() => {
       pending = undefined;
     });
     return pending;

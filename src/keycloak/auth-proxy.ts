@@ -10,7 +10,7 @@ import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
-import { targetOf } from '../edge/request-target.ts';
+import { targetOf } from '../edge/request-scope.ts';
 import { upstreamRequestHeaders } from '../edge/upstream-headers.ts';
 import { traceHeadersNow } from '../tracing/trace-scope.ts';
 import { AppError } from '../envelope/errors.ts';

@@ -1,6 +1,7 @@
 import type { RequestHandler } from 'express';
-import { targetOf } from '../edge/request-target.ts';
+import { targetOf } from '../edge/request-scope.ts';
 import { bufferedBodyOf } from './form-body-guard.ts';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
 
 /**
  * Keycloak's bootstrap administrator is its break-glass account, and the session provisioning
@@ -11,7 +12,7 @@ import { bufferedBodyOf } from './form-body-guard.ts';
  * basic-authenticator.ts). It logs in on the admin listener, and its tokens work everywhere.
  */
 export function isBootstrapAdmin(bootstrapAdmin: string, realm: string, username: string): boolean {
-  return realm === 'master' && username.trim().toLowerCase() === bootstrapAdmin.toLowerCase();
+  return realm === MASTER_REALM && username.trim().toLowerCase() === bootstrapAdmin.toLowerCase();
 }
 
 /** The public listener's `/auth` guard for the rule above; mount it after the form guard. */
@@ -19,9 +20,9 @@ export function guardBootstrapAdmin(bootstrapAdmin: string): RequestHandler {
   return (req, res, next) => {
     const [, realms, realm = ''] = targetOf(req).segments;
     const body = bufferedBodyOf(req);
-    if (realms === 'realms' && realm.toLowerCase() === 'master' && body) {
+    if (realms === 'realms' && realm.toLowerCase() === MASTER_REALM && body) {
       const usernames = new URLSearchParams(body.toString('utf8')).getAll('username');
-      if (usernames.some((username) => isBootstrapAdmin(bootstrapAdmin, 'master', username))) {
+      if (usernames.some((username) => isBootstrapAdmin(bootstrapAdmin, MASTER_REALM, username))) {
         // Keycloak's own answer to a refused grant, so clients need no new case.
         res.status(400).json({
           error: 'invalid_grant',

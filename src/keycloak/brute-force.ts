@@ -20,10 +20,26 @@ export type BruteForceSettings = Required<
   Pick<RealmRepresentation, (typeof BRUTE_FORCE_FIELDS)[number]>
 >;
 
+/**
+ * The settings realmgate shipped before its login throttle counted per account and address:
+ * ten failures at any pace, two within a second, locked the account for everyone. A realm still
+ * on exactly these is brought to today's settings; one an operator tuned keeps its own.
+ */
+const EARLIER_SHIPPED: BruteForceSettings = {
+  bruteForceProtected: true,
+  permanentLockout: false,
+  failureFactor: 10,
+  waitIncrementSeconds: 60,
+  maxFailureWaitSeconds: 900,
+  maxDeltaTimeSeconds: 43200,
+  quickLoginCheckMilliSeconds: 1000,
+  minimumQuickLoginWaitSeconds: 60,
+};
+
 /** What `protectRealms` did to one realm. */
 export interface RealmProtection {
   realm: string;
-  /** True when brute-force detection was off and has just been turned on. */
+  /** True when detection was off, or on with the earlier shipped settings, and now has today's. */
   changed: boolean;
 }
 
@@ -50,8 +66,9 @@ export async function shippedBruteForceSettings(): Promise<BruteForceSettings> {
 
 /**
  * Turns brute-force detection on, with the shipped settings, in every realm of Keycloak where
- * it is off; a realm where it is on keeps its own settings. Safe to repeat. Realms that existed
- * before realmgate shipped these settings are not re-imported, so this brings them in step.
+ * it is off or still has the settings realmgate shipped earlier; a realm with settings of its
+ * own keeps them. Safe to repeat. Realms that existed before realmgate shipped these settings
+ * are not re-imported, so this brings them in step.
  */
 export async function protectRealms(admin: KeycloakAdmin): Promise<RealmProtection[]> {
   const settings = await shippedBruteForceSettings();
@@ -60,7 +77,10 @@ export async function protectRealms(admin: KeycloakAdmin): Promise<RealmProtecti
     if (!realm) continue;
     // Read one at a time: the list may be brief, and the realm may have changed since.
     const current = await admin.realms.findOne({ realm });
-    if (!current || current.bruteForceProtected === true) {
+    const outdated = BRUTE_FORCE_FIELDS.every(
+      (field) => current?.[field] === EARLIER_SHIPPED[field],
+    );
+    if (!current || (current.bruteForceProtected === true && !outdated)) {
       results.push({ realm, changed: false });
       continue;
     }

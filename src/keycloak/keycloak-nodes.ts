@@ -1,4 +1,4 @@
-import { checkKeycloak } from './keycloak-health.ts';
+import { checkKeycloak } from './keycloak-probe.ts';
 
 /** Whether the gateway sends a node calls (`up`) or avoids it until it answers again (`down`). */
 export type NodeState = 'up' | 'down';
@@ -28,6 +28,11 @@ export interface KeycloakNodes {
   failed(node: KeycloakNode, reason: string): void;
   /** `node` answered: it is up (a no-op unless it was down). */
   answered(node: KeycloakNode): void;
+  /**
+   * Whether any node has answered (a probe or a call) since the gateway started: until then
+   * this replica holds none of Keycloak's keys and can verify no token.
+   */
+  readonly reached: boolean;
   /** Probes every node now (the readiness check) and returns their states. */
   check(): Promise<readonly KeycloakNode[]>;
   /** Stops probing (the gateway is shutting down). */
@@ -79,6 +84,7 @@ export function createKeycloakNodes(options: KeycloakNodesOptions): KeycloakNode
   let cursor = 0;
   let timer: NodeJS.Timeout | undefined;
   let closed = false;
+  let reached = false;
 
   function change(node: NodeRecord, state: NodeState, reason: string): void {
     if (node.state === state) return;
@@ -108,6 +114,7 @@ export function createKeycloakNodes(options: KeycloakNodesOptions): KeycloakNode
     node.probing = true;
     try {
       await probe(node.url);
+      reached = true;
       change(node, 'up', 'probe answered');
     } catch (err) {
       change(node, 'down', `probe failed: ${(err as Error).message}`);
@@ -141,7 +148,11 @@ export function createKeycloakNodes(options: KeycloakNodesOptions): KeycloakNode
     failed(node, reason) {
       change(nodes[node.index]!, 'down', reason);
     },
+    get reached() {
+      return reached;
+    },
     answered(node) {
+      reached = true;
       if (node.state === 'down') change(nodes[node.index]!, 'up', 'answered a call');
     },
     async check() {

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import type { KeycloakAdmin } from './admin-client.ts';
 import { isHttpStatus } from './admin-client.ts';
 import { AppError } from '../envelope/errors.ts';
-import { isOrganizationId, isWorkspaceId, workspacesClientIdOf } from './identifiers.ts';
+import { isOrganizationId, isWorkspaceId, workspacesClientIdOf } from '../tenancy/identifiers.ts';
 
 const ORGANIZATION_TEMPLATE = new URL(
   '../../realm-export/organization.template.json',

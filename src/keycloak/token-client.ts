@@ -1,4 +1,4 @@
-import { apiClientIdOf } from './identifiers.ts';
+import { apiClientIdOf } from '../tenancy/identifiers.ts';
 import { createIntrospector } from './introspection.ts';
 import type { KeycloakCalls } from './keycloak-calls.ts';
 import { unexpectedAnswer } from './keycloak-failures.ts';

@@ -1,7 +1,7 @@
 import type UserRepresentation from '@keycloak/keycloak-admin-client/lib/defs/userRepresentation.js';
 import type { KeycloakAdmin } from './admin-client.ts';
 import { isHttpStatus } from './admin-client.ts';
-import { isWorkspaceId } from './identifiers.ts';
+import { isWorkspaceId, MASTER_REALM } from '../tenancy/identifiers.ts';
 import { usersWithClientRole, workspacesClientUuidOf } from './provisioning.ts';
 
 export type KeycloakUser = UserRepresentation & { id: string; username: string };
@@ -113,7 +113,7 @@ export async function holdsKeycloakAdminRoles(
   const realmRoles = await admin.users.listCompositeRealmRoleMappings({ realm, id: userId });
   if (realmRoles.some((role) => role.name === 'admin' || role.name === 'create-realm')) return true;
   const clients =
-    realm === 'master'
+    realm === MASTER_REALM
       ? (await allClients(admin, realm)).filter((c) => c.clientId?.endsWith('-realm'))
       : await admin.clients.find({ realm, clientId: 'realm-management' });
   const held = await Promise.all(

@@ -1,10 +1,12 @@
 import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import type { AuthFailureReason } from '../auth/auth-failure.ts';
+import type { AuthFailureScheme, AuthMetrics, RecheckEvent } from '../auth/auth-metrics.ts';
+import type { RequestMetrics } from '../edge/edge.ts';
 import { probe, type ReadinessCheck } from '../http/health.router.ts';
 import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import type { KeycloakCallKind, KeycloakCallOutcome } from '../keycloak/keycloak-calls.ts';
 import { CounterTable, HistogramTable } from './metric-table.ts';
-import { ROUTE_CLASSES, type RouteClass } from './route-class.ts';
+import { ROUTE_CLASSES } from '../edge/route.ts';
 
 const KEYCLOAK_CALL_KINDS = [
   'grant',
@@ -37,8 +39,19 @@ const AUTH_FAILURE_REASONS = [
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'other'] as const;
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
 const AUTH_SCHEMES = ['none', 'basic', 'bearer', 'other'] as const;
-const RECHECK_EVENTS = ['queued', 'skipped', 'active', 'inactive', 'failed'] as const;
-export type RecheckEvent = (typeof RECHECK_EVENTS)[number];
+/** How a refused authentication came: an API call's scheme, or a password sent through `/auth`. */
+const AUTH_FAILURE_SCHEMES = [
+  'basic',
+  'bearer',
+  'password_grant',
+] as const satisfies readonly AuthFailureScheme[];
+const RECHECK_EVENTS = [
+  'queued',
+  'skipped',
+  'active',
+  'inactive',
+  'failed',
+] as const satisfies readonly RecheckEvent[];
 
 /** Seconds; requests through the gateway are mostly well under 10 ms, logins well over. */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -48,21 +61,10 @@ const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
  * and an array increment, no allocation, no promise. With metrics off (METRICS_ENABLED=false)
  * every method does nothing and there is no registry.
  */
-export interface Metrics {
+export interface Metrics extends RequestMetrics, AuthMetrics {
   /** The registry `/metrics` renders; undefined when metrics are off. */
   readonly registry: Registry | undefined;
-  request(
-    route: RouteClass,
-    method: string | undefined,
-    status: number,
-    authorization: string | undefined,
-    seconds: number,
-  ): void;
-  authFailure(scheme: 'basic' | 'bearer', reason: AuthFailureReason | 'throttled'): void;
-  cacheLookup(cache: 'verified_token' | 'basic_login', hit: boolean): void;
   keycloakCall(kind: KeycloakCallKind, outcome: KeycloakCallOutcome, seconds: number): void;
-  recheck(event: RecheckEvent): void;
-  revocationApplied(source: 'local' | 'peer'): void;
 }
 
 export const metricsOff: Metrics = {
@@ -109,7 +111,7 @@ export function createMetrics(options: {
     name: 'realmgate_auth_failures_total',
     help: 'Refused authentications, by scheme and reason.',
     labels: [
-      { name: 'scheme', values: ['basic', 'bearer'] },
+      { name: 'scheme', values: AUTH_FAILURE_SCHEMES },
       { name: 'reason', values: AUTH_FAILURE_REASONS },
     ],
     showZeros: true,
@@ -168,6 +170,7 @@ export function createMetrics(options: {
 
   const methodIndex = indexOf(METHODS);
   const reasonIndex = indexOf(AUTH_FAILURE_REASONS);
+  const schemeOfFailureIndex = indexOf(AUTH_FAILURE_SCHEMES);
   const kindIndex = indexOf(KEYCLOAK_CALL_KINDS);
   const outcomeIndex = indexOf(KEYCLOAK_CALL_OUTCOMES);
   const recheckIndex = indexOf(RECHECK_EVENTS);
@@ -184,7 +187,7 @@ export function createMetrics(options: {
       durations.observe(r, seconds);
     },
     authFailure(scheme, reason) {
-      authFailures.inc(authFailures.slot(scheme === 'basic' ? 0 : 1, reasonIndex[reason]));
+      authFailures.inc(authFailures.slot(schemeOfFailureIndex[scheme], reasonIndex[reason]));
     },
     cacheLookup(cache, hit) {
       cacheLookups.inc(cacheLookups.slot(cache === 'verified_token' ? 0 : 1, hit ? 0 : 1));

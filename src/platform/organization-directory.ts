@@ -1,5 +1,6 @@
-import type { OrganizationLookup, OrganizationState } from '../auth/admission.ts';
+import type { OrganizationLookup, OrganizationState } from '../tenancy/organization-state.ts';
 import { TtlLru } from '../cache/ttl-lru.ts';
+import { isDatabaseUnavailable } from '../db/database-failures.ts';
 import type { OrganizationsRepo } from './organizations.repo.ts';
 
 /** How long a confirmed organization is trusted before the database is asked again. */
@@ -27,7 +28,8 @@ export interface OrganizationDirectory extends OrganizationLookup {
  * caches, so a flood of random ids can never evict a real organization; and ids in neither
  * cache reach the database at most `LOOKUPS_PER_SECOND` times a second. Past that rate, an
  * organization confirmed before is still served (for up to an hour), and an id never seen
- * answers "absent" until the rate allows a lookup. Changes made on another replica arrive
+ * answers "absent" until the rate allows a lookup. With the database unreachable, an organization
+ * confirmed before is served the same way. Changes made on another replica arrive
  * through `learn`, else with the next lookup (at most `FRESH_MS` later).
  */
 export function createOrganizationDirectory(
@@ -64,11 +66,20 @@ export function createOrganizationDirectory(
       const startedAt = learned;
       lookup = repo
         .find(id)
-        .then((found): OrganizationState => {
-          const state = !found ? 'absent' : found.enabled ? 'enabled' : 'disabled';
-          if (learned === startedAt) remember(id, state);
-          return cachedState(id) ?? state;
-        })
+        .then(
+          (found): OrganizationState => {
+            const state = !found ? 'absent' : found.enabled ? 'enabled' : 'disabled';
+            if (learned === startedAt) remember(id, state);
+            return cachedState(id) ?? state;
+          },
+          (err: unknown): OrganizationState => {
+            // The database cannot be asked: an organization confirmed within the hour keeps its
+            // last known state, as when lookups run out. Not refreshed: the next request asks again.
+            const known = confirmed.get(id);
+            if (known === undefined || !isDatabaseUnavailable(err)) throw err;
+            return known.enabled ? 'enabled' : 'disabled';
+          },
+        )
         .finally(() => lookups.delete(id));
       lookups.set(id, lookup);
     }

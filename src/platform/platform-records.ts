@@ -1,7 +1,6 @@
 import type { Knex } from 'knex';
-import { MASTER_REALM } from '../auth/admission.ts';
 import { AppError } from '../envelope/errors.ts';
-import { isOrganizationId, isWorkspaceId } from '../keycloak/identifiers.ts';
+import { isOrganizationId, isWorkspaceId, MASTER_REALM } from '../tenancy/identifiers.ts';
 import { createOrganizationsRepo, type Organization } from './organizations.repo.ts';
 import { createWorkspacesRepo, type Workspace } from './workspaces.repo.ts';
 

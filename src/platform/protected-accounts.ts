@@ -1,4 +1,4 @@
-import type { Principal } from '../auth/principal.ts';
+import type { Principal } from '../tenancy/principal.ts';
 import { AppError } from '../envelope/errors.ts';
 import type { KeycloakAdmin } from '../keycloak/admin-client.ts';
 import { isBootstrapAdmin } from '../keycloak/bootstrap-admin-guard.ts';

@@ -1,7 +1,7 @@
-import type { Request, Response, Router } from 'express';
+import type { Request, Router } from 'express';
 import { platformRouter } from './path-ids.ts';
 import { z } from 'zod';
-import type { Principal } from '../auth/principal.ts';
+import { principalOf } from '../edge/request-scope.ts';
 import { success } from '../envelope/envelope.ts';
 import { AppError } from '../envelope/errors.ts';
 import { tokenLifetimesPatchSchema } from '../keycloak/token-lifetimes.ts';
@@ -14,6 +14,7 @@ import {
 } from './provisioning.schemas.ts';
 import type { ProvisioningService } from './provisioning.service.ts';
 import { bodyField, type Audit } from '../http/audit.ts';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
 
 /**
  * The administrators' provisioning API, mounted under `/api/platform` behind authentication
@@ -46,7 +47,7 @@ export function createProvisioningRouter(service: ProvisioningService, audit: Au
       async (req, res) => {
         const body = parseBody(workspaceBody, req.body);
         res.json(
-          success(await service.createWorkspace(String(req.params.org), body, actorOf(res))),
+          success(await service.createWorkspace(String(req.params.org), body, actorOf(req))),
         );
       },
     ),
@@ -56,10 +57,12 @@ export function createProvisioningRouter(service: ProvisioningService, audit: Au
     '/users',
     audit.route(
       'user.create',
-      (req) => ({ realm: 'master', ...bodyField(req, 'username') }),
+      (req) => ({ realm: MASTER_REALM, ...bodyField(req, 'username') }),
       async (req, res) => {
         const { otp_secret, ...body } = parseBody(masterUserBody, req.body);
-        res.json(success(await service.createUser('master', { ...body, otpSecret: otp_secret })));
+        res.json(
+          success(await service.createUser(MASTER_REALM, { ...body, otpSecret: otp_secret })),
+        );
       },
     ),
   );
@@ -88,23 +91,23 @@ export function createProvisioningRouter(service: ProvisioningService, audit: Au
       async (req, res) => {
         const body = parseBody(operationBody, req.body);
         const [organizationId, ws] = [String(req.params.org), String(req.params.ws)];
-        res.json(success(await service.addOperation(organizationId, ws, body, actorOf(res))));
+        res.json(success(await service.addOperation(organizationId, ws, body, actorOf(req))));
       },
     ),
   );
 
   router.get('/token-lifetimes', async (_req, res) => {
-    res.json(success(await service.getTokenLifetimes('master')));
+    res.json(success(await service.getTokenLifetimes(MASTER_REALM)));
   });
 
   router.patch(
     '/token-lifetimes',
     audit.route(
       'token_lifetimes.change',
-      (req) => ({ realm: 'master', fields: fieldsOf(req) }),
+      (req) => ({ realm: MASTER_REALM, fields: fieldsOf(req) }),
       async (req, res) => {
         const patch = parseBody(tokenLifetimesPatchSchema, req.body);
-        res.json(success(await service.setTokenLifetimes('master', patch)));
+        res.json(success(await service.setTokenLifetimes(MASTER_REALM, patch)));
       },
     ),
   );
@@ -150,9 +153,9 @@ function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
   throw new AppError('badRequestBody', { message, data: null });
 }
 
-/** Who to record as creator; the auth middleware mounted in front of this router sets it. */
-function actorOf(res: Response): string {
-  return (res.locals.principal as Principal | undefined)?.username ?? '';
+/** Who to record as creator: the caller the admission in front of this router established. */
+function actorOf(req: Request): string {
+  return principalOf(req).username;
 }
 
 /** The names of the lifetimes a PATCH body sets (its values are not secrets, but lines stay short). */

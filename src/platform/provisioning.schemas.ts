@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ORGANIZATION_ID, WORKSPACE_ID } from '../keycloak/identifiers.ts';
+import { ORGANIZATION_ID, WORKSPACE_ID } from '../tenancy/identifiers.ts';
 import { FREE_TEXT, ONE_LINE, OTP_SECRET, OTP_SECRET_RULE } from './user-input.ts';
 
 /**
@@ -7,7 +7,7 @@ import { FREE_TEXT, ONE_LINE, OTP_SECRET, OTP_SECRET_RULE } from './user-input.t
  * (PostgreSQL text holds no NUL) and every id must fit its alphabet before any database or
  * Keycloak call; a body that breaks a rule is 400 `400-00002`.
  *
- * The API description is generated from these schemas (`src/http/openapi-requests.ts`), so
+ * The API description is generated from these schemas (`src/api/openapi.ts`), so
  * every rule is a check JSON Schema can carry (length, pattern, bound), never a `.refine`.
  * `.meta({ id })` names the component the document shows. Lengths count UTF-16 code units, as
  * JavaScript does; JSON Schema counts code points, which differs only beyond U+FFFF.

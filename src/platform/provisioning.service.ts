@@ -3,7 +3,7 @@ import { createOperationsRepo, type Operation } from '../automation/operations.r
 import { AppError } from '../envelope/errors.ts';
 import { isHttpStatus, type KeycloakAdmin } from '../keycloak/admin-client.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
-import { isOrganizationId, isWorkspaceId } from '../keycloak/identifiers.ts';
+import { isOrganizationId, isWorkspaceId, MASTER_REALM } from '../tenancy/identifiers.ts';
 import { protectRealms, type RealmProtection } from '../keycloak/brute-force.ts';
 import {
   createUser,
@@ -117,7 +117,7 @@ export function createProvisioningService(deps: {
       if (malformed !== undefined)
         throw badRequest(`invalid workspace id: ${JSON.stringify(malformed)}`);
       await requireRealm(realm);
-      if (realm === 'master' && workspaceIds.length > 0)
+      if (realm === MASTER_REALM && workspaceIds.length > 0)
         throw badRequest('workspaces apply to organization users only');
       for (const workspaceId of workspaceIds) await requireWorkspace(realm, workspaceId);
 
@@ -178,7 +178,7 @@ async function describeUser(
 ): Promise<ProvisionedUser> {
   const user = await admin.users.findOne({ realm, id });
   if (!user?.username) throw new Error(`user ${id} vanished from realm ${realm}`);
-  const workspaces = realm === 'master' ? [] : await workspaceRolesOf(admin, realm, id);
+  const workspaces = realm === MASTER_REALM ? [] : await workspaceRolesOf(admin, realm, id);
   return { id, username: user.username, realm, workspaces };
 }
 

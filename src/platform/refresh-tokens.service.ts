@@ -1,9 +1,9 @@
 import type KcAdminClient from '@keycloak/keycloak-admin-client';
-import type { Principal } from '../auth/principal.ts';
+import type { Principal } from '../tenancy/principal.ts';
 import type { RevocationList } from '../auth/revocation.ts';
 import { AppError, type ErrorCode } from '../envelope/errors.ts';
 import { httpStatusOf, isHttpStatus } from '../keycloak/admin-client.ts';
-import { apiClientIdOf } from '../keycloak/identifiers.ts';
+import { apiClientIdOf } from '../tenancy/identifiers.ts';
 import type { ServiceAdmin } from '../keycloak/service-admin.ts';
 
 /** One refresh token (a Keycloak offline session) as spec 2.3 shows it. */

@@ -13,15 +13,6 @@ export const OTP_SECRET = new RegExp(
 /** The message of a refused OTP secret, here and in the request schemas. */
 export const OTP_SECRET_RULE = `must be base32 (A-Z, 2-7) of at least ${MIN_OTP_SECRET_BITS} bits`;
 
-/** Whether `value` holds a C0 control character or DEL (line breaks included). */
-export function hasControlCharacters(value: string): boolean {
-  for (let i = 0; i < value.length; i++) {
-    const code = value.charCodeAt(i);
-    if (code < 0x20 || code === 0x7f) return true;
-  }
-  return false;
-}
-
 /**
  * One line: no control character (C0, DEL, C1: `\p{Cc}`; NUL would make PostgreSQL refuse the
  * row) and no lone surrogate (from a JSON `\ud800` escape: it has no UTF-8 form and would be

@@ -1,12 +1,13 @@
 import type { Request, Response, Router } from 'express';
 import { platformRouter } from './path-ids.ts';
 import type { z } from 'zod';
-import { principalOf } from '../auth/principal.ts';
+import { principalOf } from '../edge/request-scope.ts';
 import { success } from '../envelope/envelope.ts';
 import { AppError } from '../envelope/errors.ts';
 import type { Audit } from '../http/audit.ts';
 import { passwordBody, userListQuery } from './users.schemas.ts';
 import type { UsersService } from './users.service.ts';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
 
 /** Master users under `/users`, an organization's under `/organizations/:org/users`. */
 const REALM_PATHS = ['/users', '/organizations/:org/users'];
@@ -21,7 +22,7 @@ export function createUsersRouter(service: UsersService, audit: Audit): Router {
   const router = platformRouter();
 
   const realmOf = (req: Request) =>
-    req.params.org === undefined ? 'master' : String(req.params.org);
+    req.params.org === undefined ? MASTER_REALM : String(req.params.org);
   const usernameOf = (req: Request) => String(req.params.username);
   const target = (req: Request) => ({ realm: realmOf(req), username: usernameOf(req) });
   const answer = async (res: Response, work: Promise<unknown>) => {
@@ -44,7 +45,7 @@ export function createUsersRouter(service: UsersService, audit: Audit): Router {
     router.post(
       at(`/:username/${verb}`),
       audit.route(`user.${verb}`, target, (req, res) =>
-        answer(res, service.setEnabled(realmOf(req), usernameOf(req), enabled, principalOf(res))),
+        answer(res, service.setEnabled(realmOf(req), usernameOf(req), enabled, principalOf(req))),
       ),
     );
   }
@@ -52,7 +53,7 @@ export function createUsersRouter(service: UsersService, audit: Audit): Router {
   router.delete(
     at('/:username'),
     audit.route('user.delete', target, (req, res) =>
-      answer(res, service.remove(realmOf(req), usernameOf(req), principalOf(res))),
+      answer(res, service.remove(realmOf(req), usernameOf(req), principalOf(req))),
     ),
   );
 
@@ -62,7 +63,7 @@ export function createUsersRouter(service: UsersService, audit: Audit): Router {
       const { password } = parse(passwordBody, req.body, 'body');
       await answer(
         res,
-        service.setPassword(realmOf(req), usernameOf(req), password, principalOf(res)),
+        service.setPassword(realmOf(req), usernameOf(req), password, principalOf(req)),
       );
     }),
   );
@@ -85,7 +86,7 @@ export function createUsersRouter(service: UsersService, audit: Audit): Router {
               usernameOf(req),
               String(req.params.ws),
               held,
-              principalOf(res),
+              principalOf(req),
             ),
           ),
       ),

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import type { Principal } from '../auth/principal.ts';
+import type { Principal } from '../tenancy/principal.ts';
 import type { RevocationList } from '../auth/revocation.ts';
 import { AppError } from '../envelope/errors.ts';
 import { isHttpStatus, type KeycloakAdmin } from '../keycloak/admin-client.ts';
@@ -16,6 +16,7 @@ import { createTokenRefusal } from './token-refusal.ts';
 import { createChangeableUserLookup, requireUser } from './protected-accounts.ts';
 import { isOneLine, validatePassword } from './user-input.ts';
 import type { UserListQuery } from './users.schemas.ts';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
 
 /** A user as the lifecycle API shows it; `workspaces` for organization users only. */
 export interface UserRecord {
@@ -181,7 +182,7 @@ async function recordsOf(
   users: KeycloakUser[],
 ): Promise<UserRecord[]> {
   const held =
-    realm === 'master'
+    realm === MASTER_REALM
       ? undefined
       : await workspacesOfUsers(
           admin,

@@ -56,7 +56,8 @@ async function waitUntilReady(child: ChildProcess, adminUrl: string, logFile: st
   throw new Error(`gateway not ready within 60 s; see ${logFile}`);
 }
 
-async function stopChild(child: ChildProcess): Promise<void> {
+/** SIGTERM, then SIGKILL if the process has not exited within 15 s; resolves once it has. */
+export async function stopChild(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   child.kill('SIGTERM');

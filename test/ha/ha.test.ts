@@ -1,17 +1,26 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { LoadRequest } from '../../bench/load.ts';
 import type { BenchUser } from '../../bench/fixtures.ts';
-import { WORKSPACE } from '../../bench/fixtures.ts';
-import { apiClientIdOf } from '../../src/keycloak/identifiers.ts';
 import { basicAuth } from '../helpers/api.ts';
+import {
+  grantsOf,
+  nodeUpOn,
+  passwordGrant,
+  platformPath as platformPathOf,
+  statusOf,
+  tokenRequest as tokenRequestTo,
+  tokensPath as tokensPathOf,
+  warmLoadRequests as warm,
+} from './clients.ts';
 import type { GatewayProcess } from './gateway-process.ts';
 import { LOAD, printFigures, seconds, steadyLoad, timeUntil } from './measure.ts';
-import { startHaStack, type HaStack } from './stack.ts';
+import { databaseStopped, everyKeycloakNodeKilled } from './outages.ts';
+import { LB_SOURCE_ADDRESS, startHaStack, type HaStack } from './stack.ts';
 
 /*
- * High availability, phase after phase on one stack (see stack.ts): steady load on both
- * replicas while a Keycloak node is killed, while a revocation travels, while Redis is down;
- * then a cold burst of identical Basic logins. Each phase prints its figures.
+ * High availability, phase after phase on one stack (see stack.ts), the steady load through
+ * HAProxy: a Keycloak node killed, a revocation travelling, Redis down; a cold burst of
+ * identical Basic logins; every Keycloak node killed; the platform database stopped. Each phase
+ * prints its figures.
  */
 
 let stack: HaStack;
@@ -23,96 +32,18 @@ let loadUsers: BenchUser[];
 /** Users that have never logged in, one per "first login" measurement. */
 const fresh: BenchUser[] = [];
 let burstUser: BenchUser;
+/** Two users that have never logged in: a Basic login and a password grant during an outage. */
+let newcomers: [BenchUser, BenchUser];
 
-const automationPath = () => `/api/${org}/workspaces/${WORKSPACE}/ita/operations`;
-const platformPath = () => `/api/${org}/platform/workspaces`;
-const tokensPath = () => `/api/${org}/platform/users/_current/refresh_tokens`;
+const platformPath = () => platformPathOf(org);
+const tokensPath = () => tokensPathOf(org);
 const sinceStart = (since: number) => Math.round(performance.now() - since);
-
-async function statusOf(
-  gateway: GatewayProcess,
-  path: string,
-  authorization: string,
-  method = 'GET',
-): Promise<number> {
-  const res = await fetch(`${gateway.url}${path}`, {
-    method,
-    headers: { authorization },
-    signal: AbortSignal.timeout(10_000),
-  });
-  await res.arrayBuffer();
-  return res.status;
-}
-
-/** A token request through a replica's `/auth` proxy: what clients do. */
-async function tokenRequest(gateway: GatewayProcess, form: Record<string, string>) {
-  const res = await fetch(`${gateway.url}/auth/realms/${org}/protocol/openid-connect/token`, {
-    method: 'POST',
-    body: new URLSearchParams({ client_id: apiClientIdOf(org), ...form }),
-    signal: AbortSignal.timeout(10_000),
-  });
-  const json = (await res.json().catch(() => ({}))) as Record<string, string>;
-  return { status: res.status, accessToken: json.access_token, refreshToken: json.refresh_token };
-}
-
-async function passwordGrant(gateway: GatewayProcess, user: BenchUser, scope = 'openid') {
-  const grant = await tokenRequest(gateway, {
-    grant_type: 'password',
-    scope,
-    username: user.username,
-    password: user.password,
-  });
-  if (grant.status !== 200) throw new Error(`password grant of ${user.username}: ${grant.status}`);
-  return { accessToken: grant.accessToken!, refreshToken: grant.refreshToken! };
-}
-
-/**
- * The steady load's requests: each load user's fresh Bearer token and its Basic login, both
- * used once on each replica first (verified, cached), on the forwarded automation route.
- */
-async function warmLoadRequests(): Promise<LoadRequest[]> {
-  const requests: LoadRequest[] = [];
-  for (const user of loadUsers) {
-    const { accessToken } = await passwordGrant(A, user);
-    requests.push({ path: automationPath(), authorization: `Bearer ${accessToken}` });
-    requests.push({ path: automationPath(), authorization: basicAuth(user) });
-  }
-  for (const gateway of [A, B]) {
-    for (const request of requests) {
-      expect(await statusOf(gateway, request.path, request.authorization!)).toBe(200);
-    }
-  }
-  stack.upstream.seen.length = 0;
-  return requests;
-}
-
-/** Password grants the replica has asked Keycloak for, from its own metrics. */
-async function grantsOf(gateway: GatewayProcess): Promise<number> {
-  const text = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
-  let grants = 0;
-  for (const match of text.matchAll(
-    /^realmgate_keycloak_requests_total\{kind="grant",[^}]*\} (\d+)/gm,
-  )) {
-    grants += Number(match[1]);
-  }
-  return grants;
-}
-
-/** 1 when the replica sends calls to Keycloak node `index`, 0 when it has taken it out. */
-async function nodeUpOn(gateway: GatewayProcess, index: number): Promise<number> {
-  const text = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
-  const pattern = new RegExp(`^realmgate_keycloak_node_up\\{node="${index}"\\} (\\d+)`, 'm');
-  return Number(pattern.exec(text)?.[1] ?? Number.NaN);
-}
-
-const replicasUnderLoad = () => [
-  { name: 'A', gateway: A },
-  { name: 'B', gateway: B },
-];
-const failedOf = (loads: Awaited<ReturnType<typeof steadyLoad>>) =>
-  loads.reduce((sum, { result }) => sum + result.bad, 0);
-const servedOf = (loads: Awaited<ReturnType<typeof steadyLoad>>) =>
-  loads.reduce((sum, { result }) => sum + result.ok, 0);
+const tokenRequest = (gateway: GatewayProcess, form: Record<string, string>) =>
+  tokenRequestTo(gateway, org, form);
+const warmLoadRequests = () => warm(stack, loadUsers);
+type PhaseLoad = Awaited<ReturnType<typeof steadyLoad>>;
+const failedOf = (load: PhaseLoad) => load.result.bad;
+const servedOf = (load: PhaseLoad) => load.result.ok;
 
 describe('high availability', () => {
   beforeAll(async () => {
@@ -124,6 +55,10 @@ describe('high availability', () => {
     for (let i = 0; i < 3; i++) loadUsers.push(await stack.provisioner.user(org, `load-${i}`));
     for (let i = 0; i < 7; i++) fresh.push(await stack.provisioner.user(org, `fresh-${i}`));
     burstUser = await stack.provisioner.user(org, 'burst');
+    newcomers = [
+      await stack.provisioner.user(org, 'newcomer-basic'),
+      await stack.provisioner.user(org, 'newcomer-grant'),
+    ];
   }, 420_000);
 
   afterAll(async () => {
@@ -137,7 +72,7 @@ describe('high availability', () => {
     ];
     const offline = await passwordGrant(A, fresh[0]!, 'openid offline_access');
     const requests = await warmLoadRequests();
-    const load = steadyLoad(replicasUnderLoad(), requests, 12);
+    const load = steadyLoad(stack.haproxy, requests, 12);
     await new Promise((resolve) => setTimeout(resolve, 3000));
 
     await node0.kill();
@@ -187,8 +122,13 @@ describe('high availability', () => {
         (s) => s === 200,
       ),
     ]);
-    const loads = await load;
+    const loaded = await load;
     const forwarded = stack.upstream.seen.length;
+    // HAProxy added the client's address, and the replicas believed it (HAProxy's address is
+    // their one trusted proxy) and added HAProxy's: what production's upstream sees.
+    const forwardedFor = new Set(
+      stack.upstream.seen.map((seen) => seen.headers['x-forwarded-for']),
+    );
 
     const restartedAt = performance.now();
     await node0.restart();
@@ -224,9 +164,10 @@ describe('high availability', () => {
       ),
     ]);
 
-    printFigures('kill -9 of Keycloak node 0 under steady load', loads, {
-      'failed requests (verified tokens, cached Basic logins)': failedOf(loads),
-      'requests the upstream received': `${forwarded} (${servedOf(loads)} answered)`,
+    printFigures('kill -9 of Keycloak node 0 under steady load', loaded, {
+      'failed requests (verified tokens, cached Basic logins)': failedOf(loaded),
+      'requests the upstream received': `${forwarded} (${servedOf(loaded)} answered)`,
+      'X-Forwarded-For the upstream received': [...forwardedFor].join(' | '),
       'first new Basic login after kill (replica B)': `${seconds(basicLogin.ms)} (${basicLogin.tries} tries)`,
       'first new password grant after kill (replica A /auth)': `${seconds(passwordLogin.ms)} (${passwordLogin.tries} tries)`,
       'first login and refresh of a new offline session after kill (A, then B /auth)': `${seconds(newRefresh.ms)} (${newRefresh.tries} tries)`,
@@ -237,11 +178,13 @@ describe('high availability', () => {
       'node 1 killed; first new Basic login through node 0': `${seconds(afterRejoinLogin.ms)} (${afterRejoinLogin.tries} tries)`,
       'node 1 killed; first offline refresh through node 0': `${seconds(afterRejoinRefresh.ms)} (${afterRejoinRefresh.tries} tries)`,
     });
-    expect(failedOf(loads)).toBe(0);
+    expect(failedOf(loaded)).toBe(0);
+    expect(loaded.stateChanges).toEqual([]);
     // Every answered request went through to the upstream; when the load stops, each
     // connection's last request may have reached it unanswered.
-    expect(forwarded).toBeGreaterThanOrEqual(servedOf(loads));
-    expect(forwarded).toBeLessThanOrEqual(servedOf(loads) + 2 * LOAD.connections);
+    expect(forwarded).toBeGreaterThanOrEqual(servedOf(loaded));
+    expect(forwarded).toBeLessThanOrEqual(servedOf(loaded) + LOAD.connections);
+    expect([...forwardedFor]).toEqual([`127.0.0.1, ${LB_SOURCE_ADDRESS}`]);
     for (const measured of [basicLogin, passwordLogin, newRefresh]) {
       expect(measured.ms, measured.failures.join(', ')).toBeLessThanOrEqual(2000);
     }
@@ -266,7 +209,7 @@ describe('high availability', () => {
     expect(await statusOf(A, platformPath(), bearer)).toBe(200);
     expect(await statusOf(B, platformPath(), bearer)).toBe(200);
     const requests = await warmLoadRequests();
-    const load = steadyLoad(replicasUnderLoad(), requests, 8);
+    const load = steadyLoad(stack.haproxy, requests, 8);
     await new Promise((resolve) => setTimeout(resolve, 2000));
 
     expect(await statusOf(A, tokensPath(), bearer, 'DELETE')).toBe(200);
@@ -277,14 +220,15 @@ describe('high availability', () => {
       () => statusOf(B, platformPath(), bearer),
       (s) => s === 401,
     );
-    const loads = await load;
+    const loaded = await load;
 
-    printFigures('revocation on replica A, seen on replica B, under steady load', loads, {
-      'failed requests': failedOf(loads),
+    printFigures('revocation on replica A, seen on replica B, under steady load', loaded, {
+      'failed requests': failedOf(loaded),
       'revoked token on replica A right after': onA,
       'revocation seen on replica B after': `${onB.ms ?? 'never'} ms (${onB.tries} tries)`,
     });
-    expect(failedOf(loads)).toBe(0);
+    expect(failedOf(loaded)).toBe(0);
+    expect(loaded.stateChanges).toEqual([]);
     expect(onA).toBe(401);
     expect(onB.ms).toBeLessThanOrEqual(1000);
   }, 120_000);
@@ -295,7 +239,7 @@ describe('high availability', () => {
     expect(await statusOf(A, platformPath(), bearer)).toBe(200);
     expect(await statusOf(B, platformPath(), bearer)).toBe(200);
     const requests = await warmLoadRequests();
-    const load = steadyLoad(replicasUnderLoad(), requests, 14);
+    const load = steadyLoad(stack.haproxy, requests, 14);
     await new Promise((resolve) => setTimeout(resolve, 2000));
 
     await stack.redis.stop();
@@ -314,17 +258,18 @@ describe('high availability', () => {
       () => statusOf(B, platformPath(), bearer),
       (s) => s === 401,
     );
-    const loads = await load;
+    const loaded = await load;
 
-    printFigures('Redis stopped under steady load', loads, {
-      'failed requests': failedOf(loads),
+    printFigures('Redis stopped under steady load', loaded, {
+      'failed requests': failedOf(loaded),
       'Redis down for': seconds(outageMs),
       'revocation on replica A while Redis is down took': `${revokeMs} ms`,
       'revoked token on replica A while Redis is down': onA,
       'revoked token on replica B while Redis is down': onBWhileDown,
       'revocation seen on replica B after Redis came back': `${onB.ms ?? 'never'} ms (${onB.tries} tries)`,
     });
-    expect(failedOf(loads)).toBe(0);
+    expect(failedOf(loaded)).toBe(0);
+    expect(loaded.stateChanges).toEqual([]);
     expect(onA).toBe(401);
     expect(onB.ms).toBeLessThanOrEqual(1000);
   }, 120_000);
@@ -344,7 +289,7 @@ describe('high availability', () => {
     const grants = (await Promise.all([A, B].map(grantsOf))).reduce((a, b) => a + b) - before;
     const failed = statuses.filter((status) => status !== 200);
 
-    printFigures('cold burst of 200 identical Basic requests', [], {
+    printFigures('cold burst of 200 identical Basic requests', undefined, {
       requests: statuses.length,
       'failed requests': failed.length,
       'Keycloak password grants (both replicas)': grants,
@@ -353,4 +298,12 @@ describe('high availability', () => {
     expect(failed).toEqual([]);
     expect(grants).toBe(1);
   }, 60_000);
+
+  it('every Keycloak node killed for 20 s: no failed request, new logins 503 with Retry-After, logins again within 10 s of the return', async () => {
+    await everyKeycloakNodeKilled({ stack, loadUsers }, newcomers);
+  }, 240_000);
+
+  it('the platform database stopped for 20 s: no failed request on the forwarded route, list endpoints 503 with Retry-After, then 200 again', async () => {
+    await databaseStopped({ stack, loadUsers });
+  }, 120_000);
 });

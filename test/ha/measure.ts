@@ -1,36 +1,43 @@
 import { runLoad, type LoadRequest, type LoadResult } from '../../bench/load.ts';
-import type { GatewayProcess } from './gateway-process.ts';
+import type { Haproxy } from './haproxy.ts';
 
-/** The steady load of a phase on each replica: bounded in rate and time, never a flood. */
-export const LOAD = { connections: 4, ratePerReplica: 100 } as const;
+/** The steady load of a phase, through HAProxy: bounded in rate and time, never a flood. */
+export const LOAD = { connections: 8, rate: 200 } as const;
+
+/** HAProxy's names of the replicas (ops/haproxy/haproxy.cfg), as the phases call them. */
+const REPLICA_OF: Record<string, string> = { 'gateway-1': 'A', 'gateway-2': 'B' };
 
 export interface PhaseLoad {
-  replica: string;
   result: LoadResult;
+  /** Requests each replica answered, from HAProxy's log. */
+  served: Record<string, number>;
+  /** Replicas HAProxy took out of (or put back into) rotation while the load ran. */
+  stateChanges: string[];
 }
 
 /**
- * Steady load on every replica at once, each from a load generator process of its own
- * (bench/load.ts): `requests` taken in turn, for `seconds` (at most 20).
+ * Steady load through HAProxy, from a load generator process of its own (bench/load.ts):
+ * `requests` taken in turn, for `seconds` (at most 20).
  */
 export async function steadyLoad(
-  replicas: { name: string; gateway: GatewayProcess }[],
+  haproxy: Haproxy,
   requests: LoadRequest[],
   seconds: number,
-): Promise<PhaseLoad[]> {
+): Promise<PhaseLoad> {
   if (seconds > 20) throw new Error('a phase loads for 20 s at most');
-  return Promise.all(
-    replicas.map(async ({ name, gateway }) => ({
-      replica: name,
-      result: await runLoad({
-        url: gateway.url,
-        connections: LOAD.connections,
-        durationSeconds: seconds,
-        overallRate: LOAD.ratePerReplica,
-        requests,
-      }),
-    })),
+  const offset = haproxy.logOffset();
+  const result = await runLoad({
+    url: haproxy.url,
+    connections: LOAD.connections,
+    durationSeconds: seconds,
+    overallRate: LOAD.rate,
+    requests,
+  });
+  const { served, stateChanges } = haproxy.logSince(offset);
+  const byReplica = Object.fromEntries(
+    Object.entries(served).map(([server, n]) => [REPLICA_OF[server] ?? server, n]),
   );
+  return { result, served: byReplica, stateChanges };
 }
 
 export interface Attempts {
@@ -68,16 +75,18 @@ export async function timeUntil(
 /** Prints a phase's figures as one block, so that they show in the CI output. */
 export function printFigures(
   phase: string,
-  loads: PhaseLoad[],
+  load: PhaseLoad | undefined,
   measurements: Record<string, string | number>,
 ): void {
   const lines = [`== HA phase: ${phase}`];
-  for (const { replica, result } of loads) {
-    const requests = result.ok + result.bad;
+  if (load) {
+    const { result, served, stateChanges } = load;
     lines.push(
-      `  load on replica ${replica}: ${requests} requests, ${result.bad} failed, ` +
+      `  load through HAProxy: ${result.ok + result.bad} requests, ${result.bad} failed, ` +
         `p50 ${result.p50Ms.toFixed(1)} ms, p99 ${result.p99Ms.toFixed(1)} ms, ` +
         `statuses ${JSON.stringify(result.statusCodes)}`,
+      `  answered by replica A / B: ${served.A ?? 0} / ${served.B ?? 0}`,
+      `  replicas HAProxy took out of rotation: ${stateChanges.join('; ') || 'none'}`,
     );
   }
   for (const [name, value] of Object.entries(measurements)) lines.push(`  ${name}: ${value}`);

@@ -8,29 +8,43 @@ import { newSecrets } from '../../bench/stack.ts';
 import { startLocalKeycloakCluster, type LocalKeycloakCluster } from '../../keycloak/cluster.ts';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.ts';
+import { startPostgresProcess, type PostgresProcess } from '../helpers/postgres-process.ts';
 import { startGatewayProcess, type GatewayProcess } from './gateway-process.ts';
+import { startHaproxy, type Haproxy } from './haproxy.ts';
 import { onPostgresServer } from '../helpers/postgres-server.ts';
 
 /*
- * The HA stack: two Keycloak nodes on a PostgreSQL database of their own, a redis-server of the
- * suite's own (stopping it disturbs nothing else), a recording upstream, and two gateway
- * replicas in processes of their own, each told about both Keycloak nodes and sharing Redis,
- * the cache secret and a database. Ports: Keycloak http 28280/28281, management 29280/29281,
- * clustering 27840/27841 (and +100); Redis 16390; replicas 20000/20001 and 20010/20011.
+ * The HA stack: two Keycloak nodes on a PostgreSQL database of their own (on the shared
+ * server), a redis-server and a PostgreSQL server of the suite's own for the gateways (stopping
+ * either disturbs nothing else), a recording upstream, two gateway replicas in processes of
+ * their own, each told about both Keycloak nodes and sharing Redis, the cache secret and the
+ * platform database, and HAProxy in front of them with the configuration docker-compose.yml
+ * ships. Ports: Keycloak http 28280/28281, management 29280/29281, clustering 27840/27841 (and
+ * +100); Redis 16390; the platform PostgreSQL 16432; replicas 20000/20001 and 20010/20011;
+ * HAProxy 20020/20021, connecting to the replicas from 127.0.0.10.
  */
 
 const POSTGRES = process.env.HA_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
 const REDIS_PORT = 16390;
-const PUBLIC_URL = 'http://127.0.0.1:20000';
-const ADMIN_PUBLIC_URL = 'http://127.0.0.1:20001';
+const PLATFORM_POSTGRES_PORT = 16432;
+const LB_PUBLIC = '127.0.0.1:20020';
+const LB_ADMIN = '127.0.0.1:20021';
+/** HAProxy's own address towards the replicas: the only one they trust for X-Forwarded-*. */
+export const LB_SOURCE_ADDRESS = '127.0.0.10';
+const PUBLIC_URL = `http://${LB_PUBLIC}`;
+const ADMIN_PUBLIC_URL = `http://${LB_ADMIN}`;
 const REPLICA_PORTS = [20000, 20010] as const;
 
 export interface HaStack {
   cluster: LocalKeycloakCluster;
   redis: RedisServer;
+  /** The gateways' platform database server (`DATABASE_URL`). */
+  platformDb: PostgresProcess;
   upstream: RecordingUpstream;
   /** Replica A and replica B. */
   replicas: [GatewayProcess, GatewayProcess];
+  /** HAProxy in front of both replicas: where the steady load goes. */
+  haproxy: Haproxy;
   /** Organizations and users, through a Keycloak node directly (see bench/fixtures.ts). */
   provisioner: Provisioner;
   stop(): Promise<void>;
@@ -40,7 +54,6 @@ export interface HaStack {
 export async function startHaStack(log: (message: string) => void): Promise<HaStack> {
   const run = randomBytes(4).toString('hex');
   const keycloakDb = `keycloak_ha_${run}`;
-  const gatewayDb = `realmgate_ha_${run}`;
   const stateDir = path.resolve(`.data/ha-${run}`);
   const secrets = newSecrets();
   const started: { stop(): Promise<void> }[] = [];
@@ -49,13 +62,14 @@ export async function startHaStack(log: (message: string) => void): Promise<HaSt
     for (const part of started.reverse()) await part.stop().catch(() => undefined);
     await db?.destroy();
     await onPostgresServer(POSTGRES, `drop database if exists ${keycloakDb} with (force)`);
-    await onPostgresServer(POSTGRES, `drop database if exists ${gatewayDb} with (force)`);
     await rm(stateDir, { recursive: true, force: true });
   };
   try {
     await mkdir(stateDir, { recursive: true });
     await onPostgresServer(POSTGRES, `create database ${keycloakDb}`);
-    await onPostgresServer(POSTGRES, `create database ${gatewayDb}`);
+    const platformDb = await startPostgresProcess(PLATFORM_POSTGRES_PORT);
+    started.push({ stop: () => platformDb.destroy() });
+    await onPostgresServer(platformDb.url, 'create database realmgate');
     const clusterStart = Date.now();
     const cluster = await startLocalKeycloakCluster({
       nodes: 2,
@@ -81,7 +95,7 @@ export async function startHaStack(log: (message: string) => void): Promise<HaSt
     const upstream = await startRecordingUpstream();
     started.push({ stop: () => upstream.close() });
 
-    const databaseUrl = `${POSTGRES}/${gatewayDb}`;
+    const databaseUrl = `${platformDb.url}/realmgate`;
     const shared = {
       HOST: '127.0.0.1',
       ADMIN_HOST: '127.0.0.1',
@@ -98,6 +112,8 @@ export async function startHaStack(log: (message: string) => void): Promise<HaSt
       REDIS_KEY_PREFIX: `realmgate-ha:${run}:`,
       REALMGATE_CACHE_SECRET: secrets.cacheSecret,
       AUTOMATION_UPSTREAM_URL: upstream.url,
+      // As in production: only the load balancer's X-Forwarded-For is believed.
+      TRUSTED_PROXIES: LB_SOURCE_ADDRESS,
       // Every request comes from 127.0.0.1: the per-address login limit would count them all.
       LOGIN_MAX_FAILURES_PER_ADDRESS: '0',
       SHUTDOWN_GRACE_SECONDS: '2',
@@ -118,14 +134,27 @@ export async function startHaStack(log: (message: string) => void): Promise<HaSt
       started.push(replica);
       replicas.push(replica);
     }
+    const haproxy = await startHaproxy({
+      publicBind: LB_PUBLIC,
+      adminBind: LB_ADMIN,
+      sourceAddress: LB_SOURCE_ADDRESS,
+      gateways: REPLICA_PORTS.map((port) => ({
+        public: `127.0.0.1:${port}`,
+        admin: `127.0.0.1:${port + 1}`,
+      })) as [{ public: string; admin: string }, { public: string; admin: string }],
+      logFile: path.join(stateDir, 'haproxy.log'),
+    });
+    started.push(haproxy);
     db = knex({ client: 'pg', connection: databaseUrl, pool: { min: 0, max: 2 } });
     // Used before any node is killed: the suite provisions everything up front.
     const provisioner = createProvisioner(cluster.nodes[1]!.url, secrets, db);
     return {
       cluster,
       redis,
+      platformDb,
       upstream,
       replicas: replicas as [GatewayProcess, GatewayProcess],
+      haproxy,
       provisioner,
       stop: stopAll,
     };

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { loginAsBootstrapAdmin, type KeycloakAdmin } from '../../src/keycloak/admin-client.ts';
-import { apiClientIdOf } from '../../src/keycloak/identifiers.ts';
+import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 import { ensureUser } from '../../src/keycloak/ensure-user.ts';
 import { ensureOrganizationRealm, ensureWorkspaceRoles } from '../../src/keycloak/provisioning.ts';
 import { testEnv } from './test-env.ts';

@@ -39,7 +39,7 @@ describe('audit trail', () => {
       {
         REDIS_URL: testEnv().redisUrl,
         REDIS_KEY_PREFIX: `realmgate-audit:${randomBytes(4).toString('hex')}:`,
-        LOGIN_MAX_FAILURES_PER_USER: '2',
+        LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: '2',
       },
       createLogger('info', sink),
     );
@@ -148,7 +148,12 @@ describe('audit trail', () => {
     expect(started).toEqual([
       expect.objectContaining({
         outcome: 'success',
-        target: { scope: 'account', realm: org, username: target.username },
+        target: {
+          scope: 'account_address',
+          realm: org,
+          username: target.username,
+          address: '127.0.0.1',
+        },
         clientAddress: '127.0.0.1',
       }),
     ]);

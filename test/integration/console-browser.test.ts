@@ -1,6 +1,6 @@
 import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiClientIdOf } from '../../src/keycloak/identifiers.ts';
+import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 import {
   chooseUnit,
   launchChromium,

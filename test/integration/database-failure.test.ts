@@ -43,7 +43,7 @@ describe('platform database failure', () => {
     };
   }
 
-  it('answers 503 503-00003 while the database is unreachable, and recovers', async () => {
+  it('answers 503 503-00003 while the database is unreachable, stays ready (degraded), and recovers', async () => {
     expect((await listOrganizations()).status).toBe(200);
 
     await front.cut();
@@ -57,8 +57,13 @@ describe('platform database failure', () => {
         message: 'The database is unavailable; retry later.',
       },
     });
+    // Still in rotation: organizations it knows are served without the database.
     const ready = await fetch(`${replica.url}/readyz`);
-    expect(ready.status).toBe(503);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toMatchObject({
+      data: { database: 'down', keycloak: 'up' },
+      message: 'Degraded: database.',
+    });
 
     await front.restore();
     expect((await listOrganizations()).status).toBe(200);

@@ -195,14 +195,20 @@ describe('the forwarded route forwards exactly the path it authorized', () => {
     },
   );
 
-  it('a path segment spelled in capitals does not slip past the workspace check (express routes)', async () => {
-    const response = await rawRequest(
-      gatewayUrl(),
-      head('GET', '/api/{org}/WORKSPACES/ws2/ita/menu/operation_list/filter/', {
-        authorization: basicAuth(member),
-      }),
-    );
-    expectRefused(response, 403, '403-00001');
+  it('a path word spelled in capitals names no route and no workspace, on either route', async () => {
+    for (const url of [gatewayUrl(), replicaUrl()]) {
+      for (const target of [
+        '/api/{org}/WORKSPACES/ws2/ita/menu/operation_list/filter/',
+        '/api/{org}/workspaces/ws1/ITA/menu/operation_list/filter/',
+      ]) {
+        const response = await rawRequest(url, head('GET', target, { authorization: bearer }));
+        expectRefused(response, 404, '404-00000');
+        // The organization's admission still comes first.
+        const anonymous = await rawRequest(url, head('GET', target));
+        expectRefused(anonymous, 401, '401-00002');
+      }
+    }
+    expect(seen).toEqual([]);
     const upper = await rawRequest(
       gatewayUrl(),
       head('GET', '/API/platform/organizations', { authorization: basicAuth(member) }),

@@ -13,9 +13,11 @@ import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 /**
- * Failed Basic logins are throttled per account and per client address, shared between
- * replicas through Redis, without Keycloak seeing the refused attempts: Keycloak's own
- * brute-force count (the realm template turns detection on) shows what reached it.
+ * Failed Basic logins are throttled per (account, client address) and per client address,
+ * shared between replicas through Redis, without Keycloak seeing the refused attempts:
+ * Keycloak's own brute-force count (the realm template turns detection on) shows what reached
+ * it. Clients are told apart by X-Forwarded-For from a trusted 127.0.0.1 here; the
+ * login-throttle-addresses suite uses real source addresses.
  */
 describe('login throttle (429 429-00001) against the real Keycloak', () => {
   let replicas: Replica[] = [];
@@ -29,7 +31,7 @@ describe('login throttle (429 429-00001) against the real Keycloak', () => {
       REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
       // The tests speak for several clients through X-Forwarded-For from a trusted 127.0.0.1.
       TRUSTED_PROXIES: '127.0.0.1',
-      LOGIN_MAX_FAILURES_PER_USER: '3',
+      LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: '3',
       LOGIN_MAX_FAILURES_PER_ADDRESS: '6',
       LOGIN_FAILURE_WINDOW_SECONDS: '120',
       BASIC_REFUSAL_CACHE_SECONDS: '30',
@@ -61,7 +63,7 @@ describe('login throttle (429 429-00001) against the real Keycloak', () => {
     return Number(status?.numFailures ?? 0);
   }
 
-  it('refuses an account past its limit, on every replica and from every address, without Keycloak', async () => {
+  it('refuses an account from an address past its limit, on every replica, without Keycloak; other addresses go on', async () => {
     const user = await createUser(org);
     for (let i = 0; i < 3; i++) {
       expect(await call(replicas[0]!, user, '203.0.113.1', `wrong-${i}`)).toMatchObject({
@@ -75,11 +77,12 @@ describe('login throttle (429 429-00001) against the real Keycloak', () => {
     expect(refused).toMatchObject({ status: 429, result: '429-00001' });
     expect(Number(refused.retryAfter)).toBeGreaterThan(0);
     expect(Number(refused.retryAfter)).toBeLessThanOrEqual(120);
-    expect(await call(replicas[1]!, user, '203.0.113.2')).toMatchObject({ status: 429 });
-    expect(await call(replicas[1]!, user, '203.0.113.2', 'wrong-again')).toMatchObject({
+    expect(await call(replicas[1]!, user, '203.0.113.1')).toMatchObject({ status: 429 });
+    expect(await call(replicas[1]!, user, '203.0.113.1', 'wrong-again')).toMatchObject({
       status: 429,
     });
     expect(await keycloakFailures(user)).toBe(failuresSeen);
+    expect(await call(replicas[1]!, user, '203.0.113.2')).toMatchObject({ status: 200 });
   });
 
   it('remembers a refused password: a client looping on it costs one Keycloak check', async () => {
@@ -107,7 +110,7 @@ describe('login throttle (429 429-00001) against the real Keycloak', () => {
     expect((await call(replicas[1]!, user, '203.0.113.5')).status).toBe(200);
   });
 
-  it('lets at most the limit of a concurrent burst of bad logins reach Keycloak, and answers every one', async () => {
+  it('lets at most the limit per address of a concurrent burst of bad logins reach Keycloak, and answers every one', async () => {
     const user = await createUser(org);
     const answers = await Promise.all(
       Array.from({ length: 60 }, (_, i) =>
@@ -115,20 +118,19 @@ describe('login throttle (429 429-00001) against the real Keycloak', () => {
       ),
     );
     expect(answers.every((answer) => answer.status === 401 || answer.status === 429)).toBe(true);
-    expect(answers.filter((answer) => answer.status === 401)).toHaveLength(3);
-    expect(await keycloakFailures(user)).toBeLessThanOrEqual(3);
+    // Three per address at most (the address limit may refuse some of those first).
+    const reachedKeycloak = answers.filter((answer) => answer.status === 401).length;
+    expect(reachedKeycloak).toBeGreaterThan(0);
+    expect(reachedKeycloak).toBeLessThanOrEqual(9);
+    expect(await keycloakFailures(user)).toBe(reachedKeycloak);
   });
 
-  it('a successful login starts the account count again', async () => {
+  it('a successful login starts the count of its account and address again', async () => {
     const user = await createUser(org);
     expect((await call(replicas[0]!, user, '203.0.113.6', 'wrong-a')).status).toBe(401);
-    // More than Keycloak's quick-login interval apart, so its own lockout stays out of this test.
-    await new Promise((resolve) => setTimeout(resolve, 1100));
     expect((await call(replicas[0]!, user, '203.0.113.6', 'wrong-b')).status).toBe(401);
     expect((await call(replicas[1]!, user, '203.0.113.6')).status).toBe(200);
-    await new Promise((resolve) => setTimeout(resolve, 1100));
     expect((await call(replicas[0]!, user, '203.0.113.6', 'wrong-c')).status).toBe(401);
-    await new Promise((resolve) => setTimeout(resolve, 1100));
     expect((await call(replicas[0]!, user, '203.0.113.6', 'wrong-d')).status).toBe(401);
     // A cached login is served whatever the count: it never reaches Keycloak.
     expect((await call(replicas[0]!, user, '203.0.113.6')).status).toBe(200);

@@ -1,12 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
+import { EVENTUALLY } from '../helpers/eventually.ts';
 
 /** One scrape: every sample by `name{labels}` as Prometheus prints it, and the raw text. */
 interface Scrape {
@@ -39,13 +40,11 @@ function families(scrape: Scrape): Set<string> {
   return new Set([...scrape.text.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]!));
 }
 
-/** Resolves once `condition` holds; fails after five seconds. */
+/** Resolves once `condition` holds (waited for as `EVENTUALLY` says). */
 async function waitFor(condition: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 5000;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error('condition not met within 5 s');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  await vi.waitFor(async () => {
+    if (!(await condition())) throw new Error('condition not met');
+  }, EVENTUALLY);
 }
 
 const requests = (route: string, method: string, status: string, auth: string) => ({
@@ -77,7 +76,7 @@ describe('metrics', () => {
       REDIS_URL: testEnv().redisUrl,
       REDIS_KEY_PREFIX: `realmgate-metrics:${randomBytes(4).toString('hex')}:`,
       AUTOMATION_UPSTREAM_URL: upstream.url,
-      LOGIN_MAX_FAILURES_PER_USER: '1',
+      LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: '1',
     };
     replica = await startReplica(18800, shared);
     peer = await startReplica(18810, shared);
@@ -182,7 +181,7 @@ describe('metrics', () => {
       const victim = await createUser(org, { workspaceRoles: ['ws1'] });
       const wrong = basicAuth({ ...victim, password: `${victim.password}x` });
       expect(await call(forwarded, wrong)).toBe(401); // wrong_password
-      // Refused before Keycloak is asked: one failure per account is allowed here.
+      // Refused before Keycloak is asked: one failure per account and address is allowed here.
       const wronger = basicAuth({ ...victim, password: `${victim.password}y` });
       expect(await call(forwarded, wronger)).toBe(429); // throttled (1 failure allowed)
 

@@ -103,7 +103,7 @@ describe('readiness follows Keycloak', () => {
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
   }
 
-  it('is ready while Keycloak runs, 503 naming Keycloak when it stops, ready again when it is back', async () => {
+  it('is ready while Keycloak runs, ready but degraded when it stops (serving what it verified), fully ready when it is back', async () => {
     expect((await readyz()).status).toBe(200);
     // Before the outage: one Basic login (cached) and one Bearer token (verified, cached).
     expect((await organizations(basic('early'))).status).toBe(200);
@@ -127,12 +127,13 @@ describe('readiness follows Keycloak', () => {
     keycloak = undefined;
     expect(isAlive(pid)).toBe(false);
 
+    // The load balancer keeps this replica: it still serves verified tokens and cached logins.
     const down = await readyz();
-    expect(down.status).toBe(503);
+    expect(down.status).toBe(200);
     expect(down.body).toMatchObject({
       data: { keycloak: 'down', database: 'up', cache: 'up' },
-      result: '503-00001',
-      message: 'Not ready: keycloak.',
+      result: '000-00000',
+      message: 'Degraded: keycloak.',
     });
 
     // The token endpoint says "retry later" in the envelope rather than failing obscurely.
@@ -151,16 +152,50 @@ describe('readiness follows Keycloak', () => {
     // What was verified before keeps working; a login that needs Keycloak says "retry later".
     expect((await organizations(basic('early'))).status).toBe(200);
     expect((await organizations(`Bearer ${accessToken}`)).status).toBe(200);
-    const started = Date.now();
+    // Answered, not hung (a hang fails the test by its timeout); how fast is not timed here.
     const newLogin = await organizations(basic('late'));
-    expect(Date.now() - started).toBeLessThan(config.KEYCLOAK_TIMEOUT_MS + 2000);
     expect(newLogin.status).toBe(503);
     expect(newLogin.headers.get('retry-after')).toBe('5');
     expect(newLogin.body).toMatchObject({ data: null, result: '503-11001' });
 
     keycloak = await startConfiguredKeycloak(config, () => undefined);
-    expect(await readyz()).toMatchObject({ status: 200, body: { data: { keycloak: 'up' } } });
+    expect(await readyz()).toMatchObject({
+      status: 200,
+      body: { data: { keycloak: 'up' }, message: 'SUCCESS' },
+    });
     await warmUp(keycloak.url);
     expect((await organizations(basic('late'))).status).toBe(200);
+  });
+
+  it('a replica that has not reached Keycloak once since it started is not ready: it can verify no token', async () => {
+    const unreached = await startGateway(
+      loadConfig({
+        HOST: '127.0.0.1',
+        PORT: '18102',
+        ADMIN_PORT: '18103',
+        PUBLIC_URL: 'http://127.0.0.1:18102',
+        // Nothing listens on port 9: every probe is refused.
+        KEYCLOAK_URL: 'http://127.0.0.1:9/auth',
+        KEYCLOAK_ADMIN_PASSWORD: randomBytes(18).toString('base64url'),
+        KEYCLOAK_CLIENT_SECRET: randomBytes(18).toString('base64url'),
+        DATABASE_URL: testEnv().databaseUrl,
+        REDIS_URL: testEnv().redisUrl,
+        DATA_DIR: path.resolve('.data/test/readiness-unreached'),
+      }),
+      'http://127.0.0.1:9/auth',
+      logger,
+    );
+    try {
+      const res = await fetch('http://127.0.0.1:18102/readyz');
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('5');
+      expect(await res.json()).toMatchObject({
+        data: { keycloak: 'down', database: 'up' },
+        result: '503-00001',
+        message: 'Not ready: Keycloak has not answered since this replica started.',
+      });
+    } finally {
+      await unreached.close();
+    }
   });
 });

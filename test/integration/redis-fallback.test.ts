@@ -13,6 +13,7 @@ import { createOrganization, closeTestDb } from '../helpers/platform.ts';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
+import { EVENTUALLY } from '../helpers/eventually.ts';
 
 const REDIS_PORT = 16379;
 
@@ -74,17 +75,15 @@ describe('Redis failure', () => {
     expect(degraded.body.data).toMatchObject({ cache: 'degraded', keycloak: 'up', database: 'up' });
 
     await redis.start();
-    let cache = 'degraded';
-    for (let i = 0; i < 50 && cache !== 'up'; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      cache = (await readyz()).body.data.cache ?? '';
-    }
-    expect(cache).toBe('up');
+    await expect
+      .poll(async () => (await readyz()).body.data.cache, { ...EVENTUALLY, interval: 200 })
+      .toBe('up');
     expect(await organizations(admin)).toBe(200);
   });
 
-  it('a revocation made while Redis is down reaches the other replica within a second of its return', async () => {
-    other = await startReplica(18210, shared);
+  it('a revocation made while Redis is down reaches the other replica once Redis is back', async () => {
+    const otherReplica = await startReplica(18210, shared);
+    other = otherReplica;
     const org = await createOrganization(['ws']);
     const user = await createUser(org, { workspaceRoles: ['ws'] });
     const grant = await postToken(`${testEnv().publicUrl}/auth`, org, passwordGrantBody(user));
@@ -110,9 +109,51 @@ describe('Redis failure', () => {
     expect(await status(other.url)).toBe(200);
 
     await redis.start();
-    const backAt = Date.now();
-    let seen = 200;
-    while (seen === 200 && Date.now() - backAt < 1000) seen = await status(other.url);
-    expect(seen).toBe(401);
+    // Learnt once Redis is back; how soon is the HA suite's figure and bound (test/ha/ha.test.ts,
+    // Redis stopped under load: within 1 s of Redis answering again).
+    await expect.poll(() => status(otherReplica.url), EVENTUALLY).toBe(401);
+  });
+
+  it('a replica started while Redis is down hears the revocations made once it is back', async () => {
+    await redis.stop();
+    const late = await startReplica(18220, shared);
+    try {
+      await redis.start();
+      const org = await createOrganization(['ws']);
+      const user = await createUser(org, { workspaceRoles: ['ws'] });
+      const grant = await postToken(`${testEnv().publicUrl}/auth`, org, passwordGrantBody(user));
+      const bearer = `Bearer ${String(grant.json.access_token)}`;
+      const call = async (url: string, method: string, path: string) =>
+        (
+          await fetch(`${url}/api/${org}/platform/${path}`, {
+            method,
+            headers: { authorization: bearer },
+          })
+        ).status;
+      // The replica's subscription is made when Redis answers again: wait for it, not a clock.
+      const probe = new Redis(`redis://127.0.0.1:${REDIS_PORT}`);
+      try {
+        const channel = `${prefix}revocations`;
+        const replicas = other ? 3 : 2;
+        let subscribers = 0;
+        while (subscribers < replicas) {
+          const [, count] = (await probe.call('PUBSUB', 'NUMSUB', channel)) as [string, number];
+          subscribers = count;
+          if (subscribers < replicas) await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      } finally {
+        probe.disconnect();
+      }
+      expect(await call(late.url, 'GET', 'workspaces')).toBe(200);
+      expect(await call(replica.url, 'DELETE', 'users/_current/refresh_tokens')).toBe(200);
+      const revokedAt = Date.now();
+      let seen = 200;
+      while (seen === 200 && Date.now() - revokedAt < 1000) {
+        seen = await call(late.url, 'GET', 'workspaces');
+      }
+      expect(seen).toBe(401);
+    } finally {
+      await late.gateway.close();
+    }
   });
 });

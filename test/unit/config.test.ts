@@ -39,7 +39,7 @@ describe('loadConfig', () => {
       BASIC_CACHE_MAX_SECONDS: 60,
       REVOCATION_CHECK_SECONDS: 60,
       BASIC_REFUSAL_CACHE_SECONDS: 10,
-      LOGIN_MAX_FAILURES_PER_USER: 5,
+      LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: 5,
       LOGIN_MAX_FAILURES_PER_ADDRESS: 100,
       LOGIN_FAILURE_WINDOW_SECONDS: 300,
       DATA_DIR: '.data',
@@ -60,6 +60,12 @@ describe('loadConfig', () => {
     expect(config.KEYCLOAK_URL).toEqual(['http://keycloak:8080/auth']);
     expect(config.KEYCLOAK_ADMIN_PASSWORD).toBe(adminPassword);
     expect(config.KEYCLOAK_CLIENT_SECRET).toBe(clientSecret);
+  });
+
+  it('refuses a setting it no longer reads, saying what replaced it', () => {
+    expect(() => loadConfig({ ...secrets, LOGIN_MAX_FAILURES_PER_USER: '5' })).toThrow(
+      /LOGIN_MAX_FAILURES_PER_USER: replaced by LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS/,
+    );
   });
 
   it('reads TRUSTED_PROXIES as addresses and CIDR ranges, and names a bad entry', () => {

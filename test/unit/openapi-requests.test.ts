@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { openApiDocument, type HttpMethod } from '../../src/http/openapi.ts';
-import { componentSchemasOf } from '../../src/http/openapi-zod.ts';
-import { isOrganizationId, isWorkspaceId } from '../../src/keycloak/identifiers.ts';
+import { openApiDocument, type HttpMethod } from '../../src/api/openapi.ts';
+import { componentSchemasOf } from '../../src/api/openapi-zod.ts';
+import { isOrganizationId, isWorkspaceId } from '../../src/tenancy/identifiers.ts';
 import { passwordBody } from '../../src/platform/users.schemas.ts';
 import {
   MAX_LIFETIME_SECONDS,

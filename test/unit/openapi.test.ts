@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { openApiDocument, type HttpMethod, type OpenApiOperation } from '../../src/http/openapi.ts';
+import { openApiDocument, type HttpMethod, type OpenApiOperation } from '../../src/api/openapi.ts';
 import {
   isOrganizationId,
   isWorkspaceId,
   ORGANIZATION_ID,
   WORKSPACE_ID,
-} from '../../src/keycloak/identifiers.ts';
+} from '../../src/tenancy/identifiers.ts';
 
 const METHODS: HttpMethod[] = ['get', 'post', 'put', 'patch', 'delete'];
 

@@ -8,15 +8,22 @@ import { createOrganizationDirectory } from '../../src/platform/organization-dir
 function setup(real: string[], disabled: string[] = []) {
   let clock = 1_000_000;
   const calls: string[] = [];
+  /** Set to make every lookup fail as an unreachable database does. */
+  const database = { down: false };
   const repo = {
     find: (id: string) => {
       calls.push(id);
+      if (database.down) {
+        return Promise.reject(
+          Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }),
+        );
+      }
       if (disabled.includes(id)) return Promise.resolve({ id, enabled: false });
       return Promise.resolve(real.includes(id) ? { id, enabled: true } : undefined);
     },
   };
   const directory = createOrganizationDirectory(repo as never, () => clock);
-  return { directory, calls, advance: (ms: number) => (clock += ms) };
+  return { directory, calls, database, advance: (ms: number) => (clock += ms) };
 }
 
 describe('organization directory', () => {
@@ -32,6 +39,26 @@ describe('organization directory', () => {
     expect(directory.isKnown('acme')).toBe(false);
     expect(await directory.stateOf('acme')).toBe('enabled');
     expect(calls).toEqual(['acme', 'acme']);
+  });
+
+  it('serves an organization confirmed within the hour while the database cannot be asked', async () => {
+    const { directory, calls, database, advance } = setup(['acme'], ['frozen']);
+    expect(await directory.stateOf('acme')).toBe('enabled');
+    expect(await directory.stateOf('frozen')).toBe('disabled');
+    database.down = true;
+    advance(61_000);
+    // Past the minute each lookup asks the database; it cannot answer, the last state stands.
+    expect(await directory.stateOf('acme')).toBe('enabled');
+    expect(await directory.stateOf('frozen')).toBe('disabled');
+    expect(await directory.stateOf('acme')).toBe('enabled');
+    expect(calls.filter((id) => id === 'acme')).toHaveLength(3);
+    // Never confirmed: no state to fall back on, the failure is the answer.
+    await expect(directory.stateOf('other')).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    // Beyond the hour nothing is vouched for.
+    advance(60 * 60_000);
+    await expect(directory.stateOf('acme')).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    database.down = false;
+    expect(await directory.stateOf('acme')).toBe('enabled');
   });
 
   it('remembers an unknown id for five seconds', async () => {

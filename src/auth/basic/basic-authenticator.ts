@@ -6,11 +6,11 @@ import { TtlLru } from '../../cache/ttl-lru.ts';
 import type { TokenClient } from '../../keycloak/token-client.ts';
 import { AuthFailure } from '../auth-failure.ts';
 import type { BearerVerifier } from '../bearer/bearer-verifier.ts';
-import type { Principal } from '../principal.ts';
+import type { Principal } from '../../tenancy/principal.ts';
 import type { RevocationList } from '../revocation.ts';
 import { AppError } from '../../envelope/errors.ts';
-import type { Metrics } from '../../metrics/metrics.ts';
-import type { LoginThrottle } from './login-throttle.ts';
+import type { AuthMetrics } from '../auth-metrics.ts';
+import type { LoginThrottle } from '../login-throttle.ts';
 import type { BasicCredentials } from './parse-basic.ts';
 
 export interface BasicAuthenticator {
@@ -54,7 +54,7 @@ export interface BasicAuthenticatorDeps {
   revocations: RevocationList;
   /** Tells whether a user has two-factor authentication (for a helpful 401 message). */
   hasTwoFactor: (realm: string, username: string) => Promise<boolean>;
-  metrics: Pick<Metrics, 'cacheLookup'>;
+  metrics: Pick<AuthMetrics, 'cacheLookup'>;
   logger: Logger;
 }
 

@@ -1,5 +1,3 @@
-import { hasControlCharacters } from '../../platform/user-input.ts';
-
 /** Credentials carried by an `Authorization: Basic` header. */
 export interface BasicCredentials {
   username: string;
@@ -39,4 +37,13 @@ export function parseBasicCredentials(encoded: string): BasicCredentials | { inv
   // Control characters never belong in a user name; they would only confuse logs and lookups.
   if (hasControlCharacters(username)) return { invalid: 'Malformed Basic credentials.' };
   return { username, password };
+}
+
+/** Whether `value` holds a C0 control character or DEL (line breaks included). */
+function hasControlCharacters(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if (code < 0x20 || code === 0x7f) return true;
+  }
+  return false;
 }

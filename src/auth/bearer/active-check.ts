@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
 import { outsideRequest } from '../../edge/request-context.ts';
 import type { TokenClient } from '../../keycloak/token-client.ts';
-import type { Metrics } from '../../metrics/metrics.ts';
+import type { AuthMetrics } from '../auth-metrics.ts';
 import { AuthFailure } from '../auth-failure.ts';
-import type { Principal } from '../principal.ts';
+import type { Principal } from '../../tenancy/principal.ts';
 import type { RevocationList } from '../revocation.ts';
 
 export interface ActiveCheck {
@@ -38,7 +38,7 @@ export function createActiveCheck(options: {
   revocations: RevocationList;
   intervalSeconds: number | 'off';
   basicCacheSeconds: number;
-  metrics: Pick<Metrics, 'recheck'>;
+  metrics: Pick<AuthMetrics, 'recheck'>;
   logger: Logger;
 }): ActiveCheck {
   if (options.intervalSeconds === 'off') {

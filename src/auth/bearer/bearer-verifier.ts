@@ -3,9 +3,10 @@ import { decodeJwt, errors as joseErrors, jwtVerify } from 'jose';
 import { AppError } from '../../envelope/errors.ts';
 import { keycloakError } from '../../keycloak/keycloak-failures.ts';
 import { TtlLru } from '../../cache/ttl-lru.ts';
-import type { Metrics } from '../../metrics/metrics.ts';
+import type { AuthMetrics } from '../auth-metrics.ts';
 import { AuthFailure } from '../auth-failure.ts';
-import { isHeaderSafe, principalFromClaims, type Principal } from '../principal.ts';
+import { isHeaderSafe, principalFromClaims } from '../principal.ts';
+import type { Principal } from '../../tenancy/principal.ts';
 import type { JwksRegistry } from './jwks.ts';
 
 /** Asymmetric algorithms only: `none` and HMAC (which a public key could "sign") never pass. */
@@ -45,7 +46,7 @@ export function createBearerVerifier(options: {
   publicUrl: string;
   leewaySeconds: number;
   maxCachedTokens: number;
-  metrics: Pick<Metrics, 'cacheLookup'>;
+  metrics: Pick<AuthMetrics, 'cacheLookup'>;
 }): BearerVerifier {
   const verified = new TtlLru<Principal>(options.maxCachedTokens);
   const issuerOf = (realm: string) => `${options.publicUrl}/auth/realms/${realm}`;

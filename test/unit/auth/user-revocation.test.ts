@@ -5,7 +5,7 @@ import {
   knownPrincipal,
   type AuthenticateDeps,
 } from '../../../src/auth/authenticate.ts';
-import type { Principal } from '../../../src/auth/principal.ts';
+import type { Principal } from '../../../src/tenancy/principal.ts';
 import { createRevocationList, type RevocationList } from '../../../src/auth/revocation.ts';
 
 const T0 = Date.parse('2026-11-23T10:00:00.500Z');

@@ -1,7 +1,8 @@
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { createCanonicalHost } from '../../../src/edge/canonical-host.ts';
-import { createForwarding, parseTrustedProxies } from '../../../src/edge/forwarding.ts';
+import { parseTrustedProxies } from '../../../src/config/trusted-proxies.ts';
+import { createForwarding } from '../../../src/edge/forwarding.ts';
 import { parseRequestTarget, type RequestTarget } from '../../../src/edge/request-target.ts';
 import { canonicalConsolePath } from '../../../src/keycloak/console-page.ts';
 

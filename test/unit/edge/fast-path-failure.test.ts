@@ -2,8 +2,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Admission } from '../../../src/auth/admission.ts';
-import type { Principal } from '../../../src/auth/principal.ts';
-import { createForwardRoute, isAutomationPath } from '../../../src/automation/forward-route.ts';
+import type { Principal } from '../../../src/tenancy/principal.ts';
+import { createForwardRoute } from '../../../src/automation/forward-route.ts';
 import { createForwarder } from '../../../src/automation/forwarder.ts';
 import { createEdge } from '../../../src/edge/edge.ts';
 import { createForwarding } from '../../../src/edge/forwarding.ts';
@@ -48,7 +48,7 @@ describe('an exception on the forwarded route fast path', () => {
         principal(authorization === 'bad' ? 'ja\r\nX-Injected: 1' : 'en'),
       admit: () => Promise.reject(new Error('not reached')),
     };
-    const serve = createForwardRoute({
+    const forwardRoute = createForwardRoute({
       admission,
       forwarding,
       forward: createForwarder({
@@ -62,12 +62,7 @@ describe('an exception on the forwarded route fast path', () => {
     const app = () => {
       throw new Error('express is not reached in this test');
     };
-    const edge = createEdge({
-      logger,
-      app,
-      route: { claims: (t) => isAutomationPath(t.segments), serve },
-      metrics: metricsOff,
-    });
+    const edge = createEdge({ logger, app, forwarded: forwardRoute, metrics: metricsOff });
     gateway = await listen(edge, '127.0.0.1', 0, logger);
     base = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}/api/acme/workspaces/ws1/ita/x`;
   });

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { createForwarding, parseTrustedProxies } from '../../../src/edge/forwarding.ts';
+import { parseTrustedProxies } from '../../../src/config/trusted-proxies.ts';
+import { createForwarding } from '../../../src/edge/forwarding.ts';
 
 function request(peer: string, headers: Record<string, string> = {}, encrypted = false) {
   return {

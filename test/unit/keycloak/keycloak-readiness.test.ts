@@ -9,13 +9,24 @@ import { createKeycloakNodes } from '../../../src/keycloak/keycloak-nodes.ts';
 
 const URLS = ['http://user:secret@kc-0:8080/auth', 'http://kc-1:8080/auth'];
 
-/** `/readyz` of one listener over nodes whose probe answers for the URLs in `answering`. */
-async function readyz(urls: string[], answering: Set<string>, detailed: boolean) {
+/**
+ * `/readyz` of one listener over nodes whose probe answers for the URLs in `answering`; with
+ * `answeredBefore`, first once with all of them answering (the replica has reached Keycloak).
+ */
+async function readyz(
+  urls: string[],
+  answering: Set<string>,
+  detailed: boolean,
+  answeredBefore = false,
+) {
+  let reachable = answeredBefore ? new Set(urls) : answering;
   const nodes = createKeycloakNodes({
     urls,
     timeoutMs: 1000,
-    probe: (url) => (answering.has(url) ? Promise.resolve() : Promise.reject(new Error('no'))),
+    probe: (url) => (reachable.has(url) ? Promise.resolve() : Promise.reject(new Error('no'))),
   });
+  await nodes.check();
+  reachable = answering;
   const app = express();
   app.use(
     createHealthRouter(
@@ -30,7 +41,10 @@ async function readyz(urls: string[], answering: Set<string>, detailed: boolean)
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/readyz`);
   nodes.close();
-  return { status: res.status, body: (await res.json()) as { data: Record<string, unknown> } };
+  return {
+    status: res.status,
+    body: (await res.json()) as { data: Record<string, unknown>; message: string },
+  };
 }
 
 const servers: Server[] = [];
@@ -61,11 +75,22 @@ describe('/readyz with several Keycloak nodes', () => {
     expect(body.data).toEqual({ keycloak: 'degraded', database: 'up' });
   });
 
-  it('not ready when no node answers', async () => {
+  it('ready but degraded when no node answers any more: what was verified is still served', async () => {
+    const { status, body } = await readyz(URLS, new Set(), true, true);
+    expect(status).toBe(200);
+    expect(body).toMatchObject({
+      result: '000-00000',
+      message: 'Degraded: keycloak.',
+      data: { keycloak: { status: 'down' }, database: 'up' },
+    });
+  });
+
+  it('not ready when no node has answered since the replica started: it can verify nothing', async () => {
     const { status, body } = await readyz(URLS, new Set(), true);
     expect(status).toBe(503);
     expect(body).toMatchObject({
       result: '503-00001',
+      message: 'Not ready: Keycloak has not answered since this replica started.',
       data: { keycloak: { status: 'down' } },
     });
   });
@@ -76,8 +101,8 @@ describe('/readyz with several Keycloak nodes', () => {
         keycloak: 'up',
         database: 'up',
       });
-      expect(await readyz([URLS[1]!], new Set(), detailed)).toMatchObject({
-        status: 503,
+      expect(await readyz([URLS[1]!], new Set(), detailed, true)).toMatchObject({
+        status: 200,
         body: { data: { keycloak: 'down', database: 'up' } },
       });
     }

@@ -1,5 +1,5 @@
 import { errorCodes } from '../envelope/errors.ts';
-import type { JsonValue } from './openapi.ts';
+import type { JsonValue } from './openapi-zod.ts';
 
 /** Reusable pieces of the OpenAPI document: references and the component schemas. */
 export const schema = (name: string) => ({ $ref: `#/components/schemas/${name}` });

@@ -1,5 +1,8 @@
 import { z } from 'zod';
-import type { JsonValue } from './openapi.ts';
+
+/** Any JSON value; the document is data, served as is. */
+export type JsonValue =
+  string | number | boolean | null | readonly JsonValue[] | { readonly [key: string]: JsonValue };
 
 export type JsonSchema = { readonly [key: string]: JsonValue };
 

@@ -1,9 +1,12 @@
+/** The realm of administrators, reached through `/api/platform/...`. */
+export const MASTER_REALM = 'master';
+
 /**
  * Organization ids name Keycloak realms and appear in paths, so they are kept to a small, safe
  * alphabet: lowercase letters, digits, `-` and `_`, starting with a letter, at most 36 long.
  * `master` is the administrators' realm and `platform` is the administrators' path segment.
  */
-const RESERVED_ORGANIZATION_IDS = ['master', 'platform', 'admin', 'auth', 'api'] as const;
+const RESERVED_ORGANIZATION_IDS = [MASTER_REALM, 'platform', 'admin', 'auth', 'api'] as const;
 /** The whole rule as one pattern, reserved ids included, so the API description can carry it. */
 export const ORGANIZATION_ID = new RegExp(
   `^(?!(?:${RESERVED_ORGANIZATION_IDS.join('|')})$)[a-z][a-z0-9_-]{0,35}$`,
@@ -24,7 +27,7 @@ export function isWorkspaceId(id: string): boolean {
 
 /** The public client organization users log in with (spec 4.1). */
 export function apiClientIdOf(realm: string): string {
-  return realm === 'master' ? '_platform-api' : `_${realm}-api`;
+  return realm === MASTER_REALM ? '_platform-api' : `_${realm}-api`;
 }
 
 /** The confidential client whose roles are the organization's workspaces. */

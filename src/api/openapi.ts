@@ -12,11 +12,12 @@ import {
 } from '../platform/provisioning.schemas.ts';
 import { passwordBody } from '../platform/users.schemas.ts';
 import { arrayOf, EXAMPLE_TS, object, schema, schemas } from './openapi-schemas.ts';
-import { componentIdOf, componentSchemasOf, type JsonSchema } from './openapi-zod.ts';
-
-/** Any JSON value; the document is data, served as is. */
-export type JsonValue =
-  string | number | boolean | null | readonly JsonValue[] | { readonly [key: string]: JsonValue };
+import {
+  componentIdOf,
+  componentSchemasOf,
+  type JsonSchema,
+  type JsonValue,
+} from './openapi-zod.ts';
 
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
 

@@ -1,0 +1,18 @@
+import type { AuthFailureReason } from './auth-failure.ts';
+
+/** How a refused authentication came: an API call's scheme, or a password sent through `/auth`. */
+export type AuthFailureScheme = 'basic' | 'bearer' | 'password_grant';
+
+/** What became of a token queued for a re-check with Keycloak (bearer/active-check.ts). */
+export type RecheckEvent = 'queued' | 'skipped' | 'active' | 'inactive' | 'failed';
+
+/**
+ * What authentication counts. The metrics (metrics/metrics.ts) implement it: auth/ names what
+ * it reports and depends on no metrics code. Every method is called on the hot path.
+ */
+export interface AuthMetrics {
+  authFailure(scheme: AuthFailureScheme, reason: AuthFailureReason | 'throttled'): void;
+  cacheLookup(cache: 'verified_token' | 'basic_login', hit: boolean): void;
+  recheck(event: RecheckEvent): void;
+  revocationApplied(source: 'local' | 'peer'): void;
+}

@@ -1,0 +1,17 @@
+/** Who is calling, as established by Basic or Bearer authentication. */
+export interface Principal {
+  realm: string;
+  userId: string;
+  username: string;
+  realmRoles: string[];
+  /** Client roles by client id, e.g. `{ "<org>-workspaces": ["ws1"] }`. */
+  clientRoles: Record<string, string[]>;
+  locale: string | undefined;
+  method: 'basic' | 'bearer';
+  /** Keycloak session id (`sid`), when the token has one. */
+  sessionId: string | undefined;
+  /** Token issue time, epoch seconds. */
+  issuedAt: number;
+  /** Token expiry, epoch seconds. */
+  expiresAt: number;
+}

@@ -1,0 +1,205 @@
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { basicAuth } from '../helpers/api.ts';
+import { requestFrom } from '../helpers/from-address.ts';
+import {
+  createUser,
+  keycloakAdmin,
+  passwordGrantBody,
+  userIdOf,
+  type TestUser,
+} from '../helpers/keycloak.ts';
+import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { startReplica, type Replica } from '../helpers/replica.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+/**
+ * The login throttle counts per (realm, user, client address), on Basic and on the token
+ * endpoint alike, with the shipped limits: clients are told apart by their real source address
+ * (sockets bound to 127.0.0.x, no X-Forwarded-For), so guessing from one address never locks
+ * the account's owner out elsewhere, and Keycloak's own lockout (30 failures) is not reached.
+ * Port 18520/18521.
+ */
+describe('login throttle per account and address, from several source addresses', () => {
+  let replica: Replica;
+  let org: string;
+
+  beforeAll(async () => {
+    replica = await startReplica(18520, {
+      REDIS_URL: testEnv().redisUrl,
+      REDIS_KEY_PREFIX: `${testEnv().redisKeyPrefix}addresses:`,
+      REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
+      // Every login here is a first one: the owner's Basic call must reach Keycloak.
+      BASIC_CACHE_MAX_SECONDS: '0',
+    });
+    org = await createOrganization(['ws1']);
+  });
+
+  afterAll(async () => {
+    await replica?.gateway.close();
+    await closeTestDb();
+  });
+
+  const apiPath = () => `${replica.url}/api/${org}/platform/workspaces`;
+  const tokenUrl = () => `${replica.url}/auth/realms/${org}/protocol/openid-connect/token`;
+
+  function basicFrom(address: string, user: TestUser, password = user.password) {
+    return requestFrom(address, apiPath(), {
+      headers: { authorization: basicAuth({ ...user, password }) },
+    });
+  }
+
+  function grantFrom(address: string, user: TestUser, password = user.password) {
+    return requestFrom(address, tokenUrl(), {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: passwordGrantBody({ ...user, password }),
+    });
+  }
+
+  /** Keycloak's own count of the user's failed logins, and whether it has locked the account. */
+  async function keycloakLock(user: TestUser) {
+    const admin = await keycloakAdmin();
+    const state = await admin.attackDetection.findOne({ realm: org, id: await userIdOf(user) });
+    return { failures: Number(state?.numFailures ?? 0), locked: state?.disabled === true };
+  }
+
+  it('40 guesses over Basic and 40 on the token endpoint from one address: that address is refused, the owner elsewhere is not', async () => {
+    const owner = await createUser(org, { workspaceRoles: ['ws1'] });
+    const basicStatuses: number[] = [];
+    for (let i = 0; i < 40; i++) {
+      basicStatuses.push((await basicFrom('127.0.0.2', owner, `guess-${i}`)).status);
+    }
+    expect(basicStatuses.slice(0, 5)).toEqual([401, 401, 401, 401, 401]);
+    expect(basicStatuses.slice(5).every((status) => status === 429)).toBe(true);
+
+    // One throttle: the token endpoint refuses the same pair at once, in the shape token
+    // clients parse, and the right password from this address too.
+    for (let i = 0; i < 40; i++) {
+      const refused = await grantFrom('127.0.0.2', owner, `grant-guess-${i}`);
+      expect(refused.status).toBe(429);
+      expect(refused.json).toEqual({
+        error: 'too_many_attempts',
+        error_description: 'Too many failed logins; retry later.',
+      });
+      expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+    }
+    const basicRefused = await basicFrom('127.0.0.2', owner);
+    expect(basicRefused.status).toBe(429);
+    expect(basicRefused.json).toMatchObject({ data: null, result: '429-00001' });
+    expect(Number(basicRefused.headers['retry-after'])).toBeGreaterThan(0);
+
+    expect(await keycloakLock(owner)).toEqual({ failures: 5, locked: false });
+
+    // The owner, from another address: a token, and served over Basic and Bearer.
+    const granted = await grantFrom('127.0.0.3', owner);
+    expect(granted.status).toBe(200);
+    expect((await basicFrom('127.0.0.3', owner)).status).toBe(200);
+    const bearer = await requestFrom('127.0.0.3', apiPath(), {
+      headers: { authorization: `Bearer ${granted.json.access_token as string}` },
+    });
+    expect(bearer.status).toBe(200);
+    // The owner's success clears Keycloak's count; the guessing address stays refused.
+    expect(await keycloakLock(owner)).toEqual({ failures: 0, locked: false });
+    expect((await grantFrom('127.0.0.2', owner)).status).toBe(429);
+  });
+
+  it('guessing on the token endpoint first: 5 reach Keycloak, then 429; Basic from another address is served', async () => {
+    const owner = await createUser(org, { workspaceRoles: ['ws1'] });
+    const statuses: number[] = [];
+    for (let i = 0; i < 40; i++) {
+      statuses.push((await grantFrom('127.0.0.4', owner, `guess-${i}`)).status);
+    }
+    // Keycloak refuses a wrong password with 400 invalid_grant.
+    expect(statuses.slice(0, 5)).toEqual([400, 400, 400, 400, 400]);
+    expect(statuses.slice(5).every((status) => status === 429)).toBe(true);
+    expect(await keycloakLock(owner)).toEqual({ failures: 5, locked: false });
+    expect((await basicFrom('127.0.0.5', owner)).status).toBe(200);
+    expect((await basicFrom('127.0.0.4', owner)).status).toBe(429);
+  });
+
+  it('refresh grants are not password guesses: neither counted nor refused', async () => {
+    const owner = await createUser(org, { workspaceRoles: ['ws1'] });
+    const login = await grantFrom('127.0.0.8', owner);
+    expect(login.status).toBe(200);
+    for (let i = 0; i < 5; i++) {
+      expect((await grantFrom('127.0.0.8', owner, `guess-${i}`)).status).toBe(400);
+    }
+    expect((await grantFrom('127.0.0.8', owner)).status).toBe(429);
+    const refreshed = await requestFrom('127.0.0.8', tokenUrl(), {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({
+        client_id: `_${org}-api`,
+        grant_type: 'refresh_token',
+        refresh_token: login.json.refresh_token as string,
+      }).toString(),
+    });
+    expect(refreshed.status).toBe(200);
+  });
+
+  it('a success from an address clears that pair: the next failures count from 0', async () => {
+    const owner = await createUser(org, { workspaceRoles: ['ws1'] });
+    for (let i = 0; i < 4; i++) {
+      expect((await basicFrom('127.0.0.9', owner, `guess-${i}`)).status).toBe(401);
+    }
+    expect((await grantFrom('127.0.0.9', owner)).status).toBe(200);
+    for (let i = 0; i < 5; i++) {
+      expect((await grantFrom('127.0.0.9', owner, `again-${i}`)).status).toBe(400);
+    }
+    expect((await grantFrom('127.0.0.9', owner, 'again-5')).status).toBe(429);
+  });
+
+  it('a stale-password job (one wrong Basic login a second for a minute) never stops the owner', async () => {
+    const owner = await createUser(org, { workspaceRoles: ['ws1'] });
+    const jobStatuses: number[] = [];
+    const ownerStatuses: number[] = [];
+    for (let second = 0; second < 60; second++) {
+      const tick = sleep(1000);
+      jobStatuses.push(
+        (await basicFrom('127.0.0.6', owner, 'the-password-before-rotation')).status,
+      );
+      if (second % 10 === 5) {
+        ownerStatuses.push((await grantFrom('127.0.0.7', owner)).status);
+        ownerStatuses.push((await basicFrom('127.0.0.7', owner)).status);
+      }
+      await tick;
+    }
+    expect(ownerStatuses).toEqual(Array.from({ length: 12 }, () => 200));
+    // The job is refused by the gateway after its first failures, not by Keycloak.
+    expect(jobStatuses.slice(0, 5).every((status) => status === 401)).toBe(true);
+    expect(jobStatuses.slice(5).every((status) => status === 429)).toBe(true);
+    expect((await keycloakLock(owner)).locked).toBe(false);
+  }, 90_000);
+
+  it("Keycloak's login form is counted by the same throttle, per account and address", async () => {
+    const owner = await createUser(org, { workspaceRoles: ['ws1'] });
+    const formUrl = `${replica.url}/auth/realms/${org}/login-actions/authenticate`;
+    const post = (address: string, password: string) =>
+      requestFrom(address, formUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ username: owner.username, password }).toString(),
+      });
+    for (let i = 0; i < 5; i++)
+      expect((await post('127.0.0.10', `guess-${i}`)).status).not.toBe(429);
+    const refused = await post('127.0.0.10', 'guess-5');
+    expect(refused.status).toBe(429);
+    expect(refused.json).toMatchObject({ data: null, result: '429-00001' });
+    expect((await grantFrom('127.0.0.10', owner)).status).toBe(429);
+    expect((await grantFrom('127.0.0.11', owner)).status).toBe(200);
+  });
+
+  it('a token request the throttle cannot read (not a URL-encoded form) never reaches Keycloak', async () => {
+    const owner = await createUser(org, { workspaceRoles: ['ws1'] });
+    const sent = await requestFrom('127.0.0.12', tokenUrl(), {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain' },
+      body: passwordGrantBody({ ...owner, password: 'guess' }),
+    });
+    expect(sent.status).toBe(400);
+    expect(sent.json).toMatchObject({ error: 'invalid_request' });
+    expect(await keycloakLock(owner)).toEqual({ failures: 0, locked: false });
+  });
+});

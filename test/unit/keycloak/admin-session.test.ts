@@ -1,0 +1,84 @@
+import { UnsecuredJWT } from 'jose';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { KeycloakAdmin } from '../../../src/keycloak/admin-client.ts';
+import { renewingSession } from '../../../src/keycloak/admin-session.ts';
+
+const T0 = Date.UTC(2026, 0, 2, 3, 4, 5);
+
+/** A client as a login leaves it: only its access token matters to the session. */
+function loggedIn(lifetimeSeconds: number, issuedAtSeconds = T0 / 1000): KeycloakAdmin {
+  const accessToken = new UnsecuredJWT({})
+    .setIssuedAt(issuedAtSeconds)
+    .setExpirationTime(issuedAtSeconds + lifetimeSeconds)
+    .encode();
+  return { accessToken } as KeycloakAdmin;
+}
+
+/** An error as the admin client throws it for an HTTP answer. */
+const answered = (status: number) =>
+  Object.assign(new Error(`HTTP ${status}`), { response: { status } });
+
+describe('the renewing admin session', () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(T0);
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('logs in once for concurrent callers, and again 15 s before the token expires', async () => {
+    const login = vi.fn(() => Promise.resolve(loggedIn(300)));
+    const session = renewingSession(login);
+    const [a, b] = await Promise.all([session.get(), session.get()]);
+    expect(a).toBe(b);
+    expect(login).toHaveBeenCalledTimes(1);
+    vi.setSystemTime(T0 + 284_000);
+    expect(await session.get()).toBe(a);
+    vi.setSystemTime(T0 + 285_000);
+    expect(await session.get()).not.toBe(a);
+    expect(login).toHaveBeenCalledTimes(2);
+  });
+
+  it('measures the lifetime on its own clock: a Keycloak clock an hour off changes nothing', async () => {
+    const login = vi.fn(() => Promise.resolve(loggedIn(300, T0 / 1000 - 3600)));
+    const session = renewingSession(login);
+    const first = await session.get();
+    vi.setSystemTime(T0 + 200_000);
+    expect(await session.get()).toBe(first);
+    expect(login).toHaveBeenCalledTimes(1);
+  });
+
+  it('keeps a short-lived token half its lifetime', async () => {
+    const session = renewingSession(() => Promise.resolve(loggedIn(20)));
+    const first = await session.get();
+    vi.setSystemTime(T0 + 9_999);
+    expect(await session.get()).toBe(first);
+    vi.setSystemTime(T0 + 10_000);
+    expect(await session.get()).not.toBe(first);
+  });
+
+  it('drops the session Keycloak answers 401 for, and says 401-00001', async () => {
+    const login = vi.fn(() => Promise.resolve(loggedIn(300)));
+    const session = renewingSession(login);
+    const first = await session.get();
+    await expect(session.run(() => Promise.reject(answered(401)))).rejects.toMatchObject({
+      result: '401-00001',
+    });
+    expect(await session.get()).not.toBe(first);
+    await expect(session.run(() => Promise.reject(answered(404)))).rejects.toMatchObject({
+      response: { status: 404 },
+    });
+    expect(login).toHaveBeenCalledTimes(2);
+  });
+
+  it('turns a refused login into 401-00001, and passes the client layer’s failures on', async () => {
+    await expect(renewingSession(() => Promise.reject(answered(401))).get()).rejects.toMatchObject({
+      result: '401-00001',
+    });
+    const unreachable = new Error('unreachable');
+    await expect(renewingSession(() => Promise.reject(unreachable)).get()).rejects.toBe(
+      unreachable,
+    );
+  });
+});
