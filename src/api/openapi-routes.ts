@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import { z } from 'zod';
 import type { ErrorCode } from '../envelope/errors.ts';
 import type { AnyRoute } from '../http/route-table.ts';
 import {
@@ -116,7 +116,10 @@ export function componentSchemasOfRoutes(routes: readonly DeclaredRoute[]): {
     const shape = (route.query as z.ZodObject | undefined)?.shape ?? {};
     for (const field of Object.values(shape)) add(input, field as z.ZodType);
     if (route.body) add(input, route.body);
-    if (!('component' in route.data)) add(output, route.data);
+    if (!('component' in route.data)) {
+      const { data } = route;
+      add(output, data instanceof z.ZodArray ? (data.element as z.ZodType) : data);
+    }
   }
   return { input: [...input.values()], output: [...output.values()] };
 }

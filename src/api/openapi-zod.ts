@@ -47,6 +47,9 @@ const conversion = (io: 'input' | 'output') =>
 export function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
   const id = schema.meta()?.id;
   if (typeof id === 'string') return { $ref: componentRef(id) };
+  // A list of components (zod would copy the component into the list's own `$defs`).
+  if (schema instanceof z.ZodArray)
+    return { type: 'array', items: jsonSchemaOf(schema.element as z.ZodType, io) };
   const converted: Record<string, unknown> = { ...z.toJSONSchema(schema, conversion(io)) };
   delete converted.$schema;
   return converted as JsonSchema;

@@ -3,6 +3,7 @@ import { principalOf } from '../edge/request-scope.ts';
 import type { ErrorCode } from '../envelope/errors.ts';
 import { route, type AnyRoute, type PathParam } from '../http/route-table.ts';
 import { pathIds } from './path-ids.ts';
+import { refreshTokenRecord } from './refresh-tokens.schemas.ts';
 import type { RefreshTokensService } from './refresh-tokens.service.ts';
 
 /**
@@ -37,7 +38,7 @@ function realmRoutes(realm: 'master' | 'organization'): AnyRoute<RefreshTokensSe
       operationId: `listRefreshTokens${suffix}`,
       summary: 'List own refresh tokens',
       ...common,
-      data: { component: 'RefreshToken', array: true },
+      data: z.array(refreshTokenRecord),
       errors,
       handler: (service, _input, req) => service.list(principalOf(req)),
     }),
