@@ -5,11 +5,12 @@ import { scopeOf } from '../edge/request-scope.ts';
 import type { RouteName } from '../edge/route.ts';
 import type { Audit } from '../http/audit.ts';
 import type { OperationsRepo } from '../automation/operations.repo.ts';
-import { createOperationsRouter } from '../automation/operations.router.ts';
+import { operationsRoutes } from '../automation/operations.router.ts';
+import { mountRoutes } from '../http/route-table.ts';
 import { openApiDocument } from './openapi.ts';
-import { createListing } from '../platform/listing.router.ts';
+import { listingRoutes } from '../platform/listing.router.ts';
 import type { OrganizationsRepo } from '../platform/organizations.repo.ts';
-import { createRefreshTokensRouter } from '../platform/refresh-tokens.router.ts';
+import { refreshTokensRoutes } from '../platform/refresh-tokens.router.ts';
 import type { RefreshTokensService } from '../platform/refresh-tokens.service.ts';
 import type { WorkspacesRepo } from '../platform/workspaces.repo.ts';
 
@@ -27,6 +28,9 @@ export interface ApiDeps {
   builtInOperations: boolean;
 }
 
+/** Where the API is mounted (app.ts); the route tables' paths start with it. */
+export const API_PREFIX = '/api';
+
 /** JSON bodies of API calls are small; this bounds what a client can make us parse. */
 const MAX_JSON_BODY = '64kb';
 
@@ -41,9 +45,10 @@ export function createApiRouter(deps: ApiDeps): Router {
   // Paths match as written, as the edge reads them (`/WORKSPACES/` is not `/workspaces/`).
   const below = (prefix: string | string[], ...handlers: RequestHandler[]) =>
     Router({ caseSensitive: true }).use(prefix, ...handlers);
-  const listing = createListing(deps);
-  // The prefixes strip what the edge already read; they choose nothing. A body is read (and
-  // refused when malformed) on every route but the automation route's own.
+  // Each table's routes are mounted where the API is (`/api`), by their whole paths.
+  const at = { prefix: API_PREFIX, audit: deps.audit };
+  const listing = mountRoutes(listingRoutes, deps, at);
+  // A body is read (and refused when malformed) on every route but the automation route's own.
   const routers: Record<RouteName, RequestHandler | undefined> = {
     // The API's own description needs no credentials and names no realm.
     openapi: (req, res, next) => {
@@ -51,15 +56,11 @@ export function createApiRouter(deps: ApiDeps): Router {
       else next();
     },
     automation: deps.builtInOperations
-      ? below('/:org/workspaces/:ws', createOperationsRouter(deps.operations), json)
+      ? below('/', mountRoutes(operationsRoutes, deps.operations, at), json)
       : undefined,
-    organization_list: below('/', json, listing.organizations),
-    workspace_list: below('/', json, listing.workspaces),
-    refresh_tokens: below(
-      ['/platform/users/_current/refresh_tokens', '/:org/platform/users/_current/refresh_tokens'],
-      json,
-      createRefreshTokensRouter(deps.refreshTokens, deps.audit),
-    ),
+    organization_list: below('/', json, listing),
+    workspace_list: below('/', json, listing),
+    refresh_tokens: below('/', json, mountRoutes(refreshTokensRoutes, deps.refreshTokens, at)),
     platform: below('/platform', json, deps.platformRouter),
     none: json,
     outside: undefined,

@@ -42,17 +42,6 @@ export const schemas: Record<string, { readonly [key: string]: JsonValue }> = {
     }),
     description: `The envelope of a failure. \`result\` is \`SSS-FFNNN\` (HTTP status, function, sequence):\n- ${RESULT_CODES}`,
   },
-  RefreshToken: {
-    ...object({
-      id: { type: 'string', description: 'Keycloak offline session id.' },
-      start_timestamp: timestamp,
-      lastaccess_timestamp: timestamp,
-      expire_timestamp: timestamp,
-    }),
-    description:
-      'A refresh token of the caller (spec 2.3). Expiry is the earlier of start + offline max ' +
-      'lifespan (when enabled) and last access + offline idle timeout.',
-  },
   Organization: object({
     id: schema('OrganizationId'),
     name: { type: 'string' },

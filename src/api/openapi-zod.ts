@@ -30,6 +30,31 @@ function refuseRefinements(ctx: { zodSchema: z.core.$ZodTypes; path: (string | n
   }
 }
 
+/** How zod converts, for components and inline schemas alike. */
+const conversion = (io: 'input' | 'output') =>
+  ({
+    target: 'draft-2020-12',
+    io,
+    unrepresentable: 'throw',
+    override: refuseRefinements,
+    uri: componentRef,
+  }) as const;
+
+/**
+ * The schema of a parameter or an answer: a `$ref` to its component when it has an id (see
+ * componentSchemasOf), else converted in place.
+ */
+export function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
+  const id = schema.meta()?.id;
+  if (typeof id === 'string') return { $ref: componentRef(id) };
+  // A list of components (zod would copy the component into the list's own `$defs`).
+  if (schema instanceof z.ZodArray)
+    return { type: 'array', items: jsonSchemaOf(schema.element as z.ZodType, io) };
+  const converted: Record<string, unknown> = { ...z.toJSONSchema(schema, conversion(io)) };
+  delete converted.$schema;
+  return converted as JsonSchema;
+}
+
 /**
  * The JSON Schemas (2020-12, the dialect of OpenAPI 3.1) of `schemas`, one component per
  * `.meta({ id })`, converted by zod itself from the schemas the server uses. `io: 'input'` for
@@ -47,13 +72,7 @@ export function componentSchemasOf(
     registry.add(schema, { id });
     ids.add(id);
   }
-  const converted = z.toJSONSchema(registry, {
-    target: 'draft-2020-12',
-    io,
-    unrepresentable: 'throw',
-    override: refuseRefinements,
-    uri: componentRef,
-  }).schemas;
+  const converted = z.toJSONSchema(registry, conversion(io)).schemas;
   const components: Record<string, JsonSchema> = {};
   for (const [id, generated] of Object.entries(converted)) {
     // zod gathers a used schema that is not listed under `__shared`.

@@ -1,18 +1,29 @@
-import { Router } from 'express';
 import { principalOf, scopeOf } from '../edge/request-scope.ts';
-import { success } from '../envelope/envelope.ts';
+import { route } from '../http/route-table.ts';
+import { organizationId, workspaceId } from '../tenancy/id-schemas.ts';
 import type { OperationsRepo } from './operations.repo.ts';
 
 /**
- * `GET /<org>/workspaces/<ws>/ita/menu/operation_list/filter/` (spec 4.4): every operation of
- * the workspace. Mounted below `/<org>/workspaces/<ws>`, behind the workspace-role check.
+ * `GET /api/<org>/workspaces/<ws>/ita/menu/operation_list/filter/` (spec 4.4): every operation
+ * of the workspace, behind the workspace-role check. The admission has checked both ids, so
+ * their schemas only document them.
  */
-export function createOperationsRouter(operations: OperationsRepo): Router {
-  const router = Router({ caseSensitive: true });
-  router.get('/ita/menu/operation_list/filter', async (req, res) => {
-    const organization = principalOf(req).realm;
-    const workspace = scopeOf(req).route.workspace ?? '';
-    res.json(success(await operations.listByWorkspace(organization, workspace)));
-  });
-  return router;
-}
+export const operationsRoutes = [
+  route<OperationsRepo>({
+    method: 'get',
+    path: '/api/{organization_id}/workspaces/{workspace_id}/ita/menu/operation_list/filter/',
+    operationId: 'listOperations',
+    summary: 'All operations of a workspace (role `<ws>` required)',
+    tags: ['automation'],
+    params: { organization_id: { schema: organizationId }, workspace_id: { schema: workspaceId } },
+    data: { component: 'Operation', array: true },
+    errors: [
+      'permissionDenied',
+      'organizationDisabled',
+      'organizationNotFound',
+      'workspaceNotFound',
+    ],
+    handler: (operations, _input, req) =>
+      operations.listByWorkspace(principalOf(req).realm, scopeOf(req).route.workspace ?? ''),
+  }),
+];

@@ -1,28 +1,44 @@
-import type { RequestHandler } from 'express';
 import { workspaceRolesOf } from '../auth/authorize.ts';
 import { principalOf } from '../edge/request-scope.ts';
-import { success } from '../envelope/envelope.ts';
+import { route } from '../http/route-table.ts';
 import type { OrganizationsRepo } from './organizations.repo.ts';
+import { pathIds } from './path-ids.ts';
 import type { WorkspacesRepo } from './workspaces.repo.ts';
+
+export interface ListingRepos {
+  organizations: OrganizationsRepo;
+  workspaces: WorkspacesRepo;
+}
 
 /**
  * The platform's list endpoints, served behind the admission on the routes the edge names
- * (edge/route.ts): `GET /api/platform/organizations` (spec 4.2, administrators) and
- * `GET /api/<org>/platform/workspaces` (spec 4.3, only workspaces the caller has a role for).
+ * (edge/route.ts): the organizations (spec 4.2, administrators) and an organization's
+ * workspaces (spec 4.3, only those the caller has a role for).
  */
-export function createListing(repos: {
-  organizations: OrganizationsRepo;
-  workspaces: WorkspacesRepo;
-}): { organizations: RequestHandler; workspaces: RequestHandler } {
-  return {
-    organizations: async (_req, res) => {
-      res.json(success(await repos.organizations.list()));
-    },
-    workspaces: async (req, res) => {
+export const listingRoutes = [
+  route<ListingRepos>({
+    method: 'get',
+    path: '/api/platform/organizations',
+    operationId: 'listOrganizations',
+    summary: 'List organizations',
+    tags: ['platform'],
+    data: { component: 'Organization', array: true },
+    handler: (repos) => repos.organizations.list(),
+  }),
+  route<ListingRepos>({
+    method: 'get',
+    path: '/api/{organization_id}/platform/workspaces',
+    operationId: 'listWorkspaces',
+    summary: 'Workspaces the caller has a role for',
+    tags: ['platform'],
+    params: { organization_id: pathIds.callerOrganization },
+    data: { component: 'Workspace', array: true },
+    errors: ['organizationNotFound', 'organizationDisabled'],
+    handler: async (repos, _input, req) => {
       const principal = principalOf(req);
       const allowed = new Set(workspaceRolesOf(principal));
       const all = await repos.workspaces.listByOrganization(principal.realm);
-      res.json(success(all.filter((workspace) => allowed.has(workspace.id))));
+      return all.filter((workspace) => allowed.has(workspace.id));
     },
-  };
-}
+  }),
+];

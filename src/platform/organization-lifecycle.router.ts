@@ -1,67 +1,108 @@
-import type { Request, Router } from 'express';
-import { platformRouter } from './path-ids.ts';
-import { success } from '../envelope/envelope.ts';
-import type { Audit } from '../http/audit.ts';
+import type { Request } from 'express';
+import { z } from 'zod';
+import type { ErrorCode } from '../envelope/errors.ts';
+import { route } from '../http/route-table.ts';
 import type { OrganizationLifecycle } from './organization-lifecycle.service.ts';
+import { pathIds } from './path-ids.ts';
+import { organizationId } from '../tenancy/id-schemas.ts';
 
 /**
- * The administrators' read, suspend and delete calls for organizations and workspaces, mounted
- * under `/api/platform` beside the provisioning router (same admission: a master-realm user).
- * `GET /organizations` (the list) is the listing router's.
+ * The administrators' read, suspend and delete calls for organizations and workspaces, under
+ * `/api/platform` beside provisioning (same admission: a master-realm user).
+ * `GET /organizations` (the list) is the listing's (listing.router.ts).
  */
-export function createOrganizationLifecycleRouter(
-  lifecycle: OrganizationLifecycle,
-  audit: Audit,
-): Router {
-  const router = platformRouter();
-  const org = (req: Request) => String(req.params.org);
-  const ws = (req: Request) => String(req.params.ws);
+const { organization_id, workspace_id } = pathIds;
+const org = (req: Request) => String(req.params.organization_id);
+const ws = (req: Request) => String(req.params.workspace_id);
+const ORG_ERRORS: ErrorCode[] = ['organizationNotFound'];
 
-  router.get('/organizations/:org', async (req, res) => {
-    res.json(success(await lifecycle.getOrganization(org(req))));
+/** `?confirm=<organization_id>`: anything else (absent, repeated, another id) is refused. */
+const confirmQuery = z.object({
+  confirm: organizationId,
+});
+
+const setEnabled = (verb: 'disable' | 'enable', summary: string, description: string) =>
+  route<OrganizationLifecycle>({
+    method: 'post',
+    path: `/api/platform/organizations/{organization_id}/${verb}`,
+    operationId: `${verb}Organization`,
+    summary,
+    description,
+    tags: ['platform'],
+    params: { organization_id },
+    data: { component: 'Organization' },
+    errors: ORG_ERRORS,
+    audit: { action: `organization.${verb}`, target: (req) => ({ organization: org(req) }) },
+    handler: (lifecycle, _input, req) =>
+      lifecycle.setOrganizationEnabled(org(req), verb === 'enable'),
   });
 
-  router.delete(
-    '/organizations/:org',
-    audit.route(
-      'organization.delete',
-      (req) => ({ organization: org(req) }),
-      async (req, res) => {
-        res.json(success(await lifecycle.deleteOrganization(org(req), req.query.confirm)));
-      },
-    ),
-  );
-
-  for (const [verb, enabled] of [
-    ['disable', false],
-    ['enable', true],
-  ] as const) {
-    router.post(
-      `/organizations/:org/${verb}`,
-      audit.route(
-        `organization.${verb}`,
-        (req) => ({ organization: org(req) }),
-        async (req, res) => {
-          res.json(success(await lifecycle.setOrganizationEnabled(org(req), enabled)));
-        },
-      ),
-    );
-  }
-
-  router.get('/organizations/:org/workspaces', async (req, res) => {
-    res.json(success(await lifecycle.listWorkspaces(org(req))));
-  });
-
-  router.delete(
-    '/organizations/:org/workspaces/:ws',
-    audit.route(
-      'workspace.delete',
-      (req) => ({ organization: org(req), workspace: ws(req) }),
-      async (req, res) => {
-        res.json(success(await lifecycle.deleteWorkspace(org(req), ws(req))));
-      },
-    ),
-  );
-
-  return router;
-}
+export const organizationLifecycleRoutes = [
+  route<OrganizationLifecycle>({
+    method: 'get',
+    path: '/api/platform/organizations/{organization_id}',
+    operationId: 'getOrganization',
+    summary: 'One organization (as the list shows it)',
+    tags: ['platform'],
+    params: { organization_id },
+    data: { component: 'Organization' },
+    errors: ORG_ERRORS,
+    handler: (lifecycle, _input, req) => lifecycle.getOrganization(org(req)),
+  }),
+  route<OrganizationLifecycle, typeof confirmQuery>({
+    method: 'delete',
+    path: '/api/platform/organizations/{organization_id}',
+    operationId: 'deleteOrganization',
+    summary: 'Delete an organization: its realm, workspaces and operations',
+    description:
+      'Needs `?confirm=<organization_id>` (else 400 `400-23001`). Deletes the Keycloak realm ' +
+      '(users, sessions, clients), then the records; every replica forgets the organization ' +
+      'at once. Answers the deleted record. A call that stopped half-way can be repeated.',
+    tags: ['platform'],
+    params: { organization_id },
+    query: confirmQuery,
+    queryRefusal: 'organizationDeleteUnconfirmed',
+    data: { component: 'Organization' },
+    errors: [...ORG_ERRORS, 'organizationDeleteUnconfirmed'],
+    audit: { action: 'organization.delete', target: (req) => ({ organization: org(req) }) },
+    handler: (lifecycle, { query }, req) => lifecycle.deleteOrganization(org(req), query.confirm),
+  }),
+  setEnabled(
+    'disable',
+    'Disable an organization: its calls answer 403 `403-23001`, its logins fail',
+    'Disables the Keycloak realm, then the record (`enabled: false`); every call under ' +
+      '`/api/<organization_id>/` is refused at once on every replica sharing Redis, tokens ' +
+      'issued before included. Users, sessions and refresh tokens are kept. Idempotent.',
+  ),
+  setEnabled(
+    'enable',
+    'Enable a disabled organization again',
+    'Enables the Keycloak realm, then the record. Idempotent.',
+  ),
+  route<OrganizationLifecycle>({
+    method: 'get',
+    path: '/api/platform/organizations/{organization_id}/workspaces',
+    operationId: 'listOrganizationWorkspaces',
+    summary: 'Every workspace of an organization',
+    tags: ['platform'],
+    params: { organization_id },
+    data: { component: 'Workspace', array: true },
+    errors: ORG_ERRORS,
+    handler: (lifecycle, _input, req) => lifecycle.listWorkspaces(org(req)),
+  }),
+  route<OrganizationLifecycle>({
+    method: 'delete',
+    path: '/api/platform/organizations/{organization_id}/workspaces/{workspace_id}',
+    operationId: 'deleteWorkspace',
+    summary: 'Delete a workspace: roles `<ws>`, `_<ws>-admin`, its operations and record',
+    tags: ['platform'],
+    params: { organization_id, workspace_id },
+    data: { component: 'Workspace' },
+    errors: [...ORG_ERRORS, 'workspaceNotFound'],
+    audit: {
+      action: 'workspace.delete',
+      target: (req) => ({ organization: org(req), workspace: ws(req) }),
+    },
+    handler: (lifecycle, _input, req) => lifecycle.deleteWorkspace(org(req), ws(req)),
+  }),
+];

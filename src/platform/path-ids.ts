@@ -1,19 +1,16 @@
-import { Router } from 'express';
-import { AppError } from '../envelope/errors.ts';
-import { isOrganizationId, isWorkspaceId } from '../tenancy/identifiers.ts';
+import { z } from 'zod';
+import type { PathParam } from '../http/route-table.ts';
+import { organizationId, workspaceId } from '../tenancy/id-schemas.ts';
 
 /**
- * A router of the platform API whose `:org` and `:ws` path ids are checked against their
- * alphabet: an id outside it names nothing, so it is 404 before any database or Keycloak call.
+ * The path ids of the platform API. An `:org` or `:ws` outside its alphabet names nothing, so it
+ * is 404 before any database or Keycloak call (the check is the schema's; see mountRoutes).
  */
-export function platformRouter(): Router {
-  // Paths match as written, as the edge reads them (edge/route.ts).
-  const router = Router({ caseSensitive: true });
-  router.param('org', (_req, _res, next, id: string) => {
-    next(isOrganizationId(id) ? undefined : new AppError('organizationNotFound'));
-  });
-  router.param('ws', (_req, _res, next, id: string) => {
-    next(isWorkspaceId(id) ? undefined : new AppError('workspaceNotFound'));
-  });
-  return router;
-}
+export const pathIds = {
+  organization_id: { schema: organizationId, invalid: 'organizationNotFound' },
+  workspace_id: { schema: workspaceId, invalid: 'workspaceNotFound' },
+  /** In `/api/<org>/...` the admission has checked the organization already. */
+  callerOrganization: { schema: organizationId },
+  username: { schema: z.string().min(1).max(255) },
+  refreshTokenId: { schema: z.string().meta({ description: 'Keycloak offline session id.' }) },
+} satisfies Record<string, PathParam>;

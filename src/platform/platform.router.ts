@@ -4,14 +4,25 @@ import type { RevocationList } from '../auth/revocation.ts';
 import type { Config } from '../config/config.ts';
 import type { Audit } from '../http/audit.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
-import { createOrganizationLifecycleRouter } from './organization-lifecycle.router.ts';
+import { mountRoutes } from '../http/route-table.ts';
+import { organizationLifecycleRoutes } from './organization-lifecycle.router.ts';
 import { createOrganizationLifecycle } from './organization-lifecycle.service.ts';
 import type { OrganizationEvents } from './organization-events.ts';
-import { createProvisioningRouter } from './provisioning.router.ts';
+import { provisioningRoutes } from './provisioning.router.ts';
 import { createProvisioningService } from './provisioning.service.ts';
 import { createTokenRefusal } from './token-refusal.ts';
-import { createUsersRouter } from './users.router.ts';
+import { usersRoutes } from './users.router.ts';
 import { createUsersService } from './users.service.ts';
+
+/** Where the platform router is mounted (api/api.router.ts). */
+export const PLATFORM_PREFIX = '/api/platform';
+
+/** The routes of the platform router, as declared (for the OpenAPI document). */
+export const platformRoutes = [
+  ...provisioningRoutes,
+  ...usersRoutes,
+  ...organizationLifecycleRoutes,
+];
 
 /**
  * Everything administrators call under `/api/platform` (the admission in front lets only
@@ -55,9 +66,10 @@ export function createPlatformRouter(deps: {
     announce: (change) => deps.organizationEvents.announce(change),
     refuseTokens: createTokenRefusal({ revocations, ...tokenBounds }),
   });
+  const at = { prefix: PLATFORM_PREFIX, audit };
   return Router().use(
-    createProvisioningRouter(provisioning, audit),
-    createUsersRouter(users, audit),
-    createOrganizationLifecycleRouter(lifecycle, audit),
+    mountRoutes(provisioningRoutes, provisioning, at),
+    mountRoutes(usersRoutes, users, at),
+    mountRoutes(organizationLifecycleRoutes, lifecycle, at),
   );
 }

@@ -1,10 +1,11 @@
-import type { Request, Router } from 'express';
-import { platformRouter } from './path-ids.ts';
-import { z } from 'zod';
+import type { Request } from 'express';
 import { principalOf } from '../edge/request-scope.ts';
-import { success } from '../envelope/envelope.ts';
-import { AppError } from '../envelope/errors.ts';
-import { tokenLifetimesPatchSchema } from '../keycloak/token-lifetimes.ts';
+import type { ErrorCode } from '../envelope/errors.ts';
+import { bodyField } from '../http/audit.ts';
+import { route } from '../http/route-table.ts';
+import { tokenLifetimesPatchSchema, tokenLifetimesSchema } from '../keycloak/token-lifetimes.ts';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
+import { pathIds } from './path-ids.ts';
 import {
   masterUserBody,
   operationBody,
@@ -13,153 +14,175 @@ import {
   workspaceBody,
 } from './provisioning.schemas.ts';
 import type { ProvisioningService } from './provisioning.service.ts';
-import { bodyField, type Audit } from '../http/audit.ts';
-import { MASTER_REALM } from '../tenancy/identifiers.ts';
 
 /**
- * The administrators' provisioning API, mounted under `/api/platform` behind authentication
- * of a master-realm user. Bodies are JSON already parsed upstream; each is checked here for
- * its shape and by the service for its meaning.
+ * The administrators' provisioning API under `/api/platform` (the admission in front lets only
+ * master-realm users in). Bodies are checked by their schemas at the mount, their meaning by
+ * the service. Every change is audited; targets name things, never a password or secret.
  */
-export function createProvisioningRouter(service: ProvisioningService, audit: Audit): Router {
-  const router = platformRouter();
-
-  // Every change is audited (http/audit.ts); targets name things, never a password or secret.
-  const org = (req: Request) => ({ organization: String(req.params.org) });
-
-  router.post(
-    '/organizations',
-    audit.route(
-      'organization.create',
-      (req) => bodyField(req, 'id'),
-      async (req, res) => {
-        const body = parseBody(organizationBody, req.body);
-        res.json(success(await service.createOrganization(body)));
-      },
-    ),
-  );
-
-  router.post(
-    '/organizations/:org/workspaces',
-    audit.route(
-      'workspace.create',
-      (req) => ({ ...org(req), ...bodyField(req, 'id') }),
-      async (req, res) => {
-        const body = parseBody(workspaceBody, req.body);
-        res.json(
-          success(await service.createWorkspace(String(req.params.org), body, actorOf(req))),
-        );
-      },
-    ),
-  );
-
-  router.post(
-    '/users',
-    audit.route(
-      'user.create',
-      (req) => ({ realm: MASTER_REALM, ...bodyField(req, 'username') }),
-      async (req, res) => {
-        const { otp_secret, ...body } = parseBody(masterUserBody, req.body);
-        res.json(
-          success(await service.createUser(MASTER_REALM, { ...body, otpSecret: otp_secret })),
-        );
-      },
-    ),
-  );
-
-  router.post(
-    '/organizations/:org/users',
-    audit.route(
-      'user.create',
-      (req) => ({ realm: String(req.params.org), ...bodyField(req, 'username') }),
-      async (req, res) => {
-        const { otp_secret, ...body } = parseBody(organizationUserBody, req.body);
-        const user = await service.createUser(String(req.params.org), {
-          ...body,
-          otpSecret: otp_secret,
-        });
-        res.json(success(user));
-      },
-    ),
-  );
-
-  router.post(
-    '/organizations/:org/workspaces/:ws/operations',
-    audit.route(
-      'operation.create',
-      (req) => ({ ...org(req), workspace: String(req.params.ws) }),
-      async (req, res) => {
-        const body = parseBody(operationBody, req.body);
-        const [organizationId, ws] = [String(req.params.org), String(req.params.ws)];
-        res.json(success(await service.addOperation(organizationId, ws, body, actorOf(req))));
-      },
-    ),
-  );
-
-  router.get('/token-lifetimes', async (_req, res) => {
-    res.json(success(await service.getTokenLifetimes(MASTER_REALM)));
-  });
-
-  router.patch(
-    '/token-lifetimes',
-    audit.route(
-      'token_lifetimes.change',
-      (req) => ({ realm: MASTER_REALM, fields: fieldsOf(req) }),
-      async (req, res) => {
-        const patch = parseBody(tokenLifetimesPatchSchema, req.body);
-        res.json(success(await service.setTokenLifetimes(MASTER_REALM, patch)));
-      },
-    ),
-  );
-
-  router.get('/organizations/:org/token-lifetimes', async (req, res) => {
-    res.json(success(await service.getTokenLifetimes(req.params.org)));
-  });
-
-  router.patch(
-    '/organizations/:org/token-lifetimes',
-    audit.route(
-      'token_lifetimes.change',
-      (req) => ({ realm: String(req.params.org), fields: fieldsOf(req) }),
-      async (req, res) => {
-        const patch = parseBody(tokenLifetimesPatchSchema, req.body);
-        res.json(success(await service.setTokenLifetimes(String(req.params.org), patch)));
-      },
-    ),
-  );
-
-  router.post(
-    '/brute-force-detection',
-    audit.route(
-      'brute_force_detection.apply',
-      () => ({}),
-      async (_req, res) => {
-        res.json(success(await service.protectRealmsFromBruteForce()));
-      },
-    ),
-  );
-
-  return router;
-}
-
-/** Validates a parsed JSON body; the first few problems become the 400 message. */
-function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
-  const parsed = schema.safeParse(body);
-  if (parsed.success) return parsed.data;
-  const message = parsed.error.issues
-    .slice(0, 3)
-    .map((issue) => `${issue.path.join('.') || 'body'}: ${issue.message}`)
-    .join('; ');
-  throw new AppError('badRequestBody', { message, data: null });
-}
+const { organization_id, workspace_id } = pathIds;
+const org = (req: Request) => ({ organization: String(req.params.organization_id) });
+const ORG_ERRORS: ErrorCode[] = ['organizationNotFound'];
+const WS_ERRORS: ErrorCode[] = ['organizationNotFound', 'workspaceNotFound'];
+const USER_EXISTS_DESCRIPTION =
+  'Creates a new user only: a username that exists in the realm (in any letter case) answers ' +
+  '409 `409-00001` and changes nothing, so no password, role or OTP of an existing account ' +
+  'can be replaced through this call.';
+const LIFETIMES_DESCRIPTION =
+  'Access token lifespan and client session limits of the API client, offline (refresh token) ' +
+  'session limits of the realm, in seconds (spec 5.3).';
 
 /** Who to record as creator: the caller the admission in front of this router established. */
-function actorOf(req: Request): string {
-  return principalOf(req).username;
-}
+const actorOf = (req: Request) => principalOf(req).username;
 
 /** The names of the lifetimes a PATCH body sets (its values are not secrets, but lines stay short). */
 function fieldsOf(req: Request): string[] {
   const body: unknown = req.body;
   return body && typeof body === 'object' ? Object.keys(body) : [];
 }
+
+/** The token lifetimes of realm master, or of an organization's realm. */
+function lifetimes(realm: 'master' | 'organization') {
+  const isMaster = realm === 'master';
+  const suffix = isMaster ? 'Master' : 'Organization';
+  const of = isMaster ? 'realm master' : "an organization's realm";
+  const path = isMaster
+    ? '/api/platform/token-lifetimes'
+    : '/api/platform/organizations/{organization_id}/token-lifetimes';
+  const realmOf = (req: Request) => (isMaster ? MASTER_REALM : String(req.params.organization_id));
+  const common = {
+    path,
+    tags: ['tokens'],
+    description: LIFETIMES_DESCRIPTION,
+    data: tokenLifetimesSchema,
+    ...(!isMaster && { params: { organization_id }, errors: ORG_ERRORS }),
+  };
+  return [
+    route<ProvisioningService>({
+      method: 'get',
+      operationId: `getTokenLifetimes${suffix}`,
+      summary: `Token lifetimes of ${of}`,
+      ...common,
+      handler: (service, _input, req) => service.getTokenLifetimes(realmOf(req)),
+    }),
+    route<ProvisioningService, never, typeof tokenLifetimesPatchSchema>({
+      method: 'patch',
+      operationId: `setTokenLifetimes${suffix}`,
+      summary: `Change token lifetimes of ${of}`,
+      ...common,
+      body: tokenLifetimesPatchSchema,
+      audit: {
+        action: 'token_lifetimes.change',
+        target: (req) => ({ realm: realmOf(req), fields: fieldsOf(req) }),
+      },
+      handler: (service, { body }, req) => service.setTokenLifetimes(realmOf(req), body),
+    }),
+  ];
+}
+
+export const provisioningRoutes = [
+  route<ProvisioningService, never, typeof organizationBody>({
+    method: 'post',
+    path: '/api/platform/organizations',
+    operationId: 'createOrganization',
+    summary: 'Create an organization (realm, clients, record)',
+    tags: ['platform'],
+    body: organizationBody,
+    data: { component: 'Organization' },
+    audit: { action: 'organization.create', target: (req) => bodyField(req, 'id') },
+    handler: (service, { body }) => service.createOrganization(body),
+  }),
+  route<ProvisioningService, never, typeof workspaceBody>({
+    method: 'post',
+    path: '/api/platform/organizations/{organization_id}/workspaces',
+    operationId: 'createWorkspace',
+    summary: 'Create a workspace (record and roles `<ws>`, `_<ws>-admin`)',
+    tags: ['platform'],
+    params: { organization_id },
+    body: workspaceBody,
+    data: { component: 'Workspace' },
+    errors: ORG_ERRORS,
+    audit: {
+      action: 'workspace.create',
+      target: (req) => ({ ...org(req), ...bodyField(req, 'id') }),
+    },
+    handler: (service, { params, body }, req) =>
+      service.createWorkspace(String(params.organization_id), body, actorOf(req)),
+  }),
+  route<ProvisioningService, never, typeof masterUserBody>({
+    method: 'post',
+    path: '/api/platform/users',
+    operationId: 'createMasterUser',
+    summary: 'Create a system administrator (realm master)',
+    description: USER_EXISTS_DESCRIPTION,
+    tags: ['platform'],
+    body: masterUserBody,
+    data: { component: 'User' },
+    errors: ['userExists'],
+    audit: {
+      action: 'user.create',
+      target: (req) => ({ realm: MASTER_REALM, ...bodyField(req, 'username') }),
+    },
+    handler: (service, { body: { otp_secret, ...body } }) =>
+      service.createUser(MASTER_REALM, { ...body, otpSecret: otp_secret }),
+  }),
+  route<ProvisioningService, never, typeof organizationUserBody>({
+    method: 'post',
+    path: '/api/platform/organizations/{organization_id}/users',
+    operationId: 'createOrganizationUser',
+    summary: 'Create an organization user',
+    description: USER_EXISTS_DESCRIPTION,
+    tags: ['platform'],
+    params: { organization_id },
+    body: organizationUserBody,
+    data: { component: 'User' },
+    errors: [...ORG_ERRORS, 'userExists'],
+    audit: {
+      action: 'user.create',
+      target: (req) => ({
+        realm: String(req.params.organization_id),
+        ...bodyField(req, 'username'),
+      }),
+    },
+    handler: (service, { params, body: { otp_secret, ...body } }) =>
+      service.createUser(String(params.organization_id), { ...body, otpSecret: otp_secret }),
+  }),
+  route<ProvisioningService, never, typeof operationBody>({
+    method: 'post',
+    path: '/api/platform/organizations/{organization_id}/workspaces/{workspace_id}/operations',
+    operationId: 'createOperation',
+    summary: 'Add an operation to a workspace',
+    tags: ['automation'],
+    params: { organization_id, workspace_id },
+    body: operationBody,
+    data: { component: 'Operation' },
+    errors: WS_ERRORS,
+    audit: {
+      action: 'operation.create',
+      target: (req) => ({ ...org(req), workspace: String(req.params.workspace_id) }),
+    },
+    handler: (service, { params, body }, req) =>
+      service.addOperation(
+        String(params.organization_id),
+        String(params.workspace_id),
+        body,
+        actorOf(req),
+      ),
+  }),
+  ...lifetimes('master'),
+  ...lifetimes('organization'),
+  route<ProvisioningService>({
+    method: 'post',
+    path: '/api/platform/brute-force-detection',
+    operationId: 'protectRealms',
+    summary: "Turn Keycloak's brute-force detection on in every realm where it is off",
+    description:
+      'Applies the settings shipped in `realm-export/master.json` (temporary lockout) to every ' +
+      'realm, master and organizations, whose brute-force detection is off; a realm where it ' +
+      'is on keeps its settings. Safe to repeat. Answers one entry per realm.',
+    tags: ['platform'],
+    data: { component: 'RealmProtection', array: true },
+    audit: { action: 'brute_force_detection.apply', target: () => ({}) },
+    handler: (service) => service.protectRealmsFromBruteForce(),
+  }),
+];

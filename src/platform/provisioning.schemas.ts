@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ORGANIZATION_ID, WORKSPACE_ID } from '../tenancy/identifiers.ts';
+import { organizationId, workspaceId } from '../tenancy/id-schemas.ts';
 import { FREE_TEXT, ONE_LINE, OTP_SECRET, OTP_SECRET_RULE } from './user-input.ts';
 
 /**
@@ -7,7 +7,7 @@ import { FREE_TEXT, ONE_LINE, OTP_SECRET, OTP_SECRET_RULE } from './user-input.t
  * (PostgreSQL text holds no NUL) and every id must fit its alphabet before any database or
  * Keycloak call; a body that breaks a rule is 400 `400-00002`.
  *
- * The API description is generated from these schemas (`src/api/openapi.ts`), so
+ * The API description is generated from these schemas (`src/api/openapi-routes.ts`), so
  * every rule is a check JSON Schema can carry (length, pattern, bound), never a `.refine`.
  * `.meta({ id })` names the component the document shows. Lengths count UTF-16 code units, as
  * JavaScript does; JSON Schema counts code points, which differs only beyond U+FFFF.
@@ -24,22 +24,7 @@ const freeText = (max: number) =>
     .max(max)
     .regex(FREE_TEXT, 'must not contain control characters other than tab and line breaks');
 
-export const organizationId = z
-  .string()
-  .regex(ORGANIZATION_ID, 'must be a-z, 0-9, - or _, start with a letter, at most 36 long')
-  .meta({
-    id: 'OrganizationId',
-    description:
-      'Organization id, also the name of its Keycloak realm. Not `master` (the ' +
-      "administrators' realm), nor `platform`, `admin`, `auth` or `api` (path segments of " +
-      'their own).',
-    examples: ['demo-org'],
-  });
-
-export const workspaceId = z
-  .string()
-  .regex(WORKSPACE_ID, 'must be A-Z, a-z, 0-9, - or _, start with a letter or digit, at most 36')
-  .meta({ id: 'WorkspaceId', examples: ['demo-ws'] });
+export { organizationId, workspaceId };
 
 export const organizationBody = z
   .strictObject({ id: organizationId, name: oneLine(255) })

@@ -5,14 +5,9 @@ import { AppError, type ErrorCode } from '../envelope/errors.ts';
 import { httpStatusOf, isHttpStatus } from '../keycloak/admin-client.ts';
 import { apiClientIdOf } from '../tenancy/identifiers.ts';
 import type { ServiceAdmin } from '../keycloak/service-admin.ts';
+import type { RefreshTokenRecord } from './refresh-tokens.schemas.ts';
 
-/** One refresh token (a Keycloak offline session) as spec 2.3 shows it. */
-export interface RefreshTokenRecord {
-  id: string;
-  start_timestamp: string;
-  lastaccess_timestamp: string;
-  expire_timestamp: string;
-}
+export type { RefreshTokenRecord };
 
 export interface RefreshTokensService {
   list(principal: Principal): Promise<RefreshTokenRecord[]>;

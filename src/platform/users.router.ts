@@ -1,108 +1,149 @@
-import type { Request, Response, Router } from 'express';
-import { platformRouter } from './path-ids.ts';
-import type { z } from 'zod';
+import type { Request } from 'express';
+import type { ErrorCode } from '../envelope/errors.ts';
+import { route, type AnyRoute, type PathParam } from '../http/route-table.ts';
 import { principalOf } from '../edge/request-scope.ts';
-import { success } from '../envelope/envelope.ts';
-import { AppError } from '../envelope/errors.ts';
-import type { Audit } from '../http/audit.ts';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
+import { pathIds } from './path-ids.ts';
 import { passwordBody, userListQuery } from './users.schemas.ts';
 import type { UsersService } from './users.service.ts';
-import { MASTER_REALM } from '../tenancy/identifiers.ts';
-
-/** Master users under `/users`, an organization's under `/organizations/:org/users`. */
-const REALM_PATHS = ['/users', '/organizations/:org/users'];
-const at = (suffix: string) => REALM_PATHS.map((path) => `${path}${suffix}`);
 
 /**
- * The user lifecycle (list, get, disable, enable, delete, password, workspace roles), under
- * `/api/platform` (master-realm callers only; see platform.router.ts). Every
- * change is audited, its target naming the realm and user, never a password.
+ * The user lifecycle (list, get, disable, enable, delete, password, workspace roles) under
+ * `/api/platform`: master users under `/users`, an organization's under
+ * `/organizations/{organization_id}/users` (master-realm callers only). Every change is
+ * audited, its target naming the realm and user, never a password.
  */
-export function createUsersRouter(service: UsersService, audit: Audit): Router {
-  const router = platformRouter();
+const { organization_id, workspace_id, username } = pathIds;
+const realmOf = (req: Request) =>
+  req.params.organization_id === undefined ? MASTER_REALM : String(req.params.organization_id);
+const usernameOf = (req: Request) => String(req.params.username);
+const target = (req: Request) => ({ realm: realmOf(req), username: usernameOf(req) });
 
-  const realmOf = (req: Request) =>
-    req.params.org === undefined ? MASTER_REALM : String(req.params.org);
-  const usernameOf = (req: Request) => String(req.params.username);
-  const target = (req: Request) => ({ realm: realmOf(req), username: usernameOf(req) });
-  const answer = async (res: Response, work: Promise<unknown>) => {
-    res.json(success(await work));
-  };
+const PROTECTED_DESCRIPTION =
+  "Refused with 403 `403-00002`, changing nothing, for Keycloak's bootstrap administrator, " +
+  "service accounts, users holding Keycloak's administration roles (realm `admin`, " +
+  '`create-realm`, `realm-management` or `<realm>-realm` client roles) and, for disable and ' +
+  "delete, the caller's own account.";
 
-  router.get(REALM_PATHS, async (req, res) => {
-    const query = parse(userListQuery, req.query, 'query');
-    await answer(res, service.list(realmOf(req), query));
-  });
-
-  router.get(at('/:username'), async (req, res) => {
-    await answer(res, service.get(realmOf(req), usernameOf(req)));
-  });
-
-  for (const [verb, enabled] of [
-    ['disable', false],
-    ['enable', true],
-  ] as const) {
-    router.post(
-      at(`/:username/${verb}`),
-      audit.route(`user.${verb}`, target, (req, res) =>
-        answer(res, service.setEnabled(realmOf(req), usernameOf(req), enabled, principalOf(req))),
-      ),
-    );
-  }
-
-  router.delete(
-    at('/:username'),
-    audit.route('user.delete', target, (req, res) =>
-      answer(res, service.remove(realmOf(req), usernameOf(req), principalOf(req))),
-    ),
-  );
-
-  router.put(
-    at('/:username/password'),
-    audit.route('user.password', target, async (req, res) => {
-      const { password } = parse(passwordBody, req.body, 'body');
-      await answer(
-        res,
-        service.setPassword(realmOf(req), usernameOf(req), password, principalOf(req)),
-      );
+/** The same routes for master users and organization users. */
+function realmRoutes(realm: 'master' | 'organization'): AnyRoute<UsersService>[] {
+  const isMaster = realm === 'master';
+  const base = isMaster
+    ? '/api/platform/users'
+    : '/api/platform/organizations/{organization_id}/users';
+  const of = isMaster ? 'Master' : 'Organization';
+  const scope: Record<string, PathParam> = isMaster ? {} : { organization_id };
+  const realmErrors: ErrorCode[] = isMaster ? [] : ['organizationNotFound'];
+  const one = { params: { ...scope, username }, tags: ['users'] };
+  const oneErrors: ErrorCode[] = [...realmErrors, 'userNotFound'];
+  const change = { ...one, description: PROTECTED_DESCRIPTION, data: { component: 'UserRecord' } };
+  const changeErrors: ErrorCode[] = [...oneErrors, 'protectedAccount'];
+  const setEnabled = (verb: 'disable' | 'enable', summary: string) =>
+    route<UsersService>({
+      method: 'post',
+      path: `${base}/{username}/${verb}`,
+      operationId: `${verb}${of}User`,
+      summary,
+      ...change,
+      errors: changeErrors,
+      audit: { action: `user.${verb}`, target },
+      handler: (service, _input, req) =>
+        service.setEnabled(realmOf(req), usernameOf(req), verb === 'enable', principalOf(req)),
+    });
+  return [
+    route<UsersService, typeof userListQuery>({
+      method: 'get',
+      path: base,
+      operationId: `list${of}Users`,
+      summary: 'List users, by username, one page at a time',
+      description:
+        '`first` (default 0) and `max` (1 to 1000, default 100) page the list; `search` keeps ' +
+        'users whose username, email or name contains it. Other query parameters are 400.',
+      tags: ['users'],
+      ...(!isMaster && { params: { organization_id } }),
+      query: userListQuery,
+      data: { component: 'UserRecord', array: true },
+      errors: realmErrors,
+      handler: (service, { query }, req) => service.list(realmOf(req), query),
     }),
-  );
+    route<UsersService>({
+      method: 'get',
+      path: `${base}/{username}`,
+      operationId: `get${of}User`,
+      summary: 'One user, by username (letter case ignored, as Keycloak does)',
+      ...one,
+      data: { component: 'UserRecord' },
+      errors: oneErrors,
+      handler: (service, _input, req) => service.get(realmOf(req), usernameOf(req)),
+    }),
+    route<UsersService>({
+      method: 'delete',
+      path: `${base}/{username}`,
+      operationId: `delete${of}User`,
+      summary:
+        "Delete a user: the user's tokens stop at once on every replica, then Keycloak deletes it",
+      ...change,
+      errors: changeErrors,
+      audit: { action: 'user.delete', target },
+      handler: (service, _input, req) =>
+        service.remove(realmOf(req), usernameOf(req), principalOf(req)),
+    }),
+    setEnabled(
+      'disable',
+      "Disable a user: the user's tokens stop at once on every replica and its Keycloak " +
+        'sessions (online and offline) end',
+    ),
+    setEnabled('enable', 'Enable a user'),
+    route<UsersService, never, typeof passwordBody>({
+      method: 'put',
+      path: `${base}/{username}/password`,
+      operationId: `setPassword${of}User`,
+      summary:
+        'Set a new permanent password; cached Basic logins with the old one stop at once, ' +
+        'sessions and their tokens stay',
+      ...change,
+      body: passwordBody,
+      errors: changeErrors,
+      audit: { action: 'user.password', target },
+      handler: (service, { body }, req) =>
+        service.setPassword(realmOf(req), usernameOf(req), body.password, principalOf(req)),
+    }),
+  ];
+}
 
-  const workspacePath = '/organizations/:org/users/:username/workspaces/:ws';
-  for (const [method, action, held] of [
-    ['put', 'user.grant', true],
-    ['delete', 'user.revoke', false],
-  ] as const) {
-    router[method](
-      workspacePath,
-      audit.route(
-        action,
-        (req) => ({ ...target(req), workspace: String(req.params.ws) }),
-        (req, res) =>
-          answer(
-            res,
-            service.setWorkspace(
-              realmOf(req),
-              usernameOf(req),
-              String(req.params.ws),
-              held,
-              principalOf(req),
-            ),
-          ),
+/** Granting and removing role `<ws>`, for organization users. */
+const workspaceRole = (verb: 'grant' | 'revoke', summary: string) =>
+  route<UsersService>({
+    method: verb === 'grant' ? 'put' : 'delete',
+    path: '/api/platform/organizations/{organization_id}/users/{username}/workspaces/{workspace_id}',
+    operationId: `${verb}WorkspaceRole`,
+    summary,
+    description: PROTECTED_DESCRIPTION,
+    tags: ['users'],
+    params: { organization_id, username, workspace_id },
+    data: { component: 'UserRecord' },
+    errors: ['organizationNotFound', 'workspaceNotFound', 'userNotFound', 'protectedAccount'],
+    audit: {
+      action: `user.${verb}`,
+      target: (req) => ({ ...target(req), workspace: String(req.params.workspace_id) }),
+    },
+    handler: (service, _input, req) =>
+      service.setWorkspace(
+        realmOf(req),
+        usernameOf(req),
+        String(req.params.workspace_id),
+        verb === 'grant',
+        principalOf(req),
       ),
-    );
-  }
+  });
 
-  return router;
-}
-
-/** Validates a query or JSON body; the first few problems become the 400 `400-00002` message. */
-function parse<T extends z.ZodType>(schema: T, input: unknown, what: string): z.output<T> {
-  const parsed = schema.safeParse(input ?? {});
-  if (parsed.success) return parsed.data;
-  const message = parsed.error.issues
-    .slice(0, 3)
-    .map((issue) => `${issue.path.join('.') || what}: ${issue.message}`)
-    .join('; ');
-  throw new AppError('badRequestBody', { message, data: null });
-}
+export const usersRoutes = [
+  ...realmRoutes('master'),
+  ...realmRoutes('organization'),
+  workspaceRole('grant', 'Grant role `<ws>` (idempotent)'),
+  workspaceRole(
+    'revoke',
+    "Remove role `<ws>` (idempotent); the user's tokens issued before stop at once, a " +
+      'refreshed token comes without the role',
+  ),
+];

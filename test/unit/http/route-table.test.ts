@@ -1,0 +1,127 @@
+import express from 'express';
+import type { AddressInfo } from 'node:net';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createErrorHandler } from '../../../src/envelope/error-handler.ts';
+import type { Audit } from '../../../src/http/audit.ts';
+import { expressPath, mountRoutes, route } from '../../../src/http/route-table.ts';
+import { organizationId, workspaceId } from '../../../src/tenancy/id-schemas.ts';
+
+/** What the handlers and the audit saw, in order. */
+const seen: string[] = [];
+const audit: Audit = {
+  route: (action, _target, handler) => async (req, res) => {
+    try {
+      await handler(req, res);
+      seen.push(`audit ${action} success`);
+    } catch (err) {
+      seen.push(`audit ${action} failure`);
+      throw err;
+    }
+  },
+  record: () => undefined,
+};
+
+const organization_id = { schema: organizationId, invalid: 'organizationNotFound' as const };
+const workspace_id = { schema: workspaceId, invalid: 'workspaceNotFound' as const };
+const body = z.strictObject({ name: z.string().max(5) }).meta({ id: 'TestBody' });
+const query = z.object({ confirm: organizationId });
+
+const routes = [
+  route<string, never, typeof body>({
+    method: 'post',
+    path: '/api/things/{organization_id}/{workspace_id}',
+    operationId: 'createThing',
+    summary: 'test',
+    tags: [],
+    params: { organization_id, workspace_id },
+    body,
+    data: z.string(),
+    audit: { action: 'thing.create', target: () => ({}) },
+    handler: (deps, input) => {
+      seen.push(`handler ${input.params.organization_id} ${input.body.name}`);
+      return Promise.resolve(deps);
+    },
+  }),
+  route<string, typeof query>({
+    method: 'delete',
+    path: '/api/things/{organization_id}',
+    operationId: 'deleteThing',
+    summary: 'test',
+    tags: [],
+    params: { organization_id },
+    query,
+    queryRefusal: 'organizationDeleteUnconfirmed',
+    data: z.null(),
+    handler: (_deps, input) => {
+      seen.push(`handler confirm ${input.query.confirm}`);
+      return Promise.resolve(null);
+    },
+  }),
+];
+
+let base = '';
+let close = () => undefined as void;
+beforeAll(async () => {
+  const app = express();
+  app.use('/api', express.json(), mountRoutes(routes, 'done', { prefix: '/api', audit }));
+  app.use(createErrorHandler(pino({ level: 'silent' })));
+  const server = app.listen(0);
+  await new Promise((resolve) => server.once('listening', resolve));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  close = () => void server.close();
+});
+afterAll(() => close());
+
+async function call(method: string, path: string, json?: unknown) {
+  seen.length = 0;
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers: { 'content-type': 'application/json' },
+    ...(json !== undefined && { body: JSON.stringify(json) }),
+  });
+  return { status: res.status, body: (await res.json()) as { result: string; data: unknown } };
+}
+
+describe('mountRoutes', () => {
+  it('answers the handler’s result in the envelope, audited', async () => {
+    const answer = await call('POST', '/api/things/org-1/ws-1', { name: 'ab' });
+    expect(answer).toMatchObject({ status: 200, body: { result: '000-00000', data: 'done' } });
+    expect(seen).toEqual(['handler org-1 ab', 'audit thing.create success']);
+  });
+
+  it('refuses a path id its schema rejects before the audit and the handler, in path order', async () => {
+    expect((await call('POST', '/api/things/master/-ws', { name: 'ab' })).body.result).toBe(
+      '404-00001',
+    );
+    expect((await call('POST', '/api/things/org-1/-ws', { name: 'ab' })).body.result).toBe(
+      '404-00002',
+    );
+    expect(seen).toEqual([]);
+  });
+
+  it('refuses a body its schema rejects with 400-00002, as an audited failure', async () => {
+    const answer = await call('POST', '/api/things/org-1/ws-1', { name: 'too long' });
+    expect(answer.status).toBe(400);
+    expect(answer.body.result).toBe('400-00002');
+    expect(seen).toEqual(['audit thing.create failure']);
+  });
+
+  it('refuses a query its schema rejects with the route’s own refusal', async () => {
+    for (const q of ['', '?confirm=Bad', '?confirm=a&confirm=a']) {
+      expect((await call('DELETE', `/api/things/org-1${q}`)).body.result, q).toBe('400-23001');
+    }
+    expect((await call('DELETE', '/api/things/org-1?confirm=org-2')).status).toBe(200);
+    expect(seen).toEqual(['handler confirm org-2']);
+  });
+
+  it('refuses a table whose params do not name the path’s, and paths outside the prefix', () => {
+    const [first] = routes;
+    expect(() =>
+      mountRoutes([{ ...first!, params: { organization_id } }], '', { prefix: '/api', audit }),
+    ).toThrow(/params must name organization_id, workspace_id/);
+    expect(() => expressPath('/other/x', '/api')).toThrow(/not below/);
+    expect(expressPath('/api/a/{b}/c/', '/api')).toBe('/a/:b/c/');
+  });
+});
