@@ -3,9 +3,6 @@
  * The import rules of src/ (`npm run lint` runs them): no import cycle between files, value or
  * type-only; and the top-level folders in layers that point one way: a folder imports only the
  * folders below it in LAYERS, and no folder imports the wiring files at the top (src/*.ts).
- * `npm run imports:lint` ignores the violations listed in .dependency-cruiser-known-violations.json:
- * the CLI's two type-only cycles (`CliIo` and `SessionCommand` declared in cli/main.ts,
- * `ApiRequest` in cli/commands.ts). When they are gone, delete that file and `--ignore-known`.
  */
 
 /** The folders of src/, lowest first: each may import those before it, never those after. */

@@ -1,6 +1,12 @@
 import { SUCCESS_RESULT } from '../envelope/envelope.ts';
-import type { ApiRequest } from './commands.ts';
 import { CliError } from './errors.ts';
+
+/** One call of the gateway's platform API; `path` is relative to the base URL. */
+export interface ApiRequest {
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  path: string;
+  body?: Record<string, unknown>;
+}
 
 /** Where and as whom the CLI calls the gateway. */
 export interface Connection {

@@ -1,5 +1,5 @@
 import { createInterface } from 'node:readline';
-import type { CliStdin, Prompter } from './password.ts';
+import type { CliStdin, Prompter } from './io.ts';
 import { usageError } from './errors.ts';
 
 /**

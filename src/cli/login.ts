@@ -1,5 +1,4 @@
 import { readBaseUrl } from './client.ts';
-import type { SessionCommand } from './commands.ts';
 import {
   isSameLogin,
   readLogins,
@@ -8,13 +7,20 @@ import {
   type StoredLogin,
 } from './credentials.ts';
 import { CliError, usageError } from './errors.ts';
-import type { CliIo } from './main.ts';
-import { promptHidden, readPipedLines } from './password.ts';
+import type { CliIo, RunContext } from './io.ts';
+import { promptHidden, readPipedLines, type PasswordSource } from './password.ts';
 import { requireCredentialsPath } from './stored-login.ts';
 import { passwordGrant, unverifiedClaimsOf, type GrantResult } from './token-endpoint.ts';
 import { revokeSession } from './session.ts';
 
-type LoginCommand = Extract<SessionCommand, { name: 'login' }>;
+/** What `realmgate login` was asked to do. */
+export interface LoginCommand {
+  realm: string;
+  username: string;
+  passwordFrom: PasswordSource;
+  /** Ask for the one-time password before the first try. */
+  otp: boolean;
+}
 
 /**
  * Keycloak locks a user for a minute after two failed logins less than a second apart
@@ -32,9 +38,7 @@ const OTP = /^\d{6,8}$/;
  */
 export async function login(
   command: LoginCommand,
-  env: Record<string, string | undefined>,
-  io: CliIo,
-  timeoutMs: number,
+  { env, io, timeoutMs }: RunContext,
 ): Promise<unknown> {
   const baseUrl = readBaseUrl(env.REALMGATE_URL);
   const path = requireCredentialsPath(env);

@@ -1,20 +1,14 @@
 import { emitKeypressEvents } from 'node:readline';
+import type { Args } from './command-spec.ts';
 import { CliError, usageError } from './errors.ts';
+import type { CliStdin, Prompter } from './io.ts';
 
-/** The stream the CLI reads a password from: `process.stdin` fits, tests pass a fake terminal. */
-export interface CliStdin extends NodeJS.ReadableStream {
-  isTTY?: boolean;
-  /** Present on terminals: turns echo and line editing off (`true`) or back on. */
-  setRawMode?(mode: boolean): unknown;
-}
-
-/** Where the password of a new user comes from; never the command line. */
+/** Where a password comes from; never the command line. */
 export type PasswordSource = 'prompt' | 'stdin';
 
-export interface Prompter {
-  stdin: CliStdin;
-  /** Prompts go to stderr, so stdout stays the JSON a script reads. */
-  stderr: { write(text: string): unknown };
+/** `--password-stdin`: piped in; else typed at a prompt without echo. */
+export function passwordSourceOf(args: Args): PasswordSource {
+  return args.has('password-stdin') ? 'stdin' : 'prompt';
 }
 
 // The API takes at most 1024 characters; anything far beyond that is not a password.

@@ -1,8 +1,7 @@
-import { callApi } from './client.ts';
-import type { ApiRequest, SessionCommand } from './commands.ts';
-import { updateLogins, withoutLogin, type StoredLogin } from './credentials.ts';
+import { callApi, type ApiRequest } from './client.ts';
+import { updateLogins, withoutLogin, type LoginSelector, type StoredLogin } from './credentials.ts';
 import { CliError } from './errors.ts';
-import type { CliIo } from './main.ts';
+import type { RunContext } from './io.ts';
 import {
   accessTokenOf,
   callAs,
@@ -12,49 +11,31 @@ import {
   type Caller,
 } from './stored-login.ts';
 
-/** What a session command prints on stdout: JSON data, a bare access token, or nothing. */
-export type SessionOutput = { json: unknown } | { text: string } | { nothing: true };
-
-/**
- * `token`, `tokens list|revoke` and `logout` (`login` is in login.ts). Notes for the user go to
- * stderr; stdout carries only what a script reads.
- */
-export async function runSession(
-  command: Exclude<SessionCommand, { name: 'login' }>,
-  env: Record<string, string | undefined>,
-  io: CliIo,
-  timeoutMs: number,
-): Promise<SessionOutput> {
-  switch (command.name) {
-    case 'token': {
-      const stored = await findStoredLogin(env, command.select);
-      return { text: (await accessTokenOf(stored, timeoutMs)).token };
-    }
-    case 'tokens list':
-    case 'tokens revoke':
-      return { json: await manageTokens(command, env, io, timeoutMs) };
-    case 'logout':
-      await logout(command, env, io, timeoutMs);
-      return { nothing: true };
-  }
+/** `realmgate token`: an access token of the stored login `select` picks. */
+export async function accessToken(
+  select: LoginSelector,
+  { env, timeoutMs }: RunContext,
+): Promise<string> {
+  const stored = await findStoredLogin(env, select);
+  return (await accessTokenOf(stored, timeoutMs)).token;
 }
 
-async function manageTokens(
-  command: Extract<SessionCommand, { name: 'tokens list' | 'tokens revoke' }>,
-  env: Record<string, string | undefined>,
-  io: CliIo,
-  timeoutMs: number,
+/** `realmgate tokens list`: the user's refresh tokens (offline sessions). */
+export async function listTokens(
+  select: LoginSelector,
+  { env, timeoutMs }: RunContext,
 ): Promise<unknown> {
-  const caller = await resolveCaller(
-    env,
-    command.select,
-    'no credentials: log in with realmgate login <realm> <username>, or set REALMGATE_TOKEN, ' +
-      'or REALMGATE_USERNAME and REALMGATE_PASSWORD (with --realm for an organization user)',
-  );
-  const realm = caller.kind === 'stored' ? caller.login.realm : (command.select.realm ?? 'master');
-  const path = refreshTokensPath(realm);
-  if (command.name === 'tokens list') return callAs(caller, { method: 'GET', path }, timeoutMs);
-  const { id } = command;
+  const { caller, path } = await tokensCaller(select, env);
+  return callAs(caller, { method: 'GET', path }, timeoutMs);
+}
+
+/** `realmgate tokens revoke <id> | --all`: one of the user's refresh tokens, or all (`id` undefined). */
+export async function revokeTokens(
+  select: LoginSelector,
+  id: string | undefined,
+  { env, io, timeoutMs }: RunContext,
+): Promise<unknown> {
+  const { caller, path } = await tokensCaller(select, env);
   const target = id === undefined ? path : `${path}/${encodeURIComponent(id)}`;
   const data = await callAs(caller, { method: 'DELETE', path: target }, timeoutMs);
   // The stored login's own session went with it: its refresh token is of no use any more.
@@ -68,18 +49,31 @@ async function manageTokens(
   return data;
 }
 
+/** Who manages the refresh tokens, and the path of the realm's refresh-token endpoints. */
+async function tokensCaller(
+  select: LoginSelector,
+  env: Record<string, string | undefined>,
+): Promise<{ caller: Caller; path: string }> {
+  const caller = await resolveCaller(
+    env,
+    select,
+    'no credentials: log in with realmgate login <realm> <username>, or set REALMGATE_TOKEN, ' +
+      'or REALMGATE_USERNAME and REALMGATE_PASSWORD (with --realm for an organization user)',
+  );
+  const realm = caller.kind === 'stored' ? caller.login.realm : (select.realm ?? 'master');
+  return { caller, path: refreshTokensPath(realm) };
+}
+
 /**
  * Revokes the stored login's offline session alone (`DELETE .../refresh_tokens/<sid>`; the
  * gateway also refuses its access tokens at once on every replica) and forgets it. A session
  * that is already gone is simply forgotten.
  */
-async function logout(
-  command: Extract<SessionCommand, { name: 'logout' }>,
-  env: Record<string, string | undefined>,
-  io: CliIo,
-  timeoutMs: number,
+export async function logout(
+  select: LoginSelector,
+  { env, io, timeoutMs }: RunContext,
 ): Promise<void> {
-  const stored = await findStoredLogin(env, command.select);
+  const stored = await findStoredLogin(env, select);
   const caller: Caller = { kind: 'stored', ...stored };
   try {
     await callAs(

@@ -1,5 +1,4 @@
-import { callApi, readBaseUrl, readEnvAuthorization } from './client.ts';
-import type { ApiRequest } from './commands.ts';
+import { callApi, readBaseUrl, readEnvAuthorization, type ApiRequest } from './client.ts';
 import {
   credentialsPathOf,
   isSameLogin,

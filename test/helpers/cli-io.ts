@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import type { CliIo } from '../../src/cli/main.ts';
+import type { CliIo } from '../../src/cli/io.ts';
 
 /** What a pipe feeding `text` looks like to the CLI (for --password-stdin). */
 export function piped(text: string): Readable {

@@ -10,8 +10,9 @@ import { PassThrough, Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { runCli, type CliIo } from '../../src/cli/main.ts';
-import { capturingIo, piped } from '../helpers/cli-io.ts';
+import type { CliIo } from '../../../src/cli/io.ts';
+import { runCli } from '../../../src/cli/main.ts';
+import { capturingIo, piped } from '../../helpers/cli-io.ts';
 
 /**
  * A stand-in for the gateway's HTTP API: records what the CLI sends and answers with whatever
@@ -385,7 +386,7 @@ describe('realmgate CLI against a stand-in API', () => {
   });
 
   it('runs as `node bin/realmgate.js --help`', async () => {
-    const bin = fileURLToPath(new URL('../../bin/realmgate.js', import.meta.url));
+    const bin = fileURLToPath(new URL('../../../bin/realmgate.js', import.meta.url));
     const { stdout, stderr } = await promisify(execFile)(process.execPath, [bin, '--help'], {
       timeout: 30_000,
     });
@@ -644,5 +645,55 @@ describe('user create never takes a secret from the command line', () => {
       otp_secret: secret,
       otpauth_uri: `otpauth://totp/realmgate:alice?secret=${secret}&issuer=realmgate`,
     });
+  });
+});
+
+async function runWithoutGateway(argv: string[], env: Record<string, string> = {}) {
+  const { io, output } = capturingIo(Readable.from([]));
+  const status = await runCli(argv, env, io);
+  return { status, ...output };
+}
+
+describe('runCli exit statuses without a gateway', () => {
+  it('prints help on stdout and exits 0', async () => {
+    const { status, stdout, stderr } = await runWithoutGateway(['help']);
+    expect(status).toBe(0);
+    expect(stdout).toContain('Usage: realmgate <command>');
+    expect(stderr).toBe('');
+  });
+
+  it('prints the version', async () => {
+    const { status, stdout } = await runWithoutGateway(['--version']);
+    expect(status).toBe(0);
+    expect(stdout).toMatch(/^\d+\.\d+\.\d+\n$/);
+  });
+
+  it('exits 2 with the message and a short usage on a usage error', async () => {
+    const { status, stdout, stderr } = await runWithoutGateway(['lifetimes', 'set', 'master']);
+    expect(status).toBe(2);
+    expect(stdout).toBe('');
+    expect(stderr).toMatch(/^realmgate: lifetimes set needs at least one option\nUsage:\n/);
+    expect(stderr).toContain('realmgate lifetimes set <realm>');
+    expect(stderr).not.toContain('realmgate org create');
+  });
+
+  it.each([
+    [{}, 'no credentials: set REALMGATE_TOKEN, or REALMGATE_USERNAME and REALMGATE_PASSWORD'],
+    [{ REALMGATE_USERNAME: 'admin' }, 'REALMGATE_PASSWORD is not set'],
+    [{ REALMGATE_PASSWORD: 'pw' }, 'REALMGATE_USERNAME is not set'],
+    [{ REALMGATE_TOKEN: 't', REALMGATE_USERNAME: 'admin' }, 'not both'],
+    [{ REALMGATE_TOKEN: 'two words' }, 'REALMGATE_TOKEN is malformed'],
+    [{ REALMGATE_USERNAME: 'a:b', REALMGATE_PASSWORD: 'pw' }, 'REALMGATE_USERNAME contains ":"'],
+    [{ REALMGATE_TOKEN: 't', REALMGATE_URL: 'ftp://gw' }, 'REALMGATE_URL must start with http'],
+    [
+      { REALMGATE_TOKEN: 't', REALMGATE_URL: 'http://u:pw@gw' },
+      'REALMGATE_URL must not hold credentials',
+    ],
+    [{ REALMGATE_TOKEN: 't', REALMGATE_URL: 'not a url' }, 'REALMGATE_URL is not an absolute URL'],
+  ])('exits 2 on a configuration problem %j', async (env, message) => {
+    const { status, stderr } = await runWithoutGateway(['lifetimes', 'show', 'master'], env);
+    expect(status).toBe(2);
+    expect(stderr).toContain(message);
+    expect(stderr).not.toContain('pw');
   });
 });

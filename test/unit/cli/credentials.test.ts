@@ -11,8 +11,8 @@ import {
   withoutLogin,
   writeLogins,
   type StoredLogin,
-} from '../../src/cli/credentials.ts';
-import { CliError } from '../../src/cli/errors.ts';
+} from '../../../src/cli/credentials.ts';
+import { CliError } from '../../../src/cli/errors.ts';
 
 const GATEWAY = 'http://localhost:8000/';
 

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { parseCommandLine } from '../../src/cli/args.ts';
-import { buildRequest, formatHelp, type ReadyCommand } from '../../src/cli/commands.ts';
-import { CliError } from '../../src/cli/errors.ts';
+import { parseCommandLine } from '../../../src/cli/args.ts';
+import { buildRequest } from '../../../src/cli/commands.ts';
+import { formatHelp } from '../../../src/cli/help.ts';
+import { CliError } from '../../../src/cli/errors.ts';
 
 function usageErrorOf(argv: string[]): string {
   try {
@@ -14,7 +15,7 @@ function usageErrorOf(argv: string[]): string {
 }
 
 const requestOf = (argv: string[], extra: Record<string, unknown> = {}) =>
-  buildRequest({ ...parseCommandLine(argv), ...extra } as ReadyCommand);
+  buildRequest({ ...parseCommandLine(argv), ...extra });
 
 describe('realmgate user lifecycle commands', () => {
   it('parses list with its paging options and maps it onto the query', () => {

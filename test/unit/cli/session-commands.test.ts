@@ -5,10 +5,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { parseCommandLine } from '../../src/cli/args.ts';
-import { formatHelp } from '../../src/cli/commands.ts';
-import { runCli, type CliIo } from '../../src/cli/main.ts';
-import { capturingIo } from '../helpers/cli-io.ts';
+import { parseCommandLine } from '../../../src/cli/args.ts';
+import { formatHelp } from '../../../src/cli/help.ts';
+import type { CliIo } from '../../../src/cli/io.ts';
+import { runCli } from '../../../src/cli/main.ts';
+import { capturingIo } from '../../helpers/cli-io.ts';
 
 /** A stand-in gateway: the token endpoint answers with whatever `grant` decides. */
 const PASSWORD = 'pä:ss wörd';

@@ -2,10 +2,11 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { PassThrough, Readable } from 'node:stream';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { parseCommandLine } from '../../src/cli/args.ts';
-import { CliError } from '../../src/cli/errors.ts';
-import { runCli, type CliIo } from '../../src/cli/main.ts';
-import { capturingIo, piped } from '../helpers/cli-io.ts';
+import { parseCommandLine } from '../../../src/cli/args.ts';
+import { CliError } from '../../../src/cli/errors.ts';
+import type { CliIo } from '../../../src/cli/io.ts';
+import { runCli } from '../../../src/cli/main.ts';
+import { capturingIo, piped } from '../../helpers/cli-io.ts';
 
 function usageErrorOf(argv: string[]): CliError {
   try {

@@ -1,12 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { parseCommandLine } from '../../src/cli/args.ts';
-import { buildRequest, formatHelp } from '../../src/cli/commands.ts';
+import { parseCommandLine } from '../../../src/cli/args.ts';
+import { buildRequest } from '../../../src/cli/commands.ts';
+import { formatHelp } from '../../../src/cli/help.ts';
 
 describe('realmgate realms protect', () => {
   it('posts to the brute-force detection endpoint, without a body', () => {
     const command = parseCommandLine(['realms', 'protect']);
     expect(command).toEqual({ name: 'realms protect' });
-    expect(buildRequest(command as Parameters<typeof buildRequest>[0])).toEqual({
+    expect(buildRequest(command)).toEqual({
       method: 'POST',
       path: '/api/platform/brute-force-detection',
     });

@@ -1,11 +1,6 @@
-import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { parseCommandLine } from '../../src/cli/args.ts';
-import { CliError } from '../../src/cli/errors.ts';
-import { runCli } from '../../src/cli/main.ts';
-import { createOtpEnrollment, encodeBase32 } from '../../src/cli/otp.ts';
-import { parseDuration, parseFlag, parseTimestamp } from '../../src/cli/values.ts';
-import { capturingIo } from '../helpers/cli-io.ts';
+import { parseCommandLine } from '../../../src/cli/args.ts';
+import { CliError } from '../../../src/cli/errors.ts';
 
 function usageErrorOf(argv: string[]): CliError {
   try {
@@ -15,12 +10,6 @@ function usageErrorOf(argv: string[]): CliError {
     throw error;
   }
   throw new Error(`no usage error for ${argv.join(' ')}`);
-}
-
-async function run(argv: string[], env: Record<string, string> = {}) {
-  const { io, output } = capturingIo(Readable.from([]));
-  const status = await runCli(argv, env, io);
-  return { status, ...output };
 }
 
 describe('parseCommandLine', () => {
@@ -237,124 +226,5 @@ describe('parseCommandLine', () => {
     ]) {
       expect(usageErrorOf(argv).message).not.toContain(secret);
     }
-  });
-});
-
-describe('values', () => {
-  it.each([
-    ['1', 1],
-    ['3600', 3600],
-    ['45s', 45],
-    ['15m', 900],
-    ['1h', 3600],
-    ['1d', 86_400],
-    ['365d', 31_536_000],
-    ['24855d', 2_147_472_000],
-  ])('reads duration %s as %i seconds', (text, seconds) => {
-    expect(parseDuration(text, '--access')).toBe(seconds);
-  });
-
-  it.each(['', '0', '0d', '-1', '1.5h', '1w', '1 d', ' 1d', '1D', 'd', '24856d', '99999999999'])(
-    'refuses duration %j',
-    (text) => {
-      expect(() => parseDuration(text, '--access')).toThrow(/--access/);
-    },
-  );
-
-  it('reads flags strictly', () => {
-    expect(parseFlag('true', '--x')).toBe(true);
-    expect(parseFlag('false', '--x')).toBe(false);
-    for (const text of ['TRUE', '1', 'yes', 'on', ''])
-      expect(() => parseFlag(text, '--x')).toThrow();
-  });
-
-  it('reads ISO dates and zoned date-times into UTC, refusing impossible ones', () => {
-    expect(parseTimestamp('2026-05-01', '--s')).toBe('2026-05-01T00:00:00.000Z');
-    expect(parseTimestamp('2026-05-01T10:00:30.5Z', '--s')).toBe('2026-05-01T10:00:30.500Z');
-    expect(parseTimestamp('2026-05-01 10:00-02:00', '--s')).toBe('2026-05-01T12:00:00.000Z');
-    expect(parseTimestamp('2024-02-29', '--s')).toBe('2024-02-29T00:00:00.000Z');
-    for (const text of [
-      '2026-02-30',
-      '2026-13-01',
-      '2026-05-01T24:00Z',
-      '2026-05-01T10:00',
-      'tomorrow',
-      '1714557600',
-    ]) {
-      expect(() => parseTimestamp(text, '--s'), text).toThrow(/--s/);
-    }
-  });
-});
-
-describe('otp', () => {
-  it.each([
-    ['', ''],
-    ['f', 'MY'],
-    ['fo', 'MZXQ'],
-    ['foo', 'MZXW6'],
-    ['foob', 'MZXW6YQ'],
-    ['fooba', 'MZXW6YTB'],
-    ['foobar', 'MZXW6YTBOI'],
-  ])('encodes %j as RFC 4648 base32 %j without padding', (text, base32) => {
-    expect(encodeBase32(Buffer.from(text))).toBe(base32);
-  });
-
-  it('encodes every bit', () => {
-    expect(encodeBase32(Buffer.alloc(20, 0xff))).toBe('7'.repeat(32));
-    expect(encodeBase32(Buffer.alloc(20))).toBe('A'.repeat(32));
-  });
-
-  it('generates a fresh 160-bit secret and its otpauth URI', () => {
-    const first = createOtpEnrollment('alice@example.com');
-    const second = createOtpEnrollment('alice@example.com');
-    expect(first.secret).toMatch(/^[A-Z2-7]{32}$/); // 32 x 5 bits
-    expect(second.secret).not.toBe(first.secret);
-    expect(first.uri).toBe(
-      `otpauth://totp/realmgate:alice%40example.com?secret=${first.secret}&issuer=realmgate`,
-    );
-  });
-});
-
-describe('runCli exit statuses without a gateway', () => {
-  it('prints help on stdout and exits 0', async () => {
-    const { status, stdout, stderr } = await run(['help']);
-    expect(status).toBe(0);
-    expect(stdout).toContain('Usage: realmgate <command>');
-    expect(stderr).toBe('');
-  });
-
-  it('prints the version', async () => {
-    const { status, stdout } = await run(['--version']);
-    expect(status).toBe(0);
-    expect(stdout).toMatch(/^\d+\.\d+\.\d+\n$/);
-  });
-
-  it('exits 2 with the message and a short usage on a usage error', async () => {
-    const { status, stdout, stderr } = await run(['lifetimes', 'set', 'master']);
-    expect(status).toBe(2);
-    expect(stdout).toBe('');
-    expect(stderr).toMatch(/^realmgate: lifetimes set needs at least one option\nUsage:\n/);
-    expect(stderr).toContain('realmgate lifetimes set <realm>');
-    expect(stderr).not.toContain('realmgate org create');
-  });
-
-  it.each([
-    [{}, 'no credentials: set REALMGATE_TOKEN, or REALMGATE_USERNAME and REALMGATE_PASSWORD'],
-    [{ REALMGATE_USERNAME: 'admin' }, 'REALMGATE_PASSWORD is not set'],
-    [{ REALMGATE_PASSWORD: 'pw' }, 'REALMGATE_USERNAME is not set'],
-    [{ REALMGATE_TOKEN: 't', REALMGATE_USERNAME: 'admin' }, 'not both'],
-    [{ REALMGATE_TOKEN: 'two words' }, 'REALMGATE_TOKEN is malformed'],
-    [{ REALMGATE_USERNAME: 'a:b', REALMGATE_PASSWORD: 'pw' }, 'REALMGATE_USERNAME contains ":"'],
-    [{ REALMGATE_TOKEN: 't', REALMGATE_URL: 'ftp://gw' }, 'REALMGATE_URL must start with http'],
-    [
-      { REALMGATE_TOKEN: 't', REALMGATE_URL: 'http://u:pw@gw' },
-      'REALMGATE_URL must not hold credentials',
-    ],
-    [{ REALMGATE_TOKEN: 't', REALMGATE_URL: 'not a url' }, 'REALMGATE_URL is not an absolute URL'],
-  ])('exits 2 on a configuration problem %j', async (env, message) => {
-    const { status, stderr } = await run(['lifetimes', 'show', 'master'], env);
-    expect(status).toBe(2);
-    expect(stderr).toContain(message);
-    expect(stderr).not.toContain('pw');
   });
 });

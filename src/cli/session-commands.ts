@@ -1,0 +1,72 @@
+import { sessionCommand, type Args, type CommandEntry } from './command-spec.ts';
+import type { LoginSelector } from './credentials.ts';
+import { usageError } from './errors.ts';
+import { login } from './login.ts';
+import { passwordSourceOf } from './password.ts';
+import { accessToken, listTokens, logout, revokeTokens } from './session.ts';
+import { checkRealm } from './values.ts';
+
+/** `--realm` and `--user`: which stored login a token command uses. */
+const SELECTOR_OPTIONS = { realm: { value: 'realm' }, user: { value: 'username' } };
+
+// Keycloak session ids (the `id` of tokens list): UUIDs, or base64url-like on newer versions.
+const SESSION_ID = /^[A-Za-z0-9._~-]{1,128}$/;
+
+/** The API client's commands: a stored login and its tokens (login.ts, session.ts). */
+export const SESSION_COMMANDS: readonly CommandEntry[] = [
+  sessionCommand({
+    name: 'login',
+    positionals: ['realm', 'username'],
+    options: { 'password-stdin': {}, otp: {} },
+    parse: (args) => ({
+      realm: checkRealm(args.at(0)),
+      username: args.at(1),
+      passwordFrom: passwordSourceOf(args),
+      /** Ask for the one-time password before the first try. */
+      otp: args.has('otp'),
+    }),
+    run: async (command, context) => ({ json: await login(command, context) }),
+  }),
+  sessionCommand({
+    name: 'token',
+    options: SELECTOR_OPTIONS,
+    parse: (args) => ({ select: readSelector(args) }),
+    run: async ({ select }, context) => ({ text: await accessToken(select, context) }),
+  }),
+  sessionCommand({
+    name: 'tokens list',
+    options: SELECTOR_OPTIONS,
+    parse: (args) => ({ select: readSelector(args) }),
+    run: async ({ select }, context) => ({ json: await listTokens(select, context) }),
+  }),
+  sessionCommand({
+    name: 'tokens revoke',
+    optional: { name: 'id', or: 'all' },
+    options: { all: {}, ...SELECTOR_OPTIONS },
+    /** `id` undefined: `--all`. */
+    parse: (args) => {
+      const id = args.optional();
+      if (id !== undefined && !SESSION_ID.test(id)) throw usageError(`invalid token id '${id}'`);
+      return { select: readSelector(args), id };
+    },
+    run: async ({ select, id }, context) => ({ json: await revokeTokens(select, id, context) }),
+  }),
+  sessionCommand({
+    name: 'logout',
+    options: SELECTOR_OPTIONS,
+    parse: (args) => ({ select: readSelector(args) }),
+    run: async ({ select }, context) => {
+      await logout(select, context);
+      return { nothing: true };
+    },
+  }),
+];
+
+function readSelector(args: Args): LoginSelector {
+  const realm = args.one('realm');
+  const user = args.one('user');
+  return {
+    ...(realm === undefined ? {} : { realm: checkRealm(realm) }),
+    ...(user === undefined ? {} : { user }),
+  };
+}
