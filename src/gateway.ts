@@ -17,6 +17,7 @@ import { createOperationsRepo } from './automation/operations.repo.ts';
 import { createCache, type Cache } from './cache/index.ts';
 import { createReplicaBus } from './cache/replica-bus.ts';
 import { createIpcBus } from './cache/ipc-bus.ts';
+import { combineBuses } from './cache/worker-bus.ts';
 import { createIpcCache } from './cache/ipc-cache.ts';
 import type { IpcPeer } from './cache/ipc-peer.ts';
 import type { FallbackCache } from './cache/fallback-cache.ts';
@@ -164,9 +165,13 @@ export async function startGateway(
   const tokens = createTokenClient({ calls, gatewayClientSecret: clientSecret });
   // What replicas tell each other (revocations, organization changes), over one pair of Redis
   // connections; without Redis, what the workers of one gateway tell each other, over IPC.
-  const bus = config.REDIS_URL
+  // With both, a worker tells its siblings through the supervising process too: at once, even
+  // while Redis is down.
+  const redisBus = config.REDIS_URL
     ? await createReplicaBus({ redisUrl: config.REDIS_URL, logger })
-    : worker && createIpcBus(worker.peer);
+    : undefined;
+  const workerBus = worker && createIpcBus(worker.peer);
+  const bus = redisBus && workerBus ? combineBuses(redisBus, workerBus) : (redisBus ?? workerBus);
   const revocations = await createRevocationList({
     bus,
     keyPrefix: config.REDIS_KEY_PREFIX,
