@@ -20,7 +20,9 @@ const TIMEOUT_MS = 3000;
  * The one translation of the gateway's own Keycloak calls, seen on the public API: a replica
  * talks to the real Keycloak through a front that can refuse connections, hang, or answer
  * garbage. Password grants (a new Basic login) and admin-API calls (the refresh-token list, as
- * the gateway's service account) must answer 503, 504 and 502 in the envelope.
+ * the gateway's service account) must answer 503, 504 and 502 in the envelope. Each is an answer
+ * rather than a hang (one would fail the test by its timeout); how fast is not timed here (the
+ * client layer's timeout is proven in test/unit/keycloak/keycloak-calls.test.ts).
  */
 describe('Keycloak unreachable, too slow or answering garbage', () => {
   let front: KeycloakFront;
@@ -42,7 +44,6 @@ describe('Keycloak unreachable, too slow or answering garbage', () => {
   });
 
   async function get(path: string, user: TestUser) {
-    const started = Date.now();
     const res = await fetch(`${replica.url}${path}`, {
       headers: { authorization: basicAuth(user) },
     });
@@ -50,7 +51,6 @@ describe('Keycloak unreachable, too slow or answering garbage', () => {
       status: res.status,
       retryAfter: res.headers.get('retry-after'),
       body: (await res.json()) as { data: unknown; result: string },
-      ms: Date.now() - started,
     };
   }
 
@@ -71,7 +71,6 @@ describe('Keycloak unreachable, too slow or answering garbage', () => {
         body: { data: null, result },
       });
       if (status === 503) expect(answer.retryAfter).toBe('5');
-      expect(answer.ms).toBeLessThan(TIMEOUT_MS + 3000);
     }
     // Each failure was taken back, not counted as a wrong password: the login now works.
     await front.set('forward');
@@ -93,7 +92,6 @@ describe('Keycloak unreachable, too slow or answering garbage', () => {
         status,
         body: { data: null, result },
       });
-      expect(answer.ms).toBeLessThan(TIMEOUT_MS + 3000);
     }
     await front.set('forward');
     expect((await get(path, user)).status).toBe(200);

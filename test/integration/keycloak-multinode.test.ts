@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   startLocalKeycloakCluster,
   type KeycloakClusterNode,
@@ -12,6 +12,7 @@ import { loginAsBootstrapAdmin } from '../../src/keycloak/admin-client.ts';
 import { createLogger } from '../../src/http/logger.ts';
 import { ensureUser } from '../../src/keycloak/ensure-user.ts';
 import { basicAuth } from '../helpers/api.ts';
+import { EVENTUALLY } from '../helpers/eventually.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { onPostgresServer } from '../helpers/postgres-server.ts';
 
@@ -31,14 +32,6 @@ const gatewayClientSecret = randomBytes(24).toString('base64url');
 const GATEWAY = 'http://127.0.0.1:19100';
 const ADMIN = 'http://127.0.0.1:19101';
 const CLIENT = '_platform-api';
-/** The HA promise: a crash of one node is invisible to clients after at most this long. */
-const FAILOVER_BOUND_MS = 2000;
-/**
- * A session from before the SIGKILL is refreshed once Keycloak's surviving node has dropped the
- * dead one from its cluster view (its failure detection waits a fixed second): 1.2-2.1 s here,
- * which is Keycloak's time, not the gateway's. It must survive, within this bound.
- */
-const SESSION_SURVIVAL_BOUND_MS = 10_000;
 
 let cluster: LocalKeycloakCluster | undefined;
 let replica: Replica | undefined;
@@ -102,34 +95,21 @@ async function readyz(): Promise<Readiness> {
 }
 
 /**
- * Repeats `attempt` until it reports success or `boundMs` has passed (the bounded retry a client
- * may make); returns how long it took and how many attempts, printed for the record.
+ * Repeats `attempt` until it reports success (the retry a client may make), for as long as
+ * `EVENTUALLY` allows; prints how long it took and how many attempts, for the record. How long a
+ * failover takes is the HA suite's figure and bound (test/ha/ha.test.ts, "kill -9 of a Keycloak
+ * node": within 2 s, under load, on a stack of its own); on the machine the integration suite
+ * shares, this test shows that it happens, not how fast.
  */
-async function withinBound(
-  what: string,
-  attempt: () => Promise<boolean>,
-  boundMs = FAILOVER_BOUND_MS,
-) {
+async function untilOk(what: string, attempt: () => Promise<boolean>): Promise<void> {
   const started = performance.now();
   let attempts = 0;
-  let ok = false;
-  do {
+  await vi.waitFor(async () => {
     attempts++;
-    ok = await attempt();
-  } while (!ok && performance.now() - started < boundMs);
+    if (!(await attempt())) throw new Error(`${what}: not yet, after ${attempts} attempt(s)`);
+  }, EVENTUALLY);
   const ms = Math.round(performance.now() - started);
-  console.log(`${what}: ${ok ? 'ok' : 'FAILED'} after ${ms} ms, ${attempts} attempt(s)`);
-  return { ok, ms, attempts };
-}
-
-/** Resolves once `condition` holds; fails after `ms`. */
-async function waitFor(condition: () => Promise<boolean>, ms: number): Promise<number> {
-  const started = Date.now();
-  while (!(await condition())) {
-    if (Date.now() - started > ms) throw new Error(`not within ${ms} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  return Date.now() - started;
+  console.log(`${what}: ok after ${ms} ms, ${attempts} attempt(s)`);
 }
 
 describe('the gateway in front of two Keycloak nodes', () => {
@@ -206,41 +186,30 @@ describe('the gateway in front of two Keycloak nodes', () => {
     // What needs Keycloak goes to node 1. The /auth proxy first: node 0 is still taken for up,
     // so one of these two grants is sent to it, refused, and sent to node 1 instead.
     let afterKillRefresh = '';
-    const passwordGrant = await withinBound(
-      'password grant through /auth after SIGKILL',
-      async () => {
-        const answer = await login(later);
-        afterKillRefresh = answer.body.refresh_token ?? '';
-        return answer.status === 200;
-      },
-    );
-    const refreshGrant = await withinBound(
+    await untilOk('password grant through /auth after SIGKILL', async () => {
+      const answer = await login(later);
+      afterKillRefresh = answer.body.refresh_token ?? '';
+      return answer.status === 200;
+    });
+    await untilOk(
       'refresh grant through /auth of a session logged in after SIGKILL',
       async () => (await refresh(afterKillRefresh)).status === 200,
     );
     // Node 0 was taken out by the proxy, which sent that grant on to node 1.
     expect(nodeChanges).toEqual(['0 down: /auth proxy: unreachable']);
-    const basicLogin = await withinBound(
+    await untilOk(
       'new Basic login after SIGKILL of node 0',
       async () => (await api(basicAuth(fresh))) === 200,
     );
-    for (const outcome of [basicLogin, refreshGrant, passwordGrant]) {
-      expect(outcome.ok).toBe(true);
-      expect(outcome.ms).toBeLessThan(FAILOVER_BOUND_MS);
-    }
-    // The session from before the crash survives it.
+    // The session from before the crash survives it: refreshed once Keycloak's surviving node has
+    // dropped the dead one from its cluster view (its failure detection waits a fixed second),
+    // which is Keycloak's time, not the gateway's; the HA suite prints it.
     let refreshed = tokens.body.refresh_token!;
-    const survivor = await withinBound(
-      'refresh grant through /auth of the session from before SIGKILL',
-      async () => {
-        const answer = await refresh(refreshed);
-        if (answer.status === 200) refreshed = answer.body.refresh_token!;
-        return answer.status === 200;
-      },
-      SESSION_SURVIVAL_BOUND_MS,
-    );
-    expect(survivor.ok).toBe(true);
-    expect(survivor.ms).toBeLessThan(SESSION_SURVIVAL_BOUND_MS);
+    await untilOk('refresh grant through /auth of the session from before SIGKILL', async () => {
+      const answer = await refresh(refreshed);
+      if (answer.status === 200) refreshed = answer.body.refresh_token!;
+      return answer.status === 200;
+    });
     // A token issued by node 1 is verified as well (same realm keys).
     const afterKill = await login(fresh);
     expect(await api(`Bearer ${afterKill.body.access_token!}`)).toBe(200);
@@ -253,21 +222,19 @@ describe('the gateway in front of two Keycloak nodes', () => {
     expect(metrics).toContain('realmgate_keycloak_node_up{node="1"} 1');
 
     await node0.restart();
-    const back = await waitFor(
+    await untilOk(
+      'node 0 shown up again after its restart completed',
       async () => (await readyz()).keycloak.nodes[0]!.state === 'up',
-      10_000,
     );
-    console.log(`node 0 shown up again ${back} ms after its restart completed`);
     expect(nodeChanges.at(-1)).toMatch(/^0 up: /);
     expect(await readyz()).toMatchObject({ status: 200, keycloak: { status: 'up' } });
 
     // Node 0 serves again: with node 1 gone now, logins, refreshes and admin reads go to it.
     await node1.kill();
-    const second = await withinBound(
+    await untilOk(
       'new Basic login after SIGKILL of node 1',
       async () => (await api(basicAuth(later))) === 200,
     );
-    expect(second.ok).toBe(true);
     expect((await refresh(refreshed)).status).toBe(200);
     const last = await readyz();
     expect(last.keycloak.nodes.map((node) => node.state)).toEqual(['up', 'down']);

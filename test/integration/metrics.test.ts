@@ -1,12 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
+import { EVENTUALLY } from '../helpers/eventually.ts';
 
 /** One scrape: every sample by `name{labels}` as Prometheus prints it, and the raw text. */
 interface Scrape {
@@ -39,13 +40,11 @@ function families(scrape: Scrape): Set<string> {
   return new Set([...scrape.text.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]!));
 }
 
-/** Resolves once `condition` holds; fails after five seconds. */
+/** Resolves once `condition` holds (waited for as `EVENTUALLY` says). */
 async function waitFor(condition: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 5000;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error('condition not met within 5 s');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  await vi.waitFor(async () => {
+    if (!(await condition())) throw new Error('condition not met');
+  }, EVENTUALLY);
 }
 
 const requests = (route: string, method: string, status: string, auth: string) => ({

@@ -13,6 +13,7 @@ import { createOrganization, closeTestDb } from '../helpers/platform.ts';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
+import { EVENTUALLY } from '../helpers/eventually.ts';
 
 const REDIS_PORT = 16379;
 
@@ -74,17 +75,15 @@ describe('Redis failure', () => {
     expect(degraded.body.data).toMatchObject({ cache: 'degraded', keycloak: 'up', database: 'up' });
 
     await redis.start();
-    let cache = 'degraded';
-    for (let i = 0; i < 50 && cache !== 'up'; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      cache = (await readyz()).body.data.cache ?? '';
-    }
-    expect(cache).toBe('up');
+    await expect
+      .poll(async () => (await readyz()).body.data.cache, { ...EVENTUALLY, interval: 200 })
+      .toBe('up');
     expect(await organizations(admin)).toBe(200);
   });
 
-  it('a revocation made while Redis is down reaches the other replica within a second of its return', async () => {
-    other = await startReplica(18210, shared);
+  it('a revocation made while Redis is down reaches the other replica once Redis is back', async () => {
+    const otherReplica = await startReplica(18210, shared);
+    other = otherReplica;
     const org = await createOrganization(['ws']);
     const user = await createUser(org, { workspaceRoles: ['ws'] });
     const grant = await postToken(`${testEnv().publicUrl}/auth`, org, passwordGrantBody(user));
@@ -110,10 +109,9 @@ describe('Redis failure', () => {
     expect(await status(other.url)).toBe(200);
 
     await redis.start();
-    const backAt = Date.now();
-    let seen = 200;
-    while (seen === 200 && Date.now() - backAt < 1000) seen = await status(other.url);
-    expect(seen).toBe(401);
+    // Learnt once Redis is back; how soon is the HA suite's figure and bound (test/ha/ha.test.ts,
+    // Redis stopped under load: within 1 s of Redis answering again).
+    await expect.poll(() => status(otherReplica.url), EVENTUALLY).toBe(401);
   });
 
   it('a replica started while Redis is down hears the revocations made once it is back', async () => {

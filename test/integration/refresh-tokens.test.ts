@@ -13,9 +13,9 @@ import {
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
+import { EVENTUALLY } from '../helpers/eventually.ts';
 
 const YEAR_MS = 31536000 * 1000;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 interface Grant {
   refreshToken: string;
@@ -220,7 +220,9 @@ describe('revocation across replicas and from outside the gateway', () => {
     return res.status;
   }
 
-  it('a revocation through one replica is enforced by another within a second', async () => {
+  // How fast the other replica learns it is the HA suite's figure and bound (test/ha/ha.test.ts:
+  // within 1 s, under load); here the event is awaited.
+  it('a revocation through one replica is enforced by another', async () => {
     const replica = await startReplica(18400, {
       REDIS_URL: testEnv().redisUrl,
       REDIS_KEY_PREFIX: testEnv().redisKeyPrefix,
@@ -236,15 +238,14 @@ describe('revocation across replicas and from outside the gateway', () => {
       headers: { authorization: bearer(grant) },
     });
     expect(res.status).toBe(200);
-    const revokedAt = Date.now();
-    let seen = 200;
-    while (seen === 200 && Date.now() - revokedAt < 1000) {
-      seen = await status(testEnv().publicUrl, bearer(grant));
-    }
-    expect(seen).toBe(401);
+    await expect.poll(() => status(testEnv().publicUrl, bearer(grant)), EVENTUALLY).toBe(401);
   });
 
-  it("with REVOCATION_CHECK_SECONDS=2, a disabled user's token is refused within about two seconds", async () => {
+  // The bound itself (refused on the first request once the check due after 2 s has answered)
+  // is proven on an injected clock in test/unit/auth/active-check.test.ts. Here, against the real
+  // Keycloak: the refusal comes, and from the background re-check (with the default 60 s it could
+  // not come within the wait).
+  it("with REVOCATION_CHECK_SECONDS=2, a disabled user's token is refused once the re-check has asked Keycloak", async () => {
     const replica = await startReplica(18410, { REVOCATION_CHECK_SECONDS: '2' });
     replicas.push(replica);
     const user = await createUser(org);
@@ -252,14 +253,13 @@ describe('revocation across replicas and from outside the gateway', () => {
     expect(await status(replica.url, bearer(grant))).toBe(200);
 
     await disableUser(user);
-    const disabledAt = Date.now();
-    let seen = 200;
-    while (seen === 200 && Date.now() - disabledAt < 4000) {
-      await sleep(200);
-      seen = await status(replica.url, bearer(grant));
-    }
-    expect(seen).toBe(401);
-    expect(Date.now() - disabledAt).toBeLessThan(3500);
+    await expect
+      .poll(() => status(replica.url, bearer(grant)), { ...EVENTUALLY, interval: 200 })
+      .toBe(401);
+    const metrics = await fetch(`http://127.0.0.1:${replica.config.ADMIN_PORT}/metrics`);
+    expect(await metrics.text()).toMatch(
+      /^realmgate_token_rechecks_total\{event="inactive"\} [1-9]/m,
+    );
   });
 
   it("with REVOCATION_CHECK_SECONDS=0, a disabled user's token is refused on the next request", async () => {

@@ -1,92 +1,101 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { KEYCLOAK_BUILD_OPTIONS, KEYCLOAK_VERSION } from '../../keycloak/distribution.ts';
 import { configSchema, loadConfig, requiredSecrets } from '../../src/config/config.ts';
 import { HAPROXY_CONFIG, haproxyEnvironment } from '../ha/haproxy.ts';
 
 /*
- * No YAML dependency: docker-compose.yml is read with a few indentation rules that hold for
- * the way it is written (two-space indentation, block style, one entry per line).
+ * docker-compose.yml read with a YAML parser (`yaml`), validated against the Compose
+ * Specification's JSON schema (`ajv`), then checked against the rest of the repository.
  */
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const composeText = readFileSync(path.join(root, 'docker-compose.yml'), 'utf8');
 
+/** The parts of a compose file these tests read; the schema says what else may be there. */
+interface ComposeService {
+  image?: string;
+  build?: unknown;
+  command?: string[];
+  environment?: Record<string, string | number | boolean | null> | string[];
+  volumes?: unknown[];
+  configs?: unknown[];
+  ports?: string[];
+  depends_on?: string[] | Record<string, unknown>;
+  healthcheck?: { test?: string[] };
+}
+interface ComposeFile {
+  services: Record<string, ComposeService>;
+  configs?: Record<string, { file?: string; content?: string }>;
+  secrets?: Record<string, { file?: string }>;
+}
+const compose = parse(composeText) as ComposeFile;
+
+/**
+ * schema/compose-spec.json of the Compose Specification (github.com/compose-spec/compose-spec,
+ * its commit a08f8d5 of 2025-10-21, the file's latest), copied unchanged: Copyright 2020 The
+ * Compose Specification Authors, Apache License 2.0. No npm package ships it current.
+ */
+const composeSchema = JSON.parse(
+  readFileSync(path.join(root, 'test/schemas/compose-spec.json'), 'utf8'),
+) as { $schema: string };
+
 /** Variables the compose file may interpolate besides the gateway's own (the postgres image's). */
 const extraVariables = ['POSTGRES_USER', 'POSTGRES_PASSWORD'];
 const schemaKeys = Object.keys(configSchema.shape);
 
-interface Line {
-  indent: number;
-  text: string;
-}
-
-/** Non-blank lines without comment lines (no value in this file contains ` #`). */
-function lines(text: string): Line[] {
+/** Non-blank lines without comment lines, trimmed: how HAProxy's configuration is read here. */
+function lines(text: string): string[] {
   return text
     .split('\n')
-    .filter((l) => l.trim() !== '' && !l.trim().startsWith('#'))
-    .map((l) => ({ indent: l.length - l.trimStart().length, text: l.trim() }));
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#'));
 }
 
-/** The lines nested under `key:` (found at `indent`), or undefined when absent. */
-function block(of: Line[], key: string, indent: number): Line[] | undefined {
-  const start = of.findIndex((l) => l.indent === indent && l.text.startsWith(`${key}:`));
-  if (start === -1) return undefined;
-  const end = of.findIndex((l, i) => i > start && l.indent <= indent);
-  return of.slice(start + 1, end === -1 ? undefined : end);
-}
-
-function unquote(value: string): string {
-  const v = value.trim();
-  return /^(['"]).*\1$/.test(v) ? v.slice(1, -1) : v;
-}
-
-/** `KEY: value` and `- KEY=value` entries directly inside a block. */
-function entries(of: Line[]): Array<[string, string]> {
-  const indent = Math.min(...of.map((l) => l.indent));
-  return of
-    .filter((l) => l.indent === indent)
-    .map((l): [string, string] => {
-      const listItem = /^-\s+(['"]?)([A-Za-z_][A-Za-z0-9_]*)=(.*)\1$/.exec(l.text);
-      if (listItem) return [listItem[2]!, listItem[3]!];
-      const mapping = /^([A-Za-z_][A-Za-z0-9_-]*):\s*(.*)$/.exec(l.text);
-      if (mapping) return [mapping[1]!, unquote(mapping[2]!)];
-      throw new Error(`cannot read entry: ${l.text}`);
-    });
-}
-
-/** `- item` values directly inside a block. */
-function listItems(of: Line[]): string[] {
-  const indent = Math.min(...of.map((l) => l.indent));
-  return of
-    .filter((l) => l.indent === indent && l.text.startsWith('- '))
-    .map((l) => unquote(l.text.slice(2)));
-}
-
-const all = lines(composeText);
-const services = block(all, 'services', 0) ?? [];
-
-function service(name: string): Line[] {
-  const found = block(services, name, 2);
+function service(name: string): ComposeService {
+  const found = compose.services[name];
   if (!found) throw new Error(`docker-compose.yml has no service ${name}`);
   return found;
 }
 
+/** A service's environment, in the file's order; the list form `KEY=value` read as compose does. */
 function environment(name: string): Map<string, string> {
-  return new Map(entries(block(service(name), 'environment', 4) ?? []));
+  const env = service(name).environment ?? {};
+  if (Array.isArray(env)) {
+    return new Map(
+      env.map((entry): [string, string] => {
+        const at = entry.indexOf('=');
+        return at === -1 ? [entry, ''] : [entry.slice(0, at), entry.slice(at + 1)];
+      }),
+    );
+  }
+  return new Map(Object.entries(env).map(([k, v]) => [k, v === null ? '' : String(v)]));
+}
+
+/** Every string in the file's data (keys and values), where compose interpolates. */
+function strings(value: unknown): string[] {
+  if (typeof value === 'string') return [value];
+  if (Array.isArray(value)) return value.flatMap(strings);
+  if (value !== null && typeof value === 'object') {
+    return Object.entries(value).flatMap(([k, v]) => [k, ...strings(v)]);
+  }
+  return [];
 }
 
 /** Every interpolation in the compose file: `${NAME...}` and `$NAME`, but not escaped `$$`. */
-function interpolations(text: string): Array<{ name: string; modifier: string }> {
+function interpolations(of: unknown): Array<{ name: string; modifier: string }> {
   const found: Array<{ name: string; modifier: string }> = [];
-  for (const m of text.matchAll(
-    /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)([^}]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)/g,
-  )) {
-    if (m[0] === '$$') continue;
-    found.push({ name: m[1] ?? m[3]!, modifier: m[2]?.slice(0, 2) ?? '' });
+  for (const text of strings(of)) {
+    for (const m of text.matchAll(
+      /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)([^}]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)/g,
+    )) {
+      if (m[0] === '$$') continue;
+      found.push({ name: m[1] ?? m[3]!, modifier: m[2]?.slice(0, 2) ?? '' });
+    }
   }
   return found;
 }
@@ -110,30 +119,20 @@ const keycloakNodes = ['keycloak-1', 'keycloak-2'];
 const composeSecrets = [...requiredSecrets, 'REALMGATE_CACHE_SECRET'];
 
 function command(name: string): string[] {
-  return listItems(block(service(name), 'command', 4) ?? []);
+  return service(name).command ?? [];
 }
 
+/** The services `name` waits for, in the file's order (list or map form). */
 function dependsOn(name: string): string[] {
-  const of = block(service(name), 'depends_on', 4) ?? [];
-  const indent = Math.min(...of.map((l) => l.indent));
-  return of.filter((l) => l.indent === indent).map((l) => l.text.replace(/^- |:$/g, ''));
-}
-
-/** The text of an inline config (`configs: name: content: |`). */
-function configContent(name: string): string[] {
-  const configs = block(all, 'configs', 0) ?? [];
-  const content = block(configs, name, 2) ?? [];
-  expect(content[0]?.text).toBe('content: |');
-  return content.slice(1).map((l) => l.text);
+  const dependencies = service(name).depends_on ?? [];
+  return Array.isArray(dependencies) ? dependencies : Object.keys(dependencies);
 }
 
 /** The file of a config kept in a file of its own (`configs: name: file: ./path`). */
 function configFile(name: string): string {
-  const configs = block(all, 'configs', 0) ?? [];
-  const [file, ...rest] = entries(block(configs, name, 2) ?? []);
-  expect(rest).toEqual([]);
-  expect(file?.[0]).toBe('file');
-  return file![1];
+  const config = compose.configs?.[name];
+  expect(Object.keys(config ?? {})).toEqual(['file']);
+  return config!.file!;
 }
 
 /** `"${NAME}"` and `"$NAME"` in an HAProxy configuration: what HAProxy expands when it reads it. */
@@ -155,19 +154,40 @@ function haproxyConfig(): string[] {
       return value;
     },
   );
-  return lines(text).map((l) => l.text);
+  return lines(text);
 }
 
 describe('docker-compose.yml', () => {
+  it('is a valid compose file: the Compose Specification schema accepts it', () => {
+    // The strictTypes warnings would be about the specification's schema, not about this file.
+    const ajv = new Ajv({ allErrors: true, strictTypes: false });
+    // The specification names JSON Schema draft-07 by its https address: the same meta-schema.
+    const draft07 = ajv.getSchema('http://json-schema.org/draft-07/schema')?.schema as object;
+    ajv.addMetaSchema({ ...draft07, $id: composeSchema.$schema });
+    const validate = ajv.compile(composeSchema);
+    expect(validate(compose), JSON.stringify(validate.errors, null, 2)).toBe(true);
+    // ... and refuses what compose would refuse, e.g. a misspelt service key.
+    const misspelt = structuredClone(compose);
+    (misspelt.services.redis as Record<string, unknown>).restrat = 'always';
+    expect(validate(misspelt)).toBe(false);
+  });
+
   it('declares the production topology: two Keycloak nodes, two gateways, a load balancer', () => {
-    expect(
-      entries(services.filter((l) => l.indent === 2 && l.text.endsWith(':'))).map(([k]) => k),
-    ).toEqual(['postgres', 'redis', ...keycloakNodes, ...gateways, 'load-balancer']);
+    expect(Object.keys(compose.services)).toEqual([
+      'postgres',
+      'redis',
+      ...keycloakNodes,
+      ...gateways,
+      'load-balancer',
+    ]);
   });
 
   it('mounts only files that exist in the repository', () => {
-    const binds = all
-      .map((l) => /^-\s+['"]?(\.\.?\/[^:'"]*):([^:'"]+)(?::([a-z,]+))?['"]?$/.exec(l.text))
+    const mounts = Object.values(compose.services).flatMap((s) => s.volumes ?? []);
+    const binds = mounts
+      .map((m) =>
+        typeof m === 'string' ? /^(\.\.?\/[^:]*):([^:]+)(?::([a-z,]+))?$/.exec(m) : null,
+      )
       .filter((m) => m !== null)
       .map((m) => ({ source: m[1]!, target: m[2]!, mode: m[3] }));
     expect(binds).toEqual([
@@ -179,26 +199,28 @@ describe('docker-compose.yml', () => {
     ]);
     expect(binds.filter((b) => !existsSync(path.join(root, b.source)))).toEqual([]);
     // The long syntax (`source: ./x`) is not used; if it ever is, this test must learn it.
-    expect(all.filter((l) => /^source:\s*['"]?\./.test(l.text))).toEqual([]);
-    // Configs kept in files of their own: HAProxy's only.
-    const files = all.filter((l) => l.text.startsWith('file:')).map((l) => l.text);
-    expect(files).toEqual(['file: ./ops/haproxy/haproxy.cfg']);
+    expect(mounts.filter((m) => typeof m !== 'string')).toEqual([]);
+    // Configs (and secrets) kept in files of their own: HAProxy's only.
+    const files = [...Object.values(compose.configs ?? {}), ...Object.values(compose.secrets ?? {})]
+      .map((c) => c.file)
+      .filter((file) => file !== undefined);
+    expect(files).toEqual(['./ops/haproxy/haproxy.cfg']);
     expect(existsSync(path.join(root, configFile('haproxy')))).toBe(true);
   });
 
   it('builds both gateways from the repository root, where the Dockerfile is', () => {
     for (const gateway of gateways) {
-      const build = block(service(gateway), 'build', 4);
-      expect(build && entries(build), gateway).toEqual([['context', '.']]);
+      expect(service(gateway).build, gateway).toEqual({ context: '.' });
     }
     expect(statSync(path.join(root, '.')).isDirectory()).toBe(true);
     expect(existsSync(path.join(root, 'Dockerfile'))).toBe(true);
     // No other service is built.
-    expect(all.filter((l) => l.text.startsWith('build:')).length).toBe(gateways.length);
+    const built = Object.entries(compose.services).filter(([, s]) => s.build !== undefined);
+    expect(built.map(([name]) => name)).toEqual(gateways);
   });
 
   it('interpolates only configuration variables and the postgres credentials', () => {
-    const names = [...new Set(interpolations(composeText).map((i) => i.name))].sort();
+    const names = [...new Set(interpolations(compose).map((i) => i.name))].sort();
     expect(names.filter((n) => !schemaKeys.includes(n) && !extraVariables.includes(n))).toEqual([]);
     expect(names).toEqual([
       'ADMIN_PUBLIC_URL',
@@ -214,7 +236,7 @@ describe('docker-compose.yml', () => {
   });
 
   it('requires the secrets (`${NAME:?message}`) wherever they are used', () => {
-    const uses = (name: string) => interpolations(composeText).filter((i) => i.name === name);
+    const uses = (name: string) => interpolations(compose).filter((i) => i.name === name);
     // Keycloak node 1 (which creates the administrator and imports the realm) and each gateway.
     for (const secret of requiredSecrets) {
       expect(
@@ -224,7 +246,7 @@ describe('docker-compose.yml', () => {
     }
     expect(uses('REALMGATE_CACHE_SECRET').map((u) => u.modifier)).toEqual([':?', ':?']);
     // Nothing else is required and nothing is used without a default.
-    const others = interpolations(composeText).filter((i) => !composeSecrets.includes(i.name));
+    const others = interpolations(compose).filter((i) => !composeSecrets.includes(i.name));
     expect(others.filter((i) => i.modifier !== ':-')).toEqual([]);
   });
 
@@ -277,12 +299,9 @@ describe('docker-compose.yml', () => {
   });
 
   it('publishes the load balancer only: the public listener, and the admin one on loopback', () => {
-    expect(listItems(block(service('load-balancer'), 'ports', 4) ?? [])).toEqual([
-      '8000:8000',
-      '127.0.0.1:8001:8001',
-    ]);
+    expect(service('load-balancer').ports).toEqual(['8000:8000', '127.0.0.1:8001:8001']);
     for (const name of [...gateways, ...keycloakNodes]) {
-      expect(block(service(name), 'ports', 4), name).toBeUndefined();
+      expect(service(name).ports, name).toBeUndefined();
     }
   });
 
@@ -323,10 +342,7 @@ describe('docker-compose.yml', () => {
 
   it('runs the Keycloak version and options of the local launcher, as one cluster', () => {
     for (const node of keycloakNodes) {
-      const image = entries(service(node).filter((l) => l.indent === 4)).find(
-        ([k]) => k === 'image',
-      );
-      expect(image, node).toEqual(['image', `quay.io/keycloak/keycloak:${KEYCLOAK_VERSION}`]);
+      expect(service(node).image, node).toBe(`quay.io/keycloak/keycloak:${KEYCLOAK_VERSION}`);
       const options = command(node);
       expect(options[0]).toBe('start');
       // Every build option except the database, which is PostgreSQL here.
@@ -347,9 +363,7 @@ describe('docker-compose.yml', () => {
         ]),
       );
       // The gateways wait for node 1, node 2 joins once node 1 is ready.
-      expect(
-        block(service(node), 'healthcheck', 4)?.some((l) => l.text.includes('/health/ready')),
-      ).toBe(true);
+      expect(service(node).healthcheck?.test?.some((t) => t.includes('/health/ready'))).toBe(true);
     }
     expect(KEYCLOAK_VERSION).toBe('26.7.4');
     // The nodes differ only in the realm import, which the first node does alone.
@@ -390,10 +404,15 @@ describe('docker-compose.yml', () => {
   });
 
   it('creates the keycloak database that KC_DB_URL names', () => {
-    expect(configContent('keycloak-database')).toEqual(['CREATE DATABASE keycloak;']);
-    expect(listItems(block(service('postgres'), 'configs', 4) ?? [])).toEqual([
-      'source: keycloak-database',
+    // An inline config (`content: |`).
+    expect(compose.configs?.['keycloak-database']).toEqual({
+      content: 'CREATE DATABASE keycloak;\n',
+    });
+    expect(service('postgres').configs).toEqual([
+      {
+        source: 'keycloak-database',
+        target: '/docker-entrypoint-initdb.d/10-keycloak-database.sql',
+      },
     ]);
-    expect(composeText).toContain('target: /docker-entrypoint-initdb.d/10-keycloak-database.sql');
   });
 });
