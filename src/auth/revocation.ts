@@ -121,8 +121,10 @@ export async function createRevocationList(options: {
   async function share(message: RevocationMessage): Promise<void> {
     const payload = JSON.stringify(message);
     const ttl = Math.max(lifetimeSecondsOf(message), 1);
-    await bus.keep(keyOf(`${message.realm}:${message.userId}:${message.at}`), payload, ttl);
+    // Published first: a worker's siblings (through the supervising process, cache/worker-bus.ts)
+    // learn it even when Redis then fails; a failure leaves it to be shared again, both steps.
     await bus.publish(channel, payload);
+    await bus.keep(keyOf(`${message.realm}:${message.userId}:${message.at}`), payload, ttl);
   }
 
   async function shareUnshared(): Promise<void> {
