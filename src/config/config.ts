@@ -89,13 +89,11 @@ export const configSchema = z.object({
   /**
    * Worker processes that share the listeners, each running the whole gateway under one
    * supervising process; `auto` is one per core (os.availableParallelism()), 1 is one process.
-   * The default is 1 for now (temporary: README, "Workers: every core"), `auto` once
-   * `npm run test:ha` has passed with it.
    */
   WORKERS: z
     .string()
     .regex(/^(auto|[1-9][0-9]{0,2})$/, 'must be auto or a whole number from 1 to 999')
-    .default('1')
+    .default('auto')
     .transform((value) => (value === 'auto' ? availableParallelism() : Number(value))),
   /** Prometheus metrics at `GET /metrics` on the admin listener; off, nothing is counted. */
   METRICS_ENABLED: boolFlag.default(true),

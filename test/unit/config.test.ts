@@ -33,7 +33,7 @@ describe('loadConfig', () => {
       KEYCLOAK_TIMEOUT_MS: 5000,
       AUTH_PROXY_TIMEOUT_MS: 30000,
       SHUTDOWN_GRACE_SECONDS: 10,
-      WORKERS: 1,
+      WORKERS: availableParallelism(),
       METRICS_ENABLED: true,
       TOKEN_CLOCK_LEEWAY_SECONDS: 10,
       BASIC_CACHE_MAX_SECONDS: 60,
