@@ -10,7 +10,7 @@ import { guardBootstrapAdmin } from './keycloak/bootstrap-admin-guard.ts';
 import { guardFormBody } from './keycloak/form-body-guard.ts';
 import type { KeycloakNodes } from './keycloak/keycloak-nodes.ts';
 import type { Metrics } from './metrics/metrics.ts';
-import { serveMetrics } from './metrics/metrics.router.ts';
+import { serveMetrics, type Exposition } from './metrics/metrics.router.ts';
 
 export type Listener = 'public' | 'admin';
 
@@ -31,6 +31,8 @@ export interface AppDeps {
   /** True once the gateway has begun to shut down: `/readyz` then answers 503 at once. */
   isShuttingDown: () => boolean;
   metrics: Metrics;
+  /** What `/metrics` shows when not this process's registry alone: every worker's (WORKERS > 1). */
+  exposition?: Exposition;
   /** Counts password attempts on `/auth` as it counts Basic logins on the API. */
   loginThrottle: LoginThrottle;
 }
@@ -54,7 +56,9 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
   // Operators' data (traffic, failure reasons, dependency state): the admin listener only; the
   // public one answers 404 like any unknown path.
   const registry = deps.metrics.registry;
-  if (listener === 'admin' && registry) app.get('/metrics', serveMetrics(registry));
+  if (listener === 'admin' && registry) {
+    app.get('/metrics', serveMetrics(deps.exposition ?? registry));
+  }
 
   // Before any other body parser: only the form guard reads /auth bodies, and hands them on.
   app.use(

@@ -16,6 +16,10 @@ import { createRevocationList } from './auth/revocation.ts';
 import { createOperationsRepo } from './automation/operations.repo.ts';
 import { createCache, type Cache } from './cache/index.ts';
 import { createReplicaBus } from './cache/replica-bus.ts';
+import { createIpcBus } from './cache/ipc-bus.ts';
+import { combineBuses } from './cache/worker-bus.ts';
+import { createIpcCache } from './cache/ipc-cache.ts';
+import type { IpcPeer } from './cache/ipc-peer.ts';
 import type { FallbackCache } from './cache/fallback-cache.ts';
 import type { Config } from './config/config.ts';
 import { createCanonicalHost } from './edge/canonical-host.ts';
@@ -54,28 +58,46 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
+/** How this gateway process sits among the workers of one gateway (WORKERS > 1). */
+export interface WorkerRole {
+  /** Its number, 1 to WORKERS: in the access log, the admin listener's answers and a metric. */
+  id: string;
+  /**
+   * Its channel to the supervising process, which ran the migration, aggregates `/metrics`
+   * and, without Redis, holds the shared cache and relays the replica bus.
+   */
+  peer: IpcPeer;
+}
+
 /**
- * Opens storage (migrating it), builds both listeners and starts them. `keycloakUrl` is the
- * Keycloak the gateway talks to, local or external: one URL, or the nodes of one cluster.
+ * Opens storage (migrating it, unless a supervising process did), builds both listeners and
+ * starts them. `keycloakUrl` is the Keycloak the gateway talks to, local or external: one URL,
+ * or the nodes of one cluster. `worker` is set in a worker process (WORKERS > 1).
  */
 export async function startGateway(
   config: Config,
   keycloakUrl: string | readonly string[],
   logger: Logger,
+  worker?: WorkerRole,
 ): Promise<Gateway> {
   const db = await openDatabase({
     databaseUrl: config.DATABASE_URL,
     dataDir: config.DATA_DIR,
     logger,
   });
-  await migrateToLatest(db);
-  const cache = createCache({
-    redisUrl: config.REDIS_URL,
-    keyPrefix: config.REDIS_KEY_PREFIX,
-    maxEntries: config.MEMORY_CACHE_MAX_ENTRIES,
-    commandTimeoutMs: 1000,
-    logger,
-  });
+  if (!worker) await migrateToLatest(db);
+  // The workers of one gateway share one cache: Redis', or without Redis the supervising
+  // process's (the login throttle, the single-flight of cold Basic logins).
+  const cache =
+    worker && !config.REDIS_URL
+      ? createIpcCache(worker.peer)
+      : createCache({
+          redisUrl: config.REDIS_URL,
+          keyPrefix: config.REDIS_KEY_PREFIX,
+          maxEntries: config.MEMORY_CACHE_MAX_ENTRIES,
+          commandTimeoutMs: 1000,
+          logger,
+        });
   const cacheSecret = config.REALMGATE_CACHE_SECRET ?? randomBytes(32).toString('base64url');
   if (!config.REALMGATE_CACHE_SECRET && config.REDIS_URL) {
     logger.warn(
@@ -103,7 +125,12 @@ export async function startGateway(
     },
   };
   const metrics = config.METRICS_ENABLED
-    ? createMetrics({ readiness, databasePool: () => poolState(db), keycloakNodes })
+    ? createMetrics({
+        readiness,
+        databasePool: () => poolState(db),
+        keycloakNodes,
+        worker: worker?.id,
+      })
     : metricsOff;
   // Off unless an OTLP endpoint is configured: then nothing below creates a span.
   const tracesUrl = tracesUrlOf(config);
@@ -116,6 +143,16 @@ export async function startGateway(
         logger,
       })
     : undefined;
+  // A worker's /metrics shows the whole gateway: the supervising process gathers every worker's.
+  const registry = metrics.registry;
+  if (worker && registry) worker.peer.serve('metrics', () => registry.getMetricsAsJSON());
+  const exposition =
+    worker && registry
+      ? {
+          contentType: registry.contentType,
+          metrics: () => worker.peer.call<string>('metrics.cluster'),
+        }
+      : undefined;
   const forwarding = createForwarding(config.TRUSTED_PROXIES);
   const audit = createAudit(logger, (req) => forwarding.clientAddress(req));
   // The one client layer for the gateway's own Keycloak calls (grants, introspection, JWKS,
@@ -140,10 +177,14 @@ export async function startGateway(
   const serviceAdmin = createServiceAdmin({ calls, clientSecret });
   const tokens = createTokenClient({ calls, gatewayClientSecret: clientSecret });
   // What replicas tell each other (revocations, organization changes), over one pair of Redis
-  // connections.
-  const bus = config.REDIS_URL
+  // connections; without Redis, what the workers of one gateway tell each other, over IPC.
+  // With both, a worker tells its siblings through the supervising process too: at once, even
+  // while Redis is down.
+  const redisBus = config.REDIS_URL
     ? await createReplicaBus({ redisUrl: config.REDIS_URL, logger })
     : undefined;
+  const workerBus = worker && createIpcBus(worker.peer);
+  const bus = redisBus && workerBus ? combineBuses(redisBus, workerBus) : (redisBus ?? workerBus);
   const revocations = await createRevocationList({
     bus,
     keyPrefix: config.REDIS_KEY_PREFIX,
@@ -254,6 +295,7 @@ export async function startGateway(
     isShuttingDown: () => shuttingDown,
     readiness,
     metrics,
+    exposition,
     loginThrottle,
   };
   const forwardRoute = config.AUTOMATION_UPSTREAM_URL
@@ -277,7 +319,7 @@ export async function startGateway(
   });
   const handlerOf = (listener: Listener): RequestListener =>
     createEdge({
-      logger: logger.child({ listener }),
+      logger: logger.child(worker ? { listener, worker: worker.id } : { listener }),
       app: createApp(deps, listener),
       forwarded: forwardRoute,
       canonicalHost: listener === 'admin' ? consoleHost : undefined,
@@ -285,12 +327,15 @@ export async function startGateway(
       tracing,
     });
   const publicServer = await listen(handlerOf('public'), config.HOST, config.PORT, logger);
-  const adminServer = await listen(
-    handlerOf('admin'),
-    config.ADMIN_HOST,
-    config.ADMIN_PORT,
-    logger,
-  );
+  const adminHandler = handlerOf('admin');
+  // Operators (and tests) see which worker answered: /readyz, /metrics' scraper.
+  const namedAdminHandler: RequestListener = worker
+    ? (req, res) => {
+        res.setHeader('x-realmgate-worker', worker.id);
+        adminHandler(req, res);
+      }
+    : adminHandler;
+  const adminServer = await listen(namedAdminHandler, config.ADMIN_HOST, config.ADMIN_PORT, logger);
   return {
     publicServer,
     adminServer,

@@ -1,4 +1,10 @@
+import cluster from 'node:cluster';
+import { randomBytes } from 'node:crypto';
+import type { Knex } from 'knex';
 import type { LocalKeycloak } from '../keycloak/launcher.ts';
+import { createIpcPeer, type IpcEndpoint } from './cache/ipc-peer.ts';
+import { openDatabase } from './db/database.ts';
+import { migrateToLatest } from './db/migrate.ts';
 import { loadConfig, ConfigError, type Config } from './config/config.ts';
 import { loadOrCreateDemoSecrets, type DemoSecrets } from './demo/demo-secrets.ts';
 import { printDemoWelcome } from './demo/welcome.ts';
@@ -7,13 +13,16 @@ import { startGateway, type Gateway } from './gateway.ts';
 import { createLogger } from './http/logger.ts';
 import { loginAsBootstrapAdmin } from './keycloak/admin-client.ts';
 import { startConfiguredKeycloak } from './keycloak/local-keycloak.ts';
+import { superviseWorkers, WORKER_ID_VARIABLE, type Supervisor } from './supervisor.ts';
 
 /**
  * `node src/main.ts [--demo]` on Node 24, which strips the types: validate the configuration,
- * start a local Keycloak unless KEYCLOAK_URL names one (or the nodes of one), start the gateway, and in demo mode
+ * start a local Keycloak unless KEYCLOAK_URL names one (or the nodes of one), start the gateway
+ * (in this process, or with WORKERS > 1 in worker processes under this one), and in demo mode
  * create the demo data.
  */
 async function main(): Promise<void> {
+  if (cluster.isWorker) return runWorker();
   const demo =
     process.argv.includes('--demo') || /^(1|true|yes)$/.test(process.env.REALMGATE_DEMO ?? '');
   const env: Record<string, string | undefined> = { ...process.env };
@@ -35,16 +44,24 @@ async function main(): Promise<void> {
 
   let keycloak: LocalKeycloak | undefined;
   let gateway: Gateway | undefined;
+  let workers: Supervisor | undefined;
   let stopping = false;
+  // The embedded database (no DATABASE_URL) belongs to one process: the gateway runs in this one.
+  const clustered = config.WORKERS > 1 && config.DATABASE_URL !== undefined;
+  if (config.WORKERS > 1 && !clustered) {
+    logger.warn("WORKERS > 1 needs DATABASE_URL (PGlite is one process's database): one process");
+  }
   // The first signal drains (see Gateway.close); a second one means "now".
   const stop = async (signal: string) => {
     if (stopping) {
       logger.warn({ signal }, 'second signal: exiting at once');
+      workers?.kill();
       process.exit(1);
     }
     stopping = true;
     logger.info({ signal, graceSeconds: config.SHUTDOWN_GRACE_SECONDS }, 'shutting down');
     await gateway?.close().catch((err: unknown) => logger.error({ err }, 'gateway close failed'));
+    await workers?.stop();
     await keycloak?.stop();
     logger.info('stopped');
     process.exit(0);
@@ -55,16 +72,92 @@ async function main(): Promise<void> {
   try {
     keycloak = config.KEYCLOAK_URL ? undefined : await startConfiguredKeycloak(config, say);
     const keycloakUrl = config.KEYCLOAK_URL ?? keycloak!.url;
-    gateway = await startGateway(config, keycloakUrl, logger);
+    if (clustered) {
+      // Once, before any worker: the migration, the demo data.
+      const db = await openDatabase({
+        databaseUrl: config.DATABASE_URL,
+        dataDir: config.DATA_DIR,
+        logger,
+      });
+      try {
+        await migrateToLatest(db);
+        if (demo && secrets) await startDemo(config, keycloakUrl, db, secrets);
+      } finally {
+        await db.destroy();
+      }
+      workers = await superviseWorkers({
+        config,
+        logger,
+        env: workerEnv(env, keycloakUrl, config),
+      });
+    } else {
+      gateway = await startGateway(config, keycloakUrl, logger);
+      if (demo && secrets) await startDemo(config, keycloakUrl, gateway.db, secrets);
+    }
     logger.info(
-      { public: config.PUBLIC_URL, admin: config.ADMIN_PUBLIC_URL },
+      {
+        public: config.PUBLIC_URL,
+        admin: config.ADMIN_PUBLIC_URL,
+        workers: clustered ? config.WORKERS : 1,
+      },
       'realmgate is listening',
     );
-    if (demo && secrets) await startDemo(config, keycloakUrl, gateway, secrets);
   } catch (err) {
     logger.fatal({ err }, 'start failed');
     await gateway?.close().catch(() => undefined);
+    await workers?.stop();
     await keycloak?.stop();
+    process.exit(1);
+  }
+}
+
+/**
+ * What a worker's configuration adds to this process's: the Keycloak started here, the demo's
+ * secrets, and one cache secret for all (Basic logins and throttle keys are derived from it).
+ */
+function workerEnv(
+  env: Record<string, string | undefined>,
+  keycloakUrl: string | readonly string[],
+  config: Config,
+): Record<string, string> {
+  const defined = Object.entries(env).filter(
+    (entry): entry is [string, string] => entry[1] !== undefined,
+  );
+  return {
+    ...Object.fromEntries(defined),
+    KEYCLOAK_URL: typeof keycloakUrl === 'string' ? keycloakUrl : keycloakUrl.join(','),
+    REALMGATE_CACHE_SECRET: config.REALMGATE_CACHE_SECRET ?? randomBytes(32).toString('base64url'),
+  };
+}
+
+/**
+ * One worker of a clustered gateway: the configuration its supervising process handed it, the
+ * gateway with its IPC channel, the same graceful stop on SIGTERM; it stops too when the
+ * supervising process is gone.
+ */
+async function runWorker(): Promise<void> {
+  const config = loadConfig(process.env);
+  const logger = createLogger(config.LOG_LEVEL);
+  const id = process.env[WORKER_ID_VARIABLE] ?? String(cluster.worker?.id);
+  const peer = createIpcPeer(process as unknown as IpcEndpoint);
+  let gateway: Gateway | undefined;
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal, worker: id }, 'worker shutting down');
+    await gateway?.close().catch((err: unknown) => logger.error({ err }, 'gateway close failed'));
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('disconnect', () => void stop('disconnect'));
+  try {
+    gateway = await startGateway(config, config.KEYCLOAK_URL!, logger, { id, peer });
+    peer.tell('worker.ready');
+  } catch (err) {
+    logger.fatal({ err, worker: id }, 'worker start failed');
+    await gateway?.close().catch(() => undefined);
     process.exit(1);
   }
 }
@@ -72,7 +165,7 @@ async function main(): Promise<void> {
 async function startDemo(
   config: Config,
   keycloakUrl: string | readonly string[],
-  gateway: Gateway,
+  db: Knex,
   secrets: DemoSecrets,
 ) {
   const demoPassword = config.REALMGATE_DEMO_PASSWORD ?? secrets.demoPassword;
@@ -84,7 +177,7 @@ async function startDemo(
   });
   await seedDemo({
     admin,
-    db: gateway.db,
+    db,
     gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET!,
     demoPassword,
     otpSecret: secrets.otpSecret,

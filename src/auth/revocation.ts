@@ -44,7 +44,8 @@ const MAX_REVOKED = 1_000_000;
 
 /**
  * Revoked sessions, checked on every request without any network call: each replica keeps them
- * in memory. With the replica bus (Redis) they are shared: a revocation is stored as keys that
+ * in memory. With the replica bus (Redis, or the supervising process between the workers of one
+ * gateway) they are shared: a revocation is stored as keys that
  * expire with the last token it concerns (read at start, so a replica that was down learns what
  * it missed) and published, so other replicas apply it within milliseconds.
  */
@@ -120,13 +121,10 @@ export async function createRevocationList(options: {
   async function share(message: RevocationMessage): Promise<void> {
     const payload = JSON.stringify(message);
     const ttl = Math.max(lifetimeSecondsOf(message), 1);
-    await bus.redis.set(
-      keyOf(`${message.realm}:${message.userId}:${message.at}`),
-      payload,
-      'EX',
-      ttl,
-    );
+    // Published first: a worker's siblings (through the supervising process, cache/worker-bus.ts)
+    // learn it even when Redis then fails; a failure leaves it to be shared again, both steps.
     await bus.publish(channel, payload);
+    await bus.keep(keyOf(`${message.realm}:${message.userId}:${message.at}`), payload, ttl);
   }
 
   async function shareUnshared(): Promise<void> {
@@ -147,15 +145,9 @@ export async function createRevocationList(options: {
   }
 
   async function loadStored(): Promise<void> {
-    let cursor = '0';
-    do {
-      const [next, keys] = await bus.redis.scan(cursor, 'MATCH', keyOf('*'), 'COUNT', 1000);
-      cursor = next;
-      for (const key of keys) {
-        const payload = await bus.redis.get(key);
-        if (payload) apply(JSON.parse(payload) as RevocationMessage, 'peer');
-      }
-    } while (cursor !== '0');
+    for (const payload of await bus.kept(keyOf(''))) {
+      apply(JSON.parse(payload) as RevocationMessage, 'peer');
+    }
   }
 
   return {

@@ -3,14 +3,21 @@ import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 
 /**
- * What replicas tell each other through Redis (revocations, organization changes): one
- * connection that publishes and runs commands, one that listens, for every kind of message.
+ * What replicas, and the workers of one gateway, tell each other (revocations, organization
+ * changes): through Redis (here: one connection that publishes and runs commands, one that
+ * listens, for every kind of message), or without Redis through the supervising process
+ * (ipc-bus.ts).
  */
 export interface ReplicaBus {
   /** This replica's name in messages: each replica also receives what it published itself. */
   readonly replicaId: string;
-  /** Commands for what a kind of message keeps in Redis (stored revocations). */
-  readonly redis: Redis;
+  /**
+   * Keeps `payload` under `key` for `ttlSeconds`, for replicas that start later (stored
+   * revocations); rejects when the store does not take it.
+   */
+  keep(key: string, payload: string, ttlSeconds: number): Promise<void>;
+  /** Every payload kept under a key that starts with `prefix` and has not expired. */
+  kept(prefix: string): Promise<string[]>;
   /** Whether Redis takes commands right now. */
   isReady(): boolean;
   /**
@@ -90,7 +97,22 @@ export async function createReplicaBus(options: {
 
   return {
     replicaId: randomUUID(),
-    redis: publisher,
+    async keep(key, payload, ttlSeconds) {
+      await publisher.set(key, payload, 'EX', ttlSeconds);
+    },
+    async kept(prefix) {
+      const payloads: string[] = [];
+      let cursor = '0';
+      do {
+        const [next, keys] = await publisher.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+        cursor = next;
+        for (const key of keys) {
+          const payload = await publisher.get(key);
+          if (payload) payloads.push(payload);
+        }
+      } while (cursor !== '0');
+      return payloads;
+    },
     isReady: () => publisher.status === 'ready',
     async subscribe(channel, receive) {
       receivers.set(channel, receive);

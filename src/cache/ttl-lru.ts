@@ -41,6 +41,17 @@ export class TtlLru<V> {
     }
   }
 
+  /** Every live value whose key starts with `prefix` (expired ones are dropped on the way). */
+  values(prefix: string): V[] {
+    const now = this.now();
+    const values: V[] = [];
+    for (const [key, entry] of this.entries) {
+      if (entry.expiresAt <= now) this.entries.delete(key);
+      else if (key.startsWith(prefix)) values.push(entry.value);
+    }
+    return values;
+  }
+
   delete(key: string): void {
     this.entries.delete(key);
   }

@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { parsePostgresUrl } from '../../keycloak/postgres-url.ts';
 import { parseTrustedProxies } from './trusted-proxies.ts';
@@ -124,6 +125,15 @@ export const configSchema = z.object({
   KEYCLOAK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60000).default(5000),
   AUTH_PROXY_TIMEOUT_MS: z.coerce.number().int().min(100).max(300000).default(30000),
   SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
+  /**
+   * Worker processes that share the listeners, each running the whole gateway under one
+   * supervising process; `auto` is one per core (os.availableParallelism()), 1 is one process.
+   */
+  WORKERS: z
+    .string()
+    .regex(/^(auto|[1-9][0-9]{0,2})$/, 'must be auto or a whole number from 1 to 999')
+    .default('auto')
+    .transform((value) => (value === 'auto' ? availableParallelism() : Number(value))),
   /** Prometheus metrics at `GET /metrics` on the admin listener; off, nothing is counted. */
   METRICS_ENABLED: boolFlag.default(true),
   /**

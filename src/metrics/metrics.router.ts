@@ -1,8 +1,13 @@
 import type { RequestHandler } from 'express';
-import type { Registry } from 'prom-client';
+
+/** What `/metrics` renders: a prom-client registry, or the aggregate of a gateway's workers. */
+export interface Exposition {
+  readonly contentType: string;
+  metrics(): Promise<string>;
+}
 
 /** `GET /metrics`: every metric in Prometheus' text format. */
-export function serveMetrics(registry: Registry): RequestHandler {
+export function serveMetrics(registry: Exposition): RequestHandler {
   return async (_req, res, next) => {
     try {
       const body = await registry.metrics();

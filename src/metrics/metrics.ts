@@ -87,6 +87,8 @@ export function createMetrics(options: {
   databasePool?: () => { used: number; free: number; pending: number } | undefined;
   /** Keycloak's nodes: their states as `realmgate_keycloak_node_up`. */
   keycloakNodes?: Pick<KeycloakNodes, 'all'>;
+  /** This worker's number when the gateway runs several (WORKERS): its requests are counted. */
+  worker?: string;
 }): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -154,7 +156,15 @@ export function createMetrics(options: {
     labels: [{ name: 'source', values: ['local', 'peer'] }],
     showZeros: true,
   });
+  // One series per worker: a scrape of the aggregated metrics shows every worker served.
+  const workerRequests = new CounterTable({
+    name: 'realmgate_worker_requests_total',
+    help: 'Requests answered, by the worker process that answered them (with WORKERS > 1).',
+    labels: [{ name: 'worker', values: [options.worker ?? '1'] }],
+    showZeros: true,
+  });
   for (const table of [
+    ...(options.worker === undefined ? [] : [workerRequests]),
     requests,
     durations,
     authFailures,
@@ -184,6 +194,7 @@ export function createMetrics(options: {
       const m = (methodIndex as Record<string, number | undefined>)[method ?? ''] ?? otherMethod;
       const s = status < 100 ? 4 : Math.min(Math.floor(status / 100), 5) - 1;
       requests.inc(requests.slot(r, m, s, schemeIndex(authorization)));
+      workerRequests.inc(0);
       durations.observe(r, seconds);
     },
     authFailure(scheme, reason) {
@@ -238,6 +249,8 @@ function registerStateGauges(
       'cache is 0 while Redis is configured but unreachable.',
     labelNames: ['dependency'],
     registers: [registry],
+    // Across the workers of one gateway: up only when every worker saw it up.
+    aggregator: 'min',
     async collect() {
       const outcomes = await Promise.all(names.map((name) => probe(options.readiness[name]!)));
       names.forEach((name, i) => this.set({ dependency: name }, outcomes[i] === 'up' ? 1 : 0));
@@ -253,6 +266,7 @@ function registerStateGauges(
         'once it answers.',
       labelNames: ['node'],
       registers: [registry],
+      aggregator: 'min',
       collect() {
         for (const node of keycloakNodes.all) {
           this.set({ node: String(node.index) }, node.state === 'up' ? 1 : 0);
@@ -267,6 +281,8 @@ function registerStateGauges(
     help: "The database pool's connections: used, free, and requests waiting for one (pending).",
     labelNames: ['state'],
     registers: [registry],
+    // Each worker has its own pool: the gateway's connections are their sum.
+    aggregator: 'sum',
     collect() {
       const counts = pool();
       if (!counts) return;

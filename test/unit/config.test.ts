@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, requiredSecrets } from '../../src/config/config.ts';
 
@@ -32,6 +33,7 @@ describe('loadConfig', () => {
       KEYCLOAK_TIMEOUT_MS: 5000,
       AUTH_PROXY_TIMEOUT_MS: 30000,
       SHUTDOWN_GRACE_SECONDS: 10,
+      WORKERS: availableParallelism(),
       METRICS_ENABLED: true,
       OTEL_SERVICE_NAME: 'realmgate',
       OTEL_TRACES_SAMPLER_ARG: 1,
@@ -253,3 +255,19 @@ describe('loadConfig', () => {
 function keyOf(problem: string): string {
   return problem.slice(0, problem.indexOf(':'));
 }
+
+describe('WORKERS', () => {
+  const workers = (value: string) => loadConfig({ REALMGATE_DEMO: 'true', WORKERS: value }).WORKERS;
+
+  it('is one per core for auto, or the number given', () => {
+    expect(workers('auto')).toBe(availableParallelism());
+    expect(workers('1')).toBe(1);
+    expect(workers('8')).toBe(8);
+  });
+
+  it('refuses what is not auto or a whole number from 1', () => {
+    for (const value of ['0', '-1', '1.5', 'two', '1000']) {
+      expect(() => workers(value), value).toThrow(ConfigError);
+    }
+  });
+});

@@ -1,0 +1,60 @@
+import type { Cache } from './cache.ts';
+import { createIpcPeer, type IpcEndpoint, type IpcPeer } from './ipc-peer.ts';
+import { createMemoryCache } from './memory-cache.ts';
+import { TtlLru } from './ttl-lru.ts';
+
+/**
+ * The supervising process's side of what the workers of one gateway share without Redis: one
+ * in-memory cache (the login throttle's counters, the single-flight of cold Basic logins, their
+ * outcomes) and the replica bus (each message relayed to every worker, kept ones held for
+ * workers that start later). Each worker reaches it through ipc-cache.ts and ipc-bus.ts.
+ */
+export interface IpcHub {
+  /** Serves a worker over its IPC channel until it exits; resolves to that channel. */
+  attach(worker: IpcEndpoint & { once(event: 'exit', listener: () => void): unknown }): IpcPeer;
+  /** Every worker attached now. */
+  readonly peers: ReadonlySet<IpcPeer>;
+  close(): Promise<void>;
+}
+
+/** Creates the hub; `maxEntries` bounds the cache and the kept messages, as MEMORY_CACHE_MAX_ENTRIES. */
+export function createIpcHub(options: { maxEntries: number }): IpcHub {
+  const cache: Cache = createMemoryCache({ maxEntries: options.maxEntries });
+  const kept = new TtlLru<string>(options.maxEntries);
+  const peers = new Set<IpcPeer>();
+  const handlers = {
+    'cache.get': (key: string) => cache.get(key),
+    'cache.set': (key: string, value: string, ttlMs: number) => cache.set(key, value, ttlMs),
+    'cache.delete': (key: string) => cache.delete(key),
+    // An absent `by` arrives as null (the channel speaks JSON).
+    'cache.increment': (key: string, windowMs: number, by: number | null) =>
+      cache.increment(key, windowMs, by ?? undefined),
+    'cache.counter': (key: string) => cache.counter(key),
+    'bus.keep': (key: string, payload: string, ttlSeconds: number) => {
+      kept.set(key, payload, Date.now() + ttlSeconds * 1000);
+    },
+    'bus.kept': (prefix: string) => kept.values(prefix),
+    // Every worker, the sender included, as Redis' publish does (receivers skip their own).
+    'bus.publish': (channel: string, payload: string) => {
+      for (const peer of peers) peer.tell('bus.message', channel, payload);
+    },
+  };
+  return {
+    peers,
+    attach(worker) {
+      const peer = createIpcPeer(worker, { ...handlers });
+      peers.add(peer);
+      worker.once('exit', () => {
+        peers.delete(peer);
+        peer.close();
+      });
+      return peer;
+    },
+    async close() {
+      for (const peer of peers) peer.close();
+      peers.clear();
+      kept.clear();
+      await cache.close();
+    },
+  };
+}

@@ -1,0 +1,156 @@
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { basicAuth } from '../helpers/api.ts';
+import {
+  startClusteredGateway,
+  type Answer,
+  type ClusteredGateway,
+} from '../helpers/clustered-gateway.ts';
+import { createUser, type TestUser } from '../helpers/keycloak.ts';
+import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+/** Sends `request` on new connections until both workers have answered; returns every answer. */
+async function fromEveryWorker(request: () => Promise<Answer>): Promise<Answer[]> {
+  const answers: Answer[] = [];
+  while (new Set(answers.map((a) => a.worker)).size < 2) {
+    if (answers.length >= 20) throw new Error('20 requests reached one worker only');
+    answers.push(await request());
+  }
+  return answers;
+}
+
+/** An access token of an offline session: what DELETE .../refresh_tokens revokes. */
+async function offlineAccessTokenOf(user: TestUser): Promise<string> {
+  const res = await fetch(
+    `${testEnv().publicUrl}/auth/realms/${user.realm}/protocol/openid-connect/token`,
+    {
+      method: 'POST',
+      body: new URLSearchParams({
+        client_id: `_${user.realm}-api`,
+        grant_type: 'password',
+        scope: 'openid offline_access',
+        username: user.username,
+        password: user.password,
+      }),
+    },
+  );
+  const { access_token } = (await res.json()) as { access_token?: string };
+  if (!access_token) throw new Error(`no access token for ${user.username}`);
+  return access_token;
+}
+
+/** Password grants the gateway made, every worker's, from one scrape. */
+async function grantsOf(gateway: ClusteredGateway): Promise<number> {
+  let grants = 0;
+  for (const match of (await gateway.metrics()).matchAll(
+    /^realmgate_keycloak_requests_total\{kind="grant",[^}]*\} (\d+)/gm,
+  )) {
+    grants += Number(match[1]);
+  }
+  return grants;
+}
+
+/**
+ * `node src/main.ts` with WORKERS=2: one gateway whose two worker processes share the listeners
+ * and its state, through the supervising process without Redis and through Redis with it.
+ */
+describe.each([
+  { name: 'without Redis (through the supervising process)', port: 18640, redis: false },
+  { name: 'with Redis', port: 18650, redis: true },
+])('two workers, $name', ({ port, redis }) => {
+  let gateway: ClusteredGateway;
+  let org: string;
+  const path = () => `/api/${org}/platform/workspaces`;
+
+  beforeAll(async () => {
+    org = await createOrganization(['ws1']);
+    gateway = await startClusteredGateway(port, {
+      WORKERS: '2',
+      LOG_LEVEL: 'debug',
+      LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: '3',
+      BASIC_REFUSAL_CACHE_SECONDS: '30',
+      ...(redis
+        ? {
+            REDIS_URL: testEnv().redisUrl,
+            REDIS_KEY_PREFIX: `${testEnv().redisKeyPrefix}workers-${randomBytes(4).toString('hex')}:`,
+          }
+        : {}),
+    });
+  });
+
+  afterAll(async () => {
+    await gateway?.stop();
+    await closeTestDb();
+  });
+
+  it('serves from every worker; /readyz names the worker; one scrape shows both', async () => {
+    const answers = await fromEveryWorker(() => gateway.send('/healthz'));
+    expect(answers.every((a) => a.status === 200)).toBe(true);
+    const ready = await fetch(`${gateway.adminUrl}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(['1', '2']).toContain(ready.headers.get('x-realmgate-worker'));
+    const text = await gateway.metrics();
+    for (const worker of ['1', '2']) {
+      const count = new RegExp(
+        `^realmgate_worker_requests_total\\{worker="${worker}"\\} (\\d+)`,
+        'm',
+      );
+      expect(Number(count.exec(text)?.[1])).toBeGreaterThan(0);
+    }
+    // Requests summed over both workers, not one worker's.
+    const served = [...text.matchAll(/^realmgate_http_requests_total\{[^}]*\} (\d+)/gm)];
+    expect(served.reduce((sum, m) => sum + Number(m[1]), 0)).toBeGreaterThanOrEqual(answers.length);
+  });
+
+  it('a revocation made through one worker is refused by every worker at once', async () => {
+    const member = await createUser(org, { workspaceRoles: ['ws1'] });
+    const bearer = { authorization: `Bearer ${await offlineAccessTokenOf(member)}` };
+    const before = await fromEveryWorker(() => gateway.send(path(), bearer));
+    expect(before.map((a) => a.status)).toEqual(before.map(() => 200));
+
+    const revoked = await gateway.send(
+      `/api/${org}/platform/users/_current/refresh_tokens`,
+      bearer,
+      'DELETE',
+    );
+    expect(revoked.status).toBe(200);
+    const after = await fromEveryWorker(() => gateway.send(path(), bearer));
+    expect(after.map((a) => a.status)).toEqual(after.map(() => 401));
+  });
+
+  it('counts failed logins across workers: the throttle refuses on every worker', async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws1'] });
+    const wrong = (i: number) => ({
+      authorization: basicAuth({ ...user, password: `wrong-${i}` }),
+    });
+    const failures: Answer[] = [];
+    for (let i = 0; i < 3; i++) failures.push(await gateway.send(path(), wrong(i)));
+    expect(failures.map((a) => a.status)).toEqual([401, 401, 401]);
+    expect(new Set(failures.map((a) => a.worker)).size).toBe(2);
+    let i = 3;
+    const refused = await fromEveryWorker(() => gateway.send(path(), wrong(i++)));
+    expect(refused.map((a) => a.status)).toEqual(refused.map(() => 429));
+  });
+
+  it('a cold burst of identical Basic requests over both workers makes exactly one grant', async () => {
+    const user: TestUser = await createUser(org, { workspaceRoles: ['ws1'] });
+    const before = await grantsOf(gateway);
+    const answers = await Promise.all(
+      Array.from({ length: 30 }, () => gateway.send(path(), { authorization: basicAuth(user) })),
+    );
+    expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
+    expect(new Set(answers.map((a) => a.worker)).size).toBe(2);
+    expect((await grantsOf(gateway)) - before).toBe(1);
+  });
+
+  it('starts a worker that dies again, and counts it', async () => {
+    const ready = await gateway.logLine((l) => l.msg === 'worker ready' && l.worker === 1);
+    process.kill(ready.pid as number, 'SIGKILL');
+    await gateway.logLine((l) => l.msg === 'worker died: starting it again' && l.worker === 1);
+    await gateway.logLine((l) => l.msg === 'worker ready' && l.worker === 1 && l.pid !== ready.pid);
+    expect(await gateway.metrics()).toMatch(/^realmgate_worker_restarts_total 1$/m);
+    const answers = await fromEveryWorker(() => gateway.send('/healthz'));
+    expect(answers.every((a) => a.status === 200)).toBe(true);
+  });
+});
