@@ -12,7 +12,10 @@ export interface RedisCacheOptions {
 
 /**
  * Creates a cache shared between gateway instances. Commands issued while disconnected wait in
- * ioredis's offline queue but fail after one reconnect attempt instead of piling up.
+ * ioredis's offline queue but fail after one reconnect attempt instead of piling up. Reconnects
+ * follow ioredis's default (waits doubling up to 5 s, with jitter so replicas do not all come
+ * back at once); the fallback cache serves meanwhile, and a command never waits longer than
+ * `commandTimeoutMs`.
  */
 export function createRedisCache({ url, keyPrefix, commandTimeoutMs }: RedisCacheOptions): Cache {
   const client = new Redis(url, {

@@ -48,8 +48,8 @@ export async function createReplicaBus(options: {
   redisUrl: string;
   logger: Logger;
 }): Promise<ReplicaBus> {
-  // Reconnects every 200 ms at most (ioredis's default backs off to 2 s): a revocation made
-  // during an outage must reach the other replicas soon after Redis is back.
+  // Reconnects every 200 ms at most (ioredis's default doubles its wait up to 5 s): a revocation
+  // made during an outage must reach the other replicas soon after Redis is back.
   const redisOptions = {
     maxRetriesPerRequest: 1,
     commandTimeout: 1000,
