@@ -179,6 +179,7 @@ export async function startLocalKeycloak(options: LocalKeycloakOptions): Promise
     await keycloak.stop();
     throw new Error(
       `${(err as Error).message}\n--- last lines of ${logFile} ---\n${tail(logFile)}`,
+      { cause: err },
     );
   }
   // Let Node exit without waiting for Keycloak; the closed stdin pipe then stops it.

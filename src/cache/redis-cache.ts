@@ -64,6 +64,7 @@ export function createRedisCache({ url, keyPrefix, commandTimeoutMs }: RedisCach
       } catch (error) {
         // The connection error explains more than "max retries reached" or a timeout does.
         throw new Error(`redis unreachable: ${(error as Error).message}`, {
+          // eslint-disable-next-line preserve-caught-error -- the connection error is the cause
           cause: lastError ?? error,
         });
       }

@@ -39,7 +39,9 @@ export async function startPostgresProcess(port: number): Promise<PostgresProces
     );
   } catch (err) {
     await rm(dataDir, { recursive: true, force: true });
-    throw new Error(`initdb failed: ${(err as { stderr?: string }).stderr ?? String(err)}`);
+    throw new Error(`initdb failed: ${(err as { stderr?: string }).stderr ?? String(err)}`, {
+      cause: err,
+    });
   }
   let child: ChildProcess | undefined;
   const server: PostgresProcess = {
