@@ -7,7 +7,7 @@ import {
   deleteWorkspaceRoles,
   setOrganizationRealmEnabled,
   workspaceRoleHolders,
-} from '../keycloak/realm-lifecycle.ts';
+} from './realm-admin/realm-lifecycle.ts';
 import type { OrganizationEvents } from './organization-events.ts';
 import { createOrganizationsRepo, type Organization } from './organizations.repo.ts';
 import { createPlatformRecords } from './platform-records.ts';

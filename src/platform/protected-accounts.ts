@@ -7,7 +7,7 @@ import {
   holdsKeycloakAdminRoles,
   isServiceAccount,
   type KeycloakUser,
-} from '../keycloak/users.ts';
+} from './realm-admin/users.ts';
 
 /** What the lifecycle API can do to a user. */
 export type UserChange = 'disable' | 'enable' | 'delete' | 'password' | 'workspace';

@@ -3,7 +3,7 @@ import { principalOf } from '../edge/request-scope.ts';
 import type { ErrorCode } from '../envelope/errors.ts';
 import { bodyField } from '../http/audit.ts';
 import { route } from '../http/route-table.ts';
-import { tokenLifetimesPatchSchema, tokenLifetimesSchema } from '../keycloak/token-lifetimes.ts';
+import { tokenLifetimesPatchSchema, tokenLifetimesSchema } from './realm-admin/token-lifetimes.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import { pathIds } from './path-ids.ts';
 import {

@@ -4,20 +4,20 @@ import { AppError } from '../envelope/errors.ts';
 import { isHttpStatus, type KeycloakAdmin } from '../keycloak/admin-client.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
 import { isOrganizationId, isWorkspaceId, MASTER_REALM } from '../tenancy/identifiers.ts';
-import { protectRealms, type RealmProtection } from '../keycloak/brute-force.ts';
+import { protectRealms, type RealmProtection } from './realm-admin/brute-force.ts';
 import {
   createUser,
   ensureOrganizationRealm,
   ensureWorkspaceRoles,
   workspaceRolesOf,
-} from '../keycloak/provisioning.ts';
+} from './realm-admin/provisioning.ts';
 import {
   getTokenLifetimes,
   setTokenLifetimes,
   tokenLifetimesPatchSchema,
   type TokenLifetimes,
   type TokenLifetimesPatch,
-} from '../keycloak/token-lifetimes.ts';
+} from './realm-admin/token-lifetimes.ts';
 import { createOrganizationsRepo, type Organization } from './organizations.repo.ts';
 import { createPlatformRecords } from './platform-records.ts';
 import { createWorkspacesRepo, type Workspace } from './workspaces.repo.ts';

@@ -10,7 +10,7 @@ import {
   setWorkspaceRole,
   workspacesOfUsers,
   type KeycloakUser,
-} from '../keycloak/users.ts';
+} from './realm-admin/users.ts';
 import { createPlatformRecords } from './platform-records.ts';
 import { createTokenRefusal } from './token-refusal.ts';
 import { createChangeableUserLookup, requireUser } from './protected-accounts.ts';

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { shippedBruteForceSettings } from '../../src/keycloak/brute-force.ts';
+import { shippedBruteForceSettings } from '../../src/platform/realm-admin/brute-force.ts';
 import { basicAuth, callApi } from '../helpers/api.ts';
 import {
   createOrganizationRealm,

@@ -7,7 +7,7 @@ import { passwordBody } from '../../src/platform/users.schemas.ts';
 import {
   MAX_LIFETIME_SECONDS,
   tokenLifetimesPatchSchema,
-} from '../../src/keycloak/token-lifetimes.ts';
+} from '../../src/platform/realm-admin/token-lifetimes.ts';
 import {
   masterUserBody,
   operationBody,

@@ -1,8 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import type RealmRepresentation from '@keycloak/keycloak-admin-client/lib/defs/realmRepresentation.js';
-import type { KeycloakAdmin } from './admin-client.ts';
+import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
 
-const MASTER_REALM_EXPORT = new URL('../../realm-export/master.json', import.meta.url);
+const MASTER_REALM_EXPORT = new URL('../../../realm-export/master.json', import.meta.url);
 
 /** The realm fields that make up Keycloak's brute-force detection. */
 const BRUTE_FORCE_FIELDS = [

@@ -1,7 +1,7 @@
 import type UserRepresentation from '@keycloak/keycloak-admin-client/lib/defs/userRepresentation.js';
-import type { KeycloakAdmin } from './admin-client.ts';
-import { isHttpStatus } from './admin-client.ts';
-import { isWorkspaceId, MASTER_REALM } from '../tenancy/identifiers.ts';
+import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
+import { isHttpStatus } from '../../keycloak/admin-client.ts';
+import { isWorkspaceId, MASTER_REALM } from '../../tenancy/identifiers.ts';
 import { usersWithClientRole, workspacesClientUuidOf } from './provisioning.ts';
 
 export type KeycloakUser = UserRepresentation & { id: string; username: string };
