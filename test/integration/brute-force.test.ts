@@ -11,6 +11,7 @@ import {
   userIdOf,
   type TestUser,
 } from '../helpers/keycloak.ts';
+import { expectDocumentedAnswer } from '../helpers/documented-answer.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 const ENDPOINT = '/api/platform/brute-force-detection';
@@ -89,6 +90,7 @@ describe('brute-force detection', () => {
     expect(first.body).toMatchObject({ result: '000-00000' });
     const data = first.body.data as { realm: string; changed: boolean }[];
     for (const entry of data) expect(Object.keys(entry).sort()).toEqual(['changed', 'realm']);
+    expectDocumentedAnswer('protectRealms', first.body);
     expect(data.map((entry) => entry.realm)).toEqual(expect.arrayContaining(existing));
     expect(data).toContainEqual({ realm: org, changed: true });
     expect(data).toContainEqual({ realm: 'master', changed: false });
