@@ -127,15 +127,13 @@ export const configSchema = z.object({
   SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
   /**
    * Worker processes that share the listeners, each running the whole gateway under one
-   * supervising process; `auto` is one per core (os.availableParallelism()), 1 is one process.
-   * 1 by default until workers share Keycloak's signing keys: through a Keycloak outage a worker
-   * that never fetched a realm's keys cannot verify that realm's tokens (the HA suite's outage
-   * phase failed 1,800 of 4,000 Bearer requests with two workers per replica).
+   * supervising process; `auto` (the default) is one per core (os.availableParallelism()), 1 is
+   * one process.
    */
   WORKERS: z
     .string()
     .regex(/^(auto|[1-9][0-9]{0,2})$/, 'must be auto or a whole number from 1 to 999')
-    .default('1')
+    .default('auto')
     .transform((value) => (value === 'auto' ? availableParallelism() : Number(value))),
   /** Prometheus metrics at `GET /metrics` on the admin listener; off, nothing is counted. */
   METRICS_ENABLED: boolFlag.default(true),
