@@ -64,7 +64,7 @@ export function referenceRows(): ReferenceRow[] {
 
 /**
  * The rows as a Markdown table, columns padded as prettier pads them (so `prettier --check`
- * passes on the generated file without running prettier here). Cells are ASCII text.
+ * passes on the generated file without running prettier here); the test checks that it does.
  */
 export function renderReferenceTable(rows: readonly ReferenceRow[]): string {
   const cells = [
