@@ -52,10 +52,11 @@ export function formatSideBySide(result: SideBySide): string {
   const num = (v: number | undefined, digits: number) => v?.toFixed(digits) ?? '';
   const cell = (mode: Mode, id: RowId) => {
     const row = result.modes.find((m) => m.mode === mode)?.rows.find((r) => r.id === id);
-    if (!row || row.unavailable) return `${row?.unavailable ?? 'not measured'} | | |`;
+    if (!row || row.unavailable) return `${row?.unavailable ?? 'not measured'} | | | |`;
     const bad = row.rounds.reduce((sum, r) => sum + r.bad, 0);
     const rate = `${num(row.reqPerSec, 0)}${bad ? ` (${bad} failed)` : ''}`;
-    return `${rate} | ${num(row.p99Ms, 2)} | ${num(row.cpuMicrosPerRequest, 0)}`;
+    const cost = `${num(row.cpuMicrosPerRequest, 0)} | ${num(row.cpusBusy, 2)}`;
+    return `${rate} | ${num(row.p99Ms, 2)} | ${cost}`;
   };
   const ids = result.modes[0]!.rows.map((r) => r.id);
   const nameOf = (id: RowId) => result.modes[0]!.rows.find((r) => r.id === id)!.name;
@@ -76,8 +77,8 @@ export function formatSideBySide(result: SideBySide): string {
     ];
   });
   return [
-    '| row (wrk) | per core req/s | p99 ms | CPU µs/req | whole machine req/s | p99 ms | CPU µs/req |',
-    '|---|---:|---:|---:|---:|---:|---:|',
+    '| row (wrk) | per core req/s | p99 ms | CPU µs/req | CPUs busy | whole machine req/s | p99 ms | CPU µs/req | CPUs busy |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...ids.map((id) => `| ${nameOf(id)} | ${MODES.map((mode) => cell(mode, id)).join(' | ')} |`),
     '',
     '| ratio: median of rows (each round) | per core | whole machine |',

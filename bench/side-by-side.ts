@@ -41,6 +41,8 @@ export interface SideRow {
    * machine runs (the upstream's share, the same for every row, is not in it).
    */
   cpuMicrosPerRequest?: number;
+  /** CPUs the server kept busy (CPU seconds per second): ~1 per core when the server bounds. */
+  cpusBusy?: number;
   rounds: SideRound[];
   unavailable?: string;
 }
@@ -165,6 +167,7 @@ async function measureRows(
     row.p99Ms = median(row.rounds.flatMap((r) => (r.p99Ms === undefined ? [] : [r.p99Ms])));
     const costs = row.rounds.map((r) => (r.serverCpuSeconds * 1e6) / Math.max(r.ok, 1));
     row.cpuMicrosPerRequest = median(costs);
+    row.cpusBusy = median(row.rounds.map((r) => r.serverCpuSeconds / options.roundSeconds));
   }
   return rows;
 }
