@@ -143,7 +143,7 @@ try {
       ? `src/ fingerprint ${sourceAtStart}, unchanged during the run`
       : `src/ CHANGED during the run (${sourceAtStart} → ${sourceAtEnd}): rows may run other code`,
   );
-  const rows = rowsOf(scenarios, peakRss).filter((r) => r.rounds.length || r.note);
+  const rows = options.peersOnly ? [] : rowsOf(scenarios, peakRss);
   const report = {
     startedAt: new Date(started).toISOString(),
     finishedAt: new Date().toISOString(),
