@@ -15,10 +15,11 @@ const LAYERS = [
   'cache', // one Cache interface, Redis and in-process
   'edge', // every request first: canonical path, its route and scope, request id, headers
   'http', // logger, audit, health and readiness
-  'keycloak', // the nodes, the client layer, the /auth proxy, admin-API operations
+  'keycloak', // the Keycloak client layer: nodes, calls and their failures, token and admin clients
   'auth', // the admission: credentials, revocation, workspace roles
+  'auth-proxy', // the /auth route: its guards, the password-attempt throttle, the proxy, console pages
   'automation', // operation list, the forwarded route
-  'platform', // /api/platform and the list endpoints
+  'platform', // /api/platform, the list endpoints, the admin-API operations they run
   'metrics', // counts what the layers below report through their own interfaces
   'api', // /api: its router and its OpenAPI document
   'cli', // the realmgate command

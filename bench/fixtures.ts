@@ -1,9 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import { loginAsBootstrapAdmin, type KeycloakAdmin } from '../src/keycloak/admin-client.ts';
-import { ensureUser } from '../src/keycloak/ensure-user.ts';
+import { ensureUser } from '../src/platform/realm-admin/ensure-user.ts';
 import { apiClientIdOf } from '../src/tenancy/identifiers.ts';
-import { ensureOrganizationRealm, ensureWorkspaceRoles } from '../src/keycloak/provisioning.ts';
+import {
+  ensureOrganizationRealm,
+  ensureWorkspaceRoles,
+} from '../src/platform/realm-admin/provisioning.ts';
 import { createOrganizationsRepo } from '../src/platform/organizations.repo.ts';
 import { createWorkspacesRepo } from '../src/platform/workspaces.repo.ts';
 import type { BenchSecrets } from './stack.ts';

@@ -12,6 +12,7 @@ import { createBasicAuthenticator } from './auth/basic/basic-authenticator.ts';
 import { createBearerVerifier } from './auth/bearer/bearer-verifier.ts';
 import { createActiveCheck } from './auth/bearer/active-check.ts';
 import { createJwksRegistry } from './auth/bearer/jwks.ts';
+import { createWorkerKeySetMemory } from './auth/bearer/key-set-memory.ts';
 import { createRevocationList } from './auth/revocation.ts';
 import { createOperationsRepo } from './automation/operations.repo.ts';
 import { createCache, type Cache } from './cache/index.ts';
@@ -28,11 +29,12 @@ import { createForwarding } from './edge/forwarding.ts';
 import { createAudit } from './http/audit.ts';
 import { checkDatabase, openDatabase, poolState } from './db/database.ts';
 import { migrateToLatest } from './db/migrate.ts';
-import { isBootstrapAdmin } from './keycloak/bootstrap-admin-guard.ts';
-import { canonicalConsolePath } from './keycloak/console-page.ts';
+import { isBootstrapAdmin } from './auth-proxy/bootstrap-admin-guard.ts';
+import { canonicalConsolePath } from './auth-proxy/console-page.ts';
 import { checkKeycloakNodes } from './keycloak/keycloak-health.ts';
 import { createKeycloakNodes, displayUrlOf } from './keycloak/keycloak-nodes.ts';
-import { createServiceAdmin, hasTwoFactor } from './keycloak/service-admin.ts';
+import { createServiceAdmin } from './keycloak/service-admin.ts';
+import { hasTwoFactor } from './platform/realm-admin/users.ts';
 import { createTokenClient } from './keycloak/token-client.ts';
 import { createAdminSession } from './keycloak/admin-session.ts';
 import { createKeycloakCalls } from './keycloak/keycloak-calls.ts';
@@ -86,18 +88,16 @@ export async function startGateway(
     logger,
   });
   if (!worker) await migrateToLatest(db);
-  // The workers of one gateway share one cache: Redis', or without Redis the supervising
-  // process's (the login throttle, the single-flight of cold Basic logins).
-  const cache =
-    worker && !config.REDIS_URL
-      ? createIpcCache(worker.peer)
-      : createCache({
-          redisUrl: config.REDIS_URL,
-          keyPrefix: config.REDIS_KEY_PREFIX,
-          maxEntries: config.MEMORY_CACHE_MAX_ENTRIES,
-          commandTimeoutMs: 1000,
-          logger,
-        });
+  // The workers of one gateway share one cache (the login throttle, the single-flight of cold
+  // Basic logins): Redis', and without Redis or while it fails the supervising process's.
+  const cache = createCache({
+    redisUrl: config.REDIS_URL,
+    keyPrefix: config.REDIS_KEY_PREFIX,
+    maxEntries: config.MEMORY_CACHE_MAX_ENTRIES,
+    commandTimeoutMs: 1000,
+    logger,
+    local: worker && createIpcCache(worker.peer),
+  });
   const cacheSecret = config.REALMGATE_CACHE_SECRET ?? randomBytes(32).toString('base64url');
   if (!config.REALMGATE_CACHE_SECRET && config.REDIS_URL) {
     logger.warn(
@@ -165,7 +165,11 @@ export async function startGateway(
       : undefined,
     tracing,
   });
-  const jwks = createJwksRegistry({ calls });
+  // A worker's key sets include what its siblings fetched: each verifies through an outage.
+  const jwks = createJwksRegistry({
+    calls,
+    memory: worker ? createWorkerKeySetMemory(worker.peer) : undefined,
+  });
   const bearer = createBearerVerifier({
     jwks,
     publicUrl: config.PUBLIC_URL,

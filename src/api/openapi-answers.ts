@@ -1,7 +1,7 @@
+import { EXAMPLE_TS, envelope, errorEnvelope } from '../envelope/envelope.schemas.ts';
 import { errorCodes, type ErrorCode } from '../envelope/errors.ts';
 import type { HttpMethod } from '../http/route-table.ts';
-import { EXAMPLE_TS, schema } from './openapi-schemas.ts';
-import type { JsonValue } from './openapi-zod.ts';
+import { jsonSchemaOf, type JsonValue } from './openapi-zod.ts';
 
 export type { HttpMethod };
 
@@ -26,8 +26,10 @@ export function json(body: JsonValue): JsonValue {
 
 /** A successful answer: the envelope with its `data`. */
 export function success(data: JsonValue, description: string): JsonValue {
-  const envelope = { allOf: [schema('Envelope'), { type: 'object', properties: { data } }] };
-  return { description, content: json({ schema: envelope }) };
+  const answer = {
+    allOf: [jsonSchemaOf(envelope, 'output'), { type: 'object', properties: { data } }],
+  };
+  return { description, content: json({ schema: answer }) };
 }
 
 /** Groups error codes by status; each status documents every result code it can carry. */
@@ -53,7 +55,7 @@ export function errorResponses(codes: ErrorCode[]): Record<string, JsonValue> {
       ...((status === 503 || status === 429) && {
         headers: { 'Retry-After': { schema: { type: 'integer' } } },
       }),
-      content: json({ schema: schema('ErrorEnvelope'), examples }),
+      content: json({ schema: jsonSchemaOf(errorEnvelope, 'output'), examples }),
     };
   }
   return responses;

@@ -8,8 +8,7 @@ import {
   type OpenApiOperation,
   type OpenApiPaths,
 } from './openapi-answers.ts';
-import { arrayOf, schema } from './openapi-schemas.ts';
-import { jsonSchemaOf, type JsonValue } from './openapi-zod.ts';
+import { idSchemasIn, jsonSchemaOf, type JsonValue } from './openapi-zod.ts';
 
 /** A route of any table: the document reads its declaration, never calls its handler. */
 export type DeclaredRoute = AnyRoute<never>;
@@ -57,14 +56,6 @@ function parametersOf(route: DeclaredRoute): JsonValue[] {
   return [...path, ...query];
 }
 
-function dataOf(route: DeclaredRoute): JsonValue {
-  const { data } = route;
-  if ('component' in data && typeof data.component === 'string') {
-    return data.array ? arrayOf(schema(data.component)) : schema(data.component);
-  }
-  return jsonSchemaOf(data as z.ZodType, 'output');
-}
-
 /** The OpenAPI operation of a declared route: an authenticated call answering in the envelope. */
 export function operationOf(route: DeclaredRoute): OpenApiOperation {
   const parameters = parametersOf(route);
@@ -79,7 +70,7 @@ export function operationOf(route: DeclaredRoute): OpenApiOperation {
       requestBody: { required: true, content: json({ schema: jsonSchemaOf(route.body, 'input') }) },
     }),
     responses: {
-      '200': success(dataOf(route), 'SUCCESS'),
+      '200': success(jsonSchemaOf(route.data, 'output'), 'SUCCESS'),
       ...errorResponses(resultCodesOf(route)),
     },
   };
@@ -97,29 +88,20 @@ export function pathsOf(routes: readonly DeclaredRoute[]): OpenApiPaths {
 }
 
 /**
- * The zod schemas with an id the routes use, which become components: what clients send
- * (path ids, queries, bodies) and what they get back.
+ * The zod schemas with an id the routes use, those they contain included, which become
+ * components: what clients send (path ids, queries, bodies) and what they get back.
  */
 export function componentSchemasOfRoutes(routes: readonly DeclaredRoute[]): {
   input: z.ZodType[];
   output: z.ZodType[];
 } {
-  // One schema per id (a component has one definition); schemas without an id stay inline.
-  const input = new Map<unknown, z.ZodType>();
-  const output = new Map<unknown, z.ZodType>();
-  const add = (to: Map<unknown, z.ZodType>, s: z.ZodType) => {
-    const id = s.meta()?.id;
-    if (typeof id === 'string') to.set(id, s);
-  };
+  const input: z.ZodType[] = [];
+  const output: z.ZodType[] = [];
   for (const route of routes) {
-    for (const param of Object.values(route.params ?? {})) add(input, param.schema);
-    const shape = (route.query as z.ZodObject | undefined)?.shape ?? {};
-    for (const field of Object.values(shape)) add(input, field as z.ZodType);
-    if (route.body) add(input, route.body);
-    if (!('component' in route.data)) {
-      const { data } = route;
-      add(output, data instanceof z.ZodArray ? (data.element as z.ZodType) : data);
-    }
+    input.push(...Object.values(route.params ?? {}).map((param) => param.schema));
+    if (route.query) input.push(route.query);
+    if (route.body) input.push(route.body);
+    output.push(route.data);
   }
-  return { input: [...input.values()], output: [...output.values()] };
+  return { input: idSchemasIn(input), output: idSchemasIn(output) };
 }

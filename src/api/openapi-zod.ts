@@ -55,6 +55,44 @@ export function jsonSchemaOf(schema: z.ZodType, io: 'input' | 'output'): JsonSch
   return converted as JsonSchema;
 }
 
+/** The schemas `schema` is made of: its fields, items, options, inner and piped schemas. */
+function partsOf(schema: z.ZodType): z.ZodType[] {
+  const parts: z.ZodType[] = [];
+  const collect = (value: unknown, depth: number) => {
+    if (value instanceof z.ZodType) parts.push(value);
+    else if (depth > 0 && Array.isArray(value)) for (const v of value) collect(v, depth - 1);
+    else if (depth > 0 && typeof value === 'object' && value !== null) {
+      for (const v of Object.values(value)) collect(v, depth - 1);
+    }
+  };
+  // One level down: an object's `shape`, a union's `options` (the schemas themselves or lists).
+  for (const value of Object.values(schema._zod.def)) collect(value, 1);
+  return parts;
+}
+
+/**
+ * Every schema with an id (`.meta({ id })`) among `schemas` and the schemas they are made of,
+ * once each: the components a document of them needs. Two different schemas with one id would
+ * be two definitions of one component: refused.
+ */
+export function idSchemasIn(schemas: readonly z.ZodType[]): z.ZodType[] {
+  const byId = new Map<string, z.ZodType>();
+  const seen = new Set<z.ZodType>();
+  const visit = (schema: z.ZodType) => {
+    if (seen.has(schema)) return;
+    seen.add(schema);
+    const id = schema.meta()?.id;
+    if (typeof id === 'string') {
+      const known = byId.get(id);
+      if (known && known !== schema) throw new Error(`two schemas have the id ${id}`);
+      byId.set(id, schema);
+    }
+    for (const part of partsOf(schema)) visit(part);
+  };
+  for (const schema of schemas) visit(schema);
+  return [...byId.values()];
+}
+
 /**
  * The JSON Schemas (2020-12, the dialect of OpenAPI 3.1) of `schemas`, one component per
  * `.meta({ id })`, converted by zod itself from the schemas the server uses. `io: 'input'` for

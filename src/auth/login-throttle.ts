@@ -47,8 +47,9 @@ export interface LoginThrottleOptions {
  * without asking Keycloak. Guessing through the gateway stays slow, while one address can
  * never lock an account for the others: an automation job looping on an old password blocks
  * itself, not the account's owner elsewhere (Keycloak's own per-account lockout is the backstop
- * against guessing spread over many addresses; see brute-force.ts). It also keeps a burst of bad
- * logins from saturating Keycloak (each password check costs it real CPU).
+ * against guessing spread over many addresses; see platform/realm-admin/brute-force.ts). It
+ * also keeps a burst of bad logins from saturating Keycloak (each password check costs it real
+ * CPU).
  */
 export function createLoginThrottle(options: LoginThrottleOptions): LoginThrottle {
   const windowMs = options.windowSeconds * 1000;

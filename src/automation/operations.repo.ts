@@ -1,23 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { toIsoTimestamp, toIsoTimestampOrNull } from '../db/column-values.ts';
-
-/** An operation as the automation API returns it. */
-export interface Operation {
-  parameter: {
-    operation_id: string;
-    operation_name: string;
-    scheduled_date_for_execution: string | null;
-    last_run_date: string | null;
-    environment: string | null;
-    remarks: string | null;
-    discard: boolean;
-    last_update_date_time: string;
-    last_updated_user: string;
-  };
-  /** Always empty: operation files are not stored by the gateway. */
-  file: Record<string, never>;
-}
+import type { Operation } from './operations.schemas.ts';
 
 export interface NewOperation {
   organizationId: string;

@@ -1,7 +1,11 @@
+import { z } from 'zod';
 import { principalOf, scopeOf } from '../edge/request-scope.ts';
-import { route } from '../http/route-table.ts';
+import { routeFor } from '../http/route-table.ts';
 import { organizationId, workspaceId } from '../tenancy/id-schemas.ts';
 import type { OperationsRepo } from './operations.repo.ts';
+import { operationRecord } from './operations.schemas.ts';
+
+const route = routeFor<OperationsRepo>();
 
 /**
  * `GET /api/<org>/workspaces/<ws>/ita/menu/operation_list/filter/` (spec 4.4): every operation
@@ -9,14 +13,14 @@ import type { OperationsRepo } from './operations.repo.ts';
  * their schemas only document them.
  */
 export const operationsRoutes = [
-  route<OperationsRepo>({
+  route({
     method: 'get',
     path: '/api/{organization_id}/workspaces/{workspace_id}/ita/menu/operation_list/filter/',
     operationId: 'listOperations',
     summary: 'All operations of a workspace (role `<ws>` required)',
     tags: ['automation'],
     params: { organization_id: { schema: organizationId }, workspace_id: { schema: workspaceId } },
-    data: { component: 'Operation', array: true },
+    data: z.array(operationRecord),
     errors: [
       'permissionDenied',
       'organizationDisabled',

@@ -13,19 +13,24 @@ export interface CacheOptions {
   maxEntries: number;
   commandTimeoutMs: number;
   logger: Logger;
+  /**
+   * What serves without Redis, or while it fails: by default a cache in this process; in a
+   * worker, the supervising process's (ipc-cache.ts), so the workers stay one gateway.
+   */
+  local?: Cache | undefined;
 }
 
 /**
- * Creates the cache the configuration asks for: Redis (falling back to the in-process cache
- * while Redis fails) when `redisUrl` is set, otherwise the in-process cache alone.
+ * Creates the cache the configuration asks for: Redis (falling back to the local cache while
+ * Redis fails) when `redisUrl` is set, otherwise the local cache alone.
  */
 export function createCache(opts: CacheOptions): Cache {
-  const memory = createMemoryCache({ maxEntries: opts.maxEntries });
-  if (!opts.redisUrl) return memory;
+  const local = opts.local ?? createMemoryCache({ maxEntries: opts.maxEntries });
+  if (!opts.redisUrl) return local;
   const redis = createRedisCache({
     url: opts.redisUrl,
     keyPrefix: opts.keyPrefix,
     commandTimeoutMs: opts.commandTimeoutMs,
   });
-  return createFallbackCache(redis, memory, opts.logger);
+  return createFallbackCache(redis, local, opts.logger);
 }

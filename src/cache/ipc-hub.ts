@@ -6,8 +6,9 @@ import { TtlLru } from './ttl-lru.ts';
 /**
  * The supervising process's side of what the workers of one gateway share without Redis: one
  * in-memory cache (the login throttle's counters, the single-flight of cold Basic logins, their
- * outcomes) and the replica bus (each message relayed to every worker, kept ones held for
- * workers that start later). Each worker reaches it through ipc-cache.ts and ipc-bus.ts.
+ * outcomes), the replica bus (each message relayed to every worker, kept ones held for workers
+ * that start later) and the last key set Keycloak served each realm. Each worker reaches it
+ * through ipc-cache.ts, ipc-bus.ts and auth/bearer/key-set-memory.ts.
  */
 export interface IpcHub {
   /** Serves a worker over its IPC channel until it exits; resolves to that channel. */
@@ -22,6 +23,9 @@ export function createIpcHub(options: { maxEntries: number }): IpcHub {
   const cache: Cache = createMemoryCache({ maxEntries: options.maxEntries });
   const kept = new TtlLru<string>(options.maxEntries);
   const peers = new Set<IpcPeer>();
+  // Realm -> key set (public keys, as Keycloak served them to a worker): bounded by the realms
+  // Keycloak serves.
+  const keySets = new Map<string, string>();
   const handlers = {
     'cache.get': (key: string) => cache.get(key),
     'cache.set': (key: string, value: string, ttlMs: number) => cache.set(key, value, ttlMs),
@@ -34,6 +38,8 @@ export function createIpcHub(options: { maxEntries: number }): IpcHub {
       kept.set(key, payload, Date.now() + ttlSeconds * 1000);
     },
     'bus.kept': (prefix: string) => kept.values(prefix),
+    'keys.remember': (realm: string, keySet: string) => void keySets.set(realm, keySet),
+    'keys.recall': (realm: string) => keySets.get(realm) ?? null,
     // Every worker, the sender included, as Redis' publish does (receivers skip their own).
     'bus.publish': (channel: string, payload: string) => {
       for (const peer of peers) peer.tell('bus.message', channel, payload);
@@ -54,6 +60,7 @@ export function createIpcHub(options: { maxEntries: number }): IpcHub {
       for (const peer of peers) peer.close();
       peers.clear();
       kept.clear();
+      keySets.clear();
       await cache.close();
     },
   };

@@ -1,4 +1,4 @@
-import type { TokenLifetimes } from '../keycloak/token-lifetimes.ts';
+import type { TokenLifetimes } from '../platform/realm-admin/token-lifetimes.ts';
 import { apiCommand } from './api-command.ts';
 import { lifetimesPath } from './api-requests.ts';
 import type { Args, CommandEntry } from './command-spec.ts';

@@ -89,23 +89,51 @@ const otlpHeaders = z.string().transform((value, ctx) => {
 });
 
 /**
- * Every variable realmgate reads, with its default. `.env.example` documents the same list;
- * a unit test keeps the two in step.
+ * Every variable realmgate reads, with its default and, in `.meta()`, what it means: the
+ * configuration reference in docs/configuration.md is generated from this (`npm run
+ * docs:config`; see config-reference.ts). `description` is Markdown, its links relative to
+ * docs/; `shownDefault`, where the default value does not say it, what holds when the setting
+ * is unset. `.meta()` comes last in each chain (inside `fromFile`): each zod method returns a
+ * new schema, which would not carry it.
+ * `.env.example` documents the same list; a unit test keeps the two in step.
  */
 export const configSchema = z.object({
-  HOST: z.string().min(1).default('0.0.0.0'),
-  PORT: port.default(8000),
-  ADMIN_HOST: z.string().min(1).default('127.0.0.1'),
-  ADMIN_PORT: port.default(8001),
-  PUBLIC_URL: url.default('http://localhost:8000'),
-  ADMIN_PUBLIC_URL: url.default('http://localhost:8001'),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  HOST: z.string().min(1).default('0.0.0.0').meta({
+    description:
+      "address of the public listener (`{base_url}`): `/api/...` and `/auth/...`, Keycloak's admin console refused",
+  }),
+  PORT: port.default(8000).meta({ description: 'port of the public listener' }),
+  ADMIN_HOST: z.string().min(1).default('127.0.0.1').meta({
+    description:
+      'address of the admin listener (`{admin_site_address}`): the same API plus `/auth/admin/` (the Keycloak console) and `GET /metrics`',
+  }),
+  ADMIN_PORT: port.default(8001).meta({ description: 'port of the admin listener' }),
+  PUBLIC_URL: url.default('http://localhost:8000').meta({
+    description:
+      '`{base_url}` as clients reach it; token `iss` is `PUBLIC_URL/auth/realms/<realm>`',
+  }),
+  ADMIN_PUBLIC_URL: url.default('http://localhost:8001').meta({
+    description: "`{admin_site_address}` as clients reach it; the console's address",
+  }),
+  LOG_LEVEL: z
+    .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+    .default('info')
+    .meta({
+      description: 'pino level: `fatal`, `error`, `warn`, `info`, `debug`, `trace` or `silent`',
+    }),
 
-  /** Unset: a local Keycloak is started. Parsed into the list of its nodes (one or more). */
-  KEYCLOAK_URL: keycloakUrls.optional(),
-  KEYCLOAK_HTTP_PORT: port.default(8080),
-  KEYCLOAK_MANAGEMENT_PORT: port.default(9000),
-  /** PostgreSQL database of the local Keycloak; unset, it runs on embedded H2 in DATA_DIR. */
+  /** Parsed into the list of its nodes (one or more). */
+  KEYCLOAK_URL: keycloakUrls.optional().meta({
+    description:
+      'external Keycloak including its relative path, e.g. `http://kc:8080/auth`; or the nodes of one Keycloak cluster, comma-separated, called round robin over those that answer (see [Keycloak on PostgreSQL, and as a cluster](running.md#keycloak-on-postgresql-and-as-a-cluster)); unset, realmgate fetches, builds and starts a local Keycloak (Java 17+ and Maven)',
+    shownDefault: '(local Keycloak)',
+  }),
+  KEYCLOAK_HTTP_PORT: port.default(8080).meta({
+    description: 'HTTP port of the local Keycloak (only when `KEYCLOAK_URL` is unset)',
+  }),
+  KEYCLOAK_MANAGEMENT_PORT: port.default(9000).meta({
+    description: 'management port of the local Keycloak (only when `KEYCLOAK_URL` is unset)',
+  }),
   KEYCLOAK_DB_URL: fromFile(
     z
       .string()
@@ -117,45 +145,108 @@ export const configSchema = z.object({
           ctx.addIssue({ code: 'custom', message: (err as Error).message });
         }
       })
-      .optional(),
+      .optional()
+      .meta({
+        description:
+          'PostgreSQL database of the local Keycloak, `postgres://user:pass@host/db` (the database must exist; Keycloak creates its tables); the password reaches Keycloak through its environment, never its command line',
+        shownDefault: '(embedded H2 in `DATA_DIR`)',
+      }),
   ),
-  KEYCLOAK_ADMIN_USERNAME: z.string().min(1).default('admin'),
-  KEYCLOAK_ADMIN_PASSWORD: fromFile(secret.optional()),
-  KEYCLOAK_CLIENT_SECRET: fromFile(secret.optional()),
-  KEYCLOAK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60000).default(5000),
-  AUTH_PROXY_TIMEOUT_MS: z.coerce.number().int().min(100).max(300000).default(30000),
-  SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
+  KEYCLOAK_ADMIN_USERNAME: z.string().min(1).default('admin').meta({
+    description:
+      "Keycloak's bootstrap administrator (master realm): created on a local Keycloak's first start, used for provisioning",
+  }),
+  KEYCLOAK_ADMIN_PASSWORD: fromFile(
+    secret.optional().meta({ description: 'its password, 16+ characters' }),
+  ),
+  KEYCLOAK_CLIENT_SECRET: fromFile(
+    secret.optional().meta({
+      description:
+        "secret of the gateway's confidential client `realmgate-gateway`, present in every realm for the gateway's admin-API calls; 16+ characters",
+    }),
+  ),
+  KEYCLOAK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60000).default(5000).meta({
+    description: "timeout of the gateway's own Keycloak calls",
+  }),
+  AUTH_PROXY_TIMEOUT_MS: z.coerce.number().int().min(100).max(300000).default(30000).meta({
+    description: 'timeout of proxied `/auth/` requests',
+  }),
+  SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(300).default(10).meta({
+    description:
+      'on SIGTERM/SIGINT, how long requests in flight may finish before their connections are closed (`/readyz` answers 503 and the listeners stop accepting at once; a second signal exits at once)',
+  }),
   /**
    * Worker processes that share the listeners, each running the whole gateway under one
-   * supervising process; `auto` is one per core (os.availableParallelism()), 1 is one process.
-   * 1 by default until workers share Keycloak's signing keys: through a Keycloak outage a worker
-   * that never fetched a realm's keys cannot verify that realm's tokens (the HA suite's outage
-   * phase failed 1,800 of 4,000 Bearer requests with two workers per replica).
+   * supervising process; `auto` (the default) is one per core (os.availableParallelism()), 1 is
+   * one process.
    */
   WORKERS: z
     .string()
     .regex(/^(auto|[1-9][0-9]{0,2})$/, 'must be auto or a whole number from 1 to 999')
-    .default('1')
-    .transform((value) => (value === 'auto' ? availableParallelism() : Number(value))),
-  /** Prometheus metrics at `GET /metrics` on the admin listener; off, nothing is counted. */
-  METRICS_ENABLED: boolFlag.default(true),
-  /**
-   * OpenTelemetry tracing, under OpenTelemetry's own names: off unless one of the two endpoints
-   * is set (the traces endpoint as is; the base endpoint with `/v1/traces` appended).
-   */
-  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: url.optional(),
-  OTEL_EXPORTER_OTLP_ENDPOINT: url.optional(),
-  OTEL_EXPORTER_OTLP_HEADERS: fromFile(otlpHeaders.optional()),
-  OTEL_SERVICE_NAME: z.string().min(1).default('realmgate'),
-  OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).default(1),
+    .default('auto')
+    .transform((value) => (value === 'auto' ? availableParallelism() : Number(value)))
+    .meta({
+      description:
+        'worker processes sharing the listeners, each running the whole gateway under one supervising process that restarts a worker that dies; `auto`: one per core (`os.availableParallelism()`); one process without `DATABASE_URL`, whatever this says (see "Workers: every core" in [production topology](production-topology.md))',
+    }),
+  METRICS_ENABLED: boolFlag.default(true).meta({
+    description:
+      'Prometheus metrics at `GET /metrics` on the admin listener (never the public one); `false`: nothing is counted',
+  }),
+  // OpenTelemetry tracing, under OpenTelemetry's own names.
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: url.optional().meta({
+    description:
+      'OTLP/HTTP traces endpoint, used as is; setting it or `OTEL_EXPORTER_OTLP_ENDPOINT` turns tracing on (see "Tracing" in [operations](operations.md))',
+    shownDefault: '(tracing off)',
+  }),
+  OTEL_EXPORTER_OTLP_ENDPOINT: url.optional().meta({
+    description:
+      'OTLP/HTTP base endpoint, `/v1/traces` appended; used when `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is unset',
+    shownDefault: '(tracing off)',
+  }),
+  OTEL_EXPORTER_OTLP_HEADERS: fromFile(
+    otlpHeaders.optional().meta({
+      description:
+        'headers of each export (e.g. an API key), `name=value` pairs separated by commas, values percent-encoded',
+      shownDefault: '(none)',
+    }),
+  ),
+  OTEL_SERVICE_NAME: z
+    .string()
+    .min(1)
+    .default('realmgate')
+    .meta({ description: 'the service name spans carry' }),
+  OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).default(1).meta({
+    description:
+      "share of traces kept, 0 to 1, decided on the trace id (a client's `traceparent` cannot raise it)",
+  }),
 
-  TOKEN_CLOCK_LEEWAY_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
-  BASIC_CACHE_MAX_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
-  REALMGATE_CACHE_SECRET: fromFile(secret.optional()),
+  TOKEN_CLOCK_LEEWAY_SECONDS: z.coerce.number().int().min(0).max(300).default(10).meta({
+    description: "clock skew tolerated on a token's `exp`, `nbf` and `iat`",
+  }),
+  BASIC_CACHE_MAX_SECONDS: z.coerce.number().int().min(0).max(3600).default(60).meta({
+    description:
+      'longest time a Basic login is reused from the cache, never longer than its token lives: a changed password or a disabled user takes effect within it (0: no cache)',
+  }),
+  REALMGATE_CACHE_SECRET: fromFile(
+    secret.optional().meta({
+      description:
+        'key of the HMAC that names cached Basic logins, 16+ characters; set it when replicas share Redis, so that they share the cache',
+      shownDefault: '(random, per process)',
+    }),
+  ),
   REVOCATION_CHECK_SECONDS: z
     .union([z.literal('off'), z.coerce.number().int().min(0).max(86400)])
-    .default(60),
-  AUTOMATION_UPSTREAM_URL: url.optional(),
+    .default(60)
+    .meta({
+      description:
+        'catches revocations made outside the gateway (user disabled, sessions deleted in the console): each distinct Bearer token is re-checked with Keycloak (introspection) at most once per this many seconds; `0`: on every request (slow), `off`: never',
+    }),
+  AUTOMATION_UPSTREAM_URL: url.optional().meta({
+    description:
+      'when set, `/api/<org>/workspaces/<ws>/ita/...` is forwarded there with identity headers',
+    shownDefault: '(built-in operation list)',
+  }),
   TRUSTED_PROXIES: z
     .string()
     .transform((value, ctx) => {
@@ -166,22 +257,68 @@ export const configSchema = z.object({
         return z.NEVER;
       }
     })
-    .optional(),
+    .optional()
+    .meta({
+      description:
+        'addresses or CIDR ranges of the proxies in front of the gateway, comma-separated (e.g. `10.0.0.0/8,::1`), whose `X-Forwarded-For`, `-Proto` and `-Host` are believed; none: the gateway forwards and throttles by the address it sees',
+      shownDefault: '(none)',
+    }),
 
-  BASIC_REFUSAL_CACHE_SECONDS: z.coerce.number().int().min(0).max(300).default(10),
-  /** Failed logins of one account from one client address per window; see login-throttle.ts. */
-  LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: z.coerce.number().int().min(0).max(10000).default(5),
-  LOGIN_MAX_FAILURES_PER_ADDRESS: z.coerce.number().int().min(0).max(1000000).default(100),
-  LOGIN_FAILURE_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86400).default(300),
+  BASIC_REFUSAL_CACHE_SECONDS: z.coerce.number().int().min(0).max(300).default(10).meta({
+    description:
+      'how long a refused Basic login is remembered, so that a client looping on a bad password costs no Keycloak call each time (0: not at all)',
+  }),
+  /** Counted by src/auth/login-throttle.ts. */
+  LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(10000)
+    .default(5)
+    .meta({
+      description:
+        'failed password attempts (Basic, password grant, login form) of one account from one client address per window before 429 with `Retry-After` (0: no limit); one address never locks an account for another',
+    }),
+  LOGIN_MAX_FAILURES_PER_ADDRESS: z.coerce.number().int().min(0).max(1000000).default(100).meta({
+    description:
+      'failed password attempts from one client address, all accounts, per window before 429 (0: no limit)',
+  }),
+  LOGIN_FAILURE_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86400).default(300).meta({
+    description: "the login throttle's window",
+  }),
 
-  DATABASE_URL: fromFile(z.string().min(1).optional()),
-  DATA_DIR: z.string().min(1).default('.data'),
-  REDIS_URL: fromFile(z.string().min(1).optional()),
-  REDIS_KEY_PREFIX: z.string().default('realmgate:'),
-  MEMORY_CACHE_MAX_ENTRIES: z.coerce.number().int().min(1).default(100000),
+  DATABASE_URL: fromFile(
+    z.string().min(1).optional().meta({
+      description: 'PostgreSQL connection string of the platform database',
+      shownDefault: '(embedded PGlite in `DATA_DIR`)',
+    }),
+  ),
+  DATA_DIR: z.string().min(1).default('.data').meta({
+    description: "local state: the embedded database, the local Keycloak's data, demo secrets",
+  }),
+  REDIS_URL: fromFile(
+    z.string().min(1).optional().meta({
+      description: 'Redis connection string: the cache and the messages replicas share',
+      shownDefault: '(in-process cache)',
+    }),
+  ),
+  REDIS_KEY_PREFIX: z.string().default('realmgate:').meta({
+    description: 'prefix of every Redis key',
+  }),
+  MEMORY_CACHE_MAX_ENTRIES: z.coerce.number().int().min(1).default(100000).meta({
+    description: 'bound of the in-process cache (least recently used goes first)',
+  }),
 
-  REALMGATE_DEMO: boolFlag.default(false),
-  REALMGATE_DEMO_PASSWORD: fromFile(z.string().min(8).optional()),
+  REALMGATE_DEMO: boolFlag.default(false).meta({
+    description: 'demo mode (`npm start` sets it): generated secrets, demo realm, users and data',
+  }),
+  REALMGATE_DEMO_PASSWORD: fromFile(
+    z.string().min(8).optional().meta({
+      description:
+        'password of every demo user, 8+ characters; generated once and printed when unset',
+      shownDefault: '(generated)',
+    }),
+  ),
 });
 
 export type Config = Readonly<z.output<typeof configSchema>>;
@@ -200,7 +337,7 @@ export const FILE_SETTINGS: readonly Setting[] = SETTINGS.filter((name) =>
  * Settings realmgate no longer reads, with what to set instead: a configuration that still
  * sets one is refused rather than silently running on a default.
  */
-const RENAMED_SETTINGS: Record<string, string> = {
+export const RENAMED_SETTINGS: Readonly<Record<string, string>> = {
   LOGIN_MAX_FAILURES_PER_USER:
     'replaced by LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: failed logins are now counted per account and client address',
 };

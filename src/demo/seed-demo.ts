@@ -1,7 +1,10 @@
 import type { Knex } from 'knex';
 import type { KeycloakAdmin } from '../keycloak/admin-client.ts';
-import { ensureUser } from '../keycloak/ensure-user.ts';
-import { ensureOrganizationRealm, ensureWorkspaceRoles } from '../keycloak/provisioning.ts';
+import { ensureUser } from '../platform/realm-admin/ensure-user.ts';
+import {
+  ensureOrganizationRealm,
+  ensureWorkspaceRoles,
+} from '../platform/realm-admin/provisioning.ts';
 import { createOrganizationsRepo } from '../platform/organizations.repo.ts';
 import { createWorkspacesRepo } from '../platform/workspaces.repo.ts';
 import { createOperationsRepo } from '../automation/operations.repo.ts';

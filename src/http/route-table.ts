@@ -16,12 +16,6 @@ export interface PathParam {
   invalid?: ErrorCode;
 }
 
-/** A hand-written component schema of the document (answers not yet written in zod). */
-export interface ComponentAnswer {
-  component: string;
-  array?: boolean;
-}
-
 /** What a handler gets: the path ids, and the query and body parsed by their schemas. */
 export interface RouteInput<Q = unknown, B = unknown> {
   params: Record<string, string>;
@@ -33,7 +27,12 @@ export interface RouteInput<Q = unknown, B = unknown> {
  * One endpoint, declared once: express is mounted from it (mountRoutes) and the OpenAPI
  * operation is generated from it (api/openapi-routes.ts). `D` is what its handler needs.
  */
-export interface RouteSpec<D, Q extends z.ZodType = z.ZodType, B extends z.ZodType = z.ZodType> {
+export interface RouteSpec<
+  D,
+  Q extends z.ZodType = z.ZodType,
+  B extends z.ZodType = z.ZodType,
+  R extends z.ZodType = z.ZodType,
+> {
   method: HttpMethod;
   /** The whole path, OpenAPI style: `/api/platform/organizations/{organization_id}`. */
   path: string;
@@ -48,24 +47,39 @@ export interface RouteSpec<D, Q extends z.ZodType = z.ZodType, B extends z.ZodTy
   queryRefusal?: ErrorCode;
   /** The JSON body's schema; failing it is 400 `badRequestBody`. Needs `.meta({ id })`. */
   body?: B;
-  /** The `data` of a successful answer. */
-  data: z.ZodType | ComponentAnswer;
+  /**
+   * The `data` of a successful answer: the document's schema of it, and the type the handler
+   * must return (not checked at run time: the handler's types are the check).
+   */
+  data: R;
   /** Result codes beyond those of every authenticated call (and of a query or body). */
   errors?: ErrorCode[];
   /** Changes are audited (http/audit.ts); the target names things, never a secret. */
   audit?: { action: string; target: (req: Request) => AuditEntry['target'] };
   /** Answers the `data` of the success envelope. */
-  handler: (deps: D, input: RouteInput<z.output<Q>, z.output<B>>, req: Request) => Promise<unknown>;
+  handler: (
+    deps: D,
+    input: RouteInput<z.output<Q>, z.output<B>>,
+    req: Request,
+  ) => Promise<z.input<R>>;
 }
 
 /** A route of a table; the schemas' types live on in its handler only. */
-export type AnyRoute<D> = RouteSpec<D, z.ZodType, z.ZodType>;
+export type AnyRoute<D> = RouteSpec<D, z.ZodType, z.ZodType, z.ZodType>;
 
-/** Declares one route, typing its handler's input from its schemas. */
-export function route<D, Q extends z.ZodType = z.ZodNever, B extends z.ZodType = z.ZodNever>(
-  spec: RouteSpec<D, Q, B>,
-): AnyRoute<D> {
-  return spec;
+/**
+ * The `route` of a table whose handlers need `D`: `const route = routeFor<Deps>()`. Each route
+ * it declares has its handler's query, body and answer typed from its own schemas (inferred:
+ * the handler must return what `data` describes).
+ */
+export function routeFor<D>() {
+  return <
+    Q extends z.ZodType = z.ZodNever,
+    B extends z.ZodType = z.ZodNever,
+    R extends z.ZodType = z.ZodNever,
+  >(
+    spec: RouteSpec<D, Q, B, R>,
+  ): AnyRoute<D> => spec;
 }
 
 /** The `{name}`s of an OpenAPI path, in order. */

@@ -46,15 +46,3 @@ export function createServiceAdmin(options: {
     run: (realm, work) => sessionOf(realm).run(work),
   };
 }
-
-/** Whether `username` in `realm` has an OTP credential (Keycloak's `totp` flag). */
-export async function hasTwoFactor(
-  admin: ServiceAdmin,
-  realm: string,
-  username: string,
-): Promise<boolean> {
-  const [user] = await admin.run(realm, (client) =>
-    client.users.find({ realm, username, exact: true }),
-  );
-  return user?.totp === true;
-}

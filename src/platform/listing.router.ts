@@ -1,9 +1,13 @@
+import { z } from 'zod';
 import { workspaceRolesOf } from '../auth/authorize.ts';
 import { principalOf } from '../edge/request-scope.ts';
-import { route } from '../http/route-table.ts';
+import { routeFor } from '../http/route-table.ts';
+import { organizationRecord, workspaceRecord } from './organizations.schemas.ts';
 import type { OrganizationsRepo } from './organizations.repo.ts';
 import { pathIds } from './path-ids.ts';
 import type { WorkspacesRepo } from './workspaces.repo.ts';
+
+const route = routeFor<ListingRepos>();
 
 export interface ListingRepos {
   organizations: OrganizationsRepo;
@@ -16,23 +20,23 @@ export interface ListingRepos {
  * workspaces (spec 4.3, only those the caller has a role for).
  */
 export const listingRoutes = [
-  route<ListingRepos>({
+  route({
     method: 'get',
     path: '/api/platform/organizations',
     operationId: 'listOrganizations',
     summary: 'List organizations',
     tags: ['platform'],
-    data: { component: 'Organization', array: true },
+    data: z.array(organizationRecord),
     handler: (repos) => repos.organizations.list(),
   }),
-  route<ListingRepos>({
+  route({
     method: 'get',
     path: '/api/{organization_id}/platform/workspaces',
     operationId: 'listWorkspaces',
     summary: 'Workspaces the caller has a role for',
     tags: ['platform'],
     params: { organization_id: pathIds.callerOrganization },
-    data: { component: 'Workspace', array: true },
+    data: z.array(workspaceRecord),
     errors: ['organizationNotFound', 'organizationDisabled'],
     handler: async (repos, _input, req) => {
       const principal = principalOf(req);

@@ -1,10 +1,13 @@
 import type { Request } from 'express';
 import { z } from 'zod';
 import type { ErrorCode } from '../envelope/errors.ts';
-import { route } from '../http/route-table.ts';
+import { routeFor } from '../http/route-table.ts';
 import type { OrganizationLifecycle } from './organization-lifecycle.service.ts';
+import { organizationRecord, workspaceRecord } from './organizations.schemas.ts';
 import { pathIds } from './path-ids.ts';
 import { organizationId } from '../tenancy/id-schemas.ts';
+
+const route = routeFor<OrganizationLifecycle>();
 
 /**
  * The administrators' read, suspend and delete calls for organizations and workspaces, under
@@ -22,7 +25,7 @@ const confirmQuery = z.object({
 });
 
 const setEnabled = (verb: 'disable' | 'enable', summary: string, description: string) =>
-  route<OrganizationLifecycle>({
+  route({
     method: 'post',
     path: `/api/platform/organizations/{organization_id}/${verb}`,
     operationId: `${verb}Organization`,
@@ -30,7 +33,7 @@ const setEnabled = (verb: 'disable' | 'enable', summary: string, description: st
     description,
     tags: ['platform'],
     params: { organization_id },
-    data: { component: 'Organization' },
+    data: organizationRecord,
     errors: ORG_ERRORS,
     audit: { action: `organization.${verb}`, target: (req) => ({ organization: org(req) }) },
     handler: (lifecycle, _input, req) =>
@@ -38,18 +41,18 @@ const setEnabled = (verb: 'disable' | 'enable', summary: string, description: st
   });
 
 export const organizationLifecycleRoutes = [
-  route<OrganizationLifecycle>({
+  route({
     method: 'get',
     path: '/api/platform/organizations/{organization_id}',
     operationId: 'getOrganization',
     summary: 'One organization (as the list shows it)',
     tags: ['platform'],
     params: { organization_id },
-    data: { component: 'Organization' },
+    data: organizationRecord,
     errors: ORG_ERRORS,
     handler: (lifecycle, _input, req) => lifecycle.getOrganization(org(req)),
   }),
-  route<OrganizationLifecycle, typeof confirmQuery>({
+  route({
     method: 'delete',
     path: '/api/platform/organizations/{organization_id}',
     operationId: 'deleteOrganization',
@@ -62,7 +65,7 @@ export const organizationLifecycleRoutes = [
     params: { organization_id },
     query: confirmQuery,
     queryRefusal: 'organizationDeleteUnconfirmed',
-    data: { component: 'Organization' },
+    data: organizationRecord,
     errors: [...ORG_ERRORS, 'organizationDeleteUnconfirmed'],
     audit: { action: 'organization.delete', target: (req) => ({ organization: org(req) }) },
     handler: (lifecycle, { query }, req) => lifecycle.deleteOrganization(org(req), query.confirm),
@@ -79,25 +82,25 @@ export const organizationLifecycleRoutes = [
     'Enable a disabled organization again',
     'Enables the Keycloak realm, then the record. Idempotent.',
   ),
-  route<OrganizationLifecycle>({
+  route({
     method: 'get',
     path: '/api/platform/organizations/{organization_id}/workspaces',
     operationId: 'listOrganizationWorkspaces',
     summary: 'Every workspace of an organization',
     tags: ['platform'],
     params: { organization_id },
-    data: { component: 'Workspace', array: true },
+    data: z.array(workspaceRecord),
     errors: ORG_ERRORS,
     handler: (lifecycle, _input, req) => lifecycle.listWorkspaces(org(req)),
   }),
-  route<OrganizationLifecycle>({
+  route({
     method: 'delete',
     path: '/api/platform/organizations/{organization_id}/workspaces/{workspace_id}',
     operationId: 'deleteWorkspace',
     summary: 'Delete a workspace: roles `<ws>`, `_<ws>-admin`, its operations and record',
     tags: ['platform'],
     params: { organization_id, workspace_id },
-    data: { component: 'Workspace' },
+    data: workspaceRecord,
     errors: [...ORG_ERRORS, 'workspaceNotFound'],
     audit: {
       action: 'workspace.delete',

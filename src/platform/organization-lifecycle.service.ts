@@ -7,12 +7,13 @@ import {
   deleteWorkspaceRoles,
   setOrganizationRealmEnabled,
   workspaceRoleHolders,
-} from '../keycloak/realm-lifecycle.ts';
+} from './realm-admin/realm-lifecycle.ts';
 import type { OrganizationEvents } from './organization-events.ts';
-import { createOrganizationsRepo, type Organization } from './organizations.repo.ts';
+import { createOrganizationsRepo } from './organizations.repo.ts';
+import type { Organization, Workspace } from './organizations.schemas.ts';
 import { createPlatformRecords } from './platform-records.ts';
 import type { RefuseTokens } from './token-refusal.ts';
-import { createWorkspacesRepo, type Workspace } from './workspaces.repo.ts';
+import { createWorkspacesRepo } from './workspaces.repo.ts';
 
 /** The `status` texts an organization's record carries after each change. */
 export const ORGANIZATION_STATUS = {

@@ -1,15 +1,6 @@
 import type { Knex } from 'knex';
 import { toIsoTimestamp } from '../db/column-values.ts';
-
-/** An organization as the platform API returns it. */
-export interface Organization {
-  id: string;
-  name: string;
-  enabled: boolean;
-  status: string;
-  create_timestamp: string;
-  last_update_timestamp: string;
-}
+import type { Organization } from './organizations.schemas.ts';
 
 export interface NewOrganization {
   /** The Keycloak realm name. */

@@ -1,8 +1,9 @@
 import type { Knex } from 'knex';
 import { AppError } from '../envelope/errors.ts';
 import { isOrganizationId, isWorkspaceId, MASTER_REALM } from '../tenancy/identifiers.ts';
-import { createOrganizationsRepo, type Organization } from './organizations.repo.ts';
-import { createWorkspacesRepo, type Workspace } from './workspaces.repo.ts';
+import { createOrganizationsRepo } from './organizations.repo.ts';
+import type { Organization, Workspace } from './organizations.schemas.ts';
+import { createWorkspacesRepo } from './workspaces.repo.ts';
 
 /**
  * The records the administrators' calls act on, or their 404: an id outside its alphabet names

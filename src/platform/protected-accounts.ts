@@ -1,13 +1,13 @@
 import type { Principal } from '../tenancy/principal.ts';
 import { AppError } from '../envelope/errors.ts';
 import type { KeycloakAdmin } from '../keycloak/admin-client.ts';
-import { isBootstrapAdmin } from '../keycloak/bootstrap-admin-guard.ts';
+import { isBootstrapAdmin } from '../auth-proxy/bootstrap-admin-guard.ts';
 import {
   findUserByUsername,
   holdsKeycloakAdminRoles,
   isServiceAccount,
   type KeycloakUser,
-} from '../keycloak/users.ts';
+} from './realm-admin/users.ts';
 
 /** What the lifecycle API can do to a user. */
 export type UserChange = 'disable' | 'enable' | 'delete' | 'password' | 'workspace';

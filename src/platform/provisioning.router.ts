@@ -1,9 +1,10 @@
 import type { Request } from 'express';
+import { z } from 'zod';
 import { principalOf } from '../edge/request-scope.ts';
 import type { ErrorCode } from '../envelope/errors.ts';
 import { bodyField } from '../http/audit.ts';
-import { route } from '../http/route-table.ts';
-import { tokenLifetimesPatchSchema, tokenLifetimesSchema } from '../keycloak/token-lifetimes.ts';
+import { routeFor } from '../http/route-table.ts';
+import { tokenLifetimesPatchSchema, tokenLifetimesSchema } from './realm-admin/token-lifetimes.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import { pathIds } from './path-ids.ts';
 import {
@@ -11,9 +12,15 @@ import {
   operationBody,
   organizationBody,
   organizationUserBody,
+  provisionedUser,
   workspaceBody,
 } from './provisioning.schemas.ts';
+import { operationRecord } from '../automation/operations.schemas.ts';
+import { organizationRecord, workspaceRecord } from './organizations.schemas.ts';
+import { realmProtection } from './realm-admin/brute-force.ts';
 import type { ProvisioningService } from './provisioning.service.ts';
+
+const route = routeFor<ProvisioningService>();
 
 /**
  * The administrators' provisioning API under `/api/platform` (the admission in front lets only
@@ -58,14 +65,14 @@ function lifetimes(realm: 'master' | 'organization') {
     ...(!isMaster && { params: { organization_id }, errors: ORG_ERRORS }),
   };
   return [
-    route<ProvisioningService>({
+    route({
       method: 'get',
       operationId: `getTokenLifetimes${suffix}`,
       summary: `Token lifetimes of ${of}`,
       ...common,
       handler: (service, _input, req) => service.getTokenLifetimes(realmOf(req)),
     }),
-    route<ProvisioningService, never, typeof tokenLifetimesPatchSchema>({
+    route({
       method: 'patch',
       operationId: `setTokenLifetimes${suffix}`,
       summary: `Change token lifetimes of ${of}`,
@@ -81,18 +88,18 @@ function lifetimes(realm: 'master' | 'organization') {
 }
 
 export const provisioningRoutes = [
-  route<ProvisioningService, never, typeof organizationBody>({
+  route({
     method: 'post',
     path: '/api/platform/organizations',
     operationId: 'createOrganization',
     summary: 'Create an organization (realm, clients, record)',
     tags: ['platform'],
     body: organizationBody,
-    data: { component: 'Organization' },
+    data: organizationRecord,
     audit: { action: 'organization.create', target: (req) => bodyField(req, 'id') },
     handler: (service, { body }) => service.createOrganization(body),
   }),
-  route<ProvisioningService, never, typeof workspaceBody>({
+  route({
     method: 'post',
     path: '/api/platform/organizations/{organization_id}/workspaces',
     operationId: 'createWorkspace',
@@ -100,7 +107,7 @@ export const provisioningRoutes = [
     tags: ['platform'],
     params: { organization_id },
     body: workspaceBody,
-    data: { component: 'Workspace' },
+    data: workspaceRecord,
     errors: ORG_ERRORS,
     audit: {
       action: 'workspace.create',
@@ -109,7 +116,7 @@ export const provisioningRoutes = [
     handler: (service, { params, body }, req) =>
       service.createWorkspace(String(params.organization_id), body, actorOf(req)),
   }),
-  route<ProvisioningService, never, typeof masterUserBody>({
+  route({
     method: 'post',
     path: '/api/platform/users',
     operationId: 'createMasterUser',
@@ -117,7 +124,7 @@ export const provisioningRoutes = [
     description: USER_EXISTS_DESCRIPTION,
     tags: ['platform'],
     body: masterUserBody,
-    data: { component: 'User' },
+    data: provisionedUser,
     errors: ['userExists'],
     audit: {
       action: 'user.create',
@@ -126,7 +133,7 @@ export const provisioningRoutes = [
     handler: (service, { body: { otp_secret, ...body } }) =>
       service.createUser(MASTER_REALM, { ...body, otpSecret: otp_secret }),
   }),
-  route<ProvisioningService, never, typeof organizationUserBody>({
+  route({
     method: 'post',
     path: '/api/platform/organizations/{organization_id}/users',
     operationId: 'createOrganizationUser',
@@ -135,7 +142,7 @@ export const provisioningRoutes = [
     tags: ['platform'],
     params: { organization_id },
     body: organizationUserBody,
-    data: { component: 'User' },
+    data: provisionedUser,
     errors: [...ORG_ERRORS, 'userExists'],
     audit: {
       action: 'user.create',
@@ -147,7 +154,7 @@ export const provisioningRoutes = [
     handler: (service, { params, body: { otp_secret, ...body } }) =>
       service.createUser(String(params.organization_id), { ...body, otpSecret: otp_secret }),
   }),
-  route<ProvisioningService, never, typeof operationBody>({
+  route({
     method: 'post',
     path: '/api/platform/organizations/{organization_id}/workspaces/{workspace_id}/operations',
     operationId: 'createOperation',
@@ -155,7 +162,7 @@ export const provisioningRoutes = [
     tags: ['automation'],
     params: { organization_id, workspace_id },
     body: operationBody,
-    data: { component: 'Operation' },
+    data: operationRecord,
     errors: WS_ERRORS,
     audit: {
       action: 'operation.create',
@@ -171,7 +178,7 @@ export const provisioningRoutes = [
   }),
   ...lifetimes('master'),
   ...lifetimes('organization'),
-  route<ProvisioningService>({
+  route({
     method: 'post',
     path: '/api/platform/brute-force-detection',
     operationId: 'protectRealms',
@@ -181,7 +188,7 @@ export const provisioningRoutes = [
       'realm, master and organizations, whose brute-force detection is off; a realm where it ' +
       'is on keeps its settings. Safe to repeat. Answers one entry per realm.',
     tags: ['platform'],
-    data: { component: 'RealmProtection', array: true },
+    data: z.array(realmProtection),
     audit: { action: 'brute_force_detection.apply', target: () => ({}) },
     handler: (service) => service.protectRealmsFromBruteForce(),
   }),

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { organizationId, workspaceId } from '../tenancy/id-schemas.ts';
+import { organizationId, realmName, workspaceId } from '../tenancy/id-schemas.ts';
 import { FREE_TEXT, ONE_LINE, OTP_SECRET, OTP_SECRET_RULE } from './user-input.ts';
 
 /**
@@ -75,3 +75,19 @@ export const operationBody = z
     remarks: freeText(4000).nullable().optional(),
   })
   .meta({ id: 'OperationCreate' });
+
+/**
+ * A created user as provisioning answers it, never with its password or OTP secret: the
+ * service's result type and the API description's `User` both come from here.
+ */
+export const provisionedUser = z
+  .strictObject({
+    id: z.string(),
+    username: z.string(),
+    realm: realmName,
+    /** Every workspace the user has a role on. */
+    workspaces: z.array(workspaceId),
+  })
+  .meta({ id: 'User' });
+
+export type ProvisionedUser = z.output<typeof provisionedUser>;

@@ -1,26 +1,29 @@
 import type { Knex } from 'knex';
-import { createOperationsRepo, type Operation } from '../automation/operations.repo.ts';
+import { createOperationsRepo } from '../automation/operations.repo.ts';
+import type { Operation } from '../automation/operations.schemas.ts';
 import { AppError } from '../envelope/errors.ts';
 import { isHttpStatus, type KeycloakAdmin } from '../keycloak/admin-client.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
 import { isOrganizationId, isWorkspaceId, MASTER_REALM } from '../tenancy/identifiers.ts';
-import { protectRealms, type RealmProtection } from '../keycloak/brute-force.ts';
+import { protectRealms, type RealmProtection } from './realm-admin/brute-force.ts';
 import {
   createUser,
   ensureOrganizationRealm,
   ensureWorkspaceRoles,
   workspaceRolesOf,
-} from '../keycloak/provisioning.ts';
+} from './realm-admin/provisioning.ts';
 import {
   getTokenLifetimes,
   setTokenLifetimes,
   tokenLifetimesPatchSchema,
   type TokenLifetimes,
   type TokenLifetimesPatch,
-} from '../keycloak/token-lifetimes.ts';
-import { createOrganizationsRepo, type Organization } from './organizations.repo.ts';
+} from './realm-admin/token-lifetimes.ts';
+import { createOrganizationsRepo } from './organizations.repo.ts';
+import type { Organization, Workspace } from './organizations.schemas.ts';
 import { createPlatformRecords } from './platform-records.ts';
-import { createWorkspacesRepo, type Workspace } from './workspaces.repo.ts';
+import type { ProvisionedUser } from './provisioning.schemas.ts';
+import { createWorkspacesRepo } from './workspaces.repo.ts';
 import { normalizeBase32Secret, validatePassword, validateUsername } from './user-input.ts';
 
 export interface NewUserInput {
@@ -30,15 +33,6 @@ export interface NewUserInput {
   workspaces?: string[];
   /** OTP secret in base32, as authenticator apps show it. */
   otpSecret?: string;
-}
-
-/** A created user; never carries the password or the OTP secret. */
-export interface ProvisionedUser {
-  id: string;
-  username: string;
-  realm: string;
-  /** Every workspace the user has a role on. */
-  workspaces: string[];
 }
 
 export interface NewOperationInput {

@@ -1,10 +1,12 @@
 import { z } from 'zod';
 import { principalOf } from '../edge/request-scope.ts';
 import type { ErrorCode } from '../envelope/errors.ts';
-import { route, type AnyRoute, type PathParam } from '../http/route-table.ts';
+import { routeFor, type AnyRoute, type PathParam } from '../http/route-table.ts';
 import { pathIds } from './path-ids.ts';
 import { refreshTokenRecord } from './refresh-tokens.schemas.ts';
 import type { RefreshTokensService } from './refresh-tokens.service.ts';
+
+const route = routeFor<RefreshTokensService>();
 
 /**
  * The caller's refresh tokens (spec 4.5, 4.6), for administrators
@@ -32,7 +34,7 @@ function realmRoutes(realm: 'master' | 'organization'): AnyRoute<RefreshTokensSe
   const common = { tags: ['tokens'], params: scope };
   const errors = [...orgErrors, ...TOKEN_ERRORS];
   return [
-    route<RefreshTokensService>({
+    route({
       method: 'get',
       path: base,
       operationId: `listRefreshTokens${suffix}`,
@@ -42,7 +44,7 @@ function realmRoutes(realm: 'master' | 'organization'): AnyRoute<RefreshTokensSe
       errors,
       handler: (service, _input, req) => service.list(principalOf(req)),
     }),
-    route<RefreshTokensService>({
+    route({
       method: 'delete',
       path: base,
       operationId: `revokeRefreshTokens${suffix}`,
@@ -56,7 +58,7 @@ function realmRoutes(realm: 'master' | 'organization'): AnyRoute<RefreshTokensSe
         return null;
       },
     }),
-    route<RefreshTokensService>({
+    route({
       method: 'delete',
       path: `${base}/{id}`,
       operationId: `revokeRefreshToken${suffix}`,

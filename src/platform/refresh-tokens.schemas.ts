@@ -1,7 +1,5 @@
 import { z } from 'zod';
-
-/** A time as the answers write it (`Date.toISOString()`): ISO 8601 in UTC, milliseconds included. */
-const timestamp = z.string().meta({ format: 'date-time', examples: ['2026-01-02T03:04:05.678Z'] });
+import { timestamp } from '../envelope/envelope.schemas.ts';
 
 /**
  * One refresh token (a Keycloak offline session) as spec 2.3 shows it: the answer's type and

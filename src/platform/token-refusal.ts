@@ -1,6 +1,6 @@
 import type { RevocationList } from '../auth/revocation.ts';
 import type { KeycloakAdmin } from '../keycloak/admin-client.ts';
-import { longestAccessTokenSeconds } from '../keycloak/users.ts';
+import { longestAccessTokenSeconds } from './realm-admin/users.ts';
 
 /**
  * Refuses, on every replica, the listed users' access tokens issued before now and drops their

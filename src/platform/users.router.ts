@@ -1,11 +1,14 @@
 import type { Request } from 'express';
+import { z } from 'zod';
 import type { ErrorCode } from '../envelope/errors.ts';
-import { route, type AnyRoute, type PathParam } from '../http/route-table.ts';
+import { routeFor, type AnyRoute, type PathParam } from '../http/route-table.ts';
 import { principalOf } from '../edge/request-scope.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import { pathIds } from './path-ids.ts';
-import { passwordBody, userListQuery } from './users.schemas.ts';
+import { passwordBody, userListQuery, userRecord } from './users.schemas.ts';
 import type { UsersService } from './users.service.ts';
+
+const route = routeFor<UsersService>();
 
 /**
  * The user lifecycle (list, get, disable, enable, delete, password, workspace roles) under
@@ -36,10 +39,10 @@ function realmRoutes(realm: 'master' | 'organization'): AnyRoute<UsersService>[]
   const realmErrors: ErrorCode[] = isMaster ? [] : ['organizationNotFound'];
   const one = { params: { ...scope, username }, tags: ['users'] };
   const oneErrors: ErrorCode[] = [...realmErrors, 'userNotFound'];
-  const change = { ...one, description: PROTECTED_DESCRIPTION, data: { component: 'UserRecord' } };
+  const change = { ...one, description: PROTECTED_DESCRIPTION, data: userRecord };
   const changeErrors: ErrorCode[] = [...oneErrors, 'protectedAccount'];
   const setEnabled = (verb: 'disable' | 'enable', summary: string) =>
-    route<UsersService>({
+    route({
       method: 'post',
       path: `${base}/{username}/${verb}`,
       operationId: `${verb}${of}User`,
@@ -51,7 +54,7 @@ function realmRoutes(realm: 'master' | 'organization'): AnyRoute<UsersService>[]
         service.setEnabled(realmOf(req), usernameOf(req), verb === 'enable', principalOf(req)),
     });
   return [
-    route<UsersService, typeof userListQuery>({
+    route({
       method: 'get',
       path: base,
       operationId: `list${of}Users`,
@@ -62,21 +65,21 @@ function realmRoutes(realm: 'master' | 'organization'): AnyRoute<UsersService>[]
       tags: ['users'],
       ...(!isMaster && { params: { organization_id } }),
       query: userListQuery,
-      data: { component: 'UserRecord', array: true },
+      data: z.array(userRecord),
       errors: realmErrors,
       handler: (service, { query }, req) => service.list(realmOf(req), query),
     }),
-    route<UsersService>({
+    route({
       method: 'get',
       path: `${base}/{username}`,
       operationId: `get${of}User`,
       summary: 'One user, by username (letter case ignored, as Keycloak does)',
       ...one,
-      data: { component: 'UserRecord' },
+      data: userRecord,
       errors: oneErrors,
       handler: (service, _input, req) => service.get(realmOf(req), usernameOf(req)),
     }),
-    route<UsersService>({
+    route({
       method: 'delete',
       path: `${base}/{username}`,
       operationId: `delete${of}User`,
@@ -94,7 +97,7 @@ function realmRoutes(realm: 'master' | 'organization'): AnyRoute<UsersService>[]
         'sessions (online and offline) end',
     ),
     setEnabled('enable', 'Enable a user'),
-    route<UsersService, never, typeof passwordBody>({
+    route({
       method: 'put',
       path: `${base}/{username}/password`,
       operationId: `setPassword${of}User`,
@@ -113,7 +116,7 @@ function realmRoutes(realm: 'master' | 'organization'): AnyRoute<UsersService>[]
 
 /** Granting and removing role `<ws>`, for organization users. */
 const workspaceRole = (verb: 'grant' | 'revoke', summary: string) =>
-  route<UsersService>({
+  route({
     method: verb === 'grant' ? 'put' : 'delete',
     path: '/api/platform/organizations/{organization_id}/users/{username}/workspaces/{workspace_id}',
     operationId: `${verb}WorkspaceRole`,
@@ -121,7 +124,7 @@ const workspaceRole = (verb: 'grant' | 'revoke', summary: string) =>
     description: PROTECTED_DESCRIPTION,
     tags: ['users'],
     params: { organization_id, username, workspace_id },
-    data: { component: 'UserRecord' },
+    data: userRecord,
     errors: ['organizationNotFound', 'workspaceNotFound', 'userNotFound', 'protectedAccount'],
     audit: {
       action: `user.${verb}`,

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { timestampOrNull } from '../envelope/envelope.schemas.ts';
+import { realmName, workspaceId } from '../tenancy/id-schemas.ts';
 import { ONE_LINE } from './user-input.ts';
 
 /**
@@ -40,3 +42,22 @@ export const passwordBody = z
       .meta({ format: 'password', writeOnly: true }),
   })
   .meta({ id: 'PasswordReset' });
+
+/**
+ * A user as the lifecycle API answers it: the service's record type and the API description's
+ * `UserRecord` both come from here.
+ */
+export const userRecord = z
+  .strictObject({
+    id: z.string(),
+    username: z.string(),
+    enabled: z.boolean(),
+    realm: realmName,
+    workspaces: z.array(workspaceId).optional().meta({
+      description: 'Organization users only: the workspaces whose role `<ws>` the user holds.',
+    }),
+    created_timestamp: timestampOrNull,
+  })
+  .meta({ id: 'UserRecord' });
+
+export type UserRecord = z.output<typeof userRecord>;

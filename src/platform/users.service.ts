@@ -10,23 +10,13 @@ import {
   setWorkspaceRole,
   workspacesOfUsers,
   type KeycloakUser,
-} from '../keycloak/users.ts';
+} from './realm-admin/users.ts';
 import { createPlatformRecords } from './platform-records.ts';
 import { createTokenRefusal } from './token-refusal.ts';
 import { createChangeableUserLookup, requireUser } from './protected-accounts.ts';
 import { isOneLine, validatePassword } from './user-input.ts';
-import type { UserListQuery } from './users.schemas.ts';
+import type { UserListQuery, UserRecord } from './users.schemas.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
-
-/** A user as the lifecycle API shows it; `workspaces` for organization users only. */
-export interface UserRecord {
-  id: string;
-  username: string;
-  enabled: boolean;
-  realm: string;
-  workspaces?: string[];
-  created_timestamp: string | null;
-}
 
 export interface UsersService {
   list(realm: string, query: UserListQuery): Promise<UserRecord[]>;

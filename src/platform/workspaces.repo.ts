@@ -1,19 +1,6 @@
 import type { Knex } from 'knex';
 import { toIsoTimestamp, toJsonb, toStringArray } from '../db/column-values.ts';
-
-/** A workspace as the platform API returns it. */
-export interface Workspace {
-  id: string;
-  name: string;
-  informations: {
-    environments: { name: string }[];
-    description: string;
-  };
-  create_timestamp: string;
-  create_user: string;
-  last_update_timestamp: string;
-  last_update_user: string;
-}
+import type { Workspace } from './organizations.schemas.ts';
 
 export interface NewWorkspace {
   organizationId: string;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ORGANIZATION_ID, WORKSPACE_ID } from './identifiers.ts';
+import { MASTER_REALM, ORGANIZATION_ID, WORKSPACE_ID } from './identifiers.ts';
 
 /**
  * The ids as zod schemas, for bodies and path parameters alike; the API description shows them
@@ -22,3 +22,9 @@ export const workspaceId = z
   .string()
   .regex(WORKSPACE_ID, 'must be A-Z, a-z, 0-9, - or _, start with a letter or digit, at most 36')
   .meta({ id: 'WorkspaceId', examples: ['demo-ws'] });
+
+/** A realm a caller signs in to: `master`, or an organization's. */
+export const realmName = z.union([z.literal(MASTER_REALM), organizationId]).meta({
+  id: 'Realm',
+  description: '`master` for system administrators, else an organization id.',
+});

@@ -1,8 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { loginAsBootstrapAdmin, type KeycloakAdmin } from '../../src/keycloak/admin-client.ts';
 import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
-import { ensureUser } from '../../src/keycloak/ensure-user.ts';
-import { ensureOrganizationRealm, ensureWorkspaceRoles } from '../../src/keycloak/provisioning.ts';
+import { ensureUser } from '../../src/platform/realm-admin/ensure-user.ts';
+import {
+  ensureOrganizationRealm,
+  ensureWorkspaceRoles,
+} from '../../src/platform/realm-admin/provisioning.ts';
 import { testEnv } from './test-env.ts';
 
 /** A short random suffix so suites never collide with each other or with earlier runs. */

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accessTokenOf, basicAuth, callApi } from '../helpers/api.ts';
+import { expectDocumentedAnswer } from '../helpers/documented-answer.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 
@@ -34,6 +35,7 @@ describe('Basic and Bearer on the list endpoints (spec 4.2-4.4)', () => {
       expect(res.body.ts).toMatch(ISO_MS);
       const mine = (res.body.data as Array<Record<string, unknown>>).find((o) => o.id === org);
       expect(mine).toMatchObject({ id: org, name: `Test ${org}`, enabled: true });
+      expectDocumentedAnswer('listOrganizations', res.body);
     }
   });
 
@@ -42,6 +44,7 @@ describe('Basic and Bearer on the list endpoints (spec 4.2-4.4)', () => {
       const res = await callApi(`/api/${org}/platform/workspaces`, authorization);
       expect(res.status).toBe(200);
       expect((res.body.data as Array<{ id: string }>).map((w) => w.id)).toEqual(['ws-a']);
+      expectDocumentedAnswer('listWorkspaces', res.body);
     }
     const none = await callApi(`/api/${org}/platform/workspaces`, basicAuth(outsider));
     expect(none.status).toBe(200);
@@ -58,6 +61,7 @@ describe('Basic and Bearer on the list endpoints (spec 4.2-4.4)', () => {
       const names = (res.body.data as Array<{ parameter: { operation_name: string } }>).map(
         (o) => o.parameter.operation_name,
       );
+      expectDocumentedAnswer('listOperations', res.body);
       expect(names).toEqual(['op-0', 'op-1', 'op-2']);
     }
   });

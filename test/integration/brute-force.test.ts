@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { shippedBruteForceSettings } from '../../src/keycloak/brute-force.ts';
+import { shippedBruteForceSettings } from '../../src/platform/realm-admin/brute-force.ts';
 import { basicAuth, callApi } from '../helpers/api.ts';
 import {
   createOrganizationRealm,
@@ -11,6 +11,7 @@ import {
   userIdOf,
   type TestUser,
 } from '../helpers/keycloak.ts';
+import { expectDocumentedAnswer } from '../helpers/documented-answer.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 const ENDPOINT = '/api/platform/brute-force-detection';
@@ -89,6 +90,7 @@ describe('brute-force detection', () => {
     expect(first.body).toMatchObject({ result: '000-00000' });
     const data = first.body.data as { realm: string; changed: boolean }[];
     for (const entry of data) expect(Object.keys(entry).sort()).toEqual(['changed', 'realm']);
+    expectDocumentedAnswer('protectRealms', first.body);
     expect(data.map((entry) => entry.realm)).toEqual(expect.arrayContaining(existing));
     expect(data).toContainEqual({ realm: org, changed: true });
     expect(data).toContainEqual({ realm: 'master', changed: false });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LEGACY_LINKS_SCRIPT } from '../../src/keycloak/console-legacy-links.ts';
+import { LEGACY_LINKS_SCRIPT } from '../../src/auth-proxy/console-legacy-links.ts';
 import { rawRequest } from '../helpers/raw-http.ts';
 import { testEnv } from '../helpers/test-env.ts';
 

@@ -10,6 +10,7 @@ import {
   uniqueId,
   type TestUser,
 } from '../helpers/keycloak.ts';
+import { expectDocumentedAnswer } from '../helpers/documented-answer.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 const OTP = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP';
@@ -74,6 +75,7 @@ describe('provisioning API (/api/platform)', () => {
     const first = await call('POST', '/organizations', { as: admin, body: { id, name: 'N' } });
     expectSuccess(first);
     expect(first.body.data).toMatchObject({ id, name: 'N', enabled: true });
+    expectDocumentedAnswer('createOrganization', first.body);
     const again = await call('POST', '/organizations', { as: admin, body: { id, name: 'N' } });
     expect(again.body.data).toEqual(first.body.data);
   });
@@ -90,6 +92,7 @@ describe('provisioning API (/api/platform)', () => {
       informations: { description: 'second', environments: [] },
       create_user: admin.username,
     });
+    expectDocumentedAnswer('createWorkspace', answer.body);
   });
 
   it('creates an organization user who can then log in, without echoing secrets', async () => {
@@ -105,6 +108,7 @@ describe('provisioning API (/api/platform)', () => {
       realm: org,
       workspaces: ['ws1'],
     });
+    expectDocumentedAnswer('createOrganizationUser', answer.body);
     const token = await postToken(`${testEnv().publicUrl}/auth`, org, passwordGrantBody(user));
     expect(token.status).toBe(200);
   });
@@ -123,6 +127,7 @@ describe('provisioning API (/api/platform)', () => {
       'username',
       'workspaces',
     ]);
+    expectDocumentedAnswer('createMasterUser', answer.body);
     expect(JSON.stringify(answer.body)).not.toContain(secret);
     const gateway = `${testEnv().publicUrl}/auth`;
     expect((await postToken(gateway, 'master', passwordGrantBody(user))).status).toBe(400);
@@ -145,6 +150,7 @@ describe('provisioning API (/api/platform)', () => {
       },
       file: {},
     });
+    expectDocumentedAnswer('createOperation', answer.body);
   });
 
   it('reads and changes the token lifetimes of an organization', async () => {

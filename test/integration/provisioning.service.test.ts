@@ -5,9 +5,12 @@ import { createOperationsRepo } from '../../src/automation/operations.repo.ts';
 import { createAdminSession } from '../../src/keycloak/admin-session.ts';
 import { loginAsBootstrapAdmin } from '../../src/keycloak/admin-client.ts';
 import { createKeycloakCalls } from '../../src/keycloak/keycloak-calls.ts';
-import { ensureUser } from '../../src/keycloak/ensure-user.ts';
-import { ensureOrganizationRealm, workspaceRolesOf } from '../../src/keycloak/provisioning.ts';
-import type { TokenLifetimesPatch } from '../../src/keycloak/token-lifetimes.ts';
+import { ensureUser } from '../../src/platform/realm-admin/ensure-user.ts';
+import {
+  ensureOrganizationRealm,
+  workspaceRolesOf,
+} from '../../src/platform/realm-admin/provisioning.ts';
+import type { TokenLifetimesPatch } from '../../src/platform/realm-admin/token-lifetimes.ts';
 import { createOrganizationsRepo } from '../../src/platform/organizations.repo.ts';
 import {
   createProvisioningService,

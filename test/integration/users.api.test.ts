@@ -16,6 +16,7 @@ import { createLogger } from '../../src/http/logger.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
+import { expectDocumentedAnswer } from '../helpers/documented-answer.ts';
 import { testEnv } from '../helpers/test-env.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 
@@ -136,6 +137,7 @@ describe('user lifecycle API', () => {
       expect(data[0]).toMatchObject({ enabled: true, realm: org, workspaces: ['ws2'] });
       expect(data[0]!.id).toMatch(/^[0-9a-f-]{36}$/);
       expect(Date.parse(String(data[0]!.created_timestamp))).toBeGreaterThan(0);
+      expectDocumentedAnswer('listOrganizationUsers', page1.body);
       const page2 = await call('GET', orgUsers(`?search=${prefix}&first=2&max=2`), asAdmin);
       expect((page2.body.data as { username: string }[]).map((u) => u.username)).toEqual([
         `${prefix}-c`,
@@ -148,6 +150,7 @@ describe('user lifecycle API', () => {
       const [record] = answer.body.data as Record<string, unknown>[];
       expect(record).toMatchObject({ username: admin.username, realm: 'master', enabled: true });
       expect(record).not.toHaveProperty('workspaces');
+      expectDocumentedAnswer('listMasterUsers', answer.body);
     });
 
     it.each([
@@ -167,6 +170,7 @@ describe('user lifecycle API', () => {
       const answer = await call('GET', orgUsers(`/${prefix.toUpperCase()}-A`), asAdmin);
       expectResult(answer, 200, '000-00000');
       expect(answer.body.data).toMatchObject({ username: `${prefix}-a`, workspaces: ['ws2'] });
+      expectDocumentedAnswer('getOrganizationUser', answer.body);
       // A prefix of a username is not that user.
       expectResult(await call('GET', orgUsers(`/${prefix}-`), asAdmin), 404, '404-00003');
     });
@@ -203,6 +207,7 @@ describe('user lifecycle API', () => {
       const disabled = await call('POST', orgUsers(`/${user.username}/disable`), asAdmin);
       expectResult(disabled, 200, '000-00000');
       expect(disabled.body.data).toMatchObject({ username: user.username, enabled: false });
+      expectDocumentedAnswer('disableOrganizationUser', disabled.body);
 
       expectResult(await call('GET', listing, bearer(token)), 401, '401-00002');
       expectResult(await call('GET', listing, basicAuth(user)), 401, '401-00002');
@@ -305,6 +310,7 @@ describe('user lifecycle API', () => {
         const granted = await call('PUT', path, asAdmin);
         expectResult(granted, 200, '000-00000');
         expect(granted.body.data).toMatchObject({ workspaces: ['ws1'] });
+        expectDocumentedAnswer('grantWorkspaceRole', granted.body);
       }
       expect(await rolesInKeycloak(user)).toEqual(['ws1']);
       const token = await accessTokenOf(user);

@@ -8,6 +8,8 @@ import {
 } from '../helpers/clustered-gateway.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { startRedisServer, type RedisServer } from '../helpers/redis-server.ts';
+import { startTcpFront, type TcpFront } from '../helpers/tcp-front.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 /** Sends `request` on new connections until both workers have answered; returns every answer. */
@@ -60,12 +62,17 @@ describe.each([
   { name: 'with Redis', port: 18650, redis: true },
 ])('two workers, $name', ({ port, redis }) => {
   let gateway: ClusteredGateway;
+  let keycloak: TcpFront;
   let org: string;
   const path = () => `/api/${org}/platform/workspaces`;
 
   beforeAll(async () => {
     org = await createOrganization(['ws1']);
+    // Keycloak through a relay the test can cut, as if every node had died.
+    const direct = new URL(testEnv().keycloakUrl);
+    keycloak = await startTcpFront(port + 5, { host: direct.hostname, port: Number(direct.port) });
     gateway = await startClusteredGateway(port, {
+      KEYCLOAK_URL: `http://127.0.0.1:${keycloak.port}${direct.pathname}`,
       WORKERS: '2',
       LOG_LEVEL: 'debug',
       LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: '3',
@@ -81,6 +88,7 @@ describe.each([
 
   afterAll(async () => {
     await gateway?.stop();
+    await keycloak?.cut();
     await closeTestDb();
   });
 
@@ -119,6 +127,24 @@ describe.each([
     expect(after.map((a) => a.status)).toEqual(after.map(() => 401));
   });
 
+  it('verifies tokens on every worker through a Keycloak outage, with the key set one worker fetched', async () => {
+    // A realm no worker has seen: one request makes one worker fetch its key set.
+    const fresh = await createOrganization(['ws1']);
+    const member = await createUser(fresh, { workspaceRoles: ['ws1'] });
+    const bearer = { authorization: `Bearer ${await offlineAccessTokenOf(member)}` };
+    const listing = `/api/${fresh}/platform/workspaces`;
+    const first = await gateway.send(listing, bearer);
+    expect(first.status).toBe(200);
+
+    await keycloak.cut();
+    try {
+      const during = await fromEveryWorker(() => gateway.send(listing, bearer));
+      expect(during.map((a) => a.status)).toEqual(during.map(() => 200));
+    } finally {
+      await keycloak.restore();
+    }
+  });
+
   it('counts failed logins across workers: the throttle refuses on every worker', async () => {
     const user = await createUser(org, { workspaceRoles: ['ws1'] });
     const wrong = (i: number) => ({
@@ -152,5 +178,60 @@ describe.each([
     expect(await gateway.metrics()).toMatch(/^realmgate_worker_restarts_total 1$/m);
     const answers = await fromEveryWorker(() => gateway.send('/healthz'));
     expect(answers.every((a) => a.status === 200)).toBe(true);
+  });
+});
+
+/**
+ * While Redis is down, the workers of one gateway fall back to the supervising process's cache,
+ * not each to its own: still one gateway (one grant for a cold burst, one throttle).
+ */
+describe('two workers while their Redis is down', () => {
+  const port = 18660;
+  let redis: RedisServer;
+  let gateway: ClusteredGateway;
+  let org: string;
+  const path = () => `/api/${org}/platform/workspaces`;
+
+  beforeAll(async () => {
+    org = await createOrganization(['ws1']);
+    redis = await startRedisServer(port + 7);
+    gateway = await startClusteredGateway(port, {
+      WORKERS: '2',
+      // Access-log lines of answered requests (debug) name the worker.
+      LOG_LEVEL: 'debug',
+      REDIS_URL: redis.url,
+      LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: '3',
+    });
+    await redis.stop();
+  });
+
+  afterAll(async () => {
+    await gateway?.stop();
+    await redis?.stop();
+    await closeTestDb();
+  });
+
+  it('a cold burst of identical Basic requests over both workers makes exactly one grant', async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws1'] });
+    const before = await grantsOf(gateway);
+    const answers = await Promise.all(
+      Array.from({ length: 30 }, () => gateway.send(path(), { authorization: basicAuth(user) })),
+    );
+    expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
+    expect(new Set(answers.map((a) => a.worker)).size).toBe(2);
+    expect((await grantsOf(gateway)) - before).toBe(1);
+  });
+
+  it('counts failed logins across workers: the throttle refuses on every worker', async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws1'] });
+    const wrong = (i: number) => ({
+      authorization: basicAuth({ ...user, password: `wrong-${i}` }),
+    });
+    let i = 0;
+    const failures = await fromEveryWorker(() => gateway.send(path(), wrong(i++)));
+    while (failures.length < 3) failures.push(await gateway.send(path(), wrong(i++)));
+    expect(failures.slice(0, 3).map((a) => a.status)).toEqual([401, 401, 401]);
+    const refused = await fromEveryWorker(() => gateway.send(path(), wrong(i++)));
+    expect(refused.map((a) => a.status)).toEqual(refused.map(() => 429));
   });
 });

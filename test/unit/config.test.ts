@@ -33,7 +33,7 @@ describe('loadConfig', () => {
       KEYCLOAK_TIMEOUT_MS: 5000,
       AUTH_PROXY_TIMEOUT_MS: 30000,
       SHUTDOWN_GRACE_SECONDS: 10,
-      WORKERS: 1,
+      WORKERS: availableParallelism(),
       METRICS_ENABLED: true,
       OTEL_SERVICE_NAME: 'realmgate',
       OTEL_TRACES_SAMPLER_ARG: 1,

@@ -55,6 +55,12 @@ describe('IPC hub between worker processes', () => {
     expect(await peers[1]!.call('received')).toEqual(['revoked']);
   });
 
+  it("recalls the key set a sibling fetched, and no realm's it did not", async () => {
+    await peers[0]!.call('remember keys', 'acme', '{"keys":[]}');
+    expect(await peers[1]!.call('recall keys', 'acme')).toBe('{"keys":[]}');
+    expect(await peers[1]!.call('recall keys', 'other')).toBeNull();
+  });
+
   it('keeps what a worker keeps for the others, by prefix', async () => {
     await peers[0]!.call('keep', 'revoked:1', 'one');
     await peers[0]!.call('keep', 'other:1', 'two');

@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { openApiDocument, type HttpMethod } from '../../src/api/openapi.ts';
-import { componentSchemasOf } from '../../src/api/openapi-zod.ts';
+import { componentSchemasOf, idSchemasIn } from '../../src/api/openapi-zod.ts';
 import { isOrganizationId, isWorkspaceId } from '../../src/tenancy/identifiers.ts';
 import { passwordBody } from '../../src/platform/users.schemas.ts';
 import {
   MAX_LIFETIME_SECONDS,
   tokenLifetimesPatchSchema,
-} from '../../src/keycloak/token-lifetimes.ts';
+} from '../../src/platform/realm-admin/token-lifetimes.ts';
 import {
   masterUserBody,
   operationBody,
@@ -276,5 +276,29 @@ describe('componentSchemasOf', () => {
       'Body',
       'SharedId',
     ]);
+  });
+});
+
+describe('idSchemasIn', () => {
+  it('finds the schemas with an id inside objects, lists, unions, optional and nullable fields', () => {
+    const a = z.string().meta({ id: 'A' });
+    const b = z.union([z.literal('x'), a]).meta({ id: 'B' });
+    const c = z.number().meta({ id: 'C' });
+    const d = z.boolean().meta({ id: 'D' });
+    const answer = z
+      .strictObject({
+        b,
+        list: z.array(c).optional(),
+        nested: z.strictObject({ d: d.nullable() }),
+      })
+      .meta({ id: 'Answer' });
+    const found = idSchemasIn([z.array(answer), a]).map((schema) => schema.meta()?.id);
+    expect(found.sort()).toEqual(['A', 'Answer', 'B', 'C', 'D']);
+  });
+
+  it('refuses two different schemas with one id', () => {
+    const first = z.string().meta({ id: 'Twice' });
+    const second = z.number().meta({ id: 'Twice' });
+    expect(() => idSchemasIn([z.strictObject({ first, second })])).toThrow(/Twice/);
   });
 });

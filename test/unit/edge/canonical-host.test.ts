@@ -4,7 +4,7 @@ import { createCanonicalHost } from '../../../src/edge/canonical-host.ts';
 import { parseTrustedProxies } from '../../../src/config/trusted-proxies.ts';
 import { createForwarding } from '../../../src/edge/forwarding.ts';
 import { parseRequestTarget, type RequestTarget } from '../../../src/edge/request-target.ts';
-import { canonicalConsolePath } from '../../../src/keycloak/console-page.ts';
+import { canonicalConsolePath } from '../../../src/auth-proxy/console-page.ts';
 
 function request(
   method: string,

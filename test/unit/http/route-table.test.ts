@@ -5,8 +5,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createErrorHandler } from '../../../src/envelope/error-handler.ts';
 import type { Audit } from '../../../src/http/audit.ts';
-import { expressPath, mountRoutes, route } from '../../../src/http/route-table.ts';
+import { expressPath, mountRoutes, routeFor } from '../../../src/http/route-table.ts';
 import { organizationId, workspaceId } from '../../../src/tenancy/id-schemas.ts';
+
+const route = routeFor<string>();
 
 /** What the handlers and the audit saw, in order. */
 const seen: string[] = [];
@@ -29,7 +31,7 @@ const body = z.strictObject({ name: z.string().max(5) }).meta({ id: 'TestBody' }
 const query = z.object({ confirm: organizationId });
 
 const routes = [
-  route<string, never, typeof body>({
+  route({
     method: 'post',
     path: '/api/things/{organization_id}/{workspace_id}',
     operationId: 'createThing',
@@ -44,7 +46,7 @@ const routes = [
       return Promise.resolve(deps);
     },
   }),
-  route<string, typeof query>({
+  route({
     method: 'delete',
     path: '/api/things/{organization_id}',
     operationId: 'deleteThing',

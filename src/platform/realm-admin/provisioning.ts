@@ -1,11 +1,15 @@
 import { readFile } from 'node:fs/promises';
-import type { KeycloakAdmin } from './admin-client.ts';
-import { isHttpStatus } from './admin-client.ts';
-import { AppError } from '../envelope/errors.ts';
-import { isOrganizationId, isWorkspaceId, workspacesClientIdOf } from '../tenancy/identifiers.ts';
+import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
+import { isHttpStatus } from '../../keycloak/admin-client.ts';
+import { AppError } from '../../envelope/errors.ts';
+import {
+  isOrganizationId,
+  isWorkspaceId,
+  workspacesClientIdOf,
+} from '../../tenancy/identifiers.ts';
 
 const ORGANIZATION_TEMPLATE = new URL(
-  '../../realm-export/organization.template.json',
+  '../../../realm-export/organization.template.json',
   import.meta.url,
 );
 

@@ -4,8 +4,8 @@ import express from 'express';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createForwarding } from '../../../src/edge/forwarding.ts';
 import { createLogger } from '../../../src/http/logger.ts';
-import { createAuthProxy } from '../../../src/keycloak/auth-proxy.ts';
-import { guardFormBody } from '../../../src/keycloak/form-body-guard.ts';
+import { createAuthProxy } from '../../../src/auth-proxy/auth-proxy.ts';
+import { guardFormBody } from '../../../src/auth-proxy/form-body-guard.ts';
 import { createKeycloakNodes, type KeycloakNodes } from '../../../src/keycloak/keycloak-nodes.ts';
 
 /** A fake Keycloak node: answers with its name and the form it got, or cuts the connection. */

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import type { KeycloakAdmin } from './admin-client.ts';
-import { apiClientIdOf } from '../tenancy/identifiers.ts';
+import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
+import { apiClientIdOf } from '../../tenancy/identifiers.ts';
 
 /** Upper bound of every lifetime: ten years is already far beyond any sane token. */
 export const MAX_LIFETIME_SECONDS = 10 * 365 * 24 * 60 * 60;

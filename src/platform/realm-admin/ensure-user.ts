@@ -1,4 +1,4 @@
-import type { KeycloakAdmin } from './admin-client.ts';
+import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
 import {
   grantRoles,
   otpCredentialOf,

@@ -1,5 +1,5 @@
-import { isHttpStatus, type KeycloakAdmin } from './admin-client.ts';
-import { isOrganizationId, isWorkspaceId } from '../tenancy/identifiers.ts';
+import { isHttpStatus, type KeycloakAdmin } from '../../keycloak/admin-client.ts';
+import { isOrganizationId, isWorkspaceId } from '../../tenancy/identifiers.ts';
 import { findWorkspacesClientUuid, usersWithClientRole } from './provisioning.ts';
 
 /**

@@ -20,8 +20,8 @@ import {
   failureOf,
   keycloakError,
   toKeycloakError,
-} from './keycloak-failures.ts';
-import type { KeycloakNode, KeycloakNodes } from './keycloak-nodes.ts';
+} from '../keycloak/keycloak-failures.ts';
+import type { KeycloakNode, KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import {
   isConsolePage,
   isLoginPage,

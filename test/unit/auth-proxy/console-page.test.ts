@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import {
   LEGACY_LINKS_SCRIPT,
   LEGACY_LINKS_SCRIPT_HASH,
-} from '../../src/keycloak/console-legacy-links.ts';
+} from '../../../src/auth-proxy/console-legacy-links.ts';
 import {
   allowScript,
   canonicalConsolePath,
@@ -13,7 +13,7 @@ import {
   rewriteConsolePage,
   rewriteLoginPage,
   withLegacyLinks,
-} from '../../src/keycloak/console-page.ts';
+} from '../../../src/auth-proxy/console-page.ts';
 
 /** Runs the script exactly as shipped, in a page whose address has `hash`; the hash it leaves. */
 function landOn(hash: string): string {

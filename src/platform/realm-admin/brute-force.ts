@@ -1,8 +1,10 @@
 import { readFile } from 'node:fs/promises';
 import type RealmRepresentation from '@keycloak/keycloak-admin-client/lib/defs/realmRepresentation.js';
-import type { KeycloakAdmin } from './admin-client.ts';
+import { z } from 'zod';
+import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
+import { realmName } from '../../tenancy/id-schemas.ts';
 
-const MASTER_REALM_EXPORT = new URL('../../realm-export/master.json', import.meta.url);
+const MASTER_REALM_EXPORT = new URL('../../../realm-export/master.json', import.meta.url);
 
 /** The realm fields that make up Keycloak's brute-force detection. */
 const BRUTE_FORCE_FIELDS = [
@@ -36,12 +38,22 @@ const EARLIER_SHIPPED: BruteForceSettings = {
   minimumQuickLoginWaitSeconds: 60,
 };
 
-/** What `protectRealms` did to one realm. */
-export interface RealmProtection {
-  realm: string;
-  /** True when detection was off, or on with the earlier shipped settings, and now has today's. */
-  changed: boolean;
-}
+/**
+ * What `protectRealms` did to one realm: its answer type and the API description's
+ * `RealmProtection` both come from here.
+ */
+export const realmProtection = z
+  .strictObject({
+    realm: realmName,
+    changed: z.boolean().meta({
+      description:
+        'True when brute-force detection was off, or on with the settings realmgate shipped ' +
+        'earlier, and has just been given today’s.',
+    }),
+  })
+  .meta({ id: 'RealmProtection' });
+
+export type RealmProtection = z.output<typeof realmProtection>;
 
 /**
  * The brute-force settings realmgate ships, read from `realm-export/master.json` (the

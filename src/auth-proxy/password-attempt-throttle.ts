@@ -4,9 +4,9 @@ import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
 import { AppError } from '../envelope/errors.ts';
 import { targetOf } from '../edge/request-scope.ts';
-import { bufferedBodyOf } from '../keycloak/form-body-guard.ts';
-import type { AuthMetrics } from './auth-metrics.ts';
-import type { AttemptOutcome, LoginThrottle } from './login-throttle.ts';
+import { bufferedBodyOf } from './form-body-guard.ts';
+import type { AuthMetrics } from '../auth/auth-metrics.ts';
+import type { AttemptOutcome, LoginThrottle } from '../auth/login-throttle.ts';
 
 /** A password sent to Keycloak through `/auth`: which form, for which account. */
 export interface PasswordAttempt {

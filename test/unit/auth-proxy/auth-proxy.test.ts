@@ -9,8 +9,8 @@ import express from 'express';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createForwarding } from '../../../src/edge/forwarding.ts';
 import { createLogger } from '../../../src/http/logger.ts';
-import { createAuthProxy } from '../../../src/keycloak/auth-proxy.ts';
-import { guardFormBody } from '../../../src/keycloak/form-body-guard.ts';
+import { createAuthProxy } from '../../../src/auth-proxy/auth-proxy.ts';
+import { guardFormBody } from '../../../src/auth-proxy/form-body-guard.ts';
 import { createKeycloakNodes, type KeycloakNodes } from '../../../src/keycloak/keycloak-nodes.ts';
 
 /** What the fake Keycloak got: the request head and its body. */

@@ -1,7 +1,8 @@
 import type UserRepresentation from '@keycloak/keycloak-admin-client/lib/defs/userRepresentation.js';
-import type { KeycloakAdmin } from './admin-client.ts';
-import { isHttpStatus } from './admin-client.ts';
-import { isWorkspaceId, MASTER_REALM } from '../tenancy/identifiers.ts';
+import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
+import { isHttpStatus } from '../../keycloak/admin-client.ts';
+import type { ServiceAdmin } from '../../keycloak/service-admin.ts';
+import { isWorkspaceId, MASTER_REALM } from '../../tenancy/identifiers.ts';
 import { usersWithClientRole, workspacesClientUuidOf } from './provisioning.ts';
 
 export type KeycloakUser = UserRepresentation & { id: string; username: string };
@@ -16,6 +17,18 @@ export async function findUserByUsername(
   const found = await admin.users.find({ realm, username, exact: true, briefRepresentation: true });
   // `exact` is Keycloak's promise; the comparison keeps a prefix or a fuzzy match out anyway.
   return found.filter(isComplete).find((user) => user.username === wanted);
+}
+
+/** Whether `username` in `realm` has an OTP credential (Keycloak's `totp` flag). */
+export async function hasTwoFactor(
+  admin: ServiceAdmin,
+  realm: string,
+  username: string,
+): Promise<boolean> {
+  const [user] = await admin.run(realm, (client) =>
+    client.users.find({ realm, username, exact: true }),
+  );
+  return user?.totp === true;
 }
 
 /** One page of a realm's users, by username; `search` matches part of username, email or name. */

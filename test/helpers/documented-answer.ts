@@ -1,0 +1,17 @@
+import { expect } from 'vitest';
+import { API_ROUTES } from '../../src/api/api-routes.ts';
+import { envelope } from '../../src/envelope/envelope.schemas.ts';
+
+/**
+ * Checks a real answer against what the API description says of the route `operationId`: the
+ * success envelope, and `data` as the route's own schema reads it (the schema the document is
+ * generated from). Its objects are strict: a field the document does not name, or one it
+ * requires and the answer lacks, fails here.
+ */
+export function expectDocumentedAnswer(operationId: string, body: unknown): void {
+  const route = API_ROUTES.find((declared) => declared.operationId === operationId);
+  if (!route) throw new Error(`no route has the operationId ${operationId}`);
+  expect(envelope.safeParse(body).error?.issues ?? []).toEqual([]);
+  const data = (body as { data?: unknown }).data;
+  expect(route.data.safeParse(data).error?.issues ?? [], operationId).toEqual([]);
+}
