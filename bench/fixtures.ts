@@ -115,6 +115,7 @@ export async function provision(p: Provisioner, org: string, tokens: number, rea
   };
   await Promise.all(Array.from({ length: 4 }, organization));
   return {
+    bearerUser: bearerUser!,
     token: grant.accessToken,
     manyTokens,
     realms: done,

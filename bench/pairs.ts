@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { cpus } from 'node:os';
 import { promisify } from 'node:util';
+import { taskset } from './affinity.ts';
 import { runLoad, type LoadResult } from './load.ts';
 import { median } from './report.ts';
 import { loadOf, type Scenario } from './scenarios.ts';
@@ -88,13 +89,4 @@ export async function measurePairs(
     await Promise.all(others.map((pid) => taskset(pid, all)));
   }
   return outcomes;
-}
-
-/** Every thread of `pid` on `cpuList` (taskset, util-linux); false if that failed. */
-function taskset(pid: number, cpuList: string): Promise<boolean> {
-  const args = ['--all-tasks', '--cpu-list', '--pid', cpuList, `${pid}`];
-  return run('taskset', args).then(
-    () => true,
-    () => false,
-  );
 }

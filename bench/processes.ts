@@ -108,3 +108,17 @@ export function readyUntilParentExits(details: object, onExit: () => Promise<voi
   process.once('SIGTERM', stop).once('SIGINT', stop);
   process.stdout.write(`${JSON.stringify({ ready: true, pid: process.pid, ...details })}\n`);
 }
+
+/** CPU seconds (user + system, all threads) `pid` has used so far, or 0 if it is gone (Linux). */
+export function cpuSeconds(pid: number): number {
+  try {
+    // Fields after the command name (which may hold spaces): utime and stime are 14th and 15th.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
+  } catch {
+    return 0;
+  }
+}
+/** USER_HZ, 100 on every Linux the bench runs on (`getconf CLK_TCK`). */
+const CLOCK_TICKS_PER_SECOND = 100;

@@ -8,13 +8,16 @@ import { measurePairs } from './pairs.ts';
 import { peakRssMiB, stopAllChildren } from './processes.ts';
 import { formatReport, judgeTargets, rowsOf, writeReport } from './report.ts';
 import { buildScenarios, loadOf, measureScenarios } from './scenarios.ts';
+import { measureSideBySide, type SideBySide } from './side-by-side.ts';
+import { formatSideBySide, judgeSideTargets } from './side-by-side-report.ts';
 import { DATA_DIR, parseOptions, PORTS } from './settings.ts';
 import * as stack from './stack.ts';
 
 /**
  * `npm run bench`: Keycloak, the upstream, the limit proxy and one gateway per row; every row
- * measured, then the paired ratios; the report on stdout and in bench/results/. Everything it
- * started stops at the end, on error and on Ctrl-C.
+ * measured, then the paired ratios; with `--peers` then the side-by-side rows (realmgate's
+ * workers beside Apache and HAProxy); the report on stdout and in bench/results/. Everything
+ * it started stops at the end, on error and on Ctrl-C.
  */
 const options = parseOptions(process.argv.slice(2));
 const started = Date.now();
@@ -60,37 +63,43 @@ try {
   log('provisioning users, tokens and organizations');
   db = await openDatabase({ databaseUrl, dataDir: DATA_DIR });
   const since = Date.now();
-  const made = await provision(
-    createProvisioner(kc.url, secrets, db),
-    'bench',
-    options.tokens,
-    options.realms,
-  );
+  const provisioner = createProvisioner(kc.url, secrets, db);
+  // The side-by-side rows alone need one token.
+  const [tokens, realms] = options.peersOnly ? [1, 0] : [options.tokens, options.realms];
+  const made = await provision(provisioner, 'bench', tokens, realms);
   note(
     `${made.manyTokens.length} tokens, ${made.realms.length} organizations in ${seconds(since)} s`,
   );
   const node20 = stack.findNode20();
   const scenarios = buildScenarios({ organization: 'bench', node20, ...made });
-  log('starting one gateway per row');
-  const authOff = { organization: 'bench', workspace: WORKSPACE };
-  const children = await Promise.all(
-    scenarios.map(async (s) => {
-      if (s.id === 'limit' || s.id === 'bearer') return s.id === 'limit' ? limit : main;
-      if (s.unavailable) return undefined;
-      const how = { extra: s.extra, runtime: s.runtime, authOff: s.authOff ? authOff : undefined };
-      return stack.startGateway(info, s.port, how);
-    }),
-  );
-  scenarios.forEach((s, i) => (s.pid = children[i]?.pid));
+  const peakRss = new Map<string, number | undefined>();
+  let pairs: Awaited<ReturnType<typeof measurePairs>> = [];
+  if (!options.peersOnly) {
+    log('starting one gateway per row');
+    const authOff = { organization: 'bench', workspace: WORKSPACE };
+    const children = await Promise.all(
+      scenarios.map(async (s) => {
+        if (s.id === 'limit' || s.id === 'bearer') return s.id === 'limit' ? limit : main;
+        if (s.unavailable) return undefined;
+        const how = {
+          extra: s.extra,
+          runtime: s.runtime,
+          authOff: s.authOff ? authOff : undefined,
+        };
+        return stack.startGateway(info, s.port, how);
+      }),
+    );
+    scenarios.forEach((s, i) => (s.pid = children[i]?.pid));
 
-  note(`before measuring: ${stack.loadAverage()}`);
-  log(
-    `measuring: ${options.rounds} rounds of ${options.roundSeconds} s, ${options.connections} connections`,
-  );
-  await measureScenarios(scenarios, options, log);
-  log('paired rounds: each ratio measured with both rows under load at once');
-  const pairs = await measurePairs(scenarios, [upstream.pid, kc.pid], options, log);
-  const peakRss = new Map(scenarios.map((s) => [s.id, s.pid ? peakRssMiB(s.pid) : undefined]));
+    note(`before measuring: ${stack.loadAverage()}`);
+    log(
+      `measuring: ${options.rounds} rounds of ${options.roundSeconds} s, ${options.connections} connections`,
+    );
+    await measureScenarios(scenarios, options, log);
+    log('paired rounds: each ratio measured with both rows under load at once');
+    pairs = await measurePairs(scenarios, [upstream.pid, kc.pid], options, log);
+    for (const s of scenarios) peakRss.set(s.id, s.pid ? peakRssMiB(s.pid) : undefined);
+  }
 
   if (options.profile) {
     // A fresh gateway under the Bearer load; V8 writes the profile when it exits.
@@ -112,6 +121,21 @@ try {
     );
   }
 
+  let sideBySide: SideBySide | undefined;
+  if (options.peers) {
+    note(`before the side-by-side rows: ${stack.loadAverage()}`);
+    sideBySide = await measureSideBySide({
+      stack: info,
+      organization: 'bench',
+      limitPid: limit.pid,
+      feederPids: [upstream.pid, kc.pid],
+      newToken: async () => (await provisioner.passwordGrant(made.bearerUser)).accessToken,
+      options,
+      log,
+    });
+    for (const text of sideBySide.notes) note(text);
+  }
+
   const sourceAtEnd = await stack.sourceFingerprint();
   note(`at the end: ${stack.loadAverage()}`);
   notes.push(
@@ -119,7 +143,7 @@ try {
       ? `src/ fingerprint ${sourceAtStart}, unchanged during the run`
       : `src/ CHANGED during the run (${sourceAtStart} → ${sourceAtEnd}): rows may run other code`,
   );
-  const rows = rowsOf(scenarios, peakRss);
+  const rows = options.peersOnly ? [] : rowsOf(scenarios, peakRss);
   const report = {
     startedAt: new Date(started).toISOString(),
     finishedAt: new Date().toISOString(),
@@ -127,11 +151,16 @@ try {
     options,
     rows,
     pairs,
-    targets: judgeTargets(rows, pairs),
+    targets: options.peersOnly ? [] : judgeTargets(rows, pairs),
+    sideBySide: sideBySide && { ...sideBySide, targets: judgeSideTargets(sideBySide) },
     notes,
   };
   const file = await writeReport(report);
-  console.log(`\n${formatReport(report)}\n\n${notes.map((text) => `note: ${text}`).join('\n')}`);
+  const tables = [
+    options.peersOnly ? '' : `\n${formatReport(report)}\n`,
+    sideBySide ? `\n${formatSideBySide(sideBySide)}\n` : '',
+  ];
+  console.log(`${tables.join('')}\n${notes.map((text) => `note: ${text}`).join('\n')}`);
   console.log(`\nresults: ${file}`);
 } catch (err) {
   // After Ctrl-C the load generator dies with the same signal: no failure to report.

@@ -1,8 +1,9 @@
 import { parseArgs } from 'node:util';
 
 /**
- * Ports from BENCH_PORT_BASE (default 28000): gateways at base + 0..130, the upstream at +100,
- * the limit proxy at +200, Keycloak at +80 and +1000. The tests use 18000/18001/18080/19000.
+ * Ports from BENCH_PORT_BASE (default 28000): gateways at base + 0..130, the side-by-side rows
+ * at +140..180, the upstream at +100, the limit proxy at +200, Keycloak at +80 and +1000. The
+ * tests use 18000/18001/18080/19000.
  */
 const base = Number(process.env.BENCH_PORT_BASE ?? 28000);
 export const PORTS = {
@@ -33,9 +34,11 @@ export function parseOptions(argv: string[]) {
       tokens: { type: 'string', default: '10000' },
       realms: { type: 'string', default: '100' },
       'no-profile': { type: 'boolean', default: false },
+      peers: { type: 'boolean', default: false },
+      'peers-only': { type: 'boolean', default: false },
     },
   });
-  const int = (name: Exclude<keyof typeof values, 'no-profile'>) => {
+  const int = (name: Exclude<keyof typeof values, 'no-profile' | 'peers' | 'peers-only'>) => {
     const n = Number(values[name]);
     if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a whole number >= 1`);
     return n;
@@ -48,6 +51,9 @@ export function parseOptions(argv: string[]) {
     /** Fewer when Keycloak is slow: tokens take 170 s at most, realms 240 s. */
     tokens: int('tokens'),
     realms: int('realms'),
-    profile: !values['no-profile'],
+    profile: !values['no-profile'] && !values['peers-only'],
+    /** The side-by-side rows (side-by-side.ts) after the others; alone with `--peers-only`. */
+    peers: values.peers || values['peers-only'],
+    peersOnly: values['peers-only'],
   };
 }

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { startLocalKeycloak } from '../keycloak/launcher.ts';
+import { startCommand } from './command-process.ts';
 import type { GatewaySpec } from './gateway-process.ts';
 import { startChild, type Runtime } from './processes.ts';
 import { DATA_DIR, HOST, origin, PORTS } from './settings.ts';
@@ -66,10 +67,10 @@ type GatewayOptions = Pick<GatewaySpec, 'authOff'> & {
   nodeArgs?: string[];
 };
 
-/** One gateway process on `port`: the bench's settings (src/config) plus `options.extra`. */
-export function startGateway(stack: StackInfo, port: number, options: GatewayOptions = {}) {
+/** The bench's settings of a gateway on `port` (src/config) plus `extra`. */
+export function gatewayEnv(stack: StackInfo, port: number, extra: Record<string, string> = {}) {
   const { secrets, keycloakUrl } = stack;
-  const env = {
+  return {
     HOST,
     PORT: String(port),
     ADMIN_HOST: HOST,
@@ -88,11 +89,32 @@ export function startGateway(stack: StackInfo, port: number, options: GatewayOpt
     REDIS_KEY_PREFIX: secrets.redisKeyPrefix,
     REALMGATE_CACHE_SECRET: secrets.cacheSecret,
     AUTOMATION_UPSTREAM_URL: origin(PORTS.upstream),
-    ...options.extra,
+    ...extra,
   };
-  const spec: GatewaySpec = { env, keycloakUrl, authOff: options.authOff };
+}
+
+/** One gateway process on `port`: `startGateway` from src with `gatewayEnv`. */
+export function startGateway(stack: StackInfo, port: number, options: GatewayOptions = {}) {
+  const env = gatewayEnv(stack, port, options.extra);
+  const spec: GatewaySpec = { env, keycloakUrl: stack.keycloakUrl, authOff: options.authOff };
   const bench = { BENCH_GATEWAY: JSON.stringify(spec) };
   return startChild('gateway-process.ts', { ...options, env: bench });
+}
+
+/**
+ * realmgate as it is run, `node src/main.ts` in a process of its own with `gatewayEnv` plus
+ * `extra` (e.g. `WORKERS`: the workers are forked by main.ts, so only a real process has them).
+ * Ready once it logs that it listens (after every worker does); successful requests are logged
+ * at debug, so `LOG_LEVEL=info` writes nothing per request.
+ */
+export function startMainProcess(stack: StackInfo, port: number, extra: Record<string, string>) {
+  const main = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+  return startCommand({
+    command: [process.execPath, main],
+    env: gatewayEnv(stack, port, { LOG_LEVEL: 'info', ...extra }),
+    port,
+    readyText: '"msg":"realmgate is listening"',
+  });
 }
 
 /** The upstream, and the limit proxy in front of it (servers.ts). */

@@ -60,6 +60,12 @@ const readiness = z.record(
   ]),
 );
 
+/** The envelope of a ready answer: its message names what is down or degraded, if anything. */
+export const readinessAnswer = envelope.extend({
+  data: readiness,
+  message: z.union([z.literal('SUCCESS'), z.string().regex(/^Degraded: .+\.$/)]),
+});
+
 const paths: OpenApiPaths = {
   '/healthz': {
     get: {
@@ -77,11 +83,14 @@ const paths: OpenApiPaths = {
       tags: ['health'],
       security: [],
       responses: {
-        '200': success(
-          jsonSchemaOf(readiness, 'output'),
-          'Ready; `degraded` is serving, but not as configured (Redis down: in-process cache; ' +
-            'a Keycloak node down while another answers)',
-        ),
+        '200': {
+          description:
+            'Ready, maybe degraded: serving, with what needs a missing dependency answering 503 ' +
+            '(every Keycloak node down: new logins; the database down: list endpoints). ' +
+            '`degraded`: serving, but not as configured (Redis down: in-process cache; a ' +
+            'Keycloak node down while another answers).',
+          content: json({ schema: jsonSchemaOf(readinessAnswer, 'output') }),
+        },
         ...errorResponses(['notReady']),
       },
     },

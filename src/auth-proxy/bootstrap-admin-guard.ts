@@ -1,6 +1,6 @@
 import type { RequestHandler } from 'express';
 import { targetOf } from '../edge/request-scope.ts';
-import { bufferedBodyOf } from './form-body-guard.ts';
+import { formFieldsOf } from './form-body-guard.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 
 /**
@@ -19,9 +19,9 @@ export function isBootstrapAdmin(bootstrapAdmin: string, realm: string, username
 export function guardBootstrapAdmin(bootstrapAdmin: string): RequestHandler {
   return (req, res, next) => {
     const [, realms, realm = ''] = targetOf(req).segments;
-    const body = bufferedBodyOf(req);
-    if (realms === 'realms' && realm.toLowerCase() === MASTER_REALM && body) {
-      const usernames = new URLSearchParams(body.toString('utf8')).getAll('username');
+    const form = formFieldsOf(req);
+    if (realms === 'realms' && realm.toLowerCase() === MASTER_REALM && form) {
+      const usernames = form.getAll('username');
       if (usernames.some((username) => isBootstrapAdmin(bootstrapAdmin, MASTER_REALM, username))) {
         // Keycloak's own answer to a refused grant, so clients need no new case.
         res.status(400).json({

@@ -11,8 +11,14 @@ const BROKEN_PERCENT_ESCAPE = /%(?![0-9A-Fa-f]{2})/;
  * Checks URL-encoded form bodies (the token endpoint's) before Keycloak sees them: Keycloak
  * answers a malformed one with 500, which clients would read as "retry later". A broken body
  * gets 400 `invalid_request` in Keycloak's own error format instead; a good one is passed on
- * as `req.body` (a Buffer) for the proxy to resend unchanged.
+ * as `req.body`, a `ReadForm`: its bytes for the proxy to resend unchanged, and its fields,
+ * parsed once for the guards that read them (bootstrap administrator, password throttle).
  */
+interface ReadForm {
+  readonly bytes: Buffer;
+  readonly fields: URLSearchParams;
+}
+
 export function guardFormBody(): RequestHandler[] {
   const readForm = express.raw({
     type: 'application/x-www-form-urlencoded',
@@ -37,13 +43,26 @@ export function guardFormBody(): RequestHandler[] {
       res.status(400).json({ error: 'invalid_request', error_description: 'Malformed form body.' });
       return;
     }
+    req.body = { bytes: body, fields: new URLSearchParams(text) } satisfies ReadForm;
     next();
   };
   return [readForm, check];
 }
 
-/** The body `guardFormBody` read, if any, so the proxy can write it to Keycloak. */
-export function bufferedBodyOf(req: IncomingMessage): Buffer | undefined {
+/** The form `guardFormBody` read and checked, if any. */
+function readFormOf(req: IncomingMessage): ReadForm | undefined {
   const body = (req as IncomingMessage & { body?: unknown }).body;
-  return Buffer.isBuffer(body) ? body : undefined;
+  return body !== null && typeof body === 'object' && 'fields' in body
+    ? (body as ReadForm)
+    : undefined;
+}
+
+/** The bytes of the form `guardFormBody` read, if any, so the proxy can write them to Keycloak. */
+export function bufferedBodyOf(req: IncomingMessage): Buffer | undefined {
+  return readFormOf(req)?.bytes;
+}
+
+/** The fields of the form `guardFormBody` read, if any. */
+export function formFieldsOf(req: IncomingMessage): URLSearchParams | undefined {
+  return readFormOf(req)?.fields;
 }

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
 import { AppError } from '../envelope/errors.ts';
 import { targetOf } from '../edge/request-scope.ts';
-import { bufferedBodyOf } from './form-body-guard.ts';
+import { bufferedBodyOf, formFieldsOf } from './form-body-guard.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
 import type { AttemptOutcome, LoginThrottle } from '../auth/login-throttle.ts';
 
@@ -29,9 +29,8 @@ export function passwordAttemptOf(req: IncomingMessage): PasswordAttempt | undef
   if (req.method !== 'POST') return undefined;
   const [, realms, realm, ...rest] = targetOf(req).segments;
   if (realms !== 'realms' || !realm) return undefined;
-  const body = bufferedBodyOf(req);
-  if (!body) return undefined;
-  const form = new URLSearchParams(body.toString('utf8'));
+  const form = formFieldsOf(req);
+  if (!form) return undefined;
   const username = form.get('username')?.trim();
   if (!username) return undefined;
   if (sameSegments(rest, TOKEN_ENDPOINT) && form.get('grant_type') === 'password') {

@@ -3,6 +3,7 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalKeycloak } from '../../keycloak/launcher.ts';
+import { readinessAnswer } from '../../src/api/openapi.ts';
 import { loadConfig, type Config } from '../../src/config/config.ts';
 import { startGateway, type Gateway } from '../../src/gateway.ts';
 import { createLogger } from '../../src/http/logger.ts';
@@ -135,6 +136,8 @@ describe('readiness follows Keycloak', () => {
       result: '000-00000',
       message: 'Degraded: keycloak.',
     });
+    // As the API description documents it.
+    expect(readinessAnswer.safeParse(down.body).error?.issues ?? []).toEqual([]);
 
     // The token endpoint says "retry later" in the envelope rather than failing obscurely.
     const token = await fetch(

@@ -1,0 +1,222 @@
+import { execFileSync } from 'node:child_process';
+import { cpus } from 'node:os';
+import { ALL_CPUS, pinTree, processTree } from './affinity.ts';
+import { measureHalfLoad, type HalfLoadLatency } from './half-load.ts';
+import { cpuSeconds } from './processes.ts';
+import { median } from './report.ts';
+import { automationPath } from './scenarios.ts';
+import { origin, type BenchOptions } from './settings.ts';
+import {
+  MODES,
+  ROW_IDS,
+  ROW_NAMES,
+  startSideServers,
+  type Mode,
+  type RowId,
+  type Server,
+} from './side-by-side-servers.ts';
+import type { StackInfo } from './stack.ts';
+import { runWrk, type WrkResult } from './wrk.ts';
+
+/**
+ * The side-by-side rows (issue 23): realmgate as it is run (`node src/main.ts`, WORKERS=1 and
+ * WORKERS=auto) beside the limit, Apache + mod_auth_openidc and HAProxy + jwt_verify, all
+ * validating the same Bearer token (the limit excepted) and proxying to the same upstream,
+ * loaded by wrk. Two modes: **per core**, every server under test on CPU 0 and wrk, the
+ * upstream and Keycloak on the other CPUs; **whole machine**, nothing pinned (HAProxy with one
+ * thread per CPU). In each mode the rows are measured in interleaved rounds, then realmgate and
+ * the limit at half of realmgate's peak (half-load.ts).
+ */
+export { MODES, type Mode, type RowId } from './side-by-side-servers.ts';
+
+/** A round: wrk's figures and the CPU time the server (all its processes) used meanwhile. */
+export type SideRound = WrkResult & { serverCpuSeconds: number };
+export interface SideRow {
+  id: RowId;
+  name: string;
+  reqPerSec?: number;
+  p99Ms?: number;
+  /**
+   * The server's CPU time per answer, µs: what a request costs it whatever else the shared
+   * machine runs (the upstream's share, the same for every row, is not in it).
+   */
+  cpuMicrosPerRequest?: number;
+  /** CPUs the server kept busy (CPU seconds per second): ~1 per core when the server bounds. */
+  cpusBusy?: number;
+  rounds: SideRound[];
+  unavailable?: string;
+}
+export interface ModeResult {
+  mode: Mode;
+  rows: SideRow[];
+  latency?: HalfLoadLatency;
+}
+export type SideBySide = Awaited<ReturnType<typeof measureSideBySide>>;
+
+/** The realmgate row that stands for each mode in the latency measurement and the targets. */
+export const GATEWAY_OF: Record<Mode, RowId> = {
+  'per core': 'realmgate-1',
+  'whole machine': 'realmgate-auto',
+};
+
+interface Input {
+  stack: StackInfo;
+  organization: string;
+  /** The limit proxy's process, and those that feed every row (the upstream, Keycloak). */
+  limitPid: number;
+  feederPids: number[];
+  /** A new access token of a user holding the workspace role (tokens live 5 minutes). */
+  newToken: () => Promise<string>;
+  options: BenchOptions;
+  log: (text: string) => void;
+}
+
+export async function measureSideBySide(input: Input) {
+  if (!hasWrk()) {
+    return { modes: [] as ModeResult[], notes: ['side-by-side rows: wrk is not installed'] };
+  }
+  const notes: string[] = [];
+  const token = freshTokens(input.newToken);
+  input.log('side by side: starting realmgate (WORKERS=1, WORKERS=auto), Apache and HAProxy');
+  const side = await startSideServers({ ...input, token: await token() });
+  const modes: ModeResult[] = [];
+  try {
+    for (const mode of MODES) {
+      const servers = side.serversOf(mode);
+      // Per core: the server on CPU 0, the rest of the machine feeds it.
+      const perCore = mode === 'per core';
+      const feederCpus = perCore ? `1-${cpus().length - 1}` : ALL_CPUS;
+      const pinned = await pinAll(servers, perCore ? '0' : ALL_CPUS, input.feederPids, feederCpus);
+      if (perCore && !pinned) notes.push('per core: pinning failed (taskset): not per core');
+      const rows = await measureRows(mode, servers, side.missing, token, input);
+      const gateway = rows.find((r) => r.id === GATEWAY_OF[mode]);
+      const latency =
+        gateway?.reqPerSec && !rows.find((r) => r.id === 'limit')?.unavailable
+          ? await measureHalfLoad({
+              gateway: { id: gateway.id, port: servers[gateway.id]!.port, peak: gateway.reqPerSec },
+              limitPort: servers.limit!.port,
+              organization: input.organization,
+              token,
+              cpuList: perCore ? feederCpus : undefined,
+              options: input.options,
+              log: input.log,
+            })
+          : undefined;
+      modes.push({ mode, rows, latency });
+      await pinAll(servers, ALL_CPUS, input.feederPids, ALL_CPUS);
+    }
+  } finally {
+    await pinAll(side.serversOf('whole machine'), ALL_CPUS, input.feederPids, ALL_CPUS);
+    await side.stop();
+  }
+  return { modes, notes };
+}
+
+/** Each row refuses a forged token and is warmed up, then rounds interleaved across rows. */
+async function measureRows(
+  mode: Mode,
+  servers: Record<RowId, Server | undefined>,
+  missing: Partial<Record<RowId, string>>,
+  token: () => Promise<string>,
+  { organization, options, log }: Input,
+): Promise<SideRow[]> {
+  const perCore = mode === 'per core';
+  const url = (port: number) => `${origin(port)}${automationPath(organization)}`;
+  const wrk = async (port: number, seconds: number, authorization?: string) =>
+    runWrk({
+      url: url(port),
+      authorization: authorization ?? `Bearer ${await token()}`,
+      connections: options.connections,
+      threads: perCore ? cpus().length - 1 : cpus().length,
+      seconds,
+      cpuList: perCore ? `1-${cpus().length - 1}` : undefined,
+    });
+  const rows: SideRow[] = ROW_IDS.map((id) => ({
+    id,
+    name: ROW_NAMES[id],
+    rounds: [],
+    unavailable: missing[id],
+  }));
+  log(`side by side, ${mode}: a forged token refused, warm-up`);
+  for (const row of rows.filter((r) => !r.unavailable)) {
+    const { port } = servers[row.id]!;
+    if (row.id !== 'limit') {
+      const headers = { authorization: `Bearer ${forge(await token())}` };
+      const res = await fetch(url(port), { headers, signal: AbortSignal.timeout(10_000) });
+      if (res.status !== 401) row.unavailable = `answered ${res.status} to a forged token`;
+    }
+    const warm = await wrk(port, options.warmupSeconds);
+    if (warm.ok === 0) row.unavailable ??= `no 2xx answer in the warm-up (${warm.bad} failed)`;
+    if (row.unavailable) log(`  ${row.name}: ${row.unavailable}`);
+  }
+  for (let round = 1; round <= options.rounds; round++) {
+    for (const row of rows.filter((r) => !r.unavailable)) {
+      const server = servers[row.id]!;
+      const before = await treeCpuSeconds(server.pid);
+      const measured = await wrk(server.port, options.roundSeconds);
+      const r = { ...measured, serverCpuSeconds: (await treeCpuSeconds(server.pid)) - before };
+      row.rounds.push(r);
+      const bad = r.bad ? ` (failed: ${r.bad})` : '';
+      log(
+        `  ${mode} ${round}/${options.rounds} ${row.name}: ${r.reqPerSec.toFixed(0)} req/s${bad}`,
+      );
+    }
+  }
+  for (const row of rows) {
+    row.reqPerSec = median(row.rounds.map((r) => r.reqPerSec));
+    row.p99Ms = median(row.rounds.flatMap((r) => (r.p99Ms === undefined ? [] : [r.p99Ms])));
+    const costs = row.rounds.map((r) => (r.serverCpuSeconds * 1e6) / Math.max(r.ok, 1));
+    row.cpuMicrosPerRequest = median(costs);
+    row.cpusBusy = median(row.rounds.map((r) => r.serverCpuSeconds / options.roundSeconds));
+  }
+  return rows;
+}
+
+/**
+ * The token with one character of its signature changed: every server that authenticates must
+ * refuse it, or its numbers are not those of a server that verifies.
+ */
+function forge(token: string): string {
+  const at = token.lastIndexOf('.') + 10;
+  return `${token.slice(0, at)}${token[at] === 'A' ? 'B' : 'A'}${token.slice(at + 1)}`;
+}
+
+/** A token no older than a minute (Keycloak's access tokens live five). */
+function freshTokens(newToken: () => Promise<string>) {
+  let current: { token: string; since: number } | undefined;
+  return async () => {
+    if (!current || Date.now() - current.since > 60_000) {
+      current = { token: await newToken(), since: Date.now() };
+    }
+    return current.token;
+  };
+}
+
+/** CPU seconds used so far by `pid` and the processes under it (Apache's, the workers). */
+async function treeCpuSeconds(pid: number): Promise<number> {
+  return (await processTree(pid)).reduce((sum, p) => sum + cpuSeconds(p), 0);
+}
+
+/** Every server (with its processes) on `serverCpus`, the feeders on `feederCpus`. */
+async function pinAll(
+  servers: Record<RowId, Server | undefined>,
+  serverCpus: string,
+  feederPids: number[],
+  feederCpus: string,
+): Promise<boolean> {
+  const pinning = [
+    ...Object.values(servers).flatMap((s) => (s ? [pinTree(s.pid, serverCpus)] : [])),
+    ...feederPids.map((pid) => pinTree(pid, feederCpus)),
+  ];
+  return (await Promise.all(pinning)).every(Boolean);
+}
+
+function hasWrk(): boolean {
+  try {
+    execFileSync('wrk', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch (err) {
+    // wrk --version prints its version and exits with 1.
+    return (err as { status?: number }).status === 1;
+  }
+}
