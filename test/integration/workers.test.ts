@@ -54,6 +54,36 @@ async function grantsOf(gateway: ClusteredGateway): Promise<number> {
 }
 
 /**
+ * Three wrong passwords of one user spread over both workers, against a limit of 3: one
+ * throttle, so every worker then refuses with 429.
+ */
+async function expectOneThrottleAcrossWorkers(gateway: ClusteredGateway, org: string) {
+  const path = `/api/${org}/platform/workspaces`;
+  const user = await createUser(org, { workspaceRoles: ['ws1'] });
+  const wrong = (i: number) => ({ authorization: basicAuth({ ...user, password: `wrong-${i}` }) });
+  const failures: Answer[] = [];
+  for (let i = 0; i < 3; i++) failures.push(await gateway.send(path, wrong(i)));
+  expect(failures.map((a) => a.status)).toEqual([401, 401, 401]);
+  expect(new Set(failures.map((a) => a.worker)).size).toBe(2);
+  let i = 3;
+  const refused = await fromEveryWorker(() => gateway.send(path, wrong(i++)));
+  expect(refused.map((a) => a.status)).toEqual(refused.map(() => 429));
+}
+
+/** 30 identical cold Basic requests over both workers: all 200, one password grant. */
+async function expectOneGrantForColdBurst(gateway: ClusteredGateway, org: string) {
+  const path = `/api/${org}/platform/workspaces`;
+  const user: TestUser = await createUser(org, { workspaceRoles: ['ws1'] });
+  const before = await grantsOf(gateway);
+  const answers = await Promise.all(
+    Array.from({ length: 30 }, () => gateway.send(path, { authorization: basicAuth(user) })),
+  );
+  expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
+  expect(new Set(answers.map((a) => a.worker)).size).toBe(2);
+  expect((await grantsOf(gateway)) - before).toBe(1);
+}
+
+/**
  * `node src/main.ts` with WORKERS=2: one gateway whose two worker processes share the listeners
  * and its state, through the supervising process without Redis and through Redis with it.
  */
@@ -145,30 +175,11 @@ describe.each([
     }
   });
 
-  it('counts failed logins across workers: the throttle refuses on every worker', async () => {
-    const user = await createUser(org, { workspaceRoles: ['ws1'] });
-    const wrong = (i: number) => ({
-      authorization: basicAuth({ ...user, password: `wrong-${i}` }),
-    });
-    const failures: Answer[] = [];
-    for (let i = 0; i < 3; i++) failures.push(await gateway.send(path(), wrong(i)));
-    expect(failures.map((a) => a.status)).toEqual([401, 401, 401]);
-    expect(new Set(failures.map((a) => a.worker)).size).toBe(2);
-    let i = 3;
-    const refused = await fromEveryWorker(() => gateway.send(path(), wrong(i++)));
-    expect(refused.map((a) => a.status)).toEqual(refused.map(() => 429));
-  });
+  it('counts failed logins across workers: the throttle refuses on every worker', () =>
+    expectOneThrottleAcrossWorkers(gateway, org));
 
-  it('a cold burst of identical Basic requests over both workers makes exactly one grant', async () => {
-    const user: TestUser = await createUser(org, { workspaceRoles: ['ws1'] });
-    const before = await grantsOf(gateway);
-    const answers = await Promise.all(
-      Array.from({ length: 30 }, () => gateway.send(path(), { authorization: basicAuth(user) })),
-    );
-    expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
-    expect(new Set(answers.map((a) => a.worker)).size).toBe(2);
-    expect((await grantsOf(gateway)) - before).toBe(1);
-  });
+  it('a cold burst of identical Basic requests over both workers makes exactly one grant', () =>
+    expectOneGrantForColdBurst(gateway, org));
 
   it('starts a worker that dies again, and counts it', async () => {
     const ready = await gateway.logLine((l) => l.msg === 'worker ready' && l.worker === 1);
@@ -190,7 +201,6 @@ describe('two workers while their Redis is down', () => {
   let redis: RedisServer;
   let gateway: ClusteredGateway;
   let org: string;
-  const path = () => `/api/${org}/platform/workspaces`;
 
   beforeAll(async () => {
     org = await createOrganization(['ws1']);
@@ -211,27 +221,9 @@ describe('two workers while their Redis is down', () => {
     await closeTestDb();
   });
 
-  it('a cold burst of identical Basic requests over both workers makes exactly one grant', async () => {
-    const user = await createUser(org, { workspaceRoles: ['ws1'] });
-    const before = await grantsOf(gateway);
-    const answers = await Promise.all(
-      Array.from({ length: 30 }, () => gateway.send(path(), { authorization: basicAuth(user) })),
-    );
-    expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
-    expect(new Set(answers.map((a) => a.worker)).size).toBe(2);
-    expect((await grantsOf(gateway)) - before).toBe(1);
-  });
+  it('a cold burst of identical Basic requests over both workers makes exactly one grant', () =>
+    expectOneGrantForColdBurst(gateway, org));
 
-  it('counts failed logins across workers: the throttle refuses on every worker', async () => {
-    const user = await createUser(org, { workspaceRoles: ['ws1'] });
-    const wrong = (i: number) => ({
-      authorization: basicAuth({ ...user, password: `wrong-${i}` }),
-    });
-    let i = 0;
-    const failures = await fromEveryWorker(() => gateway.send(path(), wrong(i++)));
-    while (failures.length < 3) failures.push(await gateway.send(path(), wrong(i++)));
-    expect(failures.slice(0, 3).map((a) => a.status)).toEqual([401, 401, 401]);
-    const refused = await fromEveryWorker(() => gateway.send(path(), wrong(i++)));
-    expect(refused.map((a) => a.status)).toEqual(refused.map(() => 429));
-  });
+  it('counts failed logins across workers: the throttle refuses on every worker', () =>
+    expectOneThrottleAcrossWorkers(gateway, org));
 });
