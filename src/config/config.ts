@@ -175,11 +175,6 @@ export const configSchema = z.object({
     description:
       'on SIGTERM/SIGINT, how long requests in flight may finish before their connections are closed (`/readyz` answers 503 and the listeners stop accepting at once; a second signal exits at once)',
   }),
-  /**
-   * Worker processes that share the listeners, each running the whole gateway under one
-   * supervising process; `auto` (the default) is one per core (os.availableParallelism()), 1 is
-   * one process.
-   */
   WORKERS: z
     .string()
     .regex(/^(auto|[1-9][0-9]{0,2})$/, 'must be auto or a whole number from 1 to 999')
