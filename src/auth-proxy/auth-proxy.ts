@@ -50,8 +50,8 @@ export interface AuthProxyOptions {
  * client (edge/upstream.ts), as the automation forwarder does: the client's headers through the
  * edge's filter (credentials and cookies kept: Keycloak needs them), `Host` the node's,
  * `X-Forwarded-*` naming `PUBLIC_URL`, and the `X-Request-Id` the client gets back. A form body
- * the guard has read is sent as read, any other by the edge's one body rule. With several nodes, each
- * request goes to the next node that is up; one that could not connect (nothing sent) is sent
+ * the guard has read is sent as read, any other by the edge's one body rule. With several
+ * nodes, each request goes to the next node that is up; one that could not connect (nothing sent) is sent
  * once more to another node that is up, when its body can be sent again (none, or the form the
  * guard read); any other failure takes the node out. Failures answer 503/504/502 through the
  * one translation of Keycloak failures (keycloak-failures.ts). Mount it at `/auth` before any

@@ -49,7 +49,9 @@ export function createForwarder(options: {
   tracing?: Tracing;
 }): Forwarder {
   const tracing = options.tracing;
-  const upstream = createUpstream(options.upstreamUrl, {
+  // Addressed by its origin: the service gets the admitted `/api/...` path as it is, whatever
+  // path AUTOMATION_UPSTREAM_URL may carry.
+  const upstream = createUpstream(new URL(options.upstreamUrl).origin, {
     maxSockets: 1024,
     socketTimeoutMs: options.timeoutMs,
   });
