@@ -9,8 +9,9 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 
 /**
  * A server the gateway sends requests to (the automation service, one Keycloak node), read once
- * from its URL, with its own keep-alive pool. Plain `node:http`: on the forwarded route it
- * served about 1.2 × what undici's `Pool` did, paired on one CPU (bench/results.md).
+ * from its URL, with its own keep-alive pool, over plain `node:http`. undici's `Pool` was
+ * measured as the forwarded route's client (bench/results.md): 0.83 × this used as fastify's
+ * reply-from uses it, 1.24-1.38 × through its low-level `dispatch`, not adopted yet.
  */
 export interface Upstream {
   /** Host and port as the URL names them: the `Host` the upstream gets. */
