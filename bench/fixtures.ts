@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import { loginAsBootstrapAdmin, type KeycloakAdmin } from '../src/keycloak/admin-client.ts';
-import { ensureUser } from '../src/platform/realm-admin/ensure-user.ts';
+import { ensureUser } from '../src/demo/ensure-user.ts';
 import { apiClientIdOf } from '../src/tenancy/identifiers.ts';
 import {
   ensureOrganizationRealm,

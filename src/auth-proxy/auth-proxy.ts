@@ -1,17 +1,11 @@
-import {
-  Agent,
-  request as httpRequest,
-  type IncomingMessage,
-  type RequestOptions,
-  type ServerResponse,
-} from 'node:http';
-import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
 import { targetOf } from '../edge/request-scope.ts';
-import { upstreamRequestHeaders } from '../edge/upstream-headers.ts';
+import { answerHeadersOf, upstreamRequestHeaders } from '../edge/upstream-headers.ts';
+import { bodyFraming, createUpstream, hasBody, sendBody } from '../edge/upstream.ts';
 import { traceHeadersNow } from '../tracing/trace-scope.ts';
 import { AppError } from '../envelope/errors.ts';
 import { bufferedBodyOf } from './form-body-guard.ts';
@@ -29,7 +23,7 @@ import {
   rewriteLoginPage,
   type ListenerUrls,
 } from './console-page.ts';
-import { answerHeadersOf, serveRewritten, type PageRewrite } from './rewrite-page.ts';
+import { serveRewritten, type PageRewrite } from './rewrite-page.ts';
 
 export interface AuthProxyOptions {
   /**
@@ -52,12 +46,12 @@ export interface AuthProxyOptions {
 }
 
 /**
- * Proxies `/auth/...` to Keycloak unchanged (status, headers, body), over plain `node:http`
- * with a keep-alive pool, as the automation forwarder does: the client's headers through the
+ * Proxies `/auth/...` to Keycloak unchanged (status, headers, body), over the edge's upstream
+ * client (edge/upstream.ts), as the automation forwarder does: the client's headers through the
  * edge's filter (credentials and cookies kept: Keycloak needs them), `Host` the node's,
  * `X-Forwarded-*` naming `PUBLIC_URL`, and the `X-Request-Id` the client gets back. A form body
- * the guard has read is sent as read, any other streams through. With several nodes, each
- * request goes to the next node that is up; one that could not connect (nothing sent) is sent
+ * the guard has read is sent as read, any other by the edge's one body rule. With several
+ * nodes, each request goes to the next node that is up; one that could not connect (nothing sent) is sent
  * once more to another node that is up, when its body can be sent again (none, or the form the
  * guard read); any other failure takes the node out. Failures answer 503/504/502 through the
  * one translation of Keycloak failures (keycloak-failures.ts). Mount it at `/auth` before any
@@ -77,23 +71,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
     'x-forwarded-port',
     publicUrl.port || (publicUrl.protocol === 'https:' ? '443' : '80'),
   ];
-  const agentOptions = { keepAlive: true, maxSockets: 256 };
-  const agents = { http: new Agent(agentOptions), https: new HttpsAgent(agentOptions) };
-  const targets = nodes.all.map((node) => {
-    const url = new URL(node.url);
-    const secure = url.protocol === 'https:';
-    return {
-      request: secure ? httpsRequest : httpRequest,
-      options: {
-        agent: secure ? agents.https : agents.http,
-        hostname: url.hostname.replace(/^\[|\]$/g, ''),
-        port: url.port || (secure ? 443 : 80),
-        timeout: timeoutMs,
-      } satisfies RequestOptions,
-      host: url.host,
-      basePath: url.pathname.replace(/\/$/, ''),
-    };
-  });
+  const targets = nodes.all.map((node) => createUpstream(node.url, { maxSockets: 256 }));
 
   /** What Keycloak gets: the client's headers through the filter, then the gateway's own. */
   function headersFor(req: IncomingMessage, res: ServerResponse, host: string, body?: Buffer) {
@@ -113,12 +91,8 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
       headers.push(kept[i]!, kept[i + 1]!);
     }
     headers.push('host', host, ...forwarded);
-    headers.push('x-forwarded-for', options.forwarding.forwardedHeaders(req)[1]!);
-    if (body) headers.push('content-length', String(body.length));
-    // A body of unknown length (the filter dropped the client's framing): chunked again.
-    else if (req.headers['transfer-encoding'] !== undefined) {
-      headers.push('transfer-encoding', 'chunked');
-    }
+    headers.push('x-forwarded-for', options.forwarding.forwarded(req).for);
+    headers.push(...bodyFraming(req, body));
     const requestId = res.getHeader('x-request-id');
     if (typeof requestId === 'string') headers.push('x-request-id', requestId);
     if (trace) headers.push(...trace);
@@ -128,12 +102,12 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
   function send(req: IncomingMessage, res: ServerResponse, node: KeycloakNode, retried: boolean) {
     const target = targets[node.index]!;
     const body = bufferedBodyOf(req);
-    const outgoing = target.request({
-      ...target.options,
-      method: req.method,
-      path: target.basePath + (req.url ?? '/'),
-      headers: headersFor(req, res, target.host, body),
-    });
+    const outgoing = target.request(
+      req.method!,
+      req.url ?? '/',
+      headersFor(req, res, target.host, body),
+      timeoutMs,
+    );
     let cutOff: Error | undefined;
     let clientGone = false;
     outgoing.on('timeout', () => {
@@ -146,8 +120,6 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
     });
     outgoing.on('response', (answer) => {
       if (several) nodes.answered(node);
-      // The client gets the gateway's request id, whatever a front of Keycloak's may add.
-      delete answer.headers['x-request-id'];
       // Keycloak gone mid-answer: the client's connection ends too.
       answer.on('error', () => res.destroy());
       const rewrite = rewrites.get(req);
@@ -185,9 +157,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
       clientGone = true;
       outgoing.destroy();
     });
-    if (body) outgoing.end(body);
-    else if (hasBody(req)) req.pipe(outgoing);
-    else outgoing.end();
+    sendBody(req, outgoing, body);
   }
 
   const rewrites = new WeakMap<IncomingMessage, PageRewrite>();
@@ -206,12 +176,6 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
     if (rewrite) rewrites.set(req, rewrite);
     send(req, res, several ? nodes.pick() : nodes.all[0]!, false);
   };
-}
-
-/** Whether the request has a body (RFC 9112 6.3): a length, or a transfer coding. */
-function hasBody(req: IncomingMessage): boolean {
-  const length = req.headers['content-length'];
-  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 /** Whether the request's body can be sent again: none, or the form the guard has read. */

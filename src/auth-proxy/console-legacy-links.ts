@@ -1,3 +1,4 @@
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import { createHash } from 'node:crypto';
 
 /**
@@ -74,8 +75,8 @@ export const LEGACY_CONSOLE_ROUTES: ReadonlyArray<readonly [string, string]> = [
   ['create/user/{r}', '$1/users/add-user'],
   ['create/role/{r}', '$1/roles/new'],
   ['create/client-scope/{r}', '$1/client-scopes/new'],
-  ['create/realm', 'master/realms'],
-  ['server-info', 'master/info'],
+  ['create/realm', `${MASTER_REALM}/realms`],
+  ['server-info', `${MASTER_REALM}/info`],
 ];
 
 /**

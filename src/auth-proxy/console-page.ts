@@ -1,3 +1,4 @@
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import { encodeSegment } from '../edge/request-target.ts';
 import type { PageRewrite } from './rewrite-page.ts';
 import { LEGACY_LINKS_SCRIPT, LEGACY_LINKS_SCRIPT_HASH } from './console-legacy-links.ts';
@@ -23,7 +24,7 @@ export function isConsolePage(segments: readonly string[]): boolean {
 export function canonicalConsolePath(segments: readonly string[]): string | undefined {
   if (segments[0] !== 'auth' || segments[1] !== 'admin') return undefined;
   if (segments.length === 2 || (segments.length === 3 && segments[2] === '')) {
-    return '/auth/admin/master/console/';
+    return `/auth/admin/${MASTER_REALM}/console/`;
   }
   const realm = segments[2] ?? '';
   const console = realm !== '' && segments[3] === 'console';

@@ -1,4 +1,5 @@
-import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { answerHeadersOf } from '../edge/upstream-headers.ts';
 
 /** The pages the admin listener rewrites are a few KiB; anything far larger is passed on. */
 export const REWRITE_MAX_BYTES = 256 * 1024;
@@ -16,27 +17,6 @@ export type PageRewrite = (
 ) => { html: string; csp: PageCsp } | undefined;
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
-
-/** Headers of the connection, not of the message: never copied from Keycloak's answer. */
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-authenticate',
-  'proxy-connection',
-  'transfer-encoding',
-  'upgrade',
-  'te',
-  'trailer',
-]);
-
-/** Keycloak's answer headers a client may get: all but those of the connection. */
-export function answerHeadersOf(proxyRes: IncomingMessage): OutgoingHttpHeaders {
-  const headers: OutgoingHttpHeaders = {};
-  for (const [name, value] of Object.entries(proxyRes.headers)) {
-    if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
-  }
-  return headers;
-}
 
 function listOf(value: string | string[] | undefined): string[] {
   return value === undefined ? [] : Array.isArray(value) ? value : [value];

@@ -1,32 +1,18 @@
-import {
-  Agent,
-  request as httpRequest,
-  type IncomingMessage,
-  type OutgoingHttpHeaders,
-  type ServerResponse,
-} from 'node:http';
-import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { workspaceRolesOf } from '../auth/authorize.ts';
 import type { Principal } from '../tenancy/principal.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
 import type { AdmittedScope } from '../edge/request-scope.ts';
-import { upstreamRequestHeaders } from '../edge/upstream-headers.ts';
+import {
+  answerHeadersOf,
+  IDENTITY_HEADERS,
+  upstreamRequestHeaders,
+} from '../edge/upstream-headers.ts';
+import { bodyFraming, createUpstream, sendBody } from '../edge/upstream.ts';
 import { sendError } from '../envelope/error-handler.ts';
 import { AppError } from '../envelope/errors.ts';
 import { endSpan, type Tracing } from '../tracing/tracing.ts';
-
-/** Connection-level headers of the upstream's answer (RFC 9110 7.6.1); never relayed. */
-const HOP_BY_HOP_RESPONSE = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-authenticate',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-]);
 
 const base64Lines = (lines: string[]) => Buffer.from(lines.join('\n'), 'utf8').toString('base64');
 
@@ -49,9 +35,10 @@ export type Forwarder = (req: IncomingMessage, res: ServerResponse, scope: Admit
  * Forwards a request to the automation service with who the caller is instead of their
  * credentials: `User-Id`, `Roles` (workspace roles) and `Org-Roles` (realm roles) as base64 of
  * newline-joined lists, `Language` (default `ja`) and `organization_id`, plus the
- * `X-Forwarded-*` headers the gateway vouches for and the `X-Request-Id` the client gets back. The client's other headers pass through the
- * edge's filter (edge/upstream-headers.ts). The path is the canonical one the admission read.
- * Plain `node:http` with a keep-alive pool: this is the route production traffic takes.
+ * `X-Forwarded-*` headers the gateway vouches for and the `X-Request-Id` the client gets back.
+ * The client's other headers pass through the edge's filter (edge/upstream-headers.ts), the body
+ * by the edge's one body rule (edge/upstream.ts). The path is the canonical one the admission
+ * read. This is the route production traffic takes.
  */
 export function createForwarder(options: {
   upstreamUrl: string;
@@ -62,13 +49,12 @@ export function createForwarder(options: {
   tracing?: Tracing;
 }): Forwarder {
   const tracing = options.tracing;
-  const upstream = new URL(options.upstreamUrl);
-  const secure = upstream.protocol === 'https:';
-  // The agent's timeout equals each request's, so a reused socket keeps its timer instead of
-  // having it replaced on every request; it also closes keep-alive sockets idle that long.
-  const agentOptions = { keepAlive: true, maxSockets: 1024, timeout: options.timeoutMs };
-  const agent = secure ? new HttpsAgent(agentOptions) : new Agent(agentOptions);
-  const request = secure ? httpsRequest : httpRequest;
+  // Addressed by its origin: the service gets the admitted `/api/...` path as it is, whatever
+  // path AUTOMATION_UPSTREAM_URL may carry.
+  const upstream = createUpstream(new URL(options.upstreamUrl).origin, {
+    maxSockets: 1024,
+    socketTimeoutMs: options.timeoutMs,
+  });
 
   // Per verified token, the identity headers are the same on every request: build them once,
   // as name/value pairs after the upstream's Host.
@@ -79,15 +65,15 @@ export function createForwarder(options: {
       identity = [
         'host',
         upstream.host,
-        'user-id',
+        IDENTITY_HEADERS.userId,
         principal.userId,
-        'roles',
+        IDENTITY_HEADERS.roles,
         base64Lines(workspaceRolesOf(principal)),
-        'org-roles',
+        IDENTITY_HEADERS.orgRoles,
         base64Lines(principal.realmRoles),
-        'language',
+        IDENTITY_HEADERS.language,
         principal.locale ?? 'ja',
-        'organization_id',
+        IDENTITY_HEADERS.organizationId,
         principal.realm,
       ];
       identities.set(principal, identity);
@@ -104,29 +90,23 @@ export function createForwarder(options: {
       ...identityOf(principal),
       'x-request-id',
       requestId,
+      ...bodyFraming(req),
     );
     const span = tracing?.start('forward', 'client', { 'server.address': upstream.host });
     if (span) replaceTraceHeaders(headers, tracing!.headersOf(span));
 
-    const outgoing = request({
-      agent,
-      protocol: upstream.protocol,
-      hostname: upstream.hostname,
-      port: upstream.port,
-      method: req.method,
-      path: target.path + target.query,
+    const outgoing = upstream.request(
+      req.method!,
+      target.path + target.query,
       headers,
-      timeout: options.timeoutMs,
-    });
+      options.timeoutMs,
+    );
     outgoing.on('response', (incoming) => {
       if (span) {
         span.setAttribute('http.response.status_code', incoming.statusCode ?? 0);
         incoming.once('close', () => endSpan(span));
       }
-      const answer: OutgoingHttpHeaders = {};
-      for (const name in incoming.headers) {
-        if (!HOP_BY_HOP_RESPONSE.has(name)) answer[name] = incoming.headers[name];
-      }
+      const answer = answerHeadersOf(incoming);
       answer['x-request-id'] = requestId;
       res.writeHead(incoming.statusCode ?? 502, answer);
       incoming.pipe(res);
@@ -146,10 +126,6 @@ export function createForwarder(options: {
       if (!res.headersSent) res.setHeader('x-request-id', requestId);
       sendError(res, failure, options.logger);
     });
-    // A request without Content-Length or Transfer-Encoding has no body (RFC 9112 6.3).
-    const hasBody =
-      req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
-    if (hasBody) req.pipe(outgoing);
-    else outgoing.end();
+    sendBody(req, outgoing);
   };
 }

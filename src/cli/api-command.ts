@@ -1,3 +1,4 @@
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { ApiRequest } from './client.ts';
 import {
   entryOf,
@@ -35,7 +36,7 @@ export function apiCommand<N extends string, F = NoFields, P = NoFields>(
       // Credentials are read only now (help and version work without them), and before any
       // password is asked for. Without any in the environment, the most recent master-realm
       // login serves: these are administrators' commands.
-      const caller = await resolveCaller(env, { realm: 'master' }, NO_CREDENTIALS);
+      const caller = await resolveCaller(env, { realm: MASTER_REALM }, NO_CREDENTIALS);
       // Without `prepare`, P has no fields: the command is ready as it was parsed.
       const ready = { ...command, ...(await spec.prepare?.(command, io)) } as Named<N, F> & P;
       const data = await callAs(caller, spec.request(ready), timeoutMs);

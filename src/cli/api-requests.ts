@@ -1,3 +1,4 @@
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { ApiRequest } from './client.ts';
 
 // Paths and bodies of the platform API calls, each written once; paths are below the base URL.
@@ -20,7 +21,7 @@ export function workspacePath(org: string, workspace: string): string {
 
 /** The users of `realm`: master's, or an organization's. */
 export function usersPath(realm: string): string {
-  return realm === 'master' ? '/api/platform/users' : `${organizationPath(realm)}/users`;
+  return realm === MASTER_REALM ? '/api/platform/users' : `${organizationPath(realm)}/users`;
 }
 
 /** One user of `realm`. */
@@ -30,7 +31,7 @@ export function userPath(realm: string, username: string): string {
 
 /** The token lifetimes of `realm`. */
 export function lifetimesPath(realm: string): string {
-  return realm === 'master'
+  return realm === MASTER_REALM
     ? '/api/platform/token-lifetimes'
     : `${organizationPath(realm)}/token-lifetimes`;
 }

@@ -1,3 +1,4 @@
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import { callApi, type ApiRequest } from './client.ts';
 import { updateLogins, withoutLogin, type LoginSelector, type StoredLogin } from './credentials.ts';
 import { CliError } from './errors.ts';
@@ -60,7 +61,7 @@ async function tokensCaller(
     'no credentials: log in with realmgate login <realm> <username>, or set REALMGATE_TOKEN, ' +
       'or REALMGATE_USERNAME and REALMGATE_PASSWORD (with --realm for an organization user)',
   );
-  const realm = caller.kind === 'stored' ? caller.login.realm : (select.realm ?? 'master');
+  const realm = caller.kind === 'stored' ? caller.login.realm : (select.realm ?? MASTER_REALM);
   return { caller, path: refreshTokensPath(realm) };
 }
 
@@ -112,7 +113,7 @@ async function forget(caller: { path: string }, login: StoredLogin): Promise<voi
 /** `/api/platform/users/_current/refresh_tokens`, or its organization twin. */
 function refreshTokensPath(realm: string): string {
   const prefix =
-    realm === 'master' ? '/api/platform' : `/api/${encodeURIComponent(realm)}/platform`;
+    realm === MASTER_REALM ? '/api/platform' : `/api/${encodeURIComponent(realm)}/platform`;
   return `${prefix}/users/_current/refresh_tokens`;
 }
 

@@ -1,3 +1,5 @@
+import { MAX_FIRST, MAX_PAGE } from '../platform/page-bounds.ts';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import { apiCommand } from './api-command.ts';
 import { optional, post, userPath, usersPath } from './api-requests.ts';
 import type { CommandEntry } from './command-spec.ts';
@@ -5,9 +7,6 @@ import { usageError } from './errors.ts';
 import { createOtpEnrollment, type OtpEnrollment } from './otp.ts';
 import { passwordSourceOf, readPassword } from './password.ts';
 import { checkOrganization, checkRealm, checkWorkspace } from './values.ts';
-
-/** The page bounds of `user list`, as the gateway applies them. */
-const MAX_PAGE = 1000;
 
 /** `user ...`: the users of master or of an organization, and their workspace roles. */
 export const USER_COMMANDS: readonly CommandEntry[] = [
@@ -23,7 +22,7 @@ export const USER_COMMANDS: readonly CommandEntry[] = [
     parse: (args) => {
       const realm = checkRealm(args.at(0));
       const workspaces = args.many('workspace').map(checkWorkspace);
-      if (realm === 'master' && workspaces.length > 0) {
+      if (realm === MASTER_REALM && workspaces.length > 0) {
         throw usageError('--workspace applies to organization users, not to realm master');
       }
       return {
@@ -55,7 +54,7 @@ export const USER_COMMANDS: readonly CommandEntry[] = [
       const [first, max, search] = [args.one('first'), args.one('max'), args.one('search')];
       return {
         realm: checkRealm(args.at(0)),
-        ...(first !== undefined && { first: parseCount(first, '--first', 0, 1_000_000_000) }),
+        ...(first !== undefined && { first: parseCount(first, '--first', 0, MAX_FIRST) }),
         ...(max !== undefined && { max: parseCount(max, '--max', 1, MAX_PAGE) }),
         ...(search !== undefined && { search }),
       };

@@ -1,4 +1,4 @@
-import { isOrganizationId, isWorkspaceId } from '../tenancy/identifiers.ts';
+import { isOrganizationId, isWorkspaceId, MASTER_REALM } from '../tenancy/identifiers.ts';
 import { usageError } from './errors.ts';
 
 const DURATION = /^(\d{1,10})([smhd]?)$/;
@@ -73,7 +73,7 @@ export function checkWorkspace(id: string): string {
 
 /** Returns `realm` if it is `master` or can be an organization id; else a usage error. */
 export function checkRealm(realm: string): string {
-  if (realm !== 'master' && !isOrganizationId(realm)) {
+  if (realm !== MASTER_REALM && !isOrganizationId(realm)) {
     throw usageError(`invalid realm '${realm}': master or an organization id`);
   }
   return realm;

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { KeycloakAdmin } from '../keycloak/admin-client.ts';
-import { ensureUser } from '../platform/realm-admin/ensure-user.ts';
+import { ensureUser } from './ensure-user.ts';
 import {
   ensureOrganizationRealm,
   ensureWorkspaceRoles,

@@ -40,8 +40,7 @@ function hostOf(
   forwarding: Forwarding,
   protocol: string,
 ): string | undefined {
-  const pairs = forwarding.forwardedHeaders(req);
-  const host = (pairs[pairs.indexOf('x-forwarded-host') + 1] ?? '').split(',')[0]!.trim();
+  const host = forwarding.forwarded(req).host.split(',')[0]!.trim();
   if (host === '') return undefined;
   try {
     return new URL(`${protocol}//${host}`).host;

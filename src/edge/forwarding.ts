@@ -9,8 +9,18 @@ import { isIP, type BlockList } from 'node:net';
 export interface Forwarding {
   /** The client's address: the peer, or behind trusted proxies the first address they vouch for. */
   clientAddress(req: IncomingMessage): string;
+  /** What the gateway vouches for, by name. */
+  forwarded(req: IncomingMessage): Forwarded;
   /** `x-forwarded-for`, `x-forwarded-proto`, `x-forwarded-host` as name/value pairs. */
   forwardedHeaders(req: IncomingMessage): string[];
+}
+
+/** The values of `X-Forwarded-For`, `-Proto` and `-Host` the gateway sends on. */
+export interface Forwarded {
+  /** The chain of addresses: a trusted proxy's `X-Forwarded-For`, then the peer. */
+  for: string;
+  proto: string;
+  host: string;
 }
 
 /** `::ffff:10.0.0.1` (an IPv4 peer on a dual-stack socket) is `10.0.0.1`. */
@@ -28,6 +38,15 @@ export function createForwarding(trusted: BlockList | undefined): Forwarding {
   const peerOf = (req: IncomingMessage) => plainAddress(req.socket.remoteAddress ?? '');
   const single = (value: string | string[] | undefined) =>
     Array.isArray(value) ? value[0] : value;
+  const forwarded = (req: IncomingMessage): Forwarded => {
+    const peer = peerOf(req);
+    const viaProxy = isTrusted(peer);
+    const seenProto = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
+    const priorFor = viaProxy ? single(req.headers['x-forwarded-for']) : undefined;
+    const proto = (viaProxy && single(req.headers['x-forwarded-proto'])) || seenProto;
+    const host = (viaProxy && single(req.headers['x-forwarded-host'])) || req.headers.host || '';
+    return { for: priorFor ? `${priorFor}, ${peer}` : peer, proto, host };
+  };
 
   return {
     clientAddress(req) {
@@ -42,21 +61,10 @@ export function createForwarding(trusted: BlockList | undefined): Forwarding {
       }
       return peer;
     },
+    forwarded,
     forwardedHeaders(req) {
-      const peer = peerOf(req);
-      const viaProxy = isTrusted(peer);
-      const seenProto = (req.socket as { encrypted?: boolean }).encrypted ? 'https' : 'http';
-      const priorFor = viaProxy ? single(req.headers['x-forwarded-for']) : undefined;
-      const proto = (viaProxy && single(req.headers['x-forwarded-proto'])) || seenProto;
-      const host = (viaProxy && single(req.headers['x-forwarded-host'])) || req.headers.host || '';
-      return [
-        'x-forwarded-for',
-        priorFor ? `${priorFor}, ${peer}` : peer,
-        'x-forwarded-proto',
-        proto,
-        'x-forwarded-host',
-        host,
-      ];
+      const { for: chain, proto, host } = forwarded(req);
+      return ['x-forwarded-for', chain, 'x-forwarded-proto', proto, 'x-forwarded-host', host];
     },
   };
 }

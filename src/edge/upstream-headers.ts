@@ -1,11 +1,32 @@
-/**
- * The gateway's own identity headers: a service behind it believes them, so a client's copy
- * never passes, however it is spelled (see `isIdentityName`).
- */
-export const IDENTITY_HEADERS = ['user-id', 'roles', 'org-roles', 'language', 'organization-id'];
-const IDENTITY = new Set(IDENTITY_HEADERS);
+import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 
-/** Connection-level headers (RFC 9110 7.6.1 and the usual non-standard ones); never forwarded. */
+/*
+ * The one table of headers the gateway treats specially between a client and an upstream (the
+ * automation service, Keycloak), by group, as both proxies apply it.
+ */
+
+/**
+ * The gateway's own identity headers, spelled as the automation service reads them (the suite's
+ * contract: `organization_id` with an underscore, the others with `-`). A service behind the
+ * gateway believes them, so a client's copy never passes, however it is spelled (see
+ * `isIdentityName`).
+ */
+export const IDENTITY_HEADERS = {
+  userId: 'user-id',
+  roles: 'roles',
+  orgRoles: 'org-roles',
+  language: 'language',
+  organizationId: 'organization_id',
+} as const;
+
+/** A header name as CGI-style servers read it: `_` and `.` folded into `-`. */
+const folded = (lowerName: string) => lowerName.replace(/[_.]/g, '-');
+const IDENTITY = new Set(Object.values(IDENTITY_HEADERS).map(folded));
+
+/**
+ * Connection-level headers (RFC 9110 7.6.1 and the usual non-standard ones): never relayed, in
+ * either direction.
+ */
 const HOP_BY_HOP = new Set([
   'connection',
   'keep-alive',
@@ -16,10 +37,13 @@ const HOP_BY_HOP = new Set([
   'trailer',
   'transfer-encoding',
   'upgrade',
-  'host',
-  // The gateway answered the client's expectation itself; the body it forwards is already coming.
-  'expect',
 ]);
+
+/**
+ * Request headers the gateway answers or sets itself: `Host` (the upstream's), `Expect` (the
+ * gateway answered the client's expectation; the body it forwards is already coming).
+ */
+const SET_BY_GATEWAY = new Set(['host', 'expect']);
 
 /**
  * Claims only the gateway may make: about the client (see edge/forwarding.ts), and the request
@@ -46,9 +70,7 @@ const CREDENTIALS = new Set(['authorization', 'cookie']);
  */
 function isIdentityName(lowerName: string): boolean {
   return IDENTITY.has(
-    lowerName.includes('_') || lowerName.includes('.')
-      ? lowerName.replace(/[_.]/g, '-')
-      : lowerName,
+    lowerName.includes('_') || lowerName.includes('.') ? folded(lowerName) : lowerName,
   );
 }
 
@@ -95,9 +117,22 @@ function droppedBy(rawHeaders: readonly string[], keepCredentials: boolean) {
   }
   return (name: string): boolean =>
     HOP_BY_HOP.has(name) ||
+    SET_BY_GATEWAY.has(name) ||
     FORWARDING.has(name) ||
     name.includes('_') ||
     isIdentityName(name) ||
     named?.has(name) === true ||
     (!keepCredentials && CREDENTIALS.has(name));
+}
+
+/**
+ * An upstream's answer headers a client may get: all but those of the connection and the
+ * upstream's `X-Request-Id` (the client gets the gateway's, whatever a front of the upstream adds).
+ */
+export function answerHeadersOf(answer: IncomingMessage): OutgoingHttpHeaders {
+  const headers: OutgoingHttpHeaders = {};
+  for (const name in answer.headers) {
+    if (!HOP_BY_HOP.has(name) && name !== 'x-request-id') headers[name] = answer.headers[name];
+  }
+  return headers;
 }

@@ -1,11 +1,6 @@
-import {
-  Agent,
-  request as httpRequest,
-  type IncomingMessage,
-  type OutgoingHttpHeaders,
-} from 'node:http';
-import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import { currentRequestId } from '../edge/request-context.ts';
+import { createUpstream } from '../edge/upstream.ts';
 import { traceHeadersNow } from '../tracing/trace-scope.ts';
 import { unexpectedAnswer } from './keycloak-failures.ts';
 
@@ -31,21 +26,15 @@ export type NodeExchange = <T>(
 const MAX_SOCKETS = 32;
 
 /**
- * Exchanges with the node at `nodeUrl` over plain `node:http` with a keep-alive pool: measured
+ * Exchanges with the node at `nodeUrl` over the edge's upstream client (plain `node:http` with a
+ * keep-alive pool, edge/upstream.ts), as both proxies do: measured
  * against the real Keycloak it costs the gateway less CPU per call than fetch (see the README's
  * performance notes). A connection or answer idle for `timeoutMs` is a timeout; a timeout before
  * the connection was made carries `beforeConnect` (nothing was sent). A call made for a request
  * carries its `X-Request-Id` (see edge/request-context.ts), and a traced one its `traceparent`.
  */
 export function createNodeExchange(nodeUrl: string, timeoutMs: number): NodeExchange {
-  const base = new URL(nodeUrl);
-  const secure = base.protocol === 'https:';
-  const agentOptions = { keepAlive: true, maxSockets: MAX_SOCKETS };
-  const agent = secure ? new HttpsAgent(agentOptions) : new Agent(agentOptions);
-  const request = secure ? httpsRequest : httpRequest;
-  const hostname = base.hostname.replace(/^\[|\]$/g, '');
-  const port = base.port || (secure ? 443 : 80);
-  const basePath = base.pathname.replace(/\/$/, '');
+  const node = createUpstream(nodeUrl, { maxSockets: MAX_SOCKETS });
 
   return function exchange<T>(
     path: string,
@@ -73,15 +62,7 @@ export function createNodeExchange(nodeUrl: string, timeoutMs: number): NodeExch
       done(err, undefined, 0);
     };
     const send = (retried: boolean) => {
-      const req = request({
-        hostname,
-        port,
-        path: basePath + path,
-        method: form === undefined ? 'GET' : 'POST',
-        agent,
-        timeout: timeoutMs,
-        headers,
-      });
+      const req = node.request(form === undefined ? 'GET' : 'POST', path, headers, timeoutMs);
       let answered = false;
       let cutOff: Error | undefined;
       req.on('timeout', () => {

@@ -49,8 +49,8 @@ function fieldsOf(req: Request): string[] {
 }
 
 /** The token lifetimes of realm master, or of an organization's realm. */
-function lifetimes(realm: 'master' | 'organization') {
-  const isMaster = realm === 'master';
+function lifetimes(kind: 'platform' | 'organization') {
+  const isMaster = kind === 'platform';
   const suffix = isMaster ? 'Master' : 'Organization';
   const of = isMaster ? 'realm master' : "an organization's realm";
   const path = isMaster
@@ -176,7 +176,7 @@ export const provisioningRoutes = [
         actorOf(req),
       ),
   }),
-  ...lifetimes('master'),
+  ...lifetimes('platform'),
   ...lifetimes('organization'),
   route({
     method: 'post',

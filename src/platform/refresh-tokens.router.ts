@@ -20,8 +20,8 @@ const TOKEN_ERRORS: ErrorCode[] = [
   'realmUnreadable',
 ];
 
-function realmRoutes(realm: 'master' | 'organization'): AnyRoute<RefreshTokensService>[] {
-  const isMaster = realm === 'master';
+function realmRoutes(kind: 'platform' | 'organization'): AnyRoute<RefreshTokensService>[] {
+  const isMaster = kind === 'platform';
   const suffix = isMaster ? 'Master' : 'Organization';
   const base = isMaster
     ? '/api/platform/users/_current/refresh_tokens'
@@ -79,4 +79,4 @@ function realmRoutes(realm: 'master' | 'organization'): AnyRoute<RefreshTokensSe
   ];
 }
 
-export const refreshTokensRoutes = [...realmRoutes('master'), ...realmRoutes('organization')];
+export const refreshTokensRoutes = [...realmRoutes('platform'), ...realmRoutes('organization')];

@@ -29,8 +29,8 @@ const PROTECTED_DESCRIPTION =
   "delete, the caller's own account.";
 
 /** The same routes for master users and organization users. */
-function realmRoutes(realm: 'master' | 'organization'): AnyRoute<UsersService>[] {
-  const isMaster = realm === 'master';
+function realmRoutes(kind: 'platform' | 'organization'): AnyRoute<UsersService>[] {
+  const isMaster = kind === 'platform';
   const base = isMaster
     ? '/api/platform/users'
     : '/api/platform/organizations/{organization_id}/users';
@@ -141,7 +141,7 @@ const workspaceRole = (verb: 'grant' | 'revoke', summary: string) =>
   });
 
 export const usersRoutes = [
-  ...realmRoutes('master'),
+  ...realmRoutes('platform'),
   ...realmRoutes('organization'),
   workspaceRole('grant', 'Grant role `<ws>` (idempotent)'),
   workspaceRole(

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { timestampOrNull } from '../envelope/envelope.schemas.ts';
 import { realmName, workspaceId } from '../tenancy/id-schemas.ts';
+import { DEFAULT_PAGE, MAX_FIRST, MAX_PAGE } from './page-bounds.ts';
 import { ONE_LINE } from './user-input.ts';
 
 /**
@@ -16,12 +17,9 @@ const count = (max: number) =>
     .transform(Number)
     .pipe(z.number().int().min(0).max(max));
 
-export const MAX_PAGE = 1000;
-const MAX_FIRST = 1_000_000_000;
-
 export const userListQuery = z.strictObject({
   first: count(MAX_FIRST).default(0),
-  max: count(MAX_PAGE).pipe(z.number().min(1)).default(100),
+  max: count(MAX_PAGE).pipe(z.number().min(1)).default(DEFAULT_PAGE),
   search: z
     .string()
     .min(1)

@@ -321,8 +321,11 @@ describe('identity and forwarding headers reaching the upstream are the gateway 
     expect(headers['x-forwarded-host']).toBe('127.0.0.1');
     expect(headers['x-trace']).toBe('kept');
     // Nothing else that reads as an identity header, no name with `_` but ours, no client claims.
+    const identityFolded = Object.values(IDENTITY_HEADERS).map((name) =>
+      name.replace(/[_.]/g, '-'),
+    );
     const identityLike = Object.keys(headers).filter((header) =>
-      IDENTITY_HEADERS.includes(header.replace(/[_.]/g, '-')),
+      identityFolded.includes(header.replace(/[_.]/g, '-')),
     );
     expect(identityLike.sort()).toEqual([
       'language',
@@ -331,6 +334,8 @@ describe('identity and forwarding headers reaching the upstream are the gateway 
       'roles',
       'user-id',
     ]);
+    // The declaration spells them as they arrive.
+    expect(identityLike.sort()).toEqual(Object.values(IDENTITY_HEADERS).sort());
     expect(Object.keys(headers).filter((header) => header.includes('_'))).toEqual([
       'organization_id',
     ]);
@@ -478,6 +483,28 @@ describe('Expect, Host, methods and framing: always the envelope', () => {
     );
     expectRefused(response, 431, '431-00000');
   });
+
+  it.each(['GET', 'DELETE', 'POST'])(
+    'a chunked body on %s reaches the upstream framed, never as a request of its own',
+    async (method) => {
+      const smuggled = 'GET /smuggled HTTP/1.1\r\nHost: x\r\nUser-Id: admin\r\n\r\n';
+      const chunked = `${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`;
+      const path = '/api/{org}/workspaces/ws1/ita/menu/x';
+      const response = await rawRequest(
+        replicaUrl(),
+        head(method, path, { authorization: bearer, 'transfer-encoding': 'chunked' }) + chunked,
+      );
+      expect(response.status).toBe(200);
+      // A request after it: bytes the upstream read as a request of their own would come first.
+      const after = await rawRequest(replicaUrl(), head('GET', path, { authorization: bearer }));
+      expect(after.status).toBe(200);
+      const forwardedPath = path.replace('{org}', org);
+      expect(seen.map(({ method, url, body }) => ({ method, url, body }))).toEqual([
+        { method, url: forwardedPath, body: smuggled },
+        { method: 'GET', url: forwardedPath, body: '' },
+      ]);
+    },
+  );
 
   it('a broken chunked body on the forwarded route ends that request only', async () => {
     await rawRequest(

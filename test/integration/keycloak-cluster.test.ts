@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startLocalKeycloakCluster, type LocalKeycloakCluster } from '../../keycloak/cluster.ts';
 import { loginAsBootstrapAdmin } from '../../src/keycloak/admin-client.ts';
-import { ensureUser } from '../../src/platform/realm-admin/ensure-user.ts';
+import { ensureUser } from '../../src/demo/ensure-user.ts';
 import { onPostgresServer } from '../helpers/postgres-server.ts';
 
 /*

@@ -10,7 +10,7 @@ import {
 } from '../../keycloak/cluster.ts';
 import { loginAsBootstrapAdmin } from '../../src/keycloak/admin-client.ts';
 import { createLogger } from '../../src/http/logger.ts';
-import { ensureUser } from '../../src/platform/realm-admin/ensure-user.ts';
+import { ensureUser } from '../../src/demo/ensure-user.ts';
 import { basicAuth } from '../helpers/api.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';

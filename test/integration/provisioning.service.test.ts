@@ -5,7 +5,7 @@ import { createOperationsRepo } from '../../src/automation/operations.repo.ts';
 import { createAdminSession } from '../../src/keycloak/admin-session.ts';
 import { loginAsBootstrapAdmin } from '../../src/keycloak/admin-client.ts';
 import { createKeycloakCalls } from '../../src/keycloak/keycloak-calls.ts';
-import { ensureUser } from '../../src/platform/realm-admin/ensure-user.ts';
+import { ensureUser } from '../../src/demo/ensure-user.ts';
 import {
   ensureOrganizationRealm,
   workspaceRolesOf,

@@ -9,7 +9,7 @@ import { startGateway, type Gateway } from '../../src/gateway.ts';
 import { createLogger } from '../../src/http/logger.ts';
 import { loginAsBootstrapAdmin } from '../../src/keycloak/admin-client.ts';
 import { startConfiguredKeycloak } from '../../src/keycloak/local-keycloak.ts';
-import { ensureUser } from '../../src/platform/realm-admin/ensure-user.ts';
+import { ensureUser } from '../../src/demo/ensure-user.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 function isAlive(pid: number): boolean {

@@ -242,7 +242,7 @@ describe('revocation across replicas and from outside the gateway', () => {
   });
 
   // The bound itself (refused on the first request once the check due after 2 s has answered)
-  // is proven on an injected clock in test/unit/auth/active-check.test.ts. Here, against the real
+  // is proven on an injected clock in test/unit/auth/bearer/active-check.test.ts. Here, against the real
   // Keycloak: the refusal comes, and from the background re-check (with the default 60 s it could
   // not come within the wait).
   it("with REVOCATION_CHECK_SECONDS=2, a disabled user's token is refused once the re-check has asked Keycloak", async () => {

@@ -46,6 +46,11 @@ describe('forwarding headers and the client address', () => {
       'x-forwarded-for': '6.6.6.6, 198.51.100.7, 10.1.1.1',
     });
     expect(forwarding.clientAddress(req)).toBe('198.51.100.7');
+    expect(forwarding.forwarded(req)).toEqual({
+      for: '6.6.6.6, 198.51.100.7, 10.1.1.1, 10.0.0.5',
+      proto: 'https',
+      host: 'evil',
+    });
     expect(forwarding.forwardedHeaders(req)).toEqual([
       'x-forwarded-for',
       '6.6.6.6, 198.51.100.7, 10.1.1.1, 10.0.0.5',

@@ -6,18 +6,21 @@ import {
   upstreamRequestHeaders,
 } from '../../../src/edge/upstream-headers.ts';
 
+/** The identity headers as a CGI-style server reads them: `_` and `.` folded into `-`. */
+const IDENTITY_FOLDED = Object.values(IDENTITY_HEADERS).map((name) => name.replace(/[_.]/g, '-'));
+
 const pairsOf = (flat: string[]) =>
   flat.flatMap((value, i) => (i % 2 === 0 ? [[value, flat[i + 1]!] as const] : []));
 
 /** Every spelling a server might read as an identity header: case, `_` and `.` for `-`. */
 const identitySpelling = fc
   .tuple(
-    fc.constantFrom(...IDENTITY_HEADERS),
+    fc.constantFrom(...Object.values(IDENTITY_HEADERS)),
     fc.array(fc.boolean(), { minLength: 20, maxLength: 20 }),
     fc.constantFrom('-', '_', '.'),
   )
   .map(([name, upper, separator]) =>
-    [...name.replaceAll('-', separator)].map((c, i) => (upper[i] ? c.toUpperCase() : c)).join(''),
+    [...name.replace(/[-_]/g, separator)].map((c, i) => (upper[i] ? c.toUpperCase() : c)).join(''),
   );
 
 const otherName = fc.constantFrom(
@@ -123,7 +126,7 @@ describe('upstreamRequestHeaders', () => {
           .flatMap(([, value]) => value.split(',').map((t) => t.trim().toLowerCase()));
         for (const [name] of pairsOf(kept)) {
           const lower = name.toLowerCase();
-          expect(IDENTITY_HEADERS).not.toContain(lower.replace(/[_.]/g, '-'));
+          expect(IDENTITY_FOLDED).not.toContain(lower.replace(/[_.]/g, '-'));
           expect(lower).not.toContain('_');
           expect(lower).not.toMatch(
             /^(connection|keep-alive|te|trailer|transfer-encoding|upgrade|host|expect|proxy-.*|forwarded|x-forwarded-.*|x-real-ip|x-request-id)$/,

@@ -3,16 +3,16 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as prettier from 'prettier';
 import { describe, expect, it } from 'vitest';
-import { configSchema, FILE_SETTINGS } from '../../src/config/config.ts';
+import { configSchema, FILE_SETTINGS } from '../../../src/config/config.ts';
 import {
   REFERENCE_END,
   REFERENCE_START,
   referenceRows,
   renderReferenceTable,
   withReferenceTable,
-} from '../../src/config/config-reference.ts';
+} from '../../../src/config/config-reference.ts';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const file = path.join(root, 'docs/configuration.md');
 const committed = readFileSync(file, 'utf8');
 const generated = withReferenceTable(committed, renderReferenceTable(referenceRows()));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createMemoryCache } from '../../src/cache/memory-cache.ts';
+import { createMemoryCache } from '../../../src/cache/memory-cache.ts';
 
 const TTL_MS = 60_000;
 

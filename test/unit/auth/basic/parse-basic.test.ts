@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { parseBasicCredentials } from '../../../src/auth/basic/parse-basic.ts';
+import { parseBasicCredentials } from '../../../../src/auth/basic/parse-basic.ts';
 
 const encode = (text: string) => Buffer.from(text, 'utf8').toString('base64');
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { base32OfOtpSecret, otpauthUri } from '../../src/demo/totp.ts';
-import { keycloakAuthenticator } from '../helpers/totp.ts';
+import { base32OfOtpSecret, otpauthUri } from '../../../src/demo/totp.ts';
+import { keycloakAuthenticator } from '../../helpers/totp.ts';
 
 // The demo prints what otplib (a test-only dependency) would: the same secret, the same URI.
 describe('demo OTP secret and URI', () => {

@@ -1,20 +1,20 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { openApiDocument, type HttpMethod } from '../../src/api/openapi.ts';
-import { componentSchemasOf, idSchemasIn } from '../../src/api/openapi-zod.ts';
-import { isOrganizationId, isWorkspaceId } from '../../src/tenancy/identifiers.ts';
-import { passwordBody } from '../../src/platform/users.schemas.ts';
+import { openApiDocument, type HttpMethod } from '../../../src/api/openapi.ts';
+import { componentSchemasOf, idSchemasIn } from '../../../src/api/openapi-zod.ts';
+import { isOrganizationId, isWorkspaceId } from '../../../src/tenancy/identifiers.ts';
+import { passwordBody } from '../../../src/platform/users.schemas.ts';
 import {
   MAX_LIFETIME_SECONDS,
   tokenLifetimesPatchSchema,
-} from '../../src/platform/realm-admin/token-lifetimes.ts';
+} from '../../../src/platform/realm-admin/token-lifetimes.ts';
 import {
   masterUserBody,
   operationBody,
   organizationBody,
   organizationUserBody,
   workspaceBody,
-} from '../../src/platform/provisioning.schemas.ts';
+} from '../../../src/platform/provisioning.schemas.ts';
 
 type Json = Record<string, unknown>;
 

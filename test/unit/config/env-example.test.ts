@@ -2,9 +2,9 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { configSchema, FILE_SETTINGS, loadConfig } from '../../src/config/config.ts';
+import { configSchema, FILE_SETTINGS, loadConfig } from '../../../src/config/config.ts';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const example = readFileSync(path.join(root, '.env.example'), 'utf8');
 const schemaKeys = Object.keys(configSchema.shape);
 

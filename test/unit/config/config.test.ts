@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, requiredSecrets } from '../../src/config/config.ts';
+import { ConfigError, loadConfig, requiredSecrets } from '../../../src/config/config.ts';
 
 const adminPassword = 'admin-password-0123456789';
 const clientSecret = 'client-secret-0123456789';

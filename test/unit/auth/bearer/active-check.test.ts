@@ -1,11 +1,11 @@
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { AuthFailure } from '../../../src/auth/auth-failure.ts';
-import { createActiveCheck } from '../../../src/auth/bearer/active-check.ts';
-import type { Principal } from '../../../src/tenancy/principal.ts';
-import { createRevocationList } from '../../../src/auth/revocation.ts';
-import type { TokenClient } from '../../../src/keycloak/token-client.ts';
-import { metricsOff } from '../../../src/metrics/metrics.ts';
+import { AuthFailure } from '../../../../src/auth/auth-failure.ts';
+import { createActiveCheck } from '../../../../src/auth/bearer/active-check.ts';
+import type { Principal } from '../../../../src/tenancy/principal.ts';
+import { createRevocationList } from '../../../../src/auth/revocation.ts';
+import type { TokenClient } from '../../../../src/keycloak/token-client.ts';
+import { metricsOff } from '../../../../src/metrics/metrics.ts';
 
 const T0 = Date.parse('2026-11-23T10:00:00.000Z');
 

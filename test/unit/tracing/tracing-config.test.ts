@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config/config.ts';
-import { tracesUrlOf } from '../../src/tracing/tracing.ts';
+import { ConfigError, loadConfig } from '../../../src/config/config.ts';
+import { tracesUrlOf } from '../../../src/tracing/tracing.ts';
 
 const demo = { REALMGATE_DEMO: 'true' };
 

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isFreeText, isOneLine, normalizeBase32Secret } from '../../src/platform/user-input.ts';
+import { isFreeText, isOneLine, normalizeBase32Secret } from '../../../src/platform/user-input.ts';
 
 /** Any UTF-16 code unit: lone surrogates and, by chance, valid pairs too. */
 const codeUnit = fc.integer({ min: 0, max: 0xffff }).map((code) => String.fromCharCode(code));

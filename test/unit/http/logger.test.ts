@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { REDACTED_PATHS } from '../../src/http/logger.ts';
+import { REDACTED_PATHS } from '../../../src/http/logger.ts';
 
 describe('log redaction', () => {
   it('blanks credentials wherever they appear in a logged object', () => {

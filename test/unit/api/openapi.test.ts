@@ -1,21 +1,25 @@
 import { describe, expect, it } from 'vitest';
-import { API_ROUTES } from '../../src/api/api-routes.ts';
-import { API_PREFIX } from '../../src/api/api.router.ts';
-import { openApiDocument, type HttpMethod, type OpenApiOperation } from '../../src/api/openapi.ts';
-import { resultCodesOf } from '../../src/api/openapi-routes.ts';
-import { operationsRoutes } from '../../src/automation/operations.router.ts';
-import { errorCodes } from '../../src/envelope/errors.ts';
-import type { Audit } from '../../src/http/audit.ts';
-import { mountRoutes, type AnyRoute } from '../../src/http/route-table.ts';
-import { listingRoutes } from '../../src/platform/listing.router.ts';
-import { createPlatformRouter, PLATFORM_PREFIX } from '../../src/platform/platform.router.ts';
-import { refreshTokensRoutes } from '../../src/platform/refresh-tokens.router.ts';
+import { API_ROUTES } from '../../../src/api/api-routes.ts';
+import { API_PREFIX } from '../../../src/api/api.router.ts';
+import {
+  openApiDocument,
+  type HttpMethod,
+  type OpenApiOperation,
+} from '../../../src/api/openapi.ts';
+import { resultCodesOf } from '../../../src/api/openapi-routes.ts';
+import { operationsRoutes } from '../../../src/automation/operations.router.ts';
+import { errorCodes } from '../../../src/envelope/errors.ts';
+import type { Audit } from '../../../src/http/audit.ts';
+import { mountRoutes, type AnyRoute } from '../../../src/http/route-table.ts';
+import { listingRoutes } from '../../../src/platform/listing.router.ts';
+import { createPlatformRouter, PLATFORM_PREFIX } from '../../../src/platform/platform.router.ts';
+import { refreshTokensRoutes } from '../../../src/platform/refresh-tokens.router.ts';
 import {
   isOrganizationId,
   isWorkspaceId,
   ORGANIZATION_ID,
   WORKSPACE_ID,
-} from '../../src/tenancy/identifiers.ts';
+} from '../../../src/tenancy/identifiers.ts';
 
 const METHODS: HttpMethod[] = ['get', 'post', 'put', 'patch', 'delete'];
 

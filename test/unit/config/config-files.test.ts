@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ConfigError, FILE_SETTINGS, loadConfig } from '../../src/config/config.ts';
-import { MAX_SETTING_FILE_BYTES } from '../../src/config/setting-files.ts';
+import { ConfigError, FILE_SETTINGS, loadConfig } from '../../../src/config/config.ts';
+import { MAX_SETTING_FILE_BYTES } from '../../../src/config/setting-files.ts';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'realmgate-config-files-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -194,7 +194,7 @@ describe('settings from files (<NAME>_FILE)', () => {
   });
 
   it('are named in the configuration reference (docs/configuration.md)', () => {
-    const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+    const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
     const reference = readFileSync(path.join(root, 'docs/configuration.md'), 'utf8');
     expect(FILE_SETTINGS.filter((name) => !reference.includes(`\`${name}_FILE\``))).toEqual([]);
   });

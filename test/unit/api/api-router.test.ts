@@ -3,19 +3,19 @@ import type { AddressInfo } from 'node:net';
 import express, { Router } from 'express';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApiRouter } from '../../src/api/api.router.ts';
-import type { Admission } from '../../src/auth/admission.ts';
-import type { Principal } from '../../src/tenancy/principal.ts';
-import { createEdge } from '../../src/edge/edge.ts';
-import { createForwarding } from '../../src/edge/forwarding.ts';
-import { encodeSegment } from '../../src/edge/request-target.ts';
-import { readRoute, type RouteName } from '../../src/edge/route.ts';
-import { createErrorHandler, notFoundHandler } from '../../src/envelope/error-handler.ts';
-import { AppError } from '../../src/envelope/errors.ts';
-import { createAudit } from '../../src/http/audit.ts';
-import { createLogger } from '../../src/http/logger.ts';
-import { metricsOff } from '../../src/metrics/metrics.ts';
-import { listen } from '../../src/server.ts';
+import { createApiRouter } from '../../../src/api/api.router.ts';
+import type { Admission } from '../../../src/auth/admission.ts';
+import type { Principal } from '../../../src/tenancy/principal.ts';
+import { createEdge } from '../../../src/edge/edge.ts';
+import { createForwarding } from '../../../src/edge/forwarding.ts';
+import { encodeSegment } from '../../../src/edge/request-target.ts';
+import { readRoute, type RouteName } from '../../../src/edge/route.ts';
+import { createErrorHandler, notFoundHandler } from '../../../src/envelope/error-handler.ts';
+import { AppError } from '../../../src/envelope/errors.ts';
+import { createAudit } from '../../../src/http/audit.ts';
+import { createLogger } from '../../../src/http/logger.ts';
+import { metricsOff } from '../../../src/metrics/metrics.ts';
+import { listen } from '../../../src/server.ts';
 
 const principal: Principal = {
   realm: 'acme',

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createOrganizationDirectory } from '../../src/platform/organization-directory.ts';
+import { createOrganizationDirectory } from '../../../src/platform/organization-directory.ts';
 
 /**
  * A repository that knows `real` (enabled) and `disabled`, and counts its lookups, with a clock

@@ -4,7 +4,7 @@ import {
   toIsoTimestampOrNull,
   toJsonb,
   toStringArray,
-} from '../../src/db/column-values.ts';
+} from '../../../src/db/column-values.ts';
 
 describe('toIsoTimestamp', () => {
   it('formats Dates as UTC with milliseconds', () => {

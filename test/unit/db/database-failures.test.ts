@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isDatabaseUnavailable } from '../../src/db/database-failures.ts';
+import { isDatabaseUnavailable } from '../../../src/db/database-failures.ts';
 
 function withCode(code: string, message = 'failed'): Error {
   return Object.assign(new Error(message), { code });

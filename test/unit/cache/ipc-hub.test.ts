@@ -2,8 +2,8 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createIpcHub, type IpcHub } from '../../src/cache/ipc-hub.ts';
-import type { IpcPeer } from '../../src/cache/ipc-peer.ts';
+import { createIpcHub, type IpcHub } from '../../../src/cache/ipc-hub.ts';
+import type { IpcPeer } from '../../../src/cache/ipc-peer.ts';
 
 const WORKER = fileURLToPath(new URL('./fixtures/ipc-worker.ts', import.meta.url));
 

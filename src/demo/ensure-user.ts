@@ -1,18 +1,19 @@
-import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
+import type { KeycloakAdmin } from '../keycloak/admin-client.ts';
 import {
   grantRoles,
   otpCredentialOf,
   workspaceRolesNamed,
   type OtpCredential,
   type UserSpec,
-} from './provisioning.ts';
+} from '../platform/realm-admin/provisioning.ts';
 
 /**
  * Creates the user unless it exists, then (re)sets its password and grants the workspace roles;
  * an OTP secret, if given, replaces any OTP credential an existing user had. Returns the user's id.
  *
- * For the demo seed and the tests only, which must be able to run again over their own users.
- * Never reachable from the API: resetting an existing user's password is an account takeover
+ * For the demo seed and the tests only, which must be able to run again over their own users: it
+ * lives with the demo, above every layer the API is built from (.dependency-cruiser.js). Never
+ * reachable from the API: resetting an existing user's password is an account takeover
  * there (the API calls `createUser`, which refuses existing users).
  */
 export async function ensureUser(admin: KeycloakAdmin, spec: UserSpec): Promise<string> {
