@@ -3,7 +3,7 @@ import { cpus } from 'node:os';
 import { promisify } from 'node:util';
 import { taskset } from './affinity.ts';
 import { runLoad, type LoadResult } from './load.ts';
-import { median } from './report.ts';
+import { median } from './stats.ts';
 import { loadOf, type Scenario } from './scenarios.ts';
 import type { BenchOptions } from './settings.ts';
 
