@@ -1,12 +1,13 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { cpus } from 'node:os';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { runLoad } from './load.ts';
-import { median } from './report.ts';
+import { startChild, stopAllChildren } from './processes.ts';
+import { dropDatabase, prepareDatabase } from './stack.ts';
+import { median } from './stats.ts';
 
 /**
  * `node bench/ab.ts [--route forwarded|token] [--a <tree>] [--b <tree>] [--a-env K=V,...]
@@ -42,35 +43,13 @@ const rounds = Number(args.get('--rounds') ?? 5);
 const roundSeconds = Number(args.get('--round-seconds') ?? 5);
 const ORG = 'bench-ab';
 const WORKSPACE = 'ws1';
-const server = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
-const databaseUrl = `${server}/realmgate_ab`;
+const DATABASE = 'realmgate_ab';
 const count = cpus().length;
 const [measured, feeders] = [`${count - 1}`, `0-${Math.max(count - 2, 0)}`];
 
-const children: ChildProcess[] = [];
-/** Starts a process on `cpuList` and waits for its `{"ready":true...}` line. */
-async function start(file: string, env: Record<string, string>, cpuList: string) {
-  const child = spawn('taskset', ['--cpu-list', cpuList, process.execPath, file], {
-    stdio: ['pipe', 'pipe', 'inherit'],
-    env: { ...process.env, ...env },
-  });
-  children.push(child);
-  await new Promise<void>((resolve, reject) => {
-    createInterface({ input: child.stdout }).on('line', (line) => {
-      if (line.startsWith('{"ready":true')) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`${file} exited (${code})`)));
-  });
-}
-
 async function main(): Promise<void> {
-  const admin = new pg.Client({ connectionString: `${server}/postgres` });
-  await admin.connect();
-  await admin.query('DROP DATABASE IF EXISTS realmgate_ab');
-  await admin.query('CREATE DATABASE realmgate_ab');
-  await admin.end();
-
-  await start(path.join(here, 'bench/servers.ts'), { BENCH_PORT: '28520' }, feeders);
+  const databaseUrl = await prepareDatabase(DATABASE);
+  await startChild('servers.ts', { env: { BENCH_PORT: '28520' }, cpuList: feeders });
   for (const side of sides) {
     const env = {
       HOST: '127.0.0.1',
@@ -92,11 +71,10 @@ async function main(): Promise<void> {
       keycloakUrl: env.KEYCLOAK_URL,
       authOff: { organization: ORG, workspace: WORKSPACE },
     };
-    await start(
-      path.join(side.tree, 'bench/gateway-process.ts'),
-      { BENCH_GATEWAY: JSON.stringify(spec) },
-      measured,
-    );
+    await startChild(path.join(side.tree, 'bench/gateway-process.ts'), {
+      env: { BENCH_GATEWAY: JSON.stringify(spec) },
+      cpuList: measured,
+    });
   }
   const db = new pg.Client({ connectionString: databaseUrl });
   await db.connect();
@@ -147,17 +125,6 @@ try {
   await run('taskset', ['--version']);
   await main();
 } finally {
-  await Promise.all(
-    children.map(
-      (child) =>
-        new Promise((resolve) => {
-          if (child.exitCode !== null) resolve(undefined);
-          else child.once('exit', resolve).kill('SIGTERM');
-        }),
-    ),
-  );
-  const admin = new pg.Client({ connectionString: `${server}/postgres` });
-  await admin.connect();
-  await admin.query('DROP DATABASE IF EXISTS realmgate_ab');
-  await admin.end();
+  await stopAllChildren();
+  await dropDatabase(DATABASE);
 }

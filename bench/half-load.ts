@@ -1,5 +1,5 @@
 import { runLoad, type LoadResult } from './load.ts';
-import { median } from './report.ts';
+import { median } from './stats.ts';
 import { automationPath } from './scenarios.ts';
 import { origin, type BenchOptions } from './settings.ts';
 

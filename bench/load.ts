@@ -2,6 +2,7 @@ import autocannon from 'autocannon';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runToCompletion } from './processes.ts';
+import { percentile } from './stats.ts';
 
 /**
  * The load generator: one autocannon run in a process of its own (never a gateway's). Run as a
@@ -79,7 +80,6 @@ async function generate(spec: LoadSpec) {
     });
   });
   latencies.sort((a, b) => a - b);
-  const at = (p: number) => latencies[Math.max(0, Math.ceil(p * latencies.length) - 1)] ?? 0;
   const answers = Object.values(statusCodes).reduce((sum, n) => sum + n, 0);
   return {
     /** 2xx answers per second; everything else (errors include time-outs) is `bad`. */
@@ -87,8 +87,8 @@ async function generate(spec: LoadSpec) {
     ok: latencies.length,
     bad: answers - latencies.length + result.errors,
     statusCodes,
-    p50Ms: at(0.5),
-    p99Ms: at(0.99),
+    p50Ms: percentile(latencies, 0.5),
+    p99Ms: percentile(latencies, 0.99),
   };
 }
 

@@ -1,13 +1,9 @@
-import { execFile } from 'node:child_process';
 import { cpus } from 'node:os';
-import { promisify } from 'node:util';
-import { taskset } from './affinity.ts';
+import { ALL_CPUS, pinTree, taskset } from './affinity.ts';
 import { runLoad, type LoadResult } from './load.ts';
-import { median } from './report.ts';
+import { median } from './stats.ts';
 import { loadOf, type Scenario } from './scenarios.ts';
 import type { BenchOptions } from './settings.ts';
-
-const run = promisify(execFile);
 
 /** row ÷ reference; the control pair (two identical processes) shows the method's spread. */
 const PAIRS = [
@@ -28,9 +24,9 @@ export type PairOutcome = Awaited<ReturnType<typeof measurePairs>>[number];
 /**
  * Each pair with both rows under load at the same moment, one load generator each, the two
  * processes pinned together on the last CPU and everything else (`keepOff`: the upstream and
- * Keycloak's process group; the generators) on the other(s). The scheduler gives both the same
- * share of that CPU, so the ratio of their rates is the ratio of their costs per request,
- * whatever the rest of the machine does. One uncounted paired warm-up first: a process that
+ * Keycloak, with the processes under them; the generators) on the other(s). The scheduler
+ * gives both the same share of that CPU, so the ratio of their rates is the ratio of their
+ * costs per request, whatever the rest of the machine does. One uncounted paired warm-up first: a process that
  * idled while other rows were measured is slower for its first seconds under load.
  */
 export async function measurePairs(
@@ -40,16 +36,9 @@ export async function measurePairs(
   log: (text: string) => void,
 ) {
   const count = cpus().length;
-  const [measured, feeders, all] = [`${count - 1}`, `0-${count - 2}`, `0-${count - 1}`];
-  const groups = await Promise.all(
-    keepOff.map((pid) => run('pgrep', ['-g', `${pid}`]).catch(() => undefined)),
-  );
-  const others = [
-    ...keepOff,
-    ...groups.flatMap((g) => g?.stdout.split('\n').filter(Boolean).map(Number) ?? []),
-  ];
+  const [measured, feeders] = [`${count - 1}`, `0-${count - 2}`];
   const canPin =
-    count > 1 && (await Promise.all(others.map((pid) => taskset(pid, feeders)))).every(Boolean);
+    count > 1 && (await Promise.all(keepOff.map((pid) => pinTree(pid, feeders)))).every(Boolean);
   const outcomes = [];
   try {
     for (const [rowId, referenceId] of PAIRS) {
@@ -74,7 +63,7 @@ export async function measurePairs(
           `  paired ${round}: ${rowId} ${r.reqPerSec.toFixed(0)}, ${referenceId} ${ref.reqPerSec.toFixed(0)} req/s: ${ratio}`,
         );
       }
-      await Promise.all(pids.map((pid) => taskset(pid, all)));
+      await Promise.all(pids.map((pid) => taskset(pid, ALL_CPUS)));
       const ratios = rounds.map((r) => r.row.reqPerSec / Math.max(r.reference.reqPerSec, 1));
       outcomes.push({
         row: rowId!,
@@ -86,7 +75,7 @@ export async function measurePairs(
       });
     }
   } finally {
-    await Promise.all(others.map((pid) => taskset(pid, all)));
+    await Promise.all(keepOff.map((pid) => pinTree(pid, ALL_CPUS)));
   }
   return outcomes;
 }

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
@@ -14,11 +15,16 @@ export interface Runtime {
 
 const running = new Set<ChildProcess>();
 
-/** Spawns a bench module; its stdin stays a pipe, so it exits when the bench dies in any way. */
+/**
+ * Spawns a bench module (a file of bench/, or an absolute path: another source tree's); its
+ * stdin stays a pipe, so it exits when the bench dies in any way.
+ */
 type How = { env?: object; runtime?: Runtime; nodeArgs?: string[]; cpuList?: string };
 function spawnModule(module: string, how: How) {
   const loader = how.runtime?.tsx ? ['--import', import.meta.resolve('tsx')] : [];
-  const file = fileURLToPath(new URL(`./${module}`, import.meta.url));
+  const file = path.isAbsolute(module)
+    ? module
+    : fileURLToPath(new URL(`./${module}`, import.meta.url));
   const node = [how.runtime?.node ?? process.execPath, ...(how.nodeArgs ?? []), ...loader, file];
   const [command, ...args] = how.cpuList ? ['taskset', '--cpu-list', how.cpuList, ...node] : node;
   const env = { ...process.env, ...how.env };

@@ -1,17 +1,11 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import type { PairOutcome } from './pairs.ts';
 import type { Scenario } from './scenarios.ts';
+import { median } from './stats.ts';
 
 export type Row = ReturnType<typeof rowsOf>[number];
 export type Target = { target: string; measured: string; met: boolean | undefined };
-type Report = { startedAt: string; rows: Row[]; pairs: PairOutcome[]; targets: Target[] };
-
-export function median(values: number[]): number | undefined {
-  if (values.length === 0) return undefined;
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
+type Report = { rows: Row[]; targets: Target[] };
 
 /** Medians per scenario, ratios to the limit and auth-off rows, and peak RSS. */
 export function rowsOf(scenarios: Scenario[], peakRss: Map<string, number | undefined>) {
@@ -98,8 +92,10 @@ export function formatReport(report: Report): string {
   return out.join('\n');
 }
 
-/** Writes `bench/results/<ISO timestamp>.json` and returns its path. */
-export async function writeReport(report: Report): Promise<string> {
+/** Writes `bench/results/<ISO timestamp>.json` (any mode's report) and returns its path. */
+export async function writeReport(
+  report: { startedAt: string } & Record<string, unknown>,
+): Promise<string> {
   await mkdir('bench/results', { recursive: true });
   const file = `bench/results/${report.startedAt.replace(/:/g, '-')}.json`;
   await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);

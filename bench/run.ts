@@ -1,12 +1,11 @@
 import { cpus } from 'node:os';
-import type { Knex } from 'knex';
-import type { LocalKeycloak } from '../keycloak/launcher.ts';
-import { openDatabase } from '../src/db/database.ts';
 import { createProvisioner, provision, WORKSPACE } from './fixtures.ts';
+import { measureFleet, startFleetGateway } from './fleet-run.ts';
+import { runBench, type BenchContext, type ModeResult } from './harness.ts';
 import { runLoad } from './load.ts';
 import { measurePairs } from './pairs.ts';
-import { peakRssMiB, stopAllChildren } from './processes.ts';
-import { formatReport, judgeTargets, rowsOf, writeReport } from './report.ts';
+import { peakRssMiB } from './processes.ts';
+import { formatReport, judgeTargets, rowsOf } from './report.ts';
 import { buildScenarios, loadOf, measureScenarios } from './scenarios.ts';
 import { measureSideBySide, type SideBySide } from './side-by-side.ts';
 import { formatSideBySide, judgeSideTargets } from './side-by-side-report.ts';
@@ -14,46 +13,18 @@ import { DATA_DIR, parseOptions, PORTS } from './settings.ts';
 import * as stack from './stack.ts';
 
 /**
- * `npm run bench`: Keycloak, the upstream, the limit proxy and one gateway per row; every row
- * measured, then the paired ratios; with `--peers` then the side-by-side rows (realmgate's
- * workers beside Apache and HAProxy); the report on stdout and in bench/results/. Everything
- * it started stops at the end, on error and on Ctrl-C.
+ * `npm run bench`: in the harness (harness.ts: Keycloak, the database, the report), the rows:
+ * the upstream, the limit proxy and one gateway per row; every row measured, then the paired
+ * ratios; with `--peers` then the side-by-side rows (realmgate's workers beside Apache and
+ * HAProxy), or those alone with `--peers-only`. `--fleet`: the fleet scenario alone.
  */
 const options = parseOptions(process.argv.slice(2));
-const started = Date.now();
-const seconds = (since: number) => ((Date.now() - since) / 1000).toFixed(0);
-const log = (text: string) => console.error(`[bench ${seconds(started).padStart(4)} s] ${text}`);
-const notes: string[] = [];
-const note = (text: string) => log(notes[notes.push(text) - 1]!);
+await runBench(options, options.fleet ? fleetMode : rowsMode);
 
-let keycloak: LocalKeycloak | undefined;
-let db: Knex | undefined;
-let cleaning: Promise<void> | undefined;
-let interrupted = false;
-const cleanup = () =>
-  (cleaning ??= (async () => {
-    await stopAllChildren();
-    await db?.destroy().catch(() => undefined);
-    await keycloak?.stop();
-  })());
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    interrupted = true;
-    log(`${signal}: stopping everything the bench started`);
-    void cleanup().finally(() => process.exit(130));
-  });
-}
-
-try {
-  const sourceAtStart = await stack.sourceFingerprint();
-  const secrets = stack.newSecrets();
-  log(`starting Keycloak (fresh state, port ${PORTS.keycloakHttp}) and the database`);
-  const [kc, databaseUrl] = await Promise.all([
-    stack.startBenchKeycloak(secrets, log),
-    stack.prepareDatabase(),
-  ]);
-  keycloak = kc;
-  const info = { secrets, keycloakUrl: kc.url, databaseUrl };
+/** The rows, the paired ratios, the CPU profile and the side-by-side rows, as asked. */
+async function rowsMode(context: BenchContext): Promise<ModeResult> {
+  const { stack: info, keycloak, started, log, note, openDatabase } = context;
+  const seconds = (since: number) => ((Date.now() - since) / 1000).toFixed(0);
   log('starting the upstream, the limit proxy and the main gateway (it migrates the database)');
   const [[upstream, limit], main] = await Promise.all([
     stack.startServers(),
@@ -61,9 +32,9 @@ try {
   ]);
 
   log('provisioning users, tokens and organizations');
-  db = await openDatabase({ databaseUrl, dataDir: DATA_DIR });
+  const db = await openDatabase();
   const since = Date.now();
-  const provisioner = createProvisioner(kc.url, secrets, db);
+  const provisioner = createProvisioner(keycloak.url, info.secrets, db);
   // The side-by-side rows alone need one token.
   const [tokens, realms] = options.peersOnly ? [1, 0] : [options.tokens, options.realms];
   const made = await provision(provisioner, 'bench', tokens, realms);
@@ -97,7 +68,7 @@ try {
     );
     await measureScenarios(scenarios, options, log);
     log('paired rounds: each ratio measured with both rows under load at once');
-    pairs = await measurePairs(scenarios, [upstream.pid, kc.pid], options, log);
+    pairs = await measurePairs(scenarios, [upstream.pid, keycloak.pid], options, log);
     for (const s of scenarios) peakRss.set(s.id, s.pid ? peakRssMiB(s.pid) : undefined);
   }
 
@@ -128,7 +99,7 @@ try {
       stack: info,
       organization: 'bench',
       limitPid: limit.pid,
-      feederPids: [upstream.pid, kc.pid],
+      feederPids: [upstream.pid, keycloak.pid],
       newToken: async () => (await provisioner.passwordGrant(made.bearerUser)).accessToken,
       options,
       log,
@@ -136,38 +107,39 @@ try {
     for (const text of sideBySide.notes) note(text);
   }
 
-  const sourceAtEnd = await stack.sourceFingerprint();
-  note(`at the end: ${stack.loadAverage()}`);
-  notes.push(
-    sourceAtEnd === sourceAtStart
-      ? `src/ fingerprint ${sourceAtStart}, unchanged during the run`
-      : `src/ CHANGED during the run (${sourceAtStart} → ${sourceAtEnd}): rows may run other code`,
-  );
   const rows = options.peersOnly ? [] : rowsOf(scenarios, peakRss);
-  const report = {
-    startedAt: new Date(started).toISOString(),
-    finishedAt: new Date().toISOString(),
-    machine: { cpus: cpus().length, node: process.version, node20: node20?.version },
-    options,
-    rows,
-    pairs,
-    targets: options.peersOnly ? [] : judgeTargets(rows, pairs),
-    sideBySide: sideBySide && { ...sideBySide, targets: judgeSideTargets(sideBySide) },
-    notes,
+  const targets = options.peersOnly ? [] : judgeTargets(rows, pairs);
+  return {
+    tables: [
+      ...(options.peersOnly ? [] : [formatReport({ rows, targets })]),
+      ...(sideBySide ? [formatSideBySide(sideBySide)] : []),
+    ],
+    report: {
+      machine: { cpus: cpus().length, node: process.version, node20: node20?.version },
+      rows,
+      pairs,
+      targets,
+      sideBySide: sideBySide && { ...sideBySide, targets: judgeSideTargets(sideBySide) },
+    },
   };
-  const file = await writeReport(report);
-  const tables = [
-    options.peersOnly ? '' : `\n${formatReport(report)}\n`,
-    sideBySide ? `\n${formatSideBySide(sideBySide)}\n` : '',
-  ];
-  console.log(`${tables.join('')}\n${notes.map((text) => `note: ${text}`).join('\n')}`);
-  console.log(`\nresults: ${file}`);
-} catch (err) {
-  // After Ctrl-C the load generator dies with the same signal: no failure to report.
-  if (!interrupted) log(`failed: ${(err as Error).stack ?? String(err)}`);
-  process.exitCode = 1;
-} finally {
-  log('stopping everything');
-  await cleanup();
-  log('done');
+}
+
+/**
+ * The fleet scenario (fleet-run.ts): the upstream and one gateway with default settings, its
+ * Keycloak behind a recording front; many jobs from a few source addresses.
+ */
+async function fleetMode(context: BenchContext): Promise<ModeResult> {
+  const { stack: info, log, note, openDatabase } = context;
+  const fleetOptions = context.options.fleet!;
+  log('starting the upstream and the fleet gateway (default settings; it migrates the database)');
+  const [, { front }] = await Promise.all([stack.startServers(), startFleetGateway(info)]);
+  try {
+    const provisioner = createProvisioner(info.keycloakUrl, info.secrets, await openDatabase());
+    note(`before the fleet: ${stack.loadAverage()}`);
+    const fleet = await measureFleet({ provisioner, front, options: fleetOptions, log });
+    const { outcomes, markdown, ...summary } = fleet;
+    return { tables: [markdown], report: { fleet: { ...summary, outcomes } } };
+  } finally {
+    await front.close();
+  }
 }

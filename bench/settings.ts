@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { FLEET_DEFAULTS } from './fleet-plan.ts';
 
 /**
  * Ports from BENCH_PORT_BASE (default 28000): gateways at base + 0..130, the side-by-side rows
@@ -36,11 +37,21 @@ export function parseOptions(argv: string[]) {
       'no-profile': { type: 'boolean', default: false },
       peers: { type: 'boolean', default: false },
       'peers-only': { type: 'boolean', default: false },
+      fleet: { type: 'boolean', default: false },
+      'fleet-hosts': { type: 'string', default: String(FLEET_DEFAULTS.hosts) },
+      'fleet-accounts': { type: 'string', default: String(FLEET_DEFAULTS.accounts) },
+      'fleet-jobs': { type: 'string', default: String(FLEET_DEFAULTS.jobs) },
+      'fleet-waves': { type: 'string', default: String(FLEET_DEFAULTS.waves) },
+      'fleet-stale-attempts': { type: 'string', default: String(FLEET_DEFAULTS.staleAttempts) },
     },
   });
-  const int = (name: Exclude<keyof typeof values, 'no-profile' | 'peers' | 'peers-only'>) => {
+  type Flag = 'no-profile' | 'peers' | 'peers-only' | 'fleet';
+  const int = (name: Exclude<keyof typeof values, Flag>, max = Infinity) => {
     const n = Number(values[name]);
-    if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a whole number >= 1`);
+    if (!Number.isInteger(n) || n < 1 || n > max) {
+      const range = max === Infinity ? '>= 1' : `from 1 to ${max}`;
+      throw new Error(`--${name} must be a whole number ${range}`);
+    }
     return n;
   };
   return {
@@ -55,5 +66,17 @@ export function parseOptions(argv: string[]) {
     /** The side-by-side rows (side-by-side.ts) after the others; alone with `--peers-only`. */
     peers: values.peers || values['peers-only'],
     peersOnly: values['peers-only'],
+    /** The fleet scenario (fleet-plan.ts) alone, instead of every other row. */
+    fleet: values.fleet
+      ? {
+          ...FLEET_DEFAULTS,
+          // Source addresses 127.0.0.20 to 127.0.0.99.
+          hosts: int('fleet-hosts', 80),
+          accounts: int('fleet-accounts'),
+          jobs: int('fleet-jobs'),
+          waves: int('fleet-waves'),
+          staleAttempts: int('fleet-stale-attempts'),
+        }
+      : undefined,
   };
 }

@@ -1,4 +1,4 @@
-import { median } from './report.ts';
+import { median } from './stats.ts';
 import { GATEWAY_OF, MODES, type Mode, type RowId, type SideBySide } from './side-by-side.ts';
 
 /**

@@ -3,7 +3,7 @@ import { cpus } from 'node:os';
 import { ALL_CPUS, pinTree, processTree } from './affinity.ts';
 import { measureHalfLoad, type HalfLoadLatency } from './half-load.ts';
 import { cpuSeconds } from './processes.ts';
-import { median } from './report.ts';
+import { median } from './stats.ts';
 import { automationPath } from './scenarios.ts';
 import { origin, type BenchOptions } from './settings.ts';
 import {

@@ -42,22 +42,35 @@ export async function startBenchKeycloak(secrets: BenchSecrets, log: (message: s
   });
 }
 
-/**
- * `BENCH_DATABASE_URL` if set, else database `realmgate_bench` on `BENCH_POSTGRES_URL` (default
- * the local server), dropped and created anew: the bench neither sees nor disturbs the tests'.
- */
-export async function prepareDatabase(): Promise<string> {
-  if (process.env.BENCH_DATABASE_URL) return process.env.BENCH_DATABASE_URL;
-  const server = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
-  const client = new pg.Client({ connectionString: `${server}/postgres` });
+const POSTGRES_SERVER = process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432';
+
+/** Runs `statements` on the server's `postgres` database (creating and dropping others). */
+async function onServer(...statements: string[]): Promise<void> {
+  const client = new pg.Client({ connectionString: `${POSTGRES_SERVER}/postgres` });
   await client.connect();
   try {
-    await client.query('drop database if exists realmgate_bench with (force)');
-    await client.query('create database realmgate_bench');
+    for (const statement of statements) await client.query(statement);
   } finally {
     await client.end();
   }
-  return `${server}/realmgate_bench`;
+}
+
+/**
+ * `BENCH_DATABASE_URL` if set (the bench's own), else database `name` on `BENCH_POSTGRES_URL`
+ * (default the local server), dropped and created anew: the bench neither sees nor disturbs
+ * the tests'.
+ */
+export async function prepareDatabase(name = 'realmgate_bench'): Promise<string> {
+  if (name === 'realmgate_bench' && process.env.BENCH_DATABASE_URL) {
+    return process.env.BENCH_DATABASE_URL;
+  }
+  await onServer(`drop database if exists ${name} with (force)`, `create database ${name}`);
+  return `${POSTGRES_SERVER}/${name}`;
+}
+
+/** Drops what `prepareDatabase(name)` created. */
+export function dropDatabase(name: string): Promise<void> {
+  return onServer(`drop database if exists ${name} with (force)`);
 }
 
 export type StackInfo = { secrets: BenchSecrets; keycloakUrl: string; databaseUrl: string };

@@ -1,0 +1,182 @@
+import { Agent, request } from 'node:http';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { apiClientIdOf } from '../src/tenancy/identifiers.ts';
+import { runToCompletion } from './processes.ts';
+import type { FleetJob, FleetOptions } from './fleet-plan.ts';
+import { automationPath } from './scenarios.ts';
+
+/**
+ * The fleet's load generator, in a process of its own as load.ts is: reads a FleetSpec on
+ * stdin, runs every job against the gateway, each on a kept-alive connection of its own bound
+ * to its host's address, and prints the answers (status, time) of every job.
+ */
+export interface FleetSpec {
+  gateway: string;
+  organization: string;
+  staleOrganization: string;
+  options: FleetOptions;
+  jobs: FleetJob[];
+  accounts: { username: string; password: string }[];
+  /** Per host with a stale job: its account and the old password the job still holds. */
+  staleAccounts: { username: string; password: string }[];
+}
+export interface Answer {
+  /** 0: no answer (connection failed, or the fleet's deadline came first). */
+  status: number;
+  ms: number;
+  /** OAuth `error`, or the envelope's `result`, of an answer that is not 2xx. */
+  error?: string;
+  retryAfter?: string;
+}
+export interface JobOutcome {
+  job: FleetJob;
+  logins: Answer[];
+  api: (Answer & { call: 'forwarded' | 'list' })[];
+}
+
+/** Runs the fleet in a fresh driver process; its outcome per job, in plan order. */
+export async function runFleetDriver(spec: FleetSpec): Promise<JobOutcome[]> {
+  const timeoutMs = (spec.options.deadlineSeconds + 30) * 1000;
+  const out = await runToCompletion('fleet-driver.ts', JSON.stringify(spec), timeoutMs);
+  return JSON.parse(out) as JobOutcome[];
+}
+
+/** Runs the fleet in this process (the driver process's work; tests call it directly). */
+export async function driveFleet(spec: FleetSpec): Promise<JobOutcome[]> {
+  const deadline = AbortSignal.timeout(spec.options.deadlineSeconds * 1000);
+  const started = performance.now();
+  const waves = [...new Set(spec.jobs.map((job) => job.wave))];
+  // Waves start on a schedule, as jobs are started by a clock, not when the last wave ended.
+  const running = waves.map(async (wave) => {
+    const at = wave * spec.options.waveGapSeconds * 1000 - (performance.now() - started);
+    if (at > 0) await sleep(at, undefined, { signal: deadline }).catch(() => undefined);
+    const jobs = spec.jobs.filter((job) => job.wave === wave);
+    return Promise.all(jobs.map((job) => runJob(spec, job, deadline)));
+  });
+  return (await Promise.all(running)).flat();
+}
+
+async function runJob(spec: FleetSpec, job: FleetJob, deadline: AbortSignal): Promise<JobOutcome> {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const send = (method: string, target: string, headers: Record<string, string>, body?: string) =>
+    call({ url: spec.gateway + target, method, headers, body, host: job.host, agent, deadline });
+  const realm = job.account.stale ? spec.staleOrganization : spec.organization;
+  const account = job.account.stale
+    ? spec.staleAccounts[job.account.index]!
+    : spec.accounts[job.account.index]!;
+  const forwarded = automationPath(realm);
+  const basic = `Basic ${Buffer.from(`${account.username}:${account.password}`).toString('base64')}`;
+  const login = async (): Promise<{ answer: Answer & { token?: string }; bearer?: string }> => {
+    if (job.kind === 'basic')
+      return { answer: await send('GET', forwarded, { authorization: basic }) };
+    const form = new URLSearchParams({
+      grant_type: 'password',
+      client_id: apiClientIdOf(realm),
+      username: account.username,
+      password: account.password,
+    }).toString();
+    const target = `/auth/realms/${realm}/protocol/openid-connect/token`;
+    const type = { 'content-type': 'application/x-www-form-urlencoded' };
+    return send('POST', target, type, form).then((answer) => ({
+      answer,
+      bearer: answer.token && `Bearer ${answer.token}`,
+    }));
+  };
+  const outcome: JobOutcome = { job, logins: [], api: [] };
+  try {
+    const tries = job.account.stale ? spec.options.staleAttempts : 1;
+    let authorization: string | undefined;
+    for (let i = 0; i < tries && !deadline.aborted; i++) {
+      const { answer, bearer } = await login();
+      outcome.logins.push(strip(answer));
+      if (answer.status >= 200 && answer.status < 300) authorization = bearer ?? basic;
+    }
+    if (job.account.stale || !authorization) return outcome;
+    for (let round = 0; round < spec.options.apiRounds && !deadline.aborted; round++) {
+      const headers = { authorization };
+      outcome.api.push({ call: 'forwarded', ...strip(await send('GET', forwarded, headers)) });
+      const list = `/api/${realm}/platform/workspaces`;
+      outcome.api.push({ call: 'list', ...strip(await send('GET', list, headers)) });
+    }
+    return outcome;
+  } finally {
+    agent.destroy();
+  }
+}
+
+/** The answer without the token (it never leaves the driver). */
+function strip({ token: _token, ...answer }: Answer & { token?: string }): Answer {
+  return answer;
+}
+
+/** One request from `host`; never throws: a failure is status 0 with its reason. */
+function call(input: {
+  url: string;
+  method: string;
+  headers: Record<string, string>;
+  body?: string;
+  host: string;
+  agent: Agent;
+  deadline: AbortSignal;
+}): Promise<Answer & { token?: string }> {
+  const since = performance.now();
+  const ms = () => Math.round((performance.now() - since) * 100) / 100;
+  return new Promise((resolve) => {
+    const req = request(
+      input.url,
+      {
+        method: input.method,
+        headers: input.headers,
+        agent: input.agent,
+        localAddress: input.host,
+        signal: input.deadline,
+        timeout: 30_000,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('error', (err) => resolve({ status: 0, ms: ms(), error: err.message }));
+        res.on('end', () => {
+          const status = res.statusCode ?? 0;
+          const json = parse(Buffer.concat(chunks).toString('utf8'));
+          const ok = status >= 200 && status < 300;
+          const retryAfter = res.headers['retry-after'];
+          resolve({
+            status,
+            ms: ms(),
+            ...(ok ? {} : { error: errorOf(json) }),
+            ...(retryAfter ? { retryAfter } : {}),
+            ...(typeof json.access_token === 'string' ? { token: json.access_token } : {}),
+          });
+        });
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('no answer within 30 s')));
+    req.on('error', (err) => resolve({ status: 0, ms: ms(), error: err.message }));
+    req.end(input.body);
+  });
+}
+
+/** OAuth's `error`, else the platform envelope's `result`. */
+function errorOf(json: Record<string, unknown>): string | undefined {
+  return [json.error, json.result].find((v): v is string => typeof v === 'string');
+}
+
+function parse(text: string): Record<string, unknown> {
+  try {
+    const value: unknown = JSON.parse(text);
+    return value && typeof value === 'object' ? (value as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  const spec = JSON.parse(Buffer.concat(chunks).toString('utf8')) as FleetSpec;
+  process.stdout.write(`${JSON.stringify(await driveFleet(spec))}\n`);
+}

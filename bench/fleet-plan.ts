@@ -1,0 +1,78 @@
+/**
+ * The fleet scenario's jobs (issue 28): automation jobs of many accounts on a few hosts, the
+ * jobs of one host starting together in waves, as a CI runner starts a pipeline's jobs. Each
+ * right job logs in (a password grant through `/auth`, or its first Basic call) and then calls
+ * the API; on the first `staleHosts` hosts one more job per wave loops on an old password.
+ */
+export interface FleetOptions {
+  /** Source addresses 127.0.0.20, .21, ...: the gateway sees each as another client. */
+  hosts: number;
+  /** Accounts with the right password, every one used on every host. */
+  accounts: number;
+  /** Jobs per host and account in a wave, started together; every 4th logs in over Basic. */
+  jobs: number;
+  waves: number;
+  /** Seconds from one wave's start to the next's (a wave does not wait for the one before). */
+  waveGapSeconds: number;
+  /** Hosts with a stale job (an account of its own, an old password) in every wave. */
+  staleHosts: number;
+  /** Logins a stale job tries in a wave, one after the other. */
+  staleAttempts: number;
+  /** Rounds of API calls of a right job after its login: the forwarded route, the list. */
+  apiRounds: number;
+  /** The whole fleet stops here, whatever is still running (its requests count as failed). */
+  deadlineSeconds: number;
+}
+
+export const FLEET_DEFAULTS: FleetOptions = {
+  hosts: 4,
+  accounts: 4,
+  jobs: 8,
+  waves: 3,
+  waveGapSeconds: 10,
+  staleHosts: 2,
+  staleAttempts: 50,
+  apiRounds: 2,
+  deadlineSeconds: 150,
+};
+
+export type LoginKind = 'grant' | 'basic';
+
+export interface FleetJob {
+  wave: number;
+  /** The source address the job's connection is bound to. */
+  host: string;
+  kind: LoginKind;
+  /** Which account: `right` ones (index into the right accounts) or the host's `stale` one. */
+  account: { stale: boolean; index: number };
+}
+
+/** `127.0.0.20` + `index`: loopback addresses that need no setup on Linux. */
+export function hostAddress(index: number): string {
+  return `127.0.0.${20 + index}`;
+}
+
+/**
+ * Every job of the fleet in start order: per wave, per host, its right jobs (every account,
+ * `jobs` each) then, on the first `staleHosts` hosts, its stale job, which logs in by password
+ * grant on even hosts and over Basic on odd ones.
+ */
+export function planFleet(options: FleetOptions): FleetJob[] {
+  const jobs: FleetJob[] = [];
+  for (let wave = 0; wave < options.waves; wave++) {
+    for (let h = 0; h < options.hosts; h++) {
+      const host = hostAddress(h);
+      for (let index = 0; index < options.accounts; index++) {
+        for (let j = 0; j < options.jobs; j++) {
+          const kind = j % 4 === 3 ? 'basic' : 'grant';
+          jobs.push({ wave, host, kind, account: { stale: false, index } });
+        }
+      }
+      if (h < options.staleHosts) {
+        const kind = h % 2 === 0 ? 'grant' : 'basic';
+        jobs.push({ wave, host, kind, account: { stale: true, index: h } });
+      }
+    }
+  }
+  return jobs;
+}
