@@ -2,6 +2,7 @@ import express, { type Express, type RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { createErrorHandler, notFoundHandler } from './envelope/error-handler.ts';
 import type { Forwarding } from './edge/forwarding.ts';
+import type { FailedLoginMemory } from './auth/failed-logins.ts';
 import type { LoginThrottle } from './auth/login-throttle.ts';
 import { throttlePasswordAttempts } from './auth-proxy/password-attempt-throttle.ts';
 import { createHealthRouter, type ReadinessCheck } from './http/health.router.ts';
@@ -35,6 +36,8 @@ export interface AppDeps {
   exposition?: Exposition;
   /** Counts password attempts on `/auth` as it counts Basic logins on the API. */
   loginThrottle: LoginThrottle;
+  /** Wrong passwords refused within the throttle's window, shared with Basic. */
+  failedLogins: FailedLoginMemory;
 }
 
 /**
@@ -68,6 +71,7 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
     ...(listener === 'public' ? [guardBootstrapAdmin(deps.bootstrapAdmin)] : []),
     throttlePasswordAttempts({
       throttle: deps.loginThrottle,
+      failedLogins: deps.failedLogins,
       clientAddress: (req) => deps.forwarding.clientAddress(req),
       metrics: deps.metrics,
       logger: deps.logger,

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { createApiRouter } from './api/api.router.ts';
 import { createApp, type Listener } from './app.ts';
 import { createAdmission } from './auth/admission.ts';
+import { createFailedLoginMemory } from './auth/failed-logins.ts';
 import { createLoginThrottle } from './auth/login-throttle.ts';
 import { createForwardRoute } from './automation/forward-route.ts';
 import { createForwarder } from './automation/forwarder.ts';
@@ -203,6 +204,9 @@ export async function startGateway(
     maxFailuresPerUserAndAddress: config.LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS,
     maxFailuresPerAddress: config.LOGIN_MAX_FAILURES_PER_ADDRESS,
     windowSeconds: config.LOGIN_FAILURE_WINDOW_SECONDS,
+    waitMs: config.LOGIN_WAIT_SECONDS * 1000,
+    // The longest a Basic login (see loginLockMs below) or a proxied grant can take.
+    attemptMaxMs: Math.max(3 * config.KEYCLOAK_TIMEOUT_MS, config.AUTH_PROXY_TIMEOUT_MS),
     onLimitReached: ({ scope, realm, username, address }) =>
       audit.record({
         action: 'login_throttle.start',
@@ -212,6 +216,12 @@ export async function startGateway(
         clientAddress: address,
       }),
   });
+  // One memory of wrong passwords for Basic and the token endpoint, as long as the window.
+  const failedLogins = createFailedLoginMemory({
+    cache,
+    secret: cacheSecret,
+    windowSeconds: config.LOGIN_FAILURE_WINDOW_SECONDS,
+  });
   const basic = createBasicAuthenticator({
     tokens,
     bearer,
@@ -219,7 +229,7 @@ export async function startGateway(
     cacheSecret,
     maxCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
     maxLocalEntries: config.MEMORY_CACHE_MAX_ENTRIES,
-    refusalCacheSeconds: config.BASIC_REFUSAL_CACHE_SECONDS,
+    failedLogins,
     // A login may take a grant, a key-set fetch and a two-factor lookup, each bounded so.
     loginLockMs: 3 * config.KEYCLOAK_TIMEOUT_MS,
     refuses: (realm, username) => isBootstrapAdmin(config.KEYCLOAK_ADMIN_USERNAME, realm, username),
@@ -301,6 +311,7 @@ export async function startGateway(
     metrics,
     exposition,
     loginThrottle,
+    failedLogins,
   };
   const forwardRoute = config.AUTOMATION_UPSTREAM_URL
     ? createForwardRoute({

@@ -2,11 +2,20 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
-import { AppError } from '../envelope/errors.ts';
 import { targetOf } from '../edge/request-scope.ts';
 import { bufferedBodyOf, formFieldsOf } from './form-body-guard.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
-import type { AttemptOutcome, LoginThrottle } from '../auth/login-throttle.ts';
+import type { FailedLoginMemory } from '../auth/failed-logins.ts';
+import type { AttemptOutcome, LoginThrottle, ThrottleDecision } from '../auth/login-throttle.ts';
+import { throttleMessage, throttleRefusal } from '../auth/throttle-refusal.ts';
+import {
+  grantAnswerOf,
+  grantAnswerText,
+  isCredentialRefusal,
+  holdAnswer,
+  replayAnswer,
+  type GrantAnswer,
+} from './grant-answer.ts';
 
 /** A password sent to Keycloak through `/auth`: which form, for which account. */
 export interface PasswordAttempt {
@@ -14,6 +23,9 @@ export interface PasswordAttempt {
   kind: 'grant' | 'form';
   realm: string;
   username: string;
+  password: string;
+  /** What else decides a grant's answer: its client id and one-time password. */
+  extra: string[];
 }
 
 const TOKEN_ENDPOINT = ['protocol', 'openid-connect', 'token'];
@@ -33,11 +45,13 @@ export function passwordAttemptOf(req: IncomingMessage): PasswordAttempt | undef
   if (!form) return undefined;
   const username = form.get('username')?.trim();
   if (!username) return undefined;
+  const password = form.get('password') ?? '';
   if (sameSegments(rest, TOKEN_ENDPOINT) && form.get('grant_type') === 'password') {
-    return { kind: 'grant', realm, username };
+    const extra = [form.get('client_id') ?? '', form.get('totp') ?? ''];
+    return { kind: 'grant', realm, username, password, extra };
   }
   if (sameSegments(rest, LOGIN_FORM) && form.has('password')) {
-    return { kind: 'form', realm, username };
+    return { kind: 'form', realm, username, password, extra: [] };
   }
   return undefined;
 }
@@ -59,19 +73,10 @@ function sameSegments(actual: string[], expected: string[]): boolean {
   return actual.length === expected.length && actual.every((segment, i) => segment === expected[i]);
 }
 
-/**
- * How Keycloak's answer settles an attempt: a token (200) or the login form's redirect (302)
- * succeeded; an answer it could not give (5xx: unreachable, too slow, failing) is taken back;
- * anything else, a refusal or a connection dropped before the answer, stays counted.
- */
-function outcomeOf(attempt: PasswordAttempt, res: ServerResponse): AttemptOutcome | undefined {
-  if (!res.writableFinished) return undefined;
-  if (res.statusCode === (attempt.kind === 'grant' ? 200 : 302)) return 'succeeded';
-  return res.statusCode >= 500 ? 'unanswered' : undefined;
-}
-
 export interface PasswordAttemptThrottleDeps {
   throttle: LoginThrottle;
+  /** Wrong passwords refused within the throttle's window: a repeated grant is answered here. */
+  failedLogins: FailedLoginMemory;
   /** The client address the edge decided (trusted proxies applied). */
   clientAddress: (req: IncomingMessage) => string;
   metrics: Pick<AuthMetrics, 'authFailure'>;
@@ -80,8 +85,9 @@ export interface PasswordAttemptThrottleDeps {
 
 /**
  * The `/auth` step of the one login throttle (login-throttle.ts), which Basic logins pass in
- * the admission: a password grant or login form past its limits gets 429 with Retry-After and
- * never reaches Keycloak; token clients get Keycloak's error shape (`error`,
+ * the admission. A password grant refused before for a wrong password gets that answer again
+ * without Keycloak and uncounted; past a limit, a grant or login form gets 429 with
+ * Retry-After and never reaches Keycloak; token clients get Keycloak's error shape (`error`,
  * `error_description`), the login form the envelope. Mount it after the form guard.
  */
 export function throttlePasswordAttempts(deps: PasswordAttemptThrottleDeps): RequestHandler {
@@ -98,44 +104,91 @@ export function throttlePasswordAttempts(deps: PasswordAttemptThrottleDeps): Req
       next();
       return;
     }
-    const { realm, username } = attempt;
-    const address = deps.clientAddress(req);
-    deps.throttle.begin(realm, username, address).then((wait) => {
-      if (wait > 0) {
-        deps.metrics.authFailure('password_grant', 'throttled');
-        refuse(res, attempt, wait, deps.logger);
-        return;
-      }
-      res.once('close', () => {
-        const outcome = outcomeOf(attempt, res);
-        if (!outcome) return;
-        deps.throttle.settle(realm, username, address, outcome).catch((err: unknown) => {
-          deps.logger.warn({ err }, 'could not settle a password attempt with the login throttle');
-        });
-      });
-      next();
-    }, next);
+    admit(attempt, deps.clientAddress(req), res, deps).then((admitted) => admitted && next(), next);
   };
 }
 
-function refuse(res: ServerResponse, attempt: PasswordAttempt, wait: number, logger: Logger) {
-  const retryAfter = String(wait);
-  if (attempt.kind === 'form') {
-    sendError(
-      res,
-      new AppError('tooManyFailedLogins', { headers: { 'retry-after': retryAfter } }),
-      logger,
+/** Answers the attempt here (false), or reserves it and settles it once answered (true). */
+async function admit(
+  attempt: PasswordAttempt,
+  address: string,
+  res: ServerResponse,
+  deps: PasswordAttemptThrottleDeps,
+): Promise<boolean> {
+  const login = { channel: 'grant' as const, ...attempt };
+  if (attempt.kind === 'grant') {
+    const remembered = grantAnswerOf(await deps.failedLogins.recall(login));
+    if (remembered) {
+      replayAnswer(res, remembered);
+      return false;
+    }
+  }
+  const decision = await deps.throttle.begin(attempt.realm, attempt.username, address);
+  if (decision.kind !== 'go') {
+    if (decision.kind === 'refused') deps.metrics.authFailure('password_grant', 'throttled');
+    refuse(res, attempt, decision, deps.logger);
+    return false;
+  }
+  const { settle } = decision.attempt;
+  const warn = (err: unknown) => {
+    deps.logger.warn({ err }, 'could not settle a password attempt with the login throttle');
+  };
+  if (attempt.kind === 'grant') {
+    // Settled before the client gets the answer: a repeat it sends at once finds it remembered.
+    holdAnswer(res, (answer) =>
+      outcomeOf(attempt, res.statusCode, answer, deps).then(settle).catch(warn),
     );
+  }
+  res.once('close', () => {
+    // Gone before the answer: Keycloak may have checked the password; count it.
+    if (!res.writableFinished) settle('failed').catch(warn);
+    else if (attempt.kind === 'form') {
+      outcomeOf(attempt, res.statusCode, undefined, deps).then(settle).catch(warn);
+    }
+  });
+  return true;
+}
+
+/**
+ * How Keycloak's answer settles an attempt: a token (200) or the login form's redirect (302)
+ * succeeded; an answer it could not give (5xx: unreachable, too slow, failing) is released;
+ * a grant refused for its credentials is remembered and a failure the first time only;
+ * any other refusal is a failure.
+ */
+async function outcomeOf(
+  attempt: PasswordAttempt,
+  status: number,
+  answer: GrantAnswer | undefined,
+  deps: PasswordAttemptThrottleDeps,
+): Promise<AttemptOutcome> {
+  const login = { channel: 'grant' as const, ...attempt };
+  if (status === (attempt.kind === 'grant' ? 200 : 302)) {
+    await deps.failedLogins.succeeded(login);
+    return 'succeeded';
+  }
+  if (status >= 500) return 'released';
+  if (!answer || !isCredentialRefusal(answer)) return 'failed';
+  return (await deps.failedLogins.remember(login, grantAnswerText(answer))) ? 'failed' : 'released';
+}
+
+function refuse(
+  res: ServerResponse,
+  attempt: PasswordAttempt,
+  decision: Exclude<ThrottleDecision, { kind: 'go' }>,
+  logger: Logger,
+) {
+  if (attempt.kind === 'form' || decision.kind === 'busy') {
+    sendError(res, throttleRefusal(decision), logger);
     return;
   }
   res.statusCode = 429;
-  res.setHeader('retry-after', retryAfter);
+  res.setHeader('retry-after', String(decision.retryAfter));
   res.setHeader('content-type', 'application/json');
   res.end(
     JSON.stringify({
       // As Auth0 names it; OAuth 2.0 has no error code for a throttled grant.
       error: 'too_many_attempts',
-      error_description: 'Too many failed logins; retry later.',
+      error_description: throttleMessage(decision.scope, decision.retryAfter),
     }),
   );
 }

@@ -65,6 +65,7 @@ async function postTokenForm(
   const path = `auth/realms/${encodeURIComponent(realm)}/protocol/openid-connect/token`;
   let status: number;
   let text: string;
+  let retryAfter: string | null;
   try {
     const response = await fetch(new URL(path, baseUrl), {
       method: 'POST',
@@ -75,6 +76,7 @@ async function postTokenForm(
       signal: AbortSignal.timeout(timeoutMs),
     });
     status = response.status;
+    retryAfter = response.headers.get('retry-after');
     text = await response.text();
   } catch (error) {
     throw describeUnreachable(error, baseUrl, timeoutMs);
@@ -87,7 +89,22 @@ async function postTokenForm(
     const description = typeof body.error_description === 'string' ? body.error_description : '';
     return { ok: false, error: printable(body.error), description: printable(description) };
   }
+  if (status === 429 && body?.error === 'too_many_attempts') throw throttled(body, retryAfter);
   throw unusableAnswer(status, body, baseUrl);
+}
+
+/**
+ * The gateway's login throttle refused the grant: say so in words, with the limit and the
+ * wait it names, or at least the wait of its Retry-After.
+ */
+function throttled(body: Record<string, unknown>, retryAfter: string | null): CliError {
+  const description = body.error_description;
+  const wait = retryAfter !== null && /^\d+$/.test(retryAfter) ? ` Retry in ${retryAfter} s.` : '';
+  const said =
+    typeof description === 'string' && description !== ''
+      ? printable(description)
+      : `Too many failed logins.${wait}`;
+  return new CliError('api', `error 429: login refused for now. ${said}`, undefined, 429);
 }
 
 function tokensOf(body: Record<string, unknown> | undefined): Tokens | undefined {

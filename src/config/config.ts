@@ -259,10 +259,6 @@ export const configSchema = z.object({
       shownDefault: '(none)',
     }),
 
-  BASIC_REFUSAL_CACHE_SECONDS: z.coerce.number().int().min(0).max(300).default(10).meta({
-    description:
-      'how long a refused Basic login is remembered, so that a client looping on a bad password costs no Keycloak call each time (0: not at all)',
-  }),
   /** Counted by src/auth/login-throttle.ts. */
   LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: z.coerce
     .number()
@@ -272,14 +268,19 @@ export const configSchema = z.object({
     .default(5)
     .meta({
       description:
-        'failed password attempts (Basic, password grant, login form) of one account from one client address per window before 429 with `Retry-After` (0: no limit); one address never locks an account for another',
+        'failed password attempts (Basic, password grant, login form) of one account from one client address per window before 429 with `Retry-After` (0: no limit); one address never locks an account for another; a wrong password repeated within the window counts once',
     }),
   LOGIN_MAX_FAILURES_PER_ADDRESS: z.coerce.number().int().min(0).max(1000000).default(100).meta({
     description:
       'failed password attempts from one client address, all accounts, per window before 429 (0: no limit)',
   }),
   LOGIN_FAILURE_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86400).default(300).meta({
-    description: "the login throttle's window",
+    description:
+      "the login throttle's window, and how long a wrong password is remembered (a repeat is refused without asking Keycloak, and not counted again)",
+  }),
+  LOGIN_WAIT_SECONDS: z.coerce.number().int().min(0).max(60).default(5).meta({
+    description:
+      'longest a password attempt waits for attempts in flight when they hold what is left of a limit, before it goes on, gets 429 (the failures are there) or 503 (Keycloak is that slow)',
   }),
 
   DATABASE_URL: fromFile(
@@ -335,6 +336,8 @@ export const FILE_SETTINGS: readonly Setting[] = SETTINGS.filter((name) =>
 export const RENAMED_SETTINGS: Readonly<Record<string, string>> = {
   LOGIN_MAX_FAILURES_PER_USER:
     'replaced by LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: failed logins are now counted per account and client address',
+  BASIC_REFUSAL_CACHE_SECONDS:
+    "replaced by LOGIN_FAILURE_WINDOW_SECONDS: a wrong password (Basic or password grant) is now remembered for the login throttle's window, and a repeat is not counted again",
 };
 
 /** Secrets without a default: required unless demo mode generates them. */

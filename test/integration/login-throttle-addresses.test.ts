@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import { requestFrom } from '../helpers/from-address.ts';
@@ -79,11 +78,12 @@ describe('login throttle per account and address, from several source addresses'
     for (let i = 0; i < 40; i++) {
       const refused = await grantFrom('127.0.0.2', owner, `grant-guess-${i}`);
       expect(refused.status).toBe(429);
+      const wait = Number(refused.headers['retry-after']);
+      expect(wait).toBeGreaterThan(0);
       expect(refused.json).toEqual({
         error: 'too_many_attempts',
-        error_description: 'Too many failed logins; retry later.',
+        error_description: `Too many failed logins of this account from your address; retry in ${wait} s.`,
       });
-      expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
     }
     const basicRefused = await basicFrom('127.0.0.2', owner);
     expect(basicRefused.status).toBe(429);
@@ -151,27 +151,26 @@ describe('login throttle per account and address, from several source addresses'
     expect((await grantFrom('127.0.0.9', owner, 'again-5')).status).toBe(429);
   });
 
-  it('a stale-password job (one wrong Basic login a second for a minute) never stops the owner', async () => {
+  it('a stale-password job never stops the owner, and reaches Keycloak once', async () => {
     const owner = await createUser(org, { workspaceRoles: ['ws1'] });
     const jobStatuses: number[] = [];
     const ownerStatuses: number[] = [];
-    for (let second = 0; second < 60; second++) {
-      const tick = sleep(1000);
+    for (let i = 0; i < 60; i++) {
       jobStatuses.push(
         (await basicFrom('127.0.0.6', owner, 'the-password-before-rotation')).status,
       );
-      if (second % 10 === 5) {
+      if (i % 10 === 5) {
         ownerStatuses.push((await grantFrom('127.0.0.7', owner)).status);
         ownerStatuses.push((await basicFrom('127.0.0.7', owner)).status);
       }
-      await tick;
     }
     expect(ownerStatuses).toEqual(Array.from({ length: 12 }, () => 200));
-    // The job is refused by the gateway after its first failures, not by Keycloak.
-    expect(jobStatuses.slice(0, 5).every((status) => status === 401)).toBe(true);
-    expect(jobStatuses.slice(5).every((status) => status === 429)).toBe(true);
-    expect((await keycloakLock(owner)).locked).toBe(false);
-  }, 90_000);
+    // The first refusal is remembered for the window: every repeat gets the same 401 from the
+    // gateway, counted once, so the job's own right password would still go through.
+    expect(jobStatuses).toEqual(jobStatuses.map(() => 401));
+    expect(await keycloakLock(owner)).toEqual({ failures: 0, locked: false });
+    expect((await basicFrom('127.0.0.6', owner)).status).toBe(200);
+  });
 
   it("Keycloak's login form is counted by the same throttle, per account and address", async () => {
     const owner = await createUser(org, { workspaceRoles: ['ws1'] });

@@ -106,7 +106,6 @@ describe.each([
       WORKERS: '2',
       LOG_LEVEL: 'debug',
       LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: '3',
-      BASIC_REFUSAL_CACHE_SECONDS: '30',
       ...(redis
         ? {
             REDIS_URL: testEnv().redisUrl,

@@ -8,9 +8,10 @@ import { AuthFailure } from '../auth-failure.ts';
 import type { BearerVerifier } from '../bearer/bearer-verifier.ts';
 import type { Principal } from '../../tenancy/principal.ts';
 import type { RevocationList } from '../revocation.ts';
-import { AppError } from '../../envelope/errors.ts';
 import type { AuthMetrics } from '../auth-metrics.ts';
+import type { FailedLoginMemory, LoginCredentials } from '../failed-logins.ts';
 import type { LoginThrottle } from '../login-throttle.ts';
+import { throttleRefusal } from '../throttle-refusal.ts';
 import type { BasicCredentials } from './parse-basic.ts';
 
 export interface BasicAuthenticator {
@@ -40,8 +41,8 @@ export interface BasicAuthenticatorDeps {
   maxCacheSeconds: number;
   /** Bound of the in-process layer in front of `cache`. */
   maxLocalEntries: number;
-  /** How long a refused login is remembered (0: not at all); a loop on a bad password then costs no grant. */
-  refusalCacheSeconds: number;
+  /** Wrong passwords refused within the throttle's window: a repeat is answered from there. */
+  failedLogins: FailedLoginMemory;
   /**
    * How long one replica may hold a cold login for the others (see `logIn`); past it, another
    * replica logs in itself. A little above the longest a login takes before giving up.
@@ -61,12 +62,15 @@ export interface BasicAuthenticatorDeps {
 /**
  * Basic authentication as a Keycloak password grant on the realm's API client. A successful
  * login is cached under HMAC-SHA256(secret, realm, user, password): never the password, never a
- * plain hash of it; a refused one briefly too, under its own prefix. Concurrent identical logins
- * share one attempt. Attempts are counted by the throttle, which answers 429 past its limits
- * without asking Keycloak.
+ * plain hash of it; a wrong password is remembered by the failed-login memory, so a repeat is
+ * refused without Keycloak and counted once. Concurrent identical logins share one attempt.
+ * Failures are counted by the throttle, which answers 429 past its limits without asking
+ * Keycloak.
  */
 export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAuthenticator {
   const inFlight = new Map<string, Promise<Principal>>();
+  // Refusals Keycloak gave this process that count as failures (see `counting`).
+  const counted = new WeakSet<object>();
   // In front of the shared cache: a warm Basic request then costs one HMAC and no network.
   // An entry keeps the deadline it got when stored, so BASIC_CACHE_MAX_SECONDS still bounds it.
   const local = new TtlLru<CachedLogin>(deps.maxLocalEntries);
@@ -129,8 +133,9 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
 
   /**
    * One login attempt, shared by identical concurrent requests (so a cold burst of one user's
-   * requests is one attempt, not a burst of failures): counted by the throttle first, refused
-   * with 429 past its limits, taken back unless it failed.
+   * requests is one attempt, not a burst of failures). A wrong password refused before is
+   * refused again from memory, uncounted; otherwise the attempt holds a reservation of the
+   * throttle (429 once the failures reach a limit), which its refusal turns into a failure.
    */
   async function attempt(
     realm: string,
@@ -138,20 +143,19 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     key: string,
     clientAddress: string,
   ): Promise<Principal> {
-    const { username } = credentials;
-    const wait = await deps.throttle.begin(realm, username, clientAddress);
-    if (wait > 0) {
-      throw new AppError('tooManyFailedLogins', { headers: { 'retry-after': String(wait) } });
-    }
+    const login = loginOf(realm, credentials);
+    const remembered = rememberedRefusal(await deps.failedLogins.recall(login));
+    if (remembered) throw remembered;
+    const decision = await deps.throttle.begin(realm, credentials.username, clientAddress);
+    if (decision.kind !== 'go') throw throttleRefusal(decision);
     try {
       const principal = await logIn(realm, credentials, key);
-      await deps.throttle.settle(realm, username, clientAddress, 'succeeded');
+      await Promise.all([decision.attempt.settle('succeeded'), deps.failedLogins.succeeded(login)]);
       return principal;
     } catch (err) {
-      // A refusal stays counted; an attempt Keycloak could not answer is taken back.
-      if (!(err instanceof AuthFailure)) {
-        await deps.throttle.settle(realm, username, clientAddress, 'unanswered');
-      }
+      // A refusal this attempt got from Keycloak is a failure, unless an identical one was
+      // counted already; one found in memory or one Keycloak could not answer is not.
+      await decision.attempt.settle(counted.has(err as object) ? 'failed' : 'released');
       throw err;
     }
   }
@@ -168,10 +172,8 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     credentials: BasicCredentials,
     key: string,
   ): Promise<Principal> {
-    const refusedKey = `refused:${key}`;
-    const remembered = rememberedRefusal(await deps.cache.get(refusedKey));
-    if (remembered) throw remembered;
-    if (deps.maxCacheSeconds === 0) return grant(realm, credentials, key, refusedKey);
+    const login = loginOf(realm, credentials);
+    if (deps.maxCacheSeconds === 0) return grant(realm, credentials, key, login);
     const lockKey = `login-lock:${key}`;
     const holders = await deps.cache
       .increment(lockKey, deps.loginLockMs)
@@ -179,25 +181,25 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       .catch(() => 1);
     if (holders === 1) {
       try {
-        return await grant(realm, credentials, key, refusedKey);
+        return await grant(realm, credentials, key, login);
       } finally {
         await deps.cache.delete(lockKey).catch(() => undefined);
       }
     }
-    const elsewhere = await loginOfAnotherReplica(key, refusedKey, lockKey);
+    const elsewhere = await loginOfAnotherReplica(key, login, lockKey);
     if (elsewhere instanceof AuthFailure) throw elsewhere;
-    return elsewhere ?? grant(realm, credentials, key, refusedKey);
+    return elsewhere ?? grant(realm, credentials, key, login);
   }
 
   /** What the replica holding the login lock found, once it has; undefined if nothing usable. */
   async function loginOfAnotherReplica(
     key: string,
-    refusedKey: string,
+    login: LoginCredentials,
     lockKey: string,
   ): Promise<Principal | AuthFailure | undefined> {
     const deadline = Date.now() + deps.loginLockMs;
     const outcome = async () =>
-      (await readCache(key)) ?? rememberedRefusal(await deps.cache.get(refusedKey));
+      (await readCache(key)) ?? rememberedRefusal(await deps.failedLogins.recall(login));
     while (Date.now() < deadline) {
       await sleep(LOCK_POLL_MS);
       const found = await outcome();
@@ -212,7 +214,7 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     realm: string,
     credentials: BasicCredentials,
     key: string,
-    refusedKey: string,
+    login: LoginCredentials,
   ): Promise<Principal> {
     const result = await deps.tokens.passwordGrant(
       realm,
@@ -220,11 +222,7 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       credentials.password,
     );
     if (!result.ok) {
-      const failure = await refusal(realm, credentials.username, result.description);
-      if (deps.refusalCacheSeconds > 0) {
-        await deps.cache.set(refusedKey, failure.reason, deps.refusalCacheSeconds * 1000);
-      }
-      throw failure;
+      throw await counting(await refusal(realm, credentials.username, result.description), login);
     }
     const principal = {
       ...(await deps.bearer.verify(realm, result.accessToken)),
@@ -239,6 +237,18 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       await deps.cache.set(key, JSON.stringify(login), ttlMs);
     }
     return principal;
+  }
+
+  /**
+   * Marks a refusal Keycloak gave to count as a failure: a wrong password is remembered (before
+   * the login lock is released, so waiting replicas find it) and counted the first time only.
+   */
+  async function counting(failure: AuthFailure, login: LoginCredentials): Promise<AuthFailure> {
+    const first =
+      failure.reason !== 'wrong_password' ||
+      (await deps.failedLogins.remember(login, failure.reason));
+    if (first) counted.add(failure);
+    return failure;
   }
 
   async function refusal(
@@ -274,8 +284,8 @@ function loginRefused(reason: LoginRefusalReason): AuthFailure {
 }
 
 /**
- * A refusal remembered in the cache (its reason), or undefined. Anything else, such as an entry
- * written by an older replica, counts as not remembered: the login is simply tried.
+ * A refusal remembered by the failed-login memory (its reason), or undefined. Anything else
+ * counts as not remembered: the login is simply tried.
  */
 function rememberedRefusal(value: string | undefined): AuthFailure | undefined {
   return value !== undefined && Object.hasOwn(REFUSAL_MESSAGES, value)
@@ -287,6 +297,11 @@ function rememberedRefusal(value: string | undefined): AuthFailure | undefined {
 interface CachedLogin {
   principal: Principal;
   until: number;
+}
+
+/** A Basic login as the failed-login memory knows it. */
+function loginOf(realm: string, credentials: BasicCredentials): LoginCredentials {
+  return { channel: 'basic', realm, ...credentials };
 }
 
 /** The cache key of a Basic login; NUL separators keep (a, bc) and (ab, c) apart. */

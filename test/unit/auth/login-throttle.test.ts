@@ -1,116 +1,223 @@
 import { describe, expect, it } from 'vitest';
-import { createLoginThrottle } from '../../../src/auth/login-throttle.ts';
+import {
+  createLoginThrottle,
+  type LoginThrottleOptions,
+  type ThrottleDecision,
+} from '../../../src/auth/login-throttle.ts';
 import { createMemoryCache } from '../../../src/cache/memory-cache.ts';
 
-function setup(limits: { perPair: number; perAddress: number }) {
+const ATTEMPT_MAX_MS = 30_000;
+
+/**
+ * A throttle on an in-process cache with one injected clock. Waiting attempts pause on
+ * `passTime`, which moves the clock and wakes them, so no test sleeps.
+ */
+function setup(
+  limits: { perPair: number; perAddress: number },
+  more: Partial<LoginThrottleOptions> = {},
+) {
   let clock = 5_000_000;
-  const cache = createMemoryCache({ maxEntries: 1000, now: () => clock });
+  let paused: (() => void)[] = [];
+  const cache = createMemoryCache({ maxEntries: 10_000, now: () => clock });
   const throttle = createLoginThrottle({
     cache,
     secret: 'test-secret-of-16-chars',
     maxFailuresPerUserAndAddress: limits.perPair,
     maxFailuresPerAddress: limits.perAddress,
     windowSeconds: 300,
+    waitMs: 5000,
+    attemptMaxMs: ATTEMPT_MAX_MS,
+    now: () => clock,
+    pause: () => new Promise((resolve) => paused.push(resolve)),
+    ...more,
   });
-  return { throttle, cache, advance: (ms: number) => (clock += ms) };
+  const settled = () => new Promise((resolve) => setImmediate(resolve));
+  return {
+    throttle,
+    cache,
+    advance: (ms: number) => (clock += ms),
+    /** Moves the clock and lets every waiting attempt look again. */
+    passTime: async (ms: number) => {
+      clock += ms;
+      const waking = paused;
+      paused = [];
+      for (const wake of waking) wake();
+      await settled();
+    },
+    settled,
+  };
 }
 
+/** Starts attempts and collects their decisions as they come. */
+function burst(count: number, start: (i: number) => Promise<ThrottleDecision>) {
+  const decisions: ThrottleDecision[] = [];
+  const all = Promise.all(
+    Array.from({ length: count }, (_, i) =>
+      start(i).then((decision) => {
+        decisions.push(decision);
+        return decision;
+      }),
+    ),
+  );
+  return { decisions, all };
+}
+
+const go = (decision: ThrottleDecision) => {
+  if (decision.kind !== 'go') throw new Error(`expected go, got ${JSON.stringify(decision)}`);
+  return decision.attempt;
+};
+
 describe('login throttle', () => {
-  it('lets `limit` attempts of an account from one address through per window, then says how long to wait', async () => {
-    const { throttle, advance } = setup({ perPair: 3, perAddress: 0 });
-    expect(await throttle.begin('org', 'alice', '192.0.2.1')).toBe(0);
-    expect(await throttle.begin('org', 'ALICE', '192.0.2.1')).toBe(0);
-    expect(await throttle.begin('ORG', ' Alice ', '192.0.2.1')).toBe(0);
-    expect(await throttle.begin('org', 'alice', '192.0.2.1')).toBe(300);
-    advance(100_000);
-    expect(await throttle.begin('org', 'alice', '192.0.2.1')).toBe(200);
-    // Other accounts and realms are unaffected.
-    expect(await throttle.begin('org', 'bob', '192.0.2.1')).toBe(0);
-    expect(await throttle.begin('other', 'alice', '192.0.2.1')).toBe(0);
-    advance(200_001);
-    expect(await throttle.begin('org', 'alice', '192.0.2.1')).toBe(0);
-  });
-
-  it('one address never locks the account for another address', async () => {
-    const { throttle } = setup({ perPair: 3, perAddress: 0 });
-    for (let i = 0; i < 40; i++) await throttle.begin('org', 'alice', '192.0.2.66');
-    expect(await throttle.begin('org', 'alice', '192.0.2.66')).toBe(300);
-    expect(await throttle.begin('org', 'alice', '192.0.2.7')).toBe(0);
-    expect(await throttle.begin('org', 'alice', '2001:db8::7')).toBe(0);
-  });
-
-  it('counts attempts before they are made: of a concurrent burst only `limit` go on', async () => {
-    const { throttle } = setup({ perPair: 3, perAddress: 0 });
-    const waits = await Promise.all(
-      Array.from({ length: 200 }, () => throttle.begin('org', 'alice', '192.0.2.1')),
-    );
-    expect(waits.filter((wait) => wait === 0)).toHaveLength(3);
-  });
-
-  it('refuses an address that failed too often, for every account, and only that address', async () => {
-    const { throttle } = setup({ perPair: 0, perAddress: 4 });
-    for (const user of ['a', 'b', 'c', 'd']) {
-      expect(await throttle.begin('org', user, '198.51.100.1')).toBe(0);
+  it('counts failures, not attempts: any number of logins that succeed go on', async () => {
+    const { throttle } = setup({ perPair: 3, perAddress: 5 });
+    for (let i = 0; i < 20; i++) {
+      await go(await throttle.begin('org', 'alice', '192.0.2.1')).settle('succeeded');
     }
-    expect(await throttle.begin('org', 'e', '198.51.100.1')).toBe(300);
-    expect(await throttle.begin('org', 'e', '198.51.100.2')).toBe(0);
-  });
-
-  it('a success clears the pair and takes its attempt back from the address', async () => {
-    const { throttle } = setup({ perPair: 2, perAddress: 3 });
-    await throttle.begin('org', 'alice', '192.0.2.1');
-    await throttle.begin('org', 'alice', '192.0.2.1');
-    await throttle.settle('org', 'alice', '192.0.2.1', 'succeeded');
-    // Two more for alice are allowed again; the address has one failure and now two more.
-    expect(await throttle.begin('org', 'alice', '192.0.2.1')).toBe(0);
-    expect(await throttle.begin('org', 'alice', '192.0.2.1')).toBe(0);
-    expect(await throttle.begin('org', 'bob', '192.0.2.1')).toBe(300);
-  });
-
-  it('a success from one address clears that pair only', async () => {
-    const { throttle } = setup({ perPair: 2, perAddress: 0 });
-    for (let i = 0; i < 3; i++) await throttle.begin('org', 'alice', '192.0.2.66');
-    await throttle.begin('org', 'alice', '192.0.2.7');
-    await throttle.settle('org', 'alice', '192.0.2.7', 'succeeded');
-    expect(await throttle.begin('org', 'alice', '192.0.2.66')).toBe(300);
-  });
-
-  it('an attempt Keycloak could not answer does not count', async () => {
-    const { throttle } = setup({ perPair: 1, perAddress: 1 });
-    for (let i = 0; i < 5; i++) {
-      expect(await throttle.begin('org', 'alice', '192.0.2.1')).toBe(0);
-      await throttle.settle('org', 'alice', '192.0.2.1', 'unanswered');
+    for (let i = 0; i < 20; i++) {
+      await go(await throttle.begin('org', 'alice', '192.0.2.1')).settle('released');
     }
   });
 
-  it('reports once per window when a pair or an address first goes past its limit', async () => {
-    let clock = 5_000_000;
-    const reached: string[] = [];
-    const throttle = createLoginThrottle({
-      cache: createMemoryCache({ maxEntries: 100, now: () => clock }),
-      secret: 'test-secret-of-16-chars',
-      maxFailuresPerUserAndAddress: 2,
-      maxFailuresPerAddress: 3,
-      windowSeconds: 300,
-      onLimitReached: ({ scope, username, address }) =>
-        reached.push(
-          `${scope} ${scope === 'account_address' ? `${username}@${address}` : address}`,
-        ),
+  it('12 concurrent right logins with a limit of 5: 5 go at once, the others wait for them and go too', async () => {
+    const { throttle, settled } = setup({ perPair: 5, perAddress: 100 });
+    const { decisions, all } = burst(12, () => throttle.begin('org', 'alice', '192.0.2.1'));
+    await settled();
+    expect(decisions.map((d) => d.kind)).toEqual(['go', 'go', 'go', 'go', 'go']);
+    // Each success wakes the waiters of this process at once, without a pause.
+    let done = 0;
+    while (done < 12) {
+      await settled();
+      const ready = decisions.slice(done);
+      done = decisions.length;
+      await Promise.all(ready.map((d) => go(d).settle('succeeded')));
+    }
+    expect((await all).every((d) => d.kind === 'go')).toBe(true);
+  });
+
+  it('a concurrent burst of wrong passwords: only the limit go on; the rest are refused once those failures are there', async () => {
+    const { throttle, settled } = setup({ perPair: 3, perAddress: 100 });
+    const { decisions, all } = burst(200, () => throttle.begin('org', 'alice', '192.0.2.1'));
+    await settled();
+    expect(decisions).toHaveLength(3);
+    await Promise.all(decisions.slice(0, 3).map((d) => go(d).settle('failed')));
+    const final = await all;
+    expect(final.filter((d) => d.kind === 'go')).toHaveLength(3);
+    expect(final.filter((d) => d.kind === 'refused')).toHaveLength(197);
+    expect(decisions.at(-1)).toEqual({
+      kind: 'refused',
+      scope: 'account_address',
+      retryAfter: 300,
     });
-    for (let i = 0; i < 6; i++) await throttle.begin('org', 'alice', '192.0.2.1');
+  });
+
+  it('the address limit holds a burst over many accounts, and names the address', async () => {
+    const { throttle, settled } = setup({ perPair: 5, perAddress: 4 });
+    const { decisions, all } = burst(50, (i) => throttle.begin('org', `user-${i}`, '192.0.2.9'));
+    await settled();
+    expect(decisions).toHaveLength(4);
+    await Promise.all(decisions.slice(0, 4).map((d) => go(d).settle('failed')));
+    const final = await all;
+    expect(final.filter((d) => d.kind === 'go')).toHaveLength(4);
+    expect(decisions.at(-1)).toEqual({ kind: 'refused', scope: 'address', retryAfter: 300 });
+    expect((await throttle.begin('org', 'user-0', '192.0.2.10')).kind).toBe('go');
+  });
+
+  it('refuses at once once the failures are there, for the rest of the window; other accounts and realms go on', async () => {
+    const { throttle, advance } = setup({ perPair: 3, perAddress: 0 });
+    for (let i = 0; i < 3; i++) {
+      await go(await throttle.begin('org', 'alice', '192.0.2.1')).settle('failed');
+    }
+    // User names are case-insensitive and trimmed, as Keycloak reads them.
+    expect(await throttle.begin('ORG', ' Alice ', '192.0.2.1')).toEqual({
+      kind: 'refused',
+      scope: 'account_address',
+      retryAfter: 300,
+    });
+    advance(100_000);
+    expect(await throttle.begin('org', 'alice', '192.0.2.1')).toMatchObject({ retryAfter: 200 });
+    expect((await throttle.begin('org', 'bob', '192.0.2.1')).kind).toBe('go');
+    expect((await throttle.begin('other', 'alice', '192.0.2.1')).kind).toBe('go');
+    expect((await throttle.begin('org', 'alice', '2001:db8::7')).kind).toBe('go');
+    advance(200_001);
+    expect((await throttle.begin('org', 'alice', '192.0.2.1')).kind).toBe('go');
+  });
+
+  it('attempts in flight past the wait bound, failures below the limit: busy, not refused', async () => {
+    const { throttle, settled, passTime } = setup({ perPair: 2, perAddress: 0 });
+    const held = [
+      go(await throttle.begin('org', 'alice', '192.0.2.1')),
+      go(await throttle.begin('org', 'alice', '192.0.2.1')),
+    ];
+    const { decisions } = burst(3, () => throttle.begin('org', 'alice', '192.0.2.1'));
+    await passTime(4_900);
+    expect(decisions).toEqual([]);
+    await passTime(100);
+    await settled();
+    expect(decisions).toEqual(Array.from({ length: 3 }, () => ({ kind: 'busy', retryAfter: 30 })));
+    await Promise.all(held.map((attempt) => attempt.settle('succeeded')));
+    expect((await throttle.begin('org', 'alice', '192.0.2.1')).kind).toBe('go');
+  });
+
+  it('a reservation never settled (its replica died) frees itself within two attempt lifetimes', async () => {
+    const { throttle, advance } = setup({ perPair: 2, perAddress: 0 }, { waitMs: 0 });
+    await throttle.begin('org', 'alice', '192.0.2.1');
+    await throttle.begin('org', 'alice', '192.0.2.1');
+    expect((await throttle.begin('org', 'alice', '192.0.2.1')).kind).toBe('busy');
+    advance(2 * ATTEMPT_MAX_MS);
+    expect((await throttle.begin('org', 'alice', '192.0.2.1')).kind).toBe('go');
+  });
+
+  it('an attempt settled late, after its reservation expired, gives nothing back twice', async () => {
+    const { throttle, advance } = setup({ perPair: 1, perAddress: 0 }, { waitMs: 0 });
+    const late = go(await throttle.begin('org', 'alice', '192.0.2.1'));
+    advance(2 * ATTEMPT_MAX_MS);
+    const next = go(await throttle.begin('org', 'alice', '192.0.2.1'));
+    await late.settle('released');
+    expect((await throttle.begin('org', 'alice', '192.0.2.1')).kind).toBe('busy');
+    await next.settle('released');
+    expect((await throttle.begin('org', 'alice', '192.0.2.1')).kind).toBe('go');
+  });
+
+  it('a success clears the pair; the address keeps its failures', async () => {
+    const { throttle } = setup({ perPair: 2, perAddress: 3 });
+    await go(await throttle.begin('org', 'alice', '192.0.2.1')).settle('failed');
+    await go(await throttle.begin('org', 'alice', '192.0.2.1')).settle('succeeded');
+    // Alice starts again from 0 (two more failures allowed); the address is at 3.
+    await go(await throttle.begin('org', 'alice', '192.0.2.1')).settle('failed');
+    await go(await throttle.begin('org', 'alice', '192.0.2.1')).settle('failed');
+    expect(await throttle.begin('org', 'bob', '192.0.2.1')).toMatchObject({
+      kind: 'refused',
+      scope: 'address',
+    });
+  });
+
+  it('reports once per window when the failures of a pair or an address reach its limit', async () => {
+    const reached: string[] = [];
+    const { throttle, advance } = setup(
+      { perPair: 2, perAddress: 3 },
+      {
+        waitMs: 0,
+        onLimitReached: ({ scope, username, address }) =>
+          reached.push(
+            `${scope} ${scope === 'account_address' ? `${username}@${address}` : address}`,
+          ),
+      },
+    );
+    const fail = async (user: string) => {
+      const decision = await throttle.begin('org', user, '192.0.2.1');
+      if (decision.kind === 'go') await decision.attempt.settle('failed');
+    };
+    for (let i = 0; i < 4; i++) await fail('alice');
+    await fail('bob');
     expect(reached).toEqual(['account_address alice@192.0.2.1', 'address 192.0.2.1']);
-    clock += 300_001;
-    for (let i = 0; i < 3; i++) await throttle.begin('org', 'alice', '192.0.2.1');
-    expect(reached).toEqual([
-      'account_address alice@192.0.2.1',
-      'address 192.0.2.1',
-      'account_address alice@192.0.2.1',
-    ]);
+    advance(300_001);
+    for (let i = 0; i < 2; i++) await fail('alice');
+    expect(reached).toHaveLength(3);
   });
 
   it('stores no user name in clear', async () => {
     const { throttle, cache } = setup({ perPair: 2, perAddress: 0 });
-    await throttle.begin('org', 'alice', '192.0.2.1');
+    await go(await throttle.begin('org', 'alice', '192.0.2.1')).settle('failed');
     for (const key of ['throttle:user:alice', 'throttle:pair:alice', 'throttle:pair:org']) {
       expect(await cache.counter(key)).toBeUndefined();
     }

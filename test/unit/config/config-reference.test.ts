@@ -30,7 +30,11 @@ describe('the configuration reference (docs/configuration.md)', () => {
 
   it('has a row for every setting, in schema order, then the refused ones', () => {
     const names = referenceRows().map((row) => row.variable.replaceAll('`', ''));
-    expect(names).toEqual([...Object.keys(configSchema.shape), 'LOGIN_MAX_FAILURES_PER_USER']);
+    expect(names).toEqual([
+      ...Object.keys(configSchema.shape),
+      'LOGIN_MAX_FAILURES_PER_USER',
+      'BASIC_REFUSAL_CACHE_SECONDS',
+    ]);
   });
 
   it('names <NAME>_FILE in the row of each setting read from a file, and in no other', () => {

@@ -1,0 +1,91 @@
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  grantAnswerOf,
+  grantAnswerText,
+  holdAnswer,
+  isCredentialRefusal,
+  type GrantAnswer,
+} from '../../../src/auth-proxy/grant-answer.ts';
+
+const refusal = (status: number, body: unknown): GrantAnswer => ({
+  status,
+  headers: { 'content-type': 'application/json' },
+  body: JSON.stringify(body),
+});
+
+describe('grant answers the failed-login memory keeps', () => {
+  it('keeps a refusal of the credentials only', () => {
+    const wrong = { error: 'invalid_grant', error_description: 'Invalid user credentials' };
+    expect(isCredentialRefusal(refusal(400, wrong))).toBe(true);
+    expect(isCredentialRefusal(refusal(401, wrong))).toBe(true);
+    // The password may be right: the account is disabled or has actions pending.
+    for (const description of ['Account disabled', 'Account is not fully set up']) {
+      expect(
+        isCredentialRefusal(
+          refusal(400, { error: 'invalid_grant', error_description: description }),
+        ),
+      ).toBe(false);
+    }
+    expect(isCredentialRefusal(refusal(401, { error: 'invalid_client' }))).toBe(false);
+    expect(isCredentialRefusal(refusal(200, wrong))).toBe(false);
+    expect(isCredentialRefusal({ status: 400, headers: {}, body: '\u001f\u008b binary' })).toBe(
+      false,
+    );
+  });
+
+  it('reads back what it stored, and nothing else', () => {
+    const answer = refusal(401, { error: 'invalid_grant' });
+    expect(grantAnswerOf(grantAnswerText(answer))).toEqual(answer);
+    for (const stored of [undefined, '', 'wrong_password', '{"status":"401"}', '[1]', 'null']) {
+      expect(grantAnswerOf(stored)).toBeUndefined();
+    }
+  });
+});
+
+describe('holdAnswer', () => {
+  let server: Server | undefined;
+  /** What happened first: the memory storing the answer, or the client receiving it. */
+  const order: string[] = [];
+  afterEach(
+    () => new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve())),
+  );
+
+  /** A server that holds its answer, runs `before` on it, then sends it; the client's view. */
+  async function answered(before: (answer: GrantAnswer | undefined) => Promise<void>) {
+    server = createServer((_req, res) => {
+      holdAnswer(res, before);
+      res.writeHead(401, { 'Content-Type': 'application/json', 'X-Other': 'kept out' });
+      res.write('{"error":');
+      res.end('"invalid_grant"}');
+    });
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    return new Promise<{ status: number; body: string; order: string[] }>((resolve, reject) => {
+      request({ port, host: '127.0.0.1' }, (res) => {
+        let body = '';
+        res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body, order }));
+      })
+        .on('error', reject)
+        .end();
+    });
+  }
+  it('hands the whole answer over before the client gets any of it', async () => {
+    let seen: GrantAnswer | undefined;
+    const got = await answered(async (answer) => {
+      seen = answer;
+      await new Promise((resolve) => setImmediate(resolve));
+      order.push('remembered');
+    });
+    order.push('client');
+    expect(seen).toEqual({
+      status: 401,
+      headers: { 'content-type': 'application/json' },
+      body: '{"error":"invalid_grant"}',
+    });
+    expect(got).toMatchObject({ status: 401, body: '{"error":"invalid_grant"}' });
+    expect(order).toEqual(['remembered', 'client']);
+  });
+});
