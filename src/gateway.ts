@@ -168,7 +168,9 @@ export async function startGateway(
   // A worker's key sets include what its siblings fetched: each verifies through an outage.
   const jwks = createJwksRegistry({
     calls,
+    refreshSeconds: config.KEY_SET_REFRESH_SECONDS,
     memory: worker ? createWorkerKeySetMemory(worker.peer) : undefined,
+    logger,
   });
   const bearer = createBearerVerifier({
     jwks,
@@ -233,6 +235,7 @@ export async function startGateway(
     tokens,
     revocations,
     intervalSeconds: config.REVOCATION_CHECK_SECONDS,
+    waitMs: config.REVOCATION_CHECK_WAIT_MS,
     basicCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
     metrics,
     logger,
@@ -348,6 +351,7 @@ export async function startGateway(
     async close() {
       shuttingDown = true;
       keycloakNodes.close();
+      jwks.close();
       const graceMs = config.SHUTDOWN_GRACE_SECONDS * 1000;
       await Promise.all([closeServer(publicServer, graceMs), closeServer(adminServer, graceMs)]);
       await cache.close();
