@@ -13,6 +13,7 @@ import { createBearerVerifier } from './auth/bearer/bearer-verifier.ts';
 import { createActiveCheck } from './auth/bearer/active-check.ts';
 import { createJwksRegistry } from './auth/bearer/jwks.ts';
 import { createWorkerKeySetMemory } from './auth/bearer/key-set-memory.ts';
+import { createKeySetEvents } from './auth/bearer/key-set-events.ts';
 import { createRevocationList } from './auth/revocation.ts';
 import { createOperationsRepo } from './automation/operations.repo.ts';
 import { createCache, type Cache } from './cache/index.ts';
@@ -43,6 +44,7 @@ import { createOrganizationDirectory } from './platform/organization-directory.t
 import { createOrganizationEvents } from './platform/organization-events.ts';
 import { createOrganizationsRepo } from './platform/organizations.repo.ts';
 import { createPlatformRouter } from './platform/platform.router.ts';
+import { createSigningKeysService } from './platform/signing-keys.service.ts';
 import { createWorkspacesRepo } from './platform/workspaces.repo.ts';
 import { closeServer, listen } from './server.ts';
 import { createMetrics, metricsOff } from './metrics/metrics.ts';
@@ -262,6 +264,13 @@ export async function startGateway(
     logger,
     apply: ({ organizationId, state }) => directory.learn(organizationId, state),
   });
+  // An operator's forced key-set refresh reaches every replica and worker.
+  const keySetEvents = await createKeySetEvents({
+    bus,
+    keyPrefix: config.REDIS_KEY_PREFIX,
+    jwks,
+    logger,
+  });
   const admission = createAdmission({
     basic,
     bearer,
@@ -286,6 +295,7 @@ export async function startGateway(
       audit,
       revocations,
       organizationEvents,
+      signingKeys: createSigningKeysService({ events: keySetEvents, jwks, organizations }),
       config,
     }),
     builtInOperations: config.AUTOMATION_UPSTREAM_URL === undefined,
