@@ -1,9 +1,10 @@
-import { createLocalJWKSet, errors as joseErrors, type JWTVerifyGetKey } from 'jose';
+import { errors as joseErrors, type JWTVerifyGetKey } from 'jose';
 import type { Logger } from 'pino';
 import type { KeycloakCalls } from '../../keycloak/keycloak-calls.ts';
-import { failureOf, unexpectedAnswer } from '../../keycloak/keycloak-failures.ts';
+import { failureOf } from '../../keycloak/keycloak-failures.ts';
 import { createLocalKeySetMemory, type KeySetMemory } from './key-set-memory.ts';
 import { refreshDelayMs, UNKNOWN_KID_GAP_MS } from './key-set-schedule.ts';
+import { readKeySet, tryReadKeySet } from './read-key-set.ts';
 
 /** A realm's key set as last fetched, and the fetches around it. */
 interface RealmKeys {
@@ -13,6 +14,8 @@ interface RealmKeys {
   kids: ReadonlySet<string>;
   /** When the last fetch started (ms), for the gap between fetches an unknown kid may cause. */
   startedAt: number;
+  /** When the fetch whose set is held started (ms): this process's, or a sibling worker's. */
+  heldFrom: number;
   running?: Promise<void>;
   /** A fetch waiting for the gap to pass; every unknown kid that arrives meanwhile joins it. */
   queued?: Promise<void>;
@@ -56,20 +59,31 @@ export function createJwksRegistry(options: {
   const random = options.random ?? Math.random;
   const realms = new Map<string, RealmKeys>();
   let closed = false;
+  memory.onSiblingFetch?.((realm, body, startedAt) => adoptSiblings(realm, body, startedAt));
 
   function stateOf(realm: string): RealmKeys {
     let state = realms.get(realm);
     if (!state) {
-      state = { kids: new Set(), startedAt: -Infinity, used: true, idleSince: now() };
+      state = {
+        kids: new Set(),
+        startedAt: -Infinity,
+        heldFrom: -Infinity,
+        used: true,
+        idleSince: now(),
+      };
       realms.set(realm, state);
       schedule(realm, state);
     }
     return state;
   }
 
-  /** The next background fetch; a realm idle for IDLE_MS is dropped instead. */
-  function schedule(realm: string, state: RealmKeys): void {
+  /**
+   * The next background fetch, `refreshDelayMs` after the start of the last fetch whose set this
+   * process holds (`from`); a realm idle for IDLE_MS is dropped instead.
+   */
+  function schedule(realm: string, state: RealmKeys, from = now()): void {
     if (closed) return;
+    clearTimeout(state.timer);
     state.timer = setTimeout(
       () => {
         if (state.used) state.idleSince = now();
@@ -78,11 +92,27 @@ export function createJwksRegistry(options: {
           realms.delete(realm);
           return;
         }
-        void fetchAfter(realm, state, now()).finally(() => schedule(realm, state));
+        void fetchAfter(realm, state, now()).finally(() => schedule(realm, state, state.startedAt));
       },
-      refreshDelayMs(options.refreshSeconds, random),
+      refreshDelayMs(options.refreshSeconds, random) - (now() - from),
     );
     state.timer.unref();
+  }
+
+  /**
+   * A set a sibling worker just fetched: adopted for a realm in use here, with this process's
+   * next fetch counted from that fetch's start, so the bound holds and the workers share one
+   * fetch per interval. Not while a fetch of this process's own is due to answer.
+   */
+  function adoptSiblings(realm: string, body: string, startedAt: number): void {
+    const state = realms.get(realm);
+    if (!state || state.running || state.queued || startedAt <= state.heldFrom) return;
+    const set = tryReadKeySet(body);
+    if (!set) return;
+    ({ select: state.select, kids: state.kids } = set);
+    state.heldFrom = startedAt;
+    state.failure = undefined;
+    schedule(realm, state, startedAt);
   }
 
   /** A fetch that starts at `arrival` or later: the running one if it did, else the next. */
@@ -110,7 +140,8 @@ export function createJwksRegistry(options: {
     try {
       const set = await calls.exchange('jwks', path, undefined, readKeySet);
       ({ select: state.select, kids: state.kids } = set);
-      memory.remember(realm, set.body);
+      state.heldFrom = state.startedAt;
+      memory.remember(realm, set.body, state.startedAt);
       state.failure = undefined;
     } catch (err) {
       // The client layer rejects with its AppError (503/504/502).
@@ -118,7 +149,9 @@ export function createJwksRegistry(options: {
       logger?.warn({ err, realm }, 'key set fetch failed; the last good set stays');
       if (state.select || failureOf(err) === 'bad_answer') return;
       const kept = await memory.recall(realm);
-      if (kept !== undefined) ({ select: state.select, kids: state.kids } = readKeySet(200, kept));
+      // Checked when it was kept; a set that no longer reads is no set.
+      const set = kept === undefined ? undefined : tryReadKeySet(kept);
+      if (set) ({ select: state.select, kids: state.kids } = set);
     }
   }
 
@@ -175,35 +208,6 @@ export function createJwksRegistry(options: {
       realms.clear();
     },
   };
-}
-
-/**
- * Keycloak's answer as a key set: jose's selection over it and its signature keys' `kid`s, or
- * the failure it means.
- */
-function readKeySet(status: number, body: string) {
-  if (status !== 200) throw unexpectedAnswer('key set', status);
-  let set: { keys?: unknown } | null;
-  try {
-    set = JSON.parse(body) as { keys?: unknown } | null;
-  } catch {
-    throw unexpectedAnswer('key set', status, 'not JSON');
-  }
-  const keys = set?.keys;
-  if (!Array.isArray(keys)) throw unexpectedAnswer('key set', status, 'no "keys"');
-  let select: JWTVerifyGetKey;
-  try {
-    select = createLocalJWKSet(set as Parameters<typeof createLocalJWKSet>[0]);
-  } catch {
-    throw unexpectedAnswer('key set', status, 'not a key set');
-  }
-  const kids = new Set<string>();
-  for (const key of keys as Array<{ kid?: unknown; use?: unknown }>) {
-    if (typeof key.kid === 'string' && (key.use === undefined || key.use === 'sig')) {
-      kids.add(key.kid);
-    }
-  }
-  return { body, select, kids };
 }
 
 export type JwksRegistry = ReturnType<typeof createJwksRegistry>;

@@ -226,9 +226,36 @@ describe('the key-set registry (KEY_SET_REFRESH_SECONDS=30)', () => {
     expect(await verifyWith(jwks, await tokenOf(a))).toBe('ok');
   });
 
+  it('adopts the set a sibling worker fetched, and counts its own next fetch from that one', async () => {
+    let sibling: ((realm: string, body: string, startedAt: number) => void) | undefined;
+    const memory = {
+      ...createLocalKeySetMemory(),
+      onSiblingFetch: (l: typeof sibling) => void (sibling = l),
+    };
+    const certs = scriptedCerts();
+    certs.published = [a, b];
+    const jwks = registryOf(certs, memory);
+    expect(await verifyNow(jwks, await tokenOf(a))).toBe('ok');
+    await vi.advanceTimersByTimeAsync(20_000);
+    // A sibling's fetch that started at 20 s no longer found key A.
+    sibling!(REALM, JSON.stringify({ keys: [b.jwk] }), T0 + 20_000);
+    expect(jwks.publishes(REALM, 'key-a')).toBe(false);
+    expect(jwks.kidsOf(REALM)).toEqual(['key-b']);
+    // No fetch of its own at 30 s: the next is 30 s after the sibling's.
+    await vi.advanceTimersByTimeAsync(29_999);
+    expect(certs.asked).toEqual([0]);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(certs.asked).toEqual([0, 50_000]);
+    // An older set (a fetch that started before the one held) is not adopted.
+    sibling!(REALM, JSON.stringify({ keys: [a.jwk, b.jwk] }), T0 + 40_000);
+    expect(jwks.kidsOf(REALM)).toEqual(['key-a', 'key-b']);
+    sibling!(REALM, JSON.stringify({ keys: [b.jwk] }), T0 + 45_000);
+    expect(jwks.kidsOf(REALM)).toEqual(['key-a', 'key-b']);
+  });
+
   it('starts from the set a sibling fetched when Keycloak cannot be reached', async () => {
     const memory = createLocalKeySetMemory();
-    memory.remember(REALM, JSON.stringify({ keys: [a.jwk] }));
+    memory.remember(REALM, JSON.stringify({ keys: [a.jwk] }), T0);
     const certs = scriptedCerts();
     certs.down = true;
     const jwks = registryOf(certs, memory);
