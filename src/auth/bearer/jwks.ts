@@ -1,5 +1,6 @@
 import { errors as joseErrors, type JWTVerifyGetKey } from 'jose';
 import type { Logger } from 'pino';
+import { outsideRequest } from '../../edge/request-context.ts';
 import type { KeycloakCalls } from '../../keycloak/keycloak-calls.ts';
 import { failureOf } from '../../keycloak/keycloak-failures.ts';
 import { createLocalKeySetMemory, type KeySetMemory } from './key-set-memory.ts';
@@ -84,17 +85,22 @@ export function createJwksRegistry(options: {
   function schedule(realm: string, state: RealmKeys, from = now()): void {
     if (closed) return;
     clearTimeout(state.timer);
-    state.timer = setTimeout(
-      () => {
-        if (state.used) state.idleSince = now();
-        state.used = false;
-        if (now() - state.idleSince >= IDLE_MS) {
-          realms.delete(realm);
-          return;
-        }
-        void fetchAfter(realm, state, now()).finally(() => schedule(realm, state, state.startedAt));
-      },
-      refreshDelayMs(options.refreshSeconds, random) - (now() - from),
+    // Created outside any request: the fetches it chains serve none (no request id on them).
+    state.timer = outsideRequest(() =>
+      setTimeout(
+        () => {
+          if (state.used) state.idleSince = now();
+          state.used = false;
+          if (now() - state.idleSince >= IDLE_MS) {
+            realms.delete(realm);
+            return;
+          }
+          void fetchAfter(realm, state, now()).finally(() =>
+            schedule(realm, state, state.startedAt),
+          );
+        },
+        refreshDelayMs(options.refreshSeconds, random) - (now() - from),
+      ),
     );
     state.timer.unref();
   }

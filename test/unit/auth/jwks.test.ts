@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createJwksRegistry, type JwksRegistry } from '../../../src/auth/bearer/jwks.ts';
 import { createLocalKeySetMemory } from '../../../src/auth/bearer/key-set-memory.ts';
 import { refreshDelayMs, UNKNOWN_KID_GAP_MS } from '../../../src/auth/bearer/key-set-schedule.ts';
+import { currentRequestId, inRequest } from '../../../src/edge/request-context.ts';
 import { AppError } from '../../../src/envelope/errors.ts';
 import { keycloakError } from '../../../src/keycloak/keycloak-failures.ts';
 
@@ -41,6 +42,8 @@ function scriptedCerts() {
     down: false,
     fetchMs: 0,
     asked: [] as number[],
+    /** The request id each fetch ran under (see edge/request-context.ts). */
+    requestIds: [] as Array<string | undefined>,
     calls: {
       async exchange<T>(
         _kind: string,
@@ -49,6 +52,7 @@ function scriptedCerts() {
         read: (status: number, body: string) => T,
       ): Promise<T> {
         certs.asked.push(Date.now() - T0);
+        certs.requestIds.push(currentRequestId());
         if (certs.fetchMs > 0) await new Promise((resolve) => setTimeout(resolve, certs.fetchMs));
         if (certs.down) throw keycloakError('unreachable');
         return read(200, JSON.stringify({ keys: certs.published.map((key) => key.jwk) }));
@@ -192,6 +196,22 @@ describe('the key-set registry (KEY_SET_REFRESH_SECONDS=30)', () => {
     const gaps = certs.asked.slice(1).map((at, i) => at - certs.asked[i]!);
     expect(Math.min(...gaps)).toBeGreaterThanOrEqual(UNKNOWN_KID_GAP_MS);
     expect(certs.asked.length).toBeLessThanOrEqual(2 + 4);
+  });
+
+  it('fetches for the request that needs the set under its id, and on schedule under none', async () => {
+    // Real timers: the request's context travels through Node's timers, not the fake ones.
+    vi.useRealTimers();
+    const certs = scriptedCerts();
+    certs.published = [a];
+    const jwks = createJwksRegistry({ calls: certs.calls, refreshSeconds: 0.05 });
+    registries.push(jwks);
+    const token = await tokenOf(a);
+    expect(await inRequest('req-1', () => verifyNow(jwks, token))).toBe('ok');
+    // The next fetch comes a second after the first at the earliest (UNKNOWN_KID_GAP_MS).
+    await vi.waitFor(() => expect(certs.requestIds.length).toBeGreaterThanOrEqual(2), {
+      timeout: 5000,
+    });
+    expect(certs.requestIds.slice(0, 2)).toEqual(['req-1', undefined]);
   });
 
   it('refresh fetches now, and never rejects', async () => {
