@@ -3,6 +3,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/main.ts';
 import { accessTokenOf, basicAuth } from '../helpers/api.ts';
 import { capturingIo } from '../helpers/cli-io.ts';
+import {
+  startClusteredGateway,
+  type Answer,
+  type ClusteredGateway,
+} from '../helpers/clustered-gateway.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { claimsOf, createUser, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
@@ -301,5 +306,49 @@ describe('a Keycloak outage (KEY_SET_REFRESH_SECONDS=1)', () => {
     } finally {
       await keycloak.restore();
     }
+  });
+});
+
+describe('the workers of one gateway (WORKERS=2, KEY_SET_REFRESH_SECONDS=3600)', () => {
+  let gateway: ClusteredGateway;
+  beforeAll(async () => {
+    gateway = await startClusteredGateway(18730, {
+      WORKERS: '2',
+      // Served requests are logged at debug: `send` reads the worker from that line.
+      LOG_LEVEL: 'debug',
+      KEY_SET_REFRESH_SECONDS: '3600',
+      REVOCATION_CHECK_SECONDS: 'off',
+    });
+  });
+  afterAll(() => gateway.stop());
+
+  /** Sends `request` on new connections until both workers have answered; their statuses. */
+  async function everyWorker(request: () => Promise<Answer>): Promise<Set<number>> {
+    const answers: Answer[] = [];
+    while (new Set(answers.map((a) => a.worker)).size < 2) {
+      if (answers.length >= 20) throw new Error('20 requests reached one worker only');
+      answers.push(await request());
+    }
+    return new Set(answers.map((a) => a.status));
+  }
+
+  it('a forced refresh through one worker refuses the removed key on every worker', async () => {
+    const org = await createOrganization(['ws-a']);
+    const genuine = await accessTokenOf(await createUser(org, { workspaceRoles: ['ws-a'] }));
+    const leaked = await importRsaKey(org);
+    const token = await signedToken(leaked, genuine, ['ws-a']);
+    const asToken = () => gateway.send(workspacesPath(org), { authorization: bearer(token) });
+    expect(await everyWorker(asToken)).toEqual(new Set([200]));
+
+    await removeKeyProvider(leaked);
+    const admin = await createUser('master');
+    const refresh = await gateway.send(
+      `/api/platform/organizations/${org}/signing-keys/refresh`,
+      { authorization: basicAuth(admin) },
+      'POST',
+    );
+    expect(refresh.status).toBe(200);
+    // The worker asked has fetched; its sibling fetches as the supervising process relays it.
+    await expect.poll(() => everyWorker(asToken), EVENTUALLY).toEqual(new Set([401]));
   });
 });
