@@ -14,6 +14,7 @@ import { createBearerVerifier } from './auth/bearer/bearer-verifier.ts';
 import { createActiveCheck } from './auth/bearer/active-check.ts';
 import { createJwksRegistry } from './auth/bearer/jwks.ts';
 import { createWorkerKeySetMemory } from './auth/bearer/key-set-memory.ts';
+import { createKeySetEvents } from './auth/bearer/key-set-events.ts';
 import { createRevocationList } from './auth/revocation.ts';
 import { createOperationsRepo } from './automation/operations.repo.ts';
 import { createCache, type Cache } from './cache/index.ts';
@@ -44,6 +45,7 @@ import { createOrganizationDirectory } from './platform/organization-directory.t
 import { createOrganizationEvents } from './platform/organization-events.ts';
 import { createOrganizationsRepo } from './platform/organizations.repo.ts';
 import { createPlatformRouter } from './platform/platform.router.ts';
+import { createSigningKeysService } from './platform/signing-keys.service.ts';
 import { createWorkspacesRepo } from './platform/workspaces.repo.ts';
 import { closeServer, listen } from './server.ts';
 import { createMetrics, metricsOff } from './metrics/metrics.ts';
@@ -169,7 +171,9 @@ export async function startGateway(
   // A worker's key sets include what its siblings fetched: each verifies through an outage.
   const jwks = createJwksRegistry({
     calls,
+    refreshSeconds: config.KEY_SET_REFRESH_SECONDS,
     memory: worker ? createWorkerKeySetMemory(worker.peer) : undefined,
+    logger,
   });
   const bearer = createBearerVerifier({
     jwks,
@@ -243,6 +247,7 @@ export async function startGateway(
     tokens,
     revocations,
     intervalSeconds: config.REVOCATION_CHECK_SECONDS,
+    waitMs: config.REVOCATION_CHECK_WAIT_MS,
     basicCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
     metrics,
     logger,
@@ -269,6 +274,13 @@ export async function startGateway(
     logger,
     apply: ({ organizationId, state }) => directory.learn(organizationId, state),
   });
+  // An operator's forced key-set refresh reaches every replica and worker.
+  const keySetEvents = await createKeySetEvents({
+    bus,
+    keyPrefix: config.REDIS_KEY_PREFIX,
+    jwks,
+    logger,
+  });
   const admission = createAdmission({
     basic,
     bearer,
@@ -293,6 +305,7 @@ export async function startGateway(
       audit,
       revocations,
       organizationEvents,
+      signingKeys: createSigningKeysService({ events: keySetEvents, jwks, organizations }),
       config,
     }),
     builtInOperations: config.AUTOMATION_UPSTREAM_URL === undefined,
@@ -359,6 +372,7 @@ export async function startGateway(
     async close() {
       shuttingDown = true;
       keycloakNodes.close();
+      jwks.close();
       const graceMs = config.SHUTDOWN_GRACE_SECONDS * 1000;
       await Promise.all([closeServer(publicServer, graceMs), closeServer(adminServer, graceMs)]);
       await cache.close();

@@ -3,8 +3,12 @@ import type { AuthFailureReason } from './auth-failure.ts';
 /** How a refused authentication came: an API call's scheme, or a password sent through `/auth`. */
 export type AuthFailureScheme = 'basic' | 'bearer' | 'password_grant';
 
-/** What became of a token queued for a re-check with Keycloak (bearer/active-check.ts). */
-export type RecheckEvent = 'queued' | 'skipped' | 'active' | 'inactive' | 'failed';
+/**
+ * What became of a token due for a re-check with Keycloak (bearer/active-check.ts): started
+ * (`queued`) or skipped at the rate cap; its answer (`active`, `inactive`, `failed`); `late`
+ * when its request was served before the answer, which took longer than the wait bound.
+ */
+export type RecheckEvent = 'queued' | 'skipped' | 'active' | 'inactive' | 'failed' | 'late';
 
 /**
  * What authentication counts. The metrics (metrics/metrics.ts) implement it: auth/ names what

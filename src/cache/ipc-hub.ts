@@ -38,7 +38,6 @@ export function createIpcHub(options: { maxEntries: number }): IpcHub {
       kept.set(key, payload, Date.now() + ttlSeconds * 1000);
     },
     'bus.kept': (prefix: string) => kept.values(prefix),
-    'keys.remember': (realm: string, keySet: string) => void keySets.set(realm, keySet),
     'keys.recall': (realm: string) => keySets.get(realm) ?? null,
     // Every worker, the sender included, as Redis' publish does (receivers skip their own).
     'bus.publish': (channel: string, payload: string) => {
@@ -48,7 +47,17 @@ export function createIpcHub(options: { maxEntries: number }): IpcHub {
   return {
     peers,
     attach(worker) {
-      const peer = createIpcPeer(worker, { ...handlers });
+      const peer: IpcPeer = createIpcPeer(worker, {
+        ...handlers,
+        // Kept for workers that recall it later, and handed to the other workers at once: they
+        // adopt it instead of fetching the same set themselves (auth/bearer/jwks.ts).
+        'keys.remember': (realm: string, keySet: string, startedAt: number) => {
+          keySets.set(realm, keySet);
+          for (const other of peers) {
+            if (other !== peer) other.tell('keys.fetched', realm, keySet, startedAt);
+          }
+        },
+      });
       peers.add(peer);
       worker.once('exit', () => {
         peers.delete(peer);

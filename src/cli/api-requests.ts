@@ -29,6 +29,13 @@ export function userPath(realm: string, username: string): string {
   return `${usersPath(realm)}/${segment(username)}`;
 }
 
+/** The forced key-set refresh of `realm`. */
+export function signingKeysRefreshPath(realm: string): string {
+  return realm === 'master'
+    ? '/api/platform/signing-keys/refresh'
+    : `${organizationPath(realm)}/signing-keys/refresh`;
+}
+
 /** The token lifetimes of `realm`. */
 export function lifetimesPath(realm: string): string {
   return realm === MASTER_REALM

@@ -1,6 +1,6 @@
 import type { TokenLifetimes } from '../platform/realm-admin/token-lifetimes.ts';
 import { apiCommand } from './api-command.ts';
-import { lifetimesPath } from './api-requests.ts';
+import { lifetimesPath, signingKeysRefreshPath } from './api-requests.ts';
 import type { Args, CommandEntry } from './command-spec.ts';
 import { usageError } from './errors.ts';
 import { checkRealm, parseDuration, parseFlag } from './values.ts';
@@ -14,7 +14,10 @@ const LIFETIME_OPTIONS = {
   'offline-max': 'offline_session_max_lifespan',
 } as const satisfies Record<string, keyof TokenLifetimes>;
 
-/** `lifetimes ...` and `realms protect`: settings of a realm, or of every realm. */
+/**
+ * `lifetimes ...`, `realms protect` and `realms refresh-keys`: settings of a realm, or of every
+ * realm, and what the gateway holds of them.
+ */
 export const REALM_COMMANDS: readonly CommandEntry[] = [
   apiCommand({
     name: 'lifetimes show',
@@ -39,6 +42,12 @@ export const REALM_COMMANDS: readonly CommandEntry[] = [
   apiCommand({
     name: 'realms protect',
     request: () => ({ method: 'POST', path: '/api/platform/brute-force-detection' }),
+  }),
+  apiCommand({
+    name: 'realms refresh-keys',
+    positionals: ['realm'],
+    parse: (args) => ({ realm: checkRealm(args.at(0)) }),
+    request: ({ realm }) => ({ method: 'POST', path: signingKeysRefreshPath(realm) }),
   }),
 ];
 

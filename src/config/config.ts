@@ -235,8 +235,16 @@ export const configSchema = z.object({
     .default(60)
     .meta({
       description:
-        'catches revocations made outside the gateway (user disabled, sessions deleted in the console): each distinct Bearer token is re-checked with Keycloak (introspection) at most once per this many seconds; `0`: on every request (slow), `off`: never',
+        'catches revocations made outside the gateway (user disabled, sessions deleted in the console): each distinct Bearer token is re-checked with Keycloak (introspection) at most once per this many seconds, and the request that finds it due waits for the answer; `0`: on every request (slow), `off`: never',
     }),
+  REVOCATION_CHECK_WAIT_MS: z.coerce.number().int().min(0).max(60000).default(1000).meta({
+    description:
+      'how long the request that finds its token due for a re-check waits for Keycloak; slower (or Keycloak unreachable), it is served on the local verification and the answer applies from the next request (`0`: never wait, check in the background)',
+  }),
+  KEY_SET_REFRESH_SECONDS: z.coerce.number().int().min(1).max(3600).default(30).meta({
+    description:
+      "each realm's key set is fetched again at most this often (less up to a fifth at random) while its tokens are in use: a signing key removed in Keycloak stops verifying within it, tokens already seen included; a failed fetch keeps the last good set",
+  }),
   AUTOMATION_UPSTREAM_URL: url.optional().meta({
     description:
       'when set, `/api/<org>/workspaces/<ws>/ita/...` is forwarded there with identity headers',

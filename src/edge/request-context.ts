@@ -27,8 +27,9 @@ export function currentRequestId(): string | undefined {
 }
 
 /**
- * Runs `work` outside any request: for background work a request merely starts (a token's
- * periodic re-check), which must not be logged under that request's id.
+ * Runs `work` outside any request: for background work a request merely starts (the scheduled
+ * key-set fetches of a realm it was the first to use), which must not be logged under that
+ * request's id.
  */
 export function outsideRequest<R>(work: () => R): R {
   return current.exit(work);

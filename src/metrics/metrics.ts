@@ -51,6 +51,7 @@ const RECHECK_EVENTS = [
   'active',
   'inactive',
   'failed',
+  'late',
 ] as const satisfies readonly RecheckEvent[];
 
 /** Seconds; requests through the gateway are mostly well under 10 ms, logins well over. */
@@ -145,8 +146,8 @@ export function createMetrics(options: {
   const rechecks = new CounterTable({
     name: 'realmgate_token_rechecks_total',
     help:
-      'Background re-checks of verified tokens with Keycloak: queued, skipped at the rate cap, ' +
-      'and run (active, inactive, failed).',
+      'Re-checks of verified tokens with Keycloak: queued, skipped at the rate cap, run ' +
+      '(active, inactive, failed), and late (the request was served before the answer).',
     labels: [{ name: 'event', values: RECHECK_EVENTS }],
     showZeros: true,
   });

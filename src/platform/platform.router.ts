@@ -9,6 +9,8 @@ import { organizationLifecycleRoutes } from './organization-lifecycle.router.ts'
 import { createOrganizationLifecycle } from './organization-lifecycle.service.ts';
 import type { OrganizationEvents } from './organization-events.ts';
 import { provisioningRoutes } from './provisioning.router.ts';
+import { signingKeysRoutes } from './signing-keys.router.ts';
+import type { SigningKeysService } from './signing-keys.service.ts';
 import { createProvisioningService } from './provisioning.service.ts';
 import { createTokenRefusal } from './token-refusal.ts';
 import { usersRoutes } from './users.router.ts';
@@ -22,6 +24,7 @@ export const platformRoutes = [
   ...provisioningRoutes,
   ...usersRoutes,
   ...organizationLifecycleRoutes,
+  ...signingKeysRoutes,
 ];
 
 /**
@@ -35,6 +38,7 @@ export function createPlatformRouter(deps: {
   audit: Audit;
   revocations: RevocationList;
   organizationEvents: Pick<OrganizationEvents, 'announce'>;
+  signingKeys: SigningKeysService;
   config: Pick<
     Config,
     | 'KEYCLOAK_ADMIN_USERNAME'
@@ -71,5 +75,6 @@ export function createPlatformRouter(deps: {
     mountRoutes(provisioningRoutes, provisioning, at),
     mountRoutes(usersRoutes, users, at),
     mountRoutes(organizationLifecycleRoutes, lifecycle, at),
+    mountRoutes(signingKeysRoutes, deps.signingKeys, at),
   );
 }

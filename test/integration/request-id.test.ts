@@ -35,8 +35,10 @@ describe('request ids end to end', () => {
       KEYCLOAK_URL: front.url,
       AUTOMATION_UPSTREAM_URL: upstream.url,
       LOGIN_MAX_FAILURES_PER_ADDRESS: '0',
-      // No background re-checks: each test sees only the calls its requests made.
+      // No background re-checks nor scheduled key-set fetches: each test sees only the calls
+      // its requests made.
       REVOCATION_CHECK_SECONDS: 'off',
+      KEY_SET_REFRESH_SECONDS: '3600',
     });
     org = await createOrganization(['ws1']);
     member = await createUser(org, { workspaceRoles: ['ws1'] });

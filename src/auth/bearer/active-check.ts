@@ -1,5 +1,4 @@
 import type { Logger } from 'pino';
-import { outsideRequest } from '../../edge/request-context.ts';
 import type { TokenClient } from '../../keycloak/token-client.ts';
 import type { AuthMetrics } from '../auth-metrics.ts';
 import { AuthFailure } from '../auth-failure.ts';
@@ -7,36 +6,44 @@ import type { Principal } from '../../tenancy/principal.ts';
 import type { RevocationList } from '../revocation.ts';
 
 export interface ActiveCheck {
-  /** Throws AuthFailure when Keycloak has said the token is no longer active. */
+  /**
+   * Throws AuthFailure when Keycloak has said the token is no longer active; when its re-check
+   * is due, asks Keycloak first and waits for the answer (up to the bound).
+   */
   ensureActive(token: string, principal: Principal): Promise<void>;
   /**
-   * The same answer without waiting: false when the token is known inactive, true when it may be
-   * served (a due re-check starts in the background), undefined when checks block (interval 0)
-   * and only `ensureActive` can tell.
+   * The same answer without a promise: false when the token is known inactive, true when it
+   * was checked within the interval, undefined when a re-check is due (or running): then only
+   * `ensureActive` can tell.
    */
   servable(token: string, principal: Principal): boolean | undefined;
 }
 
 /**
- * Background introspections per second and at once, per replica. Beyond either, a due check
- * waits for the token's next request: with many tokens the interval stretches rather than
- * the identity provider being flooded (each introspection costs Keycloak real CPU).
+ * Introspections per second and at once, per replica. Beyond either, a due check is skipped
+ * (the token served as verified) and tried by the token's next request: with many tokens the
+ * interval stretches rather than the identity provider being flooded (each introspection costs
+ * Keycloak real CPU). With an interval of 0 every request asks, so no cap applies.
  */
 const MAX_CHECKS_PER_SECOND = 50;
 const MAX_CHECKS_AT_ONCE = 8;
 
 /**
  * Catches revocations made outside the gateway (a user disabled, sessions deleted in the
- * console): each distinct token is introspected at most once per `intervalSeconds`, in the
- * background, so no request waits for Keycloak; a token found inactive is refused from then
- * on and its session revoked on every replica. `0` checks on every request, before answering
- * (as the platform being replaced did); `off` never checks. When Keycloak cannot be asked, the
- * locally verified token stays accepted: a Keycloak outage must not become an API outage.
+ * console): each distinct token is introspected at most once per `intervalSeconds` (`0`: on
+ * every request; `off`: never). The request that finds its token due waits for Keycloak's
+ * answer, up to `waitMs`: a token found inactive is refused on that very request, and from then
+ * on, its session revoked on every replica. Keycloak slower than `waitMs` (counted `late`) or
+ * unreachable (counted `failed`): the request is served on the local verification, as a
+ * Keycloak outage must not become an API outage; a late answer still applies when it comes.
+ * Concurrent requests of one due token share its one check.
  */
 export function createActiveCheck(options: {
   tokens: TokenClient;
   revocations: RevocationList;
   intervalSeconds: number | 'off';
+  /** How long the request that finds a re-check due waits for it; 0: not at all. */
+  waitMs: number;
   basicCacheSeconds: number;
   metrics: Pick<AuthMetrics, 'recheck'>;
   logger: Logger;
@@ -48,18 +55,20 @@ export function createActiveCheck(options: {
   // The verifier hands out one principal object per cached token, so the object itself keys
   // these: no hash of the token, and entries vanish with the verifier's cache.
   const checkedUntil = new WeakMap<Principal, number>();
+  const running = new WeakMap<Principal, Promise<boolean>>();
   const inactive = new WeakSet<Principal>();
-  let running = 0;
+  let runningCount = 0;
   let second = 0;
   let startedThisSecond = 0;
 
-  /** Whether another background check may start now (see the limits above). */
+  /** Whether another check may start now (see the limits above). */
   function mayStart(now: number): boolean {
+    if (intervalMs === 0) return true;
     if (now - second >= 1000) {
       second = now;
       startedThisSecond = 0;
     }
-    return running < MAX_CHECKS_AT_ONCE && startedThisSecond < MAX_CHECKS_PER_SECOND;
+    return runningCount < MAX_CHECKS_AT_ONCE && startedThisSecond < MAX_CHECKS_PER_SECOND;
   }
 
   /** Asks Keycloak; true when the token may be served. */
@@ -76,41 +85,71 @@ export function createActiveCheck(options: {
     }
     options.metrics.recheck('inactive');
     inactive.add(principal);
-    await options.revocations.revoke({
-      realm: principal.realm,
-      userId: principal.userId,
-      sessionIds: principal.sessionId ? [principal.sessionId] : [],
-      ttlSeconds: Math.max(principal.expiresAt - Math.floor(Date.now() / 1000), 1),
-      userTtlSeconds: Math.max(options.basicCacheSeconds, 1),
-    });
+    await options.revocations
+      .revoke({
+        realm: principal.realm,
+        userId: principal.userId,
+        sessionIds: principal.sessionId ? [principal.sessionId] : [],
+        ttlSeconds: Math.max(principal.expiresAt - Math.floor(Date.now() / 1000), 1),
+        userTtlSeconds: Math.max(options.basicCacheSeconds, 1),
+      })
+      .catch((err: unknown) => options.logger.error({ err }, 'revoking an inactive token failed'));
     return false;
+  }
+
+  /** Starts the token's check; undefined when the caps skip it (its next request tries again). */
+  function start(token: string, principal: Principal): Promise<boolean> | undefined {
+    const now = Date.now();
+    if (!mayStart(now)) {
+      options.metrics.recheck('skipped');
+      return undefined;
+    }
+    checkedUntil.set(principal, now + intervalMs);
+    runningCount++;
+    startedThisSecond++;
+    options.metrics.recheck('queued');
+    const answer = check(token, principal).finally(() => {
+      runningCount--;
+      running.delete(principal);
+    });
+    running.set(principal, answer);
+    return answer;
+  }
+
+  /** The answer, or true (served) when it takes longer than `waitMs`. */
+  async function within(answer: Promise<boolean>): Promise<boolean> {
+    if (options.waitMs === 0) return true;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => {
+        options.metrics.recheck('late');
+        resolve(true);
+      }, options.waitMs);
+    });
+    try {
+      return await Promise.race([answer, late]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   const refused = () => new AuthFailure('bearer', 'revoked', 'Token is no longer active.');
 
-  function servable(token: string, principal: Principal): boolean | undefined {
+  function servable(_token: string, principal: Principal): boolean | undefined {
     if (inactive.has(principal)) return false;
-    if (intervalMs === 0) return undefined;
-    const now = Date.now();
-    if ((checkedUntil.get(principal) ?? 0) > now) return true;
-    if (!mayStart(now)) {
-      options.metrics.recheck('skipped');
-      return true;
-    }
-    checkedUntil.set(principal, now + intervalMs);
-    running++;
-    startedThisSecond++;
-    options.metrics.recheck('queued');
-    // The request only starts it and does not wait: its Keycloak call carries no request id.
-    void outsideRequest(() => check(token, principal)).finally(() => running--);
-    return true;
+    if (running.has(principal)) return undefined;
+    return (checkedUntil.get(principal) ?? 0) > Date.now() ? true : undefined;
   }
 
   return {
     servable,
     async ensureActive(token, principal) {
-      if (servable(token, principal) === false) throw refused();
-      if (intervalMs === 0 && !(await check(token, principal))) throw refused();
+      const known = servable(token, principal);
+      if (known === false) throw refused();
+      if (known === true) return;
+      const answer = running.get(principal) ?? start(token, principal);
+      if (answer === undefined) return;
+      if (!(await within(answer))) throw refused();
     },
   };
 }

@@ -36,10 +36,18 @@ export interface BearerVerifier {
   verified(realm: string, token: string): Principal | undefined;
 }
 
+/** A verified token as remembered: whom it names, and the key that signed it. */
+interface Verified {
+  principal: Principal;
+  kid: string;
+}
+
 /**
  * Verifies access tokens locally against the realm's JWKS. A verified token is remembered,
  * keyed by its SHA-256 (never the token itself), until it expires, so a repeated token costs
- * one hash instead of a signature check.
+ * one hash and one lookup of its `kid` in the realm's current key set instead of a signature
+ * check; once the set no longer has that key (removed in Keycloak), the token is verified again,
+ * and refused.
  */
 export function createBearerVerifier(options: {
   jwks: JwksRegistry;
@@ -48,22 +56,25 @@ export function createBearerVerifier(options: {
   maxCachedTokens: number;
   metrics: Pick<AuthMetrics, 'cacheLookup'>;
 }): BearerVerifier {
-  const verified = new TtlLru<Principal>(options.maxCachedTokens);
+  const verified = new TtlLru<Verified>(options.maxCachedTokens);
   const issuerOf = (realm: string) => `${options.publicUrl}/auth/realms/${realm}`;
+  const stillSigned = (known: Verified) => options.jwks.publishes(known.principal.realm, known.kid);
 
   return {
     verified(realm, token) {
       const known = verified.get(hash('sha256', token, 'base64url'));
-      return known?.realm === realm ? known : undefined;
+      return known?.principal.realm === realm && stillSigned(known) ? known.principal : undefined;
     },
     async verify(realm, token) {
       const key = hash('sha256', token, 'base64url');
       const known = verified.get(key);
       options.metrics.cacheLookup('verified_token', known !== undefined);
       if (known) {
-        if (known.realm !== realm)
+        if (known.principal.realm !== realm)
           throw new AuthFailure('bearer', 'wrong_realm', 'Token was not issued for this realm.');
-        return known;
+        if (stillSigned(known)) return known.principal;
+        // Its key left the set held now (or the realm's set was dropped): verify it again.
+        verified.delete(key);
       }
       // Only verified tokens are remembered, so a token found above is well-formed.
       if (token.length > MAX_TOKEN_LENGTH || !TOKEN68.test(token)) {
@@ -79,9 +90,10 @@ export function createBearerVerifier(options: {
       if (unverified.iss !== issuerOf(realm)) {
         throw new AuthFailure('bearer', 'wrong_realm', 'Token was not issued for this realm.');
       }
-      const claims = await verifySignatureAndClaims(token, realm);
-      const principal = principalFromClaims(realm, claims, 'bearer');
-      verified.set(key, principal, principal.expiresAt * 1000);
+      const { claims, kid } = await verifySignatureAndClaims(token, realm);
+      // The same principal object as before a re-verification: its re-check state stays.
+      const principal = known?.principal ?? principalFromClaims(realm, claims, 'bearer');
+      verified.set(key, { principal, kid }, principal.expiresAt * 1000);
       return principal;
     },
   };
@@ -89,9 +101,9 @@ export function createBearerVerifier(options: {
   async function verifySignatureAndClaims(
     token: string,
     realm: string,
-  ): Promise<Record<string, unknown>> {
+  ): Promise<{ claims: Record<string, unknown>; kid: string }> {
     try {
-      const { payload } = await jwtVerify(token, options.jwks.keySetFor(realm), {
+      const { payload, protectedHeader } = await jwtVerify(token, options.jwks.keySetFor(realm), {
         issuer: issuerOf(realm),
         algorithms: ALLOWED_ALGORITHMS,
         clockTolerance: options.leewaySeconds,
@@ -105,7 +117,8 @@ export function createBearerVerifier(options: {
       if (Number(payload.iat) > Date.now() / 1000 + options.leewaySeconds) {
         throw new AuthFailure('bearer', 'bad_token', 'Token issued in the future.');
       }
-      return payload;
+      // The key set selects by `kid` and refuses a token without one, so it is there.
+      return { claims: payload, kid: String(protectedHeader.kid) };
     } catch (err) {
       throw translateJoseError(err);
     }

@@ -1,67 +1,219 @@
-import { createRemoteJWKSet, customFetch, type JWTVerifyGetKey } from 'jose';
+import { errors as joseErrors, type JWTVerifyGetKey } from 'jose';
+import type { Logger } from 'pino';
+import { outsideRequest } from '../../edge/request-context.ts';
 import type { KeycloakCalls } from '../../keycloak/keycloak-calls.ts';
-import { failureOf, unexpectedAnswer } from '../../keycloak/keycloak-failures.ts';
+import { failureOf } from '../../keycloak/keycloak-failures.ts';
 import { createLocalKeySetMemory, type KeySetMemory } from './key-set-memory.ts';
+import { refreshDelayMs, UNKNOWN_KID_GAP_MS } from './key-set-schedule.ts';
+import { readKeySet, tryReadKeySet } from './read-key-set.ts';
 
-/**
- * One remote key set per realm, fetched from Keycloak directly through the client layer (its
- * failures are the layer's 503/504/502; with several nodes it picks one, and retries on another
- * if that one cannot be reached: the URL given to jose only names the set). jose selects keys by
- * `kid` (and skips keys whose `use` is not `sig`), refetches on an unknown `kid` at most once per
- * cooldown, and merges concurrent refetches into one request.
- *
- * Each set Keycloak serves is kept in `memory`; when no Keycloak node can be reached (or none
- * answers in time), the fetch answers with the set kept last instead, so tokens signed with a
- * known key stay verifiable through an outage: after jose's cache age, and in a worker that
- * never fetched the realm's set itself (a worker's memory includes its siblings'). A bad answer
- * (e.g. no such realm) is never replaced by a kept set.
- */
-export function createJwksRegistry(options: { calls: KeycloakCalls; memory?: KeySetMemory }) {
-  const { calls, memory = createLocalKeySetMemory() } = options;
-  const keySets = new Map<string, JWTVerifyGetKey>();
-  return {
-    keySetFor(realm: string): JWTVerifyGetKey {
-      let keySet = keySets.get(realm);
-      if (!keySet) {
-        const path = `/realms/${encodeURIComponent(realm)}/protocol/openid-connect/certs`;
-        keySet = createRemoteJWKSet(new URL(`${calls.keycloakUrl}${path}`), {
-          // The layer enforces the timeout; jose's own would only race it.
-          timeoutDuration: calls.timeoutMs + 1000,
-          cooldownDuration: 10_000,
-          cacheMaxAge: 10 * 60_000,
-          [customFetch]: () => fetchKeySet(realm, path),
-        });
-        keySets.set(realm, keySet);
-      }
-      return keySet;
-    },
-  };
-
-  async function fetchKeySet(realm: string, path: string): Promise<Response> {
-    let body: string;
-    try {
-      body = await calls.exchange('jwks', path, undefined, checkedKeySet);
-      memory.remember(realm, body);
-    } catch (err) {
-      const kept = failureOf(err) === 'bad_answer' ? undefined : await memory.recall(realm);
-      if (kept === undefined) throw err;
-      body = kept;
-    }
-    return new Response(body, { status: 200, headers: { 'content-type': 'application/json' } });
-  }
+/** A realm's key set as last fetched, and the fetches around it. */
+interface RealmKeys {
+  /** jose's selection over the set (by `kid`, `use: sig` only); undefined before the first fetch. */
+  select?: JWTVerifyGetKey;
+  /** The `kid`s of the set's signature keys: what a remembered token's key is checked against. */
+  kids: ReadonlySet<string>;
+  /** When the last fetch started (ms), for the gap between fetches an unknown kid may cause. */
+  startedAt: number;
+  /** When the fetch whose set is held started (ms): this process's, or a sibling worker's. */
+  heldFrom: number;
+  running?: Promise<void>;
+  /** A fetch waiting for the gap to pass; every unknown kid that arrives meanwhile joins it. */
+  queued?: Promise<void>;
+  /** The last fetch's failure (cleared by the next good one): the last good set stays. */
+  failure?: Error;
+  /** Whether a token of the realm was verified or recognised since the last scheduled fetch. */
+  used: boolean;
+  idleSince: number;
+  timer?: ReturnType<typeof setTimeout>;
 }
 
-/** Keycloak's answer as a key set jose can read, or the failure it means. */
-function checkedKeySet(status: number, body: string): string {
-  if (status !== 200) throw unexpectedAnswer('key set', status);
-  let keys: unknown;
-  try {
-    keys = (JSON.parse(body) as { keys?: unknown } | null)?.keys;
-  } catch {
-    throw unexpectedAnswer('key set', status, 'not JSON');
+/** A realm whose tokens nobody showed for this long is forgotten (its next token fetches it). */
+const IDLE_MS = 10 * 60_000;
+
+/**
+ * The key set of each realm in use, fetched from Keycloak through the client layer (its
+ * failures are the layer's 503/504/502) and verified against locally with jose's
+ * `createLocalJWKSet`. What a removed key means, and how soon, is decided here:
+ *
+ * - each realm in use is fetched again every `refreshSeconds` (less a random part of up to a
+ *   fifth, so realms and workers spread out): a key Keycloak no longer publishes stops
+ *   verifying, remembered tokens included (`publishes`), within `refreshSeconds` plus a fetch;
+ * - a token whose `kid` is not in the set waits for a fetch that starts after it arrived (a
+ *   key just added), coalesced per realm and at most one per `UNKNOWN_KID_GAP_MS`: random kids
+ *   cost Keycloak one key-set fetch per realm and second at most;
+ * - `refresh(realm)` fetches now (a key provider changed, or an operator asked);
+ * - a failed fetch keeps the last good set: an outage refuses no valid token. A realm this
+ *   process never fetched falls back to `memory` (the set a sibling worker fetched last), only
+ *   when Keycloak cannot be reached or did not answer in time; a bad answer is never replaced.
+ */
+export function createJwksRegistry(options: {
+  calls: Pick<KeycloakCalls, 'exchange'>;
+  refreshSeconds: number;
+  memory?: KeySetMemory;
+  logger?: Logger;
+  now?: () => number;
+  random?: () => number;
+}) {
+  const { calls, memory = createLocalKeySetMemory(), logger } = options;
+  const now = options.now ?? Date.now;
+  const random = options.random ?? Math.random;
+  const realms = new Map<string, RealmKeys>();
+  let closed = false;
+  memory.onSiblingFetch?.((realm, body, startedAt) => adoptSiblings(realm, body, startedAt));
+
+  function stateOf(realm: string): RealmKeys {
+    let state = realms.get(realm);
+    if (!state) {
+      state = {
+        kids: new Set(),
+        startedAt: -Infinity,
+        heldFrom: -Infinity,
+        used: true,
+        idleSince: now(),
+      };
+      realms.set(realm, state);
+      schedule(realm, state);
+    }
+    return state;
   }
-  if (!Array.isArray(keys)) throw unexpectedAnswer('key set', status, 'no "keys"');
-  return body;
+
+  /**
+   * The next background fetch, `refreshDelayMs` after the start of the last fetch whose set this
+   * process holds (`from`); a realm idle for IDLE_MS is dropped instead.
+   */
+  function schedule(realm: string, state: RealmKeys, from = now()): void {
+    if (closed) return;
+    clearTimeout(state.timer);
+    // Created outside any request: the fetches it chains serve none (no request id on them).
+    state.timer = outsideRequest(() =>
+      setTimeout(
+        () => {
+          if (state.used) state.idleSince = now();
+          state.used = false;
+          if (now() - state.idleSince >= IDLE_MS) {
+            realms.delete(realm);
+            return;
+          }
+          void fetchAfter(realm, state, now()).finally(() =>
+            schedule(realm, state, state.startedAt),
+          );
+        },
+        refreshDelayMs(options.refreshSeconds, random) - (now() - from),
+      ),
+    );
+    state.timer.unref();
+  }
+
+  /**
+   * A set a sibling worker just fetched: adopted for a realm in use here, with this process's
+   * next fetch counted from that fetch's start, so the bound holds and the workers share one
+   * fetch per interval. Not while a fetch of this process's own is due to answer.
+   */
+  function adoptSiblings(realm: string, body: string, startedAt: number): void {
+    const state = realms.get(realm);
+    if (!state || state.running || state.queued || startedAt <= state.heldFrom) return;
+    const set = tryReadKeySet(body);
+    if (!set) return;
+    ({ select: state.select, kids: state.kids } = set);
+    state.heldFrom = startedAt;
+    state.failure = undefined;
+    schedule(realm, state, startedAt);
+  }
+
+  /** A fetch that starts at `arrival` or later: the running one if it did, else the next. */
+  function fetchAfter(realm: string, state: RealmKeys, arrival: number): Promise<void> {
+    if (state.running && state.startedAt >= arrival) return state.running;
+    state.queued ??= (async () => {
+      await state.running;
+      const gap = state.startedAt + UNKNOWN_KID_GAP_MS - now();
+      if (gap > 0) await new Promise((resolve) => setTimeout(resolve, gap));
+      state.queued = undefined;
+      return state.running ?? start(realm, state);
+    })();
+    return state.queued;
+  }
+
+  function start(realm: string, state: RealmKeys): Promise<void> {
+    state.startedAt = now();
+    state.running = fetchKeySet(realm, state).finally(() => (state.running = undefined));
+    return state.running;
+  }
+
+  /** Fetches and adopts the set; never rejects (the failure is kept in `state.failure`). */
+  async function fetchKeySet(realm: string, state: RealmKeys): Promise<void> {
+    const path = `/realms/${encodeURIComponent(realm)}/protocol/openid-connect/certs`;
+    try {
+      const set = await calls.exchange('jwks', path, undefined, readKeySet);
+      ({ select: state.select, kids: state.kids } = set);
+      state.heldFrom = state.startedAt;
+      memory.remember(realm, set.body, state.startedAt);
+      state.failure = undefined;
+    } catch (err) {
+      // The client layer rejects with its AppError (503/504/502).
+      state.failure = err instanceof Error ? err : new Error(String(err));
+      logger?.warn({ err, realm }, 'key set fetch failed; the last good set stays');
+      if (state.select || failureOf(err) === 'bad_answer') return;
+      const kept = await memory.recall(realm);
+      // Checked when it was kept; a set that no longer reads is no set.
+      const set = kept === undefined ? undefined : tryReadKeySet(kept);
+      if (set) ({ select: state.select, kids: state.kids } = set);
+    }
+  }
+
+  /** Which key verifies a token: the set's, once a fetch that started after it arrived is over. */
+  async function selectKey(realm: string, ...args: Parameters<JWTVerifyGetKey>) {
+    const arrival = now();
+    const state = stateOf(realm);
+    state.used = true;
+    const kid = args[0].kid;
+    if (typeof kid !== 'string') throw new joseErrors.JWKSNoMatchingKey();
+    if (!state.kids.has(kid)) {
+      await fetchAfter(realm, state, arrival);
+      if (!state.kids.has(kid) && state.failure !== undefined) throw state.failure;
+    }
+    if (!state.select) throw state.failure ?? new joseErrors.JWKSNoMatchingKey();
+    return state.select(...args);
+  }
+
+  return {
+    /** The key selection jose's `jwtVerify` takes for a token of `realm`. */
+    keySetFor(realm: string): JWTVerifyGetKey {
+      return (...args) => selectKey(realm, ...args);
+    },
+    /**
+     * Whether the set held now publishes `kid`, without a promise (the verified-token fast
+     * path): false makes the verifier verify the token again, which fetches when it must.
+     */
+    publishes(realm: string, kid: string): boolean {
+      const state = realms.get(realm);
+      if (!state) return false;
+      state.used = true;
+      return state.kids.has(kid);
+    },
+    /**
+     * Fetches the realm's key set now (within UNKNOWN_KID_GAP_MS of the last fetch); from its
+     * return on, only keys Keycloak publishes verify. Never rejects: a failed fetch keeps the
+     * last good set, and `failureOf(realm)` tells.
+     */
+    refresh(realm: string): Promise<void> {
+      return fetchAfter(realm, stateOf(realm), now());
+    },
+    /** The failure of the realm's last fetch, undefined when it succeeded. */
+    lastFailure(realm: string): Error | undefined {
+      return realms.get(realm)?.failure;
+    },
+    /** The `kid`s of the realm's signature keys, as last fetched. */
+    kidsOf(realm: string): string[] {
+      return [...(realms.get(realm)?.kids ?? [])];
+    },
+    /** Stops the background fetches. */
+    close(): void {
+      closed = true;
+      for (const state of realms.values()) clearTimeout(state.timer);
+      realms.clear();
+    },
+  };
 }
 
 export type JwksRegistry = ReturnType<typeof createJwksRegistry>;

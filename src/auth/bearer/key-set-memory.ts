@@ -7,10 +7,19 @@ import type { IpcPeer } from '../../cache/ipc-peer.ts';
  * Realms are bounded by what Keycloak serves: a key set is kept only after Keycloak served it.
  */
 export interface KeySetMemory {
-  /** Keeps `body`, the key set Keycloak just served for `realm` (JSON, already checked). */
-  remember(realm: string, body: string): void;
+  /**
+   * Keeps `body`, the key set Keycloak just served for `realm` (JSON, already checked) to a
+   * fetch that started at `startedAt` (epoch ms).
+   */
+  remember(realm: string, body: string, startedAt: number): void;
   /** The key set last kept for `realm`, if any. */
   recall(realm: string): Promise<string | undefined>;
+  /**
+   * Hands `listener` each key set a sibling worker fetched, as it comes (workers only): the
+   * registry adopts it and postpones its own next fetch, so the workers of one gateway fetch a
+   * realm's set about once per interval between them, not once each.
+   */
+  onSiblingFetch?(listener: (realm: string, body: string, startedAt: number) => void): void;
 }
 
 /** The memory of one process. */
@@ -24,15 +33,24 @@ export function createLocalKeySetMemory(): KeySetMemory {
 
 /**
  * The memory of a worker: its own, and the supervising process's, which every worker tells what
- * Keycloak served it. A worker that never fetched a realm's key set before Keycloak went down
- * then verifies that realm's tokens with the set a sibling fetched (served by ipc-hub.ts).
+ * Keycloak served it, and which relays it to the other workers. A worker that never fetched a
+ * realm's key set before Keycloak went down then verifies that realm's tokens with the set a
+ * sibling fetched (served by ipc-hub.ts).
  */
 export function createWorkerKeySetMemory(peer: IpcPeer): KeySetMemory {
   const own = createLocalKeySetMemory();
   return {
-    remember(realm, body) {
-      own.remember(realm, body);
-      peer.tell('keys.remember', realm, body);
+    remember(realm, body, startedAt) {
+      own.remember(realm, body, startedAt);
+      peer.tell('keys.remember', realm, body, startedAt);
+    },
+    onSiblingFetch(listener) {
+      // Only the supervising process sends it (ipc-hub.ts), relaying what Keycloak served a
+      // sibling: the same trust as a set this worker fetched. Never from Redis.
+      peer.serve('keys.fetched', (realm: string, body: string, startedAt: number) => {
+        own.remember(realm, body, startedAt);
+        listener(realm, body, startedAt);
+      });
     },
     async recall(realm) {
       return (

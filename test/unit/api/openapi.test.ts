@@ -49,6 +49,7 @@ const platformRouter = createPlatformRouter({
   audit,
   revocations: placeholder,
   organizationEvents: placeholder,
+  signingKeys: placeholder,
   config: {
     KEYCLOAK_ADMIN_USERNAME: 'admin',
     KEYCLOAK_CLIENT_SECRET: undefined,

@@ -59,6 +59,9 @@ describe('IPC hub between worker processes', () => {
     await peers[0]!.call('remember keys', 'acme', '{"keys":[]}');
     expect(await peers[1]!.call('recall keys', 'acme')).toBe('{"keys":[]}');
     expect(await peers[1]!.call('recall keys', 'other')).toBeNull();
+    // ... handed to it at once (it adopts the set instead of fetching it), not to the sender.
+    expect(await peers[1]!.call('fetched by siblings')).toEqual(['acme']);
+    expect(await peers[0]!.call('fetched by siblings')).toEqual([]);
   });
 
   it('keeps what a worker keeps for the others, by prefix', async () => {

@@ -367,6 +367,7 @@ describe('realmgate CLI against a stand-in API', () => {
       'lifetimes show',
       'lifetimes set',
       'realms protect',
+      'realms refresh-keys',
       'login',
       'token',
       'tokens list',

@@ -22,69 +22,177 @@ const principal: Principal = {
   expiresAt: T0 / 1000 + 3600,
 };
 
-/** Lets a check started in the background run to its end (its steps are promise callbacks). */
-const backgroundDone = () => new Promise((resolve) => setImmediate(resolve));
+interface ScriptedKeycloak {
+  active: boolean;
+  asked: number[];
+  hold: Promise<void> | undefined;
+  tokens: TokenClient;
+}
+
+/** A scripted Keycloak introspection: its answers, and when it was asked (ms after T0). */
+function scriptedKeycloak(): ScriptedKeycloak {
+  const keycloak: ScriptedKeycloak = {
+    active: true,
+    asked: [],
+    /** When set, each introspection waits for this promise before it answers. */
+    hold: undefined,
+    tokens: {
+      passwordGrant: () => Promise.reject(new Error('not used here')),
+      isActive: async () => {
+        keycloak.asked.push(Date.now() - T0);
+        await keycloak.hold;
+        return keycloak.active;
+      },
+    },
+  };
+  return keycloak;
+}
+
+/** Counts the re-check events. */
+function countedEvents() {
+  const events: string[] = [];
+  return { events, metrics: { recheck: (event: string) => void events.push(event) } };
+}
+
+async function activeCheckOf(
+  tokens: TokenClient,
+  metrics: { recheck(event: string): void },
+  waitMs = 1000,
+) {
+  const revocations = await createRevocationList({
+    keyPrefix: 'unit:',
+    metrics: metricsOff,
+    logger: pino({ level: 'silent' }),
+  });
+  const check = createActiveCheck({
+    tokens,
+    revocations,
+    intervalSeconds: 2,
+    waitMs,
+    basicCacheSeconds: 60,
+    metrics,
+    logger: pino({ level: 'silent' }),
+  });
+  return { check, revocations };
+}
+
+/** What a request gets: served, or refused (the AuthFailure of a token no longer active). */
+async function requestAt(
+  check: Awaited<ReturnType<typeof activeCheckOf>>['check'],
+  ms: number,
+): Promise<'served' | 'refused'> {
+  vi.setSystemTime(T0 + ms);
+  // The fast path first, as the admission's `peek` does; then the async path when it cannot tell.
+  const known = check.servable('token', principal);
+  if (known === true) return 'served';
+  if (known === false) return 'refused';
+  try {
+    await check.ensureActive('token', principal);
+    return 'served';
+  } catch (err) {
+    expect(err).toBeInstanceOf(AuthFailure);
+    return 'refused';
+  }
+}
 
 /**
- * REVOCATION_CHECK_SECONDS as a bound, on an injected clock (`Date` only; promises and I/O run
- * for real): how late a token Keycloak no longer holds active is refused does not depend on how
- * fast the machine is. Keycloak's answer is scripted; refresh-tokens.test.ts shows the same
- * refusal against the real Keycloak.
+ * REVOCATION_CHECK_SECONDS as a bound, on an injected clock (vitest's fake `Date` and timers;
+ * promises run for real): how late a token Keycloak no longer holds active is refused does not
+ * depend on how fast the machine is. Keycloak's answer is scripted; the integration tests
+ * (key-rotation.test.ts, refresh-tokens.test.ts) show the same refusal against the real Keycloak.
  */
-describe('the background re-check of a token (REVOCATION_CHECK_SECONDS=2)', () => {
+describe('the re-check of a token (REVOCATION_CHECK_SECONDS=2, REVOCATION_CHECK_WAIT_MS=1000)', () => {
   beforeEach(() => {
-    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.useFakeTimers({ toFake: ['Date', 'setTimeout', 'clearTimeout'] });
     vi.setSystemTime(T0);
   });
   afterEach(() => {
     vi.useRealTimers();
   });
 
-  it('asks Keycloak once per 2 s, and refuses the token from the answer on that says inactive', async () => {
-    let active = true;
-    /** When Keycloak was asked, in ms after T0. */
-    const asked: number[] = [];
-    const tokens: TokenClient = {
-      passwordGrant: () => Promise.reject(new Error('not used here')),
-      isActive: () => {
-        asked.push(Date.now() - T0);
-        return Promise.resolve(active);
-      },
-    };
-    const revocations = await createRevocationList({
-      keyPrefix: 'unit:',
-      metrics: metricsOff,
-      logger: pino({ level: 'silent' }),
-    });
-    const check = createActiveCheck({
-      tokens,
-      revocations,
-      intervalSeconds: 2,
-      basicCacheSeconds: 60,
-      metrics: metricsOff,
-      logger: pino({ level: 'silent' }),
-    });
-    const at = async (ms: number) => {
-      vi.setSystemTime(T0 + ms);
-      const servable = check.servable('token', principal);
-      await backgroundDone();
-      return servable;
-    };
+  it('asks Keycloak once per 2 s; the request that finds the check due waits and is refused', async () => {
+    const keycloak = scriptedKeycloak();
+    const { events, metrics } = countedEvents();
+    const { check, revocations } = await activeCheckOf(keycloak.tokens, metrics);
 
-    // The first request is served and starts a check; the next ones within 2 s ask nothing.
-    expect(await at(0)).toBe(true);
-    active = false;
-    expect(await at(1)).toBe(true);
-    expect(await at(1999)).toBe(true);
-    expect(asked).toEqual([0]);
-    // 2 s on, a request is still served (no request waits for Keycloak) and starts the check ...
-    expect(await at(2000)).toBe(true);
-    expect(asked).toEqual([0, 2000]);
-    // ... whose answer refuses the token from then on, on every replica (its session revoked),
-    // without asking again.
-    expect(await at(2001)).toBe(false);
-    await expect(check.ensureActive('token', principal)).rejects.toBeInstanceOf(AuthFailure);
+    // The first request waits for the first check; the next ones within 2 s ask nothing and
+    // need no promise.
+    expect(check.servable('token', principal)).toBeUndefined();
+    expect(await requestAt(check, 0)).toBe('served');
+    keycloak.active = false;
+    expect(check.servable('token', principal)).toBe(true);
+    expect(await requestAt(check, 1)).toBe('served');
+    expect(await requestAt(check, 1999)).toBe('served');
+    expect(keycloak.asked).toEqual([0]);
+    // 2 s on, the check is due: the fast path cannot tell, and the request itself is refused ...
+    vi.setSystemTime(T0 + 2000);
+    expect(check.servable('token', principal)).toBeUndefined();
+    expect(await requestAt(check, 2000)).toBe('refused');
+    expect(keycloak.asked).toEqual([0, 2000]);
+    // ... and every later one, on every replica (its session revoked), without asking again.
+    expect(await requestAt(check, 2001)).toBe('refused');
     expect(revocations.isSessionRevoked('s1')).toBe(true);
-    expect(asked).toEqual([0, 2000]);
+    expect(keycloak.asked).toEqual([0, 2000]);
+    expect(events).toEqual(['queued', 'active', 'queued', 'inactive']);
+  });
+
+  it('serves the request after 1 s when Keycloak is slower, counts it late, and applies the late answer', async () => {
+    const keycloak = scriptedKeycloak();
+    const { events, metrics } = countedEvents();
+    const { check } = await activeCheckOf(keycloak.tokens, metrics);
+    let answer!: () => void;
+    keycloak.hold = new Promise<void>((resolve) => (answer = resolve));
+    keycloak.active = false;
+
+    let outcome: string | undefined;
+    void requestAt(check, 0).then((result) => (outcome = result));
+    // A second request of the same token joins the check running: Keycloak is asked once.
+    let second: string | undefined;
+    void requestAt(check, 10).then((result) => (second = result));
+    await vi.advanceTimersByTimeAsync(999);
+    expect(outcome).toBeUndefined();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(outcome).toBe('served');
+    await vi.advanceTimersByTimeAsync(10);
+    expect(second).toBe('served');
+    expect(keycloak.asked).toEqual([0]);
+    expect(events).toEqual(['queued', 'late', 'late']);
+
+    // Keycloak's answer comes later: the token is refused from then on.
+    answer();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(await requestAt(check, 1100)).toBe('refused');
+    expect(events).toEqual(['queued', 'late', 'late', 'inactive']);
+  });
+
+  it('serves the request when Keycloak cannot be asked, counted failed, and asks again 2 s on', async () => {
+    const keycloak = scriptedKeycloak();
+    const { events, metrics } = countedEvents();
+    const { check } = await activeCheckOf(
+      {
+        ...keycloak.tokens,
+        isActive: (...args) => {
+          if (Date.now() - T0 < 2000) return Promise.reject(new Error('connect ECONNREFUSED'));
+          return keycloak.tokens.isActive(...args);
+        },
+      },
+      metrics,
+    );
+    keycloak.active = false;
+    expect(await requestAt(check, 0)).toBe('served');
+    expect(await requestAt(check, 1999)).toBe('served');
+    expect(await requestAt(check, 2000)).toBe('refused');
+    expect(events).toEqual(['queued', 'failed', 'queued', 'inactive']);
+  });
+
+  it('with REVOCATION_CHECK_WAIT_MS=0, checks in the background: the due request is served', async () => {
+    const keycloak = scriptedKeycloak();
+    const { events, metrics } = countedEvents();
+    const { check } = await activeCheckOf(keycloak.tokens, metrics, 0);
+    keycloak.active = false;
+    expect(await requestAt(check, 0)).toBe('served');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(await requestAt(check, 1)).toBe('refused');
+    expect(events).toEqual(['queued', 'inactive']);
   });
 });

@@ -1,0 +1,82 @@
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { createKeySetEvents } from '../../../../src/auth/bearer/key-set-events.ts';
+import type { ReplicaBus } from '../../../../src/cache/replica-bus.ts';
+
+/** One channel space shared by the buses it makes, as Redis' publish is (senders included). */
+function sharedChannels() {
+  const receivers: Array<{ channel: string; receive: (payload: string) => void }> = [];
+  return {
+    publish(channel: string, payload: string) {
+      for (const r of receivers) if (r.channel === channel) r.receive(payload);
+    },
+    busOf(replicaId: string, failing = false): ReplicaBus {
+      return {
+        replicaId,
+        keep: () => Promise.resolve(),
+        kept: () => Promise.resolve([]),
+        isReady: () => !failing,
+        subscribe: (channel, receive) => {
+          receivers.push({ channel, receive });
+          return Promise.resolve();
+        },
+        publish: (channel, payload) => {
+          if (failing) return Promise.reject(new Error('Redis is down'));
+          this.publish(channel, payload);
+          return Promise.resolve();
+        },
+        onCommandsBack: () => undefined,
+        onSubscriptionBack: () => undefined,
+        close: () => Promise.resolve(),
+      };
+    },
+  };
+}
+
+const logger = pino({ level: 'silent' });
+
+/** A replica's key-set events, and the realms its registry was told to refresh. */
+async function replicaOf(bus: ReplicaBus) {
+  const refreshed: string[] = [];
+  const events = await createKeySetEvents({
+    bus,
+    keyPrefix: 'unit:',
+    logger,
+    jwks: { refresh: (realm) => Promise.resolve(void refreshed.push(realm)) },
+  });
+  return { events, refreshed };
+}
+
+describe('a forced key-set refresh between replicas', () => {
+  it('refreshes here once and on every other replica, each time it is asked', async () => {
+    const channels = sharedChannels();
+    const a = await replicaOf(channels.busOf('a'));
+    const b = await replicaOf(channels.busOf('b'));
+    await a.events.refreshEverywhere('acme');
+    await a.events.refreshEverywhere('acme');
+    await b.events.refreshEverywhere('master');
+    expect(a.refreshed).toEqual(['acme', 'acme', 'master']);
+    expect(b.refreshed).toEqual(['acme', 'acme', 'master']);
+  });
+
+  it('ignores messages that are not its own kind (anyone with Redis access can publish)', async () => {
+    const channels = sharedChannels();
+    const a = await replicaOf(channels.busOf('a'));
+    for (const payload of [
+      'not json',
+      'null',
+      JSON.stringify({ realm: 'acme', from: 'x' }),
+      JSON.stringify({ realm: '../admin', from: 'x', id: '1' }),
+      JSON.stringify({ realm: 42, from: 'x', id: '1' }),
+    ]) {
+      channels.publish('unit:key-sets', payload);
+    }
+    expect(a.refreshed).toEqual([]);
+  });
+
+  it('still refreshes here when the bus does not take the message', async () => {
+    const a = await replicaOf(sharedChannels().busOf('a', true));
+    await a.events.refreshEverywhere('acme');
+    expect(a.refreshed).toEqual(['acme']);
+  });
+});
