@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { RequestListener, Server } from 'node:http';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
+import { apiDeclarations } from './api/api-routes.ts';
 import { createApiRouter } from './api/api.router.ts';
 import { createApp, type Listener } from './app.ts';
 import { createAdmission } from './auth/admission.ts';
@@ -25,6 +26,7 @@ import type { FallbackCache } from './cache/fallback-cache.ts';
 import type { Config } from './config/config.ts';
 import { createCanonicalHost } from './edge/canonical-host.ts';
 import { createEdge } from './edge/edge.ts';
+import { compileRoutes } from './edge/route.ts';
 import { createForwarding } from './edge/forwarding.ts';
 import { createAudit } from './http/audit.ts';
 import { checkDatabase, openDatabase, poolState } from './db/database.ts';
@@ -42,7 +44,7 @@ import { createRefreshTokensService } from './platform/refresh-tokens.service.ts
 import { createOrganizationDirectory } from './platform/organization-directory.ts';
 import { createOrganizationEvents } from './platform/organization-events.ts';
 import { createOrganizationsRepo } from './platform/organizations.repo.ts';
-import { createPlatformRouter } from './platform/platform.router.ts';
+import { createPlatformTables } from './platform/platform.router.ts';
 import { createWorkspacesRepo } from './platform/workspaces.repo.ts';
 import { closeServer, listen } from './server.ts';
 import { createMetrics, metricsOff } from './metrics/metrics.ts';
@@ -277,10 +279,9 @@ export async function startGateway(
     organizations,
     workspaces,
     operations: createOperationsRepo(db),
-    platformRouter: createPlatformRouter({
+    platformTables: createPlatformTables({
       adminSession,
       db,
-      audit,
       revocations,
       organizationEvents,
       config,
@@ -316,6 +317,8 @@ export async function startGateway(
         logger,
       })
     : undefined;
+  // The one reader of paths, compiled once from the route tables (the forwarded route's included).
+  const routes = compileRoutes(apiDeclarations(forwardRoute !== undefined));
   const consoleHost = createCanonicalHost({
     origin: config.ADMIN_PUBLIC_URL,
     forwarding,
@@ -325,6 +328,7 @@ export async function startGateway(
     createEdge({
       logger: logger.child(worker ? { listener, worker: worker.id } : { listener }),
       app: createApp(deps, listener),
+      routes,
       forwarded: forwardRoute,
       canonicalHost: listener === 'admin' ? consoleHost : undefined,
       metrics,
