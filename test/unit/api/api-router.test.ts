@@ -1,0 +1,177 @@
+import { request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { apiDeclarations, API_ROUTES } from '../../../src/api/api-routes.ts';
+import { createApiRouter } from '../../../src/api/api.router.ts';
+import type { Admission } from '../../../src/auth/admission.ts';
+import { createEdge } from '../../../src/edge/edge.ts';
+import { createForwarding } from '../../../src/edge/forwarding.ts';
+import { compileRoutes } from '../../../src/edge/route.ts';
+import { createErrorHandler, notFoundHandler } from '../../../src/envelope/error-handler.ts';
+import { AppError } from '../../../src/envelope/errors.ts';
+import { createAudit } from '../../../src/http/audit.ts';
+import { createLogger } from '../../../src/http/logger.ts';
+import type { ServedTable } from '../../../src/http/route-table.ts';
+import { metricsOff } from '../../../src/metrics/metrics.ts';
+import { platformRoutes } from '../../../src/platform/platform.router.ts';
+import { listen } from '../../../src/server.ts';
+import type { Principal } from '../../../src/tenancy/principal.ts';
+
+const principal: Principal = {
+  realm: 'acme',
+  userId: 'user-1',
+  username: 'alice',
+  realmRoles: [],
+  clientRoles: { 'acme-workspaces': ['ws1'] },
+  locale: undefined,
+  method: 'bearer',
+  sessionId: undefined,
+  issuedAt: 0,
+  expiresAt: Number.MAX_SAFE_INTEGER,
+};
+
+/** What answered each request: an entry's operationId, a service method, or the forwarder. */
+let served: string[] = [];
+/** Services whose every method records its name and answers an empty list. */
+const recording = new Proxy(
+  {},
+  { get: (_target, name) => () => (served.push(String(name)), Promise.resolve([])) },
+) as never;
+/** The platform's tables, each entry answering its own operationId (the services are not tested here). */
+const platformIds = new Set(platformRoutes.map((route) => route.operationId));
+const platformTables: ServedTable[] = [
+  {
+    routes: platformRoutes,
+    handlerOf: (route) => (_req, res) => {
+      served.push(route.operationId);
+      res.json({});
+    },
+  },
+];
+
+/**
+ * The edge, its reader compiled from the tables, and the `/api` router as the gateway wires
+ * them, with an admission that admits every route naming a realm (its own tests are elsewhere).
+ */
+async function startGateway(forwards: boolean): Promise<Server> {
+  const logger = createLogger('silent');
+  const admission: Admission = {
+    peek: (target) => (target.realm === undefined ? undefined : principal),
+    admit: (target) =>
+      target.refusal ? Promise.reject(new AppError(target.refusal)) : Promise.resolve(principal),
+  };
+  const api = createApiRouter({
+    admission,
+    forwarding: createForwarding(undefined),
+    audit: createAudit(logger, () => '127.0.0.1'),
+    refreshTokens: recording,
+    organizations: recording,
+    workspaces: recording,
+    operations: recording,
+    platformTables,
+    builtInOperations: !forwards,
+  });
+  const app = express();
+  app.use('/api', api);
+  app.use(notFoundHandler);
+  app.use(createErrorHandler(logger));
+  const edge = createEdge({
+    logger,
+    app,
+    routes: compileRoutes(apiDeclarations(forwards)),
+    forwarded: forwards
+      ? (_req, res) => {
+          served.push('forwarded');
+          res.end();
+        }
+      : undefined,
+    metrics: metricsOff,
+  });
+  return listen(edge, '127.0.0.1', 0, logger);
+}
+
+function send(server: Server, method: string, path: string, body?: string) {
+  const { port } = server.address() as AddressInfo;
+  served = [];
+  const headers =
+    body === undefined
+      ? {}
+      : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
+  return new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, method, path, headers }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+const exampleOf = (path: string) =>
+  path.replace(/\{([^}]+)\}/g, (_, name: string) => (name === 'workspace_id' ? 'ws1' : 'acme'));
+
+describe.each([false, true])('the /api dispatch, automation route forwarded: %s', (forwards) => {
+  let server: Server;
+  beforeAll(async () => {
+    server = await startGateway(forwards);
+  });
+  afterAll(async () => {
+    await new Promise((resolve) => server?.close(resolve));
+  });
+
+  it('hands every table entry, by its path, to its own handler and no other', async () => {
+    for (const route of API_ROUTES) {
+      const path = exampleOf(route.path);
+      const answer = await send(server, route.method.toUpperCase(), path, '{}');
+      const automation = route.path.includes('/ita/');
+      if (automation && forwards) {
+        expect(served, path).toEqual(['forwarded']);
+        continue;
+      }
+      expect(answer.status, `${route.method} ${path} ${answer.text}`).toBe(200);
+      expect(served, path).toHaveLength(1);
+      if (platformIds.has(route.operationId)) expect(served).toEqual([route.operationId]);
+    }
+  });
+
+  it('answers 404 once admitted where no entry serves the path or method', async () => {
+    for (const [method, path] of [
+      ['GET', '/api/platform'],
+      ['PUT', '/api/platform/organizations'],
+      ['GET', '/api/acme/platform/something'],
+      ['GET', '/api/acme/WORKSPACES/ws1/ita/menu/operation_list/filter/'],
+      ['POST', '/api/openapi.json'],
+    ] as const) {
+      const answer = await send(server, method, path);
+      expect(answer.status, `${method} ${path}`).toBe(404);
+      expect(answer.text).toContain('404-00000');
+      expect(served).toEqual([]);
+    }
+  });
+
+  it('refuses an id outside its alphabet before any handler', async () => {
+    const org = await send(server, 'GET', '/api/Acme/platform/workspaces');
+    expect([org.status, org.text.includes('404-00001')]).toEqual([404, true]);
+    expect(served).toEqual([]);
+    // (Forwarded, the forward route runs the admission: its own tests show the refusal there.)
+    if (forwards) return;
+    const ws = await send(
+      server,
+      'GET',
+      '/api/acme/workspaces/w%20s/ita/menu/operation_list/filter/',
+    );
+    expect([ws.status, ws.text.includes('404-00002')]).toEqual([404, true]);
+    expect(served).toEqual([]);
+  });
+
+  it('serves the document without credentials, and refuses a malformed body on an entry', async () => {
+    const document = await send(server, 'GET', '/api/openapi.json');
+    expect(document.status).toBe(200);
+    expect((JSON.parse(document.text) as { openapi: string }).openapi).toMatch(/^3\./);
+    const broken = await send(server, 'POST', '/api/platform/organizations', '{');
+    expect([broken.status, served]).toEqual([400, []]);
+  });
+});
