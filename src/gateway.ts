@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { RequestListener, Server } from 'node:http';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
+import { apiDeclarations } from './api/api-routes.ts';
 import { createApiRouter } from './api/api.router.ts';
 import { createApp, type Listener } from './app.ts';
 import { createAdmission } from './auth/admission.ts';
@@ -27,6 +28,7 @@ import type { FallbackCache } from './cache/fallback-cache.ts';
 import type { Config } from './config/config.ts';
 import { createCanonicalHost } from './edge/canonical-host.ts';
 import { createEdge } from './edge/edge.ts';
+import { compileRoutes } from './edge/route.ts';
 import { createForwarding } from './edge/forwarding.ts';
 import { createAudit } from './http/audit.ts';
 import { checkDatabase, openDatabase, poolState } from './db/database.ts';
@@ -44,7 +46,7 @@ import { createRefreshTokensService } from './platform/refresh-tokens.service.ts
 import { createOrganizationDirectory } from './platform/organization-directory.ts';
 import { createOrganizationEvents } from './platform/organization-events.ts';
 import { createOrganizationsRepo } from './platform/organizations.repo.ts';
-import { createPlatformRouter } from './platform/platform.router.ts';
+import { createPlatformTables } from './platform/platform.router.ts';
 import { createSigningKeysService } from './platform/signing-keys.service.ts';
 import { createWorkspacesRepo } from './platform/workspaces.repo.ts';
 import { closeServer, listen } from './server.ts';
@@ -299,10 +301,9 @@ export async function startGateway(
     organizations,
     workspaces,
     operations: createOperationsRepo(db),
-    platformRouter: createPlatformRouter({
+    platformTables: createPlatformTables({
       adminSession,
       db,
-      audit,
       revocations,
       organizationEvents,
       signingKeys: createSigningKeysService({ events: keySetEvents, jwks, organizations }),
@@ -340,6 +341,8 @@ export async function startGateway(
         logger,
       })
     : undefined;
+  // The one reader of paths, compiled once from the route tables (the forwarded route's included).
+  const routes = compileRoutes(apiDeclarations(forwardRoute !== undefined));
   const consoleHost = createCanonicalHost({
     origin: config.ADMIN_PUBLIC_URL,
     forwarding,
@@ -349,6 +352,7 @@ export async function startGateway(
     createEdge({
       logger: logger.child(worker ? { listener, worker: worker.id } : { listener }),
       app: createApp(deps, listener),
+      routes,
       forwarded: forwardRoute,
       canonicalHost: listener === 'admin' ? consoleHost : undefined,
       metrics,

@@ -2,11 +2,12 @@ import express, { Router, type RequestHandler } from 'express';
 import { admitApiRequests, type Admission } from '../auth/admission.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
 import { scopeOf } from '../edge/request-scope.ts';
-import type { RouteName } from '../edge/route.ts';
+import type { RouteDeclaration } from '../edge/route.ts';
 import type { Audit } from '../http/audit.ts';
 import type { OperationsRepo } from '../automation/operations.repo.ts';
 import { operationsRoutes } from '../automation/operations.router.ts';
-import { mountRoutes } from '../http/route-table.ts';
+import { serveTable, type ServedTable } from '../http/route-table.ts';
+import { OPENAPI_ROUTE } from './api-routes.ts';
 import { openApiDocument } from './openapi.ts';
 import { listingRoutes } from '../platform/listing.router.ts';
 import type { OrganizationsRepo } from '../platform/organizations.repo.ts';
@@ -22,54 +23,61 @@ export interface ApiDeps {
   organizations: OrganizationsRepo;
   workspaces: WorkspacesRepo;
   operations: OperationsRepo;
-  /** Administrators' provisioning routes under `/api/platform`. */
-  platformRouter: Router;
+  /** Administrators' routes under `/api/platform`, with their services (platform.router.ts). */
+  platformTables: ServedTable[];
   /** False when the automation route is forwarded (see automation/forward-route.ts). */
   builtInOperations: boolean;
 }
-
-/** Where the API is mounted (app.ts); the route tables' paths start with it. */
-export const API_PREFIX = '/api';
 
 /** JSON bodies of API calls are small; this bounds what a client can make us parse. */
 const MAX_JSON_BODY = '64kb';
 
 /**
- * Everything under `/api`: the admission (realm, credentials, workspace role; see
- * auth/admission.ts), then the one router of the route the edge read from the path
- * (edge/route.ts): no other router sees the request. (A forwarded automation route never gets
- * here: the edge hands it to the forward route, which runs the same admission.)
+ * Everything under `/api` that is not forwarded: the admission (realm, credentials, workspace
+ * role; see auth/admission.ts), then the handler of the table entry the edge matched
+ * (edge/route.ts): nothing here reads the path again. A path no entry serves is 404 once the
+ * caller is admitted. (A forwarded automation route never gets here: the edge hands it to the
+ * forward route, which runs the same admission.)
  */
 export function createApiRouter(deps: ApiDeps): Router {
   const json = express.json({ limit: MAX_JSON_BODY });
-  // Paths match as written, as the edge reads them (`/WORKSPACES/` is not `/workspaces/`).
-  const below = (prefix: string | string[], ...handlers: RequestHandler[]) =>
-    Router({ caseSensitive: true }).use(prefix, ...handlers);
-  // Each table's routes are mounted where the API is (`/api`), by their whole paths.
-  const at = { prefix: API_PREFIX, audit: deps.audit };
-  const listing = mountRoutes(listingRoutes, deps, at);
-  // A body is read (and refused when malformed) on every route but the automation route's own.
-  const routers: Record<RouteName, RequestHandler | undefined> = {
-    // The API's own description needs no credentials and names no realm.
-    openapi: (req, res, next) => {
-      if (req.method === 'GET' || req.method === 'HEAD') res.json(openApiDocument);
-      else next();
-    },
-    automation: deps.builtInOperations
-      ? below('/', mountRoutes(operationsRoutes, deps.operations, at), json)
-      : undefined,
-    organization_list: below('/', json, listing),
-    workspace_list: below('/', json, listing),
-    refresh_tokens: below('/', json, mountRoutes(refreshTokensRoutes, deps.refreshTokens, at)),
-    platform: below('/platform', json, deps.platformRouter),
-    none: json,
-    outside: undefined,
+  const handlers = new Map<RouteDeclaration, RequestHandler>();
+  const serve = (tables: ServedTable[], readsBody: boolean) => {
+    for (const table of tables) {
+      for (const route of table.routes) {
+        const handler = table.handlerOf(route, deps.audit);
+        handlers.set(
+          route,
+          readsBody
+            ? (req, res, next) =>
+                json(req, res, (err?: unknown) => (err ? next(err) : handler(req, res, next)))
+            : handler,
+        );
+      }
+    }
   };
-  return Router({ caseSensitive: true }).use(
+  // A body is read (and refused when malformed) on every route but the automation route's own.
+  serve(
+    [
+      serveTable(listingRoutes, deps),
+      serveTable(refreshTokensRoutes, deps.refreshTokens),
+      ...deps.platformTables,
+    ],
+    true,
+  );
+  if (deps.builtInOperations) serve([serveTable(operationsRoutes, deps.operations)], false);
+  // The API's own description needs no credentials and names no realm.
+  handlers.set(OPENAPI_ROUTE, (_req, res) => {
+    res.json(openApiDocument);
+  });
+  return Router().use(
     admitApiRequests(deps.admission, (req) => deps.forwarding.clientAddress(req)),
     (req, res, next) => {
-      const router = routers[scopeOf(req).route.name];
-      if (router) router(req, res, next);
+      const { entry, realm } = scopeOf(req).route;
+      const handler = entry && handlers.get(entry);
+      if (handler) handler(req, res, next);
+      // No entry: 404, after the body of an admitted request is read as on every route.
+      else if (realm !== undefined) json(req, res, next);
       else next();
     },
   );

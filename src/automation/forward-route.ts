@@ -4,12 +4,24 @@ import type { EdgeRoute } from '../edge/edge.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
 import { inRequest } from '../edge/request-context.ts';
 import { admitted } from '../edge/request-scope.ts';
+import type { RouteDeclaration } from '../edge/route.ts';
 import { sendError } from '../envelope/error-handler.ts';
 import type { Forwarder } from './forwarder.ts';
 
 /**
+ * The forwarded automation route's entry: `/api/<org>/workspaces/<ws>/ita` and every path below
+ * it, any method (the route production traffic takes), when `AUTOMATION_UPSTREAM_URL` is set.
+ */
+export const FORWARDED_ROUTE: RouteDeclaration = {
+  method: 'get',
+  path: '/api/{organization_id}/workspaces/{workspace_id}/ita',
+  metricsClass: 'forwarded',
+  forwarded: true,
+};
+
+/**
  * Serves the forwarded automation route (`/api/<org>/workspaces/<ws>/ita` and below, the route
- * production traffic takes; see edge/route.ts) on the HTTP server, before express (express and
+ * production traffic takes; FORWARDED_ROUTE) on the HTTP server, before express (express and
  * its router cost more than the rest of the request together): the `/api` admission, then the
  * forwarder, which sends the path the admission read. A principal the admission already knows
  * is served without a promise; anything else, every refusal included, takes `admit`.

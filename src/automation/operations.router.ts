@@ -1,11 +1,10 @@
 import { z } from 'zod';
-import { principalOf, scopeOf } from '../edge/request-scope.ts';
 import { routeFor } from '../http/route-table.ts';
 import { organizationId, workspaceId } from '../tenancy/id-schemas.ts';
 import type { OperationsRepo } from './operations.repo.ts';
 import { operationRecord } from './operations.schemas.ts';
 
-const route = routeFor<OperationsRepo>();
+const route = routeFor<OperationsRepo>({ metricsClass: 'list' });
 
 /**
  * `GET /api/<org>/workspaces/<ws>/ita/menu/operation_list/filter/` (spec 4.4): every operation
@@ -27,7 +26,7 @@ export const operationsRoutes = [
       'organizationNotFound',
       'workspaceNotFound',
     ],
-    handler: (operations, _input, req) =>
-      operations.listByWorkspace(principalOf(req).realm, scopeOf(req).route.workspace ?? ''),
+    handler: (operations, { realm, params }) =>
+      operations.listByWorkspace(realm, String(params.workspace_id)),
   }),
 ];

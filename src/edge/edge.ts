@@ -10,7 +10,7 @@ import type { CanonicalHost } from './canonical-host.ts';
 import { inRequest } from './request-context.ts';
 import { enterScope, type RequestScope } from './request-scope.ts';
 import { parseRequestTarget } from './request-target.ts';
-import { readRoute, type RouteClass } from './route.ts';
+import type { RouteClass, RouteReader } from './route.ts';
 
 /** What the edge counts of each request. The metrics (metrics/metrics.ts) implement it. */
 export interface RequestMetrics {
@@ -30,13 +30,16 @@ export type EdgeRoute = (req: IncomingMessage, res: ServerResponse, scope: Reque
  * The first step of every request on either listener, before any routing: a request id, the
  * access log line and the request metrics, exactly one `Host` header (RFC 9112 3.2; none is
  * allowed in HTTP/1.0), and one canonical meaning of the path (see request-target.ts), read once
- * into the request's route (route.ts) and scope (request-scope.ts). Then the request goes to
- * `forwarded` when that is set and the route is the automation route, else to express. Whatever
+ * into the request's route by `routes` (route.ts, compiled from the route tables) and its scope
+ * (request-scope.ts). Then the request goes to `forwarded` when its entry is the forwarded one,
+ * else to express. Whatever
  * throws here is answered in the envelope; the process lives on.
  */
 export function createEdge(deps: {
   logger: Logger;
   app: RequestListener;
+  /** The route tables compiled (route.ts): the one reader of paths. */
+  routes: RouteReader;
   /** The forwarded automation route, when `AUTOMATION_UPSTREAM_URL` is set. */
   forwarded?: EdgeRoute;
   /** The admin listener's console pages answer only on its own address (canonical-host.ts). */
@@ -45,7 +48,7 @@ export function createEdge(deps: {
   /** When set, each request is a server span and everything below runs inside it. */
   tracing?: Tracing;
 }): RequestListener {
-  const { logger, app, forwarded, metrics, tracing } = deps;
+  const { logger, app, routes, forwarded, metrics, tracing } = deps;
   const listener = (req: IncomingMessage, res: ServerResponse, requestId = requestIdOf(req)) => {
     const started = performance.now();
     // Until the path is read, a request counts as 'other' (e.g. one refused for its Host).
@@ -74,10 +77,10 @@ export function createEdge(deps: {
         res.end();
         return;
       }
-      const route = readRoute(target.segments, req.method, forwarded !== undefined);
+      const route = routes(target.segments, req.method);
       routeClass = route.metricsClass;
       const scope: RequestScope = { requestId, target, route, principal: undefined };
-      if (forwarded && route.name === 'automation') {
+      if (forwarded && route.entry?.forwarded) {
         forwarded(req, res, scope);
         return;
       }

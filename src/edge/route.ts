@@ -1,4 +1,5 @@
 import { isOrganizationId, isWorkspaceId, MASTER_REALM } from '../tenancy/identifiers.ts';
+import { createSegmentTrie, templateSegments } from './route-trie.ts';
 
 /**
  * What kind of route a request took, as the `route` label of the request metrics: a closed
@@ -15,37 +16,42 @@ export const ROUTE_CLASSES = [
 
 export type RouteClass = (typeof ROUTE_CLASSES)[number];
 
-/** Which route serves a request, as its path (and for the lists, its method) decides. */
-export type RouteName =
-  /** Not under `/api`: express serves it (`/auth`, `/healthz`, `/readyz`, `/metrics`) or 404. */
-  | 'outside'
-  /** `/api/openapi.json`, the one `/api` path read without credentials. */
-  | 'openapi'
-  /** `/api/<org>/workspaces/<ws>/ita/...`: forwarded, or the built-in operation list. */
-  | 'automation'
-  /** `GET /api/platform/organizations`. */
-  | 'organization_list'
-  /** `GET /api/<org>/platform/workspaces`. */
-  | 'workspace_list'
-  /** `/api/platform/users/_current/refresh_tokens` and `/api/<org>/platform/...`, and below. */
-  | 'refresh_tokens'
-  /** Any other `/api/platform/<...>`: the administrators' routes. */
-  | 'platform'
-  /** Any other `/api/...`: no route serves it (404 once the caller is admitted). */
-  | 'none';
+export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
 /**
- * A request's path, read once by the edge: which route serves it, its metrics class, and whom it
- * concerns. The admission, the forwarded route, the metrics and the express mounting read this
- * and nothing else of the path.
+ * What the edge reads of an `/api` route table entry (http/route-table.ts adds its schemas and
+ * handler). How its realm is found follows from its path: `/api/platform/...` is realm master,
+ * `/api/{organization_id}/...` the organization's realm (`/api/{organization_id}/workspaces/
+ * {workspace_id}/...` also names the workspace whose role the caller needs).
+ */
+export interface RouteDeclaration {
+  /** Ignored when `forwarded`. */
+  readonly method: HttpMethod;
+  /** The whole path, OpenAPI style: `/api/platform/organizations/{organization_id}`. */
+  readonly path: string;
+  readonly metricsClass: RouteClass;
+  /** Forwarded to the automation upstream: this path and every path below it, any method. */
+  readonly forwarded?: boolean;
+  /** Read without credentials, naming no realm: `/api/<one segment>` only (the API document). */
+  readonly open?: boolean;
+}
+
+/**
+ * A request's path, read once by the edge: the table entry that serves it, its metrics class,
+ * and whom it concerns. The admission, the forwarded route, the metrics and the handlers read
+ * this and nothing else of the path.
  */
 export interface Route {
-  readonly name: RouteName;
+  /** The entry serving the path and method; undefined: none (404 once the caller is admitted). */
+  readonly entry: RouteDeclaration | undefined;
+  /** The entry's `{name}`s, as the path gives them (decoded). */
+  readonly params: Readonly<Record<string, string>>;
+  /** The entry's; `other` where no entry serves the path and method (`token`: see below). */
   readonly metricsClass: RouteClass;
   /**
    * The realm whose users may call it: `master` under `/api/platform`, `<org>` under
-   * `/api/<org>`. Undefined where no credentials are read (outside `/api`, the OpenAPI
-   * document) and where `refusal` is set.
+   * `/api/<org>`. Undefined where no credentials are read (outside `/api`, an open entry) and
+   * where `refusal` is set.
    */
   readonly realm: string | undefined;
   /** The organization named by `/api/<org>/...`; undefined under `/api/platform`. */
@@ -59,83 +65,95 @@ export interface Route {
   readonly refusal: 'organizationNotFound' | 'workspaceNotFound' | undefined;
 }
 
-const fixed = (name: RouteName, metricsClass: RouteClass, realm?: string): Route => ({
-  name,
+/** Reads a request's decoded path segments (request-target.ts) and method into its route. */
+export type RouteReader = (segments: readonly string[], method: string | undefined) => Route;
+
+const NO_PARAMS: Readonly<Record<string, string>> = Object.freeze({});
+const fixed = (metricsClass: RouteClass, realm?: string): Route => ({
+  entry: undefined,
+  params: NO_PARAMS,
   metricsClass,
   realm,
   organization: undefined,
   workspace: undefined,
   refusal: undefined,
 });
+// Routes without a table entry are values made once: reading them allocates nothing.
+const OUTSIDE = fixed('other');
+const TOKEN = fixed('token');
+const MASTER_NONE = fixed('other', MASTER_REALM);
 
-// The routes every organization shares are values made once: reading them allocates nothing.
-const OUTSIDE = fixed('outside', 'other');
-const TOKEN = fixed('outside', 'token');
-const OPENAPI = fixed('openapi', 'other');
-const PLATFORM = {
-  platform: fixed('platform', 'provisioning', MASTER_REALM),
-  organization_list: fixed('organization_list', 'list', MASTER_REALM),
-  refresh_tokens: fixed('refresh_tokens', 'refresh_tokens', MASTER_REALM),
-  none: fixed('none', 'other', MASTER_REALM),
-} as const;
-const NO_ORGANIZATION = {
-  ...fixed('none', 'other'),
-  refusal: 'organizationNotFound',
-} as const satisfies Route;
+/** The segment after `/api` that names realm master; any other names an organization. */
+const PLATFORM = 'platform';
 
 /**
- * Reads the path's decoded segments (see request-target.ts) the one way every part of the
- * gateway then follows. Segments are compared as written: `platform`, `workspaces`, `ita` in
- * lower case only, as express routes them, so `/api/<org>/WORKSPACES/<ws>/...` names neither a
- * workspace nor a route. One trailing slash changes nothing, as for express. `forwards`: the
- * automation route is forwarded (its metrics class is then `forwarded`, else `list`).
+ * Compiles the route tables' declarations into the one reader of paths, once at start. Segments
+ * are compared as written (`/api/<org>/WORKSPACES/...` names no route); one trailing slash
+ * changes nothing, as for express. Throws on a declaration whose path names no realm the way
+ * this file reads realms, or that another declaration already serves.
  */
-export function readRoute(
-  segments: readonly string[],
-  method: string | undefined,
-  forwards: boolean,
-): Route {
-  const first = segments[0];
-  if (first === 'auth') return isTokenEndpoint(segments) ? TOKEN : OUTSIDE;
-  if (first !== 'api') return OUTSIDE;
-  // Segments that count: a last empty one (a trailing slash) does not.
-  const n = segments[segments.length - 1] === '' ? segments.length - 1 : segments.length;
-  const reads = method === 'GET' || method === 'HEAD';
-  const org = segments[1] ?? '';
-  if (org === 'platform') {
-    if (isRefreshTokens(segments, 2, n)) return PLATFORM.refresh_tokens;
-    if (n === 3 && reads && segments[2] === 'organizations') return PLATFORM.organization_list;
-    return n >= 3 ? PLATFORM.platform : PLATFORM.none;
+export function compileRoutes(declarations: readonly RouteDeclaration[]): RouteReader {
+  const trie = createSegmentTrie<RouteDeclaration>();
+  const open = new Map<string, RouteDeclaration>();
+  for (const declaration of declarations) {
+    const segments = templateSegments(declaration.path);
+    if (declaration.open && segments.length === 2 && segments[0] === 'api') {
+      open.set(segments[1]!, declaration);
+    } else if (!namesRealm(segments)) {
+      throw new Error(`${declaration.path} is not below /api/platform or /api/{organization_id}`);
+    }
+    trie.add(
+      segments.slice(1),
+      declaration.forwarded ? undefined : declaration.method,
+      declaration,
+    );
   }
-  if (org === 'openapi.json' && n === 2) return OPENAPI;
-  const name = organizationRouteOf(segments, n, reads);
-  if (!isOrganizationId(org)) return name === 'none' ? NO_ORGANIZATION : refused(name, forwards);
-  const workspace = segments[2] === 'workspaces' && n > 3 ? segments[3] : undefined;
-  return {
-    name,
-    metricsClass: classOf(name, forwards),
-    realm: workspace === undefined || isWorkspaceId(workspace) ? org : undefined,
-    organization: org,
-    workspace,
-    refusal: workspace === undefined || isWorkspaceId(workspace) ? undefined : 'workspaceNotFound',
+
+  return (segments, method = '') => {
+    const first = segments[0];
+    if (first === 'auth') return isTokenEndpoint(segments) ? TOKEN : OUTSIDE;
+    if (first !== 'api') return OUTSIDE;
+    // Segments that count: a last empty one (a trailing slash) does not.
+    const n = segments[segments.length - 1] === '' ? segments.length - 1 : segments.length;
+    const params: Record<string, string> = {};
+    const entry = trie.find(segments, 1, n, method, params);
+    const metricsClass = entry?.metricsClass ?? 'other';
+    const second = segments[1] ?? '';
+    if (second === PLATFORM) {
+      if (!entry) return MASTER_NONE;
+      return { ...MASTER_NONE, entry, params, metricsClass };
+    }
+    if (n === 2 && open.has(second)) return { ...OUTSIDE, entry, metricsClass };
+    const organization = isOrganizationId(second) ? second : undefined;
+    const workspace = segments[2] === 'workspaces' && n > 3 ? segments[3] : undefined;
+    const refusal =
+      organization === undefined
+        ? 'organizationNotFound'
+        : workspace !== undefined && !isWorkspaceId(workspace)
+          ? 'workspaceNotFound'
+          : undefined;
+    return {
+      entry,
+      params,
+      metricsClass,
+      realm: refusal === undefined ? organization : undefined,
+      organization,
+      workspace: organization === undefined ? undefined : workspace,
+      refusal,
+    };
   };
 }
 
-/** The route of `/api/<org>/...`, whatever `<org>` is. */
-function organizationRouteOf(segments: readonly string[], n: number, reads: boolean): RouteName {
-  if (segments[2] === 'workspaces') return n >= 5 && segments[4] === 'ita' ? 'automation' : 'none';
-  if (segments[2] !== 'platform') return 'none';
-  if (isRefreshTokens(segments, 3, n)) return 'refresh_tokens';
-  return n === 4 && reads && segments[3] === 'workspaces' ? 'workspace_list' : 'none';
-}
-
-/** `users/_current/refresh_tokens` at `from`, with nothing or one id below. */
-function isRefreshTokens(segments: readonly string[], from: number, n: number): boolean {
+/**
+ * Whether a template reads the way `compileRoutes` reads realms: below `/api/platform`, or below
+ * `/api/{organization_id}` where a workspace, if any, is `/workspaces/{workspace_id}`.
+ */
+function namesRealm([api, second, third, fourth]: readonly string[]): boolean {
+  if (api !== 'api' || third === undefined) return false;
+  if (second === PLATFORM) return true;
   return (
-    (n === from + 3 || n === from + 4) &&
-    segments[from] === 'users' &&
-    segments[from + 1] === '_current' &&
-    segments[from + 2] === 'refresh_tokens'
+    second === '{organization_id}' &&
+    (third !== 'workspaces' || fourth === undefined || fourth === '{workspace_id}')
   );
 }
 
@@ -148,27 +166,4 @@ function isTokenEndpoint(segments: readonly string[]): boolean {
     segments[4] === 'openid-connect' &&
     segments[5] === 'token'
   );
-}
-
-function classOf(name: RouteName, forwards: boolean): RouteClass {
-  switch (name) {
-    case 'automation':
-      return forwards ? 'forwarded' : 'list';
-    case 'organization_list':
-    case 'workspace_list':
-      return 'list';
-    case 'refresh_tokens':
-      return 'refresh_tokens';
-    case 'platform':
-      return 'provisioning';
-    case 'outside':
-    case 'openapi':
-    case 'none':
-      return 'other';
-  }
-}
-
-/** A route under an organization id outside its alphabet: served by no one but the refusal. */
-function refused(name: RouteName, forwards: boolean): Route {
-  return { ...NO_ORGANIZATION, name, metricsClass: classOf(name, forwards) };
 }

@@ -93,7 +93,7 @@ function bounded(target: AuditEntry['target']): AuditEntry['target'] {
 }
 
 /** A string field of a JSON body as a target value, or nothing when it is not a string. */
-export function bodyField(req: Request, name: string): Record<string, string> {
-  const value = (req.body as Record<string, unknown> | undefined)?.[name];
+export function bodyField(body: unknown, name: string): Record<string, string> {
+  const value = (body as Record<string, unknown> | undefined)?.[name];
   return typeof value === 'string' ? { [name]: value } : {};
 }

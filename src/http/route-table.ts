@@ -1,10 +1,14 @@
-import { Router, type Request, type RequestHandler } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import type { z } from 'zod';
+import { principalOf, scopeOf } from '../edge/request-scope.ts';
+import type { RouteClass, RouteDeclaration } from '../edge/route.ts';
 import { success } from '../envelope/envelope.ts';
 import { AppError, type ErrorCode } from '../envelope/errors.ts';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
+import type { Principal } from '../tenancy/principal.ts';
 import type { Audit, AuditEntry } from './audit.ts';
 
-export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
+export type { HttpMethod } from '../edge/route.ts';
 
 /**
  * A path parameter: its schema, and the refusal when a value fails it. Without `invalid` the
@@ -16,26 +20,40 @@ export interface PathParam {
   invalid?: ErrorCode;
 }
 
-/** What a handler gets: the path ids, and the query and body parsed by their schemas. */
+/**
+ * What a handler gets, in one input: the caller the admission established, the realm the path
+ * names (its `{organization_id}`, else master: the master and organization variants of a route
+ * share their handler), the path's ids (checked by their schemas), and the query and body parsed
+ * by theirs.
+ */
 export interface RouteInput<Q = unknown, B = unknown> {
-  params: Record<string, string>;
+  principal: Principal;
+  realm: string;
+  params: Readonly<Record<string, string>>;
   query: Q;
   body: B;
 }
 
+/** What an audit target is made of: the path's realm and ids, and the body as it was sent. */
+export interface AuditInput {
+  realm: string;
+  params: Readonly<Record<string, string>>;
+  sent: unknown;
+}
+
 /**
- * One endpoint, declared once: express is mounted from it (mountRoutes) and the OpenAPI
- * operation is generated from it (api/openapi-routes.ts). `D` is what its handler needs.
+ * One endpoint, declared once: the edge matches requests with it (edge/route.ts), the API
+ * dispatches to its handler (routeHandler) and the OpenAPI operation is generated from it
+ * (api/openapi-routes.ts). `D` is what its handler needs.
  */
 export interface RouteSpec<
   D,
   Q extends z.ZodType = z.ZodType,
   B extends z.ZodType = z.ZodType,
   R extends z.ZodType = z.ZodType,
-> {
-  method: HttpMethod;
-  /** The whole path, OpenAPI style: `/api/platform/organizations/{organization_id}`. */
-  path: string;
+> extends Omit<RouteDeclaration, 'metricsClass' | 'forwarded' | 'open'> {
+  /** The table's (routeFor) unless the route says otherwise. */
+  metricsClass?: RouteClass;
   operationId: string;
   summary: string;
   description?: string;
@@ -55,42 +73,38 @@ export interface RouteSpec<
   /** Result codes beyond those of every authenticated call (and of a query or body). */
   errors?: ErrorCode[];
   /** Changes are audited (http/audit.ts); the target names things, never a secret. */
-  audit?: { action: string; target: (req: Request) => AuditEntry['target'] };
+  audit?: { action: string; target: (input: AuditInput) => AuditEntry['target'] };
   /** Answers the `data` of the success envelope. */
-  handler: (
-    deps: D,
-    input: RouteInput<z.output<Q>, z.output<B>>,
-    req: Request,
-  ) => Promise<z.input<R>>;
+  handler: (deps: D, input: RouteInput<z.output<Q>, z.output<B>>) => Promise<z.input<R>>;
 }
 
-/** A route of a table; the schemas' types live on in its handler only. */
-export type AnyRoute<D> = RouteSpec<D, z.ZodType, z.ZodType, z.ZodType>;
+/** A route of a table, as the edge and the document read it; its schemas' types live on in its handler only. */
+export type AnyRoute<D> = RouteSpec<D, z.ZodType, z.ZodType, z.ZodType> & RouteDeclaration;
 
 /**
- * The `route` of a table whose handlers need `D`: `const route = routeFor<Deps>()`. Each route
- * it declares has its handler's query, body and answer typed from its own schemas (inferred:
- * the handler must return what `data` describes).
+ * The `route` of a table whose handlers need `D`: `const route = routeFor<Deps>({ metricsClass })`.
+ * Each route it declares has its handler's query, body and answer typed from its own schemas
+ * (inferred: the handler must return what `data` describes).
  */
-export function routeFor<D>() {
+export function routeFor<D>(table: { metricsClass: RouteClass }) {
   return <
     Q extends z.ZodType = z.ZodNever,
     B extends z.ZodType = z.ZodNever,
     R extends z.ZodType = z.ZodNever,
   >(
     spec: RouteSpec<D, Q, B, R>,
-  ): AnyRoute<D> => spec;
+  ): AnyRoute<D> => {
+    const names = templateNames(spec.path);
+    if (names.join() !== Object.keys(spec.params ?? {}).join()) {
+      throw new Error(`${spec.method} ${spec.path}: params must name ${names.join(', ')}`);
+    }
+    return { ...spec, metricsClass: spec.metricsClass ?? table.metricsClass } as AnyRoute<D>;
+  };
 }
 
 /** The `{name}`s of an OpenAPI path, in order. */
 export function templateNames(path: string): string[] {
   return [...path.matchAll(/\{([^}]+)\}/g)].map((match) => String(match[1]));
-}
-
-/** The express path of an OpenAPI path below `prefix`: `{org}` becomes `:org`. */
-export function expressPath(path: string, prefix: string): string {
-  if (!path.startsWith(prefix)) throw new Error(`${path} is not below ${prefix}`);
-  return path.slice(prefix.length).replace(/\{([^}]+)\}/g, ':$1') || '/';
 }
 
 /** Validates a query or JSON body; the first few problems become the refusal's message. */
@@ -111,54 +125,67 @@ function parse(
   throw new AppError('badRequestBody', { message, data: null });
 }
 
-/** Refuses a path id its schema rejects: it names nothing, so no database or Keycloak call. */
-function checkParams(params: Record<string, PathParam>): RequestHandler {
-  return (req, _res, next) => {
-    for (const [name, { schema, invalid }] of Object.entries(params)) {
-      if (invalid && !schema.safeParse(req.params[name]).success) {
-        next(new AppError(invalid));
-        return;
-      }
-    }
-    next();
+/** The realm a path names: its organization, else master (`/api/platform/...`). */
+function realmOf(params: Readonly<Record<string, string>>): string {
+  return params.organization_id ?? MASTER_REALM;
+}
+
+/** A table with the dependencies of its handlers, ready to be served (api/api.router.ts). */
+export interface ServedTable {
+  routes: readonly AnyRoute<never>[];
+  handlerOf(route: AnyRoute<never>, audit: Audit): RequestHandler;
+}
+
+/** `routes` served with `deps`. */
+export function serveTable<D>(routes: readonly AnyRoute<D>[], deps: D): ServedTable {
+  return {
+    routes,
+    handlerOf: (route, audit) => routeHandler(route as AnyRoute<D>, deps, audit),
   };
 }
 
 /**
- * An express router of `routes`, whose paths all start with `prefix` (where the router is
- * mounted). Per route: its path ids are checked, then (audited when the route says so) the
- * query and body are parsed, the handler runs, and its result is answered in the envelope.
- * Paths match as written, as the edge reads them (edge/route.ts).
+ * The express handler of one route, for the request the edge matched to it (its scope carries
+ * the params) and the admission admitted: its path ids are checked, then (audited when the
+ * route says so) the query and body are parsed, the handler runs, and its result is answered
+ * in the envelope.
  */
-export function mountRoutes<D>(
-  routes: readonly AnyRoute<D>[],
-  deps: D,
-  options: { prefix: string; audit: Audit },
-): Router {
-  const router = Router({ caseSensitive: true });
-  for (const spec of routes) {
-    const names = templateNames(spec.path);
-    if (names.join() !== Object.keys(spec.params ?? {}).join()) {
-      throw new Error(`${spec.method} ${spec.path}: params must name ${names.join(', ')}`);
-    }
-    const answer = async (req: Request, res: Parameters<RequestHandler>[1]) => {
-      const input: RouteInput = {
-        params: req.params as Record<string, string>,
-        query:
-          spec.query &&
-          parse(spec.query, req.query, 'query', spec.queryRefusal ?? 'badRequestBody'),
-        body: spec.body && parse(spec.body, req.body, 'body', 'badRequestBody', false),
-      };
-      res.json(success(await spec.handler(deps, input, req)));
+export function routeHandler<D>(spec: AnyRoute<D>, deps: D, audit: Audit): RequestHandler {
+  const checks = Object.entries(spec.params ?? {}).filter(([, param]) => param.invalid);
+  const pathOf = (req: Request) => {
+    const params = scopeOf(req).route.params;
+    return { params, realm: realmOf(params) };
+  };
+  const answer = async (req: Request, res: Response) => {
+    const { params, realm } = pathOf(req);
+    const input: RouteInput = {
+      principal: principalOf(req),
+      realm,
+      params,
+      query:
+        spec.query && parse(spec.query, req.query, 'query', spec.queryRefusal ?? 'badRequestBody'),
+      body: spec.body && parse(spec.body, req.body, 'body', 'badRequestBody', false),
     };
-    const handler = spec.audit
-      ? options.audit.route(spec.audit.action, spec.audit.target, answer)
-      : answer;
-    router[spec.method](
-      expressPath(spec.path, options.prefix),
-      checkParams(spec.params ?? {}),
-      handler,
-    );
-  }
-  return router;
+    res.json(success(await spec.handler(deps, input)));
+  };
+  const audited = spec.audit;
+  const handler = audited
+    ? audit.route(
+        audited.action,
+        (req) => audited.target({ ...pathOf(req), sent: req.body }),
+        answer,
+      )
+    : answer;
+  return (req, res, next) => {
+    // A path id its schema rejects names nothing: refused before the audit, the database and Keycloak.
+    const { params } = scopeOf(req).route;
+    for (const [name, { schema, invalid }] of checks) {
+      if (!schema.safeParse(params[name]).success) {
+        next(new AppError(invalid!));
+        return;
+      }
+    }
+    // Express would catch a rejected handler; here the API's dispatch calls it (api.router.ts).
+    Promise.resolve(handler(req, res, next)).catch(next);
+  };
 }

@@ -1,13 +1,12 @@
 import { z } from 'zod';
 import { workspaceRolesOf } from '../auth/authorize.ts';
-import { principalOf } from '../edge/request-scope.ts';
 import { routeFor } from '../http/route-table.ts';
 import { organizationRecord, workspaceRecord } from './organizations.schemas.ts';
 import type { OrganizationsRepo } from './organizations.repo.ts';
 import { pathIds } from './path-ids.ts';
 import type { WorkspacesRepo } from './workspaces.repo.ts';
 
-const route = routeFor<ListingRepos>();
+const route = routeFor<ListingRepos>({ metricsClass: 'list' });
 
 export interface ListingRepos {
   organizations: OrganizationsRepo;
@@ -38,8 +37,7 @@ export const listingRoutes = [
     params: { organization_id: pathIds.callerOrganization },
     data: z.array(workspaceRecord),
     errors: ['organizationNotFound', 'organizationDisabled'],
-    handler: async (repos, _input, req) => {
-      const principal = principalOf(req);
+    handler: async (repos, { principal }) => {
       const allowed = new Set(workspaceRolesOf(principal));
       const all = await repos.workspaces.listByOrganization(principal.realm);
       return all.filter((workspace) => allowed.has(workspace.id));

@@ -1,13 +1,12 @@
-import type { Request } from 'express';
 import { z } from 'zod';
 import type { ErrorCode } from '../envelope/errors.ts';
-import { routeFor } from '../http/route-table.ts';
+import { routeFor, type RouteInput } from '../http/route-table.ts';
 import type { OrganizationLifecycle } from './organization-lifecycle.service.ts';
 import { organizationRecord, workspaceRecord } from './organizations.schemas.ts';
 import { pathIds } from './path-ids.ts';
 import { organizationId } from '../tenancy/id-schemas.ts';
 
-const route = routeFor<OrganizationLifecycle>();
+const route = routeFor<OrganizationLifecycle>({ metricsClass: 'provisioning' });
 
 /**
  * The administrators' read, suspend and delete calls for organizations and workspaces, under
@@ -15,8 +14,9 @@ const route = routeFor<OrganizationLifecycle>();
  * `GET /organizations` (the list) is the listing's (listing.router.ts).
  */
 const { organization_id, workspace_id } = pathIds;
-const org = (req: Request) => String(req.params.organization_id);
-const ws = (req: Request) => String(req.params.workspace_id);
+type Path = Pick<RouteInput, 'params'>;
+const org = ({ params }: Path) => String(params.organization_id);
+const ws = ({ params }: Path) => String(params.workspace_id);
 const ORG_ERRORS: ErrorCode[] = ['organizationNotFound'];
 
 /** `?confirm=<organization_id>`: anything else (absent, repeated, another id) is refused. */
@@ -35,9 +35,8 @@ const setEnabled = (verb: 'disable' | 'enable', summary: string, description: st
     params: { organization_id },
     data: organizationRecord,
     errors: ORG_ERRORS,
-    audit: { action: `organization.${verb}`, target: (req) => ({ organization: org(req) }) },
-    handler: (lifecycle, _input, req) =>
-      lifecycle.setOrganizationEnabled(org(req), verb === 'enable'),
+    audit: { action: `organization.${verb}`, target: (input) => ({ organization: org(input) }) },
+    handler: (lifecycle, input) => lifecycle.setOrganizationEnabled(org(input), verb === 'enable'),
   });
 
 export const organizationLifecycleRoutes = [
@@ -50,7 +49,7 @@ export const organizationLifecycleRoutes = [
     params: { organization_id },
     data: organizationRecord,
     errors: ORG_ERRORS,
-    handler: (lifecycle, _input, req) => lifecycle.getOrganization(org(req)),
+    handler: (lifecycle, input) => lifecycle.getOrganization(org(input)),
   }),
   route({
     method: 'delete',
@@ -67,8 +66,8 @@ export const organizationLifecycleRoutes = [
     queryRefusal: 'organizationDeleteUnconfirmed',
     data: organizationRecord,
     errors: [...ORG_ERRORS, 'organizationDeleteUnconfirmed'],
-    audit: { action: 'organization.delete', target: (req) => ({ organization: org(req) }) },
-    handler: (lifecycle, { query }, req) => lifecycle.deleteOrganization(org(req), query.confirm),
+    audit: { action: 'organization.delete', target: (input) => ({ organization: org(input) }) },
+    handler: (lifecycle, input) => lifecycle.deleteOrganization(org(input), input.query.confirm),
   }),
   setEnabled(
     'disable',
@@ -91,7 +90,7 @@ export const organizationLifecycleRoutes = [
     params: { organization_id },
     data: z.array(workspaceRecord),
     errors: ORG_ERRORS,
-    handler: (lifecycle, _input, req) => lifecycle.listWorkspaces(org(req)),
+    handler: (lifecycle, input) => lifecycle.listWorkspaces(org(input)),
   }),
   route({
     method: 'delete',
@@ -104,8 +103,8 @@ export const organizationLifecycleRoutes = [
     errors: [...ORG_ERRORS, 'workspaceNotFound'],
     audit: {
       action: 'workspace.delete',
-      target: (req) => ({ organization: org(req), workspace: ws(req) }),
+      target: (input) => ({ organization: org(input), workspace: ws(input) }),
     },
-    handler: (lifecycle, _input, req) => lifecycle.deleteWorkspace(org(req), ws(req)),
+    handler: (lifecycle, input) => lifecycle.deleteWorkspace(org(input), ws(input)),
   }),
 ];

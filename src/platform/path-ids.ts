@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ErrorCode } from '../envelope/errors.ts';
 import type { PathParam } from '../http/route-table.ts';
 import { organizationId, workspaceId } from '../tenancy/id-schemas.ts';
 
@@ -14,3 +15,49 @@ export const pathIds = {
   username: { schema: z.string().min(1).max(255) },
   refreshTokenId: { schema: z.string().meta({ description: 'Keycloak offline session id.' }) },
 } satisfies Record<string, PathParam>;
+
+/**
+ * Where the master and the organization variant of a route live: the path below which each is
+ * declared, the operationId's suffix, how it is named in a summary, and what the organization
+ * variant adds (its id, its refusals). A handler tells them apart by `RouteInput.realm`.
+ */
+export interface RealmVariant {
+  base: string;
+  suffix: 'Master' | 'Organization';
+  name: string;
+  params: Record<string, PathParam>;
+  errors: ErrorCode[];
+}
+
+const MASTER: RealmVariant = {
+  base: '/api/platform',
+  suffix: 'Master',
+  name: 'realm master',
+  params: {},
+  errors: [],
+};
+
+/** Administrators' routes on a realm: master's own, or an organization's (by its id). */
+export const administeredRealms: RealmVariant[] = [
+  MASTER,
+  {
+    base: '/api/platform/organizations/{organization_id}',
+    suffix: 'Organization',
+    name: "an organization's realm",
+    params: { organization_id: pathIds.organization_id },
+    errors: ['organizationNotFound'],
+  },
+];
+
+/** The caller's own routes, in the caller's realm. */
+export const callerRealms: RealmVariant[] = [
+  MASTER,
+  {
+    base: '/api/{organization_id}/platform',
+    suffix: 'Organization',
+    name: "an organization's realm",
+    params: { organization_id: pathIds.callerOrganization },
+    // An organization's own calls (`/api/<org>/...`) are also refused while it is disabled.
+    errors: ['organizationNotFound', 'organizationDisabled'],
+  },
+];

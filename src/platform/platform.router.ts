@@ -1,10 +1,8 @@
-import { Router } from 'express';
 import type { Knex } from 'knex';
 import type { RevocationList } from '../auth/revocation.ts';
 import type { Config } from '../config/config.ts';
-import type { Audit } from '../http/audit.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
-import { mountRoutes } from '../http/route-table.ts';
+import { serveTable, type ServedTable } from '../http/route-table.ts';
 import { organizationLifecycleRoutes } from './organization-lifecycle.router.ts';
 import { createOrganizationLifecycle } from './organization-lifecycle.service.ts';
 import type { OrganizationEvents } from './organization-events.ts';
@@ -16,10 +14,7 @@ import { createTokenRefusal } from './token-refusal.ts';
 import { usersRoutes } from './users.router.ts';
 import { createUsersService } from './users.service.ts';
 
-/** Where the platform router is mounted (api/api.router.ts). */
-export const PLATFORM_PREFIX = '/api/platform';
-
-/** The routes of the platform router, as declared (for the OpenAPI document). */
+/** The routes of the platform's tables, as declared (for the edge and the OpenAPI document). */
 export const platformRoutes = [
   ...provisioningRoutes,
   ...usersRoutes,
@@ -32,10 +27,9 @@ export const platformRoutes = [
  * master-realm users in): provisioning, the user lifecycle, and the organization and workspace
  * lifecycle, all through the bootstrap administrator's one admin session.
  */
-export function createPlatformRouter(deps: {
+export function createPlatformTables(deps: {
   adminSession: AdminSession;
   db: Knex;
-  audit: Audit;
   revocations: RevocationList;
   organizationEvents: Pick<OrganizationEvents, 'announce'>;
   signingKeys: SigningKeysService;
@@ -46,8 +40,8 @@ export function createPlatformRouter(deps: {
     | 'BASIC_CACHE_MAX_SECONDS'
     | 'TOKEN_CLOCK_LEEWAY_SECONDS'
   >;
-}): Router {
-  const { adminSession, db, audit, revocations, config } = deps;
+}): ServedTable[] {
+  const { adminSession, db, revocations, config } = deps;
   const tokenBounds = {
     basicCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
     leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
@@ -70,11 +64,10 @@ export function createPlatformRouter(deps: {
     announce: (change) => deps.organizationEvents.announce(change),
     refuseTokens: createTokenRefusal({ revocations, ...tokenBounds }),
   });
-  const at = { prefix: PLATFORM_PREFIX, audit };
-  return Router().use(
-    mountRoutes(provisioningRoutes, provisioning, at),
-    mountRoutes(usersRoutes, users, at),
-    mountRoutes(organizationLifecycleRoutes, lifecycle, at),
-    mountRoutes(signingKeysRoutes, deps.signingKeys, at),
-  );
+  return [
+    serveTable(provisioningRoutes, provisioning),
+    serveTable(usersRoutes, users),
+    serveTable(organizationLifecycleRoutes, lifecycle),
+    serveTable(signingKeysRoutes, deps.signingKeys),
+  ];
 }

@@ -1,12 +1,9 @@
-import type { Request } from 'express';
 import { z } from 'zod';
-import { principalOf } from '../edge/request-scope.ts';
 import type { ErrorCode } from '../envelope/errors.ts';
 import { bodyField } from '../http/audit.ts';
-import { routeFor } from '../http/route-table.ts';
+import { routeFor, type AuditInput } from '../http/route-table.ts';
 import { tokenLifetimesPatchSchema, tokenLifetimesSchema } from './realm-admin/token-lifetimes.ts';
-import { MASTER_REALM } from '../tenancy/identifiers.ts';
-import { pathIds } from './path-ids.ts';
+import { administeredRealms, pathIds, type RealmVariant } from './path-ids.ts';
 import {
   masterUserBody,
   operationBody,
@@ -20,7 +17,7 @@ import { organizationRecord, workspaceRecord } from './organizations.schemas.ts'
 import { realmProtection } from './realm-admin/brute-force.ts';
 import type { ProvisioningService } from './provisioning.service.ts';
 
-const route = routeFor<ProvisioningService>();
+const route = routeFor<ProvisioningService>({ metricsClass: 'provisioning' });
 
 /**
  * The administrators' provisioning API under `/api/platform` (the admission in front lets only
@@ -28,7 +25,7 @@ const route = routeFor<ProvisioningService>();
  * the service. Every change is audited; targets name things, never a password or secret.
  */
 const { organization_id, workspace_id } = pathIds;
-const org = (req: Request) => ({ organization: String(req.params.organization_id) });
+const org = ({ params }: AuditInput) => ({ organization: String(params.organization_id) });
 const ORG_ERRORS: ErrorCode[] = ['organizationNotFound'];
 const WS_ERRORS: ErrorCode[] = ['organizationNotFound', 'workspaceNotFound'];
 const USER_EXISTS_DESCRIPTION =
@@ -39,30 +36,20 @@ const LIFETIMES_DESCRIPTION =
   'Access token lifespan and client session limits of the API client, offline (refresh token) ' +
   'session limits of the realm, in seconds (spec 5.3).';
 
-/** Who to record as creator: the caller the admission in front of this router established. */
-const actorOf = (req: Request) => principalOf(req).username;
-
 /** The names of the lifetimes a PATCH body sets (its values are not secrets, but lines stay short). */
-function fieldsOf(req: Request): string[] {
-  const body: unknown = req.body;
-  return body && typeof body === 'object' ? Object.keys(body) : [];
+function fieldsOf(sent: unknown): string[] {
+  return sent && typeof sent === 'object' ? Object.keys(sent) : [];
 }
 
 /** The token lifetimes of realm master, or of an organization's realm. */
-function lifetimes(kind: 'platform' | 'organization') {
-  const isMaster = kind === 'platform';
-  const suffix = isMaster ? 'Master' : 'Organization';
-  const of = isMaster ? 'realm master' : "an organization's realm";
-  const path = isMaster
-    ? '/api/platform/token-lifetimes'
-    : '/api/platform/organizations/{organization_id}/token-lifetimes';
-  const realmOf = (req: Request) => (isMaster ? MASTER_REALM : String(req.params.organization_id));
+function lifetimes({ base, suffix, name: of, params, errors }: RealmVariant) {
   const common = {
-    path,
+    path: `${base}/token-lifetimes`,
     tags: ['tokens'],
     description: LIFETIMES_DESCRIPTION,
     data: tokenLifetimesSchema,
-    ...(!isMaster && { params: { organization_id }, errors: ORG_ERRORS }),
+    params,
+    errors,
   };
   return [
     route({
@@ -70,7 +57,7 @@ function lifetimes(kind: 'platform' | 'organization') {
       operationId: `getTokenLifetimes${suffix}`,
       summary: `Token lifetimes of ${of}`,
       ...common,
-      handler: (service, _input, req) => service.getTokenLifetimes(realmOf(req)),
+      handler: (service, { realm }) => service.getTokenLifetimes(realm),
     }),
     route({
       method: 'patch',
@@ -80,9 +67,9 @@ function lifetimes(kind: 'platform' | 'organization') {
       body: tokenLifetimesPatchSchema,
       audit: {
         action: 'token_lifetimes.change',
-        target: (req) => ({ realm: realmOf(req), fields: fieldsOf(req) }),
+        target: ({ realm, sent }) => ({ realm, fields: fieldsOf(sent) }),
       },
-      handler: (service, { body }, req) => service.setTokenLifetimes(realmOf(req), body),
+      handler: (service, { realm, body }) => service.setTokenLifetimes(realm, body),
     }),
   ];
 }
@@ -96,7 +83,7 @@ export const provisioningRoutes = [
     tags: ['platform'],
     body: organizationBody,
     data: organizationRecord,
-    audit: { action: 'organization.create', target: (req) => bodyField(req, 'id') },
+    audit: { action: 'organization.create', target: ({ sent }) => bodyField(sent, 'id') },
     handler: (service, { body }) => service.createOrganization(body),
   }),
   route({
@@ -111,10 +98,11 @@ export const provisioningRoutes = [
     errors: ORG_ERRORS,
     audit: {
       action: 'workspace.create',
-      target: (req) => ({ ...org(req), ...bodyField(req, 'id') }),
+      target: (input) => ({ ...org(input), ...bodyField(input.sent, 'id') }),
     },
-    handler: (service, { params, body }, req) =>
-      service.createWorkspace(String(params.organization_id), body, actorOf(req)),
+    // The creator recorded is the caller the admission established.
+    handler: (service, { realm, body, principal }) =>
+      service.createWorkspace(realm, body, principal.username),
   }),
   route({
     method: 'post',
@@ -128,10 +116,10 @@ export const provisioningRoutes = [
     errors: ['userExists'],
     audit: {
       action: 'user.create',
-      target: (req) => ({ realm: MASTER_REALM, ...bodyField(req, 'username') }),
+      target: ({ realm, sent }) => ({ realm, ...bodyField(sent, 'username') }),
     },
-    handler: (service, { body: { otp_secret, ...body } }) =>
-      service.createUser(MASTER_REALM, { ...body, otpSecret: otp_secret }),
+    handler: (service, { realm, body: { otp_secret, ...body } }) =>
+      service.createUser(realm, { ...body, otpSecret: otp_secret }),
   }),
   route({
     method: 'post',
@@ -146,13 +134,10 @@ export const provisioningRoutes = [
     errors: [...ORG_ERRORS, 'userExists'],
     audit: {
       action: 'user.create',
-      target: (req) => ({
-        realm: String(req.params.organization_id),
-        ...bodyField(req, 'username'),
-      }),
+      target: ({ realm, sent }) => ({ realm, ...bodyField(sent, 'username') }),
     },
-    handler: (service, { params, body: { otp_secret, ...body } }) =>
-      service.createUser(String(params.organization_id), { ...body, otpSecret: otp_secret }),
+    handler: (service, { realm, body: { otp_secret, ...body } }) =>
+      service.createUser(realm, { ...body, otpSecret: otp_secret }),
   }),
   route({
     method: 'post',
@@ -166,18 +151,12 @@ export const provisioningRoutes = [
     errors: WS_ERRORS,
     audit: {
       action: 'operation.create',
-      target: (req) => ({ ...org(req), workspace: String(req.params.workspace_id) }),
+      target: (input) => ({ ...org(input), workspace: String(input.params.workspace_id) }),
     },
-    handler: (service, { params, body }, req) =>
-      service.addOperation(
-        String(params.organization_id),
-        String(params.workspace_id),
-        body,
-        actorOf(req),
-      ),
+    handler: (service, { realm, params, body, principal }) =>
+      service.addOperation(realm, String(params.workspace_id), body, principal.username),
   }),
-  ...lifetimes('platform'),
-  ...lifetimes('organization'),
+  ...administeredRealms.flatMap(lifetimes),
   route({
     method: 'post',
     path: '/api/platform/brute-force-detection',

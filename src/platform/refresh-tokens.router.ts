@@ -1,12 +1,11 @@
 import { z } from 'zod';
-import { principalOf } from '../edge/request-scope.ts';
 import type { ErrorCode } from '../envelope/errors.ts';
-import { routeFor, type AnyRoute, type PathParam } from '../http/route-table.ts';
-import { pathIds } from './path-ids.ts';
+import { routeFor, type AnyRoute } from '../http/route-table.ts';
+import { callerRealms, pathIds, type RealmVariant } from './path-ids.ts';
 import { refreshTokenRecord } from './refresh-tokens.schemas.ts';
 import type { RefreshTokensService } from './refresh-tokens.service.ts';
 
-const route = routeFor<RefreshTokensService>();
+const route = routeFor<RefreshTokensService>({ metricsClass: 'refresh_tokens' });
 
 /**
  * The caller's refresh tokens (spec 4.5, 4.6), for administrators
@@ -20,17 +19,9 @@ const TOKEN_ERRORS: ErrorCode[] = [
   'realmUnreadable',
 ];
 
-function realmRoutes(kind: 'platform' | 'organization'): AnyRoute<RefreshTokensService>[] {
-  const isMaster = kind === 'platform';
-  const suffix = isMaster ? 'Master' : 'Organization';
-  const base = isMaster
-    ? '/api/platform/users/_current/refresh_tokens'
-    : '/api/{organization_id}/platform/users/_current/refresh_tokens';
-  const scope: Record<string, PathParam> = isMaster
-    ? {}
-    : { organization_id: pathIds.callerOrganization };
-  // An organization's own calls (`/api/<org>/...`) are also refused while it is disabled.
-  const orgErrors: ErrorCode[] = isMaster ? [] : ['organizationNotFound', 'organizationDisabled'];
+function realmRoutes(variant: RealmVariant): AnyRoute<RefreshTokensService>[] {
+  const { suffix, params: scope, errors: orgErrors } = variant;
+  const base = `${variant.base}/users/_current/refresh_tokens`;
   const common = { tags: ['tokens'], params: scope };
   const errors = [...orgErrors, ...TOKEN_ERRORS];
   return [
@@ -42,7 +33,7 @@ function realmRoutes(kind: 'platform' | 'organization'): AnyRoute<RefreshTokensS
       ...common,
       data: z.array(refreshTokenRecord),
       errors,
-      handler: (service, _input, req) => service.list(principalOf(req)),
+      handler: (service, { principal }) => service.list(principal),
     }),
     route({
       method: 'delete',
@@ -53,8 +44,8 @@ function realmRoutes(kind: 'platform' | 'organization'): AnyRoute<RefreshTokensS
       data: z.null(),
       errors: [...errors, 'revokeFailed'],
       audit: { action: 'refresh_tokens.revoke_all', target: () => ({}) },
-      handler: async (service, _input, req) => {
-        await service.revokeAll(principalOf(req));
+      handler: async (service, { principal }) => {
+        await service.revokeAll(principal);
         return null;
       },
     }),
@@ -69,14 +60,14 @@ function realmRoutes(kind: 'platform' | 'organization'): AnyRoute<RefreshTokensS
       errors: [...errors, 'refreshTokenNotFound', 'revokeFailed'],
       audit: {
         action: 'refresh_tokens.revoke',
-        target: (req) => ({ session: String(req.params.id) }),
+        target: ({ params }) => ({ session: String(params.id) }),
       },
-      handler: async (service, _input, req) => {
-        await service.revokeOne(principalOf(req), String(req.params.id));
+      handler: async (service, { principal, params }) => {
+        await service.revokeOne(principal, String(params.id));
         return null;
       },
     }),
   ];
 }
 
-export const refreshTokensRoutes = [...realmRoutes('platform'), ...realmRoutes('organization')];
+export const refreshTokensRoutes = callerRealms.flatMap(realmRoutes);

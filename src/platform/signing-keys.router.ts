@@ -1,12 +1,10 @@
-import type { Request } from 'express';
 import { z } from 'zod';
 import { routeFor } from '../http/route-table.ts';
-import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import { realmName } from '../tenancy/id-schemas.ts';
-import { pathIds } from './path-ids.ts';
+import { administeredRealms, type RealmVariant } from './path-ids.ts';
 import type { SigningKeysService } from './signing-keys.service.ts';
 
-const route = routeFor<SigningKeysService>();
+const route = routeFor<SigningKeysService>({ metricsClass: 'provisioning' });
 
 const signingKeySet = z
   .object({
@@ -25,27 +23,21 @@ const DESCRIPTION =
   'others fetch as the message reaches them. Keycloak unreachable: 503, the last good set stays.';
 
 /** `POST .../signing-keys/refresh` of realm master, or of an organization's realm. */
-function refresh(realm: 'master' | 'organization') {
-  const isMaster = realm === 'master';
-  const realmOf = (req: Request) => (isMaster ? MASTER_REALM : String(req.params.organization_id));
+function refresh(variant: RealmVariant) {
   return route({
     method: 'post',
-    path: isMaster
-      ? '/api/platform/signing-keys/refresh'
-      : '/api/platform/organizations/{organization_id}/signing-keys/refresh',
-    operationId: isMaster ? 'refreshSigningKeysMaster' : 'refreshSigningKeysOrganization',
-    summary: `Refresh the signing keys of ${isMaster ? 'realm master' : "an organization's realm"}`,
+    path: `${variant.base}/signing-keys/refresh`,
+    operationId: `refreshSigningKeys${variant.suffix}`,
+    summary: `Refresh the signing keys of ${variant.name}`,
     description: DESCRIPTION,
     tags: ['tokens'],
-    ...(!isMaster && {
-      params: { organization_id: pathIds.organization_id },
-      errors: ['organizationNotFound' as const],
-    }),
+    params: variant.params,
+    errors: variant.errors,
     data: signingKeySet,
-    audit: { action: 'signing_keys.refresh', target: (req) => ({ realm: realmOf(req) }) },
-    handler: (service, _input, req) => service.refreshSigningKeys(realmOf(req)),
+    audit: { action: 'signing_keys.refresh', target: ({ realm }) => ({ realm }) },
+    handler: (service, { realm }) => service.refreshSigningKeys(realm),
   });
 }
 
 /** The operators' forced key-set refresh (see auth/bearer/jwks.ts for the schedule it overtakes). */
-export const signingKeysRoutes = [refresh('master'), refresh('organization')];
+export const signingKeysRoutes = administeredRealms.map(refresh);

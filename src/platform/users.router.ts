@@ -1,14 +1,11 @@
-import type { Request } from 'express';
 import { z } from 'zod';
 import type { ErrorCode } from '../envelope/errors.ts';
-import { routeFor, type AnyRoute, type PathParam } from '../http/route-table.ts';
-import { principalOf } from '../edge/request-scope.ts';
-import { MASTER_REALM } from '../tenancy/identifiers.ts';
-import { pathIds } from './path-ids.ts';
+import { routeFor, type AnyRoute, type AuditInput } from '../http/route-table.ts';
+import { administeredRealms, pathIds, type RealmVariant } from './path-ids.ts';
 import { passwordBody, userListQuery, userRecord } from './users.schemas.ts';
 import type { UsersService } from './users.service.ts';
 
-const route = routeFor<UsersService>();
+const route = routeFor<UsersService>({ metricsClass: 'provisioning' });
 
 /**
  * The user lifecycle (list, get, disable, enable, delete, password, workspace roles) under
@@ -17,10 +14,10 @@ const route = routeFor<UsersService>();
  * audited, its target naming the realm and user, never a password.
  */
 const { organization_id, workspace_id, username } = pathIds;
-const realmOf = (req: Request) =>
-  req.params.organization_id === undefined ? MASTER_REALM : String(req.params.organization_id);
-const usernameOf = (req: Request) => String(req.params.username);
-const target = (req: Request) => ({ realm: realmOf(req), username: usernameOf(req) });
+const target = ({ realm, params }: Pick<AuditInput, 'realm' | 'params'>) => ({
+  realm,
+  username: String(params.username),
+});
 
 const PROTECTED_DESCRIPTION =
   "Refused with 403 `403-00002`, changing nothing, for Keycloak's bootstrap administrator, " +
@@ -29,14 +26,9 @@ const PROTECTED_DESCRIPTION =
   "delete, the caller's own account.";
 
 /** The same routes for master users and organization users. */
-function realmRoutes(kind: 'platform' | 'organization'): AnyRoute<UsersService>[] {
-  const isMaster = kind === 'platform';
-  const base = isMaster
-    ? '/api/platform/users'
-    : '/api/platform/organizations/{organization_id}/users';
-  const of = isMaster ? 'Master' : 'Organization';
-  const scope: Record<string, PathParam> = isMaster ? {} : { organization_id };
-  const realmErrors: ErrorCode[] = isMaster ? [] : ['organizationNotFound'];
+function realmRoutes(variant: RealmVariant): AnyRoute<UsersService>[] {
+  const { suffix: of, params: scope, errors: realmErrors } = variant;
+  const base = `${variant.base}/users`;
   const one = { params: { ...scope, username }, tags: ['users'] };
   const oneErrors: ErrorCode[] = [...realmErrors, 'userNotFound'];
   const change = { ...one, description: PROTECTED_DESCRIPTION, data: userRecord };
@@ -50,8 +42,8 @@ function realmRoutes(kind: 'platform' | 'organization'): AnyRoute<UsersService>[
       ...change,
       errors: changeErrors,
       audit: { action: `user.${verb}`, target },
-      handler: (service, _input, req) =>
-        service.setEnabled(realmOf(req), usernameOf(req), verb === 'enable', principalOf(req)),
+      handler: (service, { realm, params, principal }) =>
+        service.setEnabled(realm, String(params.username), verb === 'enable', principal),
     });
   return [
     route({
@@ -63,11 +55,11 @@ function realmRoutes(kind: 'platform' | 'organization'): AnyRoute<UsersService>[
         '`first` (default 0) and `max` (1 to 1000, default 100) page the list; `search` keeps ' +
         'users whose username, email or name contains it. Other query parameters are 400.',
       tags: ['users'],
-      ...(!isMaster && { params: { organization_id } }),
+      params: scope,
       query: userListQuery,
       data: z.array(userRecord),
       errors: realmErrors,
-      handler: (service, { query }, req) => service.list(realmOf(req), query),
+      handler: (service, { realm, query }) => service.list(realm, query),
     }),
     route({
       method: 'get',
@@ -77,7 +69,7 @@ function realmRoutes(kind: 'platform' | 'organization'): AnyRoute<UsersService>[
       ...one,
       data: userRecord,
       errors: oneErrors,
-      handler: (service, _input, req) => service.get(realmOf(req), usernameOf(req)),
+      handler: (service, { realm, params }) => service.get(realm, String(params.username)),
     }),
     route({
       method: 'delete',
@@ -88,8 +80,8 @@ function realmRoutes(kind: 'platform' | 'organization'): AnyRoute<UsersService>[
       ...change,
       errors: changeErrors,
       audit: { action: 'user.delete', target },
-      handler: (service, _input, req) =>
-        service.remove(realmOf(req), usernameOf(req), principalOf(req)),
+      handler: (service, { realm, params, principal }) =>
+        service.remove(realm, String(params.username), principal),
     }),
     setEnabled(
       'disable',
@@ -108,8 +100,8 @@ function realmRoutes(kind: 'platform' | 'organization'): AnyRoute<UsersService>[
       body: passwordBody,
       errors: changeErrors,
       audit: { action: 'user.password', target },
-      handler: (service, { body }, req) =>
-        service.setPassword(realmOf(req), usernameOf(req), body.password, principalOf(req)),
+      handler: (service, { realm, params, body, principal }) =>
+        service.setPassword(realm, String(params.username), body.password, principal),
     }),
   ];
 }
@@ -128,21 +120,20 @@ const workspaceRole = (verb: 'grant' | 'revoke', summary: string) =>
     errors: ['organizationNotFound', 'workspaceNotFound', 'userNotFound', 'protectedAccount'],
     audit: {
       action: `user.${verb}`,
-      target: (req) => ({ ...target(req), workspace: String(req.params.workspace_id) }),
+      target: (input) => ({ ...target(input), workspace: String(input.params.workspace_id) }),
     },
-    handler: (service, _input, req) =>
+    handler: (service, { realm, params, principal }) =>
       service.setWorkspace(
-        realmOf(req),
-        usernameOf(req),
-        String(req.params.workspace_id),
+        realm,
+        String(params.username),
+        String(params.workspace_id),
         verb === 'grant',
-        principalOf(req),
+        principal,
       ),
   });
 
 export const usersRoutes = [
-  ...realmRoutes('platform'),
-  ...realmRoutes('organization'),
+  ...administeredRealms.flatMap(realmRoutes),
   workspaceRole('grant', 'Grant role `<ws>` (idempotent)'),
   workspaceRole(
     'revoke',

@@ -3,10 +3,11 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Admission } from '../../../src/auth/admission.ts';
 import type { Principal } from '../../../src/tenancy/principal.ts';
-import { createForwardRoute } from '../../../src/automation/forward-route.ts';
+import { createForwardRoute, FORWARDED_ROUTE } from '../../../src/automation/forward-route.ts';
 import { createForwarder } from '../../../src/automation/forwarder.ts';
 import { createEdge } from '../../../src/edge/edge.ts';
 import { createForwarding } from '../../../src/edge/forwarding.ts';
+import { compileRoutes } from '../../../src/edge/route.ts';
 import { createLogger } from '../../../src/http/logger.ts';
 import { metricsOff } from '../../../src/metrics/metrics.ts';
 import { listen } from '../../../src/server.ts';
@@ -62,7 +63,13 @@ describe('an exception on the forwarded route fast path', () => {
     const app = () => {
       throw new Error('express is not reached in this test');
     };
-    const edge = createEdge({ logger, app, forwarded: forwardRoute, metrics: metricsOff });
+    const edge = createEdge({
+      logger,
+      app,
+      routes: compileRoutes([FORWARDED_ROUTE]),
+      forwarded: forwardRoute,
+      metrics: metricsOff,
+    });
     gateway = await listen(edge, '127.0.0.1', 0, logger);
     base = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}/api/acme/workspaces/ws1/ita/x`;
   });
