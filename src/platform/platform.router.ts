@@ -1,6 +1,7 @@
 import { Router } from 'express';
 import type { Knex } from 'knex';
 import type { RevocationList } from '../auth/revocation.ts';
+import { longestServedSeconds } from '../auth/basic/cached-login.ts';
 import type { Config } from '../config/config.ts';
 import type { Audit } from '../http/audit.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
@@ -40,12 +41,17 @@ export function createPlatformRouter(deps: {
     | 'KEYCLOAK_ADMIN_USERNAME'
     | 'KEYCLOAK_CLIENT_SECRET'
     | 'BASIC_CACHE_MAX_SECONDS'
+    | 'BASIC_OUTAGE_MAX_SECONDS'
     | 'TOKEN_CLOCK_LEEWAY_SECONDS'
   >;
 }): Router {
   const { adminSession, db, audit, revocations, config } = deps;
   const tokenBounds = {
-    basicCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
+    // A revocation voids the user's cached Basic logins for as long as one may be served.
+    basicCacheSeconds: longestServedSeconds({
+      cacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
+      outageSeconds: config.BASIC_OUTAGE_MAX_SECONDS,
+    }),
     leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
   };
   const provisioning = createProvisioningService({

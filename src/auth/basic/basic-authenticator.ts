@@ -3,7 +3,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Cache } from '../../cache/cache.ts';
 import { TtlLru } from '../../cache/ttl-lru.ts';
-import type { TokenClient } from '../../keycloak/token-client.ts';
+import { failureOf } from '../../keycloak/keycloak-failures.ts';
+import type { PasswordGrantResult, TokenClient } from '../../keycloak/token-client.ts';
 import { AuthFailure } from '../auth-failure.ts';
 import type { BearerVerifier } from '../bearer/bearer-verifier.ts';
 import type { Principal } from '../../tenancy/principal.ts';
@@ -12,6 +13,7 @@ import { AppError } from '../../envelope/errors.ts';
 import type { AuthMetrics } from '../auth-metrics.ts';
 import type { LoginThrottle } from '../login-throttle.ts';
 import type { BasicCredentials } from './parse-basic.ts';
+import { cachedLoginOf, parseCachedLogin, type CachedLogin } from './cached-login.ts';
 
 export interface BasicAuthenticator {
   /**
@@ -38,6 +40,16 @@ export interface BasicAuthenticatorDeps {
   cacheSecret: string;
   /** Longest reuse of a login; bounds how late a password change or disabled user takes effect. */
   maxCacheSeconds: number;
+  /**
+   * How long after its grant a cached login is still served while no Keycloak node can be
+   * reached (see cached-login.ts); 0 or at most `maxCacheSeconds`: no longer than that.
+   */
+  maxOutageSeconds: number;
+  /**
+   * True while every Keycloak node is known to be unreachable (a call or probe failed to reach
+   * it, and no probe has answered since): kept logins are then served without trying a grant.
+   */
+  keycloakDown: () => boolean;
   /** Bound of the in-process layer in front of `cache`. */
   maxLocalEntries: number;
   /** How long a refused login is remembered (0: not at all); a loop on a bad password then costs no grant. */
@@ -68,8 +80,9 @@ export interface BasicAuthenticatorDeps {
 export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAuthenticator {
   const inFlight = new Map<string, Promise<Principal>>();
   // In front of the shared cache: a warm Basic request then costs one HMAC and no network.
-  // An entry keeps the deadline it got when stored, so BASIC_CACHE_MAX_SECONDS still bounds it.
+  // An entry keeps the deadlines it got when stored, so BASIC_CACHE_MAX_SECONDS still bounds it.
   const local = new TtlLru<CachedLogin>(deps.maxLocalEntries);
+  const bounds = { cacheSeconds: deps.maxCacheSeconds, outageSeconds: deps.maxOutageSeconds };
 
   return {
     async authenticate(realm, credentials, clientAddress) {
@@ -95,30 +108,39 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       if (deps.maxCacheSeconds === 0) return undefined;
       const key = cacheKeyOf(deps.cacheSecret, realm, credentials);
       const login = local.get(key);
-      return login && reusable(key, login);
+      return login && reusable(key, login, login.until);
     },
   };
 
+  /**
+   * A cached login's principal while it is fresh, or, while Keycloak is known to be down, kept
+   * (`keptUntil`). Once a node answers again, a login past `until` goes to Keycloak (grant),
+   * which verifies it afresh.
+   */
   async function readCache(key: string): Promise<Principal | undefined> {
+    const login = await storedLogin(key);
+    if (!login) return undefined;
+    const fresh = reusable(key, login, login.until);
+    return fresh || !deps.keycloakDown() ? fresh : keptLogin(key);
+  }
+
+  /** The login cached under `key`, in this process or the shared cache, fresh or kept. */
+  async function storedLogin(key: string): Promise<CachedLogin | undefined> {
     if (deps.maxCacheSeconds === 0) return undefined;
     let login = local.get(key);
     if (!login) {
       const value = await deps.cache.get(key);
-      if (!value) return undefined;
-      login = JSON.parse(value) as CachedLogin;
-      // An entry of another shape (e.g. from an older replica during an upgrade) is a miss.
-      if (typeof login.until !== 'number' || typeof login.principal?.expiresAt !== 'number') {
-        return undefined;
-      }
-      local.set(key, login, login.until);
+      login = value === undefined ? undefined : parseCachedLogin(value);
+      if (!login) return undefined;
+      local.set(key, login, login.keptUntil);
     }
-    return reusable(key, login);
+    return login;
   }
 
-  /** The login's principal while within its bounds and not voided by a revocation. */
-  function reusable(key: string, login: CachedLogin): Principal | undefined {
+  /** The login's principal until `deadline` (epoch ms), unless a revocation voided it. */
+  function reusable(key: string, login: CachedLogin, deadline: number): Principal | undefined {
     const { principal } = login;
-    if (login.until <= Date.now() || principal.expiresAt * 1000 <= Date.now()) return undefined;
+    if (deadline <= Date.now() || principal.expiresAt * 1000 <= Date.now()) return undefined;
     const revokedAt = deps.revocations.userRevokedAt(principal.realm, principal.userId);
     if (revokedAt !== undefined && revokedAt > principal.issuedAt * 1000) {
       local.delete(key);
@@ -214,12 +236,22 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     key: string,
     refusedKey: string,
   ): Promise<Principal> {
-    const result = await deps.tokens.passwordGrant(
-      realm,
-      credentials.username,
-      credentials.password,
-    );
+    let result: PasswordGrantResult;
+    try {
+      result = await deps.tokens.passwordGrant(realm, credentials.username, credentials.password);
+    } catch (err) {
+      // Keycloak cannot be reached (not a refusal, not a bad answer): the same credentials
+      // verified before are served while kept, as a kept key set serves Bearer tokens.
+      const failure = failureOf(err);
+      const kept =
+        failure === 'unreachable' || failure === 'timeout' ? await keptLogin(key) : undefined;
+      if (kept) return kept;
+      throw err;
+    }
     if (!result.ok) {
+      // A definitive refusal ends a kept login: it is never served again, outage or not.
+      local.delete(key);
+      await deps.cache.delete(key);
       const failure = await refusal(realm, credentials.username, result.description);
       if (deps.refusalCacheSeconds > 0) {
         await deps.cache.set(refusedKey, failure.reason, deps.refusalCacheSeconds * 1000);
@@ -230,15 +262,27 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       ...(await deps.bearer.verify(realm, result.accessToken)),
       method: 'basic' as const,
     };
-    const ttlMs = Math.floor(
-      Math.min(deps.maxCacheSeconds * 1000, principal.expiresAt * 1000 - Date.now()),
-    );
-    if (ttlMs > 0) {
-      const login: CachedLogin = { principal, until: Date.now() + ttlMs };
-      local.set(key, login, login.until);
-      await deps.cache.set(key, JSON.stringify(login), ttlMs);
+    const now = Date.now();
+    const login = cachedLoginOf(principal, bounds, now);
+    if (login) {
+      local.set(key, login, login.keptUntil);
+      await deps.cache.set(key, JSON.stringify(login), Math.ceil(login.keptUntil - now));
     }
     return principal;
+  }
+
+  /**
+   * The principal of a login kept for an outage under `key`, as the shared cache holds it (not
+   * this process's copy): a refusal on any replica or worker deleted it there (see grant).
+   */
+  async function keptLogin(key: string): Promise<Principal | undefined> {
+    const value = await deps.cache.get(key);
+    const login = value === undefined ? undefined : parseCachedLogin(value);
+    if (!login) {
+      local.delete(key);
+      return undefined;
+    }
+    return reusable(key, login, login.keptUntil);
   }
 
   async function refusal(
@@ -281,12 +325,6 @@ function rememberedRefusal(value: string | undefined): AuthFailure | undefined {
   return value !== undefined && Object.hasOwn(REFUSAL_MESSAGES, value)
     ? loginRefused(value as LoginRefusalReason)
     : undefined;
-}
-
-/** A cached login, with the moment (epoch ms) the cache must forget it. */
-interface CachedLogin {
-  principal: Principal;
-  until: number;
 }
 
 /** The cache key of a Basic login; NUL separators keep (a, bc) and (ab, c) apart. */
