@@ -4,9 +4,9 @@ import { formFieldsOf } from './form-body-guard.ts';
 import { answerHeadersOf } from './rewrite-page.ts';
 
 /**
- * Wrong credentials on the token endpoint answer 401, as the platform's clients expect
- * (compatibility notes in docs/api.md): Keycloak answered its password grant's "wrong user name
- * or password" refusal with 401 until 26.6 and answers it with 400 since, body unchanged. That
+ * Wrong credentials on the token endpoint answer 401, as the platform's clients expect (see
+ * docs/tokens-and-cli.md): Keycloak answered its password grant's "wrong user name or password"
+ * refusal with 401 until 26.6 and answers it with 400 since, body unchanged. That
  * refusal is `invalid_grant` "Invalid user credentials": a wrong password, an unknown user, a
  * wrong or missing one-time password, a user its brute-force detection holds. Only it gets 401,
  * with Keycloak's body as sent; every other answer keeps Keycloak's status: a disabled account
