@@ -13,7 +13,12 @@ import { AppError } from '../../envelope/errors.ts';
 import type { AuthMetrics } from '../auth-metrics.ts';
 import type { LoginThrottle } from '../login-throttle.ts';
 import type { BasicCredentials } from './parse-basic.ts';
-import { cachedLoginOf, parseCachedLogin, type CachedLogin } from './cached-login.ts';
+import {
+  cachedLoginOf,
+  longestServedSeconds,
+  parseCachedLogin,
+  type CachedLogin,
+} from './cached-login.ts';
 
 export interface BasicAuthenticator {
   /**
@@ -249,9 +254,12 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       throw err;
     }
     if (!result.ok) {
-      // A definitive refusal ends a kept login: it is never served again, outage or not.
+      // A definitive refusal ends a kept login, outage or not: this process's copy, and other
+      // replicas' and workers' through a mark in the shared cache that outlives their copies.
+      if (local.get(key) !== undefined || (await deps.cache.get(key)) !== undefined) {
+        await deps.cache.set(key, ENDED_LOGIN, Math.max(longestServedSeconds(bounds), 1) * 1000);
+      }
       local.delete(key);
-      await deps.cache.delete(key);
       const failure = await refusal(realm, credentials.username, result.description);
       if (deps.refusalCacheSeconds > 0) {
         await deps.cache.set(refusedKey, failure.reason, deps.refusalCacheSeconds * 1000);
@@ -272,17 +280,18 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
   }
 
   /**
-   * The principal of a login kept for an outage under `key`, as the shared cache holds it (not
-   * this process's copy): a refusal on any replica or worker deleted it there (see grant).
+   * The principal of a login kept for an outage under `key`, unless a refusal on any replica or
+   * worker ended it (see grant): the shared copy, else this process's own (the shared cache may
+   * have lost it, e.g. a Redis restarted empty).
    */
   async function keptLogin(key: string): Promise<Principal | undefined> {
     const value = await deps.cache.get(key);
-    const login = value === undefined ? undefined : parseCachedLogin(value);
-    if (!login) {
+    if (value === ENDED_LOGIN) {
       local.delete(key);
       return undefined;
     }
-    return reusable(key, login, login.keptUntil);
+    const login = (value === undefined ? undefined : parseCachedLogin(value)) ?? local.get(key);
+    return login && reusable(key, login, login.keptUntil);
   }
 
   async function refusal(
@@ -299,6 +308,12 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     return loginRefused(/disabled/i.test(description) ? 'account_disabled' : 'wrong_password');
   }
 }
+
+/**
+ * What the shared cache holds under a login Keycloak refused after it was cached: never served
+ * again. JSON, so that a replica of an older version reads it as an entry of another shape.
+ */
+const ENDED_LOGIN = JSON.stringify({ ended: true });
 
 /** How often a replica waiting for another one's login looks at the shared cache. */
 const LOCK_POLL_MS = 20;
