@@ -11,6 +11,7 @@ import { createLoginThrottle } from './auth/login-throttle.ts';
 import { createForwardRoute } from './automation/forward-route.ts';
 import { createForwarder } from './automation/forwarder.ts';
 import { createBasicAuthenticator } from './auth/basic/basic-authenticator.ts';
+import { longestServedSeconds } from './auth/basic/cached-login.ts';
 import { createBearerVerifier } from './auth/bearer/bearer-verifier.ts';
 import { createActiveCheck } from './auth/bearer/active-check.ts';
 import { createJwksRegistry } from './auth/bearer/jwks.ts';
@@ -228,12 +229,19 @@ export async function startGateway(
     secret: cacheSecret,
     windowSeconds: config.LOGIN_FAILURE_WINDOW_SECONDS,
   });
+  // The longest a cached Basic login may be served: a user's revocation is remembered as long.
+  const basicLoginSeconds = longestServedSeconds({
+    cacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
+    outageSeconds: config.BASIC_OUTAGE_MAX_SECONDS,
+  });
   const basic = createBasicAuthenticator({
     tokens,
     bearer,
     cache,
     cacheSecret,
     maxCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
+    maxOutageSeconds: config.BASIC_OUTAGE_MAX_SECONDS,
+    keycloakDown: () => keycloakNodes.all.every((node) => node.state === 'down'),
     maxLocalEntries: config.MEMORY_CACHE_MAX_ENTRIES,
     failedLogins,
     // A login may take a grant, a key-set fetch and a two-factor lookup, each bounded so.
@@ -250,14 +258,14 @@ export async function startGateway(
     revocations,
     intervalSeconds: config.REVOCATION_CHECK_SECONDS,
     waitMs: config.REVOCATION_CHECK_WAIT_MS,
-    basicCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
+    basicCacheSeconds: basicLoginSeconds,
     metrics,
     logger,
   });
   const refreshTokens = createRefreshTokensService({
     admin: serviceAdmin,
     revocations,
-    basicCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
+    basicCacheSeconds: basicLoginSeconds,
     leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
   });
   let shuttingDown = false;

@@ -129,9 +129,11 @@ const paths: OpenApiPaths = {
           description: 'Tokens',
           content: json({ schema: jsonSchemaOf(tokenResponse, 'output') }),
         },
-        '400': keycloakJson('invalid_request, or a malformed form body'),
+        '400': keycloakJson(
+          'invalid_request, a malformed form body, or another invalid_grant (a disabled account, a refresh token no longer valid)',
+        ),
         '401': keycloakJson(
-          'invalid_grant (wrong credentials or one-time password) or invalid_client',
+          'invalid_grant "Invalid user credentials" (wrong user name, password or one-time password: Keycloak answers 400 since 26.6, the gateway 401 as before), or invalid_client',
         ),
         ...errorResponses([
           'payloadTooLarge',

@@ -24,6 +24,7 @@ import {
   type ListenerUrls,
 } from './console-page.ts';
 import { serveRewritten, type PageRewrite } from './rewrite-page.ts';
+import { mayRefuseCredentials, serveCredentialsRefusal } from './wrong-credentials.ts';
 
 export interface AuthProxyOptions {
   /**
@@ -46,9 +47,10 @@ export interface AuthProxyOptions {
 }
 
 /**
- * Proxies `/auth/...` to Keycloak unchanged (status, headers, body), over the edge's upstream
- * client (edge/upstream.ts), as the automation forwarder does: the client's headers through the
- * edge's filter (credentials and cookies kept: Keycloak needs them), `Host` the node's,
+ * Proxies `/auth/...` to Keycloak unchanged (status, headers, body; only wrong credentials on
+ * the password grant answer 401, as before Keycloak 26.6: wrong-credentials.ts), over the edge's
+ * upstream client (edge/upstream.ts), as the automation forwarder does: the client's headers
+ * through the edge's filter (credentials and cookies kept: Keycloak needs them), `Host` the node's,
  * `X-Forwarded-*` naming `PUBLIC_URL`, and the `X-Request-Id` the client gets back. A form body
  * the guard has read is sent as read, any other by the edge's one body rule. With several
  * nodes, each request goes to the next node that is up; one that could not connect (nothing sent) is sent
@@ -125,6 +127,10 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
       const rewrite = rewrites.get(req);
       if (rewrite) {
         serveRewritten(answer, res, rewrite);
+        return;
+      }
+      if (mayRefuseCredentials(req, answer.statusCode ?? 502)) {
+        serveCredentialsRefusal(answer, res);
         return;
       }
       res.writeHead(answer.statusCode ?? 502, answerHeadersOf(answer));

@@ -12,7 +12,10 @@ interface RevocationMessage {
   at: number;
   /** How long the session ids must stay refused: the longest an access token can still live. */
   ttlSeconds: number;
-  /** How long the user's cached Basic logins can live: the Basic cache bound. */
+  /**
+   * How long the user's cached Basic logins can be served: the longer of the Basic cache bound
+   * and the outage bound (basic/cached-login.ts `longestServedSeconds`).
+   */
   userTtlSeconds: number;
   /**
    * When set, every access token of the user issued before `at` is refused this long (the
@@ -27,7 +30,10 @@ interface RevocationMessage {
 export interface RevocationList {
   /** True when tokens of this Keycloak session must be refused. O(1), in memory. */
   isSessionRevoked(sessionId: string): boolean;
-  /** When the user's sessions were last revoked (epoch ms), if within the Basic cache bound. */
+  /**
+   * When the user's sessions were last revoked (epoch ms), while a Basic login cached before
+   * could still be served (`userTtlSeconds`, outage bound included).
+   */
   userRevokedAt(realm: string, userId: string): number | undefined;
   /**
    * True when the user's tokens issued at `issuedAt` (epoch seconds, the `iat` claim) must be

@@ -223,6 +223,10 @@ export const configSchema = z.object({
     description:
       'longest time a Basic login is reused from the cache, never longer than its token lives: a changed password or a disabled user takes effect within it (0: no cache)',
   }),
+  BASIC_OUTAGE_MAX_SECONDS: z.coerce.number().int().min(0).max(86400).default(3600).meta({
+    description:
+      'while no Keycloak node can be reached, a cached Basic login (the same user name and password only) is still served up to this long after Keycloak last verified it, never longer than its token lives; once Keycloak answers again it is verified afresh at its next use (0 or at most `BASIC_CACHE_MAX_SECONDS`: no longer than that)',
+  }),
   REALMGATE_CACHE_SECRET: fromFile(
     secret.optional().meta({
       description:

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { RevocationList } from '../auth/revocation.ts';
+import { longestServedSeconds } from '../auth/basic/cached-login.ts';
 import type { Config } from '../config/config.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
 import { serveTable, type ServedTable } from '../http/route-table.ts';
@@ -38,12 +39,17 @@ export function createPlatformTables(deps: {
     | 'KEYCLOAK_ADMIN_USERNAME'
     | 'KEYCLOAK_CLIENT_SECRET'
     | 'BASIC_CACHE_MAX_SECONDS'
+    | 'BASIC_OUTAGE_MAX_SECONDS'
     | 'TOKEN_CLOCK_LEEWAY_SECONDS'
   >;
 }): ServedTable[] {
   const { adminSession, db, revocations, config } = deps;
   const tokenBounds = {
-    basicCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
+    // A revocation voids the user's cached Basic logins for as long as one may be served.
+    basicCacheSeconds: longestServedSeconds({
+      cacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
+      outageSeconds: config.BASIC_OUTAGE_MAX_SECONDS,
+    }),
     leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
   };
   const provisioning = createProvisioningService({

@@ -191,6 +191,17 @@ describe('realmgate login, token, tokens and logout against the real gateway', (
     expect(await storedLogins(configDir)).toEqual([]);
   });
 
+  it('says a wrong password was refused (the token endpoint answers it 401)', async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws1'] });
+    const wrong = await realmgate(
+      ['login', org, user.username, '--password-stdin'],
+      join(root, 'd'),
+      'not-the-password\n',
+    );
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toContain('login refused: Invalid user credentials');
+  });
+
   it('logs in a two-factor user with the one-time password on stdin', async () => {
     const user = await createUser(org, { workspaceRoles: ['ws1'], otp: true });
     secrets.add(user.password);

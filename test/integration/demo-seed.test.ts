@@ -49,7 +49,7 @@ describe('demo data', () => {
     expect((await login('master', DEMO.adminUser)).status).toBe(200);
     expect((await login(DEMO.organization, DEMO.user)).status).toBe(200);
     expect((await login(DEMO.organization, DEMO.outsider)).status).toBe(200);
-    expect((await login(DEMO.organization, DEMO.otpUser)).status).toBe(400);
+    expect((await login(DEMO.organization, DEMO.otpUser)).status).toBe(401);
     expect(
       (await login(DEMO.organization, DEMO.otpUser, `&totp=${currentTotp(otpSecret)}`)).status,
     ).toBe(200);

@@ -111,8 +111,8 @@ describe('login throttle per account and address, from several source addresses'
     for (let i = 0; i < 40; i++) {
       statuses.push((await grantFrom('127.0.0.4', owner, `guess-${i}`)).status);
     }
-    // Keycloak refuses a wrong password with 400 invalid_grant.
-    expect(statuses.slice(0, 5)).toEqual([400, 400, 400, 400, 400]);
+    // A wrong password is refused with 401 invalid_grant (Keycloak's 400, see wrong-credentials.ts).
+    expect(statuses.slice(0, 5)).toEqual([401, 401, 401, 401, 401]);
     expect(statuses.slice(5).every((status) => status === 429)).toBe(true);
     expect(await keycloakLock(owner)).toEqual({ failures: 5, locked: false });
     expect((await basicFrom('127.0.0.5', owner)).status).toBe(200);
@@ -124,7 +124,7 @@ describe('login throttle per account and address, from several source addresses'
     const login = await grantFrom('127.0.0.8', owner);
     expect(login.status).toBe(200);
     for (let i = 0; i < 5; i++) {
-      expect((await grantFrom('127.0.0.8', owner, `guess-${i}`)).status).toBe(400);
+      expect((await grantFrom('127.0.0.8', owner, `guess-${i}`)).status).toBe(401);
     }
     expect((await grantFrom('127.0.0.8', owner)).status).toBe(429);
     const refreshed = await requestFrom('127.0.0.8', tokenUrl(), {
@@ -146,7 +146,7 @@ describe('login throttle per account and address, from several source addresses'
     }
     expect((await grantFrom('127.0.0.9', owner)).status).toBe(200);
     for (let i = 0; i < 5; i++) {
-      expect((await grantFrom('127.0.0.9', owner, `again-${i}`)).status).toBe(400);
+      expect((await grantFrom('127.0.0.9', owner, `again-${i}`)).status).toBe(401);
     }
     expect((await grantFrom('127.0.0.9', owner, 'again-5')).status).toBe(429);
   });

@@ -130,7 +130,7 @@ describe('provisioning API (/api/platform)', () => {
     expectDocumentedAnswer('createMasterUser', answer.body);
     expect(JSON.stringify(answer.body)).not.toContain(secret);
     const gateway = `${testEnv().publicUrl}/auth`;
-    expect((await postToken(gateway, 'master', passwordGrantBody(user))).status).toBe(400);
+    expect((await postToken(gateway, 'master', passwordGrantBody(user))).status).toBe(401);
     const totp = `&totp=${authenticator.generate(secret)}`;
     expect((await postToken(gateway, 'master', passwordGrantBody(user, totp))).status).toBe(200);
   });
@@ -253,7 +253,7 @@ describe('provisioning API (/api/platform)', () => {
       expectUserExists(answer);
       const gateway = `${testEnv().publicUrl}/auth`;
       const stolen = { ...user, password: 'new-password-1' };
-      expect((await postToken(gateway, org, passwordGrantBody(stolen))).status).toBe(400);
+      expect((await postToken(gateway, org, passwordGrantBody(stolen))).status).toBe(401);
       const token = await postToken(gateway, org, passwordGrantBody(user));
       expect(token.status).toBe(200);
       expect(claimsOf(token.json.access_token)).toMatchObject({

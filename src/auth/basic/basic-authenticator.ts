@@ -3,7 +3,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Cache } from '../../cache/cache.ts';
 import { TtlLru } from '../../cache/ttl-lru.ts';
-import type { TokenClient } from '../../keycloak/token-client.ts';
+import { failureOf } from '../../keycloak/keycloak-failures.ts';
+import type { PasswordGrantResult, TokenClient } from '../../keycloak/token-client.ts';
 import { AuthFailure } from '../auth-failure.ts';
 import type { BearerVerifier } from '../bearer/bearer-verifier.ts';
 import type { Principal } from '../../tenancy/principal.ts';
@@ -13,6 +14,12 @@ import type { FailedLoginMemory, LoginCredentials } from '../failed-logins.ts';
 import type { LoginThrottle } from '../login-throttle.ts';
 import { throttleRefusal } from '../throttle-refusal.ts';
 import type { BasicCredentials } from './parse-basic.ts';
+import {
+  cachedLoginOf,
+  longestServedSeconds,
+  parseCachedLogin,
+  type CachedLogin,
+} from './cached-login.ts';
 
 export interface BasicAuthenticator {
   /**
@@ -39,6 +46,16 @@ export interface BasicAuthenticatorDeps {
   cacheSecret: string;
   /** Longest reuse of a login; bounds how late a password change or disabled user takes effect. */
   maxCacheSeconds: number;
+  /**
+   * How long after its grant a cached login is still served while no Keycloak node can be
+   * reached (see cached-login.ts); 0 or at most `maxCacheSeconds`: no longer than that.
+   */
+  maxOutageSeconds: number;
+  /**
+   * True while every Keycloak node is known to be unreachable (a call or probe failed to reach
+   * it, and no probe has answered since): kept logins are then served without trying a grant.
+   */
+  keycloakDown: () => boolean;
   /** Bound of the in-process layer in front of `cache`. */
   maxLocalEntries: number;
   /** Wrong passwords refused within the throttle's window: a repeat is answered from there. */
@@ -72,8 +89,9 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
   // Refusals Keycloak gave this process that count as failures (see `counting`).
   const counted = new WeakSet<object>();
   // In front of the shared cache: a warm Basic request then costs one HMAC and no network.
-  // An entry keeps the deadline it got when stored, so BASIC_CACHE_MAX_SECONDS still bounds it.
+  // An entry keeps the deadlines it got when stored, so BASIC_CACHE_MAX_SECONDS still bounds it.
   const local = new TtlLru<CachedLogin>(deps.maxLocalEntries);
+  const bounds = { cacheSeconds: deps.maxCacheSeconds, outageSeconds: deps.maxOutageSeconds };
 
   return {
     async authenticate(realm, credentials, clientAddress) {
@@ -99,30 +117,39 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       if (deps.maxCacheSeconds === 0) return undefined;
       const key = cacheKeyOf(deps.cacheSecret, realm, credentials);
       const login = local.get(key);
-      return login && reusable(key, login);
+      return login && reusable(key, login, login.until);
     },
   };
 
+  /**
+   * A cached login's principal while it is fresh, or, while Keycloak is known to be down, kept
+   * (`keptUntil`). Once a node answers again, a login past `until` goes to Keycloak (grant),
+   * which verifies it afresh.
+   */
   async function readCache(key: string): Promise<Principal | undefined> {
+    const login = await storedLogin(key);
+    if (!login) return undefined;
+    const fresh = reusable(key, login, login.until);
+    return fresh || !deps.keycloakDown() ? fresh : keptLogin(key);
+  }
+
+  /** The login cached under `key`, in this process or the shared cache, fresh or kept. */
+  async function storedLogin(key: string): Promise<CachedLogin | undefined> {
     if (deps.maxCacheSeconds === 0) return undefined;
     let login = local.get(key);
     if (!login) {
       const value = await deps.cache.get(key);
-      if (!value) return undefined;
-      login = JSON.parse(value) as CachedLogin;
-      // An entry of another shape (e.g. from an older replica during an upgrade) is a miss.
-      if (typeof login.until !== 'number' || typeof login.principal?.expiresAt !== 'number') {
-        return undefined;
-      }
-      local.set(key, login, login.until);
+      login = value === undefined ? undefined : parseCachedLogin(value);
+      if (!login) return undefined;
+      local.set(key, login, login.keptUntil);
     }
-    return reusable(key, login);
+    return login;
   }
 
-  /** The login's principal while within its bounds and not voided by a revocation. */
-  function reusable(key: string, login: CachedLogin): Principal | undefined {
+  /** The login's principal until `deadline` (epoch ms), unless a revocation voided it. */
+  function reusable(key: string, login: CachedLogin, deadline: number): Principal | undefined {
     const { principal } = login;
-    if (login.until <= Date.now() || principal.expiresAt * 1000 <= Date.now()) return undefined;
+    if (deadline <= Date.now() || principal.expiresAt * 1000 <= Date.now()) return undefined;
     const revokedAt = deps.revocations.userRevokedAt(principal.realm, principal.userId);
     if (revokedAt !== undefined && revokedAt > principal.issuedAt * 1000) {
       local.delete(key);
@@ -216,25 +243,36 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     key: string,
     login: LoginCredentials,
   ): Promise<Principal> {
-    const result = await deps.tokens.passwordGrant(
-      realm,
-      credentials.username,
-      credentials.password,
-    );
+    let result: PasswordGrantResult;
+    try {
+      result = await deps.tokens.passwordGrant(realm, credentials.username, credentials.password);
+    } catch (err) {
+      // Keycloak cannot be reached (not a refusal, not a bad answer): the same credentials
+      // verified before are served while kept, as a kept key set serves Bearer tokens.
+      const failure = failureOf(err);
+      const kept =
+        failure === 'unreachable' || failure === 'timeout' ? await keptLogin(key) : undefined;
+      if (kept) return kept;
+      throw err;
+    }
     if (!result.ok) {
+      // A definitive refusal ends a kept login, outage or not: this process's copy, and other
+      // replicas' and workers' through a mark in the shared cache that outlives their copies.
+      if (local.get(key) !== undefined || (await deps.cache.get(key)) !== undefined) {
+        await deps.cache.set(key, ENDED_LOGIN, Math.max(longestServedSeconds(bounds), 1) * 1000);
+      }
+      local.delete(key);
       throw await counting(await refusal(realm, credentials.username, result.description), login);
     }
     const principal = {
       ...(await deps.bearer.verify(realm, result.accessToken)),
       method: 'basic' as const,
     };
-    const ttlMs = Math.floor(
-      Math.min(deps.maxCacheSeconds * 1000, principal.expiresAt * 1000 - Date.now()),
-    );
-    if (ttlMs > 0) {
-      const login: CachedLogin = { principal, until: Date.now() + ttlMs };
-      local.set(key, login, login.until);
-      await deps.cache.set(key, JSON.stringify(login), ttlMs);
+    const now = Date.now();
+    const cached = cachedLoginOf(principal, bounds, now);
+    if (cached) {
+      local.set(key, cached, cached.keptUntil);
+      await deps.cache.set(key, JSON.stringify(cached), Math.ceil(cached.keptUntil - now));
     }
     return principal;
   }
@@ -251,6 +289,21 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     return failure;
   }
 
+  /**
+   * The principal of a login kept for an outage under `key`, unless a refusal on any replica or
+   * worker ended it (see grant): the shared copy, else this process's own (the shared cache may
+   * have lost it, e.g. a Redis restarted empty).
+   */
+  async function keptLogin(key: string): Promise<Principal | undefined> {
+    const value = await deps.cache.get(key);
+    if (value === ENDED_LOGIN) {
+      local.delete(key);
+      return undefined;
+    }
+    const login = (value === undefined ? undefined : parseCachedLogin(value)) ?? local.get(key);
+    return login && reusable(key, login, login.keptUntil);
+  }
+
   async function refusal(
     realm: string,
     username: string,
@@ -265,6 +318,12 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     return loginRefused(/disabled/i.test(description) ? 'account_disabled' : 'wrong_password');
   }
 }
+
+/**
+ * What the shared cache holds under a login Keycloak refused after it was cached: never served
+ * again. JSON, so that a replica of an older version reads it as an entry of another shape.
+ */
+const ENDED_LOGIN = JSON.stringify({ ended: true });
 
 /** How often a replica waiting for another one's login looks at the shared cache. */
 const LOCK_POLL_MS = 20;
@@ -291,12 +350,6 @@ function rememberedRefusal(value: string | undefined): AuthFailure | undefined {
   return value !== undefined && Object.hasOwn(REFUSAL_MESSAGES, value)
     ? loginRefused(value as LoginRefusalReason)
     : undefined;
-}
-
-/** A cached login, with the moment (epoch ms) the cache must forget it. */
-interface CachedLogin {
-  principal: Principal;
-  until: number;
 }
 
 /** A Basic login as the failed-login memory knows it. */

@@ -51,6 +51,7 @@ const servedTables = [
       KEYCLOAK_ADMIN_USERNAME: 'admin',
       KEYCLOAK_CLIENT_SECRET: undefined,
       BASIC_CACHE_MAX_SECONDS: 60,
+      BASIC_OUTAGE_MAX_SECONDS: 3600,
       TOKEN_CLOCK_LEEWAY_SECONDS: 0,
     },
   }),

@@ -1,0 +1,87 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { targetOf } from '../edge/request-scope.ts';
+import { formFieldsOf } from './form-body-guard.ts';
+import { answerHeadersOf } from '../edge/upstream-headers.ts';
+
+/**
+ * Wrong credentials on the token endpoint answer 401, as the platform's clients expect (see
+ * docs/tokens-and-cli.md): Keycloak answered its password grant's "wrong user name or password"
+ * refusal with 401 until 26.6 and answers it with 400 since, body unchanged. That
+ * refusal is `invalid_grant` "Invalid user credentials": a wrong password, an unknown user, a
+ * wrong or missing one-time password, a user its brute-force detection holds. Only it gets 401,
+ * with Keycloak's body as sent; every other answer keeps Keycloak's status: a disabled account
+ * or one not fully set up (400 before 26.6 too), any refresh-grant refusal (a dead refresh
+ * token is not wrong credentials), any other error.
+ */
+const WRONG_CREDENTIALS = { error: 'invalid_grant', error_description: 'Invalid user credentials' };
+
+/** Keycloak's refusals are a few dozen bytes: a larger answer is passed on as it came. */
+const MAX_REFUSAL_BYTES = 4096;
+
+const TOKEN_ENDPOINT = 'protocol/openid-connect/token';
+
+/** Whether Keycloak's answer `status` to `req` may refuse a password grant's credentials. */
+export function mayRefuseCredentials(req: IncomingMessage, status: number): boolean {
+  if (status !== 400 || req.method !== 'POST') return false;
+  const [, realms, realm, ...rest] = targetOf(req).segments;
+  return (
+    realms === 'realms' &&
+    realm !== undefined &&
+    realm !== '' &&
+    rest.join('/') === TOKEN_ENDPOINT &&
+    formFieldsOf(req)?.get('grant_type') === 'password'
+  );
+}
+
+/** The status to answer Keycloak's `status` and `body` to a password grant with. */
+export function credentialsRefusalStatus(status: number, body: Buffer): number {
+  if (status !== 400) return status;
+  let answer: unknown;
+  try {
+    answer = JSON.parse(body.toString('utf8'));
+  } catch {
+    return status;
+  }
+  const { error, error_description } = (answer ?? {}) as Record<string, unknown>;
+  return error === WRONG_CREDENTIALS.error &&
+    error_description === WRONG_CREDENTIALS.error_description
+    ? 401
+    : status;
+}
+
+/**
+ * Answers Keycloak's answer to a password grant that `mayRefuseCredentials`: read whole, then
+ * sent with the status `credentialsRefusalStatus` decides, headers and body as Keycloak sent
+ * them. A compressed or larger answer passes through unchanged.
+ */
+export function serveCredentialsRefusal(answer: IncomingMessage, res: ServerResponse): void {
+  const status = answer.statusCode ?? 502;
+  const headers = answerHeadersOf(answer);
+  const encoding = String(answer.headers['content-encoding'] ?? 'identity').toLowerCase();
+  if (
+    encoding !== 'identity' ||
+    Number(answer.headers['content-length'] ?? 0) > MAX_REFUSAL_BYTES
+  ) {
+    res.writeHead(status, headers);
+    answer.pipe(res);
+    return;
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const onData = (chunk: Buffer) => {
+    chunks.push(chunk);
+    size += chunk.length;
+    if (size > MAX_REFUSAL_BYTES) {
+      answer.off('data', onData).off('end', onEnd);
+      res.writeHead(status, headers);
+      for (const buffered of chunks) res.write(buffered);
+      answer.pipe(res);
+    }
+  };
+  const onEnd = () => {
+    const body = Buffer.concat(chunks);
+    res.writeHead(credentialsRefusalStatus(status, body), headers);
+    res.end(body);
+  };
+  answer.on('data', onData).on('end', onEnd);
+}

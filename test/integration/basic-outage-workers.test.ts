@@ -1,0 +1,80 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { basicAuth } from '../helpers/api.ts';
+import {
+  startClusteredGateway,
+  type Answer,
+  type ClusteredGateway,
+} from '../helpers/clustered-gateway.ts';
+import { createUser } from '../helpers/keycloak.ts';
+import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { startTcpFront, type TcpFront } from '../helpers/tcp-front.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+/** BASIC_CACHE_MAX_SECONDS of this gateway: the outage below outlasts it. */
+const CACHE_SECONDS = 2;
+
+/** Sends `request` on new connections until both workers have answered; returns every answer. */
+async function fromEveryWorker(request: () => Promise<Answer>): Promise<Answer[]> {
+  const answers: Answer[] = [];
+  while (new Set(answers.map((a) => a.worker)).size < 2) {
+    if (answers.length >= 20) throw new Error('20 requests reached one worker only');
+    answers.push(await request());
+  }
+  return answers;
+}
+
+/**
+ * The workers of one gateway without Redis share their cached Basic logins through the
+ * supervising process's cache: a login one worker verified before Keycloak was cut off is
+ * served by every worker through the outage, past BASIC_CACHE_MAX_SECONDS (basic-outage.test.ts
+ * shows the rules with replicas, with and without Redis).
+ */
+describe('a Basic login through a Keycloak outage, two workers without Redis', () => {
+  const port = 18920;
+  let keycloak: TcpFront;
+  let gateway: ClusteredGateway;
+  let org: string;
+
+  beforeAll(async () => {
+    org = await createOrganization(['ws1']);
+    const direct = new URL(testEnv().keycloakUrl);
+    keycloak = await startTcpFront(port + 5, { host: direct.hostname, port: Number(direct.port) });
+    gateway = await startClusteredGateway(port, {
+      KEYCLOAK_URL: `http://127.0.0.1:${keycloak.port}${direct.pathname}`,
+      WORKERS: '2',
+      // Access-log lines of answered requests (debug) name the worker.
+      LOG_LEVEL: 'debug',
+      BASIC_CACHE_MAX_SECONDS: String(CACHE_SECONDS),
+      BASIC_OUTAGE_MAX_SECONDS: '600',
+    });
+  });
+
+  afterAll(async () => {
+    await gateway?.stop();
+    await keycloak?.cut();
+    await closeTestDb();
+  });
+
+  it('every worker serves a login one worker verified; another password gets 503', async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws1'] });
+    const path = `/api/${org}/platform/workspaces`;
+    const right = { authorization: basicAuth(user) };
+    const wrong = { authorization: basicAuth({ ...user, password: 'another-password' }) };
+    // One request: one worker verifies the login (the other has never seen it).
+    expect((await gateway.send(path, right)).status).toBe(200);
+    await keycloak.cut();
+    try {
+      // The gateway's own clock must pass the cache bound; nothing marks that moment.
+      await sleep(CACHE_SECONDS * 1000 + 300);
+      const during = await fromEveryWorker(() => gateway.send(path, right));
+      expect(during.map((a) => a.status)).toEqual(during.map(() => 200));
+      const refused = await fromEveryWorker(() => gateway.send(path, wrong));
+      expect(refused.map((a) => [a.status, a.headers['retry-after']])).toEqual(
+        refused.map(() => [503, '5']),
+      );
+    } finally {
+      await keycloak.restore();
+    }
+  });
+});
