@@ -3,7 +3,6 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { Browser } from 'puppeteer-core';
-import { Wait } from 'testcontainers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO } from '../../src/demo/seed-demo.ts';
 import { basicAuth } from '../helpers/api.ts';
@@ -30,7 +29,7 @@ describe('the local stack: docker compose up', () => {
   beforeAll(async () => {
     stack = await startComposeStack({
       // Ready when the demo data exists and the welcome text is printed.
-      readyWhen: { gateway: Wait.forLogMessage(/realmgate demo is ready/) },
+      readyLog: { gateway: /realmgate demo is ready/ },
     });
     welcome = welcomeOf(await stack.logs('gateway'));
     printFigures('local stack up', {

@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { Wait } from 'testcontainers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runLoad, type LoadRequest, type LoadResult } from '../../bench/load.ts';
 import { basicAuth } from '../helpers/api.ts';
@@ -124,8 +123,6 @@ describe('the production profile: docker compose --profile production up load-ba
         ...secrets,
         AUTOMATION_UPSTREAM_URL: `http://${HOST_ON_STACK_NETWORK}:${new URL(upstream.url).port}`,
       },
-      // HAProxy has no health check of its own: ready when its listeners answer.
-      readyWhen: { 'load-balancer': Wait.forListeningPorts() },
     });
     const admin = await adminBearer();
     const made = [

@@ -3,12 +3,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import {
-  DockerComposeEnvironment,
-  Wait,
-  type StartedDockerComposeEnvironment,
-  type WaitStrategy,
-} from 'testcontainers';
+import { DockerComposeEnvironment, Wait } from 'testcontainers';
 
 /*
  * The real docker-compose.yml, driven by testcontainers (DockerComposeEnvironment): built and
@@ -47,8 +42,8 @@ export interface StackOptions {
   services?: string[];
   /** Extra variables for the compose file's interpolation. */
   environment?: Record<string, string>;
-  /** How to know a service is ready, where not by its health check (by service name). */
-  readyWhen?: Record<string, WaitStrategy>;
+  /** A log line (by service) that means it is ready, beyond its health check. */
+  readyLog?: Record<string, RegExp>;
 }
 
 /** Builds and starts the stack; waits for each service's health check or `readyLog` line. */
@@ -65,22 +60,21 @@ export async function startComposeStack(options: StackOptions = {}): Promise<Com
       })
     ).stdout;
   const up = async (build: boolean) => {
+    // testcontainers starts the stack (`docker compose up -d`, `--build` the first time) and
+    // waits for published ports; readiness is judged below, so that a service that never gets
+    // ready can be shown (its state and log) before the stack is taken down.
     let env = new DockerComposeEnvironment(ROOT, 'docker-compose.yml')
       .withProjectName(project)
       .withEnvironment(environment)
       .withPullPolicy({ shouldPull: () => false })
-      // Every service with a health check is waited for until healthy; the first start of
-      // Keycloak (its build and realm import) takes a minute or more on a busy machine.
-      .withDefaultWaitStrategy(Wait.forHealthCheck())
+      .withDefaultWaitStrategy(Wait.forListeningPorts())
       .withStartupTimeout(300_000);
     if (build) env = env.withBuild();
     if (options.profile) env = env.withProfiles(options.profile);
-    for (const [service, strategy] of Object.entries(options.readyWhen ?? {})) {
-      env = env.withWaitStrategy(`${service}-1`, strategy);
-    }
     const since = performance.now();
-    const started: StartedDockerComposeEnvironment = await env.up(options.services);
-    return { started, seconds: (performance.now() - since) / 1000 };
+    await env.up(options.services);
+    await ready(stack, options.readyLog ?? {});
+    return (performance.now() - since) / 1000;
   };
   let downed = false;
   const stack: ComposeStack = {
@@ -100,7 +94,7 @@ export async function startComposeStack(options: StackOptions = {}): Promise<Com
     },
     containerId: async (service) => (await compose('ps', '-q', service)).trim(),
     upSeconds: 0,
-    upAgain: async () => (await up(false)).seconds,
+    upAgain: () => up(false),
     down: async () => {
       if (downed) return;
       downed = true;
@@ -108,10 +102,53 @@ export async function startComposeStack(options: StackOptions = {}): Promise<Com
     },
   };
   try {
-    stack.upSeconds = (await up(true)).seconds;
+    stack.upSeconds = await up(true);
   } catch (err) {
-    await stack.down().catch(() => undefined);
+    await stack.down().catch((e: unknown) => console.error(`down -v failed: ${String(e)}`));
     throw err;
   }
   return stack;
+}
+
+/**
+ * Waits until every container with a health check is healthy and each `readyLog` line is in its
+ * service's log (polled each second, for at most 5 minutes). On failure prints every
+ * container's state and the end of the log of each that is not ready.
+ */
+async function ready(stack: ComposeStack, readyLog: Record<string, RegExp>): Promise<void> {
+  const deadline = performance.now() + 300_000;
+  let states: ContainerState[] = [];
+  let waitingFor: string[] = [];
+  while (performance.now() < deadline) {
+    states = (await stack.compose('ps', '--format', 'json'))
+      .split('\n')
+      .filter((line) => line.trim() !== '')
+      .map((line) => JSON.parse(line) as ContainerState);
+    waitingFor = states
+      .filter((c) => c.Health !== '' && c.Health !== 'healthy')
+      .map((c) => c.Service);
+    for (const [service, line] of Object.entries(readyLog)) {
+      if (!line.test(await stack.logs(service))) waitingFor.push(service);
+    }
+    if (states.some((c) => c.Health === 'unhealthy' || c.State === 'restarting')) break;
+    if (waitingFor.length === 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+  const shown = [`stack ${stack.project} not ready; waiting for ${waitingFor.join(', ')}`];
+  for (const c of states) shown.push(`  ${c.Service}: ${c.State} ${c.Status}`);
+  for (const service of new Set(waitingFor)) {
+    const log = (await stack.logs(service).catch(String)).split('\n').slice(-60).join('\n');
+    shown.push(`--- ${service} (last lines of its log)`, log);
+  }
+  console.error(shown.join('\n'));
+  throw new Error(`stack ${stack.project} not ready: ${waitingFor.join(', ')}`);
+}
+
+/** What `docker compose ps --format json` says of a container (one JSON object a line). */
+interface ContainerState {
+  Service: string;
+  State: string;
+  Status: string;
+  /** '' when the container has no health check. */
+  Health: string;
 }
