@@ -99,6 +99,10 @@ export async function startComposeStack(options: StackOptions = {}): Promise<Com
       if (downed) return;
       downed = true;
       await compose('down', '-v', '--remove-orphans', '--timeout', '20');
+      // What `down` may leave when a container was still attached to the network at first.
+      const label = `label=com.docker.compose.project=${project}`;
+      await run('docker', ['network', 'prune', '-f', '--filter', label]);
+      await run('docker', ['volume', 'prune', '-f', '--filter', label]);
     },
   };
   try {
