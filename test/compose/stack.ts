@@ -98,9 +98,15 @@ export async function startComposeStack(options: StackOptions = {}): Promise<Com
     down: async () => {
       if (downed) return;
       downed = true;
-      await compose('down', '-v', '--remove-orphans', '--timeout', '20');
-      // What `down` may leave when a container was still attached to the network at first.
+      // `down` refuses a project that testcontainers has half taken down already (its own
+      // `down` after a failed start names no profile): then the project's label finds the rest.
+      await compose('down', '-v', '--remove-orphans', '--timeout', '20').catch((err: unknown) =>
+        console.error(`docker compose down: ${String(err)}`),
+      );
       const label = `label=com.docker.compose.project=${project}`;
+      const left = (await run('docker', ['ps', '-aq', '--filter', label])).stdout.split(/\s+/);
+      const ids = left.filter((id) => id !== '');
+      if (ids.length > 0) await run('docker', ['rm', '-f', '-v', ...ids]);
       await run('docker', ['network', 'prune', '-f', '--filter', label]);
       await run('docker', ['volume', 'prune', '-f', '--filter', label]);
     },
