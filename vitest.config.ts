@@ -38,7 +38,12 @@ export default defineConfig({
           fileParallelism: false,
           testTimeout: 240_000,
           hookTimeout: 900_000,
-          env: { TESTCONTAINERS_RYUK_DISABLED: 'true' },
+          env: {
+            TESTCONTAINERS_RYUK_DISABLED: 'true',
+            // Published ports are checked there: the admin listener is bound to 127.0.0.1
+            // only, which `localhost` (::1 first) would not reach.
+            TESTCONTAINERS_HOST_OVERRIDE: '127.0.0.1',
+          },
         },
       },
     ],
