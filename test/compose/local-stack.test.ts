@@ -1,21 +1,15 @@
-import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { promisify } from 'node:util';
-import type { Browser } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO } from '../../src/demo/seed-demo.ts';
 import { basicAuth } from '../helpers/api.ts';
-import { launchChromium, screenshot, signIn } from '../helpers/browser.ts';
 import { ADMIN_URL, PUBLIC_URL, ROOT, startComposeStack, type ComposeStack } from './stack.ts';
 import { apiCall, printFigures, tokenGrant, welcomeOf, type Welcome } from './walk.ts';
 
-const bash = promisify(execFile);
-
 /*
- * The local stack as the README starts it (`docker compose up --build`, no profile, nothing
- * set but the image names): the welcome text in the gateway's log, its curl commands as pasted,
- * the spec's walk through port 8000, and Keycloak's console on the admin address in Chromium.
+ * The local stack as the README starts it (`docker compose up -d --build`, no profile, nothing
+ * set but the image names): the welcome text in the gateway's log and the spec's walk through
+ * port 8000 with the demo password it prints.
  */
 
 let stack: ComposeStack;
@@ -48,34 +42,14 @@ describe('the local stack: docker compose up', () => {
     expect(readme).toContain('`docker compose up -d --build`');
   });
 
-  it("prints npm start's welcome in the gateway's log, and its curl commands work as pasted", async () => {
+  it("prints npm start's welcome in the gateway's log", () => {
     expect(welcome.text).toContain(`public  {base_url}:           ${PUBLIC_URL}`);
     expect(welcome.text).toContain(`admin   {admin_site_address}: ${ADMIN_URL}`);
-    // 1. and 2.: the administrator's refresh token, then an access token from it.
-    const script = [...welcome.commands(1), ...welcome.commands(2), 'printf %s "$ACCESS"'].join(
-      '\n',
+    expect(welcome.consoleUrl).toBe(`${ADMIN_URL}/auth/admin/master/console/#/realms/master`);
+    expect(welcome.commands(1)[0]).toMatch(
+      new RegExp(`^REFRESH=\\$\\(curl -s -X POST ${PUBLIC_URL}/auth/realms/master/`),
     );
-    const access = (await bash('bash', ['-c', script], { timeout: 60_000 })).stdout;
-    expect(access.split('.')).toHaveLength(3);
-    const organizations = await apiCall<{ id: string }[]>(
-      '/api/platform/organizations',
-      `Bearer ${access}`,
-    );
-    expect(organizations.status).toBe(200);
-    expect(organizations.json.data.map((o) => o.id)).toContain(org);
-    // 3.: the organization user's tokens; and the health line.
-    const [grant] = welcome.commands(3);
-    const answer = JSON.parse(
-      (await bash('bash', ['-c', grant!], { timeout: 60_000 })).stdout,
-    ) as unknown;
-    expect(answer).toMatchObject({
-      token_type: 'Bearer',
-      refresh_token: expect.any(String) as string,
-    });
-    const health = (await bash('bash', ['-c', welcome.healthCommand], { timeout: 60_000 })).stdout;
-    // Ready (every dependency up, or some degraded): the success result either way.
-    expect(JSON.parse(health) as unknown).toMatchObject({ result: '000-00000' });
-  }, 120_000);
+  });
 
   it('walks the spec through port 8000: grants, Basic and Bearer on the three lists, refresh tokens', async () => {
     const user = { username: DEMO.user, password: welcome.demoPassword };
@@ -135,24 +109,5 @@ describe('the local stack: docker compose up', () => {
     });
     expect(again.status).toBe(400);
     expect(again.json.error).toBe('invalid_grant');
-  }, 120_000);
-
-  it("opens Keycloak's console at the admin address in Chromium, as the welcome text says", async () => {
-    let browser: Browser | undefined;
-    const page = await (browser = await launchChromium()).newPage();
-    try {
-      page.setDefaultTimeout(60_000);
-      await page.goto(welcome.consoleUrl, { waitUntil: 'domcontentloaded' });
-      await signIn(page, welcome.consoleUser, welcome.consolePassword);
-      await page.waitForSelector('[data-testid="rs-sessions-tab"]');
-      expect(page.url()).toBe(`${ADMIN_URL}/auth/admin/master/console/#/master/realm-settings`);
-    } catch (err) {
-      console.error(
-        `console screenshot: ${await screenshot(page, 'compose-console').catch(String)}`,
-      );
-      throw err;
-    } finally {
-      await browser.close();
-    }
   }, 120_000);
 });
