@@ -1,9 +1,11 @@
 # realmgate gateway on Node 24, which runs the TypeScript sources as they are (type stripping):
 # no build step, no loader, no tsx. The image contains no Keycloak and no Java: set KEYCLOAK_URL
 # to an external Keycloak (docker-compose.yml does). Outside demo mode KEYCLOAK_ADMIN_PASSWORD
-# and KEYCLOAK_CLIENT_SECRET are required. `docker build` cannot run on our machines:
-# test/unit/dockerfile.test.ts keeps this file in step with package.json and src/.
-FROM node:24-bookworm-slim
+# and KEYCLOAK_CLIENT_SECRET are required. test/unit/dockerfile.test.ts keeps this file in step
+# with package.json and src/; the compose suite (npm run test:compose) builds and runs it.
+# NODE_IMAGE: the upstream image by default; CI builds a stand-in of it (ops/images/).
+ARG NODE_IMAGE=node:24-bookworm-slim
+FROM ${NODE_IMAGE}
 
 ENV NODE_ENV=production
 WORKDIR /app

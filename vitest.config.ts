@@ -29,6 +29,23 @@ export default defineConfig({
           hookTimeout: 420_000,
         },
       },
+      {
+        test: {
+          // `npm run test:compose` only: docker-compose.yml's two stacks, one file each, one
+          // after the other (both publish ports 8000 and 8001), phases in order.
+          name: 'compose',
+          include: ['test/compose/**/*.test.ts'],
+          fileParallelism: false,
+          testTimeout: 240_000,
+          hookTimeout: 900_000,
+          env: {
+            TESTCONTAINERS_RYUK_DISABLED: 'true',
+            // Published ports are checked there: the admin listener is bound to 127.0.0.1
+            // only, which `localhost` (::1 first) would not reach.
+            TESTCONTAINERS_HOST_OVERRIDE: '127.0.0.1',
+          },
+        },
+      },
     ],
   },
 });

@@ -126,7 +126,13 @@ function workerEnv(
   return {
     ...Object.fromEntries(defined),
     KEYCLOAK_URL: typeof keycloakUrl === 'string' ? keycloakUrl : keycloakUrl.join(','),
-    REALMGATE_CACHE_SECRET: config.REALMGATE_CACHE_SECRET ?? randomBytes(32).toString('base64url'),
+    // Given as a file, the workers read the same file (a setting may not be given both ways).
+    ...(env.REALMGATE_CACHE_SECRET_FILE
+      ? {}
+      : {
+          REALMGATE_CACHE_SECRET:
+            config.REALMGATE_CACHE_SECRET ?? randomBytes(32).toString('base64url'),
+        }),
   };
 }
 

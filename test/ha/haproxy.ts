@@ -91,7 +91,11 @@ export async function startHaproxy(options: HaproxyOptions): Promise<Haproxy> {
  * changes a server's state logs `Server <backend>/<server> is DOWN` (or UP).
  */
 function readLog(logFile: string, offset: number) {
-  const text = readFileSync(logFile).subarray(offset).toString('utf8');
+  return haproxyLogFigures(readFileSync(logFile).subarray(offset).toString('utf8'));
+}
+
+/** What an HAProxy log says: requests each replica served, and its replicas' state changes. */
+export function haproxyLogFigures(text: string) {
   const served: Record<string, number> = {};
   for (const match of text.matchAll(/ gateways-public\/(\S+) /g)) {
     served[match[1]!] = (served[match[1]!] ?? 0) + 1;

@@ -19,9 +19,11 @@ export interface RecordingUpstream {
 
 /**
  * An automation service stand-in that records what really arrives (method, path, headers,
- * body) and answers 200 in the envelope, so tests can show what the gateway forwards.
+ * body) and answers 200 in the envelope, so tests can show what the gateway forwards. On
+ * `host` (loopback unless told otherwise: the compose suite's containers reach it from a network
+ * of their own).
  */
-export async function startRecordingUpstream(): Promise<RecordingUpstream> {
+export async function startRecordingUpstream(host = '127.0.0.1'): Promise<RecordingUpstream> {
   const seen: SeenRequest[] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -44,9 +46,9 @@ export async function startRecordingUpstream(): Promise<RecordingUpstream> {
       );
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    url: `http://${host}:${(server.address() as AddressInfo).port}`,
     seen,
     close: () =>
       new Promise((resolve) => {
