@@ -8,6 +8,7 @@ import { createHealthRouter, type ReadinessCheck } from './http/health.router.ts
 import { createAuthProxy, guardAuthPath } from './auth-proxy/auth-proxy.ts';
 import { guardBootstrapAdmin } from './auth-proxy/bootstrap-admin-guard.ts';
 import { guardFormBody } from './auth-proxy/form-body-guard.ts';
+import { endAccessOnSuccess, type EndAccessDeps } from './auth-proxy/end-access.ts';
 import type { KeycloakNodes } from './keycloak/keycloak-nodes.ts';
 import type { Metrics } from './metrics/metrics.ts';
 import { serveMetrics, type Exposition } from './metrics/metrics.router.ts';
@@ -35,6 +36,8 @@ export interface AppDeps {
   exposition?: Exposition;
   /** Counts password attempts on `/auth` as it counts Basic logins on the API. */
   loginThrottle: LoginThrottle;
+  /** Applies what logouts, revocations and admin-API changes end in Keycloak (end-access.ts). */
+  endAccess: EndAccessDeps;
 }
 
 /**
@@ -72,6 +75,7 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
       metrics: deps.metrics,
       logger: deps.logger,
     }),
+    endAccessOnSuccess(deps.endAccess),
     createAuthProxy({
       nodes: deps.keycloakNodes,
       publicUrl: deps.publicUrl,

@@ -12,6 +12,7 @@ import { createBasicAuthenticator } from './auth/basic/basic-authenticator.ts';
 import { createBearerVerifier } from './auth/bearer/bearer-verifier.ts';
 import { createActiveCheck } from './auth/bearer/active-check.ts';
 import { createJwksRegistry } from './auth/bearer/jwks.ts';
+import { createIdTokenReader } from './auth/bearer/id-token.ts';
 import { createWorkerKeySetMemory } from './auth/bearer/key-set-memory.ts';
 import { createRevocationList } from './auth/revocation.ts';
 import { createOperationsRepo } from './automation/operations.repo.ts';
@@ -34,7 +35,7 @@ import { canonicalConsolePath } from './auth-proxy/console-page.ts';
 import { checkKeycloakNodes } from './keycloak/keycloak-health.ts';
 import { createKeycloakNodes, displayUrlOf } from './keycloak/keycloak-nodes.ts';
 import { createServiceAdmin } from './keycloak/service-admin.ts';
-import { hasTwoFactor } from './platform/realm-admin/users.ts';
+import { hasTwoFactor, longestAccessTokenSeconds } from './platform/realm-admin/users.ts';
 import { createTokenClient } from './keycloak/token-client.ts';
 import { createAdminSession } from './keycloak/admin-session.ts';
 import { createKeycloakCalls } from './keycloak/keycloak-calls.ts';
@@ -301,6 +302,19 @@ export async function startGateway(
     metrics,
     exposition,
     loginThrottle,
+    // What passes through the /auth mount (logouts, revocations, the admin API's account and
+    // key changes) ends at the gateway when Keycloak says yes.
+    endAccess: {
+      revocations,
+      bearer,
+      idTokenSession: createIdTokenReader({ jwks, publicUrl: config.PUBLIC_URL }),
+      accessTokenSeconds: (realm: string) =>
+        serviceAdmin.run(realm, (admin) => longestAccessTokenSeconds(admin, realm)),
+      leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
+      basicCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
+      onKeyProvidersChanged: (realm: string) => jwks.refresh(realm),
+      logger,
+    },
   };
   const forwardRoute = config.AUTOMATION_UPSTREAM_URL
     ? createForwardRoute({

@@ -35,6 +35,14 @@ export function createJwksRegistry(options: { calls: KeycloakCalls; memory?: Key
       }
       return keySet;
     },
+    /**
+     * Fetches the realm's key set anew: from its return on, only keys Keycloak publishes verify.
+     * Here by dropping the realm's remote set, so the next verification fetches it.
+     */
+    refresh(realm: string): Promise<void> {
+      keySets.delete(realm);
+      return Promise.resolve();
+    },
   };
 
   async function fetchKeySet(realm: string, path: string): Promise<Response> {
