@@ -10,8 +10,11 @@ import { endingRuleOf, type Ending } from './access-endings.ts';
 import { beforeAnswer } from './auth-proxy.ts';
 import { formFieldsOf } from './form-body-guard.ts';
 
-/** A user representation is a few KiB; attributes can make it larger, never this large. */
-const MAX_JSON_BYTES = 1024 * 1024;
+/**
+ * The admin API's user and realm updates, read to see what they change: a few KiB, more with
+ * attributes or localized texts, never this much (larger ones get 413).
+ */
+const MAX_JSON_BYTES = 8 * 1024 * 1024;
 
 /**
  * When a realm's token lifetime cannot be read (the admin API failing): refusals last a day,
