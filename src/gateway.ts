@@ -13,6 +13,7 @@ import { createBearerVerifier } from './auth/bearer/bearer-verifier.ts';
 import { createActiveCheck } from './auth/bearer/active-check.ts';
 import { createJwksRegistry } from './auth/bearer/jwks.ts';
 import { createIdTokenReader } from './auth/bearer/id-token.ts';
+import { createKeySetEvents } from './auth/bearer/key-set-events.ts';
 import { createWorkerKeySetMemory } from './auth/bearer/key-set-memory.ts';
 import { createRevocationList } from './auth/revocation.ts';
 import { createOperationsRepo } from './automation/operations.repo.ts';
@@ -196,6 +197,13 @@ export async function startGateway(
     metrics,
     logger,
   });
+  // A realm's key providers changed through an admin listener: every replica fetches its keys.
+  const keySetEvents = await createKeySetEvents({
+    bus,
+    keyPrefix: config.REDIS_KEY_PREFIX,
+    logger,
+    refresh: (realm) => jwks.refresh(realm),
+  });
   // The one throttle of password attempts: Basic logins here, password grants and the login
   // form on /auth (app.ts).
   const loginThrottle = createLoginThrottle({
@@ -312,7 +320,7 @@ export async function startGateway(
         serviceAdmin.run(realm, (admin) => longestAccessTokenSeconds(admin, realm)),
       leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
       basicCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
-      onKeyProvidersChanged: (realm: string) => jwks.refresh(realm),
+      onKeyProvidersChanged: (realm: string) => keySetEvents.changed(realm),
       logger,
     },
   };

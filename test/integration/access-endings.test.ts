@@ -268,28 +268,31 @@ describe("the admin listener's session and user actions end access on every repl
 });
 
 describe('a change to key providers through the admin listener', () => {
-  /** Key-set fetches A has made so far (its metrics). */
-  async function keySetFetches(): Promise<number> {
-    const text = await (await fetch(`${adminUrlA}/metrics`)).text();
-    return text
+  /** Key-set fetches a replica has made so far (its metrics). */
+  async function keySetFetches(replica: Replica): Promise<number> {
+    const res = await fetch(`http://127.0.0.1:${replica.config.ADMIN_PORT}/metrics`);
+    return (await res.text())
       .split('\n')
       .filter((line) => line.startsWith('realmgate_keycloak_requests_total{kind="jwks"'))
       .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0);
   }
-  const statusOnA = async (realm: string, token: string) =>
+  const served = async (replica: Replica, token: string) =>
     (
-      await fetch(`${a.url}/api/${realm}/platform/workspaces`, {
+      await fetch(`${replica.url}/api/${org}/platform/workspaces`, {
         headers: { authorization: `Bearer ${token}` },
       })
     ).status;
 
-  it("has the realm's key set fetched again", async () => {
+  it("has the realm's key set fetched again, on every replica", async () => {
     const user = await createUser(org);
-    expect(await statusOnA(org, (await grant(user)).access)).toBe(200);
-    const before = await keySetFetches();
-    // A new token signed with a key A knows: verified from the key set it holds.
-    expect(await statusOnA(org, (await grant(user)).access)).toBe(200);
-    expect(await keySetFetches()).toBe(before);
+    const replicas = [a, replicaB];
+    for (const replica of replicas)
+      expect(await served(replica, (await grant(user)).access)).toBe(200);
+    const before = await Promise.all(replicas.map(keySetFetches));
+    // New tokens signed with a key both know: verified from the key sets they hold.
+    for (const replica of replicas)
+      expect(await served(replica, (await grant(user)).access)).toBe(200);
+    expect(await Promise.all(replicas.map(keySetFetches))).toEqual(before);
 
     const provider = {
       name: 'rsa-added',
@@ -298,7 +301,14 @@ describe('a change to key providers through the admin listener', () => {
       config: { priority: ['1'], enabled: ['true'], active: ['false'] },
     };
     expect(await adminCall('POST', `${org}/components`, provider)).toBe(201);
-    expect(await statusOnA(org, (await grant(user)).access)).toBe(200);
-    expect(await keySetFetches()).toBeGreaterThan(before);
+    expect(await served(a, (await grant(user)).access)).toBe(200);
+    expect(await keySetFetches(a)).toBeGreaterThan(before[0]!);
+    // B hears of it over Redis: its next verification, or its refresh, fetches the set.
+    await expect
+      .poll(async () => {
+        expect(await served(replicaB, (await grant(user)).access)).toBe(200);
+        return keySetFetches(replicaB);
+      }, EVENTUALLY)
+      .toBeGreaterThan(before[1]!);
   });
 });
