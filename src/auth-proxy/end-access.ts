@@ -47,7 +47,12 @@ export interface EndAccessDeps {
  * refusal ends nothing. Mount it after the form guard, before the proxy.
  */
 export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
-  const readJson = express.raw({ type: 'application/json', limit: MAX_JSON_BYTES });
+  // Read as sent (no inflating): the proxy forwards these bytes with the client's headers.
+  const readJson = express.raw({
+    type: 'application/json',
+    limit: MAX_JSON_BYTES,
+    inflate: false,
+  });
   const lifetimes = new Map<string, { seconds: number; until: number }>();
 
   /** How long a refusal of the realm's tokens must last; remembered a minute per realm. */
@@ -190,8 +195,13 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
     const go = () => {
       watch(req).then(() => next(), next);
     };
-    if (rule.readsJson) readJson(req, res, (err?: unknown) => (err ? next(err) : go()));
-    else go();
+    // A compressed body (no console sends one) is not read: it streams through, and what it
+    // changes is left to the re-check.
+    const encoding = req.headers['content-encoding'];
+    const readable = encoding === undefined || encoding.toLowerCase() === 'identity';
+    if (rule.readsJson && readable) {
+      readJson(req, res, (err?: unknown) => (err ? next(err) : go()));
+    } else go();
   };
 }
 
