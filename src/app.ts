@@ -9,6 +9,7 @@ import { createHealthRouter, type ReadinessCheck } from './http/health.router.ts
 import { createAuthProxy, guardAuthPath } from './auth-proxy/auth-proxy.ts';
 import { guardBootstrapAdmin } from './auth-proxy/bootstrap-admin-guard.ts';
 import { guardFormBody } from './auth-proxy/form-body-guard.ts';
+import { endAccessOnSuccess, type EndAccessDeps } from './auth-proxy/end-access.ts';
 import type { KeycloakNodes } from './keycloak/keycloak-nodes.ts';
 import type { Metrics } from './metrics/metrics.ts';
 import { serveMetrics, type Exposition } from './metrics/metrics.router.ts';
@@ -38,6 +39,8 @@ export interface AppDeps {
   loginThrottle: LoginThrottle;
   /** Wrong passwords refused within the throttle's window, shared with Basic. */
   failedLogins: FailedLoginMemory;
+  /** Applies what logouts, revocations and admin-API changes end in Keycloak (end-access.ts). */
+  endAccess: EndAccessDeps;
 }
 
 /**
@@ -76,6 +79,7 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
       metrics: deps.metrics,
       logger: deps.logger,
     }),
+    endAccessOnSuccess(deps.endAccess),
     createAuthProxy({
       nodes: deps.keycloakNodes,
       publicUrl: deps.publicUrl,

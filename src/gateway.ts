@@ -15,8 +15,9 @@ import { longestServedSeconds } from './auth/basic/cached-login.ts';
 import { createBearerVerifier } from './auth/bearer/bearer-verifier.ts';
 import { createActiveCheck } from './auth/bearer/active-check.ts';
 import { createJwksRegistry } from './auth/bearer/jwks.ts';
-import { createWorkerKeySetMemory } from './auth/bearer/key-set-memory.ts';
+import { createIdTokenReader } from './auth/bearer/id-token.ts';
 import { createKeySetEvents } from './auth/bearer/key-set-events.ts';
+import { createWorkerKeySetMemory } from './auth/bearer/key-set-memory.ts';
 import { createRevocationList } from './auth/revocation.ts';
 import { createOperationsRepo } from './automation/operations.repo.ts';
 import { createCache, type Cache } from './cache/index.ts';
@@ -39,7 +40,7 @@ import { canonicalConsolePath } from './auth-proxy/console-page.ts';
 import { checkKeycloakNodes } from './keycloak/keycloak-health.ts';
 import { createKeycloakNodes, displayUrlOf } from './keycloak/keycloak-nodes.ts';
 import { createServiceAdmin } from './keycloak/service-admin.ts';
-import { hasTwoFactor } from './platform/realm-admin/users.ts';
+import { hasTwoFactor, longestAccessTokenSeconds } from './platform/realm-admin/users.ts';
 import { createTokenClient } from './keycloak/token-client.ts';
 import { createAdminSession } from './keycloak/admin-session.ts';
 import { createKeycloakCalls } from './keycloak/keycloak-calls.ts';
@@ -284,7 +285,8 @@ export async function startGateway(
     logger,
     apply: ({ organizationId, state }) => directory.learn(organizationId, state),
   });
-  // An operator's forced key-set refresh reaches every replica and worker.
+  // A forced key-set refresh (an operator, or a key-provider change through an admin listener)
+  // reaches every replica and worker.
   const keySetEvents = await createKeySetEvents({
     bus,
     keyPrefix: config.REDIS_KEY_PREFIX,
@@ -334,6 +336,19 @@ export async function startGateway(
     exposition,
     loginThrottle,
     failedLogins,
+    // What passes through the /auth mount (logouts, revocations, the admin API's account and
+    // key changes) ends at the gateway when Keycloak says yes.
+    endAccess: {
+      revocations,
+      bearer,
+      idTokenSession: createIdTokenReader({ jwks, publicUrl: config.PUBLIC_URL }),
+      accessTokenSeconds: (realm: string) =>
+        serviceAdmin.run(realm, (admin) => longestAccessTokenSeconds(admin, realm)),
+      leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
+      basicCacheSeconds: basicLoginSeconds,
+      onKeyProvidersChanged: (realm: string) => keySetEvents.refreshEverywhere(realm),
+      logger,
+    },
   };
   const forwardRoute = config.AUTOMATION_UPSTREAM_URL
     ? createForwardRoute({

@@ -124,6 +124,21 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
       if (several) nodes.answered(node);
       // Keycloak gone mid-answer: the client's connection ends too.
       answer.on('error', () => res.destroy());
+      const hook = answerHooks.get(req);
+      if (hook) {
+        // What the request ended is applied before its client learns it succeeded; the hook
+        // never rejects (end-access.ts logs its failures), and the answer waits unread.
+        // Keycloak has answered: its silence while the hook runs is no timeout.
+        outgoing.setTimeout(0);
+        void hook(answer.statusCode ?? 502).then(() => {
+          outgoing.setTimeout(timeoutMs);
+          relay(answer);
+        });
+        return;
+      }
+      relay(answer);
+    });
+    const relay = (answer: IncomingMessage) => {
       const rewrite = rewrites.get(req);
       if (rewrite) {
         serveRewritten(answer, res, rewrite);
@@ -135,7 +150,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
       }
       res.writeHead(answer.statusCode ?? 502, answerHeadersOf(answer));
       answer.pipe(res);
-    });
+    };
     outgoing.on('error', (err) => {
       // Cut off because the client left: nobody to answer, and nothing wrong with the node.
       if (clientGone) return;
@@ -182,6 +197,17 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
     if (rewrite) rewrites.set(req, rewrite);
     send(req, res, several ? nodes.pick() : nodes.all[0]!, false);
   };
+}
+
+const answerHooks = new WeakMap<IncomingMessage, (status: number) => Promise<void>>();
+
+/**
+ * Has `hook` run with the status of Keycloak's answer to `req` before the answer is relayed
+ * (end-access.ts: what a logout ended is applied before its client hears of it). `hook` must
+ * not reject.
+ */
+export function beforeAnswer(req: IncomingMessage, hook: (status: number) => Promise<void>) {
+  answerHooks.set(req, hook);
 }
 
 /** Whether the request's body can be sent again: none, or the form the guard has read. */

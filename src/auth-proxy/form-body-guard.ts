@@ -57,9 +57,15 @@ function readFormOf(req: IncomingMessage): ReadForm | undefined {
     : undefined;
 }
 
-/** The bytes of the form `guardFormBody` read, if any, so the proxy can write them to Keycloak. */
+/**
+ * The bytes of the body a step read before the proxy (the form `guardFormBody` read, or the
+ * JSON end-access.ts read), if any, so the proxy can write them to Keycloak.
+ */
 export function bufferedBodyOf(req: IncomingMessage): Buffer | undefined {
-  return readFormOf(req)?.bytes;
+  const body = (req as IncomingMessage & { body?: unknown }).body;
+  const bytes: unknown =
+    body !== null && typeof body === 'object' && 'bytes' in body ? body.bytes : undefined;
+  return Buffer.isBuffer(bytes) ? bytes : undefined;
 }
 
 /** The fields of the form `guardFormBody` read, if any. */

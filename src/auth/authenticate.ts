@@ -124,8 +124,8 @@ export function knownPrincipal(
 }
 
 /**
- * Tokens of a revoked session, and Bearer tokens of a user issued before that user was disabled,
- * deleted or lost a workspace, are refused at once, by every replica (see revocation.ts). Basic
+ * Tokens of a revoked session, a token revoked alone (RFC 7009), and Bearer tokens of a user issued before that user was disabled,
+ * deleted or lost a workspace (or whose realm's sessions all ended), are refused at once, by every replica (see revocation.ts). Basic
  * logins need no such check: cached ones older than the user's revocation are dropped by the
  * authenticator, and a fresh one reflects Keycloak as it is now.
  */
@@ -138,6 +138,7 @@ function refuseRevoked(principal: Principal, revocations: RevocationList): void 
 function isRevoked(principal: Principal, revocations: RevocationList): boolean {
   return (
     (principal.sessionId !== undefined && revocations.isSessionRevoked(principal.sessionId)) ||
+    (principal.tokenId !== undefined && revocations.isTokenRevoked(principal.tokenId)) ||
     (principal.method === 'bearer' &&
       revocations.isIssuedBeforeRevocation(principal.realm, principal.userId, principal.issuedAt))
   );

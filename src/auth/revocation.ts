@@ -23,6 +23,17 @@ interface RevocationMessage {
    * Absent, only the sessions listed and the cached Basic logins are concerned.
    */
   tokenTtlSeconds?: number;
+  /**
+   * When set, the revocation concerns every user of the realm (`userId` is ignored): every
+   * access token issued before `at` is refused for `tokenTtlSeconds`, every cached Basic login
+   * from before `at` is dropped (Keycloak's "sign out all active sessions").
+   */
+  wholeRealm?: true;
+  /**
+   * Ids (`jti`) of single access tokens refused for `ttlSeconds`, and nothing else of their
+   * session: RFC 7009 revocation of one access token.
+   */
+  tokenIds?: string[];
   /** The replica that made it (absent from older replicas): it ignores its own message. */
   from?: string;
 }
@@ -35,6 +46,8 @@ export interface RevocationList {
    * could still be served (`userTtlSeconds`, outage bound included).
    */
   userRevokedAt(realm: string, userId: string): number | undefined;
+  /** True when this one access token (its `jti`) must be refused. O(1), in memory. */
+  isTokenRevoked(tokenId: string): boolean;
   /**
    * True when the user's tokens issued at `issuedAt` (epoch seconds, the `iat` claim) must be
    * refused. `iat` has whole seconds, so a token issued in the second of the revocation is
@@ -42,8 +55,12 @@ export interface RevocationList {
    * O(1), in memory, without allocation.
    */
   isIssuedBeforeRevocation(realm: string, userId: string, issuedAt: number): boolean;
-  /** Refuses the sessions here at once and tells every other replica. */
-  revoke(revocation: Omit<RevocationMessage, 'at'>): Promise<void>;
+  /**
+   * Refuses the sessions here at once and tells every other replica. `at` (epoch ms, never
+   * later than now) is the moment before which tokens are refused: now unless given (a realm's
+   * not-before set in Keycloak names its own).
+   */
+  revoke(revocation: Omit<RevocationMessage, 'at'> & { at?: number }): Promise<void>;
 }
 
 const MAX_REVOKED = 1_000_000;
@@ -66,9 +83,21 @@ export async function createRevocationList(options: {
   const userKey = (realm: string, userId: string) => `${realm}\u0000${userId}`;
   // By realm, then user id: the per-request look-up builds no key string.
   const userTokens = new Map<string, TtlLru<number>>();
+  // By realm: when its every token and cached login from before that moment is refused.
+  const realms = new TtlLru<number>(MAX_REVOKED);
+  const tokens = new TtlLru<true>(MAX_REVOKED);
+  const latestOf = (a: number | undefined, b: number | undefined) =>
+    a === undefined ? b : b === undefined ? a : Math.max(a, b);
 
   function apply(message: RevocationMessage, source: 'local' | 'peer'): void {
     options.metrics.revocationApplied(source);
+    for (const id of message.tokenIds ?? [])
+      tokens.set(id, true, message.at + message.ttlSeconds * 1000);
+    if (message.wholeRealm) {
+      const until = message.at + lifetimeSecondsOf(message) * 1000;
+      realms.set(message.realm, Math.max(message.at, realms.get(message.realm) ?? 0), until);
+      return;
+    }
     for (const id of message.sessionIds)
       sessions.set(id, true, message.at + message.ttlSeconds * 1000);
     users.set(
@@ -86,17 +115,20 @@ export async function createRevocationList(options: {
 
   const local = {
     isSessionRevoked: (sessionId: string) => sessions.get(sessionId) === true,
-    userRevokedAt: (realm: string, userId: string) => users.get(userKey(realm, userId)),
+    userRevokedAt: (realm: string, userId: string) =>
+      latestOf(users.get(userKey(realm, userId)), realms.get(realm)),
+    isTokenRevoked: (tokenId: string) => tokens.size > 0 && tokens.get(tokenId) === true,
     isIssuedBeforeRevocation(realm: string, userId: string, issuedAt: number) {
-      if (userTokens.size === 0) return false;
-      const revokedAt = userTokens.get(realm)?.get(userId);
+      if (userTokens.size === 0 && realms.size === 0) return false;
+      const revokedAt = latestOf(userTokens.get(realm)?.get(userId), realms.get(realm));
       return revokedAt !== undefined && issuedAt * 1000 < revokedAt;
     },
   };
   if (!options.bus) {
     return {
       ...local,
-      revoke: (revocation) => Promise.resolve(apply({ ...revocation, at: Date.now() }, 'local')),
+      revoke: (revocation) =>
+        Promise.resolve(apply({ ...revocation, at: momentOf(revocation.at) }, 'local')),
     };
   }
   const bus: ReplicaBus = options.bus;
@@ -159,7 +191,8 @@ export async function createRevocationList(options: {
   return {
     ...local,
     async revoke(revocation) {
-      const message: RevocationMessage = { ...revocation, at: Date.now(), from: bus.replicaId };
+      const at = momentOf(revocation.at);
+      const message: RevocationMessage = { ...revocation, at, from: bus.replicaId };
       apply(message, 'local');
       try {
         await share(message);
@@ -174,6 +207,12 @@ export async function createRevocationList(options: {
       }
     },
   };
+}
+
+/** The moment a revocation starts from: the one given, if not in the future, else now. */
+function momentOf(at: number | undefined): number {
+  const now = Date.now();
+  return at === undefined ? now : Math.min(at, now);
 }
 
 /** How long a revocation has something to refuse: its longest-lived part. */

@@ -151,7 +151,11 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     const { principal } = login;
     if (deadline <= Date.now() || principal.expiresAt * 1000 <= Date.now()) return undefined;
     const revokedAt = deps.revocations.userRevokedAt(principal.realm, principal.userId);
-    if (revokedAt !== undefined && revokedAt > principal.issuedAt * 1000) {
+    // A login whose Keycloak session was ended (a console's session delete) logs in afresh
+    // rather than being refused: the password is still good.
+    const sessionEnded =
+      principal.sessionId !== undefined && deps.revocations.isSessionRevoked(principal.sessionId);
+    if (sessionEnded || (revokedAt !== undefined && revokedAt > principal.issuedAt * 1000)) {
       local.delete(key);
       return undefined;
     }

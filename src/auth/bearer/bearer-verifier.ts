@@ -10,7 +10,7 @@ import type { Principal } from '../../tenancy/principal.ts';
 import type { JwksRegistry } from './jwks.ts';
 
 /** Asymmetric algorithms only: `none` and HMAC (which a public key could "sign") never pass. */
-const ALLOWED_ALGORITHMS = [
+export const ALLOWED_ALGORITHMS = [
   'RS256',
   'RS384',
   'RS512',

@@ -9,7 +9,7 @@ import express from 'express';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createForwarding } from '../../../src/edge/forwarding.ts';
 import { createLogger } from '../../../src/http/logger.ts';
-import { createAuthProxy } from '../../../src/auth-proxy/auth-proxy.ts';
+import { beforeAnswer, createAuthProxy } from '../../../src/auth-proxy/auth-proxy.ts';
 import { guardFormBody } from '../../../src/auth-proxy/form-body-guard.ts';
 import { createKeycloakNodes, type KeycloakNodes } from '../../../src/keycloak/keycloak-nodes.ts';
 
@@ -179,5 +179,67 @@ describe('/auth proxy: what reaches Keycloak and what comes back', () => {
     client.destroy();
     await seen[0]!.closed;
     expect(nodes.all.map((node) => node.state)).toEqual(['up', 'up']);
+  });
+});
+
+/** A step before the proxy (end-access.ts) acting on Keycloak's answer before the client has it. */
+describe('/auth proxy: a hook on the answer', () => {
+  let keycloak: Server;
+  let gateway: Server;
+  let nodes: KeycloakNodes;
+  let base: string;
+  let hook: (status: number) => Promise<void>;
+
+  beforeAll(async () => {
+    keycloak = createServer((_req, res) => res.writeHead(204).end());
+    nodes = createKeycloakNodes({ urls: [`${await listen(keycloak)}/auth`], timeoutMs: 1000 });
+    const app = express();
+    app.use(
+      '/auth',
+      (req, _res, next) => {
+        beforeAnswer(req, (status) => hook(status));
+        next();
+      },
+      createAuthProxy({
+        nodes,
+        publicUrl: 'https://gateway.example:8443',
+        timeoutMs: 100,
+        forwarding: createForwarding(undefined),
+        logger: createLogger('silent'),
+      }),
+    );
+    gateway = createServer(app);
+    base = await listen(gateway);
+  });
+  afterAll(async () => {
+    nodes.close();
+    for (const server of [gateway, keycloak]) {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  it("runs with Keycloak's status, and the client gets the answer only once it is done", async () => {
+    let finish = () => {};
+    const done = new Promise<void>((resolve) => (finish = resolve));
+    const called = new Promise<number>((resolve) => {
+      hook = (status) => {
+        resolve(status);
+        return done;
+      };
+    });
+    let answered = false;
+    const response = fetch(`${base}/auth/realms/acme/protocol/openid-connect/logout`, {
+      method: 'POST',
+    }).then((res) => {
+      answered = true;
+      return res;
+    });
+    expect(await called).toBe(204);
+    expect(answered).toBe(false);
+    // The proxy's timeout (100 ms) is real time on a real socket: the hook outlasts it on
+    // purpose, and the answer must still be Keycloak's, not a 504.
+    setTimeout(finish, 300);
+    expect((await response).status).toBe(204);
   });
 });

@@ -1,0 +1,230 @@
+import type { IncomingMessage } from 'node:http';
+import express, { type RequestHandler } from 'express';
+import { decodeJwt } from 'jose';
+import type { Logger } from 'pino';
+import type { RevocationList } from '../auth/revocation.ts';
+import type { BearerVerifier } from '../auth/bearer/bearer-verifier.ts';
+import type { IdTokenSession } from '../auth/bearer/id-token.ts';
+import { targetOf } from '../edge/request-scope.ts';
+import { endingRuleOf, type Ending } from './access-endings.ts';
+import { beforeAnswer } from './auth-proxy.ts';
+import { formFieldsOf } from './form-body-guard.ts';
+
+/**
+ * The admin API's user and realm updates, read to see what they change: a few KiB, more with
+ * attributes or localized texts, never this much (larger ones get 413).
+ */
+const MAX_JSON_BYTES = 8 * 1024 * 1024;
+
+/**
+ * When a realm's token lifetime cannot be read (the admin API failing): refusals last a day,
+ * longer than any access token a realm would issue.
+ */
+const UNKNOWN_LIFETIME_SECONDS = 24 * 3600;
+const LIFETIME_MEMORY_MS = 60_000;
+
+export interface EndAccessDeps {
+  revocations: RevocationList;
+  /** Verifies an access token of the realm: a `revoke` of one refuses that token alone. */
+  bearer: Pick<BearerVerifier, 'verify'>;
+  /** The session of an ID token the realm signed (id-token.ts), if it is one. */
+  idTokenSession: (realm: string, token: string) => Promise<IdTokenSession | undefined>;
+  /** The longest an access token of the realm lives (the realm's and its clients' settings). */
+  accessTokenSeconds: (realm: string) => Promise<number>;
+  leewaySeconds: number;
+  /** How long a cached Basic login lives: how long its user's revocation must be kept. */
+  basicCacheSeconds: number;
+  /** The realm's key providers changed: its key set is fetched again. */
+  onKeyProvidersChanged: (realm: string) => Promise<void>;
+  logger: Logger;
+}
+
+/**
+ * The `/auth` step that makes what a request ends in Keycloak end at the gateway at once, on
+ * every replica: it finds the request's row in access-endings.ts, prepares what it would end
+ * before forwarding (verifying the tokens it names), and applies it through the shared
+ * revocation list when Keycloak answers success, before the client gets that answer. Keycloak's
+ * refusal ends nothing. Mount it after the form guard, before the proxy.
+ */
+export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
+  // Read as sent (no inflating): the proxy forwards these bytes with the client's headers.
+  const readJson = express.raw({
+    type: 'application/json',
+    limit: MAX_JSON_BYTES,
+    inflate: false,
+  });
+  const lifetimes = new Map<string, { seconds: number; until: number }>();
+
+  /** How long a refusal of the realm's tokens must last; remembered a minute per realm. */
+  async function tokenLifetimeOf(realm: string): Promise<number> {
+    const known = lifetimes.get(realm);
+    if (known && known.until > Date.now()) return known.seconds;
+    let seconds: number;
+    try {
+      seconds = (await deps.accessTokenSeconds(realm)) + deps.leewaySeconds;
+    } catch (err) {
+      deps.logger.warn({ err, realm }, 'token lifetime unreadable; refusals last a day');
+      return UNKNOWN_LIFETIME_SECONDS;
+    }
+    lifetimes.set(realm, { seconds, until: Date.now() + LIFETIME_MEMORY_MS });
+    return seconds;
+  }
+
+  const basicSeconds = Math.max(deps.basicCacheSeconds, 1);
+  const endSession = async (realm: string, sessionId: string, userId = '') => {
+    const ttlSeconds = await tokenLifetimeOf(realm);
+    return () =>
+      deps.revocations.revoke({
+        realm,
+        userId,
+        sessionIds: [sessionId],
+        ttlSeconds,
+        userTtlSeconds: 0,
+      });
+  };
+
+  /** What `ending` will do once Keycloak has said yes; undefined when nothing it names is trusted. */
+  async function prepare(ending: Ending): Promise<(() => Promise<void>) | undefined> {
+    const { realm } = ending;
+    switch (ending.kind) {
+      case 'session':
+        return endSession(realm, ending.sessionId);
+      case 'user': {
+        const tokenTtlSeconds = ending.tokens ? await tokenLifetimeOf(realm) : undefined;
+        const { userId } = ending;
+        return () =>
+          deps.revocations.revoke({
+            realm,
+            userId,
+            sessionIds: [],
+            ttlSeconds: 1,
+            userTtlSeconds: basicSeconds,
+            ...(tokenTtlSeconds !== undefined && { tokenTtlSeconds }),
+          });
+      }
+      case 'realm': {
+        const tokenTtlSeconds = await tokenLifetimeOf(realm);
+        const at = ending.notBefore;
+        // A not-before so old that every token issued before it has expired: nothing to end.
+        if (at !== undefined && at + tokenTtlSeconds * 1000 <= Date.now()) return undefined;
+        return () =>
+          deps.revocations.revoke({
+            realm,
+            userId: '',
+            sessionIds: [],
+            ttlSeconds: 1,
+            userTtlSeconds: basicSeconds,
+            tokenTtlSeconds,
+            wholeRealm: true,
+            at,
+          });
+      }
+      case 'keys':
+        return () => deps.onKeyProvidersChanged(realm);
+      case 'logout': {
+        // A refresh token is HMAC-signed with a key only Keycloak holds: its claims are read
+        // unverified, and trusted only because Keycloak's success says it verified the token
+        // (signature, active session, issued to the authenticated client); a bad one is refused.
+        // An ID token hint the gateway verifies itself against the realm's key set.
+        const session = ending.refreshToken
+          ? sessionOfRefreshToken(ending.refreshToken)
+          : await deps.idTokenSession(realm, ending.idTokenHint ?? '');
+        return session && endSession(realm, session.sessionId, session.userId);
+      }
+      case 'revoke':
+        return revokeToken(realm, ending.token);
+    }
+  }
+
+  /**
+   * RFC 7009: Keycloak answers 200 whatever the token, so only an access token the gateway
+   * verifies itself is refused (that token alone, by its `jti`, as Keycloak revokes it). A
+   * refresh token's revocation is left to the background re-check: nothing here can prove its
+   * claims before Keycloak's answer, and its answer proves nothing.
+   */
+  async function revokeToken(realm: string, token: string) {
+    const principal = await deps.bearer.verify(realm, token).catch(() => undefined);
+    const tokenId = principal?.tokenId;
+    if (!principal || !tokenId) return undefined;
+    const ttlSeconds =
+      Math.max(principal.expiresAt - Math.floor(Date.now() / 1000), 0) + deps.leewaySeconds + 1;
+    return () =>
+      deps.revocations.revoke({
+        realm,
+        userId: principal.userId,
+        sessionIds: [],
+        tokenIds: [tokenId],
+        ttlSeconds,
+        userTtlSeconds: 0,
+      });
+  }
+
+  async function watch(req: IncomingMessage): Promise<void> {
+    const { segments, query } = targetOf(req);
+    const rule = endingRuleOf(req.method, segments)!;
+    const ending = rule.endingOf({
+      query: new URLSearchParams(query),
+      form: formFieldsOf(req),
+      json: jsonOf(req),
+    });
+    const end = ending && (await prepare(ending));
+    if (!ending || !end) return;
+    beforeAnswer(req, async (status) => {
+      if (!rule.succeeded(status)) return;
+      try {
+        await end();
+        deps.logger.info(
+          { ending: ending.kind, realm: ending.realm },
+          'access ended in Keycloak ended at the gateway',
+        );
+      } catch (err) {
+        deps.logger.error(
+          { err, ending: ending.kind, realm: ending.realm },
+          'could not apply what Keycloak ended',
+        );
+      }
+    });
+  }
+
+  return (req, res, next) => {
+    const rule = endingRuleOf(req.method, targetOf(req).segments);
+    if (!rule) {
+      next();
+      return;
+    }
+    const go = () => {
+      watch(req).then(() => next(), next);
+    };
+    // A compressed body (no console sends one) is not read: it streams through, and what it
+    // changes is left to the re-check.
+    const encoding = req.headers['content-encoding'];
+    const readable = encoding === undefined || encoding.toLowerCase() === 'identity';
+    if (rule.readsJson && readable) {
+      readJson(req, res, (err?: unknown) => (err ? next(err) : go()));
+    } else go();
+  };
+}
+
+/** The JSON body `readJson` read, parsed (its bytes kept for the proxy); undefined if none. */
+function jsonOf(req: IncomingMessage): unknown {
+  const holder = req as IncomingMessage & { body?: unknown };
+  if (!Buffer.isBuffer(holder.body)) return undefined;
+  const bytes = holder.body;
+  holder.body = { bytes };
+  try {
+    return JSON.parse(bytes.toString('utf8'));
+  } catch {
+    // Keycloak refuses it: nothing ends.
+    return undefined;
+  }
+}
+
+function sessionOfRefreshToken(token: string): IdTokenSession | undefined {
+  try {
+    const { sid, sub } = decodeJwt(token);
+    if (typeof sid !== 'string' || sid === '') return undefined;
+    return { sessionId: sid, userId: typeof sub === 'string' ? sub : undefined };
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,41 @@
+import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
+import { ALLOWED_ALGORITHMS } from './bearer-verifier.ts';
+import type { JwksRegistry } from './jwks.ts';
+
+/** The Keycloak session an ID token names, and its user. */
+export interface IdTokenSession {
+  sessionId: string;
+  userId: string | undefined;
+}
+
+/**
+ * Reads an ID token (an OIDC logout's `id_token_hint`) the way the Bearer verifier reads access
+ * tokens: signed by a key of the realm's key set, with an allowed algorithm, issued by the
+ * realm as `PUBLIC_URL` names it, `typ: ID`. Expiry does not matter: Keycloak accepts an
+ * expired hint, and the session it names is what the logout ended. Undefined for anything else
+ * (a forged or foreign token, a token without `sid`, a key set that cannot be fetched).
+ */
+export function createIdTokenReader(options: { jwks: JwksRegistry; publicUrl: string }) {
+  return async (realm: string, token: string): Promise<IdTokenSession | undefined> => {
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token, options.jwks.keySetFor(realm), {
+        issuer: `${options.publicUrl}/auth/realms/${realm}`,
+        algorithms: ALLOWED_ALGORITHMS,
+      }));
+    } catch (err) {
+      // Thrown after the signature and issuer were checked (jose checks claims last).
+      if (!(err instanceof joseErrors.JWTExpired)) return undefined;
+      payload = err.payload;
+    }
+    if (payload.typ !== 'ID' || typeof payload.sid !== 'string' || payload.sid === '') {
+      return undefined;
+    }
+    return {
+      sessionId: payload.sid,
+      userId: typeof payload.sub === 'string' ? payload.sub : undefined,
+    };
+  };
+}
+
+export type IdTokenReader = ReturnType<typeof createIdTokenReader>;

@@ -1,0 +1,314 @@
+import { generateKeyPair, SignJWT } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { basicAuth } from '../helpers/api.ts';
+import { claimsOf, createUser, userIdOf, type TestUser } from '../helpers/keycloak.ts';
+import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { startReplica, type Replica } from '../helpers/replica.ts';
+import { testEnv } from '../helpers/test-env.ts';
+import { EVENTUALLY } from '../helpers/eventually.ts';
+import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
+
+// Two replicas sharing Redis: each request that ends something goes through replica A; B must
+// refuse at once. B never re-checks tokens with Keycloak and keeps Basic logins an hour, so
+// only the revocation A shares can make it refuse.
+
+interface Grant {
+  access: string;
+  refresh: string;
+  id: string;
+}
+
+let a: Replica;
+let adminUrlA: string;
+let replicaB: Replica;
+const b = () => replicaB.url;
+
+/** A password grant through B's public listener: `scope` as a client would ask. */
+async function grant(user: TestUser, scope = 'openid'): Promise<Grant> {
+  const res = await fetch(`${b()}/auth/realms/${user.realm}/protocol/openid-connect/token`, {
+    method: 'POST',
+    body: new URLSearchParams({
+      client_id: apiClientIdOf(user.realm),
+      grant_type: 'password',
+      scope,
+      username: user.username,
+      password: user.password,
+    }),
+  });
+  const json = (await res.json()) as Record<string, string>;
+  expect(res.status).toBe(200);
+  return { access: json.access_token!, refresh: json.refresh_token!, id: json.id_token! };
+}
+
+/** B's answer to an API call with `authorization`. */
+async function statusOnB(realm: string, authorization: string): Promise<number> {
+  const res = await fetch(`${b()}/api/${realm}/platform/workspaces`, {
+    headers: { authorization },
+  });
+  return res.status;
+}
+
+/** POSTs a form to the realm's OIDC `endpoint` through A's public listener. */
+async function postOidc(realm: string, endpoint: string, fields: Record<string, string>) {
+  return fetch(`${a.url}/auth/realms/${realm}/protocol/openid-connect/${endpoint}`, {
+    method: 'POST',
+    body: new URLSearchParams({ client_id: apiClientIdOf(realm), ...fields }),
+    redirect: 'manual',
+  });
+}
+
+/** Keycloak's bootstrap administrator's token, through A's admin listener. */
+async function adminToken(): Promise<string> {
+  const res = await fetch(`${adminUrlA}/auth/realms/master/protocol/openid-connect/token`, {
+    method: 'POST',
+    body: new URLSearchParams({
+      client_id: 'admin-cli',
+      grant_type: 'password',
+      username: testEnv().keycloakAdminUsername,
+      password: testEnv().keycloakAdminPassword,
+    }),
+  });
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { access_token: string }).access_token;
+}
+
+/** An admin-API call through A's admin listener, as the console makes it; its status. */
+async function adminCall(method: string, path: string, body?: unknown): Promise<number> {
+  const res = await fetch(`${adminUrlA}/auth/admin/realms/${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${await adminToken()}`,
+      ...(body !== undefined && { 'content-type': 'application/json' }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+/** A user whose token B has verified and cached (200). */
+async function servedUser(realm: string, scope?: string) {
+  const user = await createUser(realm);
+  const tokens = await grant(user, scope);
+  expect(await statusOnB(realm, `Bearer ${tokens.access}`)).toBe(200);
+  return { user, tokens, id: await userIdOf(user) };
+}
+
+const refusedOnB = (realm: string, authorization: string) =>
+  expect.poll(() => statusOnB(realm, authorization), EVENTUALLY).toBe(401);
+
+/**
+ * Waits until B has applied everything A shared so far: A ends a marker user's access, and
+ * revocations reach B in the order A sent them. After it, what B still serves, nothing ended.
+ */
+async function settled(realm: string): Promise<void> {
+  const marker = await servedUser(realm);
+  expect(await adminCall('POST', `${realm}/users/${marker.id}/logout`)).toBe(204);
+  await refusedOnB(realm, `Bearer ${marker.tokens.access}`);
+}
+
+/** A token with `claims`, signed by a key Keycloak never had. */
+async function forged(claims: Record<string, unknown>, kid: unknown): Promise<string> {
+  const { privateKey } = await generateKeyPair('RS256');
+  return new SignJWT(claims)
+    .setProtectedHeader({ alg: 'RS256', kid: String(kid) })
+    .sign(privateKey);
+}
+
+const headerOf = (jwt: string) =>
+  JSON.parse(Buffer.from(jwt.split('.')[0]!, 'base64url').toString()) as Record<string, unknown>;
+
+let org: string;
+beforeAll(async () => {
+  a = await startReplica(19440, {
+    REDIS_URL: testEnv().redisUrl,
+    REDIS_KEY_PREFIX: testEnv().redisKeyPrefix,
+  });
+  replicaB = await startReplica(19442, {
+    REDIS_URL: testEnv().redisUrl,
+    REDIS_KEY_PREFIX: testEnv().redisKeyPrefix,
+    REVOCATION_CHECK_SECONDS: 'off',
+    BASIC_CACHE_MAX_SECONDS: '3600',
+  });
+  adminUrlA = `http://127.0.0.1:${a.config.ADMIN_PORT}`;
+  org = await createOrganization(['ws']);
+});
+afterAll(async () => {
+  await Promise.all([a?.gateway.close(), replicaB?.gateway.close()]);
+  await closeTestDb();
+});
+
+describe('what a client ends on /auth ends on every replica at once', () => {
+  it('a logout with a refresh token refuses its access token on the other replica', async () => {
+    const { tokens } = await servedUser(org);
+    const res = await postOidc(org, 'logout', { refresh_token: tokens.refresh });
+    expect(res.status).toBe(204);
+    await refusedOnB(org, `Bearer ${tokens.access}`);
+  });
+
+  it('a logout with an ID token hint (GET and POST) refuses its access token on the other replica', async () => {
+    const byGet = await servedUser(org);
+    const query = new URLSearchParams({ id_token_hint: byGet.tokens.id });
+    const res = await fetch(
+      `${a.url}/auth/realms/${org}/protocol/openid-connect/logout?${query.toString()}`,
+      { redirect: 'manual' },
+    );
+    expect(res.status).toBeLessThan(400);
+    await refusedOnB(org, `Bearer ${byGet.tokens.access}`);
+
+    const byPost = await servedUser(org);
+    const posted = await postOidc(org, 'logout', { id_token_hint: byPost.tokens.id });
+    expect(posted.status).toBeLessThan(400);
+    await refusedOnB(org, `Bearer ${byPost.tokens.access}`);
+  });
+
+  it('revoking an access token (RFC 7009) refuses that token, not its session', async () => {
+    const { user, tokens } = await servedUser(org);
+    const res = await postOidc(org, 'revoke', { token: tokens.access });
+    expect(res.status).toBe(200);
+    await refusedOnB(org, `Bearer ${tokens.access}`);
+    // The session lives on: a refreshed token is served.
+    const refreshed = await fetch(`${b()}/auth/realms/${org}/protocol/openid-connect/token`, {
+      method: 'POST',
+      body: new URLSearchParams({
+        client_id: apiClientIdOf(user.realm),
+        grant_type: 'refresh_token',
+        refresh_token: tokens.refresh,
+      }),
+    });
+    expect(refreshed.status).toBe(200);
+    const access = ((await refreshed.json()) as { access_token: string }).access_token;
+    expect(await statusOnB(org, `Bearer ${access}`)).toBe(200);
+  });
+
+  it('a refused or forged logout or revocation ends nothing', async () => {
+    const victim = await servedUser(org);
+    const claims = claimsOf(victim.tokens.access);
+    // A token of the victim's claims, signed by another key: Keycloak says 200 (RFC 7009).
+    const forgedAccess = await forged(claims, headerOf(victim.tokens.access).kid);
+    expect((await postOidc(org, 'revoke', { token: forgedAccess })).status).toBe(200);
+    // A refresh token naming the victim's session, its signature broken: Keycloak refuses it.
+    const [head, body] = victim.tokens.refresh.split('.');
+    const badRefresh = `${head}.${body}.${Buffer.from('forged').toString('base64url')}`;
+    expect((await postOidc(org, 'logout', { refresh_token: badRefresh })).status).toBe(400);
+    // An ID token hint naming the victim's session, signed by another key.
+    const forgedId = await forged(claimsOf(victim.tokens.id), headerOf(victim.tokens.id).kid);
+    const hinted = await postOidc(org, 'logout', { id_token_hint: forgedId });
+    expect(hinted.status).toBeGreaterThanOrEqual(400);
+    // An admin request Keycloak refuses: no such user.
+    expect(await adminCall('POST', `${org}/users/${claims.sid as string}/logout`)).toBe(404);
+
+    await settled(org);
+    expect(await statusOnB(org, `Bearer ${victim.tokens.access}`)).toBe(200);
+  });
+});
+
+describe("the admin listener's session and user actions end access on every replica at once", () => {
+  it('a session deleted', async () => {
+    const { tokens } = await servedUser(org);
+    const sid = claimsOf(tokens.access).sid as string;
+    expect(await adminCall('DELETE', `${org}/sessions/${sid}`)).toBe(204);
+    await refusedOnB(org, `Bearer ${tokens.access}`);
+  });
+
+  it('a user logged out', async () => {
+    const { tokens, id } = await servedUser(org);
+    expect(await adminCall('POST', `${org}/users/${id}/logout`)).toBe(204);
+    await refusedOnB(org, `Bearer ${tokens.access}`);
+  });
+
+  it('a user disabled', async () => {
+    const { tokens, id } = await servedUser(org);
+    expect(await adminCall('PUT', `${org}/users/${id}`, { enabled: false })).toBe(204);
+    await refusedOnB(org, `Bearer ${tokens.access}`);
+  });
+
+  it('a user deleted', async () => {
+    const { tokens, id } = await servedUser(org);
+    expect(await adminCall('DELETE', `${org}/users/${id}`)).toBe(204);
+    await refusedOnB(org, `Bearer ${tokens.access}`);
+  });
+
+  it("a user's offline consent revoked", async () => {
+    const { user, tokens, id } = await servedUser(org, 'openid offline_access');
+    const client = apiClientIdOf(user.realm);
+    expect(await adminCall('DELETE', `${org}/users/${id}/consents/${client}`)).toBe(204);
+    await refusedOnB(org, `Bearer ${tokens.access}`);
+  });
+
+  it("a password reset ends the user's cached Basic logins at once", async () => {
+    const user = await createUser(org);
+    const id = await userIdOf(user);
+    expect(await statusOnB(org, basicAuth(user))).toBe(200);
+    const password = `${user.password}-new`;
+    const reset = { type: 'password', value: password, temporary: false };
+    expect(await adminCall('PUT', `${org}/users/${id}/reset-password`, reset)).toBe(204);
+    await refusedOnB(org, basicAuth(user));
+    expect(await statusOnB(org, basicAuth({ ...user, password }))).toBe(200);
+  });
+
+  it("a realm's sessions all ended", async () => {
+    const realm = await createOrganization(['ws']);
+    const first = await servedUser(realm);
+    const second = await servedUser(realm);
+    expect(await adminCall('POST', `${realm}/logout-all`)).toBe(200);
+    await refusedOnB(realm, `Bearer ${first.tokens.access}`);
+    await refusedOnB(realm, `Bearer ${second.tokens.access}`);
+  });
+
+  it('a realm\'s not-before set to now (the console\'s "Revocation: Set to now")', async () => {
+    const realm = await createOrganization(['ws']);
+    const { tokens } = await servedUser(realm);
+    // Keycloak refuses tokens whose `iat` is before the not-before, in whole seconds: the
+    // second after this token's, as "Set to now" would be a moment later.
+    const update = { realm, notBefore: Number(claimsOf(tokens.access).iat) + 1 };
+    expect(await adminCall('PUT', realm, update)).toBe(204);
+    await refusedOnB(realm, `Bearer ${tokens.access}`);
+  });
+});
+
+describe('a change to key providers through the admin listener', () => {
+  /** Key-set fetches a replica has made so far (its metrics). */
+  async function keySetFetches(replica: Replica): Promise<number> {
+    const res = await fetch(`http://127.0.0.1:${replica.config.ADMIN_PORT}/metrics`);
+    return (await res.text())
+      .split('\n')
+      .filter((line) => line.startsWith('realmgate_keycloak_requests_total{kind="jwks"'))
+      .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0);
+  }
+  const served = async (replica: Replica, token: string) =>
+    (
+      await fetch(`${replica.url}/api/${org}/platform/workspaces`, {
+        headers: { authorization: `Bearer ${token}` },
+      })
+    ).status;
+
+  it("has the realm's key set fetched again, on every replica", async () => {
+    const user = await createUser(org);
+    const replicas = [a, replicaB];
+    for (const replica of replicas)
+      expect(await served(replica, (await grant(user)).access)).toBe(200);
+    const before = await Promise.all(replicas.map(keySetFetches));
+    // New tokens signed with a key both know: verified from the key sets they hold.
+    for (const replica of replicas)
+      expect(await served(replica, (await grant(user)).access)).toBe(200);
+    expect(await Promise.all(replicas.map(keySetFetches))).toEqual(before);
+
+    const provider = {
+      name: 'rsa-added',
+      providerId: 'rsa-generated',
+      providerType: 'org.keycloak.keys.KeyProvider',
+      config: { priority: ['1'], enabled: ['true'], active: ['false'] },
+    };
+    expect(await adminCall('POST', `${org}/components`, provider)).toBe(201);
+    expect(await served(a, (await grant(user)).access)).toBe(200);
+    expect(await keySetFetches(a)).toBeGreaterThan(before[0]!);
+    // B hears of it over Redis: its next verification, or its refresh, fetches the set.
+    await expect
+      .poll(async () => {
+        expect(await served(replicaB, (await grant(user)).access)).toBe(200);
+        return keySetFetches(replicaB);
+      }, EVENTUALLY)
+      .toBeGreaterThan(before[1]!);
+  });
+});

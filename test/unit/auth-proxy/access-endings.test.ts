@@ -1,0 +1,108 @@
+import { describe, expect, it } from 'vitest';
+import { endingRuleOf, type EndingInput } from '../../../src/auth-proxy/access-endings.ts';
+
+const none: EndingInput = { query: new URLSearchParams(), form: undefined, json: undefined };
+const segments = (path: string) => path.split('/').slice(1);
+
+function endingOf(method: string, path: string, input: Partial<EndingInput> = {}) {
+  return endingRuleOf(method, segments(path))?.endingOf({ ...none, ...input });
+}
+
+describe('the table of what a request to Keycloak ends', () => {
+  it("reads the admin API's session and user actions", () => {
+    const admin = '/auth/admin/realms/acme';
+    expect(endingOf('DELETE', `${admin}/sessions/s1`)).toEqual({
+      kind: 'session',
+      realm: 'acme',
+      sessionId: 's1',
+    });
+    const user = (tokens: boolean) => ({ kind: 'user', realm: 'acme', userId: 'u1', tokens });
+    expect(endingOf('POST', `${admin}/users/u1/logout`)).toEqual(user(true));
+    expect(endingOf('DELETE', `${admin}/users/u1`)).toEqual(user(true));
+    expect(endingOf('DELETE', `${admin}/users/u1/`)).toEqual(user(true));
+    expect(endingOf('PUT', `${admin}/users/u1/reset-password`)).toEqual(user(false));
+    expect(endingOf('DELETE', `${admin}/users/u1/consents/acme-api`)).toEqual(user(true));
+    expect(endingOf('POST', `${admin}/logout-all`)).toEqual({ kind: 'realm', realm: 'acme' });
+    expect(endingOf('POST', `${admin}/components`)).toEqual({ kind: 'keys', realm: 'acme' });
+    expect(endingOf('PUT', `${admin}/components/c1`)).toEqual({ kind: 'keys', realm: 'acme' });
+    expect(endingOf('DELETE', `${admin}/components/c1`)).toEqual({ kind: 'keys', realm: 'acme' });
+  });
+
+  it('reads a user update as a disable only when it sets `enabled` to anything but true', () => {
+    const path = '/auth/admin/realms/acme/users/u1';
+    expect(endingRuleOf('PUT', segments(path))?.readsJson).toBe(true);
+    expect(endingOf('PUT', path, { json: { enabled: false } })).toMatchObject({ kind: 'user' });
+    expect(endingOf('PUT', path, { json: { enabled: 'false' } })).toMatchObject({ kind: 'user' });
+    expect(endingOf('PUT', path, { json: { enabled: true } })).toBeUndefined();
+    expect(endingOf('PUT', path, { json: { firstName: 'A' } })).toBeUndefined();
+    expect(endingOf('PUT', path, { json: undefined })).toBeUndefined();
+  });
+
+  it('reads a realm update as the end of its sessions when it sets a not-before', () => {
+    const path = '/auth/admin/realms/acme';
+    expect(endingRuleOf('PUT', segments(path))?.readsJson).toBe(true);
+    // The console's "Set to now" sends `Date.now() / 1000`; Keycloak keeps whole seconds.
+    expect(endingOf('PUT', path, { json: { realm: 'acme', notBefore: 1764064800.75 } })).toEqual({
+      kind: 'realm',
+      realm: 'acme',
+      notBefore: 1764064800000,
+    });
+    expect(endingOf('PUT', path, { json: { realm: 'acme', notBefore: 0 } })).toBeUndefined();
+    expect(endingOf('PUT', path, { json: { displayName: 'Acme' } })).toBeUndefined();
+    expect(endingOf('PUT', path, { json: 'x' })).toBeUndefined();
+  });
+
+  it("reads the client's logout and revocation, with one value per parameter", () => {
+    const oidc = '/auth/realms/acme/protocol/openid-connect';
+    const form = (text: string) => ({ form: new URLSearchParams(text) });
+    expect(endingOf('POST', `${oidc}/logout`, form('refresh_token=r&client_id=c'))).toEqual({
+      kind: 'logout',
+      realm: 'acme',
+      refreshToken: 'r',
+    });
+    expect(endingOf('POST', `${oidc}/logout`, form('id_token_hint=i'))).toEqual({
+      kind: 'logout',
+      realm: 'acme',
+      idTokenHint: 'i',
+    });
+    expect(
+      endingOf('GET', `${oidc}/logout`, { query: new URLSearchParams('id_token_hint=i') }),
+    ).toEqual({ kind: 'logout', realm: 'acme', idTokenHint: 'i' });
+    expect(endingOf('POST', `${oidc}/revoke`, form('token=t'))).toEqual({
+      kind: 'revoke',
+      realm: 'acme',
+      token: 't',
+    });
+    // Sent twice, a parameter could be read two ways: nothing is ended on it.
+    expect(endingOf('POST', `${oidc}/revoke`, form('token=t&token=u'))).toBeUndefined();
+    expect(endingOf('POST', `${oidc}/logout`, form('refresh_token='))).toBeUndefined();
+    expect(endingOf('POST', `${oidc}/logout`)).toBeUndefined();
+  });
+
+  it('leaves every other request alone', () => {
+    expect(endingRuleOf('GET', segments('/auth/admin/realms/acme/users/u1'))).toBeUndefined();
+    expect(
+      endingRuleOf('POST', segments('/auth/realms/acme/protocol/openid-connect/token')),
+    ).toBeUndefined();
+    expect(endingRuleOf('DELETE', segments('/auth/admin/realms/acme/sessions'))).toBeUndefined();
+    expect(endingRuleOf('DELETE', segments('/api/admin/realms/acme/sessions/s1'))).toBeUndefined();
+  });
+
+  it("counts only Keycloak's success", () => {
+    const admin = endingRuleOf('POST', segments('/auth/admin/realms/acme/users/u1/logout'))!;
+    expect([200, 204].map(admin.succeeded)).toEqual([true, true]);
+    expect([302, 400, 403, 404, 500].map(admin.succeeded)).toEqual([
+      false,
+      false,
+      false,
+      false,
+      false,
+    ]);
+    const logout = endingRuleOf(
+      'GET',
+      segments('/auth/realms/acme/protocol/openid-connect/logout'),
+    )!;
+    expect([200, 302].map(logout.succeeded)).toEqual([true, true]);
+    expect([400, 502].map(logout.succeeded)).toEqual([false, false]);
+  });
+});

@@ -1,0 +1,90 @@
+import pino from 'pino';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createRevocationList, type RevocationList } from '../../../src/auth/revocation.ts';
+
+const T0 = Date.parse('2026-11-23T10:00:00.500Z');
+const SECOND = 1000;
+const iat = (ms: number) => Math.floor(ms / 1000);
+
+function revocationList(): Promise<RevocationList> {
+  return createRevocationList({
+    keyPrefix: 'unit:',
+    metrics: { revocationApplied: () => undefined },
+    logger: pino({ level: 'silent' }),
+  });
+}
+
+describe('a realm-wide revocation and the revocation of one token', () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(T0);
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("refuses every user's tokens and Basic logins of the realm from before it, for its lifetime", async () => {
+    const list = await revocationList();
+    await list.revoke({
+      realm: 'acme',
+      userId: '',
+      sessionIds: [],
+      ttlSeconds: 1,
+      userTtlSeconds: 60,
+      tokenTtlSeconds: 300,
+      wholeRealm: true,
+    });
+    expect(list.isIssuedBeforeRevocation('acme', 'u1', iat(T0 - 5 * SECOND))).toBe(true);
+    expect(list.isIssuedBeforeRevocation('acme', 'u2', iat(T0 - 5 * SECOND))).toBe(true);
+    expect(list.userRevokedAt('acme', 'u2')).toBe(T0);
+    // Another realm, and tokens issued after it, are untouched.
+    expect(list.isIssuedBeforeRevocation('other', 'u1', iat(T0 - 5 * SECOND))).toBe(false);
+    expect(list.isIssuedBeforeRevocation('acme', 'u1', iat(T0 + 2 * SECOND))).toBe(false);
+    // Past its lifetime it has nothing left to refuse.
+    vi.setSystemTime(T0 + 301 * SECOND);
+    expect(list.isIssuedBeforeRevocation('acme', 'u1', iat(T0 - 5 * SECOND))).toBe(false);
+    expect(list.userRevokedAt('acme', 'u2')).toBeUndefined();
+  });
+
+  it('a later user revocation wins over an earlier realm-wide one, and the reverse', async () => {
+    const list = await revocationList();
+    const whole = { realm: 'acme', userId: '', sessionIds: [], ttlSeconds: 1, userTtlSeconds: 60 };
+    await list.revoke({ ...whole, tokenTtlSeconds: 300, wholeRealm: true });
+    vi.setSystemTime(T0 + 10 * SECOND);
+    await list.revoke({ ...whole, userId: 'u1', tokenTtlSeconds: 300 });
+    expect(list.userRevokedAt('acme', 'u1')).toBe(T0 + 10 * SECOND);
+    expect(list.userRevokedAt('acme', 'u2')).toBe(T0);
+    expect(list.isIssuedBeforeRevocation('acme', 'u1', iat(T0 + 5 * SECOND))).toBe(true);
+    expect(list.isIssuedBeforeRevocation('acme', 'u2', iat(T0 + 5 * SECOND))).toBe(false);
+  });
+
+  it("starts from the moment given (a realm's not-before), never from the future", async () => {
+    const list = await revocationList();
+    const whole = { realm: 'acme', userId: '', sessionIds: [], ttlSeconds: 1, userTtlSeconds: 60 };
+    await list.revoke({ ...whole, tokenTtlSeconds: 300, wholeRealm: true, at: T0 - 60 * SECOND });
+    expect(list.isIssuedBeforeRevocation('acme', 'u1', iat(T0 - 61 * SECOND))).toBe(true);
+    expect(list.isIssuedBeforeRevocation('acme', 'u1', iat(T0 - 30 * SECOND))).toBe(false);
+    await list.revoke({ ...whole, tokenTtlSeconds: 300, wholeRealm: true, at: T0 + 3600 * SECOND });
+    expect(list.isIssuedBeforeRevocation('acme', 'u1', iat(T0 - 30 * SECOND))).toBe(true);
+    expect(list.isIssuedBeforeRevocation('acme', 'u1', iat(T0 + 2 * SECOND))).toBe(false);
+  });
+
+  it('refuses one token by its id, and neither its session nor its user', async () => {
+    const list = await revocationList();
+    await list.revoke({
+      realm: 'acme',
+      userId: 'u1',
+      sessionIds: [],
+      tokenIds: ['jti-1'],
+      ttlSeconds: 30,
+      userTtlSeconds: 0,
+    });
+    expect(list.isTokenRevoked('jti-1')).toBe(true);
+    expect(list.isTokenRevoked('jti-2')).toBe(false);
+    expect(list.isSessionRevoked('jti-1')).toBe(false);
+    expect(list.userRevokedAt('acme', 'u1')).toBeUndefined();
+    expect(list.isIssuedBeforeRevocation('acme', 'u1', iat(T0 - SECOND))).toBe(false);
+    vi.setSystemTime(T0 + 31 * SECOND);
+    expect(list.isTokenRevoked('jti-1')).toBe(false);
+  });
+});
