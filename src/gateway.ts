@@ -317,6 +317,7 @@ export async function startGateway(
       revocations,
       organizationEvents,
       signingKeys: createSigningKeysService({ events: keySetEvents, jwks, organizations }),
+      failedLogins,
       config,
     }),
     builtInOperations: config.AUTOMATION_UPSTREAM_URL === undefined,

@@ -32,6 +32,11 @@ export interface FailedLoginMemory {
    * them may be the new password. Further successes with the same password keep them.
    */
   succeeded(login: LoginCredentials): Promise<void>;
+  /**
+   * The account was given a new password through the gateway (its API): every failure it has
+   * remembered is dropped, since the new password may be one of them.
+   */
+  passwordSet(realm: string, username: string): Promise<void>;
 }
 
 export interface FailedLoginMemoryOptions {
@@ -53,14 +58,20 @@ export function createFailedLoginMemory(options: FailedLoginMemoryOptions): Fail
   const windowMs = options.windowSeconds * 1000;
   const mac = (parts: string[]) =>
     createHmac('sha256', options.secret).update(JSON.stringify(parts)).digest('base64url');
-  const accountOf = (login: LoginCredentials) => [login.realm, accountNameOf(login.username)];
+  const accountOf = (login: Pick<LoginCredentials, 'realm' | 'username'>) => [
+    login.realm,
+    accountNameOf(login.username),
+  ];
   const entryKey = (login: LoginCredentials) =>
     `failed-login:${mac([login.channel, ...accountOf(login), login.password, ...(login.extra ?? [])])}`;
-  const successKey = (login: LoginCredentials) => `login-ok:${mac(accountOf(login))}`;
+  const successKey = (login: Pick<LoginCredentials, 'realm' | 'username'>) =>
+    `login-ok:${mac(accountOf(login))}`;
   const passwordOf = (login: LoginCredentials) => mac([...accountOf(login), login.password]);
 
   /** The account's last new-password success (absent: none in the window). */
-  async function lastSuccessOf(login: LoginCredentials): Promise<Success | undefined> {
+  async function lastSuccessOf(
+    login: Pick<LoginCredentials, 'realm' | 'username'>,
+  ): Promise<Success | undefined> {
     return parsed<Success>(await options.cache.get(successKey(login)), (value) =>
       typeof value.at === 'number' && typeof value.password === 'string' ? value : undefined,
     );
@@ -92,6 +103,12 @@ export function createFailedLoginMemory(options: FailedLoginMemoryOptions): Fail
       if ((await lastSuccessOf(login))?.password === password) return;
       const success: Success = { at: now(), password };
       await options.cache.set(successKey(login), JSON.stringify(success), windowMs);
+    },
+    async passwordSet(realm, username) {
+      // As a success with a password not seen yet: failures remembered until now are dropped,
+      // and the first login with the new password starts the next generation.
+      const success: Success = { at: now(), password: '' };
+      await options.cache.set(successKey({ realm, username }), JSON.stringify(success), windowMs);
     },
   };
 }

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import type { FailedLoginMemory } from '../auth/failed-logins.ts';
 import type { RevocationList } from '../auth/revocation.ts';
 import { longestServedSeconds } from '../auth/basic/cached-login.ts';
 import type { Config } from '../config/config.ts';
@@ -34,6 +35,7 @@ export function createPlatformTables(deps: {
   revocations: RevocationList;
   organizationEvents: Pick<OrganizationEvents, 'announce'>;
   signingKeys: SigningKeysService;
+  failedLogins: Pick<FailedLoginMemory, 'passwordSet'>;
   config: Pick<
     Config,
     | 'KEYCLOAK_ADMIN_USERNAME'
@@ -62,6 +64,7 @@ export function createPlatformTables(deps: {
     db,
     revocations,
     bootstrapAdmin: config.KEYCLOAK_ADMIN_USERNAME,
+    failedLogins: deps.failedLogins,
     ...tokenBounds,
   });
   const lifecycle = createOrganizationLifecycle({

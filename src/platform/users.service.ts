@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { Principal } from '../tenancy/principal.ts';
+import type { FailedLoginMemory } from '../auth/failed-logins.ts';
 import type { RevocationList } from '../auth/revocation.ts';
 import { AppError } from '../envelope/errors.ts';
 import { isHttpStatus, type KeycloakAdmin } from '../keycloak/admin-client.ts';
@@ -60,6 +61,8 @@ export function createUsersService(deps: {
   bootstrapAdmin: string;
   basicCacheSeconds: number;
   leewaySeconds: number;
+  /** Wrong passwords remembered by the login throttle: a new password may be one of them. */
+  failedLogins: Pick<FailedLoginMemory, 'passwordSet'>;
 }): UsersService {
   const { adminSession } = deps;
 
@@ -148,6 +151,7 @@ export function createUsersService(deps: {
           ttlSeconds: 1,
           userTtlSeconds: Math.max(deps.basicCacheSeconds, 1),
         });
+        await deps.failedLogins.passwordSet(realm, user.username ?? username);
         return recordOf(admin, realm, user);
       });
     },

@@ -203,6 +203,26 @@ describe.each(setups)('login throttle for fleets: $name', ({ ports, redis }) => 
     expect((await basicFrom('127.0.0.26', owner)).status).toBe(200);
   });
 
+  it('a password remembered as wrong, then set through the API, logs in at once over Basic and the grant', async () => {
+    const job = await createUser(org, { workspaceRoles: ['ws1'] });
+    const next = `Next-${randomBytes(6).toString('hex')}`;
+    // A job tried the next password before it was set: remembered as wrong on both ways.
+    expect((await basicFrom('127.0.0.27', job, next)).status).toBe(401);
+    expect([400, 401]).toContain((await grantFrom('127.0.0.27', job, next)).status);
+    const admin = await createUser('master');
+    const set = await fetch(
+      `${replica().url}/api/platform/organizations/${org}/users/${job.username}/password`,
+      {
+        method: 'PUT',
+        headers: { authorization: basicAuth(admin), 'content-type': 'application/json' },
+        body: JSON.stringify({ password: next }),
+      },
+    );
+    expect(set.status).toBe(200);
+    expect((await basicFrom('127.0.0.27', job, next)).status).toBe(200);
+    expect((await grantFrom('127.0.0.27', job, next)).status).toBe(200);
+  });
+
   it('the CLI says a throttled login in words, with the limit and the wait', async () => {
     const user = await createUser(org, { workspaceRoles: ['ws1'] });
     // The CLI connects from 127.0.0.1; five failures of this account from there first.

@@ -47,6 +47,7 @@ const servedTables = [
     revocations: placeholder,
     organizationEvents: placeholder,
     signingKeys: placeholder,
+    failedLogins: placeholder,
     config: {
       KEYCLOAK_ADMIN_USERNAME: 'admin',
       KEYCLOAK_CLIENT_SECRET: undefined,

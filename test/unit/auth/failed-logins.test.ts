@@ -83,6 +83,23 @@ describe('failed-login memory', () => {
     expect(await memory.recall(stale)).toBe('wrong_password');
   });
 
+  it("a password set through the gateway drops the account's remembered failures at once", async () => {
+    const { memory, advance } = setup();
+    // A job tried the password an administrator then sets through the API.
+    const early = { ...stale, password: 'next-password' };
+    await memory.remember(early, 'wrong_password');
+    await memory.remember({ ...early, username: 'bob' }, 'wrong_password');
+    advance(1);
+    await memory.passwordSet('org', ' Alice');
+    expect(await memory.recall(early)).toBeUndefined();
+    // Another account keeps its own.
+    expect(await memory.recall({ ...early, username: 'bob' })).toBe('wrong_password');
+    // The stale job's next failure is remembered and counted again, once.
+    advance(1);
+    expect(await memory.remember(stale, 'wrong_password')).toBe(true);
+    expect(await memory.remember(stale, 'wrong_password')).toBe(false);
+  });
+
   it('stores no user name or password, in keys or values', async () => {
     const { memory, written } = setup();
     await memory.remember(stale, 'wrong_password');
