@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { answerHeadersOf } from '../edge/upstream-headers.ts';
+import { serveSmallAnswer } from './small-answer.ts';
 
 /** The pages the admin listener rewrites are a few KiB; anything far larger is passed on. */
 export const REWRITE_MAX_BYTES = 256 * 1024;
@@ -37,33 +38,12 @@ export function serveRewritten(
   const status = proxyRes.statusCode ?? 502;
   // Keycloak gone mid-page: the client's connection ends too, as a piped answer's would.
   proxyRes.on('error', () => res.destroy());
-  const passThrough = (buffered: Buffer[]) => {
+  if (status !== 200 || !/^text\/html\b/i.test(String(proxyRes.headers['content-type'] ?? ''))) {
     res.writeHead(status, headers);
-    for (const chunk of buffered) res.write(chunk);
     proxyRes.pipe(res);
-  };
-  const encoding = String(proxyRes.headers['content-encoding'] ?? 'identity').toLowerCase();
-  if (
-    status !== 200 ||
-    !/^text\/html\b/i.test(String(proxyRes.headers['content-type'] ?? '')) ||
-    encoding !== 'identity' ||
-    Number(proxyRes.headers['content-length'] ?? 0) > REWRITE_MAX_BYTES
-  ) {
-    passThrough([]);
     return;
   }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  const onData = (chunk: Buffer) => {
-    chunks.push(chunk);
-    size += chunk.length;
-    if (size > REWRITE_MAX_BYTES) {
-      proxyRes.off('data', onData).off('end', onEnd);
-      passThrough(chunks);
-    }
-  };
-  const onEnd = () => {
-    const body = Buffer.concat(chunks);
+  serveSmallAnswer(proxyRes, res, { status, headers }, REWRITE_MAX_BYTES, (body) => {
     const page = rewritten(body, proxyRes, rewrite);
     if (page) {
       if (page.csp.enforced.length > 0) {
@@ -76,8 +56,7 @@ export function serveRewritten(
     }
     res.writeHead(status, headers);
     res.end(page ? page.body : body);
-  };
-  proxyRes.on('data', onData).on('end', onEnd);
+  });
 }
 
 function rewritten(

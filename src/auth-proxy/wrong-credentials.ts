@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { targetOf } from '../edge/request-scope.ts';
 import { formFieldsOf } from './form-body-guard.ts';
+import { serveSmallAnswer } from './small-answer.ts';
 import { answerHeadersOf } from '../edge/upstream-headers.ts';
 
 /**
@@ -57,31 +58,8 @@ export function credentialsRefusalStatus(status: number, body: Buffer): number {
 export function serveCredentialsRefusal(answer: IncomingMessage, res: ServerResponse): void {
   const status = answer.statusCode ?? 502;
   const headers = answerHeadersOf(answer);
-  const encoding = String(answer.headers['content-encoding'] ?? 'identity').toLowerCase();
-  if (
-    encoding !== 'identity' ||
-    Number(answer.headers['content-length'] ?? 0) > MAX_REFUSAL_BYTES
-  ) {
-    res.writeHead(status, headers);
-    answer.pipe(res);
-    return;
-  }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  const onData = (chunk: Buffer) => {
-    chunks.push(chunk);
-    size += chunk.length;
-    if (size > MAX_REFUSAL_BYTES) {
-      answer.off('data', onData).off('end', onEnd);
-      res.writeHead(status, headers);
-      for (const buffered of chunks) res.write(buffered);
-      answer.pipe(res);
-    }
-  };
-  const onEnd = () => {
-    const body = Buffer.concat(chunks);
+  serveSmallAnswer(answer, res, { status, headers }, MAX_REFUSAL_BYTES, (body) => {
     res.writeHead(credentialsRefusalStatus(status, body), headers);
     res.end(body);
-  };
-  answer.on('data', onData).on('end', onEnd);
+  });
 }
