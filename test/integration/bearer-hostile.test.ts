@@ -1,22 +1,10 @@
 import { createPublicKey, randomUUID } from 'node:crypto';
-import {
-  exportJWK,
-  exportPKCS8,
-  generateKeyPair,
-  SignJWT,
-  type CryptoKey,
-  type JWTPayload,
-} from 'jose';
+import { generateKeyPair, SignJWT, type JWTPayload } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accessTokenOf, callApi, type ApiResponse } from '../helpers/api.ts';
-import {
-  claimsOf,
-  createUser,
-  keycloakAdmin,
-  uniqueId,
-  type TestUser,
-} from '../helpers/keycloak.ts';
+import { claimsOf, createUser, keycloakAdmin, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { addGeneratedRsaKey, importRsaKey, type HeldKey } from '../helpers/realm-keys.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 /**
@@ -158,65 +146,6 @@ async function signingKeyOf(realm: string, token: string): Promise<RealmJwk> {
   const key = (await realmKeys(realm)).find((k) => k.kid === kid && k.kty === 'RSA');
   if (!key) throw new Error(`kid ${String(kid)} not in the key set of ${realm}`);
   return key;
-}
-
-async function realmIdOf(realm: string): Promise<string> {
-  const representation = await (await keycloakAdmin()).realms.findOne({ realm });
-  if (!representation?.id) throw new Error(`realm ${realm} not found`);
-  return representation.id;
-}
-
-/** An RSA key whose private half the test holds and whose public half the realm publishes. */
-interface RegisteredKey {
-  kid: string;
-  privateKey: CryptoKey;
-}
-
-/**
- * Imports a fresh RSA key pair into the realm as an `rsa` key provider. Its priority is below
- * Keycloak's own key, which therefore keeps signing the realm's tokens.
- */
-async function registerRsaKey(realm: string): Promise<RegisteredKey> {
-  const { privateKey, publicKey } = await generateKeyPair('RS256', { extractable: true });
-  const pem = await exportPKCS8(privateKey);
-  const { n } = await exportJWK(publicKey);
-  const admin = await keycloakAdmin();
-  await admin.components.create({
-    realm,
-    name: uniqueId('test-imported-rsa-'),
-    providerId: 'rsa',
-    providerType: 'org.keycloak.keys.KeyProvider',
-    parentId: await realmIdOf(realm),
-    config: {
-      priority: ['1'],
-      enabled: ['true'],
-      active: ['true'],
-      algorithm: ['RS256'],
-      privateKey: [pem],
-    },
-  });
-  const published = (await realmKeys(realm)).find((k) => k.n === n);
-  if (!published) throw new Error(`the imported key is not in the key set of ${realm}`);
-  return { kid: published.kid, privateKey };
-}
-
-/** Adds a Keycloak-generated RSA key that outranks the realm's current one (a key rotation). */
-async function addGeneratedRsaKey(realm: string, priority: number): Promise<void> {
-  const admin = await keycloakAdmin();
-  await admin.components.create({
-    realm,
-    name: uniqueId('test-rotated-rsa-'),
-    providerId: 'rsa-generated',
-    providerType: 'org.keycloak.keys.KeyProvider',
-    parentId: await realmIdOf(realm),
-    config: {
-      priority: [String(priority)],
-      enabled: ['true'],
-      active: ['true'],
-      algorithm: ['RS256'],
-      keySize: ['2048'],
-    },
-  });
 }
 
 /** Sets the access token lifespan of the realm's API client (attribute `access.token.lifespan`). */
@@ -450,12 +379,12 @@ describe('expired Bearer tokens', () => {
 
 describe('claims of tokens signed with a key the realm publishes', () => {
   let org: string;
-  let key: RegisteredKey;
+  let key: HeldKey;
   let genuine: string;
 
   beforeAll(async () => {
     org = await createOrganization(['ws-a', 'ws-b']);
-    key = await registerRsaKey(org);
+    key = await importRsaKey(org);
     genuine = await accessTokenOf(await createUser(org, { workspaceRoles: ['ws-a'] }));
   });
   afterAll(closeTestDb);
@@ -483,7 +412,10 @@ describe('claims of tokens signed with a key the realm publishes', () => {
     return Object.fromEntries(Object.entries(all).filter(([name]) => !omit.includes(name)));
   }
 
-  function sign(payload: JWTPayload, signer: RegisteredKey = key): Promise<string> {
+  function sign(
+    payload: JWTPayload,
+    signer: Pick<HeldKey, 'kid' | 'privateKey'> = key,
+  ): Promise<string> {
     return new SignJWT(payload)
       .setProtectedHeader({ alg: 'RS256', typ: 'JWT', kid: signer.kid })
       .sign(signer.privateKey);
