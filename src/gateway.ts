@@ -348,6 +348,12 @@ export async function startGateway(
       leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
       basicCacheSeconds: basicLoginSeconds,
       onKeyProvidersChanged: (realm: string) => keySetEvents.refreshEverywhere(realm),
+      // The throttle's memory is keyed by user name; the admin API names the user by id.
+      onPasswordSet: (realm: string, userId: string) =>
+        serviceAdmin.run(realm, async (admin) => {
+          const user = await admin.users.findOne({ realm, id: userId });
+          if (user?.username) await failedLogins.passwordSet(realm, user.username);
+        }),
       logger,
     },
   };

@@ -9,9 +9,10 @@ export type Ending =
   | { kind: 'session'; realm: string; sessionId: string }
   /**
    * A user's access: with `tokens`, every token issued before now (logout, disable, delete,
-   * consent revoked); always, the user's cached Basic logins (a password reset: only those).
+   * consent revoked); always, the user's cached Basic logins (a password reset: only those,
+   * and, `passwordSet`, the wrong passwords the login throttle remembers of the user).
    */
-  | { kind: 'user'; realm: string; userId: string; tokens: boolean }
+  | { kind: 'user'; realm: string; userId: string; tokens: boolean; passwordSet?: boolean }
   /**
    * Every session of the realm: every token issued before now (or before the realm's new
    * not-before, epoch ms) and every cached login.
@@ -89,7 +90,11 @@ const RULES: readonly Rule[] = [
         : undefined,
   },
   { methods: ['DELETE'], path: USER, ending: (p) => userEnding(p, true) },
-  { methods: ['PUT'], path: [...USER, 'reset-password'], ending: (p) => userEnding(p, false) },
+  {
+    methods: ['PUT'],
+    path: [...USER, 'reset-password'],
+    ending: (p) => ({ ...userEnding(p, false), passwordSet: true }),
+  },
   // Keycloak ends the user's sessions of that client, online and offline; which sessions those
   // are it does not say, so every token of the user from before now is refused (a client of
   // another session refreshes once).

@@ -36,6 +36,11 @@ export interface EndAccessDeps {
   basicCacheSeconds: number;
   /** The realm's key providers changed: its key set is fetched again. */
   onKeyProvidersChanged: (realm: string) => Promise<void>;
+  /**
+   * The user was given a new password: the wrong passwords the login throttle remembers of them
+   * are dropped (the new password may be one of them).
+   */
+  onPasswordSet: (realm: string, userId: string) => Promise<void>;
   logger: Logger;
 }
 
@@ -92,8 +97,8 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
       case 'user': {
         const tokenTtlSeconds = ending.tokens ? await tokenLifetimeOf(realm) : undefined;
         const { userId } = ending;
-        return () =>
-          deps.revocations.revoke({
+        return async () => {
+          await deps.revocations.revoke({
             realm,
             userId,
             sessionIds: [],
@@ -101,6 +106,8 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
             userTtlSeconds: basicSeconds,
             ...(tokenTtlSeconds !== undefined && { tokenTtlSeconds }),
           });
+          if (ending.passwordSet) await deps.onPasswordSet(realm, userId);
+        };
       }
       case 'realm': {
         const tokenTtlSeconds = await tokenLifetimeOf(realm);

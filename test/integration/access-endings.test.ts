@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
@@ -120,13 +121,16 @@ const headerOf = (jwt: string) =>
 
 let org: string;
 beforeAll(async () => {
-  a = await startReplica(19440, {
+  // One cache secret, as replicas sharing Redis are deployed: they share what it keys (cached
+  // logins, the wrong passwords the login throttle remembers).
+  const shared = {
     REDIS_URL: testEnv().redisUrl,
     REDIS_KEY_PREFIX: testEnv().redisKeyPrefix,
-  });
+    REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
+  };
+  a = await startReplica(19440, shared);
   replicaB = await startReplica(19442, {
-    REDIS_URL: testEnv().redisUrl,
-    REDIS_KEY_PREFIX: testEnv().redisKeyPrefix,
+    ...shared,
     REVOCATION_CHECK_SECONDS: 'off',
     BASIC_CACHE_MAX_SECONDS: '3600',
   });
@@ -236,11 +240,13 @@ describe("the admin listener's session and user actions end access on every repl
     await refusedOnB(org, `Bearer ${tokens.access}`);
   });
 
-  it("a password reset ends the user's cached Basic logins at once", async () => {
+  it("a password reset ends the user's cached Basic logins at once, and the wrong passwords remembered of the user", async () => {
     const user = await createUser(org);
     const id = await userIdOf(user);
     expect(await statusOnB(org, basicAuth(user))).toBe(200);
     const password = `${user.password}-new`;
+    // A job tried the new password before it was set: the login throttle remembers it as wrong.
+    expect(await statusOnB(org, basicAuth({ ...user, password }))).toBe(401);
     const reset = { type: 'password', value: password, temporary: false };
     expect(await adminCall('PUT', `${org}/users/${id}/reset-password`, reset)).toBe(204);
     await refusedOnB(org, basicAuth(user));

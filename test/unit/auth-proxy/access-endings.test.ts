@@ -20,7 +20,10 @@ describe('the table of what a request to Keycloak ends', () => {
     expect(endingOf('POST', `${admin}/users/u1/logout`)).toEqual(user(true));
     expect(endingOf('DELETE', `${admin}/users/u1`)).toEqual(user(true));
     expect(endingOf('DELETE', `${admin}/users/u1/`)).toEqual(user(true));
-    expect(endingOf('PUT', `${admin}/users/u1/reset-password`)).toEqual(user(false));
+    expect(endingOf('PUT', `${admin}/users/u1/reset-password`)).toEqual({
+      ...user(false),
+      passwordSet: true,
+    });
     expect(endingOf('DELETE', `${admin}/users/u1/consents/acme-api`)).toEqual(user(true));
     expect(endingOf('POST', `${admin}/logout-all`)).toEqual({ kind: 'realm', realm: 'acme' });
     expect(endingOf('POST', `${admin}/components`)).toEqual({ kind: 'keys', realm: 'acme' });
