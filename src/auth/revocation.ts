@@ -151,9 +151,14 @@ export async function createRevocationList(options: {
     );
   if (bus.isReady()) await readStored();
   // After an outage: this replica shares what it revoked meanwhile, and reads what the others
-  // stored while its subscription was down.
+  // stored while its subscription was down. The two connections come back in either order, and
+  // the read goes over the commands one: it is made when each is back, so that a read tried
+  // before the commands connection was (and failed) is made again.
   const unshared = new Set<RevocationMessage>();
-  bus.onCommandsBack(() => void shareUnshared());
+  bus.onCommandsBack(() => {
+    void shareUnshared();
+    void readStored();
+  });
   bus.onSubscriptionBack(() => void readStored());
 
   async function share(message: RevocationMessage): Promise<void> {
