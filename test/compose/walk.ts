@@ -1,3 +1,4 @@
+import { stripVTControlCharacters } from 'node:util';
 import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 import { PUBLIC_URL } from './stack.ts';
 
@@ -13,7 +14,9 @@ export interface Welcome {
   healthCommand: string;
 }
 
-export function welcomeOf(log: string): Welcome {
+export function welcomeOf(output: string): Welcome {
+  // `docker compose logs` starts each line with a terminal control sequence (erase line).
+  const log = stripVTControlCharacters(output);
   const start = log.lastIndexOf('================ realmgate demo is ready');
   if (start === -1) throw new Error("no welcome text in the gateway's log");
   const text = log.slice(start, log.indexOf('\n====', start + 1));
