@@ -1,15 +1,20 @@
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO } from '../../src/demo/seed-demo.ts';
 import { basicAuth } from '../helpers/api.ts';
 import { ADMIN_URL, PUBLIC_URL, ROOT, startComposeStack, type ComposeStack } from './stack.ts';
 import { apiCall, printFigures, tokenGrant, welcomeOf, type Welcome } from './walk.ts';
 
+const bash = promisify(execFile);
+
 /*
  * The local stack as the README starts it (`docker compose up -d --build`, no profile, nothing
- * set but the image names): the welcome text in the gateway's log and the spec's walk through
- * port 8000 with the demo password it prints.
+ * set but the image names): the welcome text in the gateway's log, its curl commands as pasted,
+ * and the spec's walk through port 8000. (Keycloak's console in Chromium at the admin address is
+ * not covered yet: its login form did not appear within 60 s; see docs/testing.md.)
  */
 
 let stack: ComposeStack;
@@ -42,14 +47,35 @@ describe('the local stack: docker compose up', () => {
     expect(readme).toContain('`docker compose up -d --build`');
   });
 
-  it("prints npm start's welcome in the gateway's log", () => {
+  it("prints npm start's welcome in the gateway's log, and its curl commands work as pasted", async () => {
     expect(welcome.text).toContain(`public  {base_url}:           ${PUBLIC_URL}`);
     expect(welcome.text).toContain(`admin   {admin_site_address}: ${ADMIN_URL}`);
     expect(welcome.consoleUrl).toBe(`${ADMIN_URL}/auth/admin/master/console/#/realms/master`);
-    expect(welcome.commands(1)[0]).toMatch(
-      new RegExp(`^REFRESH=\\$\\(curl -s -X POST ${PUBLIC_URL}/auth/realms/master/`),
+    // 1. and 2.: the administrator's refresh token, then an access token from it.
+    const script = [...welcome.commands(1), ...welcome.commands(2), 'printf %s "$ACCESS"'].join(
+      '\n',
     );
-  });
+    const access = (await bash('bash', ['-c', script], { timeout: 60_000 })).stdout;
+    expect(access.split('.')).toHaveLength(3);
+    const organizations = await apiCall<{ id: string }[]>(
+      '/api/platform/organizations',
+      `Bearer ${access}`,
+    );
+    expect(organizations.status).toBe(200);
+    expect(organizations.json.data.map((o) => o.id)).toContain(org);
+    // 3.: the organization user's tokens; and the health line.
+    const [grant] = welcome.commands(3);
+    const answer = JSON.parse(
+      (await bash('bash', ['-c', grant!], { timeout: 60_000 })).stdout,
+    ) as unknown;
+    expect(answer).toMatchObject({
+      token_type: 'Bearer',
+      refresh_token: expect.any(String) as string,
+    });
+    const health = (await bash('bash', ['-c', welcome.healthCommand], { timeout: 60_000 })).stdout;
+    // Ready (every dependency up, or some degraded): the success result either way.
+    expect(JSON.parse(health) as unknown).toMatchObject({ result: '000-00000' });
+  }, 120_000);
 
   it('walks the spec through port 8000: grants, Basic and Bearer on the three lists, refresh tokens', async () => {
     const user = { username: DEMO.user, password: welcome.demoPassword };
