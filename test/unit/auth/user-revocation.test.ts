@@ -6,23 +6,17 @@ import {
   type AuthenticateDeps,
 } from '../../../src/auth/authenticate.ts';
 import type { Principal } from '../../../src/tenancy/principal.ts';
+import { testPrincipal } from '../../helpers/principal.ts';
 import { createRevocationList, type RevocationList } from '../../../src/auth/revocation.ts';
 
 const T0 = Date.parse('2026-11-23T10:00:00.500Z');
 
 function principal(issuedAtMs: number, method: Principal['method'] = 'bearer'): Principal {
-  return {
-    realm: 'acme',
-    userId: 'u1',
-    username: 'alice',
-    realmRoles: [],
-    clientRoles: {},
-    locale: undefined,
+  return testPrincipal({
     method,
-    sessionId: 's1',
     issuedAt: Math.floor(issuedAtMs / 1000),
     expiresAt: Math.floor(issuedAtMs / 1000) + 3600,
-  };
+  });
 }
 
 async function revocationList(): Promise<RevocationList> {

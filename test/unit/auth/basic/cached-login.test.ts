@@ -5,22 +5,16 @@ import {
   parseCachedLogin,
 } from '../../../../src/auth/basic/cached-login.ts';
 import type { Principal } from '../../../../src/tenancy/principal.ts';
+import { testPrincipal } from '../../../helpers/principal.ts';
 
 const NOW = Date.parse('2026-11-25T10:00:00.000Z');
 
 function principal(expiresInSeconds: number): Principal {
-  return {
-    realm: 'acme',
-    userId: 'u1',
-    username: 'alice',
-    realmRoles: [],
-    clientRoles: {},
-    locale: undefined,
+  return testPrincipal({
     method: 'basic',
-    sessionId: 's1',
     issuedAt: NOW / 1000,
     expiresAt: NOW / 1000 + expiresInSeconds,
-  };
+  });
 }
 
 describe('a cached Basic login and its two bounds', () => {

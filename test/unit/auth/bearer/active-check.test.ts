@@ -3,24 +3,14 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { AuthFailure } from '../../../../src/auth/auth-failure.ts';
 import { createActiveCheck } from '../../../../src/auth/bearer/active-check.ts';
 import type { Principal } from '../../../../src/tenancy/principal.ts';
+import { testPrincipal } from '../../../helpers/principal.ts';
 import { createRevocationList } from '../../../../src/auth/revocation.ts';
 import type { TokenClient } from '../../../../src/keycloak/token-client.ts';
 import { metricsOff } from '../../../../src/metrics/metrics.ts';
 
 const T0 = Date.parse('2026-11-23T10:00:00.000Z');
 
-const principal: Principal = {
-  realm: 'acme',
-  userId: 'u1',
-  username: 'alice',
-  realmRoles: [],
-  clientRoles: {},
-  locale: undefined,
-  method: 'bearer',
-  sessionId: 's1',
-  issuedAt: T0 / 1000,
-  expiresAt: T0 / 1000 + 3600,
-};
+const principal: Principal = testPrincipal({ issuedAt: T0 / 1000, expiresAt: T0 / 1000 + 3600 });
 
 interface ScriptedKeycloak {
   active: boolean;
