@@ -1,7 +1,9 @@
 import {
   failedBeforeSending,
   failureOf,
+  refusedAnswer,
   toKeycloakError,
+  translatedCause,
   unexpectedAnswer,
   type KeycloakFailure,
 } from './keycloak-failures.ts';
@@ -10,7 +12,7 @@ import { createKeycloakNodes, type KeycloakNode, type KeycloakNodes } from './ke
 import { endSpan, type Tracing } from '../tracing/tracing.ts';
 
 /** Which of the gateway's own Keycloak calls this was. */
-export type KeycloakCallKind = 'grant' | 'introspection' | 'jwks' | 'admin';
+export type KeycloakCallKind = 'grant' | 'introspection' | 'jwks' | 'discovery' | 'admin';
 
 /**
  * How it ended: `ok` (a 2xx answer the gateway could use), `refused` (a 4xx answer that is a
@@ -28,7 +30,7 @@ export interface KeycloakCallObserver {
  * Reads a Keycloak answer: returns what the caller needs, or throws (`unexpectedAnswer`) when
  * the answer is unusable. A 4xx answer read without throwing counts as `refused`.
  */
-export type ReadAnswer<T> = (status: number, body: string) => T;
+export type ReadAnswer<T> = (status: number, body: string, contentType?: string) => T;
 
 /** The one client layer for the gateway's own calls to Keycloak (not the /auth proxy). */
 export interface KeycloakCalls {
@@ -53,6 +55,28 @@ export interface KeycloakCalls {
     read: ReadAnswer<T>,
   ): Promise<T>;
   /**
+   * One call made by a library that sends its requests with `send` (openid-client, see
+   * oidc-clients.ts): the call ends when `work` does, and that end is observed and traced once.
+   * `work` resolving is `ok`, or `refused` when `refused(value)` says so; any error it ends with
+   * is translated (`toKeycloakError`), and one that is not a failure of `send` (the library
+   * refused what Keycloak answered) is a bad answer (502).
+   */
+  call<T>(
+    kind: KeycloakCallKind,
+    work: () => Promise<T>,
+    refused?: (value: T) => boolean,
+  ): Promise<T>;
+  /**
+   * The HTTP exchange of `exchange` (node choice, retries, failure translation) without an
+   * outcome of its own: the requests of a `call`'s work.
+   */
+  send<T>(
+    kind: KeycloakCallKind,
+    path: string,
+    form: string | undefined,
+    read: ReadAnswer<T>,
+  ): Promise<T>;
+  /**
    * One admin-API request made by `@keycloak/keycloak-admin-client` against the node whose base
    * URL `work` is given (see admin-client.ts): its 4xx errors pass through for the caller to
    * interpret, every other failure is translated. With several nodes, a request that could not
@@ -66,6 +90,7 @@ const MAX_ANSWER_BYTES: Record<KeycloakCallKind, number> = {
   grant: 1024 * 1024,
   introspection: 64 * 1024,
   jwks: 1024 * 1024,
+  discovery: 1024 * 1024,
   admin: Infinity,
 };
 
@@ -77,6 +102,7 @@ const SAFE_KINDS: Record<KeycloakCallKind, boolean> = {
   grant: false,
   introspection: true,
   jwks: true,
+  discovery: true,
   admin: false,
 };
 
@@ -127,19 +153,21 @@ export function createKeycloakCalls(
     return several && (safe || failedBeforeSending(err)) ? nodes.other(node) : undefined;
   }
 
-  function exchange<T>(
+  /** `exchange`; `observe` false: no outcome reported (a `call` reports its own). */
+  function send<T>(
     kind: KeycloakCallKind,
     path: string,
     form: string | undefined,
     read: ReadAnswer<T>,
+    observe = false,
   ): Promise<T> {
-    const started = observed ? performance.now() : 0;
+    const started = observe && observed ? performance.now() : 0;
     return new Promise<T>((resolve, reject) => {
       const attempt = (node: KeycloakNode, retry: boolean) =>
         exchanges[node.index]!(path, form, MAX_ANSWER_BYTES[kind], read, (err, value, status) => {
           if (err === undefined) {
             nodes.answered(node);
-            report(kind, status < 400 ? 'ok' : 'refused', started);
+            if (observe) report(kind, status < 400 ? 'ok' : 'refused', started);
             resolve(value!);
             return;
           }
@@ -150,11 +178,38 @@ export function createKeycloakCalls(
             attempt(next, false);
             return;
           }
-          report(kind, failure, started);
+          if (observe) report(kind, failure, started);
           reject(error);
         });
       attempt(nodes.pick(), true);
     });
+  }
+
+  function exchange<T>(
+    kind: KeycloakCallKind,
+    path: string,
+    form: string | undefined,
+    read: ReadAnswer<T>,
+  ): Promise<T> {
+    return send(kind, path, form, read, true);
+  }
+
+  async function call<T>(
+    kind: KeycloakCallKind,
+    work: () => Promise<T>,
+    refused?: (value: T) => boolean,
+  ): Promise<T> {
+    const started = observed ? performance.now() : 0;
+    let value: T;
+    try {
+      value = await work();
+    } catch (err) {
+      const error = translatedCause(err) ?? refusedAnswer(err);
+      report(kind, failureOf(error), started);
+      throw error;
+    }
+    report(kind, refused?.(value) ? 'refused' : 'ok', started);
+    return value;
   }
 
   async function admin<T>(work: (nodeUrl: string) => Promise<T>, read = false): Promise<T> {
@@ -193,7 +248,9 @@ export function createKeycloakCalls(
   }
 
   const tracing = options.tracing;
-  if (!tracing) return { keycloakUrl: nodes.all[0]!.url, nodes, timeoutMs, exchange, admin };
+  if (!tracing) {
+    return { keycloakUrl: nodes.all[0]!.url, nodes, timeoutMs, exchange, call, send, admin };
+  }
   /** `work` inside a span of its own; the node exchange and the admin client name it. */
   const traced = <T>(kind: KeycloakCallKind, work: () => Promise<T>): Promise<T> => {
     const span = tracing.start(`keycloak ${kind}`, 'client', { 'realmgate.keycloak.kind': kind });
@@ -213,6 +270,8 @@ export function createKeycloakCalls(
     nodes,
     timeoutMs,
     exchange: (kind, path, form, read) => traced(kind, () => exchange(kind, path, form, read)),
+    call: (kind, work, refused) => traced(kind, () => call(kind, work, refused)),
+    send,
     admin: (work, read) => traced('admin', () => admin(work, read)),
   };
 }

@@ -6,10 +6,12 @@ import {
   type KeycloakCallOutcome,
 } from '../../../src/keycloak/keycloak-calls.ts';
 import { createTokenClient, type PasswordGrantResult } from '../../../src/keycloak/token-client.ts';
+import { discoveryDocument } from '../../helpers/discovery-document.ts';
 
 /**
- * The layer's HTTP exchange against fake Keycloaks on local sockets: what the socket does decides
- * the status the client sees and the outcome the observer is told.
+ * The layer's HTTP exchange against fake Keycloaks on local sockets: what the socket does with
+ * the password grant decides the status the client sees and the outcome the observer is told
+ * (the realm's discovery before it is answered as Keycloak does).
  */
 describe('Keycloak client layer: HTTP exchange', () => {
   let server: Server;
@@ -22,7 +24,10 @@ describe('Keycloak client layer: HTTP exchange', () => {
     server = createServer((socket) => {
       sockets.add(socket);
       socket.on('close', () => sockets.delete(socket));
-      socket.once('data', () => behave(socket));
+      socket.once('data', (chunk: Buffer) => {
+        if (!chunk.toString().startsWith('GET /auth/realms/acme/.well-known/')) behave(socket);
+        else answer('200 OK', discoveryDocument(url(), 'acme'))(socket);
+      });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     port = (server.address() as AddressInfo).port;
@@ -37,12 +42,12 @@ describe('Keycloak client layer: HTTP exchange', () => {
       `HTTP/1.1 ${status}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
     );
 
-  async function grant(url: string, timeoutMs = 1000) {
+  async function grant(url: string, timeoutMs = 1000, kind: KeycloakCallKind = 'grant') {
     const seen: [KeycloakCallKind, KeycloakCallOutcome][] = [];
     const calls = createKeycloakCalls({
       keycloakUrl: url,
       timeoutMs,
-      observer: { onCall: (kind, outcome) => seen.push([kind, outcome]) },
+      observer: { onCall: (called, outcome) => called === kind && seen.push([called, outcome]) },
     });
     const tokens = createTokenClient({ calls, gatewayClientSecret: 's' });
     type Failure = { status: number; result: string; cause?: unknown };
@@ -57,17 +62,31 @@ describe('Keycloak client layer: HTTP exchange', () => {
   const url = () => `http://127.0.0.1:${port}/auth`;
 
   it('a token: ok', async () => {
-    behave = answer('200 OK', '{"access_token":"a.b.c","expires_in":60}');
+    behave = answer('200 OK', '{"access_token":"a.b.c","token_type":"Bearer","expires_in":60}');
     const { value, seen } = await grant(url());
     expect(value).toEqual({ ok: true, accessToken: 'a.b.c', expiresIn: 60 });
     expect(seen).toEqual([['grant', 'ok']]);
   });
 
-  it('invalid_grant: a refusal, not a failure', async () => {
-    behave = answer('400 Bad Request', '{"error":"invalid_grant","error_description":"no"}');
-    const { value, seen } = await grant(url());
-    expect(value).toEqual({ ok: false, error: 'invalid_grant', description: 'no' });
-    expect(seen).toEqual([['grant', 'refused']]);
+  it('invalid_grant (400 since Keycloak 26.6, 401 before): a refusal, not a failure', async () => {
+    for (const status of ['400 Bad Request', '401 Unauthorized']) {
+      behave = answer(status, '{"error":"invalid_grant","error_description":"no"}');
+      const { value, seen } = await grant(url());
+      expect(value).toEqual({ ok: false, error: 'invalid_grant', description: 'no' });
+      expect(seen).toEqual([['grant', 'refused']]);
+    }
+  });
+
+  it('Keycloak starting or behind a proxy that cannot reach it: 503, or 504', async () => {
+    for (const [status, translated] of [
+      ['503 Service Unavailable', 503],
+      ['502 Bad Gateway', 503],
+      ['504 Gateway Timeout', 504],
+    ] as const) {
+      behave = answer(status, '<html>down</html>');
+      const { error } = await grant(url());
+      expect(error).toMatchObject({ status: translated });
+    }
   });
 
   it('nothing listens: 503', async () => {
@@ -75,9 +94,10 @@ describe('Keycloak client layer: HTTP exchange', () => {
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
     const closedPort = (closed.address() as AddressInfo).port;
     await new Promise((resolve) => closed.close(resolve));
-    const { error, seen } = await grant(`http://127.0.0.1:${closedPort}/auth`);
+    // The realm's discovery is the first call to fail.
+    const { error, seen } = await grant(`http://127.0.0.1:${closedPort}/auth`, 1000, 'discovery');
     expect(error).toMatchObject({ status: 503, result: '503-11001' });
-    expect(seen).toEqual([['grant', 'unreachable']]);
+    expect(seen).toEqual([['discovery', 'unreachable']]);
   });
 
   // The fake never answers, so only a timeout can end the call; its cause names the one that
@@ -101,6 +121,10 @@ describe('Keycloak client layer: HTTP exchange', () => {
   it('garbage: 502, whether HTTP with a body that is not JSON, or not HTTP at all', async () => {
     for (const garbage of [
       answer('200 OK', '<html>hello</html>'),
+      answer('200 OK', '{"token_type":"Bearer"}'),
+      answer('200 OK', '{"access_token":"","token_type":"Bearer"}'),
+      answer('400 Bad Request', '{"error":"unauthorized_client"}'),
+      answer('404 Not Found', '<html>'),
       answer('500 Internal Server Error', '{"error":"unknown_error"}'),
       (socket: Socket) => socket.end('SSH-2.0-OpenSSH_9.6\r\n\r\n'),
     ]) {

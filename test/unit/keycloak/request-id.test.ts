@@ -5,6 +5,7 @@ import { inRequest, outsideRequest } from '../../../src/edge/request-context.ts'
 import { createAdminClient } from '../../../src/keycloak/admin-client.ts';
 import { createKeycloakCalls } from '../../../src/keycloak/keycloak-calls.ts';
 import { createTokenClient } from '../../../src/keycloak/token-client.ts';
+import { discoveryDocument } from '../../helpers/discovery-document.ts';
 
 const base64url = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
 const TOKEN = `${base64url({ alg: 'none' })}.${base64url({ exp: 4102444800, iat: 1 })}.x`;
@@ -27,8 +28,15 @@ describe('request id on the Keycloak calls', () => {
           () =>
             res.end(
               req.method === 'POST'
-                ? JSON.stringify({ access_token: TOKEN, expires_in: 60, active: true })
-                : '[]',
+                ? JSON.stringify({
+                    access_token: TOKEN,
+                    token_type: 'Bearer',
+                    expires_in: 60,
+                    active: true,
+                  })
+                : req.url?.endsWith('/.well-known/openid-configuration')
+                  ? discoveryDocument(url, 'acme')
+                  : '[]',
             ),
           20,
         );
@@ -63,8 +71,11 @@ describe('request id on the Keycloak calls', () => {
     ]);
     const grant = 'POST /auth/realms/acme/protocol/openid-connect/token';
     const introspect = 'POST /auth/realms/acme/protocol/openid-connect/token/introspect';
+    // The realm's discovery, once, for the first call that needed it.
+    const discovery = 'GET /auth/realms/acme/.well-known/openid-configuration';
     expect(idsSeen().sort()).toEqual(
       [
+        [discovery, 'req-a'],
         [grant, 'req-a'],
         [introspect, 'req-b'],
         [introspect, undefined],
