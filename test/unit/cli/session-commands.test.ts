@@ -10,6 +10,7 @@ import { formatHelp } from '../../../src/cli/help.ts';
 import type { CliIo } from '../../../src/cli/io.ts';
 import { runCli } from '../../../src/cli/main.ts';
 import { capturingIo } from '../../helpers/cli-io.ts';
+import { discoveryDocument } from '../../helpers/discovery-document.ts';
 
 /** A stand-in gateway: the token endpoint answers with whatever `grant` decides. */
 const PASSWORD = 'pä:ss wörd';
@@ -48,6 +49,15 @@ function invalidGrant(res: ServerResponse) {
 
 beforeAll(async () => {
   server = createServer((req, res) => {
+    // The realm's discovery document, asked for before the first grant.
+    const discovery = /^\/auth\/realms\/([^/]+)\/\.well-known\/openid-configuration$/.exec(
+      req.url!,
+    );
+    if (req.method === 'GET' && discovery) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(discoveryDocument(`${baseUrl}/auth`, discovery[1]!));
+      return;
+    }
     let text = '';
     req.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
     req.on('end', () => {
