@@ -146,6 +146,50 @@ describe('realmgate login at a terminal', () => {
   });
 });
 
+describe('realmgate login: what the gateway answered besides tokens', () => {
+  const login = () =>
+    run(['login', 'acme', 'alice', '--password-stdin'], Readable.from([PASSWORD]));
+  const answer =
+    (status: number, body: string, headers: Record<string, string> = {}) =>
+    (_form: URLSearchParams, res: ServerResponse) => {
+      res.writeHead(status, { 'content-type': 'application/json', ...headers });
+      res.end(body);
+    };
+
+  it('a refusal, the throttle, an envelope error and a nonsense answer, each said in words', async () => {
+    const cases: [typeof grant, RegExp][] = [
+      [
+        answer(
+          400,
+          JSON.stringify({ error: 'invalid_grant', error_description: 'Account disabled' }),
+        ),
+        /^login refused: Account disabled/m,
+      ],
+      [
+        answer(429, JSON.stringify({ error: 'too_many_attempts' }), { 'retry-after': '280' }),
+        /error 429: login refused for now\. Too many failed logins\. Retry in 280 s\./,
+      ],
+      [
+        answer(
+          503,
+          JSON.stringify({ data: null, message: 'Keycloak is unavailable', result: '503-11001' }),
+        ),
+        /error 503 503-11001: Keycloak is unavailable/,
+      ],
+      [
+        answer(200, JSON.stringify({ token_type: 'Bearer', expires_in: 300 })),
+        /error 200: unexpected answer of the token endpoint/,
+      ],
+    ];
+    for (const [answered, said] of cases) {
+      grant = answered;
+      const { status, stderr } = await login();
+      expect(status).toBe(1);
+      expect(stderr).toMatch(said);
+    }
+  });
+});
+
 describe('realmgate token', () => {
   it('reuses the access token until a minute before it expires, keeping a rotated refresh token', async () => {
     let issued = 0;

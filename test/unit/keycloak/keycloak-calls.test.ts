@@ -19,6 +19,8 @@ describe('Keycloak client layer: HTTP exchange', () => {
   const sockets = new Set<Socket>();
   /** What the fake does with each request's bytes. */
   let behave: (socket: Socket) => void;
+  /** The realm's discovery document. */
+  let discovery = () => discoveryDocument(url(), 'acme');
 
   beforeAll(async () => {
     server = createServer((socket) => {
@@ -26,7 +28,7 @@ describe('Keycloak client layer: HTTP exchange', () => {
       socket.on('close', () => sockets.delete(socket));
       socket.once('data', (chunk: Buffer) => {
         if (!chunk.toString().startsWith('GET /auth/realms/acme/.well-known/')) behave(socket);
-        else answer('200 OK', discoveryDocument(url(), 'acme'))(socket);
+        else answer('200 OK', discovery())(socket);
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -86,6 +88,25 @@ describe('Keycloak client layer: HTTP exchange', () => {
       behave = answer(status, '<html>down</html>');
       const { error } = await grant(url());
       expect(error).toMatchObject({ status: translated });
+    }
+  });
+
+  it("an endpoint outside Keycloak's URLs: 502, and the password goes nowhere", async () => {
+    const honest = discovery;
+    discovery = () =>
+      JSON.stringify({ ...JSON.parse(honest()), token_endpoint: 'http://elsewhere.example/token' });
+    let sent = 0;
+    behave = (socket) => {
+      sent++;
+      answer('200 OK', '{"access_token":"a.b.c","token_type":"Bearer"}')(socket);
+    };
+    try {
+      const { error, seen } = await grant(url());
+      expect(error).toMatchObject({ status: 502, result: '502-11001' });
+      expect(seen).toEqual([['grant', 'bad_answer']]);
+      expect(sent).toBe(0);
+    } finally {
+      discovery = honest;
     }
   });
 
