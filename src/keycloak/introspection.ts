@@ -1,6 +1,6 @@
 import * as oidc from 'openid-client';
 import type { KeycloakCalls } from './keycloak-calls.ts';
-import { createRealmMetadata, realmConfigurations, type RealmMetadata } from './oidc-clients.ts';
+import { realmConfigurations } from './oidc-clients.ts';
 import { GATEWAY_CLIENT_ID } from './service-admin.ts';
 
 /** Whether Keycloak still considers a token active (RFC 7662). */
@@ -15,8 +15,11 @@ export type Introspect = (realm: string, token: string) => Promise<boolean>;
 export function createIntrospector(options: {
   calls: KeycloakCalls;
   clientSecret: string;
-  /** Shared with the token client; by default the introspector discovers realms itself. */
-  metadata?: RealmMetadata;
+  /**
+   * The realm's issuer (`PUBLIC_URL/auth/realms/<realm>`). Introspection compares none (its
+   * answer is plain JSON), so the node's own realm URL stands in by default.
+   */
+  issuerOf?: (realm: string) => string;
 }): Introspect {
   const { calls } = options;
   const gatewayClient = {
@@ -26,11 +29,11 @@ export function createIntrospector(options: {
   const configurationOf = realmConfigurations(
     calls,
     'introspection',
-    options.metadata ?? createRealmMetadata(calls),
+    options.issuerOf ?? ((realm) => `${calls.keycloakUrl}/realms/${realm}`),
     () => gatewayClient,
   );
-  return async (realm, token) => {
-    const config = await configurationOf(realm);
+  return (realm, token) => {
+    const config = configurationOf(realm);
     return calls.call(
       'introspection',
       async () => (await oidc.tokenIntrospection(config, token)).active,

@@ -12,7 +12,7 @@ import { createKeycloakNodes, type KeycloakNode, type KeycloakNodes } from './ke
 import { endSpan, type Tracing } from '../tracing/tracing.ts';
 
 /** Which of the gateway's own Keycloak calls this was. */
-export type KeycloakCallKind = 'grant' | 'introspection' | 'jwks' | 'discovery' | 'admin';
+export type KeycloakCallKind = 'grant' | 'introspection' | 'jwks' | 'admin';
 
 /**
  * How it ended: `ok` (a 2xx answer the gateway could use), `refused` (a 4xx answer that is a
@@ -90,7 +90,6 @@ const MAX_ANSWER_BYTES: Record<KeycloakCallKind, number> = {
   grant: 1024 * 1024,
   introspection: 64 * 1024,
   jwks: 1024 * 1024,
-  discovery: 1024 * 1024,
   admin: Infinity,
 };
 
@@ -102,7 +101,6 @@ const SAFE_KINDS: Record<KeycloakCallKind, boolean> = {
   grant: false,
   introspection: true,
   jwks: true,
-  discovery: true,
   admin: false,
 };
 

@@ -2,7 +2,7 @@ import * as oidc from 'openid-client';
 import { apiClientIdOf } from '../tenancy/identifiers.ts';
 import { createIntrospector } from './introspection.ts';
 import type { KeycloakCalls } from './keycloak-calls.ts';
-import { createRealmMetadata, realmConfigurations } from './oidc-clients.ts';
+import { realmConfigurations } from './oidc-clients.ts';
 
 /** Outcome of a password grant: an access token, or Keycloak's refusal. */
 export type PasswordGrantResult =
@@ -25,23 +25,25 @@ export function createTokenClient(options: {
   calls: KeycloakCalls;
   /** Secret of `realmgate-gateway`, the confidential client allowed to introspect. */
   gatewayClientSecret: string;
+  /** `PUBLIC_URL`: the issuer of a realm's tokens is `PUBLIC_URL/auth/realms/<realm>`. */
+  publicUrl: string;
 }): TokenClient {
   const { calls } = options;
-  const metadata = createRealmMetadata(calls);
-  const apiClientOf = realmConfigurations(calls, 'grant', metadata, (realm) => ({
+  const issuerOf = (realm: string) => `${options.publicUrl}/auth/realms/${realm}`;
+  const apiClientOf = realmConfigurations(calls, 'grant', issuerOf, (realm) => ({
     id: apiClientIdOf(realm),
     auth: oidc.None(),
   }));
   return {
-    async passwordGrant(realm, username, password) {
-      const config = await apiClientOf(realm);
+    passwordGrant(realm, username, password) {
+      const config = apiClientOf(realm);
       return calls.call(
         'grant',
         () => passwordGrant(config, username, password),
         (result) => !result.ok,
       );
     },
-    isActive: createIntrospector({ calls, clientSecret: options.gatewayClientSecret, metadata }),
+    isActive: createIntrospector({ calls, clientSecret: options.gatewayClientSecret, issuerOf }),
   };
 }
 

@@ -12,7 +12,6 @@ const KEYCLOAK_CALL_KINDS = [
   'grant',
   'introspection',
   'jwks',
-  'discovery',
   'admin',
 ] as const satisfies readonly KeycloakCallKind[];
 const KEYCLOAK_CALL_OUTCOMES = [

@@ -6,12 +6,10 @@ import {
   type KeycloakCallOutcome,
 } from '../../../src/keycloak/keycloak-calls.ts';
 import { createTokenClient, type PasswordGrantResult } from '../../../src/keycloak/token-client.ts';
-import { discoveryDocument } from '../../helpers/discovery-document.ts';
 
 /**
- * The layer's HTTP exchange against fake Keycloaks on local sockets: what the socket does with
- * the password grant decides the status the client sees and the outcome the observer is told
- * (the realm's discovery before it is answered as Keycloak does).
+ * The layer's HTTP exchange against fake Keycloaks on local sockets: what the socket does decides
+ * the status the client sees and the outcome the observer is told.
  */
 describe('Keycloak client layer: HTTP exchange', () => {
   let server: Server;
@@ -19,17 +17,12 @@ describe('Keycloak client layer: HTTP exchange', () => {
   const sockets = new Set<Socket>();
   /** What the fake does with each request's bytes. */
   let behave: (socket: Socket) => void;
-  /** The realm's discovery document. */
-  let discovery = () => discoveryDocument(url(), 'acme');
 
   beforeAll(async () => {
     server = createServer((socket) => {
       sockets.add(socket);
       socket.on('close', () => sockets.delete(socket));
-      socket.once('data', (chunk: Buffer) => {
-        if (!chunk.toString().startsWith('GET /auth/realms/acme/.well-known/')) behave(socket);
-        else answer('200 OK', discovery())(socket);
-      });
+      socket.once('data', () => behave(socket));
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     port = (server.address() as AddressInfo).port;
@@ -44,14 +37,18 @@ describe('Keycloak client layer: HTTP exchange', () => {
       `HTTP/1.1 ${status}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
     );
 
-  async function grant(url: string, timeoutMs = 1000, kind: KeycloakCallKind = 'grant') {
+  async function grant(url: string, timeoutMs = 1000) {
     const seen: [KeycloakCallKind, KeycloakCallOutcome][] = [];
     const calls = createKeycloakCalls({
       keycloakUrl: url,
       timeoutMs,
-      observer: { onCall: (called, outcome) => called === kind && seen.push([called, outcome]) },
+      observer: { onCall: (kind, outcome) => seen.push([kind, outcome]) },
     });
-    const tokens = createTokenClient({ calls, gatewayClientSecret: 's' });
+    const tokens = createTokenClient({
+      calls,
+      gatewayClientSecret: 's',
+      publicUrl: 'http://gateway.example',
+    });
     type Failure = { status: number; result: string; cause?: unknown };
     const result: { value?: PasswordGrantResult; error?: Failure } = await tokens
       .passwordGrant('acme', 'alice', 'pw')
@@ -68,6 +65,29 @@ describe('Keycloak client layer: HTTP exchange', () => {
     const { value, seen } = await grant(url());
     expect(value).toEqual({ ok: true, accessToken: 'a.b.c', expiresIn: 60 });
     expect(seen).toEqual([['grant', 'ok']]);
+  });
+
+  it("the ID token must name the realm's issuer, PUBLIC_URL/auth/realms/<realm>", async () => {
+    const part = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
+    const now = Math.floor(Date.now() / 1000);
+    const idToken = (iss: string) =>
+      `${part({ alg: 'RS256', typ: 'JWT' })}.${part({ iss, aud: '_acme-api', sub: 'u', iat: now, exp: now + 60 })}.c2ln`;
+    const answerWith = (iss: string) =>
+      answer(
+        '200 OK',
+        JSON.stringify({
+          access_token: 'a.b.c',
+          token_type: 'Bearer',
+          expires_in: 60,
+          id_token: idToken(iss),
+        }),
+      );
+    behave = answerWith('http://gateway.example/auth/realms/acme');
+    expect((await grant(url())).value).toEqual({ ok: true, accessToken: 'a.b.c', expiresIn: 60 });
+    behave = answerWith(`${url()}/realms/acme`);
+    const { error, seen } = await grant(url());
+    expect(error).toMatchObject({ status: 502, result: '502-11001' });
+    expect(seen).toEqual([['grant', 'bad_answer']]);
   });
 
   it('invalid_grant (400 since Keycloak 26.6, 401 before): a refusal, not a failure', async () => {
@@ -91,34 +111,14 @@ describe('Keycloak client layer: HTTP exchange', () => {
     }
   });
 
-  it("an endpoint outside Keycloak's URLs: 502, and the password goes nowhere", async () => {
-    const honest = discovery;
-    discovery = () =>
-      JSON.stringify({ ...JSON.parse(honest()), token_endpoint: 'http://elsewhere.example/token' });
-    let sent = 0;
-    behave = (socket) => {
-      sent++;
-      answer('200 OK', '{"access_token":"a.b.c","token_type":"Bearer"}')(socket);
-    };
-    try {
-      const { error, seen } = await grant(url());
-      expect(error).toMatchObject({ status: 502, result: '502-11001' });
-      expect(seen).toEqual([['grant', 'bad_answer']]);
-      expect(sent).toBe(0);
-    } finally {
-      discovery = honest;
-    }
-  });
-
   it('nothing listens: 503', async () => {
     const closed = createServer();
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
     const closedPort = (closed.address() as AddressInfo).port;
     await new Promise((resolve) => closed.close(resolve));
-    // The realm's discovery is the first call to fail.
-    const { error, seen } = await grant(`http://127.0.0.1:${closedPort}/auth`, 1000, 'discovery');
+    const { error, seen } = await grant(`http://127.0.0.1:${closedPort}/auth`);
     expect(error).toMatchObject({ status: 503, result: '503-11001' });
-    expect(seen).toEqual([['discovery', 'unreachable']]);
+    expect(seen).toEqual([['grant', 'unreachable']]);
   });
 
   // The fake never answers, so only a timeout can end the call; its cause names the one that
