@@ -57,9 +57,9 @@ export interface KeycloakCalls {
   /**
    * One call made by a library that sends its requests with `send` (openid-client, see
    * oidc-clients.ts): the call ends when `work` does, and that end is observed and traced once.
-   * `work` resolving is `ok`, or `refused` when `refused(value)` says so; any error it ends with
-   * is translated (`toKeycloakError`), and one that is not a failure of `send` (the library
-   * refused what Keycloak answered) is a bad answer (502).
+   * `work` resolving is `ok`, or `refused` when `refused(value)` says so. An error it ends with
+   * is the failure `send` translated (the library wraps it: `translatedCause`), or else the
+   * library refused what Keycloak answered: a bad answer, 502 (`refusedAnswer`).
    */
   call<T>(
     kind: KeycloakCallKind,

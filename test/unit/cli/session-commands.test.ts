@@ -10,7 +10,6 @@ import { formatHelp } from '../../../src/cli/help.ts';
 import type { CliIo } from '../../../src/cli/io.ts';
 import { runCli } from '../../../src/cli/main.ts';
 import { capturingIo } from '../../helpers/cli-io.ts';
-import { discoveryDocument } from '../../helpers/discovery-document.ts';
 
 /** A stand-in gateway: the token endpoint answers with whatever `grant` decides. */
 const PASSWORD = 'pä:ss wörd';
@@ -47,6 +46,16 @@ function invalidGrant(res: ServerResponse) {
   );
 }
 
+/**
+ * A realm's discovery document as the gateway passes it on: the issuer and the token endpoint
+ * below the gateway's PUBLIC_URL, which is not the URL the CLI was given (it posts its grants
+ * to the token endpoint below REALMGATE_URL all the same).
+ */
+function discoveryDocument(realm: string): string {
+  const issuer = `http://gateway.example/auth/realms/${realm}`;
+  return JSON.stringify({ issuer, token_endpoint: `${issuer}/protocol/openid-connect/token` });
+}
+
 beforeAll(async () => {
   server = createServer((req, res) => {
     // The realm's discovery document, asked for before the first grant.
@@ -55,7 +64,7 @@ beforeAll(async () => {
     );
     if (req.method === 'GET' && discovery) {
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(discoveryDocument(`${baseUrl}/auth`, discovery[1]!));
+      res.end(discoveryDocument(discovery[1]!));
       return;
     }
     let text = '';
