@@ -188,7 +188,11 @@ export async function startGateway(
   });
   const clientSecret = config.KEYCLOAK_CLIENT_SECRET ?? '';
   const serviceAdmin = createServiceAdmin({ calls, clientSecret });
-  const tokens = createTokenClient({ calls, gatewayClientSecret: clientSecret });
+  const tokens = createTokenClient({
+    calls,
+    gatewayClientSecret: clientSecret,
+    publicUrl: config.PUBLIC_URL,
+  });
   // What replicas tell each other (revocations, organization changes), over one pair of Redis
   // connections; without Redis, what the workers of one gateway tell each other, over IPC.
   // With both, a worker tells its siblings through the supervising process too: at once, even

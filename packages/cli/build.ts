@@ -32,7 +32,10 @@ export interface CliPack {
   inputs: string[];
 }
 
-/** Builds the package into `dir`: its manifest, README, the bundle and jose's licence. */
+/** The packages of node_modules the bundle holds code of. */
+const BUNDLED_PACKAGES = ['jose', 'oauth4webapi', 'openid-client'];
+
+/** Builds the package into `dir`: its manifest, README, the bundle and its packages' licences. */
 async function buildInto(dir: string): Promise<string[]> {
   const manifest = JSON.parse(await readFile(path.join(here, 'package.json'), 'utf8')) as {
     scripts?: unknown;
@@ -44,11 +47,14 @@ async function buildInto(dir: string): Promise<string[]> {
   await mkdir(path.join(dir, 'dist'));
   const bundle = path.join(dir, 'dist', 'realmgate.js');
   const inputs = await bundleCli(bundle, { format: 'esm', target: TARGET, shebang: true });
-  // Only jose's decodeJwt comes from node_modules; its MIT licence travels with it.
-  await copyFile(
-    path.join(root, 'node_modules/jose/LICENSE.md'),
-    path.join(dir, 'dist', 'LICENSE.jose.md'),
-  );
+  // What comes from node_modules (jose, openid-client and its oauth4webapi, all MIT): their
+  // licences travel with it.
+  for (const name of BUNDLED_PACKAGES) {
+    await copyFile(
+      path.join(root, 'node_modules', name, 'LICENSE.md'),
+      path.join(dir, 'dist', `LICENSE.${name}.md`),
+    );
+  }
   return inputs;
 }
 

@@ -1,4 +1,5 @@
 import { decodeJwt } from 'jose';
+import * as oidc from 'openid-client';
 import { apiClientIdOf } from '../tenancy/identifiers.ts';
 import { describeUnreachable, printable } from './client.ts';
 import { CliError } from './errors.ts';
@@ -26,18 +27,13 @@ export function passwordGrant(
   login: { realm: string; username: string; password: string; totp?: string },
   timeoutMs: number,
 ): Promise<GrantResult> {
-  return postTokenForm(
-    baseUrl,
-    login.realm,
-    {
-      client_id: apiClientIdOf(login.realm),
-      grant_type: 'password',
+  return tokenRequest(baseUrl, login.realm, timeoutMs, (config) =>
+    oidc.genericGrantRequest(config, 'password', {
       scope: 'openid offline_access',
       username: login.username,
       password: login.password,
       ...(login.totp === undefined ? {} : { totp: login.totp }),
-    },
-    timeoutMs,
+    }),
   );
 }
 
@@ -48,49 +44,134 @@ export function refreshGrant(
   refreshToken: string,
   timeoutMs: number,
 ): Promise<GrantResult> {
-  return postTokenForm(
-    baseUrl,
-    realm,
-    { client_id: apiClientIdOf(realm), grant_type: 'refresh_token', refresh_token: refreshToken },
-    timeoutMs,
+  return tokenRequest(baseUrl, realm, timeoutMs, (config) =>
+    oidc.refreshTokenGrant(config, refreshToken),
   );
 }
 
-async function postTokenForm(
+/**
+ * How far this computer's clock may be from Keycloak's for openid-client's checks of the ID
+ * token's times: any distance. The CLI reads nothing from the ID token, and the gateway checks
+ * every token's times by its own clock; a laptop whose clock is off still logs in, as before.
+ */
+const ANY_CLOCK_SECONDS = 10 * 365 * 24 * 3600;
+
+/** The realms discovered by this process (a login retried, a refresh then a call). */
+const discovered = new Map<string, oidc.ServerMetadata>();
+
+/**
+ * The realm's metadata, from its discovery document through the gateway. Its URL is given in
+ * full: openid-client then does not compare the issuer it names, the gateway's PUBLIC_URL, with
+ * REALMGATE_URL, which need not be the same (the gateway checks the issuer of every token).
+ */
+async function metadataOf(
+  realmUrl: URL,
+  clientId: string,
+  gatewayFetch: oidc.CustomFetch,
+): Promise<oidc.ServerMetadata> {
+  const known = discovered.get(realmUrl.href);
+  if (known) return known;
+  const config = await oidc.discovery(
+    new URL('.well-known/openid-configuration', realmUrl),
+    clientId,
+    undefined,
+    oidc.None(),
+    { [oidc.customFetch]: gatewayFetch, execute: [oidc.allowInsecureRequests] },
+  );
+  // Its helpers are not enumerable: a spread copies the metadata alone.
+  const metadata = { ...(config.serverMetadata() as oidc.ServerMetadata) };
+  discovered.set(realmUrl.href, metadata);
+  return metadata;
+}
+
+/** The last answer the gateway gave, kept to describe one openid-client would not take. */
+interface Answer {
+  status: number;
+  text: string;
+}
+
+/**
+ * One grant by openid-client on the realm's API client (a public client: its id in the form),
+ * after the realm's discovery, both through the gateway's `/auth/`. Its answer: the tokens, or
+ * the refusal the token endpoint gave (400, or 401 for wrong credentials); anything else is a
+ * CliError that says what the gateway said.
+ */
+async function tokenRequest(
   baseUrl: URL,
   realm: string,
-  form: Record<string, string>,
   timeoutMs: number,
+  grant: (config: oidc.Configuration) => Promise<oidc.TokenEndpointResponse>,
 ): Promise<GrantResult> {
-  const path = `auth/realms/${encodeURIComponent(realm)}/protocol/openid-connect/token`;
-  let status: number;
-  let text: string;
-  let retryAfter: string | null;
+  const last: Answer = { status: 0, text: '' };
+  const realmUrl = new URL(`auth/realms/${encodeURIComponent(realm)}/`, baseUrl);
+  const gatewayFetch = gatewayFetchOf(baseUrl, timeoutMs, last);
   try {
-    const response = await fetch(new URL(path, baseUrl), {
-      method: 'POST',
-      headers: { accept: 'application/json' },
-      body: new URLSearchParams(form),
-      // Never replay a password or refresh token to wherever a redirect points.
-      redirect: 'manual',
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-    status = response.status;
-    retryAfter = response.headers.get('retry-after');
-    text = await response.text();
+    const metadata = await metadataOf(realmUrl, apiClientIdOf(realm), gatewayFetch);
+    // The token endpoint as REALMGATE_URL reaches it, whatever host Keycloak names: the
+    // password and refresh token go nowhere else.
+    const config = new oidc.Configuration(
+      {
+        ...metadata,
+        token_endpoint: new URL('protocol/openid-connect/token', realmUrl).href,
+      },
+      apiClientIdOf(realm),
+      { [oidc.clockTolerance]: ANY_CLOCK_SECONDS },
+      oidc.None(),
+    );
+    config[oidc.customFetch] = gatewayFetch;
+    oidc.allowInsecureRequests(config);
+    // gatewayFetch times each request out itself.
+    config.timeout = 0;
+    return { ok: true, tokens: tokensOf(await grant(config), last, baseUrl) };
   } catch (error) {
-    throw describeUnreachable(error, baseUrl, timeoutMs);
+    if (error instanceof oidc.ResponseBodyError) {
+      const description = error.error_description ?? '';
+      return { ok: false, error: printable(error.error), description: printable(description) };
+    }
+    const said = [error, (error as { cause?: unknown } | null)?.cause].find(
+      (cause) => cause instanceof CliError,
+    );
+    throw said ?? unusableAnswer(last.status, objectOf(last.text), baseUrl);
   }
-  const body = objectOf(text);
-  if (status === 200) {
-    const tokens = tokensOf(body);
-    if (tokens) return { ok: true, tokens };
-  } else if ((status === 400 || status === 401) && typeof body?.error === 'string') {
-    const description = typeof body.error_description === 'string' ? body.error_description : '';
-    return { ok: false, error: printable(body.error), description: printable(description) };
-  }
-  if (status === 429 && body?.error === 'too_many_attempts') throw throttled(body, retryAfter);
-  throw unusableAnswer(status, body, baseUrl);
+}
+
+/**
+ * openid-client's fetch: the request to the gateway, redirects reported and not followed (a
+ * password or refresh token is never replayed to wherever one points), within `timeoutMs`.
+ * What openid-client reads is a token endpoint's own answer (200, or a 400/401 refusal); the
+ * gateway's throttle (429), its envelope errors (503 while Keycloak is down) and anything else
+ * become a CliError here.
+ */
+function gatewayFetchOf(baseUrl: URL, timeoutMs: number, last: Answer): oidc.CustomFetch {
+  return async (url, options) => {
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        method: options.method,
+        headers: options.headers,
+        body: options.body,
+        redirect: 'manual',
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      last.status = response.status;
+      last.text = await response.text();
+    } catch (error) {
+      throw describeUnreachable(error, baseUrl, timeoutMs);
+    }
+    const { status, text } = last;
+    if (status === 200 || status === 400 || status === 401) {
+      const contentType = response.headers.get('content-type');
+      return new Response(text, {
+        status,
+        headers: contentType === null ? undefined : { 'content-type': contentType },
+      });
+    }
+    const body = objectOf(text);
+    if (status === 429 && body?.error === 'too_many_attempts') {
+      throw throttled(body, response.headers.get('retry-after'));
+    }
+    throw unusableAnswer(status, body, baseUrl);
+  };
 }
 
 /**
@@ -107,14 +188,14 @@ function throttled(body: Record<string, unknown>, retryAfter: string | null): Cl
   return new CliError('api', `error 429: login refused for now. ${said}`, undefined, 429);
 }
 
-function tokensOf(body: Record<string, unknown> | undefined): Tokens | undefined {
-  const accessToken = body?.access_token;
-  const expiresIn = body?.expires_in;
-  if (typeof accessToken !== 'string' || accessToken === '' || typeof expiresIn !== 'number') {
-    return undefined;
+/** The tokens of a grant openid-client accepted; `expires_in` is required, as the CLI caches by it. */
+function tokensOf(answer: oidc.TokenEndpointResponse, last: Answer, baseUrl: URL): Tokens {
+  const { access_token: accessToken, expires_in: expiresIn } = answer;
+  if (accessToken === '' || typeof expiresIn !== 'number') {
+    throw unusableAnswer(last.status, objectOf(last.text), baseUrl);
   }
-  const refreshToken = body?.refresh_token;
-  const refreshExpiresIn = body?.refresh_expires_in;
+  const refreshToken = answer.refresh_token;
+  const refreshExpiresIn = answer.refresh_expires_in;
   return {
     accessToken,
     expiresIn,

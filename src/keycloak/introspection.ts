@@ -1,45 +1,42 @@
+import * as oidc from 'openid-client';
 import type { KeycloakCalls } from './keycloak-calls.ts';
-import { unexpectedAnswer } from './keycloak-failures.ts';
+import { realmConfigurations } from './oidc-clients.ts';
 import { GATEWAY_CLIENT_ID } from './service-admin.ts';
 
 /** Whether Keycloak still considers a token active (RFC 7662). */
 export type Introspect = (realm: string, token: string) => Promise<boolean>;
 
 /**
- * Token introspection as the gateway's confidential client, through the client layer (plain
- * `node:http`, keep-alive pool: background re-checks run at up to 50 a second per replica, on
- * the CPU that serves requests). Failures are AppErrors: 503 unreachable, 504 too slow, 502
+ * Token introspection as the gateway's confidential client, by openid-client over the client
+ * layer (its keep-alive pool: background re-checks run at up to 50 a second per replica, on the
+ * CPU that serves requests). Failures are AppErrors: 503 unreachable, 504 too slow, 502
  * anything but a 200 JSON `active` (a refused gateway client is the gateway's problem).
  */
 export function createIntrospector(options: {
   calls: KeycloakCalls;
   clientSecret: string;
+  /**
+   * The realm's issuer (`PUBLIC_URL/auth/realms/<realm>`). Introspection compares none (its
+   * answer is plain JSON), so the node's own realm URL stands in by default.
+   */
+  issuerOf?: (realm: string) => string;
 }): Introspect {
-  const credentials = new URLSearchParams({
-    client_id: GATEWAY_CLIENT_ID,
-    client_secret: options.clientSecret,
-  }).toString();
-  return (realm, token) =>
-    options.calls.exchange(
+  const { calls } = options;
+  const gatewayClient = {
+    id: GATEWAY_CLIENT_ID,
+    auth: oidc.ClientSecretPost(options.clientSecret),
+  };
+  const configurationOf = realmConfigurations(
+    calls,
+    'introspection',
+    options.issuerOf ?? ((realm) => `${calls.keycloakUrl}/realms/${realm}`),
+    () => gatewayClient,
+  );
+  return (realm, token) => {
+    const config = configurationOf(realm);
+    return calls.call(
       'introspection',
-      `/realms/${encodeURIComponent(realm)}/protocol/openid-connect/token/introspect`,
-      `${credentials}&token=${encodeURIComponent(token)}`,
-      activeOf,
+      async () => (await oidc.tokenIntrospection(config, token)).active,
     );
-}
-
-/** `active` of a 200 JSON answer; anything else is a bad answer. */
-function activeOf(status: number, text: string): boolean {
-  if (status !== 200) throw unexpectedAnswer('token introspection', status);
-  let answer: unknown;
-  try {
-    answer = JSON.parse(text);
-  } catch {
-    throw unexpectedAnswer('token introspection', status, 'not JSON');
-  }
-  const active = (answer as { active?: unknown } | null)?.active;
-  if (typeof active !== 'boolean') {
-    throw unexpectedAnswer('token introspection', status, 'no boolean "active"');
-  }
-  return active;
+  };
 }

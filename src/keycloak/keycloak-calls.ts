@@ -1,7 +1,9 @@
 import {
   failedBeforeSending,
   failureOf,
+  refusedAnswer,
   toKeycloakError,
+  translatedCause,
   unexpectedAnswer,
   type KeycloakFailure,
 } from './keycloak-failures.ts';
@@ -28,7 +30,7 @@ export interface KeycloakCallObserver {
  * Reads a Keycloak answer: returns what the caller needs, or throws (`unexpectedAnswer`) when
  * the answer is unusable. A 4xx answer read without throwing counts as `refused`.
  */
-export type ReadAnswer<T> = (status: number, body: string) => T;
+export type ReadAnswer<T> = (status: number, body: string, contentType?: string) => T;
 
 /** The one client layer for the gateway's own calls to Keycloak (not the /auth proxy). */
 export interface KeycloakCalls {
@@ -47,6 +49,28 @@ export interface KeycloakCalls {
    * node that is up; a grant only when its request was never sent (see `mayRetry`).
    */
   exchange<T>(
+    kind: KeycloakCallKind,
+    path: string,
+    form: string | undefined,
+    read: ReadAnswer<T>,
+  ): Promise<T>;
+  /**
+   * One call made by a library that sends its requests with `send` (openid-client, see
+   * oidc-clients.ts): the call ends when `work` does, and that end is observed and traced once.
+   * `work` resolving is `ok`, or `refused` when `refused(value)` says so. An error it ends with
+   * is the failure `send` translated (the library wraps it: `translatedCause`), or else the
+   * library refused what Keycloak answered: a bad answer, 502 (`refusedAnswer`).
+   */
+  call<T>(
+    kind: KeycloakCallKind,
+    work: () => Promise<T>,
+    refused?: (value: T) => boolean,
+  ): Promise<T>;
+  /**
+   * The HTTP exchange of `exchange` (node choice, retries, failure translation) without an
+   * outcome of its own: the requests of a `call`'s work.
+   */
+  send<T>(
     kind: KeycloakCallKind,
     path: string,
     form: string | undefined,
@@ -127,19 +151,21 @@ export function createKeycloakCalls(
     return several && (safe || failedBeforeSending(err)) ? nodes.other(node) : undefined;
   }
 
-  function exchange<T>(
+  /** `exchange`; `observe` false: no outcome reported (a `call` reports its own). */
+  function send<T>(
     kind: KeycloakCallKind,
     path: string,
     form: string | undefined,
     read: ReadAnswer<T>,
+    observe = false,
   ): Promise<T> {
-    const started = observed ? performance.now() : 0;
+    const started = observe && observed ? performance.now() : 0;
     return new Promise<T>((resolve, reject) => {
       const attempt = (node: KeycloakNode, retry: boolean) =>
         exchanges[node.index]!(path, form, MAX_ANSWER_BYTES[kind], read, (err, value, status) => {
           if (err === undefined) {
             nodes.answered(node);
-            report(kind, status < 400 ? 'ok' : 'refused', started);
+            if (observe) report(kind, status < 400 ? 'ok' : 'refused', started);
             resolve(value!);
             return;
           }
@@ -150,11 +176,38 @@ export function createKeycloakCalls(
             attempt(next, false);
             return;
           }
-          report(kind, failure, started);
+          if (observe) report(kind, failure, started);
           reject(error);
         });
       attempt(nodes.pick(), true);
     });
+  }
+
+  function exchange<T>(
+    kind: KeycloakCallKind,
+    path: string,
+    form: string | undefined,
+    read: ReadAnswer<T>,
+  ): Promise<T> {
+    return send(kind, path, form, read, true);
+  }
+
+  async function call<T>(
+    kind: KeycloakCallKind,
+    work: () => Promise<T>,
+    refused?: (value: T) => boolean,
+  ): Promise<T> {
+    const started = observed ? performance.now() : 0;
+    let value: T;
+    try {
+      value = await work();
+    } catch (err) {
+      const error = translatedCause(err) ?? refusedAnswer(err);
+      report(kind, failureOf(error), started);
+      throw error;
+    }
+    report(kind, refused?.(value) ? 'refused' : 'ok', started);
+    return value;
   }
 
   async function admin<T>(work: (nodeUrl: string) => Promise<T>, read = false): Promise<T> {
@@ -193,7 +246,9 @@ export function createKeycloakCalls(
   }
 
   const tracing = options.tracing;
-  if (!tracing) return { keycloakUrl: nodes.all[0]!.url, nodes, timeoutMs, exchange, admin };
+  if (!tracing) {
+    return { keycloakUrl: nodes.all[0]!.url, nodes, timeoutMs, exchange, call, send, admin };
+  }
   /** `work` inside a span of its own; the node exchange and the admin client name it. */
   const traced = <T>(kind: KeycloakCallKind, work: () => Promise<T>): Promise<T> => {
     const span = tracing.start(`keycloak ${kind}`, 'client', { 'realmgate.keycloak.kind': kind });
@@ -213,6 +268,8 @@ export function createKeycloakCalls(
     nodes,
     timeoutMs,
     exchange: (kind, path, form, read) => traced(kind, () => exchange(kind, path, form, read)),
+    call: (kind, work, refused) => traced(kind, () => call(kind, work, refused)),
+    send,
     admin: (work, read) => traced('admin', () => admin(work, read)),
   };
 }

@@ -142,6 +142,30 @@ export function toKeycloakError(err: unknown): AppError {
   return keycloakError(failure, err);
 }
 
+/**
+ * The translated failure `err` carries: itself, or its `cause` when a library wrapped it
+ * (openid-client wraps what its fetch threw); undefined when there is none.
+ */
+export function translatedCause(err: unknown): AppError | undefined {
+  for (let current = err, depth = 0; depth < 3; depth++) {
+    if (current instanceof AppError && FAILURE_OF_CODE.has(current.code)) return current;
+    if (current === null || typeof current !== 'object') return undefined;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+/**
+ * A Keycloak answer a library (openid-client) would not accept: 502. The cause the log gets
+ * keeps the library's message and code but not the error itself, whose `cause` may hold the
+ * answer, tokens included.
+ */
+export function refusedAnswer(err: unknown): AppError {
+  const { name, message, code, error } = (err ?? {}) as Record<string, unknown>;
+  const said = [name, message, code, error].filter((part) => typeof part === 'string');
+  return keycloakError('bad_answer', new Error(`answer refused: ${said.join(' ')}`));
+}
+
 /** A Keycloak answer the gateway cannot use: its status decides 502/503/504 (see above). */
 export function unexpectedAnswer(what: string, status: number, detail?: string): AppError {
   const reason = `${what}: Keycloak answered ${status}${detail ? ` (${detail})` : ''}`;

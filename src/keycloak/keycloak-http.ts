@@ -15,7 +15,7 @@ export type NodeExchange = <T>(
   path: string,
   form: string | undefined,
   maxBytes: number,
-  read: (status: number, body: string) => T,
+  read: (status: number, body: string, contentType?: string) => T,
   done: ExchangeDone<T>,
 ) => void;
 
@@ -40,7 +40,7 @@ export function createNodeExchange(nodeUrl: string, timeoutMs: number): NodeExch
     path: string,
     form: string | undefined,
     maxBytes: number,
-    read: (status: number, body: string) => T,
+    read: (status: number, body: string, contentType?: string) => T,
     done: ExchangeDone<T>,
   ): void {
     let settled = false;
@@ -88,7 +88,7 @@ export function createNodeExchange(nodeUrl: string, timeoutMs: number): NodeExch
           const status = res.statusCode ?? 0;
           let value: T;
           try {
-            value = read(status, body);
+            value = read(status, body, res.headers['content-type']);
           } catch (readErr) {
             fail(readErr);
             return;

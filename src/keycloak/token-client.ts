@@ -1,7 +1,8 @@
+import * as oidc from 'openid-client';
 import { apiClientIdOf } from '../tenancy/identifiers.ts';
 import { createIntrospector } from './introspection.ts';
 import type { KeycloakCalls } from './keycloak-calls.ts';
-import { unexpectedAnswer } from './keycloak-failures.ts';
+import { realmConfigurations } from './oidc-clients.ts';
 
 /** Outcome of a password grant: an access token, or Keycloak's refusal. */
 export type PasswordGrantResult =
@@ -17,63 +18,59 @@ export interface TokenClient {
 
 /**
  * Keycloak's token endpoint, reached directly (not through our /auth proxy), for Basic logins:
- * a plain form POST through the client layer, which translates every failure (503/504/502).
+ * openid-client's password grant on the realm's public API client, sent through the client
+ * layer, which translates every failure (503/504/502).
  */
 export function createTokenClient(options: {
   calls: KeycloakCalls;
   /** Secret of `realmgate-gateway`, the confidential client allowed to introspect. */
   gatewayClientSecret: string;
+  /** `PUBLIC_URL`: the issuer of a realm's tokens is `PUBLIC_URL/auth/realms/<realm>`. */
+  publicUrl: string;
 }): TokenClient {
   const { calls } = options;
+  const issuerOf = (realm: string) => `${options.publicUrl}/auth/realms/${realm}`;
+  const apiClientOf = realmConfigurations(calls, 'grant', issuerOf, (realm) => ({
+    id: apiClientIdOf(realm),
+    auth: oidc.None(),
+  }));
   return {
     passwordGrant(realm, username, password) {
-      const form = new URLSearchParams({
-        grant_type: 'password',
-        client_id: apiClientIdOf(realm),
-        username,
-        password,
-        scope: 'openid',
-      }).toString();
-      return calls.exchange(
+      const config = apiClientOf(realm);
+      return calls.call(
         'grant',
-        `/realms/${encodeURIComponent(realm)}/protocol/openid-connect/token`,
-        form,
-        grantResultOf,
+        () => passwordGrant(config, username, password),
+        (result) => !result.ok,
       );
     },
-    isActive: createIntrospector({ calls, clientSecret: options.gatewayClientSecret }),
+    isActive: createIntrospector({ calls, clientSecret: options.gatewayClientSecret, issuerOf }),
   };
 }
 
 /**
- * Keycloak's answer to a password grant: a token (200), or a refusal of the credentials
- * (`invalid_grant`: 400 since Keycloak 26.6, 401 before). Anything else is a bad answer.
+ * A password grant: a token, or a refusal of the credentials (`invalid_grant`: 400 since
+ * Keycloak 26.6, 401 before). Any other error answer, or a token answer openid-client does not
+ * accept, is a bad answer (the layer's `call` makes it a 502).
  */
-export function grantResultOf(status: number, body: string): PasswordGrantResult {
-  const answer = jsonObjectOf(body);
-  if (status === 200) {
-    const accessToken = answer?.access_token;
-    if (typeof accessToken !== 'string' || accessToken === '') {
-      throw unexpectedAnswer('password grant', status, 'no access_token');
-    }
-    const expiresIn = answer?.expires_in;
-    return { ok: true, accessToken, expiresIn: typeof expiresIn === 'number' ? expiresIn : 0 };
-  }
-  const error = answer?.error;
-  if (typeof error === 'string' && (error === 'invalid_grant' || status === 401)) {
-    const description = answer?.error_description;
-    return { ok: false, error, description: typeof description === 'string' ? description : '' };
-  }
-  throw unexpectedAnswer('password grant', status, typeof error === 'string' ? error : undefined);
-}
-
-function jsonObjectOf(body: string): Record<string, unknown> | undefined {
+async function passwordGrant(
+  config: oidc.Configuration,
+  username: string,
+  password: string,
+): Promise<PasswordGrantResult> {
   try {
-    const value: unknown = JSON.parse(body);
-    return typeof value === 'object' && value !== null
-      ? (value as Record<string, unknown>)
-      : undefined;
-  } catch {
-    return undefined;
+    const answer = await oidc.genericGrantRequest(config, 'password', {
+      username,
+      password,
+      scope: 'openid',
+    });
+    return { ok: true, accessToken: answer.access_token, expiresIn: answer.expires_in ?? 0 };
+  } catch (err) {
+    if (
+      err instanceof oidc.ResponseBodyError &&
+      (err.error === 'invalid_grant' || err.status === 401)
+    ) {
+      return { ok: false, error: err.error, description: err.error_description ?? '' };
+    }
+    throw err;
   }
 }

@@ -55,10 +55,13 @@ describe('the realmgate-cli package', () => {
     expect(pack.files).toEqual([
       'README.md',
       'dist/LICENSE.jose.md',
+      'dist/LICENSE.oauth4webapi.md',
+      'dist/LICENSE.openid-client.md',
       'dist/realmgate.js',
       'package.json',
     ]);
-    // src/cli, three small modules of the gateway it shares rules with, jose's JWT decoding.
+    // src/cli, three small modules of the gateway it shares rules with, jose's JWT decoding,
+    // openid-client's grants (with oauth4webapi, which it is built on).
     const shared = [
       'src/envelope/envelope.ts',
       'src/tenancy/identifiers.ts',
@@ -68,6 +71,8 @@ describe('the realmgate-cli package', () => {
       (file) =>
         !file.startsWith('src/cli/') &&
         !file.startsWith('node_modules/jose/') &&
+        !file.startsWith('node_modules/openid-client/') &&
+        !file.startsWith('node_modules/oauth4webapi/') &&
         !shared.includes(file) &&
         file !== 'packages/cli/package.json',
     );

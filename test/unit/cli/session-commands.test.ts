@@ -46,8 +46,27 @@ function invalidGrant(res: ServerResponse) {
   );
 }
 
+/**
+ * A realm's discovery document as the gateway passes it on: the issuer and the token endpoint
+ * below the gateway's PUBLIC_URL, which is not the URL the CLI was given (it posts its grants
+ * to the token endpoint below REALMGATE_URL all the same).
+ */
+function discoveryDocument(realm: string): string {
+  const issuer = `http://gateway.example/auth/realms/${realm}`;
+  return JSON.stringify({ issuer, token_endpoint: `${issuer}/protocol/openid-connect/token` });
+}
+
 beforeAll(async () => {
   server = createServer((req, res) => {
+    // The realm's discovery document, asked for before the first grant.
+    const discovery = /^\/auth\/realms\/([^/]+)\/\.well-known\/openid-configuration$/.exec(
+      req.url!,
+    );
+    if (req.method === 'GET' && discovery) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(discoveryDocument(discovery[1]!));
+      return;
+    }
     let text = '';
     req.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
     req.on('end', () => {
@@ -133,6 +152,50 @@ describe('realmgate login at a terminal', () => {
     expect(stderr).toMatch(/\nlogin refused: Invalid user credentials\n$/);
     expect(forms).toHaveLength(1);
     expect(forms[0]!.form.get('client_id')).toBe('_platform-api');
+  });
+});
+
+describe('realmgate login: what the gateway answered besides tokens', () => {
+  const login = () =>
+    run(['login', 'acme', 'alice', '--password-stdin'], Readable.from([PASSWORD]));
+  const answer =
+    (status: number, body: string, headers: Record<string, string> = {}) =>
+    (_form: URLSearchParams, res: ServerResponse) => {
+      res.writeHead(status, { 'content-type': 'application/json', ...headers });
+      res.end(body);
+    };
+
+  it('a refusal, the throttle, an envelope error and a nonsense answer, each said in words', async () => {
+    const cases: [typeof grant, RegExp][] = [
+      [
+        answer(
+          400,
+          JSON.stringify({ error: 'invalid_grant', error_description: 'Account disabled' }),
+        ),
+        /^login refused: Account disabled/m,
+      ],
+      [
+        answer(429, JSON.stringify({ error: 'too_many_attempts' }), { 'retry-after': '280' }),
+        /error 429: login refused for now\. Too many failed logins\. Retry in 280 s\./,
+      ],
+      [
+        answer(
+          503,
+          JSON.stringify({ data: null, message: 'Keycloak is unavailable', result: '503-11001' }),
+        ),
+        /error 503 503-11001: Keycloak is unavailable/,
+      ],
+      [
+        answer(200, JSON.stringify({ token_type: 'Bearer', expires_in: 300 })),
+        /error 200: unexpected answer of the token endpoint/,
+      ],
+    ];
+    for (const [answered, said] of cases) {
+      grant = answered;
+      const { status, stderr } = await login();
+      expect(status).toBe(1);
+      expect(stderr).toMatch(said);
+    }
   });
 });
 

@@ -44,7 +44,11 @@ describe('Keycloak client layer: HTTP exchange', () => {
       timeoutMs,
       observer: { onCall: (kind, outcome) => seen.push([kind, outcome]) },
     });
-    const tokens = createTokenClient({ calls, gatewayClientSecret: 's' });
+    const tokens = createTokenClient({
+      calls,
+      gatewayClientSecret: 's',
+      publicUrl: 'http://gateway.example',
+    });
     type Failure = { status: number; result: string; cause?: unknown };
     const result: { value?: PasswordGrantResult; error?: Failure } = await tokens
       .passwordGrant('acme', 'alice', 'pw')
@@ -57,17 +61,54 @@ describe('Keycloak client layer: HTTP exchange', () => {
   const url = () => `http://127.0.0.1:${port}/auth`;
 
   it('a token: ok', async () => {
-    behave = answer('200 OK', '{"access_token":"a.b.c","expires_in":60}');
+    behave = answer('200 OK', '{"access_token":"a.b.c","token_type":"Bearer","expires_in":60}');
     const { value, seen } = await grant(url());
     expect(value).toEqual({ ok: true, accessToken: 'a.b.c', expiresIn: 60 });
     expect(seen).toEqual([['grant', 'ok']]);
   });
 
-  it('invalid_grant: a refusal, not a failure', async () => {
-    behave = answer('400 Bad Request', '{"error":"invalid_grant","error_description":"no"}');
-    const { value, seen } = await grant(url());
-    expect(value).toEqual({ ok: false, error: 'invalid_grant', description: 'no' });
-    expect(seen).toEqual([['grant', 'refused']]);
+  it("the ID token must name the realm's issuer, PUBLIC_URL/auth/realms/<realm>", async () => {
+    const part = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
+    const now = Math.floor(Date.now() / 1000);
+    const idToken = (iss: string) =>
+      `${part({ alg: 'RS256', typ: 'JWT' })}.${part({ iss, aud: '_acme-api', sub: 'u', iat: now, exp: now + 60 })}.c2ln`;
+    const answerWith = (iss: string) =>
+      answer(
+        '200 OK',
+        JSON.stringify({
+          access_token: 'a.b.c',
+          token_type: 'Bearer',
+          expires_in: 60,
+          id_token: idToken(iss),
+        }),
+      );
+    behave = answerWith('http://gateway.example/auth/realms/acme');
+    expect((await grant(url())).value).toEqual({ ok: true, accessToken: 'a.b.c', expiresIn: 60 });
+    behave = answerWith(`${url()}/realms/acme`);
+    const { error, seen } = await grant(url());
+    expect(error).toMatchObject({ status: 502, result: '502-11001' });
+    expect(seen).toEqual([['grant', 'bad_answer']]);
+  });
+
+  it('invalid_grant (400 since Keycloak 26.6, 401 before): a refusal, not a failure', async () => {
+    for (const status of ['400 Bad Request', '401 Unauthorized']) {
+      behave = answer(status, '{"error":"invalid_grant","error_description":"no"}');
+      const { value, seen } = await grant(url());
+      expect(value).toEqual({ ok: false, error: 'invalid_grant', description: 'no' });
+      expect(seen).toEqual([['grant', 'refused']]);
+    }
+  });
+
+  it('Keycloak starting or behind a proxy that cannot reach it: 503, or 504', async () => {
+    for (const [status, translated] of [
+      ['503 Service Unavailable', 503],
+      ['502 Bad Gateway', 503],
+      ['504 Gateway Timeout', 504],
+    ] as const) {
+      behave = answer(status, '<html>down</html>');
+      const { error } = await grant(url());
+      expect(error).toMatchObject({ status: translated });
+    }
   });
 
   it('nothing listens: 503', async () => {
@@ -101,6 +142,10 @@ describe('Keycloak client layer: HTTP exchange', () => {
   it('garbage: 502, whether HTTP with a body that is not JSON, or not HTTP at all', async () => {
     for (const garbage of [
       answer('200 OK', '<html>hello</html>'),
+      answer('200 OK', '{"token_type":"Bearer"}'),
+      answer('200 OK', '{"access_token":"","token_type":"Bearer"}'),
+      answer('400 Bad Request', '{"error":"unauthorized_client"}'),
+      answer('404 Not Found', '<html>'),
       answer('500 Internal Server Error', '{"error":"unknown_error"}'),
       (socket: Socket) => socket.end('SSH-2.0-OpenSSH_9.6\r\n\r\n'),
     ]) {

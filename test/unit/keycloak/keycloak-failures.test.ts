@@ -10,10 +10,11 @@ import {
   failureOf,
   failureOfStatus,
   keycloakError,
+  refusedAnswer,
   toKeycloakError,
+  translatedCause,
   unexpectedAnswer,
 } from '../../../src/keycloak/keycloak-failures.ts';
-import { grantResultOf } from '../../../src/keycloak/token-client.ts';
 
 const withCode = (message: string, code: string) => Object.assign(new Error(message), { code });
 /** How fetch (undici) reports a socket error: a TypeError whose cause is the socket's error. */
@@ -111,38 +112,23 @@ describe('the translation into the envelope', () => {
   });
 });
 
-describe('password grant answers', () => {
-  it('a token, a refusal of the credentials, or a bad answer', () => {
-    expect(grantResultOf(200, '{"access_token":"a.b.c","expires_in":300}')).toEqual({
-      ok: true,
-      accessToken: 'a.b.c',
-      expiresIn: 300,
+describe('what a library makes of a call', () => {
+  it('a translated failure it wrapped is found again; its refusal of an answer is a 502', () => {
+    const timeout = keycloakError('timeout');
+    const wrapped = new Error('something went wrong', { cause: timeout });
+    expect(translatedCause(wrapped)).toBe(timeout);
+    expect(translatedCause(new Error('parsing error'))).toBeUndefined();
+    // openid-client keeps the answer in its error's cause: the log must not get its token.
+    const refusal = Object.assign(new Error('invalid response encountered'), {
+      code: 'OAUTH_INVALID_RESPONSE',
+      cause: { body: { access_token: 'secret.token.value' } },
     });
-    const refused = '{"error":"invalid_grant","error_description":"Invalid user credentials"}';
-    for (const status of [400, 401]) {
-      expect(grantResultOf(status, refused)).toEqual({
-        ok: false,
-        error: 'invalid_grant',
-        description: 'Invalid user credentials',
-      });
-    }
-    const badAnswers: [number, string, number][] = [
-      [200, 'not json', 502],
-      [200, '{"token_type":"Bearer"}', 502],
-      [400, '{"error":"unauthorized_client"}', 502],
-      [404, '<html>', 502],
-      [500, '{"error":"unknown_error"}', 502],
-      [503, '', 503],
-    ];
-    for (const [status, body, translated] of badAnswers) {
-      let thrown: unknown;
-      try {
-        grantResultOf(status, body);
-      } catch (err) {
-        thrown = err;
-      }
-      expect(thrown).toMatchObject({ status: translated });
-    }
+    const translated = refusedAnswer(refusal);
+    expect(translated).toMatchObject({ status: 502, result: '502-11001' });
+    expect(
+      JSON.stringify(translated.cause, Object.getOwnPropertyNames(translated.cause)),
+    ).not.toContain('secret');
+    expect((translated.cause as Error).message).toContain('OAUTH_INVALID_RESPONSE');
   });
 });
 

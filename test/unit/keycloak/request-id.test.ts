@@ -27,7 +27,12 @@ describe('request id on the Keycloak calls', () => {
           () =>
             res.end(
               req.method === 'POST'
-                ? JSON.stringify({ access_token: TOKEN, expires_in: 60, active: true })
+                ? JSON.stringify({
+                    access_token: TOKEN,
+                    token_type: 'Bearer',
+                    expires_in: 60,
+                    active: true,
+                  })
                 : '[]',
             ),
           20,
@@ -51,6 +56,7 @@ describe('request id on the Keycloak calls', () => {
     const tokens = createTokenClient({
       calls: createKeycloakCalls({ keycloakUrl: url, timeoutMs: 2000 }),
       gatewayClientSecret: 's',
+      publicUrl: 'http://gateway.example',
     });
     await Promise.all([
       inRequest('req-a', () => tokens.passwordGrant('acme', 'alice', 'pw')),
