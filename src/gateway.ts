@@ -94,7 +94,7 @@ export async function startGateway(
     dataDir: config.DATA_DIR,
     logger,
   });
-  if (!worker) await migrateToLatest(db);
+  if (!worker) await migrateToLatest(db, logger);
   // The workers of one gateway share one cache (the login throttle, the single-flight of cold
   // Basic logins): Redis', and without Redis or while it fails the supervising process's.
   const cache = createCache({

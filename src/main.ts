@@ -80,7 +80,7 @@ async function main(): Promise<void> {
         logger,
       });
       try {
-        await migrateToLatest(db);
+        await migrateToLatest(db, logger);
         if (demo && secrets) await startDemo(config, keycloakUrl, db, secrets);
       } finally {
         await db.destroy();

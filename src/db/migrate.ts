@@ -1,4 +1,6 @@
 import type { Knex } from 'knex';
+import ClientPgLite from 'knex-pglite';
+import type { Logger } from 'pino';
 import * as initial from './migrations/20261122-001-initial.ts';
 
 interface NamedMigration {
@@ -22,9 +24,66 @@ const migrationSource: Knex.MigrationSource<NamedMigration> = {
 };
 
 /**
- * Applies every pending migration; a no-op when the schema is current. Concurrent callers are
- * serialised by knex's migration lock table.
+ * The PostgreSQL advisory lock every realmgate process takes around its migration: the bytes
+ * of "realmgat" as one bigint, fixed forever (a process that used another key would migrate
+ * beside the others). Session-level, so a process that dies holding it releases it with its
+ * connection. A string: the number is beyond JavaScript's exact integers.
  */
-export async function migrateToLatest(db: Knex): Promise<void> {
-  await db.migrate.latest({ migrationSource });
+export const MIGRATION_LOCK_KEY = '8243101811291414900';
+
+/**
+ * Applies every pending migration; a no-op when the schema is current.
+ *
+ * knex's own lock cannot serialise processes that start together on an empty database: each
+ * creates the lock table and inserts its row before any lock exists, and two rows leave the
+ * lock table unusable ("Migration table is already locked") on every later start. So on a
+ * shared PostgreSQL server the processes first wait for each other on an advisory lock; whoever
+ * holds it is the only migrator, so a knex lock found set, or a lock table of two rows, is what
+ * a killed or racing process left and is reset before knex takes it. PGlite is one process's
+ * database with one connection (which the advisory lock would hold and the migration need):
+ * there the process is the only migrator by construction.
+ */
+export async function migrateToLatest(db: Knex, logger?: Logger): Promise<void> {
+  if (db.client instanceof ClientPgLite) {
+    await freeLeftKnexLock(db, logger);
+    await db.migrate.latest({ migrationSource });
+    return;
+  }
+  // One connection of the pool, held throughout: the advisory lock belongs to its session.
+  const pool = db.client as ConnectionLender;
+  const connection = await pool.acquireConnection();
+  try {
+    await db.raw('select pg_advisory_lock(?::bigint)', [MIGRATION_LOCK_KEY]).connection(connection);
+    try {
+      await freeLeftKnexLock(db, logger);
+      await db.migrate.latest({ migrationSource });
+    } finally {
+      await db
+        .raw('select pg_advisory_unlock(?::bigint)', [MIGRATION_LOCK_KEY])
+        .connection(connection);
+    }
+  } finally {
+    await pool.releaseConnection(connection);
+  }
+}
+
+/** The calls of knex's client that lend one connection of its pool (typed `any` by knex). */
+interface ConnectionLender {
+  acquireConnection(): Promise<unknown>;
+  releaseConnection(connection: unknown): Promise<void>;
+}
+
+/**
+ * Resets knex's lock table to its one free row when it is anything else; called only by the one
+ * migrator, so nobody else can be holding the knex lock.
+ */
+async function freeLeftKnexLock(db: Knex, logger?: Logger): Promise<void> {
+  if (!(await db.schema.hasTable('knex_migrations_lock'))) return;
+  const rows = await db('knex_migrations_lock').select<{ is_locked: number }[]>('is_locked');
+  if (rows.length === 1 && rows[0]!.is_locked === 0) return;
+  logger?.warn(
+    { lockRows: rows.length, locked: rows.filter((row) => row.is_locked !== 0).length },
+    'database: a migration lock left by a stopped or racing process is freed',
+  );
+  await db.migrate.forceFreeMigrationsLock();
 }

@@ -105,6 +105,22 @@ function loadFigures(result: LoadResult, served: Record<string, number>) {
   };
 }
 
+/**
+ * Waits until HAProxy has a replica in rotation on both listeners (its `/readyz` checks passed
+ * twice): Docker calls the containers healthy seconds before that, and until then HAProxy
+ * answers with its own 503 page. The seconds it took.
+ */
+async function balancerServes(): Promise<number> {
+  const since = performance.now();
+  const status = async (base: string) =>
+    (await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(5000) }).catch(() => undefined))
+      ?.status;
+  for (const base of [PUBLIC_URL, ADMIN_URL]) {
+    await expect.poll(() => status(base), { timeout: 120_000, interval: 500 }).toBe(200);
+  }
+  return (performance.now() - since) / 1000;
+}
+
 /** Waits until Docker calls a service's container healthy; the seconds since `since`. */
 async function healthy(service: string, since: number): Promise<number> {
   const health = async () =>
@@ -124,6 +140,7 @@ describe('the production profile: docker compose --profile production up load-ba
         AUTOMATION_UPSTREAM_URL: `http://${HOST_ON_STACK_NETWORK}:${new URL(upstream.url).port}`,
       },
     });
+    const rotation = await balancerServes();
     const admin = await adminBearer();
     const made = [
       await apiCall('/api/platform/organizations', admin, {
@@ -146,6 +163,7 @@ describe('the production profile: docker compose --profile production up load-ba
     expect(made.map((answer) => answer.status)).toEqual(made.map(() => 200));
     printFigures('production profile up', {
       'up (build from cache, both Keycloak nodes, both gateways, HAProxy)': `${stack.upSeconds.toFixed(1)} s`,
+      'then until HAProxy had a replica in rotation on both listeners': `${rotation.toFixed(1)} s`,
     });
   }, 900_000);
 
@@ -232,6 +250,7 @@ describe('the production profile: docker compose --profile production up load-ba
     await stack.compose('down', '--timeout', '20');
     const downSeconds = (performance.now() - downStarted) / 1000;
     const upSeconds = await stack.upAgain();
+    const rotation = await balancerServes();
 
     const organizations = await apiCall<unknown[]>(
       '/api/platform/organizations',
@@ -251,6 +270,7 @@ describe('the production profile: docker compose --profile production up load-ba
     printFigures('the whole stack down and up again (volumes kept)', {
       'docker compose down took': `${downSeconds.toFixed(1)} s`,
       'up again until every service was ready': `${upSeconds.toFixed(1)} s`,
+      'then until HAProxy had a replica in rotation on both listeners': `${rotation.toFixed(1)} s`,
       'Basic logins of the users made before': logins.map((l) => l.status).join(', '),
       'refresh grant of an offline token from before': renewed.status,
       'refresh tokens listed for its user': listed.json.data.length,

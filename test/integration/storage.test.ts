@@ -254,18 +254,23 @@ describeStorageContract('pglite', async () => {
 });
 
 describe('embedded database', () => {
-  it('persists data across reopen of the same data directory', async () => {
+  it('persists data across reopen of the same data directory, a migration lock left set freed', async () => {
     const tempDir = await mkdtemp(path.join(os.tmpdir(), 'realmgate-reopen-'));
     try {
       const first = await openDatabase({ dataDir: tempDir });
       await migrateToLatest(first);
       await createOrganizationsRepo(first).insertIfAbsent({ id: 'kept', name: 'Kept' });
+      // As a process killed in the middle of a migration leaves it: the next start frees it.
+      await first('knex_migrations_lock').update({ is_locked: 1 });
       await first.destroy();
 
       const second = await openDatabase({ dataDir: tempDir });
       try {
         await migrateToLatest(second);
         expect(await createOrganizationsRepo(second).find('kept')).toMatchObject({ name: 'Kept' });
+        expect(await second('knex_migrations_lock').select('is_locked')).toEqual([
+          { is_locked: 0 },
+        ]);
       } finally {
         await second.destroy();
       }
