@@ -87,4 +87,49 @@ describe('a realm-wide revocation and the revocation of one token', () => {
     vi.setSystemTime(T0 + 31 * SECOND);
     expect(list.isTokenRevoked('jti-1')).toBe(false);
   });
+
+  it("refuses one client's part of a session, from before it: not the session's other clients, nor later tokens", async () => {
+    const list = await revocationList();
+    await list.revoke({
+      realm: 'acme',
+      userId: 'u1',
+      sessionIds: [],
+      clientSessions: [{ sessionId: 's1', clientId: 'app-a' }],
+      ttlSeconds: 300,
+      userTtlSeconds: 0,
+    });
+    expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 - 5 * SECOND))).toBe(true);
+    // The other clients of the session keep their tokens, as Keycloak keeps their sessions.
+    expect(list.isClientSessionRevoked('s1', 'app-b', iat(T0 - 5 * SECOND))).toBe(false);
+    expect(list.isClientSessionRevoked('s2', 'app-a', iat(T0 - 5 * SECOND))).toBe(false);
+    // A login of the same client in the same session after it (a new client session).
+    expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 + 2 * SECOND))).toBe(false);
+    // Nothing else of the session or the user is refused.
+    expect(list.isSessionRevoked('s1')).toBe(false);
+    expect(list.isIssuedBeforeRevocation('acme', 'u1', iat(T0 - 5 * SECOND))).toBe(false);
+    expect(list.userRevokedAt('acme', 'u1')).toBeUndefined();
+    // For as long as an access token of the realm can live, then forgotten.
+    vi.setSystemTime(T0 + 299 * SECOND);
+    expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 - 5 * SECOND))).toBe(true);
+    vi.setSystemTime(T0 + 301 * SECOND);
+    expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 - 5 * SECOND))).toBe(false);
+  });
+
+  it("keeps the later end of one client's part of a session when two arrive out of order", async () => {
+    const list = await revocationList();
+    const end = (at: number) =>
+      list.revoke({
+        realm: 'acme',
+        userId: 'u1',
+        sessionIds: [],
+        clientSessions: [{ sessionId: 's1', clientId: 'app-a' }],
+        ttlSeconds: 300,
+        userTtlSeconds: 0,
+        at,
+      });
+    vi.setSystemTime(T0 + 10 * SECOND);
+    await end(T0 + 10 * SECOND);
+    await end(T0);
+    expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 + 5 * SECOND))).toBe(true);
+  });
 });
