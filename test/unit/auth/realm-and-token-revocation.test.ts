@@ -14,6 +14,18 @@ function revocationList(): Promise<RevocationList> {
   });
 }
 
+/** Ends app-a's part of session s1 (RFC 7009 revocation of its refresh token), at `at`. */
+const endAppA = (list: RevocationList, at?: number) =>
+  list.revoke({
+    realm: 'acme',
+    userId: 'u1',
+    sessionIds: [],
+    clientSessions: [{ sessionId: 's1', clientId: 'app-a' }],
+    ttlSeconds: 300,
+    userTtlSeconds: 0,
+    at,
+  });
+
 describe('a realm-wide revocation and the revocation of one token', () => {
   beforeEach(() => {
     vi.useFakeTimers({ toFake: ['Date'] });
@@ -90,14 +102,7 @@ describe('a realm-wide revocation and the revocation of one token', () => {
 
   it("refuses one client's part of a session, from before it: not the session's other clients, nor later tokens", async () => {
     const list = await revocationList();
-    await list.revoke({
-      realm: 'acme',
-      userId: 'u1',
-      sessionIds: [],
-      clientSessions: [{ sessionId: 's1', clientId: 'app-a' }],
-      ttlSeconds: 300,
-      userTtlSeconds: 0,
-    });
+    await endAppA(list);
     expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 - 5 * SECOND))).toBe(true);
     // The other clients of the session keep their tokens, as Keycloak keeps their sessions.
     expect(list.isClientSessionRevoked('s1', 'app-b', iat(T0 - 5 * SECOND))).toBe(false);
@@ -117,19 +122,9 @@ describe('a realm-wide revocation and the revocation of one token', () => {
 
   it("keeps the later end of one client's part of a session when two arrive out of order", async () => {
     const list = await revocationList();
-    const end = (at: number) =>
-      list.revoke({
-        realm: 'acme',
-        userId: 'u1',
-        sessionIds: [],
-        clientSessions: [{ sessionId: 's1', clientId: 'app-a' }],
-        ttlSeconds: 300,
-        userTtlSeconds: 0,
-        at,
-      });
     vi.setSystemTime(T0 + 10 * SECOND);
-    await end(T0 + 10 * SECOND);
-    await end(T0);
+    await endAppA(list, T0 + 10 * SECOND);
+    await endAppA(list, T0);
     expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 + 5 * SECOND))).toBe(true);
   });
 });
