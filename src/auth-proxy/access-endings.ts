@@ -25,7 +25,10 @@ export type Ending =
    * when bad), else of the ID token hint (which the gateway verifies itself).
    */
   | { kind: 'logout'; realm: string; refreshToken?: string; idTokenHint?: string }
-  /** RFC 7009 revocation: Keycloak says 200 for any token, so the gateway verifies it itself. */
+  /**
+   * RFC 7009 revocation: of an access token (which the gateway verifies itself), or of a refresh
+   * or offline token (whose claims Keycloak's success vouches for).
+   */
   | { kind: 'revoke'; realm: string; token: string };
 
 /** What a rule reads from the request: form fields (POST), query, the JSON body it asked for. */
@@ -42,7 +45,9 @@ interface Rule {
   /** The rule reads the JSON body (the admin API's user representation). */
   json?: true;
   /** Which answers are Keycloak's success; 2xx unless said. */
-  succeeded?: (status: number) => boolean;
+  succeeded?: (status: number, body: Buffer | undefined) => boolean;
+  /** `succeeded` reads the answer's body too. */
+  readsAnswer?: true;
   ending: (params: Record<string, string>, input: EndingInput) => Ending | undefined;
 }
 
@@ -149,9 +154,13 @@ const RULES: readonly Rule[] = [
       return idTokenHint ? { kind: 'logout', realm: p.realm!, idTokenHint } : undefined;
     },
   },
+  // Keycloak answers 200 also to a token it does not accept (forged, expired, of an ended
+  // session), with an `error` in the body; what it revoked it answers with an empty 200.
   {
     methods: ['POST'],
     path: [...OIDC, 'revoke'],
+    readsAnswer: true,
+    succeeded: (status, body) => status === 200 && body?.length === 0,
     ending: (p, { form }) => {
       const token = single(form, 'token');
       return token ? { kind: 'revoke', realm: p.realm!, token } : undefined;
@@ -166,8 +175,9 @@ export function endingRuleOf(
 ):
   | {
       readsJson: boolean;
+      readsAnswer: boolean;
       endingOf: (input: EndingInput) => Ending | undefined;
-      succeeded: (status: number) => boolean;
+      succeeded: (status: number, body: Buffer | undefined) => boolean;
     }
   | undefined {
   if (segments[0] !== 'auth') return undefined;
@@ -179,6 +189,7 @@ export function endingRuleOf(
     if (!params) continue;
     return {
       readsJson: rule.json === true,
+      readsAnswer: rule.readsAnswer === true,
       endingOf: (input) => rule.ending(params, input),
       succeeded: rule.succeeded ?? ((status) => status >= 200 && status < 300),
     };

@@ -24,6 +24,7 @@ import {
   type ListenerUrls,
 } from './console-page.ts';
 import { serveRewritten, type PageRewrite } from './rewrite-page.ts';
+import { serveSmallAnswer } from './small-answer.ts';
 import { mayRefuseCredentials, serveCredentialsRefusal } from './wrong-credentials.ts';
 
 export interface AuthProxyOptions {
@@ -127,12 +128,22 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
       const hook = answerHooks.get(req);
       if (hook) {
         // What the request ended is applied before its client learns it succeeded; the hook
-        // never rejects (end-access.ts logs its failures), and the answer waits unread.
-        // Keycloak has answered: its silence while the hook runs is no timeout.
-        outgoing.setTimeout(0);
-        void hook(answer.statusCode ?? 502).then(() => {
-          outgoing.setTimeout(timeoutMs);
-          relay(answer);
+        // never rejects (end-access.ts logs its failures), and the answer waits unread, or
+        // read whole when the hook reads it. Keycloak has answered: its silence while the
+        // hook runs is no timeout.
+        const status = answer.statusCode ?? 502;
+        const run = (body: Buffer | undefined) => {
+          outgoing.setTimeout(0);
+          return hook.run(status, body).then(() => outgoing.setTimeout(timeoutMs));
+        };
+        if (!hook.readsBody) {
+          void run(undefined).then(() => relay(answer));
+          return;
+        }
+        // An answer too large or compressed is relayed as it comes, and the hook not run.
+        const headers = answerHeadersOf(answer);
+        serveSmallAnswer(answer, res, { status, headers }, MAX_HOOKED_ANSWER_BYTES, (body) => {
+          void run(body).then(() => res.writeHead(status, headers).end(body));
         });
         return;
       }
@@ -199,15 +210,28 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
   };
 }
 
-const answerHooks = new WeakMap<IncomingMessage, (status: number) => Promise<void>>();
+interface AnswerHook {
+  readsBody: boolean;
+  run: (status: number, body: Buffer | undefined) => Promise<void>;
+}
+
+const answerHooks = new WeakMap<IncomingMessage, AnswerHook>();
+
+/** Keycloak's answers a hook reads are a few bytes (RFC 7009's: none, or its error). */
+const MAX_HOOKED_ANSWER_BYTES = 16 * 1024;
 
 /**
  * Has `hook` run with the status of Keycloak's answer to `req` before the answer is relayed
- * (end-access.ts: what a logout ended is applied before its client hears of it). `hook` must
- * not reject.
+ * (end-access.ts: what a logout ended is applied before its client hears of it), and with the
+ * answer's body when `readsBody` (a plain body of at most 16 KiB; a larger or compressed one is
+ * relayed without running `hook`). `hook` must not reject.
  */
-export function beforeAnswer(req: IncomingMessage, hook: (status: number) => Promise<void>) {
-  answerHooks.set(req, hook);
+export function beforeAnswer(
+  req: IncomingMessage,
+  hook: (status: number, body: Buffer | undefined) => Promise<void>,
+  options: { readsBody?: boolean } = {},
+) {
+  answerHooks.set(req, { readsBody: options.readsBody === true, run: hook });
 }
 
 /** Whether the request's body can be sent again: none, or the form the guard has read. */

@@ -134,7 +134,7 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
         // (signature, active session, issued to the authenticated client); a bad one is refused.
         // An ID token hint the gateway verifies itself against the realm's key set.
         const session = ending.refreshToken
-          ? sessionOfRefreshToken(ending.refreshToken)
+          ? claimsOfRefreshToken(ending.refreshToken)
           : await deps.idTokenSession(realm, ending.idTokenHint ?? '');
         return session && endSession(realm, session.sessionId, session.userId);
       }
@@ -144,15 +144,19 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
   }
 
   /**
-   * RFC 7009: Keycloak answers 200 whatever the token, so only an access token the gateway
-   * verifies itself is refused (that token alone, by its `jti`, as Keycloak revokes it). A
-   * refresh token's revocation is left to the background re-check: nothing here can prove its
-   * claims before Keycloak's answer, and its answer proves nothing.
+   * RFC 7009. An access token the gateway verifies itself is refused alone (by its `jti`), as
+   * Keycloak revokes it. A refresh or offline token is HMAC-signed with a key only Keycloak
+   * holds: its claims are read unverified, and trusted only because Keycloak's success says it
+   * verified the token, issued to the client that authenticated, of a valid session, and ended
+   * that client's part of the session (its other clients' tokens live on): the access tokens of
+   * that session and client issued before now are refused. Keycloak's answer to a token it does
+   * not accept is no success (access-endings.ts).
    */
   async function revokeToken(realm: string, token: string) {
     const principal = await deps.bearer.verify(realm, token).catch(() => undefined);
-    const tokenId = principal?.tokenId;
-    if (!principal || !tokenId) return undefined;
+    if (!principal) return endClientSession(realm, token);
+    const tokenId = principal.tokenId;
+    if (!tokenId) return undefined;
     const ttlSeconds =
       Math.max(principal.expiresAt - Math.floor(Date.now() / 1000), 0) + deps.leewaySeconds + 1;
     return () =>
@@ -161,6 +165,22 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
         userId: principal.userId,
         sessionIds: [],
         tokenIds: [tokenId],
+        ttlSeconds,
+        userTtlSeconds: 0,
+      });
+  }
+
+  async function endClientSession(realm: string, refreshToken: string) {
+    const claims = claimsOfRefreshToken(refreshToken);
+    if (!claims?.clientId) return undefined;
+    const ttlSeconds = await tokenLifetimeOf(realm);
+    const clientSessions = [{ sessionId: claims.sessionId, clientId: claims.clientId }];
+    return () =>
+      deps.revocations.revoke({
+        realm,
+        userId: claims.userId ?? '',
+        sessionIds: [],
+        clientSessions,
         ttlSeconds,
         userTtlSeconds: 0,
       });
@@ -176,8 +196,8 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
     });
     const end = ending && (await prepare(ending));
     if (!ending || !end) return;
-    beforeAnswer(req, async (status) => {
-      if (!rule.succeeded(status)) return;
+    const hook = async (status: number, body: Buffer | undefined) => {
+      if (!rule.succeeded(status, body)) return;
       try {
         await end();
         deps.logger.info(
@@ -190,7 +210,8 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
           'could not apply what Keycloak ended',
         );
       }
-    });
+    };
+    beforeAnswer(req, hook, { readsBody: rule.readsAnswer });
   }
 
   return (req, res, next) => {
@@ -226,11 +247,22 @@ function jsonOf(req: IncomingMessage): unknown {
   }
 }
 
-function sessionOfRefreshToken(token: string): IdTokenSession | undefined {
+/**
+ * The session (`sid`, `sub`) and client (`azp`) a refresh or offline token names, read
+ * unverified: only Keycloak's success makes them true. Undefined for any other token.
+ */
+function claimsOfRefreshToken(
+  token: string,
+): (IdTokenSession & { clientId: string | undefined }) | undefined {
   try {
-    const { sid, sub } = decodeJwt(token);
+    const { sid, sub, azp, typ } = decodeJwt(token);
     if (typeof sid !== 'string' || sid === '') return undefined;
-    return { sessionId: sid, userId: typeof sub === 'string' ? sub : undefined };
+    if (typ !== 'Refresh' && typ !== 'Offline') return undefined;
+    return {
+      sessionId: sid,
+      userId: typeof sub === 'string' ? sub : undefined,
+      clientId: typeof azp === 'string' && azp !== '' ? azp : undefined,
+    };
   } catch {
     return undefined;
   }

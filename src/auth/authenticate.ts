@@ -124,10 +124,11 @@ export function knownPrincipal(
 }
 
 /**
- * Tokens of a revoked session, a token revoked alone (RFC 7009), and Bearer tokens of a user issued before that user was disabled,
- * deleted or lost a workspace (or whose realm's sessions all ended), are refused at once, by every replica (see revocation.ts). Basic
- * logins need no such check: cached ones older than the user's revocation are dropped by the
- * authenticator, and a fresh one reflects Keycloak as it is now.
+ * Tokens of a revoked session, of one client's part of a session, a token revoked alone (RFC
+ * 7009), and Bearer tokens of a user issued before that user was disabled, deleted or lost a
+ * workspace (or whose realm's sessions all ended), are refused at once, by every replica (see
+ * revocation.ts). Basic logins need no such check: cached ones older than the user's revocation
+ * are dropped by the authenticator, and a fresh one reflects Keycloak as it is now.
  */
 function refuseRevoked(principal: Principal, revocations: RevocationList): void {
   if (isRevoked(principal, revocations)) {
@@ -139,6 +140,13 @@ function isRevoked(principal: Principal, revocations: RevocationList): boolean {
   return (
     (principal.sessionId !== undefined && revocations.isSessionRevoked(principal.sessionId)) ||
     (principal.tokenId !== undefined && revocations.isTokenRevoked(principal.tokenId)) ||
+    (principal.sessionId !== undefined &&
+      principal.clientId !== undefined &&
+      revocations.isClientSessionRevoked(
+        principal.sessionId,
+        principal.clientId,
+        principal.issuedAt,
+      )) ||
     (principal.method === 'bearer' &&
       revocations.isIssuedBeforeRevocation(principal.realm, principal.userId, principal.issuedAt))
   );

@@ -21,6 +21,7 @@ export function principalFromClaims(
     locale: isLanguageTag(claims.locale) ? claims.locale : undefined,
     method,
     sessionId: typeof claims.sid === 'string' ? claims.sid : undefined,
+    clientId: typeof claims.azp === 'string' ? claims.azp : undefined,
     tokenId: typeof claims.jti === 'string' ? claims.jti : undefined,
     issuedAt: Number(claims.iat),
     expiresAt: Number(claims.exp),

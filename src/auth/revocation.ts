@@ -34,8 +34,20 @@ interface RevocationMessage {
    * session: RFC 7009 revocation of one access token.
    */
   tokenIds?: string[];
+  /**
+   * One client's part of Keycloak sessions, refused for `ttlSeconds`: the access tokens of that
+   * session issued to that client (`azp`) before `at`, and nothing else of the session (RFC 7009
+   * revocation of a refresh or offline token: Keycloak ends that client's session only).
+   */
+  clientSessions?: ClientSession[];
   /** The replica that made it (absent from older replicas): it ignores its own message. */
   from?: string;
+}
+
+/** A Keycloak session as one client holds it: the session id (`sid`) and the client (`azp`). */
+export interface ClientSession {
+  sessionId: string;
+  clientId: string;
 }
 
 export interface RevocationList {
@@ -48,6 +60,11 @@ export interface RevocationList {
   userRevokedAt(realm: string, userId: string): number | undefined;
   /** True when this one access token (its `jti`) must be refused. O(1), in memory. */
   isTokenRevoked(tokenId: string): boolean;
+  /**
+   * True when the tokens of this session issued to this client at `issuedAt` (epoch seconds)
+   * must be refused; whole seconds, as `isIssuedBeforeRevocation`. O(1), in memory.
+   */
+  isClientSessionRevoked(sessionId: string, clientId: string, issuedAt: number): boolean;
   /**
    * True when the user's tokens issued at `issuedAt` (epoch seconds, the `iat` claim) must be
    * refused. `iat` has whole seconds, so a token issued in the second of the revocation is
@@ -86,6 +103,9 @@ export async function createRevocationList(options: {
   // By realm: when its every token and cached login from before that moment is refused.
   const realms = new TtlLru<number>(MAX_REVOKED);
   const tokens = new TtlLru<true>(MAX_REVOKED);
+  // By session and client: when that client's part of the session ended.
+  const clientSessions = new TtlLru<number>(MAX_REVOKED);
+  const clientSessionKey = (sessionId: string, clientId: string) => `${sessionId}\u0000${clientId}`;
   const latestOf = (a: number | undefined, b: number | undefined) =>
     a === undefined ? b : b === undefined ? a : Math.max(a, b);
 
@@ -93,6 +113,11 @@ export async function createRevocationList(options: {
     options.metrics.revocationApplied(source);
     for (const id of message.tokenIds ?? [])
       tokens.set(id, true, message.at + message.ttlSeconds * 1000);
+    for (const { sessionId, clientId } of message.clientSessions ?? []) {
+      const key = clientSessionKey(sessionId, clientId);
+      const latest = Math.max(message.at, clientSessions.get(key) ?? 0);
+      clientSessions.set(key, latest, message.at + message.ttlSeconds * 1000);
+    }
     if (message.wholeRealm) {
       const until = message.at + lifetimeSecondsOf(message) * 1000;
       realms.set(message.realm, Math.max(message.at, realms.get(message.realm) ?? 0), until);
@@ -118,6 +143,11 @@ export async function createRevocationList(options: {
     userRevokedAt: (realm: string, userId: string) =>
       latestOf(users.get(userKey(realm, userId)), realms.get(realm)),
     isTokenRevoked: (tokenId: string) => tokens.size > 0 && tokens.get(tokenId) === true,
+    isClientSessionRevoked(sessionId: string, clientId: string, issuedAt: number) {
+      if (clientSessions.size === 0) return false;
+      const endedAt = clientSessions.get(clientSessionKey(sessionId, clientId));
+      return endedAt !== undefined && issuedAt * 1000 < endedAt;
+    },
     isIssuedBeforeRevocation(realm: string, userId: string, issuedAt: number) {
       if (userTokens.size === 0 && realms.size === 0) return false;
       const revokedAt = latestOf(userTokens.get(realm)?.get(userId), realms.get(realm));

@@ -10,6 +10,8 @@ export interface Principal {
   method: 'basic' | 'bearer';
   /** Keycloak session id (`sid`), when the token has one. */
   sessionId: string | undefined;
+  /** The client the token was issued to (`azp`), when it names one. */
+  clientId?: string;
   /** The token's own id (`jti`), when it has one: what RFC 7009 revocation of it refuses. */
   tokenId?: string;
   /** Token issue time, epoch seconds. */

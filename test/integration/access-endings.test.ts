@@ -2,7 +2,13 @@ import { randomBytes } from 'node:crypto';
 import { generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
-import { claimsOf, createUser, userIdOf, type TestUser } from '../helpers/keycloak.ts';
+import {
+  claimsOf,
+  createUser,
+  keycloakAdmin,
+  userIdOf,
+  type TestUser,
+} from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
@@ -85,6 +91,83 @@ async function adminCall(method: string, path: string, body?: unknown): Promise<
   });
   await res.arrayBuffer();
   return res.status;
+}
+
+const REDIRECT_URI = 'http://127.0.0.1:9/callback';
+
+/** Two browser-flow clients of the realm, as two applications sharing the user's session. */
+async function createBrowserClients(realm: string): Promise<[string, string]> {
+  const admin = await keycloakAdmin();
+  const ids: [string, string] = ['app-a', 'app-b'];
+  for (const clientId of ids) {
+    await admin.clients.create({
+      realm,
+      clientId,
+      publicClient: true,
+      standardFlowEnabled: true,
+      redirectUris: [REDIRECT_URI],
+    });
+  }
+  return ids;
+}
+
+/** The cookies a browser keeps from `res` (Keycloak's session cookie among them). */
+function keepCookies(res: Response, jar: Map<string, string>): void {
+  for (const cookie of res.headers.getSetCookie()) {
+    const [pair = ''] = cookie.split(';');
+    const at = pair.indexOf('=');
+    jar.set(pair.slice(0, at), pair.slice(at + 1));
+  }
+}
+
+/**
+ * A browser's authorization-code login of `clientId` through B's public listener: the login
+ * form the first time, Keycloak's session cookie (in `jar`) after that, so every client logged
+ * in with one jar shares one Keycloak session.
+ */
+async function browserLogin(
+  user: TestUser,
+  clientId: string,
+  jar: Map<string, string>,
+): Promise<Grant> {
+  const cookie = () => [...jar].map(([name, value]) => `${name}=${value}`).join('; ');
+  const query = new URLSearchParams({
+    client_id: clientId,
+    response_type: 'code',
+    redirect_uri: REDIRECT_URI,
+    scope: 'openid',
+  });
+  const oidc = `${b()}/auth/realms/${user.realm}/protocol/openid-connect`;
+  let res = await fetch(`${oidc}/auth?${query.toString()}`, {
+    redirect: 'manual',
+    headers: { cookie: cookie() },
+  });
+  keepCookies(res, jar);
+  if (res.status === 200) {
+    // Keycloak names the form's address on the public URL: the same path on B.
+    const action = new URL(/action="([^"]+)"/.exec(await res.text())![1]!.replaceAll('&amp;', '&'));
+    res = await fetch(`${b()}${action.pathname}${action.search}`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { cookie: cookie(), 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ username: user.username, password: user.password }).toString(),
+    });
+    keepCookies(res, jar);
+  }
+  expect(res.status).toBe(302);
+  const code = new URL(res.headers.get('location')!).searchParams.get('code')!;
+  const token = await fetch(`${oidc}/token`, {
+    method: 'POST',
+    body: new URLSearchParams({
+      client_id: clientId,
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: REDIRECT_URI,
+    }),
+  });
+  const json = (await token.json()) as Record<string, string>;
+  expect(token.status).toBe(200);
+  return { access: json.access_token!, refresh: json.refresh_token!, id: json.id_token! };
 }
 
 /** A user whose token B has verified and cached (200). */
@@ -185,6 +268,40 @@ describe('what a client ends on /auth ends on every replica at once', () => {
     expect(await statusOnB(org, `Bearer ${access}`)).toBe(200);
   });
 
+  it("revoking a refresh token (RFC 7009) refuses its client's access tokens of that session, and no other's", async () => {
+    const user = await createUser(org);
+    const [appA, appB] = await createBrowserClients(org);
+    const jar = new Map<string, string>();
+    const ofA = await browserLogin(user, appA, jar);
+    const ofB = await browserLogin(user, appB, jar);
+    expect(claimsOf(ofB.access).sid).toBe(claimsOf(ofA.access).sid);
+    const otherSession = await grant(user);
+    for (const { access } of [ofA, ofB, otherSession])
+      expect(await statusOnB(org, `Bearer ${access}`)).toBe(200);
+
+    const res = await postOidc(org, 'revoke', {
+      client_id: appA,
+      token: ofA.refresh,
+      token_type_hint: 'refresh_token',
+    });
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe('');
+    await refusedOnB(org, `Bearer ${ofA.access}`);
+    // Keycloak ended app-a's part of the session only: app-b and the user's other session stay.
+    await settled(org);
+    expect(await statusOnB(org, `Bearer ${ofB.access}`)).toBe(200);
+    expect(await statusOnB(org, `Bearer ${otherSession.access}`)).toBe(200);
+  });
+
+  it('revoking an offline token (RFC 7009) refuses the access tokens issued from it', async () => {
+    const { tokens } = await servedUser(org, 'openid offline_access');
+    expect(claimsOf(tokens.refresh).typ).toBe('Offline');
+    const res = await postOidc(org, 'revoke', { token: tokens.refresh });
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe('');
+    await refusedOnB(org, `Bearer ${tokens.access}`);
+  });
+
   it('a refused or forged logout or revocation ends nothing', async () => {
     const victim = await servedUser(org);
     const claims = claimsOf(victim.tokens.access);
@@ -195,6 +312,15 @@ describe('what a client ends on /auth ends on every replica at once', () => {
     const [head, body] = victim.tokens.refresh.split('.');
     const badRefresh = `${head}.${body}.${Buffer.from('forged').toString('base64url')}`;
     expect((await postOidc(org, 'logout', { refresh_token: badRefresh })).status).toBe(400);
+    // The same sent for revocation: Keycloak's 200 (RFC 7009) says it did not accept it.
+    const revoked = await postOidc(org, 'revoke', { token: badRefresh });
+    expect(revoked.status).toBe(200);
+    expect(await revoked.json()).toMatchObject({ error: 'invalid_token' });
+    // The victim's real refresh token, sent by another client: Keycloak refuses it.
+    expect(
+      (await postOidc(org, 'revoke', { client_id: 'admin-cli', token: victim.tokens.refresh }))
+        .status,
+    ).toBe(400);
     // An ID token hint naming the victim's session, signed by another key.
     const forgedId = await forged(claimsOf(victim.tokens.id), headerOf(victim.tokens.id).kid);
     const hinted = await postOidc(org, 'logout', { id_token_hint: forgedId });

@@ -9,7 +9,8 @@ import {
   type ClusteredGateway,
 } from '../helpers/clustered-gateway.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
-import { claimsOf, createUser, type TestUser } from '../helpers/keycloak.ts';
+import { claimsOf, createUser, keycloakAdmin, type TestUser } from '../helpers/keycloak.ts';
+import { ensureOrganizationRealm } from '../../src/platform/realm-admin/provisioning.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import {
   addGeneratedRsaKey,
@@ -112,6 +113,34 @@ describe('a signing key removed in Keycloak (KEY_SET_REFRESH_SECONDS=2, two repl
     // Keycloak's own key, and tokens it signs, are untouched.
     for (const replica of pair)
       expect(await answer(replica, workspacesPath(org), bearer(genuine))).toEqual(OK);
+  });
+
+  it('refuses the tokens of a realm deleted in Keycloak on both replicas, and serves the realm again once it is created again', async () => {
+    const org = await createOrganization(['ws-a']);
+    const before = await accessTokenOf(await createUser(org, { workspaceRoles: ['ws-a'] }));
+    for (const replica of pair)
+      expect(await answer(replica, workspacesPath(org), bearer(before))).toEqual(OK);
+
+    const admin = await keycloakAdmin();
+    await admin.realms.del({ realm: org });
+    // The next scheduled fetch finds no realm: its key set is dropped, its schedule stopped.
+    for (const replica of pair) {
+      await expect
+        .poll(() => answer(replica, workspacesPath(org), bearer(before)), EVENTUALLY)
+        .toEqual(REFUSED);
+    }
+
+    // The same name again (new keys): its first token starts the realm's key set over.
+    await ensureOrganizationRealm(admin, {
+      organizationId: org,
+      organizationName: `Test ${org}`,
+      gatewayClientSecret: testEnv().gatewayClientSecret,
+    });
+    const after = await accessTokenOf(await createUser(org));
+    for (const replica of pair) {
+      expect(await answer(replica, workspacesPath(org), bearer(after))).toEqual(OK);
+      expect(await answer(replica, workspacesPath(org), bearer(before))).toEqual(REFUSED);
+    }
   });
 
   it('loses no request signed by a published key through a rotation: new key active, old passive, old removed', async () => {

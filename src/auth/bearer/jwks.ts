@@ -5,7 +5,8 @@ import type { KeycloakCalls } from '../../keycloak/keycloak-calls.ts';
 import { failureOf } from '../../keycloak/keycloak-failures.ts';
 import { createLocalKeySetMemory, type KeySetMemory } from './key-set-memory.ts';
 import { refreshDelayMs, UNKNOWN_KID_GAP_MS } from './key-set-schedule.ts';
-import { readKeySet, tryReadKeySet } from './read-key-set.ts';
+import { TtlLru } from '../../cache/ttl-lru.ts';
+import { isRealmGone, readKeySet, tryReadKeySet } from './read-key-set.ts';
 
 /** A realm's key set as last fetched, and the fetches around it. */
 interface RealmKeys {
@@ -31,6 +32,12 @@ interface RealmKeys {
 /** A realm whose tokens nobody showed for this long is forgotten (its next token fetches it). */
 const IDLE_MS = 10 * 60_000;
 
+/** How many realms Keycloak said it does not have are remembered (see `gone`). */
+const MAX_GONE_REALMS = 10_000;
+
+/** What the fetch of a realm Keycloak does not have reads. */
+const REALM_GONE = Symbol('realm gone');
+
 /**
  * The key set of each realm in use, fetched from Keycloak through the client layer (its
  * failures are the layer's 503/504/502) and verified against locally with jose's
@@ -45,7 +52,11 @@ const IDLE_MS = 10 * 60_000;
  * - `refresh(realm)` fetches now (a key provider changed, or an operator asked);
  * - a failed fetch keeps the last good set: an outage refuses no valid token. A realm this
  *   process never fetched falls back to `memory` (the set a sibling worker fetched last), only
- *   when Keycloak cannot be reached or did not answer in time; a bad answer is never replaced.
+ *   when Keycloak cannot be reached or did not answer in time; a bad answer is never replaced;
+ * - a realm Keycloak says it does not have (deleted) is dropped, its schedule with it, and
+ *   logged once: its tokens are refused, and none of them fetches again within
+ *   `UNKNOWN_KID_GAP_MS` of that answer; after that, its next token starts over (a realm
+ *   created again under the name works).
  */
 export function createJwksRegistry(options: {
   calls: Pick<KeycloakCalls, 'exchange'>;
@@ -59,6 +70,9 @@ export function createJwksRegistry(options: {
   const now = options.now ?? Date.now;
   const random = options.random ?? Math.random;
   const realms = new Map<string, RealmKeys>();
+  // Realms Keycloak said it does not have: when it last said so. Kept while their tokens keep
+  // coming, so that the drop is logged once, not once a second.
+  const gone = new TtlLru<number>(MAX_GONE_REALMS, now);
   let closed = false;
   memory.onSiblingFetch?.((realm, body, startedAt) => adoptSiblings(realm, body, startedAt));
 
@@ -83,7 +97,8 @@ export function createJwksRegistry(options: {
    * process holds (`from`); a realm idle for IDLE_MS is dropped instead.
    */
   function schedule(realm: string, state: RealmKeys, from = now()): void {
-    if (closed) return;
+    // A realm dropped meanwhile (idle, or gone from Keycloak) is not fetched again.
+    if (closed || realms.get(realm) !== state) return;
     clearTimeout(state.timer);
     // Created outside any request: the fetches it chains serve none (no request id on them).
     state.timer = outsideRequest(() =>
@@ -144,11 +159,18 @@ export function createJwksRegistry(options: {
   async function fetchKeySet(realm: string, state: RealmKeys): Promise<void> {
     const path = `/realms/${encodeURIComponent(realm)}/protocol/openid-connect/certs`;
     try {
-      const set = await calls.exchange('jwks', path, undefined, readKeySet);
+      const set = await calls.exchange('jwks', path, undefined, (status, body) =>
+        isRealmGone(status, body) ? REALM_GONE : readKeySet(status, body),
+      );
+      if (set === REALM_GONE) {
+        drop(realm, state);
+        return;
+      }
       ({ select: state.select, kids: state.kids } = set);
       state.heldFrom = state.startedAt;
       memory.remember(realm, set.body, state.startedAt);
       state.failure = undefined;
+      gone.delete(realm);
     } catch (err) {
       // The client layer rejects with its AppError (503/504/502).
       state.failure = err instanceof Error ? err : new Error(String(err));
@@ -161,9 +183,32 @@ export function createJwksRegistry(options: {
     }
   }
 
+  /**
+   * Keycloak does not have the realm (deleted): no key verifies its tokens (those waiting for
+   * this fetch included), and its schedule stops.
+   */
+  function drop(realm: string, state: RealmKeys): void {
+    state.select = undefined;
+    state.kids = new Set();
+    state.failure = undefined;
+    clearTimeout(state.timer);
+    if (realms.get(realm) === state) realms.delete(realm);
+    if (gone.get(realm) === undefined) {
+      logger?.warn(
+        { realm },
+        'Keycloak has no such realm: its key set is dropped, its tokens refused',
+      );
+    }
+    gone.set(realm, now(), now() + IDLE_MS);
+  }
+
   /** Which key verifies a token: the set's, once a fetch that started after it arrived is over. */
   async function selectKey(realm: string, ...args: Parameters<JWTVerifyGetKey>) {
     const arrival = now();
+    // Keycloak has just said the realm does not exist: no fetch before the gap is over.
+    const goneAt = gone.get(realm);
+    if (goneAt !== undefined && arrival - goneAt < UNKNOWN_KID_GAP_MS && !realms.has(realm))
+      throw new joseErrors.JWKSNoMatchingKey();
     const state = stateOf(realm);
     state.used = true;
     const kid = args[0].kid;
@@ -212,6 +257,7 @@ export function createJwksRegistry(options: {
       closed = true;
       for (const state of realms.values()) clearTimeout(state.timer);
       realms.clear();
+      gone.clear();
     },
   };
 }

@@ -93,8 +93,10 @@ describe('the table of what a request to Keycloak ends', () => {
 
   it("counts only Keycloak's success", () => {
     const admin = endingRuleOf('POST', segments('/auth/admin/realms/acme/users/u1/logout'))!;
-    expect([200, 204].map(admin.succeeded)).toEqual([true, true]);
-    expect([302, 400, 403, 404, 500].map(admin.succeeded)).toEqual([
+    const statusesOf = (rule: typeof admin, statuses: number[]) =>
+      statuses.map((status) => rule.succeeded(status, undefined));
+    expect(statusesOf(admin, [200, 204])).toEqual([true, true]);
+    expect(statusesOf(admin, [302, 400, 403, 404, 500])).toEqual([
       false,
       false,
       false,
@@ -105,7 +107,22 @@ describe('the table of what a request to Keycloak ends', () => {
       'GET',
       segments('/auth/realms/acme/protocol/openid-connect/logout'),
     )!;
-    expect([200, 302].map(logout.succeeded)).toEqual([true, true]);
-    expect([400, 502].map(logout.succeeded)).toEqual([false, false]);
+    expect(statusesOf(logout, [200, 302])).toEqual([true, true]);
+    expect(statusesOf(logout, [400, 502])).toEqual([false, false]);
+  });
+
+  it("counts a revocation only when Keycloak's 200 has no error in it", () => {
+    const revoke = endingRuleOf(
+      'POST',
+      segments('/auth/realms/acme/protocol/openid-connect/revoke'),
+    )!;
+    expect(revoke.readsAnswer).toBe(true);
+    expect(revoke.succeeded(200, Buffer.alloc(0))).toBe(true);
+    // RFC 7009's 200 to a token Keycloak does not accept: forged, expired, of an ended session.
+    const refused = Buffer.from('{"error":"invalid_token","error_description":"Invalid token"}');
+    expect(revoke.succeeded(200, refused)).toBe(false);
+    // An answer the proxy did not read (too large, compressed) proves nothing.
+    expect(revoke.succeeded(200, undefined)).toBe(false);
+    expect(revoke.succeeded(400, Buffer.alloc(0))).toBe(false);
   });
 });

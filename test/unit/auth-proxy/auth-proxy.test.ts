@@ -188,16 +188,18 @@ describe('/auth proxy: a hook on the answer', () => {
   let gateway: Server;
   let nodes: KeycloakNodes;
   let base: string;
-  let hook: (status: number) => Promise<void>;
+  let hook: (status: number, body: Buffer | undefined) => Promise<void>;
+  let readsBody = false;
+  let keycloakAnswer = (res: ServerResponse) => res.writeHead(204).end();
 
   beforeAll(async () => {
-    keycloak = createServer((_req, res) => res.writeHead(204).end());
+    keycloak = createServer((_req, res) => keycloakAnswer(res));
     nodes = createKeycloakNodes({ urls: [`${await listen(keycloak)}/auth`], timeoutMs: 1000 });
     const app = express();
     app.use(
       '/auth',
       (req, _res, next) => {
-        beforeAnswer(req, (status) => hook(status));
+        beforeAnswer(req, (status, body) => hook(status, body), { readsBody });
         next();
       },
       createAuthProxy({
@@ -241,5 +243,29 @@ describe('/auth proxy: a hook on the answer', () => {
     // purpose, and the answer must still be Keycloak's, not a 504.
     setTimeout(finish, 300);
     expect((await response).status).toBe(204);
+  });
+
+  it("hands a hook that reads it Keycloak's body, and the client the same answer after it", async () => {
+    const refusal = '{"error":"invalid_token","error_description":"Invalid token"}';
+    keycloakAnswer = (res) =>
+      res.writeHead(200, { 'content-type': 'application/json' }).end(refusal);
+    readsBody = true;
+    let seen: { status: number; body: string | undefined } | undefined;
+    hook = (status, body) => {
+      seen = { status, body: body?.toString() };
+      return Promise.resolve();
+    };
+    try {
+      const res = await fetch(`${base}/auth/realms/acme/protocol/openid-connect/revoke`, {
+        method: 'POST',
+      });
+      expect(seen).toEqual({ status: 200, body: refusal });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toBe('application/json');
+      expect(await res.text()).toBe(refusal);
+    } finally {
+      readsBody = false;
+      keycloakAnswer = (res) => res.writeHead(204).end();
+    }
   });
 });

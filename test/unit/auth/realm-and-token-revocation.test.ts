@@ -14,6 +14,18 @@ function revocationList(): Promise<RevocationList> {
   });
 }
 
+/** Ends app-a's part of session s1 (RFC 7009 revocation of its refresh token), at `at`. */
+const endAppA = (list: RevocationList, at?: number) =>
+  list.revoke({
+    realm: 'acme',
+    userId: 'u1',
+    sessionIds: [],
+    clientSessions: [{ sessionId: 's1', clientId: 'app-a' }],
+    ttlSeconds: 300,
+    userTtlSeconds: 0,
+    at,
+  });
+
 describe('a realm-wide revocation and the revocation of one token', () => {
   beforeEach(() => {
     vi.useFakeTimers({ toFake: ['Date'] });
@@ -86,5 +98,33 @@ describe('a realm-wide revocation and the revocation of one token', () => {
     expect(list.isIssuedBeforeRevocation('acme', 'u1', iat(T0 - SECOND))).toBe(false);
     vi.setSystemTime(T0 + 31 * SECOND);
     expect(list.isTokenRevoked('jti-1')).toBe(false);
+  });
+
+  it("refuses one client's part of a session, from before it: not the session's other clients, nor later tokens", async () => {
+    const list = await revocationList();
+    await endAppA(list);
+    expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 - 5 * SECOND))).toBe(true);
+    // The other clients of the session keep their tokens, as Keycloak keeps their sessions.
+    expect(list.isClientSessionRevoked('s1', 'app-b', iat(T0 - 5 * SECOND))).toBe(false);
+    expect(list.isClientSessionRevoked('s2', 'app-a', iat(T0 - 5 * SECOND))).toBe(false);
+    // A login of the same client in the same session after it (a new client session).
+    expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 + 2 * SECOND))).toBe(false);
+    // Nothing else of the session or the user is refused.
+    expect(list.isSessionRevoked('s1')).toBe(false);
+    expect(list.isIssuedBeforeRevocation('acme', 'u1', iat(T0 - 5 * SECOND))).toBe(false);
+    expect(list.userRevokedAt('acme', 'u1')).toBeUndefined();
+    // For as long as an access token of the realm can live, then forgotten.
+    vi.setSystemTime(T0 + 299 * SECOND);
+    expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 - 5 * SECOND))).toBe(true);
+    vi.setSystemTime(T0 + 301 * SECOND);
+    expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 - 5 * SECOND))).toBe(false);
+  });
+
+  it("keeps the later end of one client's part of a session when two arrive out of order", async () => {
+    const list = await revocationList();
+    vi.setSystemTime(T0 + 10 * SECOND);
+    await endAppA(list, T0 + 10 * SECOND);
+    await endAppA(list, T0);
+    expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 + 5 * SECOND))).toBe(true);
   });
 });

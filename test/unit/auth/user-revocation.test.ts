@@ -98,4 +98,34 @@ describe("a user's token revocation", () => {
     );
     expect(basic.method).toBe('basic');
   });
+
+  it("refuses, on both Bearer paths, the tokens of the client whose part of the session ended, not the session's other clients", async () => {
+    const revocations = await revocationList();
+    const ofClient = (clientId: string) => ({ ...principal(T0 - 5000), clientId });
+    const depsFor = (token: Principal): AuthenticateDeps => ({
+      basic: {
+        authenticate: () => Promise.reject(new Error('no Basic here')),
+        cached: () => undefined,
+      },
+      bearer: { verify: () => Promise.resolve(token), verified: () => token },
+      revocations,
+      activeCheck: { ensureActive: () => Promise.resolve(), servable: () => true },
+      metrics: { authFailure: () => undefined, cacheLookup: () => undefined },
+    });
+    await revocations.revoke({
+      realm: 'acme',
+      userId: 'u1',
+      sessionIds: [],
+      clientSessions: [{ sessionId: 's1', clientId: 'app-a' }],
+      ttlSeconds: 300,
+      userTtlSeconds: 0,
+    });
+    const ended = depsFor(ofClient('app-a'));
+    expect(knownPrincipal('Bearer abc', 'acme', ended)).toBeUndefined();
+    await expect(
+      authenticateRequest('Bearer abc', 'acme', '127.0.0.1', ended),
+    ).rejects.toMatchObject({ result: '401-00002' });
+    const other = ofClient('app-b');
+    expect(knownPrincipal('Bearer abc', 'acme', depsFor(other))).toBe(other);
+  });
 });

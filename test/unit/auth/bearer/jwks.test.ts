@@ -1,4 +1,5 @@
 import { exportJWK, generateKeyPair, jwtVerify, SignJWT, type CryptoKey, type JWK } from 'jose';
+import type { Logger } from 'pino';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createJwksRegistry, type JwksRegistry } from '../../../../src/auth/bearer/jwks.ts';
 import { createLocalKeySetMemory } from '../../../../src/auth/bearer/key-set-memory.ts';
@@ -43,6 +44,8 @@ function scriptedCerts() {
   const certs = {
     published: [] as TestKey[],
     down: false,
+    /** What Keycloak answers about the realm instead of its set: none, deleted, or a proxy's 404. */
+    notFound: undefined as 'realm' | 'proxy' | undefined,
     fetchMs: 0,
     asked: [] as number[],
     /** The request id each fetch ran under (see edge/request-context.ts). */
@@ -58,6 +61,8 @@ function scriptedCerts() {
         certs.requestIds.push(currentRequestId());
         if (certs.fetchMs > 0) await new Promise((resolve) => setTimeout(resolve, certs.fetchMs));
         if (certs.down) throw keycloakError('unreachable');
+        if (certs.notFound === 'realm') return read(404, '{"error":"Realm does not exist"}');
+        if (certs.notFound === 'proxy') return read(404, '<html>Not Found</html>');
         return read(200, JSON.stringify({ keys: certs.published.map((key) => key.jwk) }));
       },
     },
@@ -105,12 +110,14 @@ describe('the key-set registry (KEY_SET_REFRESH_SECONDS=30)', () => {
   const registryOf = (
     certs: ReturnType<typeof scriptedCerts>,
     memory = createLocalKeySetMemory(),
+    logger?: Logger,
   ) => {
     const jwks = createJwksRegistry({
       calls: certs.calls,
       refreshSeconds: 30,
       memory,
       random: () => 0,
+      logger,
     });
     registries.push(jwks);
     return jwks;
@@ -283,5 +290,62 @@ describe('the key-set registry (KEY_SET_REFRESH_SECONDS=30)', () => {
     certs.down = true;
     const jwks = registryOf(certs, memory);
     expect(await verifyWith(jwks, await tokenOf(a))).toBe('ok');
+  });
+
+  it('drops a realm Keycloak no longer has: its tokens refused, its fetches stopped, said once', async () => {
+    const certs = scriptedCerts();
+    certs.published = [a];
+    const warn = vi.fn();
+    const jwks = registryOf(certs, undefined, { warn } as unknown as Logger);
+    expect(await verifyWith(jwks, await tokenOf(a))).toBe('ok');
+    certs.notFound = 'realm';
+    await vi.advanceTimersByTimeAsync(30_000);
+    expect(certs.asked).toEqual([0, 30_000]);
+    expect(jwks.publishes(REALM, 'key-a')).toBe(false);
+    expect(jwks.kidsOf(REALM)).toEqual([]);
+    // No schedule any more: nothing fetched for as long as no token comes.
+    await vi.advanceTimersByTimeAsync(5 * 60_000);
+    expect(certs.asked).toEqual([0, 30_000]);
+    // Tokens that keep coming cost one fetch a second at most, and are refused.
+    const outcomes = await Promise.all(
+      [1, 2, 3].map(async () => verifyNow(jwks, await tokenOf(a))),
+    );
+    expect(outcomes).toEqual(['JWKSNoMatchingKey', 'JWKSNoMatchingKey', 'JWKSNoMatchingKey']);
+    expect(certs.asked.length).toBe(3);
+    expect(await verifyNow(jwks, await tokenOf(a))).toBe('JWKSNoMatchingKey');
+    expect(certs.asked.length).toBe(3);
+    await vi.advanceTimersByTimeAsync(UNKNOWN_KID_GAP_MS);
+    expect(await verifyNow(jwks, await tokenOf(a))).toBe('JWKSNoMatchingKey');
+    expect(certs.asked.length).toBe(4);
+    expect(warn).toHaveBeenCalledTimes(1);
+    expect(warn.mock.calls[0]![0]).toEqual({ realm: REALM });
+  });
+
+  it('starts over for a realm created again under the name', async () => {
+    const certs = scriptedCerts();
+    certs.notFound = 'realm';
+    const jwks = registryOf(certs);
+    expect(await verifyWith(jwks, await tokenOf(a))).toBe('JWKSNoMatchingKey');
+    certs.notFound = undefined;
+    certs.published = [b];
+    await vi.advanceTimersByTimeAsync(UNKNOWN_KID_GAP_MS);
+    expect(await verifyWith(jwks, await tokenOf(b))).toBe('ok');
+    // Scheduled again, as any realm in use.
+    const fetches = certs.asked.length;
+    await vi.advanceTimersByTimeAsync(30_000);
+    expect(certs.asked.length).toBe(fetches + 1);
+  });
+
+  it("keeps the last good set on a 404 that is not Keycloak's answer for a missing realm", async () => {
+    const certs = scriptedCerts();
+    certs.published = [a];
+    const jwks = registryOf(certs);
+    expect(await verifyWith(jwks, await tokenOf(a))).toBe('ok');
+    certs.notFound = 'proxy';
+    await vi.advanceTimersByTimeAsync(30_000);
+    expect(jwks.lastFailure(REALM)).toBeInstanceOf(AppError);
+    expect(jwks.publishes(REALM, 'key-a')).toBe(true);
+    await vi.advanceTimersByTimeAsync(30_000);
+    expect(certs.asked).toEqual([0, 30_000, 60_000]);
   });
 });
