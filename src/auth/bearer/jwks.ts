@@ -6,6 +6,7 @@ import { failureOf } from '../../keycloak/keycloak-failures.ts';
 import { createLocalKeySetMemory, type KeySetMemory } from './key-set-memory.ts';
 import { refreshDelayMs, UNKNOWN_KID_GAP_MS } from './key-set-schedule.ts';
 import { readKeySet, tryReadKeySet } from './read-key-set.ts';
+import { systemClock, type Clock } from '../../time/clock.ts';
 
 /** A realm's key set as last fetched, and the fetches around it. */
 interface RealmKeys {
@@ -52,11 +53,12 @@ export function createJwksRegistry(options: {
   refreshSeconds: number;
   memory?: KeySetMemory;
   logger?: Logger;
-  now?: () => number;
+  clock?: Clock;
   random?: () => number;
 }) {
   const { calls, memory = createLocalKeySetMemory(), logger } = options;
-  const now = options.now ?? Date.now;
+  const { clock = systemClock } = options;
+  const now = () => clock.now();
   const random = options.random ?? Math.random;
   const realms = new Map<string, RealmKeys>();
   let closed = false;
