@@ -75,7 +75,7 @@ export interface BasicAuthenticatorDeps {
   hasTwoFactor: (realm: string, username: string) => Promise<boolean>;
   metrics: Pick<AuthMetrics, 'cacheLookup'>;
   logger: Logger;
-  /** The clock of the cache's lifetimes too. */
+  /** The cached logins' deadlines and the login lock's bound are read on it. */
   clock?: Clock;
 }
 
