@@ -54,6 +54,7 @@ import { createWorkspacesRepo } from './platform/workspaces.repo.ts';
 import { closeServer, listen } from './server.ts';
 import { createMetrics, metricsOff } from './metrics/metrics.ts';
 import { createTracing, tracesUrlOf } from './tracing/tracing.ts';
+import { systemClock, type Clock } from './time/clock.ts';
 
 export interface Gateway {
   readonly publicServer: Server;
@@ -81,13 +82,15 @@ export interface WorkerRole {
 /**
  * Opens storage (migrating it, unless a supervising process did), builds both listeners and
  * starts them. `keycloakUrl` is the Keycloak the gateway talks to, local or external: one URL,
- * or the nodes of one cluster. `worker` is set in a worker process (WORKERS > 1).
+ * or the nodes of one cluster. `worker` is set in a worker process (WORKERS > 1). `clock` is
+ * the time every rule with a lifetime reads (the system's; tests pass one they advance).
  */
 export async function startGateway(
   config: Config,
   keycloakUrl: string | readonly string[],
   logger: Logger,
   worker?: WorkerRole,
+  clock: Clock = systemClock,
 ): Promise<Gateway> {
   const db = await openDatabase({
     databaseUrl: config.DATABASE_URL,
@@ -104,6 +107,7 @@ export async function startGateway(
     commandTimeoutMs: 1000,
     logger,
     local: worker && createIpcCache(worker.peer),
+    clock,
   });
   const cacheSecret = config.REALMGATE_CACHE_SECRET ?? randomBytes(32).toString('base64url');
   if (!config.REALMGATE_CACHE_SECRET && config.REDIS_URL) {
@@ -116,6 +120,7 @@ export async function startGateway(
   const keycloakNodes = createKeycloakNodes({
     urls: typeof keycloakUrl === 'string' ? [keycloakUrl] : keycloakUrl,
     timeoutMs: config.KEYCLOAK_TIMEOUT_MS,
+    clock,
     onChange: (node, reason) => {
       const fields = { keycloakNode: node.index, url: displayUrlOf(node.url), reason };
       if (node.state === 'down') logger.warn(fields, 'Keycloak node down');
@@ -178,6 +183,7 @@ export async function startGateway(
     refreshSeconds: config.KEY_SET_REFRESH_SECONDS,
     memory: worker ? createWorkerKeySetMemory(worker.peer) : undefined,
     logger,
+    clock,
   });
   const bearer = createBearerVerifier({
     jwks,
@@ -185,6 +191,7 @@ export async function startGateway(
     leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
     maxCachedTokens: config.MEMORY_CACHE_MAX_ENTRIES,
     metrics,
+    clock,
   });
   const clientSecret = config.KEYCLOAK_CLIENT_SECRET ?? '';
   const serviceAdmin = createServiceAdmin({ calls, clientSecret });
@@ -201,12 +208,14 @@ export async function startGateway(
     ? await createReplicaBus({ redisUrl: config.REDIS_URL, logger })
     : undefined;
   const workerBus = worker && createIpcBus(worker.peer);
-  const bus = redisBus && workerBus ? combineBuses(redisBus, workerBus) : (redisBus ?? workerBus);
+  const bus =
+    redisBus && workerBus ? combineBuses(redisBus, workerBus, clock) : (redisBus ?? workerBus);
   const revocations = await createRevocationList({
     bus,
     keyPrefix: config.REDIS_KEY_PREFIX,
     metrics,
     logger,
+    clock,
   });
   // The one throttle of password attempts: Basic logins here, password grants and the login
   // form on /auth (app.ts).
@@ -219,6 +228,7 @@ export async function startGateway(
     waitMs: config.LOGIN_WAIT_SECONDS * 1000,
     // The longest a Basic login (see loginLockMs below) or a proxied grant can take.
     attemptMaxMs: Math.max(3 * config.KEYCLOAK_TIMEOUT_MS, config.AUTH_PROXY_TIMEOUT_MS),
+    clock,
     onLimitReached: ({ scope, realm, username, address }) =>
       audit.record({
         action: 'login_throttle.start',
@@ -233,6 +243,7 @@ export async function startGateway(
     cache,
     secret: cacheSecret,
     windowSeconds: config.LOGIN_FAILURE_WINDOW_SECONDS,
+    clock,
   });
   // The longest a cached Basic login may be served: a user's revocation is remembered as long.
   const basicLoginSeconds = longestServedSeconds({
@@ -257,6 +268,7 @@ export async function startGateway(
     hasTwoFactor: (realm, username) => hasTwoFactor(serviceAdmin, realm, username),
     metrics,
     logger,
+    clock,
   });
   const activeCheck = createActiveCheck({
     tokens,
@@ -266,6 +278,7 @@ export async function startGateway(
     basicCacheSeconds: basicLoginSeconds,
     metrics,
     logger,
+    clock,
   });
   const refreshTokens = createRefreshTokensService({
     admin: serviceAdmin,
@@ -280,8 +293,9 @@ export async function startGateway(
     calls,
     username: config.KEYCLOAK_ADMIN_USERNAME,
     password: config.KEYCLOAK_ADMIN_PASSWORD ?? '',
+    clock,
   });
-  const directory = createOrganizationDirectory(organizations);
+  const directory = createOrganizationDirectory(organizations, clock);
   // A disabled or deleted organization is refused on every replica at once (with Redis).
   const organizationEvents = await createOrganizationEvents({
     bus,
@@ -359,6 +373,7 @@ export async function startGateway(
           if (user?.username) await failedLogins.passwordSet(realm, user.username);
         }),
       logger,
+      clock,
     },
   };
   const forwardRoute = config.AUTOMATION_UPSTREAM_URL

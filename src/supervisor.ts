@@ -4,6 +4,7 @@ import { createIpcHub } from './cache/ipc-hub.ts';
 import type { IpcPeer } from './cache/ipc-peer.ts';
 import type { Config } from './config/config.ts';
 import { createWorkerMetrics } from './metrics/worker-metrics.ts';
+import { systemClock, type Clock } from './time/clock.ts';
 
 /** The environment variable that gives a worker its number, 1 to WORKERS. */
 export const WORKER_ID_VARIABLE = 'REALMGATE_WORKER';
@@ -33,9 +34,10 @@ export async function superviseWorkers(options: {
   config: Config;
   env: Record<string, string>;
   logger: Logger;
+  clock?: Clock;
 }): Promise<Supervisor> {
-  const { config, logger } = options;
-  const hub = createIpcHub({ maxEntries: config.MEMORY_CACHE_MAX_ENTRIES });
+  const { config, logger, clock = systemClock } = options;
+  const hub = createIpcHub({ maxEntries: config.MEMORY_CACHE_MAX_ENTRIES, clock });
   const metrics = createWorkerMetrics();
   const renderMetrics = async () => {
     const lists = await Promise.all(
@@ -51,7 +53,7 @@ export async function superviseWorkers(options: {
 
   const start = (slot: number): Promise<void> =>
     new Promise((resolve, reject) => {
-      const startedAt = Date.now();
+      const startedAt = clock.now();
       const worker = cluster.fork({ ...options.env, [WORKER_ID_VARIABLE]: String(slot) });
       workers.set(slot, worker);
       const peer: IpcPeer = hub.attach(worker);
@@ -64,7 +66,7 @@ export async function superviseWorkers(options: {
         workers.delete(slot);
         reject(new Error(`worker ${slot} exited (${signal ?? code}) before it was ready`));
         if (stopping) return;
-        const young = Date.now() - startedAt < HEALTHY_LIFETIME_MS;
+        const young = clock.now() - startedAt < HEALTHY_LIFETIME_MS;
         const failures = young ? (restarts.get(slot) ?? 0) + 1 : 1;
         restarts.set(slot, failures);
         const delayMs = Math.min(

@@ -9,6 +9,7 @@ import { targetOf } from '../edge/request-scope.ts';
 import { endingRuleOf, type Ending } from './access-endings.ts';
 import { beforeAnswer } from './auth-proxy.ts';
 import { formFieldsOf } from './form-body-guard.ts';
+import { systemClock, type Clock } from '../time/clock.ts';
 
 /**
  * The admin API's user and realm updates, read to see what they change: a few KiB, more with
@@ -42,6 +43,7 @@ export interface EndAccessDeps {
    */
   onPasswordSet: (realm: string, userId: string) => Promise<void>;
   logger: Logger;
+  clock?: Clock;
 }
 
 /**
@@ -52,6 +54,7 @@ export interface EndAccessDeps {
  * refusal ends nothing. Mount it after the form guard, before the proxy.
  */
 export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
+  const { clock = systemClock } = deps;
   // Read as sent (no inflating): the proxy forwards these bytes with the client's headers.
   const readJson = express.raw({
     type: 'application/json',
@@ -63,7 +66,7 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
   /** How long a refusal of the realm's tokens must last; remembered a minute per realm. */
   async function tokenLifetimeOf(realm: string): Promise<number> {
     const known = lifetimes.get(realm);
-    if (known && known.until > Date.now()) return known.seconds;
+    if (known && known.until > clock.now()) return known.seconds;
     let seconds: number;
     try {
       seconds = (await deps.accessTokenSeconds(realm)) + deps.leewaySeconds;
@@ -71,7 +74,7 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
       deps.logger.warn({ err, realm }, 'token lifetime unreadable; refusals last a day');
       return UNKNOWN_LIFETIME_SECONDS;
     }
-    lifetimes.set(realm, { seconds, until: Date.now() + LIFETIME_MEMORY_MS });
+    lifetimes.set(realm, { seconds, until: clock.now() + LIFETIME_MEMORY_MS });
     return seconds;
   }
 
@@ -113,7 +116,7 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
         const tokenTtlSeconds = await tokenLifetimeOf(realm);
         const at = ending.notBefore;
         // A not-before so old that every token issued before it has expired: nothing to end.
-        if (at !== undefined && at + tokenTtlSeconds * 1000 <= Date.now()) return undefined;
+        if (at !== undefined && at + tokenTtlSeconds * 1000 <= clock.now()) return undefined;
         return () =>
           deps.revocations.revoke({
             realm,
@@ -158,7 +161,7 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
     const tokenId = principal.tokenId;
     if (!tokenId) return undefined;
     const ttlSeconds =
-      Math.max(principal.expiresAt - Math.floor(Date.now() / 1000), 0) + deps.leewaySeconds + 1;
+      Math.max(principal.expiresAt - Math.floor(clock.now() / 1000), 0) + deps.leewaySeconds + 1;
     return () =>
       deps.revocations.revoke({
         realm,

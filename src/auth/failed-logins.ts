@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import type { Cache } from '../cache/cache.ts';
 import { accountNameOf } from './account-name.ts';
+import { systemClock, type Clock } from '../time/clock.ts';
 
 /**
  * A login as the failed-login memory knows it: where it was tried (`basic`: a Basic login on
@@ -45,7 +46,7 @@ export interface FailedLoginMemoryOptions {
   /** Keys every entry: no user name or password is stored, nor a plain hash of one. */
   secret: string;
   windowSeconds: number;
-  now?: () => number;
+  clock?: Clock;
 }
 
 /**
@@ -54,7 +55,8 @@ export interface FailedLoginMemoryOptions {
  * counts it once per window.
  */
 export function createFailedLoginMemory(options: FailedLoginMemoryOptions): FailedLoginMemory {
-  const now = options.now ?? Date.now;
+  const { clock = systemClock } = options;
+  const now = () => clock.now();
   const windowMs = options.windowSeconds * 1000;
   const mac = (parts: string[]) =>
     createHmac('sha256', options.secret).update(JSON.stringify(parts)).digest('base64url');

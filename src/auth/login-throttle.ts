@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cache } from '../cache/cache.ts';
 import { accountNameOf } from './account-name.ts';
+import { systemClock, type Clock } from '../time/clock.ts';
 
 /**
  * How an attempt ended: `failed` (Keycloak refused the password: one more failure),
@@ -63,8 +64,8 @@ export interface LoginThrottleOptions {
     username: string;
     address: string;
   }) => void;
-  /** Epoch milliseconds; the cache must use the same clock. */
-  now?: () => number;
+  /** The cache must use the same clock. */
+  clock?: Clock;
   /** Pause between looks at the shared counters while waiting; settlements here wake at once. */
   pause?: (ms: number) => Promise<void>;
 }
@@ -83,7 +84,8 @@ const WAIT_POLL_MS = 250;
  * a burst of bad logins from saturating Keycloak (each password check costs it real CPU).
  */
 export function createLoginThrottle(options: LoginThrottleOptions): LoginThrottle {
-  const now = options.now ?? Date.now;
+  const { clock = systemClock } = options;
+  const now = () => clock.now();
   const pause = options.pause ?? ((ms: number) => sleep(ms));
   const windowMs = options.windowSeconds * 1000;
   const slotMs = options.attemptMaxMs;

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { ReplicaBus } from '../cache/replica-bus.ts';
 import { TtlLru } from '../cache/ttl-lru.ts';
 import type { AuthMetrics } from './auth-metrics.ts';
+import { systemClock, type Clock } from '../time/clock.ts';
 
 /** A revocation as it travels between replicas. */
 interface RevocationMessage {
@@ -94,17 +95,19 @@ export async function createRevocationList(options: {
   keyPrefix: string;
   metrics: Pick<AuthMetrics, 'revocationApplied'>;
   logger: Logger;
+  clock?: Clock;
 }): Promise<RevocationList> {
-  const sessions = new TtlLru<true>(MAX_REVOKED);
-  const users = new TtlLru<number>(MAX_REVOKED);
+  const { clock = systemClock } = options;
+  const sessions = new TtlLru<true>(MAX_REVOKED, clock);
+  const users = new TtlLru<number>(MAX_REVOKED, clock);
   const userKey = (realm: string, userId: string) => `${realm}\u0000${userId}`;
   // By realm, then user id: the per-request look-up builds no key string.
   const userTokens = new Map<string, TtlLru<number>>();
   // By realm: when its every token and cached login from before that moment is refused.
-  const realms = new TtlLru<number>(MAX_REVOKED);
-  const tokens = new TtlLru<true>(MAX_REVOKED);
+  const realms = new TtlLru<number>(MAX_REVOKED, clock);
+  const tokens = new TtlLru<true>(MAX_REVOKED, clock);
   // By session and client: when that client's part of the session ended.
-  const clientSessions = new TtlLru<number>(MAX_REVOKED);
+  const clientSessions = new TtlLru<number>(MAX_REVOKED, clock);
   const clientSessionKey = (sessionId: string, clientId: string) => `${sessionId}\u0000${clientId}`;
   const latestOf = (a: number | undefined, b: number | undefined) =>
     a === undefined ? b : b === undefined ? a : Math.max(a, b);
@@ -132,7 +135,7 @@ export async function createRevocationList(options: {
     );
     if (message.tokenTtlSeconds !== undefined) {
       let realmUsers = userTokens.get(message.realm);
-      if (!realmUsers) userTokens.set(message.realm, (realmUsers = new TtlLru(MAX_REVOKED)));
+      if (!realmUsers) userTokens.set(message.realm, (realmUsers = new TtlLru(MAX_REVOKED, clock)));
       const latest = Math.max(message.at, realmUsers.get(message.userId) ?? 0);
       realmUsers.set(message.userId, latest, message.at + message.tokenTtlSeconds * 1000);
     }
@@ -158,7 +161,7 @@ export async function createRevocationList(options: {
     return {
       ...local,
       revoke: (revocation) =>
-        Promise.resolve(apply({ ...revocation, at: momentOf(revocation.at) }, 'local')),
+        Promise.resolve(apply({ ...revocation, at: momentOf(revocation.at, clock) }, 'local')),
     };
   }
   const bus: ReplicaBus = options.bus;
@@ -204,7 +207,7 @@ export async function createRevocationList(options: {
     for (const message of unshared) {
       // Past its longest lifetime a revocation has nothing left to refuse.
       const ttlMs = lifetimeSecondsOf(message) * 1000;
-      if (message.at + ttlMs < Date.now()) {
+      if (message.at + ttlMs < clock.now()) {
         unshared.delete(message);
         continue;
       }
@@ -226,7 +229,7 @@ export async function createRevocationList(options: {
   return {
     ...local,
     async revoke(revocation) {
-      const at = momentOf(revocation.at);
+      const at = momentOf(revocation.at, clock);
       const message: RevocationMessage = { ...revocation, at, from: bus.replicaId };
       apply(message, 'local');
       try {
@@ -245,8 +248,8 @@ export async function createRevocationList(options: {
 }
 
 /** The moment a revocation starts from: the one given, if not in the future, else now. */
-function momentOf(at: number | undefined): number {
-  const now = Date.now();
+function momentOf(at: number | undefined, clock: Clock): number {
+  const now = clock.now();
   return at === undefined ? now : Math.min(at, now);
 }
 

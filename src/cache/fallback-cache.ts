@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Cache } from './cache.ts';
+import { systemClock, type Clock } from '../time/clock.ts';
 
 /** How long to leave Redis alone after it failed, so an outage costs no timeout per request. */
 const RETRY_AFTER_MS = 5_000;
@@ -18,11 +19,12 @@ export function createFallbackCache(
   primary: Cache,
   fallback: Cache,
   logger: Logger,
+  clock: Clock = systemClock,
 ): FallbackCache {
   let failedAt: number | undefined;
 
   async function attempt<T>(work: (cache: Cache) => Promise<T>): Promise<T> {
-    if (failedAt !== undefined && Date.now() - failedAt < RETRY_AFTER_MS) return work(fallback);
+    if (failedAt !== undefined && clock.now() - failedAt < RETRY_AFTER_MS) return work(fallback);
     try {
       const result = await work(primary);
       if (failedAt !== undefined) {
@@ -33,7 +35,7 @@ export function createFallbackCache(
     } catch (err) {
       if (failedAt === undefined)
         logger.error({ err }, 'Redis failed; serving from the in-process cache');
-      failedAt = Date.now();
+      failedAt = clock.now();
       return work(fallback);
     }
   }
@@ -60,7 +62,7 @@ export function createFallbackCache(
       } catch (err) {
         if (failedAt === undefined)
           logger.error({ err }, 'Redis failed; serving from the in-process cache');
-        failedAt = Date.now();
+        failedAt = clock.now();
       }
     },
     async close() {

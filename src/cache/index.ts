@@ -3,6 +3,7 @@ import type { Cache } from './cache.ts';
 import { createFallbackCache } from './fallback-cache.ts';
 import { createMemoryCache } from './memory-cache.ts';
 import { createRedisCache } from './redis-cache.ts';
+import type { Clock } from '../time/clock.ts';
 
 export type { Cache } from './cache.ts';
 
@@ -18,6 +19,7 @@ export interface CacheOptions {
    * worker, the supervising process's (ipc-cache.ts), so the workers stay one gateway.
    */
   local?: Cache | undefined;
+  clock?: Clock;
 }
 
 /**
@@ -25,12 +27,12 @@ export interface CacheOptions {
  * Redis fails) when `redisUrl` is set, otherwise the local cache alone.
  */
 export function createCache(opts: CacheOptions): Cache {
-  const local = opts.local ?? createMemoryCache({ maxEntries: opts.maxEntries });
+  const local = opts.local ?? createMemoryCache({ maxEntries: opts.maxEntries, clock: opts.clock });
   if (!opts.redisUrl) return local;
   const redis = createRedisCache({
     url: opts.redisUrl,
     keyPrefix: opts.keyPrefix,
     commandTimeoutMs: opts.commandTimeoutMs,
   });
-  return createFallbackCache(redis, local, opts.logger);
+  return createFallbackCache(redis, local, opts.logger, opts.clock);
 }

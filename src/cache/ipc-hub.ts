@@ -2,6 +2,7 @@ import type { Cache } from './cache.ts';
 import { createIpcPeer, type IpcEndpoint, type IpcPeer } from './ipc-peer.ts';
 import { createMemoryCache } from './memory-cache.ts';
 import { TtlLru } from './ttl-lru.ts';
+import { systemClock, type Clock } from '../time/clock.ts';
 
 /**
  * The supervising process's side of what the workers of one gateway share without Redis: one
@@ -19,9 +20,10 @@ export interface IpcHub {
 }
 
 /** Creates the hub; `maxEntries` bounds the cache and the kept messages, as MEMORY_CACHE_MAX_ENTRIES. */
-export function createIpcHub(options: { maxEntries: number }): IpcHub {
-  const cache: Cache = createMemoryCache({ maxEntries: options.maxEntries });
-  const kept = new TtlLru<string>(options.maxEntries);
+export function createIpcHub(options: { maxEntries: number; clock?: Clock }): IpcHub {
+  const { clock = systemClock } = options;
+  const cache: Cache = createMemoryCache({ maxEntries: options.maxEntries, clock });
+  const kept = new TtlLru<string>(options.maxEntries, clock);
   const peers = new Set<IpcPeer>();
   // Realm -> key set (public keys, as Keycloak served them to a worker): bounded by the realms
   // Keycloak serves.
@@ -35,7 +37,7 @@ export function createIpcHub(options: { maxEntries: number }): IpcHub {
       cache.increment(key, windowMs, by ?? undefined),
     'cache.counter': (key: string) => cache.counter(key),
     'bus.keep': (key: string, payload: string, ttlSeconds: number) => {
-      kept.set(key, payload, Date.now() + ttlSeconds * 1000);
+      kept.set(key, payload, clock.now() + ttlSeconds * 1000);
     },
     'bus.kept': (prefix: string) => kept.values(prefix),
     'keys.recall': (realm: string) => keySets.get(realm) ?? null,

@@ -1,17 +1,18 @@
 import { assertValidTtl, type Cache, type Counter } from './cache.ts';
 import { TtlLru } from './ttl-lru.ts';
+import { systemClock, type Clock } from '../time/clock.ts';
 
 export interface MemoryCacheOptions {
   /** Upper bound on stored entries; the least recently used entry is evicted beyond it. */
   maxEntries: number;
-  /** Clock in epoch milliseconds; defaults to `Date.now`. */
-  now?: () => number;
+  clock?: Clock;
 }
 
 /** Creates an in-process cache for single-instance deployments (and the Redis fallback). */
-export function createMemoryCache({ maxEntries, now = Date.now }: MemoryCacheOptions): Cache {
-  const entries = new TtlLru<string>(maxEntries, now);
-  const counters = new TtlLru<{ count: number; expiresAt: number }>(maxEntries, now);
+export function createMemoryCache({ maxEntries, clock = systemClock }: MemoryCacheOptions): Cache {
+  const now = () => clock.now();
+  const entries = new TtlLru<string>(maxEntries, clock);
+  const counters = new TtlLru<{ count: number; expiresAt: number }>(maxEntries, clock);
   const counterOf = (key: string): Counter | undefined => {
     const entry = counters.get(key);
     return entry && { count: entry.count, ttlMs: entry.expiresAt - now() };

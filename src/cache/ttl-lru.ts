@@ -1,3 +1,5 @@
+import { systemClock, type Clock } from '../time/clock.ts';
+
 /**
  * A synchronous map with per-entry expiry and a size bound that evicts the least recently used
  * entry. Expiry is checked on read rather than with timers, so it never keeps a process alive.
@@ -7,14 +9,14 @@ export class TtlLru<V> {
   // A Map iterates in insertion order, so re-inserting on access keeps the LRU entry first.
   private readonly entries = new Map<string, { value: V; expiresAt: number }>();
   private readonly maxEntries: number;
-  private readonly now: () => number;
+  private readonly clock: Clock;
 
-  constructor(maxEntries: number, now: () => number = Date.now) {
+  constructor(maxEntries: number, clock: Clock = systemClock) {
     if (!Number.isInteger(maxEntries) || maxEntries < 1) {
       throw new RangeError(`maxEntries must be a positive integer, got ${maxEntries}`);
     }
     this.maxEntries = maxEntries;
-    this.now = now;
+    this.clock = clock;
   }
 
   get size(): number {
@@ -26,7 +28,7 @@ export class TtlLru<V> {
     const entry = this.entries.get(key);
     if (!entry) return undefined;
     this.entries.delete(key);
-    if (entry.expiresAt <= this.now()) return undefined;
+    if (entry.expiresAt <= this.clock.now()) return undefined;
     this.entries.set(key, entry);
     return entry.value;
   }
@@ -43,7 +45,7 @@ export class TtlLru<V> {
 
   /** Every live value whose key starts with `prefix` (expired ones are dropped on the way). */
   values(prefix: string): V[] {
-    const now = this.now();
+    const now = this.clock.now();
     const values: V[] = [];
     for (const [key, entry] of this.entries) {
       if (entry.expiresAt <= now) this.entries.delete(key);

@@ -1,5 +1,6 @@
 import { TtlLru } from './ttl-lru.ts';
 import type { ReplicaBus } from './replica-bus.ts';
+import { systemClock, type Clock } from '../time/clock.ts';
 
 /** How many recent messages a worker remembers, to apply one that arrives twice only once. */
 const RECENT_MESSAGES = 10_000;
@@ -11,14 +12,18 @@ const RECENT_MS = 60_000;
  * its siblings at once even while Redis is down (what goes through Redis waits for it to come
  * back, see revocation.ts). A sibling's message arrives both ways; it is handed on once.
  */
-export function combineBuses(redis: ReplicaBus, ipc: ReplicaBus): ReplicaBus {
-  const seen = new TtlLru<true>(RECENT_MESSAGES);
+export function combineBuses(
+  redis: ReplicaBus,
+  ipc: ReplicaBus,
+  clock: Clock = systemClock,
+): ReplicaBus {
+  const seen = new TtlLru<true>(RECENT_MESSAGES, clock);
   const once =
     (channel: string, receive: (payload: string) => void) =>
     (payload: string): void => {
       const key = `${channel}\u0000${payload}`;
       if (seen.get(key)) return;
-      seen.set(key, true, Date.now() + RECENT_MS);
+      seen.set(key, true, clock.now() + RECENT_MS);
       receive(payload);
     };
   return {

@@ -7,6 +7,7 @@ import {
   type KeycloakAdmin,
 } from './admin-client.ts';
 import type { KeycloakCalls } from './keycloak-calls.ts';
+import { systemClock, type Clock } from '../time/clock.ts';
 
 /**
  * A logged-in admin-API client that stays logged in: the bootstrap administrator's
@@ -28,6 +29,7 @@ export interface AdminSessionOptions {
   calls: KeycloakCalls;
   username: string;
   password: string;
+  clock?: Clock;
 }
 
 /** Renew this long before expiry, so a multi-call provisioning step never runs out of token. */
@@ -40,12 +42,14 @@ const FALLBACK_LIFETIME_MS = 60_000;
  * Nothing happens until the first `get()`.
  */
 export function createAdminSession(options: AdminSessionOptions): AdminSession {
-  return renewingSession(() =>
-    loginAsBootstrapAdmin({
-      keycloakUrl: options.calls.keycloakUrl,
-      timeoutMs: options.calls.timeoutMs,
-      ...options,
-    }),
+  return renewingSession(
+    () =>
+      loginAsBootstrapAdmin({
+        keycloakUrl: options.calls.keycloakUrl,
+        timeoutMs: options.calls.timeoutMs,
+        ...options,
+      }),
+    options.clock,
   );
 }
 
@@ -55,12 +59,15 @@ export function createAdminSession(options: AdminSessionOptions): AdminSession {
  * Keycloak refusing the login (4xx) is `401-00001`: the gateway's credentials are ours to fix,
  * not the caller's. Nothing happens until the first `get()`.
  */
-export function renewingSession(login: () => Promise<KeycloakAdmin>): AdminSession {
+export function renewingSession(
+  login: () => Promise<KeycloakAdmin>,
+  clock: Clock = systemClock,
+): AdminSession {
   let current: { admin: KeycloakAdmin; renewAt: number } | undefined;
   let pending: Promise<KeycloakAdmin> | undefined;
 
   async function renew(): Promise<KeycloakAdmin> {
-    const startedAt = Date.now();
+    const startedAt = clock.now();
     try {
       const admin = await login();
       current = { admin, renewAt: startedAt + renewalDelayOf(admin.accessToken) };
@@ -71,7 +78,7 @@ export function renewingSession(login: () => Promise<KeycloakAdmin>): AdminSessi
   }
 
   function get(): Promise<KeycloakAdmin> {
-    if (current && Date.now() < current.renewAt) return Promise.resolve(current.admin);
+    if (current && clock.now() < current.renewAt) return Promise.resolve(current.admin);
     pending ??= renew().finally(() => {
       pending = undefined;
     });

@@ -1,4 +1,5 @@
 import { checkKeycloak } from './keycloak-probe.ts';
+import { systemClock, type Clock } from '../time/clock.ts';
 
 /** Whether the gateway sends a node calls (`up`) or avoids it until it answers again (`down`). */
 export type NodeState = 'up' | 'down';
@@ -48,7 +49,7 @@ export interface KeycloakNodesOptions {
   probeIntervalMs?: number;
   /** Told of each change of state, e.g. to log it. */
   onChange?: (node: KeycloakNode, reason: string) => void;
-  now?: () => number;
+  clock?: Clock;
 }
 
 /** Short enough that a restarted node takes traffic again within a few seconds. */
@@ -69,7 +70,8 @@ interface NodeRecord {
  */
 export function createKeycloakNodes(options: KeycloakNodesOptions): KeycloakNodes {
   if (options.urls.length === 0) throw new Error('no Keycloak node');
-  const now = options.now ?? Date.now;
+  const { clock = systemClock } = options;
+  const now = () => clock.now();
   const probe = options.probe ?? ((url: string) => checkKeycloak(url, options.timeoutMs));
   const intervalMs = options.probeIntervalMs ?? PROBE_INTERVAL_MS;
   const started = now();

@@ -2,6 +2,7 @@ import type { OrganizationLookup, OrganizationState } from '../tenancy/organizat
 import { TtlLru } from '../cache/ttl-lru.ts';
 import { isDatabaseUnavailable } from '../db/database-failures.ts';
 import type { OrganizationsRepo } from './organizations.repo.ts';
+import { systemClock, type Clock } from '../time/clock.ts';
 
 /** How long a confirmed organization is trusted before the database is asked again. */
 const FRESH_MS = 60_000;
@@ -34,11 +35,12 @@ export interface OrganizationDirectory extends OrganizationLookup {
  */
 export function createOrganizationDirectory(
   repo: Pick<OrganizationsRepo, 'find'>,
-  now: () => number = Date.now,
+  clock: Clock = systemClock,
 ): OrganizationDirectory {
+  const now = () => clock.now();
   /** Real organizations: when each was last confirmed, and whether it was enabled then. */
-  const confirmed = new TtlLru<{ at: number; enabled: boolean }>(MAX_ENTRIES, now);
-  const unknown = new TtlLru<true>(MAX_ENTRIES, now);
+  const confirmed = new TtlLru<{ at: number; enabled: boolean }>(MAX_ENTRIES, clock);
+  const unknown = new TtlLru<true>(MAX_ENTRIES, clock);
   const lookups = new Map<string, Promise<OrganizationState>>();
   const budget = createTokenBucket(LOOKUPS_PER_SECOND, now);
   /** Counts `learn` calls: a lookup that started before one must not overwrite what it taught. */

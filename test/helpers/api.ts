@@ -12,16 +12,19 @@ export function basicAuth(user: { username: string; password: string }): string 
   return `Basic ${Buffer.from(`${user.username}:${user.password}`, 'utf8').toString('base64')}`;
 }
 
-/** Calls the test gateway's API with the given Authorization header (or none). */
+/**
+ * Calls the test gateway's API (or the gateway at `init.base`) with the given Authorization
+ * header (or none).
+ */
 export async function callApi(
   path: string,
   authorization?: string,
-  init: { method?: string; body?: unknown; headers?: Record<string, string> } = {},
+  init: { method?: string; body?: unknown; headers?: Record<string, string>; base?: string } = {},
 ): Promise<ApiResponse> {
   const headers: Record<string, string> = { ...init.headers };
   if (authorization !== undefined) headers.authorization = authorization;
   if (init.body !== undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(`${testEnv().publicUrl}${path}`, {
+  const res = await fetch(`${init.base ?? testEnv().publicUrl}${path}`, {
     method: init.method ?? 'GET',
     headers,
     body: init.body === undefined ? undefined : JSON.stringify(init.body),

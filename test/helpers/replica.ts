@@ -2,6 +2,7 @@ import { loadConfig, type Config } from '../../src/config/config.ts';
 import { startGateway, type Gateway } from '../../src/gateway.ts';
 import type { Logger } from 'pino';
 import { createLogger } from '../../src/http/logger.ts';
+import type { Clock } from '../../src/time/clock.ts';
 import { testEnv } from './test-env.ts';
 
 export interface Replica {
@@ -13,12 +14,14 @@ export interface Replica {
 
 /**
  * Starts another gateway replica in this test process, in front of the test Keycloak and
- * database, with the deployment's public address (tokens name it as issuer) and `overrides`.
+ * database, with the deployment's public address (tokens name it as issuer) and `overrides`; on
+ * `clock` when a test moves the replica's time forward (test-clock.ts), else on the system's.
  */
 export async function startReplica(
   port: number,
   overrides: Record<string, string> = {},
   logger: Logger = createLogger('silent'),
+  clock?: Clock,
 ): Promise<Replica> {
   const config = loadConfig({
     HOST: '127.0.0.1',
@@ -33,6 +36,7 @@ export async function startReplica(
     ...overrides,
   });
   // `KEYCLOAK_URL` in `overrides` points the replica at another Keycloak (or a fake one).
-  const gateway = await startGateway(config, config.KEYCLOAK_URL ?? testEnv().keycloakUrl, logger);
+  const keycloakUrl = config.KEYCLOAK_URL ?? testEnv().keycloakUrl;
+  const gateway = await startGateway(config, keycloakUrl, logger, undefined, clock);
   return { gateway, config, url: `http://127.0.0.1:${port}` };
 }

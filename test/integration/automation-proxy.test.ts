@@ -6,13 +6,18 @@ import { createUser, disableUser, sessionCount, type TestUser } from '../helpers
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
+import { aheadClock } from '../helpers/test-clock.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 const fromBase64Lines = (value: unknown) =>
   Buffer.from(String(value), 'base64').toString('utf8').split('\n');
 
-/** A gateway replica whose automation route forwards to a recording upstream. */
+/**
+ * A gateway replica whose automation route forwards to a recording upstream, on a clock the tests
+ * advance past its cache bound.
+ */
 describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
+  const clock = aheadClock();
   let upstream: RecordingUpstream;
   let replica: Replica;
   let org: string;
@@ -22,10 +27,12 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
 
   beforeAll(async () => {
     upstream = await startRecordingUpstream();
-    replica = await startReplica(18300, {
-      AUTOMATION_UPSTREAM_URL: upstream.url,
-      BASIC_CACHE_MAX_SECONDS: '3',
-    });
+    replica = await startReplica(
+      18300,
+      { AUTOMATION_UPSTREAM_URL: upstream.url, BASIC_CACHE_MAX_SECONDS: '3' },
+      undefined,
+      clock,
+    );
     org = await createOrganization(['ws1', 'ws2']);
     member = await createUser(org, { workspaceRoles: ['ws1', 'ws2'] });
     outsider = await createUser(org);
@@ -157,7 +164,7 @@ describe('automation route forwarded to AUTOMATION_UPSTREAM_URL', () => {
     expect(await sessionCount(user)).toBe(2);
     // A disabled user is refused once BASIC_CACHE_MAX_SECONDS (3 s in this suite) has passed.
     await disableUser(user);
-    await new Promise((resolve) => setTimeout(resolve, 3500));
+    clock.advance(3500);
     const disabled = await forwarded(basicAuth(user));
     expect(disabled.status).toBe(401);
     expect(await disabled.json()).toMatchObject({ result: '401-00002' });

@@ -65,7 +65,9 @@ describe('a Basic login through a Keycloak outage, two workers without Redis', (
     expect((await gateway.send(path, right)).status).toBe(200);
     await keycloak.cut();
     try {
-      // The gateway's own clock must pass the cache bound; nothing marks that moment.
+      // The gateway's own clock must pass the cache bound, and nothing marks that moment: its
+      // workers are processes of their own, whose clock no test can advance (basic-outage.test.ts
+      // advances an in-process replica's).
       await sleep(CACHE_SECONDS * 1000 + 300);
       const during = await fromEveryWorker(() => gateway.send(path, right));
       expect(during.map((a) => a.status)).toEqual(during.map(() => 200));

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import { createUser, keycloakAdmin, userIdOf, type TestUser } from '../helpers/keycloak.ts';
 import { startKeycloakFront, type KeycloakFront } from '../helpers/keycloak-front.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
+import { aheadClock } from '../helpers/test-clock.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 /** BASIC_CACHE_MAX_SECONDS of these replicas: each outage below outlasts it. */
@@ -23,6 +23,8 @@ describe.each([
   { name: 'with Redis', redis: true, port: 18880 },
   { name: 'without Redis', redis: false, port: 18900 },
 ])('a Basic login through a Keycloak outage ($name)', ({ redis, port }) => {
+  // The replicas' one time (cached logins carry deadlines another replica reads).
+  const clock = aheadClock();
   let front: KeycloakFront;
   /** Cut off from Keycloak with the front; `second` shares `first`'s Redis (with Redis only). */
   let first: Replica;
@@ -46,10 +48,15 @@ describe.each([
         REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
       }),
     };
-    first = await startReplica(port, { ...shared, KEYCLOAK_URL: front.url });
+    first = await startReplica(port, { ...shared, KEYCLOAK_URL: front.url }, undefined, clock);
     if (redis) {
-      second = await startReplica(port + 2, { ...shared, KEYCLOAK_URL: front.url });
-      direct = await startReplica(port + 4, shared);
+      second = await startReplica(
+        port + 2,
+        { ...shared, KEYCLOAK_URL: front.url },
+        undefined,
+        clock,
+      );
+      direct = await startReplica(port + 4, shared, undefined, clock);
     }
   });
   afterAll(async () => {
@@ -84,11 +91,8 @@ describe.each([
     return user;
   }
 
-  /**
-   * Waits out BASIC_CACHE_MAX_SECONDS: the replicas' own clock must pass it (they run on the
-   * real clock; nothing can be injected into a running gateway), and no event marks it.
-   */
-  const pastTheCacheBound = () => sleep(CACHE_SECONDS * 1000 + 300);
+  /** Moves the replicas' clock past BASIC_CACHE_MAX_SECONDS. */
+  const pastTheCacheBound = () => clock.advance(CACHE_SECONDS * 1000 + 300);
 
   /** Keycloak is back: the replicas learn it from their readiness probe, as a balancer's. */
   async function restore(): Promise<void> {
@@ -105,7 +109,7 @@ describe.each([
     const other = await createUser(org, { workspaceRoles: ['ws1'] });
     await front.set('closed');
     try {
-      await pastTheCacheBound();
+      pastTheCacheBound();
       // Twice: the first call finds Keycloak unreachable, the next knows it is.
       expect(await statusesOf(user)).toEqual(cutOff().map(() => 200));
       expect(await statusesOf(user)).toEqual(cutOff().map(() => 200));
@@ -126,7 +130,7 @@ describe.each([
     const user = await cachedMember();
     await front.set('hang');
     try {
-      await pastTheCacheBound();
+      pastTheCacheBound();
       expect(await statusesOf(user)).toEqual(cutOff().map(() => 200));
     } finally {
       await restore();
@@ -137,7 +141,7 @@ describe.each([
     const user = await cachedMember();
     await front.set('closed');
     try {
-      await pastTheCacheBound();
+      pastTheCacheBound();
       expect(await statusesOf(user)).toEqual(cutOff().map(() => 200));
       const admin = await keycloakAdmin();
       await admin.users.resetPassword({
@@ -156,7 +160,7 @@ describe.each([
     // dropped the account's remembered failures (one of them could have been the new password).
     await front.set('closed');
     try {
-      await pastTheCacheBound();
+      pastTheCacheBound();
       expect(await statusesOf(user)).toEqual(cutOff().map(() => 503));
       expect(await statusesOf(user, 'changed-in-the-outage')).toEqual(cutOff().map(() => 200));
     } finally {
@@ -173,7 +177,7 @@ describe.each([
     expect(revoked.status).toBe(200);
     await front.set('closed');
     try {
-      await pastTheCacheBound();
+      pastTheCacheBound();
       expect(await statusesOf(user)).toEqual(cutOff().map(() => 503));
     } finally {
       await restore();
@@ -186,7 +190,7 @@ describe.each([
       const user = await cachedMember();
       await front.set('closed');
       try {
-        await pastTheCacheBound();
+        pastTheCacheBound();
         expect(await statusesOf(user)).toEqual(cutOff().map(() => 200));
         const revoked = await fetch(
           `${direct!.url}/api/${org}/platform/users/_current/refresh_tokens`,

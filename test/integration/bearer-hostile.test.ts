@@ -5,6 +5,8 @@ import { accessTokenOf, callApi, type ApiResponse } from '../helpers/api.ts';
 import { claimsOf, createUser, keycloakAdmin, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { addGeneratedRsaKey, importRsaKey, type HeldKey } from '../helpers/realm-keys.ts';
+import { startReplica, type Replica } from '../helpers/replica.ts';
+import { aheadClock } from '../helpers/test-clock.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 /**
@@ -24,7 +26,6 @@ const NOT_ACCESS_TOKEN = 'Not an access token.';
 const workspacesPath = (org: string) => `/api/${org}/platform/workspaces`;
 const issuerOf = (realm: string) => `${testEnv().publicUrl}/auth/realms/${realm}`;
 const bearer = (token: string) => `Bearer ${token}`;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 
 // ---------------------------------------------------------------------------------------------
@@ -41,8 +42,9 @@ async function expectInvalidToken(
   authorization: string,
   description: string | RegExp | undefined,
   token?: string,
+  base?: string,
 ): Promise<ApiResponse> {
-  const res = await callApi(path, authorization);
+  const res = await callApi(path, authorization, { base });
   expect(res.status).toBe(401);
   expect(res.body.result).toBe('401-00002');
   expect(res.body.data).toBeNull();
@@ -79,9 +81,16 @@ function expectSuccess(res: ApiResponse): void {
   });
 }
 
-/** The workspace ids `/api/<org>/platform/workspaces` lists for `authorization` (asserting success). */
-async function listedWorkspaces(org: string, authorization: string): Promise<string[]> {
-  const res = await callApi(workspacesPath(org), authorization);
+/**
+ * The workspace ids `/api/<org>/platform/workspaces` lists for `authorization` (asserting
+ * success), on the test gateway or the one at `base`.
+ */
+async function listedWorkspaces(
+  org: string,
+  authorization: string,
+  base?: string,
+): Promise<string[]> {
+  const res = await callApi(workspacesPath(org), authorization, { base });
   expectSuccess(res);
   return (res.body.data as Array<{ id: string }>).map((w) => w.id);
 }
@@ -166,12 +175,14 @@ async function pollUntilStatus(
   status: number,
   timeoutMs: number,
 ): Promise<ApiResponse> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const res = await callApi(path, authorization);
-    if (res.status === status || Date.now() >= deadline) return res;
-    await sleep(500);
-  }
+  let res: ApiResponse | undefined;
+  await expect
+    .poll(async () => (res = await callApi(path, authorization)).status, {
+      timeout: timeoutMs,
+      interval: 500,
+    })
+    .toBe(status);
+  return res!;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -352,28 +363,36 @@ describe('hostile Bearer tokens', () => {
   });
 });
 
-describe('expired Bearer tokens', () => {
+describe('expired Bearer tokens (a replica whose clock the test advances)', () => {
+  const clock = aheadClock();
+  let replica: Replica;
   let org: string;
   let member: TestUser;
 
   beforeAll(async () => {
+    replica = await startReplica(19310, {}, undefined, clock);
     org = await createOrganization(['ws-a']);
     member = await createUser(org, { workspaceRoles: ['ws-a'] });
     // Fetch the realm's key set once now, so the short-lived token below is checked at once.
-    expect(await listedWorkspaces(org, bearer(await accessTokenOf(member)))).toEqual(['ws-a']);
+    const first = bearer(await accessTokenOf(member));
+    expect(await listedWorkspaces(org, first, replica.url)).toEqual(['ws-a']);
     await setAccessTokenLifespan(org, 2);
   });
-  afterAll(closeTestDb);
+  afterAll(async () => {
+    await replica.gateway.close();
+    await closeTestDb();
+  });
 
   it('accepts a token until it expires, then rejects it (also from the cache)', async () => {
     const token = await accessTokenOf(member);
     const { iat, exp } = claimsOf(token);
     expect(Number(exp) - Number(iat)).toBe(2);
-    expect(await listedWorkspaces(org, bearer(token))).toEqual(['ws-a']);
+    expect(await listedWorkspaces(org, bearer(token), replica.url)).toEqual(['ws-a']);
 
-    // The test gateway allows 1 s of clock leeway; wait past it.
-    await sleep((Number(exp) + 2) * 1000 - Date.now());
-    await expectInvalidToken(workspacesPath(org), org, bearer(token), /expired/i, token);
+    // The replica allows 1 s of clock leeway (TOKEN_CLOCK_LEEWAY_SECONDS); move past it.
+    clock.advance(Math.max((Number(exp) + 2) * 1000 - clock.now(), 0));
+    const path = workspacesPath(org);
+    await expectInvalidToken(path, org, bearer(token), /expired/i, token, replica.url);
   });
 });
 

@@ -160,6 +160,8 @@ describe('brute-force detection', () => {
       expect((await grant(user, `wrong-password-${failure}`)).status).toBe(400);
     }
     expect(await lockStateOf(user)).toMatchObject({ numFailures: 3 });
+    // Keycloak's own clock must pass its failure reset time (maxDeltaTimeSeconds, 15 s): nothing
+    // shows the reset before the next failure, and no test moves Keycloak's time.
     await sleep(16_000);
     expect((await grant(user, 'wrong-password-4')).status).toBe(400);
     expect(await lockStateOf(user)).toMatchObject({ disabled: false, numFailures: 1 });

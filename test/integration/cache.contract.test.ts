@@ -1,12 +1,12 @@
 import { pino } from 'pino';
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Cache } from '../../src/cache/cache.ts';
 import { createCache } from '../../src/cache/index.ts';
 import { createMemoryCache } from '../../src/cache/memory-cache.ts';
 import { createRedisCache } from '../../src/cache/redis-cache.ts';
+import { manualClock } from '../helpers/test-clock.ts';
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 /** Unique per run so parallel runs and other data in the shared Redis never collide. */
@@ -17,7 +17,14 @@ const SHORT_TTL_MS = 50;
 const PAST_EXPIRY_MS = 200;
 const LONG_TTL_MS = 60_000;
 
-function describeCacheContract(kind: Cache['kind'], create: () => Cache): void {
+/**
+ * The contract every Cache keeps; `passTime` lets `ms` of the implementation's own clock pass.
+ */
+function describeCacheContract(
+  kind: Cache['kind'],
+  create: () => Cache,
+  passTime: (ms: number) => Promise<void>,
+): void {
   describe(`cache contract (${kind})`, () => {
     let cache: Cache;
 
@@ -68,7 +75,7 @@ function describeCacheContract(kind: Cache['kind'], create: () => Cache): void {
       await cache.set('short', 'soon gone', SHORT_TTL_MS);
       await cache.set('long', 'stays', LONG_TTL_MS);
       expect(await cache.get('short')).toBe('soon gone');
-      await sleep(PAST_EXPIRY_MS);
+      await passTime(PAST_EXPIRY_MS);
       expect(await cache.get('short')).toBeUndefined();
       expect(await cache.get('long')).toBe('stays');
     });
@@ -76,7 +83,7 @@ function describeCacheContract(kind: Cache['kind'], create: () => Cache): void {
     it('restarts the TTL when a value is overwritten', async () => {
       await cache.set('renewed', 'old', SHORT_TTL_MS);
       await cache.set('renewed', 'new', LONG_TTL_MS);
-      await sleep(PAST_EXPIRY_MS);
+      await passTime(PAST_EXPIRY_MS);
       expect(await cache.get('renewed')).toBe('new');
     });
 
@@ -99,7 +106,7 @@ function describeCacheContract(kind: Cache['kind'], create: () => Cache): void {
       const read = await cache.counter(key);
       expect(read?.count).toBe(4);
       expect(read!.ttlMs).toBeLessThanOrEqual(SHORT_TTL_MS);
-      await sleep(PAST_EXPIRY_MS);
+      await passTime(PAST_EXPIRY_MS);
       expect(await cache.counter(key)).toBeUndefined();
       expect((await cache.increment(key, LONG_TTL_MS)).count).toBe(1);
     });
@@ -119,10 +126,27 @@ function describeCacheContract(kind: Cache['kind'], create: () => Cache): void {
   });
 }
 
-describeCacheContract('memory', () => createMemoryCache({ maxEntries: 100 }));
-describeCacheContract('redis', () =>
-  createRedisCache({ url: REDIS_URL, keyPrefix: KEY_PREFIX, commandTimeoutMs: 2_000 }),
+const memoryClock = manualClock();
+describeCacheContract(
+  'memory',
+  () => createMemoryCache({ maxEntries: 100, clock: memoryClock }),
+  (ms) => Promise.resolve(memoryClock.advance(ms)),
 );
+describeCacheContract(
+  'redis',
+  () => createRedisCache({ url: REDIS_URL, keyPrefix: KEY_PREFIX, commandTimeoutMs: 2_000 }),
+  redisTimePassed,
+);
+
+/**
+ * Redis expires keys by its own clock, which no test moves: `ms` of it have passed once a key
+ * written now with that TTL is gone (polled, not slept).
+ */
+async function redisTimePassed(ms: number): Promise<void> {
+  const marker = `${KEY_PREFIX}time-${randomUUID()}`;
+  await raw.set(marker, '1', 'PX', ms);
+  await expect.poll(() => raw.exists(marker), { timeout: 5_000, interval: 10 }).toBe(0);
+}
 
 /** Direct client for inspecting what the cache wrote and for removing this run's keys. */
 const raw = new Redis(REDIS_URL);

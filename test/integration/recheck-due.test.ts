@@ -5,6 +5,7 @@ import { EVENTUALLY } from '../helpers/eventually.ts';
 import { claimsOf, createUser, keycloakAdmin } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
+import { aheadClock } from '../helpers/test-clock.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 /**
@@ -14,6 +15,8 @@ import { testEnv } from '../helpers/test-env.ts';
  * are shown on an injected clock in test/unit/auth/active-check.test.ts.
  */
 describe('a due re-check (REVOCATION_CHECK_SECONDS=1, two replicas)', () => {
+  // Both replicas' time: the test moves it past the interval.
+  const clock = aheadClock();
   let pair: [Replica, Replica];
   beforeAll(async () => {
     const shared = {
@@ -21,7 +24,10 @@ describe('a due re-check (REVOCATION_CHECK_SECONDS=1, two replicas)', () => {
       REDIS_KEY_PREFIX: `${testEnv().redisKeyPrefix}recheck-${randomBytes(4).toString('hex')}:`,
       REVOCATION_CHECK_SECONDS: '1',
     };
-    pair = [await startReplica(18720, shared), await startReplica(18722, shared)];
+    pair = [
+      await startReplica(18720, shared, undefined, clock),
+      await startReplica(18722, shared, undefined, clock),
+    ];
   });
   afterAll(async () => {
     await Promise.all(pair.map((replica) => replica.gateway.close()));
@@ -59,7 +65,6 @@ describe('a due re-check (REVOCATION_CHECK_SECONDS=1, two replicas)', () => {
 
     // The first request waits for the first re-check: active.
     expect((await answer(replica, path, token)).status).toBe(200);
-    const checkedAt = Date.now();
     const before = await rechecks(replica);
 
     const admin = await keycloakAdmin();
@@ -68,9 +73,8 @@ describe('a due re-check (REVOCATION_CHECK_SECONDS=1, two replicas)', () => {
       session: String(claimsOf(token).sid),
       isOffline: false,
     });
-    // The re-check falls due 1 s after the last; nothing of the gateway shows that moment, so
-    // the test waits for it (the rest of the second only).
-    await new Promise((resolve) => setTimeout(resolve, Math.max(0, checkedAt + 1100 - Date.now())));
+    // The re-check falls due 1 s after the last.
+    clock.advance(1100);
 
     // The request that finds it due is refused itself, not served ahead of Keycloak's answer.
     expect(await answer(replica, path, token)).toEqual({

@@ -135,12 +135,9 @@ describe('Redis failure', () => {
       try {
         const channel = `${prefix}revocations`;
         const replicas = other ? 3 : 2;
-        let subscribers = 0;
-        while (subscribers < replicas) {
-          const [, count] = (await probe.call('PUBSUB', 'NUMSUB', channel)) as [string, number];
-          subscribers = count;
-          if (subscribers < replicas) await new Promise((resolve) => setTimeout(resolve, 20));
-        }
+        const subscribers = async () =>
+          ((await probe.call('PUBSUB', 'NUMSUB', channel)) as [string, number])[1];
+        await expect.poll(subscribers, EVENTUALLY).toBeGreaterThanOrEqual(replicas);
       } finally {
         probe.disconnect();
       }

@@ -72,7 +72,10 @@ async function rolesInKeycloak(user: TestUser): Promise<string[]> {
   return roles.map((role) => role.name!).sort();
 }
 
-/** Waits for the next whole second: tokens carry `iat` in seconds. */
+/**
+ * Waits for the next whole second: Keycloak's `iat` is in seconds, and a token issued in the
+ * second of a revocation counts as issued before it. Keycloak's clock: only real time moves it.
+ */
 async function nextSecond(): Promise<void> {
   await sleep(1100 - (Date.now() % 1000));
 }

@@ -20,6 +20,7 @@ import {
   parseCachedLogin,
   type CachedLogin,
 } from './cached-login.ts';
+import { systemClock, type Clock } from '../../time/clock.ts';
 
 export interface BasicAuthenticator {
   /**
@@ -74,6 +75,8 @@ export interface BasicAuthenticatorDeps {
   hasTwoFactor: (realm: string, username: string) => Promise<boolean>;
   metrics: Pick<AuthMetrics, 'cacheLookup'>;
   logger: Logger;
+  /** The cached logins' deadlines and the login lock's bound are read on it. */
+  clock?: Clock;
 }
 
 /**
@@ -85,12 +88,13 @@ export interface BasicAuthenticatorDeps {
  * Keycloak.
  */
 export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAuthenticator {
+  const { clock = systemClock } = deps;
   const inFlight = new Map<string, Promise<Principal>>();
   // Refusals Keycloak gave this process that count as failures (see `counting`).
   const counted = new WeakSet<object>();
   // In front of the shared cache: a warm Basic request then costs one HMAC and no network.
   // An entry keeps the deadlines it got when stored, so BASIC_CACHE_MAX_SECONDS still bounds it.
-  const local = new TtlLru<CachedLogin>(deps.maxLocalEntries);
+  const local = new TtlLru<CachedLogin>(deps.maxLocalEntries, clock);
   const bounds = { cacheSeconds: deps.maxCacheSeconds, outageSeconds: deps.maxOutageSeconds };
 
   return {
@@ -149,7 +153,7 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
   /** The login's principal until `deadline` (epoch ms), unless a revocation voided it. */
   function reusable(key: string, login: CachedLogin, deadline: number): Principal | undefined {
     const { principal } = login;
-    if (deadline <= Date.now() || principal.expiresAt * 1000 <= Date.now()) return undefined;
+    if (deadline <= clock.now() || principal.expiresAt * 1000 <= clock.now()) return undefined;
     const revokedAt = deps.revocations.userRevokedAt(principal.realm, principal.userId);
     // A login whose Keycloak session was ended (a console's session delete) logs in afresh
     // rather than being refused: the password is still good.
@@ -228,10 +232,10 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     login: LoginCredentials,
     lockKey: string,
   ): Promise<Principal | AuthFailure | undefined> {
-    const deadline = Date.now() + deps.loginLockMs;
+    const deadline = clock.now() + deps.loginLockMs;
     const outcome = async () =>
       (await readCache(key)) ?? rememberedRefusal(await deps.failedLogins.recall(login));
-    while (Date.now() < deadline) {
+    while (clock.now() < deadline) {
       await sleep(LOCK_POLL_MS);
       const found = await outcome();
       if (found) return found;
@@ -272,7 +276,7 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       ...(await deps.bearer.verify(realm, result.accessToken)),
       method: 'basic' as const,
     };
-    const now = Date.now();
+    const now = clock.now();
     const cached = cachedLoginOf(principal, bounds, now);
     if (cached) {
       local.set(key, cached, cached.keptUntil);

@@ -4,6 +4,7 @@ import type { AuthMetrics } from '../auth-metrics.ts';
 import { AuthFailure } from '../auth-failure.ts';
 import type { Principal } from '../../tenancy/principal.ts';
 import type { RevocationList } from '../revocation.ts';
+import { systemClock, type Clock } from '../../time/clock.ts';
 
 export interface ActiveCheck {
   /**
@@ -47,11 +48,13 @@ export function createActiveCheck(options: {
   basicCacheSeconds: number;
   metrics: Pick<AuthMetrics, 'recheck'>;
   logger: Logger;
+  clock?: Clock;
 }): ActiveCheck {
   if (options.intervalSeconds === 'off') {
     return { ensureActive: () => Promise.resolve(), servable: () => true };
   }
   const intervalMs = options.intervalSeconds * 1000;
+  const { clock = systemClock } = options;
   // The verifier hands out one principal object per cached token, so the object itself keys
   // these: no hash of the token, and entries vanish with the verifier's cache.
   const checkedUntil = new WeakMap<Principal, number>();
@@ -90,7 +93,7 @@ export function createActiveCheck(options: {
         realm: principal.realm,
         userId: principal.userId,
         sessionIds: principal.sessionId ? [principal.sessionId] : [],
-        ttlSeconds: Math.max(principal.expiresAt - Math.floor(Date.now() / 1000), 1),
+        ttlSeconds: Math.max(principal.expiresAt - Math.floor(clock.now() / 1000), 1),
         userTtlSeconds: Math.max(options.basicCacheSeconds, 1),
       })
       .catch((err: unknown) => options.logger.error({ err }, 'revoking an inactive token failed'));
@@ -99,7 +102,7 @@ export function createActiveCheck(options: {
 
   /** Starts the token's check; undefined when the caps skip it (its next request tries again). */
   function start(token: string, principal: Principal): Promise<boolean> | undefined {
-    const now = Date.now();
+    const now = clock.now();
     if (!mayStart(now)) {
       options.metrics.recheck('skipped');
       return undefined;
@@ -138,7 +141,7 @@ export function createActiveCheck(options: {
   function servable(_token: string, principal: Principal): boolean | undefined {
     if (inactive.has(principal)) return false;
     if (running.has(principal)) return undefined;
-    return (checkedUntil.get(principal) ?? 0) > Date.now() ? true : undefined;
+    return (checkedUntil.get(principal) ?? 0) > clock.now() ? true : undefined;
   }
 
   return {

@@ -8,6 +8,7 @@ import { AuthFailure } from '../auth-failure.ts';
 import { isHeaderSafe, principalFromClaims } from '../principal.ts';
 import type { Principal } from '../../tenancy/principal.ts';
 import type { JwksRegistry } from './jwks.ts';
+import { systemClock, type Clock } from '../../time/clock.ts';
 
 /** Asymmetric algorithms only: `none` and HMAC (which a public key could "sign") never pass. */
 export const ALLOWED_ALGORITHMS = [
@@ -55,8 +56,10 @@ export function createBearerVerifier(options: {
   leewaySeconds: number;
   maxCachedTokens: number;
   metrics: Pick<AuthMetrics, 'cacheLookup'>;
+  clock?: Clock;
 }): BearerVerifier {
-  const verified = new TtlLru<Verified>(options.maxCachedTokens);
+  const { clock = systemClock } = options;
+  const verified = new TtlLru<Verified>(options.maxCachedTokens, clock);
   const issuerOf = (realm: string) => `${options.publicUrl}/auth/realms/${realm}`;
   const stillSigned = (known: Verified) => options.jwks.publishes(known.principal.realm, known.kid);
 
@@ -107,6 +110,7 @@ export function createBearerVerifier(options: {
         issuer: issuerOf(realm),
         algorithms: ALLOWED_ALGORITHMS,
         clockTolerance: options.leewaySeconds,
+        currentDate: new Date(clock.now()),
         requiredClaims: ['exp', 'iat', 'sub'],
       });
       if (payload.typ !== 'Bearer')
@@ -114,7 +118,7 @@ export function createBearerVerifier(options: {
       // `sub` becomes the upstream's `User-Id` header: it must be sendable as it is.
       if (!isHeaderSafe(payload.sub))
         throw new AuthFailure('bearer', 'bad_token', 'Token claim "sub" is not valid.');
-      if (Number(payload.iat) > Date.now() / 1000 + options.leewaySeconds) {
+      if (Number(payload.iat) > clock.now() / 1000 + options.leewaySeconds) {
         throw new AuthFailure('bearer', 'bad_token', 'Token issued in the future.');
       }
       // The key set selects by `kid` and refuses a token without one, so it is there.

@@ -7,6 +7,7 @@ import { createLocalKeySetMemory, type KeySetMemory } from './key-set-memory.ts'
 import { refreshDelayMs, UNKNOWN_KID_GAP_MS } from './key-set-schedule.ts';
 import { TtlLru } from '../../cache/ttl-lru.ts';
 import { isRealmGone, readKeySet, tryReadKeySet } from './read-key-set.ts';
+import { systemClock, type Clock } from '../../time/clock.ts';
 
 /** A realm's key set as last fetched, and the fetches around it. */
 interface RealmKeys {
@@ -63,16 +64,17 @@ export function createJwksRegistry(options: {
   refreshSeconds: number;
   memory?: KeySetMemory;
   logger?: Logger;
-  now?: () => number;
+  clock?: Clock;
   random?: () => number;
 }) {
   const { calls, memory = createLocalKeySetMemory(), logger } = options;
-  const now = options.now ?? Date.now;
+  const { clock = systemClock } = options;
+  const now = () => clock.now();
   const random = options.random ?? Math.random;
   const realms = new Map<string, RealmKeys>();
   // Realms Keycloak said it does not have: when it last said so. Kept while their tokens keep
   // coming, so that the drop is logged once, not once a second.
-  const gone = new TtlLru<number>(MAX_GONE_REALMS, now);
+  const gone = new TtlLru<number>(MAX_GONE_REALMS, clock);
   let closed = false;
   memory.onSiblingFetch?.((realm, body, startedAt) => adoptSiblings(realm, body, startedAt));
 

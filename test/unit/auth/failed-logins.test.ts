@@ -2,10 +2,11 @@ import { describe, expect, it } from 'vitest';
 import { createFailedLoginMemory, type LoginCredentials } from '../../../src/auth/failed-logins.ts';
 import type { Cache } from '../../../src/cache/cache.ts';
 import { createMemoryCache } from '../../../src/cache/memory-cache.ts';
+import { manualClock } from '../../helpers/test-clock.ts';
 
 function setup() {
-  let clock = 5_000_000;
-  const memoryCache = createMemoryCache({ maxEntries: 1000, now: () => clock });
+  const clock = manualClock(5_000_000);
+  const memoryCache = createMemoryCache({ maxEntries: 1000, clock });
   const written: string[] = [];
   // Every key and value written, to show that no user name or password is among them.
   const cache: Cache = {
@@ -23,9 +24,9 @@ function setup() {
     cache,
     secret: 'test-secret-of-16-chars',
     windowSeconds: 300,
-    now: () => clock,
+    clock,
   });
-  return { memory, written, advance: (ms: number) => (clock += ms) };
+  return { memory, written, advance: (ms: number) => clock.advance(ms) };
 }
 
 const stale: LoginCredentials = {

@@ -5,6 +5,7 @@ import {
   type ThrottleDecision,
 } from '../../../src/auth/login-throttle.ts';
 import { createMemoryCache } from '../../../src/cache/memory-cache.ts';
+import { manualClock } from '../../helpers/test-clock.ts';
 
 const ATTEMPT_MAX_MS = 30_000;
 
@@ -16,9 +17,9 @@ function setup(
   limits: { perPair: number; perAddress: number },
   more: Partial<LoginThrottleOptions> = {},
 ) {
-  let clock = 5_000_000;
+  const clock = manualClock(5_000_000);
   let paused: (() => void)[] = [];
-  const cache = createMemoryCache({ maxEntries: 10_000, now: () => clock });
+  const cache = createMemoryCache({ maxEntries: 10_000, clock });
   const throttle = createLoginThrottle({
     cache,
     secret: 'test-secret-of-16-chars',
@@ -27,7 +28,7 @@ function setup(
     windowSeconds: 300,
     waitMs: 5000,
     attemptMaxMs: ATTEMPT_MAX_MS,
-    now: () => clock,
+    clock,
     pause: () => new Promise((resolve) => paused.push(resolve)),
     ...more,
   });
@@ -35,10 +36,10 @@ function setup(
   return {
     throttle,
     cache,
-    advance: (ms: number) => (clock += ms),
+    advance: (ms: number) => clock.advance(ms),
     /** Moves the clock and lets every waiting attempt look again. */
     passTime: async (ms: number) => {
-      clock += ms;
+      clock.advance(ms);
       const waking = paused;
       paused = [];
       for (const wake of waking) wake();

@@ -1,8 +1,10 @@
 import pino from 'pino';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { createRevocationList, type RevocationList } from '../../../src/auth/revocation.ts';
+import { manualClock, type TestClock } from '../../helpers/test-clock.ts';
 
 const T0 = Date.parse('2026-11-23T10:00:00.500Z');
+let clock: TestClock;
 const SECOND = 1000;
 const iat = (ms: number) => Math.floor(ms / 1000);
 
@@ -11,6 +13,7 @@ function revocationList(): Promise<RevocationList> {
     keyPrefix: 'unit:',
     metrics: { revocationApplied: () => undefined },
     logger: pino({ level: 'silent' }),
+    clock,
   });
 }
 
@@ -28,11 +31,7 @@ const endAppA = (list: RevocationList, at?: number) =>
 
 describe('a realm-wide revocation and the revocation of one token', () => {
   beforeEach(() => {
-    vi.useFakeTimers({ toFake: ['Date'] });
-    vi.setSystemTime(T0);
-  });
-  afterEach(() => {
-    vi.useRealTimers();
+    clock = manualClock(T0);
   });
 
   it("refuses every user's tokens and Basic logins of the realm from before it, for its lifetime", async () => {
@@ -53,7 +52,7 @@ describe('a realm-wide revocation and the revocation of one token', () => {
     expect(list.isIssuedBeforeRevocation('other', 'u1', iat(T0 - 5 * SECOND))).toBe(false);
     expect(list.isIssuedBeforeRevocation('acme', 'u1', iat(T0 + 2 * SECOND))).toBe(false);
     // Past its lifetime it has nothing left to refuse.
-    vi.setSystemTime(T0 + 301 * SECOND);
+    clock.advance(301 * SECOND);
     expect(list.isIssuedBeforeRevocation('acme', 'u1', iat(T0 - 5 * SECOND))).toBe(false);
     expect(list.userRevokedAt('acme', 'u2')).toBeUndefined();
   });
@@ -62,7 +61,7 @@ describe('a realm-wide revocation and the revocation of one token', () => {
     const list = await revocationList();
     const whole = { realm: 'acme', userId: '', sessionIds: [], ttlSeconds: 1, userTtlSeconds: 60 };
     await list.revoke({ ...whole, tokenTtlSeconds: 300, wholeRealm: true });
-    vi.setSystemTime(T0 + 10 * SECOND);
+    clock.advance(10 * SECOND);
     await list.revoke({ ...whole, userId: 'u1', tokenTtlSeconds: 300 });
     expect(list.userRevokedAt('acme', 'u1')).toBe(T0 + 10 * SECOND);
     expect(list.userRevokedAt('acme', 'u2')).toBe(T0);
@@ -96,7 +95,7 @@ describe('a realm-wide revocation and the revocation of one token', () => {
     expect(list.isSessionRevoked('jti-1')).toBe(false);
     expect(list.userRevokedAt('acme', 'u1')).toBeUndefined();
     expect(list.isIssuedBeforeRevocation('acme', 'u1', iat(T0 - SECOND))).toBe(false);
-    vi.setSystemTime(T0 + 31 * SECOND);
+    clock.advance(31 * SECOND);
     expect(list.isTokenRevoked('jti-1')).toBe(false);
   });
 
@@ -114,15 +113,15 @@ describe('a realm-wide revocation and the revocation of one token', () => {
     expect(list.isIssuedBeforeRevocation('acme', 'u1', iat(T0 - 5 * SECOND))).toBe(false);
     expect(list.userRevokedAt('acme', 'u1')).toBeUndefined();
     // For as long as an access token of the realm can live, then forgotten.
-    vi.setSystemTime(T0 + 299 * SECOND);
+    clock.advance(299 * SECOND);
     expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 - 5 * SECOND))).toBe(true);
-    vi.setSystemTime(T0 + 301 * SECOND);
+    clock.advance(2 * SECOND);
     expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 - 5 * SECOND))).toBe(false);
   });
 
   it("keeps the later end of one client's part of a session when two arrive out of order", async () => {
     const list = await revocationList();
-    vi.setSystemTime(T0 + 10 * SECOND);
+    clock.advance(10 * SECOND);
     await endAppA(list, T0 + 10 * SECOND);
     await endAppA(list, T0);
     expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 + 5 * SECOND))).toBe(true);

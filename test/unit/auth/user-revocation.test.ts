@@ -1,5 +1,5 @@
 import pino from 'pino';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import {
   authenticateRequest,
   knownPrincipal,
@@ -8,8 +8,10 @@ import {
 import type { Principal } from '../../../src/tenancy/principal.ts';
 import { testPrincipal } from '../../helpers/principal.ts';
 import { createRevocationList, type RevocationList } from '../../../src/auth/revocation.ts';
+import { manualClock, type TestClock } from '../../helpers/test-clock.ts';
 
 const T0 = Date.parse('2026-11-23T10:00:00.500Z');
+let clock: TestClock;
 
 function principal(issuedAtMs: number, method: Principal['method'] = 'bearer'): Principal {
   return testPrincipal({
@@ -24,6 +26,7 @@ async function revocationList(): Promise<RevocationList> {
     keyPrefix: 'unit:',
     metrics: { revocationApplied: () => undefined },
     logger: pino({ level: 'silent' }),
+    clock,
   });
 }
 
@@ -40,11 +43,7 @@ function revokeUser(list: RevocationList, tokenTtlSeconds?: number) {
 
 describe("a user's token revocation", () => {
   beforeEach(() => {
-    vi.useFakeTimers({ toFake: ['Date'] });
-    vi.setSystemTime(T0);
-  });
-  afterEach(() => {
-    vi.useRealTimers();
+    clock = manualClock(T0);
   });
 
   it('refuses tokens issued before it, and in its second, for the given time only', async () => {
@@ -59,7 +58,7 @@ describe("a user's token revocation", () => {
     expect(check(T0 + 600)).toBe(false);
     expect(list.isIssuedBeforeRevocation('acme', 'u2', principal(T0 - 5000).issuedAt)).toBe(false);
     expect(list.isIssuedBeforeRevocation('other', 'u1', principal(T0 - 5000).issuedAt)).toBe(false);
-    vi.setSystemTime(T0 + 3600_000);
+    clock.advance(3600_000);
     expect(check(T0 - 5000)).toBe(false);
   });
 

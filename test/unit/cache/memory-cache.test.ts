@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createMemoryCache } from '../../../src/cache/memory-cache.ts';
+import { manualClock } from '../../helpers/test-clock.ts';
 
 const TTL_MS = 60_000;
 
@@ -45,12 +46,12 @@ describe('createMemoryCache', () => {
   });
 
   it('expires entries by the injected clock', async () => {
-    let now = 1_000;
-    const cache = createMemoryCache({ maxEntries: 10, now: () => now });
+    const clock = manualClock(1_000);
+    const cache = createMemoryCache({ maxEntries: 10, clock });
     await cache.set('k', 'v', 100);
-    now += 99;
+    clock.advance(99);
     expect(await cache.get('k')).toBe('v');
-    now += 1;
+    clock.advance(1);
     expect(await cache.get('k')).toBeUndefined();
   });
 

@@ -1,7 +1,7 @@
 import { chmod, mkdir, mkdtemp, readdir, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
   credentialsPathOf,
   readLogins,
@@ -13,6 +13,17 @@ import {
   type StoredLogin,
 } from '../../../src/cli/credentials.ts';
 import { CliError } from '../../../src/cli/errors.ts';
+
+// Every file the module opens, counted (and opened as usual): shows a lock being waited for.
+const opened = vi.hoisted(() => [] as string[]);
+vi.mock('node:fs/promises', async (importOriginal) => {
+  const actual = await importOriginal<typeof import('node:fs/promises')>();
+  const open: typeof actual.open = (path, ...rest) => {
+    opened.push(String(path));
+    return actual.open(path, ...rest);
+  };
+  return { ...actual, open };
+});
 
 const GATEWAY = 'http://localhost:8000/';
 
@@ -158,7 +169,9 @@ describe('updateLogins', () => {
     const update = updateLogins(path, (logins) => withLogin(logins, loginOf())).then(() => {
       done = true;
     });
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // It found the lock held twice, so it waits (between tries), and has not written.
+    const tries = () => opened.filter((opening) => opening === lockPath).length;
+    await vi.waitFor(() => expect(tries()).toBeGreaterThanOrEqual(2));
     expect(done).toBe(false);
     await rm(lockPath);
     await update;

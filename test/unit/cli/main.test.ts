@@ -405,13 +405,14 @@ describe('user create never takes a secret from the command line', () => {
     const echoOffAtPrompt: boolean[] = [];
     // Keys one by one, as a person types them: a typo fixed with backspace, an arrow key
     // (ignored), CRLF from a terminal that sends both.
+    // Once the prompt's listener is there (it is attached right after the prompt shows).
     const type = (keys: string[]) =>
-      setTimeout(() => {
+      setImmediate(() => {
         for (const key of keys) {
           if (!terminal.isRaw) typedWhileEchoing.push(key);
           terminal.write(key);
         }
-      }, 5);
+      });
     const first = ['x', '\u007f', ...NEW_PASSWORD, '\u001b[D', '\r', '\n'];
     const { status, stdout, stderr } = await run(
       ['user', 'create', 'acme', 'alice', '--workspace', 'ws1'],

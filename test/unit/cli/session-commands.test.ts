@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { parseCommandLine } from '../../../src/cli/args.ts';
 import { formatHelp } from '../../../src/cli/help.ts';
 import type { CliIo } from '../../../src/cli/io.ts';
@@ -111,8 +111,8 @@ describe('realmgate login at a terminal', () => {
       form.get('totp') === '123456' ? tokens(res, access) : invalidGrant(res);
     const terminal = new FakeTerminal();
     const { status, stdout, stderr } = await run(['login', 'acme', 'Alice'], terminal, (text) => {
-      if (text.startsWith('Password for')) setTimeout(() => terminal.write(`${PASSWORD}\r`), 5);
-      if (text.startsWith('One-time password')) setTimeout(() => terminal.write('123 456\r'), 5);
+      if (text.startsWith('Password for')) setImmediate(() => terminal.write(`${PASSWORD}\r`));
+      if (text.startsWith('One-time password')) setImmediate(() => terminal.write('123 456\r'));
     });
     expect(status).toBe(0);
     expect(stderr).toBe(
@@ -145,8 +145,8 @@ describe('realmgate login at a terminal', () => {
     grant = (_form, res) => invalidGrant(res);
     const terminal = new FakeTerminal();
     const { status, stderr } = await run(['login', 'master', 'root'], terminal, (text) => {
-      if (text.startsWith('Password for')) setTimeout(() => terminal.write(`${PASSWORD}\r`), 5);
-      if (text.startsWith('One-time password')) setTimeout(() => terminal.write('\r'), 5);
+      if (text.startsWith('Password for')) setImmediate(() => terminal.write(`${PASSWORD}\r`));
+      if (text.startsWith('One-time password')) setImmediate(() => terminal.write('\r'));
     });
     expect(status).toBe(1);
     expect(stderr).toMatch(/\nlogin refused: Invalid user credentials\n$/);
@@ -227,8 +227,14 @@ describe('realmgate token', () => {
       });
       tokens(res, jwt({ sid: 'session-1', n: 2 }), `${REFRESH}-2`, 30);
     };
-    await new Promise((resolve) => setTimeout(resolve, 1100));
-    const third = await run(['token'], Readable.from([]));
+    // The CLI reads the system clock: the test moves it (timers stay real).
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + 1100 });
+    let third;
+    try {
+      third = await run(['token'], Readable.from([]));
+    } finally {
+      vi.useRealTimers();
+    }
     expect(third.stdout).toBe(`${jwt({ sid: 'session-1', n: 2 })}\n`);
     const file = JSON.parse(await readFile(join(configDir, 'credentials.json'), 'utf8')) as {
       logins: Array<{ refreshToken: string }>;

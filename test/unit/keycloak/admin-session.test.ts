@@ -1,9 +1,11 @@
 import { UnsecuredJWT } from 'jose';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
 import type { KeycloakAdmin } from '../../../src/keycloak/admin-client.ts';
 import { renewingSession } from '../../../src/keycloak/admin-session.ts';
+import { manualClock, type TestClock } from '../../helpers/test-clock.ts';
 
 const T0 = Date.UTC(2026, 0, 2, 3, 4, 5);
+let clock: TestClock;
 
 /** A client as a login leaves it: only its access token matters to the session. */
 function loggedIn(lifetimeSeconds: number, issuedAtSeconds = T0 / 1000): KeycloakAdmin {
@@ -20,47 +22,43 @@ const answered = (status: number) =>
 
 describe('the renewing admin session', () => {
   beforeEach(() => {
-    vi.useFakeTimers({ toFake: ['Date'] });
-    vi.setSystemTime(T0);
-  });
-  afterEach(() => {
-    vi.useRealTimers();
+    clock = manualClock(T0);
   });
 
   it('logs in once for concurrent callers, and again 15 s before the token expires', async () => {
     const login = vi.fn(() => Promise.resolve(loggedIn(300)));
-    const session = renewingSession(login);
+    const session = renewingSession(login, clock);
     const [a, b] = await Promise.all([session.get(), session.get()]);
     expect(a).toBe(b);
     expect(login).toHaveBeenCalledTimes(1);
-    vi.setSystemTime(T0 + 284_000);
+    clock.advance(284_000);
     expect(await session.get()).toBe(a);
-    vi.setSystemTime(T0 + 285_000);
+    clock.advance(1_000);
     expect(await session.get()).not.toBe(a);
     expect(login).toHaveBeenCalledTimes(2);
   });
 
   it('measures the lifetime on its own clock: a Keycloak clock an hour off changes nothing', async () => {
     const login = vi.fn(() => Promise.resolve(loggedIn(300, T0 / 1000 - 3600)));
-    const session = renewingSession(login);
+    const session = renewingSession(login, clock);
     const first = await session.get();
-    vi.setSystemTime(T0 + 200_000);
+    clock.advance(200_000);
     expect(await session.get()).toBe(first);
     expect(login).toHaveBeenCalledTimes(1);
   });
 
   it('keeps a short-lived token half its lifetime', async () => {
-    const session = renewingSession(() => Promise.resolve(loggedIn(20)));
+    const session = renewingSession(() => Promise.resolve(loggedIn(20)), clock);
     const first = await session.get();
-    vi.setSystemTime(T0 + 9_999);
+    clock.advance(9_999);
     expect(await session.get()).toBe(first);
-    vi.setSystemTime(T0 + 10_000);
+    clock.advance(1);
     expect(await session.get()).not.toBe(first);
   });
 
   it('drops the session Keycloak answers 401 for, and says 401-00001', async () => {
     const login = vi.fn(() => Promise.resolve(loggedIn(300)));
-    const session = renewingSession(login);
+    const session = renewingSession(login, clock);
     const first = await session.get();
     await expect(session.run(() => Promise.reject(answered(401)))).rejects.toMatchObject({
       result: '401-00001',

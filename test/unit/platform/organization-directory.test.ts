@@ -1,12 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { createOrganizationDirectory } from '../../../src/platform/organization-directory.ts';
+import { manualClock } from '../../helpers/test-clock.ts';
 
 /**
  * A repository that knows `real` (enabled) and `disabled`, and counts its lookups, with a clock
  * the test moves.
  */
 function setup(real: string[], disabled: string[] = []) {
-  let clock = 1_000_000;
+  const clock = manualClock(1_000_000);
   const calls: string[] = [];
   /** Set to make every lookup fail as an unreachable database does. */
   const database = { down: false };
@@ -22,8 +23,8 @@ function setup(real: string[], disabled: string[] = []) {
       return Promise.resolve(real.includes(id) ? { id, enabled: true } : undefined);
     },
   };
-  const directory = createOrganizationDirectory(repo as never, () => clock);
-  return { directory, calls, database, advance: (ms: number) => (clock += ms) };
+  const directory = createOrganizationDirectory(repo as never, clock);
+  return { directory, calls, database, advance: (ms: number) => clock.advance(ms) };
 }
 
 describe('organization directory', () => {
