@@ -1,0 +1,125 @@
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { basicAuth } from '../helpers/api.ts';
+import { createUser, keycloakAdmin, userIdOf, type TestUser } from '../helpers/keycloak.ts';
+import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { startReplica, type Replica } from '../helpers/replica.ts';
+import { testEnv } from '../helpers/test-env.ts';
+import { EVENTUALLY } from '../helpers/eventually.ts';
+
+// A password changed while a Basic login is cached on two replicas sharing Redis. Changed in
+// Keycloak directly, the gateway never sees it: the old password keeps working until the
+// cached login's `BASIC_CACHE_MAX_SECONDS` runs out, then on no replica. Changed through
+// realmgate's API on one replica, the other refuses the old password at once.
+
+/** Two replicas sharing Redis and one cache secret, as deployed: they share cached logins. */
+async function startPair(
+  port: number,
+  settingsA: Record<string, string>,
+  settingsB: Record<string, string>,
+): Promise<[Replica, Replica]> {
+  const shared = {
+    REDIS_URL: testEnv().redisUrl,
+    REDIS_KEY_PREFIX: testEnv().redisKeyPrefix,
+    REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
+  };
+  const a = await startReplica(port, { ...shared, ...settingsA });
+  const b = await startReplica(port + 2, { ...shared, ...settingsB });
+  return [a, b];
+}
+
+/** The replica's answer to an API call with `user`'s Basic credentials. */
+async function statusOf(replica: Replica, user: TestUser): Promise<number> {
+  const res = await fetch(`${replica.url}/api/${user.realm}/platform/workspaces`, {
+    headers: { authorization: basicAuth(user) },
+  });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+let org: string;
+beforeAll(async () => {
+  org = await createOrganization(['ws']);
+});
+afterAll(closeTestDb);
+
+describe('a password changed in Keycloak directly', () => {
+  // Short enough to wait out once; long enough that the admin call setting the password ends
+  // well inside it, even on a loaded machine.
+  const BASIC_CACHE_MAX_SECONDS = 5;
+  let a: Replica;
+  let b: Replica;
+  beforeAll(async () => {
+    const bound = { BASIC_CACHE_MAX_SECONDS: String(BASIC_CACHE_MAX_SECONDS) };
+    [a, b] = await startPair(19460, bound, bound);
+  });
+  afterAll(async () => {
+    await Promise.all([a?.gateway.close(), b?.gateway.close()]);
+  });
+
+  it('keeps the old password within BASIC_CACHE_MAX_SECONDS, then refuses it on both replicas', async () => {
+    const user = await createUser(org);
+    expect(await statusOf(a, user)).toBe(200);
+    // Keycloak verified the login no later than now: its cache deadline is at most a bound away.
+    const verifiedBy = Date.now();
+    expect(await statusOf(b, user)).toBe(200);
+
+    const newPassword = `${user.password}-new`;
+    const admin = await keycloakAdmin(); // Keycloak's own port: the gateway sees nothing
+    await admin.users.resetPassword({
+      realm: org,
+      id: await userIdOf(user),
+      credential: { type: 'password', value: newPassword, temporary: false },
+    });
+    expect(Date.now() - verifiedBy).toBeLessThan(BASIC_CACHE_MAX_SECONDS * 1000);
+    // Within the bound the cached login still serves the old password: the documented lag.
+    expect(await statusOf(a, user)).toBe(200);
+    expect(await statusOf(b, user)).toBe(200);
+
+    // The replicas read the wall clock (no clock to advance): one wait past the bound.
+    await sleep(verifiedBy + BASIC_CACHE_MAX_SECONDS * 1000 + 250 - Date.now());
+    expect(await statusOf(a, user)).toBe(401);
+    expect(await statusOf(b, user)).toBe(401);
+    const renewed = { ...user, password: newPassword };
+    expect(await statusOf(a, renewed)).toBe(200);
+    expect(await statusOf(b, renewed)).toBe(200);
+  });
+});
+
+describe("a password changed through realmgate's API", () => {
+  let a: Replica;
+  let b: Replica;
+  let asAdmin: string;
+  beforeAll(async () => {
+    // B keeps Basic logins an hour: only what A shares can make it refuse the old password.
+    [a, b] = await startPair(19470, {}, { BASIC_CACHE_MAX_SECONDS: '3600' });
+    asAdmin = basicAuth(await createUser('master'));
+  });
+  afterAll(async () => {
+    await Promise.all([a?.gateway.close(), b?.gateway.close()]);
+  });
+
+  it('refuses the old password at once on the other replica', async () => {
+    const user = await createUser(org);
+    expect(await statusOf(a, user)).toBe(200);
+    expect(await statusOf(b, user)).toBe(200);
+
+    const newPassword = `${user.password}-new`;
+    const res = await fetch(
+      `${a.url}/api/platform/organizations/${org}/users/${user.username}/password`,
+      {
+        method: 'PUT',
+        headers: { authorization: asAdmin, 'content-type': 'application/json' },
+        body: JSON.stringify({ password: newPassword }),
+      },
+    );
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+
+    expect(await statusOf(a, user)).toBe(401);
+    // A shares the change through Redis as it answers; B applies it as the message arrives.
+    await expect.poll(() => statusOf(b, user), EVENTUALLY).toBe(401);
+    expect(await statusOf(b, { ...user, password: newPassword })).toBe(200);
+  });
+});
