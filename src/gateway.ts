@@ -300,12 +300,12 @@ export async function startGateway(
     activeCheck,
     organizations: directory,
     workspaces,
+    clientAddressOf: (req) => forwarding.clientAddress(req),
     metrics,
     tracing,
   });
   const api = createApiRouter({
     admission,
-    forwarding,
     audit,
     refreshTokens,
     organizations,
@@ -360,7 +360,6 @@ export async function startGateway(
   const forwardRoute = config.AUTOMATION_UPSTREAM_URL
     ? createForwardRoute({
         admission,
-        forwarding,
         forward: createForwarder({
           upstreamUrl: config.AUTOMATION_UPSTREAM_URL,
           timeoutMs: config.AUTH_PROXY_TIMEOUT_MS,

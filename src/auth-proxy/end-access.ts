@@ -150,7 +150,10 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
    * claims before Keycloak's answer, and its answer proves nothing.
    */
   async function revokeToken(realm: string, token: string) {
-    const principal = await deps.bearer.verify(realm, token).catch(() => undefined);
+    // Any refusal, thrown at once or later, means there is nothing of ours to revoke.
+    const principal = await Promise.resolve()
+      .then(() => deps.bearer.verify(realm, token))
+      .catch(() => undefined);
     const tokenId = principal?.tokenId;
     if (!principal || !tokenId) return undefined;
     const ttlSeconds =
