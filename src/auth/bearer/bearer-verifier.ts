@@ -49,8 +49,8 @@ interface Verified {
  * Verifies access tokens locally against the realm's JWKS. A verified token is remembered,
  * keyed by its SHA-256 (never the token itself), until it expires, so a repeated token costs
  * one hash and one lookup of its `kid` in the realm's current key set instead of a signature
- * check, and no promise; once the set no longer has that key (removed in Keycloak), the token is verified again,
- * and refused.
+ * check, and no promise; once the set no longer has that key (removed in Keycloak), the token
+ * is verified again, and refused.
  */
 export function createBearerVerifier(options: {
   jwks: JwksRegistry;
