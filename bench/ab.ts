@@ -15,7 +15,7 @@ import { median } from './stats.ts';
  * from its own source tree (default: this one) with its own extra settings, loaded at the same
  * moment and pinned together on the last CPU, as the bench's paired rounds are. `forwarded`:
  * the automation route's hot path, auth off (the bench's constant principal: no Keycloak; the
- * edge, admission fast path and forwarder are the gateway's own code). `token`: a refresh grant
+ * edge, admission (answered from memory) and forwarder are the gateway's own code). `token`: a refresh grant
  * through `/auth`, whose Keycloak is the trivial upstream (the proxy, not Keycloak, is
  * measured). Prints each round's B ÷ A and their median. A tree needs its own
  * `bench/gateway-process.ts` and `node_modules` (a symlink will do).

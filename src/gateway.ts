@@ -318,12 +318,12 @@ export async function startGateway(
     activeCheck,
     organizations: directory,
     workspaces,
+    clientAddressOf: (req) => forwarding.clientAddress(req),
     metrics,
     tracing,
   });
   const api = createApiRouter({
     admission,
-    forwarding,
     audit,
     refreshTokens,
     organizations,
@@ -379,7 +379,6 @@ export async function startGateway(
   const forwardRoute = config.AUTOMATION_UPSTREAM_URL
     ? createForwardRoute({
         admission,
-        forwarding,
         forward: createForwarder({
           upstreamUrl: config.AUTOMATION_UPSTREAM_URL,
           timeoutMs: config.AUTH_PROXY_TIMEOUT_MS,

@@ -1,6 +1,5 @@
 import express, { Router, type RequestHandler } from 'express';
 import { admitApiRequests, type Admission } from '../auth/admission.ts';
-import type { Forwarding } from '../edge/forwarding.ts';
 import { scopeOf } from '../edge/request-scope.ts';
 import type { RouteDeclaration } from '../edge/route.ts';
 import type { Audit } from '../http/audit.ts';
@@ -17,7 +16,6 @@ import type { WorkspacesRepo } from '../platform/workspaces.repo.ts';
 
 export interface ApiDeps {
   admission: Admission;
-  forwarding: Forwarding;
   refreshTokens: RefreshTokensService;
   audit: Audit;
   organizations: OrganizationsRepo;
@@ -70,15 +68,12 @@ export function createApiRouter(deps: ApiDeps): Router {
   handlers.set(OPENAPI_ROUTE, (_req, res) => {
     res.json(openApiDocument);
   });
-  return Router().use(
-    admitApiRequests(deps.admission, (req) => deps.forwarding.clientAddress(req)),
-    (req, res, next) => {
-      const { entry, realm } = scopeOf(req).route;
-      const handler = entry && handlers.get(entry);
-      if (handler) handler(req, res, next);
-      // No entry: 404, after the body of an admitted request is read as on every route.
-      else if (realm !== undefined) json(req, res, next);
-      else next();
-    },
-  );
+  return Router().use(admitApiRequests(deps.admission), (req, res, next) => {
+    const { entry, realm } = scopeOf(req).route;
+    const handler = entry && handlers.get(entry);
+    if (handler) handler(req, res, next);
+    // No entry: 404, after the body of an admitted request is read as on every route.
+    else if (realm !== undefined) json(req, res, next);
+    else next();
+  });
 }

@@ -156,7 +156,10 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
    * not accept is no success (access-endings.ts).
    */
   async function revokeToken(realm: string, token: string) {
-    const principal = await deps.bearer.verify(realm, token).catch(() => undefined);
+    // A refusal, thrown at once or later, means it is no access token of ours.
+    const principal = await Promise.resolve()
+      .then(() => deps.bearer.verify(realm, token))
+      .catch(() => undefined);
     if (!principal) return endClientSession(realm, token);
     const tokenId = principal.tokenId;
     if (!tokenId) return undefined;

@@ -1,12 +1,14 @@
-import type { RequestHandler } from 'express';
-import { scopeOf } from '../edge/request-scope.ts';
+import type { IncomingMessage } from 'node:http';
+import type { NextFunction, RequestHandler } from 'express';
+import { admitted, scopeOf, type AdmittedScope, type RequestScope } from '../edge/request-scope.ts';
 import type { Route } from '../edge/route.ts';
 import { AppError } from '../envelope/errors.ts';
 import { endSpan, type Tracing } from '../tracing/tracing.ts';
-import { authenticateRequest, knownPrincipal, type AuthenticateDeps } from './authenticate.ts';
-import { holdsWorkspace } from './authorize.ts';
 import type { Principal } from '../tenancy/principal.ts';
-import type { OrganizationLookup } from '../tenancy/organization-state.ts';
+import type { OrganizationLookup, OrganizationState } from '../tenancy/organization-state.ts';
+import { whenKnown, type Answer } from './answer.ts';
+import { authenticateRequest, type AuthenticateDeps } from './authenticate.ts';
+import { holdsWorkspace } from './authorize.ts';
 
 /** Whom an `/api` request concerns, as the edge read its path (see edge/route.ts). */
 export type ApiTarget = Pick<Route, 'realm' | 'organization' | 'workspace' | 'refusal'>;
@@ -24,120 +26,185 @@ export interface AdmissionDeps extends AuthenticateDeps {
 
 export interface Admission {
   /**
-   * Every step, in order: the organization exists and is enabled, the credentials are good for
-   * its realm, the workspace role is held. Throws the AppError of the first step that fails.
+   * Every step of `ADMISSION_STEPS`, in order. The principal at once when this process knows
+   * every step's answer (a known organization, a verified token, a cached Basic login), else
+   * a promise of it. The first step that refuses throws its AppError, or the promise rejects
+   * with it: the same error either way.
    */
-  admit(
-    target: ApiTarget,
-    authorization: string | undefined,
-    clientAddress: string,
-  ): Promise<Principal>;
-  /**
-   * The same steps decided from what this process already knows, without a promise: the
-   * principal when all of them pass that way, else undefined (then `admit` decides, and gives
-   * every refusal).
-   */
-  peek(target: ApiTarget, authorization: string | undefined): Principal | undefined;
+  admit(target: ApiTarget, req: IncomingMessage): Answer<Principal>;
 }
 
-/** The one request pipeline of `/api`, for the express routes and the forwarder alike. */
+/** One request as the admission's steps see it, and what they have found so far. */
+export interface Admitting {
+  readonly target: ApiTarget;
+  /** The realm the path names, whose credentials are read. */
+  readonly realm: string;
+  readonly req: IncomingMessage;
+  /** Set by the `credentials` step, for the steps after it. */
+  principal: Principal | undefined;
+}
+
+/**
+ * One step: passes (undefined, or a promise that resolves), or refuses with an AppError,
+ * thrown or rejected. A step answers at once from what this process knows.
+ */
+type AdmissionStep = (admitting: Admitting, deps: AdmissionDeps) => Answer<void>;
+
+/**
+ * The one request pipeline of `/api`, for the express routes and the forwarded route alike.
+ * A new rule is one more step here: before `credentials` if it must hold before any credential
+ * is read, after it if it needs the caller (`callerOf`).
+ */
+const ADMISSION_STEPS: readonly AdmissionStep[] = [organizationEnabled, credentials, workspaceRole];
+
+/**
+ * Before any credential is read: a disabled organization's tokens and logins, cached or not,
+ * are refused here on every route.
+ */
+function organizationEnabled(admitting: Admitting, deps: AdmissionDeps): Answer<void> {
+  const { organization } = admitting.target;
+  if (organization === undefined) return undefined;
+  return whenKnown(deps.organizations.stateOf(organization), refuseUnlessEnabled);
+}
+
+function refuseUnlessEnabled(state: OrganizationState): void {
+  if (state === 'absent') throw new AppError('organizationNotFound');
+  if (state === 'disabled') throw new AppError('organizationDisabled');
+}
+
+/** The credentials are good for the path's realm (authenticate.ts). */
+function credentials(admitting: Admitting, deps: AdmissionDeps): Answer<void> {
+  return whenKnown(
+    authenticateRequest(admitting.req, admitting.realm, deps),
+    holdCaller,
+    admitting,
+  );
+}
+
+function holdCaller(principal: Principal, admitting: Admitting): void {
+  admitting.principal = principal;
+}
+
+/** The caller the `credentials` step found; for the steps after it. */
+export function callerOf(admitting: Admitting): Principal {
+  if (admitting.principal === undefined) {
+    throw new Error('an admission step before credentials asked for the caller');
+  }
+  return admitting.principal;
+}
+
+/** `/api/<org>/workspaces/<ws>/...`: the caller holds the workspace's role (authorize.ts). */
+function workspaceRole(admitting: Admitting, deps: AdmissionDeps): Answer<void> {
+  const { workspace } = admitting.target;
+  if (workspace === undefined || holdsWorkspace(callerOf(admitting), workspace)) return undefined;
+  // Refused either way; whether the workspace exists says which refusal.
+  return deps.workspaces.find(admitting.realm, workspace).then((found) => {
+    throw new AppError(found === undefined ? 'workspaceNotFound' : 'permissionDenied');
+  });
+}
+
+/** Runs the steps from `first` on: synchronously while they answer at once. */
+function runSteps(admitting: Admitting, deps: AdmissionDeps, first: number): Answer<Principal> {
+  for (let index = first; index < ADMISSION_STEPS.length; index++) {
+    const pending = ADMISSION_STEPS[index]!(admitting, deps);
+    if (pending instanceof Promise) {
+      return pending.then(() => runSteps(admitting, deps, index + 1));
+    }
+  }
+  return callerOf(admitting);
+}
+
+/** The admission of `/api` requests (see `Admission`). */
 export function createAdmission(deps: AdmissionDeps): Admission {
-  const admission = admissionOf(deps);
-  return deps.tracing ? traced(admission, deps.tracing) : admission;
-}
-
-/** `admission` with a span `admission` for each `admit`, and for each `peek` that decides. */
-function traced(admission: Admission, tracing: Tracing): Admission {
-  return {
-    admit(target, authorization, clientAddress) {
-      const span = tracing.start('admission', 'internal', { 'realmgate.realm': target.realm });
-      return tracing
-        .within(span, () => admission.admit(target, authorization, clientAddress))
-        .then(
-          (principal) => {
-            endSpan(span);
-            return principal;
-          },
-          (err: unknown) => {
-            endSpan(span, err);
-            throw err;
-          },
-        );
-    },
-    peek(target, authorization) {
-      const principal = admission.peek(target, authorization);
-      if (principal) {
-        tracing
-          .start('admission', 'internal', {
-            'realmgate.realm': target.realm,
-            'realmgate.known': true,
-          })
-          .end();
-      }
-      return principal;
-    },
-  };
-}
-
-function admissionOf(deps: AdmissionDeps): Admission {
-  return {
-    async admit(target, authorization, clientAddress) {
+  const admission: Admission = {
+    admit(target, req) {
       if (target.refusal !== undefined) throw new AppError(target.refusal);
       const realm = target.realm;
       if (realm === undefined) throw new Error('admit called on a route that reads no credentials');
-      // Before any credential is read: a disabled organization's tokens and logins, cached or
-      // not, are refused here on every route.
-      if (target.organization !== undefined) {
-        const state = await deps.organizations.stateOf(target.organization);
-        if (state === 'absent') throw new AppError('organizationNotFound');
-        if (state === 'disabled') throw new AppError('organizationDisabled');
-      }
-      const principal = await authenticateRequest(authorization, realm, clientAddress, deps);
-      if (target.workspace !== undefined && !holdsWorkspace(principal, target.workspace)) {
-        const exists = (await deps.workspaces.find(realm, target.workspace)) !== undefined;
-        throw new AppError(exists ? 'permissionDenied' : 'workspaceNotFound');
-      }
-      return principal;
-    },
-    peek(target, authorization) {
-      const realm = target.realm;
-      if (realm === undefined) return undefined;
-      if (target.organization !== undefined && !deps.organizations.isKnown(target.organization)) {
-        return undefined;
-      }
-      const principal = knownPrincipal(authorization, realm, deps);
-      if (!principal) return undefined;
-      if (target.workspace !== undefined && !holdsWorkspace(principal, target.workspace)) {
-        return undefined;
-      }
-      return principal;
+      return runSteps({ target, realm, req, principal: undefined }, deps, 0);
     },
   };
+  return deps.tracing ? traced(admission, deps.tracing) : admission;
+}
+
+/**
+ * `admission` with a span `admission` for each request; `realmgate.known` when it was decided
+ * from what the process knew, without waiting.
+ */
+function traced(admission: Admission, tracing: Tracing): Admission {
+  return {
+    admit(target, req) {
+      const span = tracing.start('admission', 'internal', { 'realmgate.realm': target.realm });
+      let answer: Answer<Principal>;
+      try {
+        answer = tracing.within(span, () => admission.admit(target, req));
+      } catch (err) {
+        endSpan(span, err);
+        throw err;
+      }
+      if (!(answer instanceof Promise)) {
+        span.setAttribute('realmgate.known', true);
+        endSpan(span);
+        return answer;
+      }
+      return answer.then(
+        (principal) => {
+          endSpan(span);
+          return principal;
+        },
+        (err: unknown) => {
+          endSpan(span, err);
+          throw err;
+        },
+      );
+    },
+  };
+}
+
+/**
+ * Admits `req` and hands the outcome on: `onAdmitted` with the caller in the scope, or
+ * `onRefused` with the refusal (or whatever `onAdmitted` threw). At once, without a promise,
+ * when the admission answers from memory. The forwarded route and the express middleware
+ * differ only in these two handlers; `reply` is passed through to them (the forwarded route's
+ * response, express's `next`), so the hot path allocates no closure.
+ */
+export function admitRequest<Reply>(
+  admission: Admission,
+  req: IncomingMessage,
+  reply: Reply,
+  scope: RequestScope,
+  onAdmitted: (req: IncomingMessage, reply: Reply, scope: AdmittedScope) => void,
+  onRefused: (reply: Reply, scope: RequestScope, err: unknown) => void,
+): void {
+  try {
+    const principal = admission.admit(scope.route, req);
+    if (principal instanceof Promise) {
+      principal
+        .then((known) => onAdmitted(req, reply, admitted(scope, known)))
+        .catch((err: unknown) => onRefused(reply, scope, err));
+      return;
+    }
+    onAdmitted(req, reply, admitted(scope, principal));
+  } catch (err) {
+    onRefused(reply, scope, err);
+  }
 }
 
 /**
  * The pipeline as express middleware, in front of every `/api` route but the OpenAPI document:
  * the admitted principal goes to the request's scope.
  */
-export function admitApiRequests(
-  admission: Admission,
-  clientAddressOf: (req: Parameters<RequestHandler>[0]) => string,
-): RequestHandler {
-  return async (req, _res, next) => {
-    try {
-      const scope = scopeOf(req);
-      // The OpenAPI document: the one `/api` route that reads no credentials.
-      if (scope.route.realm === undefined && scope.route.refusal === undefined) {
-        next();
-        return;
-      }
-      const authorization = req.headers.authorization;
-      scope.principal =
-        admission.peek(scope.route, authorization) ??
-        (await admission.admit(scope.route, authorization, clientAddressOf(req)));
+export function admitApiRequests(admission: Admission): RequestHandler {
+  return (req, _res, next) => {
+    const scope = scopeOf(req);
+    // The OpenAPI document: the one `/api` route that reads no credentials.
+    if (scope.route.realm === undefined && scope.route.refusal === undefined) {
       next();
-    } catch (err) {
-      next(err);
+      return;
     }
+    admitRequest(admission, req, next, scope, continueRoute, passRefusal);
   };
 }
+
+const continueRoute = (_req: IncomingMessage, next: NextFunction) => next();
+const passRefusal = (next: NextFunction, _scope: RequestScope, err: unknown) => next(err);

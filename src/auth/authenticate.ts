@@ -1,4 +1,6 @@
+import type { IncomingMessage } from 'node:http';
 import { AppError } from '../envelope/errors.ts';
+import { whenKnown, type Answer } from './answer.ts';
 import type { AuthMetrics } from './auth-metrics.ts';
 import { AuthFailure } from './auth-failure.ts';
 import type { BasicAuthenticator } from './basic/basic-authenticator.ts';
@@ -13,42 +15,52 @@ export interface AuthenticateDeps {
   bearer: BearerVerifier;
   revocations: RevocationList;
   activeCheck: ActiveCheck;
-  metrics: Pick<AuthMetrics, 'authFailure' | 'cacheLookup'>;
+  /** Whom failed Basic logins are counted against (see login-throttle.ts); read for Basic only. */
+  clientAddressOf: (req: IncomingMessage) => string;
+  metrics: Pick<AuthMetrics, 'authFailure'>;
 }
 
 /**
- * Authenticates an Authorization header value for `realm`. Each scheme yields a principal or
- * fails; revoked sessions are refused; this is the one place failures become 401 `401-00002`
- * with the challenge of the scheme that failed (both when no credentials came). `clientAddress`
- * is whom failed Basic logins are counted against (see login-throttle.ts). Every refusal
- * is counted here, by reason, throttled logins included.
+ * Authenticates the request's Authorization header for `realm`. Each scheme yields a principal
+ * or fails; revoked sessions are refused; this is the one place failures become 401 `401-00002`
+ * with the challenge of the scheme that failed (both when no credentials came). The principal
+ * comes at once when every answer is in memory (a verified token not due for a re-check, a
+ * cached login), else as a promise; a refusal is the same error, thrown or rejected. Every
+ * refusal is counted here, by reason, throttled logins included.
  */
-export async function authenticateRequest(
-  header: string | undefined,
+export function authenticateRequest(
+  req: IncomingMessage,
   realm: string,
-  clientAddress: string,
   deps: AuthenticateDeps,
-): Promise<Principal> {
+): Answer<Principal> {
   try {
-    return await principalFor(header, realm, clientAddress, deps);
+    const principal = principalFor(req, realm, deps);
+    return principal instanceof Promise
+      ? principal.catch((err: unknown) => refused(err, realm, deps))
+      : principal;
   } catch (err) {
-    if (err instanceof AuthFailure) {
-      deps.metrics.authFailure(err.scheme, err.reason);
-      throw unauthorized(realm, err);
-    }
-    if (err instanceof AppError && err.code === 'tooManyFailedLogins') {
-      deps.metrics.authFailure('basic', 'throttled');
-    }
-    throw err;
+    return refused(err, realm, deps);
   }
 }
 
-async function principalFor(
-  header: string | undefined,
+/** Counts a refusal and throws it as the client is to hear it. */
+function refused(err: unknown, realm: string, deps: AuthenticateDeps): never {
+  if (err instanceof AuthFailure) {
+    deps.metrics.authFailure(err.scheme, err.reason);
+    throw unauthorized(realm, err);
+  }
+  if (err instanceof AppError && err.code === 'tooManyFailedLogins') {
+    deps.metrics.authFailure('basic', 'throttled');
+  }
+  throw err;
+}
+
+function principalFor(
+  req: IncomingMessage,
   realm: string,
-  clientAddress: string,
   deps: AuthenticateDeps,
-): Promise<Principal> {
+): Answer<Principal> {
+  const header = req.headers.authorization;
   // The common case, without a regex over the whole header. The token's syntax is checked by
   // the verifier, only for tokens it does not know.
   const plain = plainBearerToken(header);
@@ -64,9 +76,8 @@ async function principalFor(
   if (scheme === 'basic') {
     const credentials = parseBasicCredentials(value);
     if ('invalid' in credentials) throw new AuthFailure('basic', 'malformed', credentials.invalid);
-    const principal = await deps.basic.authenticate(realm, credentials, clientAddress);
-    refuseRevoked(principal, deps.revocations);
-    return principal;
+    const login = deps.basic.authenticate(realm, credentials, deps.clientAddressOf(req));
+    return whenKnown(login, refuseRevoked, deps.revocations);
   }
   throw new MissingCredentials('Unsupported authorization scheme; use Basic or Bearer.');
 }
@@ -83,45 +94,25 @@ function plainBearerToken(header: string | undefined): string | undefined {
   return undefined;
 }
 
-async function bearerPrincipal(
-  token: string,
-  realm: string,
-  deps: AuthenticateDeps,
-): Promise<Principal> {
-  const principal = await deps.bearer.verify(realm, token);
-  refuseRevoked(principal, deps.revocations);
-  await deps.activeCheck.ensureActive(token, principal);
-  return principal;
+function bearerPrincipal(token: string, realm: string, deps: AuthenticateDeps): Answer<Principal> {
+  const verified = deps.bearer.verify(realm, token);
+  return verified instanceof Promise
+    ? verified.then((principal) => activePrincipal(token, principal, deps))
+    : activePrincipal(token, verified, deps);
 }
 
-/**
- * The common cases without a single promise: `Bearer <token>` of a token already verified for
- * this realm, not revoked, not known inactive and not waiting for a blocking re-check, or
- * `Basic <credentials>` of a login this process has cached and whose session is not revoked.
- * Undefined whenever the full `authenticateRequest` is needed, which then also gives every
- * refusal. A principal found here is counted as a cache hit; a miss is counted by the full path.
- */
-export function knownPrincipal(
-  header: string | undefined,
-  realm: string,
+/** A verified token's principal, unless revoked or found inactive by its re-check. */
+function activePrincipal(
+  token: string,
+  principal: Principal,
   deps: AuthenticateDeps,
-): Principal | undefined {
-  const token = plainBearerToken(header);
-  if (token !== undefined) {
-    const principal = deps.bearer.verified(realm, token);
-    if (!principal || isRevoked(principal, deps.revocations)) return undefined;
-    if (deps.activeCheck.servable(token, principal) !== true) return undefined;
-    deps.metrics.cacheLookup('verified_token', true);
-    return principal;
-  }
-  if (!header?.startsWith('Basic ')) return undefined;
-  const credentials = parseBasicCredentials(header.slice('Basic '.length));
-  if ('invalid' in credentials) return undefined;
-  const principal = deps.basic.cached(realm, credentials);
-  if (!principal || isRevoked(principal, deps.revocations)) return undefined;
-  deps.metrics.cacheLookup('basic_login', true);
-  return principal;
+): Answer<Principal> {
+  refuseRevoked(principal, deps.revocations);
+  return whenKnown(deps.activeCheck.ensureActive(token, principal), sameAs, principal);
 }
+
+/** `principal` once a step that answers nothing has passed (no closure on the hot path). */
+const sameAs = (_passed: void, principal: Principal): Principal => principal;
 
 /**
  * Tokens of a revoked session, of one client's part of a session, a token revoked alone (RFC
@@ -130,14 +121,8 @@ export function knownPrincipal(
  * revocation.ts). Basic logins need no such check: cached ones older than the user's revocation
  * are dropped by the authenticator, and a fresh one reflects Keycloak as it is now.
  */
-function refuseRevoked(principal: Principal, revocations: RevocationList): void {
-  if (isRevoked(principal, revocations)) {
-    throw new AuthFailure(principal.method, 'revoked', 'Token has been revoked.');
-  }
-}
-
-function isRevoked(principal: Principal, revocations: RevocationList): boolean {
-  return (
+function refuseRevoked(principal: Principal, revocations: RevocationList): Principal {
+  if (
     (principal.sessionId !== undefined && revocations.isSessionRevoked(principal.sessionId)) ||
     (principal.tokenId !== undefined && revocations.isTokenRevoked(principal.tokenId)) ||
     (principal.sessionId !== undefined &&
@@ -149,7 +134,10 @@ function isRevoked(principal: Principal, revocations: RevocationList): boolean {
       )) ||
     (principal.method === 'bearer' &&
       revocations.isIssuedBeforeRevocation(principal.realm, principal.userId, principal.issuedAt))
-  );
+  ) {
+    throw new AuthFailure(principal.method, 'revoked', 'Token has been revoked.');
+  }
+  return principal;
 }
 
 class MissingCredentials extends AuthFailure {

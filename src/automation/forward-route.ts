@@ -1,9 +1,8 @@
 import type { Logger } from 'pino';
-import type { Admission } from '../auth/admission.ts';
+import type { ServerResponse } from 'node:http';
+import { admitRequest, type Admission } from '../auth/admission.ts';
 import type { EdgeRoute } from '../edge/edge.ts';
-import type { Forwarding } from '../edge/forwarding.ts';
-import { inRequest } from '../edge/request-context.ts';
-import { admitted } from '../edge/request-scope.ts';
+import type { RequestScope } from '../edge/request-scope.ts';
 import type { RouteDeclaration } from '../edge/route.ts';
 import { sendError } from '../envelope/error-handler.ts';
 import type { Forwarder } from './forwarder.ts';
@@ -24,38 +23,19 @@ export const FORWARDED_ROUTE: RouteDeclaration = {
  * production traffic takes; FORWARDED_ROUTE) on the HTTP server, before express (express and
  * its router cost more than the rest of the request together): the `/api` admission, then the
  * forwarder, which sends the path the admission read. A principal the admission already knows
- * is served without a promise; anything else, every refusal included, takes `admit`.
+ * is served without a promise; every refusal is answered in the envelope.
  */
 export function createForwardRoute(deps: {
   admission: Admission;
-  forwarding: Forwarding;
   forward: Forwarder;
   logger: Logger;
 }): EdgeRoute {
   const { admission, forward } = deps;
-  const fail = (res: Parameters<EdgeRoute>[1], requestId: string, err: unknown) => {
-    if (!res.headersSent) res.setHeader('x-request-id', requestId);
+  // Whatever throws after the admission (the forwarder included) is answered here too: nothing
+  // a client sends may end the process, it is a 500 for this one request.
+  const fail = (res: ServerResponse, scope: RequestScope, err: unknown) => {
+    if (!res.headersSent) res.setHeader('x-request-id', scope.requestId);
     sendError(res, err, deps.logger);
   };
-
-  return (req, res, scope) => {
-    try {
-      const authorization = req.headers.authorization;
-      const known = admission.peek(scope.route, authorization);
-      if (known) {
-        forward(req, res, admitted(scope, known));
-        return;
-      }
-      // The full admission may call Keycloak (a login, a key set): under the request's id.
-      void inRequest(scope.requestId, () =>
-        admission
-          .admit(scope.route, authorization, deps.forwarding.clientAddress(req))
-          .then((principal) => forward(req, res, admitted(scope, principal)))
-          .catch((err: unknown) => fail(res, scope.requestId, err)),
-      );
-    } catch (err) {
-      // Nothing a client sends may end the process: whatever throws here is a 500 for this one request.
-      fail(res, scope.requestId, err);
-    }
-  };
+  return (req, res, scope) => admitRequest(admission, req, res, scope, forward, fail);
 }

@@ -80,14 +80,15 @@ export function createEdge(deps: {
       const route = routes(target.segments, req.method);
       routeClass = route.metricsClass;
       const scope: RequestScope = { requestId, target, route, principal: undefined };
+      // Both may call Keycloak (an admission that must ask, the admin API, /auth): under the
+      // request's id.
       if (forwarded && route.entry?.forwarded) {
-        forwarded(req, res, scope);
+        inRequest(requestId, forwarded, req, res, scope);
         return;
       }
       enterScope(req, scope);
       res.setHeader('x-request-id', requestId);
       req.url = target.path + target.query;
-      // Express routes may call Keycloak (logins, the admin API, /auth): under the request's id.
       inRequest(requestId, app, req, res);
     } catch (err) {
       if (!res.headersSent) res.setHeader('x-request-id', requestId);

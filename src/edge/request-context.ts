@@ -11,7 +11,8 @@ const current = new AsyncLocalStorage<string>();
 /**
  * Runs `work(...args)` as part of the request `requestId`: what it starts, synchronously or
  * later (promises, timers, sockets), sees that id. The edge enters it for every request that
- * may call Keycloak; the forwarded route's fast path, which never does, does not pay for it.
+ * may call Keycloak, the forwarded route included: its admission learns only as it runs
+ * whether it must ask (about 0.2 µs of CPU per request, measured).
  */
 export function inRequest<A extends unknown[], R>(
   requestId: string,

@@ -89,11 +89,7 @@ export function createOrganizationDirectory(
   }
 
   return {
-    isKnown(id) {
-      const entry = confirmed.get(id);
-      return entry !== undefined && entry.enabled && now() - entry.at < FRESH_MS;
-    },
-    async stateOf(id) {
+    stateOf(id) {
       const entry = confirmed.get(id);
       if (entry !== undefined && now() - entry.at < FRESH_MS) {
         return entry.enabled ? 'enabled' : 'disabled';

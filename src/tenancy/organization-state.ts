@@ -3,7 +3,6 @@ export type OrganizationState = 'enabled' | 'disabled' | 'absent';
 
 /** "Does this organization exist, enabled", answered fast (platform/organization-directory.ts). */
 export interface OrganizationLookup {
-  stateOf(id: string): Promise<OrganizationState>;
-  /** True when known to exist and be enabled right now, without waiting. */
-  isKnown(id: string): boolean;
+  /** At once when this process knows the answer, else the promise of the database's. */
+  stateOf(id: string): OrganizationState | Promise<OrganizationState>;
 }

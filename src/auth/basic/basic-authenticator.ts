@@ -14,6 +14,7 @@ import type { FailedLoginMemory, LoginCredentials } from '../failed-logins.ts';
 import type { LoginThrottle } from '../login-throttle.ts';
 import { throttleRefusal } from '../throttle-refusal.ts';
 import type { BasicCredentials } from './parse-basic.ts';
+import { whenKnown, type Answer } from '../answer.ts';
 import {
   cachedLoginOf,
   longestServedSeconds,
@@ -24,19 +25,15 @@ import { systemClock, type Clock } from '../../time/clock.ts';
 
 export interface BasicAuthenticator {
   /**
-   * Logs the credentials in on `realm`; throws AuthFailure, AppError 429 while `clientAddress`
-   * or the account is throttled, or AppError when Keycloak fails.
+   * Logs the credentials in on `realm`: the principal at once when this process holds a fresh
+   * login of them, else a promise. Throws (or rejects with) AuthFailure, AppError 429 while
+   * `clientAddress` or the account is throttled, or AppError when Keycloak fails.
    */
   authenticate(
     realm: string,
     credentials: BasicCredentials,
     clientAddress: string,
-  ): Promise<Principal>;
-  /**
-   * The principal of a login this process has cached and may still reuse, without waiting;
-   * undefined whenever only `authenticate` can tell (the shared cache, a login, a refusal).
-   */
-  cached(realm: string, credentials: BasicCredentials): Principal | undefined;
+  ): Answer<Principal>;
 }
 
 export interface BasicAuthenticatorDeps {
@@ -98,56 +95,61 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
   const bounds = { cacheSeconds: deps.maxCacheSeconds, outageSeconds: deps.maxOutageSeconds };
 
   return {
-    async authenticate(realm, credentials, clientAddress) {
+    authenticate(realm, credentials, clientAddress) {
+      // The login's one HMAC: every step below finds it under this key.
       const key = cacheKeyOf(deps.cacheSecret, realm, credentials);
-      const cached = await readCache(key);
-      deps.metrics.cacheLookup('basic_login', cached !== undefined);
-      if (cached) return cached;
-      if (deps.refuses(realm, credentials.username)) {
-        throw new AuthFailure(
-          'basic',
-          'account_refused',
-          'This account cannot use Basic authentication.',
-        );
-      }
-      let login = inFlight.get(key);
-      if (!login) {
-        login = attempt(realm, credentials, key, clientAddress).finally(() => inFlight.delete(key));
-        inFlight.set(key, login);
-      }
-      return login;
-    },
-    cached(realm, credentials) {
-      if (deps.maxCacheSeconds === 0) return undefined;
-      const key = cacheKeyOf(deps.cacheSecret, realm, credentials);
-      const login = local.get(key);
-      return login && reusable(key, login, login.until);
+      return whenKnown(readCache(key), (cached) => {
+        deps.metrics.cacheLookup('basic_login', cached !== undefined);
+        return cached ?? logInOnce(realm, credentials, key, clientAddress);
+      });
     },
   };
 
-  /**
-   * A cached login's principal while it is fresh, or, while Keycloak is known to be down, kept
-   * (`keptUntil`). Once a node answers again, a login past `until` goes to Keycloak (grant),
-   * which verifies it afresh.
-   */
-  async function readCache(key: string): Promise<Principal | undefined> {
-    const login = await storedLogin(key);
-    if (!login) return undefined;
-    const fresh = reusable(key, login, login.until);
-    return fresh || !deps.keycloakDown() ? fresh : keptLogin(key);
-  }
-
-  /** The login cached under `key`, in this process or the shared cache, fresh or kept. */
-  async function storedLogin(key: string): Promise<CachedLogin | undefined> {
-    if (deps.maxCacheSeconds === 0) return undefined;
-    let login = local.get(key);
+  /** A login through Keycloak, shared by identical concurrent requests (see `attempt`). */
+  function logInOnce(
+    realm: string,
+    credentials: BasicCredentials,
+    key: string,
+    clientAddress: string,
+  ): Promise<Principal> {
+    if (deps.refuses(realm, credentials.username)) {
+      throw new AuthFailure(
+        'basic',
+        'account_refused',
+        'This account cannot use Basic authentication.',
+      );
+    }
+    let login = inFlight.get(key);
     if (!login) {
-      const value = await deps.cache.get(key);
-      login = value === undefined ? undefined : parseCachedLogin(value);
-      if (!login) return undefined;
-      local.set(key, login, login.keptUntil);
+      login = attempt(realm, credentials, key, clientAddress).finally(() => inFlight.delete(key));
+      inFlight.set(key, login);
     }
     return login;
+  }
+
+  /**
+   * A cached login's principal while it is fresh (at once when this process holds it), or,
+   * while Keycloak is known to be down, kept (`keptUntil`). Once a node answers again, a login
+   * past `until` goes to Keycloak (grant), which verifies it afresh.
+   */
+  function readCache(key: string): Answer<Principal | undefined> {
+    return whenKnown(storedLogin(key), (login) => {
+      if (!login) return undefined;
+      const fresh = reusable(key, login, login.until);
+      return fresh || !deps.keycloakDown() ? fresh : keptLogin(key);
+    });
+  }
+
+  /** The login cached under `key`, in this process (at once) or the shared cache, fresh or kept. */
+  function storedLogin(key: string): Answer<CachedLogin | undefined> {
+    if (deps.maxCacheSeconds === 0) return undefined;
+    const login = local.get(key);
+    if (login) return login;
+    return deps.cache.get(key).then((value) => {
+      const shared = value === undefined ? undefined : parseCachedLogin(value);
+      if (shared) local.set(key, shared, shared.keptUntil);
+      return shared;
+    });
   }
 
   /** The login's principal until `deadline` (epoch ms), unless a revocation voided it. */

@@ -5,19 +5,16 @@ import { AuthFailure } from '../auth-failure.ts';
 import type { Principal } from '../../tenancy/principal.ts';
 import type { RevocationList } from '../revocation.ts';
 import { systemClock, type Clock } from '../../time/clock.ts';
+import type { Answer } from '../answer.ts';
 
 export interface ActiveCheck {
   /**
-   * Throws AuthFailure when Keycloak has said the token is no longer active; when its re-check
-   * is due, asks Keycloak first and waits for the answer (up to the bound).
+   * Throws AuthFailure when Keycloak has said the token is no longer active. Nothing to wait
+   * for (undefined) when it was checked within the interval; when its re-check is due, asks
+   * Keycloak first and gives the promise of the answer (waited for up to the bound), which
+   * rejects with that AuthFailure when the token is found inactive.
    */
-  ensureActive(token: string, principal: Principal): Promise<void>;
-  /**
-   * The same answer without a promise: false when the token is known inactive, true when it
-   * was checked within the interval, undefined when a re-check is due (or running): then only
-   * `ensureActive` can tell.
-   */
-  servable(token: string, principal: Principal): boolean | undefined;
+  ensureActive(token: string, principal: Principal): Answer<void>;
 }
 
 /**
@@ -51,7 +48,7 @@ export function createActiveCheck(options: {
   clock?: Clock;
 }): ActiveCheck {
   if (options.intervalSeconds === 'off') {
-    return { ensureActive: () => Promise.resolve(), servable: () => true };
+    return { ensureActive: () => undefined };
   }
   const intervalMs = options.intervalSeconds * 1000;
   const { clock = systemClock } = options;
@@ -138,21 +135,18 @@ export function createActiveCheck(options: {
 
   const refused = () => new AuthFailure('bearer', 'revoked', 'Token is no longer active.');
 
-  function servable(_token: string, principal: Principal): boolean | undefined {
-    if (inactive.has(principal)) return false;
-    if (running.has(principal)) return undefined;
-    return (checkedUntil.get(principal) ?? 0) > clock.now() ? true : undefined;
-  }
-
   return {
-    servable,
-    async ensureActive(token, principal) {
-      const known = servable(token, principal);
-      if (known === false) throw refused();
-      if (known === true) return;
-      const answer = running.get(principal) ?? start(token, principal);
-      if (answer === undefined) return;
-      if (!(await within(answer))) throw refused();
+    ensureActive(token, principal) {
+      if (inactive.has(principal)) throw refused();
+      let answer = running.get(principal);
+      if (answer === undefined) {
+        if ((checkedUntil.get(principal) ?? 0) > clock.now()) return undefined;
+        answer = start(token, principal);
+        if (answer === undefined) return undefined;
+      }
+      return within(answer).then((active) => {
+        if (!active) throw refused();
+      });
     },
   };
 }

@@ -9,6 +9,7 @@ import { isHeaderSafe, principalFromClaims } from '../principal.ts';
 import type { Principal } from '../../tenancy/principal.ts';
 import type { JwksRegistry } from './jwks.ts';
 import { systemClock, type Clock } from '../../time/clock.ts';
+import type { Answer } from '../answer.ts';
 
 /** Asymmetric algorithms only: `none` and HMAC (which a public key could "sign") never pass. */
 export const ALLOWED_ALGORITHMS = [
@@ -31,10 +32,12 @@ const MAX_TOKEN_LENGTH = 12 * 1024;
 const TOKEN68 = /^[A-Za-z0-9\-._~+/]+=*$/;
 
 export interface BearerVerifier {
-  /** Verifies an access token for `realm`; throws AuthFailure, or AppError when Keycloak is unreachable. */
-  verify(realm: string, token: string): Promise<Principal>;
-  /** The principal of a token already verified for `realm`, if it is one; never throws. */
-  verified(realm: string, token: string): Principal | undefined;
+  /**
+   * Verifies an access token for `realm`: its principal at once when the token was verified
+   * before and its key is still published, else a promise. Throws (or rejects with)
+   * AuthFailure, or AppError when Keycloak is unreachable.
+   */
+  verify(realm: string, token: string): Answer<Principal>;
 }
 
 /** A verified token as remembered: whom it names, and the key that signed it. */
@@ -47,8 +50,8 @@ interface Verified {
  * Verifies access tokens locally against the realm's JWKS. A verified token is remembered,
  * keyed by its SHA-256 (never the token itself), until it expires, so a repeated token costs
  * one hash and one lookup of its `kid` in the realm's current key set instead of a signature
- * check; once the set no longer has that key (removed in Keycloak), the token is verified again,
- * and refused.
+ * check, and no promise; once the set no longer has that key (removed in Keycloak), the token
+ * is verified again, and refused.
  */
 export function createBearerVerifier(options: {
   jwks: JwksRegistry;
@@ -64,11 +67,7 @@ export function createBearerVerifier(options: {
   const stillSigned = (known: Verified) => options.jwks.publishes(known.principal.realm, known.kid);
 
   return {
-    verified(realm, token) {
-      const known = verified.get(hash('sha256', token, 'base64url'));
-      return known?.principal.realm === realm && stillSigned(known) ? known.principal : undefined;
-    },
-    async verify(realm, token) {
+    verify(realm, token) {
       const key = hash('sha256', token, 'base64url');
       const known = verified.get(key);
       options.metrics.cacheLookup('verified_token', known !== undefined);
@@ -93,11 +92,12 @@ export function createBearerVerifier(options: {
       if (unverified.iss !== issuerOf(realm)) {
         throw new AuthFailure('bearer', 'wrong_realm', 'Token was not issued for this realm.');
       }
-      const { claims, kid } = await verifySignatureAndClaims(token, realm);
-      // The same principal object as before a re-verification: its re-check state stays.
-      const principal = known?.principal ?? principalFromClaims(realm, claims, 'bearer');
-      verified.set(key, { principal, kid }, principal.expiresAt * 1000);
-      return principal;
+      return verifySignatureAndClaims(token, realm).then(({ claims, kid }) => {
+        // The same principal object as before a re-verification: its re-check state stays.
+        const principal = known?.principal ?? principalFromClaims(realm, claims, 'bearer');
+        verified.set(key, { principal, kid }, principal.expiresAt * 1000);
+        return principal;
+      });
     },
   };
 

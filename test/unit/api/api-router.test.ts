@@ -6,7 +6,6 @@ import { apiDeclarations, API_ROUTES } from '../../../src/api/api-routes.ts';
 import { createApiRouter } from '../../../src/api/api.router.ts';
 import type { Admission } from '../../../src/auth/admission.ts';
 import { createEdge } from '../../../src/edge/edge.ts';
-import { createForwarding } from '../../../src/edge/forwarding.ts';
 import { compileRoutes } from '../../../src/edge/route.ts';
 import { createErrorHandler, notFoundHandler } from '../../../src/envelope/error-handler.ts';
 import { AppError } from '../../../src/envelope/errors.ts';
@@ -57,13 +56,13 @@ const platformTables: ServedTable[] = [
 async function startGateway(forwards: boolean): Promise<Server> {
   const logger = createLogger('silent');
   const admission: Admission = {
-    peek: (target) => (target.realm === undefined ? undefined : principal),
-    admit: (target) =>
-      target.refusal ? Promise.reject(new AppError(target.refusal)) : Promise.resolve(principal),
+    admit: (target) => {
+      if (target.refusal) throw new AppError(target.refusal);
+      return principal;
+    },
   };
   const api = createApiRouter({
     admission,
-    forwarding: createForwarding(undefined),
     audit: createAudit(logger, () => '127.0.0.1'),
     refreshTokens: recording,
     organizations: recording,

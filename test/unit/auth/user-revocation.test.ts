@@ -1,10 +1,7 @@
 import pino from 'pino';
+import type { IncomingMessage } from 'node:http';
 import { beforeEach, describe, expect, it } from 'vitest';
-import {
-  authenticateRequest,
-  knownPrincipal,
-  type AuthenticateDeps,
-} from '../../../src/auth/authenticate.ts';
+import { authenticateRequest, type AuthenticateDeps } from '../../../src/auth/authenticate.ts';
 import type { Principal } from '../../../src/tenancy/principal.ts';
 import { testPrincipal } from '../../helpers/principal.ts';
 import { createRevocationList, type RevocationList } from '../../../src/auth/revocation.ts';
@@ -69,30 +66,33 @@ describe("a user's token revocation", () => {
     expect(list.isIssuedBeforeRevocation('acme', 'u1', principal(T0 - 5000).issuedAt)).toBe(false);
   });
 
-  it('is one check of the pipeline: the fast and the full Bearer path refuse, Basic is left to its cache', async () => {
+  it('is one check of the pipeline: Bearer is refused whether verified before or now, Basic is left to its cache', async () => {
     const revocations = await revocationList();
     const old = principal(T0 - 5000);
+    // A token verified before is known at once; a new one is verified asynchronously.
+    let verifiedBefore = true;
     const deps: AuthenticateDeps = {
-      basic: {
-        authenticate: () => Promise.resolve(principal(T0 - 5000, 'basic')),
-        cached: () => undefined,
-      },
-      bearer: { verify: () => Promise.resolve(old), verified: () => old },
+      basic: { authenticate: () => Promise.resolve(principal(T0 - 5000, 'basic')) },
+      bearer: { verify: () => (verifiedBefore ? old : Promise.resolve(old)) },
       revocations,
-      activeCheck: { ensureActive: () => Promise.resolve(), servable: () => true },
-      metrics: { authFailure: () => undefined, cacheLookup: () => undefined },
+      activeCheck: { ensureActive: () => undefined },
+      clientAddressOf: () => '127.0.0.1',
+      metrics: { authFailure: () => undefined },
     };
-    expect(knownPrincipal('Bearer abc', 'acme', deps)).toBe(old);
+    const request = (authorization: string) => ({ headers: { authorization } }) as IncomingMessage;
+    expect(authenticateRequest(request('Bearer abc'), 'acme', deps)).toBe(old);
     await revokeUser(revocations, 3600);
-    expect(knownPrincipal('Bearer abc', 'acme', deps)).toBeUndefined();
-    await expect(
-      authenticateRequest('Bearer abc', 'acme', '127.0.0.1', deps),
-    ).rejects.toMatchObject({ result: '401-00002' });
+    expect(() => authenticateRequest(request('Bearer abc'), 'acme', deps)).toThrow(
+      expect.objectContaining({ result: '401-00002' }),
+    );
+    verifiedBefore = false;
+    await expect(authenticateRequest(request('Bearer abc'), 'acme', deps)).rejects.toMatchObject({
+      result: '401-00002',
+    });
     // A Basic principal comes from a login the authenticator vouches for (see basic/).
     const basic = await authenticateRequest(
-      `Basic ${Buffer.from('alice:pw').toString('base64')}`,
+      request(`Basic ${Buffer.from('alice:pw').toString('base64')}`),
       'acme',
-      '127.0.0.1',
       deps,
     );
     expect(basic.method).toBe('basic');
@@ -101,16 +101,16 @@ describe("a user's token revocation", () => {
   it("refuses, on both Bearer paths, the tokens of the client whose part of the session ended, not the session's other clients", async () => {
     const revocations = await revocationList();
     const ofClient = (clientId: string) => ({ ...principal(T0 - 5000), clientId });
-    const depsFor = (token: Principal): AuthenticateDeps => ({
-      basic: {
-        authenticate: () => Promise.reject(new Error('no Basic here')),
-        cached: () => undefined,
-      },
-      bearer: { verify: () => Promise.resolve(token), verified: () => token },
+    // A token verified before is known at once; a new one is verified asynchronously.
+    const depsFor = (token: Principal, verifiedBefore: boolean): AuthenticateDeps => ({
+      basic: { authenticate: () => Promise.reject(new Error('no Basic here')) },
+      bearer: { verify: () => (verifiedBefore ? token : Promise.resolve(token)) },
       revocations,
-      activeCheck: { ensureActive: () => Promise.resolve(), servable: () => true },
-      metrics: { authFailure: () => undefined, cacheLookup: () => undefined },
+      activeCheck: { ensureActive: () => undefined },
+      clientAddressOf: () => '127.0.0.1',
+      metrics: { authFailure: () => undefined },
     });
+    const request = { headers: { authorization: 'Bearer abc' } } as IncomingMessage;
     await revocations.revoke({
       realm: 'acme',
       userId: 'u1',
@@ -119,12 +119,15 @@ describe("a user's token revocation", () => {
       ttlSeconds: 300,
       userTtlSeconds: 0,
     });
-    const ended = depsFor(ofClient('app-a'));
-    expect(knownPrincipal('Bearer abc', 'acme', ended)).toBeUndefined();
-    await expect(
-      authenticateRequest('Bearer abc', 'acme', '127.0.0.1', ended),
-    ).rejects.toMatchObject({ result: '401-00002' });
+    const ended = ofClient('app-a');
+    expect(() => authenticateRequest(request, 'acme', depsFor(ended, true))).toThrow(
+      expect.objectContaining({ result: '401-00002' }),
+    );
+    await expect(authenticateRequest(request, 'acme', depsFor(ended, false))).rejects.toMatchObject(
+      { result: '401-00002' },
+    );
     const other = ofClient('app-b');
-    expect(knownPrincipal('Bearer abc', 'acme', depsFor(other))).toBe(other);
+    expect(authenticateRequest(request, 'acme', depsFor(other, true))).toBe(other);
+    await expect(authenticateRequest(request, 'acme', depsFor(other, false))).resolves.toBe(other);
   });
 });

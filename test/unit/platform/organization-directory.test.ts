@@ -30,15 +30,19 @@ function setup(real: string[], disabled: string[] = []) {
 describe('organization directory', () => {
   it('confirms a real organization once and knows it without the database for a minute', async () => {
     const { directory, calls, advance } = setup(['acme']);
-    expect(directory.isKnown('acme')).toBe(false);
-    expect(await directory.stateOf('acme')).toBe('enabled');
-    expect(directory.isKnown('acme')).toBe(true);
+    // Not known yet: the answer is the database's, a promise.
+    const first = directory.stateOf('acme');
+    expect(first).toBeInstanceOf(Promise);
+    expect(await first).toBe('enabled');
+    // Known: answered at once, without a promise.
+    expect(directory.stateOf('acme')).toBe('enabled');
     advance(59_000);
-    expect(await directory.stateOf('acme')).toBe('enabled');
+    expect(directory.stateOf('acme')).toBe('enabled');
     expect(calls).toEqual(['acme']);
     advance(2_000);
-    expect(directory.isKnown('acme')).toBe(false);
-    expect(await directory.stateOf('acme')).toBe('enabled');
+    const again = directory.stateOf('acme');
+    expect(again).toBeInstanceOf(Promise);
+    expect(await again).toBe('enabled');
     expect(calls).toEqual(['acme', 'acme']);
   });
 
@@ -77,7 +81,10 @@ describe('organization directory', () => {
     await directory.stateOf('acme');
     for (let second = 0; second < 3; second++) {
       const answers = await Promise.all(
-        Array.from({ length: 5_000 }, (_, i) => directory.stateOf(`flood-${second}-${i}`)),
+        // A promise each, whether answered at once or by the database.
+        Array.from({ length: 5_000 }, (_, i) =>
+          Promise.resolve(directory.stateOf(`flood-${second}-${i}`)),
+        ),
       );
       expect(answers.every((answer) => answer === 'absent')).toBe(true);
       advance(1_000);
@@ -91,7 +98,7 @@ describe('organization directory', () => {
     const { directory, advance } = setup(['acme']);
     expect(await directory.stateOf('acme')).toBe('enabled');
     for (let i = 0; i < 20_000; i++) await directory.stateOf(`flood-${i}`);
-    expect(directory.isKnown('acme')).toBe(true);
+    expect(directory.stateOf('acme')).toBe('enabled');
     // Gone stale while the lookup budget is spent: still served, without the database.
     advance(61_000);
     for (let i = 0; i < 200; i++) await directory.stateOf(`late-${i}`);
@@ -100,16 +107,18 @@ describe('organization directory', () => {
 
   it('merges concurrent lookups of one id into one database call', async () => {
     const { directory, calls } = setup(['acme']);
-    const answers = await Promise.all([1, 2, 3].map(() => directory.stateOf('acme')));
+    const answers = await Promise.all(
+      [1, 2, 3].map(() => Promise.resolve(directory.stateOf('acme'))),
+    );
     expect(answers).toEqual(['enabled', 'enabled', 'enabled']);
     expect(calls).toEqual(['acme']);
   });
 
-  it('knows a disabled organization as disabled, never as known', async () => {
+  it('knows a disabled organization as disabled, at once, never as enabled', async () => {
     const { directory, calls } = setup([], ['frozen']);
     expect(await directory.stateOf('frozen')).toBe('disabled');
     expect(await directory.stateOf('frozen')).toBe('disabled');
-    expect(directory.isKnown('frozen')).toBe(false);
+    expect(directory.stateOf('frozen')).toBe('disabled');
     expect(calls).toEqual(['frozen']);
   });
 
@@ -117,10 +126,10 @@ describe('organization directory', () => {
     const { directory, calls } = setup(['acme']);
     expect(await directory.stateOf('acme')).toBe('enabled');
     directory.learn('acme', 'disabled');
-    expect(directory.isKnown('acme')).toBe(false);
+    expect(directory.stateOf('acme')).toBe('disabled');
     expect(await directory.stateOf('acme')).toBe('disabled');
     directory.learn('acme', 'enabled');
-    expect(directory.isKnown('acme')).toBe(true);
+    expect(directory.stateOf('acme')).toBe('enabled');
     directory.learn('acme', 'absent');
     expect(await directory.stateOf('acme')).toBe('absent');
     expect(calls).toEqual(['acme']);

@@ -72,10 +72,7 @@ async function requestAt(
   ms: number,
 ): Promise<'served' | 'refused'> {
   vi.setSystemTime(T0 + ms);
-  // The fast path first, as the admission's `peek` does; then the async path when it cannot tell.
-  const known = check.servable('token', principal);
-  if (known === true) return 'served';
-  if (known === false) return 'refused';
+  // At once (nothing, or a throw) when the check knows; a promise when it must ask.
   try {
     await check.ensureActive('token', principal);
     return 'served';
@@ -107,17 +104,19 @@ describe('the re-check of a token (REVOCATION_CHECK_SECONDS=2, REVOCATION_CHECK_
 
     // The first request waits for the first check; the next ones within 2 s ask nothing and
     // need no promise.
-    expect(check.servable('token', principal)).toBeUndefined();
-    expect(await requestAt(check, 0)).toBe('served');
+    const first = check.ensureActive('token', principal);
+    expect(first).toBeInstanceOf(Promise);
+    await expect(first).resolves.toBeUndefined();
     keycloak.active = false;
-    expect(check.servable('token', principal)).toBe(true);
+    expect(check.ensureActive('token', principal)).toBeUndefined();
     expect(await requestAt(check, 1)).toBe('served');
     expect(await requestAt(check, 1999)).toBe('served');
     expect(keycloak.asked).toEqual([0]);
     // 2 s on, the check is due: the fast path cannot tell, and the request itself is refused ...
     vi.setSystemTime(T0 + 2000);
-    expect(check.servable('token', principal)).toBeUndefined();
-    expect(await requestAt(check, 2000)).toBe('refused');
+    const due = check.ensureActive('token', principal);
+    expect(due).toBeInstanceOf(Promise);
+    await expect(due).rejects.toBeInstanceOf(AuthFailure);
     expect(keycloak.asked).toEqual([0, 2000]);
     // ... and every later one, on every replica (its session revoked), without asking again.
     expect(await requestAt(check, 2001)).toBe('refused');
