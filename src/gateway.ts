@@ -19,6 +19,8 @@ import { createIdTokenReader } from './auth/bearer/id-token.ts';
 import { createKeySetEvents } from './auth/bearer/key-set-events.ts';
 import { createWorkerKeySetMemory } from './auth/bearer/key-set-memory.ts';
 import { createRevocationList } from './auth/revocation.ts';
+import { createReachStep } from './auth/reach.ts';
+import { createTokenDetailsStore } from './auth/token-details.ts';
 import { createOperationsRepo } from './automation/operations.repo.ts';
 import { createCache, type Cache } from './cache/index.ts';
 import { createReplicaBus } from './cache/replica-bus.ts';
@@ -263,9 +265,11 @@ export async function startGateway(
     metrics,
     logger,
   });
+  const tokenDetails = createTokenDetailsStore(db);
   const refreshTokens = createRefreshTokensService({
     admin: serviceAdmin,
     revocations,
+    details: tokenDetails,
     basicCacheSeconds: basicLoginSeconds,
     leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
   });
@@ -293,6 +297,12 @@ export async function startGateway(
     jwks,
     logger,
   });
+  const reach = createReachStep({
+    store: tokenDetails,
+    clientAddressOf: (req) => forwarding.clientAddress(req),
+    maxEntries: config.MEMORY_CACHE_MAX_ENTRIES,
+    onUseFailed: (err) => logger.warn({ err }, 'could not write the last use of a refresh token'),
+  });
   const admission = createAdmission({
     basic,
     bearer,
@@ -300,6 +310,7 @@ export async function startGateway(
     activeCheck,
     organizations: directory,
     workspaces,
+    reach,
     metrics,
     tracing,
   });
@@ -353,6 +364,16 @@ export async function startGateway(
         serviceAdmin.run(realm, async (admin) => {
           const user = await admin.users.findOne({ realm, id: userId });
           if (user?.username) await failedLogins.passwordSet(realm, user.username);
+        }),
+      logger,
+    },
+    jobCredentials: {
+      store: tokenDetails,
+      reach,
+      bearer,
+      endSession: (realm: string, sessionId: string) =>
+        serviceAdmin.run(realm, async (admin) => {
+          await admin.realms.deleteSession({ realm, session: sessionId, isOffline: true });
         }),
       logger,
     },

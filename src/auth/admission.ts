@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { RequestHandler } from 'express';
 import { scopeOf } from '../edge/request-scope.ts';
 import type { Route } from '../edge/route.ts';
@@ -5,6 +6,7 @@ import { AppError } from '../envelope/errors.ts';
 import { endSpan, type Tracing } from '../tracing/tracing.ts';
 import { authenticateRequest, knownPrincipal, type AuthenticateDeps } from './authenticate.ts';
 import { holdsWorkspace } from './authorize.ts';
+import type { ReachStep } from './reach.ts';
 import type { Principal } from '../tenancy/principal.ts';
 import type { OrganizationLookup } from '../tenancy/organization-state.ts';
 
@@ -18,6 +20,8 @@ export interface WorkspaceLookup {
 export interface AdmissionDeps extends AuthenticateDeps {
   organizations: OrganizationLookup;
   workspaces: WorkspaceLookup;
+  /** What a token narrowed at issuance may reach, and the note of each session's last use. */
+  reach: ReachStep;
   /** When set, each admission is a span (its Keycloak calls are children of it). */
   tracing?: Tracing;
 }
@@ -25,19 +29,25 @@ export interface AdmissionDeps extends AuthenticateDeps {
 export interface Admission {
   /**
    * Every step, in order: the organization exists and is enabled, the credentials are good for
-   * its realm, the workspace role is held. Throws the AppError of the first step that fails.
+   * its realm, the token's reach allows the call, the workspace role is held. Throws the
+   * AppError of the first step that fails.
    */
   admit(
     target: ApiTarget,
     authorization: string | undefined,
     clientAddress: string,
+    req: IncomingMessage,
   ): Promise<Principal>;
   /**
    * The same steps decided from what this process already knows, without a promise: the
    * principal when all of them pass that way, else undefined (then `admit` decides, and gives
    * every refusal).
    */
-  peek(target: ApiTarget, authorization: string | undefined): Principal | undefined;
+  peek(
+    target: ApiTarget,
+    authorization: string | undefined,
+    req: IncomingMessage,
+  ): Principal | undefined;
 }
 
 /** The one request pipeline of `/api`, for the express routes and the forwarder alike. */
@@ -49,10 +59,10 @@ export function createAdmission(deps: AdmissionDeps): Admission {
 /** `admission` with a span `admission` for each `admit`, and for each `peek` that decides. */
 function traced(admission: Admission, tracing: Tracing): Admission {
   return {
-    admit(target, authorization, clientAddress) {
+    admit(target, authorization, clientAddress, req) {
       const span = tracing.start('admission', 'internal', { 'realmgate.realm': target.realm });
       return tracing
-        .within(span, () => admission.admit(target, authorization, clientAddress))
+        .within(span, () => admission.admit(target, authorization, clientAddress, req))
         .then(
           (principal) => {
             endSpan(span);
@@ -64,8 +74,8 @@ function traced(admission: Admission, tracing: Tracing): Admission {
           },
         );
     },
-    peek(target, authorization) {
-      const principal = admission.peek(target, authorization);
+    peek(target, authorization, req) {
+      const principal = admission.peek(target, authorization, req);
       if (principal) {
         tracing
           .start('admission', 'internal', {
@@ -81,7 +91,7 @@ function traced(admission: Admission, tracing: Tracing): Admission {
 
 function admissionOf(deps: AdmissionDeps): Admission {
   return {
-    async admit(target, authorization, clientAddress) {
+    async admit(target, authorization, clientAddress, req) {
       if (target.refusal !== undefined) throw new AppError(target.refusal);
       const realm = target.realm;
       if (realm === undefined) throw new Error('admit called on a route that reads no credentials');
@@ -92,20 +102,25 @@ function admissionOf(deps: AdmissionDeps): Admission {
         if (state === 'absent') throw new AppError('organizationNotFound');
         if (state === 'disabled') throw new AppError('organizationDisabled');
       }
-      const principal = await authenticateRequest(authorization, realm, clientAddress, deps);
+      const principal = await deps.reach.admit(
+        await authenticateRequest(authorization, realm, clientAddress, deps),
+        target.workspace,
+        req,
+      );
       if (target.workspace !== undefined && !holdsWorkspace(principal, target.workspace)) {
         const exists = (await deps.workspaces.find(realm, target.workspace)) !== undefined;
         throw new AppError(exists ? 'permissionDenied' : 'workspaceNotFound');
       }
       return principal;
     },
-    peek(target, authorization) {
+    peek(target, authorization, req) {
       const realm = target.realm;
       if (realm === undefined) return undefined;
       if (target.organization !== undefined && !deps.organizations.isKnown(target.organization)) {
         return undefined;
       }
-      const principal = knownPrincipal(authorization, realm, deps);
+      const known = knownPrincipal(authorization, realm, deps);
+      const principal = known && deps.reach.peek(known, target.workspace, req);
       if (!principal) return undefined;
       if (target.workspace !== undefined && !holdsWorkspace(principal, target.workspace)) {
         return undefined;
@@ -133,8 +148,8 @@ export function admitApiRequests(
       }
       const authorization = req.headers.authorization;
       scope.principal =
-        admission.peek(scope.route, authorization) ??
-        (await admission.admit(scope.route, authorization, clientAddressOf(req)));
+        admission.peek(scope.route, authorization, req) ??
+        (await admission.admit(scope.route, authorization, clientAddressOf(req), req));
       next();
     } catch (err) {
       next(err);

@@ -41,7 +41,7 @@ export function createForwardRoute(deps: {
   return (req, res, scope) => {
     try {
       const authorization = req.headers.authorization;
-      const known = admission.peek(scope.route, authorization);
+      const known = admission.peek(scope.route, authorization, req);
       if (known) {
         forward(req, res, admitted(scope, known));
         return;
@@ -49,7 +49,7 @@ export function createForwardRoute(deps: {
       // The full admission may call Keycloak (a login, a key set): under the request's id.
       void inRequest(scope.requestId, () =>
         admission
-          .admit(scope.route, authorization, deps.forwarding.clientAddress(req))
+          .admit(scope.route, authorization, deps.forwarding.clientAddress(req), req)
           .then((principal) => forward(req, res, admitted(scope, principal)))
           .catch((err: unknown) => fail(res, scope.requestId, err)),
       );

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import * as initial from './migrations/20261122-001-initial.ts';
+import * as refreshTokenDetails from './migrations/20261125-002-refresh-token-details.ts';
 
 interface NamedMigration {
   name: string;
@@ -13,6 +14,7 @@ interface NamedMigration {
  */
 const migrations: readonly NamedMigration[] = [
   { name: '20261122-001-initial', migration: initial },
+  { name: '20261125-002-refresh-token-details', migration: refreshTokenDetails },
 ];
 
 const migrationSource: Knex.MigrationSource<NamedMigration> = {
