@@ -28,9 +28,11 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const MAX_EXPIRES_IN_SECONDS = 10 * 365 * 24 * 3600;
 
 /** A name: what `tokens revoke NAME` takes, so never a session id's shape. */
+export const TOKEN_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
 export const tokenName = z
   .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, {
+  .regex(TOKEN_NAME, {
     message: 'a name is 1 to 64 letters, digits, ".", "_" or "-", starting with a letter or digit',
   })
   .refine((name) => !UUID.test(name), { message: 'a name may not look like a session id' });
