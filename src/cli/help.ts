@@ -42,7 +42,8 @@ A job's own credential: login --name names the refresh token, --workspace (repea
 limits it to those workspaces, --read-only to GET, HEAD and OPTIONS, --expires (30d, 12h) ends
 it sooner; keep it in a directory of its own (REALMGATE_CONFIG_DIR), so it does not replace
 your own login:
-  REALMGATE_CONFIG_DIR=./ci realmgate login acme alice --name nightly --workspace ws1 --read-only
+  REALMGATE_CONFIG_DIR=./ci realmgate login acme alice --name nightly --workspace ws1 \\
+    --read-only --expires 90d
 tokens list|revoke manage the user's refresh tokens (revoke <id|name>; --all: every one of
 them); list shows each one's name, reach, expiry and last use.
 logout revokes the stored login's refresh token alone and forgets it. --realm and --user pick
