@@ -89,8 +89,8 @@ export function createReachStep(deps: {
   onUseFailed: (err: unknown) => void;
 }): ReachStep {
   const now = deps.now ?? Date.now;
-  const reaches = new TtlLru<TokenReach | typeof NONE>(deps.maxEntries);
-  const noted = new TtlLru<true>(deps.maxEntries);
+  const reaches = new TtlLru<TokenReach | typeof NONE>(deps.maxEntries, now);
+  const noted = new TtlLru<true>(deps.maxEntries, now);
 
   function noteUse(session: UsedSession, req: IncomingMessage): void {
     if (noted.get(session.sessionId)) return;

@@ -1,6 +1,9 @@
+import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { reachRefusal } from '../../../src/auth/reach.ts';
+import { createReachStep, reachRefusal } from '../../../src/auth/reach.ts';
+import type { TokenDetailsStore } from '../../../src/auth/token-details.ts';
 import type { TokenReach } from '../../../src/tenancy/principal.ts';
+import { testPrincipal } from '../../helpers/principal.ts';
 
 const NOW = 1_800_000_000_000;
 const reach = (over: Partial<TokenReach>): TokenReach => ({
@@ -43,5 +46,85 @@ describe('reachRefusal', () => {
   it('reports the workspace before the method', () => {
     const both = reach({ workspaces: ['ws1'], readOnly: true });
     expect(reachRefusal(both, 'ws2', 'POST', NOW)).toBe('outsideTokenReach');
+  });
+});
+
+describe('createReachStep', () => {
+  function setup(stored: TokenReach | undefined) {
+    let now = NOW;
+    const lookups: string[] = [];
+    const uses: Array<{ sessionId: string; address: string; userAgent: string | undefined }> = [];
+    const store = {
+      reachOf: (sessionId: string) => {
+        lookups.push(sessionId);
+        return Promise.resolve(stored);
+      },
+      noteUse: (session: { sessionId: string }, use: { address: string; userAgent?: string }) => {
+        uses.push({ sessionId: session.sessionId, address: use.address, userAgent: use.userAgent });
+        return Promise.resolve();
+      },
+    } as unknown as TokenDetailsStore;
+    const step = createReachStep({
+      store,
+      clientAddressOf: () => '192.0.2.7',
+      maxEntries: 100,
+      now: () => now,
+      onUseFailed: (err) => {
+        throw err;
+      },
+    });
+    const advance = (ms: number) => (now += ms);
+    return { step, lookups, uses, advance };
+  }
+  const principal = testPrincipal({ issuedAt: NOW / 1000, expiresAt: NOW / 1000 + 3600 });
+  const req = (method: string) =>
+    ({ method, headers: { 'user-agent': 'ci/1' } }) as unknown as IncomingMessage;
+
+  it('looks a session up once, then decides from memory, attaching its reach', async () => {
+    const { step, lookups } = setup(reach({ workspaces: ['ws1'], readOnly: true }));
+    expect(step.peek(principal, 'ws1', req('GET'))).toBeUndefined();
+    const admitted = await step.admit(principal, 'ws1', req('GET'));
+    expect(admitted.reach).toEqual(reach({ workspaces: ['ws1'], readOnly: true }));
+    expect(step.peek(principal, 'ws1', req('GET'))?.reach?.readOnly).toBe(true);
+    // A refusal is never decided by peek: admit gives it.
+    expect(step.peek(principal, 'ws2', req('GET'))).toBeUndefined();
+    await expect(step.admit(principal, 'ws2', req('GET'))).rejects.toMatchObject({
+      code: 'outsideTokenReach',
+    });
+    await expect(step.admit(principal, 'ws1', req('PUT'))).rejects.toMatchObject({
+      code: 'readOnlyToken',
+    });
+    expect(lookups).toEqual(['s1']);
+  });
+
+  it('leaves a session without a reach as it is, and Basic logins unlooked-up', async () => {
+    const { step, lookups } = setup(undefined);
+    expect(await step.admit(principal, 'ws9', req('DELETE'))).toBe(principal);
+    expect(step.peek(principal, 'ws9', req('DELETE'))).toBe(principal);
+    const basic = { ...principal, method: 'basic' as const };
+    expect(step.peek(basic, 'ws9', req('DELETE'))).toBe(basic);
+    expect(lookups).toEqual(['s1']);
+  });
+
+  it('refuses every call once the lifetime is over, with 401', async () => {
+    const { step, advance } = setup(reach({ expiresAt: NOW + 1000 }));
+    await step.admit(principal, undefined, req('GET'));
+    advance(1000);
+    expect(step.peek(principal, undefined, req('GET'))).toBeUndefined();
+    await expect(step.admit(principal, undefined, req('GET'))).rejects.toMatchObject({
+      code: 'authenticationFailed',
+    });
+  });
+
+  it('notes a session use at most once a minute, with address and user agent', async () => {
+    const { step, uses, advance } = setup(undefined);
+    await step.admit(principal, undefined, req('GET'));
+    step.peek(principal, undefined, req('GET'));
+    advance(59_000);
+    step.peek(principal, undefined, req('GET'));
+    expect(uses).toEqual([{ sessionId: 's1', address: '192.0.2.7', userAgent: 'ci/1' }]);
+    advance(1000);
+    step.peek(principal, undefined, req('GET'));
+    expect(uses).toHaveLength(2);
   });
 });
