@@ -222,7 +222,9 @@ describe('parsing the API client commands', () => {
     expect(parseCommandLine(['tokens', 'revoke', 'abc-1'])).toMatchObject({ id: 'abc-1' });
     expect(() => parseCommandLine(['tokens', 'revoke'])).toThrow('either an <id|name> or --all');
     expect(() => parseCommandLine(['tokens', 'revoke', 'x', '--all'])).toThrow('either');
-    expect(() => parseCommandLine(['tokens', 'revoke', 'a/b'])).toThrow("invalid token id or name 'a/b'");
+    expect(() => parseCommandLine(['tokens', 'revoke', 'a/b'])).toThrow(
+      "invalid token id or name 'a/b'",
+    );
     expect(() => parseCommandLine(['login', 'acme'])).toThrow('missing <username>');
     expect(() => parseCommandLine(['login', 'acme', 'a', '--password', 'x'])).toThrow(
       '--password is refused',
