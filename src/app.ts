@@ -10,6 +10,7 @@ import { createAuthProxy, guardAuthPath } from './auth-proxy/auth-proxy.ts';
 import { guardBootstrapAdmin } from './auth-proxy/bootstrap-admin-guard.ts';
 import { guardFormBody } from './auth-proxy/form-body-guard.ts';
 import { endAccessOnSuccess, type EndAccessDeps } from './auth-proxy/end-access.ts';
+import { jobCredentials, type JobCredentialsDeps } from './auth-proxy/job-credentials.ts';
 import type { KeycloakNodes } from './keycloak/keycloak-nodes.ts';
 import type { Metrics } from './metrics/metrics.ts';
 import { serveMetrics, type Exposition } from './metrics/metrics.router.ts';
@@ -41,6 +42,8 @@ export interface AppDeps {
   failedLogins: FailedLoginMemory;
   /** Applies what logouts, revocations and admin-API changes end in Keycloak (end-access.ts). */
   endAccess: EndAccessDeps;
+  /** Names, reaches and lifetimes given at issuance, on the token endpoint (job-credentials.ts). */
+  jobCredentials: JobCredentialsDeps;
 }
 
 /**
@@ -72,6 +75,7 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
     guardAuthPath({ allowAdmin: listener === 'admin' }),
     ...guardFormBody(),
     ...(listener === 'public' ? [guardBootstrapAdmin(deps.bootstrapAdmin)] : []),
+    jobCredentials(deps.jobCredentials),
     throttlePasswordAttempts({
       throttle: deps.loginThrottle,
       failedLogins: deps.failedLogins,

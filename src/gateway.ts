@@ -19,6 +19,8 @@ import { createIdTokenReader } from './auth/bearer/id-token.ts';
 import { createKeySetEvents } from './auth/bearer/key-set-events.ts';
 import { createWorkerKeySetMemory } from './auth/bearer/key-set-memory.ts';
 import { createRevocationList } from './auth/revocation.ts';
+import { createReachStep } from './auth/reach.ts';
+import { createTokenDetailsStore } from './auth/token-details.ts';
 import { createOperationsRepo } from './automation/operations.repo.ts';
 import { createCache, type Cache } from './cache/index.ts';
 import { createReplicaBus } from './cache/replica-bus.ts';
@@ -280,9 +282,11 @@ export async function startGateway(
     logger,
     clock,
   });
+  const tokenDetails = createTokenDetailsStore(db);
   const refreshTokens = createRefreshTokensService({
     admin: serviceAdmin,
     revocations,
+    details: tokenDetails,
     basicCacheSeconds: basicLoginSeconds,
     leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
   });
@@ -311,6 +315,13 @@ export async function startGateway(
     jwks,
     logger,
   });
+  const reach = createReachStep({
+    store: tokenDetails,
+    clientAddressOf: (req) => forwarding.clientAddress(req),
+    maxEntries: config.MEMORY_CACHE_MAX_ENTRIES,
+    clock,
+    onUseFailed: (err) => logger.warn({ err }, 'could not write the last use of a refresh token'),
+  });
   const admission = createAdmission({
     basic,
     bearer,
@@ -319,6 +330,7 @@ export async function startGateway(
     organizations: directory,
     workspaces,
     clientAddressOf: (req) => forwarding.clientAddress(req),
+    reach,
     metrics,
     tracing,
   });
@@ -371,6 +383,17 @@ export async function startGateway(
         serviceAdmin.run(realm, async (admin) => {
           const user = await admin.users.findOne({ realm, id: userId });
           if (user?.username) await failedLogins.passwordSet(realm, user.username);
+        }),
+      logger,
+      clock,
+    },
+    jobCredentials: {
+      store: tokenDetails,
+      reach,
+      bearer,
+      endSession: (realm: string, sessionId: string) =>
+        serviceAdmin.run(realm, async (admin) => {
+          await admin.realms.deleteSession({ realm, session: sessionId, isOffline: true });
         }),
       logger,
       clock,

@@ -68,6 +68,14 @@ export function bufferedBodyOf(req: IncomingMessage): Buffer | undefined {
   return Buffer.isBuffer(bytes) ? bytes : undefined;
 }
 
+/** Replaces the form `guardFormBody` read: what the proxy sends on is `fields`, encoded. */
+export function replaceForm(req: IncomingMessage, fields: URLSearchParams): void {
+  (req as IncomingMessage & { body?: unknown }).body = {
+    bytes: Buffer.from(fields.toString()),
+    fields,
+  } satisfies ReadForm;
+}
+
 /** The fields of the form `guardFormBody` read, if any. */
 export function formFieldsOf(req: IncomingMessage): URLSearchParams | undefined {
   return readFormOf(req)?.fields;

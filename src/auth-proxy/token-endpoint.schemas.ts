@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { JOB_FIELDS, MAX_EXPIRES_IN_SECONDS, TOKEN_NAME } from './job-credentials.ts';
 
 /**
  * Keycloak's token endpoint as the API description shows it (`POST
@@ -21,6 +22,35 @@ export const tokenRequest = z
       description: 'One-time password, for users with two-factor authentication',
     }),
     refresh_token: z.string().optional(),
+    // The gateway's own fields (job-credentials.ts checks them; Keycloak never sees them).
+    [JOB_FIELDS.name]: z
+      .string()
+      .regex(TOKEN_NAME)
+      .optional()
+      .meta({
+        description:
+          "Password grant: a name for the refresh token, unique among the user's, not shaped " +
+          'like a session id (a UUID).',
+      }),
+    [JOB_FIELDS.workspaces]: z
+      .string()
+      .optional()
+      .meta({
+        description:
+          "Password grant: the workspaces the token may reach (a subset of the user's), " +
+          'comma-separated; the field may be repeated. Outside them: 403 `403-30001`.',
+      }),
+    [JOB_FIELDS.readOnly]: z
+      .enum(['true', 'false'])
+      .optional()
+      .meta({ description: 'Password grant: GET, HEAD and OPTIONS only (else 403 `403-30002`).' }),
+    [JOB_FIELDS.expiresIn]: z
+      .string()
+      .regex(/^[1-9][0-9]*$/)
+      .optional()
+      .meta({
+        description: `Password grant: seconds (60 to ${MAX_EXPIRES_IN_SECONDS}) after which the gateway ends the token.`,
+      }),
   })
   .meta({ id: 'TokenRequest' });
 

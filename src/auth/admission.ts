@@ -9,6 +9,7 @@ import type { OrganizationLookup, OrganizationState } from '../tenancy/organizat
 import { whenKnown, type Answer } from './answer.ts';
 import { authenticateRequest, type AuthenticateDeps } from './authenticate.ts';
 import { holdsWorkspace } from './authorize.ts';
+import type { ReachStep } from './reach.ts';
 
 /** Whom an `/api` request concerns, as the edge read its path (see edge/route.ts). */
 export type ApiTarget = Pick<Route, 'realm' | 'organization' | 'workspace' | 'refusal'>;
@@ -20,6 +21,8 @@ export interface WorkspaceLookup {
 export interface AdmissionDeps extends AuthenticateDeps {
   organizations: OrganizationLookup;
   workspaces: WorkspaceLookup;
+  /** What a token narrowed at issuance may reach, and the note of each session's last use. */
+  reach: ReachStep;
   /** When set, each admission is a span (its Keycloak calls are children of it). */
   tracing?: Tracing;
 }
@@ -55,7 +58,12 @@ type AdmissionStep = (admitting: Admitting, deps: AdmissionDeps) => Answer<void>
  * A new rule is one more step here: before `credentials` if it must hold before any credential
  * is read, after it if it needs the caller (`callerOf`).
  */
-const ADMISSION_STEPS: readonly AdmissionStep[] = [organizationEnabled, credentials, workspaceRole];
+const ADMISSION_STEPS: readonly AdmissionStep[] = [
+  organizationEnabled,
+  credentials,
+  withinReach,
+  workspaceRole,
+];
 
 /**
  * Before any credential is read: a disabled organization's tokens and logins, cached or not,
@@ -91,6 +99,18 @@ export function callerOf(admitting: Admitting): Principal {
     throw new Error('an admission step before credentials asked for the caller');
   }
   return admitting.principal;
+}
+
+/**
+ * A Bearer token whose session was narrowed at issuance (issue-time fields of the password
+ * grant) stays within its reach (reach.ts); the caller it admits carries that reach.
+ */
+function withinReach(admitting: Admitting, deps: AdmissionDeps): Answer<void> {
+  return whenKnown(
+    deps.reach.admit(callerOf(admitting), admitting.target.workspace, admitting.req),
+    holdCaller,
+    admitting,
+  );
 }
 
 /** `/api/<org>/workspaces/<ws>/...`: the caller holds the workspace's role (authorize.ts). */

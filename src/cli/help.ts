@@ -38,7 +38,14 @@ is the password and an optional second line the one-time password:
   printf '%s\\n%s\\n' "$PW" "$OTP" | realmgate login acme alice --password-stdin
 token prints an access token (cached until a minute before it expires):
   curl -H "Authorization: Bearer $(realmgate token)" ...
-tokens list|revoke manage the user's refresh tokens (revoke --all: every one of them).
+A job's own credential: login --name names the refresh token, --workspace (repeatable)
+limits it to those workspaces, --read-only to GET, HEAD and OPTIONS, --expires (30d, 12h) ends
+it sooner; keep it in a directory of its own (REALMGATE_CONFIG_DIR), so it does not replace
+your own login:
+  REALMGATE_CONFIG_DIR=./ci realmgate login acme alice --name nightly --workspace ws1 \\
+    --read-only --expires 90d
+tokens list|revoke manage the user's refresh tokens (revoke <id|name>; --all: every one of
+them); list shows each one's name, reach, expiry and last use.
 logout revokes the stored login's refresh token alone and forgets it. --realm and --user pick
 among stored logins; without them, the most recent login at REALMGATE_URL is used. The other
 commands use the most recent master-realm login when no REALMGATE_TOKEN or

@@ -20,6 +20,28 @@ export interface LoginCommand {
   passwordFrom: PasswordSource;
   /** Ask for the one-time password before the first try. */
   otp: boolean;
+  /** A name, a narrower reach and a shorter lifetime for the refresh token (job credentials). */
+  job: JobOptions;
+}
+
+export interface JobOptions {
+  name: string | undefined;
+  /** Empty: every workspace of the user. */
+  workspaces: string[];
+  readOnly: boolean;
+  expiresInSeconds: number | undefined;
+}
+
+/** The password grant's fields of the gateway for `job` (docs/tokens-and-cli.md). */
+function jobFields(job: JobOptions): Record<string, string> {
+  return {
+    ...(job.name === undefined ? {} : { realmgate_name: job.name }),
+    ...(job.workspaces.length === 0 ? {} : { realmgate_workspaces: job.workspaces.join(',') }),
+    ...(job.readOnly ? { realmgate_read_only: 'true' } : {}),
+    ...(job.expiresInSeconds === undefined
+      ? {}
+      : { realmgate_expires_in: String(job.expiresInSeconds) }),
+  };
 }
 
 /**
@@ -45,7 +67,7 @@ export async function login(
   // A broken or open credentials file is reported before any password is asked for.
   await readLogins(path);
   const { realm, username } = command;
-  const secrets = await readSecrets(command, io);
+  const secrets = { ...(await readSecrets(command, io)), fields: jobFields(command.job) };
   let result = await passwordGrant(baseUrl, { realm, username, ...secrets }, timeoutMs);
   // Keycloak answers a missing one-time password exactly like a wrong password, so at a
   // terminal the CLI asks for one after a refusal; a person with none just presses Enter.
@@ -62,6 +84,12 @@ export async function login(
   }
   if (!result.ok) throw refused(result, command, secrets.totp !== undefined);
   const stored = storedLoginOf(result.tokens, baseUrl, command);
+  // The gateway ends the token at the lifetime asked for, whatever Keycloak's answer says.
+  const asked = command.job.expiresInSeconds;
+  if (asked !== undefined) {
+    const end = new Date(Date.now() + asked * 1000).toISOString();
+    if (!stored.refreshExpiresAt || end < stored.refreshExpiresAt) stored.refreshExpiresAt = end;
+  }
   let replaced: StoredLogin | undefined;
   await updateLogins(path, (logins) => {
     replaced = logins.find((other) => isSameLogin(other, stored));
@@ -78,12 +106,16 @@ export async function login(
       );
     });
   }
+  const { job } = command;
   return {
     gateway: stored.gateway,
     realm: stored.realm,
     username: stored.username,
     session_id: stored.sessionId,
     expire_timestamp: stored.refreshExpiresAt ?? null,
+    ...(job.name === undefined ? {} : { name: job.name }),
+    ...(job.workspaces.length === 0 ? {} : { workspaces: job.workspaces }),
+    ...(job.readOnly ? { read_only: true } : {}),
     credentials_file: path,
   };
 }

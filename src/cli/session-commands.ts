@@ -4,12 +4,13 @@ import { usageError } from './errors.ts';
 import { login } from './login.ts';
 import { passwordSourceOf } from './password.ts';
 import { accessToken, listTokens, logout, revokeTokens } from './session.ts';
-import { checkRealm } from './values.ts';
+import { checkRealm, checkWorkspace, parseDuration } from './values.ts';
 
 /** `--realm` and `--user`: which stored login a token command uses. */
 const SELECTOR_OPTIONS = { realm: { value: 'realm' }, user: { value: 'username' } };
 
-// Keycloak session ids (the `id` of tokens list): UUIDs, or base64url-like on newer versions.
+// Keycloak session ids (the `id` of tokens list): UUIDs, or base64url-like on newer versions;
+// the names given at login (`--name`) fit the same alphabet.
 const SESSION_ID = /^[A-Za-z0-9._~-]{1,128}$/;
 
 /** The API client's commands: a stored login and its tokens (login.ts, session.ts). */
@@ -17,14 +18,30 @@ export const SESSION_COMMANDS: readonly CommandEntry[] = [
   sessionCommand({
     name: 'login',
     positionals: ['realm', 'username'],
-    options: { 'password-stdin': {}, otp: {} },
-    parse: (args) => ({
-      realm: checkRealm(args.at(0)),
-      username: args.at(1),
-      passwordFrom: passwordSourceOf(args),
-      /** Ask for the one-time password before the first try. */
-      otp: args.has('otp'),
-    }),
+    options: {
+      'password-stdin': {},
+      otp: {},
+      name: { value: 'name' },
+      workspace: { value: 'workspace', repeat: true },
+      'read-only': {},
+      expires: { value: 'duration' },
+    },
+    parse: (args) => {
+      const expires = args.one('expires');
+      return {
+        realm: checkRealm(args.at(0)),
+        username: args.at(1),
+        passwordFrom: passwordSourceOf(args),
+        /** Ask for the one-time password before the first try. */
+        otp: args.has('otp'),
+        job: {
+          name: args.one('name'),
+          workspaces: args.many('workspace').map(checkWorkspace),
+          readOnly: args.has('read-only'),
+          expiresInSeconds: expires === undefined ? undefined : parseDuration(expires, '--expires'),
+        },
+      };
+    },
     run: async (command, context) => ({ json: await login(command, context) }),
   }),
   sessionCommand({
@@ -41,12 +58,13 @@ export const SESSION_COMMANDS: readonly CommandEntry[] = [
   }),
   sessionCommand({
     name: 'tokens revoke',
-    optional: { name: 'id', or: 'all' },
+    optional: { name: 'id|name', or: 'all' },
     options: { all: {}, ...SELECTOR_OPTIONS },
     /** `id` undefined: `--all`. */
     parse: (args) => {
       const id = args.optional();
-      if (id !== undefined && !SESSION_ID.test(id)) throw usageError(`invalid token id '${id}'`);
+      if (id !== undefined && !SESSION_ID.test(id))
+        throw usageError(`invalid token id or name '${id}'`);
       return { select: readSelector(args), id };
     },
     run: async ({ select, id }, context) => ({ json: await revokeTokens(select, id, context) }),

@@ -30,7 +30,7 @@ export async function listTokens(
   return callAs(caller, { method: 'GET', path }, timeoutMs);
 }
 
-/** `realmgate tokens revoke <id> | --all`: one of the user's refresh tokens, or all (`id` undefined). */
+/** `realmgate tokens revoke <id|name> | --all`: one of the user's refresh tokens (by id or name), or all (`id` undefined). */
 export async function revokeTokens(
   select: LoginSelector,
   id: string | undefined,

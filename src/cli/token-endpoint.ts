@@ -24,7 +24,14 @@ export type GrantResult =
  */
 export function passwordGrant(
   baseUrl: URL,
-  login: { realm: string; username: string; password: string; totp?: string },
+  login: {
+    realm: string;
+    username: string;
+    password: string;
+    totp?: string;
+    /** The gateway's own fields (a name, a reach: `realmgate_*`). */
+    fields?: Record<string, string>;
+  },
   timeoutMs: number,
 ): Promise<GrantResult> {
   return tokenRequest(baseUrl, login.realm, timeoutMs, (config) =>
@@ -33,6 +40,7 @@ export function passwordGrant(
       username: login.username,
       password: login.password,
       ...(login.totp === undefined ? {} : { totp: login.totp }),
+      ...login.fields,
     }),
   );
 }

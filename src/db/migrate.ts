@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import ClientPgLite from 'knex-pglite';
 import type { Logger } from 'pino';
 import * as initial from './migrations/20261122-001-initial.ts';
+import * as refreshTokenDetails from './migrations/20261125-002-refresh-token-details.ts';
 
 interface NamedMigration {
   name: string;
@@ -15,6 +16,7 @@ interface NamedMigration {
  */
 const migrations: readonly NamedMigration[] = [
   { name: '20261122-001-initial', migration: initial },
+  { name: '20261125-002-refresh-token-details', migration: refreshTokenDetails },
 ];
 
 const migrationSource: Knex.MigrationSource<NamedMigration> = {

@@ -13,6 +13,16 @@ export const errorCodes = {
   },
   authenticationFailed: { status: 401, result: '401-00002', message: 'Authentication failed.' },
   permissionDenied: { status: 403, result: '403-00001', message: 'Permission denied.' },
+  outsideTokenReach: {
+    status: 403,
+    result: '403-30001',
+    message: 'This token does not reach this workspace.',
+  },
+  readOnlyToken: {
+    status: 403,
+    result: '403-30002',
+    message: 'This token is read-only: only GET, HEAD and OPTIONS.',
+  },
   protectedAccount: { status: 403, result: '403-00002', message: 'This account is protected.' },
   organizationDisabled: { status: 403, result: '403-23001', message: 'Organization disabled.' },
   organizationDeleteUnconfirmed: {

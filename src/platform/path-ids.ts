@@ -13,7 +13,11 @@ export const pathIds = {
   /** In `/api/<org>/...` the admission has checked the organization already. */
   callerOrganization: { schema: organizationId },
   username: { schema: z.string().min(1).max(255) },
-  refreshTokenId: { schema: z.string().meta({ description: 'Keycloak offline session id.' }) },
+  refreshTokenId: {
+    schema: z.string().min(1).max(255).meta({
+      description: 'Keycloak offline session id, or the name given at issuance.',
+    }),
+  },
 } satisfies Record<string, PathParam>;
 
 /**

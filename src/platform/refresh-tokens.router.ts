@@ -53,7 +53,8 @@ function realmRoutes(variant: RealmVariant): AnyRoute<RefreshTokensService>[] {
       method: 'delete',
       path: `${base}/{id}`,
       operationId: `revokeRefreshToken${suffix}`,
-      summary: 'Revoke one own refresh token (beyond the spec); unknown or foreign ids are 404',
+      summary:
+        'Revoke one own refresh token by its id or name (beyond the spec); unknown or foreign ones are 404',
       ...common,
       params: { ...scope, id: pathIds.refreshTokenId },
       data: z.null(),

@@ -1,6 +1,7 @@
 import type KcAdminClient from '@keycloak/keycloak-admin-client';
 import type { Principal } from '../tenancy/principal.ts';
 import type { RevocationList } from '../auth/revocation.ts';
+import type { TokenDetails, TokenDetailsStore } from '../auth/token-details.ts';
 import { AppError, type ErrorCode } from '../envelope/errors.ts';
 import { httpStatusOf, isHttpStatus } from '../keycloak/admin-client.ts';
 import { apiClientIdOf } from '../tenancy/identifiers.ts';
@@ -13,8 +14,11 @@ export interface RefreshTokensService {
   list(principal: Principal): Promise<RefreshTokenRecord[]>;
   /** Revokes every refresh token of the caller (spec 4.6). */
   revokeAll(principal: Principal): Promise<void>;
-  /** Revokes one; another user's (or an unknown) id is 404, so ids cannot be probed. */
-  revokeOne(principal: Principal, id: string): Promise<void>;
+  /**
+   * Revokes one, by its session id or its name; another user's (or an unknown) one is 404, so
+   * ids cannot be probed.
+   */
+  revokeOne(principal: Principal, idOrName: string): Promise<void>;
 }
 
 /** Lifetimes that decide when an offline session ends, in seconds (0 = no limit). */
@@ -38,6 +42,8 @@ interface OfflineSession {
 export function createRefreshTokensService(deps: {
   admin: ServiceAdmin;
   revocations: RevocationList;
+  /** Names, reaches and last uses; rows of sessions Keycloak no longer has are dropped here. */
+  details: TokenDetailsStore;
   basicCacheSeconds: number;
   leewaySeconds: number;
 }): RefreshTokensService {
@@ -83,7 +89,8 @@ export function createRefreshTokensService(deps: {
   return {
     async list(principal) {
       const { sessions, limits } = await offlineSessions(principal);
-      return sessions.map((session) => toRecord(session, limits));
+      const details = await detailsOf(principal, sessions);
+      return sessions.map((session) => toRecord(session, limits, details.get(session.id)));
     },
     async revokeAll(principal) {
       const { sessions, limits } = await offlineSessions(principal);
@@ -107,18 +114,42 @@ export function createRefreshTokensService(deps: {
         sessions.map((s) => s.id),
         limits,
       );
+      const rows = await deps.details.ofUser(principal.realm, principal.userId);
+      await deps.details.forget(
+        principal.realm,
+        principal.userId,
+        rows.map((row) => row.sessionId),
+      );
     },
-    async revokeOne(principal, id) {
+    async revokeOne(principal, idOrName) {
       const { sessions, limits } = await offlineSessions(principal);
-      if (!sessions.some((s) => s.id === id)) throw new AppError('refreshTokenNotFound');
+      const details = await detailsOf(principal, sessions);
+      const named = [...details.values()].find((row) => row.name === idOrName);
+      const id = sessions.some((s) => s.id === idOrName) ? idOrName : named?.sessionId;
+      if (id === undefined) throw new AppError('refreshTokenNotFound');
       await deps.admin.run(principal.realm, (admin) =>
         call('revokeFailed', () =>
           admin.realms.deleteSession({ realm: principal.realm, session: id, isOffline: true }),
         ),
       );
       await revoke(principal, [id], limits);
+      await deps.details.forget(principal.realm, principal.userId, [id]);
     },
   };
+
+  /** The user's rows by session id; rows of sessions no longer in Keycloak are dropped. */
+  async function detailsOf(
+    principal: Principal,
+    sessions: OfflineSession[],
+  ): Promise<Map<string, TokenDetails>> {
+    const live = new Set(sessions.map((s) => s.id));
+    const rows = await deps.details.ofUser(principal.realm, principal.userId);
+    const gone = rows.filter((row) => !live.has(row.sessionId)).map((row) => row.sessionId);
+    await deps.details.forget(principal.realm, principal.userId, gone);
+    return new Map(
+      rows.filter((row) => live.has(row.sessionId)).map((row) => [row.sessionId, row]),
+    );
+  }
 }
 
 /** The realm's offline limits, overridden by the API client's own when set (> 0). */
@@ -148,12 +179,21 @@ async function limitsOf(
   };
 }
 
-/** Expiry is the earlier of start + max lifespan (when enabled) and last access + idle timeout. */
-function toRecord(session: OfflineSession, limits: SessionLimits): RefreshTokenRecord {
+/**
+ * Expiry is the earliest of start + max lifespan (when enabled), last access + idle timeout and
+ * the lifetime given at issuance.
+ */
+function toRecord(
+  session: OfflineSession,
+  limits: SessionLimits,
+  details: TokenDetails | undefined,
+): RefreshTokenRecord {
   const candidates = [
     limits.idleSeconds > 0 ? session.lastAccessMs + limits.idleSeconds * 1000 : Infinity,
     limits.maxSeconds > 0 ? session.startMs + limits.maxSeconds * 1000 : Infinity,
+    details?.expiresAt ?? Infinity,
   ];
+  const lastUse = details?.lastUse;
   const expiry = Math.min(...candidates);
   return {
     id: session.id,
@@ -162,6 +202,16 @@ function toRecord(session: OfflineSession, limits: SessionLimits): RefreshTokenR
     expire_timestamp: Number.isFinite(expiry)
       ? new Date(expiry).toISOString()
       : '9999-12-31T23:59:59.999Z',
+    name: details?.name ?? null,
+    workspaces: details?.workspaces ? [...details.workspaces] : null,
+    read_only: details?.readOnly ?? false,
+    last_use: lastUse
+      ? {
+          timestamp: new Date(lastUse.at).toISOString(),
+          client_address: lastUse.address,
+          user_agent: lastUse.userAgent ?? null,
+        }
+      : null,
   };
 }
 

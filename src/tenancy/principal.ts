@@ -18,4 +18,22 @@ export interface Principal {
   issuedAt: number;
   /** Token expiry, epoch seconds. */
   expiresAt: number;
+  /**
+   * What the token's session was narrowed to at issuance (auth/reach.ts), when it was; absent,
+   * the token may do whatever its user may.
+   */
+  reach?: TokenReach;
+}
+
+/**
+ * What a refresh token given a narrower reach at issuance may do (docs/tokens-and-cli.md, "Job
+ * credentials"). The same for every access token of its session.
+ */
+export interface TokenReach {
+  /** The workspaces it may reach; undefined: every workspace its user holds. */
+  readonly workspaces: readonly string[] | undefined;
+  /** Safe methods only (GET, HEAD, OPTIONS). */
+  readonly readOnly: boolean;
+  /** Epoch ms after which the session is over for the gateway; undefined: Keycloak's expiry. */
+  readonly expiresAt: number | undefined;
 }

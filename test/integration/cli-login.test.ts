@@ -68,7 +68,7 @@ describe('realmgate login, token, tokens and logout against the real gateway', (
   let org: string;
   beforeAll(async () => {
     root = await mkdtemp(join(tmpdir(), 'realmgate-cli-login-'));
-    org = await createOrganization(['ws1']);
+    org = await createOrganization(['ws1', 'ws2']);
   });
   afterAll(async () => {
     await closeTestDb();
@@ -189,6 +189,58 @@ describe('realmgate login, token, tokens and logout against the real gateway', (
     // logout forgets a login that is no longer valid.
     expect((await realmgate(['logout'], configDir)).code).toBe(0);
     expect(await storedLogins(configDir)).toEqual([]);
+  });
+
+  it('logs a job in with a name, one workspace, read-only and a lifetime; revokes it by name', async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws1', 'ws2'] });
+    secrets.add(user.password);
+    const jobDir = join(root, 'job');
+    const login = await realmgate(
+      [
+        'login',
+        org,
+        user.username,
+        '--password-stdin',
+        '--name',
+        'nightly',
+        '--workspace',
+        'ws1',
+        '--read-only',
+        '--expires',
+        '2d',
+      ],
+      jobDir,
+      user.password,
+    );
+    expect(login).toMatchObject({ code: 0, stderr: '' });
+    const summary = JSON.parse(login.stdout) as Record<string, unknown>;
+    expect(summary).toMatchObject({ name: 'nightly', workspaces: ['ws1'], read_only: true });
+    // The lifetime asked for, not Keycloak's year.
+    expect(Date.parse(String(summary.expire_timestamp))).toBeLessThanOrEqual(
+      Date.now() + 2 * 86_400_000,
+    );
+    const token = (await realmgate(['token'], jobDir)).stdout.trim();
+    const ws1 = `/api/${org}/workspaces/ws1/ita/menu/operation_list/filter/`;
+    expect((await callApi(ws1, `Bearer ${token}`)).status).toBe(200);
+    expect((await callApi(ws1.replace('ws1', 'ws2'), `Bearer ${token}`)).body.result).toBe(
+      '403-30001',
+    );
+
+    const listed = await realmgate(['tokens', 'list'], jobDir);
+    const [record] = JSON.parse(listed.stdout) as Array<Record<string, unknown>>;
+    expect(record).toMatchObject({
+      id: summary.session_id,
+      name: 'nightly',
+      workspaces: ['ws1'],
+      read_only: true,
+      last_use: { client_address: expect.any(String) as string },
+    });
+
+    // Revoked by name from another login of the user: the job's token stops at once.
+    const own = join(root, 'own');
+    await realmgate(['login', org, user.username, '--password-stdin'], own, user.password);
+    expect((await realmgate(['tokens', 'revoke', 'nightly'], own)).code).toBe(0);
+    expect((await callApi(ws1, `Bearer ${token}`)).status).toBe(401);
   });
 
   it('says a wrong password was refused (the token endpoint answers it 401)', async () => {

@@ -143,7 +143,7 @@ describe('the realmgate-cli package', () => {
       const help = await realmgate(['--help']);
       expect(help).toMatchObject({ code: 0, stderr: '' });
       expect(help.stdout).toContain('Usage: realmgate <command> [options]');
-      expect(help.stdout).toMatch(/^ {2}realmgate tokens revoke <id> \| --all/m);
+      expect(help.stdout).toMatch(/^ {2}realmgate tokens revoke <id\|name> \| --all/m);
       const version = await realmgate(['--version']);
       expect(version).toEqual({
         code: 0,

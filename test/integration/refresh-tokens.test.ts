@@ -80,12 +80,18 @@ describe('refresh-token management (spec 4.5, 4.6)', () => {
         const records = res.body.data as Array<Record<string, string>>;
         expect(records).toHaveLength(3);
         for (const record of records) {
+          // Spec 2.3's fields, then the gateway's (job credentials): none given at issuance.
           expect(Object.keys(record).sort()).toEqual([
             'expire_timestamp',
             'id',
+            'last_use',
             'lastaccess_timestamp',
+            'name',
+            'read_only',
             'start_timestamp',
+            'workspaces',
           ]);
+          expect(record).toMatchObject({ name: null, workspaces: null, read_only: false });
           for (const field of ['start_timestamp', 'lastaccess_timestamp', 'expire_timestamp']) {
             expect(record[field]).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
           }

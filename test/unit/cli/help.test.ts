@@ -10,7 +10,7 @@ describe('usage lines derived from the command table', () => {
     expect(help).toContain('realmgate operation add <org> <ws> --name <name> [--environment <e>]');
     expect(help).toContain('[--environment <name>]...');
     expect(help).toContain('[--offline-max-enabled true|false]');
-    expect(help).toContain('realmgate tokens revoke <id> | --all [--realm <realm>]');
+    expect(help).toContain('realmgate tokens revoke <id|name> | --all [--realm <realm>]');
   });
 
   it('wraps long usages under the arguments, within the width of the prose', () => {
@@ -25,7 +25,7 @@ describe('usage lines derived from the command table', () => {
     expect(formatShortUsage('tokens')).toBe(
       'Usage:\n' +
         '  realmgate tokens list [--realm <realm>] [--user <username>]\n' +
-        '  realmgate tokens revoke <id> | --all [--realm <realm>] [--user <username>]\n' +
+        '  realmgate tokens revoke <id|name> | --all [--realm <realm>] [--user <username>]\n' +
         "Run 'realmgate --help' for details.\n",
     );
     expect(formatShortUsage('nope')).toContain('realmgate org create');

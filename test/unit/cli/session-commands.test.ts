@@ -251,7 +251,34 @@ describe('parsing the API client commands', () => {
       username: 'alice',
       passwordFrom: 'stdin',
       otp: false,
+      job: { name: undefined, workspaces: [], readOnly: false, expiresInSeconds: undefined },
     });
+    expect(
+      parseCommandLine([
+        'login',
+        'acme',
+        'alice',
+        '--name',
+        'nightly',
+        '--workspace',
+        'ws1',
+        '--workspace',
+        'ws2',
+        '--read-only',
+        '--expires',
+        '90d',
+      ]),
+    ).toMatchObject({
+      name: 'login',
+      job: {
+        name: 'nightly',
+        workspaces: ['ws1', 'ws2'],
+        readOnly: true,
+        expiresInSeconds: 7_776_000,
+      },
+    });
+    expect(() => parseCommandLine(['login', 'acme', 'alice', '--workspace', 'Bad!'])).toThrow();
+    expect(() => parseCommandLine(['login', 'acme', 'alice', '--expires', 'soon'])).toThrow();
     expect(parseCommandLine(['token', '--realm', 'master', '--user', 'root'])).toEqual({
       name: 'token',
       select: { realm: 'master', user: 'root' },
@@ -262,9 +289,11 @@ describe('parsing the API client commands', () => {
       id: undefined,
     });
     expect(parseCommandLine(['tokens', 'revoke', 'abc-1'])).toMatchObject({ id: 'abc-1' });
-    expect(() => parseCommandLine(['tokens', 'revoke'])).toThrow('either an <id> or --all');
+    expect(() => parseCommandLine(['tokens', 'revoke'])).toThrow('either an <id|name> or --all');
     expect(() => parseCommandLine(['tokens', 'revoke', 'x', '--all'])).toThrow('either');
-    expect(() => parseCommandLine(['tokens', 'revoke', 'a/b'])).toThrow("invalid token id 'a/b'");
+    expect(() => parseCommandLine(['tokens', 'revoke', 'a/b'])).toThrow(
+      "invalid token id or name 'a/b'",
+    );
     expect(() => parseCommandLine(['login', 'acme'])).toThrow('missing <username>');
     expect(() => parseCommandLine(['login', 'acme', 'a', '--password', 'x'])).toThrow(
       '--password is refused',

@@ -1,0 +1,365 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { RequestHandler } from 'express';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { targetOf } from '../edge/request-scope.ts';
+import type { BearerVerifier } from '../auth/bearer/bearer-verifier.ts';
+import type { ReachStep } from '../auth/reach.ts';
+import type { IssuedDetails, TokenDetailsStore } from '../auth/token-details.ts';
+import { workspaceRolesOf } from '../auth/authorize.ts';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
+import { replaceForm, formFieldsOf } from './form-body-guard.ts';
+import { systemClock, type Clock } from '../time/clock.ts';
+
+/**
+ * The password grant's own fields of realmgate (docs/tokens-and-cli.md, "Job credentials"):
+ * a name, the workspaces the token may reach, read-only, and a shorter lifetime. Keycloak never
+ * sees them.
+ */
+export const JOB_FIELDS = {
+  name: 'realmgate_name',
+  workspaces: 'realmgate_workspaces',
+  readOnly: 'realmgate_read_only',
+  expiresIn: 'realmgate_expires_in',
+} as const;
+
+const PREFIX = 'realmgate_';
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** The longest a token may be asked to live: Keycloak's own lifetime decides beyond this. */
+export const MAX_EXPIRES_IN_SECONDS = 10 * 365 * 24 * 3600;
+
+/** A name: what `tokens revoke NAME` takes, so never a session id's shape. */
+export const TOKEN_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+export const tokenName = z
+  .string()
+  .regex(TOKEN_NAME, {
+    message: 'a name is 1 to 64 letters, digits, ".", "_" or "-", starting with a letter or digit',
+  })
+  .refine((name) => !UUID.test(name), { message: 'a name may not look like a session id' });
+
+const workspaceId = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/, {
+  message: 'not a workspace id',
+});
+
+export const jobFieldsSchema = z.strictObject({
+  [JOB_FIELDS.name]: tokenName.optional(),
+  [JOB_FIELDS.workspaces]: z.array(workspaceId).min(1).max(100).optional(),
+  [JOB_FIELDS.readOnly]: z.enum(['true', 'false']).optional(),
+  [JOB_FIELDS.expiresIn]: z
+    .string()
+    .regex(/^[1-9][0-9]{0,9}$/, { message: 'a whole number of seconds' })
+    .transform(Number)
+    .pipe(z.number().min(60).max(MAX_EXPIRES_IN_SECONDS))
+    .optional(),
+});
+
+/** What a password grant asked for: undefined when it carried none of the fields. */
+export interface JobRequest {
+  name: string | undefined;
+  workspaces: string[] | undefined;
+  readOnly: boolean;
+  expiresInSeconds: number | undefined;
+}
+
+/**
+ * Reads the fields from a token request's form: the request (or undefined when none is there),
+ * or why they are refused. Each is given once; the workspaces as a comma list, repeated, or
+ * both.
+ */
+export function readJobFields(
+  form: URLSearchParams,
+  realm: string,
+): { request: JobRequest | undefined } | { invalid: string } {
+  const given: Record<string, unknown> = {};
+  for (const key of new Set(form.keys())) {
+    if (!key.startsWith(PREFIX)) continue;
+    const values = form.getAll(key);
+    if (key === JOB_FIELDS.workspaces) {
+      given[key] = values.flatMap((value) => value.split(',')).map((id) => id.trim());
+    } else if (values.length > 1) {
+      return { invalid: `${key} is given more than once.` };
+    } else given[key] = values[0];
+  }
+  if (Object.keys(given).length === 0) return { request: undefined };
+  if (form.get('grant_type') !== 'password') {
+    return { invalid: `The ${PREFIX}* fields are taken by the password grant only.` };
+  }
+  const parsed = jobFieldsSchema.safeParse(given);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const field = issue.path[0];
+    return {
+      invalid:
+        issue.code === 'unrecognized_keys'
+          ? `Unknown field ${issue.keys.join(', ')}.`
+          : `${String(field)}: ${issue.message}.`,
+    };
+  }
+  const fields = parsed.data;
+  const workspaces = fields[JOB_FIELDS.workspaces];
+  if (workspaces && realm === MASTER_REALM) {
+    return { invalid: `${JOB_FIELDS.workspaces}: administrators' tokens reach no workspace.` };
+  }
+  return {
+    request: {
+      name: fields[JOB_FIELDS.name],
+      workspaces: workspaces && [...new Set(workspaces)],
+      readOnly: fields[JOB_FIELDS.readOnly] === 'true',
+      expiresInSeconds: fields[JOB_FIELDS.expiresIn],
+    },
+  };
+}
+
+export interface JobCredentialsDeps {
+  store: TokenDetailsStore;
+  reach: ReachStep;
+  bearer: BearerVerifier;
+  /** Ends an offline session in Keycloak: one issued with fields that could not be recorded. */
+  endSession: (realm: string, sessionId: string) => Promise<void>;
+  logger: Logger;
+  /** Reads the lifetimes given at issuance (the same clock as the reach step's). */
+  clock?: Clock;
+}
+
+const TOKEN_ENDPOINT = ['protocol', 'openid-connect', 'token'];
+
+/**
+ * The token endpoint's step for job credentials, after the form guard and before the password
+ * throttle (a request refused here never counts as a password attempt):
+ * - a password grant with the fields: they are checked (400 `invalid_request`, nothing sent to
+ *   Keycloak), removed from the form, and once Keycloak has answered 200, recorded against the
+ *   new session before the client gets the answer, which is Keycloak's as it was sent. A
+ *   workspace the user does not hold, or a name the user already gave another token, is a 400
+ *   too: the session Keycloak opened is ended and the client gets no token.
+ * - a refresh grant: refused as Keycloak refuses an expired token once the lifetime given at
+ *   issuance is over; its use is noted when Keycloak answers 200.
+ */
+export function jobCredentials(deps: JobCredentialsDeps): RequestHandler {
+  return (req, res, next) => {
+    const form = formFieldsOf(req);
+    const [, realms, realm, ...rest] = targetOf(req).segments;
+    if (
+      !form ||
+      req.method !== 'POST' ||
+      realms !== 'realms' ||
+      !realm ||
+      rest.join('/') !== TOKEN_ENDPOINT.join('/')
+    ) {
+      next();
+      return;
+    }
+    const read = readJobFields(form, realm);
+    if ('invalid' in read) {
+      answerError(res, 400, 'invalid_request', read.invalid);
+      return;
+    }
+    if (read.request) {
+      replaceForm(req, withoutJobFields(form));
+      holdTokenAnswer(res, (answer) => recordIssued(realm, read.request!, answer, deps));
+      next();
+      return;
+    }
+    if (form.get('grant_type') === 'refresh_token') {
+      checkRefresh(req, res, realm, form.get('refresh_token') ?? '', deps).then(
+        (go) => go && next(),
+        next,
+      );
+      return;
+    }
+    next();
+  };
+}
+
+function withoutJobFields(form: URLSearchParams): URLSearchParams {
+  const kept = new URLSearchParams();
+  for (const [key, value] of form) if (!key.startsWith(PREFIX)) kept.append(key, value);
+  return kept;
+}
+
+/** The claims of a JWT, unverified: only to find which session a refresh token names. */
+function unverifiedClaims(token: string): Record<string, unknown> {
+  try {
+    const payload = token.split('.')[1] ?? '';
+    const claims: unknown = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
+    return claims !== null && typeof claims === 'object' ? (claims as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * A refresh grant past the lifetime given at issuance is answered as Keycloak answers an
+ * expired token, and its session ended in Keycloak; else it goes on (true), its use noted once
+ * Keycloak accepts it (its claims read unverified are Keycloak's when Keycloak accepts them).
+ */
+async function checkRefresh(
+  req: IncomingMessage,
+  res: ServerResponse,
+  realm: string,
+  refreshToken: string,
+  deps: JobCredentialsDeps,
+): Promise<boolean> {
+  const claims = unverifiedClaims(refreshToken);
+  const sessionId = typeof claims.sid === 'string' ? claims.sid : undefined;
+  const userId = typeof claims.sub === 'string' ? claims.sub : undefined;
+  if (!sessionId || !userId) return true;
+  const reach = await deps.reach.reachOf(sessionId);
+  if (reach?.expiresAt !== undefined && (deps.clock ?? systemClock).now() >= reach.expiresAt) {
+    await deps.endSession(realm, sessionId).catch((err: unknown) => {
+      deps.logger.warn({ err }, 'could not end an expired job credential in Keycloak');
+    });
+    answerError(res, 400, 'invalid_grant', 'Token is not active');
+    return false;
+  }
+  res.once('finish', () => {
+    if (res.statusCode === 200) deps.reach.noteUse({ sessionId, realm, userId }, req);
+  });
+  return true;
+}
+
+/** What the client gets instead of Keycloak's answer, when that is not to be given. */
+interface Replacement {
+  status: number;
+  error: string;
+  description: string;
+}
+
+/**
+ * Records a password grant's fields once Keycloak has issued its token: the session id and
+ * user from the access token (verified), the workspaces checked against those the user holds.
+ */
+async function recordIssued(
+  realm: string,
+  request: JobRequest,
+  answer: { status: number; body: string },
+  deps: JobCredentialsDeps,
+): Promise<Replacement | undefined> {
+  if (answer.status !== 200) return undefined;
+  let accessToken: unknown;
+  try {
+    accessToken = (JSON.parse(answer.body) as { access_token?: unknown }).access_token;
+  } catch {
+    accessToken = undefined;
+  }
+  if (typeof accessToken !== 'string') {
+    return {
+      status: 502,
+      error: 'server_error',
+      description: 'Keycloak answered no access token.',
+    };
+  }
+  const principal = await deps.bearer.verify(realm, accessToken);
+  const sessionId = principal.sessionId;
+  if (!sessionId) {
+    return { status: 502, error: 'server_error', description: 'Keycloak answered no session id.' };
+  }
+  // The client never gets this session's tokens: Keycloak's session is ended too, so that it
+  // is not listed as a refresh token of the user.
+  const endSession = () =>
+    deps.endSession(realm, sessionId).catch((err: unknown) => {
+      deps.logger.warn({ err }, 'could not end a refused job credential in Keycloak');
+    });
+  const refuse = async (description: string): Promise<Replacement> => {
+    await endSession();
+    return { status: 400, error: 'invalid_request', description };
+  };
+  const held = new Set(workspaceRolesOf(principal));
+  const foreign = request.workspaces?.filter((workspace) => !held.has(workspace)) ?? [];
+  if (foreign.length > 0) {
+    return refuse(`${JOB_FIELDS.workspaces}: not a workspace of yours: ${foreign.join(', ')}.`);
+  }
+  const details: IssuedDetails = {
+    sessionId,
+    realm,
+    userId: principal.userId,
+    name: request.name,
+    workspaces: request.workspaces,
+    readOnly: request.readOnly,
+    expiresAt:
+      request.expiresInSeconds === undefined
+        ? undefined
+        : (deps.clock ?? systemClock).now() + request.expiresInSeconds * 1000,
+  };
+  const recorded = await deps.store.record(details).catch(async (err: unknown) => {
+    await endSession();
+    throw err;
+  });
+  if (recorded === 'nameTaken') {
+    return refuse(
+      `${JOB_FIELDS.name}: you have a refresh token named ${request.name} already; revoke it first.`,
+    );
+  }
+  return undefined;
+}
+
+function answerError(res: ServerResponse, status: number, error: string, description: string) {
+  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+  res.end(JSON.stringify({ error, error_description: description }));
+}
+
+/** Keycloak's token answers are a few KiB; one this long is not one. */
+const MAX_ANSWER_BYTES = 256 * 1024;
+
+/**
+ * Holds the whole answer written to `res` (head and body) until it ends, then gives it to
+ * `decide`: undefined lets it go as written, a replacement is answered instead (a failure of
+ * `decide` is a 500 in the same shape, and no token leaves).
+ */
+function holdTokenAnswer(
+  res: ServerResponse,
+  decide: (answer: { status: number; body: string }) => Promise<Replacement | undefined>,
+): void {
+  const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => ServerResponse;
+  const end = res.end.bind(res) as (...args: unknown[]) => ServerResponse;
+  let head: unknown[] | undefined;
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const keep = (chunk: unknown, encoding?: unknown) => {
+    if (typeof chunk === 'string') {
+      chunks.push(
+        Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8'),
+      );
+    } else if (chunk instanceof Uint8Array) chunks.push(Buffer.from(chunk));
+    size += chunks.at(-1)?.length ?? 0;
+  };
+  res.writeHead = (...args: unknown[]) => {
+    head = args;
+    return res;
+  };
+  res.write = ((chunk: unknown, encoding?: unknown, callback?: unknown) => {
+    keep(chunk, encoding);
+    if (typeof callback === 'function') (callback as () => void)();
+    else if (typeof encoding === 'function') (encoding as () => void)();
+    if (size > MAX_ANSWER_BYTES) res.destroy();
+    return true;
+  }) as typeof res.write;
+  res.end = ((chunk?: unknown, encoding?: unknown) => {
+    if (typeof chunk !== 'function') keep(chunk, encoding);
+    const status = typeof head?.[0] === 'number' ? head[0] : res.statusCode;
+    const body = Buffer.concat(chunks);
+    void decide({ status, body: body.toString('utf8') })
+      .catch(() => ({
+        status: 500,
+        error: 'server_error',
+        description: 'The token could not be recorded; none was issued.',
+      }))
+      .then((replacement) => {
+        if (res.destroyed) return;
+        if (!replacement) {
+          if (head) writeHead(...head);
+          end(body);
+          return;
+        }
+        res.removeHeader('content-length');
+        writeHead(replacement.status, {
+          'content-type': 'application/json',
+          'cache-control': 'no-store',
+        });
+        end(
+          JSON.stringify({ error: replacement.error, error_description: replacement.description }),
+        );
+      });
+    return res;
+  }) as typeof res.end;
+}

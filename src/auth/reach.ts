@@ -1,0 +1,163 @@
+import type { IncomingMessage } from 'node:http';
+import { TtlLru } from '../cache/ttl-lru.ts';
+import { AppError, type ErrorCode } from '../envelope/errors.ts';
+import type { Principal } from '../tenancy/principal.ts';
+import { systemClock, type Clock } from '../time/clock.ts';
+import type { Answer } from './answer.ts';
+import type { TokenDetailsStore, TokenReach } from './token-details.ts';
+
+/** Methods a read-only token may use: those that change nothing (RFC 9110 9.2.1). */
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** The refusal of a reach: outside its workspaces, a write when read-only, or past its expiry. */
+export type ReachRefusal = Extract<ErrorCode, 'outsideTokenReach' | 'readOnlyToken'> | 'expired';
+
+/**
+ * Whether a token of this reach may make this call: a workspace outside its list, an unsafe
+ * method on a read-only token, or any call after its expiry is refused. Routes that name no
+ * workspace (the organization's lists) are within reach; they show only what it reaches
+ * (authorize.ts `workspaceRolesOf`).
+ */
+export function reachRefusal(
+  reach: TokenReach,
+  workspace: string | undefined,
+  method: string,
+  nowMs: number,
+): ReachRefusal | undefined {
+  if (reach.expiresAt !== undefined && nowMs >= reach.expiresAt) return 'expired';
+  if (workspace !== undefined && reach.workspaces && !reach.workspaces.includes(workspace)) {
+    return 'outsideTokenReach';
+  }
+  if (reach.readOnly && !SAFE_METHODS.has(method.toUpperCase())) return 'readOnlyToken';
+  return undefined;
+}
+
+function refusalError(refusal: ReachRefusal): AppError {
+  if (refusal !== 'expired') return new AppError(refusal);
+  return new AppError('authenticationFailed', {
+    message: 'The refresh token of this session has expired.',
+    headers: { 'www-authenticate': 'Bearer error="invalid_token"' },
+  });
+}
+
+/** The reach step of the admission (admission.ts), after the credentials are known good. */
+export interface ReachStep {
+  /**
+   * The principal, its reach attached when its session has one, if the call is within it: at
+   * once when this process remembers the session's reach, else after looking it up. Throws (or
+   * rejects with) the refusal.
+   */
+  admit(
+    principal: Principal,
+    workspace: string | undefined,
+    req: IncomingMessage,
+  ): Answer<Principal>;
+  /** The session's reach (remembered as for the admission); undefined: it has none. */
+  reachOf(sessionId: string): Promise<TokenReach | undefined>;
+  /** Notes a use of the session by `req` (a refresh grant): at most once a minute. */
+  noteUse(session: UsedSession, req: IncomingMessage): void;
+}
+
+interface UsedSession {
+  sessionId: string;
+  realm: string;
+  userId: string;
+}
+
+/** No reach: what the process remembers of a session that has none. */
+const NONE = 'none' as const;
+/** A session's reach never changes after issuance: remembered this long, then looked up again. */
+const REMEMBERED_MS = 60 * 60 * 1000;
+/** The last use of a session is written at most this often. */
+export const USE_INTERVAL_MS = 60 * 1000;
+
+/**
+ * Looks sessions' reaches up in the store (once per session and process: a reach is written
+ * before its token is handed out and never changes, so every replica reads the same one; a
+ * revocation or the end of the session is what ends it, through the revocation list), and
+ * writes each Bearer session's last use (when, client address, user agent; never the token)
+ * at most once a minute.
+ */
+export function createReachStep(deps: {
+  store: TokenDetailsStore;
+  clientAddressOf: (req: IncomingMessage) => string;
+  maxEntries: number;
+  clock?: Clock;
+  onUseFailed: (err: unknown) => void;
+}): ReachStep {
+  const { clock = systemClock } = deps;
+  const now = () => clock.now();
+  const reaches = new TtlLru<TokenReach | typeof NONE>(deps.maxEntries, clock);
+  const noted = new TtlLru<true>(deps.maxEntries, clock);
+
+  function noteUse(session: UsedSession, req: IncomingMessage): void {
+    if (noted.get(session.sessionId)) return;
+    const at = now();
+    noted.set(session.sessionId, true, at + USE_INTERVAL_MS);
+    const userAgent = req.headers['user-agent'];
+    deps.store
+      .noteUse(session, { at, address: deps.clientAddressOf(req), userAgent }, USE_INTERVAL_MS)
+      .catch(deps.onUseFailed);
+  }
+
+  /** The session's reach: at once when remembered, else looked up in the store. */
+  function reachOf(sessionId: string): Answer<TokenReach | typeof NONE> {
+    const known = reaches.get(sessionId);
+    if (known !== undefined) return known;
+    return deps.store.reachOf(sessionId).then((found) => {
+      const reach = found ?? NONE;
+      reaches.set(sessionId, reach, now() + REMEMBERED_MS);
+      return reach;
+    });
+  }
+
+  const usedSession = (principal: Principal, sessionId: string): UsedSession => ({
+    sessionId,
+    realm: principal.realm,
+    userId: principal.userId,
+  });
+
+  function decide(
+    principal: Principal,
+    reach: TokenReach | typeof NONE,
+    workspace: string | undefined,
+    method: string,
+  ): Principal {
+    if (reach === NONE) return principal;
+    const refusal = reachRefusal(reach, workspace, method, now());
+    if (refusal) throw refusalError(refusal);
+    return { ...principal, reach };
+  }
+
+  /** Admits `principal` for this call under `reach` (throws the refusal), noting the use. */
+  function admitWithin(
+    reach: TokenReach | typeof NONE,
+    call: {
+      principal: Principal;
+      sessionId: string;
+      workspace: string | undefined;
+      req: IncomingMessage;
+    },
+  ): Principal {
+    const admitted = decide(call.principal, reach, call.workspace, call.req.method ?? '');
+    noteUse(usedSession(call.principal, call.sessionId), call.req);
+    return admitted;
+  }
+
+  return {
+    admit(principal, workspace, req) {
+      const sessionId = principal.method === 'bearer' ? principal.sessionId : undefined;
+      if (sessionId === undefined) return principal;
+      const call = { principal, sessionId, workspace, req };
+      const reach = reachOf(sessionId);
+      return reach instanceof Promise
+        ? reach.then((found) => admitWithin(found, call))
+        : admitWithin(reach, call);
+    },
+    async reachOf(sessionId) {
+      const reach = await reachOf(sessionId);
+      return reach === NONE ? undefined : reach;
+    },
+    noteUse,
+  };
+}

@@ -1,0 +1,304 @@
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { basicAuth, callApi } from '../helpers/api.ts';
+import { requestFrom } from '../helpers/from-address.ts';
+import {
+  claimsOf,
+  createUser,
+  keycloakAdmin,
+  passwordGrantBody,
+  postToken,
+  userIdOf,
+  type TestUser,
+} from '../helpers/keycloak.ts';
+import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
+import { startReplica, type Replica } from '../helpers/replica.ts';
+import { testEnv } from '../helpers/test-env.ts';
+import { EVENTUALLY } from '../helpers/eventually.ts';
+
+/**
+ * Job credentials (issue 32): a refresh token issued with a name, a reach (workspaces,
+ * read-only) and a shorter lifetime, enforced on the forwarded route and the express routes of
+ * two replicas sharing Redis, listed with its last use, revoked by name. The test gateway (no
+ * upstream: the built-in operation list) serves the express workspace route. Ports 18900/18910.
+ */
+describe('job credentials: a named refresh token with a narrower reach', () => {
+  let org: string;
+  let user: TestUser;
+  let upstream: RecordingUpstream;
+  const replicas: Replica[] = [];
+
+  beforeAll(async () => {
+    org = await createOrganization(['ws1', 'ws2'], 1);
+    user = await createUser(org, { workspaceRoles: ['ws1', 'ws2'] });
+    upstream = await startRecordingUpstream();
+    const shared = {
+      AUTOMATION_UPSTREAM_URL: upstream.url,
+      REDIS_URL: testEnv().redisUrl,
+      REDIS_KEY_PREFIX: `${testEnv().redisKeyPrefix}jobs:`,
+      REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
+    };
+    replicas.push(await startReplica(18900, shared), await startReplica(18910, shared));
+  });
+
+  afterAll(async () => {
+    for (const replica of replicas) await replica.gateway.close();
+    await upstream?.close();
+    await closeTestDb();
+  });
+
+  const tokenUrl = (base: string) => `${base}/auth`;
+
+  async function grant(extra: string, base = testEnv().publicUrl) {
+    return postToken(tokenUrl(base), org, passwordGrantBody(user, extra));
+  }
+
+  async function refresh(refreshToken: string, base = testEnv().publicUrl) {
+    return postToken(
+      tokenUrl(base),
+      org,
+      `client_id=_${org}-api&grant_type=refresh_token&refresh_token=${refreshToken}`,
+    );
+  }
+
+  async function call(base: string, path: string, token: string, method = 'GET') {
+    const res = await fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: method === 'GET' ? undefined : '{}',
+    });
+    const text = await res.text();
+    return {
+      status: res.status,
+      body: (text.startsWith('{') ? JSON.parse(text) : {}) as Record<string, unknown>,
+    };
+  }
+
+  const forwarded = (ws: string) => `/api/${org}/workspaces/${ws}/ita/menu/operation_list/filter/`;
+  const tokensPath = () => `/api/${org}/platform/users/_current/refresh_tokens`;
+
+  async function listed() {
+    const res = await callApi(tokensPath(), basicAuth(user));
+    expect(res.status).toBe(200);
+    return res.body.data as Array<Record<string, unknown>>;
+  }
+
+  it('issues a named, one-workspace, read-only token: Keycloak answers, never seeing the fields', async () => {
+    const issued = await grant(
+      '&realmgate_name=nightly-ci&realmgate_workspaces=ws1&realmgate_read_only=true' +
+        '&realmgate_expires_in=86400',
+    );
+    expect(issued.status).toBe(200);
+    // Keycloak's answer as it was: every field of spec 2.2, nothing of ours.
+    expect(Object.keys(issued.json).sort()).toEqual(
+      [
+        'access_token',
+        'expires_in',
+        'id_token',
+        'not-before-policy',
+        'refresh_expires_in',
+        'refresh_token',
+        'scope',
+        'session_state',
+        'token_type',
+      ].sort(),
+    );
+    const sessionId = String(claimsOf(issued.json.access_token).sid);
+    const access = String(issued.json.access_token);
+
+    // Its access tokens, and those of a refresh grant, on every replica.
+    const refreshed = await refresh(String(issued.json.refresh_token), replicas[1]!.url);
+    expect(refreshed.status).toBe(200);
+    for (const token of [access, String(refreshed.json.access_token)]) {
+      for (const replica of replicas) {
+        // That workspace's GETs: the forwarded route and the express list.
+        expect((await call(replica.url, forwarded('ws1'), token)).status).toBe(200);
+        const workspaces = await call(replica.url, `/api/${org}/platform/workspaces`, token);
+        expect(workspaces.status).toBe(200);
+        expect((workspaces.body.data as Array<{ id: string }>).map((w) => w.id)).toEqual(['ws1']);
+        // Elsewhere: another workspace, on the forwarded route.
+        const outside = await call(replica.url, forwarded('ws2'), token);
+        expect(outside.status).toBe(403);
+        expect(outside.body.result).toBe('403-30001');
+        // Writes: on the forwarded route and on an express route.
+        const write = await call(replica.url, forwarded('ws1'), token, 'POST');
+        expect(write.status).toBe(403);
+        expect(write.body.result).toBe('403-30002');
+        const revokeAll = await call(replica.url, tokensPath(), token, 'DELETE');
+        expect(revokeAll.status).toBe(403);
+        expect(revokeAll.body.result).toBe('403-30002');
+      }
+      // The express workspace route (the built-in operation list of the test gateway).
+      const base = testEnv().publicUrl;
+      expect((await call(base, forwarded('ws1'), token)).status).toBe(200);
+      const express = await call(base, forwarded('ws2'), token);
+      expect(express.status).toBe(403);
+      expect(express.body.result).toBe('403-30001');
+    }
+    // Refused calls never reached the automation service.
+    expect(upstream.seen.some((seen) => seen.url.includes('/ws2/'))).toBe(false);
+    expect(upstream.seen.some((seen) => seen.method !== 'GET')).toBe(false);
+
+    const record = (await listed()).find((token) => token.id === sessionId);
+    expect(record).toMatchObject({ name: 'nightly-ci', workspaces: ['ws1'], read_only: true });
+    // The lifetime given: a day, not Keycloak's year.
+    const expiry = Date.parse(String(record!.expire_timestamp));
+    expect(expiry).toBeGreaterThan(Date.now() + 86_000_000);
+    expect(expiry).toBeLessThanOrEqual(Date.now() + 86_400_000);
+  });
+
+  it('shows the last use, from whichever client address used it', async () => {
+    const issued = await grant('&realmgate_name=deploy-job');
+    expect(issued.status).toBe(200);
+    const token = String(issued.json.access_token);
+    const sessionId = String(claimsOf(token).sid);
+    const lastUse = async () =>
+      (await listed()).find((listedToken) => listedToken.id === sessionId)?.last_use as
+        Record<string, string> | null | undefined;
+    expect(await lastUse()).toBeNull();
+
+    const before = Date.now();
+    const first = await requestFrom('127.0.0.2', `${replicas[0]!.url}${forwarded('ws1')}`, {
+      headers: { authorization: `Bearer ${token}`, 'user-agent': 'ci-runner/1.0' },
+    });
+    expect(first.status).toBe(200);
+    await expect.poll(lastUse, EVENTUALLY).toMatchObject({
+      client_address: '127.0.0.2',
+      user_agent: 'ci-runner/1.0',
+    });
+    expect(Date.parse((await lastUse())!.timestamp!)).toBeGreaterThanOrEqual(before - 1000);
+
+    // Written at most once a minute per session: the next use, from another address and
+    // another replica, shows once a minute has passed. Pretend it has: the row's time goes back.
+    await testDb()
+      .table('refresh_token_details')
+      .where({ session_id: sessionId })
+      .update({ last_used_at: new Date(Date.now() - 61_000) });
+    const second = await requestFrom(
+      '127.0.0.3',
+      `${replicas[1]!.url}/api/${org}/platform/workspaces`,
+      {
+        headers: { authorization: `Bearer ${token}`, 'user-agent': 'laptop/2.0' },
+      },
+    );
+    expect(second.status).toBe(200);
+    await expect.poll(lastUse, EVENTUALLY).toMatchObject({
+      client_address: '127.0.0.3',
+      user_agent: 'laptop/2.0',
+    });
+    // Never the token.
+    expect(JSON.stringify(await listed())).not.toContain(token);
+  });
+
+  it('revokes by name: its access tokens are refused at once on every replica', async () => {
+    const issued = await grant('&realmgate_name=to-revoke&realmgate_workspaces=ws2');
+    expect(issued.status).toBe(200);
+    const token = String(issued.json.access_token);
+    for (const replica of replicas) {
+      expect((await call(replica.url, forwarded('ws2'), token)).status).toBe(200);
+    }
+    // Through one replica; the other learns it over Redis.
+    const revoked = await fetch(`${replicas[0]!.url}${tokensPath()}/to-revoke`, {
+      method: 'DELETE',
+      headers: { authorization: basicAuth(user) },
+    });
+    expect(revoked.status).toBe(200);
+    for (const replica of replicas) {
+      await expect
+        .poll(async () => (await call(replica.url, forwarded('ws2'), token)).status, EVENTUALLY)
+        .toBe(401);
+    }
+    expect((await refresh(String(issued.json.refresh_token))).status).toBe(400);
+    expect((await listed()).some((listedToken) => listedToken.name === 'to-revoke')).toBe(false);
+    // The name is free again.
+    expect((await grant('&realmgate_name=to-revoke')).status).toBe(200);
+  });
+
+  it('refuses invalid fields with 400 in the token endpoint shape, issuing nothing', async () => {
+    const admin = await keycloakAdmin();
+    const userId = await userIdOf(user);
+    const sessions = async () =>
+      (
+        await admin.users.listOfflineSessions({
+          realm: org,
+          id: userId,
+          clientId: (await admin.clients.find({ realm: org, clientId: `_${org}-api` }))[0]!.id!,
+        })
+      ).length;
+    const count = await sessions();
+    const cases = [
+      ['&realmgate_name=has space', 'realmgate_name'],
+      ['&realmgate_name=5f0c2e8a-1111-2222-3333-444455556666', 'session id'],
+      ['&realmgate_workspaces=ws1&realmgate_workspaces=BAD!', 'realmgate_workspaces'],
+      ['&realmgate_read_only=yes', 'realmgate_read_only'],
+      ['&realmgate_expires_in=10', 'realmgate_expires_in'],
+      ['&realmgate_expires_in=1&realmgate_expires_in=2', 'more than once'],
+      ['&realmgate_scope=all', 'Unknown field'],
+      // Known only once Keycloak has answered: the session it opened is ended.
+      ['&realmgate_workspaces=ws1,ws3', 'not a workspace of yours: ws3'],
+      ['&realmgate_name=deploy-job', 'already'],
+    ] as const;
+    for (const [extra, said] of cases) {
+      const res = await grant(extra);
+      expect(res.status, extra).toBe(400);
+      expect(res.json.error, extra).toBe('invalid_request');
+      expect(String(res.json.error_description), extra).toContain(said);
+      expect(res.json.refresh_token, extra).toBeUndefined();
+    }
+    expect(await sessions()).toBe(count);
+    // A refresh grant takes none of them.
+    const issued = await grant('');
+    const res = await refresh(`${String(issued.json.refresh_token)}&realmgate_read_only=true`);
+    expect(res.status).toBe(400);
+    expect(res.json.error).toBe('invalid_request');
+  });
+
+  it('ends a token whose lifetime given at issuance is over: refresh and access refused', async () => {
+    const issued = await grant('&realmgate_name=short-lived&realmgate_expires_in=60');
+    expect(issued.status).toBe(200);
+    const token = String(issued.json.access_token);
+    const sessionId = String(claimsOf(token).sid);
+    expect((await call(replicas[0]!.url, forwarded('ws1'), token)).status).toBe(200);
+    // Sixty seconds later, as far as the record says (the replicas' in-process copy is the
+    // record's; a fresh replica reads it from the database).
+    await testDb()
+      .table('refresh_token_details')
+      .where({ session_id: sessionId })
+      .update({
+        expires_at: new Date(Date.now() - 1000),
+      });
+    const late = await startReplica(18920, { AUTOMATION_UPSTREAM_URL: upstream.url });
+    try {
+      const refused = await call(late.url, forwarded('ws1'), token);
+      expect(refused.status).toBe(401);
+      expect(refused.body.result).toBe('401-00002');
+      const renewed = await refresh(String(issued.json.refresh_token), late.url);
+      expect(renewed.status).toBe(400);
+      expect(renewed.json).toMatchObject({ error: 'invalid_grant' });
+    } finally {
+      await late.gateway.close();
+    }
+    // Ended in Keycloak too: no longer listed.
+    await expect
+      .poll(async () => (await listed()).some((t) => t.id === sessionId), EVENTUALLY)
+      .toBe(false);
+  });
+
+  it('an unrestricted token behaves as before', async () => {
+    const issued = await grant('');
+    expect(issued.status).toBe(200);
+    const token = String(issued.json.access_token);
+    for (const replica of replicas) {
+      expect((await call(replica.url, forwarded('ws2'), token)).status).toBe(200);
+      expect((await call(replica.url, forwarded('ws1'), token, 'POST')).status).toBe(200);
+      const workspaces = await call(replica.url, `/api/${org}/platform/workspaces`, token);
+      expect((workspaces.body.data as Array<{ id: string }>).map((w) => w.id)).toEqual([
+        'ws1',
+        'ws2',
+      ]);
+    }
+    const record = (await listed()).find((t) => t.id === claimsOf(token).sid);
+    expect(record).toMatchObject({ name: null, workspaces: null, read_only: false });
+  });
+});

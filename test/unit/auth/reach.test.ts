@@ -1,0 +1,137 @@
+import type { IncomingMessage } from 'node:http';
+import { describe, expect, it } from 'vitest';
+import { createReachStep, reachRefusal } from '../../../src/auth/reach.ts';
+import type { TokenDetailsStore } from '../../../src/auth/token-details.ts';
+import type { Principal, TokenReach } from '../../../src/tenancy/principal.ts';
+import { testPrincipal } from '../../helpers/principal.ts';
+import { manualClock } from '../../helpers/test-clock.ts';
+
+const NOW = 1_800_000_000_000;
+const reach = (over: Partial<TokenReach>): TokenReach => ({
+  workspaces: undefined,
+  readOnly: false,
+  expiresAt: undefined,
+  ...over,
+});
+
+describe('reachRefusal', () => {
+  it('allows what a reach does not narrow', () => {
+    expect(reachRefusal(reach({}), 'ws9', 'DELETE', NOW)).toBeUndefined();
+    expect(reachRefusal(reach({}), undefined, 'POST', NOW)).toBeUndefined();
+  });
+
+  it('refuses a workspace outside the list; routes naming none are within reach', () => {
+    const narrow = reach({ workspaces: ['ws1'] });
+    expect(reachRefusal(narrow, 'ws1', 'GET', NOW)).toBeUndefined();
+    expect(reachRefusal(narrow, 'ws2', 'GET', NOW)).toBe('outsideTokenReach');
+    expect(reachRefusal(narrow, undefined, 'GET', NOW)).toBeUndefined();
+  });
+
+  it('refuses unsafe methods when read-only, whatever their case', () => {
+    const readOnly = reach({ readOnly: true });
+    for (const method of ['GET', 'HEAD', 'OPTIONS', 'get']) {
+      expect(reachRefusal(readOnly, 'ws1', method, NOW)).toBeUndefined();
+    }
+    for (const method of ['POST', 'PUT', 'PATCH', 'DELETE', 'delete', 'PROPFIND']) {
+      expect(reachRefusal(readOnly, 'ws1', method, NOW)).toBe('readOnlyToken');
+    }
+  });
+
+  it('refuses every call from its expiry on, before any other reason', () => {
+    const ending = reach({ expiresAt: NOW, workspaces: ['ws1'], readOnly: true });
+    expect(reachRefusal(ending, 'ws1', 'GET', NOW - 1)).toBeUndefined();
+    expect(reachRefusal(ending, 'ws1', 'GET', NOW)).toBe('expired');
+    expect(reachRefusal(ending, 'ws2', 'POST', NOW + 1)).toBe('expired');
+  });
+
+  it('reports the workspace before the method', () => {
+    const both = reach({ workspaces: ['ws1'], readOnly: true });
+    expect(reachRefusal(both, 'ws2', 'POST', NOW)).toBe('outsideTokenReach');
+  });
+});
+
+describe('createReachStep', () => {
+  function setup(stored: TokenReach | undefined) {
+    const clock = manualClock(NOW);
+    const lookups: string[] = [];
+    const uses: Array<{ sessionId: string; address: string; userAgent: string | undefined }> = [];
+    const store = {
+      reachOf: (sessionId: string) => {
+        lookups.push(sessionId);
+        return Promise.resolve(stored);
+      },
+      noteUse: (session: { sessionId: string }, use: { address: string; userAgent?: string }) => {
+        uses.push({ sessionId: session.sessionId, address: use.address, userAgent: use.userAgent });
+        return Promise.resolve();
+      },
+    } as unknown as TokenDetailsStore;
+    const step = createReachStep({
+      store,
+      clientAddressOf: () => '192.0.2.7',
+      maxEntries: 100,
+      clock,
+      onUseFailed: (err) => {
+        throw err;
+      },
+    });
+    return { step, lookups, uses, advance: (ms: number) => clock.advance(ms) };
+  }
+  const principal = testPrincipal({ issuedAt: NOW / 1000, expiresAt: NOW / 1000 + 3600 });
+  const req = (method: string) =>
+    ({ method, headers: { 'user-agent': 'ci/1' } }) as unknown as IncomingMessage;
+
+  it('looks a session up once, then decides at once from memory, attaching its reach', async () => {
+    const { step, lookups } = setup(reach({ workspaces: ['ws1'], readOnly: true }));
+    const first = step.admit(principal, 'ws1', req('GET'));
+    expect(first).toBeInstanceOf(Promise);
+    expect((await first).reach).toEqual(reach({ workspaces: ['ws1'], readOnly: true }));
+    // Remembered: the same step answers without a promise, refusals included.
+    const known = step.admit(principal, 'ws1', req('GET'));
+    expect(known).not.toBeInstanceOf(Promise);
+    expect((known as Principal).reach?.readOnly).toBe(true);
+    expect(() => step.admit(principal, 'ws2', req('GET'))).toThrow(
+      expect.objectContaining({ code: 'outsideTokenReach' }),
+    );
+    expect(() => step.admit(principal, 'ws1', req('PUT'))).toThrow(
+      expect.objectContaining({ code: 'readOnlyToken' }),
+    );
+    expect(lookups).toEqual(['s1']);
+  });
+
+  it('refuses a call outside the reach on its first sight too (after the look-up)', async () => {
+    const { step } = setup(reach({ workspaces: ['ws1'] }));
+    await expect(step.admit(principal, 'ws2', req('GET'))).rejects.toMatchObject({
+      code: 'outsideTokenReach',
+    });
+  });
+
+  it('leaves a session without a reach as it is, and Basic logins unlooked-up', async () => {
+    const { step, lookups } = setup(undefined);
+    expect(await step.admit(principal, 'ws9', req('DELETE'))).toBe(principal);
+    expect(step.admit(principal, 'ws9', req('DELETE'))).toBe(principal);
+    const basic = { ...principal, method: 'basic' as const };
+    expect(step.admit(basic, 'ws9', req('DELETE'))).toBe(basic);
+    expect(lookups).toEqual(['s1']);
+  });
+
+  it('refuses every call once the lifetime is over, with 401', async () => {
+    const { step, advance } = setup(reach({ expiresAt: NOW + 1000 }));
+    await step.admit(principal, undefined, req('GET'));
+    advance(1000);
+    expect(() => step.admit(principal, undefined, req('GET'))).toThrow(
+      expect.objectContaining({ code: 'authenticationFailed' }),
+    );
+  });
+
+  it('notes a session use at most once a minute, with address and user agent', async () => {
+    const { step, uses, advance } = setup(undefined);
+    await step.admit(principal, undefined, req('GET'));
+    void step.admit(principal, undefined, req('GET'));
+    advance(59_000);
+    void step.admit(principal, undefined, req('GET'));
+    expect(uses).toEqual([{ sessionId: 's1', address: '192.0.2.7', userAgent: 'ci/1' }]);
+    advance(1000);
+    void step.admit(principal, undefined, req('GET'));
+    expect(uses).toHaveLength(2);
+  });
+});
