@@ -156,7 +156,12 @@ export function jobCredentials(deps: JobCredentialsDeps): RequestHandler {
     }
     if (read.request) {
       replaceForm(req, withoutJobFields(form));
-      holdTokenAnswer(res, (answer) => recordIssued(realm, read.request!, answer, deps));
+      holdTokenAnswer(res, (answer) =>
+        recordIssued(realm, read.request!, answer, deps).catch((err: unknown) => {
+          deps.logger.error({ err }, 'could not record a job credential; none was issued');
+          return NOT_RECORDED;
+        }),
+      );
       next();
       return;
     }
@@ -225,6 +230,13 @@ interface Replacement {
   description: string;
 }
 
+/** The fields could not be recorded (the database, or the new token, failed us): none issued. */
+const NOT_RECORDED: Replacement = {
+  status: 503,
+  error: 'temporarily_unavailable',
+  description: 'The token could not be recorded; none was issued. Retry later.',
+};
+
 /**
  * Records a password grant's fields once Keycloak has issued its token: the session id and
  * user from the access token (verified), the workspaces checked against those the user holds.
@@ -249,7 +261,15 @@ async function recordIssued(
       description: 'Keycloak answered no access token.',
     };
   }
-  const principal = await deps.bearer.verify(realm, accessToken);
+  const principal = await Promise.resolve()
+    .then(() => deps.bearer.verify(realm, accessToken))
+    .catch(async (err: unknown) => {
+      // Keycloak just issued it over our own connection: its unverified session id is Keycloak's,
+      // and that session must not outlive a token the client never gets.
+      const { sid } = unverifiedClaims(accessToken);
+      if (typeof sid === 'string') await deps.endSession(realm, sid).catch(() => undefined);
+      throw err;
+    });
   const sessionId = principal.sessionId;
   if (!sessionId) {
     return { status: 502, error: 'server_error', description: 'Keycloak answered no session id.' };
@@ -304,7 +324,7 @@ const MAX_ANSWER_BYTES = 256 * 1024;
 /**
  * Holds the whole answer written to `res` (head and body) until it ends, then gives it to
  * `decide`: undefined lets it go as written, a replacement is answered instead (a failure of
- * `decide` is a 500 in the same shape, and no token leaves).
+ * `decide` is a 503 in the same shape, and no token leaves).
  */
 function holdTokenAnswer(
   res: ServerResponse,
@@ -339,11 +359,7 @@ function holdTokenAnswer(
     const status = typeof head?.[0] === 'number' ? head[0] : res.statusCode;
     const body = Buffer.concat(chunks);
     void decide({ status, body: body.toString('utf8') })
-      .catch(() => ({
-        status: 500,
-        error: 'server_error',
-        description: 'The token could not be recorded; none was issued.',
-      }))
+      .catch(() => NOT_RECORDED)
       .then((replacement) => {
         if (res.destroyed) return;
         if (!replacement) {
