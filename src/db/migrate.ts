@@ -19,6 +19,9 @@ const migrations: readonly NamedMigration[] = [
   { name: '20261125-002-refresh-token-details', migration: refreshTokenDetails },
 ];
 
+/** The names of the migrations, in order: what `knex_migrations` holds once migrated. */
+export const MIGRATION_NAMES: readonly string[] = migrations.map((m) => m.name);
+
 const migrationSource: Knex.MigrationSource<NamedMigration> = {
   getMigrations: () => Promise.resolve([...migrations]),
   getMigrationName: (m) => m.name,

@@ -4,7 +4,7 @@ import type { Knex } from 'knex';
 import pg from 'pg';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/database.ts';
-import { MIGRATION_LOCK_KEY, migrateToLatest } from '../../src/db/migrate.ts';
+import { MIGRATION_LOCK_KEY, MIGRATION_NAMES, migrateToLatest } from '../../src/db/migrate.ts';
 import { onPostgresServer } from '../helpers/postgres-server.ts';
 
 /*
@@ -38,8 +38,15 @@ async function schemaOf(db: Knex) {
 }
 
 const MIGRATED = {
-  tables: ['knex_migrations', 'knex_migrations_lock', 'operations', 'organizations', 'workspaces'],
-  applied: ['20261122-001-initial'],
+  tables: [
+    'knex_migrations',
+    'knex_migrations_lock',
+    'operations',
+    'organizations',
+    'refresh_token_details',
+    'workspaces',
+  ],
+  applied: [...MIGRATION_NAMES],
   lock: [{ is_locked: 0 }],
 };
 
