@@ -207,11 +207,13 @@ export function createJwksRegistry(options: {
   /** Which key verifies a token: the set's, once a fetch that started after it arrived is over. */
   async function selectKey(realm: string, ...args: Parameters<JWTVerifyGetKey>) {
     const arrival = now();
-    // Keycloak has just said the realm does not exist: no fetch before the gap is over.
-    const goneAt = gone.get(realm);
-    if (goneAt !== undefined && arrival - goneAt < UNKNOWN_KID_GAP_MS && !realms.has(realm))
-      throw new joseErrors.JWKSNoMatchingKey();
+    const fresh = !realms.has(realm);
     const state = stateOf(realm);
+    // Keycloak said the realm does not exist: its next fetch waits out the gap after that
+    // answer, as for an unknown kid (one fetch a second however many tokens come), and a realm
+    // created again under the name verifies its first token then.
+    const goneAt = gone.get(realm);
+    if (fresh && goneAt !== undefined) state.startedAt = goneAt;
     state.used = true;
     const kid = args[0].kid;
     if (typeof kid !== 'string') throw new joseErrors.JWKSNoMatchingKey();
