@@ -317,6 +317,7 @@ export async function startGateway(
   });
   const reach = createReachStep({
     store: tokenDetails,
+    cache,
     clientAddressOf: (req) => forwarding.clientAddress(req),
     maxEntries: config.MEMORY_CACHE_MAX_ENTRIES,
     clock,

@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import type { Cache } from '../cache/cache.ts';
 import { TtlLru } from '../cache/ttl-lru.ts';
 import { AppError, type ErrorCode } from '../envelope/errors.ts';
 import type { Principal } from '../tenancy/principal.ts';
@@ -80,6 +81,11 @@ export const USE_INTERVAL_MS = 60 * 1000;
  */
 export function createReachStep(deps: {
   store: TokenDetailsStore;
+  /**
+   * Shared with the other replicas and workers: the reach each of them read, so that a session
+   * one of them saw is served by all while the database is down.
+   */
+  cache: Cache;
   clientAddressOf: (req: IncomingMessage) => string;
   maxEntries: number;
   clock?: Clock;
@@ -104,11 +110,31 @@ export function createReachStep(deps: {
   function reachOf(sessionId: string): Answer<TokenReach | typeof NONE> {
     const known = reaches.get(sessionId);
     if (known !== undefined) return known;
-    return deps.store.reachOf(sessionId).then((found) => {
-      const reach = found ?? NONE;
+    return lookUp(sessionId).then((reach) => {
       reaches.set(sessionId, reach, now() + REMEMBERED_MS);
       return reach;
     });
+  }
+
+  /**
+   * The store's answer, shared for the others. With the database down, what a replica or worker
+   * read before answers (a record is written before its token is handed out, so a read "none"
+   * is final); a session nobody read stays refused (the store's error).
+   */
+  async function lookUp(sessionId: string): Promise<TokenReach | typeof NONE> {
+    const key = `token-reach:${sessionId}`;
+    let found: TokenReach | undefined;
+    try {
+      found = await deps.store.reachOf(sessionId);
+    } catch (err) {
+      const shared = await deps.cache.get(key).catch(() => undefined);
+      if (shared === undefined) throw err;
+      return shared === NONE ? NONE : (JSON.parse(shared) as TokenReach);
+    }
+    const reach = found ?? NONE;
+    const value = reach === NONE ? NONE : JSON.stringify(reach);
+    await deps.cache.set(key, value, REMEMBERED_MS).catch(() => undefined);
+    return reach;
   }
 
   const usedSession = (principal: Principal, sessionId: string): UsedSession => ({

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { createReachStep, reachRefusal } from '../../../src/auth/reach.ts';
+import { createMemoryCache } from '../../../src/cache/memory-cache.ts';
 import type { TokenDetailsStore } from '../../../src/auth/token-details.ts';
 import type { Principal, TokenReach } from '../../../src/tenancy/principal.ts';
 import { testPrincipal } from '../../helpers/principal.ts';
@@ -67,6 +68,7 @@ describe('createReachStep', () => {
     } as unknown as TokenDetailsStore;
     const step = createReachStep({
       store,
+      cache: createMemoryCache({ maxEntries: 100, clock }),
       clientAddressOf: () => '192.0.2.7',
       maxEntries: 100,
       clock,
@@ -133,5 +135,41 @@ describe('createReachStep', () => {
     advance(1000);
     void step.admit(principal, undefined, req('GET'));
     expect(uses).toHaveLength(2);
+  });
+
+  it('serves, with the database down, what another process read of a session, and refuses what nobody read', async () => {
+    const clock = manualClock(NOW);
+    const cache = createMemoryCache({ maxEntries: 100, clock });
+    let databaseDown = false;
+    const store = {
+      reachOf: () =>
+        databaseDown
+          ? Promise.reject(new Error('database down'))
+          : Promise.resolve(reach({ workspaces: ['ws1'] })),
+      noteUse: () => Promise.resolve(),
+    } as unknown as TokenDetailsStore;
+    const stepOf = () =>
+      createReachStep({
+        store,
+        cache,
+        clientAddressOf: () => '192.0.2.7',
+        maxEntries: 100,
+        clock,
+        onUseFailed: () => undefined,
+      });
+    await stepOf().admit(principal, 'ws1', req('GET'));
+    databaseDown = true;
+    // Another worker or replica, which never saw the session: the shared cache answers.
+    const other = stepOf();
+    expect((await other.admit(principal, 'ws1', req('GET'))).reach?.workspaces).toEqual(['ws1']);
+    expect(() => other.admit(principal, 'ws2', req('GET'))).toThrow(
+      expect.objectContaining({ code: 'outsideTokenReach' }),
+    );
+    const unseen = testPrincipal({
+      sessionId: 's-unseen',
+      issuedAt: NOW / 1000,
+      expiresAt: NOW / 1000 + 3600,
+    });
+    await expect(stepOf().admit(unseen, 'ws1', req('GET'))).rejects.toThrow('database down');
   });
 });
