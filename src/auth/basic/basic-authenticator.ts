@@ -218,6 +218,10 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       .catch(() => 1);
     if (holders === 1) {
       try {
+        // A login another replica finished between this request's cache read and the lock is
+        // found, not repeated.
+        const found = await readCache(key);
+        if (found) return found;
         return await grant(realm, credentials, key, login);
       } finally {
         await deps.cache.delete(lockKey).catch(() => undefined);
