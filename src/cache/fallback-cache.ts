@@ -3,7 +3,7 @@ import type { Cache } from './cache.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 
 /** How long to leave Redis alone after it failed, so an outage costs no timeout per request. */
-const RETRY_AFTER_MS = 5_000;
+export const REDIS_RETRY_AFTER_MS = 5_000;
 
 export interface FallbackCache extends Cache {
   /** True while Redis is failing and the in-process cache serves instead. */
@@ -24,7 +24,8 @@ export function createFallbackCache(
   let failedAt: number | undefined;
 
   async function attempt<T>(work: (cache: Cache) => Promise<T>): Promise<T> {
-    if (failedAt !== undefined && clock.now() - failedAt < RETRY_AFTER_MS) return work(fallback);
+    if (failedAt !== undefined && clock.now() - failedAt < REDIS_RETRY_AFTER_MS)
+      return work(fallback);
     try {
       const result = await work(primary);
       if (failedAt !== undefined) {
