@@ -1,3 +1,4 @@
+import { decodeJwt } from 'jose';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
@@ -185,9 +186,7 @@ function withoutJobFields(form: URLSearchParams): URLSearchParams {
 /** The claims of a JWT, unverified: only to find which session a refresh token names. */
 function unverifiedClaims(token: string): Record<string, unknown> {
   try {
-    const payload = token.split('.')[1] ?? '';
-    const claims: unknown = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
-    return claims !== null && typeof claims === 'object' ? (claims as Record<string, unknown>) : {};
+    return decodeJwt(token);
   } catch {
     return {};
   }
