@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { expect } from 'vitest';
 import { loginAsBootstrapAdmin, type KeycloakAdmin } from '../../src/keycloak/admin-client.ts';
 import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 import { ensureUser } from '../../src/demo/ensure-user.ts';
@@ -114,4 +115,14 @@ export function passwordGrantBody(user: TestUser, extra = ''): string {
 export function claimsOf(jwt: unknown): Record<string, unknown> {
   const payload = String(jwt).split('.')[1] ?? '';
   return JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as Record<string, unknown>;
+}
+
+/**
+ * A lifetime in seconds as Keycloak's token answer reports it (`expires_in`,
+ * `refresh_expires_in`): Keycloak subtracts its clock's current second from the expiry it set
+ * moments earlier, so a second boundary crossed in between makes the answer one less.
+ */
+export function expectAnswerSeconds(actual: unknown, configured: number): void {
+  expect(actual).toBeGreaterThanOrEqual(configured - 1);
+  expect(actual).toBeLessThanOrEqual(configured);
 }
