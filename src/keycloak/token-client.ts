@@ -1,5 +1,5 @@
 import * as oidc from 'openid-client';
-import { apiClientIdOf } from '../tenancy/identifiers.ts';
+import { apiClientIdOf, realmIssuer } from '../tenancy/identifiers.ts';
 import { createIntrospector } from './introspection.ts';
 import type { KeycloakCalls } from './keycloak-calls.ts';
 import { realmConfigurations } from './oidc-clients.ts';
@@ -29,7 +29,7 @@ export function createTokenClient(options: {
   publicUrl: string;
 }): TokenClient {
   const { calls } = options;
-  const issuerOf = (realm: string) => `${options.publicUrl}/auth/realms/${realm}`;
+  const issuerOf = (realm: string) => realmIssuer(options.publicUrl, realm);
   const apiClientOf = realmConfigurations(calls, 'grant', issuerOf, (realm) => ({
     id: apiClientIdOf(realm),
     auth: oidc.None(),

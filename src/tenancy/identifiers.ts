@@ -34,3 +34,11 @@ export function apiClientIdOf(realm: string): string {
 export function workspacesClientIdOf(organizationId: string): string {
   return `${organizationId}-workspaces`;
 }
+
+/**
+ * A realm's token issuer (`iss`): Keycloak's realm as clients reach it, through the gateway's
+ * `/auth` under `PUBLIC_URL` (Keycloak's hostname setting makes its tokens name it).
+ */
+export function realmIssuer(publicUrl: string, realm: string): string {
+  return `${publicUrl}/auth/realms/${realm}`;
+}

@@ -10,6 +10,7 @@ import type { Principal } from '../../tenancy/principal.ts';
 import type { JwksRegistry } from './jwks.ts';
 import { systemClock, type Clock } from '../../time/clock.ts';
 import type { Answer } from '../answer.ts';
+import { realmIssuer } from '../../tenancy/identifiers.ts';
 
 /** Asymmetric algorithms only: `none` and HMAC (which a public key could "sign") never pass. */
 export const ALLOWED_ALGORITHMS = [
@@ -63,7 +64,7 @@ export function createBearerVerifier(options: {
 }): BearerVerifier {
   const { clock = systemClock } = options;
   const verified = new TtlLru<Verified>(options.maxCachedTokens, clock);
-  const issuerOf = (realm: string) => `${options.publicUrl}/auth/realms/${realm}`;
+  const issuerOf = (realm: string) => realmIssuer(options.publicUrl, realm);
   const stillSigned = (known: Verified) => options.jwks.publishes(known.principal.realm, known.kid);
 
   return {

@@ -1,6 +1,7 @@
 import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import { ALLOWED_ALGORITHMS } from './bearer-verifier.ts';
 import type { JwksRegistry } from './jwks.ts';
+import { realmIssuer } from '../../tenancy/identifiers.ts';
 
 /** The Keycloak session an ID token names, and its user. */
 export interface IdTokenSession {
@@ -20,7 +21,7 @@ export function createIdTokenReader(options: { jwks: JwksRegistry; publicUrl: st
     let payload: JWTPayload;
     try {
       ({ payload } = await jwtVerify(token, options.jwks.keySetFor(realm), {
-        issuer: `${options.publicUrl}/auth/realms/${realm}`,
+        issuer: realmIssuer(options.publicUrl, realm),
         algorithms: ALLOWED_ALGORITHMS,
       }));
     } catch (err) {
