@@ -7,69 +7,98 @@ export interface GrantAnswer {
   body: string;
 }
 
+/** What the client gets instead of the answer Keycloak gave, when that one is not to be given. */
+export interface Replacement {
+  status: number;
+  error: string;
+  description: string;
+}
+
+/** Keycloak's token answers are a few KiB; one this long is not one: the connection is cut. */
+const MAX_HELD_BYTES = 256 * 1024;
 /** Keycloak's refusals are a few hundred bytes; a longer answer is not one to remember. */
-const MAX_BODY_BYTES = 8 * 1024;
+const MAX_REMEMBERED_BYTES = 8 * 1024;
 /** The headers that say what the body is and how it may be kept; the rest is per answer. */
 const KEPT_HEADERS = ['content-type', 'cache-control', 'pragma', 'www-authenticate'];
+/** What the client gets when `decide` fails: nothing Keycloak answered leaves unsettled. */
+const UNSETTLED: Replacement = {
+  status: 503,
+  error: 'temporarily_unavailable',
+  description: 'The answer could not be settled; retry later.',
+};
 
 /**
- * Holds what is written to `res` (status, the headers above, the body) until it ends, and hands
- * it to `beforeSent` before the client gets any of it: what the failed-login memory stores of a
- * refusal is then stored before the client can repeat the request. A body longer than the bound
- * is not one to remember: it is passed on as it comes.
+ * Holds the whole answer written to `res` (head and body) until it ends, and gives it to
+ * `decide` before the client gets any of it: what the failed-login memory keeps of a refusal is
+ * stored before the client can repeat the request, and a job credential is recorded before its
+ * token leaves. `decide` answers undefined to let the answer go as written, or a replacement to
+ * send instead; its failure is a 503 in the same shape. Holders stack: the one set last sees
+ * the answer first and passes it on to the one before.
  */
 export function holdAnswer(
   res: ServerResponse,
-  beforeSent: (answer: GrantAnswer | undefined) => Promise<void>,
+  decide: (answer: GrantAnswer) => Promise<Replacement | undefined | void>,
 ): void {
-  let held: unknown[][] | undefined = [];
-  let size = 0;
-  let headers: Record<string, string> = {};
   const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => ServerResponse;
-  const write = res.write.bind(res) as (...args: unknown[]) => boolean;
   const end = res.end.bind(res) as (...args: unknown[]) => ServerResponse;
-  const flush = () => {
-    for (const args of held ?? []) write(...args);
-    held = undefined;
+  let head: unknown[] | undefined;
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const keep = (chunk: unknown, encoding?: unknown) => {
+    if (!isChunk(chunk)) return;
+    const bytes =
+      typeof chunk === 'string'
+        ? Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8')
+        : Buffer.from(chunk);
+    chunks.push(bytes);
+    size += bytes.length;
+    if (size > MAX_HELD_BYTES) res.destroy();
   };
   res.writeHead = (...args: unknown[]) => {
-    const given = args.find((arg) => typeof arg === 'object' && arg !== null);
-    headers = keptHeaders(given as OutgoingHttpHeaders | string[] | undefined);
-    return writeHead(...args);
+    head = args;
+    return res;
   };
-  res.write = ((chunk: unknown, ...rest: unknown[]) => {
-    if (!held) return write(chunk, ...rest);
-    held.push([chunk, ...rest]);
-    size += byteLength(chunk);
-    if (size > MAX_BODY_BYTES) flush();
+  res.write = ((chunk: unknown, encoding?: unknown, callback?: unknown) => {
+    keep(chunk, encoding);
+    const done = typeof encoding === 'function' ? encoding : callback;
+    if (typeof done === 'function') (done as () => void)();
     return true;
   }) as typeof res.write;
-  res.end = ((chunk?: unknown, ...rest: unknown[]) => {
-    if (!held) return end(chunk, ...rest);
-    const body = [
-      ...held.map(([written]) => written),
-      typeof chunk === 'function' ? undefined : chunk,
-    ];
-    const answer: GrantAnswer | undefined =
-      size + byteLength(body.at(-1)) > MAX_BODY_BYTES
-        ? undefined
-        : {
-            status: res.statusCode,
-            headers,
-            body: Buffer.concat(body.filter(isChunk).map(toBuffer)).toString('utf8'),
-          };
-    void beforeSent(answer).finally(() => {
-      flush();
-      end(chunk, ...rest);
-    });
+  res.end = ((chunk?: unknown, encoding?: unknown) => {
+    keep(chunk, encoding);
+    const status = typeof head?.[0] === 'number' ? head[0] : res.statusCode;
+    const given = head?.find((arg) => typeof arg === 'object' && arg !== null);
+    const body = Buffer.concat(chunks);
+    const answer = {
+      status,
+      headers: keptHeaders(given as OutgoingHttpHeaders | string[] | undefined),
+      body: body.toString('utf8'),
+    };
+    void Promise.resolve()
+      .then(() => decide(answer))
+      .catch(() => UNSETTLED)
+      .then((replacement) => {
+        if (res.destroyed) return;
+        if (!replacement) {
+          if (head) writeHead(...head);
+          end(body);
+          return;
+        }
+        res.removeHeader('content-length');
+        writeHead(replacement.status, {
+          'content-type': 'application/json',
+          'cache-control': 'no-store',
+        });
+        end(
+          JSON.stringify({ error: replacement.error, error_description: replacement.description }),
+        );
+      });
     return res;
   }) as typeof res.end;
 }
 
-const isChunk = (chunk: unknown) => typeof chunk === 'string' || chunk instanceof Uint8Array;
-const toBuffer = (chunk: unknown) =>
-  typeof chunk === 'string' ? Buffer.from(chunk) : Buffer.from(chunk as Uint8Array);
-const byteLength = (chunk: unknown) => (isChunk(chunk) ? toBuffer(chunk).length : 0);
+const isChunk = (chunk: unknown): chunk is string | Uint8Array =>
+  typeof chunk === 'string' || chunk instanceof Uint8Array;
 
 function keptHeaders(given: OutgoingHttpHeaders | string[] | undefined): Record<string, string> {
   const pairs: [string, unknown][] = Array.isArray(given)
@@ -86,10 +115,12 @@ function keptHeaders(given: OutgoingHttpHeaders | string[] | undefined): Record<
 /**
  * Whether the answer is Keycloak refusing the credentials themselves (`invalid_grant` for a
  * wrong password or one-time password), which the same request would get again: not a disabled
- * account or one with actions pending (its password may be right), not a compressed body.
+ * account or one with actions pending (its password may be right), not a compressed body, not
+ * one longer than a refusal is.
  */
 export function isCredentialRefusal(answer: GrantAnswer): boolean {
   if (answer.status !== 400 && answer.status !== 401) return false;
+  if (answer.body.length > MAX_REMEMBERED_BYTES) return false;
   try {
     const body = JSON.parse(answer.body) as { error?: unknown; error_description?: unknown };
     const description = typeof body.error_description === 'string' ? body.error_description : '';

@@ -10,6 +10,7 @@ import type { IssuedDetails, TokenDetailsStore } from '../auth/token-details.ts'
 import { workspaceRolesOf } from '../auth/authorize.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import { replaceForm, formFieldsOf } from './form-body-guard.ts';
+import { holdAnswer, type GrantAnswer, type Replacement } from './grant-answer.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 
 /**
@@ -157,7 +158,7 @@ export function jobCredentials(deps: JobCredentialsDeps): RequestHandler {
     }
     if (read.request) {
       replaceForm(req, withoutJobFields(form));
-      holdTokenAnswer(res, (answer) =>
+      holdAnswer(res, (answer) =>
         recordIssued(realm, read.request!, answer, deps).catch((err: unknown) => {
           deps.logger.error({ err }, 'could not record a job credential; none was issued');
           return NOT_RECORDED;
@@ -235,13 +236,6 @@ async function checkRefresh(
   return true;
 }
 
-/** What the client gets instead of Keycloak's answer, when that is not to be given. */
-interface Replacement {
-  status: number;
-  error: string;
-  description: string;
-}
-
 /** The fields could not be recorded (the database, or the new token, failed us): none issued. */
 const NOT_RECORDED: Replacement = {
   status: 503,
@@ -256,7 +250,7 @@ const NOT_RECORDED: Replacement = {
 async function recordIssued(
   realm: string,
   request: JobRequest,
-  answer: { status: number; body: string },
+  answer: GrantAnswer,
   deps: JobCredentialsDeps,
 ): Promise<Replacement | undefined> {
   if (answer.status !== 200) return undefined;
@@ -328,66 +322,4 @@ async function recordIssued(
 function answerError(res: ServerResponse, status: number, error: string, description: string) {
   res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
   res.end(JSON.stringify({ error, error_description: description }));
-}
-
-/** Keycloak's token answers are a few KiB; one this long is not one. */
-const MAX_ANSWER_BYTES = 256 * 1024;
-
-/**
- * Holds the whole answer written to `res` (head and body) until it ends, then gives it to
- * `decide`: undefined lets it go as written, a replacement is answered instead (a failure of
- * `decide` is a 503 in the same shape, and no token leaves).
- */
-function holdTokenAnswer(
-  res: ServerResponse,
-  decide: (answer: { status: number; body: string }) => Promise<Replacement | undefined>,
-): void {
-  const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => ServerResponse;
-  const end = res.end.bind(res) as (...args: unknown[]) => ServerResponse;
-  let head: unknown[] | undefined;
-  const chunks: Buffer[] = [];
-  let size = 0;
-  const keep = (chunk: unknown, encoding?: unknown) => {
-    if (typeof chunk === 'string') {
-      chunks.push(
-        Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8'),
-      );
-    } else if (chunk instanceof Uint8Array) chunks.push(Buffer.from(chunk));
-    size += chunks.at(-1)?.length ?? 0;
-  };
-  res.writeHead = (...args: unknown[]) => {
-    head = args;
-    return res;
-  };
-  res.write = ((chunk: unknown, encoding?: unknown, callback?: unknown) => {
-    keep(chunk, encoding);
-    if (typeof callback === 'function') (callback as () => void)();
-    else if (typeof encoding === 'function') (encoding as () => void)();
-    if (size > MAX_ANSWER_BYTES) res.destroy();
-    return true;
-  }) as typeof res.write;
-  res.end = ((chunk?: unknown, encoding?: unknown) => {
-    if (typeof chunk !== 'function') keep(chunk, encoding);
-    const status = typeof head?.[0] === 'number' ? head[0] : res.statusCode;
-    const body = Buffer.concat(chunks);
-    void decide({ status, body: body.toString('utf8') })
-      .catch(() => NOT_RECORDED)
-      .then((replacement) => {
-        if (res.destroyed) return;
-        if (!replacement) {
-          if (head) writeHead(...head);
-          end(body);
-          return;
-        }
-        res.removeHeader('content-length');
-        writeHead(replacement.status, {
-          'content-type': 'application/json',
-          'cache-control': 'no-store',
-        });
-        end(
-          JSON.stringify({ error: replacement.error, error_description: replacement.description }),
-        );
-      });
-    return res;
-  }) as typeof res.end;
 }

@@ -136,7 +136,7 @@ async function admit(
   if (attempt.kind === 'grant') {
     // Settled before the client gets the answer: a repeat it sends at once finds it remembered.
     holdAnswer(res, (answer) =>
-      outcomeOf(attempt, res.statusCode, answer, deps).then(settle).catch(warn),
+      outcomeOf(attempt, answer.status, answer, deps).then(settle).catch(warn),
     );
   }
   res.once('close', () => {

@@ -7,6 +7,7 @@ import {
   holdAnswer,
   isCredentialRefusal,
   type GrantAnswer,
+  type Replacement,
 } from '../../../src/auth-proxy/grant-answer.ts';
 
 const refusal = (status: number, body: unknown): GrantAnswer => ({
@@ -53,24 +54,35 @@ describe('holdAnswer', () => {
   );
 
   /** A server that holds its answer, runs `before` on it, then sends it; the client's view. */
-  async function answered(before: (answer: GrantAnswer | undefined) => Promise<void>) {
+  async function answered(
+    ...holders: ((answer: GrantAnswer) => Promise<Replacement | undefined | void>)[]
+  ) {
     server = createServer((_req, res) => {
-      holdAnswer(res, before);
+      for (const decide of holders) holdAnswer(res, decide);
       res.writeHead(401, { 'Content-Type': 'application/json', 'X-Other': 'kept out' });
       res.write('{"error":');
       res.end('"invalid_grant"}');
     });
     await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as AddressInfo;
-    return new Promise<{ status: number; body: string; order: string[] }>((resolve, reject) => {
-      request({ port, host: '127.0.0.1' }, (res) => {
-        let body = '';
-        res.on('data', (chunk: Buffer) => (body += chunk.toString()));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body, order }));
-      })
-        .on('error', reject)
-        .end();
-    });
+    return new Promise<{ status: number; body: string; type: string | undefined; order: string[] }>(
+      (resolve, reject) => {
+        request({ port, host: '127.0.0.1' }, (res) => {
+          let body = '';
+          res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+          res.on('end', () =>
+            resolve({
+              status: res.statusCode ?? 0,
+              body,
+              type: res.headers['content-type'],
+              order,
+            }),
+          );
+        })
+          .on('error', reject)
+          .end();
+      },
+    );
   }
   it('hands the whole answer over before the client gets any of it', async () => {
     let seen: GrantAnswer | undefined;
@@ -87,5 +99,40 @@ describe('holdAnswer', () => {
     });
     expect(got).toMatchObject({ status: 401, body: '{"error":"invalid_grant"}' });
     expect(order).toEqual(['remembered', 'client']);
+  });
+
+  it('sends the replacement decide gives instead of the answer', async () => {
+    const got = await answered(() =>
+      Promise.resolve({ status: 400, error: 'invalid_request', description: 'not yours' }),
+    );
+    expect(got.status).toBe(400);
+    expect(got.type).toBe('application/json');
+    expect(JSON.parse(got.body)).toEqual({
+      error: 'invalid_request',
+      error_description: 'not yours',
+    });
+  });
+
+  it('answers 503 and none of the answer when decide fails', async () => {
+    const got = await answered(() => Promise.reject(new Error('database down')));
+    expect(got.status).toBe(503);
+    expect(got.body).not.toContain('invalid_grant');
+    expect(JSON.parse(got.body)).toMatchObject({ error: 'temporarily_unavailable' });
+  });
+
+  it('stacks: the holder set last decides first, then passes the answer to the one before', async () => {
+    const seen: string[] = [];
+    const got = await answered(
+      (answer) => {
+        seen.push(`first set: ${answer.body}`);
+        return Promise.resolve();
+      },
+      (answer) => {
+        seen.push(`last set: ${answer.status}`);
+        return Promise.resolve();
+      },
+    );
+    expect(seen).toEqual(['last set: 401', 'first set: {"error":"invalid_grant"}']);
+    expect(got).toMatchObject({ status: 401, body: '{"error":"invalid_grant"}' });
   });
 });
