@@ -104,7 +104,7 @@ export function compileRoutes(declarations: readonly RouteDeclaration[]): RouteR
     }
     trie.add(
       segments.slice(1),
-      declaration.forwarded ? undefined : declaration.method,
+      declaration.forwarded ? { subtree: 'shadows' } : { method: declaration.method },
       declaration,
     );
   }
