@@ -120,6 +120,10 @@ export function compileRoutes(declarations: readonly RouteDeclaration[]): RouteR
       auth.add(segments.slice(1), servingOf(declaration), declaration);
       continue;
     }
+    // The /api grammar stays exact: one method, its path as written, nothing below it but forwarded.
+    if (declaration.below || declaration.caseless || declaration.method === 'any') {
+      throw new Error(`${declaration.path}: below, caseless and any method are for /auth entries`);
+    }
     if (declaration.open && segments.length === 2 && segments[0] === 'api') {
       open.set(segments[1]!, declaration);
     } else if (!namesRealm(segments)) {

@@ -160,6 +160,12 @@ describe('the /auth route table compiled', () => {
         { ...entry, path: '/auth/x/', below: true },
       ]),
     ).toThrow(/declared twice/);
+    expect(() => compileRoutes([{ ...entry, path: '/api/platform/x', below: true }])).toThrow(
+      /for \/auth entries/,
+    );
+    expect(() => compileRoutes([{ ...entry, path: '/api/platform/x', caseless: true }])).toThrow(
+      /for \/auth entries/,
+    );
   });
 });
 
