@@ -38,6 +38,7 @@ import { createAudit } from './http/audit.ts';
 import { checkDatabase, openDatabase, poolState } from './db/database.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import { isBootstrapAdmin } from './auth-proxy/bootstrap-admin-guard.ts';
+import { AUTH_ROUTES } from './auth-proxy/auth-routes.ts';
 import { canonicalConsolePath } from './auth-proxy/console-page.ts';
 import { checkKeycloakNodes } from './keycloak/keycloak-health.ts';
 import { createKeycloakNodes, displayUrlOf } from './keycloak/keycloak-nodes.ts';
@@ -413,8 +414,9 @@ export async function startGateway(
         logger,
       })
     : undefined;
-  // The one reader of paths, compiled once from the route tables (the forwarded route's included).
-  const routes = compileRoutes(apiDeclarations(forwardRoute !== undefined));
+  // The one reader of paths, compiled once from the route tables (the forwarded route's
+  // included): `/api`'s and `/auth`'s.
+  const routes = compileRoutes([...apiDeclarations(forwardRoute !== undefined), ...AUTH_ROUTES]);
   const consoleHost = createCanonicalHost({
     origin: config.ADMIN_PUBLIC_URL,
     forwarding,

@@ -1,7 +1,10 @@
+import type { HttpMethod } from '../edge/route.ts';
+
 /**
  * What a request to Keycloak ends, once Keycloak has answered it with success: the one table of
  * the logouts, revocations and account changes that pass through the `/auth` mount (the admin
- * API on the admin listener only, where `guardAuthPath` lets it through). end-access.ts applies
+ * API on the admin listener only, where `guardAuthPath` lets it through). Each rule is an entry
+ * of the `/auth` route table (auth-routes.ts), so the edge matches its path; end-access.ts applies
  * them; a request Keycloak refuses ends nothing.
  */
 export type Ending =
@@ -38,24 +41,25 @@ export interface EndingInput {
   json: unknown;
 }
 
-interface Rule {
-  methods: readonly string[];
-  /** Segments after `auth`; `:name` captures one segment. */
-  path: readonly string[];
+/** One kind of request that ends access; auth-routes.ts makes it an entry of the `/auth` table. */
+export interface EndingRule {
+  methods: readonly HttpMethod[];
+  /** Its path, as the route table declares it: `{name}` is one segment, `{realm}` the realm. */
+  path: string;
   /** The rule reads the JSON body (the admin API's user representation). */
   json?: true;
   /** Which answers are Keycloak's success; 2xx unless said. */
   succeeded?: (status: number, body: Buffer | undefined) => boolean;
   /** `succeeded` reads the answer's body too. */
   readsAnswer?: true;
-  ending: (params: Record<string, string>, input: EndingInput) => Ending | undefined;
+  ending: (params: Readonly<Record<string, string>>, input: EndingInput) => Ending | undefined;
 }
 
-const ADMIN = ['admin', 'realms', ':realm'];
-const USER = [...ADMIN, 'users', ':user'];
-const OIDC = ['realms', ':realm', 'protocol', 'openid-connect'];
+const ADMIN = '/auth/admin/realms/{realm}';
+const USER = `${ADMIN}/users/{user}`;
+const OIDC = '/auth/realms/{realm}/protocol/openid-connect';
 
-const userEnding = (p: Record<string, string>, tokens: boolean): Ending => ({
+const userEnding = (p: Readonly<Record<string, string>>, tokens: boolean): Ending => ({
   kind: 'user',
   realm: p.realm!,
   userId: p.user!,
@@ -76,15 +80,15 @@ function logoutOf(realm: string, params: URLSearchParams | undefined): Ending | 
   return idTokenHint ? { kind: 'logout', realm, idTokenHint } : undefined;
 }
 
-const RULES: readonly Rule[] = [
+export const ENDING_RULES: readonly EndingRule[] = [
   {
-    methods: ['DELETE'],
-    path: [...ADMIN, 'sessions', ':session'],
+    methods: ['delete'],
+    path: `${ADMIN}/sessions/{session}`,
     ending: (p) => ({ kind: 'session', realm: p.realm!, sessionId: p.session! }),
   },
-  { methods: ['POST'], path: [...USER, 'logout'], ending: (p) => userEnding(p, true) },
+  { methods: ['post'], path: `${USER}/logout`, ending: (p) => userEnding(p, true) },
   {
-    methods: ['PUT'],
+    methods: ['put'],
     path: USER,
     json: true,
     // Keycloak's JSON reader coerces (`"false"`, `0`): any `enabled` but `true` counts as a
@@ -94,30 +98,30 @@ const RULES: readonly Rule[] = [
         ? userEnding(p, true)
         : undefined,
   },
-  { methods: ['DELETE'], path: USER, ending: (p) => userEnding(p, true) },
+  { methods: ['delete'], path: USER, ending: (p) => userEnding(p, true) },
   {
-    methods: ['PUT'],
-    path: [...USER, 'reset-password'],
+    methods: ['put'],
+    path: `${USER}/reset-password`,
     ending: (p) => ({ ...userEnding(p, false), passwordSet: true }),
   },
   // Keycloak ends the user's sessions of that client, online and offline; which sessions those
   // are it does not say, so every token of the user from before now is refused (a client of
   // another session refreshes once).
   {
-    methods: ['DELETE'],
-    path: [...USER, 'consents', ':client'],
+    methods: ['delete'],
+    path: `${USER}/consents/{client}`,
     ending: (p) => userEnding(p, true),
   },
   {
-    methods: ['POST'],
-    path: [...ADMIN, 'logout-all'],
+    methods: ['post'],
+    path: `${ADMIN}/logout-all`,
     ending: (p) => ({ kind: 'realm', realm: p.realm! }),
   },
   // The console's "Revocation: Set to now" sets the realm's not-before, and Keycloak refuses
   // every token issued before it; any realm update carries it, so it is applied as the moment
   // it names (an old one refuses only tokens long expired).
   {
-    methods: ['PUT'],
+    methods: ['put'],
     path: ADMIN,
     json: true,
     ending: (p, { json }) => {
@@ -129,25 +133,25 @@ const RULES: readonly Rule[] = [
   },
   // Any component change: key providers are components, and one key-set fetch costs little.
   {
-    methods: ['POST'],
-    path: [...ADMIN, 'components'],
+    methods: ['post'],
+    path: `${ADMIN}/components`,
     ending: (p) => ({ kind: 'keys', realm: p.realm! }),
   },
   {
-    methods: ['PUT', 'DELETE'],
-    path: [...ADMIN, 'components', ':component'],
+    methods: ['put', 'delete'],
+    path: `${ADMIN}/components/{component}`,
     ending: (p) => ({ kind: 'keys', realm: p.realm! }),
   },
   // With a refresh token Keycloak answers 204; with an ID token hint a redirect or its page.
   {
-    methods: ['POST'],
-    path: [...OIDC, 'logout'],
+    methods: ['post'],
+    path: `${OIDC}/logout`,
     succeeded: (status) => status >= 200 && status < 400,
     ending: (p, { form }) => logoutOf(p.realm!, form),
   },
   {
-    methods: ['GET'],
-    path: [...OIDC, 'logout'],
+    methods: ['get'],
+    path: `${OIDC}/logout`,
     succeeded: (status) => status >= 200 && status < 400,
     ending: (p, { query }) => {
       const idTokenHint = single(query, 'id_token_hint');
@@ -157,8 +161,8 @@ const RULES: readonly Rule[] = [
   // Keycloak answers 200 also to a token it does not accept (forged, expired, of an ended
   // session), with an `error` in the body; what it revoked it answers with an empty 200.
   {
-    methods: ['POST'],
-    path: [...OIDC, 'revoke'],
+    methods: ['post'],
+    path: `${OIDC}/revoke`,
     readsAnswer: true,
     succeeded: (status, body) => status === 200 && body?.length === 0,
     ending: (p, { form }) => {
@@ -168,45 +172,23 @@ const RULES: readonly Rule[] = [
   },
 ];
 
-/** The rule a request matches (`segments` as the edge read them, `auth` first), if any. */
-export function endingRuleOf(
-  method: string | undefined,
-  segments: readonly string[],
-):
-  | {
-      readsJson: boolean;
-      readsAnswer: boolean;
-      endingOf: (input: EndingInput) => Ending | undefined;
-      succeeded: (status: number, body: Buffer | undefined) => boolean;
-    }
-  | undefined {
-  if (segments[0] !== 'auth') return undefined;
-  // Keycloak serves `users/{id}/` as `users/{id}`.
-  const rest = segments.at(-1) === '' ? segments.slice(1, -1) : segments.slice(1);
-  for (const rule of RULES) {
-    if (!method || !rule.methods.includes(method)) continue;
-    const params = matched(rule.path, rest);
-    if (!params) continue;
-    return {
-      readsJson: rule.json === true,
-      readsAnswer: rule.readsAnswer === true,
-      endingOf: (input) => rule.ending(params, input),
-      succeeded: rule.succeeded ?? ((status) => status >= 200 && status < 300),
-    };
-  }
-  return undefined;
+/** What end-access.ts applies of the rule an `/auth` entry carries, with the path's params. */
+export interface MatchedEnding {
+  readsJson: boolean;
+  readsAnswer: boolean;
+  endingOf: (input: EndingInput) => Ending | undefined;
+  succeeded: (status: number, body: Buffer | undefined) => boolean;
 }
 
-function matched(pattern: readonly string[], segments: readonly string[]) {
-  if (pattern.length !== segments.length) return undefined;
-  const params: Record<string, string> = {};
-  for (let i = 0; i < pattern.length; i++) {
-    const want = pattern[i]!;
-    const got = segments[i]!;
-    if (want.startsWith(':')) {
-      if (got === '') return undefined;
-      params[want.slice(1)] = got;
-    } else if (want !== got) return undefined;
-  }
-  return params;
+/** `rule` (an `/auth` entry's) applied to the params the edge read from the path. */
+export function matchedEnding(
+  rule: EndingRule,
+  params: Readonly<Record<string, string>>,
+): MatchedEnding {
+  return {
+    readsJson: rule.json === true,
+    readsAnswer: rule.readsAnswer === true,
+    endingOf: (input) => rule.ending(params, input),
+    succeeded: rule.succeeded ?? ((status) => status >= 200 && status < 300),
+  };
 }

@@ -3,7 +3,6 @@ import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
-import { targetOf } from '../edge/request-scope.ts';
 import { answerHeadersOf, upstreamRequestHeaders } from '../edge/upstream-headers.ts';
 import { bodyFraming, createUpstream, hasBody, sendBody } from '../edge/upstream.ts';
 import { traceHeadersNow } from '../tracing/trace-scope.ts';
@@ -16,13 +15,8 @@ import {
   toKeycloakError,
 } from '../keycloak/keycloak-failures.ts';
 import type { KeycloakNode, KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
-import {
-  isConsolePage,
-  isLoginPage,
-  rewriteConsolePage,
-  rewriteLoginPage,
-  type ListenerUrls,
-} from './console-page.ts';
+import { appliesTo } from './auth-routes.ts';
+import { rewriteConsolePage, rewriteLoginPage, type ListenerUrls } from './console-page.ts';
 import { serveRewritten, type PageRewrite } from './rewrite-page.ts';
 import { serveSmallAnswer } from './small-answer.ts';
 import { mayRefuseCredentials, serveCredentialsRefusal } from './wrong-credentials.ts';
@@ -198,9 +192,9 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
   const loginPage = urls && rewriteLoginPage(urls);
   const pageRewriteOf = (req: IncomingMessage): PageRewrite | undefined => {
     if (!consolePage || !loginPage) return undefined;
-    const { segments } = targetOf(req);
-    if (req.method === 'GET' && isConsolePage(segments)) return consolePage;
-    if ((req.method === 'GET' || req.method === 'POST') && isLoginPage(segments)) return loginPage;
+    const { method } = req;
+    if (method === 'GET' && appliesTo(req, 'consolePage')) return consolePage;
+    if ((method === 'GET' || method === 'POST') && appliesTo(req, 'loginPage')) return loginPage;
     return undefined;
   };
   return (req, res) => {
@@ -241,14 +235,14 @@ function replayable(req: IncomingMessage): boolean {
 
 /**
  * Unless `allowAdmin`, the admin console and admin REST API under `/auth/admin/` answer 404, as
- * they must on the public listener. The edge has already refused every path that could be read
- * two ways (dot segments, `//`, `;`, encoded separators), and hands over the decoded segments:
- * `/auth/%61dmin/` and `/auth/ADMIN/` are `admin` here too.
+ * they must on the public listener: every entry the edge matches there carries `adminListener`
+ * (auth-routes.ts). The edge has already refused every path that could be read two ways (dot
+ * segments, `//`, `;`, encoded separators) and matched the decoded segments, the `/auth/admin`
+ * fallback in any case: `/auth/%61dmin/` and `/auth/ADMIN/` are `admin` here too.
  */
 export function guardAuthPath(options: { allowAdmin: boolean }): RequestHandler {
   return (req, _res, next) => {
-    const first = targetOf(req).segments[1] ?? '';
-    if (!options.allowAdmin && first.toLowerCase() === 'admin') {
+    if (!options.allowAdmin && appliesTo(req, 'adminListener')) {
       next(new AppError('notFound'));
       return;
     }

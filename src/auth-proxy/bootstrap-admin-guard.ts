@@ -1,5 +1,5 @@
 import type { RequestHandler } from 'express';
-import { targetOf } from '../edge/request-scope.ts';
+import { appliesTo, realmOf } from './auth-routes.ts';
 import { formFieldsOf } from './form-body-guard.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 
@@ -18,9 +18,10 @@ export function isBootstrapAdmin(bootstrapAdmin: string, realm: string, username
 /** The public listener's `/auth` guard for the rule above; mount it after the form guard. */
 export function guardBootstrapAdmin(bootstrapAdmin: string): RequestHandler {
   return (req, res, next) => {
-    const [, realms, realm = ''] = targetOf(req).segments;
     const form = formFieldsOf(req);
-    if (realms === 'realms' && realm.toLowerCase() === MASTER_REALM && form) {
+    // Any path of the realm (every entry below /auth/realms/{realm} carries the step), the
+    // realm's name in any case.
+    if (form && appliesTo(req, 'bootstrapAdmin') && realmOf(req)?.toLowerCase() === MASTER_REALM) {
       const usernames = form.getAll('username');
       if (usernames.some((username) => isBootstrapAdmin(bootstrapAdmin, MASTER_REALM, username))) {
         // Keycloak's own answer to a refused grant, so clients need no new case.

@@ -1,35 +1,22 @@
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import { encodeSegment } from '../edge/request-target.ts';
+import type { Route } from '../edge/route.ts';
+import { authEntryOf } from './auth-routes.ts';
 import type { PageRewrite } from './rewrite-page.ts';
 import { LEGACY_LINKS_SCRIPT, LEGACY_LINKS_SCRIPT_HASH } from './console-legacy-links.ts';
 
-/** True for the admin console's page itself: `/auth/admin/<realm>/console/`. */
-export function isConsolePage(segments: readonly string[]): boolean {
-  return (
-    segments.length === 5 &&
-    segments[0] === 'auth' &&
-    segments[1] === 'admin' &&
-    segments[2] !== '' &&
-    segments[3] === 'console' &&
-    segments[4] === ''
-  );
-}
-
 /**
  * Where a console address belongs, for the admin listener's canonical-host rule (see
- * edge/canonical-host.ts): the console page itself, `/auth/admin/<realm>/console` without its
- * slash (Keycloak would redirect it to the public address), and `/auth/admin/` (Keycloak answers
- * 404 there) go to the console page. Undefined for every other path.
+ * edge/canonical-host.ts), from the route the edge read: the console page itself,
+ * `/auth/admin/<realm>/console/` (its entry also serves it without its slash, which Keycloak
+ * would redirect to the public address), and `/auth/admin/` (Keycloak answers 404 there) go to
+ * the console page. Undefined for every other route.
  */
-export function canonicalConsolePath(segments: readonly string[]): string | undefined {
-  if (segments[0] !== 'auth' || segments[1] !== 'admin') return undefined;
-  if (segments.length === 2 || (segments.length === 3 && segments[2] === '')) {
-    return `/auth/admin/${MASTER_REALM}/console/`;
-  }
-  const realm = segments[2] ?? '';
-  const console = realm !== '' && segments[3] === 'console';
-  if (console && (segments.length === 4 || (segments.length === 5 && segments[4] === ''))) {
-    return `/auth/admin/${encodeSegment(realm)}/console/`;
+export function canonicalConsolePath(route: Route): string | undefined {
+  const steps = authEntryOf(route)?.steps;
+  if (steps?.includes('consoleHome')) return `/auth/admin/${MASTER_REALM}/console/`;
+  if (steps?.includes('consolePage')) {
+    return `/auth/admin/${encodeSegment(route.params.realm!)}/console/`;
   }
   return undefined;
 }
@@ -163,13 +150,4 @@ export function rewriteLoginPage(urls: ListenerUrls): PageRewrite {
     action.lastIndex = 0;
     return { html: html.replace(action, `${urls.adminUrl}$1`), csp };
   };
-}
-
-/** True for Keycloak's login pages: the authorization endpoint and the login actions. */
-export function isLoginPage(segments: readonly string[]): boolean {
-  if (segments[0] !== 'auth' || segments[1] !== 'realms' || !segments[2]) return false;
-  return (
-    segments[3] === 'login-actions' ||
-    (segments[3] === 'protocol' && segments[4] === 'openid-connect' && segments[5] === 'auth')
-  );
 }

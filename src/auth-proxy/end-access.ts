@@ -5,8 +5,9 @@ import type { Logger } from 'pino';
 import type { RevocationList } from '../auth/revocation.ts';
 import type { BearerVerifier } from '../auth/bearer/bearer-verifier.ts';
 import type { IdTokenSession } from '../auth/bearer/id-token.ts';
-import { targetOf } from '../edge/request-scope.ts';
-import { endingRuleOf, type Ending } from './access-endings.ts';
+import { scopeOf } from '../edge/request-scope.ts';
+import { endingOf } from './auth-routes.ts';
+import type { Ending } from './access-endings.ts';
 import { beforeAnswer } from './auth-proxy.ts';
 import { formFieldsOf } from './form-body-guard.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
@@ -48,10 +49,11 @@ export interface EndAccessDeps {
 
 /**
  * The `/auth` step that makes what a request ends in Keycloak end at the gateway at once, on
- * every replica: it finds the request's row in access-endings.ts, prepares what it would end
- * before forwarding (verifying the tokens it names), and applies it through the shared
- * revocation list when Keycloak answers success, before the client gets that answer. Keycloak's
- * refusal ends nothing. Mount it after the form guard, before the proxy.
+ * every replica: it takes the ending rule the request's `/auth` entry carries (access-endings.ts;
+ * the edge matched the entry, auth-routes.ts), prepares what it would end before forwarding
+ * (verifying the tokens it names), and applies it through the shared revocation list when
+ * Keycloak answers success, before the client gets that answer. Keycloak's refusal ends nothing.
+ * Mount it after the form guard, before the proxy.
  */
 export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
   const { clock = systemClock } = deps;
@@ -193,8 +195,9 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
   }
 
   async function watch(req: IncomingMessage): Promise<void> {
-    const { segments, query } = targetOf(req);
-    const rule = endingRuleOf(req.method, segments)!;
+    const { route, target } = scopeOf(req);
+    const rule = endingOf(route)!;
+    const { query } = target;
     const ending = rule.endingOf({
       query: new URLSearchParams(query),
       form: formFieldsOf(req),
@@ -221,7 +224,7 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
   }
 
   return (req, res, next) => {
-    const rule = endingRuleOf(req.method, targetOf(req).segments);
+    const rule = endingOf(scopeOf(req).route);
     if (!rule) {
       next();
       return;

@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { targetOf } from '../edge/request-scope.ts';
+import { appliesTo, realmOf } from './auth-routes.ts';
 import type { BearerVerifier } from '../auth/bearer/bearer-verifier.ts';
 import type { ReachStep } from '../auth/reach.ts';
 import type { IssuedDetails, TokenDetailsStore } from '../auth/token-details.ts';
@@ -124,8 +124,6 @@ export interface JobCredentialsDeps {
   clock?: Clock;
 }
 
-const TOKEN_ENDPOINT = ['protocol', 'openid-connect', 'token'];
-
 /**
  * The token endpoint's step for job credentials, after the form guard and before the password
  * throttle (a request refused here never counts as a password attempt):
@@ -140,14 +138,8 @@ const TOKEN_ENDPOINT = ['protocol', 'openid-connect', 'token'];
 export function jobCredentials(deps: JobCredentialsDeps): RequestHandler {
   return (req, res, next) => {
     const form = formFieldsOf(req);
-    const [, realms, realm, ...rest] = targetOf(req).segments;
-    if (
-      !form ||
-      req.method !== 'POST' ||
-      realms !== 'realms' ||
-      !realm ||
-      rest.join('/') !== TOKEN_ENDPOINT.join('/')
-    ) {
+    const realm = realmOf(req);
+    if (!form || req.method !== 'POST' || !realm || !appliesTo(req, 'jobCredentials')) {
       next();
       return;
     }

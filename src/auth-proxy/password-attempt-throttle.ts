@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
-import { targetOf } from '../edge/request-scope.ts';
+import { appliesTo, realmOf } from './auth-routes.ts';
 import { bufferedBodyOf, formFieldsOf } from './form-body-guard.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
 import type { FailedLoginMemory } from '../auth/failed-logins.ts';
@@ -28,29 +28,27 @@ export interface PasswordAttempt {
   extra: string[];
 }
 
-const TOKEN_ENDPOINT = ['protocol', 'openid-connect', 'token'];
-const LOGIN_FORM = ['login-actions', 'authenticate'];
-
 /**
  * The password attempt a `/auth` request carries, from the form the form guard has read:
- * a password grant on `realms/<realm>/protocol/openid-connect/token`, or a user name and
- * password posted to `realms/<realm>/login-actions/authenticate`. Refresh-token and
- * client-credential grants are not password guesses: undefined, as for anything else.
+ * a password grant on an entry with the `passwordGrant` step (the token endpoint), or a user
+ * name and password posted to one with `passwordForm` (the login form; auth-routes.ts).
+ * Refresh-token and client-credential grants are not password guesses: undefined, as for
+ * anything else.
  */
 export function passwordAttemptOf(req: IncomingMessage): PasswordAttempt | undefined {
   if (req.method !== 'POST') return undefined;
-  const [, realms, realm, ...rest] = targetOf(req).segments;
-  if (realms !== 'realms' || !realm) return undefined;
+  const realm = realmOf(req);
+  if (!realm) return undefined;
   const form = formFieldsOf(req);
   if (!form) return undefined;
   const username = form.get('username')?.trim();
   if (!username) return undefined;
   const password = form.get('password') ?? '';
-  if (sameSegments(rest, TOKEN_ENDPOINT) && form.get('grant_type') === 'password') {
+  if (form.get('grant_type') === 'password' && appliesTo(req, 'passwordGrant')) {
     const extra = [form.get('client_id') ?? '', form.get('totp') ?? ''];
     return { kind: 'grant', realm, username, password, extra };
   }
-  if (sameSegments(rest, LOGIN_FORM) && form.has('password')) {
+  if (form.has('password') && appliesTo(req, 'passwordForm')) {
     return { kind: 'form', realm, username, password, extra: [] };
   }
   return undefined;
@@ -63,14 +61,9 @@ export function passwordAttemptOf(req: IncomingMessage): PasswordAttempt | undef
  */
 function unreadTokenRequest(req: IncomingMessage): boolean {
   if (req.method !== 'POST' || bufferedBodyOf(req)) return false;
-  const [, realms, realm, ...rest] = targetOf(req).segments;
-  if (realms !== 'realms' || !realm || !sameSegments(rest, TOKEN_ENDPOINT)) return false;
+  if (!appliesTo(req, 'passwordGrant')) return false;
   const length = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (!!length && length !== '0');
-}
-
-function sameSegments(actual: string[], expected: string[]): boolean {
-  return actual.length === expected.length && actual.every((segment, i) => segment === expected[i]);
 }
 
 export interface PasswordAttemptThrottleDeps {

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { targetOf } from '../edge/request-scope.ts';
+import { appliesTo } from './auth-routes.ts';
 import { formFieldsOf } from './form-body-guard.ts';
 import { serveSmallAnswer } from './small-answer.ts';
 import { answerHeadersOf } from '../edge/upstream-headers.ts';
@@ -19,19 +19,10 @@ const WRONG_CREDENTIALS = { error: 'invalid_grant', error_description: 'Invalid 
 /** Keycloak's refusals are a few dozen bytes: a larger answer is passed on as it came. */
 const MAX_REFUSAL_BYTES = 4096;
 
-const TOKEN_ENDPOINT = 'protocol/openid-connect/token';
-
 /** Whether Keycloak's answer `status` to `req` may refuse a password grant's credentials. */
 export function mayRefuseCredentials(req: IncomingMessage, status: number): boolean {
   if (status !== 400 || req.method !== 'POST') return false;
-  const [, realms, realm, ...rest] = targetOf(req).segments;
-  return (
-    realms === 'realms' &&
-    realm !== undefined &&
-    realm !== '' &&
-    rest.join('/') === TOKEN_ENDPOINT &&
-    formFieldsOf(req)?.get('grant_type') === 'password'
-  );
+  return appliesTo(req, 'passwordGrant') && formFieldsOf(req)?.get('grant_type') === 'password';
 }
 
 /** The status to answer Keycloak's `status` and `body` to a password grant with. */

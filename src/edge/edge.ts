@@ -66,7 +66,8 @@ export function createEdge(deps: {
       }
       const target = parseRequestTarget(req.url);
       if ('refused' in target) throw new AppError('badRequestHeader', { message: target.refused });
-      const elsewhere = deps.canonicalHost?.(req, target);
+      const route = routes(target.segments, req.method);
+      const elsewhere = deps.canonicalHost?.(req, target, route);
       if (elsewhere !== undefined) {
         res.writeHead(302, {
           location: elsewhere,
@@ -77,7 +78,6 @@ export function createEdge(deps: {
         res.end();
         return;
       }
-      const route = routes(target.segments, req.method);
       routeClass = route.metricsClass;
       const scope: RequestScope = { requestId, target, route, principal: undefined };
       // Both may call Keycloak (an admission that must ask, the admin API, /auth): under the

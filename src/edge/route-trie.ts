@@ -1,5 +1,5 @@
 /**
- * The segment trie the edge matches `/api` paths with, built once from the route tables'
+ * The segment trie the edge matches paths with, built once from the route tables'
  * declarations: one map lookup per segment, no pattern per route per request.
  */
 
@@ -9,21 +9,33 @@ export interface TrieLeaf<T> {
   readonly names: readonly string[];
 }
 
+/** A leaf serving a whole subtree, whatever the method. */
+interface SubtreeLeaf<T> extends TrieLeaf<T> {
+  /** True: before anything declared below it; false: only where nothing below serves the path. */
+  readonly shadows: boolean;
+}
+
 interface TrieNode<T> {
   readonly literals: Map<string, TrieNode<T>>;
+  /** Literals declared `caseless`, by their lower-case spelling: tried after `literals`. */
+  readonly caseless: Map<string, TrieNode<T>>;
   param: { readonly name: string; readonly node: TrieNode<T> } | undefined;
-  /** By upper-case method: what this exact path serves. */
+  /** By upper-case method (`*`: any method): what this exact path serves. */
   readonly methods: Map<string, TrieLeaf<T>>;
   /** Serves this path and every path below it, whatever the method. */
-  below: TrieLeaf<T> | undefined;
+  below: SubtreeLeaf<T> | undefined;
 }
 
 const nodeOf = <T>(): TrieNode<T> => ({
   literals: new Map(),
+  caseless: new Map(),
   param: undefined,
   methods: new Map(),
   below: undefined,
 });
+
+/** The `methods` key of a leaf that serves its path whatever the method. */
+export const ANY_METHOD = '*';
 
 /** `{name}` → name; anything else is a literal segment. */
 function paramName(segment: string): string | undefined {
@@ -37,16 +49,30 @@ export function templateSegments(path: string): string[] {
   return segments;
 }
 
+/** How a value is served at its template's path. */
+export interface TrieServing {
+  /** Upper- or lower-case; `*` (ANY_METHOD): this exact path, any method. Ignored for a subtree. */
+  method?: string;
+  /**
+   * Also every path below, any method: `shadows` before anything declared below it (the
+   * forwarded route), `fallback` only where nothing declared below serves the path.
+   */
+  subtree?: 'shadows' | 'fallback';
+  /** Its literal segments match however they are cased (tried after those matched as written). */
+  caseless?: boolean;
+}
+
 export interface SegmentTrie<T> {
   /**
-   * Adds `value` at the template's `segments` (`{name}` a parameter); `method` undefined: there
-   * and below, any method. Throws on a path served twice, on two names for one parameter position.
+   * Adds `value` at the template's `segments` (`{name}` a parameter), served as `serving` says.
+   * Throws on a path served twice, on two names for one parameter position.
    */
-  add(segments: readonly string[], method: string | undefined, value: T): void;
+  add(segments: readonly string[], serving: TrieServing, value: T): void;
   /**
-   * The value serving `segments[from, n)` (HEAD finds a GET), its parameters by name written
-   * into `params`. Literal segments win; a parameter is tried when the literal's branch serves
-   * nothing (as express does), except at `from` itself: there a literal decides alone.
+   * The value serving `segments[from, n)` (HEAD finds a GET, any method one served whatever the
+   * method), its parameters by name written into `params`. Literal segments win (as written,
+   * then those declared caseless); a parameter is tried when the literals' branches serve
+   * nothing (as express does), except at `from` itself: there a literal as written decides alone.
    */
   find(
     segments: readonly string[],
@@ -61,6 +87,14 @@ export function createSegmentTrie<T>(): SegmentTrie<T> {
   const root = nodeOf<T>();
   const values: string[] = [];
 
+  function atPath(node: TrieNode<T>, method: string): TrieLeaf<T> | undefined {
+    return (
+      node.methods.get(method) ??
+      (method === 'HEAD' ? node.methods.get('GET') : undefined) ??
+      node.methods.get(ANY_METHOD)
+    );
+  }
+
   function walk(
     node: TrieNode<T>,
     segments: readonly string[],
@@ -69,32 +103,41 @@ export function createSegmentTrie<T>(): SegmentTrie<T> {
     method: string,
     exclusive: boolean,
   ): TrieLeaf<T> | undefined {
-    if (node.below) return node.below;
-    if (i === n)
-      return node.methods.get(method) ?? (method === 'HEAD' ? node.methods.get('GET') : undefined);
+    const below = node.below;
+    if (below?.shadows) return below;
+    if (i === n) return atPath(node, method) ?? below;
     const segment = segments[i]!;
     const literal = node.literals.get(segment);
     if (literal) {
       const found = walk(literal, segments, i + 1, n, method, false);
-      if (found || exclusive) return found;
+      if (found) return found;
     }
-    if (!node.param) return undefined;
+    // Only tables that declare caseless literals (the /auth one) pay for the lower-casing.
+    if (node.caseless.size > 0) {
+      const folded = node.caseless.get(segment.toLowerCase());
+      const found = folded && walk(folded, segments, i + 1, n, method, false);
+      if (found) return found;
+    }
+    if (!node.param || (literal && exclusive)) return below;
     values.push(segment);
     const found = walk(node.param.node, segments, i + 1, n, method, false);
-    if (!found) values.pop();
-    return found;
+    if (found) return found;
+    values.pop();
+    return below;
   }
 
   return {
-    add(segments, method, value) {
+    add(segments, serving, value) {
       const path = `/${segments.join('/')}`;
       let node = root;
       const names: string[] = [];
       for (const segment of segments) {
         const name = paramName(segment);
         if (name === undefined) {
-          let next = node.literals.get(segment);
-          if (!next) node.literals.set(segment, (next = nodeOf<T>()));
+          const literals = serving.caseless ? node.caseless : node.literals;
+          const key = serving.caseless ? segment.toLowerCase() : segment;
+          let next = literals.get(key);
+          if (!next) literals.set(key, (next = nodeOf<T>()));
           node = next;
           continue;
         }
@@ -105,11 +148,13 @@ export function createSegmentTrie<T>(): SegmentTrie<T> {
         names.push(name);
         node = node.param.node;
       }
-      const key = method?.toUpperCase();
-      if (key === undefined ? node.below : node.methods.has(key)) {
-        throw new Error(`${method ?? 'any method'} ${path} is declared twice`);
+      const { subtree } = serving;
+      const key = serving.method?.toUpperCase() ?? ANY_METHOD;
+      if (subtree ? node.below : node.methods.has(key)) {
+        const what = subtree ? 'any method, and below,' : key === ANY_METHOD ? 'any method' : key;
+        throw new Error(`${what} ${path} is declared twice`);
       }
-      if (key === undefined) node.below = { value, names };
+      if (subtree) node.below = { value, names, shadows: subtree === 'shadows' };
       else node.methods.set(key, { value, names });
     },
     find(segments, from, n, method, params) {

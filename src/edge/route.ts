@@ -1,5 +1,11 @@
 import { isOrganizationId, isWorkspaceId, MASTER_REALM } from '../tenancy/identifiers.ts';
-import { createSegmentTrie, templateSegments } from './route-trie.ts';
+import {
+  ANY_METHOD,
+  createSegmentTrie,
+  templateSegments,
+  type SegmentTrie,
+  type TrieServing,
+} from './route-trie.ts';
 
 /**
  * What kind of route a request took, as the `route` label of the request metrics: a closed
@@ -19,14 +25,15 @@ export type RouteClass = (typeof ROUTE_CLASSES)[number];
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
 /**
- * What the edge reads of an `/api` route table entry (http/route-table.ts adds its schemas and
- * handler). How its realm is found follows from its path: `/api/platform/...` is realm master,
- * `/api/{organization_id}/...` the organization's realm (`/api/{organization_id}/workspaces/
- * {workspace_id}/...` also names the workspace whose role the caller needs).
+ * What the edge reads of a route table entry (http/route-table.ts adds an `/api` entry's schemas
+ * and handler; auth-proxy/auth-routes.ts the guards of an `/auth` one). How its realm is found
+ * follows from its path: `/api/platform/...` is realm master, `/api/{organization_id}/...` the
+ * organization's realm (`/api/{organization_id}/workspaces/{workspace_id}/...` also names the
+ * workspace whose role the caller needs), `/auth/.../{realm}/...` the realm its `{realm}` names.
  */
 export interface RouteDeclaration {
-  /** Ignored when `forwarded`. */
-  readonly method: HttpMethod;
+  /** Ignored when `forwarded` or `below`; `any` (an `/auth` entry only): whatever the method. */
+  readonly method: HttpMethod | 'any';
   /** The whole path, OpenAPI style: `/api/platform/organizations/{organization_id}`. */
   readonly path: string;
   readonly metricsClass: RouteClass;
@@ -34,6 +41,16 @@ export interface RouteDeclaration {
   readonly forwarded?: boolean;
   /** Read without credentials, naming no realm: `/api/<one segment>` only (the API document). */
   readonly open?: boolean;
+  /**
+   * An `/auth` entry only: serves this path, and every path below it that no other entry
+   * serves, whatever the method.
+   */
+  readonly below?: boolean;
+  /**
+   * An `/auth` entry only: its literal segments match however the client cases them (where a
+   * guard must hold for every spelling: `/auth/ADMIN/`), after those that match as written.
+   */
+  readonly caseless?: boolean;
 }
 
 /**
@@ -46,12 +63,13 @@ export interface Route {
   readonly entry: RouteDeclaration | undefined;
   /** The entry's `{name}`s, as the path gives them (decoded). */
   readonly params: Readonly<Record<string, string>>;
-  /** The entry's; `other` where no entry serves the path and method (`token`: see below). */
+  /** The entry's; `other` where no entry serves the path and method. */
   readonly metricsClass: RouteClass;
   /**
    * The realm whose users may call it: `master` under `/api/platform`, `<org>` under
-   * `/api/<org>`. Undefined where no credentials are read (outside `/api`, an open entry) and
-   * where `refusal` is set.
+   * `/api/<org>`; under `/auth`, the realm the entry's `{realm}` names (no credentials are read
+   * there: Keycloak reads them). Undefined elsewhere (outside `/api` and `/auth`, an open entry,
+   * an `/auth` path no entry with a `{realm}` serves) and where `refusal` is set.
    */
   readonly realm: string | undefined;
   /** The organization named by `/api/<org>/...`; undefined under `/api/platform`. */
@@ -80,43 +98,50 @@ const fixed = (metricsClass: RouteClass, realm?: string): Route => ({
 });
 // Routes without a table entry are values made once: reading them allocates nothing.
 const OUTSIDE = fixed('other');
-const TOKEN = fixed('token');
 const MASTER_NONE = fixed('other', MASTER_REALM);
 
 /** The segment after `/api` that names realm master; any other names an organization. */
 const PLATFORM = 'platform';
 
 /**
- * Compiles the route tables' declarations into the one reader of paths, once at start. Segments
- * are compared as written (`/api/<org>/WORKSPACES/...` names no route); one trailing slash
- * changes nothing, as for express. Throws on a declaration whose path names no realm the way
- * this file reads realms, or that another declaration already serves.
+ * Compiles the route tables' declarations, `/api` and `/auth` alike, into the one reader of
+ * paths, once at start. Segments are compared as written (`/api/<org>/WORKSPACES/...` names no
+ * route), but for an `/auth` entry declared `caseless`; one trailing slash changes nothing, as
+ * for express (and for Keycloak). Throws on a declaration whose path names no realm the way this
+ * file reads realms, or that another declaration already serves.
  */
 export function compileRoutes(declarations: readonly RouteDeclaration[]): RouteReader {
-  const trie = createSegmentTrie<RouteDeclaration>();
+  const api = createSegmentTrie<RouteDeclaration>();
+  const auth = createSegmentTrie<RouteDeclaration>();
   const open = new Map<string, RouteDeclaration>();
   for (const declaration of declarations) {
     const segments = templateSegments(declaration.path);
+    if (segments[0] === 'auth' && segments.length > 1) {
+      auth.add(segments.slice(1), servingOf(declaration), declaration);
+      continue;
+    }
+    // The /api grammar stays exact: one method, its path as written, nothing below it but forwarded.
+    if (declaration.below || declaration.caseless || declaration.method === 'any') {
+      throw new Error(`${declaration.path}: below, caseless and any method are for /auth entries`);
+    }
     if (declaration.open && segments.length === 2 && segments[0] === 'api') {
       open.set(segments[1]!, declaration);
     } else if (!namesRealm(segments)) {
-      throw new Error(`${declaration.path} is not below /api/platform or /api/{organization_id}`);
+      throw new Error(
+        `${declaration.path} is not below /api/platform, /api/{organization_id} or /auth`,
+      );
     }
-    trie.add(
-      segments.slice(1),
-      declaration.forwarded ? undefined : declaration.method,
-      declaration,
-    );
+    api.add(segments.slice(1), servingOf(declaration), declaration);
   }
 
   return (segments, method = '') => {
     const first = segments[0];
-    if (first === 'auth') return isTokenEndpoint(segments) ? TOKEN : OUTSIDE;
-    if (first !== 'api') return OUTSIDE;
     // Segments that count: a last empty one (a trailing slash) does not.
     const n = segments[segments.length - 1] === '' ? segments.length - 1 : segments.length;
+    if (first === 'auth') return authRoute(auth, segments, n, method);
+    if (first !== 'api') return OUTSIDE;
     const params: Record<string, string> = {};
-    const entry = trie.find(segments, 1, n, method, params);
+    const entry = api.find(segments, 1, n, method, params);
     const metricsClass = entry?.metricsClass ?? 'other';
     const second = segments[1] ?? '';
     if (second === PLATFORM) {
@@ -144,6 +169,27 @@ export function compileRoutes(declarations: readonly RouteDeclaration[]): RouteR
   };
 }
 
+/** How the trie serves a declaration. */
+function servingOf(declaration: RouteDeclaration): TrieServing {
+  if (declaration.forwarded) return { subtree: 'shadows' };
+  const method = declaration.method === 'any' ? ANY_METHOD : declaration.method;
+  if (declaration.below) return { subtree: 'fallback', caseless: declaration.caseless };
+  return { method, caseless: declaration.caseless };
+}
+
+/** An `/auth` path's route: its entry, its params, and the realm its `{realm}` names. */
+function authRoute(
+  trie: SegmentTrie<RouteDeclaration>,
+  segments: readonly string[],
+  n: number,
+  method: string,
+): Route {
+  const params: Record<string, string> = {};
+  const entry = trie.find(segments, 1, n, method, params);
+  if (!entry) return OUTSIDE;
+  return { ...OUTSIDE, entry, params, metricsClass: entry.metricsClass, realm: params.realm };
+}
+
 /**
  * Whether a template reads the way `compileRoutes` reads realms: below `/api/platform`, or below
  * `/api/{organization_id}` where a workspace, if any, is `/workspaces/{workspace_id}`.
@@ -154,16 +200,5 @@ function namesRealm([api, second, third, fourth]: readonly string[]): boolean {
   return (
     second === '{organization_id}' &&
     (third !== 'workspaces' || fourth === undefined || fourth === '{workspace_id}')
-  );
-}
-
-/** `/auth/realms/<realm>/protocol/openid-connect/token`, where logins and refreshes go. */
-function isTokenEndpoint(segments: readonly string[]): boolean {
-  return (
-    segments.length === 6 &&
-    segments[1] === 'realms' &&
-    segments[3] === 'protocol' &&
-    segments[4] === 'openid-connect' &&
-    segments[5] === 'token'
   );
 }

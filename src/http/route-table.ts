@@ -1,7 +1,7 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { z } from 'zod';
 import { principalOf, scopeOf } from '../edge/request-scope.ts';
-import type { RouteClass, RouteDeclaration } from '../edge/route.ts';
+import type { HttpMethod, RouteClass, RouteDeclaration } from '../edge/route.ts';
 import { success } from '../envelope/envelope.ts';
 import { AppError, type ErrorCode } from '../envelope/errors.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
@@ -51,7 +51,11 @@ export interface RouteSpec<
   Q extends z.ZodType = z.ZodType,
   B extends z.ZodType = z.ZodType,
   R extends z.ZodType = z.ZodType,
-> extends Omit<RouteDeclaration, 'metricsClass' | 'forwarded' | 'open'> {
+> extends Omit<
+  RouteDeclaration,
+  'method' | 'metricsClass' | 'forwarded' | 'open' | 'below' | 'caseless'
+> {
+  method: HttpMethod;
   /** The table's (routeFor) unless the route says otherwise. */
   metricsClass?: RouteClass;
   operationId: string;

@@ -4,6 +4,7 @@ import { basicAuth } from '../helpers/api.ts';
 import {
   createUser,
   keycloakAdmin,
+  passwordGrantBody,
   userIdOf,
   uniqueId,
   type TestUser,
@@ -97,6 +98,35 @@ describe('login throttle (429 429-00001) against the real Keycloak', () => {
     expect(statuses).toEqual([401, 401, 401, 401, 401]);
     expect(await keycloakFailures(user)).toBe(1);
     expect((await call(replicas[0]!, user, '203.0.113.3')).status).toBe(200);
+  });
+
+  it('throttles the token endpoint however its path is spelled, as Keycloak serves them all', async () => {
+    const user = await createUser(org);
+    const base = `${replicas[0]!.url}/auth/realms/${org}/protocol/openid-connect`;
+    const grant = (url: string, password: string) =>
+      fetch(url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          // A private address: Keycloak refuses plain HTTP to a public one ("HTTPS required").
+          'x-forwarded-for': '10.9.8.7',
+        },
+        body: passwordGrantBody({ ...user, password }),
+      });
+    // Keycloak serves the token endpoint with a trailing slash too: a token, not a 404.
+    const issued = await grant(`${base}/token/`, user.password);
+    expect(issued.status).toBe(200);
+    expect(((await issued.json()) as { access_token?: string }).access_token).toBeTruthy();
+    const statuses: number[] = [];
+    for (const [i, url] of [`${base}/token/`, `${base}/%74oken`, `${base}/token/`].entries()) {
+      statuses.push((await grant(url, `wrong-${i}`)).status);
+    }
+    expect(statuses).toEqual([401, 401, 401]);
+    // The limit (3 per account and address) holds across the spellings, without Keycloak.
+    const refused = await grant(`${base}/token`, 'wrong-again');
+    expect(refused.status).toBe(429);
+    expect(((await refused.json()) as { error?: string }).error).toBe('too_many_attempts');
+    expect(await keycloakFailures(user)).toBe(3);
   });
 
   it('refuses an address past its limit for every account, while other addresses go on', async () => {

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { endingRuleOf, type EndingInput } from '../../../src/auth-proxy/access-endings.ts';
+import type { EndingInput } from '../../../src/auth-proxy/access-endings.ts';
+import { AUTH_ROUTES, endingOf as endingOfRoute } from '../../../src/auth-proxy/auth-routes.ts';
+import { compileRoutes } from '../../../src/edge/route.ts';
+
+/** The rule of the `/auth` entry the edge matches, as end-access.ts reads it. */
+const read = compileRoutes(AUTH_ROUTES);
+const endingRuleOf = (method: string, segments: readonly string[]) =>
+  endingOfRoute(read(segments, method));
 
 const none: EndingInput = { query: new URLSearchParams(), form: undefined, json: undefined };
 const segments = (path: string) => path.split('/').slice(1);

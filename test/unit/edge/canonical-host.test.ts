@@ -1,10 +1,19 @@
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { createCanonicalHost } from '../../../src/edge/canonical-host.ts';
+import { createCanonicalHost, type CanonicalHost } from '../../../src/edge/canonical-host.ts';
 import { parseTrustedProxies } from '../../../src/config/trusted-proxies.ts';
 import { createForwarding } from '../../../src/edge/forwarding.ts';
 import { parseRequestTarget, type RequestTarget } from '../../../src/edge/request-target.ts';
 import { canonicalConsolePath } from '../../../src/auth-proxy/console-page.ts';
+import { AUTH_ROUTES } from '../../../src/auth-proxy/auth-routes.ts';
+import { compileRoutes } from '../../../src/edge/route.ts';
+
+/** The rule as the edge calls it: with the route it read from the target. */
+const read = compileRoutes(AUTH_ROUTES);
+const routed =
+  (rule: CanonicalHost) =>
+  (req: IncomingMessage, target: RequestTarget): string | undefined =>
+    rule(req, target, read(target.segments, req.method));
 
 function request(
   method: string,
@@ -26,11 +35,13 @@ function target(url: string): RequestTarget {
 }
 
 describe('the admin listener sends console pages to ADMIN_PUBLIC_URL', () => {
-  const rule = createCanonicalHost({
-    origin: 'http://localhost:8001',
-    forwarding: createForwarding(parseTrustedProxies('10.0.0.0/8')),
-    canonicalPathOf: canonicalConsolePath,
-  });
+  const rule = routed(
+    createCanonicalHost({
+      origin: 'http://localhost:8001',
+      forwarding: createForwarding(parseTrustedProxies('10.0.0.0/8')),
+      canonicalPathOf: canonicalConsolePath,
+    }),
+  );
   const console = '/auth/admin/master/console/';
 
   it.each([
@@ -80,11 +91,13 @@ describe('the admin listener sends console pages to ADMIN_PUBLIC_URL', () => {
   });
 
   it('treats the default port as no port', () => {
-    const https = createCanonicalHost({
-      origin: 'https://admin.example',
-      forwarding: createForwarding(undefined),
-      canonicalPathOf: canonicalConsolePath,
-    });
+    const https = routed(
+      createCanonicalHost({
+        origin: 'https://admin.example',
+        forwarding: createForwarding(undefined),
+        canonicalPathOf: canonicalConsolePath,
+      }),
+    );
     expect(https(request('GET', 'admin.example:443'), target(console))).toBeUndefined();
     expect(https(request('GET', 'admin.example:8443'), target(console))).toBe(
       `https://admin.example${console}`,
