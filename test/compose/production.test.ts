@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { runLoad, type LoadRequest, type LoadResult } from '../../bench/load.ts';
 import { basicAuth } from '../helpers/api.ts';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
@@ -116,7 +116,11 @@ async function balancerServes(): Promise<number> {
     (await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(5000) }).catch(() => undefined))
       ?.status;
   for (const base of [PUBLIC_URL, ADMIN_URL]) {
-    await expect.poll(() => status(base), { timeout: 120_000, interval: 500 }).toBe(200);
+    // vi.waitFor, not expect.poll: this also runs in beforeAll, where expect.poll cannot.
+    await vi.waitFor(async () => expect(await status(base)).toBe(200), {
+      timeout: 120_000,
+      interval: 500,
+    });
   }
   return (performance.now() - since) / 1000;
 }
