@@ -1,4 +1,4 @@
-import { createServer, type RequestListener, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { failure } from './envelope/envelope.ts';
@@ -80,8 +80,15 @@ export async function listen(
  */
 export async function closeServer(server: Server, graceMs: number): Promise<void> {
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  // A request that still arrives on a kept-alive connection is answered with `Connection: close`
+  // (Node keeps such connections alive otherwise): the peer, a load balancer most often, stops
+  // sending on it and Node closes it after the answer, instead of our closing it while the
+  // peer's next request is on its way, which that peer would see as an empty answer (a 502).
+  server.prependListener('request', (_req, res: ServerResponse) => {
+    if (!res.headersSent) res.setHeader('connection', 'close');
+  });
   server.closeIdleConnections();
-  // A kept-alive connection that goes idle after its last answer is closed then, not at the end.
+  // A connection whose answer was in flight at the close goes idle after it: closed then.
   const idle = setInterval(() => server.closeIdleConnections(), 100);
   const force = setTimeout(() => server.closeAllConnections(), graceMs);
   await closed;

@@ -121,7 +121,7 @@ describe('graceful shutdown on SIGTERM', () => {
     }
   }
 
-  it('finishes the request in flight, answers /readyz 503, refuses new connections, then exits 0', async () => {
+  it('finishes the request in flight, answers /readyz 503 with Connection: close, refuses new connections, then exits 0', async () => {
     gateway = await startGatewayProcess(LONG_GRACE_SECONDS);
     const token = await accessTokenOf(member);
     const slow = connection(get(`/api/${org}/workspaces/ws1/ita/menu/slow`, token));
@@ -135,10 +135,12 @@ describe('graceful shutdown on SIGTERM', () => {
     // The listener closes as the shutdown starts: polled, since a connection attempt that
     // raced the close may be reset rather than refused.
     await expect.poll(connectionRefused, EVENTUALLY).toBe(true);
-    probe.finish('Connection: close\r\n\r\n');
-    expect(await probe.answers).toMatch(
-      /^HTTP\/1\.1 503 Service Unavailable[\s\S]*Not ready: shutting down\./,
-    );
+    // A kept-alive request (no `Connection: close` of its own) is told the connection ends
+    // with its answer, so a load balancer does not send the next one on it.
+    probe.finish('\r\n');
+    const probed = await probe.answers;
+    expect(probed).toMatch(/^HTTP\/1\.1 503 Service Unavailable[\s\S]*Not ready: shutting down\./);
+    expect(probed).toMatch(/\r\nconnection: close\r\n/i);
     // The slow request, forwarded before the signal and answered only now, completes.
     answerSlow();
     expect(await slow.answers).toMatch(/^HTTP\/1\.1 200 OK\r\n[\s\S]*"data":"slow"/);
