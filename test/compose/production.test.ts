@@ -98,9 +98,12 @@ function steadyLoad(requests: LoadRequest[], durationSeconds: number): Promise<L
   });
 }
 
-function loadFigures(result: LoadResult, served: Record<string, number>) {
+/** The load's figures; with `served`, how many answers each replica gave (where counted). */
+function loadFigures(result: LoadResult, served?: Record<string, number>): Record<string, string> {
+  const load = `${result.ok + result.bad} requests, ${result.bad} failed, p50 ${result.p50Ms.toFixed(1)} ms, p99 ${result.p99Ms.toFixed(1)} ms, statuses ${JSON.stringify(result.statusCodes)}`;
+  if (!served) return { 'load through HAProxy': load };
   return {
-    'load through HAProxy': `${result.ok + result.bad} requests, ${result.bad} failed, p50 ${result.p50Ms.toFixed(1)} ms, p99 ${result.p99Ms.toFixed(1)} ms, statuses ${JSON.stringify(result.statusCodes)}`,
+    'load through HAProxy': load,
     'answered by gateway-1 / gateway-2': `${served['gateway-1'] ?? 0} / ${served['gateway-2'] ?? 0}`,
   };
 }
@@ -233,7 +236,7 @@ describe('the production profile: docker compose --profile production up load-ba
     const passwordLogin = await passwordGrant(users[2]!);
     const basicLogin = await apiCall(forwardedPath, basicAuth(newcomer));
     printFigures('one Keycloak container killed (docker compose kill keycloak-1)', {
-      ...loadFigures(result, {}),
+      ...loadFigures(result),
       'first password grant after the kill': `${seconds(loginDuringOutage.ms)} (${loginDuringOutage.tries} tries)`,
       'keycloak-1 healthy again after start (rejoined)': `${rejoinSeconds.toFixed(1)} s`,
       'after the rejoin: password grant / new Basic login': `${passwordLogin.status} / ${basicLogin.status}`,
