@@ -22,6 +22,7 @@ import { enterScope } from '../../../src/edge/request-scope.ts';
 import { parseRequestTarget } from '../../../src/edge/request-target.ts';
 import { compileRoutes, type Route } from '../../../src/edge/route.ts';
 import { AppError } from '../../../src/envelope/errors.ts';
+import { keywordOf } from '../../helpers/path-fuzz.ts';
 
 /** The reader the gateway compiles: the `/api` tables and the `/auth` one. */
 const read = compileRoutes([...apiDeclarations(true), ...AUTH_ROUTES]);
@@ -214,11 +215,7 @@ const KEYWORDS = [
   'users',
   'sessions',
 ];
-const keyword = fc
-  .tuple(fc.constantFrom(...KEYWORDS), fc.array(fc.boolean(), { maxLength: 16 }), fc.nat(3))
-  .map(([word, upper, often]) =>
-    often === 0 ? [...word].map((c, i) => (upper[i] ? c.toUpperCase() : c)).join('') : word,
-  );
+const keyword = keywordOf(KEYWORDS);
 const segment = fc.oneof(
   { weight: 6, arbitrary: keyword },
   { weight: 2, arbitrary: fc.constantFrom('acme', 'u1', 'a b', '__proto__', 'constructor') },

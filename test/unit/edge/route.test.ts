@@ -4,6 +4,7 @@ import { API_ROUTES, apiDeclarations, OPENAPI_ROUTE } from '../../../src/api/api
 import { FORWARDED_ROUTE } from '../../../src/automation/forward-route.ts';
 import { compileRoutes, type Route, type RouteDeclaration } from '../../../src/edge/route.ts';
 import { isOrganizationId, isWorkspaceId } from '../../../src/tenancy/identifiers.ts';
+import { keywordOf } from '../../helpers/path-fuzz.ts';
 
 /** The reader the gateway compiles, with and without the forwarded route (its `/api` part). */
 const readers = {
@@ -254,12 +255,7 @@ const KEYWORDS = [
   'openid-connect',
   'token',
 ];
-/** A keyword, mostly as written, sometimes in other cases. */
-const keyword = fc
-  .tuple(fc.constantFrom(...KEYWORDS), fc.array(fc.boolean(), { maxLength: 16 }), fc.nat(3))
-  .map(([word, upper, often]) =>
-    often === 0 ? [...word].map((c, i) => (upper[i] ? c.toUpperCase() : c)).join('') : word,
-  );
+const keyword = keywordOf(KEYWORDS);
 const segment = fc.oneof(
   { weight: 6, arbitrary: keyword },
   {
