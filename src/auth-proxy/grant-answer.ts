@@ -39,8 +39,15 @@ export function holdAnswer(
   res: ServerResponse,
   decide: (answer: GrantAnswer) => Promise<Replacement | undefined | void>,
 ): void {
-  const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => ServerResponse;
-  const end = res.end.bind(res) as (...args: unknown[]) => ServerResponse;
+  // What writes the answer once it is let go: the methods this holder replaces, restored first,
+  // since Node's own `end` writes an implicit head through `res.writeHead`.
+  // eslint-disable-next-line @typescript-eslint/unbound-method -- only ever put back on res
+  const { writeHead, write, end } = res;
+  const release = () => {
+    res.writeHead = writeHead;
+    res.write = write;
+    res.end = end;
+  };
   let head: unknown[] | undefined;
   const chunks: Buffer[] = [];
   let size = 0;
@@ -79,17 +86,18 @@ export function holdAnswer(
       .catch(() => UNSETTLED)
       .then((replacement) => {
         if (res.destroyed) return;
+        release();
         if (!replacement) {
-          if (head) writeHead(...head);
-          end(body);
+          if (head) (res.writeHead as (...args: unknown[]) => ServerResponse)(...head);
+          res.end(body);
           return;
         }
         res.removeHeader('content-length');
-        writeHead(replacement.status, {
+        res.writeHead(replacement.status, {
           'content-type': 'application/json',
           'cache-control': 'no-store',
         });
-        end(
+        res.end(
           JSON.stringify({ error: replacement.error, error_description: replacement.description }),
         );
       });

@@ -1,4 +1,4 @@
-import { createServer, request, type Server } from 'node:http';
+import { createServer, request, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -53,15 +53,25 @@ describe('holdAnswer', () => {
     () => new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve())),
   );
 
+  type Decide = (answer: GrantAnswer) => Promise<Replacement | undefined | void>;
+
+  /** Keycloak's refusal as the proxy relays it: an explicit head, the body in two writes. */
+  const relayed = (res: ServerResponse) => {
+    res.writeHead(401, { 'Content-Type': 'application/json', 'X-Other': 'kept out' });
+    res.write('{"error":');
+    res.end('"invalid_grant"}');
+  };
+
   /** A server that holds its answer, runs `before` on it, then sends it; the client's view. */
-  async function answered(
-    ...holders: ((answer: GrantAnswer) => Promise<Replacement | undefined | void>)[]
-  ) {
+  function answered(...holders: Decide[]) {
+    return answeredBy(relayed, ...holders);
+  }
+
+  /** The same, with the answer written by `write`. */
+  async function answeredBy(write: (res: ServerResponse) => void, ...holders: Decide[]) {
     server = createServer((_req, res) => {
       for (const decide of holders) holdAnswer(res, decide);
-      res.writeHead(401, { 'Content-Type': 'application/json', 'X-Other': 'kept out' });
-      res.write('{"error":');
-      res.end('"invalid_grant"}');
+      write(res);
     });
     await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as AddressInfo;
@@ -134,5 +144,22 @@ describe('holdAnswer', () => {
     );
     expect(seen).toEqual(['last set: 401', 'first set: {"error":"invalid_grant"}']);
     expect(got).toMatchObject({ status: 401, body: '{"error":"invalid_grant"}' });
+  });
+
+  it("lets an answer go whose head Node writes itself (the gateway's own errors)", async () => {
+    const got = await answeredBy(
+      (res) => {
+        res.statusCode = 504;
+        res.setHeader('content-type', 'application/json');
+        res.end('{"result":"504-11001"}');
+      },
+      () => Promise.resolve(),
+      () => Promise.resolve(),
+    );
+    expect(got).toMatchObject({
+      status: 504,
+      type: 'application/json',
+      body: '{"result":"504-11001"}',
+    });
   });
 });
