@@ -93,16 +93,16 @@ export function holdAnswer(
           return;
         }
         res.removeHeader('content-length');
-        res.writeHead(replacement.status, {
-          'content-type': 'application/json',
-          'cache-control': 'no-store',
-        });
-        res.end(
-          JSON.stringify({ error: replacement.error, error_description: replacement.description }),
-        );
+        sendTokenError(res, replacement);
       });
     return res;
   }) as typeof res.end;
+}
+
+/** Answers a token-endpoint error in OAuth 2.0's shape (RFC 6749 section 5.2), never cached. */
+export function sendTokenError(res: ServerResponse, { status, error, description }: Replacement) {
+  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+  res.end(JSON.stringify({ error, error_description: description }));
 }
 
 const isChunk = (chunk: unknown): chunk is string | Uint8Array =>

@@ -10,7 +10,7 @@ import type { IssuedDetails, TokenDetailsStore } from '../auth/token-details.ts'
 import { workspaceRolesOf } from '../auth/authorize.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import { replaceForm, formFieldsOf } from './form-body-guard.ts';
-import { holdAnswer, type GrantAnswer, type Replacement } from './grant-answer.ts';
+import { holdAnswer, sendTokenError, type GrantAnswer, type Replacement } from './grant-answer.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 
 /**
@@ -145,7 +145,7 @@ export function jobCredentials(deps: JobCredentialsDeps): RequestHandler {
     }
     const read = readJobFields(form, realm);
     if ('invalid' in read) {
-      answerError(res, 400, 'invalid_request', read.invalid);
+      sendTokenError(res, { status: 400, error: 'invalid_request', description: read.invalid });
       return;
     }
     if (read.request) {
@@ -219,7 +219,11 @@ async function checkRefresh(
     await deps.endSession(realm, sessionId).catch((err: unknown) => {
       deps.logger.warn({ err }, 'could not end an expired job credential in Keycloak');
     });
-    answerError(res, 400, 'invalid_grant', 'Token is not active');
+    sendTokenError(res, {
+      status: 400,
+      error: 'invalid_grant',
+      description: 'Token is not active',
+    });
     return false;
   }
   res.once('finish', () => {
@@ -309,9 +313,4 @@ async function recordIssued(
     );
   }
   return undefined;
-}
-
-function answerError(res: ServerResponse, status: number, error: string, description: string) {
-  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
-  res.end(JSON.stringify({ error, error_description: description }));
 }
