@@ -1,6 +1,7 @@
 import pino from 'pino';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { createRevocationList, type RevocationList } from '../../../src/auth/revocation.ts';
+import { endAppA } from '../../helpers/principal.ts';
 import { manualClock, type TestClock } from '../../helpers/test-clock.ts';
 
 const T0 = Date.parse('2026-11-23T10:00:00.500Z');
@@ -16,18 +17,6 @@ function revocationList(): Promise<RevocationList> {
     clock,
   });
 }
-
-/** Ends app-a's part of session s1 (RFC 7009 revocation of its refresh token), at `at`. */
-const endAppA = (list: RevocationList, at?: number) =>
-  list.revoke({
-    realm: 'acme',
-    userId: 'u1',
-    sessionIds: [],
-    clientSessions: [{ sessionId: 's1', clientId: 'app-a' }],
-    ttlSeconds: 300,
-    userTtlSeconds: 0,
-    at,
-  });
 
 describe('a realm-wide revocation and the revocation of one token', () => {
   beforeEach(() => {

@@ -3,7 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { authenticateRequest, type AuthenticateDeps } from '../../../src/auth/authenticate.ts';
 import type { Principal } from '../../../src/tenancy/principal.ts';
-import { testPrincipal } from '../../helpers/principal.ts';
+import { endAppA, testPrincipal } from '../../helpers/principal.ts';
 import { createRevocationList, type RevocationList } from '../../../src/auth/revocation.ts';
 import { manualClock, type TestClock } from '../../helpers/test-clock.ts';
 
@@ -111,14 +111,7 @@ describe("a user's token revocation", () => {
       metrics: { authFailure: () => undefined },
     });
     const request = { headers: { authorization: 'Bearer abc' } } as IncomingMessage;
-    await revocations.revoke({
-      realm: 'acme',
-      userId: 'u1',
-      sessionIds: [],
-      clientSessions: [{ sessionId: 's1', clientId: 'app-a' }],
-      ttlSeconds: 300,
-      userTtlSeconds: 0,
-    });
+    await endAppA(revocations);
     const ended = ofClient('app-a');
     expect(() => authenticateRequest(request, 'acme', depsFor(ended, true))).toThrow(
       expect.objectContaining({ result: '401-00002' }),
