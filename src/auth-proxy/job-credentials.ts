@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { appliesTo, realmOf } from './auth-routes.ts';
 import type { BearerVerifier } from '../auth/bearer/bearer-verifier.ts';
-import type { ReachStep } from '../auth/reach.ts';
+import { reachExpired, type ReachStep } from '../auth/reach.ts';
 import type { IssuedDetails, TokenDetailsStore } from '../auth/token-details.ts';
 import { workspaceRolesOf } from '../auth/authorize.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
@@ -215,7 +215,7 @@ async function checkRefresh(
   deps: JobCredentialsDeps,
 ): Promise<boolean> {
   const reach = await deps.reach.reachOf(sessionId);
-  if (reach?.expiresAt !== undefined && (deps.clock ?? systemClock).now() >= reach.expiresAt) {
+  if (reach && reachExpired(reach, (deps.clock ?? systemClock).now())) {
     await deps.endSession(realm, sessionId).catch((err: unknown) => {
       deps.logger.warn({ err }, 'could not end an expired job credential in Keycloak');
     });

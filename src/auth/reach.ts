@@ -13,6 +13,11 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 /** The refusal of a reach: outside its workspaces, a write when read-only, or past its expiry. */
 export type ReachRefusal = Extract<ErrorCode, 'outsideTokenReach' | 'readOnlyToken'> | 'expired';
 
+/** Whether the lifetime given at issuance is over (never, when none was given). */
+export function reachExpired(reach: TokenReach, nowMs: number): boolean {
+  return reach.expiresAt !== undefined && nowMs >= reach.expiresAt;
+}
+
 /**
  * Whether a token of this reach may make this call: a workspace outside its list, an unsafe
  * method on a read-only token, or any call after its expiry is refused. Routes that name no
@@ -25,7 +30,7 @@ export function reachRefusal(
   method: string,
   nowMs: number,
 ): ReachRefusal | undefined {
-  if (reach.expiresAt !== undefined && nowMs >= reach.expiresAt) return 'expired';
+  if (reachExpired(reach, nowMs)) return 'expired';
   if (workspace !== undefined && reach.workspaces && !reach.workspaces.includes(workspace)) {
     return 'outsideTokenReach';
   }
