@@ -1,6 +1,5 @@
 import type { IncomingMessage } from 'node:http';
 import express, { type RequestHandler } from 'express';
-import { decodeJwt } from 'jose';
 import type { Logger } from 'pino';
 import type { RevocationList } from '../auth/revocation.ts';
 import type { BearerVerifier } from '../auth/bearer/bearer-verifier.ts';
@@ -10,6 +9,7 @@ import { endingOf } from './auth-routes.ts';
 import type { Ending } from './access-endings.ts';
 import { beforeAnswer } from './auth-proxy.ts';
 import { formFieldsOf } from './form-body-guard.ts';
+import { refreshTokenSession } from './refresh-token-claims.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 
 /**
@@ -139,7 +139,7 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
         // (signature, active session, issued to the authenticated client); a bad one is refused.
         // An ID token hint the gateway verifies itself against the realm's key set.
         const session = ending.refreshToken
-          ? claimsOfRefreshToken(ending.refreshToken)
+          ? refreshTokenSession(ending.refreshToken)
           : await deps.idTokenSession(realm, ending.idTokenHint ?? '');
         return session && endSession(realm, session.sessionId, session.userId);
       }
@@ -179,7 +179,7 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
   }
 
   async function endClientSession(realm: string, refreshToken: string) {
-    const claims = claimsOfRefreshToken(refreshToken);
+    const claims = refreshTokenSession(refreshToken);
     if (!claims?.clientId) return undefined;
     const ttlSeconds = await tokenLifetimeOf(realm);
     const clientSessions = [{ sessionId: claims.sessionId, clientId: claims.clientId }];
@@ -252,27 +252,6 @@ function jsonOf(req: IncomingMessage): unknown {
     return JSON.parse(bytes.toString('utf8'));
   } catch {
     // Keycloak refuses it: nothing ends.
-    return undefined;
-  }
-}
-
-/**
- * The session (`sid`, `sub`) and client (`azp`) a refresh or offline token names, read
- * unverified: only Keycloak's success makes them true. Undefined for any other token.
- */
-function claimsOfRefreshToken(
-  token: string,
-): (IdTokenSession & { clientId: string | undefined }) | undefined {
-  try {
-    const { sid, sub, azp, typ } = decodeJwt(token);
-    if (typeof sid !== 'string' || sid === '') return undefined;
-    if (typ !== 'Refresh' && typ !== 'Offline') return undefined;
-    return {
-      sessionId: sid,
-      userId: typeof sub === 'string' ? sub : undefined,
-      clientId: typeof azp === 'string' && azp !== '' ? azp : undefined,
-    };
-  } catch {
     return undefined;
   }
 }

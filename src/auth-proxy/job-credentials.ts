@@ -10,6 +10,7 @@ import type { IssuedDetails, TokenDetailsStore } from '../auth/token-details.ts'
 import { workspaceRolesOf } from '../auth/authorize.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import { replaceForm, formFieldsOf } from './form-body-guard.ts';
+import { refreshTokenSession } from './refresh-token-claims.ts';
 import { holdAnswer, sendTokenError, type GrantAnswer, type Replacement } from './grant-answer.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 
@@ -161,45 +162,31 @@ export function jobCredentials(deps: JobCredentialsDeps): RequestHandler {
     }
     const session =
       form.get('grant_type') === 'refresh_token'
-        ? sessionOf(form.get('refresh_token') ?? '')
+        ? refreshTokenSession(form.get('refresh_token') ?? '')
         : undefined;
-    if (session) {
-      checkRefresh(req, res, realm, session, deps).then((go) => go && next(), next);
+    if (session?.userId !== undefined) {
+      const { sessionId, userId } = session;
+      checkRefresh(req, res, realm, { sessionId, userId }, deps).then((go) => go && next(), next);
       return;
     }
     next();
   };
 }
 
+/** The `sid` a JWT names, unverified; undefined when it names none or is no JWT. */
+function unverifiedSessionId(token: string): string | undefined {
+  try {
+    const { sid } = decodeJwt(token);
+    return typeof sid === 'string' ? sid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function withoutJobFields(form: URLSearchParams): URLSearchParams {
   const kept = new URLSearchParams();
   for (const [key, value] of form) if (!key.startsWith(PREFIX)) kept.append(key, value);
   return kept;
-}
-
-/** A JWS in compact form: three base64url parts (the signature may be empty). */
-const COMPACT_JWS = /^[\w-]+\.[\w-]+\.[\w-]*$/;
-
-/**
- * The claims of a JWT, unverified: only to find which session a refresh token names. A value
- * not shaped like one is no JWT without asking jose, whose refusal builds an error with its
- * stack: a fifth of the CPU of a refresh grant through the proxy (`bench/ab.ts --route token`).
- */
-function unverifiedClaims(token: string): Record<string, unknown> {
-  if (!COMPACT_JWS.test(token)) return {};
-  try {
-    return decodeJwt(token);
-  } catch {
-    return {};
-  }
-}
-
-/** The session and user a refresh token names, unverified; undefined: none (Keycloak refuses it). */
-function sessionOf(refreshToken: string): { sessionId: string; userId: string } | undefined {
-  const { sid, sub } = unverifiedClaims(refreshToken);
-  return typeof sid === 'string' && typeof sub === 'string'
-    ? { sessionId: sid, userId: sub }
-    : undefined;
 }
 
 /**
@@ -268,8 +255,8 @@ async function recordIssued(
     .catch(async (err: unknown) => {
       // Keycloak just issued it over our own connection: its unverified session id is Keycloak's,
       // and that session must not outlive a token the client never gets.
-      const { sid } = unverifiedClaims(accessToken);
-      if (typeof sid === 'string') await deps.endSession(realm, sid).catch(() => undefined);
+      const sid = unverifiedSessionId(accessToken);
+      if (sid !== undefined) await deps.endSession(realm, sid).catch(() => undefined);
       throw err;
     });
   const sessionId = principal.sessionId;

@@ -1,0 +1,37 @@
+import { describe, expect, it } from 'vitest';
+import { refreshTokenSession } from '../../../src/auth-proxy/refresh-token-claims.ts';
+
+/** An unsigned JWT with these claims (the reader never verifies: Keycloak does). */
+const jwt = (claims: Record<string, unknown>) =>
+  `${Buffer.from('{"alg":"HS512"}').toString('base64url')}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}.c2ln`;
+
+describe('the session a refresh token names', () => {
+  it('reads sid, sub and azp of a refresh or offline token', () => {
+    for (const typ of ['Refresh', 'Offline']) {
+      expect(refreshTokenSession(jwt({ typ, sid: 's1', sub: 'u1', azp: 'app-a' }))).toEqual({
+        sessionId: 's1',
+        userId: 'u1',
+        clientId: 'app-a',
+      });
+    }
+    expect(refreshTokenSession(jwt({ typ: 'Refresh', sid: 's1' }))).toEqual({
+      sessionId: 's1',
+      userId: undefined,
+      clientId: undefined,
+    });
+  });
+
+  it('names none for any other token or value', () => {
+    for (const value of [
+      jwt({ typ: 'Bearer', sid: 's1', sub: 'u1' }),
+      jwt({ typ: 'Refresh', sid: '' }),
+      jwt({ typ: 'Refresh' }),
+      'r'.repeat(800),
+      'a.b.c',
+      `${'a'.repeat(10)}.!!!.c`,
+      '',
+    ]) {
+      expect(refreshTokenSession(value)).toBeUndefined();
+    }
+  });
+});
