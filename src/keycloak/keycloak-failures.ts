@@ -14,31 +14,56 @@ const CODE_OF: Record<KeycloakFailure, ErrorCode> = {
   bad_answer: 'identityProviderBadGateway',
 };
 
-/** Socket and DNS errors: the request did not reach Keycloak, or its connection broke. */
-const UNREACHABLE_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'EPIPE',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'EHOSTDOWN',
-  'ENETUNREACH',
-  'ENETDOWN',
+/**
+ * The network errors a Keycloak call can end with, each once: what it means for the client
+ * (unreachable or too slow), and whether it struck while the connection was being made, so
+ * that no byte of the request reached Keycloak and it may go to another node whatever it was.
+ */
+const NETWORK_ERRORS: Readonly<
+  Record<string, { failure: KeycloakFailure; beforeSending: boolean }>
+> = {
+  // Socket and DNS errors: the request did not reach Keycloak, or its connection broke.
+  ECONNREFUSED: { failure: 'unreachable', beforeSending: true },
+  ENOTFOUND: { failure: 'unreachable', beforeSending: true },
+  EAI_AGAIN: { failure: 'unreachable', beforeSending: true },
+  EHOSTUNREACH: { failure: 'unreachable', beforeSending: true },
+  EHOSTDOWN: { failure: 'unreachable', beforeSending: true },
+  ENETUNREACH: { failure: 'unreachable', beforeSending: true },
+  ENETDOWN: { failure: 'unreachable', beforeSending: true },
+  EADDRNOTAVAIL: { failure: 'unreachable', beforeSending: true },
+  ECONNRESET: { failure: 'unreachable', beforeSending: false },
+  EPIPE: { failure: 'unreachable', beforeSending: false },
   // fetch (undici): the other side closed the connection before answering.
-  'UND_ERR_SOCKET',
-  'UND_ERR_CLOSED',
-]);
+  UND_ERR_SOCKET: { failure: 'unreachable', beforeSending: false },
+  UND_ERR_CLOSED: { failure: 'unreachable', beforeSending: false },
+  // Timeouts, ours (AbortSignal.timeout, a socket timeout) or the client library's.
+  UND_ERR_CONNECT_TIMEOUT: { failure: 'timeout', beforeSending: true },
+  ETIMEDOUT: { failure: 'timeout', beforeSending: false },
+  ESOCKETTIMEDOUT: { failure: 'timeout', beforeSending: false },
+  UND_ERR_HEADERS_TIMEOUT: { failure: 'timeout', beforeSending: false },
+  UND_ERR_BODY_TIMEOUT: { failure: 'timeout', beforeSending: false },
+  ERR_JWKS_TIMEOUT: { failure: 'timeout', beforeSending: false },
+};
 
-/** Timeouts, ours (AbortSignal.timeout, a socket timeout) or the client library's. */
-const TIMEOUT_CODES = new Set([
-  'ETIMEDOUT',
-  'ESOCKETTIMEDOUT',
-  'UND_ERR_CONNECT_TIMEOUT',
-  'UND_ERR_HEADERS_TIMEOUT',
-  'UND_ERR_BODY_TIMEOUT',
-  'ERR_JWKS_TIMEOUT',
-]);
+/** The error itself, then its `cause` chain (fetch wraps socket errors), an AggregateError's
+ * first error (connection attempts to several addresses), five deep at most. */
+function* errorChain(err: unknown): Generator<object> {
+  let current: unknown = err;
+  for (let depth = 0; depth < 5 && current !== null && typeof current === 'object'; depth++) {
+    yield current;
+    current =
+      current instanceof AggregateError && current.errors.length > 0
+        ? current.errors[0]
+        : (current as { cause?: unknown }).cause;
+  }
+}
+
+function networkErrorOf(error: object) {
+  const { code } = error as { code?: unknown };
+  return typeof code === 'string' && Object.hasOwn(NETWORK_ERRORS, code)
+    ? NETWORK_ERRORS[code]
+    : undefined;
+}
 
 /**
  * What a Keycloak answer with an unexpected HTTP status means: 502 and 503 come from Keycloak
@@ -58,26 +83,19 @@ export function failureOfStatus(status: number): KeycloakFailure {
  * "network error") is a bad answer.
  */
 export function failureOf(err: unknown): KeycloakFailure {
-  let current: unknown = err;
-  for (let depth = 0; depth < 5 && current !== null && typeof current === 'object'; depth++) {
+  for (const current of errorChain(err)) {
     if (current instanceof AppError) {
       const failure = FAILURE_OF_CODE.get(current.code);
       if (failure) return failure;
     }
     const { name, code } = current as { name?: unknown; code?: unknown };
     if (name === 'TimeoutError' || name === 'AbortError') return 'timeout';
-    if (typeof code === 'string') {
-      if (TIMEOUT_CODES.has(code)) return 'timeout';
-      if (UNREACHABLE_CODES.has(code)) return 'unreachable';
-      // The HTTP parser's errors (HPE_*): what came back was not HTTP.
-      if (code.startsWith('HPE_')) return 'bad_answer';
-    }
+    const network = networkErrorOf(current);
+    if (network) return network.failure;
+    // The HTTP parser's errors (HPE_*): what came back was not HTTP.
+    if (typeof code === 'string' && code.startsWith('HPE_')) return 'bad_answer';
     const status = (current as { response?: { status?: unknown } }).response?.status;
     if (typeof status === 'number' && status >= 500) return failureOfStatus(status);
-    current =
-      current instanceof AggregateError && current.errors.length > 0
-        ? current.errors[0]
-        : (current as { cause?: unknown }).cause;
   }
   // fetch's "network error" with no code we know (e.g. a port fetch refuses to use): no
   // request reached Keycloak. What came back garbled would have carried an HPE_* code above.
@@ -85,36 +103,14 @@ export function failureOf(err: unknown): KeycloakFailure {
 }
 
 /**
- * Errors of the connection attempt itself (refused, no route, no such host, connect timeout):
- * no byte of the request reached Keycloak, so it may be sent to another node whatever it was.
- */
-const CONNECT_FAILURE_CODES = new Set([
-  'ECONNREFUSED',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'EHOSTDOWN',
-  'ENETUNREACH',
-  'ENETDOWN',
-  'EADDRNOTAVAIL',
-  'UND_ERR_CONNECT_TIMEOUT',
-]);
-
-/**
  * Whether a call failed before its request was sent: the connection could not be made (see
  * above), or our timeout struck while it was still being made (`beforeConnect`, set by the
  * layer). Looks through `cause` chains and AggregateErrors as `failureOf` does.
  */
 export function failedBeforeSending(err: unknown): boolean {
-  let current: unknown = err;
-  for (let depth = 0; depth < 5 && current !== null && typeof current === 'object'; depth++) {
-    const { code, beforeConnect } = current as { code?: unknown; beforeConnect?: unknown };
-    if (beforeConnect === true) return true;
-    if (typeof code === 'string' && CONNECT_FAILURE_CODES.has(code)) return true;
-    current =
-      current instanceof AggregateError && current.errors.length > 0
-        ? current.errors[0]
-        : (current as { cause?: unknown }).cause;
+  for (const current of errorChain(err)) {
+    if ((current as { beforeConnect?: unknown }).beforeConnect === true) return true;
+    if (networkErrorOf(current)?.beforeSending === true) return true;
   }
   return false;
 }

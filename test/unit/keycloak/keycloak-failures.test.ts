@@ -7,6 +7,7 @@ import {
   type KeycloakCallOutcome,
 } from '../../../src/keycloak/keycloak-calls.ts';
 import {
+  failedBeforeSending,
   failureOf,
   failureOfStatus,
   keycloakError,
@@ -35,6 +36,7 @@ describe('failureOf: the one classification of failed Keycloak calls', () => {
     ['reset', withCode('socket hang up', 'ECONNRESET'), 'unreachable'],
     ['DNS', withCode('getaddrinfo ENOTFOUND', 'ENOTFOUND'), 'unreachable'],
     ['DNS, try again', withCode('getaddrinfo EAI_AGAIN', 'EAI_AGAIN'), 'unreachable'],
+    ['no local address', withCode('connect EADDRNOTAVAIL', 'EADDRNOTAVAIL'), 'unreachable'],
     [
       'closed by the other side (fetch)',
       fetchFailed(withCode('other side closed', 'UND_ERR_SOCKET')),
@@ -188,5 +190,23 @@ describe('admin-API requests through the layer', () => {
     const { error, outcome } = await outcomeOf(() => Promise.resolve('<html>oops</html>'));
     expect(error).toMatchObject({ status: 502, result: '502-11001' });
     expect(outcome).toBe('bad_answer');
+  });
+});
+
+describe('failedBeforeSending: whether a failed call may go to another node whatever it was', () => {
+  const cases: [string, unknown, boolean][] = [
+    ['refused', withCode('connect ECONNREFUSED', 'ECONNREFUSED'), true],
+    ['refused (fetch)', fetchFailed(withCode('connect', 'ECONNREFUSED')), true],
+    ['no such host', withCode('getaddrinfo ENOTFOUND', 'ENOTFOUND'), true],
+    ['connect timeout (fetch)', fetchFailed(withCode('x', 'UND_ERR_CONNECT_TIMEOUT')), true],
+    ['our timeout while connecting', Object.assign(new Error('x'), { beforeConnect: true }), true],
+    ['reset after sending', withCode('socket hang up', 'ECONNRESET'), false],
+    ['closed before answering (fetch)', fetchFailed(withCode('x', 'UND_ERR_SOCKET')), false],
+    ['socket timeout', withCode('timed out', 'ETIMEDOUT'), false],
+    ['not HTTP', withCode('Parse Error', 'HPE_INVALID_CONSTANT'), false],
+    ['anything else', new Error('what?'), false],
+  ];
+  it.each(cases)('%s', (_name, err, before) => {
+    expect(failedBeforeSending(err)).toBe(before);
   });
 });
