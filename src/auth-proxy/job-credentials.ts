@@ -8,7 +8,7 @@ import type { BearerVerifier } from '../auth/bearer/bearer-verifier.ts';
 import { reachExpired, type ReachStep } from '../auth/reach.ts';
 import type { IssuedDetails, TokenDetailsStore } from '../auth/token-details.ts';
 import { workspaceRolesOf } from '../auth/authorize.ts';
-import { MASTER_REALM } from '../tenancy/identifiers.ts';
+import { MASTER_REALM, WORKSPACE_ID } from '../tenancy/identifiers.ts';
 import { replaceForm, formFieldsOf } from './form-body-guard.ts';
 import { refreshTokenSession } from './refresh-token-claims.ts';
 import { holdAnswer, sendTokenError, type GrantAnswer, type Replacement } from './grant-answer.ts';
@@ -41,7 +41,7 @@ export const tokenName = z
   })
   .refine((name) => !UUID.test(name), { message: 'a name may not look like a session id' });
 
-const workspaceId = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/, {
+const workspaceId = z.string().regex(WORKSPACE_ID, {
   message: 'not a workspace id',
 });
 

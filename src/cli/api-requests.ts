@@ -19,9 +19,17 @@ export function workspacePath(org: string, workspace: string): string {
   return `${organizationPath(org)}/workspaces/${segment(workspace)}`;
 }
 
+/**
+ * What administrators manage of `realm`, below `/api/platform` for master and below the
+ * organization's path for an organization: `rest` starts with `/`.
+ */
+function managedPath(realm: string, rest: string): string {
+  return `${realm === MASTER_REALM ? '/api/platform' : organizationPath(realm)}${rest}`;
+}
+
 /** The users of `realm`: master's, or an organization's. */
 export function usersPath(realm: string): string {
-  return realm === MASTER_REALM ? '/api/platform/users' : `${organizationPath(realm)}/users`;
+  return managedPath(realm, '/users');
 }
 
 /** One user of `realm`. */
@@ -31,16 +39,12 @@ export function userPath(realm: string, username: string): string {
 
 /** The forced key-set refresh of `realm`. */
 export function signingKeysRefreshPath(realm: string): string {
-  return realm === 'master'
-    ? '/api/platform/signing-keys/refresh'
-    : `${organizationPath(realm)}/signing-keys/refresh`;
+  return managedPath(realm, '/signing-keys/refresh');
 }
 
 /** The token lifetimes of `realm`. */
 export function lifetimesPath(realm: string): string {
-  return realm === MASTER_REALM
-    ? '/api/platform/token-lifetimes'
-    : `${organizationPath(realm)}/token-lifetimes`;
+  return managedPath(realm, '/token-lifetimes');
 }
 
 /** A POST with a JSON body. */
