@@ -1,55 +1,58 @@
 import type { Logger } from 'pino';
+import { z } from 'zod';
 import type { ReplicaBus } from '../cache/replica-bus.ts';
+import { readReplicaMessage } from '../cache/replica-message.ts';
 import { TtlLru } from '../cache/ttl-lru.ts';
 import type { AuthMetrics } from './auth-metrics.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 
+/** A Keycloak session as one client holds it: the session id (`sid`) and the client (`azp`). */
+const clientSession = z.object({ sessionId: z.string(), clientId: z.string() });
+export type ClientSession = z.infer<typeof clientSession>;
+
+const seconds = z.number().nonnegative();
+
 /** A revocation as it travels between replicas. */
-interface RevocationMessage {
-  realm: string;
-  userId: string;
-  sessionIds: string[];
+const revocationMessage = z.object({
+  realm: z.string(),
+  userId: z.string(),
+  sessionIds: z.array(z.string()),
   /** Epoch ms: cached Basic logins of the user from before this moment are dropped. */
-  at: number;
+  at: z.number(),
   /** How long the session ids must stay refused: the longest an access token can still live. */
-  ttlSeconds: number;
+  ttlSeconds: seconds,
   /**
    * How long the user's cached Basic logins can be served: the longer of the Basic cache bound
    * and the outage bound (basic/cached-login.ts `longestServedSeconds`).
    */
-  userTtlSeconds: number;
+  userTtlSeconds: seconds,
   /**
    * When set, every access token of the user issued before `at` is refused this long (the
    * longest an access token can live): a disabled or deleted user, a removed workspace role.
    * Absent, only the sessions listed and the cached Basic logins are concerned.
    */
-  tokenTtlSeconds?: number;
+  tokenTtlSeconds: seconds.optional(),
   /**
    * When set, the revocation concerns every user of the realm (`userId` is ignored): every
    * access token issued before `at` is refused for `tokenTtlSeconds`, every cached Basic login
    * from before `at` is dropped (Keycloak's "sign out all active sessions").
    */
-  wholeRealm?: true;
+  wholeRealm: z.literal(true).optional(),
   /**
    * Ids (`jti`) of single access tokens refused for `ttlSeconds`, and nothing else of their
    * session: RFC 7009 revocation of one access token.
    */
-  tokenIds?: string[];
+  tokenIds: z.array(z.string()).optional(),
   /**
    * One client's part of Keycloak sessions, refused for `ttlSeconds`: the access tokens of that
    * session issued to that client (`azp`) before `at`, and nothing else of the session (RFC 7009
    * revocation of a refresh or offline token: Keycloak ends that client's session only).
    */
-  clientSessions?: ClientSession[];
+  clientSessions: z.array(clientSession).optional(),
   /** The replica that made it (absent from older replicas): it ignores its own message. */
-  from?: string;
-}
-
-/** A Keycloak session as one client holds it: the session id (`sid`) and the client (`azp`). */
-export interface ClientSession {
-  sessionId: string;
-  clientId: string;
-}
+  from: z.string().optional(),
+});
+type RevocationMessage = z.infer<typeof revocationMessage>;
 
 export interface RevocationList {
   /** True when tokens of this Keycloak session must be refused. O(1), in memory. */
@@ -170,13 +173,13 @@ export async function createRevocationList(options: {
   const keyOf = (id: string) => `${options.keyPrefix}revoked:${id}`;
   // Subscribe before reading the stored revocations, so none falls between the two.
   await bus.subscribe(channel, (payload) => {
-    try {
-      const message = JSON.parse(payload) as RevocationMessage;
-      // This replica's own revocation comes back on the channel; it applied it already.
-      if (message.from !== bus.replicaId) apply(message, 'peer');
-    } catch (err) {
-      options.logger.error({ err }, 'revocation channel: unreadable message');
+    const message = readReplicaMessage(payload, revocationMessage);
+    if (!message) {
+      options.logger.error('revocation channel: unreadable message');
+      return;
     }
+    // This replica's own revocation comes back on the channel; it applied it already.
+    if (message.from !== bus.replicaId) apply(message, 'peer');
   });
   const readStored = () =>
     loadStored().catch((err: unknown) =>
@@ -222,7 +225,9 @@ export async function createRevocationList(options: {
 
   async function loadStored(): Promise<void> {
     for (const payload of await bus.kept(keyOf(''))) {
-      apply(JSON.parse(payload) as RevocationMessage, 'peer');
+      const message = readReplicaMessage(payload, revocationMessage);
+      if (message) apply(message, 'peer');
+      else options.logger.error('revocation channel: unreadable stored revocation');
     }
   }
 

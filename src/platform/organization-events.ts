@@ -1,5 +1,7 @@
 import type { Logger } from 'pino';
+import { z } from 'zod';
 import type { ReplicaBus } from '../cache/replica-bus.ts';
+import { readReplicaMessage } from '../cache/replica-message.ts';
 import type { OrganizationState } from '../tenancy/organization-state.ts';
 
 /** An organization changed through the API: disabled, enabled again, or deleted (`absent`). */
@@ -9,17 +11,17 @@ export interface OrganizationChange {
 }
 
 /** A change as it travels between replicas. */
-interface ChangeMessage extends OrganizationChange {
+const changeMessage = z.object({
+  organizationId: z.string(),
+  state: z.enum(['enabled', 'disabled', 'absent'] satisfies OrganizationState[]),
   /** The replica that made it: it ignores its own message, having applied it already. */
-  from: string;
-}
+  from: z.string(),
+});
 
 export interface OrganizationEvents {
   /** Applies the change on this replica at once and tells every other replica. */
   announce(change: OrganizationChange): Promise<void>;
 }
-
-const STATES = new Set<unknown>(['enabled', 'disabled', 'absent'] satisfies OrganizationState[]);
 
 /**
  * Spreads organization changes between replicas so that a disabled or deleted organization is
@@ -43,7 +45,7 @@ export async function createOrganizationEvents(options: {
 
   const channel = `${options.keyPrefix}organizations`;
   await bus.subscribe(channel, (payload) => {
-    const message = readMessage(payload);
+    const message = readReplicaMessage(payload, changeMessage);
     if (!message) {
       options.logger.error('organization channel: unreadable message');
       return;
@@ -66,23 +68,4 @@ export async function createOrganizationEvents(options: {
       }
     },
   };
-}
-
-/** A message of the channel, or undefined when it is not one (anyone with Redis access can publish). */
-function readMessage(payload: string): ChangeMessage | undefined {
-  let value: unknown;
-  try {
-    value = JSON.parse(payload);
-  } catch {
-    return undefined;
-  }
-  const message = value as Partial<ChangeMessage> | null;
-  if (
-    typeof message?.organizationId !== 'string' ||
-    typeof message.from !== 'string' ||
-    !STATES.has(message.state)
-  ) {
-    return undefined;
-  }
-  return message as ChangeMessage;
 }

@@ -1,17 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import { z } from 'zod';
 import type { ReplicaBus } from '../../cache/replica-bus.ts';
+import { readReplicaMessage } from '../../cache/replica-message.ts';
 import { realmName } from '../../tenancy/id-schemas.ts';
 import type { JwksRegistry } from './jwks.ts';
 
 /** A forced refresh as it travels between replicas (and workers). */
-interface RefreshMessage {
-  realm: string;
+const refreshMessage = z.object({
+  realm: realmName,
   /** The replica that asked: it has refreshed already. */
-  from: string;
+  from: z.string(),
   /** Makes each message distinct: a worker drops a payload that arrives twice (worker-bus.ts). */
-  id: string;
-}
+  id: z.string(),
+});
+type RefreshMessage = z.infer<typeof refreshMessage>;
 
 export interface KeySetEvents {
   /**
@@ -38,7 +41,7 @@ export async function createKeySetEvents(options: {
 
   const channel = `${options.keyPrefix}key-sets`;
   await bus.subscribe(channel, (payload) => {
-    const message = readMessage(payload);
+    const message = readReplicaMessage(payload, refreshMessage);
     if (!message) {
       logger.error('key-set channel: unreadable message');
       return;
@@ -60,23 +63,4 @@ export async function createKeySetEvents(options: {
       await jwks.refresh(realm);
     },
   };
-}
-
-/** A message of the channel, or undefined (anyone with Redis access can publish). */
-function readMessage(payload: string): RefreshMessage | undefined {
-  let value: unknown;
-  try {
-    value = JSON.parse(payload);
-  } catch {
-    return undefined;
-  }
-  const message = value as Partial<RefreshMessage> | null;
-  if (
-    !realmName.safeParse(message?.realm).success ||
-    typeof message?.from !== 'string' ||
-    typeof message.id !== 'string'
-  ) {
-    return undefined;
-  }
-  return message as RefreshMessage;
 }

@@ -2,36 +2,7 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { createKeySetEvents } from '../../../../src/auth/bearer/key-set-events.ts';
 import type { ReplicaBus } from '../../../../src/cache/replica-bus.ts';
-
-/** One channel space shared by the buses it makes, as Redis' publish is (senders included). */
-function sharedChannels() {
-  const receivers: Array<{ channel: string; receive: (payload: string) => void }> = [];
-  return {
-    publish(channel: string, payload: string) {
-      for (const r of receivers) if (r.channel === channel) r.receive(payload);
-    },
-    busOf(replicaId: string, failing = false): ReplicaBus {
-      return {
-        replicaId,
-        keep: () => Promise.resolve(),
-        kept: () => Promise.resolve([]),
-        isReady: () => !failing,
-        subscribe: (channel, receive) => {
-          receivers.push({ channel, receive });
-          return Promise.resolve();
-        },
-        publish: (channel, payload) => {
-          if (failing) return Promise.reject(new Error('Redis is down'));
-          this.publish(channel, payload);
-          return Promise.resolve();
-        },
-        onCommandsBack: () => undefined,
-        onSubscriptionBack: () => undefined,
-        close: () => Promise.resolve(),
-      };
-    },
-  };
-}
+import { sharedChannels } from '../../../helpers/shared-channels.ts';
 
 const logger = pino({ level: 'silent' });
 
