@@ -1,33 +1,13 @@
 import express, { type Express, type RequestHandler } from 'express';
-import type { Logger } from 'pino';
 import { createErrorHandler, notFoundHandler } from './envelope/error-handler.ts';
-import type { Forwarding } from './edge/forwarding.ts';
-import type { FailedLoginMemory } from './auth/failed-logins.ts';
-import type { LoginThrottle } from './auth/login-throttle.ts';
-import { throttlePasswordAttempts } from './auth-proxy/password-attempt-throttle.ts';
 import { createHealthRouter, type ReadinessCheck } from './http/health.router.ts';
-import { createAuthProxy, guardAuthPath } from './auth-proxy/auth-proxy.ts';
-import { guardBootstrapAdmin } from './auth-proxy/bootstrap-admin-guard.ts';
-import { guardFormBody } from './auth-proxy/form-body-guard.ts';
-import { endAccessOnSuccess, type EndAccessDeps } from './auth-proxy/end-access.ts';
-import { jobCredentials, type JobCredentialsDeps } from './auth-proxy/job-credentials.ts';
-import type { KeycloakNodes } from './keycloak/keycloak-nodes.ts';
+import { createAuthMount, type AuthMountDeps, type Listener } from './auth-proxy/auth-steps.ts';
 import type { Metrics } from './metrics/metrics.ts';
 import { serveMetrics, type Exposition } from './metrics/metrics.router.ts';
 
-export type Listener = 'public' | 'admin';
+export type { Listener };
 
-export interface AppDeps {
-  logger: Logger;
-  /** Keycloak's nodes (one or several), shared with the gateway's own calls. */
-  keycloakNodes: KeycloakNodes;
-  publicUrl: string;
-  /** `ADMIN_PUBLIC_URL`: where the admin listener's console pages are served. */
-  adminUrl: string;
-  authProxyTimeoutMs: number;
-  forwarding: Forwarding;
-  /** Keycloak's bootstrap administrator: never tried on the public listener. */
-  bootstrapAdmin: string;
+export interface AppDeps extends AuthMountDeps {
   /** Everything under `/api` (see api/api.router.ts). */
   api: RequestHandler;
   readiness: Record<string, ReadinessCheck>;
@@ -36,14 +16,6 @@ export interface AppDeps {
   metrics: Metrics;
   /** What `/metrics` shows when not this process's registry alone: every worker's (WORKERS > 1). */
   exposition?: Exposition;
-  /** Counts password attempts on `/auth` as it counts Basic logins on the API. */
-  loginThrottle: LoginThrottle;
-  /** Wrong passwords refused within the throttle's window, shared with Basic. */
-  failedLogins: FailedLoginMemory;
-  /** Applies what logouts, revocations and admin-API changes end in Keycloak (end-access.ts). */
-  endAccess: EndAccessDeps;
-  /** Names, reaches and lifetimes given at issuance, on the token endpoint (job-credentials.ts). */
-  jobCredentials: JobCredentialsDeps;
 }
 
 /**
@@ -69,31 +41,9 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
     app.get('/metrics', serveMetrics(deps.exposition ?? registry));
   }
 
-  // Before any other body parser: only the form guard reads /auth bodies, and hands them on.
-  app.use(
-    '/auth',
-    guardAuthPath({ allowAdmin: listener === 'admin' }),
-    ...guardFormBody(),
-    ...(listener === 'public' ? [guardBootstrapAdmin(deps.bootstrapAdmin)] : []),
-    jobCredentials(deps.jobCredentials),
-    throttlePasswordAttempts({
-      throttle: deps.loginThrottle,
-      failedLogins: deps.failedLogins,
-      clientAddress: (req) => deps.forwarding.clientAddress(req),
-      metrics: deps.metrics,
-      logger: deps.logger,
-    }),
-    endAccessOnSuccess(deps.endAccess),
-    createAuthProxy({
-      nodes: deps.keycloakNodes,
-      publicUrl: deps.publicUrl,
-      timeoutMs: deps.authProxyTimeoutMs,
-      forwarding: deps.forwarding,
-      logger: deps.logger,
-      adminPages:
-        listener === 'admin' ? { publicUrl: deps.publicUrl, adminUrl: deps.adminUrl } : undefined,
-    }),
-  );
+  // Before any body parser: the mount's own form guard reads /auth bodies, and hands them on.
+  // Each /auth path runs the steps its entry names, then the proxy (auth-proxy/auth-steps.ts).
+  app.use('/auth', createAuthMount(deps, listener));
 
   // Realm routing, authentication, list endpoints and provisioning (see api/api.router.ts).
   app.use('/api', deps.api);

@@ -15,11 +15,7 @@ import {
   toKeycloakError,
 } from '../keycloak/keycloak-failures.ts';
 import type { KeycloakNode, KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
-import { appliesTo } from './auth-routes.ts';
-import { rewriteConsolePage, rewriteLoginPage, type ListenerUrls } from './console-page.ts';
-import { serveRewritten, type PageRewrite } from './rewrite-page.ts';
 import { serveSmallAnswer } from './small-answer.ts';
-import { mayRefuseCredentials, serveCredentialsRefusal } from './wrong-credentials.ts';
 
 export interface AuthProxyOptions {
   /**
@@ -33,12 +29,6 @@ export interface AuthProxyOptions {
   timeoutMs: number;
   forwarding: Forwarding;
   logger: Logger;
-  /**
-   * The admin listener's addresses: its console page gets the script that maps old console
-   * addresses (`#/realms/master`) onto Keycloak 26's, and the console's login stays on the
-   * admin listener (see console-page.ts). Unset on the public listener.
-   */
-  adminPages?: ListenerUrls;
 }
 
 /**
@@ -72,7 +62,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
 
   /** What Keycloak gets: the client's headers through the filter, then the gateway's own. */
   function headersFor(req: IncomingMessage, res: ServerResponse, host: string, body?: Buffer) {
-    const rewrite = rewrites.has(req);
+    const uncompressed = answerRelayOf(req)?.uncompressed === true;
     const trace = traceHeadersNow();
     const kept = upstreamRequestHeaders(req.rawHeaders, { keepCredentials: true });
     const headers: string[] = [];
@@ -80,8 +70,8 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
       const name = kept[i]!.toLowerCase();
       // A form the guard read goes with its own length (below).
       if (name === 'content-length' && body) continue;
-      // A page to rewrite is asked for uncompressed, so the gateway never inflates anything.
-      if (name === 'accept-encoding' && rewrite) continue;
+      // An answer a step reads is asked for uncompressed, so the gateway never inflates anything.
+      if (name === 'accept-encoding' && uncompressed) continue;
       // Traced: Keycloak's part is a child of the request's span (the client's is its parent).
       // Not traced: the client's traceparent passes on untouched.
       if ((name === 'traceparent' || name === 'tracestate') && trace) continue;
@@ -144,17 +134,12 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
       relay(answer);
     });
     const relay = (answer: IncomingMessage) => {
-      const rewrite = rewrites.get(req);
-      if (rewrite) {
-        serveRewritten(answer, res, rewrite);
+      const step = answerRelayOf(req);
+      if (step) {
+        step.relay(answer, res);
         return;
       }
-      if (mayRefuseCredentials(req, answer.statusCode ?? 502)) {
-        serveCredentialsRefusal(answer, res);
-        return;
-      }
-      res.writeHead(answer.statusCode ?? 502, answerHeadersOf(answer));
-      answer.pipe(res);
+      relayAsItCame(answer, res);
     };
     outgoing.on('error', (err) => {
       // Cut off because the client left: nobody to answer, and nothing wrong with the node.
@@ -186,22 +171,39 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
     sendBody(req, outgoing, body);
   }
 
-  const rewrites = new WeakMap<IncomingMessage, PageRewrite>();
-  const urls = options.adminPages;
-  const consolePage = urls && rewriteConsolePage(urls);
-  const loginPage = urls && rewriteLoginPage(urls);
-  const pageRewriteOf = (req: IncomingMessage): PageRewrite | undefined => {
-    if (!consolePage || !loginPage) return undefined;
-    const { method } = req;
-    if (method === 'GET' && appliesTo(req, 'consolePage')) return consolePage;
-    if ((method === 'GET' || method === 'POST') && appliesTo(req, 'loginPage')) return loginPage;
-    return undefined;
-  };
   return (req, res) => {
-    const rewrite = pageRewriteOf(req);
-    if (rewrite) rewrites.set(req, rewrite);
     send(req, res, several ? nodes.pick() : nodes.all[0]!, false);
   };
+}
+
+/** How a step has Keycloak's answer reach the client, when not as it came (see `relayAnswer`). */
+export interface AnswerRelay {
+  /** Sends `answer` to `res`: as it came, or read whole and changed. */
+  relay(answer: IncomingMessage, res: ServerResponse): void;
+  /** Keycloak is asked for an uncompressed answer, so that the gateway never inflates one. */
+  uncompressed: boolean;
+}
+
+/** Keycloak's answer to the client as it came: status, the answer header filter, the body. */
+export function relayAsItCame(answer: IncomingMessage, res: ServerResponse): void {
+  res.writeHead(answer.statusCode ?? 502, answerHeadersOf(answer));
+  answer.pipe(res);
+}
+
+const relays = new WeakMap<IncomingMessage, AnswerRelay>();
+
+/**
+ * Has Keycloak's answer to `req` relayed by `relay` (after any `beforeAnswer` hook): a page the
+ * admin listener rewrites (console-page.ts), a password grant's refusal read for its status
+ * (wrong-credentials.ts). The step that applies decides; the proxy only reads the mark.
+ */
+export function relayAnswer(req: IncomingMessage, relay: AnswerRelay): void {
+  relays.set(req, relay);
+}
+
+/** The relay a step set for `req`, if any. */
+export function answerRelayOf(req: IncomingMessage): AnswerRelay | undefined {
+  return relays.get(req);
 }
 
 interface AnswerHook {
@@ -234,18 +236,12 @@ function replayable(req: IncomingMessage): boolean {
 }
 
 /**
- * Unless `allowAdmin`, the admin console and admin REST API under `/auth/admin/` answer 404, as
- * they must on the public listener: every entry the edge matches there carries `adminListener`
- * (auth-routes.ts). The edge has already refused every path that could be read two ways (dot
- * segments, `//`, `;`, encoded separators) and matched the decoded segments, the `/auth/admin`
- * fallback in any case: `/auth/%61dmin/` and `/auth/ADMIN/` are `admin` here too.
+ * The public listener's step of the `/auth/admin` area: Keycloak's console and admin REST API
+ * answer 404 there, as any unknown path. Every entry the edge matches there carries
+ * `adminListener` (auth-routes.ts). The edge has already refused every path that could be read
+ * two ways (dot segments, `//`, `;`, encoded separators) and matched the decoded segments, the
+ * `/auth/admin` fallback in any case: `/auth/%61dmin/` and `/auth/ADMIN/` are `admin` here too.
  */
-export function guardAuthPath(options: { allowAdmin: boolean }): RequestHandler {
-  return (req, _res, next) => {
-    if (!options.allowAdmin && appliesTo(req, 'adminListener')) {
-      next(new AppError('notFound'));
-      return;
-    }
-    next();
-  };
-}
+export const refuseAdminArea: RequestHandler = (_req, _res, next) => {
+  next(new AppError('notFound'));
+};

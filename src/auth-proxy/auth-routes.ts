@@ -9,29 +9,34 @@ import {
 } from './access-endings.ts';
 
 /**
- * What the `/auth` mount does for a path beyond proxying it, each step keyed by the entries
- * that carry it (the steps themselves live in their own files):
- * - `adminListener`: served on the admin listener only, 404 on the public one (auth-proxy.ts);
+ * What the `/auth` mount does for a path beyond proxying it: each entry names its steps, and the
+ * mount runs exactly those, in the order of its one table (auth-steps.ts `AUTH_STEPS`, where
+ * each step's file is named); no step asks whether it applies.
+ * - `adminListener`: served on the admin listener only, 404 on the public one;
  * - `bootstrapAdmin`: a form sent to the master realm may not name Keycloak's bootstrap
- *   administrator, on the public listener (bootstrap-admin-guard.ts);
- * - `jobCredentials`: a POST's job-credential fields and refresh lifetimes (job-credentials.ts);
- * - `passwordGrant`: a POST's password grant passes the login throttle, and a body the form guard
- *   could not read is refused (password-attempt-throttle.ts); Keycloak's refusal of its
- *   credentials answers 401 (wrong-credentials.ts);
- * - `passwordForm`: Keycloak's login form passes the login throttle (password-attempt-throttle.ts);
- * - `consoleHome`, `consolePage`: the admin console, its canonical address
- *   (console-page.ts, edge/canonical-host.ts), and its page rewritten on a GET;
- * - `loginPage`: Keycloak's login pages, rewritten on a GET or POST on the admin listener.
+ *   administrator, on the public listener;
+ * - `jobCredentials`: a POST's job-credential fields and refresh lifetimes;
+ * - `passwordGrant`: a POST's password grant passes the login throttle, a body the form guard
+ *   could not read is refused, and Keycloak's refusal of its credentials answers 401;
+ * - `passwordForm`: Keycloak's login form passes the login throttle;
+ * - `endAccess`: what the request ends once Keycloak answers success (the entry's `ending`);
+ * - `consolePage`, `loginPage`: the admin listener rewrites the console page on a GET, the login
+ *   pages on a GET or POST;
+ * - `consoleHome`: no step of the mount; the edge sends it to the console's canonical address
+ *   (console-page.ts, edge/canonical-host.ts), as it does `consolePage`.
  */
-export type AuthStep =
-  | 'adminListener'
-  | 'bootstrapAdmin'
-  | 'jobCredentials'
-  | 'passwordGrant'
-  | 'passwordForm'
-  | 'consoleHome'
-  | 'consolePage'
-  | 'loginPage';
+export const AUTH_STEP_NAMES = [
+  'adminListener',
+  'bootstrapAdmin',
+  'jobCredentials',
+  'passwordGrant',
+  'passwordForm',
+  'endAccess',
+  'consoleHome',
+  'consolePage',
+  'loginPage',
+] as const;
+export type AuthStep = (typeof AUTH_STEP_NAMES)[number];
 
 /** An entry of the `/auth` route table: its path, how it is served, and what applies to it. */
 export interface AuthRoute extends RouteDeclaration {
@@ -68,9 +73,12 @@ export const TOKEN_ROUTE = entry(
 function endingRoutes(): AuthRoute[] {
   return ENDING_RULES.flatMap((rule) =>
     rule.methods.map((method) =>
-      entry(rule.path, method, rule.path.startsWith('/auth/admin/') ? ADMIN_STEPS : REALM_STEPS, {
-        ending: rule,
-      }),
+      entry(
+        rule.path,
+        method,
+        [...(rule.path.startsWith('/auth/admin/') ? ADMIN_STEPS : REALM_STEPS), 'endAccess'],
+        { ending: rule },
+      ),
     ),
   );
 }
@@ -81,6 +89,7 @@ function endingRoutes(): AuthRoute[] {
  * of the `/auth` mount reads the entry the edge matched (authRouteOf). Every path below
  * `/auth/admin` (however cased) and below `/auth/realms/{realm}` has an entry: the fallbacks
  * (`below`) serve what no closer entry does, so a step of the whole area is on every entry of it.
+ * An `/auth` path outside both areas has no entry: it is proxied with no step.
  */
 export const AUTH_ROUTES: readonly AuthRoute[] = [
   below('/auth/admin', ADMIN_STEPS, { caseless: true }),
@@ -104,11 +113,6 @@ const ENTRIES: ReadonlySet<RouteDeclaration> = new Set(AUTH_ROUTES);
 export function authEntryOf(route: Route): AuthRoute | undefined {
   const { entry } = route;
   return entry !== undefined && ENTRIES.has(entry) ? (entry as AuthRoute) : undefined;
-}
-
-/** Whether `step` applies to the path of `req`, as the edge matched it. */
-export function appliesTo(req: IncomingMessage, step: AuthStep): boolean {
-  return authEntryOf(scopeOf(req).route)?.steps.includes(step) === true;
 }
 
 /** The realm the path of `req` names, as the edge read it (its entry's `{realm}`). */

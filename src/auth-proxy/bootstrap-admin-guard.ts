@@ -1,5 +1,5 @@
 import type { RequestHandler } from 'express';
-import { appliesTo, realmOf } from './auth-routes.ts';
+import { realmOf } from './auth-routes.ts';
 import { formFieldsOf } from './form-body-guard.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 
@@ -15,13 +15,13 @@ export function isBootstrapAdmin(bootstrapAdmin: string, realm: string, username
   return realm === MASTER_REALM && username.trim().toLowerCase() === bootstrapAdmin.toLowerCase();
 }
 
-/** The public listener's `/auth` guard for the rule above; mount it after the form guard. */
+/** The public listener's `/auth` step of the rule above (auth-steps.ts). */
 export function guardBootstrapAdmin(bootstrapAdmin: string): RequestHandler {
   return (req, res, next) => {
     const form = formFieldsOf(req);
     // Any path of the realm (every entry below /auth/realms/{realm} carries the step), the
     // realm's name in any case.
-    if (form && appliesTo(req, 'bootstrapAdmin') && realmOf(req)?.toLowerCase() === MASTER_REALM) {
+    if (form && realmOf(req)?.toLowerCase() === MASTER_REALM) {
       const usernames = form.getAll('username');
       if (usernames.some((username) => isBootstrapAdmin(bootstrapAdmin, MASTER_REALM, username))) {
         // Keycloak's own answer to a refused grant, so clients need no new case.

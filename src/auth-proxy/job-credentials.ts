@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { appliesTo, realmOf } from './auth-routes.ts';
+import { realmOf } from './auth-routes.ts';
 import type { BearerVerifier } from '../auth/bearer/bearer-verifier.ts';
 import { reachExpired, type ReachStep } from '../auth/reach.ts';
 import type { IssuedDetails, TokenDetailsStore } from '../auth/token-details.ts';
@@ -140,7 +140,7 @@ export function jobCredentials(deps: JobCredentialsDeps): RequestHandler {
   return (req, res, next) => {
     const form = formFieldsOf(req);
     const realm = realmOf(req);
-    if (!form || req.method !== 'POST' || !realm || !appliesTo(req, 'jobCredentials')) {
+    if (!form || req.method !== 'POST' || !realm) {
       next();
       return;
     }

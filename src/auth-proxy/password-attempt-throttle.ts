@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
-import { appliesTo, realmOf } from './auth-routes.ts';
+import { realmOf } from './auth-routes.ts';
 import { bufferedBodyOf, formFieldsOf } from './form-body-guard.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
 import type { FailedLoginMemory } from '../auth/failed-logins.ts';
@@ -29,13 +29,15 @@ export interface PasswordAttempt {
 }
 
 /**
- * The password attempt a `/auth` request carries, from the form the form guard has read:
- * a password grant on an entry with the `passwordGrant` step (the token endpoint), or a user
- * name and password posted to one with `passwordForm` (the login form; auth-routes.ts).
- * Refresh-token and client-credential grants are not password guesses: undefined, as for
- * anything else.
+ * The password attempt of `kind` a `/auth` request carries, from the form the form guard has
+ * read: a password grant (on the token entry, whose step is `passwordGrant`), or a user name and
+ * password posted to Keycloak's login form (`passwordForm`; auth-routes.ts). Refresh-token and
+ * client-credential grants are not password guesses: undefined, as for anything else.
  */
-export function passwordAttemptOf(req: IncomingMessage): PasswordAttempt | undefined {
+export function passwordAttemptOf(
+  req: IncomingMessage,
+  kind: PasswordAttempt['kind'],
+): PasswordAttempt | undefined {
   if (req.method !== 'POST') return undefined;
   const realm = realmOf(req);
   if (!realm) return undefined;
@@ -44,12 +46,12 @@ export function passwordAttemptOf(req: IncomingMessage): PasswordAttempt | undef
   const username = form.get('username')?.trim();
   if (!username) return undefined;
   const password = form.get('password') ?? '';
-  if (form.get('grant_type') === 'password' && appliesTo(req, 'passwordGrant')) {
+  if (kind === 'grant' && form.get('grant_type') === 'password') {
     const extra = [form.get('client_id') ?? '', form.get('totp') ?? ''];
-    return { kind: 'grant', realm, username, password, extra };
+    return { kind, realm, username, password, extra };
   }
-  if (form.has('password') && appliesTo(req, 'passwordForm')) {
-    return { kind: 'form', realm, username, password, extra: [] };
+  if (kind === 'form' && form.has('password')) {
+    return { kind, realm, username, password, extra: [] };
   }
   return undefined;
 }
@@ -61,7 +63,6 @@ export function passwordAttemptOf(req: IncomingMessage): PasswordAttempt | undef
  */
 function unreadTokenRequest(req: IncomingMessage): boolean {
   if (req.method !== 'POST' || bufferedBodyOf(req)) return false;
-  if (!appliesTo(req, 'passwordGrant')) return false;
   const length = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (!!length && length !== '0');
 }
@@ -83,16 +84,19 @@ export interface PasswordAttemptThrottleDeps {
  * Retry-After and never reaches Keycloak; token clients get Keycloak's error shape (`error`,
  * `error_description`), the login form the envelope. Mount it after the form guard.
  */
-export function throttlePasswordAttempts(deps: PasswordAttemptThrottleDeps): RequestHandler {
+export function throttlePasswordAttempts(
+  deps: PasswordAttemptThrottleDeps,
+  kind: PasswordAttempt['kind'],
+): RequestHandler {
   return (req, res, next) => {
-    if (unreadTokenRequest(req)) {
+    if (kind === 'grant' && unreadTokenRequest(req)) {
       res.status(400).json({
         error: 'invalid_request',
         error_description: 'The token endpoint takes an application/x-www-form-urlencoded body.',
       });
       return;
     }
-    const attempt = passwordAttemptOf(req);
+    const attempt = passwordAttemptOf(req, kind);
     if (!attempt) {
       next();
       return;

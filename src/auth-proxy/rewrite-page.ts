@@ -1,4 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { RequestHandler } from 'express';
+import { relayAnswer, type AnswerRelay } from './auth-proxy.ts';
 import { answerHeadersOf } from '../edge/upstream-headers.ts';
 import { serveSmallAnswer } from './small-answer.ts';
 
@@ -75,4 +77,19 @@ function rewritten(
     reportOnly: listOf(proxyRes.headers['content-security-policy-report-only']),
   });
   return page && { body: Buffer.from(page.html, 'utf8'), csp: page.csp };
+}
+
+/**
+ * The `/auth` step of a page the admin listener rewrites: Keycloak's answer to a request of one
+ * of `methods` is served through `rewrite` (asked for uncompressed); any other passes on.
+ */
+export function rewritePages(methods: readonly string[], rewrite: PageRewrite): RequestHandler {
+  const relay: AnswerRelay = {
+    uncompressed: true,
+    relay: (answer, res) => serveRewritten(answer, res, rewrite),
+  };
+  return (req, _res, next) => {
+    if (methods.includes(req.method)) relayAnswer(req, relay);
+    next();
+  };
 }

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { appliesTo } from './auth-routes.ts';
+import type { RequestHandler } from 'express';
+import { relayAnswer, relayAsItCame, type AnswerRelay } from './auth-proxy.ts';
 import { formFieldsOf } from './form-body-guard.ts';
 import { serveSmallAnswer } from './small-answer.ts';
 import { answerHeadersOf } from '../edge/upstream-headers.ts';
@@ -19,11 +20,23 @@ const WRONG_CREDENTIALS = { error: 'invalid_grant', error_description: 'Invalid 
 /** Keycloak's refusals are a few dozen bytes: a larger answer is passed on as it came. */
 const MAX_REFUSAL_BYTES = 4096;
 
-/** Whether Keycloak's answer `status` to `req` may refuse a password grant's credentials. */
-export function mayRefuseCredentials(req: IncomingMessage, status: number): boolean {
-  if (status !== 400 || req.method !== 'POST') return false;
-  return appliesTo(req, 'passwordGrant') && formFieldsOf(req)?.get('grant_type') === 'password';
-}
+/** A 400 is read for its refusal; any other answer is relayed as it came. */
+const CREDENTIALS_RELAY: AnswerRelay = {
+  uncompressed: false,
+  relay: (answer, res) =>
+    answer.statusCode === 400 ? serveCredentialsRefusal(answer, res) : relayAsItCame(answer, res),
+};
+
+/**
+ * The token endpoint's step of the rule above: the answer to a password grant is relayed with
+ * the status `credentialsRefusalStatus` decides; a refresh grant's, or any other, as it came.
+ */
+export const answerWrongCredentials401: RequestHandler = (req, _res, next) => {
+  if (req.method === 'POST' && formFieldsOf(req)?.get('grant_type') === 'password') {
+    relayAnswer(req, CREDENTIALS_RELAY);
+  }
+  next();
+};
 
 /** The status to answer Keycloak's `status` and `body` to a password grant with. */
 export function credentialsRefusalStatus(status: number, body: Buffer): number {
@@ -42,7 +55,7 @@ export function credentialsRefusalStatus(status: number, body: Buffer): number {
 }
 
 /**
- * Answers Keycloak's answer to a password grant that `mayRefuseCredentials`: read whole, then
+ * Answers Keycloak's 400 to a password grant: read whole, then
  * sent with the status `credentialsRefusalStatus` decides, headers and body as Keycloak sent
  * them. A compressed or larger answer passes through unchanged.
  */

@@ -3,7 +3,8 @@ import type { NextFunction, Request, Response } from 'express';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { apiDeclarations } from '../../../src/api/api-routes.ts';
-import { guardAuthPath } from '../../../src/auth-proxy/auth-proxy.ts';
+import { answerRelayOf, refuseAdminArea } from '../../../src/auth-proxy/auth-proxy.ts';
+import { stepsOf } from '../../../src/auth-proxy/auth-steps.ts';
 import {
   AUTH_ROUTES,
   authEntryOf,
@@ -17,7 +18,7 @@ import {
   type JobCredentialsDeps,
 } from '../../../src/auth-proxy/job-credentials.ts';
 import { passwordAttemptOf } from '../../../src/auth-proxy/password-attempt-throttle.ts';
-import { mayRefuseCredentials } from '../../../src/auth-proxy/wrong-credentials.ts';
+import { answerWrongCredentials401 } from '../../../src/auth-proxy/wrong-credentials.ts';
 import { enterScope } from '../../../src/edge/request-scope.ts';
 import { parseRequestTarget } from '../../../src/edge/request-target.ts';
 import { compileRoutes, type Route } from '../../../src/edge/route.ts';
@@ -199,6 +200,11 @@ function expectedSteps(method: string, segments: readonly string[]): Set<AuthSte
   return steps;
 }
 
+/** Every entry with an ending rule (access-endings.ts) runs `endAccess`, and no other. */
+function withEnding(steps: Set<AuthStep>, route: Route): Set<AuthStep> {
+  return endingOf(route) === undefined ? steps : new Set([...steps, 'endAccess']);
+}
+
 const KEYWORDS = [
   'auth',
   'admin',
@@ -235,7 +241,7 @@ describe('every /auth path gets its steps', () => {
       fc.property(methods, segments, (method, path) => {
         const route = read(path, method);
         const steps = new Set(authEntryOf(route)?.steps ?? []);
-        const expected = expectedSteps(method, path);
+        const expected = withEnding(expectedSteps(method, path), route);
         // `consoleHome` and `consolePage` are GET entries: other methods get the area's steps.
         expect([...steps].sort(), `${method} /${path.join('/')}`).toEqual([...expected].sort());
         if (steps.has('bootstrapAdmin')) expect(route.realm).toBe(path[2]);
@@ -254,9 +260,23 @@ describe('every /auth path gets its steps', () => {
   });
 });
 
-describe('each /auth step is keyed by the entry the edge matched', () => {
-  it('the public listener refuses the admin area, every spelling of it, and nothing else', () => {
-    const guard = guardAuthPath({ allowAdmin: false });
+/** The steps a request runs through on the `/auth` mount (auth-steps.ts), as the edge read it. */
+const stepsFor = (method: string, url: string) => stepsOf(authEntryOf(routeOf(method, url)));
+
+describe('each /auth request runs the steps its entry names, in the order of the one table', () => {
+  it('the token endpoint: the form read, then the bootstrap guard, job credentials, the grant', () => {
+    for (const url of [TOKEN, `${TOKEN}/`, '/auth/realms/acme/protocol/openid-connect/%74oken']) {
+      expect(stepsFor('POST', url), url).toEqual([
+        'everyRequest',
+        'bootstrapAdmin',
+        'jobCredentials',
+        'passwordGrant',
+      ]);
+    }
+    expect(stepsFor('GET', '/auth/resources/x')).toEqual(['everyRequest']);
+  });
+
+  it('the admin area is refused before any body is read, every spelling of it, and nothing else', () => {
     for (const url of [
       '/auth/admin/',
       '/auth/admin',
@@ -265,15 +285,14 @@ describe('each /auth step is keyed by the entry the edge matched', () => {
       '/auth/Admin/realms/acme/users/u1',
       '/auth/admin/realms/acme/users/u1/',
     ]) {
-      const { next, err } = run(guard, request('DELETE', url));
-      expect(next, url).toBe(true);
-      expect(err, url).toBeInstanceOf(AppError);
+      expect(stepsFor('DELETE', url)[0], url).toBe('adminListener');
     }
     for (const url of [TOKEN, '/auth/realms/admin/x', '/auth/resources/admin']) {
-      expect(run(guard, request('GET', url)), url).toEqual({ next: true, err: undefined });
+      expect(stepsFor('GET', url), url).not.toContain('adminListener');
     }
-    const admin = guardAuthPath({ allowAdmin: true });
-    expect(run(admin, request('GET', '/auth/ADMIN/'))).toEqual({ next: true, err: undefined });
+    const { next, err } = run(refuseAdminArea, request('GET', '/auth/admin/'));
+    expect(next).toBe(true);
+    expect(err).toBeInstanceOf(AppError);
   });
 
   it("the bootstrap administrator's guard holds on every path of realm master, in any case", () => {
@@ -287,17 +306,19 @@ describe('each /auth step is keyed by the entry the edge matched', () => {
       '/auth/realms/master',
       '/auth/realms/master/anything/else',
     ]) {
+      expect(stepsFor('POST', url), url).toContain('bootstrapAdmin');
       expect(run(guard, request('POST', url, form)), url).toEqual({ next: false, status: 400 });
     }
-    for (const url of [TOKEN, '/auth/admin/master/console/', '/auth/realms/', '/auth/x/master']) {
-      expect(run(guard, request('POST', url, form)), url).toEqual({ next: true, err: undefined });
+    expect(run(guard, request('POST', TOKEN, form))).toEqual({ next: true, err: undefined });
+    for (const url of ['/auth/admin/master/console/', '/auth/realms/', '/auth/x/master']) {
+      expect(stepsFor('POST', url), url).not.toContain('bootstrapAdmin');
     }
   });
 
   it('the password throttle reads a grant on the token entry and a form on the login entry', () => {
     const grant = 'grant_type=password&username=bob&password=p&client_id=c';
     for (const url of [TOKEN, `${TOKEN}/`, '/auth/realms/acme/protocol/openid-connect/%74oken']) {
-      expect(passwordAttemptOf(request('POST', url, grant)), url).toMatchObject({
+      expect(passwordAttemptOf(request('POST', url, grant), 'grant'), url).toMatchObject({
         kind: 'grant',
         realm: 'acme',
         username: 'bob',
@@ -307,10 +328,9 @@ describe('each /auth step is keyed by the entry the edge matched', () => {
       '/auth/realms/acme/login-actions/authenticate',
       '/auth/realms/acme/login-actions/authenticate/',
     ]) {
-      expect(passwordAttemptOf(request('POST', url, 'username=bob&password=p'))).toMatchObject({
-        kind: 'form',
-        realm: 'acme',
-      });
+      expect(stepsFor('POST', url), url).toContain('passwordForm');
+      const form = request('POST', url, 'username=bob&password=p');
+      expect(passwordAttemptOf(form, 'form')).toMatchObject({ kind: 'form', realm: 'acme' });
     }
     for (const url of [
       '/auth/realms/acme/protocol/openid-connect/logout',
@@ -318,19 +338,21 @@ describe('each /auth step is keyed by the entry the edge matched', () => {
       `${TOKEN}/x`,
       '/auth/admin/realms/acme/protocol/openid-connect/token',
     ]) {
-      expect(passwordAttemptOf(request('POST', url, grant)), url).toBeUndefined();
+      expect(stepsFor('POST', url), url).not.toContain('passwordGrant');
     }
-    expect(passwordAttemptOf(request('GET', TOKEN, grant))).toBeUndefined();
+    expect(passwordAttemptOf(request('GET', TOKEN, grant), 'grant')).toBeUndefined();
+    expect(passwordAttemptOf(request('POST', TOKEN, 'grant_type=refresh_token'), 'grant')).toBe(
+      undefined,
+    );
   });
 
-  it("Keycloak's refusal of credentials is read on the token entry only", () => {
-    const grant = 'grant_type=password&username=bob&password=p';
-    expect(mayRefuseCredentials(request('POST', `${TOKEN}/`, grant), 400)).toBe(true);
-    expect(mayRefuseCredentials(request('POST', TOKEN, 'grant_type=refresh_token'), 400)).toBe(
-      false,
-    );
-    const login = request('POST', '/auth/realms/acme/login-actions/authenticate', grant);
-    expect(mayRefuseCredentials(login, 400)).toBe(false);
+  it("Keycloak's refusal of credentials is read for a password grant, not a refresh grant", () => {
+    const grant = request('POST', `${TOKEN}/`, 'grant_type=password&username=bob&password=p');
+    expect(run(answerWrongCredentials401, grant)).toEqual({ next: true, err: undefined });
+    expect(answerRelayOf(grant)).toBeDefined();
+    const refresh = request('POST', TOKEN, 'grant_type=refresh_token');
+    run(answerWrongCredentials401, refresh);
+    expect(answerRelayOf(refresh)).toBeUndefined();
   });
 
   it("job credentials' fields are checked on the token entry only", () => {
@@ -340,8 +362,9 @@ describe('each /auth step is keyed by the entry the edge matched', () => {
       next: false,
       status: 400,
     });
-    const elsewhere = request('POST', '/auth/realms/acme/login-actions/authenticate', fields);
-    expect(run(jobCredentials(deps), elsewhere)).toEqual({ next: true, err: undefined });
+    expect(stepsFor('POST', '/auth/realms/acme/login-actions/authenticate')).not.toContain(
+      'jobCredentials',
+    );
   });
 
   it('what a request ends is its entry’s rule, read for HEAD as Keycloak serves it: as a GET', () => {
