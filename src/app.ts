@@ -1,13 +1,17 @@
 import express, { type Express, type RequestHandler } from 'express';
+import type { Logger } from 'pino';
 import { createErrorHandler, notFoundHandler } from './envelope/error-handler.ts';
 import { createHealthRouter, type ReadinessCheck } from './http/health.router.ts';
-import { createAuthMount, type AuthMountDeps, type Listener } from './auth-proxy/auth-steps.ts';
+import type { Listener } from './auth-proxy/auth-steps.ts';
 import type { Metrics } from './metrics/metrics.ts';
 import { serveMetrics, type Exposition } from './metrics/metrics.router.ts';
 
 export type { Listener };
 
-export interface AppDeps extends AuthMountDeps {
+export interface AppDeps {
+  logger: Logger;
+  /** The `/auth` mount of a listener: its steps, then the proxy (auth-proxy/auth-steps.ts). */
+  authMount: (listener: Listener) => RequestHandler;
   /** Everything under `/api` (see api/api.router.ts). */
   api: RequestHandler;
   readiness: Record<string, ReadinessCheck>;
@@ -43,7 +47,7 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
 
   // Before any body parser: the mount's own form guard reads /auth bodies, and hands them on.
   // Each /auth path runs the steps its entry names, then the proxy (auth-proxy/auth-steps.ts).
-  app.use('/auth', createAuthMount(deps, listener));
+  app.use('/auth', deps.authMount(listener));
 
   // Realm routing, authentication, list endpoints and provisioning (see api/api.router.ts).
   app.use('/api', deps.api);

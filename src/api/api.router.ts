@@ -3,29 +3,27 @@ import { admitApiRequests, type Admission } from '../auth/admission.ts';
 import { scopeOf } from '../edge/request-scope.ts';
 import type { RouteDeclaration } from '../edge/route.ts';
 import type { Audit } from '../http/audit.ts';
-import type { OperationsRepo } from '../automation/operations.repo.ts';
-import { operationsRoutes } from '../automation/operations.router.ts';
-import { serveTable, type ServedTable } from '../http/route-table.ts';
-import { OPENAPI_ROUTE } from './api-routes.ts';
+import { serveTable, type AnyRoute } from '../http/route-table.ts';
+import { API_TABLES, OPENAPI_ROUTE, type ApiServices } from './api-routes.ts';
 import { openApiDocument } from './openapi.ts';
-import { listingRoutes } from '../platform/listing.router.ts';
-import type { OrganizationsRepo } from '../platform/organizations.repo.ts';
-import { refreshTokensRoutes } from '../platform/refresh-tokens.router.ts';
-import type { RefreshTokensService } from '../platform/refresh-tokens.service.ts';
-import type { WorkspacesRepo } from '../platform/workspaces.repo.ts';
+
+/**
+ * The service of every table; the built-in operation list's only when the automation route is
+ * not forwarded (automation/automation.area.ts): forwarded, the edge serves it.
+ */
+export type ApiServiceSet = Omit<ApiServices, 'operations'> &
+  Partial<Pick<ApiServices, 'operations'>>;
 
 export interface ApiDeps {
   admission: Admission;
-  refreshTokens: RefreshTokensService;
   audit: Audit;
-  organizations: OrganizationsRepo;
-  workspaces: WorkspacesRepo;
-  operations: OperationsRepo;
-  /** Administrators' routes under `/api/platform`, with their services (platform.router.ts). */
-  platformTables: ServedTable[];
-  /** False when the automation route is forwarded (see automation/forward-route.ts). */
-  builtInOperations: boolean;
+  services: ApiServiceSet;
+  /** The tables to serve: `API_TABLES`, the edge's reader compiled from the same. */
+  tables?: typeof API_TABLES;
 }
+
+/** The built-in operation list reads no body, as the forwarded route it stands in for. */
+const READS_NO_BODY: ReadonlySet<keyof ApiServices> = new Set(['operations']);
 
 /** JSON bodies of API calls are small; this bounds what a client can make us parse. */
 const MAX_JSON_BODY = '64kb';
@@ -40,30 +38,23 @@ const MAX_JSON_BODY = '64kb';
 export function createApiRouter(deps: ApiDeps): Router {
   const json = express.json({ limit: MAX_JSON_BODY });
   const handlers = new Map<RouteDeclaration, RequestHandler>();
-  const serve = (tables: ServedTable[], readsBody: boolean) => {
-    for (const table of tables) {
-      for (const route of table.routes) {
-        const handler = table.handlerOf(route, deps.audit);
-        handlers.set(
-          route,
-          readsBody
-            ? (req, res, next) =>
-                json(req, res, (err?: unknown) => (err ? next(err) : handler(req, res, next)))
-            : handler,
-        );
-      }
+  const { tables = API_TABLES } = deps;
+  for (const name of Object.keys(tables) as (keyof ApiServices)[]) {
+    const service = deps.services[name];
+    if (service === undefined) continue;
+    const table = serveTable(tables[name] as readonly AnyRoute<typeof service>[], service);
+    for (const route of table.routes) {
+      const handler = table.handlerOf(route, deps.audit);
+      // A body is read (and refused when malformed) on every route but the operation list's.
+      handlers.set(
+        route,
+        READS_NO_BODY.has(name)
+          ? handler
+          : (req, res, next) =>
+              json(req, res, (err?: unknown) => (err ? next(err) : handler(req, res, next))),
+      );
     }
-  };
-  // A body is read (and refused when malformed) on every route but the automation route's own.
-  serve(
-    [
-      serveTable(listingRoutes, deps),
-      serveTable(refreshTokensRoutes, deps.refreshTokens),
-      ...deps.platformTables,
-    ],
-    true,
-  );
-  if (deps.builtInOperations) serve([serveTable(operationsRoutes, deps.operations)], false);
+  }
   // The API's own description needs no credentials and names no realm.
   handlers.set(OPENAPI_ROUTE, (_req, res) => {
     res.json(openApiDocument);

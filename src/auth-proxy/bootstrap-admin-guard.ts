@@ -2,20 +2,12 @@ import type { RequestHandler } from 'express';
 import { realmOf } from './auth-routes.ts';
 import { formFieldsOf } from './form-body-guard.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
+import { isBootstrapAdmin } from '../auth/bootstrap-admin.ts';
 
 /**
- * Keycloak's bootstrap administrator is its break-glass account, and the session provisioning
- * runs on. With brute-force detection on, anyone who may try its password may also lock it
- * (two bad tries a second do), which would stop provisioning and lock the administrators out of
- * the console. So the public listener never lets anyone try it: no form sent to the master
- * realm (token endpoint, login pages) may name it, and Basic on the API refuses it (see
- * basic-authenticator.ts). It logs in on the admin listener, and its tokens work everywhere.
+ * The public listener's `/auth` step of the bootstrap administrator's rule (auth/bootstrap-admin.ts):
+ * no form sent to the master realm (token endpoint, login pages) may name it (auth-steps.ts).
  */
-export function isBootstrapAdmin(bootstrapAdmin: string, realm: string, username: string): boolean {
-  return realm === MASTER_REALM && username.trim().toLowerCase() === bootstrapAdmin.toLowerCase();
-}
-
-/** The public listener's `/auth` step of the rule above (auth-steps.ts). */
 export function guardBootstrapAdmin(bootstrapAdmin: string): RequestHandler {
   return (req, res, next) => {
     const form = formFieldsOf(req);

@@ -1,7 +1,7 @@
 import type { Principal } from '../tenancy/principal.ts';
 import { AppError } from '../envelope/errors.ts';
 import type { KeycloakAdmin } from '../keycloak/admin-client.ts';
-import { isBootstrapAdmin } from '../auth-proxy/bootstrap-admin-guard.ts';
+import { isBootstrapAdmin } from '../auth/bootstrap-admin.ts';
 import {
   findUserByUsername,
   holdsKeycloakAdminRoles,

@@ -2,7 +2,7 @@ import { request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { apiDeclarations, API_ROUTES } from '../../../src/api/api-routes.ts';
+import { apiDeclarations, API_ROUTES, API_TABLES } from '../../../src/api/api-routes.ts';
 import { createApiRouter } from '../../../src/api/api.router.ts';
 import type { Admission } from '../../../src/auth/admission.ts';
 import { createEdge } from '../../../src/edge/edge.ts';
@@ -11,9 +11,7 @@ import { createErrorHandler, notFoundHandler } from '../../../src/envelope/error
 import { AppError } from '../../../src/envelope/errors.ts';
 import { createAudit } from '../../../src/http/audit.ts';
 import { createLogger } from '../../../src/http/logger.ts';
-import type { ServedTable } from '../../../src/http/route-table.ts';
 import { metricsOff } from '../../../src/metrics/metrics.ts';
-import { platformRoutes } from '../../../src/platform/platform.router.ts';
 import { listen } from '../../../src/server.ts';
 import type { Principal } from '../../../src/tenancy/principal.ts';
 
@@ -30,25 +28,36 @@ const principal: Principal = {
   expiresAt: Number.MAX_SAFE_INTEGER,
 };
 
-/** What answered each request: an entry's operationId, a service method, or the forwarder. */
+/** What answered each request: `<table>.<method>` of a table's service, or the forwarder. */
 let served: string[] = [];
-/** Services whose every method records its name and answers an empty list. */
-const recording = new Proxy(
-  {},
-  { get: (_target, name) => () => (served.push(String(name)), Promise.resolve([])) },
-) as never;
-/** The platform's tables, each entry answering its own operationId (the services are not tested here). */
-const platformIds = new Set(platformRoutes.map((route) => route.operationId));
-const platformTables: ServedTable[] = [
-  {
-    routes: platformRoutes,
-    handlerOf: (route) => (_req, res) => {
-      served.push(route.operationId);
-      res.json({});
+/** A table's service whose every method records `<table>.<method>` and answers an empty list. */
+const recording = (table: string) =>
+  new Proxy(
+    {},
+    {
+      get: (_target, name) => () => (served.push(`${table}.${String(name)}`), Promise.resolve([])),
     },
-  },
+  ) as never;
+/**
+ * The tables as declared, each entry's handler standing in for its own: it asks its table's
+ * service for its operationId (the services and their inputs are tested elsewhere).
+ */
+const tables = Object.fromEntries(
+  Object.entries(API_TABLES).map(([name, routes]) => [
+    name,
+    routes.map((route) => ({
+      ...route,
+      query: undefined,
+      body: undefined,
+      handler: (service: Record<string, () => Promise<unknown>>) => service[route.operationId]!(),
+    })),
+  ]),
+) as unknown as typeof API_TABLES;
+/** The reader's declarations: the stand-in tables, then the document and the forwarded route. */
+const declarations = (forwards: boolean) => [
+  ...Object.values(tables).flat(),
+  ...apiDeclarations(forwards).filter((route) => !API_ROUTES.includes(route as never)),
 ];
-
 /**
  * The edge, its reader compiled from the tables, and the `/api` router as the gateway wires
  * them, with an admission that admits every route naming a realm (its own tests are elsewhere).
@@ -64,12 +73,16 @@ async function startGateway(forwards: boolean): Promise<Server> {
   const api = createApiRouter({
     admission,
     audit: createAudit(logger, () => '127.0.0.1'),
-    refreshTokens: recording,
-    organizations: recording,
-    workspaces: recording,
-    operations: recording,
-    platformTables,
-    builtInOperations: !forwards,
+    services: {
+      listing: recording('listing'),
+      provisioning: recording('provisioning'),
+      users: recording('users'),
+      organizationLifecycle: recording('organizationLifecycle'),
+      signingKeys: recording('signingKeys'),
+      refreshTokens: recording('refreshTokens'),
+      operations: forwards ? undefined : recording('operations'),
+    },
+    tables,
   });
   const app = express();
   app.use('/api', api);
@@ -78,7 +91,7 @@ async function startGateway(forwards: boolean): Promise<Server> {
   const edge = createEdge({
     logger,
     app,
-    routes: compileRoutes(apiDeclarations(forwards)),
+    routes: compileRoutes(declarations(forwards)),
     forwarded: forwards
       ? (_req, res) => {
           served.push('forwarded');
@@ -131,8 +144,10 @@ describe.each([false, true])('the /api dispatch, automation route forwarded: %s'
         continue;
       }
       expect(answer.status, `${route.method} ${path} ${answer.text}`).toBe(200);
-      expect(served, path).toHaveLength(1);
-      if (platformIds.has(route.operationId)) expect(served).toEqual([route.operationId]);
+      const table = Object.entries(API_TABLES).find(([, routes]) =>
+        (routes as readonly unknown[]).includes(route),
+      )?.[0];
+      expect(served, path).toEqual([`${table}.${route.operationId}`]);
     }
   });
 

@@ -1,0 +1,15 @@
+/**
+ * What the auth layers ask Keycloak's admin API about a realm's accounts and sessions. Declared
+ * here, where it is used; the platform implements it with its admin-API operations
+ * (platform/realm-admin/account-admin.ts), which sit above the auth layers.
+ */
+export interface AccountAdmin {
+  /** Whether the user has a one-time password: Basic cannot carry it (basic-authenticator.ts). */
+  hasTwoFactor(realm: string, username: string): Promise<boolean>;
+  /** The user name of a user id, if the user exists. */
+  usernameOf(realm: string, userId: string): Promise<string | undefined>;
+  /** The longest an access token of the realm can live, in seconds (its clients included). */
+  longestAccessTokenSeconds(realm: string): Promise<number>;
+  /** Ends an offline session (a refresh token the gateway refused to hand out). */
+  endOfflineSession(realm: string, sessionId: string): Promise<void>;
+}

@@ -1,0 +1,205 @@
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import type { Cache } from '../cache/index.ts';
+import type { ReplicaBus } from '../cache/replica-bus.ts';
+import type { Config } from '../config/config.ts';
+import type { Forwarding } from '../edge/forwarding.ts';
+import type { Audit } from '../http/audit.ts';
+import type { KeycloakCalls } from '../keycloak/keycloak-calls.ts';
+import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
+import type { TokenClient } from '../keycloak/token-client.ts';
+import type { OrganizationLookup } from '../tenancy/organization-state.ts';
+import type { Clock } from '../time/clock.ts';
+import type { Tracing } from '../tracing/tracing.ts';
+import type { AccountAdmin } from './account-admin.ts';
+import { createAdmission, type Admission, type WorkspaceLookup } from './admission.ts';
+import type { AuthMetrics } from './auth-metrics.ts';
+import { createBasicAuthenticator } from './basic/basic-authenticator.ts';
+import { isBootstrapAdmin } from './bootstrap-admin.ts';
+import { longestServedSeconds } from './basic/cached-login.ts';
+import { createActiveCheck } from './bearer/active-check.ts';
+import { createBearerVerifier, type BearerVerifier } from './bearer/bearer-verifier.ts';
+import { createIdTokenReader, type IdTokenReader } from './bearer/id-token.ts';
+import { createJwksRegistry, type JwksRegistry } from './bearer/jwks.ts';
+import { createKeySetEvents, type KeySetEvents } from './bearer/key-set-events.ts';
+import { createWorkerKeySetMemory } from './bearer/key-set-memory.ts';
+import { createFailedLoginMemory, type FailedLoginMemory } from './failed-logins.ts';
+import { createLoginThrottle, type LoginThrottle } from './login-throttle.ts';
+import { createReachStep, type ReachStep } from './reach.ts';
+import { createRevocationList, type RevocationList } from './revocation.ts';
+import { createTokenDetailsStore, type TokenDetailsStore } from './token-details.ts';
+import type { IpcPeer } from '../cache/ipc-peer.ts';
+
+/** What the auth area gives the others: the admission and what the `/auth` steps and the platform share. */
+export interface AuthArea {
+  /** The one admission of `/api` requests, express routes and the forwarded route alike. */
+  admission: Admission;
+  bearer: BearerVerifier;
+  jwks: JwksRegistry;
+  idTokens: IdTokenReader;
+  revocations: RevocationList;
+  keySetEvents: KeySetEvents;
+  loginThrottle: LoginThrottle;
+  failedLogins: FailedLoginMemory;
+  tokenDetails: TokenDetailsStore;
+  reach: ReachStep;
+  /** The longest a cached Basic login may be served: a user's revocation is remembered as long. */
+  basicLoginSeconds: number;
+  /** Stops the key sets' schedules. */
+  close(): void;
+}
+
+/** Builds the admission and everything it is made of, from the shared infrastructure. */
+export async function buildAuth(
+  shared: {
+    config: Config;
+    logger: Logger;
+    clock: Clock;
+    worker: { peer: IpcPeer } | undefined;
+    db: Knex;
+    cache: Cache;
+    cacheSecret: string;
+    bus: ReplicaBus | undefined;
+    keycloakNodes: KeycloakNodes;
+    metrics: AuthMetrics;
+    tracing: Tracing | undefined;
+    forwarding: Forwarding;
+    audit: Audit;
+  },
+  keycloak: { calls: KeycloakCalls; tokens: TokenClient },
+  /** Whom the admission asks about organizations and workspaces (the platform's directory). */
+  tenants: { organizations: OrganizationLookup; workspaces: WorkspaceLookup },
+  accounts: Pick<AccountAdmin, 'hasTwoFactor'>,
+): Promise<AuthArea> {
+  const { config, logger, clock, cache, cacheSecret, metrics } = shared;
+  const clientAddressOf = shared.forwarding.clientAddress.bind(shared.forwarding);
+  // A worker's key sets include what its siblings fetched: each verifies through an outage.
+  const jwks = createJwksRegistry({
+    calls: keycloak.calls,
+    refreshSeconds: config.KEY_SET_REFRESH_SECONDS,
+    memory: shared.worker ? createWorkerKeySetMemory(shared.worker.peer) : undefined,
+    logger,
+    clock,
+  });
+  const bearer = createBearerVerifier({
+    jwks,
+    publicUrl: config.PUBLIC_URL,
+    leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
+    maxCachedTokens: config.MEMORY_CACHE_MAX_ENTRIES,
+    metrics,
+    clock,
+  });
+  const revocations = await createRevocationList({
+    bus: shared.bus,
+    keyPrefix: config.REDIS_KEY_PREFIX,
+    metrics,
+    logger,
+    clock,
+  });
+  // The one throttle of password attempts: Basic logins here, password grants and the login
+  // form on /auth (auth-proxy/auth-steps.ts).
+  const loginThrottle = createLoginThrottle({
+    cache,
+    secret: cacheSecret,
+    maxFailuresPerUserAndAddress: config.LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS,
+    maxFailuresPerAddress: config.LOGIN_MAX_FAILURES_PER_ADDRESS,
+    windowSeconds: config.LOGIN_FAILURE_WINDOW_SECONDS,
+    waitMs: config.LOGIN_WAIT_SECONDS * 1000,
+    // The longest a Basic login (see loginLockMs below) or a proxied grant can take.
+    attemptMaxMs: Math.max(3 * config.KEYCLOAK_TIMEOUT_MS, config.AUTH_PROXY_TIMEOUT_MS),
+    clock,
+    onLimitReached: ({ scope, realm, username, address }) =>
+      shared.audit.record({
+        action: 'login_throttle.start',
+        outcome: 'success',
+        target:
+          scope === 'account_address' ? { scope, realm, username, address } : { scope, address },
+        clientAddress: address,
+      }),
+  });
+  // One memory of wrong passwords for Basic and the token endpoint, as long as the window.
+  const failedLogins = createFailedLoginMemory({
+    cache,
+    secret: cacheSecret,
+    windowSeconds: config.LOGIN_FAILURE_WINDOW_SECONDS,
+    clock,
+  });
+  const basicLoginSeconds = longestServedSeconds({
+    cacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
+    outageSeconds: config.BASIC_OUTAGE_MAX_SECONDS,
+  });
+  const keycloakNodes = shared.keycloakNodes;
+  const basic = createBasicAuthenticator({
+    tokens: keycloak.tokens,
+    bearer,
+    cache,
+    cacheSecret,
+    maxCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
+    maxOutageSeconds: config.BASIC_OUTAGE_MAX_SECONDS,
+    keycloakDown: () => keycloakNodes.all.every((node) => node.state === 'down'),
+    maxLocalEntries: config.MEMORY_CACHE_MAX_ENTRIES,
+    failedLogins,
+    // A login may take a grant, a key-set fetch and a two-factor lookup, each bounded so.
+    loginLockMs: 3 * config.KEYCLOAK_TIMEOUT_MS,
+    refuses: (realm, username) => isBootstrapAdmin(config.KEYCLOAK_ADMIN_USERNAME, realm, username),
+    throttle: loginThrottle,
+    revocations,
+    hasTwoFactor: (realm, username) => accounts.hasTwoFactor(realm, username),
+    metrics,
+    logger,
+    clock,
+  });
+  const activeCheck = createActiveCheck({
+    tokens: keycloak.tokens,
+    revocations,
+    intervalSeconds: config.REVOCATION_CHECK_SECONDS,
+    waitMs: config.REVOCATION_CHECK_WAIT_MS,
+    basicCacheSeconds: basicLoginSeconds,
+    metrics,
+    logger,
+    clock,
+  });
+  const tokenDetails = createTokenDetailsStore(shared.db);
+  const reach = createReachStep({
+    store: tokenDetails,
+    cache,
+    clientAddressOf,
+    maxEntries: config.MEMORY_CACHE_MAX_ENTRIES,
+    clock,
+    onUseFailed: (err) => logger.warn({ err }, 'could not write the last use of a refresh token'),
+  });
+  // A forced key-set refresh (an operator, or a key-provider change through an admin listener)
+  // reaches every replica and worker.
+  const keySetEvents = await createKeySetEvents({
+    bus: shared.bus,
+    keyPrefix: config.REDIS_KEY_PREFIX,
+    jwks,
+    logger,
+  });
+  const admission = createAdmission({
+    basic,
+    bearer,
+    revocations,
+    activeCheck,
+    organizations: tenants.organizations,
+    workspaces: tenants.workspaces,
+    clientAddressOf,
+    reach,
+    metrics,
+    tracing: shared.tracing,
+  });
+  return {
+    admission,
+    bearer,
+    jwks,
+    idTokens: createIdTokenReader({ jwks, publicUrl: config.PUBLIC_URL }),
+    revocations,
+    keySetEvents,
+    loginThrottle,
+    failedLogins,
+    tokenDetails,
+    reach,
+    basicLoginSeconds,
+    close: () => jwks.close(),
+  };
+}

@@ -1,0 +1,121 @@
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import type { AuthArea } from '../auth/auth.area.ts';
+import type { ReplicaBus } from '../cache/replica-bus.ts';
+import type { Config } from '../config/config.ts';
+import type { AdminSession } from '../keycloak/admin-session.ts';
+import type { ServiceAdmin } from '../keycloak/service-admin.ts';
+import type { Clock } from '../time/clock.ts';
+import type { ListingRepos } from './listing.router.ts';
+import {
+  createOrganizationDirectory,
+  type OrganizationDirectory,
+} from './organization-directory.ts';
+import { createOrganizationEvents, type OrganizationEvents } from './organization-events.ts';
+import {
+  createOrganizationLifecycle,
+  type OrganizationLifecycle,
+} from './organization-lifecycle.service.ts';
+import { createOrganizationsRepo, type OrganizationsRepo } from './organizations.repo.ts';
+import { createProvisioningService, type ProvisioningService } from './provisioning.service.ts';
+import { createRefreshTokensService, type RefreshTokensService } from './refresh-tokens.service.ts';
+import { createSigningKeysService, type SigningKeysService } from './signing-keys.service.ts';
+import { createTokenRefusal } from './token-refusal.ts';
+import { createUsersService, type UsersService } from './users.service.ts';
+import { createWorkspacesRepo, type WorkspacesRepo } from './workspaces.repo.ts';
+
+/** The organizations and workspaces as the admission and the platform's services read them. */
+export interface Tenants {
+  organizationsRepo: OrganizationsRepo;
+  workspaces: WorkspacesRepo;
+  /** Organization states from memory, told of changes on every replica at once (with Redis). */
+  directory: OrganizationDirectory;
+  events: OrganizationEvents;
+}
+
+/** Opens the organization directory and the channel that keeps it the same on every replica. */
+export async function buildTenants(shared: {
+  config: Config;
+  logger: Logger;
+  clock: Clock;
+  db: Knex;
+  bus: ReplicaBus | undefined;
+}): Promise<Tenants> {
+  const organizationsRepo = createOrganizationsRepo(shared.db);
+  const directory = createOrganizationDirectory(organizationsRepo, shared.clock);
+  // A disabled or deleted organization is refused on every replica at once (with Redis).
+  const events = await createOrganizationEvents({
+    bus: shared.bus,
+    keyPrefix: shared.config.REDIS_KEY_PREFIX,
+    logger: shared.logger,
+    apply: ({ organizationId, state }) => directory.learn(organizationId, state),
+  });
+  return { organizationsRepo, workspaces: createWorkspacesRepo(shared.db), directory, events };
+}
+
+/** The services of the platform's route tables (api/api-routes.ts `API_TABLES` names them). */
+export interface PlatformServices {
+  listing: ListingRepos;
+  refreshTokens: RefreshTokensService;
+  provisioning: ProvisioningService;
+  users: UsersService;
+  organizationLifecycle: OrganizationLifecycle;
+  signingKeys: SigningKeysService;
+}
+
+/**
+ * Builds what administrators and users call under `/api/.../platform`: provisioning, the user
+ * lifecycle, the organization and workspace lifecycle (all through the bootstrap
+ * administrator's one admin session), signing keys, refresh tokens and the list endpoints.
+ */
+export function buildPlatform(
+  shared: { config: Config; db: Knex },
+  keycloak: { adminSession: AdminSession; serviceAdmin: ServiceAdmin },
+  auth: Pick<
+    AuthArea,
+    'revocations' | 'failedLogins' | 'keySetEvents' | 'jwks' | 'tokenDetails' | 'basicLoginSeconds'
+  >,
+  tenants: Tenants,
+): PlatformServices {
+  const { config, db } = shared;
+  const { adminSession } = keycloak;
+  const { revocations } = auth;
+  // A revocation voids the user's cached Basic logins for as long as one may be served.
+  const tokenBounds = {
+    basicCacheSeconds: auth.basicLoginSeconds,
+    leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
+  };
+  return {
+    listing: { organizations: tenants.organizationsRepo, workspaces: tenants.workspaces },
+    refreshTokens: createRefreshTokensService({
+      admin: keycloak.serviceAdmin,
+      revocations,
+      details: auth.tokenDetails,
+      ...tokenBounds,
+    }),
+    provisioning: createProvisioningService({
+      adminSession,
+      db,
+      gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
+    }),
+    users: createUsersService({
+      adminSession,
+      db,
+      revocations,
+      bootstrapAdmin: config.KEYCLOAK_ADMIN_USERNAME,
+      failedLogins: auth.failedLogins,
+      ...tokenBounds,
+    }),
+    organizationLifecycle: createOrganizationLifecycle({
+      adminSession,
+      db,
+      announce: (change) => tenants.events.announce(change),
+      refuseTokens: createTokenRefusal({ revocations, ...tokenBounds }),
+    }),
+    signingKeys: createSigningKeysService({
+      events: auth.keySetEvents,
+      jwks: auth.jwks,
+      organizations: tenants.organizationsRepo,
+    }),
+  };
+}

@@ -1,0 +1,21 @@
+import type { AccountAdmin } from '../../auth/account-admin.ts';
+import type { ServiceAdmin } from '../../keycloak/service-admin.ts';
+import { hasTwoFactor, longestAccessTokenSeconds } from './users.ts';
+
+/** The auth layers' questions about accounts (auth/account-admin.ts), through the gateway's own client. */
+export function createAccountAdmin(serviceAdmin: ServiceAdmin): AccountAdmin {
+  return {
+    hasTwoFactor: (realm, username) => hasTwoFactor(serviceAdmin, realm, username),
+    usernameOf: (realm, userId) =>
+      serviceAdmin.run(realm, async (admin) => {
+        const user = await admin.users.findOne({ realm, id: userId });
+        return user?.username;
+      }),
+    longestAccessTokenSeconds: (realm) =>
+      serviceAdmin.run(realm, (admin) => longestAccessTokenSeconds(admin, realm)),
+    endOfflineSession: (realm, sessionId) =>
+      serviceAdmin.run(realm, async (admin) => {
+        await admin.realms.deleteSession({ realm, session: sessionId, isOffline: true });
+      }),
+  };
+}
