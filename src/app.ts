@@ -10,6 +10,11 @@ import { createAuthProxy, guardAuthPath } from './auth-proxy/auth-proxy.ts';
 import { guardBootstrapAdmin } from './auth-proxy/bootstrap-admin-guard.ts';
 import { guardFormBody } from './auth-proxy/form-body-guard.ts';
 import { endAccessOnSuccess, type EndAccessDeps } from './auth-proxy/end-access.ts';
+import {
+  BACKCHANNEL_LOGOUT_PATH,
+  backchannelLogout,
+  type BackchannelLogoutDeps,
+} from './auth-proxy/backchannel-logout.ts';
 import { jobCredentials, type JobCredentialsDeps } from './auth-proxy/job-credentials.ts';
 import type { KeycloakNodes } from './keycloak/keycloak-nodes.ts';
 import type { Metrics } from './metrics/metrics.ts';
@@ -42,6 +47,8 @@ export interface AppDeps {
   failedLogins: FailedLoginMemory;
   /** Applies what logouts, revocations and admin-API changes end in Keycloak (end-access.ts). */
   endAccess: EndAccessDeps;
+  /** Logout tokens Keycloak posts to the admin listener (backchannel-logout.ts). */
+  backchannelLogout: BackchannelLogoutDeps;
   /** Names, reaches and lifetimes given at issuance, on the token endpoint (job-credentials.ts). */
   jobCredentials: JobCredentialsDeps;
 }
@@ -67,6 +74,10 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
   const registry = deps.metrics.registry;
   if (listener === 'admin' && registry) {
     app.get('/metrics', serveMetrics(deps.exposition ?? registry));
+  }
+  // Keycloak's announcements of ended sessions: the admin listener only, as `/metrics`.
+  if (listener === 'admin') {
+    app.post(BACKCHANNEL_LOGOUT_PATH, backchannelLogout(deps.backchannelLogout));
   }
 
   // Before any other body parser: only the form guard reads /auth bodies, and hands them on.

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { RequestListener, Server } from 'node:http';
+import type { IncomingMessage, RequestListener, Server } from 'node:http';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { apiDeclarations } from './api/api-routes.ts';
@@ -16,6 +16,11 @@ import { createBearerVerifier } from './auth/bearer/bearer-verifier.ts';
 import { createActiveCheck } from './auth/bearer/active-check.ts';
 import { createJwksRegistry } from './auth/bearer/jwks.ts';
 import { createIdTokenReader } from './auth/bearer/id-token.ts';
+import { createLogoutTokenVerifier } from './auth/bearer/logout-token.ts';
+import { createAccessRevocations } from './auth-proxy/access-revocations.ts';
+import { backchannelLogoutUrlOf } from './auth-proxy/backchannel-logout.ts';
+import { createBackchannelAlignment } from './platform/backchannel-alignment.ts';
+import { backchannelClientsOf } from './platform/realm-admin/backchannel-logout.ts';
 import { createKeySetEvents } from './auth/bearer/key-set-events.ts';
 import { createWorkerKeySetMemory } from './auth/bearer/key-set-memory.ts';
 import { createRevocationList } from './auth/revocation.ts';
@@ -58,6 +63,12 @@ import { closeServer, listen } from './server.ts';
 import { createMetrics, metricsOff } from './metrics/metrics.ts';
 import { createTracing, tracesUrlOf } from './tracing/tracing.ts';
 import { systemClock, type Clock } from './time/clock.ts';
+
+/**
+ * How old (`iat`) a logout token may be, beyond the clock leeway: Keycloak signs it as it posts
+ * it, so anything older is a replay or a clock gone wrong.
+ */
+const LOGOUT_TOKEN_MAX_AGE_SECONDS = 120;
 
 export interface Gateway {
   readonly publicServer: Server;
@@ -138,6 +149,8 @@ export async function startGateway(
       // With Redis down the in-process cache serves: degraded, still ready.
       return (cache as Partial<FallbackCache>).degraded ? ('degraded' as const) : undefined;
     },
+    // Built below (it needs the admin session); asked only once the listeners are up.
+    backchannel_logout: () => backchannelAlignment.report(),
   };
   const metrics = config.METRICS_ENABLED
     ? createMetrics({
@@ -300,6 +313,23 @@ export async function startGateway(
     password: config.KEYCLOAK_ADMIN_PASSWORD ?? '',
     clock,
   });
+  // Every realm's clients of the gateway point at its back-channel logout endpoint.
+  const backchannelUrl = backchannelLogoutUrlOf(config);
+  const backchannelAlignment = createBackchannelAlignment({
+    adminSession,
+    url: backchannelUrl,
+    logger,
+  });
+  // The revocations of a session or a user: what passes through /auth, what Keycloak announces.
+  const accessRevocations = createAccessRevocations({
+    revocations,
+    accessTokenSeconds: (realm: string) =>
+      serviceAdmin.run(realm, (admin) => longestAccessTokenSeconds(admin, realm)),
+    leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
+    basicCacheSeconds: basicLoginSeconds,
+    logger,
+    clock,
+  });
   const directory = createOrganizationDirectory(organizations, clock);
   // A disabled or deleted organization is refused on every replica at once (with Redis).
   const organizationEvents = await createOrganizationEvents({
@@ -350,6 +380,7 @@ export async function startGateway(
       organizationEvents,
       signingKeys: createSigningKeysService({ events: keySetEvents, jwks, organizations }),
       failedLogins,
+      backchannelLogoutUrl: backchannelUrl,
       config,
     }),
     builtInOperations: config.AUTOMATION_UPSTREAM_URL === undefined,
@@ -375,10 +406,8 @@ export async function startGateway(
       revocations,
       bearer,
       idTokenSession: createIdTokenReader({ jwks, publicUrl: config.PUBLIC_URL }),
-      accessTokenSeconds: (realm: string) =>
-        serviceAdmin.run(realm, (admin) => longestAccessTokenSeconds(admin, realm)),
+      access: accessRevocations,
       leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
-      basicCacheSeconds: basicLoginSeconds,
       onKeyProvidersChanged: (realm: string) => keySetEvents.refreshEverywhere(realm),
       // The throttle's memory is keyed by user name; the admin API names the user by id.
       onPasswordSet: (realm: string, userId: string) =>
@@ -388,6 +417,24 @@ export async function startGateway(
         }),
       logger,
       clock,
+    },
+    // What Keycloak announces it ended (OpenID Connect back-channel logout), admin listener.
+    backchannelLogout: {
+      verify: createLogoutTokenVerifier({
+        jwks,
+        publicUrl: config.PUBLIC_URL,
+        audiencesOf: backchannelClientsOf,
+        maxAgeSeconds: LOGOUT_TOKEN_MAX_AGE_SECONDS,
+        leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
+        clock,
+      }),
+      access: accessRevocations,
+      cache,
+      replayWindowSeconds: LOGOUT_TOKEN_MAX_AGE_SECONDS + 2 * config.TOKEN_CLOCK_LEEWAY_SECONDS,
+      metrics,
+      audit,
+      clientAddress: (req: IncomingMessage) => forwarding.clientAddress(req),
+      logger,
     },
     jobCredentials: {
       store: tokenDetails,
@@ -442,6 +489,7 @@ export async function startGateway(
       }
     : adminHandler;
   const adminServer = await listen(namedAdminHandler, config.ADMIN_HOST, config.ADMIN_PORT, logger);
+  backchannelAlignment.start();
   return {
     publicServer,
     adminServer,
@@ -449,6 +497,7 @@ export async function startGateway(
     cache,
     async close() {
       shuttingDown = true;
+      backchannelAlignment.close();
       keycloakNodes.close();
       jwks.close();
       const graceMs = config.SHUTDOWN_GRACE_SECONDS * 1000;

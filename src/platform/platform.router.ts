@@ -36,6 +36,8 @@ export function createPlatformTables(deps: {
   organizationEvents: Pick<OrganizationEvents, 'announce'>;
   signingKeys: SigningKeysService;
   failedLogins: Pick<FailedLoginMemory, 'passwordSet'>;
+  /** Where new realms' clients announce ended sessions (auth-proxy/backchannel-logout.ts). */
+  backchannelLogoutUrl: string;
   config: Pick<
     Config,
     | 'KEYCLOAK_ADMIN_USERNAME'
@@ -58,6 +60,7 @@ export function createPlatformTables(deps: {
     adminSession,
     db,
     gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
+    backchannelLogoutUrl: deps.backchannelLogoutUrl,
   });
   const users = createUsersService({
     adminSession,

@@ -48,6 +48,7 @@ const servedTables = [
     organizationEvents: placeholder,
     signingKeys: placeholder,
     failedLogins: placeholder,
+    backchannelLogoutUrl: 'http://127.0.0.1:8001/backchannel-logout',
     config: {
       KEYCLOAK_ADMIN_USERNAME: 'admin',
       KEYCLOAK_CLIENT_SECRET: undefined,

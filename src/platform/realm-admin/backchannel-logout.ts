@@ -1,0 +1,73 @@
+import type ClientRepresentation from '@keycloak/keycloak-admin-client/lib/defs/clientRepresentation.js';
+import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
+import { GATEWAY_CLIENT_ID } from '../../keycloak/service-admin.ts';
+import { apiClientIdOf } from '../../tenancy/identifiers.ts';
+
+/**
+ * The clients of a realm whose sessions Keycloak announces to the gateway: the API client users
+ * log in with (the organization's, or master's `_platform-api`) and the gateway's own. Their
+ * logout tokens are the only ones the endpoint takes (`aud`).
+ */
+export function backchannelClientsOf(realm: string): readonly string[] {
+  return [apiClientIdOf(realm), GATEWAY_CLIENT_ID];
+}
+
+/**
+ * The client attributes that make Keycloak post a logout token to `url` when a session of the
+ * client ends, naming the session (`sid`) as well as the user.
+ */
+export function backchannelLogoutAttributes(url: string): Record<string, string> {
+  return {
+    'backchannel.logout.url': url,
+    'backchannel.logout.session.required': 'true',
+  };
+}
+
+/** A realm representation (a new realm's) whose clients of the gateway carry the attributes. */
+export function withBackchannelLogout(
+  realm: string,
+  representation: Record<string, unknown>,
+  url: string,
+): Record<string, unknown> {
+  const ours = backchannelClientsOf(realm);
+  const clients = representation.clients as ClientRepresentation[] | undefined;
+  return {
+    ...representation,
+    clients: clients?.map((client) =>
+      client.clientId !== undefined && ours.includes(client.clientId)
+        ? { ...client, attributes: { ...client.attributes, ...backchannelLogoutAttributes(url) } }
+        : client,
+    ),
+  };
+}
+
+/**
+ * Points an existing realm's clients of the gateway at `url`, changing only a client whose
+ * attributes differ. Resolves to whether anything changed; a client the realm lacks is skipped
+ * (a realm not made by realmgate). Safe to repeat, and to run from several replicas at once.
+ */
+export async function pointRealmAtGateway(
+  admin: KeycloakAdmin,
+  realm: string,
+  url: string,
+): Promise<boolean> {
+  const wanted = backchannelLogoutAttributes(url);
+  let changed = false;
+  for (const clientId of backchannelClientsOf(realm)) {
+    const [client] = await admin.clients.find({ realm, clientId });
+    if (!client?.id) continue;
+    const current = client.attributes ?? {};
+    if (Object.entries(wanted).every(([name, value]) => current[name] === value)) continue;
+    await admin.clients.update(
+      { realm, id: client.id },
+      { ...client, attributes: { ...current, ...wanted } },
+    );
+    changed = true;
+  }
+  return changed;
+}
+
+/** Every realm's name, as Keycloak lists them. */
+export async function realmNames(admin: KeycloakAdmin): Promise<string[]> {
+  return (await admin.realms.find()).flatMap(({ realm }) => (realm ? [realm] : []));
+}
