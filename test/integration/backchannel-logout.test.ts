@@ -7,6 +7,8 @@ import {
   claimsOf,
   createUser,
   keycloakAdmin,
+  testBackchannelUrl,
+  uniqueId,
   userIdOf,
   type TestUser,
 } from '../helpers/keycloak.ts';
@@ -17,6 +19,7 @@ import { testEnv } from '../helpers/test-env.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/auth/bearer/logout-token.ts';
 import { createLogger } from '../../src/http/logger.ts';
+import { ensureOrganizationRealm } from '../../src/platform/realm-admin/provisioning.ts';
 import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 
 // Keycloak posts its logout tokens to the test gateway's admin listener (the URL the test realms
@@ -304,5 +307,50 @@ describe('a burst of logout tokens', () => {
     expect(answers.map((answer) => answer.status)).toEqual(tokens.map(() => 200));
     expect(served.length).toBeGreaterThan(0);
     expect(served.every((s) => s === 200)).toBe(true);
+  });
+});
+
+describe("every realm's clients of the gateway point at it", () => {
+  it('a realm made without the URL gets it when a replica starts, and readiness says so', async () => {
+    const realm = uniqueId('org-');
+    const admin = await keycloakAdmin();
+    await ensureOrganizationRealm(admin, {
+      organizationId: realm,
+      organizationName: realm,
+      gatewayClientSecret: testEnv().gatewayClientSecret,
+    });
+    const attributesOf = async () =>
+      (await admin.clients.find({ realm }))
+        .filter((client) => [apiClientIdOf(realm), 'realmgate-gateway'].includes(client.clientId!))
+        .map((client) => {
+          const attributes = (client.attributes ?? {}) as Record<string, string | undefined>;
+          return [
+            attributes['backchannel.logout.url'],
+            attributes['backchannel.logout.session.required'],
+          ];
+        });
+    expect(await attributesOf()).toEqual([
+      [undefined, undefined],
+      [undefined, undefined],
+    ]);
+    const c = await startReplica(19458);
+    try {
+      const wanted = [testBackchannelUrl(), 'true'];
+      await expect.poll(attributesOf, EVENTUALLY).toEqual([wanted, wanted]);
+      const readyz = async () =>
+        (
+          (await (await fetch(`http://127.0.0.1:${c.config.ADMIN_PORT}/readyz`)).json()) as {
+            data: { backchannel_logout: unknown };
+          }
+        ).data.backchannel_logout;
+      await expect.poll(readyz, EVENTUALLY).toEqual({ status: 'up', url: testBackchannelUrl() });
+      // The public listener shows the outcome alone (the URL is an internal address).
+      const open = (await (await fetch(`${c.url}/readyz`)).json()) as {
+        data: { backchannel_logout: unknown };
+      };
+      expect(open.data.backchannel_logout).toBe('up');
+    } finally {
+      await c.gateway.close();
+    }
   });
 });

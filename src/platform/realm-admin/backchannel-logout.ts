@@ -1,5 +1,5 @@
 import type ClientRepresentation from '@keycloak/keycloak-admin-client/lib/defs/clientRepresentation.js';
-import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
+import { isHttpStatus, type KeycloakAdmin } from '../../keycloak/admin-client.ts';
 import { GATEWAY_CLIENT_ID } from '../../keycloak/service-admin.ts';
 import { apiClientIdOf } from '../../tenancy/identifiers.ts';
 
@@ -43,8 +43,10 @@ export function withBackchannelLogout(
 
 /**
  * Points an existing realm's clients of the gateway at `url`, changing only a client whose
- * attributes differ. Resolves to whether anything changed; a client the realm lacks is skipped
- * (a realm not made by realmgate). Safe to repeat, and to run from several replicas at once.
+ * attributes differ (one read of the realm's clients, a write only where needed). Resolves to
+ * whether anything changed; a client the realm lacks is skipped (a realm not made by realmgate),
+ * and so is a realm deleted since it was listed. Safe to repeat, and from several replicas at
+ * once.
  */
 export async function pointRealmAtGateway(
   admin: KeycloakAdmin,
@@ -52,10 +54,17 @@ export async function pointRealmAtGateway(
   url: string,
 ): Promise<boolean> {
   const wanted = backchannelLogoutAttributes(url);
+  const ours = backchannelClientsOf(realm);
+  let clients: ClientRepresentation[];
+  try {
+    clients = await admin.clients.find({ realm });
+  } catch (err) {
+    if (isHttpStatus(err, 404)) return false;
+    throw err;
+  }
   let changed = false;
-  for (const clientId of backchannelClientsOf(realm)) {
-    const [client] = await admin.clients.find({ realm, clientId });
-    if (!client?.id) continue;
+  for (const client of clients) {
+    if (!client.id || client.clientId === undefined || !ours.includes(client.clientId)) continue;
     const current = client.attributes ?? {};
     if (Object.entries(wanted).every(([name, value]) => current[name] === value)) continue;
     await admin.clients.update(
