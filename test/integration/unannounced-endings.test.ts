@@ -97,10 +97,12 @@ describe('what Keycloak does not announce ends at the re-check', () => {
   it('a user disabled in Keycloak directly', async () => {
     const user = await createUser(org);
     const token = await grant(user);
+    expect(await status(announced, org, token)).toBe(200);
     expect(await status(rechecking, org, token)).toBe(200);
     const started = performance.now();
     const admin = await keycloakAdmin();
     await admin.users.update({ realm: org, id: await userIdOf(user) }, { enabled: false });
     await refusedAtRecheck('user disabled', org, token, started);
+    expect(await status(announced, org, token)).toBe(200);
   });
 });
