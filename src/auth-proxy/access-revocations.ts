@@ -37,7 +37,7 @@ export function createAccessRevocations(deps: AccessRevocationsDeps) {
 
   /**
    * How long a refusal of the realm's tokens must last. One read per realm and minute however
-   * many endings arrive together (a realm's "sign out all" announces hundreds of sessions).
+   * many endings arrive together (a user of hundreds of sessions logged out).
    */
   function tokenLifetimeOf(realm: string): Promise<number> {
     const known = lifetimes.get(realm);

@@ -282,7 +282,7 @@ describe('the endpoint refuses what is no logout token of ours, and ends nothing
 });
 
 describe('a burst of logout tokens', () => {
-  it("200 at once (a realm's sign out all) are all acknowledged while Bearer requests go on", async () => {
+  it('200 at once (many sessions ended together) are all acknowledged while Bearer requests go on', async () => {
     const user = await createUser(org);
     const live = await grant(user);
     await bothServe(live);

@@ -94,6 +94,18 @@ describe('what Keycloak does not announce ends at the re-check', () => {
     expect(await status(announced, realm, token)).toBe(200);
   });
 
+  it('a realm\'s "sign out all active sessions" in Keycloak directly (it sets the not-before)', async () => {
+    const realm = await createOrganization(['ws']);
+    const token = await grant(await createUser(realm));
+    expect(await status(announced, realm, token)).toBe(200);
+    expect(await status(rechecking, realm, token)).toBe(200);
+    const started = performance.now();
+    const admin = await keycloakAdmin();
+    await admin.realms.logoutAll({ realm });
+    await refusedAtRecheck('realm sign out all', realm, token, started);
+    expect(await status(announced, realm, token)).toBe(200);
+  });
+
   it('a user disabled in Keycloak directly', async () => {
     const user = await createUser(org);
     const token = await grant(user);
