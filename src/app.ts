@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { createErrorHandler, notFoundHandler } from './envelope/error-handler.ts';
 import { createHealthRouter, type ReadinessCheck } from './http/health.router.ts';
 import type { Listener } from './auth-proxy/auth-steps.ts';
+import { BACKCHANNEL_LOGOUT_PATH } from './auth-proxy/backchannel-logout.ts';
 import type { Metrics } from './metrics/metrics.ts';
 import { serveMetrics, type Exposition } from './metrics/metrics.router.ts';
 
@@ -12,6 +13,8 @@ export interface AppDeps {
   logger: Logger;
   /** The `/auth` mount of a listener: its steps, then the proxy (auth-proxy/auth-steps.ts). */
   authMount: (listener: Listener) => RequestHandler;
+  /** Logout tokens Keycloak posts to the admin listener (auth-proxy/backchannel-logout.ts). */
+  backchannelLogout: RequestHandler;
   /** Everything under `/api` (see api/api.router.ts). */
   api: RequestHandler;
   readiness: Record<string, ReadinessCheck>;
@@ -44,6 +47,8 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
   if (listener === 'admin' && registry) {
     app.get('/metrics', serveMetrics(deps.exposition ?? registry));
   }
+  // Keycloak's announcements of ended sessions: the admin listener only, as `/metrics`.
+  if (listener === 'admin') app.post(BACKCHANNEL_LOGOUT_PATH, deps.backchannelLogout);
 
   // Before any body parser: the mount's own form guard reads /auth bodies, and hands them on.
   // Each /auth path runs the steps its entry names, then the proxy (auth-proxy/auth-steps.ts).

@@ -56,21 +56,20 @@ export async function startGateway(
   const lookups = { organizations: tenants.directory, workspaces: tenants.workspaces };
   const auth = await buildAuth(shared, keycloak, lookups, accounts);
   const automation = buildAutomation(shared, auth.admission);
+  const platform = buildPlatform(shared, keycloak, auth, tenants);
   const api = createApiRouter({
     admission: auth.admission,
     audit: shared.audit,
-    services: {
-      ...buildPlatform(shared, keycloak, auth, tenants),
-      operations: automation.operations,
-    },
+    services: { ...platform.services, operations: automation.operations },
   });
-  const authMount = buildAuthProxy(shared, auth, accounts);
+  const authProxy = buildAuthProxy(shared, auth, accounts);
   let shuttingDown = false;
   const app = (listener: Listener) =>
     createApp(
       {
         logger,
-        authMount,
+        authMount: authProxy.mount,
+        backchannelLogout: authProxy.backchannelLogout,
         api,
         readiness: shared.readiness,
         isShuttingDown: () => shuttingDown,
@@ -106,6 +105,7 @@ export async function startGateway(
     config.ADMIN_PORT,
     logger,
   );
+  platform.backchannelAlignment.start();
   return {
     publicServer,
     adminServer,
@@ -113,6 +113,7 @@ export async function startGateway(
     cache: shared.cache,
     async close() {
       shuttingDown = true;
+      platform.backchannelAlignment.close();
       auth.close();
       const graceMs = config.SHUTDOWN_GRACE_SECONDS * 1000;
       await Promise.all([closeServer(publicServer, graceMs), closeServer(adminServer, graceMs)]);

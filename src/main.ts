@@ -10,6 +10,7 @@ import { loadOrCreateDemoSecrets, type DemoSecrets } from './demo/demo-secrets.t
 import { printDemoWelcome } from './demo/welcome.ts';
 import { seedDemo } from './demo/seed-demo.ts';
 import { startGateway, type Gateway } from './gateway.ts';
+import { backchannelLogoutUrlOf } from './auth-proxy/backchannel-logout.ts';
 import { createLogger } from './http/logger.ts';
 import { loginAsBootstrapAdmin } from './keycloak/admin-client.ts';
 import { startConfiguredKeycloak } from './keycloak/local-keycloak.ts';
@@ -185,6 +186,7 @@ async function startDemo(
     admin,
     db,
     gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET!,
+    backchannelLogoutUrl: backchannelLogoutUrlOf(config),
     demoPassword,
     otpSecret: secrets.otpSecret,
   });

@@ -57,6 +57,20 @@ const readiness = z.record(
         ),
       })
       .meta({ description: 'Keycloak with several nodes, on the admin listener' }),
+    z
+      .object({
+        status: probeOutcome,
+        url: z.string().meta({ format: 'uri' }),
+        pending: z.literal(true).optional(),
+        realmsNotSet: z.union([z.array(z.string()), z.string()]).optional(),
+        realmsNotSetCount: z.number().int().optional(),
+      })
+      .meta({
+        description:
+          "`backchannel_logout`, on the admin listener: the URL every realm's clients of the " +
+          'gateway post logout tokens to, and the realms where it could not be set (at most 20 ' +
+          'named, all counted), or why none could be listed',
+      }),
   ]),
 );
 
@@ -88,7 +102,9 @@ const paths: OpenApiPaths = {
             'Ready, maybe degraded: serving, with what needs a missing dependency answering 503 ' +
             '(every Keycloak node down: new logins; the database down: list endpoints). ' +
             '`degraded`: serving, but not as configured (Redis down: in-process cache; a ' +
-            'Keycloak node down while another answers).',
+            'Keycloak node down while another answers; `backchannel_logout`: a realm whose ' +
+            'clients could not be pointed at the back-channel logout endpoint, its ended ' +
+            'sessions left to the re-check).',
           content: json({ schema: jsonSchemaOf(readinessAnswer, 'output') }),
         },
         ...errorResponses(['notReady']),

@@ -7,11 +7,29 @@ import type { Config } from '../config/config.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
 import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import type { Clock } from '../time/clock.ts';
+import { createLogoutTokenVerifier } from '../auth/bearer/logout-token.ts';
+import type { Cache } from '../cache/cache.ts';
+import type { Audit } from '../http/audit.ts';
+import type { Metrics } from '../metrics/metrics.ts';
+import { createAccessRevocations } from './access-revocations.ts';
 import { createAuthMount, type Listener } from './auth-steps.ts';
+import {
+  backchannelClientsOf,
+  backchannelLogout,
+  LOGOUT_TOKEN_MAX_AGE_SECONDS,
+} from './backchannel-logout.ts';
+
+/** What the auth-proxy area serves. */
+export interface AuthProxyArea {
+  /** The `/auth` mount of a listener: its steps, then the proxy (auth-steps.ts). */
+  mount: (listener: Listener) => RequestHandler;
+  /** `POST /backchannel-logout`, the admin listener's (backchannel-logout.ts). */
+  backchannelLogout: RequestHandler;
+}
 
 /**
- * Builds the `/auth` route: its steps' dependencies once, and the mount of each listener
- * (auth-steps.ts) from them.
+ * Builds the `/auth` route (its steps' dependencies once, the mount of each listener from them)
+ * and the back-channel logout endpoint: both end access through one set of revocations.
  */
 export function buildAuthProxy(
   shared: {
@@ -20,11 +38,14 @@ export function buildAuthProxy(
     clock: Clock;
     keycloakNodes: KeycloakNodes;
     forwarding: Forwarding;
-    metrics: Pick<AuthMetrics, 'authFailure'>;
+    cache: Cache;
+    audit: Audit;
+    metrics: Pick<AuthMetrics, 'authFailure'> & Pick<Metrics, 'backchannelLogout'>;
   },
   auth: Pick<
     AuthArea,
     | 'bearer'
+    | 'jwks'
     | 'idTokens'
     | 'revocations'
     | 'keySetEvents'
@@ -35,8 +56,17 @@ export function buildAuthProxy(
     | 'basicLoginSeconds'
   >,
   accounts: AccountAdmin,
-): (listener: Listener) => RequestHandler {
+): AuthProxyArea {
   const { config, logger, clock } = shared;
+  // The revocations of a session or a user: what passes through /auth, what Keycloak announces.
+  const access = createAccessRevocations({
+    revocations: auth.revocations,
+    accessTokenSeconds: (realm: string) => accounts.longestAccessTokenSeconds(realm),
+    leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
+    basicCacheSeconds: auth.basicLoginSeconds,
+    logger,
+    clock,
+  });
   const deps = {
     logger,
     keycloakNodes: shared.keycloakNodes,
@@ -54,9 +84,8 @@ export function buildAuthProxy(
       revocations: auth.revocations,
       bearer: auth.bearer,
       idTokenSession: auth.idTokens,
-      accessTokenSeconds: (realm: string) => accounts.longestAccessTokenSeconds(realm),
+      access,
       leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
-      basicCacheSeconds: auth.basicLoginSeconds,
       onKeyProvidersChanged: (realm: string) => auth.keySetEvents.refreshEverywhere(realm),
       // The throttle's memory is keyed by user name; the admin API names the user by id.
       onPasswordSet: async (realm: string, userId: string) => {
@@ -76,5 +105,25 @@ export function buildAuthProxy(
       clock,
     },
   };
-  return (listener) => createAuthMount(deps, listener);
+  return {
+    mount: (listener) => createAuthMount(deps, listener),
+    // What Keycloak announces it ended (OpenID Connect back-channel logout).
+    backchannelLogout: backchannelLogout({
+      verify: createLogoutTokenVerifier({
+        jwks: auth.jwks,
+        publicUrl: config.PUBLIC_URL,
+        audiencesOf: backchannelClientsOf,
+        maxAgeSeconds: LOGOUT_TOKEN_MAX_AGE_SECONDS,
+        leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
+        clock,
+      }),
+      access,
+      cache: shared.cache,
+      replayWindowSeconds: LOGOUT_TOKEN_MAX_AGE_SECONDS + 2 * config.TOKEN_CLOCK_LEEWAY_SECONDS,
+      metrics: shared.metrics,
+      audit: shared.audit,
+      clientAddress: (req) => shared.forwarding.clientAddress(req),
+      logger,
+    }),
+  };
 }

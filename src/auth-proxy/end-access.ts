@@ -11,6 +11,7 @@ import { beforeAnswer } from './auth-proxy.ts';
 import { formFieldsOf } from './form-body-guard.ts';
 import { refreshTokenSession } from './refresh-token-claims.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
+import type { AccessRevocations } from './access-revocations.ts';
 
 /**
  * The admin API's user and realm updates, read to see what they change: a few KiB, more with
@@ -18,24 +19,15 @@ import { systemClock, type Clock } from '../time/clock.ts';
  */
 const MAX_JSON_BYTES = 8 * 1024 * 1024;
 
-/**
- * When a realm's token lifetime cannot be read (the admin API failing): refusals last a day,
- * longer than any access token a realm would issue.
- */
-const UNKNOWN_LIFETIME_SECONDS = 24 * 3600;
-const LIFETIME_MEMORY_MS = 60_000;
-
 export interface EndAccessDeps {
   revocations: RevocationList;
   /** Verifies an access token of the realm: a `revoke` of one refuses that token alone. */
   bearer: Pick<BearerVerifier, 'verify'>;
   /** The session of an ID token the realm signed (id-token.ts), if it is one. */
   idTokenSession: (realm: string, token: string) => Promise<IdTokenSession | undefined>;
-  /** The longest an access token of the realm lives (the realm's and its clients' settings). */
-  accessTokenSeconds: (realm: string) => Promise<number>;
+  /** The revocations of a session or a user, shared with the back-channel logout. */
+  access: AccessRevocations;
   leewaySeconds: number;
-  /** How long a cached Basic login lives: how long its user's revocation must be kept. */
-  basicCacheSeconds: number;
   /** The realm's key providers changed: its key set is fetched again. */
   onKeyProvidersChanged: (realm: string) => Promise<void>;
   /**
@@ -63,35 +55,8 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
     limit: MAX_JSON_BYTES,
     inflate: false,
   });
-  const lifetimes = new Map<string, { seconds: number; until: number }>();
-
-  /** How long a refusal of the realm's tokens must last; remembered a minute per realm. */
-  async function tokenLifetimeOf(realm: string): Promise<number> {
-    const known = lifetimes.get(realm);
-    if (known && known.until > clock.now()) return known.seconds;
-    let seconds: number;
-    try {
-      seconds = (await deps.accessTokenSeconds(realm)) + deps.leewaySeconds;
-    } catch (err) {
-      deps.logger.warn({ err, realm }, 'token lifetime unreadable; refusals last a day');
-      return UNKNOWN_LIFETIME_SECONDS;
-    }
-    lifetimes.set(realm, { seconds, until: clock.now() + LIFETIME_MEMORY_MS });
-    return seconds;
-  }
-
-  const basicSeconds = Math.max(deps.basicCacheSeconds, 1);
-  const endSession = async (realm: string, sessionId: string, userId = '') => {
-    const ttlSeconds = await tokenLifetimeOf(realm);
-    return () =>
-      deps.revocations.revoke({
-        realm,
-        userId,
-        sessionIds: [sessionId],
-        ttlSeconds,
-        userTtlSeconds: 0,
-      });
-  };
+  const { access } = deps;
+  const { tokenLifetimeOf, basicSeconds, endSession } = access;
 
   /** What `ending` will do once Keycloak has said yes; undefined when nothing it names is trusted. */
   async function prepare(ending: Ending): Promise<(() => Promise<void>) | undefined> {
@@ -100,17 +65,10 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
       case 'session':
         return endSession(realm, ending.sessionId);
       case 'user': {
-        const tokenTtlSeconds = ending.tokens ? await tokenLifetimeOf(realm) : undefined;
         const { userId } = ending;
+        const endUser = await access.endUser(realm, userId, ending.tokens);
         return async () => {
-          await deps.revocations.revoke({
-            realm,
-            userId,
-            sessionIds: [],
-            ttlSeconds: 1,
-            userTtlSeconds: basicSeconds,
-            ...(tokenTtlSeconds !== undefined && { tokenTtlSeconds }),
-          });
+          await endUser();
           if (ending.passwordSet) await deps.onPasswordSet(realm, userId);
         };
       }

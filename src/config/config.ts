@@ -115,6 +115,12 @@ export const configSchema = z.object({
   ADMIN_PUBLIC_URL: url.default('http://localhost:8001').meta({
     description: "`{admin_site_address}` as clients reach it; the console's address",
   }),
+  BACKCHANNEL_LOGOUT_URL: url.optional().meta({
+    description:
+      "where Keycloak posts its logout tokens (OpenID Connect back-channel logout): the admin listener's `/backchannel-logout` as Keycloak reaches it. Set on every realm's API client and `realmgate-gateway` client at start and on new realms, so that a session ended in Keycloak ends at the gateway at once (see [what ends access](security-model.md#what-ends-access-and-how-the-gateway-learns-it))",
+    shownDefault:
+      '`http://<ADMIN_HOST>:<ADMIN_PORT>/backchannel-logout` (`127.0.0.1` for `0.0.0.0`)',
+  }),
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
     .default('info')

@@ -30,6 +30,8 @@ export async function seedDemo(deps: {
   admin: KeycloakAdmin;
   db: Knex;
   gatewayClientSecret: string;
+  /** Where the demo realm's clients announce ended sessions (auth-proxy/backchannel-logout.ts). */
+  backchannelLogoutUrl: string;
   demoPassword: string;
   otpSecret: string;
 }): Promise<void> {
@@ -47,6 +49,7 @@ export async function seedDemo(deps: {
     organizationId: org,
     organizationName: 'Demo organization',
     gatewayClientSecret: deps.gatewayClientSecret,
+    backchannelLogoutUrl: deps.backchannelLogoutUrl,
   });
   await createOrganizationsRepo(db).insertIfAbsent({ id: org, name: 'Demo organization' });
 

@@ -2,6 +2,7 @@ import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import type { AuthFailureReason } from '../auth/auth-failure.ts';
 import type { AuthFailureScheme, AuthMetrics, RecheckEvent } from '../auth/auth-metrics.ts';
 import type { RequestMetrics } from '../edge/edge.ts';
+import { BACKCHANNEL_REFUSALS, type BackchannelMetrics } from '../auth-proxy/backchannel-logout.ts';
 import { probe, type ReadinessCheck } from '../http/health.router.ts';
 import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import type { KeycloakCallKind, KeycloakCallOutcome } from '../keycloak/keycloak-calls.ts';
@@ -36,6 +37,9 @@ const AUTH_FAILURE_REASONS = [
   'throttled',
 ] as const satisfies readonly (AuthFailureReason | 'throttled')[];
 
+/** A logout token's fate at the back-channel logout endpoint: accepted, or why it was refused. */
+const BACKCHANNEL_OUTCOMES = ['accepted', ...BACKCHANNEL_REFUSALS] as const;
+
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'other'] as const;
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
 const AUTH_SCHEMES = ['none', 'basic', 'bearer', 'other'] as const;
@@ -62,7 +66,7 @@ const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
  * and an array increment, no allocation, no promise. With metrics off (METRICS_ENABLED=false)
  * every method does nothing and there is no registry.
  */
-export interface Metrics extends RequestMetrics, AuthMetrics {
+export interface Metrics extends RequestMetrics, AuthMetrics, BackchannelMetrics {
   /** The registry `/metrics` renders; undefined when metrics are off. */
   readonly registry: Registry | undefined;
   keycloakCall(kind: KeycloakCallKind, outcome: KeycloakCallOutcome, seconds: number): void;
@@ -76,6 +80,7 @@ export const metricsOff: Metrics = {
   keycloakCall() {},
   recheck() {},
   revocationApplied() {},
+  backchannelLogout() {},
 };
 
 /**
@@ -157,6 +162,14 @@ export function createMetrics(options: {
     labels: [{ name: 'source', values: ['local', 'peer'] }],
     showZeros: true,
   });
+  const backchannel = new CounterTable({
+    name: 'realmgate_backchannel_logout_tokens_total',
+    help:
+      'Logout tokens Keycloak posted to the back-channel logout endpoint: accepted, or refused ' +
+      'for the reason given.',
+    labels: [{ name: 'outcome', values: BACKCHANNEL_OUTCOMES }],
+    showZeros: true,
+  });
   // One series per worker: a scrape of the aggregated metrics shows every worker served.
   const workerRequests = new CounterTable({
     name: 'realmgate_worker_requests_total',
@@ -174,6 +187,7 @@ export function createMetrics(options: {
     keycloakDurations,
     rechecks,
     revocations,
+    backchannel,
   ]) {
     registry.registerMetric(table.asPromMetric());
   }
@@ -186,6 +200,7 @@ export function createMetrics(options: {
   const outcomeIndex = indexOf(KEYCLOAK_CALL_OUTCOMES);
   const recheckIndex = indexOf(RECHECK_EVENTS);
   const routeIndex = indexOf(ROUTE_CLASSES);
+  const backchannelIndex = indexOf(BACKCHANNEL_OUTCOMES);
   const otherMethod = METHODS.length - 1;
 
   return {
@@ -214,6 +229,9 @@ export function createMetrics(options: {
     },
     revocationApplied(source) {
       revocations.inc(source === 'local' ? 0 : 1);
+    },
+    backchannelLogout(outcome) {
+      backchannel.inc(backchannelIndex[outcome]);
     },
   };
 }

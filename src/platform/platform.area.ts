@@ -6,6 +6,9 @@ import type { Config } from '../config/config.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
 import type { ServiceAdmin } from '../keycloak/service-admin.ts';
 import type { Clock } from '../time/clock.ts';
+import { backchannelLogoutUrlOf } from '../auth-proxy/backchannel-logout.ts';
+import type { ReadinessCheck } from '../http/health.router.ts';
+import { createBackchannelAlignment, type BackchannelAlignment } from './backchannel-alignment.ts';
 import type { ListingRepos } from './listing.router.ts';
 import {
   createOrganizationDirectory,
@@ -63,21 +66,45 @@ export interface PlatformServices {
   signingKeys: SigningKeysService;
 }
 
+/** What the platform area gives: its tables' services, and the realms' alignment to start. */
+export interface PlatformArea {
+  services: PlatformServices;
+  /**
+   * Points every realm's clients of the gateway at its back-channel logout URL, in the
+   * background once the listeners are up (`start`); reported in readiness.
+   */
+  backchannelAlignment: BackchannelAlignment;
+}
+
 /**
  * Builds what administrators and users call under `/api/.../platform`: provisioning, the user
  * lifecycle, the organization and workspace lifecycle (all through the bootstrap
- * administrator's one admin session), signing keys, refresh tokens and the list endpoints.
+ * administrator's one admin session), signing keys, refresh tokens and the list endpoints; and
+ * the alignment of existing realms with the back-channel logout URL.
  */
 export function buildPlatform(
-  shared: { config: Config; db: Knex },
+  shared: {
+    config: Config;
+    logger: Logger;
+    db: Knex;
+    readiness: Record<string, ReadinessCheck>;
+  },
   keycloak: { adminSession: AdminSession; serviceAdmin: ServiceAdmin },
   auth: Pick<
     AuthArea,
     'revocations' | 'failedLogins' | 'keySetEvents' | 'jwks' | 'tokenDetails' | 'basicLoginSeconds'
   >,
   tenants: Tenants,
-): PlatformServices {
+): PlatformArea {
   const { config, db } = shared;
+  // Where realms' clients announce ended sessions: new realms at creation, existing ones here.
+  const backchannelLogoutUrl = backchannelLogoutUrlOf(config);
+  const backchannelAlignment = createBackchannelAlignment({
+    adminSession: keycloak.adminSession,
+    url: backchannelLogoutUrl,
+    logger: shared.logger,
+  });
+  shared.readiness.backchannel_logout = () => backchannelAlignment.report();
   const { adminSession } = keycloak;
   const { revocations } = auth;
   // A revocation voids the user's cached Basic logins for as long as one may be served.
@@ -85,7 +112,7 @@ export function buildPlatform(
     basicCacheSeconds: auth.basicLoginSeconds,
     leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
   };
-  return {
+  const services: PlatformServices = {
     listing: { organizations: tenants.organizationsRepo, workspaces: tenants.workspaces },
     refreshTokens: createRefreshTokensService({
       admin: keycloak.serviceAdmin,
@@ -97,6 +124,7 @@ export function buildPlatform(
       adminSession,
       db,
       gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
+      backchannelLogoutUrl,
     }),
     users: createUsersService({
       adminSession,
@@ -118,4 +146,5 @@ export function buildPlatform(
       organizations: tenants.organizationsRepo,
     }),
   };
+  return { services, backchannelAlignment };
 }

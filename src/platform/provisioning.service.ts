@@ -72,6 +72,8 @@ export function createProvisioningService(deps: {
   adminSession: AdminSession;
   db: Knex;
   gatewayClientSecret: string;
+  /** Where a new realm's clients announce ended sessions (realm-admin/backchannel-logout.ts). */
+  backchannelLogoutUrl?: string;
 }): ProvisioningService {
   const { adminSession } = deps;
   const organizations = createOrganizationsRepo(deps.db);
@@ -88,6 +90,7 @@ export function createProvisioningService(deps: {
           organizationId: id,
           organizationName: name,
           gatewayClientSecret: deps.gatewayClientSecret,
+          backchannelLogoutUrl: deps.backchannelLogoutUrl,
         }),
       );
       return organizations.insertIfAbsent({ id, name });

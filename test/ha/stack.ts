@@ -102,6 +102,8 @@ export async function startHaStack(log: (message: string) => void): Promise<HaSt
       // Keycloak writes this issuer into every token; both replicas verify it.
       PUBLIC_URL,
       ADMIN_PUBLIC_URL,
+      // Keycloak posts logout tokens through the load balancer's admin side, to either replica.
+      BACKCHANNEL_LOGOUT_URL: `${ADMIN_PUBLIC_URL}/backchannel-logout`,
       LOG_LEVEL: 'warn',
       KEYCLOAK_URL: cluster.nodes.map((node) => node.url).join(','),
       KEYCLOAK_ADMIN_USERNAME: secrets.keycloakAdminUsername,

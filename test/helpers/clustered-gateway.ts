@@ -44,6 +44,8 @@ export async function startClusteredGateway(
       KEYCLOAK_CLIENT_SECRET: env.gatewayClientSecret,
       DATABASE_URL: env.databaseUrl,
       TOKEN_CLOCK_LEEWAY_SECONDS: '1',
+      // The test realms announce ended sessions to the test gateway, not to this one.
+      BACKCHANNEL_LOGOUT_URL: `${env.adminUrl}/backchannel-logout`,
       LOG_LEVEL: 'info',
       ...overrides,
     },

@@ -9,6 +9,15 @@ import {
 } from '../../src/platform/realm-admin/provisioning.ts';
 import { testEnv } from './test-env.ts';
 
+/**
+ * Where the test realms' clients announce ended sessions: the test gateway's admin listener,
+ * whose revocations reach every replica sharing its Redis prefix. Replicas are given it too
+ * (replica.ts), so that none points the realms at its own listener.
+ */
+export function testBackchannelUrl(): string {
+  return `${testEnv().adminUrl}/backchannel-logout`;
+}
+
 /** A short random suffix so suites never collide with each other or with earlier runs. */
 export function uniqueId(prefix: string): string {
   return `${prefix}${randomBytes(4).toString('hex')}`;
@@ -33,6 +42,7 @@ export async function createOrganizationRealm(workspaces: string[] = []): Promis
     organizationId,
     organizationName: `Test ${organizationId}`,
     gatewayClientSecret: testEnv().gatewayClientSecret,
+    backchannelLogoutUrl: testBackchannelUrl(),
   });
   for (const ws of workspaces) await ensureWorkspaceRoles(admin, organizationId, ws);
   return organizationId;

@@ -3,6 +3,7 @@ import { startGateway, type Gateway } from '../../src/gateway.ts';
 import type { Logger } from 'pino';
 import { createLogger } from '../../src/http/logger.ts';
 import type { Clock } from '../../src/time/clock.ts';
+import { testBackchannelUrl } from './keycloak.ts';
 import { testEnv } from './test-env.ts';
 
 export interface Replica {
@@ -33,6 +34,7 @@ export async function startReplica(
     KEYCLOAK_CLIENT_SECRET: testEnv().gatewayClientSecret,
     DATABASE_URL: testEnv().databaseUrl,
     TOKEN_CLOCK_LEEWAY_SECONDS: '1',
+    BACKCHANNEL_LOGOUT_URL: testBackchannelUrl(),
     ...overrides,
   });
   // `KEYCLOAK_URL` in `overrides` points the replica at another Keycloak (or a fake one).

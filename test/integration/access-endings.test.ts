@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import { generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
@@ -178,8 +179,13 @@ async function servedUser(realm: string, scope?: string) {
   return { user, tokens, id: await userIdOf(user) };
 }
 
-const refusedOnB = (realm: string, authorization: string) =>
-  expect.poll(() => statusOnB(realm, authorization), EVENTUALLY).toBe(401);
+/** Waits for B to refuse; prints how long after A answered (docs/security-model.md's figures). */
+async function refusedOnB(realm: string, authorization: string): Promise<void> {
+  const started = performance.now();
+  await expect.poll(() => statusOnB(realm, authorization), EVENTUALLY).toBe(401);
+  const ms = Math.round(performance.now() - started);
+  console.log(`${expect.getState().currentTestName}: refused on the other replica after ${ms} ms`);
+}
 
 /**
  * Waits until B has applied everything A shared so far: A ends a marker user's access, and

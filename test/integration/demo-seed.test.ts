@@ -5,7 +5,12 @@ import { currentTotp } from '../helpers/totp.ts';
 import { DEMO, seedDemo } from '../../src/demo/seed-demo.ts';
 import { createOperationsRepo } from '../../src/automation/operations.repo.ts';
 import { createWorkspacesRepo } from '../../src/platform/workspaces.repo.ts';
-import { keycloakAdmin, passwordGrantBody, postToken } from '../helpers/keycloak.ts';
+import {
+  keycloakAdmin,
+  passwordGrantBody,
+  postToken,
+  testBackchannelUrl,
+} from '../helpers/keycloak.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 describe('demo data', () => {
@@ -19,6 +24,7 @@ describe('demo data', () => {
       admin: await keycloakAdmin(),
       db,
       gatewayClientSecret: testEnv().gatewayClientSecret,
+      backchannelLogoutUrl: testBackchannelUrl(),
       demoPassword: password,
       otpSecret,
     };

@@ -397,6 +397,7 @@ describe('docker-compose.yml', () => {
       'ADMIN_HOST',
       'ADMIN_PUBLIC_URL',
       'AUTOMATION_UPSTREAM_URL',
+      'BACKCHANNEL_LOGOUT_URL',
       'DATABASE_URL',
       'HOST',
       'KEYCLOAK_ADMIN_PASSWORD_FILE',
@@ -435,10 +436,15 @@ describe('docker-compose.yml', () => {
       KEYCLOAK_URL: keycloakNodes.map((node) => `http://${node}:8080/auth`),
       REALMGATE_CACHE_SECRET: 'cache-secret-0123456789',
       REALMGATE_DEMO: false,
+      // Keycloak posts logout tokens to the load balancer's admin side (bound on :8001).
+      BACKCHANNEL_LOGOUT_URL: 'http://load-balancer:8001/backchannel-logout',
     });
+    expect(environment('load-balancer').get('LB_ADMIN_BIND')).toBe(':8001');
     expect(gatewayConfig('gateway', given)).toMatchObject({
       ...shared,
       KEYCLOAK_URL: ['http://keycloak:8080/auth'],
+      // The local stack's one gateway: its admin listener, by service name and ADMIN_PORT.
+      BACKCHANNEL_LOGOUT_URL: 'http://gateway:8001/backchannel-logout',
       REALMGATE_DEMO: true,
       DATA_DIR: '/app/.data',
     });

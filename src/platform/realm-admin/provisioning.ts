@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
 import { isHttpStatus } from '../../keycloak/admin-client.ts';
 import { AppError } from '../../envelope/errors.ts';
+import { withBackchannelLogout } from './backchannel-logout.ts';
 import {
   isOrganizationId,
   isWorkspaceId,
@@ -34,14 +35,27 @@ export async function renderOrganizationRealm(values: {
   return JSON.parse(filled) as Record<string, unknown>;
 }
 
-/** Creates the organization's realm from the template unless it exists. Safe to repeat. */
+/**
+ * Creates the organization's realm from the template unless it exists. Safe to repeat. With
+ * `backchannelLogoutUrl`, Keycloak announces the ends of its sessions there
+ * (backchannel-logout.ts).
+ */
 export async function ensureOrganizationRealm(
   admin: KeycloakAdmin,
-  values: { organizationId: string; organizationName: string; gatewayClientSecret: string },
+  values: {
+    organizationId: string;
+    organizationName: string;
+    gatewayClientSecret: string;
+    backchannelLogoutUrl?: string;
+  },
 ): Promise<void> {
   if (await admin.realms.findOne({ realm: values.organizationId })) return;
+  const { backchannelLogoutUrl: url, ...templateValues } = values;
+  const rendered = await renderOrganizationRealm(templateValues);
   try {
-    await admin.realms.create(await renderOrganizationRealm(values));
+    await admin.realms.create(
+      url === undefined ? rendered : withBackchannelLogout(values.organizationId, rendered, url),
+    );
   } catch (err) {
     if (!isHttpStatus(err, 409)) throw err;
   }

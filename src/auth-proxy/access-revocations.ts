@@ -1,0 +1,103 @@
+import type { Logger } from 'pino';
+import type { RevocationList } from '../auth/revocation.ts';
+import { systemClock, type Clock } from '../time/clock.ts';
+
+/**
+ * When a realm's token lifetime cannot be read (the admin API failing): refusals last a day,
+ * longer than any access token a realm would issue.
+ */
+const UNKNOWN_LIFETIME_SECONDS = 24 * 3600;
+const LIFETIME_MEMORY_MS = 60_000;
+
+export interface AccessRevocationsDeps {
+  revocations: RevocationList;
+  /** The longest an access token of the realm lives (the realm's and its clients' settings). */
+  accessTokenSeconds: (realm: string) => Promise<number>;
+  leewaySeconds: number;
+  /** How long a cached Basic login lives: how long its user's revocation must be kept. */
+  basicCacheSeconds: number;
+  logger: Logger;
+  clock?: Clock;
+}
+
+/** A revocation made ready (its lifetime read): applying it is one call to the shared list. */
+export type PreparedRevocation = () => Promise<void>;
+
+/**
+ * The revocations that end a Keycloak session or a user's access at the gateway, through the
+ * shared revocation list (every replica at once): one writing of each, for what passes through
+ * `/auth` (end-access.ts) and what Keycloak announces (backchannel-logout.ts). Each is prepared
+ * first (the realm's token lifetime read, remembered a minute per realm, one read at a time)
+ * and applied by the function it resolves to.
+ */
+export function createAccessRevocations(deps: AccessRevocationsDeps) {
+  const { clock = systemClock } = deps;
+  const lifetimes = new Map<string, { seconds: Promise<number>; until: number }>();
+  const basicSeconds = Math.max(deps.basicCacheSeconds, 1);
+
+  /**
+   * How long a refusal of the realm's tokens must last. One read per realm and minute however
+   * many endings arrive together (a user of hundreds of sessions logged out).
+   */
+  function tokenLifetimeOf(realm: string): Promise<number> {
+    const known = lifetimes.get(realm);
+    if (known && known.until > clock.now()) return known.seconds;
+    const entry = {
+      seconds: deps.accessTokenSeconds(realm).then(
+        (value) => value + deps.leewaySeconds,
+        (err: unknown) => {
+          // Not remembered: the next ending asks again.
+          if (lifetimes.get(realm) === entry) lifetimes.delete(realm);
+          deps.logger.warn({ err, realm }, 'token lifetime unreadable; refusals last a day');
+          return UNKNOWN_LIFETIME_SECONDS;
+        },
+      ),
+      until: clock.now() + LIFETIME_MEMORY_MS,
+    };
+    lifetimes.set(realm, entry);
+    return entry.seconds;
+  }
+
+  return {
+    tokenLifetimeOf,
+    basicSeconds,
+    /** One Keycloak session: its tokens, and the Basic logins cached on it, are refused. */
+    endSession: async (
+      realm: string,
+      sessionId: string,
+      userId = '',
+    ): Promise<PreparedRevocation> => {
+      const ttlSeconds = await tokenLifetimeOf(realm);
+      return () =>
+        deps.revocations.revoke({
+          realm,
+          userId,
+          sessionIds: [sessionId],
+          ttlSeconds,
+          userTtlSeconds: 0,
+        });
+    },
+    /**
+     * A user's access: the user's cached Basic logins, and with `tokens` every token of the user
+     * issued before now (every session).
+     */
+    endUser: async (
+      realm: string,
+      userId: string,
+      tokens: boolean,
+    ): Promise<PreparedRevocation> => {
+      const tokenTtlSeconds = tokens ? await tokenLifetimeOf(realm) : undefined;
+      return () =>
+        deps.revocations.revoke({
+          realm,
+          userId,
+          sessionIds: [],
+          ttlSeconds: 1,
+          userTtlSeconds: basicSeconds,
+          ...(tokenTtlSeconds !== undefined && { tokenTtlSeconds }),
+        });
+    },
+  };
+}
+
+export type AccessRevocations = ReturnType<typeof createAccessRevocations>;

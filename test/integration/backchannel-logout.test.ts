@@ -1,0 +1,356 @@
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { Writable } from 'node:stream';
+import { SignJWT, type JWTPayload } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  claimsOf,
+  createUser,
+  keycloakAdmin,
+  testBackchannelUrl,
+  uniqueId,
+  userIdOf,
+  type TestUser,
+} from '../helpers/keycloak.ts';
+import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { importRsaKey, type HeldKey } from '../helpers/realm-keys.ts';
+import { startReplica, type Replica } from '../helpers/replica.ts';
+import { testEnv } from '../helpers/test-env.ts';
+import { EVENTUALLY } from '../helpers/eventually.ts';
+import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/auth/bearer/logout-token.ts';
+import { createLogger } from '../../src/http/logger.ts';
+import { ensureOrganizationRealm } from '../../src/platform/realm-admin/provisioning.ts';
+import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
+
+// Keycloak posts its logout tokens to the test gateway's admin listener (the URL the test realms
+// carry, helpers/keycloak.ts), which shares its Redis prefix with replicas A and B. Neither
+// replica re-checks tokens with Keycloak: only the revocation shared through Redis can make
+// them refuse. Every ending below is made on Keycloak's own port, never through a gateway.
+
+let a: Replica;
+/** What replica A logs: its audit lines, and proof that no token is written. */
+let logOfA = '';
+let b: Replica;
+let org: string;
+let realmKey: HeldKey;
+let foreignKey: HeldKey;
+
+beforeAll(async () => {
+  const shared = {
+    REDIS_URL: testEnv().redisUrl,
+    REDIS_KEY_PREFIX: testEnv().redisKeyPrefix,
+    REVOCATION_CHECK_SECONDS: 'off',
+  };
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      logOfA += chunk.toString();
+      done();
+    },
+  });
+  [a, b] = await Promise.all([
+    startReplica(19450, shared, createLogger('info', sink)),
+    startReplica(19452, shared),
+  ]);
+  org = await createOrganization(['ws']);
+  // Keys whose private halves the test holds: one the realm publishes (beside Keycloak's own,
+  // which keeps signing), one another realm publishes.
+  realmKey = await importRsaKey(org);
+  foreignKey = await importRsaKey(await createOrganization(['ws']));
+});
+afterAll(async () => {
+  await Promise.all([a?.gateway.close(), b?.gateway.close()]);
+  await closeTestDb();
+});
+
+/** A password grant at Keycloak's own port: a session the gateways never saw begin. */
+async function grant(user: TestUser): Promise<string> {
+  const res = await fetch(
+    `${testEnv().keycloakUrl}/realms/${user.realm}/protocol/openid-connect/token`,
+    {
+      method: 'POST',
+      body: new URLSearchParams({
+        client_id: apiClientIdOf(user.realm),
+        grant_type: 'password',
+        scope: 'openid',
+        username: user.username,
+        password: user.password,
+      }),
+    },
+  );
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { access_token: string }).access_token;
+}
+
+async function status(replica: Replica, token: string): Promise<number> {
+  const res = await fetch(`${replica.url}/api/${org}/platform/workspaces`, {
+    headers: { authorization: `Bearer ${token}` },
+  });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+const bothServe = async (token: string) =>
+  expect([await status(a, token), await status(b, token)]).toEqual([200, 200]);
+
+/**
+ * Waits until both replicas refuse every token (the event, with a generous bound), and prints
+ * how long it took from `started` (the moment before the Keycloak call that ended them).
+ */
+async function refusedOnBoth(what: string, started: number, tokens: string[]): Promise<void> {
+  await expect
+    .poll(async () => {
+      const statuses = await Promise.all(
+        tokens.flatMap((token) => [status(a, token), status(b, token)]),
+      );
+      return statuses.every((s) => s === 401);
+    }, EVENTUALLY)
+    .toBe(true);
+  const ms = Math.round(performance.now() - started);
+  console.log(`back-channel logout, ${what}: refused on both replicas after ${ms} ms`);
+}
+
+const sidOf = (token: string) => String(claimsOf(token).sid);
+
+describe('what Keycloak ends on its own port ends on every replica at once', () => {
+  it('a session signed out through the admin API', async () => {
+    const user = await createUser(org);
+    const token = await grant(user);
+    await bothServe(token);
+    const admin = await keycloakAdmin();
+    const started = performance.now();
+    await admin.realms.deleteSession({ realm: org, session: sidOf(token), isOffline: false });
+    await refusedOnBoth('admin API session delete', started, [token]);
+  });
+
+  it("a user's logout of all sessions (admin API)", async () => {
+    const user = await createUser(org);
+    const tokens = [await grant(user), await grant(user)];
+    for (const token of tokens) await bothServe(token);
+    const admin = await keycloakAdmin();
+    const started = performance.now();
+    await admin.users.logout({ realm: org, id: await userIdOf(user) });
+    await refusedOnBoth('admin API user logout (2 sessions)', started, tokens);
+  });
+
+  it("the account console's sign-out (its REST API, as the console calls it)", async () => {
+    const user = await createUser(org);
+    const [other, current] = [await grant(user), await grant(user)];
+    await bothServe(other);
+    const account = `${testEnv().keycloakUrl}/realms/${org}/account/sessions`;
+    const headers = { authorization: `Bearer ${current}`, accept: 'application/json' };
+    // "Sign out" of one device: that session.
+    let started = performance.now();
+    let res = await fetch(`${account}/${sidOf(other)}`, { method: 'DELETE', headers });
+    expect(res.status).toBe(204);
+    await refusedOnBoth('account console, sign out one device', started, [other]);
+    // "Sign out all devices": the current session too.
+    await bothServe(current);
+    started = performance.now();
+    res = await fetch(`${account}?current=true`, { method: 'DELETE', headers });
+    expect(res.status).toBe(204);
+    await refusedOnBoth('account console, sign out all devices', started, [current]);
+  });
+});
+
+const endpointOf = (replica: Replica) =>
+  `http://127.0.0.1:${replica.config.ADMIN_PORT}/backchannel-logout`;
+
+/** POSTs a logout request to `url`: a form of `logout_token` unless `body` is given raw. */
+async function post(url: string, token: string, body?: string) {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: body ?? new URLSearchParams({ logout_token: token }).toString(),
+  });
+  return { status: res.status, cache: res.headers.get('cache-control'), text: await res.text() };
+}
+
+/** A logout token for `sid`/`sub` of the realm as Keycloak writes one, with `changes`. */
+function logoutToken(
+  key: HeldKey,
+  changes: JWTPayload = {},
+  header: Record<string, unknown> = {},
+): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  const claims: JWTPayload = {
+    iss: `${testEnv().publicUrl}/auth/realms/${org}`,
+    aud: apiClientIdOf(org),
+    iat: now,
+    exp: now + 120,
+    jti: randomUUID(),
+    sid: randomUUID(),
+    sub: randomUUID(),
+    typ: 'Logout',
+    events: { [BACKCHANNEL_LOGOUT_EVENT]: {} },
+    ...changes,
+  };
+  for (const [name, value] of Object.entries(claims)) if (value === undefined) delete claims[name];
+  return new SignJWT(claims)
+    .setProtectedHeader({ alg: 'RS256', kid: key.kid, typ: 'logout+jwt', ...header })
+    .sign(key.privateKey);
+}
+
+describe('the endpoint refuses what is no logout token of ours, and ends nothing', () => {
+  it('refuses each forgery with 400 invalid_request, no-store, and serves the live token still', async () => {
+    const user = await createUser(org);
+    const live = await grant(user);
+    await bothServe(live);
+    const victim = { sid: sidOf(live), sub: String(claimsOf(live).sub) };
+    const unsigned = (payload: object) =>
+      [{ alg: 'none', typ: 'logout+jwt' }, payload]
+        .map((part) => Buffer.from(JSON.stringify(part)).toString('base64url'))
+        .join('.') + '.';
+    const replayed = await logoutToken(realmKey, { sid: randomUUID(), sub: undefined });
+    expect((await post(endpointOf(a), replayed)).status).toBe(200);
+    const now = Math.floor(Date.now() / 1000);
+    // Each forgery, and the reason A counts and audits for it.
+    const forgeries: Record<string, [Promise<string> | string, string]> = {
+      "another realm's key": [logoutToken({ ...foreignKey }, victim), 'bad_signature'],
+      'alg none': [unsigned(claimsOf(await logoutToken(realmKey, victim))), 'bad_signature'],
+      'wrong aud': [logoutToken(realmKey, { ...victim, aud: 'admin-cli' }), 'wrong_audience'],
+      'replayed jti': [replayed, 'replayed'],
+      'a nonce': [logoutToken(realmKey, { ...victim, nonce: 'n' }), 'nonce'],
+      'no events': [logoutToken(realmKey, { ...victim, events: undefined }), 'no_event'],
+      'no sid or sub': [logoutToken(realmKey, { sid: undefined, sub: undefined }), 'no_subject'],
+      'iat too old': [
+        logoutToken(realmKey, { ...victim, iat: now - 600, exp: now + 600 }),
+        'stale',
+      ],
+      'another issuer': [
+        logoutToken(realmKey, { ...victim, iss: 'http://evil.example/auth/realms/x' }),
+        'unknown_issuer',
+      ],
+      garbage: ['garbage', 'malformed'],
+    };
+    const sent: string[] = [];
+    for (const [name, [token]] of Object.entries(forgeries)) {
+      sent.push(await token);
+      const answer = await post(endpointOf(a), await token);
+      expect({ name, ...answer }).toEqual({
+        name,
+        status: 400,
+        cache: 'no-store',
+        text: '{"error":"invalid_request"}',
+      });
+    }
+    const huge = `logout_token=${'a'.repeat(64 * 1024)}`;
+    expect((await post(endpointOf(b), '', huge)).status).toBe(400);
+    expect((await post(endpointOf(b), '', 'other=1')).status).toBe(400);
+    const twice = new URLSearchParams([
+      ['logout_token', await logoutToken(realmKey, victim)],
+      ['logout_token', await logoutToken(realmKey, victim)],
+    ]).toString();
+    expect((await post(endpointOf(b), '', twice)).status).toBe(400);
+    // Everything A and B heard so far has reached them: a marker session ended last is refused.
+    const marker = await grant(await createUser(org));
+    const ended = await logoutToken(realmKey, { sid: sidOf(marker), sub: undefined });
+    expect((await post(endpointOf(b), ended)).status).toBe(200);
+    await refusedOnBoth('a logout token posted to a replica', performance.now(), [marker]);
+    await bothServe(live);
+
+    // Counted by reason, audited, and no token written to the log.
+    const metrics = await (await fetch(`http://127.0.0.1:${a.config.ADMIN_PORT}/metrics`)).text();
+    const counted = (outcome: string) =>
+      Number(
+        new RegExp(
+          `realmgate_backchannel_logout_tokens_total\\{outcome="${outcome}"\\} (\\d+)`,
+        ).exec(metrics)?.[1],
+      );
+    for (const [, reason] of Object.values(forgeries)) expect(counted(reason)).toBeGreaterThan(0);
+    expect(counted('accepted')).toBeGreaterThan(0);
+    const refusals = logOfA
+      .split('\n')
+      .filter((line) => line.includes('"audit":true') && line.includes('backchannel_logout'))
+      .map((line) => JSON.parse(line) as { outcome: string; target: { reason?: string } });
+    for (const [, reason] of Object.values(forgeries)) {
+      expect(refusals).toContainEqual(
+        expect.objectContaining({ outcome: 'failure', target: { reason } }),
+      );
+    }
+    for (const token of sent) expect(logOfA).not.toContain(token.split('.')[1] || token);
+  });
+
+  it('is absent on the public listener', async () => {
+    const token = await logoutToken(realmKey);
+    const res = await fetch(`${a.url}/backchannel-logout`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ logout_token: token }).toString(),
+    });
+    expect(res.status).toBe(404);
+  });
+});
+
+describe('a burst of logout tokens', () => {
+  it('200 at once (many sessions ended together) are all acknowledged while Bearer requests go on', async () => {
+    const user = await createUser(org);
+    const live = await grant(user);
+    await bothServe(live);
+    const tokens = await Promise.all(
+      Array.from({ length: 200 }, () =>
+        logoutToken(realmKey, { sid: randomUUID(), sub: undefined }),
+      ),
+    );
+    let stop = false;
+    const served: number[] = [];
+    const traffic = (async () => {
+      while (!stop) served.push(await status(a, live));
+    })();
+    const started = performance.now();
+    const answers = await Promise.all(tokens.map((token) => post(endpointOf(a), token)));
+    const ms = Math.round(performance.now() - started);
+    stop = true;
+    await traffic;
+    console.log(
+      `back-channel logout burst: 200 tokens acknowledged in ${ms} ms, ${served.length} Bearer requests served meanwhile`,
+    );
+    expect(answers.map((answer) => answer.status)).toEqual(tokens.map(() => 200));
+    expect(served.length).toBeGreaterThan(0);
+    expect(served.every((s) => s === 200)).toBe(true);
+  });
+});
+
+describe("every realm's clients of the gateway point at it", () => {
+  it('a realm made without the URL gets it when a replica starts, and readiness says so', async () => {
+    const realm = uniqueId('org-');
+    const admin = await keycloakAdmin();
+    await ensureOrganizationRealm(admin, {
+      organizationId: realm,
+      organizationName: realm,
+      gatewayClientSecret: testEnv().gatewayClientSecret,
+    });
+    const attributesOf = async () =>
+      (await admin.clients.find({ realm }))
+        .filter((client) => [apiClientIdOf(realm), 'realmgate-gateway'].includes(client.clientId!))
+        .map((client) => {
+          const attributes = (client.attributes ?? {}) as Record<string, string | undefined>;
+          return [
+            attributes['backchannel.logout.url'],
+            attributes['backchannel.logout.session.required'],
+          ];
+        });
+    expect(await attributesOf()).toEqual([
+      [undefined, undefined],
+      [undefined, undefined],
+    ]);
+    const c = await startReplica(19458);
+    try {
+      const wanted = [testBackchannelUrl(), 'true'];
+      await expect.poll(attributesOf, EVENTUALLY).toEqual([wanted, wanted]);
+      const readyz = async () =>
+        (
+          (await (await fetch(`http://127.0.0.1:${c.config.ADMIN_PORT}/readyz`)).json()) as {
+            data: { backchannel_logout: unknown };
+          }
+        ).data.backchannel_logout;
+      await expect.poll(readyz, EVENTUALLY).toEqual({ status: 'up', url: testBackchannelUrl() });
+      // The public listener shows the outcome alone (the URL is an internal address).
+      const open = (await (await fetch(`${c.url}/readyz`)).json()) as {
+        data: { backchannel_logout: unknown };
+      };
+      expect(open.data.backchannel_logout).toBe('up');
+    } finally {
+      await c.gateway.close();
+    }
+  });
+});
