@@ -10,12 +10,12 @@ import type { Clock } from '../time/clock.ts';
 import { createLogoutTokenVerifier } from '../auth/bearer/logout-token.ts';
 import type { Cache } from '../cache/cache.ts';
 import type { Audit } from '../http/audit.ts';
-import type { Metrics } from '../metrics/metrics.ts';
 import { createAccessRevocations } from './access-revocations.ts';
 import { createAuthMount, type Listener } from './auth-steps.ts';
 import {
   backchannelClientsOf,
   backchannelLogout,
+  type BackchannelMetrics,
   LOGOUT_TOKEN_MAX_AGE_SECONDS,
 } from './backchannel-logout.ts';
 
@@ -40,7 +40,7 @@ export function buildAuthProxy(
     forwarding: Forwarding;
     cache: Cache;
     audit: Audit;
-    metrics: Pick<AuthMetrics, 'authFailure'> & Pick<Metrics, 'backchannelLogout'>;
+    metrics: Pick<AuthMetrics, 'authFailure'> & BackchannelMetrics;
   },
   auth: Pick<
     AuthArea,
