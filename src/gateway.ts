@@ -56,6 +56,7 @@ import { createSigningKeysService } from './platform/signing-keys.service.ts';
 import { createWorkspacesRepo } from './platform/workspaces.repo.ts';
 import { closeServer, listen } from './server.ts';
 import { createMetrics, metricsOff } from './metrics/metrics.ts';
+import { buildInfo } from './release/build-info.ts';
 import { createTracing, tracesUrlOf } from './tracing/tracing.ts';
 import { systemClock, type Clock } from './time/clock.ts';
 
@@ -139,8 +140,10 @@ export async function startGateway(
       return (cache as Partial<FallbackCache>).degraded ? ('degraded' as const) : undefined;
     },
   };
+  const build = buildInfo();
   const metrics = config.METRICS_ENABLED
     ? createMetrics({
+        build,
         readiness,
         databasePool: () => poolState(db),
         keycloakNodes,
@@ -364,6 +367,7 @@ export async function startGateway(
     bootstrapAdmin: config.KEYCLOAK_ADMIN_USERNAME,
     api,
     isShuttingDown: () => shuttingDown,
+    build,
     readiness,
     metrics,
     exposition,
