@@ -80,12 +80,20 @@ export function publicSource(remote: string): string {
   }
 }
 
-const run = (command: string, args: string[], inherit = false) =>
-  execFileSync(command, args, {
-    cwd: root,
-    encoding: 'utf8',
-    stdio: inherit ? 'inherit' : ['ignore', 'pipe', 'pipe'],
-  });
+/** Runs a command in the checkout; its output shown (`inherit`) or returned. */
+function run(command: string, args: string[], inherit = false): string {
+  try {
+    return execFileSync(command, args, {
+      cwd: root,
+      encoding: 'utf8',
+      stdio: inherit ? 'inherit' : ['ignore', 'pipe', 'pipe'],
+    });
+  } catch (error) {
+    // Its own output said why; nothing was committed or tagged after a failed check.
+    if (inherit) throw new ReleaseError(`${command} ${args.join(' ')} failed (above)`);
+    throw error;
+  }
+}
 const git = (...args: string[]) => run('git', args).trim();
 const say = (line: string) => process.stdout.write(`release: ${line}\n`);
 

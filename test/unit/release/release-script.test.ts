@@ -125,7 +125,7 @@ describe('scripts/release.ts in a repository of its own', () => {
     await git('init', '--quiet', '--initial-branch', 'topic');
     await git('add', '.');
     await git('commit', '--quiet', '-m', 'start');
-  });
+  }, 30_000);
 
   afterAll(async () => {
     await rm(dir, { recursive: true, force: true });
@@ -156,5 +156,6 @@ describe('scripts/release.ts in a repository of its own', () => {
       code: 1,
       stderr: 'release: CHANGELOG.md has no section "## [0.4.0] - YYYY-MM-DD"\n',
     });
-  });
+    // Six Node processes and as many git commands, on a machine other tests keep busy.
+  }, 60_000);
 });
