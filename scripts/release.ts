@@ -65,19 +65,20 @@ export function changelogSection(changelog: string, version: string, today: stri
   return body;
 }
 
-/** A remote's URL without any user or password in it: the image's `source` label. */
+/**
+ * A remote's URL without any user or password in it, for the image's `source` label; `unknown`
+ * for no remote or one only this machine can reach (a path, `file:`).
+ */
 export function publicSource(remote: string): string {
   const trimmed = remote.trim();
-  if (trimmed === '') return 'unknown';
-  try {
-    const url = new URL(trimmed);
-    url.username = '';
-    url.password = '';
-    return url.href.replace(/\/$/, '');
-  } catch {
-    // scp-like `git@host:owner/repo.git`: nothing secret in it.
-    return trimmed;
-  }
+  // scp-like `git@host:owner/repo.git`: nothing secret in it.
+  if (/^[\w.-]+@[\w.-]+:[^/]/.test(trimmed)) return trimmed;
+  if (!URL.canParse(trimmed)) return 'unknown';
+  const url = new URL(trimmed);
+  if (!['https:', 'http:', 'ssh:', 'git:'].includes(url.protocol)) return 'unknown';
+  url.username = '';
+  url.password = '';
+  return url.href.replace(/\/$/, '');
 }
 
 /** Runs a command in the checkout; its output shown (`inherit`) or returned. */
@@ -138,7 +139,8 @@ async function release(asked: string | undefined): Promise<void> {
   const message = mkdtempSync(path.join(tmpdir(), 'realmgate-release-'));
   try {
     writeFileSync(path.join(message, 'tag'), `realmgate ${version}\n\n${notes}\n`);
-    git('tag', '--annotate', tag, '--file', path.join(message, 'tag'));
+    // Verbatim: git would take the changelog's `### Added` headings for comments and drop them.
+    git('tag', '--annotate', '--cleanup=verbatim', tag, '--file', path.join(message, 'tag'));
   } finally {
     rmSync(message, { recursive: true, force: true });
   }

@@ -87,7 +87,7 @@ describe('changelogSection', () => {
 });
 
 describe('publicSource', () => {
-  it('drops credentials from a remote URL, keeps scp-like ones, unknown without a remote', () => {
+  it('drops credentials from a remote URL, keeps scp-like ones, unknown without a public remote', () => {
     expect(publicSource('https://user:secret@example.test/org/realmgate.git\n')).toBe(
       'https://example.test/org/realmgate.git',
     );
@@ -95,6 +95,9 @@ describe('publicSource', () => {
       'git@example.test:org/realmgate.git',
     );
     expect(publicSource('')).toBe('unknown');
+    for (const local of ['/work/main', '../realmgate', 'file:///srv/git/realmgate.git']) {
+      expect(publicSource(local), local).toBe('unknown');
+    }
   });
 });
 
