@@ -9,6 +9,7 @@
 /** The folders of src/, lowest first: each may import those before it, never those after. */
 const LAYERS = [
   'time', // the clock every rule with a lifetime reads: imports nothing of src/
+  'release', // the version (package.json's) and the build's facts: imports nothing of src/
   'tracing', // optional OpenTelemetry tracing and the traced scope: imports nothing of src/
   'tenancy', // ids, the master realm, organization state, who a caller is
   'db', // knex, migrations, what a lost database looks like

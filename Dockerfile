@@ -7,11 +7,23 @@
 ARG NODE_IMAGE=node:24-bookworm-slim
 FROM ${NODE_IMAGE}
 
+# What this image is (OCI annotations, `docker inspect` shows them), from build arguments:
+# scripts/release.sh passes them, and so does docker-compose.yml from the host's variables of the
+# same names; a build without them says "unknown". REALMGATE_VERSION, when given, must be
+# package.json's (checked), REALMGATE_REVISION the commit built (it stays in the
+# environment: the image holds no .git, and the start log and realmgate_build_info read it),
+# REALMGATE_SOURCE where that commit can be fetched, REALMGATE_CREATED the build time (RFC 3339).
+# Each ARG is declared where it is first used: a RUN after an ARG whose value changed is built
+# again, and the revision changes with every commit.
+
 ENV NODE_ENV=production
 WORKDIR /app
 
 # Runtime dependencies only: every package src/ imports is in "dependencies" (the test checks).
 COPY package.json package-lock.json ./
+# A version label that is not the code's version would mislead whoever reads it: refused.
+ARG REALMGATE_VERSION=unknown
+RUN node -e 'const v = require("./package.json").version, a = process.argv[1]; if (a !== "unknown" && a !== v) { console.error(`REALMGATE_VERSION ${a} differs from package.json (${v})`); process.exit(1); }' "${REALMGATE_VERSION}"
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
 COPY src/ ./src/
@@ -20,6 +32,20 @@ COPY realm-export/ ./realm-export/
 
 # DATA_DIR (default .data) must be writable by the unprivileged user.
 RUN mkdir -p /app/.data && chown node:node /app/.data
+
+ARG REALMGATE_REVISION=unknown
+ARG REALMGATE_SOURCE=unknown
+ARG REALMGATE_CREATED=unknown
+LABEL org.opencontainers.image.title="realmgate" \
+      org.opencontainers.image.description="Authentication gateway in front of Keycloak" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${REALMGATE_VERSION}" \
+      org.opencontainers.image.revision="${REALMGATE_REVISION}" \
+      org.opencontainers.image.source="${REALMGATE_SOURCE}" \
+      org.opencontainers.image.created="${REALMGATE_CREATED}"
+
+ENV REALMGATE_REVISION=${REALMGATE_REVISION}
+
 USER node
 
 EXPOSE 8000 8001

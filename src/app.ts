@@ -5,6 +5,7 @@ import { createHealthRouter, type ReadinessCheck } from './http/health.router.ts
 import type { Listener } from './auth-proxy/auth-steps.ts';
 import { BACKCHANNEL_LOGOUT_PATH } from './auth-proxy/backchannel-logout.ts';
 import type { Metrics } from './metrics/metrics.ts';
+import type { BuildInfo } from './release/build-info.ts';
 import { serveMetrics, type Exposition } from './metrics/metrics.router.ts';
 
 export type { Listener };
@@ -18,6 +19,8 @@ export interface AppDeps {
   /** Everything under `/api` (see api/api.router.ts). */
   api: RequestHandler;
   readiness: Record<string, ReadinessCheck>;
+  /** The version and revision the admin listener's `/healthz` shows. */
+  build: BuildInfo;
   /** True once the gateway has begun to shut down: `/readyz` then answers 503 at once. */
   isShuttingDown: () => boolean;
   metrics: Metrics;
@@ -39,7 +42,13 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
   app.set('case sensitive routing', true);
 
   app.use(
-    createHealthRouter(deps.readiness, deps.isShuttingDown, deps.logger, listener === 'admin'),
+    createHealthRouter(
+      deps.readiness,
+      deps.isShuttingDown,
+      deps.logger,
+      listener === 'admin',
+      deps.build,
+    ),
   );
   // Operators' data (traffic, failure reasons, dependency state): the admin listener only; the
   // public one answers 404 like any unknown path.

@@ -72,6 +72,7 @@ export async function startGateway(
         backchannelLogout: authProxy.backchannelLogout,
         api,
         readiness: shared.readiness,
+        build: shared.build,
         isShuttingDown: () => shuttingDown,
         metrics: shared.metrics,
         exposition: shared.exposition,

@@ -22,6 +22,7 @@ import {
 } from './keycloak/keycloak-nodes.ts';
 import type { Exposition } from './metrics/metrics.router.ts';
 import { createMetrics, metricsOff, type Metrics } from './metrics/metrics.ts';
+import { buildInfo, type BuildInfo } from './release/build-info.ts';
 import type { Clock } from './time/clock.ts';
 import { createTracing, tracesUrlOf, type Tracing } from './tracing/tracing.ts';
 
@@ -56,6 +57,8 @@ export interface Infrastructure {
   /** Keycloak's nodes and their states, shared by every Keycloak call, the proxy and readiness. */
   readonly keycloakNodes: KeycloakNodes;
   readonly readiness: Record<string, ReadinessCheck>;
+  /** The version and revision: in `realmgate_build_info` and the admin listener's `/healthz`. */
+  readonly build: BuildInfo;
   readonly metrics: Metrics;
   /** What `/metrics` shows when not this process's registry alone: every worker's. */
   readonly exposition: Exposition | undefined;
@@ -119,8 +122,10 @@ export async function openInfrastructure(
       return (cache as Partial<FallbackCache>).degraded ? 'degraded' : undefined;
     },
   };
+  const build = buildInfo();
   const metrics = config.METRICS_ENABLED
     ? createMetrics({
+        build,
         readiness,
         databasePool: () => poolState(db),
         keycloakNodes,
@@ -150,6 +155,7 @@ export async function openInfrastructure(
     bus,
     keycloakNodes,
     readiness,
+    build,
     metrics,
     exposition: workerExposition(metrics, worker),
     tracing,

@@ -13,6 +13,7 @@ import { startGateway, type Gateway } from './gateway.ts';
 import { backchannelLogoutUrlOf } from './auth-proxy/backchannel-logout.ts';
 import { createLogger } from './http/logger.ts';
 import { loginAsBootstrapAdmin } from './keycloak/admin-client.ts';
+import { buildInfo } from './release/build-info.ts';
 import { startConfiguredKeycloak } from './keycloak/local-keycloak.ts';
 import { superviseWorkers, WORKER_ID_VARIABLE, type Supervisor } from './supervisor.ts';
 
@@ -42,6 +43,9 @@ async function main(): Promise<void> {
   const config = loadConfig(env);
   const logger = createLogger(config.LOG_LEVEL);
   const say = (message: string) => logger.info(message);
+  // First, so that whatever follows (a refused migration, say) is read against the version.
+  const build = buildInfo();
+  logger.info(build, `realmgate ${build.version} starting`);
 
   let keycloak: LocalKeycloak | undefined;
   let gateway: Gateway | undefined;
@@ -97,6 +101,8 @@ async function main(): Promise<void> {
     }
     logger.info(
       {
+        version: build.version,
+        revision: build.revision,
         public: config.PUBLIC_URL,
         admin: config.ADMIN_PUBLIC_URL,
         workers: clustered ? config.WORKERS : 1,

@@ -5,7 +5,7 @@ import path from 'node:path';
 import process from 'node:process';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { build } from 'esbuild';
+import { build, type Plugin } from 'esbuild';
 
 /*
  * Builds and packs the realmgate-cli package from src/cli: one JavaScript file holding all it
@@ -30,18 +30,46 @@ export interface CliPack {
   files: string[];
   /** The files the bundle holds code of, relative to the repository. */
   inputs: string[];
+  /** The package's manifest as packed. */
+  manifest: Record<string, unknown>;
 }
 
 /** The packages of node_modules the bundle holds code of. */
 const BUNDLED_PACKAGES = ['jose', 'oauth4webapi', 'openid-client'];
 
-/** Builds the package into `dir`: its manifest, README, the bundle and its packages' licences. */
-async function buildInto(dir: string): Promise<string[]> {
-  const manifest = JSON.parse(await readFile(path.join(here, 'package.json'), 'utf8')) as {
-    scripts?: unknown;
-  };
-  // The manifest's scripts only stop `npm pack` of the unbuilt folder; the package needs none.
+/** The root package.json: realmgate's one version (src/release/version.ts reads it too). */
+const rootManifest = path.join(root, 'package.json');
+
+/** The root manifest's version: the CLI is released with the gateway, under one number. */
+export async function rootVersion(): Promise<string> {
+  const { version } = JSON.parse(await readFile(rootManifest, 'utf8')) as { version?: unknown };
+  if (typeof version !== 'string') throw new Error('package.json has no version');
+  return version;
+}
+
+/**
+ * The package's manifest: packages/cli/package.json, which writes no version, with the root's
+ * version, without its scripts (they only stop `npm pack` of the unbuilt folder).
+ */
+export async function cliManifest(): Promise<Record<string, unknown>> {
+  const manifest = JSON.parse(await readFile(path.join(here, 'package.json'), 'utf8')) as Record<
+    string,
+    unknown
+  >;
   delete manifest.scripts;
+  const { name, ...rest } = manifest;
+  // The version after the name, where npm writes it.
+  return { name, version: await rootVersion(), ...rest };
+}
+
+/**
+ * Builds the package into `dir`: its manifest, README, the bundle and its packages' licences;
+ * returns the files bundled and the manifest.
+ */
+async function buildInto(
+  dir: string,
+): Promise<{ inputs: string[]; manifest: Record<string, unknown> }> {
+  const manifest = await cliManifest();
   await writeFile(path.join(dir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   await copyFile(path.join(here, 'README.md'), path.join(dir, 'README.md'));
   await mkdir(path.join(dir, 'dist'));
@@ -55,7 +83,7 @@ async function buildInto(dir: string): Promise<string[]> {
       path.join(dir, 'dist', `LICENSE.${name}.md`),
     );
   }
-  return inputs;
+  return { inputs, manifest };
 }
 
 /**
@@ -78,6 +106,7 @@ export async function bundleCli(
     metafile: true,
     logLevel: 'warning',
     absWorkingDir: root,
+    plugins: [versionOnly],
   });
   // What ended up in the bundle (jose's index names modules that tree shaking drops).
   const [output] = Object.values(metafile.outputs);
@@ -88,13 +117,28 @@ export async function bundleCli(
 }
 
 /**
+ * src/release/version.ts imports the root package.json for its version: the bundle gets that
+ * field only, not the gateway's description and dependency list.
+ */
+const versionOnly: Plugin = {
+  name: 'root-manifest-version-only',
+  setup(builder) {
+    builder.onLoad({ filter: /package\.json$/ }, async (args) =>
+      args.path === rootManifest
+        ? { contents: JSON.stringify({ version: await rootVersion() }), loader: 'json' }
+        : undefined,
+    );
+  },
+};
+
+/**
  * Builds the package and packs it with `npm pack` into `destination`. `env` is the environment
  * npm runs in (default: this process's).
  */
 export async function packCli(destination: string, env = process.env): Promise<CliPack> {
   const staging = await mkdtemp(path.join(tmpdir(), 'realmgate-cli-build-'));
   try {
-    const inputs = await buildInto(staging);
+    const { inputs, manifest } = await buildInto(staging);
     const { stdout } = await promisify(execFile)(
       'npm',
       ['pack', staging, '--pack-destination', destination, '--json', '--ignore-scripts'],
@@ -110,6 +154,7 @@ export async function packCli(destination: string, env = process.env): Promise<C
       size: packed!.size,
       files: packed!.files.map((file) => file.path).sort(),
       inputs,
+      manifest,
     };
   } finally {
     await rm(staging, { recursive: true, force: true });

@@ -1,11 +1,10 @@
-// The CLI's own manifest: the version of the package API clients install (packages/cli).
-import cliPackage from '../../packages/cli/package.json' with { type: 'json' };
 import { isHelp, parseCommandLine } from './args.ts';
 import { DEFAULT_TIMEOUT_MS } from './client.ts';
 import { commandNamed } from './commands.ts';
 import { CliError, exitCodes } from './errors.ts';
 import { formatHelp, formatShortUsage } from './help.ts';
 import type { CliIo } from './io.ts';
+import { VERSION } from '../release/version.ts';
 
 export interface CliOptions {
   /** How long one request may take before the gateway counts as unreachable. */
@@ -29,7 +28,7 @@ export async function runCli(
       return exitCodes.success;
     }
     if (command.name === 'version') {
-      io.stdout.write(`${cliPackage.version}\n`);
+      io.stdout.write(`${VERSION}\n`);
       return exitCodes.success;
     }
     const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;

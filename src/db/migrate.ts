@@ -1,6 +1,9 @@
 import type { Knex } from 'knex';
 import ClientPgLite from 'knex-pglite';
 import type { Logger } from 'pino';
+import { VERSION } from '../release/version.ts';
+import { readableFrom, schemaVerdict } from './schema-history.ts';
+import { appliedMigrations, readSchemaRecord, writeSchemaRecord } from './schema-record.ts';
 import * as initial from './migrations/20261122-001-initial.ts';
 import * as refreshTokenDetails from './migrations/20261125-002-refresh-token-details.ts';
 
@@ -13,6 +16,16 @@ interface NamedMigration {
  * Every migration, in order. Listed statically rather than globbed from disk so the same code
  * runs as TypeScript (Node strips the types), from a bundle, or from compiled output without
  * knowing file extensions.
+ *
+ * The rule (docs/operations.md, "Upgrades and migrations"): during a rolling upgrade the
+ * previous release's replicas run on the schema these make, and a rollback of one release runs
+ * the previous release's code on it too. So a release's migrations
+ * - are appended, never edited, reordered or removed once released (released-migrations.json
+ *   lists what each release shipped; a unit test holds this list to it);
+ * - expand: new tables, and new columns nullable or with a default; nothing the previous release
+ *   reads is renamed, retyped, made stricter or dropped;
+ * - contract one release later: drop only what the previous release no longer reads.
+ * test/integration/release-compat.test.ts runs the previous release's code on this schema.
  */
 const migrations: readonly NamedMigration[] = [
   { name: '20261122-001-initial', migration: initial },
@@ -50,8 +63,7 @@ export const MIGRATION_LOCK_KEY = '8243101811291414900';
  */
 export async function migrateToLatest(db: Knex, logger?: Logger): Promise<void> {
   if (db.client instanceof ClientPgLite) {
-    await freeLeftKnexLock(db, logger);
-    await db.migrate.latest({ migrationSource });
+    await migrateAsOnlyMigrator(db, logger);
     return;
   }
   // One connection of the pool, held throughout: the advisory lock belongs to its session.
@@ -60,8 +72,7 @@ export async function migrateToLatest(db: Knex, logger?: Logger): Promise<void> 
   try {
     await db.raw('select pg_advisory_lock(?::bigint)', [MIGRATION_LOCK_KEY]).connection(connection);
     try {
-      await freeLeftKnexLock(db, logger);
-      await db.migrate.latest({ migrationSource });
+      await migrateAsOnlyMigrator(db, logger);
     } finally {
       await db
         .raw('select pg_advisory_unlock(?::bigint)', [MIGRATION_LOCK_KEY])
@@ -70,6 +81,45 @@ export async function migrateToLatest(db: Knex, logger?: Logger): Promise<void> 
   } finally {
     await pool.releaseConnection(connection);
   }
+}
+
+/** This release cannot run on the database it was given; the message says why and what to do. */
+export class SchemaRefusedError extends Error {
+  override name = 'SchemaRefusedError';
+}
+
+/**
+ * What the one migrator does: reads what the database has applied and its record of which
+ * releases may run on it (schema-history.ts decides); refuses a schema this release cannot run
+ * on; leaves alone one a newer release made that it may run on (knex would refuse its unknown
+ * migrations: "migration directory is corrupt"); otherwise applies what is missing and, when it
+ * did (or no record exists yet), records which releases may run on the result.
+ */
+async function migrateAsOnlyMigrator(db: Knex, logger?: Logger): Promise<void> {
+  const applied = await appliedMigrations(db);
+  const record = await readSchemaRecord(db);
+  const verdict = schemaVerdict(VERSION, MIGRATION_NAMES, applied, record);
+  if (verdict.kind === 'refuse') {
+    throw new SchemaRefusedError(
+      `realmgate ${VERSION} cannot run on this database: ${verdict.reason}`,
+    );
+  }
+  if (verdict.kind === 'newer') {
+    logger?.warn(
+      { version: VERSION, migratedBy: record?.migratedBy, unknownMigrations: verdict.unknown },
+      'database: migrated by a newer release whose schema this one runs on; nothing migrated',
+    );
+    return;
+  }
+  await freeLeftKnexLock(db, logger);
+  const [, done] = (await db.migrate.latest({ migrationSource })) as [number, string[]];
+  if (done.length > 0 || !record) {
+    await writeSchemaRecord(db, {
+      readableFrom: readableFrom(VERSION, MIGRATION_NAMES),
+      migratedBy: VERSION,
+    });
+  }
+  if (done.length > 0) logger?.info({ version: VERSION, migrations: done }, 'database: migrated');
 }
 
 /** The calls of knex's client that lend one connection of its pool (typed `any` by knex). */

@@ -2,6 +2,7 @@ import { Router, type Response } from 'express';
 import type { Logger } from 'pino';
 import { success, failure } from '../envelope/envelope.ts';
 import { errorCodes } from '../envelope/errors.ts';
+import type { BuildInfo } from '../release/build-info.ts';
 
 export type ProbeOutcome = 'up' | 'down' | 'degraded';
 
@@ -26,7 +27,9 @@ export type ReadinessCheck = () => Promise<void | ProbeOutcome | ReadinessReport
 const CHECK_TIMEOUT_MS = 2000;
 
 /**
- * `GET /healthz`: the process is up. `GET /readyz`: whether this replica can serve its main
+ * `GET /healthz`: the process is up; on the admin listener (`detailed`) with the version and
+ * revision it runs, which an operator reads during a rolling upgrade (the public listener does
+ * not tell them: they would help someone pick exploits). `GET /readyz`: whether this replica can serve its main
  * traffic (verified tokens, cached logins, organizations it knows), so that a load balancer
  * keeps it while it can:
  * - 200 when every dependency answered within two seconds;
@@ -42,10 +45,15 @@ export function createHealthRouter(
   isShuttingDown: () => boolean,
   logger: Logger,
   detailed = false,
+  build?: BuildInfo,
 ): Router {
   const router = Router();
+  const health =
+    detailed && build
+      ? { status: 'up', version: build.version, revision: build.revision }
+      : { status: 'up' };
   router.get('/healthz', (_req, res) => {
-    res.json(success({ status: 'up' }));
+    res.json(success(health));
   });
   router.get('/readyz', async (_req, res) => {
     if (isShuttingDown()) {

@@ -5,6 +5,7 @@ import type { RequestMetrics } from '../edge/edge.ts';
 import { BACKCHANNEL_REFUSALS, type BackchannelMetrics } from '../auth-proxy/backchannel-logout.ts';
 import { probe, type ReadinessCheck } from '../http/health.router.ts';
 import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
+import type { BuildInfo } from '../release/build-info.ts';
 import type { KeycloakCallKind, KeycloakCallOutcome } from '../keycloak/keycloak-calls.ts';
 import { CounterTable, HistogramTable } from './metric-table.ts';
 import { ROUTE_CLASSES } from '../edge/route.ts';
@@ -95,6 +96,8 @@ export function createMetrics(options: {
   keycloakNodes?: Pick<KeycloakNodes, 'all'>;
   /** This worker's number when the gateway runs several (WORKERS): its requests are counted. */
   worker?: string;
+  /** What runs: `realmgate_build_info`. */
+  build: BuildInfo;
 }): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -260,6 +263,21 @@ function registerStateGauges(
   registry: Registry,
   options: Parameters<typeof createMetrics>[0],
 ): void {
+  new Gauge({
+    name: 'realmgate_build_info',
+    help: "The gateway's version, the git commit it was built from, and the Node.js running it; always 1.",
+    labelNames: ['version', 'revision', 'node_version'],
+    registers: [registry],
+    // Every worker runs the same build: one series, not their sum.
+    aggregator: 'max',
+  }).set(
+    {
+      version: options.build.version,
+      revision: options.build.revision,
+      node_version: options.build.nodeVersion,
+    },
+    1,
+  );
   const names = Object.keys(options.readiness);
   new Gauge({
     name: 'realmgate_dependency_up',

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { buildInfo } from '../../src/release/build-info.ts';
+import { VERSION } from '../../src/release/version.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 async function get(url: string) {
@@ -43,14 +45,18 @@ describe('public and admin listeners', () => {
     expect(res.text).toContain('<html');
   });
 
-  it('answers /healthz and /readyz on both listeners', async () => {
-    for (const base of [testEnv().publicUrl, testEnv().adminUrl]) {
+  it('answers /healthz and /readyz on both listeners; the version only on the admin one', async () => {
+    for (const [base, data] of [
+      [testEnv().publicUrl, { status: 'up' }],
+      [testEnv().adminUrl, { status: 'up', version: VERSION, revision: buildInfo().revision }],
+    ] as const) {
       const health = await get(`${base}/healthz`);
       expect(health.status).toBe(200);
-      expect(JSON.parse(health.text)).toMatchObject({
-        data: { status: 'up' },
+      expect(JSON.parse(health.text)).toEqual({
+        data,
         message: 'SUCCESS',
         result: '000-00000',
+        ts: expect.any(String) as unknown,
       });
       const ready = await get(`${base}/readyz`);
       expect(ready.status).toBe(200);

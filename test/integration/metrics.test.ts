@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { buildInfo } from '../../src/release/build-info.ts';
+import { VERSION } from '../../src/release/version.ts';
 import { basicAuth } from '../helpers/api.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
@@ -141,6 +143,7 @@ describe('metrics', () => {
       'realmgate_dependency_up',
       'realmgate_keycloak_node_up',
       'realmgate_database_connections',
+      'realmgate_build_info',
       'process_cpu_user_seconds_total',
       'nodejs_eventloop_lag_seconds',
     ]) {
@@ -157,6 +160,21 @@ describe('metrics', () => {
     expect(valueOf(scraped, 'realmgate_keycloak_node_up', { node: '0' })).toBe(1);
     expect(scraped.samples.has('realmgate_keycloak_node_up{node="1"}')).toBe(false);
     expect(scraped.samples.has('realmgate_database_connections{state="free"}')).toBe(true);
+  });
+
+  it('names the build it runs: version, revision and Node, value 1', async () => {
+    const scraped = await scrape(replica);
+    const build = buildInfo();
+    expect(
+      valueOf(scraped, 'realmgate_build_info', {
+        version: VERSION,
+        revision: build.revision,
+        node_version: process.versions.node,
+      }),
+    ).toBe(1);
+    expect(
+      [...scraped.samples.keys()].filter((k) => k.startsWith('realmgate_build_info')),
+    ).toHaveLength(1);
   });
 
   describe('after one of each kind of request', () => {

@@ -43,6 +43,8 @@ const MIGRATED = {
     'knex_migrations_lock',
     'operations',
     'organizations',
+    // Which releases may run on the schema (src/db/schema-record.ts).
+    'realmgate_schema',
     'refresh_token_details',
     'workspaces',
   ],

@@ -56,6 +56,13 @@ const composeSchema = JSON.parse(
 
 /** Variables the compose file may interpolate besides the gateway's own: the postgres image's. */
 const extraVariables = ['POSTGRES_USER', 'POSTGRES_PASSWORD'];
+/** The gateway image's labels: build arguments of the Dockerfile, "unknown" unless given. */
+const labelArguments = [
+  'REALMGATE_VERSION',
+  'REALMGATE_REVISION',
+  'REALMGATE_SOURCE',
+  'REALMGATE_CREATED',
+];
 /** The image variables, each defaulting to the upstream image (ops/images/ builds stand-ins). */
 const imageDefaults: Record<string, string> = {
   NODE_IMAGE: 'node:24-bookworm-slim',
@@ -305,7 +312,10 @@ describe('docker-compose.yml', () => {
     for (const gateway of allGateways) {
       expect(service(gateway).build, gateway).toEqual({
         context: '.',
-        args: { NODE_IMAGE: `\${NODE_IMAGE:-${imageDefaults.NODE_IMAGE}}` },
+        args: {
+          NODE_IMAGE: `\${NODE_IMAGE:-${imageDefaults.NODE_IMAGE}}`,
+          ...Object.fromEntries(labelArguments.map((name) => [name, `\${${name}:-unknown}`])),
+        },
       });
       expect(service(gateway).image, gateway).toBe('realmgate');
     }
@@ -314,9 +324,24 @@ describe('docker-compose.yml', () => {
     expect(built.map(([name]) => name)).toEqual(allGateways);
   });
 
-  it('interpolates only configuration variables, the postgres credentials and image names, each with a default', () => {
+  it("passes the image's label arguments, each one the Dockerfile declares and labels", () => {
+    const dockerfile = readFileSync(path.join(root, 'Dockerfile'), 'utf8');
+    for (const name of labelArguments) {
+      expect(dockerfile, name).toContain(`\nARG ${name}=unknown\n`);
+      expect(dockerfile, name).toMatch(
+        new RegExp(`org\\.opencontainers\\.image\\.\\w+="\\$\\{${name}\\}"`),
+      );
+    }
+  });
+
+  it('interpolates only configuration variables, the postgres credentials, image names and label arguments, each with a default', () => {
     const names = [...new Set(interpolations(compose).map((i) => i.name))].sort();
-    const allowed = [...schemaKeys, ...extraVariables, ...Object.keys(imageDefaults)];
+    const allowed = [
+      ...schemaKeys,
+      ...extraVariables,
+      ...Object.keys(imageDefaults),
+      ...labelArguments,
+    ];
     expect(names.filter((n) => !allowed.includes(n))).toEqual([]);
     expect(names).toEqual([
       'ADMIN_PUBLIC_URL',
@@ -330,6 +355,10 @@ describe('docker-compose.yml', () => {
       'POSTGRES_PASSWORD',
       'POSTGRES_USER',
       'PUBLIC_URL',
+      'REALMGATE_CREATED',
+      'REALMGATE_REVISION',
+      'REALMGATE_SOURCE',
+      'REALMGATE_VERSION',
       'REDIS_IMAGE',
     ]);
     // Compose interpolates the services of every profile: a required variable (`:?`) would

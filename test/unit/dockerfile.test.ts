@@ -3,6 +3,7 @@ import { builtinModules } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { REVISION_VARIABLE } from '../../src/release/build-info.ts';
 
 /*
  * Keeps the Dockerfile consistent with package.json and the source layout: the base image, the
@@ -203,5 +204,45 @@ describe('Dockerfile', () => {
     }
     // Each entry names the file, the package, and its devDependencies range if it is one.
     expect(Object.fromEntries(notInstalled)).toEqual({});
+  });
+
+  it('labels the image with its version, revision, source and creation time, from build arguments', () => {
+    const labels = instructions.find((l) => l.startsWith('LABEL '));
+    const annotations = Object.fromEntries(
+      [...(labels ?? '').matchAll(/(org\.opencontainers\.image\.\w+)="([^"]*)"/g)].map(
+        (m): [string, string] => [m[1]!, m[2]!],
+      ),
+    );
+    expect(annotations).toMatchObject({
+      'org.opencontainers.image.version': '${REALMGATE_VERSION}',
+      'org.opencontainers.image.revision': '${REALMGATE_REVISION}',
+      'org.opencontainers.image.source': '${REALMGATE_SOURCE}',
+      'org.opencontainers.image.created': '${REALMGATE_CREATED}',
+      'org.opencontainers.image.licenses': 'Apache-2.0',
+    });
+    for (const name of ['VERSION', 'REVISION', 'SOURCE', 'CREATED']) {
+      expect(instructions, name).toContain(`ARG REALMGATE_${name}=unknown`);
+    }
+    // The revision reaches the gateway (start log, realmgate_build_info) in its environment.
+    expect(instructions).toContain(`ENV ${REVISION_VARIABLE}=\${REALMGATE_REVISION}`);
+  });
+
+  it("refuses a version argument that is not package.json's, before installing anything", () => {
+    const check = instructions.findIndex((l) => l.includes('require("./package.json").version'));
+    expect(check).toBeGreaterThan(instructions.indexOf('COPY package.json package-lock.json ./'));
+    expect(check).toBeLessThan(instructions.findIndex((l) => l.startsWith('RUN npm ci')));
+    expect(instructions[check]).toContain('process.exit(1)');
+    expect(instructions[check]).toMatch(/"\$\{REALMGATE_VERSION\}"$/);
+  });
+
+  it('declares the arguments that change with every commit after the last RUN, which keeps the layers cached', () => {
+    const lastRun = instructions.findLastIndex((l) => l.startsWith('RUN '));
+    for (const name of ['REVISION', 'SOURCE', 'CREATED']) {
+      expect(instructions.indexOf(`ARG REALMGATE_${name}=unknown`), name).toBeGreaterThan(lastRun);
+    }
+    // The version changes once a release: declared before its check, after npm ci's inputs.
+    expect(instructions.indexOf('ARG REALMGATE_VERSION=unknown')).toBeGreaterThan(
+      instructions.indexOf('COPY package.json package-lock.json ./'),
+    );
   });
 });

@@ -10,6 +10,7 @@ async function workerJson(worker: string, requests: number, cacheUp: boolean) {
   const metrics = createMetrics({
     readiness: { cache: () => (cacheUp ? Promise.resolve() : Promise.reject(new Error('down'))) },
     worker,
+    build: { version: '1.2.3', revision: 'unknown', nodeVersion: '24.21.0' },
   });
   for (let i = 0; i < requests; i++) metrics.request('forwarded', 'GET', 200, 'Bearer x', 0.002);
   return (await metrics.registry!.getMetricsAsJSON()) as MetricsJson;
