@@ -58,16 +58,35 @@ export function createAccessRevocations(deps: AccessRevocationsDeps) {
     return entry.seconds;
   }
 
+  /**
+   * As `tokenLifetimeOf`, but no longer than `waitMs` when given: past it, a day (longer than any
+   * token lives, so nothing is refused too briefly), and the read goes on for the next ending.
+   */
+  function lifetimeWithin(realm: string, waitMs: number | undefined): Promise<number> {
+    const seconds = tokenLifetimeOf(realm);
+    if (waitMs === undefined) return seconds;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<number>((resolve) => {
+      timer = setTimeout(() => resolve(UNKNOWN_LIFETIME_SECONDS), waitMs);
+      timer.unref();
+    });
+    return Promise.race([seconds, late]).finally(() => clearTimeout(timer));
+  }
+
   return {
     tokenLifetimeOf,
     basicSeconds,
-    /** One Keycloak session: its tokens, and the Basic logins cached on it, are refused. */
+    /**
+     * One Keycloak session: its tokens, and the Basic logins cached on it, are refused. With
+     * `waitMs`, prepared within it even while Keycloak's admin API is slow (`lifetimeWithin`).
+     */
     endSession: async (
       realm: string,
       sessionId: string,
       userId = '',
+      waitMs?: number,
     ): Promise<PreparedRevocation> => {
-      const ttlSeconds = await tokenLifetimeOf(realm);
+      const ttlSeconds = await lifetimeWithin(realm, waitMs);
       return () =>
         deps.revocations.revoke({
           realm,
@@ -79,14 +98,15 @@ export function createAccessRevocations(deps: AccessRevocationsDeps) {
     },
     /**
      * A user's access: the user's cached Basic logins, and with `tokens` every token of the user
-     * issued before now (every session).
+     * issued before now (every session). `waitMs` as for `endSession`.
      */
     endUser: async (
       realm: string,
       userId: string,
       tokens: boolean,
+      waitMs?: number,
     ): Promise<PreparedRevocation> => {
-      const tokenTtlSeconds = tokens ? await tokenLifetimeOf(realm) : undefined;
+      const tokenTtlSeconds = tokens ? await lifetimeWithin(realm, waitMs) : undefined;
       return () =>
         deps.revocations.revoke({
           realm,

@@ -63,6 +63,13 @@ export interface BackchannelMetrics {
   backchannelLogout(outcome: 'accepted' | BackchannelRefusal): void;
 }
 
+/**
+ * How long the realm's token lifetime (the admin API) may hold an acknowledgement: Keycloak waits
+ * for the answer while it ends the session, 5 s at most. Past it, the revocation is recorded for
+ * a day, which ends nothing too early.
+ */
+const LIFETIME_WAIT_MS = 1000;
+
 /** A logout request is a form of one token of about 1 KiB; far larger is refused unread. */
 const MAX_BODY_BYTES = 16 * 1024;
 
@@ -113,8 +120,8 @@ export function backchannelLogout(deps: BackchannelLogoutDeps): RequestHandler {
   async function end(token: LogoutToken): Promise<void> {
     const { realm, sessionId, userId } = token;
     const revoke = sessionId
-      ? await deps.access.endSession(realm, sessionId, userId)
-      : await deps.access.endUser(realm, userId!, true);
+      ? await deps.access.endSession(realm, sessionId, userId, LIFETIME_WAIT_MS)
+      : await deps.access.endUser(realm, userId!, true, LIFETIME_WAIT_MS);
     await revoke();
   }
 

@@ -7,6 +7,7 @@ import {
   keycloakAdmin,
   passwordGrantBody,
   postToken,
+  testBackchannelUrl,
   uniqueId,
   type TestUser,
 } from '../helpers/keycloak.ts';
@@ -76,6 +77,14 @@ describe('provisioning API (/api/platform)', () => {
     expectSuccess(first);
     expect(first.body.data).toMatchObject({ id, name: 'N', enabled: true });
     expectDocumentedAnswer('createOrganization', first.body);
+    // Its clients of the gateway announce ended sessions to the back-channel logout endpoint.
+    const clients = await (await keycloakAdmin()).clients.find({ realm: id });
+    for (const clientId of [`_${id}-api`, 'realmgate-gateway']) {
+      expect(clients.find((client) => client.clientId === clientId)?.attributes).toMatchObject({
+        'backchannel.logout.url': testBackchannelUrl(),
+        'backchannel.logout.session.required': 'true',
+      });
+    }
     const again = await call('POST', '/organizations', { as: admin, body: { id, name: 'N' } });
     expect(again.body.data).toEqual(first.body.data);
   });
