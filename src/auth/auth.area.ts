@@ -19,6 +19,10 @@ import { isBootstrapAdmin } from './bootstrap-admin.ts';
 import { longestServedSeconds } from './basic/cached-login.ts';
 import { createActiveCheck } from './bearer/active-check.ts';
 import { createBearerVerifier, type BearerVerifier } from './bearer/bearer-verifier.ts';
+import { htuBaseOf } from './dpop/dpop-htu.ts';
+import { createProofChecker } from './dpop/dpop-proof.ts';
+import { createProofReplayStore } from './dpop/dpop-replay.ts';
+import { createDpopScheme } from './dpop/dpop-scheme.ts';
 import { createIdTokenReader, type IdTokenReader } from './bearer/id-token.ts';
 import { createJwksRegistry, type JwksRegistry } from './bearer/jwks.ts';
 import { createKeySetEvents, type KeySetEvents } from './bearer/key-set-events.ts';
@@ -179,6 +183,19 @@ export async function buildAuth(
   const admission = createAdmission({
     basic,
     bearer,
+    // `Authorization: DPoP`: a bound token and its proof, each proof accepted once (dpop/).
+    dpop: createDpopScheme({
+      check: createProofChecker({
+        algorithms: config.DPOP_ALGORITHMS,
+        maxAgeSeconds: config.DPOP_PROOF_MAX_AGE_SECONDS,
+        aheadSeconds: config.DPOP_PROOF_AHEAD_SECONDS,
+        maxCachedKeys: config.MEMORY_CACHE_MAX_ENTRIES,
+        clock,
+      }),
+      replay: createProofReplayStore({ cache, clock }),
+      htuBase: htuBaseOf(config.PUBLIC_URL),
+      algorithms: config.DPOP_ALGORITHMS,
+    }),
     revocations,
     activeCheck,
     organizations: tenants.organizations,
