@@ -12,6 +12,7 @@ import {
   type Span,
 } from '@opentelemetry/api';
 import type { Logger } from 'pino';
+import { VERSION } from '../release/version.ts';
 import { currentTraceScope, inTraceScope } from './trace-scope.ts';
 
 /**
@@ -96,7 +97,10 @@ export async function createTracing(options: TracingOptions): Promise<Tracing> {
   );
   const ratio = new sdk.TraceIdRatioBasedSampler(options.sampleRatio);
   const provider = new sdk.TracerProvider({
-    resource: resourceFromAttributes({ 'service.name': options.serviceName }),
+    resource: resourceFromAttributes({
+      'service.name': options.serviceName,
+      'service.version': VERSION,
+    }),
     sampler: new sdk.ParentBasedSampler({
       root: ratio,
       remoteParentSampled: ratio,

@@ -4,6 +4,8 @@ import type { AddressInfo } from 'node:net';
 /** One span as an OTLP/HTTP JSON export carries it (ids in hex), with its resource's service. */
 export interface ReceivedSpan {
   service: string;
+  /** The resource's `service.version`. */
+  serviceVersion: string;
   traceId: string;
   spanId: string;
   /** '' for a root span. */
@@ -58,11 +60,14 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       }
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ExportRequest;
       for (const resource of body.resourceSpans ?? []) {
-        const service = String(attributesOf(resource.resource?.attributes)['service.name']);
+        const resourceAttributes = attributesOf(resource.resource?.attributes);
+        const service = String(resourceAttributes['service.name']);
+        const serviceVersion = String(resourceAttributes['service.version']);
         for (const scope of resource.scopeSpans ?? []) {
           for (const span of scope.spans ?? []) {
             spans.push({
               service,
+              serviceVersion,
               traceId: span.traceId,
               spanId: span.spanId,
               parentSpanId: span.parentSpanId ?? '',

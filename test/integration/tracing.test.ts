@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { VERSION } from '../../src/release/version.ts';
 import { basicAuth } from '../helpers/api.ts';
 import { createUser, passwordGrantBody, type TestUser } from '../helpers/keycloak.ts';
 import { startKeycloakFront, type KeycloakFront } from '../helpers/keycloak-front.ts';
@@ -188,5 +189,6 @@ describe('tracing (OpenTelemetry, OTLP over HTTP)', () => {
     await traced.gateway.close();
     expect(receiver.spans.filter((s) => s.traceId === traceId)).toEqual([]);
     expect(new Set(receiver.spans.map((s) => s.service))).toEqual(new Set(['realmgate-traced']));
+    expect(new Set(receiver.spans.map((s) => s.serviceVersion))).toEqual(new Set([VERSION]));
   });
 });
