@@ -25,6 +25,7 @@ export const SESSION_COMMANDS: readonly CommandEntry[] = [
       workspace: { value: 'workspace', repeat: true },
       'read-only': {},
       expires: { value: 'duration' },
+      'no-dpop': {},
     },
     parse: (args) => {
       const expires = args.one('expires');
@@ -40,6 +41,7 @@ export const SESSION_COMMANDS: readonly CommandEntry[] = [
           readOnly: args.has('read-only'),
           expiresInSeconds: expires === undefined ? undefined : parseDuration(expires, '--expires'),
         },
+        dpop: !args.has('no-dpop'),
       };
     },
     run: async (command, context) => ({ json: await login(command, context) }),

@@ -6,6 +6,7 @@ import type { RunContext } from './io.ts';
 import {
   accessTokenOf,
   callAs,
+  connectionOf,
   findStoredLogin,
   isLoginExpired,
   resolveCaller,
@@ -98,8 +99,8 @@ export async function revokeSession(
   timeoutMs: number,
 ): Promise<void> {
   const request: ApiRequest = { method: 'DELETE', path: sessionPath(login, sessionId) };
-  const authorization = `Bearer ${login.accessToken ?? ''}`;
-  await callApi(request, { baseUrl: new URL(login.gateway), authorization }, timeoutMs);
+  const connection = connectionOf(new URL(login.gateway), login, login.accessToken ?? '');
+  await callApi(request, connection, timeoutMs);
 }
 
 async function forget(caller: { path: string }, login: StoredLogin): Promise<void> {

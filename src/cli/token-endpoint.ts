@@ -2,6 +2,7 @@ import { decodeJwt } from 'jose';
 import * as oidc from 'openid-client';
 import { apiClientIdOf } from '../tenancy/identifiers.ts';
 import { describeUnreachable, printable } from './client.ts';
+import { DPOP_ALGORITHM, sendWithProof, type DpopKey } from './dpop.ts';
 import { CliError } from './errors.ts';
 
 /** What a successful grant gives the CLI. */
@@ -12,6 +13,8 @@ export interface Tokens {
   refreshToken?: string;
   /** Seconds; 0 or absent when Keycloak sets no limit. */
   refreshExpiresIn?: number;
+  /** `token_type` DPoP: bound to the key whose proof the grant carried. */
+  bound: boolean;
 }
 
 /** A grant's outcome: tokens, or Keycloak's refusal (`invalid_grant` and the like). */
@@ -31,10 +34,13 @@ export function passwordGrant(
     totp?: string;
     /** The gateway's own fields (a name, a reach: `realmgate_*`). */
     fields?: Record<string, string>;
+    /** The key the tokens are bound to (a proof on the request); none: bearer tokens. */
+    dpopKey?: DpopKey;
   },
   timeoutMs: number,
 ): Promise<GrantResult> {
-  return tokenRequest(baseUrl, login.realm, timeoutMs, (config) =>
+  const { dpopKey } = login;
+  return tokenRequest({ baseUrl, realm: login.realm, timeoutMs, dpopKey }, (config) =>
     oidc.genericGrantRequest(config, 'password', {
       scope: 'openid offline_access',
       username: login.username,
@@ -45,16 +51,52 @@ export function passwordGrant(
   );
 }
 
-/** The refresh grant of spec 4.1 through the gateway's `/auth/`. */
+/**
+ * The refresh grant of spec 4.1 through the gateway's `/auth/`, with a proof of `dpopKey` when
+ * the refresh token is bound to it (Keycloak refuses a bound one without).
+ */
 export function refreshGrant(
   baseUrl: URL,
   realm: string,
   refreshToken: string,
   timeoutMs: number,
+  dpopKey?: DpopKey,
 ): Promise<GrantResult> {
-  return tokenRequest(baseUrl, realm, timeoutMs, (config) =>
+  return tokenRequest({ baseUrl, realm, timeoutMs, dpopKey }, (config) =>
     oidc.refreshTokenGrant(config, refreshToken),
   );
+}
+
+/**
+ * Whether the realm offers DPoP with the CLI's algorithm: its discovery document (through the
+ * gateway) lists it in `dpop_signing_alg_values_supported`.
+ */
+export async function realmOffersDpop(
+  baseUrl: URL,
+  realm: string,
+  timeoutMs: number,
+): Promise<boolean> {
+  const last: Answer = { status: 0, text: '' };
+  const realmUrl = realmUrlOf(baseUrl, realm);
+  const gatewayFetch = gatewayFetchOf({ baseUrl, realm, timeoutMs }, last);
+  try {
+    const metadata = await metadataOf(realmUrl, apiClientIdOf(realm), gatewayFetch);
+    return metadata.dpop_signing_alg_values_supported?.includes(DPOP_ALGORITHM) === true;
+  } catch (error) {
+    throw error instanceof CliError ? error : unusableAnswer(last.status, undefined, baseUrl);
+  }
+}
+
+function realmUrlOf(baseUrl: URL, realm: string): URL {
+  return new URL(`auth/realms/${encodeURIComponent(realm)}/`, baseUrl);
+}
+
+/** Where a token request goes, and the key its proofs are signed with (none: no proof). */
+interface TokenRequestTarget {
+  baseUrl: URL;
+  realm: string;
+  timeoutMs: number;
+  dpopKey?: DpopKey;
 }
 
 /**
@@ -105,14 +147,13 @@ interface Answer {
  * CliError that says what the gateway said.
  */
 async function tokenRequest(
-  baseUrl: URL,
-  realm: string,
-  timeoutMs: number,
+  target: TokenRequestTarget,
   grant: (config: oidc.Configuration) => Promise<oidc.TokenEndpointResponse>,
 ): Promise<GrantResult> {
+  const { baseUrl, realm } = target;
   const last: Answer = { status: 0, text: '' };
-  const realmUrl = new URL(`auth/realms/${encodeURIComponent(realm)}/`, baseUrl);
-  const gatewayFetch = gatewayFetchOf(baseUrl, timeoutMs, last);
+  const realmUrl = realmUrlOf(baseUrl, realm);
+  const gatewayFetch = gatewayFetchOf(target, last);
   try {
     const metadata = await metadataOf(realmUrl, apiClientIdOf(realm), gatewayFetch);
     // The token endpoint as REALMGATE_URL reaches it, whatever host Keycloak names: the
@@ -146,23 +187,37 @@ async function tokenRequest(
 /**
  * openid-client's fetch: the request to the gateway, redirects reported and not followed (a
  * password or refresh token is never replayed to wherever one points), within `timeoutMs`.
+ * A token request (POST) carries a fresh proof of the target's key, if it has one, and is sent
+ * once more with the nonce Keycloak asks for (`use_dpop_nonce`).
  * What openid-client reads is a token endpoint's own answer (200, or a 400/401 refusal); the
  * gateway's throttle (429), its envelope errors (503 while Keycloak is down) and anything else
  * become a CliError here.
  */
-function gatewayFetchOf(baseUrl: URL, timeoutMs: number, last: Answer): oidc.CustomFetch {
+function gatewayFetchOf(
+  { baseUrl, timeoutMs, dpopKey }: TokenRequestTarget,
+  last: Answer,
+): oidc.CustomFetch {
   return async (url, options) => {
+    const key = options.method === 'POST' ? dpopKey : undefined;
     let response: Response;
     try {
-      response = await fetch(url, {
-        method: options.method,
-        headers: options.headers,
-        body: options.body,
-        redirect: 'manual',
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-      last.status = response.status;
-      last.text = await response.text();
+      ({ response } = await sendWithProof(key, { method: options.method, url }, async (proof) => {
+        const answer = await fetch(url, {
+          method: options.method,
+          headers: proof === undefined ? options.headers : { ...options.headers, dpop: proof },
+          body: options.body,
+          redirect: 'manual',
+          signal: AbortSignal.timeout(timeoutMs),
+        });
+        last.status = answer.status;
+        last.text = await answer.text();
+        return {
+          response: answer,
+          status: answer.status,
+          headers: answer.headers,
+          text: last.text,
+        };
+      }));
     } catch (error) {
       throw describeUnreachable(error, baseUrl, timeoutMs);
     }
@@ -205,6 +260,8 @@ function tokensOf(answer: oidc.TokenEndpointResponse, last: Answer, baseUrl: URL
   const refreshToken = answer.refresh_token;
   const refreshExpiresIn = answer.refresh_expires_in;
   return {
+    // openid-client gives the type in lower case.
+    bound: answer.token_type.toLowerCase() === 'dpop',
     accessToken,
     expiresIn,
     refreshToken:

@@ -252,6 +252,10 @@ describe('parsing the API client commands', () => {
       passwordFrom: 'stdin',
       otp: false,
       job: { name: undefined, workspaces: [], readOnly: false, expiresInSeconds: undefined },
+      dpop: true,
+    });
+    expect(parseCommandLine(['login', 'acme', 'alice', '--no-dpop'])).toMatchObject({
+      dpop: false,
     });
     expect(
       parseCommandLine([
