@@ -21,6 +21,7 @@ import { createWorkerKeySetMemory } from './auth/bearer/key-set-memory.ts';
 import { createRevocationList } from './auth/revocation.ts';
 import { createReachStep } from './auth/reach.ts';
 import { createTokenDetailsStore } from './auth/token-details.ts';
+import { createTokenBindingStore } from './auth-proxy/token-bindings.ts';
 import { createOperationsRepo } from './automation/operations.repo.ts';
 import { createCache, type Cache } from './cache/index.ts';
 import { createReplicaBus } from './cache/replica-bus.ts';
@@ -284,10 +285,12 @@ export async function startGateway(
     clock,
   });
   const tokenDetails = createTokenDetailsStore(db);
+  const tokenBindings = createTokenBindingStore(db);
   const refreshTokens = createRefreshTokensService({
     admin: serviceAdmin,
     revocations,
     details: tokenDetails,
+    bindings: tokenBindings,
     basicCacheSeconds: basicLoginSeconds,
     leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
   });
@@ -391,6 +394,7 @@ export async function startGateway(
     },
     jobCredentials: {
       store: tokenDetails,
+      bindings: tokenBindings,
       reach,
       bearer,
       endSession: (realm: string, sessionId: string) =>

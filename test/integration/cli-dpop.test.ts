@@ -8,6 +8,7 @@ import type { StoredLogin } from '../../src/cli/credentials.ts';
 import { thumbprintOf } from '../../src/cli/dpop.ts';
 import { runCli } from '../../src/cli/main.ts';
 import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
+import { basicAuth, callApi } from '../helpers/api.ts';
 import { claimsOf, createUser, postToken, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { testEnv } from '../helpers/test-env.ts';
@@ -145,4 +146,33 @@ describe('the CLI binds what it holds (DPoP) against the real Keycloak, through 
     expect(claimsOf(stored!.accessToken)).not.toHaveProperty('cnf');
     expect((await refreshGrant(org, stored!.refreshToken)).status).toBe(200);
   });
+
+  it("the refresh-token list shows each token's key thumbprint; null for a bearer token", async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws1'] });
+    const bound = await login(user, join(root, 'list-bound'));
+    const bearer = await login(user, join(root, 'list-bearer'), '--no-dpop');
+    const byId = await refreshTokensOf(user);
+    expect(byId.get(bound.session_id)).toMatchObject({ dpop_jkt: bound.dpop_jkt, name: null });
+    expect(byId.get(bearer.session_id)).toMatchObject({ dpop_jkt: null });
+  });
+
+  it('binds a job credential the same way, listed with its name, reach and key', async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws1'] });
+    const job = await login(user, join(root, 'list-job'), '--name', 'nightly', '--read-only');
+    expect(job).toMatchObject({ name: 'nightly', dpop_jkt: expect.any(String) as string });
+    expect((await refreshTokensOf(user)).get(job.session_id)).toMatchObject({
+      dpop_jkt: job.dpop_jkt,
+      name: 'nightly',
+      read_only: true,
+    });
+  });
 });
+
+/** The user's refresh tokens by id, as the API lists them (asked with Basic). */
+async function refreshTokensOf(user: TestUser): Promise<Map<unknown, Record<string, unknown>>> {
+  const path = `/api/${user.realm}/platform/users/_current/refresh_tokens`;
+  const list = await callApi(path, basicAuth(user));
+  expect(list.status).toBe(200);
+  const records = list.body.data as Array<Record<string, unknown>>;
+  return new Map(records.map((record) => [record.id, record]));
+}
