@@ -40,7 +40,7 @@ When the realm offers DPoP (its discovery document), login binds the tokens to a
 of its own, kept beside the refresh token: a copy of the token without the key is refused.
 --no-dpop keeps bearer tokens (as logins made before do). token prints an access token (cached
 until a minute before it expires); a bound one is sent with a fresh proof from proof:
-  curl -H "Authorization: DPoP $(realmgate token)" -H "DPoP: $(realmgate proof GET "$URL")" "$URL"
+  curl -H "Authorization: DPoP $(realmgate token)" -H "DPoP: $(realmgate proof GET "$U")" "$U"
   curl -H "Authorization: Bearer $(realmgate token)" ...     (a --no-dpop login)
 A job's own credential: login --name names the refresh token, --workspace (repeatable)
 limits it to those workspaces, --read-only to GET, HEAD and OPTIONS, --expires (30d, 12h) ends
