@@ -9,7 +9,13 @@ import { thumbprintOf } from '../../src/cli/dpop.ts';
 import { runCli } from '../../src/cli/main.ts';
 import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 import { basicAuth, callApi } from '../helpers/api.ts';
-import { claimsOf, createUser, postToken, type TestUser } from '../helpers/keycloak.ts';
+import {
+  claimsOf,
+  createUser,
+  passwordGrantBody,
+  postToken,
+  type TestUser,
+} from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { testEnv } from '../helpers/test-env.ts';
 import { capturingIo, piped } from '../helpers/cli-io.ts';
@@ -106,6 +112,20 @@ describe('the CLI binds what it holds (DPoP) against the real Keycloak, through 
     const token = await realmgate(['token'], configDir);
     expect(token).toMatchObject({ code: 0, stderr: '' });
     expect(claimsOf(token.stdout.trim())).toMatchObject({ cnf: { jkt }, sid: stored!.sessionId });
+
+    // The CLI's own API calls carry a proof (Authorization: DPoP).
+    const listed = await realmgate(['tokens', 'list'], configDir);
+    expect(listed, listed.stderr).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(listed.stdout)).toEqual([
+      expect.objectContaining({ id: stored!.sessionId, dpop_jkt: jkt }),
+    ]);
+    // A script's call with a bound login: `token` and `proof`, as the help shows.
+    const path = `/api/${org}/platform/workspaces`;
+    const access = (await realmgate(['token'], configDir)).stdout.trim();
+    const proof = await realmgate(['proof', 'GET', `${testEnv().publicUrl}${path}`], configDir);
+    expect(proof).toMatchObject({ code: 0, stderr: '' });
+    const call = await callApi(path, `DPoP ${access}`, { headers: { dpop: proof.stdout.trim() } });
+    expect(call.status, JSON.stringify(call.body)).toBe(200);
   });
 
   it('a refresh token copied without its key is refused by Keycloak; with the key it works', async () => {
@@ -165,6 +185,30 @@ describe('the CLI binds what it holds (DPoP) against the real Keycloak, through 
       name: 'nightly',
       read_only: true,
     });
+  });
+
+  it('binds a password grant, calls the API with DPoP and refreshes, as the page shows', async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws1'] });
+    const keyFile = join(root, 'script-key.json');
+    const url = tokenUrl(org);
+    const grant = await postToken(`${testEnv().publicUrl}/auth`, org, passwordGrantBody(user), {
+      dpop: await scriptProof(keyFile, 'POST', url),
+    });
+    expect(grant.status).toBe(200);
+    expect(grant.json.token_type).toBe('DPoP');
+    expect((await stat(keyFile)).mode & 0o777).toBe(0o600);
+    const access = String(grant.json.access_token);
+
+    const api = `${testEnv().publicUrl}/api/${org}/platform/workspaces`;
+    const call = await callApi(`/api/${org}/platform/workspaces`, `DPoP ${access}`, {
+      headers: { dpop: await scriptProof(keyFile, 'GET', api, access) },
+    });
+    expect(call.status, JSON.stringify(call.body)).toBe(200);
+
+    const refresh = String(grant.json.refresh_token);
+    expect((await refreshGrant(org, refresh, await scriptProof(keyFile, 'POST', url))).status).toBe(
+      200,
+    );
   });
 });
 
