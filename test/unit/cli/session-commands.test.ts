@@ -8,7 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vites
 import { createHash } from 'node:crypto';
 import { EmbeddedJWK, jwtVerify } from 'jose';
 import { parseCommandLine } from '../../../src/cli/args.ts';
-import { writeLogins, type StoredLogin } from '../../../src/cli/credentials.ts';
+import { writeLogins } from '../../../src/cli/credentials.ts';
 import { generateDpopKey } from '../../../src/cli/dpop.ts';
 import { formatHelp } from '../../../src/cli/help.ts';
 import type { CliIo } from '../../../src/cli/io.ts';
@@ -330,7 +330,7 @@ describe('realmgate proof', () => {
       accessExpiresAt: new Date(Date.now() + 3_600_000).toISOString(),
       ...extra,
     };
-    await writeLogins(join(configDir, 'credentials.json'), [login as StoredLogin]);
+    await writeLogins(join(configDir, 'credentials.json'), [login]);
     return access;
   }
 
