@@ -13,6 +13,10 @@ import { createForwarder } from './automation/forwarder.ts';
 import { createBasicAuthenticator } from './auth/basic/basic-authenticator.ts';
 import { longestServedSeconds } from './auth/basic/cached-login.ts';
 import { createBearerVerifier } from './auth/bearer/bearer-verifier.ts';
+import { createDpopScheme } from './auth/dpop/dpop-scheme.ts';
+import { createProofChecker } from './auth/dpop/dpop-proof.ts';
+import { createProofReplayStore } from './auth/dpop/dpop-replay.ts';
+import { htuBaseOf } from './auth/dpop/dpop-htu.ts';
 import { createActiveCheck } from './auth/bearer/active-check.ts';
 import { createJwksRegistry } from './auth/bearer/jwks.ts';
 import { createIdTokenReader } from './auth/bearer/id-token.ts';
@@ -330,6 +334,18 @@ export async function startGateway(
   const admission = createAdmission({
     basic,
     bearer,
+    dpop: createDpopScheme({
+      check: createProofChecker({
+        algorithms: config.DPOP_ALGORITHMS,
+        maxAgeSeconds: config.DPOP_PROOF_MAX_AGE_SECONDS,
+        aheadSeconds: config.DPOP_PROOF_AHEAD_SECONDS,
+        maxCachedKeys: config.MEMORY_CACHE_MAX_ENTRIES,
+        clock,
+      }),
+      replay: createProofReplayStore({ cache, clock }),
+      htuBase: htuBaseOf(config.PUBLIC_URL),
+      algorithms: config.DPOP_ALGORITHMS,
+    }),
     revocations,
     activeCheck,
     organizations: directory,

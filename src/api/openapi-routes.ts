@@ -14,7 +14,11 @@ import { idSchemasIn, jsonSchemaOf, type JsonValue } from './openapi-zod.ts';
 export type DeclaredRoute = AnyRoute<never>;
 
 /** Either scheme works on every platform and automation API (spec 4, 5). */
-export const API_SECURITY: Record<string, string[]>[] = [{ basicAuth: [] }, { bearerAuth: [] }];
+export const API_SECURITY: Record<string, string[]>[] = [
+  { basicAuth: [] },
+  { bearerAuth: [] },
+  { dpopAuth: [] },
+];
 
 /**
  * Every authenticated call can fail on the header, the credentials, an absent Keycloak or an

@@ -219,6 +219,12 @@ export const openApiDocument: OpenApiDocument = {
         bearerFormat: 'JWT',
         description: 'Access token from the token endpoint of the realm the path selects.',
       },
+      dpopAuth: {
+        type: 'http',
+        scheme: 'DPoP',
+        description:
+          'A token bound to a key (RFC 9449: obtained with a `DPoP` proof header, `token_type` `DPoP`), with a fresh proof of that key for this request in the one `DPoP` header; a bound token is refused as Bearer.',
+      },
     },
     schemas: componentSchemas(),
     parameters: {

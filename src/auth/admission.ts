@@ -32,9 +32,9 @@ export interface Admission {
    * Every step of `ADMISSION_STEPS`, in order. The principal at once when this process knows
    * every step's answer (a known organization, a verified token, a cached Basic login), else
    * a promise of it. The first step that refuses throws its AppError, or the promise rejects
-   * with it: the same error either way.
+   * with it: the same error either way. `path` is the request's as the edge read it.
    */
-  admit(target: ApiTarget, req: IncomingMessage): Answer<Principal>;
+  admit(target: ApiTarget, req: IncomingMessage, path: string): Answer<Principal>;
 }
 
 /** One request as the admission's steps see it, and what they have found so far. */
@@ -43,6 +43,8 @@ export interface Admitting {
   /** The realm the path names, whose credentials are read. */
   readonly realm: string;
   readonly req: IncomingMessage;
+  /** The request's path as the edge read it (what a DPoP proof's `htu` names). */
+  readonly path: string;
   /** Set by the `credentials` step, for the steps after it. */
   principal: Principal | undefined;
 }
@@ -83,7 +85,7 @@ function refuseUnlessEnabled(state: OrganizationState): void {
 /** The credentials are good for the path's realm (authenticate.ts). */
 function credentials(admitting: Admitting, deps: AdmissionDeps): Answer<void> {
   return whenKnown(
-    authenticateRequest(admitting.req, admitting.realm, deps),
+    authenticateRequest(admitting.req, admitting.realm, admitting.path, deps),
     holdCaller,
     admitting,
   );
@@ -137,11 +139,11 @@ function runSteps(admitting: Admitting, deps: AdmissionDeps, first: number): Ans
 /** The admission of `/api` requests (see `Admission`). */
 export function createAdmission(deps: AdmissionDeps): Admission {
   const admission: Admission = {
-    admit(target, req) {
+    admit(target, req, path) {
       if (target.refusal !== undefined) throw new AppError(target.refusal);
       const realm = target.realm;
       if (realm === undefined) throw new Error('admit called on a route that reads no credentials');
-      return runSteps({ target, realm, req, principal: undefined }, deps, 0);
+      return runSteps({ target, realm, req, path, principal: undefined }, deps, 0);
     },
   };
   return deps.tracing ? traced(admission, deps.tracing) : admission;
@@ -153,11 +155,11 @@ export function createAdmission(deps: AdmissionDeps): Admission {
  */
 function traced(admission: Admission, tracing: Tracing): Admission {
   return {
-    admit(target, req) {
+    admit(target, req, path) {
       const span = tracing.start('admission', 'internal', { 'realmgate.realm': target.realm });
       let answer: Answer<Principal>;
       try {
-        answer = tracing.within(span, () => admission.admit(target, req));
+        answer = tracing.within(span, () => admission.admit(target, req, path));
       } catch (err) {
         endSpan(span, err);
         throw err;
@@ -197,7 +199,7 @@ export function admitRequest<Reply>(
   onRefused: (reply: Reply, scope: RequestScope, err: unknown) => void,
 ): void {
   try {
-    const principal = admission.admit(scope.route, req);
+    const principal = admission.admit(scope.route, req, scope.target.path);
     if (principal instanceof Promise) {
       principal
         .then((known) => onAdmitted(req, reply, admitted(scope, known)))

@@ -3,7 +3,7 @@
  * so the metric's labels stay bounded whatever a client sends.
  */
 export type AuthFailureReason =
-  /** No credentials, or a scheme other than Basic and Bearer. */
+  /** No credentials, or a scheme other than Basic, Bearer and DPoP. */
   | 'missing'
   /** Basic credentials that cannot be read, or `Bearer` without a token. */
   | 'malformed'
@@ -19,20 +19,28 @@ export type AuthFailureReason =
   /** A two-factor user trying Basic, which cannot carry a one-time password. */
   | 'two_factor'
   /** An account that may never log in over Basic here (Keycloak's bootstrap administrator). */
-  | 'account_refused';
+  | 'account_refused'
+  /** A DPoP proof missing, malformed or not for this request, key or token (RFC 9449 4.3). */
+  | 'bad_proof'
+  /** A DPoP proof whose `jti` was accepted before, on any replica. */
+  | 'replayed_proof';
+
+/** The `/api` authorization schemes. */
+export type AuthScheme = 'basic' | 'bearer' | 'dpop';
 
 /**
  * An authentication that failed for a reason worth telling the caller. The auth middleware
  * turns it into 401 `401-00002` with the right `WWW-Authenticate` challenge.
  */
 export class AuthFailure extends Error {
-  readonly scheme: 'basic' | 'bearer';
+  /** The scheme whose challenge answers it (`dpop`: also a bound token sent as Bearer). */
+  readonly scheme: AuthScheme;
   readonly reason: AuthFailureReason;
   /** Safe to show the client: never echoes credentials. */
   readonly publicMessage: string;
 
   constructor(
-    scheme: 'basic' | 'bearer',
+    scheme: AuthScheme,
     reason: AuthFailureReason,
     publicMessage: string,
     options: { cause?: unknown } = {},

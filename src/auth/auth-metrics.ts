@@ -1,7 +1,7 @@
 import type { AuthFailureReason } from './auth-failure.ts';
 
 /** How a refused authentication came: an API call's scheme, or a password sent through `/auth`. */
-export type AuthFailureScheme = 'basic' | 'bearer' | 'password_grant';
+export type AuthFailureScheme = 'basic' | 'bearer' | 'dpop' | 'password_grant';
 
 /**
  * What became of a token due for a re-check with Keycloak (bearer/active-check.ts): started

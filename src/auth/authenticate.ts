@@ -7,12 +7,15 @@ import type { BasicAuthenticator } from './basic/basic-authenticator.ts';
 import { parseBasicCredentials } from './basic/parse-basic.ts';
 import type { BearerVerifier } from './bearer/bearer-verifier.ts';
 import type { ActiveCheck } from './bearer/active-check.ts';
+import type { DpopScheme } from './dpop/dpop-scheme.ts';
 import type { Principal } from '../tenancy/principal.ts';
 import type { RevocationList } from './revocation.ts';
 
 export interface AuthenticateDeps {
   basic: BasicAuthenticator;
   bearer: BearerVerifier;
+  /** `Authorization: DPoP`: the proof of a bound token (dpop/). */
+  dpop: DpopScheme;
   revocations: RevocationList;
   activeCheck: ActiveCheck;
   /** Whom failed Basic logins are counted against (see login-throttle.ts); read for Basic only. */
@@ -21,9 +24,11 @@ export interface AuthenticateDeps {
 }
 
 /**
- * Authenticates the request's Authorization header for `realm`. Each scheme yields a principal
- * or fails; revoked sessions are refused; this is the one place failures become 401 `401-00002`
- * with the challenge of the scheme that failed (both when no credentials came). The principal
+ * Authenticates the request's Authorization header for `realm` (`path`: the request's, as the
+ * edge read it, which a DPoP proof's `htu` names). Each scheme yields a principal or fails; a
+ * token bound to a key is served with the DPoP scheme only; revoked sessions are refused; this
+ * is the one place failures become 401 `401-00002` with the challenge of the scheme that failed
+ * (every scheme's when no credentials came). The principal
  * comes at once when every answer is in memory (a verified token not due for a re-check, a
  * cached login), else as a promise; a refusal is the same error, thrown or rejected. Every
  * refusal is counted here, by reason, throttled logins included.
@@ -31,10 +36,11 @@ export interface AuthenticateDeps {
 export function authenticateRequest(
   req: IncomingMessage,
   realm: string,
+  path: string,
   deps: AuthenticateDeps,
 ): Answer<Principal> {
   try {
-    const principal = principalFor(req, realm, deps);
+    const principal = principalFor(req, realm, path, deps);
     return principal instanceof Promise
       ? principal.catch((err: unknown) => refused(err, realm, deps))
       : principal;
@@ -47,7 +53,7 @@ export function authenticateRequest(
 function refused(err: unknown, realm: string, deps: AuthenticateDeps): never {
   if (err instanceof AuthFailure) {
     deps.metrics.authFailure(err.scheme, err.reason);
-    throw unauthorized(realm, err);
+    throw unauthorized(realm, err, deps.dpop.algs);
   }
   if (err instanceof AppError && err.code === 'tooManyFailedLogins') {
     deps.metrics.authFailure('basic', 'throttled');
@@ -58,6 +64,7 @@ function refused(err: unknown, realm: string, deps: AuthenticateDeps): never {
 function principalFor(
   req: IncomingMessage,
   realm: string,
+  path: string,
   deps: AuthenticateDeps,
 ): Answer<Principal> {
   const header = req.headers.authorization;
@@ -73,13 +80,17 @@ function principalFor(
     if (value === '') throw new AuthFailure('bearer', 'malformed', 'The Bearer token is missing.');
     return bearerPrincipal(value, realm, deps);
   }
+  if (scheme === 'dpop') {
+    if (value === '') throw new AuthFailure('dpop', 'malformed', 'The DPoP token is missing.');
+    return dpopPrincipal(req, path, value, realm, deps);
+  }
   if (scheme === 'basic') {
     const credentials = parseBasicCredentials(value);
     if ('invalid' in credentials) throw new AuthFailure('basic', 'malformed', credentials.invalid);
     const login = deps.basic.authenticate(realm, credentials, deps.clientAddressOf(req));
     return whenKnown(login, refuseRevoked, deps.revocations);
   }
-  throw new MissingCredentials('Unsupported authorization scheme; use Basic or Bearer.');
+  throw new MissingCredentials('Unsupported authorization scheme; use Basic, Bearer or DPoP.');
 }
 
 /** The token of `Bearer <token>` with nothing around the token, else undefined. */
@@ -97,8 +108,45 @@ function plainBearerToken(header: string | undefined): string | undefined {
 function bearerPrincipal(token: string, realm: string, deps: AuthenticateDeps): Answer<Principal> {
   const verified = deps.bearer.verify(realm, token);
   return verified instanceof Promise
-    ? verified.then((principal) => activePrincipal(token, principal, deps))
-    : activePrincipal(token, verified, deps);
+    ? verified.then((principal) => unboundPrincipal(token, principal, deps))
+    : unboundPrincipal(token, verified, deps);
+}
+
+/** A Bearer token's principal: a token bound to a key is not a bearer token (RFC 9449 7.2). */
+function unboundPrincipal(
+  token: string,
+  principal: Principal,
+  deps: AuthenticateDeps,
+): Answer<Principal> {
+  if (principal.boundKey !== undefined) {
+    throw new AuthFailure(
+      'dpop',
+      'bad_token',
+      'This token is bound to a key; use the DPoP scheme with a proof.',
+    );
+  }
+  return activePrincipal(token, principal, deps);
+}
+
+/**
+ * A DPoP token's principal: verified as any token, then its proof (never cached) checked. A
+ * refusal of the token itself is answered with the DPoP challenge, as `invalid_token`.
+ */
+async function dpopPrincipal(
+  req: IncomingMessage,
+  path: string,
+  token: string,
+  realm: string,
+  deps: AuthenticateDeps,
+): Promise<Principal> {
+  try {
+    const principal = await deps.bearer.verify(realm, token);
+    await deps.dpop.prove(req, path, token, principal);
+    return await activePrincipal(token, principal, deps);
+  } catch (err) {
+    if (!(err instanceof AuthFailure) || err.scheme === 'dpop') throw err;
+    throw new AuthFailure('dpop', err.reason, err.publicMessage, { cause: err });
+  }
 }
 
 /** A verified token's principal, unless revoked or found inactive by its re-check. */
@@ -140,6 +188,13 @@ function refuseRevoked(principal: Principal, revocations: RevocationList): Princ
   return principal;
 }
 
+/** RFC 9449 section 7.1: a problem with the proof, or with the token itself. */
+function dpopErrorOf(failure: AuthFailure): 'invalid_dpop_proof' | 'invalid_token' {
+  return failure.reason === 'bad_proof' || failure.reason === 'replayed_proof'
+    ? 'invalid_dpop_proof'
+    : 'invalid_token';
+}
+
 class MissingCredentials extends AuthFailure {
   constructor(message = 'Authentication required.') {
     super('bearer', 'missing', message);
@@ -150,14 +205,22 @@ function quoted(value: string): string {
   return `"${value.replace(/["\\]/g, '')}"`;
 }
 
-function unauthorized(realm: string, failure: AuthFailure): AppError {
+/**
+ * The 401 of `failure`, with the challenge of its scheme: Basic's; Bearer's or DPoP's with
+ * `invalid_token` (the token itself), DPoP's with `invalid_dpop_proof` (its proof); every
+ * scheme's when no credentials came.
+ */
+function unauthorized(realm: string, failure: AuthFailure, algs: string): AppError {
   const basic = `Basic realm=${quoted(realm)}, charset="UTF-8"`;
   const bearer = `Bearer realm=${quoted(realm)}`;
+  const dpop = `DPoP realm=${quoted(realm)}, algs=${quoted(algs)}`;
+  const described = `error_description=${quoted(failure.publicMessage)}`;
   let challenge: string;
-  if (failure instanceof MissingCredentials) challenge = `${bearer}, ${basic}`;
+  if (failure instanceof MissingCredentials) challenge = `${bearer}, ${dpop}, ${basic}`;
   else if (failure.scheme === 'basic') challenge = basic;
-  else
-    challenge = `${bearer}, error="invalid_token", error_description=${quoted(failure.publicMessage)}`;
+  else if (failure.scheme === 'bearer')
+    challenge = `${bearer}, error="invalid_token", ${described}`;
+  else challenge = `${dpop}, error="${dpopErrorOf(failure)}", ${described}`;
   return new AppError('authenticationFailed', {
     message: failure.publicMessage,
     headers: { 'www-authenticate': challenge },

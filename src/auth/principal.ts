@@ -23,6 +23,7 @@ export function principalFromClaims(
     sessionId: typeof claims.sid === 'string' ? claims.sid : undefined,
     clientId: typeof claims.azp === 'string' ? claims.azp : undefined,
     tokenId: typeof claims.jti === 'string' ? claims.jti : undefined,
+    boundKey: boundKeyOf(claims),
     issuedAt: Number(claims.iat),
     expiresAt: Number(claims.exp),
   };
@@ -47,6 +48,12 @@ export function isHeaderSafe(value: unknown): value is string {
 }
 
 const HEADER_SAFE = /^[\x21-\x7e]{1,255}$/;
+
+/** `cnf.jkt` (RFC 9449 section 6.1), when the token is bound to a key by DPoP. */
+export function boundKeyOf(claims: Record<string, unknown>): string | undefined {
+  const cnf = claims.cnf as { jkt?: unknown } | undefined;
+  return typeof cnf?.jkt === 'string' ? cnf.jkt : undefined;
+}
 
 function stringsOf(value: unknown): string[] {
   return Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];

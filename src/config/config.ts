@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { parsePostgresUrl } from '../../keycloak/postgres-url.ts';
 import { parseTrustedProxies } from './trusted-proxies.ts';
 import { fileVariableOf, resolveSettingFiles } from './setting-files.ts';
+import { ASYMMETRIC_ALGORITHMS, type AsymmetricAlgorithm } from './jws-algorithms.ts';
 
 /**
  * Settings that can carry a credential (a password, a key, a connection string with a
@@ -37,6 +38,9 @@ const MAX_KEYCLOAK_NODES = 16;
  * is trimmed and must be an http(s) URL; none may repeat another. Problems name entries by
  * position, never by value (a URL may hold credentials).
  */
+const isAsymmetric = (name: string): name is AsymmetricAlgorithm =>
+  (ASYMMETRIC_ALGORITHMS as readonly string[]).includes(name);
+
 const keycloakUrls = z.string().transform((value, ctx) => {
   const entries = value.split(',').map((entry) => entry.trim());
   if (entries.length > MAX_KEYCLOAK_NODES) {
@@ -218,6 +222,34 @@ export const configSchema = z.object({
 
   TOKEN_CLOCK_LEEWAY_SECONDS: z.coerce.number().int().min(0).max(300).default(10).meta({
     description: "clock skew tolerated on a token's `exp`, `nbf` and `iat`",
+  }),
+  DPOP_ALGORITHMS: z
+    .string()
+    .transform((value, ctx) => {
+      const names = value.split(/[\s,]+/).filter((name) => name !== '');
+      const unknown = names.filter((name) => !isAsymmetric(name));
+      if (names.length === 0 || unknown.length > 0) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `expected asymmetric JWS algorithms among ${ASYMMETRIC_ALGORITHMS.join(', ')}${unknown.length > 0 ? `; not ${unknown.join(', ')}` : ''}`,
+        });
+        return z.NEVER;
+      }
+      return [...new Set(names)] as AsymmetricAlgorithm[];
+    })
+    .default([...ASYMMETRIC_ALGORITHMS])
+    .meta({
+      description:
+        "algorithms a DPoP proof may be signed with, separated by commas or spaces; asymmetric only (the default: every one Keycloak offers); a challenge's `algs`",
+      shownDefault: ASYMMETRIC_ALGORITHMS.join(','),
+    }),
+  DPOP_PROOF_MAX_AGE_SECONDS: z.coerce.number().int().min(5).max(600).default(60).meta({
+    description:
+      "how old a DPoP proof's `iat` may be; its `jti` is remembered (in Redis: across replicas) as long, so each proof is accepted once",
+  }),
+  DPOP_PROOF_AHEAD_SECONDS: z.coerce.number().int().min(0).max(60).default(5).meta({
+    description:
+      "how far ahead of the gateway's clock a DPoP proof's `iat` may be (a client whose clock runs ahead)",
   }),
   BASIC_CACHE_MAX_SECONDS: z.coerce.number().int().min(0).max(3600).default(60).meta({
     description:

@@ -61,8 +61,12 @@ const FORWARDING = new Set([
   'x-real-ip',
 ]);
 
-/** The client's credentials: they stay at the gateway unless the service needs them (Keycloak). */
-const CREDENTIALS = new Set(['authorization', 'cookie']);
+/**
+ * The client's credentials: they stay at the gateway unless the service needs them (Keycloak).
+ * `DPoP` is one: a proof of possession for this request (RFC 9449), checked by the gateway on
+ * `/api` and by Keycloak on its token endpoint.
+ */
+const CREDENTIALS = new Set(['authorization', 'cookie', 'dpop']);
 
 /**
  * Whether a header name reads as one of the gateway's identity headers to some server: WSGI and
@@ -80,7 +84,7 @@ function isIdentityName(lowerName: string): boolean {
  * (nginx's `underscores_in_headers off`: such names are ambiguous behind CGI-style servers),
  * hop-by-hop headers and those the client's `Connection` names, forwarding claims and
  * `X-Request-Id` (the gateway sets its own), and
- * (unless `keepCredentials`) `Authorization` and `Cookie`.
+ * (unless `keepCredentials`) `Authorization`, `Cookie` and `DPoP`.
  */
 export function upstreamRequestHeaders(
   rawHeaders: readonly string[],

@@ -33,16 +33,19 @@ const AUTH_FAILURE_REASONS = [
   'account_disabled',
   'two_factor',
   'account_refused',
+  'bad_proof',
+  'replayed_proof',
   'throttled',
 ] as const satisfies readonly (AuthFailureReason | 'throttled')[];
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'other'] as const;
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
-const AUTH_SCHEMES = ['none', 'basic', 'bearer', 'other'] as const;
+const AUTH_SCHEMES = ['none', 'basic', 'bearer', 'dpop', 'other'] as const;
 /** How a refused authentication came: an API call's scheme, or a password sent through `/auth`. */
 const AUTH_FAILURE_SCHEMES = [
   'basic',
   'bearer',
+  'dpop',
   'password_grant',
 ] as const satisfies readonly AuthFailureScheme[];
 const RECHECK_EVENTS = [
@@ -228,7 +231,8 @@ function schemeIndex(authorization: string | undefined): number {
   const second = authorization.charCodeAt(1) | 0x20;
   if (first === 0x62 /* b */ && second === 0x61 /* a */ && authorization.length > 5) return 1;
   if (first === 0x62 /* b */ && second === 0x65 /* e */ && authorization.length > 6) return 2;
-  return 3;
+  if (first === 0x64 /* d */ && second === 0x70 /* p */ && authorization.length > 4) return 3;
+  return 4;
 }
 
 /** A lookup from value to position, without a prototype: a header can never name `__proto__`. */

@@ -14,6 +14,11 @@ export interface Principal {
   clientId?: string;
   /** The token's own id (`jti`), when it has one: what RFC 7009 revocation of it refuses. */
   tokenId?: string;
+  /**
+   * The RFC 7638 thumbprint of the key the token is bound to (`cnf.jkt`, RFC 9449), when it is:
+   * such a token is served only with the DPoP scheme and a proof of that key.
+   */
+  boundKey?: string;
   /** Token issue time, epoch seconds. */
   issuedAt: number;
   /** Token expiry, epoch seconds. */

@@ -352,12 +352,13 @@ describe('hostile Bearer tokens', () => {
       }
     });
 
-    it('answers an unsupported scheme with both challenges', async () => {
+    it('answers an unsupported scheme with every challenge', async () => {
       const res = await callApi(workspacesPath(org), 'Digest abc');
       expect(res.status).toBe(401);
       expect(res.body).toMatchObject({ result: '401-00002', data: null });
+      expect(res.body.message).toBe('Unsupported authorization scheme; use Basic, Bearer or DPoP.');
       expect(res.headers.get('www-authenticate')).toBe(
-        `Bearer realm="${org}", Basic realm="${org}", charset="UTF-8"`,
+        `Bearer realm="${org}", DPoP realm="${org}", algs="RS256 RS384 RS512 PS256 PS384 PS512 ES256 ES384 ES512 EdDSA", Basic realm="${org}", charset="UTF-8"`,
       );
     });
   });

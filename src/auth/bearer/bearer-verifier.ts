@@ -5,26 +5,16 @@ import { keycloakError } from '../../keycloak/keycloak-failures.ts';
 import { TtlLru } from '../../cache/ttl-lru.ts';
 import type { AuthMetrics } from '../auth-metrics.ts';
 import { AuthFailure } from '../auth-failure.ts';
-import { isHeaderSafe, principalFromClaims } from '../principal.ts';
+import { boundKeyOf, isHeaderSafe, principalFromClaims } from '../principal.ts';
 import type { Principal } from '../../tenancy/principal.ts';
 import type { JwksRegistry } from './jwks.ts';
 import { systemClock, type Clock } from '../../time/clock.ts';
 import type { Answer } from '../answer.ts';
 import { realmIssuer } from '../../tenancy/identifiers.ts';
+import { ASYMMETRIC_ALGORITHMS } from '../../config/jws-algorithms.ts';
 
 /** Asymmetric algorithms only: `none` and HMAC (which a public key could "sign") never pass. */
-export const ALLOWED_ALGORITHMS = [
-  'RS256',
-  'RS384',
-  'RS512',
-  'PS256',
-  'PS384',
-  'PS512',
-  'ES256',
-  'ES384',
-  'ES512',
-  'EdDSA',
-];
+export const ALLOWED_ALGORITHMS: string[] = [...ASYMMETRIC_ALGORITHMS];
 
 /** Far above any Keycloak access token; the request head is capped at 16 KiB anyway. */
 const MAX_TOKEN_LENGTH = 12 * 1024;
@@ -114,7 +104,7 @@ export function createBearerVerifier(options: {
         currentDate: new Date(clock.now()),
         requiredClaims: ['exp', 'iat', 'sub'],
       });
-      if (payload.typ !== 'Bearer')
+      if (!isAccessToken(payload))
         throw new AuthFailure('bearer', 'bad_token', 'Not an access token.');
       // `sub` becomes the upstream's `User-Id` header: it must be sendable as it is.
       if (!isHeaderSafe(payload.sub))
@@ -128,6 +118,17 @@ export function createBearerVerifier(options: {
       throw translateJoseError(err);
     }
   }
+}
+
+/**
+ * An access token: `typ` `Bearer`, or `DPoP` for one bound to a key (Keycloak names a bound
+ * token so). A token confirmed otherwise than by a DPoP key (`cnf` with `x5t#S256`, mutual TLS)
+ * is refused: the gateway cannot check that binding, and would serve it as a bearer token.
+ */
+function isAccessToken(claims: Record<string, unknown>): boolean {
+  if (claims.cnf === undefined) return claims.typ === 'Bearer';
+  const bound = boundKeyOf(claims) !== undefined;
+  return bound && (claims.typ === 'Bearer' || claims.typ === 'DPoP');
 }
 
 function translateJoseError(err: unknown): Error {

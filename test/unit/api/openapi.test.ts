@@ -150,14 +150,18 @@ describe('openApiDocument', () => {
 
   it('secures every /api/ operation but the document itself, with declared schemes', () => {
     const schemes = Object.keys(openApiDocument.components.securitySchemes);
-    expect(schemes.sort()).toEqual(['basicAuth', 'bearerAuth']);
+    expect(schemes.sort()).toEqual(['basicAuth', 'bearerAuth', 'dpopAuth']);
     for (const { path, method, operation } of operations()) {
       const label = `${method} ${path}`;
       if (!path.startsWith('/api/') || path === '/api/openapi.json') {
         expect(operation.security, label).toEqual([]);
         continue;
       }
-      expect(operation.security, label).toEqual([{ basicAuth: [] }, { bearerAuth: [] }]);
+      expect(operation.security, label).toEqual([
+        { basicAuth: [] },
+        { bearerAuth: [] },
+        { dpopAuth: [] },
+      ]);
     }
     expect(openApiDocument.components.securitySchemes.bearerAuth).toMatchObject({
       type: 'http',

@@ -74,25 +74,29 @@ describe("a user's token revocation", () => {
     const deps: AuthenticateDeps = {
       basic: { authenticate: () => Promise.resolve(principal(T0 - 5000, 'basic')) },
       bearer: { verify: () => (verifiedBefore ? old : Promise.resolve(old)) },
+      dpop: { algs: 'ES256', prove: () => Promise.reject(new Error('no DPoP here')) },
       revocations,
       activeCheck: { ensureActive: () => undefined },
       clientAddressOf: () => '127.0.0.1',
       metrics: { authFailure: () => undefined },
     };
     const request = (authorization: string) => ({ headers: { authorization } }) as IncomingMessage;
-    expect(authenticateRequest(request('Bearer abc'), 'acme', deps)).toBe(old);
+    expect(authenticateRequest(request('Bearer abc'), 'acme', '/api/acme', deps)).toBe(old);
     await revokeUser(revocations, 3600);
-    expect(() => authenticateRequest(request('Bearer abc'), 'acme', deps)).toThrow(
+    expect(() => authenticateRequest(request('Bearer abc'), 'acme', '/api/acme', deps)).toThrow(
       expect.objectContaining({ result: '401-00002' }),
     );
     verifiedBefore = false;
-    await expect(authenticateRequest(request('Bearer abc'), 'acme', deps)).rejects.toMatchObject({
+    await expect(
+      authenticateRequest(request('Bearer abc'), 'acme', '/api/acme', deps),
+    ).rejects.toMatchObject({
       result: '401-00002',
     });
     // A Basic principal comes from a login the authenticator vouches for (see basic/).
     const basic = await authenticateRequest(
       request(`Basic ${Buffer.from('alice:pw').toString('base64')}`),
       'acme',
+      '/api/acme',
       deps,
     );
     expect(basic.method).toBe('basic');
@@ -105,6 +109,7 @@ describe("a user's token revocation", () => {
     const depsFor = (token: Principal, verifiedBefore: boolean): AuthenticateDeps => ({
       basic: { authenticate: () => Promise.reject(new Error('no Basic here')) },
       bearer: { verify: () => (verifiedBefore ? token : Promise.resolve(token)) },
+      dpop: { algs: 'ES256', prove: () => Promise.reject(new Error('no DPoP here')) },
       revocations,
       activeCheck: { ensureActive: () => undefined },
       clientAddressOf: () => '127.0.0.1',
@@ -113,14 +118,16 @@ describe("a user's token revocation", () => {
     const request = { headers: { authorization: 'Bearer abc' } } as IncomingMessage;
     await endAppA(revocations);
     const ended = ofClient('app-a');
-    expect(() => authenticateRequest(request, 'acme', depsFor(ended, true))).toThrow(
+    expect(() => authenticateRequest(request, 'acme', '/api/acme', depsFor(ended, true))).toThrow(
       expect.objectContaining({ result: '401-00002' }),
     );
-    await expect(authenticateRequest(request, 'acme', depsFor(ended, false))).rejects.toMatchObject(
-      { result: '401-00002' },
-    );
+    await expect(
+      authenticateRequest(request, 'acme', '/api/acme', depsFor(ended, false)),
+    ).rejects.toMatchObject({ result: '401-00002' });
     const other = ofClient('app-b');
-    expect(authenticateRequest(request, 'acme', depsFor(other, true))).toBe(other);
-    await expect(authenticateRequest(request, 'acme', depsFor(other, false))).resolves.toBe(other);
+    expect(authenticateRequest(request, 'acme', '/api/acme', depsFor(other, true))).toBe(other);
+    await expect(
+      authenticateRequest(request, 'acme', '/api/acme', depsFor(other, false)),
+    ).resolves.toBe(other);
   });
 });

@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, requiredSecrets } from '../../../src/config/config.ts';
+import { ASYMMETRIC_ALGORITHMS } from '../../../src/config/jws-algorithms.ts';
 
 const adminPassword = 'admin-password-0123456789';
 const clientSecret = 'client-secret-0123456789';
@@ -38,6 +39,9 @@ describe('loadConfig', () => {
       OTEL_SERVICE_NAME: 'realmgate',
       OTEL_TRACES_SAMPLER_ARG: 1,
       TOKEN_CLOCK_LEEWAY_SECONDS: 10,
+      DPOP_ALGORITHMS: [...ASYMMETRIC_ALGORITHMS],
+      DPOP_PROOF_MAX_AGE_SECONDS: 60,
+      DPOP_PROOF_AHEAD_SECONDS: 5,
       BASIC_CACHE_MAX_SECONDS: 60,
       BASIC_OUTAGE_MAX_SECONDS: 3600,
       REVOCATION_CHECK_SECONDS: 60,

@@ -1,0 +1,156 @@
+import { hash, timingSafeEqual } from 'node:crypto';
+import {
+  calculateJwkThumbprint,
+  importJWK,
+  jwtVerify,
+  type CryptoKey,
+  type JWK,
+  type JWSHeaderParameters,
+} from 'jose';
+import { TtlLru } from '../../cache/ttl-lru.ts';
+import { systemClock, type Clock } from '../../time/clock.ts';
+import { AuthFailure } from '../auth-failure.ts';
+import { normalizedHtu } from './dpop-htu.ts';
+
+/**
+ * A proof is a few hundred bytes (an RSA-4096 key and signature about 2.3 KiB): anything longer
+ * is refused before it is decoded.
+ */
+const MAX_PROOF_LENGTH = 8 * 1024;
+const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+const MAX_JTI_LENGTH = 512;
+
+/** Key types of the asymmetric algorithms; `oct` (HMAC) never passes. */
+const PUBLIC_KEY_TYPES = new Set(['EC', 'RSA', 'OKP']);
+/** JWK members of a private (or symmetric) key: a proof carrying one is refused (RFC 9449 4.3). */
+const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'] as const;
+
+/** The request a proof must speak for. */
+export interface ProofRequest {
+  /** The request's method, as received. */
+  method: string;
+  /** The URL the client addressed, normalised (`htuBaseOf` + the edge's path). */
+  htu: string;
+  /** The access token the request carries: the proof's `ath` is its SHA-256. */
+  accessToken: string;
+  /** The token's `cnf.jkt`: the proof's key must have this RFC 7638 thumbprint. */
+  boundKey: string;
+}
+
+/** What a valid proof establishes: its id and how long it must be remembered (epoch ms). */
+export interface CheckedProof {
+  jti: string;
+  /** The last moment this proof's `iat` is still inside the window: its replay entry lives so long. */
+  acceptableUntil: number;
+}
+
+export interface ProofCheckOptions {
+  /** The asymmetric algorithms a proof may use (`DPOP_ALGORITHMS`). */
+  algorithms: readonly string[];
+  /** How old a proof's `iat` may be, seconds (`DPOP_PROOF_MAX_AGE_SECONDS`). */
+  maxAgeSeconds: number;
+  /** How far ahead of this clock a proof's `iat` may be, seconds (clients' clocks run ahead). */
+  aheadSeconds: number;
+  /** Bound of the imported keys kept by thumbprint. */
+  maxCachedKeys: number;
+  clock?: Clock;
+}
+
+/** Checks one proof; rejects with AuthFailure(`dpop`, `bad_proof`) and the reason. */
+export type ProofChecker = (proof: string, request: ProofRequest) => Promise<CheckedProof>;
+
+/**
+ * The checks of RFC 9449 section 4.3 on a proof, each with jose: compact syntax and size; `typ`
+ * `dpop+jwt`; `alg` among `algorithms` (asymmetric only); a public `jwk` whose thumbprint is the
+ * token's `cnf.jkt` (checked before any signature, so only bound keys are imported and kept);
+ * the signature; `jti`, `htm`, `htu`, `iat` inside the window, `ath`. Whether the `jti` was seen
+ * before is the replay store's question (dpop-replay.ts). A proof is never cached; an imported
+ * key is, by algorithm and thumbprint, for as long as the bound tokens of a busy client live.
+ */
+export function createProofChecker(options: ProofCheckOptions): ProofChecker {
+  const { clock = systemClock } = options;
+  const algorithms = [...options.algorithms];
+  const keys = new TtlLru<CryptoKey>(options.maxCachedKeys, clock);
+
+  return async (proof, request) => {
+    if (proof.length > MAX_PROOF_LENGTH || !COMPACT_JWS.test(proof)) {
+      throw invalidProof('The DPoP proof is not a compact JWS.');
+    }
+    let payload: Record<string, unknown>;
+    try {
+      ({ payload } = await jwtVerify(proof, (header) => keyOf(header, request.boundKey), {
+        algorithms,
+        currentDate: new Date(clock.now()),
+      }));
+    } catch (err) {
+      throw err instanceof AuthFailure ? err : invalidProof('The DPoP proof is not valid.', err);
+    }
+    return checkClaims(payload, request);
+  };
+
+  /** The proof's key, once its header passed; imported once per algorithm and thumbprint. */
+  async function keyOf(header: JWSHeaderParameters, boundKey: string): Promise<CryptoKey> {
+    if (header.typ !== 'dpop+jwt') throw invalidProof('The DPoP proof\'s "typ" is not dpop+jwt.');
+    const jwk = header.jwk;
+    if (typeof jwk !== 'object' || jwk === null || Array.isArray(jwk)) {
+      throw invalidProof('The DPoP proof carries no "jwk".');
+    }
+    if (typeof jwk.kty !== 'string' || !PUBLIC_KEY_TYPES.has(jwk.kty)) {
+      throw invalidProof('The DPoP proof\'s "jwk" is not an asymmetric public key.');
+    }
+    if (PRIVATE_MEMBERS.some((member) => Object.hasOwn(jwk, member))) {
+      throw invalidProof('The DPoP proof\'s "jwk" holds a private key.');
+    }
+    const thumbprint = await calculateJwkThumbprint(jwk, 'sha256');
+    if (!sameText(thumbprint, boundKey)) {
+      throw invalidProof("The DPoP proof's key is not the key the token is bound to.");
+    }
+    const name = `${header.alg}:${thumbprint}`;
+    const known = keys.get(name);
+    if (known) return known;
+    const key = (await importJWK(jwk as JWK, header.alg)) as CryptoKey;
+    keys.set(name, key, clock.now() + KEY_KEPT_MS);
+    return key;
+  }
+
+  function checkClaims(payload: Record<string, unknown>, request: ProofRequest): CheckedProof {
+    const { jti, htm, htu, iat, ath } = payload;
+    if (typeof jti !== 'string' || jti.length === 0 || jti.length > MAX_JTI_LENGTH) {
+      throw invalidProof('The DPoP proof has no valid "jti".');
+    }
+    if (htm !== request.method) throw invalidProof('The DPoP proof is for another method.');
+    if (typeof htu !== 'string' || normalizedHtu(htu) !== request.htu) {
+      throw invalidProof('The DPoP proof is for another URL.');
+    }
+    if (typeof iat !== 'number' || !Number.isFinite(iat)) {
+      throw invalidProof('The DPoP proof has no valid "iat".');
+    }
+    const now = clock.now() / 1000;
+    if (iat < now - options.maxAgeSeconds) throw invalidProof('The DPoP proof is too old.');
+    if (iat > now + options.aheadSeconds) {
+      throw invalidProof('The DPoP proof is issued in the future.');
+    }
+    if (
+      typeof ath !== 'string' ||
+      !sameText(ath, hash('sha256', request.accessToken, 'base64url'))
+    ) {
+      throw invalidProof('The DPoP proof is not for this access token ("ath").');
+    }
+    return { jti, acceptableUntil: Math.ceil((iat + options.maxAgeSeconds) * 1000) };
+  }
+}
+
+/** An imported key is kept this long after its import (a thumbprint names one key forever). */
+const KEY_KEPT_MS = 60 * 60 * 1000;
+
+/** Equal strings, compared in constant time (thumbprints and hashes are short, same length). */
+function sameText(a: string, b: string): boolean {
+  const left = Buffer.from(a);
+  const right = Buffer.from(b);
+  return left.length === right.length && timingSafeEqual(left, right);
+}
+
+/** A refusal of the proof (`invalid_dpop_proof`); the message is safe to show the client. */
+export function invalidProof(message: string, cause?: unknown): AuthFailure {
+  return new AuthFailure('dpop', 'bad_proof', message, { cause });
+}

@@ -1,0 +1,63 @@
+import type { IncomingMessage } from 'node:http';
+import type { Principal } from '../../tenancy/principal.ts';
+import { AuthFailure } from '../auth-failure.ts';
+import { invalidProof, type ProofChecker } from './dpop-proof.ts';
+import type { ProofReplayStore } from './dpop-replay.ts';
+
+/** The DPoP scheme's part of an `/api` request's authentication (authenticate.ts). */
+export interface DpopScheme {
+  /** The `algs` of every DPoP challenge: the algorithms a proof may use, space-separated. */
+  readonly algs: string;
+  /**
+   * Checks the request's one `DPoP` header as the proof of possession of the key the verified
+   * token `principal` is bound to, for this request (`path`: as the edge read it), and that it
+   * is used the first time. Rejects with AuthFailure (`dpop`).
+   */
+  prove(req: IncomingMessage, path: string, token: string, principal: Principal): Promise<void>;
+}
+
+/**
+ * `Authorization: DPoP <token>` (RFC 9449 section 7): a token bound to a key (`cnf.jkt`) and
+ * exactly one `DPoP` header whose proof passes `check`, once (`replay`). An unbound token is
+ * refused with this scheme (see docs/security-model.md, "DPoP"): a client that believes its
+ * token is bound learns at once that it is not, instead of being served as Bearer.
+ */
+export function createDpopScheme(options: {
+  check: ProofChecker;
+  replay: ProofReplayStore;
+  /** `htuBaseOf(PUBLIC_URL)`: a request's `htu` is this and its path. */
+  htuBase: string;
+  algorithms: readonly string[];
+}): DpopScheme {
+  return {
+    algs: options.algorithms.join(' '),
+    async prove(req, path, token, principal) {
+      const boundKey = principal.boundKey;
+      if (boundKey === undefined) {
+        throw new AuthFailure('dpop', 'bad_token', 'This token is not bound to a key; use Bearer.');
+      }
+      const proof = onlyProof(req);
+      const checked = await options.check(proof, {
+        method: req.method ?? '',
+        htu: options.htuBase + path,
+        accessToken: token,
+        boundKey,
+      });
+      if (!(await options.replay.firstUse(boundKey, checked))) {
+        throw new AuthFailure('dpop', 'replayed_proof', 'This DPoP proof was used before.');
+      }
+    },
+  };
+}
+
+/** The value of the request's one `DPoP` header; none, several or an empty one is refused. */
+function onlyProof(req: IncomingMessage): string {
+  const values = req.headersDistinct.dpop;
+  if (values === undefined || values.length === 0) {
+    throw invalidProof('A DPoP proof header is required with the DPoP scheme.');
+  }
+  if (values.length > 1) throw invalidProof('Exactly one DPoP proof header is allowed.');
+  const proof = values[0]!.trim();
+  if (proof === '') throw invalidProof('The DPoP proof header is empty.');
+  return proof;
+}
