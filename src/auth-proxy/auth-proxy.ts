@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
-import type { Forwarding } from '../edge/forwarding.ts';
+import { publicAddressHeaders, type Forwarding } from '../edge/forwarding.ts';
 import { answerHeadersOf, upstreamRequestHeaders } from '../edge/upstream-headers.ts';
 import { bodyFraming, createUpstream, hasBody, sendBody } from '../edge/upstream.ts';
 import { traceHeadersNow } from '../tracing/trace-scope.ts';
@@ -57,17 +57,9 @@ export interface AuthProxyOptions {
 export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
   const { nodes, timeoutMs } = options;
   const several = nodes.all.length > 1;
-  const publicUrl = new URL(options.publicUrl);
   // Host, proto and port name the gateway's public address, never the caller's: they would let
   // a client choose the issuer Keycloak writes into tokens.
-  const forwarded = [
-    'x-forwarded-host',
-    publicUrl.host,
-    'x-forwarded-proto',
-    publicUrl.protocol.replace(':', ''),
-    'x-forwarded-port',
-    publicUrl.port || (publicUrl.protocol === 'https:' ? '443' : '80'),
-  ];
+  const forwarded = publicAddressHeaders(options.publicUrl);
   const targets = nodes.all.map((node) => createUpstream(node.url, { maxSockets: 256 }));
 
   /** What Keycloak gets: the client's headers through the filter, then the gateway's own. */

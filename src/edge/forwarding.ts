@@ -68,3 +68,21 @@ export function createForwarding(trusted: BlockList | undefined): Forwarding {
     },
   };
 }
+
+/**
+ * `X-Forwarded-Host`, `-Proto` and `-Port` naming the gateway's public address (the origin of
+ * `publicUrl`), never a caller's, as name/value pairs: what Keycloak (`--proxy-headers`) is told
+ * on `/auth` and on the gateway's own grants, so that the issuer it writes and the URL it checks
+ * a DPoP proof's `htu` against are `PUBLIC_URL/auth/...`.
+ */
+export function publicAddressHeaders(publicUrl: string): string[] {
+  const url = new URL(publicUrl);
+  return [
+    'x-forwarded-host',
+    url.host,
+    'x-forwarded-proto',
+    url.protocol.replace(':', ''),
+    'x-forwarded-port',
+    url.port || (url.protocol === 'https:' ? '443' : '80'),
+  ];
+}

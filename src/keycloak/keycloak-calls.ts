@@ -68,13 +68,15 @@ export interface KeycloakCalls {
   ): Promise<T>;
   /**
    * The HTTP exchange of `exchange` (node choice, retries, failure translation) without an
-   * outcome of its own: the requests of a `call`'s work.
+   * outcome of its own: the requests of a `call`'s work, with the `headers` the library adds
+   * (a grant's `DPoP` proof).
    */
   send<T>(
     kind: KeycloakCallKind,
     path: string,
     form: string | undefined,
     read: ReadAnswer<T>,
+    headers?: Readonly<Record<string, string>>,
   ): Promise<T>;
   /**
    * One admin-API request made by `@keycloak/keycloak-admin-client` against the node whose base
@@ -157,28 +159,36 @@ export function createKeycloakCalls(
     path: string,
     form: string | undefined,
     read: ReadAnswer<T>,
+    headers?: Readonly<Record<string, string>>,
     observe = false,
   ): Promise<T> {
     const started = observe && observed ? performance.now() : 0;
     return new Promise<T>((resolve, reject) => {
       const attempt = (node: KeycloakNode, retry: boolean) =>
-        exchanges[node.index]!(path, form, MAX_ANSWER_BYTES[kind], read, (err, value, status) => {
-          if (err === undefined) {
-            nodes.answered(node);
-            if (observe) report(kind, status < 400 ? 'ok' : 'refused', started);
-            resolve(value!);
-            return;
-          }
-          const error = toKeycloakError(err);
-          const failure = failureOf(error);
-          const next = afterFailure(node, kind, failure, err, SAFE_KINDS[kind]);
-          if (retry && next) {
-            attempt(next, false);
-            return;
-          }
-          if (observe) report(kind, failure, started);
-          reject(error);
-        });
+        exchanges[node.index]!(
+          path,
+          form,
+          MAX_ANSWER_BYTES[kind],
+          read,
+          (err, value, status) => {
+            if (err === undefined) {
+              nodes.answered(node);
+              if (observe) report(kind, status < 400 ? 'ok' : 'refused', started);
+              resolve(value!);
+              return;
+            }
+            const error = toKeycloakError(err);
+            const failure = failureOf(error);
+            const next = afterFailure(node, kind, failure, err, SAFE_KINDS[kind]);
+            if (retry && next) {
+              attempt(next, false);
+              return;
+            }
+            if (observe) report(kind, failure, started);
+            reject(error);
+          },
+          headers,
+        );
       attempt(nodes.pick(), true);
     });
   }
@@ -189,7 +199,7 @@ export function createKeycloakCalls(
     form: string | undefined,
     read: ReadAnswer<T>,
   ): Promise<T> {
-    return send(kind, path, form, read, true);
+    return send(kind, path, form, read, undefined, true);
   }
 
   async function call<T>(

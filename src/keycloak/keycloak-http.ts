@@ -17,6 +17,8 @@ export type NodeExchange = <T>(
   maxBytes: number,
   read: (status: number, body: string, contentType?: string) => T,
   done: ExchangeDone<T>,
+  /** Headers the caller adds (a grant's `DPoP` proof). */
+  extraHeaders?: Readonly<Record<string, string>>,
 ) => void;
 
 /**
@@ -42,12 +44,14 @@ export function createNodeExchange(nodeUrl: string, timeoutMs: number): NodeExch
     maxBytes: number,
     read: (status: number, body: string, contentType?: string) => T,
     done: ExchangeDone<T>,
+    extraHeaders?: Readonly<Record<string, string>>,
   ): void {
     let settled = false;
     const headers: OutgoingHttpHeaders =
       form === undefined
-        ? { accept: 'application/json' }
+        ? { ...extraHeaders, accept: 'application/json' }
         : {
+            ...extraHeaders,
             accept: 'application/json',
             'content-type': 'application/x-www-form-urlencoded',
             'content-length': Buffer.byteLength(form),

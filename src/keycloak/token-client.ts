@@ -3,10 +3,14 @@ import { apiClientIdOf, realmIssuer } from '../tenancy/identifiers.ts';
 import { createIntrospector } from './introspection.ts';
 import type { KeycloakCalls } from './keycloak-calls.ts';
 import { realmConfigurations } from './oidc-clients.ts';
+import { gatewayDpopKey, type GatewayProof } from './gateway-dpop-key.ts';
 
-/** Outcome of a password grant: an access token, or Keycloak's refusal. */
+/**
+ * Outcome of a password grant: an access token (bound by Keycloak to `proofKey`, the thumbprint
+ * of the gateway's key whose proof went with the grant), or Keycloak's refusal.
+ */
 export type PasswordGrantResult =
-  | { ok: true; accessToken: string; expiresIn: number }
+  | { ok: true; accessToken: string; expiresIn: number; proofKey: string }
   | { ok: false; error: string; description: string };
 
 export interface TokenClient {
@@ -19,7 +23,9 @@ export interface TokenClient {
 /**
  * Keycloak's token endpoint, reached directly (not through our /auth proxy), for Basic logins:
  * openid-client's password grant on the realm's public API client, sent through the client
- * layer, which translates every failure (503/504/502).
+ * layer, which translates every failure (503/504/502). Every grant carries a DPoP proof of this
+ * process's own key (gateway-dpop-key.ts), so a client that requires DPoP ("OAuth 2.0 DPoP Bound
+ * Access Tokens Enabled") still serves Basic; the token it gets never leaves the gateway.
  */
 export function createTokenClient(options: {
   calls: KeycloakCalls;
@@ -34,12 +40,13 @@ export function createTokenClient(options: {
     id: apiClientIdOf(realm),
     auth: oidc.None(),
   }));
+  const proofs = gatewayDpopKey();
   return {
     passwordGrant(realm, username, password) {
       const config = apiClientOf(realm);
       return calls.call(
         'grant',
-        () => passwordGrant(config, username, password),
+        async () => passwordGrant(config, await proofs.handleFor(config), username, password),
         (result) => !result.ok,
       );
     },
@@ -54,16 +61,23 @@ export function createTokenClient(options: {
  */
 async function passwordGrant(
   config: oidc.Configuration,
+  proof: GatewayProof,
   username: string,
   password: string,
 ): Promise<PasswordGrantResult> {
   try {
-    const answer = await oidc.genericGrantRequest(config, 'password', {
-      username,
-      password,
-      scope: 'openid',
-    });
-    return { ok: true, accessToken: answer.access_token, expiresIn: answer.expires_in ?? 0 };
+    const answer = await oidc.genericGrantRequest(
+      config,
+      'password',
+      { username, password, scope: 'openid' },
+      { DPoP: proof.handle },
+    );
+    return {
+      ok: true,
+      accessToken: answer.access_token,
+      expiresIn: answer.expires_in ?? 0,
+      proofKey: proof.thumbprint,
+    };
   } catch (err) {
     if (
       err instanceof oidc.ResponseBodyError &&

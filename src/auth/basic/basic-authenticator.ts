@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Cache } from '../../cache/cache.ts';
 import { TtlLru } from '../../cache/ttl-lru.ts';
-import { failureOf } from '../../keycloak/keycloak-failures.ts';
+import { failureOf, keycloakError } from '../../keycloak/keycloak-failures.ts';
 import type { PasswordGrantResult, TokenClient } from '../../keycloak/token-client.ts';
 import { AuthFailure } from '../auth-failure.ts';
 import type { BearerVerifier } from '../bearer/bearer-verifier.ts';
@@ -278,10 +278,10 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       local.delete(key);
       throw await counting(await refusal(realm, credentials.username, result.description), login);
     }
-    const principal = {
-      ...(await deps.bearer.verify(realm, result.accessToken)),
-      method: 'basic' as const,
-    };
+    const principal = basicPrincipalOf(
+      await deps.bearer.verify(realm, result.accessToken),
+      result.proofKey,
+    );
     const now = clock.now();
     const cached = cachedLoginOf(principal, bounds, now);
     if (cached) {
@@ -331,6 +331,19 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     if (twoFactor) return loginRefused('two_factor');
     return loginRefused(/disabled/i.test(description) ? 'account_disabled' : 'wrong_password');
   }
+}
+
+/**
+ * The principal of a Basic login from its token's: a token bound to a key is taken only when it
+ * is bound to the gateway's own (the key whose proof went with the grant); the binding stays
+ * here, as the token does (a cached login is the principal, served by any replica).
+ */
+function basicPrincipalOf(verified: Principal, proofKey: string): Principal {
+  const { boundKey, ...principal } = verified;
+  if (boundKey !== undefined && boundKey !== proofKey) {
+    throw keycloakError('bad_answer', new Error('the login token is bound to another key'));
+  }
+  return { ...principal, method: 'basic' };
 }
 
 /**

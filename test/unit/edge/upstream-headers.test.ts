@@ -1,6 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import type { IncomingMessage } from 'node:http';
 import {
+  answerHeadersOf,
   droppedRequestHeaderNames,
   IDENTITY_HEADERS,
   upstreamRequestHeaders,
@@ -91,6 +93,8 @@ describe('upstreamRequestHeaders', () => {
       'Bearer t',
       'Cookie',
       'c=1',
+      'DPoP',
+      'eyJ.proof.sig',
       'Accept',
       '*/*',
     ];
@@ -100,6 +104,8 @@ describe('upstreamRequestHeaders', () => {
       'Bearer t',
       'Cookie',
       'c=1',
+      'DPoP',
+      'eyJ.proof.sig',
       'Accept',
       '*/*',
     ]);
@@ -132,7 +138,7 @@ describe('upstreamRequestHeaders', () => {
             /^(connection|keep-alive|te|trailer|transfer-encoding|upgrade|host|expect|proxy-.*|forwarded|x-forwarded-.*|x-real-ip|x-request-id)$/,
           );
           expect(connectionNamed).not.toContain(lower);
-          if (!keepCredentials) expect(['authorization', 'cookie']).not.toContain(lower);
+          if (!keepCredentials) expect(['authorization', 'cookie', 'dpop']).not.toContain(lower);
         }
         // What is kept is a subsequence of what came, pairs intact.
         const remaining = pairsOf(kept);
@@ -146,5 +152,22 @@ describe('upstreamRequestHeaders', () => {
       }),
       { numRuns: 3000 },
     );
+  });
+});
+
+describe('answerHeadersOf', () => {
+  it("passes an upstream's DPoP-Nonce and WWW-Authenticate back unchanged (RFC 9449 8, 9)", () => {
+    const answer = {
+      headers: {
+        'dpop-nonce': 'n-1',
+        'www-authenticate': 'DPoP error="use_dpop_nonce"',
+        connection: 'close',
+        'x-request-id': 'theirs',
+      },
+    } as unknown as IncomingMessage;
+    expect(answerHeadersOf(answer)).toEqual({
+      'dpop-nonce': 'n-1',
+      'www-authenticate': 'DPoP error="use_dpop_nonce"',
+    });
   });
 });

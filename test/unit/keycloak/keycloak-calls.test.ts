@@ -1,4 +1,5 @@
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { calculateJwkThumbprint, type JWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createKeycloakCalls,
@@ -17,12 +18,17 @@ describe('Keycloak client layer: HTTP exchange', () => {
   const sockets = new Set<Socket>();
   /** What the fake does with each request's bytes. */
   let behave: (socket: Socket) => void;
+  /** The last request's first bytes, as received. */
+  let lastHead = '';
 
   beforeAll(async () => {
     server = createServer((socket) => {
       sockets.add(socket);
       socket.on('close', () => sockets.delete(socket));
-      socket.once('data', () => behave(socket));
+      socket.once('data', (head: Buffer) => {
+        lastHead = head.toString('latin1');
+        behave(socket);
+      });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     port = (server.address() as AddressInfo).port;
@@ -60,11 +66,46 @@ describe('Keycloak client layer: HTTP exchange', () => {
   }
   const url = () => `http://127.0.0.1:${port}/auth`;
 
+  const granted: unknown = {
+    ok: true,
+    accessToken: 'a.b.c',
+    expiresIn: 60,
+    proofKey: expect.any(String) as unknown,
+  };
+
   it('a token: ok', async () => {
     behave = answer('200 OK', '{"access_token":"a.b.c","token_type":"Bearer","expires_in":60}');
     const { value, seen } = await grant(url());
-    expect(value).toEqual({ ok: true, accessToken: 'a.b.c', expiresIn: 60 });
+    expect(value).toEqual(granted);
     expect(seen).toEqual([['grant', 'ok']]);
+  });
+
+  it("sends a DPoP proof of the gateway's key for the URL Keycloak believes it serves", async () => {
+    behave = answer('200 OK', '{"access_token":"a.b.c","token_type":"DPoP","expires_in":60}');
+    const { value } = await grant(url());
+    expect(lastHead.split('\r\n')[0]).toBe(
+      'POST /auth/realms/acme/protocol/openid-connect/token HTTP/1.1',
+    );
+    const proof = /\r\ndpop: ([^\r]+)\r\n/i.exec(lastHead)?.[1] ?? '';
+    const [header, claims] = proof
+      .split('.')
+      .slice(0, 2)
+      .map(
+        (part) => JSON.parse(Buffer.from(part, 'base64url').toString()) as Record<string, unknown>,
+      );
+    expect(header).toMatchObject({
+      typ: 'dpop+jwt',
+      alg: 'ES256',
+      jwk: { kty: 'EC', crv: 'P-256' },
+    });
+    expect(header!.jwk).not.toHaveProperty('d');
+    expect(claims).toMatchObject({
+      htm: 'POST',
+      htu: 'http://gateway.example/auth/realms/acme/protocol/openid-connect/token',
+    });
+    expect((value as { proofKey: string }).proofKey).toBe(
+      await calculateJwkThumbprint(header!.jwk as JWK),
+    );
   });
 
   it("the ID token must name the realm's issuer, PUBLIC_URL/auth/realms/<realm>", async () => {
@@ -83,7 +124,7 @@ describe('Keycloak client layer: HTTP exchange', () => {
         }),
       );
     behave = answerWith('http://gateway.example/auth/realms/acme');
-    expect((await grant(url())).value).toEqual({ ok: true, accessToken: 'a.b.c', expiresIn: 60 });
+    expect((await grant(url())).value).toEqual(granted);
     behave = answerWith(`${url()}/realms/acme`);
     const { error, seen } = await grant(url());
     expect(error).toMatchObject({ status: 502, result: '502-11001' });
