@@ -72,6 +72,10 @@ describe("the administrators' DPoP switch of an organization's API client", () =
       error_description: 'DPoP proof is missing',
     });
 
+    // Basic is served: the gateway's own login carries a proof (merged from dpop-gateway).
+    const basic = await callApi(`/api/${org}/platform/workspaces`, basicAuth(user));
+    expect(basic.status, JSON.stringify(basic.body)).toBe(200);
+
     // The CLI binds its login and is served.
     const configDir = join(root, 'cli');
     const login = await realmgate(
