@@ -53,16 +53,15 @@ export async function startGateway(
   const keycloak = buildKeycloak(shared);
   const accounts = createAccountAdmin(keycloak.serviceAdmin);
   const tenants = await buildTenants(shared);
-  const lookups = { organizations: tenants.directory, workspaces: tenants.workspaces };
-  const auth = await buildAuth(shared, keycloak, lookups, accounts);
+  const auth = await buildAuth(shared, keycloak, tenants, accounts);
   const automation = buildAutomation(shared, auth.admission);
-  const platform = buildPlatform(shared, keycloak, auth, tenants);
+  const authProxy = buildAuthProxy(shared, auth, accounts);
+  const platform = buildPlatform(shared, keycloak, auth, tenants, authProxy.tokenBindings);
   const api = createApiRouter({
     admission: auth.admission,
     audit: shared.audit,
     services: { ...platform.services, operations: automation.operations },
   });
-  const authProxy = buildAuthProxy(shared, auth, accounts);
   let shuttingDown = false;
   const app = (listener: Listener) =>
     createApp(

@@ -1,4 +1,5 @@
 import type { RequestHandler } from 'express';
+import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { AccountAdmin } from '../auth/account-admin.ts';
 import type { AuthArea } from '../auth/auth.area.ts';
@@ -12,6 +13,7 @@ import type { Cache } from '../cache/cache.ts';
 import type { Audit } from '../http/audit.ts';
 import { createAccessRevocations } from './access-revocations.ts';
 import { createAuthMount, type Listener } from './auth-steps.ts';
+import { createTokenBindingStore, type TokenBindingStore } from './token-bindings.ts';
 import {
   backchannelClientsOf,
   backchannelLogout,
@@ -25,6 +27,8 @@ export interface AuthProxyArea {
   mount: (listener: Listener) => RequestHandler;
   /** `POST /backchannel-logout`, the admin listener's (backchannel-logout.ts). */
   backchannelLogout: RequestHandler;
+  /** The key each password grant's new session is bound to (DPoP), for the refresh-token list. */
+  tokenBindings: TokenBindingStore;
 }
 
 /**
@@ -35,6 +39,7 @@ export function buildAuthProxy(
   shared: {
     config: Config;
     logger: Logger;
+    db: Knex;
     clock: Clock;
     keycloakNodes: KeycloakNodes;
     forwarding: Forwarding;
@@ -67,6 +72,7 @@ export function buildAuthProxy(
     logger,
     clock,
   });
+  const tokenBindings = createTokenBindingStore(shared.db);
   const deps = {
     logger,
     keycloakNodes: shared.keycloakNodes,
@@ -97,6 +103,7 @@ export function buildAuthProxy(
     },
     jobCredentials: {
       store: auth.tokenDetails,
+      bindings: tokenBindings,
       reach: auth.reach,
       bearer: auth.bearer,
       endSession: (realm: string, sessionId: string) =>
@@ -107,6 +114,7 @@ export function buildAuthProxy(
   };
   return {
     mount: (listener) => createAuthMount(deps, listener),
+    tokenBindings,
     // What Keycloak announces it ended (OpenID Connect back-channel logout).
     backchannelLogout: backchannelLogout({
       verify: createLogoutTokenVerifier({

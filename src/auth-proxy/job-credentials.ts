@@ -12,6 +12,7 @@ import { MASTER_REALM, WORKSPACE_ID } from '../tenancy/identifiers.ts';
 import { replaceForm, formFieldsOf } from './form-body-guard.ts';
 import { refreshTokenSession } from './refresh-token-claims.ts';
 import { holdAnswer, sendTokenError, type GrantAnswer, type Replacement } from './grant-answer.ts';
+import { recordBinding, type TokenBindingStore } from './token-bindings.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 
 /**
@@ -116,6 +117,8 @@ export function readJobFields(
 
 export interface JobCredentialsDeps {
   store: TokenDetailsStore;
+  /** Where every password grant's session notes the key its tokens are bound to (DPoP). */
+  bindings: TokenBindingStore;
   reach: ReachStep;
   bearer: BearerVerifier;
   /** Ends an offline session in Keycloak: one issued with fields that could not be recorded. */
@@ -135,6 +138,8 @@ export interface JobCredentialsDeps {
  *   too: the session Keycloak opened is ended and the client gets no token.
  * - a refresh grant: refused as Keycloak refuses an expired token once the lifetime given at
  *   issuance is over; its use is noted when Keycloak answers 200.
+ * - any password grant Keycloak answers with a bound token (DPoP): the key's thumbprint is
+ *   recorded against the new session (token-bindings.ts).
  */
 export function jobCredentials(deps: JobCredentialsDeps): RequestHandler {
   return (req, res, next) => {
@@ -148,6 +153,11 @@ export function jobCredentials(deps: JobCredentialsDeps): RequestHandler {
     if ('invalid' in read) {
       sendTokenError(res, { status: 400, error: 'invalid_request', description: read.invalid });
       return;
+    }
+    // Any password grant: the key Keycloak bound the new session's tokens to, for `tokens
+    // list`. Held first, so it sees the job credential's refusal (held after) if there is one.
+    if (form.get('grant_type') === 'password') {
+      holdAnswer(res, (answer) => recordBinding(realm, answer, deps));
     }
     if (read.request) {
       replaceForm(req, withoutJobFields(form));

@@ -72,7 +72,7 @@ export async function buildAuth(
   },
   keycloak: { calls: KeycloakCalls; tokens: TokenClient },
   /** Whom the admission asks about organizations and workspaces (the platform's directory). */
-  tenants: { organizations: OrganizationLookup; workspaces: WorkspaceLookup },
+  tenants: { directory: OrganizationLookup; workspaces: WorkspaceLookup },
   accounts: Pick<AccountAdmin, 'hasTwoFactor'>,
 ): Promise<AuthArea> {
   const { config, logger, clock, cache, cacheSecret, metrics } = shared;
@@ -198,7 +198,7 @@ export async function buildAuth(
     }),
     revocations,
     activeCheck,
-    organizations: tenants.organizations,
+    organizations: tenants.directory,
     workspaces: tenants.workspaces,
     clientAddressOf,
     reach,

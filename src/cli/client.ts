@@ -1,4 +1,5 @@
 import { SUCCESS_RESULT } from '../envelope/envelope.ts';
+import { sendWithProof, type DpopKey } from './dpop.ts';
 import { CliError } from './errors.ts';
 
 /** One call of the gateway's platform API; `path` is relative to the base URL. */
@@ -14,6 +15,11 @@ export interface Connection {
   baseUrl: URL;
   /** The `Authorization` header value; never printed. */
   authorization: string;
+  /**
+   * The key of a bound token (`Authorization: DPoP <token>`): each request carries a fresh
+   * proof of it, with the token's hash (`ath`).
+   */
+  dpop?: { key: DpopKey; accessToken: string };
 }
 
 export const DEFAULT_URL = 'http://localhost:8000';
@@ -106,23 +112,26 @@ export async function callApi(
     authorization: connection.authorization,
   };
   if (request.body) headers['content-type'] = 'application/json';
-  const signal = AbortSignal.timeout(timeoutMs);
   let status: number;
   let text: string;
   let location: string | null;
   try {
-    // A redirect is reported, not followed: a POST would be replayed as GET, or the
-    // credentials sent somewhere the user did not name.
-    const response = await fetch(url, {
-      method: request.method,
-      headers,
-      body: request.body && JSON.stringify(request.body),
-      redirect: 'manual',
-      signal,
-    });
-    ({ status } = response);
-    location = response.headers.get('location');
-    text = await response.text();
+    const { dpop } = connection;
+    const target = { method: request.method, url, accessToken: dpop?.accessToken };
+    ({ status, text, location } = await sendWithProof(dpop?.key, target, async (proof) => {
+      // A redirect is reported, not followed: a POST would be replayed as GET, or the
+      // credentials sent somewhere the user did not name.
+      const response = await fetch(url, {
+        method: request.method,
+        headers: proof === undefined ? headers : { ...headers, dpop: proof },
+        body: request.body && JSON.stringify(request.body),
+        redirect: 'manual',
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      const { headers: answered } = response;
+      const location = answered.get('location');
+      return { status: response.status, headers: answered, text: await response.text(), location };
+    }));
   } catch (error) {
     throw describeUnreachable(error, connection.baseUrl, timeoutMs);
   }

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, open, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname, isAbsolute, join } from 'node:path';
+import { isDpopKey, type DpopKey } from './dpop.ts';
 import { CliError } from './errors.ts';
 
 /**
@@ -24,6 +25,11 @@ export interface StoredLogin {
   accessToken?: string;
   /** ISO 8601, when `accessToken` expires. */
   accessExpiresAt?: string;
+  /**
+   * The private key the refresh and access tokens are bound to (DPoP); absent: bearer tokens
+   * (`--no-dpop`, a realm that does not offer it, or a login made before the CLI bound them).
+   */
+  dpopKey?: DpopKey;
 }
 
 /** What picks a stored login: `--realm` and `--user`, each optional. */
@@ -226,6 +232,7 @@ function isStoredLogin(value: unknown): value is StoredLogin {
   const optional = (key: string) => login[key] === undefined || typeof login[key] === 'string';
   return (
     ['gateway', 'realm', 'username', 'sessionId', 'refreshToken', 'loggedInAt'].every(text) &&
-    ['refreshExpiresAt', 'accessToken', 'accessExpiresAt'].every(optional)
+    ['refreshExpiresAt', 'accessToken', 'accessExpiresAt'].every(optional) &&
+    (login.dpopKey === undefined || isDpopKey(login.dpopKey))
   );
 }

@@ -36,8 +36,12 @@ realm and user; it asks for the password without echo, and for the one-time pass
 the login is refused (--otp asks for it at once). With --password-stdin, stdin's first line
 is the password and an optional second line the one-time password:
   printf '%s\\n%s\\n' "$PW" "$OTP" | realmgate login acme alice --password-stdin
-token prints an access token (cached until a minute before it expires):
-  curl -H "Authorization: Bearer $(realmgate token)" ...
+When the realm offers DPoP (its discovery document), login binds the tokens to a P-256 key
+of its own, kept beside the refresh token: a copy of the token without the key is refused.
+--no-dpop keeps bearer tokens (as logins made before do). token prints an access token (cached
+until a minute before it expires); a bound one is sent with a fresh proof from proof:
+  curl -H "Authorization: DPoP $(realmgate token)" -H "DPoP: $(realmgate proof GET "$U")" "$U"
+  curl -H "Authorization: Bearer $(realmgate token)" ...     (a --no-dpop login)
 A job's own credential: login --name names the refresh token, --workspace (repeatable)
 limits it to those workspaces, --read-only to GET, HEAD and OPTIONS, --expires (30d, 12h) ends
 it sooner; keep it in a directory of its own (REALMGATE_CONFIG_DIR), so it does not replace
@@ -45,7 +49,8 @@ your own login:
   REALMGATE_CONFIG_DIR=./ci realmgate login acme alice --name nightly --workspace ws1 \\
     --read-only --expires 90d
 tokens list|revoke manage the user's refresh tokens (revoke <id|name>; --all: every one of
-them); list shows each one's name, reach, expiry and last use.
+them); list shows each one's name, reach, expiry, last use and key (dpop_jkt; null: bearer).
+lifetimes set --dpop-required true makes the realm's API client require DPoP.
 logout revokes the stored login's refresh token alone and forgets it. --realm and --user pick
 among stored logins; without them, the most recent login at REALMGATE_URL is used. The other
 commands use the most recent master-realm login when no REALMGATE_TOKEN or

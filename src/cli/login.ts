@@ -9,8 +9,14 @@ import {
 import { CliError, usageError } from './errors.ts';
 import type { CliIo, RunContext } from './io.ts';
 import { promptHidden, readPipedLines, type PasswordSource } from './password.ts';
+import { generateDpopKey, thumbprintOf, type DpopKey } from './dpop.ts';
 import { requireCredentialsPath } from './stored-login.ts';
-import { passwordGrant, unverifiedClaimsOf, type GrantResult } from './token-endpoint.ts';
+import {
+  passwordGrant,
+  realmOffersDpop,
+  unverifiedClaimsOf,
+  type GrantResult,
+} from './token-endpoint.ts';
 import { revokeSession } from './session.ts';
 
 /** What `realmgate login` was asked to do. */
@@ -22,6 +28,8 @@ export interface LoginCommand {
   otp: boolean;
   /** A name, a narrower reach and a shorter lifetime for the refresh token (job credentials). */
   job: JobOptions;
+  /** Bind the tokens to a key of this login when the realm offers DPoP (not `--no-dpop`). */
+  dpop: boolean;
 }
 
 export interface JobOptions {
@@ -67,7 +75,12 @@ export async function login(
   // A broken or open credentials file is reported before any password is asked for.
   await readLogins(path);
   const { realm, username } = command;
-  const secrets = { ...(await readSecrets(command, io)), fields: jobFields(command.job) };
+  const dpopKey = command.dpop ? await keyIfOffered(baseUrl, realm, timeoutMs) : undefined;
+  const secrets = {
+    ...(await readSecrets(command, io)),
+    fields: jobFields(command.job),
+    dpopKey,
+  };
   let result = await passwordGrant(baseUrl, { realm, username, ...secrets }, timeoutMs);
   // Keycloak answers a missing one-time password exactly like a wrong password, so at a
   // terminal the CLI asks for one after a refusal; a person with none just presses Enter.
@@ -84,6 +97,12 @@ export async function login(
   }
   if (!result.ok) throw refused(result, command, secrets.totp !== undefined);
   const stored = storedLoginOf(result.tokens, baseUrl, command);
+  // The key is kept only with the tokens it binds: a realm that answered bearer tokens to a
+  // proof gets them back as bearer tokens.
+  if (dpopKey !== undefined && result.tokens.bound) stored.dpopKey = dpopKey;
+  else if (dpopKey !== undefined) {
+    io.stderr.write('realmgate: the realm answered bearer tokens to a proof; kept as such\n');
+  }
   // The gateway ends the token at the lifetime asked for, whatever Keycloak's answer says.
   const asked = command.job.expiresInSeconds;
   if (asked !== undefined) {
@@ -113,11 +132,25 @@ export async function login(
     username: stored.username,
     session_id: stored.sessionId,
     expire_timestamp: stored.refreshExpiresAt ?? null,
+    // What `tokens list` shows of a bound token; the key itself is never printed.
+    dpop_jkt: stored.dpopKey === undefined ? null : await thumbprintOf(stored.dpopKey),
     ...(job.name === undefined ? {} : { name: job.name }),
     ...(job.workspaces.length === 0 ? {} : { workspaces: job.workspaces }),
     ...(job.readOnly ? { read_only: true } : {}),
     credentials_file: path,
   };
+}
+
+/**
+ * A new key for this login when the realm's discovery document offers DPoP with the CLI's
+ * algorithm; none (bearer tokens) otherwise.
+ */
+async function keyIfOffered(
+  baseUrl: URL,
+  realm: string,
+  timeoutMs: number,
+): Promise<DpopKey | undefined> {
+  return (await realmOffersDpop(baseUrl, realm, timeoutMs)) ? generateDpopKey() : undefined;
 }
 
 /** The password (prompt or first line of stdin) and the one-time password, if given up front. */

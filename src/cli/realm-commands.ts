@@ -31,6 +31,7 @@ export const REALM_COMMANDS: readonly CommandEntry[] = [
     options: {
       ...Object.fromEntries(Object.keys(LIFETIME_OPTIONS).map((name) => [name, { value: 'dur' }])),
       'offline-max-enabled': { value: 'true|false' },
+      'dpop-required': { value: 'true|false' },
     },
     parse: (args) => ({ realm: checkRealm(args.at(0)), lifetimes: readLifetimes(args) }),
     request: ({ realm, lifetimes }) => ({
@@ -60,6 +61,10 @@ function readLifetimes(args: Args): Partial<TokenLifetimes> {
   const enabled = args.one('offline-max-enabled');
   if (enabled !== undefined) {
     lifetimes.offline_session_max_lifespan_enabled = parseFlag(enabled, '--offline-max-enabled');
+  }
+  const dpop = args.one('dpop-required');
+  if (dpop !== undefined) {
+    lifetimes.dpop_bound_access_tokens = parseFlag(dpop, '--dpop-required');
   }
   if (Object.keys(lifetimes).length === 0) {
     throw usageError('lifetimes set needs at least one option');

@@ -3,7 +3,7 @@ import type { LoginSelector } from './credentials.ts';
 import { usageError } from './errors.ts';
 import { login } from './login.ts';
 import { passwordSourceOf } from './password.ts';
-import { accessToken, listTokens, logout, revokeTokens } from './session.ts';
+import { accessToken, listTokens, logout, proofFor, revokeTokens } from './session.ts';
 import { checkRealm, checkWorkspace, parseDuration } from './values.ts';
 
 /** `--realm` and `--user`: which stored login a token command uses. */
@@ -25,6 +25,7 @@ export const SESSION_COMMANDS: readonly CommandEntry[] = [
       workspace: { value: 'workspace', repeat: true },
       'read-only': {},
       expires: { value: 'duration' },
+      'no-dpop': {},
     },
     parse: (args) => {
       const expires = args.one('expires');
@@ -40,6 +41,7 @@ export const SESSION_COMMANDS: readonly CommandEntry[] = [
           readOnly: args.has('read-only'),
           expiresInSeconds: expires === undefined ? undefined : parseDuration(expires, '--expires'),
         },
+        dpop: !args.has('no-dpop'),
       };
     },
     run: async (command, context) => ({ json: await login(command, context) }),
@@ -49,6 +51,18 @@ export const SESSION_COMMANDS: readonly CommandEntry[] = [
     options: SELECTOR_OPTIONS,
     parse: (args) => ({ select: readSelector(args) }),
     run: async ({ select }, context) => ({ text: await accessToken(select, context) }),
+  }),
+  sessionCommand({
+    name: 'proof',
+    positionals: ['method', 'url'],
+    options: SELECTOR_OPTIONS,
+    parse: (args) => ({
+      select: readSelector(args),
+      target: { method: readMethod(args.at(0)), url: readCallUrl(args.at(1)) },
+    }),
+    run: async ({ select, target }, context) => ({
+      text: await proofFor(select, target, context),
+    }),
   }),
   sessionCommand({
     name: 'tokens list',
@@ -79,6 +93,28 @@ export const SESSION_COMMANDS: readonly CommandEntry[] = [
     },
   }),
 ];
+
+// An HTTP method is a token (RFC 9110); the CLI sends it in capitals, as curl's -X does.
+const METHOD = /^[A-Za-z]{1,20}$/;
+
+function readMethod(method: string): string {
+  if (!METHOD.test(method)) throw usageError(`invalid method '${method}'`);
+  return method.toUpperCase();
+}
+
+/** The URL a proof is for: absolute, http or https (its query and fragment are left out). */
+function readCallUrl(text: string): URL {
+  let url: URL | undefined;
+  try {
+    url = new URL(text);
+  } catch {
+    url = undefined;
+  }
+  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    throw usageError('the url of proof is an absolute http:// or https:// URL');
+  }
+  return url;
+}
 
 function readSelector(args: Args): LoginSelector {
   const realm = args.one('realm');

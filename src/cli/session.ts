@@ -1,11 +1,13 @@
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import { callApi, type ApiRequest } from './client.ts';
 import { updateLogins, withoutLogin, type LoginSelector, type StoredLogin } from './credentials.ts';
+import { dpopProof } from './dpop.ts';
 import { CliError } from './errors.ts';
 import type { RunContext } from './io.ts';
 import {
   accessTokenOf,
   callAs,
+  connectionOf,
   findStoredLogin,
   isLoginExpired,
   resolveCaller,
@@ -19,6 +21,29 @@ export async function accessToken(
 ): Promise<string> {
   const stored = await findStoredLogin(env, select);
   return (await accessTokenOf(stored, timeoutMs)).token;
+}
+
+/**
+ * `realmgate proof <method> <url>`: a fresh DPoP proof of the stored login's key for one call
+ * with the access token `realmgate token` prints (the same cached one), for a script that sends
+ * it with `Authorization: DPoP`. A login with bearer tokens has no key to prove.
+ */
+export async function proofFor(
+  select: LoginSelector,
+  target: { method: string; url: URL },
+  { env, timeoutMs }: RunContext,
+): Promise<string> {
+  const stored = await findStoredLogin(env, select);
+  const key = stored.login.dpopKey;
+  if (key === undefined) {
+    throw new CliError(
+      'config',
+      `the stored login of ${describe(stored.login)} has bearer tokens (no key): send them ` +
+        'as Authorization: Bearer, without a proof',
+    );
+  }
+  const { token } = await accessTokenOf(stored, timeoutMs);
+  return dpopProof(key, { ...target, accessToken: token });
 }
 
 /** `realmgate tokens list`: the user's refresh tokens (offline sessions). */
@@ -98,8 +123,8 @@ export async function revokeSession(
   timeoutMs: number,
 ): Promise<void> {
   const request: ApiRequest = { method: 'DELETE', path: sessionPath(login, sessionId) };
-  const authorization = `Bearer ${login.accessToken ?? ''}`;
-  await callApi(request, { baseUrl: new URL(login.gateway), authorization }, timeoutMs);
+  const connection = connectionOf(new URL(login.gateway), login, login.accessToken ?? '');
+  await callApi(request, connection, timeoutMs);
 }
 
 async function forget(caller: { path: string }, login: StoredLogin): Promise<void> {

@@ -1,4 +1,10 @@
-import { callApi, readBaseUrl, readEnvAuthorization, type ApiRequest } from './client.ts';
+import {
+  callApi,
+  readBaseUrl,
+  readEnvAuthorization,
+  type ApiRequest,
+  type Connection,
+} from './client.ts';
 import {
   credentialsPathOf,
   isSameLogin,
@@ -83,12 +89,23 @@ export async function callAs(
   const { baseUrl } = caller;
   const first = await accessTokenOf(caller, timeoutMs);
   try {
-    return await callApi(request, { baseUrl, authorization: `Bearer ${first.token}` }, timeoutMs);
+    return await callApi(request, connectionOf(baseUrl, caller.login, first.token), timeoutMs);
   } catch (error) {
     if (!(error instanceof CliError && error.status === 401 && first.cached)) throw error;
   }
   const fresh = await accessTokenOf(caller, timeoutMs, { refresh: true });
-  return callApi(request, { baseUrl, authorization: `Bearer ${fresh.token}` }, timeoutMs);
+  return callApi(request, connectionOf(baseUrl, caller.login, fresh.token), timeoutMs);
+}
+
+/**
+ * How an access token of `login` is sent: `DPoP` with a proof of the login's key when its
+ * tokens are bound to it, else `Bearer` (a login made with `--no-dpop`, or before the CLI
+ * bound them).
+ */
+export function connectionOf(baseUrl: URL, login: StoredLogin, accessToken: string): Connection {
+  const key = login.dpopKey;
+  if (key === undefined) return { baseUrl, authorization: `Bearer ${accessToken}` };
+  return { baseUrl, authorization: `DPoP ${accessToken}`, dpop: { key, accessToken } };
 }
 
 /**
@@ -109,7 +126,13 @@ export async function accessTokenOf(
       return { token: accessToken, cached: true };
     }
   }
-  const result = await refreshGrant(baseUrl, login.realm, login.refreshToken, timeoutMs);
+  const result = await refreshGrant(
+    baseUrl,
+    login.realm,
+    login.refreshToken,
+    timeoutMs,
+    login.dpopKey,
+  );
   if (!result.ok) throw loginExpired(login, result.error);
   const { tokens } = result;
   const issuedAt = now();

@@ -1,8 +1,16 @@
 import { decodeJwt } from 'jose';
 import * as oidc from 'openid-client';
 import { apiClientIdOf } from '../tenancy/identifiers.ts';
-import { describeUnreachable, printable } from './client.ts';
+import { printable } from './client.ts';
+import { DPOP_ALGORITHM, type DpopKey } from './dpop.ts';
 import { CliError } from './errors.ts';
+import {
+  gatewayFetchOf,
+  objectOf,
+  unusableAnswer,
+  type Answer,
+  type TokenRequestTarget,
+} from './token-fetch.ts';
 
 /** What a successful grant gives the CLI. */
 export interface Tokens {
@@ -12,6 +20,8 @@ export interface Tokens {
   refreshToken?: string;
   /** Seconds; 0 or absent when Keycloak sets no limit. */
   refreshExpiresIn?: number;
+  /** `token_type` DPoP: bound to the key whose proof the grant carried. */
+  bound: boolean;
 }
 
 /** A grant's outcome: tokens, or Keycloak's refusal (`invalid_grant` and the like). */
@@ -31,10 +41,13 @@ export function passwordGrant(
     totp?: string;
     /** The gateway's own fields (a name, a reach: `realmgate_*`). */
     fields?: Record<string, string>;
+    /** The key the tokens are bound to (a proof on the request); none: bearer tokens. */
+    dpopKey?: DpopKey;
   },
   timeoutMs: number,
 ): Promise<GrantResult> {
-  return tokenRequest(baseUrl, login.realm, timeoutMs, (config) =>
+  const { dpopKey } = login;
+  return tokenRequest({ baseUrl, realm: login.realm, timeoutMs, dpopKey }, (config) =>
     oidc.genericGrantRequest(config, 'password', {
       scope: 'openid offline_access',
       username: login.username,
@@ -45,16 +58,44 @@ export function passwordGrant(
   );
 }
 
-/** The refresh grant of spec 4.1 through the gateway's `/auth/`. */
+/**
+ * The refresh grant of spec 4.1 through the gateway's `/auth/`, with a proof of `dpopKey` when
+ * the refresh token is bound to it (Keycloak refuses a bound one without).
+ */
 export function refreshGrant(
   baseUrl: URL,
   realm: string,
   refreshToken: string,
   timeoutMs: number,
+  dpopKey?: DpopKey,
 ): Promise<GrantResult> {
-  return tokenRequest(baseUrl, realm, timeoutMs, (config) =>
+  return tokenRequest({ baseUrl, realm, timeoutMs, dpopKey }, (config) =>
     oidc.refreshTokenGrant(config, refreshToken),
   );
+}
+
+/**
+ * Whether the realm offers DPoP with the CLI's algorithm: its discovery document (through the
+ * gateway) lists it in `dpop_signing_alg_values_supported`.
+ */
+export async function realmOffersDpop(
+  baseUrl: URL,
+  realm: string,
+  timeoutMs: number,
+): Promise<boolean> {
+  const last: Answer = { status: 0, text: '' };
+  const realmUrl = realmUrlOf(baseUrl, realm);
+  const gatewayFetch = gatewayFetchOf({ baseUrl, realm, timeoutMs }, last);
+  try {
+    const metadata = await metadataOf(realmUrl, apiClientIdOf(realm), gatewayFetch);
+    return metadata.dpop_signing_alg_values_supported?.includes(DPOP_ALGORITHM) === true;
+  } catch (error) {
+    throw error instanceof CliError ? error : unusableAnswer(last.status, undefined, baseUrl);
+  }
+}
+
+function realmUrlOf(baseUrl: URL, realm: string): URL {
+  return new URL(`auth/realms/${encodeURIComponent(realm)}/`, baseUrl);
 }
 
 /**
@@ -92,12 +133,6 @@ async function metadataOf(
   return metadata;
 }
 
-/** The last answer the gateway gave, kept to describe one openid-client would not take. */
-interface Answer {
-  status: number;
-  text: string;
-}
-
 /**
  * One grant by openid-client on the realm's API client (a public client: its id in the form),
  * after the realm's discovery, both through the gateway's `/auth/`. Its answer: the tokens, or
@@ -105,14 +140,13 @@ interface Answer {
  * CliError that says what the gateway said.
  */
 async function tokenRequest(
-  baseUrl: URL,
-  realm: string,
-  timeoutMs: number,
+  target: TokenRequestTarget,
   grant: (config: oidc.Configuration) => Promise<oidc.TokenEndpointResponse>,
 ): Promise<GrantResult> {
+  const { baseUrl, realm } = target;
   const last: Answer = { status: 0, text: '' };
-  const realmUrl = new URL(`auth/realms/${encodeURIComponent(realm)}/`, baseUrl);
-  const gatewayFetch = gatewayFetchOf(baseUrl, timeoutMs, last);
+  const realmUrl = realmUrlOf(baseUrl, realm);
+  const gatewayFetch = gatewayFetchOf(target, last);
   try {
     const metadata = await metadataOf(realmUrl, apiClientIdOf(realm), gatewayFetch);
     // The token endpoint as REALMGATE_URL reaches it, whatever host Keycloak names: the
@@ -143,59 +177,6 @@ async function tokenRequest(
   }
 }
 
-/**
- * openid-client's fetch: the request to the gateway, redirects reported and not followed (a
- * password or refresh token is never replayed to wherever one points), within `timeoutMs`.
- * What openid-client reads is a token endpoint's own answer (200, or a 400/401 refusal); the
- * gateway's throttle (429), its envelope errors (503 while Keycloak is down) and anything else
- * become a CliError here.
- */
-function gatewayFetchOf(baseUrl: URL, timeoutMs: number, last: Answer): oidc.CustomFetch {
-  return async (url, options) => {
-    let response: Response;
-    try {
-      response = await fetch(url, {
-        method: options.method,
-        headers: options.headers,
-        body: options.body,
-        redirect: 'manual',
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-      last.status = response.status;
-      last.text = await response.text();
-    } catch (error) {
-      throw describeUnreachable(error, baseUrl, timeoutMs);
-    }
-    const { status, text } = last;
-    if (status === 200 || status === 400 || status === 401) {
-      const contentType = response.headers.get('content-type');
-      return new Response(text, {
-        status,
-        headers: contentType === null ? undefined : { 'content-type': contentType },
-      });
-    }
-    const body = objectOf(text);
-    if (status === 429 && body?.error === 'too_many_attempts') {
-      throw throttled(body, response.headers.get('retry-after'));
-    }
-    throw unusableAnswer(status, body, baseUrl);
-  };
-}
-
-/**
- * The gateway's login throttle refused the grant: say so in words, with the limit and the
- * wait it names, or at least the wait of its Retry-After.
- */
-function throttled(body: Record<string, unknown>, retryAfter: string | null): CliError {
-  const description = body.error_description;
-  const wait = retryAfter !== null && /^\d+$/.test(retryAfter) ? ` Retry in ${retryAfter} s.` : '';
-  const said =
-    typeof description === 'string' && description !== ''
-      ? printable(description)
-      : `Too many failed logins.${wait}`;
-  return new CliError('api', `error 429: login refused for now. ${said}`, undefined, 429);
-}
-
 /** The tokens of a grant openid-client accepted; `expires_in` is required, as the CLI caches by it. */
 function tokensOf(answer: oidc.TokenEndpointResponse, last: Answer, baseUrl: URL): Tokens {
   const { access_token: accessToken, expires_in: expiresIn } = answer;
@@ -205,47 +186,14 @@ function tokensOf(answer: oidc.TokenEndpointResponse, last: Answer, baseUrl: URL
   const refreshToken = answer.refresh_token;
   const refreshExpiresIn = answer.refresh_expires_in;
   return {
+    // openid-client gives the type in lower case.
+    bound: answer.token_type.toLowerCase() === 'dpop',
     accessToken,
     expiresIn,
     refreshToken:
       typeof refreshToken === 'string' && refreshToken !== '' ? refreshToken : undefined,
     refreshExpiresIn: typeof refreshExpiresIn === 'number' ? refreshExpiresIn : undefined,
   };
-}
-
-/** The gateway's own errors (503 when Keycloak is down) come as an envelope; say what it says. */
-function unusableAnswer(
-  status: number,
-  body: Record<string, unknown> | undefined,
-  baseUrl: URL,
-): CliError {
-  const { result, message, error } = body ?? {};
-  if (typeof result === 'string' && typeof message === 'string') {
-    return new CliError(
-      'api',
-      `error ${status} ${printable(result)}: ${printable(message)}`,
-      undefined,
-      status,
-    );
-  }
-  const detail = typeof error === 'string' ? ` (${printable(error)})` : '';
-  return new CliError(
-    'api',
-    `error ${status}: unexpected answer of the token endpoint at ${baseUrl.href}${detail}`,
-    undefined,
-    status,
-  );
-}
-
-function objectOf(text: string): Record<string, unknown> | undefined {
-  try {
-    const value: unknown = JSON.parse(text);
-    return typeof value === 'object' && value !== null && !Array.isArray(value)
-      ? (value as Record<string, unknown>)
-      : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 /**

@@ -6,6 +6,7 @@ import { readableFrom, schemaVerdict } from './schema-history.ts';
 import { appliedMigrations, readSchemaRecord, writeSchemaRecord } from './schema-record.ts';
 import * as initial from './migrations/20261122-001-initial.ts';
 import * as refreshTokenDetails from './migrations/20261125-002-refresh-token-details.ts';
+import * as refreshTokenDpopJkt from './migrations/20261127-003-refresh-token-dpop-jkt.ts';
 
 interface NamedMigration {
   name: string;
@@ -30,6 +31,7 @@ interface NamedMigration {
 const migrations: readonly NamedMigration[] = [
   { name: '20261122-001-initial', migration: initial },
   { name: '20261125-002-refresh-token-details', migration: refreshTokenDetails },
+  { name: '20261127-003-refresh-token-dpop-jkt', migration: refreshTokenDpopJkt },
 ];
 
 /** The names of the migrations, in order: what `knex_migrations` holds once migrated. */

@@ -7,6 +7,7 @@ import type { AdminSession } from '../keycloak/admin-session.ts';
 import type { ServiceAdmin } from '../keycloak/service-admin.ts';
 import type { Clock } from '../time/clock.ts';
 import { backchannelLogoutUrlOf } from '../auth-proxy/backchannel-logout.ts';
+import type { TokenBindingStore } from '../auth-proxy/token-bindings.ts';
 import type { ReadinessCheck } from '../http/health.router.ts';
 import { createBackchannelAlignment, type BackchannelAlignment } from './backchannel-alignment.ts';
 import type { ListingRepos } from './listing.router.ts';
@@ -95,6 +96,8 @@ export function buildPlatform(
     'revocations' | 'failedLogins' | 'keySetEvents' | 'jwks' | 'tokenDetails' | 'basicLoginSeconds'
   >,
   tenants: Tenants,
+  /** The keys password grants' sessions are bound to (auth-proxy/token-bindings.ts). */
+  tokenBindings: TokenBindingStore,
 ): PlatformArea {
   const { config, db } = shared;
   // Where realms' clients announce ended sessions: new realms at creation, existing ones here.
@@ -118,6 +121,7 @@ export function buildPlatform(
       admin: keycloak.serviceAdmin,
       revocations,
       details: auth.tokenDetails,
+      bindings: tokenBindings,
       ...tokenBounds,
     }),
     provisioning: createProvisioningService({

@@ -34,7 +34,8 @@ const USER_EXISTS_DESCRIPTION =
   'can be replaced through this call.';
 const LIFETIMES_DESCRIPTION =
   'Access token lifespan and client session limits of the API client, offline (refresh token) ' +
-  'session limits of the realm, in seconds (spec 5.3).';
+  'session limits of the realm, in seconds (spec 5.3); and whether the API client requires ' +
+  'DPoP (sender-constrained tokens, RFC 9449).';
 
 /** The names of the lifetimes a PATCH body sets (its values are not secrets, but lines stay short). */
 function fieldsOf(sent: unknown): string[] {

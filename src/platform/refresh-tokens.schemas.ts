@@ -19,6 +19,15 @@ export const refreshTokenRecord = z
         'The workspaces it reaches (`realmgate_workspaces`); null: every workspace of the user.',
     }),
     read_only: z.boolean().meta({ description: 'Safe methods only (`realmgate_read_only`).' }),
+    dpop_jkt: z
+      .string()
+      .nullable()
+      .meta({
+        description:
+          'The JWK SHA-256 thumbprint (RFC 7638) of the key its tokens are bound to (DPoP, ' +
+          "RFC 9449: the access tokens' `cnf.jkt`): it is refused without a proof of that key. " +
+          'Null: a bearer token, which works for whoever holds a copy.',
+      }),
     last_use: z
       .strictObject({
         timestamp,

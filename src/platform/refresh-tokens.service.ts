@@ -6,6 +6,7 @@ import { AppError, type ErrorCode } from '../envelope/errors.ts';
 import { httpStatusOf, isHttpStatus } from '../keycloak/admin-client.ts';
 import { apiClientIdOf } from '../tenancy/identifiers.ts';
 import type { ServiceAdmin } from '../keycloak/service-admin.ts';
+import type { TokenBindingStore } from '../auth-proxy/token-bindings.ts';
 import type { RefreshTokenRecord } from './refresh-tokens.schemas.ts';
 
 export type { RefreshTokenRecord };
@@ -44,6 +45,8 @@ export function createRefreshTokensService(deps: {
   revocations: RevocationList;
   /** Names, reaches and last uses; rows of sessions Keycloak no longer has are dropped here. */
   details: TokenDetailsStore;
+  /** The keys bound sessions' tokens are bound to (DPoP), in the same rows as `details`. */
+  bindings: TokenBindingStore;
   basicCacheSeconds: number;
   leewaySeconds: number;
 }): RefreshTokensService {
@@ -90,7 +93,11 @@ export function createRefreshTokensService(deps: {
     async list(principal) {
       const { sessions, limits } = await offlineSessions(principal);
       const details = await detailsOf(principal, sessions);
-      return sessions.map((session) => toRecord(session, limits, details.get(session.id)));
+      const bindings = await deps.bindings.ofUser(principal.realm, principal.userId);
+      return sessions.map((session) => ({
+        ...toRecord(session, limits, details.get(session.id)),
+        dpop_jkt: bindings.get(session.id) ?? null,
+      }));
     },
     async revokeAll(principal) {
       const { sessions, limits } = await offlineSessions(principal);
@@ -187,7 +194,7 @@ function toRecord(
   session: OfflineSession,
   limits: SessionLimits,
   details: TokenDetails | undefined,
-): RefreshTokenRecord {
+): Omit<RefreshTokenRecord, 'dpop_jkt'> {
   const candidates = [
     limits.idleSeconds > 0 ? session.lastAccessMs + limits.idleSeconds * 1000 : Infinity,
     limits.maxSeconds > 0 ? session.startMs + limits.maxSeconds * 1000 : Infinity,

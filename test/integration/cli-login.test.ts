@@ -21,11 +21,15 @@ let root: string;
 /** Every secret seen so far; no CLI output may contain one. */
 const secrets = new Set<string>();
 
-/** Runs the CLI against the test gateway with its credentials file under `configDir`. */
+/**
+ * Runs the CLI against the test gateway with its credentials file under `configDir`. This suite
+ * shows bearer logins (`--no-dpop`, as a login made before the CLI bound its tokens is), whose
+ * tokens a script sends as `Bearer`; cli-dpop.test.ts shows bound ones.
+ */
 async function realmgate(argv: string[], configDir: string, stdin = '', env = {}) {
   const { io, output } = capturingIo(piped(stdin));
   const code = await runCli(
-    argv,
+    argv[0] === 'login' ? [...argv, '--no-dpop'] : argv,
     { REALMGATE_URL: testEnv().publicUrl, REALMGATE_CONFIG_DIR: configDir, ...env },
     io,
   );

@@ -155,7 +155,7 @@ describe('the realmgate-cli package', () => {
       });
     });
 
-    it('logs in, prints a token the gateway takes, lists the refresh token and logs out', async () => {
+    it('logs in bound, prints a token and its proof the gateway takes, lists the refresh token and logs out', async () => {
       const user = await createUser(org, { workspaceRoles: ['ws1'] });
       const login = await realmgate(
         ['login', org, user.username, '--password-stdin'],
@@ -163,16 +163,23 @@ describe('the realmgate-cli package', () => {
       );
       expect(login, login.stderr).toMatchObject({ code: 0, stderr: '' });
       const session = JSON.parse(login.stdout) as Record<string, unknown>;
-      expect(session).toMatchObject({ realm: org, username: user.username });
+      // Bound to a key the bundle made and signs with (WebCrypto through jose, on this Node).
+      expect(session).toMatchObject({
+        realm: org,
+        username: user.username,
+        dpop_jkt: expect.any(String) as string,
+      });
       const file = await stat(String(session.credentials_file));
       expect(file.mode & 0o777).toBe(0o600);
 
       const token = await realmgate(['token']);
       expect(token).toMatchObject({ code: 0, stderr: '' });
-      const workspaces = await callApi(
-        `/api/${org}/platform/workspaces`,
-        `Bearer ${token.stdout.trim()}`,
-      );
+      const path = `/api/${org}/platform/workspaces`;
+      const proof = await realmgate(['proof', 'GET', `${testEnv().publicUrl}${path}`]);
+      expect(proof).toMatchObject({ code: 0, stderr: '' });
+      const workspaces = await callApi(path, `DPoP ${token.stdout.trim()}`, {
+        headers: { dpop: proof.stdout.trim() },
+      });
       expect(workspaces.status).toBe(200);
 
       const tokens = await realmgate(['tokens', 'list']);

@@ -178,6 +178,7 @@ describe('provisioning API (/api/platform)', () => {
       offline_session_idle_timeout: 86400 * 30,
       offline_session_max_lifespan: 86400 * 365,
       offline_session_max_lifespan_enabled: true,
+      dpop_bound_access_tokens: false,
     });
   });
 

@@ -446,6 +446,7 @@ describe('provisioning service', () => {
         offline_session_idle_timeout: YEAR,
         offline_session_max_lifespan: YEAR,
         offline_session_max_lifespan_enabled: true,
+        dpop_bound_access_tokens: false,
       });
     });
 
@@ -458,6 +459,7 @@ describe('provisioning service', () => {
         offline_session_idle_timeout: 30 * DAY,
         offline_session_max_lifespan: 60 * DAY,
         offline_session_max_lifespan_enabled: true,
+        dpop_bound_access_tokens: false,
       };
       expect(await service.setTokenLifetimes(org, wanted)).toEqual(wanted);
       expect(await service.getTokenLifetimes(org)).toEqual(wanted);
@@ -502,6 +504,7 @@ describe('provisioning service', () => {
       { access_token_lifespan: 1.5 },
       { access_token_lifespan: 10 * YEAR + 1 },
       { offline_session_max_lifespan_enabled: 'yes' },
+      { dpop_bound_access_tokens: 'true' },
       { refresh_token_lifespan: 60 },
     ])('refuses %j with 400-00002', async (patch) => {
       await expect(

@@ -82,6 +82,7 @@ describe('refresh-token management (spec 4.5, 4.6)', () => {
         for (const record of records) {
           // Spec 2.3's fields, then the gateway's (job credentials): none given at issuance.
           expect(Object.keys(record).sort()).toEqual([
+            'dpop_jkt',
             'expire_timestamp',
             'id',
             'last_use',
@@ -91,7 +92,12 @@ describe('refresh-token management (spec 4.5, 4.6)', () => {
             'start_timestamp',
             'workspaces',
           ]);
-          expect(record).toMatchObject({ name: null, workspaces: null, read_only: false });
+          expect(record).toMatchObject({
+            name: null,
+            workspaces: null,
+            read_only: false,
+            dpop_jkt: null,
+          });
           for (const field of ['start_timestamp', 'lastaccess_timestamp', 'expire_timestamp']) {
             expect(record[field]).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
           }

@@ -12,6 +12,10 @@ const LIFETIME_DESCRIPTIONS = {
   offline_session_idle_timeout: 'Offline session idle of the realm, in seconds',
   offline_session_max_lifespan: 'Offline session max of the realm, in seconds',
   offline_session_max_lifespan_enabled: 'Offline session max limited',
+  dpop_bound_access_tokens:
+    'DPoP required for the API client (RFC 9449; the console\'s "OAuth 2.0 DPoP Bound Access ' +
+    'Tokens Enabled"): Keycloak refuses a token request without a proof, so every token is ' +
+    "bound to its client's key",
 } as const;
 
 /** As Keycloak holds them: 0 where neither the client nor the realm sets a value. */
@@ -35,6 +39,7 @@ export const tokenLifetimesSchema = z
     offline_session_max_lifespan_enabled: z
       .boolean()
       .describe(LIFETIME_DESCRIPTIONS.offline_session_max_lifespan_enabled),
+    dpop_bound_access_tokens: z.boolean().describe(LIFETIME_DESCRIPTIONS.dpop_bound_access_tokens),
   })
   .meta({ id: 'TokenLifetimes' });
 
@@ -52,6 +57,10 @@ export const tokenLifetimesPatchSchema = z
       .boolean()
       .optional()
       .describe(LIFETIME_DESCRIPTIONS.offline_session_max_lifespan_enabled),
+    dpop_bound_access_tokens: z
+      .boolean()
+      .optional()
+      .describe(LIFETIME_DESCRIPTIONS.dpop_bound_access_tokens),
   })
   .meta({ id: 'TokenLifetimesPatch' });
 
@@ -62,6 +71,12 @@ const CLIENT_ATTRIBUTES = {
   client_session_idle_timeout: 'client.session.idle.timeout',
   client_session_max_lifespan: 'client.session.max.lifespan',
 } as const;
+
+/**
+ * The API client's DPoP switch, "true" or "false": Keycloak keeps an attribute left out of an
+ * update, so switching off writes "false".
+ */
+const DPOP_ATTRIBUTE = 'dpop.bound.access.tokens';
 
 /**
  * Reads the lifetimes in effect. A client attribute that is unset (or 0/-1) means Keycloak
@@ -92,6 +107,7 @@ export async function getTokenLifetimes(
     offline_session_idle_timeout: settings.offlineSessionIdleTimeout ?? 0,
     offline_session_max_lifespan: settings.offlineSessionMaxLifespan ?? 0,
     offline_session_max_lifespan_enabled: settings.offlineSessionMaxLifespanEnabled ?? false,
+    dpop_bound_access_tokens: client.attributes?.[DPOP_ATTRIBUTE] === 'true',
   };
 }
 
@@ -130,6 +146,9 @@ export async function setTokenLifetimes(
   for (const [key, name] of Object.entries(CLIENT_ATTRIBUTES)) {
     const value = patch[key as keyof typeof CLIENT_ATTRIBUTES];
     if (value !== undefined) attributes[name] = String(value);
+  }
+  if (patch.dpop_bound_access_tokens !== undefined) {
+    attributes[DPOP_ATTRIBUTE] = String(patch.dpop_bound_access_tokens);
   }
   if (Object.keys(attributes).length > 0) {
     const client = await apiClientOf(admin, realm);

@@ -68,6 +68,7 @@ const VALIDATED_BODIES: Record<string, { schema: z.ZodType; valid: Json }> = {
       offline_session_idle_timeout: 60,
       offline_session_max_lifespan: 60,
       offline_session_max_lifespan_enabled: true,
+      dpop_bound_access_tokens: true,
     },
   },
   'patch /api/platform/organizations/{organization_id}/token-lifetimes': {

@@ -111,6 +111,8 @@ describe('parseCommandLine', () => {
         '3600',
         '--offline-max-enabled',
         'false',
+        '--dpop-required',
+        'true',
       ]),
     ).toEqual({
       name: 'lifetimes set',
@@ -122,6 +124,7 @@ describe('parseCommandLine', () => {
         offline_session_idle_timeout: 31_536_000,
         offline_session_max_lifespan: 3600,
         offline_session_max_lifespan_enabled: false,
+        dpop_bound_access_tokens: true,
       },
     });
   });

@@ -23,6 +23,7 @@ describe('the command table', () => {
       'realms',
       'login',
       'token',
+      'proof',
       'tokens',
       'logout',
     ]);
@@ -32,7 +33,13 @@ describe('the command table', () => {
     // The fewest arguments each command takes: its positionals, and a value for required options.
     for (const entry of COMMANDS) {
       for (const name of entry.names) {
-        const values: Record<string, string> = { org: 'acme', ws: 'ws1', realm: 'acme' };
+        const values: Record<string, string> = {
+          org: 'acme',
+          ws: 'ws1',
+          realm: 'acme',
+          method: 'GET',
+          url: 'http://localhost:8000/api/platform/organizations',
+        };
         const positionals = entry.positionals.map((p) => values[p] ?? 'x');
         const required = Object.entries(entry.options)
           .filter(([, option]) => option.required)

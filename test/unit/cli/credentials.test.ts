@@ -12,6 +12,7 @@ import {
   writeLogins,
   type StoredLogin,
 } from '../../../src/cli/credentials.ts';
+import { generateDpopKey } from '../../../src/cli/dpop.ts';
 import { CliError } from '../../../src/cli/errors.ts';
 
 // Every file the module opens, counted (and opened as usual): shows a lock being waited for.
@@ -89,6 +90,14 @@ describe('writeLogins and readLogins', () => {
     expect(await readLogins(path)).toEqual([loginOf(), second]);
   });
 
+  it("keeps a login's DPoP key in the same 0600 file, and reads a login without one", async () => {
+    const path = join(dir, 'credentials.json');
+    const bound = loginOf({ sessionId: 's-2', realm: 'master', dpopKey: await generateDpopKey() });
+    await writeLogins(path, [loginOf(), bound]);
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
+    expect(await readLogins(path)).toEqual([loginOf(), bound]);
+  });
+
   it('reads a missing file as no logins', async () => {
     expect(await readLogins(join(dir, 'none.json'))).toEqual([]);
   });
@@ -109,6 +118,10 @@ describe('writeLogins and readLogins', () => {
     ['not JSON', '{'],
     ['another version', JSON.stringify({ version: 2, logins: [] })],
     ['an entry without refresh token', JSON.stringify({ version: 1, logins: [{ realm: 'x' }] })],
+    [
+      'an entry whose key is not a P-256 private key',
+      JSON.stringify({ version: 1, logins: [loginOf({ dpopKey: { kty: 'oct' } as never })] }),
+    ],
   ])('refuses %s without showing its content', async (_, text) => {
     const path = join(dir, 'credentials.json');
     await writeFile(path, text, { mode: 0o600 });

@@ -18,7 +18,9 @@ describe('usage lines derived from the command table', () => {
     expect(Math.max(...lines.map((line) => line.length))).toBeLessThanOrEqual(95);
     const at = lines.findIndex((line) => line.startsWith('  realmgate lifetimes set <realm> '));
     expect(lines[at + 1]).toMatch(/^ {26}\[--offline-idle <dur>\]/);
-    expect(lines[at + 2]).toMatch(/^ {26}\[--offline-max-enabled true\|false\]$/);
+    expect(lines[at + 2]).toMatch(
+      /^ {26}\[--offline-max-enabled true\|false\] \[--dpop-required true\|false\]$/,
+    );
   });
 
   it('shows one group after a usage error, and every command for an unknown group', () => {

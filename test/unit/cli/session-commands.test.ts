@@ -5,11 +5,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createHash } from 'node:crypto';
+import { EmbeddedJWK, jwtVerify } from 'jose';
 import { parseCommandLine } from '../../../src/cli/args.ts';
+import { writeLogins } from '../../../src/cli/credentials.ts';
+import { generateDpopKey } from '../../../src/cli/dpop.ts';
 import { formatHelp } from '../../../src/cli/help.ts';
 import type { CliIo } from '../../../src/cli/io.ts';
 import { runCli } from '../../../src/cli/main.ts';
-import { capturingIo } from '../../helpers/cli-io.ts';
+import { capturingIo, piped } from '../../helpers/cli-io.ts';
 
 /** A stand-in gateway: the token endpoint answers with whatever `grant` decides. */
 const PASSWORD = 'pä:ss wörd';
@@ -252,6 +256,10 @@ describe('parsing the API client commands', () => {
       passwordFrom: 'stdin',
       otp: false,
       job: { name: undefined, workspaces: [], readOnly: false, expiresInSeconds: undefined },
+      dpop: true,
+    });
+    expect(parseCommandLine(['login', 'acme', 'alice', '--no-dpop'])).toMatchObject({
+      dpop: false,
     });
     expect(
       parseCommandLine([
@@ -303,5 +311,55 @@ describe('parsing the API client commands', () => {
     for (const command of ['login <realm>', 'token ', 'tokens list', 'tokens revoke', 'logout ']) {
       expect(help).toContain(`realmgate ${command}`);
     }
+  });
+});
+
+describe('realmgate proof', () => {
+  const url = 'http://127.0.0.1:1/api/acme/platform/workspaces?x=1';
+
+  async function storeLogin(extra: Record<string, unknown>): Promise<string> {
+    const access = jwt({ sid: 'session-1', preferred_username: 'alice' });
+    const login = {
+      gateway: `${baseUrl}/`,
+      realm: 'acme',
+      username: 'alice',
+      sessionId: 'session-1',
+      refreshToken: REFRESH,
+      loggedInAt: new Date().toISOString(),
+      accessToken: access,
+      accessExpiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+      ...extra,
+    };
+    await writeLogins(join(configDir, 'credentials.json'), [login]);
+    return access;
+  }
+
+  it("proves the stored login's key for the access token realmgate token prints", async () => {
+    const key = await generateDpopKey();
+    const access = await storeLogin({ dpopKey: key });
+    const proof = await run(['proof', 'get', url], piped(''));
+    expect(proof).toMatchObject({ status: 0, stderr: '' });
+    expect(proof.stdout).not.toContain(key.d);
+    const { payload, protectedHeader } = await jwtVerify(proof.stdout.trim(), EmbeddedJWK, {
+      typ: 'dpop+jwt',
+    });
+    expect(protectedHeader.jwk).toEqual({ kty: 'EC', crv: 'P-256', x: key.x, y: key.y });
+    expect(payload).toMatchObject({
+      htm: 'GET',
+      htu: 'http://127.0.0.1:1/api/acme/platform/workspaces',
+      ath: createHash('sha256').update(access).digest('base64url'),
+    });
+    expect((await run(['token'], piped(''))).stdout.trim()).toBe(access);
+  });
+
+  it('says a bearer login has no key, and refuses what is not a method and a URL', async () => {
+    await storeLogin({});
+    const bearer = await run(['proof', 'GET', url], piped(''));
+    expect(bearer.status).toBe(2);
+    expect(bearer.stderr).toContain('has bearer tokens (no key)');
+    expect((await run(['proof', 'G T', url], piped(''))).stderr).toContain("invalid method 'G T'");
+    expect((await run(['proof', 'GET', '/api/x'], piped(''))).stderr).toContain(
+      'absolute http:// or https:// URL',
+    );
   });
 });

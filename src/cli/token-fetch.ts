@@ -1,0 +1,123 @@
+import type * as oidc from 'openid-client';
+import { describeUnreachable, printable } from './client.ts';
+import { sendWithProof, type DpopKey } from './dpop.ts';
+import { CliError } from './errors.ts';
+
+// How the CLI's token requests travel to the gateway, and what it makes of an answer that is
+// not a token endpoint's own (token-endpoint.ts holds the grants themselves).
+
+/** Where a token request goes, and the key its proofs are signed with (none: no proof). */
+export interface TokenRequestTarget {
+  baseUrl: URL;
+  realm: string;
+  timeoutMs: number;
+  dpopKey?: DpopKey;
+}
+
+/** The last answer the gateway gave, kept to describe one openid-client would not take. */
+export interface Answer {
+  status: number;
+  text: string;
+}
+
+/**
+ * openid-client's fetch: the request to the gateway, redirects reported and not followed (a
+ * password or refresh token is never replayed to wherever one points), within `timeoutMs`.
+ * A token request (POST) carries a fresh proof of the target's key, if it has one, and is sent
+ * once more with the nonce Keycloak asks for (`use_dpop_nonce`).
+ * What openid-client reads is a token endpoint's own answer (200, or a 400/401 refusal); the
+ * gateway's throttle (429), its envelope errors (503 while Keycloak is down) and anything else
+ * become a CliError here.
+ */
+export function gatewayFetchOf(
+  { baseUrl, timeoutMs, dpopKey }: TokenRequestTarget,
+  last: Answer,
+): oidc.CustomFetch {
+  return async (url, options) => {
+    const key = options.method === 'POST' ? dpopKey : undefined;
+    let response: Response;
+    try {
+      ({ response } = await sendWithProof(key, { method: options.method, url }, async (proof) => {
+        const answer = await fetch(url, {
+          method: options.method,
+          headers: proof === undefined ? options.headers : { ...options.headers, dpop: proof },
+          body: options.body,
+          redirect: 'manual',
+          signal: AbortSignal.timeout(timeoutMs),
+        });
+        last.status = answer.status;
+        last.text = await answer.text();
+        return {
+          response: answer,
+          status: answer.status,
+          headers: answer.headers,
+          text: last.text,
+        };
+      }));
+    } catch (error) {
+      throw describeUnreachable(error, baseUrl, timeoutMs);
+    }
+    const { status, text } = last;
+    if (status === 200 || status === 400 || status === 401) {
+      const contentType = response.headers.get('content-type');
+      return new Response(text, {
+        status,
+        headers: contentType === null ? undefined : { 'content-type': contentType },
+      });
+    }
+    const body = objectOf(text);
+    if (status === 429 && body?.error === 'too_many_attempts') {
+      throw throttled(body, response.headers.get('retry-after'));
+    }
+    throw unusableAnswer(status, body, baseUrl);
+  };
+}
+
+/**
+ * The gateway's login throttle refused the grant: say so in words, with the limit and the
+ * wait it names, or at least the wait of its Retry-After.
+ */
+function throttled(body: Record<string, unknown>, retryAfter: string | null): CliError {
+  const description = body.error_description;
+  const wait = retryAfter !== null && /^\d+$/.test(retryAfter) ? ` Retry in ${retryAfter} s.` : '';
+  const said =
+    typeof description === 'string' && description !== ''
+      ? printable(description)
+      : `Too many failed logins.${wait}`;
+  return new CliError('api', `error 429: login refused for now. ${said}`, undefined, 429);
+}
+
+/** The gateway's own errors (503 when Keycloak is down) come as an envelope; say what it says. */
+export function unusableAnswer(
+  status: number,
+  body: Record<string, unknown> | undefined,
+  baseUrl: URL,
+): CliError {
+  const { result, message, error } = body ?? {};
+  if (typeof result === 'string' && typeof message === 'string') {
+    return new CliError(
+      'api',
+      `error ${status} ${printable(result)}: ${printable(message)}`,
+      undefined,
+      status,
+    );
+  }
+  const detail = typeof error === 'string' ? ` (${printable(error)})` : '';
+  return new CliError(
+    'api',
+    `error ${status}: unexpected answer of the token endpoint at ${baseUrl.href}${detail}`,
+    undefined,
+    status,
+  );
+}
+
+export function objectOf(text: string): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,130 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { EmbeddedJWK, jwtVerify } from 'jose';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { StoredLogin } from '../../../src/cli/credentials.ts';
+import { thumbprintOf } from '../../../src/cli/dpop.ts';
+import { runCli } from '../../../src/cli/main.ts';
+import { capturingIo, piped } from '../../helpers/cli-io.ts';
+
+/** A stand-in gateway whose realm offers DPoP; `answer` decides each token request's answer. */
+let server: Server;
+let baseUrl: string;
+let configDir: string;
+let proofs: Array<string | undefined>;
+let answer: (req: IncomingMessage, res: ServerResponse) => void;
+
+function jwt(claims: Record<string, unknown>): string {
+  const part = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  return `${part({ alg: 'none' })}.${part(claims)}.c2ln`;
+}
+
+function tokens(res: ServerResponse, tokenType: string) {
+  res.writeHead(200, { 'content-type': 'application/json' });
+  res.end(
+    JSON.stringify({
+      access_token: jwt({ sid: 'session-1', preferred_username: 'alice' }),
+      expires_in: 300,
+      refresh_token: 'refresh-token-secret',
+      token_type: tokenType,
+    }),
+  );
+}
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    if (req.method === 'GET' && req.url!.endsWith('/.well-known/openid-configuration')) {
+      const issuer = 'http://gateway.example/auth/realms/acme';
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          issuer,
+          token_endpoint: `${issuer}/protocol/openid-connect/token`,
+          dpop_signing_alg_values_supported: ['ES256', 'RS256'],
+        }),
+      );
+      return;
+    }
+    req.resume().on('end', () => {
+      proofs.push(req.headers.dpop as string | undefined);
+      answer(req, res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+afterAll(async () => {
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
+});
+beforeEach(async () => {
+  proofs = [];
+  configDir = await mkdtemp(join(tmpdir(), 'realmgate-login-dpop-'));
+  return () => rm(configDir, { recursive: true, force: true });
+});
+
+async function login(...options: string[]) {
+  const { io, output } = capturingIo(piped('the-password\n'));
+  const env = { REALMGATE_URL: baseUrl, REALMGATE_CONFIG_DIR: configDir };
+  const status = await runCli(['login', 'acme', 'alice', '--password-stdin', ...options], env, io);
+  return { status, ...output };
+}
+
+async function stored(): Promise<StoredLogin> {
+  const file = JSON.parse(await readFile(join(configDir, 'credentials.json'), 'utf8')) as {
+    logins: StoredLogin[];
+  };
+  return file.logins[0]!;
+}
+
+const claimsOf = async (proof: string | undefined) =>
+  (await jwtVerify(proof!, EmbeddedJWK, { typ: 'dpop+jwt' })).payload;
+
+describe('realmgate login where the realm offers DPoP', () => {
+  it('sends the nonce Keycloak asks for in a second proof, and keeps the key it bound to', async () => {
+    answer = (req, res) => {
+      if (proofs.length === 1) {
+        res.writeHead(400, { 'content-type': 'application/json', 'dpop-nonce': 'n-1' });
+        res.end(
+          '{"error":"use_dpop_nonce","error_description":"Authorization server requires nonce in DPoP proof"}',
+        );
+        return;
+      }
+      tokens(res, 'DPoP');
+    };
+    const { status, stdout, stderr } = await login();
+    expect({ status, stderr }).toEqual({ status: 0, stderr: '' });
+    expect(proofs).toHaveLength(2);
+    const [first, second] = [await claimsOf(proofs[0]), await claimsOf(proofs[1])];
+    expect(first).toMatchObject({
+      htm: 'POST',
+      htu: `${baseUrl}/auth/realms/acme/protocol/openid-connect/token`,
+    });
+    expect(first).not.toHaveProperty('nonce');
+    expect(second).toMatchObject({ htm: 'POST', nonce: 'n-1' });
+    expect(second.jti).not.toBe(first.jti);
+    const { dpopKey } = await stored();
+    expect(dpopKey).toBeDefined();
+    expect(JSON.parse(stdout)).toMatchObject({ dpop_jkt: await thumbprintOf(dpopKey!) });
+    expect(stdout).not.toContain(dpopKey!.d);
+  });
+
+  it('keeps no key when the answer is bearer tokens, and sends no proof with --no-dpop', async () => {
+    answer = (_, res) => tokens(res, 'Bearer');
+    const bearer = await login();
+    expect(bearer).toMatchObject({ status: 0 });
+    expect(bearer.stderr).toBe(
+      'realmgate: the realm answered bearer tokens to a proof; kept as such\n',
+    );
+    expect(proofs[0]).toEqual(expect.any(String));
+    expect(await stored()).not.toHaveProperty('dpopKey');
+    expect(JSON.parse(bearer.stdout)).toMatchObject({ dpop_jkt: null });
+
+    proofs = [];
+    expect(await login('--no-dpop')).toMatchObject({ status: 0, stderr: '' });
+    expect(proofs).toEqual([undefined]);
+  });
+});
