@@ -7,6 +7,7 @@ import { rawRequest } from '../helpers/raw-http.ts';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
+import { EVENTUALLY } from '../helpers/eventually.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -40,6 +41,15 @@ describe('request ids end to end', () => {
       REVOCATION_CHECK_SECONDS: 'off',
       KEY_SET_REFRESH_SECONDS: '3600',
     });
+    // Its start-up pass over the realms' back-channel logout URL (admin-API calls of no
+    // request) is over before any test counts what Keycloak saw.
+    const alignment = async () =>
+      (
+        (await (await fetch(`http://127.0.0.1:19201/readyz`)).json()) as {
+          data: { backchannel_logout: { pending?: true } };
+        }
+      ).data.backchannel_logout.pending;
+    await expect.poll(alignment, EVENTUALLY).toBeUndefined();
     org = await createOrganization(['ws1']);
     member = await createUser(org, { workspaceRoles: ['ws1'] });
   });
