@@ -152,6 +152,29 @@ describe('DPoP through /auth', () => {
     expect(proved.status).toBe(200);
   });
 
+  it("re-checks a bound token with Keycloak's introspection like any (REVOCATION_CHECK_SECONDS=0)", async () => {
+    const checking = await startReplica(19540, { REVOCATION_CHECK_SECONDS: '0' });
+    try {
+      const grant = await post('token', passwordGrantBody(member), key);
+      const access = String(grant.json.access_token);
+      const proof = await dpopProof(key, {
+        method: 'GET',
+        url: `${publicUrl}${platformPath()}`,
+        accessToken: access,
+      });
+      const res = await callApi(platformPath(), `DPoP ${access}`, {
+        base: checking.url,
+        headers: { dpop: proof },
+      });
+      expect({ status: res.status, result: res.body.result }).toEqual({
+        status: 200,
+        result: '000-00000',
+      });
+    } finally {
+      await checking.gateway.close();
+    }
+  });
+
   it('wrong credentials with a proof: the same 401 as without', async () => {
     const wrong = passwordGrantBody({ ...member, password: 'not-the-password' });
     const withProof = await post('token', wrong, key);

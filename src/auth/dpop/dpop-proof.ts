@@ -4,6 +4,7 @@ import {
   importJWK,
   jwtVerify,
   type CryptoKey,
+  type FlattenedJWSInput,
   type JWK,
   type JWSHeaderParameters,
 } from 'jose';
@@ -65,12 +66,15 @@ export type ProofChecker = (proof: string, request: ProofRequest) => Promise<Che
  * token's `cnf.jkt` (checked before any signature, so only bound keys are imported and kept);
  * the signature; `jti`, `htm`, `htu`, `iat` inside the window, `ath`. Whether the `jti` was seen
  * before is the replay store's question (dpop-replay.ts). A proof is never cached; an imported
- * key is, by algorithm and thumbprint, for as long as the bound tokens of a busy client live.
+ * key is, with its thumbprint, under the SHA-256 of the protected header that carried it (a
+ * client's proofs all share one header: its `typ`, `alg` and `jwk`), so a client's next proof
+ * costs no thumbprint and no import, only the comparison with the token's `cnf.jkt` and the
+ * signature.
  */
 export function createProofChecker(options: ProofCheckOptions): ProofChecker {
   const { clock = systemClock } = options;
   const algorithms = [...options.algorithms];
-  const keys = new TtlLru<CryptoKey>(options.maxCachedKeys, clock);
+  const keys = new TtlLru<KnownKey>(options.maxCachedKeys, clock);
 
   return async (proof, request) => {
     if (proof.length > MAX_PROOF_LENGTH || !COMPACT_JWS.test(proof)) {
@@ -78,7 +82,7 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
     }
     let payload: Record<string, unknown>;
     try {
-      ({ payload } = await jwtVerify(proof, (header) => keyOf(header, request.boundKey), {
+      ({ payload } = await jwtVerify(proof, (header, jws) => keyOf(header, jws, request.boundKey), {
         algorithms,
         currentDate: new Date(clock.now()),
       }));
@@ -88,8 +92,24 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
     return checkClaims(payload, request);
   };
 
-  /** The proof's key, once its header passed; imported once per algorithm and thumbprint. */
-  async function keyOf(header: JWSHeaderParameters, boundKey: string): Promise<CryptoKey> {
+  /** The proof's key, once its header passed, if it is the token's; imported once per header. */
+  async function keyOf(
+    header: JWSHeaderParameters,
+    jws: FlattenedJWSInput,
+    boundKey: string,
+  ): Promise<CryptoKey> {
+    const name = hash('sha256', jws.protected ?? '', 'base64url');
+    const known = keys.get(name) ?? (await checkedKey(header));
+    if (!sameText(known.thumbprint, boundKey)) {
+      throw invalidProof("The DPoP proof's key is not the key the token is bound to.");
+    }
+    // Kept only once it is a bound token's key: no stranger's key takes a place.
+    keys.set(name, known, clock.now() + KEY_KEPT_MS);
+    return known.key;
+  }
+
+  /** A header's key and its thumbprint, once `typ` and a public `jwk` passed. */
+  async function checkedKey(header: JWSHeaderParameters): Promise<KnownKey> {
     if (header.typ !== 'dpop+jwt') throw invalidProof('The DPoP proof\'s "typ" is not dpop+jwt.');
     const jwk = header.jwk;
     if (typeof jwk !== 'object' || jwk === null || Array.isArray(jwk)) {
@@ -102,15 +122,8 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
       throw invalidProof('The DPoP proof\'s "jwk" holds a private key.');
     }
     const thumbprint = await calculateJwkThumbprint(jwk, 'sha256');
-    if (!sameText(thumbprint, boundKey)) {
-      throw invalidProof("The DPoP proof's key is not the key the token is bound to.");
-    }
-    const name = `${header.alg}:${thumbprint}`;
-    const known = keys.get(name);
-    if (known) return known;
     const key = (await importJWK(jwk as JWK, header.alg)) as CryptoKey;
-    keys.set(name, key, clock.now() + KEY_KEPT_MS);
-    return key;
+    return { thumbprint, key };
   }
 
   function checkClaims(payload: Record<string, unknown>, request: ProofRequest): CheckedProof {
@@ -138,6 +151,12 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
     }
     return { jti, acceptableUntil: Math.ceil((iat + options.maxAgeSeconds) * 1000) };
   }
+}
+
+/** A proof header's imported key and the key's RFC 7638 thumbprint. */
+interface KnownKey {
+  thumbprint: string;
+  key: CryptoKey;
 }
 
 /** An imported key is kept this long after its import (a thumbprint names one key forever). */

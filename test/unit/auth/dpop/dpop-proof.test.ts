@@ -163,9 +163,14 @@ describe('a DPoP proof (RFC 9449 section 4.3)', () => {
     }
   });
 
-  it('keeps the imported key by thumbprint, and still checks every proof of it', async () => {
+  it('keeps the imported key by header, and still checks every proof of it', async () => {
     const made = await proof();
     await check(made, request);
+    // The key known from that header is still compared with each token's cnf.jkt.
+    const other = await dpopKey();
+    expect(await refusal(proof(), { ...request, boundKey: other.thumbprint })).toMatch(
+      /not the key the token is bound to/,
+    );
     // The same key, the same proof again: checked again in full (the replay store refuses it).
     await expect(check(made, request)).resolves.toBeDefined();
     expect(await refusal(proof({ method: 'GET' }))).toMatch(/another method/);
