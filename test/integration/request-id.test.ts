@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { accessTokenOf, basicAuth } from '../helpers/api.ts';
 import { createUser, passwordGrantBody, type TestUser } from '../helpers/keycloak.ts';
 import { startKeycloakFront, type KeycloakFront } from '../helpers/keycloak-front.ts';
@@ -49,7 +49,7 @@ describe('request ids end to end', () => {
           data: { backchannel_logout: { pending?: true } };
         }
       ).data.backchannel_logout.pending;
-    await expect.poll(alignment, EVENTUALLY).toBeUndefined();
+    await vi.waitFor(async () => expect(await alignment()).toBeUndefined(), EVENTUALLY);
     org = await createOrganization(['ws1']);
     member = await createUser(org, { workspaceRoles: ['ws1'] });
   });
