@@ -113,6 +113,28 @@ export async function postToken(
 }
 
 /** The spec's password grant (4.1), written as the spec writes it: `scope=openid+offline_access`. */
+/**
+ * An access token from a password grant at Keycloak's own port: a session the gateways never
+ * saw begin.
+ */
+export async function grantAtKeycloak(user: TestUser): Promise<string> {
+  const res = await fetch(
+    `${testEnv().keycloakUrl}/realms/${user.realm}/protocol/openid-connect/token`,
+    {
+      method: 'POST',
+      body: new URLSearchParams({
+        client_id: apiClientIdOf(user.realm),
+        grant_type: 'password',
+        scope: 'openid',
+        username: user.username,
+        password: user.password,
+      }),
+    },
+  );
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { access_token: string }).access_token;
+}
+
 export function passwordGrantBody(user: TestUser, extra = ''): string {
   const client = apiClientIdOf(user.realm);
   return (

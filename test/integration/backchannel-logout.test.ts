@@ -10,7 +10,7 @@ import {
   testBackchannelUrl,
   uniqueId,
   userIdOf,
-  type TestUser,
+  grantAtKeycloak,
 } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { importRsaKey, type HeldKey } from '../helpers/realm-keys.ts';
@@ -62,25 +62,6 @@ afterAll(async () => {
   await closeTestDb();
 });
 
-/** A password grant at Keycloak's own port: a session the gateways never saw begin. */
-async function grant(user: TestUser): Promise<string> {
-  const res = await fetch(
-    `${testEnv().keycloakUrl}/realms/${user.realm}/protocol/openid-connect/token`,
-    {
-      method: 'POST',
-      body: new URLSearchParams({
-        client_id: apiClientIdOf(user.realm),
-        grant_type: 'password',
-        scope: 'openid',
-        username: user.username,
-        password: user.password,
-      }),
-    },
-  );
-  expect(res.status).toBe(200);
-  return ((await res.json()) as { access_token: string }).access_token;
-}
-
 async function status(replica: Replica, token: string): Promise<number> {
   const res = await fetch(`${replica.url}/api/${org}/platform/workspaces`, {
     headers: { authorization: `Bearer ${token}` },
@@ -114,7 +95,7 @@ const sidOf = (token: string) => String(claimsOf(token).sid);
 describe('what Keycloak ends on its own port ends on every replica at once', () => {
   it('a session signed out through the admin API', async () => {
     const user = await createUser(org);
-    const token = await grant(user);
+    const token = await grantAtKeycloak(user);
     await bothServe(token);
     const admin = await keycloakAdmin();
     const started = performance.now();
@@ -124,7 +105,7 @@ describe('what Keycloak ends on its own port ends on every replica at once', () 
 
   it("a user's logout of all sessions (admin API)", async () => {
     const user = await createUser(org);
-    const tokens = [await grant(user), await grant(user)];
+    const tokens = [await grantAtKeycloak(user), await grantAtKeycloak(user)];
     for (const token of tokens) await bothServe(token);
     const admin = await keycloakAdmin();
     const started = performance.now();
@@ -134,7 +115,7 @@ describe('what Keycloak ends on its own port ends on every replica at once', () 
 
   it("the account console's sign-out (its REST API, as the console calls it)", async () => {
     const user = await createUser(org);
-    const [other, current] = [await grant(user), await grant(user)];
+    const [other, current] = [await grantAtKeycloak(user), await grantAtKeycloak(user)];
     await bothServe(other);
     const account = `${testEnv().keycloakUrl}/realms/${org}/account/sessions`;
     const headers = { authorization: `Bearer ${current}`, accept: 'application/json' };
@@ -193,7 +174,7 @@ function logoutToken(
 describe('the endpoint refuses what is no logout token of ours, and ends nothing', () => {
   it('refuses each forgery with 400 invalid_request, no-store, and serves the live token still', async () => {
     const user = await createUser(org);
-    const live = await grant(user);
+    const live = await grantAtKeycloak(user);
     await bothServe(live);
     const victim = { sid: sidOf(live), sub: String(claimsOf(live).sub) };
     const unsigned = (payload: object) =>
@@ -242,7 +223,7 @@ describe('the endpoint refuses what is no logout token of ours, and ends nothing
     ]).toString();
     expect((await post(endpointOf(b), '', twice)).status).toBe(400);
     // Everything A and B heard so far has reached them: a marker session ended last is refused.
-    const marker = await grant(await createUser(org));
+    const marker = await grantAtKeycloak(await createUser(org));
     const ended = await logoutToken(realmKey, { sid: sidOf(marker), sub: undefined });
     expect((await post(endpointOf(b), ended)).status).toBe(200);
     await refusedOnBoth('a logout token posted to a replica', performance.now(), [marker]);
@@ -284,7 +265,7 @@ describe('the endpoint refuses what is no logout token of ours, and ends nothing
 describe('a burst of logout tokens', () => {
   it('200 at once (many sessions ended together) are all acknowledged while Bearer requests go on', async () => {
     const user = await createUser(org);
-    const live = await grant(user);
+    const live = await grantAtKeycloak(user);
     await bothServe(live);
     const tokens = await Promise.all(
       Array.from({ length: 200 }, () =>

@@ -6,13 +6,12 @@ import {
   createUser,
   keycloakAdmin,
   userIdOf,
-  type TestUser,
+  grantAtKeycloak,
 } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
-import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 
 // What Keycloak ends without announcing it (no logout token): the re-check is what ends it.
 // Replica `announced` shares the test gateway's Redis prefix (where Keycloak's logout tokens
@@ -45,24 +44,6 @@ afterAll(async () => {
   await closeTestDb();
 });
 
-async function grant(user: TestUser): Promise<string> {
-  const res = await fetch(
-    `${testEnv().keycloakUrl}/realms/${user.realm}/protocol/openid-connect/token`,
-    {
-      method: 'POST',
-      body: new URLSearchParams({
-        client_id: apiClientIdOf(user.realm),
-        grant_type: 'password',
-        scope: 'openid',
-        username: user.username,
-        password: user.password,
-      }),
-    },
-  );
-  expect(res.status).toBe(200);
-  return ((await res.json()) as { access_token: string }).access_token;
-}
-
 async function status(replica: Replica, realm: string, token: string): Promise<number> {
   const res = await fetch(`${replica.url}/api/${realm}/platform/workspaces`, {
     headers: { authorization: `Bearer ${token}` },
@@ -83,7 +64,7 @@ async function refusedAtRecheck(what: string, realm: string, token: string, star
 describe('what Keycloak does not announce ends at the re-check', () => {
   it("a realm's not-before set in Keycloak directly", async () => {
     const realm = await createOrganization(['ws']);
-    const token = await grant(await createUser(realm));
+    const token = await grantAtKeycloak(await createUser(realm));
     expect(await status(announced, realm, token)).toBe(200);
     expect(await status(rechecking, realm, token)).toBe(200);
     const started = performance.now();
@@ -96,7 +77,7 @@ describe('what Keycloak does not announce ends at the re-check', () => {
 
   it('a realm\'s "sign out all active sessions" in Keycloak directly (it sets the not-before)', async () => {
     const realm = await createOrganization(['ws']);
-    const token = await grant(await createUser(realm));
+    const token = await grantAtKeycloak(await createUser(realm));
     expect(await status(announced, realm, token)).toBe(200);
     expect(await status(rechecking, realm, token)).toBe(200);
     const started = performance.now();
@@ -108,7 +89,7 @@ describe('what Keycloak does not announce ends at the re-check', () => {
 
   it('a user disabled in Keycloak directly', async () => {
     const user = await createUser(org);
-    const token = await grant(user);
+    const token = await grantAtKeycloak(user);
     expect(await status(announced, org, token)).toBe(200);
     expect(await status(rechecking, org, token)).toBe(200);
     const started = performance.now();
