@@ -10,9 +10,10 @@ export interface GatewayProof {
 
 /**
  * The gateway's own DPoP key (P-256), made once per process when its first grant needs it:
- * never stored, never sent anywhere but as the public half of a proof. Its proofs go with every
- * Basic login's password grant, so a client whose tokens must be bound ("OAuth 2.0 DPoP Bound
- * Access Tokens Enabled") serves Basic like any other; the tokens stay in this process (a cached
+ * never stored, never sent anywhere but as the public half of a proof. Its proofs go with the
+ * Basic logins' password grants of a realm whose API client requires bound tokens ("OAuth 2.0
+ * DPoP Bound Access Tokens Enabled"; token-client.ts), so that client serves Basic like any
+ * other; the tokens stay in this process (a cached
  * login keeps the principal, not the token, so another replica never needs this key).
  */
 export function gatewayDpopKey(): {

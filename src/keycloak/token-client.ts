@@ -7,11 +7,14 @@ import { gatewayDpopKey, type GatewayProof } from './gateway-dpop-key.ts';
 
 /**
  * Outcome of a password grant: an access token (bound by Keycloak to `proofKey`, the thumbprint
- * of the gateway's key whose proof went with the grant), or Keycloak's refusal.
+ * of the gateway's key, when a proof went with the grant), or Keycloak's refusal.
  */
 export type PasswordGrantResult =
-  | { ok: true; accessToken: string; expiresIn: number; proofKey: string }
+  | { ok: true; accessToken: string; expiresIn: number; proofKey?: string }
   | { ok: false; error: string; description: string };
+
+/** Keycloak's answer to a grant without a proof on a client that requires DPoP. */
+const PROOF_MISSING = Symbol('DPoP proof is missing');
 
 export interface TokenClient {
   /** Logs in on the realm's API client with `scope=openid` (no offline session per call). */
@@ -23,9 +26,14 @@ export interface TokenClient {
 /**
  * Keycloak's token endpoint, reached directly (not through our /auth proxy), for Basic logins:
  * openid-client's password grant on the realm's public API client, sent through the client
- * layer, which translates every failure (503/504/502). Every grant carries a DPoP proof of this
- * process's own key (gateway-dpop-key.ts), so a client that requires DPoP ("OAuth 2.0 DPoP Bound
- * Access Tokens Enabled") still serves Basic; the token it gets never leaves the gateway.
+ * layer, which translates every failure (503/504/502). When the realm's API client requires
+ * DPoP ("OAuth 2.0 DPoP Bound Access Tokens Enabled"; Keycloak answers a grant without a proof
+ * "DPoP proof is missing"), the grant is sent again with a proof of this process's own key
+ * (gateway-dpop-key.ts), and every later grant of that realm carries one from the start: Basic
+ * is served either way, and the token never leaves the gateway. Not from the start everywhere:
+ * Keycloak records each proof's `jti` in its cluster's single-use store, and while a node has
+ * just died that write waits for the cluster to drop it (2 s measured in the HA suite), which a
+ * grant without a proof does not.
  */
 export function createTokenClient(options: {
   calls: KeycloakCalls;
@@ -41,12 +49,28 @@ export function createTokenClient(options: {
     auth: oidc.None(),
   }));
   const proofs = gatewayDpopKey();
+  /** Realms whose API client Keycloak said requires a proof; a restart forgets them. */
+  const proofRequired = new Set<string>();
   return {
     passwordGrant(realm, username, password) {
       const config = apiClientOf(realm);
       return calls.call(
         'grant',
-        async () => passwordGrant(config, await proofs.handleFor(config), username, password),
+        async () => {
+          if (!proofRequired.has(realm)) {
+            const plain = await passwordGrant(config, undefined, username, password);
+            if (plain !== PROOF_MISSING) return plain;
+            proofRequired.add(realm);
+          }
+          const proven = await passwordGrant(
+            config,
+            await proofs.handleFor(config),
+            username,
+            password,
+          );
+          if (proven === PROOF_MISSING) throw new Error('Keycloak refused a grant with a proof');
+          return proven;
+        },
         (result) => !result.ok,
       );
     },
@@ -55,35 +79,40 @@ export function createTokenClient(options: {
 }
 
 /**
- * A password grant: a token, or a refusal of the credentials (`invalid_grant`: 400 since
- * Keycloak 26.6, 401 before). Any other error answer, or a token answer openid-client does not
- * accept, is a bad answer (the layer's `call` makes it a 502).
+ * A password grant, with a proof of the gateway's key when `proof` is given: a token, a refusal
+ * of the credentials (`invalid_grant`: 400 since Keycloak 26.6, 401 before), or `PROOF_MISSING`
+ * when the client requires a proof and none went. Any other error answer, or a token answer
+ * openid-client does not accept, is a bad answer (the layer's `call` makes it a 502).
  */
 async function passwordGrant(
   config: oidc.Configuration,
-  proof: GatewayProof,
+  proof: GatewayProof | undefined,
   username: string,
   password: string,
-): Promise<PasswordGrantResult> {
+): Promise<PasswordGrantResult | typeof PROOF_MISSING> {
   try {
     const answer = await oidc.genericGrantRequest(
       config,
       'password',
       { username, password, scope: 'openid' },
-      { DPoP: proof.handle },
+      proof && { DPoP: proof.handle },
     );
     return {
       ok: true,
       accessToken: answer.access_token,
       expiresIn: answer.expires_in ?? 0,
-      proofKey: proof.thumbprint,
+      ...(proof && { proofKey: proof.thumbprint }),
     };
   } catch (err) {
-    if (
-      err instanceof oidc.ResponseBodyError &&
-      (err.error === 'invalid_grant' || err.status === 401)
-    ) {
+    if (!(err instanceof oidc.ResponseBodyError)) throw err;
+    if (err.error === 'invalid_grant' || err.status === 401) {
       return { ok: false, error: err.error, description: err.error_description ?? '' };
+    }
+    if (
+      err.error === 'invalid_request' &&
+      /DPoP proof is missing/i.test(err.error_description ?? '')
+    ) {
+      return PROOF_MISSING;
     }
     throw err;
   }

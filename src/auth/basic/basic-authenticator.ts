@@ -335,10 +335,10 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
 
 /**
  * The principal of a Basic login from its token's: a token bound to a key is taken only when it
- * is bound to the gateway's own (the key whose proof went with the grant); the binding stays
+ * is bound to the gateway's own (the key whose proof went with the grant, if one went); the binding stays
  * here, as the token does (a cached login is the principal, served by any replica).
  */
-function basicPrincipalOf(verified: Principal, proofKey: string): Principal {
+function basicPrincipalOf(verified: Principal, proofKey: string | undefined): Principal {
   const { boundKey, ...principal } = verified;
   if (boundKey !== undefined && boundKey !== proofKey) {
     throw keycloakError('bad_answer', new Error('the login token is bound to another key'));
