@@ -108,7 +108,7 @@ export function createLoginThrottle(options: LoginThrottleOptions): LoginThrottl
 
   /**
    * Reservations are counted in time slots of `attemptMaxMs`: one made in slot s counts while
-   * slots s and s + 1 are read, then is forgotten (its attempt has ended by then).
+   * slots s - 1 to s + 1 are read, then is forgotten (its attempt has ended by then).
    */
   const heldKey = (limit: Limit, slot: number) => `throttle:held:${limit.key}:${slot}`;
   const failuresKey = (limit: Limit) => `throttle:${limit.key}`;
@@ -117,12 +117,17 @@ export function createLoginThrottle(options: LoginThrottleOptions): LoginThrottl
   async function reserve(limit: Limit): Promise<number | { refusedFor?: number }> {
     const slot = Math.floor(now() / slotMs);
     const { count: mine } = await options.cache.increment(heldKey(limit, slot), 3 * slotMs);
-    const [before, failures] = await Promise.all([
+    const [before, after, failures] = await Promise.all([
       options.cache.counter(heldKey(limit, slot - 1)),
+      // Near a slot's end, an attempt that began just after this one, in the next slot, may
+      // reach the shared cache first (from another replica) and not see this reservation:
+      // this one must see that one.
+      options.cache.counter(heldKey(limit, slot + 1)),
       options.cache.counter(failuresKey(limit)),
     ]);
     const failed = failures?.count ?? 0;
-    if (failed + mine + (before?.count ?? 0) <= limit.max) return slot;
+    const held = mine + (before?.count ?? 0) + (after?.count ?? 0);
+    if (failed + held <= limit.max) return slot;
     await options.cache.increment(heldKey(limit, slot), 3 * slotMs, -1);
     return failed >= limit.max ? { refusedFor: secondsOf(failures!.ttlMs) } : {};
   }

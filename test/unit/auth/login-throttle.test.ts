@@ -179,6 +179,38 @@ describe('login throttle', () => {
     expect((await throttle.begin('org', 'alice', '192.0.2.1')).kind).toBe('go');
   });
 
+  it('at a slot boundary, an attempt whose reservation reaches the cache after a later one still sees that one', async () => {
+    const clock = manualClock(5_000_000);
+    const cache = createMemoryCache({ maxEntries: 1000, clock });
+    // One replica's first counter write is held back, as a slower connection would.
+    let landLate: (() => void) | undefined;
+    const lateCache = {
+      ...cache,
+      async increment(...args: Parameters<typeof cache.increment>) {
+        if (!landLate) await new Promise<void>((resolve) => (landLate = resolve));
+        return cache.increment(...args);
+      },
+    };
+    const options = {
+      secret: 'test-secret-of-16-chars',
+      maxFailuresPerUserAndAddress: 1,
+      maxFailuresPerAddress: 0,
+      windowSeconds: 300,
+      waitMs: 0,
+      attemptMaxMs: ATTEMPT_MAX_MS,
+      clock,
+    };
+    const slow = createLoginThrottle({ ...options, cache: lateCache });
+    const fast = createLoginThrottle({ ...options, cache });
+    clock.advance(ATTEMPT_MAX_MS - (clock.now() % ATTEMPT_MAX_MS) - 1);
+    const early = slow.begin('org', 'alice', '192.0.2.1');
+    await new Promise((resolve) => setImmediate(resolve));
+    clock.advance(1);
+    expect((await fast.begin('org', 'alice', '192.0.2.1')).kind).toBe('go');
+    landLate!();
+    expect((await early).kind).toBe('busy');
+  });
+
   it('a success clears the pair; the address keeps its failures', async () => {
     const { throttle } = setup({ perPair: 2, perAddress: 3 });
     await go(await throttle.begin('org', 'alice', '192.0.2.1')).settle('failed');
