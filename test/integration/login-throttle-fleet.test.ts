@@ -9,10 +9,10 @@ import { capturingIo, piped } from '../helpers/cli-io.ts';
 import { requestFrom, type AddressedResponse } from '../helpers/from-address.ts';
 import {
   createUser,
-  keycloakAdmin,
   passwordGrantBody,
+  recordFailedLogins,
   uniqueId,
-  userIdOf,
+  wrongPasswordsChecked,
   type TestUser,
 } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
@@ -25,7 +25,7 @@ import { testEnv } from '../helpers/test-env.ts';
  * with the shipped limit per account and address (5) and a per-address limit of 20 (shipped:
  * 100; lower here so spraying is refused within a few requests). Run with two replicas sharing
  * Redis and with one replica without Redis. Keycloak's own count of a user's failed logins
- * shows how many wrong passwords reached it. Ports 18530-18551.
+ * (its LOGIN_ERROR events) shows how many wrong passwords reached it. Ports 18530-18551.
  */
 const setups = [
   { name: 'two replicas sharing Redis', ports: [18530, 18540], redis: true },
@@ -52,6 +52,7 @@ describe.each(setups)('login throttle for fleets: $name', ({ ports, redis }) => 
     };
     replicas = await Promise.all(ports.map((port) => startReplica(port, shared)));
     org = await createOrganization(['ws1']);
+    await recordFailedLogins(org);
   });
 
   afterAll(async () => {
@@ -77,13 +78,6 @@ describe.each(setups)('login throttle for fleets: $name', ({ ports, redis }) => 
     );
   }
 
-  /** How many failed logins of the user reached Keycloak (its brute-force detection counts them). */
-  async function keycloakFailures(user: TestUser): Promise<number> {
-    const admin = await keycloakAdmin();
-    const state = await admin.attackDetection.findOne({ realm: org, id: await userIdOf(user) });
-    return Number(state?.numFailures ?? 0);
-  }
-
   const statusesOf = (answers: AddressedResponse[]) => answers.map((answer) => answer.status);
   const waitOf = (answer: AddressedResponse) => Number(answer.headers['retry-after']);
 
@@ -93,7 +87,7 @@ describe.each(setups)('login throttle for fleets: $name', ({ ports, redis }) => 
       Array.from({ length: 14 }, () => grantFrom('127.0.0.20', job)),
     );
     expect(statusesOf(answers)).toEqual(answers.map(() => 200));
-    expect(await keycloakFailures(job)).toBe(0);
+    expect(await wrongPasswordsChecked(job)).toBe(0);
   });
 
   it('16 concurrent cold Basic calls of one account from one host all pass', async () => {
@@ -127,7 +121,7 @@ describe.each(setups)('login throttle for fleets: $name', ({ ports, redis }) => 
       expect(answer.status).toBe(401);
       expect(answer.json).toMatchObject({ result: '401-00002' });
     }
-    expect(await keycloakFailures(stale)).toBe(2);
+    expect(await wrongPasswordsChecked(stale)).toBe(2);
 
     const others = await Promise.all(
       Array.from({ length: 9 }, () => createUser(org, { workspaceRoles: ['ws1'] })),
@@ -138,7 +132,7 @@ describe.each(setups)('login throttle for fleets: $name', ({ ports, redis }) => 
     expect(statusesOf(logins)).toEqual(logins.map(() => 200));
     // The stale job itself is still answered from memory, and still uncounted.
     expect((await basicFrom('127.0.0.22', stale, old)).status).toBe(401);
-    expect(await keycloakFailures(stale)).toBe(2);
+    expect(await wrongPasswordsChecked(stale)).toBe(2);
   });
 
   it('a concurrent burst of distinct wrong passwords: only the limit (5) reach Keycloak, the rest get 429 naming the limit and the wait', async () => {
@@ -152,7 +146,7 @@ describe.each(setups)('login throttle for fleets: $name', ({ ports, redis }) => 
     );
     const refused = answers.filter((answer) => answer.status === 429);
     expect(refused).toHaveLength(25);
-    expect(await keycloakFailures(target)).toBe(5);
+    expect(await wrongPasswordsChecked(target)).toBe(5);
     const message =
       /^Too many failed logins of this account from your address; retry in (\d+) s\.$/;
     for (const answer of refused) {

@@ -3,10 +3,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import {
   createUser,
-  keycloakAdmin,
   passwordGrantBody,
-  userIdOf,
+  recordFailedLogins,
   uniqueId,
+  wrongPasswordsChecked,
   type TestUser,
 } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
@@ -38,6 +38,7 @@ describe('login throttle (429 429-00001) against the real Keycloak', () => {
     };
     replicas = [await startReplica(18500, shared), await startReplica(18510, shared)];
     org = await createOrganization(['ws1']);
+    await recordFailedLogins(org);
   });
 
   afterAll(async () => {
@@ -56,13 +57,6 @@ describe('login throttle (429 429-00001) against the real Keycloak', () => {
     return { status: res.status, result: body.result, retryAfter: res.headers.get('retry-after') };
   }
 
-  /** How many failed logins Keycloak itself counted for the user. */
-  async function keycloakFailures(user: TestUser): Promise<number> {
-    const admin = await keycloakAdmin();
-    const status = await admin.attackDetection.findOne({ realm: org, id: await userIdOf(user) });
-    return Number(status?.numFailures ?? 0);
-  }
-
   it('refuses an account from an address past its limit, on every replica, without Keycloak; other addresses go on', async () => {
     const user = await createUser(org);
     for (let i = 0; i < 3; i++) {
@@ -71,7 +65,7 @@ describe('login throttle (429 429-00001) against the real Keycloak', () => {
         result: '401-00002',
       });
     }
-    const failuresSeen = await keycloakFailures(user);
+    const failuresSeen = await wrongPasswordsChecked(user);
     expect(failuresSeen).toBeGreaterThan(0);
     const refused = await call(replicas[0]!, user, '203.0.113.1');
     expect(refused).toMatchObject({ status: 429, result: '429-00001' });
@@ -81,7 +75,7 @@ describe('login throttle (429 429-00001) against the real Keycloak', () => {
     expect(await call(replicas[1]!, user, '203.0.113.1', 'wrong-again')).toMatchObject({
       status: 429,
     });
-    expect(await keycloakFailures(user)).toBe(failuresSeen);
+    expect(await wrongPasswordsChecked(user)).toBe(failuresSeen);
     expect(await call(replicas[1]!, user, '203.0.113.2')).toMatchObject({ status: 200 });
   });
 
@@ -96,7 +90,7 @@ describe('login throttle (429 429-00001) against the real Keycloak', () => {
     // Answered from memory, as the first time, on either replica; counted once, so the
     // account's right password from the same address still goes through.
     expect(statuses).toEqual([401, 401, 401, 401, 401]);
-    expect(await keycloakFailures(user)).toBe(1);
+    expect(await wrongPasswordsChecked(user)).toBe(1);
     expect((await call(replicas[0]!, user, '203.0.113.3')).status).toBe(200);
   });
 
@@ -126,7 +120,7 @@ describe('login throttle (429 429-00001) against the real Keycloak', () => {
     const refused = await grant(`${base}/token`, 'wrong-again');
     expect(refused.status).toBe(429);
     expect(((await refused.json()) as { error?: string }).error).toBe('too_many_attempts');
-    expect(await keycloakFailures(user)).toBe(3);
+    expect(await wrongPasswordsChecked(user)).toBe(3);
   });
 
   it('refuses an address past its limit for every account, while other addresses go on', async () => {
@@ -154,7 +148,7 @@ describe('login throttle (429 429-00001) against the real Keycloak', () => {
     const reachedKeycloak = answers.filter((answer) => answer.status === 401).length;
     expect(reachedKeycloak).toBeGreaterThan(0);
     expect(reachedKeycloak).toBeLessThanOrEqual(9);
-    expect(await keycloakFailures(user)).toBe(reachedKeycloak);
+    expect(await wrongPasswordsChecked(user)).toBe(reachedKeycloak);
   });
 
   it('a successful login starts the count of its account and address again', async () => {
