@@ -145,9 +145,9 @@ export function relay(answer: IncomingMessage, res: ServerResponse, requestId?: 
 /**
  * Writes the answer's body to `res` chunk by chunk as it comes, and ends `res` with it. While
  * the client's connection is full the upstream's is paused, until it drains: nothing is held
- * beyond what Node's buffers hold. (No `pipe`: written straight, measured faster; its other
- * duties are `forward`'s: the client leaving closes the upstream request, the upstream leaving
- * ends the client's connection.)
+ * beyond what Node's buffers hold. No `pipe` and its listeners per answer: its other duties are
+ * `forward`'s (the client leaving closes the upstream request, the upstream leaving ends the
+ * client's connection).
  */
 export function streamAnswer(answer: IncomingMessage, res: ServerResponse): void {
   const resume = () => answer.resume();
