@@ -16,7 +16,8 @@ const LAYERS = [
   'envelope', // the envelope, result codes, the one error handler
   'config', // the environment's schema
   'cache', // one Cache interface, Redis and in-process
-  'edge', // every request first: canonical path, its route and scope, request id, headers
+  'edge', // every request first: canonical path, its route and scope, request id, the client
+  'outbound', // toward an upstream: the header table, X-Forwarded-*, the body rule, forward() and the relay
   'http', // logger, audit, health and readiness
   'keycloak', // the Keycloak client layer: nodes, calls and their failures, token and admin clients
   'auth', // the admission: credentials, revocation, workspace roles

@@ -1,19 +1,15 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
-import { sendError } from '../envelope/error-handler.ts';
-import { publicAddressHeaders, type Forwarding } from '../edge/forwarding.ts';
-import { answerHeadersOf, upstreamRequestHeaders } from '../edge/upstream-headers.ts';
-import { bodyFraming, createUpstream, hasBody, sendBody } from '../edge/upstream.ts';
-import { traceHeadersNow } from '../tracing/trace-scope.ts';
+import type { Forwarding } from '../edge/forwarding.ts';
 import { AppError } from '../envelope/errors.ts';
+import { publicAddressHeaders } from '../outbound/forwarded-headers.ts';
+import { forward, relay, type OutboundHandlers } from '../outbound/forward.ts';
+import { answerHeadersOf } from '../outbound/upstream-headers.ts';
+import { createUpstream, hasBody } from '../outbound/upstream.ts';
+import { traceHeadersNow } from '../tracing/trace-scope.ts';
 import { bufferedBodyOf } from './form-body-guard.ts';
-import {
-  failedBeforeSending,
-  failureOf,
-  keycloakError,
-  toKeycloakError,
-} from '../keycloak/keycloak-failures.ts';
+import { failedBeforeSending, failureOf, toKeycloakError } from '../keycloak/keycloak-failures.ts';
 import type { KeycloakNode, KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import { serveSmallAnswer } from './small-answer.ts';
 
@@ -33,76 +29,36 @@ export interface AuthProxyOptions {
 
 /**
  * Proxies `/auth/...` to Keycloak unchanged (status, headers, body; only wrong credentials on
- * the password grant answer 401, as before Keycloak 26.6: wrong-credentials.ts), over the edge's
- * upstream client (edge/upstream.ts), as the automation forwarder does: the client's headers
- * through the edge's filter (credentials and cookies kept: Keycloak needs them), `Host` the node's,
- * `X-Forwarded-*` naming `PUBLIC_URL`, and the `X-Request-Id` the client gets back. A form body
- * the guard has read is sent as read, any other by the edge's one body rule. With several
- * nodes, each request goes to the next node that is up; one that could not connect (nothing sent) is sent
- * once more to another node that is up, when its body can be sent again (none, or the form the
- * guard read); any other failure takes the node out. Failures answer 503/504/502 through the
- * one translation of Keycloak failures (keycloak-failures.ts). Mount it at `/auth` before any
- * body parser but the form guard.
+ * the password grant answer 401, as before Keycloak 26.6: wrong-credentials.ts), through the one
+ * outbound `forward` (outbound/forward.ts), as the automation forwarder does: the client's
+ * headers through the one header table (credentials and cookies kept: Keycloak needs them),
+ * `X-Forwarded-*` naming `PUBLIC_URL`, the request's trace headers, and the `X-Request-Id` the
+ * client gets back; a form body the guard has read is sent as read. What is the proxy's own:
+ * with several nodes, each request goes to the next node that is up; one that could not connect
+ * (nothing sent) is sent once more to another node that is up, when its body can be sent again
+ * (none, or the form the guard read); any other failure takes the node out. Failures answer
+ * 503/504/502 through the one translation of Keycloak failures (keycloak-failures.ts). The
+ * answer reaches the client as a step marked it (`beforeAnswer`, `relayAnswer`), else as it
+ * came. Mount it at `/auth` before any body parser but the form guard.
  */
 export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
-  const { nodes, timeoutMs } = options;
+  const { nodes, timeoutMs, logger } = options;
   const several = nodes.all.length > 1;
   // Host, proto and port name the gateway's public address, never the caller's: they would let
   // a client choose the issuer Keycloak writes into tokens.
-  const forwarded = publicAddressHeaders(options.publicUrl);
+  const publicAddress = publicAddressHeaders(options.publicUrl);
   const targets = nodes.all.map((node) => createUpstream(node.url, { maxSockets: 256 }));
 
-  /** What Keycloak gets: the client's headers through the filter, then the gateway's own. */
-  function headersFor(req: IncomingMessage, res: ServerResponse, host: string, body?: Buffer) {
-    const uncompressed = answerRelayOf(req)?.uncompressed === true;
-    const trace = traceHeadersNow();
-    const kept = upstreamRequestHeaders(req.rawHeaders, { keepCredentials: true });
-    const headers: string[] = [];
-    for (let i = 0; i < kept.length; i += 2) {
-      const name = kept[i]!.toLowerCase();
-      // A form the guard read goes with its own length (below).
-      if (name === 'content-length' && body) continue;
-      // An answer a step reads is asked for uncompressed, so the gateway never inflates anything.
-      if (name === 'accept-encoding' && uncompressed) continue;
-      // Traced: Keycloak's part is a child of the request's span (the client's is its parent).
-      // Not traced: the client's traceparent passes on untouched.
-      if ((name === 'traceparent' || name === 'tracestate') && trace) continue;
-      headers.push(kept[i]!, kept[i + 1]!);
-    }
-    headers.push('host', host, ...forwarded);
-    headers.push('x-forwarded-for', options.forwarding.forwarded(req).for);
-    headers.push(...bodyFraming(req, body));
-    const requestId = res.getHeader('x-request-id');
-    if (typeof requestId === 'string') headers.push('x-request-id', requestId);
-    if (trace) headers.push(...trace);
-    return headers;
-  }
-
   function send(req: IncomingMessage, res: ServerResponse, node: KeycloakNode, retried: boolean) {
-    const target = targets[node.index]!;
-    const body = bufferedBodyOf(req);
-    const outgoing = target.request(
-      req.method!,
-      req.url ?? '/',
-      headersFor(req, res, target.host, body),
-      timeoutMs,
-    );
-    let cutOff: Error | undefined;
-    let clientGone = false;
-    outgoing.on('timeout', () => {
-      cutOff = Object.assign(new Error(`Keycloak did not answer within ${timeoutMs} ms`), {
-        code: 'ETIMEDOUT',
-        // Nothing was sent yet: as safe to send elsewhere as a refused connection.
-        beforeConnect: outgoing.socket?.connecting === true,
-      });
-      outgoing.destroy(cutOff);
-    });
-    outgoing.on('response', (answer) => {
-      if (several) nodes.answered(node);
-      // Keycloak gone mid-answer: the client's connection ends too.
-      answer.on('error', () => res.destroy());
-      const hook = answerHooks.get(req);
-      if (hook) {
+    const requestId = res.getHeader('x-request-id');
+    const handlers: OutboundHandlers = {
+      answered: (answer, outgoing) => {
+        if (several) nodes.answered(node);
+        const hook = answerHooks.get(req);
+        if (!hook) {
+          relayMarked(req, answer, res);
+          return;
+        }
         // What the request ended is applied before its client learns it succeeded; the hook
         // never rejects (end-access.ts logs its failures), and the answer waits unread, or
         // read whole when the hook reads it. Keycloak has answered: its silence while the
@@ -113,7 +69,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
           return hook.run(status, body).then(() => outgoing.setTimeout(timeoutMs));
         };
         if (!hook.readsBody) {
-          void run(undefined).then(() => relay(answer));
+          void run(undefined).then(() => relayMarked(req, answer, res));
           return;
         }
         // An answer too large or compressed is relayed as it comes, and the hook not run.
@@ -121,51 +77,52 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
         serveSmallAnswer(answer, res, { status, headers }, MAX_HOOKED_ANSWER_BYTES, (body) => {
           void run(body).then(() => res.writeHead(status, headers).end(body));
         });
-        return;
-      }
-      relay(answer);
-    });
-    const relay = (answer: IncomingMessage) => {
-      const step = answerRelayOf(req);
-      if (step) {
-        step.relay(answer, res);
-        return;
-      }
-      relayAsItCame(answer, res);
-    };
-    outgoing.on('error', (err) => {
-      // Cut off because the client left: nobody to answer, and nothing wrong with the node.
-      if (clientGone) return;
-      const failure = cutOff ? 'timeout' : failureOf(err);
-      if (several && failure !== 'bad_answer') {
-        nodes.failed(node, `/auth proxy: ${failure}`);
-        const again = !retried && !res.headersSent && failedBeforeSending(err) && replayable(req);
-        const next = again ? nodes.other(node) : undefined;
-        if (next) {
-          send(req, res, next, true);
-          return;
+      },
+      failed: (err) => {
+        const failure = failureOf(err);
+        if (several && failure !== 'bad_answer') {
+          nodes.failed(node, `/auth proxy: ${failure}`);
+          const again = !retried && !res.headersSent && failedBeforeSending(err) && replayable(req);
+          const next = again ? nodes.other(node) : undefined;
+          if (next) {
+            send(req, res, next, true);
+            return undefined;
+          }
         }
-      }
-      if (res.headersSent) res.destroy();
-      else
-        sendError(
-          res,
-          cutOff ? keycloakError('timeout', err) : toKeycloakError(err),
-          options.logger,
-        );
-    });
-    // The client went away: so does its request to Keycloak.
-    res.once('close', () => {
-      if (res.writableFinished || outgoing.destroyed) return;
-      clientGone = true;
-      outgoing.destroy();
-    });
-    sendBody(req, outgoing, body);
+        return toKeycloakError(err);
+      },
+    };
+    forward(
+      req,
+      res,
+      {
+        upstream: targets[node.index]!,
+        path: req.url ?? '/',
+        keepCredentials: true,
+        headers: [...publicAddress, 'x-forwarded-for', options.forwarding.forwarded(req).for],
+        requestId: typeof requestId === 'string' ? requestId : undefined,
+        // Traced: Keycloak's part is a child of the request's span (the client's is its parent).
+        trace: traceHeadersNow(),
+        body: bufferedBodyOf(req),
+        // An answer a step reads is asked for uncompressed, so the gateway never inflates anything.
+        uncompressed: answerRelayOf(req)?.uncompressed === true,
+        timeoutMs,
+        logger,
+      },
+      handlers,
+    );
   }
 
   return (req, res) => {
     send(req, res, several ? nodes.pick() : nodes.all[0]!, false);
   };
+}
+
+/** Keycloak's answer to the client as the step that marked `req` relays it, else as it came. */
+function relayMarked(req: IncomingMessage, answer: IncomingMessage, res: ServerResponse): void {
+  const step = answerRelayOf(req);
+  if (step) step.relay(answer, res);
+  else relay(answer, res);
 }
 
 /** How a step has Keycloak's answer reach the client, when not as it came (see `relayAnswer`). */
@@ -174,12 +131,6 @@ export interface AnswerRelay {
   relay(answer: IncomingMessage, res: ServerResponse): void;
   /** Keycloak is asked for an uncompressed answer, so that the gateway never inflates one. */
   uncompressed: boolean;
-}
-
-/** Keycloak's answer to the client as it came: status, the answer header filter, the body. */
-export function relayAsItCame(answer: IncomingMessage, res: ServerResponse): void {
-  res.writeHead(answer.statusCode ?? 502, answerHeadersOf(answer));
-  answer.pipe(res);
 }
 
 const relays = new WeakMap<IncomingMessage, AnswerRelay>();

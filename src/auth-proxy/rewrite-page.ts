@@ -1,7 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import { relayAnswer, type AnswerRelay } from './auth-proxy.ts';
-import { answerHeadersOf } from '../edge/upstream-headers.ts';
+import { streamAnswer } from '../outbound/forward.ts';
+import { answerHeadersOf } from '../outbound/upstream-headers.ts';
 import { serveSmallAnswer } from './small-answer.ts';
 
 /** The pages the admin listener rewrites are a few KiB; anything far larger is passed on. */
@@ -42,7 +43,7 @@ export function serveRewritten(
   proxyRes.on('error', () => res.destroy());
   if (status !== 200 || !/^text\/html\b/i.test(String(proxyRes.headers['content-type'] ?? ''))) {
     res.writeHead(status, headers);
-    proxyRes.pipe(res);
+    streamAnswer(proxyRes, res);
     return;
   }
   serveSmallAnswer(proxyRes, res, { status, headers }, REWRITE_MAX_BYTES, (body) => {

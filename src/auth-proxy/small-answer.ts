@@ -1,4 +1,5 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { streamAnswer } from '../outbound/forward.ts';
 
 /**
  * For the few Keycloak answers the `/auth` proxy looks into (a console page to rewrite, a
@@ -16,7 +17,7 @@ export function serveSmallAnswer(
   const passThrough = (buffered: Buffer[]) => {
     res.writeHead(relay.status, relay.headers);
     for (const chunk of buffered) res.write(chunk);
-    answer.pipe(res);
+    streamAnswer(answer, res);
   };
   const encoding = String(answer.headers['content-encoding'] ?? 'identity').toLowerCase();
   if (encoding !== 'identity' || Number(answer.headers['content-length'] ?? 0) > maxBytes) {

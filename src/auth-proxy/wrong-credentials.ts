@@ -1,9 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
-import { relayAnswer, relayAsItCame, type AnswerRelay } from './auth-proxy.ts';
+import { relayAnswer, type AnswerRelay } from './auth-proxy.ts';
 import { formFieldsOf } from './form-body-guard.ts';
 import { serveSmallAnswer } from './small-answer.ts';
-import { answerHeadersOf } from '../edge/upstream-headers.ts';
+import { relay } from '../outbound/forward.ts';
+import { answerHeadersOf } from '../outbound/upstream-headers.ts';
 
 /**
  * Wrong credentials on the token endpoint answer 401, as the platform's clients expect (see
@@ -24,7 +25,7 @@ const MAX_REFUSAL_BYTES = 4096;
 const CREDENTIALS_RELAY: AnswerRelay = {
   uncompressed: false,
   relay: (answer, res) =>
-    answer.statusCode === 400 ? serveCredentialsRefusal(answer, res) : relayAsItCame(answer, res),
+    answer.statusCode === 400 ? serveCredentialsRefusal(answer, res) : relay(answer, res),
 };
 
 /**

@@ -2,17 +2,16 @@ import type { IncomingMessage } from 'node:http';
 import { isIP, type BlockList } from 'node:net';
 
 /**
- * What the gateway tells a service behind it about the client: `X-Forwarded-For`, `-Proto` and
- * `-Host`. A client's own values are believed only when the connection comes from a trusted
- * proxy (`TRUSTED_PROXIES`); otherwise the gateway says what it saw itself.
+ * Who the client is and what it asked for, as the gateway vouches for it: its address, and the
+ * values of `X-Forwarded-For`, `-Proto` and `-Host` (which outbound/forwarded-headers.ts writes
+ * toward a service). A client's own values are believed only when the connection comes from a
+ * trusted proxy (`TRUSTED_PROXIES`); otherwise the gateway says what it saw itself.
  */
 export interface Forwarding {
   /** The client's address: the peer, or behind trusted proxies the first address they vouch for. */
   clientAddress(req: IncomingMessage): string;
   /** What the gateway vouches for, by name. */
   forwarded(req: IncomingMessage): Forwarded;
-  /** `x-forwarded-for`, `x-forwarded-proto`, `x-forwarded-host` as name/value pairs. */
-  forwardedHeaders(req: IncomingMessage): string[];
 }
 
 /** The values of `X-Forwarded-For`, `-Proto` and `-Host` the gateway sends on. */
@@ -62,27 +61,5 @@ export function createForwarding(trusted: BlockList | undefined): Forwarding {
       return peer;
     },
     forwarded,
-    forwardedHeaders(req) {
-      const { for: chain, proto, host } = forwarded(req);
-      return ['x-forwarded-for', chain, 'x-forwarded-proto', proto, 'x-forwarded-host', host];
-    },
   };
-}
-
-/**
- * `X-Forwarded-Host`, `-Proto` and `-Port` naming the gateway's public address (the origin of
- * `publicUrl`), never a caller's, as name/value pairs: what Keycloak (`--proxy-headers`) is told
- * on `/auth` and on the gateway's own grants, so that the issuer it writes and the URL it checks
- * a DPoP proof's `htu` against are `PUBLIC_URL/auth/...`.
- */
-export function publicAddressHeaders(publicUrl: string): string[] {
-  const url = new URL(publicUrl);
-  return [
-    'x-forwarded-host',
-    url.host,
-    'x-forwarded-proto',
-    url.protocol.replace(':', ''),
-    'x-forwarded-port',
-    url.port || (url.protocol === 'https:' ? '443' : '80'),
-  ];
 }

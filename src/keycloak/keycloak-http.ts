@@ -1,6 +1,6 @@
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import { currentRequestId } from '../edge/request-context.ts';
-import { createUpstream } from '../edge/upstream.ts';
+import { createUpstream } from '../outbound/upstream.ts';
 import { traceHeadersNow } from '../tracing/trace-scope.ts';
 import { unexpectedAnswer } from './keycloak-failures.ts';
 
@@ -28,8 +28,8 @@ export type NodeExchange = <T>(
 const MAX_SOCKETS = 32;
 
 /**
- * Exchanges with the node at `nodeUrl` over the edge's upstream client (plain `node:http` with a
- * keep-alive pool, edge/upstream.ts), as both proxies do: measured
+ * Exchanges with the node at `nodeUrl` over the one upstream client (plain `node:http` with a
+ * keep-alive pool, outbound/upstream.ts), as both proxies do: measured
  * against the real Keycloak it costs the gateway less CPU per call than fetch (see the README's
  * performance notes). A connection or answer idle for `timeoutMs` is a timeout; a timeout before
  * the connection was made carries `beforeConnect` (nothing was sent). A call made for a request

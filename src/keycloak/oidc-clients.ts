@@ -1,7 +1,7 @@
 import * as oidc from 'openid-client';
 import type { KeycloakCallKind, KeycloakCalls } from './keycloak-calls.ts';
 import { keycloakError, unexpectedAnswer } from './keycloak-failures.ts';
-import { publicAddressHeaders } from '../edge/forwarding.ts';
+import { publicAddressHeaders } from '../outbound/forwarded-headers.ts';
 
 /**
  * The OpenID Connect side of the gateway's own Keycloak calls: openid-client builds the requests

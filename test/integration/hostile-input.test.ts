@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { IDENTITY_HEADERS } from '../../src/edge/upstream-headers.ts';
+import { IDENTITY_HEADERS } from '../../src/outbound/upstream-headers.ts';
 import { accessTokenOf, basicAuth } from '../helpers/api.ts';
 import {
   claimsOf,

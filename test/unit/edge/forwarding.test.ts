@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { parseTrustedProxies } from '../../../src/config/trusted-proxies.ts';
 import { createForwarding } from '../../../src/edge/forwarding.ts';
+import { clientForwardedHeaders } from '../../../src/outbound/forwarded-headers.ts';
 
 function request(peer: string, headers: Record<string, string> = {}, encrypted = false) {
   return {
@@ -21,7 +22,7 @@ describe('forwarding headers and the client address', () => {
     const forwarding = createForwarding(undefined);
     const req = request('203.0.113.9', claims);
     expect(forwarding.clientAddress(req)).toBe('203.0.113.9');
-    expect(forwarding.forwardedHeaders(req)).toEqual([
+    expect(clientForwardedHeaders(forwarding.forwarded(req))).toEqual([
       'x-forwarded-for',
       '203.0.113.9',
       'x-forwarded-proto',
@@ -29,7 +30,9 @@ describe('forwarding headers and the client address', () => {
       'x-forwarded-host',
       'gw:8000',
     ]);
-    expect(forwarding.forwardedHeaders(request('::ffff:10.0.0.1', {}, true))).toEqual([
+    expect(
+      clientForwardedHeaders(forwarding.forwarded(request('::ffff:10.0.0.1', {}, true))),
+    ).toEqual([
       'x-forwarded-for',
       '10.0.0.1',
       'x-forwarded-proto',
@@ -51,7 +54,7 @@ describe('forwarding headers and the client address', () => {
       proto: 'https',
       host: 'evil',
     });
-    expect(forwarding.forwardedHeaders(req)).toEqual([
+    expect(clientForwardedHeaders(forwarding.forwarded(req))).toEqual([
       'x-forwarded-for',
       '6.6.6.6, 198.51.100.7, 10.1.1.1, 10.0.0.5',
       'x-forwarded-proto',

@@ -11,7 +11,8 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
  * A server the gateway sends requests to (the automation service, one Keycloak node), read once
  * from its URL, with its own keep-alive pool, over plain `node:http`. undici's `Pool` was
  * measured as the forwarded route's client (bench/results.md): 0.83 × this used as fastify's
- * reply-from uses it, 1.24-1.38 × through its low-level `dispatch`, not adopted yet.
+ * reply-from uses it; through its low-level `dispatch` with the answer written straight to the
+ * client and all the route keeps, 1.18-1.30 × (2026-11-27), not adopted yet.
  */
 export interface Upstream {
   /** Host and port as the URL names them: the `Host` the upstream gets. */

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { bodyFraming, createUpstream, hasBody } from '../../../src/edge/upstream.ts';
+import { bodyFraming, createUpstream, hasBody } from '../../../src/outbound/upstream.ts';
 
 const request = (headers: Record<string, string>) => ({ headers }) as unknown as IncomingMessage;
 

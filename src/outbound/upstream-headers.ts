@@ -2,7 +2,7 @@ import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 
 /*
  * The one table of headers the gateway treats specially between a client and an upstream (the
- * automation service, Keycloak), by group, as both proxies apply it.
+ * automation service, Keycloak), by group, as both proxies apply it (outbound/forward.ts).
  */
 
 /**
@@ -46,7 +46,7 @@ const HOP_BY_HOP = new Set([
 const SET_BY_GATEWAY = new Set(['host', 'expect']);
 
 /**
- * Claims only the gateway may make: about the client (see edge/forwarding.ts), and the request
+ * Claims only the gateway may make: about the client (see forwarded-headers.ts), and the request
  * id, which the gateway sends as the client got it back (a malformed one of the client's is
  * replaced, and must not travel on beside it).
  */
@@ -84,16 +84,20 @@ function isIdentityName(lowerName: string): boolean {
  * (nginx's `underscores_in_headers off`: such names are ambiguous behind CGI-style servers),
  * hop-by-hop headers and those the client's `Connection` names, forwarding claims and
  * `X-Request-Id` (the gateway sets its own), and
- * (unless `keepCredentials`) `Authorization`, `Cookie` and `DPoP`.
+ * (unless `keepCredentials`) `Authorization`, `Cookie` and `DPoP`; and the lowercase names of
+ * `replaced`, which the caller sets itself for this request (outbound/forward.ts).
  */
 export function upstreamRequestHeaders(
   rawHeaders: readonly string[],
-  options: { keepCredentials: boolean },
+  options: { keepCredentials: boolean; replaced?: ReadonlySet<string> },
 ): string[] {
   const dropped = droppedBy(rawHeaders, options.keepCredentials);
+  const replaced = options.replaced;
   const kept: string[] = [];
   for (let i = 0; i < rawHeaders.length; i += 2) {
-    if (!dropped(rawHeaders[i]!.toLowerCase())) kept.push(rawHeaders[i]!, rawHeaders[i + 1]!);
+    const name = rawHeaders[i]!.toLowerCase();
+    if (!dropped(name) && replaced?.has(name) !== true)
+      kept.push(rawHeaders[i]!, rawHeaders[i + 1]!);
   }
   return kept;
 }
@@ -130,13 +134,32 @@ function droppedBy(rawHeaders: readonly string[], keepCredentials: boolean) {
 }
 
 /**
- * An upstream's answer headers a client may get: all but those of the connection and the
- * upstream's `X-Request-Id` (the client gets the gateway's, whatever a front of the upstream adds).
+ * Whether an upstream's answer header goes to the client: all but those of the connection and
+ * the upstream's `X-Request-Id` (the client gets the gateway's, whatever a front of the upstream
+ * adds).
  */
+const passesBack = (lowerName: string) =>
+  !HOP_BY_HOP.has(lowerName) && lowerName !== 'x-request-id';
+
+/** An upstream's answer headers a client may get (`passesBack`), by name: for a step that edits them. */
 export function answerHeadersOf(answer: IncomingMessage): OutgoingHttpHeaders {
   const headers: OutgoingHttpHeaders = {};
   for (const name in answer.headers) {
-    if (!HOP_BY_HOP.has(name) && name !== 'x-request-id') headers[name] = answer.headers[name];
+    if (passesBack(name)) headers[name] = answer.headers[name];
   }
   return headers;
+}
+
+/**
+ * The same headers (`passesBack`) as `[name, value, ...]` from the answer's `rawHeaders`, in
+ * order and as received: what a relayed answer is written with, with no object of the headers
+ * built on either side (Node writes such a list as it is).
+ */
+export function answerRawHeadersOf(answer: IncomingMessage): string[] {
+  const raw = answer.rawHeaders;
+  const kept: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    if (passesBack(raw[i]!.toLowerCase())) kept.push(raw[i]!, raw[i + 1]!);
+  }
+  return kept;
 }

@@ -6,7 +6,7 @@ import {
   droppedRequestHeaderNames,
   IDENTITY_HEADERS,
   upstreamRequestHeaders,
-} from '../../../src/edge/upstream-headers.ts';
+} from '../../../src/outbound/upstream-headers.ts';
 
 /** The identity headers as a CGI-style server reads them: `_` and `.` folded into `-`. */
 const IDENTITY_FOLDED = Object.values(IDENTITY_HEADERS).map((name) => name.replace(/[_.]/g, '-'));

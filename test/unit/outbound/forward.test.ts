@@ -1,0 +1,163 @@
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { AppError } from '../../../src/envelope/errors.ts';
+import { createLogger } from '../../../src/http/logger.ts';
+import { forward, UpstreamSilent } from '../../../src/outbound/forward.ts';
+import { createUpstream } from '../../../src/outbound/upstream.ts';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const portOf = (server: Server) => (server.address() as AddressInfo).port;
+const listen = (server: Server) =>
+  new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+
+/** A raw client: sends `GET /` and keeps whatever comes back, reading only when told. */
+function rawClient(port: number) {
+  const socket: Socket = connect(port, '127.0.0.1');
+  let received = 0;
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  socket.on('data', (chunk: Buffer) => (received += chunk.length));
+  socket.on('error', () => {});
+  socket.write('GET / HTTP/1.1\r\nHost: gw\r\n\r\n');
+  return { socket, closed, received: () => received };
+}
+
+/** The upstream's side of one request, as the test drives it. */
+interface Served {
+  res: ServerResponse;
+  /** Resolves when the gateway's connection to the upstream closes (or the answer ends). */
+  closed: Promise<void>;
+}
+
+describe('forward: what the relay keeps for every proxy', () => {
+  const served: Served[] = [];
+  const failures: Error[] = [];
+  let upstreamServer: Server;
+  let gateway: Server;
+  let port: number;
+  /** The upstream's side of the request the test just sent. */
+  const nextServed = () =>
+    vi.waitFor(
+      () => {
+        if (served.length === 0) throw new Error('not arrived yet');
+        return served[0]!;
+      },
+      { timeout: 5000 },
+    );
+
+  beforeAll(async () => {
+    upstreamServer = createServer((req, res) => {
+      // The answer closes before its end only when the connection does.
+      const closed = new Promise<void>((resolve) => res.once('close', () => resolve()));
+      req.resume();
+      served.push({ res, closed });
+    });
+    await listen(upstreamServer);
+    const upstream = createUpstream(`http://127.0.0.1:${portOf(upstreamServer)}`, {
+      maxSockets: 8,
+    });
+    gateway = createServer((req, res) =>
+      forward(
+        req,
+        res,
+        {
+          upstream,
+          path: '/',
+          keepCredentials: false,
+          headers: [],
+          requestId: 'r-1',
+          trace: undefined,
+          timeoutMs: 1500,
+          logger: createLogger('silent'),
+        },
+        {
+          failed: (err) => {
+            failures.push(err);
+            return new AppError(
+              err instanceof UpstreamSilent ? 'upstreamTimeout' : 'upstreamBadGateway',
+            );
+          },
+        },
+      ),
+    );
+    await listen(gateway);
+    port = portOf(gateway);
+  });
+  afterAll(async () => {
+    for (const server of [gateway, upstreamServer]) {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+  beforeEach(() => {
+    served.length = 0;
+    failures.length = 0;
+  });
+
+  it('holds the upstream while the client reads nothing, and gives it all once it reads', async () => {
+    const chunk = Buffer.alloc(64 * 1024, 'a');
+    const total = 64 * 1024 * 1024;
+    const client = rawClient(port);
+    client.socket.pause();
+    const { res } = await nextServed();
+    res.writeHead(200, { 'content-length': String(total) });
+    let written = 0;
+    const write = () => {
+      while (written < total) {
+        written += chunk.length;
+        if (!res.write(chunk)) {
+          res.once('drain', write);
+          return;
+        }
+      }
+      res.end();
+    };
+    write();
+    // Nothing read: the upstream writes until the buffers on the way are full, then waits (a
+    // relay without back-pressure would read on, holding the whole answer).
+    let before = -1;
+    while (written !== before && written < total) {
+      before = written;
+      await sleep(300);
+    }
+    expect(written).toBeLessThan(total / 2);
+    client.socket.resume();
+    await vi.waitFor(() => expect(client.received()).toBeGreaterThan(total), { timeout: 20_000 });
+    expect(written).toBe(total);
+    client.socket.destroy();
+  });
+
+  it('closes its request to the upstream when the client leaves mid-answer', async () => {
+    const client = rawClient(port);
+    const { res, closed } = await nextServed();
+    res.writeHead(200, { 'content-length': '1000' });
+    res.write('x'.repeat(10));
+    await vi.waitFor(() => expect(client.received()).toBeGreaterThan(0));
+    client.socket.destroy();
+    // Long before the upstream's silence would have it cut off (1.5 s).
+    await Promise.race([
+      closed,
+      sleep(1000).then(() => Promise.reject(new Error('the upstream request is still open'))),
+    ]);
+    expect(res.writableEnded).toBe(false);
+    expect(failures).toEqual([]);
+  });
+
+  it("ends the client's connection when the upstream goes away mid-answer", async () => {
+    const client = rawClient(port);
+    const { res } = await nextServed();
+    res.writeHead(200, { 'content-length': '1000' });
+    res.write('x'.repeat(10));
+    await vi.waitFor(() => expect(client.received()).toBeGreaterThan(0));
+    res.socket!.destroy();
+    await client.closed;
+    expect(client.received()).toBeLessThan(1000);
+  });
+
+  it('answers 504 when the upstream stays silent, with the request id', async () => {
+    const answer = await fetch(`http://127.0.0.1:${port}/`);
+    expect(answer.status).toBe(504);
+    expect(answer.headers.get('x-request-id')).toBe('r-1');
+    expect(failures[0]).toBeInstanceOf(UpstreamSilent);
+  });
+});
