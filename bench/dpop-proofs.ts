@@ -1,4 +1,11 @@
-import { createPrivateKey, generateKeyPairSync, hash, randomBytes, sign, type JsonWebKey } from 'node:crypto';
+import {
+  createPrivateKey,
+  generateKeyPairSync,
+  hash,
+  randomBytes,
+  sign,
+  type JsonWebKey,
+} from 'node:crypto';
 
 /**
  * The DPoP row's proofs (RFC 9449), made as a client makes them: one per request, each with a

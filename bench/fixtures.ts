@@ -98,7 +98,12 @@ export function createProvisioner(keycloakUrl: string, secrets: BenchSecrets, db
         password: u.password,
       });
       const headers = { dpop: proof };
-      const res = await fetch(url, { method: 'POST', headers, body, signal: AbortSignal.timeout(30_000) });
+      const res = await fetch(url, {
+        method: 'POST',
+        headers,
+        body,
+        signal: AbortSignal.timeout(30_000),
+      });
       const json = (await res.json()) as Record<string, string>;
       if (res.status !== 200 || json.token_type !== 'DPoP' || !json.access_token) {
         throw new Error(`DPoP grant on ${u.realm} failed: ${res.status} ${json.error ?? ''}`);

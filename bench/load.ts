@@ -124,11 +124,7 @@ async function generate(
         amount: spec.amount,
         overallRate: spec.overallRate,
         timeout: 20,
-        requests: [
-          dynamic
-            ? rotate
-            : { ...first!, ...body(first!), headers: headers(first!) },
-        ],
+        requests: [dynamic ? rotate : { ...first!, ...body(first!), headers: headers(first!) }],
       },
       (err: Error | null, done: autocannon.Result) => (err ? reject(err) : resolve(done)),
     );
