@@ -65,12 +65,14 @@ const roundSeconds = Number(args.get('--round-seconds') ?? 5);
 const ORG = 'bench-ab';
 const WORKSPACE = 'ws1';
 const DATABASE = 'realmgate_ab';
+const UPSTREAM_PORT = '28520';
+const UPSTREAM = `http://127.0.0.1:${UPSTREAM_PORT}`;
 const count = cpus().length;
 const [measured, feeders] = [`${count - 1}`, `0-${Math.max(count - 2, 0)}`];
 
 async function main(): Promise<void> {
   const databaseUrl = await prepareDatabase(DATABASE);
-  await startChild('servers.ts', { env: { BENCH_PORT: '28520' }, cpuList: feeders });
+  await startChild('servers.ts', { env: { BENCH_PORT: UPSTREAM_PORT }, cpuList: feeders });
   const keycloak = route === 'bearer' ? await startKeycloak() : undefined;
   for (const side of sides) {
     await startChild(path.join(side.tree, 'bench/gateway-process.ts'), {
@@ -123,7 +125,11 @@ function gatewaySpec(
     const stack = { secrets: keycloak.secrets, keycloakUrl: keycloak.kc.url, databaseUrl };
     // A cache of its own per side (Redis key prefix), as two deployments would have.
     const prefix = `${keycloak.secrets.redisKeyPrefix}${side.name}:`;
-    const env = gatewayEnv(stack, side.port, { REDIS_KEY_PREFIX: prefix, ...side.env });
+    const env = gatewayEnv(stack, side.port, {
+      REDIS_KEY_PREFIX: prefix,
+      AUTOMATION_UPSTREAM_URL: UPSTREAM,
+      ...side.env,
+    });
     return { env, keycloakUrl: keycloak.kc.url };
   }
   const env = {
@@ -133,11 +139,11 @@ function gatewaySpec(
     LOG_LEVEL: 'silent',
     // The token route's Keycloak is the trivial upstream: it answers any request at once, so
     // what is measured is the gateway's /auth proxy, not Keycloak's password hashing.
-    KEYCLOAK_URL: route === 'token' ? 'http://127.0.0.1:28520/auth' : 'http://127.0.0.1:9/auth',
+    KEYCLOAK_URL: route === 'token' ? `${UPSTREAM}/auth` : 'http://127.0.0.1:9/auth',
     KEYCLOAK_ADMIN_PASSWORD: 'ab-admin-password-0123456789',
     KEYCLOAK_CLIENT_SECRET: 'ab-client-secret-0123456789',
     DATABASE_URL: databaseUrl,
-    AUTOMATION_UPSTREAM_URL: 'http://127.0.0.1:28520',
+    AUTOMATION_UPSTREAM_URL: UPSTREAM,
     REVOCATION_CHECK_SECONDS: 'off',
     ...side.env,
   };
