@@ -80,7 +80,7 @@ function relayByUndici(client: Pool, req: IncomingMessage, res: ServerResponse):
       else res.writeHead(502).end();
     },
   };
-  const options = { path: req.url ?? '/', method: (req.method ?? 'GET') };
+  const options = { path: req.url ?? '/', method: req.method ?? 'GET' };
   client.dispatch({ ...options, headers, body: hasBody ? req : null }, handler);
 }
 
