@@ -4,21 +4,38 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { runLoad } from './load.ts';
+import type { LocalKeycloak } from '../keycloak/launcher.ts';
+import { openDatabase } from '../src/db/database.ts';
+import { pinTree } from './affinity.ts';
+import { createProvisioner } from './fixtures.ts';
+import { runTogether, type LoadRequest } from './load.ts';
 import { startChild, stopAllChildren } from './processes.ts';
-import { dropDatabase, prepareDatabase } from './stack.ts';
-import { median } from './stats.ts';
+import { automationPath } from './scenarios.ts';
+import { DATA_DIR } from './settings.ts';
+import {
+  dropDatabase,
+  gatewayEnv,
+  loadAverage,
+  newSecrets,
+  prepareDatabase,
+  startBenchKeycloak,
+  type BenchSecrets,
+} from './stack.ts';
+import { summarize } from './stats.ts';
 
 /**
- * `node bench/ab.ts [--route forwarded|token] [--a <tree>] [--b <tree>] [--a-env K=V,...]
+ * `node bench/ab.ts [--route forwarded|bearer|token] [--a <tree>] [--b <tree>] [--a-env K=V,...]
  * [--b-env K=V,...] [--rounds N] [--round-seconds S]`: is B slower than A? Two gateways, each
  * from its own source tree (default: this one) with its own extra settings, loaded at the same
  * moment and pinned together on the last CPU, as the bench's paired rounds are. `forwarded`:
  * the automation route's hot path, auth off (the bench's constant principal: no Keycloak; the
- * edge, admission (answered from memory) and forwarder are the gateway's own code). `token`: a refresh grant
- * through `/auth`, whose Keycloak is the trivial upstream (the proxy, not Keycloak, is
- * measured). Prints each round's B ÷ A and their median. A tree needs its own
- * `bench/gateway-process.ts` and `node_modules` (a symlink will do).
+ * edge, admission (answered from memory) and forwarder are the gateway's own code). `bearer`:
+ * the same route with auth on: a real Keycloak (fresh state, as `npm run bench` starts it), one
+ * organization and user, one access token (living an hour) verified by both gateways on every
+ * request through every admission step, with the bench's settings (Redis, re-checks). `token`:
+ * a refresh grant through `/auth`, whose Keycloak is the trivial upstream (the proxy, not
+ * Keycloak, is measured). Prints each round's B ÷ A, their median and spread. A tree needs its
+ * own `bench/gateway-process.ts` and `node_modules` (a symlink will do).
  */
 const run = promisify(execFile);
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -37,45 +54,122 @@ const sides = [
   { name: 'A', tree: args.get('--a') ?? here, env: envOf(args.get('--a-env')), port: 28500 },
   { name: 'B', tree: args.get('--b') ?? here, env: envOf(args.get('--b-env')), port: 28510 },
 ];
-/** `forwarded` (default): the automation route; `token`: a refresh grant through `/auth`. */
+/**
+ * `forwarded` (default): the automation route, auth off; `bearer`: that route with a real
+ * token; `token`: a refresh grant through `/auth`.
+ */
 const route = args.get('--route') ?? 'forwarded';
+if (!['forwarded', 'bearer', 'token'].includes(route)) throw new Error(`--route ${route}?`);
 const rounds = Number(args.get('--rounds') ?? 5);
 const roundSeconds = Number(args.get('--round-seconds') ?? 5);
 const ORG = 'bench-ab';
 const WORKSPACE = 'ws1';
 const DATABASE = 'realmgate_ab';
+const UPSTREAM_PORT = '28520';
+const UPSTREAM = `http://127.0.0.1:${UPSTREAM_PORT}`;
 const count = cpus().length;
 const [measured, feeders] = [`${count - 1}`, `0-${Math.max(count - 2, 0)}`];
 
 async function main(): Promise<void> {
   const databaseUrl = await prepareDatabase(DATABASE);
-  await startChild('servers.ts', { env: { BENCH_PORT: '28520' }, cpuList: feeders });
+  await startChild('servers.ts', { env: { BENCH_PORT: UPSTREAM_PORT }, cpuList: feeders });
+  const keycloak = route === 'bearer' ? await startKeycloak() : undefined;
   for (const side of sides) {
-    const env = {
-      HOST: '127.0.0.1',
-      PORT: String(side.port),
-      ADMIN_PORT: String(side.port + 1),
-      LOG_LEVEL: 'silent',
-      // The token route's Keycloak is the trivial upstream: it answers any request at once, so
-      // what is measured is the gateway's /auth proxy, not Keycloak's password hashing.
-      KEYCLOAK_URL: route === 'token' ? 'http://127.0.0.1:28520/auth' : 'http://127.0.0.1:9/auth',
-      KEYCLOAK_ADMIN_PASSWORD: 'ab-admin-password-0123456789',
-      KEYCLOAK_CLIENT_SECRET: 'ab-client-secret-0123456789',
-      DATABASE_URL: databaseUrl,
-      AUTOMATION_UPSTREAM_URL: 'http://127.0.0.1:28520',
-      REVOCATION_CHECK_SECONDS: 'off',
-      ...side.env,
-    };
-    const spec = {
-      env,
-      keycloakUrl: env.KEYCLOAK_URL,
-      authOff: { organization: ORG, workspace: WORKSPACE },
-    };
     await startChild(path.join(side.tree, 'bench/gateway-process.ts'), {
-      env: { BENCH_GATEWAY: JSON.stringify(spec) },
+      env: { BENCH_GATEWAY: JSON.stringify(gatewaySpec(side, databaseUrl, keycloak)) },
       cpuList: measured,
     });
   }
+  const request = keycloak
+    ? await provisionBearer(keycloak, databaseUrl)
+    : await provisionAuthOff(databaseUrl);
+
+  const both = (seconds: number) =>
+    runTogether(
+      sides.map((side) => ({
+        url: `http://127.0.0.1:${side.port}`,
+        connections: 32,
+        durationSeconds: seconds,
+        requests: [request],
+      })),
+      feeders,
+    );
+  console.log(`before the rounds: ${loadAverage()}`);
+  // Unknown organizations are remembered for 5 s: warm up past that, then once more, uncounted.
+  await both(6);
+  const ratios: number[] = [];
+  for (let round = 1; round <= rounds; round++) {
+    const [a, b] = await both(roundSeconds);
+    const ratio = b!.reqPerSec / Math.max(a!.reqPerSec, 1);
+    ratios.push(ratio);
+    const bad = a!.bad + b!.bad ? ` (not 2xx: A ${a!.bad}, B ${b!.bad})` : '';
+    console.log(
+      `round ${round}: A ${a!.reqPerSec.toFixed(0)} req/s (p99 ${a!.p99Ms} ms), ` +
+        `B ${b!.reqPerSec.toFixed(0)} req/s (p99 ${b!.p99Ms} ms), B ÷ A ${ratio.toFixed(3)}${bad}`,
+    );
+  }
+  const { median, min, max } = summarize(ratios)!;
+  console.log(
+    `median B ÷ A: ${median.toFixed(3)} over ${rounds} rounds, spread ${min.toFixed(3)}-${max.toFixed(3)} ` +
+      `(${(max - min).toFixed(3)}); ${loadAverage()}`,
+  );
+}
+
+/** Each side's gateway settings: `bearer` takes the bench's (stack.ts), the others their own. */
+function gatewaySpec(
+  side: (typeof sides)[number],
+  databaseUrl: string,
+  keycloak: BenchKeycloak | undefined,
+) {
+  if (keycloak) {
+    const stack = { secrets: keycloak.secrets, keycloakUrl: keycloak.kc.url, databaseUrl };
+    // A cache of its own per side (Redis key prefix), as two deployments would have.
+    const prefix = `${keycloak.secrets.redisKeyPrefix}${side.name}:`;
+    const env = gatewayEnv(stack, side.port, {
+      REDIS_KEY_PREFIX: prefix,
+      AUTOMATION_UPSTREAM_URL: UPSTREAM,
+      ...side.env,
+    });
+    return { env, keycloakUrl: keycloak.kc.url };
+  }
+  const env = {
+    HOST: '127.0.0.1',
+    PORT: String(side.port),
+    ADMIN_PORT: String(side.port + 1),
+    LOG_LEVEL: 'silent',
+    // The token route's Keycloak is the trivial upstream: it answers any request at once, so
+    // what is measured is the gateway's /auth proxy, not Keycloak's password hashing.
+    KEYCLOAK_URL: route === 'token' ? `${UPSTREAM}/auth` : 'http://127.0.0.1:9/auth',
+    KEYCLOAK_ADMIN_PASSWORD: 'ab-admin-password-0123456789',
+    KEYCLOAK_CLIENT_SECRET: 'ab-client-secret-0123456789',
+    DATABASE_URL: databaseUrl,
+    AUTOMATION_UPSTREAM_URL: UPSTREAM,
+    REVOCATION_CHECK_SECONDS: 'off',
+    ...side.env,
+  };
+  return {
+    env,
+    keycloakUrl: env.KEYCLOAK_URL,
+    authOff: { organization: ORG, workspace: WORKSPACE },
+  };
+}
+
+type BenchKeycloak = { kc: LocalKeycloak; secrets: BenchSecrets };
+
+/** Keycloak with fresh state, on the feeders' CPUs, and this run's secrets. */
+async function startKeycloak(): Promise<BenchKeycloak> {
+  const secrets = newSecrets();
+  const log = (text: string) => console.error(`[ab] ${text}`);
+  log('starting Keycloak (fresh state)');
+  const kc = await startBenchKeycloak(secrets, log);
+  stopKeycloak = () => kc.stop();
+  await pinTree(kc.pid, feeders);
+  return { kc, secrets };
+}
+let stopKeycloak: (() => Promise<void>) | undefined;
+
+/** Auth off: the organization's rows, and the request with any token. */
+async function provisionAuthOff(databaseUrl: string): Promise<LoadRequest> {
   const db = new pg.Client({ connectionString: databaseUrl });
   await db.connect();
   await db.query('INSERT INTO organizations (id, name) VALUES ($1, $1)', [ORG]);
@@ -84,41 +178,30 @@ async function main(): Promise<void> {
     WORKSPACE,
   ]);
   await db.end();
+  return route === 'token'
+    ? {
+        path: `/auth/realms/${ORG}/protocol/openid-connect/token`,
+        form: `grant_type=refresh_token&client_id=_${ORG}-api&refresh_token=${'r'.repeat(800)}`,
+      }
+    : { path: automationPath(ORG), authorization: 'Bearer constant' };
+}
 
-  const load = (port: number, seconds: number) =>
-    runLoad(
-      {
-        url: `http://127.0.0.1:${port}`,
-        connections: 32,
-        durationSeconds: seconds,
-        requests: [
-          route === 'token'
-            ? {
-                path: `/auth/realms/${ORG}/protocol/openid-connect/token`,
-                form: `grant_type=refresh_token&client_id=_${ORG}-api&refresh_token=${'r'.repeat(800)}`,
-              }
-            : {
-                path: `/api/${ORG}/workspaces/${WORKSPACE}/ita/menu/operation_list/filter/`,
-                authorization: 'Bearer constant',
-              },
-        ],
-      },
-      feeders,
-    );
-  const both = (seconds: number) => Promise.all(sides.map((side) => load(side.port, seconds)));
-  // Unknown organizations are remembered for 5 s: warm up past that, then once more, uncounted.
-  await both(6);
-  const ratios: number[] = [];
-  for (let round = 1; round <= rounds; round++) {
-    const [a, b] = await both(roundSeconds);
-    const ratio = b!.reqPerSec / Math.max(a!.reqPerSec, 1);
-    ratios.push(ratio);
-    console.log(
-      `round ${round}: A ${a!.reqPerSec.toFixed(0)} req/s (p99 ${a!.p99Ms} ms), ` +
-        `B ${b!.reqPerSec.toFixed(0)} req/s (p99 ${b!.p99Ms} ms), B ÷ A ${ratio.toFixed(3)}`,
-    );
+/**
+ * Auth on: the organization in Keycloak and the database (migrated by the gateways), a user
+ * holding the workspace role, and one access token of that user, living an hour.
+ */
+async function provisionBearer(keycloak: BenchKeycloak, databaseUrl: string): Promise<LoadRequest> {
+  const db = await openDatabase({ databaseUrl, dataDir: DATA_DIR });
+  try {
+    const provisioner = createProvisioner(keycloak.kc.url, keycloak.secrets, db);
+    await provisioner.organization(ORG);
+    await provisioner.longLivedTokens(ORG);
+    const user = await provisioner.user(ORG, 'bench-ab-user');
+    const { accessToken } = await provisioner.passwordGrant(user);
+    return { path: automationPath(ORG), authorization: `Bearer ${accessToken}` };
+  } finally {
+    await db.destroy();
   }
-  console.log(`median B ÷ A: ${median(ratios)!.toFixed(3)} over ${rounds} rounds`);
 }
 
 try {
@@ -126,5 +209,6 @@ try {
   await main();
 } finally {
   await stopAllChildren();
+  await stopKeycloak?.();
   await dropDatabase(DATABASE);
 }

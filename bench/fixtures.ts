@@ -9,6 +9,8 @@ import {
 } from '../src/platform/realm-admin/provisioning.ts';
 import { createOrganizationsRepo } from '../src/platform/organizations.repo.ts';
 import { createWorkspacesRepo } from '../src/platform/workspaces.repo.ts';
+import { setTokenLifetimes } from '../src/platform/realm-admin/token-lifetimes.ts';
+import { newProofKey, proofMaker } from './dpop-proofs.ts';
 import type { BenchSecrets } from './stack.ts';
 
 export const WORKSPACE = 'ws1';
@@ -58,6 +60,13 @@ export function createProvisioner(keycloakUrl: string, secrets: BenchSecrets, db
       await createOrganizationsRepo(db).insertIfAbsent({ id, name });
       await createWorkspacesRepo(db).insertIfAbsent({ organizationId: id, id: WORKSPACE, name });
     },
+    /**
+     * The API client's access tokens live `seconds` (Keycloak's default is 5 minutes): a token
+     * fetched once serves a whole run.
+     */
+    async longLivedTokens(realm: string, seconds = 3600): Promise<void> {
+      await setTokenLifetimes(await adminClient(), realm, { access_token_lifespan: seconds });
+    },
     /** A user holding the `ws1` role, with a random password. */
     async user(realm: string, username: string): Promise<BenchUser> {
       const user = { realm, username, password: randomBytes(12).toString('base64url') };
@@ -72,17 +81,55 @@ export function createProvisioner(keycloakUrl: string, secrets: BenchSecrets, db
         password: u.password,
       }),
     token,
+    /**
+     * A password grant as a DPoP client makes it, through the `/auth` of the gateway at
+     * `gatewayUrl` (the address Keycloak's proofs name: its `PUBLIC_URL`) with a proof of a new
+     * P-256 key: Keycloak binds the token to the key (`cnf.jkt`).
+     */
+    async dpopGrant(gatewayUrl: string, u: BenchUser) {
+      const url = `${gatewayUrl}/auth/realms/${u.realm}/protocol/openid-connect/token`;
+      const key = newProofKey();
+      const proof = proofMaker({ privateJwk: key, method: 'POST', htu: url })();
+      const body = new URLSearchParams({
+        client_id: apiClientIdOf(u.realm),
+        grant_type: 'password',
+        scope: 'openid',
+        username: u.username,
+        password: u.password,
+      });
+      const headers = { dpop: proof };
+      const res = await fetch(url, {
+        method: 'POST',
+        headers,
+        body,
+        signal: AbortSignal.timeout(30_000),
+      });
+      const json = (await res.json()) as Record<string, string>;
+      if (res.status !== 200 || json.token_type !== 'DPoP' || !json.access_token) {
+        throw new Error(`DPoP grant on ${u.realm} failed: ${res.status} ${json.error ?? ''}`);
+      }
+      return { key, accessToken: json.access_token };
+    },
   };
 }
 
 /**
- * What the rows need, in organization `org`: users for Bearer, Basic and Basic without cache
- * (64, taken in turn), `tokens` distinct access tokens of the Bearer user by refresh grants,
+ * What the rows need, in organization `org` (its access tokens living an hour): users for
+ * Bearer, Basic, DPoP (a token bound to a key through the `/auth` of the gateway at
+ * `gatewayUrl`) and Basic without cache (64, taken in turn), `tokens` distinct access tokens of the Bearer user by refresh grants,
  * 12 at a time (170 s at most), and `realms` organizations `bench-r001`... with a user and a
  * token each, 4 at a time (240 s at most).
  */
-export async function provision(p: Provisioner, org: string, tokens: number, realms: number) {
+export async function provision(
+  p: Provisioner,
+  org: string,
+  tokens: number,
+  realms: number,
+  gatewayUrl: string,
+) {
   await p.organization(org);
+  // A run takes longer than Keycloak's default 5 minutes: each row's token lives through it.
+  await p.longLivedTokens(org);
   const users = async (prefix: string, count: number) => {
     const made: BenchUser[] = [];
     for (let i = 1; i <= count; i++) made.push(await p.user(org, `${prefix}${i}`));
@@ -90,6 +137,8 @@ export async function provision(p: Provisioner, org: string, tokens: number, rea
   };
   const [bearerUser] = await users('bench-bearer-', 1);
   const [basicUser] = await users('bench-basic-', 1);
+  const [dpopUser] = await users('bench-dpop-', 1);
+  const dpop = await p.dpopGrant(gatewayUrl, dpopUser!);
   const noCacheUsers = await users('bench-nocache-', 64);
   const grant = await p.passwordGrant(bearerUser!);
   let started = Date.now();
@@ -121,5 +170,6 @@ export async function provision(p: Provisioner, org: string, tokens: number, rea
     realms: done,
     basicUser: basicUser!,
     noCacheUsers,
+    dpop,
   };
 }

@@ -1,20 +1,27 @@
 import autocannon from 'autocannon';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createInterface } from 'node:readline';
+import { proofPool, proofsFor, type ProofSpec } from './dpop-proofs.ts';
 import { runToCompletion } from './processes.ts';
 import { percentile } from './stats.ts';
 
 /**
  * The load generator: one autocannon run in a process of its own (never a gateway's). Run as a
- * program, this module reads a LoadSpec on stdin and prints a LoadResult; `runLoad` starts it.
+ * program, this module reads a LoadSpec (one line on stdin), prepares (signs the round's DPoP
+ * proofs), prints `{"prepared":true}`, starts when its stdin ends and prints a LoadResult;
+ * `runLoad` starts one, `runTogether` several that start their load at the same moment.
  */
 export type LoadRequest = {
   path: string;
   authorization?: string;
   /** A form POST instead of a GET (the token endpoint). */
   form?: string;
+  /** A fresh DPoP proof of this key for this request on every request (dpop-proofs.ts). */
+  dpop?: ProofSpec;
 };
 export type LoadResult = Awaited<ReturnType<typeof generate>>;
+type Generator = { prepared: Promise<void>; go: () => void; result: Promise<LoadResult> };
 export interface LoadSpec {
   url: string;
   connections: number;
@@ -27,37 +34,89 @@ export interface LoadSpec {
   requests: LoadRequest[];
 }
 
-/** One measurement in a fresh generator process, on `cpuList` if given (paired rounds). */
+/** One measurement in a fresh generator process, on `cpuList` if given. */
 export async function runLoad(spec: LoadSpec, cpuList?: string): Promise<LoadResult> {
-  const timeoutMs = (spec.amount ? 300 : spec.durationSeconds + 60) * 1000;
-  return JSON.parse(
-    await runToCompletion('load.ts', JSON.stringify(spec), timeoutMs, cpuList),
-  ) as LoadResult;
+  const generator = startGenerator(spec, cpuList);
+  generator.go();
+  return generator.result;
 }
 
-async function generate(spec: LoadSpec) {
+/**
+ * Measurements at the same moment (paired rounds), one generator process each, on `cpuList`
+ * if given: each prepares first (a DPoP row signs its proofs), then all start together.
+ */
+export async function runTogether(specs: LoadSpec[], cpuList?: string): Promise<LoadResult[]> {
+  const generators = specs.map((spec) => startGenerator(spec, cpuList));
+  // A generator that failed to prepare rejects its result: release the others, then throw.
+  await Promise.race([
+    Promise.all(generators.map((g) => g.prepared)),
+    Promise.all(generators.map((g) => g.result)),
+  ]).finally(() => generators.forEach((g) => g.go()));
+  return Promise.all(generators.map((g) => g.result));
+}
+
+function startGenerator(spec: LoadSpec, cpuList?: string): Generator {
+  // Signing a round's proofs takes seconds on a loaded machine: allowed for in the time-out.
+  const timeoutMs = (spec.amount ? 300 : spec.durationSeconds + 120) * 1000;
+  let go!: () => void;
+  let prepared!: () => void;
+  const started = new Promise<void>((resolve) => (go = resolve));
+  const ready = new Promise<void>((resolve) => (prepared = resolve));
+  const output = runToCompletion('load.ts', `${JSON.stringify(spec)}\n`, timeoutMs, cpuList, {
+    started,
+    onLine: (line) => line === PREPARED && prepared(),
+  });
+  const result = output.then((text) => JSON.parse(text.trim().split('\n').pop()!) as LoadResult);
+  return { prepared: ready, go, result };
+}
+const PREPARED = '{"prepared":true}';
+
+async function generate(
+  spec: LoadSpec,
+  pools: (string[] | undefined)[],
+  preparedAt: number,
+  go: Promise<void>,
+) {
   const headers = (r: LoadRequest) => ({
     ...(r.authorization ? { authorization: r.authorization } : {}),
     ...(r.form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
   });
   const body = (r: LoadRequest) => (r.form ? { method: 'POST' as const, body: r.form } : {});
   let next = 0;
+  let instance: autocannon.Instance | undefined;
+  let proofsRanOut = false;
+  /** The next unused proof of request `index`'s pool; the round stops when the pool is used up. */
+  const proofOf = (index: number) => {
+    const proof = pools[index]!.pop();
+    if (proof !== undefined) return { dpop: proof };
+    proofsRanOut = true;
+    instance?.stop();
+    return {};
+  };
   const rotate: autocannon.Request = {
     setupRequest(request) {
-      const chosen = spec.requests[next++ % spec.requests.length]!;
+      const index = next++ % spec.requests.length;
+      const chosen = spec.requests[index]!;
       return {
         ...request,
         ...body(chosen),
         path: chosen.path,
-        headers: { ...request.headers, ...headers(chosen) },
+        headers: { ...request.headers, ...headers(chosen), ...(chosen.dpop && proofOf(index)) },
       };
     },
   };
   const [first] = spec.requests;
+  const dynamic = spec.requests.length > 1 || first?.dpop !== undefined;
+  await go;
+  // Each proof must reach the gateway inside its window (60 s by default) after its making.
+  const oldestProofSeconds = (Date.now() - preparedAt) / 1000 + spec.durationSeconds;
+  if (pools.some(Boolean) && oldestProofSeconds > 50) {
+    throw new Error(`DPoP proofs would be ${oldestProofSeconds.toFixed(0)} s old by the end`);
+  }
   const latencies: number[] = [];
   const statusCodes: Record<string, number> = {};
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
-    const instance = autocannon(
+    const running = autocannon(
       {
         url: spec.url,
         connections: spec.connections,
@@ -65,16 +124,13 @@ async function generate(spec: LoadSpec) {
         amount: spec.amount,
         overallRate: spec.overallRate,
         timeout: 20,
-        requests: [
-          spec.requests.length > 1
-            ? rotate
-            : { ...first!, ...body(first!), headers: headers(first!) },
-        ],
+        requests: [dynamic ? rotate : { ...first!, ...body(first!), headers: headers(first!) }],
       },
       (err: Error | null, done: autocannon.Result) => (err ? reject(err) : resolve(done)),
     );
     // Per-response times have sub-millisecond precision; autocannon's histogram has 1 ms steps.
-    instance.on('response', (_client, status, _bytes, responseTime) => {
+    instance = running;
+    running.on('response', (_client, status, _bytes, responseTime) => {
       statusCodes[status] = (statusCodes[status] ?? 0) + 1;
       if (status >= 200 && status < 300) latencies.push(responseTime);
     });
@@ -89,12 +145,29 @@ async function generate(spec: LoadSpec) {
     statusCodes,
     p50Ms: percentile(latencies, 0.5),
     p99Ms: percentile(latencies, 0.99),
+    /** A DPoP row's pool was used up before the round's end: the round stopped early. */
+    proofsRanOut,
   };
 }
 
+/**
+ * Each DPoP request's proofs for the whole run (`amount`, or the most `durationSeconds` can
+ * use), signed now, before the load starts; a round must end inside the proofs' window.
+ */
+function preparePools(spec: LoadSpec): (string[] | undefined)[] {
+  const count = spec.amount ?? proofsFor(spec.durationSeconds);
+  return spec.requests.map((r) => (r.dpop ? proofPool(r.dpop, count) : undefined));
+}
+
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  const spec = JSON.parse(Buffer.concat(chunks).toString('utf8')) as LoadSpec;
-  process.stdout.write(`${JSON.stringify(await generate(spec))}\n`);
+  // The spec is the first line; the end of stdin is the signal to start.
+  const input = createInterface({ input: process.stdin });
+  const go = new Promise<void>((resolve) => input.once('close', resolve));
+  const line = await new Promise<string>((resolve) => input.once('line', resolve));
+  const spec = JSON.parse(line) as LoadSpec;
+  const startedAt = Date.now();
+  const pools = preparePools(spec);
+  process.stdout.write(`${PREPARED}\n`);
+  const result = await generate(spec, pools, startedAt, go);
+  process.stdout.write(`${JSON.stringify(result)}\n`);
 }

@@ -1,6 +1,6 @@
 import { cpus } from 'node:os';
 import { ALL_CPUS, pinTree, taskset } from './affinity.ts';
-import { runLoad, type LoadResult } from './load.ts';
+import { runTogether, type LoadResult } from './load.ts';
 import { median } from './stats.ts';
 import { loadOf, type Scenario } from './scenarios.ts';
 import type { BenchOptions } from './settings.ts';
@@ -13,6 +13,7 @@ const PAIRS = [
   ['bearer-tracing', 'bearer'],
   ['auth-off', 'limit'],
   ['bearer-control', 'bearer'],
+  ['dpop', 'bearer'],
   ['bearer-node20', 'bearer'],
   ['basic-warm', 'bearer'],
   ['bearer-10k', 'bearer'],
@@ -48,15 +49,15 @@ export async function measurePairs(
       const pids = [row.pid, reference.pid];
       const pinned =
         canPin && (await Promise.all(pids.map((pid) => taskset(pid, measured)))).every(Boolean);
-      const both = (seconds: number) => {
-        const load = (s: Scenario) =>
-          runLoad(loadOf(s, options, seconds), pinned ? feeders : undefined);
-        return Promise.all([load(row), load(reference)]);
-      };
+      const both = (seconds: number) =>
+        runTogether(
+          [row, reference].map((s) => loadOf(s, options, seconds)),
+          pinned ? feeders : undefined,
+        );
       await both(options.warmupSeconds);
       const rounds: { row: LoadResult; reference: LoadResult }[] = [];
       for (let round = 1; round <= options.rounds; round++) {
-        const [r, ref] = await both(options.roundSeconds);
+        const [r, ref] = (await both(options.roundSeconds)) as [LoadResult, LoadResult];
         rounds.push({ row: r, reference: ref });
         const ratio = (r.reqPerSec / Math.max(ref.reqPerSec, 1)).toFixed(3);
         log(

@@ -55,12 +55,17 @@ export async function startChild(module: string, how: How) {
   return { pid: child.pid!, ready, stop: (graceMs?: number) => stopChild(child, graceMs) };
 }
 
-/** Runs a bench module with `input` on stdin; its stdout. `cpuList`: on those CPUs only. */
+/**
+ * Runs a bench module with `input` on stdin; its stdout. `cpuList`: on those CPUs only. With
+ * `hold`, stdin stays open until `hold.started` (the module's signal to start) and each line
+ * of stdout goes to `hold.onLine` as it comes.
+ */
 export function runToCompletion(
   module: string,
   input: string,
   timeoutMs: number,
   cpuList?: string,
+  hold?: { started: Promise<void>; onLine: (line: string) => void },
 ) {
   const child = spawnModule(module, { cpuList });
   return new Promise<string>((resolve, reject) => {
@@ -72,7 +77,15 @@ export function runToCompletion(
       if (code === 0) resolve(Buffer.concat(chunks).toString('utf8'));
       else reject(new Error(`${module} failed (${signal ?? code})`));
     });
-    child.stdin.end(input);
+    if (hold) {
+      createInterface({ input: child.stdout }).on('line', hold.onLine);
+      // A module that died before its start: its stdin is closed, ending it is no error.
+      child.stdin.on('error', () => undefined);
+      child.stdin.write(input);
+      void hold.started.then(() => child.stdin.end());
+    } else {
+      child.stdin.end(input);
+    }
   });
 }
 

@@ -9,7 +9,7 @@ import { formatReport, judgeTargets, rowsOf } from './report.ts';
 import { buildScenarios, loadOf, measureScenarios } from './scenarios.ts';
 import { measureSideBySide, type SideBySide } from './side-by-side.ts';
 import { formatSideBySide, judgeSideTargets } from './side-by-side-report.ts';
-import { DATA_DIR, parseOptions, PORTS } from './settings.ts';
+import { DATA_DIR, origin, parseOptions, PORTS } from './settings.ts';
 import * as stack from './stack.ts';
 
 /**
@@ -37,12 +37,14 @@ async function rowsMode(context: BenchContext): Promise<ModeResult> {
   const provisioner = createProvisioner(keycloak.url, info.secrets, db);
   // The side-by-side rows alone need one token.
   const [tokens, realms] = options.peersOnly ? [1, 0] : [options.tokens, options.realms];
-  const made = await provision(provisioner, 'bench', tokens, realms);
+  const made = await provision(provisioner, 'bench', tokens, realms, origin(PORTS.gateway));
   note(
     `${made.manyTokens.length} tokens, ${made.realms.length} organizations in ${seconds(since)} s`,
   );
   const node20 = stack.findNode20();
-  const scenarios = buildScenarios({ organization: 'bench', node20, ...made });
+  const scenarios = buildScenarios({ organization: 'bench', node20, ...made }).filter(
+    (s) => !options.rows || ['limit', 'bearer', ...options.rows].includes(s.id),
+  );
   const peakRss = new Map<string, number | undefined>();
   let pairs: Awaited<ReturnType<typeof measurePairs>> = [];
   if (!options.peersOnly) {
@@ -73,16 +75,19 @@ async function rowsMode(context: BenchContext): Promise<ModeResult> {
   }
 
   if (options.profile) {
-    // A fresh gateway under the Bearer load; V8 writes the profile when it exits.
-    const file = `${DATA_DIR}/profiles/bearer-${new Date(started).toISOString()}.cpuprofile`;
+    // A fresh gateway under the load of `--profile-row` (Bearer by default); V8 writes the
+    // profile when it exits.
+    const row = options.profileRow;
+    const file = `${DATA_DIR}/profiles/${row}-${new Date(started).toISOString()}.cpuprofile`;
     const nodeArgs = [
       '--cpu-prof',
       `--cpu-prof-dir=${DATA_DIR}/profiles`,
       `--cpu-prof-name=${file.split('/').pop()}`,
     ];
     const profiled = await stack.startGateway(info, PORTS.profiled, { nodeArgs });
-    const bearer = scenarios.find((s) => s.id === 'bearer')!;
-    const load = loadOf({ ...bearer, port: PORTS.profiled }, options);
+    const driving = scenarios.find((s) => s.id === row);
+    if (!driving) throw new Error(`--profile-row ${row}: no such row in this run`);
+    const load = loadOf({ ...driving, port: PORTS.profiled }, options);
     await runLoad({ ...load, durationSeconds: options.warmupSeconds });
     const { reqPerSec } = await runLoad(load);
     await profiled.stop(30_000);

@@ -43,6 +43,20 @@ export function buildScenarios(
   const path = automationPath(input.organization);
   const bearer = [{ path, authorization: `Bearer ${input.token}` }];
   const rotate = (tokens: string[]) => tokens.map((t) => ({ path, authorization: `Bearer ${t}` }));
+  // A fresh proof per request (load.ts), for the URL as the client addresses it: PUBLIC_URL,
+  // which is the main gateway's address for every gateway of the bench.
+  const dpop = [
+    {
+      path,
+      authorization: `DPoP ${input.dpop.accessToken}`,
+      dpop: {
+        privateJwk: input.dpop.key,
+        method: 'GET',
+        htu: `${origin(PORTS.gateway)}${path}`,
+        accessToken: input.dpop.accessToken,
+      },
+    },
+  ];
   const basic = (u: BenchUser) => {
     const credentials = Buffer.from(`${u.username}:${u.password}`).toString('base64');
     return { path, authorization: `Basic ${credentials}` };
@@ -61,6 +75,11 @@ export function buildScenarios(
       id: 'bearer-control',
       name: 'Bearer, a second identical gateway (control)',
       requests: bearer,
+    },
+    {
+      id: 'dpop',
+      name: 'DPoP, a token bound to a key, a fresh proof per request',
+      requests: dpop,
     },
     {
       id: 'bearer-metrics-off',

@@ -1,11 +1,15 @@
-import { Agent, createServer, request } from 'node:http';
+import { Agent, createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
+import { Pool, type Dispatcher } from 'undici';
 import { readyUntilParentExits } from './processes.ts';
 
 /**
- * The two helper servers, each in a process of its own on `BENCH_PORT`, with keep-alive as the
+ * The helper servers, each in a process of its own on `BENCH_PORT`, with keep-alive as the
  * gateway has it. `BENCH_UPSTREAM` unset: the trivial automation upstream, the same 156-byte
  * JSON body for every request. Set (`http://host:port`): the **limit**, a minimal `node:http`
- * proxy to it (no framework, no auth, a keep-alive agent).
+ * proxy to it (no framework, no auth, a keep-alive agent); with `BENCH_CLIENT=undici`, the
+ * **undici limit**: the same server whose client is an undici `Pool` through its `dispatch`,
+ * each chunk of the answer written straight to the response (no stream, no pipe), the
+ * upstream paused while the client's socket is full.
  */
 const body = Buffer.from(
   '{"data":[{"parameter":{"operation_id":"op-1","operation_name":"bench"},"file":{}}],' +
@@ -13,6 +17,10 @@ const body = Buffer.from(
 );
 const upstream = process.env.BENCH_UPSTREAM ? new URL(process.env.BENCH_UPSTREAM) : undefined;
 const agent = new Agent({ keepAlive: true, maxSockets: 1024 });
+const pool =
+  upstream && process.env.BENCH_CLIENT === 'undici'
+    ? new Pool(upstream.origin, { connections: 1024 })
+    : undefined;
 
 const server = createServer((req, res) => {
   if (!upstream) {
@@ -20,6 +28,10 @@ const server = createServer((req, res) => {
       const type = 'application/json; charset=utf-8';
       res.writeHead(200, { 'content-type': type, 'content-length': body.length }).end(body);
     });
+    return;
+  }
+  if (pool) {
+    relayByUndici(pool, req, res);
     return;
   }
   const { method, url: path, headers } = req;
@@ -38,6 +50,40 @@ const server = createServer((req, res) => {
   forward.on('error', () => res.writeHead(502).end());
   req.pipe(forward);
 });
+/** Headers of one connection that undici refuses or sets itself. */
+const OWN_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'expect']);
+
+function relayByUndici(client: Pool, req: IncomingMessage, res: ServerResponse): void {
+  const headers: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value !== undefined && !OWN_HEADERS.has(name)) headers[name] = value;
+  }
+  const hasBody = req.headers['content-length'] !== undefined || req.headers['transfer-encoding'];
+  const handler: Dispatcher.DispatchHandler = {
+    onRequestStart() {},
+    onResponseStart(controller, statusCode, answerHeaders) {
+      const out: Record<string, string | string[]> = {};
+      for (const [name, value] of Object.entries(answerHeaders)) {
+        if (value !== undefined && !OWN_HEADERS.has(name)) out[name] = value;
+      }
+      res.writeHead(statusCode, out);
+      res.on('drain', () => controller.resume());
+    },
+    onResponseData(controller, chunk) {
+      if (!res.write(chunk)) controller.pause();
+    },
+    onResponseEnd() {
+      res.end();
+    },
+    onResponseError() {
+      if (res.headersSent) res.destroy();
+      else res.writeHead(502).end();
+    },
+  };
+  const options = { path: req.url ?? '/', method: req.method ?? 'GET' };
+  client.dispatch({ ...options, headers, body: hasBody ? req : null }, handler);
+}
+
 server.keepAliveTimeout = 65_000;
 server.headersTimeout = 66_000;
 const port = Number(process.env.BENCH_PORT);

@@ -35,6 +35,8 @@ export function parseOptions(argv: string[]) {
       tokens: { type: 'string', default: '10000' },
       realms: { type: 'string', default: '100' },
       'no-profile': { type: 'boolean', default: false },
+      rows: { type: 'string' },
+      'profile-row': { type: 'string', default: 'bearer' },
       peers: { type: 'boolean', default: false },
       'peers-only': { type: 'boolean', default: false },
       fleet: { type: 'boolean', default: false },
@@ -45,7 +47,7 @@ export function parseOptions(argv: string[]) {
       'fleet-stale-attempts': { type: 'string', default: String(FLEET_DEFAULTS.staleAttempts) },
     },
   });
-  type Flag = 'no-profile' | 'peers' | 'peers-only' | 'fleet';
+  type Flag = 'no-profile' | 'peers' | 'peers-only' | 'fleet' | 'rows' | 'profile-row';
   const int = (name: Exclude<keyof typeof values, Flag>, max = Infinity) => {
     const n = Number(values[name]);
     if (!Number.isInteger(n) || n < 1 || n > max) {
@@ -63,6 +65,10 @@ export function parseOptions(argv: string[]) {
     tokens: int('tokens'),
     realms: int('realms'),
     profile: !values['no-profile'] && !values['peers-only'],
+    /** Only these rows (ids, comma-separated) beside the limit and Bearer; default all. */
+    rows: values.rows?.split(',').filter(Boolean),
+    /** The row whose requests drive the profiled gateway (`bearer`, `dpop`...). */
+    profileRow: values['profile-row'],
     /** The side-by-side rows (side-by-side.ts) after the others; alone with `--peers-only`. */
     peers: values.peers || values['peers-only'],
     peersOnly: values['peers-only'],

@@ -19,6 +19,7 @@ const TARGETS: { mode: Mode; row: RowId; reference: RowId; min: number }[] = [
 ];
 const NAMES: Record<RowId, string> = {
   limit: 'limit',
+  'limit-undici': 'undici limit',
   'realmgate-1': 'realmgate WORKERS=1',
   'realmgate-auto': 'realmgate WORKERS=auto',
   apache: 'Apache',
@@ -61,7 +62,7 @@ export function formatSideBySide(result: SideBySide): string {
   const ids = result.modes[0]!.rows.map((r) => r.id);
   const nameOf = (id: RowId) => result.modes[0]!.rows.find((r) => r.id === id)!.name;
   const ratioRows = (['realmgate-1', 'realmgate-auto'] as const).flatMap((row) =>
-    (['limit', 'apache', 'haproxy'] as const).map((reference) => {
+    (['limit', 'limit-undici', 'apache', 'haproxy'] as const).map((reference) => {
       const cells = MODES.map((mode) => {
         const ratio = ratioOf(result, mode, row, reference);
         return ratio ? describe(ratio) : 'not measured';

@@ -3,16 +3,27 @@ import { cpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { missingPeer, signingKeyPem, startApache, startHaproxy } from './peers.ts';
 import { origin, PORTS } from './settings.ts';
+import { startChild } from './processes.ts';
 import { startMainProcess, type StackInfo } from './stack.ts';
 
 /** The rows of the side-by-side section, in the order printed. */
-export const ROW_IDS = ['limit', 'realmgate-1', 'realmgate-auto', 'apache', 'haproxy'] as const;
+export const ROW_IDS = [
+  'limit',
+  'limit-undici',
+  'realmgate-1',
+  'realmgate-auto',
+  'apache',
+  'haproxy',
+] as const;
+/** The rows without authentication: what Node's HTTP costs, with either client. */
+export const LIMIT_ROWS: readonly RowId[] = ['limit', 'limit-undici'];
 export type RowId = (typeof ROW_IDS)[number];
 export const MODES = ['per core', 'whole machine'] as const;
 export type Mode = (typeof MODES)[number];
 
 export const ROW_NAMES: Record<RowId, string> = {
   limit: 'limit: minimal node:http proxy, no auth',
+  'limit-undici': 'undici limit: the same, its client an undici Pool (dispatch), no auth',
   'realmgate-1': 'realmgate, WORKERS=1 (node src/main.ts)',
   'realmgate-auto': `realmgate, WORKERS=auto (${cpus().length} workers)`,
   apache: 'Apache 2.4 + mod_auth_openidc, RS256',
@@ -23,10 +34,10 @@ export const ROW_NAMES: Record<RowId, string> = {
 export type Server = { pid: number; port: number };
 
 /**
- * Starts what the rows need besides the limit: realmgate as it is run with WORKERS=1 and
- * WORKERS=auto (gateways on base + 140 and + 150), Apache (+160) and two HAProxy, one thread
- * (+170, per core) and one per CPU (+180, whole machine), their configurations and the realm's
- * key in a temporary directory. `token` names the signing key. A peer whose package is missing
+ * Starts what the rows need besides the limit: the undici limit (servers.ts, + 185), realmgate
+ * as it is run with WORKERS=1 and WORKERS=auto (gateways on base + 140 and + 150), Apache
+ * (+160) and two HAProxy, one thread (+170, per core) and one per CPU (+180, whole machine),
+ * their configurations and the realm's key in a temporary directory. `token` names the signing key. A peer whose package is missing
  * has no server, and `missing` says why.
  */
 export async function startSideServers(input: {
@@ -46,6 +57,9 @@ export async function startSideServers(input: {
     apache: missingPeer('apache'),
     haproxy: missingPeer('haproxy'),
   };
+  const undiciLimit = await startChild('servers.ts', {
+    env: { BENCH_PORT: port(185), BENCH_UPSTREAM: origin(PORTS.upstream), BENCH_CLIENT: 'undici' },
+  });
   const started = await Promise.all([
     startMainProcess(input.stack, port(140), { WORKERS: '1' }),
     startMainProcess(input.stack, port(150), { WORKERS: 'auto' }),
@@ -62,6 +76,7 @@ export async function startSideServers(input: {
     serversOf(mode: Mode): Record<RowId, Server | undefined> {
       return {
         limit: { pid: input.limitPid, port: PORTS.limitProxy },
+        'limit-undici': { pid: undiciLimit.pid, port: port(185) },
         'realmgate-1': server(one, 140),
         'realmgate-auto': server(auto, 150),
         apache: server(apache, 160),
@@ -69,7 +84,7 @@ export async function startSideServers(input: {
       };
     },
     async stop() {
-      await Promise.all(started.flatMap((s) => (s ? [s.stop()] : [])));
+      await Promise.all([undiciLimit.stop(), ...started.flatMap((s) => (s ? [s.stop()] : []))]);
       await rm(dir, { recursive: true, force: true });
     },
   };

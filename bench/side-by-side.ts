@@ -7,6 +7,7 @@ import { median } from './stats.ts';
 import { automationPath } from './scenarios.ts';
 import { origin, type BenchOptions } from './settings.ts';
 import {
+  LIMIT_ROWS,
   MODES,
   ROW_IDS,
   ROW_NAMES,
@@ -140,7 +141,7 @@ async function measureRows(
   log(`side by side, ${mode}: a forged token refused, warm-up`);
   for (const row of rows.filter((r) => !r.unavailable)) {
     const { port } = servers[row.id]!;
-    if (row.id !== 'limit') {
+    if (!LIMIT_ROWS.includes(row.id)) {
       const headers = { authorization: `Bearer ${forge(await token())}` };
       const res = await fetch(url(port), { headers, signal: AbortSignal.timeout(10_000) });
       if (res.status !== 401) row.unavailable = `answered ${res.status} to a forged token`;

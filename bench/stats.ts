@@ -14,3 +14,9 @@ export function median(values: number[]): number | undefined {
 export function percentile(sorted: number[], p: number): number {
   return sorted[Math.max(0, Math.ceil(p * sorted.length) - 1)] ?? 0;
 }
+
+/** The median of `values` and their spread (smallest, largest); undefined when there are none. */
+export function summarize(values: number[]) {
+  if (values.length === 0) return undefined;
+  return { median: median(values)!, min: Math.min(...values), max: Math.max(...values) };
+}

@@ -5,7 +5,7 @@ import type { AuthMetrics } from './auth-metrics.ts';
 import { AuthFailure } from './auth-failure.ts';
 import type { BasicAuthenticator } from './basic/basic-authenticator.ts';
 import { parseBasicCredentials } from './basic/parse-basic.ts';
-import type { BearerVerifier } from './bearer/bearer-verifier.ts';
+import { tokenHashOf, type BearerVerifier } from './bearer/bearer-verifier.ts';
 import type { ActiveCheck } from './bearer/active-check.ts';
 import type { DpopScheme } from './dpop/dpop-scheme.ts';
 import type { Principal } from '../tenancy/principal.ts';
@@ -129,7 +129,8 @@ function unboundPrincipal(
 }
 
 /**
- * A DPoP token's principal: verified as any token, then its proof (never cached) checked. A
+ * A DPoP token's principal: verified as any token, then its proof (never cached) checked; the
+ * token's SHA-256 is computed once, for both (the verified tokens' key, the proof's `ath`). A
  * refusal of the token itself is answered with the DPoP challenge, as `invalid_token`.
  */
 async function dpopPrincipal(
@@ -140,8 +141,9 @@ async function dpopPrincipal(
   deps: AuthenticateDeps,
 ): Promise<Principal> {
   try {
-    const principal = await deps.bearer.verify(realm, token);
-    await deps.dpop.prove(req, path, token, principal);
+    const tokenHash = tokenHashOf(token);
+    const principal = await deps.bearer.verify(realm, token, tokenHash);
+    await deps.dpop.prove(req, path, token, principal, tokenHash);
     return await activePrincipal(token, principal, deps);
   } catch (err) {
     if (!(err instanceof AuthFailure) || err.scheme === 'dpop') throw err;

@@ -26,9 +26,10 @@ export interface BearerVerifier {
   /**
    * Verifies an access token for `realm`: its principal at once when the token was verified
    * before and its key is still published, else a promise. Throws (or rejects with)
-   * AuthFailure, or AppError when Keycloak is unreachable.
+   * AuthFailure, or AppError when Keycloak is unreachable. `tokenHash`: the token's SHA-256
+   * (base64url), when the caller has it (the DPoP scheme: a proof's `ath` is the same hash).
    */
-  verify(realm: string, token: string): Answer<Principal>;
+  verify(realm: string, token: string, tokenHash?: string): Answer<Principal>;
 }
 
 /** A verified token as remembered: whom it names, and the key that signed it. */
@@ -58,8 +59,8 @@ export function createBearerVerifier(options: {
   const stillSigned = (known: Verified) => options.jwks.publishes(known.principal.realm, known.kid);
 
   return {
-    verify(realm, token) {
-      const key = hash('sha256', token, 'base64url');
+    verify(realm, token, tokenHash) {
+      const key = tokenHash ?? tokenHashOf(token);
       const known = verified.get(key);
       options.metrics.cacheLookup('verified_token', known !== undefined);
       if (known) {
@@ -118,6 +119,11 @@ export function createBearerVerifier(options: {
       throw translateJoseError(err);
     }
   }
+}
+
+/** The SHA-256 of an access token, base64url: the verified tokens' key, and a DPoP proof's `ath`. */
+export function tokenHashOf(token: string): string {
+  return hash('sha256', token, 'base64url');
 }
 
 /**

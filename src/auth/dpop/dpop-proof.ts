@@ -1,10 +1,9 @@
-import { hash, timingSafeEqual } from 'node:crypto';
+import { constants, hash, KeyObject, timingSafeEqual, verify } from 'node:crypto';
 import {
   calculateJwkThumbprint,
   importJWK,
   jwtVerify,
   type CryptoKey,
-  type FlattenedJWSInput,
   type JWK,
   type JWSHeaderParameters,
 } from 'jose';
@@ -34,6 +33,8 @@ export interface ProofRequest {
   htu: string;
   /** The access token the request carries: the proof's `ath` is its SHA-256. */
   accessToken: string;
+  /** That SHA-256 (base64url), when the caller has it already (the verifier's cache key). */
+  accessTokenHash?: string;
   /** The token's `cnf.jkt`: the proof's key must have this RFC 7638 thumbprint. */
   boundKey: string;
 }
@@ -61,15 +62,17 @@ export interface ProofCheckOptions {
 export type ProofChecker = (proof: string, request: ProofRequest) => Promise<CheckedProof>;
 
 /**
- * The checks of RFC 9449 section 4.3 on a proof, each with jose: compact syntax and size; `typ`
- * `dpop+jwt`; `alg` among `algorithms` (asymmetric only); a public `jwk` whose thumbprint is the
- * token's `cnf.jkt` (checked before any signature, so only bound keys are imported and kept);
- * the signature; `jti`, `htm`, `htu`, `iat` inside the window, `ath`. Whether the `jti` was seen
+ * The checks of RFC 9449 section 4.3 on a proof: compact syntax and size; `typ` `dpop+jwt`;
+ * `alg` among `algorithms` (asymmetric only); a public `jwk` whose thumbprint is the token's
+ * `cnf.jkt` (checked before any signature, so only bound keys are imported and kept); the
+ * signature; `jti`, `htm`, `htu`, `iat` inside the window, `ath`. Whether the `jti` was seen
  * before is the replay store's question (dpop-replay.ts). A proof is never cached; an imported
  * key is, with its thumbprint, under the SHA-256 of the protected header that carried it (a
- * client's proofs all share one header: its `typ`, `alg` and `jwk`), so a client's next proof
- * costs no thumbprint and no import, only the comparison with the token's `cnf.jkt` and the
- * signature.
+ * client's proofs all share one header: its `typ`, `alg` and `jwk`). A header's first proof is
+ * checked in full by jose; once one passed, the next proofs of that header (already checked,
+ * their key imported for their `alg`) have their signature checked by node:crypto at once, with
+ * the parameters jose uses for that `alg`, no promise and no header parsing: only the
+ * comparison with the token's `cnf.jkt`, the signature and the claims remain.
  */
 export function createProofChecker(options: ProofCheckOptions): ProofChecker {
   const { clock = systemClock } = options;
@@ -80,25 +83,60 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
     if (proof.length > MAX_PROOF_LENGTH || !COMPACT_JWS.test(proof)) {
       throw invalidProof('The DPoP proof is not a compact JWS.');
     }
-    let payload: Record<string, unknown>;
+    const name = hash('sha256', proof.slice(0, proof.indexOf('.')), 'base64url');
+    const known = keys.get(name);
+    const payload =
+      (known?.verifier && verifiedPayload(proof, known, request.boundKey)) ??
+      (await checkedInFull(proof, name, request.boundKey));
+    return checkClaims(payload, request);
+  };
+
+  /** Every check of jose's on the proof, and its key kept for the next proofs of its header. */
+  async function checkedInFull(proof: string, name: string, boundKey: string) {
     try {
-      ({ payload } = await jwtVerify(proof, (header, jws) => keyOf(header, jws, request.boundKey), {
+      const { payload } = await jwtVerify(proof, (header) => keyOf(header, name, boundKey), {
         algorithms,
         currentDate: new Date(clock.now()),
-      }));
+      });
+      const known = keys.get(name);
+      if (known && !known.verifier) known.verifier = signatureCheckOf(known.alg, known.key);
+      return payload as Record<string, unknown>;
     } catch (err) {
       throw err instanceof AuthFailure ? err : invalidProof('The DPoP proof is not valid.', err);
     }
-    return checkClaims(payload, request);
-  };
+  }
+
+  /**
+   * The payload of a proof whose header passed before, once its key is the token's and its
+   * signature holds; undefined when the payload has claims jose would check (`exp`, `nbf`),
+   * which the full check then does.
+   */
+  function verifiedPayload(proof: string, known: KnownKey, boundKey: string) {
+    if (!sameText(known.thumbprint, boundKey)) {
+      throw invalidProof("The DPoP proof's key is not the key the token is bound to.");
+    }
+    const [header, body, signature] = proof.split('.') as [string, string, string];
+    let payload: unknown;
+    try {
+      const signed = Buffer.from(`${header}.${body}`);
+      if (!known.verifier!(signed, Buffer.from(signature, 'base64url')))
+        throw new Error('signature');
+      payload = JSON.parse(Buffer.from(body, 'base64url').toString('utf8'));
+    } catch (err) {
+      throw invalidProof('The DPoP proof is not valid.', err);
+    }
+    if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
+      throw invalidProof('The DPoP proof is not valid.');
+    }
+    return 'exp' in payload || 'nbf' in payload ? undefined : (payload as Record<string, unknown>);
+  }
 
   /** The proof's key, once its header passed, if it is the token's; imported once per header. */
   async function keyOf(
     header: JWSHeaderParameters,
-    jws: FlattenedJWSInput,
+    name: string,
     boundKey: string,
   ): Promise<CryptoKey> {
-    const name = hash('sha256', jws.protected ?? '', 'base64url');
     const known = keys.get(name) ?? (await checkedKey(header));
     if (!sameText(known.thumbprint, boundKey)) {
       throw invalidProof("The DPoP proof's key is not the key the token is bound to.");
@@ -123,7 +161,7 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
     }
     const thumbprint = await calculateJwkThumbprint(jwk, 'sha256');
     const key = (await importJWK(jwk as JWK, header.alg)) as CryptoKey;
-    return { thumbprint, key };
+    return { thumbprint, key, alg: String(header.alg) };
   }
 
   function checkClaims(payload: Record<string, unknown>, request: ProofRequest): CheckedProof {
@@ -143,20 +181,48 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
     if (iat > now + options.aheadSeconds) {
       throw invalidProof('The DPoP proof is issued in the future.');
     }
-    if (
-      typeof ath !== 'string' ||
-      !sameText(ath, hash('sha256', request.accessToken, 'base64url'))
-    ) {
+    const tokenHash = request.accessTokenHash ?? hash('sha256', request.accessToken, 'base64url');
+    if (typeof ath !== 'string' || !sameText(ath, tokenHash)) {
       throw invalidProof('The DPoP proof is not for this access token ("ath").');
     }
     return { jti, acceptableUntil: Math.ceil((iat + options.maxAgeSeconds) * 1000) };
   }
 }
 
-/** A proof header's imported key and the key's RFC 7638 thumbprint. */
+/**
+ * A proof header's imported key, the key's RFC 7638 thumbprint and the header's `alg`; once a
+ * proof of the header passed jose's full check, the signature check of its next proofs.
+ */
 interface KnownKey {
   thumbprint: string;
   key: CryptoKey;
+  alg: string;
+  verifier?: (signed: Buffer, signature: Buffer) => boolean;
+}
+
+/**
+ * The signature check of `alg` with `key`, as WebCrypto does it for jose: ECDSA signatures as
+ * r || s (IEEE P1363), RSA-PSS with a salt as long as the hash, EdDSA without a separate hash.
+ */
+function signatureCheckOf(alg: string, key: CryptoKey): KnownKey['verifier'] {
+  const keyObject = KeyObject.from(key);
+  const digest = `sha${alg.slice(2)}`;
+  if (alg === 'EdDSA' || alg === 'Ed25519') {
+    return (signed, signature) => verify(undefined, signed, keyObject, signature);
+  }
+  if (alg.startsWith('ES')) {
+    const ecdsa = { key: keyObject, dsaEncoding: 'ieee-p1363' } as const;
+    return (signed, signature) => verify(digest, signed, ecdsa, signature);
+  }
+  if (alg.startsWith('PS')) {
+    const saltLength = Number(alg.slice(2)) / 8;
+    const pss = { key: keyObject, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength };
+    return (signed, signature) => verify(digest, signed, pss, signature);
+  }
+  if (alg.startsWith('RS')) {
+    return (signed, signature) => verify(digest, signed, keyObject, signature);
+  }
+  return undefined;
 }
 
 /** An imported key is kept this long after its import (a thumbprint names one key forever). */

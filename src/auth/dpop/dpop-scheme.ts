@@ -11,9 +11,16 @@ export interface DpopScheme {
   /**
    * Checks the request's one `DPoP` header as the proof of possession of the key the verified
    * token `principal` is bound to, for this request (`path`: as the edge read it), and that it
-   * is used the first time. Rejects with AuthFailure (`dpop`).
+   * is used the first time (`tokenHash`: the token's SHA-256, base64url, when the caller has
+   * it). Rejects with AuthFailure (`dpop`).
    */
-  prove(req: IncomingMessage, path: string, token: string, principal: Principal): Promise<void>;
+  prove(
+    req: IncomingMessage,
+    path: string,
+    token: string,
+    principal: Principal,
+    tokenHash?: string,
+  ): Promise<void>;
 }
 
 /**
@@ -31,7 +38,7 @@ export function createDpopScheme(options: {
 }): DpopScheme {
   return {
     algs: options.algorithms.join(' '),
-    async prove(req, path, token, principal) {
+    async prove(req, path, token, principal, tokenHash) {
       const boundKey = principal.boundKey;
       if (boundKey === undefined) {
         throw new AuthFailure('dpop', 'bad_token', 'This token is not bound to a key; use Bearer.');
@@ -41,6 +48,7 @@ export function createDpopScheme(options: {
         method: req.method ?? '',
         htu: options.htuBase + path,
         accessToken: token,
+        accessTokenHash: tokenHash,
         boundKey,
       });
       if (!(await options.replay.firstUse(boundKey, checked))) {

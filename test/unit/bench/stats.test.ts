@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { median, percentile } from '../../../bench/stats.ts';
+import { median, percentile, summarize } from '../../../bench/stats.ts';
 
 describe('median', () => {
   it('takes the middle value, or the mean of the two middle ones, whatever the order', () => {
@@ -16,5 +16,12 @@ describe('percentile', () => {
     expect(percentile(sorted, 0.5)).toBe(100);
     expect(percentile([7], 0.99)).toBe(7);
     expect(percentile([], 0.99)).toBe(0);
+  });
+});
+
+describe('summarize', () => {
+  it("gives the median and the spread of a pair's rounds, nothing without rounds", () => {
+    expect(summarize([1.02, 0.97, 1.05, 0.99])).toEqual({ median: 1.005, min: 0.97, max: 1.05 });
+    expect(summarize([])).toBeUndefined();
   });
 });

@@ -184,4 +184,34 @@ describe('a DPoP proof (RFC 9449 section 4.3)', () => {
     const pss = { ...rsa, alg: 'PS256', privateKey: pssKey as CryptoKey };
     await expect(check(await proof({}, pss), bound)).resolves.toBeDefined();
   });
+
+  it.each(['ES256', 'ES384', 'RS256', 'PS256', 'EdDSA'])(
+    'checks the next proofs of a known %s header at once: each signature, each claim',
+    async (alg) => {
+      const signer = await dpopKey(alg);
+      const bound = { ...request, boundKey: signer.thumbprint };
+      // The first proof of the header goes through jose; the next ones through node:crypto.
+      for (let i = 0; i < 3; i++) {
+        await expect(check(await proof({}, signer), bound)).resolves.toBeDefined();
+      }
+      const made = await proof({}, signer);
+      const cut = made.lastIndexOf('.') + 1;
+      const tampered = `${made.slice(0, cut)}${made[cut] === 'A' ? 'B' : 'A'}${made.slice(cut + 1)}`;
+      expect(await refusal(tampered, bound)).toMatch(/not valid/);
+      const otherPayload = await proof({ method: 'GET' }, signer);
+      const spliced = `${otherPayload.slice(0, otherPayload.lastIndexOf('.'))}${made.slice(cut - 1)}`;
+      expect(await refusal(spliced, bound)).toMatch(/not valid/);
+      expect(await refusal(proof({ method: 'GET' }, signer), bound)).toMatch(/another method/);
+      expect(await refusal(proof({ accessToken: `${TOKEN}x` }, signer), bound)).toMatch(/ath/);
+      const other = await dpopKey(alg);
+      expect(await refusal(proof({}, signer), { ...request, boundKey: other.thumbprint })).toMatch(
+        /not the key the token is bound to/,
+      );
+      // A claim jose checks (here an `exp` past) sends the proof through jose's check again.
+      expect(await refusal(proof({ claims: { exp: NOW - 10 } }, signer), bound)).toMatch(
+        /not valid/,
+      );
+      expect(await refusal(rawJws('{}', '[1]'), bound)).toBeDefined();
+    },
+  );
 });

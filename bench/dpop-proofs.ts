@@ -1,0 +1,75 @@
+import {
+  createPrivateKey,
+  generateKeyPairSync,
+  hash,
+  randomBytes,
+  sign,
+  type JsonWebKey,
+} from 'node:crypto';
+
+/**
+ * The DPoP row's proofs (RFC 9449), made as a client makes them: one per request, each with a
+ * new `jti` and `iat` and the `ath` of the token it goes with, signed ES256 by the client's
+ * key. node:crypto signs (a P-256 signature costs tens of µs; the header, the same for every
+ * proof of a key, is encoded once). The load generator signs a round's pool before the round
+ * starts (load.ts), so neither the gateway's CPU nor the measured seconds pay for signing.
+ */
+export interface ProofSpec {
+  /** The client's P-256 key as a JWK, private half included (a bench key, made per run). */
+  privateJwk: JsonWebKey;
+  /** The request's method (`htm`). */
+  method: string;
+  /** The URL the client addresses (`htu`): the gateway's `PUBLIC_URL` and the path. */
+  htu: string;
+  /** The access token the proofs go with (`ath`); none on a token request. */
+  accessToken?: string;
+}
+
+/** A maker of fresh proofs for one key, request and token. */
+export function proofMaker(spec: ProofSpec): () => string {
+  const key = createPrivateKey({ key: spec.privateJwk, format: 'jwk' });
+  const { kty, crv, x, y } = spec.privateJwk;
+  const header = base64url({ typ: 'dpop+jwt', alg: 'ES256', jwk: { kty, crv, x, y } });
+  const ath = spec.accessToken && hash('sha256', spec.accessToken, 'base64url');
+  return () => {
+    const claims = {
+      jti: randomBytes(16).toString('base64url'),
+      htm: spec.method,
+      htu: spec.htu,
+      iat: Math.floor(Date.now() / 1000),
+      ...(ath ? { ath } : {}),
+    };
+    const input = `${header}.${base64url(claims)}`;
+    const signature = sign('sha256', Buffer.from(input), { key, dsaEncoding: 'ieee-p1363' });
+    return `${input}.${signature.toString('base64url')}`;
+  };
+}
+
+/**
+ * A round's proofs, each to be sent once, in order. `count` covers the round at the fastest
+ * rate expected (`proofsFor`); a proof must be sent within the gateway's proof window
+ * (`DPOP_PROOF_MAX_AGE_SECONDS`, 60 s by default) of its making.
+ */
+export function proofPool(spec: ProofSpec, count: number): string[] {
+  const make = proofMaker(spec);
+  return Array.from({ length: count }, make);
+}
+
+/**
+ * How many proofs a round of `seconds` needs at most: `ceilingPerSecond` is above the fastest
+ * rate the gateway's Bearer row reached here (10,000-11,000 req/s), which a DPoP row does not
+ * pass. A round that still runs out stops early and says so (load.ts `proofsRanOut`).
+ */
+export function proofsFor(seconds: number, ceilingPerSecond = PROOF_CEILING_PER_SECOND): number {
+  return Math.ceil(seconds * ceilingPerSecond);
+}
+export const PROOF_CEILING_PER_SECOND = 12_000;
+
+/** A new P-256 key for a DPoP client, as a JWK with its private half. */
+export function newProofKey(): JsonWebKey {
+  return generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'jwk' });
+}
+
+function base64url(value: object): string {
+  return Buffer.from(JSON.stringify(value)).toString('base64url');
+}
