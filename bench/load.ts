@@ -27,11 +27,18 @@ export interface LoadSpec {
   requests: LoadRequest[];
 }
 
-/** One measurement in a fresh generator process, on `cpuList` if given (paired rounds). */
-export async function runLoad(spec: LoadSpec, cpuList?: string): Promise<LoadResult> {
+/**
+ * One measurement in a fresh generator process, on `cpuList` if given (paired rounds). `stop`,
+ * when it aborts, ends the load before its duration: the result covers the time until then.
+ */
+export async function runLoad(
+  spec: LoadSpec,
+  cpuList?: string,
+  stop?: AbortSignal,
+): Promise<LoadResult> {
   const timeoutMs = (spec.amount ? 300 : spec.durationSeconds + 60) * 1000;
   return JSON.parse(
-    await runToCompletion('load.ts', JSON.stringify(spec), timeoutMs, cpuList),
+    await runToCompletion('load.ts', JSON.stringify(spec), timeoutMs, cpuList, stop),
   ) as LoadResult;
 }
 
@@ -73,6 +80,8 @@ async function generate(spec: LoadSpec) {
       },
       (err: Error | null, done: autocannon.Result) => (err ? reject(err) : resolve(done)),
     );
+    // runLoad's `stop`: the run ends now and reports as at the end of its duration.
+    process.once('SIGTERM', () => instance.stop());
     // Per-response times have sub-millisecond precision; autocannon's histogram has 1 ms steps.
     instance.on('response', (_client, status, _bytes, responseTime) => {
       statusCodes[status] = (statusCodes[status] ?? 0) + 1;

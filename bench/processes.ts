@@ -55,17 +55,22 @@ export async function startChild(module: string, how: How) {
   return { pid: child.pid!, ready, stop: (graceMs?: number) => stopChild(child, graceMs) };
 }
 
-/** Runs a bench module with `input` on stdin; its stdout. `cpuList`: on those CPUs only. */
+/**
+ * Runs a bench module with `input` on stdin; its stdout. `cpuList`: on those CPUs only. `stop`
+ * sends it SIGTERM, which a module that can end early (load.ts) takes as "finish now".
+ */
 export function runToCompletion(
   module: string,
   input: string,
   timeoutMs: number,
   cpuList?: string,
+  stop?: AbortSignal,
 ) {
   const child = spawnModule(module, { cpuList });
   return new Promise<string>((resolve, reject) => {
     const chunks: Buffer[] = [];
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    stop?.addEventListener('abort', () => child.kill('SIGTERM'), { once: true });
     child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
     child.once('exit', (code, signal) => {
       clearTimeout(timer);
