@@ -31,8 +31,8 @@ export default defineConfig({
       },
       {
         test: {
-          // `npm run test:compose` only: docker-compose.yml's two stacks, one file each, one
-          // after the other (both publish ports 8000 and 8001), phases in order.
+          // `npm run test:compose` only: docker-compose.yml's stacks, one a file, one after
+          // the other (each publishes ports 8000 and 8001), phases in order.
           name: 'compose',
           include: ['test/compose/**/*.test.ts'],
           fileParallelism: false,
