@@ -46,6 +46,22 @@ export default defineConfig({
           },
         },
       },
+      {
+        test: {
+          // `npm run test:keycloak-patch` only, by hand (docs/operations.md, "Upgrading
+          // Keycloak"): Keycloak moved node by node on the production profile, from the image
+          // KEYCLOAK_PREVIOUS_IMAGE names to KEYCLOAK_IMAGE. Not in CI: about 10 minutes, and an
+          // image of another Keycloak version to build.
+          name: 'keycloak-patch',
+          include: ['test/compose/keycloak-patch.trial.ts'],
+          testTimeout: 1_200_000,
+          hookTimeout: 900_000,
+          env: {
+            TESTCONTAINERS_RYUK_DISABLED: 'true',
+            TESTCONTAINERS_HOST_OVERRIDE: '127.0.0.1',
+          },
+        },
+      },
     ],
   },
 });
