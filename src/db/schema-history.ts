@@ -11,7 +11,10 @@ import released from './released-migrations.json' with { type: 'json' };
 /** One release as released-migrations.json records it: the migrations it shipped. */
 export interface Release {
   version: string;
-  /** The git tag (or commit) of its code: the compatibility test checks that code out. */
+  /**
+   * Its code in git: a commit id, or the tag `npm run release` wrote (the compatibility test
+   * finds a tag's commit without the tag: test/helpers/release-commit.ts).
+   */
   ref: string;
   migrations: readonly string[];
 }

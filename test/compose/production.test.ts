@@ -1,17 +1,18 @@
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { runLoad, type LoadRequest, type LoadResult } from '../../bench/load.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
-import { haproxyLogFigures } from '../ha/haproxy.ts';
-import { LOAD, seconds, timeUntil } from '../ha/measure.ts';
+import { seconds, timeUntil } from '../ha/measure.ts';
 import {
-  ADMIN_URL,
-  HOST_ON_STACK_NETWORK,
-  PUBLIC_URL,
-  startComposeStack,
-  type ComposeStack,
-} from './stack.ts';
+  adminBearer as bootstrapAdminBearer,
+  balancerLog as stackBalancerLog,
+  balancerServes,
+  loadFigures,
+  makeOrganization,
+  steadyLoad,
+  warmRequests as organizationWarmRequests,
+} from './production-load.ts';
+import { HOST_ON_STACK_NETWORK, startComposeStack, type ComposeStack } from './stack.ts';
 import { apiCall, printFigures, tokenGrant } from './walk.ts';
 
 /*
@@ -43,90 +44,19 @@ let upstream: RecordingUpstream;
 /** An offline session made before the restart of the whole stack. */
 let offlineRefreshToken: string;
 
-/** The bootstrap administrator's Bearer token: it logs in on the admin listener only. */
-async function adminBearer(): Promise<string> {
-  const grant = await tokenGrant(
-    'master',
-    {
-      grant_type: 'password',
-      scope: 'openid',
-      username: 'admin',
-      password: secrets.KEYCLOAK_ADMIN_PASSWORD,
-    },
-    ADMIN_URL,
-  );
-  expect(grant.status, JSON.stringify(grant.json)).toBe(200);
-  return `Bearer ${grant.json.access_token}`;
-}
+/** The bootstrap administrator's Bearer token. */
+const adminBearer = () => bootstrapAdminBearer(secrets.KEYCLOAK_ADMIN_PASSWORD);
 
 async function passwordGrant(user: { username: string; password: string }, scope = 'openid') {
   return tokenGrant(org, { grant_type: 'password', scope, ...user });
 }
 
 /** Each user's Bearer token and Basic login on the forwarded route, each used a few times. */
-async function warmRequests(bearerOnly = false): Promise<LoadRequest[]> {
-  const requests: LoadRequest[] = [];
-  for (const user of users) {
-    const grant = await passwordGrant(user);
-    expect(grant.status).toBe(200);
-    requests.push({ path: forwardedPath, authorization: `Bearer ${grant.json.access_token}` });
-    if (!bearerOnly) requests.push({ path: forwardedPath, authorization: basicAuth(user) });
-  }
-  // Round robin: four rounds reach both replicas (and their workers) with each credential.
-  for (let round = 0; round < 4; round++) {
-    for (const request of requests) {
-      expect((await apiCall(request.path, request.authorization!)).status).toBe(200);
-    }
-  }
-  return requests;
-}
+const warmRequests = (bearerOnly = false) =>
+  organizationWarmRequests(org, forwardedPath, users, bearerOnly);
 
 /** HAProxy's log so far; the figures of what it logs after `offset`. */
-async function balancerLog(offset = 0) {
-  const text = await stack.logs('load-balancer');
-  return { length: text.length, ...haproxyLogFigures(text.slice(offset)) };
-}
-
-/** The steady load, from a load generator process of its own (bench/load.ts). */
-function steadyLoad(requests: LoadRequest[], durationSeconds: number): Promise<LoadResult> {
-  return runLoad({
-    url: PUBLIC_URL,
-    connections: LOAD.connections,
-    durationSeconds,
-    overallRate: LOAD.rate,
-    requests,
-  });
-}
-
-/** The load's figures; with `served`, how many answers each replica gave (where counted). */
-function loadFigures(result: LoadResult, served?: Record<string, number>): Record<string, string> {
-  const load = `${result.ok + result.bad} requests, ${result.bad} failed, p50 ${result.p50Ms.toFixed(1)} ms, p99 ${result.p99Ms.toFixed(1)} ms, statuses ${JSON.stringify(result.statusCodes)}`;
-  if (!served) return { 'load through HAProxy': load };
-  return {
-    'load through HAProxy': load,
-    'answered by gateway-1 / gateway-2': `${served['gateway-1'] ?? 0} / ${served['gateway-2'] ?? 0}`,
-  };
-}
-
-/**
- * Waits until HAProxy has a replica in rotation on both listeners (its `/readyz` checks passed
- * twice): Docker calls the containers healthy seconds before that, and until then HAProxy
- * answers with its own 503 page. The seconds it took.
- */
-async function balancerServes(): Promise<number> {
-  const since = performance.now();
-  const status = async (base: string) =>
-    (await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(5000) }).catch(() => undefined))
-      ?.status;
-  for (const base of [PUBLIC_URL, ADMIN_URL]) {
-    // vi.waitFor, not expect.poll: this also runs in beforeAll, where expect.poll cannot.
-    await vi.waitFor(async () => expect(await status(base)).toBe(200), {
-      timeout: 120_000,
-      interval: 500,
-    });
-  }
-  return (performance.now() - since) / 1000;
-}
+const balancerLog = (offset = 0) => stackBalancerLog(stack, offset);
 
 /** Waits until Docker calls a service's container healthy; the seconds since `since`. */
 async function healthy(service: string, since: number): Promise<number> {
@@ -148,26 +78,11 @@ describe('the production profile: docker compose --profile production up load-ba
       },
     });
     const rotation = await balancerServes();
-    const admin = await adminBearer();
-    const made = [
-      await apiCall('/api/platform/organizations', admin, {
-        method: 'POST',
-        body: { id: org, name: 'Compose suite' },
-      }),
-      await apiCall(`/api/platform/organizations/${org}/workspaces`, admin, {
-        method: 'POST',
-        body: { id: WORKSPACE, name: 'Compose workspace' },
-      }),
-      ...(await Promise.all(
-        [...users, newcomer].map((user) =>
-          apiCall(`/api/platform/organizations/${org}/users`, admin, {
-            method: 'POST',
-            body: { ...user, workspaces: [WORKSPACE] },
-          }),
-        ),
-      )),
-    ];
-    expect(made.map((answer) => answer.status)).toEqual(made.map(() => 200));
+    await makeOrganization(
+      await adminBearer(),
+      { id: org, name: 'Compose suite', workspace: WORKSPACE },
+      [...users, newcomer],
+    );
     printFigures('production profile up', {
       'up (build from cache, both Keycloak nodes, both gateways, HAProxy)': `${stack.upSeconds.toFixed(1)} s`,
       'then until HAProxy had a replica in rotation on both listeners': `${rotation.toFixed(1)} s`,

@@ -22,6 +22,11 @@ export const HOST_ON_STACK_NETWORK = '172.30.0.1';
 
 export interface ComposeStack {
   project: string;
+  /**
+   * The variables its commands interpolate the compose file with, read at each command: a phase
+   * may change one (REALMGATE_IMAGE, to move replicas to another image).
+   */
+  environment: Record<string, string>;
   /** `docker compose <args>` on this stack (its project, file, profiles and environment). */
   compose(...args: string[]): Promise<string>;
   /** A service's log so far (stdout and stderr, without compose's prefixes). */
@@ -44,18 +49,19 @@ export interface StackOptions {
   environment?: Record<string, string>;
   /** A log line (by service) that means it is ready, beyond its health check. */
   readyLog?: Record<string, RegExp>;
+  /** `up --build` the first time (the default); false to run images that exist already. */
+  build?: boolean;
 }
 
 /** Builds and starts the stack; waits for each service's health check or `readyLog` line. */
 export async function startComposeStack(options: StackOptions = {}): Promise<ComposeStack> {
   const project = `realmgate-test-${randomBytes(3).toString('hex')}`;
-  const environment = options.environment ?? {};
   const profiles = options.profile ? ['--profile', options.profile] : [];
   const compose = async (...args: string[]) =>
     (
       await run('docker', ['compose', '-p', project, ...profiles, ...args], {
         cwd: ROOT,
-        env: { ...process.env, ...environment },
+        env: { ...process.env, ...stack.environment },
         maxBuffer: 256 * 1024 * 1024,
       })
     ).stdout;
@@ -65,7 +71,7 @@ export async function startComposeStack(options: StackOptions = {}): Promise<Com
     // ready can be shown (its state and log) before the stack is taken down.
     let env = new DockerComposeEnvironment(ROOT, 'docker-compose.yml')
       .withProjectName(project)
-      .withEnvironment(environment)
+      .withEnvironment(stack.environment)
       .withPullPolicy({ shouldPull: () => false })
       .withDefaultWaitStrategy(Wait.forListeningPorts())
       .withStartupTimeout(300_000);
@@ -79,6 +85,7 @@ export async function startComposeStack(options: StackOptions = {}): Promise<Com
   let downed = false;
   const stack: ComposeStack = {
     project,
+    environment: { ...options.environment },
     compose,
     logs: async (service) => {
       const out = await run(
@@ -86,7 +93,7 @@ export async function startComposeStack(options: StackOptions = {}): Promise<Com
         ['compose', '-p', project, ...profiles, 'logs', '--no-log-prefix', '--no-color', service],
         {
           cwd: ROOT,
-          env: { ...process.env, ...environment },
+          env: { ...process.env, ...stack.environment },
           maxBuffer: 256 * 1024 * 1024,
         },
       );
@@ -112,7 +119,7 @@ export async function startComposeStack(options: StackOptions = {}): Promise<Com
     },
   };
   try {
-    stack.upSeconds = await up(true);
+    stack.upSeconds = await up(options.build ?? true);
   } catch (err) {
     await stack.down().catch((e: unknown) => console.error(`down -v failed: ${String(e)}`));
     throw err;

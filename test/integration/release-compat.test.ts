@@ -27,12 +27,13 @@ import { VERSION } from '../../src/release/version.ts';
 import { basicAuth } from '../helpers/api.ts';
 import { createUser } from '../helpers/keycloak.ts';
 import { onPostgresServer } from '../helpers/postgres-server.ts';
+import { previousRelease } from '../helpers/release-commit.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 /*
  * The migration rule (docs/operations.md, "Upgrades and migrations") where a rolling upgrade
- * meets it: the previous release's code, checked out of git at its tag (released-migrations.json
- * names it) into a folder of its own, runs on the schema today's code makes; today's code, given
+ * meets it: the previous release's code, taken out of git at its commit (released-migrations.json
+ * names it; test/helpers/release-commit.ts finds it without tags) into a folder of its own, runs on the schema today's code makes; today's code, given
  * the previous release's schema, migrates it before it serves. Each on a database of its own, on
  * the real PostgreSQL server of the integration stack.
  */
@@ -41,23 +42,6 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..')
 const git = (...args: string[]) =>
   execFileSync('git', args, { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 const head = git('rev-parse', 'HEAD').trim();
-
-/** The newest release before this code: the last one recorded whose tag is not this commit. */
-function previousRelease(): { release: Release; commit: string } {
-  for (const release of [...RELEASES].reverse()) {
-    let commit: string;
-    try {
-      commit = git('rev-parse', '--verify', `${release.ref}^{commit}`).trim();
-    } catch {
-      throw new Error(
-        `release ${release.version}'s code (${release.ref}) is not in this clone: fetch its tag ` +
-          '(git fetch --tags; a shallow clone has none)',
-      );
-    }
-    if (commit !== head) return { release, commit };
-  }
-  throw new Error('released-migrations.json records no release before this commit');
-}
 
 /** The modules of one release's code that touch the database, and its gateway. */
 interface Code {
@@ -173,7 +157,7 @@ let checkout: string;
 let old: Code;
 
 beforeAll(async () => {
-  previous = previousRelease();
+  previous = previousRelease(root, RELEASES);
   checkout = await mkdtemp(path.join(os.tmpdir(), `realmgate-${previous.release.version}-`));
   const archive = path.join(checkout, 'code.tar');
   git('archive', '--output', archive, previous.commit, 'src', 'package.json', 'keycloak');
@@ -229,7 +213,7 @@ describe("the previous release's code on today's schema, as in a rolling upgrade
     await oldGateway?.close();
   });
 
-  it('is the release before this one, checked out at its tag', () => {
+  it('is the release before this one, taken out at its commit', () => {
     expect(compareVersions(previous.release.version, VERSION)).toBeLessThanOrEqual(0);
     expect(previous.commit).not.toBe(head);
     expect(git('cat-file', '-t', previous.commit).trim()).toBe('commit');

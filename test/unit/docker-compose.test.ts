@@ -317,7 +317,8 @@ describe('docker-compose.yml', () => {
           ...Object.fromEntries(labelArguments.map((name) => [name, `\${${name}:-unknown}`])),
         },
       });
-      expect(service(gateway).image, gateway).toBe('realmgate');
+      // The checkout's build by default; a release's image by REALMGATE_IMAGE (rolling upgrades).
+      expect(service(gateway).image, gateway).toBe('${REALMGATE_IMAGE:-realmgate}');
     }
     expect(existsSync(path.join(root, 'Dockerfile'))).toBe(true);
     const built = Object.entries(compose.services).filter(([, s]) => s.build !== undefined);
@@ -339,6 +340,7 @@ describe('docker-compose.yml', () => {
     const allowed = [
       ...schemaKeys,
       ...extraVariables,
+      'REALMGATE_IMAGE',
       ...Object.keys(imageDefaults),
       ...labelArguments,
     ];
@@ -356,6 +358,7 @@ describe('docker-compose.yml', () => {
       'POSTGRES_USER',
       'PUBLIC_URL',
       'REALMGATE_CREATED',
+      'REALMGATE_IMAGE',
       'REALMGATE_REVISION',
       'REALMGATE_SOURCE',
       'REALMGATE_VERSION',

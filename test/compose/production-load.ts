@@ -1,0 +1,173 @@
+import { expect, vi } from 'vitest';
+import { runLoad, type LoadRequest, type LoadResult } from '../../bench/load.ts';
+import { basicAuth } from '../helpers/api.ts';
+import { haproxyLogFigures } from '../ha/haproxy.ts';
+import { LOAD } from '../ha/measure.ts';
+import { ADMIN_URL, PUBLIC_URL, type ComposeStack } from './stack.ts';
+import { apiCall, tokenGrant } from './walk.ts';
+
+/*
+ * What the production profile's phases share (production.test.ts, upgrade.test.ts): the
+ * administrator's token, an organization made as an administrator makes one, the steady load
+ * through HAProxy and its figures, and HAProxy's view of the replicas.
+ */
+
+export interface User {
+  username: string;
+  password: string;
+}
+
+/** The bootstrap administrator's Bearer token: it logs in on the admin listener only. */
+export async function adminBearer(adminPassword: string): Promise<string> {
+  const grant = await tokenGrant(
+    'master',
+    { grant_type: 'password', scope: 'openid', username: 'admin', password: adminPassword },
+    ADMIN_URL,
+  );
+  expect(grant.status, JSON.stringify(grant.json)).toBe(200);
+  return `Bearer ${grant.json.access_token}`;
+}
+
+/**
+ * A platform POST that is safe to repeat (an organization's or a workspace's creation: Keycloak
+ * first, "unless it exists"), repeated while the gateway answers that Keycloak was too slow or
+ * unreachable (503/504), as an administrator would: a Keycloak cluster just started can take
+ * longer than KEYCLOAK_TIMEOUT_MS over its first realm. Each such answer is printed.
+ */
+async function postRepeatable(path: string, admin: string, body: unknown) {
+  for (let attempt = 1; ; attempt++) {
+    const answer = await apiCall(path, admin, { method: 'POST', body });
+    if (![503, 504].includes(answer.status) || attempt === 3) return answer;
+    console.log(`POST ${path}: ${answer.status} ${JSON.stringify(answer.json)}; again`);
+  }
+}
+
+/** An organization, its one workspace, and its users holding that workspace, through the API. */
+export async function makeOrganization(
+  admin: string,
+  org: { id: string; name: string; workspace: string },
+  users: User[],
+): Promise<void> {
+  const made = [
+    await postRepeatable('/api/platform/organizations', admin, { id: org.id, name: org.name }),
+    await postRepeatable(`/api/platform/organizations/${org.id}/workspaces`, admin, {
+      id: org.workspace,
+      name: `${org.name} workspace`,
+    }),
+    ...(await Promise.all(
+      users.map((user) =>
+        apiCall(`/api/platform/organizations/${org.id}/users`, admin, {
+          method: 'POST',
+          body: { ...user, workspaces: [org.workspace] },
+        }),
+      ),
+    )),
+  ];
+  expect(
+    made.map((answer) => answer.status),
+    JSON.stringify(made.map((answer) => answer.json)),
+  ).toEqual(made.map(() => 200));
+}
+
+/**
+ * Each user's Bearer token and Basic login on `path`, each used a few times (round robin: four
+ * rounds reach both replicas, and their workers, with each credential).
+ */
+export async function warmRequests(
+  org: string,
+  path: string,
+  users: User[],
+  bearerOnly = false,
+): Promise<LoadRequest[]> {
+  const requests: LoadRequest[] = [];
+  for (const user of users) {
+    const grant = await tokenGrant(org, { grant_type: 'password', scope: 'openid', ...user });
+    expect(grant.status).toBe(200);
+    requests.push({ path, authorization: `Bearer ${grant.json.access_token}` });
+    if (!bearerOnly) requests.push({ path, authorization: basicAuth(user) });
+  }
+  for (let round = 0; round < 4; round++) {
+    for (const request of requests) {
+      expect((await apiCall(request.path, request.authorization!)).status).toBe(200);
+    }
+  }
+  return requests;
+}
+
+/** The steady load, from a load generator process of its own (bench/load.ts); `stop` ends it. */
+export function steadyLoad(
+  requests: LoadRequest[],
+  durationSeconds: number,
+  stop?: AbortSignal,
+): Promise<LoadResult> {
+  return runLoad(
+    {
+      url: PUBLIC_URL,
+      connections: LOAD.connections,
+      durationSeconds,
+      overallRate: LOAD.rate,
+      requests,
+    },
+    undefined,
+    stop,
+  );
+}
+
+/** The load's figures; with `served`, how many answers each replica gave (where counted). */
+export function loadFigures(
+  result: LoadResult,
+  served?: Record<string, number>,
+): Record<string, string> {
+  const load = `${result.ok + result.bad} requests, ${result.bad} failed, p50 ${result.p50Ms.toFixed(1)} ms, p99 ${result.p99Ms.toFixed(1)} ms, statuses ${JSON.stringify(result.statusCodes)}`;
+  if (!served) return { 'load through HAProxy': load };
+  return {
+    'load through HAProxy': load,
+    'answered by gateway-1 / gateway-2': `${served['gateway-1'] ?? 0} / ${served['gateway-2'] ?? 0}`,
+  };
+}
+
+/** HAProxy's log so far; the figures of what it logs after `offset`. */
+export async function balancerLog(stack: ComposeStack, offset = 0) {
+  const text = await stack.logs('load-balancer');
+  return { length: text.length, ...haproxyLogFigures(text.slice(offset)) };
+}
+
+/**
+ * Waits until HAProxy has a replica in rotation on both listeners (its `/readyz` checks passed
+ * twice): Docker calls the containers healthy seconds before that, and until then HAProxy
+ * answers with its own 503 page. The seconds it took.
+ */
+export async function balancerServes(): Promise<number> {
+  const since = performance.now();
+  const status = async (base: string) =>
+    (await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(5000) }).catch(() => undefined))
+      ?.status;
+  for (const base of [PUBLIC_URL, ADMIN_URL]) {
+    // vi.waitFor, not expect.poll: this also runs in beforeAll, where expect.poll cannot.
+    await vi.waitFor(async () => expect(await status(base)).toBe(200), {
+      timeout: 120_000,
+      interval: 500,
+    });
+  }
+  return (performance.now() - since) / 1000;
+}
+
+/**
+ * Waits until HAProxy, in what it logged after `offset`, has taken `server` back into both
+ * backends (public and admin): its `/readyz` passed twice on each. The seconds since `since`.
+ */
+export async function backInRotation(
+  stack: ComposeStack,
+  server: string,
+  offset: number,
+  since: number,
+): Promise<number> {
+  const up = async () => {
+    const { stateChanges } = await balancerLog(stack, offset);
+    return ['public', 'admin'].every((side) =>
+      stateChanges.some((line) => line.startsWith(`Server gateways-${side}/${server} is UP`)),
+    );
+  };
+  await expect.poll(up, { timeout: 180_000, interval: 500 }).toBe(true);
+  return (performance.now() - since) / 1000;
+}

@@ -1,0 +1,407 @@
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { promisify, stripVTControlCharacters } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LoadResult } from '../../bench/load.ts';
+import { RELEASES } from '../../src/db/schema-history.ts';
+import { SCHEMA_RECORD_TABLE } from '../../src/db/schema-record.ts';
+import { MIGRATION_NAMES } from '../../src/db/migrate.ts';
+import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
+import { basicAuth } from '../helpers/api.ts';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
+import { previousRelease } from '../helpers/release-commit.ts';
+import {
+  adminBearer,
+  backInRotation,
+  balancerLog,
+  balancerServes,
+  loadFigures,
+  makeOrganization,
+  steadyLoad,
+  warmRequests,
+} from './production-load.ts';
+import {
+  HOST_ON_STACK_NETWORK,
+  PUBLIC_URL,
+  ROOT,
+  startComposeStack,
+  type ComposeStack,
+} from './stack.ts';
+import { apiCall, printFigures, tokenGrant } from './walk.ts';
+
+/*
+ * A rolling upgrade on the production profile (docs/operations.md, "Upgrades and migrations"):
+ * the stack started on the previous release's image (built here from its commit, `git archive`),
+ * four things made with it (an organization, its workspace, a job credential, a revoked access
+ * token), then under a steady load through HAProxy each gateway replica replaced by this
+ * checkout's image, one at a time, as an operator does it with compose (REALMGATE_IMAGE, `up
+ * --no-deps`); the first new replica migrates. Then going back one release: done where the
+ * migration rule allows it, otherwise the old replica's refusal at start, the load still served.
+ */
+
+const run = promisify(execFile);
+const previous = previousRelease(ROOT, RELEASES);
+const OLD_IMAGE = `realmgate:${previous.release.version}`;
+/** The checkout's image, under the name docker-compose.yml builds it by default. */
+const NEW_IMAGE = 'realmgate';
+const REPLICAS = ['gateway-1', 'gateway-2'] as const;
+
+const org = `upgrade-${randomBytes(3).toString('hex')}`;
+const WORKSPACE = 'ws1';
+const secret = () => randomBytes(24).toString('base64url');
+const secrets = {
+  KEYCLOAK_ADMIN_PASSWORD: secret(),
+  KEYCLOAK_CLIENT_SECRET: secret(),
+  REALMGATE_CACHE_SECRET: secret(),
+};
+const users = ['load-0', 'load-1'].map((username) => ({ username, password: secret() }));
+/** Owns the job credential. */
+const jobOwner = { username: 'job-owner', password: secret() };
+/** Had an access token revoked (RFC 7009) before the upgrade. */
+const revokedUser = { username: 'revoked', password: secret() };
+const forwardedPath = `/api/${org}/workspaces/${WORKSPACE}/ita/operations`;
+const tokensPath = `/api/${org}/platform/users/_current/refresh_tokens`;
+
+let stack: ComposeStack;
+let upstream: RecordingUpstream;
+/** What was made on the previous release, checked after the upgrade. */
+let jobRefreshToken: string;
+let revokedAccessToken: string;
+
+/** `git archive` of the release's commit, built as `image` (its own Dockerfile, our base image). */
+async function buildImageOf(commit: string, image: string): Promise<number> {
+  const since = performance.now();
+  const nodeImage = process.env.NODE_IMAGE
+    ? ['--build-arg', `NODE_IMAGE=${process.env.NODE_IMAGE}`]
+    : [];
+  await run(
+    'bash',
+    [
+      '-c',
+      'set -o pipefail; git archive --format=tar "$1" | docker build -q -t "$2" "${@:3}" -',
+      'build',
+      commit,
+      image,
+      ...nodeImage,
+    ],
+    { cwd: ROOT, maxBuffer: 64 * 1024 * 1024 },
+  );
+  return (performance.now() - since) / 1000;
+}
+
+/** The image a service's container runs, as its tag. */
+async function imageOf(service: string): Promise<string> {
+  const id = await stack.containerId(service);
+  const { stdout } = await run('docker', ['inspect', '--format', '{{.Config.Image}}', id]);
+  return stdout.trim();
+}
+
+/** A service's container's address on the stack's network. */
+async function addressOf(service: string): Promise<string> {
+  const id = await stack.containerId(service);
+  const format = '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}';
+  return (await run('docker', ['inspect', '--format', format, id])).stdout.trim();
+}
+
+/**
+ * One replica moved to `image` as an operator does it: `up -d --no-deps` recreates it (the old
+ * container stopped by SIGTERM, drained within its grace period), the new one starts; waits
+ * until HAProxy has it back in both backends. HAProxy resolved the replicas' names when it
+ * started: the new container must have its predecessor's address (Docker gives the lowest free
+ * one, which the old container has just released). The seconds it took.
+ */
+async function replace(service: string, image: string): Promise<number> {
+  const since = performance.now();
+  const offset = (await balancerLog(stack)).length;
+  const address = await addressOf(service);
+  stack.environment.REALMGATE_IMAGE = image;
+  await stack.compose('up', '-d', '--no-deps', service);
+  // (None to keep when the container was not running: a refused one between its restarts.)
+  if (address !== '') expect(await addressOf(service), `${service}'s address`).toBe(address);
+  return backInRotation(stack, service, offset, since);
+}
+
+/** A query on the platform database, through the stack's PostgreSQL container. */
+async function platformQuery(sql: string): Promise<string[]> {
+  const out = await stack.compose(
+    'exec',
+    '-T',
+    'postgres',
+    ...['psql', '-U', 'realmgate', '-d', 'realmgate', '-tAc', sql],
+  );
+  return out.split('\n').filter((line) => line !== '');
+}
+
+/** The job credential's refresh grant, and what its new access token may do. */
+async function jobCredentialWorks() {
+  const renewed = await tokenGrant(org, {
+    grant_type: 'refresh_token',
+    refresh_token: jobRefreshToken,
+  });
+  expect(renewed.status, JSON.stringify(renewed.json)).toBe(200);
+  jobRefreshToken = renewed.json.refresh_token;
+  const bearer = `Bearer ${renewed.json.access_token}`;
+  return {
+    read: (await apiCall(forwardedPath, bearer)).status,
+    write: await apiCall(forwardedPath, bearer, { method: 'POST', body: {} }),
+    listed: await apiCall<Array<Record<string, unknown>>>(tokensPath, basicAuth(jobOwner)),
+  };
+}
+
+/** The revoked access token on the forwarded route, four times: both replicas answer. */
+async function revokedTokenAnswers(): Promise<number[]> {
+  const statuses: number[] = [];
+  for (let i = 0; i < 4; i++) {
+    statuses.push((await apiCall(forwardedPath, `Bearer ${revokedAccessToken}`)).status);
+  }
+  return statuses;
+}
+
+/** The organization and its workspace, as an administrator lists them. */
+async function organizationAndWorkspace() {
+  const admin = await adminBearer(secrets.KEYCLOAK_ADMIN_PASSWORD);
+  const organizations = await apiCall<Array<{ id: string }>>('/api/platform/organizations', admin);
+  const workspaces = await apiCall<Array<{ id: string }>>(
+    `/api/platform/organizations/${org}/workspaces`,
+    admin,
+  );
+  return {
+    organization: organizations.json.data.some((o) => o.id === org),
+    workspaces: workspaces.json.data.map((w) => w.id),
+  };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * `work` under the steady load through HAProxy (begun 4 s before it, ended 5 s after it); what
+ * it returned, the load's result and HAProxy's figures of that time.
+ */
+async function underLoad<T>(work: () => Promise<T>) {
+  const requests = await warmRequests(org, forwardedPath, users);
+  const offset = (await balancerLog(stack)).length;
+  const stop = new AbortController();
+  const since = performance.now();
+  const load = steadyLoad(requests, 900, stop.signal);
+  try {
+    await sleep(4000);
+    const outcome = await work();
+    await sleep(5000);
+    stop.abort();
+    const result: LoadResult = await load;
+    const seconds = (performance.now() - since) / 1000;
+    return { outcome, result, seconds, haproxy: await balancerLog(stack, offset) };
+  } finally {
+    stop.abort();
+  }
+}
+
+describe('a rolling upgrade from the previous release, under load, on the production profile', () => {
+  beforeAll(async () => {
+    upstream = await startRecordingUpstream('0.0.0.0');
+    const environment = {
+      ...secrets,
+      AUTOMATION_UPSTREAM_URL: `http://${HOST_ON_STACK_NETWORK}:${new URL(upstream.url).port}`,
+    };
+    const oldBuild = await buildImageOf(previous.commit, OLD_IMAGE);
+    // The checkout's image as `docker compose build` makes it (from Docker's cache when another
+    // file of the suite built it first).
+    const newStarted = performance.now();
+    await run('docker', ['compose', '--profile', 'production', 'build', 'gateway-1'], {
+      cwd: ROOT,
+      env: { ...process.env, ...environment, REALMGATE_IMAGE: NEW_IMAGE },
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    const newBuild = (performance.now() - newStarted) / 1000;
+    stack = await startComposeStack({
+      profile: 'production',
+      services: ['load-balancer'],
+      environment: { ...environment, REALMGATE_IMAGE: OLD_IMAGE },
+      build: false,
+    });
+    const rotation = await balancerServes();
+    await makeOrganization(
+      await adminBearer(secrets.KEYCLOAK_ADMIN_PASSWORD),
+      { id: org, name: 'Upgrade', workspace: WORKSPACE },
+      [...users, jobOwner, revokedUser],
+    );
+    printFigures(`production profile up on ${OLD_IMAGE}`, {
+      [`${OLD_IMAGE} built from ${previous.commit.slice(0, 7)} (git archive)`]: `${oldBuild.toFixed(1)} s`,
+      [`${NEW_IMAGE} built from this checkout`]: `${newBuild.toFixed(1)} s`,
+      'up (both Keycloak nodes, both gateways, HAProxy)': `${stack.upSeconds.toFixed(1)} s`,
+      'then until HAProxy had a replica in rotation on both listeners': `${rotation.toFixed(1)} s`,
+    });
+  }, 900_000);
+
+  afterAll(async () => {
+    await stack?.down();
+    await upstream?.close();
+  }, 180_000);
+
+  it(`${previous.release.version} serves: a job credential and a revoked access token made with it`, async () => {
+    expect(await Promise.all(REPLICAS.map(imageOf))).toEqual([OLD_IMAGE, OLD_IMAGE]);
+    const job = await tokenGrant(org, {
+      grant_type: 'password',
+      scope: 'openid offline_access',
+      ...jobOwner,
+      realmgate_name: 'nightly',
+      realmgate_workspaces: WORKSPACE,
+      realmgate_read_only: 'true',
+    });
+    expect(job.status, JSON.stringify(job.json)).toBe(200);
+    jobRefreshToken = job.json.refresh_token;
+
+    const grant = await tokenGrant(org, {
+      grant_type: 'password',
+      scope: 'openid',
+      ...revokedUser,
+    });
+    expect(grant.status).toBe(200);
+    revokedAccessToken = grant.json.access_token;
+    expect((await apiCall(forwardedPath, `Bearer ${revokedAccessToken}`)).status).toBe(200);
+    // RFC 7009 on an access token: that token alone ends, its session lives on (the gateway's
+    // own revocation list, in Redis).
+    const revoked = await fetch(`${PUBLIC_URL}/auth/realms/${org}/protocol/openid-connect/revoke`, {
+      method: 'POST',
+      body: new URLSearchParams({
+        client_id: apiClientIdOf(org),
+        token: revokedAccessToken,
+        token_type_hint: 'access_token',
+      }),
+    });
+    expect(revoked.status).toBe(200);
+
+    const job0 = await jobCredentialWorks();
+    expect([job0.read, job0.write.status, job0.write.json.result]).toEqual([200, 403, '403-30002']);
+    expect(await revokedTokenAnswers()).toEqual([401, 401, 401, 401]);
+    expect(await organizationAndWorkspace()).toEqual({
+      organization: true,
+      workspaces: [WORKSPACE],
+    });
+    expect(await platformQuery('select name from knex_migrations order by id')).toEqual(
+      previous.release.migrations,
+    );
+  });
+
+  it('replica by replica to this checkout under load: no failed request, the first new replica migrates', async () => {
+    const {
+      outcome: took,
+      result,
+      seconds,
+      haproxy,
+    } = await underLoad(async () => {
+      const took: Record<string, number> = {};
+      for (const replica of REPLICAS) took[replica] = await replace(replica, NEW_IMAGE);
+      return took;
+    });
+    const migrated = await Promise.all(
+      REPLICAS.map(async (replica) => /"msg":"database: migrated"/.test(await stack.logs(replica))),
+    );
+    printFigures(`rolling upgrade ${OLD_IMAGE} -> ${NEW_IMAGE}`, {
+      ...loadFigures(result, haproxy.served),
+      'load ran': `${seconds.toFixed(1)} s`,
+      ...Object.fromEntries(
+        REPLICAS.map((r) => [
+          `${r} replaced, until back in HAProxy's rotation`,
+          `${took[r]!.toFixed(1)} s`,
+        ]),
+      ),
+      // Each state change is logged twice (HAProxy's log and its alert), once here.
+      'HAProxy state changes': [
+        ...new Set(haproxy.stateChanges.map((line) => /^Server (\S+ is \w+)/.exec(line)![1])),
+      ].join('; '),
+      'migrated by gateway-1 / gateway-2': migrated.join(' / '),
+    });
+    expect(result.bad).toBe(0);
+    expect(result.ok).toBeGreaterThan(0);
+    expect(haproxy.served['gateway-1']).toBeGreaterThan(0);
+    expect(haproxy.served['gateway-2']).toBeGreaterThan(0);
+    expect(await Promise.all(REPLICAS.map(imageOf))).toEqual([NEW_IMAGE, NEW_IMAGE]);
+    // The first new replica applied the migrations; the second found nothing to do.
+    expect(migrated).toEqual([true, false]);
+    expect(await platformQuery('select name from knex_migrations order by id')).toEqual([
+      ...MIGRATION_NAMES,
+    ]);
+    expect(await platformQuery(`select count(*) from ${SCHEMA_RECORD_TABLE}`)).toEqual(['1']);
+  }, 600_000);
+
+  it('what was made on the previous release holds: organization, workspace, job credential, revocation', async () => {
+    const job = await jobCredentialWorks();
+    const nightly = job.listed.json.data.find((t) => t.name === 'nightly');
+    expect(await organizationAndWorkspace()).toEqual({
+      organization: true,
+      workspaces: [WORKSPACE],
+    });
+    expect([job.read, job.write.status, job.write.json.result]).toEqual([200, 403, '403-30002']);
+    expect(nightly).toMatchObject({ workspaces: [WORKSPACE], read_only: true });
+    expect(await revokedTokenAnswers()).toEqual([401, 401, 401, 401]);
+  });
+
+  it(`going back to ${previous.release.version}: where the rule allows, a rollback under load; otherwise its refusal at start`, async () => {
+    // Releases from 0.2.0 on read realmgate_schema and start on the next release's schema;
+    // earlier ones leave the check to knex, which refuses any migration it does not know.
+    const knowsRecord = await run(
+      'git',
+      ['cat-file', '-e', `${previous.commit}:src/db/schema-record.ts`],
+      {
+        cwd: ROOT,
+      },
+    ).then(
+      () => true,
+      () => false,
+    );
+    const newer = MIGRATION_NAMES.slice(previous.release.migrations.length);
+    if (knowsRecord || newer.length === 0) {
+      const { result, haproxy } = await underLoad(async () => {
+        for (const replica of REPLICAS) await replace(replica, OLD_IMAGE);
+      });
+      printFigures(`rollback ${NEW_IMAGE} -> ${OLD_IMAGE}`, loadFigures(result, haproxy.served));
+      expect(result.bad).toBe(0);
+      expect(await Promise.all(REPLICAS.map(imageOf))).toEqual([OLD_IMAGE, OLD_IMAGE]);
+      const job = await jobCredentialWorks();
+      expect([job.read, job.write.status]).toEqual([200, 403]);
+      expect(await revokedTokenAnswers()).toEqual([401, 401, 401, 401]);
+      return;
+    }
+    // gateway-1 put back on the old image, as an operator would try: it exits at start, again at
+    // each restart, never joins the rotation; gateway-2 serves the load. Then the new image back.
+    const address = await addressOf('gateway-1');
+    const { outcome, result, haproxy } = await underLoad(async () => {
+      const offset = (await balancerLog(stack)).length;
+      stack.environment.REALMGATE_IMAGE = OLD_IMAGE;
+      await stack.compose('up', '-d', '--no-deps', 'gateway-1');
+      const refusal = new RegExp(`migration directory is corrupt.*${newer.join('.*')}`);
+      await expect
+        .poll(async () => refusal.test(await stack.logs('gateway-1')), {
+          timeout: 120_000,
+          interval: 1000,
+        })
+        .toBe(true);
+      // `docker compose logs` may start a line with a terminal control sequence.
+      const log = stripVTControlCharacters(await stack.logs('gateway-1'));
+      const refused = log.split('\n').find((line) => refusal.test(line))!;
+      const starts = log.split('\n').filter((line) => line.includes('"msg":"start failed"'));
+      const joined = (await balancerLog(stack, offset)).stateChanges.filter((l) =>
+        / is UP/.test(l),
+      );
+      const back = await replace('gateway-1', NEW_IMAGE);
+      return { refused, refusals: starts.length, joined, back };
+    });
+    printFigures(`going back to ${OLD_IMAGE} after migrations it does not know`, {
+      ...loadFigures(result, haproxy.served),
+      "gateway-1's refusal (its log)": outcome.refused.slice(0, 300),
+      'starts refused so far (Docker restarts it)': outcome.refusals,
+      'gateway-1 on the new image again, back in rotation': `${outcome.back.toFixed(1)} s`,
+    });
+    expect(JSON.parse(outcome.refused)).toMatchObject({ msg: 'start failed' });
+    expect(outcome.joined).toEqual([]);
+    expect(await addressOf('gateway-1')).toBe(address);
+    expect(result.bad).toBe(0);
+    expect(haproxy.served['gateway-2']).toBeGreaterThan(0);
+    // Nothing was undone: the schema and the objects are as the upgrade left them.
+    expect(await platformQuery('select name from knex_migrations order by id')).toEqual([
+      ...MIGRATION_NAMES,
+    ]);
+    expect(await revokedTokenAnswers()).toEqual([401, 401, 401, 401]);
+  }, 600_000);
+});
