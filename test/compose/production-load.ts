@@ -250,8 +250,11 @@ export async function balancerServes(): Promise<number> {
 }
 
 /**
- * Waits until HAProxy, in what it logged after `offset`, has taken `server` back into both
- * backends (public and admin): its `/readyz` passed twice on each. The seconds since `since`.
+ * Waits until `server` (a replica just recreated) is back in HAProxy's rotation: Docker calls its
+ * container healthy, and on both backends (public and admin) HAProxy's last state change for it
+ * since `offset` is `UP`, or there is none (a replica replaced within one check interval or two
+ * is never marked DOWN; by the time Docker calls the new one healthy, 10 s or more after it
+ * started, HAProxy's checks have passed on it several times). The seconds since `since`.
  */
 export async function backInRotation(
   stack: ComposeStack,
@@ -259,12 +262,16 @@ export async function backInRotation(
   offset: number,
   since: number,
 ): Promise<number> {
-  const up = async () => {
+  const inRotation = async () => {
+    const health = await stack.compose('ps', '--format', '{{.Health}}', server).catch(() => '');
+    if (health.trim() !== 'healthy') return false;
     const { stateChanges } = await balancerLog(stack, offset);
-    return ['public', 'admin'].every((side) =>
-      stateChanges.some((line) => line.startsWith(`Server gateways-${side}/${server} is UP`)),
-    );
+    return ['public', 'admin'].every((side) => {
+      const prefix = `Server gateways-${side}/${server} is `;
+      const last = stateChanges.filter((line) => line.startsWith(prefix)).at(-1);
+      return last === undefined || last.startsWith(`${prefix}UP`);
+    });
   };
-  await expect.poll(up, { timeout: 180_000, interval: 500 }).toBe(true);
+  await expect.poll(inRotation, { timeout: 180_000, interval: 500 }).toBe(true);
   return (performance.now() - since) / 1000;
 }
