@@ -1,18 +1,16 @@
-import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
-import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
 import { seconds, timeUntil } from '../ha/measure.ts';
 import {
-  adminBearer,
   balancerLog,
   balancerServes,
   loadFigures,
-  makeOrganization,
+  newSecret,
+  productionFixture,
   steadyLoad,
   warmRequests,
 } from './production-load.ts';
-import { HOST_ON_STACK_NETWORK, startComposeStack, type ComposeStack } from './stack.ts';
+import { type ComposeStack } from './stack.ts';
 import { apiCall, printFigures, tokenGrant } from './walk.ts';
 
 /*
@@ -28,20 +26,11 @@ import { apiCall, printFigures, tokenGrant } from './walk.ts';
 
 const FROM = process.env.KEYCLOAK_PREVIOUS_IMAGE ?? '';
 const TO = process.env.KEYCLOAK_IMAGE ?? '';
-const org = `kcpatch-${randomBytes(3).toString('hex')}`;
-const WORKSPACE = 'ws1';
-const secret = () => randomBytes(24).toString('base64url');
-const secrets = {
-  KEYCLOAK_ADMIN_PASSWORD: secret(),
-  KEYCLOAK_CLIENT_SECRET: secret(),
-  REALMGATE_CACHE_SECRET: secret(),
-};
-const users = ['load-0', 'load-1'].map((username) => ({ username, password: secret() }));
-const newcomer = { username: 'newcomer', password: secret() };
-const forwardedPath = `/api/${org}/workspaces/${WORKSPACE}/ita/operations`;
+const fixture = productionFixture('kcpatch');
+const { org, users, forwardedPath } = fixture;
+const newcomer = { username: 'newcomer', password: newSecret() };
 
 let stack: ComposeStack;
-let upstream: RecordingUpstream;
 
 async function healthy(service: string, since: number): Promise<number> {
   const health = async () =>
@@ -54,29 +43,10 @@ describe(`Keycloak ${FROM} -> ${TO}, node by node, under load`, () => {
   beforeAll(async () => {
     expect(FROM, 'KEYCLOAK_PREVIOUS_IMAGE: the Keycloak image to start from').not.toBe('');
     expect(TO, 'KEYCLOAK_IMAGE: the Keycloak image to move to').not.toBe('');
-    upstream = await startRecordingUpstream('0.0.0.0');
-    stack = await startComposeStack({
-      profile: 'production',
-      services: ['load-balancer'],
-      environment: {
-        ...secrets,
-        AUTOMATION_UPSTREAM_URL: `http://${HOST_ON_STACK_NETWORK}:${new URL(upstream.url).port}`,
-        KEYCLOAK_IMAGE: FROM,
-      },
-      build: false,
-    });
+    stack = await fixture.startStack({ environment: { KEYCLOAK_IMAGE: FROM }, build: false });
     await balancerServes();
-    await makeOrganization(
-      await adminBearer(secrets.KEYCLOAK_ADMIN_PASSWORD),
-      { id: org, name: 'Keycloak patch', workspace: WORKSPACE },
-      [...users, newcomer],
-    );
+    await fixture.makeOrganization('Keycloak patch', [newcomer]);
   }, 900_000);
-
-  afterAll(async () => {
-    await stack?.down();
-    await upstream?.close();
-  }, 180_000);
 
   it('no failed request; logins, an offline session from before and a new Basic login after', async () => {
     const offline = await tokenGrant(org, {

@@ -1,13 +1,24 @@
-import { expect, vi } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { afterAll, expect, vi } from 'vitest';
 import { runLoad, type LoadRequest, type LoadResult } from '../../bench/load.ts';
 import { basicAuth } from '../helpers/api.ts';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
 import { haproxyLogFigures } from '../ha/haproxy.ts';
 import { LOAD } from '../ha/measure.ts';
-import { ADMIN_URL, PUBLIC_URL, type ComposeStack } from './stack.ts';
+import {
+  ADMIN_URL,
+  HOST_ON_STACK_NETWORK,
+  PUBLIC_URL,
+  startComposeStack,
+  type ComposeStack,
+  type StackOptions,
+} from './stack.ts';
 import { apiCall, tokenGrant } from './walk.ts';
 
 /*
- * What the production profile's phases share (production.test.ts, upgrade.test.ts): the
+ * What the production profile's files share (production.test.ts, upgrade.test.ts,
+ * backup-restore.test.ts, keycloak-patch.trial.ts): their fixture (secrets, an organization and
+ * its load users, the recording upstream, the stacks taken down after the file), the
  * administrator's token, an organization made as an administrator makes one, the steady load
  * through HAProxy and its figures, and HAProxy's view of the replicas.
  */
@@ -15,6 +26,92 @@ import { apiCall, tokenGrant } from './walk.ts';
 export interface User {
   username: string;
   password: string;
+}
+
+/** A random secret or password (32 URL-safe characters). */
+export const newSecret = () => randomBytes(24).toString('base64url');
+
+/** The production profile's secrets (docker-compose.yml's `secrets`, from the environment). */
+export interface StackSecrets extends Record<string, string> {
+  KEYCLOAK_ADMIN_PASSWORD: string;
+  KEYCLOAK_CLIENT_SECRET: string;
+  REALMGATE_CACHE_SECRET: string;
+}
+
+/** What a production-profile file sets up: made once per file, its stacks taken down after it. */
+export interface ProductionFixture {
+  /** The organization's id (`<prefix>-<6 hex>`), its one workspace, its forwarded route. */
+  org: string;
+  workspace: string;
+  forwardedPath: string;
+  secrets: StackSecrets;
+  /** The load users, `load-0`, `load-1`, ...: members of the workspace. */
+  users: User[];
+  /** The automation service stand-in the gateways forward to (started by `startStack`). */
+  upstream(): RecordingUpstream;
+  /** The production profile up to HAProxy (or `options.services`), with the fixture's secrets. */
+  startStack(options?: StackOptions): Promise<ComposeStack>;
+  /** The bootstrap administrator's Bearer token. */
+  adminBearer(): Promise<string>;
+  /** The organization, its workspace and the load users and `others`, through the API. */
+  makeOrganization(name: string, others?: User[]): Promise<void>;
+}
+
+/**
+ * The fixture of a production-profile file; registers the `afterAll` that takes down every stack
+ * it started (`down -v`) and closes the upstream. Call it at the top of the file.
+ */
+export function productionFixture(prefix: string, loadUsers = 2): ProductionFixture {
+  const org = `${prefix}-${randomBytes(3).toString('hex')}`;
+  const workspace = 'ws1';
+  const secrets: StackSecrets = {
+    KEYCLOAK_ADMIN_PASSWORD: newSecret(),
+    KEYCLOAK_CLIENT_SECRET: newSecret(),
+    REALMGATE_CACHE_SECRET: newSecret(),
+  };
+  const users = Array.from({ length: loadUsers }, (_, i) => ({
+    username: `load-${i}`,
+    password: newSecret(),
+  }));
+  const stacks: ComposeStack[] = [];
+  let upstream: RecordingUpstream | undefined;
+  afterAll(async () => {
+    for (const stack of stacks) await stack.down();
+    await upstream?.close();
+  }, 180_000);
+  return {
+    org,
+    workspace,
+    forwardedPath: `/api/${org}/workspaces/${workspace}/ita/operations`,
+    secrets,
+    users,
+    upstream: () => {
+      if (!upstream) throw new Error('the upstream starts with the first stack');
+      return upstream;
+    },
+    startStack: async (options = {}) => {
+      upstream ??= await startRecordingUpstream('0.0.0.0');
+      const stack = await startComposeStack({
+        profile: 'production',
+        services: ['load-balancer'],
+        ...options,
+        environment: {
+          ...secrets,
+          AUTOMATION_UPSTREAM_URL: `http://${HOST_ON_STACK_NETWORK}:${new URL(upstream.url).port}`,
+          ...options.environment,
+        },
+      });
+      stacks.push(stack);
+      return stack;
+    },
+    adminBearer: () => adminBearer(secrets.KEYCLOAK_ADMIN_PASSWORD),
+    makeOrganization: async (name, others = []) =>
+      makeOrganization(
+        await adminBearer(secrets.KEYCLOAK_ADMIN_PASSWORD),
+        { id: org, name, workspace },
+        [...users, ...others],
+      ),
+  };
 }
 
 /** The bootstrap administrator's Bearer token: it logs in on the admin listener only. */
@@ -153,8 +250,11 @@ export async function balancerServes(): Promise<number> {
 }
 
 /**
- * Waits until HAProxy, in what it logged after `offset`, has taken `server` back into both
- * backends (public and admin): its `/readyz` passed twice on each. The seconds since `since`.
+ * Waits until `server` (a replica just recreated) is back in HAProxy's rotation: Docker calls its
+ * container healthy, and on both backends (public and admin) HAProxy's last state change for it
+ * since `offset` is `UP`, or there is none (a replica replaced within one check interval or two
+ * is never marked DOWN; by the time Docker calls the new one healthy, 10 s or more after it
+ * started, HAProxy's checks have passed on it several times). The seconds since `since`.
  */
 export async function backInRotation(
   stack: ComposeStack,
@@ -162,12 +262,16 @@ export async function backInRotation(
   offset: number,
   since: number,
 ): Promise<number> {
-  const up = async () => {
+  const inRotation = async () => {
+    const health = await stack.compose('ps', '--format', '{{.Health}}', server).catch(() => '');
+    if (health.trim() !== 'healthy') return false;
     const { stateChanges } = await balancerLog(stack, offset);
-    return ['public', 'admin'].every((side) =>
-      stateChanges.some((line) => line.startsWith(`Server gateways-${side}/${server} is UP`)),
-    );
+    return ['public', 'admin'].every((side) => {
+      const prefix = `Server gateways-${side}/${server} is `;
+      const last = stateChanges.filter((line) => line.startsWith(prefix)).at(-1);
+      return last === undefined || last.startsWith(`${prefix}UP`);
+    });
   };
-  await expect.poll(up, { timeout: 180_000, interval: 500 }).toBe(true);
+  await expect.poll(inRotation, { timeout: 180_000, interval: 500 }).toBe(true);
   return (performance.now() - since) / 1000;
 }

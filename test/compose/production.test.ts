@@ -1,51 +1,42 @@
-import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
-import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
 import { seconds, timeUntil } from '../ha/measure.ts';
 import {
-  adminBearer as bootstrapAdminBearer,
+  backInRotation,
   balancerLog as stackBalancerLog,
   balancerServes,
   loadFigures,
-  makeOrganization,
+  newSecret,
+  productionFixture,
   steadyLoad,
   warmRequests as organizationWarmRequests,
 } from './production-load.ts';
-import { HOST_ON_STACK_NETWORK, startComposeStack, type ComposeStack } from './stack.ts';
+import { type ComposeStack } from './stack.ts';
 import { apiCall, printFigures, tokenGrant } from './walk.ts';
 
 /*
  * The production profile (docs/production-topology.md) under a steady load through HAProxy on
  * port 8000, the route production traffic takes (forwarded to an automation service: a
- * recording upstream on this machine): one gateway container stopped, one Keycloak container
- * killed, then the whole stack taken down and started again on its volumes. Organizations and
- * users are made through the platform API, as an administrator would.
+ * recording upstream on this machine): one replica recreated at another address, one gateway
+ * container stopped, one Keycloak container killed, then the whole stack taken down and started
+ * again on its volumes. Organizations and users are made through the platform API, as an
+ * administrator would.
  */
 
-const org = `compose-${randomBytes(3).toString('hex')}`;
-const WORKSPACE = 'ws1';
-const secret = () => randomBytes(24).toString('base64url');
-const secrets = {
-  KEYCLOAK_ADMIN_PASSWORD: secret(),
-  KEYCLOAK_CLIENT_SECRET: secret(),
-  REALMGATE_CACHE_SECRET: secret(),
-};
-const users = ['load-0', 'load-1', 'load-2'].map((username) => ({
-  username,
-  password: secret(),
-}));
+const run = promisify(execFile);
+const fixture = productionFixture('compose', 3);
+const { org, users, forwardedPath } = fixture;
 /** A user who logs in for the first time after a Keycloak node rejoined. */
-const newcomer = { username: 'newcomer', password: secret() };
-const forwardedPath = `/api/${org}/workspaces/${WORKSPACE}/ita/operations`;
+const newcomer = { username: 'newcomer', password: newSecret() };
 
 let stack: ComposeStack;
-let upstream: RecordingUpstream;
 /** An offline session made before the restart of the whole stack. */
 let offlineRefreshToken: string;
 
 /** The bootstrap administrator's Bearer token. */
-const adminBearer = () => bootstrapAdminBearer(secrets.KEYCLOAK_ADMIN_PASSWORD);
+const adminBearer = () => fixture.adminBearer();
 
 async function passwordGrant(user: { username: string; password: string }, scope = 'openid') {
   return tokenGrant(org, { grant_type: 'password', scope, ...user });
@@ -58,6 +49,12 @@ const warmRequests = (bearerOnly = false) =>
 /** HAProxy's log so far; the figures of what it logs after `offset`. */
 const balancerLog = (offset = 0) => stackBalancerLog(stack, offset);
 
+/** A container's `docker inspect` field (Go template). */
+async function inspect(id: string, format: string): Promise<string> {
+  return (await run('docker', ['inspect', '--format', format, id])).stdout.trim();
+}
+const ADDRESS = '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}';
+
 /** Waits until Docker calls a service's container healthy; the seconds since `since`. */
 async function healthy(service: string, since: number): Promise<number> {
   const health = async () =>
@@ -68,33 +65,17 @@ async function healthy(service: string, since: number): Promise<number> {
 
 describe('the production profile: docker compose --profile production up load-balancer', () => {
   beforeAll(async () => {
-    upstream = await startRecordingUpstream('0.0.0.0');
-    stack = await startComposeStack({
-      profile: 'production',
-      services: ['load-balancer'],
-      environment: {
-        ...secrets,
-        AUTOMATION_UPSTREAM_URL: `http://${HOST_ON_STACK_NETWORK}:${new URL(upstream.url).port}`,
-      },
-    });
+    stack = await fixture.startStack();
     const rotation = await balancerServes();
-    await makeOrganization(
-      await adminBearer(),
-      { id: org, name: 'Compose suite', workspace: WORKSPACE },
-      [...users, newcomer],
-    );
+    await fixture.makeOrganization('Compose suite', [newcomer]);
     printFigures('production profile up', {
       'up (build from cache, both Keycloak nodes, both gateways, HAProxy)': `${stack.upSeconds.toFixed(1)} s`,
       'then until HAProxy had a replica in rotation on both listeners': `${rotation.toFixed(1)} s`,
     });
   }, 900_000);
 
-  afterAll(async () => {
-    await stack?.down();
-    await upstream?.close();
-  }, 180_000);
-
   it('forwards to the automation service with the identity headers', async () => {
+    const upstream = fixture.upstream();
     upstream.seen.length = 0;
     const answer = await apiCall(forwardedPath, basicAuth(users[0]!));
     expect(answer.status).toBe(200);
@@ -104,6 +85,50 @@ describe('the production profile: docker compose --profile production up load-ba
     expect(upstream.seen[0]!.headers).toMatchObject({ organization_id: org });
     expect(upstream.seen[0]!.headers.authorization).toBeUndefined();
   });
+
+  it('a replica recreated at another address is found by HAProxy (resolvers) and serves', async () => {
+    // gateway-1 removed, its address taken by another container meanwhile (so Docker gives the
+    // new gateway-1 another one), then recreated as `up` does: HAProxy, which resolved the name
+    // at start, must resolve it again to find the replica.
+    const before = await inspect(await stack.containerId('gateway-1'), ADDRESS);
+    const offset = (await balancerLog()).length;
+    const since = performance.now();
+    await stack.compose('rm', '--stop', '--force', 'gateway-1');
+    const image = await inspect(await stack.containerId('redis'), '{{.Config.Image}}');
+    const squatter = (
+      await run('docker', [
+        ...['run', '-d', '--rm', '--entrypoint', 'sleep'],
+        // The project's label: `down` removes it with the stack if this phase fails.
+        ...['--label', `com.docker.compose.project=${stack.project}`],
+        ...['--network', `${stack.project}_default`, '--ip', before, image, '600'],
+      ])
+    ).stdout.trim();
+    try {
+      await stack.compose('up', '-d', '--no-deps', 'gateway-1');
+      const after = await inspect(await stack.containerId('gateway-1'), ADDRESS);
+      const back = await backInRotation(stack, 'gateway-1', offset, since);
+      const answers: number[] = [];
+      for (let i = 0; i < 6; i++)
+        answers.push((await apiCall(forwardedPath, basicAuth(users[0]!))).status);
+      const log = await stack.logs('load-balancer');
+      const moved = /gateways-public\/gateway-1 changed its IP from \S+ to \S+[^\n]*/.exec(
+        log.slice(offset),
+      );
+      const served = (await balancerLog(offset)).served;
+      printFigures('gateway-1 recreated at another address', {
+        'address before / after': `${before} / ${after}`,
+        "HAProxy's log": moved?.[0] ?? 'no address change logged',
+        'back in rotation on both listeners after its removal': `${back.toFixed(1)} s`,
+        'answers after (6 requests)': answers.join(', '),
+        'answered by gateway-1 / gateway-2 since the removal': `${served['gateway-1'] ?? 0} / ${served['gateway-2'] ?? 0}`,
+      });
+      expect(after).not.toBe(before);
+      expect(answers).toEqual(answers.map(() => 200));
+      expect(served['gateway-1']).toBeGreaterThan(0);
+    } finally {
+      await run('docker', ['rm', '-f', squatter]);
+    }
+  }, 240_000);
 
   it('one gateway container stopped under load: no failed request', async () => {
     const requests = await warmRequests();

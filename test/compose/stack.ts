@@ -37,6 +37,11 @@ export interface ComposeStack {
   upSeconds: number;
   /** Starts the stack again as `up` does, after `down` (the volumes stay). */
   upAgain(): Promise<number>;
+  /**
+   * `up` of more services (with what they depend on) on a stack started with some of them, each
+   * awaited as at the start; the seconds it took.
+   */
+  upMore(services: string[]): Promise<number>;
   /** `down -v`: containers, network and volumes; safe to call twice. */
   down(): Promise<void>;
 }
@@ -65,7 +70,7 @@ export async function startComposeStack(options: StackOptions = {}): Promise<Com
         maxBuffer: 256 * 1024 * 1024,
       })
     ).stdout;
-  const up = async (build: boolean) => {
+  const up = async (build: boolean, services = options.services) => {
     // testcontainers starts the stack (`docker compose up -d`, `--build` the first time) and
     // waits for published ports; readiness is judged below, so that a service that never gets
     // ready can be shown (its state and log) before the stack is taken down.
@@ -78,7 +83,7 @@ export async function startComposeStack(options: StackOptions = {}): Promise<Com
     if (build) env = env.withBuild();
     if (options.profile) env = env.withProfiles(options.profile);
     const since = performance.now();
-    await env.up(options.services);
+    await env.up(services);
     await ready(stack, options.readyLog ?? {});
     return (performance.now() - since) / 1000;
   };
@@ -102,6 +107,7 @@ export async function startComposeStack(options: StackOptions = {}): Promise<Com
     containerId: async (service) => (await compose('ps', '-q', service)).trim(),
     upSeconds: 0,
     upAgain: () => up(false),
+    upMore: (services) => up(false, services),
     down: async () => {
       if (downed) return;
       downed = true;

@@ -1,32 +1,24 @@
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { promisify, stripVTControlCharacters } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { LoadResult } from '../../bench/load.ts';
-import { RELEASES } from '../../src/db/schema-history.ts';
+import { RELEASES, schemaVerdict, type SchemaVerdict } from '../../src/db/schema-history.ts';
 import { SCHEMA_RECORD_TABLE } from '../../src/db/schema-record.ts';
 import { MIGRATION_NAMES } from '../../src/db/migrate.ts';
 import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 import { basicAuth } from '../helpers/api.ts';
-import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
 import { previousRelease } from '../helpers/release-commit.ts';
 import {
-  adminBearer,
   backInRotation,
   balancerLog,
   balancerServes,
   loadFigures,
-  makeOrganization,
+  newSecret,
+  productionFixture,
   steadyLoad,
   warmRequests,
 } from './production-load.ts';
-import {
-  HOST_ON_STACK_NETWORK,
-  PUBLIC_URL,
-  ROOT,
-  startComposeStack,
-  type ComposeStack,
-} from './stack.ts';
+import { PUBLIC_URL, ROOT, type ComposeStack } from './stack.ts';
 import { apiCall, printFigures, tokenGrant } from './walk.ts';
 
 /*
@@ -35,8 +27,10 @@ import { apiCall, printFigures, tokenGrant } from './walk.ts';
  * four things made with it (an organization, its workspace, a job credential, a revoked access
  * token), then under a steady load through HAProxy each gateway replica replaced by this
  * checkout's image, one at a time, as an operator does it with compose (REALMGATE_IMAGE, `up
- * --no-deps`); the first new replica migrates. Then going back one release: done where the
- * migration rule allows it, otherwise the old replica's refusal at start, the load still served.
+ * --no-deps`); the first new replica migrates, if the checkout has migrations the release has
+ * not. Then going back one release: done where the migration rule allows it, otherwise the old
+ * replica's refusal at start, the load still served. What each step must show follows from the
+ * two migration lists (released-migrations.json, migrate.ts) and the rule (schema-history.ts).
  */
 
 const run = promisify(execFile);
@@ -45,25 +39,18 @@ const OLD_IMAGE = `realmgate:${previous.release.version}`;
 /** The checkout's image, under the name docker-compose.yml builds it by default. */
 const NEW_IMAGE = 'realmgate';
 const REPLICAS = ['gateway-1', 'gateway-2'] as const;
+/** The checkout's migrations the release does not have: what the first new replica applies. */
+const NEWER = MIGRATION_NAMES.slice(previous.release.migrations.length);
 
-const org = `upgrade-${randomBytes(3).toString('hex')}`;
-const WORKSPACE = 'ws1';
-const secret = () => randomBytes(24).toString('base64url');
-const secrets = {
-  KEYCLOAK_ADMIN_PASSWORD: secret(),
-  KEYCLOAK_CLIENT_SECRET: secret(),
-  REALMGATE_CACHE_SECRET: secret(),
-};
-const users = ['load-0', 'load-1'].map((username) => ({ username, password: secret() }));
+const fixture = productionFixture('upgrade');
+const { org, users, workspace: WORKSPACE, forwardedPath, secrets } = fixture;
 /** Owns the job credential. */
-const jobOwner = { username: 'job-owner', password: secret() };
+const jobOwner = { username: 'job-owner', password: newSecret() };
 /** Had an access token revoked (RFC 7009) before the upgrade. */
-const revokedUser = { username: 'revoked', password: secret() };
-const forwardedPath = `/api/${org}/workspaces/${WORKSPACE}/ita/operations`;
+const revokedUser = { username: 'revoked', password: newSecret() };
 const tokensPath = `/api/${org}/platform/users/_current/refresh_tokens`;
 
 let stack: ComposeStack;
-let upstream: RecordingUpstream;
 /** What was made on the previous release, checked after the upgrade. */
 let jobRefreshToken: string;
 let revokedAccessToken: string;
@@ -96,28 +83,17 @@ async function imageOf(service: string): Promise<string> {
   return stdout.trim();
 }
 
-/** A service's container's address on the stack's network. */
-async function addressOf(service: string): Promise<string> {
-  const id = await stack.containerId(service);
-  const format = '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}';
-  return (await run('docker', ['inspect', '--format', format, id])).stdout.trim();
-}
-
 /**
  * One replica moved to `image` as an operator does it: `up -d --no-deps` recreates it (the old
  * container stopped by SIGTERM, drained within its grace period), the new one starts; waits
- * until HAProxy has it back in both backends. HAProxy resolved the replicas' names when it
- * started: the new container must have its predecessor's address (Docker gives the lowest free
- * one, which the old container has just released). The seconds it took.
+ * until HAProxy has it back in both backends (HAProxy resolves the replica's name again, should
+ * the new container have another address). The seconds it took.
  */
 async function replace(service: string, image: string): Promise<number> {
   const since = performance.now();
   const offset = (await balancerLog(stack)).length;
-  const address = await addressOf(service);
   stack.environment.REALMGATE_IMAGE = image;
   await stack.compose('up', '-d', '--no-deps', service);
-  // (None to keep when the container was not running: a refused one between its restarts.)
-  if (address !== '') expect(await addressOf(service), `${service}'s address`).toBe(address);
   return backInRotation(stack, service, offset, since);
 }
 
@@ -159,7 +135,7 @@ async function revokedTokenAnswers(): Promise<number[]> {
 
 /** The organization and its workspace, as an administrator lists them. */
 async function organizationAndWorkspace() {
-  const admin = await adminBearer(secrets.KEYCLOAK_ADMIN_PASSWORD);
+  const admin = await fixture.adminBearer();
   const organizations = await apiCall<Array<{ id: string }>>('/api/platform/organizations', admin);
   const workspaces = await apiCall<Array<{ id: string }>>(
     `/api/platform/organizations/${org}/workspaces`,
@@ -169,6 +145,36 @@ async function organizationAndWorkspace() {
     organization: organizations.json.data.some((o) => o.id === org),
     workspaces: workspaces.json.data.map((w) => w.id),
   };
+}
+
+/**
+ * Whether the release's code reads `realmgate_schema` (from 0.2.0 on); an earlier one leaves the
+ * check to knex, which refuses any applied migration it does not know.
+ */
+async function releaseReadsRecord(): Promise<boolean> {
+  return run('git', ['cat-file', '-e', `${previous.commit}:src/db/schema-record.ts`], {
+    cwd: ROOT,
+  }).then(
+    () => true,
+    () => false,
+  );
+}
+
+/**
+ * What the rule (schema-history.ts) says of the release's code starting on the database as the
+ * upgrade left it: its migrations, and its record for a release that reads it (for one that
+ * does not, as if there were none: knex's own check, which schemaVerdict makes without one).
+ */
+async function rollbackVerdict(): Promise<SchemaVerdict> {
+  const applied = await platformQuery('select name from knex_migrations order by id');
+  const [row] = await platformQuery(
+    `select readable_from || ' ' || migrated_by from ${SCHEMA_RECORD_TABLE}`,
+  );
+  const [readableFrom, migratedBy] = row!.split(' ');
+  const record = (await releaseReadsRecord())
+    ? { readableFrom: readableFrom!, migratedBy: migratedBy! }
+    : undefined;
+  return schemaVerdict(previous.release.version, previous.release.migrations, applied, record);
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -198,33 +204,22 @@ async function underLoad<T>(work: () => Promise<T>) {
 
 describe('a rolling upgrade from the previous release, under load, on the production profile', () => {
   beforeAll(async () => {
-    upstream = await startRecordingUpstream('0.0.0.0');
-    const environment = {
-      ...secrets,
-      AUTOMATION_UPSTREAM_URL: `http://${HOST_ON_STACK_NETWORK}:${new URL(upstream.url).port}`,
-    };
     const oldBuild = await buildImageOf(previous.commit, OLD_IMAGE);
     // The checkout's image as `docker compose build` makes it (from Docker's cache when another
     // file of the suite built it first).
     const newStarted = performance.now();
     await run('docker', ['compose', '--profile', 'production', 'build', 'gateway-1'], {
       cwd: ROOT,
-      env: { ...process.env, ...environment, REALMGATE_IMAGE: NEW_IMAGE },
+      env: { ...process.env, ...secrets, REALMGATE_IMAGE: NEW_IMAGE },
       maxBuffer: 64 * 1024 * 1024,
     });
     const newBuild = (performance.now() - newStarted) / 1000;
-    stack = await startComposeStack({
-      profile: 'production',
-      services: ['load-balancer'],
-      environment: { ...environment, REALMGATE_IMAGE: OLD_IMAGE },
+    stack = await fixture.startStack({
+      environment: { REALMGATE_IMAGE: OLD_IMAGE },
       build: false,
     });
     const rotation = await balancerServes();
-    await makeOrganization(
-      await adminBearer(secrets.KEYCLOAK_ADMIN_PASSWORD),
-      { id: org, name: 'Upgrade', workspace: WORKSPACE },
-      [...users, jobOwner, revokedUser],
-    );
+    await fixture.makeOrganization('Upgrade', [jobOwner, revokedUser]);
     printFigures(`production profile up on ${OLD_IMAGE}`, {
       [`${OLD_IMAGE} built from ${previous.commit.slice(0, 7)} (git archive)`]: `${oldBuild.toFixed(1)} s`,
       [`${NEW_IMAGE} built from this checkout`]: `${newBuild.toFixed(1)} s`,
@@ -232,11 +227,6 @@ describe('a rolling upgrade from the previous release, under load, on the produc
       'then until HAProxy had a replica in rotation on both listeners': `${rotation.toFixed(1)} s`,
     });
   }, 900_000);
-
-  afterAll(async () => {
-    await stack?.down();
-    await upstream?.close();
-  }, 180_000);
 
   it(`${previous.release.version} serves: a job credential and a revoked access token made with it`, async () => {
     expect(await Promise.all(REPLICAS.map(imageOf))).toEqual([OLD_IMAGE, OLD_IMAGE]);
@@ -283,7 +273,7 @@ describe('a rolling upgrade from the previous release, under load, on the produc
     );
   });
 
-  it('replica by replica to this checkout under load: no failed request, the first new replica migrates', async () => {
+  it(`replica by replica to this checkout under load: no failed request; ${NEWER.length ? 'the first new replica migrates' : 'nothing to migrate, no replica migrates'}`, async () => {
     const {
       outcome: took,
       result,
@@ -317,8 +307,9 @@ describe('a rolling upgrade from the previous release, under load, on the produc
     expect(haproxy.served['gateway-1']).toBeGreaterThan(0);
     expect(haproxy.served['gateway-2']).toBeGreaterThan(0);
     expect(await Promise.all(REPLICAS.map(imageOf))).toEqual([NEW_IMAGE, NEW_IMAGE]);
-    // The first new replica applied the migrations; the second found nothing to do.
-    expect(migrated).toEqual([true, false]);
+    // The first new replica applied the checkout's newer migrations, if any; the second (and the
+    // first, when there were none) found nothing to do.
+    expect(migrated).toEqual([NEWER.length > 0, false]);
     expect(await platformQuery('select name from knex_migrations order by id')).toEqual([
       ...MIGRATION_NAMES,
     ]);
@@ -338,70 +329,76 @@ describe('a rolling upgrade from the previous release, under load, on the produc
   });
 
   it(`going back to ${previous.release.version}: where the rule allows, a rollback under load; otherwise its refusal at start`, async () => {
-    // Releases from 0.2.0 on read realmgate_schema and start on the next release's schema;
-    // earlier ones leave the check to knex, which refuses any migration it does not know.
-    const knowsRecord = await run(
-      'git',
-      ['cat-file', '-e', `${previous.commit}:src/db/schema-record.ts`],
-      {
-        cwd: ROOT,
-      },
-    ).then(
-      () => true,
-      () => false,
-    );
-    const newer = MIGRATION_NAMES.slice(previous.release.migrations.length);
-    if (knowsRecord || newer.length === 0) {
+    const verdict = await rollbackVerdict();
+    const readsRecord = await releaseReadsRecord();
+    if (verdict.kind !== 'refuse') {
       const { result, haproxy } = await underLoad(async () => {
         for (const replica of REPLICAS) await replace(replica, OLD_IMAGE);
       });
-      printFigures(`rollback ${NEW_IMAGE} -> ${OLD_IMAGE}`, loadFigures(result, haproxy.served));
+      // On a schema the release knows entirely it migrates nothing; on the next release's it
+      // says so at start.
+      const logs = await Promise.all(REPLICAS.map((replica) => stack.logs(replica)));
+      const saidNewer = logs.map((log) => log.includes('migrated by a newer release'));
+      printFigures(`rollback ${NEW_IMAGE} -> ${OLD_IMAGE}`, {
+        ...loadFigures(result, haproxy.served),
+        'the rule, for this release on this schema': verdict.kind,
+        '"migrated by a newer release" logged by gateway-1 / gateway-2': saidNewer.join(' / '),
+      });
       expect(result.bad).toBe(0);
+      expect(result.ok).toBeGreaterThan(0);
       expect(await Promise.all(REPLICAS.map(imageOf))).toEqual([OLD_IMAGE, OLD_IMAGE]);
+      expect(saidNewer).toEqual(REPLICAS.map(() => verdict.kind === 'newer'));
+      expect(logs.map((log) => /"msg":"database: migrated"/.test(log))).toEqual([false, false]);
       const job = await jobCredentialWorks();
       expect([job.read, job.write.status]).toEqual([200, 403]);
       expect(await revokedTokenAnswers()).toEqual([401, 401, 401, 401]);
-      return;
+      expect(await organizationAndWorkspace()).toEqual({
+        organization: true,
+        workspaces: [WORKSPACE],
+      });
+    } else {
+      // gateway-1 put back on the old image, as an operator would try: it exits at start, again
+      // at each restart, never joins the rotation; gateway-2 serves the load. Then the new image
+      // back. A release that reads the record refuses in its own words; an earlier one leaves
+      // it to knex, which names the migrations it does not know.
+      const refusal = readsRecord
+        ? /cannot run on this database/
+        : new RegExp(`migration directory is corrupt.*${NEWER.join('.*')}`);
+      const { outcome, result, haproxy } = await underLoad(async () => {
+        const offset = (await balancerLog(stack)).length;
+        stack.environment.REALMGATE_IMAGE = OLD_IMAGE;
+        await stack.compose('up', '-d', '--no-deps', 'gateway-1');
+        await expect
+          .poll(async () => refusal.test(await stack.logs('gateway-1')), {
+            timeout: 120_000,
+            interval: 1000,
+          })
+          .toBe(true);
+        // `docker compose logs` may start a line with a terminal control sequence.
+        const log = stripVTControlCharacters(await stack.logs('gateway-1'));
+        const refused = log.split('\n').find((line) => refusal.test(line))!;
+        const starts = log.split('\n').filter((line) => line.includes('"msg":"start failed"'));
+        const joined = (await balancerLog(stack, offset)).stateChanges.filter((l) =>
+          / is UP/.test(l),
+        );
+        const back = await replace('gateway-1', NEW_IMAGE);
+        return { refused, refusals: starts.length, joined, back };
+      });
+      printFigures(`going back to ${OLD_IMAGE}: refused by the rule`, {
+        ...loadFigures(result, haproxy.served),
+        "gateway-1's refusal (its log)": outcome.refused.slice(0, 300),
+        'starts refused so far (Docker restarts it)': outcome.refusals,
+        'gateway-1 on the new image again, back in rotation': `${outcome.back.toFixed(1)} s`,
+      });
+      expect(JSON.parse(outcome.refused)).toMatchObject({ msg: 'start failed' });
+      expect(outcome.joined).toEqual([]);
+      expect(result.bad).toBe(0);
+      expect(haproxy.served['gateway-2']).toBeGreaterThan(0);
+      expect(await revokedTokenAnswers()).toEqual([401, 401, 401, 401]);
     }
-    // gateway-1 put back on the old image, as an operator would try: it exits at start, again at
-    // each restart, never joins the rotation; gateway-2 serves the load. Then the new image back.
-    const address = await addressOf('gateway-1');
-    const { outcome, result, haproxy } = await underLoad(async () => {
-      const offset = (await balancerLog(stack)).length;
-      stack.environment.REALMGATE_IMAGE = OLD_IMAGE;
-      await stack.compose('up', '-d', '--no-deps', 'gateway-1');
-      const refusal = new RegExp(`migration directory is corrupt.*${newer.join('.*')}`);
-      await expect
-        .poll(async () => refusal.test(await stack.logs('gateway-1')), {
-          timeout: 120_000,
-          interval: 1000,
-        })
-        .toBe(true);
-      // `docker compose logs` may start a line with a terminal control sequence.
-      const log = stripVTControlCharacters(await stack.logs('gateway-1'));
-      const refused = log.split('\n').find((line) => refusal.test(line))!;
-      const starts = log.split('\n').filter((line) => line.includes('"msg":"start failed"'));
-      const joined = (await balancerLog(stack, offset)).stateChanges.filter((l) =>
-        / is UP/.test(l),
-      );
-      const back = await replace('gateway-1', NEW_IMAGE);
-      return { refused, refusals: starts.length, joined, back };
-    });
-    printFigures(`going back to ${OLD_IMAGE} after migrations it does not know`, {
-      ...loadFigures(result, haproxy.served),
-      "gateway-1's refusal (its log)": outcome.refused.slice(0, 300),
-      'starts refused so far (Docker restarts it)': outcome.refusals,
-      'gateway-1 on the new image again, back in rotation': `${outcome.back.toFixed(1)} s`,
-    });
-    expect(JSON.parse(outcome.refused)).toMatchObject({ msg: 'start failed' });
-    expect(outcome.joined).toEqual([]);
-    expect(await addressOf('gateway-1')).toBe(address);
-    expect(result.bad).toBe(0);
-    expect(haproxy.served['gateway-2']).toBeGreaterThan(0);
-    // Nothing was undone: the schema and the objects are as the upgrade left them.
+    // Nothing was undone either way: the schema is as the upgrade left it.
     expect(await platformQuery('select name from knex_migrations order by id')).toEqual([
       ...MIGRATION_NAMES,
     ]);
-    expect(await revokedTokenAnswers()).toEqual([401, 401, 401, 401]);
   }, 600_000);
 });
