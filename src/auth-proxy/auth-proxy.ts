@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { Forwarding } from '../edge/forwarding.ts';
 import { AppError } from '../envelope/errors.ts';
 import { publicAddressHeaders } from '../outbound/forwarded-headers.ts';
-import { forward, relay, type OutboundHandlers } from '../outbound/forward.ts';
+import { forward, relay, type OutboundHandlers, type UpstreamAnswer } from '../outbound/forward.ts';
 import { answerHeadersOf } from '../outbound/upstream-headers.ts';
 import { createUpstream, hasBody } from '../outbound/upstream.ts';
 import { traceHeadersNow } from '../tracing/trace-scope.ts';
@@ -47,36 +47,42 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
   // Host, proto and port name the gateway's public address, never the caller's: they would let
   // a client choose the issuer Keycloak writes into tokens.
   const publicAddress = publicAddressHeaders(options.publicUrl);
-  const targets = nodes.all.map((node) => createUpstream(node.url, { maxSockets: 256 }));
+  const targets = nodes.all.map((node) =>
+    createUpstream(node.url, { maxSockets: 256, connectTimeoutMs: timeoutMs }),
+  );
 
   function send(req: IncomingMessage, res: ServerResponse, node: KeycloakNode, retried: boolean) {
     const requestId = res.getHeader('x-request-id');
     const handlers: OutboundHandlers = {
-      answered: (answer, outgoing) => {
+      answered: (status, timer) => {
         if (several) nodes.answered(node);
         const hook = answerHooks.get(req);
-        if (!hook) {
-          relayMarked(req, answer, res);
-          return;
-        }
-        // What the request ended is applied before its client learns it succeeded; the hook
-        // never rejects (end-access.ts logs its failures), and the answer waits unread, or
-        // read whole when the hook reads it. Keycloak has answered: its silence while the
-        // hook runs is no timeout.
-        const status = answer.statusCode ?? 502;
-        const run = (body: Buffer | undefined) => {
-          outgoing.setTimeout(0);
-          return hook.run(status, body).then(() => outgoing.setTimeout(timeoutMs));
+        const step = answerRelayOf(req);
+        // Neither a hook nor a step of its own: relayed as it came, with no stream.
+        if (!hook && !step) return undefined;
+        return (answer) => {
+          if (!hook) {
+            step!.relay(answer, res);
+            return;
+          }
+          // What the request ended is applied before its client learns it succeeded; the hook
+          // never rejects (end-access.ts logs its failures), and the answer waits unread, or
+          // read whole when the hook reads it. Keycloak has answered: its silence while the
+          // hook runs is no timeout.
+          const run = (body: Buffer | undefined) => {
+            timer.hold();
+            return hook.run(status, body).then(() => timer.restart());
+          };
+          if (!hook.readsBody) {
+            void run(undefined).then(() => relayMarked(req, answer, res));
+            return;
+          }
+          // An answer too large or compressed is relayed as it comes, and the hook not run.
+          const headers = answerHeadersOf(answer);
+          serveSmallAnswer(answer, res, { status, headers }, MAX_HOOKED_ANSWER_BYTES, (body) => {
+            void run(body).then(() => res.writeHead(status, headers).end(body));
+          });
         };
-        if (!hook.readsBody) {
-          void run(undefined).then(() => relayMarked(req, answer, res));
-          return;
-        }
-        // An answer too large or compressed is relayed as it comes, and the hook not run.
-        const headers = answerHeadersOf(answer);
-        serveSmallAnswer(answer, res, { status, headers }, MAX_HOOKED_ANSWER_BYTES, (body) => {
-          void run(body).then(() => res.writeHead(status, headers).end(body));
-        });
       },
       failed: (err) => {
         const failure = failureOf(err);
@@ -119,7 +125,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
 }
 
 /** Keycloak's answer to the client as the step that marked `req` relays it, else as it came. */
-function relayMarked(req: IncomingMessage, answer: IncomingMessage, res: ServerResponse): void {
+function relayMarked(req: IncomingMessage, answer: UpstreamAnswer, res: ServerResponse): void {
   const step = answerRelayOf(req);
   if (step) step.relay(answer, res);
   else relay(answer, res);
@@ -128,7 +134,7 @@ function relayMarked(req: IncomingMessage, answer: IncomingMessage, res: ServerR
 /** How a step has Keycloak's answer reach the client, when not as it came (see `relayAnswer`). */
 export interface AnswerRelay {
   /** Sends `answer` to `res`: as it came, or read whole and changed. */
-  relay(answer: IncomingMessage, res: ServerResponse): void;
+  relay(answer: UpstreamAnswer, res: ServerResponse): void;
   /** Keycloak is asked for an uncompressed answer, so that the gateway never inflates one. */
   uncompressed: boolean;
 }

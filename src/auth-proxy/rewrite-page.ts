@@ -1,7 +1,7 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import { relayAnswer, type AnswerRelay } from './auth-proxy.ts';
-import { streamAnswer } from '../outbound/forward.ts';
+import { streamAnswer, type UpstreamAnswer } from '../outbound/forward.ts';
 import { answerHeadersOf } from '../outbound/upstream-headers.ts';
 import { serveSmallAnswer } from './small-answer.ts';
 
@@ -33,12 +33,12 @@ function listOf(value: string | string[] | undefined): string[] {
  * byte for byte.
  */
 export function serveRewritten(
-  proxyRes: IncomingMessage,
+  proxyRes: UpstreamAnswer,
   res: ServerResponse,
   rewrite: PageRewrite,
 ): void {
   const headers = answerHeadersOf(proxyRes);
-  const status = proxyRes.statusCode ?? 502;
+  const status = proxyRes.statusCode;
   // Keycloak gone mid-page: the client's connection ends too, as a piped answer's would.
   proxyRes.on('error', () => res.destroy());
   if (status !== 200 || !/^text\/html\b/i.test(String(proxyRes.headers['content-type'] ?? ''))) {
@@ -64,7 +64,7 @@ export function serveRewritten(
 
 function rewritten(
   body: Buffer,
-  proxyRes: IncomingMessage,
+  proxyRes: UpstreamAnswer,
   rewrite: PageRewrite,
 ): { body: Buffer; csp: PageCsp } | undefined {
   let html: string;

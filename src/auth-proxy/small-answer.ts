@@ -1,5 +1,5 @@
-import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import { streamAnswer } from '../outbound/forward.ts';
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { streamAnswer, type UpstreamAnswer } from '../outbound/forward.ts';
 
 /**
  * For the few Keycloak answers the `/auth` proxy looks into (a console page to rewrite, a
@@ -8,7 +8,7 @@ import { streamAnswer } from '../outbound/forward.ts';
  * larger, is relayed byte for byte with `relay`'s status and headers.
  */
 export function serveSmallAnswer(
-  answer: IncomingMessage,
+  answer: UpstreamAnswer,
   res: ServerResponse,
   relay: { status: number; headers: OutgoingHttpHeaders },
   maxBytes: number,

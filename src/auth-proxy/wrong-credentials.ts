@@ -1,9 +1,9 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import { relayAnswer, type AnswerRelay } from './auth-proxy.ts';
 import { formFieldsOf } from './form-body-guard.ts';
 import { serveSmallAnswer } from './small-answer.ts';
-import { relay } from '../outbound/forward.ts';
+import { relay, type UpstreamAnswer } from '../outbound/forward.ts';
 import { answerHeadersOf } from '../outbound/upstream-headers.ts';
 
 /**
@@ -60,8 +60,8 @@ export function credentialsRefusalStatus(status: number, body: Buffer): number {
  * sent with the status `credentialsRefusalStatus` decides, headers and body as Keycloak sent
  * them. A compressed or larger answer passes through unchanged.
  */
-export function serveCredentialsRefusal(answer: IncomingMessage, res: ServerResponse): void {
-  const status = answer.statusCode ?? 502;
+export function serveCredentialsRefusal(answer: UpstreamAnswer, res: ServerResponse): void {
+  const status = answer.statusCode;
   const headers = answerHeadersOf(answer);
   serveSmallAnswer(answer, res, { status, headers }, MAX_REFUSAL_BYTES, (body) => {
     res.writeHead(credentialsRefusalStatus(status, body), headers);

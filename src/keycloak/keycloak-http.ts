@@ -28,8 +28,9 @@ export type NodeExchange = <T>(
 const MAX_SOCKETS = 32;
 
 /**
- * Exchanges with the node at `nodeUrl` over the one upstream client (plain `node:http` with a
- * keep-alive pool, outbound/upstream.ts), as both proxies do: measured
+ * Exchanges with the node at `nodeUrl` over the upstream's plain `node:http` keep-alive pool
+ * (outbound/upstream.ts; the proxies use its undici pool, whose gain is in relaying answers
+ * to clients, which these calls do not): measured
  * against the real Keycloak it costs the gateway less CPU per call than fetch (see the README's
  * performance notes). A connection or answer idle for `timeoutMs` is a timeout; a timeout before
  * the connection was made carries `beforeConnect` (nothing was sent). A call made for a request

@@ -1,11 +1,17 @@
-import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
 import type { Span } from '@opentelemetry/api';
 import type { Logger } from 'pino';
+import type { Dispatcher } from 'undici';
 import { sendError } from '../envelope/error-handler.ts';
 import type { AppError } from '../envelope/errors.ts';
 import { endSpan } from '../tracing/tracing.ts';
-import { answerRawHeadersOf, upstreamRequestHeaders } from './upstream-headers.ts';
-import { bodyFraming, sendBody, type Upstream } from './upstream.ts';
+import {
+  answerRawHeaders,
+  answerRawHeadersOf,
+  upstreamRequestHeaders,
+} from './upstream-headers.ts';
+import { bodyFraming, bodyOf, type Upstream } from './upstream.ts';
 
 /** One request to send on: where, with what the gateway adds, and how long to wait. */
 export interface Outbound {
@@ -34,13 +40,59 @@ export interface Outbound {
   logger: Logger;
 }
 
+/**
+ * The upstream's answer as a stream, for a proxy step that reads or changes it (`answered`):
+ * its status and headers as Node names them on an `IncomingMessage` (`headers` by lowercase
+ * name, `rawHeaders` as received). Read from, it reads on from the upstream; destroyed before
+ * its end, it closes the request to the upstream.
+ */
+export class UpstreamAnswer extends Readable {
+  readonly statusCode: number;
+  readonly headers: IncomingHttpHeaders;
+  readonly rawHeaders: string[];
+  readonly #controller: Dispatcher.DispatchController;
+
+  constructor(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+    rawHeaders: string[],
+  ) {
+    super();
+    this.#controller = controller;
+    this.statusCode = statusCode;
+    this.headers = headers;
+    this.rawHeaders = rawHeaders;
+  }
+
+  override _read(): void {
+    this.#controller.resume();
+  }
+
+  override _destroy(err: Error | null, callback: (err?: Error | null) => void): void {
+    if (!this.readableEnded) this.#controller.abort(err ?? new Error('answer dropped unread'));
+    callback(err);
+  }
+}
+
+/**
+ * The request's one timer of silence, for a step that works on the answer before relaying it:
+ * `hold` stops it (Keycloak has answered; the gateway is the one busy), `restart` starts it
+ * again.
+ */
+export interface SilenceTimer {
+  hold(): void;
+  restart(): void;
+}
+
 /** What a proxy does with the outcome, beyond what `forward` does for every one. */
 export interface OutboundHandlers {
   /**
-   * The upstream's answer arrived; without this it is relayed as it came (`relay`). `outgoing`
-   * is the request, whose timeout a step may hold while it works on the answer.
+   * The upstream's answer began (its status known): a function that takes it as a stream
+   * (`UpstreamAnswer`), or undefined to have it relayed as it came, each chunk written straight
+   * to the client (`relay`'s result, without a stream).
    */
-  answered?(answer: IncomingMessage, outgoing: ClientRequest): void;
+  answered?(status: number, timer: SilenceTimer): ((answer: UpstreamAnswer) => void) | undefined;
   /**
    * The upstream failed (refused, cut off, or silent: `UpstreamSilent`), and the client is still
    * there: the error it gets (or, its answer begun, whose connection is cut), or undefined when
@@ -61,6 +113,9 @@ export class UpstreamSilent extends Error {
   }
 }
 
+/** The client went away: the request to the upstream is closed for it, nobody to answer. */
+class ClientLeft extends Error {}
+
 const TRACE: ReadonlySet<string> = new Set(['traceparent', 'tracestate']);
 
 /** The client's headers the gateway sets (or drops) itself for this request, beyond the table's. */
@@ -74,13 +129,14 @@ function replacedNames(o: Outbound): ReadonlySet<string> | undefined {
 
 /**
  * Sends `req` on to `o.upstream` and relays the answer to `res`, for both proxies (the automation
- * route, `/auth`). What the upstream gets: the client's headers through the one header table
- * (upstream-headers.ts), then `Host` the upstream's, the gateway's own headers, `X-Request-Id`,
- * the body's framing and the gateway's trace headers; the body by the one body rule
- * (upstream.ts). What is kept whatever the proxy: a silent upstream is cut off after
- * `timeoutMs` (`UpstreamSilent`); a client that leaves has its request to the upstream closed
- * (nothing to answer, no failure); an upstream gone mid-answer ends the client's connection;
- * the span ends with the answer or the failure. Throws what Node throws for a header it refuses.
+ * route, `/auth`), through the upstream's undici pool (`dispatch`, `Exchange` below). What the
+ * upstream gets: the client's headers through the one header table (upstream-headers.ts), then
+ * `Host` the upstream's, the gateway's own headers, `X-Request-Id`, the length of a body read
+ * whole and the gateway's trace headers; the body by the one body rule (upstream.ts). What is
+ * kept whatever the proxy: a silent upstream is cut off after `timeoutMs` (`UpstreamSilent`);
+ * a client that leaves has its request to the upstream closed (nothing to answer, no failure);
+ * an upstream gone mid-answer ends the client's connection; the span ends with the answer or
+ * the failure. Throws what undici throws for a header it refuses.
  */
 export function forward(
   req: IncomingMessage,
@@ -94,62 +150,228 @@ export function forward(
   });
   headers.push('host', o.upstream.host, ...o.headers);
   if (o.requestId !== undefined) headers.push('x-request-id', o.requestId);
-  headers.push(...bodyFraming(req, o.body));
+  // undici frames a streamed body of unknown length itself (and refuses the header).
+  if (o.body) headers.push(...bodyFraming(req, o.body));
   if (o.trace) headers.push(...o.trace);
 
-  const outgoing = o.upstream.request(req.method!, o.path, headers, o.timeoutMs);
-  const { span } = o;
-  let clientGone = false;
-  outgoing.on('timeout', () => {
-    outgoing.destroy(new UpstreamSilent(o.timeoutMs, outgoing.socket?.connecting === true));
-  });
-  outgoing.on('response', (answer) => {
-    if (span) {
-      span.setAttribute('http.response.status_code', answer.statusCode ?? 0);
-      answer.once('close', () => endSpan(span));
-    }
-    // The upstream gone mid-answer: the client's connection ends too.
-    answer.on('error', () => res.destroy());
-    if (handlers.answered) handlers.answered(answer, outgoing);
-    else relay(answer, res, o.requestId);
-  });
-  outgoing.on('error', (err) => {
-    if (span?.isRecording()) endSpan(span, err);
-    // Cut off because the client left: nobody to answer, and nothing wrong with the upstream.
-    if (clientGone) return;
-    const failure = handlers.failed(err);
-    if (!failure) return;
-    if (!res.headersSent && o.requestId !== undefined) res.setHeader('x-request-id', o.requestId);
-    sendError(res, failure, o.logger);
-  });
+  const exchange = new Exchange(res, o, handlers);
+  exchange.dispatching = true;
+  try {
+    o.upstream.dispatcher.dispatch(
+      {
+        method: req.method!,
+        path: o.upstream.basePath + o.path,
+        headers,
+        body: bodyOf(req, o.body),
+      },
+      exchange,
+    );
+  } finally {
+    exchange.dispatching = false;
+  }
   // The client went away: so does its request to the upstream.
   res.once('close', () => {
-    if (res.writableFinished || outgoing.destroyed) return;
-    clientGone = true;
-    outgoing.destroy();
+    if (!res.writableFinished) exchange.clientLeft();
   });
-  sendBody(req, outgoing, o.body);
 }
 
 /**
- * The upstream's answer to the client as it came: its status, the headers the table lets back
- * (upstream-headers.ts) and `requestId` as `X-Request-Id`, then the body (`streamAnswer`).
+ * One exchange with the upstream, as undici reports it (its `dispatch` handler): the answer's
+ * status and headers written to the client as they come, then each chunk straight to
+ * `res.write`; while the client's connection is full the upstream's is paused, until it drains
+ * (nothing held beyond the sockets' buffers). One timer for the upstream's silence, started
+ * again by every sign of life (a chunk of the request's body sent, the answer's head, a chunk of
+ * it); undici's own timeouts are off.
  */
-export function relay(answer: IncomingMessage, res: ServerResponse, requestId?: string): void {
+class Exchange implements Dispatcher.DispatchHandler {
+  readonly #res: ServerResponse;
+  readonly #o: Outbound;
+  readonly #handlers: OutboundHandlers;
+  readonly #timer: NodeJS.Timeout;
+  #controller: Dispatcher.DispatchController | undefined;
+  /** Why the gateway closed the exchange itself (silence, the client gone), when it did. */
+  #cutOff: Error | undefined;
+  #held = false;
+  #settled = false;
+  #answer: UpstreamAnswer | undefined;
+  #resume: (() => void) | undefined;
+  /** Within `dispatch`: a failure now is undici refusing the request itself. */
+  dispatching = false;
+
+  constructor(res: ServerResponse, o: Outbound, handlers: OutboundHandlers) {
+    this.#res = res;
+    this.#o = o;
+    this.#handlers = handlers;
+    this.#timer = setTimeout(() => this.#silent(), o.timeoutMs);
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.#controller = controller;
+    // Cut off while it waited for its connection: it goes no further.
+    if (this.#cutOff) controller.abort(this.#cutOff);
+    else this.#alive();
+  }
+
+  onBodySent(): void {
+    this.#alive();
+  }
+
+  onResponseStart(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+  ): void {
+    this.#alive();
+    const { span } = this.#o;
+    span?.setAttribute('http.response.status_code', statusCode);
+    const raw = controller.rawHeaders as readonly (string | Buffer)[];
+    const take = this.#handlers.answered?.(statusCode, this.#silenceTimer());
+    if (take) {
+      const answer = new UpstreamAnswer(controller, statusCode, headers, answerRawHeaders(raw));
+      this.#answer = answer;
+      if (span) answer.once('close', () => span.isRecording() && endSpan(span));
+      // The upstream gone mid-answer: the client's connection ends too.
+      answer.on('error', () => this.#res.destroy());
+      take(answer);
+      return;
+    }
+    const relayed = answerRawHeaders(raw);
+    if (this.#o.requestId !== undefined) relayed.push('x-request-id', this.#o.requestId);
+    this.#res.writeHead(statusCode, relayed);
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.#alive();
+    if (this.#answer) {
+      if (!this.#answer.push(chunk)) controller.pause();
+      return;
+    }
+    if (!this.#res.write(chunk)) {
+      controller.pause();
+      this.#res.once('drain', (this.#resume ??= () => controller.resume()));
+    }
+  }
+
+  onResponseEnd(): void {
+    this.#settle();
+    if (this.#answer) {
+      this.#answer.push(null);
+      return;
+    }
+    this.#res.end();
+    if (this.#o.span) endSpan(this.#o.span);
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | null, error: Error): void {
+    if (this.dispatching) {
+      // Refused before anything was sent (a header undici will not write): thrown to the
+      // caller, as each layer of undici hands it on.
+      this.#settle();
+      throw error;
+    }
+    if (this.#settled) return;
+    this.#settle();
+    const err = this.#cutOff ?? connectTimeoutAsSilence(error, this.#o.timeoutMs);
+    if (this.#answer) {
+      // Its `error` ends the client's connection; its `close` the span.
+      this.#answer.destroy(err);
+      return;
+    }
+    this.#fail(err);
+  }
+
+  /** The client left: the exchange is closed, with nothing to answer and nothing wrong. */
+  clientLeft(): void {
+    if (this.#settled) return;
+    this.#settle();
+    this.#cutOff = new ClientLeft('the client left');
+    const { span } = this.#o;
+    if (span?.isRecording()) endSpan(span, this.#cutOff);
+    this.#answer?.destroy();
+    this.#controller?.abort(this.#cutOff);
+  }
+
+  #fail(err: Error): void {
+    const { span } = this.#o;
+    if (span?.isRecording()) endSpan(span, err);
+    const res = this.#res;
+    if (res.headersSent) {
+      // The upstream gone mid-answer: the client's connection ends too.
+      res.destroy();
+      return;
+    }
+    const failure = this.#handlers.failed(err);
+    if (!failure) return;
+    if (this.#o.requestId !== undefined) res.setHeader('x-request-id', this.#o.requestId);
+    sendError(res, failure, this.#o.logger);
+  }
+
+  /** The upstream stayed silent: cut off, and the client told (504), its connection waiting or not. */
+  #silent(): void {
+    if (this.#settled || this.#held) return;
+    const beforeConnect = this.#controller === undefined;
+    this.#cutOff = new UpstreamSilent(this.#o.timeoutMs, beforeConnect);
+    if (!beforeConnect) {
+      this.#controller!.abort(this.#cutOff);
+      return;
+    }
+    // Still waiting for a connection: nothing was sent; it is aborted once it has one.
+    this.#settle();
+    this.#fail(this.#cutOff);
+  }
+
+  #alive(): void {
+    this.#timer.refresh();
+  }
+
+  #settle(): void {
+    this.#settled = true;
+    clearTimeout(this.#timer);
+  }
+
+  #silenceTimer(): SilenceTimer {
+    return {
+      // Held, the timer may strike and be ignored; `refresh` starts it again either way.
+      hold: () => {
+        this.#held = true;
+      },
+      restart: () => {
+        this.#held = false;
+        if (!this.#settled) this.#timer.refresh();
+      },
+    };
+  }
+}
+
+/**
+ * undici's connection attempt given up (its `connectTimeout`, the request's timeout): the
+ * upstream's silence while connecting, as the gateway's own timer would have named it.
+ */
+function connectTimeoutAsSilence(error: Error, timeoutMs: number): Error {
+  return (error as { code?: unknown }).code === 'UND_ERR_CONNECT_TIMEOUT'
+    ? new UpstreamSilent(timeoutMs, true)
+    : error;
+}
+
+/**
+ * A step's answer (`UpstreamAnswer`) to the client as it came: its status, the headers the
+ * table lets back (upstream-headers.ts) and `requestId` as `X-Request-Id`, then the body
+ * (`streamAnswer`).
+ */
+export function relay(answer: UpstreamAnswer, res: ServerResponse, requestId?: string): void {
   const headers = answerRawHeadersOf(answer);
   if (requestId !== undefined) headers.push('x-request-id', requestId);
-  res.writeHead(answer.statusCode ?? 502, headers);
+  res.writeHead(answer.statusCode, headers);
   streamAnswer(answer, res);
 }
 
 /**
- * Writes the answer's body to `res` chunk by chunk as it comes, and ends `res` with it. While
- * the client's connection is full the upstream's is paused, until it drains: nothing is held
- * beyond what Node's buffers hold. No `pipe` and its listeners per answer: its other duties are
- * `forward`'s (the client leaving closes the upstream request, the upstream leaving ends the
- * client's connection).
+ * Writes a step's answer's body to `res` chunk by chunk as it comes, and ends `res` with it.
+ * While the client's connection is full the answer is paused, until it drains. No `pipe` and
+ * its listeners per answer: its other duties are `forward`'s (the client leaving closes the
+ * upstream request, the upstream leaving ends the client's connection).
  */
-export function streamAnswer(answer: IncomingMessage, res: ServerResponse): void {
+export function streamAnswer(answer: Readable, res: ServerResponse): void {
   const resume = () => answer.resume();
   answer.on('data', (chunk: Buffer) => {
     if (!res.write(chunk)) {

@@ -1,4 +1,4 @@
-import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 
 /*
  * The one table of headers the gateway treats specially between a client and an upstream (the
@@ -142,7 +142,7 @@ const passesBack = (lowerName: string) =>
   !HOP_BY_HOP.has(lowerName) && lowerName !== 'x-request-id';
 
 /** An upstream's answer headers a client may get (`passesBack`), by name: for a step that edits them. */
-export function answerHeadersOf(answer: IncomingMessage): OutgoingHttpHeaders {
+export function answerHeadersOf(answer: { headers: IncomingHttpHeaders }): OutgoingHttpHeaders {
   const headers: OutgoingHttpHeaders = {};
   for (const name in answer.headers) {
     if (passesBack(name)) headers[name] = answer.headers[name];
@@ -155,11 +155,22 @@ export function answerHeadersOf(answer: IncomingMessage): OutgoingHttpHeaders {
  * order and as received: what a relayed answer is written with, with no object of the headers
  * built on either side (Node writes such a list as it is).
  */
-export function answerRawHeadersOf(answer: IncomingMessage): string[] {
-  const raw = answer.rawHeaders;
+export function answerRawHeadersOf(answer: { rawHeaders: readonly string[] }): string[] {
+  return answerRawHeaders(answer.rawHeaders);
+}
+
+/**
+ * The same from a `[name, value, ...]` list as undici hands it over (bytes), each read as Latin-1
+ * as Node reads them and writes them back: the bytes go on unchanged.
+ */
+export function answerRawHeaders(raw: readonly (string | Buffer)[]): string[] {
   const kept: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
-    if (passesBack(raw[i]!.toLowerCase())) kept.push(raw[i]!, raw[i + 1]!);
+    const name = latin1(raw[i]!);
+    if (passesBack(name.toLowerCase())) kept.push(name, latin1(raw[i + 1]!));
   }
   return kept;
 }
+
+const latin1 = (value: string | Buffer) =>
+  typeof value === 'string' ? value : value.toString('latin1');

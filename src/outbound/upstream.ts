@@ -6,19 +6,27 @@ import {
   type OutgoingHttpHeaders,
 } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { PassThrough, type Readable } from 'node:stream';
+import { Pool, type Dispatcher } from 'undici';
 
 /**
  * A server the gateway sends requests to (the automation service, one Keycloak node), read once
- * from its URL, with its own keep-alive pool, over plain `node:http`. undici's `Pool` was
- * measured as the forwarded route's client (bench/results.md): 0.83 × this used as fastify's
- * reply-from uses it; through its low-level `dispatch` with the answer written straight to the
- * client and all the route keeps, 1.18-1.30 × (2026-11-27), not adopted yet.
+ * from its URL, with two keep-alive pools made when first used: the proxies' undici `Pool`
+ * (`dispatcher`, through its low-level `dispatch`: outbound/forward.ts; measured against
+ * `node:http` in bench/results.md), and plain `node:http` (`request`) for the gateway's own
+ * calls to Keycloak (keycloak/keycloak-http.ts).
  */
 export interface Upstream {
   /** Host and port as the URL names them: the `Host` the upstream gets. */
   readonly host: string;
   /** The URL's path without its trailing `/` (`/auth` for a Keycloak node): every path's prefix. */
   readonly basePath: string;
+  /**
+   * The proxies' pool (outbound/forward.ts: paths given whole, `basePath` included): undici's
+   * own headers and body timeouts off (the caller keeps one timer a request); a connection
+   * attempt gives up after `connectTimeoutMs`, as the caller's timer would.
+   */
+  readonly dispatcher: Dispatcher;
   /** Opens one request to `basePath + path`; silent for `timeoutMs`, it emits `timeout`. */
   request(
     method: string,
@@ -29,13 +37,16 @@ export interface Upstream {
 }
 
 /**
- * The upstream at `url`. `maxSockets` bounds its pool; `socketTimeoutMs`, when set, closes a
- * kept-alive socket idle that long (equal to each request's timeout, a reused socket keeps its
- * timer instead of having it replaced on every request).
+ * The upstream at `url`. `maxSockets` bounds each pool; `socketTimeoutMs`, when set, closes a
+ * kept-alive `node:http` socket idle that long (equal to each request's timeout, a reused socket
+ * keeps its timer instead of having it replaced on every request); `connectTimeoutMs` bounds a
+ * connection attempt of the undici pool (default: `socketTimeoutMs`, else undici's 10 s). The
+ * undici pool keeps an idle connection as undici does (4 s, or less when the upstream's
+ * `Keep-Alive` says so), shorter than Node's and most servers' own idle limits.
  */
 export function createUpstream(
   url: string,
-  pool: { maxSockets: number; socketTimeoutMs?: number },
+  pool: { maxSockets: number; socketTimeoutMs?: number; connectTimeoutMs?: number },
 ): Upstream {
   const parsed = new URL(url);
   const secure = parsed.protocol === 'https:';
@@ -50,9 +61,20 @@ export function createUpstream(
   const hostname = parsed.hostname.replace(/^\[|\]$/g, '');
   const port = parsed.port || (secure ? 443 : 80);
   const basePath = parsed.pathname.replace(/\/$/, '');
+  const connectTimeout = pool.connectTimeoutMs ?? pool.socketTimeoutMs;
+  let dispatcher: Dispatcher | undefined;
   return {
     host: parsed.host,
     basePath,
+    get dispatcher() {
+      dispatcher ??= new Pool(parsed.origin, {
+        connections: pool.maxSockets,
+        headersTimeout: 0,
+        bodyTimeout: 0,
+        ...(connectTimeout !== undefined && { connectTimeout }),
+      });
+      return dispatcher;
+    },
     request: (method, path, headers, timeoutMs) =>
       send({
         agent,
@@ -84,18 +106,22 @@ const NONE: readonly string[] = [];
 /**
  * The header that frames the body the upstream gets, beside the client's headers (filtered:
  * `Content-Length` kept, `Transfer-Encoding` dropped as hop-by-hop): a body read whole
- * (`buffered`) goes with its own length, one of unknown length chunked again. Without it, node
- * would write a GET's or DELETE's streamed body unframed, for the upstream to read as the next
- * request on the connection.
+ * (`buffered`) goes with its own length, one of unknown length chunked again. undici frames a
+ * streamed body of unknown length itself (and refuses a `Transfer-Encoding` header): the
+ * proxies send `bodyOf`'s body with only the length of one read whole.
  */
 export function bodyFraming(req: IncomingMessage, buffered?: Buffer): readonly string[] {
   if (buffered) return ['content-length', String(buffered.length)];
   return req.headers['transfer-encoding'] !== undefined ? CHUNKED : NONE;
 }
 
-/** Sends the request's body on `outgoing` and ends it: `buffered` if read whole, else streamed. */
-export function sendBody(req: IncomingMessage, outgoing: ClientRequest, buffered?: Buffer): void {
-  if (buffered) outgoing.end(buffered);
-  else if (hasBody(req)) req.pipe(outgoing);
-  else outgoing.end();
+/**
+ * The body the upstream gets through undici: `buffered` if read whole, else the request's body
+ * streamed through a stream of its own (undici destroys the body it sent when the exchange
+ * fails, and destroying the client's request would cut the client off before its 502/504), or
+ * none.
+ */
+export function bodyOf(req: IncomingMessage, buffered?: Buffer): Buffer | Readable | null {
+  if (buffered) return buffered;
+  return hasBody(req) ? req.pipe(new PassThrough()) : null;
 }

@@ -1,0 +1,170 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { AppError } from '../../../src/envelope/errors.ts';
+import { createLogger } from '../../../src/http/logger.ts';
+import {
+  forward,
+  relay,
+  UpstreamSilent,
+  type Outbound,
+  type OutboundHandlers,
+} from '../../../src/outbound/forward.ts';
+import { createUpstream, type Upstream } from '../../../src/outbound/upstream.ts';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const portOf = (server: Server) => (server.address() as AddressInfo).port;
+const listen = (server: Server) =>
+  new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+
+/** Sends `GET /` on a socket of its own and resolves with every byte that came back. */
+function rawGet(port: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('error', reject);
+    socket.on('end', () => resolve(Buffer.concat(chunks)));
+    socket.write('GET / HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n');
+  });
+}
+
+/**
+ * The undici exchange's own edge cases (outbound/forward.ts), beside what forward.test.ts holds
+ * for every relay: no Keycloak, a local upstream whose every answer the test decides.
+ */
+describe('forward over undici: the exchange', () => {
+  let answer: (req: IncomingMessage, res: ServerResponse) => void;
+  const failures: Error[] = [];
+  let upstreamServer: Server;
+  let upstream: Upstream;
+  const gateways: Server[] = [];
+
+  /** A gateway forwarding every request to the upstream with `options` and `handlers`. */
+  async function gateway(
+    options: Partial<Outbound> = {},
+    handlersFor: (res: ServerResponse) => Partial<OutboundHandlers> = () => ({}),
+  ): Promise<number> {
+    const server = createServer((req, res) => {
+      try {
+        forward(
+          req,
+          res,
+          {
+            upstream,
+            path: '/',
+            keepCredentials: false,
+            headers: [],
+            requestId: 'r-2',
+            trace: undefined,
+            timeoutMs: 400,
+            logger: createLogger('silent'),
+            ...options,
+          },
+          {
+            failed: (err) => {
+              failures.push(err);
+              return new AppError(
+                err instanceof UpstreamSilent ? 'upstreamTimeout' : 'upstreamBadGateway',
+              );
+            },
+            ...handlersFor(res),
+          },
+        );
+      } catch (err) {
+        failures.push(err as Error);
+        res.writeHead(500).end('thrown');
+      }
+    });
+    await listen(server);
+    gateways.push(server);
+    return portOf(server);
+  }
+
+  beforeAll(async () => {
+    upstreamServer = createServer((req, res) => answer(req, res));
+    await listen(upstreamServer);
+    // One connection: a second request waits in the pool for it.
+    upstream = createUpstream(`http://127.0.0.1:${portOf(upstreamServer)}`, { maxSockets: 1 });
+  });
+  afterAll(async () => {
+    for (const server of [...gateways, upstreamServer]) {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+  beforeEach(() => {
+    failures.length = 0;
+  });
+
+  it("relays the answer's header bytes as they came, without the hop-by-hop ones, with the request id", async () => {
+    answer = (_req, res) => {
+      res.setHeader('X-Name', 'caf\u00e9');
+      res.setHeader('Keep-Alive', 'timeout=5');
+      res.setHeader('X-Request-Id', 'upstream-own');
+      res.end('ok');
+    };
+    const port = await gateway();
+    const text = (await rawGet(port)).toString('latin1');
+    expect(text).toMatch(/^HTTP\/1\.1 200 /);
+    // Node writes the upstream's header as UTF-8: the client gets those very bytes.
+    expect(text).toContain(`X-Name: ${Buffer.from('caf\u00e9', 'utf8').toString('latin1')}\r\n`);
+    expect(text).not.toMatch(/keep-alive: timeout/i);
+    expect(text).toMatch(/x-request-id: r-2\r\n/i);
+    expect(text).not.toContain('upstream-own');
+    expect(text.endsWith('ok')).toBe(true);
+  });
+
+  it('answers 504 to a request still waiting for a connection, as struck before connecting', async () => {
+    // The upstream never answers: the first request holds the pool's one connection longer
+    // than the second may wait.
+    const held: ServerResponse[] = [];
+    answer = (_req, res) => void held.push(res);
+    const patient = await gateway({ timeoutMs: 1500 });
+    const port = await gateway({ timeoutMs: 300 });
+    const [first, second] = await Promise.all([
+      fetch(`http://127.0.0.1:${patient}/`),
+      sleep(50).then(() => fetch(`http://127.0.0.1:${port}/`)),
+    ]);
+    expect([first.status, second.status]).toEqual([504, 504]);
+    expect(second.headers.get('x-request-id')).toBe('r-2');
+    const silences = failures.filter((err) => err instanceof UpstreamSilent);
+    expect(silences.map((err) => err.beforeConnect).sort()).toEqual([false, true]);
+    for (const res of held) res.destroy();
+  });
+
+  it('holds the timer while a step works on the answer, and relays it whole after', async () => {
+    // Silent longer than it may be (400 ms) in the middle of its answer, while held.
+    answer = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' }).write('the whole ');
+      setTimeout(() => res.end('answer'), 900);
+    };
+    const port = await gateway({}, (res) => ({
+      answered: (_status, timer) => (taken) => {
+        timer.hold();
+        // Three times the upstream's allowed silence, spent by the gateway itself.
+        void sleep(1200).then(() => {
+          timer.restart();
+          relay(taken, res);
+        });
+      },
+    }));
+    const got = await fetch(`http://127.0.0.1:${port}/`);
+    expect(got.status).toBe(200);
+    expect(await got.text()).toBe('the whole answer');
+    expect(failures).toEqual([]);
+  });
+
+  it('throws what undici throws for a header it will not write, sending nothing', async () => {
+    let arrived = 0;
+    answer = (_req, res) => {
+      arrived++;
+      res.end();
+    };
+    const port = await gateway({ headers: ['x-bad', 'a\r\nx-injected: 1'] });
+    const got = await fetch(`http://127.0.0.1:${port}/`);
+    expect(got.status).toBe(500);
+    expect(failures[0]).toMatchObject({ code: 'UND_ERR_INVALID_ARG' });
+    expect(arrived).toBe(0);
+  });
+});
