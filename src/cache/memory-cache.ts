@@ -43,6 +43,14 @@ export function createMemoryCache({ maxEntries, clock = systemClock }: MemoryCac
         resolve(counterOf(key)!);
       });
     },
+    claim(key, ttlMs) {
+      return new Promise((resolve) => {
+        assertValidTtl(ttlMs);
+        if (entries.get(key) !== undefined) return resolve(false);
+        entries.set(key, '1', now() + ttlMs);
+        resolve(true);
+      });
+    },
     counter(key) {
       return Promise.resolve(counterOf(key));
     },
