@@ -11,6 +11,11 @@ export interface Cache {
    * the new count and the time left.
    */
   increment(key: string, windowMs: number, by?: number): Promise<Counter>;
+  /**
+   * Stores `key` for `ttlMs` unless it is there: true when this call stored it (the first to
+   * claim it in its lifetime), false when it was there already. One command in Redis.
+   */
+  claim(key: string, ttlMs: number): Promise<boolean>;
   /** The counter under `key` as `increment` left it, or undefined when absent or expired. */
   counter(key: string): Promise<Counter | undefined>;
   /** Resolves when the backend is reachable, rejects otherwise (used by /readyz). */

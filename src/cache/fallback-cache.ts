@@ -48,6 +48,7 @@ export function createFallbackCache(
     },
     get: (key) => attempt((cache) => cache.get(key)),
     increment: (key, windowMs, by) => attempt((cache) => cache.increment(key, windowMs, by)),
+    claim: (key, ttlMs) => attempt((cache) => cache.claim(key, ttlMs)),
     counter: (key) => attempt((cache) => cache.counter(key)),
     set: (key, value, ttlMs) => attempt((cache) => cache.set(key, value, ttlMs)),
     delete: async (key) => {

@@ -20,6 +20,10 @@ export function createIpcCache(peer: IpcPeer): Cache {
       assertValidTtl(windowMs);
       return peer.call<Counter>('cache.increment', key, windowMs, by);
     },
+    async claim(key, ttlMs) {
+      assertValidTtl(ttlMs);
+      return peer.call<boolean>('cache.claim', key, ttlMs);
+    },
     counter: (key) => peer.call<Counter | undefined>('cache.counter', key),
     // The channel to the supervising process is this worker's life line: it is there or the
     // worker has exited.

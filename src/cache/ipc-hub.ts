@@ -35,6 +35,7 @@ export function createIpcHub(options: { maxEntries: number; clock?: Clock }): Ip
     // An absent `by` arrives as null (the channel speaks JSON).
     'cache.increment': (key: string, windowMs: number, by: number | null) =>
       cache.increment(key, windowMs, by ?? undefined),
+    'cache.claim': (key: string, ttlMs: number) => cache.claim(key, ttlMs),
     'cache.counter': (key: string) => cache.counter(key),
     'bus.keep': (key: string, payload: string, ttlSeconds: number) => {
       kept.set(key, payload, clock.now() + ttlSeconds * 1000);

@@ -43,6 +43,17 @@ export function createMemoryCache({ maxEntries, clock = systemClock }: MemoryCac
         resolve(counterOf(key)!);
       });
     },
+    claim(key, ttlMs) {
+      // A counter's first increment, as in Redis: among the counters, where proofs' one-time
+      // use was kept before, so a busy DPoP client evicts no cached login.
+      return new Promise((resolve) => {
+        assertValidTtl(ttlMs);
+        if (counters.get(key) !== undefined) return resolve(false);
+        const expiresAt = now() + ttlMs;
+        counters.set(key, { count: 1, expiresAt }, expiresAt);
+        resolve(true);
+      });
+    },
     counter(key) {
       return Promise.resolve(counterOf(key));
     },

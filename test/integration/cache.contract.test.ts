@@ -118,7 +118,32 @@ function describeCacheContract(
       expect(await cache.counter(key)).toBeUndefined();
     });
 
+    it('claims a key once until it expires, many claimants at once included', async () => {
+      const key = `claim-${randomUUID()}`;
+      const claims = await Promise.all(
+        Array.from({ length: 8 }, () => cache.claim(key, SHORT_TTL_MS)),
+      );
+      expect(claims.filter(Boolean)).toHaveLength(1);
+      expect(await cache.claim(key, LONG_TTL_MS)).toBe(false);
+      await passTime(PAST_EXPIRY_MS);
+      expect(await cache.claim(key, LONG_TTL_MS)).toBe(true);
+      expect(await cache.claim(key, LONG_TTL_MS)).toBe(false);
+      await cache.delete(key);
+      expect(await cache.claim(key, LONG_TTL_MS)).toBe(true);
+    });
+
+    it('claims as a counter is first incremented: each refuses what the other wrote', async () => {
+      // Replicas of before (increment) and after (claim) refuse each other's DPoP replays.
+      const claimed = `claim-${randomUUID()}`;
+      expect(await cache.claim(claimed, LONG_TTL_MS)).toBe(true);
+      expect((await cache.increment(claimed, LONG_TTL_MS)).count).toBe(2);
+      const counted = `claim-${randomUUID()}`;
+      expect((await cache.increment(counted, LONG_TTL_MS)).count).toBe(1);
+      expect(await cache.claim(counted, LONG_TTL_MS)).toBe(false);
+    });
+
     it('rejects non-positive TTLs', async () => {
+      await expect(cache.claim('bad-ttl-claim', 0)).rejects.toThrow(RangeError);
       await expect(cache.set('bad-ttl', 'x', 0)).rejects.toThrow(RangeError);
       await expect(cache.set('bad-ttl', 'x', -5)).rejects.toThrow(RangeError);
       expect(await cache.get('bad-ttl')).toBeUndefined();
@@ -170,6 +195,9 @@ describe('redis cache specifics', () => {
       const ttl = await raw.pttl(`${KEY_PREFIX}prefixed`);
       expect(ttl).toBeGreaterThan(LONG_TTL_MS - 5_000);
       expect(ttl).toBeLessThanOrEqual(LONG_TTL_MS);
+      expect(await cache.claim('claimed', LONG_TTL_MS)).toBe(true);
+      expect(await raw.get(`${KEY_PREFIX}claimed`)).toBe('1');
+      expect(await raw.pttl(`${KEY_PREFIX}claimed`)).toBeGreaterThan(LONG_TTL_MS - 5_000);
     } finally {
       await cache.close();
     }

@@ -17,7 +17,6 @@ import { normalizedHtu } from './dpop-htu.ts';
  * is refused before it is decoded.
  */
 const MAX_PROOF_LENGTH = 8 * 1024;
-const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 const MAX_JTI_LENGTH = 512;
 
 /** Key types of the asymmetric algorithms; `oct` (HMAC) never passes. */
@@ -67,8 +66,8 @@ export type ProofChecker = (proof: string, request: ProofRequest) => Promise<Che
  * `cnf.jkt` (checked before any signature, so only bound keys are imported and kept); the
  * signature; `jti`, `htm`, `htu`, `iat` inside the window, `ath`. Whether the `jti` was seen
  * before is the replay store's question (dpop-replay.ts). A proof is never cached; an imported
- * key is, with its thumbprint, under the SHA-256 of the protected header that carried it (a
- * client's proofs all share one header: its `typ`, `alg` and `jwk`). A header's first proof is
+ * key is, with its thumbprint, under the text of the protected header that carried it (a
+ * client's proofs all share one header: its `typ`, `alg` and `jwk`; public, and short). A header's first proof is
  * checked in full by jose; once one passed, the next proofs of that header (already checked,
  * their key imported for their `alg`) have their signature checked by node:crypto at once, with
  * the parameters jose uses for that `alg`, no promise and no header parsing: only the
@@ -80,25 +79,25 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
   const keys = new TtlLru<KnownKey>(options.maxCachedKeys, clock);
 
   return async (proof, request) => {
-    if (proof.length > MAX_PROOF_LENGTH || !COMPACT_JWS.test(proof)) {
-      throw invalidProof('The DPoP proof is not a compact JWS.');
-    }
-    const name = hash('sha256', proof.slice(0, proof.indexOf('.')), 'base64url');
-    const known = keys.get(name);
+    const [headerEnd, payloadEnd] = compactJwsDots(proof);
+    if (payloadEnd === 0) throw invalidProof('The DPoP proof is not a compact JWS.');
+    // The header's text names its key: a client's proofs all carry the same header.
+    const header = proof.slice(0, headerEnd);
+    const known = keys.get(header);
     const payload =
-      (known?.verifier && verifiedPayload(proof, known, request.boundKey)) ??
-      (await checkedInFull(proof, name, request.boundKey));
+      (known?.verifier && verifiedPayload(proof, headerEnd, payloadEnd, known, request)) ??
+      (await checkedInFull(proof, header, request.boundKey));
     return checkClaims(payload, request);
   };
 
   /** Every check of jose's on the proof, and its key kept for the next proofs of its header. */
-  async function checkedInFull(proof: string, name: string, boundKey: string) {
+  async function checkedInFull(proof: string, header: string, boundKey: string) {
     try {
-      const { payload } = await jwtVerify(proof, (header) => keyOf(header, name, boundKey), {
+      const { payload } = await jwtVerify(proof, (fields) => keyOf(fields, header, boundKey), {
         algorithms,
         currentDate: new Date(clock.now()),
       });
-      const known = keys.get(name);
+      const known = keys.get(header);
       if (known && !known.verifier) known.verifier = signatureCheckOf(known.alg, known.key);
       return payload as Record<string, unknown>;
     } catch (err) {
@@ -109,19 +108,26 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
   /**
    * The payload of a proof whose header passed before, once its key is the token's and its
    * signature holds; undefined when the payload has claims jose would check (`exp`, `nbf`),
-   * which the full check then does.
+   * which the full check then does. The proof is all base64url (compactJwsDots), so its text
+   * is its bytes: the signed part is one latin1 copy, the payload decoded once and parsed once.
    */
-  function verifiedPayload(proof: string, known: KnownKey, boundKey: string) {
-    if (!sameText(known.thumbprint, boundKey)) {
+  function verifiedPayload(
+    proof: string,
+    headerEnd: number,
+    payloadEnd: number,
+    known: KnownKey,
+    request: ProofRequest,
+  ) {
+    if (!sameText(known.thumbprint, request.boundKey)) {
       throw invalidProof("The DPoP proof's key is not the key the token is bound to.");
     }
-    const [header, body, signature] = proof.split('.') as [string, string, string];
     let payload: unknown;
     try {
-      const signed = Buffer.from(`${header}.${body}`);
-      if (!known.verifier!(signed, Buffer.from(signature, 'base64url')))
+      const signed = Buffer.from(proof.slice(0, payloadEnd), 'latin1');
+      if (!known.verifier!(signed, Buffer.from(proof.slice(payloadEnd + 1), 'base64url')))
         throw new Error('signature');
-      payload = JSON.parse(Buffer.from(body, 'base64url').toString('utf8'));
+      const body = Buffer.from(proof.slice(headerEnd + 1, payloadEnd), 'base64url');
+      payload = JSON.parse(body.toString('utf8'));
     } catch (err) {
       throw invalidProof('The DPoP proof is not valid.', err);
     }
@@ -133,16 +139,16 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
 
   /** The proof's key, once its header passed, if it is the token's; imported once per header. */
   async function keyOf(
-    header: JWSHeaderParameters,
-    name: string,
+    fields: JWSHeaderParameters,
+    header: string,
     boundKey: string,
   ): Promise<CryptoKey> {
-    const known = keys.get(name) ?? (await checkedKey(header));
+    const known = keys.get(header) ?? (await checkedKey(fields));
     if (!sameText(known.thumbprint, boundKey)) {
       throw invalidProof("The DPoP proof's key is not the key the token is bound to.");
     }
     // Kept only once it is a bound token's key: no stranger's key takes a place.
-    keys.set(name, known, clock.now() + KEY_KEPT_MS);
+    keys.set(header, known, clock.now() + KEY_KEPT_MS);
     return known.key;
   }
 
@@ -170,7 +176,9 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
       throw invalidProof('The DPoP proof has no valid "jti".');
     }
     if (htm !== request.method) throw invalidProof('The DPoP proof is for another method.');
-    if (typeof htu !== 'string' || normalizedHtu(htu) !== request.htu) {
+    // `request.htu` is in normalised form already (normalizedHtu leaves it as it is): a proof
+    // that spells it so needs no URL parsing.
+    if (typeof htu !== 'string' || (htu !== request.htu && normalizedHtu(htu) !== request.htu)) {
       throw invalidProof('The DPoP proof is for another URL.');
     }
     if (typeof iat !== 'number' || !Number.isFinite(iat)) {
@@ -211,8 +219,14 @@ function signatureCheckOf(alg: string, key: CryptoKey): KnownKey['verifier'] {
     return (signed, signature) => verify(undefined, signed, keyObject, signature);
   }
   if (alg.startsWith('ES')) {
-    const ecdsa = { key: keyObject, dsaEncoding: 'ieee-p1363' } as const;
-    return (signed, signature) => verify(digest, signed, ecdsa, signature);
+    // Converted here rather than by `dsaEncoding: 'ieee-p1363'`: node:crypto then takes the key
+    // object as it is, which costs a P-256 check about 20 µs less (bench/dpop-check.ts).
+    const half = ECDSA_HALF_LENGTH[alg];
+    if (half === undefined) return undefined;
+    return (signed, signature) => {
+      const der = derSignatureOf(signature, half);
+      return der !== undefined && verify(digest, signed, keyObject, der);
+    };
   }
   if (alg.startsWith('PS')) {
     const saltLength = Number(alg.slice(2)) / 8;
@@ -223,6 +237,73 @@ function signatureCheckOf(alg: string, key: CryptoKey): KnownKey['verifier'] {
     return (signed, signature) => verify(digest, signed, keyObject, signature);
   }
   return undefined;
+}
+
+/** The length of r (and of s) in a JWS ECDSA signature (RFC 7518 section 3.4), per `alg`. */
+const ECDSA_HALF_LENGTH: Record<string, number> = { ES256: 32, ES384: 48, ES512: 66 };
+
+/**
+ * A JWS ECDSA signature (r || s, each `half` bytes) as the DER `ECDSA-Sig-Value` OpenSSL reads:
+ * each integer minimal, a zero byte before one whose high bit is set. Undefined when the
+ * signature is not exactly 2 × `half` bytes, which WebCrypto (and so jose) refuses too.
+ */
+export function derSignatureOf(signature: Buffer, half: number): Buffer | undefined {
+  if (signature.length !== 2 * half) return undefined;
+  let r = 0;
+  while (r < half - 1 && signature[r] === 0) r++;
+  let s = half;
+  while (s < 2 * half - 1 && signature[s] === 0) s++;
+  const rPad = signature[r]! >= 0x80 ? 1 : 0;
+  const sPad = signature[s]! >= 0x80 ? 1 : 0;
+  const rLength = half - r + rPad;
+  const sLength = 2 * half - s + sPad;
+  const body = 4 + rLength + sLength;
+  // ES512's sequence may pass 127 bytes: its length then takes the long form (0x81, length).
+  const long = body >= 0x80 ? 1 : 0;
+  const der = Buffer.allocUnsafe(2 + long + body);
+  let at = 0;
+  der[at++] = 0x30;
+  if (long) der[at++] = 0x81;
+  der[at++] = body;
+  der[at++] = 0x02;
+  der[at++] = rLength;
+  if (rPad) der[at++] = 0;
+  at += signature.copy(der, at, r, half);
+  der[at++] = 0x02;
+  der[at++] = sLength;
+  if (sPad) der[at++] = 0;
+  signature.copy(der, at, s, 2 * half);
+  return der;
+}
+
+/**
+ * Where the two dots of a compact JWS are (RFC 7515 section 7.1: three non-empty base64url
+ * parts), in one pass over the text and without a regular expression; [0, 0] when `text` is
+ * not one or is longer than a proof may be.
+ */
+function compactJwsDots(text: string): [headerEnd: number, payloadEnd: number] {
+  const none: [number, number] = [0, 0];
+  if (text.length > MAX_PROOF_LENGTH) return none;
+  let first = 0;
+  let second = 0;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code === 0x2e) {
+      if (second !== 0) return none;
+      if (first === 0) first = i;
+      else second = i;
+      // An empty part: a dot first, two dots in a row, or a dot last.
+      if (i === 0 || text.charCodeAt(i - 1) === 0x2e || i === text.length - 1) return none;
+    } else if (code >= 128 || BASE64URL[code] !== 1) {
+      return none;
+    }
+  }
+  return second === 0 ? none : [first, second];
+}
+
+const BASE64URL = new Uint8Array(128);
+for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_') {
+  BASE64URL[c.charCodeAt(0)] = 1;
 }
 
 /** An imported key is kept this long after its import (a thumbprint names one key forever). */

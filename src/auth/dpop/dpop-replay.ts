@@ -11,9 +11,10 @@ export interface ProofReplayStore {
 
 /**
  * The one-time use of proofs (RFC 9449 section 11.1), through the gateway's cache: Redis when
- * configured, so a proof is accepted once across every replica and worker (`increment` is one
- * atomic SET NX + INCRBY there); without Redis the supervising process's or this process's
- * memory. While Redis fails the cache's fallback serves, as it does for every other shared
+ * configured, so a proof is accepted once across every replica and worker (`claim` is one
+ * `SET key 1 NX PX ttl` there, atomic; the name is the one replicas of before used with their
+ * SET NX + INCRBY, so a fleet in the middle of an upgrade still refuses a replay); without Redis
+ * the supervising process's or this process's memory. While Redis fails the cache's fallback serves, as it does for every other shared
  * entry: a proof is then accepted once per process (or per gateway, with workers) until Redis
  * answers again. The entry is named by SHA-256 of the key's thumbprint and the `jti` (never the
  * proof) and lives until the proof's `iat` leaves the window.
@@ -24,8 +25,7 @@ export function createProofReplayStore(options: { cache: Cache; clock?: Clock })
     async firstUse(boundKey, proof) {
       const name = hash('sha256', `${boundKey}\u0000${proof.jti}`, 'base64url');
       const ttlMs = Math.max(1, Math.ceil(proof.acceptableUntil - clock.now()));
-      const { count } = await cache.increment(`dpop-jti:${name}`, ttlMs);
-      return count === 1;
+      return cache.claim(`dpop-jti:${name}`, ttlMs);
     },
   };
 }

@@ -58,14 +58,24 @@ export function createDpopScheme(options: {
   };
 }
 
-/** The value of the request's one `DPoP` header; none, several or an empty one is refused. */
+/**
+ * The value of the request's one `DPoP` header; none, several or an empty one is refused. Read
+ * from the raw header list (names as sent, values as the parser trimmed them) rather than
+ * `headersDistinct`, which builds an array for every header of the request.
+ */
 function onlyProof(req: IncomingMessage): string {
-  const values = req.headersDistinct.dpop;
-  if (values === undefined || values.length === 0) {
+  const raw = req.rawHeaders;
+  let proof: string | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (name.length !== 4 || name.toLowerCase() !== 'dpop') continue;
+    if (proof !== undefined) throw invalidProof('Exactly one DPoP proof header is allowed.');
+    proof = raw[i + 1]!;
+  }
+  if (proof === undefined) {
     throw invalidProof('A DPoP proof header is required with the DPoP scheme.');
   }
-  if (values.length > 1) throw invalidProof('Exactly one DPoP proof header is allowed.');
-  const proof = values[0]!.trim();
+  proof = proof.trim();
   if (proof === '') throw invalidProof('The DPoP proof header is empty.');
   return proof;
 }

@@ -1,8 +1,14 @@
+import { generateKeyPairSync, sign, verify } from 'node:crypto';
 import { exportJWK, importJWK, SignJWT, type CryptoKey } from 'jose';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ASYMMETRIC_ALGORITHMS } from '../../../../src/config/jws-algorithms.ts';
-import { createProofChecker, type ProofRequest } from '../../../../src/auth/dpop/dpop-proof.ts';
-import { htuBaseOf } from '../../../../src/auth/dpop/dpop-htu.ts';
+import {
+  createProofChecker,
+  derSignatureOf,
+  type ProofRequest,
+} from '../../../../src/auth/dpop/dpop-proof.ts';
+import { htuBaseOf, normalizedHtu } from '../../../../src/auth/dpop/dpop-htu.ts';
+import { parseRequestTarget } from '../../../../src/edge/request-target.ts';
 import {
   dpopKey,
   dpopProof,
@@ -185,7 +191,7 @@ describe('a DPoP proof (RFC 9449 section 4.3)', () => {
     await expect(check(await proof({}, pss), bound)).resolves.toBeDefined();
   });
 
-  it.each(['ES256', 'ES384', 'RS256', 'PS256', 'EdDSA'])(
+  it.each(['ES256', 'ES384', 'ES512', 'RS256', 'PS256', 'EdDSA'])(
     'checks the next proofs of a known %s header at once: each signature, each claim',
     async (alg) => {
       const signer = await dpopKey(alg);
@@ -214,4 +220,62 @@ describe('a DPoP proof (RFC 9449 section 4.3)', () => {
       expect(await refusal(rawJws('{}', '[1]'), bound)).toBeDefined();
     },
   );
+});
+
+describe('the htu a request is checked against', () => {
+  // The checker takes a proof whose htu is the request's own text without parsing it: that
+  // text must be what normalizedHtu makes of it.
+  it.each([
+    ['https://gw.example', '/api/acme/workspaces/ws1/ita/jobs'],
+    ['HTTPS://GW.Example:443/', '/api/acme/platform/users/'],
+    ['http://127.0.0.1:8000', "/api/acme/x/a~b!$&'()*+,=:@-._/"],
+    ['http://[::1]:8080/', '/api/%61cme/%7e/caf%c3%a9/%2a'],
+    ['https://xn--bcher-kva.example', '/api/acme/%E2%9C%93'],
+  ])('is left as it is by normalizedHtu: %s + %s', (publicUrl, target) => {
+    const parsed = parseRequestTarget(target);
+    if ('refused' in parsed) throw new Error(parsed.refused);
+    const htu = htuBaseOf(publicUrl) + parsed.path;
+    expect(normalizedHtu(htu)).toBe(htu);
+  });
+});
+
+describe('a JWS ECDSA signature as DER', () => {
+  const hex = (text: string) => Buffer.from(text.replace(/ /g, ''), 'hex');
+
+  it('keeps each integer minimal: leading zeros dropped, a zero before a high bit', () => {
+    const r = `0000${'7f'.repeat(30)}`;
+    const s = `80${'01'.repeat(31)}`;
+    expect(derSignatureOf(hex(r + s), 32)?.toString('hex')).toBe(
+      `3043 021e ${'7f'.repeat(30)} 0221 00 80${'01'.repeat(31)}`.replace(/ /g, ''),
+    );
+    expect(derSignatureOf(Buffer.alloc(64), 32)?.toString('hex')).toBe('3006020100020100');
+  });
+
+  it('takes the long length form past 127 bytes (ES512), and refuses a wrong length', () => {
+    const der = derSignatureOf(Buffer.alloc(132, 0xff), 66)!;
+    expect(der.subarray(0, 5).toString('hex')).toBe('30818a0243');
+    expect(der).toHaveLength(3 + 138);
+    expect(derSignatureOf(Buffer.alloc(63), 32)).toBeUndefined();
+    expect(derSignatureOf(Buffer.alloc(65), 32)).toBeUndefined();
+  });
+
+  it.each([
+    ['P-256', 'sha256', 32],
+    ['P-384', 'sha384', 48],
+    ['P-521', 'sha512', 66],
+  ] as const)('verifies as node:crypto verifies r || s (%s)', (namedCurve, digest, half) => {
+    const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve });
+    for (let i = 0; i < 40; i++) {
+      const data = Buffer.from(`signed ${i}`);
+      const signature = sign(digest, data, { key: privateKey, dsaEncoding: 'ieee-p1363' });
+      if (i % 2 === 1) signature[i % signature.length]! ^= 1;
+      const expected = verify(
+        digest,
+        data,
+        { key: publicKey, dsaEncoding: 'ieee-p1363' },
+        signature,
+      );
+      expect(verify(digest, data, publicKey, derSignatureOf(signature, half)!)).toBe(expected);
+    }
+  });
 });

@@ -21,6 +21,7 @@ function sharedRedis() {
     set: (key, value, ttl) => guard(() => store.set(key, value, ttl)),
     delete: (key) => guard(() => store.delete(key)),
     increment: (key, window, by) => guard(() => store.increment(key, window, by)),
+    claim: (key, ttl) => guard(() => store.claim(key, ttl)),
     counter: (key) => guard(() => store.counter(key)),
     ping: () => guard(() => store.ping()),
     close: () => Promise.resolve(),
