@@ -121,16 +121,7 @@ describe('backup and restore of the production profile into a fresh stack', () =
       expect(grant.status).toBe(200);
       made.offline.push(grant.json.refresh_token);
     }
-    const job = await tokenGrant(org, {
-      grant_type: 'password',
-      scope: 'openid offline_access',
-      ...jobOwner,
-      realmgate_name: 'nightly',
-      realmgate_workspaces: WORKSPACE,
-      realmgate_read_only: 'true',
-    });
-    expect(job.status, JSON.stringify(job.json)).toBe(200);
-    made.job = job.json.refresh_token;
+    made.job = await fixture.jobCredential(jobOwner);
 
     const session = await tokenGrant(org, {
       grant_type: 'password',

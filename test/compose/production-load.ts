@@ -55,6 +55,8 @@ export interface ProductionFixture {
   adminBearer(): Promise<string>;
   /** The organization, its workspace and the load users and `others`, through the API. */
   makeOrganization(name: string, others?: User[]): Promise<void>;
+  /** `owner`'s job credential "nightly" (read-only, the workspace only): its refresh token. */
+  jobCredential(owner: User): Promise<string>;
 }
 
 /**
@@ -111,6 +113,18 @@ export function productionFixture(prefix: string, loadUsers = 2): ProductionFixt
         { id: org, name, workspace },
         [...users, ...others],
       ),
+    jobCredential: async (owner) => {
+      const job = await tokenGrant(org, {
+        grant_type: 'password',
+        scope: 'openid offline_access',
+        ...owner,
+        realmgate_name: 'nightly',
+        realmgate_workspaces: workspace,
+        realmgate_read_only: 'true',
+      });
+      expect(job.status, JSON.stringify(job.json)).toBe(200);
+      return job.json.refresh_token;
+    },
   };
 }
 

@@ -230,16 +230,7 @@ describe('a rolling upgrade from the previous release, under load, on the produc
 
   it(`${previous.release.version} serves: a job credential and a revoked access token made with it`, async () => {
     expect(await Promise.all(REPLICAS.map(imageOf))).toEqual([OLD_IMAGE, OLD_IMAGE]);
-    const job = await tokenGrant(org, {
-      grant_type: 'password',
-      scope: 'openid offline_access',
-      ...jobOwner,
-      realmgate_name: 'nightly',
-      realmgate_workspaces: WORKSPACE,
-      realmgate_read_only: 'true',
-    });
-    expect(job.status, JSON.stringify(job.json)).toBe(200);
-    jobRefreshToken = job.json.refresh_token;
+    jobRefreshToken = await fixture.jobCredential(jobOwner);
 
     const grant = await tokenGrant(org, {
       grant_type: 'password',
