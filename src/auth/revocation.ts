@@ -85,6 +85,8 @@ export interface RevocationList {
 }
 
 const MAX_REVOKED = 1_000_000;
+/** How soon a revocation Redis did not take, though up, is offered again. */
+const SHARE_RETRY_MS = 1000;
 
 /**
  * Revoked sessions, checked on every request without any network call: each replica keeps them
@@ -191,6 +193,7 @@ export async function createRevocationList(options: {
   // the read goes over the commands one: it is made when each is back, so that a read tried
   // before the commands connection was (and failed) is made again.
   const unshared = new Set<RevocationMessage>();
+  let retry: NodeJS.Timeout | undefined;
   bus.onCommandsBack(() => {
     void shareUnshared();
     void readStored();
@@ -218,9 +221,24 @@ export async function createRevocationList(options: {
         await share(message);
         unshared.delete(message);
       } catch {
+        retryLater();
         return;
       }
     }
+  }
+
+  /**
+   * Another try in a second while Redis takes commands: a share can fail with Redis up (a
+   * time-out on a busy machine just after it came back), and no reconnection would come to try
+   * again. While Redis is down the next reconnection does it (onCommandsBack).
+   */
+  function retryLater(): void {
+    if (retry) return;
+    retry = setTimeout(() => {
+      retry = undefined;
+      if (bus.isReady()) void shareUnshared();
+    }, SHARE_RETRY_MS);
+    retry.unref();
   }
 
   async function loadStored(): Promise<void> {

@@ -1,5 +1,5 @@
 import pino from 'pino';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createRevocationList } from '../../../src/auth/revocation.ts';
 import { sharedChannels } from '../../helpers/shared-channels.ts';
 import { manualClock } from '../../helpers/test-clock.ts';
@@ -46,5 +46,39 @@ describe('the revocation channel between replicas', () => {
     // A string where the list of session ids belongs is not read letter by letter.
     expect(b.isSessionRevoked('s')).toBe(false);
     expect(b.isClientSessionRevoked('s1', 'app', 0)).toBe(false);
+  });
+
+  it('offers a revocation again a second later when Redis, up, did not take it, without waiting for a reconnection', async () => {
+    vi.useFakeTimers();
+    try {
+      const channels = sharedChannels();
+      const bus = channels.busOf('a');
+      // The revocation's own attempt and the one it makes at once when Redis says it is up.
+      let timeOuts = 2;
+      const publish = bus.publish.bind(bus);
+      bus.publish = (channel, payload) =>
+        timeOuts-- > 0 ? Promise.reject(new Error('Command timed out')) : publish(channel, payload);
+      const a = await createRevocationList({
+        bus,
+        keyPrefix: 'unit:',
+        metrics: { revocationApplied: () => undefined },
+        logger: pino({ level: 'silent' }),
+        clock,
+      });
+      const b = await replicaOn(channels, 'b');
+      await a.revoke({
+        realm: 'acme',
+        userId: 'u1',
+        sessionIds: ['s1'],
+        ttlSeconds: 60,
+        userTtlSeconds: 60,
+      });
+      expect(a.isSessionRevoked('s1')).toBe(true);
+      expect(b.isSessionRevoked('s1')).toBe(false);
+      await vi.advanceTimersByTimeAsync(1000);
+      expect(b.isSessionRevoked('s1')).toBe(true);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
