@@ -203,10 +203,15 @@ export async function createRevocationList(options: {
   async function share(message: RevocationMessage): Promise<void> {
     const payload = JSON.stringify(message);
     const ttl = Math.max(lifetimeSecondsOf(message), 1);
-    // Published first: a worker's siblings (through the supervising process, cache/worker-bus.ts)
-    // learn it even when Redis then fails; a failure leaves it to be shared again, both steps.
-    await bus.publish(channel, payload);
-    await bus.keep(keyOf(`${message.realm}:${message.userId}:${message.at}`), payload, ttl);
+    // Both sent at once, the store first: on one Redis connection the SET lands before the
+    // PUBLISH, so a replica whose subscription came back too late for the message finds it
+    // when it reads the store next (onSubscriptionBack); a worker's siblings hear it through the
+    // supervising process at once (cache/worker-bus.ts), Redis or not. A failure of either
+    // leaves it to be shared again, both steps.
+    await Promise.all([
+      bus.keep(keyOf(`${message.realm}:${message.userId}:${message.at}`), payload, ttl),
+      bus.publish(channel, payload),
+    ]);
   }
 
   async function shareUnshared(): Promise<void> {
