@@ -14,7 +14,6 @@ const PAIRS = [
   ['auth-off', 'limit'],
   ['bearer-control', 'bearer'],
   ['dpop', 'bearer'],
-  ['bearer-node20', 'bearer'],
   ['basic-warm', 'bearer'],
   ['bearer-10k', 'bearer'],
   ['bearer-realms', 'bearer'],

@@ -4,34 +4,40 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
-/**
- * The Node a child runs on: this one (Node 24 strips the types itself), or another binary with
- * tsx as its loader (Node 20 cannot strip types).
- */
-export interface Runtime {
-  node: string;
-  tsx: boolean;
-}
-
 const running = new Set<ChildProcess>();
 
 /**
- * Spawns a bench module (a file of bench/, or an absolute path: another source tree's); its
- * stdin stays a pipe, so it exits when the bench dies in any way.
+ * Spawns a bench module (a file of bench/, or an absolute path: another source tree's) on this
+ * Node; its stdin stays a pipe, so it exits when the bench dies in any way. Its stderr is
+ * passed on to the bench's, and its last lines are kept: a child that dies says why.
  */
-type How = { env?: object; runtime?: Runtime; nodeArgs?: string[]; cpuList?: string };
+type How = { env?: object; nodeArgs?: string[]; cpuList?: string };
 function spawnModule(module: string, how: How) {
-  const loader = how.runtime?.tsx ? ['--import', import.meta.resolve('tsx')] : [];
   const file = path.isAbsolute(module)
     ? module
     : fileURLToPath(new URL(`./${module}`, import.meta.url));
-  const node = [how.runtime?.node ?? process.execPath, ...(how.nodeArgs ?? []), ...loader, file];
+  const node = [process.execPath, ...(how.nodeArgs ?? []), file];
   const [command, ...args] = how.cpuList ? ['taskset', '--cpu-list', how.cpuList, ...node] : node;
   const env = { ...process.env, ...how.env };
-  const child = spawn(command!, args, { stdio: ['pipe', 'pipe', 'inherit'], env });
+  const child = spawn(command!, args, { stdio: ['pipe', 'pipe', 'pipe'], env });
   running.add(child);
   child.once('exit', () => running.delete(child));
-  return child;
+  const tail: string[] = [];
+  createInterface({ input: child.stderr }).on('line', (line) => {
+    process.stderr.write(`${line}\n`);
+    if (tail.push(line) > 40) tail.shift();
+  });
+  return { child, lastWords: () => lastWords(tail) };
+}
+
+/**
+ * What a dead child's stderr said, on one line: its last three lines that are neither blank,
+ * nor a stack frame, nor the caret under a quoted line (Node's report of an uncaught error ends
+ * with the error, its frames and the Node version).
+ */
+export function lastWords(lines: string[]): string {
+  const said = lines.map((l) => l.trim()).filter((l) => l && !/^at |^\^+$/.test(l));
+  return said.slice(-3).join(' | ') || 'nothing on stderr';
 }
 
 /**
@@ -39,17 +45,21 @@ function spawnModule(module: string, how: How) {
  * JSON object with `ready: true` on stdout; `stop` sends SIGTERM, then SIGKILL after `graceMs`.
  */
 export async function startChild(module: string, how: How) {
-  const child = spawnModule(module, how);
+  const { child, lastWords: said } = spawnModule(module, how);
   const ready = await new Promise<Record<string, unknown>>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${module}: not ready in 90 s`)), 90_000);
+    const timer = setTimeout(() => {
+      reject(new Error(`${module}: not ready in 90 s: ${said()}`));
+      child.kill('SIGKILL');
+    }, 90_000);
     createInterface({ input: child.stdout }).on('line', (line) => {
       if (!line.startsWith('{"ready":true')) return;
       clearTimeout(timer);
       resolve(JSON.parse(line) as Record<string, unknown>);
     });
-    child.once('exit', (code, signal) => {
+    // 'close', not 'exit': after its stderr's last lines have been read.
+    child.once('close', (code, signal) => {
       clearTimeout(timer);
-      reject(new Error(`${module} exited before it was ready (${signal ?? code})`));
+      reject(new Error(`${module} exited before it was ready (${signal ?? code}): ${said()}`));
     });
   });
   return { pid: child.pid!, ready, stop: (graceMs?: number) => stopChild(child, graceMs) };
@@ -69,7 +79,7 @@ export function runToCompletion(
   hold?: { started: Promise<void>; onLine: (line: string) => void },
   stop?: AbortSignal,
 ) {
-  const child = spawnModule(module, { cpuList });
+  const { child, lastWords: said } = spawnModule(module, { cpuList });
   return new Promise<string>((resolve, reject) => {
     const chunks: Buffer[] = [];
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
@@ -78,7 +88,7 @@ export function runToCompletion(
     child.once('exit', (code, signal) => {
       clearTimeout(timer);
       if (code === 0) resolve(Buffer.concat(chunks).toString('utf8'));
-      else reject(new Error(`${module} failed (${signal ?? code})`));
+      else reject(new Error(`${module} failed (${signal ?? code}): ${said()}`));
     });
     if (hold) {
       createInterface({ input: child.stdout }).on('line', hold.onLine);

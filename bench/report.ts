@@ -65,7 +65,6 @@ export function judgeTargets(rows: Row[], pairs: PairOutcome[]): Target[] {
     paired('flat with 10,000 tokens: ≥ 0.9 × 1 token', 'bearer-10k', 'bearer', 0.9),
     paired('flat with 100 realms: ≥ 0.9 × 1 realm', 'bearer-realms', 'bearer', 0.9),
     paired('no target: auth off ÷ limit, the gateway without auth', 'auth-off', 'limit', NaN),
-    paired('no target: Node 20 ÷ Node 24, same gateway', 'bearer-node20', 'bearer', NaN),
     paired('no target: tracing on ÷ off, same gateway', 'bearer-tracing', 'bearer', NaN),
     paired('no target: control ÷ Bearer, identical processes', 'bearer-control', 'bearer', NaN),
   ];
