@@ -11,7 +11,7 @@ import { createProvisioner } from './fixtures.ts';
 import { runTogether, type LoadRequest } from './load.ts';
 import { startChild, stopAllChildren } from './processes.ts';
 import { automationPath } from './scenarios.ts';
-import { DATA_DIR } from './settings.ts';
+import { DATA_DIR, readArgs } from './settings.ts';
 import {
   dropDatabase,
   gatewayEnv,
@@ -39,29 +39,30 @@ import { summarize } from './stats.ts';
  */
 const run = promisify(execFile);
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const args = new Map<string, string>();
-for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!, process.argv[i + 1]!);
+const args = readArgs(process.argv.slice(2), {
+  route: 'forwarded',
+  a: here,
+  b: here,
+  'a-env': '',
+  'b-env': '',
+  rounds: 5,
+  'round-seconds': 5,
+});
 /** `K=V,K=V` as settings. */
-function envOf(spec = ''): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const entry of spec.split(',').filter(Boolean)) {
-    const at = entry.indexOf('=');
-    env[entry.slice(0, at)] = entry.slice(at + 1);
-  }
-  return env;
-}
+const envOf = (spec: string) =>
+  Object.fromEntries(
+    spec
+      .split(',')
+      .filter(Boolean)
+      .map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]),
+  );
 const sides = [
-  { name: 'A', tree: args.get('--a') ?? here, env: envOf(args.get('--a-env')), port: 28500 },
-  { name: 'B', tree: args.get('--b') ?? here, env: envOf(args.get('--b-env')), port: 28510 },
+  { name: 'A', tree: args.a, env: envOf(args['a-env']), port: 28500 },
+  { name: 'B', tree: args.b, env: envOf(args['b-env']), port: 28510 },
 ];
-/**
- * `forwarded` (default): the automation route, auth off; `bearer`: that route with a real
- * token; `token`: a refresh grant through `/auth`.
- */
-const route = args.get('--route') ?? 'forwarded';
+const { route, rounds } = args;
 if (!['forwarded', 'bearer', 'token'].includes(route)) throw new Error(`--route ${route}?`);
-const rounds = Number(args.get('--rounds') ?? 5);
-const roundSeconds = Number(args.get('--round-seconds') ?? 5);
+const roundSeconds = args['round-seconds'];
 const ORG = 'bench-ab';
 const WORKSPACE = 'ws1';
 const DATABASE = 'realmgate_ab';

@@ -1,23 +1,38 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
 const running = new Set<ChildProcess>();
 
 /**
- * Spawns a bench module (a file of bench/, or an absolute path: another source tree's) on this
- * Node; its stdin stays a pipe, so it exits when the bench dies in any way. Its stderr is
- * passed on to the bench's, and its last lines are kept: a child that dies says why.
+ * How a child runs: its settings, Node's options, its CPUs; and when a long-lived one is ready
+ * (`startChild`): by default its readiness line, a JSON object with `ready: true` on stdout;
+ * with `readyText` the first line of stdout that holds it; with `port` once that port accepts.
  */
-type How = { env?: object; nodeArgs?: string[]; cpuList?: string };
-function spawnModule(module: string, how: How) {
-  const file = path.isAbsolute(module)
-    ? module
-    : fileURLToPath(new URL(`./${module}`, import.meta.url));
-  const node = [process.execPath, ...(how.nodeArgs ?? []), file];
-  const [command, ...args] = how.cpuList ? ['taskset', '--cpu-list', how.cpuList, ...node] : node;
+type How = {
+  env?: object;
+  nodeArgs?: string[];
+  cpuList?: string;
+  readyText?: string;
+  port?: number;
+};
+
+/**
+ * Spawns a bench module (a file of bench/, or an absolute path: another source tree's) on this
+ * Node, or a command given as its words; its stdin stays a pipe, so a module exits when the
+ * bench dies in any way (command-process.ts gives a command that watch). Its stderr is passed
+ * on to the bench's, and its last lines are kept: a child that dies says why.
+ */
+function spawnChild(module: string | string[], how: How) {
+  const file = (m: string) =>
+    path.isAbsolute(m) ? m : fileURLToPath(new URL(`./${m}`, import.meta.url));
+  const words =
+    typeof module === 'string' ? [process.execPath, ...(how.nodeArgs ?? []), file(module)] : module;
+  const [command, ...args] = how.cpuList ? ['taskset', '--cpu-list', how.cpuList, ...words] : words;
   const env = { ...process.env, ...how.env };
   const child = spawn(command!, args, { stdio: ['pipe', 'pipe', 'pipe'], env });
   running.add(child);
@@ -41,28 +56,50 @@ export function lastWords(lines: string[]): string {
 }
 
 /**
- * Starts a long-lived bench module (a server, a gateway) and waits for its readiness line, a
- * JSON object with `ready: true` on stdout; `stop` sends SIGTERM, then SIGKILL after `graceMs`.
+ * Starts a long-lived child (a server, a gateway; `How` says when it is ready) and waits until
+ * it is; one that exits first rejects, with what it said last. `stop` sends SIGTERM, then
+ * SIGKILL after `graceMs`.
  */
-export async function startChild(module: string, how: How) {
-  const { child, lastWords: said } = spawnModule(module, how);
+export async function startChild(module: string | string[], how: How) {
+  const { child, lastWords: said } = spawnChild(module, how);
+  const name = typeof module === 'string' ? module : module[0];
   const ready = await new Promise<Record<string, unknown>>((resolve, reject) => {
     const timer = setTimeout(() => {
-      reject(new Error(`${module}: not ready in 90 s: ${said()}`));
+      reject(new Error(`${name}: not ready in 90 s: ${said()}`));
       child.kill('SIGKILL');
     }, 90_000);
-    createInterface({ input: child.stdout }).on('line', (line) => {
-      if (!line.startsWith('{"ready":true')) return;
+    const done = (details: Record<string, unknown>) => {
       clearTimeout(timer);
-      resolve(JSON.parse(line) as Record<string, unknown>);
+      resolve(details);
+    };
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      if (how.readyText ? line.includes(how.readyText) : line.startsWith('{"ready":true')) {
+        done(how.readyText ? {} : (JSON.parse(line) as Record<string, unknown>));
+      }
     });
+    if (how.port !== undefined && !how.readyText) void whenAccepting(how.port, child).then(done);
     // 'close', not 'exit': after its stderr's last lines have been read.
     child.once('close', (code, signal) => {
       clearTimeout(timer);
-      reject(new Error(`${module} exited before it was ready (${signal ?? code}): ${said()}`));
+      reject(new Error(`${name} exited before it was ready (${signal ?? code}): ${said()}`));
     });
   });
-  return { pid: child.pid!, ready, stop: (graceMs?: number) => stopChild(child, graceMs) };
+  return { pid: child.pid!, child, ready, stop: (graceMs?: number) => stopChild(child, graceMs) };
+}
+
+/** Resolves once `port` on 127.0.0.1 accepts a connection (tried every 100 ms while `child` runs). */
+async function whenAccepting(port: number, child: ChildProcess): Promise<Record<string, unknown>> {
+  const accepts = () =>
+    new Promise<boolean>((resolve) => {
+      const socket = connect(port, '127.0.0.1');
+      const answer = (ok: boolean) => {
+        socket.destroy();
+        resolve(ok);
+      };
+      socket.once('connect', () => answer(true)).once('error', () => answer(false));
+    });
+  while (child.exitCode === null && !(await accepts())) await sleep(100);
+  return {};
 }
 
 /**
@@ -79,7 +116,7 @@ export function runToCompletion(
   hold?: { started: Promise<void>; onLine: (line: string) => void },
   stop?: AbortSignal,
 ) {
-  const { child, lastWords: said } = spawnModule(module, { cpuList });
+  const { child, lastWords: said } = spawnChild(module, { cpuList });
   return new Promise<string>((resolve, reject) => {
     const chunks: Buffer[] = [];
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);

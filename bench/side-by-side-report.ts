@@ -1,3 +1,4 @@
+import type { Target } from './report.ts';
 import { median } from './stats.ts';
 import { GATEWAY_OF, MODES, type Mode, type RowId, type SideBySide } from './side-by-side.ts';
 
@@ -6,11 +7,6 @@ import { GATEWAY_OF, MODES, type Mode, type RowId, type SideBySide } from './sid
  * Apache and HAProxy (median of rounds, each round's ratio beside), the issue's targets, and
  * the p99 latency realmgate adds at half its peak.
  */
-export interface SideTarget {
-  target: string;
-  measured: string;
-  met: boolean | undefined;
-}
 
 const TARGETS: { mode: Mode; row: RowId; reference: RowId; min: number }[] = [
   { mode: 'per core', row: 'realmgate-1', reference: 'limit', min: 0.9 },
@@ -35,7 +31,7 @@ export function ratioOf(result: SideBySide, mode: Mode, row: RowId, reference: R
   return { median: a.reqPerSec / b.reqPerSec, rounds, roundsMedian: median(rounds)! };
 }
 
-export function judgeSideTargets(result: SideBySide): SideTarget[] {
+export function judgeSideTargets(result: SideBySide): Target[] {
   return TARGETS.map(({ mode, row, reference, min }) => {
     const target = `${mode}: ${NAMES[row]} ≥ ${min} × ${NAMES[reference]}`;
     const ratio = ratioOf(result, mode, row, reference);

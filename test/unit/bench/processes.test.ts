@@ -2,6 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCommand } from '../../../bench/command-process.ts';
 import { lastWords, startChild, stopAllChildren } from '../../../bench/processes.ts';
 import { startRows, type Scenario } from '../../../bench/scenarios.ts';
 
@@ -81,6 +82,45 @@ describe('startRows', () => {
     expect(absent!.unavailable).toBe('left out before');
     expect(absent!.pid).toBeUndefined();
     expect(logged).toEqual([`  row dies: ${dies!.unavailable}`]);
+  });
+});
+
+describe('startCommand', () => {
+  const server = (listen: string) => [
+    process.execPath,
+    '-e',
+    `require('node:http').createServer((q, s) => s.end('ok')).listen(0, '127.0.0.1', function () { ${listen} })`,
+  ];
+
+  it('is ready once the command writes its ready text, and stops it', async () => {
+    const command = server("console.log('up on', this.address().port)");
+    const started = await startCommand({ command, port: 1, readyText: 'up on' });
+    expect(started.commandPid).toBeGreaterThan(0);
+    await started.stop();
+    expect(() => process.kill(started.commandPid, 0)).toThrow();
+  });
+
+  it('is ready once its port accepts', async () => {
+    const port = 28990 + Math.floor(Math.random() * 9);
+    const command = [
+      process.execPath,
+      '-e',
+      `require('node:http').createServer((q, s) => s.end('ok')).listen(${port}, '127.0.0.1')`,
+    ];
+    const started = await startCommand({ command, port });
+    expect(await (await fetch(`http://127.0.0.1:${port}/`)).text()).toBe('ok');
+    await started.stop();
+  });
+
+  it('rejects a command that exits at once, with what it said last', async () => {
+    const command = [
+      process.execPath,
+      '-e',
+      "console.error('apache2: bad config'); process.exit(3)",
+    ];
+    await expect(startCommand({ command, port: 1 })).rejects.toThrow(
+      /command-process\.ts exited before it was ready \(1\): .*apache2: bad config/,
+    );
   });
 });
 
