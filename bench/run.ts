@@ -109,26 +109,36 @@ async function rowsMode(context: BenchContext): Promise<ModeResult> {
 }
 
 /**
- * A fresh gateway under the load of `--profile-row` (Bearer by default) with `--cpu-prof`; V8
- * writes the profile when it exits.
+ * For each row of `--profile-row` (Bearer by default; several, comma-separated, in turn): a
+ * fresh gateway with that row's settings (auth off, metrics off, tracing...) under its load,
+ * with `--cpu-prof`; V8 writes the profile when it exits.
  */
 async function profile({ stack: info, started, note }: BenchContext, scenarios: Scenario[]) {
-  const row = options.profileRow;
-  const file = `${DATA_DIR}/profiles/${row}-${new Date(started).toISOString()}.cpuprofile`;
-  const nodeArgs = [
-    '--cpu-prof',
-    `--cpu-prof-dir=${DATA_DIR}/profiles`,
-    `--cpu-prof-name=${file.split('/').pop()}`,
-  ];
-  const profiled = await stack.startGateway(info, PORTS.profiled, { nodeArgs });
-  const driving = scenarios.find((s) => s.id === row);
-  if (!driving) throw new Error(`--profile-row ${row}: no such row in this run`);
-  const load = loadOf({ ...driving, port: PORTS.profiled }, options);
-  await runLoad({ ...load, durationSeconds: options.warmupSeconds });
-  const { reqPerSec } = await runLoad(load);
-  await profiled.stop(30_000);
-  const readyAt = String(profiled.ready.monotonicMicros);
-  note(`CPU profile ${file} (${reqPerSec.toFixed(0)} req/s; ready at ${readyAt} µs on its clock)`);
+  for (const row of options.profileRows) {
+    const driving = scenarios.find((s) => s.id === row);
+    if (!driving) throw new Error(`--profile-row ${row}: no such row in this run`);
+    const file = `${DATA_DIR}/profiles/${row}-${new Date(started).toISOString()}.cpuprofile`;
+    const nodeArgs = [
+      '--cpu-prof',
+      `--cpu-prof-dir=${DATA_DIR}/profiles`,
+      `--cpu-prof-name=${file.split('/').pop()}`,
+    ];
+    const authOff = driving.authOff ? { organization: 'bench', workspace: WORKSPACE } : undefined;
+    const how = { nodeArgs, extra: driving.extra, authOff };
+    const profiled = await stack.startGateway(info, PORTS.profiled, how);
+    const load = loadOf({ ...driving, port: PORTS.profiled }, options);
+    await runLoad({
+      ...load,
+      durationSeconds: options.warmupSeconds,
+      amount: driving.warmupAmount,
+    });
+    const { reqPerSec } = await runLoad(load);
+    await profiled.stop(30_000);
+    const readyAt = String(profiled.ready.monotonicMicros);
+    note(
+      `CPU profile ${file} (${reqPerSec.toFixed(0)} req/s; ready at ${readyAt} µs on its clock)`,
+    );
+  }
 }
 
 /**

@@ -90,8 +90,8 @@ export function parseOptions(argv: string[]) {
     profile: !values['no-profile'] && !values['peers-only'],
     /** Only these rows (ids, comma-separated) beside the limit and Bearer; default all. */
     rows: values.rows ? values.rows.split(',').filter(Boolean) : undefined,
-    /** The row whose requests drive the profiled gateway (`bearer`, `dpop`...). */
-    profileRow: values['profile-row'],
+    /** The rows (ids, comma-separated) each profiled in a gateway of its own (`bearer`...). */
+    profileRows: values['profile-row'].split(',').filter(Boolean),
     /** The side-by-side rows (side-by-side.ts) after the others; alone with `--peers-only`. */
     peers: values.peers || values['peers-only'],
     peersOnly: values['peers-only'],
