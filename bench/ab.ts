@@ -25,17 +25,10 @@ import { summarize } from './stats.ts';
 
 /**
  * `node bench/ab.ts [--route forwarded|bearer|token] [--a <tree>] [--b <tree>] [--a-env K=V,...]
- * [--b-env K=V,...] [--rounds N] [--round-seconds S]`: is B slower than A? Two gateways, each
- * from its own source tree (default: this one) with its own extra settings, loaded at the same
- * moment and pinned together on the last CPU, as the bench's paired rounds are. `forwarded`:
- * the automation route's hot path, auth off (the bench's constant principal: no Keycloak; the
- * edge, admission (answered from memory) and forwarder are the gateway's own code). `bearer`:
- * the same route with auth on: a real Keycloak (fresh state, as `npm run bench` starts it), one
- * organization and user, one access token (living an hour) verified by both gateways on every
- * request through every admission step, with the bench's settings (Redis, re-checks). `token`:
- * a refresh grant through `/auth`, whose Keycloak is the trivial upstream (the proxy, not
- * Keycloak, is measured). Prints each round's B ÷ A, their median and spread. A tree needs its
- * own `bench/gateway-process.ts` and `node_modules` (a symlink will do).
+ * [--b-env K=V,...] [--auth-off a|b] [--rounds N] [--round-seconds S]`: is B slower than A? Two gateways loaded
+ * at once, pinned together on one CPU; each round's B ÷ A, their median and spread. The routes
+ * and how to read them: README.md. A tree needs its own `bench/gateway-process.ts` and
+ * `node_modules` (a symlink will do).
  */
 const run = promisify(execFile);
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -47,6 +40,8 @@ const args = readArgs(process.argv.slice(2), {
   'b-env': '',
   rounds: 5,
   'round-seconds': 5,
+  /** `a` or `b`: that side's verification is the constant principal (what auth costs). */
+  'auth-off': '',
 });
 /** `K=V,K=V` as settings. */
 const envOf = (spec: string) =>
@@ -66,6 +61,8 @@ const roundSeconds = args['round-seconds'];
 const ORG = 'bench-ab';
 const WORKSPACE = 'ws1';
 const DATABASE = 'realmgate_ab';
+/** The constant principal of an auth-off gateway: the organization's workspace role. */
+const ORG_ROLE = { organization: ORG, workspace: WORKSPACE };
 const UPSTREAM_PORT = '28520';
 const UPSTREAM = `http://127.0.0.1:${UPSTREAM_PORT}`;
 const count = cpus().length;
@@ -131,7 +128,8 @@ function gatewaySpec(
       AUTOMATION_UPSTREAM_URL: UPSTREAM,
       ...side.env,
     });
-    return { env, keycloakUrl: keycloak.kc.url };
+    const authOff = args['auth-off'].toUpperCase() === side.name;
+    return { env, keycloakUrl: keycloak.kc.url, authOff: authOff ? ORG_ROLE : undefined };
   }
   const env = {
     HOST: '127.0.0.1',
@@ -151,7 +149,7 @@ function gatewaySpec(
   return {
     env,
     keycloakUrl: env.KEYCLOAK_URL,
-    authOff: { organization: ORG, workspace: WORKSPACE },
+    authOff: ORG_ROLE,
   };
 }
 

@@ -17,23 +17,15 @@ import { readArgs } from './settings.ts';
 import { median } from './stats.ts';
 
 /**
- * The CPU the DPoP work costs, without Keycloak, the lock or the harness, µs of this process's
- * CPU per item over proofs signed before the timing (one key, new `jti` and `iat` each, ES256,
- * each checked once), in alternating rounds so that a change of the machine's load meets both
- * sides. Pin it, on a machine as quiet as it gets:
+ * The CPU the DPoP work costs (README.md), µs of this process's CPU per item over proofs signed
+ * before the timing, each checked once, in alternating rounds. Pin it, on a quiet machine:
  *
  *     taskset -c 1 node bench/dpop-cost.ts [--count 4000] [--rounds 7] [--no-redis]
  *
- * - **check**: the proof check function alone (dpop-proof.ts `createProofChecker`) beside the
- *   P-256 verify it cannot avoid (node:crypto `verify` of the same proofs, one cached key
- *   object, the signature in DER: its cheapest form, about 20 µs under `ieee-p1363`); the
- *   target: check ≤ 1.2 × verify. `openssl speed -seconds 3 ecdsap256` gives the C floor.
- * - **auth**: one `/api` request's whole authentication (authenticate.ts with the real
- *   verifier, proof checker and replay store; no HTTP), Bearer against DPoP, one token of each
- *   kind (verified once, then known, as in the bench's rows), 32 requests at a time so Redis
- *   commands can share a write. The replay store writes to Redis (`REDIS_URL`, else
- *   127.0.0.1:6379; keys under `realmgate-bench-auth:`, gone within a minute) unless
- *   `--no-redis`.
+ * The proof check function alone beside the P-256 verify it cannot avoid (its cheapest form:
+ * one cached key object, the signature in DER; target: check ≤ 1.2 × verify), and one `/api`
+ * request's authentication, Bearer against DPoP, 32 at a time, the replay store in Redis
+ * (`REDIS_URL`, keys under `realmgate-bench-auth:`) unless `--no-redis`.
  */
 const args = readArgs(process.argv.slice(2), { count: 4000, rounds: 7, 'no-redis': false });
 

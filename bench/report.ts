@@ -60,7 +60,8 @@ export function judgeTargets(rows: Row[], pairs: PairOutcome[]): Target[] {
     paired('Bearer costs ≤ 10% more than auth off', 'bearer', 'auth-off', 1 / 1.1),
     paired('metrics on ≥ 0.97 × metrics off', 'bearer', 'bearer-metrics-off', 0.97),
     paired('Basic warm ≥ 0.85 × Bearer', 'basic-warm', 'bearer', 0.85),
-    paired('DPoP (a fresh proof each request) ≥ 0.6 × Bearer', 'dpop', 'bearer', 0.6),
+    // Restated (issue 46): one P-256 verify costs about a Bearer request here (results.md).
+    paired('DPoP (a fresh proof each request) ≥ 0.45 × Bearer', 'dpop', 'bearer', 0.45),
     times('Basic warm ≥ 100 × Basic without cache', ratio('basic-warm', 'basic-nocache'), 100),
     paired('flat with 10,000 tokens: ≥ 0.9 × 1 token', 'bearer-10k', 'bearer', 0.9),
     paired('flat with 100 realms: ≥ 0.9 × 1 realm', 'bearer-realms', 'bearer', 0.9),

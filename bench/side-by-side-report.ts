@@ -9,8 +9,9 @@ import { GATEWAY_OF, MODES, type Mode, type RowId, type SideBySide } from './sid
  */
 
 const TARGETS: { mode: Mode; row: RowId; reference: RowId; min: number }[] = [
-  { mode: 'per core', row: 'realmgate-1', reference: 'limit', min: 0.9 },
-  { mode: 'per core', row: 'realmgate-1', reference: 'apache', min: 1.2 },
+  // Issue 47: the whole admission for what a bare undici proxy costs.
+  { mode: 'per core', row: 'realmgate-1', reference: 'limit-undici', min: 1.0 },
+  { mode: 'per core', row: 'realmgate-1', reference: 'apache', min: 1.3 },
   { mode: 'whole machine', row: 'realmgate-auto', reference: 'apache', min: 1.3 },
 ];
 const NAMES: Record<RowId, string> = {
@@ -86,7 +87,7 @@ export function formatSideBySide(result: SideBySide): string {
     '|---|---:|---:|---:|---:|',
     ...latencyRows,
     '',
-    '| target (issue 23) | measured | met |',
+    '| target (issues 23, 47) | measured | met |',
     '|---|---|---|',
     ...judgeSideTargets(result).map(
       (t) =>
