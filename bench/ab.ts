@@ -9,7 +9,7 @@ import { openDatabase } from '../src/db/database.ts';
 import { pinTree } from './affinity.ts';
 import { createProvisioner } from './fixtures.ts';
 import { runTogether, type LoadRequest } from './load.ts';
-import { startChild, stopAllChildren } from './processes.ts';
+import { cpuSeconds, startChild, stopAllChildren } from './processes.ts';
 import { automationPath } from './scenarios.ts';
 import { DATA_DIR, readArgs } from './settings.ts';
 import {
@@ -72,11 +72,13 @@ async function main(): Promise<void> {
   const databaseUrl = await prepareDatabase(DATABASE);
   await startChild('servers.ts', { env: { BENCH_PORT: UPSTREAM_PORT }, cpuList: feeders });
   const keycloak = route === 'bearer' ? await startKeycloak() : undefined;
+  const pids: number[] = [];
   for (const side of sides) {
-    await startChild(path.join(side.tree, 'bench/gateway-process.ts'), {
+    const gateway = await startChild(path.join(side.tree, 'bench/gateway-process.ts'), {
       env: { BENCH_GATEWAY: JSON.stringify(gatewaySpec(side, databaseUrl, keycloak)) },
       cpuList: measured,
     });
+    pids.push(gateway.pid);
   }
   const request = keycloak
     ? await provisionBearer(keycloak, databaseUrl)
@@ -96,20 +98,29 @@ async function main(): Promise<void> {
   // Unknown organizations are remembered for 5 s: warm up past that, then once more, uncounted.
   await both(6);
   const ratios: number[] = [];
+  const byCpu: number[] = [];
   for (let round = 1; round <= rounds; round++) {
+    const cpuBefore = pids.map(cpuSeconds);
     const [a, b] = await both(roundSeconds);
+    // CPU µs per answer of each side, and A's ÷ B's: the same ratio, from cost itself.
+    const [ca, cb] = [a!, b!].map(
+      (x, i) => ((cpuSeconds(pids[i]!) - cpuBefore[i]!) * 1e6) / Math.max(x.ok, 1),
+    );
     const ratio = b!.reqPerSec / Math.max(a!.reqPerSec, 1);
     ratios.push(ratio);
+    byCpu.push(ca! / Math.max(cb!, 1e-9));
     const bad = a!.bad + b!.bad ? ` (not 2xx: A ${a!.bad}, B ${b!.bad})` : '';
     console.log(
-      `round ${round}: A ${a!.reqPerSec.toFixed(0)} req/s (p99 ${a!.p99Ms} ms), ` +
-        `B ${b!.reqPerSec.toFixed(0)} req/s (p99 ${b!.p99Ms} ms), B ÷ A ${ratio.toFixed(3)}${bad}`,
+      `round ${round}: A ${a!.reqPerSec.toFixed(0)} req/s (p99 ${a!.p99Ms} ms, ${ca!.toFixed(0)} µs CPU), ` +
+        `B ${b!.reqPerSec.toFixed(0)} req/s (p99 ${b!.p99Ms} ms, ${cb!.toFixed(0)} µs CPU), ` +
+        `B ÷ A ${ratio.toFixed(3)}, by CPU ${byCpu.at(-1)!.toFixed(3)}${bad}`,
     );
   }
   const { median, min, max } = summarize(ratios)!;
+  const cpu = summarize(byCpu)!;
   console.log(
     `median B ÷ A: ${median.toFixed(3)} over ${rounds} rounds, spread ${min.toFixed(3)}-${max.toFixed(3)} ` +
-      `(${(max - min).toFixed(3)}); ${loadAverage()}`,
+      `(${(max - min).toFixed(3)}); by CPU time ${cpu.median.toFixed(3)} (${cpu.min.toFixed(3)}-${cpu.max.toFixed(3)}); ${loadAverage()}`,
   );
 }
 

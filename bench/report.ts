@@ -46,7 +46,7 @@ export function judgeTargets(rows: Row[], pairs: PairOutcome[]): Target[] {
     const rounds = pair.ratios.map((r) => r.toFixed(3)).join(', ');
     return {
       target,
-      measured: `${pair.median.toFixed(3)} (${rounds})${beside}`,
+      measured: `${pair.median.toFixed(3)} (${rounds}); by CPU time ${pair.byCpu.toFixed(3)}${beside}`,
       met: Number.isNaN(min) ? undefined : pair.median >= min,
     };
   };
