@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -64,6 +64,8 @@ describe("the chart's settings", () => {
     // The Secret's files where the `_FILE` variables point, from the chart's Secret or made up.
     const secret = ofKind<ISecret>(objects, 'Secret')[0]?.data;
     const dir = mkdtempSync(path.join(tmpdir(), 'realmgate-chart-'));
+    mkdirSync(path.join(dir, '..2026_11_28'));
+    symlinkSync('..2026_11_28', path.join(dir, '..data'));
     try {
       const env: Record<string, string> = { ...data };
       for (const variable of container.env!) {
@@ -73,7 +75,9 @@ describe("the chart's settings", () => {
           : name.endsWith('_URL')
             ? `${name === 'REDIS_URL' ? 'redis' : 'postgres'}://made-up-host:1/db`
             : 'a-made-up-secret-of-32-characters';
-        writeFileSync(path.join(dir, name), value);
+        // As the kubelet lays a Secret out: each key a link through `..data` to the files.
+        writeFileSync(path.join(dir, '..2026_11_28', name), value);
+        symlinkSync(`..data/${name}`, path.join(dir, name));
         env[variable.name] = path.join(dir, name);
       }
       const config = loadConfig(env);
