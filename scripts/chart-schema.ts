@@ -9,7 +9,7 @@ import { configSchema, FILE_SETTINGS } from '../src/config/config.ts';
  * a wrong value before anything is applied and the chart's settings cannot drift from the
  * gateway's: each entry of `config` is the JSON Schema of the setting of that name in
  * src/config/config.ts, its description included; `secrets` names only settings read from
- * `<NAME>_FILE`. test/unit/chart/chart-schema.test.ts fails when the committed file differs.
+ * `<NAME>_FILE`. test/unit/chart/chart-settings.test.ts fails when the committed file differs.
  */
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -19,47 +19,22 @@ type Setting = keyof typeof configSchema.shape;
 type JsonSchema = Record<string, unknown>;
 
 /**
- * The settings the chart exposes under `config`, in the ConfigMap. Not exposed: the listeners'
- * addresses (the chart binds every interface of the pod), DATA_DIR (nothing is written with
- * DATABASE_URL and KEYCLOAK_URL set), the local Keycloak's and the demo's settings, and the
- * credentials (FILE_SETTINGS), which come only from the Secret.
+ * The gateway's settings the chart does not expose under `config`, and why. Every other setting
+ * is exposed, so a setting added to src/config reaches the chart's schema by itself.
  */
-export const CHART_SETTINGS = [
-  'KEYCLOAK_URL',
-  'PUBLIC_URL',
-  'ADMIN_PUBLIC_URL',
-  'BACKCHANNEL_LOGOUT_URL',
-  'PORT',
-  'ADMIN_PORT',
-  'LOG_LEVEL',
-  'KEYCLOAK_ADMIN_USERNAME',
-  'WORKERS',
-  'SHUTDOWN_GRACE_SECONDS',
-  'METRICS_ENABLED',
-  'TRUSTED_PROXIES',
-  'AUTOMATION_UPSTREAM_URL',
-  'KEYCLOAK_TIMEOUT_MS',
-  'AUTH_PROXY_TIMEOUT_MS',
-  'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
-  'OTEL_EXPORTER_OTLP_ENDPOINT',
-  'OTEL_SERVICE_NAME',
-  'OTEL_TRACES_SAMPLER_ARG',
-  'TOKEN_CLOCK_LEEWAY_SECONDS',
-  'DPOP_ALGORITHMS',
-  'DPOP_PROOF_MAX_AGE_SECONDS',
-  'DPOP_PROOF_AHEAD_SECONDS',
-  'BASIC_CACHE_MAX_SECONDS',
-  'BASIC_OUTAGE_MAX_SECONDS',
-  'REVOCATION_CHECK_SECONDS',
-  'REVOCATION_CHECK_WAIT_MS',
-  'KEY_SET_REFRESH_SECONDS',
-  'LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS',
-  'LOGIN_MAX_FAILURES_PER_ADDRESS',
-  'LOGIN_FAILURE_WINDOW_SECONDS',
-  'LOGIN_WAIT_SECONDS',
-  'REDIS_KEY_PREFIX',
-  'MEMORY_CACHE_MAX_ENTRIES',
-] as const satisfies readonly Setting[];
+const NOT_IN_THE_CHART: Partial<Record<Setting, string>> = {
+  HOST: 'the chart binds every interface of the pod',
+  ADMIN_HOST: 'the chart binds every interface of the pod',
+  KEYCLOAK_HTTP_PORT: 'the local Keycloak only; on Kubernetes, KEYCLOAK_URL',
+  KEYCLOAK_MANAGEMENT_PORT: 'the local Keycloak only; on Kubernetes, KEYCLOAK_URL',
+  DATA_DIR: 'nothing is written there with DATABASE_URL and KEYCLOAK_URL set',
+  REALMGATE_DEMO: 'demo mode generates secrets and demo data: not for a cluster',
+};
+
+/** The settings under `config`, in the ConfigMap: all but those above and the credentials. */
+export const CHART_SETTINGS: readonly Setting[] = (
+  Object.keys(configSchema.shape) as Setting[]
+).filter((name) => !(name in NOT_IN_THE_CHART) && !FILE_SETTINGS.includes(name));
 
 /** Settings the templates read, so they must be set (the others may be null: the gateway's default). */
 const NEEDED_BY_THE_CHART: readonly Setting[] = [
@@ -156,6 +131,17 @@ export function chartValuesSchema(): JsonSchema {
           {
             description:
               'credentials, only from a Secret, each mounted as the file its <NAME>_FILE setting names',
+            // The Secret holds the required ones: an existing Secret lists them in `keys`, the
+            // chart's has them in `values` (and then `keys` names nothing).
+            if: { properties: { existingSecret: { const: '' } } },
+            then: {
+              properties: { values: { required: [...REQUIRED_SECRETS] }, keys: { maxItems: 0 } },
+            },
+            else: {
+              properties: {
+                keys: { allOf: REQUIRED_SECRETS.map((name) => ({ contains: { const: name } })) },
+              },
+            },
           },
         ),
         serviceAccount: closed({

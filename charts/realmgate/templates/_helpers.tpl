@@ -56,24 +56,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/*
 The settings the Secret holds: `secrets.keys` for an existing Secret, else the keys of
-`secrets.values`. Refuses a Secret without the settings the gateway needs on Kubernetes.
+`secrets.values` (values.schema.json requires the credentials the gateway needs either way).
 */}}
 {{- define "realmgate.secretKeys" -}}
-{{- $keys := list }}
 {{- if .Values.secrets.existingSecret }}
-{{- $keys = .Values.secrets.keys }}
+{{- toJson .Values.secrets.keys }}
 {{- else }}
-{{- if .Values.secrets.keys }}
-{{- fail "secrets.keys lists the keys of secrets.existingSecret; without one, the chart's Secret holds the keys of secrets.values" }}
+{{- keys .Values.secrets.values | sortAlpha | toJson }}
 {{- end }}
-{{- $keys = keys .Values.secrets.values | sortAlpha }}
-{{- end }}
-{{- range list "KEYCLOAK_ADMIN_PASSWORD" "KEYCLOAK_CLIENT_SECRET" "DATABASE_URL" "REDIS_URL" "REALMGATE_CACHE_SECRET" }}
-{{- if not (has . $keys) }}
-{{- fail (printf "secrets: %s is required (in secrets.values, or in secrets.existingSecret and secrets.keys)" .) }}
-{{- end }}
-{{- end }}
-{{- toJson $keys }}
 {{- end }}
 
 {{/* The gateway's settings that the ConfigMap carries: those set, as strings. */}}
@@ -93,7 +83,7 @@ The settings the Secret holds: `secrets.keys` for an existing Secret, else the k
 {{- fail "config.KEYCLOAK_URL is required: Keycloak as the gateway reaches it, e.g. http://keycloak-service.keycloak.svc:8080/auth" }}
 {{- end }}
 {{- if not (hasKey $settings "BACKCHANNEL_LOGOUT_URL") }}
-{{- $_ := set $settings "BACKCHANNEL_LOGOUT_URL" (printf "http://%s.%s.svc:%v/backchannel-logout" (include "realmgate.adminName" .) .Release.Namespace .Values.config.ADMIN_PORT) }}
+{{- $_ := set $settings "BACKCHANNEL_LOGOUT_URL" (printf "http://%s.%s.svc:%v/backchannel-logout" (include "realmgate.adminName" .) .Release.Namespace .Values.adminService.port) }}
 {{- end }}
 {{- $_ := set $settings "HOST" "0.0.0.0" }}
 {{- $_ := set $settings "ADMIN_HOST" "0.0.0.0" }}

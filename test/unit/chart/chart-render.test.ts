@@ -19,7 +19,16 @@ import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { FILE_SETTINGS } from '../../../src/config/config.ts';
 import { VERSION } from '../../../src/release/version.ts';
-import { chart, examples, helm, ofKind, render, valueArgs, type K8sObject } from './helm.ts';
+import {
+  chart,
+  examples,
+  helm,
+  NAMESPACE,
+  ofKind,
+  render,
+  valueArgs,
+  type K8sObject,
+} from './helm.ts';
 
 /*
  * The chart as real helm renders it, over its default values and each example values file:
@@ -101,6 +110,10 @@ describe.each(cases)('the chart over %s', (_, files) => {
     const publicService = services.find((s) => s.spec!.ports![0]!.targetPort === 'http')!;
     const admin = services.find((s) => s.spec!.ports![0]!.targetPort === 'admin')!;
     expect(admin.spec!.type).toBe('ClusterIP');
+    // Keycloak posts its logout tokens to the admin Service unless told another address.
+    expect(configMap.BACKCHANNEL_LOGOUT_URL).toBe(
+      `http://${admin.metadata!.name}.${NAMESPACE}.svc:${admin.spec!.ports![0]!.port}/backchannel-logout`,
+    );
     expect(admin.spec!.ports).toHaveLength(1);
     expect(publicService.spec!.ports).toHaveLength(1);
     for (const ingress of ofKind<IIngress>(objects, 'Ingress')) {

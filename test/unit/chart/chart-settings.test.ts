@@ -7,6 +7,7 @@ import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import type { IConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import type { ISecret } from 'kubernetes-models/v1/Secret';
 import { afterAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import {
   CHART_SECRETS,
   CHART_SETTINGS,
@@ -19,7 +20,7 @@ import { configSchema, FILE_SETTINGS, loadConfig } from '../../../src/config/con
 import { createLogger } from '../../../src/http/logger.ts';
 import { metricsOff } from '../../../src/metrics/metrics.ts';
 import { buildInfo } from '../../../src/release/build-info.ts';
-import { examples, ofKind, render } from './helm.ts';
+import { chart, examples, ofKind, render } from './helm.ts';
 
 /*
  * The chart cannot drift from the gateway: its values schema is generated from src/config, it
@@ -42,6 +43,11 @@ describe("the chart's settings", () => {
       expect(configSchema.shape).toHaveProperty(name);
     expect(CHART_SECRETS.filter((name) => !FILE_SETTINGS.includes(name))).toEqual([]);
     expect(CHART_SETTINGS.filter((name) => FILE_SETTINGS.includes(name))).toEqual([]);
+    // values.yaml shows the operator every one of them.
+    const values = parse(readFileSync(path.join(chart, 'values.yaml'), 'utf8')) as {
+      config: Record<string, unknown>;
+    };
+    expect(Object.keys(values.config).sort()).toEqual([...CHART_SETTINGS].sort());
     // Every rendered ConfigMap key, the chart's own (HOST, ADMIN_HOST) included.
     const objects = render(
       [],

@@ -112,18 +112,19 @@ describe('a values file helm refuses', () => {
           keys: ['KEYCLOAK_ADMIN_PASSWORD', 'KEYCLOAK_CLIENT_SECRET', 'DATABASE_URL', 'REDIS_URL'],
         },
       },
-      'secrets: REALMGATE_CACHE_SECRET is required',
+      "at '/secrets/keys': no items match contains schema",
     ],
     [
       'keys without an existing Secret',
       { secrets: { existingSecret: '', values: { REDIS_URL: 'redis://r:6379' } } },
-      'secrets.keys lists the keys of secrets.existingSecret',
+      "at '/secrets/keys': maxItems: got 5, want 0",
     ],
     [
       'no Keycloak',
       { config: { KEYCLOAK_URL: null } },
       "at '/config': missing property 'KEYCLOAK_URL'",
     ],
+    ['an empty Keycloak URL', { config: { KEYCLOAK_URL: '' } }, 'config.KEYCLOAK_URL is required'],
     [
       'a ServiceMonitor without metrics',
       { serviceMonitor: { enabled: true }, config: { METRICS_ENABLED: false } },
