@@ -28,7 +28,7 @@ import {
   render,
   valueArgs,
   type K8sObject,
-} from './helm.ts';
+} from '../../helpers/helm-chart.ts';
 
 /*
  * The chart as real helm renders it, over its default values and each example values file:

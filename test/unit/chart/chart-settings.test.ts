@@ -20,7 +20,7 @@ import { configSchema, FILE_SETTINGS, loadConfig } from '../../../src/config/con
 import { createLogger } from '../../../src/http/logger.ts';
 import { metricsOff } from '../../../src/metrics/metrics.ts';
 import { buildInfo } from '../../../src/release/build-info.ts';
-import { chart, examples, ofKind, render } from './helm.ts';
+import { chart, examples, ofKind, render } from '../../helpers/helm-chart.ts';
 
 /*
  * The chart cannot drift from the gateway: its values schema is generated from src/config, it

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { chart, examples, helm, valueArgs } from './helm.ts';
+import { chart, examples, helm, valueArgs } from '../../helpers/helm-chart.ts';
 
 /*
  * helm itself refuses a wrong values file, with a message, before anything is applied: by

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { chartWithVersion, ReleaseError } from '../../../scripts/release.ts';
 import { VERSION } from '../../../src/release/version.ts';
-import { chart, examples, ofKind, render, root } from './helm.ts';
+import { chart, examples, ofKind, render, root } from '../../helpers/helm-chart.ts';
 
 /*
  * The chart is versioned with the gateway (`npm run release` moves both), and its alert rules

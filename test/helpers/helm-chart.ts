@@ -9,7 +9,7 @@ import { parseAllDocuments } from 'yaml';
  * charts/realmgate, and what it renders as plain objects.
  */
 
-export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const chart = path.join(root, 'charts/realmgate');
 const helmBinary = execFileSync(path.join(root, 'scripts/helm.sh'), { encoding: 'utf8' }).trim();
 
