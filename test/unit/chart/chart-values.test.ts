@@ -85,6 +85,27 @@ describe('a values file helm refuses', () => {
       "additional properties 'service' not allowed",
     ],
     [
+      'an Ingress path with a backend of its own',
+      {
+        ingress: {
+          enabled: true,
+          hosts: [
+            {
+              host: 'admin.example.com',
+              paths: [
+                {
+                  path: '/',
+                  pathType: 'Prefix',
+                  backend: { service: { name: 'rg-realmgate-admin', port: { name: 'admin' } } },
+                },
+              ],
+            },
+          ],
+        },
+      },
+      "additional properties 'backend' not allowed",
+    ],
+    [
       'the admin Service opened outside',
       { adminService: { type: 'LoadBalancer' } },
       "additional properties 'type' not allowed",
