@@ -47,7 +47,10 @@ describe("the chart's settings", () => {
     const values = parse(readFileSync(path.join(chart, 'values.yaml'), 'utf8')) as {
       config: Record<string, unknown>;
     };
-    expect(Object.keys(values.config).sort()).toEqual([...CHART_SETTINGS].sort());
+    expect(
+      Object.keys(values.config).sort(),
+      'charts/realmgate/values.yaml lists every setting of the chart (scripts/chart-schema.ts)',
+    ).toEqual([...CHART_SETTINGS].sort());
     // Every rendered ConfigMap key, the chart's own (HOST, ADMIN_HOST) included.
     const objects = render(
       [],
