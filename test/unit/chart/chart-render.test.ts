@@ -200,6 +200,40 @@ describe.each(cases)('the chart over %s', (_, files) => {
     ]);
   });
 
+  it("selects the gateway's pods only: never the helm test pod", () => {
+    const selectors: Array<[string, Record<string, string>]> = [
+      ...ofKind<IService>(objects, 'Service').map((s): [string, Record<string, string>] => [
+        `Service ${s.metadata!.name}`,
+        s.spec!.selector!,
+      ]),
+      ...objects
+        .filter((o) => ['PodDisruptionBudget', 'Deployment'].includes(o.kind))
+        .map((o): [string, Record<string, string>] => [
+          o.kind,
+          (o.spec as { selector: { matchLabels: Record<string, string> } }).selector.matchLabels,
+        ]),
+      ...objects
+        .filter((o) => o.kind === 'NetworkPolicy')
+        .map((o): [string, Record<string, string>] => [
+          o.kind,
+          (o.spec as { podSelector: { matchLabels: Record<string, string> } }).podSelector
+            .matchLabels,
+        ]),
+      ...pod.topologySpreadConstraints!.map((t): [string, Record<string, string>] => [
+        `spread over ${t.topologyKey}`,
+        t.labelSelector!.matchLabels!,
+      ]),
+    ];
+    const selects = (labels: Record<string, string>, selector: Record<string, string>) =>
+      Object.entries(selector).every(([key, value]) => labels[key] === value);
+    const gatewayLabels = deployment.spec!.template.metadata!.labels!;
+    const testLabels = ofKind<IPod>(objects, 'Pod')[0]!.metadata!.labels!;
+    for (const [what, selector] of selectors) {
+      expect(selects(gatewayLabels, selector), what).toBe(true);
+      expect(selects(testLabels, selector), what).toBe(false);
+    }
+  });
+
   it('has a helm test that checks readiness and an envelope answer through the public Service', () => {
     const [test] = ofKind<IPod>(objects, 'Pod');
     expect(test!.metadata!.annotations!['helm.sh/hook']).toBe('test');
