@@ -1,3 +1,4 @@
+import { readdir } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import { createProvisioner, provision, WORKSPACE } from './fixtures.ts';
 import { measureFleet, startFleetGateway } from './fleet-run.ts';
@@ -117,12 +118,10 @@ async function profile({ stack: info, started, note }: BenchContext, scenarios: 
   for (const row of options.profileRows) {
     const driving = scenarios.find((s) => s.id === row);
     if (!driving) throw new Error(`--profile-row ${row}: no such row in this run`);
-    const file = `${DATA_DIR}/profiles/${row}-${new Date(started).toISOString()}.cpuprofile`;
-    const nodeArgs = [
-      '--cpu-prof',
-      `--cpu-prof-dir=${DATA_DIR}/profiles`,
-      `--cpu-prof-name=${file.split('/').pop()}`,
-    ];
+    // A folder per row: Node writes a profile per thread (the auth-off row's module hook has
+    // a loader thread), named CPU.<date>.<pid>.<thread>.<seq>; the main thread is thread 0.
+    const dir = `${DATA_DIR}/profiles/${row}-${new Date(started).toISOString()}`;
+    const nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${dir}`];
     const authOff = driving.authOff ? { organization: 'bench', workspace: WORKSPACE } : undefined;
     const how = { nodeArgs, extra: driving.extra, authOff };
     const profiled = await stack.startGateway(info, PORTS.profiled, how);
@@ -134,9 +133,10 @@ async function profile({ stack: info, started, note }: BenchContext, scenarios: 
     });
     const { reqPerSec } = await runLoad(load);
     await profiled.stop(30_000);
+    const file = (await readdir(dir)).find((name) => name.includes(`.${profiled.pid}.0.`));
     const readyAt = String(profiled.ready.monotonicMicros);
     note(
-      `CPU profile ${file} (${reqPerSec.toFixed(0)} req/s; ready at ${readyAt} µs on its clock)`,
+      `CPU profile ${dir}/${file} (${reqPerSec.toFixed(0)} req/s; ready at ${readyAt} µs on its clock)`,
     );
   }
 }
