@@ -77,7 +77,9 @@ export async function startChild(module: string | string[], how: How) {
         done(how.readyText ? {} : (JSON.parse(line) as Record<string, unknown>));
       }
     });
-    if (how.port !== undefined && !how.readyText) void whenAccepting(how.port, child).then(done);
+    if (how.port !== undefined && !how.readyText) {
+      void whenAccepting(how.port, child).then((accepted) => accepted && done({}));
+    }
     // 'close', not 'exit': after its stderr's last lines have been read.
     child.once('close', (code, signal) => {
       clearTimeout(timer);
@@ -87,8 +89,8 @@ export async function startChild(module: string | string[], how: How) {
   return { pid: child.pid!, child, ready, stop: (graceMs?: number) => stopChild(child, graceMs) };
 }
 
-/** Resolves once `port` on 127.0.0.1 accepts a connection (tried every 100 ms while `child` runs). */
-async function whenAccepting(port: number, child: ChildProcess): Promise<Record<string, unknown>> {
+/** Whether `port` on 127.0.0.1 accepted a connection (tried every 100 ms) while `child` ran. */
+async function whenAccepting(port: number, child: ChildProcess): Promise<boolean> {
   const accepts = () =>
     new Promise<boolean>((resolve) => {
       const socket = connect(port, '127.0.0.1');
@@ -97,9 +99,13 @@ async function whenAccepting(port: number, child: ChildProcess): Promise<Record<
         resolve(ok);
       };
       socket.once('connect', () => answer(true)).once('error', () => answer(false));
+      socket.setTimeout(1000, () => answer(false));
     });
-  while (child.exitCode === null && !(await accepts())) await sleep(100);
-  return {};
+  while (child.exitCode === null && child.signalCode === null) {
+    if (await accepts()) return true;
+    await sleep(100);
+  }
+  return false;
 }
 
 /**
