@@ -9,9 +9,9 @@ import { openDatabase } from '../src/db/database.ts';
 import { pinTree } from './affinity.ts';
 import { createProvisioner } from './fixtures.ts';
 import { runTogether, type LoadRequest } from './load.ts';
-import { startChild, stopAllChildren } from './processes.ts';
+import { cpuSeconds, startChild, stopAllChildren } from './processes.ts';
 import { automationPath } from './scenarios.ts';
-import { DATA_DIR } from './settings.ts';
+import { DATA_DIR, readArgs } from './settings.ts';
 import {
   dropDatabase,
   gatewayEnv,
@@ -25,46 +25,44 @@ import { summarize } from './stats.ts';
 
 /**
  * `node bench/ab.ts [--route forwarded|bearer|token] [--a <tree>] [--b <tree>] [--a-env K=V,...]
- * [--b-env K=V,...] [--rounds N] [--round-seconds S]`: is B slower than A? Two gateways, each
- * from its own source tree (default: this one) with its own extra settings, loaded at the same
- * moment and pinned together on the last CPU, as the bench's paired rounds are. `forwarded`:
- * the automation route's hot path, auth off (the bench's constant principal: no Keycloak; the
- * edge, admission (answered from memory) and forwarder are the gateway's own code). `bearer`:
- * the same route with auth on: a real Keycloak (fresh state, as `npm run bench` starts it), one
- * organization and user, one access token (living an hour) verified by both gateways on every
- * request through every admission step, with the bench's settings (Redis, re-checks). `token`:
- * a refresh grant through `/auth`, whose Keycloak is the trivial upstream (the proxy, not
- * Keycloak, is measured). Prints each round's B ÷ A, their median and spread. A tree needs its
- * own `bench/gateway-process.ts` and `node_modules` (a symlink will do).
+ * [--b-env K=V,...] [--auth-off a|b] [--rounds N] [--round-seconds S]`: is B slower than A? Two gateways loaded
+ * at once, pinned together on one CPU; each round's B ÷ A, their median and spread. The routes
+ * and how to read them: README.md. A tree needs its own `bench/gateway-process.ts` and
+ * `node_modules` (a symlink will do).
  */
 const run = promisify(execFile);
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const args = new Map<string, string>();
-for (let i = 2; i < process.argv.length; i += 2) args.set(process.argv[i]!, process.argv[i + 1]!);
+const args = readArgs(process.argv.slice(2), {
+  route: 'forwarded',
+  a: here,
+  b: here,
+  'a-env': '',
+  'b-env': '',
+  rounds: 5,
+  'round-seconds': 5,
+  /** `a` or `b`: that side's verification is the constant principal (what auth costs). */
+  'auth-off': '',
+});
 /** `K=V,K=V` as settings. */
-function envOf(spec = ''): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const entry of spec.split(',').filter(Boolean)) {
-    const at = entry.indexOf('=');
-    env[entry.slice(0, at)] = entry.slice(at + 1);
-  }
-  return env;
-}
+const envOf = (spec: string) =>
+  Object.fromEntries(
+    spec
+      .split(',')
+      .filter(Boolean)
+      .map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]),
+  );
 const sides = [
-  { name: 'A', tree: args.get('--a') ?? here, env: envOf(args.get('--a-env')), port: 28500 },
-  { name: 'B', tree: args.get('--b') ?? here, env: envOf(args.get('--b-env')), port: 28510 },
+  { name: 'A', tree: args.a, env: envOf(args['a-env']), port: 28500 },
+  { name: 'B', tree: args.b, env: envOf(args['b-env']), port: 28510 },
 ];
-/**
- * `forwarded` (default): the automation route, auth off; `bearer`: that route with a real
- * token; `token`: a refresh grant through `/auth`.
- */
-const route = args.get('--route') ?? 'forwarded';
+const { route, rounds } = args;
 if (!['forwarded', 'bearer', 'token'].includes(route)) throw new Error(`--route ${route}?`);
-const rounds = Number(args.get('--rounds') ?? 5);
-const roundSeconds = Number(args.get('--round-seconds') ?? 5);
+const roundSeconds = args['round-seconds'];
 const ORG = 'bench-ab';
 const WORKSPACE = 'ws1';
 const DATABASE = 'realmgate_ab';
+/** The constant principal of an auth-off gateway: the organization's workspace role. */
+const ORG_ROLE = { organization: ORG, workspace: WORKSPACE };
 const UPSTREAM_PORT = '28520';
 const UPSTREAM = `http://127.0.0.1:${UPSTREAM_PORT}`;
 const count = cpus().length;
@@ -74,11 +72,13 @@ async function main(): Promise<void> {
   const databaseUrl = await prepareDatabase(DATABASE);
   await startChild('servers.ts', { env: { BENCH_PORT: UPSTREAM_PORT }, cpuList: feeders });
   const keycloak = route === 'bearer' ? await startKeycloak() : undefined;
+  const pids: number[] = [];
   for (const side of sides) {
-    await startChild(path.join(side.tree, 'bench/gateway-process.ts'), {
+    const gateway = await startChild(path.join(side.tree, 'bench/gateway-process.ts'), {
       env: { BENCH_GATEWAY: JSON.stringify(gatewaySpec(side, databaseUrl, keycloak)) },
       cpuList: measured,
     });
+    pids.push(gateway.pid);
   }
   const request = keycloak
     ? await provisionBearer(keycloak, databaseUrl)
@@ -98,20 +98,29 @@ async function main(): Promise<void> {
   // Unknown organizations are remembered for 5 s: warm up past that, then once more, uncounted.
   await both(6);
   const ratios: number[] = [];
+  const byCpu: number[] = [];
   for (let round = 1; round <= rounds; round++) {
+    const cpuBefore = pids.map(cpuSeconds);
     const [a, b] = await both(roundSeconds);
+    // CPU µs per answer of each side, and A's ÷ B's: the same ratio, from cost itself.
+    const [ca, cb] = [a!, b!].map(
+      (x, i) => ((cpuSeconds(pids[i]!) - cpuBefore[i]!) * 1e6) / Math.max(x.ok, 1),
+    );
     const ratio = b!.reqPerSec / Math.max(a!.reqPerSec, 1);
     ratios.push(ratio);
+    byCpu.push(ca! / Math.max(cb!, 1e-9));
     const bad = a!.bad + b!.bad ? ` (not 2xx: A ${a!.bad}, B ${b!.bad})` : '';
     console.log(
-      `round ${round}: A ${a!.reqPerSec.toFixed(0)} req/s (p99 ${a!.p99Ms} ms), ` +
-        `B ${b!.reqPerSec.toFixed(0)} req/s (p99 ${b!.p99Ms} ms), B ÷ A ${ratio.toFixed(3)}${bad}`,
+      `round ${round}: A ${a!.reqPerSec.toFixed(0)} req/s (p99 ${a!.p99Ms} ms, ${ca!.toFixed(0)} µs CPU), ` +
+        `B ${b!.reqPerSec.toFixed(0)} req/s (p99 ${b!.p99Ms} ms, ${cb!.toFixed(0)} µs CPU), ` +
+        `B ÷ A ${ratio.toFixed(3)}, by CPU ${byCpu.at(-1)!.toFixed(3)}${bad}`,
     );
   }
   const { median, min, max } = summarize(ratios)!;
+  const cpu = summarize(byCpu)!;
   console.log(
     `median B ÷ A: ${median.toFixed(3)} over ${rounds} rounds, spread ${min.toFixed(3)}-${max.toFixed(3)} ` +
-      `(${(max - min).toFixed(3)}); ${loadAverage()}`,
+      `(${(max - min).toFixed(3)}); by CPU time ${cpu.median.toFixed(3)} (${cpu.min.toFixed(3)}-${cpu.max.toFixed(3)}); ${loadAverage()}`,
   );
 }
 
@@ -130,7 +139,8 @@ function gatewaySpec(
       AUTOMATION_UPSTREAM_URL: UPSTREAM,
       ...side.env,
     });
-    return { env, keycloakUrl: keycloak.kc.url };
+    const authOff = args['auth-off'].toUpperCase() === side.name;
+    return { env, keycloakUrl: keycloak.kc.url, authOff: authOff ? ORG_ROLE : undefined };
   }
   const env = {
     HOST: '127.0.0.1',
@@ -150,7 +160,7 @@ function gatewaySpec(
   return {
     env,
     keycloakUrl: env.KEYCLOAK_URL,
-    authOff: { organization: ORG, workspace: WORKSPACE },
+    authOff: ORG_ROLE,
   };
 }
 

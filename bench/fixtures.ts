@@ -35,16 +35,37 @@ export function createProvisioner(keycloakUrl: string, secrets: BenchSecrets, db
     }
     return admin.client;
   };
-  const token = async (realm: string, form: Record<string, string>) => {
-    const url = `${keycloakUrl}/realms/${encodeURIComponent(realm)}/protocol/openid-connect/token`;
+  /** A token request to `realm` (at Keycloak, or at `via.url` with `via.headers`). */
+  const token = async (
+    realm: string,
+    form: Record<string, string>,
+    via = { url: `${keycloakUrl}/realms/${encodeURIComponent(realm)}`, headers: {} },
+  ) => {
+    const url = `${via.url}/protocol/openid-connect/token`;
     const body = new URLSearchParams({ client_id: apiClientIdOf(realm), ...form });
-    const res = await fetch(url, { method: 'POST', body, signal: AbortSignal.timeout(30_000) });
+    const { headers } = via;
+    const res = await fetch(url, {
+      method: 'POST',
+      headers,
+      body,
+      signal: AbortSignal.timeout(30_000),
+    });
     const json = (await res.json()) as Record<string, string>;
     if (res.status !== 200 || !json.access_token) {
       throw new Error(`token request on ${realm} failed: ${res.status} ${json.error ?? ''}`);
     }
-    return { accessToken: json.access_token, refreshToken: json.refresh_token ?? '' };
+    return {
+      accessToken: json.access_token,
+      refreshToken: json.refresh_token ?? '',
+      tokenType: json.token_type,
+    };
   };
+  const passwordForm = (u: BenchUser) => ({
+    grant_type: 'password',
+    scope: 'openid',
+    username: u.username,
+    password: u.password,
+  });
   return {
     /** Organization realm with workspace `ws1` (roles and database rows). */
     async organization(id: string): Promise<void> {
@@ -73,13 +94,7 @@ export function createProvisioner(keycloakUrl: string, secrets: BenchSecrets, db
       await ensureUser(await adminClient(), { ...user, workspaceRoles: [WORKSPACE] });
       return user;
     },
-    passwordGrant: (u: BenchUser) =>
-      token(u.realm, {
-        grant_type: 'password',
-        scope: 'openid',
-        username: u.username,
-        password: u.password,
-      }),
+    passwordGrant: (u: BenchUser) => token(u.realm, passwordForm(u)),
     token,
     /**
      * A password grant as a DPoP client makes it, through the `/auth` of the gateway at
@@ -87,28 +102,13 @@ export function createProvisioner(keycloakUrl: string, secrets: BenchSecrets, db
      * P-256 key: Keycloak binds the token to the key (`cnf.jkt`).
      */
     async dpopGrant(gatewayUrl: string, u: BenchUser) {
-      const url = `${gatewayUrl}/auth/realms/${u.realm}/protocol/openid-connect/token`;
+      const url = `${gatewayUrl}/auth/realms/${u.realm}`;
       const key = newProofKey();
-      const proof = proofMaker({ privateJwk: key, method: 'POST', htu: url })();
-      const body = new URLSearchParams({
-        client_id: apiClientIdOf(u.realm),
-        grant_type: 'password',
-        scope: 'openid',
-        username: u.username,
-        password: u.password,
-      });
-      const headers = { dpop: proof };
-      const res = await fetch(url, {
-        method: 'POST',
-        headers,
-        body,
-        signal: AbortSignal.timeout(30_000),
-      });
-      const json = (await res.json()) as Record<string, string>;
-      if (res.status !== 200 || json.token_type !== 'DPoP' || !json.access_token) {
-        throw new Error(`DPoP grant on ${u.realm} failed: ${res.status} ${json.error ?? ''}`);
-      }
-      return { key, accessToken: json.access_token };
+      const htu = `${url}/protocol/openid-connect/token`;
+      const dpop = proofMaker({ privateJwk: key, method: 'POST', htu })();
+      const grant = await token(u.realm, passwordForm(u), { url, headers: { dpop } });
+      if (grant.tokenType !== 'DPoP') throw new Error(`DPoP grant on ${u.realm}: not bound`);
+      return { key, accessToken: grant.accessToken };
     },
   };
 }

@@ -4,10 +4,8 @@ import { automationPath } from './scenarios.ts';
 import { origin, type BenchOptions } from './settings.ts';
 
 /**
- * The p99 latency the gateway adds at half of its peak: the gateway and the limit loaded at the
- * same steady rate, half of the gateway's peak (autocannon's `overallRate`, the bench's own
- * generator: wrk has no rate option and wrk2 is not packaged here), rounds interleaved; the
- * median p99 of each and their difference.
+ * The p99 the gateway adds at half of its peak: it and the limit at that steady rate
+ * (autocannon's `overallRate`: wrk has none), rounds interleaved, the difference of the medians.
  */
 export interface HalfLoadLatency {
   gateway: string;

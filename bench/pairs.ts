@@ -1,6 +1,7 @@
 import { cpus } from 'node:os';
 import { ALL_CPUS, pinTree, taskset } from './affinity.ts';
 import { runTogether, type LoadResult } from './load.ts';
+import { cpuSeconds } from './processes.ts';
 import { median } from './stats.ts';
 import { loadOf, type Scenario } from './scenarios.ts';
 import type { BenchOptions } from './settings.ts';
@@ -14,7 +15,6 @@ const PAIRS = [
   ['auth-off', 'limit'],
   ['bearer-control', 'bearer'],
   ['dpop', 'bearer'],
-  ['bearer-node20', 'bearer'],
   ['basic-warm', 'bearer'],
   ['bearer-10k', 'bearer'],
   ['bearer-realms', 'bearer'],
@@ -55,23 +55,32 @@ export async function measurePairs(
           pinned ? feeders : undefined,
         );
       await both(options.warmupSeconds);
-      const rounds: { row: LoadResult; reference: LoadResult }[] = [];
+      const rounds: { row: LoadResult; reference: LoadResult; cpuMicros: number[] }[] = [];
       for (let round = 1; round <= options.rounds; round++) {
+        const cpuBefore = pids.map(cpuSeconds);
         const [r, ref] = (await both(options.roundSeconds)) as [LoadResult, LoadResult];
-        rounds.push({ row: r, reference: ref });
+        // CPU time per answer: the cost itself, whether or not a generator kept its row busy.
+        const cpuMicros = [r, ref].map(
+          (x, i) => ((cpuSeconds(pids[i]!) - cpuBefore[i]!) * 1e6) / Math.max(x.ok, 1),
+        );
+        rounds.push({ row: r, reference: ref, cpuMicros });
         const ratio = (r.reqPerSec / Math.max(ref.reqPerSec, 1)).toFixed(3);
+        const cost = cpuMicros.map((c) => c.toFixed(0)).join(' and ');
         log(
-          `  paired ${round}: ${rowId} ${r.reqPerSec.toFixed(0)}, ${referenceId} ${ref.reqPerSec.toFixed(0)} req/s: ${ratio}`,
+          `  paired ${round}: ${rowId} ${r.reqPerSec.toFixed(0)}, ${referenceId} ${ref.reqPerSec.toFixed(0)} req/s: ${ratio} (CPU µs/answer ${cost})`,
         );
       }
       await Promise.all(pids.map((pid) => taskset(pid, ALL_CPUS)));
       const ratios = rounds.map((r) => r.row.reqPerSec / Math.max(r.reference.reqPerSec, 1));
+      // The same ratio from CPU time: the reference's cost per answer ÷ the row's.
+      const byCpu = rounds.map((r) => r.cpuMicros[1]! / Math.max(r.cpuMicros[0]!, 1e-9));
       outcomes.push({
         row: rowId!,
         reference: referenceId!,
         pinned,
         ratios,
         median: median(ratios)!,
+        byCpu: median(byCpu)!,
         rounds,
       });
     }

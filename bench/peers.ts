@@ -5,14 +5,9 @@ import path from 'node:path';
 import { startCommand } from './command-process.ts';
 
 /**
- * The C peers of the side-by-side rows, each validating the same Keycloak RS256 Bearer token and
- * proxying to the same trivial upstream: Apache 2.4 with mod_auth_openidc (an OAuth 2.0 resource
- * server, `AuthType oauth20`) and HAProxy 2.6 with `jwt_verify`. Both get the realm's signing
- * key as a PEM file taken from the realm's JWKS: HAProxy reads no JWKS, and mod_auth_openidc
- * 2.4.12 takes only an https `OIDCOAuthVerifyJwksUri` (the local Keycloak speaks http); it
- * would fetch the JWKS once and keep it, so the work per request is the same. Configurations
- * are written to a directory of the run; the servers are the bench's children
- * (command-process.ts), never system services.
+ * The C peers of the side-by-side rows (README.md, "Side by side"): Apache 2.4 with
+ * mod_auth_openidc and HAProxy 2.6 with `jwt_verify`, the realm's key as a PEM file, as the
+ * bench's children (command-process.ts), never system services.
  */
 const APACHE = '/usr/sbin/apache2';
 const APACHE_MODULES = '/usr/lib/apache2/modules';

@@ -1,58 +1,111 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-
-/**
- * The Node a child runs on: this one (Node 24 strips the types itself), or another binary with
- * tsx as its loader (Node 20 cannot strip types).
- */
-export interface Runtime {
-  node: string;
-  tsx: boolean;
-}
 
 const running = new Set<ChildProcess>();
 
 /**
- * Spawns a bench module (a file of bench/, or an absolute path: another source tree's); its
- * stdin stays a pipe, so it exits when the bench dies in any way.
+ * How a child runs: its settings, Node's options, its CPUs; and when a long-lived one is ready
+ * (`startChild`): by default its readiness line, a JSON object with `ready: true` on stdout;
+ * with `readyText` the first line of stdout that holds it; with `port` once that port accepts.
  */
-type How = { env?: object; runtime?: Runtime; nodeArgs?: string[]; cpuList?: string };
-function spawnModule(module: string, how: How) {
-  const loader = how.runtime?.tsx ? ['--import', import.meta.resolve('tsx')] : [];
-  const file = path.isAbsolute(module)
-    ? module
-    : fileURLToPath(new URL(`./${module}`, import.meta.url));
-  const node = [how.runtime?.node ?? process.execPath, ...(how.nodeArgs ?? []), ...loader, file];
-  const [command, ...args] = how.cpuList ? ['taskset', '--cpu-list', how.cpuList, ...node] : node;
+type How = {
+  env?: object;
+  nodeArgs?: string[];
+  cpuList?: string;
+  readyText?: string;
+  port?: number;
+};
+
+/**
+ * Spawns a bench module (a file of bench/, or an absolute path: another source tree's) on this
+ * Node, or a command given as its words; its stdin stays a pipe, so a module exits when the
+ * bench dies in any way (command-process.ts gives a command that watch). Its stderr is passed
+ * on to the bench's, and its last lines are kept: a child that dies says why.
+ */
+function spawnChild(module: string | string[], how: How) {
+  const file = (m: string) =>
+    path.isAbsolute(m) ? m : fileURLToPath(new URL(`./${m}`, import.meta.url));
+  const words =
+    typeof module === 'string' ? [process.execPath, ...(how.nodeArgs ?? []), file(module)] : module;
+  const [command, ...args] = how.cpuList ? ['taskset', '--cpu-list', how.cpuList, ...words] : words;
   const env = { ...process.env, ...how.env };
-  const child = spawn(command!, args, { stdio: ['pipe', 'pipe', 'inherit'], env });
+  const child = spawn(command!, args, { stdio: ['pipe', 'pipe', 'pipe'], env });
   running.add(child);
   child.once('exit', () => running.delete(child));
-  return child;
+  const tail: string[] = [];
+  createInterface({ input: child.stderr }).on('line', (line) => {
+    process.stderr.write(`${line}\n`);
+    if (tail.push(line) > 40) tail.shift();
+  });
+  return { child, lastWords: () => lastWords(tail) };
 }
 
 /**
- * Starts a long-lived bench module (a server, a gateway) and waits for its readiness line, a
- * JSON object with `ready: true` on stdout; `stop` sends SIGTERM, then SIGKILL after `graceMs`.
+ * What a dead child's stderr said, on one line: its last three lines that are neither blank,
+ * nor a stack frame, nor the caret under a quoted line (Node's report of an uncaught error ends
+ * with the error, its frames and the Node version).
  */
-export async function startChild(module: string, how: How) {
-  const child = spawnModule(module, how);
+export function lastWords(lines: string[]): string {
+  const said = lines.map((l) => l.trim()).filter((l) => l && !/^at |^\^+$/.test(l));
+  return said.slice(-3).join(' | ') || 'nothing on stderr';
+}
+
+/**
+ * Starts a long-lived child (a server, a gateway; `How` says when it is ready) and waits until
+ * it is; one that exits first rejects, with what it said last. `stop` sends SIGTERM, then
+ * SIGKILL after `graceMs`.
+ */
+export async function startChild(module: string | string[], how: How) {
+  const { child, lastWords: said } = spawnChild(module, how);
+  const name = typeof module === 'string' ? module : module[0];
   const ready = await new Promise<Record<string, unknown>>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${module}: not ready in 90 s`)), 90_000);
+    const timer = setTimeout(() => {
+      reject(new Error(`${name}: not ready in 90 s: ${said()}`));
+      child.kill('SIGKILL');
+    }, 90_000);
+    const done = (details: Record<string, unknown>) => {
+      clearTimeout(timer);
+      resolve(details);
+    };
     createInterface({ input: child.stdout }).on('line', (line) => {
-      if (!line.startsWith('{"ready":true')) return;
-      clearTimeout(timer);
-      resolve(JSON.parse(line) as Record<string, unknown>);
+      if (how.readyText ? line.includes(how.readyText) : line.startsWith('{"ready":true')) {
+        done(how.readyText ? {} : (JSON.parse(line) as Record<string, unknown>));
+      }
     });
-    child.once('exit', (code, signal) => {
+    if (how.port !== undefined && !how.readyText) {
+      void whenAccepting(how.port, child).then((accepted) => accepted && done({}));
+    }
+    // 'close', not 'exit': after its stderr's last lines have been read.
+    child.once('close', (code, signal) => {
       clearTimeout(timer);
-      reject(new Error(`${module} exited before it was ready (${signal ?? code})`));
+      reject(new Error(`${name} exited before it was ready (${signal ?? code}): ${said()}`));
     });
   });
-  return { pid: child.pid!, ready, stop: (graceMs?: number) => stopChild(child, graceMs) };
+  return { pid: child.pid!, child, ready, stop: (graceMs?: number) => stopChild(child, graceMs) };
+}
+
+/** Whether `port` on 127.0.0.1 accepted a connection (tried every 100 ms) while `child` ran. */
+async function whenAccepting(port: number, child: ChildProcess): Promise<boolean> {
+  const accepts = () =>
+    new Promise<boolean>((resolve) => {
+      const socket = connect(port, '127.0.0.1');
+      const answer = (ok: boolean) => {
+        socket.destroy();
+        resolve(ok);
+      };
+      socket.once('connect', () => answer(true)).once('error', () => answer(false));
+      socket.setTimeout(1000, () => answer(false));
+    });
+  while (child.exitCode === null && child.signalCode === null) {
+    if (await accepts()) return true;
+    await sleep(100);
+  }
+  return false;
 }
 
 /**
@@ -69,7 +122,7 @@ export function runToCompletion(
   hold?: { started: Promise<void>; onLine: (line: string) => void },
   stop?: AbortSignal,
 ) {
-  const child = spawnModule(module, { cpuList });
+  const { child, lastWords: said } = spawnChild(module, { cpuList });
   return new Promise<string>((resolve, reject) => {
     const chunks: Buffer[] = [];
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
@@ -78,7 +131,7 @@ export function runToCompletion(
     child.once('exit', (code, signal) => {
       clearTimeout(timer);
       if (code === 0) resolve(Buffer.concat(chunks).toString('utf8'));
-      else reject(new Error(`${module} failed (${signal ?? code})`));
+      else reject(new Error(`${module} failed (${signal ?? code}): ${said()}`));
     });
     if (hold) {
       createInterface({ input: child.stdout }).on('line', hold.onLine);

@@ -1,3 +1,4 @@
+import { readdir } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import { createProvisioner, provision, WORKSPACE } from './fixtures.ts';
 import { measureFleet, startFleetGateway } from './fleet-run.ts';
@@ -6,7 +7,7 @@ import { runLoad } from './load.ts';
 import { measurePairs } from './pairs.ts';
 import { peakRssMiB } from './processes.ts';
 import { formatReport, judgeTargets, rowsOf } from './report.ts';
-import { buildScenarios, loadOf, measureScenarios } from './scenarios.ts';
+import { buildScenarios, loadOf, measureScenarios, startRows, type Scenario } from './scenarios.ts';
 import { measureSideBySide, type SideBySide } from './side-by-side.ts';
 import { formatSideBySide, judgeSideTargets } from './side-by-side-report.ts';
 import { DATA_DIR, origin, parseOptions, PORTS } from './settings.ts';
@@ -23,7 +24,7 @@ await runBench(options, options.fleet ? fleetMode : rowsMode);
 
 /** The rows, the paired ratios, the CPU profile and the side-by-side rows, as asked. */
 async function rowsMode(context: BenchContext): Promise<ModeResult> {
-  const { stack: info, keycloak, started, log, note, openDatabase } = context;
+  const { stack: info, keycloak, log, note, openDatabase } = context;
   const seconds = (since: number) => ((Date.now() - since) / 1000).toFixed(0);
   log('starting the upstream, the limit proxy and the main gateway (it migrates the database)');
   const [[upstream, limit], main] = await Promise.all([
@@ -41,8 +42,7 @@ async function rowsMode(context: BenchContext): Promise<ModeResult> {
   note(
     `${made.manyTokens.length} tokens, ${made.realms.length} organizations in ${seconds(since)} s`,
   );
-  const node20 = stack.findNode20();
-  const scenarios = buildScenarios({ organization: 'bench', node20, ...made }).filter(
+  const scenarios = buildScenarios({ organization: 'bench', ...made }).filter(
     (s) => !options.rows || ['limit', 'bearer', ...options.rows].includes(s.id),
   );
   const peakRss = new Map<string, number | undefined>();
@@ -50,19 +50,16 @@ async function rowsMode(context: BenchContext): Promise<ModeResult> {
   if (!options.peersOnly) {
     log('starting one gateway per row');
     const authOff = { organization: 'bench', workspace: WORKSPACE };
-    const children = await Promise.all(
-      scenarios.map(async (s) => {
-        if (s.id === 'limit' || s.id === 'bearer') return s.id === 'limit' ? limit : main;
-        if (s.unavailable) return undefined;
-        const how = {
+    await startRows(
+      scenarios,
+      { limit, bearer: main },
+      (s) =>
+        stack.startGateway(info, s.port, {
           extra: s.extra,
-          runtime: s.runtime,
           authOff: s.authOff ? authOff : undefined,
-        };
-        return stack.startGateway(info, s.port, how);
-      }),
+        }),
+      log,
     );
-    scenarios.forEach((s, i) => (s.pid = children[i]?.pid));
 
     note(`before measuring: ${stack.loadAverage()}`);
     log(
@@ -75,26 +72,9 @@ async function rowsMode(context: BenchContext): Promise<ModeResult> {
   }
 
   if (options.profile) {
-    // A fresh gateway under the load of `--profile-row` (Bearer by default); V8 writes the
-    // profile when it exits.
-    const row = options.profileRow;
-    const file = `${DATA_DIR}/profiles/${row}-${new Date(started).toISOString()}.cpuprofile`;
-    const nodeArgs = [
-      '--cpu-prof',
-      `--cpu-prof-dir=${DATA_DIR}/profiles`,
-      `--cpu-prof-name=${file.split('/').pop()}`,
-    ];
-    const profiled = await stack.startGateway(info, PORTS.profiled, { nodeArgs });
-    const driving = scenarios.find((s) => s.id === row);
-    if (!driving) throw new Error(`--profile-row ${row}: no such row in this run`);
-    const load = loadOf({ ...driving, port: PORTS.profiled }, options);
-    await runLoad({ ...load, durationSeconds: options.warmupSeconds });
-    const { reqPerSec } = await runLoad(load);
-    await profiled.stop(30_000);
-    const readyAt = String(profiled.ready.monotonicMicros);
-    note(
-      `CPU profile ${file} (${reqPerSec.toFixed(0)} req/s; ready at ${readyAt} µs on its clock)`,
-    );
+    await profile(context, scenarios).catch((err: Error) => {
+      note(`CPU profile: not taken: ${err.message}`);
+    });
   }
 
   let sideBySide: SideBySide | undefined;
@@ -120,13 +100,45 @@ async function rowsMode(context: BenchContext): Promise<ModeResult> {
       ...(sideBySide ? [formatSideBySide(sideBySide)] : []),
     ],
     report: {
-      machine: { cpus: cpus().length, node: process.version, node20: node20?.version },
+      machine: { cpus: cpus().length, node: process.version },
       rows,
       pairs,
       targets,
       sideBySide: sideBySide && { ...sideBySide, targets: judgeSideTargets(sideBySide) },
     },
   };
+}
+
+/**
+ * For each row of `--profile-row` (Bearer by default; several, comma-separated, in turn): a
+ * fresh gateway with that row's settings (auth off, metrics off, tracing...) under its load,
+ * with `--cpu-prof`; V8 writes the profile when it exits.
+ */
+async function profile({ stack: info, started, note }: BenchContext, scenarios: Scenario[]) {
+  for (const row of options.profileRows) {
+    const driving = scenarios.find((s) => s.id === row);
+    if (!driving) throw new Error(`--profile-row ${row}: no such row in this run`);
+    // A folder per row: Node writes a profile per thread (the auth-off row's module hook has
+    // a loader thread), named CPU.<date>.<pid>.<thread>.<seq>; the main thread is thread 0.
+    const dir = `${DATA_DIR}/profiles/${row}-${new Date(started).toISOString()}`;
+    const nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${dir}`];
+    const authOff = driving.authOff ? { organization: 'bench', workspace: WORKSPACE } : undefined;
+    const how = { nodeArgs, extra: driving.extra, authOff };
+    const profiled = await stack.startGateway(info, PORTS.profiled, how);
+    const load = loadOf({ ...driving, port: PORTS.profiled }, options);
+    await runLoad({
+      ...load,
+      durationSeconds: options.warmupSeconds,
+      amount: driving.warmupAmount,
+    });
+    const { reqPerSec } = await runLoad(load);
+    await profiled.stop(30_000);
+    const file = (await readdir(dir)).find((name) => name.includes(`.${profiled.pid}.0.`));
+    const readyAt = String(profiled.ready.monotonicMicros);
+    note(
+      `CPU profile ${dir}/${file} (${reqPerSec.toFixed(0)} req/s; ready at ${readyAt} µs on its clock)`,
+    );
+  }
 }
 
 /**

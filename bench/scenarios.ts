@@ -1,6 +1,5 @@
 import { WORKSPACE, type BenchUser, type provision } from './fixtures.ts';
 import { runLoad, type LoadRequest, type LoadResult, type LoadSpec } from './load.ts';
-import type { Runtime } from './processes.ts';
 import { origin, PORTS, type BenchOptions } from './settings.ts';
 
 /** One row of the table: what serves it, the requests sent to it, and its measured rounds. */
@@ -8,9 +7,8 @@ export interface Scenario {
   id: string;
   name: string;
   requests: LoadRequest[];
-  /** The settings of this row's gateway, its Node if not this one, auth off (constant-bearer). */
+  /** The settings of this row's gateway, auth off (constant-bearer). */
   extra?: Record<string, string>;
-  runtime?: Runtime;
   authOff?: boolean;
   /** Warm up with this many requests (one pass over every token) instead of by time. */
   warmupAmount?: number;
@@ -34,12 +32,9 @@ export function automationPath(organization: string): string {
  * serves them. Many credentials go in turn (load.ts): no two concurrent requests carry the same.
  */
 export function buildScenarios(
-  input: Awaited<ReturnType<typeof provision>> & {
-    organization: string;
-    node20: { runtime: Runtime; version: string } | undefined;
-  },
+  input: Awaited<ReturnType<typeof provision>> & { organization: string },
 ): Scenario[] {
-  const { node20, realms, manyTokens, noCacheUsers } = input;
+  const { realms, manyTokens, noCacheUsers } = input;
   const path = automationPath(input.organization);
   const bearer = [{ path, authorization: `Bearer ${input.token}` }];
   const rotate = (tokens: string[]) => tokens.map((t) => ({ path, authorization: `Bearer ${t}` }));
@@ -95,13 +90,6 @@ export function buildScenarios(
       extra: { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${origin(PORTS.upstream)}/v1/traces` },
     },
     {
-      id: 'bearer-node20',
-      name: `Bearer, same gateway on Node 20${node20 ? ` (${node20.version}, through tsx)` : ''}`,
-      requests: bearer,
-      runtime: node20?.runtime,
-      unavailable: node20 ? undefined : `not found: ${process.env.BENCH_NODE20 ?? '/usr/bin/node'}`,
-    },
-    {
       id: 'bearer-10k',
       name: `Bearer, ${manyTokens.length} distinct tokens`,
       requests: rotate(manyTokens),
@@ -121,17 +109,43 @@ export function buildScenarios(
       name: `Basic, cache off, ${noCacheUsers.length} users: a password grant per request`,
       requests: noCacheUsers.map(basic),
       extra: { BASIC_CACHE_MAX_SECONDS: '0' },
+      // One grant per user: a grant can take longer than a timed warm-up on a busy machine.
+      warmupAmount: noCacheUsers.length,
       keycloakBound: true,
     },
   ];
   // The main Bearer gateway on the base port (Keycloak issues tokens for its address), the
   // limit proxy on its own, the others every 10 ports, around Keycloak's and the upstream's.
-  const free = [10, 20, 30, 40, 50, 60, 70, 110, 120, 130].map((o) => PORTS.base + o);
+  const free = [10, 20, 30, 40, 50, 60, 70, 110, 120].map((o) => PORTS.base + o);
   return rows.map((row) => ({
     ...row,
     port: { limit: PORTS.limitProxy, bearer: PORTS.gateway }[row.id] ?? free.shift()!,
     rounds: [],
   }));
+}
+
+/**
+ * Starts each row's process with `start` (the limit and Bearer rows have theirs already); a row
+ * whose process does not start gets its reason (what the process said last) as `unavailable`
+ * and the others go on. Sets each row's `pid`.
+ */
+export async function startRows(
+  scenarios: Scenario[],
+  started: Record<string, { pid: number }>,
+  start: (s: Scenario) => Promise<{ pid: number }>,
+  log: (message: string) => void,
+): Promise<void> {
+  await Promise.all(
+    scenarios.map(async (s) => {
+      if (s.unavailable) return;
+      try {
+        s.pid = (started[s.id] ?? (await start(s))).pid;
+      } catch (err) {
+        s.unavailable = `did not start: ${(err as Error).message}`;
+        log(`  ${s.name}: ${s.unavailable}`);
+      }
+    }),
+  );
 }
 
 /**

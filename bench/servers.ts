@@ -3,13 +3,9 @@ import { Pool, type Dispatcher } from 'undici';
 import { readyUntilParentExits } from './processes.ts';
 
 /**
- * The helper servers, each in a process of its own on `BENCH_PORT`, with keep-alive as the
- * gateway has it. `BENCH_UPSTREAM` unset: the trivial automation upstream, the same 156-byte
- * JSON body for every request. Set (`http://host:port`): the **limit**, a minimal `node:http`
- * proxy to it (no framework, no auth, a keep-alive agent); with `BENCH_CLIENT=undici`, the
- * **undici limit**: the same server whose client is an undici `Pool` through its `dispatch`,
- * each chunk of the answer written straight to the response (no stream, no pipe), the
- * upstream paused while the client's socket is full.
+ * A helper server on `BENCH_PORT`: without `BENCH_UPSTREAM`, the trivial upstream (156 bytes of
+ * JSON); with it, the **limit**, a minimal `node:http` proxy to it, or with
+ * `BENCH_CLIENT=undici` the **undici limit** (README.md says what each stands for).
  */
 const body = Buffer.from(
   '{"data":[{"parameter":{"operation_id":"op-1","operation_name":"bench"},"file":{}}],' +

@@ -21,54 +21,77 @@ export const HOST = '127.0.0.1';
 export const origin = (port: number) => `http://${HOST}:${port}`;
 export const DATA_DIR = '.data/bench';
 
+type Arg = number | string | boolean;
+/**
+ * The options of every bench script, `--name value` (`--flag` for a boolean), each with its
+ * default, which also gives its kind: a number must be a whole number from 1 (to `max[name]`).
+ */
+export function readArgs<T extends Record<string, Arg>>(
+  argv: string[],
+  defaults: T,
+  max: Partial<Record<keyof T, number>> = {},
+): T {
+  const kind = (v: Arg) => (typeof v === 'boolean' ? 'boolean' : 'string') as 'string';
+  const options = Object.fromEntries(
+    Object.entries(defaults).map(([k, v]) => [k, { type: kind(v) }]),
+  );
+  const { values } = parseArgs({ args: argv, options });
+  const read = ([name, fallback]: [string, Arg]) => {
+    const given = values[name];
+    if (given === undefined || typeof fallback !== 'number') return [name, given ?? fallback];
+    const [n, top] = [Number(given), max[name] ?? Infinity];
+    if (!Number.isInteger(n) || n < 1 || n > top) {
+      throw new Error(
+        `--${name} must be a whole number ${top === Infinity ? '>= 1' : `from 1 to ${top}`}`,
+      );
+    }
+    return [name, n];
+  };
+  return Object.fromEntries(Object.entries(defaults).map(read)) as T;
+}
+
 export type BenchOptions = ReturnType<typeof parseOptions>;
 
 /** `npm run bench -- --rounds 5 --no-profile` etc. */
 export function parseOptions(argv: string[]) {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      rounds: { type: 'string', default: '3' },
-      'round-seconds': { type: 'string', default: '5' },
-      'warmup-seconds': { type: 'string', default: '2' },
-      connections: { type: 'string', default: '32' },
-      tokens: { type: 'string', default: '10000' },
-      realms: { type: 'string', default: '100' },
-      'no-profile': { type: 'boolean', default: false },
-      rows: { type: 'string' },
-      'profile-row': { type: 'string', default: 'bearer' },
-      peers: { type: 'boolean', default: false },
-      'peers-only': { type: 'boolean', default: false },
-      fleet: { type: 'boolean', default: false },
-      'fleet-hosts': { type: 'string', default: String(FLEET_DEFAULTS.hosts) },
-      'fleet-accounts': { type: 'string', default: String(FLEET_DEFAULTS.accounts) },
-      'fleet-jobs': { type: 'string', default: String(FLEET_DEFAULTS.jobs) },
-      'fleet-waves': { type: 'string', default: String(FLEET_DEFAULTS.waves) },
-      'fleet-stale-attempts': { type: 'string', default: String(FLEET_DEFAULTS.staleAttempts) },
+  const { hosts, accounts, jobs, waves, staleAttempts } = FLEET_DEFAULTS;
+  const values = readArgs(
+    argv,
+    {
+      rounds: 3,
+      'round-seconds': 5,
+      'warmup-seconds': 2,
+      connections: 32,
+      tokens: 10000,
+      realms: 100,
+      'no-profile': false,
+      rows: '',
+      'profile-row': 'bearer',
+      peers: false,
+      'peers-only': false,
+      fleet: false,
+      'fleet-hosts': hosts,
+      'fleet-accounts': accounts,
+      'fleet-jobs': jobs,
+      'fleet-waves': waves,
+      'fleet-stale-attempts': staleAttempts,
     },
-  });
-  type Flag = 'no-profile' | 'peers' | 'peers-only' | 'fleet' | 'rows' | 'profile-row';
-  const int = (name: Exclude<keyof typeof values, Flag>, max = Infinity) => {
-    const n = Number(values[name]);
-    if (!Number.isInteger(n) || n < 1 || n > max) {
-      const range = max === Infinity ? '>= 1' : `from 1 to ${max}`;
-      throw new Error(`--${name} must be a whole number ${range}`);
-    }
-    return n;
-  };
+    // Source addresses 127.0.0.20 to 127.0.0.99.
+    { 'fleet-hosts': 80 },
+  );
   return {
-    rounds: int('rounds'),
-    roundSeconds: int('round-seconds'),
-    warmupSeconds: int('warmup-seconds'),
-    connections: int('connections'),
+    rounds: values.rounds,
+    roundSeconds: values['round-seconds'],
+    warmupSeconds: values['warmup-seconds'],
+    connections: values.connections,
     /** Fewer when Keycloak is slow: tokens take 170 s at most, realms 240 s. */
-    tokens: int('tokens'),
-    realms: int('realms'),
+    tokens: values.tokens,
+    realms: values.realms,
     profile: !values['no-profile'] && !values['peers-only'],
     /** Only these rows (ids, comma-separated) beside the limit and Bearer; default all. */
-    rows: values.rows?.split(',').filter(Boolean),
-    /** The row whose requests drive the profiled gateway (`bearer`, `dpop`...). */
-    profileRow: values['profile-row'],
+    rows: values.rows ? values.rows.split(',').filter(Boolean) : undefined,
+    /** The rows (ids, comma-separated) each profiled in a gateway of its own (`bearer`...). */
+    profileRows: values['profile-row'].split(',').filter(Boolean),
     /** The side-by-side rows (side-by-side.ts) after the others; alone with `--peers-only`. */
     peers: values.peers || values['peers-only'],
     peersOnly: values['peers-only'],
@@ -76,12 +99,11 @@ export function parseOptions(argv: string[]) {
     fleet: values.fleet
       ? {
           ...FLEET_DEFAULTS,
-          // Source addresses 127.0.0.20 to 127.0.0.99.
-          hosts: int('fleet-hosts', 80),
-          accounts: int('fleet-accounts'),
-          jobs: int('fleet-jobs'),
-          waves: int('fleet-waves'),
-          staleAttempts: int('fleet-stale-attempts'),
+          hosts: values['fleet-hosts'],
+          accounts: values['fleet-accounts'],
+          jobs: values['fleet-jobs'],
+          waves: values['fleet-waves'],
+          staleAttempts: values['fleet-stale-attempts'],
         }
       : undefined,
   };

@@ -60,12 +60,22 @@ export async function startSideServers(input: {
   const undiciLimit = await startChild('servers.ts', {
     env: { BENCH_PORT: port(185), BENCH_UPSTREAM: origin(PORTS.upstream), BENCH_CLIENT: 'undici' },
   });
+  // A server that does not start leaves its row without numbers, saying why; the rest go on.
+  const unlessMissing = async <T>(id: RowId, start: () => Promise<T>) => {
+    if (missing[id]) return undefined;
+    return start().catch((err: Error) => {
+      missing[id] = `did not start: ${err.message}`;
+      return undefined;
+    });
+  };
   const started = await Promise.all([
-    startMainProcess(input.stack, port(140), { WORKERS: '1' }),
-    startMainProcess(input.stack, port(150), { WORKERS: 'auto' }),
-    missing.apache ? undefined : startApache(at(160), key),
-    missing.haproxy ? undefined : startHaproxy(at(170), key.file, 1),
-    missing.haproxy ? undefined : startHaproxy(at(180), key.file, cpus().length),
+    unlessMissing('realmgate-1', () => startMainProcess(input.stack, port(140), { WORKERS: '1' })),
+    unlessMissing('realmgate-auto', () =>
+      startMainProcess(input.stack, port(150), { WORKERS: 'auto' }),
+    ),
+    unlessMissing('apache', () => startApache(at(160), key)),
+    unlessMissing('haproxy', () => startHaproxy(at(170), key.file, 1)),
+    unlessMissing('haproxy', () => startHaproxy(at(180), key.file, cpus().length)),
   ]);
   const [one, auto, apache, haproxyOne, haproxyAll] = started;
   const server = (s: { commandPid: number } | undefined, offset: number) =>

@@ -20,13 +20,8 @@ import type { StackInfo } from './stack.ts';
 import { runWrk, type WrkResult } from './wrk.ts';
 
 /**
- * The side-by-side rows (issue 23): realmgate as it is run (`node src/main.ts`, WORKERS=1 and
- * WORKERS=auto) beside the limit, Apache + mod_auth_openidc and HAProxy + jwt_verify, all
- * validating the same Bearer token (the limit excepted) and proxying to the same upstream,
- * loaded by wrk. Two modes: **per core**, every server under test on CPU 0 and wrk, the
- * upstream and Keycloak on the other CPUs; **whole machine**, nothing pinned (HAProxy with one
- * thread per CPU). In each mode the rows are measured in interleaved rounds, then realmgate and
- * the limit at half of realmgate's peak (half-load.ts).
+ * The side-by-side rows (README.md, "Side by side"): in each mode (per core, whole machine) the
+ * rows in interleaved rounds of wrk, then realmgate and the limit at half of realmgate's peak.
  */
 export { MODES, type Mode, type RowId } from './side-by-side-servers.ts';
 

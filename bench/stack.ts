@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { readdir, readFile, rm, stat } from 'node:fs/promises';
 import { loadavg } from 'node:os';
@@ -8,7 +7,7 @@ import pg from 'pg';
 import { startLocalKeycloak } from '../keycloak/launcher.ts';
 import { startCommand } from './command-process.ts';
 import type { GatewaySpec } from './gateway-process.ts';
-import { startChild, type Runtime } from './processes.ts';
+import { startChild } from './processes.ts';
 import { DATA_DIR, HOST, origin, PORTS } from './settings.ts';
 
 /** Secrets of this run only: nothing is read from or written to the environment. */
@@ -76,7 +75,6 @@ export function dropDatabase(name: string): Promise<void> {
 export type StackInfo = { secrets: BenchSecrets; keycloakUrl: string; databaseUrl: string };
 type GatewayOptions = Pick<GatewaySpec, 'authOff'> & {
   extra?: Record<string, string>;
-  runtime?: Runtime;
   nodeArgs?: string[];
 };
 
@@ -138,17 +136,6 @@ export function startServers() {
       env: { BENCH_PORT: PORTS.limitProxy, BENCH_UPSTREAM: origin(PORTS.upstream) },
     }),
   ]);
-}
-
-/** Node 20 (`BENCH_NODE20`, else /usr/bin/node) and its version, or undefined if it does not run. */
-export function findNode20(): { runtime: Runtime; version: string } | undefined {
-  const node = process.env.BENCH_NODE20 ?? '/usr/bin/node';
-  try {
-    const version = execFileSync(node, ['--version'], { encoding: 'utf8' }).trim();
-    return { runtime: { node, tsx: true }, version };
-  } catch {
-    return undefined;
-  }
 }
 
 /** SHA-256 (12 hex digits) over src/: others change it while the bench runs. */

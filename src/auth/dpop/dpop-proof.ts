@@ -220,7 +220,7 @@ function signatureCheckOf(alg: string, key: CryptoKey): KnownKey['verifier'] {
   }
   if (alg.startsWith('ES')) {
     // Converted here rather than by `dsaEncoding: 'ieee-p1363'`: node:crypto then takes the key
-    // object as it is, which costs a P-256 check about 20 µs less (bench/dpop-check.ts).
+    // object as it is, which costs a P-256 check about 20 µs less (bench/dpop-cost.ts).
     const half = ECDSA_HALF_LENGTH[alg];
     if (half === undefined) return undefined;
     return (signed, signature) => {
