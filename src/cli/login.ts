@@ -84,7 +84,8 @@ export async function login(
   let result = await passwordGrant(baseUrl, { realm, username, ...secrets }, timeoutMs);
   // Keycloak answers a missing one-time password exactly like a wrong password, so at a
   // terminal the CLI asks for one after a refusal; a person with none just presses Enter.
-  if (!result.ok && secrets.totp === undefined && command.passwordFrom === 'prompt') {
+  const mayNeedOtp = (answer: GrantResult) => !answer.ok && answer.error === 'invalid_grant';
+  if (mayNeedOtp(result) && secrets.totp === undefined && command.passwordFrom === 'prompt') {
     const refusedAt = Date.now();
     io.stderr.write(
       'The login was refused: a wrong password, or the account also needs a one-time password.\n',
@@ -95,7 +96,7 @@ export async function login(
       result = await passwordGrant(baseUrl, { realm, username, ...secrets, totp }, timeoutMs);
     }
   }
-  if (!result.ok) throw refused(result, command, secrets.totp !== undefined);
+  if (!result.ok) throw refused(result, command, secrets.totp !== undefined, baseUrl);
   const stored = storedLoginOf(result.tokens, baseUrl, command);
   // The key is kept only with the tokens it binds: a realm that answered bearer tokens to a
   // proof gets them back as bearer tokens.
@@ -214,10 +215,21 @@ function refused(
   result: Extract<GrantResult, { ok: false }>,
   command: LoginCommand,
   gaveOtp: boolean,
+  baseUrl: URL,
 ): CliError {
   const said = result.description || result.error;
+  // Keycloak compares a proof's URL with its own token endpoint (under the gateway's
+  // PUBLIC_URL): say which URL the proof named and where the request went.
+  if (result.proofUrl !== undefined && /\bdpop\b/i.test(`${result.error} ${said}`)) {
+    return new CliError(
+      'api',
+      `login refused: ${said}; the proof named ${result.proofUrl} (the token endpoint the ` +
+        `realm's discovery document names) and was sent through ${baseUrl.href}`,
+    );
+  }
+  // Keycloak answers a missing one-time password as a wrong password (invalid_grant).
   const hint =
-    gaveOtp || command.passwordFrom === 'prompt'
+    gaveOtp || command.passwordFrom === 'prompt' || result.error !== 'invalid_grant'
       ? ''
       : '; for an account with two-factor authentication, put the one-time password on ' +
         "stdin's second line";

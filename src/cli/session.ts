@@ -2,6 +2,7 @@ import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import { callApi, type ApiRequest } from './client.ts';
 import { updateLogins, withoutLogin, type LoginSelector, type StoredLogin } from './credentials.ts';
 import { dpopProof } from './dpop.ts';
+import { gatewayAddressOf } from './gateway-address.ts';
 import { CliError } from './errors.ts';
 import type { RunContext } from './io.ts';
 import {
@@ -43,7 +44,17 @@ export async function proofFor(
     );
   }
   const { token } = await accessTokenOf(stored, timeoutMs);
-  return dpopProof(key, { ...target, accessToken: token });
+  // A URL under REALMGATE_URL is named under the gateway's own address, which it compares
+  // `htu` with; any other URL as given.
+  const { baseUrl } = stored;
+  const below = target.url.href.startsWith(baseUrl.href)
+    ? target.url.href.slice(baseUrl.href.length)
+    : undefined;
+  const url =
+    below === undefined
+      ? target.url
+      : new URL((await gatewayAddressOf(baseUrl, stored.login.realm, timeoutMs)).href + below);
+  return dpopProof(key, { ...target, url, accessToken: token });
 }
 
 /** `realmgate tokens list`: the user's refresh tokens (offline sessions). */
@@ -123,7 +134,12 @@ export async function revokeSession(
   timeoutMs: number,
 ): Promise<void> {
   const request: ApiRequest = { method: 'DELETE', path: sessionPath(login, sessionId) };
-  const connection = connectionOf(new URL(login.gateway), login, login.accessToken ?? '');
+  const connection = await connectionOf(
+    new URL(login.gateway),
+    login,
+    login.accessToken ?? '',
+    timeoutMs,
+  );
   await callApi(request, connection, timeoutMs);
 }
 

@@ -16,6 +16,7 @@ import {
   type StoredLogin,
 } from './credentials.ts';
 import { CliError } from './errors.ts';
+import { gatewayAddressOf } from './gateway-address.ts';
 import { refreshGrant } from './token-endpoint.ts';
 
 /** A cached access token is reused while at least this much of its life is left. */
@@ -88,24 +89,31 @@ export async function callAs(
   if (caller.kind === 'env') return callApi(request, caller, timeoutMs);
   const { baseUrl } = caller;
   const first = await accessTokenOf(caller, timeoutMs);
+  const send = async (token: string) =>
+    callApi(request, await connectionOf(baseUrl, caller.login, token, timeoutMs), timeoutMs);
   try {
-    return await callApi(request, connectionOf(baseUrl, caller.login, first.token), timeoutMs);
+    return await send(first.token);
   } catch (error) {
     if (!(error instanceof CliError && error.status === 401 && first.cached)) throw error;
   }
-  const fresh = await accessTokenOf(caller, timeoutMs, { refresh: true });
-  return callApi(request, connectionOf(baseUrl, caller.login, fresh.token), timeoutMs);
+  return send((await accessTokenOf(caller, timeoutMs, { refresh: true })).token);
 }
 
 /**
- * How an access token of `login` is sent: `DPoP` with a proof of the login's key when its
- * tokens are bound to it, else `Bearer` (a login made with `--no-dpop`, or before the CLI
- * bound them).
+ * How an access token of `login` is sent to `baseUrl`: `DPoP` with a proof of the login's key
+ * when its tokens are bound to it (naming the gateway's own address, learnt from the gateway),
+ * else `Bearer` (a login made with `--no-dpop`, or before the CLI bound them).
  */
-export function connectionOf(baseUrl: URL, login: StoredLogin, accessToken: string): Connection {
+export async function connectionOf(
+  baseUrl: URL,
+  login: StoredLogin,
+  accessToken: string,
+  timeoutMs: number,
+): Promise<Connection> {
   const key = login.dpopKey;
   if (key === undefined) return { baseUrl, authorization: `Bearer ${accessToken}` };
-  return { baseUrl, authorization: `DPoP ${accessToken}`, dpop: { key, accessToken } };
+  const gateway = await gatewayAddressOf(baseUrl, login.realm, timeoutMs);
+  return { baseUrl, authorization: `DPoP ${accessToken}`, dpop: { key, accessToken, gateway } };
 }
 
 /**

@@ -179,7 +179,12 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
     // `request.htu` is in normalised form already (normalizedHtu leaves it as it is): a proof
     // that spells it so needs no URL parsing.
     if (typeof htu !== 'string' || (htu !== request.htu && normalizedHtu(htu) !== request.htu)) {
-      throw invalidProof('The DPoP proof is for another URL.');
+      // Both URLs said: a client that reached the gateway by another address than its
+      // PUBLIC_URL (an internal name, 127.0.0.1) learns which one its proofs must name.
+      const named = typeof htu === 'string' ? ` names ${shortened(htu)}` : ' names no URL';
+      throw invalidProof(
+        `The DPoP proof is for another URL: this gateway expects ${request.htu}; the proof${named}.`,
+      );
     }
     if (typeof iat !== 'number' || !Number.isFinite(iat)) {
       throw invalidProof('The DPoP proof has no valid "iat".');
@@ -314,6 +319,15 @@ function sameText(a: string, b: string): boolean {
   const left = Buffer.from(a);
   const right = Buffer.from(b);
   return left.length === right.length && timingSafeEqual(left, right);
+}
+
+/**
+ * A client's text in a message (which the challenge's `error_description` repeats): at most
+ * 200 characters, each outside printable ASCII as `?`.
+ */
+function shortened(text: string): string {
+  const printable = text.slice(0, 200).replace(/[^\x20-\x7e]/g, '?');
+  return text.length > 200 ? `${printable}...` : printable;
 }
 
 /** A refusal of the proof (`invalid_dpop_proof`); the message is safe to show the client. */

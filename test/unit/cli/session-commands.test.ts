@@ -71,6 +71,11 @@ beforeAll(async () => {
       res.end(discoveryDocument(discovery[1]!));
       return;
     }
+    // A gateway without protected-resource metadata: the CLI reads the issuer instead.
+    if (req.url!.startsWith('/.well-known/oauth-protected-resource/')) {
+      res.writeHead(404, { 'content-type': 'application/json' }).end('{}');
+      return;
+    }
     let text = '';
     req.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
     req.on('end', () => {
