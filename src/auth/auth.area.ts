@@ -1,3 +1,4 @@
+import type { RequestHandler } from 'express';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Cache } from '../cache/index.ts';
@@ -33,6 +34,7 @@ import { createReachStep, type ReachStep } from './reach.ts';
 import { createRevocationList, type RevocationList } from './revocation.ts';
 import { createTokenDetailsStore, type TokenDetailsStore } from './token-details.ts';
 import type { IpcPeer } from '../cache/ipc-peer.ts';
+import { resourceMetadataRouter, resourceMetadataUrlOf } from './resource-metadata.ts';
 
 /** What the auth area gives the others: the admission and what the `/auth` steps and the platform share. */
 export interface AuthArea {
@@ -49,6 +51,8 @@ export interface AuthArea {
   reach: ReachStep;
   /** The longest a cached Basic login may be served: a user's revocation is remembered as long. */
   basicLoginSeconds: number;
+  /** The protected-resource metadata of `/api` and each organization's (RFC 9728). */
+  resourceMetadata: RequestHandler;
   /** Stops the key sets' schedules. */
   close(): void;
 }
@@ -73,7 +77,7 @@ export async function buildAuth(
   keycloak: { calls: KeycloakCalls; tokens: TokenClient },
   /** Whom the admission asks about organizations and workspaces (the platform's directory). */
   tenants: { directory: OrganizationLookup; workspaces: WorkspaceLookup },
-  accounts: Pick<AccountAdmin, 'hasTwoFactor'>,
+  accounts: Pick<AccountAdmin, 'hasTwoFactor' | 'dpopRequired'>,
 ): Promise<AuthArea> {
   const { config, logger, clock, cache, cacheSecret, metrics } = shared;
   const clientAddressOf = shared.forwarding.clientAddress.bind(shared.forwarding);
@@ -180,6 +184,7 @@ export async function buildAuth(
     jwks,
     logger,
   });
+  const htuBase = htuBaseOf(config.PUBLIC_URL);
   const admission = createAdmission({
     basic,
     bearer,
@@ -193,9 +198,10 @@ export async function buildAuth(
         clock,
       }),
       replay: createProofReplayStore({ cache, clock }),
-      htuBase: htuBaseOf(config.PUBLIC_URL),
+      htuBase,
       algorithms: config.DPOP_ALGORITHMS,
     }),
+    resourceMetadataOf: (realm) => resourceMetadataUrlOf(htuBase, realm),
     revocations,
     activeCheck,
     organizations: tenants.directory,
@@ -217,6 +223,13 @@ export async function buildAuth(
     tokenDetails,
     reach,
     basicLoginSeconds,
+    resourceMetadata: resourceMetadataRouter({
+      htuBase,
+      algorithms: config.DPOP_ALGORITHMS,
+      organizations: tenants.directory,
+      dpopRequired: (realm) => accounts.dpopRequired(realm),
+      clock,
+    }),
     close: () => jwks.close(),
   };
 }

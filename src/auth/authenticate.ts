@@ -21,6 +21,8 @@ export interface AuthenticateDeps {
   /** Whom failed Basic logins are counted against (see login-throttle.ts); read for Basic only. */
   clientAddressOf: (req: IncomingMessage) => string;
   metrics: Pick<AuthMetrics, 'authFailure'>;
+  /** The URL of the realm's protected-resource metadata, which Bearer and DPoP challenges name. */
+  resourceMetadataOf: (realm: string) => string;
 }
 
 /**
@@ -53,7 +55,7 @@ export function authenticateRequest(
 function refused(err: unknown, realm: string, deps: AuthenticateDeps): never {
   if (err instanceof AuthFailure) {
     deps.metrics.authFailure(err.scheme, err.reason);
-    throw unauthorized(realm, err, deps.dpop.algs);
+    throw unauthorized(realm, err, deps);
   }
   if (err instanceof AppError && err.code === 'tooManyFailedLogins') {
     deps.metrics.authFailure('basic', 'throttled');
@@ -213,10 +215,12 @@ function quoted(value: string): string {
  * `invalid_token` (the token itself), DPoP's with `invalid_dpop_proof` (its proof); every
  * scheme's when no credentials came.
  */
-function unauthorized(realm: string, failure: AuthFailure, algs: string): AppError {
+function unauthorized(realm: string, failure: AuthFailure, deps: AuthenticateDeps): AppError {
   const basic = `Basic realm=${quoted(realm)}, charset="UTF-8"`;
-  const bearer = `Bearer realm=${quoted(realm)}`;
-  const dpop = `DPoP realm=${quoted(realm)}, algs=${quoted(algs)}`;
+  // RFC 9728 section 5.1: where a client learns what this resource expects.
+  const metadata = `resource_metadata=${quoted(deps.resourceMetadataOf(realm))}`;
+  const bearer = `Bearer realm=${quoted(realm)}, ${metadata}`;
+  const dpop = `DPoP realm=${quoted(realm)}, algs=${quoted(deps.dpop.algs)}, ${metadata}`;
   const described = `error_description=${quoted(failure.publicMessage)}`;
   let challenge: string;
   if (failure instanceof MissingCredentials) challenge = `${bearer}, ${dpop}, ${basic}`;
