@@ -30,6 +30,12 @@ export interface StoredLogin {
    * (`--no-dpop`, a realm that does not offer it, or a login made before the CLI bound them).
    */
   dpopKey?: DpopKey;
+  /**
+   * Instead of `dpopKey`: the file of its own the key is kept in (`login --key-file`), and the
+   * key's thumbprint (the tokens' `cnf.jkt`), so a copy of this file is a token without its key.
+   */
+  keyFile?: string;
+  keyThumbprint?: string;
 }
 
 /** What picks a stored login: `--realm` and `--user`, each optional. */
@@ -233,6 +239,10 @@ function isStoredLogin(value: unknown): value is StoredLogin {
   return (
     ['gateway', 'realm', 'username', 'sessionId', 'refreshToken', 'loggedInAt'].every(text) &&
     ['refreshExpiresAt', 'accessToken', 'accessExpiresAt'].every(optional) &&
-    (login.dpopKey === undefined || isDpopKey(login.dpopKey))
+    (login.dpopKey === undefined || isDpopKey(login.dpopKey)) &&
+    // A key kept apart is named with its thumbprint, and never beside a key kept here.
+    (login.keyFile === undefined
+      ? login.keyThumbprint === undefined
+      : text('keyFile') && text('keyThumbprint') && login.dpopKey === undefined)
   );
 }

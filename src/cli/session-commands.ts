@@ -26,6 +26,7 @@ export const SESSION_COMMANDS: readonly CommandEntry[] = [
       'read-only': {},
       expires: { value: 'duration' },
       'no-dpop': {},
+      'key-file': { value: 'path' },
     },
     parse: (args) => {
       const expires = args.one('expires');
@@ -42,6 +43,7 @@ export const SESSION_COMMANDS: readonly CommandEntry[] = [
           expiresInSeconds: expires === undefined ? undefined : parseDuration(expires, '--expires'),
         },
         dpop: !args.has('no-dpop'),
+        keyFile: args.one('key-file'),
       };
     },
     run: async (command, context) => ({ json: await login(command, context) }),
