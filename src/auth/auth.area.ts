@@ -23,6 +23,7 @@ import { createBearerVerifier, type BearerVerifier } from './bearer/bearer-verif
 import { htuBaseOf } from './dpop/dpop-htu.ts';
 import { createProofChecker } from './dpop/dpop-proof.ts';
 import { createProofReplayStore } from './dpop/dpop-replay.ts';
+import { createNonceSource } from './dpop/dpop-nonce.ts';
 import { createDpopScheme } from './dpop/dpop-scheme.ts';
 import { createIdTokenReader, type IdTokenReader } from './bearer/id-token.ts';
 import { createJwksRegistry, type JwksRegistry } from './bearer/jwks.ts';
@@ -200,6 +201,13 @@ export async function buildAuth(
       replay: createProofReplayStore({ cache, clock }),
       htuBase,
       algorithms: config.DPOP_ALGORITHMS,
+      nonces: config.DPOP_NONCE
+        ? createNonceSource({
+            secret: config.KEYCLOAK_CLIENT_SECRET!,
+            slotSeconds: config.DPOP_PROOF_MAX_AGE_SECONDS,
+            clock,
+          })
+        : undefined,
     }),
     resourceMetadataOf: (realm) => resourceMetadataUrlOf(htuBase, realm),
     revocations,

@@ -192,8 +192,12 @@ function refuseRevoked(principal: Principal, revocations: RevocationList): Princ
   return principal;
 }
 
-/** RFC 9449 section 7.1: a problem with the proof, or with the token itself. */
-function dpopErrorOf(failure: AuthFailure): 'invalid_dpop_proof' | 'invalid_token' {
+/**
+ * RFC 9449 sections 7.1 and 9: a problem with the proof, a proof without the server's nonce, or
+ * a problem with the token itself.
+ */
+function dpopErrorOf(failure: AuthFailure): string {
+  if (failure.reason === 'nonce_required') return 'use_dpop_nonce';
   return failure.reason === 'bad_proof' || failure.reason === 'replayed_proof'
     ? 'invalid_dpop_proof'
     : 'invalid_token';
@@ -228,9 +232,11 @@ function unauthorized(realm: string, failure: AuthFailure, deps: AuthenticateDep
   else if (failure.scheme === 'bearer')
     challenge = `${bearer}, error="invalid_token", ${described}`;
   else challenge = `${dpop}, error="${dpopErrorOf(failure)}", ${described}`;
+  // RFC 9449 section 9: the nonce the next proof must carry.
+  const nonce = failure.reason === 'nonce_required' ? deps.dpop.nonce?.() : undefined;
   return new AppError('authenticationFailed', {
     message: failure.publicMessage,
-    headers: { 'www-authenticate': challenge },
+    headers: { 'www-authenticate': challenge, ...(nonce && { 'dpop-nonce': nonce }) },
     cause: failure,
   });
 }

@@ -43,6 +43,8 @@ export interface CheckedProof {
   jti: string;
   /** The last moment this proof's `iat` is still inside the window: its replay entry lives so long. */
   acceptableUntil: number;
+  /** Its `nonce` claim, if any (RFC 9449 section 9; checked by the scheme when nonces are on). */
+  nonce?: unknown;
 }
 
 export interface ProofCheckOptions {
@@ -171,7 +173,7 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
   }
 
   function checkClaims(payload: Record<string, unknown>, request: ProofRequest): CheckedProof {
-    const { jti, htm, htu, iat, ath } = payload;
+    const { jti, htm, htu, iat, ath, nonce } = payload;
     if (typeof jti !== 'string' || jti.length === 0 || jti.length > MAX_JTI_LENGTH) {
       throw invalidProof('The DPoP proof has no valid "jti".');
     }
@@ -198,7 +200,8 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
     if (typeof ath !== 'string' || !sameText(ath, tokenHash)) {
       throw invalidProof('The DPoP proof is not for this access token ("ath").');
     }
-    return { jti, acceptableUntil: Math.ceil((iat + options.maxAgeSeconds) * 1000) };
+    const acceptableUntil = Math.ceil((iat + options.maxAgeSeconds) * 1000);
+    return nonce === undefined ? { jti, acceptableUntil } : { jti, acceptableUntil, nonce };
   }
 }
 
