@@ -66,21 +66,8 @@ export function credentialsPathOf(env: Record<string, string | undefined>): stri
  * one that is not what this module writes, is refused rather than used or overwritten.
  */
 export async function readLogins(path: string): Promise<StoredLogin[]> {
-  let text: string;
-  try {
-    const mode = (await stat(path)).mode & 0o777;
-    if ((mode & 0o077) !== 0) {
-      throw new CliError(
-        'config',
-        `${path} is open to other users (mode ${mode.toString(8)}); run chmod 600 ${path}`,
-      );
-    }
-    text = await readFile(path, 'utf8');
-  } catch (error) {
-    if ((error as { code?: unknown }).code === 'ENOENT') return [];
-    if (error instanceof CliError) throw error;
-    throw new CliError('config', `cannot read ${path}: ${(error as Error).message}`);
-  }
+  const text = await readPrivateText(path);
+  if (text === undefined) return [];
   let file: unknown;
   try {
     file = JSON.parse(text);
@@ -96,6 +83,27 @@ export async function readLogins(path: string): Promise<StoredLogin[]> {
     );
   }
   return logins;
+}
+
+/**
+ * The text of a file only its owner may read (the credentials file, a key file); undefined when
+ * it does not exist. One other users can read is refused, saying how to fix it.
+ */
+export async function readPrivateText(path: string): Promise<string | undefined> {
+  try {
+    const mode = (await stat(path)).mode & 0o777;
+    if ((mode & 0o077) !== 0) {
+      throw new CliError(
+        'config',
+        `${path} is open to other users (mode ${mode.toString(8)}); run chmod 600 ${path}`,
+      );
+    }
+    return await readFile(path, 'utf8');
+  } catch (error) {
+    if ((error as { code?: unknown }).code === 'ENOENT') return undefined;
+    if (error instanceof CliError) throw error;
+    throw new CliError('config', `cannot read ${path}: ${(error as Error).message}`);
+  }
 }
 
 /**

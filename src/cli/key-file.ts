@@ -1,5 +1,6 @@
-import { open, readFile, stat } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import { isAbsolute, resolve } from 'node:path';
+import { readPrivateText } from './credentials.ts';
 import { generateDpopKey, isDpopKey, thumbprintOf, type DpopKey } from './dpop.ts';
 import { CliError } from './errors.ts';
 
@@ -66,21 +67,8 @@ export async function readKeyFile(path: string, thumbprint: string): Promise<Dpo
 
 /** The key in `path`; undefined when there is no such file. */
 async function keyInFile(path: string): Promise<DpopKey | undefined> {
-  let text: string;
-  try {
-    const mode = (await stat(path)).mode & 0o777;
-    if ((mode & 0o077) !== 0) {
-      throw new CliError(
-        'config',
-        `the key file ${path} is open to other users (mode ${mode.toString(8)}); run chmod 600 ${path}`,
-      );
-    }
-    text = await readFile(path, 'utf8');
-  } catch (error) {
-    if ((error as { code?: unknown }).code === 'ENOENT') return undefined;
-    if (error instanceof CliError) throw error;
-    throw new CliError('config', `cannot read the key file ${path}: ${(error as Error).message}`);
-  }
+  const text = await readPrivateText(path);
+  if (text === undefined) return undefined;
   let key: unknown;
   try {
     key = JSON.parse(text);
