@@ -43,6 +43,7 @@ this host when absent: the credentials file then holds a token that is useless w
 --no-dpop keeps bearer tokens (as logins made before do). token prints an access token (cached
 until a minute before it expires); a bound one is sent with a fresh proof from proof:
   curl -H "Authorization: DPoP $(realmgate token)" -H "DPoP: $(realmgate proof GET "$U")" "$U"
+(a gateway with DPOP_NONCE answers 401 with a DPoP-Nonce header: proof --nonce <it> adds it).
   curl -H "Authorization: Bearer $(realmgate token)" ...     (a --no-dpop login)
 A job's own credential: login --name names the refresh token, --workspace (repeatable)
 limits it to those workspaces, --read-only to GET, HEAD and OPTIONS, --expires (30d, 12h) ends

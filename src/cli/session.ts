@@ -38,7 +38,7 @@ export async function accessToken(
  */
 export async function proofFor(
   select: LoginSelector,
-  target: { method: string; url: URL },
+  target: { method: string; url: URL; nonce?: string },
   { env, timeoutMs }: RunContext,
 ): Promise<string> {
   const stored = await findStoredLogin(env, select);

@@ -357,6 +357,17 @@ describe('realmgate proof', () => {
     expect((await run(['token'], piped(''))).stdout.trim()).toBe(access);
   });
 
+  it("puts the server's nonce in the proof with --nonce, and refuses one RFC 9449 does not allow", async () => {
+    await storeLogin({ dpopKey: await generateDpopKey() });
+    const proof = await run(['proof', 'GET', url, '--nonce', 'n-1.x'], piped(''));
+    expect(proof).toMatchObject({ status: 0, stderr: '' });
+    const { payload } = await jwtVerify(proof.stdout.trim(), EmbeddedJWK, { typ: 'dpop+jwt' });
+    expect(payload.nonce).toBe('n-1.x');
+    const refused = await run(['proof', 'GET', url, '--nonce', 'a"b'], piped(''));
+    expect(refused.status).toBe(2);
+    expect(refused.stderr).toContain('invalid nonce');
+  });
+
   it('says a bearer login has no key, and refuses what is not a method and a URL', async () => {
     await storeLogin({});
     const bearer = await run(['proof', 'GET', url], piped(''));
