@@ -12,7 +12,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
  *
  * Checks: on branch main, the tree clean, no tag vX.Y.Z yet, a version above the last release,
  * CHANGELOG.md's dated section for it, typecheck, lint and the unit tests. Then sets the version
- * (package.json and package-lock.json, through npm), records the release's migrations
+ * (package.json and package-lock.json, through npm; the Helm chart's version and appVersion
+ * in charts/realmgate/Chart.yaml), records the release's migrations
  * (src/db/released-migrations.json), commits, tags vX.Y.Z (annotated, with the changelog
  * section) and, when Docker answers, builds the image realmgate:X.Y.Z with its labels. It
  * pushes nothing: it prints the commands that do.
@@ -20,6 +21,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const RELEASES_FILE = 'src/db/released-migrations.json';
+const CHART_FILE = 'charts/realmgate/Chart.yaml';
 const SEMVER = /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$/;
 
 /** A release that cannot be made, and why. */
@@ -81,6 +83,23 @@ export function publicSource(remote: string): string {
   return url.href.replace(/\/$/, '');
 }
 
+/**
+ * The chart's Chart.yaml with its `version` and `appVersion` set to the release's: the chart
+ * and the image it runs are versioned with the gateway (test/unit/chart/chart-version.test.ts).
+ */
+export function chartWithVersion(chartYaml: string, version: string): string {
+  let updated = chartYaml;
+  for (const [field, value] of [
+    ['version', version],
+    ['appVersion', `'${version}'`],
+  ] as const) {
+    const line = new RegExp(`^${field}: .*$`, 'm');
+    if (!line.test(updated)) throw new ReleaseError(`${CHART_FILE} has no "${field}:" line`);
+    updated = updated.replace(line, `${field}: ${value}`);
+  }
+  return updated;
+}
+
 /** Runs a command in the checkout; its output shown (`inherit`) or returned. */
 function run(command: string, args: string[], inherit = false): string {
   try {
@@ -126,14 +145,16 @@ async function release(asked: string | undefined): Promise<void> {
     run('npm', ['run', script], true);
   }
 
-  say(`version ${version}: package.json, package-lock.json, ${RELEASES_FILE}`);
+  say(`version ${version}: package.json, package-lock.json, ${CHART_FILE}, ${RELEASES_FILE}`);
   run('npm', ['version', version, '--no-git-tag-version', '--allow-same-version']);
+  const chartFile = path.join(root, CHART_FILE);
+  writeFileSync(chartFile, chartWithVersion(readFileSync(chartFile, 'utf8'), version));
   const migrate = pathToFileURL(path.join(root, 'src/db/migrate.ts')).href;
   const { MIGRATION_NAMES } = (await import(migrate)) as { MIGRATION_NAMES: readonly string[] };
   recorded.releases.push({ version, ref: tag, migrations: [...MIGRATION_NAMES] });
   writeFileSync(file, `${JSON.stringify(recorded, null, 2)}\n`);
   run('npx', ['prettier', '--write', RELEASES_FILE]);
-  git('add', 'package.json', 'package-lock.json', RELEASES_FILE);
+  git('add', 'package.json', 'package-lock.json', CHART_FILE, RELEASES_FILE);
   git('commit', '-m', `Release ${version}`);
 
   const message = mkdtempSync(path.join(tmpdir(), 'realmgate-release-'));

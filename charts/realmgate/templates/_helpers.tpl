@@ -1,0 +1,95 @@
+{{/* The chart's name, and the release's full name (at most 63 characters, DNS labels). */}}
+{{- define "realmgate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "realmgate.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The admin Service's name: the full name, shortened to leave room for "-admin". */}}
+{{- define "realmgate.adminName" -}}
+{{- printf "%s-admin" (include "realmgate.fullname" . | trunc 57 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "realmgate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "realmgate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "realmgate.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "realmgate.labels" -}}
+helm.sh/chart: {{ include "realmgate.chart" . }}
+{{ include "realmgate.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "realmgate.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{- define "realmgate.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "realmgate.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "realmgate.secretName" -}}
+{{- default (include "realmgate.fullname" .) .Values.secrets.existingSecret }}
+{{- end }}
+
+{{/* Where the Secret's files are mounted; each `<NAME>_FILE` names one of them. */}}
+{{- define "realmgate.secretsDir" -}}
+/run/secrets/realmgate
+{{- end }}
+
+{{/*
+The settings the Secret holds: `secrets.keys` for an existing Secret, else the keys of
+`secrets.values` (values.schema.json requires the credentials the gateway needs either way).
+*/}}
+{{- define "realmgate.secretKeys" -}}
+{{- if .Values.secrets.existingSecret }}
+{{- toJson .Values.secrets.keys }}
+{{- else }}
+{{- keys .Values.secrets.values | sortAlpha | toJson }}
+{{- end }}
+{{- end }}
+
+{{/* The gateway's settings that the ConfigMap carries: those set, as strings. */}}
+{{- define "realmgate.settings" -}}
+{{- $settings := dict }}
+{{- range $name, $value := .Values.config }}
+{{- if and (not (kindIs "invalid" $value)) (ne (toString $value) "") }}
+{{- $text := toString $value }}
+{{- /* YAML numbers may arrive as floats: 1000000 is written so, not as 1e+06. */}}
+{{- if and (kindIs "float64" $value) (eq (float64 (int64 $value)) $value) }}
+{{- $text = toString (int64 $value) }}
+{{- end }}
+{{- $_ := set $settings $name $text }}
+{{- end }}
+{{- end }}
+{{- if not (hasKey $settings "KEYCLOAK_URL") }}
+{{- fail "config.KEYCLOAK_URL is required: Keycloak as the gateway reaches it, e.g. http://keycloak-service.keycloak.svc:8080/auth" }}
+{{- end }}
+{{- if not (hasKey $settings "BACKCHANNEL_LOGOUT_URL") }}
+{{- $_ := set $settings "BACKCHANNEL_LOGOUT_URL" (printf "http://%s.%s.svc:%v/backchannel-logout" (include "realmgate.adminName" .) .Release.Namespace .Values.adminService.port) }}
+{{- end }}
+{{- $_ := set $settings "HOST" "0.0.0.0" }}
+{{- $_ := set $settings "ADMIN_HOST" "0.0.0.0" }}
+{{- toJson $settings }}
+{{- end }}

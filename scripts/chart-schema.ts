@@ -1,0 +1,256 @@
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+import { configSchema, FILE_SETTINGS } from '../src/config/config.ts';
+
+/*
+ * charts/realmgate/values.schema.json, generated (`npm run chart:schema`), so that helm refuses
+ * a wrong value before anything is applied and the chart's settings cannot drift from the
+ * gateway's: each entry of `config` is the JSON Schema of the setting of that name in
+ * src/config/config.ts, its description included; `secrets` names only settings read from
+ * `<NAME>_FILE`. test/unit/chart/chart-settings.test.ts fails when the committed file differs.
+ */
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+export const VALUES_SCHEMA_FILE = path.join(root, 'charts/realmgate/values.schema.json');
+
+type Setting = keyof typeof configSchema.shape;
+type JsonSchema = Record<string, unknown>;
+
+/**
+ * The gateway's settings the chart does not expose under `config`, and why. Every other setting
+ * is exposed, so a setting added to src/config reaches the chart's schema by itself.
+ */
+const NOT_IN_THE_CHART: Partial<Record<Setting, string>> = {
+  HOST: 'the chart binds every interface of the pod',
+  ADMIN_HOST: 'the chart binds every interface of the pod',
+  KEYCLOAK_HTTP_PORT: 'the local Keycloak only; on Kubernetes, KEYCLOAK_URL',
+  KEYCLOAK_MANAGEMENT_PORT: 'the local Keycloak only; on Kubernetes, KEYCLOAK_URL',
+  DATA_DIR: 'nothing is written there with DATABASE_URL and KEYCLOAK_URL set',
+  REALMGATE_DEMO: 'demo mode generates secrets and demo data: not for a cluster',
+};
+
+/** The settings under `config`, in the ConfigMap: all but those above and the credentials. */
+export const CHART_SETTINGS: readonly Setting[] = (
+  Object.keys(configSchema.shape) as Setting[]
+).filter((name) => !(name in NOT_IN_THE_CHART) && !FILE_SETTINGS.includes(name));
+
+/** Settings the templates read, so they must be set (the others may be null: the gateway's default). */
+const NEEDED_BY_THE_CHART: readonly Setting[] = [
+  'KEYCLOAK_URL',
+  'PORT',
+  'ADMIN_PORT',
+  'SHUTDOWN_GRACE_SECONDS',
+  'METRICS_ENABLED',
+];
+
+/** The credentials the chart mounts from its Secret; the ones the gateway needs on Kubernetes first. */
+export const REQUIRED_SECRETS: readonly Setting[] = [
+  'KEYCLOAK_ADMIN_PASSWORD',
+  'KEYCLOAK_CLIENT_SECRET',
+  'DATABASE_URL',
+  'REDIS_URL',
+  'REALMGATE_CACHE_SECRET',
+];
+export const CHART_SECRETS: readonly Setting[] = [
+  ...REQUIRED_SECRETS,
+  'OTEL_EXPORTER_OTLP_HEADERS',
+];
+
+/** The setting's JSON Schema as the gateway reads it (its input), for a values file. */
+function settingSchema(name: Setting, nullable = !NEEDED_BY_THE_CHART.includes(name)): JsonSchema {
+  const generated = z.toJSONSchema(configSchema.shape[name], {
+    io: 'input',
+    unrepresentable: 'any',
+  }) as JsonSchema;
+  // The description stays, first; defaults are values.yaml's (null: the gateway's own).
+  const { description } = generated;
+  const typed = { ...generated };
+  for (const key of ['$schema', 'default', 'shownDefault', 'description']) delete typed[key];
+  let schema: JsonSchema = typed;
+  // A yes/no setting is a YAML boolean in values; the ConfigMap writes it as `true`/`false`.
+  if (Array.isArray(typed.enum) && typed.enum.includes('true') && typed.enum.includes('false')) {
+    schema = { type: 'boolean' };
+  }
+  // A port the pod declares: 0 (any free port) cannot be one.
+  if (name === 'PORT' || name === 'ADMIN_PORT') schema = { ...schema, minimum: 1 };
+  if (nullable) schema = { anyOf: [schema, { type: 'null' }] };
+  return { description, ...schema };
+}
+
+const port = { type: 'integer', minimum: 1, maximum: 65535 };
+const count = (minimum: number) => ({ type: 'integer', minimum });
+const strings = { type: 'object', additionalProperties: { type: 'string' } };
+const objects = { type: 'array', items: { type: 'object' } };
+const closed = (properties: Record<string, unknown>, extra: JsonSchema = {}): JsonSchema => ({
+  type: 'object',
+  additionalProperties: false,
+  properties,
+  ...extra,
+});
+const egressRule = (description: string) =>
+  closed({ to: objects, ports: objects }, { description, required: ['to', 'ports'] });
+
+export function chartValuesSchema(): JsonSchema {
+  const config = Object.fromEntries(CHART_SETTINGS.map((name) => [name, settingSchema(name)]));
+  return {
+    $schema: 'https://json-schema.org/draft/2020-12/schema',
+    $comment: 'Generated from scripts/chart-schema.ts (npm run chart:schema): do not edit.',
+    ...closed(
+      {
+        replicaCount: count(1),
+        image: closed(
+          {
+            repository: { type: 'string', minLength: 1 },
+            tag: { type: 'string', description: "empty: the chart's appVersion" },
+            pullPolicy: { enum: ['Always', 'IfNotPresent', 'Never'] },
+          },
+          { required: ['repository'] },
+        ),
+        imagePullSecrets: objects,
+        nameOverride: { type: 'string' },
+        fullnameOverride: { type: 'string' },
+        config: closed(config, {
+          description:
+            "the gateway's settings (docs/configuration.md), without credentials; null: the gateway's default",
+          required: [...NEEDED_BY_THE_CHART],
+        }),
+        secrets: closed(
+          {
+            existingSecret: { type: 'string' },
+            keys: {
+              type: 'array',
+              uniqueItems: true,
+              items: { enum: [...CHART_SECRETS] },
+            },
+            values: closed(
+              Object.fromEntries(CHART_SECRETS.map((name) => [name, settingSchema(name, false)])),
+            ),
+          },
+          {
+            description:
+              'credentials, only from a Secret, each mounted as the file its <NAME>_FILE setting names',
+            // The Secret holds the required ones: an existing Secret lists them in `keys`, the
+            // chart's has them in `values` (and then `keys` names nothing).
+            if: { properties: { existingSecret: { const: '' } } },
+            then: {
+              properties: { values: { required: [...REQUIRED_SECRETS] }, keys: { maxItems: 0 } },
+            },
+            else: {
+              properties: {
+                keys: { allOf: REQUIRED_SECRETS.map((name) => ({ contains: { const: name } })) },
+              },
+            },
+          },
+        ),
+        serviceAccount: closed({
+          create: { type: 'boolean' },
+          name: { type: 'string' },
+          annotations: strings,
+        }),
+        podAnnotations: strings,
+        podLabels: strings,
+        service: closed({
+          type: { enum: ['ClusterIP', 'NodePort', 'LoadBalancer'] },
+          port,
+          annotations: strings,
+        }),
+        adminService: closed(
+          { port, annotations: strings },
+          { description: 'the admin listener: a ClusterIP Service, never on an Ingress' },
+        ),
+        ingress: closed(
+          {
+            enabled: { type: 'boolean' },
+            className: { type: 'string' },
+            annotations: strings,
+            hosts: {
+              type: 'array',
+              items: closed(
+                {
+                  host: { type: 'string' },
+                  paths: {
+                    type: 'array',
+                    items: closed(
+                      {
+                        path: { type: 'string', pattern: '^/' },
+                        pathType: { enum: ['Prefix', 'Exact', 'ImplementationSpecific'] },
+                      },
+                      { required: ['path', 'pathType'] },
+                    ),
+                  },
+                },
+                { required: ['host', 'paths'] },
+              ),
+            },
+            tls: objects,
+          },
+          {
+            description:
+              'the public listener only: no key names a Service or port, so the admin listener cannot be put on it',
+          },
+        ),
+        resources: { type: 'object' },
+        preStopSeconds: count(0),
+        terminationGracePeriodExtraSeconds: count(1),
+        topologySpread: closed({
+          enabled: { type: 'boolean' },
+          maxSkew: count(1),
+          whenUnsatisfiable: { enum: ['ScheduleAnyway', 'DoNotSchedule'] },
+        }),
+        nodeSelector: strings,
+        tolerations: objects,
+        affinity: { type: 'object' },
+        priorityClassName: { type: 'string' },
+        podDisruptionBudget: closed({
+          enabled: { type: 'boolean' },
+          maxUnavailable: count(1),
+        }),
+        autoscaling: closed({
+          enabled: { type: 'boolean' },
+          minReplicas: count(1),
+          maxReplicas: count(1),
+          targetCPUUtilizationPercentage: { type: 'integer', minimum: 1, maximum: 100 },
+        }),
+        serviceMonitor: closed({
+          enabled: { type: 'boolean' },
+          interval: { type: 'string', pattern: '^[0-9]+(ms|s|m|h)$' },
+          labels: strings,
+        }),
+        prometheusRule: closed({ enabled: { type: 'boolean' }, labels: strings }),
+        networkPolicy: closed({
+          enabled: { type: 'boolean' },
+          adminFrom: closed(
+            { keycloak: objects, extra: objects },
+            {
+              description:
+                'beside this namespace, who may reach the admin port (NetworkPolicyPeer objects)',
+            },
+          ),
+          egress: closed({
+            keycloak: egressRule('where Keycloak runs'),
+            postgresql: egressRule('where the platform database runs'),
+            redis: egressRule('where Redis runs'),
+            automationUpstream: egressRule('where AUTOMATION_UPSTREAM_URL runs, when set'),
+            dns: egressRule('the cluster DNS'),
+            extra: objects,
+          }),
+        }),
+        tests: closed({ enabled: { type: 'boolean' } }),
+      },
+      { required: ['image', 'config', 'secrets'] },
+    ),
+  };
+}
+
+/** The file's text: what `npm run chart:schema` writes and the test compares. */
+export const valuesSchemaText = () => `${JSON.stringify(chartValuesSchema(), null, 2)}\n`;
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  // FILE_SETTINGS is the gateway's list of credentials: the chart's Secret takes only those.
+  const strays = CHART_SECRETS.filter((name) => !FILE_SETTINGS.includes(name));
+  if (strays.length > 0) throw new Error(`not read from <NAME>_FILE: ${strays.join(', ')}`);
+  writeFileSync(VALUES_SCHEMA_FILE, valuesSchemaText());
+  console.log(`${path.relative(root, VALUES_SCHEMA_FILE)} written`);
+}

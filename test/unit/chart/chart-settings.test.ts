@@ -1,0 +1,137 @@
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
+import type { IConfigMap } from 'kubernetes-models/v1/ConfigMap';
+import type { ISecret } from 'kubernetes-models/v1/Secret';
+import { afterAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import {
+  CHART_SECRETS,
+  CHART_SETTINGS,
+  REQUIRED_SECRETS,
+  VALUES_SCHEMA_FILE,
+  valuesSchemaText,
+} from '../../../scripts/chart-schema.ts';
+import { createApp } from '../../../src/app.ts';
+import { configSchema, FILE_SETTINGS, loadConfig } from '../../../src/config/config.ts';
+import { createLogger } from '../../../src/http/logger.ts';
+import { metricsOff } from '../../../src/metrics/metrics.ts';
+import { buildInfo } from '../../../src/release/build-info.ts';
+import { chart, examples, ofKind, render } from '../../helpers/helm-chart.ts';
+
+/*
+ * The chart cannot drift from the gateway: its values schema is generated from src/config, it
+ * names only the gateway's settings, the gateway accepts the configuration it renders, and its
+ * probes ask for routes the gateway's app serves.
+ */
+
+const cases: Array<[string, string[]]> = [
+  ['the default values', []],
+  ...examples.map((file): [string, string[]] => [`examples/${path.basename(file)}`, [file]]),
+];
+
+describe("the chart's settings", () => {
+  it('values.schema.json is the one scripts/chart-schema.ts generates (npm run chart:schema)', () => {
+    expect(readFileSync(VALUES_SCHEMA_FILE, 'utf8')).toBe(valuesSchemaText());
+  });
+
+  it('are settings of src/config: credentials only in the Secret, the rest in the ConfigMap', () => {
+    for (const name of [...CHART_SETTINGS, ...CHART_SECRETS])
+      expect(configSchema.shape).toHaveProperty(name);
+    expect(CHART_SECRETS.filter((name) => !FILE_SETTINGS.includes(name))).toEqual([]);
+    expect(CHART_SETTINGS.filter((name) => FILE_SETTINGS.includes(name))).toEqual([]);
+    // values.yaml shows the operator every one of them.
+    const values = parse(readFileSync(path.join(chart, 'values.yaml'), 'utf8')) as {
+      config: Record<string, unknown>;
+    };
+    expect(
+      Object.keys(values.config).sort(),
+      'charts/realmgate/values.yaml lists every setting of the chart (scripts/chart-schema.ts)',
+    ).toEqual([...CHART_SETTINGS].sort());
+    // Every rendered ConfigMap key, the chart's own (HOST, ADMIN_HOST) included.
+    const objects = render(
+      [],
+      CHART_SETTINGS.filter((n) => n.endsWith('_SECONDS')).map((n) => `config.${n}=7`),
+    );
+    const data = ofKind<IConfigMap>(objects, 'ConfigMap')[0]!.data!;
+    for (const name of Object.keys(data)) {
+      expect(configSchema.shape, name).toHaveProperty(name);
+      expect(FILE_SETTINGS, name).not.toContain(name);
+    }
+  });
+
+  it.each(cases)('of %s, as rendered, are accepted by the gateway', (_, files) => {
+    const objects = render(files, ['config.LOGIN_MAX_FAILURES_PER_ADDRESS=1000000']);
+    const data = ofKind<IConfigMap>(objects, 'ConfigMap')[0]!.data!;
+    // Large numbers are written whole, not as 1e+06.
+    expect(data.LOGIN_MAX_FAILURES_PER_ADDRESS).toBe('1000000');
+    const [deployment] = ofKind<IDeployment>(objects, 'Deployment');
+    const container = deployment!.spec!.template.spec!.containers[0]!;
+    // The Secret's files where the `_FILE` variables point, from the chart's Secret or made up.
+    const secret = ofKind<ISecret>(objects, 'Secret')[0]?.data;
+    const dir = mkdtempSync(path.join(tmpdir(), 'realmgate-chart-'));
+    mkdirSync(path.join(dir, '..2026_11_28'));
+    symlinkSync('..2026_11_28', path.join(dir, '..data'));
+    try {
+      const env: Record<string, string> = { ...data };
+      for (const variable of container.env!) {
+        const name = variable.name.replace(/_FILE$/, '');
+        const value = secret?.[name]
+          ? Buffer.from(secret[name], 'base64').toString()
+          : name.endsWith('_URL')
+            ? `${name === 'REDIS_URL' ? 'redis' : 'postgres'}://made-up-host:1/db`
+            : 'a-made-up-secret-of-32-characters';
+        // As the kubelet lays a Secret out: each key a link through `..data` to the files.
+        writeFileSync(path.join(dir, '..2026_11_28', name), value);
+        symlinkSync(`..data/${name}`, path.join(dir, name));
+        env[variable.name] = path.join(dir, name);
+      }
+      const config = loadConfig(env);
+      expect(config.PORT).toBe(Number(data.PORT));
+      expect(config.KEYCLOAK_URL!.length).toBeGreaterThan(0);
+      for (const name of REQUIRED_SECRETS) expect(config[name], name).toBeDefined();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("the chart's probes", () => {
+  const servers: Server[] = [];
+  afterAll(() => servers.forEach((server) => server.close()));
+
+  it("ask for routes the gateway's public listener serves", async () => {
+    const app = createApp(
+      {
+        logger: createLogger('silent'),
+        authMount: () => (_req, _res, next) => next(),
+        backchannelLogout: (_req, _res, next) => next(),
+        api: (_req, _res, next) => next(),
+        readiness: {},
+        build: buildInfo({}),
+        isShuttingDown: () => false,
+        metrics: metricsOff,
+      },
+      'public',
+    );
+    const server = createServer(app);
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const [deployment] = ofKind<IDeployment>(render([]), 'Deployment');
+    const container = deployment!.spec!.template.spec!.containers[0]!;
+    const paths = [container.startupProbe, container.livenessProbe, container.readinessProbe].map(
+      (probe) => probe!.httpGet!.path!,
+    );
+    for (const probePath of [...new Set(paths)]) {
+      const res = await fetch(base + probePath);
+      expect(res.status, probePath).toBe(200);
+      expect(await res.json()).toMatchObject({ message: 'SUCCESS', result: '000-00000' });
+    }
+    // A path the app does not serve is 404: the check above tells them apart.
+    expect((await fetch(`${base}/healthy`)).status).toBe(404);
+  });
+});
