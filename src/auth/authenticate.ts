@@ -209,7 +209,7 @@ class MissingCredentials extends AuthFailure {
   }
 }
 
-/** An RFC 7235 quoted string: `"`, `\\` and anything outside printable ASCII left out. */
+/** An RFC 7235 quoted string: double quotes, backslashes and all but printable ASCII left out. */
 function quoted(value: string): string {
   return `"${value.replace(/[^\x20\x21\x23-\x5b\x5d-\x7e]/g, '')}"`;
 }

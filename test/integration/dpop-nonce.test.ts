@@ -93,11 +93,33 @@ describe('server nonces (DPOP_NONCE) across two replicas', () => {
     const loggedIn = capturingIo(piped(`${member.password}\n`));
     const login = ['login', org, member.username, '--password-stdin'];
     expect(await runCli(login, env, loggedIn.io), loggedIn.output.stderr).toBe(0);
-    expect(JSON.parse(loggedIn.output.stdout)).toMatchObject({
-      dpop_jkt: expect.any(String) as string,
-    });
+    const summary = JSON.parse(loggedIn.output.stdout) as { session_id: string; dpop_jkt: unknown };
+    expect(summary.dpop_jkt).toEqual(expect.any(String));
+    // A bound call through the replica that asks for nonces: asked (counted), then served with
+    // the CLI's second proof.
+    const asked = await nonceRefusals(replicaA);
     const listed = capturingIo();
     expect(await runCli(['tokens', 'list'], env, listed.io), listed.output.stderr).toBe(0);
-    expect(JSON.parse(listed.output.stdout)).toHaveLength(1);
+    const tokens = JSON.parse(listed.output.stdout) as Array<{ id: string; dpop_jkt: unknown }>;
+    expect(tokens).toContainEqual(
+      expect.objectContaining({ id: summary.session_id, dpop_jkt: summary.dpop_jkt }),
+    );
+    expect(await nonceRefusals(replicaA)).toBe(asked + 1);
   });
 });
+
+/** How many DPoP proofs `replica` asked for its nonce (its admin listener's metrics). */
+async function nonceRefusals(replica: Replica): Promise<number> {
+  const metrics = await (
+    await fetch(`http://127.0.0.1:${replica.config.ADMIN_PORT}/metrics`)
+  ).text();
+  const line = metrics
+    .split('\n')
+    .find(
+      (text) =>
+        text.startsWith('realmgate_auth_failures_total{') &&
+        text.includes('scheme="dpop"') &&
+        text.includes('reason="nonce_required"'),
+    );
+  return line === undefined ? 0 : Number(line.split(' ').pop());
+}
