@@ -138,6 +138,7 @@ const deps: AuthenticateDeps = {
     isIssuedBeforeRevocation: unrevoked,
   } as unknown as RevocationList,
   activeCheck: { ensureActive: () => undefined },
+  resourceMetadataOf: () => `${PUBLIC_URL}/.well-known/oauth-protected-resource`,
   clientAddressOf: () => '127.0.0.1',
   metrics: { authFailure: () => undefined },
 };

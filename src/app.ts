@@ -16,6 +16,8 @@ export interface AppDeps {
   authMount: (listener: Listener) => RequestHandler;
   /** Logout tokens Keycloak posts to the admin listener (auth-proxy/backchannel-logout.ts). */
   backchannelLogout: RequestHandler;
+  /** The protected-resource metadata (RFC 9728, auth/resource-metadata.ts): public, on both listeners. */
+  resourceMetadata: RequestHandler;
   /** Everything under `/api` (see api/api.router.ts). */
   api: RequestHandler;
   readiness: Record<string, ReadinessCheck>;
@@ -58,6 +60,8 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
   }
   // Keycloak's announcements of ended sessions: the admin listener only, as `/metrics`.
   if (listener === 'admin') app.post(BACKCHANNEL_LOGOUT_PATH, deps.backchannelLogout);
+
+  app.use(deps.resourceMetadata);
 
   // Before any body parser: the mount's own form guard reads /auth bodies, and hands them on.
   // Each /auth path runs the steps its entry names, then the proxy (auth-proxy/auth-steps.ts).

@@ -69,6 +69,7 @@ export async function startGateway(
         logger,
         authMount: authProxy.mount,
         backchannelLogout: authProxy.backchannelLogout,
+        resourceMetadata: auth.resourceMetadata,
         api,
         readiness: shared.readiness,
         build: shared.build,

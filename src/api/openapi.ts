@@ -2,7 +2,8 @@ import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 import { oauthError, tokenRequest, tokenResponse } from '../auth-proxy/token-endpoint.schemas.ts';
 import { envelope, errorEnvelope } from '../envelope/envelope.schemas.ts';
-import { realmName } from '../tenancy/id-schemas.ts';
+import { RESOURCE_METADATA_ROUTES } from '../auth/resource-metadata.ts';
+import { organizationId, realmName } from '../tenancy/id-schemas.ts';
 import { API_ROUTES } from './api-routes.ts';
 import {
   errorResponses,
@@ -79,6 +80,54 @@ export const readinessAnswer = envelope.extend({
   data: readiness,
   message: z.union([z.literal('SUCCESS'), z.string().regex(/^Degraded: .+\.$/)]),
 });
+
+/** What a protected-resource metadata document holds (auth/resource-metadata.ts). */
+const resourceMetadata = z
+  .object({
+    resource: z.string().meta({ format: 'uri' }),
+    authorization_servers: z.array(z.string().meta({ format: 'uri' })),
+    dpop_signing_alg_values_supported: z.array(z.string()),
+    dpop_bound_access_tokens_required: z.boolean(),
+    bearer_methods_supported: z.array(z.literal('header')),
+  })
+  .meta({ description: 'RFC 9728 protected-resource metadata' });
+
+/** The protected-resource metadata documents, one operation per declared route. */
+function resourceMetadataPaths(): OpenApiPaths {
+  return Object.fromEntries(
+    RESOURCE_METADATA_ROUTES.map((route) => {
+      const byOrganization = route.path.includes('{organization_id}');
+      const operation: OpenApiOperation = {
+        operationId: byOrganization
+          ? 'getOrganizationResourceMetadata'
+          : route.path.endsWith('/api/platform')
+            ? 'getPlatformResourceMetadata'
+            : 'getResourceMetadata',
+        summary: route.summary,
+        description:
+          'Public, plain JSON (no envelope): the resource identifier (the URL DPoP proofs name, ' +
+          'under `PUBLIC_URL`), the realm whose tokens it takes, the DPoP algorithms it ' +
+          "accepts and whether the realm's API client requires bound tokens. 401 challenges " +
+          'name it in `resource_metadata`.',
+        tags: ['tokens'],
+        security: [],
+        ...(byOrganization && { parameters: [parameter('OrganizationId')] }),
+        responses: {
+          '200': {
+            description: 'The metadata',
+            content: json({ schema: jsonSchemaOf(resourceMetadata, 'output') }),
+          },
+          ...errorResponses([
+            'badRequestHeader',
+            ...(byOrganization ? (['organizationNotFound', 'organizationDisabled'] as const) : []),
+            'identityProviderUnavailable',
+          ]),
+        },
+      };
+      return [route.path, { get: operation }];
+    }),
+  );
+}
 
 const paths: OpenApiPaths = {
   '/healthz': {
@@ -162,6 +211,7 @@ const paths: OpenApiPaths = {
   },
   // Every `/api` route but this document's own, from the route tables.
   ...pathsOf(API_ROUTES),
+  ...resourceMetadataPaths(),
 };
 
 /**
@@ -249,6 +299,12 @@ export const openApiDocument: OpenApiDocument = {
         in: 'path',
         required: true,
         schema: jsonSchemaOf(realmName, 'input'),
+      },
+      OrganizationId: {
+        name: 'organization_id',
+        in: 'path',
+        required: true,
+        schema: jsonSchemaOf(organizationId, 'input'),
       },
     },
   },

@@ -10,6 +10,8 @@ export interface AccountAdmin {
   usernameOf(realm: string, userId: string): Promise<string | undefined>;
   /** The longest an access token of the realm can live, in seconds (its clients included). */
   longestAccessTokenSeconds(realm: string): Promise<number>;
+  /** Whether the realm's API client requires DPoP (an organization's switch): resource-metadata.ts. */
+  dpopRequired(realm: string): Promise<boolean>;
   /** Ends an offline session (a refresh token the gateway refused to hand out). */
   endOfflineSession(realm: string, sessionId: string): Promise<void>;
 }

@@ -23,7 +23,9 @@ export type AuthFailureReason =
   /** A DPoP proof missing, malformed or not for this request, key or token (RFC 9449 4.3). */
   | 'bad_proof'
   /** A DPoP proof whose `jti` was accepted before, on any replica. */
-  | 'replayed_proof';
+  | 'replayed_proof'
+  /** A DPoP proof without the server's current nonce (`DPOP_NONCE`): answered with one. */
+  | 'nonce_required';
 
 /** The `/api` authorization schemes. */
 export type AuthScheme = 'basic' | 'bearer' | 'dpop';

@@ -1,3 +1,4 @@
+import type { RequestHandler } from 'express';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Cache } from '../cache/index.ts';
@@ -22,6 +23,7 @@ import { createBearerVerifier, type BearerVerifier } from './bearer/bearer-verif
 import { htuBaseOf } from './dpop/dpop-htu.ts';
 import { createProofChecker } from './dpop/dpop-proof.ts';
 import { createProofReplayStore } from './dpop/dpop-replay.ts';
+import { createNonceSource } from './dpop/dpop-nonce.ts';
 import { createDpopScheme } from './dpop/dpop-scheme.ts';
 import { createIdTokenReader, type IdTokenReader } from './bearer/id-token.ts';
 import { createJwksRegistry, type JwksRegistry } from './bearer/jwks.ts';
@@ -33,6 +35,7 @@ import { createReachStep, type ReachStep } from './reach.ts';
 import { createRevocationList, type RevocationList } from './revocation.ts';
 import { createTokenDetailsStore, type TokenDetailsStore } from './token-details.ts';
 import type { IpcPeer } from '../cache/ipc-peer.ts';
+import { resourceMetadataRouter, resourceMetadataUrlOf } from './resource-metadata.ts';
 
 /** What the auth area gives the others: the admission and what the `/auth` steps and the platform share. */
 export interface AuthArea {
@@ -49,6 +52,8 @@ export interface AuthArea {
   reach: ReachStep;
   /** The longest a cached Basic login may be served: a user's revocation is remembered as long. */
   basicLoginSeconds: number;
+  /** The protected-resource metadata of `/api` and each organization's (RFC 9728). */
+  resourceMetadata: RequestHandler;
   /** Stops the key sets' schedules. */
   close(): void;
 }
@@ -73,7 +78,7 @@ export async function buildAuth(
   keycloak: { calls: KeycloakCalls; tokens: TokenClient },
   /** Whom the admission asks about organizations and workspaces (the platform's directory). */
   tenants: { directory: OrganizationLookup; workspaces: WorkspaceLookup },
-  accounts: Pick<AccountAdmin, 'hasTwoFactor'>,
+  accounts: Pick<AccountAdmin, 'hasTwoFactor' | 'dpopRequired'>,
 ): Promise<AuthArea> {
   const { config, logger, clock, cache, cacheSecret, metrics } = shared;
   const clientAddressOf = shared.forwarding.clientAddress.bind(shared.forwarding);
@@ -180,6 +185,7 @@ export async function buildAuth(
     jwks,
     logger,
   });
+  const htuBase = htuBaseOf(config.PUBLIC_URL);
   const admission = createAdmission({
     basic,
     bearer,
@@ -193,9 +199,17 @@ export async function buildAuth(
         clock,
       }),
       replay: createProofReplayStore({ cache, clock }),
-      htuBase: htuBaseOf(config.PUBLIC_URL),
+      htuBase,
       algorithms: config.DPOP_ALGORITHMS,
+      nonces: config.DPOP_NONCE
+        ? createNonceSource({
+            secret: config.KEYCLOAK_CLIENT_SECRET!,
+            slotSeconds: config.DPOP_PROOF_MAX_AGE_SECONDS,
+            clock,
+          })
+        : undefined,
     }),
+    resourceMetadataOf: (realm) => resourceMetadataUrlOf(htuBase, realm),
     revocations,
     activeCheck,
     organizations: tenants.directory,
@@ -217,6 +231,13 @@ export async function buildAuth(
     tokenDetails,
     reach,
     basicLoginSeconds,
+    resourceMetadata: resourceMetadataRouter({
+      htuBase,
+      algorithms: config.DPOP_ALGORITHMS,
+      organizations: tenants.directory,
+      dpopRequired: (realm) => accounts.dpopRequired(realm),
+      clock,
+    }),
     close: () => jwks.close(),
   };
 }

@@ -21,6 +21,8 @@ export interface AuthenticateDeps {
   /** Whom failed Basic logins are counted against (see login-throttle.ts); read for Basic only. */
   clientAddressOf: (req: IncomingMessage) => string;
   metrics: Pick<AuthMetrics, 'authFailure'>;
+  /** The URL of the realm's protected-resource metadata, which Bearer and DPoP challenges name. */
+  resourceMetadataOf: (realm: string) => string;
 }
 
 /**
@@ -53,7 +55,7 @@ export function authenticateRequest(
 function refused(err: unknown, realm: string, deps: AuthenticateDeps): never {
   if (err instanceof AuthFailure) {
     deps.metrics.authFailure(err.scheme, err.reason);
-    throw unauthorized(realm, err, deps.dpop.algs);
+    throw unauthorized(realm, err, deps);
   }
   if (err instanceof AppError && err.code === 'tooManyFailedLogins') {
     deps.metrics.authFailure('basic', 'throttled');
@@ -190,8 +192,12 @@ function refuseRevoked(principal: Principal, revocations: RevocationList): Princ
   return principal;
 }
 
-/** RFC 9449 section 7.1: a problem with the proof, or with the token itself. */
-function dpopErrorOf(failure: AuthFailure): 'invalid_dpop_proof' | 'invalid_token' {
+/**
+ * RFC 9449 sections 7.1 and 9: a problem with the proof, a proof without the server's nonce, or
+ * a problem with the token itself.
+ */
+function dpopErrorOf(failure: AuthFailure): string {
+  if (failure.reason === 'nonce_required') return 'use_dpop_nonce';
   return failure.reason === 'bad_proof' || failure.reason === 'replayed_proof'
     ? 'invalid_dpop_proof'
     : 'invalid_token';
@@ -203,8 +209,9 @@ class MissingCredentials extends AuthFailure {
   }
 }
 
+/** An RFC 7235 quoted string: double quotes, backslashes and all but printable ASCII left out. */
 function quoted(value: string): string {
-  return `"${value.replace(/["\\]/g, '')}"`;
+  return `"${value.replace(/[^\x20\x21\x23-\x5b\x5d-\x7e]/g, '')}"`;
 }
 
 /**
@@ -212,10 +219,12 @@ function quoted(value: string): string {
  * `invalid_token` (the token itself), DPoP's with `invalid_dpop_proof` (its proof); every
  * scheme's when no credentials came.
  */
-function unauthorized(realm: string, failure: AuthFailure, algs: string): AppError {
+function unauthorized(realm: string, failure: AuthFailure, deps: AuthenticateDeps): AppError {
   const basic = `Basic realm=${quoted(realm)}, charset="UTF-8"`;
-  const bearer = `Bearer realm=${quoted(realm)}`;
-  const dpop = `DPoP realm=${quoted(realm)}, algs=${quoted(algs)}`;
+  // RFC 9728 section 5.1: where a client learns what this resource expects.
+  const metadata = `resource_metadata=${quoted(deps.resourceMetadataOf(realm))}`;
+  const bearer = `Bearer realm=${quoted(realm)}, ${metadata}`;
+  const dpop = `DPoP realm=${quoted(realm)}, algs=${quoted(deps.dpop.algs)}, ${metadata}`;
   const described = `error_description=${quoted(failure.publicMessage)}`;
   let challenge: string;
   if (failure instanceof MissingCredentials) challenge = `${bearer}, ${dpop}, ${basic}`;
@@ -223,9 +232,11 @@ function unauthorized(realm: string, failure: AuthFailure, algs: string): AppErr
   else if (failure.scheme === 'bearer')
     challenge = `${bearer}, error="invalid_token", ${described}`;
   else challenge = `${dpop}, error="${dpopErrorOf(failure)}", ${described}`;
+  // RFC 9449 section 9: the nonce the next proof must carry.
+  const nonce = failure.reason === 'nonce_required' ? deps.dpop.nonce?.() : undefined;
   return new AppError('authenticationFailed', {
     message: failure.publicMessage,
-    headers: { 'www-authenticate': challenge },
+    headers: { 'www-authenticate': challenge, ...(nonce && { 'dpop-nonce': nonce }) },
     cause: failure,
   });
 }

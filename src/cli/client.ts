@@ -17,9 +17,11 @@ export interface Connection {
   authorization: string;
   /**
    * The key of a bound token (`Authorization: DPoP <token>`): each request carries a fresh
-   * proof of it, with the token's hash (`ath`).
+   * proof of it, with the token's hash (`ath`), naming the request's path under `gateway`, the
+   * gateway's own address (its `PUBLIC_URL`, which it compares `htu` with), whatever address
+   * `baseUrl` is.
    */
-  dpop?: { key: DpopKey; accessToken: string };
+  dpop?: { key: DpopKey; accessToken: string; gateway: URL };
 }
 
 export const DEFAULT_URL = 'http://localhost:8000';
@@ -106,7 +108,8 @@ export async function callApi(
   connection: Connection,
   timeoutMs = DEFAULT_TIMEOUT_MS,
 ): Promise<unknown> {
-  const url = new URL(request.path.replace(/^\//, ''), connection.baseUrl);
+  const relative = request.path.replace(/^\//, '');
+  const url = new URL(relative, connection.baseUrl);
   const headers: Record<string, string> = {
     accept: 'application/json',
     authorization: connection.authorization,
@@ -117,7 +120,8 @@ export async function callApi(
   let location: string | null;
   try {
     const { dpop } = connection;
-    const target = { method: request.method, url, accessToken: dpop?.accessToken };
+    const proofUrl = dpop && new URL(relative, dpop.gateway);
+    const target = { method: request.method, url: proofUrl ?? url, accessToken: dpop?.accessToken };
     ({ status, text, location } = await sendWithProof(dpop?.key, target, async (proof) => {
       // A redirect is reported, not followed: a POST would be replayed as GET, or the
       // credentials sent somewhere the user did not name.

@@ -30,6 +30,12 @@ export interface StoredLogin {
    * (`--no-dpop`, a realm that does not offer it, or a login made before the CLI bound them).
    */
   dpopKey?: DpopKey;
+  /**
+   * Instead of `dpopKey`: the file of its own the key is kept in (`login --key-file`), and the
+   * key's thumbprint (the tokens' `cnf.jkt`), so a copy of this file is a token without its key.
+   */
+  keyFile?: string;
+  keyThumbprint?: string;
 }
 
 /** What picks a stored login: `--realm` and `--user`, each optional. */
@@ -60,21 +66,8 @@ export function credentialsPathOf(env: Record<string, string | undefined>): stri
  * one that is not what this module writes, is refused rather than used or overwritten.
  */
 export async function readLogins(path: string): Promise<StoredLogin[]> {
-  let text: string;
-  try {
-    const mode = (await stat(path)).mode & 0o777;
-    if ((mode & 0o077) !== 0) {
-      throw new CliError(
-        'config',
-        `${path} is open to other users (mode ${mode.toString(8)}); run chmod 600 ${path}`,
-      );
-    }
-    text = await readFile(path, 'utf8');
-  } catch (error) {
-    if ((error as { code?: unknown }).code === 'ENOENT') return [];
-    if (error instanceof CliError) throw error;
-    throw new CliError('config', `cannot read ${path}: ${(error as Error).message}`);
-  }
+  const text = await readPrivateText(path);
+  if (text === undefined) return [];
   let file: unknown;
   try {
     file = JSON.parse(text);
@@ -90,6 +83,27 @@ export async function readLogins(path: string): Promise<StoredLogin[]> {
     );
   }
   return logins;
+}
+
+/**
+ * The text of a file only its owner may read (the credentials file, a key file); undefined when
+ * it does not exist. One other users can read is refused, saying how to fix it.
+ */
+export async function readPrivateText(path: string): Promise<string | undefined> {
+  try {
+    const mode = (await stat(path)).mode & 0o777;
+    if ((mode & 0o077) !== 0) {
+      throw new CliError(
+        'config',
+        `${path} is open to other users (mode ${mode.toString(8)}); run chmod 600 ${path}`,
+      );
+    }
+    return await readFile(path, 'utf8');
+  } catch (error) {
+    if ((error as { code?: unknown }).code === 'ENOENT') return undefined;
+    if (error instanceof CliError) throw error;
+    throw new CliError('config', `cannot read ${path}: ${(error as Error).message}`);
+  }
 }
 
 /**
@@ -233,6 +247,10 @@ function isStoredLogin(value: unknown): value is StoredLogin {
   return (
     ['gateway', 'realm', 'username', 'sessionId', 'refreshToken', 'loggedInAt'].every(text) &&
     ['refreshExpiresAt', 'accessToken', 'accessExpiresAt'].every(optional) &&
-    (login.dpopKey === undefined || isDpopKey(login.dpopKey))
+    (login.dpopKey === undefined || isDpopKey(login.dpopKey)) &&
+    // A key kept apart is named with its thumbprint, and never beside a key kept here.
+    (login.keyFile === undefined
+      ? login.keyThumbprint === undefined
+      : text('keyFile') && text('keyThumbprint') && login.dpopKey === undefined)
   );
 }

@@ -107,12 +107,12 @@ export async function sendWithProof<A extends ProofAnswer>(
   if (key === undefined) return send(undefined);
   const first = await send(await dpopProof(key, target));
   const nonce = first.headers.get('dpop-nonce');
-  if (nonce === null || !NONCE.test(nonce) || !asksForNonce(first)) return first;
+  if (nonce === null || !DPOP_NONCE.test(nonce) || !asksForNonce(first)) return first;
   return send(await dpopProof(key, { ...target, nonce }));
 }
 
 /** RFC 9449's nonce: printable ASCII but `"` and `\`; bounded, as it goes into every proof. */
-const NONCE = /^[\x21\x23-\x5b\x5d-\x7e]{1,512}$/;
+export const DPOP_NONCE = /^[\x21\x23-\x5b\x5d-\x7e]{1,512}$/;
 
 function asksForNonce({ status, headers, text }: ProofAnswer): boolean {
   if (status === 401) {

@@ -38,9 +38,12 @@ is the password and an optional second line the one-time password:
   printf '%s\\n%s\\n' "$PW" "$OTP" | realmgate login acme alice --password-stdin
 When the realm offers DPoP (its discovery document), login binds the tokens to a P-256 key
 of its own, kept beside the refresh token: a copy of the token without the key is refused.
+--key-file PATH (or REALMGATE_KEY_FILE) keeps the key in a file of its own instead, made on
+this host when absent: the credentials file then holds a token that is useless without it.
 --no-dpop keeps bearer tokens (as logins made before do). token prints an access token (cached
 until a minute before it expires); a bound one is sent with a fresh proof from proof:
   curl -H "Authorization: DPoP $(realmgate token)" -H "DPoP: $(realmgate proof GET "$U")" "$U"
+(a gateway with DPOP_NONCE answers 401 with a DPoP-Nonce header: proof --nonce <it> adds it).
   curl -H "Authorization: Bearer $(realmgate token)" ...     (a --no-dpop login)
 A job's own credential: login --name names the refresh token, --workspace (repeatable)
 limits it to those workspaces, --read-only to GET, HEAD and OPTIONS, --expires (30d, 12h) ends
@@ -49,7 +52,8 @@ your own login:
   REALMGATE_CONFIG_DIR=./ci realmgate login acme alice --name nightly --workspace ws1 \\
     --read-only --expires 90d
 tokens list|revoke manage the user's refresh tokens (revoke <id|name>; --all: every one of
-them); list shows each one's name, reach, expiry, last use and key (dpop_jkt; null: bearer).
+them); list shows each one's name, reach, expiry, last use and key (dpop_jkt; null: bearer),
+and for the logins stored here where their key is kept (key_file).
 lifetimes set --dpop-required true makes the realm's API client require DPoP.
 logout revokes the stored login's refresh token alone and forgets it. --realm and --user pick
 among stored logins; without them, the most recent login at REALMGATE_URL is used. The other
@@ -63,6 +67,8 @@ Environment:
                         for a user with two-factor authentication)
   REALMGATE_CONFIG_DIR  where credentials.json is kept (default
                         $XDG_CONFIG_HOME/realmgate, else ~/.config/realmgate)
+  REALMGATE_KEY_FILE    the key file of login --key-file: where login makes or finds it, and
+                        where a login that keeps its key apart reads it on this host
 
 Prints the created or requested record as JSON. Exit status: 0 success, 1 the gateway answered
 with an error (a refused login or refresh token included), 2 usage or configuration error,

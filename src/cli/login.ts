@@ -10,6 +10,7 @@ import { CliError, usageError } from './errors.ts';
 import type { CliIo, RunContext } from './io.ts';
 import { promptHidden, readPipedLines, type PasswordSource } from './password.ts';
 import { generateDpopKey, thumbprintOf, type DpopKey } from './dpop.ts';
+import { keyFilePathOf, keyOfFile } from './key-file.ts';
 import { requireCredentialsPath } from './stored-login.ts';
 import {
   passwordGrant,
@@ -30,6 +31,8 @@ export interface LoginCommand {
   job: JobOptions;
   /** Bind the tokens to a key of this login when the realm offers DPoP (not `--no-dpop`). */
   dpop: boolean;
+  /** `--key-file`: keep the key in this file of its own (made when absent), not beside the token. */
+  keyFile: string | undefined;
 }
 
 export interface JobOptions {
@@ -75,7 +78,11 @@ export async function login(
   // A broken or open credentials file is reported before any password is asked for.
   await readLogins(path);
   const { realm, username } = command;
-  const dpopKey = command.dpop ? await keyIfOffered(baseUrl, realm, timeoutMs) : undefined;
+  if (command.keyFile !== undefined && !command.dpop) {
+    throw usageError('--key-file keeps a DPoP key: not with --no-dpop', 'login');
+  }
+  const keyFile = command.dpop ? keyFilePathOf(command.keyFile, env) : undefined;
+  const dpopKey = command.dpop ? await keyIfOffered(baseUrl, realm, timeoutMs, keyFile) : undefined;
   const secrets = {
     ...(await readSecrets(command, io)),
     fields: jobFields(command.job),
@@ -84,7 +91,8 @@ export async function login(
   let result = await passwordGrant(baseUrl, { realm, username, ...secrets }, timeoutMs);
   // Keycloak answers a missing one-time password exactly like a wrong password, so at a
   // terminal the CLI asks for one after a refusal; a person with none just presses Enter.
-  if (!result.ok && secrets.totp === undefined && command.passwordFrom === 'prompt') {
+  const mayNeedOtp = (answer: GrantResult) => !answer.ok && answer.error === 'invalid_grant';
+  if (mayNeedOtp(result) && secrets.totp === undefined && command.passwordFrom === 'prompt') {
     const refusedAt = Date.now();
     io.stderr.write(
       'The login was refused: a wrong password, or the account also needs a one-time password.\n',
@@ -95,11 +103,15 @@ export async function login(
       result = await passwordGrant(baseUrl, { realm, username, ...secrets, totp }, timeoutMs);
     }
   }
-  if (!result.ok) throw refused(result, command, secrets.totp !== undefined);
+  if (!result.ok) throw refused(result, command, secrets.totp !== undefined, baseUrl);
   const stored = storedLoginOf(result.tokens, baseUrl, command);
   // The key is kept only with the tokens it binds: a realm that answered bearer tokens to a
-  // proof gets them back as bearer tokens.
-  if (dpopKey !== undefined && result.tokens.bound) stored.dpopKey = dpopKey;
+  // proof gets them back as bearer tokens. A key kept apart is named, with its thumbprint.
+  const boundKey = result.tokens.bound ? dpopKey : undefined;
+  if (boundKey !== undefined && keyFile !== undefined) {
+    stored.keyFile = keyFile;
+    stored.keyThumbprint = await thumbprintOf(boundKey);
+  } else if (boundKey !== undefined) stored.dpopKey = boundKey;
   else if (dpopKey !== undefined) {
     io.stderr.write('realmgate: the realm answered bearer tokens to a proof; kept as such\n');
   }
@@ -117,7 +129,8 @@ export async function login(
   // One entry per gateway, realm and user: the offline session it replaces is revoked, so no
   // forgotten refresh token stays valid for a year.
   if (replaced && replaced.sessionId !== stored.sessionId) {
-    await revokeSession(stored, replaced.sessionId, timeoutMs).catch((error: unknown) => {
+    const as = { login: stored, key: boundKey };
+    await revokeSession(as, replaced.sessionId, timeoutMs).catch((error: unknown) => {
       const reason = error instanceof CliError ? error.message : String(error);
       io.stderr.write(
         `realmgate: could not revoke the previous login's refresh token (${reason}); ` +
@@ -133,7 +146,8 @@ export async function login(
     session_id: stored.sessionId,
     expire_timestamp: stored.refreshExpiresAt ?? null,
     // What `tokens list` shows of a bound token; the key itself is never printed.
-    dpop_jkt: stored.dpopKey === undefined ? null : await thumbprintOf(stored.dpopKey),
+    dpop_jkt: boundKey === undefined ? null : await thumbprintOf(boundKey),
+    ...(stored.keyFile === undefined ? {} : { key_file: stored.keyFile }),
     ...(job.name === undefined ? {} : { name: job.name }),
     ...(job.workspaces.length === 0 ? {} : { workspaces: job.workspaces }),
     ...(job.readOnly ? { read_only: true } : {}),
@@ -142,15 +156,18 @@ export async function login(
 }
 
 /**
- * A new key for this login when the realm's discovery document offers DPoP with the CLI's
- * algorithm; none (bearer tokens) otherwise.
+ * The key for this login when the realm's discovery document offers DPoP with the CLI's
+ * algorithm: a new one, or the one in `keyFile` (made there when absent); none (bearer tokens)
+ * otherwise.
  */
 async function keyIfOffered(
   baseUrl: URL,
   realm: string,
   timeoutMs: number,
+  keyFile: string | undefined,
 ): Promise<DpopKey | undefined> {
-  return (await realmOffersDpop(baseUrl, realm, timeoutMs)) ? generateDpopKey() : undefined;
+  if (!(await realmOffersDpop(baseUrl, realm, timeoutMs))) return undefined;
+  return keyFile === undefined ? generateDpopKey() : keyOfFile(keyFile);
 }
 
 /** The password (prompt or first line of stdin) and the one-time password, if given up front. */
@@ -214,10 +231,21 @@ function refused(
   result: Extract<GrantResult, { ok: false }>,
   command: LoginCommand,
   gaveOtp: boolean,
+  baseUrl: URL,
 ): CliError {
   const said = result.description || result.error;
+  // Keycloak compares a proof's URL with its own token endpoint (under the gateway's
+  // PUBLIC_URL): say which URL the proof named and where the request went.
+  if (result.proofUrl !== undefined && /\bdpop\b/i.test(`${result.error} ${said}`)) {
+    return new CliError(
+      'api',
+      `login refused: ${said}; the proof named ${result.proofUrl} (the token endpoint the ` +
+        `realm's discovery document names) and was sent through ${baseUrl.href}`,
+    );
+  }
+  // Keycloak answers a missing one-time password as a wrong password (invalid_grant).
   const hint =
-    gaveOtp || command.passwordFrom === 'prompt'
+    gaveOtp || command.passwordFrom === 'prompt' || result.error !== 'invalid_grant'
       ? ''
       : '; for an account with two-factor authentication, put the one-time password on ' +
         "stdin's second line";

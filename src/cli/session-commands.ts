@@ -1,5 +1,6 @@
 import { sessionCommand, type Args, type CommandEntry } from './command-spec.ts';
 import type { LoginSelector } from './credentials.ts';
+import { DPOP_NONCE } from './dpop.ts';
 import { usageError } from './errors.ts';
 import { login } from './login.ts';
 import { passwordSourceOf } from './password.ts';
@@ -26,6 +27,7 @@ export const SESSION_COMMANDS: readonly CommandEntry[] = [
       'read-only': {},
       expires: { value: 'duration' },
       'no-dpop': {},
+      'key-file': { value: 'path' },
     },
     parse: (args) => {
       const expires = args.one('expires');
@@ -42,6 +44,7 @@ export const SESSION_COMMANDS: readonly CommandEntry[] = [
           expiresInSeconds: expires === undefined ? undefined : parseDuration(expires, '--expires'),
         },
         dpop: !args.has('no-dpop'),
+        keyFile: args.one('key-file'),
       };
     },
     run: async (command, context) => ({ json: await login(command, context) }),
@@ -55,10 +58,14 @@ export const SESSION_COMMANDS: readonly CommandEntry[] = [
   sessionCommand({
     name: 'proof',
     positionals: ['method', 'url'],
-    options: SELECTOR_OPTIONS,
+    options: { ...SELECTOR_OPTIONS, nonce: { value: 'nonce' } },
     parse: (args) => ({
       select: readSelector(args),
-      target: { method: readMethod(args.at(0)), url: readCallUrl(args.at(1)) },
+      target: {
+        method: readMethod(args.at(0)),
+        url: readCallUrl(args.at(1)),
+        nonce: readNonce(args.one('nonce')),
+      },
     }),
     run: async ({ select, target }, context) => ({
       text: await proofFor(select, target, context),
@@ -123,4 +130,10 @@ function readSelector(args: Args): LoginSelector {
     ...(realm === undefined ? {} : { realm: checkRealm(realm) }),
     ...(user === undefined ? {} : { user }),
   };
+}
+
+/** `--nonce`: the server's `DPoP-Nonce` (DPOP_NONCE), as RFC 9449 allows it in a proof. */
+function readNonce(nonce: string | undefined): string | undefined {
+  if (nonce !== undefined && !DPOP_NONCE.test(nonce)) throw usageError(`invalid nonce '${nonce}'`);
+  return nonce;
 }

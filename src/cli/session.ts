@@ -1,7 +1,15 @@
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import { callApi, type ApiRequest } from './client.ts';
-import { updateLogins, withoutLogin, type LoginSelector, type StoredLogin } from './credentials.ts';
-import { dpopProof } from './dpop.ts';
+import {
+  credentialsPathOf,
+  readLogins,
+  updateLogins,
+  withoutLogin,
+  type LoginSelector,
+  type StoredLogin,
+} from './credentials.ts';
+import { dpopProof, type DpopKey } from './dpop.ts';
+import { gatewayAddressOf } from './gateway-address.ts';
 import { CliError } from './errors.ts';
 import type { RunContext } from './io.ts';
 import {
@@ -30,11 +38,11 @@ export async function accessToken(
  */
 export async function proofFor(
   select: LoginSelector,
-  target: { method: string; url: URL },
+  target: { method: string; url: URL; nonce?: string },
   { env, timeoutMs }: RunContext,
 ): Promise<string> {
   const stored = await findStoredLogin(env, select);
-  const key = stored.login.dpopKey;
+  const { key } = stored;
   if (key === undefined) {
     throw new CliError(
       'config',
@@ -43,7 +51,17 @@ export async function proofFor(
     );
   }
   const { token } = await accessTokenOf(stored, timeoutMs);
-  return dpopProof(key, { ...target, accessToken: token });
+  // A URL under REALMGATE_URL is named under the gateway's own address, which it compares
+  // `htu` with; any other URL as given.
+  const { baseUrl } = stored;
+  const below = target.url.href.startsWith(baseUrl.href)
+    ? target.url.href.slice(baseUrl.href.length)
+    : undefined;
+  const url =
+    below === undefined
+      ? target.url
+      : new URL((await gatewayAddressOf(baseUrl, stored.login.realm, timeoutMs)).href + below);
+  return dpopProof(key, { ...target, url, accessToken: token });
 }
 
 /** `realmgate tokens list`: the user's refresh tokens (offline sessions). */
@@ -52,7 +70,29 @@ export async function listTokens(
   { env, timeoutMs }: RunContext,
 ): Promise<unknown> {
   const { caller, path } = await tokensCaller(select, env);
-  return callAs(caller, { method: 'GET', path }, timeoutMs);
+  const listed = await callAs(caller, { method: 'GET', path }, timeoutMs);
+  return withKeyFiles(listed, env);
+}
+
+/**
+ * The list with, on each token this machine holds a login of, `key_file`: the file its key is
+ * kept in (the credentials file itself, or a key file of its own: `login --key-file`), null for
+ * a bearer login. Tokens of logins held elsewhere are listed as the gateway answered them.
+ */
+async function withKeyFiles(
+  listed: unknown,
+  env: Record<string, string | undefined>,
+): Promise<unknown> {
+  const path = credentialsPathOf(env);
+  if (!Array.isArray(listed) || path === undefined) return listed;
+  const held = new Map((await readLogins(path)).map((login) => [login.sessionId, login]));
+  return listed.map((token: unknown) => {
+    const id = (token as { id?: unknown } | null)?.id;
+    const login = typeof id === 'string' ? held.get(id) : undefined;
+    if (login === undefined) return token;
+    const keyFile = login.keyFile ?? (login.dpopKey === undefined ? null : path);
+    return { ...(token as object), key_file: keyFile };
+  });
 }
 
 /** `realmgate tokens revoke <id|name> | --all`: one of the user's refresh tokens (by id or name), or all (`id` undefined). */
@@ -118,12 +158,18 @@ export async function logout(
 
 /** Revokes one offline session of `login`'s user with `login`'s credentials. */
 export async function revokeSession(
-  login: StoredLogin,
+  as: { login: StoredLogin; key: DpopKey | undefined },
   sessionId: string,
   timeoutMs: number,
 ): Promise<void> {
+  const { login } = as;
   const request: ApiRequest = { method: 'DELETE', path: sessionPath(login, sessionId) };
-  const connection = connectionOf(new URL(login.gateway), login, login.accessToken ?? '');
+  const connection = await connectionOf(
+    new URL(login.gateway),
+    as,
+    login.accessToken ?? '',
+    timeoutMs,
+  );
   await callApi(request, connection, timeoutMs);
 }
 

@@ -15,16 +15,41 @@ import {
   type LoginSelector,
   type StoredLogin,
 } from './credentials.ts';
+import type { DpopKey } from './dpop.ts';
 import { CliError } from './errors.ts';
+import { keyFilePathOf, readKeyFile } from './key-file.ts';
+import { gatewayAddressOf } from './gateway-address.ts';
 import { refreshGrant } from './token-endpoint.ts';
 
 /** A cached access token is reused while at least this much of its life is left. */
 export const REUSE_MARGIN_MS = 60_000;
 
+/**
+ * A stored login as a command uses it: where it was read from, and the key its tokens are bound
+ * to (read from its key file when it keeps it apart); no key: bearer tokens.
+ */
+export interface LoadedLogin {
+  baseUrl: URL;
+  login: StoredLogin;
+  path: string;
+  key: DpopKey | undefined;
+}
+
 /** Who calls the gateway: credentials from the environment, or a stored login. */
 export type Caller =
-  | { kind: 'env'; baseUrl: URL; authorization: string }
-  | { kind: 'stored'; baseUrl: URL; login: StoredLogin; path: string };
+  { kind: 'env'; baseUrl: URL; authorization: string } | ({ kind: 'stored' } & LoadedLogin);
+
+/**
+ * The key `login`'s tokens are bound to: its own `dpopKey`, or the one in its key file
+ * (REALMGATE_KEY_FILE, when set, names where that file is on this host).
+ */
+export async function keyOfLogin(
+  login: StoredLogin,
+  env: Record<string, string | undefined>,
+): Promise<DpopKey | undefined> {
+  if (login.keyFile === undefined || login.keyThumbprint === undefined) return login.dpopKey;
+  return readKeyFile(keyFilePathOf(undefined, env) ?? login.keyFile, login.keyThumbprint);
+}
 
 /** The credentials file, or a config error when the environment names no home for it. */
 export function requireCredentialsPath(env: Record<string, string | undefined>): string {
@@ -42,7 +67,7 @@ export function requireCredentialsPath(env: Record<string, string | undefined>):
 export async function findStoredLogin(
   env: Record<string, string | undefined>,
   selector: LoginSelector,
-): Promise<{ baseUrl: URL; login: StoredLogin; path: string }> {
+): Promise<LoadedLogin> {
   const baseUrl = readBaseUrl(env.REALMGATE_URL);
   const path = requireCredentialsPath(env);
   const login = selectLogin(await readLogins(path), baseUrl.href, selector);
@@ -55,7 +80,7 @@ export async function findStoredLogin(
         `log in first: realmgate login ${realm} ${user}`,
     );
   }
-  return { baseUrl, login, path };
+  return { baseUrl, login, path, key: await keyOfLogin(login, env) };
 }
 
 /**
@@ -73,7 +98,7 @@ export async function resolveCaller(
   const path = credentialsPathOf(env);
   const login = path && selectLogin(await readLogins(path), baseUrl.href, selector);
   if (!path || !login) throw new CliError('config', missing);
-  return { kind: 'stored', baseUrl, login, path };
+  return { kind: 'stored', baseUrl, login, path, key: await keyOfLogin(login, env) };
 }
 
 /**
@@ -88,24 +113,30 @@ export async function callAs(
   if (caller.kind === 'env') return callApi(request, caller, timeoutMs);
   const { baseUrl } = caller;
   const first = await accessTokenOf(caller, timeoutMs);
+  const send = async (token: string) =>
+    callApi(request, await connectionOf(baseUrl, caller, token, timeoutMs), timeoutMs);
   try {
-    return await callApi(request, connectionOf(baseUrl, caller.login, first.token), timeoutMs);
+    return await send(first.token);
   } catch (error) {
     if (!(error instanceof CliError && error.status === 401 && first.cached)) throw error;
   }
-  const fresh = await accessTokenOf(caller, timeoutMs, { refresh: true });
-  return callApi(request, connectionOf(baseUrl, caller.login, fresh.token), timeoutMs);
+  return send((await accessTokenOf(caller, timeoutMs, { refresh: true })).token);
 }
 
 /**
- * How an access token of `login` is sent: `DPoP` with a proof of the login's key when its
- * tokens are bound to it, else `Bearer` (a login made with `--no-dpop`, or before the CLI
- * bound them).
+ * How an access token of `login` is sent to `baseUrl`: `DPoP` with a proof of `key` when its
+ * tokens are bound to it (naming the gateway's own address, learnt from the gateway), else
+ * `Bearer` (a login made with `--no-dpop`, or before the CLI bound them).
  */
-export function connectionOf(baseUrl: URL, login: StoredLogin, accessToken: string): Connection {
-  const key = login.dpopKey;
+export async function connectionOf(
+  baseUrl: URL,
+  { login, key }: { login: StoredLogin; key: DpopKey | undefined },
+  accessToken: string,
+  timeoutMs: number,
+): Promise<Connection> {
   if (key === undefined) return { baseUrl, authorization: `Bearer ${accessToken}` };
-  return { baseUrl, authorization: `DPoP ${accessToken}`, dpop: { key, accessToken } };
+  const gateway = await gatewayAddressOf(baseUrl, login.realm, timeoutMs);
+  return { baseUrl, authorization: `DPoP ${accessToken}`, dpop: { key, accessToken, gateway } };
 }
 
 /**
@@ -114,7 +145,7 @@ export function connectionOf(baseUrl: URL, login: StoredLogin, accessToken: stri
  * revoked, user disabled) is an `api` error that says to log in again.
  */
 export async function accessTokenOf(
-  stored: { baseUrl: URL; login: StoredLogin; path: string },
+  stored: LoadedLogin,
   timeoutMs: number,
   options: { refresh?: boolean; now?: () => number } = {},
 ): Promise<{ token: string; cached: boolean }> {
@@ -131,7 +162,7 @@ export async function accessTokenOf(
     login.realm,
     login.refreshToken,
     timeoutMs,
-    login.dpopKey,
+    stored.key,
   );
   if (!result.ok) throw loginExpired(login, result.error);
   const { tokens } = result;

@@ -26,7 +26,14 @@ export interface Tokens {
 
 /** A grant's outcome: tokens, or Keycloak's refusal (`invalid_grant` and the like). */
 export type GrantResult =
-  { ok: true; tokens: Tokens } | { ok: false; error: string; description: string };
+  | { ok: true; tokens: Tokens }
+  | {
+      ok: false;
+      error: string;
+      description: string;
+      /** The URL the refused request's proof named (`htu`), when it carried one. */
+      proofUrl?: string;
+    };
 
 /**
  * The password grant of spec 4.1 through the gateway's `/auth/` (offline_access: the refresh
@@ -83,12 +90,32 @@ export async function realmOffersDpop(
   realm: string,
   timeoutMs: number,
 ): Promise<boolean> {
+  const { dpop_signing_alg_values_supported: algs } = await discover(baseUrl, realm, timeoutMs);
+  return algs?.includes(DPOP_ALGORITHM) === true;
+}
+
+/**
+ * The realm's issuer, from its discovery document through `baseUrl`: the gateway's
+ * `PUBLIC_URL/auth/realms/<realm>` (the gateway accepts no other).
+ */
+export async function realmIssuerOf(
+  baseUrl: URL,
+  realm: string,
+  timeoutMs: number,
+): Promise<string> {
+  return (await discover(baseUrl, realm, timeoutMs)).issuer;
+}
+
+/** The realm's discovery document through `baseUrl`, or a CliError that says what came. */
+async function discover(
+  baseUrl: URL,
+  realm: string,
+  timeoutMs: number,
+): Promise<oidc.ServerMetadata> {
   const last: Answer = { status: 0, text: '' };
-  const realmUrl = realmUrlOf(baseUrl, realm);
   const gatewayFetch = gatewayFetchOf({ baseUrl, realm, timeoutMs }, last);
   try {
-    const metadata = await metadataOf(realmUrl, apiClientIdOf(realm), gatewayFetch);
-    return metadata.dpop_signing_alg_values_supported?.includes(DPOP_ALGORITHM) === true;
+    return await metadataOf(realmUrlOf(baseUrl, realm), apiClientIdOf(realm), gatewayFetch);
   } catch (error) {
     throw error instanceof CliError ? error : unusableAnswer(last.status, undefined, baseUrl);
   }
@@ -96,6 +123,13 @@ export async function realmOffersDpop(
 
 function realmUrlOf(baseUrl: URL, realm: string): URL {
   return new URL(`auth/realms/${encodeURIComponent(realm)}/`, baseUrl);
+}
+
+/** `text` as an absolute http(s) URL without query or fragment; undefined otherwise. */
+export function httpUrlOf(text: string | undefined): URL | undefined {
+  const url = URL.parse(text ?? '');
+  const http = url?.protocol === 'http:' || url?.protocol === 'https:';
+  return http && !url.search && !url.hash ? url : undefined;
 }
 
 /**
@@ -146,16 +180,20 @@ async function tokenRequest(
   const { baseUrl, realm } = target;
   const last: Answer = { status: 0, text: '' };
   const realmUrl = realmUrlOf(baseUrl, realm);
-  const gatewayFetch = gatewayFetchOf(target, last);
+  // The token endpoint as REALMGATE_URL reaches it, whatever host Keycloak names: the
+  // password and refresh token go nowhere else.
+  const tokenUrl = new URL('protocol/openid-connect/token', realmUrl).href;
+  let proofUrl: string | undefined;
   try {
-    const metadata = await metadataOf(realmUrl, apiClientIdOf(realm), gatewayFetch);
-    // The token endpoint as REALMGATE_URL reaches it, whatever host Keycloak names: the
-    // password and refresh token go nowhere else.
+    const metadata = await metadataOf(realmUrl, apiClientIdOf(realm), gatewayFetchOf(target, last));
+    // The proof names the token endpoint as Keycloak names it (under PUBLIC_URL), the URL it
+    // compares `htu` with, while the request goes to REALMGATE_URL.
+    if (target.dpopKey !== undefined) {
+      proofUrl = httpUrlOf(metadata.token_endpoint)?.href;
+    }
+    const gatewayFetch = gatewayFetchOf({ ...target, proofUrl }, last);
     const config = new oidc.Configuration(
-      {
-        ...metadata,
-        token_endpoint: new URL('protocol/openid-connect/token', realmUrl).href,
-      },
+      { ...metadata, token_endpoint: tokenUrl },
       apiClientIdOf(realm),
       { [oidc.clockTolerance]: ANY_CLOCK_SECONDS },
       oidc.None(),
@@ -168,7 +206,12 @@ async function tokenRequest(
   } catch (error) {
     if (error instanceof oidc.ResponseBodyError) {
       const description = error.error_description ?? '';
-      return { ok: false, error: printable(error.error), description: printable(description) };
+      return {
+        ok: false,
+        error: printable(error.error),
+        description: printable(description),
+        ...(target.dpopKey === undefined ? {} : { proofUrl: proofUrl ?? tokenUrl }),
+      };
     }
     const said = [error, (error as { cause?: unknown } | null)?.cause].find(
       (cause) => cause instanceof CliError,

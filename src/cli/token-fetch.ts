@@ -12,6 +12,12 @@ export interface TokenRequestTarget {
   realm: string;
   timeoutMs: number;
   dpopKey?: DpopKey;
+  /**
+   * The URL a proof names (`htu`): the token endpoint as the realm's discovery document names
+   * it, under the gateway's `PUBLIC_URL`, which Keycloak compares the proof with, whatever
+   * address (`baseUrl`) the request goes to. Absent: the URL the request goes to.
+   */
+  proofUrl?: string;
 }
 
 /** The last answer the gateway gave, kept to describe one openid-client would not take. */
@@ -30,14 +36,15 @@ export interface Answer {
  * become a CliError here.
  */
 export function gatewayFetchOf(
-  { baseUrl, timeoutMs, dpopKey }: TokenRequestTarget,
+  { baseUrl, timeoutMs, dpopKey, proofUrl }: TokenRequestTarget,
   last: Answer,
 ): oidc.CustomFetch {
   return async (url, options) => {
     const key = options.method === 'POST' ? dpopKey : undefined;
+    const target = { method: options.method, url: proofUrl ?? url };
     let response: Response;
     try {
-      ({ response } = await sendWithProof(key, { method: options.method, url }, async (proof) => {
+      ({ response } = await sendWithProof(key, target, async (proof) => {
         const answer = await fetch(url, {
           method: options.method,
           headers: proof === undefined ? options.headers : { ...options.headers, dpop: proof },

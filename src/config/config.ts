@@ -257,6 +257,10 @@ export const configSchema = z.object({
     description:
       "how far ahead of the gateway's clock a DPoP proof's `iat` may be (a client whose clock runs ahead)",
   }),
+  DPOP_NONCE: boolFlag.default(false).meta({
+    description:
+      "server nonces (RFC 9449 section 9): every DPoP proof on `/api` must carry the gateway's current nonce, else 401 `use_dpop_nonce` with a `DPoP-Nonce` header giving it; a nonce is the HMAC of a time slot of `DPOP_PROOF_MAX_AGE_SECONDS` under a key derived from `KEYCLOAK_CLIENT_SECRET`, so replicas need nothing shared at run time, and the previous slot's is still accepted",
+  }),
   BASIC_CACHE_MAX_SECONDS: z.coerce.number().int().min(0).max(3600).default(60).meta({
     description:
       'longest time a Basic login is reused from the cache, never longer than its token lives: a changed password or a disabled user takes effect within it (0: no cache)',

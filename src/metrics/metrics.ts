@@ -37,6 +37,7 @@ const AUTH_FAILURE_REASONS = [
   'account_refused',
   'bad_proof',
   'replayed_proof',
+  'nonce_required',
   'throttled',
 ] as const satisfies readonly (AuthFailureReason | 'throttled')[];
 

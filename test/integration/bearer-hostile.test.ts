@@ -354,11 +354,13 @@ describe('hostile Bearer tokens', () => {
 
     it('answers an unsupported scheme with every challenge', async () => {
       const res = await callApi(workspacesPath(org), 'Digest abc');
+      // RFC 9728 section 5.1: where the resource's metadata is.
+      const metadata = `${testEnv().publicUrl}/.well-known/oauth-protected-resource/api/${org}`;
       expect(res.status).toBe(401);
       expect(res.body).toMatchObject({ result: '401-00002', data: null });
       expect(res.body.message).toBe('Unsupported authorization scheme; use Basic, Bearer or DPoP.');
       expect(res.headers.get('www-authenticate')).toBe(
-        `Bearer realm="${org}", DPoP realm="${org}", algs="RS256 RS384 RS512 PS256 PS384 PS512 ES256 ES384 ES512 EdDSA", Basic realm="${org}", charset="UTF-8"`,
+        `Bearer realm="${org}", resource_metadata="${metadata}", DPoP realm="${org}", algs="RS256 RS384 RS512 PS256 PS384 PS512 ES256 ES384 ES512 EdDSA", resource_metadata="${metadata}", Basic realm="${org}", charset="UTF-8"`,
       );
     });
   });

@@ -1,11 +1,11 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StoredLogin } from '../../src/cli/credentials.ts';
-import { thumbprintOf } from '../../src/cli/dpop.ts';
+import { thumbprintOf, type DpopKey } from '../../src/cli/dpop.ts';
 import { runCli } from '../../src/cli/main.ts';
 import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 import { basicAuth, callApi } from '../helpers/api.ts';
@@ -27,9 +27,14 @@ let root: string;
 /** Every secret seen so far; no CLI output may contain one. */
 const secrets = new Set<string>();
 
-async function realmgate(argv: string[], configDir: string, stdin = '') {
+async function realmgate(
+  argv: string[],
+  configDir: string,
+  stdin = '',
+  more: Record<string, string> = {},
+) {
   const { io, output } = capturingIo(piped(stdin));
-  const env = { REALMGATE_URL: testEnv().publicUrl, REALMGATE_CONFIG_DIR: configDir };
+  const env = { REALMGATE_URL: testEnv().publicUrl, REALMGATE_CONFIG_DIR: configDir, ...more };
   const code = await runCli(argv, env, io);
   const { stdout, stderr } = output;
   for (const secret of secrets) expect(stdout + stderr).not.toContain(secret);
@@ -154,6 +159,59 @@ describe('the CLI binds what it holds (DPoP) against the real Keycloak, through 
     expect(withKey.json.token_type).toBe('DPoP');
     const jkt = await thumbprintOf(stored!.dpopKey!);
     expect(claimsOf(withKey.json.access_token)).toMatchObject({ cnf: { jkt } });
+  });
+
+  it('--key-file keeps the key on the host: a copy of the credentials without it is useless', async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws1'] });
+    const configDir = join(root, 'apart');
+    const host = join(root, 'host');
+    await mkdir(host, { recursive: true });
+    const keyFile = join(host, 'nightly.key');
+    const summary = await login(user, configDir, '--name', 'nightly', '--key-file', keyFile);
+    expect((await stat(keyFile)).mode & 0o777).toBe(0o600);
+    const key = JSON.parse(await readFile(keyFile, 'utf8')) as DpopKey;
+    secrets.add(key.d);
+    const jkt = await thumbprintOf(key);
+    expect(summary).toMatchObject({ dpop_jkt: jkt, key_file: keyFile });
+    // The credentials file names the key file and the thumbprint, never the key.
+    const credentials = await readFile(join(configDir, 'credentials.json'), 'utf8');
+    expect(credentials).not.toContain(key.d);
+    const [stored] = await storedLogins(configDir);
+    expect(stored).toMatchObject({ keyFile, keyThumbprint: jkt });
+    expect(stored).not.toHaveProperty('dpopKey');
+    expect(claimsOf(stored!.refreshToken)).toMatchObject({ cnf: { jkt } });
+
+    // On the host: the refresh grant and the API calls prove the key in the file.
+    const file = join(configDir, 'credentials.json');
+    const withoutAccess = { ...stored!, accessToken: undefined, accessExpiresAt: undefined };
+    await writeFile(file, JSON.stringify({ version: 1, logins: [withoutAccess] }), { mode: 0o600 });
+    const listed = await realmgate(['tokens', 'list'], configDir);
+    expect(listed, listed.stderr).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(listed.stdout)).toEqual([
+      expect.objectContaining({ id: stored!.sessionId, dpop_jkt: jkt, key_file: keyFile }),
+    ]);
+
+    // The credentials copied elsewhere (a CI secret), without the key file: useless.
+    const copied = join(root, 'copied-apart');
+    await mkdir(copied, { recursive: true });
+    await writeFile(join(copied, 'credentials.json'), await readFile(file), { mode: 0o600 });
+    const elsewhere = { REALMGATE_KEY_FILE: join(root, 'not-on-this-host.key') };
+    const refused = await realmgate(['tokens', 'list'], copied, '', elsewhere);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('does not exist: a login that keeps its key apart works only');
+    const [copiedLogin] = await storedLogins(copied);
+    // Keycloak refuses the refresh token without a proof, and with a proof of another key.
+    expect((await refreshGrant(org, copiedLogin!.refreshToken)).status).toBe(400);
+    const otherProof = await scriptProof(join(root, 'thief.key'), 'POST', tokenUrl(org));
+    expect((await refreshGrant(org, copiedLogin!.refreshToken, otherProof)).status).toBe(400);
+    // The gateway refuses its access token as Bearer, and with the DPoP scheme but no proof.
+    const access = copiedLogin!.accessToken!;
+    const path = `/api/${org}/platform/workspaces`;
+    expect((await callApi(path, `Bearer ${access}`)).status).toBe(401);
+    expect((await callApi(path, `DPoP ${access}`)).status).toBe(401);
+    // With the key file where the job runs (REALMGATE_KEY_FILE), the same copy works.
+    const onHost = await realmgate(['tokens', 'list'], copied, '', { REALMGATE_KEY_FILE: keyFile });
+    expect(onHost, onHost.stderr).toMatchObject({ code: 0, stderr: '' });
   });
 
   it('--no-dpop keeps bearer tokens, and so does a login made before the CLI bound them', async () => {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import type { Knex } from 'knex';
 import pg from 'pg';
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { openDatabase } from '../../src/db/database.ts';
 import { MIGRATION_LOCK_KEY, MIGRATION_NAMES, migrateToLatest } from '../../src/db/migrate.ts';
 import { onPostgresServer } from '../helpers/postgres-server.ts';
@@ -84,7 +84,8 @@ describe('migrations when several processes start together', () => {
       const db = await migrator();
       let done = false;
       const migration = migrateToLatest(db).then(() => (done = true));
-      await new Promise((resolve) => setTimeout(resolve, 1500));
+      // The event: PostgreSQL shows the migrator waiting for the advisory lock.
+      await vi.waitFor(async () => expect(await lockWaiters(other)).toBe(1), { timeout: 10_000 });
       expect(done).toBe(false);
       expect(await db.schema.hasTable('knex_migrations')).toBe(false);
       await other.query('select pg_advisory_unlock($1::bigint)', [MIGRATION_LOCK_KEY]);
@@ -109,3 +110,15 @@ describe('migrations when several processes start together', () => {
     expect(await schemaOf(db)).toEqual(MIGRATED);
   });
 });
+
+/** Sessions of this database waiting for the migration's advisory lock (a bigint key). */
+async function lockWaiters(client: pg.Client): Promise<number> {
+  const { rows } = await client.query<{ waiting: number }>(
+    `select count(*)::int as waiting from pg_locks
+      where locktype = 'advisory' and not granted and objsubid = 1
+        and database = (select oid from pg_database where datname = current_database())
+        and ((classid::bigint << 32) | objid::bigint) = $1::bigint`,
+    [MIGRATION_LOCK_KEY],
+  );
+  return rows[0]!.waiting;
+}

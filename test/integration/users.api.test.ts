@@ -1,5 +1,4 @@
 import { Writable } from 'node:stream';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accessTokenOf, basicAuth } from '../helpers/api.ts';
 import {
@@ -73,11 +72,23 @@ async function rolesInKeycloak(user: TestUser): Promise<string[]> {
 }
 
 /**
- * Waits for the next whole second: Keycloak's `iat` is in seconds, and a token issued in the
- * second of a revocation counts as issued before it. Keycloak's clock: only real time moves it.
+ * A new token of `user` that the gateway serves at `path`, after a change (enable, a role
+ * removed) that revoked the user's earlier tokens: Keycloak's `iat` is in seconds, and a token
+ * issued in the second of a revocation counts as issued before it. Keycloak's clock moves only
+ * with real time, so new tokens are asked for until one is served (the event), no fixed wait.
  */
-async function nextSecond(): Promise<void> {
-  await sleep(1100 - (Date.now() % 1000));
+async function tokenServed(user: TestUser, path: string): Promise<string> {
+  let fresh = '';
+  await expect
+    .poll(
+      async () => {
+        fresh = await accessTokenOf(user);
+        return (await call('GET', path, bearer(fresh))).status;
+      },
+      { timeout: 10_000, interval: 200 },
+    )
+    .toBe(200);
+  return fresh;
 }
 
 describe('user lifecycle API', () => {
@@ -240,11 +251,9 @@ describe('user lifecycle API', () => {
       });
       expect(offlineSessions).toEqual([]);
 
-      await nextSecond();
       const enabled = await call('POST', orgUsers(`/${user.username}/enable`), asAdmin);
       expect(enabled.body.data).toMatchObject({ enabled: true });
-      const fresh = await accessTokenOf(user);
-      expectResult(await call('GET', listing, bearer(fresh)), 200, '000-00000');
+      const fresh = await tokenServed(user, listing);
       expectResult(
         await call('GET', listing, bearer(fresh), { base: replica.url }),
         200,
@@ -337,13 +346,7 @@ describe('user lifecycle API', () => {
         )
         .toBe(401);
       // A token issued after the removal works, without the workspace.
-      await nextSecond();
-      const fresh = await accessTokenOf(user);
-      expectResult(
-        await call('GET', `/${org}/platform/workspaces`, bearer(fresh)),
-        200,
-        '000-00000',
-      );
+      const fresh = await tokenServed(user, `/${org}/platform/workspaces`);
       expectResult(await call('GET', workspaceRoute(), bearer(fresh)), 403, '403-00001');
     });
 

@@ -43,6 +43,8 @@ export interface CheckedProof {
   jti: string;
   /** The last moment this proof's `iat` is still inside the window: its replay entry lives so long. */
   acceptableUntil: number;
+  /** Its `nonce` claim, if any (RFC 9449 section 9; checked by the scheme when nonces are on). */
+  nonce?: unknown;
 }
 
 export interface ProofCheckOptions {
@@ -171,7 +173,7 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
   }
 
   function checkClaims(payload: Record<string, unknown>, request: ProofRequest): CheckedProof {
-    const { jti, htm, htu, iat, ath } = payload;
+    const { jti, htm, htu, iat, ath, nonce } = payload;
     if (typeof jti !== 'string' || jti.length === 0 || jti.length > MAX_JTI_LENGTH) {
       throw invalidProof('The DPoP proof has no valid "jti".');
     }
@@ -179,7 +181,12 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
     // `request.htu` is in normalised form already (normalizedHtu leaves it as it is): a proof
     // that spells it so needs no URL parsing.
     if (typeof htu !== 'string' || (htu !== request.htu && normalizedHtu(htu) !== request.htu)) {
-      throw invalidProof('The DPoP proof is for another URL.');
+      // Both URLs said: a client that reached the gateway by another address than its
+      // PUBLIC_URL (an internal name, 127.0.0.1) learns which one its proofs must name.
+      const named = typeof htu === 'string' ? ` names ${shortened(htu)}` : ' names no URL';
+      throw invalidProof(
+        `The DPoP proof is for another URL: this gateway expects ${request.htu}; the proof${named}.`,
+      );
     }
     if (typeof iat !== 'number' || !Number.isFinite(iat)) {
       throw invalidProof('The DPoP proof has no valid "iat".');
@@ -193,7 +200,8 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
     if (typeof ath !== 'string' || !sameText(ath, tokenHash)) {
       throw invalidProof('The DPoP proof is not for this access token ("ath").');
     }
-    return { jti, acceptableUntil: Math.ceil((iat + options.maxAgeSeconds) * 1000) };
+    const acceptableUntil = Math.ceil((iat + options.maxAgeSeconds) * 1000);
+    return nonce === undefined ? { jti, acceptableUntil } : { jti, acceptableUntil, nonce };
   }
 }
 
@@ -314,6 +322,15 @@ function sameText(a: string, b: string): boolean {
   const left = Buffer.from(a);
   const right = Buffer.from(b);
   return left.length === right.length && timingSafeEqual(left, right);
+}
+
+/**
+ * A client's text in a message (which the challenge's `error_description` repeats): at most
+ * 200 characters, each outside printable ASCII as `?`.
+ */
+function shortened(text: string): string {
+  const printable = text.slice(0, 200).replace(/[^\x20-\x7e]/g, '?');
+  return text.length > 200 ? `${printable}...` : printable;
 }
 
 /** A refusal of the proof (`invalid_dpop_proof`); the message is safe to show the client. */

@@ -2,12 +2,15 @@ import type { IncomingMessage } from 'node:http';
 import type { Principal } from '../../tenancy/principal.ts';
 import { AuthFailure } from '../auth-failure.ts';
 import { invalidProof, type ProofChecker } from './dpop-proof.ts';
+import type { NonceSource } from './dpop-nonce.ts';
 import type { ProofReplayStore } from './dpop-replay.ts';
 
 /** The DPoP scheme's part of an `/api` request's authentication (authenticate.ts). */
 export interface DpopScheme {
   /** The `algs` of every DPoP challenge: the algorithms a proof may use, space-separated. */
   readonly algs: string;
+  /** With server nonces (`DPOP_NONCE`): the one a refused proof is answered with. */
+  readonly nonce?: () => string;
   /**
    * Checks the request's one `DPoP` header as the proof of possession of the key the verified
    * token `principal` is bound to, for this request (`path`: as the edge read it), and that it
@@ -35,9 +38,13 @@ export function createDpopScheme(options: {
   /** `htuBaseOf(PUBLIC_URL)`: a request's `htu` is this and its path. */
   htuBase: string;
   algorithms: readonly string[];
+  /** Server nonces (`DPOP_NONCE`): every proof must carry one `nonces` accepts. */
+  nonces?: NonceSource;
 }): DpopScheme {
+  const { nonces } = options;
   return {
     algs: options.algorithms.join(' '),
+    ...(nonces && { nonce: () => nonces.current() }),
     async prove(req, path, token, principal, tokenHash) {
       const boundKey = principal.boundKey;
       if (boundKey === undefined) {
@@ -51,6 +58,14 @@ export function createDpopScheme(options: {
         accessTokenHash: tokenHash,
         boundKey,
       });
+      // Before the replay record: a proof refused for its nonce leaves its `jti` unused.
+      if (nonces && !nonces.accepts(checked.nonce)) {
+        throw new AuthFailure(
+          'dpop',
+          'nonce_required',
+          'This resource requires the DPoP nonce of its DPoP-Nonce header in the proof.',
+        );
+      }
       if (!(await options.replay.firstUse(boundKey, checked))) {
         throw new AuthFailure('dpop', 'replayed_proof', 'This DPoP proof was used before.');
       }

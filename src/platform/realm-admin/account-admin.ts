@@ -1,5 +1,6 @@
 import type { AccountAdmin } from '../../auth/account-admin.ts';
 import type { ServiceAdmin } from '../../keycloak/service-admin.ts';
+import { isDpopRequired } from './token-lifetimes.ts';
 import { hasTwoFactor, longestAccessTokenSeconds } from './users.ts';
 
 /** The auth layers' questions about accounts (auth/account-admin.ts), through the gateway's own client. */
@@ -13,6 +14,7 @@ export function createAccountAdmin(serviceAdmin: ServiceAdmin): AccountAdmin {
       }),
     longestAccessTokenSeconds: (realm) =>
       serviceAdmin.run(realm, (admin) => longestAccessTokenSeconds(admin, realm)),
+    dpopRequired: (realm) => serviceAdmin.run(realm, (admin) => isDpopRequired(admin, realm)),
     endOfflineSession: (realm, sessionId) =>
       serviceAdmin.run(realm, async (admin) => {
         await admin.realms.deleteSession({ realm, session: sessionId, isOffline: true });

@@ -107,8 +107,17 @@ export async function getTokenLifetimes(
     offline_session_idle_timeout: settings.offlineSessionIdleTimeout ?? 0,
     offline_session_max_lifespan: settings.offlineSessionMaxLifespan ?? 0,
     offline_session_max_lifespan_enabled: settings.offlineSessionMaxLifespanEnabled ?? false,
-    dpop_bound_access_tokens: client.attributes?.[DPOP_ATTRIBUTE] === 'true',
+    dpop_bound_access_tokens: requiresDpop(client),
   };
+}
+
+/** Whether the realm's API client requires DPoP (the organization's switch). */
+export async function isDpopRequired(admin: KeycloakAdmin, realm: string): Promise<boolean> {
+  return requiresDpop(await apiClientOf(admin, realm));
+}
+
+function requiresDpop(client: { attributes?: Record<string, unknown> }): boolean {
+  return client.attributes?.[DPOP_ATTRIBUTE] === 'true';
 }
 
 /** Applies a validated partial update and returns the lifetimes now in effect. */

@@ -1,3 +1,4 @@
+import { RESOURCE_METADATA_ROUTES } from '../../../src/auth/resource-metadata.ts';
 import { describe, expect, it } from 'vitest';
 import { API_ROUTES, API_TABLES } from '../../../src/api/api-routes.ts';
 import {
@@ -22,6 +23,7 @@ const SERVED_ELSEWHERE = [
   'GET /readyz',
   'GET /api/openapi.json',
   'POST /auth/realms/{realm}/protocol/openid-connect/token',
+  ...RESOURCE_METADATA_ROUTES.map((route) => `GET ${route.path}`),
 ];
 
 function operations(): { path: string; method: HttpMethod; operation: OpenApiOperation }[] {

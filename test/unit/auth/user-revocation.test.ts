@@ -78,6 +78,7 @@ describe("a user's token revocation", () => {
       revocations,
       activeCheck: { ensureActive: () => undefined },
       clientAddressOf: () => '127.0.0.1',
+      resourceMetadataOf: () => 'http://gw.example/.well-known/oauth-protected-resource/api/acme',
       metrics: { authFailure: () => undefined },
     };
     const request = (authorization: string) => ({ headers: { authorization } }) as IncomingMessage;
@@ -113,6 +114,7 @@ describe("a user's token revocation", () => {
       revocations,
       activeCheck: { ensureActive: () => undefined },
       clientAddressOf: () => '127.0.0.1',
+      resourceMetadataOf: () => 'http://gw.example/.well-known/oauth-protected-resource/api/acme',
       metrics: { authFailure: () => undefined },
     });
     const request = { headers: { authorization: 'Bearer abc' } } as IncomingMessage;

@@ -109,6 +109,7 @@ describe("the chart's probes", () => {
         logger: createLogger('silent'),
         authMount: () => (_req, _res, next) => next(),
         backchannelLogout: (_req, _res, next) => next(),
+        resourceMetadata: (_req, _res, next) => next(),
         api: (_req, _res, next) => next(),
         readiness: {},
         build: buildInfo({}),

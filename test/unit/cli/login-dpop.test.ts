@@ -16,6 +16,8 @@ let baseUrl: string;
 let configDir: string;
 let proofs: Array<string | undefined>;
 let answer: (req: IncomingMessage, res: ServerResponse) => void;
+/** The `resource` of the stand-in's protected-resource metadata; undefined: it has none (404). */
+let metadataResource: string | undefined;
 
 function jwt(claims: Record<string, unknown>): string {
   const part = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
@@ -36,6 +38,11 @@ function tokens(res: ServerResponse, tokenType: string) {
 
 beforeAll(async () => {
   server = createServer((req, res) => {
+    if (req.url === '/.well-known/oauth-protected-resource/api/acme') {
+      res.writeHead(metadataResource ? 200 : 404, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(metadataResource ? { resource: metadataResource } : { data: null }));
+      return;
+    }
     if (req.method === 'GET' && req.url!.endsWith('/.well-known/openid-configuration')) {
       const issuer = 'http://gateway.example/auth/realms/acme';
       res.writeHead(200, { 'content-type': 'application/json' });
@@ -62,6 +69,7 @@ afterAll(async () => {
 });
 beforeEach(async () => {
   proofs = [];
+  metadataResource = undefined;
   configDir = await mkdtemp(join(tmpdir(), 'realmgate-login-dpop-'));
   return () => rm(configDir, { recursive: true, force: true });
 });
@@ -99,9 +107,11 @@ describe('realmgate login where the realm offers DPoP', () => {
     expect({ status, stderr }).toEqual({ status: 0, stderr: '' });
     expect(proofs).toHaveLength(2);
     const [first, second] = [await claimsOf(proofs[0]), await claimsOf(proofs[1])];
+    // The token endpoint as the discovery document names it (the gateway's PUBLIC_URL), not
+    // the address the request went to: Keycloak compares `htu` with its own.
     expect(first).toMatchObject({
       htm: 'POST',
-      htu: `${baseUrl}/auth/realms/acme/protocol/openid-connect/token`,
+      htu: 'http://gateway.example/auth/realms/acme/protocol/openid-connect/token',
     });
     expect(first).not.toHaveProperty('nonce');
     expect(second).toMatchObject({ htm: 'POST', nonce: 'n-1' });
@@ -126,5 +136,50 @@ describe('realmgate login where the realm offers DPoP', () => {
     proofs = [];
     expect(await login('--no-dpop')).toMatchObject({ status: 0, stderr: '' });
     expect(proofs).toEqual([undefined]);
+  });
+
+  it('says which URL the proof named and where it went when Keycloak refuses it; no OTP hint', async () => {
+    answer = (_, res) => {
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end('{"error":"invalid_dpop_proof","error_description":"DPoP HTTP URL mismatch"}');
+    };
+    const refused = await login();
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toContain(
+      'login refused: DPoP HTTP URL mismatch; the proof named ' +
+        'http://gateway.example/auth/realms/acme/protocol/openid-connect/token',
+    );
+    expect(refused.stderr).toContain(`sent through ${baseUrl}/`);
+    expect(refused.stderr).not.toContain('one-time password');
+
+    // A wrong password (or a missing one-time password) keeps its hint.
+    answer = (_, res) => {
+      res.writeHead(401, { 'content-type': 'application/json' });
+      res.end('{"error":"invalid_grant","error_description":"Invalid user credentials"}');
+    };
+    const wrong = await login();
+    expect(wrong.status).toBe(1);
+    expect(wrong.stderr).toContain(
+      'login refused: Invalid user credentials; for an account with two-factor authentication',
+    );
+  });
+
+  it("names the gateway's own address in an API call's proof: its resource metadata, else the issuer", async () => {
+    answer = (_, res) => tokens(res, 'DPoP');
+    // Each address is learnt once per process: the stand-in by two names, with and without metadata.
+    const proofThrough = async (url: string) => {
+      const env = { REALMGATE_URL: url, REALMGATE_CONFIG_DIR: configDir };
+      const loggedIn = capturingIo(piped('the-password\n'));
+      expect(await runCli(['login', 'acme', 'alice', '--password-stdin'], env, loggedIn.io)).toBe(
+        0,
+      );
+      const { io, output } = capturingIo();
+      expect(await runCli(['proof', 'GET', `${url}/api/acme/x?q=1`], env, io)).toBe(0);
+      return (await claimsOf(output.stdout.trim())).htu;
+    };
+    expect(await proofThrough(baseUrl)).toBe('http://gateway.example/api/acme/x');
+    metadataResource = 'https://public.example/base/api/acme';
+    const secondName = baseUrl.replace('127.0.0.1', 'localhost');
+    expect(await proofThrough(secondName)).toBe('https://public.example/base/api/acme/x');
   });
 });

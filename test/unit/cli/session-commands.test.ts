@@ -71,6 +71,11 @@ beforeAll(async () => {
       res.end(discoveryDocument(discovery[1]!));
       return;
     }
+    // A gateway without protected-resource metadata: the CLI reads the issuer instead.
+    if (req.url!.startsWith('/.well-known/oauth-protected-resource/')) {
+      res.writeHead(404, { 'content-type': 'application/json' }).end('{}');
+      return;
+    }
     let text = '';
     req.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
     req.on('end', () => {
@@ -350,6 +355,17 @@ describe('realmgate proof', () => {
       ath: createHash('sha256').update(access).digest('base64url'),
     });
     expect((await run(['token'], piped(''))).stdout.trim()).toBe(access);
+  });
+
+  it("puts the server's nonce in the proof with --nonce, and refuses one RFC 9449 does not allow", async () => {
+    await storeLogin({ dpopKey: await generateDpopKey() });
+    const proof = await run(['proof', 'GET', url, '--nonce', 'n-1.x'], piped(''));
+    expect(proof).toMatchObject({ status: 0, stderr: '' });
+    const { payload } = await jwtVerify(proof.stdout.trim(), EmbeddedJWK, { typ: 'dpop+jwt' });
+    expect(payload.nonce).toBe('n-1.x');
+    const refused = await run(['proof', 'GET', url, '--nonce', 'a"b'], piped(''));
+    expect(refused.status).toBe(2);
+    expect(refused.stderr).toContain('invalid nonce');
   });
 
   it('says a bearer login has no key, and refuses what is not a method and a URL', async () => {

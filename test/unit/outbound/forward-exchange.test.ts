@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { AppError } from '../../../src/envelope/errors.ts';
 import { createLogger } from '../../../src/http/logger.ts';
 import {
@@ -122,10 +122,10 @@ describe('forward over undici: the exchange', () => {
     answer = (_req, res) => void held.push(res);
     const patient = await gateway({ timeoutMs: 1500 });
     const port = await gateway({ timeoutMs: 300 });
-    const [first, second] = await Promise.all([
-      fetch(`http://127.0.0.1:${patient}/`),
-      sleep(50).then(() => fetch(`http://127.0.0.1:${port}/`)),
-    ]);
+    // The second once the first has reached the upstream (and is waiting there).
+    const firstAnswer = fetch(`http://127.0.0.1:${patient}/`);
+    await vi.waitFor(() => expect(held).toHaveLength(1));
+    const [first, second] = await Promise.all([firstAnswer, fetch(`http://127.0.0.1:${port}/`)]);
     expect([first.status, second.status]).toEqual([504, 504]);
     expect(second.headers.get('x-request-id')).toBe('r-2');
     const silences = failures.filter((err) => err instanceof UpstreamSilent);

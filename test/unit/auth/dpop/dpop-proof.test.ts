@@ -92,6 +92,18 @@ describe('a DPoP proof (RFC 9449 section 4.3)', () => {
     expect(await refusal(proof(options as Partial<ProofOptions>))).toMatch(message);
   });
 
+  it('names the URL it expects and the one the proof names, in printable ASCII', async () => {
+    const other = 'http://127.0.0.1:8000/api/acme/workspaces/ws1/ita/jobs';
+    expect(await refusal(proof({ url: other }))).toBe(
+      `The DPoP proof is for another URL: this gateway expects ${URL}; the proof names ${other}.`,
+    );
+    const hostile = await refusal(
+      proof({ claims: { htu: `http://x/\u00e9\n${'a'.repeat(300)}` } }),
+    );
+    expect(hostile).toMatch(/the proof names http:\/\/x\/\?\?a+\.\.\.\.$/);
+    expect(await refusal(proof({ claims: { htu: 7 } }))).toMatch(/the proof names no URL\.$/);
+  });
+
   it('accepts an iat at the edges of the window, on the injected clock', async () => {
     await expect(check(await proof({ iat: NOW - 60 }), request)).resolves.toBeDefined();
     await expect(check(await proof({ iat: NOW + 5 }), request)).resolves.toBeDefined();

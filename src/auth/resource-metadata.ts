@@ -1,0 +1,154 @@
+import { Router, type Request } from 'express';
+import { AppError } from '../envelope/errors.ts';
+import { TtlLru } from '../cache/ttl-lru.ts';
+import { isOrganizationId, MASTER_REALM, realmIssuer } from '../tenancy/identifiers.ts';
+import type { OrganizationLookup } from '../tenancy/organization-state.ts';
+import { systemClock, type Clock } from '../time/clock.ts';
+
+/**
+ * Where a protected resource's metadata is (RFC 9728 section 3.1): this path, then the
+ * resource's own path: `/.well-known/oauth-protected-resource/api/<org>` describes `/api/<org>`.
+ */
+export const RESOURCE_METADATA_PATH = '/.well-known/oauth-protected-resource';
+
+/** The segment after `/api` that names realm master (the platform API). */
+const PLATFORM = 'platform';
+
+/** What a client learns of a resource (RFC 9728 section 2, and RFC 9449 section 5.1). */
+export interface ResourceMetadata {
+  /** The resource's identifier: the URL its proofs name, under `PUBLIC_URL`. */
+  resource: string;
+  /** The realm's issuer: the one authorization server whose tokens the resource takes. */
+  authorization_servers: string[];
+  dpop_signing_alg_values_supported: string[];
+  /** The realm's API client requires DPoP (an organization's switch): every token is bound. */
+  dpop_bound_access_tokens_required: boolean;
+  /** Credentials travel in the Authorization header only. */
+  bearer_methods_supported: ['header'];
+}
+
+/**
+ * One resource the gateway describes, declared once: the express route and the OpenAPI path
+ * are both made from this list (`resourceMetadataRouter`, api/openapi.ts).
+ */
+export interface ResourceMetadataRoute {
+  /** OpenAPI style; a `{organization_id}` is read from the path. */
+  path: string;
+  summary: string;
+}
+
+export const RESOURCE_METADATA_ROUTES: readonly ResourceMetadataRoute[] = [
+  {
+    path: RESOURCE_METADATA_PATH,
+    summary: 'The gateway as a protected resource (RFC 9728): its platform API, realm master',
+  },
+  {
+    path: `${RESOURCE_METADATA_PATH}/api/${PLATFORM}`,
+    summary: 'The platform API (`/api/platform`) as a protected resource (RFC 9728)',
+  },
+  {
+    path: `${RESOURCE_METADATA_PATH}/api/{organization_id}`,
+    summary: "An organization's API (`/api/<org>`) as a protected resource (RFC 9728)",
+  },
+];
+
+/**
+ * The URL of the metadata of the resource a request's realm is served under (`/api/platform`
+ * for master, `/api/<org>`): what a 401 challenge names in `resource_metadata`.
+ */
+export function resourceMetadataUrlOf(htuBase: string, realm: string): string {
+  return `${htuBase}${RESOURCE_METADATA_PATH}/api/${apiSegmentOf(realm)}`;
+}
+
+function apiSegmentOf(realm: string): string {
+  return realm === MASTER_REALM ? PLATFORM : realm;
+}
+
+/** How long a realm's DPoP switch is taken as read; Keycloak is asked again after it. */
+const SWITCH_FRESH_MS = 60_000;
+/** How long a switch read once is still answered while Keycloak does not answer. */
+const SWITCH_KEPT_MS = 60 * 60_000;
+const MAX_REALMS = 10_000;
+
+/**
+ * The metadata of each resource, at the paths of RESOURCE_METADATA_ROUTES, public (no
+ * credentials: a client reads it before it has a token). Only an organization that exists and
+ * is enabled is described (others: 404, as its API answers); its switch (`dpopRequired`) is
+ * asked of Keycloak at most once a minute per realm, whatever the traffic, and the last answer
+ * kept through an outage.
+ */
+export function resourceMetadataRouter(options: {
+  /** `htuBaseOf(PUBLIC_URL)`. */
+  htuBase: string;
+  algorithms: readonly string[];
+  organizations: OrganizationLookup;
+  /** Whether the realm's API client requires DPoP (Keycloak's admin API). */
+  dpopRequired: (realm: string) => Promise<boolean>;
+  clock?: Clock;
+}): Router {
+  const { htuBase, clock = systemClock } = options;
+  const switches = new TtlLru<{ required: boolean; at: number }>(MAX_REALMS, clock);
+  const reading = new Map<string, Promise<boolean>>();
+
+  async function dpopRequired(realm: string): Promise<boolean> {
+    const known = switches.get(realm);
+    if (known && clock.now() - known.at < SWITCH_FRESH_MS) return known.required;
+    let read = reading.get(realm);
+    if (!read) {
+      read = options
+        .dpopRequired(realm)
+        .then((required) => {
+          switches.set(realm, { required, at: clock.now() }, clock.now() + SWITCH_KEPT_MS);
+          return required;
+        })
+        .finally(() => reading.delete(realm));
+      reading.set(realm, read);
+    }
+    try {
+      return await read;
+    } catch (err) {
+      if (known) return known.required;
+      throw new AppError('identityProviderUnavailable', { cause: err });
+    }
+  }
+
+  async function metadataOf(realm: string, resourcePath: string): Promise<ResourceMetadata> {
+    return {
+      resource: `${htuBase}${resourcePath}`,
+      authorization_servers: [realmIssuer(htuBase, realm)],
+      dpop_signing_alg_values_supported: [...options.algorithms],
+      dpop_bound_access_tokens_required: await dpopRequired(realm),
+      bearer_methods_supported: ['header'],
+    };
+  }
+
+  async function realmOf(req: Request): Promise<string> {
+    const segment = req.params.organization_id;
+    if (typeof segment !== 'string' || segment === PLATFORM) return MASTER_REALM;
+    if (!isOrganizationId(segment)) throw new AppError('organizationNotFound');
+    const state = await options.organizations.stateOf(segment);
+    if (state === 'absent') throw new AppError('organizationNotFound');
+    if (state === 'disabled') throw new AppError('organizationDisabled');
+    return segment;
+  }
+
+  const router = Router();
+  for (const route of RESOURCE_METADATA_ROUTES) {
+    // RFC 9728 section 3.3: the resource is the path the metadata's own path names after the
+    // well-known part (none: the gateway's root).
+    const resourceTemplate = route.path.slice(RESOURCE_METADATA_PATH.length);
+    router.get(route.path.replace('{organization_id}', ':organization_id'), (req, res, next) => {
+      realmOf(req)
+        .then((realm) =>
+          metadataOf(realm, resourceTemplate.replace('{organization_id}', apiSegmentOf(realm))),
+        )
+        .then((metadata) => {
+          // Public, and the same for every client: a cache may keep it as long as the switch.
+          res.setHeader('cache-control', `public, max-age=${SWITCH_FRESH_MS / 1000}`);
+          res.json(metadata);
+        })
+        .catch(next);
+    });
+  }
+  return router;
+}

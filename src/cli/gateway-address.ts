@@ -1,0 +1,57 @@
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
+import { describeUnreachable } from './client.ts';
+import { httpUrlOf, realmIssuerOf } from './token-endpoint.ts';
+
+/** The `/api` segment that names a realm: `platform` for master, the organization's id. */
+function apiSegmentOf(realm: string): string {
+  return realm === MASTER_REALM ? 'platform' : encodeURIComponent(realm);
+}
+
+/** The gateways' addresses learnt by this process, by `REALMGATE_URL` and realm. */
+const learnt = new Map<string, Promise<URL>>();
+
+/**
+ * The gateway's own address (its `PUBLIC_URL`, ending with `/`), which its DPoP check and
+ * Keycloak compare a proof's URL with, whatever address (`baseUrl`) the CLI reaches it by: the
+ * `resource` of the realm's protected-resource metadata (RFC 9728,
+ * `/.well-known/oauth-protected-resource/api/<org>`), without its `api/<org>`. From a gateway
+ * that publishes none (before 0.3.0), the realm's issuer without its `auth/realms/<realm>`.
+ * `baseUrl` itself when neither has that form. Asked once per process.
+ */
+export function gatewayAddressOf(baseUrl: URL, realm: string, timeoutMs: number): Promise<URL> {
+  const key = `${baseUrl.href} ${realm}`;
+  let address = learnt.get(key);
+  if (address === undefined) {
+    address = learn(baseUrl, realm, timeoutMs);
+    learnt.set(key, address);
+    address.catch(() => learnt.delete(key));
+  }
+  return address;
+}
+
+async function learn(baseUrl: URL, realm: string, timeoutMs: number): Promise<URL> {
+  const resourcePath = `api/${apiSegmentOf(realm)}`;
+  const metadataUrl = new URL(`.well-known/oauth-protected-resource/${resourcePath}`, baseUrl);
+  let resource: unknown;
+  try {
+    const answer = await fetch(metadataUrl, {
+      headers: { accept: 'application/json' },
+      redirect: 'manual',
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    const metadata = (await answer.json().catch(() => undefined)) as { resource?: unknown };
+    resource = answer.ok ? metadata?.resource : undefined;
+  } catch (error) {
+    throw describeUnreachable(error, baseUrl, timeoutMs);
+  }
+  if (typeof resource === 'string') return baseOf(resource, resourcePath, baseUrl);
+  // A gateway without the metadata: its realm's issuer names PUBLIC_URL as well.
+  const issuer = await realmIssuerOf(baseUrl, realm, timeoutMs);
+  return baseOf(issuer, `auth/realms/${encodeURIComponent(realm)}`, baseUrl);
+}
+
+/** `url` without `suffix` (and its slash before), ending with `/`; `fallback` otherwise. */
+function baseOf(url: string, suffix: string, fallback: URL): URL {
+  const end = `/${suffix}`;
+  return (url.endsWith(end) && httpUrlOf(`${url.slice(0, -end.length)}/`)) || fallback;
+}

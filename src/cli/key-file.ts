@@ -1,0 +1,80 @@
+import { open } from 'node:fs/promises';
+import { isAbsolute, resolve } from 'node:path';
+import { readPrivateText } from './credentials.ts';
+import { generateDpopKey, isDpopKey, thumbprintOf, type DpopKey } from './dpop.ts';
+import { CliError } from './errors.ts';
+
+// A login's DPoP key kept apart from its refresh token (`login --key-file`, REALMGATE_KEY_FILE):
+// a private JWK alone in a file of its own, mode 0600, made on the host that uses it, in the
+// format docs/examples/dpop-proof.mjs reads. The credentials file then names the file and the
+// key's thumbprint, never the key: a copy of the credentials (a CI secret) is a token without
+// its key.
+
+/** `--key-file`, else REALMGATE_KEY_FILE, as an absolute path; undefined when neither is set. */
+export function keyFilePathOf(
+  option: string | undefined,
+  env: Record<string, string | undefined>,
+): string | undefined {
+  const path = option ?? env.REALMGATE_KEY_FILE;
+  return path ? (isAbsolute(path) ? path : resolve(path)) : undefined;
+}
+
+/**
+ * The key in `path`, made there (0600, never over an existing file) when the file does not
+ * exist: the host's key, which each login with this file binds its tokens to.
+ */
+export async function keyOfFile(path: string): Promise<DpopKey> {
+  const existing = await keyInFile(path);
+  if (existing !== undefined) return existing;
+  const key = await generateDpopKey();
+  let handle;
+  try {
+    handle = await open(path, 'wx', 0o600);
+  } catch (error) {
+    throw new CliError('config', `cannot create the key file ${path}: ${(error as Error).message}`);
+  }
+  try {
+    await handle.chmod(0o600); // whatever the umask
+    await handle.writeFile(`${JSON.stringify(key)}\n`, 'utf8');
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  return key;
+}
+
+/**
+ * The key of a login that keeps it in `path`, checked to be the key its tokens are bound to
+ * (`thumbprint`). A missing, open or foreign file is a config error that says so.
+ */
+export async function readKeyFile(path: string, thumbprint: string): Promise<DpopKey> {
+  const key = await keyInFile(path);
+  if (key === undefined) {
+    throw new CliError(
+      'config',
+      `the key file ${path} does not exist: a login that keeps its key apart works only ` +
+        'where its key file is (REALMGATE_KEY_FILE names another place)',
+    );
+  }
+  if ((await thumbprintOf(key)) !== thumbprint) {
+    throw new CliError(
+      'config',
+      `the key in ${path} is not the key this login is bound to; log in again with it`,
+    );
+  }
+  return key;
+}
+
+/** The key in `path`; undefined when there is no such file. */
+async function keyInFile(path: string): Promise<DpopKey | undefined> {
+  const text = await readPrivateText(path);
+  if (text === undefined) return undefined;
+  let key: unknown;
+  try {
+    key = JSON.parse(text);
+  } catch {
+    key = undefined;
+  }
+  if (!isDpopKey(key)) throw new CliError('config', `${path} is not a P-256 private key (JWK)`);
+  return key;
+}

@@ -1,0 +1,86 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { setTokenLifetimes } from '../../src/platform/realm-admin/token-lifetimes.ts';
+import { callApi } from '../helpers/api.ts';
+import { keycloakAdmin } from '../helpers/keycloak.ts';
+import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+// RFC 9728 against the real Keycloak: what the gateway publishes of each resource, and where its
+// 401 challenges point.
+
+const metadataPath = (resource: string) => `/.well-known/oauth-protected-resource${resource}`;
+
+async function metadata(resource: string) {
+  const res = await fetch(`${testEnv().publicUrl}${metadataPath(resource)}`);
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+describe('protected-resource metadata, from the real realms', () => {
+  let open: string;
+  let required: string;
+  beforeAll(async () => {
+    [open, required] = await Promise.all([
+      createOrganization(['ws1']),
+      createOrganization(['ws1']),
+    ]);
+    await setTokenLifetimes(await keycloakAdmin(), required, { dpop_bound_access_tokens: true });
+  });
+  afterAll(closeTestDb);
+
+  it("names each organization's resource, its realm, and its DPoP switch as Keycloak has it", async () => {
+    const { publicUrl } = testEnv();
+    expect(await metadata(`/api/${open}`)).toEqual({
+      status: 200,
+      body: {
+        resource: `${publicUrl}/api/${open}`,
+        authorization_servers: [`${publicUrl}/auth/realms/${open}`],
+        dpop_signing_alg_values_supported: expect.arrayContaining(['ES256', 'EdDSA']) as string[],
+        dpop_bound_access_tokens_required: false,
+        bearer_methods_supported: ['header'],
+      },
+    });
+    expect((await metadata(`/api/${required}`)).body).toMatchObject({
+      dpop_bound_access_tokens_required: true,
+    });
+    // The realm named as authorization server is the one whose discovery the client reads.
+    const issuer = (await metadata(`/api/${open}`)).body.authorization_servers as string[];
+    const discovery = await fetch(`${issuer[0]}/.well-known/openid-configuration`);
+    expect(((await discovery.json()) as { issuer: string }).issuer).toBe(issuer[0]);
+  });
+
+  it('describes the platform API and the root with realm master', async () => {
+    const { publicUrl } = testEnv();
+    expect((await metadata('/api/platform')).body).toMatchObject({
+      resource: `${publicUrl}/api/platform`,
+      authorization_servers: [`${publicUrl}/auth/realms/master`],
+    });
+    expect((await metadata('')).body).toMatchObject({ resource: publicUrl });
+  });
+
+  it('answers an unknown organization 404 and a disabled one 403, as their API does', async () => {
+    expect(await metadata('/api/org-nowhere')).toMatchObject({
+      status: 404,
+      body: { result: '404-00001' },
+    });
+    const disabled = await createOrganization([]);
+    await testDb()('organizations').where({ id: disabled }).update({ enabled: false });
+    expect(await metadata(`/api/${disabled}`)).toMatchObject({
+      status: 403,
+      body: { result: '403-23001' },
+    });
+  });
+
+  it("points every 401 challenge at the realm's metadata", async () => {
+    const { publicUrl } = testEnv();
+    const missing = await callApi(`/api/${open}/platform/workspaces`, undefined);
+    expect(missing.status).toBe(401);
+    const challenge = missing.headers.get('www-authenticate') ?? '';
+    const url = `${publicUrl}${metadataPath(`/api/${open}`)}`;
+    expect(challenge).toContain(`Bearer realm="${open}", resource_metadata="${url}"`);
+    expect(challenge).toContain(`resource_metadata="${url}", Basic`);
+    const platform = await callApi('/api/platform/organizations', 'Bearer not-a-token');
+    expect(platform.headers.get('www-authenticate')).toContain(
+      `resource_metadata="${publicUrl}${metadataPath('/api/platform')}"`,
+    );
+  });
+});
