@@ -14,6 +14,7 @@ import { createAuditLogRepo } from './audit-log.repo.ts';
 import type { AuditLogService } from './audit-log.router.ts';
 import { changeEventsOf } from './change-events.ts';
 import { createAuditWriter, type AuditMetrics, type AuditWriter } from './audit-writer.ts';
+import { scheduleRetention } from './audit-retention.ts';
 import { auditTokenGrants } from './token-grants.ts';
 
 export interface AuditLogArea {
@@ -73,6 +74,13 @@ export function buildAuditLog(
   });
   const record = writer.record.bind(writer);
   shared.readiness.audit_log = () => writer.readiness();
+  const retention = scheduleRetention({
+    db: shared.db,
+    days: config.AUDIT_RETENTION_DAYS,
+    clock,
+    intervalMs: 3600_000,
+    logger: shared.logger,
+  });
   shared.audit.keepIn((entry) => {
     for (const event of changeEventsOf(entry, clock.now())) record(event);
   });
@@ -89,6 +97,9 @@ export function buildAuditLog(
     }),
     service,
     writer,
-    close: () => writer.close(config.SHUTDOWN_GRACE_SECONDS * 1000),
+    close: () => {
+      retention.close();
+      return writer.close(config.SHUTDOWN_GRACE_SECONDS * 1000);
+    },
   };
 }

@@ -359,6 +359,10 @@ export const configSchema = z.object({
     description:
       'the audit log (see [audit](audit.md)): each `/api` decision, token grant and change through the gateway, one hash-chained log per organization in the database; `false`: nothing is recorded there (audit lines are still logged)',
   }),
+  AUDIT_RETENTION_DAYS: z.coerce.number().int().min(1).max(36500).default(365).meta({
+    description:
+      'days an audit log record is kept, for every organization; older ones are removed hourly, always the oldest first, so what remains still verifies',
+  }),
   AUDIT_SPOOL_MAX_RECORDS: z.coerce.number().int().min(100).max(10_000_000).default(100000).meta({
     description:
       'records a process holds while the database is down (about 1 KiB each), written in order once it is back; one more is lost, counted in `realmgate_audit_records_total{outcome="lost"}` and said in readiness',
