@@ -36,16 +36,17 @@ export const COLUMN_OF = {
 /** A row of `audit_log` (migration 20261128-004), as either driver gives it. */
 export type AuditRow = Record<(typeof COLUMN_OF)[keyof AuditRecord] | 'id', unknown>;
 
-/** The row of a record (`id`: the writer's, against a second write of a retried batch). */
-export function rowOf(record: AuditRecord, id: string): AuditRow {
+/**
+ * The row of a record as JSON, for `jsonb_populate_recordset` (`id`: the writer's, against a
+ * second write of a retried batch): a batch is one parameter, which PostgreSQL reads, rather
+ * than 26 bound values a record.
+ */
+export function jsonRowOf(record: AuditRecord, id: string): Record<string, unknown> {
   const row: Record<string, unknown> = { id };
   for (const [field, column] of Object.entries(COLUMN_OF)) {
     row[column] = record[field as keyof AuditRecord];
   }
-  row.at = new Date(record.at);
-  // node-postgres would send an object's arrays as SQL arrays: jsonb as text.
-  row.details = JSON.stringify(record.details);
-  return row as unknown as AuditRow;
+  return row;
 }
 
 /** The record a row holds, as the chain hashed it (PostgreSQL's and PGlite's types alike). */

@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { ReadinessReport } from '../http/health.router.ts';
 import { GENESIS_HASH, hashOf, type AuditRecord } from './audit-chain.ts';
-import { AUDIT_TABLE, HEADS_TABLE, rowOf } from './audit-rows.ts';
+import { AUDIT_TABLE, HEADS_TABLE, jsonRowOf } from './audit-rows.ts';
 
 /**
  * What the recording code hands the writer: a record's fields, chosen where it happened, without
@@ -210,9 +210,12 @@ async function appendToLog(trx: Knex.Transaction, org: string, spooled: Spooled[
     };
     const record: AuditRecord = { ...unhashed, hash: hashOf(unhashed) };
     prevHash = record.hash;
-    return rowOf(record, id);
+    return jsonRowOf(record, id);
   });
-  await trx(AUDIT_TABLE).insert(rows);
+  await trx.raw(
+    `insert into ${AUDIT_TABLE} select * from jsonb_populate_recordset(null::${AUDIT_TABLE}, ?::jsonb)`,
+    [JSON.stringify(rows)],
+  );
   await trx(HEADS_TABLE).where({ org }).update({ seq, hash: prevHash });
 }
 
