@@ -24,6 +24,7 @@ const LAYERS = [
   'auth-proxy', // the /auth route: its guards, the password-attempt throttle, the proxy, console pages
   'automation', // operation list, the forwarded route
   'platform', // /api/platform, the list endpoints, the admin-API operations they run
+  'audit', // the audit log: its records, their chain, the writer, the reader's routes
   'metrics', // counts what the layers below report through their own interfaces
   'api', // /api: its router and its OpenAPI document
   'cli', // the realmgate command

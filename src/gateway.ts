@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { apiDeclarations } from './api/api-routes.ts';
 import { createApiRouter } from './api/api.router.ts';
 import { createApp } from './app.ts';
+import { buildAuditLog } from './audit/audit.area.ts';
 import { buildAuth } from './auth/auth.area.ts';
 import { buildAuthProxy } from './auth-proxy/auth-proxy.area.ts';
 import { AUTH_ROUTES } from './auth-proxy/auth-routes.ts';
@@ -53,14 +54,19 @@ export async function startGateway(
   const keycloak = buildKeycloak(shared);
   const accounts = createAccountAdmin(keycloak.serviceAdmin);
   const tenants = await buildTenants(shared);
+  const auditLog = buildAuditLog(shared, tenants);
   const auth = await buildAuth(shared, keycloak, tenants, accounts);
   const automation = buildAutomation(shared, auth.admission);
-  const authProxy = buildAuthProxy(shared, auth, accounts);
+  const authProxy = buildAuthProxy(shared, auth, accounts, auditLog.tokenGrants);
   const platform = buildPlatform(shared, keycloak, auth, tenants, authProxy.tokenBindings);
   const api = createApiRouter({
     admission: auth.admission,
     audit: shared.audit,
-    services: { ...platform.services, operations: automation.operations },
+    services: {
+      ...platform.services,
+      operations: automation.operations,
+      auditLog: auditLog.service,
+    },
   });
   let shuttingDown = false;
   const app = (listener: Listener) =>
@@ -98,6 +104,7 @@ export async function startGateway(
       canonicalHost: listener === 'admin' ? consoleHost : undefined,
       metrics: shared.metrics,
       tracing: shared.tracing,
+      apiOutcomes: auditLog.apiOutcomes,
     });
   const publicServer = await listen(handlerOf('public'), config.HOST, config.PORT, logger);
   const adminServer = await listen(
@@ -118,6 +125,7 @@ export async function startGateway(
       auth.close();
       const graceMs = config.SHUTDOWN_GRACE_SECONDS * 1000;
       await Promise.all([closeServer(publicServer, graceMs), closeServer(adminServer, graceMs)]);
+      await auditLog.close();
       await shared.close();
     },
   };

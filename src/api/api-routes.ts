@@ -1,3 +1,4 @@
+import { auditLogRoutes } from '../audit/audit-log.router.ts';
 import { FORWARDED_ROUTE } from '../automation/forward-route.ts';
 import { operationsRoutes } from '../automation/operations.router.ts';
 import type { RouteDeclaration } from '../edge/route.ts';
@@ -25,6 +26,7 @@ export const API_TABLES = {
   signingKeys: signingKeysRoutes,
   refreshTokens: refreshTokensRoutes,
   operations: operationsRoutes,
+  auditLog: auditLogRoutes,
 } as const;
 
 type ServiceOf<Routes> = Routes extends readonly AnyRoute<infer Service>[] ? Service : never;

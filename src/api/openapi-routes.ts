@@ -74,7 +74,17 @@ export function operationOf(route: DeclaredRoute): OpenApiOperation {
       requestBody: { required: true, content: json({ schema: jsonSchemaOf(route.body, 'input') }) },
     }),
     responses: {
-      '200': success(jsonSchemaOf(route.data, 'output'), 'SUCCESS'),
+      '200': route.streams
+        ? {
+            description: 'SUCCESS, streamed',
+            content: Object.fromEntries(
+              Object.entries(route.streams).map(([type, description]) => [
+                type,
+                { schema: { type: 'string', description } },
+              ]),
+            ),
+          }
+        : success(jsonSchemaOf(route.data, 'output'), 'SUCCESS'),
       ...errorResponses(resultCodesOf(route)),
     },
   };
@@ -105,7 +115,7 @@ export function componentSchemasOfRoutes(routes: readonly DeclaredRoute[]): {
     input.push(...Object.values(route.params ?? {}).map((param) => param.schema));
     if (route.query) input.push(route.query);
     if (route.body) input.push(route.body);
-    output.push(route.data);
+    if (!route.streams) output.push(route.data);
   }
   return { input: idSchemasIn(input), output: idSchemasIn(output) };
 }

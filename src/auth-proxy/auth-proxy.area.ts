@@ -61,6 +61,8 @@ export function buildAuthProxy(
     | 'basicLoginSeconds'
   >,
   accounts: AccountAdmin,
+  /** The audit log's step recording each token grant (src/audit/), when the log is on. */
+  auditGrants?: RequestHandler,
 ): AuthProxyArea {
   const { config, logger, clock } = shared;
   // The revocations of a session or a user: what passes through /auth, what Keycloak announces.
@@ -111,6 +113,7 @@ export function buildAuthProxy(
       logger,
       clock,
     },
+    auditGrants,
   };
   return {
     mount: (listener) => createAuthMount(deps, listener),

@@ -15,6 +15,7 @@ import {
  * - `adminListener`: served on the admin listener only, 404 on the public one;
  * - `bootstrapAdmin`: a form sent to the master realm may not name Keycloak's bootstrap
  *   administrator, on the public listener;
+ * - `auditGrant`: a POST is recorded in the audit log once answered (src/audit/token-grants.ts);
  * - `jobCredentials`: a POST's job-credential fields and refresh lifetimes;
  * - `passwordGrant`: a POST's password grant passes the login throttle, a body the form guard
  *   could not read is refused, and Keycloak's refusal of its credentials answers 401;
@@ -28,6 +29,7 @@ import {
 export const AUTH_STEP_NAMES = [
   'adminListener',
   'bootstrapAdmin',
+  'auditGrant',
   'jobCredentials',
   'passwordGrant',
   'passwordForm',
@@ -65,7 +67,7 @@ const below = (path: string, steps: readonly AuthStep[], more: Partial<AuthRoute
 export const TOKEN_ROUTE = entry(
   `${OIDC}/token`,
   'any',
-  [...REALM_STEPS, 'jobCredentials', 'passwordGrant'],
+  ['auditGrant', ...REALM_STEPS, 'jobCredentials', 'passwordGrant'],
   { metricsClass: 'token' },
 );
 

@@ -41,6 +41,8 @@ export interface AuthMountDeps {
   endAccess: EndAccessDeps;
   /** Names, reaches and lifetimes given at issuance, on the token endpoint (job-credentials.ts). */
   jobCredentials: JobCredentialsDeps;
+  /** Records each grant in the audit log (the audit area's); undefined when the log is off. */
+  auditGrants: RequestHandler | undefined;
 }
 
 /**
@@ -74,6 +76,8 @@ export const AUTH_STEPS: readonly AuthStepOfTable[] = [
   ),
   // The one reader of `/auth` bodies (forms, for the steps below and a resend to another node).
   on('everyRequest', () => guardFormBody()),
+  // First after the form is read: a grant any later step refuses is recorded too.
+  on('auditGrant', (deps) => (deps.auditGrants ? [deps.auditGrants] : [])),
   on(
     'bootstrapAdmin',
     onlyOn('public', (deps) => [guardBootstrapAdmin(deps.bootstrapAdmin)]),

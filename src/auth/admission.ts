@@ -203,13 +203,27 @@ export function admitRequest<Reply>(
     if (principal instanceof Promise) {
       principal
         .then((known) => onAdmitted(req, reply, admitted(scope, known)))
-        .catch((err: unknown) => onRefused(reply, scope, err));
+        .catch((err: unknown) => refuse(reply, scope, err, onRefused));
       return;
     }
     onAdmitted(req, reply, admitted(scope, principal));
   } catch (err) {
-    onRefused(reply, scope, err);
+    refuse(reply, scope, err, onRefused);
   }
+}
+
+/**
+ * Hands a failure on; one of the admission (no caller admitted yet) is kept in the scope too:
+ * the audit log's refusal and reason.
+ */
+function refuse<Reply>(
+  reply: Reply,
+  scope: RequestScope,
+  err: unknown,
+  onRefused: (reply: Reply, scope: RequestScope, err: unknown) => void,
+): void {
+  if (scope.principal === undefined) scope.refusal = err;
+  onRefused(reply, scope, err);
 }
 
 /**

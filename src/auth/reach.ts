@@ -5,6 +5,7 @@ import { AppError, type ErrorCode } from '../envelope/errors.ts';
 import type { Principal } from '../tenancy/principal.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 import type { Answer } from './answer.ts';
+import { AuthFailure } from './auth-failure.ts';
 import type { TokenDetailsStore, TokenReach } from './token-details.ts';
 
 /** Methods a read-only token may use: those that change nothing (RFC 9110 9.2.1). */
@@ -40,9 +41,12 @@ export function reachRefusal(
 
 function refusalError(refusal: ReachRefusal): AppError {
   if (refusal !== 'expired') return new AppError(refusal);
+  const message = 'The refresh token of this session has expired.';
   return new AppError('authenticationFailed', {
-    message: 'The refresh token of this session has expired.',
+    message,
     headers: { 'www-authenticate': 'Bearer error="invalid_token"' },
+    // Its reason, for the audit log.
+    cause: new AuthFailure('bearer', 'expired', message),
   });
 }
 

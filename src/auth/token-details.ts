@@ -77,6 +77,7 @@ function reachOfRow(row: Row): TokenReach {
         : toStringArray(row.workspaces),
     readOnly: row.read_only,
     expiresAt: timeOf(row.expires_at),
+    name: row.name ?? undefined,
   };
 }
 
@@ -128,7 +129,8 @@ export function createTokenDetailsStore(db: Knex): TokenDetailsStore {
       const row = await db<Row>(TABLE).where({ session_id: sessionId }).first();
       if (!row) return undefined;
       const reach = reachOfRow(row);
-      return narrows(reach) ? reach : undefined;
+      // A name alone narrows nothing, yet the caller's record names its job credential.
+      return narrows(reach) || reach.name !== undefined ? reach : undefined;
     },
     async noteUse(session, use, minIntervalMs) {
       const at = new Date(use.at);

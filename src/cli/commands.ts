@@ -1,3 +1,4 @@
+import { AUDIT_COMMANDS } from './audit-commands.ts';
 import type { ApiRequest } from './client.ts';
 import type { CommandEntry, ParsedCommand } from './command-spec.ts';
 import { ORGANIZATION_COMMANDS, OPERATION_COMMANDS } from './org-commands.ts';
@@ -16,6 +17,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   ...OPERATION_COMMANDS,
   ...REALM_COMMANDS,
   ...SESSION_COMMANDS,
+  ...AUDIT_COMMANDS,
 ];
 
 const BY_NAME = new Map(COMMANDS.flatMap((entry) => entry.names.map((name) => [name, entry])));

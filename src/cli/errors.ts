@@ -8,6 +8,8 @@ export const exitCodes = {
   usage: 2,
   config: 2,
   unreachable: 3,
+  /** `audit verify`: a record that does not fit its chain (edited, removed, moved). */
+  verification: 4,
 } as const;
 
 export type CliErrorKind = Exclude<keyof typeof exitCodes, 'success'>;

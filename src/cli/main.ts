@@ -53,6 +53,7 @@ function describeError(error: CliError): string {
       return `${error.message}\n`;
     case 'config':
     case 'unreachable':
+    case 'verification':
       return `realmgate: ${error.message}\n`;
   }
 }

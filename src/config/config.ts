@@ -359,6 +359,27 @@ export const configSchema = z.object({
     description: 'bound of the in-process cache (least recently used goes first)',
   }),
 
+  AUDIT_LOG_ENABLED: boolFlag.default(false).meta({
+    description:
+      'the audit log (see [audit](audit.md)), off until its cost meets its target: each `/api` decision, token grant and change through the gateway, one hash-chained log per organization in the database; `false`: nothing is recorded there (audit lines are still logged)',
+  }),
+  AUDIT_RETENTION_DAYS: z.coerce.number().int().min(1).max(36500).default(365).meta({
+    description:
+      'days an audit log record is kept, for every organization; older ones are removed hourly, always the oldest first, so what remains still verifies',
+  }),
+  AUDIT_SPOOL_MAX_RECORDS: z.coerce.number().int().min(100).max(10_000_000).default(100000).meta({
+    description:
+      'records a process holds while the database is down (about 1 KiB each), written in order once it is back; one more is lost, counted in `realmgate_audit_records_total{outcome="lost"}` and said in readiness',
+  }),
+  // A batch is one jsonb value of one statement; 2,000 records keep its transaction short.
+  AUDIT_BATCH_MAX_RECORDS: z.coerce.number().int().min(1).max(2000).default(500).meta({
+    description: 'records written in one transaction (at most 2,000)',
+  }),
+  AUDIT_FLUSH_INTERVAL_MS: z.coerce.number().int().min(10).max(60000).default(200).meta({
+    description:
+      'how often spooled records are written (sooner when a batch is full); also how often a write is retried while the database is down',
+  }),
+
   REALMGATE_DEMO: boolFlag.default(false).meta({
     description: 'demo mode (`npm start` sets it): generated secrets, demo realm, users and data',
   }),

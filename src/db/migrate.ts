@@ -7,6 +7,7 @@ import { appliedMigrations, readSchemaRecord, writeSchemaRecord } from './schema
 import * as initial from './migrations/20261122-001-initial.ts';
 import * as refreshTokenDetails from './migrations/20261125-002-refresh-token-details.ts';
 import * as refreshTokenDpopJkt from './migrations/20261127-003-refresh-token-dpop-jkt.ts';
+import * as auditLog from './migrations/20261128-004-audit-log.ts';
 
 interface NamedMigration {
   name: string;
@@ -32,6 +33,7 @@ const migrations: readonly NamedMigration[] = [
   { name: '20261122-001-initial', migration: initial },
   { name: '20261125-002-refresh-token-details', migration: refreshTokenDetails },
   { name: '20261127-003-refresh-token-dpop-jkt', migration: refreshTokenDpopJkt },
+  { name: '20261128-004-audit-log', migration: auditLog },
 ];
 
 /** The names of the migrations, in order: what `knex_migrations` holds once migrated. */

@@ -23,6 +23,16 @@ export interface RequestMetrics {
   ): void;
 }
 
+/**
+ * Told of each `/api` request once its answer is sent or its client has gone (the audit log's
+ * decisions): the scope carries the caller admitted or the admission's refusal.
+ */
+export type ApiOutcomeListener = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  scope: RequestScope,
+) => void;
+
 /** A route served on the HTTP server itself; it writes the scope's `X-Request-Id` itself. */
 export type EdgeRoute = (req: IncomingMessage, res: ServerResponse, scope: RequestScope) => void;
 
@@ -47,8 +57,10 @@ export function createEdge(deps: {
   metrics: RequestMetrics;
   /** When set, each request is a server span and everything below runs inside it. */
   tracing?: Tracing;
+  /** When set, told of every `/api` request's outcome. */
+  apiOutcomes?: ApiOutcomeListener;
 }): RequestListener {
-  const { logger, app, routes, forwarded, metrics, tracing } = deps;
+  const { logger, app, routes, forwarded, metrics, tracing, apiOutcomes } = deps;
   const listener = (req: IncomingMessage, res: ServerResponse, requestId = requestIdOf(req)) => {
     const started = performance.now();
     // Until the path is read, a request counts as 'other' (e.g. one refused for its Host).
@@ -80,6 +92,10 @@ export function createEdge(deps: {
       }
       routeClass = route.metricsClass;
       const scope: RequestScope = { requestId, target, route, principal: undefined };
+      if (apiOutcomes && target.segments[0] === 'api') {
+        // 'close', not 'finish': a client gone before its answer was decided on too.
+        res.on('close', () => apiOutcomes(req, res, scope));
+      }
       // Both may call Keycloak (an admission that must ask, the admin API, /auth): under the
       // request's id.
       if (forwarded && route.entry?.forwarded) {

@@ -14,6 +14,8 @@ export interface RequestScope {
   readonly route: Route;
   /** Set by the admission; undefined before it, and on routes that read no credentials. */
   principal: Principal | undefined;
+  /** Why the admission refused the request, when it did (for the audit log). */
+  refusal?: unknown;
 }
 
 /** A scope whose caller the admission has established. */

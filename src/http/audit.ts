@@ -31,6 +31,8 @@ export interface Audit {
   ): RequestHandler;
   /** An event that is not the outcome of an audited route. */
   record(entry: AuditEntry): void;
+  /** Every line from now on is handed to `sink` too (the audit log, src/audit/). */
+  keepIn(sink: (entry: AuditEntry) => void): void;
 }
 
 /** Longest target value written; longer ones (from hostile bodies) are cut. */
@@ -45,10 +47,17 @@ export function createAudit(
   clientAddress: (req: IncomingMessage) => string,
 ): Audit {
   const log = logger.child({ audit: true });
-  const record = (entry: AuditEntry) => log.info(entry, `audit ${entry.action} ${entry.outcome}`);
+  let sink: ((entry: AuditEntry) => void) | undefined;
+  const record = (entry: AuditEntry) => {
+    log.info(entry, `audit ${entry.action} ${entry.outcome}`);
+    sink?.(entry);
+  };
 
   return {
     record,
+    keepIn(kept) {
+      sink = kept;
+    },
     route(action, target, handler) {
       return async (req, res) => {
         const scope = scopeOf(req);

@@ -1,5 +1,6 @@
+import { once } from 'node:events';
 import type { Request, RequestHandler, Response } from 'express';
-import type { z } from 'zod';
+import { z } from 'zod';
 import { principalOf, scopeOf } from '../edge/request-scope.ts';
 import type { HttpMethod, RouteClass, RouteDeclaration } from '../edge/route.ts';
 import { success } from '../envelope/envelope.ts';
@@ -76,10 +77,64 @@ export interface RouteSpec<
   data: R;
   /** Result codes beyond those of every authenticated call (and of a query or body). */
   errors?: ErrorCode[];
+  /**
+   * The answer is a `StreamedAnswer` (its `data` is `streamedAnswer`) in one of these content
+   * types (each with what it holds), not the envelope: what the document says of a success.
+   */
+  streams?: Record<string, string>;
   /** Changes are audited (http/audit.ts); the target names things, never a secret. */
   audit?: { action: string; target: (input: AuditInput) => AuditEntry['target'] };
   /** Answers the `data` of the success envelope. */
   handler: (deps: D, input: RouteInput<z.output<Q>, z.output<B>>) => Promise<z.input<R>>;
+}
+
+/**
+ * An answer sent as it is made (an export), never whole in memory nor in the envelope: lines
+ * written as the client takes them.
+ */
+export class StreamedAnswer {
+  readonly contentType: string;
+  readonly filename: string;
+  readonly lines: AsyncIterable<string>;
+
+  constructor(contentType: string, filename: string, lines: AsyncIterable<string>) {
+    this.contentType = contentType;
+    this.filename = filename;
+    this.lines = lines;
+  }
+}
+
+/** The `data` of a route whose handler answers a `StreamedAnswer` (see `streams`). */
+export const streamedAnswer = z.custom<StreamedAnswer>((value) => value instanceof StreamedAnswer);
+
+/** Bytes gathered before a write: few writes, little memory. */
+const STREAM_CHUNK = 64 * 1024;
+
+/** Writes a streamed answer, waiting whenever the client is slower; stops if it goes. */
+async function sendStreamed(res: Response, answer: StreamedAnswer): Promise<void> {
+  res.status(200);
+  res.setHeader('content-type', answer.contentType);
+  res.setHeader('content-disposition', `attachment; filename="${answer.filename}"`);
+  res.setHeader('cache-control', 'no-store');
+  let pending = '';
+  const write = async (chunk: string) => {
+    if (!res.write(chunk)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
+  };
+  try {
+    for await (const line of answer.lines) {
+      if (res.destroyed) return;
+      pending += line;
+      if (pending.length >= STREAM_CHUNK) {
+        await write(pending);
+        pending = '';
+      }
+    }
+    res.end(pending);
+  } catch (err) {
+    // Too late for an error answer: the client sees the download cut short.
+    if (res.headersSent) res.destroy(err as Error);
+    else throw err;
+  }
 }
 
 /** A route of a table, as the edge and the document read it; its schemas' types live on in its handler only. */
@@ -170,7 +225,9 @@ export function routeHandler<D>(spec: AnyRoute<D>, deps: D, audit: Audit): Reque
         spec.query && parse(spec.query, req.query, 'query', spec.queryRefusal ?? 'badRequestBody'),
       body: spec.body && parse(spec.body, req.body, 'body', 'badRequestBody', false),
     };
-    res.json(success(await spec.handler(deps, input)));
+    const data = await spec.handler(deps, input);
+    if (data instanceof StreamedAnswer) await sendStreamed(res, data);
+    else res.json(success(data));
   };
   const audited = spec.audit;
   const handler = audited

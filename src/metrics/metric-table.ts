@@ -95,8 +95,8 @@ export class CounterTable extends MetricTable {
     this.#counts = new Float64Array(this.slots);
   }
 
-  inc(slot: number): void {
-    this.#counts[slot]!++;
+  inc(slot: number, by = 1): void {
+    this.#counts[slot]! += by;
   }
 
   protected samples(): Sample[] {

@@ -3,6 +3,7 @@ import type { AuthFailureReason } from '../auth/auth-failure.ts';
 import type { AuthFailureScheme, AuthMetrics, RecheckEvent } from '../auth/auth-metrics.ts';
 import type { RequestMetrics } from '../edge/edge.ts';
 import { BACKCHANNEL_REFUSALS, type BackchannelMetrics } from '../auth-proxy/backchannel-logout.ts';
+import type { AuditMetrics } from '../audit/audit-writer.ts';
 import { probe, type ReadinessCheck } from '../http/health.router.ts';
 import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import type { BuildInfo } from '../release/build-info.ts';
@@ -71,7 +72,7 @@ const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
  * and an array increment, no allocation, no promise. With metrics off (METRICS_ENABLED=false)
  * every method does nothing and there is no registry.
  */
-export interface Metrics extends RequestMetrics, AuthMetrics, BackchannelMetrics {
+export interface Metrics extends RequestMetrics, AuthMetrics, BackchannelMetrics, AuditMetrics {
   /** The registry `/metrics` renders; undefined when metrics are off. */
   readonly registry: Registry | undefined;
   keycloakCall(kind: KeycloakCallKind, outcome: KeycloakCallOutcome, seconds: number): void;
@@ -86,6 +87,7 @@ export const metricsOff: Metrics = {
   recheck() {},
   revocationApplied() {},
   backchannelLogout() {},
+  auditRecords() {},
 };
 
 /**
@@ -177,6 +179,14 @@ export function createMetrics(options: {
     labels: [{ name: 'outcome', values: BACKCHANNEL_OUTCOMES }],
     showZeros: true,
   });
+  const auditRecords = new CounterTable({
+    name: 'realmgate_audit_records_total',
+    help:
+      'Audit log records written to the database, or lost: the spool full while the database ' +
+      'was down (AUDIT_SPOOL_MAX_RECORDS), or still spooled when the process stopped.',
+    labels: [{ name: 'outcome', values: ['written', 'lost'] }],
+    showZeros: true,
+  });
   // One series per worker: a scrape of the aggregated metrics shows every worker served.
   const workerRequests = new CounterTable({
     name: 'realmgate_worker_requests_total',
@@ -195,6 +205,7 @@ export function createMetrics(options: {
     rechecks,
     revocations,
     backchannel,
+    auditRecords,
   ]) {
     registry.registerMetric(table.asPromMetric());
   }
@@ -239,6 +250,9 @@ export function createMetrics(options: {
     },
     backchannelLogout(outcome) {
       backchannel.inc(backchannelIndex[outcome]);
+    },
+    auditRecords(outcome, count) {
+      auditRecords.inc(outcome === 'written' ? 0 : 1, count);
     },
   };
 }

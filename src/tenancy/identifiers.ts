@@ -2,6 +2,12 @@
 export const MASTER_REALM = 'master';
 
 /**
+ * The realm role that lets an organization's user read its audit log (docs/audit.md): the
+ * reference platform's name for its audit-log readers. Made with each new organization realm.
+ */
+export const AUDIT_READER_ROLE = '_og-audit-log';
+
+/**
  * Organization ids name Keycloak realms and appear in paths, so they are kept to a small, safe
  * alphabet: lowercase letters, digits, `-` and `_`, starting with a letter, at most 36 long.
  * `master` is the administrators' realm and `platform` is the administrators' path segment.

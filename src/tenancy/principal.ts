@@ -41,4 +41,6 @@ export interface TokenReach {
   readonly readOnly: boolean;
   /** Epoch ms after which the session is over for the gateway; undefined: Keycloak's expiry. */
   readonly expiresAt: number | undefined;
+  /** The name given at issuance (a job credential's), when one was: for the audit log. */
+  readonly name?: string | undefined;
 }

@@ -41,6 +41,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
     // Every suite calls from 127.0.0.1: the address limit would make them throttle each other.
     // The throttle suite starts replicas with limits of its own.
     LOGIN_MAX_FAILURES_PER_ADDRESS: '0',
+    // Off by default (docs/audit.md); on here, so every suite runs with it as its users will.
+    AUDIT_LOG_ENABLED: 'true',
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
   };
   const config = loadConfig(env);

@@ -35,6 +35,8 @@ export async function startReplica(
     DATABASE_URL: testEnv().databaseUrl,
     TOKEN_CLOCK_LEEWAY_SECONDS: '1',
     BACKCHANNEL_LOGOUT_URL: testBackchannelUrl(),
+    // As the global gateway (global-setup.ts): the audit log on.
+    AUDIT_LOG_ENABLED: 'true',
     ...overrides,
   });
   // `KEYCLOAK_URL` in `overrides` points the replica at another Keycloak (or a fake one).

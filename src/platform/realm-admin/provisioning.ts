@@ -4,6 +4,7 @@ import { isHttpStatus } from '../../keycloak/admin-client.ts';
 import { AppError } from '../../envelope/errors.ts';
 import { withBackchannelLogout } from './backchannel-logout.ts';
 import {
+  AUDIT_READER_ROLE,
   isOrganizationId,
   isWorkspaceId,
   workspacesClientIdOf,
@@ -36,7 +37,8 @@ export async function renderOrganizationRealm(values: {
 }
 
 /**
- * Creates the organization's realm from the template unless it exists. Safe to repeat. With
+ * Creates the organization's realm from the template, and its audit-log readers' role, unless
+ * it exists. Safe to repeat. With
  * `backchannelLogoutUrl`, Keycloak announces the ends of its sessions there
  * (backchannel-logout.ts).
  */
@@ -56,6 +58,15 @@ export async function ensureOrganizationRealm(
     await admin.realms.create(
       url === undefined ? rendered : withBackchannelLogout(values.organizationId, rendered, url),
     );
+  } catch (err) {
+    if (!isHttpStatus(err, 409)) throw err;
+  }
+  try {
+    await admin.roles.create({
+      realm: values.organizationId,
+      name: AUDIT_READER_ROLE,
+      description: "Reads the organization's audit log through realmgate",
+    });
   } catch (err) {
     if (!isHttpStatus(err, 409)) throw err;
   }

@@ -80,6 +80,7 @@ async function startGateway(forwards: boolean): Promise<Server> {
       organizationLifecycle: recording('organizationLifecycle'),
       signingKeys: recording('signingKeys'),
       refreshTokens: recording('refreshTokens'),
+      auditLog: recording('auditLog'),
       operations: forwards ? undefined : recording('operations'),
     },
     tables,

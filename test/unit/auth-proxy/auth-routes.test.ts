@@ -264,10 +264,11 @@ describe('every /auth path gets its steps', () => {
 const stepsFor = (method: string, url: string) => stepsOf(authEntryOf(routeOf(method, url)));
 
 describe('each /auth request runs the steps its entry names, in the order of the one table', () => {
-  it('the token endpoint: the form read, then the bootstrap guard, job credentials, the grant', () => {
+  it('the token endpoint: the form read, its audit, then the bootstrap guard, job credentials, the grant', () => {
     for (const url of [TOKEN, `${TOKEN}/`, '/auth/realms/acme/protocol/openid-connect/%74oken']) {
       expect(stepsFor('POST', url), url).toEqual([
         'everyRequest',
+        'auditGrant',
         'bootstrapAdmin',
         'jobCredentials',
         'passwordGrant',

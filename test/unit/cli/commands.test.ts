@@ -26,6 +26,7 @@ describe('the command table', () => {
       'proof',
       'tokens',
       'logout',
+      'audit',
     ]);
   });
 

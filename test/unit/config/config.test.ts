@@ -55,6 +55,11 @@ describe('loadConfig', () => {
       DATA_DIR: '.data',
       REDIS_KEY_PREFIX: 'realmgate:',
       MEMORY_CACHE_MAX_ENTRIES: 100000,
+      AUDIT_LOG_ENABLED: false,
+      AUDIT_RETENTION_DAYS: 365,
+      AUDIT_SPOOL_MAX_RECORDS: 100000,
+      AUDIT_BATCH_MAX_RECORDS: 500,
+      AUDIT_FLUSH_INTERVAL_MS: 200,
       REALMGATE_DEMO: true,
     });
   });

@@ -27,6 +27,7 @@ const audit: Audit = {
     }
   },
   record: () => undefined,
+  keepIn: () => undefined,
 };
 
 const organization_id = { schema: organizationId, invalid: 'organizationNotFound' as const };

@@ -1,0 +1,100 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { AuthFailure } from '../auth/auth-failure.ts';
+import { parseBasicCredentials } from '../auth/basic/parse-basic.ts';
+import type { RequestScope } from '../edge/request-scope.ts';
+import { AppError, type ErrorCode } from '../envelope/errors.ts';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
+import type { Clock } from '../time/clock.ts';
+import type { AuditEvent } from './audit-writer.ts';
+
+/** Longest string field kept from what a client sent (a user name tried, a path). */
+export const MAX_FIELD = 255;
+
+/** Refusals whose reason is their result code's name, said the way docs/audit.md lists them. */
+const REASON_OF_CODE: Partial<Record<ErrorCode, string>> = {
+  tooManyFailedLogins: 'throttled',
+  outsideTokenReach: 'out_of_reach',
+  readOnlyToken: 'read_only',
+  permissionDenied: 'missing_role',
+  organizationNotFound: 'unknown_organization',
+  organizationDisabled: 'organization_disabled',
+  workspaceNotFound: 'unknown_workspace',
+};
+
+/** Why the admission refused: the authentication's reason, else the refusal's own. */
+export function reasonOf(err: unknown): string {
+  if (err instanceof AppError) {
+    if (err.cause instanceof AuthFailure) return err.cause.reason;
+    return REASON_OF_CODE[err.code] ?? err.code;
+  }
+  return 'unexpected';
+}
+
+/** The scheme of an Authorization header, as the audit log names it. */
+export function credentialOf(authorization: string | undefined): string {
+  if (authorization === undefined || authorization.trim() === '') return 'none';
+  const scheme = /^\s*([A-Za-z]+)/.exec(authorization)?.[1]?.toLowerCase();
+  return scheme === 'basic' || scheme === 'bearer' || scheme === 'dpop' ? scheme : 'other';
+}
+
+/**
+ * The record of one `/api` decision, once its answer is sent (or the client has gone): who
+ * called (the admitted caller; for a refused Basic login the user name tried), with which
+ * credential kind, client, job credential, token (its `jti`, hashed by the writer) and key, on
+ * which route and workspace, and what came of it: the status, and for a refusal its result code
+ * and reason. Nothing is copied from the request but the path and a user name tried; never a
+ * header's value, a body or a query.
+ *
+ * It goes to the log of the realm the path names; a refusal of an organization that does not
+ * exist goes to master's (anyone can name one: it must not make a log).
+ */
+export function apiDecisionOf(
+  req: IncomingMessage,
+  res: ServerResponse,
+  scope: RequestScope,
+  clientAddress: string,
+  clock: Clock,
+): AuditEvent | undefined {
+  const { principal, refusal, route } = scope;
+  if (principal === undefined && refusal === undefined) return undefined;
+  const refused = principal === undefined;
+  const code = refusal instanceof AppError ? refusal.code : undefined;
+  const org =
+    code === 'organizationNotFound' || route.realm === undefined ? MASTER_REALM : route.realm;
+  const authorization = req.headers.authorization;
+  return {
+    org,
+    atMs: clock.now(),
+    action: 'api.request',
+    outcome: refused || res.statusCode >= 400 ? 'failure' : 'success',
+    actorRealm: principal?.realm ?? null,
+    actorId: principal?.userId ?? null,
+    actorName: principal?.username ?? (refused ? basicUserTried(authorization) : null),
+    credential: credentialOf(authorization),
+    clientId: principal?.clientId ?? null,
+    jobCredential: principal?.reach?.name ?? null,
+    tokenId: principal?.tokenId,
+    jkt: principal?.boundKey ?? null,
+    method: req.method ?? null,
+    route: route.entry?.path ?? null,
+    path: scope.target.path.slice(0, MAX_FIELD),
+    workspace: route.workspace ?? null,
+    status: res.statusCode,
+    result: refusal instanceof AppError ? refusal.result : refused ? '500-99999' : null,
+    reason: refused ? reasonOf(refusal) : null,
+    address: clientAddress,
+    requestId: scope.requestId,
+    details:
+      org === route.realm || route.organization === undefined
+        ? {}
+        : { organization: route.organization.slice(0, MAX_FIELD) },
+  };
+}
+
+/** The user name of a Basic header (never its password); null for any other. */
+function basicUserTried(authorization: string | undefined): string | null {
+  const match = authorization && /^\s*basic\s+(.*)$/i.exec(authorization);
+  if (!match) return null;
+  const credentials = parseBasicCredentials(match[1]!);
+  return 'invalid' in credentials ? null : credentials.username.slice(0, MAX_FIELD);
+}

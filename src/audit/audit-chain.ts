@@ -1,0 +1,145 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * One record of an organization's audit log as it is stored, exported and verified. Every field
+ * is chosen where the record is made (never a copy of a request, a header or a body): names,
+ * ids, outcomes, hashes; no password, token, secret, one-time password or proof.
+ */
+export interface AuditRecord {
+  /** The log: an organization's id, or `master` (the platform's). */
+  org: string;
+  /** 1, 2, 3... in the log, without gaps (retention removes a prefix). */
+  seq: number;
+  /** ISO 8601 UTC with milliseconds: when it happened. */
+  at: string;
+  /** `api.request`, `token.grant`, or a change (`organization.create`, `user.delete`...). */
+  action: string;
+  outcome: 'success' | 'failure';
+  actorRealm: string | null;
+  actorId: string | null;
+  actorName: string | null;
+  /** `basic`, `bearer`, `dpop`, `none` (no credentials), `other` (an unknown scheme). */
+  credential: string | null;
+  clientId: string | null;
+  /** The name given to a job credential at issuance (docs/tokens-and-cli.md). */
+  jobCredential: string | null;
+  /** SHA-256 (hex) of the token's `jti`: tells one token's calls apart without keeping it. */
+  jtiSha256: string | null;
+  /** RFC 7638 thumbprint of the key a DPoP token is bound to. */
+  jkt: string | null;
+  method: string | null;
+  /** The route table's path template. */
+  route: string | null;
+  /** The path as the edge read it, without the query. */
+  path: string | null;
+  workspace: string | null;
+  /** The HTTP status answered. */
+  status: number | null;
+  /** The envelope's result code of a refusal (`401-00002`...). */
+  result: string | null;
+  /** Why it was refused (docs/audit.md lists the reasons). */
+  reason: string | null;
+  /** The client's address, as the edge vouches for it (TRUSTED_PROXIES). */
+  address: string | null;
+  requestId: string | null;
+  /** What else the action names (a change's target, a grant's type): short strings only. */
+  details: Record<string, string | string[]>;
+  /** The hash of the record before it in the log; 64 zeros before the first. */
+  prevHash: string;
+  hash: string;
+}
+
+/** The fields a record's hash covers, in the order they are hashed. */
+const HASHED = [
+  'org',
+  'seq',
+  'at',
+  'action',
+  'outcome',
+  'actorRealm',
+  'actorId',
+  'actorName',
+  'credential',
+  'clientId',
+  'jobCredential',
+  'jtiSha256',
+  'jkt',
+  'method',
+  'route',
+  'path',
+  'workspace',
+  'status',
+  'result',
+  'reason',
+  'address',
+  'requestId',
+] as const satisfies readonly (keyof AuditRecord)[];
+
+/** The `prevHash` of a log's first record. */
+export const GENESIS_HASH = '0'.repeat(64);
+
+/**
+ * The record's hash: SHA-256 (hex) of a JSON array of `v1`, every field in a fixed order, the
+ * details as entries sorted by name, and the previous hash. One form, whatever order a database
+ * or a JSON parser gives the details in; an export's reader computes it the same way.
+ */
+export function hashOf(record: Omit<AuditRecord, 'hash'>): string {
+  const values: unknown[] = ['v1'];
+  for (const field of HASHED) values.push(record[field]);
+  values.push(
+    Object.keys(record.details)
+      .sort()
+      .map((name) => [name, record.details[name]]),
+  );
+  values.push(record.prevHash);
+  return createHash('sha256').update(JSON.stringify(values)).digest('hex');
+}
+
+/** Where a sequence of records stops fitting its chain, and why; undefined when all fit. */
+export interface ChainBreak {
+  /** The first record that does not fit (its position in the sequence from 0, its seq). */
+  index: number;
+  seq: number | undefined;
+  reason: string;
+}
+
+/**
+ * Follows records of one log in order: each must hash to its `hash`, name the previous one's
+ * hash, and come next in sequence. The first may start anywhere (retention removes a prefix):
+ * its `prevHash` is what a checkpoint or an earlier export vouches for.
+ */
+export function createChainFollower(): {
+  next(record: AuditRecord): string | undefined;
+} {
+  let previous: AuditRecord | undefined;
+  return {
+    next(record) {
+      const reason = misfit(record, previous);
+      previous = record;
+      return reason;
+    },
+  };
+}
+
+function misfit(record: AuditRecord, previous: AuditRecord | undefined): string | undefined {
+  if (hashOf(record) !== record.hash) return 'its hash does not match its content';
+  if (previous === undefined) return undefined;
+  if (record.org !== previous.org) return `it belongs to log ${record.org}, not ${previous.org}`;
+  if (record.seq !== previous.seq + 1) {
+    return `it is number ${record.seq}, after ${previous.seq}: a record is missing or moved`;
+  }
+  if (record.prevHash !== previous.hash) return 'it does not name the hash of the record before';
+  return undefined;
+}
+
+/** Verifies records in order; the first that does not fit, or undefined. */
+export function verifyChain(records: Iterable<AuditRecord>): ChainBreak | undefined {
+  const follower = createChainFollower();
+  let index = 0;
+  for (const record of records) {
+    const reason = follower.next(record);
+    if (reason !== undefined) return { index, seq: record.seq, reason };
+    index++;
+  }
+  return undefined;
+}

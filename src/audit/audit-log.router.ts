@@ -1,0 +1,135 @@
+import type { ErrorCode } from '../envelope/errors.ts';
+import { AppError } from '../envelope/errors.ts';
+import { routeFor, StreamedAnswer, streamedAnswer, type AnyRoute } from '../http/route-table.ts';
+import { administeredRealms, callerRealms, type RealmVariant } from '../platform/path-ids.ts';
+import { AUDIT_READER_ROLE, MASTER_REALM } from '../tenancy/identifiers.ts';
+import type { Principal } from '../tenancy/principal.ts';
+import type { AuditRecord } from './audit-chain.ts';
+import { csvLine, CSV_HEADER, jsonLine } from './audit-export.ts';
+import { ocsfEventOf } from './ocsf.ts';
+import type { AuditLogRepo } from './audit-log.repo.ts';
+import {
+  type AuditExportFormat,
+  auditExportQuery,
+  auditPage,
+  auditPageQuery,
+  type AuditFilter,
+} from './audit-log.schemas.ts';
+
+/** What the reader's routes are served with. */
+export interface AuditLogService {
+  repo: AuditLogRepo;
+  /** Whether an organization exists (an administrator may name any). */
+  organizationExists(id: string): Promise<boolean>;
+}
+
+const route = routeFor<AuditLogService>({ metricsClass: 'list' });
+
+/** Administrators read any log; an organization's user its own, with the reader's role. */
+async function allowRead(
+  service: AuditLogService,
+  principal: Principal,
+  log: string,
+): Promise<void> {
+  if (principal.realm === MASTER_REALM) {
+    if (log !== MASTER_REALM && !(await service.organizationExists(log))) {
+      throw new AppError('organizationNotFound');
+    }
+    return;
+  }
+  if (principal.realm !== log || !principal.realmRoles.includes(AUDIT_READER_ROLE)) {
+    throw new AppError('permissionDenied');
+  }
+}
+
+const target = ({ realm }: { realm: string }): Record<string, string> =>
+  realm === MASTER_REALM ? {} : { organization: realm };
+
+const filterOf = (query: AuditFilter): AuditFilter => ({
+  from: query.from,
+  to: query.to,
+  actor: query.actor,
+  action: query.action,
+  outcome: query.outcome,
+  workspace: query.workspace,
+  credential: query.credential,
+});
+
+/** Each export format: its content type and its lines. */
+const FORMATS: Record<
+  AuditExportFormat,
+  { contentType: string; header?: string; line: (record: AuditRecord) => string }
+> = {
+  jsonl: { contentType: 'application/x-ndjson', line: jsonLine },
+  csv: { contentType: 'text/csv; charset=utf-8', header: CSV_HEADER, line: csvLine },
+  ocsf: {
+    contentType: 'application/x-ndjson',
+    line: (record) => `${JSON.stringify(ocsfEventOf(record))}\n`,
+  },
+};
+
+async function* linesOf(
+  records: AsyncIterable<AuditRecord>,
+  format: (typeof FORMATS)[AuditExportFormat],
+): AsyncGenerator<string> {
+  if (format.header !== undefined) yield format.header;
+  for await (const record of records) yield format.line(record);
+}
+
+function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
+  const base = `${variant.base}/audit-log`;
+  const whose =
+    variant.base === '/api/platform' ? "the platform's (realm master)" : `${variant.name}'s`;
+  const errors: ErrorCode[] = [...variant.errors, 'permissionDenied'];
+  return [
+    route({
+      method: 'get',
+      path: base,
+      operationId: `readAuditLog${variant.base.includes('organizations') ? 'OfOrganization' : variant.suffix}`,
+      summary: `Read ${whose} audit log: filtered, a page at a time, with the total`,
+      description: `Platform administrators and, for an organization's own path, its users with the realm role \`${AUDIT_READER_ROLE}\`. The read is itself recorded.`,
+      tags: ['audit'],
+      params: variant.params,
+      query: auditPageQuery,
+      data: auditPage,
+      errors,
+      audit: { action: 'audit_log.read', target },
+      handler: async (service, { principal, realm, query }) => {
+        await allowRead(service, principal, realm);
+        return service.repo.page(realm, filterOf(query), query.after, query.limit);
+      },
+    }),
+    route({
+      method: 'get',
+      path: `${base}/export`,
+      operationId: `exportAuditLog${variant.base.includes('organizations') ? 'OfOrganization' : variant.suffix}`,
+      summary: `Export ${whose} audit log, streamed: JSON Lines (verifiable offline), CSV or OCSF`,
+      description:
+        'The same filters as the read. A JSON Lines export of a time range (no other filter) holds every record with its hashes: `realmgate audit verify FILE` checks it. The export is itself recorded.',
+      tags: ['audit'],
+      params: variant.params,
+      query: auditExportQuery,
+      data: streamedAnswer,
+      streams: {
+        'application/x-ndjson':
+          '`jsonl`: one AuditRecord as JSON per line; `ocsf`: one OCSF event per line (Authentication 3002, API Activity 6003)',
+        'text/csv': 'a header row, then one record per row; details as JSON',
+      },
+      errors,
+      audit: { action: 'audit_log.export', target },
+      handler: async (service, { principal, realm, query }) => {
+        await allowRead(service, principal, realm);
+        const records = service.repo.records(realm, filterOf(query));
+        const format = FORMATS[query.format];
+        return new StreamedAnswer(
+          format.contentType,
+          `audit-${realm}.${query.format === 'csv' ? 'csv' : 'jsonl'}`,
+          linesOf(records, format),
+        );
+      },
+    }),
+  ];
+}
+
+/** Master's log, an organization's by administrators, and an organization's by its own users. */
+export const auditLogRoutes = [...administeredRealms, callerRealms[1]!].flatMap(logRoutes);

@@ -1,0 +1,90 @@
+import { z } from 'zod';
+
+/** A record as the API answers it: every field the chain covers (see audit-chain.ts). */
+export const auditRecord = z
+  .object({
+    org: z.string(),
+    seq: z.number().int(),
+    at: z.string().meta({ description: 'ISO 8601 UTC, milliseconds' }),
+    action: z.string().meta({
+      description: '`api.request`, `token.grant`, `audit_log.read`, or a change (`user.delete`...)',
+    }),
+    outcome: z.enum(['success', 'failure']),
+    actorRealm: z.string().nullable(),
+    actorId: z.string().nullable(),
+    actorName: z.string().nullable(),
+    credential: z.string().nullable().meta({
+      description: '`basic`, `bearer`, `dpop`, `none`, `other`',
+    }),
+    clientId: z.string().nullable(),
+    jobCredential: z.string().nullable(),
+    jtiSha256: z.string().nullable(),
+    jkt: z.string().nullable(),
+    method: z.string().nullable(),
+    route: z.string().nullable(),
+    path: z.string().nullable(),
+    workspace: z.string().nullable(),
+    status: z.number().int().nullable(),
+    result: z.string().nullable(),
+    reason: z.string().nullable(),
+    address: z.string().nullable(),
+    requestId: z.string().nullable(),
+    details: z.record(z.string(), z.union([z.string(), z.array(z.string())])),
+    prevHash: z.string(),
+    hash: z.string(),
+  })
+  .meta({ id: 'AuditRecord' });
+
+const timestamp = z.iso.datetime({ offset: true });
+
+/** The reader's filters, the same for a page and an export. */
+export const auditFilterShape = {
+  from: timestamp.optional().meta({ description: 'records at or after this time' }),
+  to: timestamp.optional().meta({ description: 'records before this time' }),
+  actor: z.string().min(1).max(255).optional().meta({
+    description: "the caller's user name or id (a user name tried, for a refused login)",
+  }),
+  action: z.string().min(1).max(100).optional().meta({
+    description: 'an action (`api.request`), or every action of a kind (`user.*`)',
+  }),
+  outcome: z.enum(['success', 'failure']).optional(),
+  workspace: z.string().min(1).max(255).optional(),
+  credential: z.enum(['basic', 'bearer', 'dpop', 'none', 'other']).optional(),
+};
+
+export const auditPageQuery = z.strictObject({
+  ...auditFilterShape,
+  after: z.coerce.number().int().min(0).optional().meta({
+    description: 'the `next` of the previous page: records after this sequence number',
+  }),
+  limit: z.coerce.number().int().min(1).max(1000).default(100),
+});
+
+export const AUDIT_EXPORT_FORMATS = ['jsonl', 'csv', 'ocsf'] as const;
+
+export type AuditExportFormat = (typeof AUDIT_EXPORT_FORMATS)[number];
+
+export const auditExportQuery = z.strictObject({
+  ...auditFilterShape,
+  format: z.enum(AUDIT_EXPORT_FORMATS).default('jsonl'),
+});
+
+export const auditPage = z
+  .object({
+    records: z.array(auditRecord),
+    total: z.number().int().meta({ description: 'records matching the filters, every page' }),
+    next: z.number().int().nullable().meta({
+      description: 'pass as `after` for the next page; null on the last',
+    }),
+  })
+  .meta({ id: 'AuditLogPage' });
+
+export type AuditFilter = Partial<{
+  from: string;
+  to: string;
+  actor: string;
+  action: string;
+  outcome: 'success' | 'failure';
+  workspace: string;
+  credential: string;
+}>;

@@ -1,0 +1,115 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { RequestHandler } from 'express';
+import { parseBasicCredentials } from '../auth/basic/parse-basic.ts';
+import { JOB_FIELDS } from '../auth-proxy/job-credentials.ts';
+import { formFieldsOf } from '../auth-proxy/form-body-guard.ts';
+import { scopeOf } from '../edge/request-scope.ts';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
+import type { Clock } from '../time/clock.ts';
+import { MAX_FIELD } from './api-decisions.ts';
+import type { AuditEvent } from './audit-writer.ts';
+
+/** Why Keycloak (or a step before it) refused a grant, by the status answered. */
+const REASON_OF_STATUS: Record<number, string> = {
+  400: 'invalid_request',
+  401: 'wrong_credentials',
+  403: 'refused',
+  429: 'throttled',
+};
+
+/**
+ * The token endpoint's step that records each grant through `/auth` once it is answered: its
+ * realm's log (master's for a realm that is no organization), success or failure and the status,
+ * the grant type, the client (from the form, or the id of its Basic client authentication), the
+ * user name of a password grant and the job credential's fields. Chosen fields of the form only:
+ * never a password, a secret, a code, a token, a one-time password or a proof.
+ */
+export function auditTokenGrants(deps: {
+  record: (event: AuditEvent) => void;
+  /** Whether the realm's log exists: master, or an organization's. */
+  isLog: (realm: string) => Promise<boolean>;
+  clientAddress: (req: IncomingMessage) => string;
+  clock: Clock;
+}): RequestHandler {
+  return (req, res, next) => {
+    const form = formFieldsOf(req);
+    const realm = scopeOf(req).route.realm;
+    if (req.method !== 'POST' || realm === undefined) {
+      next();
+      return;
+    }
+    const atMs = deps.clock.now();
+    const address = deps.clientAddress(req);
+    res.once('close', () => {
+      void deps.isLog(realm).then(
+        (isLog) => deps.record(grantEvent(req, res, form, realm, isLog, atMs, address)),
+        () => deps.record(grantEvent(req, res, form, realm, false, atMs, address)),
+      );
+    });
+    next();
+  };
+}
+
+function grantEvent(
+  req: IncomingMessage,
+  res: ServerResponse,
+  form: URLSearchParams | undefined,
+  realm: string,
+  isLog: boolean,
+  atMs: number,
+  address: string,
+): AuditEvent {
+  const field = (name: string) => form?.get(name)?.slice(0, MAX_FIELD) ?? undefined;
+  const grantType = field('grant_type');
+  const details: Record<string, string | string[]> = {};
+  if (grantType !== undefined) details.grantType = grantType;
+  if (!isLog) details.realm = realm.slice(0, MAX_FIELD);
+  const workspaces = form?.getAll(JOB_FIELDS.workspaces);
+  if (workspaces && workspaces.length > 0) {
+    details.jobWorkspaces = workspaces
+      .flatMap((value) => value.split(','))
+      .slice(0, 100)
+      .map((id) => id.trim().slice(0, MAX_FIELD));
+  }
+  const readOnly = field(JOB_FIELDS.readOnly);
+  if (readOnly !== undefined) details.jobReadOnly = readOnly;
+  const expiresIn = field(JOB_FIELDS.expiresIn);
+  if (expiresIn !== undefined) details.jobExpiresIn = expiresIn;
+  const success = res.statusCode === 200;
+  return {
+    org: isLog ? realm : MASTER_REALM,
+    atMs,
+    action: 'token.grant',
+    outcome: success ? 'success' : 'failure',
+    actorRealm: realm.slice(0, MAX_FIELD),
+    actorId: null,
+    actorName: grantType === 'password' ? (field('username') ?? null) : null,
+    credential: null,
+    clientId: field('client_id') ?? basicClientId(req.headers.authorization),
+    jobCredential: field(JOB_FIELDS.name) ?? null,
+    jkt: null,
+    method: 'POST',
+    route: scopeOf(req).route.entry?.path ?? null,
+    path: scopeOf(req).target.path.slice(0, MAX_FIELD),
+    workspace: null,
+    status: res.statusCode,
+    result: null,
+    reason: success ? null : (REASON_OF_STATUS[res.statusCode] ?? `status_${res.statusCode}`),
+    address,
+    requestId: scopeOf(req).requestId,
+    details,
+  };
+}
+
+/** The client id of a Basic client authentication (RFC 6749 2.3.1), never its secret. */
+function basicClientId(authorization: string | undefined): string | null {
+  const match = authorization && /^\s*basic\s+(.*)$/i.exec(authorization);
+  if (!match) return null;
+  const credentials = parseBasicCredentials(match[1]!);
+  if ('invalid' in credentials) return null;
+  try {
+    return decodeURIComponent(credentials.username).slice(0, MAX_FIELD);
+  } catch {
+    return credentials.username.slice(0, MAX_FIELD);
+  }
+}

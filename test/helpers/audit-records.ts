@@ -1,0 +1,38 @@
+import { GENESIS_HASH, hashOf, type AuditRecord } from '../../src/audit/audit-chain.ts';
+
+/** A log of `count` records chained as the gateway's writer chains them (unit tests). */
+export function chainedLog(count: number, org = 'acme'): AuditRecord[] {
+  const records: AuditRecord[] = [];
+  let prevHash = GENESIS_HASH;
+  for (let seq = 1; seq <= count; seq++) {
+    const unhashed: Omit<AuditRecord, 'hash'> = {
+      org,
+      seq,
+      at: new Date(Date.UTC(2026, 10, 1, 0, 0, seq)).toISOString(),
+      action: 'api.request',
+      outcome: seq % 3 ? 'success' : 'failure',
+      actorRealm: org,
+      actorId: `user-${seq}`,
+      actorName: `alice${seq}`,
+      credential: 'bearer',
+      clientId: `_${org}-api`,
+      jobCredential: null,
+      jtiSha256: null,
+      jkt: null,
+      method: 'GET',
+      route: '/api/{organization_id}/platform/workspaces',
+      path: `/api/${org}/platform/workspaces`,
+      workspace: null,
+      status: 200,
+      result: null,
+      reason: null,
+      address: '127.0.0.1',
+      requestId: `r${seq}`,
+      details: { b: 'two', a: ['one'] },
+      prevHash,
+    };
+    records.push({ ...unhashed, hash: hashOf(unhashed) });
+    prevHash = records.at(-1)!.hash;
+  }
+  return records;
+}

@@ -1,0 +1,170 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import knex, { type Knex } from 'knex';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { verifyChain } from '../../../src/audit/audit-chain.ts';
+import { recordOf, type AuditRow } from '../../../src/audit/audit-rows.ts';
+import { pruneAuditLog } from '../../../src/audit/audit-retention.ts';
+import { createAuditWriter, type AuditEvent } from '../../../src/audit/audit-writer.ts';
+import { openDatabase } from '../../../src/db/database.ts';
+import { migrateToLatest } from '../../../src/db/migrate.ts';
+import { createLogger } from '../../../src/http/logger.ts';
+
+function event(org: string, n: number): AuditEvent {
+  return {
+    org,
+    atMs: Date.UTC(2026, 10, 1) + n,
+    action: 'api.request',
+    outcome: 'success',
+    actorRealm: org,
+    actorId: null,
+    actorName: `user${n}`,
+    credential: 'bearer',
+    clientId: null,
+    jobCredential: null,
+    tokenId: `jti-${n}`,
+    jkt: null,
+    method: 'GET',
+    route: null,
+    path: null,
+    workspace: null,
+    status: 200,
+    result: null,
+    reason: null,
+    address: '127.0.0.1',
+    requestId: `r${n}`,
+    details: { n: String(n) },
+  };
+}
+
+/** The writer's counts, as the metrics get them. */
+function counting() {
+  const counts = { written: 0, lost: 0 };
+  return {
+    counts,
+    metrics: { auditRecords: (outcome: 'written' | 'lost', n: number) => (counts[outcome] += n) },
+  };
+}
+
+const logger = createLogger('silent');
+
+describe('the audit writer', () => {
+  let dir: string;
+  let db: Knex;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'realmgate-audit-writer-'));
+    db = await openDatabase({ dataDir: dir });
+    await migrateToLatest(db);
+    // The embedded database starts slowly on a busy machine.
+  }, 120_000);
+
+  afterAll(async () => {
+    await db.destroy();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('writes each log in the order recorded, numbered and chained, in batches', async () => {
+    const { counts, metrics } = counting();
+    const writer = createAuditWriter({
+      db,
+      logger,
+      metrics,
+      spoolMax: 10_000,
+      batchMax: 70,
+      intervalMs: 60_000,
+    });
+    for (let n = 1; n <= 300; n++) writer.record(event(n % 3 === 0 ? 'globex' : 'acme', n));
+    await writer.flush();
+    expect(counts).toEqual({ written: 300, lost: 0 });
+    for (const org of ['acme', 'globex']) {
+      const rows = await db<AuditRow>('audit_log').where({ org }).orderBy('seq');
+      const records = rows.map(recordOf);
+      expect(records.map((r) => r.seq)).toEqual(records.map((_, i) => i + 1));
+      const order = records.map((r) => Number(r.details.n));
+      expect(order).toEqual([...order].sort((a, b) => a - b));
+      expect(verifyChain(records)).toBeUndefined();
+    }
+    const first = recordOf((await db<AuditRow>('audit_log').where({ org: 'acme', seq: 1 }))[0]!);
+    // The token's jti is kept as its SHA-256 only.
+    expect(first.jtiSha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(JSON.stringify(first)).not.toContain('jti-1');
+    await writer.close(1000);
+  });
+
+  it('stores what a client sent that PostgreSQL cannot hold (NUL, a lone surrogate) as U+FFFD, hashed as stored', async () => {
+    const writer = createAuditWriter({
+      db,
+      logger,
+      metrics: counting().metrics,
+      spoolMax: 10,
+      batchMax: 10,
+      intervalMs: 60_000,
+    });
+    writer.record({
+      ...event('hostile', 1),
+      actorName: 'a\u0000b\uD800',
+      details: { p: '\uDC00' },
+    });
+    await writer.flush();
+    const rows = await db<AuditRow>('audit_log').where({ org: 'hostile' });
+    const records = rows.map(recordOf);
+    expect(records[0]).toMatchObject({ actorName: 'a\uFFFDb\uFFFD', details: { p: '\uFFFD' } });
+    expect(verifyChain(records)).toBeUndefined();
+    await writer.close(1000);
+  });
+
+  it('retention removes the oldest records of each log, a prefix even with clocks out of step; the rest verifies', async () => {
+    const writer = createAuditWriter({
+      db,
+      logger,
+      metrics: counting().metrics,
+      spoolMax: 100,
+      batchMax: 100,
+      intervalMs: 60_000,
+    });
+    const day = 24 * 3600 * 1000;
+    const now = Date.UTC(2026, 11, 31);
+    const ages = [40, 35, 29, 31, 10, 1];
+    ages.forEach((age, n) => writer.record({ ...event('retained', n), atMs: now - age * day }));
+    await writer.flush();
+    await writer.close(1000);
+    expect(await pruneAuditLog(db, 30, { now: () => now })).toBeGreaterThanOrEqual(4);
+    const records = (await db<AuditRow>('audit_log').where({ org: 'retained' }).orderBy('seq')).map(
+      recordOf,
+    );
+    // The third (29 days) went with the fourth (31), written after it by a clock behind.
+    expect(records.map((r) => r.seq)).toEqual([5, 6]);
+    expect(verifyChain(records)).toBeUndefined();
+  });
+
+  it('keeps records while the database is down, loses and counts what the spool cannot hold', async () => {
+    // A port nothing listens on: every write is refused at once.
+    const quiet = () => undefined;
+    const down = knex({
+      client: 'pg',
+      connection: 'postgres://postgres@127.0.0.1:1/none',
+      log: { warn: quiet, error: quiet, deprecate: quiet, debug: quiet },
+    });
+    const { counts, metrics } = counting();
+    const writer = createAuditWriter({
+      db: down,
+      logger,
+      metrics,
+      spoolMax: 100,
+      batchMax: 10,
+      intervalMs: 60_000,
+    });
+    for (let n = 1; n <= 130; n++) writer.record(event('acme', n));
+    await expect(writer.flush()).rejects.toThrow();
+    expect(counts).toEqual({ written: 0, lost: 30 });
+    expect(await writer.readiness()).toEqual({
+      status: 'degraded',
+      details: { spooled: 100, lost: 30 },
+    });
+    await writer.close(0);
+    expect(counts.lost).toBe(130);
+    await down.destroy();
+  });
+});

@@ -1,0 +1,62 @@
+import { describe, expect, it } from 'vitest';
+import { GENESIS_HASH, type AuditRecord } from '../../../src/audit/audit-chain.ts';
+import { ocsfEventOf } from '../../../src/audit/ocsf.ts';
+
+const base: AuditRecord = {
+  org: 'acme',
+  seq: 7,
+  at: '2026-11-03T08:12:40.118Z',
+  action: 'api.request',
+  outcome: 'failure',
+  actorRealm: 'acme',
+  actorId: null,
+  actorName: 'bob',
+  credential: 'basic',
+  clientId: null,
+  jobCredential: null,
+  jtiSha256: null,
+  jkt: null,
+  method: 'GET',
+  route: '/api/{organization_id}/platform/workspaces',
+  path: '/api/acme/platform/workspaces',
+  workspace: null,
+  status: 401,
+  result: '401-00002',
+  reason: 'wrong_password',
+  address: '203.0.113.7',
+  requestId: 'r7',
+  details: {},
+  prevHash: GENESIS_HASH,
+  hash: 'ab'.repeat(32),
+};
+
+describe('OCSF events of audit records', () => {
+  it('makes an /api decision an Authentication event (Logon), its reason the status detail', () => {
+    expect(ocsfEventOf(base)).toMatchObject({
+      class_uid: 3002,
+      category_uid: 3,
+      activity_id: 1,
+      type_uid: 300201,
+      time: Date.parse(base.at),
+      status_id: 2,
+      status_code: '401',
+      status_detail: 'wrong_password',
+      user: { name: 'bob', domain: 'acme' },
+      src_endpoint: { ip: '203.0.113.7' },
+      http_request: { http_method: 'GET', url: { path: '/api/acme/platform/workspaces' } },
+      metadata: { uid: base.hash, sequence: 7, tenant_uid: 'acme', correlation_uid: 'r7' },
+    });
+  });
+
+  it('makes a change an API Activity event of its kind', () => {
+    const change = (action: string) =>
+      ocsfEventOf({ ...base, action, outcome: 'success', method: null, path: null, status: null });
+    expect(change('user.delete')).toMatchObject({ class_uid: 6003, activity_id: 4, status_id: 1 });
+    expect(change('organization.create')).toMatchObject({ type_uid: 600301 });
+    expect(change('token_lifetimes.change')).toMatchObject({ activity_id: 3 });
+    expect(change('audit_log.export')).toMatchObject({
+      activity_id: 2,
+      api: { operation: 'audit_log.export' },
+    });
+  });
+});

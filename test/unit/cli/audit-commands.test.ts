@@ -1,0 +1,65 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chainedLog } from '../../helpers/audit-records.ts';
+import { runCli } from '../../../src/cli/main.ts';
+import { capturingIo } from '../../helpers/cli-io.ts';
+
+describe('realmgate audit verify', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'realmgate-audit-'));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  async function verify(
+    records: unknown[],
+  ): Promise<{ status: number; stdout: string; stderr: string }> {
+    const file = path.join(dir, `export-${Math.random()}.jsonl`);
+    await writeFile(file, records.map((r) => JSON.stringify(r)).join('\n') + '\n');
+    const { io, output } = capturingIo();
+    const status = await runCli(['audit', 'verify', file], {}, io);
+    return { status, ...output };
+  }
+
+  it('says what a whole export holds, and its last hash', async () => {
+    const records = chainedLog(5);
+    const { status, stdout } = await verify(records);
+    expect(status).toBe(0);
+    expect(JSON.parse(stdout)).toEqual({
+      records: 5,
+      org: 'acme',
+      firstSeq: 1,
+      lastSeq: 5,
+      lastHash: records[4]!.hash,
+    });
+  });
+
+  it('names the first record that does not fit: edited, or after one removed (exit 4)', async () => {
+    const edited = chainedLog(5);
+    edited[2] = { ...edited[2]!, actorName: 'mallory' };
+    expect(await verify(edited)).toMatchObject({
+      status: 4,
+      stderr: 'realmgate: record 3 (line 3) does not fit: its hash does not match its content.\n',
+    });
+    const removed = chainedLog(5);
+    removed.splice(1, 1);
+    const result = await verify(removed);
+    expect(result.status).toBe(4);
+    expect(result.stderr).toMatch(
+      /^realmgate: record 3 \(line 2\) does not fit: it is number 3, after 1/,
+    );
+  });
+
+  it('refuses a file that is no export, and one that is not there', async () => {
+    expect((await verify([{ not: 'a record' }])).stderr).toBe(
+      'realmgate: line 1 is not an audit record.\n',
+    );
+    const { io, output } = capturingIo();
+    expect(await runCli(['audit', 'verify', path.join(dir, 'missing.jsonl')], {}, io)).toBe(2);
+    expect(output.stderr).toMatch(/^realmgate: cannot read /);
+  });
+});
