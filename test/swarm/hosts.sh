@@ -110,9 +110,8 @@ up_swarm() {
     on "$host" swarm join --advertise-addr "$(address "$host")" --token "$token" "$(address 1):2377" >/dev/null
   done
   # ops/swarm/stack.yml's labels: host 1 holds the data (and HAProxy); Keycloak's node 1 runs on
-  # host 2, node 2 on host 3, and either falls back to host 1.
-  local labels=("" "realmgate.data=true realmgate.keycloak-1=true realmgate.keycloak-2=true"
-    "realmgate.keycloak-1=true" "realmgate.keycloak-2=true")
+  # host 2, node 2 on host 3 (the suite names host 1 their fallback once they run there).
+  local labels=("" "realmgate.data=true" "realmgate.keycloak-1=true" "realmgate.keycloak-2=true")
   for host in "${hosts[@]}"; do
     local args=(--label-add "realmgate.host=$host")
     for label in ${labels[$host]}; do args+=(--label-add "$label"); done
