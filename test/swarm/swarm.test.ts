@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { decodeJwt } from 'jose';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { runLoad, type LoadRequest, type LoadResult } from '../../bench/load.ts';
 import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 import {
@@ -14,23 +14,29 @@ import {
   type StackSecrets,
 } from '../compose/production-load.ts';
 import { ADMIN_URL, PUBLIC_URL } from '../compose/stack.ts';
-import { printFigures, tokenGrant } from '../compose/walk.ts';
+import { apiCall, printFigures, tokenGrant } from '../compose/walk.ts';
+import { basicAuth } from '../helpers/api.ts';
 import { LOAD, timeUntil, type Attempts } from '../ha/measure.ts';
-import { dpopKey, dpopProof } from '../helpers/dpop.ts';
+import { dpopKey, dpopProof, type DpopKey } from '../helpers/dpop.ts';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
 import {
   deploy,
+  gatewayUpdate,
   HOSTS,
   hostOfAddress,
   hosts,
   label,
   MACHINE,
+  nodeStatus,
   placed,
   pushImages,
   ready,
   replicaUrl,
+  runningOn,
   serviceLogs,
+  setAvailability,
   showStack,
+  updateGateway,
   type Host,
   type StackImages,
 } from './swarm.ts';
@@ -38,7 +44,8 @@ import {
 /*
  * The production topology on three hosts (ops/swarm/stack.yml on a three-node swarm,
  * test/swarm/hosts.sh), under a steady load through HAProxy on host 1: replicas on every host
- * serve; what ends access on one host ends it on the others. Host 1 holds PostgreSQL, Redis and HAProxy;
+ * serve; what ends access on one host ends it on the others; a host drained, a host lost (its
+ * link cut) and a rolling update of the gateway. Host 1 holds PostgreSQL, Redis and HAProxy;
  * Keycloak's nodes start on hosts 2 and 3. Each phase prints its figures (docs/production-topology.md).
  */
 
@@ -183,6 +190,70 @@ function kindFigures(loads: { bearer: LoadResult; basic: LoadResult }) {
 }
 const failedOf = (loads: { bearer: LoadResult; basic: LoadResult }) =>
   loads.bearer.bad + loads.basic.bad;
+
+/**
+ * A DPoP client through HAProxy beside the load: one request every 100 ms, each with a fresh
+ * proof, until `stop()`; what it was answered.
+ */
+function dpopClient(key: DpopKey, token: string) {
+  let running = true;
+  const statuses: Record<string, number> = {};
+  const done = (async () => {
+    while (running) {
+      const proof = await dpopProof(key, {
+        method: 'GET',
+        url: `${PUBLIC_URL}${forwardedPath}`,
+        accessToken: token,
+      });
+      const status = await fetch(`${PUBLIC_URL}${forwardedPath}`, {
+        headers: { authorization: `DPoP ${token}`, dpop: proof },
+        signal: AbortSignal.timeout(20_000),
+      })
+        .then(async (res) => (await res.arrayBuffer(), String(res.status)))
+        .catch(() => 'error');
+      statuses[status] = (statuses[status] ?? 0) + 1;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await done;
+      const sent = Object.values(statuses).reduce((a, b) => a + b, 0);
+      return { sent, failed: sent - (statuses['200'] ?? 0), statuses };
+    },
+  };
+}
+
+/** HAProxy's log (the load balancer's) from `offset`: answers by server and status, state changes. */
+async function balancerSince(offset: number) {
+  const text = (await serviceLogs('load-balancer')).slice(offset);
+  const answers: Record<string, number> = {};
+  for (const m of text.matchAll(/ gateways-public\/(\S+) \S+ (\d{3}) /g)) {
+    answers[`${m[1]} ${m[2]}`] = (answers[`${m[1]} ${m[2]}`] ?? 0) + 1;
+  }
+  const changes = [...text.matchAll(/Server gateways-public\/\S+ is \w+[^\n]*/g)].map((m) => m[0]);
+  return { answers: JSON.stringify(answers), changes: changes.join('; ') || 'none' };
+}
+const balancerOffset = async () => (await serviceLogs('load-balancer')).length;
+
+/**
+ * Waits until HAProxy sends requests to `host`'s replica again (its checks passed, its task's
+ * address resolved): a few requests at a time through HAProxy, until the upstream sees one from
+ * that host. The seconds since `since`.
+ */
+async function usedAgain(host: Host, since: number): Promise<number> {
+  const authorization = basicAuth(users[0]!);
+  await vi.waitFor(
+    async () => {
+      const offset = upstream.seen.length;
+      await Promise.all(Array.from({ length: 6 }, () => apiCall(forwardedPath, authorization)));
+      expect(servedByHost(offset)[host]).toBeGreaterThan(0);
+    },
+    { timeout: 180_000, interval: 500 },
+  );
+  return (performance.now() - since) / 1000;
+}
 
 const untilLoadRuns = () => new Promise((resolve) => setTimeout(resolve, 3000));
 
@@ -333,4 +404,130 @@ describe('the production topology on three hosts: docker stack deploy -c ops/swa
     expect(first).toBe(200);
     expect(replayed).toBe(401);
   }, 240_000);
+
+  it('host 2 drained under load: its tasks move, no request failed; active again, it serves', async () => {
+    const requests = await warmRequests(org, forwardedPath, users);
+    const logOffset = await balancerOffset();
+    const load = loadUntilStopped(requests, 600);
+    await untilLoadRuns();
+    const drainedAt = performance.now();
+    await setAvailability(2, 'drain');
+    const gatewayGone = await placed('gateway', [1, 3], drainedAt);
+    const keycloakMoved = await placed('keycloak-1', [1], drainedAt);
+    load.stop();
+    const result = await load.result;
+    const balancer = await balancerSince(logOffset);
+    const activeAt = performance.now();
+    await setAvailability(2, 'active');
+    const gatewayBack = await placed('gateway', [1, 2, 3], activeAt);
+    await ready(replicaUrl(2));
+    const backInRotation = await usedAgain(2, activeAt);
+    const offset = upstream.seen.length;
+    const after = await steadyLoad(requests, 8);
+    const served = servedByHost(offset);
+    printFigures(
+      'host 2 drained (docker node update --availability drain)',
+      {
+        ...kindFigures(result),
+        "HAProxy's answers by server and status": balancer.answers,
+        "HAProxy's state changes": balancer.changes,
+        'its gateway task stopped after': `${gatewayGone.toFixed(1)} s`,
+        'Keycloak node 1 running and healthy on host 1 after': `${keycloakMoved.toFixed(1)} s`,
+        'host 2 active again: its gateway task running after': `${gatewayBack.toFixed(1)} s`,
+        'and answering through HAProxy after': `${backInRotation.toFixed(1)} s`,
+        'then answered by host 1 / 2 / 3': servedFigure(served),
+      },
+      'swarm',
+    );
+    expect(failedOf(result)).toBe(0);
+    expect(after.bad).toBe(0);
+    expect(served[2]).toBeGreaterThan(0);
+  }, 600_000);
+
+  it('host 3 lost (its link cut) while it holds a Keycloak node: only requests in flight on it fail; Bearer, Basic and DPoP served; it rejoins and serves', async () => {
+    expect(await runningOn('keycloak-2')).toEqual([3]);
+    const requests = await warmRequests(org, forwardedPath, users);
+    const { key, token } = await dpopGrant(users[2]!);
+    const offset = upstream.seen.length;
+    const logOffset = await balancerOffset();
+    const load = loadUntilStopped(requests, 600);
+    const dpop = dpopClient(key, token);
+    await untilLoadRuns();
+    const cutAt = performance.now();
+    await hosts('cut', '3');
+    let mendedAt = 0;
+    try {
+      const downAfter = await nodeStatus(3, 'down', cutAt);
+      const keycloakMoved = await placed('keycloak-2', [1], cutAt);
+      load.stop();
+      const result = await load.result;
+      const dpopResult = await dpop.stop();
+      const served = servedByHost(offset);
+      const balancer = await balancerSince(logOffset);
+      mendedAt = performance.now();
+      await hosts('mend', '3');
+      const readyAfter = await nodeStatus(3, 'ready', mendedAt);
+      await placed('gateway', [1, 2, 3], mendedAt);
+      const servingAfter = await ready(replicaUrl(3), mendedAt);
+      const backInRotation = await usedAgain(3, mendedAt);
+      const againOffset = upstream.seen.length;
+      const again = await steadyLoad(requests, 8);
+      const servedAgain = servedByHost(againOffset);
+      printFigures(
+        'host 3 lost (its link cut), Keycloak node 2 on it',
+        {
+          ...kindFigures(result),
+          'DPoP client through HAProxy (a fresh proof a request)': `${dpopResult.sent} requests, ${dpopResult.failed} failed, statuses ${JSON.stringify(dpopResult.statuses)}`,
+          'answered by host 1 / 2 / 3 during the phase': servedFigure(served),
+          "HAProxy's answers by server and status": balancer.answers,
+          "HAProxy's state changes": balancer.changes,
+          'the swarm called host 3 down after': `${downAfter.toFixed(1)} s`,
+          'Keycloak node 2 running and healthy on host 1 after': `${keycloakMoved.toFixed(1)} s`,
+          'link back: host 3 ready after': `${readyAfter.toFixed(1)} s`,
+          'its replica ready after': `${servingAfter.toFixed(1)} s`,
+          'and answering through HAProxy after': `${backInRotation.toFixed(1)} s`,
+          'then answered by host 1 / 2 / 3': servedFigure(servedAgain),
+        },
+        'swarm',
+      );
+      // What was in flight on host 3 at the cut: at most one request a connection.
+      expect(failedOf(result) + dpopResult.failed).toBeLessThanOrEqual(LOAD.connections + 1);
+      expect(result.bearer.ok).toBeGreaterThan(0);
+      expect(result.basic.ok).toBeGreaterThan(0);
+      expect(dpopResult.statuses['200']).toBeGreaterThan(0);
+      expect(served[1]).toBeGreaterThan(0);
+      expect(served[2]).toBeGreaterThan(0);
+      expect(again.bad).toBe(0);
+      expect(servedAgain[3]).toBeGreaterThan(0);
+    } finally {
+      load.stop();
+      if (!mendedAt) await hosts('mend', '3');
+    }
+  }, 900_000);
+
+  it('rolling update of the gateway to a new image under load: no request failed', async () => {
+    const requests = await warmRequests(org, forwardedPath, users);
+    const logOffset = await balancerOffset();
+    const load = loadUntilStopped(requests, 600);
+    await untilLoadRuns();
+    const since = performance.now();
+    await updateGateway(images.nextGateway);
+    const updateSeconds = (performance.now() - since) / 1000;
+    load.stop();
+    const result = await load.result;
+    const balancer = await balancerSince(logOffset);
+    printFigures(
+      'rolling update of the gateway (docker service update --image)',
+      {
+        ...kindFigures(result),
+        "HAProxy's answers by server and status": balancer.answers,
+        "HAProxy's state changes": balancer.changes,
+        'update of the three replicas, one at a time, took': `${updateSeconds.toFixed(1)} s`,
+      },
+      'swarm',
+    );
+    expect(failedOf(result)).toBe(0);
+    expect(await runningOn('gateway')).toEqual([1, 2, 3]);
+    expect(await gatewayUpdate()).toEqual({ image: images.nextGateway, state: 'completed' });
+  }, 900_000);
 });

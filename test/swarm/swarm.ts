@@ -48,7 +48,9 @@ export function hosts(...args: string[]): Promise<void> {
 
 /** The images the stack runs, as the registry on the bridge serves them. */
 export interface StackImages {
-  /** The stack file's image variables, naming the registry's copies. */
+  gateway: string;
+  /** What the rolling update moves the gateway to. */
+  nextGateway: string;
   environment: Record<string, string>;
 }
 
@@ -66,6 +68,7 @@ export async function pushImages(): Promise<StackImages> {
     REDIS_IMAGE: process.env.REDIS_IMAGE ?? '',
     HAPROXY_IMAGE: process.env.HAPROXY_IMAGE ?? '',
     REALMGATE_IMAGE: 'realmgate:swarm-1',
+    NEXT: 'realmgate:swarm-2',
   };
   const environment: Record<string, string> = {};
   for (const [name, image] of Object.entries(local)) {
@@ -76,7 +79,12 @@ export async function pushImages(): Promise<StackImages> {
     await docker(1, 'push', '-q', remote);
     environment[name] = remote;
   }
-  return { environment };
+  const { NEXT: nextGateway, ...stackImages } = environment;
+  return {
+    gateway: stackImages.REALMGATE_IMAGE!,
+    nextGateway: nextGateway!,
+    environment: stackImages,
+  };
 }
 
 /** The swarm secrets the stack names, then `docker stack deploy`. */
@@ -184,6 +192,42 @@ export async function serviceLogs(name: string): Promise<string> {
 export async function label(host: Host, ...labels: string[]): Promise<void> {
   const args = labels.flatMap((l) => ['--label-add', l]);
   await docker(1, 'node', 'update', ...args, await nodeIdOf(host));
+}
+
+/** `docker node update --availability <availability>` of `host`. */
+export async function setAvailability(host: Host, availability: 'drain' | 'active'): Promise<void> {
+  await docker(1, 'node', 'update', '--availability', availability, await nodeIdOf(host));
+}
+
+/** Waits until the swarm (asked on host 1) calls `host` `status` (ready, down). */
+export async function nodeStatus(host: Host, status: 'ready' | 'down', since = performance.now()) {
+  const id = await nodeIdOf(host);
+  await vi.waitFor(
+    async () =>
+      expect(await docker(1, 'node', 'inspect', '--format', '{{.Status.State}}', id)).toBe(status),
+    { timeout: 120_000, interval: 500 },
+  );
+  return (performance.now() - since) / 1000;
+}
+
+/** `docker service update` of the gateway to `image`, as an operator moves to a release. */
+export async function updateGateway(image: string): Promise<void> {
+  await docker(1, 'service', 'update', '--quiet', '--image', image, service('gateway'));
+}
+
+/** The gateway service's image (without the digest Swarm pins) and the state of its last update. */
+export async function gatewayUpdate(): Promise<{ image: string; state: string }> {
+  const [image, state] = (
+    await docker(
+      1,
+      'service',
+      'inspect',
+      '--format',
+      '{{.Spec.TaskTemplate.ContainerSpec.Image}} {{if .UpdateStatus}}{{.UpdateStatus.State}}{{end}}',
+      service('gateway'),
+    )
+  ).split(' ');
+  return { image: image!.replace(/@sha256:.*$/, ''), state: state ?? '' };
 }
 
 /** The host each request to the upstream came from (replicas reach it from their host's address). */
