@@ -48,6 +48,21 @@ export default defineConfig({
       },
       {
         test: {
+          // `npm run test:swarm` only (.ci/swarm-suite): ops/swarm/stack.yml on three hosts
+          // that test/swarm/hosts.sh makes on this machine; one file, phases in order.
+          name: 'swarm',
+          include: ['test/swarm/**/*.test.ts'],
+          testTimeout: 900_000,
+          hookTimeout: 1_200_000,
+          env: {
+            // HAProxy on host 1 (test/swarm/hosts.sh's addresses).
+            STACK_PUBLIC_URL: 'http://10.231.44.11:8000',
+            STACK_ADMIN_URL: 'http://10.231.44.11:8001',
+          },
+        },
+      },
+      {
+        test: {
           // `npm run test:keycloak-patch` only, by hand (docs/operations.md, "Upgrading
           // Keycloak"): Keycloak moved node by node on the production profile, from the image
           // KEYCLOAK_PREVIOUS_IMAGE names to KEYCLOAK_IMAGE. Not in CI: about 10 minutes, and an

@@ -15,8 +15,9 @@ import { DockerComposeEnvironment, Wait } from 'testcontainers';
 
 const run = promisify(execFile);
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-export const PUBLIC_URL = 'http://localhost:8000';
-export const ADMIN_URL = 'http://localhost:8001';
+// The swarm suite's load balancer is on a host of its own (vitest.config.ts sets these).
+export const PUBLIC_URL = process.env.STACK_PUBLIC_URL ?? 'http://localhost:8000';
+export const ADMIN_URL = process.env.STACK_ADMIN_URL ?? 'http://localhost:8001';
 /** The host as the containers see it on the stack's network (docker-compose.yml's subnet). */
 export const HOST_ON_STACK_NETWORK = '172.30.0.1';
 

@@ -105,8 +105,12 @@ export async function tokenGrant(
 }
 
 /** Prints a phase's figures as one block, so that they show in the CI output. */
-export function printFigures(phase: string, figures: Record<string, string | number>): void {
-  const lines = [`== compose phase: ${phase}`];
+export function printFigures(
+  phase: string,
+  figures: Record<string, string | number>,
+  suite = 'compose',
+): void {
+  const lines = [`== ${suite} phase: ${phase}`];
   for (const [name, value] of Object.entries(figures)) lines.push(`  ${name}: ${value}`);
   console.log(lines.join('\n'));
 }

@@ -7,6 +7,8 @@ export interface SeenRequest {
   url: string;
   headers: IncomingHttpHeaders;
   body: string;
+  /** The address the request came from (the host of a replica on another machine). */
+  remoteAddress: string;
 }
 
 export interface RecordingUpstream {
@@ -34,6 +36,7 @@ export async function startRecordingUpstream(host = '127.0.0.1'): Promise<Record
         url: req.url!,
         headers: req.headers,
         body: Buffer.concat(chunks).toString(),
+        remoteAddress: req.socket.remoteAddress ?? '',
       });
       res.setHeader('content-type', 'application/json');
       res.end(

@@ -1,0 +1,106 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+
+/*
+ * ops/swarm/stack.yml says what docker-compose.yml's production profile says, but for what Swarm
+ * makes differ (named in the stack file's header and in docs/production-topology.md); and
+ * ops/swarm/haproxy.cfg is ops/haproxy/haproxy.cfg with the servers as templates over the tasks.
+ */
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const read = (file: string) => readFileSync(path.join(root, file), 'utf8');
+
+interface Service {
+  image?: string;
+  entrypoint?: string[];
+  command?: string[];
+  environment?: Record<string, string>;
+  healthcheck?: Record<string, unknown>;
+  secrets?: string[];
+  stop_grace_period?: string;
+  init?: boolean;
+}
+interface File {
+  services: Record<string, Service>;
+}
+const compose = parse(read('docker-compose.yml'), { merge: true }) as File;
+const stack = parse(read('ops/swarm/stack.yml'), { merge: true }) as File;
+
+describe('ops/swarm/stack.yml', () => {
+  it("runs the production profile's images, health checks and secrets", () => {
+    for (const name of ['postgres', 'redis']) {
+      const { image, environment, healthcheck } = compose.services[name]!;
+      expect(stack.services[name]).toMatchObject({ image, healthcheck });
+      if (environment) expect(stack.services[name]!.environment).toEqual(environment);
+    }
+    for (const name of ['keycloak-1', 'keycloak-2']) {
+      const { image, healthcheck, environment, secrets } = compose.services['keycloak-1']!;
+      expect(stack.services[name]).toMatchObject({ image, healthcheck, environment, secrets });
+    }
+    const { image, init, stop_grace_period, secrets } = compose.services['gateway-1']!;
+    expect(stack.services.gateway).toMatchObject({ image, init, stop_grace_period, secrets });
+    expect(stack.services['load-balancer']!.image).toBe(compose.services['load-balancer']!.image);
+  });
+
+  it("gives Keycloak the production profile's options, the realm import on both nodes", () => {
+    const node1 = compose.services['keycloak-1']!.command!;
+    expect(compose.services['keycloak-2']!.command).toEqual(
+      node1.filter((o) => o !== '--import-realm'),
+    );
+    for (const name of ['keycloak-1', 'keycloak-2'])
+      expect(stack.services[name]!.command).toEqual(node1);
+  });
+
+  it("keeps the production profile's Keycloak entry point, adding the cluster transport's address", () => {
+    const [shell, flag, script, argv0] = compose.services['keycloak-1']!.entrypoint!;
+    const swarm = stack.services['keycloak-1']!.entrypoint!;
+    expect([swarm[0], swarm[1], swarm[3]]).toEqual([shell, flag, argv0]);
+    const added = swarm[2]!.split('\n').filter((line) => !script!.split('\n').includes(line));
+    expect(added.join('\n')).toMatch(/KC_CACHE_EMBEDDED_NETWORK_BIND_ADDRESS/);
+    expect(added.every((line) => /KC_CACHE_EMBEDDED_NETWORK_BIND_ADDRESS/.test(line))).toBe(true);
+  });
+
+  it("gives the gateway the production replicas' environment, the trusted proxy a range", () => {
+    const replica = { ...compose.services['gateway-1']!.environment };
+    const swarm = { ...stack.services.gateway!.environment };
+    expect(swarm.TRUSTED_PROXIES).toMatch(/\/24\}?'?$/);
+    delete replica.TRUSTED_PROXIES;
+    delete swarm.TRUSTED_PROXIES;
+    expect(swarm).toEqual(replica);
+  });
+});
+
+describe('ops/swarm/haproxy.cfg', () => {
+  it("is ops/haproxy/haproxy.cfg with each backend's two servers a template over the tasks", () => {
+    const withoutComments = (text: string) =>
+      text.split('\n').filter((line) => !line.startsWith('#'));
+    const shipped = withoutComments(read('ops/haproxy/haproxy.cfg'));
+    const swarm = withoutComments(read('ops/swarm/haproxy.cfg'));
+    const expected = shipped
+      .map((line) =>
+        line
+          .replace(
+            /^ {2}server gateway-1 "\$\{LB_GATEWAY_1_PUBLIC\}"$/,
+            '  server-template gateway- 3 tasks.gateway:8000',
+          )
+          .replace(
+            /^ {2}server gateway-1 "\$\{LB_GATEWAY_1_ADMIN\}"$/,
+            '  server-template gateway- 3 tasks.gateway:8001',
+          ),
+      )
+      .filter((line) => !/^ {2}server gateway-2 /.test(line));
+    const timeouts = expected.indexOf('  timeout server 65s') + 1;
+    expect(swarm.slice(timeouts, timeouts + 5)).toEqual([
+      "  # Longer than the gateway's own bound on a readiness check (2 s, src/http/health.router.ts):",
+      "  # a Keycloak node that stops answering (its host lost, its name gone from Docker's DNS) makes",
+      '  # /readyz take those 2 s on every replica, and a check bounded by `inter` (2 s) would then',
+      '  # take every replica out at once.',
+      '  timeout check 4s',
+    ]);
+    swarm.splice(timeouts, 5);
+    expect(swarm).toEqual(expected);
+  });
+});
