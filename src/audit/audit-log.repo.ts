@@ -46,13 +46,21 @@ function filtered(db: Knex, log: string, filter: AuditFilter): Knex.QueryBuilder
 export function createAuditLogRepo(db: Knex): AuditLogRepo {
   return {
     async page(log, filter, after, limit) {
-      const [rows, counted] = await Promise.all([
-        filtered(db, log, filter)
-          .where('seq', '>', after ?? 0)
-          .orderBy('seq')
-          .limit(limit + 1) as Promise<AuditRow[]>,
-        filtered(db, log, filter).count({ count: '*' }) as Promise<{ count: string | number }[]>,
-      ]);
+      // One snapshot for both, so the total counts the records the page shows: read apart, a
+      // batch committed between the two made a page of none with a total of one.
+      const [rows, counted] = await db.transaction(
+        async (trx) => {
+          const page = await (filtered(trx, log, filter)
+            .where('seq', '>', after ?? 0)
+            .orderBy('seq')
+            .limit(limit + 1) as Promise<AuditRow[]>);
+          const count = await (filtered(trx, log, filter).count({ count: '*' }) as Promise<
+            { count: string | number }[]
+          >);
+          return [page, count] as const;
+        },
+        { isolationLevel: 'repeatable read', readOnly: true },
+      );
       const records = rows.slice(0, limit).map(recordOf);
       return {
         records,

@@ -60,13 +60,15 @@ describe('the realmgate-cli package', () => {
       'dist/realmgate.js',
       'package.json',
     ]);
-    // src/cli, four small modules of the gateway it shares rules with, jose's JWT decoding,
+    // src/cli, five small modules of the gateway it shares rules with (the audit log's chain:
+    // `realmgate audit verify`), jose's JWT decoding,
     // openid-client's grants (with oauth4webapi, which it is built on).
     const shared = [
       'src/envelope/envelope.ts',
       'src/tenancy/identifiers.ts',
       'src/platform/page-bounds.ts',
       'src/release/version.ts',
+      'src/audit/audit-chain.ts',
     ];
     const foreign = pack.inputs.filter(
       (file) =>

@@ -39,6 +39,9 @@ async function schemaOf(db: Knex) {
 
 const MIGRATED = {
   tables: [
+    // The audit log (src/audit/).
+    'audit_log',
+    'audit_log_heads',
     'knex_migrations',
     'knex_migrations_lock',
     'operations',
