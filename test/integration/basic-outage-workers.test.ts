@@ -1,5 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import {
   startClusteredGateway,
@@ -13,6 +12,19 @@ import { testEnv } from '../helpers/test-env.ts';
 
 /** BASIC_CACHE_MAX_SECONDS of this gateway: the outage below outlasts it. */
 const CACHE_SECONDS = 2;
+
+/** The password grants the gateway's workers tried and could not make, from its metrics. */
+async function grantsNotMade(gateway: ClusteredGateway): Promise<number> {
+  let count = 0;
+  for (const [, labels, value] of (await gateway.metrics()).matchAll(
+    /^realmgate_keycloak_requests_total\{([^}]*)\} (\d+)/gm,
+  )) {
+    if (labels!.includes('kind="grant"') && /outcome="(unreachable|timeout)"/.test(labels!)) {
+      count += Number(value);
+    }
+  }
+  return count;
+}
 
 /** Sends `request` on new connections until both workers have answered; returns every answer. */
 async function fromEveryWorker(request: () => Promise<Answer>): Promise<Answer[]> {
@@ -65,10 +77,18 @@ describe('a Basic login through a Keycloak outage, two workers without Redis', (
     expect((await gateway.send(path, right)).status).toBe(200);
     await keycloak.cut();
     try {
-      // The gateway's own clock must pass the cache bound, and nothing marks that moment: its
-      // workers are processes of their own, whose clock no test can advance (basic-outage.test.ts
-      // advances an in-process replica's).
-      await sleep(CACHE_SECONDS * 1000 + 300);
+      // The gateway's own clock must pass the cache bound (its workers are processes of their
+      // own, whose clock no test can advance; basic-outage.test.ts advances an in-process
+      // replica's). Until then the cache serves the login without asking Keycloak; the first
+      // grant a worker tries for it, and cannot make, marks the moment.
+      const before = await grantsNotMade(gateway);
+      await vi.waitFor(
+        async () => {
+          expect((await gateway.send(path, right)).status).toBe(200);
+          expect(await grantsNotMade(gateway)).toBeGreaterThan(before);
+        },
+        { timeout: (CACHE_SECONDS + 10) * 1000, interval: 250 },
+      );
       const during = await fromEveryWorker(() => gateway.send(path, right));
       expect(during.map((a) => a.status)).toEqual(during.map(() => 200));
       const refused = await fromEveryWorker(() => gateway.send(path, wrong));

@@ -13,7 +13,6 @@ import {
 import { createUpstream, type Upstream } from '../../../src/outbound/upstream.ts';
 import type { StartTimer } from '../../../src/time/timer.ts';
 
-
 /** A silence timer the test strikes itself (the exchange's `startTimer`): the last one started. */
 function struckByHand() {
   let strike: (() => void) | undefined;

@@ -7,7 +7,6 @@ import { createLogger } from '../../../src/http/logger.ts';
 import { forward, UpstreamSilent } from '../../../src/outbound/forward.ts';
 import { createUpstream, type Upstream } from '../../../src/outbound/upstream.ts';
 
-
 /**
  * The upstream's pool, its every exchange's controller kept: whether undici reads on from the
  * upstream for the gateway (`paused`) is the relay's back-pressure, seen without waiting.
@@ -27,7 +26,7 @@ function watchedPool(upstream: Upstream) {
                 return value.call(target, controller, context) as unknown;
               };
             }
-            return typeof value === 'function' ? value.bind(target) : value;
+            return typeof value === 'function' ? (value.bind(target) as unknown) : value;
           },
         }),
       ),
@@ -36,7 +35,7 @@ function watchedPool(upstream: Upstream) {
     host: upstream.host,
     basePath: upstream.basePath,
     dispatcher,
-    request: upstream.request,
+    request: (...args) => upstream.request(...args),
   };
   return { upstream: watched, controllers };
 }
