@@ -11,23 +11,7 @@ import {
   type OutboundHandlers,
 } from '../../../src/outbound/forward.ts';
 import { createUpstream, type Upstream } from '../../../src/outbound/upstream.ts';
-import type { StartTimer } from '../../../src/time/timer.ts';
-
-/** A silence timer the test strikes itself (the exchange's `startTimer`): the last one started. */
-function struckByHand() {
-  let strike: (() => void) | undefined;
-  const start: StartTimer = (_ms, fire) => {
-    strike = fire;
-    return { refresh: () => {}, close: () => (strike = undefined) };
-  };
-  /** Strikes the live timer; false when it was closed (the exchange settled). */
-  const strikeNow = () => {
-    if (!strike) return false;
-    strike();
-    return true;
-  };
-  return { start, strike: strikeNow };
-}
+import { struckByHand } from '../../helpers/struck-timer.ts';
 const portOf = (server: Server) => (server.address() as AddressInfo).port;
 const listen = (server: Server) =>
   new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
