@@ -191,7 +191,7 @@ describe('/auth proxy: a hook on the answer', () => {
   let base: string;
   let hook: (status: number, body: Buffer | undefined) => Promise<void>;
   let readsBody = false;
-  let keycloakAnswer = (res: ServerResponse) => res.writeHead(204).end();
+  let keycloakAnswer: (res: ServerResponse) => unknown = (res) => res.writeHead(204).end();
   const silence = struckByHand();
 
   beforeAll(async () => {
