@@ -6,6 +6,7 @@ import { authenticateRequest, type AuthenticateDeps } from '../src/auth/authenti
 import { createBearerVerifier } from '../src/auth/bearer/bearer-verifier.ts';
 import type { JwksRegistry } from '../src/auth/bearer/jwks.ts';
 import { htuBaseOf } from '../src/auth/dpop/dpop-htu.ts';
+import { createNonceSource } from '../src/auth/dpop/dpop-nonce.ts';
 import { createProofChecker, derSignatureOf } from '../src/auth/dpop/dpop-proof.ts';
 import { createProofReplayStore } from '../src/auth/dpop/dpop-replay.ts';
 import { createDpopScheme } from '../src/auth/dpop/dpop-scheme.ts';
@@ -24,8 +25,9 @@ import { median } from './stats.ts';
  *
  * The proof check function alone beside the P-256 verify it cannot avoid (its cheapest form:
  * one cached key object, the signature in DER; target: check ≤ 1.2 × verify), and one `/api`
- * request's authentication, Bearer against DPoP, 32 at a time, the replay store in Redis
- * (`REDIS_URL`, keys under `realmgate-bench-auth:`) unless `--no-redis`.
+ * request's authentication, Bearer against DPoP (and DPoP with server nonces, `DPOP_NONCE`),
+ * 32 at a time, the replay store in Redis (`REDIS_URL`, keys under `realmgate-bench-auth:`)
+ * unless `--no-redis`.
  */
 const args = readArgs(process.argv.slice(2), { count: 4000, rounds: 7, 'no-redis': false });
 
@@ -111,16 +113,9 @@ const cache = createCache({
   logger: pino({ enabled: false }),
 });
 const unrevoked = () => false;
-const deps: AuthenticateDeps = {
-  basic: {} as AuthenticateDeps['basic'],
-  bearer: createBearerVerifier({
-    jwks: { keySetFor: () => keySet, publishes: () => true } as unknown as JwksRegistry,
-    publicUrl: PUBLIC_URL,
-    leewaySeconds: 5,
-    maxCachedTokens: 1000,
-    metrics: { cacheLookup: () => undefined },
-  }),
-  dpop: createDpopScheme({
+/** The gateway's DPoP scheme, with server nonces when given. */
+function dpopScheme(nonces?: ReturnType<typeof createNonceSource>) {
+  return createDpopScheme({
     check: createProofChecker({
       algorithms: ['ES256'],
       maxAgeSeconds: 60,
@@ -130,7 +125,20 @@ const deps: AuthenticateDeps = {
     replay: createProofReplayStore({ cache }),
     htuBase: PUBLIC_URL,
     algorithms: ['ES256'],
+    ...(nonces && { nonces }),
+  });
+}
+const nonces = createNonceSource({ secret: 'bench', slotSeconds: 60 });
+const deps: AuthenticateDeps = {
+  basic: {} as AuthenticateDeps['basic'],
+  bearer: createBearerVerifier({
+    jwks: { keySetFor: () => keySet, publishes: () => true } as unknown as JwksRegistry,
+    publicUrl: PUBLIC_URL,
+    leewaySeconds: 5,
+    maxCachedTokens: 1000,
+    metrics: { cacheLookup: () => undefined },
   }),
+  dpop: dpopScheme(),
   revocations: {
     isSessionRevoked: unrevoked,
     isTokenRevoked: unrevoked,
@@ -149,6 +157,9 @@ function requestWith(authorization: string, proof?: string): IncomingMessage {
   return { method: 'GET', headers: { authorization }, rawHeaders } as unknown as IncomingMessage;
 }
 const authenticate = (request: IncomingMessage) => authenticateRequest(request, REALM, PATH, deps);
+const withNonces: AuthenticateDeps = { ...deps, dpop: dpopScheme(nonces) };
+const authenticateWithNonces = (request: IncomingMessage) =>
+  authenticateRequest(request, REALM, PATH, withNonces);
 
 /** Each measurement: a fresh set of items per round, and how to time it. */
 const measurements = {
@@ -164,6 +175,14 @@ const measurements = {
     cpuPer(
       proofPool(spec, args.count).map((proof) => requestWith(`DPoP ${dpopToken}`, proof)),
       authenticate,
+      32,
+    ),
+  'DPoP with server nonces, µs/request': () =>
+    cpuPer(
+      proofPool({ ...spec, nonce: nonces.current() }, args.count).map((proof) =>
+        requestWith(`DPoP ${dpopToken}`, proof),
+      ),
+      authenticateWithNonces,
       32,
     ),
 };

@@ -23,6 +23,8 @@ export interface ProofSpec {
   htu: string;
   /** The access token the proofs go with (`ath`); none on a token request. */
   accessToken?: string;
+  /** The server's nonce (`DPoP-Nonce`), for a gateway with `DPOP_NONCE`. */
+  nonce?: string;
 }
 
 /** A maker of fresh proofs for one key, request and token. */
@@ -38,6 +40,7 @@ export function proofMaker(spec: ProofSpec): () => string {
       htu: spec.htu,
       iat: Math.floor(Date.now() / 1000),
       ...(ath ? { ath } : {}),
+      ...(spec.nonce === undefined ? {} : { nonce: spec.nonce }),
     };
     const input = `${header}.${base64url(claims)}`;
     const signature = sign('sha256', Buffer.from(input), { key, dsaEncoding: 'ieee-p1363' });

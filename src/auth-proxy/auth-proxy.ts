@@ -7,6 +7,7 @@ import { publicAddressHeaders } from '../outbound/forwarded-headers.ts';
 import { forward, relay, type OutboundHandlers, type UpstreamAnswer } from '../outbound/forward.ts';
 import { answerHeadersOf } from '../outbound/upstream-headers.ts';
 import { createUpstream, hasBody } from '../outbound/upstream.ts';
+import type { StartTimer } from '../time/timer.ts';
 import { traceHeadersNow } from '../tracing/trace-scope.ts';
 import { bufferedBodyOf } from './form-body-guard.ts';
 import { failedBeforeSending, failureOf, toKeycloakError } from '../keycloak/keycloak-failures.ts';
@@ -23,6 +24,8 @@ export interface AuthProxyOptions {
   publicUrl: string;
   /** How long Keycloak may stay silent (connecting, or between bytes of its answer): then 504. */
   timeoutMs: number;
+  /** The timer of that silence: the system's unless a test strikes its own. */
+  startTimer?: StartTimer;
   forwarding: Forwarding;
   logger: Logger;
 }
@@ -113,6 +116,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
         // An answer a step reads is asked for uncompressed, so the gateway never inflates anything.
         uncompressed: answerRelayOf(req)?.uncompressed === true,
         timeoutMs,
+        ...(options.startTimer && { startTimer: options.startTimer }),
         logger,
       },
       handlers,

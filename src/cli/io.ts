@@ -11,6 +11,8 @@ export interface CliIo {
   stdin: CliStdin;
   stdout: { write(text: string): unknown };
   stderr: { write(text: string): unknown };
+  /** Waits `ms` (none when 0 or less): the system's timers unless a test passes its own. */
+  wait?(ms: number): Promise<void>;
 }
 
 /** What a prompt needs: prompts go to stderr, so stdout stays the JSON a script reads. */

@@ -99,7 +99,7 @@ export async function login(
     );
     const totp = await askOtp(io, 'One-time password (Enter if the account has none): ');
     if (totp !== undefined) {
-      await sleep(refusedAt + QUICK_LOGIN_GAP_MS - Date.now());
+      await (io.wait ?? sleep)(refusedAt + QUICK_LOGIN_GAP_MS - Date.now());
       result = await passwordGrant(baseUrl, { realm, username, ...secrets, totp }, timeoutMs);
     }
   }

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
 import { sendError } from '../envelope/error-handler.ts';
 import type { AppError } from '../envelope/errors.ts';
+import { systemTimer, type StartTimer, type Timer } from '../time/timer.ts';
 import { endSpan } from '../tracing/tracing.ts';
 import {
   answerRawHeaders,
@@ -37,6 +38,8 @@ export interface Outbound {
   uncompressed?: boolean;
   /** How long the upstream may stay silent (connecting, or between bytes of its answer). */
   timeoutMs: number;
+  /** The timer of that silence: the system's unless a test strikes its own. */
+  startTimer?: StartTimer;
   logger: Logger;
 }
 
@@ -187,7 +190,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   readonly #res: ServerResponse;
   readonly #o: Outbound;
   readonly #handlers: OutboundHandlers;
-  readonly #timer: NodeJS.Timeout;
+  readonly #timer: Timer;
   #controller: Dispatcher.DispatchController | undefined;
   /** Why the gateway closed the exchange itself (silence, the client gone), when it did. */
   #cutOff: Error | undefined;
@@ -202,7 +205,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.#res = res;
     this.#o = o;
     this.#handlers = handlers;
-    this.#timer = setTimeout(() => this.#silent(), o.timeoutMs);
+    this.#timer = (o.startTimer ?? systemTimer)(o.timeoutMs, () => this.#silent());
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -326,7 +329,7 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   #settle(): void {
     this.#settled = true;
-    clearTimeout(this.#timer);
+    this.#timer.close();
   }
 
   #silenceTimer(): SilenceTimer {

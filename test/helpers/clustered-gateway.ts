@@ -9,6 +9,8 @@ export interface Answer {
   headers: Record<string, string | string[] | undefined>;
   /** The worker that answered, from its access-log line (found by the answer's request id). */
   worker: string;
+  /** The gateway's own clock when that line was written (epoch ms): its time, as it reads it. */
+  loggedAt: number;
 }
 
 export interface ClusteredGateway {
@@ -103,7 +105,13 @@ export async function startClusteredGateway(
     for await (const chunk of res) body += String(chunk);
     const id = res.headers['x-request-id'];
     const line = await logLine((l) => l.reqId === id && typeof l.worker === 'string');
-    return { status: res.statusCode!, body, headers: res.headers, worker: line.worker as string };
+    return {
+      status: res.statusCode!,
+      body,
+      headers: res.headers,
+      worker: line.worker as string,
+      loggedAt: line.time as number,
+    };
   };
   const stop = async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;

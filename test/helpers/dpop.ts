@@ -55,6 +55,45 @@ export async function dpopProof(key: DpopKey, options: ProofOptions): Promise<st
     .sign(key.privateKey);
 }
 
+/** A form's answer through the gateway (`postForm`), with the proof it went with. */
+export interface FormAnswer {
+  status: number;
+  /** The JSON answer; `{}` for an empty body. */
+  json: Record<string, unknown>;
+  headers: Headers;
+  /** The `DPoP` header sent, if any. */
+  proof?: string;
+}
+
+/**
+ * POSTs a form (a token, refresh or revocation request) to `url`, an address under the
+ * gateway's `PUBLIC_URL`, through the gateway listening at `gatewayUrl` (a replica), with a
+ * proof of `proofKey` for `url` when given.
+ */
+export async function postForm(
+  gatewayUrl: string,
+  url: string,
+  body: string,
+  proofKey?: DpopKey,
+): Promise<FormAnswer> {
+  const headers: Record<string, string> = {
+    'content-type': 'application/x-www-form-urlencoded',
+  };
+  if (proofKey) headers.dpop = await dpopProof(proofKey, { method: 'POST', url });
+  const res = await fetch(`${gatewayUrl}${new URL(url).pathname}`, {
+    method: 'POST',
+    headers,
+    body,
+  });
+  const text = await res.text();
+  return {
+    status: res.status,
+    json: (text === '' ? {} : JSON.parse(text)) as Record<string, unknown>,
+    headers: res.headers,
+    ...(headers.dpop === undefined ? {} : { proof: headers.dpop }),
+  };
+}
+
 /** base64url(SHA-256(token)): a proof's `ath`. */
 export function athOf(token: string): string {
   return createHash('sha256').update(token).digest('base64url');

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyChain, type AuditRecord } from '../../src/audit/audit-chain.ts';
 import { recordOf, type AuditRow } from '../../src/audit/audit-rows.ts';
 import { basicAuth, callApi } from '../helpers/api.ts';
-import { dpopKey, dpopProof, type DpopKey } from '../helpers/dpop.ts';
+import { dpopKey, dpopProof, postForm, type DpopKey } from '../helpers/dpop.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { claimsOf, createUser, passwordGrantBody, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
@@ -73,21 +73,12 @@ describe('audit log', () => {
 
   async function grant(replica: Replica, body: string, proofKey?: DpopKey) {
     const url = `${publicUrl}/auth/realms/${org}/protocol/openid-connect/token`;
-    const headers: Record<string, string> = {
-      'content-type': 'application/x-www-form-urlencoded',
-    };
-    if (proofKey) headers.dpop = await dpopProof(proofKey, { method: 'POST', url });
-    const res = await fetch(`${replica.url}${new URL(url).pathname}`, {
-      method: 'POST',
-      headers,
-      body,
-    });
-    const json = (await res.json()) as Record<string, unknown>;
+    const { status, json, headers, proof } = await postForm(replica.url, url, body, proofKey);
     for (const name of ['access_token', 'refresh_token', 'id_token']) {
       if (typeof json[name] === 'string') secrets.push(json[name]);
     }
-    if (headers.dpop) secrets.push(headers.dpop);
-    return { status: res.status, json, requestId: res.headers.get('x-request-id') };
+    if (proof) secrets.push(proof);
+    return { status, json, requestId: headers.get('x-request-id') };
   }
 
   const workspaces = () => `/api/${org}/platform/workspaces`;

@@ -1,5 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import {
   startClusteredGateway,
@@ -61,14 +60,24 @@ describe('a Basic login through a Keycloak outage, two workers without Redis', (
     const path = `/api/${org}/platform/workspaces`;
     const right = { authorization: basicAuth(user) };
     const wrong = { authorization: basicAuth({ ...user, password: 'another-password' }) };
-    // One request: one worker verifies the login (the other has never seen it).
-    expect((await gateway.send(path, right)).status).toBe(200);
+    // One request: one worker verifies the login (the other has never seen it), and caches it
+    // until CACHE_SECONDS after its grant, at the latest after this answer's log line.
+    const verified = await gateway.send(path, right);
+    expect(verified.status).toBe(200);
+    const freshUntil = verified.loggedAt + CACHE_SECONDS * 1000;
     await keycloak.cut();
     try {
-      // The gateway's own clock must pass the cache bound, and nothing marks that moment: its
-      // workers are processes of their own, whose clock no test can advance (basic-outage.test.ts
-      // advances an in-process replica's).
-      await sleep(CACHE_SECONDS * 1000 + 300);
+      // The gateway's own clock must pass the cache bound (its workers are processes of their
+      // own, whose clock no test can advance; basic-outage.test.ts advances an in-process
+      // replica's): read from its log lines, until it answers past the bound.
+      await vi.waitFor(
+        async () => {
+          const answer = await gateway.send(path, right);
+          expect(answer.status).toBe(200);
+          expect(answer.loggedAt).toBeGreaterThan(freshUntil);
+        },
+        { timeout: (CACHE_SECONDS + 10) * 1000, interval: 250 },
+      );
       const during = await fromEveryWorker(() => gateway.send(path, right));
       expect(during.map((a) => a.status)).toEqual(during.map(() => 200));
       const refused = await fromEveryWorker(() => gateway.send(path, wrong));

@@ -9,7 +9,7 @@ import {
   type TestUser,
 } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
-import { dpopKey, dpopProof, type DpopKey } from '../helpers/dpop.ts';
+import { dpopKey, dpopProof, postForm, type DpopKey } from '../helpers/dpop.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
@@ -31,28 +31,8 @@ describe('DPoP through /auth', () => {
   const platformPath = () => `/api/${org}/platform/workspaces`;
 
   /** POSTs a form to `name` through the replica, with a proof of `proofKey` when given. */
-  async function post(
-    name: string,
-    body: string,
-    proofKey?: DpopKey,
-  ): Promise<{ status: number; json: Record<string, unknown>; headers: Headers }> {
-    const url = endpoint(name);
-    const headers: Record<string, string> = {
-      'content-type': 'application/x-www-form-urlencoded',
-    };
-    if (proofKey) headers.dpop = await dpopProof(proofKey, { method: 'POST', url });
-    const res = await fetch(`${replica.url}${new URL(url).pathname}`, {
-      method: 'POST',
-      headers,
-      body,
-    });
-    const text = await res.text();
-    return {
-      status: res.status,
-      json: (text === '' ? {} : JSON.parse(text)) as Record<string, unknown>,
-      headers: res.headers,
-    };
-  }
+  const post = (name: string, body: string, proofKey?: DpopKey) =>
+    postForm(replica.url, endpoint(name), body, proofKey);
 
   /** The API client's `dpop.bound.access.tokens`, as the console's switch sets it. */
   async function requireDpop(on: boolean): Promise<void> {

@@ -12,6 +12,7 @@ import { createLogger } from '../../../src/http/logger.ts';
 import { beforeAnswer, createAuthProxy } from '../../../src/auth-proxy/auth-proxy.ts';
 import { guardFormBody } from '../../../src/auth-proxy/form-body-guard.ts';
 import { createKeycloakNodes, type KeycloakNodes } from '../../../src/keycloak/keycloak-nodes.ts';
+import { struckByHand } from '../../helpers/struck-timer.ts';
 
 /** What the fake Keycloak got: the request head and its body. */
 interface Seen {
@@ -190,7 +191,8 @@ describe('/auth proxy: a hook on the answer', () => {
   let base: string;
   let hook: (status: number, body: Buffer | undefined) => Promise<void>;
   let readsBody = false;
-  let keycloakAnswer = (res: ServerResponse) => res.writeHead(204).end();
+  let keycloakAnswer: (res: ServerResponse) => unknown = (res) => res.writeHead(204).end();
+  const silence = struckByHand();
 
   beforeAll(async () => {
     keycloak = createServer((_req, res) => keycloakAnswer(res));
@@ -206,6 +208,7 @@ describe('/auth proxy: a hook on the answer', () => {
         nodes,
         publicUrl: 'https://gateway.example:8443',
         timeoutMs: 100,
+        startTimer: silence.start,
         forwarding: createForwarding(undefined),
         logger: createLogger('silent'),
       }),
@@ -222,6 +225,12 @@ describe('/auth proxy: a hook on the answer', () => {
   });
 
   it("runs with Keycloak's status, and the client gets the answer only once it is done", async () => {
+    // Keycloak's answer begins, and ends only once the test says: the hook runs in between.
+    let keycloakEnds = () => {};
+    keycloakAnswer = (res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' }).write('logged ');
+      keycloakEnds = () => res.end('out');
+    };
     let finish = () => {};
     const done = new Promise<void>((resolve) => (finish = resolve));
     const called = new Promise<number>((resolve) => {
@@ -237,12 +246,20 @@ describe('/auth proxy: a hook on the answer', () => {
       answered = true;
       return res;
     });
-    expect(await called).toBe(204);
-    expect(answered).toBe(false);
-    // The proxy's timeout (100 ms) is real time on a real socket: the hook outlasts it on
-    // purpose, and the answer must still be Keycloak's, not a 504.
-    setTimeout(finish, 300);
-    expect((await response).status).toBe(204);
+    try {
+      expect(await called).toBe(200);
+      expect(answered).toBe(false);
+      // Keycloak's allowed silence runs out while the hook works: the gateway is the one busy,
+      // and the answer must still be Keycloak's, not a 504 or a cut connection.
+      expect(silence.strike()).toBe(true);
+      keycloakEnds();
+      finish();
+      const res = await response;
+      expect(res.status).toBe(200);
+      expect(await res.text()).toBe('logged out');
+    } finally {
+      keycloakAnswer = (res) => res.writeHead(204).end();
+    }
   });
 
   it("hands a hook that reads it Keycloak's body, and the client the same answer after it", async () => {

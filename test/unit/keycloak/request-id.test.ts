@@ -15,6 +15,9 @@ describe('request id on the Keycloak calls', () => {
   let url: string;
   /** What each request brought: `METHOD path` and its headers. */
   const seen: { call: string; headers: IncomingHttpHeaders }[] = [];
+  /** Answers held back, and how many calls are answered together once they have all arrived. */
+  const waiting: (() => void)[] = [];
+  let together = 1;
 
   beforeAll(async () => {
     server = createServer((req, res) => {
@@ -22,21 +25,18 @@ describe('request id on the Keycloak calls', () => {
       req.resume();
       req.on('end', () => {
         res.setHeader('content-type', 'application/json');
-        // A slow answer, so that calls of several requests overlap.
-        setTimeout(
-          () =>
-            res.end(
-              req.method === 'POST'
-                ? JSON.stringify({
-                    access_token: TOKEN,
-                    token_type: 'Bearer',
-                    expires_in: 60,
-                    active: true,
-                  })
-                : '[]',
-            ),
-          20,
-        );
+        const body =
+          req.method === 'POST'
+            ? JSON.stringify({
+                access_token: TOKEN,
+                token_type: 'Bearer',
+                expires_in: 60,
+                active: true,
+              })
+            : '[]';
+        // Held until the test's calls have all arrived, so that calls of several requests overlap.
+        waiting.push(() => res.end(body));
+        if (waiting.length >= together) for (const answer of waiting.splice(0)) answer();
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -48,6 +48,7 @@ describe('request id on the Keycloak calls', () => {
   });
   beforeEach(() => {
     seen.length = 0;
+    together = 1;
   });
 
   const idsSeen = () => seen.map(({ call, headers }) => [call, headers['x-request-id']]);
@@ -58,10 +59,11 @@ describe('request id on the Keycloak calls', () => {
       gatewayClientSecret: 's',
       publicUrl: 'http://gateway.example',
     });
+    together = 4;
     await Promise.all([
       inRequest('req-a', () => tokens.passwordGrant('acme', 'alice', 'pw')),
       inRequest('req-b', async () => {
-        // Starts after the others: its call overlaps theirs (the server answers in 20 ms).
+        // Starts after the others: its call overlaps theirs (all four are answered together).
         await new Promise((resolve) => setImmediate(resolve));
         return tokens.isActive('acme', 'a.b.c');
       }),
@@ -86,6 +88,7 @@ describe('request id on the Keycloak calls', () => {
     await inRequest('req-login', () =>
       client.auth({ grantType: 'client_credentials', clientId: 'c', clientSecret: 's' }),
     );
+    together = 3;
     await Promise.all([
       inRequest('req-1', () => client.users.find({ username: 'one' })),
       inRequest('req-2', () => client.users.find({ username: 'two' })),

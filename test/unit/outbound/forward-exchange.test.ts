@@ -11,8 +11,7 @@ import {
   type OutboundHandlers,
 } from '../../../src/outbound/forward.ts';
 import { createUpstream, type Upstream } from '../../../src/outbound/upstream.ts';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+import { struckByHand } from '../../helpers/struck-timer.ts';
 const portOf = (server: Server) => (server.address() as AddressInfo).port;
 const listen = (server: Server) =>
   new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
@@ -134,24 +133,32 @@ describe('forward over undici: the exchange', () => {
   });
 
   it('holds the timer while a step works on the answer, and relays it whole after', async () => {
-    // Silent longer than it may be (400 ms) in the middle of its answer, while held.
+    const silence = struckByHand();
+    let upstreamAnswer: ServerResponse | undefined;
     answer = (_req, res) => {
+      upstreamAnswer = res;
       res.writeHead(200, { 'content-type': 'text/plain' }).write('the whole ');
-      setTimeout(() => res.end('answer'), 900);
     };
-    const port = await gateway({}, (res) => ({
+    let stepDone: (() => void) | undefined;
+    const port = await gateway({ startTimer: silence.start }, (res) => ({
       answered: (_status, timer) => (taken) => {
         timer.hold();
-        // Three times the upstream's allowed silence, spent by the gateway itself.
-        void sleep(1200).then(() => {
+        stepDone = () => {
           timer.restart();
           relay(taken, res);
-        });
+        };
       },
     }));
-    const got = await fetch(`http://127.0.0.1:${port}/`);
-    expect(got.status).toBe(200);
-    expect(await got.text()).toBe('the whole answer');
+    const got = fetch(`http://127.0.0.1:${port}/`);
+    await vi.waitFor(() => expect(stepDone).toBeDefined());
+    // The upstream's allowed silence runs out in the middle of its answer while the step holds
+    // it: the gateway is the one busy, nothing is cut off.
+    expect(silence.strike()).toBe(true);
+    upstreamAnswer!.end('answer');
+    stepDone!();
+    const answered = await got;
+    expect(answered.status).toBe(200);
+    expect(await answered.text()).toBe('the whole answer');
     expect(failures).toEqual([]);
   });
 

@@ -1,12 +1,44 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
+import type { Dispatcher } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { AppError } from '../../../src/envelope/errors.ts';
 import { createLogger } from '../../../src/http/logger.ts';
 import { forward, UpstreamSilent } from '../../../src/outbound/forward.ts';
-import { createUpstream } from '../../../src/outbound/upstream.ts';
+import { createUpstream, type Upstream } from '../../../src/outbound/upstream.ts';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/**
+ * The upstream's pool, its every exchange's controller kept: whether undici reads on from the
+ * upstream for the gateway (`paused`) is the relay's back-pressure, seen without waiting.
+ */
+function watchedPool(upstream: Upstream) {
+  const controllers: Dispatcher.DispatchController[] = [];
+  const dispatcher = {
+    dispatch: (options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) =>
+      upstream.dispatcher.dispatch(
+        options,
+        new Proxy(handler, {
+          get(target, name) {
+            const value = Reflect.get(target, name) as unknown;
+            if (name === 'onRequestStart' && typeof value === 'function') {
+              return (controller: Dispatcher.DispatchController, context: unknown) => {
+                controllers.push(controller);
+                return value.call(target, controller, context) as unknown;
+              };
+            }
+            return typeof value === 'function' ? (value.bind(target) as unknown) : value;
+          },
+        }),
+      ),
+  } as Dispatcher;
+  const watched: Upstream = {
+    host: upstream.host,
+    basePath: upstream.basePath,
+    dispatcher,
+    request: (...args) => upstream.request(...args),
+  };
+  return { upstream: watched, controllers };
+}
 const portOf = (server: Server) => (server.address() as AddressInfo).port;
 const listen = (server: Server) =>
   new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
@@ -32,6 +64,7 @@ interface Served {
 describe('forward: what the relay keeps for every proxy', () => {
   const served: Served[] = [];
   const failures: Error[] = [];
+  let controllers: Dispatcher.DispatchController[];
   let upstreamServer: Server;
   let gateway: Server;
   let port: number;
@@ -53,9 +86,11 @@ describe('forward: what the relay keeps for every proxy', () => {
       served.push({ res, closed });
     });
     await listen(upstreamServer);
-    const upstream = createUpstream(`http://127.0.0.1:${portOf(upstreamServer)}`, {
-      maxSockets: 8,
-    });
+    const pool = watchedPool(
+      createUpstream(`http://127.0.0.1:${portOf(upstreamServer)}`, { maxSockets: 8 }),
+    );
+    const upstream = pool.upstream;
+    controllers = pool.controllers;
     gateway = createServer((req, res) =>
       forward(
         req,
@@ -113,17 +148,23 @@ describe('forward: what the relay keeps for every proxy', () => {
       res.end();
     };
     write();
-    // Nothing read: the upstream writes until the buffers on the way are full, then waits (a
-    // relay without back-pressure would read on, holding the whole answer).
-    let before = -1;
-    while (written !== before && written < total) {
-      before = written;
-      await sleep(300);
-    }
+    // Nothing read: the relay pauses the upstream once the client's connection is full, and
+    // the upstream waits with most of its answer unwritten (a relay without back-pressure
+    // would read on, holding the whole answer, and never pause).
+    const exchange = await vi.waitFor(
+      () => {
+        const last = controllers.at(-1);
+        if (!last?.paused || !res.writableNeedDrain) throw new Error('the upstream still flows');
+        return last;
+      },
+      { timeout: 4000 },
+    );
     expect(written).toBeLessThan(total / 2);
+    expect(exchange.paused).toBe(true);
     client.socket.resume();
     await vi.waitFor(() => expect(client.received()).toBeGreaterThan(total), { timeout: 20_000 });
     expect(written).toBe(total);
+    expect(exchange.paused).toBe(false);
     client.socket.destroy();
   });
 
