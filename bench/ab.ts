@@ -9,7 +9,8 @@ import { openDatabase } from '../src/db/database.ts';
 import { pinTree } from './affinity.ts';
 import { createProvisioner } from './fixtures.ts';
 import { runTogether, type LoadRequest } from './load.ts';
-import { cpuSeconds, startChild, stopAllChildren } from './processes.ts';
+import { pairedRounds } from './pairs.ts';
+import { startChild, stopAllChildren } from './processes.ts';
 import { automationPath } from './scenarios.ts';
 import { DATA_DIR, readArgs } from './settings.ts';
 import {
@@ -84,9 +85,10 @@ async function main(): Promise<void> {
     ? await provisionBearer(keycloak, databaseUrl)
     : await provisionAuthOff(databaseUrl);
 
+  // B first: each round's ratio is B ÷ A, and by CPU A's cost ÷ B's.
   const both = (seconds: number) =>
     runTogether(
-      sides.map((side) => ({
+      [...sides].reverse().map((side) => ({
         url: `http://127.0.0.1:${side.port}`,
         connections: 32,
         durationSeconds: seconds,
@@ -97,27 +99,19 @@ async function main(): Promise<void> {
   console.log(`before the rounds: ${loadAverage()}`);
   // Unknown organizations are remembered for 5 s: warm up past that, then once more, uncounted.
   await both(6);
-  const ratios: number[] = [];
-  const byCpu: number[] = [];
-  for (let round = 1; round <= rounds; round++) {
-    const cpuBefore = pids.map(cpuSeconds);
-    const [a, b] = await both(roundSeconds);
-    // CPU µs per answer of each side, and A's ÷ B's: the same ratio, from cost itself.
-    const [ca, cb] = [a!, b!].map(
-      (x, i) => ((cpuSeconds(pids[i]!) - cpuBefore[i]!) * 1e6) / Math.max(x.ok, 1),
-    );
-    const ratio = b!.reqPerSec / Math.max(a!.reqPerSec, 1);
-    ratios.push(ratio);
-    byCpu.push(ca! / Math.max(cb!, 1e-9));
-    const bad = a!.bad + b!.bad ? ` (not 2xx: A ${a!.bad}, B ${b!.bad})` : '';
+  const done = await pairedRounds(pids.reverse(), both, { rounds, roundSeconds }, (round, n) => {
+    const [b, a] = round.results.map((x, i) => {
+      const cpu = round.cpuMicros[i]!.toFixed(0);
+      return `${x.reqPerSec.toFixed(0)} req/s (p99 ${x.p99Ms} ms, ${cpu} µs CPU)`;
+    });
+    const [rb, ra] = round.results.map((x) => x.bad);
+    const bad = ra! + rb! ? ` (not 2xx: A ${ra}, B ${rb})` : '';
     console.log(
-      `round ${round}: A ${a!.reqPerSec.toFixed(0)} req/s (p99 ${a!.p99Ms} ms, ${ca!.toFixed(0)} µs CPU), ` +
-        `B ${b!.reqPerSec.toFixed(0)} req/s (p99 ${b!.p99Ms} ms, ${cb!.toFixed(0)} µs CPU), ` +
-        `B ÷ A ${ratio.toFixed(3)}, by CPU ${byCpu.at(-1)!.toFixed(3)}${bad}`,
+      `round ${n}: A ${a}, B ${b}, B ÷ A ${round.ratio.toFixed(3)}, by CPU ${round.byCpu.toFixed(3)}${bad}`,
     );
-  }
-  const { median, min, max } = summarize(ratios)!;
-  const cpu = summarize(byCpu)!;
+  });
+  const { median, min, max } = summarize(done.map((r) => r.ratio))!;
+  const cpu = summarize(done.map((r) => r.byCpu))!;
   console.log(
     `median B ÷ A: ${median.toFixed(3)} over ${rounds} rounds, spread ${min.toFixed(3)}-${max.toFixed(3)} ` +
       `(${(max - min).toFixed(3)}); by CPU time ${cpu.median.toFixed(3)} (${cpu.min.toFixed(3)}-${cpu.max.toFixed(3)}); ${loadAverage()}`,

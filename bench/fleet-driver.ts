@@ -1,9 +1,10 @@
-import { Agent, request } from 'node:http';
+import { Agent } from 'node:http';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { apiClientIdOf } from '../src/tenancy/identifiers.ts';
+import { requestFrom } from '../test/helpers/from-address.ts';
 import { runToCompletion } from './processes.ts';
 import type { FleetJob, FleetOptions } from './fleet-plan.ts';
 import { automationPath } from './scenarios.ts';
@@ -113,7 +114,7 @@ function strip({ token: _token, ...answer }: Answer & { token?: string }): Answe
 }
 
 /** One request from `host`; never throws: a failure is status 0 with its reason. */
-function call(input: {
+async function call(input: {
   url: string;
   method: string;
   headers: Record<string, string>;
@@ -124,53 +125,22 @@ function call(input: {
 }): Promise<Answer & { token?: string }> {
   const since = performance.now();
   const ms = () => Math.round((performance.now() - since) * 100) / 100;
-  return new Promise((resolve) => {
-    const req = request(
-      input.url,
-      {
-        method: input.method,
-        headers: input.headers,
-        agent: input.agent,
-        localAddress: input.host,
-        signal: input.deadline,
-        timeout: 30_000,
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('error', (err) => resolve({ status: 0, ms: ms(), error: err.message }));
-        res.on('end', () => {
-          const status = res.statusCode ?? 0;
-          const json = parse(Buffer.concat(chunks).toString('utf8'));
-          const ok = status >= 200 && status < 300;
-          const retryAfter = res.headers['retry-after'];
-          resolve({
-            status,
-            ms: ms(),
-            ...(ok ? {} : { error: errorOf(json) }),
-            ...(retryAfter ? { retryAfter } : {}),
-            ...(typeof json.access_token === 'string' ? { token: json.access_token } : {}),
-          });
-        });
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error('no answer within 30 s')));
-    req.on('error', (err) => resolve({ status: 0, ms: ms(), error: err.message }));
-    req.end(input.body);
-  });
-}
-
-/** OAuth's `error`, else the platform envelope's `result`. */
-function errorOf(json: Record<string, unknown>): string | undefined {
-  return [json.error, json.result].find((v): v is string => typeof v === 'string');
-}
-
-function parse(text: string): Record<string, unknown> {
+  const { host, url, deadline: signal, ...options } = input;
   try {
-    const value: unknown = JSON.parse(text);
-    return value && typeof value === 'object' ? (value as Record<string, unknown>) : {};
-  } catch {
-    return {};
+    const { status, headers, json } = await requestFrom(host, url, { ...options, signal });
+    const retryAfter = headers['retry-after'];
+    // OAuth's `error`, else the platform envelope's `result`.
+    const error = [json.error, json.result].find((v) => typeof v === 'string') as
+      string | undefined;
+    return {
+      status,
+      ms: ms(),
+      ...(status >= 200 && status < 300 ? {} : { error }),
+      ...(typeof retryAfter === 'string' ? { retryAfter } : {}),
+      ...(typeof json.access_token === 'string' ? { token: json.access_token } : {}),
+    };
+  } catch (err) {
+    return { status: 0, ms: ms(), error: (err as Error).message };
   }
 }
 

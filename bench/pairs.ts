@@ -55,32 +55,22 @@ export async function measurePairs(
           pinned ? feeders : undefined,
         );
       await both(options.warmupSeconds);
-      const rounds: { row: LoadResult; reference: LoadResult; cpuMicros: number[] }[] = [];
-      for (let round = 1; round <= options.rounds; round++) {
-        const cpuBefore = pids.map(cpuSeconds);
-        const [r, ref] = (await both(options.roundSeconds)) as [LoadResult, LoadResult];
-        // CPU time per answer: the cost itself, whether or not a generator kept its row busy.
-        const cpuMicros = [r, ref].map(
-          (x, i) => ((cpuSeconds(pids[i]!) - cpuBefore[i]!) * 1e6) / Math.max(x.ok, 1),
-        );
-        rounds.push({ row: r, reference: ref, cpuMicros });
-        const ratio = (r.reqPerSec / Math.max(ref.reqPerSec, 1)).toFixed(3);
-        const cost = cpuMicros.map((c) => c.toFixed(0)).join(' and ');
+      const rounds = await pairedRounds(pids, both, options, (round, n) => {
+        const [r, ref] = round.results.map((x) => x.reqPerSec.toFixed(0));
+        const cost = round.cpuMicros.map((c) => c.toFixed(0)).join(' and ');
         log(
-          `  paired ${round}: ${rowId} ${r.reqPerSec.toFixed(0)}, ${referenceId} ${ref.reqPerSec.toFixed(0)} req/s: ${ratio} (CPU µs/answer ${cost})`,
+          `  paired ${n}: ${rowId} ${r}, ${referenceId} ${ref} req/s: ${round.ratio.toFixed(3)} (CPU µs/answer ${cost})`,
         );
-      }
+      });
       await Promise.all(pids.map((pid) => taskset(pid, ALL_CPUS)));
-      const ratios = rounds.map((r) => r.row.reqPerSec / Math.max(r.reference.reqPerSec, 1));
-      // The same ratio from CPU time: the reference's cost per answer ÷ the row's.
-      const byCpu = rounds.map((r) => r.cpuMicros[1]! / Math.max(r.cpuMicros[0]!, 1e-9));
+      const ratios = rounds.map((r) => r.ratio);
       outcomes.push({
         row: rowId!,
         reference: referenceId!,
         pinned,
         ratios,
         median: median(ratios)!,
-        byCpu: median(byCpu)!,
+        byCpu: median(rounds.map((r) => r.byCpu))!,
         rounds,
       });
     }
@@ -88,4 +78,43 @@ export async function measurePairs(
     await Promise.all(keepOff.map((pid) => pinTree(pid, ALL_CPUS)));
   }
   return outcomes;
+}
+
+export type PairedRound = {
+  results: LoadResult[];
+  cpuMicros: number[];
+  ratio: number;
+  byCpu: number;
+};
+
+/**
+ * Paired rounds (this file and ab.ts): both processes (`pids`) under load at once (`both`),
+ * each round's first ÷ second by rate, and by CPU time (the second's CPU µs per 2xx answer,
+ * /proc, all threads, ÷ the first's): the same ratio from cost itself, which holds even when a
+ * generator, not its process, set a side's rate.
+ */
+export async function pairedRounds(
+  pids: number[],
+  both: (seconds: number) => Promise<LoadResult[]>,
+  { rounds, roundSeconds }: { rounds: number; roundSeconds: number },
+  onRound: (round: PairedRound, n: number) => void,
+): Promise<PairedRound[]> {
+  const done: PairedRound[] = [];
+  for (let n = 1; n <= rounds; n++) {
+    const cpuBefore = pids.map(cpuSeconds);
+    const results = await both(roundSeconds);
+    const cpuMicros = results.map(
+      (x, i) => ((cpuSeconds(pids[i]!) - cpuBefore[i]!) * 1e6) / Math.max(x.ok, 1),
+    );
+    const ratio = results[0]!.reqPerSec / Math.max(results[1]!.reqPerSec, 1);
+    const round = {
+      results,
+      cpuMicros,
+      ratio,
+      byCpu: cpuMicros[1]! / Math.max(cpuMicros[0]!, 1e-9),
+    };
+    onRound(round, n);
+    done.push(round);
+  }
+  return done;
 }

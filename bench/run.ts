@@ -1,6 +1,7 @@
 import { readdir } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import { createProvisioner, provision, WORKSPACE } from './fixtures.ts';
+import { FLEET_DEFAULTS } from './fleet-plan.ts';
 import { measureFleet, startFleetGateway } from './fleet-run.ts';
 import { runBench, type BenchContext, type ModeResult } from './harness.ts';
 import { runLoad } from './load.ts';
@@ -147,13 +148,12 @@ async function profile({ stack: info, started, note }: BenchContext, scenarios: 
  */
 async function fleetMode(context: BenchContext): Promise<ModeResult> {
   const { stack: info, log, note, openDatabase } = context;
-  const fleetOptions = context.options.fleet!;
   log('starting the upstream and the fleet gateway (default settings; it migrates the database)');
   const [, { front }] = await Promise.all([stack.startServers(), startFleetGateway(info)]);
   try {
     const provisioner = createProvisioner(info.keycloakUrl, info.secrets, await openDatabase());
     note(`before the fleet: ${stack.loadAverage()}`);
-    const fleet = await measureFleet({ provisioner, front, options: fleetOptions, log });
+    const fleet = await measureFleet({ provisioner, front, options: FLEET_DEFAULTS, log });
     const { outcomes, markdown, ...summary } = fleet;
     return { tables: [markdown], report: { fleet: { ...summary, outcomes } } };
   } finally {

@@ -1,29 +1,39 @@
 import { execFileSync } from 'node:child_process';
-import { cpus } from 'node:os';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { cpus, tmpdir } from 'node:os';
+import path from 'node:path';
+import { decodeProtectedHeader } from 'jose';
 import { ALL_CPUS, pinTree, processTree } from './affinity.ts';
-import { measureHalfLoad, type HalfLoadLatency } from './half-load.ts';
-import { cpuSeconds } from './processes.ts';
+import { measureHalfLoad } from './half-load.ts';
+import { missingPeer, signingKeyPem, startApache, startHaproxy } from './peers.ts';
+import { cpuSeconds, startChild } from './processes.ts';
 import { median } from './stats.ts';
 import { automationPath } from './scenarios.ts';
-import { origin, type BenchOptions } from './settings.ts';
-import {
-  LIMIT_ROWS,
-  MODES,
-  ROW_IDS,
-  ROW_NAMES,
-  startSideServers,
-  type Mode,
-  type RowId,
-  type Server,
-} from './side-by-side-servers.ts';
-import type { StackInfo } from './stack.ts';
+import { origin, PORTS, type BenchOptions } from './settings.ts';
+import { startMainProcess, type StackInfo } from './stack.ts';
 import { runWrk, type WrkResult } from './wrk.ts';
 
 /**
  * The side-by-side rows (README.md, "Side by side"): in each mode (per core, whole machine) the
  * rows in interleaved rounds of wrk, then realmgate and the limit at half of realmgate's peak.
  */
-export { MODES, type Mode, type RowId } from './side-by-side-servers.ts';
+export const MODES = ['per core', 'whole machine'] as const;
+export type Mode = (typeof MODES)[number];
+/** The rows, in the order printed, and their names. */
+export const NAMES = {
+  limit: 'limit (node:http proxy, no auth)',
+  'limit-undici': 'undici limit (its client an undici Pool, no auth)',
+  'realmgate-1': 'realmgate WORKERS=1',
+  'realmgate-auto': `realmgate WORKERS=auto (${cpus().length} workers)`,
+  apache: 'Apache 2.4 + mod_auth_openidc',
+  haproxy: 'HAProxy 2.6 + jwt_verify',
+};
+export type RowId = keyof typeof NAMES;
+const ROW_IDS = Object.keys(NAMES) as RowId[];
+/** The rows without authentication: what Node's HTTP costs, with either client. */
+const LIMIT_ROWS: readonly RowId[] = ['limit', 'limit-undici'];
+/** Where a row's server listens and the process to pin and account (with those under it). */
+type Server = { pid: number; port: number };
 
 /** A round: wrk's figures and the CPU time the server (all its processes) used meanwhile. */
 export type SideRound = WrkResult & { serverCpuSeconds: number };
@@ -45,7 +55,7 @@ export interface SideRow {
 export interface ModeResult {
   mode: Mode;
   rows: SideRow[];
-  latency?: HalfLoadLatency;
+  latency?: Awaited<ReturnType<typeof measureHalfLoad>>;
 }
 export type SideBySide = Awaited<ReturnType<typeof measureSideBySide>>;
 
@@ -129,7 +139,7 @@ async function measureRows(
     });
   const rows: SideRow[] = ROW_IDS.map((id) => ({
     id,
-    name: ROW_NAMES[id],
+    name: NAMES[id],
     rounds: [],
     unavailable: missing[id],
   }));
@@ -215,4 +225,74 @@ function hasWrk(): boolean {
     // wrk --version prints its version and exits with 1.
     return (err as { status?: number }).status === 1;
   }
+}
+
+/**
+ * Starts what the rows need besides the limit: the undici limit (servers.ts, + 185), realmgate
+ * as it is run with WORKERS=1 and WORKERS=auto (gateways on base + 140 and + 150), Apache
+ * (+160) and two HAProxy, one thread (+170, per core) and one per CPU (+180, whole machine),
+ * their configurations and the realm's key in a temporary directory. `token` names the signing key. A peer whose package is missing
+ * has no server, and `missing` says why.
+ */
+export async function startSideServers(input: {
+  stack: StackInfo;
+  organization: string;
+  limitPid: number;
+  token: string;
+}) {
+  const dir = await mkdtemp(path.join(tmpdir(), 'realmgate-bench-peers-'));
+  const { keycloakUrl } = input.stack;
+  const jwksUrl = `${keycloakUrl}/realms/${input.organization}/protocol/openid-connect/certs`;
+  const key = {
+    kid: String(decodeProtectedHeader(input.token).kid),
+    file: path.join(dir, 'realm-key.pem'),
+  };
+  await writeFile(key.file, await signingKeyPem(jwksUrl, key.kid));
+  const port = (offset: number) => PORTS.base + offset;
+  const at = (offset: number) => ({ dir, port: port(offset), upstream: origin(PORTS.upstream) });
+  const missing: Partial<Record<RowId, string>> = {
+    apache: missingPeer('apache'),
+    haproxy: missingPeer('haproxy'),
+  };
+  const undiciLimit = await startChild('servers.ts', {
+    env: { BENCH_PORT: port(185), BENCH_UPSTREAM: origin(PORTS.upstream), BENCH_CLIENT: 'undici' },
+  });
+  // A server that does not start leaves its row without numbers, saying why; the rest go on.
+  const unlessMissing = async <T>(id: RowId, start: () => Promise<T>) => {
+    if (missing[id]) return undefined;
+    return start().catch((err: Error) => {
+      missing[id] = `did not start: ${err.message}`;
+      return undefined;
+    });
+  };
+  const started = await Promise.all([
+    unlessMissing('realmgate-1', () => startMainProcess(input.stack, port(140), { WORKERS: '1' })),
+    unlessMissing('realmgate-auto', () =>
+      startMainProcess(input.stack, port(150), { WORKERS: 'auto' }),
+    ),
+    unlessMissing('apache', () => startApache(at(160), key)),
+    unlessMissing('haproxy', () => startHaproxy(at(170), key.file, 1)),
+    unlessMissing('haproxy', () => startHaproxy(at(180), key.file, cpus().length)),
+  ]);
+  const [one, auto, apache, haproxyOne, haproxyAll] = started;
+  const server = (s: { commandPid: number } | undefined, offset: number) =>
+    s && { pid: s.commandPid, port: port(offset) };
+  return {
+    missing,
+    /** The server of each row in `mode` (HAProxy's threads differ); undefined if missing. */
+    serversOf(mode: Mode): Record<RowId, Server | undefined> {
+      return {
+        limit: { pid: input.limitPid, port: PORTS.limitProxy },
+        'limit-undici': { pid: undiciLimit.pid, port: port(185) },
+        'realmgate-1': server(one, 140),
+        'realmgate-auto': server(auto, 150),
+        apache: server(apache, 160),
+        haproxy: mode === 'per core' ? server(haproxyOne, 170) : server(haproxyAll, 180),
+      };
+    },
+    async stop() {
+      await Promise.all([undiciLimit.stop(), ...started.flatMap((s) => (s ? [s.stop()] : []))]);
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
 }
