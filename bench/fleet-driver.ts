@@ -1,18 +1,21 @@
+import { randomBytes } from 'node:crypto';
 import { Agent } from 'node:http';
-import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { apiClientIdOf } from '../src/tenancy/identifiers.ts';
 import { requestFrom } from '../test/helpers/from-address.ts';
-import { runToCompletion } from './processes.ts';
-import type { FleetJob, FleetOptions } from './fleet-plan.ts';
+import { startKeycloakFront, type KeycloakFront } from '../test/helpers/keycloak-front.ts';
+import type { Provisioner } from './fixtures.ts';
+import { hostAddress, planFleet, type FleetJob, type FleetOptions } from './fleet-plan.ts';
+import { formatFleet, summarizeFleet } from './fleet-report.ts';
 import { automationPath } from './scenarios.ts';
+import { origin, PORTS } from './settings.ts';
+import { startGateway, type StackInfo } from './stack.ts';
 
 /**
- * The fleet's load generator, in a process of its own as load.ts is: reads a FleetSpec on
- * stdin, runs every job against the gateway, each on a kept-alive connection of its own bound
- * to its host's address, and prints the answers (status, time) of every job.
+ * The fleet scenario (README.md): its gateway, its accounts, and its jobs run against the
+ * gateway, each on a kept-alive connection of its own bound to its host's address, the
+ * answers (status, time) of every job kept.
  */
 export interface FleetSpec {
   gateway: string;
@@ -38,14 +41,7 @@ export interface JobOutcome {
   api: (Answer & { call: 'forwarded' | 'list' })[];
 }
 
-/** Runs the fleet in a fresh driver process; its outcome per job, in plan order. */
-export async function runFleetDriver(spec: FleetSpec): Promise<JobOutcome[]> {
-  const timeoutMs = (spec.options.deadlineSeconds + 30) * 1000;
-  const out = await runToCompletion('fleet-driver.ts', JSON.stringify(spec), timeoutMs);
-  return JSON.parse(out) as JobOutcome[];
-}
-
-/** Runs the fleet in this process (the driver process's work; tests call it directly). */
+/** Runs the fleet; each job's outcome, in plan order. */
 export async function driveFleet(spec: FleetSpec): Promise<JobOutcome[]> {
   const deadline = AbortSignal.timeout(spec.options.deadlineSeconds * 1000);
   const started = performance.now();
@@ -144,9 +140,77 @@ async function call(input: {
   }
 }
 
-if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  const spec = JSON.parse(Buffer.concat(chunks).toString('utf8')) as FleetSpec;
-  process.stdout.write(`${JSON.stringify(await driveFleet(spec))}\n`);
+const ORGANIZATION = 'bench-fleet';
+/** The stale accounts' own organization, so that the front tells their grants apart. */
+const STALE_ORGANIZATION = 'bench-stale';
+
+/**
+ * The gateway of the fleet scenario: the bench's settings and nothing else, so the login
+ * throttle has its defaults (not the test suite's relaxed ones), Redis included; its Keycloak
+ * is reached through a TCP front that records every request, to count the password grants.
+ */
+export async function startFleetGateway(stack: StackInfo) {
+  const front = await startKeycloakFront(stack.keycloakUrl);
+  const gateway = await startGateway({ ...stack, keycloakUrl: front.url }, PORTS.gateway);
+  return { front, gateway };
+}
+
+/**
+ * Provisions the fleet's accounts, runs the fleet (fleet-driver.ts) and summarizes it. Each
+ * right account logs in once directly at Keycloak first: that checks it, and the fleet does
+ * not meet a Keycloak that has not yet hashed a password since it started.
+ */
+export async function measureFleet(input: {
+  provisioner: Provisioner;
+  front: KeycloakFront;
+  options: FleetOptions;
+  log: (text: string) => void;
+}) {
+  const { provisioner: p, options, log } = input;
+  await p.organization(ORGANIZATION);
+  await p.organization(STALE_ORGANIZATION);
+  const accounts = [];
+  for (let i = 1; i <= options.accounts; i++) {
+    accounts.push(await p.user(ORGANIZATION, `fleet-user-${i}`));
+  }
+  const staleAccounts = [];
+  for (let i = 1; i <= options.staleHosts; i++) {
+    const user = await p.user(STALE_ORGANIZATION, `stale-user-${i}`);
+    // The password the job still holds: the account's was changed since.
+    staleAccounts.push({ ...user, password: randomBytes(12).toString('base64url') });
+  }
+  await Promise.all(accounts.map((account) => p.passwordGrant(account)));
+
+  const jobs = planFleet(options);
+  const hosts = Array.from({ length: options.hosts }, (_, i) => hostAddress(i));
+  log(
+    `fleet: ${jobs.length} jobs in ${options.waves} waves ${options.waveGapSeconds} s apart, ` +
+      `hosts ${hosts[0]}..${hosts.at(-1)}, at most ${options.deadlineSeconds} s`,
+  );
+  input.front.seen.length = 0;
+  const outcomes = await driveFleet({
+    gateway: origin(PORTS.gateway),
+    organization: ORGANIZATION,
+    staleOrganization: STALE_ORGANIZATION,
+    options,
+    jobs,
+    accounts,
+    staleAccounts,
+  });
+  const grantsOf = (realm: string) =>
+    input.front.seen.filter(
+      (r) =>
+        r.method === 'POST' && r.target.endsWith(`/realms/${realm}/protocol/openid-connect/token`),
+    ).length;
+  const summary = summarizeFleet(outcomes, {
+    right: grantsOf(ORGANIZATION),
+    stale: grantsOf(STALE_ORGANIZATION),
+  });
+  const staleHosts = hosts.slice(0, options.staleHosts);
+  return {
+    options,
+    summary,
+    markdown: formatFleet(summary, hosts, staleHosts, options.waves),
+    outcomes,
+  };
 }

@@ -34,9 +34,16 @@ export interface LoadSpec {
   requests: LoadRequest[];
 }
 
-/** One measurement in a fresh generator process, on `cpuList` if given. */
-export async function runLoad(spec: LoadSpec, cpuList?: string): Promise<LoadResult> {
-  const generator = startGenerator(spec, cpuList);
+/**
+ * One measurement in a fresh generator process, on `cpuList` if given. `stop`, when it aborts,
+ * ends the load before its duration: the result covers the time until then.
+ */
+export async function runLoad(
+  spec: LoadSpec,
+  cpuList?: string,
+  stop?: AbortSignal,
+): Promise<LoadResult> {
+  const generator = startGenerator(spec, cpuList, stop);
   generator.go();
   return generator.result;
 }
@@ -55,7 +62,7 @@ export async function runTogether(specs: LoadSpec[], cpuList?: string): Promise<
   return Promise.all(generators.map((g) => g.result));
 }
 
-function startGenerator(spec: LoadSpec, cpuList?: string): Generator {
+function startGenerator(spec: LoadSpec, cpuList?: string, stop?: AbortSignal): Generator {
   // Signing a round's proofs takes seconds on a loaded machine: allowed for in the time-out.
   const timeoutMs = (spec.amount ? 300 : spec.durationSeconds + 120) * 1000;
   let go!: () => void;
@@ -63,7 +70,14 @@ function startGenerator(spec: LoadSpec, cpuList?: string): Generator {
   const started = new Promise<void>((resolve) => (go = resolve));
   const ready = new Promise<void>((resolve) => (prepared = resolve));
   const hold = { started, onLine: (line: string) => line === PREPARED && prepared() };
-  const output = runToCompletion('load.ts', `${JSON.stringify(spec)}\n`, timeoutMs, cpuList, hold);
+  const output = runToCompletion(
+    'load.ts',
+    `${JSON.stringify(spec)}\n`,
+    timeoutMs,
+    cpuList,
+    hold,
+    stop,
+  );
   const result = output.then((text) => JSON.parse(text.trim().split('\n').pop()!) as LoadResult);
   return { prepared: ready, go, result };
 }
@@ -127,6 +141,8 @@ async function generate(
       (err: Error | null, done: autocannon.Result) => (err ? reject(err) : resolve(done)),
     );
     instance = running;
+    // runLoad's `stop`: the run ends now and reports as at the end of its duration.
+    process.once('SIGTERM', () => running.stop());
     // Per-response times have sub-millisecond precision; autocannon's histogram has 1 ms steps.
     running.on('response', (_client, status, _bytes, responseTime) => {
       statusCodes[status] = (statusCodes[status] ?? 0) + 1;

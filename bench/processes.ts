@@ -111,7 +111,8 @@ async function whenAccepting(port: number, child: ChildProcess): Promise<boolean
 /**
  * Runs a bench module with `input` on stdin; its stdout. `cpuList`: on those CPUs only. With
  * `hold`, stdin stays open until `hold.started` (the module's signal to start) and each line
- * of stdout goes to `hold.onLine` as it comes.
+ * of stdout goes to `hold.onLine` as it comes. `stop` sends it SIGTERM, which a module that can
+ * end early (load.ts) takes as "finish now".
  */
 export function runToCompletion(
   module: string,
@@ -119,11 +120,13 @@ export function runToCompletion(
   timeoutMs: number,
   cpuList?: string,
   hold?: { started: Promise<void>; onLine: (line: string) => void },
+  stop?: AbortSignal,
 ) {
   const { child, lastWords: said } = spawnChild(module, { cpuList });
   return new Promise<string>((resolve, reject) => {
     const chunks: Buffer[] = [];
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    stop?.addEventListener('abort', () => child.kill('SIGTERM'), { once: true });
     child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
     child.once('exit', (code, signal) => {
       clearTimeout(timer);

@@ -2,7 +2,7 @@ import { readdir } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import { createProvisioner, provision, WORKSPACE } from './fixtures.ts';
 import { FLEET_DEFAULTS } from './fleet-plan.ts';
-import { measureFleet, startFleetGateway } from './fleet-run.ts';
+import { measureFleet, startFleetGateway } from './fleet-driver.ts';
 import { runBench, type BenchContext, type ModeResult } from './harness.ts';
 import { runLoad } from './load.ts';
 import { measurePairs } from './pairs.ts';
@@ -143,7 +143,7 @@ async function profile({ stack: info, started, note }: BenchContext, scenarios: 
 }
 
 /**
- * The fleet scenario (fleet-run.ts): the upstream and one gateway with default settings, its
+ * The fleet scenario (fleet-driver.ts): the upstream and one gateway with default settings, its
  * Keycloak behind a recording front; many jobs from a few source addresses.
  */
 async function fleetMode(context: BenchContext): Promise<ModeResult> {

@@ -75,7 +75,7 @@ export function parseOptions(argv: string[]) {
     /** The side-by-side rows (side-by-side.ts) after the others; alone with `--peers-only`. */
     peers: values.peers || values['peers-only'],
     peersOnly: values['peers-only'],
-    /** The fleet scenario (fleet-run.ts, its size in fleet-plan.ts) alone, instead of the rows. */
+    /** The fleet scenario (fleet-driver.ts, its size in fleet-plan.ts) alone, instead of the rows. */
     fleet: values.fleet,
   };
 }
