@@ -1,5 +1,4 @@
 import { createPublicKey, randomBytes, type JsonWebKey } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { startCommand } from './command-process.ts';
@@ -7,22 +6,13 @@ import { startCommand } from './command-process.ts';
 /**
  * The C peers of the side-by-side rows (README.md, "Side by side"): Apache 2.4 with
  * mod_auth_openidc and HAProxy 2.6 with `jwt_verify`, the realm's key as a PEM file, as the
- * bench's children (command-process.ts), never system services.
+ * bench's children (command-process.ts), never system services. A peer not installed does not
+ * start, and its row says what it said (the Debian packages: apache2,
+ * libapache2-mod-auth-openidc, haproxy).
  */
 const APACHE = '/usr/sbin/apache2';
 const APACHE_MODULES = '/usr/lib/apache2/modules';
 const HAPROXY = '/usr/sbin/haproxy';
-
-/** Why a peer cannot run here (its Debian package is missing), or undefined. */
-export function missingPeer(peer: 'apache' | 'haproxy'): string | undefined {
-  const needed =
-    peer === 'apache'
-      ? [APACHE, `${APACHE_MODULES}/mod_auth_openidc.so`, `${APACHE_MODULES}/mod_proxy_http.so`]
-      : [HAPROXY];
-  const absent = needed.filter((file) => !existsSync(file));
-  const packages = peer === 'apache' ? 'apache2 libapache2-mod-auth-openidc' : 'haproxy';
-  return absent.length ? `not installed (${absent.join(', ')}; Debian: ${packages})` : undefined;
-}
 
 export interface PeerTarget {
   /** Where the peer writes its configuration, pid file and error log. */

@@ -38,6 +38,8 @@ function spawnChild(module: string | string[], how: How) {
   running.add(child);
   child.once('exit', () => running.delete(child));
   const tail: string[] = [];
+  // A command that cannot be run (not installed): its reason is its last words.
+  child.once('error', (err) => tail.push(err.message));
   createInterface({ input: child.stderr }).on('line', (line) => {
     process.stderr.write(`${line}\n`);
     if (tail.push(line) > 40) tail.shift();

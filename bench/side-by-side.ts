@@ -5,7 +5,7 @@ import path from 'node:path';
 import { decodeProtectedHeader } from 'jose';
 import { ALL_CPUS, pinTree, processTree } from './affinity.ts';
 import { measureHalfLoad } from './half-load.ts';
-import { missingPeer, signingKeyPem, startApache, startHaproxy } from './peers.ts';
+import { signingKeyPem, startApache, startHaproxy } from './peers.ts';
 import { cpuSeconds, startChild } from './processes.ts';
 import { median } from './stats.ts';
 import { automationPath } from './scenarios.ts';
@@ -231,8 +231,8 @@ function hasWrk(): boolean {
  * Starts what the rows need besides the limit: the undici limit (servers.ts, + 185), realmgate
  * as it is run with WORKERS=1 and WORKERS=auto (gateways on base + 140 and + 150), Apache
  * (+160) and two HAProxy, one thread (+170, per core) and one per CPU (+180, whole machine),
- * their configurations and the realm's key in a temporary directory. `token` names the signing key. A peer whose package is missing
- * has no server, and `missing` says why.
+ * their configurations and the realm's key (the one that signed `token`) in a temporary
+ * directory. A server that did not start has none, and `missing` says why.
  */
 export async function startSideServers(input: {
   stack: StackInfo;
@@ -250,29 +250,25 @@ export async function startSideServers(input: {
   await writeFile(key.file, await signingKeyPem(jwksUrl, key.kid));
   const port = (offset: number) => PORTS.base + offset;
   const at = (offset: number) => ({ dir, port: port(offset), upstream: origin(PORTS.upstream) });
-  const missing: Partial<Record<RowId, string>> = {
-    apache: missingPeer('apache'),
-    haproxy: missingPeer('haproxy'),
-  };
+  const missing: Partial<Record<RowId, string>> = {};
   const undiciLimit = await startChild('servers.ts', {
     env: { BENCH_PORT: port(185), BENCH_UPSTREAM: origin(PORTS.upstream), BENCH_CLIENT: 'undici' },
   });
-  // A server that does not start leaves its row without numbers, saying why; the rest go on.
-  const unlessMissing = async <T>(id: RowId, start: () => Promise<T>) => {
-    if (missing[id]) return undefined;
-    return start().catch((err: Error) => {
+  // A server that does not start (a peer not installed...) leaves its row without numbers,
+  // saying why; the rest go on.
+  const startOrSay = <T>(id: RowId, start: () => Promise<T>) =>
+    start().catch((err: Error) => {
       missing[id] = `did not start: ${err.message}`;
       return undefined;
     });
-  };
   const started = await Promise.all([
-    unlessMissing('realmgate-1', () => startMainProcess(input.stack, port(140), { WORKERS: '1' })),
-    unlessMissing('realmgate-auto', () =>
+    startOrSay('realmgate-1', () => startMainProcess(input.stack, port(140), { WORKERS: '1' })),
+    startOrSay('realmgate-auto', () =>
       startMainProcess(input.stack, port(150), { WORKERS: 'auto' }),
     ),
-    unlessMissing('apache', () => startApache(at(160), key)),
-    unlessMissing('haproxy', () => startHaproxy(at(170), key.file, 1)),
-    unlessMissing('haproxy', () => startHaproxy(at(180), key.file, cpus().length)),
+    startOrSay('apache', () => startApache(at(160), key)),
+    startOrSay('haproxy', () => startHaproxy(at(170), key.file, 1)),
+    startOrSay('haproxy', () => startHaproxy(at(180), key.file, cpus().length)),
   ]);
   const [one, auto, apache, haproxyOne, haproxyAll] = started;
   const server = (s: { commandPid: number } | undefined, offset: number) =>
