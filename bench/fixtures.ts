@@ -96,11 +96,7 @@ export function createProvisioner(keycloakUrl: string, secrets: BenchSecrets, db
     },
     passwordGrant: (u: BenchUser) => token(u.realm, passwordForm(u)),
     token,
-    /**
-     * A password grant as a DPoP client makes it, through the `/auth` of the gateway at
-     * `gatewayUrl` (the address Keycloak's proofs name: its `PUBLIC_URL`) with a proof of a new
-     * P-256 key: Keycloak binds the token to the key (`cnf.jkt`).
-     */
+    /** A password grant through the gateway's `/auth` with a proof of a new key: a bound token. */
     async dpopGrant(gatewayUrl: string, u: BenchUser) {
       const url = `${gatewayUrl}/auth/realms/${u.realm}`;
       const key = newProofKey();
@@ -114,11 +110,9 @@ export function createProvisioner(keycloakUrl: string, secrets: BenchSecrets, db
 }
 
 /**
- * What the rows need, in organization `org` (its access tokens living an hour): users for
- * Bearer, Basic, DPoP (a token bound to a key through the `/auth` of the gateway at
- * `gatewayUrl`) and Basic without cache (64, taken in turn), `tokens` distinct access tokens of the Bearer user by refresh grants,
- * 12 at a time (170 s at most), and `realms` organizations `bench-r001`... with a user and a
- * token each, 4 at a time (240 s at most).
+ * What the rows need in `org` (tokens living an hour): Bearer, Basic, DPoP and 64 no-cache
+ * users, `tokens` access tokens by refresh grants (170 s at most), `realms` organizations with
+ * a user and a token each (240 s at most).
  */
 export async function provision(
   p: Provisioner,

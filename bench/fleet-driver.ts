@@ -144,11 +144,7 @@ const ORGANIZATION = 'bench-fleet';
 /** The stale accounts' own organization, so that the front tells their grants apart. */
 const STALE_ORGANIZATION = 'bench-stale';
 
-/**
- * The gateway of the fleet scenario: the bench's settings and nothing else, so the login
- * throttle has its defaults (not the test suite's relaxed ones), Redis included; its Keycloak
- * is reached through a TCP front that records every request, to count the password grants.
- */
+/** The fleet's gateway: default throttle settings, its Keycloak behind a recording front. */
 export async function startFleetGateway(stack: StackInfo) {
   const front = await startKeycloakFront(stack.keycloakUrl);
   const gateway = await startGateway({ ...stack, keycloakUrl: front.url }, PORTS.gateway);
@@ -156,9 +152,8 @@ export async function startFleetGateway(stack: StackInfo) {
 }
 
 /**
- * Provisions the fleet's accounts, runs the fleet (fleet-driver.ts) and summarizes it. Each
- * right account logs in once directly at Keycloak first: that checks it, and the fleet does
- * not meet a Keycloak that has not yet hashed a password since it started.
+ * Provisions the accounts, runs the fleet and sums it up. Each right account logs in once at
+ * Keycloak first, so the fleet meets a Keycloak that has hashed a password since it started.
  */
 export async function measureFleet(input: {
   provisioner: Provisioner;

@@ -42,11 +42,7 @@ export function hostAddress(index: number): string {
   return `127.0.0.${20 + index}`;
 }
 
-/**
- * Every job of the fleet in start order: per wave, per host, its right jobs (every account,
- * `jobs` each) then, on the first `staleHosts` hosts, its stale job, which logs in by password
- * grant on even hosts and over Basic on odd ones.
- */
+/** Every job in start order: per wave and host, its right jobs, then its stale job (if any). */
 export function planFleet(options: FleetOptions): FleetJob[] {
   const jobs: FleetJob[] = [];
   for (let wave = 0; wave < options.waves; wave++) {

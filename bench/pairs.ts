@@ -23,12 +23,9 @@ const PAIRS = [
 export type PairOutcome = Awaited<ReturnType<typeof measurePairs>>[number];
 
 /**
- * Each pair with both rows under load at the same moment, one load generator each, the two
- * processes pinned together on the last CPU and everything else (`keepOff`: the upstream and
- * Keycloak, with the processes under them; the generators) on the other(s). The scheduler
- * gives both the same share of that CPU, so the ratio of their rates is the ratio of their
- * costs per request, whatever the rest of the machine does. One uncounted paired warm-up first: a process that
- * idled while other rows were measured is slower for its first seconds under load.
+ * Each pair under load at once, the two processes pinned together on the last CPU, the rest
+ * (`keepOff`, the generators) on the other(s) (README.md, "Paired rounds"); an uncounted
+ * paired warm-up first: a process that idled is slow for its first seconds.
  */
 export async function measurePairs(
   scenarios: Scenario[],
@@ -88,10 +85,8 @@ export type PairedRound = {
 };
 
 /**
- * Paired rounds (this file and ab.ts): both processes (`pids`) under load at once (`both`),
- * each round's first ÷ second by rate, and by CPU time (the second's CPU µs per 2xx answer,
- * /proc, all threads, ÷ the first's): the same ratio from cost itself, which holds even when a
- * generator, not its process, set a side's rate.
+ * Rounds of `both` (this file's pairs, ab.ts): each round's first ÷ second by rate, and by
+ * CPU time (the second's CPU µs per answer ÷ the first's: the ratio from cost itself).
  */
 export async function pairedRounds(
   pids: number[],

@@ -22,11 +22,7 @@ export interface PeerTarget {
   upstream: string;
 }
 
-/**
- * Apache: event MPM with its built-in defaults (processes and threads), keep-alive without a
- * request limit (the other servers keep a connection open as long as the client does), no
- * access log (neither the gateway's rows nor HAProxy write one per request).
- */
+/** Apache as README.md says: event MPM defaults, keep-alive without a limit, no access log. */
 export function apacheConfig(target: PeerTarget, key: { kid: string; file: string }): string {
   const modules = [
     'mpm_event',

@@ -110,11 +110,7 @@ async function rowsMode(context: BenchContext): Promise<ModeResult> {
   };
 }
 
-/**
- * For each row of `--profile-row` (Bearer by default; several, comma-separated, in turn): a
- * fresh gateway with that row's settings (auth off, metrics off, tracing...) under its load,
- * with `--cpu-prof`; V8 writes the profile when it exits.
- */
+/** Each `--profile-row` in turn: a fresh gateway of its settings under its load, `--cpu-prof`. */
 async function profile({ stack: info, started, note }: BenchContext, scenarios: Scenario[]) {
   for (const row of options.profileRows) {
     const driving = scenarios.find((s) => s.id === row);

@@ -1,10 +1,6 @@
 import { parseArgs } from 'node:util';
 
-/**
- * Ports from BENCH_PORT_BASE (default 28000): gateways at base + 0..130, the side-by-side rows
- * at +140..180, the upstream at +100, the limit proxy at +200, Keycloak at +80 and +1000. The
- * tests use 18000/18001/18080/19000.
- */
+/** Ports from BENCH_PORT_BASE (28000): gateways + 0..130, side by side + 140..185, and these. */
 const base = Number(process.env.BENCH_PORT_BASE ?? 28000);
 export const PORTS = {
   base,

@@ -37,17 +37,13 @@ type Server = { pid: number; port: number };
 
 /** A round: wrk's figures and the CPU time the server (all its processes) used meanwhile. */
 export type SideRound = WrkResult & { serverCpuSeconds: number };
+/** Medians of the rounds; CPU µs per answer and CPUs busy: README.md. */
 export interface SideRow {
   id: RowId;
   name: string;
   reqPerSec?: number;
   p99Ms?: number;
-  /**
-   * The server's CPU time per answer, µs: what a request costs it whatever else the shared
-   * machine runs (the upstream's share, the same for every row, is not in it).
-   */
   cpuMicrosPerRequest?: number;
-  /** CPUs the server kept busy (CPU seconds per second): ~1 per core when the server bounds. */
   cpusBusy?: number;
   rounds: SideRound[];
   unavailable?: string;
@@ -178,10 +174,7 @@ async function measureRows(
   return rows;
 }
 
-/**
- * The token with one character of its signature changed: every server that authenticates must
- * refuse it, or its numbers are not those of a server that verifies.
- */
+/** The token with one character of its signature changed: a server that verifies refuses it. */
 function forge(token: string): string {
   const at = token.lastIndexOf('.') + 10;
   return `${token.slice(0, at)}${token[at] === 'A' ? 'B' : 'A'}${token.slice(at + 1)}`;
@@ -228,11 +221,8 @@ function hasWrk(): boolean {
 }
 
 /**
- * Starts what the rows need besides the limit: the undici limit (servers.ts, + 185), realmgate
- * as it is run with WORKERS=1 and WORKERS=auto (gateways on base + 140 and + 150), Apache
- * (+160) and two HAProxy, one thread (+170, per core) and one per CPU (+180, whole machine),
- * their configurations and the realm's key (the one that signed `token`) in a temporary
- * directory. A server that did not start has none, and `missing` says why.
+ * Starts the rows' servers besides the limit (ports base + 140..185), their configurations and
+ * the key that signed `token` in a temporary directory; `missing`: why a server did not start.
  */
 export async function startSideServers(input: {
   stack: StackInfo;

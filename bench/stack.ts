@@ -54,11 +54,7 @@ async function onServer(...statements: string[]): Promise<void> {
   }
 }
 
-/**
- * `BENCH_DATABASE_URL` if set (the bench's own), else database `name` on `BENCH_POSTGRES_URL`
- * (default the local server), dropped and created anew: the bench neither sees nor disturbs
- * the tests'.
- */
+/** `BENCH_DATABASE_URL`, else database `name` made anew on `BENCH_POSTGRES_URL` (not the tests'). */
 export async function prepareDatabase(name = 'realmgate_bench'): Promise<string> {
   if (name === 'realmgate_bench' && process.env.BENCH_DATABASE_URL) {
     return process.env.BENCH_DATABASE_URL;
@@ -113,10 +109,8 @@ export function startGateway(stack: StackInfo, port: number, options: GatewayOpt
 }
 
 /**
- * realmgate as it is run, `node src/main.ts` in a process of its own with `gatewayEnv` plus
- * `extra` (e.g. `WORKERS`: the workers are forked by main.ts, so only a real process has them).
- * Ready once it logs that it listens (after every worker does); successful requests are logged
- * at debug, so `LOG_LEVEL=info` writes nothing per request.
+ * realmgate as it is run (`node src/main.ts`, which forks the `WORKERS`), ready once it logs
+ * that it listens; `LOG_LEVEL=info` writes nothing per 2xx.
  */
 export function startMainProcess(stack: StackInfo, port: number, extra: Record<string, string>) {
   const main = fileURLToPath(new URL('../src/main.ts', import.meta.url));
