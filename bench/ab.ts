@@ -15,11 +15,11 @@ import { automationPath } from './scenarios.ts';
 import { DATA_DIR, readArgs } from './settings.ts';
 import {
   dropDatabase,
-  gatewayEnv,
   loadAverage,
   newSecrets,
   prepareDatabase,
   startBenchKeycloak,
+  startGateway,
   type BenchSecrets,
 } from './stack.ts';
 import { summarize } from './stats.ts';
@@ -73,11 +73,28 @@ async function main(): Promise<void> {
   const databaseUrl = await prepareDatabase(DATABASE);
   await startChild('servers.ts', { env: { BENCH_PORT: UPSTREAM_PORT }, cpuList: feeders });
   const keycloak = route === 'bearer' ? await startKeycloak() : undefined;
+  // Without Keycloak (auth off on both sides), its address is the upstream's for the token
+  // route: it answers any request at once, so what is measured is the gateway's /auth proxy.
+  const fake = route === 'token' ? `${UPSTREAM}/auth` : 'http://127.0.0.1:9/auth';
+  const stack = {
+    secrets: keycloak?.secrets ?? newSecrets(),
+    keycloakUrl: keycloak?.kc.url ?? fake,
+    databaseUrl,
+  };
   const pids: number[] = [];
   for (const side of sides) {
-    const gateway = await startChild(path.join(side.tree, 'bench/gateway-process.ts'), {
-      env: { BENCH_GATEWAY: JSON.stringify(gatewaySpec(side, databaseUrl, keycloak)) },
+    const authOff = !keycloak || args['auth-off'].toUpperCase() === side.name;
+    const gateway = await startGateway(stack, side.port, {
+      tree: side.tree,
       cpuList: measured,
+      authOff: authOff ? ORG_ROLE : undefined,
+      extra: {
+        // A cache of its own per side (Redis key prefix), as two deployments would have.
+        REDIS_KEY_PREFIX: `${stack.secrets.redisKeyPrefix}${side.name}:`,
+        AUTOMATION_UPSTREAM_URL: UPSTREAM,
+        ...(keycloak ? {} : { REVOCATION_CHECK_SECONDS: 'off' }),
+        ...side.env,
+      },
     });
     pids.push(gateway.pid);
   }
@@ -116,46 +133,6 @@ async function main(): Promise<void> {
     `median B ÷ A: ${median.toFixed(3)} over ${rounds} rounds, spread ${min.toFixed(3)}-${max.toFixed(3)} ` +
       `(${(max - min).toFixed(3)}); by CPU time ${cpu.median.toFixed(3)} (${cpu.min.toFixed(3)}-${cpu.max.toFixed(3)}); ${loadAverage()}`,
   );
-}
-
-/** Each side's gateway settings: `bearer` takes the bench's (stack.ts), the others their own. */
-function gatewaySpec(
-  side: (typeof sides)[number],
-  databaseUrl: string,
-  keycloak: BenchKeycloak | undefined,
-) {
-  if (keycloak) {
-    const stack = { secrets: keycloak.secrets, keycloakUrl: keycloak.kc.url, databaseUrl };
-    // A cache of its own per side (Redis key prefix), as two deployments would have.
-    const prefix = `${keycloak.secrets.redisKeyPrefix}${side.name}:`;
-    const env = gatewayEnv(stack, side.port, {
-      REDIS_KEY_PREFIX: prefix,
-      AUTOMATION_UPSTREAM_URL: UPSTREAM,
-      ...side.env,
-    });
-    const authOff = args['auth-off'].toUpperCase() === side.name;
-    return { env, keycloakUrl: keycloak.kc.url, authOff: authOff ? ORG_ROLE : undefined };
-  }
-  const env = {
-    HOST: '127.0.0.1',
-    PORT: String(side.port),
-    ADMIN_PORT: String(side.port + 1),
-    LOG_LEVEL: 'silent',
-    // The token route's Keycloak is the trivial upstream: it answers any request at once, so
-    // what is measured is the gateway's /auth proxy, not Keycloak's password hashing.
-    KEYCLOAK_URL: route === 'token' ? `${UPSTREAM}/auth` : 'http://127.0.0.1:9/auth',
-    KEYCLOAK_ADMIN_PASSWORD: 'ab-admin-password-0123456789',
-    KEYCLOAK_CLIENT_SECRET: 'ab-client-secret-0123456789',
-    DATABASE_URL: databaseUrl,
-    AUTOMATION_UPSTREAM_URL: UPSTREAM,
-    REVOCATION_CHECK_SECONDS: 'off',
-    ...side.env,
-  };
-  return {
-    env,
-    keycloakUrl: env.KEYCLOAK_URL,
-    authOff: ORG_ROLE,
-  };
 }
 
 type BenchKeycloak = { kc: LocalKeycloak; secrets: BenchSecrets };

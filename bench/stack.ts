@@ -72,6 +72,9 @@ export type StackInfo = { secrets: BenchSecrets; keycloakUrl: string; databaseUr
 type GatewayOptions = Pick<GatewaySpec, 'authOff'> & {
   extra?: Record<string, string>;
   nodeArgs?: string[];
+  cpuList?: string;
+  /** Another source tree (ab.ts): its own `bench/gateway-process.ts` and src. */
+  tree?: string;
 };
 
 /** The bench's settings of a gateway on `port` (src/config) plus `extra`. */
@@ -105,7 +108,10 @@ export function startGateway(stack: StackInfo, port: number, options: GatewayOpt
   const env = gatewayEnv(stack, port, options.extra);
   const spec: GatewaySpec = { env, keycloakUrl: stack.keycloakUrl, authOff: options.authOff };
   const bench = { BENCH_GATEWAY: JSON.stringify(spec) };
-  return startChild('gateway-process.ts', { ...options, env: bench });
+  const module = options.tree
+    ? path.join(options.tree, 'bench/gateway-process.ts')
+    : 'gateway-process.ts';
+  return startChild(module, { ...options, env: bench });
 }
 
 /**
