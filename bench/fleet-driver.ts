@@ -126,8 +126,7 @@ async function call(input: {
     const { status, headers, json } = await requestFrom(host, url, { ...options, signal });
     const retryAfter = headers['retry-after'];
     // OAuth's `error`, else the platform envelope's `result`.
-    const error = [json.error, json.result].find((v) => typeof v === 'string') as
-      string | undefined;
+    const error = [json.error, json.result].find((v): v is string => typeof v === 'string');
     return {
       status,
       ms: ms(),
