@@ -1,15 +1,9 @@
 import type { JobOutcome } from './fleet-driver.ts';
 import { percentile } from './stats.ts';
 
-/**
- * What the fleet scenario reports (issue 28): right logins refused (target 0) by host and
- * wave, what the stale jobs were answered, Keycloak's password grants per job (counted at the
- * front before Keycloak), and the p50/p99 of the right logins and API calls that were served.
- */
+/** What the fleet reports (README.md); `grants`: token POSTs Keycloak's front saw, per organization. */
 export interface FleetGrants {
-  /** Token-endpoint POSTs that reached Keycloak for the right accounts' organization. */
   right: number;
-  /** The same for the stale accounts' organization. */
   stale: number;
 }
 export type FleetSummary = ReturnType<typeof summarizeFleet>;

@@ -7,12 +7,7 @@ import { writeReport } from './report.ts';
 import { DATA_DIR, PORTS, type BenchOptions } from './settings.ts';
 import * as stack from './stack.ts';
 
-/**
- * The one harness every mode of `npm run bench` runs in: it starts Keycloak (fresh state) and
- * the database, gives the mode a log and notes, stops everything the mode started at the end,
- * on error and on Ctrl-C, notes the machine's load and whether src/ changed meanwhile, writes
- * the report (bench/results/<start>.json) and prints the mode's Markdown tables and the notes.
- */
+/** The harness every mode of `npm run bench` runs in (README.md, "What runs, and how"). */
 export interface BenchContext {
   options: BenchOptions;
   stack: stack.StackInfo;

@@ -7,10 +7,8 @@ import { runToCompletion } from './processes.ts';
 import { percentile } from './stats.ts';
 
 /**
- * The load generator: one autocannon run in a process of its own (never a gateway's). Run as a
- * program, this module reads a LoadSpec (one line on stdin), prepares (signs the round's DPoP
- * proofs), prints `{"prepared":true}`, starts when its stdin ends and prints a LoadResult;
- * `runLoad` starts one, `runTogether` several that start their load at the same moment.
+ * The load generator: autocannon in a process of its own. As a program: a LoadSpec line on
+ * stdin, prepare (sign DPoP proofs), `{"prepared":true}`, start when stdin ends, a LoadResult.
  */
 export type LoadRequest = {
   path: string;

@@ -9,8 +9,12 @@ import { measurePairs } from './pairs.ts';
 import { peakRssMiB } from './processes.ts';
 import { formatReport, judgeTargets, rowsOf } from './report.ts';
 import { buildScenarios, loadOf, measureScenarios, startRows, type Scenario } from './scenarios.ts';
-import { measureSideBySide, type SideBySide } from './side-by-side.ts';
-import { formatSideBySide, judgeSideTargets } from './side-by-side-report.ts';
+import {
+  formatSideBySide,
+  judgeSideTargets,
+  measureSideBySide,
+  type SideBySide,
+} from './side-by-side.ts';
 import { DATA_DIR, origin, parseOptions, PORTS } from './settings.ts';
 import * as stack from './stack.ts';
 

@@ -3,11 +3,7 @@ import { promisify } from 'node:util';
 
 const run = promisify(execFile);
 
-/**
- * The load generator of the side-by-side rows: `wrk` (C, one event loop per thread), as the
- * issue's own figures were taken, so that a server faster than Node (HAProxy) is not capped by
- * a generator written in Node. One run per measurement, on `cpuList` if given.
- */
+/** The side-by-side rows' generator: wrk (C), so a server faster than Node is not capped by it. */
 export interface WrkSpec {
   url: string;
   authorization: string;
