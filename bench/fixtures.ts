@@ -41,15 +41,10 @@ export function createProvisioner(keycloakUrl: string, secrets: BenchSecrets, db
     form: Record<string, string>,
     via = { url: `${keycloakUrl}/realms/${encodeURIComponent(realm)}`, headers: {} },
   ) => {
-    const url = `${via.url}/protocol/openid-connect/token`;
     const body = new URLSearchParams({ client_id: apiClientIdOf(realm), ...form });
-    const { headers } = via;
-    const res = await fetch(url, {
-      method: 'POST',
-      headers,
-      body,
-      signal: AbortSignal.timeout(30_000),
-    });
+    const signal = AbortSignal.timeout(30_000);
+    const init = { method: 'POST', headers: via.headers, body, signal };
+    const res = await fetch(`${via.url}/protocol/openid-connect/token`, init);
     const json = (await res.json()) as Record<string, string>;
     if (res.status !== 200 || !json.access_token) {
       throw new Error(`token request on ${realm} failed: ${res.status} ${json.error ?? ''}`);
@@ -69,14 +64,10 @@ export function createProvisioner(keycloakUrl: string, secrets: BenchSecrets, db
   return {
     /** Organization realm with workspace `ws1` (roles and database rows). */
     async organization(id: string): Promise<void> {
-      const name = `Bench ${id}`;
-      const client = await adminClient();
-      const gatewayClientSecret = secrets.gatewayClientSecret;
-      await ensureOrganizationRealm(client, {
-        organizationId: id,
-        organizationName: name,
-        gatewayClientSecret,
-      });
+      const [name, client] = [`Bench ${id}`, await adminClient()];
+      const { gatewayClientSecret } = secrets;
+      const realm = { organizationId: id, organizationName: name, gatewayClientSecret };
+      await ensureOrganizationRealm(client, realm);
       await ensureWorkspaceRoles(client, id, WORKSPACE);
       await createOrganizationsRepo(db).insertIfAbsent({ id, name });
       await createWorkspacesRepo(db).insertIfAbsent({ organizationId: id, id: WORKSPACE, name });
