@@ -4,13 +4,20 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { apiClientIdOf } from '../src/tenancy/identifiers.ts';
 import { requestFrom } from '../test/helpers/from-address.ts';
-import { startKeycloakFront, type KeycloakFront } from '../test/helpers/keycloak-front.ts';
-import type { Provisioner } from './fixtures.ts';
-import { hostAddress, planFleet, type FleetJob, type FleetOptions } from './fleet-plan.ts';
+import { startKeycloakFront } from '../test/helpers/keycloak-front.ts';
+import { createProvisioner } from './fixtures.ts';
+import {
+  FLEET_DEFAULTS,
+  hostAddress,
+  planFleet,
+  type FleetJob,
+  type FleetOptions,
+} from './fleet-plan.ts';
+import type { BenchContext, ModeResult } from './harness.ts';
 import { formatFleet, summarizeFleet } from './fleet-report.ts';
 import { automationPath } from './scenarios.ts';
 import { origin, PORTS } from './settings.ts';
-import { startGateway, type StackInfo } from './stack.ts';
+import { loadAverage, startGateway, startServers } from './stack.ts';
 
 /**
  * The fleet scenario (README.md): its gateway, its accounts, and its jobs run against the
@@ -143,68 +150,59 @@ const ORGANIZATION = 'bench-fleet';
 /** The stale accounts' own organization, so that the front tells their grants apart. */
 const STALE_ORGANIZATION = 'bench-stale';
 
-/** The fleet's gateway: default throttle settings, its Keycloak behind a recording front. */
-export async function startFleetGateway(stack: StackInfo) {
-  const front = await startKeycloakFront(stack.keycloakUrl);
-  const gateway = await startGateway({ ...stack, keycloakUrl: front.url }, PORTS.gateway);
-  return { front, gateway };
-}
-
 /**
- * Provisions the accounts, runs the fleet and sums it up. Each right account logs in once at
- * Keycloak first, so the fleet meets a Keycloak that has hashed a password since it started.
+ * `npm run bench -- --fleet` (run.ts): the upstream, one gateway with default settings whose
+ * Keycloak is behind a front that records every request (to count the password grants), the
+ * accounts, the fleet, its sums. Each right account logs in once at Keycloak first, so the
+ * fleet meets a Keycloak that has hashed a password since it started.
  */
-export async function measureFleet(input: {
-  provisioner: Provisioner;
-  front: KeycloakFront;
-  options: FleetOptions;
-  log: (text: string) => void;
-}) {
-  const { provisioner: p, options, log } = input;
-  await p.organization(ORGANIZATION);
-  await p.organization(STALE_ORGANIZATION);
-  const accounts = [];
-  for (let i = 1; i <= options.accounts; i++) {
-    accounts.push(await p.user(ORGANIZATION, `fleet-user-${i}`));
+export async function fleetMode(context: BenchContext): Promise<ModeResult> {
+  const { stack: info, log, note, openDatabase } = context;
+  const options = FLEET_DEFAULTS;
+  log('starting the upstream and the fleet gateway (default settings; it migrates the database)');
+  const front = await startKeycloakFront(info.keycloakUrl);
+  try {
+    await Promise.all([
+      startServers(),
+      startGateway({ ...info, keycloakUrl: front.url }, PORTS.gateway),
+    ]);
+    const p = createProvisioner(info.keycloakUrl, info.secrets, await openDatabase());
+    note(`before the fleet: ${loadAverage()}`);
+    await p.organization(ORGANIZATION);
+    await p.organization(STALE_ORGANIZATION);
+    const accounts = [];
+    for (let i = 1; i <= options.accounts; i++) {
+      accounts.push(await p.user(ORGANIZATION, `fleet-user-${i}`));
+    }
+    const staleAccounts = [];
+    for (let i = 1; i <= options.staleHosts; i++) {
+      const user = await p.user(STALE_ORGANIZATION, `stale-user-${i}`);
+      // The password the job still holds: the account's was changed since.
+      staleAccounts.push({ ...user, password: randomBytes(12).toString('base64url') });
+    }
+    await Promise.all(accounts.map((account) => p.passwordGrant(account)));
+    const jobs = planFleet(options);
+    const hosts = Array.from({ length: options.hosts }, (_, i) => hostAddress(i));
+    log(`fleet: ${jobs.length} jobs, hosts ${hosts[0]}..${hosts.at(-1)}`);
+    front.seen.length = 0;
+    const outcomes = await driveFleet({
+      gateway: origin(PORTS.gateway),
+      organization: ORGANIZATION,
+      staleOrganization: STALE_ORGANIZATION,
+      options,
+      jobs,
+      accounts,
+      staleAccounts,
+    });
+    const grantsOf = (realm: string) =>
+      front.seen.filter((r) => r.method === 'POST' && r.target.endsWith(`/realms/${realm}${TOKEN}`))
+        .length;
+    const grants = { right: grantsOf(ORGANIZATION), stale: grantsOf(STALE_ORGANIZATION) };
+    const summary = summarizeFleet(outcomes, grants);
+    const markdown = formatFleet(summary, hosts, hosts.slice(0, options.staleHosts), options.waves);
+    return { tables: [markdown], report: { fleet: { options, summary, outcomes } } };
+  } finally {
+    await front.close();
   }
-  const staleAccounts = [];
-  for (let i = 1; i <= options.staleHosts; i++) {
-    const user = await p.user(STALE_ORGANIZATION, `stale-user-${i}`);
-    // The password the job still holds: the account's was changed since.
-    staleAccounts.push({ ...user, password: randomBytes(12).toString('base64url') });
-  }
-  await Promise.all(accounts.map((account) => p.passwordGrant(account)));
-
-  const jobs = planFleet(options);
-  const hosts = Array.from({ length: options.hosts }, (_, i) => hostAddress(i));
-  log(
-    `fleet: ${jobs.length} jobs in ${options.waves} waves ${options.waveGapSeconds} s apart, ` +
-      `hosts ${hosts[0]}..${hosts.at(-1)}, at most ${options.deadlineSeconds} s`,
-  );
-  input.front.seen.length = 0;
-  const outcomes = await driveFleet({
-    gateway: origin(PORTS.gateway),
-    organization: ORGANIZATION,
-    staleOrganization: STALE_ORGANIZATION,
-    options,
-    jobs,
-    accounts,
-    staleAccounts,
-  });
-  const grantsOf = (realm: string) =>
-    input.front.seen.filter(
-      (r) =>
-        r.method === 'POST' && r.target.endsWith(`/realms/${realm}/protocol/openid-connect/token`),
-    ).length;
-  const summary = summarizeFleet(outcomes, {
-    right: grantsOf(ORGANIZATION),
-    stale: grantsOf(STALE_ORGANIZATION),
-  });
-  const staleHosts = hosts.slice(0, options.staleHosts);
-  return {
-    options,
-    summary,
-    markdown: formatFleet(summary, hosts, staleHosts, options.waves),
-    outcomes,
-  };
 }
+const TOKEN = '/protocol/openid-connect/token';

@@ -1,8 +1,7 @@
 import { readdir } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import { createProvisioner, provision, WORKSPACE } from './fixtures.ts';
-import { FLEET_DEFAULTS } from './fleet-plan.ts';
-import { measureFleet, startFleetGateway } from './fleet-driver.ts';
+import { fleetMode } from './fleet-driver.ts';
 import { runBench, type BenchContext, type ModeResult } from './harness.ts';
 import { runLoad } from './load.ts';
 import { measurePairs } from './pairs.ts';
@@ -139,24 +138,5 @@ async function profile({ stack: info, started, note }: BenchContext, scenarios: 
     note(
       `CPU profile ${dir}/${file} (${reqPerSec.toFixed(0)} req/s; ready at ${readyAt} µs on its clock)`,
     );
-  }
-}
-
-/**
- * The fleet scenario (fleet-driver.ts): the upstream and one gateway with default settings, its
- * Keycloak behind a recording front; many jobs from a few source addresses.
- */
-async function fleetMode(context: BenchContext): Promise<ModeResult> {
-  const { stack: info, log, note, openDatabase } = context;
-  log('starting the upstream and the fleet gateway (default settings; it migrates the database)');
-  const [, { front }] = await Promise.all([stack.startServers(), startFleetGateway(info)]);
-  try {
-    const provisioner = createProvisioner(info.keycloakUrl, info.secrets, await openDatabase());
-    note(`before the fleet: ${stack.loadAverage()}`);
-    const fleet = await measureFleet({ provisioner, front, options: FLEET_DEFAULTS, log });
-    const { outcomes, markdown, ...summary } = fleet;
-    return { tables: [markdown], report: { fleet: { ...summary, outcomes } } };
-  } finally {
-    await front.close();
   }
 }
