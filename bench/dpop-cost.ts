@@ -17,15 +17,10 @@ import { readArgs } from './settings.ts';
 import { median } from './stats.ts';
 
 /**
- * The CPU the DPoP work costs (README.md), µs of this process's CPU per item over proofs signed
- * before the timing, each checked once, in alternating rounds. Pin it, on a quiet machine:
- *
- *     taskset -c 1 node bench/dpop-cost.ts [--count 4000] [--rounds 7] [--no-redis]
- *
- * The proof check function alone beside the P-256 verify it cannot avoid (its cheapest form:
- * one cached key object, the signature in DER; target: check ≤ 1.2 × verify), and one `/api`
- * request's authentication, Bearer against DPoP, 32 at a time, the replay store in Redis
- * (`REDIS_URL`, keys under `realmgate-bench-auth:`) unless `--no-redis`.
+ * `taskset -c 1 node bench/dpop-cost.ts [--count 4000] [--rounds 7] [--no-redis]`: the CPU the
+ * DPoP work costs (README.md), µs per item over proofs signed beforehand, rounds alternating:
+ * the proof check beside its cheapest P-256 verify (target ≤ 1.2 ×), and one request's
+ * authentication, Bearer against DPoP (replay store in Redis unless `--no-redis`).
  */
 const args = readArgs(process.argv.slice(2), { count: 4000, rounds: 7, 'no-redis': false });
 
@@ -82,12 +77,8 @@ const spec = {
 };
 
 // check: the proof check function alone, and the signature check alone.
-const check = createProofChecker({
-  algorithms: ASYMMETRIC_ALGORITHMS,
-  maxAgeSeconds: 300,
-  aheadSeconds: 5,
-  maxCachedKeys: 100,
-});
+const checking = { maxAgeSeconds: 300, aheadSeconds: 5, maxCachedKeys: 100 };
+const check = createProofChecker({ algorithms: ASYMMETRIC_ALGORITHMS, ...checking });
 const checked = {
   method: 'GET',
   htu: htuBaseOf(PUBLIC_URL) + PATH,
@@ -121,12 +112,7 @@ const deps: AuthenticateDeps = {
     metrics: { cacheLookup: () => undefined },
   }),
   dpop: createDpopScheme({
-    check: createProofChecker({
-      algorithms: ['ES256'],
-      maxAgeSeconds: 60,
-      aheadSeconds: 5,
-      maxCachedKeys: 100,
-    }),
+    check: createProofChecker({ ...checking, algorithms: ['ES256'], maxAgeSeconds: 60 }),
     replay: createProofReplayStore({ cache }),
     htuBase: PUBLIC_URL,
     algorithms: ['ES256'],
