@@ -29,6 +29,7 @@ export function summarizeFleet(outcomes: JobOutcome[], grants: FleetGrants) {
   const refused = logins.filter((l) => !ok(l.status));
   const staleTries = stale.flatMap((o) => o.logins);
   const api = right.flatMap((o) => o.api);
+  const apiFailed = api.filter((a) => !ok(a.status));
   const label = (a: { status: number; error?: string }) =>
     a.status === 0 ? 'no answer' : `${a.status}${a.error ? ` ${a.error}` : ''}`;
   return {
@@ -49,11 +50,8 @@ export function summarizeFleet(outcomes: JobOutcome[], grants: FleetGrants) {
     staleAttempts: { total: staleTries.length, answeredBy: countBy(staleTries, label) },
     api: {
       total: api.length,
-      failed: api.filter((a) => !ok(a.status)).length,
-      failedBy: countBy(
-        api.filter((a) => !ok(a.status)),
-        label,
-      ),
+      failed: apiFailed.length,
+      failedBy: countBy(apiFailed, label),
       ...times(api),
     },
     keycloakGrants: {
