@@ -1,9 +1,4 @@
-/**
- * The fleet scenario's jobs (issue 28): automation jobs of many accounts on a few hosts, the
- * jobs of one host starting together in waves, as a CI runner starts a pipeline's jobs. Each
- * right job logs in (a password grant through `/auth`, or its first Basic call) and then calls
- * the API; on the first `staleHosts` hosts one more job per wave loops on an old password.
- */
+/** The fleet scenario's jobs (issue 28; README.md, "The fleet scenario"). */
 /** The fleet as it runs (README.md, "The fleet scenario"); the unit tests plan smaller ones. */
 export const FLEET_DEFAULTS = {
   /** Source addresses 127.0.0.20, .21, ...: the gateway sees each as another client. */
