@@ -1,5 +1,4 @@
 import { readdir } from 'node:fs/promises';
-import { cpus } from 'node:os';
 import { createProvisioner, provision, WORKSPACE } from './fixtures.ts';
 import { fleetMode } from './fleet-driver.ts';
 import { runBench, type BenchContext, type ModeResult } from './harness.ts';
@@ -53,17 +52,7 @@ async function rowsMode(context: BenchContext): Promise<ModeResult> {
   let pairs: Awaited<ReturnType<typeof measurePairs>> = [];
   if (!options.peersOnly) {
     log('starting one gateway per row');
-    const authOff = { organization: 'bench', workspace: WORKSPACE };
-    await startRows(
-      scenarios,
-      { limit, bearer: main },
-      (s) =>
-        stack.startGateway(info, s.port, {
-          extra: s.extra,
-          authOff: s.authOff ? authOff : undefined,
-        }),
-      log,
-    );
+    await startRows(scenarios, { limit, bearer: main }, (s) => rowGateway(info, s, s.port), log);
 
     note(`before measuring: ${stack.loadAverage()}`);
     log(
@@ -104,13 +93,18 @@ async function rowsMode(context: BenchContext): Promise<ModeResult> {
       ...(sideBySide ? [formatSideBySide(sideBySide)] : []),
     ],
     report: {
-      machine: { cpus: cpus().length, node: process.version },
       rows,
       pairs,
       targets,
       sideBySide: sideBySide && { ...sideBySide, targets: judgeSideTargets(sideBySide) },
     },
   };
+}
+
+/** A gateway with a row's settings on `port`. */
+function rowGateway(info: stack.StackInfo, s: Scenario, port: number, nodeArgs?: string[]) {
+  const authOff = s.authOff ? { organization: 'bench', workspace: WORKSPACE } : undefined;
+  return stack.startGateway(info, port, { extra: s.extra, authOff, nodeArgs });
 }
 
 /** Each `--profile-row` in turn: a fresh gateway of its settings under its load, `--cpu-prof`. */
@@ -122,15 +116,10 @@ async function profile({ stack: info, started, note }: BenchContext, scenarios: 
     // a loader thread), named CPU.<date>.<pid>.<thread>.<seq>; the main thread is thread 0.
     const dir = `${DATA_DIR}/profiles/${row}-${new Date(started).toISOString()}`;
     const nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${dir}`];
-    const authOff = driving.authOff ? { organization: 'bench', workspace: WORKSPACE } : undefined;
-    const how = { nodeArgs, extra: driving.extra, authOff };
-    const profiled = await stack.startGateway(info, PORTS.profiled, how);
+    const profiled = await rowGateway(info, driving, PORTS.profiled, nodeArgs);
     const load = loadOf({ ...driving, port: PORTS.profiled }, options);
-    await runLoad({
-      ...load,
-      durationSeconds: options.warmupSeconds,
-      amount: driving.warmupAmount,
-    });
+    const warmup = { durationSeconds: options.warmupSeconds, amount: driving.warmupAmount };
+    await runLoad({ ...load, ...warmup });
     const { reqPerSec } = await runLoad(load);
     await profiled.stop(30_000);
     const file = (await readdir(dir)).find((name) => name.includes(`.${profiled.pid}.0.`));
