@@ -131,9 +131,9 @@ function unboundPrincipal(
 }
 
 /**
- * A DPoP token's principal: verified as any token, then its proof (never cached) checked
- * against the token's SHA-256 (the proof's `ath`). A refusal of the token itself is answered
- * with the DPoP challenge, as `invalid_token`.
+ * A DPoP token's principal: verified as any token, then its proof (never cached) checked; the
+ * token's SHA-256 is computed once, for both (the verified tokens' key, the proof's `ath`). A
+ * refusal of the token itself is answered with the DPoP challenge, as `invalid_token`.
  */
 async function dpopPrincipal(
   req: IncomingMessage,
@@ -143,8 +143,9 @@ async function dpopPrincipal(
   deps: AuthenticateDeps,
 ): Promise<Principal> {
   try {
-    const principal = await deps.bearer.verify(realm, token);
-    await deps.dpop.prove(req, path, token, principal, tokenHashOf(token));
+    const tokenHash = tokenHashOf(token);
+    const principal = await deps.bearer.verify(realm, token, tokenHash);
+    await deps.dpop.prove(req, path, token, principal, tokenHash);
     return await activePrincipal(token, principal, deps);
   } catch (err) {
     if (!(err instanceof AuthFailure) || err.scheme === 'dpop') throw err;

@@ -26,9 +26,10 @@ export interface BearerVerifier {
   /**
    * Verifies an access token for `realm`: its principal at once when the token was verified
    * before and its key is still published, else a promise. Throws (or rejects with)
-   * AuthFailure, or AppError when Keycloak is unreachable.
+   * AuthFailure, or AppError when Keycloak is unreachable. `tokenHash`: the token's SHA-256
+   * (base64url), when the caller has it (the DPoP scheme: a proof's `ath` is the same hash).
    */
-  verify(realm: string, token: string): Answer<Principal>;
+  verify(realm: string, token: string, tokenHash?: string): Answer<Principal>;
 }
 
 /** A verified token as remembered: whom it names, and the key that signed it. */
@@ -38,13 +39,11 @@ interface Verified {
 }
 
 /**
- * Verifies access tokens locally against the realm's JWKS. A verified token is remembered in
- * this process's memory, keyed by the token itself, until it expires, so a repeated token
- * costs one lookup and one of its `kid` in the realm's current key set instead of a signature
+ * Verifies access tokens locally against the realm's JWKS. A verified token is remembered,
+ * keyed by its SHA-256 (never the token itself), until it expires, so a repeated token costs
+ * one hash and one lookup of its `kid` in the realm's current key set instead of a signature
  * check, and no promise; once the set no longer has that key (removed in Keycloak), the token
- * is verified again, and refused. The key is the token, not its SHA-256: the map never leaves
- * the process (the request held the token in the same memory), and a hash per request cost 3%
- * of a Bearer request's CPU. The exact string is the key, so only that very token finds it.
+ * is verified again, and refused.
  */
 export function createBearerVerifier(options: {
   jwks: JwksRegistry;
@@ -60,15 +59,16 @@ export function createBearerVerifier(options: {
   const stillSigned = (known: Verified) => options.jwks.publishes(known.principal.realm, known.kid);
 
   return {
-    verify(realm, token) {
-      const known = verified.get(token);
+    verify(realm, token, tokenHash) {
+      const key = tokenHash ?? tokenHashOf(token);
+      const known = verified.get(key);
       options.metrics.cacheLookup('verified_token', known !== undefined);
       if (known) {
         if (known.principal.realm !== realm)
           throw new AuthFailure('bearer', 'wrong_realm', 'Token was not issued for this realm.');
         if (stillSigned(known)) return known.principal;
         // Its key left the set held now (or the realm's set was dropped): verify it again.
-        verified.delete(token);
+        verified.delete(key);
       }
       // Only verified tokens are remembered, so a token found above is well-formed.
       if (token.length > MAX_TOKEN_LENGTH || !TOKEN68.test(token)) {
@@ -87,7 +87,7 @@ export function createBearerVerifier(options: {
       return verifySignatureAndClaims(token, realm).then(({ claims, kid }) => {
         // The same principal object as before a re-verification: its re-check state stays.
         const principal = known?.principal ?? principalFromClaims(realm, claims, 'bearer');
-        verified.set(token, { principal, kid }, principal.expiresAt * 1000);
+        verified.set(key, { principal, kid }, principal.expiresAt * 1000);
         return principal;
       });
     },
@@ -121,7 +121,7 @@ export function createBearerVerifier(options: {
   }
 }
 
-/** The SHA-256 of an access token, base64url: a DPoP proof's `ath`. */
+/** The SHA-256 of an access token, base64url: the verified tokens' key, and a DPoP proof's `ath`. */
 export function tokenHashOf(token: string): string {
   return hash('sha256', token, 'base64url');
 }
