@@ -19,11 +19,7 @@ import { automationPath } from './scenarios.ts';
 import { origin, PORTS } from './settings.ts';
 import { loadAverage, startGateway, startServers } from './stack.ts';
 
-/**
- * The fleet scenario (README.md): its gateway, its accounts, and its jobs run against the
- * gateway, each on a kept-alive connection of its own bound to its host's address, the
- * answers (status, time) of every job kept.
- */
+/** The fleet scenario (README.md): its gateway, its accounts, and its jobs run against it. */
 export interface FleetSpec {
   gateway: string;
   organization: string;

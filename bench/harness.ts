@@ -16,7 +16,7 @@ export interface BenchContext {
   log: (text: string) => void;
   /** Logged, and kept in the report and under its tables. */
   note: (text: string) => void;
-  /** The platform database, once a gateway has migrated it; closed by the harness. */
+  /** The platform database (once a gateway migrated it). */
   openDatabase: () => Promise<Knex>;
 }
 /** What a mode measured: its Markdown tables, and what goes into the report file. */

@@ -7,14 +7,13 @@ export interface Scenario {
   id: string;
   name: string;
   requests: LoadRequest[];
-  /** The settings of this row's gateway, auth off (constant-bearer). */
+  /** The settings of this row's gateway; auth off: constant-bearer.ts. */
   extra?: Record<string, string>;
   authOff?: boolean;
-  /** Warm up with this many requests (one pass over every token) instead of by time. */
+  /** Warm up with this many requests (a pass over every token or user), not for a time. */
   warmupAmount?: number;
-  /** Every request reaches Keycloak: measured after the others, as Keycloak stays busy after. */
+  /** Every request reaches Keycloak: measured last, as Keycloak stays busy after. */
   keycloakBound?: boolean;
-  /** Why the row has no numbers. */
   unavailable?: string;
   port: number;
   pid?: number;

@@ -55,14 +55,14 @@ export function parseOptions(argv: string[]) {
     'peers-only': false,
     fleet: false,
   });
+  const { rounds, connections, tokens, realms, fleet } = values;
   return {
-    rounds: values.rounds,
+    rounds,
     roundSeconds: values['round-seconds'],
     warmupSeconds: values['warmup-seconds'],
-    connections: values.connections,
-    /** Fewer when Keycloak is slow: tokens take 170 s at most, realms 240 s. */
-    tokens: values.tokens,
-    realms: values.realms,
+    connections,
+    tokens,
+    realms,
     profile: !values['no-profile'] && !values['peers-only'],
     /** Only these rows (ids, comma-separated) beside the limit and Bearer; default all. */
     rows: values.rows ? values.rows.split(',').filter(Boolean) : undefined,
@@ -71,7 +71,7 @@ export function parseOptions(argv: string[]) {
     /** The side-by-side rows (side-by-side.ts) after the others; alone with `--peers-only`. */
     peers: values.peers || values['peers-only'],
     peersOnly: values['peers-only'],
-    /** The fleet scenario (fleet-driver.ts, its size in fleet-plan.ts) alone, instead of the rows. */
-    fleet: values.fleet,
+    /** The fleet scenario (fleet-driver.ts) alone, instead of the rows. */
+    fleet,
   };
 }

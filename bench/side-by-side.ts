@@ -63,10 +63,10 @@ export const GATEWAY_OF: Record<Mode, RowId> = {
 interface Input {
   stack: StackInfo;
   organization: string;
-  /** The limit proxy's process, and those that feed every row (the upstream, Keycloak). */
   limitPid: number;
+  /** Those that feed every row (the upstream, Keycloak). */
   feederPids: number[];
-  /** A new access token of a user holding the workspace role (tokens live 5 minutes). */
+  /** A new access token of a user holding the workspace role. */
   newToken: () => Promise<string>;
   options: BenchOptions;
   log: (text: string) => void;
