@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -73,9 +72,6 @@ interface Input {
 }
 
 export async function measureSideBySide(input: Input) {
-  if (!hasWrk()) {
-    return { modes: [] as ModeResult[], notes: ['side-by-side rows: wrk is not installed'] };
-  }
   const notes: string[] = [];
   const token = freshTokens(input.newToken);
   input.log('side by side: starting realmgate (WORKERS=1, WORKERS=auto), Apache and HAProxy');
@@ -146,8 +142,10 @@ async function measureRows(
       const res = await fetch(url(port), { headers, signal: AbortSignal.timeout(10_000) });
       if (res.status !== 401) row.unavailable = `answered ${res.status} to a forged token`;
     }
-    const warm = await wrk(port, options.warmupSeconds);
-    if (warm.ok === 0) row.unavailable ??= `no 2xx answer in the warm-up (${warm.bad} failed)`;
+    // wrk not installed: every row says so (spawn wrk ENOENT).
+    const warm = await wrk(port, options.warmupSeconds).catch((err: Error) => err);
+    if (warm instanceof Error) row.unavailable ??= `no warm-up: ${warm.message}`;
+    else if (warm.ok === 0) row.unavailable ??= `no 2xx answer in the warm-up (${warm.bad} failed)`;
     if (row.unavailable) log(`  ${row.name}: ${row.unavailable}`);
   }
   for (let round = 1; round <= options.rounds; round++) {
@@ -207,16 +205,6 @@ async function pinAll(
     ...feederPids.map((pid) => pinTree(pid, feederCpus)),
   ];
   return (await Promise.all(pinning)).every(Boolean);
-}
-
-function hasWrk(): boolean {
-  try {
-    execFileSync('wrk', ['--version'], { stdio: 'ignore' });
-    return true;
-  } catch (err) {
-    // wrk --version prints its version and exits with 1.
-    return (err as { status?: number }).status === 1;
-  }
 }
 
 /**
@@ -319,7 +307,6 @@ function describe(ratio: NonNullable<ReturnType<typeof ratioOf>>): string {
 }
 
 export function formatSideBySide(result: SideBySide): string {
-  if (result.modes.length === 0) return result.notes.join('\n');
   const num = (v: number | undefined, digits: number) => v?.toFixed(digits) ?? '';
   const cell = (mode: Mode, id: RowId) => {
     const row = result.modes.find((m) => m.mode === mode)?.rows.find((r) => r.id === id);
