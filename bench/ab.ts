@@ -26,10 +26,8 @@ import { summarize } from './stats.ts';
 
 /**
  * `node bench/ab.ts [--route forwarded|bearer|token] [--a <tree>] [--b <tree>] [--a-env K=V,...]
- * [--b-env K=V,...] [--auth-off a|b] [--rounds N] [--round-seconds S]`: is B slower than A? Two gateways loaded
- * at once, pinned together on one CPU; each round's B ÷ A, their median and spread. The routes
- * and how to read them: README.md. A tree needs its own `bench/gateway-process.ts` and
- * `node_modules` (a symlink will do).
+ * [--b-env ...] [--auth-off a|b] [--rounds N] [--round-seconds S]`: is B slower than A? How to
+ * run and read it: README.md. A tree needs its own `bench/` and `node_modules` (a symlink).
  */
 const run = promisify(execFile);
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -47,10 +45,7 @@ const args = readArgs(process.argv.slice(2), {
 /** `K=V,K=V` as settings. */
 const envOf = (spec: string) =>
   Object.fromEntries(
-    spec
-      .split(',')
-      .filter(Boolean)
-      .map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]),
+    spec.split(',').flatMap((e) => (e ? [e.split(/=(.*)/s, 2) as [string, string]] : [])),
   );
 const sides = [
   { name: 'A', tree: args.a, env: envOf(args['a-env']), port: 28500 },
