@@ -64,35 +64,25 @@ async function runJob(spec: FleetSpec, job: FleetJob, deadline: AbortSignal): Pr
   const send = (method: string, target: string, headers: Record<string, string>, body?: string) =>
     call({ url: spec.gateway + target, method, headers, body, host: job.host, agent, deadline });
   const realm = job.account.stale ? spec.staleOrganization : spec.organization;
-  const account = job.account.stale
-    ? spec.staleAccounts[job.account.index]!
-    : spec.accounts[job.account.index]!;
+  const account = (job.account.stale ? spec.staleAccounts : spec.accounts)[job.account.index]!;
   const forwarded = automationPath(realm);
   const basic = `Basic ${Buffer.from(`${account.username}:${account.password}`).toString('base64')}`;
-  const login = async (): Promise<{ answer: Answer & { token?: string }; bearer?: string }> => {
-    if (job.kind === 'basic')
-      return { answer: await send('GET', forwarded, { authorization: basic }) };
-    const form = new URLSearchParams({
-      grant_type: 'password',
-      client_id: apiClientIdOf(realm),
-      username: account.username,
-      password: account.password,
-    }).toString();
-    const target = `/auth/realms/${realm}/protocol/openid-connect/token`;
-    const type = { 'content-type': 'application/x-www-form-urlencoded' };
-    return send('POST', target, type, form).then((answer) => ({
-      answer,
-      bearer: answer.token && `Bearer ${answer.token}`,
-    }));
-  };
+  const { username, password } = account;
+  const grant = { grant_type: 'password', client_id: apiClientIdOf(realm), username, password };
+  const form = { 'content-type': 'application/x-www-form-urlencoded' };
+  const login = () =>
+    job.kind === 'basic'
+      ? send('GET', forwarded, { authorization: basic })
+      : send('POST', `/auth/realms/${realm}${TOKEN}`, form, new URLSearchParams(grant).toString());
   const outcome: JobOutcome = { job, logins: [], api: [] };
   try {
     const tries = job.account.stale ? spec.options.staleAttempts : 1;
     let authorization: string | undefined;
     for (let i = 0; i < tries && !deadline.aborted; i++) {
-      const { answer, bearer } = await login();
+      const answer = await login();
       outcome.logins.push(strip(answer));
-      if (answer.status >= 200 && answer.status < 300) authorization = bearer ?? basic;
+      const ok = answer.status >= 200 && answer.status < 300;
+      if (ok) authorization = answer.token ? `Bearer ${answer.token}` : basic;
     }
     if (job.account.stale || !authorization) return outcome;
     for (let round = 0; round < spec.options.apiRounds && !deadline.aborted; round++) {
