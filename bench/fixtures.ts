@@ -149,7 +149,6 @@ export async function provision(
   };
   await Promise.all(Array.from({ length: 4 }, organization));
   return {
-    bearerUser: bearerUser!,
     token: grant.accessToken,
     manyTokens,
     realms: done,

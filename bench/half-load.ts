@@ -11,7 +11,7 @@ export async function measureHalfLoad(input: {
   gateway: { id: string; port: number; peak: number };
   limitPort: number;
   organization: string;
-  token: () => Promise<string>;
+  token: string;
   /** Where the generator runs (per core: off the server's CPU). */
   cpuList: string | undefined;
   options: BenchOptions;
@@ -25,7 +25,7 @@ export async function measureHalfLoad(input: {
   ];
   for (let round = 1; round <= options.rounds; round++) {
     for (const side of sides) {
-      const authorization = `Bearer ${await input.token()}`;
+      const authorization = `Bearer ${input.token}`;
       const spec = {
         url: origin(side.port),
         connections: options.connections,

@@ -78,7 +78,7 @@ async function rowsMode(context: BenchContext): Promise<ModeResult> {
       organization: 'bench',
       limitPid: limit.pid,
       feederPids: [upstream.pid, keycloak.pid],
-      newToken: async () => (await provisioner.passwordGrant(made.bearerUser)).accessToken,
+      token: made.token,
       options,
       log,
     });

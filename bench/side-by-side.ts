@@ -65,17 +65,16 @@ interface Input {
   limitPid: number;
   /** Those that feed every row (the upstream, Keycloak). */
   feederPids: number[];
-  /** A new access token of a user holding the workspace role. */
-  newToken: () => Promise<string>;
+  /** An access token of a user holding the workspace role, living an hour (fixtures.ts). */
+  token: string;
   options: BenchOptions;
   log: (text: string) => void;
 }
 
 export async function measureSideBySide(input: Input) {
   const notes: string[] = [];
-  const token = freshTokens(input.newToken);
   input.log('side by side: starting realmgate (WORKERS=1, WORKERS=auto), Apache and HAProxy');
-  const side = await startSideServers({ ...input, token: await token() });
+  const side = await startSideServers(input);
   const modes: ModeResult[] = [];
   try {
     for (const mode of MODES) {
@@ -85,7 +84,7 @@ export async function measureSideBySide(input: Input) {
       const feederCpus = perCore ? `1-${cpus().length - 1}` : ALL_CPUS;
       const pinned = await pinAll(servers, perCore ? '0' : ALL_CPUS, input.feederPids, feederCpus);
       if (perCore && !pinned) notes.push('per core: pinning failed (taskset): not per core');
-      const rows = await measureRows(mode, servers, side.missing, token, input);
+      const rows = await measureRows(mode, servers, side.missing, input);
       const gateway = rows.find((r) => r.id === GATEWAY_OF[mode]);
       const latency =
         gateway?.reqPerSec && !rows.find((r) => r.id === 'limit')?.unavailable
@@ -93,7 +92,7 @@ export async function measureSideBySide(input: Input) {
               gateway: { id: gateway.id, port: servers[gateway.id]!.port, peak: gateway.reqPerSec },
               limitPort: servers.limit!.port,
               organization: input.organization,
-              token,
+              token: input.token,
               cpuList: perCore ? feederCpus : undefined,
               options: input.options,
               log: input.log,
@@ -114,15 +113,14 @@ async function measureRows(
   mode: Mode,
   servers: Record<RowId, Server | undefined>,
   missing: Partial<Record<RowId, string>>,
-  token: () => Promise<string>,
-  { organization, options, log }: Input,
+  { organization, options, log, token }: Input,
 ): Promise<SideRow[]> {
   const perCore = mode === 'per core';
   const url = (port: number) => `${origin(port)}${automationPath(organization)}`;
   const wrk = async (port: number, seconds: number, authorization?: string) =>
     runWrk({
       url: url(port),
-      authorization: authorization ?? `Bearer ${await token()}`,
+      authorization: authorization ?? `Bearer ${token}`,
       connections: options.connections,
       threads: perCore ? cpus().length - 1 : cpus().length,
       seconds,
@@ -138,7 +136,7 @@ async function measureRows(
   for (const row of rows.filter((r) => !r.unavailable)) {
     const { port } = servers[row.id]!;
     if (!LIMIT_ROWS.includes(row.id)) {
-      const headers = { authorization: `Bearer ${forge(await token())}` };
+      const headers = { authorization: `Bearer ${forge(token)}` };
       const res = await fetch(url(port), { headers, signal: AbortSignal.timeout(10_000) });
       if (res.status !== 401) row.unavailable = `answered ${res.status} to a forged token`;
     }
@@ -175,17 +173,6 @@ async function measureRows(
 function forge(token: string): string {
   const at = token.lastIndexOf('.') + 10;
   return `${token.slice(0, at)}${token[at] === 'A' ? 'B' : 'A'}${token.slice(at + 1)}`;
-}
-
-/** A token no older than a minute (Keycloak's access tokens live five). */
-function freshTokens(newToken: () => Promise<string>) {
-  let current: { token: string; since: number } | undefined;
-  return async () => {
-    if (!current || Date.now() - current.since > 60_000) {
-      current = { token: await newToken(), since: Date.now() };
-    }
-    return current.token;
-  };
 }
 
 /** CPU seconds used so far by `pid` and the processes under it (Apache's, the workers). */
