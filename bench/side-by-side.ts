@@ -198,19 +198,11 @@ async function pinAll(
  * Starts the rows' servers besides the limit (ports base + 140..185), their configurations and
  * the key that signed `token` in a temporary directory; `missing`: why a server did not start.
  */
-export async function startSideServers(input: {
-  stack: StackInfo;
-  organization: string;
-  limitPid: number;
-  token: string;
-}) {
+async function startSideServers(input: Input) {
   const dir = await mkdtemp(path.join(tmpdir(), 'realmgate-bench-peers-'));
-  const { keycloakUrl } = input.stack;
-  const jwksUrl = `${keycloakUrl}/realms/${input.organization}/protocol/openid-connect/certs`;
-  const key = {
-    kid: String(decodeProtectedHeader(input.token).kid),
-    file: path.join(dir, 'realm-key.pem'),
-  };
+  const jwksUrl = `${input.stack.keycloakUrl}/realms/${input.organization}/protocol/openid-connect/certs`;
+  const kid = String(decodeProtectedHeader(input.token).kid);
+  const key = { kid, file: path.join(dir, 'realm-key.pem') };
   await writeFile(key.file, await signingKeyPem(jwksUrl, key.kid));
   const port = (offset: number) => PORTS.base + offset;
   const at = (offset: number) => ({ dir, port: port(offset), upstream: origin(PORTS.upstream) });
