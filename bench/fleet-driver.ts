@@ -6,13 +6,8 @@ import { apiClientIdOf } from '../src/tenancy/identifiers.ts';
 import { requestFrom } from '../test/helpers/from-address.ts';
 import { startKeycloakFront } from '../test/helpers/keycloak-front.ts';
 import { createProvisioner } from './fixtures.ts';
-import {
-  FLEET_DEFAULTS,
-  hostAddress,
-  planFleet,
-  type FleetJob,
-  type FleetOptions,
-} from './fleet-plan.ts';
+import { FLEET_DEFAULTS, hostAddress, planFleet } from './fleet-plan.ts';
+import type { Answer, FleetJob, FleetOptions, JobOutcome } from './fleet-plan.ts';
 import type { BenchContext, ModeResult } from './harness.ts';
 import { formatFleet, summarizeFleet } from './fleet-report.ts';
 import { automationPath } from './scenarios.ts';
@@ -30,20 +25,6 @@ export interface FleetSpec {
   /** Per host with a stale job: its account and the old password the job still holds. */
   staleAccounts: { username: string; password: string }[];
 }
-export interface Answer {
-  /** 0: no answer (connection failed, or the fleet's deadline came first). */
-  status: number;
-  ms: number;
-  /** OAuth `error`, or the envelope's `result`, of an answer that is not 2xx. */
-  error?: string;
-  retryAfter?: string;
-}
-export interface JobOutcome {
-  job: FleetJob;
-  logins: Answer[];
-  api: (Answer & { call: 'forwarded' | 'list' })[];
-}
-
 /** Runs the fleet; each job's outcome, in plan order. */
 export async function driveFleet(spec: FleetSpec): Promise<JobOutcome[]> {
   const deadline = AbortSignal.timeout(spec.options.deadlineSeconds * 1000);

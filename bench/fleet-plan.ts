@@ -57,3 +57,17 @@ export function planFleet(options: FleetOptions): FleetJob[] {
   }
   return jobs;
 }
+
+export interface Answer {
+  /** 0: no answer (connection failed, or the fleet's deadline came first). */
+  status: number;
+  ms: number;
+  /** OAuth `error`, or the envelope's `result`, of an answer that is not 2xx. */
+  error?: string;
+  retryAfter?: string;
+}
+export interface JobOutcome {
+  job: FleetJob;
+  logins: Answer[];
+  api: (Answer & { call: 'forwarded' | 'list' })[];
+}

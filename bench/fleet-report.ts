@@ -1,4 +1,4 @@
-import type { JobOutcome } from './fleet-driver.ts';
+import type { JobOutcome } from './fleet-plan.ts';
 import { percentile } from './stats.ts';
 
 /** What the fleet reports (README.md); `grants`: token POSTs Keycloak's front saw, per organization. */
