@@ -9,26 +9,25 @@ import { openDatabase } from '../src/db/database.ts';
 import { pinTree } from './affinity.ts';
 import { createProvisioner } from './fixtures.ts';
 import { runTogether, type LoadRequest } from './load.ts';
-import { cpuSeconds, startChild, stopAllChildren } from './processes.ts';
+import { pairedRounds } from './pairs.ts';
+import { startChild, stopAllChildren } from './processes.ts';
 import { automationPath } from './scenarios.ts';
 import { DATA_DIR, readArgs } from './settings.ts';
 import {
   dropDatabase,
-  gatewayEnv,
   loadAverage,
   newSecrets,
   prepareDatabase,
   startBenchKeycloak,
+  startGateway,
   type BenchSecrets,
 } from './stack.ts';
 import { summarize } from './stats.ts';
 
 /**
  * `node bench/ab.ts [--route forwarded|bearer|token] [--a <tree>] [--b <tree>] [--a-env K=V,...]
- * [--b-env K=V,...] [--auth-off a|b] [--rounds N] [--round-seconds S]`: is B slower than A? Two gateways loaded
- * at once, pinned together on one CPU; each round's B ÷ A, their median and spread. The routes
- * and how to read them: README.md. A tree needs its own `bench/gateway-process.ts` and
- * `node_modules` (a symlink will do).
+ * [--b-env ...] [--auth-off a|b] [--rounds N] [--round-seconds S]`: is B slower than A? How to
+ * run and read it: README.md. A tree needs its own `bench/` and `node_modules` (a symlink).
  */
 const run = promisify(execFile);
 const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -46,10 +45,7 @@ const args = readArgs(process.argv.slice(2), {
 /** `K=V,K=V` as settings. */
 const envOf = (spec: string) =>
   Object.fromEntries(
-    spec
-      .split(',')
-      .filter(Boolean)
-      .map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]),
+    spec.split(',').flatMap((e) => (e ? [e.split(/=(.*)/s, 2) as [string, string]] : [])),
   );
 const sides = [
   { name: 'A', tree: args.a, env: envOf(args['a-env']), port: 28500 },
@@ -72,11 +68,28 @@ async function main(): Promise<void> {
   const databaseUrl = await prepareDatabase(DATABASE);
   await startChild('servers.ts', { env: { BENCH_PORT: UPSTREAM_PORT }, cpuList: feeders });
   const keycloak = route === 'bearer' ? await startKeycloak() : undefined;
+  // Without Keycloak (auth off on both sides), its address is the upstream's for the token
+  // route: it answers any request at once, so what is measured is the gateway's /auth proxy.
+  const fake = route === 'token' ? `${UPSTREAM}/auth` : 'http://127.0.0.1:9/auth';
+  const stack = {
+    secrets: keycloak?.secrets ?? newSecrets(),
+    keycloakUrl: keycloak?.kc.url ?? fake,
+    databaseUrl,
+  };
   const pids: number[] = [];
   for (const side of sides) {
-    const gateway = await startChild(path.join(side.tree, 'bench/gateway-process.ts'), {
-      env: { BENCH_GATEWAY: JSON.stringify(gatewaySpec(side, databaseUrl, keycloak)) },
+    const authOff = !keycloak || args['auth-off'].toUpperCase() === side.name;
+    const gateway = await startGateway(stack, side.port, {
+      tree: side.tree,
       cpuList: measured,
+      authOff: authOff ? ORG_ROLE : undefined,
+      extra: {
+        // A cache of its own per side (Redis key prefix), as two deployments would have.
+        REDIS_KEY_PREFIX: `${stack.secrets.redisKeyPrefix}${side.name}:`,
+        AUTOMATION_UPSTREAM_URL: UPSTREAM,
+        ...(keycloak ? {} : { REVOCATION_CHECK_SECONDS: 'off' }),
+        ...side.env,
+      },
     });
     pids.push(gateway.pid);
   }
@@ -84,9 +97,10 @@ async function main(): Promise<void> {
     ? await provisionBearer(keycloak, databaseUrl)
     : await provisionAuthOff(databaseUrl);
 
+  // B first: each round's ratio is B ÷ A, and by CPU A's cost ÷ B's.
   const both = (seconds: number) =>
     runTogether(
-      sides.map((side) => ({
+      [...sides].reverse().map((side) => ({
         url: `http://127.0.0.1:${side.port}`,
         connections: 32,
         durationSeconds: seconds,
@@ -97,71 +111,23 @@ async function main(): Promise<void> {
   console.log(`before the rounds: ${loadAverage()}`);
   // Unknown organizations are remembered for 5 s: warm up past that, then once more, uncounted.
   await both(6);
-  const ratios: number[] = [];
-  const byCpu: number[] = [];
-  for (let round = 1; round <= rounds; round++) {
-    const cpuBefore = pids.map(cpuSeconds);
-    const [a, b] = await both(roundSeconds);
-    // CPU µs per answer of each side, and A's ÷ B's: the same ratio, from cost itself.
-    const [ca, cb] = [a!, b!].map(
-      (x, i) => ((cpuSeconds(pids[i]!) - cpuBefore[i]!) * 1e6) / Math.max(x.ok, 1),
-    );
-    const ratio = b!.reqPerSec / Math.max(a!.reqPerSec, 1);
-    ratios.push(ratio);
-    byCpu.push(ca! / Math.max(cb!, 1e-9));
-    const bad = a!.bad + b!.bad ? ` (not 2xx: A ${a!.bad}, B ${b!.bad})` : '';
+  const done = await pairedRounds(pids.reverse(), both, { rounds, roundSeconds }, (round, n) => {
+    const [b, a] = round.results.map((x, i) => {
+      const cpu = round.cpuMicros[i]!.toFixed(0);
+      return `${x.reqPerSec.toFixed(0)} req/s (p99 ${x.p99Ms} ms, ${cpu} µs CPU)`;
+    });
+    const [rb, ra] = round.results.map((x) => x.bad);
+    const bad = ra! + rb! ? ` (not 2xx: A ${ra}, B ${rb})` : '';
     console.log(
-      `round ${round}: A ${a!.reqPerSec.toFixed(0)} req/s (p99 ${a!.p99Ms} ms, ${ca!.toFixed(0)} µs CPU), ` +
-        `B ${b!.reqPerSec.toFixed(0)} req/s (p99 ${b!.p99Ms} ms, ${cb!.toFixed(0)} µs CPU), ` +
-        `B ÷ A ${ratio.toFixed(3)}, by CPU ${byCpu.at(-1)!.toFixed(3)}${bad}`,
+      `round ${n}: A ${a}, B ${b}, B ÷ A ${round.ratio.toFixed(3)}, by CPU ${round.byCpu.toFixed(3)}${bad}`,
     );
-  }
-  const { median, min, max } = summarize(ratios)!;
-  const cpu = summarize(byCpu)!;
+  });
+  const { median, min, max } = summarize(done.map((r) => r.ratio))!;
+  const cpu = summarize(done.map((r) => r.byCpu))!;
   console.log(
     `median B ÷ A: ${median.toFixed(3)} over ${rounds} rounds, spread ${min.toFixed(3)}-${max.toFixed(3)} ` +
       `(${(max - min).toFixed(3)}); by CPU time ${cpu.median.toFixed(3)} (${cpu.min.toFixed(3)}-${cpu.max.toFixed(3)}); ${loadAverage()}`,
   );
-}
-
-/** Each side's gateway settings: `bearer` takes the bench's (stack.ts), the others their own. */
-function gatewaySpec(
-  side: (typeof sides)[number],
-  databaseUrl: string,
-  keycloak: BenchKeycloak | undefined,
-) {
-  if (keycloak) {
-    const stack = { secrets: keycloak.secrets, keycloakUrl: keycloak.kc.url, databaseUrl };
-    // A cache of its own per side (Redis key prefix), as two deployments would have.
-    const prefix = `${keycloak.secrets.redisKeyPrefix}${side.name}:`;
-    const env = gatewayEnv(stack, side.port, {
-      REDIS_KEY_PREFIX: prefix,
-      AUTOMATION_UPSTREAM_URL: UPSTREAM,
-      ...side.env,
-    });
-    const authOff = args['auth-off'].toUpperCase() === side.name;
-    return { env, keycloakUrl: keycloak.kc.url, authOff: authOff ? ORG_ROLE : undefined };
-  }
-  const env = {
-    HOST: '127.0.0.1',
-    PORT: String(side.port),
-    ADMIN_PORT: String(side.port + 1),
-    LOG_LEVEL: 'silent',
-    // The token route's Keycloak is the trivial upstream: it answers any request at once, so
-    // what is measured is the gateway's /auth proxy, not Keycloak's password hashing.
-    KEYCLOAK_URL: route === 'token' ? `${UPSTREAM}/auth` : 'http://127.0.0.1:9/auth',
-    KEYCLOAK_ADMIN_PASSWORD: 'ab-admin-password-0123456789',
-    KEYCLOAK_CLIENT_SECRET: 'ab-client-secret-0123456789',
-    DATABASE_URL: databaseUrl,
-    AUTOMATION_UPSTREAM_URL: UPSTREAM,
-    REVOCATION_CHECK_SECONDS: 'off',
-    ...side.env,
-  };
-  return {
-    env,
-    keycloakUrl: env.KEYCLOAK_URL,
-    authOff: ORG_ROLE,
-  };
 }
 
 type BenchKeycloak = { kc: LocalKeycloak; secrets: BenchSecrets };

@@ -1,10 +1,9 @@
 import { readyUntilParentExits, startChild } from './processes.ts';
 
 /**
- * A server that is not a bench module (Apache, HAProxy, `node src/main.ts`) as a bench child:
- * this module runs the command given in `BENCH_COMMAND` (processes.ts `startChild`: ready once
- * its stdout shows `readyText`, else once `port` accepts), and stops it when the bench goes
- * away, however it goes: a server started directly would outlive a killed bench.
+ * A command (Apache, HAProxy, `node src/main.ts`) as a bench child: this module runs
+ * `BENCH_COMMAND` and stops it when the bench goes, however it goes (a server started directly
+ * would outlive a killed bench).
  */
 export interface CommandSpec {
   command: string[];

@@ -6,11 +6,8 @@ import { workspacesClientIdOf } from '../src/tenancy/identifiers.ts';
 export * from '../src/auth/bearer/bearer-verifier.ts';
 
 /**
- * The auth-off gateway is the real `startGateway` with one module swapped: every import of
- * src/auth/bearer/bearer-verifier.ts resolves to this module, whose `createBearerVerifier`
- * checks nothing and answers a constant principal holding the workspace role named in
- * `BENCH_AUTH_OFF`. Everything else (edge, admission, role check, forwarding, access log) is
- * the gateway's own code, however src wires it today.
+ * Auth off: every import of src/auth/bearer/bearer-verifier.ts resolves here, a verifier that
+ * answers a constant principal holding `BENCH_AUTH_OFF`'s role; the rest is the gateway's own.
  */
 export function createBearerVerifier(): BearerVerifier {
   const { organization, workspace } = JSON.parse(process.env.BENCH_AUTH_OFF ?? '{}') as {

@@ -18,16 +18,11 @@ import { readArgs } from './settings.ts';
 import { median } from './stats.ts';
 
 /**
- * The CPU the DPoP work costs (README.md), µs of this process's CPU per item over proofs signed
- * before the timing, each checked once, in alternating rounds. Pin it, on a quiet machine:
- *
- *     taskset -c 1 node bench/dpop-cost.ts [--count 4000] [--rounds 7] [--no-redis]
- *
- * The proof check function alone beside the P-256 verify it cannot avoid (its cheapest form:
- * one cached key object, the signature in DER; target: check ≤ 1.2 × verify), and one `/api`
- * request's authentication, Bearer against DPoP (and DPoP with server nonces, `DPOP_NONCE`),
- * 32 at a time, the replay store in Redis (`REDIS_URL`, keys under `realmgate-bench-auth:`)
- * unless `--no-redis`.
+ * `taskset -c 1 node bench/dpop-cost.ts [--count 4000] [--rounds 7] [--no-redis]`: the CPU the
+ * DPoP work costs (README.md), µs per item over proofs signed beforehand, rounds alternating:
+ * the proof check beside its cheapest P-256 verify (target ≤ 1.2 ×), and one request's
+ * authentication, Bearer against DPoP, without and with server nonces (`DPOP_NONCE`) (replay
+ * store in Redis unless `--no-redis`).
  */
 const args = readArgs(process.argv.slice(2), { count: 4000, rounds: 7, 'no-redis': false });
 
@@ -76,20 +71,12 @@ const accessToken = (bound: boolean) =>
     .setJti(`token-${bound}`)
     .sign(realmKey.privateKey);
 const [bearerToken, dpopToken] = [await accessToken(false), await accessToken(true)];
-const spec = {
-  privateJwk: proofKey,
-  method: 'GET',
-  htu: PUBLIC_URL + PATH,
-  accessToken: dpopToken,
-};
+const htu = PUBLIC_URL + PATH;
+const spec = { privateJwk: proofKey, method: 'GET', htu, accessToken: dpopToken };
 
 // check: the proof check function alone, and the signature check alone.
-const check = createProofChecker({
-  algorithms: ASYMMETRIC_ALGORITHMS,
-  maxAgeSeconds: 300,
-  aheadSeconds: 5,
-  maxCachedKeys: 100,
-});
+const checking = { maxAgeSeconds: 300, aheadSeconds: 5, maxCachedKeys: 100 };
+const check = createProofChecker({ algorithms: ASYMMETRIC_ALGORITHMS, ...checking });
 const checked = {
   method: 'GET',
   htu: htuBaseOf(PUBLIC_URL) + PATH,
@@ -112,16 +99,10 @@ const cache = createCache({
   commandTimeoutMs: 2_000,
   logger: pino({ enabled: false }),
 });
-const unrevoked = () => false;
 /** The gateway's DPoP scheme, with server nonces when given. */
 function dpopScheme(nonces?: ReturnType<typeof createNonceSource>) {
   return createDpopScheme({
-    check: createProofChecker({
-      algorithms: ['ES256'],
-      maxAgeSeconds: 60,
-      aheadSeconds: 5,
-      maxCachedKeys: 100,
-    }),
+    check: createProofChecker({ ...checking, algorithms: ['ES256'], maxAgeSeconds: 60 }),
     replay: createProofReplayStore({ cache }),
     htuBase: PUBLIC_URL,
     algorithms: ['ES256'],
@@ -139,12 +120,8 @@ const deps: AuthenticateDeps = {
     metrics: { cacheLookup: () => undefined },
   }),
   dpop: dpopScheme(),
-  revocations: {
-    isSessionRevoked: unrevoked,
-    isTokenRevoked: unrevoked,
-    isClientSessionRevoked: unrevoked,
-    isIssuedBeforeRevocation: unrevoked,
-  } as unknown as RevocationList,
+  // Nothing revoked: every question the admission asks answers false.
+  revocations: new Proxy({}, { get: () => () => false }) as RevocationList,
   activeCheck: { ensureActive: () => undefined },
   resourceMetadataOf: () => `${PUBLIC_URL}/.well-known/oauth-protected-resource`,
   clientAddressOf: () => '127.0.0.1',
@@ -156,35 +133,26 @@ function requestWith(authorization: string, proof?: string): IncomingMessage {
   if (proof !== undefined) rawHeaders.push('DPoP', proof);
   return { method: 'GET', headers: { authorization }, rawHeaders } as unknown as IncomingMessage;
 }
-const authenticate = (request: IncomingMessage) => authenticateRequest(request, REALM, PATH, deps);
-const withNonces: AuthenticateDeps = { ...deps, dpop: dpopScheme(nonces) };
-const authenticateWithNonces = (request: IncomingMessage) =>
-  authenticateRequest(request, REALM, PATH, withNonces);
+const authenticateWith = (d: AuthenticateDeps) => (request: IncomingMessage) =>
+  authenticateRequest(request, REALM, PATH, d);
+const authenticate = authenticateWith(deps);
+const authenticateWithNonces = authenticateWith({ ...deps, dpop: dpopScheme(nonces) });
+/** One request's authentication, 32 at a time. */
+const perRequest = (requests: IncomingMessage[], auth = authenticate) => cpuPer(requests, auth, 32);
+const dpopRequests = (nonce?: string) =>
+  proofPool(nonce === undefined ? spec : { ...spec, nonce }, args.count).map((proof) =>
+    requestWith(`DPoP ${dpopToken}`, proof),
+  );
 
 /** Each measurement: a fresh set of items per round, and how to time it. */
 const measurements = {
   'check, µs/proof': () => cpuPer(proofPool(spec, args.count), (p) => check(p, checked)),
   'verify alone, µs/proof': () => cpuPer(proofPool(spec, args.count), signatureOnly),
   'Bearer authentication, µs/request': () =>
-    cpuPer(
-      Array.from({ length: args.count }, () => requestWith(`Bearer ${bearerToken}`)),
-      authenticate,
-      32,
-    ),
-  'DPoP authentication, µs/request': () =>
-    cpuPer(
-      proofPool(spec, args.count).map((proof) => requestWith(`DPoP ${dpopToken}`, proof)),
-      authenticate,
-      32,
-    ),
+    perRequest(Array.from({ length: args.count }, () => requestWith(`Bearer ${bearerToken}`))),
+  'DPoP authentication, µs/request': () => perRequest(dpopRequests()),
   'DPoP with server nonces, µs/request': () =>
-    cpuPer(
-      proofPool({ ...spec, nonce: nonces.current() }, args.count).map((proof) =>
-        requestWith(`DPoP ${dpopToken}`, proof),
-      ),
-      authenticateWithNonces,
-      32,
-    ),
+    perRequest(dpopRequests(nonces.current()), authenticateWithNonces),
 };
 type Name = keyof typeof measurements;
 const names = Object.keys(measurements) as Name[];

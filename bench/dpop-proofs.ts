@@ -8,20 +8,15 @@ import {
 } from 'node:crypto';
 
 /**
- * The DPoP row's proofs (RFC 9449), made as a client makes them: one per request, each with a
- * new `jti` and `iat` and the `ath` of the token it goes with, signed ES256 by the client's
- * key. node:crypto signs (a P-256 signature costs tens of µs; the header, the same for every
- * proof of a key, is encoded once). The load generator signs a round's pool before the round
- * starts (load.ts), so neither the gateway's CPU nor the measured seconds pay for signing.
+ * The DPoP row's proofs (RFC 9449; README.md), as a client makes them: each with a new `jti`
+ * and `iat`, the `ath` of `accessToken` (none on a token request), signed ES256 by the
+ * client's key (`privateJwk`, made per run) with node:crypto, the header encoded once.
  */
 export interface ProofSpec {
-  /** The client's P-256 key as a JWK, private half included (a bench key, made per run). */
   privateJwk: JsonWebKey;
-  /** The request's method (`htm`). */
   method: string;
-  /** The URL the client addresses (`htu`): the gateway's `PUBLIC_URL` and the path. */
+  /** The URL the client addresses: the gateway's `PUBLIC_URL` and the path. */
   htu: string;
-  /** The access token the proofs go with (`ath`); none on a token request. */
   accessToken?: string;
   /** The server's nonce (`DPoP-Nonce`), for a gateway with `DPOP_NONCE`. */
   nonce?: string;

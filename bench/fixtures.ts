@@ -41,15 +41,10 @@ export function createProvisioner(keycloakUrl: string, secrets: BenchSecrets, db
     form: Record<string, string>,
     via = { url: `${keycloakUrl}/realms/${encodeURIComponent(realm)}`, headers: {} },
   ) => {
-    const url = `${via.url}/protocol/openid-connect/token`;
     const body = new URLSearchParams({ client_id: apiClientIdOf(realm), ...form });
-    const { headers } = via;
-    const res = await fetch(url, {
-      method: 'POST',
-      headers,
-      body,
-      signal: AbortSignal.timeout(30_000),
-    });
+    const signal = AbortSignal.timeout(30_000);
+    const init = { method: 'POST', headers: via.headers, body, signal };
+    const res = await fetch(`${via.url}/protocol/openid-connect/token`, init);
     const json = (await res.json()) as Record<string, string>;
     if (res.status !== 200 || !json.access_token) {
       throw new Error(`token request on ${realm} failed: ${res.status} ${json.error ?? ''}`);
@@ -69,14 +64,10 @@ export function createProvisioner(keycloakUrl: string, secrets: BenchSecrets, db
   return {
     /** Organization realm with workspace `ws1` (roles and database rows). */
     async organization(id: string): Promise<void> {
-      const name = `Bench ${id}`;
-      const client = await adminClient();
-      const gatewayClientSecret = secrets.gatewayClientSecret;
-      await ensureOrganizationRealm(client, {
-        organizationId: id,
-        organizationName: name,
-        gatewayClientSecret,
-      });
+      const [name, client] = [`Bench ${id}`, await adminClient()];
+      const { gatewayClientSecret } = secrets;
+      const realm = { organizationId: id, organizationName: name, gatewayClientSecret };
+      await ensureOrganizationRealm(client, realm);
       await ensureWorkspaceRoles(client, id, WORKSPACE);
       await createOrganizationsRepo(db).insertIfAbsent({ id, name });
       await createWorkspacesRepo(db).insertIfAbsent({ organizationId: id, id: WORKSPACE, name });
@@ -96,11 +87,7 @@ export function createProvisioner(keycloakUrl: string, secrets: BenchSecrets, db
     },
     passwordGrant: (u: BenchUser) => token(u.realm, passwordForm(u)),
     token,
-    /**
-     * A password grant as a DPoP client makes it, through the `/auth` of the gateway at
-     * `gatewayUrl` (the address Keycloak's proofs name: its `PUBLIC_URL`) with a proof of a new
-     * P-256 key: Keycloak binds the token to the key (`cnf.jkt`).
-     */
+    /** A password grant through the gateway's `/auth` with a proof of a new key: a bound token. */
     async dpopGrant(gatewayUrl: string, u: BenchUser) {
       const url = `${gatewayUrl}/auth/realms/${u.realm}`;
       const key = newProofKey();
@@ -114,11 +101,9 @@ export function createProvisioner(keycloakUrl: string, secrets: BenchSecrets, db
 }
 
 /**
- * What the rows need, in organization `org` (its access tokens living an hour): users for
- * Bearer, Basic, DPoP (a token bound to a key through the `/auth` of the gateway at
- * `gatewayUrl`) and Basic without cache (64, taken in turn), `tokens` distinct access tokens of the Bearer user by refresh grants,
- * 12 at a time (170 s at most), and `realms` organizations `bench-r001`... with a user and a
- * token each, 4 at a time (240 s at most).
+ * What the rows need in `org` (tokens living an hour): Bearer, Basic, DPoP and 64 no-cache
+ * users, `tokens` access tokens by refresh grants (170 s at most), `realms` organizations with
+ * a user and a token each (240 s at most).
  */
 export async function provision(
   p: Provisioner,
@@ -164,7 +149,6 @@ export async function provision(
   };
   await Promise.all(Array.from({ length: 4 }, organization));
   return {
-    bearerUser: bearerUser!,
     token: grant.accessToken,
     manyTokens,
     realms: done,

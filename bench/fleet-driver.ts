@@ -1,18 +1,20 @@
-import { Agent, request } from 'node:http';
-import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { Agent } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { apiClientIdOf } from '../src/tenancy/identifiers.ts';
-import { runToCompletion } from './processes.ts';
-import type { FleetJob, FleetOptions } from './fleet-plan.ts';
+import { requestFrom } from '../test/helpers/from-address.ts';
+import { startKeycloakFront } from '../test/helpers/keycloak-front.ts';
+import { createProvisioner } from './fixtures.ts';
+import { FLEET_DEFAULTS, hostAddress, planFleet } from './fleet-plan.ts';
+import type { Answer, FleetJob, FleetOptions, JobOutcome } from './fleet-plan.ts';
+import type { BenchContext, ModeResult } from './harness.ts';
+import { formatFleet, summarizeFleet } from './fleet-report.ts';
 import { automationPath } from './scenarios.ts';
+import { origin, PORTS } from './settings.ts';
+import { loadAverage, startGateway, startServers } from './stack.ts';
 
-/**
- * The fleet's load generator, in a process of its own as load.ts is: reads a FleetSpec on
- * stdin, runs every job against the gateway, each on a kept-alive connection of its own bound
- * to its host's address, and prints the answers (status, time) of every job.
- */
+/** The fleet scenario (README.md): its gateway, its accounts, and its jobs run against it. */
 export interface FleetSpec {
   gateway: string;
   organization: string;
@@ -23,28 +25,7 @@ export interface FleetSpec {
   /** Per host with a stale job: its account and the old password the job still holds. */
   staleAccounts: { username: string; password: string }[];
 }
-export interface Answer {
-  /** 0: no answer (connection failed, or the fleet's deadline came first). */
-  status: number;
-  ms: number;
-  /** OAuth `error`, or the envelope's `result`, of an answer that is not 2xx. */
-  error?: string;
-  retryAfter?: string;
-}
-export interface JobOutcome {
-  job: FleetJob;
-  logins: Answer[];
-  api: (Answer & { call: 'forwarded' | 'list' })[];
-}
-
-/** Runs the fleet in a fresh driver process; its outcome per job, in plan order. */
-export async function runFleetDriver(spec: FleetSpec): Promise<JobOutcome[]> {
-  const timeoutMs = (spec.options.deadlineSeconds + 30) * 1000;
-  const out = await runToCompletion('fleet-driver.ts', JSON.stringify(spec), timeoutMs);
-  return JSON.parse(out) as JobOutcome[];
-}
-
-/** Runs the fleet in this process (the driver process's work; tests call it directly). */
+/** Runs the fleet; each job's outcome, in plan order. */
 export async function driveFleet(spec: FleetSpec): Promise<JobOutcome[]> {
   const deadline = AbortSignal.timeout(spec.options.deadlineSeconds * 1000);
   const started = performance.now();
@@ -64,35 +45,25 @@ async function runJob(spec: FleetSpec, job: FleetJob, deadline: AbortSignal): Pr
   const send = (method: string, target: string, headers: Record<string, string>, body?: string) =>
     call({ url: spec.gateway + target, method, headers, body, host: job.host, agent, deadline });
   const realm = job.account.stale ? spec.staleOrganization : spec.organization;
-  const account = job.account.stale
-    ? spec.staleAccounts[job.account.index]!
-    : spec.accounts[job.account.index]!;
+  const account = (job.account.stale ? spec.staleAccounts : spec.accounts)[job.account.index]!;
   const forwarded = automationPath(realm);
   const basic = `Basic ${Buffer.from(`${account.username}:${account.password}`).toString('base64')}`;
-  const login = async (): Promise<{ answer: Answer & { token?: string }; bearer?: string }> => {
-    if (job.kind === 'basic')
-      return { answer: await send('GET', forwarded, { authorization: basic }) };
-    const form = new URLSearchParams({
-      grant_type: 'password',
-      client_id: apiClientIdOf(realm),
-      username: account.username,
-      password: account.password,
-    }).toString();
-    const target = `/auth/realms/${realm}/protocol/openid-connect/token`;
-    const type = { 'content-type': 'application/x-www-form-urlencoded' };
-    return send('POST', target, type, form).then((answer) => ({
-      answer,
-      bearer: answer.token && `Bearer ${answer.token}`,
-    }));
-  };
+  const { username, password } = account;
+  const grant = { grant_type: 'password', client_id: apiClientIdOf(realm), username, password };
+  const form = { 'content-type': 'application/x-www-form-urlencoded' };
+  const login = () =>
+    job.kind === 'basic'
+      ? send('GET', forwarded, { authorization: basic })
+      : send('POST', `/auth/realms/${realm}${TOKEN}`, form, new URLSearchParams(grant).toString());
   const outcome: JobOutcome = { job, logins: [], api: [] };
   try {
     const tries = job.account.stale ? spec.options.staleAttempts : 1;
     let authorization: string | undefined;
     for (let i = 0; i < tries && !deadline.aborted; i++) {
-      const { answer, bearer } = await login();
+      const answer = await login();
       outcome.logins.push(strip(answer));
-      if (answer.status >= 200 && answer.status < 300) authorization = bearer ?? basic;
+      const ok = answer.status >= 200 && answer.status < 300;
+      if (ok) authorization = answer.token ? `Bearer ${answer.token}` : basic;
     }
     if (job.account.stale || !authorization) return outcome;
     for (let round = 0; round < spec.options.apiRounds && !deadline.aborted; round++) {
@@ -113,7 +84,7 @@ function strip({ token: _token, ...answer }: Answer & { token?: string }): Answe
 }
 
 /** One request from `host`; never throws: a failure is status 0 with its reason. */
-function call(input: {
+async function call(input: {
   url: string;
   method: string;
   headers: Record<string, string>;
@@ -124,59 +95,81 @@ function call(input: {
 }): Promise<Answer & { token?: string }> {
   const since = performance.now();
   const ms = () => Math.round((performance.now() - since) * 100) / 100;
-  return new Promise((resolve) => {
-    const req = request(
-      input.url,
-      {
-        method: input.method,
-        headers: input.headers,
-        agent: input.agent,
-        localAddress: input.host,
-        signal: input.deadline,
-        timeout: 30_000,
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('error', (err) => resolve({ status: 0, ms: ms(), error: err.message }));
-        res.on('end', () => {
-          const status = res.statusCode ?? 0;
-          const json = parse(Buffer.concat(chunks).toString('utf8'));
-          const ok = status >= 200 && status < 300;
-          const retryAfter = res.headers['retry-after'];
-          resolve({
-            status,
-            ms: ms(),
-            ...(ok ? {} : { error: errorOf(json) }),
-            ...(retryAfter ? { retryAfter } : {}),
-            ...(typeof json.access_token === 'string' ? { token: json.access_token } : {}),
-          });
-        });
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error('no answer within 30 s')));
-    req.on('error', (err) => resolve({ status: 0, ms: ms(), error: err.message }));
-    req.end(input.body);
-  });
-}
-
-/** OAuth's `error`, else the platform envelope's `result`. */
-function errorOf(json: Record<string, unknown>): string | undefined {
-  return [json.error, json.result].find((v): v is string => typeof v === 'string');
-}
-
-function parse(text: string): Record<string, unknown> {
+  const { host, url, deadline: signal, ...options } = input;
   try {
-    const value: unknown = JSON.parse(text);
-    return value && typeof value === 'object' ? (value as Record<string, unknown>) : {};
-  } catch {
-    return {};
+    const { status, headers, json } = await requestFrom(host, url, { ...options, signal });
+    const retryAfter = headers['retry-after'];
+    // OAuth's `error`, else the platform envelope's `result`.
+    const error = [json.error, json.result].find((v): v is string => typeof v === 'string');
+    return {
+      status,
+      ms: ms(),
+      ...(status >= 200 && status < 300 ? {} : { error }),
+      ...(typeof retryAfter === 'string' ? { retryAfter } : {}),
+      ...(typeof json.access_token === 'string' ? { token: json.access_token } : {}),
+    };
+  } catch (err) {
+    return { status: 0, ms: ms(), error: (err as Error).message };
   }
 }
 
-if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  const spec = JSON.parse(Buffer.concat(chunks).toString('utf8')) as FleetSpec;
-  process.stdout.write(`${JSON.stringify(await driveFleet(spec))}\n`);
+const ORGANIZATION = 'bench-fleet';
+/** The stale accounts' own organization, so that the front tells their grants apart. */
+const STALE_ORGANIZATION = 'bench-stale';
+
+/**
+ * `npm run bench -- --fleet` (run.ts): the upstream, one gateway with default settings whose
+ * Keycloak is behind a front that records every request (to count the password grants), the
+ * accounts, the fleet, its sums. Each right account logs in once at Keycloak first, so the
+ * fleet meets a Keycloak that has hashed a password since it started.
+ */
+export async function fleetMode(context: BenchContext): Promise<ModeResult> {
+  const { stack: info, log, note, openDatabase } = context;
+  const options = FLEET_DEFAULTS;
+  log('starting the upstream and the fleet gateway (default settings; it migrates the database)');
+  const front = await startKeycloakFront(info.keycloakUrl);
+  try {
+    await Promise.all([
+      startServers(),
+      startGateway({ ...info, keycloakUrl: front.url }, PORTS.gateway),
+    ]);
+    const p = createProvisioner(info.keycloakUrl, info.secrets, await openDatabase());
+    note(`before the fleet: ${loadAverage()}`);
+    await p.organization(ORGANIZATION);
+    await p.organization(STALE_ORGANIZATION);
+    const accounts = [];
+    for (let i = 1; i <= options.accounts; i++) {
+      accounts.push(await p.user(ORGANIZATION, `fleet-user-${i}`));
+    }
+    const staleAccounts = [];
+    for (let i = 1; i <= options.staleHosts; i++) {
+      const user = await p.user(STALE_ORGANIZATION, `stale-user-${i}`);
+      // The password the job still holds: the account's was changed since.
+      staleAccounts.push({ ...user, password: randomBytes(12).toString('base64url') });
+    }
+    await Promise.all(accounts.map((account) => p.passwordGrant(account)));
+    const jobs = planFleet(options);
+    const hosts = Array.from({ length: options.hosts }, (_, i) => hostAddress(i));
+    log(`fleet: ${jobs.length} jobs, hosts ${hosts[0]}..${hosts.at(-1)}`);
+    front.seen.length = 0;
+    const outcomes = await driveFleet({
+      gateway: origin(PORTS.gateway),
+      organization: ORGANIZATION,
+      staleOrganization: STALE_ORGANIZATION,
+      options,
+      jobs,
+      accounts,
+      staleAccounts,
+    });
+    const grantsOf = (realm: string) =>
+      front.seen.filter((r) => r.method === 'POST' && r.target.endsWith(`/realms/${realm}${TOKEN}`))
+        .length;
+    const grants = { right: grantsOf(ORGANIZATION), stale: grantsOf(STALE_ORGANIZATION) };
+    const summary = summarizeFleet(outcomes, grants);
+    const markdown = formatFleet(summary, hosts, hosts.slice(0, options.staleHosts), options.waves);
+    return { tables: [markdown], report: { fleet: { options, summary, outcomes } } };
+  } finally {
+    await front.close();
+  }
 }
+const TOKEN = '/protocol/openid-connect/token';

@@ -1,40 +1,25 @@
-/**
- * The fleet scenario's jobs (issue 28): automation jobs of many accounts on a few hosts, the
- * jobs of one host starting together in waves, as a CI runner starts a pipeline's jobs. Each
- * right job logs in (a password grant through `/auth`, or its first Basic call) and then calls
- * the API; on the first `staleHosts` hosts one more job per wave loops on an old password.
- */
-export interface FleetOptions {
+/** The fleet scenario's jobs (issue 28; README.md, "The fleet scenario"). */
+/** The fleet as it runs (README.md, "The fleet scenario"); the unit tests plan smaller ones. */
+export const FLEET_DEFAULTS = {
   /** Source addresses 127.0.0.20, .21, ...: the gateway sees each as another client. */
-  hosts: number;
-  /** Accounts with the right password, every one used on every host. */
-  accounts: number;
-  /** Jobs per host and account in a wave, started together; every 4th logs in over Basic. */
-  jobs: number;
-  waves: number;
-  /** Seconds from one wave's start to the next's (a wave does not wait for the one before). */
-  waveGapSeconds: number;
-  /** Hosts with a stale job (an account of its own, an old password) in every wave. */
-  staleHosts: number;
-  /** Logins a stale job tries in a wave, one after the other. */
-  staleAttempts: number;
-  /** Rounds of API calls of a right job after its login: the forwarded route, the list. */
-  apiRounds: number;
-  /** The whole fleet stops here, whatever is still running (its requests count as failed). */
-  deadlineSeconds: number;
-}
-
-export const FLEET_DEFAULTS: FleetOptions = {
   hosts: 4,
+  /** Accounts with the right password, every one used on every host. */
   accounts: 4,
+  /** Jobs per host and account in a wave, started together; every 4th logs in over Basic. */
   jobs: 8,
   waves: 3,
+  /** Seconds from one wave's start to the next's (a wave does not wait for the one before). */
   waveGapSeconds: 10,
+  /** Hosts with a stale job (an account of its own, an old password) in every wave. */
   staleHosts: 2,
+  /** Logins a stale job tries in a wave, one after the other. */
   staleAttempts: 50,
+  /** Rounds of API calls of a right job after its login: the forwarded route, the list. */
   apiRounds: 2,
+  /** The whole fleet stops here, whatever is still running (its requests count as failed). */
   deadlineSeconds: 150,
 };
+export type FleetOptions = typeof FLEET_DEFAULTS;
 
 export type LoginKind = 'grant' | 'basic';
 
@@ -52,11 +37,7 @@ export function hostAddress(index: number): string {
   return `127.0.0.${20 + index}`;
 }
 
-/**
- * Every job of the fleet in start order: per wave, per host, its right jobs (every account,
- * `jobs` each) then, on the first `staleHosts` hosts, its stale job, which logs in by password
- * grant on even hosts and over Basic on odd ones.
- */
+/** Every job in start order: per wave and host, its right jobs, then its stale job (if any). */
 export function planFleet(options: FleetOptions): FleetJob[] {
   const jobs: FleetJob[] = [];
   for (let wave = 0; wave < options.waves; wave++) {
@@ -75,4 +56,18 @@ export function planFleet(options: FleetOptions): FleetJob[] {
     }
   }
   return jobs;
+}
+
+export interface Answer {
+  /** 0: no answer (connection failed, or the fleet's deadline came first). */
+  status: number;
+  ms: number;
+  /** OAuth `error`, or the envelope's `result`, of an answer that is not 2xx. */
+  error?: string;
+  retryAfter?: string;
+}
+export interface JobOutcome {
+  job: FleetJob;
+  logins: Answer[];
+  api: (Answer & { call: 'forwarded' | 'list' })[];
 }

@@ -1,15 +1,9 @@
-import type { JobOutcome } from './fleet-driver.ts';
+import type { JobOutcome } from './fleet-plan.ts';
 import { percentile } from './stats.ts';
 
-/**
- * What the fleet scenario reports (issue 28): right logins refused (target 0) by host and
- * wave, what the stale jobs were answered, Keycloak's password grants per job (counted at the
- * front before Keycloak), and the p50/p99 of the right logins and API calls that were served.
- */
+/** What the fleet reports (README.md); `grants`: token POSTs Keycloak's front saw, per organization. */
 export interface FleetGrants {
-  /** Token-endpoint POSTs that reached Keycloak for the right accounts' organization. */
   right: number;
-  /** The same for the stale accounts' organization. */
   stale: number;
 }
 export type FleetSummary = ReturnType<typeof summarizeFleet>;
@@ -35,6 +29,7 @@ export function summarizeFleet(outcomes: JobOutcome[], grants: FleetGrants) {
   const refused = logins.filter((l) => !ok(l.status));
   const staleTries = stale.flatMap((o) => o.logins);
   const api = right.flatMap((o) => o.api);
+  const apiFailed = api.filter((a) => !ok(a.status));
   const label = (a: { status: number; error?: string }) =>
     a.status === 0 ? 'no answer' : `${a.status}${a.error ? ` ${a.error}` : ''}`;
   return {
@@ -55,11 +50,8 @@ export function summarizeFleet(outcomes: JobOutcome[], grants: FleetGrants) {
     staleAttempts: { total: staleTries.length, answeredBy: countBy(staleTries, label) },
     api: {
       total: api.length,
-      failed: api.filter((a) => !ok(a.status)).length,
-      failedBy: countBy(
-        api.filter((a) => !ok(a.status)),
-        label,
-      ),
+      failed: apiFailed.length,
+      failedBy: countBy(apiFailed, label),
       ...times(api),
     },
     keycloakGrants: {

@@ -1,11 +1,7 @@
 import { swapInConstantBearer } from './constant-bearer.ts';
 import { readyUntilParentExits } from './processes.ts';
 
-/**
- * One gateway, `startGateway` from src/gateway.ts, in a process of its own, configured by the
- * JSON in `BENCH_GATEWAY` (`env` is all `loadConfig` reads). Closes on SIGTERM or when the
- * bench's end of stdin closes (writing its CPU profile when started with `--cpu-prof`).
- */
+/** One gateway (src/gateway.ts `startGateway`) in a process of its own, as `BENCH_GATEWAY` says. */
 export interface GatewaySpec {
   env: Record<string, string>;
   keycloakUrl: string;

@@ -7,42 +7,25 @@ import { origin, type BenchOptions } from './settings.ts';
  * The p99 the gateway adds at half of its peak: it and the limit at that steady rate
  * (autocannon's `overallRate`: wrk has none), rounds interleaved, the difference of the medians.
  */
-export interface HalfLoadLatency {
-  gateway: string;
-  rate: number;
-  gatewayRounds: LoadResult[];
-  limitRounds: LoadResult[];
-  gatewayP99Ms?: number;
-  limitP99Ms?: number;
-  /** Median gateway p99 − median limit p99. */
-  addedP99Ms?: number;
-}
-
 export async function measureHalfLoad(input: {
   gateway: { id: string; port: number; peak: number };
   limitPort: number;
   organization: string;
-  token: () => Promise<string>;
+  token: string;
   /** Where the generator runs (per core: off the server's CPU). */
   cpuList: string | undefined;
   options: BenchOptions;
   log: (text: string) => void;
-}): Promise<HalfLoadLatency> {
+}) {
   const { gateway, options } = input;
   const rate = Math.round(gateway.peak / 2);
-  const result: HalfLoadLatency = {
-    gateway: gateway.id,
-    rate,
-    gatewayRounds: [],
-    limitRounds: [],
-  };
   const sides = [
-    { id: gateway.id, port: gateway.port, rounds: result.gatewayRounds },
-    { id: 'limit', port: input.limitPort, rounds: result.limitRounds },
+    { id: gateway.id, port: gateway.port, rounds: [] as LoadResult[] },
+    { id: 'limit', port: input.limitPort, rounds: [] as LoadResult[] },
   ];
   for (let round = 1; round <= options.rounds; round++) {
     for (const side of sides) {
-      const authorization = `Bearer ${await input.token()}`;
+      const authorization = `Bearer ${input.token}`;
       const spec = {
         url: origin(side.port),
         connections: options.connections,
@@ -58,8 +41,16 @@ export async function measureHalfLoad(input: {
       );
     }
   }
-  result.gatewayP99Ms = median(result.gatewayRounds.map((r) => r.p99Ms));
-  result.limitP99Ms = median(result.limitRounds.map((r) => r.p99Ms));
-  result.addedP99Ms = result.gatewayP99Ms! - result.limitP99Ms!;
-  return result;
+  const [gatewayP99Ms, limitP99Ms] = sides.map((side) => median(side.rounds.map((r) => r.p99Ms))!);
+  const [gatewayRounds, limitRounds] = sides.map((side) => side.rounds);
+  const addedP99Ms = gatewayP99Ms! - limitP99Ms!;
+  return {
+    gateway: gateway.id,
+    rate,
+    gatewayRounds,
+    limitRounds,
+    gatewayP99Ms,
+    limitP99Ms,
+    addedP99Ms,
+  };
 }

@@ -7,12 +7,7 @@ import { writeReport } from './report.ts';
 import { DATA_DIR, PORTS, type BenchOptions } from './settings.ts';
 import * as stack from './stack.ts';
 
-/**
- * The one harness every mode of `npm run bench` runs in: it starts Keycloak (fresh state) and
- * the database, gives the mode a log and notes, stops everything the mode started at the end,
- * on error and on Ctrl-C, notes the machine's load and whether src/ changed meanwhile, writes
- * the report (bench/results/<start>.json) and prints the mode's Markdown tables and the notes.
- */
+/** The harness every mode of `npm run bench` runs in (README.md, "What runs, and how"). */
 export interface BenchContext {
   options: BenchOptions;
   stack: stack.StackInfo;
@@ -21,7 +16,7 @@ export interface BenchContext {
   log: (text: string) => void;
   /** Logged, and kept in the report and under its tables. */
   note: (text: string) => void;
-  /** The platform database, once a gateway has migrated it; closed by the harness. */
+  /** The platform database (once a gateway migrated it). */
   openDatabase: () => Promise<Knex>;
 }
 /** What a mode measured: its Markdown tables, and what goes into the report file. */

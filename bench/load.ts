@@ -7,10 +7,8 @@ import { runToCompletion } from './processes.ts';
 import { percentile } from './stats.ts';
 
 /**
- * The load generator: one autocannon run in a process of its own (never a gateway's). Run as a
- * program, this module reads a LoadSpec (one line on stdin), prepares (signs the round's DPoP
- * proofs), prints `{"prepared":true}`, starts when its stdin ends and prints a LoadResult;
- * `runLoad` starts one, `runTogether` several that start their load at the same moment.
+ * The load generator: autocannon in a process of its own. As a program: a LoadSpec line on
+ * stdin, prepare (sign DPoP proofs), `{"prepared":true}`, start when stdin ends, a LoadResult.
  */
 export type LoadRequest = {
   path: string;
@@ -34,10 +32,7 @@ export interface LoadSpec {
   requests: LoadRequest[];
 }
 
-/**
- * One measurement in a fresh generator process, on `cpuList` if given. `stop`, when it aborts,
- * ends the load before its duration: the result covers the time until then.
- */
+/** One measurement in a fresh generator process; `stop` ends it early (the result until then). */
 export async function runLoad(
   spec: LoadSpec,
   cpuList?: string,
@@ -48,10 +43,7 @@ export async function runLoad(
   return generator.result;
 }
 
-/**
- * Measurements at the same moment (paired rounds), one generator process each, on `cpuList`
- * if given: each prepares first (a DPoP row signs its proofs), then all start together.
- */
+/** Measurements at once, a generator each: all prepare (sign DPoP proofs), then start together. */
 export async function runTogether(specs: LoadSpec[], cpuList?: string): Promise<LoadResult[]> {
   const generators = specs.map((spec) => startGenerator(spec, cpuList));
   // A generator that failed to prepare rejects its result: release the others, then throw.

@@ -1,5 +1,4 @@
 import { createPublicKey, randomBytes, type JsonWebKey } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { startCommand } from './command-process.ts';
@@ -7,22 +6,13 @@ import { startCommand } from './command-process.ts';
 /**
  * The C peers of the side-by-side rows (README.md, "Side by side"): Apache 2.4 with
  * mod_auth_openidc and HAProxy 2.6 with `jwt_verify`, the realm's key as a PEM file, as the
- * bench's children (command-process.ts), never system services.
+ * bench's children (command-process.ts), never system services. A peer not installed does not
+ * start, and its row says what it said (the Debian packages: apache2,
+ * libapache2-mod-auth-openidc, haproxy).
  */
 const APACHE = '/usr/sbin/apache2';
 const APACHE_MODULES = '/usr/lib/apache2/modules';
 const HAPROXY = '/usr/sbin/haproxy';
-
-/** Why a peer cannot run here (its Debian package is missing), or undefined. */
-export function missingPeer(peer: 'apache' | 'haproxy'): string | undefined {
-  const needed =
-    peer === 'apache'
-      ? [APACHE, `${APACHE_MODULES}/mod_auth_openidc.so`, `${APACHE_MODULES}/mod_proxy_http.so`]
-      : [HAPROXY];
-  const absent = needed.filter((file) => !existsSync(file));
-  const packages = peer === 'apache' ? 'apache2 libapache2-mod-auth-openidc' : 'haproxy';
-  return absent.length ? `not installed (${absent.join(', ')}; Debian: ${packages})` : undefined;
-}
 
 export interface PeerTarget {
   /** Where the peer writes its configuration, pid file and error log. */
@@ -32,11 +22,7 @@ export interface PeerTarget {
   upstream: string;
 }
 
-/**
- * Apache: event MPM with its built-in defaults (processes and threads), keep-alive without a
- * request limit (the other servers keep a connection open as long as the client does), no
- * access log (neither the gateway's rows nor HAProxy write one per request).
- */
+/** Apache as README.md says: event MPM defaults, keep-alive without a limit, no access log. */
 export function apacheConfig(target: PeerTarget, key: { kid: string; file: string }): string {
   const modules = [
     'mpm_event',

@@ -9,9 +9,8 @@ import { fileURLToPath } from 'node:url';
 const running = new Set<ChildProcess>();
 
 /**
- * How a child runs: its settings, Node's options, its CPUs; and when a long-lived one is ready
- * (`startChild`): by default its readiness line, a JSON object with `ready: true` on stdout;
- * with `readyText` the first line of stdout that holds it; with `port` once that port accepts.
+ * How a child runs, and when a long-lived one is ready: its `{"ready":true...}` line, else the
+ * first line holding `readyText`, else once `port` accepts.
  */
 type How = {
   env?: object;
@@ -22,10 +21,9 @@ type How = {
 };
 
 /**
- * Spawns a bench module (a file of bench/, or an absolute path: another source tree's) on this
- * Node, or a command given as its words; its stdin stays a pipe, so a module exits when the
- * bench dies in any way (command-process.ts gives a command that watch). Its stderr is passed
- * on to the bench's, and its last lines are kept: a child that dies says why.
+ * Spawns a bench module (bench/'s, or another tree's by absolute path) on this Node, or a
+ * command; its stdin a pipe, so a module exits when the bench dies in any way. Its stderr goes
+ * on to the bench's, the last lines kept: a child that dies says why.
  */
 function spawnChild(module: string | string[], how: How) {
   const file = (m: string) =>
@@ -38,6 +36,8 @@ function spawnChild(module: string | string[], how: How) {
   running.add(child);
   child.once('exit', () => running.delete(child));
   const tail: string[] = [];
+  // A command that cannot be run (not installed): its reason is its last words.
+  child.once('error', (err) => tail.push(err.message));
   createInterface({ input: child.stderr }).on('line', (line) => {
     process.stderr.write(`${line}\n`);
     if (tail.push(line) > 40) tail.shift();
@@ -45,20 +45,15 @@ function spawnChild(module: string | string[], how: How) {
   return { child, lastWords: () => lastWords(tail) };
 }
 
-/**
- * What a dead child's stderr said, on one line: its last three lines that are neither blank,
- * nor a stack frame, nor the caret under a quoted line (Node's report of an uncaught error ends
- * with the error, its frames and the Node version).
- */
+/** A dead child's last three lines on stderr, without blanks, stack frames and carets. */
 export function lastWords(lines: string[]): string {
   const said = lines.map((l) => l.trim()).filter((l) => l && !/^at |^\^+$/.test(l));
   return said.slice(-3).join(' | ') || 'nothing on stderr';
 }
 
 /**
- * Starts a long-lived child (a server, a gateway; `How` says when it is ready) and waits until
- * it is; one that exits first rejects, with what it said last. `stop` sends SIGTERM, then
- * SIGKILL after `graceMs`.
+ * Starts a long-lived child and waits until it is ready; one that exits first rejects, with
+ * what it said last. `stop`: SIGTERM, then SIGKILL after `graceMs`.
  */
 export async function startChild(module: string | string[], how: How) {
   const { child, lastWords: said } = spawnChild(module, how);
@@ -109,10 +104,9 @@ async function whenAccepting(port: number, child: ChildProcess): Promise<boolean
 }
 
 /**
- * Runs a bench module with `input` on stdin; its stdout. `cpuList`: on those CPUs only. With
- * `hold`, stdin stays open until `hold.started` (the module's signal to start) and each line
- * of stdout goes to `hold.onLine` as it comes. `stop` sends it SIGTERM, which a module that can
- * end early (load.ts) takes as "finish now".
+ * Runs a bench module with `input` on stdin; its stdout. With `hold`, stdin stays open until
+ * `hold.started` (its signal to start), each line of stdout to `hold.onLine`. `stop`: SIGTERM,
+ * which load.ts takes as "finish now".
  */
 export function runToCompletion(
   module: string,

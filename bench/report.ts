@@ -1,5 +1,5 @@
 import { mkdir, writeFile } from 'node:fs/promises';
-import type { PairOutcome } from './pairs.ts';
+import { PAIRS, type PairOutcome } from './pairs.ts';
 import type { Scenario } from './scenarios.ts';
 import { median } from './stats.ts';
 
@@ -31,10 +31,7 @@ export function rowsOf(scenarios: Scenario[], peakRss: Map<string, number | unde
   });
 }
 
-/**
- * The targets of ../shared/notes/performance.md and the operations issue. Ratios of rows the
- * gateway serves alone are judged on the paired medians; the table's ratio is shown beside.
- */
+/** The targets: each pair's (pairs.ts) on its paired median, the table's ratio beside. */
 export function judgeTargets(rows: Row[], pairs: PairOutcome[]): Target[] {
   const rate = (id: string) => rows.find((r) => r.id === id)?.reqPerSec ?? NaN;
   const ratio = (a: string, b: string) => rate(a) / rate(b);
@@ -55,19 +52,8 @@ export function judgeTargets(rows: Row[], pairs: PairOutcome[]): Target[] {
       ? { target, measured: `${value.toFixed(0)} × (table)`, met: value >= min }
       : { target, measured: 'not measured', met: undefined };
   return [
-    paired('Bearer ≥ 0.85 × limit (Node 24)', 'bearer', 'limit', 0.85),
-    // "costs at most 10% more" per request: time per request ≤ 1.1 × that of auth off.
-    paired('Bearer costs ≤ 10% more than auth off', 'bearer', 'auth-off', 1 / 1.1),
-    paired('metrics on ≥ 0.97 × metrics off', 'bearer', 'bearer-metrics-off', 0.97),
-    paired('Basic warm ≥ 0.85 × Bearer', 'basic-warm', 'bearer', 0.85),
-    // Restated (issue 46): one P-256 verify costs about a Bearer request here (results.md).
-    paired('DPoP (a fresh proof each request) ≥ 0.45 × Bearer', 'dpop', 'bearer', 0.45),
+    ...PAIRS.map(([row, reference, min, target]) => paired(target, row, reference, min)),
     times('Basic warm ≥ 100 × Basic without cache', ratio('basic-warm', 'basic-nocache'), 100),
-    paired('flat with 10,000 tokens: ≥ 0.9 × 1 token', 'bearer-10k', 'bearer', 0.9),
-    paired('flat with 100 realms: ≥ 0.9 × 1 realm', 'bearer-realms', 'bearer', 0.9),
-    paired('no target: auth off ÷ limit, the gateway without auth', 'auth-off', 'limit', NaN),
-    paired('no target: tracing on ÷ off, same gateway', 'bearer-tracing', 'bearer', NaN),
-    paired('no target: control ÷ Bearer, identical processes', 'bearer-control', 'bearer', NaN),
   ];
 }
 

@@ -1,15 +1,18 @@
 import { readdir } from 'node:fs/promises';
-import { cpus } from 'node:os';
 import { createProvisioner, provision, WORKSPACE } from './fixtures.ts';
-import { measureFleet, startFleetGateway } from './fleet-run.ts';
+import { fleetMode } from './fleet-driver.ts';
 import { runBench, type BenchContext, type ModeResult } from './harness.ts';
 import { runLoad } from './load.ts';
 import { measurePairs } from './pairs.ts';
 import { peakRssMiB } from './processes.ts';
 import { formatReport, judgeTargets, rowsOf } from './report.ts';
 import { buildScenarios, loadOf, measureScenarios, startRows, type Scenario } from './scenarios.ts';
-import { measureSideBySide, type SideBySide } from './side-by-side.ts';
-import { formatSideBySide, judgeSideTargets } from './side-by-side-report.ts';
+import {
+  formatSideBySide,
+  judgeSideTargets,
+  measureSideBySide,
+  type SideBySide,
+} from './side-by-side.ts';
 import { DATA_DIR, origin, parseOptions, PORTS } from './settings.ts';
 import * as stack from './stack.ts';
 
@@ -49,17 +52,7 @@ async function rowsMode(context: BenchContext): Promise<ModeResult> {
   let pairs: Awaited<ReturnType<typeof measurePairs>> = [];
   if (!options.peersOnly) {
     log('starting one gateway per row');
-    const authOff = { organization: 'bench', workspace: WORKSPACE };
-    await startRows(
-      scenarios,
-      { limit, bearer: main },
-      (s) =>
-        stack.startGateway(info, s.port, {
-          extra: s.extra,
-          authOff: s.authOff ? authOff : undefined,
-        }),
-      log,
-    );
+    await startRows(scenarios, { limit, bearer: main }, (s) => rowGateway(info, s, s.port), log);
 
     note(`before measuring: ${stack.loadAverage()}`);
     log(
@@ -85,7 +78,7 @@ async function rowsMode(context: BenchContext): Promise<ModeResult> {
       organization: 'bench',
       limitPid: limit.pid,
       feederPids: [upstream.pid, keycloak.pid],
-      newToken: async () => (await provisioner.passwordGrant(made.bearerUser)).accessToken,
+      token: made.token,
       options,
       log,
     });
@@ -100,7 +93,6 @@ async function rowsMode(context: BenchContext): Promise<ModeResult> {
       ...(sideBySide ? [formatSideBySide(sideBySide)] : []),
     ],
     report: {
-      machine: { cpus: cpus().length, node: process.version },
       rows,
       pairs,
       targets,
@@ -109,11 +101,13 @@ async function rowsMode(context: BenchContext): Promise<ModeResult> {
   };
 }
 
-/**
- * For each row of `--profile-row` (Bearer by default; several, comma-separated, in turn): a
- * fresh gateway with that row's settings (auth off, metrics off, tracing...) under its load,
- * with `--cpu-prof`; V8 writes the profile when it exits.
- */
+/** A gateway with a row's settings on `port`. */
+function rowGateway(info: stack.StackInfo, s: Scenario, port: number, nodeArgs?: string[]) {
+  const authOff = s.authOff ? { organization: 'bench', workspace: WORKSPACE } : undefined;
+  return stack.startGateway(info, port, { extra: s.extra, authOff, nodeArgs });
+}
+
+/** Each `--profile-row` in turn: a fresh gateway of its settings under its load, `--cpu-prof`. */
 async function profile({ stack: info, started, note }: BenchContext, scenarios: Scenario[]) {
   for (const row of options.profileRows) {
     const driving = scenarios.find((s) => s.id === row);
@@ -122,15 +116,10 @@ async function profile({ stack: info, started, note }: BenchContext, scenarios: 
     // a loader thread), named CPU.<date>.<pid>.<thread>.<seq>; the main thread is thread 0.
     const dir = `${DATA_DIR}/profiles/${row}-${new Date(started).toISOString()}`;
     const nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${dir}`];
-    const authOff = driving.authOff ? { organization: 'bench', workspace: WORKSPACE } : undefined;
-    const how = { nodeArgs, extra: driving.extra, authOff };
-    const profiled = await stack.startGateway(info, PORTS.profiled, how);
+    const profiled = await rowGateway(info, driving, PORTS.profiled, nodeArgs);
     const load = loadOf({ ...driving, port: PORTS.profiled }, options);
-    await runLoad({
-      ...load,
-      durationSeconds: options.warmupSeconds,
-      amount: driving.warmupAmount,
-    });
+    const warmup = { durationSeconds: options.warmupSeconds, amount: driving.warmupAmount };
+    await runLoad({ ...load, ...warmup });
     const { reqPerSec } = await runLoad(load);
     await profiled.stop(30_000);
     const file = (await readdir(dir)).find((name) => name.includes(`.${profiled.pid}.0.`));
@@ -138,25 +127,5 @@ async function profile({ stack: info, started, note }: BenchContext, scenarios: 
     note(
       `CPU profile ${dir}/${file} (${reqPerSec.toFixed(0)} req/s; ready at ${readyAt} µs on its clock)`,
     );
-  }
-}
-
-/**
- * The fleet scenario (fleet-run.ts): the upstream and one gateway with default settings, its
- * Keycloak behind a recording front; many jobs from a few source addresses.
- */
-async function fleetMode(context: BenchContext): Promise<ModeResult> {
-  const { stack: info, log, note, openDatabase } = context;
-  const fleetOptions = context.options.fleet!;
-  log('starting the upstream and the fleet gateway (default settings; it migrates the database)');
-  const [, { front }] = await Promise.all([stack.startServers(), startFleetGateway(info)]);
-  try {
-    const provisioner = createProvisioner(info.keycloakUrl, info.secrets, await openDatabase());
-    note(`before the fleet: ${stack.loadAverage()}`);
-    const fleet = await measureFleet({ provisioner, front, options: fleetOptions, log });
-    const { outcomes, markdown, ...summary } = fleet;
-    return { tables: [markdown], report: { fleet: { ...summary, outcomes } } };
-  } finally {
-    await front.close();
   }
 }

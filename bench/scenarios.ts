@@ -7,14 +7,13 @@ export interface Scenario {
   id: string;
   name: string;
   requests: LoadRequest[];
-  /** The settings of this row's gateway, auth off (constant-bearer). */
+  /** The settings of this row's gateway; auth off: constant-bearer.ts. */
   extra?: Record<string, string>;
   authOff?: boolean;
-  /** Warm up with this many requests (one pass over every token) instead of by time. */
+  /** Warm up with this many requests (a pass over every token or user), not for a time. */
   warmupAmount?: number;
-  /** Every request reaches Keycloak: measured after the others, as Keycloak stays busy after. */
+  /** Every request reaches Keycloak: measured last, as Keycloak stays busy after. */
   keycloakBound?: boolean;
-  /** Why the row has no numbers. */
   unavailable?: string;
   port: number;
   pid?: number;
@@ -56,39 +55,29 @@ export function buildScenarios(
     const credentials = Buffer.from(`${u.username}:${u.password}`).toString('base64');
     return { path, authorization: `Basic ${credentials}` };
   };
+  // The trivial upstream answers the exports (200, a JSON body) like any request.
+  const sink = { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${origin(PORTS.upstream)}/v1/traces` };
+  // The rows that send Bearer's very request, each to a gateway of its own settings.
+  const alike = (id: string, name: string, extra?: Record<string, string>) =>
+    ({ id, name, requests: bearer, extra }) as const;
   const rows: Omit<Scenario, 'port' | 'rounds'>[] = [
-    { id: 'limit', name: 'limit: minimal node:http proxy', requests: bearer },
+    alike('limit', 'limit: minimal node:http proxy'),
     {
-      id: 'auth-off',
-      name: 'auth off: same gateway, verification replaced by a constant principal',
-      requests: bearer,
+      ...alike('auth-off', 'auth off: same gateway, verification replaced by a constant principal'),
       authOff: true,
       extra: { REVOCATION_CHECK_SECONDS: 'off' },
     },
-    { id: 'bearer', name: 'Bearer, 1 token (defaults)', requests: bearer },
-    {
-      id: 'bearer-control',
-      name: 'Bearer, a second identical gateway (control)',
-      requests: bearer,
-    },
-    {
-      id: 'dpop',
-      name: 'DPoP, a token bound to a key, a fresh proof per request',
-      requests: dpop,
-    },
-    {
-      id: 'bearer-metrics-off',
-      name: 'Bearer, metrics off (METRICS_ENABLED=false)',
-      requests: bearer,
-      extra: { METRICS_ENABLED: 'false' },
-    },
-    {
-      id: 'bearer-tracing',
-      name: 'Bearer, tracing on (every request traced, OTLP/HTTP to a local sink)',
-      requests: bearer,
-      // The trivial upstream answers the exports (200, a JSON body) like any request.
-      extra: { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${origin(PORTS.upstream)}/v1/traces` },
-    },
+    alike('bearer', 'Bearer, 1 token (defaults)'),
+    alike('bearer-control', 'Bearer, a second identical gateway (control)'),
+    { id: 'dpop', name: 'DPoP, a token bound to a key, a fresh proof per request', requests: dpop },
+    alike('bearer-metrics-off', 'Bearer, metrics off (METRICS_ENABLED=false)', {
+      METRICS_ENABLED: 'false',
+    }),
+    alike(
+      'bearer-tracing',
+      'Bearer, tracing on (every request traced, OTLP/HTTP to a local sink)',
+      sink,
+    ),
     {
       id: 'bearer-10k',
       name: `Bearer, ${manyTokens.length} distinct tokens`,
@@ -124,11 +113,7 @@ export function buildScenarios(
   }));
 }
 
-/**
- * Starts each row's process with `start` (the limit and Bearer rows have theirs already); a row
- * whose process does not start gets its reason (what the process said last) as `unavailable`
- * and the others go on. Sets each row's `pid`.
- */
+/** Starts each row's process (unless `started`); one that does not start says why in its row. */
 export async function startRows(
   scenarios: Scenario[],
   started: Record<string, { pid: number }>,
@@ -149,9 +134,8 @@ export async function startRows(
 }
 
 /**
- * Warms every row up, then measures `rounds` rounds of every row, interleaved (round 1 of every
- * row, then round 2...) so that drift of the shared machine spreads over all rows; the rows
- * bound by Keycloak come last. A row without a single 2xx answer in its warm-up is left out.
+ * Warm-up, then rounds interleaved across rows (README.md), the Keycloak-bound rows last; a
+ * row without a 2xx answer in its warm-up is left out.
  */
 export async function measureScenarios(
   scenarios: Scenario[],

@@ -54,11 +54,7 @@ async function onServer(...statements: string[]): Promise<void> {
   }
 }
 
-/**
- * `BENCH_DATABASE_URL` if set (the bench's own), else database `name` on `BENCH_POSTGRES_URL`
- * (default the local server), dropped and created anew: the bench neither sees nor disturbs
- * the tests'.
- */
+/** `BENCH_DATABASE_URL`, else database `name` made anew on `BENCH_POSTGRES_URL` (not the tests'). */
 export async function prepareDatabase(name = 'realmgate_bench'): Promise<string> {
   if (name === 'realmgate_bench' && process.env.BENCH_DATABASE_URL) {
     return process.env.BENCH_DATABASE_URL;
@@ -76,6 +72,9 @@ export type StackInfo = { secrets: BenchSecrets; keycloakUrl: string; databaseUr
 type GatewayOptions = Pick<GatewaySpec, 'authOff'> & {
   extra?: Record<string, string>;
   nodeArgs?: string[];
+  cpuList?: string;
+  /** Another source tree (ab.ts): its own `bench/gateway-process.ts` and src. */
+  tree?: string;
 };
 
 /** The bench's settings of a gateway on `port` (src/config) plus `extra`. */
@@ -109,14 +108,15 @@ export function startGateway(stack: StackInfo, port: number, options: GatewayOpt
   const env = gatewayEnv(stack, port, options.extra);
   const spec: GatewaySpec = { env, keycloakUrl: stack.keycloakUrl, authOff: options.authOff };
   const bench = { BENCH_GATEWAY: JSON.stringify(spec) };
-  return startChild('gateway-process.ts', { ...options, env: bench });
+  const module = options.tree
+    ? path.join(options.tree, 'bench/gateway-process.ts')
+    : 'gateway-process.ts';
+  return startChild(module, { ...options, env: bench });
 }
 
 /**
- * realmgate as it is run, `node src/main.ts` in a process of its own with `gatewayEnv` plus
- * `extra` (e.g. `WORKERS`: the workers are forked by main.ts, so only a real process has them).
- * Ready once it logs that it listens (after every worker does); successful requests are logged
- * at debug, so `LOG_LEVEL=info` writes nothing per request.
+ * realmgate as it is run (`node src/main.ts`, which forks the `WORKERS`), ready once it logs
+ * that it listens; `LOG_LEVEL=info` writes nothing per 2xx.
  */
 export function startMainProcess(stack: StackInfo, port: number, extra: Record<string, string>) {
   const main = fileURLToPath(new URL('../src/main.ts', import.meta.url));

@@ -3,11 +3,7 @@ import { promisify } from 'node:util';
 
 const run = promisify(execFile);
 
-/**
- * The load generator of the side-by-side rows: `wrk` (C, one event loop per thread), as the
- * issue's own figures were taken, so that a server faster than Node (HAProxy) is not capped by
- * a generator written in Node. One run per measurement, on `cpuList` if given.
- */
+/** The side-by-side rows' generator: wrk (C), so a server faster than Node is not capped by it. */
 export interface WrkSpec {
   url: string;
   authorization: string;
@@ -43,11 +39,7 @@ function milliseconds(value: string, unit: string): number {
   return Number(value) * factor;
 }
 
-/**
- * wrk's report (with `--latency`) as 2xx answers per second (wrk counts 3xx as good too: none
- * of these servers sends one), failures (answers not 2xx/3xx and socket errors) and the p50 and
- * p99 of every answer's time.
- */
+/** wrk's report: good answers per second (no server here sends 3xx), failures, p50 and p99. */
 export function parseWrk(text: string) {
   const total = /(\d+) requests in ([\d.]+)(us|ms|s|m|h),/.exec(text);
   if (!total) throw new Error(`wrk: no request count in its output:\n${text}`);

@@ -1,5 +1,12 @@
 import { systemClock, type Clock } from '../time/clock.ts';
 
+interface Entry<V> {
+  value: V;
+  expiresAt: number;
+  /** When it was last put at the newest end: the count of placements at that moment. */
+  placed: number;
+}
+
 /**
  * A synchronous map with per-entry expiry and a size bound that evicts the least recently used
  * entry. Expiry is checked on read rather than with timers, so it never keeps a process alive.
@@ -7,9 +14,17 @@ import { systemClock, type Clock } from '../time/clock.ts';
  */
 export class TtlLru<V> {
   // A Map iterates in insertion order, so re-inserting on access keeps the LRU entry first.
-  private readonly entries = new Map<string, { value: V; expiresAt: number }>();
+  private readonly entries = new Map<string, Entry<V>>();
   private readonly maxEntries: number;
   private readonly clock: Clock;
+  /**
+   * A read moves its entry to the newest end only once a quarter of the bound has been placed
+   * after it: moving costs a delete and an insert, and a hot entry read on every request would
+   * pay them each time. An entry read is so always among the newest quarter, and outlives at
+   * least three quarters of the bound of new entries; below 4 entries every read moves.
+   */
+  private readonly moveAfter: number;
+  private placements = 0;
 
   constructor(maxEntries: number, clock: Clock = systemClock) {
     if (!Number.isInteger(maxEntries) || maxEntries < 1) {
@@ -17,6 +32,7 @@ export class TtlLru<V> {
     }
     this.maxEntries = maxEntries;
     this.clock = clock;
+    this.moveAfter = Math.floor(maxEntries / 4);
   }
 
   get size(): number {
@@ -27,16 +43,21 @@ export class TtlLru<V> {
   get(key: string): V | undefined {
     const entry = this.entries.get(key);
     if (!entry) return undefined;
-    this.entries.delete(key);
-    if (entry.expiresAt <= this.clock.now()) return undefined;
-    this.entries.set(key, entry);
+    if (entry.expiresAt <= this.clock.now()) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    if (this.placements - entry.placed > this.moveAfter) {
+      this.entries.delete(key);
+      this.place(key, entry);
+    }
     return entry.value;
   }
 
   /** Stores `value` until `expiresAt` (epoch ms), evicting the least recently used beyond the bound. */
   set(key: string, value: V, expiresAt: number): void {
     this.entries.delete(key);
-    this.entries.set(key, { value, expiresAt });
+    this.place(key, { value, expiresAt, placed: 0 });
     for (const oldest of this.entries.keys()) {
       if (this.entries.size <= this.maxEntries) break;
       this.entries.delete(oldest);
@@ -52,6 +73,11 @@ export class TtlLru<V> {
       else if (key.startsWith(prefix)) values.push(entry.value);
     }
     return values;
+  }
+
+  private place(key: string, entry: Entry<V>): void {
+    entry.placed = ++this.placements;
+    this.entries.set(key, entry);
   }
 
   delete(key: string): void {

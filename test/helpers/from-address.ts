@@ -1,4 +1,4 @@
-import { request } from 'node:http';
+import { request, type Agent } from 'node:http';
 
 export interface AddressedResponse {
   status: number;
@@ -10,11 +10,18 @@ export interface AddressedResponse {
 /**
  * One HTTP request whose socket is bound to `localAddress` (127.0.0.2, 127.0.0.3, ...): the
  * gateway sees each such address as another client, as it would see hosts on a network.
+ * `agent`: connections kept alive for this address only (the bench's fleet); `signal` aborts.
  */
 export function requestFrom(
   localAddress: string,
   url: string,
-  options: { method?: string; headers?: Record<string, string>; body?: string } = {},
+  options: {
+    method?: string;
+    headers?: Record<string, string>;
+    body?: string;
+    agent?: Agent;
+    signal?: AbortSignal;
+  } = {},
 ): Promise<AddressedResponse> {
   return new Promise((resolve, reject) => {
     const req = request(
@@ -24,7 +31,8 @@ export function requestFrom(
         headers: options.headers,
         localAddress,
         // A connection of its own, so no kept-alive socket of another address is reused.
-        agent: false,
+        agent: options.agent ?? false,
+        signal: options.signal,
         timeout: 30_000,
       },
       (res) => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Answer, JobOutcome } from '../../../bench/fleet-driver.ts';
+import type { Answer, JobOutcome } from '../../../bench/fleet-plan.ts';
 import type { FleetJob } from '../../../bench/fleet-plan.ts';
 import { formatFleet, summarizeFleet } from '../../../bench/fleet-report.ts';
 

@@ -122,6 +122,12 @@ describe('startCommand', () => {
       /command-process\.ts exited before it was ready \(1\): .*apache2: bad config/,
     );
   });
+
+  it('rejects a command that is not installed, naming it (a peer missing here)', async () => {
+    await expect(startCommand({ command: ['/nonexistent/apache2'], port: 1 })).rejects.toThrow(
+      /spawn \/nonexistent\/apache2 ENOENT/,
+    );
+  });
 });
 
 describe('lastWords', () => {
