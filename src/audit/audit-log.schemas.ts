@@ -52,10 +52,19 @@ export const auditFilterShape = {
   credential: z.enum(['basic', 'bearer', 'dpop', 'none', 'other']).optional(),
 };
 
+/** A page's order: newest first unless asked otherwise ("what happened" is about the latest). */
+export const AUDIT_ORDERS = ['desc', 'asc'] as const;
+
+export type AuditOrder = (typeof AUDIT_ORDERS)[number];
+
 export const auditPageQuery = z.strictObject({
   ...auditFilterShape,
+  order: z.enum(AUDIT_ORDERS).default('desc').meta({
+    description: '`desc`: newest first (the default); `asc`: oldest first, in chain order',
+  }),
   after: z.coerce.number().int().min(0).optional().meta({
-    description: 'the `next` of the previous page: records after this sequence number',
+    description:
+      'the `next` of the previous page, with the same `order`: the records past this sequence number in that order (older for `desc`, newer for `asc`)',
   }),
   limit: z.coerce.number().int().min(1).max(1000).default(100),
 });
