@@ -6,12 +6,11 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createChainFollower, verifyChain, type AuditRecord } from '../../src/audit/audit-chain.ts';
-import { createAuditWriter } from '../../src/audit/audit-writer.ts';
 import { verifyExport } from '../../src/cli/audit-commands.ts';
-import { createLogger } from '../../src/http/logger.ts';
 import { basicAuth, callApi } from '../helpers/api.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { grantReaderRole } from '../helpers/audit-readers.ts';
+import { writeRequests } from '../helpers/audit-writes.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
@@ -263,43 +262,7 @@ describe('audit log: reading and exporting', () => {
 
   it('streams an export of 100,000 records in bounded memory', async () => {
     const big = await createOrganization([]);
-    const writer = createAuditWriter({
-      db: testDb(),
-      logger: createLogger('silent'),
-      metrics: { auditRecords: () => undefined },
-      spoolMax: 100_000,
-      batchMax: 2000,
-      intervalMs: 60_000,
-    });
-    const atMs = Date.now();
-    for (let i = 0; i < 100_000; i++) {
-      writer.record({
-        org: big,
-        atMs: atMs + i,
-        action: 'api.request',
-        outcome: 'success',
-        actorRealm: big,
-        actorId: `id-${i % 97}`,
-        actorName: `user-${i % 97}`,
-        credential: 'bearer',
-        clientId: `_${big}-api`,
-        jobCredential: null,
-        tokenId: randomBytes(8).toString('hex'),
-        jkt: null,
-        method: 'GET',
-        route: '/api/{organization_id}/platform/workspaces',
-        path: `/api/${big}/platform/workspaces`,
-        workspace: null,
-        status: 200,
-        result: null,
-        reason: null,
-        address: '127.0.0.1',
-        requestId: randomBytes(8).toString('hex'),
-        details: {},
-      });
-    }
-    await writer.flush();
-    await writer.close(1000);
+    await writeRequests(big, 100_000);
 
     const res = await fetch(`${replica.url}/api/platform/organizations/${big}/audit-log/export`, {
       headers: { authorization: basicAuth(admin) },

@@ -1,18 +1,16 @@
-import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditRecord } from '../../src/audit/audit-chain.ts';
-import { createAuditWriter } from '../../src/audit/audit-writer.ts';
 import { runCli } from '../../src/cli/main.ts';
-import { createLogger } from '../../src/http/logger.ts';
 import { basicAuth, callApi } from '../helpers/api.ts';
 import { grantReaderRole } from '../helpers/audit-readers.ts';
+import { writeRequests } from '../helpers/audit-writes.ts';
 import { capturingIo, piped } from '../helpers/cli-io.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
-import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
+import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 interface Listed {
@@ -126,43 +124,7 @@ describe('realmgate audit list|export', () => {
 
   it('pages through a log longer than a page, keyset by keyset, both ways', async () => {
     const big = await createOrganization([]);
-    const writer = createAuditWriter({
-      db: testDb(),
-      logger: createLogger('silent'),
-      metrics: { auditRecords: () => undefined },
-      spoolMax: 5000,
-      batchMax: 1000,
-      intervalMs: 60_000,
-    });
-    const atMs = Date.now();
-    for (let i = 0; i < 2500; i++) {
-      writer.record({
-        org: big,
-        atMs: atMs + i,
-        action: 'api.request',
-        outcome: 'success',
-        actorRealm: big,
-        actorId: `id-${i % 7}`,
-        actorName: `user-${i % 7}`,
-        credential: 'bearer',
-        clientId: null,
-        jobCredential: null,
-        tokenId: randomBytes(8).toString('hex'),
-        jkt: null,
-        method: 'GET',
-        route: '/api/{organization_id}/platform/workspaces',
-        path: `/api/${big}/platform/workspaces`,
-        workspace: null,
-        status: 200,
-        result: null,
-        reason: null,
-        address: '127.0.0.1',
-        requestId: null,
-        details: {},
-      });
-    }
-    await writer.flush();
-    await writer.close(1000);
+    await writeRequests(big, 2500);
     for (const order of ['desc', 'asc']) {
       const all = await realmgate(
         ['audit', 'list', big, '--all', '--order', order, '--json'],
