@@ -63,11 +63,16 @@ interface JobRow {
   updated_at: unknown;
 }
 
-const conditionsOf = (row: JobRow): { ts_from: string; ts_to: string } =>
-  (typeof row.conditions === 'string' ? JSON.parse(row.conditions) : row.conditions) as {
+/** The range as sent, in the order sent (jsonb keeps its keys in an order of its own). */
+function conditionsOf(row: JobRow): { ts_from: string; ts_to: string } {
+  const kept = (
+    typeof row.conditions === 'string' ? JSON.parse(row.conditions) : row.conditions
+  ) as {
     ts_from: string;
     ts_to: string;
   };
+  return { ts_from: kept.ts_from, ts_to: kept.ts_to };
+}
 
 function jobOf(row: JobRow): DownloadJob {
   return {
