@@ -103,13 +103,3 @@ export const downloadJob = z
 export const downloadList = z.array(downloadJob).meta({ id: 'AuditDownloadList' });
 
 export type DownloadJob = z.output<typeof downloadJob>;
-
-/** The credentials a web page's form sends, when it cannot set a header (a browser download). */
-export const downloadForm = z
-  .object({
-    authorization: z.string().optional().meta({
-      description:
-        '`Bearer <token>` or `Basic <credentials>`, read when no Authorization header is sent',
-    }),
-  })
-  .meta({ id: 'AuditDownloadForm' });
