@@ -61,6 +61,10 @@ describe('realmgate audit list|export', () => {
         200,
       );
     }
+  });
+
+  /** Waits until the member's three calls are in the log (written off the request path). */
+  async function memberCallsRecorded(): Promise<void> {
     await expect
       .poll(async () => {
         const page = await callApi(
@@ -70,7 +74,7 @@ describe('realmgate audit list|export', () => {
         return (page.body.data as Listed).total;
       }, EVENTUALLY)
       .toBe(3);
-  });
+  }
 
   afterAll(async () => {
     await rm(dir, { recursive: true, force: true });
@@ -78,6 +82,7 @@ describe('realmgate audit list|export', () => {
   });
 
   it("lists an organization's records as an administrator: newest first, oldest first, a table", async () => {
+    await memberCallsRecorded();
     const newest = await realmgate(
       ['audit', 'list', org, '--actor', member.username, '--json'],
       admin,
@@ -138,6 +143,7 @@ describe('realmgate audit list|export', () => {
   }, 120_000);
 
   it('exports to a file as it is read, which audit verify checks; CSV too', async () => {
+    await memberCallsRecorded();
     const file = join(dir, 'acme.jsonl');
     const exported = await realmgate(['audit', 'export', org, '--out', file], admin);
     expect(exported.code).toBe(0);
@@ -163,6 +169,7 @@ describe('realmgate audit list|export', () => {
   });
 
   it("reads through the organization's own stored login, refused without the role", async () => {
+    await memberCallsRecorded();
     const asReader = { REALMGATE_CONFIG_DIR: join(dir, 'reader') };
     expect(
       (
