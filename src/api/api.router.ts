@@ -29,6 +29,32 @@ const READS_NO_BODY: ReadonlySet<keyof ApiServices> = new Set(['operations']);
 const MAX_JSON_BODY = '64kb';
 
 /**
+ * The credentials of a route that takes them from a form (`formCredentials`) when no header
+ * carries them: the field becomes the Authorization header, so the admission reads it as any
+ * other, once. Only the field is kept; the rest of the form is not read by the route.
+ */
+function formCredentials(): RequestHandler {
+  const form = express.urlencoded({ extended: false, limit: '16kb', parameterLimit: 10 });
+  return (req, res, next) => {
+    const { entry } = scopeOf(req).route;
+    if (!entry?.formCredentials || req.headers.authorization !== undefined) {
+      next();
+      return;
+    }
+    form(req, res, (err?: unknown) => {
+      if (err) {
+        next(err);
+        return;
+      }
+      const field = (req.body as Record<string, unknown> | undefined)?.authorization;
+      if (typeof field === 'string') req.headers.authorization = field;
+      req.body = undefined;
+      next();
+    });
+  };
+}
+
+/**
  * Everything under `/api` that is not forwarded: the admission (realm, credentials, workspace
  * role; see auth/admission.ts), then the handler of the table entry the edge matched
  * (edge/route.ts): nothing here reads the path again. A path no entry serves is 404 once the
@@ -59,7 +85,7 @@ export function createApiRouter(deps: ApiDeps): Router {
   handlers.set(OPENAPI_ROUTE, (_req, res) => {
     res.json(openApiDocument);
   });
-  return Router().use(admitApiRequests(deps.admission), (req, res, next) => {
+  return Router().use(formCredentials(), admitApiRequests(deps.admission), (req, res, next) => {
     const { entry, realm } = scopeOf(req).route;
     const handler = entry && handlers.get(entry);
     if (handler) handler(req, res, next);

@@ -1,24 +1,27 @@
 import type { Knex } from 'knex';
 import type { AuditRecord } from './audit-chain.ts';
-import type { AuditFilter } from './audit-log.schemas.ts';
+import type { AuditFilter, AuditOrder } from './audit-log.schemas.ts';
 import { AUDIT_TABLE, recordOf, type AuditRow } from './audit-rows.ts';
 
 /** Rows read at once by an export: its memory, whatever the log's size. */
 const EXPORT_CHUNK = 1000;
 
 export interface AuditLogRepo {
-  /** One page of `log` in sequence order after `after`, and how many records match in all. */
+  /**
+   * One page of `log` in `order` of sequence numbers, past `after` in that order (keyset: a
+   * record written meanwhile never shifts a page), and how many records match in all.
+   */
   page(
     log: string,
     filter: AuditFilter,
-    after: number | undefined,
-    limit: number,
+    keyset: { order: AuditOrder; after?: number; limit: number },
   ): Promise<{ records: AuditRecord[]; total: number; next: number | null }>;
   /**
    * Every record of `log` matching `filter`, in sequence order, as of the call: read in chunks
-   * by sequence number (keyset), so memory stays bounded whatever the log's size.
+   * by sequence number (keyset), so memory stays bounded whatever the log's size. `upTo`: as of
+   * that sequence number instead (a download job's, fixed when it ran).
    */
-  records(log: string, filter: AuditFilter): AsyncGenerator<AuditRecord>;
+  records(log: string, filter: AuditFilter, upTo?: number): AsyncGenerator<AuditRecord>;
 }
 
 /** `%` and `_` are a LIKE pattern's: matched as themselves. */
@@ -45,15 +48,14 @@ function filtered(db: Knex, log: string, filter: AuditFilter): Knex.QueryBuilder
 
 export function createAuditLogRepo(db: Knex): AuditLogRepo {
   return {
-    async page(log, filter, after, limit) {
+    async page(log, filter, { order, after, limit }) {
       // One snapshot for both, so the total counts the records the page shows: read apart, a
       // batch committed between the two made a page of none with a total of one.
       const [rows, counted] = await db.transaction(
         async (trx) => {
-          const page = await (filtered(trx, log, filter)
-            .where('seq', '>', after ?? 0)
-            .orderBy('seq')
-            .limit(limit + 1) as Promise<AuditRow[]>);
+          const query = filtered(trx, log, filter);
+          if (after !== undefined) void query.where('seq', order === 'asc' ? '>' : '<', after);
+          const page = await (query.orderBy('seq', order).limit(limit + 1) as Promise<AuditRow[]>);
           const count = await (filtered(trx, log, filter).count({ count: '*' }) as Promise<
             { count: string | number }[]
           >);
@@ -68,11 +70,11 @@ export function createAuditLogRepo(db: Knex): AuditLogRepo {
         next: rows.length > limit ? records.at(-1)!.seq : null,
       };
     },
-    async *records(log, filter) {
-      const last = await db(AUDIT_TABLE)
-        .where({ org: log })
-        .max<{ max: unknown }[]>({ max: 'seq' });
-      const end = Number(last[0]?.max ?? 0);
+    async *records(log, filter, upTo) {
+      const last =
+        upTo ??
+        (await db(AUDIT_TABLE).where({ org: log }).max<{ max: unknown }[]>({ max: 'seq' }))[0]?.max;
+      const end = Number(last ?? 0);
       let after = 0;
       for (;;) {
         const rows = (await filtered(db, log, filter)

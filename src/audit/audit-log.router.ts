@@ -26,7 +26,7 @@ export interface AuditLogService {
 const route = routeFor<AuditLogService>({ metricsClass: 'list' });
 
 /** Administrators read any log; an organization's user its own, with the reader's role. */
-async function allowRead(
+export async function allowRead(
   service: AuditLogService,
   principal: Principal,
   log: string,
@@ -86,7 +86,7 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
       method: 'get',
       path: base,
       operationId: `readAuditLog${variant.base.includes('organizations') ? 'OfOrganization' : variant.suffix}`,
-      summary: `Read ${whose} audit log: filtered, a page at a time, with the total`,
+      summary: `Read ${whose} audit log: filtered, a page at a time (newest first unless \`order=asc\`), with the total`,
       description: `Platform administrators and, for an organization's own path, its users with the realm role \`${AUDIT_READER_ROLE}\`. The read is itself recorded.`,
       tags: ['audit'],
       params: variant.params,
@@ -96,7 +96,7 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
       audit: { action: 'audit_log.read', target },
       handler: async (service, { principal, realm, query }) => {
         await allowRead(service, principal, realm);
-        return service.repo.page(realm, filterOf(query), query.after, query.limit);
+        return service.repo.page(realm, filterOf(query), query);
       },
     }),
     route({

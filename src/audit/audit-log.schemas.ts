@@ -1,4 +1,13 @@
 import { z } from 'zod';
+import {
+  AUDIT_EXPORT_FORMATS,
+  AUDIT_ORDERS,
+  AUDIT_OUTCOMES,
+  AUDIT_PAGE_MAX,
+  CREDENTIAL_KINDS,
+} from './audit-filter-values.ts';
+
+export type { AuditExportFormat, AuditOrder } from './audit-filter-values.ts';
 
 /** A record as the API answers it: every field the chain covers (see audit-chain.ts). */
 export const auditRecord = z
@@ -47,22 +56,22 @@ export const auditFilterShape = {
   action: z.string().min(1).max(100).optional().meta({
     description: 'an action (`api.request`), or every action of a kind (`user.*`)',
   }),
-  outcome: z.enum(['success', 'failure']).optional(),
+  outcome: z.enum(AUDIT_OUTCOMES).optional(),
   workspace: z.string().min(1).max(255).optional(),
-  credential: z.enum(['basic', 'bearer', 'dpop', 'none', 'other']).optional(),
+  credential: z.enum(CREDENTIAL_KINDS).optional(),
 };
 
 export const auditPageQuery = z.strictObject({
   ...auditFilterShape,
-  after: z.coerce.number().int().min(0).optional().meta({
-    description: 'the `next` of the previous page: records after this sequence number',
+  order: z.enum(AUDIT_ORDERS).default('desc').meta({
+    description: '`desc`: newest first (the default); `asc`: oldest first, in chain order',
   }),
-  limit: z.coerce.number().int().min(1).max(1000).default(100),
+  after: z.coerce.number().int().min(0).optional().meta({
+    description:
+      'the `next` of the previous page, with the same `order`: the records past this sequence number in that order (older for `desc`, newer for `asc`)',
+  }),
+  limit: z.coerce.number().int().min(1).max(AUDIT_PAGE_MAX).default(100),
 });
-
-export const AUDIT_EXPORT_FORMATS = ['jsonl', 'csv', 'ocsf'] as const;
-
-export type AuditExportFormat = (typeof AUDIT_EXPORT_FORMATS)[number];
 
 export const auditExportQuery = z.strictObject({
   ...auditFilterShape,

@@ -16,6 +16,11 @@ import { changeEventsOf } from './change-events.ts';
 import { createAuditWriter, type AuditMetrics, type AuditWriter } from './audit-writer.ts';
 import { scheduleRetention } from './audit-retention.ts';
 import { auditTokenGrants } from './token-grants.ts';
+import type { AuditDownloadService } from './download-jobs.router.ts';
+import { createDownloadJobs, runDownloadJobs } from './download-jobs.ts';
+
+/** How often every replica looks for download jobs another replica took but did not run. */
+const DOWNLOAD_POLL_MS = 5000;
 
 export interface AuditLogArea {
   /** Told of each `/api` request's outcome by the edge; undefined when the log is off. */
@@ -24,6 +29,8 @@ export interface AuditLogArea {
   tokenGrants: RequestHandler | undefined;
   /** What the reader's routes are served with (audit-log.router.ts). */
   service: AuditLogService;
+  /** What the reference platform's download routes are served with (download-jobs.router.ts). */
+  downloads: AuditDownloadService;
   /** The one writer of this process's records; undefined when the log is off. */
   writer: AuditWriter | undefined;
   /** Writes what is spooled; the last thing before the database closes. */
@@ -55,13 +62,21 @@ export function buildAuditLog(
     repo: createAuditLogRepo(shared.db),
     organizationExists: isLog,
   };
+  // Downloads serve what the log holds, written or not by this process (as reading does).
+  const jobs = createDownloadJobs(shared.db, clock, shared.logger);
+  const runner = runDownloadJobs(jobs, { intervalMs: DOWNLOAD_POLL_MS, logger: shared.logger });
+  const downloads: AuditDownloadService = { ...service, jobs, kick: () => runner.kick() };
   if (!config.AUDIT_LOG_ENABLED) {
     return {
       apiOutcomes: undefined,
       tokenGrants: undefined,
       service,
+      downloads,
       writer: undefined,
-      close: async () => {},
+      close: () => {
+        runner.close();
+        return Promise.resolve();
+      },
     };
   }
   const writer = createAuditWriter({
@@ -96,9 +111,11 @@ export function buildAuditLog(
       clock,
     }),
     service,
+    downloads,
     writer,
     close: () => {
       retention.close();
+      runner.close();
       return writer.close(config.SHUTDOWN_GRACE_SECONDS * 1000);
     },
   };

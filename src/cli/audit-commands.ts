@@ -1,8 +1,18 @@
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { createChainFollower, type AuditRecord } from '../audit/audit-chain.ts';
+import {
+  FILTER_OPTIONS,
+  FORMAT_OPTION,
+  ORDER_OPTION,
+  readFilters,
+  readFormat,
+  readOrder,
+} from './audit-filters.ts';
+import { exportTo, listRecords, TABLE_HEADER, tableRowOf } from './audit-reading.ts';
 import { sessionCommand, type CommandEntry } from './command-spec.ts';
-import { CliError } from './errors.ts';
+import { CliError, usageError } from './errors.ts';
+import { checkRealm } from './values.ts';
 
 /** What `audit verify` found in a whole export. */
 interface Verified {
@@ -75,8 +85,71 @@ function recordOf(text: string, line: number): AuditRecord {
   return record as AuditRecord;
 }
 
-/** `realmgate audit verify FILE`: offline, no login needed. */
+/** `--max`: a whole number of records, at least one. */
+function readMax(text: string | undefined): number {
+  if (text === undefined) return 100;
+  if (!/^\d{1,9}$/.test(text) || Number(text) < 1) throw usageError('--max: a number, at least 1');
+  return Number(text);
+}
+
+/**
+ * `realmgate audit list|export <log>` (master's, or an organization's: through its own stored
+ * login when there is one, else as a platform administrator), and `audit verify FILE`
+ * (offline, no login needed).
+ */
 export const AUDIT_COMMANDS: readonly CommandEntry[] = [
+  sessionCommand({
+    name: 'audit list',
+    positionals: ['realm'],
+    options: {
+      ...FILTER_OPTIONS,
+      order: ORDER_OPTION,
+      max: { value: 'n' },
+      all: {},
+      json: {},
+    },
+    parse: (args) => {
+      if (args.has('all') && args.one('max') !== undefined) {
+        throw usageError('audit list takes either --max or --all');
+      }
+      return {
+        log: checkRealm(args.at(0)),
+        filters: readFilters(args),
+        order: readOrder(args.one('order')),
+        max: args.has('all') ? undefined : readMax(args.one('max')),
+        json: args.has('json'),
+      };
+    },
+    run: async (command, context) => {
+      const { stdout } = context.io;
+      const records: unknown[] = [];
+      if (!command.json) stdout.write(TABLE_HEADER);
+      const listed = await listRecords(command, context, (page) => {
+        if (command.json) records.push(...page);
+        else for (const record of page) stdout.write(tableRowOf(record));
+      });
+      if (command.json) return { json: { total: listed.total, records, next: listed.next } };
+      const more = listed.next === null ? '' : ` (more: --max, or --all)`;
+      return { text: `${listed.shown} of ${listed.total} records${more}` };
+    },
+  }),
+  sessionCommand({
+    name: 'audit export',
+    positionals: ['realm'],
+    options: {
+      ...FILTER_OPTIONS,
+      format: FORMAT_OPTION,
+      out: { value: 'file', required: true },
+    },
+    parse: (args) => {
+      const query = readFilters(args);
+      query.set('format', readFormat(args.one('format')));
+      return { log: checkRealm(args.at(0)), query, file: args.one('out')! };
+    },
+    run: async ({ log, query, file }, context) => ({
+      json: { file, format: query.get('format'), bytes: await exportTo(file, log, query, context) },
+    }),
+  }),
   sessionCommand({
     name: 'audit verify',
     positionals: ['file'],

@@ -108,6 +108,36 @@ export async function callApi(
   connection: Connection,
   timeoutMs = DEFAULT_TIMEOUT_MS,
 ): Promise<unknown> {
+  const { status, text } = await send(request, connection, timeoutMs, false);
+  return readEnvelopeData(status, text, connection.baseUrl);
+}
+
+/**
+ * Sends one request whose success is not an envelope but a file (an export): its body, read as
+ * the caller takes it. `timeoutMs` bounds the wait for the answer to start, not the download.
+ * Errors as `callApi`'s: a refusal is an envelope.
+ */
+export async function openDownload(
+  request: ApiRequest,
+  connection: Connection,
+  timeoutMs = DEFAULT_TIMEOUT_MS,
+): Promise<ReadableStream<Uint8Array>> {
+  const { status, text, body } = await send(request, connection, timeoutMs, true);
+  if (body !== null) return body;
+  readEnvelopeData(status, text, connection.baseUrl);
+  throw new CliError('api', `error ${status}: the gateway sent no file`, undefined, status);
+}
+
+/**
+ * One request, with a DPoP proof when the connection has a key. `stream`: a 2xx answer's body
+ * is handed back unread (`body`), else every answer is read into `text`.
+ */
+async function send(
+  request: ApiRequest,
+  connection: Connection,
+  timeoutMs: number,
+  stream: boolean,
+): Promise<{ status: number; text: string; body: ReadableStream<Uint8Array> | null }> {
   const relative = request.path.replace(/^\//, '');
   const url = new URL(relative, connection.baseUrl);
   const headers: Record<string, string> = {
@@ -115,14 +145,23 @@ export async function callApi(
     authorization: connection.authorization,
   };
   if (request.body) headers['content-type'] = 'application/json';
-  let status: number;
-  let text: string;
-  let location: string | null;
+  // Until the answer has come: a download then takes as long as it takes.
+  const abort = new AbortController();
+  const timer = setTimeout(
+    () => abort.abort(new DOMException('no answer', 'TimeoutError')),
+    timeoutMs,
+  );
+  let answer: {
+    status: number;
+    text: string;
+    body: ReadableStream<Uint8Array> | null;
+    location: string | null;
+  };
   try {
     const { dpop } = connection;
     const proofUrl = dpop && new URL(relative, dpop.gateway);
     const target = { method: request.method, url: proofUrl ?? url, accessToken: dpop?.accessToken };
-    ({ status, text, location } = await sendWithProof(dpop?.key, target, async (proof) => {
+    answer = await sendWithProof(dpop?.key, target, async (proof) => {
       // A redirect is reported, not followed: a POST would be replayed as GET, or the
       // credentials sent somewhere the user did not name.
       const response = await fetch(url, {
@@ -130,20 +169,26 @@ export async function callApi(
         headers: proof === undefined ? headers : { ...headers, dpop: proof },
         body: request.body && JSON.stringify(request.body),
         redirect: 'manual',
-        signal: AbortSignal.timeout(timeoutMs),
+        signal: abort.signal,
       });
-      const { headers: answered } = response;
+      const { headers: answered, status } = response;
       const location = answered.get('location');
-      return { status: response.status, headers: answered, text: await response.text(), location };
-    }));
+      if (stream && status >= 200 && status < 300) {
+        return { status, headers: answered, text: '', body: response.body, location };
+      }
+      return { status, headers: answered, text: await response.text(), body: null, location };
+    });
   } catch (error) {
     throw describeUnreachable(error, connection.baseUrl, timeoutMs);
+  } finally {
+    clearTimeout(timer);
   }
+  const { status, location } = answer;
   if (status >= 300 && status < 400) {
     const target = location ? ` to ${printable(location)}` : '';
     throw new CliError('api', `error ${status}: the gateway redirects${target}; fix REALMGATE_URL`);
   }
-  return readEnvelopeData(status, text, connection.baseUrl);
+  return answer;
 }
 
 function readEnvelopeData(status: number, text: string, baseUrl: URL): unknown {

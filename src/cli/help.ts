@@ -60,6 +60,15 @@ among stored logins; without them, the most recent login at REALMGATE_URL is use
 commands use the most recent master-realm login when no REALMGATE_TOKEN or
 REALMGATE_USERNAME is set.
 
+audit list reads a log (<realm>: master, or an organization), newest first unless --order asc,
+page after page (keyset) up to --max records (default 100) or --all, as a table or --json;
+audit export writes one to --out as it is read (jsonl, verifiable; csv; ocsf). Their filters
+are the API's: --from and --to take a date or a date-time with zone, --to excluded.
+  realmgate audit list acme --from 2026-10-01 --to 2026-11-01 --all
+An organization's log is read through a stored login of that organization (a user with its
+role _og-audit-log) when there is one, else as a platform administrator. audit verify checks
+a JSON Lines export offline and names the first record that does not fit (exit status 4).
+
 Environment:
   REALMGATE_URL         gateway base URL (default http://localhost:8000)
   REALMGATE_TOKEN       access token of a master-realm user (Bearer), or

@@ -102,19 +102,29 @@ export async function resolveCaller(
 }
 
 /**
- * Sends `request` as `caller`. A stored login's cached access token that the gateway refuses
- * (revoked meanwhile) is dropped and the call made once more with a fresh one.
+ * Sends `request` as `caller` with `call` (`callApi`, or `openDownload` for a file). A stored
+ * login's cached access token that the gateway refuses (revoked meanwhile) is dropped and the
+ * call made once more with a fresh one.
  */
-export async function callAs(
+export async function callAs<T = unknown>(
   caller: Caller,
   request: ApiRequest,
   timeoutMs: number,
-): Promise<unknown> {
-  if (caller.kind === 'env') return callApi(request, caller, timeoutMs);
+  call: (
+    request: ApiRequest,
+    connection: Connection,
+    timeoutMs: number,
+  ) => Promise<T> = callApi as (
+    request: ApiRequest,
+    connection: Connection,
+    timeoutMs: number,
+  ) => Promise<T>,
+): Promise<T> {
+  if (caller.kind === 'env') return call(request, caller, timeoutMs);
   const { baseUrl } = caller;
   const first = await accessTokenOf(caller, timeoutMs);
   const send = async (token: string) =>
-    callApi(request, await connectionOf(baseUrl, caller, token, timeoutMs), timeoutMs);
+    call(request, await connectionOf(baseUrl, caller, token, timeoutMs), timeoutMs);
   try {
     return await send(first.token);
   } catch (error) {

@@ -51,6 +51,12 @@ export interface RouteDeclaration {
    * guard must hold for every spelling: `/auth/ADMIN/`), after those that match as written.
    */
   readonly caseless?: boolean;
+  /**
+   * An `/api` entry only: without an Authorization header, the credentials may come as the
+   * `authorization` field of a form body (a browser's download form cannot set a header; the
+   * reference platform's web page downloads so). They are then read as that header would be.
+   */
+  readonly formCredentials?: boolean;
 }
 
 /**

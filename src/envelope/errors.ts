@@ -1,7 +1,7 @@
 /**
  * Every error the API can answer with, as one closed table. Result codes follow the
  * platform's `SSS-FFNNN` scheme (status, function, sequence); see docs in README.
- * FF: 00 common, 11 auth proxy, 22 workspace, 23 organization, 30 tokens.
+ * FF: 00 common, 11 auth proxy, 22 workspace, 23 organization, 30 tokens, 40 audit log.
  */
 export const errorCodes = {
   badRequestHeader: { status: 400, result: '400-00001', message: 'Bad request header.' },
@@ -41,6 +41,22 @@ export const errorCodes = {
     message: 'Reading the realm settings failed.',
   },
   notFound: { status: 404, result: '404-00000', message: 'Not found.' },
+  auditDownloadLimit: {
+    status: 400,
+    result: '400-40001',
+    message:
+      'The organization keeps as many audit log downloads as it may; old ones go after 7 days.',
+  },
+  auditDownloadNotFound: {
+    status: 404,
+    result: '404-40001',
+    message: 'No such audit log download.',
+  },
+  auditDownloadNotReady: {
+    status: 409,
+    result: '409-40001',
+    message: 'This audit log download has no file: see its status.',
+  },
   refreshTokenNotFound: { status: 404, result: '404-30001', message: 'Refresh token not found.' },
   revokeFailed: {
     status: 500,

@@ -90,14 +90,14 @@ export interface RouteSpec<
 
 /**
  * An answer sent as it is made (an export), never whole in memory nor in the envelope: lines
- * written as the client takes them.
+ * (or bytes: a zip) written as the client takes them.
  */
 export class StreamedAnswer {
   readonly contentType: string;
   readonly filename: string;
-  readonly lines: AsyncIterable<string>;
+  readonly lines: AsyncIterable<string | Uint8Array>;
 
-  constructor(contentType: string, filename: string, lines: AsyncIterable<string>) {
+  constructor(contentType: string, filename: string, lines: AsyncIterable<string | Uint8Array>) {
     this.contentType = contentType;
     this.filename = filename;
     this.lines = lines;
@@ -117,12 +117,18 @@ async function sendStreamed(res: Response, answer: StreamedAnswer): Promise<void
   res.setHeader('content-disposition', `attachment; filename="${answer.filename}"`);
   res.setHeader('cache-control', 'no-store');
   let pending = '';
-  const write = async (chunk: string) => {
+  const write = async (chunk: string | Uint8Array) => {
     if (!res.write(chunk)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
   };
   try {
     for await (const line of answer.lines) {
       if (res.destroyed) return;
+      if (typeof line !== 'string') {
+        if (pending !== '') await write(pending);
+        pending = '';
+        await write(line);
+        continue;
+      }
       pending += line;
       if (pending.length >= STREAM_CHUNK) {
         await write(pending);

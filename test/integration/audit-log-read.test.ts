@@ -6,19 +6,18 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createChainFollower, verifyChain, type AuditRecord } from '../../src/audit/audit-chain.ts';
-import { AUDIT_READER_ROLE } from '../../src/tenancy/identifiers.ts';
-import { createAuditWriter } from '../../src/audit/audit-writer.ts';
 import { verifyExport } from '../../src/cli/audit-commands.ts';
-import { createLogger } from '../../src/http/logger.ts';
 import { basicAuth, callApi } from '../helpers/api.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
-import { createUser, keycloakAdmin, userIdOf, type TestUser } from '../helpers/keycloak.ts';
+import { grantReaderRole } from '../helpers/audit-readers.ts';
+import { writeRequests } from '../helpers/audit-writes.ts';
+import { createUser, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 
 /**
  * Reading the audit log: who may (an organization's users with its reader role, platform
- * administrators), the filters, keyset pages with a total, streamed exports (JSON Lines that
+ * administrators), the filters, keyset pages with a total (newest first, or oldest first), streamed exports (JSON Lines that
  * verify offline, CSV), a 100,000-record export in bounded memory, and every read recorded.
  * Ports 19810/19811.
  */
@@ -29,17 +28,6 @@ describe('audit log: reading and exporting', () => {
   let member: TestUser;
   let admin: TestUser;
   let otherAdmin: TestUser;
-
-  async function grantReaderRole(user: TestUser): Promise<void> {
-    const kc = await keycloakAdmin();
-    await kc.roles.create({ realm: user.realm, name: AUDIT_READER_ROLE }).catch(() => undefined);
-    const role = await kc.roles.findOneByName({ realm: user.realm, name: AUDIT_READER_ROLE });
-    await kc.users.addRealmRoleMappings({
-      realm: user.realm,
-      id: await userIdOf(user),
-      roles: [{ id: role!.id!, name: role!.name! }],
-    });
-  }
 
   beforeAll(async () => {
     replica = await startReplica(19810);
@@ -105,9 +93,24 @@ describe('audit log: reading and exporting', () => {
     const third = (await get(orgLog(`?${actor}&limit=2&after=${second.next}`), reader)).body
       .data as Page;
     expect(third.next).toBeNull();
+    const newestFirst = all.records.map((r) => r.seq);
+    expect(newestFirst).toEqual([...newestFirst].sort((a, b) => b - a));
     expect([...first.records, ...second.records, ...third.records].map((r) => r.seq)).toEqual(
-      all.records.map((r) => r.seq),
+      newestFirst,
     );
+    // Oldest first, the same keyset walk the other way: the same records, reversed.
+    const ascending: number[] = [];
+    let after: number | null | undefined;
+    do {
+      const cursor = after === undefined ? '' : `&after=${after}`;
+      const page = (await get(orgLog(`?${actor}&order=asc&limit=2${cursor}`), reader)).body
+        .data as Page;
+      expect(page.total).toBe(5);
+      ascending.push(...page.records.map((r) => r.seq));
+      after = page.next;
+    } while (after !== null);
+    expect(ascending).toEqual([...newestFirst].reverse());
+    expect((await get(orgLog('?order=sideways'), reader)).status).toBe(400);
 
     const refused = await pageOnceWritten(
       `?outcome=failure&credential=basic&action=api.*&from=${encodeURIComponent(from)}`,
@@ -136,12 +139,12 @@ describe('audit log: reading and exporting', () => {
     const foreign = await get(orgLog(), otherAdmin);
     expect(foreign.status).toBe(401);
     const attempts = await pageOnceWritten(`?outcome=failure&action=audit_log.read`, 1);
-    expect(attempts.records.at(-1)).toMatchObject({
+    expect(attempts.records[0]).toMatchObject({
       actorName: member.username,
       result: '403-00001',
     });
     const refusedCalls = await pageOnceWritten(`?outcome=failure&actor=${otherAdmin.username}`, 1);
-    expect(refusedCalls.records.at(-1)).toMatchObject({
+    expect(refusedCalls.records[0]).toMatchObject({
       action: 'api.request',
       route: '/api/{organization_id}/platform/audit-log',
       status: 401,
@@ -179,14 +182,14 @@ describe('audit log: reading and exporting', () => {
     );
     expect(created.status).toBe(200);
     const inOrg = await pageOnceWritten(`?action=workspace.*&actor=${admin.username}`, 1);
-    expect(inOrg.records.at(-1)).toMatchObject({
+    expect(inOrg.records[0]).toMatchObject({
       action: 'workspace.create',
       outcome: 'success',
       actorRealm: 'master',
       details: { organization: org, id: 'ws9' },
     });
     // Its own batch, perhaps a later one; and this administrator's records only: master's log
-    // holds every suite's changes, and a page starts with the oldest.
+    // holds every suite's changes.
     await expect
       .poll(async () => {
         const inMaster = (
@@ -259,43 +262,7 @@ describe('audit log: reading and exporting', () => {
 
   it('streams an export of 100,000 records in bounded memory', async () => {
     const big = await createOrganization([]);
-    const writer = createAuditWriter({
-      db: testDb(),
-      logger: createLogger('silent'),
-      metrics: { auditRecords: () => undefined },
-      spoolMax: 100_000,
-      batchMax: 2000,
-      intervalMs: 60_000,
-    });
-    const atMs = Date.now();
-    for (let i = 0; i < 100_000; i++) {
-      writer.record({
-        org: big,
-        atMs: atMs + i,
-        action: 'api.request',
-        outcome: 'success',
-        actorRealm: big,
-        actorId: `id-${i % 97}`,
-        actorName: `user-${i % 97}`,
-        credential: 'bearer',
-        clientId: `_${big}-api`,
-        jobCredential: null,
-        tokenId: randomBytes(8).toString('hex'),
-        jkt: null,
-        method: 'GET',
-        route: '/api/{organization_id}/platform/workspaces',
-        path: `/api/${big}/platform/workspaces`,
-        workspace: null,
-        status: 200,
-        result: null,
-        reason: null,
-        address: '127.0.0.1',
-        requestId: randomBytes(8).toString('hex'),
-        details: {},
-      });
-    }
-    await writer.flush();
-    await writer.close(1000);
+    await writeRequests(big, 100_000);
 
     const res = await fetch(`${replica.url}/api/platform/organizations/${big}/audit-log/export`, {
       headers: { authorization: basicAuth(admin) },

@@ -60,8 +60,8 @@ describe('the realmgate-cli package', () => {
       'dist/realmgate.js',
       'package.json',
     ]);
-    // src/cli, five small modules of the gateway it shares rules with (the audit log's chain:
-    // `realmgate audit verify`), jose's JWT decoding,
+    // src/cli, six small modules of the gateway it shares rules with (the audit log's chain:
+    // `realmgate audit verify`; its filters' values: `audit list|export`), jose's JWT decoding,
     // openid-client's grants (with oauth4webapi, which it is built on).
     const shared = [
       'src/envelope/envelope.ts',
@@ -69,6 +69,7 @@ describe('the realmgate-cli package', () => {
       'src/platform/page-bounds.ts',
       'src/release/version.ts',
       'src/audit/audit-chain.ts',
+      'src/audit/audit-filter-values.ts',
     ];
     const foreign = pack.inputs.filter(
       (file) =>

@@ -39,7 +39,8 @@ async function schemaOf(db: Knex) {
 
 const MIGRATED = {
   tables: [
-    // The audit log (src/audit/).
+    // The audit log (src/audit/) and its download jobs.
+    'audit_download_jobs',
     'audit_log',
     'audit_log_heads',
     'knex_migrations',

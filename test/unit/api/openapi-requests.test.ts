@@ -4,6 +4,7 @@ import { openApiDocument, type HttpMethod } from '../../../src/api/openapi.ts';
 import { componentSchemasOf, idSchemasIn } from '../../../src/api/openapi-zod.ts';
 import { isOrganizationId, isWorkspaceId } from '../../../src/tenancy/identifiers.ts';
 import { passwordBody } from '../../../src/platform/users.schemas.ts';
+import { downloadRequest } from '../../../src/audit/download-jobs.schemas.ts';
 import {
   MAX_LIFETIME_SECONDS,
   tokenLifetimesPatchSchema,
@@ -26,6 +27,10 @@ const OTP = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP';
  * test does not take the document's word for which schema a route uses.
  */
 const VALIDATED_BODIES: Record<string, { schema: z.ZodType; valid: Json }> = {
+  'post /api/{organization_id}/platform/auditlog/download': {
+    schema: downloadRequest,
+    valid: { ts_from: '2026-11-01 00:00:00', ts_to: '2026-11-30T23:59:59Z' },
+  },
   'post /api/platform/organizations': {
     schema: organizationBody,
     valid: { id: 'org-1', name: 'Org' },

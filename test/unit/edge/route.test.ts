@@ -23,6 +23,7 @@ const EXAMPLES: Record<string, string> = {
   workspace_id: 'ws1',
   username: 'bob',
   id: 'session-1',
+  download_id: 'job-1',
 };
 const exampleOf = (path: string) =>
   path.replace(/\{([^}]+)\}/g, (_, name: string) => EXAMPLES[name] ?? 'x');

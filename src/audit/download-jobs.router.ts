@@ -1,0 +1,138 @@
+import { z } from 'zod';
+import { routeFor, StreamedAnswer, streamedAnswer, type AnyRoute } from '../http/route-table.ts';
+import { callerRealms } from '../platform/path-ids.ts';
+import { AUDIT_READER_ROLE } from '../tenancy/identifiers.ts';
+import { jsonLine } from './audit-export.ts';
+import { allowRead, type AuditLogService } from './audit-log.router.ts';
+import type { DownloadJobs } from './download-jobs.ts';
+import {
+  downloadCreated,
+  downloadList,
+  downloadListQuery,
+  downloadRequest,
+  rangeBoundOf,
+  rangeOf,
+  MAX_RANGE_DAYS,
+} from './download-jobs.schemas.ts';
+import { zipOfOne } from './download-zip.ts';
+
+/** What the download routes are served with: the log's readers' service, and the jobs. */
+export interface AuditDownloadService extends AuditLogService {
+  jobs: DownloadJobs;
+  /** Runs waiting jobs now, on this replica. */
+  kick(): void;
+}
+
+const route = routeFor<AuditDownloadService>({ metricsClass: 'list' });
+
+const organization = callerRealms[1]!;
+const base = `${organization.base}/auditlog/download`;
+const who = `Users of the organization with its realm role \`${AUDIT_READER_ROLE}\` (the reference platform's rule).`;
+
+/** `YYYYMMDD` of a range bound, for the file's name. */
+const dayOf = (text: string) =>
+  new Date(rangeBoundOf(text)!).toISOString().slice(0, 10).replaceAll('-', '');
+
+const sentRange = (sent: unknown): Record<string, string> => {
+  const body = (typeof sent === 'object' && sent !== null ? sent : {}) as Record<string, unknown>;
+  const range: Record<string, string> = {};
+  for (const key of ['ts_from', 'ts_to']) {
+    if (typeof body[key] === 'string') range[key] = body[key];
+  }
+  return range;
+};
+
+/**
+ * The reference platform's audit log downloads, at its paths and with its states and shapes, so
+ * its clients and web page keep working (docs/audit.md, "Download jobs").
+ */
+export const auditDownloadRoutes: AnyRoute<AuditDownloadService>[] = [
+  route({
+    method: 'post',
+    path: base,
+    operationId: 'requestAuditLogDownload',
+    summary: "Start an audit log download of a time range (the reference platform's job)",
+    description: `${who} \`ts_from\` and \`ts_to\` are both included, to the second; "YYYY-MM-DD HH:MM:SS" is read as UTC. At most ${MAX_RANGE_DAYS} days; an organization keeps at most 100 jobs, each for 7 days. The job runs once, on one replica; its zip is downloadable from any. Recorded as \`audit_log.download_request\`.`,
+    tags: ['audit'],
+    params: organization.params,
+    body: downloadRequest,
+    data: downloadCreated,
+    errors: [...organization.errors, 'permissionDenied', 'auditDownloadLimit'],
+    audit: {
+      action: 'audit_log.download_request',
+      target: ({ realm, sent }) => ({ organization: realm, ...sentRange(sent) }),
+    },
+    handler: async (service, { principal, realm, body }) => {
+      await allowRead(service, principal, realm);
+      const range = rangeOf(body);
+      const id = await service.jobs.create(
+        realm,
+        { conditions: body, ...range },
+        { id: principal.userId, name: principal.username },
+      );
+      service.kick();
+      return { download_id: id };
+    },
+  }),
+  route({
+    method: 'get',
+    path: base,
+    operationId: 'listAuditLogDownloads',
+    summary:
+      'List the audit log downloads, newest first: NotExecuted, Executing, Completion, Failed, NoData',
+    description: who,
+    tags: ['audit'],
+    params: organization.params,
+    query: downloadListQuery,
+    data: downloadList,
+    errors: [...organization.errors, 'permissionDenied'],
+    handler: async (service, { principal, realm, query }) => {
+      await allowRead(service, principal, realm);
+      return service.jobs.list(realm, query.download_id);
+    },
+  }),
+  route({
+    method: 'post',
+    path: `${base}/{download_id}`,
+    operationId: 'downloadAuditLog',
+    summary: 'Download a finished audit log download: a zip of one JSON Lines file',
+    description: `${who} A form post as the reference's web page sends it: without an Authorization header, the form field \`authorization\` (\`Bearer <token>\` or \`Basic <credentials>\`, application/x-www-form-urlencoded) is read instead. The file holds the range's records as they were when the job ran, oldest first, each as \`/audit-log/export\` writes it: \`realmgate audit verify\` checks it once unzipped. Recorded as \`audit_log.download\`.`,
+    tags: ['audit'],
+    formCredentials: true,
+    params: {
+      ...organization.params,
+      download_id: { schema: z.string().min(1).max(64), invalid: 'auditDownloadNotFound' },
+    },
+    data: streamedAnswer,
+    streams: { 'application/zip': 'one entry, `exastro_audit_<from>-<to>.log`: JSON Lines' },
+    errors: [
+      ...organization.errors,
+      'permissionDenied',
+      'auditDownloadNotFound',
+      'auditDownloadNotReady',
+    ],
+    audit: {
+      action: 'audit_log.download',
+      target: ({ realm, params }) => ({ organization: realm, download_id: params.download_id! }),
+    },
+    handler: async (service, { principal, realm, params }) => {
+      await allowRead(service, principal, realm);
+      const job = await service.jobs.finished(realm, params.download_id!);
+      const records = service.repo.records(
+        realm,
+        { from: job.fromIso, to: job.toIso },
+        job.lastSeq,
+      );
+      const lines = (async function* () {
+        for await (const record of records) yield jsonLine(record);
+      })();
+      // The reference's names: its clients may look for them.
+      const name = `exastro_audit_${dayOf(job.conditions.ts_from)}-${dayOf(job.conditions.ts_to)}.log`;
+      return new StreamedAnswer(
+        'application/zip',
+        'audit-log.zip',
+        zipOfOne(name, lines, new Date(job.toIso)),
+      );
+    },
+  }),
+];

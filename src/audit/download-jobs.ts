@@ -1,0 +1,241 @@
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import { toIsoTimestamp } from '../db/column-values.ts';
+import { AppError } from '../envelope/errors.ts';
+import type { Clock } from '../time/clock.ts';
+import { AUDIT_TABLE } from './audit-rows.ts';
+import type { DownloadJob, DownloadState } from './download-jobs.schemas.ts';
+
+const JOBS = 'audit_download_jobs';
+
+/** How long a job and its download are kept: the reference platform's default, a week. */
+export const DOWNLOAD_RETENTION_MS = 7 * 86_400_000;
+/** Jobs an organization may keep at once (the reference's default limit). */
+export const DOWNLOAD_JOBS_MAX = 100;
+/** An `Executing` job this old lost its replica (a run is one count): it failed. */
+const STALE_RUN_MS = 10 * 60_000;
+
+/** A job's range as read: epoch milliseconds, both ends included to the second. */
+export interface DownloadRange {
+  /** The body as sent, shown back in the list. */
+  conditions: { ts_from: string; ts_to: string };
+  fromMs: number;
+  toMs: number;
+}
+
+/** What a finished job covers: the range's records of the log up to `lastSeq`. */
+export interface FinishedJob {
+  org: string;
+  fromIso: string;
+  /** Exclusive: the second after `ts_to`. */
+  toIso: string;
+  lastSeq: number;
+  conditions: { ts_from: string; ts_to: string };
+}
+
+export interface DownloadJobs {
+  /** A new job of `org`; refused while the organization keeps as many as it may. */
+  create(org: string, range: DownloadRange, creator: { id: string; name: string }): Promise<string>;
+  /** The jobs of `org`, newest first (one, with `id`). */
+  list(org: string, id?: string): Promise<DownloadJob[]>;
+  /** What a job's download holds; 404 for no such job of `org`, 409 until it has data. */
+  finished(org: string, id: string): Promise<FinishedJob>;
+  /** Runs jobs waiting to run until none is left; each is claimed by one replica only. */
+  runWaiting(): Promise<void>;
+  /** Deletes expired jobs; fails runs whose replica went away. */
+  sweep(): Promise<void>;
+}
+
+interface JobRow {
+  id: string;
+  org: string;
+  status: DownloadState;
+  conditions: unknown;
+  range_from: unknown;
+  range_to: unknown;
+  last_seq: unknown;
+  count_export: number | null;
+  message: string | null;
+  created_by_id: string | null;
+  created_by_name: string | null;
+  created_at: unknown;
+  updated_at: unknown;
+}
+
+/** The range as sent, in the order sent (jsonb keeps its keys in an order of its own). */
+function conditionsOf(row: JobRow): { ts_from: string; ts_to: string } {
+  const kept = (
+    typeof row.conditions === 'string' ? JSON.parse(row.conditions) : row.conditions
+  ) as {
+    ts_from: string;
+    ts_to: string;
+  };
+  return { ts_from: kept.ts_from, ts_to: kept.ts_to };
+}
+
+function jobOf(row: JobRow): DownloadJob {
+  return {
+    download_id: row.id,
+    status: row.status,
+    conditions: JSON.stringify(conditionsOf(row)),
+    count_export: row.count_export,
+    message: row.message,
+    create_timestamp: toIsoTimestamp(row.created_at),
+    create_user_id: row.created_by_id,
+    create_user_name: row.created_by_name,
+    last_update_timestamp: toIsoTimestamp(row.updated_at),
+  };
+}
+
+/** The download jobs kept in PostgreSQL, shared by every replica. */
+export function createDownloadJobs(db: Knex, clock: Clock, logger: Logger): DownloadJobs {
+  const now = () => new Date(clock.now());
+
+  /** Claims the oldest waiting job: `skip locked`, so two replicas never claim the same. */
+  async function claim(): Promise<JobRow | undefined> {
+    const claimed = await db.raw<{ rows: JobRow[] }>(
+      `update ${JOBS} set status = 'Executing', updated_at = ?
+       where id = (select id from ${JOBS} where status = 'NotExecuted'
+                   order by created_at limit 1 for update skip locked)
+       returning *`,
+      [now()],
+    );
+    return claimed.rows[0];
+  }
+
+  /** Fixes what the job covers (the log as it is now) and counts it. */
+  async function run(job: JobRow): Promise<void> {
+    try {
+      const { lastSeq, count } = await db.transaction(
+        async (trx) => {
+          const end = await trx(AUDIT_TABLE).where({ org: job.org }).max<{ max: unknown }[]>({
+            max: 'seq',
+          });
+          const lastSeq = Number(end[0]?.max ?? 0);
+          const counted = await trx(AUDIT_TABLE)
+            .where({ org: job.org })
+            .where('at', '>=', new Date(toIsoTimestamp(job.range_from)))
+            .where('at', '<', new Date(toIsoTimestamp(job.range_to)))
+            .where('seq', '<=', lastSeq)
+            .count<{ count: string | number }[]>({ count: '*' });
+          return { lastSeq, count: Number(counted[0]?.count ?? 0) };
+        },
+        { isolationLevel: 'repeatable read', readOnly: true },
+      );
+      await db(JOBS)
+        .where({ id: job.id, status: 'Executing' })
+        .update({
+          status: count > 0 ? 'Completion' : 'NoData',
+          count_export: count,
+          last_seq: lastSeq,
+          updated_at: now(),
+        });
+    } catch (err) {
+      logger.error({ err, job: job.id }, 'audit download job failed');
+      await db(JOBS)
+        .where({ id: job.id })
+        .update({ status: 'Failed', message: 'Reading the audit log failed.', updated_at: now() });
+    }
+  }
+
+  return {
+    async create(org, range, creator) {
+      const id = randomUUID();
+      const created = now();
+      await db.transaction(async (trx) => {
+        // Serialises the organization's creations, so two at once cannot both pass the limit.
+        await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`${JOBS}:${org}`]);
+        const kept = await trx(JOBS).where({ org }).count<{ count: string | number }[]>({
+          count: '*',
+        });
+        if (Number(kept[0]?.count ?? 0) >= DOWNLOAD_JOBS_MAX) {
+          throw new AppError('auditDownloadLimit');
+        }
+        await trx(JOBS).insert({
+          id,
+          org,
+          status: 'NotExecuted',
+          conditions: JSON.stringify(range.conditions),
+          range_from: new Date(range.fromMs),
+          // Both ends included to the second, as the reference reads `BETWEEN`.
+          range_to: new Date(range.toMs + 1000),
+          created_by_id: creator.id,
+          created_by_name: creator.name,
+          created_at: created,
+          updated_at: created,
+          expires_at: new Date(created.getTime() + DOWNLOAD_RETENTION_MS),
+        });
+      });
+      return id;
+    },
+    async list(org, id) {
+      const query = db(JOBS).where({ org }).orderBy('created_at', 'desc').orderBy('id');
+      if (id !== undefined) void query.where({ id });
+      return ((await query) as JobRow[]).map(jobOf);
+    },
+    async finished(org, id) {
+      const row = (await db(JOBS).where({ org, id }).first()) as JobRow | undefined;
+      if (row === undefined) throw new AppError('auditDownloadNotFound');
+      if (row.status !== 'Completion') throw new AppError('auditDownloadNotReady');
+      return {
+        org,
+        fromIso: toIsoTimestamp(row.range_from),
+        toIso: toIsoTimestamp(row.range_to),
+        lastSeq: Number(row.last_seq),
+        conditions: conditionsOf(row),
+      };
+    },
+    async runWaiting() {
+      for (let job = await claim(); job !== undefined; job = await claim()) await run(job);
+    },
+    async sweep() {
+      const at = now();
+      await db(JOBS).where('expires_at', '<=', at).del();
+      await db(JOBS)
+        .where({ status: 'Executing' })
+        .where('updated_at', '<', new Date(at.getTime() - STALE_RUN_MS))
+        .update({
+          status: 'Failed',
+          message: 'The run was interrupted; start a new download.',
+          updated_at: at,
+        });
+    },
+  };
+}
+
+/**
+ * Every replica's runner: a job is run at once by the replica that took it (`kick`), and a job
+ * whose replica went before running it by whichever replica looks next (every `intervalMs`).
+ */
+export function runDownloadJobs(
+  jobs: DownloadJobs,
+  options: { intervalMs: number; logger: Logger },
+): { kick(): void; close(): void } {
+  let running: Promise<void> | undefined;
+  let again = false;
+  const kick = () => {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = jobs
+      .runWaiting()
+      .catch((err: unknown) => options.logger.warn({ err }, 'audit download jobs not run'))
+      .finally(() => {
+        running = undefined;
+        if (again) {
+          again = false;
+          kick();
+        }
+      });
+  };
+  const timer = setInterval(() => {
+    kick();
+    jobs
+      .sweep()
+      .catch((err: unknown) => options.logger.warn({ err }, 'audit download sweep failed'));
+  }, options.intervalMs);
+  timer.unref();
+  return { kick, close: () => clearInterval(timer) };
+}

@@ -1,0 +1,146 @@
+import { createWriteStream } from 'node:fs';
+import { rename, rm } from 'node:fs/promises';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { AuditRecord } from '../audit/audit-chain.ts';
+import { AUDIT_PAGE_MAX } from '../audit/audit-filter-values.ts';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
+import { callApi, openDownload } from './client.ts';
+import { auditLogPath } from './audit-filters.ts';
+import { CliError } from './errors.ts';
+import type { RunContext } from './io.ts';
+import { callAs, resolveCaller, type Caller } from './stored-login.ts';
+
+const NO_CREDENTIALS =
+  'no credentials: set REALMGATE_TOKEN, or REALMGATE_USERNAME and REALMGATE_PASSWORD, of a ' +
+  'master-realm user, or log in once with realmgate login <org|master> <username> (an ' +
+  "organization's user needs its role _og-audit-log)";
+
+/**
+ * Who reads `log`, and where: credentials in the environment are a platform administrator's
+ * (as for every administrator's command); else a stored login of the organization itself (its
+ * reader) when there is one, else the most recent master-realm login.
+ */
+async function readerOf(
+  log: string,
+  env: RunContext['env'],
+): Promise<{ caller: Caller; path: string }> {
+  if (log !== MASTER_REALM) {
+    const own = await resolveCaller(env, { realm: log }, NO_CREDENTIALS).catch(() => undefined);
+    if (own?.kind === 'stored') return { caller: own, path: auditLogPath(log, true) };
+  }
+  const caller = await resolveCaller(env, { realm: MASTER_REALM }, NO_CREDENTIALS);
+  return { caller, path: auditLogPath(log, false) };
+}
+
+interface Page {
+  records: AuditRecord[];
+  total: number;
+  next: number | null;
+}
+
+/** What `audit list` asks for: the filters' query, the order, and how many records at most. */
+export interface ListRequest {
+  log: string;
+  filters: URLSearchParams;
+  order: string;
+  /** Undefined: every record (`--all`). */
+  max: number | undefined;
+}
+
+/**
+ * The records of a log, page after page (keyset: `after` is the last page's `next`) until `max`
+ * records or the last page; `onPage` sees each as it comes, so a long listing is printed as it
+ * is read.
+ */
+export async function listRecords(
+  request: ListRequest,
+  context: RunContext,
+  onPage: (records: AuditRecord[], total: number) => void,
+): Promise<{ total: number; shown: number; next: number | null }> {
+  const { caller, path } = await readerOf(request.log, context.env);
+  let shown = 0;
+  let after: number | null | undefined;
+  let total: number;
+  do {
+    const wanted = request.max === undefined ? AUDIT_PAGE_MAX : request.max - shown;
+    const query = new URLSearchParams(request.filters);
+    query.set('order', request.order);
+    query.set('limit', String(Math.min(AUDIT_PAGE_MAX, wanted)));
+    if (after !== undefined) query.set('after', String(after));
+    const page = await callAs<Page>(
+      caller,
+      { method: 'GET', path: `${path}?${query.toString()}` },
+      context.timeoutMs,
+      callApi as (...args: Parameters<typeof callApi>) => Promise<Page>,
+    );
+    total = page.total;
+    shown += page.records.length;
+    onPage(page.records, total);
+    after = page.next;
+  } while (after !== null && (request.max === undefined || shown < request.max));
+  return { total, shown, next: after };
+}
+
+/** The columns of the table, each a record's field as one short text. */
+const COLUMNS: [string, number, (r: AuditRecord) => string | null][] = [
+  ['SEQ', 7, (r) => String(r.seq)],
+  ['AT', 24, (r) => r.at],
+  ['ACTION', 24, (r) => r.action],
+  ['OUTCOME', 7, (r) => r.outcome],
+  ['ACTOR', 20, (r) => r.actorName ?? r.actorId],
+  ['CRED', 6, (r) => r.credential],
+  ['WORKSPACE', 12, (r) => r.workspace],
+  ['STATUS', 9, (r) => r.result ?? (r.status === null ? null : String(r.status))],
+  ['REASON', 0, (r) => r.reason ?? r.route],
+];
+
+/** Control characters of a stored text are not sent to a terminal. */
+// eslint-disable-next-line no-control-regex
+const printable = (text: string) => text.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ');
+
+const rowOf = (cells: string[]) =>
+  `${cells
+    .map((cell, i) => (COLUMNS[i]![1] ? cell.padEnd(COLUMNS[i]![1]) : cell))
+    .join(' ')
+    .trimEnd()}\n`;
+
+export const TABLE_HEADER = rowOf(COLUMNS.map(([title]) => title));
+
+/** A record as a row of the table. */
+export function tableRowOf(record: AuditRecord): string {
+  return rowOf(COLUMNS.map(([, , cell]) => printable(cell(record) ?? '-')));
+}
+
+/**
+ * Streams an export of `log` into `file`: written beside it first and renamed once complete, so
+ * a cut download never looks like a whole export. Returns the bytes written.
+ */
+export async function exportTo(
+  file: string,
+  log: string,
+  query: URLSearchParams,
+  context: RunContext,
+): Promise<number> {
+  const { caller, path } = await readerOf(log, context.env);
+  const body = await callAs(
+    caller,
+    { method: 'GET', path: `${path}/export?${query.toString()}` },
+    context.timeoutMs,
+    openDownload,
+  );
+  const partial = `${file}.part`;
+  let bytes = 0;
+  const counted = Readable.fromWeb(body);
+  counted.on('data', (chunk: Buffer) => {
+    bytes += chunk.length;
+  });
+  try {
+    await pipeline(counted, createWriteStream(partial, { flags: 'wx', mode: 0o600 }));
+    await rename(partial, file);
+  } catch (err) {
+    await rm(partial, { force: true });
+    throw new CliError('config', `cannot write ${file}: ${(err as Error).message}`);
+  }
+  return bytes;
+}

@@ -1,0 +1,222 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { Knex } from 'knex';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { verifyChain, type AuditRecord } from '../../../src/audit/audit-chain.ts';
+import { jsonLine } from '../../../src/audit/audit-export.ts';
+import { createAuditLogRepo } from '../../../src/audit/audit-log.repo.ts';
+import { createAuditWriter } from '../../../src/audit/audit-writer.ts';
+import { createDownloadJobs } from '../../../src/audit/download-jobs.ts';
+import { rangeOf } from '../../../src/audit/download-jobs.schemas.ts';
+import { zipOfOne } from '../../../src/audit/download-zip.ts';
+import { openDatabase } from '../../../src/db/database.ts';
+import { migrateToLatest } from '../../../src/db/migrate.ts';
+import { createLogger } from '../../../src/http/logger.ts';
+import { manualClock } from '../../helpers/test-clock.ts';
+import { readZip } from '../../helpers/zip-reader.ts';
+
+const logger = createLogger('silent');
+const NOV_1 = Date.UTC(2026, 10, 1);
+
+/** A download's range as the reference's page sends it. */
+function range(tsFrom: string, tsTo: string) {
+  const conditions = { ts_from: tsFrom, ts_to: tsTo };
+  return { conditions, ...rangeOf(conditions) };
+}
+
+/**
+ * Download jobs on the embedded PostgreSQL: their states, what a finished one covers (fixed when
+ * it ran), the zip made of it, the stale-run and retention sweeps. Replicas sharing one
+ * PostgreSQL: test/integration/audit-download.test.ts.
+ */
+describe('audit download jobs', () => {
+  let dir: string;
+  let db: Knex;
+  const clock = manualClock(Date.UTC(2026, 10, 2));
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'realmgate-audit-downloads-'));
+    db = await openDatabase({ dataDir: dir });
+    await migrateToLatest(db);
+    const writer = createAuditWriter({
+      db,
+      logger,
+      metrics: { auditRecords: () => undefined },
+      spoolMax: 1000,
+      batchMax: 100,
+      intervalMs: 60_000,
+    });
+    // acme: one record a minute from Nov 1, 00:00 to 04:59 UTC.
+    for (let n = 0; n < 300; n++) {
+      writer.record({
+        org: 'acme',
+        atMs: NOV_1 + n * 60_000,
+        action: 'api.request',
+        outcome: 'success',
+        actorRealm: 'acme',
+        actorId: null,
+        actorName: `user${n}`,
+        credential: 'bearer',
+        clientId: null,
+        jobCredential: null,
+        tokenId: `jti-${n}`,
+        jkt: null,
+        method: 'GET',
+        route: null,
+        path: null,
+        workspace: null,
+        status: 200,
+        result: null,
+        reason: null,
+        address: null,
+        requestId: null,
+        details: {},
+      });
+    }
+    await writer.flush();
+    await writer.close(1000);
+  }, 120_000);
+
+  afterAll(async () => {
+    await db.destroy();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('runs a waiting job: Completion with the count of its range, both ends included', async () => {
+    const jobs = createDownloadJobs(db, clock, logger);
+    const creator = { id: 'u1', name: 'alice' };
+    const id = await jobs.create(
+      'acme',
+      range('2026-11-01 01:00:00', '2026-11-01 01:59:00'),
+      creator,
+    );
+    const empty = await jobs.create(
+      'acme',
+      range('2026-10-01 00:00:00', '2026-10-31 23:59:59'),
+      creator,
+    );
+    expect((await jobs.list('acme', id))[0]).toMatchObject({
+      status: 'NotExecuted',
+      count_export: null,
+    });
+    await expect(jobs.finished('acme', id)).rejects.toMatchObject({ result: '409-40001' });
+    await jobs.runWaiting();
+    const [done] = await jobs.list('acme', id);
+    expect(done).toMatchObject({
+      download_id: id,
+      status: 'Completion',
+      count_export: 60,
+      create_user_name: 'alice',
+      conditions: '{"ts_from":"2026-11-01 01:00:00","ts_to":"2026-11-01 01:59:00"}',
+      create_timestamp: '2026-11-02T00:00:00.000Z',
+    });
+    expect((await jobs.list('acme', empty))[0]).toMatchObject({
+      status: 'NoData',
+      count_export: 0,
+    });
+    expect((await jobs.list('acme')).map((j) => j.download_id)).toEqual(
+      expect.arrayContaining([id, empty]),
+    );
+    expect(await jobs.list('globex')).toEqual([]);
+    await expect(jobs.finished('globex', id)).rejects.toMatchObject({ result: '404-40001' });
+  });
+
+  it('zips what the job covered when it ran, not what came after', async () => {
+    const jobs = createDownloadJobs(db, clock, logger);
+    const id = await jobs.create(
+      'acme',
+      range('2026-11-01T00:00:00Z', '2026-11-01T09:00:00+09:00'),
+      { id: 'u1', name: 'alice' },
+    );
+    await jobs.runWaiting();
+    const job = await jobs.finished('acme', id);
+    // A record of the range written later (a late batch) is not in this job's file.
+    const writer = createAuditWriter({
+      db,
+      logger,
+      metrics: { auditRecords: () => undefined },
+      spoolMax: 10,
+      batchMax: 10,
+      intervalMs: 60_000,
+    });
+    writer.record({
+      org: 'acme',
+      atMs: NOV_1 + 30_000,
+      action: 'late',
+      outcome: 'success',
+      actorRealm: null,
+      actorId: null,
+      actorName: null,
+      credential: null,
+      clientId: null,
+      jobCredential: null,
+      tokenId: 'jti-late',
+      jkt: null,
+      method: null,
+      route: null,
+      path: null,
+      workspace: null,
+      status: null,
+      result: null,
+      reason: null,
+      address: null,
+      requestId: null,
+      details: {},
+    });
+    await writer.close(1000);
+
+    const repo = createAuditLogRepo(db);
+    const lines = (async function* () {
+      for await (const record of repo.records(
+        'acme',
+        { from: job.fromIso, to: job.toIso },
+        job.lastSeq,
+      )) {
+        yield jsonLine(record);
+      }
+    })();
+    const chunks: Buffer[] = [];
+    for await (const chunk of zipOfOne('acme.log', lines, new Date(job.toIso)))
+      chunks.push(Buffer.from(chunk));
+    const [entry, ...more] = readZip(Buffer.concat(chunks));
+    expect(more).toEqual([]);
+    expect(entry!.name).toBe('acme.log');
+    const records = entry!.content
+      .toString('utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as AuditRecord);
+    // 00:00:00 to 00:00:00 (+09:00 is midnight UTC), to the second: one record.
+    expect(records.map((r) => r.at)).toEqual(['2026-11-01T00:00:00.000Z']);
+    expect(verifyChain(records)).toBeUndefined();
+  });
+
+  it('fails a run whose replica went away, and deletes jobs after 7 days', async () => {
+    const jobs = createDownloadJobs(db, clock, logger);
+    const id = await jobs.create('initech', range('2026-11-01 00:00:00', '2026-11-02 00:00:00'), {
+      id: 'u',
+      name: 'u',
+    });
+    await db('audit_download_jobs').where({ id }).update({ status: 'Executing' });
+    clock.advance(10 * 60_000 + 1);
+    await jobs.sweep();
+    const [failed] = await jobs.list('initech');
+    expect(failed?.status).toBe('Failed');
+    expect(failed?.message).toContain('interrupted');
+    clock.advance(7 * 86_400_000);
+    await jobs.sweep();
+    expect(await jobs.list('initech')).toEqual([]);
+  });
+
+  it('refuses ranges backwards, too long or not in the calendar', () => {
+    expect(() => range('2026-11-02 00:00:00', '2026-11-01 00:00:00')).toThrow(
+      'ts_to: before ts_from',
+    );
+    expect(() => range('2025-01-01 00:00:00', '2026-01-03 00:00:00')).toThrow('more than 366 days');
+    expect(() => range('2026-02-29 00:00:00', '2026-03-01 00:00:00')).toThrow(
+      'ts_from: no such date',
+    );
+    expect(range('2024-02-29 00:00:00', '2024-02-29 23:59:59').fromMs).toBe(Date.UTC(2024, 1, 29));
+  });
+});
