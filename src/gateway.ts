@@ -76,6 +76,7 @@ export async function startGateway(
         authMount: authProxy.mount,
         backchannelLogout: authProxy.backchannelLogout,
         resourceMetadata: auth.resourceMetadata,
+        auditKeys: auditLog.keys,
         api,
         readiness: shared.readiness,
         build: shared.build,

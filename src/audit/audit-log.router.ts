@@ -6,6 +6,7 @@ import { AUDIT_READER_ROLE, MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { Principal } from '../tenancy/principal.ts';
 import type { AuditRecord } from './audit-chain.ts';
 import { csvLine, CSV_HEADER, jsonLine } from './audit-export.ts';
+import { signedJsonLines, type ExportSignatures } from './audit-export-signed.ts';
 import { ocsfEventOf } from './ocsf.ts';
 import type { AuditLogRepo } from './audit-log.repo.ts';
 import {
@@ -21,6 +22,8 @@ export interface AuditLogService {
   repo: AuditLogRepo;
   /** Whether an organization exists (an administrator may name any). */
   organizationExists(id: string): Promise<boolean>;
+  /** The keys and checkpoints a JSON Lines export carries; undefined while the log is off. */
+  signatures: ExportSignatures | undefined;
 }
 
 const route = routeFor<AuditLogService>({ metricsClass: 'list' });
@@ -105,7 +108,7 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
       operationId: `exportAuditLog${variant.base.includes('organizations') ? 'OfOrganization' : variant.suffix}`,
       summary: `Export ${whose} audit log, streamed: JSON Lines (verifiable offline), CSV or OCSF`,
       description:
-        'The same filters as the read. A JSON Lines export of a time range (no other filter) holds every record with its hashes: `realmgate audit verify FILE` checks it. The export is itself recorded.',
+        'The same filters as the read. A JSON Lines export of a time range (no other filter) holds every record with its hashes, the signed checkpoints of the range and the public keys: `realmgate audit verify FILE --keys <PUBLIC_URL>/.well-known/audit-keys` checks it. CSV and OCSF are for reading, not verifying. The export is itself recorded.',
       tags: ['audit'],
       params: variant.params,
       query: auditExportQuery,
@@ -121,10 +124,14 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
         await allowRead(service, principal, realm);
         const records = service.repo.records(realm, filterOf(query));
         const format = FORMATS[query.format];
+        const lines =
+          query.format === 'jsonl' && service.signatures
+            ? signedJsonLines(realm, records, service.signatures, query.to)
+            : linesOf(records, format);
         return new StreamedAnswer(
           format.contentType,
           `audit-${realm}.${query.format === 'csv' ? 'csv' : 'jsonl'}`,
-          linesOf(records, format),
+          lines,
         );
       },
     }),

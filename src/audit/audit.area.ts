@@ -16,6 +16,11 @@ import { changeEventsOf } from './change-events.ts';
 import { createAuditWriter, type AuditMetrics, type AuditWriter } from './audit-writer.ts';
 import { scheduleRetention } from './audit-retention.ts';
 import { auditTokenGrants } from './token-grants.ts';
+import { auditKeysRouter } from './audit-keys.router.ts';
+import { createCheckpointer, scheduleCheckpoints } from './audit-checkpointer.ts';
+import { storedCheckpoints } from './audit-export-signed.ts';
+import { openCheckpointSigner, publishedKeys } from './audit-signing-key.ts';
+import type { CheckpointSigner } from './audit-checkpoints.ts';
 
 export interface AuditLogArea {
   /** Told of each `/api` request's outcome by the edge; undefined when the log is off. */
@@ -24,6 +29,8 @@ export interface AuditLogArea {
   tokenGrants: RequestHandler | undefined;
   /** What the reader's routes are served with (audit-log.router.ts). */
   service: AuditLogService;
+  /** The public keys of checkpoints at `/.well-known/audit-keys`, on both listeners. */
+  keys: RequestHandler;
   /** The one writer of this process's records; undefined when the log is off. */
   writer: AuditWriter | undefined;
   /** Writes what is spooled; the last thing before the database closes. */
@@ -51,15 +58,23 @@ export function buildAuditLog(
   const { config, clock, forwarding } = shared;
   const isLog = async (realm: string) =>
     realm === MASTER_REALM || (await tenants.directory.stateOf(realm)) !== 'absent';
+  // Published even while the log is off: exports made before still verify.
+  const keys = publishedKeys({
+    db: shared.db,
+    clock,
+    previousKeys: config.AUDIT_SIGNING_PREVIOUS_KEYS,
+  });
   const service: AuditLogService = {
     repo: createAuditLogRepo(shared.db),
     organizationExists: isLog,
+    signatures: config.AUDIT_LOG_ENABLED ? { keys, ...storedCheckpoints(shared.db) } : undefined,
   };
   if (!config.AUDIT_LOG_ENABLED) {
     return {
       apiOutcomes: undefined,
       tokenGrants: undefined,
       service,
+      keys: auditKeysRouter(keys),
       writer: undefined,
       close: async () => {},
     };
@@ -81,6 +96,22 @@ export function buildAuditLog(
     intervalMs: 3600_000,
     logger: shared.logger,
   });
+  const checkpoints = scheduleCheckpoints(
+    createCheckpointer({
+      db: shared.db,
+      signer: signerOnce(() =>
+        openCheckpointSigner({ db: shared.db, clock, signingKey: config.AUDIT_SIGNING_KEY }),
+      ),
+      clock,
+      period: {
+        records: config.AUDIT_CHECKPOINT_RECORDS,
+        ms: config.AUDIT_CHECKPOINT_SECONDS * 1000,
+      },
+    }),
+    // Often enough that a log is signed soon after it is due, by whichever replica looks first.
+    Math.min(config.AUDIT_CHECKPOINT_SECONDS * 1000, CHECKPOINT_POLL_MS),
+    shared.logger,
+  );
   shared.audit.keepIn((entry) => {
     for (const event of changeEventsOf(entry, clock.now())) record(event);
   });
@@ -96,10 +127,27 @@ export function buildAuditLog(
       clock,
     }),
     service,
+    keys: auditKeysRouter(keys),
     writer,
     close: () => {
       retention.close();
+      checkpoints.close();
       return writer.close(config.SHUTDOWN_GRACE_SECONDS * 1000);
     },
+  };
+}
+
+/** How often each replica looks for logs due a checkpoint, at most. */
+const CHECKPOINT_POLL_MS = 5000;
+
+/** `open` once it succeeds; tried again on the next call when it failed (the database down). */
+function signerOnce(open: () => Promise<CheckpointSigner>): () => Promise<CheckpointSigner> {
+  let opened: Promise<CheckpointSigner> | undefined;
+  return () => {
+    opened ??= open().catch((err: unknown) => {
+      opened = undefined;
+      throw err;
+    });
+    return opened;
   };
 }

@@ -2,6 +2,7 @@ import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { parsePostgresUrl } from '../../keycloak/postgres-url.ts';
 import { parseTrustedProxies } from './trusted-proxies.ts';
+import { ed25519PrivateKeyOf, ed25519PublicKeysOf } from './ed25519-keys.ts';
 import { fileVariableOf, resolveSettingFiles } from './setting-files.ts';
 import { ASYMMETRIC_ALGORITHMS, type AsymmetricAlgorithm } from './jws-algorithms.ts';
 
@@ -29,6 +30,16 @@ const url = z
   .transform((v) => v.replace(/\/+$/, ''));
 
 const port = z.coerce.number().int().min(0).max(65535);
+
+/** A PEM setting `parse` accepts; its message never repeats the value (a private key). */
+const pemOf = (parse: (pem: string) => unknown) =>
+  z.string().superRefine((value, ctx) => {
+    try {
+      parse(value);
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: (err as Error).message });
+    }
+  });
 
 /** More nodes than this is not a Keycloak cluster the gateway should spread calls over. */
 const MAX_KEYCLOAK_NODES = 16;
@@ -366,6 +377,32 @@ export const configSchema = z.object({
   AUDIT_RETENTION_DAYS: z.coerce.number().int().min(1).max(36500).default(365).meta({
     description:
       'days an audit log record is kept, for every organization; older ones are removed hourly, always the oldest first, so what remains still verifies',
+  }),
+  AUDIT_SIGNING_KEY: fromFile(
+    pemOf(ed25519PrivateKeyOf)
+      .optional()
+      .meta({
+        description:
+          'the Ed25519 private key (PKCS#8 PEM) that signs audit log checkpoints, the same on every replica; its public key is published at `/.well-known/audit-keys`; unset: each process signs with a key of its own made at start and never stored (its public key is kept in the database and published)',
+        shownDefault: '(a key per process)',
+      }),
+  ),
+  AUDIT_SIGNING_PREVIOUS_KEYS: fromFile(
+    pemOf(ed25519PublicKeysOf)
+      .optional()
+      .meta({
+        description:
+          'public keys (PEM, one after the other) of audit signing keys used before `AUDIT_SIGNING_KEY`: still published, so checkpoints they signed still verify',
+        shownDefault: '(none)',
+      }),
+  ),
+  AUDIT_CHECKPOINT_RECORDS: z.coerce.number().int().min(1).max(1_000_000).default(1000).meta({
+    description:
+      'an organization\'s audit log is checkpointed (its head signed) after this many new records, or after `AUDIT_CHECKPOINT_SECONDS`, whichever comes first',
+  }),
+  AUDIT_CHECKPOINT_SECONDS: z.coerce.number().int().min(1).max(86400).default(60).meta({
+    description:
+      'at most this long between a record and the checkpoint that signs it (records after the last checkpoint can be cut off unnoticed)',
   }),
   AUDIT_SPOOL_MAX_RECORDS: z.coerce.number().int().min(100).max(10_000_000).default(100000).meta({
     description:

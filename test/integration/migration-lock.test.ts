@@ -40,8 +40,11 @@ async function schemaOf(db: Knex) {
 const MIGRATED = {
   tables: [
     // The audit log (src/audit/).
+    'audit_checkpoints',
     'audit_log',
     'audit_log_heads',
+    'audit_retention',
+    'audit_signing_keys',
     'knex_migrations',
     'knex_migrations_lock',
     'operations',
