@@ -66,6 +66,7 @@ export async function startGateway(
       ...platform.services,
       operations: automation.operations,
       auditLog: auditLog.service,
+      auditRetention: auditLog.service,
     },
   });
   let shuttingDown = false;

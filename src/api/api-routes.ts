@@ -1,4 +1,5 @@
 import { auditLogRoutes } from '../audit/audit-log.router.ts';
+import { auditRetentionRoutes } from '../audit/audit-retention.router.ts';
 import { FORWARDED_ROUTE } from '../automation/forward-route.ts';
 import { operationsRoutes } from '../automation/operations.router.ts';
 import type { RouteDeclaration } from '../edge/route.ts';
@@ -27,6 +28,7 @@ export const API_TABLES = {
   refreshTokens: refreshTokensRoutes,
   operations: operationsRoutes,
   auditLog: auditLogRoutes,
+  auditRetention: auditRetentionRoutes,
 } as const;
 
 type ServiceOf<Routes> = Routes extends readonly AnyRoute<infer Service>[] ? Service : never;

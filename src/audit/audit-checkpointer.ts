@@ -73,6 +73,8 @@ export function createCheckpointer(deps: {
     clock.now() - log.oldest.getTime() >= period.ms;
 
   async function sign(org: string, due: (log: Unsigned) => boolean) {
+    // Opened outside the transaction: it writes its public key with a connection of its own.
+    const key = await signer();
     return db.transaction(async (trx) => {
       await trx(HEADS_TABLE).where({ org }).forUpdate().first();
       const [log] = await unsignedLogs(trx, org);
@@ -82,7 +84,7 @@ export function createCheckpointer(deps: {
         | undefined;
       // The head's record removed (by hand: retention keeps the head): nothing to vouch for.
       if (head === undefined) return undefined;
-      const checkpoint = await (await signer()).sign({
+      const checkpoint = await key.sign({
         org,
         seq: log.seq,
         hash: head.hash,

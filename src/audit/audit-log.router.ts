@@ -8,6 +8,7 @@ import type { AuditRecord } from './audit-chain.ts';
 import { csvLine, CSV_HEADER, jsonLine } from './audit-export.ts';
 import { signedJsonLines, type ExportSignatures } from './audit-export-signed.ts';
 import { ocsfEventOf } from './ocsf.ts';
+import type { RetentionBounds, RetentionChoices } from './audit-retention.ts';
 import type { AuditLogRepo } from './audit-log.repo.ts';
 import {
   type AuditExportFormat,
@@ -24,12 +25,17 @@ export interface AuditLogService {
   organizationExists(id: string): Promise<boolean>;
   /** The keys and checkpoints a JSON Lines export carries; undefined while the log is off. */
   signatures: ExportSignatures | undefined;
+  /** Each log's days, chosen within the platform's bounds (audit-retention.router.ts). */
+  retention: { choices: RetentionChoices; bounds: RetentionBounds };
 }
 
 const route = routeFor<AuditLogService>({ metricsClass: 'list' });
 
-/** Administrators read any log; an organization's user its own, with the reader's role. */
-async function allowRead(
+/**
+ * Administrators read any log; an organization's user its own, with the reader's role (who
+ * also sets its retention).
+ */
+export async function allowRead(
   service: AuditLogService,
   principal: Principal,
   log: string,

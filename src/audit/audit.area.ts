@@ -14,7 +14,11 @@ import { createAuditLogRepo } from './audit-log.repo.ts';
 import type { AuditLogService } from './audit-log.router.ts';
 import { changeEventsOf } from './change-events.ts';
 import { createAuditWriter, type AuditMetrics, type AuditWriter } from './audit-writer.ts';
-import { scheduleRetention } from './audit-retention.ts';
+import {
+  createRetentionChoices,
+  scheduleRetention,
+  type RetentionBounds,
+} from './audit-retention.ts';
 import { auditTokenGrants } from './token-grants.ts';
 import { auditKeysRouter } from './audit-keys.router.ts';
 import { createCheckpointer, scheduleCheckpoints } from './audit-checkpointer.ts';
@@ -68,6 +72,7 @@ export function buildAuditLog(
     repo: createAuditLogRepo(shared.db),
     organizationExists: isLog,
     signatures: config.AUDIT_LOG_ENABLED ? { keys, ...storedCheckpoints(shared.db) } : undefined,
+    retention: { choices: createRetentionChoices(shared.db), bounds: retentionBoundsOf(config) },
   };
   if (!config.AUDIT_LOG_ENABLED) {
     return {
@@ -91,7 +96,7 @@ export function buildAuditLog(
   shared.readiness.audit_log = () => writer.readiness();
   const retention = scheduleRetention({
     db: shared.db,
-    days: config.AUDIT_RETENTION_DAYS,
+    bounds: retentionBoundsOf(config),
     clock,
     intervalMs: 3600_000,
     logger: shared.logger,
@@ -149,5 +154,13 @@ function signerOnce(open: () => Promise<CheckpointSigner>): () => Promise<Checkp
       throw err;
     });
     return opened;
+  };
+}
+
+function retentionBoundsOf(config: Config): RetentionBounds {
+  return {
+    defaultDays: config.AUDIT_RETENTION_DAYS,
+    minDays: config.AUDIT_RETENTION_MIN_DAYS,
+    maxDays: config.AUDIT_RETENTION_MAX_DAYS,
   };
 }

@@ -376,7 +376,15 @@ export const configSchema = z.object({
   }),
   AUDIT_RETENTION_DAYS: z.coerce.number().int().min(1).max(36500).default(365).meta({
     description:
-      'days an audit log record is kept, for every organization; older ones are removed hourly, always the oldest first, so what remains still verifies',
+      'days an audit log record is kept, for an organization that did not choose its own (and for `master`); older ones are removed hourly, always the oldest first and up to a checkpoint, so what remains still verifies',
+  }),
+  AUDIT_RETENTION_MIN_DAYS: z.coerce.number().int().min(1).max(36500).default(90).meta({
+    description:
+      "the fewest days an organization's administrator may choose to keep its audit log (`PUT .../audit-log/retention`); at most `AUDIT_RETENTION_DAYS`",
+  }),
+  AUDIT_RETENTION_MAX_DAYS: z.coerce.number().int().min(1).max(36500).default(3650).meta({
+    description:
+      "the most days an organization's administrator may choose to keep its audit log; at least `AUDIT_RETENTION_DAYS`. A choice outside the bounds (they were changed since) is taken at the nearest bound",
   }),
   AUDIT_SIGNING_KEY: fromFile(
     pemOf(ed25519PrivateKeyOf)
@@ -435,6 +443,16 @@ type Setting = keyof typeof configSchema.shape;
 
 /** Every setting, in schema order. */
 const SETTINGS = Object.keys(configSchema.shape) as Setting[];
+
+/** The default retention must lie within the bounds organizations choose within. */
+function retentionBoundsProblems(config: z.output<typeof configSchema>): string[] {
+  const { AUDIT_RETENTION_DAYS: days, AUDIT_RETENTION_MIN_DAYS: min } = config;
+  const max = config.AUDIT_RETENTION_MAX_DAYS;
+  if (min <= days && days <= max) return [];
+  return [
+    `AUDIT_RETENTION_DAYS: must lie within AUDIT_RETENTION_MIN_DAYS and AUDIT_RETENTION_MAX_DAYS (${min} to ${max})`,
+  ];
+}
 
 /** The settings also read from `<NAME>_FILE` (see `fromFile`), in schema order. */
 export const FILE_SETTINGS: readonly Setting[] = SETTINGS.filter((name) =>
@@ -509,6 +527,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       }
     }
   }
+  if (parsed.success) problems.push(...retentionBoundsProblems(parsed.data));
   if (!parsed.success || problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(parsed.data);
 }

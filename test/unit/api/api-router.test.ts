@@ -81,6 +81,7 @@ async function startGateway(forwards: boolean): Promise<Server> {
       signingKeys: recording('signingKeys'),
       refreshTokens: recording('refreshTokens'),
       auditLog: recording('auditLog'),
+      auditRetention: recording('auditRetention'),
       operations: forwards ? undefined : recording('operations'),
     },
     tables,
