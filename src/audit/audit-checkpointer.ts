@@ -31,20 +31,20 @@ interface Unsigned {
 
 /** Each log whose head is past its last checkpoint (`org` given: that one only). */
 async function unsignedLogs(db: Knex, org?: string): Promise<Unsigned[]> {
-  const only = (query: Knex.QueryBuilder) => (org === undefined ? query : query.where({ org }));
-  const heads: { org: string; seq: unknown }[] = await only(db(HEADS_TABLE).select('org', 'seq'));
-  const lasts: { org: string; seq: unknown }[] = await only(
-    db(CHECKPOINTS_TABLE).groupBy('org').select('org').max({ seq: 'seq' }),
-  );
+  type Row = { org: string; seq: unknown };
+  const only = (query: Knex.QueryBuilder) =>
+    (org === undefined ? query : query.where({ org })) as Promise<Row[]>;
+  const heads = await only(db(HEADS_TABLE).select('org', 'seq'));
+  const lasts = await only(db(CHECKPOINTS_TABLE).groupBy('org').select('org').max({ seq: 'seq' }));
   const signedOf = new Map(lasts.map((last) => [last.org, Number(last.seq)]));
   const unsigned: Unsigned[] = [];
   for (const head of heads) {
     const seq = Number(head.seq);
     const signed = signedOf.get(head.org) ?? 0;
     if (seq <= signed) continue;
-    const first = (await db(AUDIT_TABLE)
+    const first = await db(AUDIT_TABLE)
       .where({ org: head.org, seq: signed + 1 })
-      .first('at')) as { at: unknown } | undefined;
+      .first<{ at: unknown } | undefined>('at');
     const oldest = first === undefined ? null : new Date(toIsoTimestamp(first.at));
     unsigned.push({ org: head.org, seq, signed, oldest });
   }
@@ -79,9 +79,9 @@ export function createCheckpointer(deps: {
       await trx(HEADS_TABLE).where({ org }).forUpdate().first();
       const [log] = await unsignedLogs(trx, org);
       if (log === undefined || !due(log)) return undefined;
-      const head = (await trx(AUDIT_TABLE).where({ org, seq: log.seq }).first('hash', 'at')) as
-        | { hash: string; at: unknown }
-        | undefined;
+      const head = await trx(AUDIT_TABLE)
+        .where({ org, seq: log.seq })
+        .first<{ hash: string; at: unknown } | undefined>('hash', 'at');
       // The head's record removed (by hand: retention keeps the head): nothing to vouch for.
       if (head === undefined) return undefined;
       const checkpoint = await key.sign({

@@ -31,7 +31,9 @@ export function storedCheckpoints(db: Knex): Omit<ExportSignatures, 'keys'> {
   return { lastSigned, checkpoints };
 
   async function lastSigned(org: string): Promise<number> {
-    const [last] = await db(CHECKPOINTS_TABLE).where({ org }).max<{ max: unknown }[]>({ max: 'seq' });
+    const [last] = await db(CHECKPOINTS_TABLE)
+      .where({ org })
+      .max<{ max: unknown }[]>({ max: 'seq' });
     return Number(last?.max ?? 0);
   }
 
@@ -75,7 +77,8 @@ export async function* signedJsonLines(
   };
   for await (const record of records) {
     if (checkpoints === undefined) {
-      checkpoints = signatures.checkpoints(org, record.seq - 1, through, to)[Symbol.asyncIterator]();
+      const range = signatures.checkpoints(org, record.seq - 1, through, to);
+      checkpoints = range[Symbol.asyncIterator]();
       await advance();
     }
     while (next !== undefined && next.seq < record.seq) {

@@ -4,7 +4,7 @@ import type { JSONWebKeySet } from 'jose';
 /** Where the public keys of audit checkpoints are published (a JWKS, RFC 7517), without credentials. */
 export const AUDIT_KEYS_PATH = '/.well-known/audit-keys';
 
-/** How long a client may keep the set: a new key appears within this (and the server's own minute). */
+/** How long a client may keep the set: a key rotated in is seen within this (and the server's ten seconds). */
 const MAX_AGE_SECONDS = 300;
 
 /**

@@ -32,9 +32,9 @@ export interface RetentionChoices {
 export function createRetentionChoices(db: Knex): RetentionChoices {
   return {
     async of(org) {
-      const row = (await db(RETENTION_TABLE).where({ org }).first('days')) as
-        | { days: number }
-        | undefined;
+      const row = await db(RETENTION_TABLE)
+        .where({ org })
+        .first<{ days: number } | undefined>('days');
       return row?.days;
     },
     async set(org, days) {
@@ -62,7 +62,7 @@ export async function pruneAuditLog(
   clock: Clock,
 ): Promise<number> {
   const own = await createRetentionChoices(db).all();
-  const logs: string[] = await db(HEADS_TABLE).pluck('org');
+  const logs = await db(HEADS_TABLE).pluck<string[]>('org');
   let removed = 0;
   for (const org of logs) {
     const cutoff = new Date(clock.now() - daysKept(own.get(org), bounds) * DAY_MS);

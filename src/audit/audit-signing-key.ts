@@ -7,8 +7,11 @@ import { CHECKPOINT_ALG, checkpointSigner, type CheckpointSigner } from './audit
 
 export const KEYS_TABLE = 'audit_signing_keys';
 
-/** How long the published key set is answered from memory: a public path must not cost a query each. */
-const KEYS_FRESH_MS = 60_000;
+/**
+ * How long the published key set is answered from memory: a public path must not cost a query
+ * each, and a replica's new key is published by every other within this.
+ */
+const KEYS_FRESH_MS = 10_000;
 
 /** A public key as published: its thumbprint as `kid`, for signatures (`use`) with EdDSA. */
 async function publishedJwkOf(publicKey: KeyObject): Promise<JWK & { kid: string }> {
@@ -49,7 +52,7 @@ export async function openCheckpointSigner(deps: {
 /**
  * The public keys checkpoints may be signed with: every key a process signed with
  * (`audit_signing_keys`) and `AUDIT_SIGNING_PREVIOUS_KEYS` (keys rotated out, perhaps from
- * before the database was moved), at most a minute old: a public path must not cost a query
+ * before the database was moved), at most ten seconds old: a public path must not cost a query
  * each.
  */
 export function publishedKeys(deps: {
@@ -58,7 +61,9 @@ export function publishedKeys(deps: {
   previousKeys: string | undefined;
 }): () => Promise<JSONWebKeySet> {
   const previous = Promise.all(
-    deps.previousKeys === undefined ? [] : ed25519PublicKeysOf(deps.previousKeys).map(publishedJwkOf),
+    deps.previousKeys === undefined
+      ? []
+      : ed25519PublicKeysOf(deps.previousKeys).map(publishedJwkOf),
   );
   let cached: { keys: JSONWebKeySet; until: number } | undefined;
   return async () => {

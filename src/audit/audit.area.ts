@@ -101,12 +101,16 @@ export function buildAuditLog(
     intervalMs: 3600_000,
     logger: shared.logger,
   });
+  const signer = signerOnce(() =>
+    openCheckpointSigner({ db: shared.db, clock, signingKey: config.AUDIT_SIGNING_KEY }),
+  );
+  // Opened now, so that its public key is published before its first checkpoint needs it; the
+  // first checkpoint tries again if the database refused.
+  void signer().catch(() => undefined);
   const checkpoints = scheduleCheckpoints(
     createCheckpointer({
       db: shared.db,
-      signer: signerOnce(() =>
-        openCheckpointSigner({ db: shared.db, clock, signingKey: config.AUDIT_SIGNING_KEY }),
-      ),
+      signer,
       clock,
       period: {
         records: config.AUDIT_CHECKPOINT_RECORDS,

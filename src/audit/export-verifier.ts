@@ -88,7 +88,9 @@ export function createExportVerifier(pinned?: JSONWebKeySet): {
       return;
     }
     if (value.seq > last.seq) {
-      fail(`it names record ${value.seq}, which the export lacks: records were removed at the end`);
+      fail(
+        `it names record ${value.seq}, which the export lacks: records after ${last.seq} were removed`,
+      );
     }
     if (value.seq < last.seq) fail(`it comes after record ${last.seq}, not after its own`);
     if (value.hash !== last.hash) fail(`record ${value.seq} does not have the hash it vouches for`);
@@ -113,7 +115,8 @@ export function createExportVerifier(pinned?: JSONWebKeySet): {
         if (a.seq !== value.seq - 1) {
           fail(`the checkpoint before it names record ${a.seq}: records were removed before it`);
         }
-        if (a.hash !== value.prevHash) fail('its prevHash is not the one the checkpoint before it vouches for');
+        if (a.hash !== value.prevHash)
+          fail('its prevHash is not the one the checkpoint before it vouches for');
         verified.anchored = true;
         verified.checkpoints++;
       }
@@ -129,7 +132,8 @@ export function createExportVerifier(pinned?: JSONWebKeySet): {
       const type = (value as { type?: unknown } | null)?.type;
       if (type === 'keys') {
         const listed = (value as { keys?: unknown }).keys;
-        if (!Array.isArray(listed)) throw new ExportMisfit(line, `line ${line}: keys without a list.`);
+        if (!Array.isArray(listed))
+          throw new ExportMisfit(line, `line ${line}: keys without a list.`);
         // Keys pinned by the auditor win over those the file brings.
         keys ??= { keys: listed as JSONWebKeySet['keys'] };
       } else if (type === 'checkpoint') await checkpoint(value as Checkpoint, line);

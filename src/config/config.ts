@@ -387,26 +387,22 @@ export const configSchema = z.object({
       "the most days an organization's administrator may choose to keep its audit log; at least `AUDIT_RETENTION_DAYS`. A choice outside the bounds (they were changed since) is taken at the nearest bound",
   }),
   AUDIT_SIGNING_KEY: fromFile(
-    pemOf(ed25519PrivateKeyOf)
-      .optional()
-      .meta({
-        description:
-          'the Ed25519 private key (PKCS#8 PEM) that signs audit log checkpoints, the same on every replica; its public key is published at `/.well-known/audit-keys`; unset: each process signs with a key of its own made at start and never stored (its public key is kept in the database and published)',
-        shownDefault: '(a key per process)',
-      }),
+    pemOf(ed25519PrivateKeyOf).optional().meta({
+      description:
+        'the Ed25519 private key (PKCS#8 PEM) that signs audit log checkpoints, the same on every replica; its public key is published at `/.well-known/audit-keys`; unset: each process signs with a key of its own made at start and never stored (its public key is kept in the database and published)',
+      shownDefault: '(a key per process)',
+    }),
   ),
   AUDIT_SIGNING_PREVIOUS_KEYS: fromFile(
-    pemOf(ed25519PublicKeysOf)
-      .optional()
-      .meta({
-        description:
-          'public keys (PEM, one after the other) of audit signing keys used before `AUDIT_SIGNING_KEY`: still published, so checkpoints they signed still verify',
-        shownDefault: '(none)',
-      }),
+    pemOf(ed25519PublicKeysOf).optional().meta({
+      description:
+        'public keys (PEM, one after the other) of audit signing keys used before `AUDIT_SIGNING_KEY`: still published, so checkpoints they signed still verify',
+      shownDefault: '(none)',
+    }),
   ),
   AUDIT_CHECKPOINT_RECORDS: z.coerce.number().int().min(1).max(1_000_000).default(1000).meta({
     description:
-      'an organization\'s audit log is checkpointed (its head signed) after this many new records, or after `AUDIT_CHECKPOINT_SECONDS`, whichever comes first',
+      "an organization's audit log is checkpointed (its head signed) after this many new records, or after `AUDIT_CHECKPOINT_SECONDS`, whichever comes first",
   }),
   AUDIT_CHECKPOINT_SECONDS: z.coerce.number().int().min(1).max(86400).default(60).meta({
     description:

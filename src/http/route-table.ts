@@ -34,7 +34,7 @@ export interface RouteInput<Q = unknown, B = unknown> {
   query: Q;
   body: B;
   /** Hands the audit target what only the handler learns (a setting's value before a change). */
-  note(name: string, value: string): void;
+  note: (name: string, value: string) => void;
 }
 
 /**

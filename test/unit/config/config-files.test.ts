@@ -37,8 +37,14 @@ function problemsOf(env: Record<string, string | undefined>): string[] {
 const auditKey = generateKeyPairSync('ed25519');
 
 const validValues: Record<string, string> = {
-  AUDIT_SIGNING_KEY: auditKey.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString().trimEnd(),
-  AUDIT_SIGNING_PREVIOUS_KEYS: auditKey.publicKey.export({ type: 'spki', format: 'pem' }).toString().trimEnd(),
+  AUDIT_SIGNING_KEY: auditKey.privateKey
+    .export({ type: 'pkcs8', format: 'pem' })
+    .toString()
+    .trimEnd(),
+  AUDIT_SIGNING_PREVIOUS_KEYS: auditKey.publicKey
+    .export({ type: 'spki', format: 'pem' })
+    .toString()
+    .trimEnd(),
   KEYCLOAK_DB_URL: 'postgres://keycloak:db-pass-from-file@127.0.0.1:5432/keycloak',
   KEYCLOAK_ADMIN_PASSWORD: adminPassword,
   KEYCLOAK_CLIENT_SECRET: clientSecret,

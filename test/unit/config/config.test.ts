@@ -89,7 +89,11 @@ describe('loadConfig', () => {
     const pem = rsa.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
     let problems: string[] = [];
     try {
-      loadConfig({ REALMGATE_DEMO: 'true', AUDIT_SIGNING_KEY: pem, AUDIT_SIGNING_PREVIOUS_KEYS: 'junk' });
+      loadConfig({
+        REALMGATE_DEMO: 'true',
+        AUDIT_SIGNING_KEY: pem,
+        AUDIT_SIGNING_PREVIOUS_KEYS: 'junk',
+      });
     } catch (err) {
       problems = (err as ConfigError).problems;
     }
