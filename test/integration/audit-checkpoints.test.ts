@@ -11,6 +11,7 @@ import { createLogger } from '../../src/http/logger.ts';
 import { AUDIT_READER_ROLE } from '../../src/tenancy/identifiers.ts';
 import { systemClock } from '../../src/time/clock.ts';
 import { basicAuth, callApi } from '../helpers/api.ts';
+import { apiEvent } from '../helpers/audit-records.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createUser, keycloakAdmin, userIdOf, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
@@ -179,29 +180,7 @@ describe('audit log: signed checkpoints, published keys, retention per organizat
       intervalMs: 60_000,
     });
     for (let i = 0; i < 20; i++) {
-      writer.record({
-        org: pruned,
-        atMs: old + i,
-        action: 'api.request',
-        outcome: 'success',
-        actorRealm: pruned,
-        actorId: null,
-        actorName: `user-${i}`,
-        credential: 'bearer',
-        clientId: null,
-        jobCredential: null,
-        jkt: null,
-        method: 'GET',
-        route: null,
-        path: null,
-        workspace: null,
-        status: 200,
-        result: null,
-        reason: null,
-        address: '127.0.0.1',
-        requestId: null,
-        details: {},
-      });
+      writer.record(apiEvent(pruned, old + i, `user-${i}`));
     }
     await writer.close(5000);
     // Signed by a replica while the old records are the head: that checkpoint anchors what

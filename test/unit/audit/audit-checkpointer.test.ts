@@ -8,40 +8,15 @@ import { signedJsonLines, storedCheckpoints } from '../../../src/audit/audit-exp
 import { createAuditLogRepo } from '../../../src/audit/audit-log.repo.ts';
 import { createRetentionChoices, pruneAuditLog } from '../../../src/audit/audit-retention.ts';
 import { openCheckpointSigner, publishedKeys } from '../../../src/audit/audit-signing-key.ts';
-import { createAuditWriter, type AuditEvent } from '../../../src/audit/audit-writer.ts';
+import { createAuditWriter } from '../../../src/audit/audit-writer.ts';
 import { createExportVerifier } from '../../../src/audit/export-verifier.ts';
 import { openDatabase } from '../../../src/db/database.ts';
 import { migrateToLatest } from '../../../src/db/migrate.ts';
 import { createLogger } from '../../../src/http/logger.ts';
+import { apiEvent } from '../../helpers/audit-records.ts';
 
 const DAY = 24 * 3600 * 1000;
 const START = Date.UTC(2026, 10, 1);
-
-function event(org: string, atMs: number): AuditEvent {
-  return {
-    org,
-    atMs,
-    action: 'api.request',
-    outcome: 'success',
-    actorRealm: org,
-    actorId: null,
-    actorName: 'alice',
-    credential: 'bearer',
-    clientId: null,
-    jobCredential: null,
-    jkt: null,
-    method: 'GET',
-    route: null,
-    path: null,
-    workspace: null,
-    status: 200,
-    result: null,
-    reason: null,
-    address: '127.0.0.1',
-    requestId: null,
-    details: {},
-  };
-}
 
 describe('audit checkpoints and retention (embedded database)', () => {
   let dir: string;
@@ -71,7 +46,7 @@ describe('audit checkpoints and retention (embedded database)', () => {
       batchMax: 500,
       intervalMs: 60_000,
     });
-    for (const at of times) writer.record(event(org, at));
+    for (const at of times) writer.record(apiEvent(org, at));
     await writer.close(5000);
   }
 
