@@ -9,29 +9,12 @@ import { createAuditWriter, type AuditEvent } from '../../../src/audit/audit-wri
 import { openDatabase } from '../../../src/db/database.ts';
 import { migrateToLatest } from '../../../src/db/migrate.ts';
 import { createLogger } from '../../../src/http/logger.ts';
+import { apiEvent } from '../../helpers/audit-records.ts';
 
 function event(org: string, n: number): AuditEvent {
   return {
-    org,
-    atMs: Date.UTC(2026, 10, 1) + n,
-    action: 'api.request',
-    outcome: 'success',
-    actorRealm: org,
-    actorId: null,
-    actorName: `user${n}`,
-    credential: 'bearer',
-    clientId: null,
-    jobCredential: null,
+    ...apiEvent(org, Date.UTC(2026, 10, 1) + n, `user${n}`),
     tokenId: `jti-${n}`,
-    jkt: null,
-    method: 'GET',
-    route: null,
-    path: null,
-    workspace: null,
-    status: 200,
-    result: null,
-    reason: null,
-    address: '127.0.0.1',
     requestId: `r${n}`,
     details: { n: String(n) },
   };
