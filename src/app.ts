@@ -18,6 +18,8 @@ export interface AppDeps {
   backchannelLogout: RequestHandler;
   /** The protected-resource metadata (RFC 9728, auth/resource-metadata.ts): public, on both listeners. */
   resourceMetadata: RequestHandler;
+  /** The public keys of audit log checkpoints (audit/audit-keys.router.ts): public, on both listeners. */
+  auditKeys: RequestHandler;
   /** Everything under `/api` (see api/api.router.ts). */
   api: RequestHandler;
   readiness: Record<string, ReadinessCheck>;
@@ -62,6 +64,7 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
   if (listener === 'admin') app.post(BACKCHANNEL_LOGOUT_PATH, deps.backchannelLogout);
 
   app.use(deps.resourceMetadata);
+  app.use(deps.auditKeys);
 
   // Before any body parser: the mount's own form guard reads /auth bodies, and hands them on.
   // Each /auth path runs the steps its entry names, then the proxy (auth-proxy/auth-steps.ts).

@@ -67,6 +67,7 @@ export async function startGateway(
       operations: automation.operations,
       auditLog: auditLog.service,
       auditDownload: auditLog.downloads,
+      auditRetention: auditLog.service,
     },
   });
   let shuttingDown = false;
@@ -77,6 +78,7 @@ export async function startGateway(
         authMount: authProxy.mount,
         backchannelLogout: authProxy.backchannelLogout,
         resourceMetadata: auth.resourceMetadata,
+        auditKeys: auditLog.keys,
         api,
         readiness: shared.readiness,
         build: shared.build,

@@ -1,5 +1,6 @@
 import { auditLogRoutes } from '../audit/audit-log.router.ts';
 import { auditDownloadRoutes } from '../audit/download-jobs.router.ts';
+import { auditRetentionRoutes } from '../audit/audit-retention.router.ts';
 import { FORWARDED_ROUTE } from '../automation/forward-route.ts';
 import { operationsRoutes } from '../automation/operations.router.ts';
 import type { RouteDeclaration } from '../edge/route.ts';
@@ -29,6 +30,7 @@ export const API_TABLES = {
   operations: operationsRoutes,
   auditLog: auditLogRoutes,
   auditDownload: auditDownloadRoutes,
+  auditRetention: auditRetentionRoutes,
 } as const;
 
 type ServiceOf<Routes> = Routes extends readonly AnyRoute<infer Service>[] ? Service : never;

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { oauthError, tokenRequest, tokenResponse } from '../auth-proxy/token-endpoint.schemas.ts';
 import { envelope, errorEnvelope } from '../envelope/envelope.schemas.ts';
 import { RESOURCE_METADATA_ROUTES } from '../auth/resource-metadata.ts';
+import { AUDIT_KEYS_PATH } from '../audit/audit-keys.router.ts';
 import { organizationId, realmName } from '../tenancy/id-schemas.ts';
 import { API_ROUTES } from './api-routes.ts';
 import {
@@ -91,6 +92,42 @@ const resourceMetadata = z
     bearer_methods_supported: z.array(z.literal('header')),
   })
   .meta({ description: 'RFC 9728 protected-resource metadata' });
+
+/** A JWKS of Ed25519 public keys (audit/audit-signing-key.ts). */
+const auditKeySet = z
+  .object({
+    keys: z.array(
+      z.object({
+        kty: z.literal('OKP'),
+        crv: z.literal('Ed25519'),
+        x: z.string(),
+        kid: z.string(),
+        alg: z.literal('EdDSA'),
+        use: z.literal('sig'),
+      }),
+    ),
+  })
+  .meta({ description: 'JSON Web Key Set (RFC 7517) of the audit signing keys' });
+
+/** The audit checkpoints' public keys (audit/audit-keys.router.ts). */
+function auditKeysPaths(): OpenApiPaths {
+  const operation: OpenApiOperation = {
+    operationId: 'getAuditKeys',
+    summary: 'Public keys that sign audit log checkpoints (JWKS)',
+    description:
+      'Public, plain JSON (no envelope), `application/jwk-set+json`: every key a checkpoint of any audit log may be signed with, the current one and those rotated out. An auditor fetches it here and verifies an export with it (`realmgate audit verify FILE --keys <this URL>`).',
+    tags: ['audit'],
+    security: [],
+    responses: {
+      '200': {
+        description: 'The key set',
+        content: { 'application/jwk-set+json': { schema: jsonSchemaOf(auditKeySet, 'output') } },
+      },
+      ...errorResponses(['databaseUnavailable']),
+    },
+  };
+  return { [AUDIT_KEYS_PATH]: { get: operation } };
+}
 
 /** The protected-resource metadata documents, one operation per declared route. */
 function resourceMetadataPaths(): OpenApiPaths {
@@ -212,6 +249,7 @@ const paths: OpenApiPaths = {
   // Every `/api` route but this document's own, from the route tables.
   ...pathsOf(API_ROUTES),
   ...resourceMetadataPaths(),
+  ...auditKeysPaths(),
 };
 
 /**

@@ -6,7 +6,9 @@ import { AUDIT_READER_ROLE, MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { Principal } from '../tenancy/principal.ts';
 import type { AuditRecord } from './audit-chain.ts';
 import { csvLine, CSV_HEADER, jsonLine } from './audit-export.ts';
+import { signedJsonLines, type ExportSignatures } from './audit-export-signed.ts';
 import { ocsfEventOf } from './ocsf.ts';
+import type { RetentionBounds, RetentionChoices } from './audit-retention.ts';
 import type { AuditLogRepo } from './audit-log.repo.ts';
 import {
   type AuditExportFormat,
@@ -21,11 +23,18 @@ export interface AuditLogService {
   repo: AuditLogRepo;
   /** Whether an organization exists (an administrator may name any). */
   organizationExists(id: string): Promise<boolean>;
+  /** The keys and checkpoints a JSON Lines export carries; undefined while the log is off. */
+  signatures: ExportSignatures | undefined;
+  /** Each log's days, chosen within the platform's bounds (audit-retention.router.ts). */
+  retention: { choices: RetentionChoices; bounds: RetentionBounds };
 }
 
 const route = routeFor<AuditLogService>({ metricsClass: 'list' });
 
-/** Administrators read any log; an organization's user its own, with the reader's role. */
+/**
+ * Administrators read any log; an organization's user its own, with the reader's role (who
+ * also sets its retention).
+ */
 export async function allowRead(
   service: AuditLogService,
   principal: Principal,
@@ -105,7 +114,7 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
       operationId: `exportAuditLog${variant.base.includes('organizations') ? 'OfOrganization' : variant.suffix}`,
       summary: `Export ${whose} audit log, streamed: JSON Lines (verifiable offline), CSV or OCSF`,
       description:
-        'The same filters as the read. A JSON Lines export of a time range (no other filter) holds every record with its hashes: `realmgate audit verify FILE` checks it. The export is itself recorded.',
+        'The same filters as the read. A JSON Lines export of a time range (no other filter) holds every record with its hashes, the signed checkpoints of the range and the public keys: `realmgate audit verify FILE --keys <PUBLIC_URL>/.well-known/audit-keys` checks it. CSV and OCSF are for reading, not verifying. The export is itself recorded.',
       tags: ['audit'],
       params: variant.params,
       query: auditExportQuery,
@@ -121,10 +130,14 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
         await allowRead(service, principal, realm);
         const records = service.repo.records(realm, filterOf(query));
         const format = FORMATS[query.format];
+        const lines =
+          query.format === 'jsonl' && service.signatures
+            ? signedJsonLines(realm, records, service.signatures, query.to)
+            : linesOf(records, format);
         return new StreamedAnswer(
           format.contentType,
           `audit-${realm}.${query.format === 'csv' ? 'csv' : 'jsonl'}`,
-          linesOf(records, format),
+          lines,
         );
       },
     }),

@@ -1,30 +1,90 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Clock } from '../time/clock.ts';
-import { AUDIT_TABLE } from './audit-rows.ts';
+import { CHECKPOINTS_TABLE } from './audit-checkpointer.ts';
+import { AUDIT_TABLE, HEADS_TABLE } from './audit-rows.ts';
 
 const DAY_MS = 24 * 3600 * 1000;
 
+export const RETENTION_TABLE = 'audit_retention';
+
+/** The platform's rule: the days of a log that chose none, and the bounds of a choice. */
+export interface RetentionBounds {
+  defaultDays: number;
+  minDays: number;
+  maxDays: number;
+}
+
+/** The days a log keeps: its own choice within the bounds as they are now, else the default. */
+export function daysKept(own: number | undefined, bounds: RetentionBounds): number {
+  if (own === undefined) return bounds.defaultDays;
+  return Math.min(bounds.maxDays, Math.max(bounds.minDays, own));
+}
+
+/** Each organization's own number of days, as its administrator set it. */
+export interface RetentionChoices {
+  /** The days `org` chose; undefined: the platform's default. */
+  of(org: string): Promise<number | undefined>;
+  set(org: string, days: number): Promise<void>;
+  all(): Promise<Map<string, number>>;
+}
+
+export function createRetentionChoices(db: Knex): RetentionChoices {
+  return {
+    async of(org) {
+      const row = await db(RETENTION_TABLE)
+        .where({ org })
+        .first<{ days: number } | undefined>('days');
+      return row?.days;
+    },
+    async set(org, days) {
+      await db(RETENTION_TABLE).insert({ org, days }).onConflict('org').merge();
+    },
+    async all() {
+      const rows: { org: string; days: number }[] = await db(RETENTION_TABLE).select('org', 'days');
+      return new Map(rows.map(({ org, days }) => [org, days]));
+    },
+  };
+}
+
 /**
- * Removes, in each log, the records older than `days`: always a prefix of the log (every record
- * up to the newest one past the limit, by sequence number, even if a replica's clock wrote a
- * later one a little earlier), so what remains is one unbroken chain that still verifies from
- * its first record on. Returns how many were removed.
+ * Removes, in each log, the records older than its days (`daysKept`): always a prefix of the
+ * log, ending at a checkpoint (every record up to the newest checkpoint at or before the newest
+ * record past the limit, by sequence number, even if a replica's clock wrote a later one a
+ * little earlier). That checkpoint stays, and the checkpoints before it go: it vouches for the
+ * `prevHash` of the first record left, so what remains verifies from there on, signed. A log
+ * without such a checkpoint keeps its records until it has one (within
+ * AUDIT_CHECKPOINT_SECONDS). Returns how many records were removed.
  */
-export async function pruneAuditLog(db: Knex, days: number, clock: Clock): Promise<number> {
-  const cutoff = new Date(clock.now() - days * DAY_MS);
-  const ends: { org: string; last: string | number }[] = await db(AUDIT_TABLE)
-    .where('at', '<', cutoff)
-    .groupBy('org')
-    .select('org')
-    .max({ last: 'seq' });
+export async function pruneAuditLog(
+  db: Knex,
+  bounds: RetentionBounds,
+  clock: Clock,
+): Promise<number> {
+  const own = await createRetentionChoices(db).all();
+  const logs = await db(HEADS_TABLE).pluck<string[]>('org');
   let removed = 0;
-  for (const { org, last } of ends) {
-    const gone: unknown[] = await db(AUDIT_TABLE)
+  for (const org of logs) {
+    const cutoff = new Date(clock.now() - daysKept(own.get(org), bounds) * DAY_MS);
+    const [expired] = await db(AUDIT_TABLE)
       .where({ org })
-      .where('seq', '<=', Number(last))
-      .del(['seq']);
-    removed += gone.length;
+      .where('at', '<', cutoff)
+      .max<{ last: unknown }[]>({ last: 'seq' });
+    if (expired?.last === null || expired?.last === undefined) continue;
+    const [anchor] = await db(CHECKPOINTS_TABLE)
+      .where({ org })
+      .where('seq', '<=', Number(expired.last))
+      .max<{ seq: unknown }[]>({ seq: 'seq' });
+    if (anchor?.seq === null || anchor?.seq === undefined) continue;
+    const end = Number(anchor.seq);
+    await db.transaction(async (trx) => {
+      const gone: unknown[] = await trx(AUDIT_TABLE)
+        .where({ org })
+        .where('seq', '<=', end)
+        .del(['seq']);
+      await trx(CHECKPOINTS_TABLE).where({ org }).where('seq', '<', end).del();
+      removed += gone.length;
+    });
   }
   return removed;
 }
@@ -32,15 +92,15 @@ export async function pruneAuditLog(db: Knex, days: number, clock: Clock): Promi
 /** Prunes every `intervalMs` (the first time soon after start); any replica may, at once. */
 export function scheduleRetention(deps: {
   db: Knex;
-  days: number;
+  bounds: RetentionBounds;
   clock: Clock;
   intervalMs: number;
   logger: Logger;
 }): { close(): void } {
   const prune = () => {
-    pruneAuditLog(deps.db, deps.days, deps.clock).then(
+    pruneAuditLog(deps.db, deps.bounds, deps.clock).then(
       (removed) => {
-        if (removed > 0) deps.logger.info({ removed, days: deps.days }, 'audit log: pruned');
+        if (removed > 0) deps.logger.info({ removed }, 'audit log: pruned');
       },
       (err: unknown) => deps.logger.warn({ err }, 'audit log: pruning failed; next time'),
     );

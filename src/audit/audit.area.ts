@@ -14,10 +14,19 @@ import { createAuditLogRepo } from './audit-log.repo.ts';
 import type { AuditLogService } from './audit-log.router.ts';
 import { changeEventsOf } from './change-events.ts';
 import { createAuditWriter, type AuditMetrics, type AuditWriter } from './audit-writer.ts';
-import { scheduleRetention } from './audit-retention.ts';
+import {
+  createRetentionChoices,
+  scheduleRetention,
+  type RetentionBounds,
+} from './audit-retention.ts';
 import { auditTokenGrants } from './token-grants.ts';
 import type { AuditDownloadService } from './download-jobs.router.ts';
 import { createDownloadJobs, runDownloadJobs } from './download-jobs.ts';
+import { auditKeysRouter } from './audit-keys.router.ts';
+import { createCheckpointer, scheduleCheckpoints } from './audit-checkpointer.ts';
+import { storedCheckpoints } from './audit-export-signed.ts';
+import { openCheckpointSigner, publishedKeys } from './audit-signing-key.ts';
+import type { CheckpointSigner } from './audit-checkpoints.ts';
 
 /** How often every replica looks for download jobs another replica took but did not run. */
 const DOWNLOAD_POLL_MS = 5000;
@@ -31,6 +40,8 @@ export interface AuditLogArea {
   service: AuditLogService;
   /** What the reference platform's download routes are served with (download-jobs.router.ts). */
   downloads: AuditDownloadService;
+  /** The public keys of checkpoints at `/.well-known/audit-keys`, on both listeners. */
+  keys: RequestHandler;
   /** The one writer of this process's records; undefined when the log is off. */
   writer: AuditWriter | undefined;
   /** Writes what is spooled; the last thing before the database closes. */
@@ -58,9 +69,17 @@ export function buildAuditLog(
   const { config, clock, forwarding } = shared;
   const isLog = async (realm: string) =>
     realm === MASTER_REALM || (await tenants.directory.stateOf(realm)) !== 'absent';
+  // Published even while the log is off: exports made before still verify.
+  const keys = publishedKeys({
+    db: shared.db,
+    clock,
+    previousKeys: config.AUDIT_SIGNING_PREVIOUS_KEYS,
+  });
   const service: AuditLogService = {
     repo: createAuditLogRepo(shared.db),
     organizationExists: isLog,
+    signatures: config.AUDIT_LOG_ENABLED ? { keys, ...storedCheckpoints(shared.db) } : undefined,
+    retention: { choices: createRetentionChoices(shared.db), bounds: retentionBoundsOf(config) },
   };
   // Downloads serve what the log holds, written or not by this process (as reading does).
   const jobs = createDownloadJobs(shared.db, clock, shared.logger);
@@ -72,6 +91,7 @@ export function buildAuditLog(
       tokenGrants: undefined,
       service,
       downloads,
+      keys: auditKeysRouter(keys),
       writer: undefined,
       close: () => {
         runner.close();
@@ -91,11 +111,31 @@ export function buildAuditLog(
   shared.readiness.audit_log = () => writer.readiness();
   const retention = scheduleRetention({
     db: shared.db,
-    days: config.AUDIT_RETENTION_DAYS,
+    bounds: retentionBoundsOf(config),
     clock,
     intervalMs: 3600_000,
     logger: shared.logger,
   });
+  const signer = signerOnce(() =>
+    openCheckpointSigner({ db: shared.db, clock, signingKey: config.AUDIT_SIGNING_KEY }),
+  );
+  // Opened now, so that its public key is published before its first checkpoint needs it; the
+  // first checkpoint tries again if the database refused.
+  void signer().catch(() => undefined);
+  const checkpoints = scheduleCheckpoints(
+    createCheckpointer({
+      db: shared.db,
+      signer,
+      clock,
+      period: {
+        records: config.AUDIT_CHECKPOINT_RECORDS,
+        ms: config.AUDIT_CHECKPOINT_SECONDS * 1000,
+      },
+    }),
+    // Often enough that a log is signed soon after it is due, by whichever replica looks first.
+    Math.min(config.AUDIT_CHECKPOINT_SECONDS * 1000, CHECKPOINT_POLL_MS),
+    shared.logger,
+  );
   shared.audit.keepIn((entry) => {
     for (const event of changeEventsOf(entry, clock.now())) record(event);
   });
@@ -112,11 +152,36 @@ export function buildAuditLog(
     }),
     service,
     downloads,
+    keys: auditKeysRouter(keys),
     writer,
     close: () => {
       retention.close();
+      checkpoints.close();
       runner.close();
       return writer.close(config.SHUTDOWN_GRACE_SECONDS * 1000);
     },
+  };
+}
+
+/** How often each replica looks for logs due a checkpoint, at most. */
+const CHECKPOINT_POLL_MS = 5000;
+
+/** `open` once it succeeds; tried again on the next call when it failed (the database down). */
+function signerOnce(open: () => Promise<CheckpointSigner>): () => Promise<CheckpointSigner> {
+  let opened: Promise<CheckpointSigner> | undefined;
+  return () => {
+    opened ??= open().catch((err: unknown) => {
+      opened = undefined;
+      throw err;
+    });
+    return opened;
+  };
+}
+
+function retentionBoundsOf(config: Config): RetentionBounds {
+  return {
+    defaultDays: config.AUDIT_RETENTION_DAYS,
+    minDays: config.AUDIT_RETENTION_MIN_DAYS,
+    maxDays: config.AUDIT_RETENTION_MAX_DAYS,
   };
 }

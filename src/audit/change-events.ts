@@ -1,4 +1,4 @@
-import type { AuditEntry } from '../http/audit.ts';
+import { DPOP_AFTER, DPOP_BEFORE, type AuditEntry } from '../http/audit.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { AuditEvent } from './audit-writer.ts';
 
@@ -22,7 +22,34 @@ export function changeEventsOf(entry: AuditEntry, atMs: number): AuditEvent[] {
     }
   }
   if (logs.size === 0) logs.add(MASTER_REALM);
-  return [...logs].map((org) => ({
+  const changes = [entry, ...distinctChangesIn(entry)];
+  return changes.flatMap((change) => [...logs].map((org) => eventOf(change, org, atMs)));
+}
+
+/**
+ * The changes an entry holds that deserve a record of their own, besides the entry's: the DPoP
+ * switch of an organization (`dpop.required.changed`, from and to), which an auditor asks about
+ * by name and which a token-lifetimes change would otherwise hide among its fields.
+ */
+function distinctChangesIn(entry: AuditEntry): AuditEntry[] {
+  const before = entry.target[DPOP_BEFORE];
+  const after = entry.target[DPOP_AFTER];
+  if (entry.outcome !== 'success' || typeof before !== 'string' || typeof after !== 'string') {
+    return [];
+  }
+  if (before === after) return [];
+  const { realm } = entry.target;
+  return [
+    {
+      ...entry,
+      action: 'dpop.required.changed',
+      target: { ...(realm === undefined ? {} : { realm }), from: before, to: after },
+    },
+  ];
+}
+
+function eventOf(entry: AuditEntry, org: string, atMs: number): AuditEvent {
+  return {
     org,
     atMs,
     action: entry.action,
@@ -44,5 +71,5 @@ export function changeEventsOf(entry: AuditEntry, atMs: number): AuditEvent[] {
     address: entry.clientAddress,
     requestId: entry.requestId ?? null,
     details: { ...entry.target },
-  }));
+  };
 }

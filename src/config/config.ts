@@ -2,6 +2,7 @@ import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { parsePostgresUrl } from '../../keycloak/postgres-url.ts';
 import { parseTrustedProxies } from './trusted-proxies.ts';
+import { ed25519PrivateKeyOf, ed25519PublicKeysOf } from './ed25519-keys.ts';
 import { fileVariableOf, resolveSettingFiles } from './setting-files.ts';
 import { ASYMMETRIC_ALGORITHMS, type AsymmetricAlgorithm } from './jws-algorithms.ts';
 
@@ -29,6 +30,16 @@ const url = z
   .transform((v) => v.replace(/\/+$/, ''));
 
 const port = z.coerce.number().int().min(0).max(65535);
+
+/** A PEM setting `parse` accepts; its message never repeats the value (a private key). */
+const pemOf = (parse: (pem: string) => unknown) =>
+  z.string().superRefine((value, ctx) => {
+    try {
+      parse(value);
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: (err as Error).message });
+    }
+  });
 
 /** More nodes than this is not a Keycloak cluster the gateway should spread calls over. */
 const MAX_KEYCLOAK_NODES = 16;
@@ -365,7 +376,37 @@ export const configSchema = z.object({
   }),
   AUDIT_RETENTION_DAYS: z.coerce.number().int().min(1).max(36500).default(365).meta({
     description:
-      'days an audit log record is kept, for every organization; older ones are removed hourly, always the oldest first, so what remains still verifies',
+      'days an audit log record is kept, for an organization that did not choose its own (and for `master`); older ones are removed hourly, always the oldest first and up to a checkpoint, so what remains still verifies',
+  }),
+  AUDIT_RETENTION_MIN_DAYS: z.coerce.number().int().min(1).max(36500).default(90).meta({
+    description:
+      "the fewest days an organization's administrator may choose to keep its audit log (`PUT .../audit-log/retention`); at most `AUDIT_RETENTION_DAYS`",
+  }),
+  AUDIT_RETENTION_MAX_DAYS: z.coerce.number().int().min(1).max(36500).default(3650).meta({
+    description:
+      "the most days an organization's administrator may choose to keep its audit log; at least `AUDIT_RETENTION_DAYS`. A choice outside the bounds (they were changed since) is taken at the nearest bound",
+  }),
+  AUDIT_SIGNING_KEY: fromFile(
+    pemOf(ed25519PrivateKeyOf).optional().meta({
+      description:
+        'the Ed25519 private key (PKCS#8 PEM) that signs audit log checkpoints, the same on every replica; its public key is published at `/.well-known/audit-keys`; unset: each process signs with a key of its own made at start and never stored (its public key is kept in the database and published)',
+      shownDefault: '(a key per process)',
+    }),
+  ),
+  AUDIT_SIGNING_PREVIOUS_KEYS: fromFile(
+    pemOf(ed25519PublicKeysOf).optional().meta({
+      description:
+        'public keys (PEM, one after the other) of audit signing keys used before `AUDIT_SIGNING_KEY`: still published, so checkpoints they signed still verify',
+      shownDefault: '(none)',
+    }),
+  ),
+  AUDIT_CHECKPOINT_RECORDS: z.coerce.number().int().min(1).max(1_000_000).default(1000).meta({
+    description:
+      "an organization's audit log is checkpointed (its head signed) after this many new records, or after `AUDIT_CHECKPOINT_SECONDS`, whichever comes first",
+  }),
+  AUDIT_CHECKPOINT_SECONDS: z.coerce.number().int().min(1).max(86400).default(60).meta({
+    description:
+      'at most this long between a record and the checkpoint that signs it (records after the last checkpoint can be cut off unnoticed)',
   }),
   AUDIT_SPOOL_MAX_RECORDS: z.coerce.number().int().min(100).max(10_000_000).default(100000).meta({
     description:
@@ -398,6 +439,16 @@ type Setting = keyof typeof configSchema.shape;
 
 /** Every setting, in schema order. */
 const SETTINGS = Object.keys(configSchema.shape) as Setting[];
+
+/** The default retention must lie within the bounds organizations choose within. */
+function retentionBoundsProblems(config: z.output<typeof configSchema>): string[] {
+  const { AUDIT_RETENTION_DAYS: days, AUDIT_RETENTION_MIN_DAYS: min } = config;
+  const max = config.AUDIT_RETENTION_MAX_DAYS;
+  if (min <= days && days <= max) return [];
+  return [
+    `AUDIT_RETENTION_DAYS: must lie within AUDIT_RETENTION_MIN_DAYS and AUDIT_RETENTION_MAX_DAYS (${min} to ${max})`,
+  ];
+}
 
 /** The settings also read from `<NAME>_FILE` (see `fromFile`), in schema order. */
 export const FILE_SETTINGS: readonly Setting[] = SETTINGS.filter((name) =>
@@ -472,6 +523,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
       }
     }
   }
+  if (parsed.success) problems.push(...retentionBoundsProblems(parsed.data));
   if (!parsed.success || problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(parsed.data);
 }

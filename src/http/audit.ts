@@ -35,6 +35,14 @@ export interface Audit {
   keepIn(sink: (entry: AuditEntry) => void): void;
 }
 
+/**
+ * The names a `token_lifetimes.change` target gives an organization's DPoP switch before and
+ * after the change, when the body set it: the audit log records a switch as a change of its own
+ * (audit/change-events.ts).
+ */
+export const DPOP_BEFORE = 'dpop_required_before';
+export const DPOP_AFTER = 'dpop_required';
+
 /** Longest target value written; longer ones (from hostile bodies) are cut. */
 const MAX_VALUE = 255;
 

@@ -33,14 +33,23 @@ export interface RouteInput<Q = unknown, B = unknown> {
   params: Readonly<Record<string, string>>;
   query: Q;
   body: B;
+  /** Hands the audit target what only the handler learns (a setting's value before a change). */
+  note: (name: string, value: string) => void;
 }
 
-/** What an audit target is made of: the path's realm and ids, and the body as it was sent. */
+/**
+ * What an audit target is made of: the path's realm and ids, the body as it was sent, and what
+ * the handler noted (nothing when it failed before).
+ */
 export interface AuditInput {
   realm: string;
   params: Readonly<Record<string, string>>;
   sent: unknown;
+  noted: Readonly<Record<string, string>>;
 }
+
+/** What each request's handler noted for its audit target. */
+const notes = new WeakMap<Request, Record<string, string>>();
 
 /**
  * One endpoint, declared once: the edge matches requests with it (edge/route.ts), the API
@@ -230,6 +239,11 @@ export function routeHandler<D>(spec: AnyRoute<D>, deps: D, audit: Audit): Reque
       query:
         spec.query && parse(spec.query, req.query, 'query', spec.queryRefusal ?? 'badRequestBody'),
       body: spec.body && parse(spec.body, req.body, 'body', 'badRequestBody', false),
+      note: (name, value) => {
+        const noted = notes.get(req) ?? {};
+        noted[name] = value;
+        notes.set(req, noted);
+      },
     };
     const data = await spec.handler(deps, input);
     if (data instanceof StreamedAnswer) await sendStreamed(res, data);
@@ -239,7 +253,7 @@ export function routeHandler<D>(spec: AnyRoute<D>, deps: D, audit: Audit): Reque
   const handler = audited
     ? audit.route(
         audited.action,
-        (req) => audited.target({ ...pathOf(req), sent: req.body }),
+        (req) => audited.target({ ...pathOf(req), sent: req.body, noted: notes.get(req) ?? {} }),
         answer,
       )
     : answer;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ErrorCode } from '../envelope/errors.ts';
-import { bodyField } from '../http/audit.ts';
+import { bodyField, DPOP_AFTER, DPOP_BEFORE } from '../http/audit.ts';
 import { routeFor, type AuditInput } from '../http/route-table.ts';
 import { tokenLifetimesPatchSchema, tokenLifetimesSchema } from './realm-admin/token-lifetimes.ts';
 import { administeredRealms, pathIds, type RealmVariant } from './path-ids.ts';
@@ -68,9 +68,20 @@ function lifetimes({ base, suffix, name: of, params, errors }: RealmVariant) {
       body: tokenLifetimesPatchSchema,
       audit: {
         action: 'token_lifetimes.change',
-        target: ({ realm, sent }) => ({ realm, fields: fieldsOf(sent) }),
+        // The DPoP switch before and after, when the body sets it: the audit log records its
+        // change as one of its own (audit/change-events.ts).
+        target: ({ realm, sent, noted }) => ({ realm, fields: fieldsOf(sent), ...noted }),
       },
-      handler: (service, { realm, body }) => service.setTokenLifetimes(realm, body),
+      handler: async (service, { realm, body, note }) => {
+        if (body.dpop_bound_access_tokens === undefined) {
+          return service.setTokenLifetimes(realm, body);
+        }
+        const before = await service.getTokenLifetimes(realm);
+        const after = await service.setTokenLifetimes(realm, body);
+        note(DPOP_BEFORE, String(before.dpop_bound_access_tokens));
+        note(DPOP_AFTER, String(after.dpop_bound_access_tokens));
+        return after;
+      },
     }),
   ];
 }

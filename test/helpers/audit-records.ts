@@ -1,4 +1,5 @@
 import { GENESIS_HASH, hashOf, type AuditRecord } from '../../src/audit/audit-chain.ts';
+import type { AuditEvent } from '../../src/audit/audit-writer.ts';
 
 /** A log of `count` records chained as the gateway's writer chains them (unit tests). */
 export function chainedLog(count: number, org = 'acme'): AuditRecord[] {
@@ -35,4 +36,31 @@ export function chainedLog(count: number, org = 'acme'): AuditRecord[] {
     prevHash = records.at(-1)!.hash;
   }
   return records;
+}
+
+/** An `/api` decision of `org` at `atMs`, as the recording code hands it to the writer. */
+export function apiEvent(org: string, atMs: number, actorName = 'alice'): AuditEvent {
+  return {
+    org,
+    atMs,
+    action: 'api.request',
+    outcome: 'success',
+    actorRealm: org,
+    actorId: null,
+    actorName,
+    credential: 'bearer',
+    clientId: null,
+    jobCredential: null,
+    jkt: null,
+    method: 'GET',
+    route: null,
+    path: null,
+    workspace: null,
+    status: 200,
+    result: null,
+    reason: null,
+    address: '127.0.0.1',
+    requestId: null,
+    details: {},
+  };
 }

@@ -60,8 +60,9 @@ describe('the realmgate-cli package', () => {
       'dist/realmgate.js',
       'package.json',
     ]);
-    // src/cli, six small modules of the gateway it shares rules with (the audit log's chain:
-    // `realmgate audit verify`; its filters' values: `audit list|export`), jose's JWT decoding,
+    // src/cli, small modules of the gateway it shares rules with (the audit log's chain,
+    // checkpoints and export reader: `realmgate audit verify`; its filters' values: `audit
+    // list|export`), jose's JWT decoding and JWS verification,
     // openid-client's grants (with oauth4webapi, which it is built on).
     const shared = [
       'src/envelope/envelope.ts',
@@ -70,6 +71,8 @@ describe('the realmgate-cli package', () => {
       'src/release/version.ts',
       'src/audit/audit-chain.ts',
       'src/audit/audit-filter-values.ts',
+      'src/audit/audit-checkpoints.ts',
+      'src/audit/export-verifier.ts',
     ];
     const foreign = pack.inputs.filter(
       (file) =>

@@ -39,10 +39,13 @@ async function schemaOf(db: Knex) {
 
 const MIGRATED = {
   tables: [
-    // The audit log (src/audit/) and its download jobs.
+    // The audit log (src/audit/), its checkpoints, retention, signing keys and download jobs.
+    'audit_checkpoints',
     'audit_download_jobs',
     'audit_log',
     'audit_log_heads',
+    'audit_retention',
+    'audit_signing_keys',
     'knex_migrations',
     'knex_migrations_lock',
     'operations',

@@ -82,6 +82,7 @@ async function startGateway(forwards: boolean): Promise<Server> {
       refreshTokens: recording('refreshTokens'),
       auditLog: recording('auditLog'),
       auditDownload: recording('auditDownload'),
+      auditRetention: recording('auditRetention'),
       operations: forwards ? undefined : recording('operations'),
     },
     tables,

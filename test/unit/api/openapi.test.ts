@@ -1,3 +1,4 @@
+import { AUDIT_KEYS_PATH } from '../../../src/audit/audit-keys.router.ts';
 import { RESOURCE_METADATA_ROUTES } from '../../../src/auth/resource-metadata.ts';
 import { describe, expect, it } from 'vitest';
 import { API_ROUTES, API_TABLES } from '../../../src/api/api-routes.ts';
@@ -24,6 +25,7 @@ const SERVED_ELSEWHERE = [
   'GET /api/openapi.json',
   'POST /auth/realms/{realm}/protocol/openid-connect/token',
   ...RESOURCE_METADATA_ROUTES.map((route) => `GET ${route.path}`),
+  `GET ${AUDIT_KEYS_PATH}`,
 ];
 
 function operations(): { path: string; method: HttpMethod; operation: OpenApiOperation }[] {

@@ -5,34 +5,16 @@ import knex, { type Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyChain } from '../../../src/audit/audit-chain.ts';
 import { recordOf, type AuditRow } from '../../../src/audit/audit-rows.ts';
-import { pruneAuditLog } from '../../../src/audit/audit-retention.ts';
 import { createAuditWriter, type AuditEvent } from '../../../src/audit/audit-writer.ts';
 import { openDatabase } from '../../../src/db/database.ts';
 import { migrateToLatest } from '../../../src/db/migrate.ts';
 import { createLogger } from '../../../src/http/logger.ts';
+import { apiEvent } from '../../helpers/audit-records.ts';
 
 function event(org: string, n: number): AuditEvent {
   return {
-    org,
-    atMs: Date.UTC(2026, 10, 1) + n,
-    action: 'api.request',
-    outcome: 'success',
-    actorRealm: org,
-    actorId: null,
-    actorName: `user${n}`,
-    credential: 'bearer',
-    clientId: null,
-    jobCredential: null,
+    ...apiEvent(org, Date.UTC(2026, 10, 1) + n, `user${n}`),
     tokenId: `jti-${n}`,
-    jkt: null,
-    method: 'GET',
-    route: null,
-    path: null,
-    workspace: null,
-    status: 200,
-    result: null,
-    reason: null,
-    address: '127.0.0.1',
     requestId: `r${n}`,
     details: { n: String(n) },
   };
@@ -113,30 +95,6 @@ describe('the audit writer', () => {
     expect(records[0]).toMatchObject({ actorName: 'a\uFFFDb\uFFFD', details: { p: '\uFFFD' } });
     expect(verifyChain(records)).toBeUndefined();
     await writer.close(1000);
-  });
-
-  it('retention removes the oldest records of each log, a prefix even with clocks out of step; the rest verifies', async () => {
-    const writer = createAuditWriter({
-      db,
-      logger,
-      metrics: counting().metrics,
-      spoolMax: 100,
-      batchMax: 100,
-      intervalMs: 60_000,
-    });
-    const day = 24 * 3600 * 1000;
-    const now = Date.UTC(2026, 11, 31);
-    const ages = [40, 35, 29, 31, 10, 1];
-    ages.forEach((age, n) => writer.record({ ...event('retained', n), atMs: now - age * day }));
-    await writer.flush();
-    await writer.close(1000);
-    expect(await pruneAuditLog(db, 30, { now: () => now })).toBeGreaterThanOrEqual(4);
-    const records = (await db<AuditRow>('audit_log').where({ org: 'retained' }).orderBy('seq')).map(
-      recordOf,
-    );
-    // The third (29 days) went with the fourth (31), written after it by a clock behind.
-    expect(records.map((r) => r.seq)).toEqual([5, 6]);
-    expect(verifyChain(records)).toBeUndefined();
   });
 
   it('keeps records while the database is down, loses and counts what the spool cannot hold', async () => {

@@ -25,6 +25,36 @@ describe('the audit log of changes', () => {
     });
   });
 
+  it('records a DPoP switch as a change of its own, from and to, in both logs', () => {
+    const entry = (before: string, after: string) => ({
+      action: 'token_lifetimes.change',
+      outcome: 'success' as const,
+      actor: admin,
+      target: {
+        realm: 'acme',
+        fields: ['dpop_bound_access_tokens'],
+        dpop_required_before: before,
+        dpop_required: after,
+      },
+      clientAddress: '10.0.0.1',
+    });
+    const events = changeEventsOf(entry('false', 'true'), 1000);
+    expect(events.map((e) => [e.org, e.action])).toEqual([
+      ['master', 'token_lifetimes.change'],
+      ['acme', 'token_lifetimes.change'],
+      ['master', 'dpop.required.changed'],
+      ['acme', 'dpop.required.changed'],
+    ]);
+    expect(events[3]).toMatchObject({
+      actorName: 'root',
+      details: { realm: 'acme', from: 'false', to: 'true' },
+    });
+    // Set to what it was: no switch, no record of one.
+    expect(changeEventsOf(entry('true', 'true'), 1000).map((e) => e.action)).not.toContain(
+      'dpop.required.changed',
+    );
+  });
+
   it("keeps a failed change in the caller's log only: its target is what the caller sent", () => {
     const events = changeEventsOf(
       {

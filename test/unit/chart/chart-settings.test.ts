@@ -110,6 +110,7 @@ describe("the chart's probes", () => {
         authMount: () => (_req, _res, next) => next(),
         backchannelLogout: (_req, _res, next) => next(),
         resourceMetadata: (_req, _res, next) => next(),
+        auditKeys: (_req, _res, next) => next(),
         api: (_req, _res, next) => next(),
         readiness: {},
         build: buildInfo({}),

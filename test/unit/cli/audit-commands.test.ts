@@ -35,6 +35,10 @@ describe('realmgate audit verify', () => {
       firstSeq: 1,
       lastSeq: 5,
       lastHash: records[4]!.hash,
+      // An export of records alone: chained from the log's first, no checkpoint to check.
+      checkpoints: 0,
+      anchored: true,
+      signedThrough: null,
     });
   });
 

@@ -1,3 +1,4 @@
+import { generateKeyPairSync } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -32,7 +33,18 @@ function problemsOf(env: Record<string, string | undefined>): string[] {
 }
 
 /** A value valid for each file setting, not the same as any other. */
+/** An Ed25519 key of the audit checkpoints: the private one as set, the public one as rotated out. */
+const auditKey = generateKeyPairSync('ed25519');
+
 const validValues: Record<string, string> = {
+  AUDIT_SIGNING_KEY: auditKey.privateKey
+    .export({ type: 'pkcs8', format: 'pem' })
+    .toString()
+    .trimEnd(),
+  AUDIT_SIGNING_PREVIOUS_KEYS: auditKey.publicKey
+    .export({ type: 'spki', format: 'pem' })
+    .toString()
+    .trimEnd(),
   KEYCLOAK_DB_URL: 'postgres://keycloak:db-pass-from-file@127.0.0.1:5432/keycloak',
   KEYCLOAK_ADMIN_PASSWORD: adminPassword,
   KEYCLOAK_CLIENT_SECRET: clientSecret,

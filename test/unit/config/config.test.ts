@@ -1,3 +1,4 @@
+import { generateKeyPairSync } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, requiredSecrets } from '../../../src/config/config.ts';
@@ -57,11 +58,55 @@ describe('loadConfig', () => {
       MEMORY_CACHE_MAX_ENTRIES: 100000,
       AUDIT_LOG_ENABLED: false,
       AUDIT_RETENTION_DAYS: 365,
+      AUDIT_RETENTION_MIN_DAYS: 90,
+      AUDIT_RETENTION_MAX_DAYS: 3650,
+      AUDIT_CHECKPOINT_RECORDS: 1000,
+      AUDIT_CHECKPOINT_SECONDS: 60,
       AUDIT_SPOOL_MAX_RECORDS: 100000,
       AUDIT_BATCH_MAX_RECORDS: 500,
       AUDIT_FLUSH_INTERVAL_MS: 200,
       REALMGATE_DEMO: true,
     });
+  });
+
+  it('keeps the default audit retention within the bounds organizations choose within', () => {
+    const problems = (env: Record<string, string>) => {
+      try {
+        loadConfig({ REALMGATE_DEMO: 'true', ...env });
+        return [];
+      } catch (err) {
+        return (err as ConfigError).problems;
+      }
+    };
+    expect(problems({ AUDIT_RETENTION_DAYS: '30' })).toEqual([
+      'AUDIT_RETENTION_DAYS: must lie within AUDIT_RETENTION_MIN_DAYS and AUDIT_RETENTION_MAX_DAYS (90 to 3650)',
+    ]);
+    expect(problems({ AUDIT_RETENTION_DAYS: '30', AUDIT_RETENTION_MIN_DAYS: '7' })).toEqual([]);
+  });
+
+  it('reads the audit signing key as an Ed25519 PEM, and never repeats it', () => {
+    const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const pem = rsa.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+    let problems: string[] = [];
+    try {
+      loadConfig({
+        REALMGATE_DEMO: 'true',
+        AUDIT_SIGNING_KEY: pem,
+        AUDIT_SIGNING_PREVIOUS_KEYS: 'junk',
+      });
+    } catch (err) {
+      problems = (err as ConfigError).problems;
+    }
+    expect(problems).toEqual([
+      'AUDIT_SIGNING_KEY: must be an Ed25519 key, not rsa',
+      'AUDIT_SIGNING_PREVIOUS_KEYS: holds no PEM public key',
+    ]);
+    const ed = generateKeyPairSync('ed25519');
+    const config = loadConfig({
+      REALMGATE_DEMO: 'true',
+      AUDIT_SIGNING_KEY: ed.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+    });
+    expect(config.AUDIT_SIGNING_KEY).toContain('BEGIN PRIVATE KEY');
   });
 
   it('accepts a production configuration with both secrets', () => {

@@ -1,0 +1,103 @@
+import type { KeyObject } from 'node:crypto';
+import { CompactSign, compactVerify, createLocalJWKSet, type JSONWebKeySet, type JWK } from 'jose';
+
+/**
+ * A signed checkpoint of one audit log: the gateway vouches, with a key of its own, that the
+ * log's record `seq` had hash `hash`. Since every record names the hash of the one before, a
+ * checkpoint fixes every record up to it: one edited, removed or added before it, or the log
+ * cut short after it, no longer matches. Shared with the CLI (`realmgate audit verify`): no
+ * database, no express.
+ */
+export interface Checkpoint {
+  org: string;
+  seq: number;
+  /** The hash of the record `seq` of the log. */
+  hash: string;
+  /** ISO 8601: the time of that record (an export of a time range takes checkpoints by it). */
+  recordAt: string;
+  /** ISO 8601: when the checkpoint was signed. */
+  at: string;
+  /** The signing key's id: its RFC 7638 thumbprint. */
+  kid: string;
+  /** A compact JWS (EdDSA) whose payload is the fields above but `kid` and `jws`. */
+  jws: string;
+}
+
+/** What a checkpoint's JWS payload holds. */
+export type CheckpointClaims = Pick<Checkpoint, 'org' | 'seq' | 'hash' | 'recordAt' | 'at'>;
+
+/** The one algorithm of checkpoints: Ed25519 (small, fast, deterministic signatures). */
+export const CHECKPOINT_ALG = 'EdDSA';
+/** The JWS `typ`: a checkpoint is not a token, and no token passes for one. */
+export const CHECKPOINT_TYP = 'realmgate-audit-checkpoint';
+
+/** A key that signs checkpoints: its id and a signer (the private key never leaves it). */
+export interface CheckpointSigner {
+  kid: string;
+  /** The public key as a JWK (`kid`, `alg`, `use` set): what the gateway publishes. */
+  publicJwk: JWK;
+  sign(claims: CheckpointClaims): Promise<Checkpoint>;
+}
+
+/** A signer of checkpoints with `privateKey` (a KeyObject or CryptoKey of an Ed25519 key). */
+export function checkpointSigner(
+  privateKey: KeyObject,
+  publicJwk: JWK & { kid: string },
+): CheckpointSigner {
+  const { kid } = publicJwk;
+  return {
+    kid,
+    publicJwk,
+    async sign(claims) {
+      const payload = new TextEncoder().encode(JSON.stringify(claimsOf(claims)));
+      const jws = await new CompactSign(payload)
+        .setProtectedHeader({ alg: CHECKPOINT_ALG, kid, typ: CHECKPOINT_TYP })
+        .sign(privateKey);
+      return { ...claimsOf(claims), kid, jws };
+    },
+  };
+}
+
+/** The claims in a fixed order, nothing else. */
+function claimsOf(c: CheckpointClaims): CheckpointClaims {
+  return { org: c.org, seq: c.seq, hash: c.hash, recordAt: c.recordAt, at: c.at };
+}
+
+/**
+ * Checks a checkpoint against `keys` (a JWKS): its JWS must be signed by the key its `kid`
+ * names, with EdDSA and the checkpoints' `typ`, and its payload must be the fields it shows.
+ * Returns why it does not verify, or undefined.
+ */
+export async function checkpointMisfit(
+  checkpoint: Checkpoint,
+  keys: JSONWebKeySet,
+): Promise<string | undefined> {
+  let payload: Uint8Array;
+  try {
+    const verified = await compactVerify(checkpoint.jws, createLocalJWKSet(keys), {
+      algorithms: [CHECKPOINT_ALG],
+    });
+    if (verified.protectedHeader.typ !== CHECKPOINT_TYP) return 'its JWS is not a checkpoint';
+    if (verified.protectedHeader.kid !== checkpoint.kid) return 'it names another key than its JWS';
+    payload = verified.payload;
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === 'ERR_JWKS_NO_MATCHING_KEY') {
+      return `it is signed with key ${checkpoint.kid}, which is not among the keys`;
+    }
+    if (code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED') {
+      return `its signature does not verify with key ${checkpoint.kid}`;
+    }
+    return `its JWS cannot be read (${(err as Error).message})`;
+  }
+  let signed: unknown;
+  try {
+    signed = JSON.parse(new TextDecoder().decode(payload));
+  } catch {
+    return 'its JWS payload is not JSON';
+  }
+  if (JSON.stringify(signed) !== JSON.stringify(claimsOf(checkpoint))) {
+    return 'its fields are not those its signature covers';
+  }
+  return undefined;
+}

@@ -1,0 +1,68 @@
+import { createReadStream } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { createInterface } from 'node:readline';
+import type { JSONWebKeySet } from 'jose';
+import { createExportVerifier, ExportMisfit, type Verified } from '../audit/export-verifier.ts';
+import { CliError } from './errors.ts';
+
+/** How long the published keys may take to come. */
+const KEYS_TIMEOUT_MS = 10_000;
+
+/**
+ * Follows a JSON Lines export of an audit log (docs/audit.md) line by line, without holding it
+ * in memory: the chain of its records and the signature of its checkpoints, with `keys` when
+ * given (the gateway's published ones) or else the keys the export carries. The first record or
+ * checkpoint that does not fit fails the command, named by its sequence number and line.
+ */
+export async function verifyExport(file: string, keys?: JSONWebKeySet): Promise<Verified> {
+  const verifier = createExportVerifier(keys);
+  let line = 0;
+  const lines = createInterface({ input: createReadStream(file), crlfDelay: Infinity });
+  try {
+    for await (const text of lines) {
+      line++;
+      if (text.trim() === '') continue;
+      let value: unknown;
+      try {
+        value = JSON.parse(text);
+      } catch {
+        throw new CliError('verification', `line ${line} is not JSON: not an audit log export.`);
+      }
+      await verifier.line(value, line);
+    }
+    return verifier.finish();
+  } catch (err) {
+    if (err instanceof CliError) throw err;
+    if (err instanceof ExportMisfit) throw new CliError('verification', err.message);
+    throw new CliError('config', `cannot read ${file}: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * The keys `--keys` names: the gateway's published set (`https://.../.well-known/audit-keys`),
+ * or a file holding one (saved from there).
+ */
+export async function readKeys(source: string): Promise<JSONWebKeySet> {
+  let text: string;
+  try {
+    if (/^https?:\/\//i.test(source)) {
+      const answer = await fetch(source, {
+        headers: { accept: 'application/json' },
+        signal: AbortSignal.timeout(KEYS_TIMEOUT_MS),
+      });
+      if (!answer.ok) throw new Error(`the answer was ${answer.status}`);
+      text = await answer.text();
+    } else text = await readFile(source, 'utf8');
+  } catch (err) {
+    throw new CliError('config', `cannot read the keys at ${source}: ${(err as Error).message}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new CliError('config', `${source} is not JSON: not a key set.`);
+  }
+  const listed = (parsed as { keys?: unknown } | null)?.keys;
+  if (!Array.isArray(listed)) throw new CliError('config', `${source} is not a key set (no keys).`);
+  return { keys: listed as JSONWebKeySet['keys'] };
+}

@@ -1,0 +1,295 @@
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { exportJWK, type JSONWebKeySet } from 'jose';
+import { pruneAuditLog } from '../../src/audit/audit-retention.ts';
+import { createAuditWriter } from '../../src/audit/audit-writer.ts';
+import { readKeys, verifyExport } from '../../src/cli/audit-verify.ts';
+import { createLogger } from '../../src/http/logger.ts';
+import { AUDIT_READER_ROLE } from '../../src/tenancy/identifiers.ts';
+import { systemClock } from '../../src/time/clock.ts';
+import { basicAuth, callApi } from '../helpers/api.ts';
+import { apiEvent } from '../helpers/audit-records.ts';
+import { EVENTUALLY } from '../helpers/eventually.ts';
+import { createUser, keycloakAdmin, userIdOf, type TestUser } from '../helpers/keycloak.ts';
+import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
+import { startReplica, type Replica } from '../helpers/replica.ts';
+
+const DAY = 24 * 3600 * 1000;
+
+/**
+ * Signed checkpoints against the real stack: two replicas write one organization's log, one
+ * with the configured key and one with a key of its own; every checkpoint verifies with the
+ * keys the gateway publishes; a record cut off the end is caught; a pruned log's export still
+ * verifies; an organization's retention route and its DPoP switch are recorded.
+ * Ports 19870/19871 and 19872/19873.
+ */
+describe('audit log: signed checkpoints, published keys, retention per organization', () => {
+  const signingKey = generateKeyPairSync('ed25519')
+    .privateKey.export({ type: 'pkcs8', format: 'pem' })
+    .toString();
+  let a: Replica;
+  let b: Replica;
+  let org: string;
+  let reader: TestUser;
+  let member: TestUser;
+  let admin: TestUser;
+  const files: string[] = [];
+
+  beforeAll(async () => {
+    const checkpointing = { AUDIT_CHECKPOINT_RECORDS: '5', AUDIT_CHECKPOINT_SECONDS: '1' };
+    [a, b] = await Promise.all([
+      startReplica(19870, { ...checkpointing, AUDIT_SIGNING_KEY: signingKey }),
+      // No key: a key of its own, published through the database.
+      startReplica(19872, checkpointing),
+    ]);
+    org = await createOrganization(['ws1']);
+    [reader, member, admin] = await Promise.all([
+      createUser(org, { workspaceRoles: ['ws1'] }),
+      createUser(org, { workspaceRoles: ['ws1'] }),
+      createUser('master'),
+    ]);
+    const kc = await keycloakAdmin();
+    await kc.roles.create({ realm: org, name: AUDIT_READER_ROLE }).catch(() => undefined);
+    const role = await kc.roles.findOneByName({ realm: org, name: AUDIT_READER_ROLE });
+    await kc.users.addRealmRoleMappings({
+      realm: org,
+      id: await userIdOf(reader),
+      roles: [{ id: role!.id!, name: role!.name! }],
+    });
+  });
+
+  afterAll(async () => {
+    await Promise.all([a?.gateway.close(), b?.gateway.close()]);
+    await Promise.all(files.map((file) => rm(file, { force: true })));
+    await closeTestDb();
+  });
+
+  const db = () => testDb();
+
+  async function exportFile(log: string, as: TestUser): Promise<string> {
+    const base = log === org ? `/api/${org}/platform` : `/api/platform/organizations/${log}`;
+    const res = await fetch(`${a.url}${base}/audit-log/export`, {
+      headers: { authorization: basicAuth(as) },
+    });
+    expect(res.status).toBe(200);
+    const file = path.join(os.tmpdir(), `realmgate-audit-${randomBytes(4).toString('hex')}.jsonl`);
+    await writeFile(file, await res.text());
+    files.push(file);
+    return file;
+  }
+
+  /** The set B publishes, once it lists every key a checkpoint of `log` was signed with. */
+  async function publishedKeysCovering(log: string): Promise<JSONWebKeySet> {
+    const url = `${b.url}/.well-known/audit-keys`;
+    let keys: JSONWebKeySet = { keys: [] };
+    await expect
+      .poll(async () => {
+        keys = await readKeys(url);
+        const kids = await db()('audit_checkpoints')
+          .where({ org: log })
+          .distinct()
+          .pluck<string[]>('kid');
+        return kids.every((kid) => keys.keys.some((key) => key.kid === kid));
+      }, EVENTUALLY)
+      .toBe(true);
+    return keys;
+  }
+
+  /** Waits until a checkpoint signs the head of `log` (no record written since). */
+  async function signedToHead(log: string): Promise<number> {
+    let head = 0;
+    await expect
+      .poll(async () => {
+        const h = await db()('audit_log_heads')
+          .where({ org: log })
+          .first<{ seq: unknown } | undefined>('seq');
+        const [c] = await db()('audit_checkpoints')
+          .where({ org: log })
+          .max<{ seq: unknown }[]>({ seq: 'seq' });
+        head = Number(h?.seq ?? 0);
+        return head > 0 && Number(c?.seq) === head;
+      }, EVENTUALLY)
+      .toBe(true);
+    return head;
+  }
+
+  it('publishes the signing keys without credentials, as a JWKS', async () => {
+    const res = await fetch(`${a.url}/.well-known/audit-keys`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^application\/jwk-set\+json/);
+    const { keys } = (await res.json()) as JSONWebKeySet;
+    expect(keys.length).toBeGreaterThan(0);
+    expect(keys.every((k) => k.kty === 'OKP' && k.crv === 'Ed25519' && k.alg === 'EdDSA')).toBe(
+      true,
+    );
+    // Public keys only.
+    expect(keys.some((k) => 'd' in k)).toBe(false);
+  });
+
+  it('checkpoints of two replicas writing one log verify with the keys the gateway publishes', async () => {
+    // Records of both replicas (/api calls through each), in two rounds, each signed.
+    let head = 0;
+    for (let round = 0; round < 2; round++) {
+      const calls = Array.from({ length: 6 }, (_, i) =>
+        callApi(`/api/${org}/platform/audit-log?limit=1`, basicAuth(reader), {
+          base: (i % 2 ? a : b).url,
+        }),
+      );
+      expect((await Promise.all(calls)).every((res) => res.status === 200)).toBe(true);
+      const before = head;
+      await expect.poll(() => signedToHead(org), EVENTUALLY).toBeGreaterThan(before);
+      head = await signedToHead(org);
+    }
+    const keys = await publishedKeysCovering(org);
+    const file = await exportFile(org, reader);
+    const verified = await verifyExport(file, keys);
+    expect(verified).toMatchObject({ org, firstSeq: 1, anchored: true, signedThrough: head });
+    expect(verified.lastSeq).toBeGreaterThanOrEqual(head);
+    expect(verified.checkpoints).toBeGreaterThan(1);
+    // Pinned to keys that are not the gateway's, the export does not verify.
+    const stranger = await exportJWK(generateKeyPairSync('ed25519').publicKey);
+    await expect(verifyExport(file, { keys: [{ ...stranger, kid: 'stranger' }] })).rejects.toThrow(
+      /^checkpoint \d+ \(line \d+\) does not fit: it is signed with key .*, which is not among the keys/,
+    );
+  });
+
+  it('a record removed at the end of the log is caught by the checkpoint that signed it', async () => {
+    const head = await signedToHead(org);
+    await db()('audit_log').where({ org, seq: head }).del();
+    const keys = await publishedKeysCovering(org);
+    const file = await exportFile(org, reader);
+    await expect(verifyExport(file, keys)).rejects.toThrow(
+      new RegExp(
+        `^checkpoint ${head} \\(line \\d+\\) does not fit: it names record ${head}, which the export lacks`,
+      ),
+    );
+  });
+
+  it('an export of a pruned log verifies from the checkpoint that anchors it', async () => {
+    const pruned = await createOrganization([]);
+    const old = Date.now() - 400 * DAY;
+    const writer = createAuditWriter({
+      db: db(),
+      logger: createLogger('silent'),
+      metrics: { auditRecords: () => undefined },
+      spoolMax: 100,
+      batchMax: 100,
+      intervalMs: 60_000,
+    });
+    for (let i = 0; i < 20; i++) {
+      writer.record(apiEvent(pruned, old + i, `user-${i}`));
+    }
+    await writer.close(5000);
+    // Signed by a replica while the old records are the head: that checkpoint anchors what
+    // remains once they are gone.
+    const anchor = await signedToHead(pruned);
+    // A newer record after it, through a replica, signed in its turn.
+    await callApi(`/api/platform/organizations/${pruned}/audit-log?limit=1`, basicAuth(admin), {
+      base: a.url,
+    });
+    await expect.poll(() => signedToHead(pruned), EVENTUALLY).toBeGreaterThan(anchor);
+    const removed = await pruneAuditLog(
+      db(),
+      { defaultDays: 365, minDays: 1, maxDays: 3650 },
+      systemClock,
+    );
+    expect(removed).toBeGreaterThanOrEqual(20);
+    const [first] = await db()('audit_log').where({ org: pruned }).min({ seq: 'seq' });
+    expect(Number(first?.seq)).toBe(anchor + 1);
+    const keys = await publishedKeysCovering(pruned);
+    await expect(verifyExport(await exportFile(pruned, admin), keys)).resolves.toMatchObject({
+      org: pruned,
+      firstSeq: anchor + 1,
+      anchored: true,
+    });
+  });
+
+  it("lets an organization's audit administrator choose its retention within the bounds, recorded", async () => {
+    const own = `/api/${org}/platform/audit-log/retention`;
+    const put = (as: TestUser, body: unknown, at = own) =>
+      callApi(at, basicAuth(as), { method: 'PUT', body, base: a.url });
+    expect((await callApi(own, basicAuth(reader), { base: a.url })).body).toMatchObject({
+      result: '000-00000',
+      data: { days: 365, chosen: false, minDays: 90, maxDays: 3650 },
+    });
+    expect(await put(reader, { days: 400 })).toMatchObject({
+      status: 200,
+      body: { data: { days: 400, chosen: true } },
+    });
+    // Without the role: refused, and the attempt recorded.
+    expect((await put(member, { days: 100 })).status).toBe(403);
+    // Outside the bounds, or not a number of days: 400 in the envelope.
+    for (const body of [
+      { days: 30 },
+      { days: 99999 },
+      { days: '400' },
+      { days: 1.5 },
+      {},
+      { days: 400, x: 1 },
+      [400],
+      null,
+    ]) {
+      const res = await put(reader, body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body).toMatchObject({ result: '400-00002', data: null });
+    }
+    const raw = await fetch(`${a.url}${own}`, {
+      method: 'PUT',
+      headers: { authorization: basicAuth(reader), 'content-type': 'application/json' },
+      body: '{"days":',
+    });
+    expect(raw.status).toBe(400);
+    expect(((await raw.json()) as { result: string }).result).toMatch(/^400-/);
+    // A platform administrator sets it through the organization's administered path.
+    const administered = `/api/platform/organizations/${org}/audit-log/retention`;
+    expect(await put(admin, { days: 500 }, administered)).toMatchObject({
+      status: 200,
+      body: { data: { days: 500, chosen: true } },
+    });
+    await expect
+      .poll(async () => {
+        const rows = await db()('audit_log')
+          .where({ org, action: 'audit_log.retention.change' })
+          .select('outcome', 'actor_name', 'details');
+        return rows.map((r: { outcome: string; actor_name: string; details: unknown }) => [
+          r.outcome,
+          r.actor_name,
+          (r.details as { days?: string }).days,
+        ]);
+      }, EVENTUALLY)
+      .toEqual(
+        expect.arrayContaining([
+          ['success', reader.username, '400'],
+          ['failure', member.username, '100'],
+          ['success', admin.username, '500'],
+        ]),
+      );
+  });
+
+  it("records an organization's DPoP switch as dpop.required.changed, from and to", async () => {
+    const lifetimes = `/api/platform/organizations/${org}/token-lifetimes`;
+    const patch = (required: boolean) =>
+      callApi(lifetimes, basicAuth(admin), {
+        method: 'PATCH',
+        body: { dpop_bound_access_tokens: required },
+        base: b.url,
+      });
+    expect((await patch(true)).status).toBe(200);
+    expect((await patch(false)).status).toBe(200);
+    await expect
+      .poll(async () => {
+        const rows = await db()('audit_log')
+          .where({ org, action: 'dpop.required.changed' })
+          .orderBy('seq')
+          .select('actor_name', 'details');
+        return rows.map((r: { actor_name: string; details: unknown }) => [r.actor_name, r.details]);
+      }, EVENTUALLY)
+      .toEqual([
+        [admin.username, { realm: org, from: 'false', to: 'true' }],
+        [admin.username, { realm: org, from: 'true', to: 'false' }],
+      ]);
+  });
+});

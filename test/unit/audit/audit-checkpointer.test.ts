@@ -1,0 +1,139 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { Knex } from 'knex';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createCheckpointer, type Checkpointer } from '../../../src/audit/audit-checkpointer.ts';
+import { signedJsonLines, storedCheckpoints } from '../../../src/audit/audit-export-signed.ts';
+import { createAuditLogRepo } from '../../../src/audit/audit-log.repo.ts';
+import { createRetentionChoices, pruneAuditLog } from '../../../src/audit/audit-retention.ts';
+import { openCheckpointSigner, publishedKeys } from '../../../src/audit/audit-signing-key.ts';
+import { createAuditWriter } from '../../../src/audit/audit-writer.ts';
+import { createExportVerifier } from '../../../src/audit/export-verifier.ts';
+import { openDatabase } from '../../../src/db/database.ts';
+import { migrateToLatest } from '../../../src/db/migrate.ts';
+import { createLogger } from '../../../src/http/logger.ts';
+import { apiEvent } from '../../helpers/audit-records.ts';
+
+const DAY = 24 * 3600 * 1000;
+const START = Date.UTC(2026, 10, 1);
+
+describe('audit checkpoints and retention (embedded database)', () => {
+  let dir: string;
+  let db: Knex;
+  let now = START;
+  const clock = { now: () => now };
+  const logger = createLogger('silent');
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'realmgate-audit-checkpoints-'));
+    db = await openDatabase({ dataDir: dir });
+    await migrateToLatest(db);
+    // The embedded database starts slowly on a busy machine.
+  }, 120_000);
+
+  afterAll(async () => {
+    await db.destroy();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  async function write(org: string, times: number[]): Promise<void> {
+    const writer = createAuditWriter({
+      db,
+      logger,
+      metrics: { auditRecords: () => undefined },
+      spoolMax: 10_000,
+      batchMax: 500,
+      intervalMs: 60_000,
+    });
+    for (const at of times) writer.record(apiEvent(org, at));
+    await writer.close(5000);
+  }
+
+  function checkpointer(signingKey?: string): Checkpointer {
+    let opened: ReturnType<typeof openCheckpointSigner> | undefined;
+    return createCheckpointer({
+      db,
+      signer: () => (opened ??= openCheckpointSigner({ db, clock, signingKey })),
+      clock,
+      period: { records: 5, ms: 60_000 },
+    });
+  }
+
+  async function seqs(table: string, org: string): Promise<number[]> {
+    return (await db(table).where({ org }).orderBy('seq').pluck('seq')).map(Number);
+  }
+
+  async function verifiedExport(org: string) {
+    const signatures = {
+      keys: publishedKeys({ db, clock: { now: () => Date.now() }, previousKeys: undefined }),
+      ...storedCheckpoints(db),
+    };
+    const records = createAuditLogRepo(db).records(org, {});
+    const verifier = createExportVerifier();
+    let line = 0;
+    for await (const text of signedJsonLines(org, records, signatures, undefined)) {
+      await verifier.line(JSON.parse(text), ++line);
+    }
+    return verifier.finish();
+  }
+
+  it('signs a log after N records or T seconds, once per period whichever replica looks', async () => {
+    now = START;
+    await write('periodic', [now, now + 1, now + 2]);
+    const [a, b] = [checkpointer(), checkpointer()];
+    // Three records, none a minute old: not due.
+    expect(await a.checkpointDue()).toBe(0);
+    now += 60_000;
+    // Two replicas at once: one signs, the other finds it signed.
+    const made = await Promise.all([a.checkpointDue(), b.checkpointDue()]);
+    expect(made.sort()).toEqual([0, 1]);
+    expect(await seqs('audit_checkpoints', 'periodic')).toEqual([3]);
+    // Five more records: due at once, by count.
+    await write('periodic', [now, now, now, now, now]);
+    expect(await a.checkpointDue()).toBe(1);
+    expect(await b.checkpointDue()).toBe(0);
+    await expect(verifiedExport('periodic')).resolves.toMatchObject({
+      records: 8,
+      checkpoints: 2,
+      signedThrough: 8,
+      anchored: true,
+    });
+  });
+
+  it("prunes each log by its own days, within the platform's bounds, up to a checkpoint; the rest verifies", async () => {
+    now = START;
+    const signer = checkpointer();
+    // Records 1-4 at day 0, checkpoint at 4; 5-6 at day 20, checkpoint at 6; 7 today.
+    await write('kept', [now, now, now, now]);
+    await signer.checkpoint('kept');
+    await write('kept', [now + 20 * DAY, now + 20 * DAY]);
+    await signer.checkpoint('kept');
+    await write('kept', [now + 40 * DAY]);
+    // The same in a log that chose no days of its own.
+    await write('default', [now, now, now]);
+    await signer.checkpoint('default');
+    now += 40 * DAY;
+    await createRetentionChoices(db).set('kept', 30);
+    const bounds = { defaultDays: 365, minDays: 1, maxDays: 3650 };
+    expect(await pruneAuditLog(db, bounds, clock)).toBe(4);
+    expect(await seqs('audit_log', 'kept')).toEqual([5, 6, 7]);
+    expect(await seqs('audit_log', 'default')).toEqual([1, 2, 3]);
+    // The checkpoint of the last record removed stays: it anchors the first record left.
+    expect(await seqs('audit_checkpoints', 'kept')).toEqual([4, 6]);
+    await expect(verifiedExport('kept')).resolves.toMatchObject({
+      firstSeq: 5,
+      lastSeq: 7,
+      anchored: true,
+      checkpoints: 2,
+      signedThrough: 6,
+    });
+    // Bounds narrowed since the choice: the nearest bound holds (35 days keeps records 5 and 6).
+    now += 10 * DAY;
+    expect(await pruneAuditLog(db, { ...bounds, minDays: 35 }, clock)).toBe(0);
+    // Without a checkpoint after them, expired records wait for one.
+    now += 30 * DAY;
+    expect(await pruneAuditLog(db, bounds, clock)).toBe(2);
+    expect(await seqs('audit_log', 'kept')).toEqual([7]);
+  });
+});
