@@ -40,6 +40,7 @@ async function schemaOf(db: Knex) {
 const MIGRATED = {
   tables: [
     // The audit log (src/audit/).
+    'audit_keycloak_pulls',
     'audit_log',
     'audit_log_heads',
     'knex_migrations',
