@@ -1,4 +1,5 @@
 import type { AuditEvent } from './audit-writer.ts';
+import { UNSET_FIELDS } from './unset-fields.ts';
 
 /**
  * Keycloak's own events of a realm, as its admin API lists them, and the audit records made of
@@ -112,22 +113,8 @@ function recordOf(
     org: realm,
     atMs: event.time,
     outcome: event.error ? 'failure' : 'success',
-    actorRealm: null,
-    actorId: null,
-    actorName: null,
-    credential: null,
-    clientId: null,
-    jobCredential: null,
-    jkt: null,
-    method: null,
-    route: null,
-    path: null,
-    workspace: null,
-    status: null,
-    result: null,
+    ...UNSET_FIELDS,
     reason: event.error ?? null,
-    address: null,
-    requestId: null,
     ...fields,
     details: { source: 'keycloak', keycloakEventId: event.id, ...fields.details },
   };

@@ -18,7 +18,13 @@ import { verifyExport } from '../../src/cli/audit-commands.ts';
 import { createLogger } from '../../src/http/logger.ts';
 import { basicAuth } from '../helpers/api.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
-import { createUser, keycloakAdmin, userIdOf, type TestUser } from '../helpers/keycloak.ts';
+import {
+  createUser,
+  grantRealmManagementRole,
+  keycloakAdmin,
+  userIdOf,
+  type TestUser,
+} from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
 import { aheadClock } from '../helpers/test-clock.ts';
 import { testEnv } from '../helpers/test-env.ts';
@@ -118,23 +124,12 @@ describe('audit log: Keycloak events', () => {
     org = await createOrganization([]);
     keeper = await createUser(org);
     keeperId = await userIdOf(keeper);
-    const admin = await keycloakAdmin();
-    const [management] = await admin.clients.find({ realm: org, clientId: 'realm-management' });
-    const role = await admin.clients.findRole({
-      realm: org,
-      id: management!.id!,
-      roleName: 'manage-users',
-    });
-    await admin.users.addClientRoleMappings({
-      realm: org,
-      id: keeperId,
-      clientUniqueId: management!.id!,
-      roles: [{ id: role!.id!, name: role!.name! }],
-    });
+    await grantRealmManagementRole(keeper, 'manage-users');
     a = replica('a');
     b = replica('b');
     // The first pull turns event saving on in the realm (and master).
     await a.pullRealm(org);
+    const admin = await keycloakAdmin();
     const config = await admin.realms.getConfigEvents({ realm: org });
     expect(config).toMatchObject({
       eventsEnabled: true,
