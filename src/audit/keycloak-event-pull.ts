@@ -136,8 +136,20 @@ export function createKeycloakEventPull(deps: {
     return { events, capped: true };
   }
 
+  // One pull of a realm at a time in this process too: the lease is this process's, whichever
+  // of its pulls holds it.
+  const inFlight = new Map<string, Promise<number>>();
+  const pullOnce = (realm: string): Promise<number> => {
+    let pull = inFlight.get(realm);
+    if (!pull) {
+      pull = pullRealm(realm).finally(() => inFlight.delete(realm));
+      inFlight.set(realm, pull);
+    }
+    return pull;
+  };
+
   return {
-    pullRealm,
+    pullRealm: pullOnce,
     async pullAll() {
       let realms: string[];
       try {
@@ -149,7 +161,7 @@ export function createKeycloakEventPull(deps: {
       }
       for (const realm of realms) {
         try {
-          await pullRealm(realm);
+          await pullOnce(realm);
           deps.metrics.keycloakEventPull('ok');
         } catch (err) {
           deps.metrics.keycloakEventPull('failed');
@@ -166,34 +178,4 @@ function advance(cursor: EventCursor, events: { id: string; time: number }[]): E
   if (last === undefined) return cursor;
   const ids = events.filter((e) => e.time === last).map((e) => e.id);
   return { timeMs: last, ids: last === cursor.timeMs ? [...cursor.ids, ...ids] : ids };
-}
-
-/**
- * Runs `pull.pullAll()` every `intervalMs`, one run at a time; `close` stops it and waits for
- * the run in progress.
- */
-export function scheduleKeycloakEventPull(
-  pull: Pick<KeycloakEventPull, 'pullAll'>,
-  intervalMs: number,
-): { close(): Promise<void> } {
-  let running: Promise<void> | undefined;
-  let closed = false;
-  let timer: NodeJS.Timeout | undefined;
-  const next = () => {
-    timer = setTimeout(() => {
-      running = pull.pullAll().finally(() => {
-        running = undefined;
-        if (!closed) next();
-      });
-    }, intervalMs);
-    timer.unref();
-  };
-  next();
-  return {
-    async close() {
-      closed = true;
-      clearTimeout(timer);
-      await running;
-    },
-  };
 }

@@ -11,8 +11,8 @@ import type { AuditWriter } from './audit-writer.ts';
 import { createKeycloakEventCursors } from './keycloak-event-cursors.ts';
 import {
   createKeycloakEventPull,
-  scheduleKeycloakEventPull,
   type KeycloakEventMetrics,
+  type KeycloakEventPull,
 } from './keycloak-event-pull.ts';
 import { createKeycloakEventSource } from './keycloak-event-source.ts';
 
@@ -50,4 +50,34 @@ export function pullKeycloakEvents(
     metrics: shared.metrics,
   });
   return scheduleKeycloakEventPull(pull, seconds * 1000);
+}
+
+/**
+ * Runs `pull.pullAll()` every `intervalMs`, one run at a time; `close` stops it and waits for
+ * the run in progress.
+ */
+function scheduleKeycloakEventPull(
+  pull: Pick<KeycloakEventPull, 'pullAll'>,
+  intervalMs: number,
+): { close(): Promise<void> } {
+  let running: Promise<void> | undefined;
+  let closed = false;
+  let timer: NodeJS.Timeout | undefined;
+  const next = () => {
+    timer = setTimeout(() => {
+      running = pull.pullAll().finally(() => {
+        running = undefined;
+        if (!closed) next();
+      });
+    }, intervalMs);
+    timer.unref();
+  };
+  next();
+  return {
+    async close() {
+      closed = true;
+      clearTimeout(timer);
+      await running;
+    },
+  };
 }
