@@ -12,6 +12,10 @@ import {
   type KeycloakEventPull,
 } from '../../src/audit/keycloak-event-pull.ts';
 import { createKeycloakEventSource } from '../../src/audit/keycloak-event-source.ts';
+import { pullKeycloakEvents } from '../../src/audit/keycloak-events.area.ts';
+import type { Config } from '../../src/config/config.ts';
+import type { OrganizationsRepo } from '../../src/platform/organizations.repo.ts';
+import { systemClock } from '../../src/time/clock.ts';
 import { createAdminSession } from '../../src/keycloak/admin-session.ts';
 import { createKeycloakCalls } from '../../src/keycloak/keycloak-calls.ts';
 import { verifyExport } from '../../src/cli/audit-commands.ts';
@@ -50,7 +54,8 @@ describe('audit log: Keycloak events', () => {
   let keeperId: string;
   const failures: string[] = [];
 
-  function replica(name: string, keycloakUrl = env.keycloakUrl): KeycloakEventPull {
+  /** A writer and a Keycloak client layer of their own, as a replica has. */
+  function replicaParts(keycloakUrl = env.keycloakUrl) {
     const writer = createAuditWriter({
       db: testDb(),
       logger,
@@ -61,15 +66,18 @@ describe('audit log: Keycloak events', () => {
     });
     writers.push(writer);
     const calls = createKeycloakCalls({ keycloakUrl, timeoutMs: 10_000 });
+    const adminSession = createAdminSession({
+      calls,
+      username: env.keycloakAdminUsername,
+      password: env.keycloakAdminPassword,
+    });
+    return { writer, keycloak: { calls, adminSession } };
+  }
+
+  function replica(name: string, keycloakUrl = env.keycloakUrl): KeycloakEventPull {
+    const { writer, keycloak } = replicaParts(keycloakUrl);
     return createKeycloakEventPull({
-      source: createKeycloakEventSource({
-        calls,
-        adminSession: createAdminSession({
-          calls,
-          username: env.keycloakAdminUsername,
-          password: env.keycloakAdminPassword,
-        }),
-      }),
+      source: createKeycloakEventSource(keycloak),
       cursors: createKeycloakEventCursors(testDb()),
       writer,
       realms: () => Promise.resolve([org]),
@@ -250,5 +258,28 @@ describe('audit log: Keycloak events', () => {
     expect((await signIn(keeper)).status).toBe(200);
     const count = (await keycloakRecords()).length;
     await pulledUntil(a, count + 1);
+  });
+
+  it("a gateway's schedule pulls master's and the organizations' realms by itself", async () => {
+    const { writer, keycloak } = replicaParts();
+    const pulls = pullKeycloakEvents(
+      {
+        config: { AUDIT_KEYCLOAK_EVENTS_SECONDS: 1 } as Config,
+        logger,
+        clock: systemClock,
+        db: testDb(),
+        metrics: { keycloakEventPull: () => undefined },
+      },
+      { organizationsRepo: { list: () => Promise.resolve([{ id: org }]) } as OrganizationsRepo },
+      keycloak,
+      writer,
+    );
+    try {
+      const count = (await keycloakRecords()).length;
+      expect((await signIn(keeper)).status).toBe(200);
+      await expect.poll(async () => (await keycloakRecords()).length, EVENTUALLY).toBe(count + 1);
+    } finally {
+      await pulls.close();
+    }
   });
 });
