@@ -48,7 +48,7 @@ export function createKeycloakEventCursors(db: Knex): KeycloakEventCursors {
     async claim(realm, holder, leaseMs) {
       const result = await db.raw<{ rows: PullRow[] }>(
         `insert into ${PULLS_TABLE} (realm, holder, lease_until)
-           values (?, ?, now() + ? * interval '1 millisecond')
+           values (?, ?, now() + ?::double precision * interval '1 millisecond')
          on conflict (realm) do update
            set holder = excluded.holder, lease_until = excluded.lease_until
            where ${PULLS_TABLE}.holder is null
