@@ -1,4 +1,3 @@
-import { decodeJwt } from 'jose';
 import { isHttpStatus, type KeycloakAdmin } from '../keycloak/admin-client.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
 import type { KeycloakCalls } from '../keycloak/keycloak-calls.ts';
@@ -51,8 +50,10 @@ const PATH_OF: Record<KeycloakEventKind, string> = { user: 'events', admin: 'adm
 export function createKeycloakEventSource(deps: {
   calls: KeycloakCalls;
   adminSession: AdminSession;
+  /** The user name of the administrator `adminSession` is (KEYCLOAK_ADMIN_USERNAME). */
+  adminUsername: string;
 }): KeycloakEventSource {
-  const { calls, adminSession } = deps;
+  const { calls, adminSession, adminUsername } = deps;
   const facts = new Map<string, RealmFacts>();
 
   async function factsOf(admin: KeycloakAdmin, realm: string): Promise<RealmFacts | undefined> {
@@ -69,7 +70,10 @@ export function createKeycloakEventSource(deps: {
       if (account.id) gatewayUsers.add(account.id);
     }
     // The gateway's own administrator acts in every realm from master.
-    if (realm === MASTER_REALM) gatewayUsers.add(decodeJwt(admin.accessToken ?? '').sub ?? '');
+    if (realm === MASTER_REALM) {
+      const [self] = await admin.users.find({ realm, username: adminUsername, exact: true });
+      if (self?.id) gatewayUsers.add(self.id);
+    }
     return { id: representation.id, gatewayUsers };
   }
 

@@ -37,7 +37,10 @@ export function pullKeycloakEvents(
   const seconds = shared.config.AUDIT_KEYCLOAK_EVENTS_SECONDS;
   if (seconds === 0) return { close: async () => {} };
   const pull = createKeycloakEventPull({
-    source: createKeycloakEventSource(keycloak),
+    source: createKeycloakEventSource({
+      ...keycloak,
+      adminUsername: shared.config.KEYCLOAK_ADMIN_USERNAME,
+    }),
     cursors: createKeycloakEventCursors(shared.db),
     writer,
     realms: async () => [

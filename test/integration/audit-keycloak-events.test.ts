@@ -77,7 +77,10 @@ describe('audit log: Keycloak events', () => {
   function replica(name: string, keycloakUrl = env.keycloakUrl): KeycloakEventPull {
     const { writer, keycloak } = replicaParts(keycloakUrl);
     return createKeycloakEventPull({
-      source: createKeycloakEventSource(keycloak),
+      source: createKeycloakEventSource({
+        ...keycloak,
+        adminUsername: env.keycloakAdminUsername,
+      }),
       cursors: createKeycloakEventCursors(testDb()),
       writer,
       realms: () => Promise.resolve([org]),
@@ -265,7 +268,10 @@ describe('audit log: Keycloak events', () => {
     const { writer, keycloak } = replicaParts();
     const pulls = pullKeycloakEvents(
       {
-        config: { AUDIT_KEYCLOAK_EVENTS_SECONDS: 1 } as Config,
+        config: {
+          AUDIT_KEYCLOAK_EVENTS_SECONDS: 1,
+          KEYCLOAK_ADMIN_USERNAME: env.keycloakAdminUsername,
+        } as Config,
         logger,
         clock: systemClock,
         db: testDb(),
