@@ -54,7 +54,7 @@ export async function startGateway(
   const keycloak = buildKeycloak(shared);
   const accounts = createAccountAdmin(keycloak.serviceAdmin);
   const tenants = await buildTenants(shared);
-  const auditLog = buildAuditLog(shared, tenants);
+  const auditLog = await buildAuditLog(shared, tenants, keycloak);
   const auth = await buildAuth(shared, keycloak, tenants, accounts);
   const automation = buildAutomation(shared, auth.admission);
   const authProxy = buildAuthProxy(shared, auth, accounts, auditLog.tokenGrants);

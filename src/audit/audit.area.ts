@@ -6,6 +6,7 @@ import type { ApiOutcomeListener } from '../edge/edge.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
 import type { Audit } from '../http/audit.ts';
 import type { ReadinessCheck } from '../http/health.router.ts';
+import type { KeycloakArea } from '../keycloak/keycloak.area.ts';
 import type { Tenants } from '../platform/platform.area.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { Clock } from '../time/clock.ts';
@@ -19,6 +20,9 @@ import {
   scheduleRetention,
   type RetentionBounds,
 } from './audit-retention.ts';
+import { createOtelDelivery, logsUrlOf } from './otel-delivery.ts';
+import { pullKeycloakEvents } from './keycloak-events.area.ts';
+import type { KeycloakEventMetrics } from './keycloak-event-pull.ts';
 import { auditTokenGrants } from './token-grants.ts';
 import type { AuditDownloadService } from './download-jobs.router.ts';
 import { createDownloadJobs, runDownloadJobs } from './download-jobs.ts';
@@ -53,7 +57,7 @@ export interface AuditLogArea {
  * decisions (through the edge), the token grants (a step of `/auth`) and the changes (every
  * audit line, http/audit.ts), and its readiness.
  */
-export function buildAuditLog(
+export async function buildAuditLog(
   shared: {
     config: Config;
     logger: Logger;
@@ -62,10 +66,11 @@ export function buildAuditLog(
     forwarding: Forwarding;
     audit: Audit;
     readiness: Record<string, ReadinessCheck>;
-    metrics: AuditMetrics;
+    metrics: AuditMetrics & KeycloakEventMetrics;
   },
-  tenants: Pick<Tenants, 'directory'>,
-): AuditLogArea {
+  tenants: Pick<Tenants, 'directory' | 'organizationsRepo'>,
+  keycloak: Pick<KeycloakArea, 'calls' | 'adminSession'>,
+): Promise<AuditLogArea> {
   const { config, clock, forwarding } = shared;
   const isLog = async (realm: string) =>
     realm === MASTER_REALM || (await tenants.directory.stateOf(realm)) !== 'absent';
@@ -107,7 +112,21 @@ export function buildAuditLog(
     batchMax: config.AUDIT_BATCH_MAX_RECORDS,
     intervalMs: config.AUDIT_FLUSH_INTERVAL_MS,
   });
-  const record = writer.record.bind(writer);
+  const otel = config.AUDIT_OTEL_LOGS
+    ? await createOtelDelivery({
+        url: logsUrlOf(config)!,
+        headers: config.OTEL_EXPORTER_OTLP_HEADERS ?? {},
+        serviceName: config.OTEL_SERVICE_NAME,
+        logger: shared.logger,
+      })
+    : undefined;
+  // Every record goes to the database log and, when the delivery is on, to the collector.
+  const record: AuditWriter['record'] = otel
+    ? (event) => {
+        writer.record(event);
+        otel.deliver(event);
+      }
+    : writer.record.bind(writer);
   shared.readiness.audit_log = () => writer.readiness();
   const retention = scheduleRetention({
     db: shared.db,
@@ -136,6 +155,10 @@ export function buildAuditLog(
     Math.min(config.AUDIT_CHECKPOINT_SECONDS * 1000, CHECKPOINT_POLL_MS),
     shared.logger,
   );
+  const keycloakEvents = pullKeycloakEvents(shared, tenants, keycloak, {
+    record,
+    flush: () => writer.flush(),
+  });
   shared.audit.keepIn((entry) => {
     for (const event of changeEventsOf(entry, clock.now())) record(event);
   });
@@ -154,11 +177,13 @@ export function buildAuditLog(
     downloads,
     keys: auditKeysRouter(keys),
     writer,
-    close: () => {
+    close: async () => {
       retention.close();
       checkpoints.close();
       runner.close();
-      return writer.close(config.SHUTDOWN_GRACE_SECONDS * 1000);
+      await keycloakEvents.close();
+      await writer.close(config.SHUTDOWN_GRACE_SECONDS * 1000);
+      await otel?.close();
     },
   };
 }

@@ -1,6 +1,7 @@
 import { DPOP_AFTER, DPOP_BEFORE, type AuditEntry } from '../http/audit.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { AuditEvent } from './audit-writer.ts';
+import { UNSET_FIELDS } from './unset-fields.ts';
 
 /**
  * The records of one change (an audit line of http/audit.ts: an audited route, a throttle that
@@ -54,20 +55,12 @@ function eventOf(entry: AuditEntry, org: string, atMs: number): AuditEvent {
     atMs,
     action: entry.action,
     outcome: entry.outcome,
+    ...UNSET_FIELDS,
     actorRealm: entry.actor?.realm ?? null,
     actorId: entry.actor?.userId ?? null,
     actorName: entry.actor?.username ?? null,
-    credential: null,
-    clientId: null,
-    jobCredential: null,
-    jkt: null,
-    method: null,
-    route: null,
-    path: null,
     workspace: typeof entry.target.workspace === 'string' ? entry.target.workspace : null,
-    status: null,
     result: entry.result ?? null,
-    reason: null,
     address: entry.clientAddress,
     requestId: entry.requestId ?? null,
     details: { ...entry.target },

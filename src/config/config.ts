@@ -421,6 +421,16 @@ export const configSchema = z.object({
       'how often spooled records are written (sooner when a batch is full); also how often a write is retried while the database is down',
   }),
 
+  AUDIT_KEYCLOAK_EVENTS_SECONDS: z.coerce.number().int().min(0).max(3600).default(30).meta({
+    description:
+      "how often each realm's own Keycloak events (sign-ins, admin changes made in Keycloak) are pulled into the audit log, with the audit log on; a record arrives within this plus 5 seconds; the gateway turns event saving on in every realm it pulls (see [audit](audit.md)); `0`: not pulled",
+  }),
+
+  AUDIT_OTEL_LOGS: boolFlag.default(false).meta({
+    description:
+      'also send each audit record as an OpenTelemetry log record (its chosen fields as attributes) to `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/logs`, the collector of the traces, which must be set (see [audit](audit.md)); with the audit log on',
+  }),
+
   REALMGATE_DEMO: boolFlag.default(false).meta({
     description: 'demo mode (`npm start` sets it): generated secrets, demo realm, users and data',
   }),
@@ -524,6 +534,9 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     }
   }
   if (parsed.success) problems.push(...retentionBoundsProblems(parsed.data));
+  if (parsed.success && parsed.data.AUDIT_OTEL_LOGS && !parsed.data.OTEL_EXPORTER_OTLP_ENDPOINT) {
+    problems.push('AUDIT_OTEL_LOGS: needs OTEL_EXPORTER_OTLP_ENDPOINT (where the logs go)');
+  }
   if (!parsed.success || problems.length > 0) throw new ConfigError(problems);
   return Object.freeze(parsed.data);
 }

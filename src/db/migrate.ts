@@ -10,6 +10,7 @@ import * as refreshTokenDpopJkt from './migrations/20261127-003-refresh-token-dp
 import * as auditLog from './migrations/20261128-004-audit-log.ts';
 import * as auditCheckpoints from './migrations/20261128-005-audit-checkpoints.ts';
 import * as auditDownloadJobs from './migrations/20261128-006-audit-download-jobs.ts';
+import * as auditKeycloakPulls from './migrations/20261128-007-audit-keycloak-pulls.ts';
 
 interface NamedMigration {
   name: string;
@@ -38,6 +39,7 @@ const migrations: readonly NamedMigration[] = [
   { name: '20261128-004-audit-log', migration: auditLog },
   { name: '20261128-005-audit-checkpoints', migration: auditCheckpoints },
   { name: '20261128-006-audit-download-jobs', migration: auditDownloadJobs },
+  { name: '20261128-007-audit-keycloak-pulls', migration: auditKeycloakPulls },
 ];
 
 /** The names of the migrations, in order: what `knex_migrations` holds once migrated. */

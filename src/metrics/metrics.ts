@@ -4,6 +4,7 @@ import type { AuthFailureScheme, AuthMetrics, RecheckEvent } from '../auth/auth-
 import type { RequestMetrics } from '../edge/edge.ts';
 import { BACKCHANNEL_REFUSALS, type BackchannelMetrics } from '../auth-proxy/backchannel-logout.ts';
 import type { AuditMetrics } from '../audit/audit-writer.ts';
+import type { KeycloakEventMetrics } from '../audit/keycloak-event-pull.ts';
 import { probe, type ReadinessCheck } from '../http/health.router.ts';
 import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import type { BuildInfo } from '../release/build-info.ts';
@@ -72,7 +73,8 @@ const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
  * and an array increment, no allocation, no promise. With metrics off (METRICS_ENABLED=false)
  * every method does nothing and there is no registry.
  */
-export interface Metrics extends RequestMetrics, AuthMetrics, BackchannelMetrics, AuditMetrics {
+export interface Metrics
+  extends RequestMetrics, AuthMetrics, BackchannelMetrics, AuditMetrics, KeycloakEventMetrics {
   /** The registry `/metrics` renders; undefined when metrics are off. */
   readonly registry: Registry | undefined;
   keycloakCall(kind: KeycloakCallKind, outcome: KeycloakCallOutcome, seconds: number): void;
@@ -88,6 +90,7 @@ export const metricsOff: Metrics = {
   revocationApplied() {},
   backchannelLogout() {},
   auditRecords() {},
+  keycloakEventPull() {},
 };
 
 /**
@@ -187,6 +190,14 @@ export function createMetrics(options: {
     labels: [{ name: 'outcome', values: ['written', 'lost'] }],
     showZeros: true,
   });
+  const keycloakEventPulls = new CounterTable({
+    name: 'realmgate_audit_keycloak_pulls_total',
+    help:
+      "Pulls of one realm's Keycloak events into the audit log, done or failed (Keycloak or the " +
+      'database unavailable: the events wait in Keycloak and come with a later pull).',
+    labels: [{ name: 'outcome', values: ['ok', 'failed'] }],
+    showZeros: true,
+  });
   // One series per worker: a scrape of the aggregated metrics shows every worker served.
   const workerRequests = new CounterTable({
     name: 'realmgate_worker_requests_total',
@@ -206,6 +217,7 @@ export function createMetrics(options: {
     revocations,
     backchannel,
     auditRecords,
+    keycloakEventPulls,
   ]) {
     registry.registerMetric(table.asPromMetric());
   }
@@ -253,6 +265,9 @@ export function createMetrics(options: {
     },
     auditRecords(outcome, count) {
       auditRecords.inc(outcome === 'written' ? 0 : 1, count);
+    },
+    keycloakEventPull(outcome) {
+      keycloakEventPulls.inc(outcome === 'ok' ? 0 : 1);
     },
   };
 }

@@ -43,6 +43,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
     LOGIN_MAX_FAILURES_PER_ADDRESS: '0',
     // Off by default (docs/audit.md); on here, so every suite runs with it as its users will.
     AUDIT_LOG_ENABLED: 'true',
+    // Keycloak's events are pulled by the suite that shows them (audit-keycloak-events.test.ts):
+    // every replica pulling every test realm each 30 s would load the shared Keycloak.
+    AUDIT_KEYCLOAK_EVENTS_SECONDS: '0',
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
   };
   const config = loadConfig(env);

@@ -70,6 +70,20 @@ export async function createUser(
   return user;
 }
 
+/** Gives `user` Keycloak's admin role `roleName` of its realm (client `realm-management`). */
+export async function grantRealmManagementRole(user: TestUser, roleName: string): Promise<void> {
+  const admin = await keycloakAdmin();
+  const realm = user.realm;
+  const [management] = await admin.clients.find({ realm, clientId: 'realm-management' });
+  const role = await admin.clients.findRole({ realm, id: management!.id!, roleName });
+  await admin.users.addClientRoleMappings({
+    realm,
+    id: await userIdOf(user),
+    clientUniqueId: management!.id!,
+    roles: [{ id: role!.id!, name: role!.name! }],
+  });
+}
+
 /** The Keycloak id of a test user. */
 export async function userIdOf(user: TestUser): Promise<string> {
   const admin = await keycloakAdmin();

@@ -18,15 +18,42 @@ export interface ReceivedSpan {
   status: number;
 }
 
+/** One log record as an OTLP/HTTP JSON logs export carries it, with its resource's service. */
+export interface ReceivedLog {
+  service: string;
+  eventName: string;
+  /** Epoch ms (OTLP's nanoseconds divided). */
+  timeMs: number;
+  severityNumber: number;
+  body: unknown;
+  attributes: Record<string, unknown>;
+}
+
 export interface OtlpReceiver {
-  /** Base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT` names it; exports arrive at `/v1/traces`. */
+  /** Base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT` names it; exports arrive at `/v1/traces`, `/v1/logs`. */
   url: string;
   /** Every span received so far, in order. */
   spans: ReceivedSpan[];
+  /** Every log record received so far, in order. */
+  logs: ReceivedLog[];
   close(): Promise<void>;
 }
 
 type AnyValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean };
+interface LogsExportRequest {
+  resourceLogs?: {
+    resource?: { attributes?: { key: string; value: AnyValue }[] };
+    scopeLogs?: {
+      logRecords?: {
+        eventName?: string;
+        timeUnixNano?: string | number;
+        severityNumber?: number;
+        body?: AnyValue;
+        attributes?: { key: string; value: AnyValue }[];
+      }[];
+    }[];
+  }[];
+}
 interface ExportRequest {
   resourceSpans?: {
     resource?: { attributes?: { key: string; value: AnyValue }[] };
@@ -50,10 +77,18 @@ const attributesOf = (list: { key: string; value: AnyValue }[] = []) =>
  */
 export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
+  const logs: ReceivedLog[] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
+      if (req.method === 'POST' && req.url === '/v1/logs') {
+        logs.push(
+          ...logsOf(JSON.parse(Buffer.concat(chunks).toString('utf8')) as LogsExportRequest),
+        );
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+        return;
+      }
       if (req.method !== 'POST' || req.url !== '/v1/traces') {
         res.writeHead(404).end();
         return;
@@ -86,10 +121,31 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     spans,
+    logs,
     close: () =>
       new Promise((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
       }),
   };
+}
+
+function logsOf(body: LogsExportRequest): ReceivedLog[] {
+  const received: ReceivedLog[] = [];
+  for (const resource of body.resourceLogs ?? []) {
+    const service = String(attributesOf(resource.resource?.attributes)['service.name']);
+    for (const scope of resource.scopeLogs ?? []) {
+      for (const record of scope.logRecords ?? []) {
+        received.push({
+          service,
+          eventName: record.eventName ?? '',
+          timeMs: Number(BigInt(record.timeUnixNano ?? 0) / 1_000_000n),
+          severityNumber: record.severityNumber ?? 0,
+          body: record.body && valueOf(record.body),
+          attributes: attributesOf(record.attributes),
+        });
+      }
+    }
+  }
+  return received;
 }

@@ -37,6 +37,9 @@ export async function startReplica(
     BACKCHANNEL_LOGOUT_URL: testBackchannelUrl(),
     // As the global gateway (global-setup.ts): the audit log on.
     AUDIT_LOG_ENABLED: 'true',
+    // Keycloak's events are pulled by the suite that shows them (audit-keycloak-events.test.ts):
+    // every replica pulling every test realm each 30 s would load the shared Keycloak.
+    AUDIT_KEYCLOAK_EVENTS_SECONDS: '0',
     ...overrides,
   });
   // `KEYCLOAK_URL` in `overrides` points the replica at another Keycloak (or a fake one).

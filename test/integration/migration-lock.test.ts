@@ -39,9 +39,11 @@ async function schemaOf(db: Knex) {
 
 const MIGRATED = {
   tables: [
-    // The audit log (src/audit/), its checkpoints, retention, signing keys and download jobs.
+    // The audit log (src/audit/), its checkpoints, retention, signing keys, download jobs and
+    // Keycloak event cursors.
     'audit_checkpoints',
     'audit_download_jobs',
+    'audit_keycloak_pulls',
     'audit_log',
     'audit_log_heads',
     'audit_retention',

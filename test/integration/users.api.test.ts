@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accessTokenOf, basicAuth } from '../helpers/api.ts';
 import {
   createUser,
+  grantRealmManagementRole,
   keycloakAdmin,
   passwordGrantBody,
   postToken,
@@ -402,18 +403,7 @@ describe('user lifecycle API', () => {
     it("refuses users holding Keycloak's admin roles, in master and in an organization", async () => {
       const kc = await keycloakAdmin();
       const orgAdmin = await createUser(org);
-      const [management] = await kc.clients.find({ realm: org, clientId: 'realm-management' });
-      const viewUsers = await kc.clients.findRole({
-        realm: org,
-        id: management!.id!,
-        roleName: 'view-users',
-      });
-      await kc.users.addClientRoleMappings({
-        realm: org,
-        id: await userIdOf(orgAdmin),
-        clientUniqueId: management!.id!,
-        roles: [{ id: viewUsers!.id!, name: viewUsers!.name! }],
-      });
+      await grantRealmManagementRole(orgAdmin, 'view-users');
       const masterAdmin = await createUser('master');
       const adminRole = await kc.roles.findOneByName({ realm: 'master', name: 'admin' });
       await kc.users.addRealmRoleMappings({

@@ -65,6 +65,8 @@ describe('loadConfig', () => {
       AUDIT_SPOOL_MAX_RECORDS: 100000,
       AUDIT_BATCH_MAX_RECORDS: 500,
       AUDIT_FLUSH_INTERVAL_MS: 200,
+      AUDIT_KEYCLOAK_EVENTS_SECONDS: 30,
+      AUDIT_OTEL_LOGS: false,
       REALMGATE_DEMO: true,
     });
   });
@@ -154,6 +156,17 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ ...secrets, REVOCATION_CHECK_SECONDS: 'sometimes' })).toThrow(
       /REVOCATION_CHECK_SECONDS/,
     );
+  });
+
+  it('refuses AUDIT_OTEL_LOGS without an OTLP endpoint to send the records to', () => {
+    expect(problemsOf({ ...secrets, AUDIT_OTEL_LOGS: 'true' })).toEqual([
+      'AUDIT_OTEL_LOGS: needs OTEL_EXPORTER_OTLP_ENDPOINT (where the logs go)',
+    ]);
+    const endpoint = 'http://collector:4318';
+    expect(
+      loadConfig({ ...secrets, AUDIT_OTEL_LOGS: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: endpoint })
+        .AUDIT_OTEL_LOGS,
+    ).toBe(true);
   });
 
   it('reads the boolean flag spellings and refuses others', () => {

@@ -1,0 +1,89 @@
+import type { Knex } from 'knex';
+import { AUDIT_TABLE } from './audit-rows.ts';
+import type { KeycloakEventKind } from './keycloak-event-records.ts';
+
+const PULLS_TABLE = 'audit_keycloak_pulls';
+
+/** Where the log stands in one kind of a realm's events: the last time taken, and its ids. */
+export interface EventCursor {
+  /** Keycloak's epoch ms of the last event taken; undefined before the first. */
+  timeMs: number | undefined;
+  /** The ids of the events taken at `timeMs` (several events share a millisecond). */
+  ids: string[];
+}
+
+export type RealmCursors = Record<KeycloakEventKind, EventCursor>;
+
+/**
+ * The cursors and leases of the pulls (migration 20261128-007). A replica pulls a realm only
+ * while it holds the realm's lease, so one replica at a time moves its cursors; a lease ends
+ * when its holder gives it back or, if the holder died, when it runs out. Times of leases are
+ * the database's, so the replicas' clocks need not agree.
+ */
+export interface KeycloakEventCursors {
+  /** Takes the lease of `realm` for `leaseMs` and reads its cursors; undefined if another holds it. */
+  claim(realm: string, holder: string, leaseMs: number): Promise<RealmCursors | undefined>;
+  /** Moves the cursors of `realm` and gives the lease back; false if `holder` lost it. */
+  saveAndRelease(realm: string, holder: string, cursors: RealmCursors): Promise<boolean>;
+  /**
+   * The Keycloak event ids already in the log of `realm` at or after `sinceMs`: an event
+   * written by a holder that stopped before it could move the cursor is not taken twice.
+   */
+  keptSince(realm: string, sinceMs: number): Promise<Set<string>>;
+}
+
+interface PullRow {
+  user_time: string | number | null;
+  user_ids: unknown;
+  admin_time: string | number | null;
+  admin_ids: unknown;
+}
+
+const idsOf = (value: unknown): string[] =>
+  (typeof value === 'string' ? JSON.parse(value) : value) as string[];
+const timeOf = (value: string | number | null) => (value === null ? undefined : Number(value));
+
+export function createKeycloakEventCursors(db: Knex): KeycloakEventCursors {
+  return {
+    async claim(realm, holder, leaseMs) {
+      const result = await db.raw<{ rows: PullRow[] }>(
+        `insert into ${PULLS_TABLE} (realm, holder, lease_until)
+           values (?, ?, now() + ?::double precision * interval '1 millisecond')
+         on conflict (realm) do update
+           set holder = excluded.holder, lease_until = excluded.lease_until
+           where ${PULLS_TABLE}.holder is null
+              or ${PULLS_TABLE}.holder = excluded.holder
+              or ${PULLS_TABLE}.lease_until < now()
+         returning user_time, user_ids, admin_time, admin_ids`,
+        [realm, holder, leaseMs],
+      );
+      const row = result.rows[0];
+      if (!row) return undefined;
+      return {
+        user: { timeMs: timeOf(row.user_time), ids: idsOf(row.user_ids) },
+        admin: { timeMs: timeOf(row.admin_time), ids: idsOf(row.admin_ids) },
+      };
+    },
+    async saveAndRelease(realm, holder, cursors) {
+      const updated = await db(PULLS_TABLE)
+        .where({ realm, holder })
+        .update({
+          user_time: cursors.user.timeMs ?? null,
+          user_ids: JSON.stringify(cursors.user.ids),
+          admin_time: cursors.admin.timeMs ?? null,
+          admin_ids: JSON.stringify(cursors.admin.ids),
+          holder: null,
+          lease_until: null,
+        });
+      return updated === 1;
+    },
+    async keptSince(realm, sinceMs) {
+      const rows: { id: string }[] = await db(AUDIT_TABLE)
+        .where({ org: realm })
+        .where('at', '>=', new Date(sinceMs))
+        .whereLike('action', 'keycloak.%')
+        .select(db.raw(`details->>'keycloakEventId' as id`));
+      return new Set(rows.map((row) => row.id));
+    },
+  };
+}

@@ -1,0 +1,181 @@
+import type { Logger } from 'pino';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
+import type { Clock } from '../time/clock.ts';
+import type { AuditEvent, AuditWriter } from './audit-writer.ts';
+import type { EventCursor, KeycloakEventCursors, RealmCursors } from './keycloak-event-cursors.ts';
+import {
+  adminEventRecord,
+  KEYCLOAK_EVENT_KINDS,
+  userEventRecord,
+  type KeycloakAdminEvent,
+  type KeycloakUserEvent,
+} from './keycloak-event-records.ts';
+import type { KeycloakEventSource } from './keycloak-event-source.ts';
+
+/** What the pull counts (metrics/metrics.ts implements it). */
+export interface KeycloakEventMetrics {
+  /** One realm's pull: done, or failed (Keycloak or the database unavailable). */
+  keycloakEventPull(outcome: 'ok' | 'failed'): void;
+}
+
+/** Events asked for at once. */
+const PAGE = 500;
+/** Events taken from one kind in one pull at most; the rest come next time. */
+const MAX_PER_PULL = 5000;
+/**
+ * Keycloak stamps an event before its transaction ends: an event younger than this may still
+ * be invisible, so a pull stops this far behind now, and no event is passed by the cursor
+ * before it can be read.
+ */
+export const SETTLE_MS = 5000;
+/** A holder that stopped mid-pull blocks the realm this long at most. */
+const LEASE_MS = 60_000;
+
+export interface KeycloakEventPull {
+  /** Pulls one realm's new events into its log; how many records it made. */
+  pullRealm(realm: string): Promise<number>;
+  /** Pulls every realm `realms()` names, one after the other; a failure is counted and logged. */
+  pullAll(): Promise<void>;
+}
+
+/**
+ * Takes Keycloak's events of each realm into the realm's audit log, after the events taken
+ * before (the realm's cursors): both kinds up to one time, merged in time order, each written
+ * once however many replicas pull, and the cursors moved only once the records are written.
+ * The events of the gateway's own Keycloak identities are passed over: the gateway already
+ * recorded each of its changes, with the person who asked for it.
+ */
+export function createKeycloakEventPull(deps: {
+  source: KeycloakEventSource;
+  cursors: KeycloakEventCursors;
+  writer: Pick<AuditWriter, 'record' | 'flush'>;
+  realms: () => Promise<string[]>;
+  /** This process, as the holder of the leases it takes. */
+  holder: string;
+  clock: Clock;
+  logger: Logger;
+  metrics: KeycloakEventMetrics;
+}): KeycloakEventPull {
+  const { source, cursors, writer, holder } = deps;
+
+  async function pullRealm(realm: string): Promise<number> {
+    const facts = await source.prepare(realm);
+    const master = realm === MASTER_REALM ? facts : await source.prepare(MASTER_REALM);
+    if (!facts || !master) return 0;
+    const before = await cursors.claim(realm, holder, LEASE_MS);
+    if (!before) return 0;
+    let until = deps.clock.now() - SETTLE_MS;
+    const users = await readSince(realm, 'user', before.user, until);
+    if (users.capped) until = Math.min(until, users.events.at(-1)!.time - 1);
+    const admins = await readSince(realm, 'admin', before.admin, until);
+    if (admins.capped) until = Math.min(until, admins.events.at(-1)!.time - 1);
+    const taken = {
+      user: users.events.filter((e) => e.time <= until) as KeycloakUserEvent[],
+      admin: admins.events.filter((e) => e.time <= until) as KeycloakAdminEvent[],
+    };
+    const gateway = new Set([...facts.gatewayUsers, ...master.gatewayUsers]);
+    const realmNames = new Map([
+      [facts.id, realm],
+      [master.id, MASTER_REALM],
+    ]);
+    const records: AuditEvent[] = [
+      ...taken.user
+        .filter((e) => !gateway.has(e.userId ?? ''))
+        .map((e) => userEventRecord(realm, e)),
+      ...taken.admin
+        .filter((e) => !gateway.has(e.authDetails?.userId ?? ''))
+        .map((e) => adminEventRecord(realm, e, realmNames)),
+    ].sort((a, b) => a.atMs - b.atMs);
+    if (records.length > 0) {
+      const kept = await cursors.keptSince(realm, records[0]!.atMs);
+      for (const record of records) {
+        if (!kept.has(record.details.keycloakEventId as string)) writer.record(record);
+      }
+      // The cursors move once the records are in the log; a failure here keeps the lease until
+      // it runs out, so no other replica takes these events while they wait in our spool.
+      await writer.flush();
+    }
+    const after: RealmCursors = {
+      user: advance(before.user, taken.user),
+      admin: advance(before.admin, taken.admin),
+    };
+    if (!(await cursors.saveAndRelease(realm, holder, after))) {
+      deps.logger.warn({ realm }, 'keycloak events: lease lost before the cursor moved');
+    }
+    return records.length;
+  }
+
+  /** The events of one kind after `cursor`, up to `until`; `capped` when more remain. */
+  async function readSince(
+    realm: string,
+    kind: (typeof KEYCLOAK_EVENT_KINDS)[number],
+    cursor: EventCursor,
+    until: number,
+  ): Promise<{ events: { id: string; time: number }[]; capped: boolean }> {
+    const events: { id: string; time: number }[] = [];
+    let from = cursor.timeMs;
+    let seenAtFrom = new Set(cursor.ids);
+    while (events.length < MAX_PER_PULL) {
+      const page = await source.page(realm, kind, from, until, PAGE);
+      const fresh = page.filter((e) => !(e.time === from && seenAtFrom.has(e.id)));
+      events.push(...fresh);
+      if (page.length < PAGE) return { events, capped: false };
+      const last = page.at(-1)!.time;
+      if (fresh.length === 0) {
+        // A full page of one millisecond, every event already taken: more events share it than
+        // a page holds; step past it rather than ask for the same page forever.
+        deps.logger.warn({ realm, kind, time: last }, 'keycloak events: a millisecond skipped');
+        from = last + 1;
+        seenAtFrom = new Set();
+        continue;
+      }
+      const atLast = page.filter((e) => e.time === last).map((e) => e.id);
+      seenAtFrom = new Set(last === from ? [...seenAtFrom, ...atLast] : atLast);
+      from = last;
+    }
+    return { events, capped: true };
+  }
+
+  // One pull of a realm at a time in this process too: the lease is this process's, whichever
+  // of its pulls holds it.
+  const inFlight = new Map<string, Promise<number>>();
+  const pullOnce = (realm: string): Promise<number> => {
+    let pull = inFlight.get(realm);
+    if (!pull) {
+      pull = pullRealm(realm).finally(() => inFlight.delete(realm));
+      inFlight.set(realm, pull);
+    }
+    return pull;
+  };
+
+  return {
+    pullRealm: pullOnce,
+    async pullAll() {
+      let realms: string[];
+      try {
+        realms = await deps.realms();
+      } catch (err) {
+        deps.metrics.keycloakEventPull('failed');
+        deps.logger.warn({ err }, 'keycloak events: realms unknown; next time');
+        return;
+      }
+      for (const realm of realms) {
+        try {
+          await pullOnce(realm);
+          deps.metrics.keycloakEventPull('ok');
+        } catch (err) {
+          deps.metrics.keycloakEventPull('failed');
+          deps.logger.warn({ err, realm }, 'keycloak events: pull failed; next time');
+        }
+      }
+    },
+  };
+}
+
+/** The cursor after `events` (oldest first) were taken. */
+function advance(cursor: EventCursor, events: { id: string; time: number }[]): EventCursor {
+  const last = events.at(-1)?.time;
+  if (last === undefined) return cursor;
+  const ids = events.filter((e) => e.time === last).map((e) => e.id);
+  return { timeMs: last, ids: last === cursor.timeMs ? [...cursor.ids, ...ids] : ids };
+}

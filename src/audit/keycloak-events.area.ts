@@ -1,0 +1,86 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import type { Config } from '../config/config.ts';
+import type { KeycloakArea } from '../keycloak/keycloak.area.ts';
+import type { Tenants } from '../platform/platform.area.ts';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
+import type { Clock } from '../time/clock.ts';
+import type { AuditWriter } from './audit-writer.ts';
+import { createKeycloakEventCursors } from './keycloak-event-cursors.ts';
+import {
+  createKeycloakEventPull,
+  type KeycloakEventMetrics,
+  type KeycloakEventPull,
+} from './keycloak-event-pull.ts';
+import { createKeycloakEventSource } from './keycloak-event-source.ts';
+
+/**
+ * Keycloak's own events of master and of every organization's realm, pulled into their audit
+ * logs every AUDIT_KEYCLOAK_EVENTS_SECONDS (docs/audit.md). Keycloak being down only delays
+ * them: a failed pull is counted (`realmgate_audit_keycloak_pulls_total`), not a readiness
+ * failure, and the next one takes what the last missed.
+ */
+export function pullKeycloakEvents(
+  shared: {
+    config: Config;
+    logger: Logger;
+    clock: Clock;
+    db: Knex;
+    metrics: KeycloakEventMetrics;
+  },
+  tenants: Pick<Tenants, 'organizationsRepo'>,
+  keycloak: Pick<KeycloakArea, 'calls' | 'adminSession'>,
+  writer: Pick<AuditWriter, 'record' | 'flush'>,
+): { close(): Promise<void> } {
+  const seconds = shared.config.AUDIT_KEYCLOAK_EVENTS_SECONDS;
+  if (seconds === 0) return { close: async () => {} };
+  const pull = createKeycloakEventPull({
+    source: createKeycloakEventSource({
+      ...keycloak,
+      adminUsername: shared.config.KEYCLOAK_ADMIN_USERNAME,
+    }),
+    cursors: createKeycloakEventCursors(shared.db),
+    writer,
+    realms: async () => [
+      MASTER_REALM,
+      ...(await tenants.organizationsRepo.list()).map((organization) => organization.id),
+    ],
+    holder: `${hostname()}:${process.pid}:${randomUUID()}`,
+    clock: shared.clock,
+    logger: shared.logger,
+    metrics: shared.metrics,
+  });
+  return scheduleKeycloakEventPull(pull, seconds * 1000);
+}
+
+/**
+ * Runs `pull.pullAll()` every `intervalMs`, one run at a time; `close` stops it and waits for
+ * the run in progress.
+ */
+function scheduleKeycloakEventPull(
+  pull: Pick<KeycloakEventPull, 'pullAll'>,
+  intervalMs: number,
+): { close(): Promise<void> } {
+  let running: Promise<void> | undefined;
+  let closed = false;
+  let timer: NodeJS.Timeout | undefined;
+  const next = () => {
+    timer = setTimeout(() => {
+      running = pull.pullAll().finally(() => {
+        running = undefined;
+        if (!closed) next();
+      });
+    }, intervalMs);
+    timer.unref();
+  };
+  next();
+  return {
+    async close() {
+      closed = true;
+      clearTimeout(timer);
+      await running;
+    },
+  };
+}

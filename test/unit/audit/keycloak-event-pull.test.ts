@@ -1,0 +1,136 @@
+import { describe, expect, it } from 'vitest';
+import type { AuditEvent } from '../../../src/audit/audit-writer.ts';
+import type {
+  KeycloakEventCursors,
+  RealmCursors,
+} from '../../../src/audit/keycloak-event-cursors.ts';
+import { createKeycloakEventPull, SETTLE_MS } from '../../../src/audit/keycloak-event-pull.ts';
+import type {
+  KeycloakAdminEvent,
+  KeycloakUserEvent,
+} from '../../../src/audit/keycloak-event-records.ts';
+import type { KeycloakEventSource } from '../../../src/audit/keycloak-event-source.ts';
+import { createLogger } from '../../../src/http/logger.ts';
+import { manualClock } from '../../helpers/test-clock.ts';
+
+/**
+ * The pull's bookkeeping with Keycloak's list semantics written out (times inclusive, oldest
+ * first, `max` per page): what Keycloak and PostgreSQL really do is shown by
+ * test/integration/audit-keycloak-events.test.ts.
+ */
+function keycloakOf(user: KeycloakUserEvent[], admin: KeycloakAdminEvent[]): KeycloakEventSource {
+  const lists = { user, admin };
+  return {
+    prepare: (realm) =>
+      Promise.resolve({
+        id: `${realm}-id`,
+        gatewayUsers: new Set(realm === 'master' ? ['gateway-admin'] : ['service-account']),
+      }),
+    page: (_realm, kind, fromMs, toMs, max) =>
+      Promise.resolve(
+        (lists[kind] as { time: number }[])
+          .filter((e) => (fromMs === undefined || e.time >= fromMs) && e.time <= toMs)
+          .sort((a, b) => a.time - b.time)
+          .slice(0, max) as never,
+      ),
+  };
+}
+
+function cursorsInMemory(log: AuditEvent[]): KeycloakEventCursors & { saved?: RealmCursors } {
+  const store: KeycloakEventCursors & { saved?: RealmCursors } = {
+    claim: () =>
+      Promise.resolve(
+        store.saved ?? {
+          user: { timeMs: undefined, ids: [] },
+          admin: { timeMs: undefined, ids: [] },
+        },
+      ),
+    saveAndRelease: (_realm, _holder, cursors) => {
+      store.saved = cursors;
+      return Promise.resolve(true);
+    },
+    keptSince: (_realm, sinceMs) =>
+      Promise.resolve(
+        new Set(
+          log.filter((e) => e.atMs >= sinceMs).map((e) => e.details.keycloakEventId as string),
+        ),
+      ),
+  };
+  return store;
+}
+
+const login = (id: string, time: number, userId = 'alice'): KeycloakUserEvent => ({
+  id,
+  time,
+  type: 'LOGIN',
+  userId,
+});
+const change = (id: string, time: number, userId = 'bob'): KeycloakAdminEvent => ({
+  id,
+  time,
+  operationType: 'CREATE',
+  resourceType: 'USER',
+  authDetails: { realmId: 'org-a-id', userId },
+});
+
+describe('pulling Keycloak events', () => {
+  const clock = manualClock(1_000_000);
+  const now = clock.now() - SETTLE_MS;
+
+  function pullOf(source: KeycloakEventSource, log: AuditEvent[], cursors = cursorsInMemory(log)) {
+    return createKeycloakEventPull({
+      source,
+      cursors,
+      writer: { record: (e) => void log.push(e), flush: () => Promise.resolve() },
+      realms: () => Promise.resolve(['org-a']),
+      holder: 'test',
+      clock,
+      logger: createLogger('silent'),
+      metrics: { keycloakEventPull: () => undefined },
+    });
+  }
+
+  it('merges both kinds in time order, passes over the gateway’s identities, takes each once', async () => {
+    const user = [login('u1', 10), login('u2', 30), login('u3', 30, 'service-account')];
+    const admin = [change('a1', 20), change('a2', 30, 'gateway-admin'), change('a3', 40)];
+    const log: AuditEvent[] = [];
+    const cursors = cursorsInMemory(log);
+    const pull = pullOf(keycloakOf(user, admin), log, cursors);
+    expect(await pull.pullRealm('org-a')).toBe(4);
+    expect(log.map((e) => e.details.keycloakEventId)).toEqual(['u1', 'a1', 'u2', 'a3']);
+    expect(cursors.saved).toEqual({
+      user: { timeMs: 30, ids: ['u2', 'u3'] },
+      admin: { timeMs: 40, ids: ['a3'] },
+    });
+    // Another event in the same millisecond as the cursor, and a later one.
+    user.push(login('u4', 30), login('u5', 50));
+    await pull.pullRealm('org-a');
+    expect(log.map((e) => e.details.keycloakEventId)).toEqual(['u1', 'a1', 'u2', 'a3', 'u4', 'u5']);
+  });
+
+  it('leaves events younger than the settling time for the next pull', async () => {
+    const log: AuditEvent[] = [];
+    const pull = pullOf(keycloakOf([login('old', now), login('young', now + 1)], []), log);
+    await pull.pullRealm('org-a');
+    expect(log.map((e) => e.details.keycloakEventId)).toEqual(['old']);
+    clock.advance(1);
+    await pull.pullRealm('org-a');
+    expect(log.map((e) => e.details.keycloakEventId)).toEqual(['old', 'young']);
+  });
+
+  it('pages through more than a page, even when a page ends inside a millisecond', async () => {
+    const user = Array.from({ length: 1200 }, (_, i) => login(`u${i}`, 100 + Math.floor(i / 3)));
+    const log: AuditEvent[] = [];
+    await pullOf(keycloakOf(user, []), log).pullRealm('org-a');
+    expect(log.map((e) => e.details.keycloakEventId)).toEqual(user.map((e) => e.id));
+  });
+
+  it('does not write again what is in the log when the cursor was not moved', async () => {
+    const user = [login('u1', 10), login('u2', 20)];
+    const log: AuditEvent[] = [];
+    await pullOf(keycloakOf(user, []), log).pullRealm('org-a');
+    // A replica that wrote them and stopped before saving its cursor: a fresh cursor store.
+    await pullOf(keycloakOf(user, []), log, cursorsInMemory(log)).pullRealm('org-a');
+    expect(log.map((e) => e.details.keycloakEventId)).toEqual(['u1', 'u2']);
+  });
+});
