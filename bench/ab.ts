@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,7 +26,7 @@ import { summarize } from './stats.ts';
 
 /**
  * `node bench/ab.ts [--route forwarded|bearer|token] [--a <tree>] [--b <tree>] [--a-env K=V,...]
- * [--b-env K=V,...] [--auth-off a|b] [--rounds N] [--round-seconds S]`: is B slower than A? Two gateways loaded
+ * [--b-env K=V,...] [--auth-off a|b] [--profile a|b] [--rounds N] [--round-seconds S]`: is B slower than A? Two gateways loaded
  * at once, pinned together on one CPU; each round's B ÷ A, their median and spread. The routes
  * and how to read them: README.md. A tree needs its own `bench/gateway-process.ts` and
  * `node_modules` (a symlink will do).
@@ -42,6 +43,8 @@ const args = readArgs(process.argv.slice(2), {
   'round-seconds': 5,
   /** `a` or `b`: that side's verification is the constant principal (what auth costs). */
   'auth-off': '',
+  /** `a` or `b`: that side runs under `--cpu-prof` (its rate then says less). */
+  profile: '',
 });
 /** `K=V,K=V` as settings. */
 const envOf = (spec: string) =>
@@ -73,12 +76,16 @@ async function main(): Promise<void> {
   await startChild('servers.ts', { env: { BENCH_PORT: UPSTREAM_PORT }, cpuList: feeders });
   const keycloak = route === 'bearer' ? await startKeycloak() : undefined;
   const pids: number[] = [];
+  const profileDir = `${DATA_DIR}/profiles/ab-${new Date().toISOString()}`;
   for (const side of sides) {
+    const profiled = args.profile.toUpperCase() === side.name;
     const gateway = await startChild(path.join(side.tree, 'bench/gateway-process.ts'), {
       env: { BENCH_GATEWAY: JSON.stringify(gatewaySpec(side, databaseUrl, keycloak)) },
       cpuList: measured,
+      nodeArgs: profiled ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
     });
     pids.push(gateway.pid);
+    if (profiled) console.log(`${side.name}: CPU profile in ${profileDir} (pid ${gateway.pid})`);
   }
   const request = keycloak
     ? await provisionBearer(keycloak, databaseUrl)
@@ -101,7 +108,9 @@ async function main(): Promise<void> {
   const byCpu: number[] = [];
   for (let round = 1; round <= rounds; round++) {
     const cpuBefore = pids.map(cpuSeconds);
+    const databaseBefore = databaseCpuSeconds();
     const [a, b] = await both(roundSeconds);
+    const database = databaseCpuSeconds() - databaseBefore;
     // CPU µs per answer of each side, and A's ÷ B's: the same ratio, from cost itself.
     const [ca, cb] = [a!, b!].map(
       (x, i) => ((cpuSeconds(pids[i]!) - cpuBefore[i]!) * 1e6) / Math.max(x.ok, 1),
@@ -110,10 +119,13 @@ async function main(): Promise<void> {
     ratios.push(ratio);
     byCpu.push(ca! / Math.max(cb!, 1e-9));
     const bad = a!.bad + b!.bad ? ` (not 2xx: A ${a!.bad}, B ${b!.bad})` : '';
+    // PostgreSQL's CPU in the round per answer of both sides: what neither gateway's counts.
+    const databaseUs = (database * 1e6) / Math.max(a!.ok + b!.ok, 1);
     console.log(
       `round ${round}: A ${a!.reqPerSec.toFixed(0)} req/s (p99 ${a!.p99Ms} ms, ${ca!.toFixed(0)} µs CPU), ` +
         `B ${b!.reqPerSec.toFixed(0)} req/s (p99 ${b!.p99Ms} ms, ${cb!.toFixed(0)} µs CPU), ` +
-        `B ÷ A ${ratio.toFixed(3)}, by CPU ${byCpu.at(-1)!.toFixed(3)}${bad}`,
+        `B ÷ A ${ratio.toFixed(3)}, by CPU ${byCpu.at(-1)!.toFixed(3)}, ` +
+        `PostgreSQL ${databaseUs.toFixed(1)} µs CPU per answer${bad}`,
     );
   }
   const { median, min, max } = summarize(ratios)!;
@@ -162,6 +174,28 @@ function gatewaySpec(
     keycloakUrl: env.KEYCLOAK_URL,
     authOff: ORG_ROLE,
   };
+}
+
+/**
+ * CPU seconds used so far by the PostgreSQL server's processes: its backends on this bench's
+ * database and its shared writers (whatever else uses the server adds to the latter).
+ */
+function databaseCpuSeconds(): number {
+  let total = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let command: string;
+    try {
+      command = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+    } catch {
+      continue;
+    }
+    const shared = /^postgres: [^:]+: (walwriter|background writer|checkpointer)/.test(command);
+    if (shared || (command.startsWith('postgres: ') && command.includes(` ${DATABASE} `))) {
+      total += cpuSeconds(Number(entry));
+    }
+  }
+  return total;
 }
 
 type BenchKeycloak = { kc: LocalKeycloak; secrets: BenchSecrets };
