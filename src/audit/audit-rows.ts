@@ -33,8 +33,8 @@ export const COLUMN_OF = {
   hash: 'hash',
 } as const satisfies Record<keyof AuditRecord, string>;
 
-/** A row of `audit_log` (migration 20261128-004), as either driver gives it. */
-export type AuditRow = Record<(typeof COLUMN_OF)[keyof AuditRecord] | 'id', unknown>;
+/** A row of `audit_log` (migrations 20261128-004 and -008), as either driver gives it. */
+export type AuditRow = Record<(typeof COLUMN_OF)[keyof AuditRecord], unknown>;
 
 /** The columns PostgreSQL casts from the JSON text of a batch; the others are text. */
 const CAST_OF: Partial<Record<keyof AuditRecord, string>> = {
@@ -55,11 +55,11 @@ const detailsFrom = (entries: string) =>
  * once; each column is read from its place in it (`CANONICAL_LAYOUT`).
  */
 export const INSERT_BATCH = (() => {
-  const columns = ['id', 'hash'];
-  const values = ['(r->>0)::uuid', 'r->>1'];
+  const columns = ['hash'];
+  const values = ['r->>0'];
   CANONICAL_LAYOUT.forEach((field, i) => {
     if (field === 'version') return;
-    const at = i + 2;
+    const at = i + 1;
     columns.push(COLUMN_OF[field]);
     const cast = CAST_OF[field];
     if (field === 'details') values.push(detailsFrom(`r->${at}`));
@@ -71,13 +71,9 @@ export const INSERT_BATCH = (() => {
   );
 })();
 
-/**
- * A record's row of a batch (`INSERT_BATCH`): `[id, hash, ...its canonical form]`, the `id` the
- * writer's (against a second write of a retried batch). Ids are UUIDs and hashes hex: nothing
- * in them to escape.
- */
-export function batchRowOf(id: string, hash: string, canonical: string): string {
-  return `["${id}","${hash}",${canonical.slice(1)}`;
+/** A record's row of a batch (`INSERT_BATCH`): `[hash, ...its canonical form]`. */
+export function batchRowOf(hash: string, canonical: string): string {
+  return `["${hash}",${canonical.slice(1)}`;
 }
 
 /** The record a row holds, as the chain hashed it (PostgreSQL's and PGlite's types alike). */

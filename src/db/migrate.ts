@@ -8,6 +8,7 @@ import * as initial from './migrations/20261122-001-initial.ts';
 import * as refreshTokenDetails from './migrations/20261125-002-refresh-token-details.ts';
 import * as refreshTokenDpopJkt from './migrations/20261127-003-refresh-token-dpop-jkt.ts';
 import * as auditLog from './migrations/20261128-004-audit-log.ts';
+import * as auditLogWithoutIds from './migrations/20261128-008-audit-log-without-record-ids.ts';
 
 interface NamedMigration {
   name: string;
@@ -34,6 +35,7 @@ const migrations: readonly NamedMigration[] = [
   { name: '20261125-002-refresh-token-details', migration: refreshTokenDetails },
   { name: '20261127-003-refresh-token-dpop-jkt', migration: refreshTokenDpopJkt },
   { name: '20261128-004-audit-log', migration: auditLog },
+  { name: '20261128-008-audit-log-without-record-ids', migration: auditLogWithoutIds },
 ];
 
 /** The names of the migrations, in order: what `knex_migrations` holds once migrated. */
