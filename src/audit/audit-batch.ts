@@ -64,10 +64,10 @@ export function createBatchAppender(db: Knex): BatchAppender {
 }
 
 async function isThere(trx: Knex.Transaction, mark: BatchMark): Promise<boolean> {
-  const row = (await trx(AUDIT_TABLE).where({ org: mark.org, seq: mark.seq }).first('hash')) as
-    | { hash: string }
-    | undefined;
-  return row?.hash === mark.hash;
+  const hashes = await trx(AUDIT_TABLE)
+    .where({ org: mark.org, seq: mark.seq })
+    .pluck<string[]>('hash');
+  return hashes[0] === mark.hash;
 }
 
 /** Appends one log's records; the number and hash of its last. */

@@ -26,8 +26,8 @@ export interface AuditLogArea {
   service: AuditLogService;
   /** The one writer of this process's records; undefined when the log is off. */
   writer: AuditWriter | undefined;
-  /** Writes what is spooled; the last thing before the database closes. */
-  close(): Promise<void>;
+  /** Writes what is spooled, for up to `graceMs`; the last thing before the database closes. */
+  close(graceMs: number): Promise<void>;
 }
 
 /**
@@ -97,9 +97,9 @@ export function buildAuditLog(
     }),
     service,
     writer,
-    close: () => {
+    close: (graceMs) => {
       retention.close();
-      return writer.close(config.SHUTDOWN_GRACE_SECONDS * 1000);
+      return writer.close(graceMs);
     },
   };
 }
