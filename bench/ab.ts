@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,7 +11,7 @@ import { pinTree } from './affinity.ts';
 import { createProvisioner } from './fixtures.ts';
 import { runTogether, type LoadRequest } from './load.ts';
 import { pairedRounds } from './pairs.ts';
-import { startChild, stopAllChildren } from './processes.ts';
+import { cpuSeconds, startChild, stopAllChildren } from './processes.ts';
 import { automationPath } from './scenarios.ts';
 import { DATA_DIR, readArgs } from './settings.ts';
 import {
@@ -26,7 +27,7 @@ import { summarize } from './stats.ts';
 
 /**
  * `node bench/ab.ts [--route forwarded|bearer|token] [--a <tree>] [--b <tree>] [--a-env K=V,...]
- * [--b-env ...] [--auth-off a|b] [--rounds N] [--round-seconds S]`: is B slower than A? How to
+ * [--b-env ...] [--auth-off a|b] [--profile a|b] [--rounds N] [--round-seconds S]`: is B slower than A? How to
  * run and read it: README.md. A tree needs its own `bench/` and `node_modules` (a symlink).
  */
 const run = promisify(execFile);
@@ -41,6 +42,8 @@ const args = readArgs(process.argv.slice(2), {
   'round-seconds': 5,
   /** `a` or `b`: that side's verification is the constant principal (what auth costs). */
   'auth-off': '',
+  /** `a` or `b`: that side runs under `--cpu-prof` (its rate then says less). */
+  profile: '',
 });
 /** `K=V,K=V` as settings. */
 const envOf = (spec: string) =>
@@ -77,11 +80,14 @@ async function main(): Promise<void> {
     databaseUrl,
   };
   const pids: number[] = [];
+  const profileDir = `${DATA_DIR}/profiles/ab-${new Date().toISOString()}`;
   for (const side of sides) {
     const authOff = !keycloak || args['auth-off'].toUpperCase() === side.name;
+    const profiled = args.profile.toUpperCase() === side.name;
     const gateway = await startGateway(stack, side.port, {
       tree: side.tree,
       cpuList: measured,
+      nodeArgs: profiled ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
       authOff: authOff ? ORG_ROLE : undefined,
       extra: {
         // A cache of its own per side (Redis key prefix), as two deployments would have.
@@ -92,14 +98,17 @@ async function main(): Promise<void> {
       },
     });
     pids.push(gateway.pid);
+    if (profiled) console.log(`${side.name}: CPU profile in ${profileDir} (pid ${gateway.pid})`);
   }
   const request = keycloak
     ? await provisionBearer(keycloak, databaseUrl)
     : await provisionAuthOff(databaseUrl);
 
   // B first: each round's ratio is B ÷ A, and by CPU A's cost ÷ B's.
-  const both = (seconds: number) =>
-    runTogether(
+  let databaseCpu = 0;
+  const both = async (seconds: number) => {
+    const before = databaseCpuSeconds();
+    const results = await runTogether(
       [...sides].reverse().map((side) => ({
         url: `http://127.0.0.1:${side.port}`,
         connections: 32,
@@ -108,6 +117,9 @@ async function main(): Promise<void> {
       })),
       feeders,
     );
+    databaseCpu = databaseCpuSeconds() - before;
+    return results;
+  };
   console.log(`before the rounds: ${loadAverage()}`);
   // Unknown organizations are remembered for 5 s: warm up past that, then once more, uncounted.
   await both(6);
@@ -118,8 +130,12 @@ async function main(): Promise<void> {
     });
     const [rb, ra] = round.results.map((x) => x.bad);
     const bad = ra! + rb! ? ` (not 2xx: A ${ra}, B ${rb})` : '';
+    // PostgreSQL's CPU in the round per answer of both sides: what neither gateway's counts.
+    const answers = round.results.reduce((sum, x) => sum + x.ok, 0);
+    const database = ((databaseCpu * 1e6) / Math.max(answers, 1)).toFixed(1);
     console.log(
-      `round ${n}: A ${a}, B ${b}, B ÷ A ${round.ratio.toFixed(3)}, by CPU ${round.byCpu.toFixed(3)}${bad}`,
+      `round ${n}: A ${a}, B ${b}, B ÷ A ${round.ratio.toFixed(3)}, by CPU ${round.byCpu.toFixed(3)}, ` +
+        `PostgreSQL ${database} µs CPU per answer${bad}`,
     );
   });
   const { median, min, max } = summarize(done.map((r) => r.ratio))!;
@@ -128,6 +144,22 @@ async function main(): Promise<void> {
     `median B ÷ A: ${median.toFixed(3)} over ${rounds} rounds, spread ${min.toFixed(3)}-${max.toFixed(3)} ` +
       `(${(max - min).toFixed(3)}); by CPU time ${cpu.median.toFixed(3)} (${cpu.min.toFixed(3)}-${cpu.max.toFixed(3)}); ${loadAverage()}`,
   );
+}
+
+/** CPU seconds so far of PostgreSQL's backends on the bench's database and its shared writers. */
+function databaseCpuSeconds(): number {
+  const counted = new RegExp(
+    `^postgres: .*( ${DATABASE} |walwriter|background writer|checkpointer)`,
+  );
+  const commandOf = (pid: string) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    } catch {
+      return ''; // gone meanwhile
+    }
+  };
+  const pids = readdirSync('/proc').filter((e) => /^\d+$/.test(e) && counted.test(commandOf(e)));
+  return pids.reduce((sum, pid) => sum + cpuSeconds(Number(pid)), 0);
 }
 
 type BenchKeycloak = { kc: LocalKeycloak; secrets: BenchSecrets };

@@ -248,12 +248,6 @@ async function startSideServers(input: Input) {
   };
 }
 
-/**
- * The side-by-side rows as Markdown: req/s per row and mode, realmgate's ratios to the limit,
- * Apache and HAProxy (median of rounds, each round's ratio beside), the issue's targets, and
- * the p99 latency realmgate adds at half its peak.
- */
-
 /** Each mode's realmgate row ÷ `reference` (issue 47; per core restated from 1.0: results.md). */
 const TARGETS: { mode: Mode; reference: RowId; min: number }[] = [
   { mode: 'per core', reference: 'limit-undici', min: 0.8 },
@@ -289,6 +283,11 @@ function describe(ratio: NonNullable<ReturnType<typeof ratioOf>>): string {
   return `by cost ${ratio.byCost.toFixed(3)}; by rate ${ratio.median.toFixed(3)} (rounds ${rounds})`;
 }
 
+/**
+ * The side-by-side rows as Markdown: req/s per row and mode, realmgate's ratios to the limit,
+ * Apache and HAProxy (median of rounds, each round's ratio beside), the issue's targets, and
+ * the p99 latency realmgate adds at half its peak.
+ */
 export function formatSideBySide(result: SideBySide): string {
   const num = (v: number | undefined, digits: number) => v?.toFixed(digits) ?? '';
   const cell = (mode: Mode, id: RowId) => {

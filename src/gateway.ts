@@ -32,10 +32,14 @@ export interface Gateway {
   readonly cache: Cache;
   /**
    * Shuts down gracefully: `/readyz` answers 503 at once, the listeners stop accepting,
-   * requests in flight finish within SHUTDOWN_GRACE_SECONDS, then Redis and the database close.
+   * requests in flight finish within SHUTDOWN_GRACE_SECONDS, the audit spool is written, then
+   * Redis and the database close.
    */
   close(): Promise<void>;
 }
+
+/** How long the audit spool may take to be written after a drain that used the whole grace. */
+const AUDIT_FLUSH_MIN_MS = 3000;
 
 /**
  * Builds the gateway area by area from the shared infrastructure, and starts both listeners.
@@ -127,8 +131,11 @@ export async function startGateway(
       platform.backchannelAlignment.close();
       auth.close();
       const graceMs = config.SHUTDOWN_GRACE_SECONDS * 1000;
+      const drained = Date.now() + graceMs;
       await Promise.all([closeServer(publicServer, graceMs), closeServer(adminServer, graceMs)]);
-      await auditLog.close();
+      // The audit spool, within the grace period: what the drain left of it, or at least the
+      // few seconds an orchestrator waits beyond it (docs/operations.md, "Shutdown").
+      await auditLog.close(Math.max(drained - Date.now(), AUDIT_FLUSH_MIN_MS));
       await shared.close();
     },
   };

@@ -30,9 +30,15 @@ export function reasonOf(err: unknown): string {
   return 'unexpected';
 }
 
+/** The details of an `/api` decision that names no other organization: one, never changed. */
+const NO_DETAILS: Record<string, string> = Object.freeze({});
+
 /** The scheme of an Authorization header, as the audit log names it. */
 export function credentialOf(authorization: string | undefined): string {
-  if (authorization === undefined || authorization.trim() === '') return 'none';
+  if (authorization === undefined) return 'none';
+  // The usual header, read without a pattern: this runs on every `/api` request.
+  if (authorization.startsWith('Bearer ')) return 'bearer';
+  if (authorization.trim() === '') return 'none';
   const scheme = /^\s*([A-Za-z]+)/.exec(authorization)?.[1]?.toLowerCase();
   return scheme === 'basic' || scheme === 'bearer' || scheme === 'dpop' ? scheme : 'other';
 }
@@ -86,7 +92,7 @@ export function apiDecisionOf(
     requestId: scope.requestId,
     details:
       org === route.realm || route.organization === undefined
-        ? {}
+        ? NO_DETAILS
         : { organization: route.organization.slice(0, MAX_FIELD) },
   };
 }

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 
 /**
  * One record of an organization's audit log as it is stored, exported and verified. Every field
@@ -75,24 +75,41 @@ const HASHED = [
   'requestId',
 ] as const satisfies readonly (keyof AuditRecord)[];
 
+/**
+ * What each element of a record's canonical form (`canonicalOf`) holds, in order: `version` is
+ * the form's (`v1`), `details` the details as `[name, value]` entries sorted by name.
+ */
+export const CANONICAL_LAYOUT = ['version', ...HASHED, 'details', 'prevHash'] as const;
+
 /** The `prevHash` of a log's first record. */
 export const GENESIS_HASH = '0'.repeat(64);
 
 /**
- * The record's hash: SHA-256 (hex) of a JSON array of `v1`, every field in a fixed order, the
- * details as entries sorted by name, and the previous hash. One form, whatever order a database
- * or a JSON parser gives the details in; an export's reader computes it the same way.
+ * The text a record's hash is taken of: a JSON array of `v1`, every field in a fixed order, the
+ * details as entries sorted by name, and the previous hash (`CANONICAL_LAYOUT`). One form,
+ * whatever order a database or a JSON parser gives the details in.
  */
-export function hashOf(record: Omit<AuditRecord, 'hash'>): string {
+export function canonicalOf(record: Omit<AuditRecord, 'hash'>): string {
   const values: unknown[] = ['v1'];
   for (const field of HASHED) values.push(record[field]);
-  values.push(
-    Object.keys(record.details)
-      .sort()
-      .map((name) => [name, record.details[name]]),
-  );
+  const names = Object.keys(record.details);
+  values.push(names.length === 0 ? names : names.sort().map((n) => [n, record.details[n]]));
   values.push(record.prevHash);
-  return createHash('sha256').update(JSON.stringify(values)).digest('hex');
+  return JSON.stringify(values);
+}
+
+/** SHA-256 (hex) of a text: Node's one-shot `hash` where it has it (20.12 on), half the cost. */
+export const sha256Hex: (text: string) => string =
+  typeof crypto.hash === 'function'
+    ? (text) => crypto.hash('sha256', text, 'hex')
+    : (text) => crypto.createHash('sha256').update(text).digest('hex');
+
+/**
+ * The record's hash: SHA-256 (hex) of its canonical form; an export's reader computes it the
+ * same way.
+ */
+export function hashOf(record: Omit<AuditRecord, 'hash'>): string {
+  return sha256Hex(canonicalOf(record));
 }
 
 /** Where a sequence of records stops fitting its chain, and why; undefined when all fit. */

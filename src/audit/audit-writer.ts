@@ -1,19 +1,9 @@
-import { createHash, randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { ReadinessReport } from '../http/health.router.ts';
-import { GENESIS_HASH, hashOf, type AuditRecord } from './audit-chain.ts';
-import { AUDIT_TABLE, HEADS_TABLE, jsonRowOf } from './audit-rows.ts';
+import { createBatchAppender, type AuditEvent, type BatchMark } from './audit-batch.ts';
 
-/**
- * What the recording code hands the writer: a record's fields, chosen where it happened, without
- * its place in the log (seq, hashes) and with its time as epoch ms; `tokenId` (a token's `jti`)
- * is kept only as its SHA-256, computed by the writer, off the request path.
- */
-export type AuditEvent = Omit<AuditRecord, 'seq' | 'at' | 'prevHash' | 'hash' | 'jtiSha256'> & {
-  atMs: number;
-  tokenId?: string | undefined;
-};
+export type { AuditEvent } from './audit-batch.ts';
 
 /** What the writer counts (metrics/metrics.ts implements it). */
 export interface AuditMetrics {
@@ -32,11 +22,6 @@ export interface AuditWriter {
   close(graceMs: number): Promise<void>;
 }
 
-interface Spooled {
-  id: string;
-  event: AuditEvent;
-}
-
 /**
  * The one writer of a process's audit records: they wait in a spool (memory, at most
  * `spoolMax`) and are written in batches of up to `batchMax`, every `intervalMs` or as soon as
@@ -44,11 +29,10 @@ interface Spooled {
  * spool and are written, still in order, once it is back; a record that finds the spool full is
  * lost, counted and said in readiness.
  *
- * Each batch is one transaction. Per log (in name order, so two writers never wait on each
- * other crosswise) it locks the log's head row, numbers the records after it, chains their
- * hashes and moves the head: writers of several replicas append to one log one batch after the
- * other, and the log keeps one order and one chain. A batch retried after an error that may have
- * followed its commit skips the records already there (their `id`).
+ * Each batch is one transaction (audit-batch.ts): writers of several replicas append to one log
+ * one batch after the other, and the log keeps one order and one chain. A batch retried after an
+ * error that may have followed its commit is written again only if the record its attempt last
+ * placed is not there.
  */
 export function createAuditWriter(deps: {
   db: Knex;
@@ -61,14 +45,16 @@ export function createAuditWriter(deps: {
   const { db, logger, metrics, spoolMax, batchMax } = deps;
   // A queue as an array and the index of its first: shifting 100,000 records one by one would
   // copy them every time.
-  let spool: Spooled[] = [];
+  let spool: AuditEvent[] = [];
   let first = 0;
   let lost = 0;
   let writing: Promise<void> | undefined;
   let failing: unknown;
-  let mayBeWritten = false;
+  // The batch at the head of the spool may have committed when its attempt failed: this tells.
+  let unclear: BatchMark | undefined;
   let closed = false;
   const size = () => spool.length - first;
+  const appender = createBatchAppender(db);
 
   const timer = setInterval(() => {
     logLosses();
@@ -104,19 +90,20 @@ export function createAuditWriter(deps: {
 
   async function writeBatches(): Promise<void> {
     while (size() > 0) {
-      const batch = spool.slice(first, first + batchMax);
+      const batch = spool.slice(first, first + (unclear?.records ?? batchMax));
+      let attempted: BatchMark | undefined;
       try {
-        await writeBatch(db, batch, mayBeWritten);
+        await appender.append(batch, unclear, (mark) => (attempted = mark));
       } catch (err) {
-        // Unknown whether it committed: the retry looks for its records first.
-        mayBeWritten = true;
+        // Unknown whether it committed: the retry looks for its last record first.
+        unclear = attempted ?? unclear;
         if (failing === undefined) {
           logger.warn({ err, spooled: size() }, 'audit log: database unavailable; spooling');
         }
         failing = err;
         throw err;
       }
-      mayBeWritten = false;
+      unclear = undefined;
       if (failing !== undefined) logger.info({ spooled: size() }, 'audit log: writing again');
       failing = undefined;
       first += batch.length;
@@ -134,7 +121,7 @@ export function createAuditWriter(deps: {
         lose(1, closed ? 'recorded after shutdown' : 'the spool is full');
         return;
       }
-      spool.push({ id: randomUUID(), event });
+      spool.push(event);
       if (size() === batchMax && !writing) void writeSpooled().catch(() => undefined);
     },
     async flush() {
@@ -161,89 +148,4 @@ export function createAuditWriter(deps: {
       logLosses();
     },
   };
-}
-
-/** Appends `batch` to the logs it belongs to, in one transaction (see createAuditWriter). */
-async function writeBatch(db: Knex, batch: Spooled[], mayBeWritten: boolean): Promise<void> {
-  await db.transaction(async (trx) => {
-    let todo = batch;
-    if (mayBeWritten) {
-      const present = new Set(
-        await trx(AUDIT_TABLE)
-          .whereIn(
-            'id',
-            batch.map((s) => s.id),
-          )
-          .pluck('id'),
-      );
-      todo = batch.filter((s) => !present.has(s.id));
-    }
-    const byLog = new Map<string, Spooled[]>();
-    for (const spooled of todo) {
-      const log = byLog.get(spooled.event.org);
-      if (log) log.push(spooled);
-      else byLog.set(spooled.event.org, [spooled]);
-    }
-    for (const org of [...byLog.keys()].sort()) {
-      await appendToLog(trx, org, byLog.get(org)!);
-    }
-  });
-}
-
-async function appendToLog(trx: Knex.Transaction, org: string, spooled: Spooled[]): Promise<void> {
-  await trx(HEADS_TABLE).insert({ org, seq: 0, hash: GENESIS_HASH }).onConflict('org').ignore();
-  const head = (await trx(HEADS_TABLE).where({ org }).forUpdate().first()) as {
-    seq: string | number;
-    hash: string;
-  };
-  let seq = Number(head.seq);
-  let prevHash = head.hash;
-  const rows = spooled.map(({ id, event }) => {
-    seq++;
-    const { atMs, tokenId, ...fields } = event;
-    const unhashed: Omit<AuditRecord, 'hash'> = {
-      ...storable(fields),
-      seq,
-      at: new Date(atMs).toISOString(),
-      jtiSha256: tokenId === undefined ? null : sha256(tokenId),
-      prevHash,
-    };
-    const record: AuditRecord = { ...unhashed, hash: hashOf(unhashed) };
-    prevHash = record.hash;
-    return jsonRowOf(record, id);
-  });
-  await trx.raw(
-    `insert into ${AUDIT_TABLE} select * from jsonb_populate_recordset(null::${AUDIT_TABLE}, ?::jsonb)`,
-    [JSON.stringify(rows)],
-  );
-  await trx(HEADS_TABLE).where({ org }).update({ seq, hash: prevHash });
-}
-
-/**
- * What PostgreSQL stores exactly as hashed: text without NUL (refused in text and jsonb, which
- * would hold the whole log back) and without lone surrogates (stored as U+FFFD, which would no
- * longer match the hash). A client's user name or path may carry either.
- */
-// eslint-disable-next-line no-control-regex -- NUL is what PostgreSQL refuses.
-const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
-
-function storable<T extends Record<string, unknown>>(fields: T): T {
-  const clean = (value: string) => value.replace(UNSTORABLE, '\uFFFD');
-  const out: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(fields)) {
-    if (typeof value === 'string') out[name] = clean(value);
-    else if (name === 'details') {
-      out[name] = Object.fromEntries(
-        Object.entries(value as Record<string, string | string[]>).map(([key, v]) => [
-          clean(key),
-          Array.isArray(v) ? v.map(clean) : clean(v),
-        ]),
-      );
-    } else out[name] = value;
-  }
-  return out as T;
-}
-
-function sha256(value: string): string {
-  return createHash('sha256').update(value).digest('hex');
 }

@@ -48,8 +48,8 @@ export interface AuditLogArea {
   keys: RequestHandler;
   /** The one writer of this process's records; undefined when the log is off. */
   writer: AuditWriter | undefined;
-  /** Writes what is spooled; the last thing before the database closes. */
-  close(): Promise<void>;
+  /** Writes what is spooled, for up to `graceMs`; the last thing before the database closes. */
+  close(graceMs: number): Promise<void>;
 }
 
 /**
@@ -177,12 +177,12 @@ export async function buildAuditLog(
     downloads,
     keys: auditKeysRouter(keys),
     writer,
-    close: async () => {
+    close: async (graceMs) => {
       retention.close();
       checkpoints.close();
       runner.close();
       await keycloakEvents.close();
-      await writer.close(config.SHUTDOWN_GRACE_SECONDS * 1000);
+      await writer.close(graceMs);
       await otel?.close();
     },
   };

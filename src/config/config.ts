@@ -412,13 +412,14 @@ export const configSchema = z.object({
     description:
       'records a process holds while the database is down (about 1 KiB each), written in order once it is back; one more is lost, counted in `realmgate_audit_records_total{outcome="lost"}` and said in readiness',
   }),
-  // A batch is one jsonb value of one statement; 2,000 records keep its transaction short.
-  AUDIT_BATCH_MAX_RECORDS: z.coerce.number().int().min(1).max(2000).default(500).meta({
+  // A batch is one jsonb value of one statement; 2,000 records keep its transaction short. Each
+  // batch costs the gateway and PostgreSQL a transaction: fewer, fuller ones cost less a record.
+  AUDIT_BATCH_MAX_RECORDS: z.coerce.number().int().min(1).max(2000).default(2000).meta({
     description: 'records written in one transaction (at most 2,000)',
   }),
-  AUDIT_FLUSH_INTERVAL_MS: z.coerce.number().int().min(10).max(60000).default(200).meta({
+  AUDIT_FLUSH_INTERVAL_MS: z.coerce.number().int().min(10).max(60000).default(1000).meta({
     description:
-      'how often spooled records are written (sooner when a batch is full); also how often a write is retried while the database is down',
+      'how often spooled records are written (sooner when a batch is full), so at most this long of records is lost when a process is killed without its shutdown; also how often a write is retried while the database is down',
   }),
 
   AUDIT_KEYCLOAK_EVENTS_SECONDS: z.coerce.number().int().min(0).max(3600).default(30).meta({

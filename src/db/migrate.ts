@@ -11,6 +11,7 @@ import * as auditLog from './migrations/20261128-004-audit-log.ts';
 import * as auditCheckpoints from './migrations/20261128-005-audit-checkpoints.ts';
 import * as auditDownloadJobs from './migrations/20261128-006-audit-download-jobs.ts';
 import * as auditKeycloakPulls from './migrations/20261128-007-audit-keycloak-pulls.ts';
+import * as auditLogWithoutIds from './migrations/20261128-008-audit-log-without-record-ids.ts';
 
 interface NamedMigration {
   name: string;
@@ -40,6 +41,7 @@ const migrations: readonly NamedMigration[] = [
   { name: '20261128-005-audit-checkpoints', migration: auditCheckpoints },
   { name: '20261128-006-audit-download-jobs', migration: auditDownloadJobs },
   { name: '20261128-007-audit-keycloak-pulls', migration: auditKeycloakPulls },
+  { name: '20261128-008-audit-log-without-record-ids', migration: auditLogWithoutIds },
 ];
 
 /** The names of the migrations, in order: what `knex_migrations` holds once migrated. */

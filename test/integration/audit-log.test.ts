@@ -296,10 +296,12 @@ describe('audit log', () => {
         expect(calls.map((c) => c.status)).toEqual(calls.map(() => 200));
         sent.push(...calls.map((c) => c.requestId));
       }
-      const ready = (await (await fetch(`${spooling.url}/readyz`)).json()) as {
-        data: Record<string, string>;
+      // Once a write has failed (the next tick of the writer's interval).
+      const readiness = async () => {
+        const res = await fetch(`${spooling.url}/readyz`);
+        return ((await res.json()) as { data: Record<string, string> }).data.audit_log;
       };
-      expect(ready.data.audit_log).toBe('degraded');
+      await expect.poll(readiness, EVENTUALLY).toBe('degraded');
 
       await front.restore();
       const ids = new Set(sent);
@@ -319,12 +321,7 @@ describe('audit log', () => {
         expect(after).toBeGreaterThan(before);
       }
       expect(verifyChain(log)).toBeUndefined();
-      await expect
-        .poll(async () => {
-          const res = await fetch(`${spooling.url}/readyz`);
-          return ((await res.json()) as { data: Record<string, string> }).data.audit_log;
-        }, EVENTUALLY)
-        .toBe('up');
+      await expect.poll(readiness, EVENTUALLY).toBe('up');
     });
 
     it('what a full spool cannot keep is counted and said in readiness', async () => {

@@ -7,7 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { accessTokenOf } from '../helpers/api.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
-import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 const PORT = 18600;
@@ -34,6 +34,10 @@ describe('graceful shutdown on SIGTERM', () => {
 
   beforeAll(async () => {
     upstream = createServer((req, res) => {
+      if (req.url!.includes('/quick')) {
+        res.end('{"data":"quick","message":"SUCCESS","result":"000-00000"}');
+        return;
+      }
       arrived.push(req.url!);
       if (req.url!.includes('/forever')) return;
       answerSlow = () => res.end('{"data":"slow","message":"SUCCESS","result":"000-00000"}');
@@ -56,7 +60,10 @@ describe('graceful shutdown on SIGTERM', () => {
     await closeTestDb();
   });
 
-  async function startGatewayProcess(graceSeconds: number): Promise<ChildProcess> {
+  async function startGatewayProcess(
+    graceSeconds: number,
+    settings: Record<string, string> = {},
+  ): Promise<ChildProcess> {
     const env = testEnv();
     output = '';
     const child = spawn(process.execPath, ['src/main.ts'], {
@@ -75,6 +82,7 @@ describe('graceful shutdown on SIGTERM', () => {
         AUTOMATION_UPSTREAM_URL: upstreamUrl,
         SHUTDOWN_GRACE_SECONDS: String(graceSeconds),
         LOG_LEVEL: 'info',
+        ...settings,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -165,6 +173,42 @@ describe('graceful shutdown on SIGTERM', () => {
     expect(code).toBe(0);
     // Not before the 5 s of grace (a bound from below, which a slow machine cannot break).
     expect(Date.now() - started).toBeGreaterThanOrEqual(4500);
+  });
+
+  it('writes every audit record of the requests it answered before it exits, under load', async () => {
+    // Records wait in each worker's spool (a minute between writes, batches of 2,000): only the
+    // shutdown writes them.
+    gateway = await startGatewayProcess(LONG_GRACE_SECONDS, {
+      AUDIT_LOG_ENABLED: 'true',
+      AUDIT_FLUSH_INTERVAL_MS: '60000',
+      AUDIT_BATCH_MAX_RECORDS: '2000',
+    });
+    const token = await accessTokenOf(member);
+    const answered: string[] = [];
+    // Eight clients calling one after the other until the gateway refuses their connection.
+    const client = async () => {
+      for (;;) {
+        const res = await fetch(`http://127.0.0.1:${PORT}/api/${org}/workspaces/ws1/ita/quick`, {
+          headers: { authorization: `Bearer ${token}` },
+        }).catch(() => undefined);
+        if (!res) return;
+        await res.arrayBuffer();
+        answered.push(res.headers.get('x-request-id')!);
+      }
+    };
+    const clients = Array.from({ length: 8 }, client);
+    await expect.poll(() => answered.length, EVENTUALLY).toBeGreaterThanOrEqual(300);
+    const written = (ids: string[]) =>
+      testDb()('audit_log').where({ org }).whereIn('request_id', ids).pluck<string[]>('request_id');
+    expect(await written(answered)).toEqual([]);
+
+    const exited = once(gateway, 'exit');
+    gateway.kill('SIGTERM');
+    await Promise.all(clients);
+    const [code] = (await exited) as [number | null];
+    expect(code).toBe(0);
+    expect((await written(answered)).sort()).toEqual([...answered].sort());
+    expect(output).not.toContain('audit records lost');
   });
 
   it('exits at once on a second signal', async () => {

@@ -97,6 +97,54 @@ describe('the audit writer', () => {
     await writer.close(1000);
   });
 
+  it('a batch whose commit went through before its error is not written twice; one that did not commit is', async () => {
+    // The database as the writer sees it when the connection drops right after a commit, or
+    // just before one: the transaction's outcome is real, then the writer is told it failed.
+    let drop: 'after commit' | 'before commit' | undefined;
+    const dropping = new Proxy(db, {
+      get(target, name, receiver) {
+        if (name !== 'transaction') return Reflect.get(target, name, receiver) as unknown;
+        return async (work: (trx: Knex.Transaction) => Promise<unknown>) => {
+          const when = drop;
+          drop = undefined;
+          await target.transaction(async (trx) => {
+            await work(trx);
+            if (when === 'before commit') throw new Error('connection lost before the commit');
+          });
+          if (when === 'after commit') throw new Error('connection lost after the commit');
+        };
+      },
+    });
+    const { counts, metrics } = counting();
+    const writer = createAuditWriter({
+      db: dropping,
+      logger,
+      metrics,
+      spoolMax: 100,
+      batchMax: 100,
+      intervalMs: 60_000,
+    });
+    // Five at a time, each written by the flush that follows.
+    for (let n = 1; n <= 5; n++) writer.record(event('unclear', n));
+    drop = 'after commit';
+    await expect(writer.flush()).rejects.toThrow('after the commit');
+    for (let n = 6; n <= 10; n++) writer.record(event('unclear', n));
+    await writer.flush();
+    for (let n = 11; n <= 15; n++) writer.record(event('unclear', n));
+    drop = 'before commit';
+    await expect(writer.flush()).rejects.toThrow('before the commit');
+    await writer.flush();
+    const records = (await db<AuditRow>('audit_log').where({ org: 'unclear' }).orderBy('seq')).map(
+      recordOf,
+    );
+    expect(records.map((r) => Number(r.details.n))).toEqual(
+      Array.from({ length: 15 }, (_, i) => i + 1),
+    );
+    expect(verifyChain(records)).toBeUndefined();
+    expect(counts).toEqual({ written: 15, lost: 0 });
+    await writer.close(1000);
+  });
+
   it('keeps records while the database is down, loses and counts what the spool cannot hold', async () => {
     // A port nothing listens on: every write is refused at once.
     const quiet = () => undefined;

@@ -1,0 +1,188 @@
+import type { Knex } from 'knex';
+import { canonicalOf, GENESIS_HASH, sha256Hex, type AuditRecord } from './audit-chain.ts';
+import { AUDIT_TABLE, batchRowOf, HEADS_TABLE, INSERT_BATCH } from './audit-rows.ts';
+
+/**
+ * What the recording code hands the writer: a record's fields, chosen where it happened, without
+ * its place in the log (seq, hashes) and with its time as epoch ms; `tokenId` (a token's `jti`)
+ * is kept only as its SHA-256, computed by the writer, off the request path.
+ */
+export type AuditEvent = Omit<AuditRecord, 'seq' | 'at' | 'prevHash' | 'hash' | 'jtiSha256'> & {
+  atMs: number;
+  tokenId?: string | undefined;
+};
+
+/**
+ * Where an attempt put the last record of a batch's first log: after an error that may have
+ * followed the commit, that record at that place tells whether the attempt committed. The retry
+ * must be of the same records (`records`, from the spool's head), as it is all or nothing.
+ */
+export interface BatchMark {
+  org: string;
+  seq: number;
+  hash: string;
+  records: number;
+}
+
+export interface BatchAppender {
+  /**
+   * Appends `batch` to the logs it belongs to, in one transaction. Per log (in name order, so
+   * two writers never wait on each other crosswise) it locks the log's head row, numbers the
+   * records after it, chains their hashes and moves the head. `unclear`: the mark of an earlier
+   * attempt of this batch that may have committed; when its record is there, nothing is done.
+   * `attempting` is told this attempt's mark before it commits.
+   */
+  append(
+    batch: readonly AuditEvent[],
+    unclear: BatchMark | undefined,
+    attempting: (mark: BatchMark) => void,
+  ): Promise<void>;
+}
+
+/** The batches of one writer (audit-writer.ts). */
+export function createBatchAppender(db: Knex): BatchAppender {
+  const rows = createRowMaker();
+  return {
+    async append(batch, unclear, attempting) {
+      const byLog = new Map<string, AuditEvent[]>();
+      for (const event of batch) {
+        const log = byLog.get(event.org);
+        if (log) log.push(event);
+        else byLog.set(event.org, [event]);
+      }
+      await db.transaction(async (trx) => {
+        if (unclear !== undefined && (await isThere(trx, unclear))) return;
+        let mark: BatchMark | undefined;
+        for (const org of [...byLog.keys()].sort()) {
+          const last = await appendToLog(trx, org, byLog.get(org)!, rows);
+          mark ??= { org, ...last, records: batch.length };
+        }
+        if (mark) attempting(mark);
+      });
+    },
+  };
+}
+
+async function isThere(trx: Knex.Transaction, mark: BatchMark): Promise<boolean> {
+  const hashes = await trx(AUDIT_TABLE)
+    .where({ org: mark.org, seq: mark.seq })
+    .pluck<string[]>('hash');
+  return hashes[0] === mark.hash;
+}
+
+/** Appends one log's records; the number and hash of its last. */
+async function appendToLog(
+  trx: Knex.Transaction,
+  org: string,
+  events: AuditEvent[],
+  rowMaker: RowMaker,
+): Promise<{ seq: number; hash: string }> {
+  await trx(HEADS_TABLE).insert({ org, seq: 0, hash: GENESIS_HASH }).onConflict('org').ignore();
+  const head = (await trx(HEADS_TABLE).where({ org }).forUpdate().first()) as {
+    seq: string | number;
+    hash: string;
+  };
+  let seq = Number(head.seq);
+  let hash = head.hash;
+  const rows = new Array<string>(events.length);
+  for (let i = 0; i < events.length; i++) {
+    const row = rowMaker.rowOf(events[i]!, ++seq, hash);
+    rows[i] = row.text;
+    hash = row.hash;
+  }
+  await trx.raw(INSERT_BATCH, [`[${rows.join(',')}]`]);
+  await trx(HEADS_TABLE).where({ org }).update({ seq, hash });
+  return { seq, hash };
+}
+
+type RowMaker = ReturnType<typeof createRowMaker>;
+
+/**
+ * Makes a record's row of a batch (audit-rows.ts `batchRowOf`) and its hash. The work per
+ * record is off the request path but still the gateway's CPU: a record is serialised once (its
+ * canonical form is both hashed and sent), a token's `jti` is hashed once however many calls it
+ * makes, and one time text serves the records of one millisecond.
+ */
+function createRowMaker() {
+  const jtiHashes = new Map<string, string>();
+  let lastMs = NaN;
+  let lastAt = '';
+  const jtiSha256 = (tokenId: string) => {
+    let hashed = jtiHashes.get(tokenId);
+    if (hashed === undefined) {
+      // Bounded: a flood of one-call tokens empties it now and then.
+      if (jtiHashes.size >= 10_000) jtiHashes.clear();
+      hashed = sha256Hex(tokenId);
+      jtiHashes.set(tokenId, hashed);
+    }
+    return hashed;
+  };
+  return {
+    rowOf(event: AuditEvent, seq: number, prevHash: string) {
+      if (event.atMs !== lastMs) {
+        lastMs = event.atMs;
+        lastAt = new Date(lastMs).toISOString();
+      }
+      let record: Omit<AuditRecord, 'hash'> = {
+        org: event.org,
+        seq,
+        at: lastAt,
+        action: event.action,
+        outcome: event.outcome,
+        actorRealm: event.actorRealm,
+        actorId: event.actorId,
+        actorName: event.actorName,
+        credential: event.credential,
+        clientId: event.clientId,
+        jobCredential: event.jobCredential,
+        jtiSha256: event.tokenId === undefined ? null : jtiSha256(event.tokenId),
+        jkt: event.jkt,
+        method: event.method,
+        route: event.route,
+        path: event.path,
+        workspace: event.workspace,
+        status: event.status,
+        result: event.result,
+        reason: event.reason,
+        address: event.address,
+        requestId: event.requestId,
+        details: event.details,
+        prevHash,
+      };
+      let canonical = canonicalOf(record);
+      // JSON writes a NUL or a lone surrogate only as a `\u` escape: without one, the record is
+      // stored exactly as hashed (the rare text with one is cleaned and serialised again).
+      if (canonical.includes('\\u')) {
+        record = storable(record);
+        canonical = canonicalOf(record);
+      }
+      const hash = sha256Hex(canonical);
+      return { hash, text: batchRowOf(hash, canonical) };
+    },
+  };
+}
+
+/**
+ * What PostgreSQL stores exactly as hashed: text without NUL (refused in text and jsonb, which
+ * would hold the whole log back) and without lone surrogates (stored as U+FFFD, which would no
+ * longer match the hash). A client's user name or path may carry either.
+ */
+// eslint-disable-next-line no-control-regex -- NUL is what PostgreSQL refuses.
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+function storable<T extends Record<string, unknown>>(fields: T): T {
+  const clean = (value: string) => value.replace(UNSTORABLE, '\uFFFD');
+  const out: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(fields)) {
+    if (typeof value === 'string') out[name] = clean(value);
+    else if (name === 'details') {
+      out[name] = Object.fromEntries(
+        Object.entries(value as Record<string, string | string[]>).map(([key, v]) => [
+          clean(key),
+          Array.isArray(v) ? v.map(clean) : clean(v),
+        ]),
+      );
+    } else out[name] = value;
+  }
+  return out as T;
+}
