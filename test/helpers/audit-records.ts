@@ -1,5 +1,7 @@
+import type { Knex } from 'knex';
 import { GENESIS_HASH, hashOf, type AuditRecord } from '../../src/audit/audit-chain.ts';
-import type { AuditEvent } from '../../src/audit/audit-writer.ts';
+import { createAuditWriter, type AuditEvent } from '../../src/audit/audit-writer.ts';
+import { createLogger } from '../../src/http/logger.ts';
 
 /** A log of `count` records chained as the gateway's writer chains them (unit tests). */
 export function chainedLog(count: number, org = 'acme'): AuditRecord[] {
@@ -38,8 +40,11 @@ export function chainedLog(count: number, org = 'acme'): AuditRecord[] {
   return records;
 }
 
-/** An `/api` decision of `org` at `atMs`, as the recording code hands it to the writer. */
-export function apiEvent(org: string, atMs: number, actorName = 'alice'): AuditEvent {
+/**
+ * An `/api` decision of `org` at `atMs`, as the recording code hands it to the writer, with
+ * `fields` as given.
+ */
+export function apiEvent(org: string, atMs: number, fields: Partial<AuditEvent> = {}): AuditEvent {
   return {
     org,
     atMs,
@@ -47,7 +52,7 @@ export function apiEvent(org: string, atMs: number, actorName = 'alice'): AuditE
     outcome: 'success',
     actorRealm: org,
     actorId: null,
-    actorName,
+    actorName: 'alice',
     credential: 'bearer',
     clientId: null,
     jobCredential: null,
@@ -62,5 +67,21 @@ export function apiEvent(org: string, atMs: number, actorName = 'alice'): AuditE
     address: '127.0.0.1',
     requestId: null,
     details: {},
+    ...fields,
   };
+}
+
+/**
+ * The gateway's own writer on `db`, its counts dropped, writing only when flushed or closed:
+ * records chained as the gateway chains them, for tests that need a log.
+ */
+export function quietWriter(db: Knex, spoolMax = 10_000) {
+  return createAuditWriter({
+    db,
+    logger: createLogger('silent'),
+    metrics: { auditRecords: () => undefined },
+    spoolMax,
+    batchMax: 2000,
+    intervalMs: 60_000,
+  });
 }

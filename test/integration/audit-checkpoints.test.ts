@@ -180,7 +180,7 @@ describe('audit log: signed checkpoints, published keys, retention per organizat
       intervalMs: 60_000,
     });
     for (let i = 0; i < 20; i++) {
-      writer.record(apiEvent(pruned, old + i, `user-${i}`));
+      writer.record(apiEvent(pruned, old + i, { actorName: `user-${i}` }));
     }
     await writer.close(5000);
     // Signed by a replica while the old records are the head: that checkpoint anchors what

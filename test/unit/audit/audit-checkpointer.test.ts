@@ -1,6 +1,3 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCheckpointer, type Checkpointer } from '../../../src/audit/audit-checkpointer.ts';
@@ -8,44 +5,27 @@ import { signedJsonLines, storedCheckpoints } from '../../../src/audit/audit-exp
 import { createAuditLogRepo } from '../../../src/audit/audit-log.repo.ts';
 import { createRetentionChoices, pruneAuditLog } from '../../../src/audit/audit-retention.ts';
 import { openCheckpointSigner, publishedKeys } from '../../../src/audit/audit-signing-key.ts';
-import { createAuditWriter } from '../../../src/audit/audit-writer.ts';
 import { createExportVerifier } from '../../../src/audit/export-verifier.ts';
-import { openDatabase } from '../../../src/db/database.ts';
-import { migrateToLatest } from '../../../src/db/migrate.ts';
-import { createLogger } from '../../../src/http/logger.ts';
-import { apiEvent } from '../../helpers/audit-records.ts';
+import { apiEvent, quietWriter } from '../../helpers/audit-records.ts';
+import { openEmbeddedDatabase } from '../../helpers/embedded-db.ts';
 
 const DAY = 24 * 3600 * 1000;
 const START = Date.UTC(2026, 10, 1);
 
 describe('audit checkpoints and retention (embedded database)', () => {
-  let dir: string;
   let db: Knex;
+  let close: () => Promise<void>;
   let now = START;
   const clock = { now: () => now };
-  const logger = createLogger('silent');
 
   beforeAll(async () => {
-    dir = await mkdtemp(path.join(os.tmpdir(), 'realmgate-audit-checkpoints-'));
-    db = await openDatabase({ dataDir: dir });
-    await migrateToLatest(db);
-    // The embedded database starts slowly on a busy machine.
+    ({ db, close } = await openEmbeddedDatabase('audit-checkpoints'));
   }, 120_000);
 
-  afterAll(async () => {
-    await db.destroy();
-    await rm(dir, { recursive: true, force: true });
-  });
+  afterAll(() => close());
 
   async function write(org: string, times: number[]): Promise<void> {
-    const writer = createAuditWriter({
-      db,
-      logger,
-      metrics: { auditRecords: () => undefined },
-      spoolMax: 10_000,
-      batchMax: 500,
-      intervalMs: 60_000,
-    });
+    const writer = quietWriter(db);
     for (const at of times) writer.record(apiEvent(org, at));
     await writer.close(5000);
   }

@@ -1,23 +1,19 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import knex, { type Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyChain } from '../../../src/audit/audit-chain.ts';
 import { recordOf, type AuditRow } from '../../../src/audit/audit-rows.ts';
 import { createAuditWriter, type AuditEvent } from '../../../src/audit/audit-writer.ts';
-import { openDatabase } from '../../../src/db/database.ts';
-import { migrateToLatest } from '../../../src/db/migrate.ts';
 import { createLogger } from '../../../src/http/logger.ts';
 import { apiEvent } from '../../helpers/audit-records.ts';
+import { openEmbeddedDatabase } from '../../helpers/embedded-db.ts';
 
 function event(org: string, n: number): AuditEvent {
-  return {
-    ...apiEvent(org, Date.UTC(2026, 10, 1) + n, `user${n}`),
+  return apiEvent(org, Date.UTC(2026, 10, 1) + n, {
+    actorName: `user${n}`,
     tokenId: `jti-${n}`,
     requestId: `r${n}`,
     details: { n: String(n) },
-  };
+  });
 }
 
 /** The writer's counts, as the metrics get them. */
@@ -32,20 +28,14 @@ function counting() {
 const logger = createLogger('silent');
 
 describe('the audit writer', () => {
-  let dir: string;
   let db: Knex;
+  let close: () => Promise<void>;
 
   beforeAll(async () => {
-    dir = await mkdtemp(path.join(os.tmpdir(), 'realmgate-audit-writer-'));
-    db = await openDatabase({ dataDir: dir });
-    await migrateToLatest(db);
-    // The embedded database starts slowly on a busy machine.
+    ({ db, close } = await openEmbeddedDatabase('audit-writer'));
   }, 120_000);
 
-  afterAll(async () => {
-    await db.destroy();
-    await rm(dir, { recursive: true, force: true });
-  });
+  afterAll(() => close());
 
   it('writes each log in the order recorded, numbered and chained, in batches', async () => {
     const { counts, metrics } = counting();

@@ -1,18 +1,15 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyChain, type AuditRecord } from '../../../src/audit/audit-chain.ts';
 import { jsonLine } from '../../../src/audit/audit-export.ts';
 import { createAuditLogRepo } from '../../../src/audit/audit-log.repo.ts';
-import { createAuditWriter } from '../../../src/audit/audit-writer.ts';
 import { createDownloadJobs } from '../../../src/audit/download-jobs.ts';
 import { rangeOf } from '../../../src/audit/download-jobs.schemas.ts';
 import { zipOfOne } from '../../../src/audit/download-zip.ts';
-import { openDatabase } from '../../../src/db/database.ts';
-import { migrateToLatest } from '../../../src/db/migrate.ts';
 import { createLogger } from '../../../src/http/logger.ts';
+import { UNSET_FIELDS } from '../../../src/audit/unset-fields.ts';
+import { apiEvent, quietWriter } from '../../helpers/audit-records.ts';
+import { openEmbeddedDatabase } from '../../helpers/embedded-db.ts';
 import { manualClock } from '../../helpers/test-clock.ts';
 import { readZip } from '../../helpers/zip-reader.ts';
 
@@ -31,57 +28,28 @@ function range(tsFrom: string, tsTo: string) {
  * PostgreSQL: test/integration/audit-download.test.ts.
  */
 describe('audit download jobs', () => {
-  let dir: string;
+  let close: () => Promise<void>;
   let db: Knex;
   const clock = manualClock(Date.UTC(2026, 10, 2));
 
   beforeAll(async () => {
-    dir = await mkdtemp(path.join(os.tmpdir(), 'realmgate-audit-downloads-'));
-    db = await openDatabase({ dataDir: dir });
-    await migrateToLatest(db);
-    const writer = createAuditWriter({
-      db,
-      logger,
-      metrics: { auditRecords: () => undefined },
-      spoolMax: 1000,
-      batchMax: 100,
-      intervalMs: 60_000,
-    });
+    ({ db, close } = await openEmbeddedDatabase('audit-downloads'));
+    const writer = quietWriter(db);
     // acme: one record a minute from Nov 1, 00:00 to 04:59 UTC.
     for (let n = 0; n < 300; n++) {
-      writer.record({
-        org: 'acme',
-        atMs: NOV_1 + n * 60_000,
-        action: 'api.request',
-        outcome: 'success',
-        actorRealm: 'acme',
-        actorId: null,
-        actorName: `user${n}`,
-        credential: 'bearer',
-        clientId: null,
-        jobCredential: null,
-        tokenId: `jti-${n}`,
-        jkt: null,
-        method: 'GET',
-        route: null,
-        path: null,
-        workspace: null,
-        status: 200,
-        result: null,
-        reason: null,
-        address: null,
-        requestId: null,
-        details: {},
-      });
+      writer.record(
+        apiEvent('acme', NOV_1 + n * 60_000, {
+          actorName: `user${n}`,
+          tokenId: `jti-${n}`,
+          address: null,
+        }),
+      );
     }
     await writer.flush();
     await writer.close(1000);
   }, 120_000);
 
-  afterAll(async () => {
-    await db.destroy();
-    await rm(dir, { recursive: true, force: true });
-  });
+  afterAll(() => close());
 
   it('runs a waiting job: Completion with the count of its range, both ends included', async () => {
     const jobs = createDownloadJobs(db, clock, logger);
@@ -132,36 +100,14 @@ describe('audit download jobs', () => {
     await jobs.runWaiting();
     const job = await jobs.finished('acme', id);
     // A record of the range written later (a late batch) is not in this job's file.
-    const writer = createAuditWriter({
-      db,
-      logger,
-      metrics: { auditRecords: () => undefined },
-      spoolMax: 10,
-      batchMax: 10,
-      intervalMs: 60_000,
-    });
+    const writer = quietWriter(db);
     writer.record({
+      ...UNSET_FIELDS,
       org: 'acme',
       atMs: NOV_1 + 30_000,
       action: 'late',
       outcome: 'success',
-      actorRealm: null,
-      actorId: null,
-      actorName: null,
-      credential: null,
-      clientId: null,
-      jobCredential: null,
       tokenId: 'jti-late',
-      jkt: null,
-      method: null,
-      route: null,
-      path: null,
-      workspace: null,
-      status: null,
-      result: null,
-      reason: null,
-      address: null,
-      requestId: null,
       details: {},
     });
     await writer.close(1000);
