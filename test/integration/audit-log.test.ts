@@ -239,16 +239,30 @@ describe('audit log', () => {
     expect(verifyChain(log)).toBeUndefined();
   });
 
-  it('stores no password, token, secret or proof', async () => {
+  it('stores no password, token, secret or proof, and no export shows one', async () => {
     const stored = (
       await testDb().raw<{ rows: { text: string }[] }>(
         "select string_agg(audit_log::text, E'\\n') as text from audit_log where org in (?, 'master')",
         [org],
       )
     ).rows[0]!.text;
-    expect(stored).toContain(member.username);
-    for (const secret of [...secrets, testEnv().gatewayClientSecret]) {
-      expect(stored).not.toContain(secret);
+    // Each export format of the organization's log, read by a platform administrator.
+    const admin = await createUser('master');
+    const exports = await Promise.all(
+      ['jsonl', 'csv', 'ocsf'].map(async (format) => {
+        const path = `/api/platform/organizations/${org}/audit-log/export?format=${format}`;
+        const res = await fetch(`${a.url}${path}`, {
+          headers: { authorization: basicAuth(admin) },
+        });
+        expect(res.status).toBe(200);
+        return res.text();
+      }),
+    );
+    for (const text of [stored, ...exports]) {
+      expect(text).toContain(member.username);
+      for (const secret of [...secrets, admin.password, testEnv().gatewayClientSecret]) {
+        expect(text).not.toContain(secret);
+      }
     }
   });
 
