@@ -248,7 +248,10 @@ describe('audit log: Keycloak events', () => {
       await writeFile(file, text);
       const verified = await verifyExport(file);
       expect(verified).toMatchObject({ org, firstSeq: 1 });
-      expect(verified.records).toBe(text.split('\n').filter(Boolean).length);
+      // Every line a record, but the keys and checkpoints that sign them (they carry a `type`).
+      const lines = text.split('\n').filter(Boolean);
+      const records = lines.filter((line) => !('type' in (JSON.parse(line) as object)));
+      expect(verified.records).toBe(records.length);
     } finally {
       await rm(dir, { recursive: true });
     }
