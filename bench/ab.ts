@@ -1,17 +1,15 @@
-import { execFile } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
 import { cpus } from 'node:os';
-import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
-import pg from 'pg';
+import type { Knex } from 'knex';
 import type { LocalKeycloak } from '../keycloak/launcher.ts';
 import { openDatabase } from '../src/db/database.ts';
 import { pinTree } from './affinity.ts';
 import { createProvisioner } from './fixtures.ts';
 import { runTogether, type LoadRequest } from './load.ts';
 import { pairedRounds } from './pairs.ts';
-import { cpuSeconds, startChild, stopAllChildren } from './processes.ts';
+import { cpuSeconds, procFile, startChild, stopAllChildren } from './processes.ts';
 import { automationPath } from './scenarios.ts';
 import { DATA_DIR, readArgs } from './settings.ts';
 import {
@@ -30,8 +28,7 @@ import { summarize } from './stats.ts';
  * [--b-env ...] [--auth-off a|b] [--profile a|b] [--rounds N] [--round-seconds S]`: is B slower than A? How to
  * run and read it: README.md. A tree needs its own `bench/` and `node_modules` (a symlink).
  */
-const run = promisify(execFile);
-const here = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const here = fileURLToPath(new URL('..', import.meta.url));
 const args = readArgs(process.argv.slice(2), {
   route: 'forwarded',
   a: here,
@@ -100,9 +97,9 @@ async function main(): Promise<void> {
     pids.push(gateway.pid);
     if (profiled) console.log(`${side.name}: CPU profile in ${profileDir} (pid ${gateway.pid})`);
   }
-  const request = keycloak
-    ? await provisionBearer(keycloak, databaseUrl)
-    : await provisionAuthOff(databaseUrl);
+  const db = await openDatabase({ databaseUrl, dataDir: DATA_DIR });
+  const provisioned = keycloak ? provisionBearer(keycloak, db) : provisionAuthOff(db);
+  const request = await provisioned.finally(() => db.destroy());
 
   // B first: each round's ratio is B ÷ A, and by CPU A's cost ÷ B's.
   let databaseCpu = 0;
@@ -151,14 +148,9 @@ function databaseCpuSeconds(): number {
   const counted = new RegExp(
     `^postgres: .*( ${DATABASE} |walwriter|background writer|checkpointer)`,
   );
-  const commandOf = (pid: string) => {
-    try {
-      return readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-    } catch {
-      return ''; // gone meanwhile
-    }
-  };
-  const pids = readdirSync('/proc').filter((e) => /^\d+$/.test(e) && counted.test(commandOf(e)));
+  const pids = readdirSync('/proc').filter(
+    (e) => /^\d+$/.test(e) && counted.test(procFile(e, 'cmdline')),
+  );
   return pids.reduce((sum, pid) => sum + cpuSeconds(Number(pid)), 0);
 }
 
@@ -177,15 +169,9 @@ async function startKeycloak(): Promise<BenchKeycloak> {
 let stopKeycloak: (() => Promise<void>) | undefined;
 
 /** Auth off: the organization's rows, and the request with any token. */
-async function provisionAuthOff(databaseUrl: string): Promise<LoadRequest> {
-  const db = new pg.Client({ connectionString: databaseUrl });
-  await db.connect();
-  await db.query('INSERT INTO organizations (id, name) VALUES ($1, $1)', [ORG]);
-  await db.query('INSERT INTO workspaces (organization_id, id, name) VALUES ($1, $2, $2)', [
-    ORG,
-    WORKSPACE,
-  ]);
-  await db.end();
+async function provisionAuthOff(db: Knex): Promise<LoadRequest> {
+  await db('organizations').insert({ id: ORG, name: ORG });
+  await db('workspaces').insert({ organization_id: ORG, id: WORKSPACE, name: WORKSPACE });
   return route === 'token'
     ? {
         path: `/auth/realms/${ORG}/protocol/openid-connect/token`,
@@ -198,22 +184,17 @@ async function provisionAuthOff(databaseUrl: string): Promise<LoadRequest> {
  * Auth on: the organization in Keycloak and the database (migrated by the gateways), a user
  * holding the workspace role, and one access token of that user, living an hour.
  */
-async function provisionBearer(keycloak: BenchKeycloak, databaseUrl: string): Promise<LoadRequest> {
-  const db = await openDatabase({ databaseUrl, dataDir: DATA_DIR });
-  try {
-    const provisioner = createProvisioner(keycloak.kc.url, keycloak.secrets, db);
-    await provisioner.organization(ORG);
-    await provisioner.longLivedTokens(ORG);
-    const user = await provisioner.user(ORG, 'bench-ab-user');
-    const { accessToken } = await provisioner.passwordGrant(user);
-    return { path: automationPath(ORG), authorization: `Bearer ${accessToken}` };
-  } finally {
-    await db.destroy();
-  }
+async function provisionBearer(keycloak: BenchKeycloak, db: Knex): Promise<LoadRequest> {
+  const provisioner = createProvisioner(keycloak.kc.url, keycloak.secrets, db);
+  await provisioner.organization(ORG);
+  await provisioner.longLivedTokens(ORG);
+  const user = await provisioner.user(ORG, 'bench-ab-user');
+  const { accessToken } = await provisioner.passwordGrant(user);
+  return { path: automationPath(ORG), authorization: `Bearer ${accessToken}` };
 }
 
 try {
-  await run('taskset', ['--version']);
+  execFileSync('taskset', ['--version']);
   await main();
 } finally {
   await stopAllChildren();

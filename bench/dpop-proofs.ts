@@ -49,8 +49,7 @@ export function proofMaker(spec: ProofSpec): () => string {
  * (`DPOP_PROOF_MAX_AGE_SECONDS`, 60 s by default) of its making.
  */
 export function proofPool(spec: ProofSpec, count: number): string[] {
-  const make = proofMaker(spec);
-  return Array.from({ length: count }, make);
+  return Array.from({ length: count }, proofMaker(spec));
 }
 
 /**

@@ -85,6 +85,12 @@ export function createProvisioner(keycloakUrl: string, secrets: BenchSecrets, db
       await ensureUser(await adminClient(), { ...user, workspaceRoles: [WORKSPACE] });
       return user;
     },
+    /** `count` such users, named `prefix` 1, 2... */
+    async users(realm: string, prefix: string, count: number): Promise<BenchUser[]> {
+      const made: BenchUser[] = [];
+      for (let i = 1; i <= count; i++) made.push(await this.user(realm, `${prefix}${i}`));
+      return made;
+    },
     passwordGrant: (u: BenchUser) => token(u.realm, passwordForm(u)),
     token,
     /** A password grant through the gateway's `/auth` with a proof of a new key: a bound token. */
@@ -115,17 +121,11 @@ export async function provision(
   await p.organization(org);
   // A run takes longer than Keycloak's default 5 minutes: each row's token lives through it.
   await p.longLivedTokens(org);
-  const users = async (prefix: string, count: number) => {
-    const made: BenchUser[] = [];
-    for (let i = 1; i <= count; i++) made.push(await p.user(org, `${prefix}${i}`));
-    return made;
-  };
-  const [bearerUser] = await users('bench-bearer-', 1);
-  const [basicUser] = await users('bench-basic-', 1);
-  const [dpopUser] = await users('bench-dpop-', 1);
-  const dpop = await p.dpopGrant(gatewayUrl, dpopUser!);
-  const noCacheUsers = await users('bench-nocache-', 64);
-  const grant = await p.passwordGrant(bearerUser!);
+  const bearerUser = await p.user(org, 'bench-bearer-1');
+  const basicUser = await p.user(org, 'bench-basic-1');
+  const dpop = await p.dpopGrant(gatewayUrl, await p.user(org, 'bench-dpop-1'));
+  const noCacheUsers = await p.users(org, 'bench-nocache-', 64);
+  const grant = await p.passwordGrant(bearerUser);
   let started = Date.now();
   const manyTokens: string[] = [];
   const form = { grant_type: 'refresh_token', refresh_token: grant.refreshToken };
@@ -148,12 +148,5 @@ export async function provision(
     }
   };
   await Promise.all(Array.from({ length: 4 }, organization));
-  return {
-    token: grant.accessToken,
-    manyTokens,
-    realms: done,
-    basicUser: basicUser!,
-    noCacheUsers,
-    dpop,
-  };
+  return { token: grant.accessToken, manyTokens, realms: done, basicUser, noCacheUsers, dpop };
 }

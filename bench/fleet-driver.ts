@@ -137,16 +137,13 @@ export async function fleetMode(context: BenchContext): Promise<ModeResult> {
     note(`before the fleet: ${loadAverage()}`);
     await p.organization(ORGANIZATION);
     await p.organization(STALE_ORGANIZATION);
-    const accounts = [];
-    for (let i = 1; i <= options.accounts; i++) {
-      accounts.push(await p.user(ORGANIZATION, `fleet-user-${i}`));
-    }
-    const staleAccounts = [];
-    for (let i = 1; i <= options.staleHosts; i++) {
-      const user = await p.user(STALE_ORGANIZATION, `stale-user-${i}`);
-      // The password the job still holds: the account's was changed since.
-      staleAccounts.push({ ...user, password: randomBytes(12).toString('base64url') });
-    }
+    const accounts = await p.users(ORGANIZATION, 'fleet-user-', options.accounts);
+    const stale = await p.users(STALE_ORGANIZATION, 'stale-user-', options.staleHosts);
+    // The password the job still holds: the account's was changed since.
+    const staleAccounts = stale.map((u) => ({
+      ...u,
+      password: randomBytes(12).toString('base64url'),
+    }));
     await Promise.all(accounts.map((account) => p.passwordGrant(account)));
     const jobs = planFleet(options);
     const hosts = Array.from({ length: options.hosts }, (_, i) => hostAddress(i));

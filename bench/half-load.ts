@@ -1,7 +1,7 @@
 import { runLoad, type LoadResult } from './load.ts';
 import { median } from './stats.ts';
-import { automationPath } from './scenarios.ts';
-import { origin, type BenchOptions } from './settings.ts';
+import { automationPath, loadOf } from './scenarios.ts';
+import type { BenchOptions } from './settings.ts';
 
 /**
  * The p99 the gateway adds at half of its peak: it and the limit at that steady rate
@@ -23,17 +23,12 @@ export async function measureHalfLoad(input: {
     { id: gateway.id, port: gateway.port, rounds: [] as LoadResult[] },
     { id: 'limit', port: input.limitPort, rounds: [] as LoadResult[] },
   ];
+  const path = automationPath(input.organization);
+  const requests = [{ path, authorization: `Bearer ${input.token}` }];
   for (let round = 1; round <= options.rounds; round++) {
     for (const side of sides) {
-      const authorization = `Bearer ${input.token}`;
-      const spec = {
-        url: origin(side.port),
-        connections: options.connections,
-        durationSeconds: options.roundSeconds,
-        overallRate: rate,
-        requests: [{ path: automationPath(input.organization), authorization }],
-      };
-      const r = await runLoad(spec, input.cpuList);
+      const load = { ...loadOf({ port: side.port, requests }, options), overallRate: rate };
+      const r = await runLoad(load, input.cpuList);
       side.rounds.push(r);
       const bad = r.bad ? ` (not 2xx: ${r.bad})` : '';
       input.log(

@@ -107,12 +107,8 @@ export async function pairedRounds(
       (x, i) => ((cpuSeconds(pids[i]!) - cpuBefore[i]!) * 1e6) / Math.max(x.ok, 1),
     );
     const ratio = results[0]!.reqPerSec / Math.max(results[1]!.reqPerSec, 1);
-    const round = {
-      results,
-      cpuMicros,
-      ratio,
-      byCpu: cpuMicros[1]! / Math.max(cpuMicros[0]!, 1e-9),
-    };
+    const byCpu = cpuMicros[1]! / Math.max(cpuMicros[0]!, 1e-9);
+    const round = { results, cpuMicros, ratio, byCpu };
     onRound(round, n);
     done.push(round);
   }

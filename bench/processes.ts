@@ -153,14 +153,18 @@ export async function stopAllChildren(): Promise<void> {
   await Promise.all([...running].map((child) => stopChild(child, 5_000)));
 }
 
-/** Peak resident memory (VmHWM) of a running process, in MiB (Linux). */
-export function peakRssMiB(pid: number): number | undefined {
+/** `/proc/<pid>/<name>` (Linux), or '' once the process is gone. */
+export function procFile(pid: number | string, name: string): string {
   try {
-    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    return Number(/^VmHWM:\s+(\d+) kB/m.exec(status)?.[1]) / 1024 || undefined;
+    return readFileSync(`/proc/${pid}/${name}`, 'utf8');
   } catch {
-    return undefined;
+    return '';
   }
+}
+
+/** Peak resident memory (VmHWM) of a running process, in MiB. */
+export function peakRssMiB(pid: number): number | undefined {
+  return Number(/^VmHWM:\s+(\d+) kB/m.exec(procFile(pid, 'status'))?.[1]) / 1024 || undefined;
 }
 
 /** In a child: tell the bench it is ready; exit when the bench goes away or says so. */
@@ -178,16 +182,12 @@ export function readyUntilParentExits(details: object, onExit: () => Promise<voi
   process.stdout.write(`${JSON.stringify({ ready: true, pid: process.pid, ...details })}\n`);
 }
 
-/** CPU seconds (user + system, all threads) `pid` has used so far, or 0 if it is gone (Linux). */
+/** CPU seconds (user + system, all threads) `pid` has used so far, or 0 if it is gone. */
 export function cpuSeconds(pid: number): number {
-  try {
-    // Fields after the command name (which may hold spaces): utime and stime are 14th and 15th.
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
-  } catch {
-    return 0;
-  }
+  // Fields after the command name (which may hold spaces): utime and stime are 14th and 15th.
+  const stat = procFile(pid, 'stat');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND || 0;
 }
 /** USER_HZ, 100 on every Linux the bench runs on (`getconf CLK_TCK`). */
 const CLOCK_TICKS_PER_SECOND = 100;

@@ -60,7 +60,7 @@ export function judgeTargets(rows: Row[], pairs: PairOutcome[]): Target[] {
 /** The table, the paired rounds and the targets, as Markdown ready to paste. */
 export function formatReport(report: Report): string {
   const num = (v: number | undefined, digits: number) => v?.toFixed(digits) ?? '';
-  const out = [
+  return [
     '| scenario | req/s | p50 ms | p99 ms | × limit | × auth off | peak RSS MiB |',
     '|---|---:|---:|---:|---:|---:|---:|',
     ...report.rows.map(
@@ -75,8 +75,7 @@ export function formatReport(report: Report): string {
       (t) =>
         `| ${t.target} | ${t.measured} | ${t.met === undefined ? 'n/a' : t.met ? 'yes' : 'NO'} |`,
     ),
-  ];
-  return out.join('\n');
+  ].join('\n');
 }
 
 /** Writes `bench/results/<ISO timestamp>.json` (any mode's report) and returns its path. */

@@ -165,12 +165,11 @@ export async function measureScenarios(
 }
 
 /** A round of a row: its requests, the usual connections. */
-export function loadOf(s: Scenario, options: BenchOptions, seconds = options.roundSeconds) {
-  const spec: LoadSpec = {
-    url: origin(s.port),
-    connections: options.connections,
-    durationSeconds: seconds,
-    requests: s.requests,
-  };
-  return spec;
+export function loadOf(
+  s: Pick<Scenario, 'port' | 'requests'>,
+  options: BenchOptions,
+  seconds = options.roundSeconds,
+): LoadSpec {
+  const { connections } = options;
+  return { url: origin(s.port), connections, durationSeconds: seconds, requests: s.requests };
 }

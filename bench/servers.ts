@@ -31,14 +31,8 @@ const server = createServer((req, res) => {
     return;
   }
   const { method, url: path, headers } = req;
-  const forward = request({
-    agent,
-    host: upstream.hostname,
-    port: upstream.port,
-    method,
-    path,
-    headers,
-  });
+  const { hostname: host, port } = upstream;
+  const forward = request({ agent, host, port, method, path, headers });
   forward.on('response', (answer) => {
     res.writeHead(answer.statusCode ?? 502, answer.headers);
     answer.pipe(res);
@@ -49,20 +43,21 @@ const server = createServer((req, res) => {
 /** Headers of one connection that undici refuses or sets itself. */
 const OWN_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'expect']);
 
+/** `headers` without those of one connection. */
+const relayed = (headers: Record<string, string | string[] | undefined>) =>
+  Object.fromEntries(
+    Object.entries(headers).filter(
+      ([name, value]) => value !== undefined && !OWN_HEADERS.has(name),
+    ),
+  );
+
 function relayByUndici(client: Pool, req: IncomingMessage, res: ServerResponse): void {
-  const headers: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (value !== undefined && !OWN_HEADERS.has(name)) headers[name] = value;
-  }
+  const headers = relayed(req.headers);
   const hasBody = req.headers['content-length'] !== undefined || req.headers['transfer-encoding'];
   const handler: Dispatcher.DispatchHandler = {
     onRequestStart() {},
     onResponseStart(controller, statusCode, answerHeaders) {
-      const out: Record<string, string | string[]> = {};
-      for (const [name, value] of Object.entries(answerHeaders)) {
-        if (value !== undefined && !OWN_HEADERS.has(name)) out[name] = value;
-      }
-      res.writeHead(statusCode, out);
+      res.writeHead(statusCode, relayed(answerHeaders));
       res.on('drain', () => controller.resume());
     },
     onResponseData(controller, chunk) {
