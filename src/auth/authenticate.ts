@@ -72,8 +72,10 @@ function principalFor(
   const header = req.headers.authorization;
   // The common case, without a regex over the whole header. The token's syntax is checked by
   // the verifier, only for tokens it does not know.
-  const plain = plainBearerToken(header);
-  if (plain !== undefined) return bearerPrincipal(plain, realm, deps);
+  const bearer = plainToken(header, 'Bearer ');
+  if (bearer !== undefined) return bearerPrincipal(bearer, realm, deps);
+  const dpop = plainToken(header, 'DPoP ');
+  if (dpop !== undefined) return dpopPrincipal(req, path, dpop, realm, deps);
   if (header === undefined || header.trim() === '') throw new MissingCredentials();
   const match = /^([A-Za-z]+)(?: +(.*))?$/.exec(header.trim());
   const scheme = match?.[1]?.toLowerCase();
@@ -95,14 +97,17 @@ function principalFor(
   throw new MissingCredentials('Unsupported authorization scheme; use Basic, Bearer or DPoP.');
 }
 
-/** The token of `Bearer <token>` with nothing around the token, else undefined. */
-function plainBearerToken(header: string | undefined): string | undefined {
+/**
+ * The token of `<scheme><token>` (`scheme` with its space, as clients spell it) with nothing
+ * around the token, else undefined.
+ */
+function plainToken(header: string | undefined, scheme: string): string | undefined {
   if (
-    header?.startsWith('Bearer ') &&
-    header.charCodeAt(7) > 0x20 &&
+    header?.startsWith(scheme) &&
+    header.charCodeAt(scheme.length) > 0x20 &&
     header.charCodeAt(header.length - 1) > 0x20
   ) {
-    return header.slice('Bearer '.length);
+    return header.slice(scheme.length);
   }
   return undefined;
 }

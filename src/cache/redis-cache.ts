@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
 import { assertValidTtl, type Cache, type Counter } from './cache.ts';
+import { CLAIM_COMMAND, createRedisClaims } from './redis-claims.ts';
 
 export interface RedisCacheOptions {
   /** `redis://` or `rediss://` URL. */
@@ -19,12 +20,13 @@ export interface RedisCacheOptions {
  *
  * Auto-pipelining: the commands issued in one turn of the event loop (and while the previous
  * batch is out) leave in one write and their answers are read in one go, which under load takes
- * most of the per-command cost off the gateway (a DPoP proof's one-time use is a command per
- * request; bench/results.md). Safe for this client's users: every command here is independent
- * (no SELECT, no blocking or subscribing commands; MULTI transactions are sent as they are, at
- * once), and each caller awaits an answer before its next command on the same key, so only
- * concurrent requests' commands, which had no order between them anyway, may change places. A command waiting
- * behind a batch Redis does not answer fails after that batch's time-out and its own.
+ * most of the per-command cost off the gateway. Claims (a DPoP proof's one-time use, one per
+ * request) go further: those of a turn are one command (redis-claims.ts). Safe for this
+ * client's users: every command here is independent (no SELECT, no blocking or subscribing
+ * commands; MULTI transactions are sent as they are, at once), and each caller awaits an answer
+ * before its next command on the same key, so only concurrent requests' commands, which had no
+ * order between them anyway, may change places. A command waiting behind a batch Redis does not
+ * answer fails after that batch's time-out and its own.
  */
 export function createRedisCache({ url, keyPrefix, commandTimeoutMs }: RedisCacheOptions): Cache {
   const client = new Redis(url, {
@@ -33,12 +35,14 @@ export function createRedisCache({ url, keyPrefix, commandTimeoutMs }: RedisCach
     maxRetriesPerRequest: 1,
     lazyConnect: false,
     enableAutoPipelining: true,
+    autoPipeliningIgnoredCommands: [CLAIM_COMMAND],
   });
   // Without a listener ioredis reports every failed reconnect as an unhandled 'error' event.
   let lastError: Error | undefined;
   client.on('error', (error: Error) => {
     lastError = error;
   });
+  const claimKey = createRedisClaims(client);
 
   return {
     kind: 'redis',
@@ -66,8 +70,8 @@ export function createRedisCache({ url, keyPrefix, commandTimeoutMs }: RedisCach
     },
     async claim(key, ttlMs) {
       assertValidTtl(ttlMs);
-      // SET NX answers OK when it stored the key, null when the key was there.
-      return (await client.set(key, '1', 'PX', ttlMs, 'NX')) === 'OK';
+      // SET NX PX, with the other claims of this turn in one command (redis-claims.ts).
+      return claimKey(key, ttlMs);
     },
     async counter(key) {
       const replies = await client.multi().get(key).pttl(key).exec();

@@ -6,6 +6,7 @@ import type { Cache } from '../../src/cache/cache.ts';
 import { createCache } from '../../src/cache/index.ts';
 import { createMemoryCache } from '../../src/cache/memory-cache.ts';
 import { createRedisCache } from '../../src/cache/redis-cache.ts';
+import { MAX_CLAIMS_PER_COMMAND } from '../../src/cache/redis-claims.ts';
 import { manualClock } from '../helpers/test-clock.ts';
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -198,6 +199,51 @@ describe('redis cache specifics', () => {
       expect(await cache.claim('claimed', LONG_TTL_MS)).toBe(true);
       expect(await raw.get(`${KEY_PREFIX}claimed`)).toBe('1');
       expect(await raw.pttl(`${KEY_PREFIX}claimed`)).toBeGreaterThan(LONG_TTL_MS - 5_000);
+    } finally {
+      await cache.close();
+    }
+  });
+
+  it('answers each claim of one turn for its own key and expiry, past one command of them', async () => {
+    const cache = createRedisCache({
+      url: REDIS_URL,
+      keyPrefix: KEY_PREFIX,
+      commandTimeoutMs: 2_000,
+    });
+    try {
+      const run = randomUUID();
+      await raw.set(`${KEY_PREFIX}batch-${run}-7`, '1', 'PX', LONG_TTL_MS);
+      const count = MAX_CLAIMS_PER_COMMAND * 2 + 3;
+      // Issued in one turn: they leave together, in three commands.
+      const claims = await Promise.all(
+        Array.from({ length: count }, (_, i) =>
+          cache.claim(`batch-${run}-${i}`, i === 1 ? 5_000 : LONG_TTL_MS),
+        ),
+      );
+      expect(claims.filter((claimed) => !claimed)).toHaveLength(1);
+      expect(claims[7]).toBe(false);
+      expect(await raw.get(`${KEY_PREFIX}batch-${run}-${count - 1}`)).toBe('1');
+      expect(await raw.pttl(`${KEY_PREFIX}batch-${run}-1`)).toBeLessThanOrEqual(5_000);
+      expect(await raw.pttl(`${KEY_PREFIX}batch-${run}-2`)).toBeGreaterThan(5_000);
+      // Each key once: a second turn of the same claims finds them all taken.
+      const again = await Promise.all(
+        Array.from({ length: count }, (_, i) => cache.claim(`batch-${run}-${i}`, LONG_TTL_MS)),
+      );
+      expect(again.some(Boolean)).toBe(false);
+    } finally {
+      await cache.close();
+    }
+  });
+
+  it('rejects each claim of a batch Redis does not take', async () => {
+    const cache = createRedisCache({
+      url: 'redis://127.0.0.1:1',
+      keyPrefix: KEY_PREFIX,
+      commandTimeoutMs: 500,
+    });
+    try {
+      const claims = ['a', 'b', 'c'].map((key) => cache.claim(key, LONG_TTL_MS));
+      for (const claim of claims) await expect(claim).rejects.toThrow();
     } finally {
       await cache.close();
     }

@@ -11,13 +11,14 @@ export interface ProofReplayStore {
 
 /**
  * The one-time use of proofs (RFC 9449 section 11.1), through the gateway's cache: Redis when
- * configured, so a proof is accepted once across every replica and worker (`claim` is one
- * `SET key 1 NX PX ttl` there, atomic; the name is the one replicas of before used with their
- * SET NX + INCRBY, so a fleet in the middle of an upgrade still refuses a replay); without Redis
- * the supervising process's or this process's memory. While Redis fails the cache's fallback serves, as it does for every other shared
- * entry: a proof is then accepted once per process (or per gateway, with workers) until Redis
- * answers again. The entry is named by SHA-256 of the key's thumbprint and the `jti` (never the
- * proof) and lives until the proof's `iat` leaves the window.
+ * configured, so a proof is accepted once across every replica and worker (`claim` is an
+ * atomic `SET key 1 NX PX ttl` there, sent with the other claims of its turn in one script run;
+ * the name is the one replicas of before used with their SET NX + INCRBY, so a fleet in the
+ * middle of an upgrade still refuses a replay); without Redis the supervising process's or this
+ * process's memory. While Redis fails the cache's fallback serves, as it does for every other
+ * shared entry: a proof is then accepted once per process (or per gateway, with workers)
+ * until Redis answers again. The entry is named by SHA-256 of the key's thumbprint and the
+ * `jti` (never the proof) and lives until the proof's `iat` leaves the window.
  */
 export function createProofReplayStore(options: { cache: Cache; clock?: Clock }): ProofReplayStore {
   const { cache, clock = systemClock } = options;
