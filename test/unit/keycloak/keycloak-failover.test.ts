@@ -141,7 +141,7 @@ describe('Keycloak client layer: several nodes', () => {
     calls.nodes.close();
   });
 
-  it('a grant waits past the calls\' timeout while its node answers its probe: busy, not down', async () => {
+  it("a grant waits past the calls' timeout while its node answers its probe: busy, not down", async () => {
     // Grants answered after 600 ms, the calls' timeout 200 ms, a grant's 2 s; probes at once.
     healthy.behave = (socket, head) => {
       if (head.startsWith('GET')) ok('{}')(socket);
@@ -191,9 +191,7 @@ describe('Keycloak client layer: several nodes', () => {
       expect((await call('introspection', FORM)).error).toMatchObject({ status: 504 });
       expect(seen).toEqual([['introspection', 'timeout']]);
       // Each node's probe does not answer either.
-      await expect
-        .poll(() => calls.nodes.all.map((node) => node.state))
-        .toEqual(['down', 'down']);
+      await expect.poll(() => calls.nodes.all.map((node) => node.state)).toEqual(['down', 'down']);
       // A node counts a request when its bytes are read, which a loaded machine may put off until
       // after the client's timeout: wait for that event rather than read the count at once.
       await expect
