@@ -39,7 +39,8 @@ export interface AuthProxyOptions {
  * client gets back; a form body the guard has read is sent as read. What is the proxy's own:
  * with several nodes, each request goes to the next node that is up; one that could not connect
  * (nothing sent) is sent once more to another node that is up, when its body can be sent again
- * (none, or the form the guard read); any other failure takes the node out. Failures answer
+ * (none, or the form the guard read); any other failure takes the node out, but a timeout only
+ * when the node does not answer its probe either. Failures answer
  * 503/504/502 through the one translation of Keycloak failures (keycloak-failures.ts). The
  * answer reaches the client as a step marked it (`beforeAnswer`, `relayAnswer`), else as it
  * came. Mount it at `/auth` before any body parser but the form guard.
@@ -90,7 +91,9 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
       failed: (err) => {
         const failure = failureOf(err);
         if (several && failure !== 'bad_answer') {
-          nodes.failed(node, `/auth proxy: ${failure}`);
+          // A timeout may be a busy node: its probe decides (keycloak-nodes.ts `slow`).
+          if (failure === 'timeout') void nodes.slow(node, '/auth proxy: timeout');
+          else nodes.failed(node, `/auth proxy: ${failure}`);
           const again = !retried && !res.headersSent && failedBeforeSending(err) && replayable(req);
           const next = again ? nodes.other(node) : undefined;
           if (next) {

@@ -105,6 +105,9 @@ export async function buildAuth(
     logger,
     clock,
   });
+  // The longest a password attempt can take, whichever way it came: a grant (bound as the same
+  // grant through /auth), and for a Basic login a key-set fetch and a two-factor lookup.
+  const passwordAttemptMaxMs = config.AUTH_PROXY_TIMEOUT_MS + 2 * config.KEYCLOAK_TIMEOUT_MS;
   // The one throttle of password attempts: Basic logins here, password grants and the login
   // form on /auth (auth-proxy/auth-steps.ts).
   const loginThrottle = createLoginThrottle({
@@ -113,9 +116,10 @@ export async function buildAuth(
     maxFailuresPerUserAndAddress: config.LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS,
     maxFailuresPerAddress: config.LOGIN_MAX_FAILURES_PER_ADDRESS,
     windowSeconds: config.LOGIN_FAILURE_WINDOW_SECONDS,
-    waitMs: config.LOGIN_WAIT_SECONDS * 1000,
-    // The longest a Basic login (see loginLockMs below) or a proxied grant can take.
-    attemptMaxMs: Math.max(3 * config.KEYCLOAK_TIMEOUT_MS, config.AUTH_PROXY_TIMEOUT_MS),
+    // An attempt beyond the budget waits for those in flight as long as they may take: a right
+    // login behind a slow Keycloak is answered, and still no more guesses are in flight.
+    waitMs: passwordAttemptMaxMs,
+    attemptMaxMs: passwordAttemptMaxMs,
     clock,
     onLimitReached: ({ scope, realm, username, address }) =>
       shared.audit.record({
@@ -148,8 +152,7 @@ export async function buildAuth(
     keycloakDown: () => keycloakNodes.all.every((node) => node.state === 'down'),
     maxLocalEntries: config.MEMORY_CACHE_MAX_ENTRIES,
     failedLogins,
-    // A login may take a grant, a key-set fetch and a two-factor lookup, each bounded so.
-    loginLockMs: 3 * config.KEYCLOAK_TIMEOUT_MS,
+    loginLockMs: passwordAttemptMaxMs,
     refuses: (realm, username) => isBootstrapAdmin(config.KEYCLOAK_ADMIN_USERNAME, realm, username),
     throttle: loginThrottle,
     revocations,

@@ -49,7 +49,10 @@ export interface LoginThrottleOptions {
   /** Failed logins from one address, whatever the account, per window before 429; 0: no limit. */
   maxFailuresPerAddress: number;
   windowSeconds: number;
-  /** Longest an attempt beyond the budget waits for those in flight before it is decided. */
+  /**
+   * Longest an attempt beyond the budget waits for those in flight before it is decided (the
+   * gateway: `attemptMaxMs`, as long as they may take; then `busy` means a replica died holding).
+   */
   waitMs: number;
   /**
    * Longest an attempt can be in flight (every Keycloak call it makes, timed out). A

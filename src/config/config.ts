@@ -187,10 +187,12 @@ export const configSchema = z.object({
     }),
   ),
   KEYCLOAK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60000).default(5000).meta({
-    description: "timeout of the gateway's own Keycloak calls",
+    description:
+      "timeout of the gateway's own Keycloak calls but its password grants (key sets, introspection, admin API); a call without an answer this long has its node probed, and a node that does not answer its probe either is down",
   }),
   AUTH_PROXY_TIMEOUT_MS: z.coerce.number().int().min(100).max(300000).default(30000).meta({
-    description: 'timeout of proxied `/auth/` requests',
+    description:
+      'timeout of proxied `/auth/` requests and of every password grant, whichever way it came (`/auth` or a Basic login): Keycloak hashes the password, and a burst of logins queues behind the hashing',
   }),
   SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(300).default(10).meta({
     description:
@@ -343,10 +345,6 @@ export const configSchema = z.object({
     description:
       "the login throttle's window, and how long a wrong password is remembered (a repeat is refused without asking Keycloak, and not counted again)",
   }),
-  LOGIN_WAIT_SECONDS: z.coerce.number().int().min(0).max(60).default(5).meta({
-    description:
-      'longest a password attempt waits for attempts in flight when they hold what is left of a limit, before it goes on, gets 429 (the failures are there) or 503 (Keycloak is that slow)',
-  }),
 
   DATABASE_URL: fromFile(
     z.string().min(1).optional().meta({
@@ -475,6 +473,8 @@ export const RENAMED_SETTINGS: Readonly<Record<string, string>> = {
     'replaced by LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: failed logins are now counted per account and client address',
   BASIC_REFUSAL_CACHE_SECONDS:
     "replaced by LOGIN_FAILURE_WINDOW_SECONDS: a wrong password (Basic or password grant) is now remembered for the login throttle's window, and a repeat is not counted again",
+  LOGIN_WAIT_SECONDS:
+    'a password attempt now waits for the attempts in flight as long as they may take (AUTH_PROXY_TIMEOUT_MS plus twice KEYCLOAK_TIMEOUT_MS), so that a right login behind a slow Keycloak is answered rather than refused: set those',
 };
 
 /** Secrets without a default: required unless demo mode generates them. */

@@ -7,7 +7,7 @@ import {
   unexpectedAnswer,
   type KeycloakFailure,
 } from './keycloak-failures.ts';
-import { createNodeExchange, type NodeExchange } from './keycloak-http.ts';
+import { createNodeExchange, timeoutError, type NodeExchange } from './keycloak-http.ts';
 import { createKeycloakNodes, type KeycloakNode, type KeycloakNodes } from './keycloak-nodes.ts';
 import { endSpan, type Tracing } from '../tracing/tracing.ts';
 
@@ -41,6 +41,7 @@ export interface KeycloakCalls {
   readonly keycloakUrl: string;
   /** The nodes of `KEYCLOAK_URL` and their states. */
   readonly nodes: KeycloakNodes;
+  /** `KEYCLOAK_TIMEOUT_MS`: the bound of every call but a grant, and when a node is probed. */
   readonly timeoutMs: number;
   /**
    * One HTTP exchange: `GET` without `form`, else a form `POST` to `path` (below a node's base
@@ -113,26 +114,33 @@ export type KeycloakCallsTarget =
 
 /**
  * Creates the layer: one keep-alive pool per node (see keycloak-http.ts). Timeouts: a
- * connection or answer idle for `timeoutMs` is a timeout (504).
+ * connection or answer idle for `timeoutMs` is a timeout (504), for a grant `grantTimeoutMs`.
+ * A call kept waiting `timeoutMs` has its node probed (`nodes.slow`): a busy node answers its
+ * probe and stays up, and a grant goes on waiting; a hung one does not, goes down, and the
+ * grant is cut off then (504), so an outage is noticed as soon as with any other call.
  */
 export function createKeycloakCalls(
   options: KeycloakCallsTarget & {
     timeoutMs: number;
+    /**
+     * A password grant's bound (`AUTH_PROXY_TIMEOUT_MS`, as the same grant through `/auth`):
+     * Keycloak hashes the password, and a burst of logins queues behind the hashing.
+     */
+    grantTimeoutMs?: number;
     observer?: KeycloakCallObserver;
     /** When set, each call is a client span `keycloak <kind>`, retries included. */
     tracing?: Tracing;
   },
 ): KeycloakCalls {
   const { timeoutMs } = options;
+  const grantTimeoutMs = Math.max(options.grantTimeoutMs ?? timeoutMs, timeoutMs);
   const nodes =
     options.nodes ??
     createKeycloakNodes({
       urls: typeof options.keycloakUrl === 'string' ? [options.keycloakUrl] : options.keycloakUrl,
       timeoutMs,
     });
-  const exchanges: NodeExchange[] = nodes.all.map((node) =>
-    createNodeExchange(node.url, timeoutMs),
-  );
+  const exchanges: NodeExchange[] = nodes.all.map((node) => createNodeExchange(node.url));
   const several = nodes.all.length > 1;
   const observer = options.observer;
   const observed = observer?.onCall !== undefined;
@@ -140,7 +148,10 @@ export function createKeycloakCalls(
     if (observed) observer?.onCall?.(kind, outcome, (performance.now() - started) / 1000);
   };
 
-  /** After `failure` on `node`: takes the node out if it did not answer, and names a retry. */
+  /**
+   * After `failure` on `node`: takes the node out if it could not be reached, has it probed if
+   * it was too slow (see `createKeycloakCalls`), and names a retry.
+   */
   function afterFailure(
     node: KeycloakNode,
     kind: KeycloakCallKind,
@@ -149,7 +160,8 @@ export function createKeycloakCalls(
     safe: boolean,
   ): KeycloakNode | undefined {
     if (failure === 'bad_answer') return undefined;
-    nodes.failed(node, `${kind} call: ${failure}`);
+    if (failure === 'timeout') void nodes.slow(node, `${kind} call: timeout`);
+    else nodes.failed(node, `${kind} call: ${failure}`);
     return several && (safe || failedBeforeSending(err)) ? nodes.other(node) : undefined;
   }
 
@@ -163,14 +175,23 @@ export function createKeycloakCalls(
     observe = false,
   ): Promise<T> {
     const started = observe && observed ? performance.now() : 0;
+    const limits = {
+      maxBytes: MAX_ANSWER_BYTES[kind],
+      timeoutMs: kind === 'grant' ? grantTimeoutMs : timeoutMs,
+    };
     return new Promise<T>((resolve, reject) => {
-      const attempt = (node: KeycloakNode, retry: boolean) =>
-        exchanges[node.index]!(
+      const attempt = (node: KeycloakNode, retry: boolean) => {
+        // Only a grant may wait past `timeoutMs`: then only while its node answers its probe.
+        let watch: NodeJS.Timeout | undefined;
+        let ended = false;
+        const cutOff = exchanges[node.index]!(
           path,
           form,
-          MAX_ANSWER_BYTES[kind],
+          limits,
           read,
           (err, value, status) => {
+            ended = true;
+            clearTimeout(watch);
             if (err === undefined) {
               nodes.answered(node);
               if (observe) report(kind, status < 400 ? 'ok' : 'refused', started);
@@ -189,6 +210,14 @@ export function createKeycloakCalls(
           },
           headers,
         );
+        if (limits.timeoutMs > timeoutMs && !ended) {
+          watch = setTimeout(() => {
+            void nodes.slow(node, `${kind} call: no answer in ${timeoutMs} ms`).then((state) => {
+              if (state === 'down') cutOff(timeoutError(timeoutMs, false));
+            });
+          }, timeoutMs);
+        }
+      };
       attempt(nodes.pick(), true);
     });
   }

@@ -10,16 +10,19 @@ import { unexpectedAnswer } from './keycloak-failures.ts';
  */
 export type ExchangeDone<T> = (err: unknown, value: T | undefined, status: number) => void;
 
-/** One HTTP exchange with one Keycloak node; see `createNodeExchange`. */
+/**
+ * One HTTP exchange with one Keycloak node; see `createNodeExchange`. Returns `cutOff`, which
+ * ends it with `err` unless it has ended.
+ */
 export type NodeExchange = <T>(
   path: string,
   form: string | undefined,
-  maxBytes: number,
+  limits: { maxBytes: number; timeoutMs: number },
   read: (status: number, body: string, contentType?: string) => T,
   done: ExchangeDone<T>,
   /** Headers the caller adds (a grant's `DPoP` proof). */
   extraHeaders?: Readonly<Record<string, string>>,
-) => void;
+) => (err: Error) => void;
 
 /**
  * Connections kept to each Keycloak node. Background re-checks use at most 8 at once; with
@@ -32,22 +35,23 @@ const MAX_SOCKETS = 32;
  * (outbound/upstream.ts; the proxies use its undici pool, whose gain is in relaying answers
  * to clients, which these calls do not): measured
  * against the real Keycloak it costs the gateway less CPU per call than fetch (see the README's
- * performance notes). A connection or answer idle for `timeoutMs` is a timeout; a timeout before
- * the connection was made carries `beforeConnect` (nothing was sent). A call made for a request
+ * performance notes). A connection or answer idle for the call's `timeoutMs` is a timeout; a
+ * timeout before the connection was made carries `beforeConnect` (nothing was sent). A call made for a request
  * carries its `X-Request-Id` (see edge/request-context.ts), and a traced one its `traceparent`.
  */
-export function createNodeExchange(nodeUrl: string, timeoutMs: number): NodeExchange {
+export function createNodeExchange(nodeUrl: string): NodeExchange {
   const node = createUpstream(nodeUrl, { maxSockets: MAX_SOCKETS });
 
   return function exchange<T>(
     path: string,
     form: string | undefined,
-    maxBytes: number,
+    { maxBytes, timeoutMs }: { maxBytes: number; timeoutMs: number },
     read: (status: number, body: string, contentType?: string) => T,
     done: ExchangeDone<T>,
     extraHeaders?: Readonly<Record<string, string>>,
-  ): void {
+  ): (err: Error) => void {
     let settled = false;
+    let current: ReturnType<typeof node.request> | undefined;
     const headers: OutgoingHttpHeaders =
       form === undefined
         ? { ...extraHeaders, accept: 'application/json' }
@@ -68,6 +72,7 @@ export function createNodeExchange(nodeUrl: string, timeoutMs: number): NodeExch
     };
     const send = (retried: boolean) => {
       const req = node.request(form === undefined ? 'GET' : 'POST', path, headers, timeoutMs);
+      current = req;
       let answered = false;
       let cutOff: Error | undefined;
       req.on('timeout', () => {
@@ -105,10 +110,15 @@ export function createNodeExchange(nodeUrl: string, timeoutMs: number): NodeExch
       req.end(form);
     };
     send(false);
+    return (err) => {
+      if (settled) return;
+      fail(err);
+      current?.destroy(err);
+    };
   };
 }
 
-function timeoutError(timeoutMs: number, beforeConnect: boolean): Error {
+export function timeoutError(timeoutMs: number, beforeConnect: boolean): Error {
   return Object.assign(new Error(`Keycloak did not answer within ${timeoutMs} ms`), {
     code: 'ETIMEDOUT',
     beforeConnect,

@@ -25,8 +25,14 @@ export interface KeycloakNodes {
   pick(): KeycloakNode;
   /** Another node that is up, to retry a call that `failed` on; undefined if there is none. */
   other(failed: KeycloakNode): KeycloakNode | undefined;
-  /** A call could not reach `node` (connect error, timeout): it is down until it answers. */
+  /** A call could not reach `node` (connect error, broken connection): down until it answers. */
   failed(node: KeycloakNode, reason: string): void;
+  /**
+   * A call has waited `timeoutMs` for `node`'s answer: busy or hung? It is probed now (one
+   * probe however many calls wait) and down only when its probe fails too; resolves to its
+   * state then. A busy node answers its cheap probe and stays in rotation.
+   */
+  slow(node: KeycloakNode, reason: string): Promise<NodeState>;
   /** `node` answered: it is up (a no-op unless it was down). */
   answered(node: KeycloakNode): void;
   /**
@@ -60,12 +66,14 @@ interface NodeRecord {
   url: string;
   state: NodeState;
   since: number;
-  probing: boolean;
+  /** The probe in flight, shared by everyone asking meanwhile. */
+  probing: Promise<void> | undefined;
 }
 
 /**
  * Holds the Keycloak nodes of `KEYCLOAK_URL`. A node goes down when a call cannot reach it or
- * its probe fails, and up again when a probe or a call gets an answer; the nodes that are down
+ * its probe fails (a call kept waiting has it probed: `slow`), and up again when a probe or a
+ * call gets an answer; the nodes that are down
  * are probed every `probeIntervalMs` (a timer that runs only while one is down).
  */
 export function createKeycloakNodes(options: KeycloakNodesOptions): KeycloakNodes {
@@ -80,7 +88,7 @@ export function createKeycloakNodes(options: KeycloakNodesOptions): KeycloakNode
     url,
     state: 'up',
     since: started,
-    probing: false,
+    probing: undefined,
   }));
   const count = nodes.length;
   let cursor = 0;
@@ -109,20 +117,23 @@ export function createKeycloakNodes(options: KeycloakNodesOptions): KeycloakNode
       timer = undefined;
       return;
     }
-    for (const node of down) if (!node.probing) void probeNode(node);
+    for (const node of down) void probeNode(node);
   }
 
-  async function probeNode(node: NodeRecord): Promise<void> {
-    node.probing = true;
-    try {
-      await probe(node.url);
-      reached = true;
-      change(node, 'up', 'probe answered');
-    } catch (err) {
-      change(node, 'down', `probe failed: ${(err as Error).message}`);
-    } finally {
-      node.probing = false;
-    }
+  /** Probes `node` unless a probe of it is in flight, whose outcome is then shared. */
+  function probeNode(node: NodeRecord, why = ''): Promise<void> {
+    node.probing ??= probe(node.url)
+      .then(
+        () => {
+          reached = true;
+          change(node, 'up', 'probe answered');
+        },
+        (err: unknown) => change(node, 'down', `${why}probe failed: ${(err as Error).message}`),
+      )
+      .finally(() => {
+        node.probing = undefined;
+      });
+    return node.probing;
   }
 
   return {
@@ -149,6 +160,11 @@ export function createKeycloakNodes(options: KeycloakNodesOptions): KeycloakNode
     },
     failed(node, reason) {
       change(nodes[node.index]!, 'down', reason);
+    },
+    async slow(node, reason) {
+      const record = nodes[node.index]!;
+      await probeNode(record, `${reason}, then `);
+      return record.state;
     },
     get reached() {
       return reached;

@@ -36,6 +36,7 @@ export function buildKeycloak(shared: {
   const calls = createKeycloakCalls({
     nodes: shared.keycloakNodes,
     timeoutMs: config.KEYCLOAK_TIMEOUT_MS,
+    grantTimeoutMs: config.AUTH_PROXY_TIMEOUT_MS,
     observer: config.METRICS_ENABLED
       ? { onCall: (kind, outcome, seconds) => shared.metrics.keycloakCall(kind, outcome, seconds) }
       : undefined,

@@ -23,6 +23,11 @@ export interface KeycloakFront {
   readonly seen: FrontRequest[];
   /** Switches mode; connections open until now are cut, so kept-alive ones cannot bypass it. */
   set(mode: FrontMode): Promise<void>;
+  /**
+   * While forwarding, holds Keycloak's answer to a request whose target matches `target` for
+   * `ms` before passing it on (a Keycloak busy hashing passwords); `ms` 0 ends the hold.
+   */
+  hold(target: RegExp, ms: number): void;
   close(): Promise<void>;
 }
 
@@ -38,6 +43,7 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
   const sockets = new Set<Socket>();
   let mode: FrontMode = 'forward';
   const seen: FrontRequest[] = [];
+  let held: { target: RegExp; ms: number } = { target: /$^/, ms: 0 };
   let server: Server | undefined;
   let port = 0;
 
@@ -48,13 +54,29 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
     switch (mode) {
       case 'forward': {
         const upstream = connect(Number(target.port), target.hostname);
+        // Each chunk of an answer is passed on when due (see `hold`), in order.
+        let passed = Promise.resolve();
         sockets.add(upstream);
         upstream.on('close', () => sockets.delete(upstream));
         upstream.on('error', () => client.destroy());
         client.on('close', () => upstream.destroy());
-        upstream.on('close', () => client.destroy());
-        client.on('data', recordHeads(seen));
-        client.pipe(upstream).pipe(client);
+        upstream.on('close', () => void passed.then(() => client.destroy()));
+        // This connection's requests: an answer is to the last one sent.
+        const mine: FrontRequest[] = [];
+        const record = recordHeads(mine);
+        client.on('data', (chunk: Buffer) => {
+          const before = mine.length;
+          record(chunk);
+          seen.push(...mine.slice(before));
+        });
+        client.pipe(upstream);
+        upstream.on('data', (chunk: Buffer) => {
+          const last = mine.at(-1);
+          const due = Date.now() + (last && held.target.test(last.target) ? held.ms : 0);
+          passed = passed
+            .then(() => new Promise((resolve) => setTimeout(resolve, due - Date.now())))
+            .then(() => void client.write(chunk));
+        });
         return;
       }
       case 'hang':
@@ -91,6 +113,9 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
       for (const socket of sockets) socket.destroy();
       if (next === 'closed' && server) await shut();
       if (next !== 'closed' && !server) await open();
+    },
+    hold(target, ms) {
+      held = { target, ms };
     },
     close: shut,
   };

@@ -38,8 +38,8 @@ describe('a values file helm refuses', () => {
     ],
     [
       'a string for a setting that counts',
-      { config: { LOGIN_WAIT_SECONDS: '5s' } },
-      "at '/config/LOGIN_WAIT_SECONDS'",
+      { config: { LOGIN_FAILURE_WINDOW_SECONDS: '5s' } },
+      "at '/config/LOGIN_FAILURE_WINDOW_SECONDS'",
     ],
     ['an unknown key', { replicas: 3 }, "additional properties 'replicas' not allowed"],
     [

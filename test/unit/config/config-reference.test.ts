@@ -34,6 +34,7 @@ describe('the configuration reference (docs/configuration.md)', () => {
       ...Object.keys(configSchema.shape),
       'LOGIN_MAX_FAILURES_PER_USER',
       'BASIC_REFUSAL_CACHE_SECONDS',
+      'LOGIN_WAIT_SECONDS',
     ]);
   });
 

@@ -10,7 +10,8 @@ import {
 interface FakeNode {
   url: string;
   requests: number;
-  behave: (socket: Socket) => void;
+  /** Answers a request; `head` is its first bytes (its request line first). */
+  behave: (socket: Socket, head: string) => void;
   close(): Promise<void>;
 }
 
@@ -24,9 +25,9 @@ async function startFakeNode(): Promise<FakeNode> {
   const server: Server = createServer((socket) => {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
-    socket.once('data', () => {
+    socket.once('data', (chunk: Buffer) => {
       node.requests++;
-      node.behave(socket);
+      node.behave(socket, chunk.toString('latin1'));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -76,11 +77,12 @@ describe('Keycloak client layer: several nodes', () => {
     await other.close();
   });
 
-  function layer(urls: string[], timeoutMs = 300) {
+  function layer(urls: string[], timeoutMs = 300, grantTimeoutMs?: number) {
     const seen: [KeycloakCallKind, KeycloakCallOutcome][] = [];
     const calls = createKeycloakCalls({
       keycloakUrl: urls,
       timeoutMs,
+      grantTimeoutMs,
       observer: { onCall: (kind, outcome) => seen.push([kind, outcome]) },
     });
     const call = (kind: KeycloakCallKind, form?: string) =>
@@ -132,9 +134,37 @@ describe('Keycloak client layer: several nodes', () => {
     expect(error).toMatchObject({ status: 504, result: '504-11001' });
     expect(seen).toEqual([['grant', 'timeout']]);
     expect(other.requests).toBe(before);
-    // Taken out all the same: the next grant goes to the other node.
-    expect(calls.nodes.all.map((node) => node.state)).toEqual(['down', 'up']);
+    // Taken out all the same once its probe does not answer either: the next grant goes to the
+    // other node.
+    await expect.poll(() => calls.nodes.all.map((node) => node.state)).toEqual(['down', 'up']);
     expect((await call('grant', FORM)).value).toEqual({ status: 200, body: { n: 1 } });
+    calls.nodes.close();
+  });
+
+  it("a grant waits past the calls' timeout while its node answers its probe: busy, not down", async () => {
+    // Grants answered after 600 ms, the calls' timeout 200 ms, a grant's 2 s; probes at once.
+    healthy.behave = (socket, head) => {
+      if (head.startsWith('GET')) ok('{}')(socket);
+      else setTimeout(() => ok('{"n":0}')(socket), 600);
+    };
+    other.behave = ok('{"n":1}');
+    const { calls, seen, call } = layer([healthy.url, other.url], 200, 2000);
+    const probesBefore = healthy.requests;
+    expect((await call('grant', FORM)).value).toEqual({ status: 200, body: { n: 0 } });
+    expect(seen).toEqual([['grant', 'ok']]);
+    // Probed once (the grant and the probe: two requests), and still up.
+    expect(healthy.requests - probesBefore).toBe(2);
+    expect(calls.nodes.all.map((node) => node.state)).toEqual(['up', 'up']);
+    calls.nodes.close();
+  });
+
+  it('a grant on a node that does not answer its probe either is cut off then, not at its own bound', async () => {
+    healthy.behave = () => undefined;
+    const { calls, seen, call } = layer([healthy.url, other.url], 200, 60_000);
+    const { error } = await call('grant', FORM);
+    expect(error).toMatchObject({ status: 504, result: '504-11001' });
+    expect(seen).toEqual([['grant', 'timeout']]);
+    expect(calls.nodes.all[0]!.state).toBe('down');
     calls.nodes.close();
   });
 
@@ -153,17 +183,19 @@ describe('Keycloak client layer: several nodes', () => {
     'tries once only: two nodes failing answer with the second failure',
     { timeout: 20_000 },
     async () => {
-      healthy.behave = () => undefined;
-      other.behave = () => undefined;
-      const before = [healthy.requests, other.requests];
+      // The introspections each node got (its probes, GET, are not counted).
+      const posted = [0, 0];
+      healthy.behave = (_socket, head) => void (head.startsWith('POST') && posted[0]!++);
+      other.behave = (_socket, head) => void (head.startsWith('POST') && posted[1]!++);
       const { calls, seen, call } = layer([healthy.url, other.url], 200);
       expect((await call('introspection', FORM)).error).toMatchObject({ status: 504 });
       expect(seen).toEqual([['introspection', 'timeout']]);
-      expect(calls.nodes.all.map((node) => node.state)).toEqual(['down', 'down']);
+      // Each node's probe does not answer either.
+      await expect.poll(() => calls.nodes.all.map((node) => node.state)).toEqual(['down', 'down']);
       // A node counts a request when its bytes are read, which a loaded machine may put off until
       // after the client's timeout: wait for that event rather than read the count at once.
       await expect
-        .poll(() => [healthy.requests - before[0]!, other.requests - before[1]!], {
+        .poll(() => posted, {
           timeout: 10_000,
         })
         .toEqual([1, 1]);
