@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { ReadinessReport } from '../http/health.router.ts';
+import { every } from '../time/every.ts';
 import { createBatchAppender, type AuditEvent, type BatchMark } from './audit-batch.ts';
 
 export type { AuditEvent } from './audit-batch.ts';
@@ -56,11 +57,15 @@ export function createAuditWriter(deps: {
   const size = () => spool.length - first;
   const appender = createBatchAppender(db);
 
-  const timer = setInterval(() => {
-    logLosses();
-    void writeSpooled().catch(() => undefined);
-  }, deps.intervalMs);
-  timer.unref();
+  // A failed write is logged by writeBatches, once an outage; the next tick tries again.
+  const ticks = every(
+    deps.intervalMs,
+    () => {
+      logLosses();
+      return writeSpooled();
+    },
+    { onError: () => undefined },
+  );
 
   // Losses are logged once a tick, not once a request: a full spool must not flood the log too.
   let unlogged: { count: number; why: string } | undefined;
@@ -135,7 +140,8 @@ export function createAuditWriter(deps: {
       return Promise.resolve({ status, details });
     },
     async close(graceMs) {
-      clearInterval(timer);
+      // Not awaited: a write in progress is what flush waits for, within the grace.
+      void ticks.stop();
       let timeout: NodeJS.Timeout | undefined;
       const late = new Promise<void>((resolve) => (timeout = setTimeout(resolve, graceMs)));
       try {
