@@ -1,11 +1,5 @@
 import type { Knex } from 'knex';
-import {
-  canonicalFrom,
-  canonicalPartsOf,
-  GENESIS_HASH,
-  sha256Hex,
-  type AuditRecord,
-} from './audit-chain.ts';
+import { canonicalOf, GENESIS_HASH, sha256Hex, type AuditRecord } from './audit-chain.ts';
 import { AUDIT_TABLE, batchRowOf, HEADS_TABLE, INSERT_BATCH } from './audit-rows.ts';
 
 /**
@@ -17,39 +11,6 @@ export type AuditEvent = Omit<AuditRecord, 'seq' | 'at' | 'prevHash' | 'hash' | 
   atMs: number;
   tokenId?: string | undefined;
 };
-
-/**
- * A record as it waits in the writer's spool: what its canonical form holds from the start,
- * already serialised (audit-chain.ts `canonicalPartsOf`), beside what the log gives it later.
- * Two texts instead of an object of 25 fields: a record lives up to a batch interval in the
- * spool, long enough to outlive the young generation, and each field would then be copied
- * into the old one and kept alive there with the request's strings it points to.
- */
-export interface SpooledRecord {
-  org: string;
-  atMs: number;
-  tokenId: string | undefined;
-  before: string;
-  after: string;
-}
-
-/** The spooled form of a record, made when it is recorded (audit-writer.ts). */
-export function spooledOf(event: AuditEvent): SpooledRecord {
-  let parts = canonicalPartsOf(event);
-  let org = event.org;
-  // JSON writes a NUL or a lone surrogate only as a `\u` escape: without one, the record is
-  // stored exactly as hashed (the rare text with one is cleaned and serialised again).
-  if (
-    parts.before.includes('\\u') ||
-    parts.after.includes('\\u') ||
-    JSON.stringify(org).includes('\\u')
-  ) {
-    const clean = storable(event);
-    parts = canonicalPartsOf(clean);
-    org = clean.org;
-  }
-  return { org, atMs: event.atMs, tokenId: event.tokenId, ...parts };
-}
 
 /**
  * Where an attempt put the last record of a batch's first log: after an error that may have
@@ -72,7 +33,7 @@ export interface BatchAppender {
    * `attempting` is told this attempt's mark before it commits.
    */
   append(
-    batch: readonly SpooledRecord[],
+    batch: readonly AuditEvent[],
     unclear: BatchMark | undefined,
     attempting: (mark: BatchMark) => void,
   ): Promise<void>;
@@ -83,7 +44,7 @@ export function createBatchAppender(db: Knex): BatchAppender {
   const rows = createRowMaker();
   return {
     async append(batch, unclear, attempting) {
-      const byLog = new Map<string, SpooledRecord[]>();
+      const byLog = new Map<string, AuditEvent[]>();
       for (const event of batch) {
         const log = byLog.get(event.org);
         if (log) log.push(event);
@@ -113,7 +74,7 @@ async function isThere(trx: Knex.Transaction, mark: BatchMark): Promise<boolean>
 async function appendToLog(
   trx: Knex.Transaction,
   org: string,
-  events: SpooledRecord[],
+  events: AuditEvent[],
   rowMaker: RowMaker,
 ): Promise<{ seq: number; hash: string }> {
   await trx(HEADS_TABLE).insert({ org, seq: 0, hash: GENESIS_HASH }).onConflict('org').ignore();
@@ -138,10 +99,9 @@ type RowMaker = ReturnType<typeof createRowMaker>;
 
 /**
  * Makes a record's row of a batch (audit-rows.ts `batchRowOf`) and its hash. The work per
- * record is off the request path but still the gateway's CPU: a record is serialised once, when
- * spooled (its canonical form, joined from that, is both hashed and sent), a token's `jti` is
- * hashed once however many calls it makes, and one time text serves the records of one
- * millisecond.
+ * record is off the request path but still the gateway's CPU: a record is serialised once (its
+ * canonical form is both hashed and sent), a token's `jti` is hashed once however many calls it
+ * makes, and one time text serves the records of one millisecond.
  */
 function createRowMaker() {
   const jtiHashes = new Map<string, string>();
@@ -158,21 +118,44 @@ function createRowMaker() {
     return hashed;
   };
   return {
-    rowOf(record: SpooledRecord, seq: number, prevHash: string) {
-      if (record.atMs !== lastMs) {
-        lastMs = record.atMs;
+    rowOf(event: AuditEvent, seq: number, prevHash: string) {
+      if (event.atMs !== lastMs) {
+        lastMs = event.atMs;
         lastAt = new Date(lastMs).toISOString();
       }
-      const canonical = canonicalFrom(
-        {
-          org: record.org,
-          seq,
-          at: lastAt,
-          jtiSha256: record.tokenId === undefined ? null : jtiSha256(record.tokenId),
-          prevHash,
-        },
-        record,
-      );
+      let record: Omit<AuditRecord, 'hash'> = {
+        org: event.org,
+        seq,
+        at: lastAt,
+        action: event.action,
+        outcome: event.outcome,
+        actorRealm: event.actorRealm,
+        actorId: event.actorId,
+        actorName: event.actorName,
+        credential: event.credential,
+        clientId: event.clientId,
+        jobCredential: event.jobCredential,
+        jtiSha256: event.tokenId === undefined ? null : jtiSha256(event.tokenId),
+        jkt: event.jkt,
+        method: event.method,
+        route: event.route,
+        path: event.path,
+        workspace: event.workspace,
+        status: event.status,
+        result: event.result,
+        reason: event.reason,
+        address: event.address,
+        requestId: event.requestId,
+        details: event.details,
+        prevHash,
+      };
+      let canonical = canonicalOf(record);
+      // JSON writes a NUL or a lone surrogate only as a `\u` escape: without one, the record is
+      // stored exactly as hashed (the rare text with one is cleaned and serialised again).
+      if (canonical.includes('\\u')) {
+        record = storable(record);
+        canonical = canonicalOf(record);
+      }
       const hash = sha256Hex(canonical);
       return { hash, text: batchRowOf(hash, canonical) };
     },

@@ -98,48 +98,6 @@ export function canonicalOf(record: Omit<AuditRecord, 'hash'>): string {
   return JSON.stringify(values);
 }
 
-/** The fields of the canonical form between `at` and `jtiSha256`, and between it and `details`. */
-const BEFORE_JTI = HASHED.slice(3, HASHED.indexOf('jtiSha256')) as (keyof CanonicalFields)[];
-const AFTER_JTI = HASHED.slice(HASHED.indexOf('jtiSha256') + 1) as (keyof CanonicalFields)[];
-
-/** What a record's canonical form holds that is fixed when it is recorded (`canonicalFrom`). */
-export type CanonicalFields = Omit<
-  AuditRecord,
-  'org' | 'seq' | 'at' | 'jtiSha256' | 'prevHash' | 'hash'
->;
-
-/**
- * The canonical form's elements known when a record is made, already serialised: those from
- * `action` to `jobCredential` (`before`) and from `jkt` to the details (`after`), each as JSON
- * array elements without the brackets. A writer keeps a record waiting as these two texts, and
- * makes its canonical form with `canonicalFrom` once it has its place in the log.
- */
-export function canonicalPartsOf(fields: CanonicalFields): { before: string; after: string } {
-  const before: unknown[] = [];
-  for (const field of BEFORE_JTI) before.push(fields[field]);
-  const after: unknown[] = [];
-  for (const field of AFTER_JTI) after.push(fields[field]);
-  const names = Object.keys(fields.details);
-  after.push(names.length === 0 ? names : names.sort().map((n) => [n, fields.details[n]]));
-  return { before: JSON.stringify(before).slice(1, -1), after: JSON.stringify(after).slice(1, -1) };
-}
-
-/**
- * `canonicalOf` of a record from its parts (`canonicalPartsOf`) and its place in the log: the
- * same text, character for character (test/unit/audit/audit-chain.test.ts), made by joining.
- * `at`, `jtiSha256` and `prevHash` are ISO time and hex: JSON writes them as they are.
- */
-export function canonicalFrom(
-  place: Pick<AuditRecord, 'org' | 'seq' | 'at' | 'jtiSha256' | 'prevHash'>,
-  parts: { before: string; after: string },
-): string {
-  const jti = place.jtiSha256 === null ? 'null' : `"${place.jtiSha256}"`;
-  return (
-    `["v1",${JSON.stringify(place.org)},${place.seq},"${place.at}",` +
-    `${parts.before},${jti},${parts.after},"${place.prevHash}"]`
-  );
-}
-
 /** SHA-256 (hex) of a text: Node's one-shot `hash` where it has it (20.12 on), half the cost. */
 export const sha256Hex: (text: string) => string =
   typeof crypto.hash === 'function'

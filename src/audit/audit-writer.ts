@@ -2,13 +2,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { ReadinessReport } from '../http/health.router.ts';
 import { every } from '../time/every.ts';
-import {
-  createBatchAppender,
-  spooledOf,
-  type AuditEvent,
-  type BatchMark,
-  type SpooledRecord,
-} from './audit-batch.ts';
+import { createBatchAppender, type AuditEvent, type BatchMark } from './audit-batch.ts';
 
 export type { AuditEvent } from './audit-batch.ts';
 
@@ -52,7 +46,7 @@ export function createAuditWriter(deps: {
   const { db, logger, metrics, spoolMax, batchMax } = deps;
   // A queue as an array and the index of its first: shifting 100,000 records one by one would
   // copy them every time.
-  let spool: SpooledRecord[] = [];
+  let spool: AuditEvent[] = [];
   let first = 0;
   let lost = 0;
   let writing: Promise<void> | undefined;
@@ -132,7 +126,7 @@ export function createAuditWriter(deps: {
         lose(1, closed ? 'recorded after shutdown' : 'the spool is full');
         return;
       }
-      spool.push(spooledOf(event));
+      spool.push(event);
       if (size() === batchMax && !writing) void writeSpooled().catch(() => undefined);
     },
     async flush() {
