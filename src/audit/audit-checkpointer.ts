@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { toIsoTimestamp } from '../db/column-values.ts';
 import type { Clock } from '../time/clock.ts';
+import { every, type Periodic } from '../time/every.ts';
 import type { Checkpoint, CheckpointSigner } from './audit-checkpoints.ts';
 import { AUDIT_TABLE, HEADS_TABLE } from './audit-rows.ts';
 
@@ -116,23 +117,15 @@ export function createCheckpointer(deps: {
   };
 }
 
-/** Runs `checkpointDue` every `intervalMs` until closed; a failure is logged and tried again. */
+/** Runs `checkpointDue` every `intervalMs` until stopped; a failure is logged and tried again. */
 export function scheduleCheckpoints(
   checkpointer: Checkpointer,
   intervalMs: number,
   logger: Logger,
-): { close(): void } {
-  let running = false;
-  const timer = setInterval(() => {
-    if (running) return;
-    running = true;
-    checkpointer
-      .checkpointDue()
-      .catch((err: unknown) => logger.warn({ err }, 'audit log: checkpoint failed; next time'))
-      .finally(() => (running = false));
-  }, intervalMs);
-  timer.unref();
-  return { close: () => clearInterval(timer) };
+): Periodic {
+  return every(intervalMs, () => checkpointer.checkpointDue(), {
+    onError: (err) => logger.warn({ err }, 'audit log: checkpoint failed; next time'),
+  });
 }
 
 /** A checkpoint as a row of `audit_checkpoints` holds it. */

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Clock } from '../time/clock.ts';
+import { every, type Periodic } from '../time/every.ts';
 import { CHECKPOINTS_TABLE } from './audit-checkpointer.ts';
 import { AUDIT_TABLE, HEADS_TABLE } from './audit-rows.ts';
 
@@ -89,30 +90,20 @@ export async function pruneAuditLog(
   return removed;
 }
 
-/** Prunes every `intervalMs` (the first time soon after start); any replica may, at once. */
+/** Prunes every `intervalMs` (the first time a minute after start); any replica may, at once. */
 export function scheduleRetention(deps: {
   db: Knex;
   bounds: RetentionBounds;
   clock: Clock;
   intervalMs: number;
   logger: Logger;
-}): { close(): void } {
-  const prune = () => {
-    pruneAuditLog(deps.db, deps.bounds, deps.clock).then(
-      (removed) => {
-        if (removed > 0) deps.logger.info({ removed }, 'audit log: pruned');
-      },
-      (err: unknown) => deps.logger.warn({ err }, 'audit log: pruning failed; next time'),
-    );
+}): Periodic {
+  const prune = async () => {
+    const removed = await pruneAuditLog(deps.db, deps.bounds, deps.clock);
+    if (removed > 0) deps.logger.info({ removed }, 'audit log: pruned');
   };
-  const first = setTimeout(prune, 60_000);
-  const timer = setInterval(prune, deps.intervalMs);
-  first.unref();
-  timer.unref();
-  return {
-    close() {
-      clearTimeout(first);
-      clearInterval(timer);
-    },
-  };
+  return every(deps.intervalMs, prune, {
+    firstMs: 60_000,
+    onError: (err) => deps.logger.warn({ err }, 'audit log: pruning failed; next time'),
+  });
 }

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { ReadinessReport } from '../http/health.router.ts';
+import { every } from '../time/every.ts';
 import { createBatchAppender, type AuditEvent, type BatchMark } from './audit-batch.ts';
 
 export type { AuditEvent } from './audit-batch.ts';
@@ -56,11 +57,15 @@ export function createAuditWriter(deps: {
   const size = () => spool.length - first;
   const appender = createBatchAppender(db);
 
-  const timer = setInterval(() => {
-    logLosses();
-    void writeSpooled().catch(() => undefined);
-  }, deps.intervalMs);
-  timer.unref();
+  // A failed write is logged by writeBatches, once an outage; the next tick tries again.
+  const ticks = every(
+    deps.intervalMs,
+    () => {
+      logLosses();
+      return writeSpooled();
+    },
+    { onError: () => undefined },
+  );
 
   // Losses are logged once a tick, not once a request: a full spool must not flood the log too.
   let unlogged: { count: number; why: string } | undefined;
@@ -79,18 +84,33 @@ export function createAuditWriter(deps: {
     unlogged = undefined;
   }
 
-  /** Writes batches until the spool is empty; one run at a time. */
-  function writeSpooled(): Promise<void> {
+  /**
+   * Writes the records spooled until now, in batches; one run at a time. Records that come
+   * while it runs wait for a full batch or the next tick: chasing them would write a train of
+   * small batches after each full one, each a transaction of five statements through knex,
+   * which the gateway pays for per batch (bench/results.md, "The audit log's cost").
+   */
+  function writeSpooled(count = size()): Promise<void> {
     if (writing) return writing;
-    if (size() === 0) return Promise.resolve();
-    // `finally` runs after the assignment: the run is known while it lasts.
-    writing = writeBatches().finally(() => (writing = undefined));
-    return writing;
+    if (count === 0) return Promise.resolve();
+    const run = writeBatches(count).finally(() => (writing = undefined));
+    writing = run;
+    // Full batches that came meanwhile are written at once (not after a failure: the tick
+    // retries).
+    run.then(
+      () => {
+        const full = size() - (size() % batchMax);
+        if (full > 0) void writeSpooled(full).catch(() => undefined);
+      },
+      () => undefined,
+    );
+    return run;
   }
 
-  async function writeBatches(): Promise<void> {
-    while (size() > 0) {
-      const batch = spool.slice(first, first + (unclear?.records ?? batchMax));
+  /** Writes the first `count` records of the spool. */
+  async function writeBatches(count: number): Promise<void> {
+    for (let left = count; left > 0;) {
+      const batch = spool.slice(first, first + (unclear?.records ?? Math.min(batchMax, left)));
       let attempted: BatchMark | undefined;
       try {
         await appender.append(batch, unclear, (mark) => (attempted = mark));
@@ -107,6 +127,7 @@ export function createAuditWriter(deps: {
       if (failing !== undefined) logger.info({ spooled: size() }, 'audit log: writing again');
       failing = undefined;
       first += batch.length;
+      left -= batch.length;
       metrics.auditRecords('written', batch.length);
       if (first > 1024 && first * 2 > spool.length) {
         spool = spool.slice(first);
@@ -125,8 +146,9 @@ export function createAuditWriter(deps: {
       if (size() === batchMax && !writing) void writeSpooled().catch(() => undefined);
     },
     async flush() {
-      // A run in progress may have started before the last records came: run once more.
-      await writing?.catch(() => undefined);
+      // Runs in progress (one may follow another with the full batches that came meanwhile)
+      // may have started before the last records came: then one more, of everything.
+      while (writing) await writing.catch(() => undefined);
       await writeSpooled();
     },
     readiness() {
@@ -135,7 +157,8 @@ export function createAuditWriter(deps: {
       return Promise.resolve({ status, details });
     },
     async close(graceMs) {
-      clearInterval(timer);
+      // Not awaited: a write in progress is what flush waits for, within the grace.
+      void ticks.stop();
       let timeout: NodeJS.Timeout | undefined;
       const late = new Promise<void>((resolve) => (timeout = setTimeout(resolve, graceMs)));
       try {

@@ -86,9 +86,13 @@ export async function buildAuditLog(
     signatures: config.AUDIT_LOG_ENABLED ? { keys, ...storedCheckpoints(shared.db) } : undefined,
     retention: { choices: createRetentionChoices(shared.db), bounds: retentionBoundsOf(config) },
   };
-  // Downloads serve what the log holds, written or not by this process (as reading does).
+  // Downloads serve what the log holds, written or not by this process (as reading does), also
+  // while the log is off; only the poll for jobs other replicas left is the log's.
   const jobs = createDownloadJobs(shared.db, clock, shared.logger);
-  const runner = runDownloadJobs(jobs, { intervalMs: DOWNLOAD_POLL_MS, logger: shared.logger });
+  const runner = runDownloadJobs(jobs, {
+    pollMs: config.AUDIT_LOG_ENABLED ? DOWNLOAD_POLL_MS : undefined,
+    logger: shared.logger,
+  });
   const downloads: AuditDownloadService = { ...service, jobs, kick: () => runner.kick() };
   if (!config.AUDIT_LOG_ENABLED) {
     return {
@@ -98,10 +102,7 @@ export async function buildAuditLog(
       downloads,
       keys: auditKeysRouter(keys),
       writer: undefined,
-      close: () => {
-        runner.close();
-        return Promise.resolve();
-      },
+      close: () => runner.close(),
     };
   }
   const writer = createAuditWriter({
@@ -178,10 +179,11 @@ export async function buildAuditLog(
     keys: auditKeysRouter(keys),
     writer,
     close: async (graceMs) => {
-      retention.close();
-      checkpoints.close();
-      runner.close();
-      await keycloakEvents.close();
+      // Not awaited: a prune or a checkpoint in progress ends on its own (or with the pool).
+      void retention.stop();
+      void checkpoints.stop();
+      await runner.close();
+      await keycloakEvents.stop();
       await writer.close(graceMs);
       await otel?.close();
     },

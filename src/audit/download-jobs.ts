@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { toIsoTimestamp } from '../db/column-values.ts';
 import { AppError } from '../envelope/errors.ts';
 import type { Clock } from '../time/clock.ts';
+import { every } from '../time/every.ts';
 import { AUDIT_TABLE } from './audit-rows.ts';
 import type { DownloadJob, DownloadState } from './download-jobs.schemas.ts';
 
@@ -205,23 +206,30 @@ export function createDownloadJobs(db: Knex, clock: Clock, logger: Logger): Down
 }
 
 /**
- * Every replica's runner: a job is run at once by the replica that took it (`kick`), and a job
- * whose replica went before running it by whichever replica looks next (every `intervalMs`).
+ * A replica's runner: a job is run at once by the replica that took it (`kick`, which first
+ * sweeps: expired jobs go, a run whose replica went away is failed), and, with `pollMs`, a job
+ * whose replica went before running it by whichever replica looks next. Without `pollMs` (the
+ * audit log off) nothing runs in the background: jobs are still run and swept when one is
+ * started.
  */
 export function runDownloadJobs(
   jobs: DownloadJobs,
-  options: { intervalMs: number; logger: Logger },
-): { kick(): void; close(): void } {
+  options: { pollMs: number | undefined; logger: Logger },
+): { kick(): void; close(): Promise<void> } {
+  const { logger } = options;
   let running: Promise<void> | undefined;
   let again = false;
+  const runOnce = async () => {
+    await jobs.sweep().catch((err: unknown) => logger.warn({ err }, 'audit download sweep failed'));
+    await jobs.runWaiting();
+  };
   const kick = () => {
     if (running) {
       again = true;
       return;
     }
-    running = jobs
-      .runWaiting()
-      .catch((err: unknown) => options.logger.warn({ err }, 'audit download jobs not run'))
+    running = runOnce()
+      .catch((err: unknown) => logger.warn({ err }, 'audit download jobs not run'))
       .finally(() => {
         running = undefined;
         if (again) {
@@ -230,12 +238,17 @@ export function runDownloadJobs(
         }
       });
   };
-  const timer = setInterval(() => {
-    kick();
-    jobs
-      .sweep()
-      .catch((err: unknown) => options.logger.warn({ err }, 'audit download sweep failed'));
-  }, options.intervalMs);
-  timer.unref();
-  return { kick, close: () => clearInterval(timer) };
+  // kick reports its own failures.
+  const poll =
+    options.pollMs === undefined
+      ? undefined
+      : every(
+          options.pollMs,
+          () => {
+            kick();
+            return running ?? Promise.resolve();
+          },
+          { onError: () => undefined },
+        );
+  return { kick, close: async () => poll?.stop() };
 }

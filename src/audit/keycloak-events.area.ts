@@ -7,13 +7,10 @@ import type { KeycloakArea } from '../keycloak/keycloak.area.ts';
 import type { Tenants } from '../platform/platform.area.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { Clock } from '../time/clock.ts';
+import { every, type Periodic } from '../time/every.ts';
 import type { AuditWriter } from './audit-writer.ts';
 import { createKeycloakEventCursors } from './keycloak-event-cursors.ts';
-import {
-  createKeycloakEventPull,
-  type KeycloakEventMetrics,
-  type KeycloakEventPull,
-} from './keycloak-event-pull.ts';
+import { createKeycloakEventPull, type KeycloakEventMetrics } from './keycloak-event-pull.ts';
 import { createKeycloakEventSource } from './keycloak-event-source.ts';
 
 /**
@@ -33,9 +30,9 @@ export function pullKeycloakEvents(
   tenants: Pick<Tenants, 'organizationsRepo'>,
   keycloak: Pick<KeycloakArea, 'calls' | 'adminSession'>,
   writer: Pick<AuditWriter, 'record' | 'flush'>,
-): { close(): Promise<void> } {
+): Periodic {
   const seconds = shared.config.AUDIT_KEYCLOAK_EVENTS_SECONDS;
-  if (seconds === 0) return { close: async () => {} };
+  if (seconds === 0) return { stop: () => Promise.resolve() };
   const pull = createKeycloakEventPull({
     source: createKeycloakEventSource({
       ...keycloak,
@@ -52,35 +49,6 @@ export function pullKeycloakEvents(
     logger: shared.logger,
     metrics: shared.metrics,
   });
-  return scheduleKeycloakEventPull(pull, seconds * 1000);
-}
-
-/**
- * Runs `pull.pullAll()` every `intervalMs`, one run at a time; `close` stops it and waits for
- * the run in progress.
- */
-function scheduleKeycloakEventPull(
-  pull: Pick<KeycloakEventPull, 'pullAll'>,
-  intervalMs: number,
-): { close(): Promise<void> } {
-  let running: Promise<void> | undefined;
-  let closed = false;
-  let timer: NodeJS.Timeout | undefined;
-  const next = () => {
-    timer = setTimeout(() => {
-      running = pull.pullAll().finally(() => {
-        running = undefined;
-        if (!closed) next();
-      });
-    }, intervalMs);
-    timer.unref();
-  };
-  next();
-  return {
-    async close() {
-      closed = true;
-      clearTimeout(timer);
-      await running;
-    },
-  };
+  // pullAll counts and logs its own failures.
+  return every(seconds * 1000, () => pull.pullAll(), { onError: () => undefined });
 }

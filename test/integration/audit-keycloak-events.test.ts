@@ -289,7 +289,7 @@ describe('audit log: Keycloak events', () => {
       expect((await signIn(keeper)).status).toBe(200);
       await expect.poll(async () => (await keycloakRecords()).length, EVENTUALLY).toBe(count + 1);
     } finally {
-      await pulls.close();
+      await pulls.stop();
     }
   });
 });

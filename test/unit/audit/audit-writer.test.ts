@@ -1,11 +1,12 @@
 import knex, { type Knex } from 'knex';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { verifyChain } from '../../../src/audit/audit-chain.ts';
 import { recordOf, type AuditRow } from '../../../src/audit/audit-rows.ts';
 import { createAuditWriter, type AuditEvent } from '../../../src/audit/audit-writer.ts';
 import { createLogger } from '../../../src/http/logger.ts';
 import { apiEvent } from '../../helpers/audit-records.ts';
 import { openEmbeddedDatabase } from '../../helpers/embedded-db.ts';
+import { EVENTUALLY } from '../../helpers/eventually.ts';
 
 function event(org: string, n: number): AuditEvent {
   return apiEvent(org, Date.UTC(2026, 10, 1) + n, {
@@ -62,6 +63,47 @@ describe('the audit writer', () => {
     // The token's jti is kept as its SHA-256 only.
     expect(first.jtiSha256).toMatch(/^[0-9a-f]{64}$/);
     expect(JSON.stringify(first)).not.toContain('jti-1');
+    await writer.close(1000);
+  });
+
+  it('writes what came during a batch once it makes full batches, the rest at the tick or flush', async () => {
+    // Each transaction waits until the test lets it go.
+    const waiting: (() => void)[] = [];
+    const held = new Proxy(db, {
+      get(target, name, receiver) {
+        if (name !== 'transaction') return Reflect.get(target, name, receiver) as unknown;
+        return async (work: (trx: Knex.Transaction) => Promise<unknown>) => {
+          await new Promise<void>((go) => waiting.push(go));
+          return target.transaction(work);
+        };
+      },
+    });
+    const batches: number[] = [];
+    const writer = createAuditWriter({
+      db: held,
+      logger,
+      metrics: { auditRecords: (outcome, n) => outcome === 'written' && batches.push(n) },
+      spoolMax: 1000,
+      batchMax: 10,
+      intervalMs: 60_000,
+    });
+    const letOneGo = async () => {
+      await vi.waitFor(() => expect(waiting).toHaveLength(1), EVENTUALLY);
+      waiting.shift()!();
+    };
+    // A full batch starts a write; 23 more come while it waits.
+    for (let n = 1; n <= 33; n++) writer.record(event('trains', n));
+    await letOneGo();
+    await vi.waitFor(() => expect(batches).toEqual([10]), EVENTUALLY);
+    // The two full batches among them follow; the last three wait.
+    await letOneGo();
+    await letOneGo();
+    await vi.waitFor(() => expect(batches).toEqual([10, 10, 10]), EVENTUALLY);
+    expect((await writer.readiness()).details).toMatchObject({ spooled: 3 });
+    const flushed = writer.flush();
+    await letOneGo();
+    await flushed;
+    expect(batches).toEqual([10, 10, 10, 3]);
     await writer.close(1000);
   });
 

@@ -1,9 +1,13 @@
 import type { Knex } from 'knex';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { verifyChain, type AuditRecord } from '../../../src/audit/audit-chain.ts';
 import { jsonLine } from '../../../src/audit/audit-export.ts';
 import { createAuditLogRepo } from '../../../src/audit/audit-log.repo.ts';
-import { createDownloadJobs } from '../../../src/audit/download-jobs.ts';
+import {
+  createDownloadJobs,
+  runDownloadJobs,
+  type DownloadJobs,
+} from '../../../src/audit/download-jobs.ts';
 import { rangeOf } from '../../../src/audit/download-jobs.schemas.ts';
 import { zipOfOne } from '../../../src/audit/download-zip.ts';
 import { createLogger } from '../../../src/http/logger.ts';
@@ -164,5 +168,41 @@ describe('audit download jobs', () => {
       'ts_from: no such date',
     );
     expect(range('2024-02-29 00:00:00', '2024-02-29 23:59:59').fromMs).toBe(Date.UTC(2024, 1, 29));
+  });
+});
+
+describe('the download jobs runner', () => {
+  afterEach(() => vi.useRealTimers());
+
+  const countingJobs = () => {
+    const calls: string[] = [];
+    const jobs = {
+      sweep: () => (calls.push('sweep'), Promise.resolve()),
+      runWaiting: () => (calls.push('run'), Promise.resolve()),
+    } as Pick<DownloadJobs, 'sweep' | 'runWaiting'> as DownloadJobs;
+    return { calls, jobs };
+  };
+
+  it('without a poll (the audit log off) keeps no timer; a started job is swept and run', async () => {
+    vi.useFakeTimers();
+    const { calls, jobs } = countingJobs();
+    const runner = runDownloadJobs(jobs, { pollMs: undefined, logger });
+    expect(vi.getTimerCount()).toBe(0);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(calls).toEqual([]);
+    runner.kick();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(calls).toEqual(['sweep', 'run']);
+    await runner.close();
+  });
+
+  it('with a poll, looks every interval until closed', async () => {
+    vi.useFakeTimers();
+    const { calls, jobs } = countingJobs();
+    const runner = runDownloadJobs(jobs, { pollMs: 5000, logger });
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(calls).toEqual(['sweep', 'run', 'sweep', 'run']);
+    await runner.close();
+    expect(vi.getTimerCount()).toBe(0);
   });
 });
