@@ -26,7 +26,20 @@ export function readArgs<T extends Record<string, Arg>>(argv: string[], defaults
   const options = Object.fromEntries(
     Object.entries(defaults).map(([k, v]) => [k, { type: kind(v) }]),
   );
-  const { values } = parseArgs({ args: argv, options });
+  let values: Record<string, Arg | undefined>;
+  try {
+    values = parseArgs({ args: argv, options }).values;
+  } catch (err) {
+    // `--help` too: the options and their defaults rather than a stack trace.
+    const usage = Object.entries(defaults).map(
+      ([k, v]) => `  --${k}${v === false ? '' : ` (${String(v)})`}`,
+    );
+    const asked = argv.includes('--help');
+    (asked ? console.log : console.error)(
+      [...(asked ? [] : [(err as Error).message]), 'options (default):', ...usage].join('\n'),
+    );
+    process.exit(asked ? 0 : 2);
+  }
   const read = ([name, fallback]: [string, Arg]) => {
     const given = values[name];
     if (given === undefined || typeof fallback !== 'number') return [name, given ?? fallback];
