@@ -9,12 +9,12 @@ import {
   type LocalKeycloakCluster,
 } from '../../keycloak/cluster.ts';
 import { loginAsBootstrapAdmin } from '../../src/keycloak/admin-client.ts';
-import { createLogger } from '../../src/http/logger.ts';
 import { ensureUser } from '../../src/demo/ensure-user.ts';
 import { basicAuth } from '../helpers/api.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { onPostgresServer } from '../helpers/postgres-server.ts';
+import { recordNodeChanges } from '../helpers/node-changes.ts';
 
 /*
  * A gateway in front of a two-node Keycloak cluster (KEYCLOAK_URL lists both), on a PostgreSQL
@@ -35,16 +35,8 @@ const CLIENT = '_platform-api';
 
 let cluster: LocalKeycloakCluster | undefined;
 let replica: Replica | undefined;
-/** The replica's log lines about node states, e.g. `0 down: /auth proxy: unreachable`. */
-const nodeChanges: string[] = [];
-const logger = createLogger('info', {
-  write(line: string) {
-    const entry = JSON.parse(line) as { msg?: string; keycloakNode?: number; reason?: string };
-    if (entry.msg?.startsWith('Keycloak node')) {
-      nodeChanges.push(`${entry.keycloakNode} ${entry.msg.slice(14)}: ${entry.reason}`);
-    }
-  },
-});
+/** The replica's log lines about node states. */
+const { logger, nodeChanges } = recordNodeChanges();
 
 interface User {
   username: string;

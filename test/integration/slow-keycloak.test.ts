@@ -6,7 +6,7 @@ import { startKeycloakFront, type KeycloakFront } from '../helpers/keycloak-fron
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
-import { createLogger } from '../../src/http/logger.ts';
+import { recordNodeChanges } from '../helpers/node-changes.ts';
 
 /** The token endpoint, whose answers the fronts hold: a Keycloak busy hashing passwords. */
 const TOKEN = /\/protocol\/openid-connect\/token$/;
@@ -25,16 +25,8 @@ describe('logins behind a slow Keycloak', () => {
   const fronts: KeycloakFront[] = [];
   let replica: Replica;
   let org: string;
-  /** The replica's log lines about node states, e.g. `1 down: grant call: ...`. */
-  const nodeChanges: string[] = [];
-  const logger = createLogger('info', {
-    write(line: string) {
-      const entry = JSON.parse(line) as { msg?: string; keycloakNode?: number; reason?: string };
-      if (entry.msg?.startsWith('Keycloak node')) {
-        nodeChanges.push(`${entry.keycloakNode} ${entry.msg.slice(14)}: ${entry.reason}`);
-      }
-    },
-  });
+  /** The replica's log lines about node states. */
+  const { logger, nodeChanges } = recordNodeChanges();
 
   beforeAll(async () => {
     org = await createOrganization(['ws1']);
