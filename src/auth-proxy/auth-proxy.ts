@@ -91,9 +91,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
       failed: (err) => {
         const failure = failureOf(err);
         if (several && failure !== 'bad_answer') {
-          // A timeout may be a busy node: its probe decides (keycloak-nodes.ts `slow`).
-          if (failure === 'timeout') void nodes.slow(node, '/auth proxy: timeout');
-          else nodes.failed(node, `/auth proxy: ${failure}`);
+          nodes.callFailed(node, failure, '/auth proxy');
           const again = !retried && !res.headersSent && failedBeforeSending(err) && replayable(req);
           const next = again ? nodes.other(node) : undefined;
           if (next) {

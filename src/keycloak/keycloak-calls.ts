@@ -160,8 +160,7 @@ export function createKeycloakCalls(
     safe: boolean,
   ): KeycloakNode | undefined {
     if (failure === 'bad_answer') return undefined;
-    if (failure === 'timeout') void nodes.slow(node, `${kind} call: timeout`);
-    else nodes.failed(node, `${kind} call: ${failure}`);
+    nodes.callFailed(node, failure, `${kind} call`);
     return several && (safe || failedBeforeSending(err)) ? nodes.other(node) : undefined;
   }
 

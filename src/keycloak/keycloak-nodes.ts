@@ -1,3 +1,4 @@
+import type { KeycloakFailure } from './keycloak-failures.ts';
 import { checkKeycloak } from './keycloak-probe.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 
@@ -33,6 +34,12 @@ export interface KeycloakNodes {
    * state then. A busy node answers its cheap probe and stays in rotation.
    */
   slow(node: KeycloakNode, reason: string): Promise<NodeState>;
+  /**
+   * A call to `node` (made by `caller`, e.g. `/auth proxy`) ended with `failure`: the one place
+   * that decides what that says of the node. Unreachable: `failed`. A timeout may be a busy
+   * node, so it is probed (`slow`). A bad answer came from a node that is up.
+   */
+  callFailed(node: KeycloakNode, failure: KeycloakFailure, caller: string): void;
   /** `node` answered: it is up (a no-op unless it was down). */
   answered(node: KeycloakNode): void;
   /**
@@ -136,6 +143,16 @@ export function createKeycloakNodes(options: KeycloakNodesOptions): KeycloakNode
     return node.probing;
   }
 
+  function failed(node: KeycloakNode, reason: string): void {
+    change(nodes[node.index]!, 'down', reason);
+  }
+
+  async function slow(node: KeycloakNode, reason: string): Promise<NodeState> {
+    const record = nodes[node.index]!;
+    await probeNode(record, `${reason}, then `);
+    return record.state;
+  }
+
   return {
     all: nodes,
     pick() {
@@ -158,13 +175,11 @@ export function createKeycloakNodes(options: KeycloakNodesOptions): KeycloakNode
       }
       return undefined;
     },
-    failed(node, reason) {
-      change(nodes[node.index]!, 'down', reason);
-    },
-    async slow(node, reason) {
-      const record = nodes[node.index]!;
-      await probeNode(record, `${reason}, then `);
-      return record.state;
+    failed,
+    slow,
+    callFailed(node, failure, caller) {
+      if (failure === 'timeout') void slow(node, `${caller}: timeout`);
+      else if (failure === 'unreachable') failed(node, `${caller}: ${failure}`);
     },
     get reached() {
       return reached;

@@ -109,6 +109,24 @@ describe('Keycloak nodes: selection and state', () => {
     nodes.close();
   });
 
+  it("decides once what a failed call says of its node: unreachable is down, a timeout is probed, a bad answer nothing", async () => {
+    const { nodes, changes, probed } = nodesOf(URLS, new Set([URLS[1]!]));
+    const [a, b, c] = nodes.all as [KeycloakNode, KeycloakNode, KeycloakNode];
+    nodes.callFailed(a, 'bad_answer', 'grant call');
+    nodes.callFailed(a, 'unreachable', 'grant call');
+    // A busy node answers its probe and stays in; a hung one fails it and goes out.
+    nodes.callFailed(b, 'timeout', '/auth proxy');
+    nodes.callFailed(c, 'timeout', 'admin call');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(probed).toEqual([URLS[1], URLS[2]]);
+    expect([a.state, b.state, c.state]).toEqual(['down', 'up', 'down']);
+    expect(changes).toEqual([
+      '0 down: grant call: unreachable',
+      '2 down: admin call: timeout, then probe failed: refused',
+    ]);
+    nodes.close();
+  });
+
   it('check() probes every node and returns their states', async () => {
     const { nodes, probed } = nodesOf(URLS, new Set([URLS[1]!]));
     const states = await nodes.check();
