@@ -5,7 +5,6 @@ import {
   type Server,
   type ServerResponse,
 } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { PassThrough, Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -14,6 +13,7 @@ import type { CliIo } from '../../../src/cli/io.ts';
 import { runCli } from '../../../src/cli/main.ts';
 import { VERSION } from '../../../src/release/version.ts';
 import { capturingIo, piped } from '../../helpers/cli-io.ts';
+import { closeServers, listenLocally, refusingBaseUrl } from '../../helpers/local-server.ts';
 
 /**
  * A stand-in for the gateway's HTTP API: records what the CLI sends and answers with whatever
@@ -60,13 +60,11 @@ beforeAll(async () => {
       answer(res);
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  baseUrl = await listenLocally(server);
 });
 
 afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
+  await closeServers(server);
 });
 
 beforeEach(() => {
@@ -315,17 +313,14 @@ describe('realmgate CLI against a stand-in API', () => {
   });
 
   it('exits 3 when the gateway is unreachable', async () => {
-    const closed = createServer();
-    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
-    const { port } = closed.address() as AddressInfo;
-    await new Promise((resolve) => closed.close(resolve));
+    const refusing = await refusingBaseUrl();
     const { status, stderr } = await run(['org', 'create', 'acme'], {
       ...BASIC_ENV,
-      REALMGATE_URL: `http://127.0.0.1:${port}`,
+      REALMGATE_URL: refusing,
     });
     expect(status).toBe(3);
     expect(stderr).toBe(
-      `realmgate: cannot reach the gateway at http://127.0.0.1:${port}/ (ECONNREFUSED); is it running? REALMGATE_URL selects another address\n`,
+      `realmgate: cannot reach the gateway at ${refusing}/ (ECONNREFUSED); is it running? REALMGATE_URL selects another address\n`,
     );
   });
 
