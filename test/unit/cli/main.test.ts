@@ -441,14 +441,7 @@ describe('user create never takes a secret from the command line', () => {
   it('takes both answers from one pasted chunk', async () => {
     const terminal = new FakeTerminal();
     terminal.write(`${NEW_PASSWORD}\r${NEW_PASSWORD}\r`);
-    const { status, stderr } = await run(
-      ['user', 'create', 'acme', 'alice'],
-      BASIC_ENV,
-      undefined,
-      {
-        stdin: terminal,
-      },
-    );
+    const { status, stderr } = await createAliceAt(terminal);
     expect({ status, stderr }).toEqual({ status: 0, stderr: PROMPTS });
     expect(recorded[0]!.body).toEqual({ username: 'alice', password: NEW_PASSWORD });
   });
@@ -461,14 +454,7 @@ describe('user create never takes a secret from the command line', () => {
   ])('exits 2 without a request on %s, restoring the terminal', async (_, keys, message) => {
     const terminal = new FakeTerminal();
     terminal.write(keys);
-    const { status, stdout, stderr } = await run(
-      ['user', 'create', 'acme', 'alice'],
-      BASIC_ENV,
-      undefined,
-      {
-        stdin: terminal,
-      },
-    );
+    const { status, stdout, stderr } = await createAliceAt(terminal);
     expect(status).toBe(2);
     expect(stdout).toBe('');
     expect(stderr).toContain(`realmgate: ${message}\nUsage:\n  realmgate user create`);
@@ -479,14 +465,7 @@ describe('user create never takes a secret from the command line', () => {
   it('exits 2 when the terminal closes before the password was typed', async () => {
     const terminal = new FakeTerminal();
     terminal.end('abc');
-    const { status, stderr } = await run(
-      ['user', 'create', 'acme', 'alice'],
-      BASIC_ENV,
-      undefined,
-      {
-        stdin: terminal,
-      },
-    );
+    const { status, stderr } = await createAliceAt(terminal);
     expect(status).toBe(2);
     expect(stderr).toContain('stdin closed before a password was typed');
     expect(stderr).not.toContain('abc');
@@ -495,9 +474,7 @@ describe('user create never takes a secret from the command line', () => {
 
   it('checks the configuration before asking for a password', async () => {
     const terminal = new FakeTerminal();
-    const { status, stderr } = await run(['user', 'create', 'acme', 'alice'], {}, undefined, {
-      stdin: terminal,
-    });
+    const { status, stderr } = await createAliceAt(terminal, {});
     expect(status).toBe(2);
     expect(stderr).toContain('no credentials');
     expect(stderr).not.toContain('Password for');
@@ -645,6 +622,11 @@ describe('user create never takes a secret from the command line', () => {
     });
   });
 });
+
+/** `user create acme alice` with its password typed at `terminal`. */
+function createAliceAt(terminal: FakeTerminal, env: Record<string, string> = BASIC_ENV) {
+  return run(['user', 'create', 'acme', 'alice'], env, undefined, { stdin: terminal });
+}
 
 async function runWithoutGateway(argv: string[], env: Record<string, string> = {}) {
   const { io, output } = capturingIo(Readable.from([]));
