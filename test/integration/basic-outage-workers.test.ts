@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import {
+  fromEveryWorker,
   startClusteredGateway,
-  type Answer,
   type ClusteredGateway,
 } from '../helpers/clustered-gateway.ts';
 import { createUser } from '../helpers/keycloak.ts';
@@ -11,16 +11,6 @@ import { startKeycloakRelay, type KeycloakRelay } from '../helpers/tcp-front.ts'
 
 /** BASIC_CACHE_MAX_SECONDS of this gateway: the outage below outlasts it. */
 const CACHE_SECONDS = 2;
-
-/** Sends `request` on new connections until both workers have answered; returns every answer. */
-async function fromEveryWorker(request: () => Promise<Answer>): Promise<Answer[]> {
-  const answers: Answer[] = [];
-  while (new Set(answers.map((a) => a.worker)).size < 2) {
-    if (answers.length >= 20) throw new Error('20 requests reached one worker only');
-    answers.push(await request());
-  }
-  return answers;
-}
 
 /**
  * The workers of one gateway without Redis share their cached Basic logins through the

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import {
+  fromEveryWorker,
   startClusteredGateway,
   type Answer,
   type ClusteredGateway,
@@ -11,16 +12,6 @@ import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.ts';
 import { startKeycloakRelay, type KeycloakRelay } from '../helpers/tcp-front.ts';
 import { testEnv } from '../helpers/test-env.ts';
-
-/** Sends `request` on new connections until both workers have answered; returns every answer. */
-async function fromEveryWorker(request: () => Promise<Answer>): Promise<Answer[]> {
-  const answers: Answer[] = [];
-  while (new Set(answers.map((a) => a.worker)).size < 2) {
-    if (answers.length >= 20) throw new Error('20 requests reached one worker only');
-    answers.push(await request());
-  }
-  return answers;
-}
 
 /** An access token of an offline session: what DELETE .../refresh_tokens revokes. */
 async function offlineAccessTokenOf(user: TestUser): Promise<string> {
