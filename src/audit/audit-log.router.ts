@@ -51,8 +51,23 @@ export async function allowRead(
   }
 }
 
-const target = ({ realm }: { realm: string }): Record<string, string> =>
+/** The audited target of a call on a log: the organization, none for master's. */
+export const logTarget = ({ realm }: { realm: string }): Record<string, string> =>
   realm === MASTER_REALM ? {} : { organization: realm };
+
+/**
+ * How the routes on one variant's log are named and refused, the same for reading it and for
+ * its retention: whose log the summary names, the operation id's suffix, the refusals, and who
+ * may call.
+ */
+export function logVariant(variant: RealmVariant) {
+  return {
+    whose: variant.base === '/api/platform' ? "the platform's (realm master)" : `${variant.name}'s`,
+    operation: variant.base.includes('organizations') ? 'OfOrganization' : variant.suffix,
+    errors: [...variant.errors, 'permissionDenied'] as ErrorCode[],
+    callers: `Platform administrators and, for an organization's own path, its users with the realm role \`${AUDIT_READER_ROLE}\`.`,
+  };
+}
 
 const filterOf = (query: AuditFilter): AuditFilter => ({
   from: query.from,
@@ -87,22 +102,20 @@ async function* linesOf(
 
 function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
   const base = `${variant.base}/audit-log`;
-  const whose =
-    variant.base === '/api/platform' ? "the platform's (realm master)" : `${variant.name}'s`;
-  const errors: ErrorCode[] = [...variant.errors, 'permissionDenied'];
+  const { whose, operation, errors, callers } = logVariant(variant);
   return [
     route({
       method: 'get',
       path: base,
-      operationId: `readAuditLog${variant.base.includes('organizations') ? 'OfOrganization' : variant.suffix}`,
+      operationId: `readAuditLog${operation}`,
       summary: `Read ${whose} audit log: filtered, a page at a time (newest first unless \`order=asc\`), with the total`,
-      description: `Platform administrators and, for an organization's own path, its users with the realm role \`${AUDIT_READER_ROLE}\`. The read is itself recorded.`,
+      description: `${callers} The read is itself recorded.`,
       tags: ['audit'],
       params: variant.params,
       query: auditPageQuery,
       data: auditPage,
       errors,
-      audit: { action: 'audit_log.read', target },
+      audit: { action: 'audit_log.read', target: logTarget },
       handler: async (service, { principal, realm, query }) => {
         await allowRead(service, principal, realm);
         return service.repo.page(realm, filterOf(query), query);
@@ -111,7 +124,7 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
     route({
       method: 'get',
       path: `${base}/export`,
-      operationId: `exportAuditLog${variant.base.includes('organizations') ? 'OfOrganization' : variant.suffix}`,
+      operationId: `exportAuditLog${operation}`,
       summary: `Export ${whose} audit log, streamed: JSON Lines (verifiable offline), CSV or OCSF`,
       description:
         'The same filters as the read. A JSON Lines export of a time range (no other filter) holds every record with its hashes, the signed checkpoints of the range and the public keys: `realmgate audit verify FILE --keys <PUBLIC_URL>/.well-known/audit-keys` checks it. CSV and OCSF are for reading, not verifying. The export is itself recorded.',
@@ -125,7 +138,7 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
         'text/csv': 'a header row, then one record per row; details as JSON',
       },
       errors,
-      audit: { action: 'audit_log.export', target },
+      audit: { action: 'audit_log.export', target: logTarget },
       handler: async (service, { principal, realm, query }) => {
         await allowRead(service, principal, realm);
         const records = service.repo.records(realm, filterOf(query));

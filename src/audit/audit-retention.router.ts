@@ -1,9 +1,8 @@
 import { z } from 'zod';
-import { AppError, type ErrorCode } from '../envelope/errors.ts';
+import { AppError } from '../envelope/errors.ts';
 import { routeFor, type AnyRoute } from '../http/route-table.ts';
 import { administeredRealms, callerRealms, type RealmVariant } from '../platform/path-ids.ts';
-import { AUDIT_READER_ROLE, MASTER_REALM } from '../tenancy/identifiers.ts';
-import { allowRead, type AuditLogService } from './audit-log.router.ts';
+import { allowRead, logVariant, logTarget, type AuditLogService } from './audit-log.router.ts';
 import { daysKept } from './audit-retention.ts';
 
 const route = routeFor<AuditLogService>({ metricsClass: 'provisioning' });
@@ -44,15 +43,11 @@ async function retentionOf(service: AuditLogService, log: string) {
 
 function retentionRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
   const path = `${variant.base}/audit-log/retention`;
-  const whose =
-    variant.base === '/api/platform' ? "the platform's (realm master)" : `${variant.name}'s`;
-  const operation = variant.base.includes('organizations') ? 'OfOrganization' : variant.suffix;
-  const errors: ErrorCode[] = [...variant.errors, 'permissionDenied'];
-  const description = `Platform administrators and, for an organization's own path, its users with the realm role \`${AUDIT_READER_ROLE}\`.`;
+  const { whose, operation, errors, callers: description } = logVariant(variant);
   const target = ({ realm, sent }: { realm: string; sent: unknown }) => {
     const days = (sent as { days?: unknown } | undefined)?.days;
     return {
-      ...(realm === MASTER_REALM ? {} : { organization: realm }),
+      ...logTarget({ realm }),
       ...(typeof days === 'number' ? { days: String(days) } : {}),
     };
   };

@@ -86,6 +86,27 @@ function lifetimes({ base, suffix, name: of, params, errors }: RealmVariant) {
   ];
 }
 
+/**
+ * Creating a user, in realm master or in an organization's realm: the same answer, audit and
+ * call (an organization's body may add workspaces).
+ */
+const userCreation = {
+  description: USER_EXISTS_DESCRIPTION,
+  tags: ['platform'],
+  data: provisionedUser,
+  audit: {
+    action: 'user.create',
+    target: ({ realm, sent }: AuditInput) => ({ realm, ...bodyField(sent, 'username') }),
+  },
+  handler: (
+    service: ProvisioningService,
+    {
+      realm,
+      body: { otp_secret, ...body },
+    }: { realm: string; body: z.output<typeof organizationUserBody> },
+  ) => service.createUser(realm, { ...body, otpSecret: otp_secret }),
+};
+
 export const provisioningRoutes = [
   route({
     method: 'post',
@@ -121,35 +142,19 @@ export const provisioningRoutes = [
     path: '/api/platform/users',
     operationId: 'createMasterUser',
     summary: 'Create a system administrator (realm master)',
-    description: USER_EXISTS_DESCRIPTION,
-    tags: ['platform'],
+    ...userCreation,
     body: masterUserBody,
-    data: provisionedUser,
     errors: ['userExists'],
-    audit: {
-      action: 'user.create',
-      target: ({ realm, sent }) => ({ realm, ...bodyField(sent, 'username') }),
-    },
-    handler: (service, { realm, body: { otp_secret, ...body } }) =>
-      service.createUser(realm, { ...body, otpSecret: otp_secret }),
   }),
   route({
     method: 'post',
     path: '/api/platform/organizations/{organization_id}/users',
     operationId: 'createOrganizationUser',
     summary: 'Create an organization user',
-    description: USER_EXISTS_DESCRIPTION,
-    tags: ['platform'],
+    ...userCreation,
     params: { organization_id },
     body: organizationUserBody,
-    data: provisionedUser,
     errors: [...ORG_ERRORS, 'userExists'],
-    audit: {
-      action: 'user.create',
-      target: ({ realm, sent }) => ({ realm, ...bodyField(sent, 'username') }),
-    },
-    handler: (service, { realm, body: { otp_secret, ...body } }) =>
-      service.createUser(realm, { ...body, otpSecret: otp_secret }),
   }),
   route({
     method: 'post',

@@ -139,3 +139,16 @@ export async function startClusteredGateway(
     stop,
   };
 }
+
+/**
+ * Sends `request` (each on a connection of its own) until two workers have answered; returns
+ * every answer.
+ */
+export async function fromEveryWorker(request: () => Promise<Answer>): Promise<Answer[]> {
+  const answers: Answer[] = [];
+  while (new Set(answers.map((a) => a.worker)).size < 2) {
+    if (answers.length >= 20) throw new Error('20 requests reached one worker only');
+    answers.push(await request());
+  }
+  return answers;
+}

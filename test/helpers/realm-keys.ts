@@ -126,14 +126,15 @@ export async function removeKeyProvider(provider: KeyProvider): Promise<void> {
 }
 
 /**
- * A token of a real login's subject and session, granting `roles` in the organization's
- * workspaces, signed with `key`: a token the gateway has never seen, each call.
+ * Access-token claims of `realm` granting `roles` in its workspaces, issued now (a new `jti`
+ * each call). Subject and session are those of the `genuine` token's login, so the token would
+ * also pass an introspection by Keycloak.
  */
-export function signedToken(key: HeldKey, genuine: string, roles: string[]): Promise<string> {
+export function loginClaims(genuine: string, realm: string, roles: string[]): JWTPayload {
   const { sub, sid, azp, preferred_username } = claimsOf(genuine);
   const now = Math.floor(Date.now() / 1000);
-  const claims: JWTPayload = {
-    iss: `${testEnv().publicUrl}/auth/realms/${key.realm}`,
+  return {
+    iss: `${testEnv().publicUrl}/auth/realms/${realm}`,
     sub: String(sub),
     sid,
     azp,
@@ -142,9 +143,16 @@ export function signedToken(key: HeldKey, genuine: string, roles: string[]): Pro
     iat: now,
     exp: now + 300,
     jti: randomUUID(),
-    resource_access: { [`${key.realm}-workspaces`]: { roles } },
+    resource_access: { [`${realm}-workspaces`]: { roles } },
   };
-  return new SignJWT(claims)
+}
+
+/**
+ * A token of a real login's subject and session, granting `roles` in the organization's
+ * workspaces, signed with `key`: a token the gateway has never seen, each call.
+ */
+export function signedToken(key: HeldKey, genuine: string, roles: string[]): Promise<string> {
+  return new SignJWT(loginClaims(genuine, key.realm, roles))
     .setProtectedHeader({ alg: 'RS256', typ: 'JWT', kid: key.kid })
     .sign(key.privateKey);
 }

@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { testEnv } from './test-env.ts';
 
 /** A TCP relay in front of a service, which a test can cut off as if the service had died. */
 export interface TcpFront {
@@ -45,4 +46,17 @@ export async function startTcpFront(
     },
     restore: listen,
   };
+}
+
+/** A relay in front of the test Keycloak; `keycloakUrl` reaches it through the relay. */
+export interface KeycloakRelay extends TcpFront {
+  /** What a gateway in front of this relay takes as KEYCLOAK_URL. */
+  readonly keycloakUrl: string;
+}
+
+/** The test Keycloak behind a relay on `port` that the test can cut, as if every node had died. */
+export async function startKeycloakRelay(port: number): Promise<KeycloakRelay> {
+  const direct = new URL(testEnv().keycloakUrl);
+  const relay = await startTcpFront(port, { host: direct.hostname, port: Number(direct.port) });
+  return { ...relay, keycloakUrl: `http://127.0.0.1:${relay.port}${direct.pathname}` };
 }

@@ -1,27 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import {
+  fromEveryWorker,
   startClusteredGateway,
-  type Answer,
   type ClusteredGateway,
 } from '../helpers/clustered-gateway.ts';
 import { createUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
-import { startTcpFront, type TcpFront } from '../helpers/tcp-front.ts';
-import { testEnv } from '../helpers/test-env.ts';
+import { startKeycloakRelay, type KeycloakRelay } from '../helpers/tcp-front.ts';
 
 /** BASIC_CACHE_MAX_SECONDS of this gateway: the outage below outlasts it. */
 const CACHE_SECONDS = 2;
-
-/** Sends `request` on new connections until both workers have answered; returns every answer. */
-async function fromEveryWorker(request: () => Promise<Answer>): Promise<Answer[]> {
-  const answers: Answer[] = [];
-  while (new Set(answers.map((a) => a.worker)).size < 2) {
-    if (answers.length >= 20) throw new Error('20 requests reached one worker only');
-    answers.push(await request());
-  }
-  return answers;
-}
 
 /**
  * The workers of one gateway without Redis share their cached Basic logins through the
@@ -31,16 +20,15 @@ async function fromEveryWorker(request: () => Promise<Answer>): Promise<Answer[]
  */
 describe('a Basic login through a Keycloak outage, two workers without Redis', () => {
   const port = 18920;
-  let keycloak: TcpFront;
+  let keycloak: KeycloakRelay;
   let gateway: ClusteredGateway;
   let org: string;
 
   beforeAll(async () => {
     org = await createOrganization(['ws1']);
-    const direct = new URL(testEnv().keycloakUrl);
-    keycloak = await startTcpFront(port + 5, { host: direct.hostname, port: Number(direct.port) });
+    keycloak = await startKeycloakRelay(port + 5);
     gateway = await startClusteredGateway(port, {
-      KEYCLOAK_URL: `http://127.0.0.1:${keycloak.port}${direct.pathname}`,
+      KEYCLOAK_URL: keycloak.keycloakUrl,
       WORKERS: '2',
       // Access-log lines of answered requests (debug) name the worker.
       LOG_LEVEL: 'debug',

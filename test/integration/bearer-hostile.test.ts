@@ -4,7 +4,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accessTokenOf, callApi, type ApiResponse } from '../helpers/api.ts';
 import { claimsOf, createUser, keycloakAdmin, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
-import { addGeneratedRsaKey, importRsaKey, type HeldKey } from '../helpers/realm-keys.ts';
+import {
+  addGeneratedRsaKey,
+  importRsaKey,
+  loginClaims,
+  type HeldKey,
+} from '../helpers/realm-keys.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { aheadClock } from '../helpers/test-clock.ts';
 import { testEnv } from '../helpers/test-env.ts';
@@ -411,26 +416,9 @@ describe('claims of tokens signed with a key the realm publishes', () => {
   });
   afterAll(closeTestDb);
 
-  /**
-   * Access-token claims granting `ws-b`, with overrides and omissions. Subject and session are
-   * those of a real login, so the token would also pass an introspection by Keycloak.
-   */
+  /** The claims of a real login's token granting `ws-b` (loginClaims), with overrides and omissions. */
   function claims(overrides: JWTPayload = {}, omit: string[] = []): JWTPayload {
-    const { sub, sid, azp, preferred_username } = claimsOf(genuine);
-    const now = nowSeconds();
-    const all: JWTPayload = {
-      iss: issuerOf(org),
-      sub: String(sub),
-      sid,
-      azp,
-      preferred_username,
-      typ: 'Bearer',
-      iat: now,
-      exp: now + 300,
-      jti: randomUUID(),
-      resource_access: { [`${org}-workspaces`]: { roles: ['ws-b'] } },
-      ...overrides,
-    };
+    const all: JWTPayload = { ...loginClaims(genuine, org, ['ws-b']), ...overrides };
     return Object.fromEntries(Object.entries(all).filter(([name]) => !omit.includes(name)));
   }
 

@@ -4,9 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { StoredLogin } from '../../src/cli/credentials.ts';
 import { thumbprintOf, type DpopKey } from '../../src/cli/dpop.ts';
-import { runCli } from '../../src/cli/main.ts';
 import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 import { basicAuth, callApi } from '../helpers/api.ts';
 import {
@@ -18,7 +16,7 @@ import {
 } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { testEnv } from '../helpers/test-env.ts';
-import { capturingIo, piped } from '../helpers/cli-io.ts';
+import { cliOfTestGateway } from '../helpers/cli-run.ts';
 
 /** The proof maker docs/tokens-and-cli.md shows, run as a reader would run it. */
 const PROOF_SCRIPT = join(import.meta.dirname, '../../docs/examples/dpop-proof.mjs');
@@ -27,30 +25,7 @@ let root: string;
 /** Every secret seen so far; no CLI output may contain one. */
 const secrets = new Set<string>();
 
-async function realmgate(
-  argv: string[],
-  configDir: string,
-  stdin = '',
-  more: Record<string, string> = {},
-) {
-  const { io, output } = capturingIo(piped(stdin));
-  const env = { REALMGATE_URL: testEnv().publicUrl, REALMGATE_CONFIG_DIR: configDir, ...more };
-  const code = await runCli(argv, env, io);
-  const { stdout, stderr } = output;
-  for (const secret of secrets) expect(stdout + stderr).not.toContain(secret);
-  return { code, stdout, stderr };
-}
-
-async function storedLogins(configDir: string): Promise<StoredLogin[]> {
-  const file = JSON.parse(await readFile(join(configDir, 'credentials.json'), 'utf8')) as {
-    logins: StoredLogin[];
-  };
-  for (const login of file.logins) {
-    secrets.add(login.refreshToken);
-    if (login.dpopKey) secrets.add(login.dpopKey.d);
-  }
-  return file.logins;
-}
+const { realmgate, storedLogins } = cliOfTestGateway(secrets);
 
 /** A proof by the documented script, with the key in `keyFile` (made there when absent). */
 async function scriptProof(keyFile: string, method: string, url: string, accessToken?: string) {

@@ -1,9 +1,7 @@
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { StoredLogin } from '../../src/cli/credentials.ts';
-import { runCli } from '../../src/cli/main.ts';
 import { basicAuth, callApi } from '../helpers/api.ts';
 import {
   claimsOf,
@@ -15,36 +13,21 @@ import {
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { testEnv } from '../helpers/test-env.ts';
 import { currentTotp } from '../helpers/totp.ts';
-import { capturingIo, piped } from '../helpers/cli-io.ts';
+import { cliOfTestGateway } from '../helpers/cli-run.ts';
 
 let root: string;
 /** Every secret seen so far; no CLI output may contain one. */
 const secrets = new Set<string>();
 
 /**
- * Runs the CLI against the test gateway with its credentials file under `configDir`. This suite
- * shows bearer logins (`--no-dpop`, as a login made before the CLI bound its tokens is), whose
- * tokens a script sends as `Bearer`; cli-dpop.test.ts shows bound ones.
+ * This suite shows bearer logins (`--no-dpop`, as a login made before the CLI bound its tokens
+ * is), whose tokens a script sends as `Bearer`; cli-dpop.test.ts shows bound ones.
  */
-async function realmgate(argv: string[], configDir: string, stdin = '', env = {}) {
-  const { io, output } = capturingIo(piped(stdin));
-  const code = await runCli(
-    argv[0] === 'login' ? [...argv, '--no-dpop'] : argv,
-    { REALMGATE_URL: testEnv().publicUrl, REALMGATE_CONFIG_DIR: configDir, ...env },
-    io,
-  );
-  const { stdout, stderr } = output;
-  for (const secret of secrets) expect(stdout + stderr).not.toContain(secret);
-  return { code, stdout, stderr };
-}
+const { realmgate, storedLogins } = cliOfTestGateway(secrets, ['--no-dpop']);
 
-async function storedLogins(configDir: string): Promise<StoredLogin[]> {
-  const file = JSON.parse(await readFile(join(configDir, 'credentials.json'), 'utf8')) as {
-    logins: StoredLogin[];
-  };
-  for (const login of file.logins) secrets.add(login.refreshToken);
-  return file.logins;
-}
+/** Logs `user` in with what `stdin` holds (the password, then any one-time password). */
+const logIn = (user: TestUser, configDir: string, stdin = user.password) =>
+  realmgate(['login', user.realm, user.username, '--password-stdin'], configDir, stdin);
 
 function refreshGrant(realm: string, refreshToken: string) {
   const client = realm === 'master' ? '_platform-api' : `_${realm}-api`;
@@ -146,15 +129,7 @@ describe('realmgate login, token, tokens and logout against the real gateway', (
     const admin = await createUser('master');
     secrets.add(admin.password);
     const configDir = join(root, 'b');
-    expect(
-      (
-        await realmgate(
-          ['login', 'master', admin.username, '--password-stdin'],
-          configDir,
-          admin.password,
-        )
-      ).code,
-    ).toBe(0);
+    expect((await logIn(admin, configDir)).code).toBe(0);
     // Administrators' commands use the stored master-realm login when the environment has none.
     expect(await realmgate(['lifetimes', 'show', 'master'], configDir)).toMatchObject({ code: 0 });
 
@@ -168,15 +143,7 @@ describe('realmgate login, token, tokens and logout against the real gateway', (
     expect(await storedLogins(configDir)).toEqual([]);
 
     // Revoked outside the CLI: the cached access token is refused, the refresh token too.
-    expect(
-      (
-        await realmgate(
-          ['login', 'master', admin.username, '--password-stdin'],
-          configDir,
-          admin.password,
-        )
-      ).code,
-    ).toBe(0);
+    expect((await logIn(admin, configDir)).code).toBe(0);
     const revoked = await callApi(tokensPath('master'), basicAuth(admin), { method: 'DELETE' });
     expect(revoked.status).toBe(200);
     const refused = await realmgate(['lifetimes', 'show', 'master'], configDir);

@@ -22,7 +22,7 @@ import {
   signingKeyProvider,
 } from '../helpers/realm-keys.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
-import { startTcpFront, type TcpFront } from '../helpers/tcp-front.ts';
+import { startKeycloakRelay, type KeycloakRelay } from '../helpers/tcp-front.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 /**
@@ -289,13 +289,12 @@ describe('a forced key-set refresh (KEY_SET_REFRESH_SECONDS=3600, two replicas)'
 });
 
 describe('a Keycloak outage (KEY_SET_REFRESH_SECONDS=1)', () => {
-  let keycloak: TcpFront;
+  let keycloak: KeycloakRelay;
   let replica: Replica;
   beforeAll(async () => {
-    const direct = new URL(testEnv().keycloakUrl);
-    keycloak = await startTcpFront(18791, { host: direct.hostname, port: Number(direct.port) });
+    keycloak = await startKeycloakRelay(18791);
     replica = await startReplica(18708, {
-      KEYCLOAK_URL: `http://127.0.0.1:${keycloak.port}${direct.pathname}`,
+      KEYCLOAK_URL: keycloak.keycloakUrl,
       KEY_SET_REFRESH_SECONDS: '1',
       REVOCATION_CHECK_SECONDS: 'off',
     });

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import {
+  fromEveryWorker,
   startClusteredGateway,
   type Answer,
   type ClusteredGateway,
@@ -9,18 +10,8 @@ import {
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.ts';
-import { startTcpFront, type TcpFront } from '../helpers/tcp-front.ts';
+import { startKeycloakRelay, type KeycloakRelay } from '../helpers/tcp-front.ts';
 import { testEnv } from '../helpers/test-env.ts';
-
-/** Sends `request` on new connections until both workers have answered; returns every answer. */
-async function fromEveryWorker(request: () => Promise<Answer>): Promise<Answer[]> {
-  const answers: Answer[] = [];
-  while (new Set(answers.map((a) => a.worker)).size < 2) {
-    if (answers.length >= 20) throw new Error('20 requests reached one worker only');
-    answers.push(await request());
-  }
-  return answers;
-}
 
 /** An access token of an offline session: what DELETE .../refresh_tokens revokes. */
 async function offlineAccessTokenOf(user: TestUser): Promise<string> {
@@ -92,17 +83,15 @@ describe.each([
   { name: 'with Redis', port: 18650, redis: true },
 ])('two workers, $name', ({ port, redis }) => {
   let gateway: ClusteredGateway;
-  let keycloak: TcpFront;
+  let keycloak: KeycloakRelay;
   let org: string;
   const path = () => `/api/${org}/platform/workspaces`;
 
   beforeAll(async () => {
     org = await createOrganization(['ws1']);
-    // Keycloak through a relay the test can cut, as if every node had died.
-    const direct = new URL(testEnv().keycloakUrl);
-    keycloak = await startTcpFront(port + 5, { host: direct.hostname, port: Number(direct.port) });
+    keycloak = await startKeycloakRelay(port + 5);
     gateway = await startClusteredGateway(port, {
-      KEYCLOAK_URL: `http://127.0.0.1:${keycloak.port}${direct.pathname}`,
+      KEYCLOAK_URL: keycloak.keycloakUrl,
       WORKERS: '2',
       LOG_LEVEL: 'debug',
       LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: '3',

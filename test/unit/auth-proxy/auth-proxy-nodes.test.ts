@@ -1,5 +1,4 @@
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createForwarding } from '../../../src/edge/forwarding.ts';
@@ -7,6 +6,7 @@ import { createLogger } from '../../../src/http/logger.ts';
 import { createAuthProxy } from '../../../src/auth-proxy/auth-proxy.ts';
 import { guardFormBody } from '../../../src/auth-proxy/form-body-guard.ts';
 import { createKeycloakNodes, type KeycloakNodes } from '../../../src/keycloak/keycloak-nodes.ts';
+import { closeServers, listenLocally, refusingBaseUrl } from '../../helpers/local-server.ts';
 
 /** A fake Keycloak node: answers with its name and the form it got, or cuts the connection. */
 interface FakeNode {
@@ -32,9 +32,9 @@ async function startFakeNode(name: string): Promise<FakeNode> {
       );
     });
   });
-  await listenOn(server);
+  const url = `${await listenLocally(server)}/auth`;
   const node: FakeNode = {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/auth`,
+    url,
     requests: 0,
     cut: false,
     close: () => new Promise((resolve) => server.close(() => resolve())),
@@ -42,17 +42,7 @@ async function startFakeNode(name: string): Promise<FakeNode> {
   return node;
 }
 
-function listenOn(server: Server): Promise<void> {
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-}
-
-async function refusingUrl(): Promise<string> {
-  const server = createServer();
-  await listenOn(server);
-  const port = (server.address() as AddressInfo).port;
-  await new Promise((resolve) => server.close(resolve));
-  return `http://127.0.0.1:${port}/auth`;
-}
+const refusingUrl = async () => `${await refusingBaseUrl()}/auth`;
 
 /** The /auth proxy in front of several nodes, each request through a gateway of its own. */
 describe('/auth proxy: several nodes', () => {
@@ -69,8 +59,7 @@ describe('/auth proxy: several nodes', () => {
   afterAll(async () => {
     for (const { server, nodes } of opened) {
       nodes.close();
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
+      await closeServers(server);
     }
     await a.close();
     await b.close();
@@ -91,9 +80,8 @@ describe('/auth proxy: several nodes', () => {
       }),
     );
     const server = createServer(app);
-    await listenOn(server);
+    const base = await listenLocally(server);
     opened.push({ server, nodes });
-    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     const post = async (form: string) => {
       const res = await fetch(`${base}/auth/realms/acme/protocol/openid-connect/token`, {
         method: 'POST',

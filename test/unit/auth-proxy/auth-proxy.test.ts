@@ -13,6 +13,7 @@ import { beforeAnswer, createAuthProxy } from '../../../src/auth-proxy/auth-prox
 import { guardFormBody } from '../../../src/auth-proxy/form-body-guard.ts';
 import { createKeycloakNodes, type KeycloakNodes } from '../../../src/keycloak/keycloak-nodes.ts';
 import { struckByHand } from '../../helpers/struck-timer.ts';
+import { closeServers, listenLocally } from '../../helpers/local-server.ts';
 
 /** What the fake Keycloak got: the request head and its body. */
 interface Seen {
@@ -23,13 +24,6 @@ interface Seen {
   /** Resolves when the gateway's request to Keycloak closes. */
   closed: Promise<void>;
 }
-
-const listen = (server: Server) =>
-  new Promise<string>((resolve) =>
-    server.listen(0, '127.0.0.1', () =>
-      resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`),
-    ),
-  );
 
 /** The `/auth` proxy's own forwarding, against a fake Keycloak that records what arrives. */
 describe('/auth proxy: what reaches Keycloak and what comes back', () => {
@@ -52,7 +46,7 @@ describe('/auth proxy: what reaches Keycloak and what comes back', () => {
         answer(res);
       });
     });
-    const keycloakUrl = `${await listen(keycloak)}/auth`;
+    const keycloakUrl = `${await listenLocally(keycloak)}/auth`;
     nodes = createKeycloakNodes({ urls: [keycloakUrl, keycloakUrl], timeoutMs: 1000 });
     const app = express();
     app.use(
@@ -67,14 +61,11 @@ describe('/auth proxy: what reaches Keycloak and what comes back', () => {
       }),
     );
     gateway = createServer(app);
-    base = await listen(gateway);
+    base = await listenLocally(gateway);
   });
   afterAll(async () => {
     nodes.close();
-    for (const server of [gateway, keycloak]) {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    }
+    await closeServers(gateway, keycloak);
   });
   beforeEach(() => {
     seen.length = 0;
@@ -201,7 +192,10 @@ describe('/auth proxy: a hook on the answer', () => {
 
   beforeAll(async () => {
     keycloak = createServer((_req, res) => keycloakAnswer(res));
-    nodes = createKeycloakNodes({ urls: [`${await listen(keycloak)}/auth`], timeoutMs: 1000 });
+    nodes = createKeycloakNodes({
+      urls: [`${await listenLocally(keycloak)}/auth`],
+      timeoutMs: 1000,
+    });
     const app = express();
     app.use(
       '/auth',
@@ -219,14 +213,11 @@ describe('/auth proxy: a hook on the answer', () => {
       }),
     );
     gateway = createServer(app);
-    base = await listen(gateway);
+    base = await listenLocally(gateway);
   });
   afterAll(async () => {
     nodes.close();
-    for (const server of [gateway, keycloak]) {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    }
+    await closeServers(gateway, keycloak);
   });
 
   it("runs with Keycloak's status, and the client gets the answer only once it is done", async () => {

@@ -5,27 +5,33 @@ import { sharedChannels } from '../../helpers/shared-channels.ts';
 import { manualClock } from '../../helpers/test-clock.ts';
 
 const clock = manualClock(Date.parse('2026-11-27T10:00:00Z'));
-const replicaOn = (channels: ReturnType<typeof sharedChannels>, id: string) =>
+const replicaOn = (
+  channels: ReturnType<typeof sharedChannels>,
+  id: string,
+  bus = channels.busOf(id),
+) =>
   createRevocationList({
-    bus: channels.busOf(id),
+    bus,
     keyPrefix: 'unit:',
     metrics: { revocationApplied: () => undefined },
     logger: pino({ level: 'silent' }),
     clock,
   });
+/** Session s1 of user u1 in realm acme ended: what a replica revokes here. */
+const SESSION_S1_ENDED = {
+  realm: 'acme',
+  userId: 'u1',
+  sessionIds: ['s1'],
+  ttlSeconds: 60,
+  userTtlSeconds: 60,
+};
 
 describe('the revocation channel between replicas', () => {
   it("applies another replica's revocation at once", async () => {
     const channels = sharedChannels();
     const a = await replicaOn(channels, 'a');
     const b = await replicaOn(channels, 'b');
-    await a.revoke({
-      realm: 'acme',
-      userId: 'u1',
-      sessionIds: ['s1'],
-      ttlSeconds: 60,
-      userTtlSeconds: 60,
-    });
+    await a.revoke(SESSION_S1_ENDED);
     expect(b.isSessionRevoked('s1')).toBe(true);
   });
 
@@ -58,21 +64,9 @@ describe('the revocation channel between replicas', () => {
       const publish = bus.publish.bind(bus);
       bus.publish = (channel, payload) =>
         timeOuts-- > 0 ? Promise.reject(new Error('Command timed out')) : publish(channel, payload);
-      const a = await createRevocationList({
-        bus,
-        keyPrefix: 'unit:',
-        metrics: { revocationApplied: () => undefined },
-        logger: pino({ level: 'silent' }),
-        clock,
-      });
+      const a = await replicaOn(channels, 'a', bus);
       const b = await replicaOn(channels, 'b');
-      await a.revoke({
-        realm: 'acme',
-        userId: 'u1',
-        sessionIds: ['s1'],
-        ttlSeconds: 60,
-        userTtlSeconds: 60,
-      });
+      await a.revoke(SESSION_S1_ENDED);
       expect(a.isSessionRevoked('s1')).toBe(true);
       expect(b.isSessionRevoked('s1')).toBe(false);
       await vi.advanceTimersByTimeAsync(1000);

@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runLoad } from '../../../bench/load.ts';
+import { closeServers, listenLocally } from '../../helpers/local-server.ts';
 
 /* The load generator's early end (runLoad's `stop`), against a server on this machine. */
 
@@ -16,13 +16,11 @@ beforeAll(async () => {
     res.end('ok');
     onAnswered(++answered);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  url = await listenLocally(server);
 });
 
 afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
+  await closeServers(server);
 });
 
 describe('runLoad', () => {

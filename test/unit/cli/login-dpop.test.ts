@@ -1,6 +1,5 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EmbeddedJWK, jwtVerify } from 'jose';
@@ -9,6 +8,7 @@ import type { StoredLogin } from '../../../src/cli/credentials.ts';
 import { thumbprintOf } from '../../../src/cli/dpop.ts';
 import { runCli } from '../../../src/cli/main.ts';
 import { capturingIo, piped } from '../../helpers/cli-io.ts';
+import { closeServers, listenLocally } from '../../helpers/local-server.ts';
 
 /** A stand-in gateway whose realm offers DPoP; `answer` decides each token request's answer. */
 let server: Server;
@@ -60,12 +60,10 @@ beforeAll(async () => {
       answer(req, res);
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  baseUrl = await listenLocally(server);
 });
 afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
+  await closeServers(server);
 });
 beforeEach(async () => {
   proofs = [];

@@ -5,7 +5,6 @@ import {
   type Server,
   type ServerResponse,
 } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { PassThrough, Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -14,6 +13,7 @@ import type { CliIo } from '../../../src/cli/io.ts';
 import { runCli } from '../../../src/cli/main.ts';
 import { VERSION } from '../../../src/release/version.ts';
 import { capturingIo, piped } from '../../helpers/cli-io.ts';
+import { closeServers, listenLocally, refusingBaseUrl } from '../../helpers/local-server.ts';
 
 /**
  * A stand-in for the gateway's HTTP API: records what the CLI sends and answers with whatever
@@ -60,13 +60,11 @@ beforeAll(async () => {
       answer(res);
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  baseUrl = await listenLocally(server);
 });
 
 afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
+  await closeServers(server);
 });
 
 beforeEach(() => {
@@ -315,17 +313,14 @@ describe('realmgate CLI against a stand-in API', () => {
   });
 
   it('exits 3 when the gateway is unreachable', async () => {
-    const closed = createServer();
-    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
-    const { port } = closed.address() as AddressInfo;
-    await new Promise((resolve) => closed.close(resolve));
+    const refusing = await refusingBaseUrl();
     const { status, stderr } = await run(['org', 'create', 'acme'], {
       ...BASIC_ENV,
-      REALMGATE_URL: `http://127.0.0.1:${port}`,
+      REALMGATE_URL: refusing,
     });
     expect(status).toBe(3);
     expect(stderr).toBe(
-      `realmgate: cannot reach the gateway at http://127.0.0.1:${port}/ (ECONNREFUSED); is it running? REALMGATE_URL selects another address\n`,
+      `realmgate: cannot reach the gateway at ${refusing}/ (ECONNREFUSED); is it running? REALMGATE_URL selects another address\n`,
     );
   });
 
@@ -446,14 +441,7 @@ describe('user create never takes a secret from the command line', () => {
   it('takes both answers from one pasted chunk', async () => {
     const terminal = new FakeTerminal();
     terminal.write(`${NEW_PASSWORD}\r${NEW_PASSWORD}\r`);
-    const { status, stderr } = await run(
-      ['user', 'create', 'acme', 'alice'],
-      BASIC_ENV,
-      undefined,
-      {
-        stdin: terminal,
-      },
-    );
+    const { status, stderr } = await createAliceAt(terminal);
     expect({ status, stderr }).toEqual({ status: 0, stderr: PROMPTS });
     expect(recorded[0]!.body).toEqual({ username: 'alice', password: NEW_PASSWORD });
   });
@@ -466,14 +454,7 @@ describe('user create never takes a secret from the command line', () => {
   ])('exits 2 without a request on %s, restoring the terminal', async (_, keys, message) => {
     const terminal = new FakeTerminal();
     terminal.write(keys);
-    const { status, stdout, stderr } = await run(
-      ['user', 'create', 'acme', 'alice'],
-      BASIC_ENV,
-      undefined,
-      {
-        stdin: terminal,
-      },
-    );
+    const { status, stdout, stderr } = await createAliceAt(terminal);
     expect(status).toBe(2);
     expect(stdout).toBe('');
     expect(stderr).toContain(`realmgate: ${message}\nUsage:\n  realmgate user create`);
@@ -484,14 +465,7 @@ describe('user create never takes a secret from the command line', () => {
   it('exits 2 when the terminal closes before the password was typed', async () => {
     const terminal = new FakeTerminal();
     terminal.end('abc');
-    const { status, stderr } = await run(
-      ['user', 'create', 'acme', 'alice'],
-      BASIC_ENV,
-      undefined,
-      {
-        stdin: terminal,
-      },
-    );
+    const { status, stderr } = await createAliceAt(terminal);
     expect(status).toBe(2);
     expect(stderr).toContain('stdin closed before a password was typed');
     expect(stderr).not.toContain('abc');
@@ -500,9 +474,7 @@ describe('user create never takes a secret from the command line', () => {
 
   it('checks the configuration before asking for a password', async () => {
     const terminal = new FakeTerminal();
-    const { status, stderr } = await run(['user', 'create', 'acme', 'alice'], {}, undefined, {
-      stdin: terminal,
-    });
+    const { status, stderr } = await createAliceAt(terminal, {});
     expect(status).toBe(2);
     expect(stderr).toContain('no credentials');
     expect(stderr).not.toContain('Password for');
@@ -650,6 +622,11 @@ describe('user create never takes a secret from the command line', () => {
     });
   });
 });
+
+/** `user create acme alice` with its password typed at `terminal`. */
+function createAliceAt(terminal: FakeTerminal, env: Record<string, string> = BASIC_ENV) {
+  return run(['user', 'create', 'acme', 'alice'], env, undefined, { stdin: terminal });
+}
 
 async function runWithoutGateway(argv: string[], env: Record<string, string> = {}) {
   const { io, output } = capturingIo(Readable.from([]));

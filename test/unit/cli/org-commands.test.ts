@@ -1,5 +1,4 @@
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { PassThrough, Readable } from 'node:stream';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseCommandLine } from '../../../src/cli/args.ts';
@@ -7,6 +6,7 @@ import { CliError } from '../../../src/cli/errors.ts';
 import type { CliIo } from '../../../src/cli/io.ts';
 import { runCli } from '../../../src/cli/main.ts';
 import { capturingIo, piped } from '../../helpers/cli-io.ts';
+import { closeServers, listenLocally } from '../../helpers/local-server.ts';
 
 function usageErrorOf(argv: string[]): CliError {
   try {
@@ -94,12 +94,10 @@ describe('realmgate org/workspace lifecycle against a stand-in API', () => {
       const body = { data: { id: 'acme' }, message: 'SUCCESS', result: '000-00000', ts: '' };
       res.end(JSON.stringify(body));
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    baseUrl = await listenLocally(server);
   });
   afterAll(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
+    await closeServers(server);
   });
   beforeEach(() => {
     recorded = [];

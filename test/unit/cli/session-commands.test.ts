@@ -1,6 +1,5 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
@@ -14,6 +13,7 @@ import { formatHelp } from '../../../src/cli/help.ts';
 import type { CliIo } from '../../../src/cli/io.ts';
 import { runCli } from '../../../src/cli/main.ts';
 import { capturingIo, piped } from '../../helpers/cli-io.ts';
+import { closeServers, listenLocally } from '../../helpers/local-server.ts';
 
 /** A stand-in gateway: the token endpoint answers with whatever `grant` decides. */
 const PASSWORD = 'pä:ss wörd';
@@ -84,12 +84,10 @@ beforeAll(async () => {
       grant(form, res);
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  baseUrl = await listenLocally(server);
 });
 afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
+  await closeServers(server);
 });
 beforeEach(async () => {
   forms = [];

@@ -60,24 +60,17 @@ describe('realmgate user lifecycle commands', () => {
     expect(error).not.toContain('hunter2');
   });
 
-  it('maps get, disable, enable and delete, encoding the username as one segment', () => {
-    expect(requestOf(['user', 'get', 'acme', 'a/b?c'])).toEqual({
-      method: 'GET',
-      path: '/api/platform/organizations/acme/users/a%2Fb%3Fc',
-    });
-    expect(requestOf(['user', 'disable', 'master', 'bob'])).toEqual({
-      method: 'POST',
-      path: '/api/platform/users/bob/disable',
-    });
-    expect(requestOf(['user', 'enable', 'acme', 'bob'])).toEqual({
-      method: 'POST',
-      path: '/api/platform/organizations/acme/users/bob/enable',
-    });
-    expect(requestOf(['user', 'delete', 'acme', 'bob'])).toEqual({
-      method: 'DELETE',
-      path: '/api/platform/organizations/acme/users/bob',
-    });
-  });
+  it.each([
+    ['get', 'acme', 'a/b?c', 'GET', '/api/platform/organizations/acme/users/a%2Fb%3Fc'],
+    ['disable', 'master', 'bob', 'POST', '/api/platform/users/bob/disable'],
+    ['enable', 'acme', 'bob', 'POST', '/api/platform/organizations/acme/users/bob/enable'],
+    ['delete', 'acme', 'bob', 'DELETE', '/api/platform/organizations/acme/users/bob'],
+  ])(
+    'maps %s (%s, %s), encoding the username as one segment',
+    (command, realm, username, method, path) => {
+      expect(requestOf(['user', command, realm, username])).toEqual({ method, path });
+    },
+  );
 
   it('parses passwd without a password and sends the one read later', () => {
     expect(parseCommandLine(['user', 'passwd', 'acme', 'bob'])).toEqual({

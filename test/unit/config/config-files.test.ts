@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, FILE_SETTINGS, loadConfig } from '../../../src/config/config.ts';
 import { MAX_SETTING_FILE_BYTES } from '../../../src/config/setting-files.ts';
+import { adminPassword, clientSecret, problemsOf } from '../../helpers/config-problems.ts';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'realmgate-config-files-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -16,20 +17,6 @@ function fileWith(content: string | Buffer): string {
   const file = path.join(dir, `setting-${files++}`);
   writeFileSync(file, content);
   return file;
-}
-
-const adminPassword = 'admin-password-0123456789';
-const clientSecret = 'client-secret-0123456789';
-
-/** The problems of a configuration that must be refused. */
-function problemsOf(env: Record<string, string | undefined>): string[] {
-  try {
-    loadConfig(env);
-  } catch (err) {
-    expect(err).toBeInstanceOf(ConfigError);
-    return (err as ConfigError).problems;
-  }
-  throw new Error('loadConfig accepted the configuration');
 }
 
 /** A value valid for each file setting, not the same as any other. */

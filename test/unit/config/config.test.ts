@@ -3,21 +3,9 @@ import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, requiredSecrets } from '../../../src/config/config.ts';
 import { ASYMMETRIC_ALGORITHMS } from '../../../src/config/jws-algorithms.ts';
+import { adminPassword, clientSecret, problemsOf } from '../../helpers/config-problems.ts';
 
-const adminPassword = 'admin-password-0123456789';
-const clientSecret = 'client-secret-0123456789';
 const secrets = { KEYCLOAK_ADMIN_PASSWORD: adminPassword, KEYCLOAK_CLIENT_SECRET: clientSecret };
-
-/** The problems of a configuration that must be refused. */
-function problemsOf(env: Record<string, string | undefined>): string[] {
-  try {
-    loadConfig(env);
-  } catch (err) {
-    expect(err).toBeInstanceOf(ConfigError);
-    return (err as ConfigError).problems;
-  }
-  throw new Error('loadConfig accepted the configuration');
-}
 
 describe('loadConfig', () => {
   it('applies every default in demo mode', () => {

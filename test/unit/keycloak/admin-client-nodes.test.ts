@@ -1,8 +1,8 @@
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAdminClient } from '../../../src/keycloak/admin-client.ts';
 import { createKeycloakCalls } from '../../../src/keycloak/keycloak-calls.ts';
+import { closeServers, listenLocally, refusingBaseUrl } from '../../helpers/local-server.ts';
 
 /** An unsigned token the client library can read its expiry from. */
 const base64url = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
@@ -25,18 +25,11 @@ async function startFakeNode(): Promise<FakeNode> {
       res.end(req.method === 'POST' ? JSON.stringify({ access_token: TOKEN }) : '[]');
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/auth`;
+  const url = `${await listenLocally(server)}/auth`;
   return { url, seen, server };
 }
 
-async function refusingUrl(): Promise<string> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  await new Promise((resolve) => server.close(resolve));
-  return `http://127.0.0.1:${port}/auth`;
-}
+const refusingUrl = async () => `${await refusingBaseUrl()}/auth`;
 
 /** The admin-API client over several nodes: each request on the node the layer picked. */
 describe('admin-API client: several nodes', () => {
@@ -48,10 +41,7 @@ describe('admin-API client: several nodes', () => {
     b = await startFakeNode();
   });
   afterAll(async () => {
-    for (const { server } of [a, b]) {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    }
+    await closeServers(a.server, b.server);
   });
 
   it('logs in on another node when the first refuses the connection, then spreads its requests', async () => {

@@ -1,10 +1,11 @@
-import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createKeycloakCalls,
   type KeycloakCallKind,
   type KeycloakCallOutcome,
 } from '../../../src/keycloak/keycloak-calls.ts';
+import { listenLocally, refusingBaseUrl } from '../../helpers/local-server.ts';
 
 /** A fake Keycloak node on a local socket: counts requests, and answers as told. */
 interface FakeNode {
@@ -30,9 +31,9 @@ async function startFakeNode(): Promise<FakeNode> {
       node.behave(socket, chunk.toString('latin1'));
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `${await listenLocally(server)}/auth`;
   const node: FakeNode = {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/auth`,
+    url,
     requests: 0,
     behave: ok('{}'),
     async close() {
@@ -44,13 +45,7 @@ async function startFakeNode(): Promise<FakeNode> {
 }
 
 /** A URL on which nothing listens: connections are refused. */
-async function refusingUrl(): Promise<string> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  await new Promise((resolve) => server.close(resolve));
-  return `http://127.0.0.1:${port}/auth`;
-}
+const refusingUrl = async () => `${await refusingBaseUrl()}/auth`;
 
 const FORM = 'grant_type=password&username=a&password=b';
 const readJson = (status: number, body: string): unknown => ({

@@ -1,10 +1,10 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { inRequest, outsideRequest } from '../../../src/edge/request-context.ts';
 import { createAdminClient } from '../../../src/keycloak/admin-client.ts';
 import { createKeycloakCalls } from '../../../src/keycloak/keycloak-calls.ts';
 import { createTokenClient } from '../../../src/keycloak/token-client.ts';
+import { closeServers, listenLocally } from '../../helpers/local-server.ts';
 
 const base64url = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
 const TOKEN = `${base64url({ alg: 'none' })}.${base64url({ exp: 4102444800, iat: 1 })}.x`;
@@ -39,12 +39,10 @@ describe('request id on the Keycloak calls', () => {
         if (waiting.length >= together) for (const answer of waiting.splice(0)) answer();
       });
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/auth`;
+    url = `${await listenLocally(server)}/auth`;
   });
   afterAll(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
+    await closeServers(server);
   });
   beforeEach(() => {
     seen.length = 0;

@@ -12,9 +12,8 @@ import {
 } from '../../../src/outbound/forward.ts';
 import { createUpstream, type Upstream } from '../../../src/outbound/upstream.ts';
 import { struckByHand } from '../../helpers/struck-timer.ts';
+import { closeServers, listenLocally } from '../../helpers/local-server.ts';
 const portOf = (server: Server) => (server.address() as AddressInfo).port;
-const listen = (server: Server) =>
-  new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
 
 /** Sends `GET /` on a socket of its own and resolves with every byte that came back. */
 function rawGet(port: number): Promise<Buffer> {
@@ -75,22 +74,18 @@ describe('forward over undici: the exchange', () => {
         res.writeHead(500).end('thrown');
       }
     });
-    await listen(server);
+    await listenLocally(server);
     gateways.push(server);
     return portOf(server);
   }
 
   beforeAll(async () => {
     upstreamServer = createServer((req, res) => answer(req, res));
-    await listen(upstreamServer);
     // One connection: a second request waits in the pool for it.
-    upstream = createUpstream(`http://127.0.0.1:${portOf(upstreamServer)}`, { maxSockets: 1 });
+    upstream = createUpstream(await listenLocally(upstreamServer), { maxSockets: 1 });
   });
   afterAll(async () => {
-    for (const server of [...gateways, upstreamServer]) {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    }
+    await closeServers(...gateways, upstreamServer);
   });
   beforeEach(() => {
     failures.length = 0;

@@ -6,6 +6,7 @@ import { AppError } from '../../../src/envelope/errors.ts';
 import { createLogger } from '../../../src/http/logger.ts';
 import { forward, UpstreamSilent } from '../../../src/outbound/forward.ts';
 import { createUpstream, type Upstream } from '../../../src/outbound/upstream.ts';
+import { closeServers, listenLocally } from '../../helpers/local-server.ts';
 
 /**
  * The upstream's pool, its every exchange's controller kept: whether undici reads on from the
@@ -40,8 +41,6 @@ function watchedPool(upstream: Upstream) {
   return { upstream: watched, controllers };
 }
 const portOf = (server: Server) => (server.address() as AddressInfo).port;
-const listen = (server: Server) =>
-  new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
 
 /** A raw client: sends `GET /` and keeps whatever comes back, reading only when told. */
 function rawClient(port: number) {
@@ -85,9 +84,8 @@ describe('forward: what the relay keeps for every proxy', () => {
       req.resume();
       served.push({ res, closed });
     });
-    await listen(upstreamServer);
     const pool = watchedPool(
-      createUpstream(`http://127.0.0.1:${portOf(upstreamServer)}`, { maxSockets: 8 }),
+      createUpstream(await listenLocally(upstreamServer), { maxSockets: 8 }),
     );
     const upstream = pool.upstream;
     controllers = pool.controllers;
@@ -115,14 +113,11 @@ describe('forward: what the relay keeps for every proxy', () => {
         },
       ),
     );
-    await listen(gateway);
+    await listenLocally(gateway);
     port = portOf(gateway);
   });
   afterAll(async () => {
-    for (const server of [gateway, upstreamServer]) {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    }
+    await closeServers(gateway, upstreamServer);
   });
   beforeEach(() => {
     served.length = 0;
