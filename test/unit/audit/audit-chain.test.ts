@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { hashOf, verifyChain } from '../../../src/audit/audit-chain.ts';
+import {
+  CANONICAL_LAYOUT,
+  canonicalOf,
+  hashOf,
+  verifyChain,
+} from '../../../src/audit/audit-chain.ts';
 import { chainedLog } from '../../helpers/audit-records.ts';
 
 describe('audit chain', () => {
@@ -48,5 +53,18 @@ describe('audit chain', () => {
     const log = chainedLog(3);
     const other = chainedLog(4, 'globex')[3]!;
     expect(verifyChain([...log, other])).toMatchObject({ index: 3 });
+  });
+
+  it('writes the fields in the order of the canonical layout, each once', () => {
+    // Each field holds its own name: the canonical form then spells out the order it is written in.
+    const named = Object.fromEntries(CANONICAL_LAYOUT.map((field) => [field, field]));
+    const text = canonicalOf({ ...named, details: {} } as never);
+    expect(text).toBe(
+      JSON.stringify(
+        CANONICAL_LAYOUT.map((field) =>
+          field === 'details' ? [] : field === 'version' ? 'v1' : field,
+        ),
+      ),
+    );
   });
 });
