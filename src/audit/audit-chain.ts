@@ -139,11 +139,8 @@ export function canonicalTextOf(
   ]);
 }
 
-/**
- * SHA-256 (hex) of a text, or of its UTF-8 bytes: Node's one-shot `hash` where it has it (20.12
- * on), half the cost.
- */
-export const sha256Hex: (text: string | Buffer) => string =
+/** SHA-256 (hex) of a text: Node's one-shot `hash` where it has it (20.12 on), half the cost. */
+export const sha256Hex: (text: string) => string =
   typeof crypto.hash === 'function'
     ? (text) => crypto.hash('sha256', text, 'hex')
     : (text) => crypto.createHash('sha256').update(text).digest('hex');

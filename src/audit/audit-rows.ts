@@ -1,5 +1,5 @@
 import { toIsoTimestamp } from '../db/column-values.ts';
-import { CANONICAL_LAYOUT, sha256Hex, type AuditRecord } from './audit-chain.ts';
+import { CANONICAL_LAYOUT, type AuditRecord } from './audit-chain.ts';
 
 export const AUDIT_TABLE = 'audit_log';
 export const HEADS_TABLE = 'audit_log_heads';
@@ -50,10 +50,9 @@ const detailsFrom = (entries: string) =>
 
 /**
  * The statement that appends a batch: one parameter, a JSON array with a row per record (see
- * `createBatchText`), which PostgreSQL reads once, rather than 26 bound values a record. The row
- * is the record's canonical form, the text its hash was taken of, so the records are serialised
- * once; each column is read from its place in it (`CANONICAL_LAYOUT`). The array comes as its
- * UTF-8 bytes (`bytea`): the gateway encodes each record once, for its hash and for the wire.
+ * `batchRowOf`), which PostgreSQL reads once, rather than 26 bound values a record. The row is
+ * the record's canonical form, the text its hash was taken of, so the records are serialised
+ * once; each column is read from its place in it (`CANONICAL_LAYOUT`).
  */
 export const INSERT_BATCH = (() => {
   const columns = ['hash'];
@@ -68,58 +67,13 @@ export const INSERT_BATCH = (() => {
   });
   return (
     `insert into ${AUDIT_TABLE} (${columns.join(', ')}) ` +
-    `select ${values.join(', ')} ` +
-    `from jsonb_array_elements(convert_from(?::bytea, 'UTF8')::jsonb) r`
+    `select ${values.join(', ')} from jsonb_array_elements(?::jsonb) r`
   );
 })();
 
-const HASH_HEX = 64;
-const OPEN_ROW = Buffer.from('["');
-const CLOSE_HASH = Buffer.from('",');
-
-/**
- * The bytes of a batch (`INSERT_BATCH`), a row a record: `["<hash>", ...its canonical form]`.
- * Each canonical form is written once as UTF-8, hashed where it lies, and its opening `[`
- * becomes the comma after the hash: no row text, no joined text, no second encoding.
- */
-export function createBatchText(records: number): {
-  /** Adds a record's row; the hash of its canonical form. */
-  add(canonical: string): string;
-  /** The whole array, once every row is added. */
-  bytes(): Buffer;
-} {
-  let buffer = Buffer.allocUnsafe(Math.max(records, 1) * 1024);
-  let end = 0;
-  const room = (bytes: number) => {
-    if (end + bytes <= buffer.length) return;
-    const larger = Buffer.allocUnsafe(Math.max(buffer.length * 2, end + bytes));
-    buffer.copy(larger, 0, 0, end);
-    buffer = larger;
-  };
-  buffer[end++] = 0x5b; // [
-  return {
-    add(canonical) {
-      // UTF-8 takes at most 3 bytes a UTF-16 unit.
-      room(1 + OPEN_ROW.length + HASH_HEX + canonical.length * 3 + 1);
-      if (end > 1) buffer[end++] = 0x2c; // ,
-      end += OPEN_ROW.copy(buffer, end);
-      const hashAt = end;
-      end += HASH_HEX;
-      CLOSE_HASH.copy(buffer, end);
-      // The canonical form starts on the comma, which its `[` covers until it is hashed.
-      const from = end + 1;
-      end = from + buffer.write(canonical, from);
-      const hash = sha256Hex(buffer.subarray(from, end));
-      buffer[from] = 0x2c; // ,
-      buffer.write(hash, hashAt, 'latin1');
-      return hash;
-    },
-    bytes() {
-      room(1);
-      buffer[end++] = 0x5d; // ]
-      return buffer.subarray(0, end);
-    },
-  };
+/** A record's row of a batch (`INSERT_BATCH`): `[hash, ...its canonical form]`. */
+export function batchRowOf(hash: string, canonical: string): string {
+  return `["${hash}",${canonical.slice(1)}`;
 }
 
 /** The record a row holds, as the chain hashed it (PostgreSQL's and PGlite's types alike). */
