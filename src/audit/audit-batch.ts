@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { canonicalOf, GENESIS_HASH, sha256Hex, type AuditRecord } from './audit-chain.ts';
+import { canonicalTextOf, GENESIS_HASH, sha256Hex, type AuditRecord } from './audit-chain.ts';
 import { AUDIT_TABLE, batchRowOf, HEADS_TABLE, INSERT_BATCH } from './audit-rows.ts';
 
 /**
@@ -100,8 +100,9 @@ type RowMaker = ReturnType<typeof createRowMaker>;
 /**
  * Makes a record's row of a batch (audit-rows.ts `batchRowOf`) and its hash. The work per
  * record is off the request path but still the gateway's CPU: a record is serialised once (its
- * canonical form is both hashed and sent), a token's `jti` is hashed once however many calls it
- * makes, and one time text serves the records of one millisecond.
+ * canonical form is both hashed and sent), from the recorded event with no record object made
+ * of it; a token's `jti` is hashed once however many calls it makes, and one time text serves
+ * the records of one millisecond.
  */
 function createRowMaker() {
   const jtiHashes = new Map<string, string>();
@@ -123,38 +124,12 @@ function createRowMaker() {
         lastMs = event.atMs;
         lastAt = new Date(lastMs).toISOString();
       }
-      let record: Omit<AuditRecord, 'hash'> = {
-        org: event.org,
-        seq,
-        at: lastAt,
-        action: event.action,
-        outcome: event.outcome,
-        actorRealm: event.actorRealm,
-        actorId: event.actorId,
-        actorName: event.actorName,
-        credential: event.credential,
-        clientId: event.clientId,
-        jobCredential: event.jobCredential,
-        jtiSha256: event.tokenId === undefined ? null : jtiSha256(event.tokenId),
-        jkt: event.jkt,
-        method: event.method,
-        route: event.route,
-        path: event.path,
-        workspace: event.workspace,
-        status: event.status,
-        result: event.result,
-        reason: event.reason,
-        address: event.address,
-        requestId: event.requestId,
-        details: event.details,
-        prevHash,
-      };
-      let canonical = canonicalOf(record);
+      const jti = event.tokenId === undefined ? null : jtiSha256(event.tokenId);
+      let canonical = canonicalTextOf(event, seq, lastAt, jti, prevHash);
       // JSON writes a NUL or a lone surrogate only as a `\u` escape: without one, the record is
       // stored exactly as hashed (the rare text with one is cleaned and serialised again).
       if (canonical.includes('\\u')) {
-        record = storable(record);
-        canonical = canonicalOf(record);
+        canonical = canonicalTextOf(storable(event), seq, lastAt, jti, prevHash);
       }
       const hash = sha256Hex(canonical);
       return { hash, text: batchRowOf(hash, canonical) };
