@@ -109,7 +109,7 @@ describe('Keycloak nodes: selection and state', () => {
     nodes.close();
   });
 
-  it("decides once what a failed call says of its node: unreachable is down, a timeout is probed, a bad answer nothing", async () => {
+  it('decides once what a failed call says of its node: unreachable is down, a timeout is probed, a bad answer nothing', async () => {
     const { nodes, changes, probed } = nodesOf(URLS, new Set([URLS[1]!]));
     const [a, b, c] = nodes.all as [KeycloakNode, KeycloakNode, KeycloakNode];
     nodes.callFailed(a, 'bad_answer', 'grant call');
