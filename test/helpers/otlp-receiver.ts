@@ -1,5 +1,5 @@
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { closeServers, listenLocally } from './local-server.ts';
 
 /** One span as an OTLP/HTTP JSON export carries it (ids in hex), with its resource's service. */
 export interface ReceivedSpan {
@@ -117,17 +117,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    spans,
-    logs,
-    close: () =>
-      new Promise((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
+  return { url: await listenLocally(server), spans, logs, close: () => closeServers(server) };
 }
 
 function logsOf(body: LogsExportRequest): ReceivedLog[] {
