@@ -131,6 +131,14 @@ describe('audit log: reading and exporting', () => {
     ).toMatchObject({ total: 0, records: [] });
     expect((await get(orgLog('?limit=0'), reader)).status).toBe(400);
     expect((await get(orgLog('?credential=kerberos'), reader)).status).toBe(400);
+    // PostgreSQL text holds no NUL: such a filter is a bad request, not a failed query.
+    for (const filter of ['actor=a%00b', 'action=user%00.*', 'workspace=%00']) {
+      for (const route of ['', '/export']) {
+        const res = await get(orgLog(`${route}?${filter}`), reader);
+        expect(res.status, `${route}?${filter}`).toBe(400);
+        expect(res.body).toMatchObject({ result: '400-00002', data: null });
+      }
+    }
   });
 
   it('refuses a member without the role (403) and another organization with its own reader, and records both attempts', async () => {
