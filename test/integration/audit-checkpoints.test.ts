@@ -224,7 +224,9 @@ describe('audit log: signed checkpoints, published keys, retention per organizat
     const times = [old, old + 1, old + 2, now - 2, now - 1, old + 3];
     times.forEach((atMs, i) => writer.record(apiEvent(log, atMs, { actorName: `user-${i + 1}` })));
     await writer.close(5000);
-    const [third] = await db()('audit_log').where({ org: log, seq: 3 }).select('hash', 'at');
+    const third = await db()('audit_log')
+      .where({ org: log, seq: 3 })
+      .first<{ hash: string; at: Date }>('hash', 'at');
     await db()('audit_checkpoints').insert({
       org: log,
       seq: 3,
