@@ -32,16 +32,19 @@ interface Unsigned {
 
 /** Each log whose head is past its last checkpoint (`org` given: that one only). */
 async function unsignedLogs(db: Knex, org?: string): Promise<Unsigned[]> {
-  type Row = { org: string; seq: unknown };
-  const only = (query: Knex.QueryBuilder) =>
-    (org === undefined ? query : query.where({ org })) as Promise<Row[]>;
-  const heads = await only(db(HEADS_TABLE).select('org', 'seq'));
-  const lasts = await only(db(CHECKPOINTS_TABLE).groupBy('org').select('org').max({ seq: 'seq' }));
-  const signedOf = new Map(lasts.map((last) => [last.org, Number(last.seq)]));
+  type Row = { org: string; seq: unknown; signed: unknown };
+  // Each log's last checkpoint read through the primary key (org, seq), one lookup a log: a
+  // `group by` over every checkpoint kept would scan the whole table every few seconds.
+  const lastSigned = db(CHECKPOINTS_TABLE)
+    .max('seq')
+    .where('org', db.ref(`${HEADS_TABLE}.org`))
+    .as('signed');
+  const query = db(HEADS_TABLE).select('org', 'seq', lastSigned);
+  const heads = (await (org === undefined ? query : query.where({ org }))) as Row[];
   const unsigned: Unsigned[] = [];
   for (const head of heads) {
     const seq = Number(head.seq);
-    const signed = signedOf.get(head.org) ?? 0;
+    const signed = head.signed === null ? 0 : Number(head.signed);
     if (seq <= signed) continue;
     const first = await db(AUDIT_TABLE)
       .where({ org: head.org, seq: signed + 1 })

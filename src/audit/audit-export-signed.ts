@@ -14,16 +14,8 @@ export interface ExportSignatures {
   keys(): Promise<JSONWebKeySet>;
   /** The seq of the last checkpoint of `org` (0: none). */
   lastSigned(org: string): Promise<number>;
-  /**
-   * The checkpoints of `org` from `fromSeq` through `toSeq`, in order, of records older than
-   * `before` when given (an export up to a time takes the checkpoints of the records it holds).
-   */
-  checkpoints(
-    org: string,
-    fromSeq: number,
-    toSeq: number,
-    before?: string,
-  ): AsyncIterable<Checkpoint>;
+  /** The checkpoints of `org` from `fromSeq` through `toSeq`, in order. */
+  checkpoints(org: string, fromSeq: number, toSeq: number): AsyncIterable<Checkpoint>;
 }
 
 /** The checkpoints as the database holds them, read a chunk at a time. */
@@ -37,14 +29,13 @@ export function storedCheckpoints(db: Knex): Omit<ExportSignatures, 'keys'> {
     return Number(last?.max ?? 0);
   }
 
-  async function* checkpoints(org: string, fromSeq: number, toSeq: number, before?: string) {
+  async function* checkpoints(org: string, fromSeq: number, toSeq: number) {
     let after = fromSeq - 1;
     for (;;) {
       const query = db(CHECKPOINTS_TABLE)
         .where({ org })
         .where('seq', '>', after)
         .where('seq', '<=', toSeq);
-      if (before !== undefined) void query.where('record_at', '<', new Date(before));
       const rows = (await query.orderBy('seq').limit(CHUNK)) as Record<string, unknown>[];
       for (const row of rows) yield checkpointOf(row);
       if (rows.length < CHUNK) return;
@@ -57,13 +48,14 @@ export function storedCheckpoints(db: Knex): Omit<ExportSignatures, 'keys'> {
  * A JSON Lines export of `org`'s log with what verifies it (export-verifier.ts): the keys, then the
  * records, each checkpoint right after the record it names; a checkpoint of the record before
  * the first comes first (it vouches for the first `prevHash`), and one of a record the export
- * lacks comes where that record would be, or at the end: there the verifier finds it.
+ * lacks comes where that record would be, or at the end: there the verifier finds it. `lastSeq`:
+ * the last record the export covers (its span's), past which no checkpoint is its.
  */
 export async function* signedJsonLines(
   org: string,
   records: AsyncIterable<AuditRecord>,
   signatures: ExportSignatures,
-  to: string | undefined,
+  lastSeq: number,
 ): AsyncGenerator<string> {
   yield keysLine(await signatures.keys());
   // Read before the records: a checkpoint made while the export runs may sign records after
@@ -77,7 +69,7 @@ export async function* signedJsonLines(
   };
   for await (const record of records) {
     if (checkpoints === undefined) {
-      const range = signatures.checkpoints(org, record.seq - 1, through, to);
+      const range = signatures.checkpoints(org, record.seq - 1, Math.min(through, lastSeq));
       checkpoints = range[Symbol.asyncIterator]();
       await advance();
     }

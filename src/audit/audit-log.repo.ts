@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { AuditRecord } from './audit-chain.ts';
+import { CHECKPOINTS_TABLE } from './audit-checkpointer.ts';
 import type { AuditFilter, AuditOrder } from './audit-log.schemas.ts';
 import { AUDIT_TABLE, recordOf, type AuditRow } from './audit-rows.ts';
 
@@ -17,11 +18,25 @@ export interface AuditLogRepo {
     keyset: { order: AuditOrder; after?: number; limit: number },
   ): Promise<{ records: AuditRecord[]; total: number; next: number | null }>;
   /**
-   * Every record of `log` matching `filter`, in sequence order, as of the call: read in chunks
-   * by sequence number (keyset), so memory stays bounded whatever the log's size. `upTo`: as of
-   * that sequence number instead (a download job's, fixed when it ran).
+   * The stretch of `log` an export of a time range covers (see `exportSpan`), as of the call;
+   * `upTo`: as of that sequence number instead (a download job's, fixed when it ran).
    */
-  records(log: string, filter: AuditFilter, upTo?: number): AsyncGenerator<AuditRecord>;
+  span(log: string, range: TimeRange, upTo?: number): Promise<LogSpan>;
+  /**
+   * Every record of `span` matching `filter`'s other filters (its time range made the span), in
+   * sequence order: read in chunks by sequence number (keyset), so memory stays bounded
+   * whatever the log's size.
+   */
+  records(log: string, filter: AuditFilter, span: LogSpan): AsyncGenerator<AuditRecord>;
+}
+
+/** An export's time range. */
+export type TimeRange = Pick<AuditFilter, 'from' | 'to'>;
+
+/** Sequence numbers `first` through `last` of a log; none when `last` < `first`. */
+export interface LogSpan {
+  first: number;
+  last: number;
 }
 
 /** `%` and `_` are a LIKE pattern's: matched as themselves. */
@@ -44,6 +59,37 @@ function filtered(db: Knex, log: string, filter: AuditFilter): Knex.QueryBuilder
   if (filter.workspace !== undefined) void query.where('workspace', filter.workspace);
   if (filter.credential !== undefined) void query.where('credential', filter.credential);
   return query;
+}
+
+/**
+ * What an export of a time range covers: the log from the first to the last record of the
+ * range by sequence number, with the records written between them whatever their own time.
+ * Records are numbered as they are written, and their times are those of the events: two
+ * replicas' batches interleave in time, a Keycloak event is taken after newer records. A time
+ * range taken by time alone would leave gaps in the chain, and the export would not verify.
+ * It ends no sooner than the last checkpoint of a record of the range: a record cut off the
+ * end of the range still has its checkpoint in the export, where the verifier finds it missing.
+ * Reads what the range holds (the index on the time), as the export does anyway.
+ */
+export async function exportSpan(
+  db: Knex,
+  log: string,
+  range: TimeRange,
+  upTo?: number,
+): Promise<LogSpan> {
+  const query = filtered(db, log, { from: range.from, to: range.to });
+  if (upTo !== undefined) void query.where('seq', '<=', upTo);
+  const [ends] = await (query.min({ first: 'seq' }).max({ last: 'seq' }) as Promise<
+    { first: unknown; last: unknown }[]
+  >);
+  if (ends?.first === null || ends?.first === undefined) return { first: 1, last: 0 };
+  const first = Number(ends.first);
+  const signed = db(CHECKPOINTS_TABLE).where({ org: log }).where('seq', '>=', first);
+  if (range.from !== undefined) void signed.where('record_at', '>=', new Date(range.from));
+  if (range.to !== undefined) void signed.where('record_at', '<', new Date(range.to));
+  if (upTo !== undefined) void signed.where('seq', '<=', upTo);
+  const [last] = await (signed.max({ seq: 'seq' }) as Promise<{ seq: unknown }[]>);
+  return { first, last: Math.max(Number(ends.last), Number(last?.seq ?? 0)) };
 }
 
 export function createAuditLogRepo(db: Knex): AuditLogRepo {
@@ -70,16 +116,14 @@ export function createAuditLogRepo(db: Knex): AuditLogRepo {
         next: rows.length > limit ? records.at(-1)!.seq : null,
       };
     },
-    async *records(log, filter, upTo) {
-      const last =
-        upTo ??
-        (await db(AUDIT_TABLE).where({ org: log }).max<{ max: unknown }[]>({ max: 'seq' }))[0]?.max;
-      const end = Number(last ?? 0);
-      let after = 0;
+    span: (log, range, upTo) => exportSpan(db, log, range, upTo),
+    async *records(log, filter, { first, last }) {
+      const others = { ...filter, from: undefined, to: undefined };
+      let after = first - 1;
       for (;;) {
-        const rows = (await filtered(db, log, filter)
+        const rows = (await filtered(db, log, others)
           .where('seq', '>', after)
-          .where('seq', '<=', end)
+          .where('seq', '<=', last)
           .orderBy('seq')
           .limit(EXPORT_CHUNK)) as AuditRow[];
         for (const row of rows) yield recordOf(row);

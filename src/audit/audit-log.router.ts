@@ -127,7 +127,7 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
       operationId: `exportAuditLog${operation}`,
       summary: `Export ${whose} audit log, streamed: JSON Lines (verifiable offline), CSV or OCSF`,
       description:
-        'The same filters as the read. A JSON Lines export of a time range (no other filter) holds every record with its hashes, the signed checkpoints of the range and the public keys: `realmgate audit verify FILE --keys <PUBLIC_URL>/.well-known/audit-keys` checks it. CSV and OCSF are for reading, not verifying. The export is itself recorded.',
+        'The same filters as the read, but a time range is the stretch of the log from the first to the last record of the range, with the records written between them whatever their time (a chain without gaps). A JSON Lines export of a time range (no other filter) holds every record with its hashes, the signed checkpoints of the range and the public keys: `realmgate audit verify FILE --keys <PUBLIC_URL>/.well-known/audit-keys` checks it. CSV and OCSF are for reading, not verifying. The export is itself recorded.',
       tags: ['audit'],
       params: variant.params,
       query: auditExportQuery,
@@ -141,11 +141,12 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
       audit: { action: 'audit_log.export', target: logTarget },
       handler: async (service, { principal, realm, query }) => {
         await allowRead(service, principal, realm);
-        const records = service.repo.records(realm, filterOf(query));
+        const span = await service.repo.span(realm, query);
+        const records = service.repo.records(realm, filterOf(query), span);
         const format = FORMATS[query.format];
         const lines =
           query.format === 'jsonl' && service.signatures
-            ? signedJsonLines(realm, records, service.signatures, query.to)
+            ? signedJsonLines(realm, records, service.signatures, span.last)
             : linesOf(records, format);
         return new StreamedAnswer(
           format.contentType,

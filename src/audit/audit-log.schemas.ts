@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ONE_LINE } from '../platform/user-input.ts';
 import {
   AUDIT_EXPORT_FORMATS,
   AUDIT_ORDERS,
@@ -46,18 +47,25 @@ export const auditRecord = z
 
 const timestamp = z.iso.datetime({ offset: true });
 
+/**
+ * A text filter: one line (no control character, no lone surrogate). PostgreSQL text holds no
+ * NUL, so a filter with one fails the query itself: refused here as the bad request it is.
+ */
+export const filterText = (max: number) =>
+  z.string().min(1).max(max).regex(ONE_LINE, { message: 'control characters are not allowed' });
+
 /** The reader's filters, the same for a page and an export. */
 export const auditFilterShape = {
   from: timestamp.optional().meta({ description: 'records at or after this time' }),
   to: timestamp.optional().meta({ description: 'records before this time' }),
-  actor: z.string().min(1).max(255).optional().meta({
+  actor: filterText(255).optional().meta({
     description: "the caller's user name or id (a user name tried, for a refused login)",
   }),
-  action: z.string().min(1).max(100).optional().meta({
+  action: filterText(100).optional().meta({
     description: 'an action (`api.request`), or every action of a kind (`user.*`)',
   }),
   outcome: z.enum(AUDIT_OUTCOMES).optional(),
-  workspace: z.string().min(1).max(255).optional(),
+  workspace: filterText(255).optional(),
   credential: z.enum(CREDENTIAL_KINDS).optional(),
 };
 

@@ -50,9 +50,10 @@ export function createRetentionChoices(db: Knex): RetentionChoices {
 
 /**
  * Removes, in each log, the records older than its days (`daysKept`): always a prefix of the
- * log, ending at a checkpoint (every record up to the newest checkpoint at or before the newest
- * record past the limit, by sequence number, even if a replica's clock wrote a later one a
- * little earlier). That checkpoint stays, and the checkpoints before it go: it vouches for the
+ * log whose records are all past the limit, ending at a checkpoint (every record up to the
+ * newest checkpoint before the first record still within its days; a record with an older time
+ * than those before it, a Keycloak event taken late or one of a replica whose clock was behind,
+ * waits for them). That checkpoint stays, and the checkpoints before it go: it vouches for the
  * `prevHash` of the first record left, so what remains verifies from there on, signed. A log
  * without such a checkpoint keeps its records until it has one (within
  * AUDIT_CHECKPOINT_SECONDS). Returns how many records were removed.
@@ -72,9 +73,21 @@ export async function pruneAuditLog(
       .where('at', '<', cutoff)
       .max<{ last: unknown }[]>({ last: 'seq' });
     if (expired?.last === null || expired?.last === undefined) continue;
+    // A record within its days before that one (the newest past the limit may be an event
+    // taken late with its own old time, a Keycloak event of a realm's first pull): the prefix
+    // ends before it. Read from the log's start, it is found among what would go anyway.
+    const [kept] = await db(AUDIT_TABLE)
+      .where({ org })
+      .where('seq', '<', Number(expired.last))
+      .where('at', '>=', cutoff)
+      .min<{ first: unknown }[]>({ first: 'seq' });
+    const past =
+      kept?.first === null || kept?.first === undefined
+        ? Number(expired.last)
+        : Number(kept.first) - 1;
     const [anchor] = await db(CHECKPOINTS_TABLE)
       .where({ org })
-      .where('seq', '<=', Number(expired.last))
+      .where('seq', '<=', past)
       .max<{ seq: unknown }[]>({ seq: 'seq' });
     if (anchor?.seq === null || anchor?.seq === undefined) continue;
     const end = Number(anchor.seq);

@@ -118,11 +118,12 @@ export const auditDownloadRoutes: AnyRoute<AuditDownloadService>[] = [
     handler: async (service, { principal, realm, params }) => {
       await allowRead(service, principal, realm);
       const job = await service.jobs.finished(realm, params.download_id!);
-      const records = service.repo.records(
+      const span = await service.repo.span(
         realm,
         { from: job.fromIso, to: job.toIso },
         job.lastSeq,
       );
+      const records = service.repo.records(realm, {}, span);
       const lines = (async function* () {
         for await (const record of records) yield jsonLine(record);
       })();

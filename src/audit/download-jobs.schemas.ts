@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { AppError } from '../envelope/errors.ts';
+import { filterText } from './audit-log.schemas.ts';
 
 /**
  * The reference platform's download jobs (docs/audit.md, "Download jobs"): its states, its
@@ -80,7 +81,7 @@ export const downloadCreated = z
   .meta({ id: 'AuditDownloadCreated' });
 
 export const downloadListQuery = z.strictObject({
-  download_id: z.string().min(1).max(64).optional().meta({ description: 'that job only' }),
+  download_id: filterText(64).optional().meta({ description: 'that job only' }),
 });
 
 export const downloadJob = z

@@ -5,6 +5,7 @@ import { toIsoTimestamp } from '../db/column-values.ts';
 import { AppError } from '../envelope/errors.ts';
 import type { Clock } from '../time/clock.ts';
 import { every } from '../time/every.ts';
+import { exportSpan } from './audit-log.repo.ts';
 import { AUDIT_TABLE } from './audit-rows.ts';
 import type { DownloadJob, DownloadState } from './download-jobs.schemas.ts';
 
@@ -89,6 +90,12 @@ function jobOf(row: JobRow): DownloadJob {
   };
 }
 
+/** A job's range as ISO 8601, `to` exclusive. */
+const rangeIsoOf = (row: JobRow) => ({
+  from: toIsoTimestamp(row.range_from),
+  to: toIsoTimestamp(row.range_to),
+});
+
 /** The download jobs kept in PostgreSQL, shared by every replica. */
 export function createDownloadJobs(db: Knex, clock: Clock, logger: Logger): DownloadJobs {
   const now = () => new Date(clock.now());
@@ -114,11 +121,12 @@ export function createDownloadJobs(db: Knex, clock: Clock, logger: Logger): Down
             max: 'seq',
           });
           const lastSeq = Number(end[0]?.max ?? 0);
+          // What its download holds: the range's stretch of the log (audit-log.repo.ts).
+          const span = await exportSpan(trx, job.org, rangeIsoOf(job), lastSeq);
           const counted = await trx(AUDIT_TABLE)
             .where({ org: job.org })
-            .where('at', '>=', new Date(toIsoTimestamp(job.range_from)))
-            .where('at', '<', new Date(toIsoTimestamp(job.range_to)))
-            .where('seq', '<=', lastSeq)
+            .where('seq', '>=', span.first)
+            .where('seq', '<=', span.last)
             .count<{ count: string | number }[]>({ count: '*' });
           return { lastSeq, count: Number(counted[0]?.count ?? 0) };
         },
@@ -179,10 +187,11 @@ export function createDownloadJobs(db: Knex, clock: Clock, logger: Logger): Down
       const row = (await db(JOBS).where({ org, id }).first()) as JobRow | undefined;
       if (row === undefined) throw new AppError('auditDownloadNotFound');
       if (row.status !== 'Completion') throw new AppError('auditDownloadNotReady');
+      const { from, to } = rangeIsoOf(row);
       return {
         org,
-        fromIso: toIsoTimestamp(row.range_from),
-        toIso: toIsoTimestamp(row.range_to),
+        fromIso: from,
+        toIso: to,
         lastSeq: Number(row.last_seq),
         conditions: conditionsOf(row),
       };

@@ -159,7 +159,9 @@ function isRecord(value: unknown): value is AuditRecord {
     record !== null &&
     typeof record.hash === 'string' &&
     typeof record.seq === 'number' &&
-    typeof record.details === 'object'
+    typeof record.details === 'object' &&
+    record.details !== null &&
+    !Array.isArray(record.details)
   );
 }
 

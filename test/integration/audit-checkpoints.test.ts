@@ -207,6 +207,49 @@ describe('audit log: signed checkpoints, published keys, retention per organizat
     });
   });
 
+  it('prunes only records past the limit: one taken late with an old time waits for those before it', async () => {
+    const log = `late-${randomBytes(4).toString('hex')}`;
+    const now = Date.now();
+    const old = now - 400 * DAY;
+    const writer = createAuditWriter({
+      db: db(),
+      logger: createLogger('silent'),
+      metrics: { auditRecords: () => undefined },
+      spoolMax: 100,
+      batchMax: 100,
+      intervalMs: 60_000,
+    });
+    // 1-3 past the limit, 4-5 within it, then 6 with an old time: what a Keycloak event of a
+    // realm that kept events for long is when its first pull takes it.
+    const times = [old, old + 1, old + 2, now - 2, now - 1, old + 3];
+    times.forEach((atMs, i) => writer.record(apiEvent(log, atMs, { actorName: `user-${i + 1}` })));
+    await writer.close(5000);
+    const third = await db()('audit_log')
+      .where({ org: log, seq: 3 })
+      .first<{ hash: string; at: Date }>('hash', 'at');
+    await db()('audit_checkpoints').insert({
+      org: log,
+      seq: 3,
+      hash: third.hash,
+      record_at: third.at,
+      at: new Date(),
+      kid: 'test',
+      jws: 'test',
+    });
+    // A replica signs the head, 6: the newest checkpoint at or before the newest record past
+    // the limit, which is no reason to remove 4 and 5.
+    expect(await signedToHead(log)).toBe(6);
+    await pruneAuditLog(db(), { defaultDays: 365, minDays: 1, maxDays: 3650 }, systemClock);
+    expect(await db()('audit_log').where({ org: log }).orderBy('seq').pluck('seq')).toEqual([
+      '4',
+      '5',
+      '6',
+    ]);
+    expect(await db()('audit_checkpoints').where({ org: log }).orderBy('seq').pluck('seq')).toEqual(
+      ['3', '6'],
+    );
+  });
+
   it("lets an organization's audit administrator choose its retention within the bounds, recorded", async () => {
     const own = `/api/${org}/platform/audit-log/retention`;
     const put = (as: TestUser, body: unknown, at = own) =>

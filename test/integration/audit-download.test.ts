@@ -184,6 +184,12 @@ describe('audit log: download jobs', () => {
     expect(notJson.status).toBe(400);
     expect((await notJson.json()) as { result: string }).toMatchObject({ result: '400-00002' });
 
+    const nul = await callApi(`${downloads()}?download_id=a%00b`, basicAuth(reader), {
+      base: one.url,
+    });
+    expect(nul.status).toBe(400);
+    expect(nul.body).toMatchObject({ result: '400-00002', data: null });
+
     const unknown = await formDownload('no-such-job', basicAuth(reader));
     expect(unknown.status).toBe(404);
     expect(await unknown.json()).toMatchObject({ result: '404-40001' });

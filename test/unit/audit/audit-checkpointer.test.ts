@@ -49,10 +49,12 @@ describe('audit checkpoints and retention (embedded database)', () => {
       keys: publishedKeys({ db, clock: { now: () => Date.now() }, previousKeys: undefined }),
       ...storedCheckpoints(db),
     };
-    const records = createAuditLogRepo(db).records(org, {});
+    const repo = createAuditLogRepo(db);
+    const span = await repo.span(org, {});
+    const records = repo.records(org, {}, span);
     const verifier = createExportVerifier();
     let line = 0;
-    for await (const text of signedJsonLines(org, records, signatures, undefined)) {
+    for await (const text of signedJsonLines(org, records, signatures, span.last)) {
       await verifier.line(JSON.parse(text), ++line);
     }
     return verifier.finish();

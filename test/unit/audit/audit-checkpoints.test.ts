@@ -50,7 +50,9 @@ async function exportOf(
       yield* checkpoints.filter((c) => c.seq >= from && c.seq <= through);
     },
   };
-  for await (const line of signedJsonLines('acme', stream(), signatures, undefined)) {
+  // The export's span (audit-log.repo.ts): through its last record or checkpoint.
+  const lastSeq = Math.max(0, ...records.map((r) => r.seq), ...checkpoints.map((c) => c.seq));
+  for await (const line of signedJsonLines('acme', stream(), signatures, lastSeq)) {
     lines.push(JSON.parse(line));
   }
   return lines;

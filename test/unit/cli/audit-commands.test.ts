@@ -62,6 +62,14 @@ describe('realmgate audit verify', () => {
     expect((await verify([{ not: 'a record' }])).stderr).toBe(
       'realmgate: line 1 is not an audit record.\n',
     );
+    // A record whose details are not an object is no record either (not a crash of the CLI).
+    for (const details of [null, ['a', 'b']]) {
+      const [first] = chainedLog(1);
+      expect(await verify([{ ...first!, details }])).toMatchObject({
+        status: 4,
+        stderr: 'realmgate: line 1 is not an audit record.\n',
+      });
+    }
     const { io, output } = capturingIo();
     expect(await runCli(['audit', 'verify', path.join(dir, 'missing.jsonl')], {}, io)).toBe(2);
     expect(output.stderr).toMatch(/^realmgate: cannot read /);
