@@ -70,10 +70,11 @@ export type ProofChecker = (proof: string, request: ProofRequest) => Promise<Che
  * store's question (dpop-replay.ts). A proof is never cached; an imported key is, with its
  * thumbprint, once a proof of it passed, under the text of the protected header that carried it
  * (a client's proofs all share one header: its `typ`, `alg` and `jwk`; public, and short), one
- * header per key and `alg`. A header's first proof is checked in full by jose; once one passed, the next proofs of that header (already checked,
- * their key imported for their `alg`) have their signature checked by node:crypto at once, with
- * the parameters jose uses for that `alg`, no promise and no header parsing: only the
- * comparison with the token's `cnf.jkt`, the signature and the claims remain.
+ * header per key and `alg`. A header's first proof is checked in full by jose; once one passed,
+ * the next proofs of that header (already checked, their key imported for their `alg`) have
+ * their signature checked by node:crypto at once, with the parameters jose uses for that `alg`,
+ * no promise and no header parsing: only the comparison with the token's `cnf.jkt`, the
+ * signature and the claims remain.
  */
 export function createProofChecker(options: ProofCheckOptions): ProofChecker {
   const { clock = systemClock } = options;
