@@ -16,7 +16,8 @@ const learnt = new Map<string, Promise<URL>>();
  * `resource` of the realm's protected-resource metadata (RFC 9728,
  * `/.well-known/oauth-protected-resource/api/<org>`), without its `api/<org>`. From a gateway
  * that publishes none (before 0.3.0), the realm's issuer without its `auth/realms/<realm>`.
- * `baseUrl` itself when neither has that form. Asked once per process.
+ * `baseUrl` itself when neither has that form or the gateway answers neither. Asked once per
+ * process.
  */
 export function gatewayAddressOf(baseUrl: URL, realm: string, timeoutMs: number): Promise<URL> {
   const key = `${baseUrl.href} ${realm}`;
@@ -45,9 +46,15 @@ async function learn(baseUrl: URL, realm: string, timeoutMs: number): Promise<UR
     throw describeUnreachable(error, baseUrl, timeoutMs);
   }
   if (typeof resource === 'string') return baseOf(resource, resourcePath, baseUrl);
-  // A gateway without the metadata: its realm's issuer names PUBLIC_URL as well.
-  const issuer = await realmIssuerOf(baseUrl, realm, timeoutMs);
-  return baseOf(issuer, `auth/realms/${encodeURIComponent(realm)}`, baseUrl);
+  // A gateway without the metadata: its realm's issuer names PUBLIC_URL as well. A gateway
+  // that answered but can say neither (its Keycloak down: the metadata reads the realm's DPoP
+  // switch, the discovery document is Keycloak's): the address given, as for an answer of
+  // another form; a cached token is still served, and a proof that names another address than
+  // PUBLIC_URL is refused with both addresses named.
+  const issuer = await realmIssuerOf(baseUrl, realm, timeoutMs).catch(() => undefined);
+  return issuer === undefined
+    ? baseUrl
+    : baseOf(issuer, `auth/realms/${encodeURIComponent(realm)}`, baseUrl);
 }
 
 /** `url` without `suffix` (and its slash before), ending with `/`; `fallback` otherwise. */

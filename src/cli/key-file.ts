@@ -1,4 +1,6 @@
-import { open } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
+import { copyFile, link, open, rm } from 'node:fs/promises';
 import { isAbsolute, resolve } from 'node:path';
 import { readPrivateText } from './credentials.ts';
 import { generateDpopKey, isDpopKey, thumbprintOf, type DpopKey } from './dpop.ts';
@@ -21,24 +23,36 @@ export function keyFilePathOf(
 
 /**
  * The key in `path`, made there (0600, never over an existing file) when the file does not
- * exist: the host's key, which each login with this file binds its tokens to.
+ * exist: the host's key, which each login with this file binds its tokens to. Written whole to
+ * a file of its own beside `path`, then linked to `path`: logins that make it at the same time
+ * (jobs of one host) all get the one that got there first, and none reads a file half written.
  */
 export async function keyOfFile(path: string): Promise<DpopKey> {
   const existing = await keyInFile(path);
   if (existing !== undefined) return existing;
   const key = await generateDpopKey();
-  let handle;
+  const temporary = `${path}.${randomBytes(6).toString('hex')}.tmp`;
   try {
-    handle = await open(path, 'wx', 0o600);
+    const handle = await open(temporary, 'wx', 0o600);
+    try {
+      await handle.chmod(0o600); // whatever the umask
+      await handle.writeFile(`${JSON.stringify(key)}\n`, 'utf8');
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    // A file system without hard links: an exclusive copy (never over another file).
+    await link(temporary, path).catch((error: unknown) =>
+      NO_LINKS.has((error as { code?: string }).code ?? '')
+        ? copyFile(temporary, path, constants.COPYFILE_EXCL)
+        : Promise.reject(error as Error),
+    );
   } catch (error) {
+    const made = (error as { code?: unknown }).code === 'EEXIST' && (await keyInFile(path));
+    if (made) return made;
     throw new CliError('config', `cannot create the key file ${path}: ${(error as Error).message}`);
-  }
-  try {
-    await handle.chmod(0o600); // whatever the umask
-    await handle.writeFile(`${JSON.stringify(key)}\n`, 'utf8');
-    await handle.sync();
   } finally {
-    await handle.close();
+    await rm(temporary, { force: true });
   }
   return key;
 }
@@ -64,6 +78,9 @@ export async function readKeyFile(path: string, thumbprint: string): Promise<Dpo
   }
   return key;
 }
+
+/** What `link` answers where the file system has no hard links. */
+const NO_LINKS = new Set(['EPERM', 'ENOTSUP', 'ENOSYS', 'EOPNOTSUPP']);
 
 /** The key in `path`; undefined when there is no such file. */
 async function keyInFile(path: string): Promise<DpopKey | undefined> {

@@ -65,20 +65,23 @@ export type ProofChecker = (proof: string, request: ProofRequest) => Promise<Che
 /**
  * The checks of RFC 9449 section 4.3 on a proof: compact syntax and size; `typ` `dpop+jwt`;
  * `alg` among `algorithms` (asymmetric only); a public `jwk` whose thumbprint is the token's
- * `cnf.jkt` (checked before any signature, so only bound keys are imported and kept); the
- * signature; `jti`, `htm`, `htu`, `iat` inside the window, `ath`. Whether the `jti` was seen
- * before is the replay store's question (dpop-replay.ts). A proof is never cached; an imported
- * key is, with its thumbprint, under the text of the protected header that carried it (a
- * client's proofs all share one header: its `typ`, `alg` and `jwk`; public, and short). A header's first proof is
- * checked in full by jose; once one passed, the next proofs of that header (already checked,
- * their key imported for their `alg`) have their signature checked by node:crypto at once, with
- * the parameters jose uses for that `alg`, no promise and no header parsing: only the
- * comparison with the token's `cnf.jkt`, the signature and the claims remain.
+ * `cnf.jkt` (checked before any signature, so only bound keys are kept); the signature; `jti`,
+ * `htm`, `htu`, `iat` inside the window, `ath`. Whether the `jti` was seen before is the replay
+ * store's question (dpop-replay.ts). A proof is never cached; an imported key is, with its
+ * thumbprint, once a proof of it passed, under the text of the protected header that carried it
+ * (a client's proofs all share one header: its `typ`, `alg` and `jwk`; public, and short), one
+ * header per key and `alg`. A header's first proof is checked in full by jose; once one passed,
+ * the next proofs of that header (already checked, their key imported for their `alg`) have
+ * their signature checked by node:crypto at once, with the parameters jose uses for that `alg`,
+ * no promise and no header parsing: only the comparison with the token's `cnf.jkt`, the
+ * signature and the claims remain.
  */
 export function createProofChecker(options: ProofCheckOptions): ProofChecker {
   const { clock = systemClock } = options;
   const algorithms = [...options.algorithms];
   const keys = new TtlLru<KnownKey>(options.maxCachedKeys, clock);
+  /** The header each key is kept under, by thumbprint and `alg`. */
+  const headers = new TtlLru<string>(options.maxCachedKeys, clock);
 
   return async (proof, request) => {
     const [headerEnd, payloadEnd] = compactJwsDots(proof);
@@ -92,19 +95,35 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
     return checkClaims(payload, request);
   };
 
-  /** Every check of jose's on the proof, and its key kept for the next proofs of its header. */
+  /**
+   * Every check of jose's on the proof; once it passed, its key kept for the next proofs of its
+   * header, the one header kept for that key and `alg` (a header's text can be spelt many ways
+   * by whoever holds a bound token: none of them pushes another client's key out).
+   */
   async function checkedInFull(proof: string, header: string, boundKey: string) {
+    let known: KnownKey | undefined;
     try {
-      const { payload } = await jwtVerify(proof, (fields) => keyOf(fields, header, boundKey), {
-        algorithms,
-        currentDate: new Date(clock.now()),
-      });
-      const known = keys.get(header);
-      if (known && !known.verifier) known.verifier = signatureCheckOf(known.alg, known.key);
+      const { payload } = await jwtVerify(
+        proof,
+        async (fields) => (known = await keyOf(fields, header, boundKey)).key,
+        { algorithms, currentDate: new Date(clock.now()) },
+      );
+      keep(header, known!);
       return payload as Record<string, unknown>;
     } catch (err) {
       throw err instanceof AuthFailure ? err : invalidProof('The DPoP proof is not valid.', err);
     }
+  }
+
+  /** `known` under `header`, in place of the header its key and `alg` were kept under before. */
+  function keep(header: string, known: KnownKey): void {
+    known.verifier ??= signatureCheckOf(known.alg, known.key);
+    const id = `${known.thumbprint} ${known.alg}`;
+    const before = headers.get(id);
+    if (before !== undefined && before !== header) keys.delete(before);
+    const until = clock.now() + KEY_KEPT_MS;
+    headers.set(id, header, until);
+    keys.set(header, known, until);
   }
 
   /**
@@ -139,19 +158,17 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
     return 'exp' in payload || 'nbf' in payload ? undefined : (payload as Record<string, unknown>);
   }
 
-  /** The proof's key, once its header passed, if it is the token's; imported once per header. */
+  /** The proof's key, once its header passed, if it is the token's (kept: `keep`). */
   async function keyOf(
     fields: JWSHeaderParameters,
     header: string,
     boundKey: string,
-  ): Promise<CryptoKey> {
+  ): Promise<KnownKey> {
     const known = keys.get(header) ?? (await checkedKey(fields));
     if (!sameText(known.thumbprint, boundKey)) {
       throw invalidProof("The DPoP proof's key is not the key the token is bound to.");
     }
-    // Kept only once it is a bound token's key: no stranger's key takes a place.
-    keys.set(header, known, clock.now() + KEY_KEPT_MS);
-    return known.key;
+    return known;
   }
 
   /** A header's key and its thumbprint, once `typ` and a public `jwk` passed. */

@@ -1,4 +1,4 @@
-import { chmod, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -22,6 +22,17 @@ describe('a DPoP key kept in a file of its own', () => {
     expect(JSON.parse(await readFile(path, 'utf8'))).toEqual(made);
     expect(await keyOfFile(path)).toEqual(made);
     expect(await readKeyFile(path, await thumbprintOf(made))).toEqual(made);
+  });
+
+  it('is one key for logins that make it at the same time, never a file half written', async () => {
+    // Jobs of one host logging in at once with the same REALMGATE_KEY_FILE: one host key.
+    const path = join(dir, 'host.key');
+    const keys = await Promise.all(Array.from({ length: 8 }, () => keyOfFile(path)));
+    expect(new Set(keys.map((key) => JSON.stringify(key))).size).toBe(1);
+    expect(JSON.parse(await readFile(path, 'utf8'))).toEqual(keys[0]);
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
+    // Nothing is left beside it.
+    expect(await readdir(dir)).toEqual(['host.key']);
   });
 
   it('takes --key-file, else REALMGATE_KEY_FILE, as an absolute path', () => {
