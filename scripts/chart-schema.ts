@@ -53,9 +53,12 @@ export const REQUIRED_SECRETS: readonly Setting[] = [
   'REDIS_URL',
   'REALMGATE_CACHE_SECRET',
 ];
+/** Then the optional ones: the audit log's checkpoint keys, the same for every replica. */
 export const CHART_SECRETS: readonly Setting[] = [
   ...REQUIRED_SECRETS,
   'OTEL_EXPORTER_OTLP_HEADERS',
+  'AUDIT_SIGNING_KEY',
+  'AUDIT_SIGNING_PREVIOUS_KEYS',
 ];
 
 /** The setting's JSON Schema as the gateway reads it (its input), for a values file. */

@@ -1,3 +1,4 @@
+import { generateKeyPairSync } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -93,6 +94,44 @@ describe("the chart's settings", () => {
       expect(config.PORT).toBe(Number(data.PORT));
       expect(config.KEYCLOAK_URL!.length).toBeGreaterThan(0);
       for (const name of REQUIRED_SECRETS) expect(config[name], name).toBeDefined();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("the chart's optional credentials", () => {
+  it('take the audit signing keys from an existing Secret, as files the gateway reads', () => {
+    const extra = ['AUDIT_SIGNING_KEY', 'AUDIT_SIGNING_PREVIOUS_KEYS'] as const;
+    const keys = [...REQUIRED_SECRETS, ...extra];
+    const objects = render([], [`secrets.keys={${keys.join(',')}}`]);
+    const data = ofKind<IConfigMap>(objects, 'ConfigMap')[0]!.data!;
+    const [deployment] = ofKind<IDeployment>(objects, 'Deployment');
+    const pod = deployment!.spec!.template.spec!;
+    const items = pod.volumes!.find((volume) => volume.name === 'secrets')!.secret!.items!;
+    expect(items.map((item) => item.key)).toEqual(keys);
+    const current = generateKeyPairSync('ed25519');
+    const previous = generateKeyPairSync('ed25519');
+    const files: Record<string, string> = {
+      AUDIT_SIGNING_KEY: current.privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(),
+      AUDIT_SIGNING_PREVIOUS_KEYS: previous.publicKey
+        .export({ format: 'pem', type: 'spki' })
+        .toString(),
+      DATABASE_URL: 'postgres://made-up-host:1/db',
+      REDIS_URL: 'redis://made-up-host:1',
+    };
+    const dir = mkdtempSync(path.join(tmpdir(), 'realmgate-chart-'));
+    try {
+      const env: Record<string, string> = { ...data };
+      for (const variable of pod.containers[0]!.env!) {
+        const name = variable.name.replace(/_FILE$/, '');
+        expect(variable.value).toBe(`/run/secrets/realmgate/${name}`);
+        writeFileSync(path.join(dir, name), files[name] ?? 'a-made-up-secret-of-32-characters');
+        env[variable.name] = path.join(dir, name);
+      }
+      const config = loadConfig(env);
+      // The files' final newline is not part of the setting.
+      for (const name of extra) expect(config[name], name).toBe(files[name]!.trimEnd());
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
