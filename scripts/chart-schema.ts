@@ -3,6 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { configSchema, FILE_SETTINGS } from '../src/config/config.ts';
+import { ASYMMETRIC_ALGORITHMS } from '../src/config/jws-algorithms.ts';
 
 /*
  * charts/realmgate/values.schema.json, generated (`npm run chart:schema`), so that helm refuses
@@ -61,6 +62,20 @@ export const CHART_SECRETS: readonly Setting[] = [
   'AUDIT_SIGNING_PREVIOUS_KEYS',
 ];
 
+/*
+ * What the gateway's parsing checks beyond JSON Schema's types, as patterns: helm asserts no
+ * `format` (`uri` included), so without them a URL without its scheme passes helm and stops
+ * every new replica at its start. An http(s) URL with a host (the gateway's `url`); KEYCLOAK_URL
+ * one or more of them, comma-separated; DPOP_ALGORITHMS asymmetric algorithms' names.
+ */
+const HTTP_URL = String.raw`^https?://[^\s/?#]+(?:[/?#]\S*)?$`;
+const KEYCLOAK_NODE = String.raw`https?://[^\s/?#,]+(?:[/?#][^\s,]*)?`;
+const ALGORITHM = `(?:${ASYMMETRIC_ALGORITHMS.join('|')})`;
+const PATTERNS: Partial<Record<Setting, string>> = {
+  KEYCLOAK_URL: String.raw`^\s*${KEYCLOAK_NODE}(?:\s*,\s*${KEYCLOAK_NODE})*\s*$`,
+  DPOP_ALGORITHMS: String.raw`^[\s,]*${ALGORITHM}(?:[\s,]+${ALGORITHM})*[\s,]*$`,
+};
+
 /** The setting's JSON Schema as the gateway reads it (its input), for a values file. */
 function settingSchema(name: Setting, nullable = !NEEDED_BY_THE_CHART.includes(name)): JsonSchema {
   const generated = z.toJSONSchema(configSchema.shape[name], {
@@ -76,6 +91,8 @@ function settingSchema(name: Setting, nullable = !NEEDED_BY_THE_CHART.includes(n
   if (Array.isArray(typed.enum) && typed.enum.includes('true') && typed.enum.includes('false')) {
     schema = { type: 'boolean' };
   }
+  const pattern = PATTERNS[name] ?? (typed.format === 'uri' ? HTTP_URL : undefined);
+  if (pattern) schema = { ...schema, pattern };
   // A port the pod declares: 0 (any free port) cannot be one.
   if (name === 'PORT' || name === 'ADMIN_PORT') schema = { ...schema, minimum: 1 };
   if (nullable) schema = { anyOf: [schema, { type: 'null' }] };

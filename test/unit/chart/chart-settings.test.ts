@@ -100,6 +100,54 @@ describe("the chart's settings", () => {
   });
 });
 
+describe("the chart's schema and the gateway", () => {
+  // The settings whose values JSON Schema's types alone do not check (helm asserts no
+  // `format`): a value helm accepts would stop every new replica at its start.
+  const probes: Array<[string, string[]]> = [
+    [
+      'PUBLIC_URL',
+      ['https://api.example.com', 'http://10.0.0.1:8000/', 'api.example.com', 'ftp://x', 'http://'],
+    ],
+    ['AUTOMATION_UPSTREAM_URL', ['http://automation:8080', 'automation:8080', 'https//x']],
+    [
+      'KEYCLOAK_URL',
+      [
+        'http://keycloak-service:8080/auth',
+        'http://kc-0:8080/auth, https://kc-1/auth',
+        'keycloak-service:8080/auth',
+        'http://kc-0:8080/auth,kc-1:8080/auth',
+        'http://kc-0:8080/auth,',
+      ],
+    ],
+    ['DPOP_ALGORITHMS', ['ES256', 'ES256, PS256 EdDSA', 'HS256', 'ES256,none', 'auto']],
+  ];
+  const secrets = {
+    KEYCLOAK_ADMIN_PASSWORD: 'x'.repeat(16),
+    KEYCLOAK_CLIENT_SECRET: 'y'.repeat(16),
+  };
+  it.each(probes)('agree on what %s may be', (name, values) => {
+    for (const value of values) {
+      let objects: ReturnType<typeof render> | undefined;
+      try {
+        objects = render([], [`config.${name}=${value.replaceAll(',', '\\,')}`]);
+      } catch {
+        objects = undefined;
+      }
+      const data = objects && ofKind<IConfigMap>(objects, 'ConfigMap')[0]!.data!;
+      const env = data ?? { KEYCLOAK_URL: 'http://kc:8080/auth', [name]: value };
+      let gateway = true;
+      try {
+        loadConfig({ ...env, ...secrets });
+      } catch {
+        gateway = false;
+      }
+      expect(objects !== undefined, `${name}=${value}: helm accepts it as the gateway does`).toBe(
+        gateway,
+      );
+    }
+  });
+});
+
 describe("the chart's optional credentials", () => {
   it('take the audit signing keys from an existing Secret, as files the gateway reads', () => {
     const extra = ['AUDIT_SIGNING_KEY', 'AUDIT_SIGNING_PREVIOUS_KEYS'] as const;
