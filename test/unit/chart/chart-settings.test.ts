@@ -102,7 +102,8 @@ describe("the chart's settings", () => {
 
 describe("the chart's schema and the gateway", () => {
   // The settings whose values JSON Schema's types alone do not check (helm asserts no
-  // `format`): a value helm accepts would stop every new replica at its start.
+  // `format`, nor compares settings): a value helm accepts would stop every new replica at
+  // its start.
   const probes: Array<[string, string[]]> = [
     [
       'PUBLIC_URL',
@@ -120,6 +121,11 @@ describe("the chart's schema and the gateway", () => {
       ],
     ],
     ['DPOP_ALGORITHMS', ['ES256', 'ES256, PS256 EdDSA', 'HS256', 'ES256,none', 'auto']],
+    // Checked across settings at start, the others at the gateway's defaults.
+    ['AUDIT_RETENTION_DAYS', ['1', '89', '90', '365', '3650', '3651']],
+    ['AUDIT_RETENTION_MIN_DAYS', ['1', '365', '366']],
+    ['AUDIT_RETENTION_MAX_DAYS', ['364', '365', '36500']],
+    ['AUDIT_OTEL_LOGS', ['true', 'false']],
   ];
   const secrets = {
     KEYCLOAK_ADMIN_PASSWORD: 'x'.repeat(16),
