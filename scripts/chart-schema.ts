@@ -213,7 +213,13 @@ export function chartValuesSchema(): JsonSchema {
         ),
         resources: { type: 'object' },
         preStopSeconds: count(0),
-        terminationGracePeriodExtraSeconds: count(1),
+        // After the drain the gateway writes its audit spool (at least 3 s, AUDIT_FLUSH_MIN_MS in
+        // src/gateway.ts) and closes Redis and the database: the kubelet waits for that too.
+        terminationGracePeriodExtraSeconds: {
+          ...count(4),
+          description:
+            'seconds the kubelet waits beyond preStopSeconds + SHUTDOWN_GRACE_SECONDS: the audit spool written after the drain (3 s at least) and the connections closed',
+        },
         topologySpread: closed({
           enabled: { type: 'boolean' },
           maxSkew: count(1),

@@ -75,6 +75,13 @@ describe('a values file helm refuses', () => {
       "at '/config/DPOP_ALGORITHMS'",
     ],
     [
+      // After the drain the gateway writes its audit spool for at least 3 s (src/gateway.ts,
+      // AUDIT_FLUSH_MIN_MS), then closes Redis and the database: the kubelet must wait for it.
+      'a termination grace that kills the audit flush',
+      { terminationGracePeriodExtraSeconds: 3 },
+      "at '/terminationGracePeriodExtraSeconds': minimum: got 3, want 4",
+    ],
+    [
       'a credential in the ConfigMap',
       { config: { DATABASE_URL: 'postgres://u:p@db/x' } },
       "additional properties 'DATABASE_URL' not allowed",
