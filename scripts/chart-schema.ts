@@ -3,6 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { configSchema, FILE_SETTINGS } from '../src/config/config.ts';
+import { ASYMMETRIC_ALGORITHMS } from '../src/config/jws-algorithms.ts';
 
 /*
  * charts/realmgate/values.schema.json, generated (`npm run chart:schema`), so that helm refuses
@@ -53,10 +54,27 @@ export const REQUIRED_SECRETS: readonly Setting[] = [
   'REDIS_URL',
   'REALMGATE_CACHE_SECRET',
 ];
+/** Then the optional ones: the audit log's checkpoint keys, the same for every replica. */
 export const CHART_SECRETS: readonly Setting[] = [
   ...REQUIRED_SECRETS,
   'OTEL_EXPORTER_OTLP_HEADERS',
+  'AUDIT_SIGNING_KEY',
+  'AUDIT_SIGNING_PREVIOUS_KEYS',
 ];
+
+/*
+ * What the gateway's parsing checks beyond JSON Schema's types, as patterns: helm asserts no
+ * `format` (`uri` included), so without them a URL without its scheme passes helm and stops
+ * every new replica at its start. An http(s) URL with a host (the gateway's `url`); KEYCLOAK_URL
+ * one or more of them, comma-separated; DPOP_ALGORITHMS asymmetric algorithms' names.
+ */
+const HTTP_URL = String.raw`^https?://[^\s/?#]+(?:[/?#]\S*)?$`;
+const KEYCLOAK_NODE = String.raw`https?://[^\s/?#,]+(?:[/?#][^\s,]*)?`;
+const ALGORITHM = `(?:${ASYMMETRIC_ALGORITHMS.join('|')})`;
+const PATTERNS: Partial<Record<Setting, string>> = {
+  KEYCLOAK_URL: String.raw`^\s*${KEYCLOAK_NODE}(?:\s*,\s*${KEYCLOAK_NODE})*\s*$`,
+  DPOP_ALGORITHMS: String.raw`^[\s,]*${ALGORITHM}(?:[\s,]+${ALGORITHM})*[\s,]*$`,
+};
 
 /** The setting's JSON Schema as the gateway reads it (its input), for a values file. */
 function settingSchema(name: Setting, nullable = !NEEDED_BY_THE_CHART.includes(name)): JsonSchema {
@@ -73,6 +91,8 @@ function settingSchema(name: Setting, nullable = !NEEDED_BY_THE_CHART.includes(n
   if (Array.isArray(typed.enum) && typed.enum.includes('true') && typed.enum.includes('false')) {
     schema = { type: 'boolean' };
   }
+  const pattern = PATTERNS[name] ?? (typed.format === 'uri' ? HTTP_URL : undefined);
+  if (pattern) schema = { ...schema, pattern };
   // A port the pod declares: 0 (any free port) cannot be one.
   if (name === 'PORT' || name === 'ADMIN_PORT') schema = { ...schema, minimum: 1 };
   if (nullable) schema = { anyOf: [schema, { type: 'null' }] };
@@ -193,7 +213,13 @@ export function chartValuesSchema(): JsonSchema {
         ),
         resources: { type: 'object' },
         preStopSeconds: count(0),
-        terminationGracePeriodExtraSeconds: count(1),
+        // After the drain the gateway writes its audit spool (at least 3 s, AUDIT_FLUSH_MIN_MS in
+        // src/gateway.ts) and closes Redis and the database: the kubelet waits for that too.
+        terminationGracePeriodExtraSeconds: {
+          ...count(4),
+          description:
+            'seconds the kubelet waits beyond preStopSeconds + SHUTDOWN_GRACE_SECONDS: the audit spool written after the drain (3 s at least) and the connections closed',
+        },
         topologySpread: closed({
           enabled: { type: 'boolean' },
           maxSkew: count(1),

@@ -86,6 +86,21 @@ The settings the Secret holds: `secrets.keys` for an existing Secret, else the k
 {{- if not (hasKey $settings "KEYCLOAK_URL") }}
 {{- fail "config.KEYCLOAK_URL is required: Keycloak as the gateway reaches it, e.g. http://keycloak-service.keycloak.svc:8080/auth" }}
 {{- end }}
+{{- /*
+What the gateway checks across settings at start (loadConfig in src/config/config.ts), so that
+helm refuses it instead of every new replica; null is the gateway's default (365, 90, 3650:
+test/unit/chart/chart-settings.test.ts finds the same verdicts as the gateway's).
+*/}}
+{{- $c := .Values.config }}
+{{- $days := int (default 365 $c.AUDIT_RETENTION_DAYS) }}
+{{- $minDays := int (default 90 $c.AUDIT_RETENTION_MIN_DAYS) }}
+{{- $maxDays := int (default 3650 $c.AUDIT_RETENTION_MAX_DAYS) }}
+{{- if or (lt $days $minDays) (gt $days $maxDays) }}
+{{- fail (printf "config.AUDIT_RETENTION_DAYS (%d) must lie within AUDIT_RETENTION_MIN_DAYS and AUDIT_RETENTION_MAX_DAYS (%d to %d; null: 365, 90 and 3650)" $days $minDays $maxDays) }}
+{{- end }}
+{{- if and $c.AUDIT_OTEL_LOGS (not $c.OTEL_EXPORTER_OTLP_ENDPOINT) }}
+{{- fail "config.AUDIT_OTEL_LOGS needs config.OTEL_EXPORTER_OTLP_ENDPOINT (where the logs go)" }}
+{{- end }}
 {{- if not (hasKey $settings "BACKCHANNEL_LOGOUT_URL") }}
 {{- $_ := set $settings "BACKCHANNEL_LOGOUT_URL" (printf "http://%s.%s.svc:%v/backchannel-logout" (include "realmgate.adminName" .) .Release.Namespace .Values.adminService.port) }}
 {{- end }}

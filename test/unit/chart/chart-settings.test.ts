@@ -1,3 +1,4 @@
+import { generateKeyPairSync } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -93,6 +94,98 @@ describe("the chart's settings", () => {
       expect(config.PORT).toBe(Number(data.PORT));
       expect(config.KEYCLOAK_URL!.length).toBeGreaterThan(0);
       for (const name of REQUIRED_SECRETS) expect(config[name], name).toBeDefined();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("the chart's schema and the gateway", () => {
+  // The settings whose values JSON Schema's types alone do not check (helm asserts no
+  // `format`, nor compares settings): a value helm accepts would stop every new replica at
+  // its start.
+  const probes: Array<[string, string[]]> = [
+    [
+      'PUBLIC_URL',
+      ['https://api.example.com', 'http://10.0.0.1:8000/', 'api.example.com', 'ftp://x', 'http://'],
+    ],
+    ['AUTOMATION_UPSTREAM_URL', ['http://automation:8080', 'automation:8080', 'https//x']],
+    [
+      'KEYCLOAK_URL',
+      [
+        'http://keycloak-service:8080/auth',
+        'http://kc-0:8080/auth, https://kc-1/auth',
+        'keycloak-service:8080/auth',
+        'http://kc-0:8080/auth,kc-1:8080/auth',
+        'http://kc-0:8080/auth,',
+      ],
+    ],
+    ['DPOP_ALGORITHMS', ['ES256', 'ES256, PS256 EdDSA', 'HS256', 'ES256,none', 'auto']],
+    // Checked across settings at start, the others at the gateway's defaults.
+    ['AUDIT_RETENTION_DAYS', ['1', '89', '90', '365', '3650', '3651']],
+    ['AUDIT_RETENTION_MIN_DAYS', ['1', '365', '366']],
+    ['AUDIT_RETENTION_MAX_DAYS', ['364', '365', '36500']],
+    ['AUDIT_OTEL_LOGS', ['true', 'false']],
+  ];
+  const secrets = {
+    KEYCLOAK_ADMIN_PASSWORD: 'x'.repeat(16),
+    KEYCLOAK_CLIENT_SECRET: 'y'.repeat(16),
+  };
+  it.each(probes)('agree on what %s may be', (name, values) => {
+    for (const value of values) {
+      let objects: ReturnType<typeof render> | undefined;
+      try {
+        objects = render([], [`config.${name}=${value.replaceAll(',', '\\,')}`]);
+      } catch {
+        objects = undefined;
+      }
+      const data = objects && ofKind<IConfigMap>(objects, 'ConfigMap')[0]!.data!;
+      const env = data ?? { KEYCLOAK_URL: 'http://kc:8080/auth', [name]: value };
+      let gateway = true;
+      try {
+        loadConfig({ ...env, ...secrets });
+      } catch {
+        gateway = false;
+      }
+      expect(objects !== undefined, `${name}=${value}: helm accepts it as the gateway does`).toBe(
+        gateway,
+      );
+    }
+  });
+});
+
+describe("the chart's optional credentials", () => {
+  it('take the audit signing keys from an existing Secret, as files the gateway reads', () => {
+    const extra = ['AUDIT_SIGNING_KEY', 'AUDIT_SIGNING_PREVIOUS_KEYS'] as const;
+    const keys = [...REQUIRED_SECRETS, ...extra];
+    const objects = render([], [`secrets.keys={${keys.join(',')}}`]);
+    const data = ofKind<IConfigMap>(objects, 'ConfigMap')[0]!.data!;
+    const [deployment] = ofKind<IDeployment>(objects, 'Deployment');
+    const pod = deployment!.spec!.template.spec!;
+    const items = pod.volumes!.find((volume) => volume.name === 'secrets')!.secret!.items!;
+    expect(items.map((item) => item.key)).toEqual(keys);
+    const current = generateKeyPairSync('ed25519');
+    const previous = generateKeyPairSync('ed25519');
+    const files: Record<string, string> = {
+      AUDIT_SIGNING_KEY: current.privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(),
+      AUDIT_SIGNING_PREVIOUS_KEYS: previous.publicKey
+        .export({ format: 'pem', type: 'spki' })
+        .toString(),
+      DATABASE_URL: 'postgres://made-up-host:1/db',
+      REDIS_URL: 'redis://made-up-host:1',
+    };
+    const dir = mkdtempSync(path.join(tmpdir(), 'realmgate-chart-'));
+    try {
+      const env: Record<string, string> = { ...data };
+      for (const variable of pod.containers[0]!.env!) {
+        const name = variable.name.replace(/_FILE$/, '');
+        expect(variable.value).toBe(`/run/secrets/realmgate/${name}`);
+        writeFileSync(path.join(dir, name), files[name] ?? 'a-made-up-secret-of-32-characters');
+        env[variable.name] = path.join(dir, name);
+      }
+      const config = loadConfig(env);
+      // The files' final newline is not part of the setting.
+      for (const name of extra) expect(config[name], name).toBe(files[name]!.trimEnd());
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

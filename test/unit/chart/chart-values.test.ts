@@ -60,6 +60,28 @@ describe('a values file helm refuses', () => {
       "at '/config/LOG_LEVEL'",
     ],
     [
+      'a public address without its scheme',
+      { config: { PUBLIC_URL: 'api.example.com' } },
+      "at '/config/PUBLIC_URL'",
+    ],
+    [
+      'a Keycloak node without its scheme',
+      { config: { KEYCLOAK_URL: 'http://kc-0:8080/auth,kc-1:8080/auth' } },
+      "at '/config/KEYCLOAK_URL'",
+    ],
+    [
+      'a symmetric DPoP algorithm',
+      { config: { DPOP_ALGORITHMS: 'ES256,HS256' } },
+      "at '/config/DPOP_ALGORITHMS'",
+    ],
+    [
+      // After the drain the gateway writes its audit spool for at least 3 s (src/gateway.ts,
+      // AUDIT_FLUSH_MIN_MS), then closes Redis and the database: the kubelet must wait for it.
+      'a termination grace that kills the audit flush',
+      { terminationGracePeriodExtraSeconds: 3 },
+      "at '/terminationGracePeriodExtraSeconds': minimum: got 3, want 4",
+    ],
+    [
       'a credential in the ConfigMap',
       { config: { DATABASE_URL: 'postgres://u:p@db/x' } },
       "additional properties 'DATABASE_URL' not allowed",
@@ -145,7 +167,8 @@ describe('a values file helm refuses', () => {
       { config: { KEYCLOAK_URL: null } },
       "at '/config': missing property 'KEYCLOAK_URL'",
     ],
-    ['an empty Keycloak URL', { config: { KEYCLOAK_URL: '' } }, 'config.KEYCLOAK_URL is required'],
+    // By the schema's pattern now, before the template's own check.
+    ['an empty Keycloak URL', { config: { KEYCLOAK_URL: '' } }, "at '/config/KEYCLOAK_URL'"],
     [
       'a ServiceMonitor without metrics',
       { serviceMonitor: { enabled: true }, config: { METRICS_ENABLED: false } },
