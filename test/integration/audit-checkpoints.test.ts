@@ -69,6 +69,17 @@ describe('audit log: signed checkpoints, published keys, retention per organizat
 
   const db = () => testDb();
 
+  /** A writer of the test's own records, written when it closes. */
+  const quietWriter = () =>
+    createAuditWriter({
+      db: db(),
+      logger: createLogger('silent'),
+      metrics: { auditRecords: () => undefined },
+      spoolMax: 100,
+      batchMax: 100,
+      intervalMs: 60_000,
+    });
+
   async function exportFile(log: string, as: TestUser): Promise<string> {
     const base = log === org ? `/api/${org}/platform` : `/api/platform/organizations/${log}`;
     const res = await fetch(`${a.url}${base}/audit-log/export`, {
@@ -171,14 +182,7 @@ describe('audit log: signed checkpoints, published keys, retention per organizat
   it('an export of a pruned log verifies from the checkpoint that anchors it', async () => {
     const pruned = await createOrganization([]);
     const old = Date.now() - 400 * DAY;
-    const writer = createAuditWriter({
-      db: db(),
-      logger: createLogger('silent'),
-      metrics: { auditRecords: () => undefined },
-      spoolMax: 100,
-      batchMax: 100,
-      intervalMs: 60_000,
-    });
+    const writer = quietWriter();
     for (let i = 0; i < 20; i++) {
       writer.record(apiEvent(pruned, old + i, { actorName: `user-${i}` }));
     }
@@ -211,14 +215,7 @@ describe('audit log: signed checkpoints, published keys, retention per organizat
     const log = `late-${randomBytes(4).toString('hex')}`;
     const now = Date.now();
     const old = now - 400 * DAY;
-    const writer = createAuditWriter({
-      db: db(),
-      logger: createLogger('silent'),
-      metrics: { auditRecords: () => undefined },
-      spoolMax: 100,
-      batchMax: 100,
-      intervalMs: 60_000,
-    });
+    const writer = quietWriter();
     // 1-3 past the limit, 4-5 within it, then 6 with an old time: what a Keycloak event of a
     // realm that kept events for long is when its first pull takes it.
     const times = [old, old + 1, old + 2, now - 2, now - 1, old + 3];
