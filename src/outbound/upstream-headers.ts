@@ -48,18 +48,27 @@ const SET_BY_GATEWAY = new Set(['host', 'expect']);
 /**
  * Claims only the gateway may make: about the client (see forwarded-headers.ts), and the request
  * id, which the gateway sends as the client got it back (a malformed one of the client's is
- * replaced, and must not travel on beside it).
+ * replaced, and must not travel on beside it). With them every name of the `X-Forwarded-`
+ * family (`isForwardingClaim`), not only those the gateway sets: servers read many more
+ * (`-Ssl`, `-Scheme`, `-Protocol` for the scheme, `-Client-Cert` for a client certificate,
+ * `-Uri`, `-Server`), and a client's copy would speak for the gateway.
  */
-const FORWARDING = new Set([
-  'x-request-id',
-  'forwarded',
-  'x-forwarded-for',
-  'x-forwarded-proto',
-  'x-forwarded-host',
-  'x-forwarded-port',
-  'x-forwarded-prefix',
-  'x-real-ip',
-]);
+const FORWARDING = new Set(['x-request-id', 'forwarded', 'x-real-ip']);
+const FORWARDING_FAMILY = 'x-forwarded-';
+
+/**
+ * `Proxy` and the `Proxy-` family (`Proxy-Authorization`, `-Connection`, any other): a
+ * proxy's business, never the upstream's; `Proxy` itself is read as `HTTP_PROXY` by CGI-style
+ * servers, the service's own outbound proxy (httpoxy).
+ */
+const PROXY_FAMILY = 'proxy';
+
+/** Whether a lowercase name is a forwarding claim or of the `Proxy` family. */
+const isForwardingClaim = (name: string): boolean =>
+  FORWARDING.has(name) ||
+  name.startsWith(FORWARDING_FAMILY) ||
+  (name.startsWith(PROXY_FAMILY) &&
+    (name.length === PROXY_FAMILY.length || name.charCodeAt(PROXY_FAMILY.length) === 0x2d));
 
 /**
  * The client's credentials: they stay at the gateway unless the service needs them (Keycloak).
@@ -82,7 +91,8 @@ function isIdentityName(lowerName: string): boolean {
  * The client's request headers that may travel on, from `rawHeaders` (`[name, value, ...]`),
  * in order and as received. Dropped: identity headers in any spelling, every name with `_`
  * (nginx's `underscores_in_headers off`: such names are ambiguous behind CGI-style servers),
- * hop-by-hop headers and those the client's `Connection` names, forwarding claims and
+ * hop-by-hop headers and those the client's `Connection` names, forwarding claims (every
+ * `X-Forwarded-*`, `Forwarded`, `X-Real-IP`), `Proxy` and every `Proxy-*`, and
  * `X-Request-Id` (the gateway sets its own), and
  * (unless `keepCredentials`) `Authorization`, `Cookie` and `DPoP`; and the lowercase names of
  * `replaced`, which the caller sets itself for this request (outbound/forward.ts).
@@ -126,7 +136,7 @@ function droppedBy(rawHeaders: readonly string[], keepCredentials: boolean) {
   return (name: string): boolean =>
     HOP_BY_HOP.has(name) ||
     SET_BY_GATEWAY.has(name) ||
-    FORWARDING.has(name) ||
+    isForwardingClaim(name) ||
     name.includes('_') ||
     isIdentityName(name) ||
     named?.has(name) === true ||

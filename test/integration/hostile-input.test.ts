@@ -9,6 +9,7 @@ import {
   type TestUser,
 } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { startKeycloakFront, type KeycloakFront } from '../helpers/keycloak-front.ts';
 import { rawRequest, type RawResponse } from '../helpers/raw-http.ts';
 import {
   startRecordingUpstream,
@@ -282,6 +283,11 @@ const SMUGGLED: Array<[string, string]> = [
   ['X-Forwarded-Port', '443'],
   ['Forwarded', 'for=6.6.6.6;host=evil.example'],
   ['X-Real-IP', '6.6.6.6'],
+  ['X-Forwarded-Ssl', 'on'],
+  ['X-Forwarded-Scheme', 'https'],
+  ['X-Forwarded-Client-Cert', 'Hash=0;Subject="CN=admin"'],
+  ['Proxy', 'http://evil.example:3128'],
+  ['Proxy-Foo', 'x'],
   ['x_custom', 'smuggled'],
   ['Connection', 'keep-alive, X-Secret'],
   ['Proxy-Authorization', 'Basic Zm9vOmJhcg=='],
@@ -345,6 +351,11 @@ describe('identity and forwarding headers reaching the upstream are the gateway 
       'forwarded',
       'x-real-ip',
       'x-forwarded-port',
+      'x-forwarded-ssl',
+      'x-forwarded-scheme',
+      'x-forwarded-client-cert',
+      'proxy',
+      'proxy-foo',
       'proxy-authorization',
       'upgrade',
       'te',
@@ -352,6 +363,53 @@ describe('identity and forwarding headers reaching the upstream are the gateway 
     ]) {
       expect(headers[dropped], dropped).toBeUndefined();
     }
+  });
+});
+
+describe('forwarding claims and Proxy headers never reach Keycloak through /auth', () => {
+  let front: KeycloakFront;
+  let behindFront: Replica;
+
+  beforeAll(async () => {
+    front = await startKeycloakFront(testEnv().keycloakUrl);
+    behindFront = await startReplica(18470, {
+      KEYCLOAK_URL: front.url,
+      LOGIN_MAX_FAILURES_PER_ADDRESS: '0',
+      REVOCATION_CHECK_SECONDS: 'off',
+    });
+  });
+  afterAll(async () => {
+    await behindFront?.gateway.close();
+    await front?.close();
+  });
+
+  it('a password grant with X-Forwarded-Ssl, X-Forwarded-Client-Cert and Proxy', async () => {
+    front.seen.length = 0;
+    const body = passwordGrantBody(member);
+    const response = await rawRequest(
+      behindFront.url,
+      head('POST', '/auth/realms/{org}/protocol/openid-connect/token', {
+        'content-type': 'application/x-www-form-urlencoded',
+        'content-length': String(Buffer.byteLength(body)),
+        'X-Forwarded-Ssl': 'on',
+        'X-Forwarded-Client-Cert': 'Hash=0;Subject="CN=admin"',
+        'X-Forwarded-Server': 'evil.example',
+        Proxy: 'http://evil.example:3128',
+        'Proxy-Foo': 'x',
+      }),
+      { body },
+    );
+    expect(response.status).toBe(200);
+    const grants = front.seen.filter((r) => r.target.endsWith('/protocol/openid-connect/token'));
+    expect(grants).toHaveLength(1);
+    const names = Object.keys(grants[0]!.headers);
+    expect(names.filter((name) => name.startsWith('x-forwarded-')).sort()).toEqual([
+      'x-forwarded-for',
+      'x-forwarded-host',
+      'x-forwarded-port',
+      'x-forwarded-proto',
+    ]);
+    expect(names.filter((name) => name === 'proxy' || name.startsWith('proxy-'))).toEqual([]);
   });
 });
 

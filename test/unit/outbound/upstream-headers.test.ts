@@ -53,6 +53,12 @@ const otherName = fc.constantFrom(
   'Accept-Language',
   'User-Agent',
   'Proxy-Connection',
+  'Proxy',
+  'Proxy-Foo',
+  'X-Forwarded-Ssl',
+  'X-Forwarded-Scheme',
+  'X-Forwarded-Server',
+  'X-Forwarded-Client-Cert',
 );
 
 const header = fc.tuple(fc.oneof(identitySpelling, otherName), fc.string({ maxLength: 10 }));
@@ -111,6 +117,40 @@ describe('upstreamRequestHeaders', () => {
     ]);
   });
 
+  it('drops every X-Forwarded-* and every Proxy and Proxy-* name, not only the common ones', () => {
+    const raw = [
+      'X-Forwarded-Ssl',
+      'on',
+      'x-forwarded-scheme',
+      'https',
+      'X-Forwarded-Protocol',
+      'ssl',
+      'X-Forwarded-Server',
+      'evil.example',
+      'X-Forwarded-Client-Cert',
+      'Hash=0;Subject="CN=admin"',
+      'X-Forwarded-Uri',
+      '/api/platform/organizations',
+      // httpoxy: CGI-style servers read it as HTTP_PROXY, the outbound proxy of the service.
+      'Proxy',
+      'http://evil.example:3128',
+      'Proxy-Status',
+      'x',
+      'Accept',
+      '*/*',
+      'X-Forwarded',
+      'kept: not the X-Forwarded- family',
+    ];
+    for (const keepCredentials of [false, true]) {
+      expect(upstreamRequestHeaders(raw, { keepCredentials })).toEqual([
+        'Accept',
+        '*/*',
+        'X-Forwarded',
+        'kept: not the X-Forwarded- family',
+      ]);
+    }
+  });
+
   it("drops the client's X-Request-Id in any case: the gateway sends the id it answers with", () => {
     const raw = ['X-Request-Id', 'client-id', 'x-REQUEST-id', '<script>', 'Accept', '*/*'];
     for (const keepCredentials of [false, true]) {
@@ -135,7 +175,7 @@ describe('upstreamRequestHeaders', () => {
           expect(IDENTITY_FOLDED).not.toContain(lower.replace(/[_.]/g, '-'));
           expect(lower).not.toContain('_');
           expect(lower).not.toMatch(
-            /^(connection|keep-alive|te|trailer|transfer-encoding|upgrade|host|expect|proxy-.*|forwarded|x-forwarded-.*|x-real-ip|x-request-id)$/,
+            /^(connection|keep-alive|te|trailer|transfer-encoding|upgrade|host|expect|proxy|proxy-.*|forwarded|x-forwarded-.*|x-real-ip|x-request-id)$/,
           );
           expect(connectionNamed).not.toContain(lower);
           if (!keepCredentials) expect(['authorization', 'cookie', 'dpop']).not.toContain(lower);
