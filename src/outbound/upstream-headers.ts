@@ -144,18 +144,39 @@ function droppedBy(rawHeaders: readonly string[], keepCredentials: boolean) {
 }
 
 /**
- * Whether an upstream's answer header goes to the client: all but those of the connection and
- * the upstream's `X-Request-Id` (the client gets the gateway's, whatever a front of the upstream
+ * Whether an upstream's answer header goes to the client: all but those of the connection (and
+ * those its `Connection` names: `connectionNamedIn`) and the upstream's `X-Request-Id` (the client gets the gateway's, whatever a front of the upstream
  * adds).
  */
 const passesBack = (lowerName: string) =>
   !HOP_BY_HOP.has(lowerName) && lowerName !== 'x-request-id';
 
+/**
+ * The names an upstream's `Connection` lists (`values`: its values), but `close` and
+ * `keep-alive`: headers about its connection to the gateway (RFC 9110 7.6.1), never relayed.
+ * Undefined when it names none, as nearly always.
+ */
+function connectionNamedIn(values: readonly string[]): Set<string> | undefined {
+  let named: Set<string> | undefined;
+  for (const value of values) {
+    for (const token of value.split(',')) {
+      const name = token.trim().toLowerCase();
+      if (name !== 'close' && name !== 'keep-alive' && name !== '') (named ??= new Set()).add(name);
+    }
+  }
+  return named;
+}
+
 /** An upstream's answer headers a client may get (`passesBack`), by name: for a step that edits them. */
 export function answerHeadersOf(answer: { headers: IncomingHttpHeaders }): OutgoingHttpHeaders {
+  const connection = answer.headers.connection;
+  const named =
+    connection === undefined
+      ? undefined
+      : connectionNamedIn(Array.isArray(connection) ? connection : [connection]);
   const headers: OutgoingHttpHeaders = {};
   for (const name in answer.headers) {
-    if (passesBack(name)) headers[name] = answer.headers[name];
+    if (passesBack(name) && named?.has(name) !== true) headers[name] = answer.headers[name];
   }
   return headers;
 }
@@ -174,10 +195,19 @@ export function answerRawHeadersOf(answer: { rawHeaders: readonly string[] }): s
  * as Node reads them and writes them back: the bytes go on unchanged.
  */
 export function answerRawHeaders(raw: readonly (string | Buffer)[]): string[] {
+  let connection: string[] | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    // 'connection'.length: most names are passed over without being read.
+    if (raw[i]!.length === 10 && latin1(raw[i]!).toLowerCase() === 'connection') {
+      (connection ??= []).push(latin1(raw[i + 1]!));
+    }
+  }
+  const named = connection && connectionNamedIn(connection);
   const kept: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
     const name = latin1(raw[i]!);
-    if (passesBack(name.toLowerCase())) kept.push(name, latin1(raw[i + 1]!));
+    const lower = name.toLowerCase();
+    if (passesBack(lower) && named?.has(lower) !== true) kept.push(name, latin1(raw[i + 1]!));
   }
   return kept;
 }

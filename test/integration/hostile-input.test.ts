@@ -366,6 +366,28 @@ describe('identity and forwarding headers reaching the upstream are the gateway 
   });
 });
 
+describe("the headers the upstream's Connection names stay between it and the gateway", () => {
+  it('an answer with Connection: X-Upstream-Secret reaches the client without X-Upstream-Secret', async () => {
+    Object.assign(upstream.answerHeaders, {
+      connection: 'keep-alive, X-Upstream-Secret',
+      'x-upstream-secret': 'internal',
+      'x-kept': 'k',
+    });
+    try {
+      const response = await rawRequest(
+        replicaUrl(),
+        head('GET', '/api/{org}/workspaces/ws1/ita/menu/x', { authorization: bearer }),
+      );
+      expect(response.status).toBe(200);
+      expect(seen).toHaveLength(1);
+      expect(response.headers['x-kept']).toBe('k');
+      expect(response.headers['x-upstream-secret']).toBeUndefined();
+    } finally {
+      for (const name of Object.keys(upstream.answerHeaders)) delete upstream.answerHeaders[name];
+    }
+  });
+});
+
 describe('forwarding claims and Proxy headers never reach Keycloak through /auth', () => {
   let front: KeycloakFront;
   let behindFront: Replica;

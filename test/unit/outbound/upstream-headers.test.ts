@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { IncomingMessage } from 'node:http';
 import {
   answerHeadersOf,
+  answerRawHeaders,
   droppedRequestHeaderNames,
   IDENTITY_HEADERS,
   upstreamRequestHeaders,
@@ -209,5 +210,40 @@ describe('answerHeadersOf', () => {
       'dpop-nonce': 'n-1',
       'www-authenticate': 'DPoP error="use_dpop_nonce"',
     });
+  });
+});
+
+describe("an upstream's Connection", () => {
+  it('drops the headers it names from the answer, by raw list and by name (RFC 9110 7.6.1)', () => {
+    const raw = [
+      'Content-Type',
+      'application/json',
+      'Connection',
+      'keep-alive, X-Upstream-Secret',
+      'x-upstream-secret',
+      'internal',
+      'CONNECTION',
+      'X-Other',
+      'X-Other',
+      'o',
+      'X-Kept',
+      'k',
+    ];
+    expect(answerRawHeaders(raw)).toEqual(['Content-Type', 'application/json', 'X-Kept', 'k']);
+    expect(answerRawHeaders(raw.map((item) => Buffer.from(item, 'latin1')))).toEqual([
+      'Content-Type',
+      'application/json',
+      'X-Kept',
+      'k',
+    ]);
+    const answer = {
+      headers: {
+        'content-type': 'application/json',
+        connection: 'close, X-Upstream-Secret',
+        'x-upstream-secret': 'internal',
+        'x-kept': 'k',
+      },
+    } as unknown as IncomingMessage;
+    expect(answerHeadersOf(answer)).toEqual({ 'content-type': 'application/json', 'x-kept': 'k' });
   });
 });
