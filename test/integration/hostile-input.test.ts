@@ -542,6 +542,12 @@ describe('Expect, Host, methods and framing: always the envelope', () => {
       '400-00001',
     ],
     [
+      'a transfer coding before chunked (nothing decodes it, the upstream would get it bare)',
+      'POST /api/platform/organizations HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n',
+      400,
+      '400-00001',
+    ],
+    [
       'unknown Transfer-Encoding',
       'POST /api/platform/organizations HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n',
       400,
