@@ -39,7 +39,7 @@ export type EdgeRoute = (req: IncomingMessage, res: ServerResponse, scope: Reque
 /**
  * The first step of every request on either listener, before any routing: a request id, the
  * access log line and the request metrics, exactly one `Host` header (RFC 9112 3.2; none is
- * allowed in HTTP/1.0), and one canonical meaning of the path (see request-target.ts), read once
+ * allowed in HTTP/1.0), no transfer coding but `chunked` alone, and one canonical meaning of the path (see request-target.ts), read once
  * into the request's route by `routes` (route.ts, compiled from the route tables) and its scope
  * (request-scope.ts). Then the request goes to `forwarded` when its entry is the forwarded one,
  * else to express. Whatever
@@ -75,6 +75,12 @@ export function createEdge(deps: {
       const hosts = hostCount(req.rawHeaders);
       if (hosts > 1 || (hosts === 0 && req.httpVersionMinor >= 1)) {
         throw new AppError('badRequestHeader', { message: 'One Host header is required.' });
+      }
+      // Node takes `gzip, chunked` and hands the body over still gzipped: nothing here decodes
+      // it, and an upstream would get it bare, its coding dropped with the hop-by-hop headers.
+      const coding = req.headers['transfer-encoding'];
+      if (coding !== undefined && coding.toLowerCase() !== 'chunked') {
+        throw new AppError('badRequestHeader', { message: 'Transfer-Encoding must be chunked.' });
       }
       const target = parseRequestTarget(req.url);
       if ('refused' in target) throw new AppError('badRequestHeader', { message: target.refused });

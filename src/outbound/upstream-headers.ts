@@ -48,18 +48,27 @@ const SET_BY_GATEWAY = new Set(['host', 'expect']);
 /**
  * Claims only the gateway may make: about the client (see forwarded-headers.ts), and the request
  * id, which the gateway sends as the client got it back (a malformed one of the client's is
- * replaced, and must not travel on beside it).
+ * replaced, and must not travel on beside it). With them every name of the `X-Forwarded-`
+ * family (`isForwardingClaim`), not only those the gateway sets: servers read many more
+ * (`-Ssl`, `-Scheme`, `-Protocol` for the scheme, `-Client-Cert` for a client certificate,
+ * `-Uri`, `-Server`), and a client's copy would speak for the gateway.
  */
-const FORWARDING = new Set([
-  'x-request-id',
-  'forwarded',
-  'x-forwarded-for',
-  'x-forwarded-proto',
-  'x-forwarded-host',
-  'x-forwarded-port',
-  'x-forwarded-prefix',
-  'x-real-ip',
-]);
+const FORWARDING = new Set(['x-request-id', 'forwarded', 'x-real-ip']);
+const FORWARDING_FAMILY = 'x-forwarded-';
+
+/**
+ * `Proxy` and the `Proxy-` family (`Proxy-Authorization`, `-Connection`, any other): a
+ * proxy's business, never the upstream's; `Proxy` itself is read as `HTTP_PROXY` by CGI-style
+ * servers, the service's own outbound proxy (httpoxy).
+ */
+const PROXY_FAMILY = 'proxy';
+
+/** Whether a lowercase name is a forwarding claim or of the `Proxy` family. */
+const isForwardingClaim = (name: string): boolean =>
+  FORWARDING.has(name) ||
+  name.startsWith(FORWARDING_FAMILY) ||
+  (name.startsWith(PROXY_FAMILY) &&
+    (name.length === PROXY_FAMILY.length || name.charCodeAt(PROXY_FAMILY.length) === 0x2d));
 
 /**
  * The client's credentials: they stay at the gateway unless the service needs them (Keycloak).
@@ -82,7 +91,8 @@ function isIdentityName(lowerName: string): boolean {
  * The client's request headers that may travel on, from `rawHeaders` (`[name, value, ...]`),
  * in order and as received. Dropped: identity headers in any spelling, every name with `_`
  * (nginx's `underscores_in_headers off`: such names are ambiguous behind CGI-style servers),
- * hop-by-hop headers and those the client's `Connection` names, forwarding claims and
+ * hop-by-hop headers and those the client's `Connection` names, forwarding claims (every
+ * `X-Forwarded-*`, `Forwarded`, `X-Real-IP`), `Proxy` and every `Proxy-*`, and
  * `X-Request-Id` (the gateway sets its own), and
  * (unless `keepCredentials`) `Authorization`, `Cookie` and `DPoP`; and the lowercase names of
  * `replaced`, which the caller sets itself for this request (outbound/forward.ts).
@@ -126,7 +136,7 @@ function droppedBy(rawHeaders: readonly string[], keepCredentials: boolean) {
   return (name: string): boolean =>
     HOP_BY_HOP.has(name) ||
     SET_BY_GATEWAY.has(name) ||
-    FORWARDING.has(name) ||
+    isForwardingClaim(name) ||
     name.includes('_') ||
     isIdentityName(name) ||
     named?.has(name) === true ||
@@ -134,18 +144,39 @@ function droppedBy(rawHeaders: readonly string[], keepCredentials: boolean) {
 }
 
 /**
- * Whether an upstream's answer header goes to the client: all but those of the connection and
- * the upstream's `X-Request-Id` (the client gets the gateway's, whatever a front of the upstream
+ * Whether an upstream's answer header goes to the client: all but those of the connection (and
+ * those its `Connection` names: `connectionNamedIn`) and the upstream's `X-Request-Id` (the client gets the gateway's, whatever a front of the upstream
  * adds).
  */
 const passesBack = (lowerName: string) =>
   !HOP_BY_HOP.has(lowerName) && lowerName !== 'x-request-id';
 
+/**
+ * The names an upstream's `Connection` lists (`values`: its values), but `close` and
+ * `keep-alive`: headers about its connection to the gateway (RFC 9110 7.6.1), never relayed.
+ * Undefined when it names none, as nearly always.
+ */
+function connectionNamedIn(values: readonly string[]): Set<string> | undefined {
+  let named: Set<string> | undefined;
+  for (const value of values) {
+    for (const token of value.split(',')) {
+      const name = token.trim().toLowerCase();
+      if (name !== 'close' && name !== 'keep-alive' && name !== '') (named ??= new Set()).add(name);
+    }
+  }
+  return named;
+}
+
 /** An upstream's answer headers a client may get (`passesBack`), by name: for a step that edits them. */
 export function answerHeadersOf(answer: { headers: IncomingHttpHeaders }): OutgoingHttpHeaders {
+  const connection = answer.headers.connection;
+  const named =
+    connection === undefined
+      ? undefined
+      : connectionNamedIn(Array.isArray(connection) ? connection : [connection]);
   const headers: OutgoingHttpHeaders = {};
   for (const name in answer.headers) {
-    if (passesBack(name)) headers[name] = answer.headers[name];
+    if (passesBack(name) && named?.has(name) !== true) headers[name] = answer.headers[name];
   }
   return headers;
 }
@@ -164,10 +195,19 @@ export function answerRawHeadersOf(answer: { rawHeaders: readonly string[] }): s
  * as Node reads them and writes them back: the bytes go on unchanged.
  */
 export function answerRawHeaders(raw: readonly (string | Buffer)[]): string[] {
+  let connection: string[] | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    // 'connection'.length: most names are passed over without being read.
+    if (raw[i]!.length === 10 && latin1(raw[i]!).toLowerCase() === 'connection') {
+      (connection ??= []).push(latin1(raw[i + 1]!));
+    }
+  }
+  const named = connection && connectionNamedIn(connection);
   const kept: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
     const name = latin1(raw[i]!);
-    if (passesBack(name.toLowerCase())) kept.push(name, latin1(raw[i + 1]!));
+    const lower = name.toLowerCase();
+    if (passesBack(lower) && named?.has(lower) !== true) kept.push(name, latin1(raw[i + 1]!));
   }
   return kept;
 }

@@ -15,6 +15,8 @@ export interface RecordingUpstream {
   url: string;
   /** Every request received so far, in order; tests empty it between cases. */
   seen: SeenRequest[];
+  /** Headers added to every answer from now on (a test sets and empties it). */
+  answerHeaders: Record<string, string>;
   /** Stops listening and drops kept-alive connections: the upstream is gone. */
   close(): Promise<void>;
 }
@@ -27,6 +29,7 @@ export interface RecordingUpstream {
  */
 export async function startRecordingUpstream(host = '127.0.0.1'): Promise<RecordingUpstream> {
   const seen: SeenRequest[] = [];
+  const answerHeaders: Record<string, string> = {};
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -39,6 +42,7 @@ export async function startRecordingUpstream(host = '127.0.0.1'): Promise<Record
         remoteAddress: req.socket.remoteAddress ?? '',
       });
       res.setHeader('content-type', 'application/json');
+      for (const [name, value] of Object.entries(answerHeaders)) res.setHeader(name, value);
       res.end(
         JSON.stringify({
           data: { from: 'upstream' },
@@ -53,6 +57,7 @@ export async function startRecordingUpstream(host = '127.0.0.1'): Promise<Record
   return {
     url: `http://${host}:${(server.address() as AddressInfo).port}`,
     seen,
+    answerHeaders,
     close: () =>
       new Promise((resolve) => {
         server.close(() => resolve());

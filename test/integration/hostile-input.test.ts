@@ -9,6 +9,7 @@ import {
   type TestUser,
 } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { startKeycloakFront, type KeycloakFront } from '../helpers/keycloak-front.ts';
 import { rawRequest, type RawResponse } from '../helpers/raw-http.ts';
 import {
   startRecordingUpstream,
@@ -282,6 +283,11 @@ const SMUGGLED: Array<[string, string]> = [
   ['X-Forwarded-Port', '443'],
   ['Forwarded', 'for=6.6.6.6;host=evil.example'],
   ['X-Real-IP', '6.6.6.6'],
+  ['X-Forwarded-Ssl', 'on'],
+  ['X-Forwarded-Scheme', 'https'],
+  ['X-Forwarded-Client-Cert', 'Hash=0;Subject="CN=admin"'],
+  ['Proxy', 'http://evil.example:3128'],
+  ['Proxy-Foo', 'x'],
   ['x_custom', 'smuggled'],
   ['Connection', 'keep-alive, X-Secret'],
   ['Proxy-Authorization', 'Basic Zm9vOmJhcg=='],
@@ -345,6 +351,11 @@ describe('identity and forwarding headers reaching the upstream are the gateway 
       'forwarded',
       'x-real-ip',
       'x-forwarded-port',
+      'x-forwarded-ssl',
+      'x-forwarded-scheme',
+      'x-forwarded-client-cert',
+      'proxy',
+      'proxy-foo',
       'proxy-authorization',
       'upgrade',
       'te',
@@ -352,6 +363,77 @@ describe('identity and forwarding headers reaching the upstream are the gateway 
     ]) {
       expect(headers[dropped], dropped).toBeUndefined();
     }
+  });
+});
+
+describe("the headers the upstream's Connection names stay between it and the gateway", () => {
+  it('an answer with Connection: X-Upstream-Secret reaches the client without X-Upstream-Secret', async () => {
+    Object.assign(upstream.answerHeaders, {
+      connection: 'keep-alive, X-Upstream-Secret',
+      'x-upstream-secret': 'internal',
+      'x-kept': 'k',
+    });
+    try {
+      const response = await rawRequest(
+        replicaUrl(),
+        head('GET', '/api/{org}/workspaces/ws1/ita/menu/x', { authorization: bearer }),
+      );
+      expect(response.status).toBe(200);
+      expect(seen).toHaveLength(1);
+      expect(response.headers['x-kept']).toBe('k');
+      expect(response.headers['x-upstream-secret']).toBeUndefined();
+    } finally {
+      for (const name of Object.keys(upstream.answerHeaders)) delete upstream.answerHeaders[name];
+    }
+  });
+});
+
+describe('forwarding claims and Proxy headers never reach Keycloak through /auth', () => {
+  let front: KeycloakFront;
+  let behindFront: Replica;
+
+  beforeAll(async () => {
+    front = await startKeycloakFront(testEnv().keycloakUrl);
+    behindFront = await startReplica(18470, {
+      KEYCLOAK_URL: front.url,
+      LOGIN_MAX_FAILURES_PER_ADDRESS: '0',
+      REVOCATION_CHECK_SECONDS: 'off',
+    });
+  });
+  afterAll(async () => {
+    await behindFront?.gateway.close();
+    await front?.close();
+  });
+
+  it('a password grant with X-Forwarded-Ssl, X-Forwarded-Client-Cert and Proxy', async () => {
+    front.seen.length = 0;
+    const body = passwordGrantBody(member);
+    const response = await rawRequest(
+      behindFront.url,
+      head('POST', '/auth/realms/{org}/protocol/openid-connect/token', {
+        'content-type': 'application/x-www-form-urlencoded',
+        'content-length': String(Buffer.byteLength(body)),
+        'X-Forwarded-Ssl': 'on',
+        'X-Forwarded-Client-Cert': 'Hash=0;Subject="CN=admin"',
+        'X-Forwarded-Server': 'evil.example',
+        Proxy: 'http://evil.example:3128',
+        'Proxy-Foo': 'x',
+      }),
+      { body },
+    );
+    expect(response.status).toBe(200);
+    // The proxied grant: the one with the request's id (the gateway's own calls have theirs).
+    const requestId = String(response.headers['x-request-id']);
+    const grants = front.seen.filter((r) => r.headers['x-request-id'] === requestId);
+    expect(grants).toHaveLength(1);
+    const names = Object.keys(grants[0]!.headers);
+    expect(names.filter((name) => name.startsWith('x-forwarded-')).sort()).toEqual([
+      'x-forwarded-for',
+      'x-forwarded-host',
+      'x-forwarded-port',
+      'x-forwarded-proto',
+    ]);
+    expect(names.filter((name) => name === 'proxy' || name.startsWith('proxy-'))).toEqual([]);
   });
 });
 
@@ -456,6 +538,12 @@ describe('Expect, Host, methods and framing: always the envelope', () => {
     [
       'negative Content-Length',
       'POST /api/platform/organizations HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n',
+      400,
+      '400-00001',
+    ],
+    [
+      'a transfer coding before chunked (nothing decodes it, the upstream would get it bare)',
+      'POST /api/platform/organizations HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n',
       400,
       '400-00001',
     ],

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { IncomingMessage } from 'node:http';
 import {
   answerHeadersOf,
+  answerRawHeaders,
   droppedRequestHeaderNames,
   IDENTITY_HEADERS,
   upstreamRequestHeaders,
@@ -53,6 +54,12 @@ const otherName = fc.constantFrom(
   'Accept-Language',
   'User-Agent',
   'Proxy-Connection',
+  'Proxy',
+  'Proxy-Foo',
+  'X-Forwarded-Ssl',
+  'X-Forwarded-Scheme',
+  'X-Forwarded-Server',
+  'X-Forwarded-Client-Cert',
 );
 
 const header = fc.tuple(fc.oneof(identitySpelling, otherName), fc.string({ maxLength: 10 }));
@@ -111,6 +118,40 @@ describe('upstreamRequestHeaders', () => {
     ]);
   });
 
+  it('drops every X-Forwarded-* and every Proxy and Proxy-* name, not only the common ones', () => {
+    const raw = [
+      'X-Forwarded-Ssl',
+      'on',
+      'x-forwarded-scheme',
+      'https',
+      'X-Forwarded-Protocol',
+      'ssl',
+      'X-Forwarded-Server',
+      'evil.example',
+      'X-Forwarded-Client-Cert',
+      'Hash=0;Subject="CN=admin"',
+      'X-Forwarded-Uri',
+      '/api/platform/organizations',
+      // httpoxy: CGI-style servers read it as HTTP_PROXY, the outbound proxy of the service.
+      'Proxy',
+      'http://evil.example:3128',
+      'Proxy-Status',
+      'x',
+      'Accept',
+      '*/*',
+      'X-Forwarded',
+      'kept: not the X-Forwarded- family',
+    ];
+    for (const keepCredentials of [false, true]) {
+      expect(upstreamRequestHeaders(raw, { keepCredentials })).toEqual([
+        'Accept',
+        '*/*',
+        'X-Forwarded',
+        'kept: not the X-Forwarded- family',
+      ]);
+    }
+  });
+
   it("drops the client's X-Request-Id in any case: the gateway sends the id it answers with", () => {
     const raw = ['X-Request-Id', 'client-id', 'x-REQUEST-id', '<script>', 'Accept', '*/*'];
     for (const keepCredentials of [false, true]) {
@@ -135,7 +176,7 @@ describe('upstreamRequestHeaders', () => {
           expect(IDENTITY_FOLDED).not.toContain(lower.replace(/[_.]/g, '-'));
           expect(lower).not.toContain('_');
           expect(lower).not.toMatch(
-            /^(connection|keep-alive|te|trailer|transfer-encoding|upgrade|host|expect|proxy-.*|forwarded|x-forwarded-.*|x-real-ip|x-request-id)$/,
+            /^(connection|keep-alive|te|trailer|transfer-encoding|upgrade|host|expect|proxy|proxy-.*|forwarded|x-forwarded-.*|x-real-ip|x-request-id)$/,
           );
           expect(connectionNamed).not.toContain(lower);
           if (!keepCredentials) expect(['authorization', 'cookie', 'dpop']).not.toContain(lower);
@@ -169,5 +210,40 @@ describe('answerHeadersOf', () => {
       'dpop-nonce': 'n-1',
       'www-authenticate': 'DPoP error="use_dpop_nonce"',
     });
+  });
+});
+
+describe("an upstream's Connection", () => {
+  it('drops the headers it names from the answer, by raw list and by name (RFC 9110 7.6.1)', () => {
+    const raw = [
+      'Content-Type',
+      'application/json',
+      'Connection',
+      'keep-alive, X-Upstream-Secret',
+      'x-upstream-secret',
+      'internal',
+      'CONNECTION',
+      'X-Other',
+      'X-Other',
+      'o',
+      'X-Kept',
+      'k',
+    ];
+    expect(answerRawHeaders(raw)).toEqual(['Content-Type', 'application/json', 'X-Kept', 'k']);
+    expect(answerRawHeaders(raw.map((item) => Buffer.from(item, 'latin1')))).toEqual([
+      'Content-Type',
+      'application/json',
+      'X-Kept',
+      'k',
+    ]);
+    const answer = {
+      headers: {
+        'content-type': 'application/json',
+        connection: 'close, X-Upstream-Secret',
+        'x-upstream-secret': 'internal',
+        'x-kept': 'k',
+      },
+    } as unknown as IncomingMessage;
+    expect(answerHeadersOf(answer)).toEqual({ 'content-type': 'application/json', 'x-kept': 'k' });
   });
 });
