@@ -145,8 +145,8 @@ function droppedBy(rawHeaders: readonly string[], keepCredentials: boolean) {
 
 /**
  * Whether an upstream's answer header goes to the client: all but those of the connection (and
- * those its `Connection` names: `connectionNamedIn`) and the upstream's `X-Request-Id` (the client gets the gateway's, whatever a front of the upstream
- * adds).
+ * those its `Connection` names: `connectionNamedIn`) and the upstream's `X-Request-Id` (the
+ * client gets the gateway's, whatever a front of the upstream adds).
  */
 const passesBack = (lowerName: string) =>
   !HOP_BY_HOP.has(lowerName) && lowerName !== 'x-request-id';
