@@ -41,9 +41,9 @@ export type EdgeRoute = (req: IncomingMessage, res: ServerResponse, scope: Reque
  * access log line and the request metrics, exactly one `Host` header (RFC 9112 3.2; none is
  * allowed in HTTP/1.0), no transfer coding but `chunked` alone, and one canonical meaning of the
  * path (see request-target.ts), read once into the request's route by `routes` (route.ts,
- * compiled from the route tables) and its scope (request-scope.ts). Then the request goes to `forwarded` when its entry is the forwarded one,
- * else to express. Whatever
- * throws here is answered in the envelope; the process lives on.
+ * compiled from the route tables) and its scope (request-scope.ts). Then the request goes to
+ * `forwarded` when its entry is the forwarded one, else to express. Whatever throws here is
+ * answered in the envelope; the process lives on.
  */
 export function createEdge(deps: {
   logger: Logger;
