@@ -159,6 +159,8 @@ const passesBack = (lowerName: string) =>
 function connectionNamedIn(values: readonly string[]): Set<string> | undefined {
   let named: Set<string> | undefined;
   for (const value of values) {
+    // What nearly every answer says, read without splitting it.
+    if (value === 'keep-alive' || value === 'close') continue;
     for (const token of value.split(',')) {
       const name = token.trim().toLowerCase();
       if (name !== 'close' && name !== 'keep-alive' && name !== '') (named ??= new Set()).add(name);
@@ -195,21 +197,22 @@ export function answerRawHeadersOf(answer: { rawHeaders: readonly string[] }): s
  * as Node reads them and writes them back: the bytes go on unchanged.
  */
 export function answerRawHeaders(raw: readonly (string | Buffer)[]): string[] {
-  let connection: string[] | undefined;
-  for (let i = 0; i < raw.length; i += 2) {
-    // 'connection'.length: most names are passed over without being read.
-    if (raw[i]!.length === 10 && latin1(raw[i]!).toLowerCase() === 'connection') {
-      (connection ??= []).push(latin1(raw[i + 1]!));
-    }
-  }
-  const named = connection && connectionNamedIn(connection);
   const kept: string[] = [];
+  let connection: string[] | undefined;
   for (let i = 0; i < raw.length; i += 2) {
     const name = latin1(raw[i]!);
     const lower = name.toLowerCase();
-    if (passesBack(lower) && named?.has(lower) !== true) kept.push(name, latin1(raw[i + 1]!));
+    if (passesBack(lower)) kept.push(name, latin1(raw[i + 1]!));
+    else if (lower === 'connection') (connection ??= []).push(latin1(raw[i + 1]!));
   }
-  return kept;
+  // One pass for every answer; a second only for the rare one whose Connection names a header.
+  const named = connection && connectionNamedIn(connection);
+  if (named === undefined) return kept;
+  const unnamed: string[] = [];
+  for (let i = 0; i < kept.length; i += 2) {
+    if (!named.has(kept[i]!.toLowerCase())) unnamed.push(kept[i]!, kept[i + 1]!);
+  }
+  return unnamed;
 }
 
 const latin1 = (value: string | Buffer) =>
