@@ -127,12 +127,11 @@ export function droppedRequestHeaderNames(
 }
 
 function droppedBy(rawHeaders: readonly string[], keepCredentials: boolean) {
-  let named: Set<string> | undefined;
+  let connection: string[] | undefined;
   for (let i = 0; i < rawHeaders.length; i += 2) {
-    if (rawHeaders[i]!.toLowerCase() !== 'connection') continue;
-    named ??= new Set();
-    for (const token of rawHeaders[i + 1]!.split(',')) named.add(token.trim().toLowerCase());
+    if (rawHeaders[i]!.toLowerCase() === 'connection') (connection ??= []).push(rawHeaders[i + 1]!);
   }
+  const named = connection && connectionNamedIn(connection);
   return (name: string): boolean =>
     HOP_BY_HOP.has(name) ||
     SET_BY_GATEWAY.has(name) ||
@@ -152,8 +151,8 @@ const passesBack = (lowerName: string) =>
   !HOP_BY_HOP.has(lowerName) && lowerName !== 'x-request-id';
 
 /**
- * The names an upstream's `Connection` lists (`values`: its values), but `close` and
- * `keep-alive`: headers about its connection to the gateway (RFC 9110 7.6.1), never relayed.
+ * The names a `Connection` header lists (`values`: its values), but `close` and `keep-alive`:
+ * headers about that hop's connection (RFC 9110 7.6.1), never relayed, in either direction.
  * Undefined when it names none, as nearly always.
  */
 function connectionNamedIn(values: readonly string[]): Set<string> | undefined {
