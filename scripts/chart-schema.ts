@@ -24,8 +24,8 @@ type JsonSchema = Record<string, unknown>;
  * is exposed, so a setting added to src/config reaches the chart's schema by itself.
  */
 const NOT_IN_THE_CHART: Partial<Record<Setting, string>> = {
-  HOST: 'the chart binds every interface of the pod',
-  ADMIN_HOST: 'the chart binds every interface of the pod',
+  HOST: 'the chart binds every interface of the pod, IPv6 and IPv4 (`::`)',
+  ADMIN_HOST: 'the chart binds every interface of the pod, IPv6 and IPv4 (`::`)',
   KEYCLOAK_HTTP_PORT: 'the local Keycloak only; on Kubernetes, KEYCLOAK_URL',
   KEYCLOAK_MANAGEMENT_PORT: 'the local Keycloak only; on Kubernetes, KEYCLOAK_URL',
   DATA_DIR: 'nothing is written there with DATABASE_URL and KEYCLOAK_URL set',

@@ -104,7 +104,8 @@ test/unit/chart/chart-settings.test.ts finds the same verdicts as the gateway's)
 {{- if not (hasKey $settings "BACKCHANNEL_LOGOUT_URL") }}
 {{- $_ := set $settings "BACKCHANNEL_LOGOUT_URL" (printf "http://%s.%s.svc:%v/backchannel-logout" (include "realmgate.adminName" .) .Release.Namespace .Values.adminService.port) }}
 {{- end }}
-{{- $_ := set $settings "HOST" "0.0.0.0" }}
-{{- $_ := set $settings "ADMIN_HOST" "0.0.0.0" }}
+{{- /* Every interface, IPv6 and IPv4: the pod's address may be of either family (src/server.ts). */}}
+{{- $_ := set $settings "HOST" "::" }}
+{{- $_ := set $settings "ADMIN_HOST" "::" }}
 {{- toJson $settings }}
 {{- end }}

@@ -21,6 +21,7 @@ import { configSchema, FILE_SETTINGS, loadConfig } from '../../../src/config/con
 import { createLogger } from '../../../src/http/logger.ts';
 import { metricsOff } from '../../../src/metrics/metrics.ts';
 import { buildInfo } from '../../../src/release/build-info.ts';
+import { closeServer, listen } from '../../../src/server.ts';
 import { chart, examples, ofKind, render } from '../../helpers/helm-chart.ts';
 
 /*
@@ -228,5 +229,28 @@ describe("the chart's probes", () => {
     }
     // A path the app does not serve is 404: the check above tells them apart.
     expect((await fetch(`${base}/healthy`)).status).toBe(404);
+  });
+});
+
+describe("the chart's listeners", () => {
+  // The kubelet probes, and Services send to, the pod's address: an IPv4 one, an IPv6 one
+  // (single-stack IPv6 clusters) or both. The addresses the chart gives the gateway take both.
+  it.each(['HOST', 'ADMIN_HOST'])('%s accepts connections over IPv4 and IPv6', async (name) => {
+    const data = ofKind<IConfigMap>(render([]), 'ConfigMap')[0]!.data!;
+    const server = await listen(
+      (_req, res) => res.end('listening'),
+      data[name]!,
+      0,
+      createLogger('silent'),
+    );
+    try {
+      const { port } = server.address() as AddressInfo;
+      for (const address of ['127.0.0.1', '[::1]']) {
+        const res = await fetch(`http://${address}:${port}/`);
+        expect(await res.text(), address).toBe('listening');
+      }
+    } finally {
+      await closeServer(server, 0);
+    }
   });
 });
