@@ -71,9 +71,34 @@ export const CHART_SECRETS: readonly Setting[] = [
 const HTTP_URL = String.raw`^https?://[^\s/?#]+(?:[/?#]\S*)?$`;
 const KEYCLOAK_NODE = String.raw`https?://[^\s/?#,]+(?:[/?#][^\s,]*)?`;
 const ALGORITHM = `(?:${ASYMMETRIC_ALGORITHMS.join('|')})`;
+/*
+ * TRUSTED_PROXIES: comma-separated addresses or CIDR ranges, each trimmed, empty ones skipped
+ * (src/config/trusted-proxies.ts). The addresses are those Node's `isIP` takes (its own
+ * expressions, an IPv6 zone included), the prefix at most 3 digits and within the family's bits.
+ */
+const V4_PART = String.raw`(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]\d|\d)`;
+const V4 = String.raw`(?:${V4_PART}\.){3}${V4_PART}`;
+const H = '[0-9a-fA-F]{1,4}';
+const V6 =
+  '(?:' +
+  [
+    `(?:${H}:){7}(?:${H}|:)`,
+    `(?:${H}:){6}(?:${V4}|:${H}|:)`,
+    `(?:${H}:){5}(?::${V4}|(?::${H}){1,2}|:)`,
+    `(?:${H}:){4}(?:(?::${H}){0,1}:${V4}|(?::${H}){1,3}|:)`,
+    `(?:${H}:){3}(?:(?::${H}){0,2}:${V4}|(?::${H}){1,4}|:)`,
+    `(?:${H}:){2}(?:(?::${H}){0,3}:${V4}|(?::${H}){1,5}|:)`,
+    `(?:${H}:){1}(?:(?::${H}){0,4}:${V4}|(?::${H}){1,6}|:)`,
+    `(?::(?:(?::${H}){0,5}:${V4}|(?::${H}){1,7}|:))`,
+  ].join('|') +
+  ')(?:%[0-9a-zA-Z.:-]+)?';
+const V4_BITS = String.raw`0?(?:[0-2]?\d|3[0-2])`;
+const V6_BITS = String.raw`(?:0?0?\d|0?[1-9]\d|1[01]\d|12[0-8])`;
+const PROXY = `(?:${V4}(?:/${V4_BITS})?|${V6}(?:/${V6_BITS})?)`;
 const PATTERNS: Partial<Record<Setting, string>> = {
   KEYCLOAK_URL: String.raw`^\s*${KEYCLOAK_NODE}(?:\s*,\s*${KEYCLOAK_NODE})*\s*$`,
   DPOP_ALGORITHMS: String.raw`^[\s,]*${ALGORITHM}(?:[\s,]+${ALGORITHM})*[\s,]*$`,
+  TRUSTED_PROXIES: String.raw`^\s*(?:${PROXY})?\s*(?:,\s*(?:${PROXY})?\s*)*$`,
 };
 
 /** The setting's JSON Schema as the gateway reads it (its input), for a values file. */

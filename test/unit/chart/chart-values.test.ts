@@ -70,6 +70,11 @@ describe('a values file helm refuses', () => {
       "at '/config/KEYCLOAK_URL'",
     ],
     [
+      'a trusted proxy range beyond its bits',
+      { config: { TRUSTED_PROXIES: '10.0.0.0/8,10.1.0.0/33' } },
+      "at '/config/TRUSTED_PROXIES'",
+    ],
+    [
       'a symmetric DPoP algorithm',
       { config: { DPOP_ALGORITHMS: 'ES256,HS256' } },
       "at '/config/DPOP_ALGORITHMS'",
