@@ -284,6 +284,9 @@ export function chartValuesSchema(): JsonSchema {
             postgresql: egressRule('where the platform database runs'),
             redis: egressRule('where Redis runs'),
             automationUpstream: egressRule('where AUTOMATION_UPSTREAM_URL runs, when set'),
+            otlpCollector: egressRule(
+              'where the OpenTelemetry collector runs, when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set',
+            ),
             dns: egressRule('the cluster DNS'),
             extra: objects,
           }),

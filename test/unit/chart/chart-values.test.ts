@@ -190,6 +190,22 @@ describe('a values file helm refuses', () => {
       },
       'networkPolicy.egress.postgresql.to: name where it runs',
     ],
+    ...(['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'] as const).map(
+      (name): [string, unknown, string] => [
+        `a NetworkPolicy that does not say where ${name} is`,
+        {
+          config: { [name]: 'http://otel-collector.monitoring.svc:4318' },
+          networkPolicy: {
+            enabled: true,
+            adminFrom: { keycloak: [{ podSelector: {} }] },
+            egress: Object.fromEntries(
+              ['keycloak', 'postgresql', 'redis'].map((peer) => [peer, { to: [{ podSelector: {} }] }]),
+            ),
+          },
+        },
+        'networkPolicy.egress.otlpCollector.to: name where the OpenTelemetry collector runs',
+      ],
+    ),
   ])('%s', (_, values, message) => {
     expect(refusal(values)).toContain(message);
   });
