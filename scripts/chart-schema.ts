@@ -301,10 +301,39 @@ export function chartValuesSchema(): JsonSchema {
 /** The file's text: what `npm run chart:schema` writes and the test compares. */
 export const valuesSchemaText = () => `${JSON.stringify(chartValuesSchema(), null, 2)}\n`;
 
+/*
+ * charts/realmgate/files/gateway-defaults.json, generated too: the gateway's defaults of the
+ * settings the templates check across settings as loadConfig does (templates/_helpers.tpl),
+ * which a null in values leaves to the gateway.
+ */
+export const GATEWAY_DEFAULTS_FILE = path.join(
+  root,
+  'charts/realmgate/files/gateway-defaults.json',
+);
+const DEFAULTS_IN_THE_CHART: readonly Setting[] = [
+  'AUDIT_RETENTION_DAYS',
+  'AUDIT_RETENTION_MIN_DAYS',
+  'AUDIT_RETENTION_MAX_DAYS',
+];
+export const gatewayDefaultsText = () =>
+  `${JSON.stringify(
+    {
+      $comment:
+        'Generated from src/config by scripts/chart-schema.ts (npm run chart:schema): do not edit.',
+      ...Object.fromEntries(
+        DEFAULTS_IN_THE_CHART.map((name) => [name, configSchema.shape[name].parse(undefined)]),
+      ),
+    },
+    null,
+    2,
+  )}\n`;
+
 if (import.meta.url === `file://${process.argv[1]}`) {
   // FILE_SETTINGS is the gateway's list of credentials: the chart's Secret takes only those.
   const strays = CHART_SECRETS.filter((name) => !FILE_SETTINGS.includes(name));
   if (strays.length > 0) throw new Error(`not read from <NAME>_FILE: ${strays.join(', ')}`);
   writeFileSync(VALUES_SCHEMA_FILE, valuesSchemaText());
-  console.log(`${path.relative(root, VALUES_SCHEMA_FILE)} written`);
+  writeFileSync(GATEWAY_DEFAULTS_FILE, gatewayDefaultsText());
+  for (const file of [VALUES_SCHEMA_FILE, GATEWAY_DEFAULTS_FILE])
+    console.log(`${path.relative(root, file)} written`);
 }

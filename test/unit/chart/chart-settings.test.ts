@@ -12,6 +12,8 @@ import { parse } from 'yaml';
 import {
   CHART_SECRETS,
   CHART_SETTINGS,
+  GATEWAY_DEFAULTS_FILE,
+  gatewayDefaultsText,
   REQUIRED_SECRETS,
   VALUES_SCHEMA_FILE,
   valuesSchemaText,
@@ -36,8 +38,9 @@ const cases: Array<[string, string[]]> = [
 ];
 
 describe("the chart's settings", () => {
-  it('values.schema.json is the one scripts/chart-schema.ts generates (npm run chart:schema)', () => {
+  it('values.schema.json and files/gateway-defaults.json are those scripts/chart-schema.ts generates (npm run chart:schema)', () => {
     expect(readFileSync(VALUES_SCHEMA_FILE, 'utf8')).toBe(valuesSchemaText());
+    expect(readFileSync(GATEWAY_DEFAULTS_FILE, 'utf8')).toBe(gatewayDefaultsText());
   });
 
   it('are settings of src/config: credentials only in the Secret, the rest in the ConfigMap', () => {
