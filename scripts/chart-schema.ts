@@ -237,6 +237,11 @@ export function chartValuesSchema(): JsonSchema {
           },
         ),
         resources: { type: 'object' },
+        startupSeconds: {
+          ...count(10),
+          description:
+            "seconds a new replica may take to listen, the database's migration included (the startup probe's budget)",
+        },
         preStopSeconds: count(0),
         // After the drain the gateway writes its audit spool (at least 3 s, AUDIT_FLUSH_MIN_MS in
         // src/gateway.ts) and closes Redis and the database: the kubelet waits for that too.

@@ -103,6 +103,19 @@ it('lets the gateway reach the OpenTelemetry collector through its NetworkPolicy
   });
 });
 
+it.each([
+  [[], 300],
+  [['startupSeconds=1800'], 1800],
+  [['startupSeconds=62'], 62],
+])('gives a replica startupSeconds to migrate the database and listen (%j)', (sets, seconds) => {
+  const { container } = gatewayOf(render([], sets));
+  const probe = container.startupProbe!;
+  // At least the budget, and not a whole period more.
+  const budget = probe.periodSeconds! * probe.failureThreshold!;
+  expect(budget).toBeGreaterThanOrEqual(seconds);
+  expect(budget).toBeLessThan(seconds + probe.periodSeconds!);
+});
+
 describe.each(cases)('the chart over %s', (_, files) => {
   const objects = render(files);
   const configMap = ofKind<IConfigMap>(objects, 'ConfigMap')[0]!.data!;
