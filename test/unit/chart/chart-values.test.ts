@@ -199,7 +199,10 @@ describe('a values file helm refuses', () => {
             enabled: true,
             adminFrom: { keycloak: [{ podSelector: {} }] },
             egress: Object.fromEntries(
-              ['keycloak', 'postgresql', 'redis'].map((peer) => [peer, { to: [{ podSelector: {} }] }]),
+              ['keycloak', 'postgresql', 'redis'].map((peer) => [
+                peer,
+                { to: [{ podSelector: {} }] },
+              ]),
             ),
           },
         },
