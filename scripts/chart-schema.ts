@@ -24,8 +24,8 @@ type JsonSchema = Record<string, unknown>;
  * is exposed, so a setting added to src/config reaches the chart's schema by itself.
  */
 const NOT_IN_THE_CHART: Partial<Record<Setting, string>> = {
-  HOST: 'the chart binds every interface of the pod',
-  ADMIN_HOST: 'the chart binds every interface of the pod',
+  HOST: 'the chart binds every interface of the pod, IPv6 and IPv4 (`::`)',
+  ADMIN_HOST: 'the chart binds every interface of the pod, IPv6 and IPv4 (`::`)',
   KEYCLOAK_HTTP_PORT: 'the local Keycloak only; on Kubernetes, KEYCLOAK_URL',
   KEYCLOAK_MANAGEMENT_PORT: 'the local Keycloak only; on Kubernetes, KEYCLOAK_URL',
   DATA_DIR: 'nothing is written there with DATABASE_URL and KEYCLOAK_URL set',
@@ -71,9 +71,34 @@ export const CHART_SECRETS: readonly Setting[] = [
 const HTTP_URL = String.raw`^https?://[^\s/?#]+(?:[/?#]\S*)?$`;
 const KEYCLOAK_NODE = String.raw`https?://[^\s/?#,]+(?:[/?#][^\s,]*)?`;
 const ALGORITHM = `(?:${ASYMMETRIC_ALGORITHMS.join('|')})`;
+/*
+ * TRUSTED_PROXIES: comma-separated addresses or CIDR ranges, each trimmed, empty ones skipped
+ * (src/config/trusted-proxies.ts). The addresses are those Node's `isIP` takes (its own
+ * expressions, an IPv6 zone included), the prefix at most 3 digits and within the family's bits.
+ */
+const V4_PART = String.raw`(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]\d|\d)`;
+const V4 = String.raw`(?:${V4_PART}\.){3}${V4_PART}`;
+const H = '[0-9a-fA-F]{1,4}';
+const V6 =
+  '(?:' +
+  [
+    `(?:${H}:){7}(?:${H}|:)`,
+    `(?:${H}:){6}(?:${V4}|:${H}|:)`,
+    `(?:${H}:){5}(?::${V4}|(?::${H}){1,2}|:)`,
+    `(?:${H}:){4}(?:(?::${H}){0,1}:${V4}|(?::${H}){1,3}|:)`,
+    `(?:${H}:){3}(?:(?::${H}){0,2}:${V4}|(?::${H}){1,4}|:)`,
+    `(?:${H}:){2}(?:(?::${H}){0,3}:${V4}|(?::${H}){1,5}|:)`,
+    `(?:${H}:){1}(?:(?::${H}){0,4}:${V4}|(?::${H}){1,6}|:)`,
+    `(?::(?:(?::${H}){0,5}:${V4}|(?::${H}){1,7}|:))`,
+  ].join('|') +
+  ')(?:%[0-9a-zA-Z.:-]+)?';
+const V4_BITS = String.raw`0?(?:[0-2]?\d|3[0-2])`;
+const V6_BITS = String.raw`(?:0?0?\d|0?[1-9]\d|1[01]\d|12[0-8])`;
+const PROXY = `(?:${V4}(?:/${V4_BITS})?|${V6}(?:/${V6_BITS})?)`;
 const PATTERNS: Partial<Record<Setting, string>> = {
   KEYCLOAK_URL: String.raw`^\s*${KEYCLOAK_NODE}(?:\s*,\s*${KEYCLOAK_NODE})*\s*$`,
   DPOP_ALGORITHMS: String.raw`^[\s,]*${ALGORITHM}(?:[\s,]+${ALGORITHM})*[\s,]*$`,
+  TRUSTED_PROXIES: String.raw`^\s*(?:${PROXY})?\s*(?:,\s*(?:${PROXY})?\s*)*$`,
 };
 
 /** The setting's JSON Schema as the gateway reads it (its input), for a values file. */
@@ -212,6 +237,11 @@ export function chartValuesSchema(): JsonSchema {
           },
         ),
         resources: { type: 'object' },
+        startupSeconds: {
+          ...count(10),
+          description:
+            "seconds a new replica may take to listen, the database's migration included (the startup probe's budget)",
+        },
         preStopSeconds: count(0),
         // After the drain the gateway writes its audit spool (at least 3 s, AUDIT_FLUSH_MIN_MS in
         // src/gateway.ts) and closes Redis and the database: the kubelet waits for that too.
@@ -259,6 +289,9 @@ export function chartValuesSchema(): JsonSchema {
             postgresql: egressRule('where the platform database runs'),
             redis: egressRule('where Redis runs'),
             automationUpstream: egressRule('where AUTOMATION_UPSTREAM_URL runs, when set'),
+            otlpCollector: egressRule(
+              'where the OpenTelemetry collector runs, when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set',
+            ),
             dns: egressRule('the cluster DNS'),
             extra: objects,
           }),
@@ -273,10 +306,39 @@ export function chartValuesSchema(): JsonSchema {
 /** The file's text: what `npm run chart:schema` writes and the test compares. */
 export const valuesSchemaText = () => `${JSON.stringify(chartValuesSchema(), null, 2)}\n`;
 
+/*
+ * charts/realmgate/files/gateway-defaults.json, generated too: the gateway's defaults of the
+ * settings the templates check across settings as loadConfig does (templates/_helpers.tpl),
+ * which a null in values leaves to the gateway.
+ */
+export const GATEWAY_DEFAULTS_FILE = path.join(
+  root,
+  'charts/realmgate/files/gateway-defaults.json',
+);
+const DEFAULTS_IN_THE_CHART: readonly Setting[] = [
+  'AUDIT_RETENTION_DAYS',
+  'AUDIT_RETENTION_MIN_DAYS',
+  'AUDIT_RETENTION_MAX_DAYS',
+];
+export const gatewayDefaultsText = () =>
+  `${JSON.stringify(
+    {
+      $comment:
+        'Generated from src/config by scripts/chart-schema.ts (npm run chart:schema): do not edit.',
+      ...Object.fromEntries(
+        DEFAULTS_IN_THE_CHART.map((name) => [name, configSchema.shape[name].parse(undefined)]),
+      ),
+    },
+    null,
+    2,
+  )}\n`;
+
 if (import.meta.url === `file://${process.argv[1]}`) {
   // FILE_SETTINGS is the gateway's list of credentials: the chart's Secret takes only those.
   const strays = CHART_SECRETS.filter((name) => !FILE_SETTINGS.includes(name));
   if (strays.length > 0) throw new Error(`not read from <NAME>_FILE: ${strays.join(', ')}`);
   writeFileSync(VALUES_SCHEMA_FILE, valuesSchemaText());
-  console.log(`${path.relative(root, VALUES_SCHEMA_FILE)} written`);
+  writeFileSync(GATEWAY_DEFAULTS_FILE, gatewayDefaultsText());
+  for (const file of [VALUES_SCHEMA_FILE, GATEWAY_DEFAULTS_FILE])
+    console.log(`${path.relative(root, file)} written`);
 }

@@ -65,7 +65,9 @@ export async function listen(
   server.on('connect', (_req, socket: Duplex) => answerOnSocket(socket, 'methodNotAllowed'));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, host, () => {
+    // `::` is Node's own default address: IPv6 and IPv4 on one socket, or IPv4 alone (0.0.0.0)
+    // on a kernel without IPv6, where binding `::` itself would fail.
+    server.listen(port, host === '::' ? undefined : host, () => {
       server.off('error', reject);
       resolve();
     });

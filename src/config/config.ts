@@ -115,7 +115,7 @@ const otlpHeaders = z.string().transform((value, ctx) => {
 export const configSchema = z.object({
   HOST: z.string().min(1).default('0.0.0.0').meta({
     description:
-      "address of the public listener (`{base_url}`): `/api/...` and `/auth/...`, Keycloak's admin console refused",
+      "address of the public listener (`{base_url}`): `/api/...` and `/auth/...`, Keycloak's admin console refused. `0.0.0.0`: every IPv4 interface; `::`: every interface, IPv6 and IPv4 (IPv4 alone on a kernel without IPv6)",
   }),
   PORT: port.default(8000).meta({ description: 'port of the public listener' }),
   ADMIN_HOST: z.string().min(1).default('127.0.0.1').meta({

@@ -88,15 +88,17 @@ The settings the Secret holds: `secrets.keys` for an existing Secret, else the k
 {{- end }}
 {{- /*
 What the gateway checks across settings at start (loadConfig in src/config/config.ts), so that
-helm refuses it instead of every new replica; null is the gateway's default (365, 90, 3650:
-test/unit/chart/chart-settings.test.ts finds the same verdicts as the gateway's).
+helm refuses it instead of every new replica; null is the gateway's default, from
+files/gateway-defaults.json (generated from src/config: npm run chart:schema).
+test/unit/chart/chart-settings.test.ts finds the same verdicts as the gateway's.
 */}}
 {{- $c := .Values.config }}
-{{- $days := int (default 365 $c.AUDIT_RETENTION_DAYS) }}
-{{- $minDays := int (default 90 $c.AUDIT_RETENTION_MIN_DAYS) }}
-{{- $maxDays := int (default 3650 $c.AUDIT_RETENTION_MAX_DAYS) }}
+{{- $d := .Files.Get "files/gateway-defaults.json" | fromJson }}
+{{- $days := int (default $d.AUDIT_RETENTION_DAYS $c.AUDIT_RETENTION_DAYS) }}
+{{- $minDays := int (default $d.AUDIT_RETENTION_MIN_DAYS $c.AUDIT_RETENTION_MIN_DAYS) }}
+{{- $maxDays := int (default $d.AUDIT_RETENTION_MAX_DAYS $c.AUDIT_RETENTION_MAX_DAYS) }}
 {{- if or (lt $days $minDays) (gt $days $maxDays) }}
-{{- fail (printf "config.AUDIT_RETENTION_DAYS (%d) must lie within AUDIT_RETENTION_MIN_DAYS and AUDIT_RETENTION_MAX_DAYS (%d to %d; null: 365, 90 and 3650)" $days $minDays $maxDays) }}
+{{- fail (printf "config.AUDIT_RETENTION_DAYS (%d) must lie within AUDIT_RETENTION_MIN_DAYS and AUDIT_RETENTION_MAX_DAYS (%d to %d; null: %d, %d and %d)" $days $minDays $maxDays (int $d.AUDIT_RETENTION_DAYS) (int $d.AUDIT_RETENTION_MIN_DAYS) (int $d.AUDIT_RETENTION_MAX_DAYS)) }}
 {{- end }}
 {{- if and $c.AUDIT_OTEL_LOGS (not $c.OTEL_EXPORTER_OTLP_ENDPOINT) }}
 {{- fail "config.AUDIT_OTEL_LOGS needs config.OTEL_EXPORTER_OTLP_ENDPOINT (where the logs go)" }}
@@ -104,7 +106,8 @@ test/unit/chart/chart-settings.test.ts finds the same verdicts as the gateway's)
 {{- if not (hasKey $settings "BACKCHANNEL_LOGOUT_URL") }}
 {{- $_ := set $settings "BACKCHANNEL_LOGOUT_URL" (printf "http://%s.%s.svc:%v/backchannel-logout" (include "realmgate.adminName" .) .Release.Namespace .Values.adminService.port) }}
 {{- end }}
-{{- $_ := set $settings "HOST" "0.0.0.0" }}
-{{- $_ := set $settings "ADMIN_HOST" "0.0.0.0" }}
+{{- /* Every interface, IPv6 and IPv4: the pod's address may be of either family (src/server.ts). */}}
+{{- $_ := set $settings "HOST" "::" }}
+{{- $_ := set $settings "ADMIN_HOST" "::" }}
 {{- toJson $settings }}
 {{- end }}

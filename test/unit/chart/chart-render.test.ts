@@ -11,6 +11,7 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { ConfigMap, Pod, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
 import type { IDeployment } from 'kubernetes-models/apps/v1/Deployment';
 import type { IIngress } from 'kubernetes-models/networking.k8s.io/v1/Ingress';
+import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import type { IConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import type { IContainer } from 'kubernetes-models/v1/Container';
 import type { IPod } from 'kubernetes-models/v1/Pod';
@@ -82,6 +83,37 @@ it('refuses an object the Kubernetes schemas refuse (the check is not vacuous)',
   const broken = structuredClone(deployment!) as { spec: { replicas: unknown } };
   broken.spec.replicas = 'two';
   expect(() => new Deployment(broken as never).validate()).toThrow(/replicas/);
+});
+
+it('lets the gateway reach the OpenTelemetry collector through its NetworkPolicy', () => {
+  const collector = { namespaceSelector: { matchLabels: { name: 'monitoring' } } };
+  const operators = examples.find((file) => file.endsWith('operators.yaml'))!;
+  const objects = render(
+    [operators],
+    [
+      'config.OTEL_EXPORTER_OTLP_ENDPOINT=http://otel-collector.monitoring.svc:4318',
+      'config.AUDIT_OTEL_LOGS=true',
+      'networkPolicy.egress.otlpCollector.to[0].namespaceSelector.matchLabels.name=monitoring',
+    ],
+  );
+  const [policy] = ofKind<INetworkPolicy>(objects, 'NetworkPolicy');
+  expect(policy!.spec!.egress).toContainEqual({
+    to: [collector],
+    ports: [{ port: 4318, protocol: 'TCP' }],
+  });
+});
+
+it.each([
+  [[], 300],
+  [['startupSeconds=1800'], 1800],
+  [['startupSeconds=62'], 62],
+])('gives a replica startupSeconds to migrate the database and listen (%j)', (sets, seconds) => {
+  const { container } = gatewayOf(render([], sets));
+  const probe = container.startupProbe!;
+  // At least the budget, and not a whole period more.
+  const budget = probe.periodSeconds! * probe.failureThreshold!;
+  expect(budget).toBeGreaterThanOrEqual(seconds);
+  expect(budget).toBeLessThan(seconds + probe.periodSeconds!);
 });
 
 describe.each(cases)('the chart over %s', (_, files) => {

@@ -12,6 +12,8 @@ import { parse } from 'yaml';
 import {
   CHART_SECRETS,
   CHART_SETTINGS,
+  GATEWAY_DEFAULTS_FILE,
+  gatewayDefaultsText,
   REQUIRED_SECRETS,
   VALUES_SCHEMA_FILE,
   valuesSchemaText,
@@ -21,6 +23,7 @@ import { configSchema, FILE_SETTINGS, loadConfig } from '../../../src/config/con
 import { createLogger } from '../../../src/http/logger.ts';
 import { metricsOff } from '../../../src/metrics/metrics.ts';
 import { buildInfo } from '../../../src/release/build-info.ts';
+import { closeServer, listen } from '../../../src/server.ts';
 import { chart, examples, ofKind, render } from '../../helpers/helm-chart.ts';
 
 /*
@@ -35,8 +38,9 @@ const cases: Array<[string, string[]]> = [
 ];
 
 describe("the chart's settings", () => {
-  it('values.schema.json is the one scripts/chart-schema.ts generates (npm run chart:schema)', () => {
+  it('values.schema.json and files/gateway-defaults.json are those scripts/chart-schema.ts generates (npm run chart:schema)', () => {
     expect(readFileSync(VALUES_SCHEMA_FILE, 'utf8')).toBe(valuesSchemaText());
+    expect(readFileSync(GATEWAY_DEFAULTS_FILE, 'utf8')).toBe(gatewayDefaultsText());
   });
 
   it('are settings of src/config: credentials only in the Secret, the rest in the ConfigMap', () => {
@@ -121,6 +125,24 @@ describe("the chart's schema and the gateway", () => {
       ],
     ],
     ['DPOP_ALGORITHMS', ['ES256', 'ES256, PS256 EdDSA', 'HS256', 'ES256,none', 'auto']],
+    [
+      'TRUSTED_PROXIES',
+      [
+        '10.0.0.0/8',
+        ' 10.0.0.0/8, ::1 ,fd00::/8,',
+        '192.168.1.1,2001:db8::/128,10.0.0.0/032,::ffff:10.0.0.0/104,::/0',
+        'fe80::1%eth0',
+        '10.0.0.0/33',
+        '2001:db8::/129',
+        '10.0.0.0/',
+        '10.0.0/8',
+        '10.0.0.01',
+        '10.0.0.0/8;10.1.0.0/16',
+        '10.0.0.0/8/8',
+        'ingress-nginx',
+        '2001:db8:::1',
+      ],
+    ],
     // Checked across settings at start, the others at the gateway's defaults.
     ['AUDIT_RETENTION_DAYS', ['1', '89', '90', '365', '3650', '3651']],
     ['AUDIT_RETENTION_MIN_DAYS', ['1', '365', '366']],
@@ -228,5 +250,28 @@ describe("the chart's probes", () => {
     }
     // A path the app does not serve is 404: the check above tells them apart.
     expect((await fetch(`${base}/healthy`)).status).toBe(404);
+  });
+});
+
+describe("the chart's listeners", () => {
+  // The kubelet probes, and Services send to, the pod's address: an IPv4 one, an IPv6 one
+  // (single-stack IPv6 clusters) or both. The addresses the chart gives the gateway take both.
+  it.each(['HOST', 'ADMIN_HOST'])('%s accepts connections over IPv4 and IPv6', async (name) => {
+    const data = ofKind<IConfigMap>(render([]), 'ConfigMap')[0]!.data!;
+    const server = await listen(
+      (_req, res) => res.end('listening'),
+      data[name]!,
+      0,
+      createLogger('silent'),
+    );
+    try {
+      const { port } = server.address() as AddressInfo;
+      for (const address of ['127.0.0.1', '[::1]']) {
+        const res = await fetch(`http://${address}:${port}/`);
+        expect(await res.text(), address).toBe('listening');
+      }
+    } finally {
+      await closeServer(server, 0);
+    }
   });
 });

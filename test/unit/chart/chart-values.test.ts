@@ -70,6 +70,11 @@ describe('a values file helm refuses', () => {
       "at '/config/KEYCLOAK_URL'",
     ],
     [
+      'a trusted proxy range beyond its bits',
+      { config: { TRUSTED_PROXIES: '10.0.0.0/8,10.1.0.0/33' } },
+      "at '/config/TRUSTED_PROXIES'",
+    ],
+    [
       'a symmetric DPoP algorithm',
       { config: { DPOP_ALGORITHMS: 'ES256,HS256' } },
       "at '/config/DPOP_ALGORITHMS'",
@@ -185,6 +190,25 @@ describe('a values file helm refuses', () => {
       },
       'networkPolicy.egress.postgresql.to: name where it runs',
     ],
+    ...(['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'] as const).map(
+      (name): [string, unknown, string] => [
+        `a NetworkPolicy that does not say where ${name} is`,
+        {
+          config: { [name]: 'http://otel-collector.monitoring.svc:4318' },
+          networkPolicy: {
+            enabled: true,
+            adminFrom: { keycloak: [{ podSelector: {} }] },
+            egress: Object.fromEntries(
+              ['keycloak', 'postgresql', 'redis'].map((peer) => [
+                peer,
+                { to: [{ podSelector: {} }] },
+              ]),
+            ),
+          },
+        },
+        'networkPolicy.egress.otlpCollector.to: name where the OpenTelemetry collector runs',
+      ],
+    ),
   ])('%s', (_, values, message) => {
     expect(refusal(values)).toContain(message);
   });
