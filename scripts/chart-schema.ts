@@ -217,6 +217,7 @@ export function chartValuesSchema(): JsonSchema {
                   host: { type: 'string' },
                   paths: {
                     type: 'array',
+                    minItems: 1,
                     items: closed(
                       {
                         path: { type: 'string', pattern: '^/' },

@@ -133,6 +133,11 @@ describe('a values file helm refuses', () => {
       "additional properties 'backend' not allowed",
     ],
     [
+      'an Ingress host without a path',
+      { ingress: { enabled: true, hosts: [{ host: 'api.example.com', paths: [] }] } },
+      "at '/ingress/hosts/0/paths': minItems: got 0, want 1",
+    ],
+    [
       'the admin Service opened outside',
       { adminService: { type: 'LoadBalancer' } },
       "additional properties 'type' not allowed",
@@ -174,6 +179,17 @@ describe('a values file helm refuses', () => {
     ],
     // By the schema's pattern now, before the template's own check.
     ['an empty Keycloak URL', { config: { KEYCLOAK_URL: '' } }, "at '/config/KEYCLOAK_URL'"],
+    // Kubernetes refuses an Ingress with neither rules nor a default backend.
+    [
+      'an Ingress without a host',
+      { ingress: { enabled: true } },
+      'ingress.enabled needs ingress.hosts',
+    ],
+    [
+      'an autoscaler whose floor is above its ceiling',
+      { autoscaling: { enabled: true, minReplicas: 4, maxReplicas: 3 } },
+      'autoscaling.minReplicas (4) is above autoscaling.maxReplicas (3)',
+    ],
     [
       'a ServiceMonitor without metrics',
       { serviceMonitor: { enabled: true }, config: { METRICS_ENABLED: false } },
