@@ -31,11 +31,15 @@ export interface User {
 /** A random secret or password (32 URL-safe characters). */
 export const newSecret = () => randomBytes(24).toString('base64url');
 
-/** The production profile's secrets (docker-compose.yml's `secrets`, from the environment). */
+/**
+ * The production profile's secrets (docker-compose.yml's `secrets`, from the environment), and
+ * the database password (its config `database-password`, from POSTGRES_PASSWORD).
+ */
 export interface StackSecrets extends Record<string, string> {
   KEYCLOAK_ADMIN_PASSWORD: string;
   KEYCLOAK_CLIENT_SECRET: string;
   REALMGATE_CACHE_SECRET: string;
+  POSTGRES_PASSWORD: string;
 }
 
 /** What a production-profile file sets up: made once per file, its stacks taken down after it. */
@@ -70,6 +74,7 @@ export function productionFixture(prefix: string, loadUsers = 2): ProductionFixt
     KEYCLOAK_ADMIN_PASSWORD: newSecret(),
     KEYCLOAK_CLIENT_SECRET: newSecret(),
     REALMGATE_CACHE_SECRET: newSecret(),
+    POSTGRES_PASSWORD: newSecret(),
   };
   const users = Array.from({ length: loadUsers }, (_, i) => ({
     username: `load-${i}`,

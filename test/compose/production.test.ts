@@ -86,6 +86,32 @@ describe('the production profile: docker compose --profile production up load-ba
     expect(upstream.seen[0]!.headers.authorization).toBeUndefined();
   });
 
+  it('shows no secret in docker inspect of any container: each reads them from files', async () => {
+    const ids = (await stack.compose('ps', '-aq')).split('\n').filter(Boolean);
+    const shown = (await run('docker', ['inspect', ...ids], { maxBuffer: 64 * 1024 * 1024 }))
+      .stdout;
+    const services = (JSON.parse(shown) as { Config: { Labels: Record<string, string> } }[]).map(
+      (c) => c.Config.Labels['com.docker.compose.service'],
+    );
+    expect(services.sort()).toEqual([
+      'gateway-1',
+      'gateway-2',
+      'keycloak-1',
+      'keycloak-2',
+      'load-balancer',
+      'postgres',
+      'redis',
+    ]);
+    // The variables name the files ...
+    expect(shown).toContain('DATABASE_URL_FILE=/run/database/url');
+    expect(shown).toContain('POSTGRES_PASSWORD_FILE=/run/database/password');
+    // ... which hold the values the stack runs on (no value of a variable, Cmd, label or mount).
+    for (const [name, value] of Object.entries(fixture.secrets))
+      expect(shown, name).not.toContain(value);
+    const held = await stack.compose('exec', '-T', 'gateway-1', 'cat', '/run/database/url');
+    expect(held).toContain(`:${fixture.secrets.POSTGRES_PASSWORD}@postgres:5432/`);
+  });
+
   it('a replica recreated at another address is found by HAProxy (resolvers) and serves', async () => {
     // gateway-1 removed, its address taken by another container meanwhile (so Docker gives the
     // new gateway-1 another one), then recreated as `up` does: HAProxy, which resolved the name

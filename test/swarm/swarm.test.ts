@@ -11,7 +11,6 @@ import {
   newSecret,
   steadyLoad,
   warmRequests,
-  type StackSecrets,
 } from '../compose/production-load.ts';
 import { ADMIN_URL, PUBLIC_URL } from '../compose/stack.ts';
 import { apiCall, printFigures, tokenGrant } from '../compose/walk.ts';
@@ -20,7 +19,10 @@ import { LOAD, timeUntil, type Attempts } from '../ha/measure.ts';
 import { dpopKey, dpopProof, type DpopKey } from '../helpers/dpop.ts';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
 import {
+  databaseUrl,
+  redisUrl,
   deploy,
+  docker,
   gatewayUpdate,
   HOSTS,
   hostOfAddress,
@@ -36,9 +38,11 @@ import {
   serviceLogs,
   setAvailability,
   showStack,
+  STACK,
   updateGateway,
   type Host,
   type StackImages,
+  type SwarmSecrets,
 } from './swarm.ts';
 
 /*
@@ -52,10 +56,12 @@ import {
 const org = `swarm-${randomBytes(3).toString('hex')}`;
 const workspace = 'ws1';
 const forwardedPath = `/api/${org}/workspaces/${workspace}/ita/operations`;
-const secrets: StackSecrets = {
+const secrets: SwarmSecrets = {
   KEYCLOAK_ADMIN_PASSWORD: newSecret(),
   KEYCLOAK_CLIENT_SECRET: newSecret(),
   REALMGATE_CACHE_SECRET: newSecret(),
+  POSTGRES_PASSWORD: newSecret(),
+  REDIS_PASSWORD: newSecret(),
 };
 const users = Array.from({ length: 3 }, (_, i) => ({
   username: `load-${i}`,
@@ -320,6 +326,41 @@ describe('the production topology on three hosts: docker stack deploy -c ops/swa
     await upstream?.close();
     await hosts('down');
   }, 300_000);
+
+  it('shows no secret in docker service inspect, nor in docker inspect of any task on any host', async () => {
+    const services = (await docker(1, 'stack', 'services', '-q', STACK)).split('\n');
+    const shown = [await docker(1, 'service', 'inspect', ...services)];
+    let containers = 0;
+    for (const host of HOSTS) {
+      const ids = (await docker(host, 'ps', '-aq')).split('\n').filter(Boolean);
+      containers += ids.length;
+      shown.push(await docker(host, 'inspect', ...ids));
+    }
+    // Every task: PostgreSQL, Redis, HAProxy, two Keycloak nodes, a gateway on each host.
+    expect(services).toHaveLength(6);
+    expect(containers).toBeGreaterThanOrEqual(8);
+    const text = shown.join('\n');
+    // The tasks hold them as files: the database password is in use (the gateways and Keycloak
+    // log in with it), and the gateway's task reads its address from the file.
+    expect(text).toContain('DATABASE_URL_FILE=/run/database/url');
+    expect(text).toContain('POSTGRES_PASSWORD_FILE=/run/database/password');
+    expect(text).toContain('REDIS_URL_FILE=/run/redis/url');
+    for (const [name, value] of Object.entries(secrets)) expect(text, name).not.toContain(value);
+    expect(text).not.toContain(databaseUrl(secrets.POSTGRES_PASSWORD));
+    expect(text).not.toContain(redisUrl(secrets.REDIS_PASSWORD));
+    // ... and the stack runs on them: every replica reaches PostgreSQL and Redis with them, and
+    // Redis refuses a client without its password.
+    for (const host of HOSTS) {
+      const answer = await fetch(`${replicaUrl(host)}/readyz`);
+      const body = (await answer.json()) as { data: Record<string, string> };
+      expect(body.data, `host ${host}`).toMatchObject({ database: 'up', cache: 'up' });
+    }
+    const label = `label=com.docker.swarm.service.name=${STACK}_redis`;
+    const redis = await docker(1, 'ps', '-q', '--filter', label);
+    expect(await docker(1, 'exec', redis, 'sh', '-c', 'redis-cli ping 2>&1; true')).toMatch(
+      /NOAUTH/,
+    );
+  });
 
   it('steady load: answered by the replicas on all three hosts, none failed', async () => {
     const requests = await warmRequests(org, forwardedPath, users);

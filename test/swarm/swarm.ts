@@ -5,6 +5,11 @@ import { expect, vi } from 'vitest';
 import { ROOT } from '../compose/stack.ts';
 import type { StackSecrets } from '../compose/production-load.ts';
 
+/** The production profile's secrets, and the stack's Redis password (the profile has none). */
+export interface SwarmSecrets extends StackSecrets {
+  REDIS_PASSWORD: string;
+}
+
 /*
  * The swarm suite's three hosts (test/swarm/hosts.sh) and the stack on them (ops/swarm/stack.yml):
  * Docker commands on a host, the images from the archive .ci/swarm-suite saves pushed to the
@@ -87,15 +92,26 @@ export async function pushImages(): Promise<StackImages> {
   };
 }
 
+/** The gateways' database address, as the secret database_url holds it (ops/swarm/stack.yml). */
+export const databaseUrl = (password: string) =>
+  `postgres://realmgate:${password}@postgres:5432/realmgate`;
+
+/** The gateways' Redis address, as the secret redis_url holds it. */
+export const redisUrl = (password: string) => `redis://:${password}@redis:6379`;
+
 /** The swarm secrets the stack names, then `docker stack deploy`. */
 export async function deploy(
-  secrets: StackSecrets,
+  secrets: SwarmSecrets,
   environment: Record<string, string>,
 ): Promise<void> {
   const names: Record<string, string> = {
     keycloak_admin_password: secrets.KEYCLOAK_ADMIN_PASSWORD,
     keycloak_client_secret: secrets.KEYCLOAK_CLIENT_SECRET,
     realmgate_cache_secret: secrets.REALMGATE_CACHE_SECRET,
+    database_password: secrets.POSTGRES_PASSWORD,
+    database_url: databaseUrl(secrets.POSTGRES_PASSWORD),
+    redis_config: `requirepass ${secrets.REDIS_PASSWORD}\n`,
+    redis_url: redisUrl(secrets.REDIS_PASSWORD),
   };
   for (const [name, value] of Object.entries(names)) {
     await new Promise<void>((resolve, reject) => {

@@ -31,7 +31,7 @@ interface ComposeService {
   command?: string[];
   environment?: Record<string, string | number | boolean | null> | string[];
   volumes?: unknown[];
-  configs?: unknown[];
+  configs?: Array<{ source: string; target: string }>;
   ports?: string[];
   depends_on?: string[] | Record<string, unknown>;
   healthcheck?: { test?: string[] };
@@ -208,7 +208,16 @@ const buildOptions = KEYCLOAK_BUILD_OPTIONS.filter((o) => !o.startsWith('--db=')
 /** The cache options of a cluster node, which the local stack's single node replaces. */
 const clusterCache = ['--cache=ispn', '--cache-stack=jdbc-ping'];
 
-/** A gateway's configuration as loadConfig reads it, its secret files made from `given`. */
+/** The inline configs that hold the database password, and the services granted each. */
+const databaseConfigs = {
+  'database-password': { target: '/run/database/password', readers: ['postgres', ...allKeycloaks] },
+  'database-url': { target: '/run/database/url', readers: allGateways },
+};
+
+/**
+ * A gateway's configuration as loadConfig reads it, its secret files made from `given` (and its
+ * database address from its config's content, interpolated with `given`).
+ */
 function gatewayConfig(name: string, given: Record<string, string>) {
   const env = environment(name);
   const secretsDir = mkdtempSync(path.join(tmpdir(), 'realmgate-compose-secrets-'));
@@ -218,6 +227,11 @@ function gatewayConfig(name: string, given: Record<string, string>) {
     const file = path.join(secretsDir, secret);
     writeFileSync(file, given[variable]!);
     resolved[`${variable}_FILE`] = file;
+  }
+  for (const { source, target } of service(name).configs ?? []) {
+    const file = path.join(secretsDir, source);
+    writeFileSync(file, resolve(compose.configs![source]!.content!, given));
+    for (const [k, v] of Object.entries(resolved)) if (v === target) resolved[k] = file;
   }
   try {
     return loadConfig(resolved);
@@ -399,7 +413,7 @@ describe('docker-compose.yml', () => {
     expect(realm).toContain('"${REALMGATE_KEYCLOAK_CLIENT_SECRET}"');
     for (const node of allKeycloaks) {
       const names = [...environment(node).keys()];
-      expect(names.filter((n) => /PASSWORD|SECRET/.test(n) && n !== 'KC_DB_PASSWORD')).toEqual([]);
+      expect(names.filter((n) => /PASSWORD|SECRET/.test(n))).toEqual([]);
     }
     // The local stack: local-secrets makes both files once, in a volume the two others read.
     const made = service('local-secrets').entrypoint!.join('\n');
@@ -412,6 +426,41 @@ describe('docker-compose.yml', () => {
       '/run/secrets/keycloak_admin_password',
     );
     expect(localEnv.get('KEYCLOAK_CLIENT_SECRET_FILE')).toBe('/run/secrets/keycloak_client_secret');
+  });
+
+  it('hands the database password over as a file in both stacks, never in an environment', () => {
+    // Inline configs: interpolated with POSTGRES_PASSWORD's default when the local stack sets
+    // nothing, copied into the container by compose (not shown by `docker inspect`).
+    expect(compose.configs?.['database-password']).toEqual({
+      content: '${POSTGRES_PASSWORD:-realmgate-local-only}',
+    });
+    expect(compose.configs?.['database-url']).toEqual({
+      content:
+        'postgres://${POSTGRES_USER:-realmgate}:${POSTGRES_PASSWORD:-realmgate-local-only}@postgres:5432/realmgate',
+    });
+    for (const [source, { target, readers }] of Object.entries(databaseConfigs)) {
+      const granted = Object.keys(compose.services).filter((name) =>
+        (service(name).configs ?? []).some((c) => c.source === source),
+      );
+      expect(granted.sort(), source).toEqual([...readers].sort());
+      for (const name of readers) {
+        expect(service(name).configs, name).toContainEqual({ source, target });
+      }
+    }
+    expect(environment('postgres').get('POSTGRES_PASSWORD_FILE')).toBe('/run/database/password');
+    for (const gateway of allGateways) {
+      expect(environment(gateway).get('DATABASE_URL_FILE'), gateway).toBe('/run/database/url');
+    }
+    // Keycloak has no file form of KC_DB_PASSWORD: the shared entry point exports the file's.
+    const script = service('keycloak').entrypoint!.join('\n').replaceAll('$$', '$');
+    expect(script).toContain('KC_DB_PASSWORD="$(cat /run/database/password)" || exit 1');
+    expect(script).toContain('export KC_DB_PASSWORD');
+    // No service has the password, or an address holding it, in its environment.
+    for (const name of Object.keys(compose.services)) {
+      for (const [key, value] of environment(name)) {
+        expect(value, `${name} ${key}`).not.toContain('POSTGRES_PASSWORD');
+      }
+    }
   });
 
   it('gives both replicas the same valid configuration, of configuration variables only', () => {
@@ -430,7 +479,7 @@ describe('docker-compose.yml', () => {
       'ADMIN_PUBLIC_URL',
       'AUTOMATION_UPSTREAM_URL',
       'BACKCHANNEL_LOGOUT_URL',
-      'DATABASE_URL',
+      'DATABASE_URL_FILE',
       'HOST',
       'KEYCLOAK_ADMIN_PASSWORD_FILE',
       'KEYCLOAK_ADMIN_USERNAME',
@@ -553,7 +602,7 @@ describe('docker-compose.yml', () => {
       expect(env.get('KC_DB'), node).toBe('postgres');
       expect(env.get('KC_DB_URL'), node).toBe('jdbc:postgresql://postgres:5432/keycloak');
       expect(env.get('KC_DB_USERNAME'), node).toBe('${POSTGRES_USER:-realmgate}');
-      expect(env.get('KC_DB_PASSWORD'), node).toBe('${POSTGRES_PASSWORD:-realmgate-local-only}');
+      expect(env.has('KC_DB_PASSWORD'), node).toBe(false);
       expect(env.get('KC_BOOTSTRAP_ADMIN_USERNAME')).toBe('${KEYCLOAK_ADMIN_USERNAME:-admin}');
     }
     for (const gateway of allGateways) {
@@ -568,11 +617,9 @@ describe('docker-compose.yml', () => {
     expect(compose.configs?.['keycloak-database']).toEqual({
       content: 'CREATE DATABASE keycloak;\n',
     });
-    expect(service('postgres').configs).toEqual([
-      {
-        source: 'keycloak-database',
-        target: '/docker-entrypoint-initdb.d/10-keycloak-database.sql',
-      },
-    ]);
+    expect(service('postgres').configs).toContainEqual({
+      source: 'keycloak-database',
+      target: '/docker-entrypoint-initdb.d/10-keycloak-database.sql',
+    });
   });
 });

@@ -19,29 +19,62 @@ interface Service {
   command?: string[];
   environment?: Record<string, string>;
   healthcheck?: Record<string, unknown>;
-  secrets?: string[];
+  secrets?: Array<string | { source: string; target: string }>;
+  configs?: Array<{ source: string; target: string }>;
   stop_grace_period?: string;
   init?: boolean;
 }
 interface File {
   services: Record<string, Service>;
+  secrets?: Record<string, { external?: boolean }>;
 }
 const compose = parse(read('docker-compose.yml'), { merge: true }) as File;
 const stack = parse(read('ops/swarm/stack.yml'), { merge: true }) as File;
 
 describe('ops/swarm/stack.yml', () => {
   it("runs the production profile's images, health checks and secrets", () => {
-    for (const name of ['postgres', 'redis']) {
-      const { image, environment, healthcheck } = compose.services[name]!;
-      expect(stack.services[name]).toMatchObject({ image, healthcheck });
-      if (environment) expect(stack.services[name]!.environment).toEqual(environment);
-    }
+    const { image: postgres, environment, healthcheck } = compose.services.postgres!;
+    expect(stack.services.postgres).toMatchObject({ image: postgres, environment, healthcheck });
+    // Redis asks for a password here (the stack network spans the hosts): from its
+    // configuration file, a secret, which its health check reads too.
+    const redis = stack.services.redis!;
+    expect(redis.image).toBe(compose.services.redis!.image);
+    expect(redis.environment).toBeUndefined();
+    expect(redis.command).toEqual(['redis-server', '/run/redis/redis.conf']);
+    expect(redis.secrets).toEqual([{ source: 'redis_config', target: '/run/redis/redis.conf' }]);
+    expect(JSON.stringify(redis.healthcheck)).toContain('REDISCLI_AUTH=');
+    // The compose file's database configs are Swarm secrets here (a config is shown by `docker
+    // config inspect`), of the same names, at the same paths.
+    const asSecrets = (service: Service) =>
+      (service.configs ?? [])
+        .filter((c) => c.source.startsWith('database-'))
+        .map(({ source, target }) => ({ source: source.replace('-', '_'), target }));
+    expect(stack.services.postgres!.secrets).toEqual(asSecrets(compose.services.postgres!));
     for (const name of ['keycloak-1', 'keycloak-2']) {
       const { image, healthcheck, environment, secrets } = compose.services['keycloak-1']!;
-      expect(stack.services[name]).toMatchObject({ image, healthcheck, environment, secrets });
+      expect(stack.services[name]).toMatchObject({ image, healthcheck, environment });
+      expect(stack.services[name]!.secrets).toEqual([
+        ...secrets!,
+        ...asSecrets(compose.services['keycloak-1']!),
+      ]);
     }
     const { image, init, stop_grace_period, secrets } = compose.services['gateway-1']!;
-    expect(stack.services.gateway).toMatchObject({ image, init, stop_grace_period, secrets });
+    expect(stack.services.gateway).toMatchObject({ image, init, stop_grace_period });
+    expect(stack.services.gateway!.secrets).toEqual([
+      ...secrets!,
+      ...asSecrets(compose.services['gateway-1']!),
+      { source: 'redis_url', target: '/run/redis/url' },
+    ]);
+    for (const secret of Object.values(stack.secrets ?? {})) expect(secret.external).toBe(true);
+    expect(Object.keys(stack.secrets ?? {})).toEqual([
+      'keycloak_admin_password',
+      'keycloak_client_secret',
+      'realmgate_cache_secret',
+      'database_password',
+      'database_url',
+      'redis_config',
+      'redis_url',
+    ]);
     expect(stack.services['load-balancer']!.image).toBe(compose.services['load-balancer']!.image);
   });
 
@@ -69,6 +102,11 @@ describe('ops/swarm/stack.yml', () => {
     expect(swarm.TRUSTED_PROXIES).toMatch(/\/24\}?'?$/);
     delete replica.TRUSTED_PROXIES;
     delete swarm.TRUSTED_PROXIES;
+    // Redis's address holds its password here: a file.
+    expect(replica.REDIS_URL).toBe('redis://redis:6379');
+    expect(swarm.REDIS_URL_FILE).toBe('/run/redis/url');
+    delete replica.REDIS_URL;
+    delete swarm.REDIS_URL_FILE;
     expect(swarm).toEqual(replica);
   });
 });

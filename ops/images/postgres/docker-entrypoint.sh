@@ -7,6 +7,22 @@ if [ "$(id -u)" = 0 ]; then
   exec setpriv --reuid postgres --regid postgres --init-groups "$0" "$@"
 fi
 
+# <NAME>_FILE: the value read from that file (a Docker secret), as upstream's file_env does;
+# both set is an error.
+file_env() {
+  local name="$1" file="${1}_FILE"
+  if [ -n "${!name:-}" ] && [ -n "${!file:-}" ]; then
+    echo "$name and $file are exclusive" >&2
+    exit 1
+  fi
+  if [ -n "${!file:-}" ]; then
+    export "$name"="$(<"${!file}")"
+    unset "$file"
+  fi
+}
+file_env POSTGRES_USER
+file_env POSTGRES_PASSWORD
+file_env POSTGRES_DB
 : "${POSTGRES_USER:=postgres}" "${POSTGRES_DB:=$POSTGRES_USER}"
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
   [ -n "${POSTGRES_PASSWORD:-}" ] || { echo "POSTGRES_PASSWORD is required" >&2; exit 1; }
