@@ -223,6 +223,23 @@ describe('provisioning API (/api/platform)', () => {
         () => ({ body: { operation_name: 'x', scheduled_date_for_execution: 'tomorrow' } }),
       ],
       [
+        // PostgreSQL has no year 0 (1 BC comes right before 1 AD) and no offset beyond 15:59.
+        'date in year 0000',
+        'POST',
+        `/organizations/ORG/workspaces/ws1/operations`,
+        () => ({
+          body: { operation_name: 'x', scheduled_date_for_execution: '0000-06-01T00:00:00Z' },
+        }),
+      ],
+      [
+        'date offset beyond 15:59',
+        'POST',
+        `/organizations/ORG/workspaces/ws1/operations`,
+        () => ({
+          body: { operation_name: 'x', scheduled_date_for_execution: '2026-06-01T00:00:00+23:59' },
+        }),
+      ],
+      [
         'zero lifetime',
         'PATCH',
         '/token-lifetimes',
