@@ -1,6 +1,8 @@
 import { authenticator } from 'otplib';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loginAsBootstrapAdmin } from '../../src/keycloak/admin-client.ts';
+import { renderOrganizationRealm } from '../../src/platform/realm-admin/provisioning.ts';
+import { AUDIT_READER_ROLE } from '../../src/tenancy/identifiers.ts';
 import {
   claimsOf,
   createUser,
@@ -87,6 +89,25 @@ describe('provisioning API (/api/platform)', () => {
     }
     const again = await call('POST', '/organizations', { as: admin, body: { id, name: 'N' } });
     expect(again.body.data).toEqual(first.body.data);
+  });
+
+  it("completes a repeat whose first call made the realm only: the audit readers' role too", async () => {
+    // The first call's realm creation outlived its timeout (504): Keycloak made the realm, and
+    // nothing after it was done. The repeat the documentation asks for must finish the job.
+    const id = uniqueId('org-');
+    const keycloak = await keycloakAdmin();
+    await keycloak.realms.create(
+      await renderOrganizationRealm({
+        organizationId: id,
+        organizationName: 'Half made',
+        gatewayClientSecret: testEnv().gatewayClientSecret,
+      }),
+    );
+    expectSuccess(
+      await call('POST', '/organizations', { as: admin, body: { id, name: 'Half made' } }),
+    );
+    const role = await keycloak.roles.findOneByName({ realm: id, name: AUDIT_READER_ROLE });
+    expect(role?.name).toBe(AUDIT_READER_ROLE);
   });
 
   it('records the calling administrator as creator of a workspace', async () => {
