@@ -13,7 +13,7 @@ import {
   uniqueId,
   type TestUser,
 } from '../helpers/keycloak.ts';
-import { expectDocumentedAnswer } from '../helpers/documented-answer.ts';
+import { expectDocumentedAnswer, expectDocumentedFailure } from '../helpers/documented-answer.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 const OTP = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP';
@@ -514,14 +514,12 @@ describe('provisioning API (/api/platform)', () => {
       404,
       '404-00001',
     );
-    expectFailure(
-      await call('POST', `/organizations/${org}/users`, {
-        as: admin,
-        body: { username: uniqueId('user-'), password: 'pw', workspaces: ['nope'] },
-      }),
-      404,
-      '404-00002',
-    );
+    const unknownWorkspace = await call('POST', `/organizations/${org}/users`, {
+      as: admin,
+      body: { username: uniqueId('user-'), password: 'pw', workspaces: ['nope'] },
+    });
+    expectFailure(unknownWorkspace, 404, '404-00002');
+    expectDocumentedFailure('createOrganizationUser', unknownWorkspace);
     expectFailure(
       await call('POST', `/organizations/${org}/workspaces/nope/operations`, {
         as: admin,
