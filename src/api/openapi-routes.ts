@@ -21,14 +21,17 @@ export const API_SECURITY: Record<string, string[]>[] = [
 ];
 
 /**
- * Every authenticated call can fail on the header, the credentials, an absent Keycloak or an
- * absent database (organizations are looked up there).
+ * Every authenticated call can fail on the header, the credentials, a Keycloak that is absent,
+ * too slow or answering nonsense (a Basic login asks it) or an absent database (organizations
+ * are looked up there).
  */
 const AUTH_ERRORS: ErrorCode[] = [
   'badRequestHeader',
   'authenticationFailed',
   'tooManyFailedLogins',
   'identityProviderUnavailable',
+  'identityProviderTimeout',
+  'identityProviderBadGateway',
   'databaseUnavailable',
   'unexpected',
 ];

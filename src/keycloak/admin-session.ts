@@ -3,6 +3,7 @@ import { AppError } from '../envelope/errors.ts';
 import {
   httpStatusOf,
   isHttpStatus,
+  isRealmMissing,
   loginAsBootstrapAdmin,
   type KeycloakAdmin,
 } from './admin-client.ts';
@@ -97,6 +98,9 @@ export function renewingSession(
           if (current?.admin === admin) current = undefined;
           throw new AppError('gatewayServiceToken', { cause: err });
         }
+        // An organization whose realm is gone (a delete that stopped after Keycloak, a realm
+        // deleted in Keycloak's console) names nothing there to act on: 404, not a 500.
+        if (isRealmMissing(err)) throw new AppError('organizationNotFound', { cause: err });
         throw err;
       }
     },

@@ -154,7 +154,8 @@ export const provisioningRoutes = [
     ...userCreation,
     params: { organization_id },
     body: organizationUserBody,
-    errors: [...ORG_ERRORS, 'userExists'],
+    // A workspace of the body that the organization does not have is 404 `404-00002`.
+    errors: [...WS_ERRORS, 'userExists'],
   }),
   route({
     method: 'post',

@@ -67,10 +67,24 @@ export const organizationUserBody = z
   })
   .meta({ id: 'OrganizationUserCreate' });
 
+/**
+ * A time PostgreSQL can store and the answer can show as RFC 3339: no year 0000 (PostgreSQL
+ * has none), nor a negative offset on 9999-12-31 (the instant could fall in year 10000), and an
+ * offset of at most 15:59 (PostgreSQL's limit; ISO 8601 syntax allows up to 23:59).
+ */
+const storableTime = z.iso
+  .datetime({ offset: true })
+  .regex(
+    /^(?!0000-)(?!9999-12-31T.*-\d\d:\d\d$).*(?:Z|[+-](?:0\d|1[0-5]):\d\d)$/,
+    'must be a time from year 0001 to 9999 with an offset of at most 15:59',
+  )
+  // A second pattern moves both into `allOf`, where zod leaves the format out.
+  .meta({ format: 'date-time' });
+
 export const operationBody = z
   .strictObject({
     operation_name: oneLine(255),
-    scheduled_date_for_execution: z.iso.datetime({ offset: true }).nullable().optional(),
+    scheduled_date_for_execution: storableTime.nullable().optional(),
     environment: oneLine(255).nullable().optional(),
     remarks: freeText(4000).nullable().optional(),
   })

@@ -1,5 +1,7 @@
 import { expect } from 'vitest';
 import { API_ROUTES } from '../../src/api/api-routes.ts';
+import { resultCodesOf } from '../../src/api/openapi-routes.ts';
+import { errorCodes } from '../../src/envelope/errors.ts';
 import { envelope } from '../../src/envelope/envelope.schemas.ts';
 
 /**
@@ -14,4 +16,22 @@ export function expectDocumentedAnswer(operationId: string, body: unknown): void
   expect(envelope.safeParse(body).error?.issues ?? []).toEqual([]);
   const data = (body as { data?: unknown }).data;
   expect(route.data.safeParse(data).error?.issues ?? [], operationId).toEqual([]);
+}
+
+/**
+ * Checks a real failure against the API description of the route `operationId`: its status and
+ * result code are among those the document lists for that operation.
+ */
+export function expectDocumentedFailure(
+  operationId: string,
+  answer: { status: number; body: unknown },
+): void {
+  const route = API_ROUTES.find((declared) => declared.operationId === operationId);
+  if (!route) throw new Error(`no route has the operationId ${operationId}`);
+  const documented = resultCodesOf(route).map((code) => {
+    const { status, result } = errorCodes[code];
+    return `${status} ${result}`;
+  });
+  const { result } = answer.body as { result?: unknown };
+  expect(documented, operationId).toContain(`${answer.status} ${String(result)}`);
 }

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
+import { expectDocumentedFailure } from '../helpers/documented-answer.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
 import {
   startKeycloakFront,
@@ -70,6 +71,7 @@ describe('Keycloak unreachable, too slow or answering garbage', () => {
         status,
         body: { data: null, result },
       });
+      expectDocumentedFailure('listOrganizations', answer);
       if (status === 503) expect(answer.retryAfter).toBe('5');
     }
     // Each failure was taken back, not counted as a wrong password: the login now works.
@@ -92,6 +94,7 @@ describe('Keycloak unreachable, too slow or answering garbage', () => {
         status,
         body: { data: null, result },
       });
+      expectDocumentedFailure('listRefreshTokensMaster', answer);
     }
     await front.set('forward');
     expect((await get(path, user)).status).toBe(200);
@@ -110,6 +113,7 @@ describe('Keycloak unreachable, too slow or answering garbage', () => {
         status,
         result,
       });
+      expectDocumentedFailure('listRefreshTokensOrganization', answer);
     }
     await front.set('forward');
   });

@@ -37,9 +37,10 @@ export async function renderOrganizationRealm(values: {
 }
 
 /**
- * Creates the organization's realm from the template, and its audit-log readers' role, unless
- * it exists. Safe to repeat. With
- * `backchannelLogoutUrl`, Keycloak announces the ends of its sessions there
+ * Creates the organization's realm from the template unless it exists, then its audit-log
+ * readers' role unless that exists. Safe to repeat: a realm made by an earlier call that stopped
+ * after it (Keycloak finishing a creation the gateway had stopped waiting for) still gets the
+ * role. With `backchannelLogoutUrl`, Keycloak announces the ends of its sessions there
  * (backchannel-logout.ts).
  */
 export async function ensureOrganizationRealm(
@@ -51,15 +52,16 @@ export async function ensureOrganizationRealm(
     backchannelLogoutUrl?: string;
   },
 ): Promise<void> {
-  if (await admin.realms.findOne({ realm: values.organizationId })) return;
-  const { backchannelLogoutUrl: url, ...templateValues } = values;
-  const rendered = await renderOrganizationRealm(templateValues);
-  try {
-    await admin.realms.create(
-      url === undefined ? rendered : withBackchannelLogout(values.organizationId, rendered, url),
-    );
-  } catch (err) {
-    if (!isHttpStatus(err, 409)) throw err;
+  if (!(await admin.realms.findOne({ realm: values.organizationId }))) {
+    const { backchannelLogoutUrl: url, ...templateValues } = values;
+    const rendered = await renderOrganizationRealm(templateValues);
+    try {
+      await admin.realms.create(
+        url === undefined ? rendered : withBackchannelLogout(values.organizationId, rendered, url),
+      );
+    } catch (err) {
+      if (!isHttpStatus(err, 409)) throw err;
+    }
   }
   try {
     await admin.roles.create({

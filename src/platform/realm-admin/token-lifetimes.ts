@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AppError } from '../../envelope/errors.ts';
 import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
 import { apiClientIdOf } from '../../tenancy/identifiers.ts';
 
@@ -170,8 +171,9 @@ export async function setTokenLifetimes(
 }
 
 async function realmSettingsOf(admin: KeycloakAdmin, realm: string) {
+  // The client library answers Keycloak's 404 as nothing: the organization's realm is gone.
   const settings = await admin.realms.findOne({ realm });
-  if (!settings) throw new Error(`realm ${realm} not found`);
+  if (!settings) throw new AppError('organizationNotFound');
   return settings;
 }
 

@@ -191,9 +191,12 @@ describe('openApiDocument', () => {
       '404',
       '429',
       '500',
+      '502',
       '503',
+      '504',
     ]);
     expect(JSON.stringify(created.responses['404'])).toContain('404-00001');
+    expect(JSON.stringify(created.responses['504'])).toContain('504-11001');
     expect(JSON.stringify(created.responses['429'])).toContain('429-00001');
     expect(JSON.stringify(created.responses['429'])).toContain('Retry-After');
     expect(JSON.stringify(created.responses['400'])).toContain('400-00002');
