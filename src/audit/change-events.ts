@@ -7,8 +7,10 @@ import { UNSET_FIELDS } from './unset-fields.ts';
  * The records of one change (an audit line of http/audit.ts: an audited route, a throttle that
  * started, a back-channel logout): in the log of the realm whose user made it, and, once it
  * succeeded, in that of each realm it names (what a platform administrator did to an
- * organization is in the organization's log too). A failed change names only what its caller
- * sent, which may be no organization at all: it stays in the caller's log.
+ * organization is in the organization's log too). A change of several realms at once (`realms`)
+ * is in each one's log, naming that realm only: one organization does not learn the others'
+ * names; the caller's log names them all. A failed change names only what its caller sent,
+ * which may be no organization at all: it stays in the caller's log.
  */
 export function changeEventsOf(entry: AuditEntry, atMs: number): AuditEvent[] {
   const logs = new Set<string>();
@@ -21,10 +23,20 @@ export function changeEventsOf(entry: AuditEntry, atMs: number): AuditEvent[] {
     if (entry.action === 'organization.create' && typeof entry.target.id === 'string') {
       logs.add(entry.target.id);
     }
+    for (const realm of entry.realms ?? []) logs.add(realm);
   }
   if (logs.size === 0) logs.add(MASTER_REALM);
   const changes = [entry, ...distinctChangesIn(entry)];
-  return changes.flatMap((change) => [...logs].map((org) => eventOf(change, org, atMs)));
+  return changes.flatMap((change) =>
+    [...logs].map((org) => eventOf(change, org, atMs, detailsIn(change, org))),
+  );
+}
+
+/** What a change's record says in one log: its target, and of a change of several realms, which. */
+function detailsIn(entry: AuditEntry, org: string): AuditEvent['details'] {
+  if (entry.realms === undefined) return { ...entry.target };
+  const callers = org === (entry.actor?.realm ?? MASTER_REALM);
+  return callers ? { ...entry.target, realms: [...entry.realms] } : { ...entry.target, realm: org };
 }
 
 /**
@@ -49,7 +61,12 @@ function distinctChangesIn(entry: AuditEntry): AuditEntry[] {
   ];
 }
 
-function eventOf(entry: AuditEntry, org: string, atMs: number): AuditEvent {
+function eventOf(
+  entry: AuditEntry,
+  org: string,
+  atMs: number,
+  details: AuditEvent['details'],
+): AuditEvent {
   return {
     org,
     atMs,
@@ -63,6 +80,6 @@ function eventOf(entry: AuditEntry, org: string, atMs: number): AuditEvent {
     result: entry.result ?? null,
     address: entry.clientAddress,
     requestId: entry.requestId ?? null,
-    details: { ...entry.target },
+    details,
   };
 }

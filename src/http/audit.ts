@@ -18,6 +18,11 @@ export interface AuditEntry {
   /** The authenticated caller; absent for events no one authenticated caused (a throttle). */
   actor?: { realm: string; userId: string; username: string };
   target: Record<string, string | string[]>;
+  /**
+   * The realms a change of several at once changed (a platform-wide setting): names from
+   * Keycloak, not the client's, each given the record in its own log (audit/change-events.ts).
+   */
+  realms?: readonly string[];
   clientAddress: string;
   requestId?: string;
 }
@@ -28,6 +33,7 @@ export interface Audit {
     action: string,
     target: (req: Request) => AuditEntry['target'],
     handler: (req: Request, res: Response) => Promise<void>,
+    realms?: (req: Request) => readonly string[] | undefined,
   ): RequestHandler;
   /** An event that is not the outcome of an audited route. */
   record(entry: AuditEntry): void;
@@ -66,16 +72,20 @@ export function createAudit(
     keepIn(kept) {
       sink = kept;
     },
-    route(action, target, handler) {
+    route(action, target, handler, realms) {
       return async (req, res) => {
         const scope = scopeOf(req);
-        const entry = () => ({
-          action,
-          actor: actorOf(scope.principal),
-          target: bounded(target(req)),
-          clientAddress: clientAddress(req),
-          requestId: scope.requestId,
-        });
+        const entry = () => {
+          const changed = realms?.(req);
+          return {
+            action,
+            actor: actorOf(scope.principal),
+            target: bounded(target(req)),
+            ...(changed && { realms: changed }),
+            clientAddress: clientAddress(req),
+            requestId: scope.requestId,
+          };
+        };
         try {
           await handler(req, res);
         } catch (err) {

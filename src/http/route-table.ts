@@ -50,6 +50,8 @@ export interface AuditInput {
 
 /** What each request's handler noted for its audit target. */
 const notes = new WeakMap<Request, Record<string, string>>();
+/** The realms each request's change of several realms changed (`audit.realms`). */
+const changedRealms = new WeakMap<Request, readonly string[]>();
 
 /**
  * One endpoint, declared once: the edge matches requests with it (edge/route.ts), the API
@@ -91,8 +93,15 @@ export interface RouteSpec<
    * types (each with what it holds), not the envelope: what the document says of a success.
    */
   streams?: Record<string, string>;
-  /** Changes are audited (http/audit.ts); the target names things, never a secret. */
-  audit?: { action: string; target: (input: AuditInput) => AuditEntry['target'] };
+  /**
+   * Changes are audited (http/audit.ts); the target names things, never a secret. `realms`: for
+   * a change of several realms at once, those its answer says it changed.
+   */
+  audit?: {
+    action: string;
+    target: (input: AuditInput) => AuditEntry['target'];
+    realms?: (data: z.output<R>) => readonly string[];
+  };
   /** Answers the `data` of the success envelope. */
   handler: (deps: D, input: RouteInput<z.output<Q>, z.output<B>>) => Promise<z.input<R>>;
 }
@@ -246,6 +255,7 @@ export function routeHandler<D>(spec: AnyRoute<D>, deps: D, audit: Audit): Reque
       },
     };
     const data = await spec.handler(deps, input);
+    if (spec.audit?.realms) changedRealms.set(req, spec.audit.realms(data));
     if (data instanceof StreamedAnswer) await sendStreamed(res, data);
     else res.json(success(data));
   };
@@ -255,6 +265,7 @@ export function routeHandler<D>(spec: AnyRoute<D>, deps: D, audit: Audit): Reque
         audited.action,
         (req) => audited.target({ ...pathOf(req), sent: req.body, noted: notes.get(req) ?? {} }),
         answer,
+        (req) => changedRealms.get(req),
       )
     : answer;
   return (req, res, next) => {

@@ -186,7 +186,11 @@ export const provisioningRoutes = [
       'is on keeps its settings. Safe to repeat. Answers one entry per realm.',
     tags: ['platform'],
     data: z.array(realmProtection),
-    audit: { action: 'brute_force_detection.apply', target: () => ({}) },
+    audit: {
+      action: 'brute_force_detection.apply',
+      target: () => ({}),
+      realms: (data) => data.filter((realm) => realm.changed).map((realm) => realm.realm),
+    },
     handler: (service) => service.protectRealmsFromBruteForce(),
   }),
 ];

@@ -14,7 +14,7 @@ import { apiEvent } from '../helpers/audit-records.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { grantReaderRole } from '../helpers/audit-readers.ts';
 import { writeRequests } from '../helpers/audit-writes.ts';
-import { createUser, type TestUser } from '../helpers/keycloak.ts';
+import { createUser, keycloakAdmin, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 
@@ -216,6 +216,38 @@ describe('audit log: reading and exporting', () => {
         return inMaster.records.some((r) => r.details.organization === org);
       }, EVENTUALLY)
       .toBe(true);
+  });
+
+  it('puts a platform-wide change in the log of each organization it changed, naming it alone', async () => {
+    // The organization's brute-force detection off, as in a realm from before it was shipped.
+    const keycloak = await keycloakAdmin();
+    await keycloak.realms.update({ realm: org }, { bruteForceProtected: false });
+    const applied = await callApi('/api/platform/brute-force-detection', basicAuth(admin), {
+      base: replica.url,
+      method: 'POST',
+    });
+    expect(applied.status).toBe(200);
+    expect(applied.body.data).toContainEqual({ realm: org, changed: true });
+    const inOrg = await pageOnceWritten(
+      `?action=brute_force_detection.apply&actor=${admin.username}`,
+      1,
+    );
+    expect(inOrg.records[0]).toMatchObject({
+      outcome: 'success',
+      actorRealm: 'master',
+      details: { realm: org },
+    });
+    await expect
+      .poll(async () => {
+        const inMaster = (
+          await get(
+            `/api/platform/audit-log?action=brute_force_detection.apply&actor=${admin.username}`,
+            admin,
+          )
+        ).body.data as Page;
+        return inMaster.records[0]?.details.realms;
+      }, EVENTUALLY)
+      .toContain(org);
   });
 
   it('exports JSON Lines that verify offline and CSV, streamed; the export is recorded', async () => {

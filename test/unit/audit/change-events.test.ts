@@ -55,6 +55,24 @@ describe('the audit log of changes', () => {
     );
   });
 
+  it("puts a change of several realms in each one's log, naming only that realm there", () => {
+    const entry = (outcome: 'success' | 'failure') => ({
+      action: 'brute_force_detection.apply',
+      outcome,
+      actor: admin,
+      target: {},
+      realms: ['master', 'acme', 'globex'],
+      clientAddress: '10.0.0.1',
+    });
+    const events = changeEventsOf(entry('success'), 1000);
+    expect(events.map((e) => [e.org, e.details])).toEqual([
+      ['master', { realms: ['master', 'acme', 'globex'] }],
+      ['acme', { realm: 'acme' }],
+      ['globex', { realm: 'globex' }],
+    ]);
+    expect(changeEventsOf(entry('failure'), 1000).map((e) => e.org)).toEqual(['master']);
+  });
+
   it("keeps a failed change in the caller's log only: its target is what the caller sent", () => {
     const events = changeEventsOf(
       {
