@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
+import { AppError } from '../envelope/errors.ts';
 import { realmOf } from './auth-routes.ts';
 import { bufferedBodyOf, formFieldsOf } from './form-body-guard.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
@@ -57,11 +58,12 @@ export function passwordAttemptOf(
 }
 
 /**
- * Whether a token-endpoint POST has a body the form guard did not read (not a URL-encoded
- * form): Keycloak would refuse it, but the throttle could not see its password, so it is
- * refused here first, and no grant ever goes round the throttle.
+ * Whether a POST has a body the form guard did not read (not a URL-encoded form): the throttle
+ * cannot see its password, so it is refused here, and no password goes round the throttle.
+ * Keycloak refuses such a body on the token endpoint, but reads a `multipart/form-data` one
+ * posted to its login form as the form.
  */
-function unreadTokenRequest(req: IncomingMessage): boolean {
+function unreadBody(req: IncomingMessage): boolean {
   if (req.method !== 'POST' || bufferedBodyOf(req)) return false;
   const length = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (!!length && length !== '0');
@@ -89,11 +91,8 @@ export function throttlePasswordAttempts(
   kind: PasswordAttempt['kind'],
 ): RequestHandler {
   return (req, res, next) => {
-    if (kind === 'grant' && unreadTokenRequest(req)) {
-      res.status(400).json({
-        error: 'invalid_request',
-        error_description: 'The token endpoint takes an application/x-www-form-urlencoded body.',
-      });
+    if (unreadBody(req)) {
+      refuseUnreadBody(res, kind, deps.logger);
       return;
     }
     const attempt = passwordAttemptOf(req, kind);
@@ -166,6 +165,18 @@ async function outcomeOf(
   if (status >= 500) return 'released';
   if (!answer || !isCredentialRefusal(answer)) return 'failed';
   return (await deps.failedLogins.remember(login, grantAnswerText(answer))) ? 'failed' : 'released';
+}
+
+/** A body the throttle cannot read: 400, in the token clients' shape or the envelope. */
+function refuseUnreadBody(res: ServerResponse, kind: PasswordAttempt['kind'], logger: Logger) {
+  const message = `${kind === 'grant' ? 'The token endpoint' : 'The login form'} takes an application/x-www-form-urlencoded body.`;
+  if (kind === 'form') {
+    sendError(res, new AppError('badRequestBody', { message }), logger);
+    return;
+  }
+  res.statusCode = 400;
+  res.setHeader('content-type', 'application/json');
+  res.end(JSON.stringify({ error: 'invalid_request', error_description: message }));
 }
 
 function refuse(

@@ -190,6 +190,69 @@ describe('login throttle per account and address, from several source addresses'
     expect((await grantFrom('127.0.0.11', owner)).status).toBe(200);
   });
 
+  it('a login form the throttle cannot read (multipart) is refused, never read by Keycloak', async () => {
+    // Keycloak reads a multipart body posted to its login form as the form: without this
+    // refusal, guesses sent that way would go round the throttle.
+    const owner = await createUser(org, { workspaceRoles: ['ws1'] });
+    const admin = await keycloakAdmin();
+    const redirectUri = 'http://127.0.0.1:9/callback';
+    const clientId = `browser-${randomBytes(4).toString('hex')}`;
+    await admin.clients.create({
+      realm: org,
+      clientId,
+      publicClient: true,
+      standardFlowEnabled: true,
+      redirectUris: [redirectUri],
+    });
+    /** A real login page's form: its address on the replica, with the cookies Keycloak set. */
+    const loginPage = async () => {
+      const query = new URLSearchParams({
+        client_id: clientId,
+        response_type: 'code',
+        redirect_uri: redirectUri,
+        scope: 'openid',
+      });
+      const page = await fetch(
+        `${replica.url}/auth/realms/${org}/protocol/openid-connect/auth?${query.toString()}`,
+        { redirect: 'manual' },
+      );
+      expect(page.status).toBe(200);
+      const cookie = page.headers
+        .getSetCookie()
+        .map((set) => set.split(';')[0])
+        .join('; ');
+      const action = new URL(
+        /action="([^"]+)"/.exec(await page.text())![1]!.replaceAll('&amp;', '&'),
+      );
+      return { url: `${replica.url}${action.pathname}${action.search}`, cookie };
+    };
+    const postMultipart = async (password: string) => {
+      const { url, cookie } = await loginPage();
+      const boundary = 'form-boundary';
+      const fields = { username: owner.username, password, credentialId: '' };
+      const body =
+        Object.entries(fields)
+          .map(
+            ([name, value]) =>
+              `--${boundary}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`,
+          )
+          .join('') + `--${boundary}--\r\n`;
+      return requestFrom('127.0.0.13', url, {
+        method: 'POST',
+        headers: { cookie, 'content-type': `multipart/form-data; boundary=${boundary}` },
+        body,
+      });
+    };
+    for (let i = 0; i < 7; i++) {
+      const refused = await postMultipart(`guess-${i}`);
+      expect(refused.status).toBe(400);
+      expect(refused.json).toMatchObject({ data: null, result: '400-00002' });
+    }
+    expect(await keycloakLock(owner)).toEqual({ failures: 0, locked: false });
+    // Not a way in either: the right password, sent that way, logs nobody in.
+    expect((await postMultipart(owner.password)).status).toBe(400);
+  });
+
   it('a token request the throttle cannot read (not a URL-encoded form) never reaches Keycloak', async () => {
     const owner = await createUser(org, { workspaceRoles: ['ws1'] });
     const sent = await requestFrom('127.0.0.12', tokenUrl(), {
