@@ -220,7 +220,12 @@ describe('login throttle per account and address, from several source addresses'
     const { url, cookie } = form ?? (await loginPage());
     return requestFrom(address, url, {
       method: 'POST',
-      headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
+      // As a browser asks: Keycloak's answer must be read all the same.
+      headers: {
+        cookie,
+        'content-type': 'application/x-www-form-urlencoded',
+        'accept-encoding': 'gzip, deflate, br',
+      },
       body: new URLSearchParams({ username: user.username, password }).toString(),
     });
   }
