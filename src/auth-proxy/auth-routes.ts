@@ -19,7 +19,8 @@ import {
  * - `jobCredentials`: a POST's job-credential fields and refresh lifetimes;
  * - `passwordGrant`: a POST's password grant passes the login throttle, a body the form guard
  *   could not read is refused, and Keycloak's refusal of its credentials answers 401;
- * - `passwordForm`: Keycloak's login form passes the login throttle;
+ * - `passwordForm`: Keycloak's login form passes the login throttle, and a body the form guard
+ *   could not read is refused;
  * - `endAccess`: what the request ends once Keycloak answers success (the entry's `ending`);
  * - `consolePage`, `loginPage`: the admin listener rewrites the console page on a GET, the login
  *   pages on a GET or POST;

@@ -18,8 +18,11 @@ export interface Replacement {
 const MAX_HELD_BYTES = 256 * 1024;
 /** Keycloak's refusals are a few hundred bytes; a longer answer is not one to remember. */
 const MAX_REMEMBERED_BYTES = 8 * 1024;
-/** The headers that say what the body is and how it may be kept; the rest is per answer. */
-const KEPT_HEADERS = ['content-type', 'cache-control', 'pragma', 'www-authenticate'];
+/**
+ * The headers that say what the body is and how it may be kept, and where a redirect goes (the
+ * login form's, password-attempt-throttle.ts); the rest is per answer.
+ */
+const KEPT_HEADERS = ['content-type', 'cache-control', 'pragma', 'www-authenticate', 'location'];
 /** What the client gets when `decide` fails: nothing Keycloak answered leaves unsettled. */
 const UNSETTLED: Replacement = {
   status: 503,

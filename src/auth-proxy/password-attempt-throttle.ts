@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
+import { AppError } from '../envelope/errors.ts';
 import { realmOf } from './auth-routes.ts';
 import { bufferedBodyOf, formFieldsOf } from './form-body-guard.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
@@ -57,11 +58,12 @@ export function passwordAttemptOf(
 }
 
 /**
- * Whether a token-endpoint POST has a body the form guard did not read (not a URL-encoded
- * form): Keycloak would refuse it, but the throttle could not see its password, so it is
- * refused here first, and no grant ever goes round the throttle.
+ * Whether a POST has a body the form guard did not read (not a URL-encoded form): the throttle
+ * cannot see its password, so it is refused here, and no password goes round the throttle.
+ * Keycloak refuses such a body on the token endpoint, but reads a `multipart/form-data` one
+ * posted to its login form as the form.
  */
-function unreadTokenRequest(req: IncomingMessage): boolean {
+function unreadBody(req: IncomingMessage): boolean {
   if (req.method !== 'POST' || bufferedBodyOf(req)) return false;
   const length = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (!!length && length !== '0');
@@ -89,11 +91,8 @@ export function throttlePasswordAttempts(
   kind: PasswordAttempt['kind'],
 ): RequestHandler {
   return (req, res, next) => {
-    if (kind === 'grant' && unreadTokenRequest(req)) {
-      res.status(400).json({
-        error: 'invalid_request',
-        error_description: 'The token endpoint takes an application/x-www-form-urlencoded body.',
-      });
+    if (unreadBody(req)) {
+      refuseUnreadBody(res, kind, deps.logger);
       return;
     }
     const attempt = passwordAttemptOf(req, kind);
@@ -130,42 +129,78 @@ async function admit(
   const warn = (err: unknown) => {
     deps.logger.warn({ err }, 'could not settle a password attempt with the login throttle');
   };
-  if (attempt.kind === 'grant') {
-    // Settled before the client gets the answer: a repeat it sends at once finds it remembered.
-    holdAnswer(res, (answer) =>
-      outcomeOf(attempt, answer.status, answer, deps).then(settle).catch(warn),
-    );
-  }
+  // Settled before the client gets the answer: a repeat it sends at once finds it remembered
+  // or counted.
+  holdAnswer(res, (answer) => outcomeOf(attempt, answer, deps).then(settle).catch(warn));
   res.once('close', () => {
     // Gone before the answer: Keycloak may have checked the password; count it.
     if (!res.writableFinished) settle('failed').catch(warn);
-    else if (attempt.kind === 'form') {
-      outcomeOf(attempt, res.statusCode, undefined, deps).then(settle).catch(warn);
-    }
   });
   return true;
 }
 
 /**
- * How Keycloak's answer settles an attempt: a token (200) or the login form's redirect (302)
- * succeeded; an answer it could not give (5xx: unreachable, too slow, failing) is released;
- * a grant refused for its credentials is remembered and a failure the first time only;
- * any other refusal is a failure.
+ * How Keycloak's answer settles an attempt: an answer it could not give (5xx: unreachable, too
+ * slow, failing) is released; a token (200) succeeded; a grant refused for its credentials is
+ * remembered and a failure the first time only; any other refusal is a failure. The login
+ * form's answers are read by `formOutcomeOf`.
  */
 async function outcomeOf(
   attempt: PasswordAttempt,
-  status: number,
-  answer: GrantAnswer | undefined,
+  answer: GrantAnswer,
   deps: PasswordAttemptThrottleDeps,
 ): Promise<AttemptOutcome> {
   const login = { channel: 'grant' as const, ...attempt };
-  if (status === (attempt.kind === 'grant' ? 200 : 302)) {
+  if (answer.status >= 500) return 'released';
+  if (attempt.kind === 'form') {
+    const outcome = formOutcomeOf(answer);
+    if (outcome === 'loggedIn') await deps.failedLogins.succeeded(login);
+    return outcome === 'refused' ? 'failed' : 'released';
+  }
+  if (answer.status === 200) {
     await deps.failedLogins.succeeded(login);
     return 'succeeded';
   }
-  if (status >= 500) return 'released';
-  if (!answer || !isCredentialRefusal(answer)) return 'failed';
+  if (!isCredentialRefusal(answer)) return 'failed';
   return (await deps.failedLogins.remember(login, grantAnswerText(answer))) ? 'failed' : 'released';
+}
+
+/** A password field in a page: what Keycloak's login form shows again after a wrong password. */
+const PASSWORD_FIELD = /\bname\s*=\s*["']?password["'\s/>]/i;
+
+/**
+ * What Keycloak's answer to its login form says of the password, read from the answer itself:
+ * Keycloak answers a wrong password with the login form again (200), and a right one with the
+ * next step, a redirect or, for an account with a one-time password, that step's page (200 too).
+ * - `refused`: the login form again, or an answer not read (not an HTML page, or compressed);
+ * - `loggedIn`: a redirect out of the login pages (to the client, with its code);
+ * - `noVerdict`: a redirect back into the login pages (the form posted twice or stale, or an
+ *   action the account must take) or a page without a password field (the next step's, or an
+ *   error page): the password was accepted or never checked.
+ * A login on the form never clears the failures of the pair: whose login a redirect completes
+ * is not in the answer (the browser may hold another account's session). `loggedIn` is only
+ * told to the failed-login memory, whose remembered failures it drops (the stricter way).
+ */
+export function formOutcomeOf(answer: GrantAnswer): 'refused' | 'loggedIn' | 'noVerdict' {
+  if (answer.status >= 300 && answer.status < 400) {
+    const location = answer.headers.location ?? '';
+    return new URL(location, 'http://keycloak.invalid').pathname.includes('/login-actions/')
+      ? 'noVerdict'
+      : 'loggedIn';
+  }
+  const page = /<html[\s>]/i.test(answer.body);
+  return !page || PASSWORD_FIELD.test(answer.body) ? 'refused' : 'noVerdict';
+}
+
+function refuseUnreadBody(res: ServerResponse, kind: PasswordAttempt['kind'], logger: Logger) {
+  const message = `${kind === 'grant' ? 'The token endpoint' : 'The login form'} takes an application/x-www-form-urlencoded body.`;
+  if (kind === 'form') {
+    sendError(res, new AppError('badRequestBody', { message }), logger);
+    return;
+  }
+  res.statusCode = 400;
+  res.setHeader('content-type', 'application/json');
+  res.end(JSON.stringify({ error: 'invalid_request', error_description: message }));
 }
 
 function refuse(

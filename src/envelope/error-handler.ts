@@ -44,8 +44,9 @@ export function sendError(res: ServerResponse, err: unknown, logger: Logger): vo
   const body = JSON.stringify(failure(error.result, error.message, error.data));
   res.statusCode = error.status;
   for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
-  // 503 means "retry later": say when, so clients can tell it from "you are wrong".
-  if (error.status === 503) res.setHeader('retry-after', '5');
+  // 503 means "retry later": say when, so clients can tell it from "you are wrong"; an error
+  // that knows its wait (the login throttle's) keeps it, as its message names it.
+  if (error.status === 503 && !res.hasHeader('retry-after')) res.setHeader('retry-after', '5');
   res.setHeader('content-type', 'application/json; charset=utf-8');
   res.setHeader('content-length', Buffer.byteLength(body));
   res.end(body);

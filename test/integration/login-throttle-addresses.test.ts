@@ -43,6 +43,44 @@ describe('login throttle per account and address, from several source addresses'
   const apiPath = () => `${replica.url}/api/${org}/platform/workspaces`;
   const tokenUrl = () => `${replica.url}/auth/realms/${org}/protocol/openid-connect/token`;
 
+  const redirectUri = 'http://127.0.0.1:9/callback';
+  /** A browser-flow client of the realm, whose login pages the form tests post to. */
+  let browserClient: string | undefined;
+
+  /** A real login page's form: its address on the replica, with the cookies Keycloak set. */
+  async function loginPage(): Promise<{ url: string; cookie: string }> {
+    if (!browserClient) {
+      browserClient = `browser-${randomBytes(4).toString('hex')}`;
+      const admin = await keycloakAdmin();
+      await admin.clients.create({
+        realm: org,
+        clientId: browserClient,
+        publicClient: true,
+        standardFlowEnabled: true,
+        redirectUris: [redirectUri],
+      });
+    }
+    const query = new URLSearchParams({
+      client_id: browserClient,
+      response_type: 'code',
+      redirect_uri: redirectUri,
+      scope: 'openid',
+    });
+    const page = await fetch(
+      `${replica.url}/auth/realms/${org}/protocol/openid-connect/auth?${query.toString()}`,
+      { redirect: 'manual' },
+    );
+    expect(page.status).toBe(200);
+    const cookie = page.headers
+      .getSetCookie()
+      .map((set) => set.split(';')[0])
+      .join('; ');
+    const action = new URL(
+      /action="([^"]+)"/.exec(await page.text())![1]!.replaceAll('&amp;', '&'),
+    );
+    return { url: `${replica.url}${action.pathname}${action.search}`, cookie };
+  }
+
   function basicFrom(address: string, user: TestUser, password = user.password) {
     return requestFrom(address, apiPath(), {
       headers: { authorization: basicAuth({ ...user, password }) },
@@ -172,22 +210,91 @@ describe('login throttle per account and address, from several source addresses'
     expect((await basicFrom('127.0.0.6', owner)).status).toBe(200);
   });
 
+  /** A user name and password posted to `form` (a login page's, else a fresh one) from `address`. */
+  async function postForm(
+    address: string,
+    user: TestUser,
+    password: string,
+    form?: { url: string; cookie: string },
+  ) {
+    const { url, cookie } = form ?? (await loginPage());
+    return requestFrom(address, url, {
+      method: 'POST',
+      // As a browser asks: Keycloak's answer must be read all the same.
+      headers: {
+        cookie,
+        'content-type': 'application/x-www-form-urlencoded',
+        'accept-encoding': 'gzip, deflate, br',
+      },
+      body: new URLSearchParams({ username: user.username, password }).toString(),
+    });
+  }
+
   it("Keycloak's login form is counted by the same throttle, per account and address", async () => {
     const owner = await createUser(org, { workspaceRoles: ['ws1'] });
-    const formUrl = `${replica.url}/auth/realms/${org}/login-actions/authenticate`;
-    const post = (address: string, password: string) =>
-      requestFrom(address, formUrl, {
-        method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        body: new URLSearchParams({ username: owner.username, password }).toString(),
-      });
+    // Keycloak shows its login form again, with its error.
     for (let i = 0; i < 5; i++)
-      expect((await post('127.0.0.10', `guess-${i}`)).status).not.toBe(429);
-    const refused = await post('127.0.0.10', 'guess-5');
+      expect((await postForm('127.0.0.10', owner, `guess-${i}`)).status).toBe(200);
+    expect(await keycloakLock(owner)).toEqual({ failures: 5, locked: false });
+    const refused = await postForm('127.0.0.10', owner, 'guess-5');
     expect(refused.status).toBe(429);
     expect(refused.json).toMatchObject({ data: null, result: '429-00001' });
     expect((await grantFrom('127.0.0.10', owner)).status).toBe(429);
     expect((await grantFrom('127.0.0.11', owner)).status).toBe(200);
+  });
+
+  it('a login form posted again (a redirect back to the form, nothing checked) clears no failure', async () => {
+    const owner = await createUser(org, { workspaceRoles: ['ws1'] });
+    const form = await loginPage();
+    expect((await postForm('127.0.0.15', owner, 'guess-0', form)).status).toBe(200);
+    for (let i = 1; i < 4; i++)
+      expect((await postForm('127.0.0.15', owner, `guess-${i}`)).status).toBe(200);
+    // The first page's form again: Keycloak sends the browser back to its login page.
+    expect((await postForm('127.0.0.15', owner, 'guess-4', form)).status).toBe(302);
+    expect((await postForm('127.0.0.15', owner, 'guess-5')).status).toBe(200);
+    expect(await keycloakLock(owner)).toEqual({ failures: 5, locked: false });
+    expect((await postForm('127.0.0.15', owner, 'guess-6')).status).toBe(429);
+  });
+
+  it('a login form the throttle cannot read (multipart) is refused, never read by Keycloak', async () => {
+    // Keycloak reads a multipart body posted to its login form as the form: without this
+    // refusal, guesses sent that way would go round the throttle.
+    const owner = await createUser(org, { workspaceRoles: ['ws1'] });
+    const postMultipart = async (password: string) => {
+      const { url, cookie } = await loginPage();
+      const boundary = 'form-boundary';
+      const fields = { username: owner.username, password, credentialId: '' };
+      const body =
+        Object.entries(fields)
+          .map(
+            ([name, value]) =>
+              `--${boundary}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`,
+          )
+          .join('') + `--${boundary}--\r\n`;
+      return requestFrom('127.0.0.13', url, {
+        method: 'POST',
+        headers: { cookie, 'content-type': `multipart/form-data; boundary=${boundary}` },
+        body,
+      });
+    };
+    for (let i = 0; i < 7; i++) {
+      const refused = await postMultipart(`guess-${i}`);
+      expect(refused.status).toBe(400);
+      expect(refused.json).toMatchObject({ data: null, result: '400-00002' });
+    }
+    expect(await keycloakLock(owner)).toEqual({ failures: 0, locked: false });
+    // Not a way in either: the right password, sent that way, logs nobody in.
+    expect((await postMultipart(owner.password)).status).toBe(400);
+  });
+
+  it("a two-factor user's right password on the login form is not a failure", async () => {
+    // Keycloak answers it with its one-time-password page (200), as it answers a wrong one
+    // with the login page again (200): only the first may not be counted.
+    const owner = await createUser(org, { workspaceRoles: ['ws1'], otp: true });
+    const statuses: number[] = [];
+    for (let i = 0; i < 7; i++)
+      statuses.push((await postForm('127.0.0.14', owner, owner.password)).status);
+    expect(statuses).toEqual(Array.from({ length: 7 }, () => 200));
   });
 
   it('a token request the throttle cannot read (not a URL-encoded form) never reaches Keycloak', async () => {
