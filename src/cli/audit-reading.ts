@@ -5,7 +5,7 @@ import { pipeline } from 'node:stream/promises';
 import type { AuditRecord } from '../audit/audit-chain.ts';
 import { AUDIT_PAGE_MAX } from '../audit/audit-filter-values.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
-import { callApi, openDownload } from './client.ts';
+import { openDownload } from './client.ts';
 import { auditLogPath } from './audit-filters.ts';
 import { CliError } from './errors.ts';
 import type { RunContext } from './io.ts';
@@ -68,18 +68,61 @@ export async function listRecords(
     query.set('order', request.order);
     query.set('limit', String(Math.min(AUDIT_PAGE_MAX, wanted)));
     if (after !== undefined) query.set('after', String(after));
-    const page = await callAs<Page>(
+    const data = await callAs(
       caller,
       { method: 'GET', path: `${path}?${query.toString()}` },
       context.timeoutMs,
-      callApi as (...args: Parameters<typeof callApi>) => Promise<Page>,
     );
+    // A success envelope of another shape (another service, a broken proxy) is said so, not
+    // read until something in it throws.
+    if (!isPage(data)) {
+      throw new CliError('api', `the answer of ${caller.baseUrl.href} is not an audit log page`);
+    }
+    const page = data;
     total = page.total;
     shown += page.records.length;
     onPage(page.records, total);
     after = page.next;
   } while (after !== null && (request.max === undefined || shown < request.max));
   return { total, shown, next: after };
+}
+
+/** The fields the table shows: strings (or null), and numbers for `seq` and `status`. */
+const TEXT_FIELDS = [
+  'at',
+  'action',
+  'outcome',
+  'actorName',
+  'actorId',
+  'credential',
+  'workspace',
+  'result',
+  'reason',
+  'route',
+] as const;
+
+/** Whether `data` is a page as the API answers one: what the listing and the table read of it. */
+function isPage(data: unknown): data is Page {
+  if (typeof data !== 'object' || data === null) return false;
+  const { records, total, next } = data as Record<string, unknown>;
+  return (
+    Array.isArray(records) &&
+    records.every(isRecordRow) &&
+    Number.isSafeInteger(total) &&
+    (next === null || Number.isSafeInteger(next))
+  );
+}
+
+function isRecordRow(record: unknown): boolean {
+  if (typeof record !== 'object' || record === null || Array.isArray(record)) return false;
+  const fields = record as Record<string, unknown>;
+  const optional = (value: unknown, type: 'string' | 'number') =>
+    value === null || value === undefined || typeof value === type;
+  return (
+    typeof fields.seq === 'number' &&
+    optional(fields.status, 'number') &&
+    TEXT_FIELDS.every((name) => optional(fields[name], 'string'))
+  );
 }
 
 /** The columns of the table, each a record's field as one short text. */
