@@ -3,7 +3,11 @@ import { rename, rm } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { AuditRecord } from '../audit/audit-chain.ts';
-import { AUDIT_PAGE_MAX } from '../audit/audit-filter-values.ts';
+import {
+  AUDIT_EXPORT_MEDIA_TYPES,
+  AUDIT_PAGE_MAX,
+  type AuditExportFormat,
+} from '../audit/audit-filter-values.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import { openDownload } from './client.ts';
 import { auditLogPath } from './audit-filters.ts';
@@ -157,7 +161,10 @@ export function tableRowOf(record: AuditRecord): string {
 
 /**
  * Streams an export of `log` into `file`: written beside it first and renamed once complete, so
- * a cut download never looks like a whole export. Returns the bytes written.
+ * a cut download never looks like a whole export. Returns the bytes written. An answer of
+ * another media type than the format's (a proxy's sign-in page) is refused, and a download the
+ * connection cut is said to be one (exit 3, as the gateway's silence), not a file that could not
+ * be written: in both cases no file is left.
  */
 export async function exportTo(
   file: string,
@@ -166,23 +173,49 @@ export async function exportTo(
   context: RunContext,
 ): Promise<number> {
   const { caller, path } = await readerOf(log, context.env);
-  const body = await callAs(
+  const { status, mediaType, body } = await callAs(
     caller,
     { method: 'GET', path: `${path}/export?${query.toString()}` },
     context.timeoutMs,
     openDownload,
   );
+  const format = (query.get('format') ?? 'jsonl') as AuditExportFormat;
+  const expected = AUDIT_EXPORT_MEDIA_TYPES[format];
+  if (mediaType !== expected) {
+    await body.cancel().catch(() => {});
+    throw new CliError(
+      'api',
+      `error ${status}: the answer of ${caller.baseUrl.href} is ${mediaType ?? 'of no media type'}, ` +
+        `not the ${expected} export asked for`,
+      undefined,
+      status,
+    );
+  }
   const partial = `${file}.part`;
   let bytes = 0;
   const counted = Readable.fromWeb(body);
   counted.on('data', (chunk: Buffer) => {
     bytes += chunk.length;
   });
+  const out = createWriteStream(partial, { flags: 'wx', mode: 0o600 });
+  // The side that failed first: a failing one makes the pipeline destroy the other too.
+  let failed: 'download' | 'file' | undefined;
+  counted.once('error', () => (failed ??= 'download'));
+  out.once('error', () => (failed ??= 'file'));
   try {
-    await pipeline(counted, createWriteStream(partial, { flags: 'wx', mode: 0o600 }));
+    await pipeline(counted, out);
     await rename(partial, file);
   } catch (err) {
     await rm(partial, { force: true });
+    if (failed === 'download') {
+      const cause = (err as { cause?: { code?: unknown } }).cause?.code;
+      const reason = typeof cause === 'string' ? cause : (err as Error).message;
+      throw new CliError(
+        'unreachable',
+        `the export from ${caller.baseUrl.href} was cut off after ${bytes} bytes ` +
+          `(${printable(reason)}); nothing was written to ${file}: run it again`,
+      );
+    }
     throw new CliError('config', `cannot write ${file}: ${(err as Error).message}`);
   }
   return bytes;

@@ -5,7 +5,7 @@ import {
   type Server,
   type ServerResponse,
 } from 'node:http';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
@@ -432,6 +432,43 @@ describe('audit list|export against a broken or hostile stand-in', () => {
       }
     }
   }, 60_000);
+
+  it("audit export keeps no file of an answer in another format (a proxy's HTML page)", async () => {
+    answer = (res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<h1>Sign in</h1>');
+    const file = join(dir, 'proxied.csv');
+    const { status, stderr } = await run(
+      ['audit', 'export', 'master', '--format', 'csv', '--out', file],
+      { REALMGATE_TOKEN: TOKEN },
+    );
+    expect(status).toBe(1);
+    expect(stderr).toBe(
+      `error 200: the answer of ${baseUrl}/ is text/html, not the text/csv export asked for\n`,
+    );
+    await expect(readdir(dir)).resolves.not.toContain('proxied.csv');
+    await expect(readdir(dir)).resolves.not.toContain('proxied.csv.part');
+  });
+
+  it('audit export cut off midway: exit 3, saying so, and no file', async () => {
+    answer = (res) => {
+      res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+      res.write('{"seq":1}\n');
+      // The gateway's database failed midway: it drops the connection (route-table.ts).
+      setImmediate(() => res.socket?.destroy());
+    };
+    const file = join(dir, 'cut.jsonl');
+    const { status, stderr } = await run(['audit', 'export', 'master', '--out', file], {
+      REALMGATE_TOKEN: TOKEN,
+    });
+    expect(status).toBe(3);
+    expect(stderr).toMatch(
+      new RegExp(
+        `^realmgate: the export from ${baseUrl}/ was cut off after \\d+ bytes \\(.+\\); ` +
+          `nothing was written to ${file}: run it again\n$`,
+      ),
+    );
+    await expect(readdir(dir)).resolves.not.toContain('cut.jsonl');
+    await expect(readdir(dir)).resolves.not.toContain('cut.jsonl.part');
+  });
 });
 
 describe('user create never takes a secret from the command line', () => {
