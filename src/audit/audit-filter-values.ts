@@ -16,5 +16,12 @@ export const AUDIT_EXPORT_FORMATS = ['jsonl', 'csv', 'ocsf'] as const;
 
 export type AuditExportFormat = (typeof AUDIT_EXPORT_FORMATS)[number];
 
+/** The media type of each export format: what the API sends, and what the CLI takes. */
+export const AUDIT_EXPORT_MEDIA_TYPES: Readonly<Record<AuditExportFormat, string>> = {
+  jsonl: 'application/x-ndjson',
+  csv: 'text/csv',
+  ocsf: 'application/x-ndjson',
+};
+
 /** Records a page may hold. */
 export const AUDIT_PAGE_MAX = 1000;

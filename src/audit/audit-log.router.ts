@@ -5,6 +5,7 @@ import { administeredRealms, callerRealms, type RealmVariant } from '../platform
 import { AUDIT_READER_ROLE, MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { Principal } from '../tenancy/principal.ts';
 import type { AuditRecord } from './audit-chain.ts';
+import { AUDIT_EXPORT_MEDIA_TYPES } from './audit-filter-values.ts';
 import { csvLine, CSV_HEADER, jsonLine } from './audit-export.ts';
 import { signedJsonLines, type ExportSignatures } from './audit-export-signed.ts';
 import { ocsfEventOf } from './ocsf.ts';
@@ -84,10 +85,14 @@ const FORMATS: Record<
   AuditExportFormat,
   { contentType: string; header?: string; line: (record: AuditRecord) => string }
 > = {
-  jsonl: { contentType: 'application/x-ndjson', line: jsonLine },
-  csv: { contentType: 'text/csv; charset=utf-8', header: CSV_HEADER, line: csvLine },
+  jsonl: { contentType: AUDIT_EXPORT_MEDIA_TYPES.jsonl, line: jsonLine },
+  csv: {
+    contentType: `${AUDIT_EXPORT_MEDIA_TYPES.csv}; charset=utf-8`,
+    header: CSV_HEADER,
+    line: csvLine,
+  },
   ocsf: {
-    contentType: 'application/x-ndjson',
+    contentType: AUDIT_EXPORT_MEDIA_TYPES.ocsf,
     line: (record) => `${JSON.stringify(ocsfEventOf(record))}\n`,
   },
 };

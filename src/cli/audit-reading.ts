@@ -3,9 +3,13 @@ import { rename, rm } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { AuditRecord } from '../audit/audit-chain.ts';
-import { AUDIT_PAGE_MAX } from '../audit/audit-filter-values.ts';
+import {
+  AUDIT_EXPORT_MEDIA_TYPES,
+  AUDIT_PAGE_MAX,
+  type AuditExportFormat,
+} from '../audit/audit-filter-values.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
-import { callApi, openDownload } from './client.ts';
+import { openDownload } from './client.ts';
 import { auditLogPath } from './audit-filters.ts';
 import { CliError } from './errors.ts';
 import type { RunContext } from './io.ts';
@@ -68,18 +72,61 @@ export async function listRecords(
     query.set('order', request.order);
     query.set('limit', String(Math.min(AUDIT_PAGE_MAX, wanted)));
     if (after !== undefined) query.set('after', String(after));
-    const page = await callAs<Page>(
+    const data = await callAs(
       caller,
       { method: 'GET', path: `${path}?${query.toString()}` },
       context.timeoutMs,
-      callApi as (...args: Parameters<typeof callApi>) => Promise<Page>,
     );
+    // A success envelope of another shape (another service, a broken proxy) is said so, not
+    // read until something in it throws.
+    if (!isPage(data)) {
+      throw new CliError('api', `the answer of ${caller.baseUrl.href} is not an audit log page`);
+    }
+    const page = data;
     total = page.total;
     shown += page.records.length;
     onPage(page.records, total);
     after = page.next;
   } while (after !== null && (request.max === undefined || shown < request.max));
   return { total, shown, next: after };
+}
+
+/** The fields the table shows: strings (or null), and numbers for `seq` and `status`. */
+const TEXT_FIELDS = [
+  'at',
+  'action',
+  'outcome',
+  'actorName',
+  'actorId',
+  'credential',
+  'workspace',
+  'result',
+  'reason',
+  'route',
+] as const;
+
+/** Whether `data` is a page as the API answers one: what the listing and the table read of it. */
+function isPage(data: unknown): data is Page {
+  if (typeof data !== 'object' || data === null) return false;
+  const { records, total, next } = data as Record<string, unknown>;
+  return (
+    Array.isArray(records) &&
+    records.every(isRecordRow) &&
+    Number.isSafeInteger(total) &&
+    (next === null || Number.isSafeInteger(next))
+  );
+}
+
+function isRecordRow(record: unknown): boolean {
+  if (typeof record !== 'object' || record === null || Array.isArray(record)) return false;
+  const fields = record as Record<string, unknown>;
+  const optional = (value: unknown, type: 'string' | 'number') =>
+    value === null || value === undefined || typeof value === type;
+  return (
+    typeof fields.seq === 'number' &&
+    optional(fields.status, 'number') &&
+    TEXT_FIELDS.every((name) => optional(fields[name], 'string'))
+  );
 }
 
 /** The columns of the table, each a record's field as one short text. */
@@ -114,7 +161,10 @@ export function tableRowOf(record: AuditRecord): string {
 
 /**
  * Streams an export of `log` into `file`: written beside it first and renamed once complete, so
- * a cut download never looks like a whole export. Returns the bytes written.
+ * a cut download never looks like a whole export. Returns the bytes written. An answer of
+ * another media type than the format's (a proxy's sign-in page) is refused, and a download the
+ * connection cut is said to be one (exit 3, as the gateway's silence), not a file that could not
+ * be written: in both cases no file is left.
  */
 export async function exportTo(
   file: string,
@@ -123,23 +173,49 @@ export async function exportTo(
   context: RunContext,
 ): Promise<number> {
   const { caller, path } = await readerOf(log, context.env);
-  const body = await callAs(
+  const { status, mediaType, body } = await callAs(
     caller,
     { method: 'GET', path: `${path}/export?${query.toString()}` },
     context.timeoutMs,
     openDownload,
   );
+  const format = (query.get('format') ?? 'jsonl') as AuditExportFormat;
+  const expected = AUDIT_EXPORT_MEDIA_TYPES[format];
+  if (mediaType !== expected) {
+    await body.cancel().catch(() => {});
+    throw new CliError(
+      'api',
+      `error ${status}: the answer of ${caller.baseUrl.href} is ${mediaType ?? 'of no media type'}, ` +
+        `not the ${expected} export asked for`,
+      undefined,
+      status,
+    );
+  }
   const partial = `${file}.part`;
   let bytes = 0;
   const counted = Readable.fromWeb(body);
   counted.on('data', (chunk: Buffer) => {
     bytes += chunk.length;
   });
+  const out = createWriteStream(partial, { flags: 'wx', mode: 0o600 });
+  // The side that failed first: a failing one makes the pipeline destroy the other too.
+  let failed: 'download' | 'file' | undefined;
+  counted.once('error', () => (failed ??= 'download'));
+  out.once('error', () => (failed ??= 'file'));
   try {
-    await pipeline(counted, createWriteStream(partial, { flags: 'wx', mode: 0o600 }));
+    await pipeline(counted, out);
     await rename(partial, file);
   } catch (err) {
     await rm(partial, { force: true });
+    if (failed === 'download') {
+      const cause = (err as { cause?: { code?: unknown } }).cause?.code;
+      const reason = typeof cause === 'string' ? cause : (err as Error).message;
+      throw new CliError(
+        'unreachable',
+        `the export from ${caller.baseUrl.href} was cut off after ${bytes} bytes ` +
+          `(${printable(reason)}); nothing was written to ${file}: run it again`,
+      );
+    }
     throw new CliError('config', `cannot write ${file}: ${(err as Error).message}`);
   }
   return bytes;

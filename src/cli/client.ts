@@ -112,6 +112,14 @@ export async function callApi(
   return readEnvelopeData(status, text, connection.baseUrl);
 }
 
+/** A file the gateway started to send: its body, unread, and its media type. */
+export interface Download {
+  status: number;
+  /** Lower case, without parameters (`text/csv`); null when the answer names none. */
+  mediaType: string | null;
+  body: ReadableStream<Uint8Array>;
+}
+
 /**
  * Sends one request whose success is not an envelope but a file (an export): its body, read as
  * the caller takes it. `timeoutMs` bounds the wait for the answer to start, not the download.
@@ -121,9 +129,12 @@ export async function openDownload(
   request: ApiRequest,
   connection: Connection,
   timeoutMs = DEFAULT_TIMEOUT_MS,
-): Promise<ReadableStream<Uint8Array>> {
-  const { status, text, body } = await send(request, connection, timeoutMs, true);
-  if (body !== null) return body;
+): Promise<Download> {
+  const { status, text, body, contentType } = await send(request, connection, timeoutMs, true);
+  if (body !== null) {
+    const mediaType = contentType?.split(';')[0]!.trim().toLowerCase() || null;
+    return { status, mediaType, body };
+  }
   readEnvelopeData(status, text, connection.baseUrl);
   throw new CliError('api', `error ${status}: the gateway sent no file`, undefined, status);
 }
@@ -137,7 +148,12 @@ async function send(
   connection: Connection,
   timeoutMs: number,
   stream: boolean,
-): Promise<{ status: number; text: string; body: ReadableStream<Uint8Array> | null }> {
+): Promise<{
+  status: number;
+  text: string;
+  body: ReadableStream<Uint8Array> | null;
+  contentType: string | null;
+}> {
   const relative = request.path.replace(/^\//, '');
   const url = new URL(relative, connection.baseUrl);
   const headers: Record<string, string> = {
@@ -156,6 +172,7 @@ async function send(
     text: string;
     body: ReadableStream<Uint8Array> | null;
     location: string | null;
+    contentType: string | null;
   };
   try {
     const { dpop } = connection;
@@ -173,10 +190,13 @@ async function send(
       });
       const { headers: answered, status } = response;
       const location = answered.get('location');
+      const contentType = answered.get('content-type');
       if (stream && status >= 200 && status < 300) {
-        return { status, headers: answered, text: '', body: response.body, location };
+        const body = response.body;
+        return { status, headers: answered, text: '', body, location, contentType };
       }
-      return { status, headers: answered, text: await response.text(), body: null, location };
+      const text = await response.text();
+      return { status, headers: answered, text, body: null, location, contentType };
     });
   } catch (error) {
     throw describeUnreachable(error, connection.baseUrl, timeoutMs);

@@ -81,7 +81,7 @@ Environment:
 
 Prints the created or requested record as JSON. Exit status: 0 success, 1 the gateway answered
 with an error (a refused login or refresh token included), 2 usage or configuration error,
-3 gateway unreachable or silent for 30 s.
+3 gateway unreachable or silent for 30 s, or an audit export cut off (no file is kept).
 `;
 
 /** The full help text (`--help`), or the lines of one command group (`user --help`). */

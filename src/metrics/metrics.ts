@@ -312,7 +312,6 @@ function registerStateGauges(
     },
     1,
   );
-  const names = Object.keys(options.readiness);
   new Gauge({
     name: 'realmgate_dependency_up',
     help:
@@ -323,6 +322,9 @@ function registerStateGauges(
     // Across the workers of one gateway: up only when every worker saw it up.
     aggregator: 'min',
     async collect() {
+      // Read at each scrape: the areas add their own checks (backchannel_logout, audit_log)
+      // after the metrics are built.
+      const names = Object.keys(options.readiness);
       const outcomes = await Promise.all(names.map((name) => probe(options.readiness[name]!)));
       names.forEach((name, i) => this.set({ dependency: name }, outcomes[i] === 'up' ? 1 : 0));
     },

@@ -1,4 +1,5 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +10,7 @@ import { grantReaderRole } from '../helpers/audit-readers.ts';
 import { writeRequests } from '../helpers/audit-writes.ts';
 import { capturingIo, piped } from '../helpers/cli-io.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
+import { listenLocally } from '../helpers/local-server.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { testEnv } from '../helpers/test-env.ts';
@@ -168,6 +170,61 @@ describe('realmgate audit list|export', () => {
     const again = await realmgate(['audit', 'export', org, '--format', 'csv', '--out', csv], admin);
     expect(again.code).toBe(0);
     expect((await readFile(csv, 'utf8')).split('\r\n').filter(Boolean).length).toBeGreaterThan(3);
+  });
+
+  it('says an export the connection cut midway was cut (exit 3), and keeps no file', async () => {
+    await memberCallsRecorded();
+    // Between the CLI and the real gateway: a relay that passes the answer's first bytes (the
+    // head and the start of the body), then drops both connections, as a failing network would.
+    const gateway = new URL(testEnv().publicUrl);
+    const relay = net.createServer((client) => {
+      const upstream = net.connect(Number(gateway.port), gateway.hostname);
+      let passed = 0;
+      client.pipe(upstream);
+      upstream.on('data', (chunk: Buffer) => {
+        const room = 600 - passed;
+        passed += chunk.length;
+        client.write(chunk.subarray(0, Math.max(room, 0)));
+        if (passed >= 600) {
+          upstream.destroy();
+          client.destroy();
+        }
+      });
+      for (const socket of [client, upstream]) socket.on('error', () => undefined);
+    });
+    const relayUrl = await listenLocally(relay);
+    try {
+      const file = join(dir, 'cut.jsonl');
+      const whole = await realmgate(
+        ['audit', 'export', org, '--out', join(dir, 'whole.jsonl')],
+        admin,
+      );
+      expect(whole.code).toBe(0);
+      // The export is longer than what the relay lets through.
+      expect((JSON.parse(whole.stdout) as { bytes: number }).bytes).toBeGreaterThan(600);
+      const cut = await realmgate(['audit', 'export', org, '--out', file], {
+        ...admin,
+        REALMGATE_URL: relayUrl,
+      });
+      expect(cut.code).toBe(3);
+      expect(cut.stderr).toMatch(
+        new RegExp(
+          `^realmgate: the export from ${relayUrl}/ was cut off after \\d+ bytes \\(.+\\); ` +
+            `nothing was written to ${file}: run it again\n$`,
+        ),
+      );
+      expect(await readdir(dir)).not.toEqual(expect.arrayContaining(['cut.jsonl']));
+      expect(await readdir(dir)).not.toEqual(expect.arrayContaining(['cut.jsonl.part']));
+      // OCSF comes as JSON Lines too: taken as the format asked for.
+      const ocsf = join(dir, 'acme.ocsf.jsonl');
+      const events = await realmgate(
+        ['audit', 'export', org, '--format', 'ocsf', '--out', ocsf],
+        admin,
+      );
+      expect(events.code).toBe(0);
+    } finally {
+      relay.close();
+    }
   });
 
   it("reads through the organization's own stored login, refused without the role", async () => {

@@ -162,6 +162,18 @@ describe('metrics', () => {
     expect(scraped.samples.has('realmgate_database_connections{state="free"}')).toBe(true);
   });
 
+  it('has a series for every readiness check /readyz shows, the areas added late included', async () => {
+    const ready = await fetch(`http://127.0.0.1:${replica.config.ADMIN_PORT}/readyz`);
+    const checks = Object.keys(((await ready.json()) as { data: object }).data);
+    // The areas' own checks, added after the metrics were built (docs/operations.md).
+    expect(checks).toEqual(expect.arrayContaining(['backchannel_logout', 'audit_log']));
+    const scraped = await scrape(replica);
+    for (const dependency of checks) {
+      const series = `realmgate_dependency_up{dependency="${dependency}"}`;
+      expect(scraped.samples.has(series), series).toBe(true);
+    }
+  });
+
   it('names the build it runs: version, revision and Node, value 1', async () => {
     const scraped = await scrape(replica);
     const build = buildInfo();

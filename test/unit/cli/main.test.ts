@@ -5,6 +5,9 @@ import {
   type Server,
   type ServerResponse,
 } from 'node:http';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -390,6 +393,82 @@ describe('realmgate CLI against a stand-in API', () => {
     expect(stdout).toContain('Usage: realmgate <command> [options]');
     expect(stderr).toBe('');
   }, 30_000);
+});
+
+describe('audit list|export against a broken or hostile stand-in', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'realmgate-cli-audit-'));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('says a success envelope of another shape is no audit log page, without a stack trace', async () => {
+    const bin = fileURLToPath(new URL('../../../bin/realmgate.js', import.meta.url));
+    const runBin = (args: string[]) =>
+      promisify(execFile)(process.execPath, [bin, ...args], {
+        env: { ...process.env, REALMGATE_URL: baseUrl, REALMGATE_TOKEN: TOKEN },
+        timeout: 30_000,
+      }).then(
+        ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+        (error: { code: number; stdout: string; stderr: string }) => error,
+      );
+    const notAPage = `the answer of ${baseUrl}/ is not an audit log page\n`;
+    for (const data of [
+      {},
+      { records: {}, total: 1, next: null },
+      { records: [{ seq: 1, at: 5, action: {} }], total: 1, next: null },
+      { records: [], total: '1', next: null },
+    ]) {
+      answer = envelope(200, data);
+      for (const args of [
+        ['audit', 'list', 'master'],
+        ['audit', 'list', 'master', '--json'],
+      ]) {
+        const { code, stderr } = await runBin(args);
+        expect(code, JSON.stringify(data)).toBe(1);
+        expect(stderr).toBe(notAPage);
+      }
+    }
+  }, 60_000);
+
+  it("audit export keeps no file of an answer in another format (a proxy's HTML page)", async () => {
+    answer = (res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<h1>Sign in</h1>');
+    const file = join(dir, 'proxied.csv');
+    const { status, stderr } = await run(
+      ['audit', 'export', 'master', '--format', 'csv', '--out', file],
+      { REALMGATE_TOKEN: TOKEN },
+    );
+    expect(status).toBe(1);
+    expect(stderr).toBe(
+      `error 200: the answer of ${baseUrl}/ is text/html, not the text/csv export asked for\n`,
+    );
+    await expect(readdir(dir)).resolves.not.toContain('proxied.csv');
+    await expect(readdir(dir)).resolves.not.toContain('proxied.csv.part');
+  });
+
+  it('audit export cut off midway: exit 3, saying so, and no file', async () => {
+    answer = (res) => {
+      res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+      res.write('{"seq":1}\n');
+      // The gateway's database failed midway: it drops the connection (route-table.ts).
+      setImmediate(() => res.socket?.destroy());
+    };
+    const file = join(dir, 'cut.jsonl');
+    const { status, stderr } = await run(['audit', 'export', 'master', '--out', file], {
+      REALMGATE_TOKEN: TOKEN,
+    });
+    expect(status).toBe(3);
+    expect(stderr).toMatch(
+      new RegExp(
+        `^realmgate: the export from ${baseUrl}/ was cut off after \\d+ bytes \\(.+\\); ` +
+          `nothing was written to ${file}: run it again\n$`,
+      ),
+    );
+    await expect(readdir(dir)).resolves.not.toContain('cut.jsonl');
+    await expect(readdir(dir)).resolves.not.toContain('cut.jsonl.part');
+  });
 });
 
 describe('user create never takes a secret from the command line', () => {
