@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ONE_LINE } from '../platform/user-input.ts';
+import { ONE_LINE, ONE_LINE_RULE } from '../platform/user-input.ts';
 import {
   AUDIT_EXPORT_FORMATS,
   AUDIT_ORDERS,
@@ -52,7 +52,7 @@ const timestamp = z.iso.datetime({ offset: true });
  * NUL, so a filter with one fails the query itself: refused here as the bad request it is.
  */
 export const filterText = (max: number) =>
-  z.string().min(1).max(max).regex(ONE_LINE, { message: 'control characters are not allowed' });
+  z.string().min(1).max(max).regex(ONE_LINE, { message: ONE_LINE_RULE });
 
 /** The reader's filters, the same for a page and an export. */
 export const auditFilterShape = {

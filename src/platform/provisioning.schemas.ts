@@ -1,6 +1,13 @@
 import { z } from 'zod';
 import { organizationId, realmName, workspaceId } from '../tenancy/id-schemas.ts';
-import { FREE_TEXT, ONE_LINE, OTP_SECRET, OTP_SECRET_RULE } from './user-input.ts';
+import {
+  FREE_TEXT,
+  FREE_TEXT_RULE,
+  ONE_LINE,
+  ONE_LINE_RULE,
+  OTP_SECRET,
+  OTP_SECRET_RULE,
+} from './user-input.ts';
 
 /**
  * The provisioning API's bodies, one rule per field. Every string must be storable as it is
@@ -15,14 +22,10 @@ import { FREE_TEXT, ONE_LINE, OTP_SECRET, OTP_SECRET_RULE } from './user-input.t
 
 /** One line of printable text, as names and labels are shown in lists and logs. */
 const oneLine = (max: number, min = 1) =>
-  z.string().min(min).max(max).regex(ONE_LINE, 'must not contain control characters');
+  z.string().min(min).max(max).regex(ONE_LINE, ONE_LINE_RULE);
 
 /** Several lines of text: tabs and line breaks allowed, other control characters not. */
-const freeText = (max: number) =>
-  z
-    .string()
-    .max(max)
-    .regex(FREE_TEXT, 'must not contain control characters other than tab and line breaks');
+const freeText = (max: number) => z.string().max(max).regex(FREE_TEXT, FREE_TEXT_RULE);
 
 export { organizationId, workspaceId };
 

@@ -15,15 +15,26 @@ export const OTP_SECRET_RULE = `must be base32 (A-Z, 2-7) of at least ${MIN_OTP_
 
 /**
  * One line: no control character (C0, DEL, C1: `\p{Cc}`; NUL would make PostgreSQL refuse the
- * row) and no lone surrogate (from a JSON `\ud800` escape: it has no UTF-8 form and would be
- * stored as U+FFFD). With the `u` flag a valid surrogate pair is one code point, so it passes.
- * Written as ranges, not `\p{...}`, because the API description carries the pattern as it is.
+ * row), no lone surrogate (from a JSON `\ud800` escape: it has no UTF-8 form and would be
+ * stored as U+FFFD), and none of the explicit directional embeddings, overrides and isolates
+ * (U+202A-202E, U+2066-2069; the "Trojan Source" characters), which would show a name reversed
+ * or reordered in lists, the CLI's tables and the audit log (a user `\u202Enimda` reads
+ * "admin"). The marks (U+200E, U+200F, U+061C) stay: right-to-left text needs them, and they
+ * reorder nothing around them. With the `u` flag a valid surrogate pair is one code point, so
+ * it passes. Written as ranges, not `\p{...}`, because the API description carries the pattern
+ * as it is.
  */
-// eslint-disable-next-line no-control-regex -- refusing control characters is the point
-export const ONE_LINE = /^[^\u0000-\u001F\u007F-\u009F\uD800-\uDFFF]*$/u;
+export const ONE_LINE =
+  // eslint-disable-next-line no-control-regex -- refusing control characters is the point
+  /^[^\u0000-\u001F\u007F-\u009F\uD800-\uDFFF\u202A-\u202E\u2066-\u2069]*$/u;
 /** Like {@link ONE_LINE}, but tab, line feed and carriage return are allowed. */
-// eslint-disable-next-line no-control-regex -- refusing control characters is the point
-export const FREE_TEXT = /^[^\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\uD800-\uDFFF]*$/u;
+export const FREE_TEXT =
+  // eslint-disable-next-line no-control-regex -- refusing control characters is the point
+  /^[^\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\uD800-\uDFFF\u202A-\u202E\u2066-\u2069]*$/u;
+
+/** What {@link ONE_LINE} and {@link FREE_TEXT} refuse, as a refusal says it. */
+export const ONE_LINE_RULE = 'must not contain control characters or directional overrides';
+export const FREE_TEXT_RULE = `${ONE_LINE_RULE} (tab and line breaks allowed)`;
 
 /** Whether `value` can be stored and shown as one line (see {@link ONE_LINE}). */
 export function isOneLine(value: string): boolean {
@@ -39,7 +50,7 @@ export function isFreeText(value: string): boolean {
 export function validateUsername(username: string): void {
   if (username.length < 1 || username.length > 255 || !isOneLine(username)) {
     throw new AppError('badRequestBody', {
-      message: 'username must be 1 to 255 characters without control characters',
+      message: `username must be 1 to 255 characters and ${ONE_LINE_RULE}`,
     });
   }
 }
@@ -51,7 +62,7 @@ export function validateUsername(username: string): void {
 export function validatePassword(password: string): void {
   if (password.length < 1 || password.length > 1024 || !isOneLine(password)) {
     throw new AppError('badRequestBody', {
-      message: 'password must be 1 to 1024 characters without control characters',
+      message: `password must be 1 to 1024 characters and ${ONE_LINE_RULE}`,
     });
   }
 }

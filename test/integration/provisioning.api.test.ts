@@ -224,6 +224,18 @@ describe('provisioning API (/api/platform)', () => {
         `/organizations/ORG/workspaces`,
         () => ({ body: { id: '-', name: 'x' } }),
       ],
+      [
+        'a name shown reversed (U+202E)',
+        'POST',
+        '/organizations',
+        () => ({ body: { id: uniqueId('org-'), name: '\u202Eorg-evil' } }),
+      ],
+      [
+        'a user name shown reordered (U+2067)',
+        'POST',
+        '/users',
+        () => ({ body: { username: `\u2067${uniqueId('u-')}`, password: 'p' } }),
+      ],
       ['no password', 'POST', '/users', () => ({ body: { username: uniqueId('u-') } })],
       [
         'short otp',
