@@ -19,8 +19,9 @@ import {
  * - `jobCredentials`: a POST's job-credential fields and refresh lifetimes;
  * - `passwordGrant`: a POST's password grant passes the login throttle, a body the form guard
  *   could not read is refused, and Keycloak's refusal of its credentials answers 401;
- * - `passwordForm`: Keycloak's login form passes the login throttle, and a body the form guard
- *   could not read is refused;
+ * - `passwordForm`: a POST to Keycloak's login pages that carries a password or one-time
+ *   password passes the login throttle, and one whose body the form guard could not read is
+ *   refused;
  * - `endAccess`: what the request ends once Keycloak answers success (the entry's `ending`);
  * - `consolePage`, `loginPage`: the admin listener rewrites the console page on a GET, the login
  *   pages on a GET or POST;
@@ -101,12 +102,10 @@ export const AUTH_ROUTES: readonly AuthRoute[] = [
   below(REALM, REALM_STEPS),
   TOKEN_ROUTE,
   below(`${OIDC}/auth`, [...REALM_STEPS, 'loginPage']),
-  below(`${REALM}/login-actions`, [...REALM_STEPS, 'loginPage']),
-  entry(`${REALM}/login-actions/authenticate`, 'post', [
-    ...REALM_STEPS,
-    'loginPage',
-    'passwordForm',
-  ]),
+  // Keycloak's login pages: any of them may post a password or one-time password (the login
+  // form, identity-first login's password page, re-authentication in a broker's first login, a
+  // reset's one-time password), and each may carry a user name for the bootstrap guard.
+  below(`${REALM}/login-actions`, [...REALM_STEPS, 'loginPage', 'passwordForm']),
   ...endingRoutes(),
 ];
 

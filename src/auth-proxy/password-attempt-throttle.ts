@@ -19,9 +19,11 @@ import {
 } from './grant-answer.ts';
 
 /** A password sent to Keycloak through `/auth`: which form, for which account. */
-export interface PasswordAttempt {
-  /** `grant`: the token endpoint's password grant; `form`: Keycloak's browser login form. */
-  kind: 'grant' | 'form';
+export type PasswordAttempt = GrantAttempt | FormAttempt;
+
+/** The token endpoint's password grant. */
+interface GrantAttempt {
+  kind: 'grant';
   realm: string;
   username: string;
   password: string;
@@ -29,11 +31,28 @@ export interface PasswordAttempt {
   extra: string[];
 }
 
+/** A secret posted to one of Keycloak's login pages. */
+interface FormAttempt {
+  kind: 'form';
+  realm: string;
+  /** Undefined when the page posts none (identity-first login, the one-time-password page). */
+  username: string | undefined;
+  /** The field of the secret: a wrong one is answered with a page asking for it again. */
+  field: (typeof SECRET_FIELDS)[number];
+  /** What it posted in `field`. */
+  password: string;
+}
+
+/** What a login page posts that Keycloak checks: a password, or a one-time password. */
+const SECRET_FIELDS = ['password', 'otp', 'totp'] as const;
+
 /**
  * The password attempt of `kind` a `/auth` request carries, from the form the form guard has
- * read: a password grant (on the token entry, whose step is `passwordGrant`), or a user name and
- * password posted to Keycloak's login form (`passwordForm`; auth-routes.ts). Refresh-token and
- * client-credential grants are not password guesses: undefined, as for anything else.
+ * read: a password grant (on the token entry, whose step is `passwordGrant`), or a password or
+ * one-time password posted to one of Keycloak's login pages (`passwordForm`: every
+ * `login-actions` POST; auth-routes.ts), with or without a user name. Refresh-token and
+ * client-credential grants are not password guesses, nor is a one-time password being set up
+ * (posted with its new secret, `totpSecret`): undefined, as for anything else.
  */
 export function passwordAttemptOf(
   req: IncomingMessage,
@@ -44,24 +63,24 @@ export function passwordAttemptOf(
   if (!realm) return undefined;
   const form = formFieldsOf(req);
   if (!form) return undefined;
-  const username = form.get('username')?.trim();
-  if (!username) return undefined;
-  const password = form.get('password') ?? '';
-  if (kind === 'grant' && form.get('grant_type') === 'password') {
+  const username = form.get('username')?.trim() || undefined;
+  if (kind === 'grant') {
+    if (!username || form.get('grant_type') !== 'password') return undefined;
+    const password = form.get('password') ?? '';
     const extra = [form.get('client_id') ?? '', form.get('totp') ?? ''];
     return { kind, realm, username, password, extra };
   }
-  if (kind === 'form' && form.has('password')) {
-    return { kind, realm, username, password, extra: [] };
-  }
-  return undefined;
+  if (form.has('totpSecret')) return undefined;
+  const field = SECRET_FIELDS.find((name) => form.has(name));
+  return field ? { kind, realm, username, field, password: form.get(field)! } : undefined;
 }
 
 /**
- * Whether a POST has a body the form guard did not read (not a URL-encoded form): the throttle
- * cannot see its password, so it is refused here, and no password goes round the throttle.
- * Keycloak refuses such a body on the token endpoint, but reads a `multipart/form-data` one
- * posted to its login form as the form.
+ * Whether a POST has a body the form guard did not read (not a URL-encoded form): neither the
+ * throttle nor the bootstrap administrator's guard can see its fields, so it is refused here
+ * (on the token endpoint and every login page), and nothing goes round them. Keycloak refuses
+ * such a body on the token endpoint, but reads a `multipart/form-data` one posted to its login
+ * pages as the form.
  */
 function unreadBody(req: IncomingMessage): boolean {
   if (req.method !== 'POST' || bufferedBodyOf(req)) return false;
@@ -111,8 +130,8 @@ async function admit(
   res: ServerResponse,
   deps: PasswordAttemptThrottleDeps,
 ): Promise<boolean> {
-  const login = { channel: 'grant' as const, ...attempt };
   if (attempt.kind === 'grant') {
+    const login = { channel: 'grant' as const, ...attempt };
     const remembered = grantAnswerOf(await deps.failedLogins.recall(login));
     if (remembered) {
       replayAnswer(res, remembered);
@@ -150,13 +169,17 @@ async function outcomeOf(
   answer: GrantAnswer,
   deps: PasswordAttemptThrottleDeps,
 ): Promise<AttemptOutcome> {
-  const login = { channel: 'grant' as const, ...attempt };
   if (answer.status >= 500) return 'released';
   if (attempt.kind === 'form') {
-    const outcome = formOutcomeOf(answer);
-    if (outcome === 'loggedIn') await deps.failedLogins.succeeded(login);
+    const outcome = formOutcomeOf(answer, attempt.field);
+    // Only a page posting the account and its password says whose password was right.
+    if (outcome === 'loggedIn' && attempt.username !== undefined && attempt.field === 'password') {
+      const { realm, username, password } = attempt;
+      await deps.failedLogins.succeeded({ channel: 'grant', realm, username, password });
+    }
     return outcome === 'refused' ? 'failed' : 'released';
   }
+  const login = { channel: 'grant' as const, ...attempt };
   if (answer.status === 200) {
     await deps.failedLogins.succeeded(login);
     return 'succeeded';
@@ -165,35 +188,42 @@ async function outcomeOf(
   return (await deps.failedLogins.remember(login, grantAnswerText(answer))) ? 'failed' : 'released';
 }
 
-/** A password field in a page: what Keycloak's login form shows again after a wrong password. */
-const PASSWORD_FIELD = /\bname\s*=\s*["']?password["'\s/>]/i;
+/** A field named `name` in a page: what Keycloak's page shows again after a wrong secret. */
+const fieldPattern = (name: string) => new RegExp(`\\bname\\s*=\\s*["']?${name}["'\\s/>]`, 'i');
+const SECRET_FIELD_PATTERNS = new Map(SECRET_FIELDS.map((name) => [name, fieldPattern(name)]));
 
 /**
- * What Keycloak's answer to its login form says of the password, read from the answer itself:
- * Keycloak answers a wrong password with the login form again (200), and a right one with the
- * next step, a redirect or, for an account with a one-time password, that step's page (200 too).
- * - `refused`: the login form again, or an answer not read (not an HTML page, or compressed);
+ * What Keycloak's answer to its login page says of the secret posted in `field` (a password, or
+ * a one-time password), read from the answer itself: Keycloak answers a wrong one with the page
+ * asking for it again (200), and a right one with the next step, a redirect or, for an account
+ * with a one-time password, that step's page (200 too).
+ * - `refused`: a page with the `field` again, or an answer not read (not an HTML page, or
+ *   compressed, or a redirect to no URL);
  * - `loggedIn`: a redirect out of the login pages (to the client, with its code);
  * - `noVerdict`: a redirect back into the login pages (the form posted twice or stale, or an
- *   action the account must take) or a page without a password field (the next step's, or an
- *   error page): the password was accepted or never checked.
+ *   action the account must take) or a page without the field (the next step's, or an error
+ *   page): the secret was accepted or never checked.
  * A login on the form never clears the failures of the pair: whose login a redirect completes
  * is not in the answer (the browser may hold another account's session). `loggedIn` is only
  * told to the failed-login memory, whose remembered failures it drops (the stricter way).
  */
-export function formOutcomeOf(answer: GrantAnswer): 'refused' | 'loggedIn' | 'noVerdict' {
+export function formOutcomeOf(
+  answer: GrantAnswer,
+  field: FormAttempt['field'] = 'password',
+): 'refused' | 'loggedIn' | 'noVerdict' {
   if (answer.status >= 300 && answer.status < 400) {
-    const location = answer.headers.location ?? '';
-    return new URL(location, 'http://keycloak.invalid').pathname.includes('/login-actions/')
-      ? 'noVerdict'
-      : 'loggedIn';
+    const location = URL.parse(answer.headers.location ?? '', 'http://keycloak.invalid');
+    // No browser follows it: nothing logged in, and the stricter reading counts it.
+    if (!location) return 'refused';
+    return location.pathname.includes('/login-actions/') ? 'noVerdict' : 'loggedIn';
   }
   const page = /<html[\s>]/i.test(answer.body);
-  return !page || PASSWORD_FIELD.test(answer.body) ? 'refused' : 'noVerdict';
+  return !page || SECRET_FIELD_PATTERNS.get(field)!.test(answer.body) ? 'refused' : 'noVerdict';
 }
 
 function refuseUnreadBody(res: ServerResponse, kind: PasswordAttempt['kind'], logger: Logger) {
-  const message = `${kind === 'grant' ? 'The token endpoint' : 'The login form'} takes an application/x-www-form-urlencoded body.`;
+  const who = kind === 'grant' ? 'The token endpoint takes' : "Keycloak's login pages take";
+  const message = `${who} an application/x-www-form-urlencoded body.`;
   if (kind === 'form') {
     sendError(res, new AppError('badRequestBody', { message }), logger);
     return;

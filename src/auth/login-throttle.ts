@@ -34,9 +34,11 @@ export interface LoginThrottle {
    * Reserves one of the failures still allowed to the account from this client address and to
    * the address, so that failures and attempts in flight together never exceed the limits,
    * across replicas. Without budget left it waits (at most `waitMs`) for attempts in flight to
-   * settle; it refuses only when the failures themselves reach a limit.
+   * settle; it refuses only when the failures themselves reach a limit. `username` undefined:
+   * a guess whose account the gateway cannot tell (a login page posting no user name), counted
+   * against the address's limit only.
    */
-  begin(realm: string, username: string, address: string): Promise<ThrottleDecision>;
+  begin(realm: string, username: string | undefined, address: string): Promise<ThrottleDecision>;
 }
 
 export interface LoginThrottleOptions {
@@ -60,7 +62,10 @@ export interface LoginThrottleOptions {
    * that died mid-login frees itself.
    */
   attemptMaxMs: number;
-  /** Told once per window and key, when the failures of a pair or an address reach its limit. */
+  /**
+   * Told once per window and key, when the failures of a pair or an address reach its limit
+   * (`username`: the attempt's that reached it, empty when it named none).
+   */
   onLimitReached?: (event: {
     scope: ThrottleScope;
     realm: string;
@@ -99,14 +104,20 @@ export function createLoginThrottle(options: LoginThrottleOptions): LoginThrottl
     wakers.clear();
   };
 
-  const limitsOf = (realm: string, username: string, address: string): Limit[] => {
+  const limitsOf = (realm: string, username: string | undefined, address: string): Limit[] => {
+    const perAddress: Limit = {
+      scope: 'address',
+      key: `address:${address}`,
+      max: options.maxFailuresPerAddress,
+    };
+    if (username === undefined) return [perAddress];
     const pair = createHmac('sha256', options.secret)
       .update(`${realm.toLowerCase()}\u0000${accountNameOf(username)}\u0000${address}`)
       .digest('base64url');
     return [
       { scope: 'account_address', key: `pair:${pair}`, max: options.maxFailuresPerUserAndAddress },
-      { scope: 'address', key: `address:${address}`, max: options.maxFailuresPerAddress },
-    ] satisfies Limit[];
+      perAddress,
+    ];
   };
 
   /**
@@ -176,7 +187,8 @@ export function createLoginThrottle(options: LoginThrottleOptions): LoginThrottl
       for (;;) {
         const tried = await tryAll(limits);
         if (tried instanceof Map) {
-          return { kind: 'go', attempt: reservedAttempt(tried, { realm, username, address }) };
+          const who = { realm, username: username ?? '', address };
+          return { kind: 'go', attempt: reservedAttempt(tried, who) };
         }
         if (tried.refusedFor !== undefined) {
           return { kind: 'refused', scope: tried.scope!, retryAfter: tried.refusedFor };

@@ -339,7 +339,7 @@ export const configSchema = z.object({
     }),
   LOGIN_MAX_FAILURES_PER_ADDRESS: z.coerce.number().int().min(0).max(1000000).default(100).meta({
     description:
-      'failed password attempts from one client address, all accounts, per window before 429 (0: no limit)',
+      'failed password attempts from one client address, all accounts, per window before 429 (0: no limit); a password or one-time password posted to a login page without a user name (identity-first login, the one-time-password page) counts here only',
   }),
   LOGIN_FAILURE_WINDOW_SECONDS: z.coerce.number().int().min(1).max(86400).default(300).meta({
     description:

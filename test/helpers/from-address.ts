@@ -5,6 +5,8 @@ export interface AddressedResponse {
   headers: Record<string, string | string[] | undefined>;
   /** The body parsed, when it is JSON; else empty (Keycloak's pages are HTML). */
   json: Record<string, unknown>;
+  /** The body as text: a login page, whose form a test posts next. */
+  text: string;
 }
 
 /**
@@ -45,6 +47,7 @@ export function requestFrom(
             status: res.statusCode ?? 0,
             headers: res.headers,
             json: isJson ? (JSON.parse(text) as Record<string, unknown>) : {},
+            text,
           });
         });
         res.on('error', reject);

@@ -12,6 +12,7 @@ import {
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
+import { currentTotp } from '../helpers/totp.ts';
 
 /**
  * The login throttle counts per (realm, user, client address), on Basic and on the token
@@ -307,5 +308,173 @@ describe('login throttle per account and address, from several source addresses'
     expect(sent.status).toBe(400);
     expect(sent.json).toMatchObject({ error: 'invalid_request' });
     expect(await keycloakLock(owner)).toEqual({ failures: 0, locked: false });
+  });
+});
+
+/**
+ * The login pages whose posts name no account: Keycloak's Organizations feature makes a realm's
+ * login identity-first (a page for the user name, then one posting only `password`), and the
+ * one-time-password page posts only `otp`. Such a post is still a guess: it counts against its
+ * address's limit (5 here). Port 18522/18523.
+ */
+describe('login throttle on login pages that post no user name', () => {
+  let replica: Replica;
+  let org: string;
+  const redirectUri = 'http://127.0.0.1:9/callback';
+  const browserClient = `browser-${randomBytes(4).toString('hex')}`;
+
+  beforeAll(async () => {
+    replica = await startReplica(18522, {
+      REDIS_URL: testEnv().redisUrl,
+      REDIS_KEY_PREFIX: `${testEnv().redisKeyPrefix}identity-first:`,
+      REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
+      LOGIN_MAX_FAILURES_PER_ADDRESS: '5',
+    });
+    org = await createOrganization(['ws1']);
+    const admin = await keycloakAdmin();
+    await admin.realms.update({ realm: org }, { organizationsEnabled: true });
+    // With an organization in the realm, Keycloak's login page asks for the user name alone.
+    await admin.organizations.create({
+      realm: org,
+      name: `partner-${randomBytes(4).toString('hex')}`,
+      domains: [{ name: 'partner.example', verified: false }],
+    });
+    await admin.clients.create({
+      realm: org,
+      clientId: browserClient,
+      publicClient: true,
+      standardFlowEnabled: true,
+      redirectUris: [redirectUri],
+    });
+  });
+
+  afterAll(async () => {
+    await replica?.gateway.close();
+    await closeTestDb();
+  });
+
+  /** A page's form: where it posts, on the replica. */
+  const actionOf = (page: string) => {
+    const action = new URL(/action="([^"]+)"/.exec(page)![1]!.replaceAll('&amp;', '&'));
+    return `${replica.url}${action.pathname}${action.search}`;
+  };
+
+  /** Posts `fields` to `url` from `address` with the login's cookies. */
+  const post = (address: string, url: string, cookie: string, fields: Record<string, string>) =>
+    requestFrom(address, url, {
+      method: 'POST',
+      headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams(fields).toString(),
+    });
+
+  /** A login up to its password page: the user name posted alone, as the first page asks. */
+  async function passwordPage(address: string, user: TestUser) {
+    const query = new URLSearchParams({
+      client_id: browserClient,
+      response_type: 'code',
+      redirect_uri: redirectUri,
+      scope: 'openid',
+    });
+    const first = await requestFrom(
+      address,
+      `${replica.url}/auth/realms/${org}/protocol/openid-connect/auth?${query.toString()}`,
+    );
+    expect(first.status).toBe(200);
+    expect(first.text).not.toMatch(/name="password"/);
+    const cookie = [first.headers['set-cookie'] ?? []]
+      .flat()
+      .map((set) => set.split(';')[0])
+      .join('; ');
+    const second = await post(address, actionOf(first.text), cookie, { username: user.username });
+    expect(second.status).toBe(200);
+    expect(second.text).toMatch(/name="password"/);
+    expect(second.text).not.toMatch(/name="username"/);
+    return { url: actionOf(second.text), cookie };
+  }
+
+  const keycloakFailures = async (user: TestUser) => {
+    const admin = await keycloakAdmin();
+    const state = await admin.attackDetection.findOne({ realm: org, id: await userIdOf(user) });
+    return Number(state?.numFailures ?? 0);
+  };
+
+  it('passwords posted without a user name count against the address: 429 after 5', async () => {
+    const owner = await createUser(org, { workspaceRoles: ['ws1'] });
+    const statuses: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      const { url, cookie } = await passwordPage('127.0.0.20', owner);
+      const guess = await post('127.0.0.20', url, cookie, { password: `guess-${i}` });
+      statuses.push(guess.status);
+      if (guess.status === 429) expect(guess.json).toMatchObject({ result: '429-00001' });
+    }
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429, 429]);
+    expect(await keycloakFailures(owner)).toBe(5);
+  });
+
+  it('a burst of right logins, password without a user name, is never refused', async () => {
+    const owner = await createUser(org, { workspaceRoles: ['ws1'] });
+    for (let i = 0; i < 8; i++) {
+      const { url, cookie } = await passwordPage('127.0.0.21', owner);
+      const login = await post('127.0.0.21', url, cookie, { password: owner.password });
+      expect(login.status).toBe(302);
+      expect(String(login.headers.location)).toMatch(/^http:\/\/127\.0\.0\.1:9\/callback\?/);
+    }
+  });
+
+  it('wrong one-time passwords on the login form count against the address', async () => {
+    const owner = await createUser(org, { workspaceRoles: ['ws1'], otp: true });
+    const { url, cookie } = await passwordPage('127.0.0.22', owner);
+    const otpPage = await post('127.0.0.22', url, cookie, { password: owner.password });
+    expect(otpPage.status).toBe(200);
+    expect(otpPage.text).toMatch(/name="otp"/);
+    let action = actionOf(otpPage.text);
+    const wrong = currentTotp(owner.otpSecret!) === '000000' ? '111111' : '000000';
+    const statuses: number[] = [];
+    for (let i = 0; i < 7; i++) {
+      const guess = await post('127.0.0.22', action, cookie, { otp: wrong });
+      statuses.push(guess.status);
+      if (guess.status === 200) action = actionOf(guess.text);
+    }
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429]);
+    // The right one from this address is refused too; from another, it logs in.
+    expect(
+      (await post('127.0.0.22', action, cookie, { otp: currentTotp(owner.otpSecret!) })).status,
+    ).toBe(429);
+    const other = await passwordPage('127.0.0.23', owner);
+    const otherOtp = await post('127.0.0.23', other.url, other.cookie, {
+      password: owner.password,
+    });
+    const login = await post('127.0.0.23', actionOf(otherOtp.text), other.cookie, {
+      otp: currentTotp(owner.otpSecret!),
+    });
+    expect(login.status).toBe(302);
+    expect(String(login.headers.location)).toMatch(/^http:\/\/127\.0\.0\.1:9\/callback\?/);
+  });
+
+  it('a body the gateway cannot read is refused on every login-actions POST, as on the login form', async () => {
+    const boundary = 'form-boundary';
+    const body =
+      `--${boundary}\r\nContent-Disposition: form-data; name="username"\r\n\r\nadmin\r\n` +
+      `--${boundary}--\r\n`;
+    for (const realm of ['master', org]) {
+      for (const action of [
+        'reset-credentials',
+        'first-broker-login',
+        'post-broker-login',
+        'required-action',
+        'registration',
+        'action-token',
+        'anything',
+      ]) {
+        const url = `${replica.url}/auth/realms/${realm}/login-actions/${action}?client_id=${browserClient}`;
+        const sent = await requestFrom('127.0.0.24', url, {
+          method: 'POST',
+          headers: { 'content-type': `multipart/form-data; boundary=${boundary}` },
+          body,
+        });
+        expect(sent.status, url).toBe(400);
+        expect(sent.json, url).toMatchObject({ data: null, result: '400-00002' });
+      }
+    }
   });
 });

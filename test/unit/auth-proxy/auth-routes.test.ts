@@ -196,7 +196,8 @@ function expectedSteps(method: string, segments: readonly string[]): Set<AuthSte
   if (rest[0] === 'login-actions' || /^protocol\/openid-connect\/auth(\/|$)/.test(at)) {
     steps.add('loginPage');
   }
-  if (at === 'login-actions/authenticate' && method === 'POST') steps.add('passwordForm');
+  // Every login page's POST (the step lets any other method through).
+  if (rest[0] === 'login-actions') steps.add('passwordForm');
   return steps;
 }
 
@@ -328,11 +329,32 @@ describe('each /auth request runs the steps its entry names, in the order of the
     for (const url of [
       '/auth/realms/acme/login-actions/authenticate',
       '/auth/realms/acme/login-actions/authenticate/',
+      '/auth/realms/acme/login-actions/first-broker-login',
+      '/auth/realms/acme/login-actions/reset-credentials',
     ]) {
       expect(stepsFor('POST', url), url).toContain('passwordForm');
       const form = request('POST', url, 'username=bob&password=p');
-      expect(passwordAttemptOf(form, 'form')).toMatchObject({ kind: 'form', realm: 'acme' });
+      expect(passwordAttemptOf(form, 'form')).toMatchObject({
+        kind: 'form',
+        realm: 'acme',
+        username: 'bob',
+        field: 'password',
+      });
     }
+    // A password or one-time password posted without a user name (identity-first login, the
+    // one-time-password page): a guess all the same, of an account the gateway does not know.
+    const form = (body: string) =>
+      passwordAttemptOf(
+        request('POST', '/auth/realms/acme/login-actions/authenticate', body),
+        'form',
+      );
+    expect(form('password=p')).toMatchObject({ username: undefined, field: 'password' });
+    expect(form('username=&password=p')).toMatchObject({ username: undefined, field: 'password' });
+    expect(form('otp=123456')).toMatchObject({ username: undefined, field: 'otp' });
+    expect(form('totp=123456')).toMatchObject({ username: undefined, field: 'totp' });
+    // Setting up a one-time password (its secret posted along) guesses nothing.
+    expect(form('totp=123456&totpSecret=s&userLabel=')).toBeUndefined();
+    expect(form('username=bob')).toBeUndefined();
     for (const url of [
       '/auth/realms/acme/protocol/openid-connect/logout',
       '/auth/realms/acme/protocol/openid-connect/TOKEN',

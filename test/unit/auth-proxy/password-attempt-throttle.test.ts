@@ -46,4 +46,22 @@ describe('the login form outcome', () => {
       ),
     ).toBe('noVerdict');
   });
+
+  it('a Location that is no URL: refused (the stricter way), never an error', () => {
+    for (const location of ['http://[::1', 'http://a b/cb', 'https://:x']) {
+      expect(formOutcomeOf(answer(302, '', { location })), location).toBe('refused');
+    }
+  });
+
+  it('a one-time password posted: the page asking for it again is a refusal', () => {
+    expect(formOutcomeOf(answer(200, otpPage), 'otp')).toBe('refused');
+    expect(formOutcomeOf(answer(200, otpPage.replace('name="otp"', 'name="totp"')), 'totp')).toBe(
+      'refused',
+    );
+    // Any other page (the login form again: the login started over) says nothing of it.
+    expect(formOutcomeOf(answer(200, loginForm), 'otp')).toBe('noVerdict');
+    expect(
+      formOutcomeOf(answer(302, '', { location: 'http://127.0.0.1:9/cb?code=c' }), 'otp'),
+    ).toBe('loggedIn');
+  });
 });

@@ -224,6 +224,22 @@ describe('login throttle', () => {
     });
   });
 
+  it('an attempt naming no account counts against its address only, and is refused by it', async () => {
+    const { throttle } = setup({ perPair: 2, perAddress: 3 });
+    // Past the pair limit's 2: no pair is counted, so only the address's 3 bounds it.
+    for (let i = 0; i < 3; i++) {
+      await go(await throttle.begin('org', undefined, '192.0.2.1')).settle('failed');
+    }
+    expect(await throttle.begin('org', undefined, '192.0.2.1')).toMatchObject({
+      kind: 'refused',
+      scope: 'address',
+    });
+    expect(await throttle.begin('org', 'alice', '192.0.2.1')).toMatchObject({
+      kind: 'refused',
+      scope: 'address',
+    });
+  });
+
   it('reports once per window when the failures of a pair or an address reach its limit', async () => {
     const reached: string[] = [];
     const { throttle, advance } = setup(
