@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmod, mkdir, open, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { chmod, lstat, mkdir, open, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname, isAbsolute, join } from 'node:path';
 import { isDpopKey, type DpopKey } from './dpop.ts';
@@ -150,15 +150,31 @@ export async function updateLogins(
   path: string,
   change: (logins: StoredLogin[]) => StoredLogin[] | undefined,
 ): Promise<StoredLogin[]> {
-  const release = await lock(`${path}.lock`);
+  const release = await inWritableDirectory(path, () => lock(`${path}.lock`));
   try {
     const logins = await readLogins(path);
     const changed = change(logins);
     if (changed === undefined) return logins;
-    await writeLogins(path, changed);
+    await inWritableDirectory(path, () => writeLogins(path, changed));
     return changed;
   } finally {
     await release();
+  }
+}
+
+/**
+ * Runs a write next to `path`; a directory that cannot be made or written (a file in its path,
+ * a read-only file system) is the user's configuration to fix, so it is said as such rather
+ * than as a stack trace.
+ */
+async function inWritableDirectory<T>(path: string, write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (error) {
+    if (error instanceof CliError) throw error;
+    const code = (error as { code?: unknown }).code;
+    const reason = typeof code === 'string' ? code : (error as Error).message;
+    throw new CliError('config', `cannot write the credentials in ${dirname(path)} (${reason})`);
   }
 }
 
@@ -186,12 +202,14 @@ async function lock(lockPath: string): Promise<() => Promise<void>> {
 
 async function removedIfStale(lockPath: string): Promise<boolean> {
   try {
-    if (Date.now() - (await stat(lockPath)).mtimeMs < STALE_LOCK_MS) return false;
+    // lstat: a dangling symlink is a lock too, not a lock released.
+    if (Date.now() - (await lstat(lockPath)).mtimeMs < STALE_LOCK_MS) return false;
     await unlink(lockPath);
     return true;
-  } catch {
-    // Released (or removed by another waiter) meanwhile: try again at once.
-    return true;
+  } catch (error) {
+    // Released (or removed by another waiter) meanwhile: try again at once. Anything else (a
+    // directory unlink refuses) is waited on until the deadline like a held lock.
+    return (error as { code?: unknown }).code === 'ENOENT';
   }
 }
 

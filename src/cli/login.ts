@@ -1,11 +1,5 @@
 import { readBaseUrl } from './client.ts';
-import {
-  isSameLogin,
-  readLogins,
-  updateLogins,
-  withLogin,
-  type StoredLogin,
-} from './credentials.ts';
+import { isSameLogin, updateLogins, withLogin, type StoredLogin } from './credentials.ts';
 import { CliError, usageError } from './errors.ts';
 import type { CliIo, RunContext } from './io.ts';
 import { promptHidden, readPipedLines, type PasswordSource } from './password.ts';
@@ -75,8 +69,10 @@ export async function login(
 ): Promise<unknown> {
   const baseUrl = readBaseUrl(env.REALMGATE_URL);
   const path = requireCredentialsPath(env);
-  // A broken or open credentials file is reported before any password is asked for.
-  await readLogins(path);
+  // A broken or open credentials file, or a directory it cannot be written in (taking the
+  // lock writes there), is reported before any password is asked for: after the grant, it
+  // would leave an offline session nothing holds.
+  await updateLogins(path, () => undefined);
   const { realm, username } = command;
   if (command.keyFile !== undefined && !command.dpop) {
     throw usageError('--key-file keeps a DPoP key: not with --no-dpop', 'login');

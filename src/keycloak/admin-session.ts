@@ -20,7 +20,8 @@ export interface AdminSession {
   /**
    * Runs `work` with the client. Its requests fail as the client layer translates them
    * (503/504/502); 401 becomes `401-00001` (Keycloak stopped accepting the session, which is
-   * dropped); Keycloak's other 4xx answers pass through for the caller to interpret.
+   * dropped); a realm missing `404-00001`. Keycloak's other 4xx answers are for `work` to
+   * interpret; one it lets through is `502-11001`.
    */
   run<T>(work: (admin: KeycloakAdmin) => Promise<T>): Promise<T>;
 }
@@ -101,6 +102,12 @@ export function renewingSession(
         // An organization whose realm is gone (a delete that stopped after Keycloak, a realm
         // deleted in Keycloak's console) names nothing there to act on: 404, not a 500.
         if (isRealmMissing(err)) throw new AppError('organizationNotFound', { cause: err });
+        // Any other answer of Keycloak (a 4xx: the client layer translated its 5xx) that `work`
+        // did not make its own error is one the gateway cannot use: 502, Keycloak's words only
+        // in the log, never a 500 nor in the body.
+        if (httpStatusOf(err) !== undefined) {
+          throw new AppError('identityProviderBadGateway', { cause: err });
+        }
         throw err;
       }
     },

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deleteWorkspaceRoles } from '../../src/platform/realm-admin/realm-lifecycle.ts';
 import { workspacesClientIdOf } from '../../src/tenancy/identifiers.ts';
 import { accessTokenOf, basicAuth, callApi, type ApiResponse } from '../helpers/api.ts';
 import {
@@ -326,6 +327,20 @@ describe('organization and workspace lifecycle (/api/platform)', () => {
       id: half.org,
     });
     expect(await rowCounts(half.org)).toEqual({ organizations: 0, workspaces: 0, operations: 0 });
+  });
+
+  it('refuses a user in a workspace whose delete stopped after Keycloak, then completes it', async () => {
+    const half = await provision(admin);
+    // What DELETE .../workspaces/ws2 does first: its roles gone, its row still in PostgreSQL.
+    await deleteWorkspaceRoles(await keycloakAdmin(), half.org, 'ws2');
+    const users = `/api/platform/organizations/${half.org}/users`;
+    const username = uniqueId('user-');
+    const body = { username, password: 'Passw0rd-1', workspaces: ['ws2'] };
+    expectRefused(await callApi(users, admin, post(body)), 404, '404-00002');
+    // No half-made user is left: the same user in a workspace that exists is created.
+    expectOk(await callApi(users, admin, post({ ...body, workspaces: ['ws1'] })));
+    const workspace = `/api/platform/organizations/${half.org}/workspaces/ws2`;
+    expectOk(await callApi(workspace, admin, { method: 'DELETE' }));
   });
 
   it('audits every change, refusals included, without secrets', async () => {

@@ -152,7 +152,10 @@ export async function createUser(admin: KeycloakAdmin, spec: UserSpec): Promise<
   return id;
 }
 
-/** The client roles of `<realm>-workspaces` with these names; throws if one is missing. */
+/**
+ * The client roles of `<realm>-workspaces` with these names. One missing is `404-00002`: its
+ * workspace is being deleted (the delete removes the roles first, then the row).
+ */
 export async function workspaceRolesNamed(
   admin: KeycloakAdmin,
   realm: string,
@@ -164,7 +167,11 @@ export async function workspaceRolesNamed(
     names.map((roleName) => admin.clients.findRole({ realm, id: clientUuid, roleName })),
   );
   const roles = found.map((role, i) => {
-    if (!role?.id || !role.name) throw new Error(`no workspace role ${names[i]}`);
+    if (!role?.id || !role.name) {
+      throw new AppError('workspaceNotFound', {
+        cause: new Error(`no workspace role ${names[i]}`),
+      });
+    }
     return { id: role.id, name: role.name };
   });
   return { clientUuid, roles };

@@ -1,4 +1,14 @@
-import { chmod, mkdir, mkdtemp, readdir, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  mkdir,
+  mkdtemp,
+  readdir,
+  rm,
+  stat,
+  symlink,
+  utimes,
+  writeFile,
+} from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -196,6 +206,47 @@ describe('updateLogins', () => {
     await utimes(lockPath, longAgo, longAgo);
     await updateLogins(path, (logins) => withoutLogin(logins, loginOf()));
     expect(await readLogins(path)).toEqual([]);
+  });
+
+  it.each([
+    // Older than a stale lock, but a directory cannot be unlinked.
+    ['an old directory', (lockPath: string) => mkdir(lockPath), 60_000],
+    // Held (not yet stale), though what it points to does not exist.
+    ['a dangling symlink', (lockPath: string) => symlink(join(dir, 'gone'), lockPath), 15_000],
+  ])('gives up at the deadline when the lock is %s', async (_, make, later) => {
+    const path = join(dir, 'credentials.json');
+    const lockPath = `${path}.lock`;
+    await make(lockPath);
+    // Only the clock is faked: the waits between tries stay real and short.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      const update = updateLogins(path, (logins) => withLogin(logins, loginOf()));
+      const failed = expect(update).rejects.toThrow(
+        new CliError(
+          'config',
+          `${lockPath} is held by another realmgate; if none is running, remove it`,
+        ),
+      );
+      const tries = () => opened.filter((opening) => opening === lockPath).length;
+      await vi.waitFor(() => expect(tries()).toBeGreaterThanOrEqual(2));
+      // Past the wait for the lock.
+      vi.setSystemTime(Date.now() + later);
+      await failed;
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(await readLogins(path)).toEqual([]);
+  });
+
+  it('turns a directory it cannot create into a configuration error naming it', async () => {
+    // Root writes through any mode bits: a regular file where a directory should be stops it.
+    await writeFile(join(dir, 'file'), '');
+    const configDir = join(dir, 'file', 'realmgate');
+    await expect(
+      updateLogins(join(configDir, 'credentials.json'), (logins) => withLogin(logins, loginOf())),
+    ).rejects.toThrow(
+      new CliError('config', `cannot write the credentials in ${configDir} (ENOTDIR)`),
+    );
   });
 
   it('writes nothing when the change returns undefined', async () => {

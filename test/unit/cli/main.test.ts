@@ -757,3 +757,38 @@ describe('runCli exit statuses without a gateway', () => {
     expect(stderr).not.toContain('pw');
   });
 });
+
+describe('a credentials directory that cannot be written', () => {
+  it('login exits 2 naming the directory, before any password grant, without a stack trace', async () => {
+    const bin = fileURLToPath(new URL('../../../bin/realmgate.js', import.meta.url));
+    // Root writes through any mode bits; sysfs refuses a new directory to everyone (EPERM),
+    // while reading a file there only finds none.
+    const configDir = '/sys/realmgate-credentials';
+    recorded = [];
+    const { code, stdout, stderr } = await new Promise<{
+      code: number;
+      stdout: string;
+      stderr: string;
+    }>((resolve) => {
+      const child = execFile(
+        process.execPath,
+        [bin, 'login', 'acme', 'alice', '--password-stdin', '--no-dpop'],
+        {
+          env: { ...process.env, REALMGATE_URL: baseUrl, REALMGATE_CONFIG_DIR: configDir },
+          timeout: 30_000,
+        },
+        (error, out, err) =>
+          resolve({ code: error ? Number(error.code) : 0, stdout: out, stderr: err }),
+      );
+      child.stdin!.end(`${PASSWORD}\n`);
+    });
+    expect(code).toBe(2);
+    expect(stdout).toBe('');
+    expect(stderr).toMatch(
+      /^realmgate: cannot write the credentials in \/sys\/realmgate-credentials/,
+    );
+    expect(stderr).not.toMatch(/\n\s+at /);
+    expect(stderr).not.toContain(PASSWORD);
+    expect(recorded.filter((request) => request.url.includes('/token'))).toEqual([]);
+  }, 30_000);
+});

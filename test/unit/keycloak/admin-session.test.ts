@@ -1,5 +1,6 @@
 import { UnsecuredJWT } from 'jose';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
+import { AppError } from '../../../src/envelope/errors.ts';
 import type { KeycloakAdmin } from '../../../src/keycloak/admin-client.ts';
 import { renewingSession } from '../../../src/keycloak/admin-session.ts';
 import { manualClock, type TestClock } from '../../helpers/test-clock.ts';
@@ -65,9 +66,26 @@ describe('the renewing admin session', () => {
     });
     expect(await session.get()).not.toBe(first);
     await expect(session.run(() => Promise.reject(answered(404)))).rejects.toMatchObject({
-      response: { status: 404 },
+      result: '502-11001',
     });
     expect(login).toHaveBeenCalledTimes(2);
+  });
+
+  it('answers 502-11001 for a Keycloak answer no caller handled, its words only in the cause', async () => {
+    const session = renewingSession(() => Promise.resolve(loggedIn(300)), clock);
+    for (const status of [400, 403, 404, 409]) {
+      const answer = Object.assign(answered(status), {
+        responseData: { errorMessage: 'Could not find role workspace:w1' },
+      });
+      const failure = await session.run(() => Promise.reject(answer)).catch((err: unknown) => err);
+      expect(failure, String(status)).toBeInstanceOf(AppError);
+      expect(failure).toMatchObject({ status: 502, result: '502-11001', cause: answer });
+      expect((failure as AppError).message).not.toContain('workspace:w1');
+    }
+    // What the caller made of an answer, and anything that is no answer, pass unchanged.
+    for (const failure of [new AppError('userExists'), new Error('not an answer')]) {
+      await expect(session.run(() => Promise.reject(failure))).rejects.toBe(failure);
+    }
   });
 
   it('turns a refused login into 401-00001, and passes the client layer’s failures on', async () => {
