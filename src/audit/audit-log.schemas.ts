@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ONE_LINE, ONE_LINE_RULE } from '../platform/user-input.ts';
+import { oneLine } from '../platform/user-input.ts';
 import {
   AUDIT_EXPORT_FORMATS,
   AUDIT_ORDERS,
@@ -51,8 +51,7 @@ const timestamp = z.iso.datetime({ offset: true });
  * A text filter: one line (no control character, no lone surrogate). PostgreSQL text holds no
  * NUL, so a filter with one fails the query itself: refused here as the bad request it is.
  */
-export const filterText = (max: number) =>
-  z.string().min(1).max(max).regex(ONE_LINE, { message: ONE_LINE_RULE });
+export const filterText = (max: number) => oneLine(max);
 
 /** The reader's filters, the same for a page and an export. */
 export const auditFilterShape = {

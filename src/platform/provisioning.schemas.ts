@@ -1,13 +1,6 @@
 import { z } from 'zod';
 import { organizationId, realmName, workspaceId } from '../tenancy/id-schemas.ts';
-import {
-  FREE_TEXT,
-  FREE_TEXT_RULE,
-  ONE_LINE,
-  ONE_LINE_RULE,
-  OTP_SECRET,
-  OTP_SECRET_RULE,
-} from './user-input.ts';
+import { freeText, oneLine, OTP_SECRET, OTP_SECRET_RULE } from './user-input.ts';
 
 /**
  * The provisioning API's bodies, one rule per field. Every string must be storable as it is
@@ -19,13 +12,6 @@ import {
  * `.meta({ id })` names the component the document shows. Lengths count UTF-16 code units, as
  * JavaScript does; JSON Schema counts code points, which differs only beyond U+FFFF.
  */
-
-/** One line of printable text, as names and labels are shown in lists and logs. */
-const oneLine = (max: number, min = 1) =>
-  z.string().min(min).max(max).regex(ONE_LINE, ONE_LINE_RULE);
-
-/** Several lines of text: tabs and line breaks allowed, other control characters not. */
-const freeText = (max: number) => z.string().max(max).regex(FREE_TEXT, FREE_TEXT_RULE);
 
 export { organizationId, workspaceId };
 

@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { AppError } from '../envelope/errors.ts';
 
 /** RFC 4226 section 4 (R6): the shared secret MUST be at least 128 bits. */
@@ -24,17 +25,24 @@ export const OTP_SECRET_RULE = `must be base32 (A-Z, 2-7) of at least ${MIN_OTP_
  * it passes. Written as ranges, not `\p{...}`, because the API description carries the pattern
  * as it is.
  */
-export const ONE_LINE =
+const ONE_LINE =
   // eslint-disable-next-line no-control-regex -- refusing control characters is the point
   /^[^\u0000-\u001F\u007F-\u009F\uD800-\uDFFF\u202A-\u202E\u2066-\u2069]*$/u;
 /** Like {@link ONE_LINE}, but tab, line feed and carriage return are allowed. */
-export const FREE_TEXT =
+const FREE_TEXT =
   // eslint-disable-next-line no-control-regex -- refusing control characters is the point
   /^[^\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\uD800-\uDFFF\u202A-\u202E\u2066-\u2069]*$/u;
 
 /** What {@link ONE_LINE} and {@link FREE_TEXT} refuse, as a refusal says it. */
-export const ONE_LINE_RULE = 'must not contain control characters or directional overrides';
-export const FREE_TEXT_RULE = `${ONE_LINE_RULE} (tab and line breaks allowed)`;
+const ONE_LINE_RULE = 'must not contain control characters or directional overrides';
+const FREE_TEXT_RULE = `${ONE_LINE_RULE} (tab and line breaks allowed)`;
+
+/** One line of printable text, as names and labels are shown in lists and logs. */
+export const oneLine = (max: number, min = 1) =>
+  z.string().min(min).max(max).regex(ONE_LINE, ONE_LINE_RULE);
+
+/** Several lines of text: tabs and line breaks allowed, other control characters not. */
+export const freeText = (max: number) => z.string().max(max).regex(FREE_TEXT, FREE_TEXT_RULE);
 
 /** Whether `value` can be stored and shown as one line (see {@link ONE_LINE}). */
 export function isOneLine(value: string): boolean {

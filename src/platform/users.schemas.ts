@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { timestampOrNull } from '../envelope/envelope.schemas.ts';
 import { realmName, workspaceId } from '../tenancy/id-schemas.ts';
 import { DEFAULT_PAGE, MAX_FIRST, MAX_PAGE } from './page-bounds.ts';
-import { ONE_LINE, ONE_LINE_RULE } from './user-input.ts';
+import { oneLine } from './user-input.ts';
 
 /**
  * The user-lifecycle API's inputs (see users.router.ts). Like provisioning.schemas.ts, every
@@ -20,19 +20,14 @@ const count = (max: number) =>
 export const userListQuery = z.strictObject({
   first: count(MAX_FIRST).default(0),
   max: count(MAX_PAGE).pipe(z.number().min(1)).default(DEFAULT_PAGE),
-  search: z.string().min(1).max(255).regex(ONE_LINE, ONE_LINE_RULE).optional(),
+  search: oneLine(255).optional(),
 });
 
 export type UserListQuery = z.output<typeof userListQuery>;
 
 export const passwordBody = z
   .strictObject({
-    password: z
-      .string()
-      .min(1)
-      .max(1024)
-      .regex(ONE_LINE, ONE_LINE_RULE)
-      .meta({ format: 'password', writeOnly: true }),
+    password: oneLine(1024).meta({ format: 'password', writeOnly: true }),
   })
   .meta({ id: 'PasswordReset' });
 
