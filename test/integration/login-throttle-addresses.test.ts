@@ -14,6 +14,26 @@ import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 import { currentTotp } from '../helpers/totp.ts';
 
+/** Where the browser-flow clients of these tests send their users back (nothing listens). */
+const REDIRECT_URI = 'http://127.0.0.1:9/callback';
+
+/** The address a browser starts a login at: the realm's authorization endpoint, on `base`. */
+function authorizeUrl(base: string, realm: string, clientId: string): string {
+  const query = new URLSearchParams({
+    client_id: clientId,
+    response_type: 'code',
+    redirect_uri: REDIRECT_URI,
+    scope: 'openid',
+  });
+  return `${base}/auth/realms/${realm}/protocol/openid-connect/auth?${query.toString()}`;
+}
+
+/** A login page's form: where it posts, on `base`. */
+function formActionOf(base: string, page: string): string {
+  const action = new URL(/action="([^"]+)"/.exec(page)![1]!.replaceAll('&amp;', '&'));
+  return `${base}${action.pathname}${action.search}`;
+}
+
 /**
  * The login throttle counts per (realm, user, client address), on Basic and on the token
  * endpoint alike, with the shipped limits: clients are told apart by their real source address
@@ -44,7 +64,6 @@ describe('login throttle per account and address, from several source addresses'
   const apiPath = () => `${replica.url}/api/${org}/platform/workspaces`;
   const tokenUrl = () => `${replica.url}/auth/realms/${org}/protocol/openid-connect/token`;
 
-  const redirectUri = 'http://127.0.0.1:9/callback';
   /** A browser-flow client of the realm, whose login pages the form tests post to. */
   let browserClient: string | undefined;
 
@@ -58,28 +77,18 @@ describe('login throttle per account and address, from several source addresses'
         clientId: browserClient,
         publicClient: true,
         standardFlowEnabled: true,
-        redirectUris: [redirectUri],
+        redirectUris: [REDIRECT_URI],
       });
     }
-    const query = new URLSearchParams({
-      client_id: browserClient,
-      response_type: 'code',
-      redirect_uri: redirectUri,
-      scope: 'openid',
+    const page = await fetch(authorizeUrl(replica.url, org, browserClient), {
+      redirect: 'manual',
     });
-    const page = await fetch(
-      `${replica.url}/auth/realms/${org}/protocol/openid-connect/auth?${query.toString()}`,
-      { redirect: 'manual' },
-    );
     expect(page.status).toBe(200);
     const cookie = page.headers
       .getSetCookie()
       .map((set) => set.split(';')[0])
       .join('; ');
-    const action = new URL(
-      /action="([^"]+)"/.exec(await page.text())![1]!.replaceAll('&amp;', '&'),
-    );
-    return { url: `${replica.url}${action.pathname}${action.search}`, cookie };
+    return { url: formActionOf(replica.url, await page.text()), cookie };
   }
 
   function basicFrom(address: string, user: TestUser, password = user.password) {
@@ -320,7 +329,6 @@ describe('login throttle per account and address, from several source addresses'
 describe('login throttle on login pages that post no user name', () => {
   let replica: Replica;
   let org: string;
-  const redirectUri = 'http://127.0.0.1:9/callback';
   const browserClient = `browser-${randomBytes(4).toString('hex')}`;
 
   beforeAll(async () => {
@@ -344,7 +352,7 @@ describe('login throttle on login pages that post no user name', () => {
       clientId: browserClient,
       publicClient: true,
       standardFlowEnabled: true,
-      redirectUris: [redirectUri],
+      redirectUris: [REDIRECT_URI],
     });
   });
 
@@ -353,11 +361,7 @@ describe('login throttle on login pages that post no user name', () => {
     await closeTestDb();
   });
 
-  /** A page's form: where it posts, on the replica. */
-  const actionOf = (page: string) => {
-    const action = new URL(/action="([^"]+)"/.exec(page)![1]!.replaceAll('&amp;', '&'));
-    return `${replica.url}${action.pathname}${action.search}`;
-  };
+  const actionOf = (page: string) => formActionOf(replica.url, page);
 
   /** Posts `fields` to `url` from `address` with the login's cookies. */
   const post = (address: string, url: string, cookie: string, fields: Record<string, string>) =>
@@ -369,16 +373,7 @@ describe('login throttle on login pages that post no user name', () => {
 
   /** A login up to its password page: the user name posted alone, as the first page asks. */
   async function passwordPage(address: string, user: TestUser) {
-    const query = new URLSearchParams({
-      client_id: browserClient,
-      response_type: 'code',
-      redirect_uri: redirectUri,
-      scope: 'openid',
-    });
-    const first = await requestFrom(
-      address,
-      `${replica.url}/auth/realms/${org}/protocol/openid-connect/auth?${query.toString()}`,
-    );
+    const first = await requestFrom(address, authorizeUrl(replica.url, org, browserClient));
     expect(first.status).toBe(200);
     expect(first.text).not.toMatch(/name="password"/);
     const cookie = [first.headers['set-cookie'] ?? []]
