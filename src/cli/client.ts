@@ -26,6 +26,12 @@ export interface Connection {
 
 export const DEFAULT_URL = 'http://localhost:8000';
 export const DEFAULT_TIMEOUT_MS = 30_000;
+/**
+ * The most the CLI reads of one answer: a page of the largest listing (1000 entries) is a few
+ * MiB at most. A server that sends more (hostile, or broken) is not held in memory.
+ * Exports stream to their file instead.
+ */
+export const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 
 // RFC 6750 b64token: anything else could not travel in a header, or was pasted with junk.
 const BEARER_TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
@@ -195,7 +201,7 @@ async function send(
         const body = response.body;
         return { status, headers: answered, text: '', body, location, contentType };
       }
-      const text = await response.text();
+      const text = await readAnswerText(response, connection.baseUrl);
       return { status, headers: answered, text, body: null, location, contentType };
     });
   } catch (error) {
@@ -243,8 +249,42 @@ function isEnvelope(
   return typeof message === 'string' && typeof result === 'string';
 }
 
-/** What the CLI says when `fetch` got no answer from the gateway. */
+/**
+ * The body of an answer of `from` as text, up to `MAX_ANSWER_BYTES`: past that the answer is
+ * dropped and the command ends (exit 1), as for any other answer it cannot use.
+ */
+export async function readAnswerText(response: Response, from: URL | string): Promise<string> {
+  if (response.body === null) return '';
+  const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  let bytes = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return text + decoder.decode();
+    bytes += value.byteLength;
+    if (bytes > MAX_ANSWER_BYTES) {
+      await reader.cancel().catch(() => {});
+      const { status } = response;
+      const limit = `${MAX_ANSWER_BYTES / 1024 / 1024} MiB`;
+      const where = typeof from === 'string' ? from : from.href;
+      throw new CliError(
+        'api',
+        `error ${status}: the answer of ${where} is larger than ${limit}; not read`,
+        undefined,
+        status,
+      );
+    }
+    text += decoder.decode(value, { stream: true });
+  }
+}
+
+/**
+ * What the CLI says when `fetch` got no answer from the gateway; an answer the CLI refused to
+ * read (too large) is said as it is.
+ */
 export function describeUnreachable(error: unknown, baseUrl: URL, timeoutMs: number): CliError {
+  if (error instanceof CliError) return error;
   const name = (error as { name?: unknown }).name;
   if (name === 'TimeoutError') {
     const seconds = timeoutMs / 1000;

@@ -471,6 +471,53 @@ describe('audit list|export against a broken or hostile stand-in', () => {
   });
 });
 
+describe('a hostile or broken gateway', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'realmgate-cli-hostile-'));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  /**
+   * An envelope whose `data` is a string of 64 MiB, sent a MiB at a time as the CLI reads it:
+   * a client without a bound holds all of it.
+   */
+  const huge = (res: ServerResponse) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.write('{"data":"');
+    const chunk = Buffer.alloc(1024 * 1024, 'x');
+    let sent = 0;
+    const more = () => {
+      while (!res.destroyed && sent < 64) {
+        sent++;
+        if (!res.write(chunk)) return void res.once('drain', more);
+      }
+      if (!res.destroyed) res.end('","message":"SUCCESS","result":"000-00000","ts":"x"}');
+    };
+    more();
+  };
+
+  it.each([
+    ['an API call', ['org', 'list'], BASIC_ENV],
+    ['a login (its discovery document)', ['login', 'master', 'admin', '--password-stdin'], {}],
+  ])('%s reads at most 16 MiB of an answer: exit 1, saying so', async (_, argv, env) => {
+    answer = huge;
+    const { status, stdout, stderr } = await run(
+      argv,
+      { ...env, REALMGATE_CONFIG_DIR: dir },
+      undefined,
+      { stdin: piped(`${PASSWORD}\n`) },
+    );
+    expect({ status, stdout, stderr }).toEqual({
+      status: 1,
+      stdout: '',
+      stderr: `error 200: the answer of ${baseUrl}/ is larger than 16 MiB; not read\n`,
+    });
+  });
+});
+
 describe('user create never takes a secret from the command line', () => {
   const PROMPTS = 'Password for alice (realm acme): \nRepeat the password: \n';
 
