@@ -516,6 +516,51 @@ describe('a hostile or broken gateway', () => {
       stderr: `error 200: the answer of ${baseUrl}/ is larger than 16 MiB; not read\n`,
     });
   });
+
+  /** Audit log pages: `next` as `nextOf` makes it of the `after` asked for (none: null). */
+  const pages = (nextOf: (after: number | null) => number | null, total = 3) => {
+    answer = (res) => {
+      const url = new URL(recorded.at(-1)!.url, baseUrl);
+      const after = url.searchParams.has('after') ? Number(url.searchParams.get('after')) : null;
+      // A client that never stops is stopped here, so the test fails instead of hanging.
+      if (recorded.length > 50) return envelope(200, {})(res);
+      const seq = (after ?? 100) - 1;
+      envelope(200, { records: [{ seq, action: 'x' }], total, next: nextOf(after) })(res);
+    };
+  };
+
+  it.each([
+    ['the same cursor again', () => 99],
+    ['an endless chain of cursors', (after: number | null) => (after ?? 100) - 1],
+  ])('audit list --all stops on %s: exit 1, saying so', async (_, nextOf) => {
+    pages(nextOf);
+    for (const json of [[], ['--json']]) {
+      recorded = [];
+      const { status, stderr } = await run(['audit', 'list', 'master', '--all', ...json], {
+        REALMGATE_TOKEN: TOKEN,
+      });
+      expect(status).toBe(1);
+      expect(stderr).toMatch(
+        new RegExp(
+          `^the audit log pages of ${baseUrl}/ (do not move on|go on past).*: stopped after \\d+ records\n$`,
+        ),
+      );
+      expect(recorded.length).toBeLessThanOrEqual(4);
+    }
+  });
+
+  it('audit list --max stops on a page without records that names a next one', async () => {
+    answer = (res) =>
+      recorded.length > 50
+        ? envelope(200, {})(res)
+        : envelope(200, { records: [], total: 3, next: 7 - recorded.length })(res);
+    const { status, stderr } = await run(['audit', 'list', 'master', '--max', '5'], {
+      REALMGATE_TOKEN: TOKEN,
+    });
+    expect(status).toBe(1);
+    expect(stderr).toMatch(new RegExp(`^the audit log pages of ${baseUrl}/ `));
+    expect(recorded).toHaveLength(1);
+  });
 });
 
 describe('user create never takes a secret from the command line', () => {
