@@ -128,7 +128,8 @@ export interface Download {
 
 /**
  * Sends one request whose success is not an envelope but a file (an export): its body, read as
- * the caller takes it. `timeoutMs` bounds the wait for the answer to start, not the download.
+ * the caller takes it. `timeoutMs` bounds the wait for the answer to start and each silence of
+ * the download (the body then fails with a `TimeoutError`), not how long the download takes.
  * Errors as `callApi`'s: a refusal is an envelope.
  */
 export async function openDownload(
@@ -198,7 +199,7 @@ async function send(
       const location = answered.get('location');
       const contentType = answered.get('content-type');
       if (stream && status >= 200 && status < 300) {
-        const body = response.body;
+        const body = response.body && watchSilence(response.body, abort, timeoutMs);
         return { status, headers: answered, text: '', body, location, contentType };
       }
       const text = await readAnswerText(response, connection.baseUrl);
@@ -215,6 +216,35 @@ async function send(
     throw new CliError('api', `error ${status}: the gateway redirects${target}; fix REALMGATE_URL`);
   }
   return answer;
+}
+
+/**
+ * `body` as it comes, the request aborted (`TimeoutError`) when no byte came for `timeoutMs`:
+ * a server that stops sending midway would otherwise hold the download open forever.
+ */
+function watchSilence(
+  body: ReadableStream<Uint8Array>,
+  abort: AbortController,
+  timeoutMs: number,
+): ReadableStream<Uint8Array> {
+  const silent = () =>
+    abort.abort(new DOMException(`no data for ${timeoutMs / 1000} s`, 'TimeoutError'));
+  let timer: NodeJS.Timeout | undefined;
+  // Unreferenced: a download cancelled or cut leaves no timer that keeps the process up.
+  const arm = () => {
+    clearTimeout(timer);
+    timer = setTimeout(silent, timeoutMs).unref();
+  };
+  arm();
+  return body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        arm();
+        controller.enqueue(chunk);
+      },
+      flush: () => clearTimeout(timer),
+    }),
+  );
 }
 
 function readEnvelopeData(status: number, text: string, baseUrl: URL): unknown {

@@ -5,7 +5,7 @@ import {
   type Server,
   type ServerResponse,
 } from 'node:http';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
@@ -560,6 +560,49 @@ describe('a hostile or broken gateway', () => {
     expect(status).toBe(1);
     expect(stderr).toMatch(new RegExp(`^the audit log pages of ${baseUrl}/ `));
     expect(recorded).toHaveLength(1);
+  });
+
+  it('audit export that takes longer than the timeout, never silent for as long, is whole', async () => {
+    answer = (res) => {
+      res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+      let seq = 0;
+      const tick = setInterval(() => {
+        res.write(`{"seq":${++seq}}\n`);
+        if (seq === 6) {
+          clearInterval(tick);
+          res.end();
+        }
+      }, 100);
+    };
+    const file = join(dir, 'slow.jsonl');
+    const { status, stdout } = await run(
+      ['audit', 'export', 'master', '--out', file],
+      { REALMGATE_TOKEN: TOKEN },
+      400,
+    );
+    expect(status).toBe(0);
+    expect(JSON.parse(stdout)).toMatchObject({ file, bytes: 6 * 10 });
+    await expect(readFile(file, 'utf8')).resolves.toMatch(/^\{"seq":1\}\n(.|\n)*\{"seq":6\}\n$/);
+  });
+
+  it('audit export that stalls midway: exit 3 after the timeout, and no file', async () => {
+    answer = (res) => {
+      res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+      res.write('{"seq":1}\n'); // and then nothing, the connection kept open
+    };
+    const file = join(dir, 'stalled.jsonl');
+    const { status, stderr } = await run(
+      ['audit', 'export', 'master', '--out', file],
+      { REALMGATE_TOKEN: TOKEN },
+      300,
+    );
+    expect(status).toBe(3);
+    expect(stderr).toBe(
+      `realmgate: the export from ${baseUrl}/ was cut off after 10 bytes (no data for 0.3 s); ` +
+        `nothing was written to ${file}: run it again\n`,
+    );
+    await expect(readdir(dir)).resolves.not.toContain('stalled.jsonl');
+    await expect(readdir(dir)).resolves.not.toContain('stalled.jsonl.part');
   });
 });
 
