@@ -604,6 +604,18 @@ describe('a hostile or broken gateway', () => {
     await expect(readdir(dir)).resolves.not.toContain('stalled.jsonl');
     await expect(readdir(dir)).resolves.not.toContain('stalled.jsonl.part');
   });
+
+  it('prints no C1 control character of an answer to the terminal, as JSON escapes', async () => {
+    // U+009B is CSI, U+009D OSC: terminals that take C1 controls run what follows.
+    const data = { id: 'acme', name: 'a\u009b2Jb\u009d52;c;eA==\u0007\u007f' };
+    answer = envelope(200, data);
+    const { status, stdout } = await run(['org', 'get', 'acme']);
+    expect(status).toBe(0);
+    // eslint-disable-next-line no-control-regex
+    expect(stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+    expect(stdout).toContain('a\\u009b2Jb\\u009d52;c;eA==\\u0007\\u007f');
+    expect(JSON.parse(stdout)).toEqual(data);
+  });
 });
 
 describe('user create never takes a secret from the command line', () => {
