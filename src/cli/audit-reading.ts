@@ -55,7 +55,10 @@ export interface ListRequest {
 /**
  * The records of a log, page after page (keyset: `after` is the last page's `next`) until `max`
  * records or the last page; `onPage` sees each as it comes, so a long listing is printed as it
- * is read.
+ * is read. Pages that would never end (a server answering the same cursor, or an endless chain
+ * of them) end the listing with an error: each `next` must move past the cursor in the order
+ * asked for, with records on its page, and the records must not outnumber the largest `total`
+ * a page counted.
  */
 export async function listRecords(
   request: ListRequest,
@@ -66,6 +69,12 @@ export async function listRecords(
   let shown = 0;
   let after: number | null | undefined;
   let total: number;
+  let counted = 0;
+  const endless = (why: string) =>
+    new CliError(
+      'api',
+      `the audit log pages of ${caller.baseUrl.href} ${why}: stopped after ${shown} records`,
+    );
   do {
     const wanted = request.max === undefined ? AUDIT_PAGE_MAX : request.max - shown;
     const query = new URLSearchParams(request.filters);
@@ -83,10 +92,22 @@ export async function listRecords(
       throw new CliError('api', `the answer of ${caller.baseUrl.href} is not an audit log page`);
     }
     const page = data;
+    const { next } = page;
+    if (next !== null) {
+      const movesOn =
+        typeof after !== 'number' || (request.order === 'asc' ? next > after : next < after);
+      if (page.records.length === 0 || !movesOn) {
+        throw endless(`do not move on (after ${after ?? 'none'} comes ${next})`);
+      }
+    }
     total = page.total;
+    counted = Math.max(counted, total);
+    if (shown + page.records.length > counted) {
+      throw endless(`go on past the ${counted} records they count`);
+    }
     shown += page.records.length;
     onPage(page.records, total);
-    after = page.next;
+    after = next;
   } while (after !== null && (request.max === undefined || shown < request.max));
   return { total, shown, next: after };
 }

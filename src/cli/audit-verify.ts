@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import type { JSONWebKeySet } from 'jose';
 import { createExportVerifier, ExportMisfit, type Verified } from '../audit/export-verifier.ts';
+import { readAnswerText } from './client.ts';
 import { CliError } from './errors.ts';
 
 /** How long the published keys may take to come. */
@@ -51,9 +52,10 @@ export async function readKeys(source: string): Promise<JSONWebKeySet> {
         signal: AbortSignal.timeout(KEYS_TIMEOUT_MS),
       });
       if (!answer.ok) throw new Error(`the answer was ${answer.status}`);
-      text = await answer.text();
+      text = await readAnswerText(answer, source);
     } else text = await readFile(source, 'utf8');
   } catch (err) {
+    if (err instanceof CliError) throw err;
     throw new CliError('config', `cannot read the keys at ${source}: ${(err as Error).message}`);
   }
   let parsed: unknown;

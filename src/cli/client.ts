@@ -26,6 +26,12 @@ export interface Connection {
 
 export const DEFAULT_URL = 'http://localhost:8000';
 export const DEFAULT_TIMEOUT_MS = 30_000;
+/**
+ * The most the CLI reads of one answer: a page of the largest listing (1000 entries) is a few
+ * MiB at most. A server that sends more (hostile, or broken) is not held in memory.
+ * Exports stream to their file instead.
+ */
+export const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 
 // RFC 6750 b64token: anything else could not travel in a header, or was pasted with junk.
 const BEARER_TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
@@ -122,7 +128,8 @@ export interface Download {
 
 /**
  * Sends one request whose success is not an envelope but a file (an export): its body, read as
- * the caller takes it. `timeoutMs` bounds the wait for the answer to start, not the download.
+ * the caller takes it. `timeoutMs` bounds the wait for the answer to start and each silence of
+ * the download (the body then fails with a `TimeoutError`), not how long the download takes.
  * Errors as `callApi`'s: a refusal is an envelope.
  */
 export async function openDownload(
@@ -192,10 +199,10 @@ async function send(
       const location = answered.get('location');
       const contentType = answered.get('content-type');
       if (stream && status >= 200 && status < 300) {
-        const body = response.body;
+        const body = response.body && watchSilence(response.body, abort, timeoutMs);
         return { status, headers: answered, text: '', body, location, contentType };
       }
-      const text = await response.text();
+      const text = await readAnswerText(response, connection.baseUrl);
       return { status, headers: answered, text, body: null, location, contentType };
     });
   } catch (error) {
@@ -209,6 +216,35 @@ async function send(
     throw new CliError('api', `error ${status}: the gateway redirects${target}; fix REALMGATE_URL`);
   }
   return answer;
+}
+
+/**
+ * `body` as it comes, the request aborted (`TimeoutError`) when no byte came for `timeoutMs`:
+ * a server that stops sending midway would otherwise hold the download open forever.
+ */
+function watchSilence(
+  body: ReadableStream<Uint8Array>,
+  abort: AbortController,
+  timeoutMs: number,
+): ReadableStream<Uint8Array> {
+  const silent = () =>
+    abort.abort(new DOMException(`no data for ${timeoutMs / 1000} s`, 'TimeoutError'));
+  let timer: NodeJS.Timeout | undefined;
+  // Unreferenced: a download cancelled or cut leaves no timer that keeps the process up.
+  const arm = () => {
+    clearTimeout(timer);
+    timer = setTimeout(silent, timeoutMs).unref();
+  };
+  arm();
+  return body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        arm();
+        controller.enqueue(chunk);
+      },
+      flush: () => clearTimeout(timer),
+    }),
+  );
 }
 
 function readEnvelopeData(status: number, text: string, baseUrl: URL): unknown {
@@ -243,8 +279,42 @@ function isEnvelope(
   return typeof message === 'string' && typeof result === 'string';
 }
 
-/** What the CLI says when `fetch` got no answer from the gateway. */
+/**
+ * The body of an answer of `from` as text, up to `MAX_ANSWER_BYTES`: past that the answer is
+ * dropped and the command ends (exit 1), as for any other answer it cannot use.
+ */
+export async function readAnswerText(response: Response, from: URL | string): Promise<string> {
+  if (response.body === null) return '';
+  const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  let bytes = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return text + decoder.decode();
+    bytes += value.byteLength;
+    if (bytes > MAX_ANSWER_BYTES) {
+      await reader.cancel().catch(() => {});
+      const { status } = response;
+      const limit = `${MAX_ANSWER_BYTES / 1024 / 1024} MiB`;
+      const where = typeof from === 'string' ? from : from.href;
+      throw new CliError(
+        'api',
+        `error ${status}: the answer of ${where} is larger than ${limit}; not read`,
+        undefined,
+        status,
+      );
+    }
+    text += decoder.decode(value, { stream: true });
+  }
+}
+
+/**
+ * What the CLI says when `fetch` got no answer from the gateway; an answer the CLI refused to
+ * read (too large) is said as it is.
+ */
 export function describeUnreachable(error: unknown, baseUrl: URL, timeoutMs: number): CliError {
+  if (error instanceof CliError) return error;
   const name = (error as { name?: unknown }).name;
   if (name === 'TimeoutError') {
     const seconds = timeoutMs / 1000;

@@ -1,6 +1,7 @@
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
-import { describeUnreachable } from './client.ts';
+import { describeUnreachable, readAnswerText } from './client.ts';
 import { httpUrlOf, realmIssuerOf } from './token-endpoint.ts';
+import { objectOf } from './token-fetch.ts';
 
 /** The `/api` segment that names a realm: `platform` for master, the organization's id. */
 function apiSegmentOf(realm: string): string {
@@ -40,7 +41,7 @@ async function learn(baseUrl: URL, realm: string, timeoutMs: number): Promise<UR
       redirect: 'manual',
       signal: AbortSignal.timeout(timeoutMs),
     });
-    const metadata = (await answer.json().catch(() => undefined)) as { resource?: unknown };
+    const metadata = objectOf(await readAnswerText(answer, baseUrl));
     resource = answer.ok ? metadata?.resource : undefined;
   } catch (error) {
     throw describeUnreachable(error, baseUrl, timeoutMs);

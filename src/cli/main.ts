@@ -35,13 +35,25 @@ export async function runCli(
     // parseCommandLine made it from its entry, so the entry is there.
     const output = await commandNamed(command.name)!.run(command, { env, io, timeoutMs });
     if ('text' in output) io.stdout.write(`${output.text}\n`);
-    else if ('json' in output) io.stdout.write(`${JSON.stringify(output.json, null, 2)}\n`);
+    else if ('json' in output) io.stdout.write(`${printedJson(output.json)}\n`);
     return exitCodes.success;
   } catch (error) {
     if (!(error instanceof CliError)) throw error;
     io.stderr.write(describeError(error));
     return error.exitCode;
   }
+}
+
+/**
+ * JSON as printed: DEL and the C1 controls, which JSON leaves as they are (a terminal may take
+ * U+009B for CSI), escaped like the C0 ones, so a server's text cannot drive the terminal; a
+ * parser reads the same value.
+ */
+function printedJson(value: unknown): string {
+  return String(JSON.stringify(value, null, 2)).replace(
+    /[\u007f-\u009f]/g,
+    (control) => `\\u${control.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }
 
 function describeError(error: CliError): string {

@@ -117,8 +117,15 @@ async function discover(
   try {
     return await metadataOf(realmUrlOf(baseUrl, realm), apiClientIdOf(realm), gatewayFetch);
   } catch (error) {
-    throw error instanceof CliError ? error : unusableAnswer(last.status, undefined, baseUrl);
+    throw cliErrorIn(error) ?? unusableAnswer(last.status, undefined, baseUrl);
   }
+}
+
+/** The CliError the gateway's fetch threw, which openid-client may have wrapped (`cause`). */
+function cliErrorIn(error: unknown): CliError | undefined {
+  return [error, (error as { cause?: unknown } | null)?.cause].find(
+    (cause) => cause instanceof CliError,
+  );
 }
 
 function realmUrlOf(baseUrl: URL, realm: string): URL {
@@ -213,10 +220,7 @@ async function tokenRequest(
         ...(target.dpopKey === undefined ? {} : { proofUrl: proofUrl ?? tokenUrl }),
       };
     }
-    const said = [error, (error as { cause?: unknown } | null)?.cause].find(
-      (cause) => cause instanceof CliError,
-    );
-    throw said ?? unusableAnswer(last.status, objectOf(last.text), baseUrl);
+    throw cliErrorIn(error) ?? unusableAnswer(last.status, objectOf(last.text), baseUrl);
   }
 }
 

@@ -1,5 +1,5 @@
 import type * as oidc from 'openid-client';
-import { describeUnreachable, printable } from './client.ts';
+import { describeUnreachable, printable, readAnswerText } from './client.ts';
 import { sendWithProof, type DpopKey } from './dpop.ts';
 import { CliError } from './errors.ts';
 
@@ -53,7 +53,7 @@ export function gatewayFetchOf(
           signal: AbortSignal.timeout(timeoutMs),
         });
         last.status = answer.status;
-        last.text = await answer.text();
+        last.text = await readAnswerText(answer, baseUrl);
         return {
           response: answer,
           status: answer.status,

@@ -5,7 +5,7 @@ import {
   type Server,
   type ServerResponse,
 } from 'node:http';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
@@ -468,6 +468,153 @@ describe('audit list|export against a broken or hostile stand-in', () => {
     );
     await expect(readdir(dir)).resolves.not.toContain('cut.jsonl');
     await expect(readdir(dir)).resolves.not.toContain('cut.jsonl.part');
+  });
+});
+
+describe('a hostile or broken gateway', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'realmgate-cli-hostile-'));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  /**
+   * An envelope whose `data` is a string of 64 MiB, sent a MiB at a time as the CLI reads it:
+   * a client without a bound holds all of it.
+   */
+  const huge = (res: ServerResponse) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.write('{"data":"');
+    const chunk = Buffer.alloc(1024 * 1024, 'x');
+    let sent = 0;
+    const more = () => {
+      while (!res.destroyed && sent < 64) {
+        sent++;
+        if (!res.write(chunk)) return void res.once('drain', more);
+      }
+      if (!res.destroyed) res.end('","message":"SUCCESS","result":"000-00000","ts":"x"}');
+    };
+    more();
+  };
+
+  it.each([
+    ['an API call', ['org', 'list'], BASIC_ENV],
+    ['a login (its discovery document)', ['login', 'master', 'admin', '--password-stdin'], {}],
+  ])('%s reads at most 16 MiB of an answer: exit 1, saying so', async (_, argv, env) => {
+    answer = huge;
+    const { status, stdout, stderr } = await run(
+      argv,
+      { ...env, REALMGATE_CONFIG_DIR: dir },
+      undefined,
+      { stdin: piped(`${PASSWORD}\n`) },
+    );
+    expect({ status, stdout, stderr }).toEqual({
+      status: 1,
+      stdout: '',
+      stderr: `error 200: the answer of ${baseUrl}/ is larger than 16 MiB; not read\n`,
+    });
+  });
+
+  /** Audit log pages: `next` as `nextOf` makes it of the `after` asked for (none: null). */
+  const pages = (nextOf: (after: number | null) => number | null, total = 3) => {
+    answer = (res) => {
+      const url = new URL(recorded.at(-1)!.url, baseUrl);
+      const after = url.searchParams.has('after') ? Number(url.searchParams.get('after')) : null;
+      // A client that never stops is stopped here, so the test fails instead of hanging.
+      if (recorded.length > 50) return envelope(200, {})(res);
+      const seq = (after ?? 100) - 1;
+      envelope(200, { records: [{ seq, action: 'x' }], total, next: nextOf(after) })(res);
+    };
+  };
+
+  it.each([
+    ['the same cursor again', () => 99],
+    ['an endless chain of cursors', (after: number | null) => (after ?? 100) - 1],
+  ])('audit list --all stops on %s: exit 1, saying so', async (_, nextOf) => {
+    pages(nextOf);
+    for (const json of [[], ['--json']]) {
+      recorded = [];
+      const { status, stderr } = await run(['audit', 'list', 'master', '--all', ...json], {
+        REALMGATE_TOKEN: TOKEN,
+      });
+      expect(status).toBe(1);
+      expect(stderr).toMatch(
+        new RegExp(
+          `^the audit log pages of ${baseUrl}/ (do not move on|go on past).*: stopped after \\d+ records\n$`,
+        ),
+      );
+      expect(recorded.length).toBeLessThanOrEqual(4);
+    }
+  });
+
+  it('audit list --max stops on a page without records that names a next one', async () => {
+    answer = (res) =>
+      recorded.length > 50
+        ? envelope(200, {})(res)
+        : envelope(200, { records: [], total: 3, next: 7 - recorded.length })(res);
+    const { status, stderr } = await run(['audit', 'list', 'master', '--max', '5'], {
+      REALMGATE_TOKEN: TOKEN,
+    });
+    expect(status).toBe(1);
+    expect(stderr).toMatch(new RegExp(`^the audit log pages of ${baseUrl}/ `));
+    expect(recorded).toHaveLength(1);
+  });
+
+  it('audit export that takes longer than the timeout, never silent for as long, is whole', async () => {
+    answer = (res) => {
+      res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+      let seq = 0;
+      const tick = setInterval(() => {
+        res.write(`{"seq":${++seq}}\n`);
+        if (seq === 6) {
+          clearInterval(tick);
+          res.end();
+        }
+      }, 100);
+    };
+    const file = join(dir, 'slow.jsonl');
+    const { status, stdout } = await run(
+      ['audit', 'export', 'master', '--out', file],
+      { REALMGATE_TOKEN: TOKEN },
+      400,
+    );
+    expect(status).toBe(0);
+    expect(JSON.parse(stdout)).toMatchObject({ file, bytes: 6 * 10 });
+    await expect(readFile(file, 'utf8')).resolves.toMatch(/^\{"seq":1\}\n(.|\n)*\{"seq":6\}\n$/);
+  });
+
+  it('audit export that stalls midway: exit 3 after the timeout, and no file', async () => {
+    answer = (res) => {
+      res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+      res.write('{"seq":1}\n'); // and then nothing, the connection kept open
+    };
+    const file = join(dir, 'stalled.jsonl');
+    const { status, stderr } = await run(
+      ['audit', 'export', 'master', '--out', file],
+      { REALMGATE_TOKEN: TOKEN },
+      300,
+    );
+    expect(status).toBe(3);
+    expect(stderr).toBe(
+      `realmgate: the export from ${baseUrl}/ was cut off after 10 bytes (no data for 0.3 s); ` +
+        `nothing was written to ${file}: run it again\n`,
+    );
+    await expect(readdir(dir)).resolves.not.toContain('stalled.jsonl');
+    await expect(readdir(dir)).resolves.not.toContain('stalled.jsonl.part');
+  });
+
+  it('prints no C1 control character of an answer to the terminal, as JSON escapes', async () => {
+    // U+009B is CSI, U+009D OSC: terminals that take C1 controls run what follows.
+    const data = { id: 'acme', name: 'a\u009b2Jb\u009d52;c;eA==\u0007\u007f' };
+    answer = envelope(200, data);
+    const { status, stdout } = await run(['org', 'get', 'acme']);
+    expect(status).toBe(0);
+    // eslint-disable-next-line no-control-regex
+    expect(stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+    expect(stdout).toContain('a\\u009b2Jb\\u009d52;c;eA==\\u0007\\u007f');
+    expect(JSON.parse(stdout)).toEqual(data);
   });
 });
 
