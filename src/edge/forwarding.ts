@@ -8,7 +8,10 @@ import { isIP, type BlockList } from 'node:net';
  * trusted proxy (`TRUSTED_PROXIES`); otherwise the gateway says what it saw itself.
  */
 export interface Forwarding {
-  /** The client's address: the peer, or behind trusted proxies the first address they vouch for. */
+  /**
+   * The client's address: the peer, or behind trusted proxies the right-most address of the
+   * chain they vouch for that is not itself trusted, else the last one they vouch for.
+   */
   clientAddress(req: IncomingMessage): string;
   /** What the gateway vouches for, by name. */
   forwarded(req: IncomingMessage): Forwarded;
@@ -51,14 +54,18 @@ export function createForwarding(trusted: BlockList | undefined): Forwarding {
     clientAddress(req) {
       const peer = peerOf(req);
       if (!isTrusted(peer)) return peer;
-      // Right to left: each trusted proxy vouches for the address before it.
+      // Right to left: each trusted proxy vouches for the address before it. A chain trusted to
+      // its start names a client inside the trusted range: the last address vouched for, never
+      // the proxy that vouched (all the clients behind it would share its address).
       const chain = String(req.headers['x-forwarded-for'] ?? '').split(',');
+      let vouched = peer;
       for (let i = chain.length - 1; i >= 0; i--) {
         const address = plainAddress(chain[i]!.trim());
         if (isIP(address) === 0) break;
         if (!isTrusted(address)) return address;
+        vouched = address;
       }
-      return peer;
+      return vouched;
     },
     forwarded,
   };
