@@ -88,4 +88,24 @@ describe('forwarding headers and the client address', () => {
     // An untrusted address still wins wherever it is.
     expect(behindBalancer('10.9.9.9, 198.51.100.7, 10.4.4.4')).toBe('198.51.100.7');
   });
+
+  it('reads the addresses proxies write with a port or in brackets (Azure Application Gateway, IIS ARR)', () => {
+    const forwarding = createForwarding(parseTrustedProxies('10.0.0.0/8'));
+    const behindBalancer = (chain: string) =>
+      forwarding.clientAddress(request('10.0.0.5', { 'x-forwarded-for': chain }));
+    expect(behindBalancer('198.51.100.7:50123')).toBe('198.51.100.7');
+    expect(behindBalancer('[2001:db8::7]:50123')).toBe('2001:db8::7');
+    expect(behindBalancer('[2001:db8::8]')).toBe('2001:db8::8');
+    expect(behindBalancer('6.6.6.6, 198.51.100.9:443, 10.0.0.6:8080')).toBe('198.51.100.9');
+    // Not an address however it is read: the walk ends, as for any garbage.
+    for (const garbage of [
+      '198.51.100.7:',
+      '198.51.100.7:x',
+      '[198.51.100.7]',
+      '[::1',
+      'host:80',
+    ]) {
+      expect(behindBalancer(garbage), garbage).toBe('10.0.0.5');
+    }
+  });
 });
