@@ -30,6 +30,19 @@ function plainAddress(address: string): string {
   return address.startsWith('::ffff:') && isIP(address.slice(7)) === 4 ? address.slice(7) : address;
 }
 
+/**
+ * An address of an `X-Forwarded-For` chain as proxies write it: bare, IPv6 in brackets, or with
+ * the client's port (`198.51.100.7:50123`, `[2001:db8::7]:50123`: Azure Application Gateway by
+ * default, IIS ARR). '' when it is none of these.
+ */
+function chainAddress(entry: string): string {
+  if (isIP(entry) !== 0) return plainAddress(entry);
+  const v6 = /^\[([0-9A-Fa-f:.]+)\](?::\d{1,5})?$/.exec(entry);
+  if (v6) return isIP(v6[1]!) === 6 ? plainAddress(v6[1]!) : '';
+  const v4 = /^([\d.]+):\d{1,5}$/.exec(entry);
+  return v4 && isIP(v4[1]!) === 4 ? v4[1]! : '';
+}
+
 /** The gateway's forwarding rules; `trusted`: the proxies of `TRUSTED_PROXIES`, if any. */
 export function createForwarding(trusted: BlockList | undefined): Forwarding {
   const isTrusted = (address: string): boolean => {
@@ -60,7 +73,7 @@ export function createForwarding(trusted: BlockList | undefined): Forwarding {
       const chain = String(req.headers['x-forwarded-for'] ?? '').split(',');
       let vouched = peer;
       for (let i = chain.length - 1; i >= 0; i--) {
-        const address = plainAddress(chain[i]!.trim());
+        const address = chainAddress(chain[i]!.trim());
         if (isIP(address) === 0) break;
         if (!isTrusted(address)) return address;
         vouched = address;
