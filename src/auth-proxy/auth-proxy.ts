@@ -3,7 +3,7 @@ import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import type { Forwarding } from '../edge/forwarding.ts';
 import { AppError } from '../envelope/errors.ts';
-import { publicAddressHeaders } from '../outbound/forwarded-headers.ts';
+import { keycloakClientHeaders, publicAddressHeaders } from '../outbound/forwarded-headers.ts';
 import { forward, relay, type OutboundHandlers, type UpstreamAnswer } from '../outbound/forward.ts';
 import { answerHeadersOf } from '../outbound/upstream-headers.ts';
 import { createUpstream, hasBody } from '../outbound/upstream.ts';
@@ -35,12 +35,12 @@ export interface AuthProxyOptions {
  * the password grant answer 401, as before Keycloak 26.6: wrong-credentials.ts), through the one
  * outbound `forward` (outbound/forward.ts), as the automation forwarder does: the client's
  * headers through the one header table (credentials and cookies kept: Keycloak needs them),
- * `X-Forwarded-*` naming `PUBLIC_URL`, the request's trace headers, and the `X-Request-Id` the
- * client gets back; a form body the guard has read is sent as read. What is the proxy's own:
- * with several nodes, each request goes to the next node that is up; one that could not connect
- * (nothing sent) is sent once more to another node that is up, when its body can be sent again
- * (none, or the form the guard read); any other failure takes the node out, but a timeout only
- * when the node does not answer its probe either. Failures answer
+ * `X-Forwarded-*` naming `PUBLIC_URL` and the client address, the request's trace headers, and
+ * the `X-Request-Id` the client gets back; a form body the guard has read is sent as read. What
+ * is the proxy's own: with several nodes, each request goes to the next node that is up; one
+ * that could not connect (nothing sent) is sent once more to another node that is up, when its
+ * body can be sent again (none, or the form the guard read); any other failure takes the node
+ * out, but a timeout only when the node does not answer its probe either. Failures answer
  * 503/504/502 through the one translation of Keycloak failures (keycloak-failures.ts). The
  * answer reaches the client as a step marked it (`beforeAnswer`, `relayAnswer`), else as it
  * came. Mount it at `/auth` before any body parser but the form guard.
@@ -109,7 +109,10 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
         upstream: targets[node.index]!,
         path: req.url ?? '/',
         keepCredentials: true,
-        headers: [...publicAddress, 'x-forwarded-for', options.forwarding.forwarded(req).for],
+        headers: [
+          ...publicAddress,
+          ...keycloakClientHeaders(options.forwarding.clientAddress(req)),
+        ],
         requestId: typeof requestId === 'string' ? requestId : undefined,
         // Traced: Keycloak's part is a child of the request's span (the client's is its parent).
         trace: traceHeadersNow(),

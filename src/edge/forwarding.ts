@@ -8,7 +8,10 @@ import { isIP, type BlockList } from 'node:net';
  * trusted proxy (`TRUSTED_PROXIES`); otherwise the gateway says what it saw itself.
  */
 export interface Forwarding {
-  /** The client's address: the peer, or behind trusted proxies the first address they vouch for. */
+  /**
+   * The client's address: the peer, or behind trusted proxies the right-most address of the
+   * chain they vouch for that is not itself trusted, else the last one they vouch for.
+   */
   clientAddress(req: IncomingMessage): string;
   /** What the gateway vouches for, by name. */
   forwarded(req: IncomingMessage): Forwarded;
@@ -25,6 +28,19 @@ export interface Forwarded {
 /** `::ffff:10.0.0.1` (an IPv4 peer on a dual-stack socket) is `10.0.0.1`. */
 function plainAddress(address: string): string {
   return address.startsWith('::ffff:') && isIP(address.slice(7)) === 4 ? address.slice(7) : address;
+}
+
+/**
+ * An address of an `X-Forwarded-For` chain as proxies write it: bare, IPv6 in brackets, or with
+ * the client's port (`198.51.100.7:50123`, `[2001:db8::7]:50123`: Azure Application Gateway by
+ * default, IIS ARR). '' when it is none of these.
+ */
+function chainAddress(entry: string): string {
+  if (isIP(entry) !== 0) return plainAddress(entry);
+  const v6 = /^\[([0-9A-Fa-f:.]+)\](?::\d{1,5})?$/.exec(entry);
+  if (v6) return isIP(v6[1]!) === 6 ? plainAddress(v6[1]!) : '';
+  const v4 = /^([\d.]+):\d{1,5}$/.exec(entry);
+  return v4 && isIP(v4[1]!) === 4 ? v4[1]! : '';
 }
 
 /** The gateway's forwarding rules; `trusted`: the proxies of `TRUSTED_PROXIES`, if any. */
@@ -51,14 +67,18 @@ export function createForwarding(trusted: BlockList | undefined): Forwarding {
     clientAddress(req) {
       const peer = peerOf(req);
       if (!isTrusted(peer)) return peer;
-      // Right to left: each trusted proxy vouches for the address before it.
+      // Right to left: each trusted proxy vouches for the address before it. A chain trusted to
+      // its start names a client inside the trusted range: the last address vouched for, never
+      // the proxy that vouched (all the clients behind it would share its address).
       const chain = String(req.headers['x-forwarded-for'] ?? '').split(',');
+      let vouched = peer;
       for (let i = chain.length - 1; i >= 0; i--) {
-        const address = plainAddress(chain[i]!.trim());
+        const address = chainAddress(chain[i]!.trim());
         if (isIP(address) === 0) break;
         if (!isTrusted(address)) return address;
+        vouched = address;
       }
-      return peer;
+      return vouched;
     },
     forwarded,
   };

@@ -38,3 +38,14 @@ export function publicAddressHeaders(publicUrl: string): string[] {
     url.port || (url.protocol === 'https:' ? '443' : '80'),
   ];
 }
+
+/**
+ * `X-Forwarded-For` toward Keycloak: the one client address the edge vouches for
+ * (`Forwarding.clientAddress`), never a chain. Keycloak (`--proxy-headers=xforwarded`) takes the
+ * first address of the header as the client's, for its sessions, its events (the audit log's
+ * Keycloak records) and its realms' "HTTPS required" rule; behind a trusted proxy the first of
+ * the chain is whatever the client wrote before the proxy appended the address it saw.
+ */
+export function keycloakClientHeaders(clientAddress: string): string[] {
+  return ['x-forwarded-for', clientAddress];
+}

@@ -6,6 +6,7 @@ import {
   createUser,
   keycloakAdmin,
   passwordGrantBody,
+  userIdOf,
   type TestUser,
 } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
@@ -434,6 +435,44 @@ describe('forwarding claims and Proxy headers never reach Keycloak through /auth
       'x-forwarded-proto',
     ]);
     expect(names.filter((name) => name === 'proxy' || name.startsWith('proxy-'))).toEqual([]);
+  });
+});
+
+describe('behind a trusted proxy, Keycloak is told the client address the gateway vouches for', () => {
+  let behindProxy: Replica;
+
+  beforeAll(async () => {
+    // The test's connections come from 127.0.0.1: a load balancer the gateway trusts.
+    behindProxy = await startReplica(18480, {
+      TRUSTED_PROXIES: '127.0.0.1',
+      LOGIN_MAX_FAILURES_PER_ADDRESS: '0',
+    });
+  });
+  afterAll(async () => {
+    await behindProxy?.gateway.close();
+  });
+
+  it('a password grant whose client wrote its own X-Forwarded-For before the proxy appended the real one', async () => {
+    const user = await createUser(org);
+    // An online session (no offline_access): the user's sessions list it with its address.
+    const body = passwordGrantBody(user).replace('+offline_access', '');
+    const response = await rawRequest(
+      behindProxy.url,
+      head('POST', '/auth/realms/{org}/protocol/openid-connect/token', {
+        'content-type': 'application/x-www-form-urlencoded',
+        'content-length': String(Buffer.byteLength(body)),
+        // 10.6.6.6 is the client's own claim; the proxy appended the address it saw. (Both
+        // private: Keycloak's realms want HTTPS from any other address.)
+        'X-Forwarded-For': '10.6.6.6, 10.9.8.7',
+      }),
+      { body },
+    );
+    expect(response.status, response.body).toBe(200);
+    // The session Keycloak opened (and the events it records) name the address the gateway
+    // vouches for (the login throttle's), not the one the client chose.
+    const admin = await keycloakAdmin();
+    const sessions = await admin.users.listSessions({ realm: org, id: await userIdOf(user) });
+    expect(sessions.map((session) => session.ipAddress)).toEqual(['10.9.8.7']);
   });
 });
 
