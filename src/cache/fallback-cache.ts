@@ -13,7 +13,10 @@ export interface FallbackCache extends Cache {
 /**
  * Redis first; when it fails, the in-process cache, so requests keep being served. The
  * switch is logged once each way, and readiness reports it. Entries written during an outage
- * live only in this process: at worst a login is repeated, never wrongly accepted.
+ * live only in this process: at worst a login is repeated, never wrongly accepted. A claim is
+ * the exception that must outlive the outage: Redis never heard of a key claimed meanwhile, so
+ * until such a claim may have expired, one Redis grants is refused when the in-process cache
+ * holds it (a DPoP proof taken during the outage is not taken again once Redis is back).
  */
 export function createFallbackCache(
   primary: Cache,
@@ -22,10 +25,23 @@ export function createFallbackCache(
   clock: Clock = systemClock,
 ): FallbackCache {
   let failedAt: number | undefined;
+  /** The last moment the fallback served (or Redis was found failing) in this process. */
+  let fallbackServedAt = Number.NEGATIVE_INFINITY;
+  /** The longest claim asked: how long one the fallback took may live there. */
+  let longestClaimMs = 0;
+
+  function failed(): void {
+    failedAt = fallbackServedAt = clock.now();
+  }
+
+  function fromFallback<T>(work: (cache: Cache) => Promise<T>): Promise<T> {
+    fallbackServedAt = clock.now();
+    return work(fallback);
+  }
 
   async function attempt<T>(work: (cache: Cache) => Promise<T>): Promise<T> {
     if (failedAt !== undefined && clock.now() - failedAt < REDIS_RETRY_AFTER_MS)
-      return work(fallback);
+      return fromFallback(work);
     try {
       const result = await work(primary);
       if (failedAt !== undefined) {
@@ -36,8 +52,8 @@ export function createFallbackCache(
     } catch (err) {
       if (failedAt === undefined)
         logger.error({ err }, 'Redis failed; serving from the in-process cache');
-      failedAt = clock.now();
-      return work(fallback);
+      failed();
+      return fromFallback(work);
     }
   }
 
@@ -48,7 +64,19 @@ export function createFallbackCache(
     },
     get: (key) => attempt((cache) => cache.get(key)),
     increment: (key, windowMs, by) => attempt((cache) => cache.increment(key, windowMs, by)),
-    claim: (key, ttlMs) => attempt((cache) => cache.claim(key, ttlMs)),
+    async claim(key, ttlMs) {
+      longestClaimMs = Math.max(longestClaimMs, ttlMs);
+      let redisAnswered = false;
+      const claimed = await attempt((cache) => {
+        redisAnswered = cache === primary;
+        return cache.claim(key, ttlMs);
+      });
+      if (!claimed || !redisAnswered || clock.now() >= fallbackServedAt + longestClaimMs)
+        return claimed;
+      // Redis is back since an outage: the fallback (this process's, or the one the workers
+      // share) may hold the key from then.
+      return (await fallback.counter(key)) === undefined;
+    },
     counter: (key) => attempt((cache) => cache.counter(key)),
     set: (key, value, ttlMs) => attempt((cache) => cache.set(key, value, ttlMs)),
     delete: async (key) => {
@@ -64,7 +92,7 @@ export function createFallbackCache(
       } catch (err) {
         if (failedAt === undefined)
           logger.error({ err }, 'Redis failed; serving from the in-process cache');
-        failedAt = clock.now();
+        failed();
       }
     },
     async close() {
