@@ -295,6 +295,11 @@ const SMUGGLED: Array<[string, string]> = [
   ['Cookie', 'session=stolen'],
   ['Upgrade', 'websocket'],
   ['TE', 'trailers'],
+  ['X-HTTP-Method-Override', 'DELETE'],
+  ['X-HTTP-Method', 'DELETE'],
+  ['X-Method-Override', 'DELETE'],
+  ['X-Original-URL', '/api/other-org/workspaces/ws1/ita/menu/x'],
+  ['X-Rewrite-URL', '/api/other-org/workspaces/ws1/ita/menu/x'],
 ];
 
 describe('identity and forwarding headers reaching the upstream are the gateway own', () => {
@@ -361,6 +366,11 @@ describe('identity and forwarding headers reaching the upstream are the gateway 
       'upgrade',
       'te',
       'x-secret',
+      'x-http-method-override',
+      'x-http-method',
+      'x-method-override',
+      'x-original-url',
+      'x-rewrite-url',
     ]) {
       expect(headers[dropped], dropped).toBeUndefined();
     }

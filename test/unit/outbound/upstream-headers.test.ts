@@ -60,6 +60,11 @@ const otherName = fc.constantFrom(
   'X-Forwarded-Scheme',
   'X-Forwarded-Server',
   'X-Forwarded-Client-Cert',
+  'X-HTTP-Method-Override',
+  'x-http-method',
+  'X-Method-Override',
+  'X-Original-URL',
+  'x-rewrite-url',
 );
 
 const header = fc.tuple(fc.oneof(identitySpelling, otherName), fc.string({ maxLength: 10 }));
@@ -176,7 +181,7 @@ describe('upstreamRequestHeaders', () => {
           expect(IDENTITY_FOLDED).not.toContain(lower.replace(/[_.]/g, '-'));
           expect(lower).not.toContain('_');
           expect(lower).not.toMatch(
-            /^(connection|keep-alive|te|trailer|transfer-encoding|upgrade|host|expect|proxy|proxy-.*|forwarded|x-forwarded-.*|x-real-ip|x-request-id)$/,
+            /^(connection|keep-alive|te|trailer|transfer-encoding|upgrade|host|expect|proxy|proxy-.*|forwarded|x-forwarded-.*|x-real-ip|x-request-id|x-http-method-override|x-http-method|x-method-override|x-original-url|x-rewrite-url)$/,
           );
           expect(connectionNamed).not.toContain(lower);
           if (!keepCredentials) expect(['authorization', 'cookie', 'dpop']).not.toContain(lower);
