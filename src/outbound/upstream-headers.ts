@@ -57,6 +57,20 @@ const FORWARDING = new Set(['x-request-id', 'forwarded', 'x-real-ip']);
 const FORWARDING_FAMILY = 'x-forwarded-';
 
 /**
+ * Headers some frameworks read as the request's real method or target (express's
+ * method-override, OData's `X-HTTP-Method`, IIS and Symfony's `X-Original-URL`): the gateway
+ * admits a request by its method and path (a read-only token may GET, never DELETE), so the
+ * upstream must act on that method and path alone.
+ */
+const REQUEST_LINE_CLAIMS = new Set([
+  'x-http-method-override',
+  'x-http-method',
+  'x-method-override',
+  'x-original-url',
+  'x-rewrite-url',
+]);
+
+/**
  * `Proxy` and the `Proxy-` family (`Proxy-Authorization`, `-Connection`, any other): a
  * proxy's business, never the upstream's; `Proxy` itself is read as `HTTP_PROXY` by CGI-style
  * servers, the service's own outbound proxy (httpoxy).
@@ -92,7 +106,8 @@ function isIdentityName(lowerName: string): boolean {
  * in order and as received. Dropped: identity headers in any spelling, every name with `_`
  * (nginx's `underscores_in_headers off`: such names are ambiguous behind CGI-style servers),
  * hop-by-hop headers and those the client's `Connection` names, forwarding claims (every
- * `X-Forwarded-*`, `Forwarded`, `X-Real-IP`), `Proxy` and every `Proxy-*`, and
+ * `X-Forwarded-*`, `Forwarded`, `X-Real-IP`), `Proxy` and every `Proxy-*`, method and target
+ * overrides (`X-HTTP-Method-Override`, `X-Original-URL`, ...), and
  * `X-Request-Id` (the gateway sets its own), and
  * (unless `keepCredentials`) `Authorization`, `Cookie` and `DPoP`; and the lowercase names of
  * `replaced`, which the caller sets itself for this request (outbound/forward.ts).
@@ -136,6 +151,7 @@ function droppedBy(rawHeaders: readonly string[], keepCredentials: boolean) {
     HOP_BY_HOP.has(name) ||
     SET_BY_GATEWAY.has(name) ||
     isForwardingClaim(name) ||
+    REQUEST_LINE_CLAIMS.has(name) ||
     name.includes('_') ||
     isIdentityName(name) ||
     named?.has(name) === true ||
