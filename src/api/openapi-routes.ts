@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ErrorCode } from '../envelope/errors.ts';
-import type { AnyRoute } from '../http/route-table.ts';
+import { BODY_READER_ERRORS, readsBody, type AnyRoute } from '../http/route-table.ts';
 import {
   errorResponses,
   json,
@@ -36,11 +36,14 @@ const AUTH_ERRORS: ErrorCode[] = [
   'unexpected',
 ];
 
-/** Every result code a route can answer: the declared ones, those of its query and body. */
+/**
+ * Every result code a route can answer: the declared ones, those of its query, and those of
+ * reading its body where the API reads one (route-table.ts).
+ */
 export function resultCodesOf(route: DeclaredRoute): ErrorCode[] {
   const codes = [...AUTH_ERRORS, ...(route.errors ?? [])];
   if (route.query) codes.push(route.queryRefusal ?? 'badRequestBody');
-  if (route.body) codes.push('badRequestBody');
+  if (readsBody(route)) codes.push(...BODY_READER_ERRORS);
   return [...new Set(codes)];
 }
 

@@ -20,6 +20,8 @@ export const operationsRoutes = [
     tags: ['automation'],
     params: { organization_id: { schema: organizationId }, workspace_id: { schema: workspaceId } },
     data: z.array(operationRecord),
+    // As the forwarded route it stands in for.
+    readsNoBody: true,
     errors: [
       'permissionDenied',
       'organizationDisabled',

@@ -189,6 +189,7 @@ describe('openApiDocument', () => {
       '400',
       '401',
       '404',
+      '413',
       '429',
       '500',
       '502',
@@ -196,6 +197,7 @@ describe('openApiDocument', () => {
       '504',
     ]);
     expect(JSON.stringify(created.responses['404'])).toContain('404-00001');
+    expect(JSON.stringify(created.responses['413'])).toContain('413-00000');
     expect(JSON.stringify(created.responses['504'])).toContain('504-11001');
     expect(JSON.stringify(created.responses['429'])).toContain('429-00001');
     expect(JSON.stringify(created.responses['429'])).toContain('Retry-After');
@@ -207,5 +209,7 @@ describe('openApiDocument', () => {
     expect(JSON.stringify(listed.responses['403'])).toContain('403-00001');
     expect(JSON.stringify(listed.responses['404'])).toContain('404-00002');
     expect(JSON.stringify(listed.responses['503'])).toContain('503-11001');
+    // The operation list reads no body, as the forwarded route it stands in for.
+    expect(listed.responses['413']).toBeUndefined();
   });
 });
