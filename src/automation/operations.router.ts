@@ -9,7 +9,7 @@ const route = routeFor<OperationsRepo>({ metricsClass: 'list' });
 /**
  * `GET /api/<org>/workspaces/<ws>/ita/menu/operation_list/filter/` (spec 4.4): every operation
  * of the workspace, behind the workspace-role check. The admission has checked both ids, so
- * their schemas only document them.
+ * their schemas only document them; its refusals (auth/admission.ts) are its only ones.
  */
 export const operationsRoutes = [
   route({
@@ -22,12 +22,6 @@ export const operationsRoutes = [
     data: z.array(operationRecord),
     // As the forwarded route it stands in for.
     readsNoBody: true,
-    errors: [
-      'permissionDenied',
-      'organizationDisabled',
-      'organizationNotFound',
-      'workspaceNotFound',
-    ],
     handler: (operations, { realm, params }) =>
       operations.listByWorkspace(realm, String(params.workspace_id)),
   }),

@@ -188,6 +188,7 @@ describe('openApiDocument', () => {
       '200',
       '400',
       '401',
+      '403',
       '404',
       '413',
       '429',
@@ -211,5 +212,22 @@ describe('openApiDocument', () => {
     expect(JSON.stringify(listed.responses['503'])).toContain('503-11001');
     // The operation list reads no body, as the forwarded route it stands in for.
     expect(listed.responses['413']).toBeUndefined();
+  });
+
+  it("documents the admission's reach refusals where it can give them", () => {
+    const created =
+      openApiDocument.paths['/api/platform/organizations/{organization_id}/workspaces']!.post!;
+    const listed =
+      openApiDocument.paths[
+        '/api/{organization_id}/workspaces/{workspace_id}/ita/menu/operation_list/filter/'
+      ]!.get!;
+    const organizations = openApiDocument.paths['/api/platform/organizations']!.get!;
+    // A read-only token's write, on any realm's path.
+    expect(JSON.stringify(created.responses['403'])).toContain('403-30002');
+    expect(JSON.stringify(created.responses['403'])).not.toContain('403-30001');
+    // A workspace outside the token's; never on a read.
+    expect(JSON.stringify(listed.responses['403'])).toContain('403-30001');
+    expect(JSON.stringify(listed.responses['403'])).not.toContain('403-30002');
+    expect(organizations.responses['403']).toBeUndefined();
   });
 });
