@@ -29,24 +29,30 @@ export function expectDocumentedAnswer(operationId: string, body: unknown): void
 
 /**
  * Checks a real failure against the API description of the operation `operationId`, as the
- * document says it: a response for its status, whose examples carry its result code, and the
- * headers that status documents (`Retry-After`, `WWW-Authenticate`) when the answer has them.
+ * document says it: a response for its status, whose examples carry its result code (or, for
+ * an answer in OAuth's shape, its `error`), and the headers that status documents
+ * (`Retry-After`, `WWW-Authenticate`) when the answer has them.
  */
 export function expectDocumentedFailure(
   operationId: string,
   answer: { status: number; body: unknown; headers?: Headers },
 ): void {
   const { responses } = documentedOperation(operationId);
-  const { result } = answer.body as { result?: unknown };
+  const { result, error } = answer.body as { result?: unknown; error?: unknown };
   const response = responses[String(answer.status)] as
     | {
-        content?: Record<string, { examples?: Record<string, { value: { result: string } }> }>;
+        content?: Record<
+          string,
+          { examples?: Record<string, { value: { result?: string; error?: string } }> }
+        >;
         headers?: Record<string, unknown>;
       }
     | undefined;
   const examples = Object.values(response?.content?.['application/json']?.examples ?? {});
-  const documented = examples.map((example) => `${answer.status} ${example.value.result}`);
-  expect(documented, operationId).toContain(`${answer.status} ${String(result)}`);
+  const codeOf = (value: { result?: unknown; error?: unknown }) =>
+    String(value.result ?? value.error);
+  const documented = examples.map((example) => `${answer.status} ${codeOf(example.value)}`);
+  expect(documented, operationId).toContain(`${answer.status} ${codeOf({ result, error })}`);
   for (const name of ['retry-after', 'www-authenticate']) {
     if (!answer.headers?.has(name)) continue;
     const headers = Object.keys(response?.headers ?? {}).map((header) => header.toLowerCase());

@@ -2,8 +2,10 @@ import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import { expectDocumentedFailure } from '../helpers/documented-answer.ts';
+import { randomBytes } from 'node:crypto';
 import { createUser, passwordGrantBody, postToken, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { startReplica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 interface Answer {
@@ -151,6 +153,34 @@ describe('the answers of the /api pipeline are in the OpenAPI document', () => {
       result: '403-30001',
     });
     expectDocumentedFailure('listOperations', answer);
+  });
+
+  it('a throttled password grant is 429 with Retry-After, as the token endpoint documents', async () => {
+    // A replica of its own, one failure allowed: the shared gateway's limits stay untouched.
+    const replica = await startReplica(18980, {
+      REDIS_URL: testEnv().redisUrl,
+      REDIS_KEY_PREFIX: `${testEnv().redisKeyPrefix}documented:`,
+      REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
+      LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: '1',
+      LOGIN_FAILURE_WINDOW_SECONDS: '120',
+    });
+    try {
+      const throttled = await createUser(org);
+      // Two different wrong passwords: a repeated one counts once.
+      const grant = (password: string) =>
+        postToken(`${replica.url}/auth`, org, passwordGrantBody({ ...throttled, password }));
+      expect((await grant('wrong-1')).status).toBe(401);
+      const refused = await grant('wrong-2');
+      expect(refused.status).toBe(429);
+      expect(refused.headers.get('retry-after')).toMatch(/^[1-9][0-9]*$/);
+      expectDocumentedFailure('issueToken', {
+        status: refused.status,
+        body: refused.json,
+        headers: refused.headers,
+      });
+    } finally {
+      await replica.gateway.close();
+    }
   });
 
   it('a refresh token id over 255 characters is refused as documented', async () => {
