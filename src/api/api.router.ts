@@ -3,7 +3,7 @@ import { admitApiRequests, type Admission } from '../auth/admission.ts';
 import { scopeOf } from '../edge/request-scope.ts';
 import type { RouteDeclaration } from '../edge/route.ts';
 import type { Audit } from '../http/audit.ts';
-import { serveTable, type AnyRoute } from '../http/route-table.ts';
+import { readsBody, serveTable, type AnyRoute } from '../http/route-table.ts';
 import { API_TABLES, OPENAPI_ROUTE, type ApiServices } from './api-routes.ts';
 import { openApiDocument } from './openapi.ts';
 
@@ -21,9 +21,6 @@ export interface ApiDeps {
   /** The tables to serve: `API_TABLES`, the edge's reader compiled from the same. */
   tables?: typeof API_TABLES;
 }
-
-/** The built-in operation list reads no body, as the forwarded route it stands in for. */
-const READS_NO_BODY: ReadonlySet<keyof ApiServices> = new Set(['operations']);
 
 /** JSON bodies of API calls are small; this bounds what a client can make us parse. */
 const MAX_JSON_BODY = '64kb';
@@ -71,13 +68,13 @@ export function createApiRouter(deps: ApiDeps): Router {
     const table = serveTable(tables[name] as readonly AnyRoute<typeof service>[], service);
     for (const route of table.routes) {
       const handler = table.handlerOf(route, deps.audit);
-      // A body is read (and refused when malformed) on every route but the operation list's.
+      // A body is read (and refused when malformed or too large) where the route reads one.
       handlers.set(
         route,
-        READS_NO_BODY.has(name)
-          ? handler
-          : (req, res, next) =>
-              json(req, res, (err?: unknown) => (err ? next(err) : handler(req, res, next))),
+        readsBody(route)
+          ? (req, res, next) =>
+              json(req, res, (err?: unknown) => (err ? next(err) : handler(req, res, next)))
+          : handler,
       );
     }
   }

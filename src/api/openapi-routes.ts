@@ -1,6 +1,7 @@
 import { z } from 'zod';
+import { admissionRefusalsOf } from '../auth/admission.ts';
 import type { ErrorCode } from '../envelope/errors.ts';
-import type { AnyRoute } from '../http/route-table.ts';
+import { BODY_READER_ERRORS, readsBody, type AnyRoute } from '../http/route-table.ts';
 import {
   errorResponses,
   json,
@@ -21,26 +22,14 @@ export const API_SECURITY: Record<string, string[]>[] = [
 ];
 
 /**
- * Every authenticated call can fail on the header, the credentials, a Keycloak that is absent,
- * too slow or answering nonsense (a Basic login asks it) or an absent database (organizations
- * are looked up there).
+ * Every result code a route can answer, each from where it is decided: the admission's steps
+ * (auth/admission.ts), the declared ones, those of its query, and those of reading its body
+ * where the API reads one (route-table.ts).
  */
-const AUTH_ERRORS: ErrorCode[] = [
-  'badRequestHeader',
-  'authenticationFailed',
-  'tooManyFailedLogins',
-  'identityProviderUnavailable',
-  'identityProviderTimeout',
-  'identityProviderBadGateway',
-  'databaseUnavailable',
-  'unexpected',
-];
-
-/** Every result code a route can answer: the declared ones, those of its query and body. */
 export function resultCodesOf(route: DeclaredRoute): ErrorCode[] {
-  const codes = [...AUTH_ERRORS, ...(route.errors ?? [])];
+  const codes = [...admissionRefusalsOf(route), ...(route.errors ?? [])];
   if (route.query) codes.push(route.queryRefusal ?? 'badRequestBody');
-  if (route.body) codes.push('badRequestBody');
+  if (readsBody(route)) codes.push(...BODY_READER_ERRORS);
   return [...new Set(codes)];
 }
 

@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
+import { throttledGrant } from '../auth-proxy/password-attempt-throttle.ts';
 import { oauthError, tokenRequest, tokenResponse } from '../auth-proxy/token-endpoint.schemas.ts';
 import { envelope, errorEnvelope } from '../envelope/envelope.schemas.ts';
 import { RESOURCE_METADATA_ROUTES } from '../auth/resource-metadata.ts';
@@ -32,6 +33,9 @@ export interface OpenApiDocument {
   paths: OpenApiPaths;
   components: Record<'securitySchemes' | 'schemas' | 'parameters', Record<string, JsonSchema>>;
 }
+
+/** The token endpoint's answer to a throttled password grant, as an example. */
+const THROTTLED_GRANT = throttledGrant('account_address', 60);
 
 const parameter = (name: string) => ({ $ref: `#/components/parameters/${name}` });
 
@@ -237,6 +241,17 @@ const paths: OpenApiPaths = {
         '401': keycloakJson(
           'invalid_grant "Invalid user credentials" (wrong user name, password or one-time password: Keycloak answers 400 since 26.6, the gateway 401 as before), or invalid_client',
         ),
+        [String(THROTTLED_GRANT.status)]: {
+          description:
+            'too_many_attempts: too many failed password attempts of this account from this ' +
+            'address, or from this address (the login throttle, shared with Basic logins on the ' +
+            'API); `Retry-After` says when to try again',
+          headers: { 'Retry-After': { schema: { type: 'integer' } } },
+          content: json({
+            schema: jsonSchemaOf(oauthError, 'output'),
+            examples: { [THROTTLED_GRANT.body.error]: { value: THROTTLED_GRANT.body } },
+          }),
+        },
         ...errorResponses([
           'payloadTooLarge',
           'identityProviderBadGateway',

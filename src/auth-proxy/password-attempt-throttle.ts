@@ -7,7 +7,12 @@ import { realmOf } from './auth-routes.ts';
 import { bufferedBodyOf, formFieldsOf } from './form-body-guard.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
 import type { FailedLoginMemory } from '../auth/failed-logins.ts';
-import type { AttemptOutcome, LoginThrottle, ThrottleDecision } from '../auth/login-throttle.ts';
+import type {
+  AttemptOutcome,
+  LoginThrottle,
+  ThrottleDecision,
+  ThrottleScope,
+} from '../auth/login-throttle.ts';
 import { throttleMessage, throttleRefusal } from '../auth/throttle-refusal.ts';
 import {
   grantAnswerOf,
@@ -233,6 +238,19 @@ function refuseUnreadBody(res: ServerResponse, kind: PasswordAttempt['kind'], lo
   res.end(JSON.stringify({ error: 'invalid_request', error_description: message }));
 }
 
+/**
+ * A password grant the throttle refused, as the token endpoint answers it: in OAuth's shape
+ * (the API and the login form answer 429 `429-00001` in the envelope), with `Retry-After`. The
+ * API description documents the token endpoint's 429 from this.
+ */
+export function throttledGrant(scope: ThrottleScope, retryAfter: number) {
+  return {
+    status: 429,
+    // As Auth0 names it; OAuth 2.0 has no error code for a throttled grant.
+    body: { error: 'too_many_attempts', error_description: throttleMessage(scope, retryAfter) },
+  } as const;
+}
+
 function refuse(
   res: ServerResponse,
   attempt: PasswordAttempt,
@@ -243,14 +261,9 @@ function refuse(
     sendError(res, throttleRefusal(decision), logger);
     return;
   }
-  res.statusCode = 429;
+  const { status, body } = throttledGrant(decision.scope, decision.retryAfter);
+  res.statusCode = status;
   res.setHeader('retry-after', String(decision.retryAfter));
   res.setHeader('content-type', 'application/json');
-  res.end(
-    JSON.stringify({
-      // As Auth0 names it; OAuth 2.0 has no error code for a throttled grant.
-      error: 'too_many_attempts',
-      error_description: throttleMessage(decision.scope, decision.retryAfter),
-    }),
-  );
+  res.end(JSON.stringify(body));
 }

@@ -1,15 +1,15 @@
 import type { IncomingMessage } from 'node:http';
 import type { NextFunction, RequestHandler } from 'express';
 import { admitted, scopeOf, type AdmittedScope, type RequestScope } from '../edge/request-scope.ts';
-import type { Route } from '../edge/route.ts';
-import { AppError } from '../envelope/errors.ts';
+import { namedBy, type Route } from '../edge/route.ts';
+import { AppError, type ErrorCode } from '../envelope/errors.ts';
 import { endSpan, type Tracing } from '../tracing/tracing.ts';
 import type { Principal } from '../tenancy/principal.ts';
 import type { OrganizationLookup, OrganizationState } from '../tenancy/organization-state.ts';
 import { whenKnown, type Answer } from './answer.ts';
 import { authenticateRequest, type AuthenticateDeps } from './authenticate.ts';
 import { holdsWorkspace } from './authorize.ts';
-import type { ReachStep } from './reach.ts';
+import { reachRefusalsOf, type ReachStep } from './reach.ts';
 
 /** Whom an `/api` request concerns, as the edge read its path (see edge/route.ts). */
 export type ApiTarget = Pick<Route, 'realm' | 'organization' | 'workspace' | 'refusal'>;
@@ -49,23 +49,68 @@ export interface Admitting {
   principal: Principal | undefined;
 }
 
+/** What a step reads of a declared route to say what it can answer there. */
+export interface DeclaredTarget {
+  method: string;
+  /** The path names an organization (`/api/{organization_id}/...`), and a workspace of it. */
+  organization: boolean;
+  workspace: boolean;
+}
+
 /**
- * One step: passes (undefined, or a promise that resolves), or refuses with an AppError,
- * thrown or rejected. A step answers at once from what this process knows.
+ * One step: `run` passes (undefined, or a promise that resolves), or refuses with an AppError,
+ * thrown or rejected; it answers at once from what this process knows. `refusals`: every code
+ * it can refuse a request of a declared route with (the OpenAPI document lists them).
  */
-type AdmissionStep = (admitting: Admitting, deps: AdmissionDeps) => Answer<void>;
+interface AdmissionStep {
+  run: (admitting: Admitting, deps: AdmissionDeps) => Answer<void>;
+  refusals: (target: DeclaredTarget) => readonly ErrorCode[];
+}
+
+/**
+ * What reading the credentials can answer (authenticate.ts): a malformed header, bad or missing
+ * credentials, too many failed Basic logins, a Keycloak that is absent, too slow or answering
+ * nonsense (a Basic login asks it), a database that is down (revocations, DPoP replays).
+ */
+const CREDENTIAL_REFUSALS: readonly ErrorCode[] = [
+  'badRequestHeader',
+  'authenticationFailed',
+  'tooManyFailedLogins',
+  'identityProviderUnavailable',
+  'identityProviderTimeout',
+  'identityProviderBadGateway',
+  'databaseUnavailable',
+  'unexpected',
+];
 
 /**
  * The one request pipeline of `/api`, for the express routes and the forwarded route alike.
- * A new rule is one more step here: before `credentials` if it must hold before any credential
- * is read, after it if it needs the caller (`callerOf`).
+ * A new rule is one more step here, with what it refuses: before `credentials` if it must hold
+ * before any credential is read, after it if it needs the caller (`callerOf`).
  */
 const ADMISSION_STEPS: readonly AdmissionStep[] = [
-  organizationEnabled,
-  credentials,
-  withinReach,
-  workspaceRole,
+  {
+    run: organizationEnabled,
+    // An id outside the alphabet (the edge's `refusal`), absent, disabled; looked up in the database.
+    refusals: ({ organization }) =>
+      organization ? ['organizationNotFound', 'organizationDisabled', 'databaseUnavailable'] : [],
+  },
+  { run: credentials, refusals: () => CREDENTIAL_REFUSALS },
+  { run: withinReach, refusals: ({ method, workspace }) => reachRefusalsOf(method, workspace) },
+  {
+    run: workspaceRole,
+    refusals: ({ workspace }) => (workspace ? ['workspaceNotFound', 'permissionDenied'] : []),
+  },
 ];
+
+/**
+ * Every code the admission can answer a request of a declared `/api` route with: each step's,
+ * from what the route's method and path say (edge/route.ts reads the path the same way).
+ */
+export function admissionRefusalsOf(route: { method: string; path: string }): ErrorCode[] {
+  const target: DeclaredTarget = { method: route.method, ...namedBy(route.path) };
+  return [...new Set(ADMISSION_STEPS.flatMap((step) => step.refusals(target)))];
+}
 
 /**
  * Before any credential is read: a disabled organization's tokens and logins, cached or not,
@@ -128,7 +173,7 @@ function workspaceRole(admitting: Admitting, deps: AdmissionDeps): Answer<void> 
 /** Runs the steps from `first` on: synchronously while they answer at once. */
 function runSteps(admitting: Admitting, deps: AdmissionDeps, first: number): Answer<Principal> {
   for (let index = first; index < ADMISSION_STEPS.length; index++) {
-    const pending = ADMISSION_STEPS[index]!(admitting, deps);
+    const pending = ADMISSION_STEPS[index]!.run(admitting, deps);
     if (pending instanceof Promise) {
       return pending.then(() => runSteps(admitting, deps, index + 1));
     }

@@ -39,6 +39,20 @@ export function reachRefusal(
   return undefined;
 }
 
+/**
+ * What the reach step can answer a call of `method` with (the OpenAPI document lists them): its
+ * expiry (401), a workspace outside its list where the path names one, an unsafe method on a
+ * read-only token; a reach nobody could look up while the database is down (503).
+ */
+export function reachRefusalsOf(method: string, namesWorkspace: boolean): ErrorCode[] {
+  return [
+    'authenticationFailed',
+    ...(namesWorkspace ? (['outsideTokenReach'] as const) : []),
+    ...(SAFE_METHODS.has(method.toUpperCase()) ? [] : (['readOnlyToken'] as const)),
+    'databaseUnavailable',
+  ];
+}
+
 function refusalError(refusal: ReachRefusal): AppError {
   if (refusal !== 'expired') return new AppError(refusal);
   const message = 'The refresh token of this session has expired.';

@@ -9,7 +9,7 @@ const route = routeFor<OperationsRepo>({ metricsClass: 'list' });
 /**
  * `GET /api/<org>/workspaces/<ws>/ita/menu/operation_list/filter/` (spec 4.4): every operation
  * of the workspace, behind the workspace-role check. The admission has checked both ids, so
- * their schemas only document them.
+ * their schemas only document them; its refusals (auth/admission.ts) are its only ones.
  */
 export const operationsRoutes = [
   route({
@@ -20,12 +20,8 @@ export const operationsRoutes = [
     tags: ['automation'],
     params: { organization_id: { schema: organizationId }, workspace_id: { schema: workspaceId } },
     data: z.array(operationRecord),
-    errors: [
-      'permissionDenied',
-      'organizationDisabled',
-      'organizationNotFound',
-      'workspaceNotFound',
-    ],
+    // As the forwarded route it stands in for.
+    readsNoBody: true,
     handler: (operations, { realm, params }) =>
       operations.listByWorkspace(realm, String(params.workspace_id)),
   }),

@@ -197,6 +197,19 @@ function authRoute(
 }
 
 /**
+ * Whom a declared `/api` path names, as `compileRoutes` reads a request of it: an organization
+ * (`/api/{organization_id}/...`), and a workspace of it (`.../workspaces/{workspace_id}/...`).
+ */
+export function namedBy(path: string): { organization: boolean; workspace: boolean } {
+  const [api, second, third, fourth] = templateSegments(path);
+  const organization = api === 'api' && second === '{organization_id}';
+  return {
+    organization,
+    workspace: organization && third === 'workspaces' && fourth !== undefined,
+  };
+}
+
+/**
  * Whether a template reads the way `compileRoutes` reads realms: below `/api/platform`, or below
  * `/api/{organization_id}` where a workspace, if any, is `/workspaces/{workspace_id}`.
  */

@@ -81,6 +81,8 @@ export interface RouteSpec<
   queryRefusal?: ErrorCode;
   /** The JSON body's schema; failing it is 400 `badRequestBody`. Needs `.meta({ id })`. */
   body?: B;
+  /** The API does not read the request's body (see `readsBody`): it never answers for one. */
+  readsNoBody?: true;
   /**
    * The `data` of a successful answer: the document's schema of it, and the type the handler
    * must return (not checked at run time: the handler's types are the check).
@@ -181,8 +183,26 @@ export function routeFor<D>(table: { metricsClass: RouteClass }) {
     if (names.join() !== Object.keys(spec.params ?? {}).join()) {
       throw new Error(`${spec.method} ${spec.path}: params must name ${names.join(', ')}`);
     }
+    if (spec.body && spec.readsNoBody) {
+      throw new Error(`${spec.method} ${spec.path}: a route with a body reads it`);
+    }
     return { ...spec, metricsClass: spec.metricsClass ?? table.metricsClass } as AnyRoute<D>;
   };
+}
+
+/**
+ * What reading a request's body answers (api/api.router.ts reads it; envelope/error-handler.ts
+ * maps the reader's errors): 413 `payloadTooLarge` over the limit, 400 `badRequestBody` when it
+ * is not what its content type says (malformed, an unsupported charset or encoding).
+ */
+export const BODY_READER_ERRORS = ['badRequestBody', 'payloadTooLarge'] as const;
+
+/**
+ * Whether the API reads the body of a request to `route`: on every route, whether it declares a
+ * `body` or not (a malformed one is refused all the same), but one declaring `readsNoBody`.
+ */
+export function readsBody(route: Pick<AnyRoute<never>, 'readsNoBody'>): boolean {
+  return route.readsNoBody !== true;
 }
 
 /** The `{name}`s of an OpenAPI path, in order. */

@@ -36,7 +36,6 @@ export const listingRoutes = [
     tags: ['platform'],
     params: { organization_id: pathIds.callerOrganization },
     data: z.array(workspaceRecord),
-    errors: ['organizationNotFound', 'organizationDisabled'],
     handler: async (repos, { principal }) => {
       const allowed = new Set(workspaceRolesOf(principal));
       const all = await repos.workspaces.listByOrganization(principal.realm);

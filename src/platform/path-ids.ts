@@ -61,7 +61,7 @@ export const callerRealms: RealmVariant[] = [
     suffix: 'Organization',
     name: "an organization's realm",
     params: { organization_id: pathIds.callerOrganization },
-    // An organization's own calls (`/api/<org>/...`) are also refused while it is disabled.
-    errors: ['organizationNotFound', 'organizationDisabled'],
+    // Refused unknown or disabled by the admission (auth/admission.ts), which says so itself.
+    errors: [],
   },
 ];

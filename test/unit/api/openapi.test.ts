@@ -188,7 +188,9 @@ describe('openApiDocument', () => {
       '200',
       '400',
       '401',
+      '403',
       '404',
+      '413',
       '429',
       '500',
       '502',
@@ -196,6 +198,7 @@ describe('openApiDocument', () => {
       '504',
     ]);
     expect(JSON.stringify(created.responses['404'])).toContain('404-00001');
+    expect(JSON.stringify(created.responses['413'])).toContain('413-00000');
     expect(JSON.stringify(created.responses['504'])).toContain('504-11001');
     expect(JSON.stringify(created.responses['429'])).toContain('429-00001');
     expect(JSON.stringify(created.responses['429'])).toContain('Retry-After');
@@ -207,5 +210,24 @@ describe('openApiDocument', () => {
     expect(JSON.stringify(listed.responses['403'])).toContain('403-00001');
     expect(JSON.stringify(listed.responses['404'])).toContain('404-00002');
     expect(JSON.stringify(listed.responses['503'])).toContain('503-11001');
+    // The operation list reads no body, as the forwarded route it stands in for.
+    expect(listed.responses['413']).toBeUndefined();
+  });
+
+  it("documents the admission's reach refusals where it can give them", () => {
+    const created =
+      openApiDocument.paths['/api/platform/organizations/{organization_id}/workspaces']!.post!;
+    const listed =
+      openApiDocument.paths[
+        '/api/{organization_id}/workspaces/{workspace_id}/ita/menu/operation_list/filter/'
+      ]!.get!;
+    const organizations = openApiDocument.paths['/api/platform/organizations']!.get!;
+    // A read-only token's write, on any realm's path.
+    expect(JSON.stringify(created.responses['403'])).toContain('403-30002');
+    expect(JSON.stringify(created.responses['403'])).not.toContain('403-30001');
+    // A workspace outside the token's; never on a read.
+    expect(JSON.stringify(listed.responses['403'])).toContain('403-30001');
+    expect(JSON.stringify(listed.responses['403'])).not.toContain('403-30002');
+    expect(organizations.responses['403']).toBeUndefined();
   });
 });
