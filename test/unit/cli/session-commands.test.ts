@@ -217,6 +217,15 @@ describe('realmgate login: what the gateway answered besides tokens', () => {
         answer(200, JSON.stringify({ token_type: 'Bearer', expires_in: 300 })),
         /error 200: unexpected answer of the token endpoint/,
       ],
+      // Tokens that could not travel in a header, or would drive the terminal `token` prints to.
+      ...['\u001b]0;owned\u0007', 'a b', '\u009b31m'].map((token): [typeof grant, RegExp] => [
+        (_, res) => tokens(res, `${jwt({ sid: 'session-1' })}${token}`),
+        /error 200: unexpected answer of the token endpoint/,
+      ]),
+      [
+        (_, res) => tokens(res, jwt({ sid: 'session-1' }), 'refresh\u001b[2J'),
+        /error 200: unexpected answer of the token endpoint/,
+      ],
     ];
     for (const [answered, said] of cases) {
       grant = answered;
