@@ -37,6 +37,12 @@ export const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 const BEARER_TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
 
 /**
+ * Whether `token` has a token's form (RFC 6750 b64token), as one the CLI is given or gets from
+ * a token endpoint must: it goes in a header, and `realmgate token` prints it to a terminal.
+ */
+export const isTokenForm = (token: string): boolean => BEARER_TOKEN.test(token);
+
+/**
  * Reads `REALMGATE_URL` and the credentials: `REALMGATE_TOKEN` (Bearer), or
  * `REALMGATE_USERNAME` with `REALMGATE_PASSWORD` (Basic). Both kinds at once is refused rather
  * than silently picking one, as they may name different users.
@@ -93,7 +99,7 @@ export function readEnvAuthorization(env: Record<string, string | undefined>): s
     );
   }
   if (token) {
-    if (!BEARER_TOKEN.test(token)) throw new CliError('config', 'REALMGATE_TOKEN is malformed');
+    if (!isTokenForm(token)) throw new CliError('config', 'REALMGATE_TOKEN is malformed');
     return `Bearer ${token}`;
   }
   if (!username && !password) return undefined;

@@ -1,7 +1,7 @@
 import { decodeJwt } from 'jose';
 import * as oidc from 'openid-client';
 import { apiClientIdOf } from '../tenancy/identifiers.ts';
-import { printable } from './client.ts';
+import { isTokenForm, printable } from './client.ts';
 import { DPOP_ALGORITHM, type DpopKey } from './dpop.ts';
 import { CliError } from './errors.ts';
 import {
@@ -227,10 +227,12 @@ async function tokenRequest(
 /** The tokens of a grant openid-client accepted; `expires_in` is required, as the CLI caches by it. */
 function tokensOf(answer: oidc.TokenEndpointResponse, last: Answer, baseUrl: URL): Tokens {
   const { access_token: accessToken, expires_in: expiresIn } = answer;
-  if (accessToken === '' || typeof expiresIn !== 'number') {
+  const refreshToken = answer.refresh_token;
+  const refreshFormed =
+    typeof refreshToken !== 'string' || refreshToken === '' || isTokenForm(refreshToken);
+  if (!isTokenForm(accessToken) || !refreshFormed || typeof expiresIn !== 'number') {
     throw unusableAnswer(last.status, objectOf(last.text), baseUrl);
   }
-  const refreshToken = answer.refresh_token;
   const refreshExpiresIn = answer.refresh_expires_in;
   return {
     // openid-client gives the type in lower case.
