@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportJWK, type JSONWebKeySet } from 'jose';
+import { hashOf, type AuditRecord } from '../../src/audit/audit-chain.ts';
 import { pruneAuditLog } from '../../src/audit/audit-retention.ts';
 import { createAuditWriter } from '../../src/audit/audit-writer.ts';
 import { readKeys, verifyExport } from '../../src/cli/audit-verify.ts';
@@ -16,6 +17,7 @@ import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createUser, keycloakAdmin, userIdOf, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
+import { readZip } from '../helpers/zip-reader.ts';
 
 const DAY = 24 * 3600 * 1000;
 
@@ -164,6 +166,87 @@ describe('audit log: signed checkpoints, published keys, retention per organizat
     const stranger = await exportJWK(generateKeyPairSync('ed25519').publicKey);
     await expect(verifyExport(file, { keys: [{ ...stranger, kid: 'stranger' }] })).rejects.toThrow(
       /^checkpoint \d+ \(line \d+\) does not fit: it is signed with key .*, which is not among the keys/,
+    );
+  });
+
+  it("a download job's zip carries the keys and checkpoints: a file edited and rechained does not verify", async () => {
+    const downloads = `/api/${org}/platform/auditlog/download`;
+    // Records of the range, written before the job fixes what it covers.
+    const listed = await callApi(`/api/${org}/platform/workspaces`, basicAuth(member), {
+      base: a.url,
+    });
+    expect(listed.status).toBe(200);
+    await expect
+      .poll(async () => {
+        const [written] = await db()('audit_log')
+          .where({ org })
+          .count<{ count: string }[]>({ count: '*' });
+        return Number(written?.count);
+      }, EVENTUALLY)
+      .toBeGreaterThan(0);
+    const ts = (ms: number) => new Date(ms).toISOString().slice(0, 19).replace('T', ' ');
+    const started = await callApi(downloads, basicAuth(reader), {
+      base: a.url,
+      method: 'POST',
+      body: { ts_from: ts(Date.now() - 3600_000), ts_to: ts(Date.now() + 60_000) },
+    });
+    expect(started.status).toBe(200);
+    const id = (started.body.data as { download_id: string }).download_id;
+    let lastSeq = 0;
+    await expect
+      .poll(async () => {
+        const job = await db()('audit_download_jobs')
+          .where({ id })
+          .first<{ status: string; last_seq: unknown }>('status', 'last_seq');
+        lastSeq = Number(job.last_seq);
+        return job.status;
+      }, EVENTUALLY)
+      .toBe('Completion');
+    // Signed up to the last record the job covers.
+    await expect
+      .poll(async () => {
+        const [c] = await db()('audit_checkpoints')
+          .where({ org })
+          .where('seq', '>=', lastSeq)
+          .count<{ count: string }[]>({ count: '*' });
+        return Number(c?.count);
+      }, EVENTUALLY)
+      .toBeGreaterThan(0);
+    const res = await fetch(`${b.url}${downloads}/${id}`, {
+      method: 'POST',
+      headers: { authorization: basicAuth(reader) },
+    });
+    expect(res.status).toBe(200);
+    const [entry] = readZip(Buffer.from(await res.arrayBuffer()));
+    const text = entry!.content.toString('utf8');
+    const keys = await publishedKeysCovering(org);
+    const saved = async (content: string) => {
+      const file = path.join(os.tmpdir(), `realmgate-audit-${randomBytes(4).toString('hex')}.log`);
+      await writeFile(file, content);
+      files.push(file);
+      return file;
+    };
+    const verified = await verifyExport(await saved(text), keys);
+    expect(verified).toMatchObject({ org, firstSeq: 1, anchored: true });
+    expect(verified.checkpoints).toBeGreaterThan(0);
+    expect(verified.signedThrough).toBeGreaterThan(0);
+
+    // Whoever edits a record and rechains every record after it is caught by a checkpoint.
+    let prevHash: string | undefined;
+    const forged = text
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => {
+        const value = JSON.parse(line) as AuditRecord & { type?: string };
+        if (value.type !== undefined) return line;
+        const record = { ...value, prevHash: prevHash ?? value.prevHash };
+        if (record.seq === 1) record.actorName = 'someone-else';
+        prevHash = hashOf(record);
+        return JSON.stringify({ ...record, hash: prevHash });
+      })
+      .join('\n');
+    await expect(verifyExport(await saved(forged), keys)).rejects.toThrow(
+      /^checkpoint \d+ \(line \d+\) does not fit/,
     );
   });
 
