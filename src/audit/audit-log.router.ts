@@ -158,7 +158,7 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
           '`jsonl`: one AuditRecord as JSON per line; `ocsf`: one OCSF event per line (Authentication 3002, API Activity 6003)',
         'text/csv': 'a header row, then one record per row; details as JSON',
       },
-      errors,
+      errors: [...errors, 'auditExportPruned'],
       audit: { action: 'audit_log.export', target: logTarget },
       handler: async (service, { principal, realm, query }) => {
         await allowRead(service, principal, realm);

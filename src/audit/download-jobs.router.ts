@@ -109,6 +109,7 @@ export const auditDownloadRoutes: AnyRoute<AuditDownloadService>[] = [
       'permissionDenied',
       'auditDownloadNotFound',
       'auditDownloadNotReady',
+      'auditExportPruned',
     ],
     audit: {
       action: 'audit_log.download',

@@ -4,7 +4,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportJWK, type JSONWebKeySet } from 'jose';
+import { createBatchAppender } from '../../src/audit/audit-batch.ts';
 import { hashOf, type AuditRecord } from '../../src/audit/audit-chain.ts';
+import { createAuditLogRepo } from '../../src/audit/audit-log.repo.ts';
 import { pruneAuditLog } from '../../src/audit/audit-retention.ts';
 import { createAuditWriter } from '../../src/audit/audit-writer.ts';
 import { readKeys, verifyExport } from '../../src/cli/audit-verify.ts';
@@ -292,6 +294,43 @@ describe('audit log: signed checkpoints, published keys, retention per organizat
       firstSeq: anchor + 1,
       anchored: true,
     });
+  });
+
+  it('an export that retention cuts into fails, rather than leave a gap that reads as tampering', async () => {
+    const log = `cut-${randomBytes(4).toString('hex')}`;
+    const old = Date.now() - 400 * DAY;
+    await createBatchAppender(db()).append(
+      Array.from({ length: 1500 }, (_, i) => apiEvent(log, old + i)),
+      undefined,
+      () => undefined,
+    );
+    const repo = createAuditLogRepo(db());
+    const span = await repo.span(log, {});
+    expect(span).toEqual({ first: 1, last: 1500 });
+    const records = repo.records(log, {}, span);
+    // The export's first thousand records read (one chunk) ...
+    for (let seq = 1; seq <= 1000; seq++) {
+      expect((await records.next()).value).toMatchObject({ seq });
+    }
+    // ... then retention removes the log's oldest records, up to a checkpoint, under it.
+    const signed = await db()('audit_log')
+      .where({ org: log, seq: 1200 })
+      .first<{ hash: string; at: Date }>('hash', 'at');
+    await db()('audit_checkpoints').insert({
+      org: log,
+      seq: 1200,
+      hash: signed.hash,
+      record_at: signed.at,
+      at: new Date(),
+      kid: 'test',
+      jws: 'test',
+    });
+    await pruneAuditLog(db(), { defaultDays: 365, minDays: 1, maxDays: 3650 }, systemClock);
+    expect(await db()('audit_log').where({ org: log, seq: 1001 }).first()).toBeUndefined();
+    const rest = async () => {
+      for (let next = await records.next(); !next.done; next = await records.next());
+    };
+    await expect(rest()).rejects.toMatchObject({ result: '409-40002' });
   });
 
   it('prunes only records past the limit: one taken late with an old time waits for those before it', async () => {
