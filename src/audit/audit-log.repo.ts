@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { AppError } from '../envelope/errors.ts';
 import type { AuditRecord } from './audit-chain.ts';
 import { CHECKPOINTS_TABLE } from './audit-checkpointer.ts';
 import type { AuditFilter, AuditOrder } from './audit-log.schemas.ts';
@@ -25,7 +26,8 @@ export interface AuditLogRepo {
   /**
    * Every record of `span` matching `filter`'s other filters (its time range made the span), in
    * sequence order: read in chunks by sequence number (keyset), so memory stays bounded
-   * whatever the log's size.
+   * whatever the log's size. Fails (`auditExportPruned`) once retention removed records of the
+   * span it had yet to read: what it gave would have a gap that reads as records deleted.
    */
   records(log: string, filter: AuditFilter, span: LogSpan): AsyncGenerator<AuditRecord>;
 }
@@ -121,11 +123,25 @@ export function createAuditLogRepo(db: Knex): AuditLogRepo {
       const others = { ...filter, from: undefined, to: undefined };
       let after = first - 1;
       for (;;) {
-        const rows = (await filtered(db, log, others)
-          .where('seq', '>', after)
-          .where('seq', '<=', last)
-          .orderBy('seq')
-          .limit(EXPORT_CHUNK)) as AuditRow[];
+        // A chunk and where the log begins, read in one snapshot: retention removes a log's
+        // oldest records, so none past `after` is missing while it begins at or before the next.
+        const { rows, begins } = await db.transaction(
+          async (trx) => {
+            const chunk = (await filtered(trx, log, others)
+              .where('seq', '>', after)
+              .where('seq', '<=', last)
+              .orderBy('seq')
+              .limit(EXPORT_CHUNK)) as AuditRow[];
+            const [oldest] = await trx(AUDIT_TABLE)
+              .where({ org: log })
+              .min<{ first: unknown }[]>({ first: 'seq' });
+            return { rows: chunk, begins: oldest?.first ?? null };
+          },
+          { isolationLevel: 'repeatable read', readOnly: true },
+        );
+        if (after < last && (begins === null || Number(begins) > after + 1)) {
+          throw new AppError('auditExportPruned');
+        }
         for (const row of rows) yield recordOf(row);
         if (rows.length < EXPORT_CHUNK) return;
         after = Number(rows.at(-1)!.seq);

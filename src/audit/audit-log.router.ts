@@ -10,7 +10,7 @@ import { csvLine, CSV_HEADER, jsonLine } from './audit-export.ts';
 import { signedJsonLines, type ExportSignatures } from './audit-export-signed.ts';
 import { ocsfEventOf } from './ocsf.ts';
 import type { RetentionBounds, RetentionChoices } from './audit-retention.ts';
-import type { AuditLogRepo } from './audit-log.repo.ts';
+import type { AuditLogRepo, LogSpan } from './audit-log.repo.ts';
 import {
   type AuditExportFormat,
   auditExportQuery,
@@ -105,6 +105,22 @@ async function* linesOf(
   for await (const record of records) yield format.line(record);
 }
 
+/**
+ * A JSON Lines export of `span` of `log`, as an export and a download job's file hold it: with
+ * the keys and the checkpoints that verify it offline while the log is signed, else the records
+ * alone.
+ */
+export function jsonLinesOf(
+  service: AuditLogService,
+  log: string,
+  records: AsyncIterable<AuditRecord>,
+  span: LogSpan,
+): AsyncIterable<string> {
+  return service.signatures
+    ? signedJsonLines(log, records, service.signatures, span.last)
+    : linesOf(records, FORMATS.jsonl);
+}
+
 function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
   const base = `${variant.base}/audit-log`;
   const { whose, operation, errors, callers } = logVariant(variant);
@@ -142,7 +158,7 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
           '`jsonl`: one AuditRecord as JSON per line; `ocsf`: one OCSF event per line (Authentication 3002, API Activity 6003)',
         'text/csv': 'a header row, then one record per row; details as JSON',
       },
-      errors,
+      errors: [...errors, 'auditExportPruned'],
       audit: { action: 'audit_log.export', target: logTarget },
       handler: async (service, { principal, realm, query }) => {
         await allowRead(service, principal, realm);
@@ -150,8 +166,8 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
         const records = service.repo.records(realm, filterOf(query), span);
         const format = FORMATS[query.format];
         const lines =
-          query.format === 'jsonl' && service.signatures
-            ? signedJsonLines(realm, records, service.signatures, span.last)
+          query.format === 'jsonl'
+            ? jsonLinesOf(service, realm, records, span)
             : linesOf(records, format);
         return new StreamedAnswer(
           format.contentType,

@@ -2,8 +2,7 @@ import { z } from 'zod';
 import { routeFor, StreamedAnswer, streamedAnswer, type AnyRoute } from '../http/route-table.ts';
 import { callerRealms } from '../platform/path-ids.ts';
 import { AUDIT_READER_ROLE } from '../tenancy/identifiers.ts';
-import { jsonLine } from './audit-export.ts';
-import { allowRead, type AuditLogService } from './audit-log.router.ts';
+import { allowRead, jsonLinesOf, type AuditLogService } from './audit-log.router.ts';
 import type { DownloadJobs } from './download-jobs.ts';
 import {
   downloadCreated,
@@ -96,7 +95,7 @@ export const auditDownloadRoutes: AnyRoute<AuditDownloadService>[] = [
     path: `${base}/{download_id}`,
     operationId: 'downloadAuditLog',
     summary: 'Download a finished audit log download: a zip of one JSON Lines file',
-    description: `${who} A form post as the reference's web page sends it: without an Authorization header, the form field \`authorization\` (\`Bearer <token>\` or \`Basic <credentials>\`, application/x-www-form-urlencoded) is read instead. The file holds the range's records as they were when the job ran, oldest first, each as \`/audit-log/export\` writes it: \`realmgate audit verify\` checks it once unzipped. Recorded as \`audit_log.download\`.`,
+    description: `${who} A form post as the reference's web page sends it: without an Authorization header, the form field \`authorization\` (\`Bearer <token>\` or \`Basic <credentials>\`, application/x-www-form-urlencoded) is read instead. The file holds the range's records as they were when the job ran, oldest first, as \`/audit-log/export\` writes them (with the keys and checkpoints that verify them): \`realmgate audit verify\` checks it once unzipped. Recorded as \`audit_log.download\`.`,
     tags: ['audit'],
     formCredentials: true,
     params: {
@@ -110,6 +109,7 @@ export const auditDownloadRoutes: AnyRoute<AuditDownloadService>[] = [
       'permissionDenied',
       'auditDownloadNotFound',
       'auditDownloadNotReady',
+      'auditExportPruned',
     ],
     audit: {
       action: 'audit_log.download',
@@ -123,10 +123,7 @@ export const auditDownloadRoutes: AnyRoute<AuditDownloadService>[] = [
         { from: job.fromIso, to: job.toIso },
         job.lastSeq,
       );
-      const records = service.repo.records(realm, {}, span);
-      const lines = (async function* () {
-        for await (const record of records) yield jsonLine(record);
-      })();
+      const lines = jsonLinesOf(service, realm, service.repo.records(realm, {}, span), span);
       // The reference's names: its clients may look for them.
       const name = `exastro_audit_${dayOf(job.conditions.ts_from)}-${dayOf(job.conditions.ts_to)}.log`;
       return new StreamedAnswer(

@@ -8,7 +8,18 @@ const OCSF_VERSION = '1.3.0';
 const AUTHENTICATION = { category_uid: 3, class_uid: 3002, class_name: 'Authentication' };
 const API_ACTIVITY = { category_uid: 6, class_uid: 6003, class_name: 'API Activity' };
 
-/** Authentication's activity: Logon (1); API Activity's: Create (1), Read (2), Update (3), Delete (4), Other (99). */
+/**
+ * The Authentication activity of a record that is one, else undefined: an `/api` decision, a
+ * token grant and a sign-in Keycloak saw are a Logon (1), a sign-out Keycloak saw a Logoff (2).
+ */
+function authenticationOf(action: string): number | undefined {
+  if (['api.request', 'token.grant', 'keycloak.login', 'keycloak.client-login'].includes(action)) {
+    return 1;
+  }
+  return action === 'keycloak.logout' ? 2 : undefined;
+}
+
+/** API Activity's: Create (1), Read (2), Update (3), Delete (4), Other (99). */
 function apiActivityOf(record: AuditRecord): number {
   const verb = record.action.split('.').pop() ?? '';
   if (/^(create|issue)/.test(verb)) return 1;
@@ -19,16 +30,25 @@ function apiActivityOf(record: AuditRecord): number {
 }
 
 /**
- * One record as an OCSF event (https://schema.ocsf.io) for a SIEM: an `/api` decision or a
- * token grant is an Authentication event (Logon; success or failure, its reason as the status
- * detail), a change or a read an API Activity event. The record's own fields stay in
- * `unmapped`, its hash in `metadata.uid`: a SIEM can still tie an event to the chain.
+ * One record as an OCSF event (https://schema.ocsf.io) for a SIEM: an `/api` decision, a
+ * token grant or a sign-in or sign-out Keycloak saw is an Authentication event (success or
+ * failure, its reason as the status detail; the caller is the `user` authenticated), a change
+ * or a read an API Activity event (the caller is its `actor`, as that class requires). The
+ * record's own fields stay in `unmapped`, its hash in `metadata.uid`: a SIEM can still tie an
+ * event to the chain.
  */
 export function ocsfEventOf(record: AuditRecord): Record<string, unknown> {
-  const authentication = record.action === 'api.request' || record.action === 'token.grant';
+  const logon = authenticationOf(record.action);
+  const authentication = logon !== undefined;
   const kind = authentication ? AUTHENTICATION : API_ACTIVITY;
-  const activityId = authentication ? 1 : apiActivityOf(record);
+  const activityId = logon ?? apiActivityOf(record);
   const success = record.outcome === 'success';
+  // A Keycloak admin event knows its administrator by id alone.
+  const caller = (record.actorName !== null || record.actorId !== null) && {
+    ...(record.actorName !== null && { name: record.actorName }),
+    ...(record.actorId !== null && { uid: record.actorId }),
+    ...(record.actorRealm !== null && { domain: record.actorRealm }),
+  };
   return {
     ...kind,
     activity_id: activityId,
@@ -47,13 +67,7 @@ export function ocsfEventOf(record: AuditRecord): Record<string, unknown> {
       tenant_uid: record.org,
       ...(record.requestId !== null && { correlation_uid: record.requestId }),
     },
-    ...(record.actorName !== null && {
-      user: {
-        name: record.actorName,
-        ...(record.actorId !== null && { uid: record.actorId }),
-        ...(record.actorRealm !== null && { domain: record.actorRealm }),
-      },
-    }),
+    ...(caller && (authentication ? { user: caller } : { actor: { user: caller } })),
     ...(record.address !== null && { src_endpoint: { ip: record.address } }),
     ...(record.path !== null && {
       http_request: {

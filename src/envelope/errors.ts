@@ -41,6 +41,10 @@ export const errorCodes = {
     '409-40001',
     'This audit log download has no file: see its status.',
   ),
+  auditExportPruned: answer(
+    '409-40002',
+    'Retention removed records of this export while it was read: export again.',
+  ),
   refreshTokenNotFound: answer('404-30001', 'Refresh token not found.'),
   revokeFailed: answer('500-30001', 'Revoking the refresh tokens failed.'),
   organizationNotFound: answer('404-00001', 'Organization not found.'),

@@ -4,6 +4,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportJWK, type JSONWebKeySet } from 'jose';
+import { createBatchAppender } from '../../src/audit/audit-batch.ts';
+import { hashOf, type AuditRecord } from '../../src/audit/audit-chain.ts';
+import { createAuditLogRepo } from '../../src/audit/audit-log.repo.ts';
 import { pruneAuditLog } from '../../src/audit/audit-retention.ts';
 import { createAuditWriter } from '../../src/audit/audit-writer.ts';
 import { readKeys, verifyExport } from '../../src/cli/audit-verify.ts';
@@ -16,6 +19,7 @@ import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createUser, keycloakAdmin, userIdOf, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
+import { readZip } from '../helpers/zip-reader.ts';
 
 const DAY = 24 * 3600 * 1000;
 
@@ -167,6 +171,87 @@ describe('audit log: signed checkpoints, published keys, retention per organizat
     );
   });
 
+  it("a download job's zip carries the keys and checkpoints: a file edited and rechained does not verify", async () => {
+    const downloads = `/api/${org}/platform/auditlog/download`;
+    // Records of the range, written before the job fixes what it covers.
+    const listed = await callApi(`/api/${org}/platform/workspaces`, basicAuth(member), {
+      base: a.url,
+    });
+    expect(listed.status).toBe(200);
+    await expect
+      .poll(async () => {
+        const [written] = await db()('audit_log')
+          .where({ org })
+          .count<{ count: string }[]>({ count: '*' });
+        return Number(written?.count);
+      }, EVENTUALLY)
+      .toBeGreaterThan(0);
+    const ts = (ms: number) => new Date(ms).toISOString().slice(0, 19).replace('T', ' ');
+    const started = await callApi(downloads, basicAuth(reader), {
+      base: a.url,
+      method: 'POST',
+      body: { ts_from: ts(Date.now() - 3600_000), ts_to: ts(Date.now() + 60_000) },
+    });
+    expect(started.status).toBe(200);
+    const id = (started.body.data as { download_id: string }).download_id;
+    let lastSeq = 0;
+    await expect
+      .poll(async () => {
+        const job = await db()('audit_download_jobs')
+          .where({ id })
+          .first<{ status: string; last_seq: unknown }>('status', 'last_seq');
+        lastSeq = Number(job.last_seq);
+        return job.status;
+      }, EVENTUALLY)
+      .toBe('Completion');
+    // Signed up to the last record the job covers.
+    await expect
+      .poll(async () => {
+        const [c] = await db()('audit_checkpoints')
+          .where({ org })
+          .where('seq', '>=', lastSeq)
+          .count<{ count: string }[]>({ count: '*' });
+        return Number(c?.count);
+      }, EVENTUALLY)
+      .toBeGreaterThan(0);
+    const res = await fetch(`${b.url}${downloads}/${id}`, {
+      method: 'POST',
+      headers: { authorization: basicAuth(reader) },
+    });
+    expect(res.status).toBe(200);
+    const [entry] = readZip(Buffer.from(await res.arrayBuffer()));
+    const text = entry!.content.toString('utf8');
+    const keys = await publishedKeysCovering(org);
+    const saved = async (content: string) => {
+      const file = path.join(os.tmpdir(), `realmgate-audit-${randomBytes(4).toString('hex')}.log`);
+      await writeFile(file, content);
+      files.push(file);
+      return file;
+    };
+    const verified = await verifyExport(await saved(text), keys);
+    expect(verified).toMatchObject({ org, firstSeq: 1, anchored: true });
+    expect(verified.checkpoints).toBeGreaterThan(0);
+    expect(verified.signedThrough).toBeGreaterThan(0);
+
+    // Whoever edits a record and rechains every record after it is caught by a checkpoint.
+    let prevHash: string | undefined;
+    const forged = text
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => {
+        const value = JSON.parse(line) as AuditRecord & { type?: string };
+        if (value.type !== undefined) return line;
+        const record = { ...value, prevHash: prevHash ?? value.prevHash };
+        if (record.seq === 1) record.actorName = 'someone-else';
+        prevHash = hashOf(record);
+        return JSON.stringify({ ...record, hash: prevHash });
+      })
+      .join('\n');
+    await expect(verifyExport(await saved(forged), keys)).rejects.toThrow(
+      /^checkpoint \d+ \(line \d+\) does not fit/,
+    );
+  });
+
   it('a record removed at the end of the log is caught by the checkpoint that signed it', async () => {
     const head = await signedToHead(org);
     await db()('audit_log').where({ org, seq: head }).del();
@@ -209,6 +294,43 @@ describe('audit log: signed checkpoints, published keys, retention per organizat
       firstSeq: anchor + 1,
       anchored: true,
     });
+  });
+
+  it('an export that retention cuts into fails, rather than leave a gap that reads as tampering', async () => {
+    const log = `cut-${randomBytes(4).toString('hex')}`;
+    const old = Date.now() - 400 * DAY;
+    await createBatchAppender(db()).append(
+      Array.from({ length: 1500 }, (_, i) => apiEvent(log, old + i)),
+      undefined,
+      () => undefined,
+    );
+    const repo = createAuditLogRepo(db());
+    const span = await repo.span(log, {});
+    expect(span).toEqual({ first: 1, last: 1500 });
+    const records = repo.records(log, {}, span);
+    // The export's first thousand records read (one chunk) ...
+    for (let seq = 1; seq <= 1000; seq++) {
+      expect((await records.next()).value).toMatchObject({ seq });
+    }
+    // ... then retention removes the log's oldest records, up to a checkpoint, under it.
+    const signed = await db()('audit_log')
+      .where({ org: log, seq: 1200 })
+      .first<{ hash: string; at: Date }>('hash', 'at');
+    await db()('audit_checkpoints').insert({
+      org: log,
+      seq: 1200,
+      hash: signed.hash,
+      record_at: signed.at,
+      at: new Date(),
+      kid: 'test',
+      jws: 'test',
+    });
+    await pruneAuditLog(db(), { defaultDays: 365, minDays: 1, maxDays: 3650 }, systemClock);
+    expect(await db()('audit_log').where({ org: log, seq: 1001 }).first()).toBeUndefined();
+    const rest = async () => {
+      for (let next = await records.next(); !next.done; next = await records.next());
+    };
+    await expect(rest()).rejects.toMatchObject({ result: '409-40002' });
   });
 
   it('prunes only records past the limit: one taken late with an old time waits for those before it', async () => {

@@ -59,4 +59,46 @@ describe('OCSF events of audit records', () => {
       api: { operation: 'audit_log.export' },
     });
   });
+
+  it("names a change's caller as the API Activity's actor, the attribute that class requires", () => {
+    const change = ocsfEventOf({ ...base, action: 'token_lifetimes.change', outcome: 'success' });
+    expect(change).toMatchObject({
+      class_uid: 6003,
+      actor: { user: { name: 'bob', domain: 'acme' } },
+      src_endpoint: { ip: '203.0.113.7' },
+    });
+    // API Activity has no `user`: a SIEM validating the class would drop or refuse it.
+    expect(change).not.toHaveProperty('user');
+    // A Keycloak admin event names its administrator by id alone.
+    expect(
+      ocsfEventOf({
+        ...base,
+        action: 'keycloak.admin.user.create',
+        actorName: null,
+        actorId: 'u1',
+      }),
+    ).toMatchObject({ actor: { user: { uid: 'u1', domain: 'acme' } } });
+  });
+
+  it("makes Keycloak's sign-ins and sign-outs Authentication events, Logon and Logoff", () => {
+    const keycloak = (action: string) =>
+      ocsfEventOf({ ...base, action, credential: null, method: null, path: null, status: null });
+    expect(keycloak('keycloak.login')).toMatchObject({
+      class_uid: 3002,
+      activity_id: 1,
+      type_uid: 300201,
+      user: { name: 'bob' },
+      status_detail: 'wrong_password',
+    });
+    expect(keycloak('keycloak.client-login')).toMatchObject({ class_uid: 3002, activity_id: 1 });
+    expect(keycloak('keycloak.logout')).toMatchObject({
+      class_uid: 3002,
+      activity_id: 2,
+      type_uid: 300202,
+    });
+    expect(keycloak('keycloak.admin.user.create')).toMatchObject({
+      class_uid: 6003,
+      activity_id: 1,
+    });
+  });
 });
