@@ -55,8 +55,12 @@ const revocationMessage = z.object({
 type RevocationMessage = z.infer<typeof revocationMessage>;
 
 export interface RevocationList {
-  /** True when tokens of this Keycloak session must be refused. O(1), in memory. */
-  isSessionRevoked(sessionId: string): boolean;
+  /**
+   * True when tokens of this Keycloak session of the realm must be refused. A session is
+   * revoked in the realm that named it only: a logout token or ID token hint a realm's key
+   * signed ends no session of another realm. O(1), in memory.
+   */
+  isSessionRevoked(realm: string, sessionId: string): boolean;
   /**
    * When the user's sessions were last revoked (epoch ms), while a Basic login cached before
    * could still be served (`userTtlSeconds`, outage bound included).
@@ -103,7 +107,8 @@ export async function createRevocationList(options: {
   clock?: Clock;
 }): Promise<RevocationList> {
   const { clock = systemClock } = options;
-  const sessions = new TtlLru<Refusal>(MAX_REVOKED, clock);
+  // By realm, then session id: the per-request look-up builds no key string.
+  const sessions = new Map<string, TtlLru<Refusal>>();
   const users = new TtlLru<Refusal>(MAX_REVOKED, clock);
   const userKey = (realm: string, userId: string) => `${realm}\u0000${userId}`;
   // By realm, then user id: the per-request look-up builds no key string.
@@ -117,6 +122,13 @@ export async function createRevocationList(options: {
   const latestOf = (a: number | undefined, b: number | undefined) =>
     a === undefined ? b : b === undefined ? a : Math.max(a, b);
 
+  /** The realm's part of a map by realm, made on first use. */
+  function byRealm(map: Map<string, TtlLru<Refusal>>, realm: string): TtlLru<Refusal> {
+    let part = map.get(realm);
+    if (!part) map.set(realm, (part = new TtlLru(MAX_REVOKED, clock)));
+    return part;
+  }
+
   function apply(message: RevocationMessage, source: 'local' | 'peer'): void {
     options.metrics.revocationApplied(source);
     const { at } = message;
@@ -129,20 +141,27 @@ export async function createRevocationList(options: {
       refuse(realms, message.realm, at, until(lifetimeSecondsOf(message)));
       return;
     }
-    for (const id of message.sessionIds) refuse(sessions, id, at, until(message.ttlSeconds));
+    if (message.sessionIds.length > 0) {
+      const realmSessions = byRealm(sessions, message.realm);
+      for (const id of message.sessionIds) refuse(realmSessions, id, at, until(message.ttlSeconds));
+    }
     // None: the revocation leaves the user's cached Basic logins alone (a session's end).
     if (message.userTtlSeconds > 0) {
       refuse(users, userKey(message.realm, message.userId), at, until(message.userTtlSeconds));
     }
     if (message.tokenTtlSeconds !== undefined) {
-      let realmUsers = userTokens.get(message.realm);
-      if (!realmUsers) userTokens.set(message.realm, (realmUsers = new TtlLru(MAX_REVOKED, clock)));
-      refuse(realmUsers, message.userId, at, until(message.tokenTtlSeconds));
+      refuse(
+        byRealm(userTokens, message.realm),
+        message.userId,
+        at,
+        until(message.tokenTtlSeconds),
+      );
     }
   }
 
   const local = {
-    isSessionRevoked: (sessionId: string) => sessions.get(sessionId) !== undefined,
+    isSessionRevoked: (realm: string, sessionId: string) =>
+      sessions.get(realm)?.get(sessionId) !== undefined,
     userRevokedAt: (realm: string, userId: string) =>
       latestOf(users.get(userKey(realm, userId))?.at, realms.get(realm)?.at),
     isTokenRevoked: (tokenId: string) => tokens.size > 0 && tokens.get(tokenId) !== undefined,
