@@ -91,12 +91,19 @@ export const ENDING_RULES: readonly EndingRule[] = [
     methods: ['put'],
     path: USER,
     json: true,
-    // Keycloak's JSON reader coerces (`"false"`, `0`): any `enabled` but `true` counts as a
-    // disable, and at worst an enabled user logs in again.
-    ending: (p, { json }) =>
-      typeof json === 'object' && json !== null && 'enabled' in json && json.enabled !== true
-        ? userEnding(p, true)
-        : undefined,
+    ending: (p, { json }) => {
+      if (typeof json !== 'object' || json === null) return undefined;
+      // Keycloak's JSON reader coerces (`"false"`, `0`): any `enabled` but `true` counts as a
+      // disable, and at worst an enabled user logs in again.
+      const disabled = 'enabled' in json && json.enabled !== true;
+      // Keycloak sets the credentials an update carries (a `value` as the password, whatever
+      // its `type`), as a password reset does: any counts, and at worst cached logins log in
+      // again.
+      const passwordSet =
+        'credentials' in json && Array.isArray(json.credentials) && json.credentials.length > 0;
+      if (!disabled && !passwordSet) return undefined;
+      return { ...userEnding(p, disabled), ...(passwordSet && { passwordSet }) };
+    },
   },
   { methods: ['delete'], path: USER, ending: (p) => userEnding(p, true) },
   {

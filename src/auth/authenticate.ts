@@ -180,7 +180,8 @@ const sameAs = (_passed: void, principal: Principal): Principal => principal;
  */
 function refuseRevoked(principal: Principal, revocations: RevocationList): Principal {
   if (
-    (principal.sessionId !== undefined && revocations.isSessionRevoked(principal.sessionId)) ||
+    (principal.sessionId !== undefined &&
+      revocations.isSessionRevoked(principal.realm, principal.sessionId)) ||
     (principal.tokenId !== undefined && revocations.isTokenRevoked(principal.tokenId)) ||
     (principal.sessionId !== undefined &&
       principal.clientId !== undefined &&

@@ -55,8 +55,12 @@ const revocationMessage = z.object({
 type RevocationMessage = z.infer<typeof revocationMessage>;
 
 export interface RevocationList {
-  /** True when tokens of this Keycloak session must be refused. O(1), in memory. */
-  isSessionRevoked(sessionId: string): boolean;
+  /**
+   * True when tokens of this Keycloak session of the realm must be refused. A session is
+   * revoked in the realm that named it only: a logout token or ID token hint a realm's key
+   * signed ends no session of another realm. O(1), in memory.
+   */
+  isSessionRevoked(realm: string, sessionId: string): boolean;
   /**
    * When the user's sessions were last revoked (epoch ms), while a Basic login cached before
    * could still be served (`userTtlSeconds`, outage bound included).
@@ -103,62 +107,72 @@ export async function createRevocationList(options: {
   clock?: Clock;
 }): Promise<RevocationList> {
   const { clock = systemClock } = options;
-  const sessions = new TtlLru<true>(MAX_REVOKED, clock);
-  const users = new TtlLru<number>(MAX_REVOKED, clock);
+  // By realm, then session id: the per-request look-up builds no key string.
+  const sessions = new Map<string, TtlLru<Refusal>>();
+  const users = new TtlLru<Refusal>(MAX_REVOKED, clock);
   const userKey = (realm: string, userId: string) => `${realm}\u0000${userId}`;
   // By realm, then user id: the per-request look-up builds no key string.
-  const userTokens = new Map<string, TtlLru<number>>();
+  const userTokens = new Map<string, TtlLru<Refusal>>();
   // By realm: when its every token and cached login from before that moment is refused.
-  const realms = new TtlLru<number>(MAX_REVOKED, clock);
-  const tokens = new TtlLru<true>(MAX_REVOKED, clock);
+  const realms = new TtlLru<Refusal>(MAX_REVOKED, clock);
+  const tokens = new TtlLru<Refusal>(MAX_REVOKED, clock);
   // By session and client: when that client's part of the session ended.
-  const clientSessions = new TtlLru<number>(MAX_REVOKED, clock);
+  const clientSessions = new TtlLru<Refusal>(MAX_REVOKED, clock);
   const clientSessionKey = (sessionId: string, clientId: string) => `${sessionId}\u0000${clientId}`;
   const latestOf = (a: number | undefined, b: number | undefined) =>
     a === undefined ? b : b === undefined ? a : Math.max(a, b);
 
+  /** The realm's part of a map by realm, made on first use. */
+  function byRealm(map: Map<string, TtlLru<Refusal>>, realm: string): TtlLru<Refusal> {
+    let part = map.get(realm);
+    if (!part) map.set(realm, (part = new TtlLru(MAX_REVOKED, clock)));
+    return part;
+  }
+
   function apply(message: RevocationMessage, source: 'local' | 'peer'): void {
     options.metrics.revocationApplied(source);
-    for (const id of message.tokenIds ?? [])
-      tokens.set(id, true, message.at + message.ttlSeconds * 1000);
+    const { at } = message;
+    const until = (seconds: number) => at + seconds * 1000;
+    for (const id of message.tokenIds ?? []) refuse(tokens, id, at, until(message.ttlSeconds));
     for (const { sessionId, clientId } of message.clientSessions ?? []) {
-      const key = clientSessionKey(sessionId, clientId);
-      const latest = Math.max(message.at, clientSessions.get(key) ?? 0);
-      clientSessions.set(key, latest, message.at + message.ttlSeconds * 1000);
+      refuse(clientSessions, clientSessionKey(sessionId, clientId), at, until(message.ttlSeconds));
     }
     if (message.wholeRealm) {
-      const until = message.at + lifetimeSecondsOf(message) * 1000;
-      realms.set(message.realm, Math.max(message.at, realms.get(message.realm) ?? 0), until);
+      refuse(realms, message.realm, at, until(lifetimeSecondsOf(message)));
       return;
     }
-    for (const id of message.sessionIds)
-      sessions.set(id, true, message.at + message.ttlSeconds * 1000);
-    users.set(
-      userKey(message.realm, message.userId),
-      message.at,
-      message.at + message.userTtlSeconds * 1000,
-    );
+    if (message.sessionIds.length > 0) {
+      const realmSessions = byRealm(sessions, message.realm);
+      for (const id of message.sessionIds) refuse(realmSessions, id, at, until(message.ttlSeconds));
+    }
+    // None: the revocation leaves the user's cached Basic logins alone (a session's end).
+    if (message.userTtlSeconds > 0) {
+      refuse(users, userKey(message.realm, message.userId), at, until(message.userTtlSeconds));
+    }
     if (message.tokenTtlSeconds !== undefined) {
-      let realmUsers = userTokens.get(message.realm);
-      if (!realmUsers) userTokens.set(message.realm, (realmUsers = new TtlLru(MAX_REVOKED, clock)));
-      const latest = Math.max(message.at, realmUsers.get(message.userId) ?? 0);
-      realmUsers.set(message.userId, latest, message.at + message.tokenTtlSeconds * 1000);
+      refuse(
+        byRealm(userTokens, message.realm),
+        message.userId,
+        at,
+        until(message.tokenTtlSeconds),
+      );
     }
   }
 
   const local = {
-    isSessionRevoked: (sessionId: string) => sessions.get(sessionId) === true,
+    isSessionRevoked: (realm: string, sessionId: string) =>
+      sessions.get(realm)?.get(sessionId) !== undefined,
     userRevokedAt: (realm: string, userId: string) =>
-      latestOf(users.get(userKey(realm, userId)), realms.get(realm)),
-    isTokenRevoked: (tokenId: string) => tokens.size > 0 && tokens.get(tokenId) === true,
+      latestOf(users.get(userKey(realm, userId))?.at, realms.get(realm)?.at),
+    isTokenRevoked: (tokenId: string) => tokens.size > 0 && tokens.get(tokenId) !== undefined,
     isClientSessionRevoked(sessionId: string, clientId: string, issuedAt: number) {
       if (clientSessions.size === 0) return false;
-      const endedAt = clientSessions.get(clientSessionKey(sessionId, clientId));
+      const endedAt = clientSessions.get(clientSessionKey(sessionId, clientId))?.at;
       return endedAt !== undefined && issuedAt * 1000 < endedAt;
     },
     isIssuedBeforeRevocation(realm: string, userId: string, issuedAt: number) {
       if (userTokens.size === 0 && realms.size === 0) return false;
-      const revokedAt = latestOf(userTokens.get(realm)?.get(userId), realms.get(realm));
+      const revokedAt = latestOf(userTokens.get(realm)?.get(userId)?.at, realms.get(realm)?.at);
       return revokedAt !== undefined && issuedAt * 1000 < revokedAt;
     },
   };
@@ -273,6 +287,28 @@ export async function createRevocationList(options: {
       }
     },
   };
+}
+
+/**
+ * What is refused under one key (a session, a user, a realm, a token): what was issued before
+ * `at` (epoch ms), until `until`.
+ */
+interface Refusal {
+  at: number;
+  until: number;
+}
+
+/**
+ * Adds a refusal to what `refusals` holds under `key`: the later moment and the later end of
+ * the two are kept, so no revocation, whatever order the replicas hear them in (a restart's
+ * read of the stored ones, one shared late after an outage), shortens or moves back another.
+ */
+function refuse(refusals: TtlLru<Refusal>, key: string, at: number, until: number): void {
+  const known = refusals.get(key);
+  const kept = known
+    ? { at: Math.max(known.at, at), until: Math.max(known.until, until) }
+    : { at, until };
+  refusals.set(key, kept, kept.until);
 }
 
 /** The moment a revocation starts from: the one given, if not in the future, else now. */

@@ -385,6 +385,18 @@ describe("the admin listener's session and user actions end access on every repl
     expect(await statusOnB(org, basicAuth({ ...user, password }))).toBe(200);
   });
 
+  it("a password set in the user's representation (the admin API's user update) does the same", async () => {
+    const user = await createUser(org);
+    const id = await userIdOf(user);
+    expect(await statusOnB(org, basicAuth(user))).toBe(200);
+    const password = `${user.password}-new`;
+    expect(await statusOnB(org, basicAuth({ ...user, password }))).toBe(401);
+    const credentials = [{ type: 'password', value: password, temporary: false }];
+    expect(await adminCall('PUT', `${org}/users/${id}`, { credentials })).toBe(204);
+    await refusedOnB(org, basicAuth(user));
+    expect(await statusOnB(org, basicAuth({ ...user, password }))).toBe(200);
+  });
+
   it("a realm's sessions all ended", async () => {
     const realm = await createOrganization(['ws']);
     const first = await servedUser(realm);

@@ -33,6 +33,8 @@ let logOfA = '';
 let b: Replica;
 let org: string;
 let realmKey: HeldKey;
+/** Another organization: its realm publishes `foreignKey`. */
+let foreignOrg: string;
 let foreignKey: HeldKey;
 
 beforeAll(async () => {
@@ -55,15 +57,16 @@ beforeAll(async () => {
   // Keys whose private halves the test holds: one the realm publishes (beside Keycloak's own,
   // which keeps signing), one another realm publishes.
   realmKey = await importRsaKey(org);
-  foreignKey = await importRsaKey(await createOrganization(['ws']));
+  foreignOrg = await createOrganization(['ws']);
+  foreignKey = await importRsaKey(foreignOrg);
 });
 afterAll(async () => {
   await Promise.all([a?.gateway.close(), b?.gateway.close()]);
   await closeTestDb();
 });
 
-async function status(replica: Replica, token: string): Promise<number> {
-  const res = await fetch(`${replica.url}/api/${org}/platform/workspaces`, {
+async function status(replica: Replica, token: string, realm = org): Promise<number> {
+  const res = await fetch(`${replica.url}/api/${realm}/platform/workspaces`, {
     headers: { authorization: `Bearer ${token}` },
   });
   await res.arrayBuffer();
@@ -249,6 +252,29 @@ describe('the endpoint refuses what is no logout token of ours, and ends nothing
       );
     }
     for (const token of sent) expect(logOfA).not.toContain(token.split('.')[1] || token);
+  });
+
+  it("ends no session of another realm a realm's logout token names", async () => {
+    // The realm's own key (an administrator of the realm can add one) signs a logout token
+    // naming a session of another organization's realm.
+    const foreign = await grantAtKeycloak(await createUser(foreignOrg));
+    const foreignServed = async () => [
+      await status(a, foreign, foreignOrg),
+      await status(b, foreign, foreignOrg),
+    ];
+    expect(await foreignServed()).toEqual([200, 200]);
+    const across = await logoutToken(realmKey, { sid: sidOf(foreign), sub: undefined });
+    expect((await post(endpointOf(a), across)).status).toBe(200);
+    // Both replicas have heard it once they refuse a session ended after it.
+    const marker = await grantAtKeycloak(await createUser(org));
+    const ended = await logoutToken(realmKey, { sid: sidOf(marker), sub: undefined });
+    expect((await post(endpointOf(a), ended)).status).toBe(200);
+    await refusedOnBoth(
+      'a marker after a logout token naming a foreign session',
+      performance.now(),
+      [marker],
+    );
+    expect(await foreignServed()).toEqual([200, 200]);
   });
 
   it('is absent on the public listener', async () => {

@@ -7,6 +7,7 @@ import { startReplica, type Replica } from '../helpers/replica.ts';
 import { aheadClock, type TestClock } from '../helpers/test-clock.ts';
 import { testEnv } from '../helpers/test-env.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
+import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 
 // A password changed while a Basic login is cached on two replicas sharing Redis. Changed in
 // Keycloak directly, the gateway never sees it: the old password keeps working until the
@@ -122,6 +123,62 @@ describe("a password changed through realmgate's API", () => {
     expect(await statusOf(a, user)).toBe(401);
     // A shares the change through Redis as it answers; B applies it as the message arrives.
     await expect.poll(() => statusOf(b, user), EVENTUALLY).toBe(401);
+    expect(await statusOf(b, { ...user, password: newPassword })).toBe(200);
+  });
+
+  it('keeps refusing the old password after a session of the user ends later', async () => {
+    const user = await createUser(org);
+    // Logged in on B first: the shared cached login has B's hour, not A's minute.
+    expect(await statusOf(b, user)).toBe(200);
+    expect(await statusOf(a, user)).toBe(200);
+    const newPassword = `${user.password}-new`;
+    const res = await fetch(
+      `${a.url}/api/platform/organizations/${org}/users/${user.username}/password`,
+      {
+        method: 'PUT',
+        headers: { authorization: asAdmin, 'content-type': 'application/json' },
+        body: JSON.stringify({ password: newPassword }),
+      },
+    );
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+    await expect.poll(() => statusOf(b, user), EVENTUALLY).toBe(401);
+
+    // The user signs in with the new password and signs that session out through A.
+    const oidc = `${a.url}/auth/realms/${org}/protocol/openid-connect`;
+    const client = apiClientIdOf(org);
+    const grant = (await (
+      await fetch(`${oidc}/token`, {
+        method: 'POST',
+        body: new URLSearchParams({
+          client_id: client,
+          grant_type: 'password',
+          scope: 'openid',
+          username: user.username,
+          password: newPassword,
+        }),
+      })
+    ).json()) as { access_token: string; refresh_token: string };
+    const bearer = async (replica: Replica) => {
+      const answer = await fetch(`${replica.url}/api/${org}/platform/workspaces`, {
+        headers: { authorization: `Bearer ${grant.access_token}` },
+      });
+      await answer.arrayBuffer();
+      return answer.status;
+    };
+    expect(await bearer(b)).toBe(200);
+    const logout = await fetch(`${oidc}/logout`, {
+      method: 'POST',
+      body: new URLSearchParams({ client_id: client, refresh_token: grant.refresh_token }),
+    });
+    expect(logout.status).toBe(204);
+    await logout.arrayBuffer();
+    // B has applied the session's end.
+    await expect.poll(() => bearer(b), EVENTUALLY).toBe(401);
+
+    // The old password is still refused on both, the new one served.
+    expect(await statusOf(a, user)).toBe(401);
+    expect(await statusOf(b, user)).toBe(401);
     expect(await statusOf(b, { ...user, password: newPassword })).toBe(200);
   });
 });

@@ -160,7 +160,8 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     // A login whose Keycloak session was ended (a console's session delete) logs in afresh
     // rather than being refused: the password is still good.
     const sessionEnded =
-      principal.sessionId !== undefined && deps.revocations.isSessionRevoked(principal.sessionId);
+      principal.sessionId !== undefined &&
+      deps.revocations.isSessionRevoked(principal.realm, principal.sessionId);
     if (sessionEnded || (revokedAt !== undefined && revokedAt > principal.issuedAt * 1000)) {
       local.delete(key);
       return undefined;

@@ -48,6 +48,24 @@ describe('the table of what a request to Keycloak ends', () => {
     expect(endingOf('PUT', path, { json: undefined })).toBeUndefined();
   });
 
+  it('reads a user update that carries credentials as a password set', () => {
+    const path = '/auth/admin/realms/acme/users/u1';
+    const credentials = [{ type: 'password', value: 'new', temporary: false }];
+    const user = { kind: 'user', realm: 'acme', userId: 'u1' };
+    expect(endingOf('PUT', path, { json: { credentials } })).toEqual({
+      ...user,
+      tokens: false,
+      passwordSet: true,
+    });
+    expect(endingOf('PUT', path, { json: { enabled: false, credentials } })).toEqual({
+      ...user,
+      tokens: true,
+      passwordSet: true,
+    });
+    expect(endingOf('PUT', path, { json: { credentials: [] } })).toBeUndefined();
+    expect(endingOf('PUT', path, { json: { credentials: 'new' } })).toBeUndefined();
+  });
+
   it('reads a realm update as the end of its sessions when it sets a not-before', () => {
     const path = '/auth/admin/realms/acme';
     expect(endingRuleOf('PUT', segments(path))?.readsJson).toBe(true);

@@ -81,7 +81,7 @@ describe('a realm-wide revocation and the revocation of one token', () => {
     });
     expect(list.isTokenRevoked('jti-1')).toBe(true);
     expect(list.isTokenRevoked('jti-2')).toBe(false);
-    expect(list.isSessionRevoked('jti-1')).toBe(false);
+    expect(list.isSessionRevoked('acme', 'jti-1')).toBe(false);
     expect(list.userRevokedAt('acme', 'u1')).toBeUndefined();
     expect(list.isIssuedBeforeRevocation('acme', 'u1', iat(T0 - SECOND))).toBe(false);
     clock.advance(31 * SECOND);
@@ -98,7 +98,7 @@ describe('a realm-wide revocation and the revocation of one token', () => {
     // A login of the same client in the same session after it (a new client session).
     expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 + 2 * SECOND))).toBe(false);
     // Nothing else of the session or the user is refused.
-    expect(list.isSessionRevoked('s1')).toBe(false);
+    expect(list.isSessionRevoked('acme', 's1')).toBe(false);
     expect(list.isIssuedBeforeRevocation('acme', 'u1', iat(T0 - 5 * SECOND))).toBe(false);
     expect(list.userRevokedAt('acme', 'u1')).toBeUndefined();
     // For as long as an access token of the realm can live, then forgotten.

@@ -32,7 +32,9 @@ describe('the revocation channel between replicas', () => {
     const a = await replicaOn(channels, 'a');
     const b = await replicaOn(channels, 'b');
     await a.revoke(SESSION_S1_ENDED);
-    expect(b.isSessionRevoked('s1')).toBe(true);
+    expect(b.isSessionRevoked('acme', 's1')).toBe(true);
+    // In its realm only: a realm's logout names no session of another.
+    expect(b.isSessionRevoked('other', 's1')).toBe(false);
   });
 
   it('reads what anyone with Redis access publishes as hostile: a payload not of its shape changes nothing and throws nothing', async () => {
@@ -48,9 +50,9 @@ describe('the revocation channel between replicas', () => {
     for (const payload of payloads) {
       expect(() => channels.publish('unit:revocations', payload)).not.toThrow();
     }
-    expect(b.isSessionRevoked('s1')).toBe(false);
+    expect(b.isSessionRevoked('acme', 's1')).toBe(false);
     // A string where the list of session ids belongs is not read letter by letter.
-    expect(b.isSessionRevoked('s')).toBe(false);
+    expect(b.isSessionRevoked('acme', 's')).toBe(false);
     expect(b.isClientSessionRevoked('s1', 'app', 0)).toBe(false);
   });
 
@@ -67,10 +69,10 @@ describe('the revocation channel between replicas', () => {
       const a = await replicaOn(channels, 'a', bus);
       const b = await replicaOn(channels, 'b');
       await a.revoke(SESSION_S1_ENDED);
-      expect(a.isSessionRevoked('s1')).toBe(true);
-      expect(b.isSessionRevoked('s1')).toBe(false);
+      expect(a.isSessionRevoked('acme', 's1')).toBe(true);
+      expect(b.isSessionRevoked('acme', 's1')).toBe(false);
       await vi.advanceTimersByTimeAsync(1000);
-      expect(b.isSessionRevoked('s1')).toBe(true);
+      expect(b.isSessionRevoked('acme', 's1')).toBe(true);
     } finally {
       vi.useRealTimers();
     }

@@ -27,13 +27,18 @@ async function revocationList(): Promise<RevocationList> {
   });
 }
 
+/** User u1 of realm acme: its cached Basic logins dropped, for a minute. */
+const USER_U1 = {
+  realm: 'acme',
+  userId: 'u1',
+  sessionIds: [],
+  ttlSeconds: 1,
+  userTtlSeconds: 60,
+};
+
 function revokeUser(list: RevocationList, tokenTtlSeconds?: number) {
   return list.revoke({
-    realm: 'acme',
-    userId: 'u1',
-    sessionIds: [],
-    ttlSeconds: 1,
-    userTtlSeconds: 60,
+    ...USER_U1,
     ...(tokenTtlSeconds === undefined ? {} : { tokenTtlSeconds }),
   });
 }
@@ -57,6 +62,31 @@ describe("a user's token revocation", () => {
     expect(list.isIssuedBeforeRevocation('other', 'u1', principal(T0 - 5000).issuedAt)).toBe(false);
     clock.advance(3600_000);
     expect(check(T0 - 5000)).toBe(false);
+  });
+
+  it("keeps a user's revocation whatever comes after it: a session's end, an older one heard late", async () => {
+    const list = await revocationList();
+    await revokeUser(list, 3600);
+    // The end of one of the user's sessions, which concerns no cached Basic login.
+    clock.advance(1000);
+    await list.revoke({
+      realm: 'acme',
+      userId: 'u1',
+      sessionIds: ['s1'],
+      ttlSeconds: 300,
+      userTtlSeconds: 0,
+    });
+    expect(list.userRevokedAt('acme', 'u1')).toBe(T0);
+    // A revocation made earlier on another replica, heard now (shared after an outage).
+    await list.revoke({ ...USER_U1, at: T0 - 30_000, tokenTtlSeconds: 10 });
+    expect(list.userRevokedAt('acme', 'u1')).toBe(T0);
+    expect(list.isIssuedBeforeRevocation('acme', 'u1', principal(T0 - 5000).issuedAt)).toBe(true);
+    // Each for as long as it was given.
+    clock.advance(58_000);
+    expect(list.userRevokedAt('acme', 'u1')).toBe(T0);
+    expect(list.isIssuedBeforeRevocation('acme', 'u1', principal(T0 - 5000).issuedAt)).toBe(true);
+    clock.advance(2000);
+    expect(list.userRevokedAt('acme', 'u1')).toBeUndefined();
   });
 
   it('leaves tokens alone when only cached Basic logins are concerned', async () => {

@@ -120,7 +120,7 @@ describe('the re-check of a token (REVOCATION_CHECK_SECONDS=2, REVOCATION_CHECK_
     expect(keycloak.asked).toEqual([0, 2000]);
     // ... and every later one, on every replica (its session revoked), without asking again.
     expect(await requestAt(check, 2001)).toBe('refused');
-    expect(revocations.isSessionRevoked('s1')).toBe(true);
+    expect(revocations.isSessionRevoked('acme', 's1')).toBe(true);
     expect(keycloak.asked).toEqual([0, 2000]);
     expect(events).toEqual(['queued', 'active', 'queued', 'inactive']);
   });
