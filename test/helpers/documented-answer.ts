@@ -31,7 +31,7 @@ export function expectDocumentedAnswer(operationId: string, body: unknown): void
  * Checks a real failure against the API description of the operation `operationId`, as the
  * document says it: a response for its status, whose examples carry its result code (or, for
  * an answer in OAuth's shape, its `error`), and the headers that status documents
- * (`Retry-After`, `WWW-Authenticate`) when the answer has them.
+ * (`Retry-After`, `WWW-Authenticate`, `DPoP-Nonce`) when the answer has them.
  */
 export function expectDocumentedFailure(
   operationId: string,
@@ -53,7 +53,7 @@ export function expectDocumentedFailure(
     String(value.result ?? value.error);
   const documented = examples.map((example) => `${answer.status} ${codeOf(example.value)}`);
   expect(documented, operationId).toContain(`${answer.status} ${codeOf({ result, error })}`);
-  for (const name of ['retry-after', 'www-authenticate']) {
+  for (const name of ['retry-after', 'www-authenticate', 'dpop-nonce']) {
     if (!answer.headers?.has(name)) continue;
     const headers = Object.keys(response?.headers ?? {}).map((header) => header.toLowerCase());
     expect(headers, `${operationId} ${answer.status}: ${name}`).toContain(name);

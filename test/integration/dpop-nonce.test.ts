@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/main.ts';
 import { capturingIo, piped } from '../helpers/cli-io.ts';
+import { expectDocumentedFailure } from '../helpers/documented-answer.ts';
 import { dpopKey, dpopProof, type DpopKey } from '../helpers/dpop.ts';
 import { createUser, passwordGrantBody, postToken, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
@@ -73,6 +74,7 @@ describe('server nonces (DPOP_NONCE) across two replicas', () => {
     expect(asked.headers.get('www-authenticate')).toContain('error="use_dpop_nonce"');
     const nonce = asked.headers.get('dpop-nonce');
     expect(nonce).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    expectDocumentedFailure('listWorkspaces', asked);
 
     const served = await call(replicaB, nonce!);
     expect(served.status, JSON.stringify(served.body)).toBe(200);
