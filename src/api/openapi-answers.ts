@@ -32,6 +32,16 @@ export function success(data: JsonValue, description: string): JsonValue {
   return { description, content: json({ schema: answer }) };
 }
 
+/** What a 401 carries: the challenge, and with `DPOP_NONCE` on, the nonce a proof must name. */
+const CHALLENGE_HEADERS: JsonValue = {
+  'WWW-Authenticate': { schema: { type: 'string' } },
+  'DPoP-Nonce': {
+    description:
+      'With `error="use_dpop_nonce"` in the challenge: the nonce the next DPoP proof must carry (RFC 9449 section 9).',
+    schema: { type: 'string' },
+  },
+};
+
 /** Groups error codes by status; each status documents every result code it can carry. */
 export function errorResponses(codes: ErrorCode[]): Record<string, JsonValue> {
   const byStatus = new Map<number, ErrorCode[]>();
@@ -51,7 +61,7 @@ export function errorResponses(codes: ErrorCode[]): Record<string, JsonValue> {
       description: group
         .map((code) => `${errorCodes[code].result} ${errorCodes[code].message}`)
         .join(' / '),
-      ...(status === 401 && { headers: { 'WWW-Authenticate': { schema: { type: 'string' } } } }),
+      ...(status === 401 && { headers: CHALLENGE_HEADERS }),
       ...((status === 503 || status === 429) && {
         headers: { 'Retry-After': { schema: { type: 'integer' } } },
       }),
