@@ -3,6 +3,7 @@ import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
 import { AppError } from '../envelope/errors.ts';
+import { readsAnswer } from './auth-proxy.ts';
 import { realmOf } from './auth-routes.ts';
 import { bufferedBodyOf, formFieldsOf } from './form-body-guard.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
@@ -119,7 +120,12 @@ export function throttlePasswordAttempts(
       next();
       return;
     }
-    admit(attempt, deps.clientAddress(req), res, deps).then((admitted) => admitted && next(), next);
+    admit(attempt, deps.clientAddress(req), res, deps).then((admitted) => {
+      if (!admitted) return;
+      // Read before the client gets it: asked for uncompressed, whatever the client accepts.
+      readsAnswer(req);
+      next();
+    }, next);
   };
 }
 
@@ -198,7 +204,7 @@ const SECRET_FIELD_PATTERNS = new Map(SECRET_FIELDS.map((name) => [name, fieldPa
  * asking for it again (200), and a right one with the next step, a redirect or, for an account
  * with a one-time password, that step's page (200 too).
  * - `refused`: a page with the `field` again, or an answer not read (not an HTML page, or
- *   compressed, or a redirect to no URL);
+ *   compressed though asked for uncompressed, or a redirect to no URL);
  * - `loggedIn`: a redirect out of the login pages (to the client, with its code);
  * - `noVerdict`: a redirect back into the login pages (the form posted twice or stale, or an
  *   action the account must take) or a page without the field (the next step's, or an error

@@ -1,7 +1,10 @@
 import { randomBytes } from 'node:crypto';
+import { createServer, request, type Server as HttpServer } from 'node:http';
+import { createGzip } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import { requestFrom } from '../helpers/from-address.ts';
+import { closeServers, listenLocally } from '../helpers/local-server.ts';
 import {
   createUser,
   keycloakAdmin,
@@ -471,5 +474,99 @@ describe('login throttle on login pages that post no user name', () => {
         expect(sent.json, url).toMatchObject({ data: null, result: '400-00002' });
       }
     }
+  });
+});
+
+/**
+ * A front between the gateway and Keycloak that compresses Keycloak's pages for a client that
+ * accepts it (as a reverse proxy with gzip on does): the throttle reads the answer to a login
+ * form all the same, so a right password is never counted. Port 18524/18525.
+ */
+describe('login throttle behind a front that compresses pages', () => {
+  let front: HttpServer;
+  let replica: Replica;
+  let org: string;
+  const browserClient = `browser-${randomBytes(4).toString('hex')}`;
+
+  beforeAll(async () => {
+    const keycloak = new URL(testEnv().keycloakUrl);
+    front = createServer((req, res) => {
+      const sent = request(
+        {
+          host: keycloak.hostname,
+          port: keycloak.port,
+          method: req.method,
+          path: req.url,
+          headers: req.headers,
+        },
+        (answer) => {
+          const page = String(answer.headers['content-type']).startsWith('text/html');
+          if (!page || !/\bgzip\b/.test(String(req.headers['accept-encoding']))) {
+            res.writeHead(answer.statusCode!, answer.headers);
+            answer.pipe(res);
+            return;
+          }
+          const headers = { ...answer.headers, 'content-encoding': 'gzip' };
+          delete headers['content-length'];
+          res.writeHead(answer.statusCode!, headers);
+          answer.pipe(createGzip()).pipe(res);
+        },
+      );
+      sent.on('error', () => res.destroy());
+      req.pipe(sent);
+    });
+    const base = await listenLocally(front);
+    replica = await startReplica(18524, {
+      REDIS_URL: testEnv().redisUrl,
+      REDIS_KEY_PREFIX: `${testEnv().redisKeyPrefix}compressed:`,
+      REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
+      KEYCLOAK_URL: `${base}${keycloak.pathname}`,
+    });
+    org = await createOrganization(['ws1']);
+    const admin = await keycloakAdmin();
+    await admin.clients.create({
+      realm: org,
+      clientId: browserClient,
+      publicClient: true,
+      standardFlowEnabled: true,
+      redirectUris: [REDIRECT_URI],
+    });
+  });
+
+  afterAll(async () => {
+    await replica?.gateway.close();
+    if (front) await closeServers(front);
+    await closeTestDb();
+  });
+
+  /** A user name and password posted to a fresh login page from `address`, as a browser asks. */
+  async function postForm(address: string, user: TestUser, password: string) {
+    const page = await requestFrom(address, authorizeUrl(replica.url, org, browserClient));
+    expect(page.status).toBe(200);
+    const cookie = [page.headers['set-cookie'] ?? []]
+      .flat()
+      .map((set) => set.split(';')[0])
+      .join('; ');
+    return requestFrom(address, formActionOf(replica.url, page.text), {
+      method: 'POST',
+      headers: {
+        cookie,
+        'content-type': 'application/x-www-form-urlencoded',
+        'accept-encoding': 'gzip, deflate, br',
+      },
+      body: new URLSearchParams({ username: user.username, password }).toString(),
+    });
+  }
+
+  it("a two-factor user's right password is never a failure; wrong ones are", async () => {
+    const owner = await createUser(org, { workspaceRoles: ['ws1'], otp: true });
+    const statuses: number[] = [];
+    for (let i = 0; i < 7; i++)
+      statuses.push((await postForm('127.0.0.30', owner, owner.password)).status);
+    expect(statuses).toEqual(Array.from({ length: 7 }, () => 200));
+    const guesses: number[] = [];
+    for (let i = 0; i < 6; i++)
+      guesses.push((await postForm('127.0.0.30', owner, `guess-${i}`)).status);
+    expect(guesses).toEqual([200, 200, 200, 200, 200, 429]);
   });
 });
