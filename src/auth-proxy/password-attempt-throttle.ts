@@ -44,8 +44,11 @@ interface FormAttempt {
   password: string;
 }
 
-/** What a login page posts that Keycloak checks: a password, or a one-time password. */
-const SECRET_FIELDS = ['password', 'otp', 'totp'] as const;
+/**
+ * What a login page posts that Keycloak checks: a password, a one-time password, or a recovery
+ * code (the second factor's page of Keycloak's recovery codes).
+ */
+const SECRET_FIELDS = ['password', 'otp', 'totp', 'recoveryCodeInput'] as const;
 
 /**
  * The password attempt of `kind` a `/auth` request carries, from the form the form guard has

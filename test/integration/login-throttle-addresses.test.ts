@@ -449,6 +449,78 @@ describe('login throttle on login pages that post no user name', () => {
     expect(String(login.headers.location)).toMatch(/^http:\/\/127\.0\.0\.1:9\/callback\?/);
   });
 
+  it('wrong recovery codes on the login form count against the address; a right one logs in', async () => {
+    const admin = await keycloakAdmin();
+    // Recovery codes as a second factor of the realm's browser login, beside the one-time password.
+    const executions = await admin.authenticationManagement.getExecutions({
+      realm: org,
+      flow: 'browser',
+    });
+    const recovery = executions.find((e) => e.providerId === 'auth-recovery-authn-code-form')!;
+    await admin.authenticationManagement.registerRequiredAction({
+      realm: org,
+      providerId: 'CONFIGURE_RECOVERY_AUTHN_CODES',
+      name: 'Recovery Authentication Codes',
+    });
+    await admin.authenticationManagement.updateExecution(
+      { realm: org, flow: 'browser' },
+      { ...recovery, requirement: 'ALTERNATIVE' },
+    );
+    const owner = await createUser(org, { workspaceRoles: ['ws1'] });
+    await admin.users.update(
+      { realm: org, id: await userIdOf(owner) },
+      { requiredActions: ['CONFIGURE_RECOVERY_AUTHN_CODES'] },
+    );
+    // The first login sets the codes up (Keycloak's page shows them).
+    const setup = await passwordPage('127.0.0.25', owner);
+    let setupPage = await post('127.0.0.25', setup.url, setup.cookie, { password: owner.password });
+    if (setupPage.status === 302) {
+      // Redirected to the required action's page.
+      expect(String(setupPage.headers.location)).toMatch(/\/login-actions\//);
+      setupPage = await requestFrom('127.0.0.25', String(setupPage.headers.location), {
+        headers: { cookie: setup.cookie },
+      });
+    }
+    expect(setupPage.status).toBe(200);
+    const hidden = (name: string) =>
+      new RegExp(`name="${name}" value="([^"]*)"`).exec(setupPage.text)![1]!;
+    const generated = hidden('generatedRecoveryAuthnCodes');
+    const saved = await post('127.0.0.25', actionOf(setupPage.text), setup.cookie, {
+      generatedRecoveryAuthnCodes: generated,
+      generatedAt: hidden('generatedAt'),
+      userLabel: hidden('userLabel'),
+    });
+    expect(saved.status).toBe(302);
+    const codes = generated.split(',');
+
+    /** A login up to its recovery-code page, from `address`. */
+    const recoveryPage = async (address: string) => {
+      const { url, cookie } = await passwordPage(address, owner);
+      const page = await post(address, url, cookie, { password: owner.password });
+      expect(page.status).toBe(200);
+      expect(page.text).toMatch(/name="recoveryCodeInput"/);
+      return { url: actionOf(page.text), cookie };
+    };
+    const guessing = await recoveryPage('127.0.0.26');
+    let action = guessing.url;
+    const statuses: number[] = [];
+    for (let i = 0; i < 7; i++) {
+      const guess = await post('127.0.0.26', action, guessing.cookie, {
+        recoveryCodeInput: `guess${i}`.padEnd(12, '0'),
+      });
+      statuses.push(guess.status);
+      if (guess.status === 200) action = actionOf(guess.text);
+    }
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429]);
+    // A right code from another address logs in, again and again.
+    for (const code of codes.slice(0, 6)) {
+      const other = await recoveryPage('127.0.0.27');
+      const login = await post('127.0.0.27', other.url, other.cookie, { recoveryCodeInput: code });
+      expect(login.status).toBe(302);
+      expect(String(login.headers.location)).toMatch(/^http:\/\/127\.0\.0\.1:9\/callback\?/);
+    }
+  });
+
   it('a body the gateway cannot read is refused on every login-actions POST, as on the login form', async () => {
     const boundary = 'form-boundary';
     const body =

@@ -352,6 +352,7 @@ describe('each /auth request runs the steps its entry names, in the order of the
     expect(form('username=&password=p')).toMatchObject({ username: undefined, field: 'password' });
     expect(form('otp=123456')).toMatchObject({ username: undefined, field: 'otp' });
     expect(form('totp=123456')).toMatchObject({ username: undefined, field: 'totp' });
+    expect(form('recoveryCodeInput=c')).toMatchObject({ field: 'recoveryCodeInput' });
     // Setting up a one-time password (its secret posted along) guesses nothing.
     expect(form('totp=123456&totpSecret=s&userLabel=')).toBeUndefined();
     expect(form('username=bob')).toBeUndefined();
