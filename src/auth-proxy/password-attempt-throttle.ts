@@ -52,11 +52,12 @@ const SECRET_FIELDS = ['password', 'otp', 'totp', 'recoveryCodeInput'] as const;
 
 /**
  * The password attempt of `kind` a `/auth` request carries, from the form the form guard has
- * read: a password grant (on the token entry, whose step is `passwordGrant`), or a password or
- * one-time password posted to one of Keycloak's login pages (`passwordForm`: every
- * `login-actions` POST; auth-routes.ts), with or without a user name. Refresh-token and
- * client-credential grants are not password guesses, nor is a one-time password being set up
- * (posted with its new secret, `totpSecret`): undefined, as for anything else.
+ * read: a password grant (on the token entry, whose step is `passwordGrant`), or a password,
+ * one-time password or recovery code posted to one of Keycloak's login pages (`passwordForm`:
+ * every `login-actions` POST but the registration's; auth-routes.ts), with or without a user
+ * name. Refresh-token and client-credential grants are not password guesses, nor is a one-time
+ * password being set up (posted with its new secret, `totpSecret`): undefined, as for anything
+ * else.
  */
 export function passwordAttemptOf(
   req: IncomingMessage,
@@ -81,15 +82,27 @@ export function passwordAttemptOf(
 
 /**
  * Whether a POST has a body the form guard did not read (not a URL-encoded form): neither the
- * throttle nor the bootstrap administrator's guard can see its fields, so it is refused here
- * (on the token endpoint and every login page), and nothing goes round them. Keycloak refuses
- * such a body on the token endpoint, but reads a `multipart/form-data` one posted to its login
- * pages as the form.
+ * throttle nor the bootstrap administrator's guard can see its fields, so it is refused
+ * (`refuseUnreadBodies`: on the token endpoint and every login page), and nothing goes round
+ * them. Keycloak refuses such a body on the token endpoint, but reads a `multipart/form-data`
+ * one posted to its login pages as the form.
  */
 function unreadBody(req: IncomingMessage): boolean {
   if (req.method !== 'POST' || bufferedBodyOf(req)) return false;
   const length = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (!!length && length !== '0');
+}
+
+/**
+ * Refuses a POST whose body the form guard did not read (`unreadBody`), in the shape of `kind`:
+ * mounted after the form guard and before the throttle, and alone on the registration page,
+ * where a password is chosen, never checked (nothing to count), but a user name is posted.
+ */
+export function refuseUnreadBodies(kind: PasswordAttempt['kind'], logger: Logger): RequestHandler {
+  return (req, res, next) => {
+    if (unreadBody(req)) refuseUnreadBody(res, kind, logger);
+    else next();
+  };
 }
 
 export interface PasswordAttemptThrottleDeps {
@@ -107,17 +120,13 @@ export interface PasswordAttemptThrottleDeps {
  * the admission. A password grant refused before for a wrong password gets that answer again
  * without Keycloak and uncounted; past a limit, a grant or login form gets 429 with
  * Retry-After and never reaches Keycloak; token clients get Keycloak's error shape (`error`,
- * `error_description`), the login form the envelope. Mount it after the form guard.
+ * `error_description`), the login form the envelope. Mount it after `refuseUnreadBodies`.
  */
 export function throttlePasswordAttempts(
   deps: PasswordAttemptThrottleDeps,
   kind: PasswordAttempt['kind'],
 ): RequestHandler {
   return (req, res, next) => {
-    if (unreadBody(req)) {
-      refuseUnreadBody(res, kind, deps.logger);
-      return;
-    }
     const attempt = passwordAttemptOf(req, kind);
     if (!attempt) {
       next();

@@ -9,6 +9,7 @@ import {
   createUser,
   keycloakAdmin,
   passwordGrantBody,
+  uniqueId,
   userIdOf,
   type TestUser,
 } from '../helpers/keycloak.ts';
@@ -308,6 +309,56 @@ describe('login throttle per account and address, from several source addresses'
     for (let i = 0; i < 7; i++)
       statuses.push((await postForm('127.0.0.14', owner, owner.password)).status);
     expect(statuses).toEqual(Array.from({ length: 7 }, () => 200));
+  });
+
+  it('a self-registration Keycloak refuses is no failed login: the newcomer registers, then logs in', async () => {
+    await loginPage();
+    const admin = await keycloakAdmin();
+    await admin.realms.update({ realm: org }, { registrationAllowed: true });
+    const query = new URLSearchParams({
+      client_id: browserClient!,
+      response_type: 'code',
+      redirect_uri: REDIRECT_URI,
+      scope: 'openid',
+    });
+    const registrationUrl = `${replica.url}/auth/realms/${org}/protocol/openid-connect/registrations?${query.toString()}`;
+    const newcomer = {
+      username: uniqueId('newcomer-'),
+      password: randomBytes(12).toString('base64url'),
+    };
+    const register = async (confirmation: string) => {
+      const page = await requestFrom('127.0.0.16', registrationUrl);
+      expect(page.status).toBe(200);
+      const cookie = [page.headers['set-cookie'] ?? []]
+        .flat()
+        .map((set) => set.split(';')[0])
+        .join('; ');
+      return requestFrom('127.0.0.16', formActionOf(replica.url, page.text), {
+        method: 'POST',
+        headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({
+          username: newcomer.username,
+          email: `${newcomer.username}@example.com`,
+          firstName: 'New',
+          lastName: 'Comer',
+          password: newcomer.password,
+          'password-confirm': confirmation,
+        }).toString(),
+      });
+    };
+    // A mistyped confirmation, more times than the account's limit: Keycloak's form again,
+    // with its error; the password is being chosen, not checked.
+    for (let i = 0; i < 6; i++) {
+      const refused = await register(`mistyped-${i}`);
+      expect(refused.status, `registration ${i}`).toBe(200);
+      expect(refused.text).toMatch(/name="password-confirm"/);
+    }
+    const registered = await register(newcomer.password);
+    expect(registered.status).toBe(302);
+    expect(String(registered.headers.location)).toMatch(/^http:\/\/127\.0\.0\.1:9\/callback\?/);
+    const login = await postForm('127.0.0.16', { realm: org, ...newcomer }, newcomer.password);
+    expect(login.status).toBe(302);
+    expect(String(login.headers.location)).toMatch(/^http:\/\/127\.0\.0\.1:9\/callback\?/);
   });
 
   it('a token request the throttle cannot read (not a URL-encoded form) never reaches Keycloak', async () => {
