@@ -118,7 +118,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
         trace: traceHeadersNow(),
         body: bufferedBodyOf(req),
         // An answer a step reads is asked for uncompressed, so the gateway never inflates anything.
-        uncompressed: answerRelayOf(req)?.uncompressed === true,
+        uncompressed: answerRelayOf(req)?.uncompressed === true || readers.has(req),
         timeoutMs,
         ...(options.startTimer && { startTimer: options.startTimer }),
         logger,
@@ -156,6 +156,16 @@ const relays = new WeakMap<IncomingMessage, AnswerRelay>();
  */
 export function relayAnswer(req: IncomingMessage, relay: AnswerRelay): void {
   relays.set(req, relay);
+}
+
+const readers = new WeakSet<IncomingMessage>();
+
+/**
+ * Has Keycloak's answer to `req` asked for uncompressed, for a step that reads it as the client
+ * gets it (password-attempt-throttle.ts: whether a login page refused the password it posted).
+ */
+export function readsAnswer(req: IncomingMessage): void {
+  readers.add(req);
 }
 
 /** The relay a step set for `req`, if any. */

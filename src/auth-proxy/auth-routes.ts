@@ -19,9 +19,11 @@ import {
  * - `jobCredentials`: a POST's job-credential fields and refresh lifetimes;
  * - `passwordGrant`: a POST's password grant passes the login throttle, a body the form guard
  *   could not read is refused, and Keycloak's refusal of its credentials answers 401;
- * - `passwordForm`: a POST to Keycloak's login pages that carries a password or one-time
- *   password passes the login throttle, and one whose body the form guard could not read is
- *   refused;
+ * - `passwordForm`: a POST to Keycloak's login pages that carries a password, one-time
+ *   password or recovery code passes the login throttle, and one whose body the form guard
+ *   could not read is refused;
+ * - `registrationForm`: a POST to Keycloak's registration page whose body the form guard could
+ *   not read is refused; its password is chosen there, never checked: no attempt to count;
  * - `endAccess`: what the request ends once Keycloak answers success (the entry's `ending`);
  * - `consolePage`, `loginPage`: the admin listener rewrites the console page on a GET, the login
  *   pages on a GET or POST;
@@ -35,6 +37,7 @@ export const AUTH_STEP_NAMES = [
   'jobCredentials',
   'passwordGrant',
   'passwordForm',
+  'registrationForm',
   'endAccess',
   'consoleHome',
   'consolePage',
@@ -106,6 +109,12 @@ export const AUTH_ROUTES: readonly AuthRoute[] = [
   // form, identity-first login's password page, re-authentication in a broker's first login, a
   // reset's one-time password), and each may carry a user name for the bootstrap guard.
   below(`${REALM}/login-actions`, [...REALM_STEPS, 'loginPage', 'passwordForm']),
+  // Self-registration: a refused one (a name taken, a confirmation mistyped) is no failed login.
+  entry(`${REALM}/login-actions/registration`, 'any', [
+    ...REALM_STEPS,
+    'loginPage',
+    'registrationForm',
+  ]),
   ...endingRoutes(),
 ];
 

@@ -14,7 +14,7 @@ import { rewriteConsolePage, rewriteLoginPage } from './console-page.ts';
 import { endAccessOnSuccess, type EndAccessDeps } from './end-access.ts';
 import { guardFormBody } from './form-body-guard.ts';
 import { jobCredentials, type JobCredentialsDeps } from './job-credentials.ts';
-import { throttlePasswordAttempts } from './password-attempt-throttle.ts';
+import { refuseUnreadBodies, throttlePasswordAttempts } from './password-attempt-throttle.ts';
 import { rewritePages } from './rewrite-page.ts';
 import { answerWrongCredentials401 } from './wrong-credentials.ts';
 
@@ -84,10 +84,15 @@ export const AUTH_STEPS: readonly AuthStepOfTable[] = [
   ),
   on('jobCredentials', (deps) => [jobCredentials(deps.jobCredentials)]),
   on('passwordGrant', (deps) => [
+    refuseUnreadBodies('grant', deps.logger),
     throttlePasswordAttempts(throttleDepsOf(deps), 'grant'),
     answerWrongCredentials401,
   ]),
-  on('passwordForm', (deps) => [throttlePasswordAttempts(throttleDepsOf(deps), 'form')]),
+  on('passwordForm', (deps) => [
+    refuseUnreadBodies('form', deps.logger),
+    throttlePasswordAttempts(throttleDepsOf(deps), 'form'),
+  ]),
+  on('registrationForm', (deps) => [refuseUnreadBodies('form', deps.logger)]),
   on('endAccess', (deps) => [endAccessOnSuccess(deps.endAccess)]),
   on(
     'consolePage',

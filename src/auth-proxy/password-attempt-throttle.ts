@@ -3,6 +3,7 @@ import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
 import { AppError } from '../envelope/errors.ts';
+import { readsAnswer } from './auth-proxy.ts';
 import { realmOf } from './auth-routes.ts';
 import { bufferedBodyOf, formFieldsOf } from './form-body-guard.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
@@ -48,16 +49,20 @@ interface FormAttempt {
   password: string;
 }
 
-/** What a login page posts that Keycloak checks: a password, or a one-time password. */
-const SECRET_FIELDS = ['password', 'otp', 'totp'] as const;
+/**
+ * What a login page posts that Keycloak checks: a password, a one-time password, or a recovery
+ * code (the second factor's page of Keycloak's recovery codes).
+ */
+const SECRET_FIELDS = ['password', 'otp', 'totp', 'recoveryCodeInput'] as const;
 
 /**
  * The password attempt of `kind` a `/auth` request carries, from the form the form guard has
- * read: a password grant (on the token entry, whose step is `passwordGrant`), or a password or
- * one-time password posted to one of Keycloak's login pages (`passwordForm`: every
- * `login-actions` POST; auth-routes.ts), with or without a user name. Refresh-token and
- * client-credential grants are not password guesses, nor is a one-time password being set up
- * (posted with its new secret, `totpSecret`): undefined, as for anything else.
+ * read: a password grant (on the token entry, whose step is `passwordGrant`), or a password,
+ * one-time password or recovery code posted to one of Keycloak's login pages (`passwordForm`:
+ * every `login-actions` POST but the registration's; auth-routes.ts), with or without a user
+ * name. Refresh-token and client-credential grants are not password guesses, nor is a one-time
+ * password being set up (posted with its new secret, `totpSecret`): undefined, as for anything
+ * else.
  */
 export function passwordAttemptOf(
   req: IncomingMessage,
@@ -82,15 +87,27 @@ export function passwordAttemptOf(
 
 /**
  * Whether a POST has a body the form guard did not read (not a URL-encoded form): neither the
- * throttle nor the bootstrap administrator's guard can see its fields, so it is refused here
- * (on the token endpoint and every login page), and nothing goes round them. Keycloak refuses
- * such a body on the token endpoint, but reads a `multipart/form-data` one posted to its login
- * pages as the form.
+ * throttle nor the bootstrap administrator's guard can see its fields, so it is refused
+ * (`refuseUnreadBodies`: on the token endpoint and every login page), and nothing goes round
+ * them. Keycloak refuses such a body on the token endpoint, but reads a `multipart/form-data`
+ * one posted to its login pages as the form.
  */
 function unreadBody(req: IncomingMessage): boolean {
   if (req.method !== 'POST' || bufferedBodyOf(req)) return false;
   const length = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (!!length && length !== '0');
+}
+
+/**
+ * Refuses a POST whose body the form guard did not read (`unreadBody`), in the shape of `kind`:
+ * mounted after the form guard and before the throttle, and alone on the registration page,
+ * where a password is chosen, never checked (nothing to count), but a user name is posted.
+ */
+export function refuseUnreadBodies(kind: PasswordAttempt['kind'], logger: Logger): RequestHandler {
+  return (req, res, next) => {
+    if (unreadBody(req)) refuseUnreadBody(res, kind, logger);
+    else next();
+  };
 }
 
 export interface PasswordAttemptThrottleDeps {
@@ -108,23 +125,24 @@ export interface PasswordAttemptThrottleDeps {
  * the admission. A password grant refused before for a wrong password gets that answer again
  * without Keycloak and uncounted; past a limit, a grant or login form gets 429 with
  * Retry-After and never reaches Keycloak; token clients get Keycloak's error shape (`error`,
- * `error_description`), the login form the envelope. Mount it after the form guard.
+ * `error_description`), the login form the envelope. Mount it after `refuseUnreadBodies`.
  */
 export function throttlePasswordAttempts(
   deps: PasswordAttemptThrottleDeps,
   kind: PasswordAttempt['kind'],
 ): RequestHandler {
   return (req, res, next) => {
-    if (unreadBody(req)) {
-      refuseUnreadBody(res, kind, deps.logger);
-      return;
-    }
     const attempt = passwordAttemptOf(req, kind);
     if (!attempt) {
       next();
       return;
     }
-    admit(attempt, deps.clientAddress(req), res, deps).then((admitted) => admitted && next(), next);
+    admit(attempt, deps.clientAddress(req), res, deps).then((admitted) => {
+      if (!admitted) return;
+      // Read before the client gets it: asked for uncompressed, whatever the client accepts.
+      readsAnswer(req);
+      next();
+    }, next);
   };
 }
 
@@ -203,7 +221,7 @@ const SECRET_FIELD_PATTERNS = new Map(SECRET_FIELDS.map((name) => [name, fieldPa
  * asking for it again (200), and a right one with the next step, a redirect or, for an account
  * with a one-time password, that step's page (200 too).
  * - `refused`: a page with the `field` again, or an answer not read (not an HTML page, or
- *   compressed, or a redirect to no URL);
+ *   compressed though asked for uncompressed, or a redirect to no URL);
  * - `loggedIn`: a redirect out of the login pages (to the client, with its code);
  * - `noVerdict`: a redirect back into the login pages (the form posted twice or stale, or an
  *   action the account must take) or a page without the field (the next step's, or an error

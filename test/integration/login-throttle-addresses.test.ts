@@ -1,11 +1,15 @@
 import { randomBytes } from 'node:crypto';
+import { createServer, request, type Server as HttpServer } from 'node:http';
+import { createGzip } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import { requestFrom } from '../helpers/from-address.ts';
+import { closeServers, listenLocally } from '../helpers/local-server.ts';
 import {
   createUser,
   keycloakAdmin,
   passwordGrantBody,
+  uniqueId,
   userIdOf,
   type TestUser,
 } from '../helpers/keycloak.ts';
@@ -307,6 +311,56 @@ describe('login throttle per account and address, from several source addresses'
     expect(statuses).toEqual(Array.from({ length: 7 }, () => 200));
   });
 
+  it('a self-registration Keycloak refuses is no failed login: the newcomer registers, then logs in', async () => {
+    await loginPage();
+    const admin = await keycloakAdmin();
+    await admin.realms.update({ realm: org }, { registrationAllowed: true });
+    const query = new URLSearchParams({
+      client_id: browserClient!,
+      response_type: 'code',
+      redirect_uri: REDIRECT_URI,
+      scope: 'openid',
+    });
+    const registrationUrl = `${replica.url}/auth/realms/${org}/protocol/openid-connect/registrations?${query.toString()}`;
+    const newcomer = {
+      username: uniqueId('newcomer-'),
+      password: randomBytes(12).toString('base64url'),
+    };
+    const register = async (confirmation: string) => {
+      const page = await requestFrom('127.0.0.16', registrationUrl);
+      expect(page.status).toBe(200);
+      const cookie = [page.headers['set-cookie'] ?? []]
+        .flat()
+        .map((set) => set.split(';')[0])
+        .join('; ');
+      return requestFrom('127.0.0.16', formActionOf(replica.url, page.text), {
+        method: 'POST',
+        headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({
+          username: newcomer.username,
+          email: `${newcomer.username}@example.com`,
+          firstName: 'New',
+          lastName: 'Comer',
+          password: newcomer.password,
+          'password-confirm': confirmation,
+        }).toString(),
+      });
+    };
+    // A mistyped confirmation, more times than the account's limit: Keycloak's form again,
+    // with its error; the password is being chosen, not checked.
+    for (let i = 0; i < 6; i++) {
+      const refused = await register(`mistyped-${i}`);
+      expect(refused.status, `registration ${i}`).toBe(200);
+      expect(refused.text).toMatch(/name="password-confirm"/);
+    }
+    const registered = await register(newcomer.password);
+    expect(registered.status).toBe(302);
+    expect(String(registered.headers.location)).toMatch(/^http:\/\/127\.0\.0\.1:9\/callback\?/);
+    const login = await postForm('127.0.0.16', { realm: org, ...newcomer }, newcomer.password);
+    expect(login.status).toBe(302);
+    expect(String(login.headers.location)).toMatch(/^http:\/\/127\.0\.0\.1:9\/callback\?/);
+  });
+
   it('a token request the throttle cannot read (not a URL-encoded form) never reaches Keycloak', async () => {
     const owner = await createUser(org, { workspaceRoles: ['ws1'] });
     const sent = await requestFrom('127.0.0.12', tokenUrl(), {
@@ -446,6 +500,78 @@ describe('login throttle on login pages that post no user name', () => {
     expect(String(login.headers.location)).toMatch(/^http:\/\/127\.0\.0\.1:9\/callback\?/);
   });
 
+  it('wrong recovery codes on the login form count against the address; a right one logs in', async () => {
+    const admin = await keycloakAdmin();
+    // Recovery codes as a second factor of the realm's browser login, beside the one-time password.
+    const executions = await admin.authenticationManagement.getExecutions({
+      realm: org,
+      flow: 'browser',
+    });
+    const recovery = executions.find((e) => e.providerId === 'auth-recovery-authn-code-form')!;
+    await admin.authenticationManagement.registerRequiredAction({
+      realm: org,
+      providerId: 'CONFIGURE_RECOVERY_AUTHN_CODES',
+      name: 'Recovery Authentication Codes',
+    });
+    await admin.authenticationManagement.updateExecution(
+      { realm: org, flow: 'browser' },
+      { ...recovery, requirement: 'ALTERNATIVE' },
+    );
+    const owner = await createUser(org, { workspaceRoles: ['ws1'] });
+    await admin.users.update(
+      { realm: org, id: await userIdOf(owner) },
+      { requiredActions: ['CONFIGURE_RECOVERY_AUTHN_CODES'] },
+    );
+    // The first login sets the codes up (Keycloak's page shows them).
+    const setup = await passwordPage('127.0.0.25', owner);
+    let setupPage = await post('127.0.0.25', setup.url, setup.cookie, { password: owner.password });
+    if (setupPage.status === 302) {
+      // Redirected to the required action's page.
+      expect(String(setupPage.headers.location)).toMatch(/\/login-actions\//);
+      setupPage = await requestFrom('127.0.0.25', String(setupPage.headers.location), {
+        headers: { cookie: setup.cookie },
+      });
+    }
+    expect(setupPage.status).toBe(200);
+    const hidden = (name: string) =>
+      new RegExp(`name="${name}" value="([^"]*)"`).exec(setupPage.text)![1]!;
+    const generated = hidden('generatedRecoveryAuthnCodes');
+    const saved = await post('127.0.0.25', actionOf(setupPage.text), setup.cookie, {
+      generatedRecoveryAuthnCodes: generated,
+      generatedAt: hidden('generatedAt'),
+      userLabel: hidden('userLabel'),
+    });
+    expect(saved.status).toBe(302);
+    const codes = generated.split(',');
+
+    /** A login up to its recovery-code page, from `address`. */
+    const recoveryPage = async (address: string) => {
+      const { url, cookie } = await passwordPage(address, owner);
+      const page = await post(address, url, cookie, { password: owner.password });
+      expect(page.status).toBe(200);
+      expect(page.text).toMatch(/name="recoveryCodeInput"/);
+      return { url: actionOf(page.text), cookie };
+    };
+    const guessing = await recoveryPage('127.0.0.26');
+    let action = guessing.url;
+    const statuses: number[] = [];
+    for (let i = 0; i < 7; i++) {
+      const guess = await post('127.0.0.26', action, guessing.cookie, {
+        recoveryCodeInput: `guess${i}`.padEnd(12, '0'),
+      });
+      statuses.push(guess.status);
+      if (guess.status === 200) action = actionOf(guess.text);
+    }
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429]);
+    // A right code from another address logs in, again and again.
+    for (const code of codes.slice(0, 6)) {
+      const other = await recoveryPage('127.0.0.27');
+      const login = await post('127.0.0.27', other.url, other.cookie, { recoveryCodeInput: code });
+      expect(login.status).toBe(302);
+      expect(String(login.headers.location)).toMatch(/^http:\/\/127\.0\.0\.1:9\/callback\?/);
+    }
+  });
+
   it('a body the gateway cannot read is refused on every login-actions POST, as on the login form', async () => {
     const boundary = 'form-boundary';
     const body =
@@ -471,5 +597,99 @@ describe('login throttle on login pages that post no user name', () => {
         expect(sent.json, url).toMatchObject({ data: null, result: '400-00002' });
       }
     }
+  });
+});
+
+/**
+ * A front between the gateway and Keycloak that compresses Keycloak's pages for a client that
+ * accepts it (as a reverse proxy with gzip on does): the throttle reads the answer to a login
+ * form all the same, so a right password is never counted. Port 18524/18525.
+ */
+describe('login throttle behind a front that compresses pages', () => {
+  let front: HttpServer;
+  let replica: Replica;
+  let org: string;
+  const browserClient = `browser-${randomBytes(4).toString('hex')}`;
+
+  beforeAll(async () => {
+    const keycloak = new URL(testEnv().keycloakUrl);
+    front = createServer((req, res) => {
+      const sent = request(
+        {
+          host: keycloak.hostname,
+          port: keycloak.port,
+          method: req.method,
+          path: req.url,
+          headers: req.headers,
+        },
+        (answer) => {
+          const page = String(answer.headers['content-type']).startsWith('text/html');
+          if (!page || !/\bgzip\b/.test(String(req.headers['accept-encoding']))) {
+            res.writeHead(answer.statusCode!, answer.headers);
+            answer.pipe(res);
+            return;
+          }
+          const headers = { ...answer.headers, 'content-encoding': 'gzip' };
+          delete headers['content-length'];
+          res.writeHead(answer.statusCode!, headers);
+          answer.pipe(createGzip()).pipe(res);
+        },
+      );
+      sent.on('error', () => res.destroy());
+      req.pipe(sent);
+    });
+    const base = await listenLocally(front);
+    replica = await startReplica(18524, {
+      REDIS_URL: testEnv().redisUrl,
+      REDIS_KEY_PREFIX: `${testEnv().redisKeyPrefix}compressed:`,
+      REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
+      KEYCLOAK_URL: `${base}${keycloak.pathname}`,
+    });
+    org = await createOrganization(['ws1']);
+    const admin = await keycloakAdmin();
+    await admin.clients.create({
+      realm: org,
+      clientId: browserClient,
+      publicClient: true,
+      standardFlowEnabled: true,
+      redirectUris: [REDIRECT_URI],
+    });
+  });
+
+  afterAll(async () => {
+    await replica?.gateway.close();
+    if (front) await closeServers(front);
+    await closeTestDb();
+  });
+
+  /** A user name and password posted to a fresh login page from `address`, as a browser asks. */
+  async function postForm(address: string, user: TestUser, password: string) {
+    const page = await requestFrom(address, authorizeUrl(replica.url, org, browserClient));
+    expect(page.status).toBe(200);
+    const cookie = [page.headers['set-cookie'] ?? []]
+      .flat()
+      .map((set) => set.split(';')[0])
+      .join('; ');
+    return requestFrom(address, formActionOf(replica.url, page.text), {
+      method: 'POST',
+      headers: {
+        cookie,
+        'content-type': 'application/x-www-form-urlencoded',
+        'accept-encoding': 'gzip, deflate, br',
+      },
+      body: new URLSearchParams({ username: user.username, password }).toString(),
+    });
+  }
+
+  it("a two-factor user's right password is never a failure; wrong ones are", async () => {
+    const owner = await createUser(org, { workspaceRoles: ['ws1'], otp: true });
+    const statuses: number[] = [];
+    for (let i = 0; i < 7; i++)
+      statuses.push((await postForm('127.0.0.30', owner, owner.password)).status);
+    expect(statuses).toEqual(Array.from({ length: 7 }, () => 200));
+    const guesses: number[] = [];
+    for (let i = 0; i < 6; i++)
+      guesses.push((await postForm('127.0.0.30', owner, `guess-${i}`)).status);
+    expect(guesses).toEqual([200, 200, 200, 200, 200, 429]);
   });
 });

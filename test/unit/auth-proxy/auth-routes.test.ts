@@ -196,8 +196,9 @@ function expectedSteps(method: string, segments: readonly string[]): Set<AuthSte
   if (rest[0] === 'login-actions' || /^protocol\/openid-connect\/auth(\/|$)/.test(at)) {
     steps.add('loginPage');
   }
-  // Every login page's POST (the step lets any other method through).
-  if (rest[0] === 'login-actions') steps.add('passwordForm');
+  // Every login page's POST (the step lets any other method through), but the registration's.
+  if (at === 'login-actions/registration') steps.add('registrationForm');
+  else if (rest[0] === 'login-actions') steps.add('passwordForm');
   return steps;
 }
 
@@ -219,6 +220,7 @@ const KEYWORDS = [
   'revoke',
   'login-actions',
   'authenticate',
+  'registration',
   'users',
   'sessions',
 ];
@@ -352,6 +354,16 @@ describe('each /auth request runs the steps its entry names, in the order of the
     expect(form('username=&password=p')).toMatchObject({ username: undefined, field: 'password' });
     expect(form('otp=123456')).toMatchObject({ username: undefined, field: 'otp' });
     expect(form('totp=123456')).toMatchObject({ username: undefined, field: 'totp' });
+    expect(form('recoveryCodeInput=c')).toMatchObject({ field: 'recoveryCodeInput' });
+    // Self-registration chooses a password, checks none: its bodies are read, nothing counted.
+    for (const url of [
+      '/auth/realms/acme/login-actions/registration',
+      '/auth/realms/acme/login-actions/registration/',
+      '/auth/realms/acme/login-actions/%72egistration',
+    ]) {
+      expect(stepsFor('POST', url), url).toContain('registrationForm');
+      expect(stepsFor('POST', url), url).not.toContain('passwordForm');
+    }
     // Setting up a one-time password (its secret posted along) guesses nothing.
     expect(form('totp=123456&totpSecret=s&userLabel=')).toBeUndefined();
     expect(form('username=bob')).toBeUndefined();
