@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
+import { dpopKey, dpopProof } from '../helpers/dpop.ts';
 import {
   createUser,
   passwordGrantBody,
@@ -121,6 +122,43 @@ describe('login throttle (429 429-00001) against the real Keycloak', () => {
     expect(refused.status).toBe(429);
     expect(((await refused.json()) as { error?: string }).error).toBe('too_many_attempts');
     expect(await wrongPasswordsChecked(user)).toBe(3);
+  });
+
+  it('counts no grant Keycloak refuses before reading its password (a DPoP proof it cannot take)', async () => {
+    const user = await createUser(org);
+    const key = await dpopKey();
+    const grant = async (dpop?: string) => {
+      const res = await fetch(
+        `${replicas[0]!.url}/auth/realms/${org}/protocol/openid-connect/token`,
+        {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/x-www-form-urlencoded',
+            'x-forwarded-for': '10.9.8.6',
+            ...(dpop && { dpop }),
+          },
+          body: passwordGrantBody(user),
+        },
+      );
+      const body = (await res.json()) as { error?: string; error_description?: string };
+      return { status: res.status, error: body.error, description: body.error_description };
+    };
+    // A job whose proofs name another address (or whose clock is off), past the limit of 3.
+    const refused = [];
+    for (let i = 0; i < 5; i++) {
+      const proof = await dpopProof(key, { method: 'POST', url: 'http://elsewhere.example/token' });
+      refused.push(await grant(proof));
+    }
+    expect(refused).toEqual(
+      Array(5).fill({
+        status: 400,
+        error: 'invalid_request',
+        description: 'DPoP HTTP URL mismatch',
+      }),
+    );
+    // Its right password was never checked, so it was never wrong: the mended job logs in.
+    expect(await grant()).toMatchObject({ status: 200, error: undefined });
+    expect(await wrongPasswordsChecked(user)).toBe(0);
   });
 
   it('refuses an address past its limit for every account, while other addresses go on', async () => {
