@@ -141,6 +141,24 @@ export function isCredentialRefusal(answer: GrantAnswer): boolean {
   }
 }
 
+/**
+ * Whether the answer is Keycloak refusing the request, not a password: an OAuth error other
+ * than `invalid_grant` (a malformed request, the client, a DPoP proof it cannot take: `DPoP
+ * HTTP URL mismatch` is `invalid_request`). Keycloak answers every wrong password
+ * `invalid_grant`, and checks the client, the parameters and the DPoP proof before its grant
+ * reads the password, so such a refusal tells nothing of the password and costs no attempt.
+ */
+export function isRequestRefusal(answer: GrantAnswer): boolean {
+  if (answer.status < 400 || answer.status >= 500) return false;
+  if (answer.body.length > MAX_REMEMBERED_BYTES) return false;
+  try {
+    const { error } = JSON.parse(answer.body) as { error?: unknown };
+    return typeof error === 'string' && error !== '' && error !== 'invalid_grant';
+  } catch {
+    return false;
+  }
+}
+
 /** The answer as the memory stores it, and back; anything else read back is no answer. */
 export const grantAnswerText = (answer: GrantAnswer) => JSON.stringify(answer);
 

@@ -19,6 +19,7 @@ import {
   grantAnswerOf,
   grantAnswerText,
   isCredentialRefusal,
+  isRequestRefusal,
   holdAnswer,
   replayAnswer,
   type GrantAnswer,
@@ -183,7 +184,8 @@ async function admit(
 
 /**
  * How Keycloak's answer settles an attempt: an answer it could not give (5xx: unreachable, too
- * slow, failing) is released; a token (200) succeeded; a grant refused for its credentials is
+ * slow, failing) is released; a token (200) succeeded; a refusal of the request itself, not of
+ * a password (`isRequestRefusal`), is released; a grant refused for its credentials is
  * remembered and a failure the first time only; any other refusal is a failure. The login
  * form's answers are read by `formOutcomeOf`.
  */
@@ -207,6 +209,7 @@ async function outcomeOf(
     await deps.failedLogins.succeeded(login);
     return 'succeeded';
   }
+  if (isRequestRefusal(answer)) return 'released';
   if (!isCredentialRefusal(answer)) return 'failed';
   return (await deps.failedLogins.remember(login, grantAnswerText(answer))) ? 'failed' : 'released';
 }
