@@ -32,6 +32,20 @@ function authorizeUrl(base: string, realm: string, clientId: string): string {
   return `${base}/auth/realms/${realm}/protocol/openid-connect/auth?${query.toString()}`;
 }
 
+/** A browser-flow client of `realm`, whose login pages the form tests post to: its id. */
+async function createBrowserClient(realm: string): Promise<string> {
+  const clientId = `browser-${randomBytes(4).toString('hex')}`;
+  const admin = await keycloakAdmin();
+  await admin.clients.create({
+    realm,
+    clientId,
+    publicClient: true,
+    standardFlowEnabled: true,
+    redirectUris: [REDIRECT_URI],
+  });
+  return clientId;
+}
+
 /** A login page's form: where it posts, on `base`. */
 function formActionOf(base: string, page: string): string {
   const action = new URL(/action="([^"]+)"/.exec(page)![1]!.replaceAll('&amp;', '&'));
@@ -73,17 +87,7 @@ describe('login throttle per account and address, from several source addresses'
 
   /** A real login page's form: its address on the replica, with the cookies Keycloak set. */
   async function loginPage(): Promise<{ url: string; cookie: string }> {
-    if (!browserClient) {
-      browserClient = `browser-${randomBytes(4).toString('hex')}`;
-      const admin = await keycloakAdmin();
-      await admin.clients.create({
-        realm: org,
-        clientId: browserClient,
-        publicClient: true,
-        standardFlowEnabled: true,
-        redirectUris: [REDIRECT_URI],
-      });
-    }
+    browserClient ??= await createBrowserClient(org);
     const page = await fetch(authorizeUrl(replica.url, org, browserClient), {
       redirect: 'manual',
     });
@@ -383,7 +387,7 @@ describe('login throttle per account and address, from several source addresses'
 describe('login throttle on login pages that post no user name', () => {
   let replica: Replica;
   let org: string;
-  const browserClient = `browser-${randomBytes(4).toString('hex')}`;
+  let browserClient: string;
 
   beforeAll(async () => {
     replica = await startReplica(18522, {
@@ -401,13 +405,7 @@ describe('login throttle on login pages that post no user name', () => {
       name: `partner-${randomBytes(4).toString('hex')}`,
       domains: [{ name: 'partner.example', verified: false }],
     });
-    await admin.clients.create({
-      realm: org,
-      clientId: browserClient,
-      publicClient: true,
-      standardFlowEnabled: true,
-      redirectUris: [REDIRECT_URI],
-    });
+    browserClient = await createBrowserClient(org);
   });
 
   afterAll(async () => {
@@ -609,7 +607,7 @@ describe('login throttle behind a front that compresses pages', () => {
   let front: HttpServer;
   let replica: Replica;
   let org: string;
-  const browserClient = `browser-${randomBytes(4).toString('hex')}`;
+  let browserClient: string;
 
   beforeAll(async () => {
     const keycloak = new URL(testEnv().keycloakUrl);
@@ -646,14 +644,7 @@ describe('login throttle behind a front that compresses pages', () => {
       KEYCLOAK_URL: `${base}${keycloak.pathname}`,
     });
     org = await createOrganization(['ws1']);
-    const admin = await keycloakAdmin();
-    await admin.clients.create({
-      realm: org,
-      clientId: browserClient,
-      publicClient: true,
-      standardFlowEnabled: true,
-      redirectUris: [REDIRECT_URI],
-    });
+    browserClient = await createBrowserClient(org);
   });
 
   afterAll(async () => {

@@ -103,11 +103,8 @@ describe("a password changed through realmgate's API", () => {
     await Promise.all([a?.gateway.close(), b?.gateway.close()]);
   });
 
-  it('refuses the old password at once on the other replica', async () => {
-    const user = await createUser(org);
-    expect(await statusOf(a, user)).toBe(200);
-    expect(await statusOf(b, user)).toBe(200);
-
+  /** Sets a new password for `user` through replica A's users API: the new password. */
+  async function changePassword(user: TestUser): Promise<string> {
     const newPassword = `${user.password}-new`;
     const res = await fetch(
       `${a.url}/api/platform/organizations/${org}/users/${user.username}/password`,
@@ -119,6 +116,15 @@ describe("a password changed through realmgate's API", () => {
     );
     expect(res.status).toBe(200);
     await res.arrayBuffer();
+    return newPassword;
+  }
+
+  it('refuses the old password at once on the other replica', async () => {
+    const user = await createUser(org);
+    expect(await statusOf(a, user)).toBe(200);
+    expect(await statusOf(b, user)).toBe(200);
+
+    const newPassword = await changePassword(user);
 
     expect(await statusOf(a, user)).toBe(401);
     // A shares the change through Redis as it answers; B applies it as the message arrives.
@@ -131,17 +137,7 @@ describe("a password changed through realmgate's API", () => {
     // Logged in on B first: the shared cached login has B's hour, not A's minute.
     expect(await statusOf(b, user)).toBe(200);
     expect(await statusOf(a, user)).toBe(200);
-    const newPassword = `${user.password}-new`;
-    const res = await fetch(
-      `${a.url}/api/platform/organizations/${org}/users/${user.username}/password`,
-      {
-        method: 'PUT',
-        headers: { authorization: asAdmin, 'content-type': 'application/json' },
-        body: JSON.stringify({ password: newPassword }),
-      },
-    );
-    expect(res.status).toBe(200);
-    await res.arrayBuffer();
+    const newPassword = await changePassword(user);
     await expect.poll(() => statusOf(b, user), EVENTUALLY).toBe(401);
 
     // The user signs in with the new password and signs that session out through A.
