@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { createUser, passwordGrantBody, postToken, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startReplica } from '../helpers/replica.ts';
+import { startTcpFront } from '../helpers/tcp-front.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 interface Answer {
@@ -199,6 +200,38 @@ describe('the answers of the /api pipeline are in the OpenAPI document', () => {
         result: '404-30001',
       });
       expectDocumentedFailure(operationId, answer);
+    }
+  });
+
+  it('a job credential that could not be recorded is 503 temporarily_unavailable, as the token endpoint documents', async () => {
+    // A replica whose database the test cuts once Keycloak has the realm's user.
+    const database = new URL(testEnv().databaseUrl);
+    const front = await startTcpFront(18986, {
+      host: database.hostname,
+      port: Number(database.port || 5432),
+    });
+    database.host = `127.0.0.1:${front.port}`;
+    const replica = await startReplica(18984, { DATABASE_URL: database.href });
+    try {
+      const user = await createUser(org);
+      const grant = (extra = '') =>
+        postToken(`${replica.url}/auth`, org, passwordGrantBody(user, extra));
+      expect((await grant()).status).toBe(200);
+      await front.cut();
+      const refused = await grant('&realmgate_name=nightly');
+      expect({ status: refused.status, error: refused.json.error }).toEqual({
+        status: 503,
+        error: 'temporarily_unavailable',
+      });
+      expectDocumentedFailure('issueToken', {
+        status: refused.status,
+        body: refused.json,
+        headers: refused.headers,
+      });
+    } finally {
+      await front.restore().catch(() => undefined);
+      await replica.gateway.close();
+      await front.cut();
     }
   });
 });
