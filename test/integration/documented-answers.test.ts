@@ -1,4 +1,5 @@
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import { expectDocumentedFailure } from '../helpers/documented-answer.ts';
@@ -233,5 +234,34 @@ describe('the answers of the /api pipeline are in the OpenAPI document', () => {
       await replica.gateway.close();
       await front.cut();
     }
+  });
+});
+
+describe('the answers of the public documents outside /api are in the OpenAPI document', () => {
+  /** `head` sent as it is to the gateway's public listener: the status and the JSON body. */
+  function sendRaw(head: string): Promise<{ status: number; body: unknown }> {
+    const { hostname, port } = new URL(testEnv().publicUrl);
+    return new Promise((resolve, reject) => {
+      const socket = connect(Number(port), hostname, () => socket.end(head));
+      const chunks: Buffer[] = [];
+      socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+      socket.on('error', reject);
+      socket.on('close', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        const [status = ''] = /^HTTP\/1\.1 (\d{3})/.exec(text)?.slice(1) ?? [];
+        const body = text.slice(text.indexOf('\r\n\r\n') + 4);
+        resolve({ status: Number(status), body: JSON.parse(body) as unknown });
+      });
+    });
+  }
+
+  it('the audit keys refused for their request head: 400-00001, as documented', async () => {
+    const answer = await sendRaw(
+      'GET /.well-known/audit-keys HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n',
+    );
+    expect({ status: answer.status, result: (answer.body as { result?: unknown }).result }).toEqual(
+      { status: 400, result: '400-00001' },
+    );
+    expectDocumentedFailure('getAuditKeys', answer);
   });
 });
