@@ -166,7 +166,7 @@ function auditKeysPaths(): OpenApiPaths {
     operationId: 'getAuditKeys',
     summary: 'Public keys that sign audit log checkpoints (JWKS)',
     description:
-      'Public, plain JSON (no envelope), `application/jwk-set+json`: every key a checkpoint of any audit log may be signed with, the current one and those rotated out. An auditor fetches it here and verifies an export with it (`realmgate audit verify FILE --keys <this URL>`).',
+      'Public, plain JSON (no envelope), `application/jwk-set+json`: every key a checkpoint of any audit log may be signed with, the current one and those rotated out. An auditor fetches it here and verifies an export with it (`realmgate audit verify FILE --keys <this URL>`). It reads nothing of the request: a query string and `Accept` are ignored; another method than GET or HEAD is 404, as an unknown path.',
     tags: ['audit'],
     security: [],
     responses: {
@@ -174,7 +174,9 @@ function auditKeysPaths(): OpenApiPaths {
         description: 'The key set',
         content: { 'application/jwk-set+json': { schema: jsonSchemaOf(auditKeySet, 'output') } },
       },
-      ...errorResponses(['databaseUnavailable']),
+      // It reads nothing of the request: its only refusal is the edge's of any request head
+      // (edge/edge.ts: one Host header, no transfer coding but chunked), as for the metadata.
+      ...errorResponses(['badRequestHeader', 'databaseUnavailable']),
     },
   };
   return { [AUDIT_KEYS_PATH]: { get: operation } };

@@ -264,4 +264,18 @@ describe('the answers of the public documents outside /api are in the OpenAPI do
     );
     expectDocumentedFailure('getAuditKeys', answer);
   });
+
+  it('the audit keys read nothing of the request: a query and Accept ignored, another method 404', async () => {
+    const keys = `${testEnv().publicUrl}/.well-known/audit-keys`;
+    const read = await fetch(`${keys}?format=pem`, { headers: { accept: 'text/html' } });
+    expect({ status: read.status, type: read.headers.get('content-type') }).toMatchObject({
+      status: 200,
+      type: expect.stringMatching(/^application\/jwk-set\+json/) as unknown,
+    });
+    const posted = await fetch(keys, { method: 'POST' });
+    expect({ status: posted.status, body: await posted.json() }).toMatchObject({
+      status: 404,
+      body: { result: '404-00000' },
+    });
+  });
 });
