@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
+import { TOKEN_ENDPOINT_FAILURES } from '../auth-proxy/job-credentials.ts';
 import { throttledGrant } from '../auth-proxy/password-attempt-throttle.ts';
 import { oauthError, tokenRequest, tokenResponse } from '../auth-proxy/token-endpoint.schemas.ts';
 import { envelope, errorEnvelope } from '../envelope/envelope.schemas.ts';
@@ -16,7 +17,13 @@ import {
   type OpenApiPaths,
 } from './openapi-answers.ts';
 import { componentSchemasOfRoutes, pathsOf } from './openapi-routes.ts';
-import { componentSchemasOf, idSchemasIn, jsonSchemaOf, type JsonSchema } from './openapi-zod.ts';
+import {
+  componentSchemasOf,
+  idSchemasIn,
+  jsonSchemaOf,
+  type JsonSchema,
+  type JsonValue,
+} from './openapi-zod.ts';
 
 export type { HttpMethod, OpenApiOperation };
 
@@ -43,6 +50,46 @@ const keycloakJson = (description: string) => ({
   description,
   content: json({ schema: jsonSchemaOf(oauthError, 'output') }),
 });
+
+/** A response of `errorResponses`, as far as `withTokenFailures` reads it. */
+interface EnvelopeResponse {
+  description: string;
+  headers?: JsonValue;
+  content: { 'application/json': { examples: Record<string, JsonValue> } };
+}
+
+/**
+ * `responses` (the gateway's envelope errors) with the token endpoint's own failures in OAuth's
+ * shape (job-credentials.ts) under their status: either shape may come, each with its examples.
+ */
+function withTokenFailures(responses: Record<string, JsonValue>): Record<string, JsonValue> {
+  const merged = { ...responses };
+  const statuses = new Set(TOKEN_ENDPOINT_FAILURES.map(({ status }) => status));
+  for (const status of statuses) {
+    const failures = TOKEN_ENDPOINT_FAILURES.filter((failure) => failure.status === status);
+    const given = merged[String(status)] as EnvelopeResponse | undefined;
+    const examples: Record<string, JsonValue> = {
+      ...given?.content['application/json'].examples,
+    };
+    for (const { error, description } of failures) {
+      let name = error;
+      for (let n = 2; name in examples; n++) name = `${error}_${n}`;
+      examples[name] = { value: { error, error_description: description } };
+    }
+    const oauth = jsonSchemaOf(oauthError, 'output');
+    merged[String(status)] = {
+      description: [given?.description, ...failures.map((f) => `${f.error}: ${f.description}`)]
+        .filter((part) => part !== undefined)
+        .join(' / '),
+      ...(given?.headers !== undefined && { headers: given.headers }),
+      content: json({
+        schema: given ? { oneOf: [jsonSchemaOf(errorEnvelope, 'output'), oauth] } : oauth,
+        examples,
+      }),
+    };
+  }
+  return merged;
+}
 
 /** What the probes answer (http/health.router.ts), as the document shows it. */
 const probeOutcome = z.enum(['up', 'degraded', 'down']);
@@ -119,7 +166,7 @@ function auditKeysPaths(): OpenApiPaths {
     operationId: 'getAuditKeys',
     summary: 'Public keys that sign audit log checkpoints (JWKS)',
     description:
-      'Public, plain JSON (no envelope), `application/jwk-set+json`: every key a checkpoint of any audit log may be signed with, the current one and those rotated out. An auditor fetches it here and verifies an export with it (`realmgate audit verify FILE --keys <this URL>`).',
+      'Public, plain JSON (no envelope), `application/jwk-set+json`: every key a checkpoint of any audit log may be signed with, the current one and those rotated out. An auditor fetches it here and verifies an export with it (`realmgate audit verify FILE --keys <this URL>`). It reads nothing of the request: a query string and `Accept` are ignored; another method than GET or HEAD is 404, as an unknown path.',
     tags: ['audit'],
     security: [],
     responses: {
@@ -127,7 +174,9 @@ function auditKeysPaths(): OpenApiPaths {
         description: 'The key set',
         content: { 'application/jwk-set+json': { schema: jsonSchemaOf(auditKeySet, 'output') } },
       },
-      ...errorResponses(['databaseUnavailable']),
+      // It reads nothing of the request: its only refusal is the edge's of any request head
+      // (edge/edge.ts: one Host header, no transfer coding but chunked), as for the metadata.
+      ...errorResponses(['badRequestHeader', 'databaseUnavailable']),
     },
   };
   return { [AUDIT_KEYS_PATH]: { get: operation } };
@@ -252,12 +301,14 @@ const paths: OpenApiPaths = {
             examples: { [THROTTLED_GRANT.body.error]: { value: THROTTLED_GRANT.body } },
           }),
         },
-        ...errorResponses([
-          'payloadTooLarge',
-          'identityProviderBadGateway',
-          'identityProviderUnavailable',
-          'identityProviderTimeout',
-        ]),
+        ...withTokenFailures(
+          errorResponses([
+            'payloadTooLarge',
+            'identityProviderBadGateway',
+            'identityProviderUnavailable',
+            'identityProviderTimeout',
+          ]),
+        ),
       },
     },
   },

@@ -186,8 +186,10 @@ const MAX_HOOKED_ANSWER_BYTES = 16 * 1024;
 /**
  * Has `hook` run with the status of Keycloak's answer to `req` before the answer is relayed
  * (end-access.ts: what a logout ended is applied before its client hears of it), and with the
- * answer's body when `readsBody` (a plain body of at most 16 KiB; a larger or compressed one is
- * relayed without running `hook`). `hook` must not reject.
+ * answer's body when `readsBody` (a plain body of at most 16 KiB, asked for uncompressed as
+ * `readsAnswer` asks: a front compressing for a client that accepts it would otherwise hide a
+ * success; a larger or compressed one is relayed without running `hook`). `hook` must not
+ * reject.
  */
 export function beforeAnswer(
   req: IncomingMessage,
@@ -195,6 +197,7 @@ export function beforeAnswer(
   options: { readsBody?: boolean } = {},
 ) {
   answerHooks.set(req, { readsBody: options.readsBody === true, run: hook });
+  if (options.readsBody === true) readsAnswer(req);
 }
 
 /** Whether the request's body can be sent again: none, or the form the guard has read. */

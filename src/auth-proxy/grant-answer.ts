@@ -24,7 +24,7 @@ const MAX_REMEMBERED_BYTES = 8 * 1024;
  */
 const KEPT_HEADERS = ['content-type', 'cache-control', 'pragma', 'www-authenticate', 'location'];
 /** What the client gets when `decide` fails: nothing Keycloak answered leaves unsettled. */
-const UNSETTLED: Replacement = {
+export const UNSETTLED: Replacement = {
   status: 503,
   error: 'temporarily_unavailable',
   description: 'The answer could not be settled; retry later.',

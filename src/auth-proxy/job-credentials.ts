@@ -11,7 +11,13 @@ import { workspaceRolesOf } from '../auth/authorize.ts';
 import { MASTER_REALM, WORKSPACE_ID } from '../tenancy/identifiers.ts';
 import { replaceForm, formFieldsOf } from './form-body-guard.ts';
 import { refreshTokenSession } from './refresh-token-claims.ts';
-import { holdAnswer, sendTokenError, type GrantAnswer, type Replacement } from './grant-answer.ts';
+import {
+  holdAnswer,
+  sendTokenError,
+  UNSETTLED,
+  type GrantAnswer,
+  type Replacement,
+} from './grant-answer.ts';
 import { recordBinding, type TokenBindingStore } from './token-bindings.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 
@@ -235,6 +241,28 @@ const NOT_RECORDED: Replacement = {
   error: 'temporarily_unavailable',
   description: 'The token could not be recorded; none was issued. Retry later.',
 };
+/** Keycloak's 200 held no access token, or one naming no session: nothing to record it by. */
+const NO_ACCESS_TOKEN: Replacement = {
+  status: 502,
+  error: 'server_error',
+  description: 'Keycloak answered no access token.',
+};
+const NO_SESSION_ID: Replacement = {
+  status: 502,
+  error: 'server_error',
+  description: 'Keycloak answered no session id.',
+};
+
+/**
+ * The token endpoint's own failures in OAuth's shape, besides Keycloak's answers and the
+ * gateway's envelope: the OpenAPI document lists them (api/openapi.ts).
+ */
+export const TOKEN_ENDPOINT_FAILURES: readonly Replacement[] = [
+  UNSETTLED,
+  NOT_RECORDED,
+  NO_ACCESS_TOKEN,
+  NO_SESSION_ID,
+];
 
 /**
  * Records a password grant's fields once Keycloak has issued its token: the session id and
@@ -253,13 +281,7 @@ async function recordIssued(
   } catch {
     accessToken = undefined;
   }
-  if (typeof accessToken !== 'string') {
-    return {
-      status: 502,
-      error: 'server_error',
-      description: 'Keycloak answered no access token.',
-    };
-  }
+  if (typeof accessToken !== 'string') return NO_ACCESS_TOKEN;
   const principal = await Promise.resolve()
     .then(() => deps.bearer.verify(realm, accessToken))
     .catch(async (err: unknown) => {
@@ -270,9 +292,7 @@ async function recordIssued(
       throw err;
     });
   const sessionId = principal.sessionId;
-  if (!sessionId) {
-    return { status: 502, error: 'server_error', description: 'Keycloak answered no session id.' };
-  }
+  if (!sessionId) return NO_SESSION_ID;
   // The client never gets this session's tokens: Keycloak's session is ended too, so that it
   // is not listed as a refresh token of the user.
   const endSession = () =>

@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { createServer, request, type Server as HttpServer } from 'node:http';
+import { createGzip } from 'node:zlib';
 import { performance } from 'node:perf_hooks';
 import { generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,6 +13,7 @@ import {
   type TestUser,
 } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { closeServers, listenLocally } from '../helpers/local-server.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
@@ -209,14 +212,14 @@ const headerOf = (jwt: string) =>
   JSON.parse(Buffer.from(jwt.split('.')[0]!, 'base64url').toString()) as Record<string, unknown>;
 
 let org: string;
+// One cache secret, as replicas sharing Redis are deployed: they share what it keys (cached
+// logins, the wrong passwords the login throttle remembers).
+const shared = {
+  REDIS_URL: testEnv().redisUrl,
+  REDIS_KEY_PREFIX: testEnv().redisKeyPrefix,
+  REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
+};
 beforeAll(async () => {
-  // One cache secret, as replicas sharing Redis are deployed: they share what it keys (cached
-  // logins, the wrong passwords the login throttle remembers).
-  const shared = {
-    REDIS_URL: testEnv().redisUrl,
-    REDIS_KEY_PREFIX: testEnv().redisKeyPrefix,
-    REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
-  };
   a = await startReplica(19440, shared);
   replicaB = await startReplica(19442, {
     ...shared,
@@ -460,5 +463,62 @@ describe('a change to key providers through the admin listener', () => {
         return keySetFetches(replicaB);
       }, EVENTUALLY)
       .toBeGreaterThan(before[1]!);
+  });
+});
+
+/**
+ * A replica behind a front that compresses every answer of Keycloak's for a client that accepts
+ * it, empty ones too (as a reverse proxy with gzip on for every type may): what the gateway
+ * reads of an answer to learn what ended it reads all the same. Port 19446/19447.
+ */
+describe('behind a front that compresses every answer', () => {
+  let front: HttpServer;
+  let c: Replica;
+
+  beforeAll(async () => {
+    const keycloak = new URL(testEnv().keycloakUrl);
+    front = createServer((req, res) => {
+      const sent = request(
+        {
+          host: keycloak.hostname,
+          port: keycloak.port,
+          method: req.method,
+          path: req.url,
+          headers: req.headers,
+        },
+        (answer) => {
+          const compressed = answer.headers['content-encoding'] !== undefined;
+          if (compressed || !/\bgzip\b/.test(String(req.headers['accept-encoding']))) {
+            res.writeHead(answer.statusCode!, answer.headers);
+            answer.pipe(res);
+            return;
+          }
+          const headers = { ...answer.headers, 'content-encoding': 'gzip' };
+          delete headers['content-length'];
+          res.writeHead(answer.statusCode!, headers);
+          answer.pipe(createGzip()).pipe(res);
+        },
+      );
+      sent.on('error', () => res.destroy());
+      req.pipe(sent);
+    });
+    const base = await listenLocally(front);
+    c = await startReplica(19446, { ...shared, KEYCLOAK_URL: `${base}${keycloak.pathname}` });
+  });
+  afterAll(async () => {
+    await c?.gateway.close();
+    if (front) await closeServers(front);
+  });
+
+  it('revoking an access token (RFC 7009) from a client that accepts gzip refuses it on the other replica', async () => {
+    const { tokens } = await servedUser(org);
+    const res = await fetch(`${c.url}/auth/realms/${org}/protocol/openid-connect/revoke`, {
+      method: 'POST',
+      headers: { 'accept-encoding': 'gzip' },
+      body: new URLSearchParams({ client_id: apiClientIdOf(org), token: tokens.access }),
+    });
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe('');
+    await refusedOnB(org, `Bearer ${tokens.access}`);
   });
 });

@@ -1,4 +1,5 @@
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import { expectDocumentedFailure } from '../helpers/documented-answer.ts';
@@ -6,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { createUser, passwordGrantBody, postToken, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startReplica } from '../helpers/replica.ts';
+import { startTcpFront } from '../helpers/tcp-front.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 interface Answer {
@@ -200,5 +202,80 @@ describe('the answers of the /api pipeline are in the OpenAPI document', () => {
       });
       expectDocumentedFailure(operationId, answer);
     }
+  });
+
+  it('a job credential that could not be recorded is 503 temporarily_unavailable, as the token endpoint documents', async () => {
+    // A replica whose database the test cuts once Keycloak has the realm's user.
+    const database = new URL(testEnv().databaseUrl);
+    const front = await startTcpFront(18986, {
+      host: database.hostname,
+      port: Number(database.port || 5432),
+    });
+    database.host = `127.0.0.1:${front.port}`;
+    const replica = await startReplica(18984, { DATABASE_URL: database.href });
+    try {
+      const user = await createUser(org);
+      const grant = (extra = '') =>
+        postToken(`${replica.url}/auth`, org, passwordGrantBody(user, extra));
+      expect((await grant()).status).toBe(200);
+      await front.cut();
+      const refused = await grant('&realmgate_name=nightly');
+      expect({ status: refused.status, error: refused.json.error }).toEqual({
+        status: 503,
+        error: 'temporarily_unavailable',
+      });
+      expectDocumentedFailure('issueToken', {
+        status: refused.status,
+        body: refused.json,
+        headers: refused.headers,
+      });
+    } finally {
+      await front.restore().catch(() => undefined);
+      await replica.gateway.close();
+      await front.cut();
+    }
+  });
+});
+
+describe('the answers of the public documents outside /api are in the OpenAPI document', () => {
+  /** `head` sent as it is to the gateway's public listener: the status and the JSON body. */
+  function sendRaw(head: string): Promise<{ status: number; body: unknown }> {
+    const { hostname, port } = new URL(testEnv().publicUrl);
+    return new Promise((resolve, reject) => {
+      const socket = connect(Number(port), hostname, () => socket.end(head));
+      const chunks: Buffer[] = [];
+      socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+      socket.on('error', reject);
+      socket.on('close', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        const [status = ''] = /^HTTP\/1\.1 (\d{3})/.exec(text)?.slice(1) ?? [];
+        const body = text.slice(text.indexOf('\r\n\r\n') + 4);
+        resolve({ status: Number(status), body: JSON.parse(body) as unknown });
+      });
+    });
+  }
+
+  it('the audit keys refused for their request head: 400-00001, as documented', async () => {
+    const answer = await sendRaw(
+      'GET /.well-known/audit-keys HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n',
+    );
+    expect({ status: answer.status, result: (answer.body as { result?: unknown }).result }).toEqual(
+      { status: 400, result: '400-00001' },
+    );
+    expectDocumentedFailure('getAuditKeys', answer);
+  });
+
+  it('the audit keys read nothing of the request: a query and Accept ignored, another method 404', async () => {
+    const keys = `${testEnv().publicUrl}/.well-known/audit-keys`;
+    const read = await fetch(`${keys}?format=pem`, { headers: { accept: 'text/html' } });
+    expect({ status: read.status, type: read.headers.get('content-type') }).toMatchObject({
+      status: 200,
+      type: expect.stringMatching(/^application\/jwk-set\+json/) as unknown,
+    });
+    const posted = await fetch(keys, { method: 'POST' });
+    expect({ status: posted.status, body: await posted.json() }).toMatchObject({
+      status: 404,
+      body: { result: '404-00000' },
+    });
   });
 });

@@ -41,7 +41,11 @@ export interface ProofRequest {
 /** What a valid proof establishes: its id and how long it must be remembered (epoch ms). */
 export interface CheckedProof {
   jti: string;
-  /** The last moment this proof's `iat` is still inside the window: its replay entry lives so long. */
+  /**
+   * The last moment any replica may still take this proof (its `iat` inside the window of a
+   * replica whose clock is up to the ahead allowance behind this one): its replay entry lives
+   * so long.
+   */
   acceptableUntil: number;
   /** Its `nonce` claim, if any (RFC 9449 section 9; checked by the scheme when nonces are on). */
   nonce?: unknown;
@@ -217,7 +221,10 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
     if (typeof ath !== 'string' || !sameText(ath, tokenHash)) {
       throw invalidProof('The DPoP proof is not for this access token ("ath").');
     }
-    const acceptableUntil = Math.ceil((iat + options.maxAgeSeconds) * 1000);
+    // A replica whose clock runs behind this one takes the proof for longer: by as much as a
+    // client's clock may run ahead, the clock difference the window already allows (further
+    // behind, it would refuse fresh proofs). The replay entry must outlive that replica's window.
+    const acceptableUntil = Math.ceil((iat + options.maxAgeSeconds + options.aheadSeconds) * 1000);
     return nonce === undefined ? { jti, acceptableUntil } : { jti, acceptableUntil, nonce };
   }
 }

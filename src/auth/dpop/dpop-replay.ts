@@ -3,7 +3,7 @@ import type { Cache } from '../../cache/cache.ts';
 import { systemClock, type Clock } from '../../time/clock.ts';
 import type { CheckedProof } from './dpop-proof.ts';
 
-/** Remembers each proof's `jti` while its `iat` is in the window. */
+/** Remembers each proof's `jti` while its `iat` is in the window of any replica. */
 export interface ProofReplayStore {
   /** True the first time this key's proof `jti` is seen inside its window, false on a replay. */
   firstUse(boundKey: string, proof: CheckedProof): Promise<boolean>;
@@ -18,7 +18,8 @@ export interface ProofReplayStore {
  * process's memory. While Redis fails the cache's fallback serves, as it does for every other
  * shared entry: a proof is then accepted once per process (or per gateway, with workers)
  * until Redis answers again. The entry is named by SHA-256 of the key's thumbprint and the
- * `jti` (never the proof) and lives until the proof's `iat` leaves the window.
+ * `jti` (never the proof) and lives until no replica takes the proof's `iat` any more (the
+ * window, and `DPOP_PROOF_AHEAD_SECONDS` more for a replica whose clock is behind).
  */
 export function createProofReplayStore(options: { cache: Cache; clock?: Clock }): ProofReplayStore {
   const { cache, clock = systemClock } = options;

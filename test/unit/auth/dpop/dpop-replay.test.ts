@@ -1,9 +1,12 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
+import { createProofChecker } from '../../../../src/auth/dpop/dpop-proof.ts';
 import { createProofReplayStore } from '../../../../src/auth/dpop/dpop-replay.ts';
+import type { Clock } from '../../../../src/time/clock.ts';
 import type { Cache } from '../../../../src/cache/cache.ts';
 import { createFallbackCache } from '../../../../src/cache/fallback-cache.ts';
 import { createMemoryCache } from '../../../../src/cache/memory-cache.ts';
+import { dpopKey, dpopProof } from '../../../helpers/dpop.ts';
 import { manualClock } from '../../../helpers/test-clock.ts';
 
 const clock = manualClock();
@@ -66,5 +69,39 @@ describe('the replay store of DPoP proofs', () => {
     expect(await a.firstUse('key-1', proof('j3'))).toBe(false);
     // The documented gap: the other replica's memory has not seen it.
     expect(await b.firstUse('key-1', proof('j3'))).toBe(true);
+  });
+
+  it("refuses a replay on a replica whose clock is behind, as long as that replica still accepts the proof's iat", async () => {
+    // Replica A's clock is Redis's; B's runs 3 s behind it (inside the 5 s a proof may be ahead).
+    const redis = sharedRedis();
+    const behind: Clock = { now: () => clock.now() - 3_000 };
+    const replica = (replicaClock: Clock) => ({
+      check: createProofChecker({
+        algorithms: ['ES256'],
+        maxAgeSeconds: 60,
+        aheadSeconds: 5,
+        maxCachedKeys: 10,
+        clock: replicaClock,
+      }),
+      replay: createProofReplayStore({ cache: redis.cache, clock: replicaClock }),
+    });
+    const [a, b] = [replica(clock), replica(behind)];
+    const key = await dpopKey();
+    const url = 'https://gw.example/api/acme/platform/workspaces';
+    const request = { method: 'GET', htu: url, accessToken: 'token', boundKey: key.thumbprint };
+    const made = await dpopProof(key, {
+      method: 'GET',
+      url,
+      accessToken: 'token',
+      iat: Math.floor(clock.now() / 1000),
+    });
+    const used = async (on: typeof a) =>
+      on.replay.firstUse(key.thumbprint, await on.check(made, request));
+
+    expect(await used(a)).toBe(true);
+    // 61 s on: too old for A, 58 s old for B, which still takes it.
+    clock.advance(61_000);
+    await expect(a.check(made, request)).rejects.toMatchObject({ reason: 'bad_proof' });
+    expect(await used(b)).toBe(false);
   });
 });
