@@ -157,6 +157,34 @@ describe('forward over undici: the exchange', () => {
     expect(failures).toEqual([]);
   });
 
+  it('relays the final answer after informational ones (102 Processing, 103 Early Hints)', async () => {
+    answer = (_req, res) => {
+      res.writeProcessing();
+      res.writeEarlyHints({ link: '</app.css>; rel=preload; as=style' }, () => {
+        res.writeHead(201, { 'x-final': 'yes', 'content-length': '7' }).end('created');
+      });
+    };
+    const relayed = await gateway();
+    const text = (await rawGet(relayed)).toString('latin1');
+    expect(text).toMatch(/^HTTP\/1\.1 201 /);
+    expect(text).toMatch(/x-final: yes\r\n/i);
+    expect(text).toMatch(/x-request-id: r-2\r\n/i);
+    expect(text.endsWith('created')).toBe(true);
+    // A step that takes the answer (the /auth proxy's) is handed the final one only.
+    const statuses: number[] = [];
+    const stepped = await gateway({}, (res) => ({
+      answered: (status) => {
+        statuses.push(status);
+        return (taken) => relay(taken, res, 'r-2');
+      },
+    }));
+    const got = await fetch(`http://127.0.0.1:${stepped}/`);
+    expect(got.status).toBe(201);
+    expect(await got.text()).toBe('created');
+    expect(statuses).toEqual([201]);
+    expect(failures).toEqual([]);
+  });
+
   it('throws what undici throws for a header it will not write, sending nothing', async () => {
     let arrived = 0;
     answer = (_req, res) => {
