@@ -144,14 +144,14 @@ describe('upstreamRequestHeaders', () => {
       'x',
       'Accept',
       '*/*',
-      'X-Forwarded',
+      'X-Forwardedness',
       'kept: not the X-Forwarded- family',
     ];
     for (const keepCredentials of [false, true]) {
       expect(upstreamRequestHeaders(raw, { keepCredentials })).toEqual([
         'Accept',
         '*/*',
-        'X-Forwarded',
+        'X-Forwardedness',
         'kept: not the X-Forwarded- family',
       ]);
     }
