@@ -225,6 +225,10 @@ class Exchange implements Dispatcher.DispatchHandler {
     headers: IncomingHttpHeaders,
   ): void {
     this.#alive();
+    // An informational answer (102 Processing, 103 Early Hints; undici refuses a 100 itself)
+    // comes before the final one, which undici reports next: the client gets that one alone,
+    // its head written once (a second head would throw and cut the client off).
+    if (statusCode < 200) return;
     const { span } = this.#o;
     span?.setAttribute('http.response.status_code', statusCode);
     const raw = controller.rawHeaders as readonly (string | Buffer)[];
