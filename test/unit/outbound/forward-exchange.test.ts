@@ -185,6 +185,36 @@ describe('forward over undici: the exchange', () => {
     expect(failures).toEqual([]);
   });
 
+  it("waits for a client still sending its body: the client's silence is no 504 of the upstream's", async () => {
+    const silence = struckByHand();
+    let arrived = false;
+    answer = (req, res) => {
+      arrived = true;
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      req.on('end', () => res.end(`got ${body}`));
+    };
+    const port = await gateway({ startTimer: silence.start });
+    const socket = connect(port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    const ended = new Promise((resolve) => socket.once('end', resolve));
+    socket.write(
+      'POST / HTTP/1.1\r\nHost: gw\r\nConnection: close\r\nContent-Length: 10\r\n\r\nabc',
+    );
+    // The upstream has every byte the client sent (undici writes the head with the first chunk);
+    // the client owes the rest. The allowed silence runs out: it is the client's, whose own
+    // bound is the server's request timeout (408), not the upstream's.
+    await vi.waitFor(() => expect(arrived).toBe(true));
+    expect(silence.strike()).toBe(true);
+    socket.write('defghij');
+    await ended;
+    const text = Buffer.concat(chunks).toString('latin1');
+    expect(text).toMatch(/^HTTP\/1\.1 200 /);
+    expect(text.endsWith('got abcdefghij')).toBe(true);
+    expect(failures).toEqual([]);
+  });
+
   it('throws what undici throws for a header it will not write, sending nothing', async () => {
     let arrived = 0;
     answer = (_req, res) => {
