@@ -5,6 +5,7 @@ import type { Principal } from '../tenancy/principal.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
 import type { AdmittedScope } from '../edge/request-scope.ts';
 import { AppError } from '../envelope/errors.ts';
+import { failedBeforeSending } from '../keycloak/keycloak-failures.ts';
 import { clientForwardedHeaders } from '../outbound/forwarded-headers.ts';
 import { forward, UpstreamSilent, type OutboundHandlers } from '../outbound/forward.ts';
 import { IDENTITY_HEADERS } from '../outbound/upstream-headers.ts';
@@ -19,12 +20,16 @@ const base64Lines = (lines: string[]) => Buffer.from(lines.join('\n'), 'utf8').t
  */
 export type Forwarder = (req: IncomingMessage, res: ServerResponse, scope: AdmittedScope) => void;
 
-/** The automation service's failures as the client sees them: 504, 503 refused, else 502. */
+/**
+ * The automation service's failures as the client sees them: 504 silent; 503 (with Retry-After)
+ * when nothing reached it, by the one table of network errors that says so for Keycloak too
+ * (refused, its name not resolved as a stopped compose service's, no route to it); else 502.
+ */
 const HANDLERS: OutboundHandlers = {
   failed: (err) => {
     if (err instanceof UpstreamSilent) return new AppError('upstreamTimeout', { cause: err });
-    const refused = (err as NodeJS.ErrnoException).code === 'ECONNREFUSED';
-    return new AppError(refused ? 'upstreamUnavailable' : 'upstreamBadGateway', { cause: err });
+    const unreached = failedBeforeSending(err);
+    return new AppError(unreached ? 'upstreamUnavailable' : 'upstreamBadGateway', { cause: err });
   },
 };
 

@@ -136,7 +136,8 @@ function replacedNames(o: Outbound): ReadonlySet<string> | undefined {
  * upstream gets: the client's headers through the one header table (upstream-headers.ts), then
  * `Host` the upstream's, the gateway's own headers, `X-Request-Id`, the length of a body read
  * whole and the gateway's trace headers; the body by the one body rule (upstream.ts). What is
- * kept whatever the proxy: a silent upstream is cut off after `timeoutMs` (`UpstreamSilent`);
+ * kept whatever the proxy: a silent upstream is cut off after `timeoutMs` (`UpstreamSilent`),
+ * a client still sending the body it owes is waited for (the server's request timeout is its);
  * a client that leaves has its request to the upstream closed (nothing to answer, no failure);
  * an upstream gone mid-answer ends the client's connection; the span ends with the answer or
  * the failure. Throws what undici throws for a header it refuses.
@@ -157,7 +158,15 @@ export function forward(
   if (o.body) headers.push(...bodyFraming(req, o.body));
   if (o.trace) headers.push(...o.trace);
 
-  const exchange = new Exchange(res, o, handlers);
+  const body = bodyOf(req, o.body);
+  // A body streamed as the client sends it: while the client still owes some and the upstream
+  // has taken all it sent, the silence is the client's, bounded by the server's request
+  // timeout (408), not the upstream's (504, a failure of the upstream's for the proxy).
+  const clientOwes =
+    body instanceof Readable
+      ? () => !req.complete && req.readableLength === 0 && body.readableLength === 0
+      : undefined;
+  const exchange = new Exchange(res, o, handlers, clientOwes);
   exchange.dispatching = true;
   try {
     o.upstream.dispatcher.dispatch(
@@ -165,7 +174,7 @@ export function forward(
         method: req.method!,
         path: o.upstream.basePath + o.path,
         headers,
-        body: bodyOf(req, o.body),
+        body,
       },
       exchange,
     );
@@ -191,6 +200,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   readonly #o: Outbound;
   readonly #handlers: OutboundHandlers;
   readonly #timer: Timer;
+  readonly #clientOwes: (() => boolean) | undefined;
   #controller: Dispatcher.DispatchController | undefined;
   /** Why the gateway closed the exchange itself (silence, the client gone), when it did. */
   #cutOff: Error | undefined;
@@ -201,10 +211,16 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** Within `dispatch`: a failure now is undici refusing the request itself. */
   dispatching = false;
 
-  constructor(res: ServerResponse, o: Outbound, handlers: OutboundHandlers) {
+  constructor(
+    res: ServerResponse,
+    o: Outbound,
+    handlers: OutboundHandlers,
+    clientOwes: (() => boolean) | undefined,
+  ) {
     this.#res = res;
     this.#o = o;
     this.#handlers = handlers;
+    this.#clientOwes = clientOwes;
     this.#timer = (o.startTimer ?? systemTimer)(o.timeoutMs, () => this.#silent());
   }
 
@@ -225,6 +241,10 @@ class Exchange implements Dispatcher.DispatchHandler {
     headers: IncomingHttpHeaders,
   ): void {
     this.#alive();
+    // An informational answer (102 Processing, 103 Early Hints; undici refuses a 100 itself)
+    // comes before the final one, which undici reports next: the client gets that one alone,
+    // its head written once (a second head would throw and cut the client off).
+    if (statusCode < 200) return;
     const { span } = this.#o;
     span?.setAttribute('http.response.status_code', statusCode);
     const raw = controller.rawHeaders as readonly (string | Buffer)[];
@@ -309,10 +329,18 @@ class Exchange implements Dispatcher.DispatchHandler {
     sendError(res, failure, this.#o.logger);
   }
 
-  /** The upstream stayed silent: cut off, and the client told (504), its connection waiting or not. */
+  /**
+   * The upstream stayed silent: cut off, and the client told (504), its connection waiting or
+   * not. Not while the client still owes the body the upstream waits for (`clientOwes`).
+   */
   #silent(): void {
     if (this.#settled || this.#held) return;
     const beforeConnect = this.#controller === undefined;
+    if (!beforeConnect && this.#clientOwes?.() === true) {
+      // The client is the one silent: waited for (its leaving closes the exchange).
+      this.#timer.refresh();
+      return;
+    }
     this.#cutOff = new UpstreamSilent(this.#o.timeoutMs, beforeConnect);
     if (!beforeConnect) {
       this.#controller!.abort(this.#cutOff);

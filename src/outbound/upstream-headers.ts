@@ -51,10 +51,26 @@ const SET_BY_GATEWAY = new Set(['host', 'expect']);
  * replaced, and must not travel on beside it). With them every name of the `X-Forwarded-`
  * family (`isForwardingClaim`), not only those the gateway sets: servers read many more
  * (`-Ssl`, `-Scheme`, `-Protocol` for the scheme, `-Client-Cert` for a client certificate,
- * `-Uri`, `-Server`), and a client's copy would speak for the gateway.
+ * `-Uri`, `-Server`), and a client's copy would speak for the gateway; and every other header
+ * a server reads as the client's address (`X-Real-IP`, `X-Client-IP`, `True-Client-IP`, ...).
  */
-const FORWARDING = new Set(['x-request-id', 'forwarded', 'x-real-ip']);
+const FORWARDING = new Set([
+  'x-request-id',
+  'forwarded',
+  // What servers and libraries read as the client's address before or beside X-Forwarded-For
+  // (request-ip reads X-Client-IP first, Rails compares Client-IP with it, django-ipware and
+  // PHP's usual snippet read X-Forwarded, Forwarded-For, X-Coming-From): only the gateway's
+  // `X-Forwarded-For` names the client. Every name ending in `-IP` is one too (`isForwardingClaim`).
+  'x-forwarded',
+  'forwarded-for',
+  'x-original-forwarded-for',
+  'x-remote-addr',
+  'x-coming-from',
+  'coming-from',
+]);
 const FORWARDING_FAMILY = 'x-forwarded-';
+/** `X-Real-IP`, `X-Client-IP`, `True-Client-IP`, `CF-Connecting-IP(v6)`, `CF-Pseudo-IPv4`, ... */
+const ADDRESS_SUFFIXES = ['-ip', '-ipv4', '-ipv6'];
 
 /**
  * Headers some frameworks read as the request's real method or target (express's
@@ -81,6 +97,7 @@ const PROXY_FAMILY = 'proxy';
 const isForwardingClaim = (name: string): boolean =>
   FORWARDING.has(name) ||
   name.startsWith(FORWARDING_FAMILY) ||
+  ADDRESS_SUFFIXES.some((suffix) => name.endsWith(suffix)) ||
   (name.startsWith(PROXY_FAMILY) &&
     (name.length === PROXY_FAMILY.length || name.charCodeAt(PROXY_FAMILY.length) === 0x2d));
 
@@ -106,7 +123,8 @@ function isIdentityName(lowerName: string): boolean {
  * in order and as received. Dropped: identity headers in any spelling, every name with `_`
  * (nginx's `underscores_in_headers off`: such names are ambiguous behind CGI-style servers),
  * hop-by-hop headers and those the client's `Connection` names, forwarding claims (every
- * `X-Forwarded-*`, `Forwarded`, `X-Real-IP`), `Proxy` and every `Proxy-*`, method and target
+ * `X-Forwarded-*`, `Forwarded`, every `*-IP` such as `X-Real-IP` and `X-Client-IP`, the other
+ * client-address claims), `Proxy` and every `Proxy-*`, method and target
  * overrides (`X-HTTP-Method-Override`, `X-Original-URL`, ...), and
  * `X-Request-Id` (the gateway sets its own), and
  * (unless `keepCredentials`) `Authorization`, `Cookie` and `DPoP`; and the lowercase names of

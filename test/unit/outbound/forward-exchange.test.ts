@@ -157,6 +157,64 @@ describe('forward over undici: the exchange', () => {
     expect(failures).toEqual([]);
   });
 
+  it('relays the final answer after informational ones (102 Processing, 103 Early Hints)', async () => {
+    answer = (_req, res) => {
+      res.writeProcessing();
+      res.writeEarlyHints({ link: '</app.css>; rel=preload; as=style' }, () => {
+        res.writeHead(201, { 'x-final': 'yes', 'content-length': '7' }).end('created');
+      });
+    };
+    const relayed = await gateway();
+    const text = (await rawGet(relayed)).toString('latin1');
+    expect(text).toMatch(/^HTTP\/1\.1 201 /);
+    expect(text).toMatch(/x-final: yes\r\n/i);
+    expect(text).toMatch(/x-request-id: r-2\r\n/i);
+    expect(text.endsWith('created')).toBe(true);
+    // A step that takes the answer (the /auth proxy's) is handed the final one only.
+    const statuses: number[] = [];
+    const stepped = await gateway({}, (res) => ({
+      answered: (status) => {
+        statuses.push(status);
+        return (taken) => relay(taken, res, 'r-2');
+      },
+    }));
+    const got = await fetch(`http://127.0.0.1:${stepped}/`);
+    expect(got.status).toBe(201);
+    expect(await got.text()).toBe('created');
+    expect(statuses).toEqual([201]);
+    expect(failures).toEqual([]);
+  });
+
+  it("waits for a client still sending its body: the client's silence is no 504 of the upstream's", async () => {
+    const silence = struckByHand();
+    let arrived = false;
+    answer = (req, res) => {
+      arrived = true;
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      req.on('end', () => res.end(`got ${body}`));
+    };
+    const port = await gateway({ startTimer: silence.start });
+    const socket = connect(port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    const ended = new Promise((resolve) => socket.once('end', resolve));
+    socket.write(
+      'POST / HTTP/1.1\r\nHost: gw\r\nConnection: close\r\nContent-Length: 10\r\n\r\nabc',
+    );
+    // The upstream has every byte the client sent (undici writes the head with the first chunk);
+    // the client owes the rest. The allowed silence runs out: it is the client's, whose own
+    // bound is the server's request timeout (408), not the upstream's.
+    await vi.waitFor(() => expect(arrived).toBe(true));
+    expect(silence.strike()).toBe(true);
+    socket.write('defghij');
+    await ended;
+    const text = Buffer.concat(chunks).toString('latin1');
+    expect(text).toMatch(/^HTTP\/1\.1 200 /);
+    expect(text.endsWith('got abcdefghij')).toBe(true);
+    expect(failures).toEqual([]);
+  });
+
   it('throws what undici throws for a header it will not write, sending nothing', async () => {
     let arrived = 0;
     answer = (_req, res) => {

@@ -144,15 +144,49 @@ describe('upstreamRequestHeaders', () => {
       'x',
       'Accept',
       '*/*',
-      'X-Forwarded',
+      'X-Forwardedness',
       'kept: not the X-Forwarded- family',
     ];
     for (const keepCredentials of [false, true]) {
       expect(upstreamRequestHeaders(raw, { keepCredentials })).toEqual([
         'Accept',
         '*/*',
-        'X-Forwarded',
+        'X-Forwardedness',
         'kept: not the X-Forwarded- family',
+      ]);
+    }
+  });
+
+  it('drops every header a server or library reads as the client address, not only X-Real-IP', () => {
+    // What request-ip (Node), Rails' Client-IP check, django-ipware and the usual PHP snippet
+    // read before or beside X-Forwarded-For: a client's copy would name any address it likes.
+    const claims = [
+      'X-Client-IP',
+      'Client-IP',
+      'True-Client-IP',
+      'CF-Connecting-IP',
+      'CF-Connecting-IPv6',
+      'CF-Pseudo-IPv4',
+      'Fastly-Client-IP',
+      'X-Cluster-Client-IP',
+      'DO-Connecting-IP',
+      'X-AppEngine-User-IP',
+      'X-Originating-IP',
+      'X-Remote-IP',
+      'X-Remote-Addr',
+      'X-Forwarded',
+      'Forwarded-For',
+      'X-Original-Forwarded-For',
+      'X-Coming-From',
+      'Coming-From',
+    ];
+    const raw = [...claims.flatMap((name) => [name, '6.6.6.6']), 'Accept', '*/*', 'X-Zip', 'z'];
+    for (const keepCredentials of [false, true]) {
+      expect(upstreamRequestHeaders(raw, { keepCredentials })).toEqual([
+        'Accept',
+        '*/*',
+        'X-Zip',
+        'z',
       ]);
     }
   });
