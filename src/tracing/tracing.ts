@@ -12,6 +12,7 @@ import {
   type Span,
 } from '@opentelemetry/api';
 import type { Logger } from 'pino';
+import type { Sampler } from '@opentelemetry/sdk-trace';
 import { VERSION } from '../release/version.ts';
 import { currentTraceScope, inTraceScope } from './trace-scope.ts';
 
@@ -72,9 +73,10 @@ export function endSpan(span: Span, failure?: unknown): void {
 }
 
 /**
- * Starts the exporter. Sampling: the share `sampleRatio` of trace ids, whatever the client's
- * `traceparent` says (its trace id is kept, its sampled flag is not: clients cannot make every
- * request traced). Export problems are logged as warnings, never thrown at requests.
+ * Starts the exporter. Sampling: the share `sampleRatio` of requests, whatever the client's
+ * `traceparent` says (its trace id is kept, neither its sampled flag nor the id itself decides:
+ * clients cannot make every request traced). Export problems are logged as warnings, never
+ * thrown at requests.
  */
 export async function createTracing(options: TracingOptions): Promise<Tracing> {
   const [sdk, { OTLPTraceExporter }, { resourceFromAttributes }, { W3CTraceContextPropagator }] =
@@ -96,6 +98,18 @@ export async function createTracing(options: TracingOptions): Promise<Tracing> {
     DiagLogLevel.WARN,
   );
   const ratio = new sdk.TraceIdRatioBasedSampler(options.sampleRatio);
+  // The ratio sampler keeps a trace id whose words XOR to a small number: an id the gateway
+  // made is random, a client's is whatever it chose (`00...01` is kept at any ratio). A request
+  // continuing a client's trace is kept at random instead, one draw per request.
+  const perRequest: Sampler = {
+    shouldSample: () => ({
+      decision:
+        Math.random() < options.sampleRatio
+          ? sdk.SamplingDecision.RECORD_AND_SAMPLED
+          : sdk.SamplingDecision.NOT_RECORD,
+    }),
+    toString: () => `PerRequestRatio{${options.sampleRatio}}`,
+  };
   const provider = new sdk.TracerProvider({
     resource: resourceFromAttributes({
       'service.name': options.serviceName,
@@ -103,8 +117,8 @@ export async function createTracing(options: TracingOptions): Promise<Tracing> {
     }),
     sampler: new sdk.ParentBasedSampler({
       root: ratio,
-      remoteParentSampled: ratio,
-      remoteParentNotSampled: ratio,
+      remoteParentSampled: perRequest,
+      remoteParentNotSampled: perRequest,
     }),
     spanProcessors: [
       new sdk.BatchSpanProcessor({
