@@ -24,7 +24,8 @@ import { currentTraceScope, inTraceScope } from './trace-scope.ts';
 export interface Tracing {
   /**
    * The server span of one request, continuing the client's W3C `traceparent` when it sent a
-   * valid one (a malformed one starts a new trace). Ended with the response.
+   * valid one (a malformed one starts a new trace). Ended with the response, or when the client
+   * leaves before it has all of it (an error: `client left`).
    */
   serveRequest(req: IncomingMessage, res: ServerResponse, requestId: string): Span;
   /** A span under the current one (a root span outside any). */
@@ -59,6 +60,9 @@ export function tracesUrlOf(config: {
   if (config.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) return config.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
   return config.OTEL_EXPORTER_OTLP_ENDPOINT && `${config.OTEL_EXPORTER_OTLP_ENDPOINT}/v1/traces`;
 }
+
+/** The status message of a request span whose client left before it had its whole answer. */
+const CLIENT_LEFT = 'client left';
 
 /** Ends `span`; a failure marks it as an error, named by its result code when it has one. */
 export function endSpan(span: Span, failure?: unknown): void {
@@ -154,12 +158,16 @@ export async function createTracing(options: TracingOptions): Promise<Tracing> {
       );
       // Not sampled: nothing will be exported, so nothing more to record.
       if (!span.isRecording()) return span;
-      res.on('finish', () => {
+      // 'close', not 'finish': a client that leaves before its answer (often one kept waiting
+      // by a slow dependency) ends the span too, or its children would have no parent.
+      res.on('close', () => {
         const url = (req as { originalUrl?: string }).originalUrl ?? req.url ?? '';
         // The path only: a query may carry anything.
         span.setAttribute('url.path', url.split('?', 1)[0]!);
-        span.setAttribute('http.response.status_code', res.statusCode);
-        if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+        if (res.headersSent) span.setAttribute('http.response.status_code', res.statusCode);
+        if (!res.writableFinished)
+          span.setStatus({ code: SpanStatusCode.ERROR, message: CLIENT_LEFT });
+        else if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
         span.end();
       });
       return span;
