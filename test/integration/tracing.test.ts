@@ -178,7 +178,8 @@ describe('tracing (OpenTelemetry, OTLP over HTTP)', () => {
     });
     try {
       await vi.waitFor(
-        () => expect(front.seen.map((r) => r.target)).toContainEqual(expect.stringMatching(/token$/)),
+        () =>
+          expect(front.seen.map((r) => r.target)).toContainEqual(expect.stringMatching(/token$/)),
         { timeout: 10_000, interval: 20 },
       );
       gone.abort();
