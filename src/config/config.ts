@@ -236,7 +236,7 @@ export const configSchema = z.object({
     .meta({ description: 'the service name spans carry' }),
   OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).default(1).meta({
     description:
-      "share of traces kept, 0 to 1, decided on the trace id (a client's `traceparent` cannot raise it)",
+      "share of traces kept, 0 to 1: a new trace decided on its trace id, a client's continued one per request at random (its `traceparent`, trace id included, cannot raise it)",
   }),
 
   TOKEN_CLOCK_LEEWAY_SECONDS: z.coerce.number().int().min(0).max(300).default(10).meta({

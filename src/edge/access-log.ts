@@ -3,8 +3,9 @@ import type { Logger } from 'pino';
 
 /**
  * Logs one line for a request that ended: method, path without query, status and duration,
- * under the request id the edge gave it (edge/edge.ts). Headers are never logged: they carry
- * credentials.
+ * under the request id the edge gave it (edge/edge.ts); for one whose client left before its
+ * whole answer (`client left`, at info), the status only if its head was sent. Headers are
+ * never logged: they carry credentials.
  */
 export function logFinished(
   req: IncomingMessage,
@@ -14,17 +15,20 @@ export function logFinished(
   logger: Logger,
 ): void {
   const status = res.statusCode;
+  const answered = res.writableFinished;
   // Successful requests are the hot path: build the line only when it will be written.
-  if (status < 400 && !logger.isLevelEnabled('debug')) return;
+  if (answered && status < 400 && !logger.isLevelEnabled('debug')) return;
   const line = {
     reqId: id,
     method: req.method,
     // Express rewrites req.url inside mounted routers; originalUrl keeps what the client sent.
     path: ((req as { originalUrl?: string }).originalUrl ?? req.url ?? '').split('?', 1)[0],
-    status,
+    // Before the head is sent, statusCode is Node's default 200, nothing anyone answered.
+    status: answered || res.headersSent ? status : undefined,
     ms: Math.round(seconds * 100_000) / 100,
   };
-  if (status >= 500) logger.error(line, 'request failed');
+  if (!answered) logger.info(line, 'client left');
+  else if (status >= 500) logger.error(line, 'request failed');
   else if (status >= 400) logger.info(line, 'request refused');
   else logger.debug(line, 'request');
 }

@@ -65,10 +65,14 @@ export function createEdge(deps: {
     const started = performance.now();
     // Until the path is read, a request counts as 'other' (e.g. one refused for its Host).
     let routeClass: RouteClass = 'other';
-    // `on`, not `once`: a response finishes once, and `once` costs a wrapper and a removal.
-    res.on('finish', () => {
+    // `on`, not `once`: a response closes once, and `once` costs a wrapper and a removal.
+    // 'close', not 'finish': a client gone before its whole answer has its line too; the
+    // metrics count answers only.
+    res.on('close', () => {
       const seconds = (performance.now() - started) / 1000;
-      metrics.request(routeClass, req.method, res.statusCode, req.headers.authorization, seconds);
+      if (res.writableFinished) {
+        metrics.request(routeClass, req.method, res.statusCode, req.headers.authorization, seconds);
+      }
       logFinished(req, res, requestId, seconds, logger);
     });
     try {

@@ -12,6 +12,7 @@ import {
   type Span,
 } from '@opentelemetry/api';
 import type { Logger } from 'pino';
+import type { Sampler } from '@opentelemetry/sdk-trace';
 import { VERSION } from '../release/version.ts';
 import { currentTraceScope, inTraceScope } from './trace-scope.ts';
 
@@ -23,7 +24,8 @@ import { currentTraceScope, inTraceScope } from './trace-scope.ts';
 export interface Tracing {
   /**
    * The server span of one request, continuing the client's W3C `traceparent` when it sent a
-   * valid one (a malformed one starts a new trace). Ended with the response.
+   * valid one (a malformed one starts a new trace). Ended with the response, or when the client
+   * leaves before it has all of it (an error: `client left`).
    */
   serveRequest(req: IncomingMessage, res: ServerResponse, requestId: string): Span;
   /** A span under the current one (a root span outside any). */
@@ -59,6 +61,9 @@ export function tracesUrlOf(config: {
   return config.OTEL_EXPORTER_OTLP_ENDPOINT && `${config.OTEL_EXPORTER_OTLP_ENDPOINT}/v1/traces`;
 }
 
+/** The status message of a request span whose client left before it had its whole answer. */
+const CLIENT_LEFT = 'client left';
+
 /** Ends `span`; a failure marks it as an error, named by its result code when it has one. */
 export function endSpan(span: Span, failure?: unknown): void {
   if (failure !== undefined) {
@@ -72,9 +77,10 @@ export function endSpan(span: Span, failure?: unknown): void {
 }
 
 /**
- * Starts the exporter. Sampling: the share `sampleRatio` of trace ids, whatever the client's
- * `traceparent` says (its trace id is kept, its sampled flag is not: clients cannot make every
- * request traced). Export problems are logged as warnings, never thrown at requests.
+ * Starts the exporter. Sampling: the share `sampleRatio` of requests, whatever the client's
+ * `traceparent` says (its trace id is kept, neither its sampled flag nor the id itself decides:
+ * clients cannot make every request traced). Export problems are logged as warnings, never
+ * thrown at requests.
  */
 export async function createTracing(options: TracingOptions): Promise<Tracing> {
   const [sdk, { OTLPTraceExporter }, { resourceFromAttributes }, { W3CTraceContextPropagator }] =
@@ -96,6 +102,18 @@ export async function createTracing(options: TracingOptions): Promise<Tracing> {
     DiagLogLevel.WARN,
   );
   const ratio = new sdk.TraceIdRatioBasedSampler(options.sampleRatio);
+  // The ratio sampler keeps a trace id whose words XOR to a small number: an id the gateway
+  // made is random, a client's is whatever it chose (`00...01` is kept at any ratio). A request
+  // continuing a client's trace is kept at random instead, one draw per request.
+  const perRequest: Sampler = {
+    shouldSample: () => ({
+      decision:
+        Math.random() < options.sampleRatio
+          ? sdk.SamplingDecision.RECORD_AND_SAMPLED
+          : sdk.SamplingDecision.NOT_RECORD,
+    }),
+    toString: () => `PerRequestRatio{${options.sampleRatio}}`,
+  };
   const provider = new sdk.TracerProvider({
     resource: resourceFromAttributes({
       'service.name': options.serviceName,
@@ -103,8 +121,8 @@ export async function createTracing(options: TracingOptions): Promise<Tracing> {
     }),
     sampler: new sdk.ParentBasedSampler({
       root: ratio,
-      remoteParentSampled: ratio,
-      remoteParentNotSampled: ratio,
+      remoteParentSampled: perRequest,
+      remoteParentNotSampled: perRequest,
     }),
     spanProcessors: [
       new sdk.BatchSpanProcessor({
@@ -140,12 +158,16 @@ export async function createTracing(options: TracingOptions): Promise<Tracing> {
       );
       // Not sampled: nothing will be exported, so nothing more to record.
       if (!span.isRecording()) return span;
-      res.on('finish', () => {
+      // 'close', not 'finish': a client that leaves before its answer (often one kept waiting
+      // by a slow dependency) ends the span too, or its children would have no parent.
+      res.on('close', () => {
         const url = (req as { originalUrl?: string }).originalUrl ?? req.url ?? '';
         // The path only: a query may carry anything.
         span.setAttribute('url.path', url.split('?', 1)[0]!);
-        span.setAttribute('http.response.status_code', res.statusCode);
-        if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+        if (res.headersSent) span.setAttribute('http.response.status_code', res.statusCode);
+        if (!res.writableFinished)
+          span.setStatus({ code: SpanStatusCode.ERROR, message: CLIENT_LEFT });
+        else if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
         span.end();
       });
       return span;

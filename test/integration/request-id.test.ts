@@ -6,6 +6,7 @@ import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { rawRequest } from '../helpers/raw-http.ts';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
+import { createLogger } from '../../src/http/logger.ts';
 import { testEnv } from '../helpers/test-env.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 
@@ -22,6 +23,8 @@ describe('request ids end to end', () => {
   let replica: Replica;
   let org: string;
   let member: TestUser;
+  /** The replica's log lines, as written. */
+  const logged: Record<string, unknown>[] = [];
   const automation = () => `/api/${org}/workspaces/ws1/ita/menu/operation_list/filter/`;
   /** The request ids Keycloak saw on requests whose path ends with `end`. */
   const idsAtKeycloak = (end: string) =>
@@ -32,15 +35,21 @@ describe('request ids end to end', () => {
   beforeAll(async () => {
     upstream = await startRecordingUpstream();
     front = await startKeycloakFront(testEnv().keycloakUrl);
-    replica = await startReplica(19200, {
-      KEYCLOAK_URL: front.url,
-      AUTOMATION_UPSTREAM_URL: upstream.url,
-      LOGIN_MAX_FAILURES_PER_ADDRESS: '0',
-      // No background re-checks nor scheduled key-set fetches: each test sees only the calls
-      // its requests made.
-      REVOCATION_CHECK_SECONDS: 'off',
-      KEY_SET_REFRESH_SECONDS: '3600',
-    });
+    replica = await startReplica(
+      19200,
+      {
+        KEYCLOAK_URL: front.url,
+        AUTOMATION_UPSTREAM_URL: upstream.url,
+        LOGIN_MAX_FAILURES_PER_ADDRESS: '0',
+        // No background re-checks nor scheduled key-set fetches: each test sees only the calls
+        // its requests made.
+        REVOCATION_CHECK_SECONDS: 'off',
+        KEY_SET_REFRESH_SECONDS: '3600',
+      },
+      createLogger('info', {
+        write: (line: string) => void logged.push(JSON.parse(line) as Record<string, unknown>),
+      }),
+    );
     // Its start-up pass over the realms' back-channel logout URL (admin-API calls of no
     // request) is over before any test counts what Keycloak saw.
     const alignment = async () =>
@@ -188,5 +197,42 @@ describe('request ids end to end', () => {
     const admin = front.seen.filter((r) => r.target.includes('/admin/realms/'));
     expect(admin.length).toBeGreaterThan(0);
     expect(admin.map((r) => r.headers['x-request-id'])).toEqual(admin.map(() => 'list-sessions-1'));
+  });
+
+  it('a request whose client left before its answer has its access-log line, under its id', async () => {
+    const user = await createUser(org);
+    // Keycloak's answer to the grant is held: the client gives up before it comes.
+    front.hold(/\/protocol\/openid-connect\/token$/, 30_000);
+    const gone = new AbortController();
+    const answer = fetch(`${replica.url}/auth/realms/${org}/protocol/openid-connect/token`, {
+      method: 'POST',
+      signal: gone.signal,
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        'x-request-id': 'gave-up-1',
+      },
+      body: passwordGrantBody(user),
+    });
+    try {
+      await vi.waitFor(
+        () => expect(idsAtKeycloak('/protocol/openid-connect/token')).toEqual(['gave-up-1']),
+        EVENTUALLY,
+      );
+      gone.abort();
+      await expect(answer).rejects.toThrow();
+      await vi.waitFor(
+        () =>
+          expect(logged).toContainEqual(
+            expect.objectContaining({
+              reqId: 'gave-up-1',
+              method: 'POST',
+              path: `/auth/realms/${org}/protocol/openid-connect/token`,
+            }),
+          ),
+        EVENTUALLY,
+      );
+    } finally {
+      front.hold(/$^/, 0);
+    }
   });
 });

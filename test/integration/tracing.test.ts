@@ -160,6 +160,40 @@ describe('tracing (OpenTelemetry, OTLP over HTTP)', () => {
     expect(sent?.headers.tracestate).toBe('vendor=client-state');
   });
 
+  it('a request whose client leaves before its answer is still a server span, an error', async () => {
+    const user = await createUser(org);
+    const traceId = hex(16);
+    front.seen.length = 0;
+    // Keycloak's answer to the grant is held: the client gives up before it comes.
+    front.hold(/\/protocol\/openid-connect\/token$/, 30_000);
+    const gone = new AbortController();
+    const answer = fetch(`${traced.url}/auth/realms/${org}/protocol/openid-connect/token`, {
+      method: 'POST',
+      signal: gone.signal,
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        traceparent: traceparentOf(traceId, hex(8)),
+      },
+      body: passwordGrantBody(user),
+    });
+    try {
+      await vi.waitFor(
+        () =>
+          expect(front.seen.map((r) => r.target)).toContainEqual(expect.stringMatching(/token$/)),
+        { timeout: 10_000, interval: 20 },
+      );
+      gone.abort();
+      await expect(answer).rejects.toThrow();
+      const request = one(await spansOf(traceId, ['POST']), 'POST');
+      expect(request).toMatchObject({ kind: SERVER, status: 2 });
+      expect(request.attributes['url.path']).toBe(
+        `/auth/realms/${org}/protocol/openid-connect/token`,
+      );
+    } finally {
+      front.hold(/$^/, 0);
+    }
+  });
+
   it('a malformed traceparent starts a new trace instead, and is not passed on', async () => {
     const user: TestUser = await createUser(org, { workspaceRoles: ['ws1'] });
     upstream.seen.length = 0;
