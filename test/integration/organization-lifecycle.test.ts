@@ -356,6 +356,18 @@ describe('organization and workspace lifecycle (/api/platform)', () => {
     expect(await rowCounts(half.org)).toEqual({ organizations: 0, workspaces: 0, operations: 0 });
   });
 
+  it('creates an organization anew where a delete stopped after Keycloak, nothing of the old one kept', async () => {
+    const half = await provision(admin);
+    expectOk(await callApi(`/api/platform/organizations/${half.org}/disable`, admin, post()));
+    // What DELETE does first: the realm gone, the rows still in PostgreSQL.
+    await (await keycloakAdmin()).realms.del({ realm: half.org });
+    const created = expectOk(
+      await callApi('/api/platform/organizations', admin, post({ id: half.org, name: 'Fresh' })),
+    );
+    expect(created).toMatchObject({ id: half.org, name: 'Fresh', enabled: true });
+    expect(await rowCounts(half.org)).toEqual({ organizations: 1, workspaces: 0, operations: 0 });
+  });
+
   it('refuses a user in a workspace whose delete stopped after Keycloak, then completes it', async () => {
     const half = await provision(admin);
     // What DELETE .../workspaces/ws2 does first: its roles gone, its row still in PostgreSQL.
