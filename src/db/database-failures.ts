@@ -10,8 +10,12 @@ const CONNECTION_CODES = new Set([
   'EPIPE',
 ]);
 
-/** PostgreSQL's SQLSTATEs for "not now": shutting down, or not accepting connections yet. */
-const SERVER_NOT_AVAILABLE = new Set(['57P01', '57P02', '57P03']);
+/**
+ * PostgreSQL's SQLSTATEs for "not now": shutting down, not accepting connections yet, or out of
+ * connection slots (`max_connections` reached, a role's `CONNECTION LIMIT`: 53300), which a
+ * failover or another client's leak causes and which passes like an outage.
+ */
+const SERVER_NOT_AVAILABLE = new Set(['57P01', '57P02', '57P03', '53300']);
 
 /**
  * True when an error says the platform database could not be reached or went away, as opposed

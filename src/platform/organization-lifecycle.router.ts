@@ -59,7 +59,9 @@ export const organizationLifecycleRoutes = [
     description:
       'Needs `?confirm=<organization_id>` (else 400 `400-23001`). Deletes the Keycloak realm ' +
       '(users, sessions, clients), then the records; every replica forgets the organization ' +
-      'at once. Answers the deleted record. A call that stopped half-way can be repeated.',
+      'at once, and refuses every token and cached Basic login of its realm from before the ' +
+      'delete, in an organization created again under the id too. Answers the deleted record. ' +
+      'A call that stopped half-way can be repeated.',
     tags: ['platform'],
     params: { organization_id },
     query: confirmQuery,

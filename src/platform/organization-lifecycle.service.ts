@@ -12,7 +12,9 @@ import type { OrganizationEvents } from './organization-events.ts';
 import { createOrganizationsRepo } from './organizations.repo.ts';
 import type { Organization, Workspace } from './organizations.schemas.ts';
 import { createPlatformRecords } from './platform-records.ts';
-import type { RefuseTokens } from './token-refusal.ts';
+import { longestAccessTokenSeconds } from './realm-admin/users.ts';
+import { MAX_LIFETIME_SECONDS } from './realm-admin/token-lifetimes.ts';
+import type { RefuseRealmTokens, RefuseTokens } from './token-refusal.ts';
 import { createWorkspacesRepo } from './workspaces.repo.ts';
 
 /** The `status` texts an organization's record carries after each change. */
@@ -42,6 +44,8 @@ export function createOrganizationLifecycle(deps: {
   announce: OrganizationEvents['announce'];
   /** Makes a workspace's members' tokens stop carrying it (see token-refusal.ts). */
   refuseTokens: RefuseTokens;
+  /** Makes a deleted organization's tokens and cached Basic logins void (see token-refusal.ts). */
+  refuseRealmTokens: RefuseRealmTokens;
 }): OrganizationLifecycle {
   const { adminSession, db } = deps;
   const organizations = createOrganizationsRepo(db);
@@ -56,7 +60,17 @@ export function createOrganizationLifecycle(deps: {
       // Checked first and on its own: a typo in the path must never delete another organization.
       if (confirm !== organizationId) throw new AppError('organizationDeleteUnconfirmed');
       const organization = await requireOrganization(organizationId);
-      await adminSession.run((admin) => deleteOrganizationRealm(admin, organizationId));
+      await adminSession.run(async (admin) => {
+        // Read while the realm exists. A repeated delete finds it gone already: the refusal
+        // then lasts as long as the longest lifetime the API lets a realm have.
+        const lifetime = (await admin.realms.findOne({ realm: organizationId }))
+          ? await longestAccessTokenSeconds(admin, organizationId)
+          : MAX_LIFETIME_SECONDS;
+        await deleteOrganizationRealm(admin, organizationId);
+        // The id may name a new organization at once: same issuer, perhaps the same usernames,
+        // so nothing the old realm issued (or a replica verified for it) may pass there.
+        await deps.refuseRealmTokens(organizationId, lifetime);
+      });
       await db.transaction(async (trx) => {
         await createOperationsRepo(trx).deleteAll(organizationId);
         await createWorkspacesRepo(trx).deleteAll(organizationId);

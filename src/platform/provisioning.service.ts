@@ -66,7 +66,8 @@ export interface ProvisioningService {
 /**
  * Creates organizations, workspaces, users and operations in Keycloak and the database. Every
  * step but user creation is idempotent and Keycloak goes first, so a call that failed half-way
- * can be repeated. Ids are checked against their alphabet before any database or Keycloak call.
+ * can be repeated; creating an organization over a delete that stopped half-way makes it anew.
+ * Ids are checked against their alphabet before any database or Keycloak call.
  */
 export function createProvisioningService(deps: {
   adminSession: AdminSession;
@@ -85,14 +86,21 @@ export function createProvisioningService(deps: {
   return {
     async createOrganization({ id, name }) {
       if (!isOrganizationId(id)) throw badRequest(`invalid organization id: ${JSON.stringify(id)}`);
-      await adminSession.run((admin) =>
-        ensureOrganizationRealm(admin, {
+      const recorded = await organizations.find(id);
+      await adminSession.run(async (admin) => {
+        // A record is written only once its realm exists: a record without one is what a delete
+        // that stopped after Keycloak left. Its rows go first (workspaces and operations with
+        // them), so that the new organization inherits none of the old one's records or state.
+        if (recorded && !(await admin.realms.findOne({ realm: id }))) {
+          await organizations.delete(id);
+        }
+        await ensureOrganizationRealm(admin, {
           organizationId: id,
           organizationName: name,
           gatewayClientSecret: deps.gatewayClientSecret,
           backchannelLogoutUrl: deps.backchannelLogoutUrl,
-        }),
-      );
+        });
+      });
       return organizations.insertIfAbsent({ id, name });
     },
 

@@ -34,3 +34,28 @@ export function createTokenRefusal(deps: {
     }
   };
 }
+
+/**
+ * Refuses, on every replica, every access token the organization's realm issued before now and
+ * drops every cached Basic login of it: the realm is deleted, and a realm created again under its
+ * name (same issuer, same usernames maybe) must accept nothing the old one issued or verified.
+ * `accessTokenSeconds`: the longest an access token of the deleted realm can live.
+ */
+export type RefuseRealmTokens = (realm: string, accessTokenSeconds: number) => Promise<void>;
+
+export function createRealmTokenRefusal(deps: {
+  revocations: RevocationList;
+  basicCacheSeconds: number;
+  leewaySeconds: number;
+}): RefuseRealmTokens {
+  return (realm, accessTokenSeconds) =>
+    deps.revocations.revoke({
+      realm,
+      userId: '',
+      sessionIds: [],
+      ttlSeconds: 1,
+      userTtlSeconds: Math.max(deps.basicCacheSeconds, 1),
+      tokenTtlSeconds: accessTokenSeconds + deps.leewaySeconds,
+      wholeRealm: true,
+    });
+}

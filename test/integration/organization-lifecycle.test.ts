@@ -301,6 +301,33 @@ describe('organization and workspace lifecycle (/api/platform)', () => {
     expectRefused(await callApi(path, admin), 404, '404-00001');
   });
 
+  it("refuses a deleted organization's tokens and cached Basic logins in one created again under its id", async () => {
+    const old = await provision(admin);
+    const bearer = `Bearer ${await accessTokenOf(old.member)}`;
+    const route = `/api/${old.org}/platform/workspaces`;
+    const status = async (url: string, authorization: string) =>
+      (await fetch(`${url}${route}`, { headers: { authorization } })).status;
+    // Used on both replicas first: the token verified and remembered, the Basic login cached.
+    for (const url of [testEnv().publicUrl, replica.url]) {
+      for (const credentials of [bearer, basicAuth(old.member)]) {
+        expect(await status(url, credentials)).toBe(200);
+      }
+    }
+
+    const path = `/api/platform/organizations/${old.org}?confirm=${old.org}`;
+    expectOk(await callApi(path, admin, { method: 'DELETE' }));
+    const again = post({ id: old.org, name: 'Life again' });
+    expectOk(await callApi('/api/platform/organizations', admin, again));
+    const newcomer = await createUser(old.org);
+    for (const url of [testEnv().publicUrl, replica.url]) {
+      // Once the replica knows the new organization (an id found absent answers so a few seconds)...
+      await untilStatus(`${url}${route}`, basicAuth(newcomer), 200);
+      // ...the old realm's token and login are no credentials of the new one.
+      expect(await status(url, bearer)).toBe(401);
+      expect(await status(url, basicAuth(old.member))).toBe(401);
+    }
+  });
+
   it('completes a delete that stopped after Keycloak', async () => {
     const half = await provision(admin);
     const kc = await keycloakAdmin();
@@ -327,6 +354,18 @@ describe('organization and workspace lifecycle (/api/platform)', () => {
       id: half.org,
     });
     expect(await rowCounts(half.org)).toEqual({ organizations: 0, workspaces: 0, operations: 0 });
+  });
+
+  it('creates an organization anew where a delete stopped after Keycloak, nothing of the old one kept', async () => {
+    const half = await provision(admin);
+    expectOk(await callApi(`/api/platform/organizations/${half.org}/disable`, admin, post()));
+    // What DELETE does first: the realm gone, the rows still in PostgreSQL.
+    await (await keycloakAdmin()).realms.del({ realm: half.org });
+    const created = expectOk(
+      await callApi('/api/platform/organizations', admin, post({ id: half.org, name: 'Fresh' })),
+    );
+    expect(created).toMatchObject({ id: half.org, name: 'Fresh', enabled: true });
+    expect(await rowCounts(half.org)).toEqual({ organizations: 1, workspaces: 0, operations: 0 });
   });
 
   it('refuses a user in a workspace whose delete stopped after Keycloak, then completes it', async () => {
