@@ -101,26 +101,14 @@ export function createRefreshTokensService(deps: {
     },
     async revokeAll(principal) {
       const { sessions, limits } = await offlineSessions(principal);
-      // Revoking the consent removes every offline session of the user for that client.
-      // Keycloak answers 404 when there is none: revoking nothing is not a failure.
-      await deps.admin.run(principal.realm, (admin) =>
-        call('revokeFailed', () =>
-          admin.users
-            .revokeConsent({
-              realm: principal.realm,
-              id: principal.userId,
-              clientId: apiClientIdOf(principal.realm),
-            })
-            .catch((err: unknown) => {
-              if (!isHttpStatus(err, 404)) throw err;
-            }),
-        ),
-      );
-      await revoke(
-        principal,
-        sessions.map((s) => s.id),
-        limits,
-      );
+      // The sessions read are ended by id, and exactly those refused: one Keycloak opens after
+      // the read lives on whole (issued during the call). Revoking the client's consent instead
+      // would also end those, unseen, leaving their access tokens accepted here.
+      const ids = sessions.map((s) => s.id);
+      const failure = await endSessions(principal.realm, ids);
+      // Refused even when an end failed: the answer is then 500, and the retry ends the rest.
+      await revoke(principal, ids, limits);
+      if (failure) throw failure;
       const rows = await deps.details.ofUser(principal.realm, principal.userId);
       await deps.details.forget(
         principal.realm,
@@ -144,6 +132,34 @@ export function createRefreshTokensService(deps: {
     },
   };
 
+  /**
+   * Ends the offline sessions in Keycloak, a few at a time; one already gone (404) is ended.
+   * Every one is tried; the first failure is given back, not thrown, so that the caller refuses
+   * their access tokens whatever happened.
+   */
+  async function endSessions(realm: string, ids: string[]): Promise<Error | undefined> {
+    let failure: Error | undefined;
+    for (let first = 0; first < ids.length; first += END_AT_ONCE) {
+      const ends = ids.slice(first, first + END_AT_ONCE).map((session) =>
+        deps.admin
+          .run(realm, (admin) =>
+            call('revokeFailed', () =>
+              admin.realms
+                .deleteSession({ realm, session, isOffline: true })
+                .catch((err: unknown) => {
+                  if (!isHttpStatus(err, 404)) throw err;
+                }),
+            ),
+          )
+          .catch((err: unknown) => {
+            failure ??= err instanceof Error ? err : new Error(String(err));
+          }),
+      );
+      await Promise.all(ends);
+    }
+    return failure;
+  }
+
   /** The user's rows by session id; rows of sessions no longer in Keycloak are dropped. */
   async function detailsOf(
     principal: Principal,
@@ -158,6 +174,9 @@ export function createRefreshTokensService(deps: {
     );
   }
 }
+
+/** How many sessions a revocation of them all ends in Keycloak at once. */
+const END_AT_ONCE = 8;
 
 /** The realm's offline limits, overridden by the API client's own when set (> 0). */
 async function limitsOf(
