@@ -69,12 +69,19 @@ export interface JobRequest {
 /**
  * Reads the fields from a token request's form: the request (or undefined when none is there),
  * or why they are refused. Each is given once; the workspaces as a comma list, repeated, or
- * both.
+ * both. One in the request's `query` is refused: Keycloak ignores the query, so the token
+ * would reach all its user may while its client believes it narrowed.
  */
 export function readJobFields(
   form: URLSearchParams,
   realm: string,
+  query: URLSearchParams = new URLSearchParams(),
 ): { request: JobRequest | undefined } | { invalid: string } {
+  for (const key of query.keys()) {
+    if (key.startsWith(PREFIX)) {
+      return { invalid: `${key}: the ${PREFIX}* fields go in the form body, not the query.` };
+    }
+  }
   const given: Record<string, unknown> = {};
   for (const key of new Set(form.keys())) {
     if (!key.startsWith(PREFIX)) continue;
@@ -149,7 +156,7 @@ export function jobCredentials(deps: JobCredentialsDeps): RequestHandler {
       next();
       return;
     }
-    const read = readJobFields(form, realm);
+    const read = readJobFields(form, realm, new URLSearchParams(req.url.split('?')[1] ?? ''));
     if ('invalid' in read) {
       sendTokenError(res, { status: 400, error: 'invalid_request', description: read.invalid });
       return;
