@@ -165,6 +165,35 @@ describe('refresh-token management (spec 4.5, 4.6)', () => {
     expect((await refreshGrant(user, again.refreshToken)).status).toBe(200);
   });
 
+  it('revokes the refresh tokens of grants without offline_access too (spec 4.6: every one)', async () => {
+    const user = await createUser(org);
+    const client = `_${org}-api`;
+    const { status, json } = await postToken(
+      `${testEnv().publicUrl}/auth`,
+      org,
+      `client_id=${client}&grant_type=password&scope=openid` +
+        `&username=${user.username}&password=${encodeURIComponent(user.password)}`,
+    );
+    expect(status).toBe(200);
+    expect(claimsOf(json.refresh_token).typ).toBe('Refresh');
+    const online: Grant = {
+      refreshToken: String(json.refresh_token),
+      accessToken: String(json.access_token),
+      sessionId: String(claimsOf(json.access_token).sid),
+    };
+    expect((await callApi(listPath(user), bearer(online))).status).toBe(200);
+
+    const res = await callApi(tokensPath(user), basicAuth(user), { method: 'DELETE' });
+    expect(res.status).toBe(200);
+
+    const refreshed = await refreshGrant(user, online.refreshToken);
+    expect(refreshed.status).toBe(400);
+    expect(refreshed.json.error).toBe('invalid_grant');
+    const call = await callApi(listPath(user), bearer(online));
+    expect(call.status).toBe(401);
+    expect(call.body).toMatchObject({ result: '401-00002' });
+  });
+
   it("drops the user's cached Basic logins, so the next Basic call logs in again", async () => {
     const user = await createUser(org);
     const sessions = () => sessionCount(user);
