@@ -58,6 +58,12 @@ export const jobFieldsSchema = z.strictObject({
     .optional(),
 });
 
+/**
+ * A field of the gateway's, in any case: one Keycloak would ignore (`REALMGATE_READ_ONLY`) is
+ * refused as unknown rather than leave a token of its user's whole reach.
+ */
+const isJobField = (key: string) => key.toLowerCase().startsWith(PREFIX);
+
 /** What a password grant asked for: undefined when it carried none of the fields. */
 export interface JobRequest {
   name: string | undefined;
@@ -78,13 +84,13 @@ export function readJobFields(
   query: URLSearchParams = new URLSearchParams(),
 ): { request: JobRequest | undefined } | { invalid: string } {
   for (const key of query.keys()) {
-    if (key.startsWith(PREFIX)) {
+    if (isJobField(key)) {
       return { invalid: `${key}: the ${PREFIX}* fields go in the form body, not the query.` };
     }
   }
   const given: Record<string, unknown> = {};
   for (const key of new Set(form.keys())) {
-    if (!key.startsWith(PREFIX)) continue;
+    if (!isJobField(key)) continue;
     const values = form.getAll(key);
     if (key === JOB_FIELDS.workspaces) {
       given[key] = values.flatMap((value) => value.split(',')).map((id) => id.trim());
@@ -202,7 +208,7 @@ function unverifiedSessionId(token: string): string | undefined {
 
 function withoutJobFields(form: URLSearchParams): URLSearchParams {
   const kept = new URLSearchParams();
-  for (const [key, value] of form) if (!key.startsWith(PREFIX)) kept.append(key, value);
+  for (const [key, value] of form) if (!isJobField(key)) kept.append(key, value);
   return kept;
 }
 
