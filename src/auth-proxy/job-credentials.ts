@@ -64,6 +64,12 @@ export const jobFieldsSchema = z.strictObject({
     .optional(),
 });
 
+/**
+ * A field of the gateway's, in any case: one Keycloak would ignore (`REALMGATE_READ_ONLY`) is
+ * refused as unknown rather than leave a token of its user's whole reach.
+ */
+const isJobField = (key: string) => key.toLowerCase().startsWith(PREFIX);
+
 /** What a password grant asked for: undefined when it carried none of the fields. */
 export interface JobRequest {
   name: string | undefined;
@@ -75,15 +81,22 @@ export interface JobRequest {
 /**
  * Reads the fields from a token request's form: the request (or undefined when none is there),
  * or why they are refused. Each is given once; the workspaces as a comma list, repeated, or
- * both.
+ * both. One in the request's `query` is refused: Keycloak ignores the query, so the token
+ * would reach all its user may while its client believes it narrowed.
  */
 export function readJobFields(
   form: URLSearchParams,
   realm: string,
+  query: URLSearchParams = new URLSearchParams(),
 ): { request: JobRequest | undefined } | { invalid: string } {
+  for (const key of query.keys()) {
+    if (isJobField(key)) {
+      return { invalid: `${key}: the ${PREFIX}* fields go in the form body, not the query.` };
+    }
+  }
   const given: Record<string, unknown> = {};
   for (const key of new Set(form.keys())) {
-    if (!key.startsWith(PREFIX)) continue;
+    if (!isJobField(key)) continue;
     const values = form.getAll(key);
     if (key === JOB_FIELDS.workspaces) {
       given[key] = values.flatMap((value) => value.split(',')).map((id) => id.trim());
@@ -155,7 +168,7 @@ export function jobCredentials(deps: JobCredentialsDeps): RequestHandler {
       next();
       return;
     }
-    const read = readJobFields(form, realm);
+    const read = readJobFields(form, realm, new URLSearchParams(req.url.split('?')[1] ?? ''));
     if ('invalid' in read) {
       sendTokenError(res, { status: 400, error: 'invalid_request', description: read.invalid });
       return;
@@ -201,7 +214,7 @@ function unverifiedSessionId(token: string): string | undefined {
 
 function withoutJobFields(form: URLSearchParams): URLSearchParams {
   const kept = new URLSearchParams();
-  for (const [key, value] of form) if (!key.startsWith(PREFIX)) kept.append(key, value);
+  for (const [key, value] of form) if (!isJobField(key)) kept.append(key, value);
   return kept;
 }
 

@@ -52,7 +52,7 @@ export function createRefreshTokensService(deps: {
 }): RefreshTokensService {
   async function offlineSessions(
     principal: Principal,
-  ): Promise<{ sessions: OfflineSession[]; limits: SessionLimits }> {
+  ): Promise<{ sessions: OfflineSession[]; limits: SessionLimits; clientUuid: string }> {
     const realm = principal.realm;
     return deps.admin.run(realm, async (admin) => {
       const [client] = await call('offlineSessionsUnreadable', () =>
@@ -71,8 +71,25 @@ export function createRefreshTokensService(deps: {
         startMs: Number(s.start),
         lastAccessMs: Number(s.lastAccess),
       }));
-      return { sessions, limits };
+      return { sessions, limits, clientUuid };
     });
+  }
+
+  /**
+   * The user's online sessions holding the API client: those of a password grant without
+   * `offline_access`, whose refresh token is a refresh token of the user too (spec 4.6), and
+   * the gateway's own Basic logins (dropped by any revocation anyway).
+   */
+  async function onlineSessionIds(principal: Principal, clientUuid: string): Promise<string[]> {
+    const realm = principal.realm;
+    const raw = await deps.admin.run(realm, (admin) =>
+      call('offlineSessionsUnreadable', () =>
+        admin.users.listSessions({ realm, id: principal.userId }),
+      ),
+    );
+    return raw
+      .filter((s) => s.id !== undefined && Object.keys(s.clients ?? {}).includes(clientUuid))
+      .map((s) => String(s.id));
   }
 
   async function revoke(
@@ -100,27 +117,17 @@ export function createRefreshTokensService(deps: {
       }));
     },
     async revokeAll(principal) {
-      const { sessions, limits } = await offlineSessions(principal);
-      // Revoking the consent removes every offline session of the user for that client.
-      // Keycloak answers 404 when there is none: revoking nothing is not a failure.
-      await deps.admin.run(principal.realm, (admin) =>
-        call('revokeFailed', () =>
-          admin.users
-            .revokeConsent({
-              realm: principal.realm,
-              id: principal.userId,
-              clientId: apiClientIdOf(principal.realm),
-            })
-            .catch((err: unknown) => {
-              if (!isHttpStatus(err, 404)) throw err;
-            }),
-        ),
-      );
-      await revoke(
-        principal,
-        sessions.map((s) => s.id),
-        limits,
-      );
+      const { sessions, limits, clientUuid } = await offlineSessions(principal);
+      const online = await onlineSessionIds(principal, clientUuid);
+      // The sessions read are ended by id, and exactly those refused: one Keycloak opens after
+      // the read lives on whole (issued during the call). Revoking the client's consent instead
+      // would also end those, unseen, leaving their access tokens accepted here.
+      const offlineIds = sessions.map((s) => s.id);
+      const offlineFailure = await endSessions(principal.realm, offlineIds, true);
+      const failure = (await endSessions(principal.realm, online, false)) ?? offlineFailure;
+      // Refused even when an end failed: the answer is then 500, and the retry ends the rest.
+      await revoke(principal, [...new Set([...offlineIds, ...online])], limits);
+      if (failure) throw failure;
       const rows = await deps.details.ofUser(principal.realm, principal.userId);
       await deps.details.forget(
         principal.realm,
@@ -144,6 +151,37 @@ export function createRefreshTokensService(deps: {
     },
   };
 
+  /**
+   * Ends the sessions (offline, or online) in Keycloak, a few at a time; one already gone
+   * (404) is ended.
+   * Every one is tried; the first failure is given back, not thrown, so that the caller refuses
+   * their access tokens whatever happened.
+   */
+  async function endSessions(
+    realm: string,
+    ids: string[],
+    isOffline: boolean,
+  ): Promise<Error | undefined> {
+    let failure: Error | undefined;
+    for (let first = 0; first < ids.length; first += END_AT_ONCE) {
+      const ends = ids.slice(first, first + END_AT_ONCE).map((session) =>
+        deps.admin
+          .run(realm, (admin) =>
+            call('revokeFailed', () =>
+              admin.realms.deleteSession({ realm, session, isOffline }).catch((err: unknown) => {
+                if (!isHttpStatus(err, 404)) throw err;
+              }),
+            ),
+          )
+          .catch((err: unknown) => {
+            failure ??= err instanceof Error ? err : new Error(String(err));
+          }),
+      );
+      await Promise.all(ends);
+    }
+    return failure;
+  }
+
   /** The user's rows by session id; rows of sessions no longer in Keycloak are dropped. */
   async function detailsOf(
     principal: Principal,
@@ -158,6 +196,9 @@ export function createRefreshTokensService(deps: {
     );
   }
 }
+
+/** How many sessions a revocation of them all ends in Keycloak at once. */
+const END_AT_ONCE = 8;
 
 /** The realm's offline limits, overridden by the API client's own when set (> 0). */
 async function limitsOf(

@@ -28,6 +28,12 @@ export interface KeycloakFront {
    * `ms` before passing it on (a Keycloak busy hashing passwords); `ms` 0 ends the hold.
    */
   hold(target: RegExp, ms: number): void;
+  /**
+   * While forwarding, holds Keycloak's answer to the next request whose target matches
+   * `target` until `open()`: `reached` resolves once that answer is at the front, so Keycloak
+   * has computed it, and a test can change Keycloak in between (a race made certain).
+   */
+  gate(target: RegExp): { reached: Promise<void>; open(): void };
   close(): Promise<void>;
 }
 
@@ -44,6 +50,14 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
   let mode: FrontMode = 'forward';
   const seen: FrontRequest[] = [];
   let held: { target: RegExp; ms: number } = { target: /$^/, ms: 0 };
+  interface Gate {
+    target: RegExp;
+    reach(): void;
+    opened: Promise<void>;
+    /** The request it holds the answer of; the gate holds no other. */
+    request?: FrontRequest;
+  }
+  const gates: Gate[] = [];
   let server: Server | undefined;
   let port = 0;
 
@@ -72,6 +86,14 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
         client.pipe(upstream);
         upstream.on('data', (chunk: Buffer) => {
           const last = mine.at(-1);
+          const gate =
+            last &&
+            gates.find((g) => g.request === last || (!g.request && g.target.test(last.target)));
+          if (gate) {
+            gate.request = last;
+            gate.reach();
+            passed = passed.then(() => gate.opened);
+          }
           const due = Date.now() + (last && held.target.test(last.target) ? held.ms : 0);
           passed = passed
             .then(() => new Promise((resolve) => setTimeout(resolve, due - Date.now())))
@@ -116,6 +138,14 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
     },
     hold(target, ms) {
       held = { target, ms };
+    },
+    gate(target) {
+      let reach = () => undefined as void;
+      let open = () => undefined as void;
+      const reached = new Promise<void>((resolve) => (reach = resolve));
+      const opened = new Promise<void>((resolve) => (open = resolve));
+      gates.push({ target, reach, opened });
+      return { reached, open };
     },
     close: shut,
   };

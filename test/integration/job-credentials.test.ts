@@ -246,6 +246,23 @@ describe('job credentials: a named refresh token with a narrower reach', () => {
       expect(String(res.json.error_description), extra).toContain(said);
       expect(res.json.refresh_token, extra).toBeUndefined();
     }
+    // In the query string, where Keycloak ignores them: refused too, not a token of the
+    // user's whole reach that the client takes for the narrow one it asked for.
+    for (const query of ['realmgate_read_only=true', 'realmgate_workspaces=ws1']) {
+      const res = await fetch(
+        `${testEnv().publicUrl}/auth/realms/${org}/protocol/openid-connect/token?${query}`,
+        {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          body: passwordGrantBody(user),
+        },
+      );
+      const json = (await res.json()) as Record<string, unknown>;
+      expect(res.status, query).toBe(400);
+      expect(json.error, query).toBe('invalid_request');
+      expect(String(json.error_description), query).toContain('query');
+      expect(json.refresh_token, query).toBeUndefined();
+    }
     expect(await sessions()).toBe(count);
     // A refresh grant takes none of them.
     const issued = await grant('');

@@ -13,6 +13,7 @@ import {
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
+import { startKeycloakFront, type KeycloakFront } from '../helpers/keycloak-front.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 
 const YEAR_MS = 31536000 * 1000;
@@ -164,6 +165,35 @@ describe('refresh-token management (spec 4.5, 4.6)', () => {
     expect((await refreshGrant(user, again.refreshToken)).status).toBe(200);
   });
 
+  it('revokes the refresh tokens of grants without offline_access too (spec 4.6: every one)', async () => {
+    const user = await createUser(org);
+    const client = `_${org}-api`;
+    const { status, json } = await postToken(
+      `${testEnv().publicUrl}/auth`,
+      org,
+      `client_id=${client}&grant_type=password&scope=openid` +
+        `&username=${user.username}&password=${encodeURIComponent(user.password)}`,
+    );
+    expect(status).toBe(200);
+    expect(claimsOf(json.refresh_token).typ).toBe('Refresh');
+    const online: Grant = {
+      refreshToken: String(json.refresh_token),
+      accessToken: String(json.access_token),
+      sessionId: String(claimsOf(json.access_token).sid),
+    };
+    expect((await callApi(listPath(user), bearer(online))).status).toBe(200);
+
+    const res = await callApi(tokensPath(user), basicAuth(user), { method: 'DELETE' });
+    expect(res.status).toBe(200);
+
+    const refreshed = await refreshGrant(user, online.refreshToken);
+    expect(refreshed.status).toBe(400);
+    expect(refreshed.json.error).toBe('invalid_grant');
+    const call = await callApi(listPath(user), bearer(online));
+    expect(call.status).toBe(401);
+    expect(call.body).toMatchObject({ result: '401-00002' });
+  });
+
   it("drops the user's cached Basic logins, so the next Basic call logs in again", async () => {
     const user = await createUser(org);
     const sessions = () => sessionCount(user);
@@ -174,7 +204,9 @@ describe('refresh-token management (spec 4.5, 4.6)', () => {
       200,
     );
     expect((await callApi(listPath(user), basicAuth(user))).status).toBe(200);
-    expect(await sessions()).toBe(2);
+    // The cached login's session ended with the rest (it holds the API client); the call
+    // after opened a new one.
+    expect(await sessions()).toBe(1);
   });
 
   it('revokes one refresh token and leaves the others working', async () => {
@@ -283,6 +315,60 @@ describe('revocation across replicas and from outside the gateway', () => {
 
     await disableUser(user);
     expect(await status(replica.url, bearer(grant))).toBe(401);
+  });
+});
+
+/**
+ * A refresh token issued while a DELETE of them all is under way (after the gateway read the
+ * user's sessions, before it ended them in Keycloak): made certain by a front that holds
+ * Keycloak's answer to that read. Whatever becomes of it, its access tokens go with its refresh
+ * token: none outlives a refresh token Keycloak no longer honours. Port 18420.
+ */
+describe('revoking them all while another is being issued', () => {
+  let org: string;
+  let front: KeycloakFront;
+  let replica: Replica;
+  beforeAll(async () => {
+    org = await createOrganization(['ws']);
+    front = await startKeycloakFront(testEnv().keycloakUrl);
+    replica = await startReplica(18420, { KEYCLOAK_URL: front.url });
+  });
+  afterAll(async () => {
+    await replica?.gateway.close();
+    await front?.close();
+    await closeTestDb();
+  });
+
+  async function works(grant: Grant, user: TestUser) {
+    const api = await fetch(`${replica.url}/api/${org}/platform/workspaces`, {
+      headers: { authorization: bearer(grant) },
+    });
+    const refreshed = await refreshGrant(user, grant.refreshToken);
+    return { access: api.status, refresh: refreshed.status };
+  }
+
+  it('the access tokens of a refresh token Keycloak ended are refused', async () => {
+    const user = await createUser(org);
+    const before = await offlineGrant(user);
+    const read = front.gate(/\/offline-sessions\//);
+    const deleting = fetch(`${replica.url}${tokensPath(user)}`, {
+      method: 'DELETE',
+      headers: { authorization: basicAuth(user) },
+    });
+    await read.reached;
+    const during = await offlineGrant(user);
+    // A job uses it at once: the replica has verified it, and asked Keycloak whether it is active.
+    const used = await fetch(`${replica.url}/api/${org}/platform/workspaces`, {
+      headers: { authorization: bearer(during) },
+    });
+    expect(used.status).toBe(200);
+    read.open();
+    expect((await deleting).status).toBe(200);
+
+    expect(await works(before, user)).toEqual({ access: 401, refresh: 400 });
+    // Issued during the call, it may live on or end; either way as one.
+    const { access, refresh } = await works(during, user);
+    expect(access === 200, `access ${access}, refresh ${refresh}`).toBe(refresh === 200);
   });
 });
 

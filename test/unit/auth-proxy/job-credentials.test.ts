@@ -49,6 +49,9 @@ describe('readJobFields', () => {
     ['realmgate_expires_in=99999999999', 'realmgate_expires_in'],
     ['realmgate_name=a&realmgate_name=b', 'more than once'],
     ['realmgate_reach=all', 'Unknown field realmgate_reach'],
+    // Keycloak would ignore them: a token of the user's whole reach, taken for a narrow one.
+    ['REALMGATE_READ_ONLY=true', 'Unknown field REALMGATE_READ_ONLY'],
+    ['Realmgate_workspaces=ws1', 'Unknown field Realmgate_workspaces'],
   ])('refuses %s', (text, said) => {
     const read = readJobFields(form(text), 'acme');
     expect(read).toHaveProperty('invalid');
