@@ -61,6 +61,8 @@ export function createIpcHub(options: { maxEntries: number; clock?: Clock }): Ip
     },
     'bus.kept': (prefix: string) => kept.values(prefix),
     'keys.recall': (realm: string) => keySets.get(realm) ?? null,
+    // A worker started during a Keycloak outage verifies with these: ready, as its siblings.
+    'keys.held': () => keySets.size > 0,
     // Every worker, the sender included, as Redis' publish does (receivers skip their own).
     'bus.publish': (channel: string, payload: string) => {
       for (const peer of peers) peer.tell('bus.message', channel, payload);
