@@ -114,7 +114,11 @@ export async function openInfrastructure(
     },
   });
   const readiness: Record<string, ReadinessCheck> = {
-    keycloak: () => checkKeycloakNodes(keycloakNodes),
+    keycloak: () =>
+      checkKeycloakNodes(
+        keycloakNodes,
+        worker && (() => worker.peer.call<boolean>('keys.held').catch(() => false)),
+      ),
     database: () => checkDatabase(db),
     cache: async () => {
       await cache.ping();

@@ -23,6 +23,18 @@ export interface Cache {
   close(): Promise<void>;
 }
 
+/**
+ * What serves in Redis' place while it fails (fallback-cache.ts): this process's memory, or the
+ * supervising process's that the workers of one gateway share (ipc-cache.ts).
+ */
+export interface LocalCache extends Cache {
+  /**
+   * Until when (epoch ms) a claim this cache granted may still be held, by whichever process
+   * made it: a key Redis lets claim before then may have been claimed here during an outage.
+   */
+  claimsHeldUntil(): number;
+}
+
 /** A windowed counter: how many so far, and how long until it starts again from 0. */
 export interface Counter {
   count: number;

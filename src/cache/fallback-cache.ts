@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Cache } from './cache.ts';
+import type { Cache, LocalCache } from './cache.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 
 /** How long to leave Redis alone after it failed, so an outage costs no timeout per request. */
@@ -15,33 +15,26 @@ export interface FallbackCache extends Cache {
  * switch is logged once each way, and readiness reports it. Entries written during an outage
  * live only in this process: at worst a login is repeated, never wrongly accepted. A claim is
  * the exception that must outlive the outage: Redis never heard of a key claimed meanwhile, so
- * until such a claim may have expired, one Redis grants is refused when the in-process cache
- * holds it (a DPoP proof taken during the outage is not taken again once Redis is back).
+ * until such a claim may have expired, one Redis grants is refused when the fallback holds it
+ * (a DPoP proof taken during the outage is not taken again once Redis is back). The fallback
+ * says how long that may be (`claimsHeldUntil`): with workers it is the supervising process's,
+ * so this holds for a claim a sibling took, though this worker never saw Redis fail.
  */
 export function createFallbackCache(
   primary: Cache,
-  fallback: Cache,
+  fallback: LocalCache,
   logger: Logger,
   clock: Clock = systemClock,
 ): FallbackCache {
   let failedAt: number | undefined;
-  /** The last moment the fallback served (or Redis was found failing) in this process. */
-  let fallbackServedAt = Number.NEGATIVE_INFINITY;
-  /** The longest claim asked: how long one the fallback took may live there. */
-  let longestClaimMs = 0;
 
   function failed(): void {
-    failedAt = fallbackServedAt = clock.now();
-  }
-
-  function fromFallback<T>(work: (cache: Cache) => Promise<T>): Promise<T> {
-    fallbackServedAt = clock.now();
-    return work(fallback);
+    failedAt = clock.now();
   }
 
   async function attempt<T>(work: (cache: Cache) => Promise<T>): Promise<T> {
     if (failedAt !== undefined && clock.now() - failedAt < REDIS_RETRY_AFTER_MS)
-      return fromFallback(work);
+      return work(fallback);
     try {
       const result = await work(primary);
       if (failedAt !== undefined) {
@@ -53,7 +46,7 @@ export function createFallbackCache(
       if (failedAt === undefined)
         logger.error({ err }, 'Redis failed; serving from the in-process cache');
       failed();
-      return fromFallback(work);
+      return work(fallback);
     }
   }
 
@@ -65,16 +58,14 @@ export function createFallbackCache(
     get: (key) => attempt((cache) => cache.get(key)),
     increment: (key, windowMs, by) => attempt((cache) => cache.increment(key, windowMs, by)),
     async claim(key, ttlMs) {
-      longestClaimMs = Math.max(longestClaimMs, ttlMs);
       let redisAnswered = false;
       const claimed = await attempt((cache) => {
         redisAnswered = cache === primary;
         return cache.claim(key, ttlMs);
       });
-      if (!claimed || !redisAnswered || clock.now() >= fallbackServedAt + longestClaimMs)
-        return claimed;
-      // Redis is back since an outage: the fallback (this process's, or the one the workers
-      // share) may hold the key from then.
+      if (!claimed || !redisAnswered || clock.now() >= fallback.claimsHeldUntil()) return claimed;
+      // The fallback (this process's, or the one the workers share) granted claims during an
+      // outage, and may hold this key from then.
       return (await fallback.counter(key)) === undefined;
     },
     counter: (key) => attempt((cache) => cache.counter(key)),

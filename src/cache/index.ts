@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Cache } from './cache.ts';
+import type { Cache, LocalCache } from './cache.ts';
 import { createFallbackCache } from './fallback-cache.ts';
 import { createMemoryCache } from './memory-cache.ts';
 import { createRedisCache } from './redis-cache.ts';
@@ -18,7 +18,7 @@ export interface CacheOptions {
    * What serves without Redis, or while it fails: by default a cache in this process; in a
    * worker, the supervising process's (ipc-cache.ts), so the workers stay one gateway.
    */
-  local?: Cache | undefined;
+  local?: LocalCache | undefined;
   clock?: Clock;
 }
 

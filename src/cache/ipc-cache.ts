@@ -1,4 +1,4 @@
-import { assertValidTtl, type Cache, type Counter } from './cache.ts';
+import { assertValidTtl, type Counter, type LocalCache } from './cache.ts';
 import type { IpcPeer } from './ipc-peer.ts';
 
 /**
@@ -7,7 +7,16 @@ import type { IpcPeer } from './ipc-peer.ts';
  * it (the login throttle's counters, the single-flight of cold Basic logins and their outcomes);
  * verified tokens stay in each worker's own memory, off IPC.
  */
-export function createIpcCache(peer: IpcPeer): Cache {
+export function createIpcCache(peer: IpcPeer): LocalCache {
+  // Until when a claim the shared cache granted (a sibling's, during a Redis outage) may be
+  // held: the supervising process tells every worker as it moves on, before it answers that
+  // claim; a worker that starts later asks once.
+  let claimsHeldUntil = 0;
+  const held = (until: number) => {
+    claimsHeldUntil = Math.max(claimsHeldUntil, until);
+  };
+  peer.serve('cache.claimsHeld', held);
+  void peer.call<number>('cache.claimsHeldUntil').then(held, () => undefined);
   return {
     kind: 'memory',
     get: (key) => peer.call<string | undefined>('cache.get', key),
@@ -25,6 +34,7 @@ export function createIpcCache(peer: IpcPeer): Cache {
       return peer.call<boolean>('cache.claim', key, ttlMs);
     },
     counter: (key) => peer.call<Counter | undefined>('cache.counter', key),
+    claimsHeldUntil: () => claimsHeldUntil,
     // The channel to the supervising process is this worker's life line: it is there or the
     // worker has exited.
     ping: () => Promise.resolve(),

@@ -1,4 +1,3 @@
-import type { Cache } from './cache.ts';
 import { createIpcPeer, type IpcEndpoint, type IpcPeer } from './ipc-peer.ts';
 import { createMemoryCache } from './memory-cache.ts';
 import { TtlLru } from './ttl-lru.ts';
@@ -19,15 +18,23 @@ export interface IpcHub {
   close(): Promise<void>;
 }
 
+/**
+ * How far past a claim's expiry the workers are told the shared cache may hold claims: so the
+ * hub tells them about once a second while claims keep coming, not once a claim.
+ */
+const CLAIMS_TOLD_AHEAD_MS = 1000;
+
 /** Creates the hub; `maxEntries` bounds the cache and the kept messages, as MEMORY_CACHE_MAX_ENTRIES. */
 export function createIpcHub(options: { maxEntries: number; clock?: Clock }): IpcHub {
   const { clock = systemClock } = options;
-  const cache: Cache = createMemoryCache({ maxEntries: options.maxEntries, clock });
+  const cache = createMemoryCache({ maxEntries: options.maxEntries, clock });
   const kept = new TtlLru<string>(options.maxEntries, clock);
   const peers = new Set<IpcPeer>();
   // Realm -> key set (public keys, as Keycloak served them to a worker): bounded by the realms
   // Keycloak serves.
   const keySets = new Map<string, string>();
+  /** What the workers were told of `cache.claimsHeldUntil()`: as late, or later. */
+  let claimsToldUntil = 0;
   const handlers = {
     'cache.get': (key: string) => cache.get(key),
     'cache.set': (key: string, value: string, ttlMs: number) => cache.set(key, value, ttlMs),
@@ -35,13 +42,27 @@ export function createIpcHub(options: { maxEntries: number; clock?: Clock }): Ip
     // An absent `by` arrives as null (the channel speaks JSON).
     'cache.increment': (key: string, windowMs: number, by: number | null) =>
       cache.increment(key, windowMs, by ?? undefined),
-    'cache.claim': (key: string, ttlMs: number) => cache.claim(key, ttlMs),
+    // A worker whose own Redis call granted a key checks here whether a sibling claimed it
+    // during an outage (fallback-cache.ts) while a claim may be held, so every worker hears of
+    // a later expiry before the claimant's answer leaves: a replay is handed to a worker over
+    // the same channel, after it.
+    'cache.claim': async (key: string, ttlMs: number) => {
+      const granted = await cache.claim(key, ttlMs);
+      if (cache.claimsHeldUntil() > claimsToldUntil) {
+        claimsToldUntil = cache.claimsHeldUntil() + CLAIMS_TOLD_AHEAD_MS;
+        for (const peer of peers) peer.tell('cache.claimsHeld', claimsToldUntil);
+      }
+      return granted;
+    },
+    'cache.claimsHeldUntil': () => claimsToldUntil,
     'cache.counter': (key: string) => cache.counter(key),
     'bus.keep': (key: string, payload: string, ttlSeconds: number) => {
       kept.set(key, payload, clock.now() + ttlSeconds * 1000);
     },
     'bus.kept': (prefix: string) => kept.values(prefix),
     'keys.recall': (realm: string) => keySets.get(realm) ?? null,
+    // A worker started during a Keycloak outage verifies with these: ready, as its siblings.
+    'keys.held': () => keySets.size > 0,
     // Every worker, the sender included, as Redis' publish does (receivers skip their own).
     'bus.publish': (channel: string, payload: string) => {
       for (const peer of peers) peer.tell('bus.message', channel, payload);

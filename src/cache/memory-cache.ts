@@ -1,4 +1,4 @@
-import { assertValidTtl, type Cache, type Counter } from './cache.ts';
+import { assertValidTtl, type Counter, type LocalCache } from './cache.ts';
 import { TtlLru } from './ttl-lru.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 
@@ -9,10 +9,14 @@ export interface MemoryCacheOptions {
 }
 
 /** Creates an in-process cache for single-instance deployments (and the Redis fallback). */
-export function createMemoryCache({ maxEntries, clock = systemClock }: MemoryCacheOptions): Cache {
+export function createMemoryCache({
+  maxEntries,
+  clock = systemClock,
+}: MemoryCacheOptions): LocalCache {
   const now = () => clock.now();
   const entries = new TtlLru<string>(maxEntries, clock);
   const counters = new TtlLru<{ count: number; expiresAt: number }>(maxEntries, clock);
+  let claimsHeldUntil = 0;
   const counterOf = (key: string): Counter | undefined => {
     const entry = counters.get(key);
     return entry && { count: entry.count, ttlMs: entry.expiresAt - now() };
@@ -51,12 +55,14 @@ export function createMemoryCache({ maxEntries, clock = systemClock }: MemoryCac
         if (counters.get(key) !== undefined) return resolve(false);
         const expiresAt = now() + ttlMs;
         counters.set(key, { count: 1, expiresAt }, expiresAt);
+        claimsHeldUntil = Math.max(claimsHeldUntil, expiresAt);
         resolve(true);
       });
     },
     counter(key) {
       return Promise.resolve(counterOf(key));
     },
+    claimsHeldUntil: () => claimsHeldUntil,
     ping() {
       return Promise.resolve();
     },

@@ -79,6 +79,27 @@ const keycloakUrls = z.string().transform((value, ctx) => {
 });
 
 /**
+ * `REDIS_URL` as ioredis reads it without surprise: a `redis:`/`rediss:` URL naming a host (and
+ * at most a database number), or a Unix socket's absolute path. ioredis takes anything else
+ * for something (`http://redis:6379` becomes the socket `//redis:6379`), and the gateway would
+ * run degraded, its replicas sharing nothing, or it throws at start with the URL, password
+ * included, in the error it logs. The message never repeats the value.
+ */
+const redisUrl = z
+  .string()
+  .min(1)
+  .refine((value) => {
+    if (value.startsWith('/')) return true;
+    if (!URL.canParse(value)) return false;
+    const { protocol, hostname, pathname } = new URL(value);
+    return (
+      (protocol === 'redis:' || protocol === 'rediss:') &&
+      hostname !== '' &&
+      /^(\/[0-9]*)?$/.test(pathname)
+    );
+  }, 'must be redis://[user:password@]host[:port][/database] (rediss:// with TLS), or the absolute path of a Unix socket');
+
+/**
  * `OTEL_EXPORTER_OTLP_HEADERS`: `name=value` pairs separated by commas, values percent-encoded
  * (OpenTelemetry's format). Problems name entries by position, never by value (they are often
  * API keys).
@@ -356,8 +377,9 @@ export const configSchema = z.object({
     description: "local state: the embedded database, the local Keycloak's data, demo secrets",
   }),
   REDIS_URL: fromFile(
-    z.string().min(1).optional().meta({
-      description: 'Redis connection string: the cache and the messages replicas share',
+    redisUrl.optional().meta({
+      description:
+        'Redis connection string, `redis://[user:password@]host[:port][/database]` (`rediss://` with TLS) or the path of a Unix socket: the cache and the messages replicas share',
       shownDefault: '(in-process cache)',
     }),
   ),

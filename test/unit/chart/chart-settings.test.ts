@@ -87,7 +87,9 @@ describe("the chart's settings", () => {
         const value = secret?.[name]
           ? Buffer.from(secret[name], 'base64').toString()
           : name.endsWith('_URL')
-            ? `${name === 'REDIS_URL' ? 'redis' : 'postgres'}://made-up-host:1/db`
+            ? name === 'REDIS_URL'
+              ? 'redis://made-up-host:1/0'
+              : 'postgres://made-up-host:1/db'
             : 'a-made-up-secret-of-32-characters';
         // As the kubelet lays a Secret out: each key a link through `..data` to the files.
         writeFileSync(path.join(dir, '..2026_11_28', name), value);

@@ -73,6 +73,32 @@ describe('loadConfig', () => {
     expect(problems({ AUDIT_RETENTION_DAYS: '30', AUDIT_RETENTION_MIN_DAYS: '7' })).toEqual([]);
   });
 
+  it('refuses a REDIS_URL that ioredis would misread (no Redis, silently), and never repeats it', () => {
+    // `http://...` is read as a Unix socket `//redis:6379`, `redis:6379` as the host `redis`
+    // on the default port; a bad port throws inside ioredis at start, the URL (and its
+    // password) in the error's `input`.
+    for (const value of [
+      'http://:s3cret-pw@redis:6379',
+      'redis://:s3cret-pw@redis:port',
+      'redis:6379',
+      'redis://:s3cret-pw@redis:6379/zero',
+    ]) {
+      const problems = problemsOf({ ...secrets, REDIS_URL: value });
+      expect(problems).toEqual([
+        'REDIS_URL: must be redis://[user:password@]host[:port][/database] (rediss:// with TLS), or the absolute path of a Unix socket',
+      ]);
+      expect(problems.join()).not.toContain('s3cret');
+    }
+    for (const value of [
+      'redis://:pw@redis:6379',
+      'rediss://user:pw@redis.internal:6380/2',
+      'redis://[::1]:6379/',
+      '/run/redis/redis.sock',
+    ]) {
+      expect(loadConfig({ ...secrets, REDIS_URL: value }).REDIS_URL).toBe(value);
+    }
+  });
+
   it('reads the audit signing key as an Ed25519 PEM, and never repeats it', () => {
     const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
     const pem = rsa.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
