@@ -14,6 +14,17 @@ export interface ListingRepos {
 }
 
 /**
+ * The workspace list's one filter, the reference platform's: the workspaces whose name is
+ * exactly this (no pattern: `%`, `_` and `*` are the name's own; letter case kept). Absent or
+ * empty, every one. Other parameters are ignored, as there.
+ */
+const workspaceListQuery = z.object({
+  workspace_name: z.string().optional().meta({
+    description: 'Only the workspaces of exactly this name; absent or empty: every one.',
+  }),
+});
+
+/**
  * The platform's list endpoints, served behind the admission on the routes the edge names
  * (edge/route.ts): the organizations (spec 4.2, administrators) and an organization's
  * workspaces (spec 4.3, only those the caller has a role for, or all for an organization
@@ -40,10 +51,14 @@ export const listingRoutes = [
       'needs its role. A token narrowed at issuance shows only the workspaces it reaches.',
     tags: ['platform'],
     params: { organization_id: pathIds.callerOrganization },
+    query: workspaceListQuery,
     data: z.array(workspaceRecord),
-    handler: async (repos, { principal }) => {
+    handler: async (repos, { principal, query: { workspace_name: name } }) => {
       const all = await repos.workspaces.listByOrganization(principal.realm);
-      return all.filter((workspace) => listsWorkspace(principal, workspace.id));
+      return all.filter(
+        (workspace) =>
+          (!name || workspace.name === name) && listsWorkspace(principal, workspace.id),
+      );
     },
   }),
 ];
