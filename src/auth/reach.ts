@@ -23,7 +23,7 @@ export function reachExpired(reach: TokenReach, nowMs: number): boolean {
  * Whether a token of this reach may make this call: a workspace outside its list, an unsafe
  * method on a read-only token, or any call after its expiry is refused. Routes that name no
  * workspace (the organization's lists) are within reach; they show only what it reaches
- * (authorize.ts `workspaceRolesOf`).
+ * (authorize.ts `listsWorkspace`).
  */
 export function reachRefusal(
   reach: TokenReach,

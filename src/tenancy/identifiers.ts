@@ -8,6 +8,14 @@ export const MASTER_REALM = 'master';
 export const AUDIT_READER_ROLE = '_og-audit-log';
 
 /**
+ * The realm roles whose holder sees every workspace of its organization in the workspace list
+ * (compat.md: "all for an organization manager"): the reference platform's authorities to
+ * maintain workspaces or their roles, which its role `_organization-manager` is made of (Keycloak
+ * puts a composite's roles in the token). Seeing a workspace listed is not entering it.
+ */
+export const WORKSPACE_LIST_ROLES: readonly string[] = ['_og-ws-mt', '_og-ws-role-mt'];
+
+/**
  * Organization ids name Keycloak realms and appear in paths, so they are kept to a small, safe
  * alphabet: lowercase letters, digits, `-` and `_`, starting with a letter, at most 36 long.
  * `master` is the administrators' realm and `platform` is the administrators' path segment.

@@ -1,10 +1,31 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accessTokenOf, basicAuth, callApi } from '../helpers/api.ts';
 import { expectDocumentedAnswer } from '../helpers/documented-answer.ts';
-import { createUser, type TestUser } from '../helpers/keycloak.ts';
-import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { createUser, keycloakAdmin, userIdOf, type TestUser } from '../helpers/keycloak.ts';
+import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
+import { createWorkspacesRepo } from '../../src/platform/workspaces.repo.ts';
 
 const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+
+/**
+ * Makes `user` an organization manager as the reference platform does: its realm role
+ * `_organization-manager`, a composite of the authority `_og-ws-mt` (maintain workspaces).
+ */
+async function grantOrganizationManager(user: TestUser): Promise<void> {
+  const kc = await keycloakAdmin();
+  const realm = user.realm;
+  for (const name of ['_og-ws-mt', '_organization-manager']) {
+    await kc.roles.create({ realm, name }).catch(() => undefined);
+  }
+  const authority = await kc.roles.findOneByName({ realm, name: '_og-ws-mt' });
+  const manager = await kc.roles.findOneByName({ realm, name: '_organization-manager' });
+  await kc.roles.createComposite({ realm, roleId: manager!.id! }, [authority!]);
+  await kc.users.addRealmRoleMappings({
+    realm,
+    id: await userIdOf(user),
+    roles: [{ id: manager!.id!, name: manager!.name! }],
+  });
+}
 
 describe('Basic and Bearer on the list endpoints (spec 4.2-4.4)', () => {
   let org: string;
@@ -49,6 +70,60 @@ describe('Basic and Bearer on the list endpoints (spec 4.2-4.4)', () => {
     const none = await callApi(`/api/${org}/platform/workspaces`, basicAuth(outsider));
     expect(none.status).toBe(200);
     expect(none.body.data).toEqual([]);
+  });
+
+  it('lists every workspace to an organization manager, whose workspaces stay closed to it', async () => {
+    const manager = await createUser(org);
+    await grantOrganizationManager(manager);
+    for (const [, authorization] of await bothSchemes(manager)) {
+      const res = await callApi(`/api/${org}/platform/workspaces`, authorization);
+      expect(res.status).toBe(200);
+      expect((res.body.data as Array<{ id: string }>).map((w) => w.id)).toEqual(['ws-a', 'ws-b']);
+      expectDocumentedAnswer('listWorkspaces', res.body);
+      // Seeing a workspace listed is not holding its role.
+      const operations = await callApi(
+        `/api/${org}/workspaces/ws-a/ita/menu/operation_list/filter/`,
+        authorization,
+      );
+      expect(operations.status).toBe(403);
+    }
+  });
+
+  it('keeps the workspaces whose name is ?workspace_name=, as the reference platform does', async () => {
+    const named = await createOrganization(['ws-1', 'ws-2']);
+    await createWorkspacesRepo(testDb()).insertIfAbsent({
+      organizationId: named,
+      id: 'ws-3',
+      name: '100%_完了',
+    });
+    const manager = await createUser(named);
+    await grantOrganizationManager(manager);
+    const listed = async (query: string) => {
+      const res = await callApi(`/api/${named}/platform/workspaces?${query}`, basicAuth(manager));
+      expect({ query, status: res.status }).toEqual({ query, status: 200 });
+      expectDocumentedAnswer('listWorkspaces', res.body);
+      return (res.body.data as Array<{ id: string }>).map((w) => w.id);
+    };
+    const name = (value: string) => `workspace_name=${encodeURIComponent(value)}`;
+    expect(await listed(name('Workspace ws-2'))).toEqual(['ws-2']);
+    expect(await listed(name('100%_完了'))).toEqual(['ws-3']);
+    // The name as written: no wildcard, no other letter case, no part of it.
+    for (const other of ['Workspace%', 'Workspace_ws-2', '100%', 'workspace ws-2', 'ws-2', '\0']) {
+      expect(await listed(name(other))).toEqual([]);
+    }
+    expect(await listed('workspace_name=%00')).toEqual([]);
+    // Absent or empty: every workspace, as there.
+    expect(await listed('')).toEqual(['ws-1', 'ws-2', 'ws-3']);
+    expect(await listed('workspace_name=')).toEqual(['ws-1', 'ws-2', 'ws-3']);
+    // Two names are not one.
+    const twice = await callApi(
+      `/api/${named}/platform/workspaces?${name('Workspace ws-1')}&${name('Workspace ws-2')}`,
+      basicAuth(manager),
+    );
+    expect({ status: twice.status, result: twice.body.result }).toEqual({
+      status: 400,
+      result: '400-00002',
+    });
   });
 
   it('lists every operation of a workspace for a user with its role', async () => {
