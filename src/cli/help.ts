@@ -25,7 +25,8 @@ create asks twice for the new user's password, without echo, when stdin is a ter
 --otp turns on two-factor authentication with a fresh 160-bit secret, printed once beside the
 new user's fields as "otp_secret" (base32) and "otpauth_uri" (for a QR code). user passwd
 reads the new password the same way. user list pages with --first (default 0) and --max (1 to
-${MAX_PAGE}, default ${DEFAULT_PAGE}); --search keeps users whose username, email or name contains the text.
+${MAX_PAGE}, default ${DEFAULT_PAGE}); --search keeps users whose username, email or name begins with the
+text (* matches any characters: '*text*' finds it anywhere).
 user disable ends the user's sessions and stops their tokens at once; user delete too, then
 deletes the user; user revoke stops the user's older tokens (a refreshed one lacks the role).
 Keycloak's bootstrap administrator, service accounts and Keycloak administrators are refused.

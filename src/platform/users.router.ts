@@ -53,7 +53,8 @@ function realmRoutes(variant: RealmVariant): AnyRoute<UsersService>[] {
       summary: 'List users, by username, one page at a time',
       description:
         '`first` (default 0) and `max` (1 to 1000, default 100) page the list; `search` keeps ' +
-        'users whose username, email or name contains it. Other query parameters are 400.',
+        "users whose username, email, first or last name begins with it (Keycloak's search: `*` " +
+        'matches any characters, so `*text*` finds it anywhere). Other query parameters are 400.',
       tags: ['users'],
       params: scope,
       query: userListQuery,

@@ -159,6 +159,22 @@ describe('user lifecycle API', () => {
       ]);
     });
 
+    it('searches from the start of a name; `*` matches any characters, as Keycloak does', async () => {
+      const middle = prefix.slice(2); // the hex after "pg": inside every name, at none's start
+      const names = async (search: string) => {
+        const answer = await call(
+          'GET',
+          orgUsers(`?search=${encodeURIComponent(search)}`),
+          asAdmin,
+        );
+        expectResult(answer, 200, '000-00000');
+        return (answer.body.data as { username: string }[]).map((u) => u.username);
+      };
+      expect(await names(middle)).toEqual([]);
+      expect(await names(`*${middle}*`)).toEqual([`${prefix}-a`, `${prefix}-b`, `${prefix}-c`]);
+      expect(await names(`${prefix}-b`)).toEqual([`${prefix}-b`]);
+    });
+
     it('lists master users without workspaces', async () => {
       const answer = await call('GET', `/platform/users?search=${admin.username}`, asAdmin);
       expectResult(answer, 200, '000-00000');
