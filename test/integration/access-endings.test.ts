@@ -1,6 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { createServer, request, type Server as HttpServer } from 'node:http';
-import { createGzip } from 'node:zlib';
 import { performance } from 'node:perf_hooks';
 import { generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,7 +11,7 @@ import {
   type TestUser,
 } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
-import { closeServers, listenLocally } from '../helpers/local-server.ts';
+import { startGzipFront, type GzipFront } from '../helpers/gzip-front.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
@@ -472,42 +470,19 @@ describe('a change to key providers through the admin listener', () => {
  * reads of an answer to learn what ended it reads all the same. Port 19446/19447.
  */
 describe('behind a front that compresses every answer', () => {
-  let front: HttpServer;
+  let front: GzipFront | undefined;
   let c: Replica;
 
   beforeAll(async () => {
-    const keycloak = new URL(testEnv().keycloakUrl);
-    front = createServer((req, res) => {
-      const sent = request(
-        {
-          host: keycloak.hostname,
-          port: keycloak.port,
-          method: req.method,
-          path: req.url,
-          headers: req.headers,
-        },
-        (answer) => {
-          const compressed = answer.headers['content-encoding'] !== undefined;
-          if (compressed || !/\bgzip\b/.test(String(req.headers['accept-encoding']))) {
-            res.writeHead(answer.statusCode!, answer.headers);
-            answer.pipe(res);
-            return;
-          }
-          const headers = { ...answer.headers, 'content-encoding': 'gzip' };
-          delete headers['content-length'];
-          res.writeHead(answer.statusCode!, headers);
-          answer.pipe(createGzip()).pipe(res);
-        },
-      );
-      sent.on('error', () => res.destroy());
-      req.pipe(sent);
-    });
-    const base = await listenLocally(front);
-    c = await startReplica(19446, { ...shared, KEYCLOAK_URL: `${base}${keycloak.pathname}` });
+    front = await startGzipFront(
+      testEnv().keycloakUrl,
+      (answer) => answer.headers['content-encoding'] === undefined,
+    );
+    c = await startReplica(19446, { ...shared, KEYCLOAK_URL: front.url });
   });
   afterAll(async () => {
     await c?.gateway.close();
-    if (front) await closeServers(front);
+    await front?.close();
   });
 
   it('revoking an access token (RFC 7009) from a client that accepts gzip refuses it on the other replica', async () => {

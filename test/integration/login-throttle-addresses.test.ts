@@ -1,10 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { createServer, request, type Server as HttpServer } from 'node:http';
-import { createGzip } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import { requestFrom } from '../helpers/from-address.ts';
-import { closeServers, listenLocally } from '../helpers/local-server.ts';
+import { startGzipFront, type GzipFront } from '../helpers/gzip-front.ts';
 import {
   createUser,
   keycloakAdmin,
@@ -604,44 +602,20 @@ describe('login throttle on login pages that post no user name', () => {
  * form all the same, so a right password is never counted. Port 18524/18525.
  */
 describe('login throttle behind a front that compresses pages', () => {
-  let front: HttpServer;
+  let front: GzipFront | undefined;
   let replica: Replica;
   let org: string;
   let browserClient: string;
 
   beforeAll(async () => {
-    const keycloak = new URL(testEnv().keycloakUrl);
-    front = createServer((req, res) => {
-      const sent = request(
-        {
-          host: keycloak.hostname,
-          port: keycloak.port,
-          method: req.method,
-          path: req.url,
-          headers: req.headers,
-        },
-        (answer) => {
-          const page = String(answer.headers['content-type']).startsWith('text/html');
-          if (!page || !/\bgzip\b/.test(String(req.headers['accept-encoding']))) {
-            res.writeHead(answer.statusCode!, answer.headers);
-            answer.pipe(res);
-            return;
-          }
-          const headers = { ...answer.headers, 'content-encoding': 'gzip' };
-          delete headers['content-length'];
-          res.writeHead(answer.statusCode!, headers);
-          answer.pipe(createGzip()).pipe(res);
-        },
-      );
-      sent.on('error', () => res.destroy());
-      req.pipe(sent);
-    });
-    const base = await listenLocally(front);
+    front = await startGzipFront(testEnv().keycloakUrl, (answer) =>
+      String(answer.headers['content-type']).startsWith('text/html'),
+    );
     replica = await startReplica(18524, {
       REDIS_URL: testEnv().redisUrl,
       REDIS_KEY_PREFIX: `${testEnv().redisKeyPrefix}compressed:`,
       REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
-      KEYCLOAK_URL: `${base}${keycloak.pathname}`,
+      KEYCLOAK_URL: front.url,
     });
     org = await createOrganization(['ws1']);
     browserClient = await createBrowserClient(org);
@@ -649,7 +623,7 @@ describe('login throttle behind a front that compresses pages', () => {
 
   afterAll(async () => {
     await replica?.gateway.close();
-    if (front) await closeServers(front);
+    await front?.close();
     await closeTestDb();
   });
 
