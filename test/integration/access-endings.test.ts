@@ -4,12 +4,12 @@ import { generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import {
-  claimsOf,
-  createUser,
-  keycloakAdmin,
-  userIdOf,
-  type TestUser,
-} from '../helpers/keycloak.ts';
+  authorizeUrl,
+  createBrowserClient,
+  formActionOf,
+  REDIRECT_URI,
+} from '../helpers/browser-login.ts';
+import { claimsOf, createUser, userIdOf, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startGzipFront, type GzipFront } from '../helpers/gzip-front.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
@@ -95,22 +95,9 @@ async function adminCall(method: string, path: string, body?: unknown): Promise<
   return res.status;
 }
 
-const REDIRECT_URI = 'http://127.0.0.1:9/callback';
-
 /** Two browser-flow clients of the realm, as two applications sharing the user's session. */
 async function createBrowserClients(realm: string): Promise<[string, string]> {
-  const admin = await keycloakAdmin();
-  const ids: [string, string] = ['app-a', 'app-b'];
-  for (const clientId of ids) {
-    await admin.clients.create({
-      realm,
-      clientId,
-      publicClient: true,
-      standardFlowEnabled: true,
-      redirectUris: [REDIRECT_URI],
-    });
-  }
-  return ids;
+  return [await createBrowserClient(realm, 'app-a'), await createBrowserClient(realm, 'app-b')];
 }
 
 /** The cookies a browser keeps from `res` (Keycloak's session cookie among them). */
@@ -133,22 +120,15 @@ async function browserLogin(
   jar: Map<string, string>,
 ): Promise<Grant> {
   const cookie = () => [...jar].map(([name, value]) => `${name}=${value}`).join('; ');
-  const query = new URLSearchParams({
-    client_id: clientId,
-    response_type: 'code',
-    redirect_uri: REDIRECT_URI,
-    scope: 'openid',
-  });
   const oidc = `${b()}/auth/realms/${user.realm}/protocol/openid-connect`;
-  let res = await fetch(`${oidc}/auth?${query.toString()}`, {
+  let res = await fetch(authorizeUrl(b(), user.realm, clientId), {
     redirect: 'manual',
     headers: { cookie: cookie() },
   });
   keepCookies(res, jar);
   if (res.status === 200) {
     // Keycloak names the form's address on the public URL: the same path on B.
-    const action = new URL(/action="([^"]+)"/.exec(await res.text())![1]!.replaceAll('&amp;', '&'));
-    res = await fetch(`${b()}${action.pathname}${action.search}`, {
+    res = await fetch(formActionOf(b(), await res.text()), {
       method: 'POST',
       redirect: 'manual',
       headers: { cookie: cookie(), 'content-type': 'application/x-www-form-urlencoded' },

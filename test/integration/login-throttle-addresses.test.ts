@@ -1,6 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
+import {
+  authorizeUrl,
+  cookieHeaderOf,
+  createBrowserClient,
+  formActionOf,
+} from '../helpers/browser-login.ts';
 import { requestFrom } from '../helpers/from-address.ts';
 import { startGzipFront, type GzipFront } from '../helpers/gzip-front.ts';
 import {
@@ -15,40 +21,6 @@ import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 import { currentTotp } from '../helpers/totp.ts';
-
-/** Where the browser-flow clients of these tests send their users back (nothing listens). */
-const REDIRECT_URI = 'http://127.0.0.1:9/callback';
-
-/** The address a browser starts a login at: the realm's authorization endpoint, on `base`. */
-function authorizeUrl(base: string, realm: string, clientId: string): string {
-  const query = new URLSearchParams({
-    client_id: clientId,
-    response_type: 'code',
-    redirect_uri: REDIRECT_URI,
-    scope: 'openid',
-  });
-  return `${base}/auth/realms/${realm}/protocol/openid-connect/auth?${query.toString()}`;
-}
-
-/** A browser-flow client of `realm`, whose login pages the form tests post to: its id. */
-async function createBrowserClient(realm: string): Promise<string> {
-  const clientId = `browser-${randomBytes(4).toString('hex')}`;
-  const admin = await keycloakAdmin();
-  await admin.clients.create({
-    realm,
-    clientId,
-    publicClient: true,
-    standardFlowEnabled: true,
-    redirectUris: [REDIRECT_URI],
-  });
-  return clientId;
-}
-
-/** A login page's form: where it posts, on `base`. */
-function formActionOf(base: string, page: string): string {
-  const action = new URL(/action="([^"]+)"/.exec(page)![1]!.replaceAll('&amp;', '&'));
-  return `${base}${action.pathname}${action.search}`;
-}
 
 /**
  * The login throttle counts per (realm, user, client address), on Basic and on the token
@@ -90,10 +62,7 @@ describe('login throttle per account and address, from several source addresses'
       redirect: 'manual',
     });
     expect(page.status).toBe(200);
-    const cookie = page.headers
-      .getSetCookie()
-      .map((set) => set.split(';')[0])
-      .join('; ');
+    const cookie = cookieHeaderOf(page.headers.getSetCookie());
     return { url: formActionOf(replica.url, await page.text()), cookie };
   }
 
@@ -317,13 +286,7 @@ describe('login throttle per account and address, from several source addresses'
     await loginPage();
     const admin = await keycloakAdmin();
     await admin.realms.update({ realm: org }, { registrationAllowed: true });
-    const query = new URLSearchParams({
-      client_id: browserClient!,
-      response_type: 'code',
-      redirect_uri: REDIRECT_URI,
-      scope: 'openid',
-    });
-    const registrationUrl = `${replica.url}/auth/realms/${org}/protocol/openid-connect/registrations?${query.toString()}`;
+    const registrationUrl = authorizeUrl(replica.url, org, browserClient!, 'registrations');
     const newcomer = {
       username: uniqueId('newcomer-'),
       password: randomBytes(12).toString('base64url'),
@@ -331,10 +294,7 @@ describe('login throttle per account and address, from several source addresses'
     const register = async (confirmation: string) => {
       const page = await requestFrom('127.0.0.16', registrationUrl);
       expect(page.status).toBe(200);
-      const cookie = [page.headers['set-cookie'] ?? []]
-        .flat()
-        .map((set) => set.split(';')[0])
-        .join('; ');
+      const cookie = cookieHeaderOf(page.headers['set-cookie']);
       return requestFrom('127.0.0.16', formActionOf(replica.url, page.text), {
         method: 'POST',
         headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
@@ -426,10 +386,7 @@ describe('login throttle on login pages that post no user name', () => {
     const first = await requestFrom(address, authorizeUrl(replica.url, org, browserClient));
     expect(first.status).toBe(200);
     expect(first.text).not.toMatch(/name="password"/);
-    const cookie = [first.headers['set-cookie'] ?? []]
-      .flat()
-      .map((set) => set.split(';')[0])
-      .join('; ');
+    const cookie = cookieHeaderOf(first.headers['set-cookie']);
     const second = await post(address, actionOf(first.text), cookie, { username: user.username });
     expect(second.status).toBe(200);
     expect(second.text).toMatch(/name="password"/);
@@ -631,10 +588,7 @@ describe('login throttle behind a front that compresses pages', () => {
   async function postForm(address: string, user: TestUser, password: string) {
     const page = await requestFrom(address, authorizeUrl(replica.url, org, browserClient));
     expect(page.status).toBe(200);
-    const cookie = [page.headers['set-cookie'] ?? []]
-      .flat()
-      .map((set) => set.split(';')[0])
-      .join('; ');
+    const cookie = cookieHeaderOf(page.headers['set-cookie']);
     return requestFrom(address, formActionOf(replica.url, page.text), {
       method: 'POST',
       headers: {
