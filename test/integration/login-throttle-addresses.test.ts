@@ -23,6 +23,28 @@ import { testEnv } from '../helpers/test-env.ts';
 import { currentTotp } from '../helpers/totp.ts';
 
 /**
+ * A user name and password posted from `address` to a login form (where it posts, with the
+ * login's cookies) as a browser posts it: accepting compressed answers, which the throttle must
+ * read all the same.
+ */
+function postLogin(
+  address: string,
+  form: { url: string; cookie: string },
+  user: TestUser,
+  password: string,
+) {
+  return requestFrom(address, form.url, {
+    method: 'POST',
+    headers: {
+      cookie: form.cookie,
+      'content-type': 'application/x-www-form-urlencoded',
+      'accept-encoding': 'gzip, deflate, br',
+    },
+    body: new URLSearchParams({ username: user.username, password }).toString(),
+  });
+}
+
+/**
  * The login throttle counts per (realm, user, client address), on Basic and on the token
  * endpoint alike, with the shipped limits: clients are told apart by their real source address
  * (sockets bound to 127.0.0.x, no X-Forwarded-For), so guessing from one address never locks
@@ -202,17 +224,7 @@ describe('login throttle per account and address, from several source addresses'
     password: string,
     form?: { url: string; cookie: string },
   ) {
-    const { url, cookie } = form ?? (await loginPage());
-    return requestFrom(address, url, {
-      method: 'POST',
-      // As a browser asks: Keycloak's answer must be read all the same.
-      headers: {
-        cookie,
-        'content-type': 'application/x-www-form-urlencoded',
-        'accept-encoding': 'gzip, deflate, br',
-      },
-      body: new URLSearchParams({ username: user.username, password }).toString(),
-    });
+    return postLogin(address, form ?? (await loginPage()), user, password);
   }
 
   it("Keycloak's login form is counted by the same throttle, per account and address", async () => {
@@ -588,16 +600,11 @@ describe('login throttle behind a front that compresses pages', () => {
   async function postForm(address: string, user: TestUser, password: string) {
     const page = await requestFrom(address, authorizeUrl(replica.url, org, browserClient));
     expect(page.status).toBe(200);
-    const cookie = cookieHeaderOf(page.headers['set-cookie']);
-    return requestFrom(address, formActionOf(replica.url, page.text), {
-      method: 'POST',
-      headers: {
-        cookie,
-        'content-type': 'application/x-www-form-urlencoded',
-        'accept-encoding': 'gzip, deflate, br',
-      },
-      body: new URLSearchParams({ username: user.username, password }).toString(),
-    });
+    const form = {
+      url: formActionOf(replica.url, page.text),
+      cookie: cookieHeaderOf(page.headers['set-cookie']),
+    };
+    return postLogin(address, form, user, password);
   }
 
   it("a two-factor user's right password is never a failure; wrong ones are", async () => {
