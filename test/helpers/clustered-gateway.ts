@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { request } from 'node:http';
+import { startKeycloakRelay, type KeycloakRelay } from './tcp-front.ts';
 import { testEnv } from './test-env.ts';
 
 export interface Answer {
@@ -138,6 +139,31 @@ export async function startClusteredGateway(
     metrics: () => fetch(`${adminUrl}/metrics`).then((res) => res.text()),
     stop,
   };
+}
+
+/**
+ * A gateway of two workers on `port` and `port + 1` whose Keycloak is the test one behind a
+ * relay on `port + 5` that the test can cut; it logs at debug, so that each answer names its
+ * worker. `overrides` adds settings or replaces these.
+ */
+export async function startTwoWorkers(
+  port: number,
+  overrides: Record<string, string> = {},
+): Promise<{ gateway: ClusteredGateway; keycloak: KeycloakRelay }> {
+  const keycloak = await startKeycloakRelay(port + 5);
+  try {
+    const gateway = await startClusteredGateway(port, {
+      KEYCLOAK_URL: keycloak.keycloakUrl,
+      WORKERS: '2',
+      // Access-log lines of answered requests (debug) name the worker.
+      LOG_LEVEL: 'debug',
+      ...overrides,
+    });
+    return { gateway, keycloak };
+  } catch (err) {
+    await keycloak.cut();
+    throw err;
+  }
 }
 
 /**

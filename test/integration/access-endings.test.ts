@@ -1,19 +1,17 @@
 import { randomBytes } from 'node:crypto';
-import { createServer, request, type Server as HttpServer } from 'node:http';
-import { createGzip } from 'node:zlib';
 import { performance } from 'node:perf_hooks';
 import { generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import {
-  claimsOf,
-  createUser,
-  keycloakAdmin,
-  userIdOf,
-  type TestUser,
-} from '../helpers/keycloak.ts';
+  authorizeUrl,
+  createBrowserClient,
+  formActionOf,
+  REDIRECT_URI,
+} from '../helpers/browser-login.ts';
+import { claimsOf, createUser, userIdOf, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
-import { closeServers, listenLocally } from '../helpers/local-server.ts';
+import { startGzipFront, type GzipFront } from '../helpers/gzip-front.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
@@ -97,22 +95,9 @@ async function adminCall(method: string, path: string, body?: unknown): Promise<
   return res.status;
 }
 
-const REDIRECT_URI = 'http://127.0.0.1:9/callback';
-
 /** Two browser-flow clients of the realm, as two applications sharing the user's session. */
 async function createBrowserClients(realm: string): Promise<[string, string]> {
-  const admin = await keycloakAdmin();
-  const ids: [string, string] = ['app-a', 'app-b'];
-  for (const clientId of ids) {
-    await admin.clients.create({
-      realm,
-      clientId,
-      publicClient: true,
-      standardFlowEnabled: true,
-      redirectUris: [REDIRECT_URI],
-    });
-  }
-  return ids;
+  return [await createBrowserClient(realm, 'app-a'), await createBrowserClient(realm, 'app-b')];
 }
 
 /** The cookies a browser keeps from `res` (Keycloak's session cookie among them). */
@@ -135,22 +120,15 @@ async function browserLogin(
   jar: Map<string, string>,
 ): Promise<Grant> {
   const cookie = () => [...jar].map(([name, value]) => `${name}=${value}`).join('; ');
-  const query = new URLSearchParams({
-    client_id: clientId,
-    response_type: 'code',
-    redirect_uri: REDIRECT_URI,
-    scope: 'openid',
-  });
   const oidc = `${b()}/auth/realms/${user.realm}/protocol/openid-connect`;
-  let res = await fetch(`${oidc}/auth?${query.toString()}`, {
+  let res = await fetch(authorizeUrl(b(), user.realm, clientId), {
     redirect: 'manual',
     headers: { cookie: cookie() },
   });
   keepCookies(res, jar);
   if (res.status === 200) {
     // Keycloak names the form's address on the public URL: the same path on B.
-    const action = new URL(/action="([^"]+)"/.exec(await res.text())![1]!.replaceAll('&amp;', '&'));
-    res = await fetch(`${b()}${action.pathname}${action.search}`, {
+    res = await fetch(formActionOf(b(), await res.text()), {
       method: 'POST',
       redirect: 'manual',
       headers: { cookie: cookie(), 'content-type': 'application/x-www-form-urlencoded' },
@@ -472,42 +450,19 @@ describe('a change to key providers through the admin listener', () => {
  * reads of an answer to learn what ended it reads all the same. Port 19446/19447.
  */
 describe('behind a front that compresses every answer', () => {
-  let front: HttpServer;
+  let front: GzipFront | undefined;
   let c: Replica;
 
   beforeAll(async () => {
-    const keycloak = new URL(testEnv().keycloakUrl);
-    front = createServer((req, res) => {
-      const sent = request(
-        {
-          host: keycloak.hostname,
-          port: keycloak.port,
-          method: req.method,
-          path: req.url,
-          headers: req.headers,
-        },
-        (answer) => {
-          const compressed = answer.headers['content-encoding'] !== undefined;
-          if (compressed || !/\bgzip\b/.test(String(req.headers['accept-encoding']))) {
-            res.writeHead(answer.statusCode!, answer.headers);
-            answer.pipe(res);
-            return;
-          }
-          const headers = { ...answer.headers, 'content-encoding': 'gzip' };
-          delete headers['content-length'];
-          res.writeHead(answer.statusCode!, headers);
-          answer.pipe(createGzip()).pipe(res);
-        },
-      );
-      sent.on('error', () => res.destroy());
-      req.pipe(sent);
-    });
-    const base = await listenLocally(front);
-    c = await startReplica(19446, { ...shared, KEYCLOAK_URL: `${base}${keycloak.pathname}` });
+    front = await startGzipFront(
+      testEnv().keycloakUrl,
+      (answer) => answer.headers['content-encoding'] === undefined,
+    );
+    c = await startReplica(19446, { ...shared, KEYCLOAK_URL: front.url });
   });
   afterAll(async () => {
     await c?.gateway.close();
-    if (front) await closeServers(front);
+    await front?.close();
   });
 
   it('revoking an access token (RFC 7009) from a client that accepts gzip refuses it on the other replica', async () => {

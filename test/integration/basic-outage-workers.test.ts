@@ -2,12 +2,12 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import {
   fromEveryWorker,
-  startClusteredGateway,
+  startTwoWorkers,
   type ClusteredGateway,
 } from '../helpers/clustered-gateway.ts';
 import { createUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
-import { startKeycloakRelay, type KeycloakRelay } from '../helpers/tcp-front.ts';
+import type { KeycloakRelay } from '../helpers/tcp-front.ts';
 
 /** BASIC_CACHE_MAX_SECONDS of this gateway: the outage below outlasts it. */
 const CACHE_SECONDS = 2;
@@ -26,15 +26,10 @@ describe('a Basic login through a Keycloak outage, two workers without Redis', (
 
   beforeAll(async () => {
     org = await createOrganization(['ws1']);
-    keycloak = await startKeycloakRelay(port + 5);
-    gateway = await startClusteredGateway(port, {
-      KEYCLOAK_URL: keycloak.keycloakUrl,
-      WORKERS: '2',
-      // Access-log lines of answered requests (debug) name the worker.
-      LOG_LEVEL: 'debug',
+    ({ gateway, keycloak } = await startTwoWorkers(port, {
       BASIC_CACHE_MAX_SECONDS: String(CACHE_SECONDS),
       BASIC_OUTAGE_MAX_SECONDS: '600',
-    });
+    }));
   });
 
   afterAll(async () => {

@@ -52,6 +52,16 @@ function send(method: string, path: string, authorization: string, body?: string
   });
 }
 
+/** `answer` is `status` `result`, and the OpenAPI document lists that for `operationId`. */
+function expectRefused(operationId: string, answer: Answer, status: number, result: string): void {
+  expect({ operationId, status: answer.status, result: answer.body.result }).toEqual({
+    operationId,
+    status,
+    result,
+  });
+  expectDocumentedFailure(operationId, answer);
+}
+
 /**
  * What the gateway answers on `/api`, from wherever in the pipeline it is decided (the body
  * reader, the admission's reach step, a path id's schema), is what the OpenAPI document lists
@@ -86,12 +96,7 @@ describe('the answers of the /api pipeline are in the OpenAPI document', () => {
     ];
     for (const [operationId, method, path] of cases) {
       const answer = await send(method, path, basicAuth(admin), large);
-      expect({ operationId, status: answer.status, result: answer.body.result }).toEqual({
-        operationId,
-        status: 413,
-        result: '413-00000',
-      });
-      expectDocumentedFailure(operationId, answer);
+      expectRefused(operationId, answer, 413, '413-00000');
     }
   });
 
@@ -102,12 +107,7 @@ describe('the answers of the /api pipeline are in the OpenAPI document', () => {
     ];
     for (const [operationId, method, path] of cases) {
       const answer = await send(method, path, basicAuth(admin), '{');
-      expect({ operationId, status: answer.status, result: answer.body.result }).toEqual({
-        operationId,
-        status: 400,
-        result: '400-00002',
-      });
-      expectDocumentedFailure(operationId, answer);
+      expectRefused(operationId, answer, 400, '400-00002');
     }
   });
 
@@ -137,12 +137,7 @@ describe('the answers of the /api pipeline are in the OpenAPI document', () => {
     ];
     for (const [operationId, method, path, authorization] of cases) {
       const answer = await send(method, path, authorization, '{}');
-      expect({ operationId, status: answer.status, result: answer.body.result }).toEqual({
-        operationId,
-        status: 403,
-        result: '403-30002',
-      });
-      expectDocumentedFailure(operationId, answer);
+      expectRefused(operationId, answer, 403, '403-30002');
     }
   });
 
@@ -195,12 +190,7 @@ describe('the answers of the /api pipeline are in the OpenAPI document', () => {
       ],
     ] as const) {
       const answer = await send('DELETE', `${path}/${'a'.repeat(256)}`, basicAuth(user));
-      expect({ operationId, status: answer.status, result: answer.body.result }).toEqual({
-        operationId,
-        status: 404,
-        result: '404-30001',
-      });
-      expectDocumentedFailure(operationId, answer);
+      expectRefused(operationId, answer, 404, '404-30001');
     }
   });
 

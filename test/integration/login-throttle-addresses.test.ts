@@ -1,10 +1,14 @@
 import { randomBytes } from 'node:crypto';
-import { createServer, request, type Server as HttpServer } from 'node:http';
-import { createGzip } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
+import {
+  authorizeUrl,
+  cookieHeaderOf,
+  createBrowserClient,
+  formActionOf,
+} from '../helpers/browser-login.ts';
 import { requestFrom } from '../helpers/from-address.ts';
-import { closeServers, listenLocally } from '../helpers/local-server.ts';
+import { startGzipFront, type GzipFront } from '../helpers/gzip-front.ts';
 import {
   createUser,
   keycloakAdmin,
@@ -18,38 +22,26 @@ import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 import { currentTotp } from '../helpers/totp.ts';
 
-/** Where the browser-flow clients of these tests send their users back (nothing listens). */
-const REDIRECT_URI = 'http://127.0.0.1:9/callback';
-
-/** The address a browser starts a login at: the realm's authorization endpoint, on `base`. */
-function authorizeUrl(base: string, realm: string, clientId: string): string {
-  const query = new URLSearchParams({
-    client_id: clientId,
-    response_type: 'code',
-    redirect_uri: REDIRECT_URI,
-    scope: 'openid',
+/**
+ * A user name and password posted from `address` to a login form (where it posts, with the
+ * login's cookies) as a browser posts it: accepting compressed answers, which the throttle must
+ * read all the same.
+ */
+function postLogin(
+  address: string,
+  form: { url: string; cookie: string },
+  user: TestUser,
+  password: string,
+) {
+  return requestFrom(address, form.url, {
+    method: 'POST',
+    headers: {
+      cookie: form.cookie,
+      'content-type': 'application/x-www-form-urlencoded',
+      'accept-encoding': 'gzip, deflate, br',
+    },
+    body: new URLSearchParams({ username: user.username, password }).toString(),
   });
-  return `${base}/auth/realms/${realm}/protocol/openid-connect/auth?${query.toString()}`;
-}
-
-/** A browser-flow client of `realm`, whose login pages the form tests post to: its id. */
-async function createBrowserClient(realm: string): Promise<string> {
-  const clientId = `browser-${randomBytes(4).toString('hex')}`;
-  const admin = await keycloakAdmin();
-  await admin.clients.create({
-    realm,
-    clientId,
-    publicClient: true,
-    standardFlowEnabled: true,
-    redirectUris: [REDIRECT_URI],
-  });
-  return clientId;
-}
-
-/** A login page's form: where it posts, on `base`. */
-function formActionOf(base: string, page: string): string {
-  const action = new URL(/action="([^"]+)"/.exec(page)![1]!.replaceAll('&amp;', '&'));
-  return `${base}${action.pathname}${action.search}`;
 }
 
 /**
@@ -92,10 +84,7 @@ describe('login throttle per account and address, from several source addresses'
       redirect: 'manual',
     });
     expect(page.status).toBe(200);
-    const cookie = page.headers
-      .getSetCookie()
-      .map((set) => set.split(';')[0])
-      .join('; ');
+    const cookie = cookieHeaderOf(page.headers.getSetCookie());
     return { url: formActionOf(replica.url, await page.text()), cookie };
   }
 
@@ -235,17 +224,7 @@ describe('login throttle per account and address, from several source addresses'
     password: string,
     form?: { url: string; cookie: string },
   ) {
-    const { url, cookie } = form ?? (await loginPage());
-    return requestFrom(address, url, {
-      method: 'POST',
-      // As a browser asks: Keycloak's answer must be read all the same.
-      headers: {
-        cookie,
-        'content-type': 'application/x-www-form-urlencoded',
-        'accept-encoding': 'gzip, deflate, br',
-      },
-      body: new URLSearchParams({ username: user.username, password }).toString(),
-    });
+    return postLogin(address, form ?? (await loginPage()), user, password);
   }
 
   it("Keycloak's login form is counted by the same throttle, per account and address", async () => {
@@ -319,13 +298,7 @@ describe('login throttle per account and address, from several source addresses'
     await loginPage();
     const admin = await keycloakAdmin();
     await admin.realms.update({ realm: org }, { registrationAllowed: true });
-    const query = new URLSearchParams({
-      client_id: browserClient!,
-      response_type: 'code',
-      redirect_uri: REDIRECT_URI,
-      scope: 'openid',
-    });
-    const registrationUrl = `${replica.url}/auth/realms/${org}/protocol/openid-connect/registrations?${query.toString()}`;
+    const registrationUrl = authorizeUrl(replica.url, org, browserClient!, 'registrations');
     const newcomer = {
       username: uniqueId('newcomer-'),
       password: randomBytes(12).toString('base64url'),
@@ -333,10 +306,7 @@ describe('login throttle per account and address, from several source addresses'
     const register = async (confirmation: string) => {
       const page = await requestFrom('127.0.0.16', registrationUrl);
       expect(page.status).toBe(200);
-      const cookie = [page.headers['set-cookie'] ?? []]
-        .flat()
-        .map((set) => set.split(';')[0])
-        .join('; ');
+      const cookie = cookieHeaderOf(page.headers['set-cookie']);
       return requestFrom('127.0.0.16', formActionOf(replica.url, page.text), {
         method: 'POST',
         headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
@@ -428,10 +398,7 @@ describe('login throttle on login pages that post no user name', () => {
     const first = await requestFrom(address, authorizeUrl(replica.url, org, browserClient));
     expect(first.status).toBe(200);
     expect(first.text).not.toMatch(/name="password"/);
-    const cookie = [first.headers['set-cookie'] ?? []]
-      .flat()
-      .map((set) => set.split(';')[0])
-      .join('; ');
+    const cookie = cookieHeaderOf(first.headers['set-cookie']);
     const second = await post(address, actionOf(first.text), cookie, { username: user.username });
     expect(second.status).toBe(200);
     expect(second.text).toMatch(/name="password"/);
@@ -604,44 +571,20 @@ describe('login throttle on login pages that post no user name', () => {
  * form all the same, so a right password is never counted. Port 18524/18525.
  */
 describe('login throttle behind a front that compresses pages', () => {
-  let front: HttpServer;
+  let front: GzipFront | undefined;
   let replica: Replica;
   let org: string;
   let browserClient: string;
 
   beforeAll(async () => {
-    const keycloak = new URL(testEnv().keycloakUrl);
-    front = createServer((req, res) => {
-      const sent = request(
-        {
-          host: keycloak.hostname,
-          port: keycloak.port,
-          method: req.method,
-          path: req.url,
-          headers: req.headers,
-        },
-        (answer) => {
-          const page = String(answer.headers['content-type']).startsWith('text/html');
-          if (!page || !/\bgzip\b/.test(String(req.headers['accept-encoding']))) {
-            res.writeHead(answer.statusCode!, answer.headers);
-            answer.pipe(res);
-            return;
-          }
-          const headers = { ...answer.headers, 'content-encoding': 'gzip' };
-          delete headers['content-length'];
-          res.writeHead(answer.statusCode!, headers);
-          answer.pipe(createGzip()).pipe(res);
-        },
-      );
-      sent.on('error', () => res.destroy());
-      req.pipe(sent);
-    });
-    const base = await listenLocally(front);
+    front = await startGzipFront(testEnv().keycloakUrl, (answer) =>
+      String(answer.headers['content-type']).startsWith('text/html'),
+    );
     replica = await startReplica(18524, {
       REDIS_URL: testEnv().redisUrl,
       REDIS_KEY_PREFIX: `${testEnv().redisKeyPrefix}compressed:`,
       REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
-      KEYCLOAK_URL: `${base}${keycloak.pathname}`,
+      KEYCLOAK_URL: front.url,
     });
     org = await createOrganization(['ws1']);
     browserClient = await createBrowserClient(org);
@@ -649,7 +592,7 @@ describe('login throttle behind a front that compresses pages', () => {
 
   afterAll(async () => {
     await replica?.gateway.close();
-    if (front) await closeServers(front);
+    await front?.close();
     await closeTestDb();
   });
 
@@ -657,19 +600,11 @@ describe('login throttle behind a front that compresses pages', () => {
   async function postForm(address: string, user: TestUser, password: string) {
     const page = await requestFrom(address, authorizeUrl(replica.url, org, browserClient));
     expect(page.status).toBe(200);
-    const cookie = [page.headers['set-cookie'] ?? []]
-      .flat()
-      .map((set) => set.split(';')[0])
-      .join('; ');
-    return requestFrom(address, formActionOf(replica.url, page.text), {
-      method: 'POST',
-      headers: {
-        cookie,
-        'content-type': 'application/x-www-form-urlencoded',
-        'accept-encoding': 'gzip, deflate, br',
-      },
-      body: new URLSearchParams({ username: user.username, password }).toString(),
-    });
+    const form = {
+      url: formActionOf(replica.url, page.text),
+      cookie: cookieHeaderOf(page.headers['set-cookie']),
+    };
+    return postLogin(address, form, user, password);
   }
 
   it("a two-factor user's right password is never a failure; wrong ones are", async () => {

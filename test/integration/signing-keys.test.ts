@@ -4,6 +4,7 @@ import { runCli } from '../../src/cli/main.ts';
 import { accessTokenOf, basicAuth } from '../helpers/api.ts';
 import { capturingIo } from '../helpers/cli-io.ts';
 import {
+  fromEveryWorker,
   startClusteredGateway,
   type Answer,
   type ClusteredGateway,
@@ -352,11 +353,7 @@ describe('the workers of one gateway (WORKERS=2, KEY_SET_REFRESH_SECONDS=3600)',
 
   /** Sends `request` on new connections until both workers have answered; their statuses. */
   async function everyWorker(request: () => Promise<Answer>): Promise<Set<number>> {
-    const answers: Answer[] = [];
-    while (new Set(answers.map((a) => a.worker)).size < 2) {
-      if (answers.length >= 20) throw new Error('20 requests reached one worker only');
-      answers.push(await request());
-    }
+    const answers = await fromEveryWorker(request);
     return new Set(answers.map((a) => a.status));
   }
 

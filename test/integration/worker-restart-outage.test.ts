@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   fromEveryWorker,
-  startClusteredGateway,
+  startTwoWorkers,
   type ClusteredGateway,
 } from '../helpers/clustered-gateway.ts';
 import { createUser, grantAtKeycloak } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
-import { startKeycloakRelay, type KeycloakRelay } from '../helpers/tcp-front.ts';
+import type { KeycloakRelay } from '../helpers/tcp-front.ts';
 
 /**
  * A worker started again while Keycloak is down is as ready as its siblings: it verifies tokens
@@ -21,13 +21,7 @@ describe('a worker started again during a Keycloak outage, two workers', () => {
 
   beforeAll(async () => {
     org = await createOrganization(['ws1']);
-    keycloak = await startKeycloakRelay(port + 5);
-    gateway = await startClusteredGateway(port, {
-      KEYCLOAK_URL: keycloak.keycloakUrl,
-      WORKERS: '2',
-      // Access-log lines of answered requests (debug) name the worker.
-      LOG_LEVEL: 'debug',
-    });
+    ({ gateway, keycloak } = await startTwoWorkers(port));
   });
 
   afterAll(async () => {

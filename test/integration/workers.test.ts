@@ -4,13 +4,14 @@ import { basicAuth } from '../helpers/api.ts';
 import {
   fromEveryWorker,
   startClusteredGateway,
+  startTwoWorkers,
   type Answer,
   type ClusteredGateway,
 } from '../helpers/clustered-gateway.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.ts';
-import { startKeycloakRelay, type KeycloakRelay } from '../helpers/tcp-front.ts';
+import type { KeycloakRelay } from '../helpers/tcp-front.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 /** An access token of an offline session: what DELETE .../refresh_tokens revokes. */
@@ -89,11 +90,7 @@ describe.each([
 
   beforeAll(async () => {
     org = await createOrganization(['ws1']);
-    keycloak = await startKeycloakRelay(port + 5);
-    gateway = await startClusteredGateway(port, {
-      KEYCLOAK_URL: keycloak.keycloakUrl,
-      WORKERS: '2',
-      LOG_LEVEL: 'debug',
+    ({ gateway, keycloak } = await startTwoWorkers(port, {
       LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: '3',
       ...(redis
         ? {
@@ -101,7 +98,7 @@ describe.each([
             REDIS_KEY_PREFIX: `${testEnv().redisKeyPrefix}workers-${randomBytes(4).toString('hex')}:`,
           }
         : {}),
-    });
+    }));
   });
 
   afterAll(async () => {

@@ -13,20 +13,15 @@ import { createAudit } from '../../../src/http/audit.ts';
 import { createLogger } from '../../../src/http/logger.ts';
 import { metricsOff } from '../../../src/metrics/metrics.ts';
 import { listen } from '../../../src/server.ts';
-import type { Principal } from '../../../src/tenancy/principal.ts';
+import { testPrincipal } from '../../helpers/principal.ts';
 
-const principal: Principal = {
-  realm: 'acme',
+const principal = testPrincipal({
   userId: 'user-1',
-  username: 'alice',
-  realmRoles: [],
   clientRoles: { 'acme-workspaces': ['ws1'] },
-  locale: undefined,
-  method: 'bearer',
   sessionId: undefined,
   issuedAt: 0,
   expiresAt: Number.MAX_SAFE_INTEGER,
-};
+});
 
 /** What answered each request: `<table>.<method>` of a table's service, or the forwarder. */
 let served: string[] = [];

@@ -1,11 +1,8 @@
 import { createServer, type Server } from 'node:http';
-import express from 'express';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createForwarding } from '../../../src/edge/forwarding.ts';
-import { createLogger } from '../../../src/http/logger.ts';
-import { createAuthProxy } from '../../../src/auth-proxy/auth-proxy.ts';
 import { guardFormBody } from '../../../src/auth-proxy/form-body-guard.ts';
 import { createKeycloakNodes, type KeycloakNodes } from '../../../src/keycloak/keycloak-nodes.ts';
+import { startAuthProxyGateway } from '../../helpers/auth-proxy-gateway.ts';
 import { closeServers, listenLocally, refusingBaseUrl } from '../../helpers/local-server.ts';
 
 /** A fake Keycloak node: answers with its name and the form it got, or cuts the connection. */
@@ -67,20 +64,11 @@ describe('/auth proxy: several nodes', () => {
 
   async function gateway(urls: string[]) {
     const nodes = createKeycloakNodes({ urls, timeoutMs: 1000 });
-    const app = express();
-    app.use(
-      '/auth',
-      ...guardFormBody(),
-      createAuthProxy({
-        nodes,
-        publicUrl: 'http://gateway.test',
-        timeoutMs: 1000,
-        forwarding: createForwarding(undefined),
-        logger: createLogger('silent'),
-      }),
-    );
-    const server = createServer(app);
-    const base = await listenLocally(server);
+    const { server, base } = await startAuthProxyGateway(guardFormBody(), {
+      nodes,
+      publicUrl: 'http://gateway.test',
+      timeoutMs: 1000,
+    });
     opened.push({ server, nodes });
     const post = async (form: string) => {
       const res = await fetch(`${base}/auth/realms/acme/protocol/openid-connect/token`, {

@@ -5,13 +5,12 @@ import {
   type ServerResponse,
 } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
-import express from 'express';
+import type { RequestHandler } from 'express';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { createForwarding } from '../../../src/edge/forwarding.ts';
-import { createLogger } from '../../../src/http/logger.ts';
-import { beforeAnswer, createAuthProxy } from '../../../src/auth-proxy/auth-proxy.ts';
+import { beforeAnswer } from '../../../src/auth-proxy/auth-proxy.ts';
 import { guardFormBody } from '../../../src/auth-proxy/form-body-guard.ts';
 import { createKeycloakNodes, type KeycloakNodes } from '../../../src/keycloak/keycloak-nodes.ts';
+import { startAuthProxyGateway } from '../../helpers/auth-proxy-gateway.ts';
 import { struckByHand } from '../../helpers/struck-timer.ts';
 import { closeServers, listenLocally } from '../../helpers/local-server.ts';
 
@@ -48,20 +47,11 @@ describe('/auth proxy: what reaches Keycloak and what comes back', () => {
     });
     const keycloakUrl = `${await listenLocally(keycloak)}/auth`;
     nodes = createKeycloakNodes({ urls: [keycloakUrl, keycloakUrl], timeoutMs: 1000 });
-    const app = express();
-    app.use(
-      '/auth',
-      ...guardFormBody(),
-      createAuthProxy({
-        nodes,
-        publicUrl: 'https://gateway.example:8443',
-        timeoutMs: 300,
-        forwarding: createForwarding(undefined),
-        logger: createLogger('silent'),
-      }),
-    );
-    gateway = createServer(app);
-    base = await listenLocally(gateway);
+    ({ server: gateway, base } = await startAuthProxyGateway(guardFormBody(), {
+      nodes,
+      publicUrl: 'https://gateway.example:8443',
+      timeoutMs: 300,
+    }));
   });
   afterAll(async () => {
     nodes.close();
@@ -196,24 +186,16 @@ describe('/auth proxy: a hook on the answer', () => {
       urls: [`${await listenLocally(keycloak)}/auth`],
       timeoutMs: 1000,
     });
-    const app = express();
-    app.use(
-      '/auth',
-      (req, _res, next) => {
-        beforeAnswer(req, (status, body) => hook(status, body), { readsBody });
-        next();
-      },
-      createAuthProxy({
-        nodes,
-        publicUrl: 'https://gateway.example:8443',
-        timeoutMs: 100,
-        startTimer: silence.start,
-        forwarding: createForwarding(undefined),
-        logger: createLogger('silent'),
-      }),
-    );
-    gateway = createServer(app);
-    base = await listenLocally(gateway);
+    const hookStep: RequestHandler = (req, _res, next) => {
+      beforeAnswer(req, (status, body) => hook(status, body), { readsBody });
+      next();
+    };
+    ({ server: gateway, base } = await startAuthProxyGateway([hookStep], {
+      nodes,
+      publicUrl: 'https://gateway.example:8443',
+      timeoutMs: 100,
+      startTimer: silence.start,
+    }));
   });
   afterAll(async () => {
     nodes.close();

@@ -43,6 +43,22 @@ function revokeUser(list: RevocationList, tokenTtlSeconds?: number) {
   });
 }
 
+/** What `authenticateRequest` needs: `revocations` and the given Basic and Bearer, no DPoP. */
+function authDeps(
+  revocations: RevocationList,
+  given: Pick<AuthenticateDeps, 'basic' | 'bearer'>,
+): AuthenticateDeps {
+  return {
+    ...given,
+    dpop: { algs: 'ES256', prove: () => Promise.reject(new Error('no DPoP here')) },
+    revocations,
+    activeCheck: { ensureActive: () => undefined },
+    clientAddressOf: () => '127.0.0.1',
+    resourceMetadataOf: () => 'http://gw.example/.well-known/oauth-protected-resource/api/acme',
+    metrics: { authFailure: () => undefined },
+  };
+}
+
 describe("a user's token revocation", () => {
   beforeEach(() => {
     clock = manualClock(T0);
@@ -101,16 +117,10 @@ describe("a user's token revocation", () => {
     const old = principal(T0 - 5000);
     // A token verified before is known at once; a new one is verified asynchronously.
     let verifiedBefore = true;
-    const deps: AuthenticateDeps = {
+    const deps = authDeps(revocations, {
       basic: { authenticate: () => Promise.resolve(principal(T0 - 5000, 'basic')) },
       bearer: { verify: () => (verifiedBefore ? old : Promise.resolve(old)) },
-      dpop: { algs: 'ES256', prove: () => Promise.reject(new Error('no DPoP here')) },
-      revocations,
-      activeCheck: { ensureActive: () => undefined },
-      clientAddressOf: () => '127.0.0.1',
-      resourceMetadataOf: () => 'http://gw.example/.well-known/oauth-protected-resource/api/acme',
-      metrics: { authFailure: () => undefined },
-    };
+    });
     const request = (authorization: string) => ({ headers: { authorization } }) as IncomingMessage;
     expect(authenticateRequest(request('Bearer abc'), 'acme', '/api/acme', deps)).toBe(old);
     await revokeUser(revocations, 3600);
@@ -137,16 +147,11 @@ describe("a user's token revocation", () => {
     const revocations = await revocationList();
     const ofClient = (clientId: string) => ({ ...principal(T0 - 5000), clientId });
     // A token verified before is known at once; a new one is verified asynchronously.
-    const depsFor = (token: Principal, verifiedBefore: boolean): AuthenticateDeps => ({
-      basic: { authenticate: () => Promise.reject(new Error('no Basic here')) },
-      bearer: { verify: () => (verifiedBefore ? token : Promise.resolve(token)) },
-      dpop: { algs: 'ES256', prove: () => Promise.reject(new Error('no DPoP here')) },
-      revocations,
-      activeCheck: { ensureActive: () => undefined },
-      clientAddressOf: () => '127.0.0.1',
-      resourceMetadataOf: () => 'http://gw.example/.well-known/oauth-protected-resource/api/acme',
-      metrics: { authFailure: () => undefined },
-    });
+    const depsFor = (token: Principal, verifiedBefore: boolean) =>
+      authDeps(revocations, {
+        basic: { authenticate: () => Promise.reject(new Error('no Basic here')) },
+        bearer: { verify: () => (verifiedBefore ? token : Promise.resolve(token)) },
+      });
     const request = { headers: { authorization: 'Bearer abc' } } as IncomingMessage;
     await endAppA(revocations);
     const ended = ofClient('app-a');

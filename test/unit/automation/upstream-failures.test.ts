@@ -14,21 +14,17 @@ import { compileRoutes } from '../../../src/edge/route.ts';
 import { createLogger } from '../../../src/http/logger.ts';
 import { metricsOff } from '../../../src/metrics/metrics.ts';
 import { listen } from '../../../src/server.ts';
-import type { Principal } from '../../../src/tenancy/principal.ts';
+import { testPrincipal } from '../../helpers/principal.ts';
 import { listenLocally, refusingBaseUrl } from '../../helpers/local-server.ts';
 
-const principal: Principal = {
-  realm: 'acme',
+const principal = testPrincipal({
   userId: 'user-1',
-  username: 'alice',
-  realmRoles: [],
   clientRoles: { 'acme-workspaces': ['ws1'] },
   locale: 'en',
-  method: 'bearer',
   sessionId: undefined,
   issuedAt: 0,
   expiresAt: Number.MAX_SAFE_INTEGER,
-};
+});
 
 /**
  * What a client of the forwarded route gets when the automation service cannot be reached, by
