@@ -109,6 +109,24 @@ describe('forward over undici: the exchange', () => {
     expect(text.endsWith('ok')).toBe(true);
   });
 
+  it("sends the upstream the client's trace context but not its baggage", async () => {
+    let seen: IncomingMessage['headers'] | undefined;
+    answer = (req, res) => {
+      seen = req.headers;
+      res.end();
+    };
+    const port = await gateway();
+    const got = await fetch(`http://127.0.0.1:${port}/`, {
+      headers: {
+        traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+        baggage: 'tenant=other-org,user.id=admin',
+      },
+    });
+    expect(got.status).toBe(200);
+    expect(seen?.traceparent).toBe('00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01');
+    expect(seen?.baggage).toBeUndefined();
+  });
+
   it('answers 504 to a request still waiting for a connection, as struck before connecting', async () => {
     // The upstream never answers: the first request holds the pool's one connection longer
     // than the second may wait.
