@@ -57,6 +57,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
 
   function send(req: IncomingMessage, res: ServerResponse, node: KeycloakNode, retried: boolean) {
     const requestId = res.getHeader('x-request-id');
+    const client = options.forwarding.clientAddress(req);
     const handlers: OutboundHandlers = {
       answered: (status, timer) => {
         if (several) nodes.answered(node);
@@ -107,12 +108,10 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
       res,
       {
         upstream: targets[node.index]!,
+        client,
         path: req.url ?? '/',
         keepCredentials: true,
-        headers: [
-          ...publicAddress,
-          ...keycloakClientHeaders(options.forwarding.clientAddress(req)),
-        ],
+        headers: [...publicAddress, ...keycloakClientHeaders(client)],
         requestId: typeof requestId === 'string' ? requestId : undefined,
         // Traced: Keycloak's part is a child of the request's span (the client's is its parent).
         trace: traceHeadersNow(),

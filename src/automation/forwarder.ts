@@ -88,6 +88,7 @@ export function createForwarder(options: {
       res,
       {
         upstream,
+        client: forwarding.clientAddress(req),
         path: target.path + target.query,
         keepCredentials: false,
         headers,

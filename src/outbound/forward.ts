@@ -4,7 +4,7 @@ import type { Span } from '@opentelemetry/api';
 import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
 import { sendError } from '../envelope/error-handler.ts';
-import type { AppError } from '../envelope/errors.ts';
+import { AppError } from '../envelope/errors.ts';
 import { systemTimer, type StartTimer, type Timer } from '../time/timer.ts';
 import { endSpan } from '../tracing/tracing.ts';
 import {
@@ -17,6 +17,11 @@ import { bodyFraming, bodyOf, type Upstream } from './upstream.ts';
 /** One request to send on: where, with what the gateway adds, and how long to wait. */
 export interface Outbound {
   upstream: Upstream;
+  /**
+   * The client's address as the gateway vouches for it (edge/forwarding.ts): its requests in
+   * flight to the upstream are bounded by its share of the pool (`Upstream.admit`).
+   */
+  client: string;
   /** The path on the upstream (after its base path), query included. */
   path: string;
   /** The client's `Authorization`, `Cookie` and `DPoP` travel on (Keycloak needs them). */
@@ -140,7 +145,9 @@ function replacedNames(o: Outbound): ReadonlySet<string> | undefined {
  * a client still sending the body it owes is waited for (the server's request timeout is its);
  * a client that leaves has its request to the upstream closed (nothing to answer, no failure);
  * an upstream gone mid-answer ends the client's connection; the span ends with the answer or
- * the failure. Throws what undici throws for a header it refuses.
+ * the failure; a client address holding its share of the upstream's pool already gets 429
+ * `429-00002` with `Retry-After` (nothing sent), its place given back when its answer ends.
+ * Throws what undici throws for a header it refuses.
  */
 export function forward(
   req: IncomingMessage,
@@ -148,6 +155,16 @@ export function forward(
   o: Outbound,
   handlers: OutboundHandlers,
 ): void {
+  // Gone before its turn (while admitted): nothing to send, no place to take.
+  if (res.closed) {
+    if (o.span?.isRecording()) endSpan(o.span, new ClientLeft('the client left'));
+    return;
+  }
+  if (!o.upstream.admit(o.client)) {
+    refuseOverShare(res, o);
+    return;
+  }
+  res.once('close', () => o.upstream.release(o.client));
   const headers = upstreamRequestHeaders(req.rawHeaders, {
     keepCredentials: o.keepCredentials,
     replaced: replacedNames(o),
@@ -185,6 +202,14 @@ export function forward(
   res.once('close', () => {
     if (!res.writableFinished) exchange.clientLeft();
   });
+}
+
+/** The client's address holds its share of the pool: 429, and it may try again in a second. */
+function refuseOverShare(res: ServerResponse, o: Outbound): void {
+  const refusal = new AppError('tooManyAtOnce', { headers: { 'retry-after': '1' } });
+  if (o.span?.isRecording()) endSpan(o.span, refusal);
+  if (o.requestId !== undefined) res.setHeader('x-request-id', o.requestId);
+  sendError(res, refusal, o.logger);
 }
 
 /**

@@ -27,6 +27,15 @@ export interface Upstream {
    * attempt gives up after `connectTimeoutMs`, as the caller's timer would.
    */
   readonly dispatcher: Dispatcher;
+  /**
+   * Takes a place in the pool for one request of `client` (its address as the gateway vouches
+   * for it): false when that address already holds its share, an eighth of the pool (at least
+   * one), so that one address's slow clients (a body trickled, an answer read slowly) never
+   * hold every connection and leave the others waiting. Each place taken is given back once
+   * (`release`).
+   */
+  admit(client: string): boolean;
+  release(client: string): void;
   /** Opens one request to `basePath + path`; silent for `timeoutMs`, it emits `timeout`. */
   request(
     method: string,
@@ -36,8 +45,12 @@ export interface Upstream {
   ): ClientRequest;
 }
 
+/** The pool's share one client address may hold: an eighth (see `Upstream.admit`). */
+const CLIENT_SHARE = 8;
+
 /**
- * The upstream at `url`. `maxSockets` bounds each pool; `socketTimeoutMs`, when set, closes a
+ * The upstream at `url`. `maxSockets` bounds each pool (and an eighth of it one client's
+ * requests in flight through the proxies' pool); `socketTimeoutMs`, when set, closes a
  * kept-alive `node:http` socket idle that long (equal to each request's timeout, a reused socket
  * keeps its timer instead of having it replaced on every request); `connectTimeoutMs` bounds a
  * connection attempt of the undici pool (default: `socketTimeoutMs`, else undici's 10 s). The
@@ -63,6 +76,8 @@ export function createUpstream(
   const basePath = parsed.pathname.replace(/\/$/, '');
   const connectTimeout = pool.connectTimeoutMs ?? pool.socketTimeoutMs;
   let dispatcher: Dispatcher | undefined;
+  const share = Math.max(1, Math.floor(pool.maxSockets / CLIENT_SHARE));
+  const inFlight = new Map<string, number>();
   return {
     host: parsed.host,
     basePath,
@@ -74,6 +89,17 @@ export function createUpstream(
         ...(connectTimeout !== undefined && { connectTimeout }),
       });
       return dispatcher;
+    },
+    admit(client) {
+      const held = inFlight.get(client) ?? 0;
+      if (held >= share) return false;
+      inFlight.set(client, held + 1);
+      return true;
+    },
+    release(client) {
+      const held = inFlight.get(client) ?? 0;
+      if (held <= 1) inFlight.delete(client);
+      else inFlight.set(client, held - 1);
     },
     request: (method, path, headers, timeoutMs) =>
       send({

@@ -51,6 +51,7 @@ describe('forward over undici: the exchange', () => {
           {
             upstream,
             path: '/',
+            client: '127.0.0.1',
             keepCredentials: false,
             headers: [],
             requestId: 'r-2',
@@ -132,8 +133,9 @@ describe('forward over undici: the exchange', () => {
     // than the second may wait.
     const held: ServerResponse[] = [];
     answer = (_req, res) => void held.push(res);
-    const patient = await gateway({ timeoutMs: 1500 });
-    const port = await gateway({ timeoutMs: 300 });
+    // Two client addresses: the pool's one connection is each one's share.
+    const patient = await gateway({ timeoutMs: 1500, client: '127.0.0.2' });
+    const port = await gateway({ timeoutMs: 300, client: '127.0.0.3' });
     // The second once the first has reached the upstream (and is waiting there).
     const firstAnswer = fetch(`http://127.0.0.1:${patient}/`);
     await vi.waitFor(() => expect(held).toHaveLength(1));

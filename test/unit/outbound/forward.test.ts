@@ -36,6 +36,8 @@ function watchedPool(upstream: Upstream) {
     host: upstream.host,
     basePath: upstream.basePath,
     dispatcher,
+    admit: (client) => upstream.admit(client),
+    release: (client) => upstream.release(client),
     request: (...args) => upstream.request(...args),
   };
   return { upstream: watched, controllers };
@@ -96,6 +98,7 @@ describe('forward: what the relay keeps for every proxy', () => {
         {
           upstream,
           path: '/',
+          client: '127.0.0.1',
           keepCredentials: false,
           headers: [],
           requestId: 'r-1',
