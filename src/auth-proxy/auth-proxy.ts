@@ -26,6 +26,8 @@ export interface AuthProxyOptions {
   timeoutMs: number;
   /** The timer of that silence: the system's unless a test strikes its own. */
   startTimer?: StartTimer;
+  /** How long an answer may take from its first byte to its last (outbound/forward.ts). */
+  answerDeadlineMs: number;
   forwarding: Forwarding;
   logger: Logger;
 }
@@ -119,6 +121,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
         // An answer a step reads is asked for uncompressed, so the gateway never inflates anything.
         uncompressed: answerRelayOf(req)?.uncompressed === true || readers.has(req),
         timeoutMs,
+        answerDeadlineMs: options.answerDeadlineMs,
         ...(options.startTimer && { startTimer: options.startTimer }),
         logger,
       },

@@ -45,6 +45,14 @@ export interface Outbound {
   timeoutMs: number;
   /** The timer of that silence: the system's unless a test strikes its own. */
   startTimer?: StartTimer;
+  /**
+   * How long the upstream's answer may take from its first head (an informational one
+   * included) to its end, however steadily it comes: then the client gets 504, or, its answer
+   * begun, its connection cut. Undefined: no bound but the silence's.
+   */
+  answerDeadlineMs?: number;
+  /** The timer of that deadline: the system's unless a test strikes its own. */
+  startDeadline?: StartTimer;
   logger: Logger;
 }
 
@@ -142,6 +150,7 @@ function replacedNames(o: Outbound): ReadonlySet<string> | undefined {
  * `Host` the upstream's, the gateway's own headers, `X-Request-Id`, the length of a body read
  * whole and the gateway's trace headers; the body by the one body rule (upstream.ts). What is
  * kept whatever the proxy: a silent upstream is cut off after `timeoutMs` (`UpstreamSilent`),
+ * and so is an answer still coming `answerDeadlineMs` after its first head,
  * a client still sending the body it owes is waited for (the server's request timeout is its);
  * a client that leaves has its request to the upstream closed (nothing to answer, no failure);
  * an upstream gone mid-answer ends the client's connection; the span ends with the answer or
@@ -218,7 +227,8 @@ function refuseOverShare(res: ServerResponse, o: Outbound): void {
  * `res.write`; while the client's connection is full the upstream's is paused, until it drains
  * (nothing held beyond the sockets' buffers). One timer for the upstream's silence, started
  * again by every sign of life (a chunk of the request's body sent, the answer's head, a chunk of
- * it); undici's own timeouts are off.
+ * it), and one deadline of the answer from its first head, never started again; undici's own
+ * timeouts are off.
  */
 class Exchange implements Dispatcher.DispatchHandler {
   readonly #res: ServerResponse;
@@ -227,6 +237,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   readonly #timer: Timer;
   readonly #clientOwes: (() => boolean) | undefined;
   #controller: Dispatcher.DispatchController | undefined;
+  /** The answer's deadline, started with its first head. */
+  #deadline: Timer | undefined;
   /** Why the gateway closed the exchange itself (silence, the client gone), when it did. */
   #cutOff: Error | undefined;
   #held = false;
@@ -266,6 +278,12 @@ class Exchange implements Dispatcher.DispatchHandler {
     headers: IncomingHttpHeaders,
   ): void {
     this.#alive();
+    const deadlineMs = this.#o.answerDeadlineMs;
+    if (deadlineMs !== undefined && this.#deadline === undefined) {
+      this.#deadline = (this.#o.startDeadline ?? systemTimer)(deadlineMs, () =>
+        this.#pastDeadline(controller, deadlineMs),
+      );
+    }
     // An informational answer (102 Processing, 103 Early Hints; undici refuses a 100 itself)
     // comes before the final one, which undici reports next: the client gets that one alone,
     // its head written once (a second head would throw and cut the client off).
@@ -376,6 +394,16 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.#fail(this.#cutOff);
   }
 
+  /**
+   * The answer still coming at its deadline (trickled, or read that slowly by the client): cut
+   * off as the upstream's silence is, 504 when the client has nothing of it yet.
+   */
+  #pastDeadline(controller: Dispatcher.DispatchController, deadlineMs: number): void {
+    if (this.#settled) return;
+    this.#cutOff = new UpstreamSilent(deadlineMs, false);
+    controller.abort(this.#cutOff);
+  }
+
   #alive(): void {
     this.#timer.refresh();
   }
@@ -383,6 +411,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   #settle(): void {
     this.#settled = true;
     this.#timer.close();
+    this.#deadline?.close();
   }
 
   #silenceTimer(): SilenceTimer {

@@ -23,7 +23,8 @@ export interface Upstream {
   readonly basePath: string;
   /**
    * The proxies' pool (outbound/forward.ts: paths given whole, `basePath` included): undici's
-   * own headers and body timeouts off (the caller keeps one timer a request); a connection
+   * own headers and body timeouts off (the caller keeps one timer of silence a request, and
+   * one deadline of its answer); a connection
    * attempt gives up after `connectTimeoutMs`, as the caller's timer would.
    */
   readonly dispatcher: Dispatcher;

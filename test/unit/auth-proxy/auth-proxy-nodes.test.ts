@@ -75,6 +75,7 @@ describe('/auth proxy: several nodes', () => {
         nodes,
         publicUrl: 'http://gateway.test',
         timeoutMs: 1000,
+        answerDeadlineMs: 300_000,
         forwarding: createForwarding(undefined),
         logger: createLogger('silent'),
       }),
