@@ -23,9 +23,9 @@ export interface Upstream {
   readonly basePath: string;
   /**
    * The proxies' pool (outbound/forward.ts: paths given whole, `basePath` included): undici's
-   * own headers and body timeouts off (the caller keeps one timer of silence a request, and
-   * one deadline of its answer); a connection
-   * attempt gives up after `connectTimeoutMs`, as the caller's timer would.
+   * own headers and body timeouts off (the caller keeps one timer of silence a request, and one
+   * deadline of its answer); a connection attempt gives up after `connectTimeoutMs`, as the
+   * caller's timer would.
    */
   readonly dispatcher: Dispatcher;
   /**
