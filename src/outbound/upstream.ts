@@ -30,10 +30,12 @@ export interface Upstream {
   readonly dispatcher: Dispatcher;
   /**
    * Takes a place in the pool for one request of `client` (its address as the gateway vouches
-   * for it): false when that address already holds its share, an eighth of the pool (at least
-   * one), so that one address's slow clients (a body trickled, an answer read slowly) never
-   * hold every connection and leave the others waiting. Each place taken is given back once
-   * (`release`).
+   * for it). An address may take any place while more than a share of the pool (an eighth, at
+   * least one) stays free; the last share is kept for addresses holding less than a share.
+   * So a burst from one host (a fleet's jobs starting together) is served while the pool has
+   * room, and one address's slow clients (a body trickled, an answer read slowly) never hold
+   * every connection and leave the others waiting: false when `client` holds its share and
+   * only the kept share is free. Each place taken is given back once (`release`).
    */
   admit(client: string): boolean;
   release(client: string): void;
@@ -46,12 +48,12 @@ export interface Upstream {
   ): ClientRequest;
 }
 
-/** The pool's share one client address may hold: an eighth (see `Upstream.admit`). */
+/** The share of a pool kept for addresses holding less than it: an eighth (`Upstream.admit`). */
 const CLIENT_SHARE = 8;
 
 /**
- * The upstream at `url`. `maxSockets` bounds each pool (and an eighth of it one client's
- * requests in flight through the proxies' pool); `socketTimeoutMs`, when set, closes a
+ * The upstream at `url`. `maxSockets` bounds each pool (and the proxies' pool keeps its last
+ * eighth for addresses holding less than an eighth); `socketTimeoutMs`, when set, closes a
  * kept-alive `node:http` socket idle that long (equal to each request's timeout, a reused socket
  * keeps its timer instead of having it replaced on every request); `connectTimeoutMs` bounds a
  * connection attempt of the undici pool (default: `socketTimeoutMs`, else undici's 10 s). The
@@ -79,6 +81,7 @@ export function createUpstream(
   let dispatcher: Dispatcher | undefined;
   const share = Math.max(1, Math.floor(pool.maxSockets / CLIENT_SHARE));
   const inFlight = new Map<string, number>();
+  let total = 0;
   return {
     host: parsed.host,
     basePath,
@@ -93,14 +96,17 @@ export function createUpstream(
     },
     admit(client) {
       const held = inFlight.get(client) ?? 0;
-      if (held >= share) return false;
+      if (held >= share && total >= pool.maxSockets - share) return false;
       inFlight.set(client, held + 1);
+      total += 1;
       return true;
     },
     release(client) {
       const held = inFlight.get(client) ?? 0;
-      if (held <= 1) inFlight.delete(client);
+      if (held === 0) return;
+      if (held === 1) inFlight.delete(client);
       else inFlight.set(client, held - 1);
+      total -= 1;
     },
     request: (method, path, headers, timeoutMs) =>
       send({

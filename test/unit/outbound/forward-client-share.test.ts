@@ -97,13 +97,26 @@ describe('forward: one client address cannot take the whole upstream pool', () =
 
   it('gives the places back when the slow clients leave', async () => {
     held.length = 0;
-    const slow = Array.from({ length: 4 }, () => slowPost(port, '127.0.0.4'));
+    const slow = Array.from({ length: POOL }, () => slowPost(port, '127.0.0.4'));
     const refused = () => slow.filter((c) => c.received().startsWith('HTTP/1.1 429 '));
-    await vi.waitFor(() => expect(held.length + refused().length).toBe(4));
+    await vi.waitFor(() => expect(held.length + refused().length).toBe(POOL));
     expect(refused().length).toBeGreaterThan(0);
     for (const client of slow) client.socket.destroy();
     await vi.waitFor(async () =>
       expect((await requestFrom('127.0.0.4', `http://127.0.0.1:${port}/`)).status).toBe(200),
     );
+  });
+
+  it('serves a burst of one address beyond its share while the pool has room', async () => {
+    held.length = 0;
+    // Half the pool, four times an address's share (an eighth): a fleet's jobs starting together.
+    const burst = Array.from({ length: POOL / 2 }, () => slowPost(port, '127.0.0.5'));
+    await vi.waitFor(() => expect(held).toHaveLength(POOL / 2));
+    for (const client of burst) client.socket.write('defghij');
+    await vi.waitFor(() =>
+      expect(burst.filter((c) => c.received().endsWith('posted'))).toHaveLength(POOL / 2),
+    );
+    expect(burst.filter((c) => c.received().startsWith('HTTP/1.1 429 '))).toHaveLength(0);
+    for (const client of burst) client.socket.destroy();
   });
 });
