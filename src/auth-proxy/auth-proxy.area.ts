@@ -81,6 +81,7 @@ export function buildAuthProxy(
     publicUrl: config.PUBLIC_URL,
     adminUrl: config.ADMIN_PUBLIC_URL,
     authProxyTimeoutMs: config.AUTH_PROXY_TIMEOUT_MS,
+    answerDeadlineMs: config.PROXY_ANSWER_DEADLINE_SECONDS * 1000,
     forwarding: shared.forwarding,
     bootstrapAdmin: config.KEYCLOAK_ADMIN_USERNAME,
     loginThrottle: auth.loginThrottle,

@@ -26,6 +26,8 @@ export interface AuthProxyOptions {
   timeoutMs: number;
   /** The timer of that silence: the system's unless a test strikes its own. */
   startTimer?: StartTimer;
+  /** How long an answer may take from its first byte to its last (outbound/forward.ts). */
+  answerDeadlineMs: number;
   forwarding: Forwarding;
   logger: Logger;
 }
@@ -57,6 +59,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
 
   function send(req: IncomingMessage, res: ServerResponse, node: KeycloakNode, retried: boolean) {
     const requestId = res.getHeader('x-request-id');
+    const client = options.forwarding.clientAddress(req);
     const handlers: OutboundHandlers = {
       answered: (status, timer) => {
         if (several) nodes.answered(node);
@@ -107,12 +110,10 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
       res,
       {
         upstream: targets[node.index]!,
+        client,
         path: req.url ?? '/',
         keepCredentials: true,
-        headers: [
-          ...publicAddress,
-          ...keycloakClientHeaders(options.forwarding.clientAddress(req)),
-        ],
+        headers: [...publicAddress, ...keycloakClientHeaders(client)],
         requestId: typeof requestId === 'string' ? requestId : undefined,
         // Traced: Keycloak's part is a child of the request's span (the client's is its parent).
         trace: traceHeadersNow(),
@@ -120,6 +121,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
         // An answer a step reads is asked for uncompressed, so the gateway never inflates anything.
         uncompressed: answerRelayOf(req)?.uncompressed === true || readers.has(req),
         timeoutMs,
+        answerDeadlineMs: options.answerDeadlineMs,
         ...(options.startTimer && { startTimer: options.startTimer }),
         logger,
       },

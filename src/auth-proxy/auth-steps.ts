@@ -29,6 +29,8 @@ export interface AuthMountDeps {
   /** `ADMIN_PUBLIC_URL`: where the admin listener's console pages are served. */
   adminUrl: string;
   authProxyTimeoutMs: number;
+  /** `PROXY_ANSWER_DEADLINE_SECONDS` in ms: how long Keycloak's answer may take, first byte to last. */
+  answerDeadlineMs: number;
   forwarding: Forwarding;
   /** Keycloak's bootstrap administrator: never tried on the public listener. */
   bootstrapAdmin: string;
@@ -144,6 +146,7 @@ export function createAuthMount(deps: AuthMountDeps, listener: Listener): Reques
     nodes: deps.keycloakNodes,
     publicUrl: deps.publicUrl,
     timeoutMs: deps.authProxyTimeoutMs,
+    answerDeadlineMs: deps.answerDeadlineMs,
     forwarding: deps.forwarding,
     logger: deps.logger,
   });

@@ -38,6 +38,7 @@ export function buildAutomation(
   const forward = createForwarder({
     upstreamUrl: config.AUTOMATION_UPSTREAM_URL,
     timeoutMs: config.AUTH_PROXY_TIMEOUT_MS,
+    answerDeadlineMs: config.PROXY_ANSWER_DEADLINE_SECONDS * 1000,
     forwarding: shared.forwarding,
     logger,
     tracing: shared.tracing,

@@ -44,12 +44,14 @@ const HANDLERS: OutboundHandlers = {
 export function createForwarder(options: {
   upstreamUrl: string;
   timeoutMs: number;
+  /** How long an answer may take from its first byte to its last (outbound/forward.ts). */
+  answerDeadlineMs: number;
   forwarding: Forwarding;
   logger: Logger;
   /** When set, each forward is a client span, named in the `traceparent` the upstream gets. */
   tracing?: Tracing;
 }): Forwarder {
-  const { tracing, forwarding, timeoutMs, logger } = options;
+  const { tracing, forwarding, timeoutMs, answerDeadlineMs, logger } = options;
   // Addressed by its origin: the service gets the admitted `/api/...` path as it is, whatever
   // path AUTOMATION_UPSTREAM_URL may carry.
   const upstream = createUpstream(new URL(options.upstreamUrl).origin, {
@@ -88,6 +90,7 @@ export function createForwarder(options: {
       res,
       {
         upstream,
+        client: forwarding.clientAddress(req),
         path: target.path + target.query,
         keepCredentials: false,
         headers,
@@ -95,6 +98,7 @@ export function createForwarder(options: {
         trace: span && tracing!.headersOf(span),
         span,
         timeoutMs,
+        answerDeadlineMs,
         logger,
       },
       HANDLERS,

@@ -215,6 +215,10 @@ export const configSchema = z.object({
     description:
       'timeout of proxied `/auth/` requests and of every password grant, whichever way it came (`/auth` or a Basic login): Keycloak hashes the password, and a burst of logins queues behind the hashing',
   }),
+  PROXY_ANSWER_DEADLINE_SECONDS: z.coerce.number().int().min(1).max(86400).default(300).meta({
+    description:
+      "longest a proxied answer (the automation route, `/auth/`) may take from its first byte to its last, however steadily it comes (`AUTH_PROXY_TIMEOUT_MS` bounds each silence within it), the client's slow reading included: past it the upstream's request is closed and the client gets 504, or, its answer begun, its connection cut; raise it for large downloads to slow clients",
+  }),
   SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(300).default(10).meta({
     description:
       'on SIGTERM/SIGINT, how long requests in flight may finish before their connections are closed (`/readyz` answers 503 and the listeners stop accepting at once; a second signal exits at once)',

@@ -4,7 +4,7 @@ import type { Span } from '@opentelemetry/api';
 import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
 import { sendError } from '../envelope/error-handler.ts';
-import type { AppError } from '../envelope/errors.ts';
+import { AppError } from '../envelope/errors.ts';
 import { systemTimer, type StartTimer, type Timer } from '../time/timer.ts';
 import { endSpan } from '../tracing/tracing.ts';
 import {
@@ -17,6 +17,11 @@ import { bodyFraming, bodyOf, type Upstream } from './upstream.ts';
 /** One request to send on: where, with what the gateway adds, and how long to wait. */
 export interface Outbound {
   upstream: Upstream;
+  /**
+   * The client's address as the gateway vouches for it (edge/forwarding.ts): its requests in
+   * flight to the upstream are bounded by its share of the pool (`Upstream.admit`).
+   */
+  client: string;
   /** The path on the upstream (after its base path), query included. */
   path: string;
   /** The client's `Authorization`, `Cookie` and `DPoP` travel on (Keycloak needs them). */
@@ -40,6 +45,14 @@ export interface Outbound {
   timeoutMs: number;
   /** The timer of that silence: the system's unless a test strikes its own. */
   startTimer?: StartTimer;
+  /**
+   * How long the upstream's answer may take from its first head (an informational one
+   * included) to its end, however steadily it comes: then the client gets 504, or, its answer
+   * begun, its connection cut. Undefined: no bound but the silence's.
+   */
+  answerDeadlineMs?: number;
+  /** The timer of that deadline: the system's unless a test strikes its own. */
+  startDeadline?: StartTimer;
   logger: Logger;
 }
 
@@ -137,10 +150,13 @@ function replacedNames(o: Outbound): ReadonlySet<string> | undefined {
  * `Host` the upstream's, the gateway's own headers, `X-Request-Id`, the length of a body read
  * whole and the gateway's trace headers; the body by the one body rule (upstream.ts). What is
  * kept whatever the proxy: a silent upstream is cut off after `timeoutMs` (`UpstreamSilent`),
+ * and so is an answer still coming `answerDeadlineMs` after its first head,
  * a client still sending the body it owes is waited for (the server's request timeout is its);
  * a client that leaves has its request to the upstream closed (nothing to answer, no failure);
  * an upstream gone mid-answer ends the client's connection; the span ends with the answer or
- * the failure. Throws what undici throws for a header it refuses.
+ * the failure; a client address holding its share of the upstream's pool already gets 429
+ * `429-00002` with `Retry-After` (nothing sent), its place given back when its answer ends.
+ * Throws what undici throws for a header it refuses.
  */
 export function forward(
   req: IncomingMessage,
@@ -148,6 +164,16 @@ export function forward(
   o: Outbound,
   handlers: OutboundHandlers,
 ): void {
+  // Gone before its turn (while admitted): nothing to send, no place to take.
+  if (res.closed) {
+    if (o.span?.isRecording()) endSpan(o.span, new ClientLeft('the client left'));
+    return;
+  }
+  if (!o.upstream.admit(o.client)) {
+    refuseOverShare(res, o);
+    return;
+  }
+  res.once('close', () => o.upstream.release(o.client));
   const headers = upstreamRequestHeaders(req.rawHeaders, {
     keepCredentials: o.keepCredentials,
     replaced: replacedNames(o),
@@ -187,13 +213,22 @@ export function forward(
   });
 }
 
+/** The client's address holds its share of the pool: 429, and it may try again in a second. */
+function refuseOverShare(res: ServerResponse, o: Outbound): void {
+  const refusal = new AppError('tooManyAtOnce', { headers: { 'retry-after': '1' } });
+  if (o.span?.isRecording()) endSpan(o.span, refusal);
+  if (o.requestId !== undefined) res.setHeader('x-request-id', o.requestId);
+  sendError(res, refusal, o.logger);
+}
+
 /**
  * One exchange with the upstream, as undici reports it (its `dispatch` handler): the answer's
  * status and headers written to the client as they come, then each chunk straight to
  * `res.write`; while the client's connection is full the upstream's is paused, until it drains
  * (nothing held beyond the sockets' buffers). One timer for the upstream's silence, started
  * again by every sign of life (a chunk of the request's body sent, the answer's head, a chunk of
- * it); undici's own timeouts are off.
+ * it), and one deadline of the answer from its first head, never started again; undici's own
+ * timeouts are off.
  */
 class Exchange implements Dispatcher.DispatchHandler {
   readonly #res: ServerResponse;
@@ -202,6 +237,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   readonly #timer: Timer;
   readonly #clientOwes: (() => boolean) | undefined;
   #controller: Dispatcher.DispatchController | undefined;
+  /** The answer's deadline, started with its first head. */
+  #deadline: Timer | undefined;
   /** Why the gateway closed the exchange itself (silence, the client gone), when it did. */
   #cutOff: Error | undefined;
   #held = false;
@@ -241,6 +278,12 @@ class Exchange implements Dispatcher.DispatchHandler {
     headers: IncomingHttpHeaders,
   ): void {
     this.#alive();
+    const deadlineMs = this.#o.answerDeadlineMs;
+    if (deadlineMs !== undefined && this.#deadline === undefined) {
+      this.#deadline = (this.#o.startDeadline ?? systemTimer)(deadlineMs, () =>
+        this.#pastDeadline(controller, deadlineMs),
+      );
+    }
     // An informational answer (102 Processing, 103 Early Hints; undici refuses a 100 itself)
     // comes before the final one, which undici reports next: the client gets that one alone,
     // its head written once (a second head would throw and cut the client off).
@@ -351,6 +394,16 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.#fail(this.#cutOff);
   }
 
+  /**
+   * The answer still coming at its deadline (trickled, or read that slowly by the client): cut
+   * off as the upstream's silence is, 504 when the client has nothing of it yet.
+   */
+  #pastDeadline(controller: Dispatcher.DispatchController, deadlineMs: number): void {
+    if (this.#settled) return;
+    this.#cutOff = new UpstreamSilent(deadlineMs, false);
+    controller.abort(this.#cutOff);
+  }
+
   #alive(): void {
     this.#timer.refresh();
   }
@@ -358,6 +411,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   #settle(): void {
     this.#settled = true;
     this.#timer.close();
+    this.#deadline?.close();
   }
 
   #silenceTimer(): SilenceTimer {

@@ -102,6 +102,18 @@ const isForwardingClaim = (name: string): boolean =>
     (name.length === PROXY_FAMILY.length || name.charCodeAt(PROXY_FAMILY.length) === 0x2d));
 
 /**
+ * Baggage: application context a service behind reads as the caller's (a tenant, a user, a
+ * feature flag), in W3C `Baggage` and the older formats (`Correlation-Context`, Jaeger's
+ * `jaeger-baggage` and `uberctx-*`, OpenTracing's `ot-baggage-*`). A client's baggage is its
+ * own claim: the gateway is the trust boundary and starts none, so none passes. Trace context
+ * (`traceparent`, `tracestate`) only names a trace, and passes (outbound/forward.ts).
+ */
+const BAGGAGE = new Set(['baggage', 'correlation-context', 'jaeger-baggage']);
+const BAGGAGE_PREFIXES = ['uberctx-', 'ot-baggage-'];
+const isBaggage = (name: string): boolean =>
+  BAGGAGE.has(name) || BAGGAGE_PREFIXES.some((prefix) => name.startsWith(prefix));
+
+/**
  * The client's credentials: they stay at the gateway unless the service needs them (Keycloak).
  * `DPoP` is one: a proof of possession for this request (RFC 9449), checked by the gateway on
  * `/api` and by Keycloak on its token endpoint.
@@ -125,7 +137,8 @@ function isIdentityName(lowerName: string): boolean {
  * hop-by-hop headers and those the client's `Connection` names, forwarding claims (every
  * `X-Forwarded-*`, `Forwarded`, every `*-IP` such as `X-Real-IP` and `X-Client-IP`, the other
  * client-address claims), `Proxy` and every `Proxy-*`, method and target
- * overrides (`X-HTTP-Method-Override`, `X-Original-URL`, ...), and
+ * overrides (`X-HTTP-Method-Override`, `X-Original-URL`, ...), baggage (`Baggage` and its
+ * older formats), and
  * `X-Request-Id` (the gateway sets its own), and
  * (unless `keepCredentials`) `Authorization`, `Cookie` and `DPoP`; and the lowercase names of
  * `replaced`, which the caller sets itself for this request (outbound/forward.ts).
@@ -170,6 +183,7 @@ function droppedBy(rawHeaders: readonly string[], keepCredentials: boolean) {
     SET_BY_GATEWAY.has(name) ||
     isForwardingClaim(name) ||
     REQUEST_LINE_CLAIMS.has(name) ||
+    isBaggage(name) ||
     name.includes('_') ||
     isIdentityName(name) ||
     named?.has(name) === true ||

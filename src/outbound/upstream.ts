@@ -23,10 +23,22 @@ export interface Upstream {
   readonly basePath: string;
   /**
    * The proxies' pool (outbound/forward.ts: paths given whole, `basePath` included): undici's
-   * own headers and body timeouts off (the caller keeps one timer a request); a connection
-   * attempt gives up after `connectTimeoutMs`, as the caller's timer would.
+   * own headers and body timeouts off (the caller keeps one timer of silence a request, and one
+   * deadline of its answer); a connection attempt gives up after `connectTimeoutMs`, as the
+   * caller's timer would.
    */
   readonly dispatcher: Dispatcher;
+  /**
+   * Takes a place in the pool for one request of `client` (its address as the gateway vouches
+   * for it). An address may take any place while more than a share of the pool (an eighth, at
+   * least one) stays free; the last share is kept for addresses holding less than a share.
+   * So a burst from one host (a fleet's jobs starting together) is served while the pool has
+   * room, and one address's slow clients (a body trickled, an answer read slowly) never hold
+   * every connection and leave the others waiting: false when `client` holds its share and
+   * only the kept share is free. Each place taken is given back once (`release`).
+   */
+  admit(client: string): boolean;
+  release(client: string): void;
   /** Opens one request to `basePath + path`; silent for `timeoutMs`, it emits `timeout`. */
   request(
     method: string,
@@ -36,8 +48,12 @@ export interface Upstream {
   ): ClientRequest;
 }
 
+/** The share of a pool kept for addresses holding less than it: an eighth (`Upstream.admit`). */
+const CLIENT_SHARE = 8;
+
 /**
- * The upstream at `url`. `maxSockets` bounds each pool; `socketTimeoutMs`, when set, closes a
+ * The upstream at `url`. `maxSockets` bounds each pool (and the proxies' pool keeps its last
+ * eighth for addresses holding less than an eighth); `socketTimeoutMs`, when set, closes a
  * kept-alive `node:http` socket idle that long (equal to each request's timeout, a reused socket
  * keeps its timer instead of having it replaced on every request); `connectTimeoutMs` bounds a
  * connection attempt of the undici pool (default: `socketTimeoutMs`, else undici's 10 s). The
@@ -63,6 +79,9 @@ export function createUpstream(
   const basePath = parsed.pathname.replace(/\/$/, '');
   const connectTimeout = pool.connectTimeoutMs ?? pool.socketTimeoutMs;
   let dispatcher: Dispatcher | undefined;
+  const share = Math.max(1, Math.floor(pool.maxSockets / CLIENT_SHARE));
+  const inFlight = new Map<string, number>();
+  let total = 0;
   return {
     host: parsed.host,
     basePath,
@@ -74,6 +93,20 @@ export function createUpstream(
         ...(connectTimeout !== undefined && { connectTimeout }),
       });
       return dispatcher;
+    },
+    admit(client) {
+      const held = inFlight.get(client) ?? 0;
+      if (held >= share && total >= pool.maxSockets - share) return false;
+      inFlight.set(client, held + 1);
+      total += 1;
+      return true;
+    },
+    release(client) {
+      const held = inFlight.get(client) ?? 0;
+      if (held === 0) return;
+      if (held === 1) inFlight.delete(client);
+      else inFlight.set(client, held - 1);
+      total -= 1;
     },
     request: (method, path, headers, timeoutMs) =>
       send({

@@ -68,6 +68,7 @@ describe('/auth proxy: several nodes', () => {
       nodes,
       publicUrl: 'http://gateway.test',
       timeoutMs: 1000,
+      answerDeadlineMs: 300_000,
     });
     opened.push({ server, nodes });
     const post = async (form: string) => {

@@ -51,6 +51,7 @@ describe('/auth proxy: what reaches Keycloak and what comes back', () => {
       nodes,
       publicUrl: 'https://gateway.example:8443',
       timeoutMs: 300,
+      answerDeadlineMs: 300_000,
     }));
   });
   afterAll(async () => {
@@ -194,6 +195,7 @@ describe('/auth proxy: a hook on the answer', () => {
       nodes,
       publicUrl: 'https://gateway.example:8443',
       timeoutMs: 100,
+      answerDeadlineMs: 300_000,
       startTimer: silence.start,
     }));
   });

@@ -54,6 +54,7 @@ describe('an exception on the forwarded route fast path', () => {
       forward: createForwarder({
         upstreamUrl: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
         timeoutMs: 5000,
+        answerDeadlineMs: 300_000,
         forwarding,
         logger,
       }),

@@ -44,6 +44,7 @@ describe('the forwarded route when the automation service is out of reach', () =
       forward: createForwarder({
         upstreamUrl,
         timeoutMs: 5000,
+        answerDeadlineMs: 300_000,
         forwarding: createForwarding(undefined),
         logger,
       }),

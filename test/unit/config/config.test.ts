@@ -22,6 +22,7 @@ describe('loadConfig', () => {
       KEYCLOAK_ADMIN_USERNAME: 'admin',
       KEYCLOAK_TIMEOUT_MS: 5000,
       AUTH_PROXY_TIMEOUT_MS: 30000,
+      PROXY_ANSWER_DEADLINE_SECONDS: 300,
       SHUTDOWN_GRACE_SECONDS: 10,
       WORKERS: availableParallelism(),
       METRICS_ENABLED: true,

@@ -51,6 +51,7 @@ describe('forward over undici: the exchange', () => {
           {
             upstream,
             path: '/',
+            client: '127.0.0.1',
             keepCredentials: false,
             headers: [],
             requestId: 'r-2',
@@ -109,13 +110,32 @@ describe('forward over undici: the exchange', () => {
     expect(text.endsWith('ok')).toBe(true);
   });
 
+  it("sends the upstream the client's trace context but not its baggage", async () => {
+    let seen: IncomingMessage['headers'] | undefined;
+    answer = (req, res) => {
+      seen = req.headers;
+      res.end();
+    };
+    const port = await gateway();
+    const got = await fetch(`http://127.0.0.1:${port}/`, {
+      headers: {
+        traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+        baggage: 'tenant=other-org,user.id=admin',
+      },
+    });
+    expect(got.status).toBe(200);
+    expect(seen?.traceparent).toBe('00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01');
+    expect(seen?.baggage).toBeUndefined();
+  });
+
   it('answers 504 to a request still waiting for a connection, as struck before connecting', async () => {
     // The upstream never answers: the first request holds the pool's one connection longer
     // than the second may wait.
     const held: ServerResponse[] = [];
     answer = (_req, res) => void held.push(res);
-    const patient = await gateway({ timeoutMs: 1500 });
-    const port = await gateway({ timeoutMs: 300 });
+    // Two client addresses: the pool's one connection is each one's share.
+    const patient = await gateway({ timeoutMs: 1500, client: '127.0.0.2' });
+    const port = await gateway({ timeoutMs: 300, client: '127.0.0.3' });
     // The second once the first has reached the upstream (and is waiting there).
     const firstAnswer = fetch(`http://127.0.0.1:${patient}/`);
     await vi.waitFor(() => expect(held).toHaveLength(1));
@@ -213,6 +233,57 @@ describe('forward over undici: the exchange', () => {
     expect(text).toMatch(/^HTTP\/1\.1 200 /);
     expect(text.endsWith('got abcdefghij')).toBe(true);
     expect(failures).toEqual([]);
+  });
+
+  it("cuts off an answer that trickles on past the answer's deadline, and closes the upstream's request", async () => {
+    const deadline = struckByHand();
+    let trickled: ServerResponse | undefined;
+    const upstreamClosed = new Promise<void>((resolve) => {
+      answer = (_req, res) => {
+        trickled = res;
+        res.once('close', () => resolve());
+        // Each byte a sign of life: the silence timer never strikes.
+        res.writeHead(200, { 'content-length': '1000' }).write('x');
+      };
+    });
+    const port = await gateway({
+      answerDeadlineMs: 60_000,
+      startDeadline: deadline.start,
+      timeoutMs: 5000,
+    });
+    const socket = connect(port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    const closed = new Promise((resolve) => socket.once('close', resolve));
+    socket.write('GET / HTTP/1.1\r\nHost: gw\r\n\r\n');
+    await vi.waitFor(() => expect(Buffer.concat(chunks).toString('latin1')).toMatch(/\r\n\r\nx$/));
+    trickled!.write('y');
+    await vi.waitFor(() => expect(Buffer.concat(chunks).toString('latin1')).toMatch(/xy$/));
+    // The answer's deadline strikes while it still trickles: the client's connection ends with
+    // its answer short (its head is sent), and the upstream's request is closed.
+    expect(deadline.strike()).toBe(true);
+    await closed;
+    await upstreamClosed;
+    expect(Buffer.concat(chunks).toString('latin1')).toMatch(/^HTTP\/1\.1 200 [^]*xy$/);
+    expect(trickled!.writableEnded).toBe(false);
+  });
+
+  it('answers 504 when the deadline strikes before the answer began', async () => {
+    const deadline = struckByHand();
+    const held: ServerResponse[] = [];
+    answer = (_req, res) => {
+      held.push(res);
+      res.writeProcessing();
+    };
+    const port = await gateway({ answerDeadlineMs: 60_000, startDeadline: deadline.start });
+    const got = fetch(`http://127.0.0.1:${port}/`);
+    await vi.waitFor(() => expect(held).toHaveLength(1));
+    expect(deadline.strike()).toBe(true);
+    const answered = await got;
+    expect(answered.status).toBe(504);
+    expect(answered.headers.get('x-request-id')).toBe('r-2');
+    expect(failures[0]).toBeInstanceOf(UpstreamSilent);
+    for (const res of held) res.destroy();
   });
 
   it('throws what undici throws for a header it will not write, sending nothing', async () => {

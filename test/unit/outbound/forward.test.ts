@@ -7,6 +7,7 @@ import { createLogger } from '../../../src/http/logger.ts';
 import { forward, UpstreamSilent } from '../../../src/outbound/forward.ts';
 import { createUpstream, type Upstream } from '../../../src/outbound/upstream.ts';
 import { closeServers, listenLocally } from '../../helpers/local-server.ts';
+import { struckByHand } from '../../helpers/struck-timer.ts';
 
 /**
  * The upstream's pool, its every exchange's controller kept: whether undici reads on from the
@@ -36,6 +37,8 @@ function watchedPool(upstream: Upstream) {
     host: upstream.host,
     basePath: upstream.basePath,
     dispatcher,
+    admit: (client) => upstream.admit(client),
+    release: (client) => upstream.release(client),
     request: (...args) => upstream.request(...args),
   };
   return { upstream: watched, controllers };
@@ -63,6 +66,8 @@ interface Served {
 describe('forward: what the relay keeps for every proxy', () => {
   const served: Served[] = [];
   const failures: Error[] = [];
+  /** The answer's deadline, struck by the test. */
+  const deadline = struckByHand();
   let controllers: Dispatcher.DispatchController[];
   let upstreamServer: Server;
   let gateway: Server;
@@ -96,11 +101,14 @@ describe('forward: what the relay keeps for every proxy', () => {
         {
           upstream,
           path: '/',
+          client: '127.0.0.1',
           keepCredentials: false,
           headers: [],
           requestId: 'r-1',
           trace: undefined,
           timeoutMs: 1500,
+          answerDeadlineMs: 60_000,
+          startDeadline: deadline.start,
           logger: createLogger('silent'),
         },
         {
@@ -161,6 +169,36 @@ describe('forward: what the relay keeps for every proxy', () => {
     expect(written).toBe(total);
     expect(exchange.paused).toBe(false);
     client.socket.destroy();
+  });
+
+  it('closes its request to the upstream when a client reading nothing is still owed the answer at its deadline', async () => {
+    const client = rawClient(port);
+    client.socket.pause();
+    const { res, closed } = await nextServed();
+    const chunk = Buffer.alloc(64 * 1024, 'a');
+    res.writeHead(200, { 'content-length': String(64 * 1024 * 1024) });
+    const write = () => {
+      while (res.write(chunk));
+      if (!res.destroyed) res.once('drain', write);
+    };
+    write();
+    // The relay waits for the client: the upstream is paused, its connection held.
+    await vi.waitFor(
+      () => {
+        if (!controllers.at(-1)?.paused || !res.writableNeedDrain) throw new Error('flowing');
+      },
+      { timeout: 4000 },
+    );
+    // The client reads nothing until the answer's deadline: the upstream's request is closed
+    // (its connection back), and so is the client's.
+    expect(deadline.strike()).toBe(true);
+    await closed;
+    expect(res.writableEnded).toBe(false);
+    // Reading on, the client finds its connection ended with the answer short.
+    client.socket.resume();
+    await client.closed;
+    expect(client.received()).toBeLessThan(64 * 1024 * 1024);
+    expect(failures).toEqual([]);
   });
 
   it('closes its request to the upstream when the client leaves mid-answer', async () => {

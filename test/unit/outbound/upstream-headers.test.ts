@@ -202,6 +202,40 @@ describe('upstreamRequestHeaders', () => {
     }
   });
 
+  it("drops the client's baggage in every propagation format: services behind read it as the caller's context", () => {
+    const raw = [
+      'Baggage',
+      'user.id=admin,tenant=other-org',
+      'Correlation-Context',
+      'role=admin',
+      'jaeger-baggage',
+      'tenant=other-org',
+      'uberctx-tenant',
+      'other-org',
+      'OT-Baggage-User',
+      'admin',
+      'traceparent',
+      '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+      'Accept',
+      '*/*',
+    ];
+    for (const keepCredentials of [false, true]) {
+      expect(upstreamRequestHeaders(raw, { keepCredentials })).toEqual([
+        'traceparent',
+        '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+        'Accept',
+        '*/*',
+      ]);
+      expect(droppedRequestHeaderNames(raw, { keepCredentials })).toEqual([
+        'baggage',
+        'correlation-context',
+        'jaeger-baggage',
+        'uberctx-tenant',
+        'ot-baggage-user',
+      ]);
+    }
+  });
+
   it('lets nothing through that a server could read as identity, hop-by-hop or forwarding', () => {
     fc.assert(
       fc.property(fc.array(header, { maxLength: 12 }), fc.boolean(), (pairs, keepCredentials) => {
