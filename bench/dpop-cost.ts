@@ -117,6 +117,7 @@ const deps: AuthenticateDeps = {
     publicUrl: PUBLIC_URL,
     leewaySeconds: 5,
     maxCachedTokens: 1000,
+    lifetimes: { noteServedLifetime: () => undefined },
     metrics: { cacheLookup: () => undefined },
   }),
   dpop: dpopScheme(),

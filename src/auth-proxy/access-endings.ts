@@ -111,6 +111,17 @@ export const ENDING_RULES: readonly EndingRule[] = [
     path: `${USER}/reset-password`,
     ending: (p) => ({ ...userEnding(p, false), passwordSet: true }),
   },
+  // A role taken from the user (the console's "Unassign", or a group left): a token keeps the
+  // roles it was issued with (a workspace's, the `Roles` and `Org-Roles` an upstream is told),
+  // so every token of the user from before now is refused, as the realmgate API does when it
+  // removes a workspace role (a client refreshes once, and gets the roles the user has now).
+  { methods: ['delete'], path: `${USER}/role-mappings/realm`, ending: (p) => userEnding(p, true) },
+  {
+    methods: ['delete'],
+    path: `${USER}/role-mappings/clients/{client}`,
+    ending: (p) => userEnding(p, true),
+  },
+  { methods: ['delete'], path: `${USER}/groups/{group}`, ending: (p) => userEnding(p, true) },
   // Keycloak ends the user's sessions of that client, online and offline; which sessions those
   // are it does not say, so every token of the user from before now is refused (a client of
   // another session refreshes once).

@@ -90,19 +90,20 @@ export async function buildAuth(
     logger,
     clock,
   });
-  const bearer = createBearerVerifier({
-    jwks,
-    publicUrl: config.PUBLIC_URL,
-    leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
-    maxCachedTokens: config.MEMORY_CACHE_MAX_ENTRIES,
-    metrics,
-    clock,
-  });
   const revocations = await createRevocationList({
     bus: shared.bus,
     keyPrefix: config.REDIS_KEY_PREFIX,
     metrics,
     logger,
+    clock,
+  });
+  const bearer = createBearerVerifier({
+    jwks,
+    publicUrl: config.PUBLIC_URL,
+    leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
+    maxCachedTokens: config.MEMORY_CACHE_MAX_ENTRIES,
+    lifetimes: revocations,
+    metrics,
     clock,
   });
   // The longest a password attempt can take, whichever way it came: a grant (bound as the same

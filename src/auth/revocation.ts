@@ -81,6 +81,14 @@ export interface RevocationList {
    */
   isIssuedBeforeRevocation(realm: string, userId: string, issuedAt: number): boolean;
   /**
+   * Notes that a verified access token of the realm is served `seconds` after its issue (its
+   * `exp` and the clock leeway, less its `iat`), until `untilMs` (epoch ms). Every refusal of the
+   * realm's tokens then lasts at least the longest such lifetime among the tokens still served:
+   * a token issued under a longer lifetime than the realm's settings give now (an administrator
+   * shortened it since) stays refused until its own expiry. O(1), in memory.
+   */
+  noteServedLifetime(realm: string, seconds: number, untilMs: number): void;
+  /**
    * Refuses the sessions here at once and tells every other replica. `at` (epoch ms, never
    * later than now) is the moment before which tokens are refused: now unless given (a realm's
    * not-before set in Keycloak names its own).
@@ -121,6 +129,32 @@ export async function createRevocationList(options: {
   const clientSessionKey = (sessionId: string, clientId: string) => `${sessionId}\u0000${clientId}`;
   const latestOf = (a: number | undefined, b: number | undefined) =>
     a === undefined ? b : b === undefined ? a : Math.max(a, b);
+  // By realm: the longest a token still served was served for after its issue (noteServedLifetime).
+  const servedLifetimes = new Map<string, { seconds: number; until: number }>();
+
+  /** The longest lifetime of a token of the realm still served, in seconds; 0 when none. */
+  function longestServedSeconds(realm: string): number {
+    const known = servedLifetimes.get(realm);
+    return known && known.until > clock.now() ? known.seconds : 0;
+  }
+
+  /**
+   * The revocation with each refusal of tokens it makes lasting at least the longest lifetime of
+   * a token of its realm still served (a refusal of one token by its `jti` lasts that token's own
+   * life already): how long a revoked session's or user's tokens can live is read from the tokens
+   * seen, not only from the realm's settings of today.
+   */
+  function outlivingServedTokens(message: RevocationMessage): RevocationMessage {
+    const served = longestServedSeconds(message.realm);
+    const sessions = message.sessionIds.length > 0 || (message.clientSessions?.length ?? 0) > 0;
+    return {
+      ...message,
+      ttlSeconds: sessions ? Math.max(message.ttlSeconds, served) : message.ttlSeconds,
+      ...(message.tokenTtlSeconds !== undefined && {
+        tokenTtlSeconds: Math.max(message.tokenTtlSeconds, served),
+      }),
+    };
+  }
 
   /** The realm's part of a map by realm, made on first use. */
   function byRealm(map: Map<string, TtlLru<Refusal>>, realm: string): TtlLru<Refusal> {
@@ -129,8 +163,10 @@ export async function createRevocationList(options: {
     return part;
   }
 
-  function apply(message: RevocationMessage, source: 'local' | 'peer'): void {
+  function apply(revocation: RevocationMessage, source: 'local' | 'peer'): void {
     options.metrics.revocationApplied(source);
+    // A peer may have served longer-lived tokens of the realm than the replica that revoked.
+    const message = outlivingServedTokens(revocation);
     const { at } = message;
     const until = (seconds: number) => at + seconds * 1000;
     for (const id of message.tokenIds ?? []) refuse(tokens, id, at, until(message.ttlSeconds));
@@ -174,6 +210,13 @@ export async function createRevocationList(options: {
       if (userTokens.size === 0 && realms.size === 0) return false;
       const revokedAt = latestOf(userTokens.get(realm)?.get(userId)?.at, realms.get(realm)?.at);
       return revokedAt !== undefined && issuedAt * 1000 < revokedAt;
+    },
+    noteServedLifetime(realm: string, seconds: number, untilMs: number) {
+      const known = servedLifetimes.get(realm);
+      const live = known !== undefined && known.until > clock.now();
+      if (live && known.seconds > seconds) return;
+      const until = live && known.seconds === seconds ? Math.max(known.until, untilMs) : untilMs;
+      servedLifetimes.set(realm, { seconds, until });
     },
   };
   if (!options.bus) {
@@ -272,7 +315,8 @@ export async function createRevocationList(options: {
     ...local,
     async revoke(revocation) {
       const at = momentOf(revocation.at, clock);
-      const message: RevocationMessage = { ...revocation, at, from: bus.replicaId };
+      // Shared (and stored) as long as this replica's served tokens need.
+      const message = outlivingServedTokens({ ...revocation, at, from: bus.replicaId });
       apply(message, 'local');
       try {
         await share(message);

@@ -346,6 +346,27 @@ describe("the admin listener's session and user actions end access on every repl
     await refusedOnB(org, `Bearer ${tokens.access}`);
   });
 
+  it('a workspace role unassigned (a client role mapping removed, as the console does)', async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws'] });
+    const tokens = await grant(user);
+    const id = await userIdOf(user);
+    const operations = `/api/${org}/workspaces/ws/ita/menu/operation_list/filter/`;
+    const onB = async () =>
+      (
+        await fetch(`${b()}${operations}`, {
+          headers: { authorization: `Bearer ${tokens.access}` },
+        })
+      ).status;
+    expect(await onB()).toBe(200);
+    const admin = await keycloakAdmin();
+    const [client] = await admin.clients.find({ realm: org, clientId: `${org}-workspaces` });
+    const role = await admin.clients.findRole({ realm: org, id: client!.id!, roleName: 'ws' });
+    const path = `${org}/users/${id}/role-mappings/clients/${client!.id!}`;
+    expect(await adminCall('DELETE', path, [role])).toBe(204);
+    // The token still names the role it was issued with: it must not reach the workspace.
+    await expect.poll(onB, EVENTUALLY).toBe(401);
+  });
+
   it("a user's offline consent revoked", async () => {
     const { user, tokens, id } = await servedUser(org, 'openid offline_access');
     const client = apiClientIdOf(user.realm);

@@ -8,6 +8,7 @@ import { AuthFailure } from '../auth-failure.ts';
 import { boundKeyOf, isHeaderSafe, principalFromClaims } from '../principal.ts';
 import type { Principal } from '../../tenancy/principal.ts';
 import type { JwksRegistry } from './jwks.ts';
+import type { RevocationList } from '../revocation.ts';
 import { systemClock, type Clock } from '../../time/clock.ts';
 import type { Answer } from '../answer.ts';
 import { realmIssuer } from '../../tenancy/identifiers.ts';
@@ -50,6 +51,11 @@ export function createBearerVerifier(options: {
   publicUrl: string;
   leewaySeconds: number;
   maxCachedTokens: number;
+  /**
+   * Told each newly verified token's lifetime: a revocation of its realm's tokens lasts as long
+   * as the longest-lived token still served (revocation.ts).
+   */
+  lifetimes: Pick<RevocationList, 'noteServedLifetime'>;
   metrics: Pick<AuthMetrics, 'cacheLookup'>;
   clock?: Clock;
 }): BearerVerifier {
@@ -88,6 +94,12 @@ export function createBearerVerifier(options: {
         // The same principal object as before a re-verification: its re-check state stays.
         const principal = known?.principal ?? principalFromClaims(realm, claims, 'bearer');
         verified.set(key, { principal, kid }, principal.expiresAt * 1000);
+        const servedUntil = principal.expiresAt + options.leewaySeconds;
+        options.lifetimes.noteServedLifetime(
+          realm,
+          servedUntil - principal.issuedAt,
+          servedUntil * 1000,
+        );
         return principal;
       });
     },

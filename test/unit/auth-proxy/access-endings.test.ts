@@ -32,6 +32,12 @@ describe('the table of what a request to Keycloak ends', () => {
       passwordSet: true,
     });
     expect(endingOf('DELETE', `${admin}/users/u1/consents/acme-api`)).toEqual(user(true));
+    // A role taken away: the tokens issued with it are refused. One given ends nothing.
+    expect(endingOf('DELETE', `${admin}/users/u1/role-mappings/realm`)).toEqual(user(true));
+    expect(endingOf('DELETE', `${admin}/users/u1/role-mappings/clients/c1`)).toEqual(user(true));
+    expect(endingOf('DELETE', `${admin}/users/u1/groups/g1`)).toEqual(user(true));
+    expect(endingOf('POST', `${admin}/users/u1/role-mappings/clients/c1`)).toBeUndefined();
+    expect(endingOf('PUT', `${admin}/users/u1/groups/g1`)).toBeUndefined();
     expect(endingOf('POST', `${admin}/logout-all`)).toEqual({ kind: 'realm', realm: 'acme' });
     expect(endingOf('POST', `${admin}/components`)).toEqual({ kind: 'keys', realm: 'acme' });
     expect(endingOf('PUT', `${admin}/components/c1`)).toEqual({ kind: 'keys', realm: 'acme' });
