@@ -119,7 +119,8 @@ export function admissionRefusalsOf(route: { method: string; path: string }): Er
 function organizationEnabled(admitting: Admitting, deps: AdmissionDeps): Answer<void> {
   const { organization } = admitting.target;
   if (organization === undefined) return undefined;
-  return whenKnown(deps.organizations.stateOf(organization), refuseUnlessEnabled);
+  const client = deps.clientAddressOf(admitting.req);
+  return whenKnown(deps.organizations.stateOf(organization, client), refuseUnlessEnabled);
 }
 
 function refuseUnlessEnabled(state: OrganizationState): void {

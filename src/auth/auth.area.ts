@@ -239,6 +239,7 @@ export async function buildAuth(
       htuBase,
       algorithms: config.DPOP_ALGORITHMS,
       organizations: tenants.directory,
+      clientAddressOf,
       dpopRequired: (realm) => accounts.dpopRequired(realm),
       clock,
     }),

@@ -82,6 +82,8 @@ export function resourceMetadataRouter(options: {
   htuBase: string;
   algorithms: readonly string[];
   organizations: OrganizationLookup;
+  /** The client's address, whose share of the directory's lookups an unknown id spends. */
+  clientAddressOf: (req: Request) => string;
   /** Whether the realm's API client requires DPoP (Keycloak's admin API). */
   dpopRequired: (realm: string) => Promise<boolean>;
   clock?: Clock;
@@ -126,7 +128,7 @@ export function resourceMetadataRouter(options: {
     const segment = req.params.organization_id;
     if (typeof segment !== 'string' || segment === PLATFORM) return MASTER_REALM;
     if (!isOrganizationId(segment)) throw new AppError('organizationNotFound');
-    const state = await options.organizations.stateOf(segment);
+    const state = await options.organizations.stateOf(segment, options.clientAddressOf(req));
     if (state === 'absent') throw new AppError('organizationNotFound');
     if (state === 'disabled') throw new AppError('organizationDisabled');
     return segment;

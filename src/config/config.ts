@@ -100,6 +100,34 @@ const redisUrl = z
   }, 'must be redis://[user:password@]host[:port][/database] (rediss:// with TLS), or the absolute path of a Unix socket');
 
 /**
+ * `DATABASE_URL` as pg reads it: a `postgres:`/`postgresql:` URL, its escapes valid, no blank
+ * around it; or a Unix socket directory's absolute path (then a space and the database). pg
+ * reads anything else as something: libpq's `host=db user=app` is the database of that name
+ * on the host `base`, `db:5432/app` the database `432/app` on localhost; a bad port or escape
+ * throws at the first query with the URL, password included, in its error. The message never
+ * repeats the value.
+ */
+const databaseUrl = z
+  .string()
+  .min(1)
+  .refine((value) => {
+    if (value.startsWith('/')) return true;
+    if (value.trim() !== value) return false;
+    const direct = URL.parse(value);
+    // pg reads `user@/database?host=/socket/dir` too: no host in the URL, the host an option.
+    const url = direct ?? URL.parse(value.replace('@/', '@socket/'));
+    if (url?.protocol !== 'postgres:' && url?.protocol !== 'postgresql:') return false;
+    try {
+      decodeURIComponent(url.username);
+      decodeURIComponent(url.password);
+    } catch {
+      return false;
+    }
+    // No host at all (`postgres:///app`): pg takes PGHOST's, or localhost.
+    return direct !== null || Boolean(url.searchParams.get('host'));
+  }, 'must be postgres://[user:password@]host[:port]/database[?options] (postgresql:// alike), or the absolute path of a Unix socket directory');
+
+/**
  * `OTEL_EXPORTER_OTLP_HEADERS`: `name=value` pairs separated by commas, values percent-encoded
  * (OpenTelemetry's format). Problems name entries by position, never by value (they are often
  * API keys).
@@ -372,8 +400,9 @@ export const configSchema = z.object({
   }),
 
   DATABASE_URL: fromFile(
-    z.string().min(1).optional().meta({
-      description: 'PostgreSQL connection string of the platform database',
+    databaseUrl.optional().meta({
+      description:
+        'PostgreSQL connection string of the platform database, `postgres://[user:password@]host[:port]/database[?options]` (`postgresql://` alike) or the absolute path of a Unix socket directory',
       shownDefault: '(embedded PGlite in `DATA_DIR`)',
     }),
   ),

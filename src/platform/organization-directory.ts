@@ -1,6 +1,7 @@
 import type { OrganizationLookup, OrganizationState } from '../tenancy/organization-state.ts';
 import { TtlLru } from '../cache/ttl-lru.ts';
 import { isDatabaseUnavailable } from '../db/database-failures.ts';
+import { AppError } from '../envelope/errors.ts';
 import type { OrganizationsRepo } from './organizations.repo.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 
@@ -12,6 +13,12 @@ const STALE_MS = 60 * 60_000;
 const UNKNOWN_MS = 5_000;
 /** Database lookups per second (and burst) for ids in neither cache, per replica. */
 const LOOKUPS_PER_SECOND = 50;
+/** Of those, what one client address may always spend (its share). */
+const CLIENT_LOOKUPS_PER_SECOND = 10;
+/** Past its share, a client spends the replica's lookups only while this many are left for others. */
+const LOOKUPS_KEPT_FOR_OTHERS = 10;
+/** A client's bucket is forgotten after this idle time (it is full again by then). */
+const CLIENT_IDLE_MS = 60_000;
 const MAX_ENTRIES = 10_000;
 
 /** The directory admission reads, plus what this replica learns of changes (organization-events.ts). */
@@ -27,10 +34,14 @@ export interface OrganizationDirectory extends OrganizationLookup {
  * Answers "does this organization exist, and is it enabled" for every API request without a
  * database round trip each time. Real organizations and unknown ids live in separate bounded
  * caches, so a flood of random ids can never evict a real organization; and ids in neither
- * cache reach the database at most `LOOKUPS_PER_SECOND` times a second. Past that rate, an
- * organization confirmed before is still served (for up to an hour), and an id never seen
- * answers "absent" until the rate allows a lookup. With the database unreachable, an organization
- * confirmed before is served the same way. Changes made on another replica arrive
+ * cache reach the database at most `LOOKUPS_PER_SECOND` times a second. One client address
+ * may always spend its share (`CLIENT_LOOKUPS_PER_SECOND`), and more only while
+ * `LOOKUPS_KEPT_FOR_OTHERS` are left: a flood of made-up ids from one address cannot spend the
+ * others' lookups, and a real organization not confirmed yet is still looked up for them.
+ * Past either rate, an organization confirmed before is still served (for up to an hour), and
+ * an id never seen is refused 503 `databaseUnavailable` with Retry-After (never "absent": it
+ * may be real). With the database unreachable, an organization confirmed before is served the
+ * same way. Changes made on another replica arrive
  * through `learn`, else with the next lookup (at most `FRESH_MS` later).
  */
 export function createOrganizationDirectory(
@@ -43,6 +54,18 @@ export function createOrganizationDirectory(
   const unknown = new TtlLru<true>(MAX_ENTRIES, clock);
   const lookups = new Map<string, Promise<OrganizationState>>();
   const budget = createTokenBucket(LOOKUPS_PER_SECOND, now);
+  const clientBudgets = new TtlLru<TokenBucket>(MAX_ENTRIES, clock);
+
+  /** One of the replica's lookups, within the client's share, or past it from what others can spare. */
+  function takeLookup(client: string | undefined): boolean {
+    if (client === undefined) return budget.take();
+    let share = clientBudgets.get(client);
+    if (share === undefined) {
+      share = createTokenBucket(CLIENT_LOOKUPS_PER_SECOND, now);
+      clientBudgets.set(client, share, now() + CLIENT_IDLE_MS);
+    }
+    return share.take() ? budget.take() : budget.take(LOOKUPS_KEPT_FOR_OTHERS);
+  }
   /** Counts `learn` calls: a lookup that started before one must not overwrite what it taught. */
   let learned = 0;
 
@@ -89,15 +112,18 @@ export function createOrganizationDirectory(
   }
 
   return {
-    stateOf(id) {
+    stateOf(id, client) {
       const entry = confirmed.get(id);
       if (entry !== undefined && now() - entry.at < FRESH_MS) {
         return entry.enabled ? 'enabled' : 'disabled';
       }
       if (unknown.get(id)) return 'absent';
-      if (lookups.has(id) || budget.take()) return lookUp(id);
-      // Out of lookups: an organization confirmed before keeps its last known state.
-      return cachedState(id) ?? 'absent';
+      if (lookups.has(id) || takeLookup(client)) return lookUp(id);
+      // Out of lookups: an organization confirmed before keeps its last known state; one never
+      // seen may be real, so it is not called absent.
+      const known = cachedState(id);
+      if (known !== undefined) return known;
+      throw new AppError('databaseUnavailable', { headers: { 'retry-after': '1' } });
     },
     learn(id, state) {
       learned++;
@@ -106,16 +132,21 @@ export function createOrganizationDirectory(
   };
 }
 
+interface TokenBucket {
+  /** Takes a token if more than `keep` are left. */
+  take(keep?: number): boolean;
+}
+
 /** A token bucket: `take()` succeeds at most `perSecond` times a second, with that as burst. */
-function createTokenBucket(perSecond: number, now: () => number) {
+function createTokenBucket(perSecond: number, now: () => number): TokenBucket {
   let tokens = perSecond;
   let last = now();
   return {
-    take(): boolean {
+    take(keep = 0): boolean {
       const at = now();
       tokens = Math.min(perSecond, tokens + ((at - last) * perSecond) / 1000);
       last = at;
-      if (tokens < 1) return false;
+      if (tokens < keep + 1) return false;
       tokens -= 1;
       return true;
     },

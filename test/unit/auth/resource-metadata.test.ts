@@ -27,6 +27,7 @@ beforeAll(async () => {
       htuBase: BASE,
       algorithms: ['ES256', 'PS256'],
       organizations: { stateOf: (id) => Promise.resolve(organizations[id] ?? 'absent') },
+      clientAddressOf: (req) => req.socket.remoteAddress ?? '',
       dpopRequired: (realm) => {
         asked.push(realm);
         return realm in switches

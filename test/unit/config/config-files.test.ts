@@ -69,11 +69,11 @@ describe('settings from files (<NAME>_FILE)', () => {
     const config = loadConfig({
       REALMGATE_DEMO: 'true',
       REDIS_URL_FILE: fileWith('redis://127.0.0.1:6379\n\n'),
-      DATABASE_URL_FILE: fileWith(' postgres://x@db/realmgate \t\n'),
+      DATABASE_URL_FILE: fileWith('postgres://x@db/realmgate\n'),
       REALMGATE_DEMO_PASSWORD_FILE: fileWith('demo pass\r\n\r\n'),
     });
     expect(config.REDIS_URL).toBe('redis://127.0.0.1:6379\n');
-    expect(config.DATABASE_URL).toBe(' postgres://x@db/realmgate \t');
+    expect(config.DATABASE_URL).toBe('postgres://x@db/realmgate');
     expect(config.REALMGATE_DEMO_PASSWORD).toBe('demo pass\r\n');
   });
 

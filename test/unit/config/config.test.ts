@@ -100,6 +100,36 @@ describe('loadConfig', () => {
     }
   });
 
+  it('refuses a DATABASE_URL that is no PostgreSQL URL (pg fails late, the URL in its error), and never repeats it', () => {
+    // libpq's keyword form is read as a database of that name on the host `base`, `db:5432/app`
+    // as the database `432/app` on localhost; a bad port or a malformed escape throws inside pg
+    // at the first query, the URL (and its password) in the error's `input`.
+    for (const value of [
+      'host=db user=app password=s3cret-pw',
+      'db:5432/app',
+      'http://app:s3cret-pw@db:5432/app',
+      'postgres://app:s3cret-pw@db:port/app',
+      'postgres://app:s3cret-pw%zz@db:5432/app',
+      ' postgres://app:s3cret-pw@db:5432/app',
+    ]) {
+      const problems = problemsOf({ ...secrets, DATABASE_URL: value });
+      expect(problems).toEqual([
+        'DATABASE_URL: must be postgres://[user:password@]host[:port]/database[?options] (postgresql:// alike), or the absolute path of a Unix socket directory',
+      ]);
+      expect(problems.join()).not.toContain('s3cret');
+    }
+    for (const value of [
+      'postgres://app:pw@db:5432/app',
+      'postgresql://app:p%40ss@db.internal/app?sslmode=require',
+      'postgres://app@[::1]:5432/app',
+      'postgres://app@/app?host=/run/postgresql',
+      'postgres:///app',
+      '/run/postgresql app',
+    ]) {
+      expect(loadConfig({ ...secrets, DATABASE_URL: value }).DATABASE_URL).toBe(value);
+    }
+  });
+
   it('reads the audit signing key as an Ed25519 PEM, and never repeats it', () => {
     const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
     const pem = rsa.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();

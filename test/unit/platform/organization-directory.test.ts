@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import type { AppError } from '../../../src/envelope/errors.ts';
 import { createOrganizationDirectory } from '../../../src/platform/organization-directory.ts';
 import { manualClock } from '../../helpers/test-clock.ts';
 
@@ -76,17 +77,23 @@ describe('organization directory', () => {
     expect(calls).toEqual(['nope', 'nope']);
   });
 
-  it('reaches the database at a bounded rate under a flood of random ids', async () => {
+  it('reaches the database at a bounded rate under a flood of random ids, never calling one absent unasked', async () => {
     const { directory, calls, advance } = setup(['acme']);
     await directory.stateOf('acme');
     for (let second = 0; second < 3; second++) {
       const answers = await Promise.all(
-        // A promise each, whether answered at once or by the database.
+        // The database's answer, or the refusal of an id it was not asked about.
         Array.from({ length: 5_000 }, (_, i) =>
-          Promise.resolve(directory.stateOf(`flood-${second}-${i}`)),
+          Promise.resolve()
+            .then(() => directory.stateOf(`flood-${second}-${i}`))
+            .catch((err: unknown) => (err as AppError).code),
         ),
       );
-      expect(answers.every((answer) => answer === 'absent')).toBe(true);
+      const absent = answers.filter((answer) => answer === 'absent').length;
+      expect(absent).toBe(calls.filter((id) => id.startsWith(`flood-${second}-`)).length);
+      expect(answers.length - absent).toBe(
+        answers.filter((answer) => answer === 'databaseUnavailable').length,
+      );
       advance(1_000);
     }
     // One lookup for acme, then at most the burst plus the refill of each second.
@@ -97,12 +104,59 @@ describe('organization directory', () => {
   it('never loses a real organization to a flood: 20,000 unknown ids later it is still served', async () => {
     const { directory, advance } = setup(['acme']);
     expect(await directory.stateOf('acme')).toBe('enabled');
-    for (let i = 0; i < 20_000; i++) await directory.stateOf(`flood-${i}`);
+    const flood = async (id: string) => {
+      try {
+        await directory.stateOf(id, '192.0.2.66');
+      } catch {
+        // Out of lookups: refused, as it should be.
+      }
+    };
+    for (let i = 0; i < 20_000; i++) await flood(`flood-${i}`);
     expect(directory.stateOf('acme')).toBe('enabled');
     // Gone stale while the lookup budget is spent: still served, without the database.
     advance(61_000);
-    for (let i = 0; i < 200; i++) await directory.stateOf(`late-${i}`);
+    for (let i = 0; i < 200; i++) await flood(`late-${i}`);
     expect(await directory.stateOf('acme')).toBe('enabled');
+  });
+
+  it('lets a flood from one address spend no lookup kept for the others: a real organization not confirmed yet is found for them', async () => {
+    const { directory, calls } = setup(['acme']);
+    const refusals: unknown[] = [];
+    for (let i = 0; i < 1_000; i++) {
+      try {
+        expect(await directory.stateOf(`made-up-${i}`, '192.0.2.66')).toBe('absent');
+      } catch (err) {
+        refusals.push(err);
+      }
+    }
+    // Its share (10) and what the others could spare (30 of the 40 left): the rest refused,
+    // never called absent.
+    expect(calls).toHaveLength(40);
+    expect(refusals).toHaveLength(960);
+    expect(refusals[0]).toMatchObject({
+      code: 'databaseUnavailable',
+      status: 503,
+      headers: { 'retry-after': '1' },
+    });
+    // Other addresses, the clock standing still: acme is looked up and found, a made-up id absent.
+    expect(await directory.stateOf('acme', '192.0.2.7')).toBe('enabled');
+    expect(await directory.stateOf('made-up-x', '192.0.2.8')).toBe('absent');
+    // The flooder asking for acme now: known, at once.
+    expect(directory.stateOf('acme', '192.0.2.66')).toBe('enabled');
+  });
+
+  it('refuses (503) an id never seen once the replica is out of lookups, from any address', async () => {
+    const { directory } = setup(['acme']);
+    for (let address = 0; address < 5; address++) {
+      for (let i = 0; i < 10; i++) {
+        await directory.stateOf(`made-up-${address}-${i}`, `192.0.2.${address}`);
+      }
+    }
+    // Five addresses, each within its share, spent the replica's fifty: acme, never confirmed,
+    // is not called absent.
+    expect(() => directory.stateOf('acme', '192.0.2.99')).toThrow(
+      expect.objectContaining({ code: 'databaseUnavailable' }),
+    );
   });
 
   it('merges concurrent lookups of one id into one database call', async () => {
