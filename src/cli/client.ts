@@ -32,6 +32,12 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
  * Exports stream to their file instead.
  */
 export const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
+/**
+ * The deepest nesting of arrays and objects the CLI takes in an answer: the gateway's are a few
+ * levels deep. Printing one nested thousands of levels (a few hundred KiB that JSON.parse
+ * takes) would overflow the stack.
+ */
+export const MAX_ANSWER_NESTING = 64;
 
 // RFC 6750 b64token: anything else could not travel in a header, or was pasted with junk.
 const BEARER_TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
@@ -260,6 +266,15 @@ function readEnvelopeData(status: number, text: string, baseUrl: URL): unknown {
   } catch {
     body = undefined;
   }
+  if (isNestedDeeperThan(body, MAX_ANSWER_NESTING)) {
+    throw new CliError(
+      'api',
+      `error ${status}: the answer of ${baseUrl.href} is nested deeper than ` +
+        `${MAX_ANSWER_NESTING} levels; not read`,
+      undefined,
+      status,
+    );
+  }
   if (!isEnvelope(body)) {
     throw new CliError(
       'api',
@@ -275,6 +290,18 @@ function readEnvelopeData(status: number, text: string, baseUrl: URL): unknown {
     undefined,
     status,
   );
+}
+
+/** Whether `value` nests arrays and objects more than `levels` deep; walked without recursion. */
+function isNestedDeeperThan(value: unknown, levels: number): boolean {
+  const pending: Array<{ item: unknown; level: number }> = [{ item: value, level: 1 }];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const { item, level } = next;
+    if (typeof item !== 'object' || item === null) continue;
+    if (level > levels) return true;
+    for (const child of Object.values(item)) pending.push({ item: child, level: level + 1 });
+  }
+  return false;
 }
 
 function isEnvelope(

@@ -1,5 +1,15 @@
 import { randomBytes } from 'node:crypto';
-import { chmod, lstat, mkdir, open, readFile, rename, stat, unlink } from 'node:fs/promises';
+import {
+  chmod,
+  lstat,
+  mkdir,
+  open,
+  readFile,
+  rename,
+  stat,
+  unlink,
+  utimes,
+} from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname, isAbsolute, join } from 'node:path';
 import { isDpopKey, type DpopKey } from './dpop.ts';
@@ -136,8 +146,12 @@ export async function writeLogins(path: string, logins: readonly StoredLogin[]):
 }
 
 /** How long a writer waits for the lock before it gives up. */
-const LOCK_WAIT_MS = 10_000;
-/** A lock older than this was left by a process that died: a write takes well under a second. */
+export const LOCK_WAIT_MS = 10_000;
+/**
+ * A lock not touched for this long was left by a process that died: its holder touches it
+ * every third of this while it holds it (a write takes well under a second, a refresh grant
+ * as long as the gateway takes to answer).
+ */
 const STALE_LOCK_MS = 30_000;
 
 /**
@@ -150,13 +164,27 @@ export async function updateLogins(
   path: string,
   change: (logins: StoredLogin[]) => StoredLogin[] | undefined,
 ): Promise<StoredLogin[]> {
-  const release = await inWritableDirectory(path, () => lock(`${path}.lock`));
-  try {
-    const logins = await readLogins(path);
+  return withLockedLogins(path, LOCK_WAIT_MS, (logins) => {
     const changed = change(logins);
-    if (changed === undefined) return logins;
-    await inWritableDirectory(path, () => writeLogins(path, changed));
-    return changed;
+    return Promise.resolve({ logins: changed, value: changed ?? logins });
+  });
+}
+
+/**
+ * Runs `work` on the logins as they are, holding `credentials.json.lock` until it is done (a
+ * request included), and writes the `logins` it returns (none: nothing is written). Waits up
+ * to `waitMs` for another process's hold to end. Returns what `work` returns as `value`.
+ */
+export async function withLockedLogins<T>(
+  path: string,
+  waitMs: number,
+  work: (logins: StoredLogin[]) => Promise<{ logins?: StoredLogin[]; value: T }>,
+): Promise<T> {
+  const release = await inWritableDirectory(path, () => lock(`${path}.lock`, waitMs));
+  try {
+    const { logins, value } = await work(await readLogins(path));
+    if (logins !== undefined) await inWritableDirectory(path, () => writeLogins(path, logins));
+    return value;
   } finally {
     await release();
   }
@@ -178,14 +206,26 @@ async function inWritableDirectory<T>(path: string, write: () => Promise<T>): Pr
   }
 }
 
-/** Creates the lock file exclusively, waiting while another process holds it. */
-async function lock(lockPath: string): Promise<() => Promise<void>> {
+/**
+ * Creates the lock file exclusively, waiting up to `waitMs` while another process holds it;
+ * keeps it touched while held, so that a long hold is not taken for one left by a dead process.
+ */
+async function lock(lockPath: string, waitMs: number): Promise<() => Promise<void>> {
   await mkdir(dirname(lockPath), { recursive: true, mode: 0o700 });
-  const deadline = Date.now() + LOCK_WAIT_MS;
+  const deadline = Date.now() + waitMs;
   for (let delay = 5; ; delay = Math.min(delay * 2, 100)) {
     try {
       await (await open(lockPath, 'wx', 0o600)).close();
-      return () => unlink(lockPath).catch(() => {});
+      const touching = setInterval(() => {
+        const now = new Date();
+        utimes(lockPath, now, now).catch(() => {});
+      }, STALE_LOCK_MS / 3);
+      // A command that is done does not wait for the next touch.
+      touching.unref();
+      return () => {
+        clearInterval(touching);
+        return unlink(lockPath).catch(() => {});
+      };
     } catch (error) {
       if ((error as { code?: unknown }).code !== 'EEXIST') throw error;
     }

@@ -8,9 +8,10 @@ import {
 import {
   credentialsPathOf,
   isSameLogin,
+  LOCK_WAIT_MS,
   readLogins,
   selectLogin,
-  updateLogins,
+  withLockedLogins,
   withLogin,
   type LoginSelector,
   type StoredLogin,
@@ -159,39 +160,76 @@ export async function accessTokenOf(
   timeoutMs: number,
   options: { refresh?: boolean; now?: () => number } = {},
 ): Promise<{ token: string; cached: boolean }> {
-  const { baseUrl, login, path } = stored;
+  const { login } = stored;
   const now = options.now ?? Date.now;
-  const { accessToken, accessExpiresAt } = login;
-  if (!options.refresh && accessToken && accessExpiresAt) {
-    if (Date.parse(accessExpiresAt) - now() > REUSE_MARGIN_MS) {
-      return { token: accessToken, cached: true };
-    }
+  if (!options.refresh && isFresh(login, now)) {
+    return { token: login.accessToken!, cached: true };
   }
+  // One refresh at a time per credentials file, under its lock: the jobs of a host that share
+  // a login start together, and each would send the same refresh token; a realm that rotates
+  // refresh tokens takes a second use for a stolen token and ends the session for all. Each
+  // starts from what the one before it stored: its access token, or its rotated refresh token.
+  const refused = options.refresh ? login.accessToken : undefined;
+  return withLockedLogins(stored.path, LOCK_WAIT_MS + REFRESH_REQUESTS * timeoutMs, (logins) =>
+    refreshed(stored, logins, refused, timeoutMs, now),
+  );
+}
+
+/** The most requests a refresh sends one after the other: discovery, the grant, its nonce retry. */
+const REFRESH_REQUESTS = 3;
+
+function isFresh(login: StoredLogin, now: () => number): boolean {
+  const { accessToken, accessExpiresAt } = login;
+  return (
+    accessToken !== undefined &&
+    accessExpiresAt !== undefined &&
+    Date.parse(accessExpiresAt) - now() > REUSE_MARGIN_MS
+  );
+}
+
+/**
+ * The refresh of `stored` as the credentials file (`logins`, read under its lock) has it now:
+ * an access token another process got meanwhile (not `refused`, the one the gateway refused),
+ * else a refresh grant with the newest refresh token, its tokens to be written. A newer login
+ * of the same user (another session), written meanwhile, is left as it is.
+ */
+async function refreshed(
+  stored: LoadedLogin,
+  logins: StoredLogin[],
+  refused: string | undefined,
+  timeoutMs: number,
+  now: () => number,
+): Promise<{ logins?: StoredLogin[]; value: { token: string; cached: boolean } }> {
+  const { baseUrl, login } = stored;
+  const current = logins.find(
+    (other) => isSameLogin(other, login) && other.sessionId === login.sessionId,
+  );
+  if (current !== undefined && current.accessToken !== refused && isFresh(current, now)) {
+    stored.login = current;
+    return { value: { token: current.accessToken!, cached: false } };
+  }
+  const latest = current ?? login;
   const result = await refreshGrant(
     baseUrl,
-    login.realm,
-    login.refreshToken,
+    latest.realm,
+    latest.refreshToken,
     timeoutMs,
     stored.key,
   );
-  if (!result.ok) throw loginExpired(login, result.error);
+  if (!result.ok) throw loginExpired(latest, result.error);
   const { tokens } = result;
-  const issuedAt = now();
   const renewed: StoredLogin = {
-    ...login,
+    ...latest,
     // Keycloak may rotate the refresh token; the newest one is always the one to keep.
-    refreshToken: tokens.refreshToken ?? login.refreshToken,
+    refreshToken: tokens.refreshToken ?? latest.refreshToken,
     accessToken: tokens.accessToken,
-    accessExpiresAt: new Date(issuedAt + tokens.expiresIn * 1000).toISOString(),
+    accessExpiresAt: new Date(now() + tokens.expiresIn * 1000).toISOString(),
   };
-  // Another realmgate may have changed the file since it was read: a newer login of the same
-  // user (another session) is left as it is.
-  await updateLogins(path, (logins) => {
-    const current = logins.find((other) => isSameLogin(other, login));
-    return current?.sessionId === login.sessionId ? withLogin(logins, renewed) : undefined;
-  });
   stored.login = renewed;
-  return { token: tokens.accessToken, cached: false };
+  return {
+    logins: current === undefined ? undefined : withLogin(logins, renewed),
+    value: { token: tokens.accessToken, cached: false },
+  };
 }
 
 const expiredLogins = new WeakSet<CliError>();

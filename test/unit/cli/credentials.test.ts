@@ -17,6 +17,7 @@ import {
   readLogins,
   selectLogin,
   updateLogins,
+  withLockedLogins,
   withLogin,
   withoutLogin,
   writeLogins,
@@ -206,6 +207,41 @@ describe('updateLogins', () => {
     await utimes(lockPath, longAgo, longAgo);
     await updateLogins(path, (logins) => withoutLogin(logins, loginOf()));
     expect(await readLogins(path)).toEqual([]);
+  });
+
+  it('keeps a lock it holds for long touched, so that no one takes it over as stale', async () => {
+    const path = join(dir, 'credentials.json');
+    const lockPath = `${path}.lock`;
+    const alice = loginOf();
+    const bob = loginOf({ username: 'bob', sessionId: 's-2' });
+    vi.useFakeTimers({ toFake: ['Date', 'setInterval', 'clearInterval'] });
+    try {
+      let finish = () => {};
+      // A holder that waits for a slow gateway (a refresh grant) before it writes.
+      const held = withLockedLogins(path, 10_000, async (logins) => {
+        await new Promise<void>((resolve) => (finish = resolve));
+        return { logins: withLogin(logins, alice), value: undefined };
+      });
+      await vi.waitFor(() => expect(opened).toContain(lockPath));
+      await vi.advanceTimersByTimeAsync(40_000);
+      // Touched at the last tick: as fresh as the clock says.
+      await vi.waitFor(async () =>
+        expect((await stat(lockPath)).mtimeMs).toBeGreaterThan(Date.now() - 1000),
+      );
+      let done = false;
+      const other = updateLogins(path, (logins) => withLogin(logins, bob)).then(() => {
+        done = true;
+      });
+      const tries = () => opened.filter((opening) => opening === lockPath).length;
+      await vi.waitFor(() => expect(tries()).toBeGreaterThanOrEqual(3));
+      expect(done).toBe(false);
+      finish();
+      await Promise.all([held, other]);
+    } finally {
+      vi.useRealTimers();
+    }
+    // One after the other: neither change was lost.
+    expect(await readLogins(path)).toEqual([alice, bob]);
   });
 
   it.each([

@@ -304,6 +304,35 @@ describe('realmgate CLI against a stand-in API', () => {
     expect(stderr).toBe(`error 502: the answer of ${baseUrl}/ is not an envelope\n`);
   });
 
+  it.each([
+    ['arrays', '[', ']'],
+    ['objects', '{"a":', '}'],
+  ])(
+    'says an answer of %s nested thousands deep is not an envelope, without a stack trace',
+    async (_, open, close) => {
+      // Far under 16 MiB, and JSON.parse takes it; printing it would overflow the stack.
+      const depth = 100_000;
+      const data = `${open.repeat(depth)}${close.repeat(depth)}`.replace('{"a":}', '{}');
+      answer = (res) =>
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(
+            `{"data":${data},"message":"SUCCESS","result":"000-00000","ts":"2026-01-02T03:04:05.678Z"}`,
+          );
+      for (const argv of [
+        ['org', 'get', 'acme'],
+        ['tokens', 'list'],
+      ]) {
+        const { status, stdout, stderr } = await run(argv);
+        expect({ status, stdout, stderr }).toEqual({
+          status: 1,
+          stdout: '',
+          stderr: `error 200: the answer of ${baseUrl}/ is nested deeper than 64 levels; not read\n`,
+        });
+      }
+    },
+  );
+
   it('reports a redirect instead of following it with the credentials', async () => {
     answer = (res) =>
       res
