@@ -1,7 +1,10 @@
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
-import { TOKEN_ENDPOINT_FAILURES } from '../auth-proxy/job-credentials.ts';
-import { throttledGrant } from '../auth-proxy/password-attempt-throttle.ts';
+import { FORM_BODY_REFUSALS } from '../auth-proxy/form-body-guard.ts';
+import type { Replacement } from '../auth-proxy/grant-answer.ts';
+import { JOB_CREDENTIAL_REFUSALS, TOKEN_ENDPOINT_FAILURES } from '../auth-proxy/job-credentials.ts';
+import { throttledGrant, UNREAD_GRANT_BODY } from '../auth-proxy/password-attempt-throttle.ts';
+import { WRONG_CREDENTIALS } from '../auth-proxy/wrong-credentials.ts';
 import { oauthError, tokenRequest, tokenResponse } from '../auth-proxy/token-endpoint.schemas.ts';
 import { envelope, errorEnvelope } from '../envelope/envelope.schemas.ts';
 import { RESOURCE_METADATA_ROUTES } from '../auth/resource-metadata.ts';
@@ -46,10 +49,42 @@ const THROTTLED_GRANT = throttledGrant('account_address', 60);
 
 const parameter = (name: string) => ({ $ref: `#/components/parameters/${name}` });
 
-const keycloakJson = (description: string) => ({
-  description,
-  content: json({ schema: jsonSchemaOf(oauthError, 'output') }),
-});
+/**
+ * The token endpoint's refusals in OAuth's shape below 429: Keycloak's own, as it words them
+ * (examples only: Keycloak decides them), then the gateway's, from the code that sends them.
+ */
+const TOKEN_REFUSALS: readonly Replacement[] = [
+  { status: 400, error: 'invalid_request', description: 'Missing form parameter: grant_type' },
+  { status: 400, error: 'unsupported_grant_type', description: 'Unsupported grant_type' },
+  { status: 400, error: 'invalid_grant', description: 'Account disabled' },
+  { status: 400, error: 'invalid_grant', description: 'Session not active' },
+  FORM_BODY_REFUSALS.notUtf8,
+  FORM_BODY_REFUSALS.malformed,
+  UNREAD_GRANT_BODY,
+  ...JOB_CREDENTIAL_REFUSALS,
+  { status: 401, error: WRONG_CREDENTIALS.error, description: WRONG_CREDENTIALS.error_description },
+  {
+    status: 401,
+    error: 'invalid_client',
+    description: 'Invalid client or Invalid client credentials',
+  },
+];
+
+/** Adds `failure` to `examples` under its `error`, numbered after the first (`invalid_grant_2`). */
+function addExample(examples: Record<string, JsonValue>, { error, description }: Replacement) {
+  let name = error;
+  for (let n = 2; name in examples; n++) name = `${error}_${n}`;
+  examples[name] = { value: { error, error_description: description } };
+}
+
+/** The token endpoint's answer at `status` in OAuth's shape, with `TOKEN_REFUSALS`' examples. */
+function oauthRefusals(status: number, description: string) {
+  const examples: Record<string, JsonValue> = {};
+  for (const refusal of TOKEN_REFUSALS) {
+    if (refusal.status === status) addExample(examples, refusal);
+  }
+  return { description, content: json({ schema: jsonSchemaOf(oauthError, 'output'), examples }) };
+}
 
 /** A response of `errorResponses`, as far as `withTokenFailures` reads it. */
 interface EnvelopeResponse {
@@ -71,11 +106,7 @@ function withTokenFailures(responses: Record<string, JsonValue>): Record<string,
     const examples: Record<string, JsonValue> = {
       ...given?.content['application/json'].examples,
     };
-    for (const { error, description } of failures) {
-      let name = error;
-      for (let n = 2; name in examples; n++) name = `${error}_${n}`;
-      examples[name] = { value: { error, error_description: description } };
-    }
+    for (const failure of failures) addExample(examples, failure);
     const oauth = jsonSchemaOf(oauthError, 'output');
     merged[String(status)] = {
       description: [given?.description, ...failures.map((f) => `${f.error}: ${f.description}`)]
@@ -284,10 +315,12 @@ const paths: OpenApiPaths = {
           description: 'Tokens',
           content: json({ schema: jsonSchemaOf(tokenResponse, 'output') }),
         },
-        '400': keycloakJson(
-          'invalid_request, a malformed form body, or another invalid_grant (a disabled account, a refresh token no longer valid)',
+        '400': oauthRefusals(
+          400,
+          'invalid_request (a malformed form body, a missing form field, a job credential’s field refused), unsupported_grant_type, or another invalid_grant (a disabled account, a refresh token no longer valid)',
         ),
-        '401': keycloakJson(
+        '401': oauthRefusals(
+          401,
           'invalid_grant "Invalid user credentials" (wrong user name, password or one-time password: Keycloak answers 400 since 26.6, the gateway 401 as before), or invalid_client',
         ),
         [String(THROTTLED_GRANT.status)]: {

@@ -1,5 +1,15 @@
 import type { IncomingMessage } from 'node:http';
-import express, { type RequestHandler } from 'express';
+import express, { type RequestHandler, type Response } from 'express';
+import type { Replacement } from './grant-answer.ts';
+
+/** How a broken form body is refused (the OpenAPI document shows these). */
+export const FORM_BODY_REFUSALS = {
+  notUtf8: { status: 400, error: 'invalid_request', description: 'Form body is not valid UTF-8.' },
+  malformed: { status: 400, error: 'invalid_request', description: 'Malformed form body.' },
+} as const satisfies Record<string, Replacement>;
+
+const refuse = (res: Response, { status, error, description }: Replacement) =>
+  res.status(status).json({ error, error_description: description });
 
 /** Token requests are a few hundred bytes; anything near this is not a login. */
 export const MAX_FORM_BODY_BYTES = 64 * 1024;
@@ -34,13 +44,11 @@ export function guardFormBody(): RequestHandler[] {
     try {
       text = utf8.decode(body);
     } catch {
-      res
-        .status(400)
-        .json({ error: 'invalid_request', error_description: 'Form body is not valid UTF-8.' });
+      refuse(res, FORM_BODY_REFUSALS.notUtf8);
       return;
     }
     if (BROKEN_PERCENT_ESCAPE.test(text)) {
-      res.status(400).json({ error: 'invalid_request', error_description: 'Malformed form body.' });
+      refuse(res, FORM_BODY_REFUSALS.malformed);
       return;
     }
     req.body = { bytes: body, fields: new URLSearchParams(text) } satisfies ReadForm;

@@ -170,7 +170,7 @@ export function jobCredentials(deps: JobCredentialsDeps): RequestHandler {
     }
     const read = readJobFields(form, realm, new URLSearchParams(req.url.split('?')[1] ?? ''));
     if ('invalid' in read) {
-      sendTokenError(res, { status: 400, error: 'invalid_request', description: read.invalid });
+      sendTokenError(res, fieldRefusal(read.invalid));
       return;
     }
     // Any password grant: the key Keycloak bound the new session's tokens to, for `tokens
@@ -235,11 +235,7 @@ async function checkRefresh(
     await deps.endSession(realm, sessionId).catch((err: unknown) => {
       deps.logger.warn({ err }, 'could not end an expired job credential in Keycloak');
     });
-    sendTokenError(res, {
-      status: 400,
-      error: 'invalid_grant',
-      description: 'Token is not active',
-    });
+    sendTokenError(res, EXPIRED);
     return false;
   }
   res.once('finish', () => {
@@ -247,6 +243,42 @@ async function checkRefresh(
   });
   return true;
 }
+
+/** A job credential's fields refused, before Keycloak or once it issued the token. */
+const fieldRefusal = (description: string): Replacement => ({
+  status: 400,
+  error: 'invalid_request',
+  description,
+});
+/** A refresh grant past the lifetime given at issuance: as Keycloak refuses an expired token. */
+const EXPIRED: Replacement = {
+  status: 400,
+  error: 'invalid_grant',
+  description: 'Token is not active',
+};
+const notYours = (foreign: readonly string[]) =>
+  `${JOB_FIELDS.workspaces}: not a workspace of yours: ${foreign.join(', ')}.`;
+const nameTaken = (name: string) =>
+  `${JOB_FIELDS.name}: you have a refresh token named ${name} already; revoke it first.`;
+
+/** How `readJobFields` refuses `form` (an example for the document). */
+function refusalOf(form: Record<string, string>): string {
+  const read = readJobFields(new URLSearchParams(form), 'acme');
+  if (!('invalid' in read)) throw new Error(`not refused: ${JSON.stringify(form)}`);
+  return read.invalid;
+}
+
+/**
+ * How the token endpoint refuses a job credential's fields, before Keycloak or once it issued
+ * the token, and a refresh past its lifetime: examples for the OpenAPI document (api/openapi.ts).
+ */
+export const JOB_CREDENTIAL_REFUSALS: readonly Replacement[] = [
+  fieldRefusal(refusalOf({ grant_type: 'password', [JOB_FIELDS.expiresIn]: '30' })),
+  fieldRefusal(refusalOf({ grant_type: 'refresh_token', [JOB_FIELDS.readOnly]: 'true' })),
+  fieldRefusal(notYours(['ws9'])),
+  fieldRefusal(nameTaken('nightly')),
+  EXPIRED,
+];
 
 /** The fields could not be recorded (the database, or the new token, failed us): none issued. */
 const NOT_RECORDED: Replacement = {
@@ -314,12 +346,12 @@ async function recordIssued(
     });
   const refuse = async (description: string): Promise<Replacement> => {
     await endSession();
-    return { status: 400, error: 'invalid_request', description };
+    return fieldRefusal(description);
   };
   const held = new Set(workspaceRolesOf(principal));
   const foreign = request.workspaces?.filter((workspace) => !held.has(workspace)) ?? [];
   if (foreign.length > 0) {
-    return refuse(`${JOB_FIELDS.workspaces}: not a workspace of yours: ${foreign.join(', ')}.`);
+    return refuse(notYours(foreign));
   }
   const details: IssuedDetails = {
     sessionId,
@@ -338,9 +370,7 @@ async function recordIssued(
     throw err;
   });
   if (recorded === 'nameTaken') {
-    return refuse(
-      `${JOB_FIELDS.name}: you have a refresh token named ${request.name} already; revoke it first.`,
-    );
+    return refuse(nameTaken(request.name ?? ''));
   }
   return undefined;
 }

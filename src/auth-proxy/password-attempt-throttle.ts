@@ -247,16 +247,23 @@ export function formOutcomeOf(
   return !page || SECRET_FIELD_PATTERNS.get(field)!.test(answer.body) ? 'refused' : 'noVerdict';
 }
 
+/** A password grant whose body is no form, as the token endpoint refuses it. */
+export const UNREAD_GRANT_BODY = {
+  status: 400,
+  error: 'invalid_request',
+  description: 'The token endpoint takes an application/x-www-form-urlencoded body.',
+} as const;
+
 function refuseUnreadBody(res: ServerResponse, kind: PasswordAttempt['kind'], logger: Logger) {
-  const who = kind === 'grant' ? 'The token endpoint takes' : "Keycloak's login pages take";
-  const message = `${who} an application/x-www-form-urlencoded body.`;
   if (kind === 'form') {
+    const message = "Keycloak's login pages take an application/x-www-form-urlencoded body.";
     sendError(res, new AppError('badRequestBody', { message }), logger);
     return;
   }
-  res.statusCode = 400;
+  const { status, error, description } = UNREAD_GRANT_BODY;
+  res.statusCode = status;
   res.setHeader('content-type', 'application/json');
-  res.end(JSON.stringify({ error: 'invalid_request', error_description: message }));
+  res.end(JSON.stringify({ error, error_description: description }));
 }
 
 /**

@@ -16,7 +16,10 @@ import { answerHeadersOf } from '../outbound/upstream-headers.ts';
  * or one not fully set up (400 before 26.6 too), any refresh-grant refusal (a dead refresh
  * token is not wrong credentials), any other error.
  */
-const WRONG_CREDENTIALS = { error: 'invalid_grant', error_description: 'Invalid user credentials' };
+export const WRONG_CREDENTIALS = {
+  error: 'invalid_grant',
+  error_description: 'Invalid user credentials',
+} as const;
 
 /** Keycloak's refusals are a few dozen bytes: a larger answer is passed on as it came. */
 const MAX_REFUSAL_BYTES = 4096;

@@ -1,30 +1,63 @@
 import { pino, type DestinationStream, type Logger } from 'pino';
 
+const CENSOR = '[redacted]';
+
 /**
- * Paths pino blanks out before a line is written. Request bodies are never logged; these catch
- * headers and any object that happens to carry a credential.
+ * The names of fields whose values never reach the log, at any depth, in any case: passwords,
+ * secrets, every token (access, refresh, id, logout...), `Authorization`, cookies, DPoP proofs,
+ * client assertions, API keys and Keycloak's `credentials` (a user's password sits in its `value`; an audit line's `credential`, the
+ * kind of credential a caller used, is no secret).
  */
-export const REDACTED_PATHS = [
-  'req.headers.authorization',
-  'req.headers.cookie',
-  'req.headers["proxy-authorization"]',
-  'res.headers["set-cookie"]',
-  '*.password',
-  '*.secret',
-  '*.clientSecret',
-  '*.client_secret',
-  '*.access_token',
-  '*.refresh_token',
-  '*.id_token',
-  '*.token',
-];
+const SECRET_NAME =
+  /^(?:.*(?:password|passwd|secret|token|assertion|api[-_]?key)|(?:proxy-)?authorization|(?:set-)?cookie|dpop|credentials)$/i;
+
+/**
+ * A cheap first look at a whole line: a line in which no secret's name occurs (most lines: the
+ * access log's refusals, lifecycle messages) is written as it is, unparsed. It matches every
+ * name SECRET_NAME matches, and more.
+ */
+const MAY_NAME_SECRET =
+  /password|passwd|secret|token|assertion|api.?key|authorization|cookie|dpop|credential/i;
+
+/** Replaces, in place, the value of every field named as a secret, however deep. */
+function censor(value: unknown): void {
+  if (value === null || typeof value !== 'object') return;
+  if (Array.isArray(value)) {
+    for (const item of value) censor(item);
+    return;
+  }
+  const fields = value as Record<string, unknown>;
+  for (const name of Object.keys(fields)) {
+    if (SECRET_NAME.test(name)) fields[name] = CENSOR;
+    else censor(fields[name]);
+  }
+}
+
+/**
+ * Blanks out credentials in one finished log line, at any depth: an error's fields, a Keycloak
+ * answer inside it, headers inside a logged object. pino's own `redact` paths reach a fixed
+ * depth only; this sees the line after every serializer and child binding. Request bodies are
+ * never logged; this catches any object that happens to carry a credential.
+ */
+export function redactLine(line: string): string {
+  if (!MAY_NAME_SECRET.test(line)) return line;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(line);
+  } catch {
+    // pino writes JSON lines only; anything else is not ours to read, and not written.
+    return `{"msg":"unreadable log line dropped"}\n`;
+  }
+  censor(parsed);
+  return `${JSON.stringify(parsed)}\n`;
+}
 
 /** Creates the process logger (stdout unless `destination`); every other logger is its child. */
 export function createLogger(level: string, destination?: DestinationStream): Logger {
   const options = {
     level,
     base: { service: 'realmgate' },
-    redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+    hooks: { streamWrite: redactLine },
   };
   return destination ? pino(options, destination) : pino(options);
 }

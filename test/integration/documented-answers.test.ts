@@ -4,7 +4,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import { expectDocumentedFailure } from '../helpers/documented-answer.ts';
 import { randomBytes } from 'node:crypto';
-import { createUser, passwordGrantBody, postToken, type TestUser } from '../helpers/keycloak.ts';
+import {
+  createUser,
+  keycloakAdmin,
+  passwordGrantBody,
+  postToken,
+  userIdOf,
+  type TestUser,
+} from '../helpers/keycloak.ts';
+import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startReplica } from '../helpers/replica.ts';
 import { startTcpFront } from '../helpers/tcp-front.ts';
@@ -177,6 +185,33 @@ describe('the answers of the /api pipeline are in the OpenAPI document', () => {
       });
     } finally {
       await replica.gateway.close();
+    }
+  });
+
+  it("the token endpoint's refusals, Keycloak's and the gateway's, are documented", async () => {
+    const base = `${testEnv().publicUrl}/auth`;
+    const client = `client_id=${encodeURIComponent(apiClientIdOf(org))}`;
+    const disabled = await createUser(org);
+    const keycloak = await keycloakAdmin();
+    await keycloak.users.update({ realm: org, id: await userIdOf(disabled) }, { enabled: false });
+    const refusals = [
+      // Keycloak's own: no grant type, one it does not know, a dead refresh token, a disabled
+      // account; then the gateway's: a job credential's field, a wrong password.
+      [400, 'invalid_request', client],
+      [400, 'unsupported_grant_type', `${client}&grant_type=magic`],
+      [400, 'invalid_grant', `${client}&grant_type=refresh_token&refresh_token=not-a-token`],
+      [400, 'invalid_grant', passwordGrantBody(disabled)],
+      [400, 'invalid_request', passwordGrantBody(member, '&realmgate_expires_in=30')],
+      [401, 'invalid_grant', passwordGrantBody({ ...member, password: 'wrong-password-1' })],
+    ] as const;
+    for (const [status, error, body] of refusals) {
+      const refused = await postToken(base, org, body);
+      expect({ status: refused.status, error: refused.json.error }).toEqual({ status, error });
+      expectDocumentedFailure('issueToken', {
+        status: refused.status,
+        body: refused.json,
+        headers: refused.headers,
+      });
     }
   });
 

@@ -2,11 +2,12 @@ import { authenticator } from 'otplib';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loginAsBootstrapAdmin } from '../../src/keycloak/admin-client.ts';
 import { renderOrganizationRealm } from '../../src/platform/realm-admin/provisioning.ts';
-import { AUDIT_READER_ROLE } from '../../src/tenancy/identifiers.ts';
+import { AUDIT_READER_ROLE, WORKSPACE_LIST_ROLES } from '../../src/tenancy/identifiers.ts';
 import {
   claimsOf,
   createUser,
   keycloakAdmin,
+  userIdOf,
   passwordGrantBody,
   postToken,
   testBackchannelUrl,
@@ -91,7 +92,7 @@ describe('provisioning API (/api/platform)', () => {
     expect(again.body.data).toEqual(first.body.data);
   });
 
-  it("completes a repeat whose first call made the realm only: the audit readers' role too", async () => {
+  it("completes a repeat whose first call made the realm only: the organization's roles too", async () => {
     // The first call's realm creation outlived its timeout (504): Keycloak made the realm, and
     // nothing after it was done. The repeat the documentation asks for must finish the job.
     const id = uniqueId('org-');
@@ -106,8 +107,31 @@ describe('provisioning API (/api/platform)', () => {
     expectSuccess(
       await call('POST', '/organizations', { as: admin, body: { id, name: 'Half made' } }),
     );
-    const role = await keycloak.roles.findOneByName({ realm: id, name: AUDIT_READER_ROLE });
-    expect(role?.name).toBe(AUDIT_READER_ROLE);
+    for (const name of [AUDIT_READER_ROLE, ...WORKSPACE_LIST_ROLES]) {
+      expect((await keycloak.roles.findOneByName({ realm: id, name }))?.name).toBe(name);
+    }
+  });
+
+  it("makes the organization's manager roles: a holder of either sees every workspace", async () => {
+    // An administrator makes a user an organization manager in Keycloak by giving it one of the
+    // realm roles the gateway made with the organization; no workspace role is needed.
+    const keycloak = await keycloakAdmin();
+    for (const name of WORKSPACE_LIST_ROLES) {
+      const role = await keycloak.roles.findOneByName({ realm: org, name });
+      expect(role?.name).toBe(name);
+      const user = await createUser(org);
+      await keycloak.users.addRealmRoleMappings({
+        realm: org,
+        id: await userIdOf(user),
+        roles: [{ id: role!.id!, name }],
+      });
+      const res = await fetch(`${testEnv().publicUrl}/api/${org}/platform/workspaces`, {
+        headers: { authorization: basicOf(user) },
+      });
+      expect(res.status).toBe(200);
+      const { data } = (await res.json()) as { data: Array<{ id: string }> };
+      expect(data.map((workspace) => workspace.id)).toEqual(['ws1']);
+    }
   });
 
   it('records the calling administrator as creator of a workspace', async () => {

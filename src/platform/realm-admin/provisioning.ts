@@ -5,6 +5,7 @@ import { AppError } from '../../envelope/errors.ts';
 import { withBackchannelLogout } from './backchannel-logout.ts';
 import {
   AUDIT_READER_ROLE,
+  WORKSPACE_LIST_ROLES,
   isOrganizationId,
   isWorkspaceId,
   workspacesClientIdOf,
@@ -37,10 +38,23 @@ export async function renderOrganizationRealm(values: {
 }
 
 /**
- * Creates the organization's realm from the template unless it exists, then its audit-log
- * readers' role unless that exists. Safe to repeat: a realm made by an earlier call that stopped
- * after it (Keycloak finishing a creation the gateway had stopped waiting for) still gets the
- * role. With `backchannelLogoutUrl`, Keycloak announces the ends of its sessions there
+ * The realm roles an organization's realm is made with, that the gateway's rules name (an
+ * administrator gives them in Keycloak): its audit-log readers, its managers (each of the
+ * authorities that shows every workspace in the list).
+ */
+const ORGANIZATION_ROLES: ReadonlyArray<{ name: string; description: string }> = [
+  { name: AUDIT_READER_ROLE, description: "Reads the organization's audit log through realmgate" },
+  ...WORKSPACE_LIST_ROLES.map((name) => ({
+    name,
+    description: "Organization manager: sees every workspace in realmgate's workspace list",
+  })),
+];
+
+/**
+ * Creates the organization's realm from the template unless it exists, then its roles
+ * (`ORGANIZATION_ROLES`) unless they exist. Safe to repeat: a realm made by an earlier call that
+ * stopped after it (Keycloak finishing a creation the gateway had stopped waiting for) still
+ * gets the roles. With `backchannelLogoutUrl`, Keycloak announces the ends of its sessions there
  * (backchannel-logout.ts).
  */
 export async function ensureOrganizationRealm(
@@ -63,14 +77,12 @@ export async function ensureOrganizationRealm(
       if (!isHttpStatus(err, 409)) throw err;
     }
   }
-  try {
-    await admin.roles.create({
-      realm: values.organizationId,
-      name: AUDIT_READER_ROLE,
-      description: "Reads the organization's audit log through realmgate",
-    });
-  } catch (err) {
-    if (!isHttpStatus(err, 409)) throw err;
+  for (const role of ORGANIZATION_ROLES) {
+    try {
+      await admin.roles.create({ realm: values.organizationId, ...role });
+    } catch (err) {
+      if (!isHttpStatus(err, 409)) throw err;
+    }
   }
 }
 

@@ -7,6 +7,7 @@ import {
   type HttpMethod,
   type OpenApiOperation,
 } from '../../../src/api/openapi.ts';
+import { readJobFields } from '../../../src/auth-proxy/job-credentials.ts';
 import { resultCodesOf } from '../../../src/api/openapi-routes.ts';
 import { errorCodes } from '../../../src/envelope/errors.ts';
 import {
@@ -229,5 +230,39 @@ describe('openApiDocument', () => {
     expect(JSON.stringify(listed.responses['403'])).toContain('403-30001');
     expect(JSON.stringify(listed.responses['403'])).not.toContain('403-30002');
     expect(organizations.responses['403']).toBeUndefined();
+  });
+  it("gives the token endpoint's refusals examples, the gateway's worded by its code", () => {
+    const { responses } =
+      openApiDocument.paths['/auth/realms/{realm}/protocol/openid-connect/token']!.post!;
+    const examplesAt = (status: string) =>
+      Object.values(
+        (
+          responses[status] as {
+            content: Record<string, { examples?: Record<string, { value: unknown }> }>;
+          }
+        ).content['application/json']!.examples ?? {},
+      ).map((example) => example.value as { error: string; error_description: string });
+    const refused = examplesAt('400');
+    expect(new Set(refused.map((example) => example.error))).toEqual(
+      new Set(['invalid_request', 'invalid_grant', 'unsupported_grant_type']),
+    );
+    // A job credential's field, refused as the token endpoint's own reading words it.
+    const read = readJobFields(
+      new URLSearchParams({ grant_type: 'password', realmgate_expires_in: '30' }),
+      'acme',
+    );
+    expect(read).toHaveProperty('invalid');
+    expect(refused).toContainEqual({
+      error: 'invalid_request',
+      error_description: (read as { invalid: string }).invalid,
+    });
+    expect(refused).toContainEqual({
+      error: 'invalid_request',
+      error_description: 'Malformed form body.',
+    });
+    expect(examplesAt('401')).toContainEqual({
+      error: 'invalid_grant',
+      error_description: 'Invalid user credentials',
+    });
   });
 });

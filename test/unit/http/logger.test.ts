@@ -1,18 +1,22 @@
 import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { REDACTED_PATHS } from '../../../src/http/logger.ts';
+import { createLogger } from '../../../src/http/logger.ts';
+
+/** A real process logger writing to a stream the test reads. */
+function loggerToLines(): { logger: ReturnType<typeof createLogger>; lines: string[] } {
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      lines.push(chunk.toString());
+      done();
+    },
+  });
+  return { logger: createLogger('info', sink), lines };
+}
 
 describe('log redaction', () => {
   it('blanks credentials wherever they appear in a logged object', () => {
-    const lines: string[] = [];
-    const sink = new Writable({
-      write(chunk: Buffer, _enc, done) {
-        lines.push(chunk.toString());
-        done();
-      },
-    });
-    const logger = pino({ redact: { paths: REDACTED_PATHS, censor: '[redacted]' } }, sink);
+    const { logger, lines } = loggerToLines();
     logger.info(
       {
         req: {
@@ -40,6 +44,77 @@ describe('log redaction', () => {
     }
     expect(JSON.parse(line)).toMatchObject({
       login: { username: 'alice', password: '[redacted]' },
+    });
+  });
+
+  it('blanks credentials at any depth: an error’s fields, a Keycloak answer, headers in an object', () => {
+    const { logger, lines } = loggerToLines();
+    // What the admin client's errors carry: Keycloak's answer body as `responseData`.
+    const err = Object.assign(new Error('Request failed'), {
+      responseData: { error: 'invalid_grant', answer: { refresh_token: 'eyJ.deep-refresh' } },
+      request: {
+        options: {
+          headers: {
+            Authorization: 'Bearer eyJ.deep-access',
+            DPoP: 'eyJ.deep-proof',
+            'Set-Cookie': 'AUTH_SESSION_ID=deep',
+          },
+        },
+      },
+    });
+    logger.child({ component: 'test' }).error(
+      {
+        err,
+        call: {
+          user: {
+            username: 'bob',
+            credentials: [{ type: 'password', value: 'deep-user-pw', temporary: false }],
+          },
+          form: { grant_type: 'refresh_token', client: { clientSecret: 'deep-cs' } },
+          steps: [{ outcome: { body: { id_token: 'eyJ.deep-id', password: 'deep-pw' } } }],
+        },
+      },
+      'Keycloak call failed',
+    );
+    const line = lines.join('');
+    for (const secret of [
+      'eyJ.deep-refresh',
+      'eyJ.deep-access',
+      'eyJ.deep-proof',
+      'AUTH_SESSION_ID=deep',
+      'deep-user-pw',
+      'deep-cs',
+      'eyJ.deep-id',
+      'deep-pw',
+    ]) {
+      expect(line).not.toContain(secret);
+    }
+    // What is not a credential stays readable, a secret's name as a value too.
+    expect(JSON.parse(line)).toMatchObject({
+      component: 'test',
+      msg: 'Keycloak call failed',
+      err: { message: 'Request failed', responseData: { error: 'invalid_grant' } },
+      call: {
+        user: { username: 'bob', credentials: '[redacted]' },
+        form: { grant_type: 'refresh_token', client: { clientSecret: '[redacted]' } },
+        steps: [{ outcome: { body: { id_token: '[redacted]', password: '[redacted]' } } }],
+      },
+    });
+  });
+
+  it('keeps every field that is no credential, where a secret is only named in a value', () => {
+    const { logger, lines } = loggerToLines();
+    const path = '/auth/realms/acme/protocol/openid-connect/token';
+    logger.info({ reqId: 'r-1', method: 'POST', path, status: 400 }, 'request refused');
+    expect(JSON.parse(lines.join(''))).toEqual({
+      level: 30,
+      time: expect.any(Number) as number,
+      service: 'realmgate',
+      reqId: 'r-1',
+      method: 'POST',
+      path,
+      status: 400,
+      msg: 'request refused',
     });
   });
 });
