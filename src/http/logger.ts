@@ -5,8 +5,8 @@ const CENSOR = '[redacted]';
 /**
  * The names of fields whose values never reach the log, at any depth, in any case: passwords,
  * secrets, every token (access, refresh, id, logout...), `Authorization`, cookies, DPoP proofs,
- * client assertions, API keys and Keycloak's `credentials` (a user's password sits in its `value`; an audit line's `credential`, the
- * kind of credential a caller used, is no secret).
+ * client assertions, API keys and Keycloak's `credentials` (a user's password sits in its
+ * `value`; an audit line's `credential`, the kind of credential a caller used, is no secret).
  */
 const SECRET_NAME =
   /^(?:.*(?:password|passwd|secret|token|assertion|api[-_]?key)|(?:proxy-)?authorization|(?:set-)?cookie|dpop|credentials)$/i;
