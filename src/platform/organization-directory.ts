@@ -15,7 +15,7 @@ const UNKNOWN_MS = 5_000;
 const LOOKUPS_PER_SECOND = 50;
 /** Of those, what one client address may always spend (its share). */
 const CLIENT_LOOKUPS_PER_SECOND = 10;
-/** Past its share, a client spends the replica's lookups only while this many are left for others. */
+/** Past its share, a client spends the replica's lookups only while this many are left. */
 const LOOKUPS_KEPT_FOR_OTHERS = 10;
 /** A client's bucket is forgotten after this idle time (it is full again by then). */
 const CLIENT_IDLE_MS = 60_000;
@@ -56,7 +56,7 @@ export function createOrganizationDirectory(
   const budget = createTokenBucket(LOOKUPS_PER_SECOND, now);
   const clientBudgets = new TtlLru<TokenBucket>(MAX_ENTRIES, clock);
 
-  /** One of the replica's lookups, within the client's share, or past it from what others can spare. */
+  /** One of the replica's lookups: within the client's share, or from what others can spare. */
   function takeLookup(client: string | undefined): boolean {
     if (client === undefined) return budget.take();
     let share = clientBudgets.get(client);
