@@ -9,7 +9,13 @@ import {
   formActionOf,
   REDIRECT_URI,
 } from '../helpers/browser-login.ts';
-import { claimsOf, createUser, keycloakAdmin, userIdOf, type TestUser } from '../helpers/keycloak.ts';
+import {
+  claimsOf,
+  createUser,
+  keycloakAdmin,
+  userIdOf,
+  type TestUser,
+} from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startGzipFront, type GzipFront } from '../helpers/gzip-front.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
