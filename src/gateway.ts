@@ -62,7 +62,14 @@ export async function startGateway(
   const auth = await buildAuth(shared, keycloak, tenants, accounts);
   const automation = buildAutomation(shared, auth.admission);
   const authProxy = buildAuthProxy(shared, auth, accounts, auditLog.tokenGrants);
-  const platform = buildPlatform(shared, keycloak, auth, tenants, authProxy.tokenBindings);
+  const platform = buildPlatform(
+    shared,
+    keycloak,
+    auth,
+    tenants,
+    authProxy.tokenBindings,
+    auditLog.organizationBegins,
+  );
   const api = createApiRouter({
     admission: auth.admission,
     audit: shared.audit,

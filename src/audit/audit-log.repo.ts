@@ -15,7 +15,7 @@ export interface AuditLogRepo {
    */
   page(
     log: string,
-    filter: AuditFilter,
+    filter: LogFilter,
     keyset: { order: AuditOrder; after?: number; limit: number },
   ): Promise<{ records: AuditRecord[]; total: number; next: number | null }>;
   /**
@@ -29,11 +29,11 @@ export interface AuditLogRepo {
    * whatever the log's size. Fails (`auditExportPruned`) once retention removed records of the
    * span it had yet to read: what it gave would have a gap that reads as records deleted.
    */
-  records(log: string, filter: AuditFilter, span: LogSpan): AsyncGenerator<AuditRecord>;
+  records(log: string, filter: LogFilter, span: LogSpan): AsyncGenerator<AuditRecord>;
 }
 
 /** An export's time range. */
-export type TimeRange = Pick<AuditFilter, 'from' | 'to'>;
+export type TimeRange = Pick<LogFilter, 'from' | 'to' | 'since'>;
 
 /** Sequence numbers `first` through `last` of a log; none when `last` < `first`. */
 export interface LogSpan {
@@ -41,11 +41,29 @@ export interface LogSpan {
   last: number;
 }
 
+/** Where each organization's log begins for its own readers (audit-incarnations.ts). */
+export const INCARNATIONS = 'audit_log_incarnations';
+
+/** The first record `org`'s own readers may read: its organization's first (1: all). */
+export async function firstSeqOf(db: Knex, org: string): Promise<number> {
+  const [row] = await db(INCARNATIONS)
+    .where({ org })
+    .max<{ first: unknown }[]>({ first: 'first_seq' });
+  return Number(row?.first ?? 1);
+}
+
+/**
+ * The reader's filters, and `since`: the first record the caller may read (an organization's
+ * readers, from their organization's creation on); never a client's.
+ */
+export type LogFilter = AuditFilter & { since?: number };
+
 /** `%` and `_` are a LIKE pattern's: matched as themselves. */
 const literal = (value: string) => value.replace(/[\\%_]/g, (c) => `\\${c}`);
 
-function filtered(db: Knex, log: string, filter: AuditFilter): Knex.QueryBuilder {
+function filtered(db: Knex, log: string, filter: LogFilter): Knex.QueryBuilder {
   const query = db(AUDIT_TABLE).where({ org: log });
+  if (filter.since !== undefined) void query.where('seq', '>=', filter.since);
   if (filter.from !== undefined) void query.where('at', '>=', new Date(filter.from));
   if (filter.to !== undefined) void query.where('at', '<', new Date(filter.to));
   if (filter.actor !== undefined) {
@@ -79,7 +97,7 @@ export async function exportSpan(
   range: TimeRange,
   upTo?: number,
 ): Promise<LogSpan> {
-  const query = filtered(db, log, { from: range.from, to: range.to });
+  const query = filtered(db, log, { from: range.from, to: range.to, since: range.since });
   if (upTo !== undefined) void query.where('seq', '<=', upTo);
   const [ends] = await (query.min({ first: 'seq' }).max({ last: 'seq' }) as Promise<
     { first: unknown; last: unknown }[]

@@ -24,6 +24,8 @@ export interface AuditLogService {
   repo: AuditLogRepo;
   /** Whether an organization exists (an administrator may name any). */
   organizationExists(id: string): Promise<boolean>;
+  /** The first record of an organization's log its own readers may read (its creation's). */
+  firstSeqOf(org: string): Promise<number>;
   /** The keys and checkpoints a JSON Lines export carries; undefined while the log is off. */
   signatures: ExportSignatures | undefined;
   /** Each log's days, chosen within the platform's bounds (audit-retention.router.ts). */
@@ -33,23 +35,26 @@ export interface AuditLogService {
 const route = routeFor<AuditLogService>({ metricsClass: 'list' });
 
 /**
- * Administrators read any log; an organization's user its own, with the reader's role (who
- * also sets its retention).
+ * Administrators read any log, whole; an organization's user its own, with the reader's role
+ * (who also sets its retention), from the organization's creation on: an id used again does
+ * not show its new organization the deleted one's records. Answers the first record the caller
+ * may read.
  */
 export async function allowRead(
   service: AuditLogService,
   principal: Principal,
   log: string,
-): Promise<void> {
+): Promise<number> {
   if (principal.realm === MASTER_REALM) {
     if (log !== MASTER_REALM && !(await service.organizationExists(log))) {
       throw new AppError('organizationNotFound');
     }
-    return;
+    return 1;
   }
   if (principal.realm !== log || !principal.realmRoles.includes(AUDIT_READER_ROLE)) {
     throw new AppError('permissionDenied');
   }
+  return service.firstSeqOf(log);
 }
 
 /** The audited target of a call on a log: the organization, none for master's. */
@@ -138,8 +143,8 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
       errors,
       audit: { action: 'audit_log.read', target: logTarget },
       handler: async (service, { principal, realm, query }) => {
-        await allowRead(service, principal, realm);
-        return service.repo.page(realm, filterOf(query), query);
+        const since = await allowRead(service, principal, realm);
+        return service.repo.page(realm, { ...filterOf(query), since }, query);
       },
     }),
     route({
@@ -161,9 +166,10 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
       errors: [...errors, 'auditExportPruned'],
       audit: { action: 'audit_log.export', target: logTarget },
       handler: async (service, { principal, realm, query }) => {
-        await allowRead(service, principal, realm);
-        const span = await service.repo.span(realm, query);
-        const records = service.repo.records(realm, filterOf(query), span);
+        const since = await allowRead(service, principal, realm);
+        const filter = { ...filterOf(query), since };
+        const span = await service.repo.span(realm, filter);
+        const records = service.repo.records(realm, filter, span);
         const format = FORMATS[query.format];
         const lines =
           query.format === 'jsonl'

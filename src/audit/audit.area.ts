@@ -12,6 +12,7 @@ import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { Clock } from '../time/clock.ts';
 import { apiDecisionOf } from './api-decisions.ts';
 import { createAuditLogRepo } from './audit-log.repo.ts';
+import { createAuditIncarnations } from './audit-incarnations.ts';
 import type { AuditLogService } from './audit-log.router.ts';
 import { changeEventsOf } from './change-events.ts';
 import { createAuditWriter, type AuditMetrics, type AuditWriter } from './audit-writer.ts';
@@ -44,6 +45,11 @@ export interface AuditLogArea {
   service: AuditLogService;
   /** What the reference platform's download routes are served with (download-jobs.router.ts). */
   downloads: AuditDownloadService;
+  /**
+   * Told before an organization is created (again): its readers' log begins with it
+   * (audit-incarnations.ts).
+   */
+  organizationBegins: (org: string) => Promise<void>;
   /** The public keys of checkpoints at `/.well-known/audit-keys`, on both listeners. */
   keys: RequestHandler;
   /** The one writer of this process's records; undefined when the log is off. */
@@ -80,9 +86,11 @@ export async function buildAuditLog(
     clock,
     previousKeys: config.AUDIT_SIGNING_PREVIOUS_KEYS,
   });
+  const incarnations = createAuditIncarnations(shared.db);
   const service: AuditLogService = {
     repo: createAuditLogRepo(shared.db),
     organizationExists: isLog,
+    firstSeqOf: (org) => incarnations.firstSeqOf(org),
     signatures: config.AUDIT_LOG_ENABLED ? { keys, ...storedCheckpoints(shared.db) } : undefined,
     retention: { choices: createRetentionChoices(shared.db), bounds: retentionBoundsOf(config) },
   };
@@ -94,12 +102,15 @@ export async function buildAuditLog(
     logger: shared.logger,
   });
   const downloads: AuditDownloadService = { ...service, jobs, kick: () => runner.kick() };
+  // Also while the log is off: the records it holds are the deleted organization's.
+  const organizationBegins = (org: string) => incarnations.begin(org, new Date(clock.now()));
   if (!config.AUDIT_LOG_ENABLED) {
     return {
       apiOutcomes: undefined,
       tokenGrants: undefined,
       service,
       downloads,
+      organizationBegins,
       keys: auditKeysRouter(keys),
       writer: undefined,
       close: () => runner.close(),
@@ -176,6 +187,7 @@ export async function buildAuditLog(
     }),
     service,
     downloads,
+    organizationBegins,
     keys: auditKeysRouter(keys),
     writer,
     close: async (graceMs) => {

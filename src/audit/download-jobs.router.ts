@@ -116,14 +116,14 @@ export const auditDownloadRoutes: AnyRoute<AuditDownloadService>[] = [
       target: ({ realm, params }) => ({ organization: realm, download_id: params.download_id! }),
     },
     handler: async (service, { principal, realm, params }) => {
-      await allowRead(service, principal, realm);
+      const since = await allowRead(service, principal, realm);
       const job = await service.jobs.finished(realm, params.download_id!);
       const span = await service.repo.span(
         realm,
-        { from: job.fromIso, to: job.toIso },
+        { from: job.fromIso, to: job.toIso, since },
         job.lastSeq,
       );
-      const lines = jsonLinesOf(service, realm, service.repo.records(realm, {}, span), span);
+      const lines = jsonLinesOf(service, realm, service.repo.records(realm, { since }, span), span);
       // The reference's names: its clients may look for them.
       const name = `exastro_audit_${dayOf(job.conditions.ts_from)}-${dayOf(job.conditions.ts_to)}.log`;
       return new StreamedAnswer(

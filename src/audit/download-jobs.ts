@@ -5,11 +5,11 @@ import { toIsoTimestamp } from '../db/column-values.ts';
 import { AppError } from '../envelope/errors.ts';
 import type { Clock } from '../time/clock.ts';
 import { every } from '../time/every.ts';
-import { exportSpan } from './audit-log.repo.ts';
+import { exportSpan, firstSeqOf } from './audit-log.repo.ts';
 import { AUDIT_TABLE } from './audit-rows.ts';
 import type { DownloadJob, DownloadState } from './download-jobs.schemas.ts';
 
-const JOBS = 'audit_download_jobs';
+export const JOBS = 'audit_download_jobs';
 
 /** How long a job and its download are kept: the reference platform's default, a week. */
 export const DOWNLOAD_RETENTION_MS = 7 * 86_400_000;
@@ -121,8 +121,10 @@ export function createDownloadJobs(db: Knex, clock: Clock, logger: Logger): Down
             max: 'seq',
           });
           const lastSeq = Number(end[0]?.max ?? 0);
-          // What its download holds: the range's stretch of the log (audit-log.repo.ts).
-          const span = await exportSpan(trx, job.org, rangeIsoOf(job), lastSeq);
+          // What its download holds: the range's stretch of the log (audit-log.repo.ts), of
+          // the organization's own records (a job is its readers').
+          const since = await firstSeqOf(trx, job.org);
+          const span = await exportSpan(trx, job.org, { ...rangeIsoOf(job), since }, lastSeq);
           const counted = await trx(AUDIT_TABLE)
             .where({ org: job.org })
             .where('seq', '>=', span.first)

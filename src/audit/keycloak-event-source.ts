@@ -20,13 +20,16 @@ export interface RealmFacts {
   id: string;
   /** The users the gateway itself acts as in it: their events are the gateway's own calls. */
   gatewayUsers: Set<string>;
+  /** Keycloak's id of the realm's gateway client: a realm made again under its name has another. */
+  gatewayClientId: string | undefined;
 }
 
 /** A realm's events as Keycloak keeps them, read as the gateway's administrator. */
 export interface KeycloakEventSource {
   /**
    * Makes the realm save its events as the gateway wants (REALM_EVENTS_SETTINGS), once per
-   * process, and reads its facts; undefined when the realm does not exist.
+   * process and realm (again for a realm deleted and made again under its name: an
+   * organization id used again), and reads its facts; undefined when the realm does not exist.
    */
   prepare(realm: string): Promise<RealmFacts | undefined>;
   /** Events of `kind` with `fromMs <= time <= toMs`, oldest first, at most `max`. */
@@ -64,7 +67,7 @@ export function createKeycloakEventSource(deps: {
       await admin.realms.updateConfigEvents({ realm }, { ...config, ...REALM_EVENTS_SETTINGS });
     }
     const gatewayUsers = new Set<string>();
-    const [client] = await admin.clients.find({ realm, clientId: GATEWAY_CLIENT_ID });
+    const client = await gatewayClientOf(admin, realm);
     if (client?.id) {
       const account = await admin.clients.getServiceAccountUser({ realm, id: client.id });
       if (account.id) gatewayUsers.add(account.id);
@@ -74,15 +77,26 @@ export function createKeycloakEventSource(deps: {
       const [self] = await admin.users.find({ realm, username: adminUsername, exact: true });
       if (self?.id) gatewayUsers.add(self.id);
     }
-    return { id: representation.id, gatewayUsers };
+    return { id: representation.id, gatewayUsers, gatewayClientId: client?.id };
+  }
+
+  /**
+   * Whether `known` are still the facts of `realm`: an organization deleted and made again
+   * under its id between two pulls is a new realm (events not saved, other gateway accounts).
+   * Master is never made again; an organization's gateway client is one small read.
+   */
+  async function stillOf(admin: KeycloakAdmin, realm: string, known: RealmFacts) {
+    return (await gatewayClientOf(admin, realm))?.id === known.gatewayClientId;
   }
 
   return {
     prepare(realm) {
       const known = facts.get(realm);
-      if (known) return Promise.resolve(known);
+      if (known && realm === MASTER_REALM) return Promise.resolve(known);
       return adminSession.run(async (admin) => {
         try {
+          if (known && (await stillOf(admin, realm, known))) return known;
+          facts.delete(realm);
           const found = await factsOf(admin, realm);
           if (found) facts.set(realm, found);
           return found;
@@ -118,6 +132,11 @@ export function createKeycloakEventSource(deps: {
       );
     },
   };
+}
+
+async function gatewayClientOf(admin: KeycloakAdmin, realm: string) {
+  const [client] = await admin.clients.find({ realm, clientId: GATEWAY_CLIENT_ID });
+  return client;
 }
 
 /** Whether a realm's events configuration already has every value the gateway sets. */

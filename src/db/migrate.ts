@@ -12,6 +12,7 @@ import * as auditCheckpoints from './migrations/20261128-005-audit-checkpoints.t
 import * as auditDownloadJobs from './migrations/20261128-006-audit-download-jobs.ts';
 import * as auditKeycloakPulls from './migrations/20261128-007-audit-keycloak-pulls.ts';
 import * as auditLogWithoutIds from './migrations/20261128-008-audit-log-without-record-ids.ts';
+import * as auditLogIncarnations from './migrations/20261129-009-audit-log-incarnations.ts';
 
 interface NamedMigration {
   name: string;
@@ -42,6 +43,7 @@ const migrations: readonly NamedMigration[] = [
   { name: '20261128-006-audit-download-jobs', migration: auditDownloadJobs },
   { name: '20261128-007-audit-keycloak-pulls', migration: auditKeycloakPulls },
   { name: '20261128-008-audit-log-without-record-ids', migration: auditLogWithoutIds },
+  { name: '20261129-009-audit-log-incarnations', migration: auditLogIncarnations },
 ];
 
 /** The names of the migrations, in order: what `knex_migrations` holds once migrated. */

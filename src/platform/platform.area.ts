@@ -98,6 +98,8 @@ export function buildPlatform(
   tenants: Tenants,
   /** The keys password grants' sessions are bound to (auth-proxy/token-bindings.ts). */
   tokenBindings: TokenBindingStore,
+  /** Told before an organization is created (again): the audit log's (audit-incarnations.ts). */
+  organizationBegins: (organizationId: string) => Promise<void>,
 ): PlatformArea {
   const { config, db } = shared;
   // Where realms' clients announce ended sessions: new realms at creation, existing ones here.
@@ -129,6 +131,7 @@ export function buildPlatform(
       db,
       gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
       backchannelLogoutUrl,
+      organizationBegins,
     }),
     users: createUsersService({
       adminSession,

@@ -75,6 +75,11 @@ export function createProvisioningService(deps: {
   gatewayClientSecret: string;
   /** Where a new realm's clients announce ended sessions (realm-admin/backchannel-logout.ts). */
   backchannelLogoutUrl?: string;
+  /**
+   * Told before an organization's record is made (not when it exists already): what belongs to
+   * an id's previous organization is not the new one's (the audit log's, audit-incarnations.ts).
+   */
+  organizationBegins?: (organizationId: string) => Promise<void>;
 }): ProvisioningService {
   const { adminSession } = deps;
   const organizations = createOrganizationsRepo(deps.db);
@@ -86,13 +91,14 @@ export function createProvisioningService(deps: {
   return {
     async createOrganization({ id, name }) {
       if (!isOrganizationId(id)) throw badRequest(`invalid organization id: ${JSON.stringify(id)}`);
-      const recorded = await organizations.find(id);
+      let recorded = await organizations.find(id);
       await adminSession.run(async (admin) => {
         // A record is written only once its realm exists: a record without one is what a delete
         // that stopped after Keycloak left. Its rows go first (workspaces and operations with
         // them), so that the new organization inherits none of the old one's records or state.
         if (recorded && !(await admin.realms.findOne({ realm: id }))) {
           await organizations.delete(id);
+          recorded = undefined;
         }
         await ensureOrganizationRealm(admin, {
           organizationId: id,
@@ -101,6 +107,8 @@ export function createProvisioningService(deps: {
           backchannelLogoutUrl: deps.backchannelLogoutUrl,
         });
       });
+      // Before the record: until it exists, nothing is written to this id's log.
+      if (!recorded) await deps.organizationBegins?.(id);
       return organizations.insertIfAbsent({ id, name });
     },
 

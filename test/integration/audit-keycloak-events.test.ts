@@ -32,6 +32,7 @@ import {
 import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
 import { aheadClock } from '../helpers/test-clock.ts';
 import { testEnv } from '../helpers/test-env.ts';
+import { ensureOrganizationRealm } from '../../src/platform/realm-admin/provisioning.ts';
 
 /**
  * Keycloak's own events in the audit log, with the real Keycloak and PostgreSQL: a sign-in and
@@ -291,5 +292,33 @@ describe('audit log: Keycloak events', () => {
     } finally {
       await pulls.stop();
     }
+  });
+
+  it('takes the events of an organization created again under the same id', async () => {
+    // Replica a knows the realm (its events turned on, its gateway account) from its pulls.
+    const admin = await keycloakAdmin();
+    await admin.realms.del({ realm: org });
+    await ensureOrganizationRealm(admin, {
+      organizationId: org,
+      organizationName: 'Again',
+      gatewayClientSecret: env.gatewayClientSecret,
+    });
+    const newcomer = await createUser(org);
+    await a.pullRealm(org);
+    expect(await admin.realms.getConfigEvents({ realm: org })).toMatchObject({
+      eventsEnabled: true,
+      adminEventsEnabled: true,
+    });
+    expect((await signIn(newcomer)).status).toBe(200);
+    let records: AuditRecord[] = [];
+    await expect
+      .poll(async () => {
+        await a.pullRealm(org);
+        records = await keycloakRecords();
+        return records.some(
+          (r) => r.action === 'keycloak.login' && r.actorName === newcomer.username,
+        );
+      }, EVENTUALLY)
+      .toBe(true);
   });
 });

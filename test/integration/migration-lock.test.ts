@@ -40,12 +40,13 @@ async function schemaOf(db: Knex) {
 const MIGRATED = {
   tables: [
     // The audit log (src/audit/), its checkpoints, retention, signing keys, download jobs and
-    // Keycloak event cursors.
+    // Keycloak event cursors, where each organization's log begins for its readers.
     'audit_checkpoints',
     'audit_download_jobs',
     'audit_keycloak_pulls',
     'audit_log',
     'audit_log_heads',
+    'audit_log_incarnations',
     'audit_retention',
     'audit_signing_keys',
     'knex_migrations',

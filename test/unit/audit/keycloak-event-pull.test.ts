@@ -25,6 +25,7 @@ function keycloakOf(user: KeycloakUserEvent[], admin: KeycloakAdminEvent[]): Key
       Promise.resolve({
         id: `${realm}-id`,
         gatewayUsers: new Set(realm === 'master' ? ['gateway-admin'] : ['service-account']),
+        gatewayClientId: `${realm}-gateway`,
       }),
     page: (_realm, kind, fromMs, toMs, max) =>
       Promise.resolve(

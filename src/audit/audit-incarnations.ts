@@ -1,0 +1,47 @@
+import type { Knex } from 'knex';
+import { GENESIS_HASH } from './audit-chain.ts';
+import { firstSeqOf, INCARNATIONS } from './audit-log.repo.ts';
+import { RETENTION_TABLE } from './audit-retention.ts';
+import { HEADS_TABLE } from './audit-rows.ts';
+import { JOBS } from './download-jobs.ts';
+
+/**
+ * An organization's log is kept by its id, and an id may name a new organization once the old
+ * one is deleted (docs/audit.md, "An organization id used again"). The log goes on as one
+ * chain, so that it and its checkpoints still verify; what the new organization's own readers
+ * reach begins with its creation. The deleted organization's records stay, for the retention,
+ * readable by platform administrators only.
+ */
+export interface AuditIncarnations {
+  /**
+   * `org` is being created (or created again): its readers' log begins after the records the
+   * log holds now. The download jobs and the retention its previous organization chose go.
+   */
+  begin(org: string, at: Date): Promise<void>;
+  /** The first record `org`'s own readers may read (1: the whole log). */
+  firstSeqOf(org: string): Promise<number>;
+}
+
+export function createAuditIncarnations(db: Knex): AuditIncarnations {
+  return {
+    async begin(org, at) {
+      await db.transaction(async (trx) => {
+        // The head's lock, as the writers take it: no batch is half written at the boundary.
+        await trx(HEADS_TABLE)
+          .insert({ org, seq: 0, hash: GENESIS_HASH })
+          .onConflict('org')
+          .ignore();
+        const head = (await trx(HEADS_TABLE).where({ org }).forUpdate().first()) as {
+          seq: string | number;
+        };
+        await trx(INCARNATIONS)
+          .insert({ org, first_seq: Number(head.seq) + 1, began_at: at })
+          .onConflict(['org', 'first_seq'])
+          .ignore();
+        await trx(JOBS).where({ org }).del();
+        await trx(RETENTION_TABLE).where({ org }).del();
+      });
+    },
+    firstSeqOf: (org) => firstSeqOf(db, org),
+  };
+}
