@@ -26,7 +26,7 @@ export interface AuthProxyOptions {
   timeoutMs: number;
   /** The timer of that silence: the system's unless a test strikes its own. */
   startTimer?: StartTimer;
-  /** How long an answer may take from its first byte to its last (outbound/forward.ts). */
+  /** How long an answer may go on once it lasts (outbound/forward.ts). */
   answerDeadlineMs: number;
   forwarding: Forwarding;
   logger: Logger;

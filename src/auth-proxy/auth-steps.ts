@@ -29,7 +29,7 @@ export interface AuthMountDeps {
   /** `ADMIN_PUBLIC_URL`: where the admin listener's console pages are served. */
   adminUrl: string;
   authProxyTimeoutMs: number;
-  /** `PROXY_ANSWER_DEADLINE_SECONDS` in ms: Keycloak's answer, first byte to last. */
+  /** `PROXY_ANSWER_DEADLINE_SECONDS` in ms: how long Keycloak's answer may go on once it lasts. */
   answerDeadlineMs: number;
   forwarding: Forwarding;
   /** Keycloak's bootstrap administrator: never tried on the public listener. */

@@ -44,7 +44,7 @@ const HANDLERS: OutboundHandlers = {
 export function createForwarder(options: {
   upstreamUrl: string;
   timeoutMs: number;
-  /** How long an answer may take from its first byte to its last (outbound/forward.ts). */
+  /** How long an answer may go on once it lasts (outbound/forward.ts). */
   answerDeadlineMs: number;
   forwarding: Forwarding;
   logger: Logger;

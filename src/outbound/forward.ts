@@ -46,9 +46,10 @@ export interface Outbound {
   /** The timer of that silence: the system's unless a test strikes its own. */
   startTimer?: StartTimer;
   /**
-   * How long the upstream's answer may take from its first head (an informational one
-   * included) to its end, however steadily it comes: then the client gets 504, or, its answer
-   * begun, its connection cut. Undefined: no bound but the silence's.
+   * How long the upstream's answer may go on once it lasts (from its second chunk, an
+   * informational head, or the first time it is held back), however steadily it comes: then
+   * the client gets 504, or, its answer begun, its connection cut. Undefined: no bound but the
+   * silence's.
    */
   answerDeadlineMs?: number;
   /** The timer of that deadline: the system's unless a test strikes its own. */
@@ -150,7 +151,7 @@ function replacedNames(o: Outbound): ReadonlySet<string> | undefined {
  * `Host` the upstream's, the gateway's own headers, `X-Request-Id`, the length of a body read
  * whole and the gateway's trace headers; the body by the one body rule (upstream.ts). What is
  * kept whatever the proxy: a silent upstream is cut off after `timeoutMs` (`UpstreamSilent`),
- * and so is an answer still coming `answerDeadlineMs` after its first head,
+ * and so is an answer still coming `answerDeadlineMs` after it began to last,
  * a client still sending the body it owes is waited for (the server's request timeout is its);
  * a client that leaves has its request to the upstream closed (nothing to answer, no failure);
  * an upstream gone mid-answer ends the client's connection; the span ends with the answer or
@@ -173,7 +174,6 @@ export function forward(
     refuseOverShare(res, o);
     return;
   }
-  res.once('close', () => o.upstream.release(o.client));
   const headers = upstreamRequestHeaders(req.rawHeaders, {
     keepCredentials: o.keepCredentials,
     replaced: replacedNames(o),
@@ -193,6 +193,11 @@ export function forward(
       ? () => !req.complete && req.readableLength === 0 && body.readableLength === 0
       : undefined;
   const exchange = new Exchange(res, o, handlers, clientOwes);
+  // The client's place given back, and, gone before its answer ended, its request closed too.
+  res.once('close', () => {
+    o.upstream.release(o.client);
+    if (!res.writableFinished) exchange.clientLeft();
+  });
   exchange.dispatching = true;
   try {
     o.upstream.dispatcher.dispatch(
@@ -207,10 +212,6 @@ export function forward(
   } finally {
     exchange.dispatching = false;
   }
-  // The client went away: so does its request to the upstream.
-  res.once('close', () => {
-    if (!res.writableFinished) exchange.clientLeft();
-  });
 }
 
 /** The client's address holds its share of the pool: 429, and it may try again in a second. */
@@ -237,12 +238,19 @@ class Exchange implements Dispatcher.DispatchHandler {
   readonly #timer: Timer;
   readonly #clientOwes: (() => boolean) | undefined;
   #controller: Dispatcher.DispatchController | undefined;
-  /** The answer's deadline, started with its first head. */
+  /**
+   * The answer's deadline: started once the answer lasts (a second chunk, an informational
+   * head, the client or the reader holding it back), never for an answer that comes whole at
+   * once (most do: its head, one chunk and its end in one read, where a timer would cost more
+   * than the rest of the exchange).
+   */
   #deadline: Timer | undefined;
   /** Why the gateway closed the exchange itself (silence, the client gone), when it did. */
   #cutOff: Error | undefined;
   #held = false;
   #settled = false;
+  /** The answer's chunks so far. */
+  #chunks = 0;
   #answer: UpstreamAnswer | undefined;
   #resume: (() => void) | undefined;
   /** Within `dispatch`: a failure now is undici refusing the request itself. */
@@ -278,16 +286,13 @@ class Exchange implements Dispatcher.DispatchHandler {
     headers: IncomingHttpHeaders,
   ): void {
     this.#alive();
-    const deadlineMs = this.#o.answerDeadlineMs;
-    if (deadlineMs !== undefined && this.#deadline === undefined) {
-      this.#deadline = (this.#o.startDeadline ?? systemTimer)(deadlineMs, () =>
-        this.#pastDeadline(controller, deadlineMs),
-      );
-    }
     // An informational answer (102 Processing, 103 Early Hints; undici refuses a 100 itself)
     // comes before the final one, which undici reports next: the client gets that one alone,
     // its head written once (a second head would throw and cut the client off).
-    if (statusCode < 200) return;
+    if (statusCode < 200) {
+      this.#startDeadline();
+      return;
+    }
     const { span } = this.#o;
     span?.setAttribute('http.response.status_code', statusCode);
     const raw = controller.rawHeaders as readonly (string | Buffer)[];
@@ -308,11 +313,16 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     this.#alive();
+    if (this.#chunks++ > 0) this.#startDeadline();
     if (this.#answer) {
-      if (!this.#answer.push(chunk)) controller.pause();
+      if (!this.#answer.push(chunk)) {
+        this.#startDeadline();
+        controller.pause();
+      }
       return;
     }
     if (!this.#res.write(chunk)) {
+      this.#startDeadline();
       controller.pause();
       this.#res.once('drain', (this.#resume ??= () => controller.resume()));
     }
@@ -394,14 +404,22 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.#fail(this.#cutOff);
   }
 
+  #startDeadline(): void {
+    const deadlineMs = this.#o.answerDeadlineMs;
+    if (deadlineMs === undefined || this.#deadline !== undefined || this.#settled) return;
+    this.#deadline = (this.#o.startDeadline ?? systemTimer)(deadlineMs, () =>
+      this.#pastDeadline(deadlineMs),
+    );
+  }
+
   /**
    * The answer still coming at its deadline (trickled, or read that slowly by the client): cut
    * off as the upstream's silence is, 504 when the client has nothing of it yet.
    */
-  #pastDeadline(controller: Dispatcher.DispatchController, deadlineMs: number): void {
+  #pastDeadline(deadlineMs: number): void {
     if (this.#settled) return;
     this.#cutOff = new UpstreamSilent(deadlineMs, false);
-    controller.abort(this.#cutOff);
+    this.#controller!.abort(this.#cutOff);
   }
 
   #alive(): void {
@@ -419,6 +437,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       // Held, the timer may strike and be ignored; `refresh` starts it again either way.
       hold: () => {
         this.#held = true;
+        this.#startDeadline();
       },
       restart: () => {
         this.#held = false;

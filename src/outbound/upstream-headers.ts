@@ -109,9 +109,8 @@ const isForwardingClaim = (name: string): boolean =>
  * (`traceparent`, `tracestate`) only names a trace, and passes (outbound/forward.ts).
  */
 const BAGGAGE = new Set(['baggage', 'correlation-context', 'jaeger-baggage']);
-const BAGGAGE_PREFIXES = ['uberctx-', 'ot-baggage-'];
 const isBaggage = (name: string): boolean =>
-  BAGGAGE.has(name) || BAGGAGE_PREFIXES.some((prefix) => name.startsWith(prefix));
+  BAGGAGE.has(name) || name.startsWith('uberctx-') || name.startsWith('ot-baggage-');
 
 /**
  * The client's credentials: they stay at the gateway unless the service needs them (Keycloak).
