@@ -155,8 +155,9 @@ function replacedNames(o: Outbound): ReadonlySet<string> | undefined {
  * a client still sending the body it owes is waited for (the server's request timeout is its);
  * a client that leaves has its request to the upstream closed (nothing to answer, no failure);
  * an upstream gone mid-answer ends the client's connection; the span ends with the answer or
- * the failure; a client address holding its share of the upstream's pool already gets 429
- * `429-00002` with `Retry-After` (nothing sent), its place given back when its answer ends.
+ * the failure; a client address holding its share of the upstream's pool while only the share
+ * kept for others is free gets 429 `429-00002` with `Retry-After` (nothing sent), and a place
+ * taken is given back when its answer ends.
  * Throws what undici throws for a header it refuses.
  */
 export function forward(
@@ -228,7 +229,7 @@ function refuseOverShare(res: ServerResponse, o: Outbound): void {
  * `res.write`; while the client's connection is full the upstream's is paused, until it drains
  * (nothing held beyond the sockets' buffers). One timer for the upstream's silence, started
  * again by every sign of life (a chunk of the request's body sent, the answer's head, a chunk of
- * it), and one deadline of the answer from its first head, never started again; undici's own
+ * it), and, once the answer lasts, one deadline of it, never started again; undici's own
  * timeouts are off.
  */
 class Exchange implements Dispatcher.DispatchHandler {
