@@ -3,21 +3,30 @@ import { pino, type DestinationStream, type Logger } from 'pino';
 const CENSOR = '[redacted]';
 
 /**
- * The names of fields whose values never reach the log, at any depth, in any case: passwords,
- * secrets, every token (access, refresh, id, logout...), `Authorization`, cookies, DPoP proofs,
- * client assertions, API keys and Keycloak's `credentials` (a user's password sits in its
- * `value`; an audit line's `credential`, the kind of credential a caller used, is no secret).
+ * Words that make a field's name a secret's wherever they end it: passwords, secrets, every
+ * token (access, refresh, id, logout...), client assertions, API keys.
  */
-const SECRET_NAME =
-  /^(?:.*(?:password|passwd|secret|token|assertion|api[-_]?key)|(?:proxy-)?authorization|(?:set-)?cookie|dpop|credentials)$/i;
+const SECRET_ENDINGS = ['password', 'passwd', 'secret', 'token', 'assertion', 'api[-_]?key'];
+
+/**
+ * Names that are secrets only as a whole: `Authorization`, cookies, DPoP proofs and Keycloak's
+ * `credentials` (a user's password sits in its `value`; an audit line's `credential`, the kind
+ * of credential a caller used, is no secret).
+ */
+const SECRET_NAMES = ['(?:proxy-)?authorization', '(?:set-)?cookie', 'dpop', 'credentials'];
+
+/** The names of fields whose values never reach the log, at any depth, in any case. */
+const SECRET_NAME = new RegExp(
+  `^(?:.*(?:${SECRET_ENDINGS.join('|')})|${SECRET_NAMES.join('|')})$`,
+  'i',
+);
 
 /**
  * A cheap first look at a whole line: a line in which no secret's name occurs (most lines: the
- * access log's refusals, lifecycle messages) is written as it is, unparsed. It matches every
- * name SECRET_NAME matches, and more.
+ * access log's refusals, lifecycle messages) is written as it is, unparsed. The same words
+ * anywhere in the line, so it matches wherever SECRET_NAME could.
  */
-const MAY_NAME_SECRET =
-  /password|passwd|secret|token|assertion|api.?key|authorization|cookie|dpop|credential/i;
+const MAY_NAME_SECRET = new RegExp([...SECRET_ENDINGS, ...SECRET_NAMES].join('|'), 'i');
 
 /** Replaces, in place, the value of every field named as a secret, however deep. */
 function censor(value: unknown): void {
