@@ -12,6 +12,16 @@ import {
 /** The identity headers as a CGI-style server reads them: `_` and `.` folded into `-`. */
 const IDENTITY_FOLDED = Object.values(IDENTITY_HEADERS).map((name) => name.replace(/[_.]/g, '-'));
 
+/** Each of `raw`'s headers reaches the upstream or not alike, whether credentials are kept or not. */
+function expectEitherWay(raw: string[], forwarded: string[], droppedNames?: string[]): void {
+  for (const keepCredentials of [false, true]) {
+    expect(upstreamRequestHeaders(raw, { keepCredentials })).toEqual(forwarded);
+    if (droppedNames) {
+      expect(droppedRequestHeaderNames(raw, { keepCredentials })).toEqual(droppedNames);
+    }
+  }
+}
+
 const pairsOf = (flat: string[]) =>
   flat.flatMap((value, i) => (i % 2 === 0 ? [[value, flat[i + 1]!] as const] : []));
 
@@ -147,14 +157,7 @@ describe('upstreamRequestHeaders', () => {
       'X-Forwardedness',
       'kept: not the X-Forwarded- family',
     ];
-    for (const keepCredentials of [false, true]) {
-      expect(upstreamRequestHeaders(raw, { keepCredentials })).toEqual([
-        'Accept',
-        '*/*',
-        'X-Forwardedness',
-        'kept: not the X-Forwarded- family',
-      ]);
-    }
+    expectEitherWay(raw, ['Accept', '*/*', 'X-Forwardedness', 'kept: not the X-Forwarded- family']);
   });
 
   it('drops every header a server or library reads as the client address, not only X-Real-IP', () => {
@@ -181,25 +184,12 @@ describe('upstreamRequestHeaders', () => {
       'Coming-From',
     ];
     const raw = [...claims.flatMap((name) => [name, '6.6.6.6']), 'Accept', '*/*', 'X-Zip', 'z'];
-    for (const keepCredentials of [false, true]) {
-      expect(upstreamRequestHeaders(raw, { keepCredentials })).toEqual([
-        'Accept',
-        '*/*',
-        'X-Zip',
-        'z',
-      ]);
-    }
+    expectEitherWay(raw, ['Accept', '*/*', 'X-Zip', 'z']);
   });
 
   it("drops the client's X-Request-Id in any case: the gateway sends the id it answers with", () => {
     const raw = ['X-Request-Id', 'client-id', 'x-REQUEST-id', '<script>', 'Accept', '*/*'];
-    for (const keepCredentials of [false, true]) {
-      expect(upstreamRequestHeaders(raw, { keepCredentials })).toEqual(['Accept', '*/*']);
-      expect(droppedRequestHeaderNames(raw, { keepCredentials })).toEqual([
-        'x-request-id',
-        'x-request-id',
-      ]);
-    }
+    expectEitherWay(raw, ['Accept', '*/*'], ['x-request-id', 'x-request-id']);
   });
 
   it("drops the client's baggage in every propagation format: services behind read it as the caller's context", () => {
@@ -219,21 +209,11 @@ describe('upstreamRequestHeaders', () => {
       'Accept',
       '*/*',
     ];
-    for (const keepCredentials of [false, true]) {
-      expect(upstreamRequestHeaders(raw, { keepCredentials })).toEqual([
-        'traceparent',
-        '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
-        'Accept',
-        '*/*',
-      ]);
-      expect(droppedRequestHeaderNames(raw, { keepCredentials })).toEqual([
-        'baggage',
-        'correlation-context',
-        'jaeger-baggage',
-        'uberctx-tenant',
-        'ot-baggage-user',
-      ]);
-    }
+    expectEitherWay(
+      raw,
+      ['traceparent', '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', 'Accept', '*/*'],
+      ['baggage', 'correlation-context', 'jaeger-baggage', 'uberctx-tenant', 'ot-baggage-user'],
+    );
   });
 
   it('lets nothing through that a server could read as identity, hop-by-hop or forwarding', () => {
