@@ -132,6 +132,7 @@ export function buildPlatform(
       gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
       backchannelLogoutUrl,
       organizationBegins,
+      announce: (change) => tenants.events.announce(change),
     }),
     users: createUsersService({
       adminSession,
