@@ -7,8 +7,9 @@ import { systemClock, type Clock } from '../time/clock.ts';
  * The supervising process's side of what the workers of one gateway share without Redis: one
  * in-memory cache (the login throttle's counters, the single-flight of cold Basic logins, their
  * outcomes), the replica bus (each message relayed to every worker, kept ones held for workers
- * that start later) and the last key set Keycloak served each realm. Each worker reaches it
- * through ipc-cache.ts, ipc-bus.ts and auth/bearer/key-set-memory.ts.
+ * that start later), the last key set Keycloak served each realm and the organizations the
+ * workers confirmed. Each worker reaches it through ipc-cache.ts, ipc-bus.ts,
+ * auth/bearer/key-set-memory.ts and platform/organization-memory.ts.
  */
 export interface IpcHub {
   /** Serves a worker over its IPC channel until it exits; resolves to that channel. */
@@ -33,6 +34,9 @@ export function createIpcHub(options: { maxEntries: number; clock?: Clock }): Ip
   // Realm -> key set (public keys, as Keycloak served them to a worker): bounded by the realms
   // Keycloak serves.
   const keySets = new Map<string, string>();
+  // Organization id -> what a worker last learned of it (platform/organization-memory.ts),
+  // until the time it told: bounded like the cache.
+  const organizations = new TtlLru<{ state: string; at: number }>(options.maxEntries, clock);
   /** What the workers were told of `cache.claimsHeldUntil()`: as late, or later. */
   let claimsToldUntil = 0;
   const handlers = {
@@ -63,6 +67,15 @@ export function createIpcHub(options: { maxEntries: number; clock?: Clock }): Ip
     'keys.recall': (realm: string) => keySets.get(realm) ?? null,
     // A worker started during a Keycloak outage verifies with these: ready, as its siblings.
     'keys.held': () => keySets.size > 0,
+    // Newer knowledge wins: a database answer asked before a deletion was learned, told after
+    // it, does not bring the organization back. Told already expired: only forgets older news.
+    'organizations.note': (id: string, state: string, at: number, keptUntil: number) => {
+      const held = organizations.get(id);
+      if (held !== undefined && held.at > at) return;
+      if (keptUntil > clock.now()) organizations.set(id, { state, at }, keptUntil);
+      else organizations.delete(id);
+    },
+    'organizations.recall': (id: string) => organizations.get(id) ?? null,
     // Every worker, the sender included, as Redis' publish does (receivers skip their own).
     'bus.publish': (channel: string, payload: string) => {
       for (const peer of peers) peer.tell('bus.message', channel, payload);
@@ -94,6 +107,7 @@ export function createIpcHub(options: { maxEntries: number; clock?: Clock }): Ip
       peers.clear();
       kept.clear();
       keySets.clear();
+      organizations.clear();
       await cache.close();
     },
   };

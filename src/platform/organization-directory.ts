@@ -2,12 +2,16 @@ import type { OrganizationLookup, OrganizationState } from '../tenancy/organizat
 import { TtlLru } from '../cache/ttl-lru.ts';
 import { isDatabaseUnavailable } from '../db/database-failures.ts';
 import { AppError } from '../envelope/errors.ts';
+import type { OrganizationMemory } from './organization-memory.ts';
 import type { OrganizationsRepo } from './organizations.repo.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 
 /** How long a confirmed organization is trusted before the database is asked again. */
 const FRESH_MS = 60_000;
-/** How long an organization confirmed once is still served while the database cannot be asked. */
+/**
+ * How long an organization confirmed once is still served while the database cannot be asked
+ * (by this worker, or by one that recalls it from the siblings' memory: the same hour).
+ */
 const STALE_MS = 60 * 60_000;
 /** How long an unknown id answers 404 without the database (a new organization waits this long). */
 const UNKNOWN_MS = 5_000;
@@ -41,12 +45,15 @@ export interface OrganizationDirectory extends OrganizationLookup {
  * Past either rate, an organization confirmed before is still served (for up to an hour), and
  * an id never seen is refused 503 `databaseUnavailable` with Retry-After (never "absent": it
  * may be real). With the database unreachable, an organization confirmed before is served the
- * same way. Changes made on another replica arrive
+ * same way; in a worker, so is one a sibling confirmed (`memory`, told every answer and change):
+ * a worker started during the outage serves what its siblings do, aged from their confirmation,
+ * and never an organization deleted since. Changes made on another replica arrive
  * through `learn`, else with the next lookup (at most `FRESH_MS` later).
  */
 export function createOrganizationDirectory(
   repo: Pick<OrganizationsRepo, 'find'>,
   clock: Clock = systemClock,
+  memory?: OrganizationMemory,
 ): OrganizationDirectory {
   const now = () => clock.now();
   /** Real organizations: when each was last confirmed, and whether it was enabled then. */
@@ -89,19 +96,23 @@ export function createOrganizationDirectory(
     let lookup = lookups.get(id);
     if (!lookup) {
       const startedAt = learned;
+      const askedAt = now();
       lookup = repo
         .find(id)
         .then(
           (found): OrganizationState => {
             const state = !found ? 'absent' : found.enabled ? 'enabled' : 'disabled';
             if (learned === startedAt) remember(id, state);
+            // As of when it was asked: a change learned since is newer. Absent: only forgets.
+            memory?.note(id, state, askedAt, state === 'absent' ? askedAt : askedAt + STALE_MS);
             return cachedState(id) ?? state;
           },
-          (err: unknown): OrganizationState => {
+          (err: unknown): OrganizationState | Promise<OrganizationState> => {
             // The database cannot be asked: an organization confirmed within the hour keeps its
             // last known state, as when lookups run out. Not refreshed: the next request asks again.
+            if (!isDatabaseUnavailable(err)) throw err;
             const known = confirmed.get(id);
-            if (known === undefined || !isDatabaseUnavailable(err)) throw err;
+            if (known === undefined) return recall(id, err);
             return known.enabled ? 'enabled' : 'disabled';
           },
         )
@@ -109,6 +120,18 @@ export function createOrganizationDirectory(
       lookups.set(id, lookup);
     }
     return lookup;
+  }
+
+  /** What a sibling confirmed within the hour, kept here with its age; else `err`. */
+  async function recall(id: string, err: unknown): Promise<OrganizationState> {
+    const kept = await memory?.recall(id);
+    if (kept === undefined) throw err;
+    // A change this worker learned meanwhile is newer than the sibling's answer.
+    if (cachedState(id) === undefined) {
+      const entry = { at: kept.at, enabled: kept.state === 'enabled' };
+      confirmed.set(id, entry, kept.at + STALE_MS);
+    }
+    return cachedState(id) ?? kept.state;
   }
 
   return {
@@ -128,6 +151,8 @@ export function createOrganizationDirectory(
     learn(id, state) {
       learned++;
       remember(id, state);
+      // A deletion is kept as such: no answer asked before it brings the organization back.
+      memory?.note(id, state, now(), now() + STALE_MS);
     },
   };
 }

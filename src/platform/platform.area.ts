@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { AuthArea } from '../auth/auth.area.ts';
+import type { IpcPeer } from '../cache/ipc-peer.ts';
 import type { ReplicaBus } from '../cache/replica-bus.ts';
 import type { Config } from '../config/config.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
@@ -16,6 +17,7 @@ import {
   type OrganizationDirectory,
 } from './organization-directory.ts';
 import { createOrganizationEvents, type OrganizationEvents } from './organization-events.ts';
+import { createWorkerOrganizationMemory } from './organization-memory.ts';
 import {
   createOrganizationLifecycle,
   type OrganizationLifecycle,
@@ -44,9 +46,12 @@ export async function buildTenants(shared: {
   clock: Clock;
   db: Knex;
   bus: ReplicaBus | undefined;
+  worker: { peer: IpcPeer } | undefined;
 }): Promise<Tenants> {
   const organizationsRepo = createOrganizationsRepo(shared.db);
-  const directory = createOrganizationDirectory(organizationsRepo, shared.clock);
+  // A worker serves what its siblings confirmed too (a worker started during a database outage).
+  const memory = shared.worker && createWorkerOrganizationMemory(shared.worker.peer);
+  const directory = createOrganizationDirectory(organizationsRepo, shared.clock, memory);
   // A disabled or deleted organization is refused on every replica at once (with Redis).
   const events = await createOrganizationEvents({
     bus: shared.bus,
@@ -132,6 +137,7 @@ export function buildPlatform(
       gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
       backchannelLogoutUrl,
       organizationBegins,
+      announce: (change) => tenants.events.announce(change),
     }),
     users: createUsersService({
       adminSession,

@@ -19,6 +19,7 @@ import {
   type TokenLifetimes,
   type TokenLifetimesPatch,
 } from './realm-admin/token-lifetimes.ts';
+import type { OrganizationEvents } from './organization-events.ts';
 import { createOrganizationsRepo } from './organizations.repo.ts';
 import type { Organization, Workspace } from './organizations.schemas.ts';
 import { createPlatformRecords } from './platform-records.ts';
@@ -80,6 +81,11 @@ export function createProvisioningService(deps: {
    * an id's previous organization is not the new one's (the audit log's, audit-incarnations.ts).
    */
   organizationBegins?: (organizationId: string) => Promise<void>;
+  /**
+   * Tells every replica of an organization once its record exists (organization-events.ts): one
+   * that looked the id up before and found it absent would otherwise answer 404 a while longer.
+   */
+  announce: OrganizationEvents['announce'];
 }): ProvisioningService {
   const { adminSession } = deps;
   const organizations = createOrganizationsRepo(deps.db);
@@ -109,7 +115,13 @@ export function createProvisioningService(deps: {
       });
       // Before the record: until it exists, nothing is written to this id's log.
       if (!recorded) await deps.organizationBegins?.(id);
-      return organizations.insertIfAbsent({ id, name });
+      const organization = await organizations.insertIfAbsent({ id, name });
+      // Its state as recorded: a repeated create of a disabled organization leaves it disabled.
+      await deps.announce({
+        organizationId: id,
+        state: organization.enabled ? 'enabled' : 'disabled',
+      });
+      return organization;
     },
 
     async createWorkspace(organizationId, input, actor = '') {

@@ -81,6 +81,8 @@ describe('provisioning service', () => {
       adminSession: adminSessionOf(),
       db,
       gatewayClientSecret: testEnv().gatewayClientSecret,
+      // No directory here: the replicas' view is shown by organization-created.test.ts.
+      announce: () => Promise.resolve(),
     });
   });
 

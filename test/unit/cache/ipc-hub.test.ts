@@ -64,6 +64,27 @@ describe('IPC hub between worker processes', () => {
     expect(await peers[0]!.call('fetched by siblings')).toEqual([]);
   });
 
+  it('recalls the organizations a sibling confirmed, never one deleted since', async () => {
+    const [a, b] = peers;
+    const at = Date.now();
+    const hour = 3_600_000;
+    await a!.call('note org', 'acme', 'enabled', at, at + hour);
+    await a!.call('note org', 'frozen', 'disabled', at, at + hour);
+    expect(await b!.call('recall org', 'acme')).toEqual({ state: 'enabled', at });
+    expect(await b!.call('recall org', 'frozen')).toEqual({ state: 'disabled', at });
+    expect(await b!.call('recall org', 'never')).toBeNull();
+    // Deleted (a change, kept as such): a database answer asked before it, told after, is older.
+    await b!.call('note org', 'acme', 'absent', at + 10, at + hour);
+    await a!.call('note org', 'acme', 'enabled', at + 5, at + 5 + hour);
+    expect(await b!.call('recall org', 'acme')).toBeNull();
+    // Found absent by a lookup (told already expired): forgets an older confirmation.
+    await a!.call('note org', 'frozen', 'absent', at + 10, at + 10);
+    expect(await b!.call('recall org', 'frozen')).toBeNull();
+    // Created again later: newer than the deletion.
+    await a!.call('note org', 'acme', 'enabled', at + 20, at + 20 + hour);
+    expect(await b!.call('recall org', 'acme')).toEqual({ state: 'enabled', at: at + 20 });
+  });
+
   it('keeps what a worker keeps for the others, by prefix', async () => {
     await peers[0]!.call('keep', 'revoked:1', 'one');
     await peers[0]!.call('keep', 'other:1', 'two');

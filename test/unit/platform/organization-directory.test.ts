@@ -1,13 +1,18 @@
 import { describe, expect, it } from 'vitest';
 import type { AppError } from '../../../src/envelope/errors.ts';
 import { createOrganizationDirectory } from '../../../src/platform/organization-directory.ts';
+import type {
+  OrganizationMemory,
+  RecalledOrganization,
+} from '../../../src/platform/organization-memory.ts';
+import type { OrganizationState } from '../../../src/tenancy/organization-state.ts';
 import { manualClock } from '../../helpers/test-clock.ts';
 
 /**
  * A repository that knows `real` (enabled) and `disabled`, and counts its lookups, with a clock
  * the test moves.
  */
-function setup(real: string[], disabled: string[] = []) {
+function setup(real: string[], disabled: string[] = [], memory?: OrganizationMemory) {
   const clock = manualClock(1_000_000);
   const calls: string[] = [];
   /** Set to make every lookup fail as an unreachable database does. */
@@ -24,7 +29,7 @@ function setup(real: string[], disabled: string[] = []) {
       return Promise.resolve(real.includes(id) ? { id, enabled: true } : undefined);
     },
   };
-  const directory = createOrganizationDirectory(repo as never, clock);
+  const directory = createOrganizationDirectory(repo as never, clock, memory);
   return { directory, calls, database, advance: (ms: number) => clock.advance(ms) };
 }
 
@@ -200,5 +205,40 @@ describe('organization directory', () => {
     release({ id: 'acme', enabled: true });
     expect(await pending).toBe('disabled');
     expect(await directory.stateOf('acme')).toBe('disabled');
+  });
+
+  it("tells the siblings' memory what it learns, and serves what they confirmed while the database is down", async () => {
+    const notes: [string, OrganizationState, number, number][] = [];
+    const kept = new Map<string, RecalledOrganization>();
+    const memory: OrganizationMemory = {
+      note: (...note) => void notes.push(note),
+      recall: (id) => Promise.resolve(kept.get(id)),
+    };
+    const { directory, database, advance } = setup(['acme'], [], memory);
+    expect(await directory.stateOf('acme')).toBe('enabled');
+    expect(await directory.stateOf('nothing')).toBe('absent');
+    directory.learn('gone', 'absent');
+    const hour = 3_600_000;
+    expect(notes).toEqual([
+      ['acme', 'enabled', 1_000_000, 1_000_000 + hour],
+      // Absent when asked: forgets older news only.
+      ['nothing', 'absent', 1_000_000, 1_000_000],
+      // A deletion: kept, so that no older answer brings it back.
+      ['gone', 'absent', 1_000_000, 1_000_000 + hour],
+    ]);
+
+    database.down = true;
+    // Confirmed by a sibling 30 minutes before: served, with that age.
+    kept.set('sibling', { state: 'enabled', at: 1_000_000 - 30 * 60_000 });
+    kept.set('frozen', { state: 'disabled', at: 1_000_000 });
+    expect(await directory.stateOf('sibling')).toBe('enabled');
+    expect(await directory.stateOf('frozen')).toBe('disabled');
+    await expect(directory.stateOf('never')).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    // Kept here with its age: past the sibling's hour, it is no longer served.
+    kept.clear();
+    advance(29 * 60_000);
+    expect(await directory.stateOf('sibling')).toBe('enabled');
+    advance(2 * 60_000);
+    await expect(directory.stateOf('sibling')).rejects.toMatchObject({ code: 'ECONNREFUSED' });
   });
 });
