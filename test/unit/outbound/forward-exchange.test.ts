@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connect, type AddressInfo } from 'node:net';
+import { connect, createServer as createTcpServer, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { AppError } from '../../../src/envelope/errors.ts';
 import { createLogger } from '../../../src/http/logger.ts';
@@ -7,6 +7,7 @@ import {
   forward,
   relay,
   UpstreamSilent,
+  UpstreamUnaskedContinue,
   type Outbound,
   type OutboundHandlers,
 } from '../../../src/outbound/forward.ts';
@@ -297,5 +298,29 @@ describe('forward over undici: the exchange', () => {
     expect(got.status).toBe(500);
     expect(failures[0]).toMatchObject({ code: 'UND_ERR_INVALID_ARG' });
     expect(arrived).toBe(0);
+  });
+
+  it("answers 502 to an upstream's unasked 100 Continue (undici refuses it), named for the log", async () => {
+    // A raw upstream: `100 Continue` to a request that sent no `Expect`, then the real answer.
+    const continuing = createTcpServer((socket) => {
+      socket.on('error', () => {});
+      socket.once('data', () => {
+        socket.write('HTTP/1.1 100 Continue\r\n\r\n');
+        socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
+      });
+    });
+    const port = await gateway({
+      upstream: createUpstream(await listenLocally(continuing), { maxSockets: 1 }),
+    });
+    try {
+      const got = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body: 'form' });
+      expect(got.status).toBe(502);
+      expect(got.headers.get('x-request-id')).toBe('r-2');
+      expect(failures).toHaveLength(1);
+      expect(failures[0]).toBeInstanceOf(UpstreamUnaskedContinue);
+      expect(failures[0]!.message).toMatch(/100 Continue/);
+    } finally {
+      await new Promise((resolve) => continuing.close(resolve));
+    }
   });
 });
