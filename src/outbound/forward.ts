@@ -116,6 +116,12 @@ export interface OutboundHandlers {
    * the proxy took care of it (sent the request elsewhere).
    */
   failed(err: Error): AppError | undefined;
+  /**
+   * Writes the body of the 429 an address over its share of the pool gets (its status, the
+   * request id and `Retry-After` already set), when not the envelope's `429-00002`: `/auth`'s
+   * clients read Keycloak's errors. A function of the proxy's, not one made per request.
+   */
+  refuseOverShare?(res: ServerResponse): void;
 }
 
 /** The upstream stayed silent for the request's timeout: 504 for the client. */
@@ -175,7 +181,8 @@ function replacedNames(o: Outbound): ReadonlySet<string> | undefined {
  * a client that leaves has its request to the upstream closed (nothing to answer, no failure);
  * an upstream gone mid-answer ends the client's connection; the span ends with the answer or
  * the failure; a client address holding its share of the upstream's pool while only the share
- * kept for others is free gets 429 `429-00002` with `Retry-After` (nothing sent), and a place
+ * kept for others is free gets 429 with `Retry-After` (nothing sent; `429-00002` in the envelope
+ * unless the proxy words it, `OutboundHandlers.refuseOverShare`), and a place
  * taken is given back when its answer ends.
  * Throws what undici throws for a header it refuses.
  */
@@ -191,7 +198,7 @@ export function forward(
     return;
   }
   if (!o.upstream.admit(o.client)) {
-    refuseOverShare(res, o);
+    refuseOverShare(res, o, handlers);
     return;
   }
   const headers = upstreamRequestHeaders(req.rawHeaders, {
@@ -234,12 +241,17 @@ export function forward(
   }
 }
 
-/** The client's address holds its share of the pool: 429, and it may try again in a second. */
-function refuseOverShare(res: ServerResponse, o: Outbound): void {
-  const refusal = new AppError('tooManyAtOnce', { headers: { 'retry-after': '1' } });
+/**
+ * The client's address holds its share of the pool: 429 (`429-00002` in the envelope, unless the
+ * proxy words it: `refuseOverShare`), and it may try again in a second.
+ */
+function refuseOverShare(res: ServerResponse, o: Outbound, handlers: OutboundHandlers): void {
+  const refusal = new AppError('tooManyAtOnce');
   if (o.span?.isRecording()) endSpan(o.span, refusal);
   if (o.requestId !== undefined) res.setHeader('x-request-id', o.requestId);
-  sendError(res, refusal, o.logger);
+  res.setHeader('retry-after', '1');
+  if (handlers.refuseOverShare) handlers.refuseOverShare(res);
+  else sendError(res, refusal, o.logger);
 }
 
 /**
