@@ -43,8 +43,8 @@ const NETWORK_ERRORS: Readonly<
   UND_ERR_HEADERS_TIMEOUT: { failure: 'timeout', beforeSending: false },
   UND_ERR_BODY_TIMEOUT: { failure: 'timeout', beforeSending: false },
   ERR_JWKS_TIMEOUT: { failure: 'timeout', beforeSending: false },
-  // The proxy's exchange (outbound/forward.ts): Keycloak answered, with a 100 undici refuses.
-  UPSTREAM_UNASKED_CONTINUE: { failure: 'bad_answer', beforeSending: false },
+  // The proxy's exchange (outbound/forward.ts): Keycloak answered, with a 100 or 101 unasked.
+  UPSTREAM_UNASKED_INTERIM: { failure: 'bad_answer', beforeSending: false },
 };
 
 /** The error itself, then its `cause` chain (fetch wraps socket errors), an AggregateError's

@@ -137,21 +137,20 @@ export class UpstreamSilent extends Error {
 }
 
 /**
- * The upstream answered `100 Continue` though the gateway sent no `Expect` (it answers or drops
- * the client's itself). RFC 9110 lets a proxy drop such a 100 and relay the final answer, but
- * undici refuses any 100 and closes the connection (nodejs/undici#197, not to be supported);
- * taking it would need a second HTTP parser between the socket and undici's on every upstream
- * connection. So the client gets 502 (a bad answer, not an unreachable upstream: a Keycloak node
- * stays in), and the log names this cause. Other informational answers (102, 103) pass: the
- * client gets the final answer alone.
+ * The upstream answered `100 Continue` or `101 Switching Protocols` though the gateway asked for
+ * neither (it answers or drops the client's `Expect`, and drops `Upgrade` as hop-by-hop). RFC
+ * 9110 lets a proxy drop such a 100 and relay the final answer, but undici refuses any 100, and
+ * any upgrade it did not ask for, and closes the connection (nodejs/undici#197, not to be
+ * supported); taking it would need a second HTTP parser between the socket and undici's on
+ * every upstream connection. So the client gets 502 (a bad answer, not an unreachable upstream:
+ * a Keycloak node stays in), and the log names this cause. Other informational answers (102,
+ * 103) pass: the client gets the final answer alone.
  */
-export class UpstreamUnaskedContinue extends Error {
+export class UpstreamUnaskedInterim extends Error {
   /** Read by the translations that read codes (keycloak-failures.ts): a bad answer. */
-  readonly code = 'UPSTREAM_UNASKED_CONTINUE';
-  constructor(cause: Error) {
-    super('the upstream answered 100 Continue to a request without Expect; undici refuses it', {
-      cause,
-    });
+  readonly code = 'UPSTREAM_UNASKED_INTERIM';
+  constructor(status: '100 Continue' | '101 Switching Protocols', cause: Error) {
+    super(`the upstream answered ${status}, unasked; undici refuses it`, { cause });
   }
 }
 
@@ -319,7 +318,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   ): void {
     this.#alive();
     // An informational answer (102 Processing, 103 Early Hints; undici refuses a 100 itself:
-    // `UpstreamUnaskedContinue`) comes before the final one, which undici reports next: the client gets that one alone,
+    // `UpstreamUnaskedInterim`) comes before the final one, which undici reports next: the client gets that one alone,
     // its head written once (a second head would throw and cut the client off).
     if (statusCode < 200) {
       this.#startDeadline();
@@ -482,16 +481,18 @@ class Exchange implements Dispatcher.DispatchHandler {
 /**
  * undici's failures that mean more than they say, named by what they mean: its connection
  * attempt given up (its `connectTimeout`, the request's timeout) is the upstream's silence while
- * connecting, as the gateway's own timer would have named it; the `bad response` it closes the
- * connection with while a request of the gateway's runs is the upstream's 100 Continue
- * (`UpstreamUnaskedContinue`; its only other use, an answer with no request running, reaches no
- * request).
+ * connecting, as the gateway's own timer would have named it; the `bad response` and `bad
+ * upgrade` it closes the connection with while a request of the gateway's runs are the
+ * upstream's 100 Continue and 101 Switching Protocols (`UpstreamUnaskedInterim`; the only other
+ * use of `bad response`, an answer with no request running, reaches no request).
  */
 function named(error: Error, timeoutMs: number): Error {
   const { code } = error as { code?: unknown };
   if (code === 'UND_ERR_CONNECT_TIMEOUT') return new UpstreamSilent(timeoutMs, true);
-  if (code === 'UND_ERR_SOCKET' && error.message === 'bad response') {
-    return new UpstreamUnaskedContinue(error);
+  if (code !== 'UND_ERR_SOCKET') return error;
+  if (error.message === 'bad response') return new UpstreamUnaskedInterim('100 Continue', error);
+  if (error.message === 'bad upgrade') {
+    return new UpstreamUnaskedInterim('101 Switching Protocols', error);
   }
   return error;
 }

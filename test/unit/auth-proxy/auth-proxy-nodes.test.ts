@@ -128,26 +128,35 @@ describe('/auth proxy: several nodes', () => {
     expect(answer).toMatchObject({ status: 503, body: { result: '503-11001' } });
   });
 
-  it("answers 502 in the envelope to a node's unasked 100 Continue, and keeps the node in", async () => {
-    // A node that answers `100 Continue` to a request without `Expect`, then the real answer.
-    const continuing = createTcpServer((socket) => {
-      socket.on('error', () => {});
-      socket.once('data', () => {
-        socket.write('HTTP/1.1 100 Continue\r\n\r\n');
-        socket.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n');
-        socket.write('content-length: 2\r\n\r\n{}');
+  it.each([
+    ['100 Continue', 'HTTP/1.1 100 Continue\r\n\r\n'],
+    [
+      '101 Switching Protocols',
+      'HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n',
+    ],
+  ])(
+    "answers 502 in the envelope to a node's unasked %s, and keeps the node in",
+    async (_status, interim) => {
+      // A node that answers with an interim answer nobody asked for, then the real answer.
+      const unasked = createTcpServer((socket) => {
+        socket.on('error', () => {});
+        socket.once('data', () => {
+          socket.write(interim);
+          socket.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n');
+          socket.write('content-length: 2\r\n\r\n{}');
+        });
       });
-    });
-    const url = `${await listenLocally(continuing)}/auth`;
-    try {
-      const { nodes, post } = await gateway([url, b.url]);
-      const before = b.requests;
-      const answer = await post('grant_type=password&username=u&password=p');
-      expect(answer).toMatchObject({ status: 502, body: { result: '502-11001', data: null } });
-      expect(b.requests).toBe(before);
-      expect(nodes.all.map((node) => node.state)).toEqual(['up', 'up']);
-    } finally {
-      await new Promise((resolve) => continuing.close(resolve));
-    }
-  });
+      const url = `${await listenLocally(unasked)}/auth`;
+      try {
+        const { nodes, post } = await gateway([url, b.url]);
+        const before = b.requests;
+        const answer = await post('grant_type=password&username=u&password=p');
+        expect(answer).toMatchObject({ status: 502, body: { result: '502-11001', data: null } });
+        expect(b.requests).toBe(before);
+        expect(nodes.all.map((node) => node.state)).toEqual(['up', 'up']);
+      } finally {
+        await new Promise((resolve) => unasked.close(resolve));
+      }
+    },
+  );
 });

@@ -7,7 +7,7 @@ import {
   forward,
   relay,
   UpstreamSilent,
-  UpstreamUnaskedContinue,
+  UpstreamUnaskedInterim,
   type Outbound,
   type OutboundHandlers,
 } from '../../../src/outbound/forward.ts';
@@ -300,27 +300,36 @@ describe('forward over undici: the exchange', () => {
     expect(arrived).toBe(0);
   });
 
-  it("answers 502 to an upstream's unasked 100 Continue (undici refuses it), named for the log", async () => {
-    // A raw upstream: `100 Continue` to a request that sent no `Expect`, then the real answer.
-    const continuing = createTcpServer((socket) => {
-      socket.on('error', () => {});
-      socket.once('data', () => {
-        socket.write('HTTP/1.1 100 Continue\r\n\r\n');
-        socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
+  it.each([
+    ['100 Continue', 'HTTP/1.1 100 Continue\r\n\r\n'],
+    [
+      '101 Switching Protocols',
+      'HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n',
+    ],
+  ])(
+    "answers 502 to an upstream's unasked %s (undici refuses it), named for the log",
+    async (status, interim) => {
+      // A raw upstream: the interim answer to a request that asked for none, then the real one.
+      const unasked = createTcpServer((socket) => {
+        socket.on('error', () => {});
+        socket.once('data', () => {
+          socket.write(interim);
+          socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
+        });
       });
-    });
-    const port = await gateway({
-      upstream: createUpstream(await listenLocally(continuing), { maxSockets: 1 }),
-    });
-    try {
-      const got = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body: 'form' });
-      expect(got.status).toBe(502);
-      expect(got.headers.get('x-request-id')).toBe('r-2');
-      expect(failures).toHaveLength(1);
-      expect(failures[0]).toBeInstanceOf(UpstreamUnaskedContinue);
-      expect(failures[0]!.message).toMatch(/100 Continue/);
-    } finally {
-      await new Promise((resolve) => continuing.close(resolve));
-    }
-  });
+      const port = await gateway({
+        upstream: createUpstream(await listenLocally(unasked), { maxSockets: 1 }),
+      });
+      try {
+        const got = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body: 'form' });
+        expect(got.status).toBe(502);
+        expect(got.headers.get('x-request-id')).toBe('r-2');
+        expect(failures).toHaveLength(1);
+        expect(failures[0]).toBeInstanceOf(UpstreamUnaskedInterim);
+        expect(failures[0]!.message).toContain(status);
+      } finally {
+        await new Promise((resolve) => unasked.close(resolve));
+      }
+    },
+  );
 });
