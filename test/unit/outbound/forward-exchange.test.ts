@@ -188,6 +188,9 @@ describe('forward over undici: the exchange', () => {
     const relayed = await gateway();
     const text = (await rawGet(relayed)).toString('latin1');
     expect(text).toMatch(/^HTTP\/1\.1 201 /);
+    // Neither interim head reaches the client, nor do the hints' headers join the final one.
+    expect(text).not.toMatch(/^HTTP\/1\.1 10[23] /m);
+    expect(text).not.toMatch(/^link:/im);
     expect(text).toMatch(/x-final: yes\r\n/i);
     expect(text).toMatch(/x-request-id: r-2\r\n/i);
     expect(text.endsWith('created')).toBe(true);
