@@ -318,8 +318,9 @@ class Exchange implements Dispatcher.DispatchHandler {
   ): void {
     this.#alive();
     // An informational answer (102 Processing, 103 Early Hints; undici refuses a 100 itself:
-    // `UpstreamUnaskedInterim`) comes before the final one, which undici reports next: the client gets that one alone,
-    // its head written once (a second head would throw and cut the client off).
+    // `UpstreamUnaskedInterim`) comes before the final one, which undici reports next: the
+    // client gets that one alone, its head written once (a second head would throw and cut the
+    // client off).
     if (statusCode < 200) {
       this.#startDeadline();
       return;
