@@ -15,7 +15,7 @@ import { failedBeforeSending, failureOf, toKeycloakError } from '../keycloak/key
 import type { KeycloakNode, KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import { serveSmallAnswer } from './small-answer.ts';
 
-/** The connections to each Keycloak node, per worker, shared by every client (outbound/upstream.ts). */
+/** The connections to each Keycloak node, per worker, shared by every client (upstream.ts). */
 export const KEYCLOAK_NODE_POOL = 256;
 
 /**
