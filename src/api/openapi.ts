@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
+import { OVER_SHARE } from '../auth-proxy/auth-proxy.ts';
 import { FORM_BODY_REFUSALS } from '../auth-proxy/form-body-guard.ts';
 import type { Replacement } from '../auth-proxy/grant-answer.ts';
 import { JOB_CREDENTIAL_REFUSALS, TOKEN_ENDPOINT_FAILURES } from '../auth-proxy/job-credentials.ts';
@@ -75,6 +76,12 @@ function addExample(examples: Record<string, JsonValue>, { error, description }:
   let name = error;
   for (let n = 2; name in examples; n++) name = `${error}_${n}`;
   examples[name] = { value: { error, error_description: description } };
+}
+
+/** `examples` with the 429 of an address over its share of a Keycloak node (auth-proxy.ts). */
+function overShareAdded(examples: Record<string, JsonValue>): Record<string, JsonValue> {
+  addExample(examples, OVER_SHARE);
+  return examples;
 }
 
 /** The token endpoint's answer at `status` in OAuth's shape, with `TOKEN_REFUSALS`' examples. */
@@ -327,11 +334,14 @@ const paths: OpenApiPaths = {
           description:
             'too_many_attempts: too many failed password attempts of this account from this ' +
             'address, or from this address (the login throttle, shared with Basic logins on the ' +
-            'API); `Retry-After` says when to try again',
+            `API); ${OVER_SHARE.error}: ${OVER_SHARE.description} (the address holds its share ` +
+            'of the gateway’s connections to Keycloak); `Retry-After` says when to try again',
           headers: { 'Retry-After': { schema: { type: 'integer' } } },
           content: json({
             schema: jsonSchemaOf(oauthError, 'output'),
-            examples: { [THROTTLED_GRANT.body.error]: { value: THROTTLED_GRANT.body } },
+            examples: overShareAdded({
+              [THROTTLED_GRANT.body.error]: { value: THROTTLED_GRANT.body },
+            }),
           }),
         },
         ...withTokenFailures(

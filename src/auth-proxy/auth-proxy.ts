@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import type { Forwarding } from '../edge/forwarding.ts';
-import { AppError } from '../envelope/errors.ts';
+import { AppError, errorCodes } from '../envelope/errors.ts';
 import { keycloakClientHeaders, publicAddressHeaders } from '../outbound/forwarded-headers.ts';
 import { forward, relay, type OutboundHandlers, type UpstreamAnswer } from '../outbound/forward.ts';
 import { answerHeadersOf } from '../outbound/upstream-headers.ts';
@@ -10,9 +10,29 @@ import { createUpstream, hasBody } from '../outbound/upstream.ts';
 import type { StartTimer } from '../time/timer.ts';
 import { traceHeadersNow } from '../tracing/trace-scope.ts';
 import { bufferedBodyOf } from './form-body-guard.ts';
+import { sendTokenError, type Replacement } from './grant-answer.ts';
 import { failedBeforeSending, failureOf, toKeycloakError } from '../keycloak/keycloak-failures.ts';
 import type { KeycloakNode, KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import { serveSmallAnswer } from './small-answer.ts';
+
+/** The connections to each Keycloak node, per worker, shared by every client (upstream.ts). */
+export const KEYCLOAK_NODE_POOL = 256;
+
+/**
+ * An address over its share of a Keycloak node's pool (outbound/upstream.ts), as `/auth` answers
+ * it: in OAuth's shape (RFC 6749 5.2), which Keycloak's clients read (the token endpoint's, its
+ * introspection and revocation endpoints', its admin API's), as the form guard refuses a broken
+ * form on any `/auth` path; `temporarily_unavailable` (OAuth's error for a server that cannot
+ * take the request now) with the envelope's `429-00002` wording. `forward` sets `Retry-After`.
+ * The API description documents the token endpoint's 429 from this.
+ */
+export const OVER_SHARE: Replacement = {
+  status: 429,
+  error: 'temporarily_unavailable',
+  description: errorCodes.tooManyAtOnce.message,
+};
+
+const refuseOverShare = (res: ServerResponse) => sendTokenError(res, OVER_SHARE);
 
 export interface AuthProxyOptions {
   /**
@@ -54,7 +74,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
   // a client choose the issuer Keycloak writes into tokens.
   const publicAddress = publicAddressHeaders(options.publicUrl);
   const targets = nodes.all.map((node) =>
-    createUpstream(node.url, { maxSockets: 256, connectTimeoutMs: timeoutMs }),
+    createUpstream(node.url, { maxSockets: KEYCLOAK_NODE_POOL, connectTimeoutMs: timeoutMs }),
   );
 
   function send(req: IncomingMessage, res: ServerResponse, node: KeycloakNode, retried: boolean) {
@@ -104,6 +124,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
         }
         return toKeycloakError(err);
       },
+      refuseOverShare,
     };
     forward(
       req,

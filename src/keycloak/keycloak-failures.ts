@@ -16,8 +16,8 @@ const CODE_OF: Record<KeycloakFailure, ErrorCode> = {
 
 /**
  * The network errors a Keycloak call can end with, each once: what it means for the client
- * (unreachable or too slow), and whether it struck while the connection was being made, so
- * that no byte of the request reached Keycloak and it may go to another node whatever it was.
+ * (unreachable, too slow, or an answer refused at the socket), and whether it struck while the
+ * connection was being made, so that no byte of the request reached Keycloak and it may go to another node whatever it was.
  */
 const NETWORK_ERRORS: Readonly<
   Record<string, { failure: KeycloakFailure; beforeSending: boolean }>
@@ -43,6 +43,8 @@ const NETWORK_ERRORS: Readonly<
   UND_ERR_HEADERS_TIMEOUT: { failure: 'timeout', beforeSending: false },
   UND_ERR_BODY_TIMEOUT: { failure: 'timeout', beforeSending: false },
   ERR_JWKS_TIMEOUT: { failure: 'timeout', beforeSending: false },
+  // The proxy's exchange (outbound/forward.ts): Keycloak answered, with a 100 or 101 unasked.
+  UPSTREAM_UNASKED_INTERIM: { failure: 'bad_answer', beforeSending: false },
 };
 
 /** The error itself, then its `cause` chain (fetch wraps socket errors), an AggregateError's

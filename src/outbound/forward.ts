@@ -116,6 +116,12 @@ export interface OutboundHandlers {
    * the proxy took care of it (sent the request elsewhere).
    */
   failed(err: Error): AppError | undefined;
+  /**
+   * Writes the body of the 429 an address over its share of the pool gets (its status, the
+   * request id and `Retry-After` already set), when not the envelope's `429-00002`: `/auth`'s
+   * clients read Keycloak's errors. A function of the proxy's, not one made per request.
+   */
+  refuseOverShare?(res: ServerResponse): void;
 }
 
 /** The upstream stayed silent for the request's timeout: 504 for the client. */
@@ -127,6 +133,24 @@ export class UpstreamSilent extends Error {
   constructor(timeoutMs: number, beforeConnect: boolean) {
     super(`the upstream did not answer within ${timeoutMs} ms`);
     this.beforeConnect = beforeConnect;
+  }
+}
+
+/**
+ * The upstream answered `100 Continue` or `101 Switching Protocols` though the gateway asked for
+ * neither (it answers or drops the client's `Expect`, and drops `Upgrade` as hop-by-hop). RFC
+ * 9110 lets a proxy drop such a 100 and relay the final answer, but undici refuses any 100, and
+ * any upgrade it did not ask for, and closes the connection (nodejs/undici#197, not to be
+ * supported); taking it would need a second HTTP parser between the socket and undici's on
+ * every upstream connection. So the client gets 502 (a bad answer, not an unreachable upstream:
+ * a Keycloak node stays in), and the log names this cause. Other informational answers (102,
+ * 103) pass: the client gets the final answer alone.
+ */
+export class UpstreamUnaskedInterim extends Error {
+  /** Read by the translations that read codes (keycloak-failures.ts): a bad answer. */
+  readonly code = 'UPSTREAM_UNASKED_INTERIM';
+  constructor(status: '100 Continue' | '101 Switching Protocols', cause: Error) {
+    super(`the upstream answered ${status}, unasked; undici refuses it`, { cause });
   }
 }
 
@@ -156,7 +180,8 @@ function replacedNames(o: Outbound): ReadonlySet<string> | undefined {
  * a client that leaves has its request to the upstream closed (nothing to answer, no failure);
  * an upstream gone mid-answer ends the client's connection; the span ends with the answer or
  * the failure; a client address holding its share of the upstream's pool while only the share
- * kept for others is free gets 429 `429-00002` with `Retry-After` (nothing sent), and a place
+ * kept for others is free gets 429 with `Retry-After` (nothing sent; `429-00002` in the envelope
+ * unless the proxy words it, `OutboundHandlers.refuseOverShare`), and a place
  * taken is given back when its answer ends.
  * Throws what undici throws for a header it refuses.
  */
@@ -172,7 +197,7 @@ export function forward(
     return;
   }
   if (!o.upstream.admit(o.client)) {
-    refuseOverShare(res, o);
+    refuseOverShare(res, o, handlers);
     return;
   }
   const headers = upstreamRequestHeaders(req.rawHeaders, {
@@ -215,12 +240,17 @@ export function forward(
   }
 }
 
-/** The client's address holds its share of the pool: 429, and it may try again in a second. */
-function refuseOverShare(res: ServerResponse, o: Outbound): void {
-  const refusal = new AppError('tooManyAtOnce', { headers: { 'retry-after': '1' } });
+/**
+ * The client's address holds its share of the pool: 429 (`429-00002` in the envelope, unless the
+ * proxy words it: `refuseOverShare`), and it may try again in a second.
+ */
+function refuseOverShare(res: ServerResponse, o: Outbound, handlers: OutboundHandlers): void {
+  const refusal = new AppError('tooManyAtOnce');
   if (o.span?.isRecording()) endSpan(o.span, refusal);
   if (o.requestId !== undefined) res.setHeader('x-request-id', o.requestId);
-  sendError(res, refusal, o.logger);
+  res.setHeader('retry-after', '1');
+  if (handlers.refuseOverShare) handlers.refuseOverShare(res);
+  else sendError(res, refusal, o.logger);
 }
 
 /**
@@ -287,9 +317,10 @@ class Exchange implements Dispatcher.DispatchHandler {
     headers: IncomingHttpHeaders,
   ): void {
     this.#alive();
-    // An informational answer (102 Processing, 103 Early Hints; undici refuses a 100 itself)
-    // comes before the final one, which undici reports next: the client gets that one alone,
-    // its head written once (a second head would throw and cut the client off).
+    // An informational answer (102 Processing, 103 Early Hints; undici refuses a 100 itself:
+    // `UpstreamUnaskedInterim`) comes before the final one, which undici reports next: the
+    // client gets that one alone, its head written once (a second head would throw and cut the
+    // client off).
     if (statusCode < 200) {
       this.#startDeadline();
       return;
@@ -348,7 +379,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     }
     if (this.#settled) return;
     this.#settle();
-    const err = this.#cutOff ?? connectTimeoutAsSilence(error, this.#o.timeoutMs);
+    const err = this.#cutOff ?? named(error, this.#o.timeoutMs);
     if (this.#answer) {
       // Its `error` ends the client's connection; its `close` the span.
       this.#answer.destroy(err);
@@ -449,13 +480,22 @@ class Exchange implements Dispatcher.DispatchHandler {
 }
 
 /**
- * undici's connection attempt given up (its `connectTimeout`, the request's timeout): the
- * upstream's silence while connecting, as the gateway's own timer would have named it.
+ * undici's failures that mean more than they say, named by what they mean: its connection
+ * attempt given up (its `connectTimeout`, the request's timeout) is the upstream's silence while
+ * connecting, as the gateway's own timer would have named it; the `bad response` and `bad
+ * upgrade` it closes the connection with while a request of the gateway's runs are the
+ * upstream's 100 Continue and 101 Switching Protocols (`UpstreamUnaskedInterim`; the only other
+ * use of `bad response`, an answer with no request running, reaches no request).
  */
-function connectTimeoutAsSilence(error: Error, timeoutMs: number): Error {
-  return (error as { code?: unknown }).code === 'UND_ERR_CONNECT_TIMEOUT'
-    ? new UpstreamSilent(timeoutMs, true)
-    : error;
+function named(error: Error, timeoutMs: number): Error {
+  const { code } = error as { code?: unknown };
+  if (code === 'UND_ERR_CONNECT_TIMEOUT') return new UpstreamSilent(timeoutMs, true);
+  if (code !== 'UND_ERR_SOCKET') return error;
+  if (error.message === 'bad response') return new UpstreamUnaskedInterim('100 Continue', error);
+  if (error.message === 'bad upgrade') {
+    return new UpstreamUnaskedInterim('101 Switching Protocols', error);
+  }
+  return error;
 }
 
 /**

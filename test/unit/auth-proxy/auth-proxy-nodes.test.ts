@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http';
+import { createServer as createTcpServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { guardFormBody } from '../../../src/auth-proxy/form-body-guard.ts';
 import { createKeycloakNodes, type KeycloakNodes } from '../../../src/keycloak/keycloak-nodes.ts';
@@ -126,4 +127,36 @@ describe('/auth proxy: several nodes', () => {
     const answer = await post('grant_type=password');
     expect(answer).toMatchObject({ status: 503, body: { result: '503-11001' } });
   });
+
+  it.each([
+    ['100 Continue', 'HTTP/1.1 100 Continue\r\n\r\n'],
+    [
+      '101 Switching Protocols',
+      'HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n',
+    ],
+  ])(
+    "answers 502 in the envelope to a node's unasked %s, and keeps the node in",
+    async (_status, interim) => {
+      // A node that answers with an interim answer nobody asked for, then the real answer.
+      const unasked = createTcpServer((socket) => {
+        socket.on('error', () => {});
+        socket.once('data', () => {
+          socket.write(interim);
+          socket.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n');
+          socket.write('content-length: 2\r\n\r\n{}');
+        });
+      });
+      const url = `${await listenLocally(unasked)}/auth`;
+      try {
+        const { nodes, post } = await gateway([url, b.url]);
+        const before = b.requests;
+        const answer = await post('grant_type=password&username=u&password=p');
+        expect(answer).toMatchObject({ status: 502, body: { result: '502-11001', data: null } });
+        expect(b.requests).toBe(before);
+        expect(nodes.all.map((node) => node.state)).toEqual(['up', 'up']);
+      } finally {
+        await new Promise((resolve) => unasked.close(resolve));
+      }
+    },
+  );
 });

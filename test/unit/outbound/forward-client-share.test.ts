@@ -1,20 +1,24 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { KEYCLOAK_NODE_POOL } from '../../../src/auth-proxy/auth-proxy.ts';
 import { AppError } from '../../../src/envelope/errors.ts';
+import { createKeycloakNodes, type KeycloakNodes } from '../../../src/keycloak/keycloak-nodes.ts';
 import { createLogger } from '../../../src/http/logger.ts';
 import { forward, UpstreamSilent } from '../../../src/outbound/forward.ts';
 import { createUpstream } from '../../../src/outbound/upstream.ts';
+import { startAuthProxyGateway } from '../../helpers/auth-proxy-gateway.ts';
+import { expectDocumentedFailure } from '../../helpers/documented-answer.ts';
 import { requestFrom } from '../../helpers/from-address.ts';
 import { closeServers, listenLocally } from '../../helpers/local-server.ts';
 
 /** A POST from `localAddress` that announces 10 bytes of body and sends 3: a slow client. */
-function slowPost(port: number, localAddress: string) {
+function slowPost(port: number, localAddress: string, path = '/') {
   const socket: Socket = connect({ port, host: '127.0.0.1', localAddress });
   const chunks: Buffer[] = [];
   socket.on('data', (chunk: Buffer) => chunks.push(chunk));
   socket.on('error', () => {});
-  socket.write('POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 10\r\n\r\nabc');
+  socket.write(`POST ${path} HTTP/1.1\r\nHost: gw\r\nContent-Length: 10\r\n\r\nabc`);
   return { socket, received: () => Buffer.concat(chunks).toString('latin1') };
 }
 
@@ -118,5 +122,69 @@ describe('forward: one client address cannot take the whole upstream pool', () =
     );
     expect(burst.filter((c) => c.received().startsWith('HTTP/1.1 429 '))).toHaveLength(0);
     for (const client of burst) client.socket.destroy();
+  });
+});
+
+/**
+ * The same share of a Keycloak node's pool on `/auth`, whose clients (the token endpoint's, the
+ * admin API's) read Keycloak's errors: the refusal is in OAuth's shape, as the API description
+ * documents it for the token endpoint.
+ */
+describe('/auth: one client address over its share of a Keycloak node', () => {
+  const TOKEN = '/auth/realms/acme/protocol/openid-connect/token';
+  const held: IncomingMessage[] = [];
+  let keycloak: Server;
+  let gateway: Server;
+  let nodes: KeycloakNodes;
+  let port: number;
+
+  beforeAll(async () => {
+    keycloak = createServer((req, res: ServerResponse) => {
+      held.push(req);
+      req.resume();
+      req.on('end', () => res.end('{}'));
+    });
+    nodes = createKeycloakNodes({
+      urls: [`${await listenLocally(keycloak)}/auth`],
+      timeoutMs: 1000,
+    });
+    ({ server: gateway } = await startAuthProxyGateway([], {
+      nodes,
+      publicUrl: 'http://gateway.test',
+      timeoutMs: 1000,
+      answerDeadlineMs: 300_000,
+    }));
+    port = (gateway.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    nodes.close();
+    await closeServers(gateway, keycloak);
+  });
+
+  it("refuses in OAuth's shape with Retry-After, as the token endpoint documents", async () => {
+    const slow = Array.from({ length: KEYCLOAK_NODE_POOL }, () =>
+      slowPost(port, '127.0.0.6', TOKEN),
+    );
+    const refused = () => slow.filter((c) => c.received().startsWith('HTTP/1.1 429 '));
+    await vi.waitFor(() => expect(held.length + refused().length).toBe(KEYCLOAK_NODE_POOL), {
+      timeout: 10_000,
+    });
+    expect(refused().length).toBeGreaterThan(0);
+    const refusal = refused()[0]!.received();
+    const head = refusal.slice(0, refusal.indexOf('\r\n\r\n'));
+    expect(head).toMatch(/\r\nretry-after: 1(\r\n|$)/i);
+    expect(head).toMatch(/\r\ncontent-type: application\/json/i);
+    expect(head).toMatch(/\r\ncache-control: no-store(\r\n|$)/i);
+    const body: unknown = JSON.parse(/\{.*\}/s.exec(refusal)![0]);
+    expect(body).toEqual({
+      error: 'temporarily_unavailable',
+      error_description: 'Too many requests from your address at once; retry later.',
+    });
+    expectDocumentedFailure('issueToken', {
+      status: 429,
+      body,
+      headers: new Headers({ 'retry-after': '1' }),
+    });
+    for (const client of slow) client.socket.destroy();
   });
 });

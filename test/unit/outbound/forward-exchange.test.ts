@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connect, type AddressInfo } from 'node:net';
+import { connect, createServer as createTcpServer, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { AppError } from '../../../src/envelope/errors.ts';
 import { createLogger } from '../../../src/http/logger.ts';
@@ -7,6 +7,7 @@ import {
   forward,
   relay,
   UpstreamSilent,
+  UpstreamUnaskedInterim,
   type Outbound,
   type OutboundHandlers,
 } from '../../../src/outbound/forward.ts';
@@ -187,6 +188,9 @@ describe('forward over undici: the exchange', () => {
     const relayed = await gateway();
     const text = (await rawGet(relayed)).toString('latin1');
     expect(text).toMatch(/^HTTP\/1\.1 201 /);
+    // Neither interim head reaches the client, nor do the hints' headers join the final one.
+    expect(text).not.toMatch(/^HTTP\/1\.1 10[23] /m);
+    expect(text).not.toMatch(/^link:/im);
     expect(text).toMatch(/x-final: yes\r\n/i);
     expect(text).toMatch(/x-request-id: r-2\r\n/i);
     expect(text.endsWith('created')).toBe(true);
@@ -298,4 +302,37 @@ describe('forward over undici: the exchange', () => {
     expect(failures[0]).toMatchObject({ code: 'UND_ERR_INVALID_ARG' });
     expect(arrived).toBe(0);
   });
+
+  it.each([
+    ['100 Continue', 'HTTP/1.1 100 Continue\r\n\r\n'],
+    [
+      '101 Switching Protocols',
+      'HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n',
+    ],
+  ])(
+    "answers 502 to an upstream's unasked %s (undici refuses it), named for the log",
+    async (status, interim) => {
+      // A raw upstream: the interim answer to a request that asked for none, then the real one.
+      const unasked = createTcpServer((socket) => {
+        socket.on('error', () => {});
+        socket.once('data', () => {
+          socket.write(interim);
+          socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
+        });
+      });
+      const port = await gateway({
+        upstream: createUpstream(await listenLocally(unasked), { maxSockets: 1 }),
+      });
+      try {
+        const got = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body: 'form' });
+        expect(got.status).toBe(502);
+        expect(got.headers.get('x-request-id')).toBe('r-2');
+        expect(failures).toHaveLength(1);
+        expect(failures[0]).toBeInstanceOf(UpstreamUnaskedInterim);
+        expect(failures[0]!.message).toContain(status);
+      } finally {
+        await new Promise((resolve) => unasked.close(resolve));
+      }
+    },
+  );
 });
