@@ -17,7 +17,8 @@ const CODE_OF: Record<KeycloakFailure, ErrorCode> = {
 /**
  * The network errors a Keycloak call can end with, each once: what it means for the client
  * (unreachable, too slow, or an answer refused at the socket), and whether it struck while the
- * connection was being made, so that no byte of the request reached Keycloak and it may go to another node whatever it was.
+ * connection was being made, so that no byte of the request reached Keycloak and it may go to
+ * another node whatever it was.
  */
 const NETWORK_ERRORS: Readonly<
   Record<string, { failure: KeycloakFailure; beforeSending: boolean }>
