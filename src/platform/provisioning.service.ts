@@ -80,6 +80,11 @@ export function createProvisioningService(deps: {
    * an id's previous organization is not the new one's (the audit log's, audit-incarnations.ts).
    */
   organizationBegins?: (organizationId: string) => Promise<void>;
+  /**
+   * A new organization's realm's settings besides the template's: the audit log's event saving
+   * (audit/keycloak-event-records.ts), on from the realm's creation, not from its first pull.
+   */
+  newRealmSettings?: Readonly<Record<string, unknown>>;
 }): ProvisioningService {
   const { adminSession } = deps;
   const organizations = createOrganizationsRepo(deps.db);
@@ -105,6 +110,7 @@ export function createProvisioningService(deps: {
           organizationName: name,
           gatewayClientSecret: deps.gatewayClientSecret,
           backchannelLogoutUrl: deps.backchannelLogoutUrl,
+          realmSettings: deps.newRealmSettings,
         });
       });
       // Before the record: until it exists, nothing is written to this id's log.
