@@ -135,6 +135,7 @@ export function buildPlatform(
       backchannelLogoutUrl,
       organizationBegins,
       newRealmSettings,
+      announce: (change) => tenants.events.announce(change),
     }),
     users: createUsersService({
       adminSession,

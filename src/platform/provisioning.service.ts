@@ -19,6 +19,7 @@ import {
   type TokenLifetimes,
   type TokenLifetimesPatch,
 } from './realm-admin/token-lifetimes.ts';
+import type { OrganizationChange } from './organization-events.ts';
 import { createOrganizationsRepo } from './organizations.repo.ts';
 import type { Organization, Workspace } from './organizations.schemas.ts';
 import { createPlatformRecords } from './platform-records.ts';
@@ -85,6 +86,11 @@ export function createProvisioningService(deps: {
    * (audit/keycloak-event-records.ts), on from the realm's creation, not from its first pull.
    */
   newRealmSettings?: Readonly<Record<string, unknown>>;
+  /**
+   * Tells every replica's organization directory of an organization created: one looked up
+   * while its id named none (a deleted one's, within seconds) is known absent for a while.
+   */
+  announce?: (change: OrganizationChange) => Promise<void>;
 }): ProvisioningService {
   const { adminSession } = deps;
   const organizations = createOrganizationsRepo(deps.db);
@@ -115,7 +121,12 @@ export function createProvisioningService(deps: {
       });
       // Before the record: until it exists, nothing is written to this id's log.
       if (!recorded) await deps.organizationBegins?.(id);
-      return organizations.insertIfAbsent({ id, name });
+      const created = await organizations.insertIfAbsent({ id, name });
+      await deps.announce?.({
+        organizationId: id,
+        state: created.enabled ? 'enabled' : 'disabled',
+      });
+      return created;
     },
 
     async createWorkspace(organizationId, input, actor = '') {
