@@ -69,6 +69,7 @@ export async function startGateway(
     tenants,
     authProxy.tokenBindings,
     auditLog.organizationBegins,
+    auditLog.realmEvents,
   );
   const api = createApiRouter({
     admission: auth.admission,

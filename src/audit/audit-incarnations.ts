@@ -15,7 +15,8 @@ import { JOBS } from './download-jobs.ts';
 export interface AuditIncarnations {
   /**
    * `org` is being created (or created again): its readers' log begins after the records the
-   * log holds now. The download jobs and the retention its previous organization chose go.
+   * log holds now. The download jobs its previous organization made go; the retention it chose
+   * stays with its records (`prior_days`), and the new organization starts at the default.
    */
   begin(org: string, at: Date): Promise<void>;
   /** The first record `org`'s own readers may read (1: the whole log). */
@@ -34,8 +35,18 @@ export function createAuditIncarnations(db: Knex): AuditIncarnations {
         const head = (await trx(HEADS_TABLE).where({ org }).forUpdate().first()) as {
           seq: string | number;
         };
+        // The days the previous organization chose keep its records (audit-retention.ts): the
+        // new organization's choice is for its own.
+        const chosen = await trx(RETENTION_TABLE)
+          .where({ org })
+          .first<{ days: number } | undefined>('days');
         await trx(INCARNATIONS)
-          .insert({ org, first_seq: Number(head.seq) + 1, began_at: at })
+          .insert({
+            org,
+            first_seq: Number(head.seq) + 1,
+            began_at: at,
+            prior_days: chosen?.days ?? null,
+          })
           .onConflict(['org', 'first_seq'])
           .ignore();
         await trx(JOBS).where({ org }).del();

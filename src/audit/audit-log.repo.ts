@@ -3,7 +3,7 @@ import { AppError } from '../envelope/errors.ts';
 import type { AuditRecord } from './audit-chain.ts';
 import { CHECKPOINTS_TABLE } from './audit-checkpointer.ts';
 import type { AuditFilter, AuditOrder } from './audit-log.schemas.ts';
-import { AUDIT_TABLE, recordOf, type AuditRow } from './audit-rows.ts';
+import { AUDIT_TABLE, HEADS_TABLE, recordOf, type AuditRow } from './audit-rows.ts';
 
 /** Rows read at once by an export: its memory, whatever the log's size. */
 const EXPORT_CHUNK = 1000;
@@ -30,6 +30,11 @@ export interface AuditLogRepo {
    * span it had yet to read: what it gave would have a gap that reads as records deleted.
    */
   records(log: string, filter: LogFilter, span: LogSpan): AsyncGenerator<AuditRecord>;
+  /**
+   * Whether the database keeps a log of this id: a deleted organization's stays (for its
+   * retention) until an organization has the id again, and after.
+   */
+  kept(log: string): Promise<boolean>;
 }
 
 /** An export's time range. */
@@ -137,6 +142,9 @@ export function createAuditLogRepo(db: Knex): AuditLogRepo {
       };
     },
     span: (log, range, upTo) => exportSpan(db, log, range, upTo),
+    async kept(log) {
+      return (await db(HEADS_TABLE).where({ org: log }).first('org')) !== undefined;
+    },
     async *records(log, filter, { first, last }) {
       const others = { ...filter, from: undefined, to: undefined };
       let after = first - 1;

@@ -35,10 +35,11 @@ export interface AuditLogService {
 const route = routeFor<AuditLogService>({ metricsClass: 'list' });
 
 /**
- * Administrators read any log, whole; an organization's user its own, with the reader's role
- * (who also sets its retention), from the organization's creation on: an id used again does
- * not show its new organization the deleted one's records. Answers the first record the caller
- * may read.
+ * Administrators read any log, whole, a deleted organization's included (kept for its
+ * retention, whether or not an organization has its id again); an organization's user its own,
+ * with the reader's role (who also sets its retention), from the organization's creation on:
+ * an id used again does not show its new organization the deleted one's records. Answers the
+ * first record the caller may read.
  */
 export async function allowRead(
   service: AuditLogService,
@@ -46,7 +47,11 @@ export async function allowRead(
   log: string,
 ): Promise<number> {
   if (principal.realm === MASTER_REALM) {
-    if (log !== MASTER_REALM && !(await service.organizationExists(log))) {
+    if (
+      log !== MASTER_REALM &&
+      !(await service.organizationExists(log)) &&
+      !(await service.repo.kept(log))
+    ) {
       throw new AppError('organizationNotFound');
     }
     return 1;
@@ -71,7 +76,12 @@ export function logVariant(variant: RealmVariant) {
     whose: variant.base === '/api/platform' ? "the platform's (realm master)" : `${variant.name}'s`,
     operation: variant.base.includes('organizations') ? 'OfOrganization' : variant.suffix,
     errors: [...variant.errors, 'permissionDenied'] as ErrorCode[],
-    callers: `Platform administrators and, for an organization's own path, its users with the realm role \`${AUDIT_READER_ROLE}\`.`,
+    callers:
+      variant.base === '/api/platform'
+        ? 'Platform administrators.'
+        : variant.base.includes('organizations')
+          ? "Platform administrators: an organization's whole log, also once the organization is deleted (its records are kept for their retention; `404` only for an id that never had a log)."
+          : `The organization's users with the realm role \`${AUDIT_READER_ROLE}\`, from the organization's creation on.`,
   };
 }
 

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Clock } from '../time/clock.ts';
 import { every, type Periodic } from '../time/every.ts';
 import { CHECKPOINTS_TABLE } from './audit-checkpointer.ts';
+import { INCARNATIONS } from './audit-log.repo.ts';
 import { AUDIT_TABLE, HEADS_TABLE } from './audit-rows.ts';
 
 const DAY_MS = 24 * 3600 * 1000;
@@ -49,14 +50,74 @@ export function createRetentionChoices(db: Knex): RetentionChoices {
 }
 
 /**
- * Removes, in each log, the records older than its days (`daysKept`): always a prefix of the
- * log whose records are all past the limit, ending at a checkpoint (every record up to the
- * newest checkpoint before the first record still within its days; a record with an older time
- * than those before it, a Keycloak event taken late or one of a replica whose clock was behind,
- * waits for them). That checkpoint stays, and the checkpoints before it go: it vouches for the
- * `prevHash` of the first record left, so what remains verifies from there on, signed. A log
- * without such a checkpoint keeps its records until it has one (within
- * AUDIT_CHECKPOINT_SECONDS). Returns how many records were removed.
+ * A stretch of a log kept for one number of days: its records from `from` (a seq) to the next
+ * stretch's. A log whose id named several organizations one after the other (an id used again,
+ * audit-incarnations.ts) has a stretch per organization, kept for the days that organization
+ * chose (`days`, undefined: the platform's default): the new organization's administrator
+ * chooses for its own records, never for the deleted organization's.
+ */
+interface Stretch {
+  from: number;
+  days: number | undefined;
+}
+
+/**
+ * Each log's stretches, oldest first: the days an organization before chose are in the
+ * incarnation row of the organization after it (`prior_days`), the last one's in RETENTION_TABLE.
+ */
+async function stretchesOf(db: Knex, own: Map<string, number>): Promise<Map<string, Stretch[]>> {
+  const rows = (await db(INCARNATIONS)
+    .select('org', 'first_seq', 'prior_days')
+    .orderBy(['org', 'first_seq'])) as {
+    org: string;
+    first_seq: string | number;
+    prior_days: number | null;
+  }[];
+  const stretches = new Map<string, Stretch[]>();
+  for (const row of rows) {
+    const log = stretches.get(row.org) ?? [{ from: 1, days: undefined }];
+    log.at(-1)!.days = row.prior_days ?? undefined;
+    log.push({ from: Number(row.first_seq), days: own.get(row.org) });
+    stretches.set(row.org, log);
+  }
+  return stretches;
+}
+
+/**
+ * The last record of the prefix of `org`'s log whose records are all past their stretch's
+ * limit (0: none). A record within its days ends the prefix, whatever the records after it:
+ * one with an older time than those before it (a Keycloak event taken late, one of a replica
+ * whose clock was behind) waits for them, and so does a later stretch kept for fewer days.
+ */
+async function pastPrefixOf(
+  db: Knex,
+  org: string,
+  stretches: Stretch[],
+  bounds: RetentionBounds,
+  now: number,
+): Promise<number> {
+  for (const [i, stretch] of stretches.entries()) {
+    const until = stretches[i + 1]?.from;
+    const cutoff = new Date(now - daysKept(stretch.days, bounds) * DAY_MS);
+    const query = db(AUDIT_TABLE)
+      .where({ org })
+      .where('seq', '>=', stretch.from)
+      .where('at', '>=', cutoff);
+    if (until !== undefined) void query.where('seq', '<', until);
+    const [kept] = await query.min<{ first: unknown }[]>({ first: 'seq' });
+    if (kept?.first !== null && kept?.first !== undefined) return Number(kept.first) - 1;
+  }
+  return Number.MAX_SAFE_INTEGER;
+}
+
+/**
+ * Removes, in each log, the records older than their days (`daysKept`; per stretch, above):
+ * always a prefix of the log whose records are all past their limit, ending at a checkpoint
+ * (every record up to the newest checkpoint before the first record still within its days).
+ * That checkpoint stays, and the checkpoints before it go: it vouches for the `prevHash` of
+ * the first record left, so what remains verifies from there on, signed. A log without such a
+ * checkpoint keeps its records until it has one (within AUDIT_CHECKPOINT_SECONDS). Returns how
+ * many records were removed.
  */
 export async function pruneAuditLog(
   db: Knex,
@@ -64,33 +125,22 @@ export async function pruneAuditLog(
   clock: Clock,
 ): Promise<number> {
   const own = await createRetentionChoices(db).all();
+  const reused = await stretchesOf(db, own);
   const logs = await db(HEADS_TABLE).pluck<string[]>('org');
+  const now = clock.now();
   let removed = 0;
   for (const org of logs) {
-    const cutoff = new Date(clock.now() - daysKept(own.get(org), bounds) * DAY_MS);
-    const [expired] = await db(AUDIT_TABLE)
-      .where({ org })
-      .where('at', '<', cutoff)
-      .max<{ last: unknown }[]>({ last: 'seq' });
-    if (expired?.last === null || expired?.last === undefined) continue;
-    // A record within its days before that one (the newest past the limit may be an event
-    // taken late with its own old time, a Keycloak event of a realm's first pull): the prefix
-    // ends before it. Read from the log's start, it is found among what would go anyway.
-    const [kept] = await db(AUDIT_TABLE)
-      .where({ org })
-      .where('seq', '<', Number(expired.last))
-      .where('at', '>=', cutoff)
-      .min<{ first: unknown }[]>({ first: 'seq' });
-    const past =
-      kept?.first === null || kept?.first === undefined
-        ? Number(expired.last)
-        : Number(kept.first) - 1;
+    const stretches = reused.get(org) ?? [{ from: 1, days: own.get(org) }];
+    const past = await pastPrefixOf(db, org, stretches, bounds, now);
+    if (past < 1) continue;
     const [anchor] = await db(CHECKPOINTS_TABLE)
       .where({ org })
       .where('seq', '<=', past)
       .max<{ seq: unknown }[]>({ seq: 'seq' });
     if (anchor?.seq === null || anchor?.seq === undefined) continue;
     const end = Number(anchor.seq);
+    // The anchor of an earlier prune, with nothing before it left.
+    if (!(await db(AUDIT_TABLE).where({ org }).where('seq', '<=', end).first('seq'))) continue;
     await db.transaction(async (trx) => {
       const gone: unknown[] = await trx(AUDIT_TABLE)
         .where({ org })

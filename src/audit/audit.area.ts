@@ -23,6 +23,7 @@ import {
 } from './audit-retention.ts';
 import { createOtelDelivery, logsUrlOf } from './otel-delivery.ts';
 import { pullKeycloakEvents } from './keycloak-events.area.ts';
+import { REALM_EVENTS_SETTINGS } from './keycloak-event-records.ts';
 import type { KeycloakEventMetrics } from './keycloak-event-pull.ts';
 import { auditTokenGrants } from './token-grants.ts';
 import type { AuditDownloadService } from './download-jobs.router.ts';
@@ -50,6 +51,12 @@ export interface AuditLogArea {
    * (audit-incarnations.ts).
    */
   organizationBegins: (org: string) => Promise<void>;
+  /**
+   * The events settings a new organization's realm is made with (REALM_EVENTS_SETTINGS), so that
+   * Keycloak saves its events from its creation, not from its first pull (up to
+   * AUDIT_KEYCLOAK_EVENTS_SECONDS later); undefined when the log does not pull them.
+   */
+  realmEvents: Readonly<Record<string, unknown>> | undefined;
   /** The public keys of checkpoints at `/.well-known/audit-keys`, on both listeners. */
   keys: RequestHandler;
   /** The one writer of this process's records; undefined when the log is off. */
@@ -111,6 +118,7 @@ export async function buildAuditLog(
       service,
       downloads,
       organizationBegins,
+      realmEvents: undefined,
       keys: auditKeysRouter(keys),
       writer: undefined,
       close: () => runner.close(),
@@ -188,6 +196,7 @@ export async function buildAuditLog(
     service,
     downloads,
     organizationBegins,
+    realmEvents: config.AUDIT_KEYCLOAK_EVENTS_SECONDS > 0 ? REALM_EVENTS_SETTINGS : undefined,
     keys: auditKeysRouter(keys),
     writer,
     close: async (graceMs) => {

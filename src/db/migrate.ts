@@ -13,6 +13,7 @@ import * as auditDownloadJobs from './migrations/20261128-006-audit-download-job
 import * as auditKeycloakPulls from './migrations/20261128-007-audit-keycloak-pulls.ts';
 import * as auditLogWithoutIds from './migrations/20261128-008-audit-log-without-record-ids.ts';
 import * as auditLogIncarnations from './migrations/20261129-009-audit-log-incarnations.ts';
+import * as auditIncarnationRetention from './migrations/20261129-010-audit-incarnation-retention.ts';
 
 interface NamedMigration {
   name: string;
@@ -44,6 +45,7 @@ const migrations: readonly NamedMigration[] = [
   { name: '20261128-007-audit-keycloak-pulls', migration: auditKeycloakPulls },
   { name: '20261128-008-audit-log-without-record-ids', migration: auditLogWithoutIds },
   { name: '20261129-009-audit-log-incarnations', migration: auditLogIncarnations },
+  { name: '20261129-010-audit-incarnation-retention', migration: auditIncarnationRetention },
 ];
 
 /** The names of the migrations, in order: what `knex_migrations` holds once migrated. */

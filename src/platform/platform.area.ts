@@ -105,6 +105,8 @@ export function buildPlatform(
   tokenBindings: TokenBindingStore,
   /** Told before an organization is created (again): the audit log's (audit-incarnations.ts). */
   organizationBegins: (organizationId: string) => Promise<void>,
+  /** A new organization's realm's settings besides the template's (the audit log's events). */
+  newRealmSettings?: Readonly<Record<string, unknown>>,
 ): PlatformArea {
   const { config, db } = shared;
   // Where realms' clients announce ended sessions: new realms at creation, existing ones here.
@@ -137,6 +139,7 @@ export function buildPlatform(
       gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
       backchannelLogoutUrl,
       organizationBegins,
+      newRealmSettings,
       announce: (change) => tenants.events.announce(change),
     }),
     users: createUsersService({

@@ -82,6 +82,11 @@ export function createProvisioningService(deps: {
    */
   organizationBegins?: (organizationId: string) => Promise<void>;
   /**
+   * A new organization's realm's settings besides the template's: the audit log's event saving
+   * (audit/keycloak-event-records.ts), on from the realm's creation, not from its first pull.
+   */
+  newRealmSettings?: Readonly<Record<string, unknown>>;
+  /**
    * Tells every replica of an organization once its record exists (organization-events.ts): one
    * that looked the id up before and found it absent would otherwise answer 404 a while longer.
    */
@@ -111,6 +116,7 @@ export function createProvisioningService(deps: {
           organizationName: name,
           gatewayClientSecret: deps.gatewayClientSecret,
           backchannelLogoutUrl: deps.backchannelLogoutUrl,
+          realmSettings: deps.newRealmSettings,
         });
       });
       // Before the record: until it exists, nothing is written to this id's log.

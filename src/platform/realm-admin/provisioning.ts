@@ -55,7 +55,8 @@ const ORGANIZATION_ROLES: ReadonlyArray<{ name: string; description: string }> =
  * (`ORGANIZATION_ROLES`) unless they exist. Safe to repeat: a realm made by an earlier call that
  * stopped after it (Keycloak finishing a creation the gateway had stopped waiting for) still
  * gets the roles. With `backchannelLogoutUrl`, Keycloak announces the ends of its sessions there
- * (backchannel-logout.ts).
+ * (backchannel-logout.ts); `realmSettings` are the realm's besides the template's, set in the
+ * call that makes it (the audit log's event saving: from the realm's first sign-in on).
  */
 export async function ensureOrganizationRealm(
   admin: KeycloakAdmin,
@@ -64,11 +65,12 @@ export async function ensureOrganizationRealm(
     organizationName: string;
     gatewayClientSecret: string;
     backchannelLogoutUrl?: string;
+    realmSettings?: Readonly<Record<string, unknown>>;
   },
 ): Promise<void> {
   if (!(await admin.realms.findOne({ realm: values.organizationId }))) {
-    const { backchannelLogoutUrl: url, ...templateValues } = values;
-    const rendered = await renderOrganizationRealm(templateValues);
+    const { backchannelLogoutUrl: url, realmSettings, ...templateValues } = values;
+    const rendered = { ...(await renderOrganizationRealm(templateValues)), ...realmSettings };
     try {
       await admin.realms.create(
         url === undefined ? rendered : withBackchannelLogout(values.organizationId, rendered, url),
