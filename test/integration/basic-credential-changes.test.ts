@@ -12,6 +12,8 @@ import {
 import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { aheadClock } from '../helpers/test-clock.ts';
+import { launchChromium, signIn } from '../helpers/browser.ts';
+import { testEnv } from '../helpers/test-env.ts';
 
 /**
  * A credential changed in Keycloak itself (its console or admin API), seen in the realm's
@@ -101,4 +103,36 @@ describe('Basic: credential changes made in Keycloak', () => {
     ).users.update({ realm: org, id }, { requiredActions: ['CONFIGURE_TOTP'] });
     await expect.poll(() => statusOf(user), EVENTUALLY).toBe(401);
   });
+
+  it('refuses the old password once the user changed it in the account console (default ticks)', async () => {
+    const { user } = await cachedUser();
+    const browser = await launchChromium();
+    try {
+      const page = await browser.newPage();
+      page.setDefaultTimeout(20_000);
+      // The account console's "Update" of the password: its client asks Keycloak for the
+      // UPDATE_PASSWORD action (PKCE as the console does; the code is never exchanged here).
+      const account = `${testEnv().publicUrl}/auth/realms/${org}`;
+      const query = new URLSearchParams({
+        client_id: 'account-console',
+        redirect_uri: `${account}/account/`,
+        response_type: 'code',
+        scope: 'openid',
+        kc_action: 'UPDATE_PASSWORD',
+        code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+        code_challenge_method: 'S256',
+      });
+      await page.goto(`${account}/protocol/openid-connect/auth?${query.toString()}`);
+      await signIn(page, user.username, user.password);
+      await page.waitForSelector('#password-new');
+      await page.type('#password-new', 'changed-by-the-user');
+      await page.type('#password-confirm', 'changed-by-the-user');
+      await Promise.all([page.waitForNavigation(), page.click('[type=submit]')]);
+      expect(new URL(page.url()).pathname).toContain('/account');
+    } finally {
+      await browser.close();
+    }
+    await expect.poll(() => statusOf(user), EVENTUALLY).toBe(401);
+    expect(await statusOf({ ...user, password: 'changed-by-the-user' })).toBe(200);
+  }, 90_000);
 });
