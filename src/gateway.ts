@@ -58,8 +58,9 @@ export async function startGateway(
   const keycloak = buildKeycloak(shared);
   const accounts = createAccountAdmin(keycloak.serviceAdmin);
   const tenants = await buildTenants(shared);
-  const auditLog = await buildAuditLog(shared, tenants, keycloak);
   const auth = await buildAuth(shared, keycloak, tenants, accounts);
+  // Credential changes made in Keycloak itself end cached Basic logins as they are pulled.
+  const auditLog = await buildAuditLog(shared, tenants, keycloak, auth.keycloakEventsSeen);
   const automation = buildAutomation(shared, auth.admission);
   const authProxy = buildAuthProxy(shared, auth, accounts, auditLog.tokenGrants);
   const platform = buildPlatform(

@@ -24,7 +24,7 @@ import {
 import { createOtelDelivery, logsUrlOf } from './otel-delivery.ts';
 import { pullKeycloakEvents } from './keycloak-events.area.ts';
 import { REALM_EVENTS_SETTINGS } from './keycloak-event-records.ts';
-import type { KeycloakEventMetrics } from './keycloak-event-pull.ts';
+import type { KeycloakEventMetrics, KeycloakEventPullDeps } from './keycloak-event-pull.ts';
 import { auditTokenGrants } from './token-grants.ts';
 import type { AuditDownloadService } from './download-jobs.router.ts';
 import { createDownloadJobs, runDownloadJobs } from './download-jobs.ts';
@@ -83,6 +83,8 @@ export async function buildAuditLog(
   },
   tenants: Pick<Tenants, 'directory' | 'organizationsRepo'>,
   keycloak: Pick<KeycloakArea, 'calls' | 'adminSession'>,
+  /** Told each realm's Keycloak events as they are pulled (auth: credential changes). */
+  keycloakEventsSeen?: KeycloakEventPullDeps['seen'],
 ): Promise<AuditLogArea> {
   const { config, clock, forwarding } = shared;
   const isLog = async (realm: string) =>
@@ -175,10 +177,13 @@ export async function buildAuditLog(
     Math.min(config.AUDIT_CHECKPOINT_SECONDS * 1000, CHECKPOINT_POLL_MS),
     shared.logger,
   );
-  const keycloakEvents = pullKeycloakEvents(shared, tenants, keycloak, {
-    record,
-    flush: () => writer.flush(),
-  });
+  const keycloakEvents = pullKeycloakEvents(
+    shared,
+    tenants,
+    keycloak,
+    { record, flush: () => writer.flush() },
+    keycloakEventsSeen,
+  );
   shared.audit.keepIn((entry) => {
     for (const event of changeEventsOf(entry, clock.now())) record(event);
   });

@@ -38,14 +38,8 @@ export interface KeycloakEventPull {
   pullAll(): Promise<void>;
 }
 
-/**
- * Takes Keycloak's events of each realm into the realm's audit log, after the events taken
- * before (the realm's cursors): both kinds up to one time, merged in time order, each written
- * once however many replicas pull, and the cursors moved only once the records are written.
- * The events of the gateway's own Keycloak identities are passed over: the gateway already
- * recorded each of its changes, with the person who asked for it.
- */
-export function createKeycloakEventPull(deps: {
+/** What a pull is made of. */
+export interface KeycloakEventPullDeps {
   source: KeycloakEventSource;
   cursors: KeycloakEventCursors;
   writer: Pick<AuditWriter, 'record' | 'flush'>;
@@ -55,7 +49,24 @@ export function createKeycloakEventPull(deps: {
   clock: Clock;
   logger: Logger;
   metrics: KeycloakEventMetrics;
-}): KeycloakEventPull {
+  /**
+   * Told each realm's events as they are taken, before they are written (the gateway's own
+   * included); a failure fails the pull, and the next one tells the same events again.
+   */
+  seen?: (
+    realm: string,
+    events: { user: KeycloakUserEvent[]; admin: KeycloakAdminEvent[] },
+  ) => Promise<void>;
+}
+
+/**
+ * Takes Keycloak's events of each realm into the realm's audit log, after the events taken
+ * before (the realm's cursors): both kinds up to one time, merged in time order, each written
+ * once however many replicas pull, and the cursors moved only once the records are written.
+ * The events of the gateway's own Keycloak identities are passed over: the gateway already
+ * recorded each of its changes, with the person who asked for it.
+ */
+export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEventPull {
   const { source, cursors, writer, holder } = deps;
 
   async function pullRealm(realm: string): Promise<number> {
@@ -73,6 +84,7 @@ export function createKeycloakEventPull(deps: {
       user: users.events.filter((e) => e.time <= until) as KeycloakUserEvent[],
       admin: admins.events.filter((e) => e.time <= until) as KeycloakAdminEvent[],
     };
+    await deps.seen?.(realm, taken);
     const gateway = new Set([...facts.gatewayUsers, ...master.gatewayUsers]);
     const realmNames = new Map([
       [facts.id, realm],

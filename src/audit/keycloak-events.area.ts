@@ -10,7 +10,11 @@ import type { Clock } from '../time/clock.ts';
 import { every, type Periodic } from '../time/every.ts';
 import type { AuditWriter } from './audit-writer.ts';
 import { createKeycloakEventCursors } from './keycloak-event-cursors.ts';
-import { createKeycloakEventPull, type KeycloakEventMetrics } from './keycloak-event-pull.ts';
+import {
+  createKeycloakEventPull,
+  type KeycloakEventMetrics,
+  type KeycloakEventPullDeps,
+} from './keycloak-event-pull.ts';
 import { createKeycloakEventSource } from './keycloak-event-source.ts';
 
 /**
@@ -30,6 +34,8 @@ export function pullKeycloakEvents(
   tenants: Pick<Tenants, 'organizationsRepo'>,
   keycloak: Pick<KeycloakArea, 'calls' | 'adminSession'>,
   writer: Pick<AuditWriter, 'record' | 'flush'>,
+  /** Told each realm's events as they are pulled (the auth area ends Basic logins by them). */
+  seen?: KeycloakEventPullDeps['seen'],
 ): Periodic {
   const seconds = shared.config.AUDIT_KEYCLOAK_EVENTS_SECONDS;
   if (seconds === 0) return { stop: () => Promise.resolve() };
@@ -48,6 +54,7 @@ export function pullKeycloakEvents(
     clock: shared.clock,
     logger: shared.logger,
     metrics: shared.metrics,
+    seen,
   });
   // pullAll counts and logs its own failures.
   return every(seconds * 1000, () => pull.pullAll(), { onError: () => undefined });

@@ -12,8 +12,9 @@ export type Ending =
   | { kind: 'session'; realm: string; sessionId: string }
   /**
    * A user's access: with `tokens`, every token issued before now (logout, disable, delete,
-   * consent revoked); always, the user's cached Basic logins (a password reset: only those,
-   * and, `passwordSet`, the wrong passwords the login throttle remembers of the user).
+   * consent revoked); always, the user's cached Basic logins (a password reset, a credential
+   * removed, a required action: only those; and, `passwordSet`, the wrong passwords the login
+   * throttle remembers of the user).
    */
   | { kind: 'user'; realm: string; userId: string; tokens: boolean; passwordSet?: boolean }
   /**
@@ -72,6 +73,12 @@ function single(params: URLSearchParams | undefined, name: string): string | und
   return values.length === 1 && values[0] !== '' ? values[0] : undefined;
 }
 
+/** Whether the JSON object has `name` as a list of at least one item. */
+function nonEmptyList(json: object, name: string): boolean {
+  const value: unknown = (json as Record<string, unknown>)[name];
+  return Array.isArray(value) && value.length > 0;
+}
+
 /** The logout endpoint: a refresh token in a POST form, or an ID token hint (query or form). */
 function logoutOf(realm: string, params: URLSearchParams | undefined): Ending | undefined {
   const refreshToken = single(params, 'refresh_token');
@@ -99,13 +106,29 @@ export const ENDING_RULES: readonly EndingRule[] = [
       // Keycloak sets the credentials an update carries (a `value` as the password, whatever
       // its `type`), as a password reset does: any counts, and at worst cached logins log in
       // again.
-      const passwordSet =
-        'credentials' in json && Array.isArray(json.credentials) && json.credentials.length > 0;
-      if (!disabled && !passwordSet) return undefined;
+      const passwordSet = nonEmptyList(json, 'credentials');
+      // A required action (the console's "Required user actions", e.g. Configure OTP) makes
+      // Keycloak refuse the user's password grants until it is done: a cached Basic login must
+      // not outlive it. The console sends the list with every save; an empty one changes nothing.
+      const actionRequired = nonEmptyList(json, 'requiredActions');
+      if (!disabled && !passwordSet && !actionRequired) return undefined;
       return { ...userEnding(p, disabled), ...(passwordSet && { passwordSet }) };
     },
   },
   { methods: ['delete'], path: USER, ending: (p) => userEnding(p, true) },
+  // A credential removed (a password, an OTP) or all of some types (the console's "Reset OTP"
+  // through `disable-credential-types`): the cached Basic logins of the user log in again, and
+  // Keycloak decides with the credentials the user has now.
+  {
+    methods: ['delete'],
+    path: `${USER}/credentials/{credential}`,
+    ending: (p) => userEnding(p, false),
+  },
+  {
+    methods: ['put'],
+    path: `${USER}/disable-credential-types`,
+    ending: (p) => userEnding(p, false),
+  },
   {
     methods: ['put'],
     path: `${USER}/reset-password`,

@@ -18,6 +18,10 @@ import type { AuthMetrics } from './auth-metrics.ts';
 import { createBasicAuthenticator } from './basic/basic-authenticator.ts';
 import { isBootstrapAdmin } from './bootstrap-admin.ts';
 import { longestServedSeconds } from './basic/cached-login.ts';
+import {
+  endBasicLoginsOnCredentialChanges,
+  type KeycloakEventsSeen,
+} from './basic/credential-changes.ts';
 import { createActiveCheck } from './bearer/active-check.ts';
 import { createBearerVerifier, type BearerVerifier } from './bearer/bearer-verifier.ts';
 import { htuBaseOf } from './dpop/dpop-htu.ts';
@@ -52,6 +56,8 @@ export interface AuthArea {
   reach: ReachStep;
   /** The longest a cached Basic login may be served: a user's revocation is remembered as long. */
   basicLoginSeconds: number;
+  /** Ends the cached Basic logins of users whose credentials Keycloak's events say changed. */
+  keycloakEventsSeen: KeycloakEventsSeen;
   /** The protected-resource metadata of `/api` and each organization's (RFC 9728). */
   resourceMetadata: RequestHandler;
   /** Stops the key sets' schedules. */
@@ -235,6 +241,7 @@ export async function buildAuth(
     tokenDetails,
     reach,
     basicLoginSeconds,
+    keycloakEventsSeen: endBasicLoginsOnCredentialChanges({ revocations, basicLoginSeconds }),
     resourceMetadata: resourceMetadataRouter({
       htuBase,
       algorithms: config.DPOP_ALGORITHMS,

@@ -405,6 +405,46 @@ describe("the admin listener's session and user actions end access on every repl
     expect(await statusOnB(org, basicAuth({ ...user, password }))).toBe(200);
   });
 
+  it("an OTP required of a user (the console's required user actions) ends the user's cached Basic logins at once", async () => {
+    const user = await createUser(org);
+    const id = await userIdOf(user);
+    expect(await statusOnB(org, basicAuth(user))).toBe(200);
+    // Keycloak refuses the password alone from now on ("Account is not fully set up").
+    expect(
+      await adminCall('PUT', `${org}/users/${id}`, { requiredActions: ['CONFIGURE_TOTP'] }),
+    ).toBe(204);
+    await refusedOnB(org, basicAuth(user));
+  });
+
+  it("a user's password credential removed ends the user's cached Basic logins at once", async () => {
+    const user = await createUser(org);
+    const id = await userIdOf(user);
+    expect(await statusOnB(org, basicAuth(user))).toBe(200);
+    const credentials = await (await keycloakAdmin()).users.getCredentials({ realm: org, id });
+    const password = credentials.find((credential) => credential.type === 'password');
+    expect(await adminCall('DELETE', `${org}/users/${id}/credentials/${password!.id!}`)).toBe(204);
+    await refusedOnB(org, basicAuth(user));
+  });
+
+  it("a user's OTP disabled (disable-credential-types) ends the user's cached Basic logins at once", async () => {
+    const user = await createUser(org);
+    const id = await userIdOf(user);
+    expect(await statusOnB(org, basicAuth(user))).toBe(200);
+    // Keycloak answers 204 whether the user had one or not; the password still works after.
+    const sessions = (await keycloakAdmin()).users.listSessions({ realm: org, id });
+    const before = (await sessions).length;
+    expect(await adminCall('PUT', `${org}/users/${id}/disable-credential-types`, ['otp'])).toBe(
+      204,
+    );
+    // The cached login is dropped: the next request logs in again (a new Keycloak session).
+    await expect
+      .poll(async () => {
+        expect(await statusOnB(org, basicAuth(user))).toBe(200);
+        return (await (await keycloakAdmin()).users.listSessions({ realm: org, id })).length;
+      }, EVENTUALLY)
+      .toBeGreaterThan(before);
+  });
+
   it("a realm's sessions all ended", async () => {
     const realm = await createOrganization(['ws']);
     const first = await servedUser(realm);

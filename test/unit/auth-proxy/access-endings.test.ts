@@ -72,6 +72,23 @@ describe('the table of what a request to Keycloak ends', () => {
     expect(endingOf('PUT', path, { json: { credentials: 'new' } })).toBeUndefined();
   });
 
+  it("reads a required action or a credential removed as the end of the user's Basic logins", () => {
+    const path = '/auth/admin/realms/acme/users/u1';
+    const basicOnly = { kind: 'user', realm: 'acme', userId: 'u1', tokens: false };
+    expect(endingOf('PUT', path, { json: { requiredActions: ['CONFIGURE_TOTP'] } })).toEqual(
+      basicOnly,
+    );
+    expect(endingOf('PUT', path, { json: { enabled: false, requiredActions: ['x'] } })).toEqual({
+      ...basicOnly,
+      tokens: true,
+    });
+    // The console sends the list with every save of the user: an empty one changes nothing.
+    expect(endingOf('PUT', path, { json: { requiredActions: [] } })).toBeUndefined();
+    expect(endingOf('DELETE', `${path}/credentials/c1`)).toEqual(basicOnly);
+    expect(endingOf('PUT', `${path}/disable-credential-types`)).toEqual(basicOnly);
+    expect(endingOf('PUT', `${path}/credentials/c1/userLabel`)).toBeUndefined();
+  });
+
   it('reads a realm update as the end of its sessions when it sets a not-before', () => {
     const path = '/auth/admin/realms/acme';
     expect(endingRuleOf('PUT', segments(path))?.readsJson).toBe(true);

@@ -1,0 +1,92 @@
+import type { RevocationList } from '../revocation.ts';
+
+/**
+ * Changes made to users in Keycloak itself (its console, its admin API, its account console),
+ * as its events of a realm tell them: each ends the user's cached Basic logins at once, on every
+ * replica and worker, instead of up to BASIC_CACHE_MAX_SECONDS later. Only the fields read here
+ * are named, so any list of Keycloak's events fits.
+ */
+export interface KeycloakEventsOfRealm {
+  user: readonly { time: number; type: string; userId?: string; error?: string }[];
+  admin: readonly {
+    time: number;
+    operationType: string;
+    resourcePath?: string;
+    error?: string;
+  }[];
+}
+
+/** Called with a realm's events as they are pulled (audit/keycloak-event-pull.ts). */
+export type KeycloakEventsSeen = (realm: string, events: KeycloakEventsOfRealm) => Promise<void>;
+
+/**
+ * The user events that change what a password login of the user may do: a password or another
+ * credential (an OTP) set or removed by the user (account console, required action, reset by
+ * e-mail), the account deleted, or disabled by brute-force detection. A temporary lockout is
+ * not one: anyone can cause it with wrong passwords, and the gateway throttles those itself.
+ */
+const CREDENTIAL_USER_EVENTS = new Set([
+  'UPDATE_PASSWORD',
+  'UPDATE_CREDENTIAL',
+  'REMOVE_CREDENTIAL',
+  'UPDATE_TOTP',
+  'REMOVE_TOTP',
+  'RESET_PASSWORD',
+  'DELETE_ACCOUNT',
+  'USER_DISABLED_BY_PERMANENT_LOCKOUT',
+]);
+
+/**
+ * `users/<id>` and what lies under it. Keycloak's admin events name no credential type (the
+ * gateway saves them without their representation), so every administrator change of a user
+ * counts: a password reset (`ACTION users/<id>/reset-password`), a credential removed, a
+ * required action such as CONFIGURE_TOTP or the user disabled (`UPDATE users/<id>`), the user
+ * deleted, roles or groups changed, sessions ended. Each costs that user one password grant.
+ */
+const USER_PATH = /^users\/([^/]+)(\/.*)?$/;
+
+/** Each user whose cached Basic logins `events` end, with the latest such change (epoch ms). */
+export function credentialChangesOf(events: KeycloakEventsOfRealm): Map<string, number> {
+  const changes = new Map<string, number>();
+  const note = (userId: string, time: number) =>
+    changes.set(userId, Math.max(time, changes.get(userId) ?? time));
+  for (const event of events.user) {
+    if (!event.error && event.userId && CREDENTIAL_USER_EVENTS.has(event.type)) {
+      note(event.userId, event.time);
+    }
+  }
+  for (const event of events.admin) {
+    const match = event.error ? null : USER_PATH.exec(event.resourcePath ?? '');
+    // A user just made has no login to end.
+    if (match && (match[2] !== undefined || event.operationType !== 'CREATE')) {
+      note(match[1]!, event.time);
+    }
+  }
+  return changes;
+}
+
+/**
+ * Ends the cached Basic logins granted before each change `events` tell (credentialChangesOf):
+ * through the revocation list, which tells every replica and worker. The change's own time is
+ * the moment, on Keycloak's clock as the logins' `iat`: a login made since with the new password
+ * stays. Bearer tokens are left alone, as Keycloak leaves the user's sessions.
+ */
+export function endBasicLoginsOnCredentialChanges(deps: {
+  revocations: Pick<RevocationList, 'revoke'>;
+  /** The longest a cached Basic login is served (outage included): the refusal lasts as long. */
+  basicLoginSeconds: number;
+}): KeycloakEventsSeen {
+  return async (realm, events) => {
+    const changes = credentialChangesOf(events);
+    for (const [userId, at] of changes) {
+      await deps.revocations.revoke({
+        realm,
+        userId,
+        at,
+        sessionIds: [],
+        ttlSeconds: 1,
+        userTtlSeconds: Math.max(deps.basicLoginSeconds, 1),
+      });
+    }
+  };
+}

@@ -1,0 +1,138 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { SETTLE_MS } from '../../src/audit/keycloak-event-pull.ts';
+import { basicAuth } from '../helpers/api.ts';
+import { EVENTUALLY } from '../helpers/eventually.ts';
+import {
+  createUser,
+  keycloakAdmin,
+  sessionCount,
+  userIdOf,
+  type TestUser,
+} from '../helpers/keycloak.ts';
+import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
+import { startReplica, type Replica } from '../helpers/replica.ts';
+import { aheadClock } from '../helpers/test-clock.ts';
+import { launchChromium, signIn } from '../helpers/browser.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+/**
+ * A credential changed in Keycloak itself (its console or admin API), seen in the realm's
+ * events the gateway pulls, ends the user's cached Basic logins at once: not up to
+ * BASIC_CACHE_MAX_SECONDS (60 s here) later. The replica pulls Keycloak's events every second,
+ * its clock ahead so that an event is taken about a second after Keycloak saved it.
+ */
+describe('Basic: credential changes made in Keycloak', () => {
+  const clock = aheadClock();
+  clock.advance(SETTLE_MS - 1000);
+  let org: string;
+  let replica: Replica;
+  const path = () => `/api/${org}/platform/workspaces`;
+  const statusOf = async (user: Pick<TestUser, 'username' | 'password'>) =>
+    (await fetch(`${replica.url}${path()}`, { headers: { authorization: basicAuth(user) } }))
+      .status;
+
+  beforeAll(async () => {
+    org = await createOrganization(['ws']);
+    replica = await startReplica(
+      19976,
+      { AUDIT_KEYCLOAK_EVENTS_SECONDS: '1', BASIC_CACHE_MAX_SECONDS: '60' },
+      undefined,
+      clock,
+    );
+    // The replica's first pull makes the realm save its events.
+    const admin = await keycloakAdmin();
+    await vi.waitFor(
+      async () =>
+        expect((await admin.realms.getConfigEvents({ realm: org })).eventsEnabled).toBe(true),
+      { ...EVENTUALLY, interval: 200 },
+    );
+  });
+  afterAll(async () => {
+    await replica.gateway.close();
+    await closeTestDb();
+  });
+
+  /** Whether the pull has taken the user's Keycloak sign-in (so every event before it too). */
+  async function signInPulled(userId: string): Promise<boolean> {
+    const rows: unknown[] = await testDb()('audit_log')
+      .where({ org, action: 'keycloak.login', actor_id: userId })
+      .limit(1);
+    return rows.length > 0;
+  }
+
+  /**
+   * A user with a Basic login cached on the replica: signed in, the events of its making taken
+   * (they end logins made before them), and then served repeatedly without a new Keycloak session.
+   */
+  async function cachedUser(): Promise<{ user: TestUser; id: string }> {
+    const user = await createUser(org);
+    const id = await userIdOf(user);
+    expect(await statusOf(user)).toBe(200);
+    await expect.poll(() => signInPulled(id), EVENTUALLY).toBe(true);
+    expect(await statusOf(user)).toBe(200);
+    const sessions = await sessionCount(user);
+    for (let i = 0; i < 3; i++) expect(await statusOf(user)).toBe(200);
+    expect(await sessionCount(user)).toBe(sessions);
+    return { user, id };
+  }
+
+  it('refuses the old password once a reset in the console is seen, and takes the new', async () => {
+    const { user, id } = await cachedUser();
+    const other = await cachedUser();
+    const otherSessions = await sessionCount(other.user);
+    // As the console's "Reset password" does: the user's sessions are not ended.
+    await (
+      await keycloakAdmin()
+    ).users.resetPassword({
+      realm: org,
+      id,
+      credential: { type: 'password', value: 'the-new-password', temporary: false },
+    });
+    await expect.poll(() => statusOf(user), EVENTUALLY).toBe(401);
+    expect(await statusOf({ ...user, password: 'the-new-password' })).toBe(200);
+    // Another user's cached login is left alone.
+    expect(await statusOf(other.user)).toBe(200);
+    expect(await sessionCount(other.user)).toBe(otherSessions);
+  });
+
+  it('refuses a password alone once an administrator requires an OTP', async () => {
+    const { user, id } = await cachedUser();
+    // The console's "Required user actions: Configure OTP": the next sign-in sets one up.
+    await (
+      await keycloakAdmin()
+    ).users.update({ realm: org, id }, { requiredActions: ['CONFIGURE_TOTP'] });
+    await expect.poll(() => statusOf(user), EVENTUALLY).toBe(401);
+  });
+
+  it('refuses the old password once the user changed it in the account console (default ticks)', async () => {
+    const { user } = await cachedUser();
+    const browser = await launchChromium();
+    try {
+      const page = await browser.newPage();
+      page.setDefaultTimeout(20_000);
+      // The account console's "Update" of the password: its client asks Keycloak for the
+      // UPDATE_PASSWORD action (PKCE as the console does; the code is never exchanged here).
+      const account = `${testEnv().publicUrl}/auth/realms/${org}`;
+      const query = new URLSearchParams({
+        client_id: 'account-console',
+        redirect_uri: `${account}/account/`,
+        response_type: 'code',
+        scope: 'openid',
+        kc_action: 'UPDATE_PASSWORD',
+        code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+        code_challenge_method: 'S256',
+      });
+      await page.goto(`${account}/protocol/openid-connect/auth?${query.toString()}`);
+      await signIn(page, user.username, user.password);
+      await page.waitForSelector('#password-new');
+      await page.type('#password-new', 'changed-by-the-user');
+      await page.type('#password-confirm', 'changed-by-the-user');
+      await Promise.all([page.waitForNavigation(), page.click('[type=submit]')]);
+      expect(new URL(page.url()).pathname).toContain('/account');
+    } finally {
+      await browser.close();
+    }
+    await expect.poll(() => statusOf(user), EVENTUALLY).toBe(401);
+    expect(await statusOf({ ...user, password: 'changed-by-the-user' })).toBe(200);
+  }, 90_000);
+});

@@ -1,0 +1,103 @@
+import { describe, expect, it } from 'vitest';
+import {
+  credentialChangesOf,
+  endBasicLoginsOnCredentialChanges,
+  type KeycloakEventsOfRealm,
+} from '../../../../src/auth/basic/credential-changes.ts';
+import type { RevocationList } from '../../../../src/auth/revocation.ts';
+
+/**
+ * Which of Keycloak's events end a user's cached Basic logins, with the event types and paths
+ * Keycloak 26 gives (test/integration/basic-credential-changes.test.ts shows the real ones).
+ */
+describe('credential changes seen in Keycloak events', () => {
+  const admin = (operationType: string, resourcePath: string, time = 1000, error?: string) => ({
+    time,
+    operationType,
+    resourcePath,
+    ...(error && { error }),
+  });
+  const user = (type: string, userId: string, time = 1000, error?: string) => ({
+    time,
+    type,
+    userId,
+    ...(error && { error }),
+  });
+
+  it.each([
+    ['a password reset', admin('ACTION', 'users/u1/reset-password')],
+    ['a user updated (a required action, disabled)', admin('UPDATE', 'users/u1')],
+    ['a user deleted', admin('DELETE', 'users/u1')],
+    ['a credential removed', admin('DELETE', 'users/u1/credentials/c1')],
+    ['a role mapping added', admin('CREATE', 'users/u1/role-mappings/realm')],
+    ['sessions ended', admin('ACTION', 'users/u1/logout')],
+  ])('ends the logins after %s by an administrator', (_name, event) => {
+    expect(credentialChangesOf({ user: [], admin: [event] })).toEqual(new Map([['u1', 1000]]));
+  });
+
+  it.each([
+    'UPDATE_PASSWORD',
+    'UPDATE_CREDENTIAL',
+    'REMOVE_CREDENTIAL',
+    'UPDATE_TOTP',
+    'REMOVE_TOTP',
+    'RESET_PASSWORD',
+    'DELETE_ACCOUNT',
+    'USER_DISABLED_BY_PERMANENT_LOCKOUT',
+  ])('ends the logins after the user event %s', (type) => {
+    expect(credentialChangesOf({ user: [user(type, 'u1')], admin: [] })).toEqual(
+      new Map([['u1', 1000]]),
+    );
+  });
+
+  it('leaves users alone for sign-ins, temporary lockouts, failures, new users and others', () => {
+    const events: KeycloakEventsOfRealm = {
+      user: [
+        user('LOGIN', 'u1'),
+        user('USER_DISABLED_BY_TEMPORARY_LOCKOUT', 'u1'),
+        user('UPDATE_PASSWORD', 'u1', 1000, 'invalid_password'),
+        user('UPDATE_PROFILE', 'u1'),
+      ],
+      admin: [
+        admin('CREATE', 'users/u1'),
+        admin('ACTION', 'users/u1/reset-password', 1000, 'password policy'),
+        admin('UPDATE', 'clients/c1'),
+        admin('ACTION', 'usersx/u1/reset-password'),
+        { time: 1000, operationType: 'UPDATE' },
+      ],
+    };
+    expect(credentialChangesOf(events)).toEqual(new Map());
+  });
+
+  it('names each user once, at the latest change', () => {
+    const changes = credentialChangesOf({
+      user: [user('UPDATE_PASSWORD', 'u1', 3000), user('UPDATE_TOTP', 'u2', 2000)],
+      admin: [admin('ACTION', 'users/u1/reset-password', 4000), admin('UPDATE', 'users/u1', 1000)],
+    });
+    expect(changes).toEqual(
+      new Map([
+        ['u1', 4000],
+        ['u2', 2000],
+      ]),
+    );
+  });
+
+  it("revokes the users' Basic logins from the change on, and nothing of their sessions", async () => {
+    const revoked: Parameters<RevocationList['revoke']>[0][] = [];
+    const seen = endBasicLoginsOnCredentialChanges({
+      revocations: { revoke: (r) => Promise.resolve(void revoked.push(r)) },
+      basicLoginSeconds: 3600,
+    });
+    await seen('org-a', { user: [], admin: [admin('ACTION', 'users/u1/reset-password', 5000)] });
+    expect(revoked).toEqual([
+      {
+        realm: 'org-a',
+        userId: 'u1',
+        at: 5000,
+        sessionIds: [],
+        ttlSeconds: 1,
+        userTtlSeconds: 3600,
+      },
+    ]);
+  });
+});
