@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
+import { runSpared } from '../db/database.ts';
 import type { Clock } from '../time/clock.ts';
 import { every, type Periodic } from '../time/every.ts';
 import { CHECKPOINTS_TABLE } from './audit-checkpointer.ts';
@@ -68,39 +69,43 @@ export async function pruneAuditLog(
   let removed = 0;
   for (const org of logs) {
     const cutoff = new Date(clock.now() - daysKept(own.get(org), bounds) * DAY_MS);
-    const [expired] = await db(AUDIT_TABLE)
-      .where({ org })
-      .where('at', '<', cutoff)
-      .max<{ last: unknown }[]>({ last: 'seq' });
-    if (expired?.last === null || expired?.last === undefined) continue;
-    // A record within its days before that one (the newest past the limit may be an event
-    // taken late with its own old time, a Keycloak event of a realm's first pull): the prefix
-    // ends before it. Read from the log's start, it is found among what would go anyway.
-    const [kept] = await db(AUDIT_TABLE)
-      .where({ org })
-      .where('seq', '<', Number(expired.last))
-      .where('at', '>=', cutoff)
-      .min<{ first: unknown }[]>({ first: 'seq' });
-    const past =
-      kept?.first === null || kept?.first === undefined
-        ? Number(expired.last)
-        : Number(kept.first) - 1;
-    const [anchor] = await db(CHECKPOINTS_TABLE)
-      .where({ org })
-      .where('seq', '<=', past)
-      .max<{ seq: unknown }[]>({ seq: 'seq' });
-    if (anchor?.seq === null || anchor?.seq === undefined) continue;
-    const end = Number(anchor.seq);
-    await db.transaction(async (trx) => {
-      const gone: unknown[] = await trx(AUDIT_TABLE)
-        .where({ org })
-        .where('seq', '<=', end)
-        .del(['seq']);
-      await trx(CHECKPOINTS_TABLE).where({ org }).where('seq', '<', end).del();
-      removed += gone.length;
-    });
+    // A large log's prefix takes long to find and remove: not under the statement timeout.
+    removed += await runSpared(db, (trx) => pruneLog(trx, org, cutoff));
   }
   return removed;
+}
+
+/** Removes `org`'s records before `cutoff` up to a checkpoint (see pruneAuditLog); how many. */
+async function pruneLog(trx: Knex.Transaction, org: string, cutoff: Date): Promise<number> {
+  const [expired] = await trx(AUDIT_TABLE)
+    .where({ org })
+    .where('at', '<', cutoff)
+    .max<{ last: unknown }[]>({ last: 'seq' });
+  if (expired?.last === null || expired?.last === undefined) return 0;
+  // A record within its days before that one (the newest past the limit may be an event
+  // taken late with its own old time, a Keycloak event of a realm's first pull): the prefix
+  // ends before it. Read from the log's start, it is found among what would go anyway.
+  const [kept] = await trx(AUDIT_TABLE)
+    .where({ org })
+    .where('seq', '<', Number(expired.last))
+    .where('at', '>=', cutoff)
+    .min<{ first: unknown }[]>({ first: 'seq' });
+  const past =
+    kept?.first === null || kept?.first === undefined
+      ? Number(expired.last)
+      : Number(kept.first) - 1;
+  const [anchor] = await trx(CHECKPOINTS_TABLE)
+    .where({ org })
+    .where('seq', '<=', past)
+    .max<{ seq: unknown }[]>({ seq: 'seq' });
+  if (anchor?.seq === null || anchor?.seq === undefined) return 0;
+  const end = Number(anchor.seq);
+  const gone: unknown[] = await trx(AUDIT_TABLE)
+    .where({ org })
+    .where('seq', '<=', end)
+    .del(['seq']);
+  await trx(CHECKPOINTS_TABLE).where({ org }).where('seq', '<', end).del();
+  return gone.length;
 }
 
 /** Prunes every `intervalMs` (the first time a minute after start); any replica may, at once. */
