@@ -9,7 +9,7 @@ import type { IpcPeer } from './cache/ipc-peer.ts';
 import { createReplicaBus, type ReplicaBus } from './cache/replica-bus.ts';
 import { combineBuses } from './cache/worker-bus.ts';
 import type { Config } from './config/config.ts';
-import { checkDatabase, openDatabase, poolState } from './db/database.ts';
+import { checkDatabase, databaseTimeoutsOf, openDatabase, poolState } from './db/database.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import { createForwarding, type Forwarding } from './edge/forwarding.ts';
 import { createAudit, type Audit } from './http/audit.ts';
@@ -84,6 +84,7 @@ export async function openInfrastructure(
   const db = await openDatabase({
     databaseUrl: config.DATABASE_URL,
     dataDir: config.DATA_DIR,
+    timeouts: databaseTimeoutsOf(config),
     logger,
   });
   if (!worker) await migrateToLatest(db, logger);

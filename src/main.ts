@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { LocalKeycloak } from '../keycloak/launcher.ts';
 import { createIpcPeer, type IpcEndpoint } from './cache/ipc-peer.ts';
-import { openDatabase } from './db/database.ts';
+import { databaseTimeoutsOf, openDatabase } from './db/database.ts';
 import { migrateToLatest } from './db/migrate.ts';
 import { loadConfig, ConfigError, type Config } from './config/config.ts';
 import { loadOrCreateDemoSecrets, type DemoSecrets } from './demo/demo-secrets.ts';
@@ -82,6 +82,7 @@ async function main(): Promise<void> {
       const db = await openDatabase({
         databaseUrl: config.DATABASE_URL,
         dataDir: config.DATA_DIR,
+        timeouts: databaseTimeoutsOf(config),
         logger,
       });
       try {

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { runSpared } from '../db/database.ts';
 import { AppError } from '../envelope/errors.ts';
 import type { AuditRecord } from './audit-chain.ts';
 import { CHECKPOINTS_TABLE } from './audit-checkpointer.ts';
@@ -151,7 +152,9 @@ export function createAuditLogRepo(db: Knex): AuditLogRepo {
       for (;;) {
         // A chunk and where the log begins, read in one snapshot: retention removes a log's
         // oldest records, so none past `after` is missing while it begins at or before the next.
-        const { rows, begins } = await db.transaction(
+        // An export's chunk may scan far for a sparse filter: not under the statement timeout.
+        const { rows, begins } = await runSpared(
+          db,
           async (trx) => {
             const chunk = (await filtered(trx, log, others)
               .where('seq', '>', after)

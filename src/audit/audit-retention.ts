@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
+import { runSpared } from '../db/database.ts';
 import type { Clock } from '../time/clock.ts';
 import { every, type Periodic } from '../time/every.ts';
 import { CHECKPOINTS_TABLE } from './audit-checkpointer.ts';
@@ -131,26 +132,34 @@ export async function pruneAuditLog(
   let removed = 0;
   for (const org of logs) {
     const stretches = reused.get(org) ?? [{ from: 1, days: own.get(org) }];
-    const past = await pastPrefixOf(db, org, stretches, bounds, now);
-    if (past < 1) continue;
-    const [anchor] = await db(CHECKPOINTS_TABLE)
-      .where({ org })
-      .where('seq', '<=', past)
-      .max<{ seq: unknown }[]>({ seq: 'seq' });
-    if (anchor?.seq === null || anchor?.seq === undefined) continue;
-    const end = Number(anchor.seq);
-    // The anchor of an earlier prune, with nothing before it left.
-    if (!(await db(AUDIT_TABLE).where({ org }).where('seq', '<=', end).first('seq'))) continue;
-    await db.transaction(async (trx) => {
-      const gone: unknown[] = await trx(AUDIT_TABLE)
-        .where({ org })
-        .where('seq', '<=', end)
-        .del(['seq']);
-      await trx(CHECKPOINTS_TABLE).where({ org }).where('seq', '<', end).del();
-      removed += gone.length;
-    });
+    // A large log's prefix takes long to find and remove: not under the statement timeout.
+    removed += await runSpared(db, (trx) => pruneLog(trx, org, stretches, bounds, now));
   }
   return removed;
+}
+
+/** Removes `org`'s expired records up to a checkpoint (see pruneAuditLog); how many. */
+async function pruneLog(
+  trx: Knex.Transaction,
+  org: string,
+  stretches: Stretch[],
+  bounds: RetentionBounds,
+  now: number,
+): Promise<number> {
+  const past = await pastPrefixOf(trx, org, stretches, bounds, now);
+  if (past < 1) return 0;
+  const [anchor] = await trx(CHECKPOINTS_TABLE)
+    .where({ org })
+    .where('seq', '<=', past)
+    .max<{ seq: unknown }[]>({ seq: 'seq' });
+  if (anchor?.seq === null || anchor?.seq === undefined) return 0;
+  const end = Number(anchor.seq);
+  const gone: unknown[] = await trx(AUDIT_TABLE)
+    .where({ org })
+    .where('seq', '<=', end)
+    .del(['seq']);
+  await trx(CHECKPOINTS_TABLE).where({ org }).where('seq', '<', end).del();
+  return gone.length;
 }
 
 /** Prunes every `intervalMs` (the first time a minute after start); any replica may, at once. */

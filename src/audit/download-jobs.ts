@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { toIsoTimestamp } from '../db/column-values.ts';
+import { runSpared } from '../db/database.ts';
 import { AppError } from '../envelope/errors.ts';
 import type { Clock } from '../time/clock.ts';
 import { every } from '../time/every.ts';
@@ -115,7 +116,9 @@ export function createDownloadJobs(db: Knex, clock: Clock, logger: Logger): Down
   /** Fixes what the job covers (the log as it is now) and counts it. */
   async function run(job: JobRow): Promise<void> {
     try {
-      const { lastSeq, count } = await db.transaction(
+      // Counts a span of any length: not under the statement timeout.
+      const { lastSeq, count } = await runSpared(
+        db,
         async (trx) => {
           const end = await trx(AUDIT_TABLE).where({ org: job.org }).max<{ max: unknown }[]>({
             max: 'seq',

@@ -406,6 +406,14 @@ export const configSchema = z.object({
       shownDefault: '(embedded PGlite in `DATA_DIR`)',
     }),
   ),
+  DATABASE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(100).max(60000).default(5000).meta({
+    description:
+      'how long making a PostgreSQL connection may take (TCP, TLS, sign-in); a request waiting for a connection the pool cannot make is answered 503 `503-00003` once it passes',
+  }),
+  DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(3600000).default(15000).meta({
+    description:
+      'PostgreSQL\'s `statement_timeout` for the gateway\'s queries, and, with `DATABASE_CONNECT_TIMEOUT_MS` added, how long the gateway waits for any answer before it drops the connection (a server that accepts and never answers); past either, 503 `503-00003`. Migrations, audit exports, download jobs and audit log pruning run without it (see "Database timeouts" in [operations](operations.md))',
+  }),
   DATA_DIR: z.string().min(1).default('.data').meta({
     description: "local state: the embedded database, the local Keycloak's data, demo secrets",
   }),

@@ -13,9 +13,11 @@ const CONNECTION_CODES = new Set([
 /**
  * PostgreSQL's SQLSTATEs for "not now": shutting down, not accepting connections yet, or out of
  * connection slots (`max_connections` reached, a role's `CONNECTION LIMIT`: 53300), which a
- * failover or another client's leak causes and which passes like an outage.
+ * failover or another client's leak causes and which passes like an outage; or a statement
+ * cancelled (57014), past DATABASE_STATEMENT_TIMEOUT_MS or by an operator: a server too busy
+ * to answer in time.
  */
-const SERVER_NOT_AVAILABLE = new Set(['57P01', '57P02', '57P03', '53300']);
+const SERVER_NOT_AVAILABLE = new Set(['57P01', '57P02', '57P03', '53300', '57014']);
 
 /**
  * True when an error says the platform database could not be reached or went away, as opposed
@@ -32,9 +34,11 @@ export function isDatabaseUnavailable(err: unknown): boolean {
       // SQLSTATE class 08: connection exception.
       if (/^08[0-9A-Z]{3}$/.test(code)) return true;
     }
-    // knex's pool gave up waiting for a connection; pg lost one mid-query (it sets no code).
+    // knex's pool gave up waiting for a connection; pg lost one mid-query, or could not make
+    // one within DATABASE_CONNECT_TIMEOUT_MS (it sets no code).
     if (cause.name === 'KnexTimeoutError') return true;
     if (cause.message === 'Connection terminated unexpectedly') return true;
+    if (cause.message === 'timeout expired') return true;
     cause = cause.cause;
   }
   return false;

@@ -10,6 +10,13 @@ export interface DatabaseOptions {
   dataDir: string;
   /** Where knex's own warnings go (a lost connection, say); without it, the console. */
   logger?: Logger;
+  /** PostgreSQL's limits (DATABASE_CONNECT_TIMEOUT_MS, DATABASE_STATEMENT_TIMEOUT_MS); none without. */
+  timeouts?: DatabaseTimeouts | undefined;
+}
+
+export interface DatabaseTimeouts {
+  connectMs: number;
+  statementMs: number;
 }
 
 /**
@@ -21,9 +28,16 @@ export async function openDatabase(opts: DatabaseOptions): Promise<Knex> {
   if (opts.databaseUrl) {
     return knex({
       client: 'pg',
-      connection: opts.databaseUrl,
+      connection: pgConnection(opts.databaseUrl, opts.timeouts),
       // min 0 lets idle connections close, so a restarted PostgreSQL does not leave dead sockets.
-      pool: { min: 0, max: 10 },
+      pool: {
+        min: 0,
+        max: 10,
+        ...(opts.timeouts && { afterCreate: dropWhenSilent(answerMs(opts.timeouts)) }),
+      },
+      // A request waits for a connection no longer than one takes to be made or to answer; a
+      // connection that cannot be made fails its waiter sooner (knex propagates the error).
+      ...(opts.timeouts && { acquireConnectionTimeout: answerMs(opts.timeouts) }),
       ...(opts.logger && { log: knexLog(opts.logger) }),
     });
   }
@@ -32,6 +46,123 @@ export async function openDatabase(opts: DatabaseOptions): Promise<Knex> {
   await mkdir(filename, { recursive: true });
   // knex-pglite forces a single connection and rejects any pool setting.
   return knex({ client: ClientPgLite, connection: { filename } });
+}
+
+/** The limits the configuration sets. */
+export function databaseTimeoutsOf(config: {
+  DATABASE_CONNECT_TIMEOUT_MS: number;
+  DATABASE_STATEMENT_TIMEOUT_MS: number;
+}): DatabaseTimeouts {
+  return {
+    connectMs: config.DATABASE_CONNECT_TIMEOUT_MS,
+    statementMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
+  };
+}
+
+/** pg's connection settings: the URL as given, and the limits when there are some. */
+function pgConnection(url: string, timeouts: DatabaseTimeouts | undefined): string | object {
+  if (!timeouts) return url;
+  return {
+    connectionString: url,
+    connectionTimeoutMillis: timeouts.connectMs,
+    // The server cancels a statement past it (57014), and the connection stays usable.
+    statement_timeout: timeouts.statementMs,
+  };
+}
+
+/**
+ * How long the gateway waits for any answer on a connection before it drops it: past the
+ * statement timeout the server would have answered 57014, so silence this long is a hung
+ * server or a black-holed path, which TCP alone notices only after many minutes.
+ */
+const answerMs = (timeouts: DatabaseTimeouts) => timeouts.connectMs + timeouts.statementMs;
+
+/** What of pg's client this module touches. */
+interface PgClient {
+  query(config: unknown, callback: (err: Error | null, result: unknown) => void): unknown;
+  connection: { stream: { destroy(err?: Error): void } };
+  [SPARED]?: boolean;
+}
+
+/** Marks a connection lent to work that may run long (runSpared): no answer deadline on it. */
+const SPARED = Symbol('realmgate.spared');
+
+/**
+ * knex's `afterCreate` hook: a query without an answer within `ms` destroys its connection,
+ * which fails the query (and any queued behind it) with pg's "Connection terminated
+ * unexpectedly" (a 503) and lets the pool make a new one. pg's own `query_timeout` would
+ * leave the query hanging on the connection, and every later query on it behind.
+ */
+function dropWhenSilent(ms: number) {
+  return (client: PgClient, done: (err: Error | null, client: PgClient) => void) => {
+    const query = client.query.bind(client);
+    client.query = (config, callback) => {
+      if (client[SPARED] || typeof callback !== 'function') return query(config, callback);
+      const timer = setTimeout(() => {
+        const err = new Error(`no answer from PostgreSQL in ${ms} ms`);
+        client.connection.stream.destroy(Object.assign(err, { code: 'ETIMEDOUT' }));
+      }, ms);
+      return query(config, (err, result) => {
+        clearTimeout(timer);
+        callback(err, result);
+      });
+    };
+    done(null, client);
+  };
+}
+
+/** What knex's client lends of its pool; not in its typings. */
+interface ConnectionLender {
+  acquireConnection(): Promise<PgClient>;
+  releaseConnection(connection: PgClient): Promise<void>;
+}
+
+/**
+ * Runs `work` in a transaction that no timeout of the pool applies to: `statement_timeout` off
+ * for the transaction (`SET LOCAL`) and no answer deadline on its connection. For the work that
+ * legitimately runs long (audit exports, download jobs, retention pruning); a request's own
+ * queries never go here. `config`: knex's transaction settings (isolation, read only).
+ */
+export async function runSpared<T>(
+  db: Knex,
+  work: (trx: Knex.Transaction) => Promise<T>,
+  config: Knex.TransactionConfig = {},
+): Promise<T> {
+  if (db.client instanceof ClientPgLite) return db.transaction(work, config);
+  const pool = db.client as ConnectionLender;
+  const connection = await pool.acquireConnection();
+  connection[SPARED] = true;
+  try {
+    return await db.transaction(
+      async (trx) => {
+        await trx.raw('set local statement_timeout = 0');
+        return work(trx);
+      },
+      { ...config, connection },
+    );
+  } finally {
+    connection[SPARED] = false;
+    await pool.releaseConnection(connection);
+  }
+}
+
+/**
+ * A second pool on the same database without the limits, for the migration (its lock waits for
+ * another process's migration, its statements rewrite tables); the caller destroys it. PGlite's
+ * database has no limits and one connection: the same handle, which the caller must not destroy.
+ */
+export function unlimitedDatabase(db: Knex): Knex {
+  if (db.client instanceof ClientPgLite) return db;
+  const config = (db.client as { config: Knex.Config }).config;
+  // knex keeps a URL parsed; the connect timeout stays, the statement timeout goes.
+  const connection = { ...(config.connection as Record<string, unknown>) };
+  delete connection.statement_timeout;
+  return knex({
+    ...config,
+    connection,
+    acquireConnectionTimeout: undefined,
+    pool: { min: 0, max: 2 },
+  });
 }
 
 /** knex's log calls as JSON lines of the gateway's log (knex passes a string or an error). */

@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import ClientPgLite from 'knex-pglite';
 import type { Logger } from 'pino';
 import { VERSION } from '../release/version.ts';
+import { unlimitedDatabase } from './database.ts';
 import { readableFrom, schemaVerdict } from './schema-history.ts';
 import { appliedMigrations, readSchemaRecord, writeSchemaRecord } from './schema-record.ts';
 import * as initial from './migrations/20261122-001-initial.ts';
@@ -82,6 +83,17 @@ export async function migrateToLatest(db: Knex, logger?: Logger): Promise<void> 
     await migrateAsOnlyMigrator(db, logger);
     return;
   }
+  // Not under the pool's timeouts: the lock waits out another process's migration, and a
+  // migration may rewrite a large table.
+  const unlimited = unlimitedDatabase(db);
+  try {
+    await migrateUnderLock(unlimited, logger);
+  } finally {
+    await unlimited.destroy();
+  }
+}
+
+async function migrateUnderLock(db: Knex, logger?: Logger): Promise<void> {
   // One connection of the pool, held throughout: the advisory lock belongs to its session.
   const pool = db.client as ConnectionLender;
   const connection = await pool.acquireConnection();

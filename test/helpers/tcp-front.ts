@@ -1,13 +1,24 @@
 import net from 'node:net';
 import { testEnv } from './test-env.ts';
 
-/** A TCP relay in front of a service, which a test can cut off as if the service had died. */
+/**
+ * A TCP relay in front of a service, which a test can cut off as if the service had died, or
+ * silence as if it hung or the path to it dropped every packet.
+ */
 export interface TcpFront {
   readonly port: number;
   /** Drops every relayed connection and refuses new ones (the port closes). */
   cut(): Promise<void>;
   /** Listens again on the same port. */
   restore(): Promise<void>;
+  /**
+   * Stops forwarding, both ways, on every connection, and accepts new ones without forwarding
+   * either: nothing is closed or refused, nothing answers. What is sent meanwhile is held, as
+   * TCP would retransmit it, and delivered once the relay forwards again.
+   */
+  silence(): void;
+  /** Forwards again what was held and all that follows. */
+  unsilence(): void;
 }
 
 export async function startTcpFront(
@@ -15,17 +26,24 @@ export async function startTcpFront(
   target: { host: string; port: number },
 ): Promise<TcpFront> {
   const sockets = new Set<net.Socket>();
+  const pairs = new Set<[net.Socket, net.Socket]>();
   let server: net.Server | undefined;
+  let silent = false;
 
   function listen(): Promise<void> {
     const relay = net.createServer((client) => {
       const upstream = net.connect(target);
-      for (const socket of [client, upstream]) {
+      const pair: [net.Socket, net.Socket] = [client, upstream];
+      pairs.add(pair);
+      for (const socket of pair) {
         sockets.add(socket);
-        socket.on('close', () => sockets.delete(socket));
+        socket.on('close', () => {
+          sockets.delete(socket);
+          pairs.delete(pair);
+        });
         socket.on('error', () => undefined);
       }
-      client.pipe(upstream).pipe(client);
+      if (!silent) client.pipe(upstream).pipe(client);
       client.on('close', () => upstream.destroy());
       upstream.on('close', () => client.destroy());
     });
@@ -45,6 +63,19 @@ export async function startTcpFront(
       await closed;
     },
     restore: listen,
+    silence() {
+      silent = true;
+      for (const [client, upstream] of pairs) {
+        client.unpipe(upstream);
+        upstream.unpipe(client);
+        client.pause();
+        upstream.pause();
+      }
+    },
+    unsilence() {
+      silent = false;
+      for (const [client, upstream] of pairs) client.pipe(upstream).pipe(client);
+    },
   };
 }
 

@@ -3,7 +3,7 @@ import os from 'node:os';
 import type { Knex } from 'knex';
 import pg from 'pg';
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { openDatabase } from '../../src/db/database.ts';
+import { openDatabase, type DatabaseTimeouts } from '../../src/db/database.ts';
 import { MIGRATION_LOCK_KEY, MIGRATION_NAMES, migrateToLatest } from '../../src/db/migrate.ts';
 import { onPostgresServer } from '../helpers/postgres-server.ts';
 
@@ -20,8 +20,12 @@ const SERVER = (process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/
 const database = `realmgate_migrate_${randomBytes(4).toString('hex')}`;
 const opened: Knex[] = [];
 
-async function migrator(): Promise<Knex> {
-  const db = await openDatabase({ databaseUrl: `${SERVER}/${database}`, dataDir: os.tmpdir() });
+async function migrator(timeouts?: DatabaseTimeouts): Promise<Knex> {
+  const db = await openDatabase({
+    databaseUrl: `${SERVER}/${database}`,
+    dataDir: os.tmpdir(),
+    timeouts,
+  });
   opened.push(db);
   return db;
 }
@@ -98,6 +102,27 @@ describe('migrations when several processes start together', () => {
       await vi.waitFor(async () => expect(await lockWaiters(other)).toBe(1), { timeout: 10_000 });
       expect(done).toBe(false);
       expect(await db.schema.hasTable('knex_migrations')).toBe(false);
+      await other.query('select pg_advisory_unlock($1::bigint)', [MIGRATION_LOCK_KEY]);
+      await migration;
+      expect(await schemaOf(db)).toEqual(MIGRATED);
+    } finally {
+      await other.end();
+    }
+  });
+
+  it('a migrator waits for the lock past the statement timeout, and migrates', async () => {
+    const other = new pg.Client({ connectionString: `${SERVER}/${database}` });
+    await other.connect();
+    try {
+      await other.query('select pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY]);
+      // The pool's limits cut a request's statement after 300 ms, and drop a connection
+      // silent for 500 ms; the migration is under neither.
+      const db = await migrator({ connectMs: 200, statementMs: 300 });
+      const migration = migrateToLatest(db);
+      await vi.waitFor(async () => expect(await lockWaiters(other)).toBe(1), { timeout: 10_000 });
+      // Past both limits, the migrator still waits for the lock.
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      expect(await lockWaiters(other)).toBe(1);
       await other.query('select pg_advisory_unlock($1::bigint)', [MIGRATION_LOCK_KEY]);
       await migration;
       expect(await schemaOf(db)).toEqual(MIGRATED);

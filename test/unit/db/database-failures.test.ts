@@ -17,6 +17,9 @@ describe('isDatabaseUnavailable', () => {
         name: 'KnexTimeoutError',
       }),
       new Error('Connection terminated unexpectedly'),
+      // pg's connect timeout (DATABASE_CONNECT_TIMEOUT_MS), the statement timeout's cancel.
+      new Error('timeout expired'),
+      withCode('57014', 'canceling statement due to statement timeout'),
       new Error('query failed', { cause: withCode('ECONNREFUSED') }),
     ]) {
       expect(isDatabaseUnavailable(err), String(err)).toBe(true);
