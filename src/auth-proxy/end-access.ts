@@ -74,9 +74,10 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
       }
       case 'realm': {
         const tokenTtlSeconds = await tokenLifetimeOf(realm);
-        const at = ending.notBefore;
-        // A not-before so old that every token issued before it has expired: nothing to end.
-        if (at !== undefined && at + tokenTtlSeconds * 1000 <= clock.now()) return undefined;
+        // Applied even when the not-before is older than today's lifetime (any realm update
+        // carries it): a token issued under a longer lifetime may still be alive, on this
+        // replica or another. Each replica keeps the refusal as long as the tokens it serves
+        // need (revocation.ts), and keeps nothing when none of them can be alive.
         return () =>
           deps.revocations.revoke({
             realm,
@@ -86,7 +87,7 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
             userTtlSeconds: basicSeconds,
             tokenTtlSeconds,
             wholeRealm: true,
-            at,
+            at: ending.notBefore,
           });
       }
       case 'keys':

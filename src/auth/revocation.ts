@@ -169,21 +169,35 @@ export async function createRevocationList(options: {
     const message = outlivingServedTokens(revocation);
     const { at } = message;
     const until = (seconds: number) => at + seconds * 1000;
-    for (const id of message.tokenIds ?? []) refuse(tokens, id, at, until(message.ttlSeconds));
+    for (const id of message.tokenIds ?? [])
+      refuse(tokens, id, at, until(message.ttlSeconds), clock);
     for (const { sessionId, clientId } of message.clientSessions ?? []) {
-      refuse(clientSessions, clientSessionKey(sessionId, clientId), at, until(message.ttlSeconds));
+      refuse(
+        clientSessions,
+        clientSessionKey(sessionId, clientId),
+        at,
+        until(message.ttlSeconds),
+        clock,
+      );
     }
     if (message.wholeRealm) {
-      refuse(realms, message.realm, at, until(lifetimeSecondsOf(message)));
+      refuse(realms, message.realm, at, until(lifetimeSecondsOf(message)), clock);
       return;
     }
     if (message.sessionIds.length > 0) {
       const realmSessions = byRealm(sessions, message.realm);
-      for (const id of message.sessionIds) refuse(realmSessions, id, at, until(message.ttlSeconds));
+      for (const id of message.sessionIds)
+        refuse(realmSessions, id, at, until(message.ttlSeconds), clock);
     }
     // None: the revocation leaves the user's cached Basic logins alone (a session's end).
     if (message.userTtlSeconds > 0) {
-      refuse(users, userKey(message.realm, message.userId), at, until(message.userTtlSeconds));
+      refuse(
+        users,
+        userKey(message.realm, message.userId),
+        at,
+        until(message.userTtlSeconds),
+        clock,
+      );
     }
     if (message.tokenTtlSeconds !== undefined) {
       refuse(
@@ -191,6 +205,7 @@ export async function createRevocationList(options: {
         message.userId,
         at,
         until(message.tokenTtlSeconds),
+        clock,
       );
     }
   }
@@ -347,7 +362,15 @@ interface Refusal {
  * the two are kept, so no revocation, whatever order the replicas hear them in (a restart's
  * read of the stored ones, one shared late after an outage), shortens or moves back another.
  */
-function refuse(refusals: TtlLru<Refusal>, key: string, at: number, until: number): void {
+function refuse(
+  refusals: TtlLru<Refusal>,
+  key: string,
+  at: number,
+  until: number,
+  clock: Clock,
+): void {
+  // Over already (a not-before older than every token still served): nothing to keep.
+  if (until <= clock.now()) return;
   const known = refusals.get(key);
   const kept = known
     ? { at: Math.max(known.at, at), until: Math.max(known.until, until) }
