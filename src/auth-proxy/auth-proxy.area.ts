@@ -94,6 +94,7 @@ export function buildAuthProxy(
       bearer: auth.bearer,
       idTokenSession: auth.idTokens,
       access,
+      groupMembers: (realm: string, groupId: string) => accounts.groupMembers(realm, groupId),
       leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
       onKeyProvidersChanged: (realm: string) => auth.keySetEvents.refreshEverywhere(realm),
       // The throttle's memory is keyed by user name; the admin API names the user by id.

@@ -25,6 +25,11 @@ export interface EndAccessDeps {
   bearer: Pick<BearerVerifier, 'verify'>;
   /** The session of an ID token the realm signed (id-token.ts), if it is one. */
   idTokenSession: (realm: string, token: string) => Promise<IdTokenSession | undefined>;
+  /**
+   * The ids of the members of a group and of the groups below it (Keycloak's admin API), read
+   * before the group changes.
+   */
+  groupMembers: (realm: string, groupId: string) => Promise<string[]>;
   /** The revocations of a session or a user, shared with the back-channel logout. */
   access: AccessRevocations;
   leewaySeconds: number;
@@ -70,6 +75,14 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
         return async () => {
           await endUser();
           if (ending.passwordSet) await deps.onPasswordSet(realm, userId);
+        };
+      }
+      case 'group': {
+        // A failed read refuses the change (next(err)): it would end nobody's tokens.
+        const members = await deps.groupMembers(realm, ending.groupId);
+        const ends = await Promise.all(members.map((id) => access.endUser(realm, id, true)));
+        return async () => {
+          for (const end of ends) await end();
         };
       }
       case 'realm': {
