@@ -22,6 +22,11 @@ export type Ending =
    */
   | { kind: 'group'; realm: string; groupId: string }
   /**
+   * A role deleted (a realm role by name, a client's by its client's UUID and name, or any by
+   * id): every token of the realm issued before now that carries it, whoever holds it.
+   */
+  | { kind: 'role'; realm: string; role: RoleRef }
+  /**
    * Every session of the realm: every token issued before now (or before the realm's new
    * not-before, epoch ms) and every cached login.
    */
@@ -38,6 +43,9 @@ export type Ending =
    * or offline token (whose claims Keycloak's success vouches for).
    */
   | { kind: 'revoke'; realm: string; token: string };
+
+/** A role as the admin API's path names it. */
+export type RoleRef = { name: string; clientUuid?: string } | { id: string };
 
 /** What a rule reads from the request: form fields (POST), query, the JSON body it asked for. */
 export interface EndingInput {
@@ -143,6 +151,27 @@ export const ENDING_RULES: readonly EndingRule[] = [
     methods: ['delete'],
     path: `${GROUP}/role-mappings/clients/{client}`,
     ending: (p) => groupEnding(p),
+  },
+  // A role deleted: whoever held it (directly, through a group, a composite or the default
+  // roles) loses it; who that was cannot be read once it is gone, but each token names its roles.
+  {
+    methods: ['delete'],
+    path: `${ADMIN}/roles/{role}`,
+    ending: (p) => ({ kind: 'role', realm: p.realm!, role: { name: p.role! } }),
+  },
+  {
+    methods: ['delete'],
+    path: `${ADMIN}/clients/{client}/roles/{role}`,
+    ending: (p) => ({
+      kind: 'role',
+      realm: p.realm!,
+      role: { name: p.role!, clientUuid: p.client! },
+    }),
+  },
+  {
+    methods: ['delete'],
+    path: `${ADMIN}/roles-by-id/{role}`,
+    ending: (p) => ({ kind: 'role', realm: p.realm!, role: { id: p.role! } }),
   },
   // Keycloak ends the user's sessions of that client, online and offline; which sessions those
   // are it does not say, so every token of the user from before now is refused (a client of

@@ -6,7 +6,7 @@ import type { BearerVerifier } from '../auth/bearer/bearer-verifier.ts';
 import type { IdTokenSession } from '../auth/bearer/id-token.ts';
 import { scopeOf } from '../edge/request-scope.ts';
 import { endingOf } from './auth-routes.ts';
-import type { Ending } from './access-endings.ts';
+import type { Ending, RoleRef } from './access-endings.ts';
 import { beforeAnswer } from './auth-proxy.ts';
 import { formFieldsOf } from './form-body-guard.ts';
 import { refreshTokenSession } from './refresh-token-claims.ts';
@@ -30,6 +30,11 @@ export interface EndAccessDeps {
    * before the group changes.
    */
   groupMembers: (realm: string, groupId: string) => Promise<string[]>;
+  /**
+   * The role a path names, as tokens name it (`client`: the client id, absent for a realm role);
+   * undefined when there is none. Read before the role is deleted.
+   */
+  roleOf: (realm: string, role: RoleRef) => Promise<{ client?: string; name: string } | undefined>;
   /** The revocations of a session or a user, shared with the back-channel logout. */
   access: AccessRevocations;
   leewaySeconds: number;
@@ -84,6 +89,22 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
         return async () => {
           for (const end of ends) await end();
         };
+      }
+      case 'role': {
+        // A failed read refuses the deletion (next(err)): it would end no token.
+        const role = await deps.roleOf(realm, ending.role);
+        if (!role) return undefined;
+        const tokenTtlSeconds = await tokenLifetimeOf(realm);
+        return () =>
+          deps.revocations.revoke({
+            realm,
+            userId: '',
+            sessionIds: [],
+            ttlSeconds: 1,
+            userTtlSeconds: basicSeconds,
+            tokenTtlSeconds,
+            endedRoles: [role],
+          });
       }
       case 'realm': {
         const tokenTtlSeconds = await tokenLifetimeOf(realm);

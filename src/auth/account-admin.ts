@@ -15,6 +15,14 @@ export interface AccountAdmin {
    * taken from it or its deletion (auth-proxy/end-access.ts).
    */
   groupMembers(realm: string, groupId: string): Promise<string[]>;
+  /**
+   * A role of the realm as tokens name it (`client`: its client's id, absent for a realm role),
+   * from its name (and client UUID) or its id; undefined when there is none.
+   */
+  roleOf(
+    realm: string,
+    role: { name: string; clientUuid?: string } | { id: string },
+  ): Promise<{ client?: string; name: string } | undefined>;
   /** Whether the realm's API client requires DPoP (an organization's switch): resource-metadata.ts. */
   dpopRequired(realm: string): Promise<boolean>;
   /** Ends an offline session (a refresh token the gateway refused to hand out). */

@@ -434,6 +434,42 @@ describe("the admin listener's session and user actions end access on every repl
     expect(await workspaceOnB(outsider)).toBe(200);
   });
 
+  it('a workspace role deleted ends every token carrying it (held directly or through a group), and no other', async () => {
+    const realm = await createOrganization(['ws', 'other']);
+    const admin = await keycloakAdmin();
+    const [client] = await admin.clients.find({ realm, clientId: `${realm}-workspaces` });
+    const clientUuid = client!.id!;
+    const role = await admin.clients.findRole({ realm, id: clientUuid, roleName: 'ws' });
+    const { id: groupId } = await admin.groups.create({ realm, name: uniqueId('team-') });
+    const roles = [{ id: role!.id!, name: role!.name! }];
+    await admin.groups.addClientRoleMappings({
+      realm,
+      id: groupId,
+      clientUniqueId: clientUuid,
+      roles,
+    });
+    const holder = await grant(await createUser(realm, { workspaceRoles: ['ws'] }));
+    const member = await createUser(realm);
+    await admin.users.addToGroup({ realm, id: await userIdOf(member), groupId });
+    const memberToken = await grant(member);
+    const outsider = await grant(await createUser(realm, { workspaceRoles: ['other'] }));
+    const onB = async (ws: string, token: string) =>
+      (
+        await fetch(`${b()}/api/${realm}/workspaces/${ws}/ita/menu/operation_list/filter/`, {
+          headers: { authorization: `Bearer ${token}` },
+        })
+      ).status;
+    expect(await onB('ws', holder.access)).toBe(200);
+    expect(await onB('ws', memberToken.access)).toBe(200);
+    expect(await onB('other', outsider.access)).toBe(200);
+    // The console's "Delete" of the client role.
+    expect(await adminCall('DELETE', `${realm}/clients/${clientUuid}/roles/ws`)).toBe(204);
+    await expect.poll(() => onB('ws', holder.access), EVENTUALLY).toBe(401);
+    await expect.poll(() => onB('ws', memberToken.access), EVENTUALLY).toBe(401);
+    await settled(realm);
+    expect(await onB('other', outsider.access)).toBe(200);
+  });
+
   it("a user's offline consent revoked", async () => {
     const { user, tokens, id } = await servedUser(org, 'openid offline_access');
     const client = apiClientIdOf(user.realm);

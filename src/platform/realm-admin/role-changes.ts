@@ -1,5 +1,9 @@
 import { isHttpStatus, type KeycloakAdmin } from '../../keycloak/admin-client.ts';
 
+// What a change to a group or a role takes from whom, read before Keycloak makes it (the
+// admin listener's endings, auth-proxy/end-access.ts): the members who lose a group's roles, and
+// how tokens name a role about to be deleted.
+
 const PAGE = 500;
 
 /**
@@ -44,4 +48,31 @@ export async function groupMembers(
     throw err;
   }
   return [...members];
+}
+
+/**
+ * A role as tokens name it (`client`: its client's id, absent for a realm role), from its name
+ * (and its client's UUID) or its id: what a deleted role's tokens carry. Undefined when there is
+ * none (Keycloak refuses the deletion then too).
+ */
+export async function roleOf(
+  admin: KeycloakAdmin,
+  realm: string,
+  role: { name: string; clientUuid?: string } | { id: string },
+): Promise<{ client?: string; name: string } | undefined> {
+  try {
+    if (!('id' in role)) {
+      if (role.clientUuid === undefined) return { name: role.name };
+      const client = await admin.clients.findOne({ realm, id: role.clientUuid });
+      return client?.clientId ? { client: client.clientId, name: role.name } : undefined;
+    }
+    const found = await admin.roles.findOneById({ realm, id: role.id });
+    if (!found?.name) return undefined;
+    if (!found.clientRole) return { name: found.name };
+    const client = await admin.clients.findOne({ realm, id: found.containerId ?? '' });
+    return client?.clientId ? { client: client.clientId, name: found.name } : undefined;
+  } catch (err) {
+    if (isHttpStatus(err, 404)) return undefined;
+    throw err;
+  }
 }
