@@ -338,7 +338,7 @@ export async function createRevocationList(options: {
     // supervising process at once (cache/worker-bus.ts), Redis or not. A failure of either
     // leaves it to be shared again, both steps.
     await Promise.all([
-      bus.keep(keyOf(`${message.realm}:${message.userId}:${message.at}`), payload, ttl),
+      bus.keep(keyOf(storedIdOf(message)), payload, ttl),
       bus.publish(channel, payload),
     ]);
   }
@@ -439,6 +439,16 @@ function refuse(
 function momentOf(at: number | undefined, clock: Clock): number {
   const now = clock.now();
   return at === undefined ? now : Math.min(at, now);
+}
+
+/**
+ * The key a revocation is stored under: one per realm, user and moment, and per deleted role (two
+ * roles deleted, or a role and the realm's sessions, in one millisecond are kept apart).
+ */
+function storedIdOf(message: RevocationMessage): string {
+  const id = `${message.realm}:${message.userId}:${message.at}`;
+  const roles = message.endedRoles?.map(({ client, name }) => `${client ?? ''}/${name}`);
+  return roles ? `${id}:${roles.join(',')}` : id;
 }
 
 /** How long a revocation has something to refuse: its longest-lived part. */
