@@ -18,6 +18,16 @@ export type Ending =
    */
   | { kind: 'user'; realm: string; userId: string; tokens: boolean; passwordSet?: boolean }
   /**
+   * The members of a group and of its subgroups lose roles (one taken from the group, or the
+   * group deleted): every token of each of them issued before now, and their cached Basic logins.
+   */
+  | { kind: 'group'; realm: string; groupId: string }
+  /**
+   * A role deleted (a realm role by name, a client's by its client's UUID and name, or any by
+   * id): every token of the realm issued before now that carries it, whoever holds it.
+   */
+  | { kind: 'role'; realm: string; role: RoleRef }
+  /**
    * Every session of the realm: every token issued before now (or before the realm's new
    * not-before, epoch ms) and every cached login.
    */
@@ -34,6 +44,9 @@ export type Ending =
    * or offline token (whose claims Keycloak's success vouches for).
    */
   | { kind: 'revoke'; realm: string; token: string };
+
+/** A role as the admin API's path names it. */
+export type RoleRef = { name: string; clientUuid?: string } | { id: string };
 
 /** What a rule reads from the request: form fields (POST), query, the JSON body it asked for. */
 export interface EndingInput {
@@ -58,6 +71,7 @@ export interface EndingRule {
 
 const ADMIN = '/auth/admin/realms/{realm}';
 const USER = `${ADMIN}/users/{user}`;
+const GROUP = `${ADMIN}/groups/{group}`;
 const OIDC = '/auth/realms/{realm}/protocol/openid-connect';
 
 const userEnding = (p: Readonly<Record<string, string>>, tokens: boolean): Ending => ({
@@ -65,6 +79,12 @@ const userEnding = (p: Readonly<Record<string, string>>, tokens: boolean): Endin
   realm: p.realm!,
   userId: p.user!,
   tokens,
+});
+
+const groupEnding = (p: Readonly<Record<string, string>>): Ending => ({
+  kind: 'group',
+  realm: p.realm!,
+  groupId: p.group!,
 });
 
 /** The one value of a parameter; none when absent or sent twice (read one way by everyone). */
@@ -145,6 +165,37 @@ export const ENDING_RULES: readonly EndingRule[] = [
     ending: (p) => userEnding(p, true),
   },
   { methods: ['delete'], path: `${USER}/groups/{group}`, ending: (p) => userEnding(p, true) },
+  // A role taken from a group, or the group deleted: each member of it and of its subgroups
+  // (which inherit its roles) loses roles at once, as a user who leaves it does. The members are
+  // read before Keycloak is asked (a deleted group's cannot be read after).
+  { methods: ['delete'], path: GROUP, ending: (p) => groupEnding(p) },
+  { methods: ['delete'], path: `${GROUP}/role-mappings/realm`, ending: (p) => groupEnding(p) },
+  {
+    methods: ['delete'],
+    path: `${GROUP}/role-mappings/clients/{client}`,
+    ending: (p) => groupEnding(p),
+  },
+  // A role deleted: whoever held it (directly, through a group, a composite or the default
+  // roles) loses it; who that was cannot be read once it is gone, but each token names its roles.
+  {
+    methods: ['delete'],
+    path: `${ADMIN}/roles/{role}`,
+    ending: (p) => ({ kind: 'role', realm: p.realm!, role: { name: p.role! } }),
+  },
+  {
+    methods: ['delete'],
+    path: `${ADMIN}/clients/{client}/roles/{role}`,
+    ending: (p) => ({
+      kind: 'role',
+      realm: p.realm!,
+      role: { name: p.role!, clientUuid: p.client! },
+    }),
+  },
+  {
+    methods: ['delete'],
+    path: `${ADMIN}/roles-by-id/{role}`,
+    ending: (p) => ({ kind: 'role', realm: p.realm!, role: { id: p.role! } }),
+  },
   // Keycloak ends the user's sessions of that client, online and offline; which sessions those
   // are it does not say, so every token of the user from before now is refused (a client of
   // another session refreshes once).

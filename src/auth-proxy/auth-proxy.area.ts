@@ -11,6 +11,7 @@ import type { Clock } from '../time/clock.ts';
 import { createLogoutTokenVerifier } from '../auth/bearer/logout-token.ts';
 import type { Cache } from '../cache/cache.ts';
 import type { Audit } from '../http/audit.ts';
+import type { RoleRef } from './access-endings.ts';
 import { createAccessRevocations } from './access-revocations.ts';
 import { createAuthMount, type Listener } from './auth-steps.ts';
 import { createTokenBindingStore, type TokenBindingStore } from './token-bindings.ts';
@@ -94,6 +95,8 @@ export function buildAuthProxy(
       bearer: auth.bearer,
       idTokenSession: auth.idTokens,
       access,
+      groupMembers: (realm: string, groupId: string) => accounts.groupMembers(realm, groupId),
+      roleOf: (realm: string, role: RoleRef) => accounts.roleOf(realm, role),
       leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
       onKeyProvidersChanged: (realm: string) => auth.keySetEvents.refreshEverywhere(realm),
       // The throttle's memory is keyed by user name; the admin API names the user by id.

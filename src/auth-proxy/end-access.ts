@@ -6,7 +6,7 @@ import type { BearerVerifier } from '../auth/bearer/bearer-verifier.ts';
 import type { IdTokenSession } from '../auth/bearer/id-token.ts';
 import { scopeOf } from '../edge/request-scope.ts';
 import { endingOf } from './auth-routes.ts';
-import type { Ending } from './access-endings.ts';
+import type { Ending, RoleRef } from './access-endings.ts';
 import { beforeAnswer } from './auth-proxy.ts';
 import { formFieldsOf } from './form-body-guard.ts';
 import { refreshTokenSession } from './refresh-token-claims.ts';
@@ -25,6 +25,16 @@ export interface EndAccessDeps {
   bearer: Pick<BearerVerifier, 'verify'>;
   /** The session of an ID token the realm signed (id-token.ts), if it is one. */
   idTokenSession: (realm: string, token: string) => Promise<IdTokenSession | undefined>;
+  /**
+   * The ids of the members of a group and of the groups below it (Keycloak's admin API), read
+   * before the group changes.
+   */
+  groupMembers: (realm: string, groupId: string) => Promise<string[]>;
+  /**
+   * The role a path names, as tokens name it (`client`: the client id, absent for a realm role);
+   * undefined when there is none. Read before the role is deleted.
+   */
+  roleOf: (realm: string, role: RoleRef) => Promise<{ client?: string; name: string } | undefined>;
   /** The revocations of a session or a user, shared with the back-channel logout. */
   access: AccessRevocations;
   leewaySeconds: number;
@@ -72,11 +82,36 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
           if (ending.passwordSet) await deps.onPasswordSet(realm, userId);
         };
       }
+      case 'group': {
+        // A failed read refuses the change (next(err)): it would end nobody's tokens.
+        const members = await deps.groupMembers(realm, ending.groupId);
+        const ends = await Promise.all(members.map((id) => access.endUser(realm, id, true)));
+        return async () => {
+          for (const end of ends) await end();
+        };
+      }
+      case 'role': {
+        // A failed read refuses the deletion (next(err)): it would end no token.
+        const role = await deps.roleOf(realm, ending.role);
+        if (!role) return undefined;
+        const tokenTtlSeconds = await tokenLifetimeOf(realm);
+        return () =>
+          deps.revocations.revoke({
+            realm,
+            userId: '',
+            sessionIds: [],
+            ttlSeconds: 1,
+            userTtlSeconds: basicSeconds,
+            tokenTtlSeconds,
+            endedRoles: [role],
+          });
+      }
       case 'realm': {
         const tokenTtlSeconds = await tokenLifetimeOf(realm);
-        const at = ending.notBefore;
-        // A not-before so old that every token issued before it has expired: nothing to end.
-        if (at !== undefined && at + tokenTtlSeconds * 1000 <= clock.now()) return undefined;
+        // Applied even when the not-before is older than today's lifetime (any realm update
+        // carries it): a token issued under a longer lifetime may still be alive, on this
+        // replica or another. Each replica keeps the refusal as long as the tokens it serves
+        // need (revocation.ts), and keeps nothing when none of them can be alive.
         return () =>
           deps.revocations.revoke({
             realm,
@@ -86,7 +121,7 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
             userTtlSeconds: basicSeconds,
             tokenTtlSeconds,
             wholeRealm: true,
-            at,
+            at: ending.notBefore,
           });
       }
       case 'keys':

@@ -10,6 +10,19 @@ export interface AccountAdmin {
   usernameOf(realm: string, userId: string): Promise<string | undefined>;
   /** The longest an access token of the realm can live, in seconds (its clients included). */
   longestAccessTokenSeconds(realm: string): Promise<number>;
+  /**
+   * The ids of the members of a group and of the groups below it: who loses roles with a role
+   * taken from it or its deletion (auth-proxy/end-access.ts).
+   */
+  groupMembers(realm: string, groupId: string): Promise<string[]>;
+  /**
+   * A role of the realm as tokens name it (`client`: its client's id, absent for a realm role),
+   * from its name (and client UUID) or its id; undefined when there is none.
+   */
+  roleOf(
+    realm: string,
+    role: { name: string; clientUuid?: string } | { id: string },
+  ): Promise<{ client?: string; name: string } | undefined>;
   /** Whether the realm's API client requires DPoP (an organization's switch): resource-metadata.ts. */
   dpopRequired(realm: string): Promise<boolean>;
   /** Ends an offline session (a refresh token the gateway refused to hand out). */

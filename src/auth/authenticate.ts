@@ -173,8 +173,9 @@ const sameAs = (_passed: void, principal: Principal): Principal => principal;
 
 /**
  * Tokens of a revoked session, of one client's part of a session, a token revoked alone (RFC
- * 7009), and Bearer tokens of a user issued before that user was disabled, deleted or lost a
- * workspace (or whose realm's sessions all ended), are refused at once, by every replica (see
+ * 7009), Bearer tokens of a user issued before that user was disabled, deleted or lost a
+ * workspace (or whose realm's sessions all ended), and those carrying a role deleted since, are
+ * refused at once, by every replica (see
  * revocation.ts). Basic logins need no such check: cached ones older than the user's revocation
  * are dropped by the authenticator, and a fresh one reflects Keycloak as it is now.
  */
@@ -191,7 +192,12 @@ function refuseRevoked(principal: Principal, revocations: RevocationList): Princ
         principal.issuedAt,
       )) ||
     (principal.method === 'bearer' &&
-      revocations.isIssuedBeforeRevocation(principal.realm, principal.userId, principal.issuedAt))
+      (revocations.isIssuedBeforeRevocation(
+        principal.realm,
+        principal.userId,
+        principal.issuedAt,
+      ) ||
+        revocations.carriesEndedRole(principal)))
   ) {
     throw new AuthFailure(principal.method, 'revoked', 'Token has been revoked.');
   }

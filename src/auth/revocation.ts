@@ -5,6 +5,7 @@ import { readReplicaMessage } from '../cache/replica-message.ts';
 import { TtlLru } from '../cache/ttl-lru.ts';
 import type { AuthMetrics } from './auth-metrics.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
+import type { Principal } from '../tenancy/principal.ts';
 
 /** A Keycloak session as one client holds it: the session id (`sid`) and the client (`azp`). */
 const clientSession = z.object({ sessionId: z.string(), clientId: z.string() });
@@ -49,6 +50,13 @@ const revocationMessage = z.object({
    * revocation of a refresh or offline token: Keycloak ends that client's session only).
    */
   clientSessions: z.array(clientSession).optional(),
+  /**
+   * Roles deleted in the realm (`client`: the client id, absent for a realm role): every token of
+   * the realm issued before `at` that carries one is refused for `tokenTtlSeconds`, and a cached
+   * Basic login that does logs in again (`userTtlSeconds`). Its holders cannot be read once it
+   * is gone (groups, composite roles, default roles all give it), but its tokens name it.
+   */
+  endedRoles: z.array(z.object({ client: z.string().optional(), name: z.string() })).optional(),
   /** The replica that made it (absent from older replicas): it ignores its own message. */
   from: z.string().optional(),
 });
@@ -81,6 +89,11 @@ export interface RevocationList {
    */
   isIssuedBeforeRevocation(realm: string, userId: string, issuedAt: number): boolean;
   /**
+   * True when the token (or cached login) was issued before a role it carries was deleted
+   * (`endedRoles`). One size check while no role of any realm was deleted in a token's lifetime.
+   */
+  carriesEndedRole(principal: RoleHolder): boolean;
+  /**
    * Notes that a verified access token of the realm is served `seconds` after its issue (its
    * `exp` and the clock leeway, less its `iat`), until `untilMs` (epoch ms). Every refusal of the
    * realm's tokens then lasts at least the longest such lifetime among the tokens still served:
@@ -94,6 +107,17 @@ export interface RevocationList {
    * not-before set in Keycloak names its own).
    */
   revoke(revocation: Omit<RevocationMessage, 'at'> & { at?: number }): Promise<void>;
+}
+
+/** What `carriesEndedRole` reads of a principal. */
+export type RoleHolder = Pick<Principal, 'realm' | 'realmRoles' | 'clientRoles' | 'issuedAt'>;
+
+/** A deleted role: tokens issued before `at` that carry it are refused until `until`. */
+interface EndedRole {
+  client: string | undefined;
+  name: string;
+  at: number;
+  until: number;
 }
 
 const MAX_REVOKED = 1_000_000;
@@ -129,6 +153,8 @@ export async function createRevocationList(options: {
   const clientSessionKey = (sessionId: string, clientId: string) => `${sessionId}\u0000${clientId}`;
   const latestOf = (a: number | undefined, b: number | undefined) =>
     a === undefined ? b : b === undefined ? a : Math.max(a, b);
+  // By realm: the roles deleted there while a token issued before could be served.
+  const endedRoles = new Map<string, EndedRole[]>();
   // By realm: the longest a token still served was served for after its issue (noteServedLifetime).
   const servedLifetimes = new Map<string, { seconds: number; until: number }>();
 
@@ -156,6 +182,24 @@ export async function createRevocationList(options: {
     };
   }
 
+  /** Whether `principal` carries one of `ended` issued before it ended; drops those over. */
+  function carriesOneOf(principal: RoleHolder, ended: EndedRole[], realm: string): boolean {
+    const now = clock.now();
+    const issued = principal.issuedAt * 1000;
+    let carries = false;
+    let live = 0;
+    for (const role of ended) {
+      if (role.until <= now) continue;
+      ended[live++] = role;
+      const held =
+        role.client === undefined ? principal.realmRoles : principal.clientRoles[role.client];
+      if (issued < role.at && held?.includes(role.name)) carries = true;
+    }
+    ended.length = live;
+    if (live === 0) endedRoles.delete(realm);
+    return carries;
+  }
+
   /** The realm's part of a map by realm, made on first use. */
   function byRealm(map: Map<string, TtlLru<Refusal>>, realm: string): TtlLru<Refusal> {
     let part = map.get(realm);
@@ -169,21 +213,43 @@ export async function createRevocationList(options: {
     const message = outlivingServedTokens(revocation);
     const { at } = message;
     const until = (seconds: number) => at + seconds * 1000;
-    for (const id of message.tokenIds ?? []) refuse(tokens, id, at, until(message.ttlSeconds));
+    for (const id of message.tokenIds ?? [])
+      refuse(tokens, id, at, until(message.ttlSeconds), clock);
     for (const { sessionId, clientId } of message.clientSessions ?? []) {
-      refuse(clientSessions, clientSessionKey(sessionId, clientId), at, until(message.ttlSeconds));
+      refuse(
+        clientSessions,
+        clientSessionKey(sessionId, clientId),
+        at,
+        until(message.ttlSeconds),
+        clock,
+      );
+    }
+    if (message.endedRoles) {
+      const until = at + lifetimeSecondsOf(message) * 1000;
+      if (until <= clock.now()) return;
+      const ended = endedRoles.get(message.realm) ?? [];
+      for (const { client, name } of message.endedRoles) ended.push({ client, name, at, until });
+      endedRoles.set(message.realm, ended);
+      return;
     }
     if (message.wholeRealm) {
-      refuse(realms, message.realm, at, until(lifetimeSecondsOf(message)));
+      refuse(realms, message.realm, at, until(lifetimeSecondsOf(message)), clock);
       return;
     }
     if (message.sessionIds.length > 0) {
       const realmSessions = byRealm(sessions, message.realm);
-      for (const id of message.sessionIds) refuse(realmSessions, id, at, until(message.ttlSeconds));
+      for (const id of message.sessionIds)
+        refuse(realmSessions, id, at, until(message.ttlSeconds), clock);
     }
     // None: the revocation leaves the user's cached Basic logins alone (a session's end).
     if (message.userTtlSeconds > 0) {
-      refuse(users, userKey(message.realm, message.userId), at, until(message.userTtlSeconds));
+      refuse(
+        users,
+        userKey(message.realm, message.userId),
+        at,
+        until(message.userTtlSeconds),
+        clock,
+      );
     }
     if (message.tokenTtlSeconds !== undefined) {
       refuse(
@@ -191,6 +257,7 @@ export async function createRevocationList(options: {
         message.userId,
         at,
         until(message.tokenTtlSeconds),
+        clock,
       );
     }
   }
@@ -210,6 +277,11 @@ export async function createRevocationList(options: {
       if (userTokens.size === 0 && realms.size === 0) return false;
       const revokedAt = latestOf(userTokens.get(realm)?.get(userId)?.at, realms.get(realm)?.at);
       return revokedAt !== undefined && issuedAt * 1000 < revokedAt;
+    },
+    carriesEndedRole(principal: RoleHolder) {
+      if (endedRoles.size === 0) return false;
+      const ended = endedRoles.get(principal.realm);
+      return ended !== undefined && carriesOneOf(principal, ended, principal.realm);
     },
     noteServedLifetime(realm: string, seconds: number, untilMs: number) {
       const known = servedLifetimes.get(realm);
@@ -266,7 +338,7 @@ export async function createRevocationList(options: {
     // supervising process at once (cache/worker-bus.ts), Redis or not. A failure of either
     // leaves it to be shared again, both steps.
     await Promise.all([
-      bus.keep(keyOf(`${message.realm}:${message.userId}:${message.at}`), payload, ttl),
+      bus.keep(keyOf(storedIdOf(message)), payload, ttl),
       bus.publish(channel, payload),
     ]);
   }
@@ -347,7 +419,15 @@ interface Refusal {
  * the two are kept, so no revocation, whatever order the replicas hear them in (a restart's
  * read of the stored ones, one shared late after an outage), shortens or moves back another.
  */
-function refuse(refusals: TtlLru<Refusal>, key: string, at: number, until: number): void {
+function refuse(
+  refusals: TtlLru<Refusal>,
+  key: string,
+  at: number,
+  until: number,
+  clock: Clock,
+): void {
+  // Over already (a not-before older than every token still served): nothing to keep.
+  if (until <= clock.now()) return;
   const known = refusals.get(key);
   const kept = known
     ? { at: Math.max(known.at, at), until: Math.max(known.until, until) }
@@ -359,6 +439,16 @@ function refuse(refusals: TtlLru<Refusal>, key: string, at: number, until: numbe
 function momentOf(at: number | undefined, clock: Clock): number {
   const now = clock.now();
   return at === undefined ? now : Math.min(at, now);
+}
+
+/**
+ * The key a revocation is stored under: one per realm, user and moment, and per deleted role (two
+ * roles deleted, or a role and the realm's sessions, in one millisecond are kept apart).
+ */
+function storedIdOf(message: RevocationMessage): string {
+  const id = `${message.realm}:${message.userId}:${message.at}`;
+  const roles = message.endedRoles?.map(({ client, name }) => `${client ?? ''}/${name}`);
+  return roles ? `${id}:${roles.join(',')}` : id;
 }
 
 /** How long a revocation has something to refuse: its longest-lived part. */

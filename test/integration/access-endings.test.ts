@@ -13,6 +13,7 @@ import {
   claimsOf,
   createUser,
   keycloakAdmin,
+  uniqueId,
   userIdOf,
   type TestUser,
 } from '../helpers/keycloak.ts';
@@ -371,6 +372,102 @@ describe("the admin listener's session and user actions end access on every repl
     expect(await adminCall('DELETE', path, [role])).toBe(204);
     // The token still names the role it was issued with: it must not reach the workspace.
     await expect.poll(onB, EVENTUALLY).toBe(401);
+  });
+
+  /**
+   * A group holding workspace role `ws`, a subgroup (which inherits it), a member of each and a
+   * user who holds `ws` of their own; each user's token served by B on the workspace's route.
+   */
+  async function groupWithMembers() {
+    const admin = await keycloakAdmin();
+    const [client] = await admin.clients.find({ realm: org, clientId: `${org}-workspaces` });
+    const clientUuid = client!.id!;
+    const role = await admin.clients.findRole({ realm: org, id: clientUuid, roleName: 'ws' });
+    const { id: groupId } = await admin.groups.create({ realm: org, name: uniqueId('team-') });
+    const { id: childId } = await admin.groups.createChildGroup(
+      { realm: org, id: groupId },
+      { name: uniqueId('sub-') },
+    );
+    const roles = [{ id: role!.id!, name: role!.name! }];
+    await admin.groups.addClientRoleMappings({
+      realm: org,
+      id: groupId,
+      clientUniqueId: clientUuid,
+      roles,
+    });
+    const tokenOf = async (group?: string, workspaceRoles?: string[]) => {
+      const user = await createUser(org, { workspaceRoles });
+      if (group)
+        await admin.users.addToGroup({ realm: org, id: await userIdOf(user), groupId: group });
+      return (await grant(user)).access;
+    };
+    const member = await tokenOf(groupId);
+    const subMember = await tokenOf(childId);
+    const outsider = await tokenOf(undefined, ['ws']);
+    for (const token of [member, subMember, outsider]) expect(await workspaceOnB(token)).toBe(200);
+    return { groupId, clientUuid, role, member, subMember, outsider };
+  }
+
+  const workspaceOnB = async (token: string) =>
+    (
+      await fetch(`${b()}/api/${org}/workspaces/ws/ita/menu/operation_list/filter/`, {
+        headers: { authorization: `Bearer ${token}` },
+      })
+    ).status;
+
+  it("a workspace role taken from a group ends its members' tokens, its subgroups' too, and no one else's", async () => {
+    const { groupId, clientUuid, role, member, subMember, outsider } = await groupWithMembers();
+    const path = `${org}/groups/${groupId}/role-mappings/clients/${clientUuid}`;
+    expect(await adminCall('DELETE', path, [role])).toBe(204);
+    await expect.poll(() => workspaceOnB(member), EVENTUALLY).toBe(401);
+    await expect.poll(() => workspaceOnB(subMember), EVENTUALLY).toBe(401);
+    await settled(org);
+    expect(await workspaceOnB(outsider)).toBe(200);
+  });
+
+  it("a group deleted ends its members' tokens, its subgroups' too, and no one else's", async () => {
+    const { groupId, member, subMember, outsider } = await groupWithMembers();
+    expect(await adminCall('DELETE', `${org}/groups/${groupId}`)).toBe(204);
+    await expect.poll(() => workspaceOnB(member), EVENTUALLY).toBe(401);
+    await expect.poll(() => workspaceOnB(subMember), EVENTUALLY).toBe(401);
+    await settled(org);
+    expect(await workspaceOnB(outsider)).toBe(200);
+  });
+
+  it('a workspace role deleted ends every token carrying it (held directly or through a group), and no other', async () => {
+    const realm = await createOrganization(['ws', 'other']);
+    const admin = await keycloakAdmin();
+    const [client] = await admin.clients.find({ realm, clientId: `${realm}-workspaces` });
+    const clientUuid = client!.id!;
+    const role = await admin.clients.findRole({ realm, id: clientUuid, roleName: 'ws' });
+    const { id: groupId } = await admin.groups.create({ realm, name: uniqueId('team-') });
+    const roles = [{ id: role!.id!, name: role!.name! }];
+    await admin.groups.addClientRoleMappings({
+      realm,
+      id: groupId,
+      clientUniqueId: clientUuid,
+      roles,
+    });
+    const holder = await grant(await createUser(realm, { workspaceRoles: ['ws'] }));
+    const member = await createUser(realm);
+    await admin.users.addToGroup({ realm, id: await userIdOf(member), groupId });
+    const memberToken = await grant(member);
+    const outsider = await grant(await createUser(realm, { workspaceRoles: ['other'] }));
+    const onB = async (ws: string, token: string) =>
+      (
+        await fetch(`${b()}/api/${realm}/workspaces/${ws}/ita/menu/operation_list/filter/`, {
+          headers: { authorization: `Bearer ${token}` },
+        })
+      ).status;
+    expect(await onB('ws', holder.access)).toBe(200);
+    expect(await onB('ws', memberToken.access)).toBe(200);
+    expect(await onB('other', outsider.access)).toBe(200);
+    // The console's "Delete" of the client role.
+    expect(await adminCall('DELETE', `${realm}/clients/${clientUuid}/roles/ws`)).toBe(204);
+    await expect.poll(() => onB('ws', holder.access), EVENTUALLY).toBe(401);
+    await expect.poll(() => onB('ws', memberToken.access), EVENTUALLY).toBe(401);
+    await settled(realm);
+    expect(await onB('other', outsider.access)).toBe(200);
   });
 
   it("a user's offline consent revoked", async () => {

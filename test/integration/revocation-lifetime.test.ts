@@ -1,4 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { basicAuth } from '../helpers/api.ts';
 import {
   claimsOf,
   createUser,
@@ -7,6 +9,7 @@ import {
   postToken,
 } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { EVENTUALLY } from '../helpers/eventually.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { aheadClock } from '../helpers/test-clock.ts';
 import { testEnv } from '../helpers/test-env.ts';
@@ -72,5 +75,80 @@ describe('a revocation outlives a shortened access-token lifetime', () => {
     // And until its own expiry.
     clock.advance(20 * 3600 * 1000);
     expect(await status(list, token)).toBe(401);
+  });
+});
+
+/**
+ * A realm's not-before set through the admin listener (the console's "Revocation"), naming a
+ * moment after a token's issue but longer ago than the realm's access-token lifetime of today:
+ * a token issued under the former, longer lifetime is still alive and must be refused. Replica
+ * A takes the request; replica B, which served the token, shares A's Redis prefix. No re-check.
+ * Ports 19962 (A) and 19964 (B).
+ */
+describe("a realm's not-before older than today's lifetime still ends a longer-lived token", () => {
+  const clock = aheadClock();
+  let a: Replica;
+  let b: Replica;
+  beforeAll(async () => {
+    const shared = {
+      REVOCATION_CHECK_SECONDS: 'off',
+      REDIS_URL: testEnv().redisUrl,
+      REDIS_KEY_PREFIX: `realmgate-notbefore:${randomBytes(4).toString('hex')}:`,
+    };
+    [a, b] = await Promise.all([
+      startReplica(19962, shared, undefined, clock),
+      startReplica(19964, shared, undefined, clock),
+    ]);
+  });
+  afterAll(async () => {
+    await Promise.all([a?.gateway.close(), b?.gateway.close()]);
+    await closeTestDb();
+  });
+
+  it('refuses it on the replica that served it, past the shortened lifetime', async () => {
+    const org = await createOrganization(['ws']);
+    const user = await createUser(org);
+    const grant = await postToken(`${testEnv().publicUrl}/auth`, org, passwordGrantBody(user));
+    expect(grant.status).toBe(200);
+    const token = String(grant.json.access_token);
+    const issuedAt = Number(claimsOf(token).iat);
+    const list = `/api/${org}/platform/workspaces`;
+    const onB = async () =>
+      (await fetch(`${b.url}${list}`, { headers: { authorization: `Bearer ${token}` } })).status;
+    expect(await onB()).toBe(200);
+
+    // The administrator shortens the API client's access-token lifetime through the gateway's
+    // API: the realm's longest is now its own 300 s.
+    const admin = await createUser('master');
+    const patched = await fetch(`${a.url}/api/platform/organizations/${org}/token-lifetimes`, {
+      method: 'PATCH',
+      headers: { authorization: basicAuth(admin), 'content-type': 'application/json' },
+      body: JSON.stringify({ access_token_lifespan: 60 }),
+    });
+    expect(patched.status).toBe(200);
+
+    // Ten minutes on, the not-before is set to a second after the token's issue: older than
+    // today's lifetime, so no token issued under it could be alive, but this one is.
+    clock.advance(10 * 60 * 1000);
+    const adminToken = await postToken(
+      `http://127.0.0.1:19963/auth`,
+      'master',
+      new URLSearchParams({
+        client_id: 'admin-cli',
+        grant_type: 'password',
+        username: testEnv().keycloakAdminUsername,
+        password: testEnv().keycloakAdminPassword,
+      }).toString(),
+    );
+    const put = await fetch(`http://127.0.0.1:19963/auth/admin/realms/${org}`, {
+      method: 'PUT',
+      headers: {
+        authorization: `Bearer ${String(adminToken.json.access_token)}`,
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ notBefore: issuedAt + 1 }),
+    });
+    expect(put.status).toBe(204);
+    await expect.poll(onB, EVENTUALLY).toBe(401);
   });
 });

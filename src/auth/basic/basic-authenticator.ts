@@ -162,7 +162,12 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     const sessionEnded =
       principal.sessionId !== undefined &&
       deps.revocations.isSessionRevoked(principal.realm, principal.sessionId);
-    if (sessionEnded || (revokedAt !== undefined && revokedAt > principal.issuedAt * 1000)) {
+    if (
+      sessionEnded ||
+      (revokedAt !== undefined && revokedAt > principal.issuedAt * 1000) ||
+      // A role it carries was deleted since: it logs in again, with the roles of now.
+      deps.revocations.carriesEndedRole(principal)
+    ) {
       local.delete(key);
       return undefined;
     }

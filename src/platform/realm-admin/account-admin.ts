@@ -1,5 +1,6 @@
 import type { AccountAdmin } from '../../auth/account-admin.ts';
 import type { ServiceAdmin } from '../../keycloak/service-admin.ts';
+import { groupMembers, roleOf } from './role-changes.ts';
 import { isDpopRequired } from './token-lifetimes.ts';
 import { hasTwoFactor, longestAccessTokenSeconds } from './users.ts';
 
@@ -14,6 +15,9 @@ export function createAccountAdmin(serviceAdmin: ServiceAdmin): AccountAdmin {
       }),
     longestAccessTokenSeconds: (realm) =>
       serviceAdmin.run(realm, (admin) => longestAccessTokenSeconds(admin, realm)),
+    groupMembers: (realm, groupId) =>
+      serviceAdmin.run(realm, (admin) => groupMembers(admin, realm, groupId)),
+    roleOf: (realm, role) => serviceAdmin.run(realm, (admin) => roleOf(admin, realm, role)),
     dpopRequired: (realm) => serviceAdmin.run(realm, (admin) => isDpopRequired(admin, realm)),
     endOfflineSession: (realm, sessionId) =>
       serviceAdmin.run(realm, async (admin) => {

@@ -38,6 +38,21 @@ describe('the table of what a request to Keycloak ends', () => {
     expect(endingOf('DELETE', `${admin}/users/u1/groups/g1`)).toEqual(user(true));
     expect(endingOf('POST', `${admin}/users/u1/role-mappings/clients/c1`)).toBeUndefined();
     expect(endingOf('PUT', `${admin}/users/u1/groups/g1`)).toBeUndefined();
+    // A role taken from a group, or the group deleted: its members' (and subgroups') tokens.
+    const group = { kind: 'group', realm: 'acme', groupId: 'g1' };
+    expect(endingOf('DELETE', `${admin}/groups/g1`)).toEqual(group);
+    expect(endingOf('DELETE', `${admin}/groups/g1/role-mappings/realm`)).toEqual(group);
+    expect(endingOf('DELETE', `${admin}/groups/g1/role-mappings/clients/c1`)).toEqual(group);
+    expect(endingOf('POST', `${admin}/groups/g1/role-mappings/clients/c1`)).toBeUndefined();
+    expect(endingOf('PUT', `${admin}/groups/g1`)).toBeUndefined();
+    // A role deleted: every token carrying it, by its name (and client) or its id.
+    const role = (r: object) => ({ kind: 'role', realm: 'acme', role: r });
+    expect(endingOf('DELETE', `${admin}/roles/r1`)).toEqual(role({ name: 'r1' }));
+    expect(endingOf('DELETE', `${admin}/clients/c1/roles/r1`)).toEqual(
+      role({ name: 'r1', clientUuid: 'c1' }),
+    );
+    expect(endingOf('DELETE', `${admin}/roles-by-id/i1`)).toEqual(role({ id: 'i1' }));
+    expect(endingOf('PUT', `${admin}/roles/r1`)).toBeUndefined();
     expect(endingOf('POST', `${admin}/logout-all`)).toEqual({ kind: 'realm', realm: 'acme' });
     expect(endingOf('POST', `${admin}/components`)).toEqual({ kind: 'keys', realm: 'acme' });
     expect(endingOf('PUT', `${admin}/components/c1`)).toEqual({ kind: 'keys', realm: 'acme' });

@@ -1,0 +1,78 @@
+import { isHttpStatus, type KeycloakAdmin } from '../../keycloak/admin-client.ts';
+
+// What a change to a group or a role takes from whom, read before Keycloak makes it (the
+// admin listener's endings, auth-proxy/end-access.ts): the members who lose a group's roles, and
+// how tokens name a role about to be deleted.
+
+const PAGE = 500;
+
+/**
+ * The ids of the members of a group and of every group below it (which inherit its roles): who
+ * loses roles when a role is taken from the group or the group is deleted. Page by page; an
+ * unknown group has none (Keycloak refuses the change then too).
+ */
+export async function groupMembers(
+  admin: KeycloakAdmin,
+  realm: string,
+  groupId: string,
+): Promise<string[]> {
+  const members = new Set<string>();
+  const groups = [groupId];
+  try {
+    for (let group = groups.pop(); group !== undefined; group = groups.pop()) {
+      for (let first = 0; ; first += PAGE) {
+        const page = await admin.groups.listMembers({
+          realm,
+          id: group,
+          first,
+          max: PAGE,
+          briefRepresentation: true,
+        });
+        for (const user of page) if (user.id) members.add(user.id);
+        if (page.length < PAGE) break;
+      }
+      for (let first = 0; ; first += PAGE) {
+        const page = await admin.groups.listSubGroups({
+          realm,
+          parentId: group,
+          first,
+          max: PAGE,
+          briefRepresentation: true,
+        });
+        for (const child of page) if (child.id) groups.push(child.id);
+        if (page.length < PAGE) break;
+      }
+    }
+  } catch (err) {
+    if (isHttpStatus(err, 404)) return [...members];
+    throw err;
+  }
+  return [...members];
+}
+
+/**
+ * A role as tokens name it (`client`: its client's id, absent for a realm role), from its name
+ * (and its client's UUID) or its id: what a deleted role's tokens carry. Undefined when there is
+ * none (Keycloak refuses the deletion then too).
+ */
+export async function roleOf(
+  admin: KeycloakAdmin,
+  realm: string,
+  role: { name: string; clientUuid?: string } | { id: string },
+): Promise<{ client?: string; name: string } | undefined> {
+  try {
+    if (!('id' in role)) {
+      if (role.clientUuid === undefined) return { name: role.name };
+      const client = await admin.clients.findOne({ realm, id: role.clientUuid });
+      return client?.clientId ? { client: client.clientId, name: role.name } : undefined;
+    }
+    const found = await admin.roles.findOneById({ realm, id: role.id });
+    if (!found?.name) return undefined;
+    if (!found.clientRole) return { name: found.name };
+    const client = await admin.clients.findOne({ realm, id: found.containerId ?? '' });
+    return client?.clientId ? { client: client.clientId, name: found.name } : undefined;
+  } catch (err) {
+    if (isHttpStatus(err, 404)) return undefined;
+    throw err;
+  }
+}
