@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
@@ -93,6 +94,7 @@ export function buildAuthProxy(
       revocations: auth.revocations,
       bearer: auth.bearer,
       idTokenSession: auth.idTokens,
+      clientAddress: (req: IncomingMessage) => shared.forwarding.clientAddress(req),
       access,
       leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
       onKeyProvidersChanged: (realm: string) => auth.keySetEvents.refreshEverywhere(realm),
