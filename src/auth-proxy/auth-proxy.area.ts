@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
@@ -94,6 +95,7 @@ export function buildAuthProxy(
       revocations: auth.revocations,
       bearer: auth.bearer,
       idTokenSession: auth.idTokens,
+      clientAddress: (req: IncomingMessage) => shared.forwarding.clientAddress(req),
       access,
       groupMembers: (realm: string, groupId: string) => accounts.groupMembers(realm, groupId),
       roleOf: (realm: string, role: RoleRef) => accounts.roleOf(realm, role),

@@ -132,7 +132,7 @@ export function backchannelLogout(deps: BackchannelLogoutDeps): RequestHandler {
         ? new URLSearchParams(body.toString('latin1')).getAll('logout_token')
         : [];
     if (fields.length !== 1) return refuse(req, res, 'bad_request');
-    const verdict = await deps.verify(fields[0]!);
+    const verdict = await deps.verify(fields[0]!, deps.clientAddress(req));
     if ('refused' in verdict) return refuse(req, res, verdict.refused);
     const { token } = verdict;
     if (!(await firstUse(token))) return refuse(req, res, 'replayed');

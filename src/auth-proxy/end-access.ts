@@ -24,7 +24,16 @@ export interface EndAccessDeps {
   /** Verifies an access token of the realm: a `revoke` of one refuses that token alone. */
   bearer: Pick<BearerVerifier, 'verify'>;
   /** The session of an ID token the realm signed (id-token.ts), if it is one. */
-  idTokenSession: (realm: string, token: string) => Promise<IdTokenSession | undefined>;
+  idTokenSession: (
+    realm: string,
+    token: string,
+    client?: string,
+  ) => Promise<IdTokenSession | undefined>;
+  /**
+   * The client's address: a token it names spends that client's share of the organization
+   * lookups when its realm's key set is not held (jwks.ts).
+   */
+  clientAddress: (req: IncomingMessage) => string;
   /**
    * The ids of the members of a group and of the groups below it (Keycloak's admin API), read
    * before the group changes.
@@ -69,7 +78,10 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
   const { tokenLifetimeOf, basicSeconds, endSession } = access;
 
   /** What `ending` will do once Keycloak has said yes; undefined when nothing it names is trusted. */
-  async function prepare(ending: Ending): Promise<(() => Promise<void>) | undefined> {
+  async function prepare(
+    ending: Ending,
+    client: string,
+  ): Promise<(() => Promise<void>) | undefined> {
     const { realm } = ending;
     switch (ending.kind) {
       case 'session':
@@ -133,11 +145,11 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
         // An ID token hint the gateway verifies itself against the realm's key set.
         const session = ending.refreshToken
           ? refreshTokenSession(ending.refreshToken)
-          : await deps.idTokenSession(realm, ending.idTokenHint ?? '');
+          : await deps.idTokenSession(realm, ending.idTokenHint ?? '', client);
         return session && endSession(realm, session.sessionId, session.userId);
       }
       case 'revoke':
-        return revokeToken(realm, ending.token);
+        return revokeToken(realm, ending.token, client);
     }
   }
 
@@ -150,10 +162,10 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
    * that session and client issued before now are refused. Keycloak's answer to a token it does
    * not accept is no success (access-endings.ts).
    */
-  async function revokeToken(realm: string, token: string) {
+  async function revokeToken(realm: string, token: string, client: string) {
     // A refusal, thrown at once or later, means it is no access token of ours.
     const principal = await Promise.resolve()
-      .then(() => deps.bearer.verify(realm, token))
+      .then(() => deps.bearer.verify(realm, token, undefined, client))
       .catch(() => undefined);
     if (!principal) return endClientSession(realm, token);
     const tokenId = principal.tokenId;
@@ -196,7 +208,7 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
       form: formFieldsOf(req),
       json: jsonOf(req),
     });
-    const end = ending && (await prepare(ending));
+    const end = ending && (await prepare(ending, deps.clientAddress(req)));
     if (!ending || !end) return;
     const hook = async (status: number, body: Buffer | undefined) => {
       if (!rule.succeeded(status, body)) return;

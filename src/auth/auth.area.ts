@@ -9,6 +9,7 @@ import type { Audit } from '../http/audit.ts';
 import type { KeycloakCalls } from '../keycloak/keycloak-calls.ts';
 import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import type { TokenClient } from '../keycloak/token-client.ts';
+import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { OrganizationLookup } from '../tenancy/organization-state.ts';
 import type { Clock } from '../time/clock.ts';
 import type { Tracing } from '../tracing/tracing.ts';
@@ -92,6 +93,9 @@ export async function buildAuth(
   const jwks = createJwksRegistry({
     calls: keycloak.calls,
     refreshSeconds: config.KEY_SET_REFRESH_SECONDS,
+    // Master, or an organization that exists (disabled ones too: their logouts still count).
+    serves: async (realm, client) =>
+      realm === MASTER_REALM || (await tenants.directory.stateOf(realm, client)) !== 'absent',
     memory: shared.worker ? createWorkerKeySetMemory(shared.worker.peer) : undefined,
     logger,
     clock,

@@ -42,6 +42,11 @@ export interface HeldKey extends KeyProvider {
  */
 export async function importRsaKey(realm: string): Promise<HeldKey> {
   const { privateKey } = await generateKeyPair('RS256', { extractable: true });
+  return { ...(await importRsaPem(realm, await exportPKCS8(privateKey))), privateKey };
+}
+
+/** Imports an RSA private key (PKCS #8 PEM) into the realm as `importRsaKey` does. */
+export async function importRsaPem(realm: string, pem: string): Promise<KeyProvider> {
   const admin = await keycloakAdmin();
   const { id } = await admin.components.create({
     realm,
@@ -54,10 +59,10 @@ export async function importRsaKey(realm: string): Promise<HeldKey> {
       enabled: ['true'],
       active: ['true'],
       algorithm: ['RS256'],
-      privateKey: [await exportPKCS8(privateKey)],
+      privateKey: [pem],
     },
   });
-  return { realm, componentId: id, kid: await kidOf(realm, id), privateKey };
+  return { realm, componentId: id, kid: await kidOf(realm, id) };
 }
 
 /** Adds a Keycloak-generated RSA key that outranks the realm's current one (a rotation). */

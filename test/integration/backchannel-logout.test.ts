@@ -277,6 +277,45 @@ describe('the endpoint refuses what is no logout token of ours, and ends nothing
     expect(await foreignServed()).toEqual([200, 200]);
   });
 
+  it('fetches no key set of a realm the gateway does not serve, however many are named', async () => {
+    // Logout tokens whose `iss` names organizations that do not exist (well-formed ids), and an
+    // access token of such a realm revoked through the public `/auth`: none may cost Keycloak a
+    // key-set fetch (an unknown organization is refused before any key set).
+    const jwksCalls = async () => {
+      const text = await (await fetch(`http://127.0.0.1:${a.config.ADMIN_PORT}/metrics`)).text();
+      return [...text.matchAll(/^realmgate_keycloak_requests_total\{kind="jwks",[^}]*\} (\d+)/gm)]
+        .map((match) => Number(match[1]))
+        .reduce((sum, count) => sum + count, 0);
+    };
+    const before = await jwksCalls();
+    const now = Math.floor(Date.now() / 1000);
+    for (let i = 0; i < 5; i++) {
+      const absent = uniqueId('absent-');
+      const iss = `${testEnv().publicUrl}/auth/realms/${absent}`;
+      const token = await logoutToken(realmKey, { iss, aud: apiClientIdOf(absent) });
+      expect(await post(endpointOf(a), token)).toEqual({
+        status: 400,
+        cache: 'no-store',
+        text: '{"error":"invalid_request"}',
+      });
+      const accessToken = await new SignJWT({ typ: 'Bearer', azp: apiClientIdOf(absent) })
+        .setProtectedHeader({ alg: 'RS256', kid: realmKey.kid })
+        .setIssuer(iss)
+        .setSubject(randomUUID())
+        .setJti(randomUUID())
+        .setIssuedAt(now)
+        .setExpirationTime(now + 300)
+        .sign(realmKey.privateKey);
+      const res = await fetch(`${a.url}/auth/realms/${absent}/protocol/openid-connect/revoke`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ token: accessToken, client_id: apiClientIdOf(absent) }),
+      });
+      await res.arrayBuffer();
+    }
+    expect((await jwksCalls()) - before).toBe(0);
+  });
+
   it('is absent on the public listener', async () => {
     const token = await logoutToken(realmKey);
     const res = await fetch(`${a.url}/backchannel-logout`, {

@@ -1,4 +1,9 @@
-import { createPublicKey, randomUUID } from 'node:crypto';
+import {
+  createPublicKey,
+  generateKeyPairSync,
+  randomUUID,
+  sign as signWithNode,
+} from 'node:crypto';
 import { generateKeyPair, SignJWT, type JWTPayload } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accessTokenOf, callApi, type ApiResponse } from '../helpers/api.ts';
@@ -7,6 +12,7 @@ import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import {
   addGeneratedRsaKey,
   importRsaKey,
+  importRsaPem,
   loginClaims,
   type HeldKey,
 } from '../helpers/realm-keys.ts';
@@ -486,6 +492,29 @@ describe('claims of tokens signed with a key the realm publishes', () => {
     const { privateKey } = await generateKeyPair('RS256');
     const token = await sign(claims(), { kid: key.kid, privateKey });
     await expectInvalidToken(workspacesPath(org), org, bearer(token), BAD_SIGNATURE, token);
+  });
+
+  it('rejects, never with a 500, a token naming a key the realm publishes that is too weak to use', async () => {
+    // An administrator of the realm can import an RSA key of 1024 bits; Keycloak publishes it.
+    // (jose neither makes nor signs with one: node's crypto does both.)
+    const pair = generateKeyPairSync('rsa', { modulusLength: 1024 });
+    const weak = await importRsaPem(
+      org,
+      pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+    );
+    expect((await realmKeys(org)).find((k) => k.kid === weak.kid)).toMatchObject({ kty: 'RSA' });
+    const signingInput = [{ alg: 'RS256', typ: 'JWT', kid: weak.kid }, claims()]
+      .map((part) => Buffer.from(JSON.stringify(part)).toString('base64url'))
+      .join('.');
+    const signature = signWithNode('sha256', Buffer.from(signingInput), pair.privateKey).toString(
+      'base64url',
+    );
+    const signed = `${signingInput}.${signature}`;
+    await expectInvalidToken(workspacesPath(org), org, bearer(signed), undefined, signed);
+    // Its kid alone, signed by anyone: the same.
+    const { privateKey } = await generateKeyPair('RS256');
+    const forged = await sign(claims(), { kid: weak.kid, privateKey });
+    await expectInvalidToken(workspacesPath(org), org, bearer(forged), undefined, forged);
   });
 });
 

@@ -29,8 +29,10 @@ export interface BearerVerifier {
    * before and its key is still published, else a promise. Throws (or rejects with)
    * AuthFailure, or AppError when Keycloak is unreachable. `tokenHash`: the token's SHA-256
    * (base64url), when the caller has it (the DPoP scheme: a proof's `ath` is the same hash).
+   * `client`: the sender's address, where no admission confirmed the realm before (jwks.ts,
+   * `keySetFor`).
    */
-  verify(realm: string, token: string, tokenHash?: string): Answer<Principal>;
+  verify(realm: string, token: string, tokenHash?: string, client?: string): Answer<Principal>;
 }
 
 /** A verified token as remembered: whom it names, and the key that signed it. */
@@ -65,7 +67,7 @@ export function createBearerVerifier(options: {
   const stillSigned = (known: Verified) => options.jwks.publishes(known.principal.realm, known.kid);
 
   return {
-    verify(realm, token, tokenHash) {
+    verify(realm, token, tokenHash, client) {
       const key = tokenHash ?? tokenHashOf(token);
       const known = verified.get(key);
       options.metrics.cacheLookup('verified_token', known !== undefined);
@@ -90,7 +92,7 @@ export function createBearerVerifier(options: {
       if (unverified.iss !== issuerOf(realm)) {
         throw new AuthFailure('bearer', 'wrong_realm', 'Token was not issued for this realm.');
       }
-      return verifySignatureAndClaims(token, realm).then(({ claims, kid }) => {
+      return verifySignatureAndClaims(token, realm, client).then(({ claims, kid }) => {
         // The same principal object as before a re-verification: its re-check state stays.
         const principal = known?.principal ?? principalFromClaims(realm, claims, 'bearer');
         verified.set(key, { principal, kid }, principal.expiresAt * 1000);
@@ -108,15 +110,20 @@ export function createBearerVerifier(options: {
   async function verifySignatureAndClaims(
     token: string,
     realm: string,
+    client: string | undefined,
   ): Promise<{ claims: Record<string, unknown>; kid: string }> {
     try {
-      const { payload, protectedHeader } = await jwtVerify(token, options.jwks.keySetFor(realm), {
-        issuer: issuerOf(realm),
-        algorithms: ALLOWED_ALGORITHMS,
-        clockTolerance: options.leewaySeconds,
-        currentDate: new Date(clock.now()),
-        requiredClaims: ['exp', 'iat', 'sub'],
-      });
+      const { payload, protectedHeader } = await jwtVerify(
+        token,
+        options.jwks.keySetFor(realm, client),
+        {
+          issuer: issuerOf(realm),
+          algorithms: ALLOWED_ALGORITHMS,
+          clockTolerance: options.leewaySeconds,
+          currentDate: new Date(clock.now()),
+          requiredClaims: ['exp', 'iat', 'sub'],
+        },
+      );
       if (!isAccessToken(payload))
         throw new AuthFailure('bearer', 'bad_token', 'Not an access token.');
       // `sub` becomes the upstream's `User-Id` header: it must be sendable as it is.

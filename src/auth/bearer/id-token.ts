@@ -14,13 +14,18 @@ export interface IdTokenSession {
  * tokens: signed by a key of the realm's key set, with an allowed algorithm, issued by the
  * realm as `PUBLIC_URL` names it, `typ: ID`. Expiry does not matter: Keycloak accepts an
  * expired hint, and the session it names is what the logout ended. Undefined for anything else
- * (a forged or foreign token, a token without `sid`, a key set that cannot be fetched).
+ * (a forged or foreign token, a token without `sid`, a key set that cannot be fetched, a realm
+ * the gateway does not serve). `client`: the sender's address (jwks.ts, `keySetFor`).
  */
 export function createIdTokenReader(options: { jwks: JwksRegistry; publicUrl: string }) {
-  return async (realm: string, token: string): Promise<IdTokenSession | undefined> => {
+  return async (
+    realm: string,
+    token: string,
+    client?: string,
+  ): Promise<IdTokenSession | undefined> => {
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(token, options.jwks.keySetFor(realm), {
+      ({ payload } = await jwtVerify(token, options.jwks.keySetFor(realm, client), {
         issuer: realmIssuer(options.publicUrl, realm),
         algorithms: ALLOWED_ALGORITHMS,
       }));

@@ -40,6 +40,12 @@ const MAX_GONE_REALMS = 10_000;
 const REALM_GONE = Symbol('realm gone');
 
 /**
+ * A token of a realm the gateway does not serve (no such organization): refused before any key
+ * set is fetched. A kind of "no matching key", so every verifier refuses it as one.
+ */
+export class RealmNotServed extends joseErrors.JWKSNoMatchingKey {}
+
+/**
  * The key set of each realm in use, fetched from Keycloak through the client layer (its
  * failures are the layer's 503/504/502) and verified against locally with jose's
  * `createLocalJWKSet`. What a removed key means, and how soon, is decided here:
@@ -54,6 +60,10 @@ const REALM_GONE = Symbol('realm gone');
  * - a failed fetch keeps the last good set: an outage refuses no valid token. A realm this
  *   process never fetched falls back to `memory` (the set a sibling worker fetched last), only
  *   when Keycloak cannot be reached or did not answer in time; a bad answer is never replaced;
+ * - a realm this process does not hold is fetched only if `serves` says the gateway serves it
+ *   (master, or an organization that exists), asked with the client's address: tokens naming
+ *   made-up realms (a logout token's `iss`, a revoked token through `/auth`) cost Keycloak
+ *   nothing, and the directory's lookups only within the client's share;
  * - a realm Keycloak says it does not have (deleted) is dropped, its schedule with it, and
  *   logged once: its tokens are refused, and none of them fetches again within
  *   `UNKNOWN_KID_GAP_MS` of that answer; after that, its next token starts over (a realm
@@ -62,6 +72,8 @@ const REALM_GONE = Symbol('realm gone');
 export function createJwksRegistry(options: {
   calls: Pick<KeycloakCalls, 'exchange'>;
   refreshSeconds: number;
+  /** Whether the gateway serves `realm` (asked for a realm not held); every realm if absent. */
+  serves?: (realm: string, client: string | undefined) => boolean | Promise<boolean>;
   memory?: KeySetMemory;
   logger?: Logger;
   clock?: Clock;
@@ -205,8 +217,15 @@ export function createJwksRegistry(options: {
   }
 
   /** Which key verifies a token: the set's, once a fetch that started after it arrived is over. */
-  async function selectKey(realm: string, ...args: Parameters<JWTVerifyGetKey>) {
+  async function selectKey(
+    realm: string,
+    client: string | undefined,
+    ...args: Parameters<JWTVerifyGetKey>
+  ) {
     const arrival = now();
+    if (options.serves && !realms.has(realm) && !(await options.serves(realm, client))) {
+      throw new RealmNotServed();
+    }
     const fresh = !realms.has(realm);
     const state = stateOf(realm);
     // Keycloak said the realm does not exist: its next fetch waits out the gap after that
@@ -226,9 +245,12 @@ export function createJwksRegistry(options: {
   }
 
   return {
-    /** The key selection jose's `jwtVerify` takes for a token of `realm`. */
-    keySetFor(realm: string): JWTVerifyGetKey {
-      return (...args) => selectKey(realm, ...args);
+    /**
+     * The key selection jose's `jwtVerify` takes for a token of `realm`; `client`, the address
+     * of the client that sent it, spends its own share of the lookups `serves` may make.
+     */
+    keySetFor(realm: string, client?: string): JWTVerifyGetKey {
+      return (...args) => selectKey(realm, client, ...args);
     },
     /**
      * Whether the set held now publishes `kid`, without a promise (the verified-token fast

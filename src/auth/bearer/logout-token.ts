@@ -10,7 +10,7 @@ import { isOrganizationId, MASTER_REALM, realmIssuer } from '../../tenancy/ident
 import { systemClock, type Clock } from '../../time/clock.ts';
 import { isHeaderSafe } from '../principal.ts';
 import { ALLOWED_ALGORITHMS } from './bearer-verifier.ts';
-import type { JwksRegistry } from './jwks.ts';
+import { RealmNotServed, type JwksRegistry } from './jwks.ts';
 
 /** OpenID Connect Back-Channel Logout 1.0, 2.4: the member of `events` a logout token has. */
 export const BACKCHANNEL_LOGOUT_EVENT = 'http://schemas.openid.net/event/backchannel-logout';
@@ -65,7 +65,8 @@ export interface LogoutTokenOptions {
 /**
  * Validates a logout token as OpenID Connect Back-Channel Logout 1.0, section 2.6, says, but for
  * `jti` (whose single use the caller records, once the rest holds): the realm is read from `iss`
- * (exactly `PUBLIC_URL/auth/realms/<realm>`, as the Bearer verifier's issuer), and the token is
+ * (exactly `PUBLIC_URL/auth/realms/<realm>`, as the Bearer verifier's issuer; a realm the gateway
+ * serves, else no key set is fetched: jwks.ts), and the token is
  * signed by a key of that realm's key set with an asymmetric algorithm (the Bearer verifier's
  * list); `aud` names one of the realm's clients the gateway takes them for; `iat` within
  * `maxAgeSeconds` (and not ahead), with the leeway; `events` has the back-channel logout member,
@@ -75,7 +76,8 @@ export function createLogoutTokenVerifier(options: LogoutTokenOptions) {
   const { clock = systemClock } = options;
   const prefix = realmIssuer(options.publicUrl, '');
 
-  return async (token: string): Promise<LogoutTokenVerdict> => {
+  /** `client`: the poster's address, whose share of the organization lookups a realm spends. */
+  return async (token: string, client?: string): Promise<LogoutTokenVerdict> => {
     if (token.length > MAX_TOKEN_LENGTH || !COMPACT_JWS.test(token)) return refused('malformed');
     let issuer: unknown;
     let algorithm: unknown;
@@ -96,7 +98,7 @@ export function createLogoutTokenVerifier(options: LogoutTokenOptions) {
     }
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(token, options.jwks.keySetFor(realm), {
+      ({ payload } = await jwtVerify(token, options.jwks.keySetFor(realm, client), {
         issuer: realmIssuer(options.publicUrl, realm),
         algorithms: ALLOWED_ALGORITHMS,
         clockTolerance: options.leewaySeconds,
@@ -149,6 +151,8 @@ function named(value: unknown): string | undefined {
 
 /** jose's refusal, as the closed list says it. */
 function faultOf(err: unknown): LogoutTokenFault {
+  // No such organization: no key set was fetched.
+  if (err instanceof RealmNotServed) return 'unknown_issuer';
   if (err instanceof joseErrors.JWTExpired) return 'stale';
   if (err instanceof joseErrors.JWTClaimValidationFailed) {
     if (err.reason === 'missing') return 'malformed';

@@ -134,6 +134,45 @@ describe('the key-set registry (KEY_SET_REFRESH_SECONDS=30)', () => {
     vi.useRealTimers();
   });
 
+  it('fetches no key set of a realm the gateway does not serve; asks once for one held', async () => {
+    const certs = scriptedCerts();
+    certs.published = [a];
+    const asked: Array<[string, string | undefined]> = [];
+    let served = false;
+    const jwks = createJwksRegistry({
+      calls: certs.calls,
+      refreshSeconds: 30,
+      random: () => 0,
+      serves: (realm, client) => {
+        asked.push([realm, client]);
+        return served;
+      },
+    });
+    registries.push(jwks);
+    const token = await tokenOf(a);
+    const outcome = async (client: string) => {
+      try {
+        await jwtVerify(token, jwks.keySetFor(REALM, client), { algorithms: ['RS256'] });
+        return 'ok';
+      } catch (err) {
+        return (err as Error).constructor.name;
+      }
+    };
+    expect(await outcome('10.0.0.1')).toBe('RealmNotServed');
+    expect(await outcome('10.0.0.2')).toBe('RealmNotServed');
+    expect(certs.asked).toEqual([]);
+    served = true;
+    expect(await outcome('10.0.0.3')).toBe('ok');
+    expect(await outcome('10.0.0.4')).toBe('ok');
+    // Held now: the directory is not asked again, and one fetch served both.
+    expect(asked).toEqual([
+      [REALM, '10.0.0.1'],
+      [REALM, '10.0.0.2'],
+      [REALM, '10.0.0.3'],
+    ]);
+    expect(certs.asked).toHaveLength(1);
+  });
+
   it('drops a key Keycloak no longer publishes within 30 s, for tokens seen and unseen', async () => {
     const certs = scriptedCerts();
     certs.published = [a, b];
