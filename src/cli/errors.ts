@@ -10,6 +10,10 @@ export const exitCodes = {
   unreachable: 3,
   /** `audit verify`: a record that does not fit its chain (edited, removed, moved). */
   verification: 4,
+  /** The identity provider (Keycloak) behind the gateway is down, too slow or answers wrongly. */
+  identityProvider: 5,
+  /** Another realmgate held the credentials lock (its refresh, say) for longer than the wait. */
+  busy: 6,
 } as const;
 
 export type CliErrorKind = Exclude<keyof typeof exitCodes, 'success'>;

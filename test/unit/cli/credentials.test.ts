@@ -218,7 +218,7 @@ describe('updateLogins', () => {
     try {
       let finish = () => {};
       // A holder that waits for a slow gateway (a refresh grant) before it writes.
-      const held = withLockedLogins(path, 10_000, async (logins) => {
+      const held = withLockedLogins(path, 10_000, 'a test hold', async (logins) => {
         await new Promise<void>((resolve) => (finish = resolve));
         return { logins: withLogin(logins, alice), value: undefined };
       });
