@@ -351,7 +351,10 @@ export function describeUnreachable(error: unknown, baseUrl: URL, timeoutMs: num
   const name = (error as { name?: unknown }).name;
   if (name === 'TimeoutError') {
     const seconds = timeoutMs / 1000;
-    return new CliError('unreachable', `no answer from ${baseUrl.href} within ${seconds} s`);
+    return new CliError(
+      'unreachable',
+      `no answer from the gateway at ${baseUrl.href} within ${seconds} s`,
+    );
   }
   // fetch says only "fetch failed"; the socket error code in `cause` is what helps.
   const cause = (error as { cause?: { code?: unknown; message?: unknown } }).cause;

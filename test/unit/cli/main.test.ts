@@ -360,7 +360,7 @@ describe('realmgate CLI against a stand-in API', () => {
     answer = () => {}; // never answers
     const { status, stderr } = await run(['lifetimes', 'show', 'master'], BASIC_ENV, 200);
     expect(status).toBe(3);
-    expect(stderr).toBe(`realmgate: no answer from ${baseUrl}/ within 0.2 s\n`);
+    expect(stderr).toBe(`realmgate: no answer from the gateway at ${baseUrl}/ within 0.2 s\n`);
   });
 
   it('prints help without credentials or requests', async () => {
