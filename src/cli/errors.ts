@@ -1,3 +1,5 @@
+import { errorCodes } from '../envelope/errors.ts';
+
 /**
  * Exit statuses of the realmgate command. Scripts branch on them, so each failure kind keeps
  * its own number: "the API said no" (1) must not look like "the gateway is down" (3).
@@ -42,4 +44,26 @@ export class CliError extends Error {
 /** A mistake on the command line: shown with the usage, exit status 2. */
 export function usageError(message: string, group?: string): CliError {
   return new CliError('usage', message, group);
+}
+
+/**
+ * The gateway's result codes that say its identity provider (Keycloak) failed: unreachable,
+ * too slow, or an answer it could not use. A login or call that meets one may work in a while,
+ * so it exits 5 (`identityProvider`), which automation retries, unlike a refusal (1).
+ */
+const IDENTITY_PROVIDER_RESULTS: ReadonlySet<string> = new Set(
+  [
+    errorCodes.identityProviderUnavailable,
+    errorCodes.identityProviderTimeout,
+    errorCodes.identityProviderBadGateway,
+  ].map(({ result }) => result),
+);
+
+/**
+ * The error of an envelope the gateway answered with (`result` and `message` printable already):
+ * `error <status> <result>: <message>`, as scripts grep for it.
+ */
+export function envelopeError(status: number, result: string, message: string): CliError {
+  const kind = IDENTITY_PROVIDER_RESULTS.has(result) ? 'identityProvider' : 'api';
+  return new CliError(kind, `error ${status} ${result}: ${message}`, undefined, status);
 }
