@@ -108,14 +108,12 @@ export async function readPrivateText(path: string): Promise<string | undefined>
 
 /**
  * Replaces the file with `logins`, never exposing it: a new file created with mode 0600 in the
- * same directory (mode 0700), then renamed over the old one, so a reader sees the old or the
+ * same directory (made 0700 when it makes it), then renamed over the old one, so a reader sees the old or the
  * new content whole, and a crash leaves at worst a stray temporary file.
  */
 export async function writeLogins(path: string, logins: readonly StoredLogin[]): Promise<void> {
   const dir = dirname(path);
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  // An existing directory keeps its mode through mkdir; ours is tightened.
-  await chmod(dir, 0o700);
+  await makeDirectory(dir);
   const temporary = join(dir, `.${FILE_NAME}.${randomBytes(6).toString('hex')}.tmp`);
   const text = `${JSON.stringify({ version: FORMAT_VERSION, logins }, null, 2)}\n`;
   // `wx`: never follow or reuse something already at that name.
@@ -133,6 +131,15 @@ export async function writeLogins(path: string, logins: readonly StoredLogin[]):
     await unlink(temporary).catch(() => {});
     throw error;
   }
+}
+
+/**
+ * Makes the directory of the credentials file when it does not exist, 0700 whatever the umask.
+ * One that exists is left as it is: REALMGATE_CONFIG_DIR may name a folder the user keeps other
+ * things in (a project's); the file itself is 0600, which is what keeps it private.
+ */
+async function makeDirectory(dir: string): Promise<void> {
+  if ((await mkdir(dir, { recursive: true, mode: 0o700 })) !== undefined) await chmod(dir, 0o700);
 }
 
 /** How long a writer waits for the lock before it gives up. */
@@ -165,7 +172,10 @@ export async function withLockedLogins<T>(
   purpose: string,
   work: (logins: StoredLogin[]) => Promise<{ logins?: StoredLogin[]; value: T }>,
 ): Promise<T> {
-  const release = await inWritableDirectory(path, () => takeLock(`${path}.lock`, waitMs, purpose));
+  const release = await inWritableDirectory(path, async () => {
+    await makeDirectory(dirname(path));
+    return takeLock(`${path}.lock`, waitMs, purpose);
+  });
   try {
     const { logins, value } = await work(await readLogins(path));
     if (logins !== undefined) await inWritableDirectory(path, () => writeLogins(path, logins));
