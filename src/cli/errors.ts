@@ -20,6 +20,32 @@ export const exitCodes = {
 
 export type CliErrorKind = Exclude<keyof typeof exitCodes, 'success'>;
 
+/** What each exit status says, as `--help` and docs/tokens-and-cli.md list them. */
+export const exitStatusMeanings = {
+  success: 'success',
+  api: 'the gateway answered with an error (a refused login or refresh token included)',
+  usage: 'usage error',
+  config: 'configuration error (the credentials file or its directory)',
+  unreachable: 'gateway unreachable or silent for 30 s, or an audit export cut off (no file kept)',
+  verification: 'audit verify: a record does not fit its chain',
+  identityProvider:
+    'Keycloak behind the gateway down, too slow or failing (5xx-11001); retry later',
+  busy: 'another realmgate held the credentials lock past the wait (a slow refresh); retry later',
+} as const satisfies Record<keyof typeof exitCodes, string>;
+
+/** The exit statuses in order, each with what it says (statuses several kinds share joined). */
+export function describeExitStatuses(): Array<{ status: number; meaning: string }> {
+  const byStatus = new Map<number, string[]>();
+  for (const [kind, status] of Object.entries(exitCodes)) {
+    const meanings = byStatus.get(status) ?? [];
+    meanings.push(exitStatusMeanings[kind as keyof typeof exitCodes]);
+    byStatus.set(status, meanings);
+  }
+  return [...byStatus]
+    .sort(([a], [b]) => a - b)
+    .map(([status, meanings]) => ({ status, meaning: meanings.join('; ') }));
+}
+
 /**
  * The one error class of the CLI. `message` is printed as is, so it must never carry a
  * password, token or OTP secret. `group` (usage errors only) selects the usage lines to show.
