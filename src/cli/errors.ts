@@ -1,5 +1,3 @@
-import { errorCodes } from '../envelope/errors.ts';
-
 /**
  * Exit statuses of the realmgate command. Scripts branch on them, so each failure kind keeps
  * its own number: "the API said no" (1) must not look like "the gateway is down" (3).
@@ -77,13 +75,13 @@ export function usageError(message: string, group?: string): CliError {
  * too slow, or an answer it could not use. A login or call that meets one may work in a while,
  * so it exits 5 (`identityProvider`), which automation retries, unlike a refusal (1).
  */
-const IDENTITY_PROVIDER_RESULTS: ReadonlySet<string> = new Set(
-  [
-    errorCodes.identityProviderUnavailable,
-    errorCodes.identityProviderTimeout,
-    errorCodes.identityProviderBadGateway,
-  ].map(({ result }) => result),
-);
+// The gateway's errorCodes identityProviderUnavailable, -Timeout and -BadGateway
+// (src/envelope/errors.ts, docs/api.md); not imported, so the CLI's bundle stays small.
+const IDENTITY_PROVIDER_RESULTS: ReadonlySet<string> = new Set([
+  '503-11001',
+  '504-11001',
+  '502-11001',
+]);
 
 /**
  * The error of an envelope the gateway answered with (`result` and `message` printable already):
