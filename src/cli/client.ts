@@ -1,6 +1,6 @@
 import { SUCCESS_RESULT } from '../envelope/envelope.ts';
 import { sendWithProof, type DpopKey } from './dpop.ts';
-import { CliError } from './errors.ts';
+import { CliError, envelopeError } from './errors.ts';
 
 /** One call of the gateway's platform API; `path` is relative to the base URL. */
 export interface ApiRequest {
@@ -284,12 +284,7 @@ function readEnvelopeData(status: number, text: string, baseUrl: URL): unknown {
     );
   }
   if (status >= 200 && status < 300 && body.result === SUCCESS_RESULT) return body.data;
-  throw new CliError(
-    'api',
-    `error ${status} ${printable(body.result)}: ${printable(body.message)}`,
-    undefined,
-    status,
-  );
+  throw envelopeError(status, printable(body.result), printable(body.message));
 }
 
 /** Whether `value` nests arrays and objects more than `levels` deep; walked without recursion. */
@@ -351,7 +346,10 @@ export function describeUnreachable(error: unknown, baseUrl: URL, timeoutMs: num
   const name = (error as { name?: unknown }).name;
   if (name === 'TimeoutError') {
     const seconds = timeoutMs / 1000;
-    return new CliError('unreachable', `no answer from ${baseUrl.href} within ${seconds} s`);
+    return new CliError(
+      'unreachable',
+      `no answer from the gateway at ${baseUrl.href} within ${seconds} s`,
+    );
   }
   // fetch says only "fetch failed"; the socket error code in `cause` is what helps.
   const cause = (error as { cause?: { code?: unknown; message?: unknown } }).cause;

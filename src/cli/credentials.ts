@@ -1,17 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import {
-  chmod,
-  lstat,
-  mkdir,
-  open,
-  readFile,
-  rename,
-  stat,
-  unlink,
-  utimes,
-} from 'node:fs/promises';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { chmod, mkdir, open, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, isAbsolute, join } from 'node:path';
+import { takeLock } from './credentials-lock.ts';
 import { isDpopKey, type DpopKey } from './dpop.ts';
 import { CliError } from './errors.ts';
 
@@ -118,14 +108,12 @@ export async function readPrivateText(path: string): Promise<string | undefined>
 
 /**
  * Replaces the file with `logins`, never exposing it: a new file created with mode 0600 in the
- * same directory (mode 0700), then renamed over the old one, so a reader sees the old or the
+ * same directory (made 0700 when it makes it), then renamed over the old one, so a reader sees the old or the
  * new content whole, and a crash leaves at worst a stray temporary file.
  */
 export async function writeLogins(path: string, logins: readonly StoredLogin[]): Promise<void> {
   const dir = dirname(path);
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  // An existing directory keeps its mode through mkdir; ours is tightened.
-  await chmod(dir, 0o700);
+  await makeDirectory(dir);
   const temporary = join(dir, `.${FILE_NAME}.${randomBytes(6).toString('hex')}.tmp`);
   const text = `${JSON.stringify({ version: FORMAT_VERSION, logins }, null, 2)}\n`;
   // `wx`: never follow or reuse something already at that name.
@@ -145,15 +133,17 @@ export async function writeLogins(path: string, logins: readonly StoredLogin[]):
   }
 }
 
+/**
+ * Makes the directory of the credentials file when it does not exist, 0700 whatever the umask.
+ * One that exists is left as it is: REALMGATE_CONFIG_DIR may name a folder the user keeps other
+ * things in (a project's); the file itself is 0600, which is what keeps it private.
+ */
+async function makeDirectory(dir: string): Promise<void> {
+  if ((await mkdir(dir, { recursive: true, mode: 0o700 })) !== undefined) await chmod(dir, 0o700);
+}
+
 /** How long a writer waits for the lock before it gives up. */
 export const LOCK_WAIT_MS = 10_000;
-/**
- * A lock not touched for this long was left by a process that died: its holder touches it
- * every third of this while it holds it (a write takes well under a second, a refresh grant
- * as long as the gateway takes to answer).
- */
-const STALE_LOCK_MS = 30_000;
-
 /**
  * Reads the logins, applies `change` and writes the result (unless `change` returns
  * undefined), while holding `credentials.json.lock`: two realmgate processes that update the
@@ -164,7 +154,7 @@ export async function updateLogins(
   path: string,
   change: (logins: StoredLogin[]) => StoredLogin[] | undefined,
 ): Promise<StoredLogin[]> {
-  return withLockedLogins(path, LOCK_WAIT_MS, (logins) => {
+  return withLockedLogins(path, LOCK_WAIT_MS, 'a change of the credentials file', (logins) => {
     const changed = change(logins);
     return Promise.resolve({ logins: changed, value: changed ?? logins });
   });
@@ -173,14 +163,19 @@ export async function updateLogins(
 /**
  * Runs `work` on the logins as they are, holding `credentials.json.lock` until it is done (a
  * request included), and writes the `logins` it returns (none: nothing is written). Waits up
- * to `waitMs` for another process's hold to end. Returns what `work` returns as `value`.
+ * to `waitMs` for another process's hold to end; `purpose` says what the hold is for to those
+ * that wait for it. Returns what `work` returns as `value`.
  */
 export async function withLockedLogins<T>(
   path: string,
   waitMs: number,
+  purpose: string,
   work: (logins: StoredLogin[]) => Promise<{ logins?: StoredLogin[]; value: T }>,
 ): Promise<T> {
-  const release = await inWritableDirectory(path, () => lock(`${path}.lock`, waitMs));
+  const release = await inWritableDirectory(path, async () => {
+    await makeDirectory(dirname(path));
+    return takeLock(`${path}.lock`, waitMs, purpose);
+  });
   try {
     const { logins, value } = await work(await readLogins(path));
     if (logins !== undefined) await inWritableDirectory(path, () => writeLogins(path, logins));
@@ -203,53 +198,6 @@ async function inWritableDirectory<T>(path: string, write: () => Promise<T>): Pr
     const code = (error as { code?: unknown }).code;
     const reason = typeof code === 'string' ? code : (error as Error).message;
     throw new CliError('config', `cannot write the credentials in ${dirname(path)} (${reason})`);
-  }
-}
-
-/**
- * Creates the lock file exclusively, waiting up to `waitMs` while another process holds it;
- * keeps it touched while held, so that a long hold is not taken for one left by a dead process.
- */
-async function lock(lockPath: string, waitMs: number): Promise<() => Promise<void>> {
-  await mkdir(dirname(lockPath), { recursive: true, mode: 0o700 });
-  const deadline = Date.now() + waitMs;
-  for (let delay = 5; ; delay = Math.min(delay * 2, 100)) {
-    try {
-      await (await open(lockPath, 'wx', 0o600)).close();
-      const touching = setInterval(() => {
-        const now = new Date();
-        utimes(lockPath, now, now).catch(() => {});
-      }, STALE_LOCK_MS / 3);
-      // A command that is done does not wait for the next touch.
-      touching.unref();
-      return () => {
-        clearInterval(touching);
-        return unlink(lockPath).catch(() => {});
-      };
-    } catch (error) {
-      if ((error as { code?: unknown }).code !== 'EEXIST') throw error;
-    }
-    if (await removedIfStale(lockPath)) continue;
-    if (Date.now() > deadline) {
-      throw new CliError(
-        'config',
-        `${lockPath} is held by another realmgate; if none is running, remove it`,
-      );
-    }
-    await sleep(delay);
-  }
-}
-
-async function removedIfStale(lockPath: string): Promise<boolean> {
-  try {
-    // lstat: a dangling symlink is a lock too, not a lock released.
-    if (Date.now() - (await lstat(lockPath)).mtimeMs < STALE_LOCK_MS) return false;
-    await unlink(lockPath);
-    return true;
-  } catch (error) {
-    // Released (or removed by another waiter) meanwhile: try again at once. Anything else (a
-    // directory unlink refuses) is waited on until the deadline like a held lock.
-    return (error as { code?: unknown }).code === 'ENOENT';
   }
 }
 

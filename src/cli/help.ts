@@ -1,6 +1,7 @@
 import { DEFAULT_PAGE, MAX_PAGE } from '../platform/page-bounds.ts';
 import type { CommandEntry, OptionSpec } from './command-spec.ts';
 import { COMMANDS, groupOf } from './commands.ts';
+import { describeExitStatuses } from './errors.ts';
 
 const PREFIX = '  realmgate ';
 /** Usage lines wrap at the width of the help's prose. */
@@ -80,10 +81,10 @@ Environment:
   REALMGATE_KEY_FILE    the key file of login --key-file: where login makes or finds it, and
                         where a login that keeps its key apart reads it on this host
 
-Prints the created or requested record as JSON. Exit status: 0 success, 1 the gateway answered
-with an error (a refused login or refresh token included), 2 usage or configuration error,
-3 gateway unreachable or silent for 30 s, or an audit export cut off (no file is kept).
-`;
+Prints the created or requested record as JSON. Exit status:
+${describeExitStatuses()
+  .map(({ status, meaning }) => `  ${status}  ${meaning}\n`)
+  .join('')}`;
 
 /** The full help text (`--help`), or the lines of one command group (`user --help`). */
 export function formatHelp(group?: string): string {

@@ -61,11 +61,13 @@ function describeError(error: CliError): string {
     case 'usage':
       return `realmgate: ${error.message}\n${formatShortUsage(error.group)}`;
     case 'api':
+    case 'identityProvider':
       // The message already reads `error <status> <result>: <text>`, as scripts grep for it.
       return `${error.message}\n`;
     case 'config':
     case 'unreachable':
     case 'verification':
+    case 'busy':
       return `realmgate: ${error.message}\n`;
   }
 }

@@ -170,8 +170,13 @@ export async function accessTokenOf(
   // refresh tokens takes a second use for a stolen token and ends the session for all. Each
   // starts from what the one before it stored: its access token, or its rotated refresh token.
   const refused = options.refresh ? login.accessToken : undefined;
-  return withLockedLogins(stored.path, LOCK_WAIT_MS + REFRESH_REQUESTS * timeoutMs, (logins) =>
-    refreshed(stored, logins, refused, timeoutMs, now),
+  // Those waiting name it if they give up: the gateway it waits for, not the lock, is the cause.
+  const purpose = `a refresh of the login of ${login.username} (realm ${login.realm}) at ${login.gateway}`;
+  return withLockedLogins(
+    stored.path,
+    LOCK_WAIT_MS + REFRESH_REQUESTS * timeoutMs,
+    purpose,
+    (logins) => refreshed(stored, logins, refused, timeoutMs, now),
   );
 }
 

@@ -1,7 +1,7 @@
 import type * as oidc from 'openid-client';
 import { describeUnreachable, printable, readAnswerText } from './client.ts';
 import { sendWithProof, type DpopKey } from './dpop.ts';
-import { CliError } from './errors.ts';
+import { CliError, envelopeError } from './errors.ts';
 
 // How the CLI's token requests travel to the gateway, and what it makes of an answer that is
 // not a token endpoint's own (token-endpoint.ts holds the grants themselves).
@@ -102,12 +102,7 @@ export function unusableAnswer(
 ): CliError {
   const { result, message, error } = body ?? {};
   if (typeof result === 'string' && typeof message === 'string') {
-    return new CliError(
-      'api',
-      `error ${status} ${printable(result)}: ${printable(message)}`,
-      undefined,
-      status,
-    );
+    return envelopeError(status, printable(result), printable(message));
   }
   const detail = typeof error === 'string' ? ` (${printable(error)})` : '';
   return new CliError(

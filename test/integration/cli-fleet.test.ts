@@ -1,8 +1,11 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../../src/cli/main.ts';
 import { callApi } from '../helpers/api.ts';
+import { capturingIo } from '../helpers/cli-io.ts';
 import { cliOfTestGateway } from '../helpers/cli-run.ts';
 import { createUser, keycloakAdmin } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
@@ -72,4 +75,64 @@ describe('realmgate in a fleet of jobs sharing one credentials file', () => {
     expect(next).toMatchObject({ code: 0, stderr: '' });
     expect((await callApi(workspaces, `Bearer ${next.stdout.trim()}`)).status).toBe(200);
   });
+
+  it('jobs waiting behind a refresh at a gateway that never answers say what they waited for, and the holder names the gateway', async () => {
+    // A "gateway" that accepts connections and never answers.
+    const sockets = new Set<Socket>();
+    const connected: Array<() => void> = [];
+    const silent = createServer((socket) => {
+      sockets.add(socket);
+      socket.resume();
+      connected.shift()?.();
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const gateway = `http://127.0.0.1:${(silent.address() as AddressInfo).port}/`;
+    try {
+      const configDir = join(root, 'silent');
+      await mkdir(configDir, { mode: 0o700 });
+      const past = new Date(Date.now() - 1000).toISOString();
+      const login = {
+        gateway,
+        realm: 'acme',
+        username: 'alice',
+        sessionId: 'session-1',
+        refreshToken: 'refresh-token-1',
+        loggedInAt: past,
+        accessToken: 'access-token-1',
+        accessExpiresAt: past,
+      };
+      await writeFile(
+        join(configDir, 'credentials.json'),
+        JSON.stringify({ version: 1, logins: [login] }),
+        { mode: 0o600 },
+      );
+      const env = { REALMGATE_URL: gateway, REALMGATE_CONFIG_DIR: configDir };
+      const job = (timeoutMs: number) => {
+        const { io, output } = capturingIo();
+        return runCli(['token'], env, io, { timeoutMs }).then((code) => ({ code, ...output }));
+      };
+      // The first job holds the lock while its request hangs; a second starts once it waits.
+      const reached = new Promise<void>((resolve) => connected.push(resolve));
+      const holder = job(15_000);
+      await reached;
+      // Its own requests would be short: it waits 10 s and three of them for the holder.
+      const waiter = await job(100);
+      expect(waiter).toEqual({
+        code: 6,
+        stdout: '',
+        stderr:
+          `realmgate: gave up after 10 s waiting for a refresh of the login of alice (realm ` +
+          `acme) at ${gateway} by another realmgate (pid ${process.pid}), which holds ` +
+          `${join(configDir, 'credentials.json.lock')}; retry later\n`,
+      });
+      expect(await holder).toEqual({
+        code: 3,
+        stdout: '',
+        stderr: `realmgate: no answer from the gateway at ${gateway} within 15 s\n`,
+      });
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
+  }, 60_000);
 });

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -117,5 +117,44 @@ describe('a bound login through a Keycloak outage (the CLI, against the real Key
     expect(proof, proof.stderr).toMatchObject({ code: 0, stderr: '' });
     const during = await call(token, proof.stdout.trim());
     expect(during.status, await during.text()).toBe(200);
+  });
+
+  it('a login or a refresh while Keycloak is down exits 5, the status automation retries', async () => {
+    await front.set('forward');
+    const user = await createUser(org, { workspaceRoles: ['ws1'] });
+    secrets.add(user.password);
+    const configDir = join(root, 'retrying-job');
+    const login = await realmgate(
+      ['login', org, user.username, '--password-stdin'],
+      configDir,
+      `${user.password}\n`,
+    );
+    expect(login, login.stderr).toMatchObject({ code: 0, stderr: '' });
+    const path = join(configDir, 'credentials.json');
+    const file = JSON.parse(await readFile(path, 'utf8')) as { logins: StoredLogin[] };
+    for (const stored of file.logins) {
+      secrets.add(stored.refreshToken);
+      if (stored.dpopKey) secrets.add(stored.dpopKey.d);
+    }
+    // The cached access token has run out: `token` needs a refresh grant.
+    const past = new Date(Date.now() - 1000).toISOString();
+    const logins = file.logins.map((stored) => ({ ...stored, accessExpiresAt: past }));
+    await writeFile(path, JSON.stringify({ version: 1, logins }), { mode: 0o600 });
+
+    await front.set('closed');
+    const down = 'error 503 503-11001: The identity provider is unavailable; retry later.\n';
+    const refresh = await realmgate(['token'], configDir);
+    expect(refresh).toEqual({ code: 5, stdout: '', stderr: down });
+    const again = await realmgate(
+      ['login', org, user.username, '--password-stdin'],
+      join(root, 'another-job'),
+      `${user.password}\n`,
+    );
+    expect(again).toEqual({ code: 5, stdout: '', stderr: down });
+
+    // Retried once Keycloak is back, the same command works.
+    await front.set('forward');
+    const retried = await realmgate(['token'], configDir);
+    expect(retried, retried.stderr).toMatchObject({ code: 0, stderr: '' });
   });
 });

@@ -88,15 +88,15 @@ describe('writeLogins and readLogins', () => {
     expect(await readLogins(path)).toEqual([loginOf()]);
   });
 
-  it('tightens an existing directory and replaces the file whole', async () => {
-    const configDir = join(dir, 'realmgate');
+  it("leaves an existing directory's mode (a project folder), and replaces the file whole", async () => {
+    const configDir = join(dir, 'project');
     await mkdir(configDir, { mode: 0o755 });
     await chmod(configDir, 0o755);
     const path = join(configDir, 'credentials.json');
     await writeLogins(path, [loginOf()]);
     const second = loginOf({ realm: 'master', sessionId: 's-2' });
-    await writeLogins(path, [loginOf(), second]);
-    expect((await stat(configDir)).mode & 0o777).toBe(0o700);
+    await updateLogins(path, (logins) => withLogin(logins, second));
+    expect((await stat(configDir)).mode & 0o777).toBe(0o755);
     expect((await stat(path)).mode & 0o777).toBe(0o600);
     expect(await readLogins(path)).toEqual([loginOf(), second]);
   });
@@ -218,7 +218,7 @@ describe('updateLogins', () => {
     try {
       let finish = () => {};
       // A holder that waits for a slow gateway (a refresh grant) before it writes.
-      const held = withLockedLogins(path, 10_000, async (logins) => {
+      const held = withLockedLogins(path, 10_000, 'a test hold', async (logins) => {
         await new Promise<void>((resolve) => (finish = resolve));
         return { logins: withLogin(logins, alice), value: undefined };
       });

@@ -1,5 +1,8 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { COMMANDS } from '../../../src/cli/commands.ts';
+import { describeExitStatuses } from '../../../src/cli/errors.ts';
 import { formatHelp, formatShortUsage } from '../../../src/cli/help.ts';
 
 describe('usage lines derived from the command table', () => {
@@ -32,5 +35,20 @@ describe('usage lines derived from the command table', () => {
     );
     expect(formatShortUsage('nope')).toContain('realmgate org create');
     expect(formatShortUsage('nope')).toContain('realmgate logout');
+  });
+});
+
+describe('exit statuses, from the one table', () => {
+  it('lists each status once in the help and in docs/tokens-and-cli.md', async () => {
+    const statuses = describeExitStatuses();
+    expect(statuses.map(({ status }) => status)).toEqual([0, 1, 2, 3, 4, 5, 6]);
+    const help = formatHelp();
+    for (const { status, meaning } of statuses) expect(help).toContain(`  ${status}  ${meaning}\n`);
+    const docs = await readFile(
+      join(import.meta.dirname, '../../../docs/tokens-and-cli.md'),
+      'utf8',
+    );
+    const documented = [...docs.matchAll(/^\| (\d+) +\|/gm)].map(([, status]) => Number(status));
+    expect(documented).toEqual(statuses.map(({ status }) => status));
   });
 });

@@ -280,7 +280,7 @@ describe('realmgate CLI against a stand-in API', () => {
     [401, '401-00002', 'Authentication failed.'],
     [403, '403-00001', 'Permission denied.'],
     [400, '400-00002', 'Bad request body.'],
-    [503, '503-11001', 'The identity provider is unavailable; retry later.'],
+    [503, '503-00003', 'The database is unavailable; retry later.'],
   ])('reports an API error %i %s on stderr and exits 1', async (httpStatus, result, message) => {
     answer = envelope(httpStatus, null, result, message);
     const { status, stdout, stderr } = await run(['workspace', 'create', 'acme', 'ws1']);
@@ -288,6 +288,21 @@ describe('realmgate CLI against a stand-in API', () => {
     expect(stdout).toBe('');
     expect(stderr).toBe(`error ${httpStatus} ${result}: ${message}\n`);
   });
+
+  it.each([
+    [503, '503-11001', 'The identity provider is unavailable; retry later.'],
+    [504, '504-11001', 'The identity provider did not answer in time; retry later.'],
+    [502, '502-11001', 'The identity provider sent an invalid answer.'],
+  ])(
+    'reports a Keycloak failure %i %s on stderr and exits 5',
+    async (httpStatus, result, message) => {
+      answer = envelope(httpStatus, null, result, message);
+      const { status, stdout, stderr } = await run(['workspace', 'create', 'acme', 'ws1']);
+      expect(status).toBe(5);
+      expect(stdout).toBe('');
+      expect(stderr).toBe(`error ${httpStatus} ${result}: ${message}\n`);
+    },
+  );
 
   it('treats a 2xx answer without the success result as an error', async () => {
     answer = envelope(200, null, '500-99999', 'Unexpected\u001b[31m error.');
@@ -360,7 +375,7 @@ describe('realmgate CLI against a stand-in API', () => {
     answer = () => {}; // never answers
     const { status, stderr } = await run(['lifetimes', 'show', 'master'], BASIC_ENV, 200);
     expect(status).toBe(3);
-    expect(stderr).toBe(`realmgate: no answer from ${baseUrl}/ within 0.2 s\n`);
+    expect(stderr).toBe(`realmgate: no answer from the gateway at ${baseUrl}/ within 0.2 s\n`);
   });
 
   it('prints help without credentials or requests', async () => {

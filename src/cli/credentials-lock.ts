@@ -1,0 +1,146 @@
+import type { Stats } from 'node:fs';
+import { lstat, mkdir, open, readFile, unlink, utimes } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { dirname } from 'node:path';
+import { printable } from './client.ts';
+import { CliError } from './errors.ts';
+
+// The lock file of the credentials file: one realmgate process at a time reads, changes and
+// writes it (a refresh grant included). It holds what its holder is doing, for those waiting.
+
+/**
+ * A lock not touched for this long was left by a process that died: its holder touches it
+ * every third of this while it holds it (a write takes well under a second, a refresh grant
+ * as long as the gateway takes to answer).
+ */
+const STALE_LOCK_MS = 30_000;
+
+/**
+ * Creates the lock file exclusively, waiting up to `waitMs` while another process holds it;
+ * keeps it touched while held, so that a long hold is not taken for one left by a dead process.
+ * `purpose` (what the hold is for, e.g. a refresh at a gateway) is written into it, and is what
+ * a process that gives up waiting names. Returns the release.
+ */
+export async function takeLock(
+  lockPath: string,
+  waitMs: number,
+  purpose: string,
+): Promise<() => Promise<void>> {
+  await mkdir(dirname(lockPath), { recursive: true, mode: 0o700 });
+  const deadline = Date.now() + waitMs;
+  for (let delay = 5; ; delay = Math.min(delay * 2, 100)) {
+    try {
+      const handle = await open(lockPath, 'wx', 0o600);
+      try {
+        await handle.writeFile(`${JSON.stringify({ pid: process.pid, purpose })}\n`, 'utf8');
+      } finally {
+        await handle.close();
+      }
+      const touching = setInterval(() => {
+        const now = new Date();
+        utimes(lockPath, now, now).catch(() => {});
+      }, STALE_LOCK_MS / 3);
+      // A command that is done does not wait for the next touch.
+      touching.unref();
+      return () => {
+        clearInterval(touching);
+        return unlink(lockPath).catch(() => {});
+      };
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== 'EEXIST') throw error;
+    }
+    if (await takenOverIfStale(lockPath)) continue;
+    if (Date.now() > deadline) throw await gaveUp(lockPath, waitMs);
+    await sleep(delay);
+  }
+}
+
+/**
+ * Removes the lock when it is stale, one waiter at a time: two waiters that both judged it
+ * stale must not both remove a lock, the second removing the fresh one the first then took.
+ * Under `<lock>.takeover` (created exclusively), the lock is removed only while it is still the
+ * very file judged stale (same inode, not touched since). True: try to take it at once.
+ */
+async function takenOverIfStale(lockPath: string): Promise<boolean> {
+  const judged = await statOf(lockPath);
+  if (judged === undefined) return true;
+  if (Date.now() - judged.mtimeMs < STALE_LOCK_MS) return false;
+  const takeoverPath = `${lockPath}.takeover`;
+  try {
+    await (await open(takeoverPath, 'wx', 0o600)).close();
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== 'EEXIST') return false;
+    // A waiter that died within its takeover (a few system calls) left it.
+    const takeover = await statOf(takeoverPath);
+    if (takeover !== undefined && Date.now() - takeover.mtimeMs >= STALE_LOCK_MS) {
+      await unlink(takeoverPath).catch(() => {});
+    }
+    return false;
+  }
+  try {
+    const now = await statOf(lockPath);
+    if (now === undefined) return true;
+    const same = now.dev === judged.dev && now.ino === judged.ino && now.mtimeMs === judged.mtimeMs;
+    if (!same) return false;
+    await unlink(lockPath);
+    return true;
+  } catch (error) {
+    // Anything unlink refuses (a directory) is waited on until the deadline like a held lock.
+    return (error as { code?: unknown }).code === 'ENOENT';
+  } finally {
+    await unlink(takeoverPath).catch(() => {});
+  }
+}
+
+/** lstat (a dangling symlink is a lock too, not a lock released); undefined: no lock there. */
+async function statOf(path: string): Promise<Stats | undefined> {
+  try {
+    return await lstat(path);
+  } catch (error) {
+    if ((error as { code?: unknown }).code === 'ENOENT') return undefined;
+    throw error;
+  }
+}
+
+/**
+ * The error of a wait that outlasted `waitMs`: a lock file another realmgate holds is `busy`
+ * (exit 6), naming what it holds it for; anything else there is the user's to remove.
+ */
+async function gaveUp(lockPath: string, waitMs: number): Promise<CliError> {
+  const holder = await holderOf(lockPath);
+  if (holder === undefined) {
+    return new CliError(
+      'config',
+      `${lockPath} is held by another realmgate; if none is running, remove it`,
+    );
+  }
+  const by =
+    holder.pid === undefined ? 'another realmgate' : `another realmgate (pid ${holder.pid})`;
+  const what = printable(holder.purpose ?? 'a change of the credentials file');
+  return new CliError(
+    'busy',
+    `gave up after ${Math.round(waitMs / 1000)} s waiting for ${what} by ${by}, which holds ` +
+      `${lockPath}; retry later`,
+  );
+}
+
+/** What the holder of a lock file wrote in it; undefined when the lock is not a regular file. */
+async function holderOf(
+  lockPath: string,
+): Promise<{ pid: number | undefined; purpose: string | undefined } | undefined> {
+  try {
+    if (!(await lstat(lockPath)).isFile()) return undefined;
+    const text = await readFile(lockPath, 'utf8');
+    const held = JSON.parse(text) as { pid?: unknown; purpose?: unknown };
+    return {
+      pid: typeof held.pid === 'number' ? held.pid : undefined,
+      purpose: typeof held.purpose === 'string' ? held.purpose : undefined,
+    };
+  } catch (error) {
+    // Released meanwhile, or written by an older realmgate (empty): a holder all the same.
+    const code = (error as { code?: unknown }).code;
+    return code === undefined || code === 'ENOENT'
+      ? { pid: undefined, purpose: undefined }
+      : undefined;
+  }
+}
