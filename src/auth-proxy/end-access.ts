@@ -77,6 +77,30 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
   const { access } = deps;
   const { tokenLifetimeOf, basicSeconds, endSession } = access;
 
+  /**
+   * Every token of the realm issued before the moment that `scope` names (the whole realm, or
+   * those carrying a deleted role), and every cached Basic login it names: refused as long as
+   * the realm's tokens live.
+   */
+  async function realmWide(
+    realm: string,
+    scope: Partial<
+      Pick<Parameters<RevocationList['revoke']>[0], 'wholeRealm' | 'endedRoles' | 'at'>
+    >,
+  ): Promise<() => Promise<void>> {
+    const tokenTtlSeconds = await tokenLifetimeOf(realm);
+    return () =>
+      deps.revocations.revoke({
+        realm,
+        userId: '',
+        sessionIds: [],
+        ttlSeconds: 1,
+        userTtlSeconds: basicSeconds,
+        tokenTtlSeconds,
+        ...scope,
+      });
+  }
+
   /** What `ending` will do once Keycloak has said yes; undefined when nothing it names is trusted. */
   async function prepare(
     ending: Ending,
@@ -106,35 +130,14 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
         // A failed read refuses the deletion (next(err)): it would end no token.
         const role = await deps.roleOf(realm, ending.role);
         if (!role) return undefined;
-        const tokenTtlSeconds = await tokenLifetimeOf(realm);
-        return () =>
-          deps.revocations.revoke({
-            realm,
-            userId: '',
-            sessionIds: [],
-            ttlSeconds: 1,
-            userTtlSeconds: basicSeconds,
-            tokenTtlSeconds,
-            endedRoles: [role],
-          });
+        return realmWide(realm, { endedRoles: [role] });
       }
       case 'realm': {
-        const tokenTtlSeconds = await tokenLifetimeOf(realm);
         // Applied even when the not-before is older than today's lifetime (any realm update
         // carries it): a token issued under a longer lifetime may still be alive, on this
         // replica or another. Each replica keeps the refusal as long as the tokens it serves
         // need (revocation.ts), and keeps nothing when none of them can be alive.
-        return () =>
-          deps.revocations.revoke({
-            realm,
-            userId: '',
-            sessionIds: [],
-            ttlSeconds: 1,
-            userTtlSeconds: basicSeconds,
-            tokenTtlSeconds,
-            wholeRealm: true,
-            at: ending.notBefore,
-          });
+        return realmWide(realm, { wholeRealm: true, at: ending.notBefore });
       }
       case 'keys':
         return () => deps.onKeyProvidersChanged(realm);
