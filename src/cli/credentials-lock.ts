@@ -31,21 +31,26 @@ export async function takeLock(
   for (let delay = 5; ; delay = Math.min(delay * 2, 100)) {
     try {
       const handle = await open(lockPath, 'wx', 0o600);
-      try {
-        await handle.writeFile(`${JSON.stringify({ pid: process.pid, purpose })}\n`, 'utf8');
-      } finally {
-        await handle.close();
-      }
+      // Touched from the moment it exists, however long writing its holder takes.
       const touching = setInterval(() => {
         const now = new Date();
         utimes(lockPath, now, now).catch(() => {});
       }, STALE_LOCK_MS / 3);
       // A command that is done does not wait for the next touch.
       touching.unref();
-      return () => {
+      const release = () => {
         clearInterval(touching);
         return unlink(lockPath).catch(() => {});
       };
+      try {
+        await handle.writeFile(`${JSON.stringify({ pid: process.pid, purpose })}\n`, 'utf8');
+      } catch (error) {
+        await release();
+        throw error;
+      } finally {
+        await handle.close();
+      }
+      return release;
     } catch (error) {
       if ((error as { code?: unknown }).code !== 'EEXIST') throw error;
     }

@@ -203,6 +203,8 @@ const shared = {
   REDIS_URL: testEnv().redisUrl,
   REDIS_KEY_PREFIX: testEnv().redisKeyPrefix,
   REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
+  // No scheduled key-set fetch during a test: the key providers' test counts the fetches.
+  KEY_SET_REFRESH_SECONDS: '3600',
 };
 beforeAll(async () => {
   a = await startReplica(19440, shared);
