@@ -53,10 +53,7 @@ function isSignatureKey(key: JWK): boolean {
   if (key.use !== undefined && key.use !== 'sig') return false;
   if (key.kty !== 'RSA' && key.kty !== 'EC' && key.kty !== 'OKP') return false;
   try {
-    const { modulusLength } = createPublicKey({
-      key: key,
-      format: 'jwk',
-    }).asymmetricKeyDetails!;
+    const { modulusLength } = createPublicKey({ key, format: 'jwk' }).asymmetricKeyDetails!;
     return key.kty !== 'RSA' || (modulusLength ?? 0) >= MIN_RSA_BITS;
   } catch {
     return false;
