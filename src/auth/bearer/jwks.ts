@@ -128,7 +128,9 @@ export function createJwksRegistry(options: {
             schedule(realm, state, state.startedAt),
           );
         },
-        refreshDelayMs(options.refreshSeconds, random) - (now() - from),
+        // Due at once (not a negative delay, which Node warns of) when the interval has passed
+        // since `from`: a fetch slower than the interval, a clock moved on.
+        Math.max(0, refreshDelayMs(options.refreshSeconds, random) - (now() - from)),
       ),
     );
     state.timer.unref();
