@@ -96,7 +96,9 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
           }
           const due = Date.now() + (last && held.target.test(last.target) ? held.ms : 0);
           passed = passed
-            .then(() => new Promise((resolve) => setTimeout(resolve, due - Date.now())))
+            .then(
+              () => new Promise((resolve) => setTimeout(resolve, Math.max(0, due - Date.now()))),
+            )
             .then(() => void client.write(chunk));
         });
         return;
