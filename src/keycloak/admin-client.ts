@@ -100,6 +100,22 @@ export async function loginAsBootstrapAdmin(options: {
   return admin;
 }
 
+/**
+ * Every item of a listing the admin API answers page by page (`first`, `max`): pages of
+ * `pageSize` until a shorter one.
+ */
+export async function everyPage<T>(
+  pageSize: number,
+  page: (first: number, max: number) => Promise<T[]>,
+): Promise<T[]> {
+  const items: T[] = [];
+  for (let first = 0; ; first += pageSize) {
+    const got = await page(first, pageSize);
+    items.push(...got);
+    if (got.length < pageSize) return items;
+  }
+}
+
 /** True when the admin client failed with the given HTTP status (e.g. 409 for "exists"). */
 export function isHttpStatus(err: unknown, status: number): boolean {
   return httpStatusOf(err) === status;

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
-import { isHttpStatus } from '../../keycloak/admin-client.ts';
+import { everyPage, isHttpStatus } from '../../keycloak/admin-client.ts';
 import { AppError } from '../../envelope/errors.ts';
 import { withBackchannelLogout } from './backchannel-logout.ts';
 import {
@@ -294,19 +294,17 @@ export async function usersWithClientRole(
   clientUuid: string,
   roleName: string,
 ): Promise<string[]> {
-  const ids: string[] = [];
-  for (let first = 0; ; first += HOLDERS_PAGE) {
-    const page = await admin.clients.findUsersWithRole({
+  const holders = await everyPage(HOLDERS_PAGE, (first, max) =>
+    admin.clients.findUsersWithRole({
       realm,
       id: clientUuid,
       roleName,
       briefRepresentation: true,
       first,
-      max: HOLDERS_PAGE,
-    });
-    for (const user of page) if (user.id) ids.push(user.id);
-    if (page.length < HOLDERS_PAGE) return ids;
-  }
+      max,
+    }),
+  );
+  return holders.flatMap((user) => (user.id ? [user.id] : []));
 }
 
 const HOLDERS_PAGE = 1000;

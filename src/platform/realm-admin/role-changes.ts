@@ -1,4 +1,4 @@
-import { isHttpStatus, type KeycloakAdmin } from '../../keycloak/admin-client.ts';
+import { everyPage, isHttpStatus, type KeycloakAdmin } from '../../keycloak/admin-client.ts';
 
 // What a change to a group or a role takes from whom, read before Keycloak makes it (the
 // admin listener's endings, auth-proxy/end-access.ts): the members who lose a group's roles, and
@@ -20,28 +20,20 @@ export async function groupMembers(
   const groups = [groupId];
   try {
     for (let group = groups.pop(); group !== undefined; group = groups.pop()) {
-      for (let first = 0; ; first += PAGE) {
-        const page = await admin.groups.listMembers({
-          realm,
-          id: group,
-          first,
-          max: PAGE,
-          briefRepresentation: true,
-        });
-        for (const user of page) if (user.id) members.add(user.id);
-        if (page.length < PAGE) break;
-      }
-      for (let first = 0; ; first += PAGE) {
-        const page = await admin.groups.listSubGroups({
+      const users = await everyPage(PAGE, (first, max) =>
+        admin.groups.listMembers({ realm, id: group, first, max, briefRepresentation: true }),
+      );
+      for (const user of users) if (user.id) members.add(user.id);
+      const children = await everyPage(PAGE, (first, max) =>
+        admin.groups.listSubGroups({
           realm,
           parentId: group,
           first,
-          max: PAGE,
+          max,
           briefRepresentation: true,
-        });
-        for (const child of page) if (child.id) groups.push(child.id);
-        if (page.length < PAGE) break;
-      }
+        }),
+      );
+      for (const child of children) if (child.id) groups.push(child.id);
     }
   } catch (err) {
     if (isHttpStatus(err, 404)) return [...members];

@@ -1,6 +1,6 @@
 import type UserRepresentation from '@keycloak/keycloak-admin-client/lib/defs/userRepresentation.js';
 import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
-import { isHttpStatus } from '../../keycloak/admin-client.ts';
+import { everyPage, isHttpStatus } from '../../keycloak/admin-client.ts';
 import type { ServiceAdmin } from '../../keycloak/service-admin.ts';
 import { isWorkspaceId, MASTER_REALM } from '../../tenancy/identifiers.ts';
 import { usersWithClientRole, workspacesClientUuidOf } from './provisioning.ts';
@@ -188,12 +188,7 @@ export async function longestAccessTokenSeconds(
 
 /** Every client of the realm, page by page (master holds one `<realm>-realm` per realm). */
 async function allClients(admin: KeycloakAdmin, realm: string) {
-  const clients = [];
-  for (let first = 0; ; first += CLIENTS_PAGE) {
-    const page = await admin.clients.find({ realm, first, max: CLIENTS_PAGE });
-    clients.push(...page);
-    if (page.length < CLIENTS_PAGE) return clients;
-  }
+  return everyPage(CLIENTS_PAGE, (first, max) => admin.clients.find({ realm, first, max }));
 }
 
 const CLIENTS_PAGE = 500;
