@@ -69,5 +69,5 @@ describe('takeLock', () => {
     );
     expect((outcome as CliError).exitCode).toBe(6);
     await releaseA();
-  });
+  }, 30_000);
 });
