@@ -45,7 +45,10 @@ describe('takeLock', () => {
     const second = gate();
     held.path = lockPath;
     held.gates = [first.gate, second.gate];
+    // The second starts once the first holds the first gate: started together, either could
+    // reach lstat first (the file system's threads answer in any order) and take the other's.
     const a = takeLock(lockPath, 300, 'the first');
+    await vi.waitFor(() => expect(held.gates).toHaveLength(1));
     const b = takeLock(lockPath, 300, 'the second');
     await vi.waitFor(() => expect(held.gates).toEqual([]));
     // The first takes the stale lock over and holds it; only then does the second act.
@@ -69,5 +72,5 @@ describe('takeLock', () => {
     );
     expect((outcome as CliError).exitCode).toBe(6);
     await releaseA();
-  }, 30_000);
+  });
 });
