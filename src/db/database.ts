@@ -102,10 +102,10 @@ interface PgClient {
 const SPARED = Symbol('realmgate.spared');
 
 /**
- * knex's `afterCreate` hook: a query without an answer in time (`answerMs`, `sparedAnswerMs`
- * on a connection lent to runSpared) destroys its connection,
- * which fails the query (and any queued behind it) with pg's "Connection terminated
- * unexpectedly" (a 503) and lets the pool make a new one. pg's own `query_timeout` would
+ * knex's `afterCreate` hook: a query without an answer in time (`answerMs`; `sparedAnswerMs`
+ * on a connection lent to runSpared) destroys its connection, which fails the query (and any
+ * queued behind it) with pg's "Connection terminated unexpectedly" (a 503) and lets the pool
+ * make a new one. pg's own `query_timeout` would
  * leave the query hanging on the connection, and every later query on it behind.
  */
 function dropWhenSilent(timeouts: DatabaseTimeouts) {
