@@ -10,14 +10,22 @@ export interface DatabaseOptions {
   dataDir: string;
   /** Where knex's own warnings go (a lost connection, say); without it, the console. */
   logger?: Logger;
-  /** PostgreSQL's limits (DATABASE_CONNECT_TIMEOUT_MS, DATABASE_STATEMENT_TIMEOUT_MS); none without. */
+  /**
+   * PostgreSQL's limits (DATABASE_CONNECT_TIMEOUT_MS, DATABASE_STATEMENT_TIMEOUT_MS,
+   * DATABASE_SPARED_TIMEOUT_MS); none without.
+   */
   timeouts?: DatabaseTimeouts | undefined;
 }
 
 export interface DatabaseTimeouts {
   connectMs: number;
   statementMs: number;
+  /** What runSpared's work may take instead of `statementMs`. */
+  sparedMs: number;
 }
+
+/** The limits each pool was opened with, for runSpared (knex keeps no place for them). */
+const limitsOf = new WeakMap<Knex, DatabaseTimeouts>();
 
 /**
  * Opens the platform database: a pooled PostgreSQL connection when `databaseUrl` is set,
@@ -26,20 +34,22 @@ export interface DatabaseTimeouts {
  */
 export async function openDatabase(opts: DatabaseOptions): Promise<Knex> {
   if (opts.databaseUrl) {
-    return knex({
+    const db = knex({
       client: 'pg',
       connection: pgConnection(opts.databaseUrl, opts.timeouts),
       // min 0 lets idle connections close, so a restarted PostgreSQL does not leave dead sockets.
       pool: {
         min: 0,
         max: 10,
-        ...(opts.timeouts && { afterCreate: dropWhenSilent(answerMs(opts.timeouts)) }),
+        ...(opts.timeouts && { afterCreate: dropWhenSilent(opts.timeouts) }),
       },
       // A request waits for a connection no longer than one takes to be made or to answer; a
       // connection that cannot be made fails its waiter sooner (knex propagates the error).
       ...(opts.timeouts && { acquireConnectionTimeout: answerMs(opts.timeouts) }),
       ...(opts.logger && { log: knexLog(opts.logger) }),
     });
+    if (opts.timeouts) limitsOf.set(db, opts.timeouts);
+    return db;
   }
   const filename = path.join(opts.dataDir, 'pglite');
   // PGlite only creates the last path segment, so the data directory itself must exist.
@@ -52,10 +62,12 @@ export async function openDatabase(opts: DatabaseOptions): Promise<Knex> {
 export function databaseTimeoutsOf(config: {
   DATABASE_CONNECT_TIMEOUT_MS: number;
   DATABASE_STATEMENT_TIMEOUT_MS: number;
+  DATABASE_SPARED_TIMEOUT_MS: number;
 }): DatabaseTimeouts {
   return {
     connectMs: config.DATABASE_CONNECT_TIMEOUT_MS,
     statementMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
+    sparedMs: config.DATABASE_SPARED_TIMEOUT_MS,
   };
 }
 
@@ -72,10 +84,12 @@ function pgConnection(url: string, timeouts: DatabaseTimeouts | undefined): stri
 
 /**
  * How long the gateway waits for any answer on a connection before it drops it: past the
- * statement timeout the server would have answered 57014, so silence this long is a hung
- * server or a black-holed path, which TCP alone notices only after many minutes.
+ * statement timeout (the spared one, for spared work) the server would have answered 57014,
+ * so silence this long is a hung server or a black-holed path, which TCP alone notices only
+ * after many minutes.
  */
 const answerMs = (timeouts: DatabaseTimeouts) => timeouts.connectMs + timeouts.statementMs;
+const sparedAnswerMs = (timeouts: DatabaseTimeouts) => timeouts.connectMs + timeouts.sparedMs;
 
 /** What of pg's client this module touches. */
 interface PgClient {
@@ -84,20 +98,22 @@ interface PgClient {
   [SPARED]?: boolean;
 }
 
-/** Marks a connection lent to work that may run long (runSpared): no answer deadline on it. */
+/** Marks a connection lent to work that may run long (runSpared): the spared answer deadline. */
 const SPARED = Symbol('realmgate.spared');
 
 /**
- * knex's `afterCreate` hook: a query without an answer within `ms` destroys its connection,
- * which fails the query (and any queued behind it) with pg's "Connection terminated
- * unexpectedly" (a 503) and lets the pool make a new one. pg's own `query_timeout` would
+ * knex's `afterCreate` hook: a query without an answer in time (`answerMs`; `sparedAnswerMs`
+ * on a connection lent to runSpared) destroys its connection, which fails the query (and any
+ * queued behind it) with pg's "Connection terminated unexpectedly" (a 503) and lets the pool
+ * make a new one. pg's own `query_timeout` would
  * leave the query hanging on the connection, and every later query on it behind.
  */
-function dropWhenSilent(ms: number) {
+function dropWhenSilent(timeouts: DatabaseTimeouts) {
   return (client: PgClient, done: (err: Error | null, client: PgClient) => void) => {
     const query = client.query.bind(client);
     client.query = (config, callback) => {
-      if (client[SPARED] || typeof callback !== 'function') return query(config, callback);
+      if (typeof callback !== 'function') return query(config, callback);
+      const ms = client[SPARED] ? sparedAnswerMs(timeouts) : answerMs(timeouts);
       const timer = setTimeout(() => {
         const err = new Error(`no answer from PostgreSQL in ${ms} ms`);
         client.connection.stream.destroy(Object.assign(err, { code: 'ETIMEDOUT' }));
@@ -118,10 +134,13 @@ interface ConnectionLender {
 }
 
 /**
- * Runs `work` in a transaction that no timeout of the pool applies to: `statement_timeout` off
- * for the transaction (`SET LOCAL`) and no answer deadline on its connection. For the work that
+ * Runs `work` in a transaction under the spared limit instead of the request's: its
+ * `statement_timeout` (`SET LOCAL`) and its answer deadline are `sparedMs`'s, so it runs past
+ * the request limits but never for ever (a lock another session holds, a connection gone
+ * silent: it fails like a request, 57014 or the connection dropped). For the work that
  * legitimately runs long (audit exports, download jobs, retention pruning); a request's own
- * queries never go here. `config`: knex's transaction settings (isolation, read only).
+ * queries never go here. A pool opened without limits spares without any (statement_timeout
+ * 0). `config`: knex's transaction settings (isolation, read only).
  */
 export async function runSpared<T>(
   db: Knex,
@@ -130,12 +149,14 @@ export async function runSpared<T>(
 ): Promise<T> {
   if (db.client instanceof ClientPgLite) return db.transaction(work, config);
   const pool = db.client as ConnectionLender;
+  const sparedMs = limitsOf.get(db)?.sparedMs ?? 0;
   const connection = await pool.acquireConnection();
   connection[SPARED] = true;
   try {
     return await db.transaction(
       async (trx) => {
-        await trx.raw('set local statement_timeout = 0');
+        // A number the configuration checked, not an outside input; SET takes no parameter.
+        await trx.raw(`set local statement_timeout = ${Math.trunc(sparedMs)}`);
         return work(trx);
       },
       { ...config, connection },

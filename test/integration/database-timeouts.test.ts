@@ -82,7 +82,7 @@ describe('statement timeout', () => {
     db = await openDatabase({
       databaseUrl: testEnv().databaseUrl,
       dataDir: os.tmpdir(),
-      timeouts: { connectMs: 200, statementMs: 300 },
+      timeouts: { connectMs: 200, statementMs: 300, sparedMs: 5000 },
     });
   });
 
