@@ -62,26 +62,44 @@ export async function takeLock(
 
 /**
  * Removes the lock when it is stale, one waiter at a time: two waiters that both judged it
- * stale must not both remove a lock, the second removing the fresh one the first then took.
- * Under `<lock>.takeover` (created exclusively), the lock is removed only while it is still the
- * very file judged stale (same inode, not touched since). True: try to take it at once.
+ * stale must not both remove a lock, the second removing the fresh lock the first then took.
+ * The lock is removed under a takeover file (created exclusively), and only while it is still
+ * the very file judged stale (same inode, not touched since). True: try to take it at once.
+ *
+ * A takeover file left by a waiter that died within its takeover is not removed by name: two
+ * waiters that both judged it stale would race as over the lock itself (one removes it and
+ * makes a fresh one, the other removes that one, and two takeovers run at once). Takeover files
+ * are named after the lock they take over, and a stale one is passed: the next is `-2`, `-3`,
+ * each created exclusively, so exactly one waiter holds each. They are removed once the lock
+ * they were for has been removed or changed, when no recheck against it can succeed any more.
  */
 async function takenOverIfStale(lockPath: string): Promise<boolean> {
   const judged = await statOf(lockPath);
   if (judged === undefined) return true;
   if (Date.now() - judged.mtimeMs < STALE_LOCK_MS) return false;
-  const takeoverPath = `${lockPath}.takeover`;
-  try {
-    await (await open(takeoverPath, 'wx', 0o600)).close();
-  } catch (error) {
-    if ((error as { code?: unknown }).code !== 'EEXIST') return false;
-    // A waiter that died within its takeover (a few system calls) left it.
-    const takeover = await statOf(takeoverPath);
-    if (takeover !== undefined && Date.now() - takeover.mtimeMs >= STALE_LOCK_MS) {
-      await unlink(takeoverPath).catch(() => {});
+  const takeoverPath = (n: number) => `${lockPath}.takeover-${judged.ino}-${judged.mtimeMs}-${n}`;
+  for (let n = 1; ; n += 1) {
+    try {
+      await (await open(takeoverPath(n), 'wx', 0o600)).close();
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== 'EEXIST') return false;
+      const takeover = await statOf(takeoverPath(n));
+      // Gone: the lock it was for is gone too. Fresh: another waiter is taking the lock over.
+      if (takeover === undefined || Date.now() - takeover.mtimeMs < STALE_LOCK_MS) return false;
+      continue;
     }
-    return false;
+    try {
+      return await removedIfStill(lockPath, judged);
+    } finally {
+      for (let passed = n; passed >= 1; passed -= 1) {
+        await unlink(takeoverPath(passed)).catch(() => {});
+      }
+    }
   }
+}
+
+/** Removes the lock if it is still the file `judged`; true when no lock is left there. */
+async function removedIfStill(lockPath: string, judged: Stats): Promise<boolean> {
   try {
     const now = await statOf(lockPath);
     if (now === undefined) return true;
@@ -92,8 +110,6 @@ async function takenOverIfStale(lockPath: string): Promise<boolean> {
   } catch (error) {
     // Anything unlink refuses (a directory) is waited on until the deadline like a held lock.
     return (error as { code?: unknown }).code === 'ENOENT';
-  } finally {
-    await unlink(takeoverPath).catch(() => {});
   }
 }
 

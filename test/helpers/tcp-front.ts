@@ -91,3 +91,20 @@ export async function startKeycloakRelay(port: number): Promise<KeycloakRelay> {
   const relay = await startTcpFront(port, { host: direct.hostname, port: Number(direct.port) });
   return { ...relay, keycloakUrl: `http://127.0.0.1:${relay.port}${direct.pathname}` };
 }
+
+/** A relay in front of the test PostgreSQL; `databaseUrl` reaches it through the relay. */
+export interface DatabaseRelay extends TcpFront {
+  /** What a gateway behind this relay takes as DATABASE_URL. */
+  readonly databaseUrl: string;
+}
+
+/** The test PostgreSQL behind a relay on `port` that the test can cut or silence. */
+export async function startDatabaseRelay(port: number): Promise<DatabaseRelay> {
+  const database = new URL(testEnv().databaseUrl);
+  const relay = await startTcpFront(port, {
+    host: database.hostname,
+    port: Number(database.port || 5432),
+  });
+  database.host = `127.0.0.1:${relay.port}`;
+  return { ...relay, databaseUrl: database.href };
+}

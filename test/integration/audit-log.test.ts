@@ -9,7 +9,7 @@ import { claimsOf, createUser, passwordGrantBody, type TestUser } from '../helpe
 import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
-import { startTcpFront, type TcpFront } from '../helpers/tcp-front.ts';
+import { startDatabaseRelay, type DatabaseRelay } from '../helpers/tcp-front.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 /**
@@ -267,7 +267,7 @@ describe('audit log', () => {
   });
 
   describe('a database outage', () => {
-    let front: TcpFront;
+    let front: DatabaseRelay;
     let upstream: RecordingUpstream;
     let spooling: Replica;
     let small: Replica;
@@ -275,14 +275,9 @@ describe('audit log', () => {
     const forwarded = () => `/api/${org}/workspaces/ws1/ita/jobs`;
 
     beforeAll(async () => {
-      const database = new URL(testEnv().databaseUrl);
-      front = await startTcpFront(19809, {
-        host: database.hostname,
-        port: Number(database.port || 5432),
-      });
-      database.host = `127.0.0.1:${front.port}`;
+      front = await startDatabaseRelay(19809);
       upstream = await startRecordingUpstream();
-      const settings = { DATABASE_URL: database.href, AUTOMATION_UPSTREAM_URL: upstream.url };
+      const settings = { DATABASE_URL: front.databaseUrl, AUTOMATION_UPSTREAM_URL: upstream.url };
       [spooling, small] = await Promise.all([
         startReplica(19804, settings),
         startReplica(19806, { ...settings, AUDIT_SPOOL_MAX_RECORDS: '100' }),

@@ -2,8 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
-import { startTcpFront, type TcpFront } from '../helpers/tcp-front.ts';
-import { testEnv } from '../helpers/test-env.ts';
+import { startDatabaseRelay, type DatabaseRelay } from '../helpers/tcp-front.ts';
 
 /**
  * A replica whose platform database sits behind a relay the test cuts: calls that need the
@@ -11,18 +10,13 @@ import { testEnv } from '../helpers/test-env.ts';
  * database is back. Ports 18860/18861 (replica), 18862 (relay).
  */
 describe('platform database failure', () => {
-  let front: TcpFront;
+  let front: DatabaseRelay;
   let replica: Replica;
   let admin: TestUser;
 
   beforeAll(async () => {
-    const database = new URL(testEnv().databaseUrl);
-    front = await startTcpFront(18862, {
-      host: database.hostname,
-      port: Number(database.port || 5432),
-    });
-    database.host = `127.0.0.1:${front.port}`;
-    replica = await startReplica(18860, { DATABASE_URL: database.href });
+    front = await startDatabaseRelay(18862);
+    replica = await startReplica(18860, { DATABASE_URL: front.databaseUrl });
     admin = await createUser('master');
   });
 

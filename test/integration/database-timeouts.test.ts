@@ -6,7 +6,7 @@ import { openDatabase, runSpared } from '../../src/db/database.ts';
 import { basicAuth } from '../helpers/api.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
-import { startTcpFront, type TcpFront } from '../helpers/tcp-front.ts';
+import { startDatabaseRelay, type DatabaseRelay } from '../helpers/tcp-front.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 /**
@@ -16,19 +16,14 @@ import { testEnv } from '../helpers/test-env.ts';
  * 18872 (relay).
  */
 describe('platform database that accepts and never answers', () => {
-  let front: TcpFront;
+  let front: DatabaseRelay;
   let replica: Replica;
   let admin: TestUser;
 
   beforeAll(async () => {
-    const database = new URL(testEnv().databaseUrl);
-    front = await startTcpFront(18872, {
-      host: database.hostname,
-      port: Number(database.port || 5432),
-    });
-    database.host = `127.0.0.1:${front.port}`;
+    front = await startDatabaseRelay(18872);
     replica = await startReplica(18870, {
-      DATABASE_URL: database.href,
+      DATABASE_URL: front.databaseUrl,
       DATABASE_CONNECT_TIMEOUT_MS: '300',
       DATABASE_STATEMENT_TIMEOUT_MS: '500',
     });

@@ -15,7 +15,7 @@ import {
 import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startReplica } from '../helpers/replica.ts';
-import { startTcpFront } from '../helpers/tcp-front.ts';
+import { startDatabaseRelay } from '../helpers/tcp-front.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 interface Answer {
@@ -231,13 +231,8 @@ describe('the answers of the /api pipeline are in the OpenAPI document', () => {
 
   it('a job credential that could not be recorded is 503 temporarily_unavailable, as the token endpoint documents', async () => {
     // A replica whose database the test cuts once Keycloak has the realm's user.
-    const database = new URL(testEnv().databaseUrl);
-    const front = await startTcpFront(18986, {
-      host: database.hostname,
-      port: Number(database.port || 5432),
-    });
-    database.host = `127.0.0.1:${front.port}`;
-    const replica = await startReplica(18984, { DATABASE_URL: database.href });
+    const front = await startDatabaseRelay(18986);
+    const replica = await startReplica(18984, { DATABASE_URL: front.databaseUrl });
     try {
       const user = await createUser(org);
       const grant = (extra = '') =>

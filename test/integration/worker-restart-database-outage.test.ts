@@ -7,8 +7,11 @@ import {
 import { createUser, grantAtKeycloak, uniqueId } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
-import { startTcpFront, type KeycloakRelay, type TcpFront } from '../helpers/tcp-front.ts';
-import { testEnv } from '../helpers/test-env.ts';
+import {
+  startDatabaseRelay,
+  type KeycloakRelay,
+  type DatabaseRelay,
+} from '../helpers/tcp-front.ts';
 
 /**
  * A worker started again while PostgreSQL is down serves the organizations its siblings
@@ -18,7 +21,7 @@ import { testEnv } from '../helpers/test-env.ts';
  */
 describe('a worker started again during a database outage, two workers', () => {
   const port = 19730;
-  let database: TcpFront;
+  let database: DatabaseRelay;
   let keycloak: KeycloakRelay;
   let gateway: ClusteredGateway;
   let upstream: RecordingUpstream;
@@ -27,14 +30,9 @@ describe('a worker started again during a database outage, two workers', () => {
   beforeAll(async () => {
     org = await createOrganization(['ws1']);
     upstream = await startRecordingUpstream();
-    const direct = new URL(testEnv().databaseUrl);
-    database = await startTcpFront(port + 6, {
-      host: direct.hostname,
-      port: Number(direct.port || 5432),
-    });
-    direct.host = `127.0.0.1:${database.port}`;
+    database = await startDatabaseRelay(port + 6);
     ({ gateway, keycloak } = await startTwoWorkers(port, {
-      DATABASE_URL: direct.href,
+      DATABASE_URL: database.databaseUrl,
       AUTOMATION_UPSTREAM_URL: upstream.url,
     }));
   });
