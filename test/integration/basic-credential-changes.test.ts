@@ -95,6 +95,26 @@ describe('Basic: credential changes made in Keycloak', () => {
     expect(await sessionCount(other.user)).toBe(otherSessions);
   });
 
+  it('takes a password refused just before, once an administrator sets it in the console', async () => {
+    // A fleet of jobs on a password the account no longer has: refused, then answered from the
+    // failed-login memory. The administrator fixes the account by giving it the jobs' password.
+    const { user, id } = await cachedUser();
+    const stale = { ...user, password: `${user.password}-stale` };
+    expect(await statusOf(stale)).toBe(401);
+    const sessions = await sessionCount(user);
+    expect(await statusOf(stale)).toBe(401);
+    await (
+      await keycloakAdmin()
+    ).users.resetPassword({
+      realm: org,
+      id,
+      credential: { type: 'password', value: stale.password, temporary: false },
+    });
+    await expect.poll(() => statusOf(stale), EVENTUALLY).toBe(200);
+    expect(await sessionCount(user)).toBeGreaterThan(sessions);
+    await expect.poll(() => statusOf(user), EVENTUALLY).toBe(401);
+  });
+
   it('refuses a password alone once an administrator requires an OTP', async () => {
     const { user, id } = await cachedUser();
     // The console's "Required user actions: Configure OTP": the next sign-in sets one up.

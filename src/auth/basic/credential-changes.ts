@@ -69,12 +69,18 @@ export function credentialChangesOf(events: KeycloakEventsOfRealm): Map<string, 
  * Ends the cached Basic logins granted before each change `events` tell (credentialChangesOf):
  * through the revocation list, which tells every replica and worker. The change's own time is
  * the moment, on Keycloak's clock as the logins' `iat`: a login made since with the new password
- * stays. Bearer tokens are left alone, as Keycloak leaves the user's sessions.
+ * stays. Bearer tokens are left alone, as Keycloak leaves the user's sessions. The user's
+ * remembered wrong passwords are dropped too (`passwordSet`), as for a password set through the
+ * gateway: the new password may be one of them (an administrator giving an account the password
+ * its jobs use), and a change that lets a refused login in (the user enabled again, an OTP or a
+ * required action removed) names no password.
  */
 export function endBasicLoginsOnCredentialChanges(deps: {
   revocations: Pick<RevocationList, 'revoke'>;
   /** The longest a cached Basic login is served (outage included): the refusal lasts as long. */
   basicLoginSeconds: number;
+  /** Drops the failures the failed-login memory keeps for the user (auth.area.ts). */
+  passwordSet: (realm: string, userId: string) => Promise<void>;
 }): KeycloakEventsSeen {
   return async (realm, events) => {
     const changes = credentialChangesOf(events);
@@ -87,6 +93,7 @@ export function endBasicLoginsOnCredentialChanges(deps: {
         ttlSeconds: 1,
         userTtlSeconds: Math.max(deps.basicLoginSeconds, 1),
       });
+      await deps.passwordSet(realm, userId);
     }
   };
 }

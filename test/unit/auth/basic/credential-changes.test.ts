@@ -84,9 +84,11 @@ describe('credential changes seen in Keycloak events', () => {
 
   it("revokes the users' Basic logins from the change on, and nothing of their sessions", async () => {
     const revoked: Parameters<RevocationList['revoke']>[0][] = [];
+    const passwordsSet: string[] = [];
     const seen = endBasicLoginsOnCredentialChanges({
       revocations: { revoke: (r) => Promise.resolve(void revoked.push(r)) },
       basicLoginSeconds: 3600,
+      passwordSet: (realm, userId) => Promise.resolve(void passwordsSet.push(`${realm}/${userId}`)),
     });
     await seen('org-a', { user: [], admin: [admin('ACTION', 'users/u1/reset-password', 5000)] });
     expect(revoked).toEqual([
@@ -99,5 +101,7 @@ describe('credential changes seen in Keycloak events', () => {
         userTtlSeconds: 3600,
       },
     ]);
+    // Its remembered wrong passwords go too: the new password may be one of them.
+    expect(passwordsSet).toEqual(['org-a/u1']);
   });
 });
