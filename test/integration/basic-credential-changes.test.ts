@@ -5,6 +5,8 @@ import { EVENTUALLY } from '../helpers/eventually.ts';
 import {
   createUser,
   keycloakAdmin,
+  passwordGrantBody,
+  postToken,
   sessionCount,
   userIdOf,
   type TestUser,
@@ -113,6 +115,26 @@ describe('Basic: credential changes made in Keycloak', () => {
     await expect.poll(() => statusOf(stale), EVENTUALLY).toBe(200);
     expect(await sessionCount(user)).toBeGreaterThan(sessions);
     await expect.poll(() => statusOf(user), EVENTUALLY).toBe(401);
+  });
+
+  it('takes the right password refused during a lockout, once an administrator unlocks the user', async () => {
+    const user = await createUser(org);
+    const id = await userIdOf(user);
+    // Keycloak's own lockout (the realm's 30 failures), reached at its own port: while it lasts
+    // Keycloak refuses the right password as a wrong one, and the gateway remembers that refusal.
+    const wrong = passwordGrantBody({ ...user, password: `${user.password}-wrong` });
+    for (let i = 0; i < 30; i++) {
+      expect((await postToken(testEnv().keycloakUrl, org, wrong)).status).toBe(400);
+    }
+    const admin = await keycloakAdmin();
+    expect(await admin.attackDetection.findOne({ realm: org, id })).toMatchObject({
+      disabled: true,
+    });
+    expect(await statusOf(user)).toBe(401);
+    expect(await statusOf(user)).toBe(401);
+    // The console's "Unlock" on the user's brute-force status.
+    await admin.attackDetection.del({ realm: org, id });
+    await expect.poll(() => statusOf(user), EVENTUALLY).toBe(200);
   });
 
   it('refuses a password alone once an administrator requires an OTP', async () => {

@@ -87,6 +87,12 @@ const REFUSAL_ENDING_USER_EVENTS = new Set([
 const REFUSAL_ENDING_USER_PATHS =
   /^(|\/reset-password|\/credentials(\/.*)?|\/disable-credential-types)$/;
 
+/**
+ * A user's brute-force lockout cleared (the console's "Unlock" on the user): the right password
+ * refused while it lasted is remembered as a wrong one.
+ */
+const UNLOCKED_USER_PATH = /^attack-detection\/brute-force\/users\/([^/]+)$/;
+
 /** The users whose refused logins `events` may have turned into good ones. */
 export function refusalEndingsOf(events: KeycloakEventsOfRealm): Set<string> {
   const users = new Set<string>();
@@ -102,6 +108,8 @@ export function refusalEndingsOf(events: KeycloakEventsOfRealm): Set<string> {
     if (match && below !== undefined && REFUSAL_ENDING_USER_PATHS.test(below)) {
       users.add(match[1]!);
     }
+    const unlocked = event.error ? null : UNLOCKED_USER_PATH.exec(event.resourcePath ?? '');
+    if (unlocked && event.operationType === 'DELETE') users.add(unlocked[1]!);
   }
   return users;
 }

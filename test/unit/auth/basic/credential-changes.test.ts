@@ -88,6 +88,7 @@ describe('credential changes seen in Keycloak events', () => {
     ['a user updated (enabled, a required action off)', admin('UPDATE', 'users/u1')],
     ['a credential removed', admin('DELETE', 'users/u1/credentials/c1')],
     ['"Reset OTP"', admin('ACTION', 'users/u1/disable-credential-types')],
+    ['an unlock', admin('DELETE', 'attack-detection/brute-force/users/u1')],
   ])('lets refused logins be asked again after %s by an administrator', (_name, event) => {
     expect(refusalEndingsOf({ user: [], admin: [event] })).toEqual(new Set(['u1']));
   });
@@ -116,6 +117,7 @@ describe('credential changes seen in Keycloak events', () => {
         admin('CREATE', 'users/u1/role-mappings/realm'),
         admin('ACTION', 'users/u1/logout'),
         admin('ACTION', 'users/u1/reset-password', 1000, 'password policy'),
+        admin('DELETE', 'attack-detection/brute-force/users'),
       ],
     };
     expect(refusalEndingsOf(events)).toEqual(new Set());
