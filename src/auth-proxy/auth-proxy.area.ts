@@ -61,6 +61,7 @@ export function buildAuthProxy(
     | 'tokenDetails'
     | 'reach'
     | 'basicLoginSeconds'
+    | 'passwordSet'
   >,
   accounts: AccountAdmin,
   /** The audit log's step recording each token grant (src/audit/), when the log is on. */
@@ -101,11 +102,7 @@ export function buildAuthProxy(
       roleOf: (realm: string, role: RoleRef) => accounts.roleOf(realm, role),
       leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
       onKeyProvidersChanged: (realm: string) => auth.keySetEvents.refreshEverywhere(realm),
-      // The throttle's memory is keyed by user name; the admin API names the user by id.
-      onPasswordSet: async (realm: string, userId: string) => {
-        const username = await accounts.usernameOf(realm, userId);
-        if (username) await auth.failedLogins.passwordSet(realm, username);
-      },
+      onPasswordSet: auth.passwordSet,
       logger,
       clock,
     },

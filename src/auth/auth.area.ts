@@ -57,6 +57,11 @@ export interface AuthArea {
   reach: ReachStep;
   /** The longest a cached Basic login may be served: a user's revocation is remembered as long. */
   basicLoginSeconds: number;
+  /**
+   * A user was given a new password, or may now log in with one refused before: the failed-login
+   * memory drops what it keeps for the user (by id; the memory is keyed by user name).
+   */
+  passwordSet(realm: string, userId: string): Promise<void>;
   /** Ends the cached Basic logins of users whose credentials Keycloak's events say changed. */
   keycloakEventsSeen: KeycloakEventsSeen;
   /** The protected-resource metadata of `/api` and each organization's (RFC 9728). */
@@ -85,7 +90,7 @@ export async function buildAuth(
   keycloak: { calls: KeycloakCalls; tokens: TokenClient },
   /** Whom the admission asks about organizations and workspaces (the platform's directory). */
   tenants: { directory: OrganizationLookup; workspaces: WorkspaceLookup },
-  accounts: Pick<AccountAdmin, 'hasTwoFactor' | 'dpopRequired'>,
+  accounts: Pick<AccountAdmin, 'hasTwoFactor' | 'dpopRequired' | 'usernameOf'>,
 ): Promise<AuthArea> {
   const { config, logger, clock, cache, cacheSecret, metrics } = shared;
   const clientAddressOf = shared.forwarding.clientAddress.bind(shared.forwarding);
@@ -148,6 +153,11 @@ export async function buildAuth(
     windowSeconds: config.LOGIN_FAILURE_WINDOW_SECONDS,
     clock,
   });
+  const passwordSet = async (realm: string, userId: string) => {
+    // A user deleted since has no failures worth dropping.
+    const username = await accounts.usernameOf(realm, userId);
+    if (username) await failedLogins.passwordSet(realm, username);
+  };
   const basicLoginSeconds = longestServedSeconds({
     cacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
     outageSeconds: config.BASIC_OUTAGE_MAX_SECONDS,
@@ -245,7 +255,12 @@ export async function buildAuth(
     tokenDetails,
     reach,
     basicLoginSeconds,
-    keycloakEventsSeen: endBasicLoginsOnCredentialChanges({ revocations, basicLoginSeconds }),
+    passwordSet,
+    keycloakEventsSeen: endBasicLoginsOnCredentialChanges({
+      revocations,
+      basicLoginSeconds,
+      passwordSet,
+    }),
     resourceMetadata: resourceMetadataRouter({
       htuBase,
       algorithms: config.DPOP_ALGORITHMS,

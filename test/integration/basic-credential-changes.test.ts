@@ -5,6 +5,8 @@ import { EVENTUALLY } from '../helpers/eventually.ts';
 import {
   createUser,
   keycloakAdmin,
+  passwordGrantBody,
+  postToken,
   sessionCount,
   userIdOf,
   type TestUser,
@@ -93,6 +95,46 @@ describe('Basic: credential changes made in Keycloak', () => {
     // Another user's cached login is left alone.
     expect(await statusOf(other.user)).toBe(200);
     expect(await sessionCount(other.user)).toBe(otherSessions);
+  });
+
+  it('takes a password refused just before, once an administrator sets it in the console', async () => {
+    // A fleet of jobs on a password the account no longer has: refused, then answered from the
+    // failed-login memory. The administrator fixes the account by giving it the jobs' password.
+    const { user, id } = await cachedUser();
+    const stale = { ...user, password: `${user.password}-stale` };
+    expect(await statusOf(stale)).toBe(401);
+    const sessions = await sessionCount(user);
+    expect(await statusOf(stale)).toBe(401);
+    await (
+      await keycloakAdmin()
+    ).users.resetPassword({
+      realm: org,
+      id,
+      credential: { type: 'password', value: stale.password, temporary: false },
+    });
+    await expect.poll(() => statusOf(stale), EVENTUALLY).toBe(200);
+    expect(await sessionCount(user)).toBeGreaterThan(sessions);
+    await expect.poll(() => statusOf(user), EVENTUALLY).toBe(401);
+  });
+
+  it('takes the right password refused during a lockout, once an administrator unlocks the user', async () => {
+    const user = await createUser(org);
+    const id = await userIdOf(user);
+    // Keycloak's own lockout (the realm's 30 failures), reached at its own port: while it lasts
+    // Keycloak refuses the right password as a wrong one, and the gateway remembers that refusal.
+    const wrong = passwordGrantBody({ ...user, password: `${user.password}-wrong` });
+    for (let i = 0; i < 30; i++) {
+      expect((await postToken(testEnv().keycloakUrl, org, wrong)).status).toBe(400);
+    }
+    const admin = await keycloakAdmin();
+    expect(await admin.attackDetection.findOne({ realm: org, id })).toMatchObject({
+      disabled: true,
+    });
+    expect(await statusOf(user)).toBe(401);
+    expect(await statusOf(user)).toBe(401);
+    // The console's "Unlock" on the user's brute-force status.
+    await admin.attackDetection.del({ realm: org, id });
+    await expect.poll(() => statusOf(user), EVENTUALLY).toBe(200);
   });
 
   it('refuses a password alone once an administrator requires an OTP', async () => {

@@ -66,15 +66,69 @@ export function credentialChangesOf(events: KeycloakEventsOfRealm): Map<string, 
 }
 
 /**
+ * Of those, the user events after which a login refused before may be let in: a new password
+ * (it may be one refused), a credential removed (an OTP the login lacked).
+ */
+const REFUSAL_ENDING_USER_EVENTS = new Set([
+  'UPDATE_PASSWORD',
+  'RESET_PASSWORD',
+  'UPDATE_CREDENTIAL',
+  'REMOVE_CREDENTIAL',
+  'REMOVE_TOTP',
+]);
+
+/**
+ * The same for an administrator's changes, below `users/<id>`: the user updated (enabled again,
+ * a required action taken off, a password in its representation), a password reset, a
+ * credential changed or removed, credential types disabled (the console's "Reset OTP"). Not
+ * roles, groups, sessions or a deletion: each user found costs a user-name lookup (one admin
+ * call), so a bulk role change costs none.
+ */
+const REFUSAL_ENDING_USER_PATHS =
+  /^(|\/reset-password|\/credentials(\/.*)?|\/disable-credential-types)$/;
+
+/**
+ * A user's brute-force lockout cleared (the console's "Unlock" on the user): the right password
+ * refused while it lasted is remembered as a wrong one.
+ */
+const UNLOCKED_USER_PATH = /^attack-detection\/brute-force\/users\/([^/]+)$/;
+
+/** The users whose refused logins `events` may have turned into good ones. */
+export function refusalEndingsOf(events: KeycloakEventsOfRealm): Set<string> {
+  const users = new Set<string>();
+  for (const event of events.user) {
+    if (!event.error && event.userId && REFUSAL_ENDING_USER_EVENTS.has(event.type)) {
+      users.add(event.userId);
+    }
+  }
+  for (const event of events.admin) {
+    const match = event.error ? null : USER_PATH.exec(event.resourcePath ?? '');
+    // `users/<id>` itself: only an update (its creation and deletion let nobody in).
+    const below = match?.[2] ?? (event.operationType === 'UPDATE' ? '' : undefined);
+    if (match && below !== undefined && REFUSAL_ENDING_USER_PATHS.test(below)) {
+      users.add(match[1]!);
+    }
+    const unlocked = event.error ? null : UNLOCKED_USER_PATH.exec(event.resourcePath ?? '');
+    if (unlocked && event.operationType === 'DELETE') users.add(unlocked[1]!);
+  }
+  return users;
+}
+
+/**
  * Ends the cached Basic logins granted before each change `events` tell (credentialChangesOf):
  * through the revocation list, which tells every replica and worker. The change's own time is
  * the moment, on Keycloak's clock as the logins' `iat`: a login made since with the new password
- * stays. Bearer tokens are left alone, as Keycloak leaves the user's sessions.
+ * stays. Bearer tokens are left alone, as Keycloak leaves the user's sessions. After a change
+ * that may let a refused login in (refusalEndingsOf), the user's remembered wrong passwords are
+ * dropped too (`passwordSet`), as for a password set through the gateway: the new password may
+ * be one of them (an administrator giving an account the password its jobs use).
  */
 export function endBasicLoginsOnCredentialChanges(deps: {
   revocations: Pick<RevocationList, 'revoke'>;
   /** The longest a cached Basic login is served (outage included): the refusal lasts as long. */
   basicLoginSeconds: number;
+  /** Drops the failures the failed-login memory keeps for the user (auth.area.ts). */
+  passwordSet: (realm: string, userId: string) => Promise<void>;
 }): KeycloakEventsSeen {
   return async (realm, events) => {
     const changes = credentialChangesOf(events);
@@ -88,5 +142,6 @@ export function endBasicLoginsOnCredentialChanges(deps: {
         userTtlSeconds: Math.max(deps.basicLoginSeconds, 1),
       });
     }
+    for (const userId of refusalEndingsOf(events)) await deps.passwordSet(realm, userId);
   };
 }

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   credentialChangesOf,
   endBasicLoginsOnCredentialChanges,
+  refusalEndingsOf,
   type KeycloakEventsOfRealm,
 } from '../../../../src/auth/basic/credential-changes.ts';
 import type { RevocationList } from '../../../../src/auth/revocation.ts';
@@ -82,22 +83,67 @@ describe('credential changes seen in Keycloak events', () => {
     );
   });
 
+  it.each([
+    ['a password reset', admin('ACTION', 'users/u1/reset-password')],
+    ['a user updated (enabled, a required action off)', admin('UPDATE', 'users/u1')],
+    ['a credential removed', admin('DELETE', 'users/u1/credentials/c1')],
+    ['"Reset OTP"', admin('ACTION', 'users/u1/disable-credential-types')],
+    ['an unlock', admin('DELETE', 'attack-detection/brute-force/users/u1')],
+  ])('lets refused logins be asked again after %s by an administrator', (_name, event) => {
+    expect(refusalEndingsOf({ user: [], admin: [event] })).toEqual(new Set(['u1']));
+  });
+
+  it.each([
+    'UPDATE_PASSWORD',
+    'RESET_PASSWORD',
+    'UPDATE_CREDENTIAL',
+    'REMOVE_CREDENTIAL',
+    'REMOVE_TOTP',
+  ])('lets refused logins be asked again after the user event %s', (type) => {
+    expect(refusalEndingsOf({ user: [user(type, 'u1')], admin: [] })).toEqual(new Set(['u1']));
+  });
+
+  it('keeps refusals after changes that let nobody in (no user-name lookup for them)', () => {
+    const events: KeycloakEventsOfRealm = {
+      user: [
+        user('UPDATE_TOTP', 'u1'),
+        user('DELETE_ACCOUNT', 'u1'),
+        user('USER_DISABLED_BY_PERMANENT_LOCKOUT', 'u1'),
+        user('UPDATE_PASSWORD', 'u1', 1000, 'invalid_password'),
+      ],
+      admin: [
+        admin('CREATE', 'users/u1'),
+        admin('DELETE', 'users/u1'),
+        admin('CREATE', 'users/u1/role-mappings/realm'),
+        admin('ACTION', 'users/u1/logout'),
+        admin('ACTION', 'users/u1/reset-password', 1000, 'password policy'),
+        admin('DELETE', 'attack-detection/brute-force/users'),
+      ],
+    };
+    expect(refusalEndingsOf(events)).toEqual(new Set());
+  });
+
   it("revokes the users' Basic logins from the change on, and nothing of their sessions", async () => {
     const revoked: Parameters<RevocationList['revoke']>[0][] = [];
+    const passwordsSet: string[] = [];
     const seen = endBasicLoginsOnCredentialChanges({
       revocations: { revoke: (r) => Promise.resolve(void revoked.push(r)) },
       basicLoginSeconds: 3600,
+      passwordSet: (realm, userId) => Promise.resolve(void passwordsSet.push(`${realm}/${userId}`)),
     });
-    await seen('org-a', { user: [], admin: [admin('ACTION', 'users/u1/reset-password', 5000)] });
+    await seen('org-a', {
+      user: [],
+      admin: [
+        admin('ACTION', 'users/u1/reset-password', 5000),
+        admin('CREATE', 'users/u2/role-mappings/realm', 5000),
+      ],
+    });
+    const revocation = { realm: 'org-a', at: 5000, sessionIds: [], ttlSeconds: 1 };
     expect(revoked).toEqual([
-      {
-        realm: 'org-a',
-        userId: 'u1',
-        at: 5000,
-        sessionIds: [],
-        ttlSeconds: 1,
-        userTtlSeconds: 3600,
-      },
+      { ...revocation, userId: 'u1', userTtlSeconds: 3600 },
+      { ...revocation, userId: 'u2', userTtlSeconds: 3600 },
     ]);
+    // Its remembered wrong passwords go too: the new password may be one of them.
+    expect(passwordsSet).toEqual(['org-a/u1']);
   });
 });
