@@ -356,6 +356,28 @@ describe('a burst of logout tokens', () => {
   });
 });
 
+describe('a flood of refused logout requests', () => {
+  it('is counted, each one, but recorded in the audit log at most once a minute per reason', async () => {
+    const metricOf = async (outcome: string) => {
+      const text = await (await fetch(`http://127.0.0.1:${a.config.ADMIN_PORT}/metrics`)).text();
+      const found = new RegExp(
+        `realmgate_backchannel_logout_tokens_total\\{outcome="${outcome}"\\} (\\d+)`,
+      ).exec(text);
+      return Number(found?.[1] ?? 0);
+    };
+    const recorded = () =>
+      logOfA
+        .split('\n')
+        .filter((line) => line.includes('"audit":true') && line.includes('backchannel_logout'))
+        .filter((line) => line.includes('"reason":"no_subject"')).length;
+    const [countedBefore, recordedBefore] = [await metricOf('no_subject'), recorded()];
+    const garbage = await logoutToken(realmKey, { sid: undefined, sub: undefined });
+    for (let i = 0; i < 40; i++) expect((await post(endpointOf(a), garbage)).status).toBe(400);
+    expect((await metricOf('no_subject')) - countedBefore).toBe(40);
+    expect(recorded() - recordedBefore).toBeLessThanOrEqual(1);
+  });
+});
+
 describe("every realm's clients of the gateway point at it", () => {
   it('a realm made without the URL gets it when a replica starts, and readiness says so', async () => {
     const realm = uniqueId('org-');
