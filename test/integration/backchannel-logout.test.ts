@@ -196,6 +196,9 @@ describe('the endpoint refuses what is no logout token of ours, and ends nothing
       'a nonce': [logoutToken(realmKey, { ...victim, nonce: 'n' }), 'nonce'],
       'no events': [logoutToken(realmKey, { ...victim, events: undefined }), 'no_event'],
       'no sid or sub': [logoutToken(realmKey, { sid: undefined, sub: undefined }), 'no_subject'],
+      // Section 2.4: `exp` is required (Keycloak's carry it, `iat` + 120 s).
+      'no exp': [logoutToken(realmKey, { ...victim, exp: undefined }), 'malformed'],
+      'exp passed': [logoutToken(realmKey, { ...victim, iat: now - 60, exp: now - 600 }), 'stale'],
       'iat too old': [
         logoutToken(realmKey, { ...victim, iat: now - 600, exp: now + 600 }),
         'stale',
