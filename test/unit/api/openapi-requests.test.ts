@@ -28,10 +28,19 @@ const OTP = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP';
  * test does not take the document's word for which schema a route uses.
  */
 const VALIDATED_BODIES: Record<string, { schema: z.ZodType; valid: Json }> = {
-  'post /api/{organization_id}/platform/auditlog/download': {
-    schema: downloadRequest,
-    valid: { ts_from: '2026-11-01 00:00:00', ts_to: '2026-11-30T23:59:59Z' },
-  },
+  ...Object.fromEntries(
+    [
+      '/api/{organization_id}/platform',
+      '/api/platform',
+      '/api/platform/organizations/{organization_id}',
+    ].map((base) => [
+      `post ${base}/auditlog/download`,
+      {
+        schema: downloadRequest,
+        valid: { ts_from: '2026-11-01 00:00:00', ts_to: '2026-11-30T23:59:59Z' },
+      },
+    ]),
+  ),
   'post /api/platform/organizations': {
     schema: organizationBody,
     valid: { id: 'org-1', name: 'Org' },
