@@ -251,4 +251,41 @@ describe('audit log: an organization id used again', () => {
     );
     expect(crossed.status).toBe(404);
   });
+
+  it("lets a platform administrator change the deleted organization's retention, apart from the new one's", async () => {
+    const path = `/api/platform/organizations/${org}/audit-log/retention`;
+    const before = expectOk(await callApi(path, admin, { base: gateway.url })) as {
+      chosen: boolean;
+      deleted?: { from: number; until: number; days: number; chosen: boolean }[];
+    };
+    expect(before.chosen).toBe(false);
+    expect(before.deleted).toEqual([expect.objectContaining({ from: 1, days: 120, chosen: true })]);
+    const changed = expectOk(
+      await callApi(path, admin, {
+        base: gateway.url,
+        method: 'PUT',
+        body: { days: 400, from: 1 },
+      }),
+    );
+    expect(changed).toMatchObject({
+      chosen: false,
+      deleted: [expect.objectContaining({ from: 1, days: 400, chosen: true })],
+    });
+    const nowhere = await callApi(path, admin, {
+      base: gateway.url,
+      method: 'PUT',
+      body: { days: 400, from: before.deleted![0]!.until + 1 },
+    });
+    expect(nowhere.status).toBe(400);
+    // The new organization's readers neither see nor set the deleted one's.
+    const own = `/api/${org}/platform/audit-log/retention`;
+    const theirs = expectOk(await callApi(own, reader(newReader), { base: gateway.url }));
+    expect(theirs).not.toHaveProperty('deleted');
+    const refused = await callApi(own, reader(newReader), {
+      base: gateway.url,
+      method: 'PUT',
+      body: { days: 400, from: 1 },
+    });
+    expect(refused.status).toBe(400);
+  });
 });
