@@ -15,7 +15,8 @@ import { JOBS } from './download-jobs.ts';
 export interface AuditIncarnations {
   /**
    * `org` is being created (or created again): its readers' log begins after the records the
-   * log holds now. The download jobs its previous organization made go; the retention it chose
+   * log holds now. The download jobs its previous organization's readers made go (platform
+   * administrators' stay); the retention it chose
    * stays with its records (`prior_days`), and the new organization starts at the default.
    */
   begin(org: string, at: Date): Promise<void>;
@@ -49,7 +50,8 @@ export function createAuditIncarnations(db: Knex): AuditIncarnations {
           })
           .onConflict(['org', 'first_seq'])
           .ignore();
-        await trx(JOBS).where({ org }).del();
+        // Its readers' jobs only: platform administrators' cover the whole log, and stay.
+        await trx(JOBS).where({ org, whole_log: false }).del();
         await trx(RETENTION_TABLE).where({ org }).del();
       });
     },

@@ -10,6 +10,7 @@ import { csvLine, CSV_HEADER, jsonLine } from './audit-export.ts';
 import { signedJsonLines, type ExportSignatures } from './audit-export-signed.ts';
 import { ocsfEventOf } from './ocsf.ts';
 import type { RetentionBounds, RetentionChoices } from './audit-retention.ts';
+import type { DeletedRetention } from './deleted-retention.ts';
 import type { AuditLogRepo, LogSpan } from './audit-log.repo.ts';
 import {
   type AuditExportFormat,
@@ -29,7 +30,7 @@ export interface AuditLogService {
   /** The keys and checkpoints a JSON Lines export carries; undefined while the log is off. */
   signatures: ExportSignatures | undefined;
   /** Each log's days, chosen within the platform's bounds (audit-retention.router.ts). */
-  retention: { choices: RetentionChoices; bounds: RetentionBounds };
+  retention: { choices: RetentionChoices; bounds: RetentionBounds; deleted: DeletedRetention };
 }
 
 const route = routeFor<AuditLogService>({ metricsClass: 'list' });

@@ -1,3 +1,4 @@
+import { createDeletedRetention } from './deleted-retention.ts';
 import type { RequestHandler } from 'express';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
@@ -101,7 +102,11 @@ export async function buildAuditLog(
     organizationExists: isLog,
     firstSeqOf: (org) => incarnations.firstSeqOf(org),
     signatures: config.AUDIT_LOG_ENABLED ? { keys, ...storedCheckpoints(shared.db) } : undefined,
-    retention: { choices: createRetentionChoices(shared.db), bounds: retentionBoundsOf(config) },
+    retention: {
+      choices: createRetentionChoices(shared.db),
+      bounds: retentionBoundsOf(config),
+      deleted: createDeletedRetention(shared.db),
+    },
   };
   // Downloads serve what the log holds, written or not by this process (as reading does), also
   // while the log is off; only the poll for jobs other replicas left is the log's.

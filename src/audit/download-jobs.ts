@@ -37,13 +37,24 @@ export interface FinishedJob {
   conditions: { ts_from: string; ts_to: string };
 }
 
+/**
+ * Whose jobs: an organization's readers' (`whole: false`), which hold its own records only and
+ * go when an organization is created again under its id; or platform administrators'
+ * (`whole: true`), of the whole log kept under the id (a deleted organization's records
+ * included), which stay. Each is listed, counted and downloaded apart from the other.
+ */
+export interface JobsOf {
+  org: string;
+  whole: boolean;
+}
+
 export interface DownloadJobs {
-  /** A new job of `org`; refused while the organization keeps as many as it may. */
-  create(org: string, range: DownloadRange, creator: { id: string; name: string }): Promise<string>;
-  /** The jobs of `org`, newest first (one, with `id`). */
-  list(org: string, id?: string): Promise<DownloadJob[]>;
-  /** What a job's download holds; 404 for no such job of `org`, 409 until it has data. */
-  finished(org: string, id: string): Promise<FinishedJob>;
+  /** A new job of `of`; refused while it keeps as many as it may. */
+  create(of: JobsOf, range: DownloadRange, creator: { id: string; name: string }): Promise<string>;
+  /** The jobs of `of`, newest first (one, with `id`). */
+  list(of: JobsOf, id?: string): Promise<DownloadJob[]>;
+  /** What a job's download holds; 404 for no such job of `of`, 409 until it has data. */
+  finished(of: JobsOf, id: string): Promise<FinishedJob>;
   /** Runs jobs waiting to run until none is left; each is claimed by one replica only. */
   runWaiting(): Promise<void>;
   /** Deletes expired jobs; fails runs whose replica went away. */
@@ -64,6 +75,7 @@ interface JobRow {
   created_by_name: string | null;
   created_at: unknown;
   updated_at: unknown;
+  whole_log: boolean;
 }
 
 /** The range as sent, in the order sent (jsonb keeps its keys in an order of its own). */
@@ -125,8 +137,8 @@ export function createDownloadJobs(db: Knex, clock: Clock, logger: Logger): Down
           });
           const lastSeq = Number(end[0]?.max ?? 0);
           // What its download holds: the range's stretch of the log (audit-log.repo.ts), of
-          // the organization's own records (a job is its readers').
-          const since = await firstSeqOf(trx, job.org);
+          // the organization's own records for its readers' job, of the whole for others.
+          const since = job.whole_log ? 1 : await firstSeqOf(trx, job.org);
           const span = await exportSpan(trx, job.org, { ...rangeIsoOf(job), since }, lastSeq);
           const counted = await trx(AUDIT_TABLE)
             .where({ org: job.org })
@@ -154,21 +166,24 @@ export function createDownloadJobs(db: Knex, clock: Clock, logger: Logger): Down
   }
 
   return {
-    async create(org, range, creator) {
+    async create({ org, whole }, range, creator) {
       const id = randomUUID();
       const created = now();
       await db.transaction(async (trx) => {
         // Serialises the organization's creations, so two at once cannot both pass the limit.
         await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`${JOBS}:${org}`]);
-        const kept = await trx(JOBS).where({ org }).count<{ count: string | number }[]>({
-          count: '*',
-        });
+        const kept = await trx(JOBS)
+          .where({ org, whole_log: whole })
+          .count<{ count: string | number }[]>({
+            count: '*',
+          });
         if (Number(kept[0]?.count ?? 0) >= DOWNLOAD_JOBS_MAX) {
           throw new AppError('auditDownloadLimit');
         }
         await trx(JOBS).insert({
           id,
           org,
+          whole_log: whole,
           status: 'NotExecuted',
           conditions: JSON.stringify(range.conditions),
           range_from: new Date(range.fromMs),
@@ -183,13 +198,17 @@ export function createDownloadJobs(db: Knex, clock: Clock, logger: Logger): Down
       });
       return id;
     },
-    async list(org, id) {
-      const query = db(JOBS).where({ org }).orderBy('created_at', 'desc').orderBy('id');
+    async list({ org, whole }, id) {
+      const query = db(JOBS)
+        .where({ org, whole_log: whole })
+        .orderBy('created_at', 'desc')
+        .orderBy('id');
       if (id !== undefined) void query.where({ id });
       return ((await query) as JobRow[]).map(jobOf);
     },
-    async finished(org, id) {
-      const row = (await db(JOBS).where({ org, id }).first()) as JobRow | undefined;
+    async finished({ org, whole }, id) {
+      const row = (await db(JOBS).where({ org, id, whole_log: whole }).first()) as
+        JobRow | undefined;
       if (row === undefined) throw new AppError('auditDownloadNotFound');
       if (row.status !== 'Completion') throw new AppError('auditDownloadNotReady');
       const { from, to } = rangeIsoOf(row);

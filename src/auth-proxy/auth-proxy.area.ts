@@ -138,6 +138,7 @@ export function buildAuthProxy(
       audit: shared.audit,
       clientAddress: (req) => shared.forwarding.clientAddress(req),
       logger,
+      clock,
     }),
   };
 }

@@ -14,6 +14,8 @@ import type { Audit } from '../http/audit.ts';
 import type { AccessRevocations } from './access-revocations.ts';
 import { GATEWAY_CLIENT_ID } from '../keycloak/service-admin.ts';
 import { apiClientIdOf } from '../tenancy/identifiers.ts';
+import { systemClock, type Clock } from '../time/clock.ts';
+import { createRefusalRecordLimit } from './refusal-record-limit.ts';
 
 /**
  * Where Keycloak posts its logout tokens, for every realm (the realm is the token's `iss`): on
@@ -85,6 +87,8 @@ export interface BackchannelLogoutDeps {
   audit: Pick<Audit, 'record'>;
   clientAddress: (req: IncomingMessage) => string;
   logger: Logger;
+  /** When a refusal of a reason was last recorded (refusal-record-limit.ts). */
+  clock?: Clock;
 }
 
 /**
@@ -97,17 +101,23 @@ export interface BackchannelLogoutDeps {
 export function backchannelLogout(deps: BackchannelLogoutDeps): RequestHandler {
   const readBody = express.raw({ type: () => true, limit: MAX_BODY_BYTES, inflate: false });
   const windowMs = Math.max(deps.replayWindowSeconds, 1) * 1000;
+  const recordable = createRefusalRecordLimit(deps.clock ?? systemClock);
 
   function refuse(req: IncomingMessage, res: ServerResponse, reason: BackchannelRefusal): void {
     deps.metrics.backchannelLogout(reason);
-    deps.logger.warn({ reason }, 'back-channel logout token refused');
-    deps.audit.record({
-      action: 'backchannel_logout.apply',
-      outcome: 'failure',
-      target: { reason },
-      clientAddress: deps.clientAddress(req),
-      requestId: scopeOf(req).requestId,
-    });
+    const unrecorded = recordable(reason);
+    if (unrecorded !== undefined) {
+      const suppressed: Record<string, string> =
+        unrecorded > 0 ? { suppressed: String(unrecorded) } : {};
+      deps.logger.warn({ reason, ...suppressed }, 'back-channel logout token refused');
+      deps.audit.record({
+        action: 'backchannel_logout.apply',
+        outcome: 'failure',
+        target: { reason, ...suppressed },
+        clientAddress: deps.clientAddress(req),
+        requestId: scopeOf(req).requestId,
+      });
+    }
     answer(res, 400, '{"error":"invalid_request"}');
   }
 

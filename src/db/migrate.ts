@@ -15,6 +15,7 @@ import * as auditKeycloakPulls from './migrations/20261128-007-audit-keycloak-pu
 import * as auditLogWithoutIds from './migrations/20261128-008-audit-log-without-record-ids.ts';
 import * as auditLogIncarnations from './migrations/20261129-009-audit-log-incarnations.ts';
 import * as auditIncarnationRetention from './migrations/20261129-010-audit-incarnation-retention.ts';
+import * as auditDownloadWholeLog from './migrations/20261129-011-audit-download-whole-log.ts';
 
 interface NamedMigration {
   name: string;
@@ -47,6 +48,7 @@ const migrations: readonly NamedMigration[] = [
   { name: '20261128-008-audit-log-without-record-ids', migration: auditLogWithoutIds },
   { name: '20261129-009-audit-log-incarnations', migration: auditLogIncarnations },
   { name: '20261129-010-audit-incarnation-retention', migration: auditIncarnationRetention },
+  { name: '20261129-011-audit-download-whole-log', migration: auditDownloadWholeLog },
 ];
 
 /** The names of the migrations, in order: what `knex_migrations` holds once migrated. */

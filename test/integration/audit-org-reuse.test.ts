@@ -204,4 +204,88 @@ describe('audit log: an organization id used again', () => {
     expect(records.some((r) => r.action === 'organization.delete')).toBe(false);
     expect(records.some((r) => r.action === 'audit_log.retention.change')).toBe(false);
   });
+
+  it("lets a platform administrator download the whole log as a job, the deleted organization's records included", async () => {
+    const path = `/api/platform/organizations/${org}/auditlog/download`;
+    const started = expectOk(
+      await callApi(path, admin, {
+        base: gateway.url,
+        method: 'POST',
+        body: { ts_from: '2026-01-01 00:00:00', ts_to: '2026-12-31 23:59:59' },
+      }),
+    ) as { download_id: string };
+    let job: DownloadJob | undefined;
+    await expect
+      .poll(async () => {
+        [job] = expectOk(
+          await callApi(`${path}?download_id=${started.download_id}`, admin, {
+            base: gateway.url,
+          }),
+        ) as DownloadJob[];
+        return job?.status;
+      }, EVENTUALLY)
+      .toBe('Completion');
+    const zip = await fetch(`${gateway.url}${path}/${started.download_id}`, {
+      method: 'POST',
+      headers: { authorization: admin },
+    });
+    expect(zip.status).toBe(200);
+    const records = recordsOf(readZip(Buffer.from(await zip.arrayBuffer()))[0]!.content.toString());
+    expect(records.length).toBe(job!.count_export);
+    expect(records[0]!.seq).toBe(1);
+    const chain = createChainFollower();
+    for (const record of records) expect(chain.next(record)).toBeUndefined();
+    expect(records.some((r) => r.action === 'organization.delete')).toBe(true);
+    expect(records.some((r) => r.action === 'audit_log.retention.change')).toBe(true);
+
+    // Apart from the organization's readers' jobs: neither lists nor serves the other's.
+    const theirs = expectOk(
+      await callApi(`/api/${org}/platform/auditlog/download`, reader(newReader), {
+        base: gateway.url,
+      }),
+    ) as DownloadJob[];
+    expect(theirs.map((j) => j.download_id)).not.toContain(started.download_id);
+    const crossed = await fetch(
+      `${gateway.url}/api/${org}/platform/auditlog/download/${started.download_id}`,
+      { method: 'POST', headers: { authorization: reader(newReader) } },
+    );
+    expect(crossed.status).toBe(404);
+  });
+
+  it("lets a platform administrator change the deleted organization's retention, apart from the new one's", async () => {
+    const path = `/api/platform/organizations/${org}/audit-log/retention`;
+    const before = expectOk(await callApi(path, admin, { base: gateway.url })) as {
+      chosen: boolean;
+      deleted?: { from: number; until: number; days: number; chosen: boolean }[];
+    };
+    expect(before.chosen).toBe(false);
+    expect(before.deleted).toEqual([expect.objectContaining({ from: 1, days: 120, chosen: true })]);
+    const changed = expectOk(
+      await callApi(path, admin, {
+        base: gateway.url,
+        method: 'PUT',
+        body: { days: 400, from: 1 },
+      }),
+    );
+    expect(changed).toMatchObject({
+      chosen: false,
+      deleted: [expect.objectContaining({ from: 1, days: 400, chosen: true })],
+    });
+    const nowhere = await callApi(path, admin, {
+      base: gateway.url,
+      method: 'PUT',
+      body: { days: 400, from: before.deleted![0]!.until + 1 },
+    });
+    expect(nowhere.status).toBe(400);
+    // The new organization's readers neither see nor set the deleted one's.
+    const own = `/api/${org}/platform/audit-log/retention`;
+    const theirs = expectOk(await callApi(own, reader(newReader), { base: gateway.url }));
+    expect(theirs).not.toHaveProperty('deleted');
+    const refused = await callApi(own, reader(newReader), {
+      base: gateway.url,
+      method: 'PUT',
+      body: { days: 400, from: 1 },
+    });
+    expect(refused.status).toBe(400);
+  });
 });

@@ -196,6 +196,9 @@ describe('the endpoint refuses what is no logout token of ours, and ends nothing
       'a nonce': [logoutToken(realmKey, { ...victim, nonce: 'n' }), 'nonce'],
       'no events': [logoutToken(realmKey, { ...victim, events: undefined }), 'no_event'],
       'no sid or sub': [logoutToken(realmKey, { sid: undefined, sub: undefined }), 'no_subject'],
+      // Section 2.4: `exp` is required (Keycloak's carry it, `iat` + 120 s).
+      'no exp': [logoutToken(realmKey, { ...victim, exp: undefined }), 'malformed'],
+      'exp passed': [logoutToken(realmKey, { ...victim, iat: now - 60, exp: now - 600 }), 'stale'],
       'iat too old': [
         logoutToken(realmKey, { ...victim, iat: now - 600, exp: now + 600 }),
         'stale',
@@ -353,6 +356,28 @@ describe('a burst of logout tokens', () => {
     expect(answers.map((answer) => answer.status)).toEqual(tokens.map(() => 200));
     expect(served.length).toBeGreaterThan(0);
     expect(served.every((s) => s === 200)).toBe(true);
+  });
+});
+
+describe('a flood of refused logout requests', () => {
+  it('is counted, each one, but recorded in the audit log at most once a minute per reason', async () => {
+    const metricOf = async (outcome: string) => {
+      const text = await (await fetch(`http://127.0.0.1:${a.config.ADMIN_PORT}/metrics`)).text();
+      const found = new RegExp(
+        `realmgate_backchannel_logout_tokens_total\\{outcome="${outcome}"\\} (\\d+)`,
+      ).exec(text);
+      return Number(found?.[1] ?? 0);
+    };
+    const recorded = () =>
+      logOfA
+        .split('\n')
+        .filter((line) => line.includes('"audit":true') && line.includes('backchannel_logout'))
+        .filter((line) => line.includes('"reason":"no_subject"')).length;
+    const [countedBefore, recordedBefore] = [await metricOf('no_subject'), recorded()];
+    const garbage = await logoutToken(realmKey, { sid: undefined, sub: undefined });
+    for (let i = 0; i < 40; i++) expect((await post(endpointOf(a), garbage)).status).toBe(400);
+    expect((await metricOf('no_subject')) - countedBefore).toBe(40);
+    expect(recorded() - recordedBefore).toBeLessThanOrEqual(1);
   });
 });
 

@@ -68,8 +68,8 @@ export interface LogoutTokenOptions {
  * (exactly `PUBLIC_URL/auth/realms/<realm>`, as the Bearer verifier's issuer; a realm the gateway
  * serves, else no key set is fetched: jwks.ts), and the token is
  * signed by a key of that realm's key set with an asymmetric algorithm (the Bearer verifier's
- * list); `aud` names one of the realm's clients the gateway takes them for; `iat` within
- * `maxAgeSeconds` (and not ahead), with the leeway; `events` has the back-channel logout member,
+ * list); `aud` names one of the realm's clients the gateway takes them for; `exp` present and
+ * not past, and `iat` within `maxAgeSeconds` (and not ahead), with the leeway; `events` has the back-channel logout member,
  * an object; `sid` or `sub`; no `nonce`.
  */
 export function createLogoutTokenVerifier(options: LogoutTokenOptions) {
@@ -103,7 +103,8 @@ export function createLogoutTokenVerifier(options: LogoutTokenOptions) {
         algorithms: ALLOWED_ALGORITHMS,
         clockTolerance: options.leewaySeconds,
         currentDate: new Date(clock.now()),
-        requiredClaims: ['iat', 'jti'],
+        // Section 2.4 requires `exp`; Keycloak's carry it (`iat` + 120 s). jose refuses one past.
+        requiredClaims: ['iat', 'exp', 'jti'],
       }));
     } catch (err) {
       return refused(faultOf(err));

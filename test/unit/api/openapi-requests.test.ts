@@ -5,7 +5,7 @@ import { componentSchemasOf, idSchemasIn } from '../../../src/api/openapi-zod.ts
 import { isOrganizationId, isWorkspaceId } from '../../../src/tenancy/identifiers.ts';
 import { passwordBody } from '../../../src/platform/users.schemas.ts';
 import { downloadRequest } from '../../../src/audit/download-jobs.schemas.ts';
-import { retentionBody } from '../../../src/audit/audit-retention.router.ts';
+import { administratorsChange, retentionBody } from '../../../src/audit/audit-retention.router.ts';
 import {
   MAX_LIFETIME_SECONDS,
   tokenLifetimesPatchSchema,
@@ -28,10 +28,19 @@ const OTP = 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP';
  * test does not take the document's word for which schema a route uses.
  */
 const VALIDATED_BODIES: Record<string, { schema: z.ZodType; valid: Json }> = {
-  'post /api/{organization_id}/platform/auditlog/download': {
-    schema: downloadRequest,
-    valid: { ts_from: '2026-11-01 00:00:00', ts_to: '2026-11-30T23:59:59Z' },
-  },
+  ...Object.fromEntries(
+    [
+      '/api/{organization_id}/platform',
+      '/api/platform',
+      '/api/platform/organizations/{organization_id}',
+    ].map((base) => [
+      `post ${base}/auditlog/download`,
+      {
+        schema: downloadRequest,
+        valid: { ts_from: '2026-11-01 00:00:00', ts_to: '2026-11-30T23:59:59Z' },
+      },
+    ]),
+  ),
   'post /api/platform/organizations': {
     schema: organizationBody,
     valid: { id: 'org-1', name: 'Org' },
@@ -58,15 +67,15 @@ const VALIDATED_BODIES: Record<string, { schema: z.ZodType; valid: Json }> = {
     },
   },
   ...Object.fromEntries(
-    [
-      '/api/platform',
-      '/api/platform/organizations/{organization_id}',
-      '/api/{organization_id}/platform',
-    ].map((base) => [
+    ['/api/platform', '/api/{organization_id}/platform'].map((base) => [
       `put ${base}/audit-log/retention`,
       { schema: retentionBody, valid: { days: 400 } },
     ]),
   ),
+  'put /api/platform/organizations/{organization_id}/audit-log/retention': {
+    schema: administratorsChange,
+    valid: { days: 400, from: 1 },
+  },
   'put /api/platform/users/{username}/password': {
     schema: passwordBody,
     valid: { password: 'pw' },

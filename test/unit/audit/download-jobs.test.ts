@@ -17,6 +17,9 @@ import { openEmbeddedDatabase } from '../../helpers/embedded-db.ts';
 import { manualClock } from '../../helpers/test-clock.ts';
 import { readZip } from '../../helpers/zip-reader.ts';
 
+/** An organization's readers' jobs (download-jobs.ts). */
+const own = (org: string) => ({ org, whole: false });
+
 const logger = createLogger('silent');
 const NOV_1 = Date.UTC(2026, 10, 1);
 
@@ -59,22 +62,22 @@ describe('audit download jobs', () => {
     const jobs = createDownloadJobs(db, clock, logger);
     const creator = { id: 'u1', name: 'alice' };
     const id = await jobs.create(
-      'acme',
+      own('acme'),
       range('2026-11-01 01:00:00', '2026-11-01 01:59:00'),
       creator,
     );
     const empty = await jobs.create(
-      'acme',
+      own('acme'),
       range('2026-10-01 00:00:00', '2026-10-31 23:59:59'),
       creator,
     );
-    expect((await jobs.list('acme', id))[0]).toMatchObject({
+    expect((await jobs.list(own('acme'), id))[0]).toMatchObject({
       status: 'NotExecuted',
       count_export: null,
     });
-    await expect(jobs.finished('acme', id)).rejects.toMatchObject({ result: '409-40001' });
+    await expect(jobs.finished(own('acme'), id)).rejects.toMatchObject({ result: '409-40001' });
     await jobs.runWaiting();
-    const [done] = await jobs.list('acme', id);
+    const [done] = await jobs.list(own('acme'), id);
     expect(done).toMatchObject({
       download_id: id,
       status: 'Completion',
@@ -83,26 +86,26 @@ describe('audit download jobs', () => {
       conditions: '{"ts_from":"2026-11-01 01:00:00","ts_to":"2026-11-01 01:59:00"}',
       create_timestamp: '2026-11-02T00:00:00.000Z',
     });
-    expect((await jobs.list('acme', empty))[0]).toMatchObject({
+    expect((await jobs.list(own('acme'), empty))[0]).toMatchObject({
       status: 'NoData',
       count_export: 0,
     });
-    expect((await jobs.list('acme')).map((j) => j.download_id)).toEqual(
+    expect((await jobs.list(own('acme'))).map((j) => j.download_id)).toEqual(
       expect.arrayContaining([id, empty]),
     );
-    expect(await jobs.list('globex')).toEqual([]);
-    await expect(jobs.finished('globex', id)).rejects.toMatchObject({ result: '404-40001' });
+    expect(await jobs.list(own('globex'))).toEqual([]);
+    await expect(jobs.finished(own('globex'), id)).rejects.toMatchObject({ result: '404-40001' });
   });
 
   it('zips what the job covered when it ran, not what came after', async () => {
     const jobs = createDownloadJobs(db, clock, logger);
     const id = await jobs.create(
-      'acme',
+      own('acme'),
       range('2026-11-01T00:00:00Z', '2026-11-01T09:00:00+09:00'),
       { id: 'u1', name: 'alice' },
     );
     await jobs.runWaiting();
-    const job = await jobs.finished('acme', id);
+    const job = await jobs.finished(own('acme'), id);
     // A record of the range written later (a late batch) is not in this job's file.
     const writer = quietWriter(db);
     writer.record({
@@ -141,19 +144,23 @@ describe('audit download jobs', () => {
 
   it('fails a run whose replica went away, and deletes jobs after 7 days', async () => {
     const jobs = createDownloadJobs(db, clock, logger);
-    const id = await jobs.create('initech', range('2026-11-01 00:00:00', '2026-11-02 00:00:00'), {
-      id: 'u',
-      name: 'u',
-    });
+    const id = await jobs.create(
+      own('initech'),
+      range('2026-11-01 00:00:00', '2026-11-02 00:00:00'),
+      {
+        id: 'u',
+        name: 'u',
+      },
+    );
     await db('audit_download_jobs').where({ id }).update({ status: 'Executing' });
     clock.advance(10 * 60_000 + 1);
     await jobs.sweep();
-    const [failed] = await jobs.list('initech');
+    const [failed] = await jobs.list(own('initech'));
     expect(failed?.status).toBe('Failed');
     expect(failed?.message).toContain('interrupted');
     clock.advance(7 * 86_400_000);
     await jobs.sweep();
-    expect(await jobs.list('initech')).toEqual([]);
+    expect(await jobs.list(own('initech'))).toEqual([]);
   });
 
   it('refuses ranges backwards, too long or not in the calendar', () => {

@@ -12,6 +12,7 @@ import {
 import { createMemoryCache } from '../../../src/cache/memory-cache.ts';
 import { enterScope, type RequestScope } from '../../../src/edge/request-scope.ts';
 import type { AuditEntry } from '../../../src/http/audit.ts';
+import { REFUSAL_RECORD_INTERVAL_MS } from '../../../src/auth-proxy/refusal-record-limit.ts';
 
 // The endpoint around a verifier that reads its verdict from the token itself: what it does
 // with a verdict (once per jti, revocation before the answer, counted, audited) is shown here;
@@ -21,6 +22,8 @@ const events: string[] = [];
 const counted: string[] = [];
 const audited: AuditEntry[] = [];
 let release: () => void = () => undefined;
+/** Moved on a minute before each test: each test's refusals are recorded afresh. */
+let now = 0;
 let server: Server;
 let url: string;
 
@@ -56,6 +59,7 @@ beforeAll(async () => {
       audit: { record: (entry) => audited.push(entry) },
       clientAddress: () => '10.0.0.1',
       logger: pino({ level: 'silent' }),
+      clock: { now: () => now },
     }),
   );
   server = createServer(app);
@@ -64,6 +68,7 @@ beforeAll(async () => {
 });
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 beforeEach(() => {
+  now += REFUSAL_RECORD_INTERVAL_MS;
   events.length = 0;
   counted.length = 0;
   audited.length = 0;
@@ -142,6 +147,28 @@ describe('POST /backchannel-logout', () => {
     expect(counted).toEqual([reason]);
     expect(audited).toMatchObject([
       { action: 'backchannel_logout.apply', outcome: 'failure', target: { reason } },
+    ]);
+  });
+});
+
+describe('a flood of refusals', () => {
+  it('is counted, each one, and recorded once a minute per reason, saying how many were not', async () => {
+    const refused = form(JSON.stringify({ refused: 'bad_signature' }));
+    for (let i = 0; i < 5; i++) expect((await post(refused)).status).toBe(400);
+    expect((await post('other=1')).status).toBe(400);
+    now += REFUSAL_RECORD_INTERVAL_MS - 1;
+    expect((await post(refused)).status).toBe(400);
+    now += 1;
+    expect((await post(refused)).status).toBe(400);
+    expect(counted).toEqual([
+      ...Array<string>(5).fill('bad_signature'),
+      'bad_request',
+      ...Array<string>(2).fill('bad_signature'),
+    ]);
+    expect(audited.map((entry) => entry.target)).toEqual([
+      { reason: 'bad_signature' },
+      { reason: 'bad_request' },
+      { reason: 'bad_signature', suppressed: '5' },
     ]);
   });
 });

@@ -41,6 +41,7 @@ function claims(changes: Record<string, unknown> = {}): Record<string, unknown> 
     iss: ISSUER,
     aud: `_${REALM}-api`,
     iat: now(),
+    exp: now() + 120,
     jti: `jti-${Math.random()}`,
     sid: 's1',
     sub: 'u1',
@@ -116,6 +117,7 @@ describe('a logout token as section 2.6 says', () => {
     ['iat ahead of the clock', async () => sign(claims({ iat: now() + 6 })), 'stale'],
     ['no iat', async () => sign(claims({ iat: undefined })), 'malformed'],
     ['an expired token', async () => sign(claims({ exp: now() - 10 })), 'stale'],
+    ['no exp (section 2.4 requires it)', async () => sign(claims({ exp: undefined })), 'malformed'],
     ['no events', async () => sign(claims({ events: undefined })), 'no_event'],
     [
       'events without the logout member',
