@@ -82,7 +82,7 @@ describe('spared database work under a bound of its own', () => {
     await lockAuditLog();
     const clock = manualClock();
     const jobs = createDownloadJobs(db, clock, createLogger('silent'));
-    const org = `spared-${Date.now()}`;
+    const org = { org: `spared-${Date.now()}`, whole: false };
     const id = await jobs.create(
       org,
       {
@@ -99,7 +99,7 @@ describe('spared database work under a bound of its own', () => {
 
     // An export's chunk: the error reaches the route (503 before its first line, else a cut
     // download), not a request that never ends.
-    const records = createAuditLogRepo(db).records(org, {}, { first: 1, last: 10 });
+    const records = createAuditLogRepo(db).records(org.org, {}, { first: 1, last: 10 });
     await expect(records.next()).rejects.toMatchObject({ code: '57014' });
   }, 20_000);
 });
