@@ -28,6 +28,13 @@ export type Ending =
    */
   | { kind: 'role'; realm: string; role: RoleRef }
   /**
+   * Roles (by id) taken from a composite: whoever held the composite (directly, through a group,
+   * another composite or the default roles) loses them, unless held otherwise. Its holders are
+   * not read; the roles live on, and the tokens of the realm issued before now that carry one
+   * are refused as for a deleted role (a holder of one of its own refreshes once).
+   */
+  | { kind: 'composite'; realm: string; roleIds: string[] }
+  /**
    * Every session of the realm: every token issued before now (or before the realm's new
    * not-before, epoch ms) and every cached login.
    */
@@ -91,6 +98,16 @@ const groupEnding = (p: Readonly<Record<string, string>>): Ending => ({
 function single(params: URLSearchParams | undefined, name: string): string | undefined {
   const values = params?.getAll(name) ?? [];
   return values.length === 1 && values[0] !== '' ? values[0] : undefined;
+}
+
+/**
+ * The role ids of a list of role representations (the admin API's composites body): Keycloak
+ * reads the `id` of each and nothing else, and refuses the whole list when one names no role.
+ */
+function roleIdsOf(json: unknown): string[] {
+  if (!Array.isArray(json)) return [];
+  const ids = json.map((role: unknown) => (role as { id?: unknown } | null)?.id);
+  return [...new Set(ids.filter((id): id is string => typeof id === 'string' && id !== ''))];
 }
 
 /** Whether the JSON object has `name` as a list of at least one item. */
@@ -196,6 +213,21 @@ export const ENDING_RULES: readonly EndingRule[] = [
     path: `${ADMIN}/roles-by-id/{role}`,
     ending: (p) => ({ kind: 'role', realm: p.realm!, role: { id: p.role! } }),
   },
+  // Roles taken from a composite (a realm role's, a client role's, or any by id; the console's
+  // "Remove associated roles").
+  ...[
+    `${ADMIN}/roles/{role}`,
+    `${ADMIN}/clients/{client}/roles/{role}`,
+    `${ADMIN}/roles-by-id/{role}`,
+  ].map((composite): EndingRule => ({
+    methods: ['delete'],
+    path: `${composite}/composites`,
+    json: true,
+    ending: (p, { json }) => {
+      const roleIds = roleIdsOf(json);
+      return roleIds.length > 0 ? { kind: 'composite', realm: p.realm!, roleIds } : undefined;
+    },
+  })),
   // Keycloak ends the user's sessions of that client, online and offline; which sessions those
   // are it does not say, so every token of the user from before now is refused (a client of
   // another session refreshes once).

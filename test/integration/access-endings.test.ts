@@ -472,6 +472,33 @@ describe("the admin listener's session and user actions end access on every repl
     expect(await onB('other', outsider.access)).toBe(200);
   });
 
+  it('a workspace role taken from a composite (the console\'s "Remove associated roles") ends the tokens of the composite\'s holders, and no other', async () => {
+    const admin = await keycloakAdmin();
+    const [client] = await admin.clients.find({ realm: org, clientId: `${org}-workspaces` });
+    const role = await admin.clients.findRole({ realm: org, id: client!.id!, roleName: 'ws' });
+    const name = uniqueId('team-');
+    await admin.roles.create({ realm: org, name });
+    const team = await admin.roles.findOneByName({ realm: org, name });
+    const child = [{ id: role!.id!, name: role!.name!, clientRole: true }];
+    await admin.roles.createComposite({ realm: org, roleId: team!.id! }, child);
+    const holder = await createUser(org);
+    await admin.users.addRealmRoleMappings({
+      realm: org,
+      id: await userIdOf(holder),
+      roles: [{ id: team!.id!, name }],
+    });
+    const holderToken = (await grant(holder)).access;
+    const outsider = (await servedUser(org)).tokens.access;
+    expect(await workspaceOnB(holderToken)).toBe(200);
+    expect(await adminCall('DELETE', `${org}/roles-by-id/${team!.id!}/composites`, child)).toBe(
+      204,
+    );
+    // The token still names `ws`, which its holder no longer has.
+    await expect.poll(() => workspaceOnB(holderToken), EVENTUALLY).toBe(401);
+    await settled(org);
+    expect(await statusOnB(org, `Bearer ${outsider}`)).toBe(200);
+  });
+
   it("a user's offline consent revoked", async () => {
     const { user, tokens, id } = await servedUser(org, 'openid offline_access');
     const client = apiClientIdOf(user.realm);
