@@ -18,8 +18,9 @@ export type Ending =
    */
   | { kind: 'user'; realm: string; userId: string; tokens: boolean; passwordSet?: boolean }
   /**
-   * The members of a group and of its subgroups lose roles (one taken from the group, or the
-   * group deleted): every token of each of them issued before now, and their cached Basic logins.
+   * The members of a group and of its subgroups lose roles (one taken from the group, the group
+   * deleted, or moved from under a parent whose roles it inherited): every token of each of them
+   * issued before now, and their cached Basic logins.
    */
   | { kind: 'group'; realm: string; groupId: string }
   /**
@@ -192,6 +193,20 @@ export const ENDING_RULES: readonly EndingRule[] = [
     path: `${GROUP}/role-mappings/clients/{client}`,
     ending: (p) => groupEnding(p),
   },
+  // A group moved (a body naming an existing group, under another parent or to the top level):
+  // it and its subgroups lose the roles inherited from the former parent. A body without an id
+  // creates a group, which ends nothing.
+  ...[`${ADMIN}/groups`, `${GROUP}/children`].map((path): EndingRule => ({
+    methods: ['post'],
+    path,
+    json: true,
+    ending: (p, { json }) => {
+      const id: unknown = (json as { id?: unknown } | null | undefined)?.id;
+      return typeof id === 'string' && id !== ''
+        ? groupEnding({ realm: p.realm!, group: id })
+        : undefined;
+    },
+  })),
   // A role deleted: whoever held it (directly, through a group, a composite or the default
   // roles) loses it; who that was cannot be read once it is gone, but each token names its roles.
   {

@@ -45,6 +45,12 @@ describe('the table of what a request to Keycloak ends', () => {
     expect(endingOf('DELETE', `${admin}/groups/g1/role-mappings/clients/c1`)).toEqual(group);
     expect(endingOf('POST', `${admin}/groups/g1/role-mappings/clients/c1`)).toBeUndefined();
     expect(endingOf('PUT', `${admin}/groups/g1`)).toBeUndefined();
+    // A group moved (its id in the body) to the top level or under another: its members'.
+    const moved = { json: { id: 'g1', name: 'team' } };
+    expect(endingOf('POST', `${admin}/groups`, moved)).toEqual(group);
+    expect(endingOf('POST', `${admin}/groups/g2/children`, moved)).toEqual(group);
+    expect(endingOf('POST', `${admin}/groups`, { json: { name: 'new' } })).toBeUndefined();
+    expect(endingOf('POST', `${admin}/groups/g2/children`, { json: { id: 7 } })).toBeUndefined();
     // A role deleted: every token carrying it, by its name (and client) or its id.
     const role = (r: object) => ({ kind: 'role', realm: 'acme', role: r });
     expect(endingOf('DELETE', `${admin}/roles/r1`)).toEqual(role({ name: 'r1' }));
