@@ -18,8 +18,9 @@ export type Ending =
    */
   | { kind: 'user'; realm: string; userId: string; tokens: boolean; passwordSet?: boolean }
   /**
-   * The members of a group and of its subgroups lose roles (one taken from the group, or the
-   * group deleted): every token of each of them issued before now, and their cached Basic logins.
+   * The members of a group and of its subgroups lose roles (one taken from the group, the group
+   * deleted, or moved from under a parent whose roles it inherited): every token of each of them
+   * issued before now, and their cached Basic logins.
    */
   | { kind: 'group'; realm: string; groupId: string }
   /**
@@ -27,6 +28,13 @@ export type Ending =
    * id): every token of the realm issued before now that carries it, whoever holds it.
    */
   | { kind: 'role'; realm: string; role: RoleRef }
+  /**
+   * Roles (by id) taken from a composite: whoever held the composite (directly, through a group,
+   * another composite or the default roles) loses them, unless held otherwise. Its holders are
+   * not read; the roles live on, and the tokens of the realm issued before now that carry one
+   * are refused as for a deleted role (a holder of one of its own refreshes once).
+   */
+  | { kind: 'composite'; realm: string; roleIds: string[] }
   /**
    * Every session of the realm: every token issued before now (or before the realm's new
    * not-before, epoch ms) and every cached login.
@@ -91,6 +99,16 @@ const groupEnding = (p: Readonly<Record<string, string>>): Ending => ({
 function single(params: URLSearchParams | undefined, name: string): string | undefined {
   const values = params?.getAll(name) ?? [];
   return values.length === 1 && values[0] !== '' ? values[0] : undefined;
+}
+
+/**
+ * The role ids of a list of role representations (the admin API's composites body): Keycloak
+ * reads the `id` of each and nothing else, and refuses the whole list when one names no role.
+ */
+function roleIdsOf(json: unknown): string[] {
+  if (!Array.isArray(json)) return [];
+  const ids = json.map((role: unknown) => (role as { id?: unknown } | null)?.id);
+  return [...new Set(ids.filter((id): id is string => typeof id === 'string' && id !== ''))];
 }
 
 /** Whether the JSON object has `name` as a list of at least one item. */
@@ -175,6 +193,20 @@ export const ENDING_RULES: readonly EndingRule[] = [
     path: `${GROUP}/role-mappings/clients/{client}`,
     ending: (p) => groupEnding(p),
   },
+  // A group moved (a body naming an existing group, under another parent or to the top level):
+  // it and its subgroups lose the roles inherited from the former parent. A body without an id
+  // creates a group, which ends nothing.
+  ...[`${ADMIN}/groups`, `${GROUP}/children`].map((path): EndingRule => ({
+    methods: ['post'],
+    path,
+    json: true,
+    ending: (p, { json }) => {
+      const id: unknown = (json as { id?: unknown } | null | undefined)?.id;
+      return typeof id === 'string' && id !== ''
+        ? groupEnding({ realm: p.realm!, group: id })
+        : undefined;
+    },
+  })),
   // A role deleted: whoever held it (directly, through a group, a composite or the default
   // roles) loses it; who that was cannot be read once it is gone, but each token names its roles.
   {
@@ -196,6 +228,21 @@ export const ENDING_RULES: readonly EndingRule[] = [
     path: `${ADMIN}/roles-by-id/{role}`,
     ending: (p) => ({ kind: 'role', realm: p.realm!, role: { id: p.role! } }),
   },
+  // Roles taken from a composite (a realm role's, a client role's, or any by id; the console's
+  // "Remove associated roles").
+  ...[
+    `${ADMIN}/roles/{role}`,
+    `${ADMIN}/clients/{client}/roles/{role}`,
+    `${ADMIN}/roles-by-id/{role}`,
+  ].map((composite): EndingRule => ({
+    methods: ['delete'],
+    path: `${composite}/composites`,
+    json: true,
+    ending: (p, { json }) => {
+      const roleIds = roleIdsOf(json);
+      return roleIds.length > 0 ? { kind: 'composite', realm: p.realm!, roleIds } : undefined;
+    },
+  })),
   // Keycloak ends the user's sessions of that client, online and offline; which sessions those
   // are it does not say, so every token of the user from before now is refused (a client of
   // another session refreshes once).

@@ -132,6 +132,16 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
         if (!role) return undefined;
         return realmWide(realm, { endedRoles: [role] });
       }
+      case 'composite': {
+        // Read before, as for a deletion: a failed read refuses the change (next(err)), which
+        // would leave the composite's holders their tokens' copies.
+        const endedRoles = [];
+        for (const id of ending.roleIds) {
+          const role = await deps.roleOf(realm, { id });
+          if (role) endedRoles.push(role);
+        }
+        return endedRoles.length > 0 ? realmWide(realm, { endedRoles }) : undefined;
+      }
       case 'realm': {
         // Applied even when the not-before is older than today's lifetime (any realm update
         // carries it): a token issued under a longer lifetime may still be alive, on this

@@ -6,7 +6,7 @@ import {
   deleteOrganizationRealm,
   deleteWorkspaceRoles,
   setOrganizationRealmEnabled,
-  workspaceRoleHolders,
+  workspaceRolesOf,
 } from './realm-admin/realm-lifecycle.ts';
 import type { OrganizationEvents } from './organization-events.ts';
 import { createOrganizationsRepo } from './organizations.repo.ts';
@@ -14,7 +14,7 @@ import type { Organization, Workspace } from './organizations.schemas.ts';
 import { createPlatformRecords } from './platform-records.ts';
 import { longestAccessTokenSeconds } from './realm-admin/users.ts';
 import { MAX_LIFETIME_SECONDS } from './realm-admin/token-lifetimes.ts';
-import type { RefuseRealmTokens, RefuseTokens } from './token-refusal.ts';
+import type { RefuseRealmTokens, RefuseRoleTokens } from './token-refusal.ts';
 import { createWorkspacesRepo } from './workspaces.repo.ts';
 
 /** The `status` texts an organization's record carries after each change. */
@@ -42,8 +42,8 @@ export function createOrganizationLifecycle(deps: {
   adminSession: AdminSession;
   db: Knex;
   announce: OrganizationEvents['announce'];
-  /** Makes a workspace's members' tokens stop carrying it (see token-refusal.ts). */
-  refuseTokens: RefuseTokens;
+  /** Makes the tokens carrying a deleted workspace's roles void (see token-refusal.ts). */
+  refuseRoleTokens: RefuseRoleTokens;
   /** Makes a deleted organization's tokens and cached Basic logins void (see token-refusal.ts). */
   refuseRealmTokens: RefuseRealmTokens;
 }): OrganizationLifecycle {
@@ -102,12 +102,13 @@ export function createOrganizationLifecycle(deps: {
       await requireOrganization(organizationId);
       const workspace = await requireWorkspace(organizationId, workspaceId);
       await adminSession.run(async (admin) => {
-        // Tokens of the members carry the role until they expire: they are refused before the
-        // roles go, and again after, for a token refreshed in between.
-        const members = await workspaceRoleHolders(admin, organizationId, workspaceId);
-        await deps.refuseTokens(admin, organizationId, members);
+        // Tokens carry the roles until they expire, whoever holds them and however (a group, a
+        // composite), and would reach a workspace created again under the id: those carrying
+        // them are refused before the roles go, and again after, for a token refreshed between.
+        const roles = await workspaceRolesOf(admin, organizationId, workspaceId);
+        await deps.refuseRoleTokens(admin, organizationId, roles);
         await deleteWorkspaceRoles(admin, organizationId, workspaceId);
-        await deps.refuseTokens(admin, organizationId, members);
+        await deps.refuseRoleTokens(admin, organizationId, roles);
       });
       await db.transaction(async (trx) => {
         await createOperationsRepo(trx).deleteAll(organizationId, workspaceId);

@@ -26,7 +26,7 @@ import { createOrganizationsRepo, type OrganizationsRepo } from './organizations
 import { createProvisioningService, type ProvisioningService } from './provisioning.service.ts';
 import { createRefreshTokensService, type RefreshTokensService } from './refresh-tokens.service.ts';
 import { createSigningKeysService, type SigningKeysService } from './signing-keys.service.ts';
-import { createRealmTokenRefusal, createTokenRefusal } from './token-refusal.ts';
+import { createRealmTokenRefusal, createRoleTokenRefusal } from './token-refusal.ts';
 import { createUsersService, type UsersService } from './users.service.ts';
 import { createWorkspacesRepo, type WorkspacesRepo } from './workspaces.repo.ts';
 
@@ -154,7 +154,7 @@ export function buildPlatform(
       adminSession,
       db,
       announce: (change) => tenants.events.announce(change),
-      refuseTokens: createTokenRefusal({ revocations, ...tokenBounds }),
+      refuseRoleTokens: createRoleTokenRefusal({ revocations, ...tokenBounds }),
       refuseRealmTokens: createRealmTokenRefusal({ revocations, ...tokenBounds }),
     }),
     signingKeys: createSigningKeysService({

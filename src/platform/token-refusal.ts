@@ -36,6 +36,39 @@ export function createTokenRefusal(deps: {
 }
 
 /**
+ * Refuses, on every replica, every access token of the realm issued before now that carries one
+ * of `roles` (`client`: the client id), and the cached Basic logins that do: the roles are
+ * deleted, and whoever held them (directly, through a group, a composite) must not keep them
+ * until the token expires. Their holders are not read: each token names its roles (revocation.ts,
+ * `endedRoles`). The refusal lasts as long as the realm's longest access token can live.
+ */
+export type RefuseRoleTokens = (
+  admin: KeycloakAdmin,
+  realm: string,
+  roles: readonly { client?: string; name: string }[],
+) => Promise<void>;
+
+export function createRoleTokenRefusal(deps: {
+  revocations: RevocationList;
+  basicCacheSeconds: number;
+  leewaySeconds: number;
+}): RefuseRoleTokens {
+  return async (admin, realm, roles) => {
+    if (roles.length === 0) return;
+    const lifetime = await longestAccessTokenSeconds(admin, realm);
+    await deps.revocations.revoke({
+      realm,
+      userId: '',
+      sessionIds: [],
+      ttlSeconds: 1,
+      userTtlSeconds: Math.max(deps.basicCacheSeconds, 1),
+      tokenTtlSeconds: lifetime + deps.leewaySeconds,
+      endedRoles: [...roles],
+    });
+  };
+}
+
+/**
  * Refuses, on every replica, every access token the organization's realm issued before now and
  * drops every cached Basic login of it: the realm is deleted, and a realm created again under its
  * name (same issuer, same usernames maybe) must accept nothing the old one issued or verified.

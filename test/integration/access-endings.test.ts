@@ -472,6 +472,68 @@ describe("the admin listener's session and user actions end access on every repl
     expect(await onB('other', outsider.access)).toBe(200);
   });
 
+  it('a workspace role taken from a composite (the console\'s "Remove associated roles") ends the tokens of the composite\'s holders, and no other', async () => {
+    const admin = await keycloakAdmin();
+    const [client] = await admin.clients.find({ realm: org, clientId: `${org}-workspaces` });
+    const role = await admin.clients.findRole({ realm: org, id: client!.id!, roleName: 'ws' });
+    const name = uniqueId('team-');
+    await admin.roles.create({ realm: org, name });
+    const team = await admin.roles.findOneByName({ realm: org, name });
+    const child = [{ id: role!.id!, name: role!.name!, clientRole: true }];
+    await admin.roles.createComposite({ realm: org, roleId: team!.id! }, child);
+    const holder = await createUser(org);
+    await admin.users.addRealmRoleMappings({
+      realm: org,
+      id: await userIdOf(holder),
+      roles: [{ id: team!.id!, name }],
+    });
+    const holderToken = (await grant(holder)).access;
+    const outsider = (await servedUser(org)).tokens.access;
+    expect(await workspaceOnB(holderToken)).toBe(200);
+    expect(await adminCall('DELETE', `${org}/roles-by-id/${team!.id!}/composites`, child)).toBe(
+      204,
+    );
+    // The token still names `ws`, which its holder no longer has.
+    await expect.poll(() => workspaceOnB(holderToken), EVENTUALLY).toBe(401);
+    await settled(org);
+    expect(await statusOnB(org, `Bearer ${outsider}`)).toBe(200);
+  });
+
+  /**
+   * A group holding workspace role `ws` and a subgroup of it (which inherits it) with a member
+   * whose token B serves on the workspace's route; an outsider's token served too.
+   */
+  async function inheritingSubgroup() {
+    const admin = await keycloakAdmin();
+    const { groupId, clientUuid, role, outsider } = await groupWithMembers();
+    const name = uniqueId('moved-');
+    const { id: movedId } = await admin.groups.createChildGroup(
+      { realm: org, id: groupId },
+      { name },
+    );
+    const member = await createUser(org);
+    await admin.users.addToGroup({ realm: org, id: await userIdOf(member), groupId: movedId });
+    const memberToken = (await grant(member)).access;
+    expect(await workspaceOnB(memberToken)).toBe(200);
+    return { moved: { id: movedId, name }, clientUuid, role, memberToken, outsider };
+  }
+
+  it("a subgroup moved to the top level ends its members' tokens (the roles of its former parent are gone), and no one else's", async () => {
+    const { moved, memberToken, outsider } = await inheritingSubgroup();
+    expect(await adminCall('POST', `${org}/groups`, moved)).toBe(204);
+    await expect.poll(() => workspaceOnB(memberToken), EVENTUALLY).toBe(401);
+    await settled(org);
+    expect(await workspaceOnB(outsider)).toBe(200);
+  });
+
+  it("a subgroup moved under another group ends its members' tokens", async () => {
+    const { moved, memberToken } = await inheritingSubgroup();
+    const admin = await keycloakAdmin();
+    const { id: otherId } = await admin.groups.create({ realm: org, name: uniqueId('other-') });
+    expect(await adminCall('POST', `${org}/groups/${otherId}/children`, moved)).toBe(204);
+    await expect.poll(() => workspaceOnB(memberToken), EVENTUALLY).toBe(401);
+  });
+
   it("a user's offline consent revoked", async () => {
     const { user, tokens, id } = await servedUser(org, 'openid offline_access');
     const client = apiClientIdOf(user.realm);

@@ -190,6 +190,37 @@ describe('organization and workspace lifecycle (/api/platform)', () => {
     expectRefused(await callApi(malformed, admin, { method: 'DELETE' }), 404, '404-00002');
   });
 
+  it('deletes a workspace: a token holding its role through a group reaches none of that id again, created anew or not', async () => {
+    const base = `/api/platform/organizations/${org}/workspaces`;
+    expectOk(await callApi(base, admin, post({ id: 'ws3', name: 'W ws3' })));
+    const kc = await keycloakAdmin();
+    const [client] = await kc.clients.find({ realm: org, clientId: workspacesClientIdOf(org) });
+    const role = await kc.clients.findRole({ realm: org, id: client!.id!, roleName: 'ws3' });
+    const { id: groupId } = await kc.groups.create({ realm: org, name: uniqueId('team-') });
+    await kc.groups.addClientRoleMappings({
+      realm: org,
+      id: groupId,
+      clientUniqueId: client!.id!,
+      roles: [{ id: role!.id!, name: role!.name! }],
+    });
+    const teamMember = await createUser(org);
+    const [user] = await kc.users.find({ realm: org, username: teamMember.username, exact: true });
+    await kc.users.addToGroup({ realm: org, id: user!.id!, groupId });
+    const bearer = `Bearer ${await accessTokenOf(teamMember)}`;
+    const route = `/api/${org}/workspaces/ws3/ita/menu/operation_list/filter/`;
+    for (const url of [testEnv().publicUrl, replica.url]) {
+      const res = await fetch(`${url}${route}`, { headers: { authorization: bearer } });
+      expect(res.status).toBe(200);
+    }
+    expectOk(await callApi(`${base}/ws3`, admin, { method: 'DELETE' }));
+    // A workspace of the same id: its new role is nobody's, whatever the old token names.
+    expectOk(await callApi(base, admin, post({ id: 'ws3', name: 'W ws3 again' })));
+    for (const url of [testEnv().publicUrl, replica.url])
+      await untilStatus(`${url}${route}`, bearer, 401);
+    // The next test counts what the upstream sees from its own start.
+    upstream.seen.length = 0;
+  });
+
   it('disables an organization: 403-23001 on every route, Basic and Bearer, on every replica', async () => {
     const bearer = `Bearer ${await accessTokenOf(member)}`;
     const routes = [

@@ -1,6 +1,10 @@
 import { isHttpStatus, type KeycloakAdmin } from '../../keycloak/admin-client.ts';
-import { isOrganizationId, isWorkspaceId } from '../../tenancy/identifiers.ts';
-import { findWorkspacesClientUuid, usersWithClientRole } from './provisioning.ts';
+import {
+  isOrganizationId,
+  isWorkspaceId,
+  workspacesClientIdOf,
+} from '../../tenancy/identifiers.ts';
+import { findWorkspacesClientUuid } from './provisioning.ts';
 
 /**
  * The Keycloak half of ending or suspending what provisioning.ts creates. Each step treats
@@ -41,25 +45,22 @@ export async function setOrganizationRealmEnabled(
   }
 }
 
-/** The ids of the users holding role `<ws>` or `_<ws>-admin` directly. */
-export async function workspaceRoleHolders(
+/** A workspace's client roles of `<org>-workspaces`: its members' and its administrators'. */
+const workspaceRoleNames = (workspaceId: string) => [workspaceId, `_${workspaceId}-admin`];
+
+/**
+ * The workspace's roles as tokens name them (client `<org>-workspaces`): what its deletion takes
+ * from whoever holds them, directly, through a group or a composite. None when the client or the
+ * realm is gone (the realm's deletion refused its tokens already).
+ */
+export async function workspaceRolesOf(
   admin: KeycloakAdmin,
   organizationId: string,
   workspaceId: string,
-): Promise<string[]> {
-  const clientUuid = await workspacesClientOrNothing(admin, organizationId);
-  if (!clientUuid) return [];
-  const holders = new Set<string>();
-  for (const roleName of [workspaceId, `_${workspaceId}-admin`]) {
-    try {
-      for (const id of await usersWithClientRole(admin, organizationId, clientUuid, roleName)) {
-        holders.add(id);
-      }
-    } catch (err) {
-      if (!isHttpStatus(err, 404)) throw err;
-    }
-  }
-  return [...holders];
+): Promise<{ client: string; name: string }[]> {
+  if (!(await workspacesClientOrNothing(admin, organizationId))) return [];
+  const client = workspacesClientIdOf(organizationId);
+  return workspaceRoleNames(workspaceId).map((name) => ({ client, name }));
 }
 
 /**
@@ -77,7 +78,7 @@ export async function deleteWorkspaceRoles(
   }
   const clientUuid = await workspacesClientOrNothing(admin, organizationId);
   if (!clientUuid) return;
-  for (const roleName of [workspaceId, `_${workspaceId}-admin`]) {
+  for (const roleName of workspaceRoleNames(workspaceId)) {
     try {
       await admin.clients.delRole({ realm: organizationId, id: clientUuid, roleName });
     } catch (err) {

@@ -45,6 +45,12 @@ describe('the table of what a request to Keycloak ends', () => {
     expect(endingOf('DELETE', `${admin}/groups/g1/role-mappings/clients/c1`)).toEqual(group);
     expect(endingOf('POST', `${admin}/groups/g1/role-mappings/clients/c1`)).toBeUndefined();
     expect(endingOf('PUT', `${admin}/groups/g1`)).toBeUndefined();
+    // A group moved (its id in the body) to the top level or under another: its members'.
+    const moved = { json: { id: 'g1', name: 'team' } };
+    expect(endingOf('POST', `${admin}/groups`, moved)).toEqual(group);
+    expect(endingOf('POST', `${admin}/groups/g2/children`, moved)).toEqual(group);
+    expect(endingOf('POST', `${admin}/groups`, { json: { name: 'new' } })).toBeUndefined();
+    expect(endingOf('POST', `${admin}/groups/g2/children`, { json: { id: 7 } })).toBeUndefined();
     // A role deleted: every token carrying it, by its name (and client) or its id.
     const role = (r: object) => ({ kind: 'role', realm: 'acme', role: r });
     expect(endingOf('DELETE', `${admin}/roles/r1`)).toEqual(role({ name: 'r1' }));
@@ -53,6 +59,13 @@ describe('the table of what a request to Keycloak ends', () => {
     );
     expect(endingOf('DELETE', `${admin}/roles-by-id/i1`)).toEqual(role({ id: 'i1' }));
     expect(endingOf('PUT', `${admin}/roles/r1`)).toBeUndefined();
+    // Roles taken from a composite: the ids Keycloak reads, once each; none, nothing ended.
+    const taken = { json: [{ id: 'i2', name: 'forged' }, { id: 'i2' }, { name: 'x' }, null] };
+    const composite = { kind: 'composite', realm: 'acme', roleIds: ['i2'] };
+    for (const path of ['roles/r1', 'clients/c1/roles/r1', 'roles-by-id/i1'])
+      expect(endingOf('DELETE', `${admin}/${path}/composites`, taken)).toEqual(composite);
+    expect(endingOf('DELETE', `${admin}/roles/r1/composites`, { json: {} })).toBeUndefined();
+    expect(endingOf('POST', `${admin}/roles/r1/composites`, taken)).toBeUndefined();
     expect(endingOf('POST', `${admin}/logout-all`)).toEqual({ kind: 'realm', realm: 'acme' });
     expect(endingOf('POST', `${admin}/components`)).toEqual({ kind: 'keys', realm: 'acme' });
     expect(endingOf('PUT', `${admin}/components/c1`)).toEqual({ kind: 'keys', realm: 'acme' });
