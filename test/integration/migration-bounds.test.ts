@@ -14,8 +14,8 @@ import { testEnv } from '../helpers/test-env.ts';
  * A start's migration is bounded where it must not wait: a statement waiting on a table lock
  * another session holds, or a PostgreSQL gone silent after sign-in, fails the start instead of
  * hanging it without a word (the advisory lock's wait for another replica's migration is
- * migration-lock.test.ts'). On a database of the test's own, migrated but for its last
- * migration (which alters audit_log_incarnations), as a previous release left it. Port 18874
+ * migration-lock.test.ts'). On a database of the test's own, migrated but for the migrations
+ * from one that alters audit_log_incarnations on, as a previous release left it. Port 18874
  * (relay).
  */
 
@@ -29,7 +29,10 @@ function urlOf(host?: string): string {
   return url.href;
 }
 const SERVER = () => TEST_DATABASE().href.replace(/\/[^/]*$/, '');
-/** The last migration's table, and the column it adds. */
+/** The migration left pending (it adds a column to ALTERED), and those after it. */
+const PENDING = MIGRATION_NAMES.slice(
+  MIGRATION_NAMES.indexOf('20261129-010-audit-incarnation-retention'),
+);
 const ALTERED = 'audit_log_incarnations';
 // statementMs: the migration's lock_timeout; sparedMs: its statement timeout and, with
 // connectMs, its wait for an answer. Long enough for the test to see the migration wait.
@@ -76,11 +79,12 @@ beforeAll(async () => {
 beforeEach(async () => {
   const db = await migrator();
   await migrateToLatest(db);
-  // The previous release's schema: the last migration not yet applied.
-  await db('knex_migrations')
-    .where({ name: MIGRATION_NAMES.at(-1) })
-    .delete();
-  await db.schema.alterTable(ALTERED, (t) => t.dropColumn('prior_days'));
+  // An older schema: PENDING undone, latest first, with their own `down`.
+  for (const name of PENDING.toReversed()) {
+    const migration = (await import(`../../src/db/migrations/${name}.ts`)) as Knex.Migration;
+    await migration.down!(db);
+    await db('knex_migrations').where({ name }).delete();
+  }
 });
 
 afterEach(async () => {
