@@ -412,11 +412,11 @@ export const configSchema = z.object({
   }),
   DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(100).max(3600000).default(15000).meta({
     description:
-      'PostgreSQL\'s `statement_timeout` for the gateway\'s queries, and, with `DATABASE_CONNECT_TIMEOUT_MS` added, how long the gateway waits for any answer before it drops the connection (a server that accepts and never answers); past either, 503 `503-00003`. Migrations run without it; audit exports, download jobs and audit log pruning under `DATABASE_SPARED_TIMEOUT_MS` instead (see "Database timeouts" in [operations](operations.md))',
+      "PostgreSQL's `statement_timeout` for the gateway's queries, and, with `DATABASE_CONNECT_TIMEOUT_MS` added, how long the gateway waits for any answer before it drops the connection (a server that accepts and never answers); past either, 503 `503-00003`. It also bounds each migration statement's wait for a table lock (`lock_timeout`): past it the start fails. Audit exports, download jobs and audit log pruning under `DATABASE_SPARED_TIMEOUT_MS` instead (see \"Database timeouts\" in [operations](operations.md))",
   }),
   DATABASE_SPARED_TIMEOUT_MS: z.coerce.number().int().min(1000).max(600000).default(300000).meta({
     description:
-      "what one step of the work spared from `DATABASE_STATEMENT_TIMEOUT_MS` may take instead: an audit export's chunk, a download job's count, the audit log pruning of one organization. Its `statement_timeout`, and with `DATABASE_CONNECT_TIMEOUT_MS` added its wait for any answer; past either the export ends with an error (503 `503-00003`, or a download cut short once it began), the download job is `Failed`, the pruning is tried again at its next run. At most 10 minutes: a download job running longer is taken as lost",
+      "what one step of the work spared from `DATABASE_STATEMENT_TIMEOUT_MS` may take instead: an audit export's chunk, a download job's count, the audit log pruning of one organization. Its `statement_timeout`, and with `DATABASE_CONNECT_TIMEOUT_MS` added its wait for any answer; past either the export ends with an error (503 `503-00003`, or a download cut short once it began), the download job is `Failed`, the pruning is tried again at its next run. Each statement of the migration at start is bounded the same way (past it the start fails): raise it before an upgrade whose migration rewrites a table that takes longer. At most 10 minutes: a download job running longer is taken as lost",
   }),
   DATA_DIR: z.string().min(1).default('.data').meta({
     description: "local state: the embedded database, the local Keycloak's data, demo secrets",

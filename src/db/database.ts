@@ -96,24 +96,27 @@ interface PgClient {
   query(config: unknown, callback: (err: Error | null, result: unknown) => void): unknown;
   connection: { stream: { destroy(err?: Error): void } };
   [SPARED]?: boolean;
+  [UNBOUNDED]?: boolean;
 }
 
 /** Marks a connection lent to work that may run long (runSpared): the spared answer deadline. */
 const SPARED = Symbol('realmgate.spared');
+/** Marks a connection lent to the one wait that has no answer deadline (waitUnbounded). */
+const UNBOUNDED = Symbol('realmgate.unbounded');
 
 /**
  * knex's `afterCreate` hook: a query without an answer in time (`answerMs`; `sparedAnswerMs`
- * on a connection lent to runSpared) destroys its connection, which fails the query (and any
- * queued behind it) with pg's "Connection terminated unexpectedly" (a 503) and lets the pool
- * make a new one. pg's own `query_timeout` would
- * leave the query hanging on the connection, and every later query on it behind.
+ * on a connection lent to runSpared, or on any of a `spared` pool's) destroys its connection,
+ * which fails the query (and any queued behind it) with pg's "Connection terminated
+ * unexpectedly" (a 503) and lets the pool make a new one. pg's own `query_timeout` would leave
+ * the query hanging on the connection, and every later query on it behind.
  */
-function dropWhenSilent(timeouts: DatabaseTimeouts) {
+function dropWhenSilent(timeouts: DatabaseTimeouts, spared = false) {
   return (client: PgClient, done: (err: Error | null, client: PgClient) => void) => {
     const query = client.query.bind(client);
     client.query = (config, callback) => {
-      if (typeof callback !== 'function') return query(config, callback);
-      const ms = client[SPARED] ? sparedAnswerMs(timeouts) : answerMs(timeouts);
+      if (typeof callback !== 'function' || client[UNBOUNDED]) return query(config, callback);
+      const ms = spared || client[SPARED] ? sparedAnswerMs(timeouts) : answerMs(timeouts);
       const timer = setTimeout(() => {
         const err = new Error(`no answer from PostgreSQL in ${ms} ms`);
         client.connection.stream.destroy(Object.assign(err, { code: 'ETIMEDOUT' }));
@@ -168,22 +171,73 @@ export async function runSpared<T>(
 }
 
 /**
- * A second pool on the same database without the limits, for the migration (its lock waits for
- * another process's migration, its statements rewrite tables); the caller destroys it. PGlite's
- * database has no limits and one connection: the same handle, which the caller must not destroy.
+ * A second pool on the same database for the migration; the caller destroys it. Its statements
+ * are spared work: a table rewrite runs past the request's statement timeout, up to
+ * `sparedMs`, and its connection may stay silent as long as spared work's. And each waits for a
+ * table lock at most `migrationLockMs`: a session holding a table the migration alters fails
+ * the start (55P03) instead of hanging it, and the requests queued behind the migration's lock
+ * wait no longer than a request may run. The advisory lock's wait for another process's
+ * migration is exempt (waitUnbounded). A pool opened without limits migrates without any.
+ * PGlite's database has no limits and one connection: the same handle, which the caller must
+ * not destroy.
  */
-export function unlimitedDatabase(db: Knex): Knex {
+export function migrationDatabase(db: Knex): Knex {
   if (db.client instanceof ClientPgLite) return db;
   const config = (db.client as { config: Knex.Config }).config;
-  // knex keeps a URL parsed; the connect timeout stays, the statement timeout goes.
+  const timeouts = limitsOf.get(db);
+  // knex keeps a URL parsed; the connect timeout stays.
   const connection = { ...(config.connection as Record<string, unknown>) };
   delete connection.statement_timeout;
+  if (timeouts) {
+    connection.statement_timeout = timeouts.sparedMs;
+    connection.lock_timeout = migrationLockMs(timeouts);
+  }
   return knex({
     ...config,
     connection,
     acquireConnectionTimeout: undefined,
-    pool: { min: 0, max: 2 },
+    pool: { min: 0, max: 2, ...(timeouts && { afterCreate: dropWhenSilent(timeouts, true) }) },
   });
+}
+
+/**
+ * How long a migration statement waits for a lock: as long as a request may run, never past its
+ * own statement timeout (the spared one, which would cancel the wait first, in words that do not
+ * name the lock, when it is not the longer).
+ */
+const migrationLockMs = (timeouts: DatabaseTimeouts) =>
+  Math.min(timeouts.statementMs, timeouts.sparedMs);
+
+/** migrationLockMs of the limits `db` was opened with; undefined without limits. */
+export function migrationLockMsOf(db: Knex): number | undefined {
+  const timeouts = limitsOf.get(db);
+  return timeouts && migrationLockMs(timeouts);
+}
+
+/**
+ * Runs one statement on `connection` (of a migrationDatabase) without any bound, the session's
+ * limits restored after it: the wait for the migration's advisory lock lasts as long as another
+ * process's migration, however long. Nothing but that wait goes here: a PostgreSQL silent
+ * during it holds the start.
+ */
+export async function waitUnbounded(
+  db: Knex,
+  connection: unknown,
+  sql: string,
+  bindings: readonly Knex.RawBinding[],
+): Promise<void> {
+  const client = connection as PgClient;
+  await db.raw('set statement_timeout = 0').connection(client);
+  await db.raw('set lock_timeout = 0').connection(client);
+  client[UNBOUNDED] = true;
+  try {
+    await db.raw(sql, bindings).connection(client);
+  } finally {
+    client[UNBOUNDED] = false;
+  }
+  // RESET returns to what the connection signed in with: the pool's limits.
+  await db.raw('reset statement_timeout').connection(client);
+  await db.raw('reset lock_timeout').connection(client);
 }
 
 /** knex's log calls as JSON lines of the gateway's log (knex passes a string or an error). */

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import ClientPgLite from 'knex-pglite';
 import type { Logger } from 'pino';
 import { VERSION } from '../release/version.ts';
-import { unlimitedDatabase } from './database.ts';
+import { migrationDatabase, migrationLockMsOf, waitUnbounded } from './database.ts';
 import { readableFrom, schemaVerdict } from './schema-history.ts';
 import { appliedMigrations, readSchemaRecord, writeSchemaRecord } from './schema-record.ts';
 import * as initial from './migrations/20261122-001-initial.ts';
@@ -85,14 +85,30 @@ export async function migrateToLatest(db: Knex, logger?: Logger): Promise<void> 
     await migrateAsOnlyMigrator(db, logger);
     return;
   }
-  // Not under the pool's timeouts: the lock waits out another process's migration, and a
-  // migration may rewrite a large table.
-  const unlimited = unlimitedDatabase(db);
+  // Not under the request's limits: the lock waits out another process's migration, and a
+  // migration may rewrite a large table. Under the migration's (migrationDatabase).
+  const migrating = migrationDatabase(db);
   try {
-    await migrateUnderLock(unlimited, logger);
+    await migrateUnderLock(migrating, logger);
+  } catch (err) {
+    throw lockWaitNamed(err, migrationLockMsOf(db)) ?? err;
   } finally {
-    await unlimited.destroy();
+    await migrating.destroy();
   }
+}
+
+/**
+ * A migration statement that waited past its lock bound (SQLSTATE 55P03, lock_timeout) as an
+ * error that says so, for the start's log line; undefined for any other error.
+ */
+function lockWaitNamed(err: unknown, lockMs: number | undefined): Error | undefined {
+  if ((err as { code?: unknown } | undefined)?.code !== '55P03') return undefined;
+  return new Error(
+    `database: the migration waited longer than ${lockMs === undefined ? 'lock_timeout' : `${lockMs} ms`} for a lock another session holds ` +
+      'on a table it changes (pg_locks and pg_stat_activity name the session); that migration ' +
+      'was rolled back, and the next start goes on from there',
+    { cause: err },
+  );
 }
 
 async function migrateUnderLock(db: Knex, logger?: Logger): Promise<void> {
@@ -100,7 +116,7 @@ async function migrateUnderLock(db: Knex, logger?: Logger): Promise<void> {
   const pool = db.client as ConnectionLender;
   const connection = await pool.acquireConnection();
   try {
-    await db.raw('select pg_advisory_lock(?::bigint)', [MIGRATION_LOCK_KEY]).connection(connection);
+    await waitUnbounded(db, connection, 'select pg_advisory_lock(?::bigint)', [MIGRATION_LOCK_KEY]);
     try {
       await migrateAsOnlyMigrator(db, logger);
     } finally {

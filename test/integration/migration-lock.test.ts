@@ -116,7 +116,8 @@ describe('migrations when several processes start together', () => {
     try {
       await other.query('select pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY]);
       // The pool's limits cut a request's statement after 300 ms, and drop a connection
-      // silent for 500 ms (spared work 600 ms); the migration is under none.
+      // silent for 500 ms (spared work and the migration's statements 600 ms); the wait for
+      // the advisory lock is under none.
       const db = await migrator({ connectMs: 200, statementMs: 300, sparedMs: 400 });
       const migration = migrateToLatest(db);
       await vi.waitFor(async () => expect(await lockWaiters(other)).toBe(1), { timeout: 10_000 });
