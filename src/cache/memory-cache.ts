@@ -16,10 +16,14 @@ export function createMemoryCache({
   const now = () => clock.now();
   const entries = new TtlLru<string>(maxEntries, clock);
   const counters = new TtlLru<{ count: number; expiresAt: number }>(maxEntries, clock);
+  const claims = createClaims(maxEntries);
   let claimsHeldUntil = 0;
   const counterOf = (key: string): Counter | undefined => {
     const entry = counters.get(key);
-    return entry && { count: entry.count, ttlMs: entry.expiresAt - now() };
+    if (entry) return { count: entry.count, ttlMs: entry.expiresAt - now() };
+    // A claim reads as the counter of its first increment, as in Redis (fallback-cache.ts).
+    const claimedUntil = claims.heldUntil(key, now());
+    return claimedUntil === undefined ? undefined : { count: 1, ttlMs: claimedUntil - now() };
   };
   return {
     kind: 'memory',
@@ -37,6 +41,7 @@ export function createMemoryCache({
     delete(key) {
       entries.delete(key);
       counters.delete(key);
+      claims.delete(key);
       return Promise.resolve();
     },
     increment(key, windowMs, by = 1) {
@@ -48,15 +53,12 @@ export function createMemoryCache({
       });
     },
     claim(key, ttlMs) {
-      // A counter's first increment, as in Redis: among the counters, where proofs' one-time
-      // use was kept before, so a busy DPoP client evicts no cached login.
       return new Promise((resolve) => {
         assertValidTtl(ttlMs);
-        if (counters.get(key) !== undefined) return resolve(false);
         const expiresAt = now() + ttlMs;
-        counters.set(key, { count: 1, expiresAt }, expiresAt);
-        claimsHeldUntil = Math.max(claimsHeldUntil, expiresAt);
-        resolve(true);
+        const claimed = claims.take(key, now(), expiresAt);
+        if (claimed) claimsHeldUntil = Math.max(claimsHeldUntil, expiresAt);
+        resolve(claimed);
       });
     },
     counter(key) {
@@ -69,7 +71,49 @@ export function createMemoryCache({
     close() {
       entries.clear();
       counters.clear();
+      claims.clear();
       return Promise.resolve();
     },
+  };
+}
+
+/**
+ * The claims (a DPoP proof's one-time use), apart from the least-recently-used entries: a live
+ * claim is never pushed out, for a claim pushed out is a replay accepted. At the bound, the
+ * expired ones are dropped (a walk of the map, only once one may have expired); when every
+ * claim is still live, the new one is refused: at most `maxEntries` claims per window, a proof
+ * beyond them refused rather than an earlier one forgotten.
+ */
+function createClaims(maxEntries: number) {
+  const held = new Map<string, number>();
+  /** No claim held expires before this: until then, a walk would drop nothing. */
+  let soonestExpiry = Infinity;
+
+  function dropExpired(now: number): void {
+    soonestExpiry = Infinity;
+    for (const [key, expiresAt] of held) {
+      if (expiresAt <= now) held.delete(key);
+      else soonestExpiry = Math.min(soonestExpiry, expiresAt);
+    }
+  }
+
+  return {
+    heldUntil(key: string, now: number): number | undefined {
+      const expiresAt = held.get(key);
+      return expiresAt !== undefined && expiresAt > now ? expiresAt : undefined;
+    },
+    /** True when `key` was not held and is now, until `expiresAt`. */
+    take(key: string, now: number, expiresAt: number): boolean {
+      const before = held.get(key);
+      if (before !== undefined && before > now) return false;
+      held.delete(key);
+      if (held.size >= maxEntries && now >= soonestExpiry) dropExpired(now);
+      if (held.size >= maxEntries) return false;
+      held.set(key, expiresAt);
+      soonestExpiry = Math.min(soonestExpiry, expiresAt);
+      return true;
+    },
+    delete: (key: string) => held.delete(key),
+    clear: () => held.clear(),
   };
 }

@@ -105,3 +105,38 @@ describe('the replay store of DPoP proofs', () => {
     expect(await used(b)).toBe(false);
   });
 });
+
+describe('the replay store of DPoP proofs without Redis (process memory)', () => {
+  // The store a gateway without Redis uses, and every replica's fallback during an outage;
+  // bounded as MEMORY_CACHE_MAX_ENTRIES bounds it, small here.
+  const inMemory = () => {
+    const cache = createMemoryCache({ maxEntries: 3, clock });
+    return { cache, store: createProofReplayStore({ cache, clock }) };
+  };
+
+  it('refuses a replay however many proofs came between: a live jti is never pushed out', async () => {
+    const { store } = inMemory();
+    const captured = proof('captured');
+    expect(await store.firstUse('victim', captured)).toBe(true);
+    // Fresh proofs of a key the sender holds (its own bound token), as many as the bound.
+    const flood = [];
+    for (let i = 0; i < 3; i++) flood.push(await store.firstUse('sender', proof(`flood-${i}`)));
+    // Beyond the bound, while every proof held is in its window: refused, never a replay let in.
+    expect(flood).toEqual([true, true, false]);
+    expect(await store.firstUse('victim', captured)).toBe(false);
+  });
+
+  it('takes new proofs again once the ones it holds leave their window', async () => {
+    const { store } = inMemory();
+    for (let i = 0; i < 4; i++) await store.firstUse('sender', proof(`early-${i}`));
+    clock.advance(60_001);
+    expect(await store.firstUse('sender', proof('later'))).toBe(true);
+  });
+
+  it("pushes out no other entry's counter (failed logins)", async () => {
+    const { cache, store } = inMemory();
+    await cache.increment('failures:u', 60_000);
+    for (let i = 0; i < 3; i++) await store.firstUse('sender', proof(`flood-${i}`));
+    expect(await cache.counter('failures:u')).toMatchObject({ count: 1 });
+  });
+});
