@@ -106,6 +106,43 @@ describe('the replay store of DPoP proofs', () => {
   });
 });
 
+describe('the replay store of DPoP proofs, replicas whose clocks differ', () => {
+  const replica = (redis: Cache, replicaClock: Clock) => ({
+    check: createProofChecker({
+      algorithms: ['ES256'],
+      maxAgeSeconds: 60,
+      aheadSeconds: 5,
+      maxCachedKeys: 10,
+      clock: replicaClock,
+    }),
+    replay: createProofReplayStore({ cache: redis, clock: replicaClock }),
+  });
+
+  it('refuses a replay on a replica whose clock is right, after one whose clock runs ahead took the proof', async () => {
+    // Replica A's clock runs 20 s ahead (nothing notices: clients' proofs are only 20 s older to
+    // it); B's is right, as is the client's.
+    const redis = sharedRedis();
+    const ahead: Clock = { now: () => clock.now() + 20_000 };
+    const [a, b] = [replica(redis.cache, ahead), replica(redis.cache, clock)];
+    const key = await dpopKey();
+    const url = 'https://gw.example/api/acme/platform/workspaces';
+    const request = { method: 'GET', htu: url, accessToken: 'token', boundKey: key.thumbprint };
+    const made = await dpopProof(key, {
+      method: 'GET',
+      url,
+      accessToken: 'token',
+      iat: Math.floor(clock.now() / 1000),
+    });
+    const used = async (on: typeof a) =>
+      on.replay.firstUse(key.thumbprint, await on.check(made, request));
+
+    expect(await used(a)).toBe(true);
+    // 50 s on: 50 s old for B, which still takes it, as a replay.
+    clock.advance(50_000);
+    expect(await used(b)).toBe(false);
+  });
+});
+
 describe('the replay store of DPoP proofs without Redis (process memory)', () => {
   // The store a gateway without Redis uses, and every replica's fallback during an outage;
   // bounded as MEMORY_CACHE_MAX_ENTRIES bounds it, small here.
