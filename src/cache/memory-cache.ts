@@ -79,24 +79,15 @@ export function createMemoryCache({
 
 /**
  * The claims (a DPoP proof's one-time use), apart from the least-recently-used entries: a live
- * claim is never pushed out, for a claim pushed out is a replay accepted. At the bound, the
- * expired ones are dropped (a walk of the map, only once one may have expired); when every
- * claim is still live, the new one is refused: at most `maxEntries` claims per window, a proof
- * beyond them refused rather than an earlier one forgotten.
+ * claim is never pushed out, for a claim pushed out is a replay accepted. At the bound the
+ * expired ones are dropped, oldest first, up to the first live one: claims of one lifetime (a
+ * proof's: the window and its allowances, from its use) expire in the order they were made, so
+ * each claim is walked over once, never the whole map per request. When the oldest is still
+ * live, the new claim is refused: at most `maxEntries` claims per lifetime, a proof beyond them
+ * refused rather than an earlier one forgotten.
  */
 function createClaims(maxEntries: number) {
   const held = new Map<string, number>();
-  /** No claim held expires before this: until then, a walk would drop nothing. */
-  let soonestExpiry = Infinity;
-
-  function dropExpired(now: number): void {
-    soonestExpiry = Infinity;
-    for (const [key, expiresAt] of held) {
-      if (expiresAt <= now) held.delete(key);
-      else soonestExpiry = Math.min(soonestExpiry, expiresAt);
-    }
-  }
-
   return {
     heldUntil(key: string, now: number): number | undefined {
       const expiresAt = held.get(key);
@@ -107,10 +98,14 @@ function createClaims(maxEntries: number) {
       const before = held.get(key);
       if (before !== undefined && before > now) return false;
       held.delete(key);
-      if (held.size >= maxEntries && now >= soonestExpiry) dropExpired(now);
-      if (held.size >= maxEntries) return false;
+      if (held.size >= maxEntries) {
+        for (const [oldest, until] of held) {
+          if (until > now) break;
+          held.delete(oldest);
+        }
+        if (held.size >= maxEntries) return false;
+      }
       held.set(key, expiresAt);
-      soonestExpiry = Math.min(soonestExpiry, expiresAt);
       return true;
     },
     delete: (key: string) => held.delete(key),
