@@ -317,7 +317,7 @@ export const configSchema = z.object({
     }),
   DPOP_PROOF_MAX_AGE_SECONDS: z.coerce.number().int().min(5).max(600).default(60).meta({
     description:
-      "how old a DPoP proof's `iat` may be; its `jti` is remembered (in Redis: across replicas) as long and `DPOP_PROOF_AHEAD_SECONDS` more (a replica whose clock is behind still takes it so long), so each proof is accepted once",
+      "how old a DPoP proof's `iat` may be; its `jti` is remembered (in Redis: across replicas) as long and twice `DPOP_PROOF_AHEAD_SECONDS` more from its first use (its `iat` may be that far ahead, and a replica whose clock is behind still takes it so much longer), so each proof is accepted once",
   }),
   DPOP_PROOF_AHEAD_SECONDS: z.coerce.number().int().min(0).max(60).default(5).meta({
     description:

@@ -42,9 +42,9 @@ export interface ProofRequest {
 export interface CheckedProof {
   jti: string;
   /**
-   * The last moment any replica may still take this proof (its `iat` inside the window of a
-   * replica whose clock is up to the ahead allowance behind this one): its replay entry lives
-   * so long.
+   * On this clock, a moment past the last one any replica may still take this proof (its `iat`
+   * inside the window of a replica whose clock is up to the ahead allowance behind, whatever
+   * this one's): its replay entry lives so long.
    */
   acceptableUntil: number;
   /** Its `nonce` claim, if any (RFC 9449 section 9; checked by the scheme when nonces are on). */
@@ -221,10 +221,12 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
     if (typeof ath !== 'string' || !sameText(ath, tokenHash)) {
       throw invalidProof('The DPoP proof is not for this access token ("ath").');
     }
-    // A replica whose clock runs behind this one takes the proof for longer: by as much as a
-    // client's clock may run ahead, the clock difference the window already allows (further
-    // behind, it would refuse fresh proofs). The replay entry must outlive that replica's window.
-    const acceptableUntil = Math.ceil((iat + options.maxAgeSeconds + options.aheadSeconds) * 1000);
+    // Counted from now, not from `iat` on this clock: a replica whose clock runs ahead (which
+    // nothing notices, proofs only look older to it) would make the entry end before the others'
+    // windows do. Any replica takes the proof until at most the window and the ahead allowance
+    // after its `iat` (a replica further behind would refuse fresh proofs), and an `iat` this
+    // replica takes is at most the allowance ahead of now: the window and twice the allowance.
+    const acceptableUntil = clock.now() + (options.maxAgeSeconds + 2 * options.aheadSeconds) * 1000;
     return nonce === undefined ? { jti, acceptableUntil } : { jti, acceptableUntil, nonce };
   }
 }

@@ -18,8 +18,8 @@ export interface ProofReplayStore {
  * process's memory. While Redis fails the cache's fallback serves, as it does for every other
  * shared entry: a proof is then accepted once per process (or per gateway, with workers)
  * until Redis answers again. The entry is named by SHA-256 of the key's thumbprint and the
- * `jti` (never the proof) and lives until no replica takes the proof's `iat` any more (the
- * window, and `DPOP_PROOF_AHEAD_SECONDS` more for a replica whose clock is behind).
+ * `jti` (never the proof) and lives until no replica takes the proof any more, whatever the
+ * clock of the one that took it (`CheckedProof.acceptableUntil`).
  */
 export function createProofReplayStore(options: { cache: Cache; clock?: Clock }): ProofReplayStore {
   const { cache, clock = systemClock } = options;

@@ -105,3 +105,75 @@ describe('the replay store of DPoP proofs', () => {
     expect(await used(b)).toBe(false);
   });
 });
+
+describe('the replay store of DPoP proofs, replicas whose clocks differ', () => {
+  const replica = (redis: Cache, replicaClock: Clock) => ({
+    check: createProofChecker({
+      algorithms: ['ES256'],
+      maxAgeSeconds: 60,
+      aheadSeconds: 5,
+      maxCachedKeys: 10,
+      clock: replicaClock,
+    }),
+    replay: createProofReplayStore({ cache: redis, clock: replicaClock }),
+  });
+
+  it('refuses a replay on a replica whose clock is right, after one whose clock runs ahead took the proof', async () => {
+    // Replica A's clock runs 20 s ahead (nothing notices: clients' proofs are only 20 s older to
+    // it); B's is right, as is the client's.
+    const redis = sharedRedis();
+    const ahead: Clock = { now: () => clock.now() + 20_000 };
+    const [a, b] = [replica(redis.cache, ahead), replica(redis.cache, clock)];
+    const key = await dpopKey();
+    const url = 'https://gw.example/api/acme/platform/workspaces';
+    const request = { method: 'GET', htu: url, accessToken: 'token', boundKey: key.thumbprint };
+    const made = await dpopProof(key, {
+      method: 'GET',
+      url,
+      accessToken: 'token',
+      iat: Math.floor(clock.now() / 1000),
+    });
+    const used = async (on: typeof a) =>
+      on.replay.firstUse(key.thumbprint, await on.check(made, request));
+
+    expect(await used(a)).toBe(true);
+    // 50 s on: 50 s old for B, which still takes it, as a replay.
+    clock.advance(50_000);
+    expect(await used(b)).toBe(false);
+  });
+});
+
+describe('the replay store of DPoP proofs without Redis (process memory)', () => {
+  // The store a gateway without Redis uses, and every replica's fallback during an outage;
+  // bounded as MEMORY_CACHE_MAX_ENTRIES bounds it, small here.
+  const inMemory = () => {
+    const cache = createMemoryCache({ maxEntries: 3, clock });
+    return { cache, store: createProofReplayStore({ cache, clock }) };
+  };
+
+  it('refuses a replay however many proofs came between: a live jti is never pushed out', async () => {
+    const { store } = inMemory();
+    const captured = proof('captured');
+    expect(await store.firstUse('victim', captured)).toBe(true);
+    // Fresh proofs of a key the sender holds (its own bound token), as many as the bound.
+    const flood = [];
+    for (let i = 0; i < 3; i++) flood.push(await store.firstUse('sender', proof(`flood-${i}`)));
+    // Beyond the bound, while every proof held is in its window: refused, never a replay let in.
+    expect(flood).toEqual([true, true, false]);
+    expect(await store.firstUse('victim', captured)).toBe(false);
+  });
+
+  it('takes new proofs again once the ones it holds leave their window', async () => {
+    const { store } = inMemory();
+    for (let i = 0; i < 4; i++) await store.firstUse('sender', proof(`early-${i}`));
+    clock.advance(60_001);
+    expect(await store.firstUse('sender', proof('later'))).toBe(true);
+  });
+
+  it("pushes out no other entry's counter (failed logins)", async () => {
+    const { cache, store } = inMemory();
+    await cache.increment('failures:u', 60_000);
+    for (let i = 0; i < 3; i++) await store.firstUse('sender', proof(`flood-${i}`));
+    expect(await cache.counter('failures:u')).toMatchObject({ count: 1 });
+  });
+});
