@@ -748,3 +748,37 @@ describe("Keycloak's bootstrap administrator cannot be tried, or locked, through
     expect(response.status).toBe(200);
   });
 });
+
+/** The listeners' own paths, served beside the API: probes, key sets, resource metadata. */
+const OWN_PATHS = [
+  '/healthz',
+  '/readyz',
+  '/.well-known/audit-keys',
+  '/.well-known/oauth-protected-resource',
+  '/.well-known/oauth-protected-resource/api/platform',
+  '/.well-known/oauth-protected-resource/api/{org}',
+];
+
+describe("the listeners' own paths are read as written, like the API's", () => {
+  const cases = [
+    '/HEALTHZ',
+    '/Readyz',
+    '/.WELL-KNOWN/audit-keys',
+    '/.well-known/AUDIT-KEYS',
+    '/.well-known/OAUTH-PROTECTED-RESOURCE',
+    '/.well-known/oauth-protected-resource/API/platform',
+    '/.well-known/oauth-protected-resource/API/{org}',
+  ].flatMap((target) => (['public', 'admin'] as const).map((listener) => ({ target, listener })));
+  it.each(cases)('$listener listener: $target names nothing', async ({ target, listener }) => {
+    const url = listener === 'public' ? replicaUrl() : replicaAdminUrl();
+    expectRefused(await rawRequest(url, head('GET', target)), 404, '404-00000');
+  });
+
+  it('a resource named in capitals is no resource (RFC 9728 3.3: its metadata would name another)', async () => {
+    const response = await rawRequest(
+      replicaUrl(),
+      head('GET', '/.well-known/oauth-protected-resource/api/PLATFORM'),
+    );
+    expectRefused(response, 404, '404-00001');
+  });
+});
