@@ -1,4 +1,4 @@
-import { Router } from 'express';
+import { Router, type RequestHandler } from 'express';
 
 /**
  * A router of a listener's own paths beside the API (probes, key sets, resource metadata). It
@@ -7,4 +7,16 @@ import { Router } from 'express';
  */
 export function listenerRouter(): Router {
   return Router({ caseSensitive: true });
+}
+
+/**
+ * `router` without express's own answer to OPTIONS on its paths (200 and the methods as
+ * `text/plain`, outside the envelope): OPTIONS goes on to the app's 404, as any method such a
+ * path does not serve, and as on the API. Other OPTIONS pass by (under `/auth`, Keycloak's).
+ */
+export function withoutOptionsAnswer(router: RequestHandler): RequestHandler {
+  return (req, res, next) => {
+    if (req.method === 'OPTIONS') next();
+    else void router(req, res, next);
+  };
 }

@@ -782,3 +782,19 @@ describe("the listeners' own paths are read as written, like the API's", () => {
     expectRefused(response, 404, '404-00001');
   });
 });
+
+describe("OPTIONS on the listeners' own paths is the envelope's 404, as on the API's", () => {
+  const cases = OWN_PATHS.flatMap((target) =>
+    (['public', 'admin'] as const).map((listener) => ({ target, listener })),
+  );
+  it.each(cases)('$listener listener: OPTIONS $target', async ({ target, listener }) => {
+    const url = listener === 'public' ? replicaUrl() : replicaAdminUrl();
+    expectRefused(await rawRequest(url, head('OPTIONS', target)), 404, '404-00000');
+  });
+
+  it("while OPTIONS under /auth is still Keycloak's (a browser's preflight)", async () => {
+    const response = await rawRequest(replicaUrl(), head('OPTIONS', '/auth/realms/{org}'));
+    expect(response.status).toBe(200);
+    expect(response.body).not.toContain('404-00000');
+  });
+});
