@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { oneLine } from '../platform/user-input.ts';
+import { oneLine, queryCount } from '../platform/user-input.ts';
 import {
   AUDIT_EXPORT_FORMATS,
   AUDIT_ORDERS,
@@ -73,11 +73,11 @@ export const auditPageQuery = z.strictObject({
   order: z.enum(AUDIT_ORDERS).default('desc').meta({
     description: '`desc`: newest first (the default); `asc`: oldest first, in chain order',
   }),
-  after: z.coerce.number().int().min(0).optional().meta({
+  after: queryCount(Number.MAX_SAFE_INTEGER).optional().meta({
     description:
       'the `next` of the previous page, with the same `order`: the records past this sequence number in that order (older for `desc`, newer for `asc`)',
   }),
-  limit: z.coerce.number().int().min(1).max(AUDIT_PAGE_MAX).default(100),
+  limit: queryCount(AUDIT_PAGE_MAX).pipe(z.number().min(1)).default(100),
 });
 
 export const auditExportQuery = z.strictObject({

@@ -1,6 +1,8 @@
+import fc from 'fast-check';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { IDENTITY_HEADERS } from '../../src/outbound/upstream-headers.ts';
 import { accessTokenOf, basicAuth } from '../helpers/api.ts';
+import { grantReaderRole } from '../helpers/audit-readers.ts';
 import {
   claimsOf,
   createUser,
@@ -796,5 +798,57 @@ describe("OPTIONS on the listeners' own paths is the envelope's 404, as on the A
     const response = await rawRequest(replicaUrl(), head('OPTIONS', '/auth/realms/{org}'));
     expect(response.status).toBe(200);
     expect(response.body).not.toContain('404-00000');
+  });
+});
+
+describe("the audit log's counts are written in digits, or refused", () => {
+  let reader: string;
+
+  beforeAll(async () => {
+    const user = await createUser(org);
+    await grantReaderRole(user);
+    reader = basicAuth(user);
+  });
+
+  const page = (query: string) =>
+    rawRequest(
+      gatewayUrl(),
+      head('GET', `/api/{org}/platform/audit-log?${query}`, { authorization: reader }),
+    );
+
+  it.each([
+    // An empty `after` read as 0: with `desc`, an empty page, not a refusal.
+    'after=',
+    'after=%20',
+    'after=0x10',
+    'after=1e1',
+    'after=1.0',
+    'after=%2B1',
+    'limit=0x10',
+    'limit=1e2',
+    'limit=%2010',
+    'limit=10.0',
+    'limit=0b11',
+  ])('%s is 400 400-00002', async (query) => {
+    expectRefused(await page(query), 400, '400-00002');
+  });
+
+  it('any limit is a page when it is 1 to 1000 in digits, else 400 400-00002', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          fc.string({ maxLength: 12 }),
+          fc.integer({ min: -5, max: 2000 }).map(String),
+          fc.constantFrom('', ' 5', '5 ', '+5', '5.0', '1e2', '0x10', '0o7', 'Infinity'),
+        ),
+        async (limit) => {
+          const response = await page(`limit=${encodeURIComponent(limit)}`);
+          const taken = /^[0-9]+$/.test(limit) && Number(limit) >= 1 && Number(limit) <= 1000;
+          if (taken) expect(response.status).toBe(200);
+          else expectRefused(response, 400, '400-00002');
+        },
+      ),
+      { numRuns: 60 },
+    );
   });
 });
