@@ -833,6 +833,23 @@ describe("the audit log's counts are written in digits, or refused", () => {
     expectRefused(await page(query), 400, '400-00002');
   });
 
+  it.each(['audit-log', 'audit-log/export', 'audit-log/export?format=csv'])(
+    '%s: a time range ending before it starts is 400 400-00002, as a download job',
+    async (path) => {
+      const range = 'from=2026-11-02T00:00:00Z&to=2026-11-01T00:00:00Z';
+      const target = `/api/{org}/platform/${path}${path.includes('?') ? '&' : '?'}${range}`;
+      const response = await rawRequest(
+        gatewayUrl(),
+        head('GET', target, { authorization: reader }),
+      );
+      expectRefused(response, 400, '400-00002');
+      expect(envelopeOf(response).message).toBe('to: before from');
+      // The same instant at both ends, in two zones, is an empty range, not a reversed one.
+      const empty = 'from=2026-11-01T09:00:00%2B09:00&to=2026-11-01T00:00:00Z';
+      expect((await page(empty)).status).toBe(200);
+    },
+  );
+
   it('any limit is a page when it is 1 to 1000 in digits, else 400 400-00002', async () => {
     await fc.assert(
       fc.asyncProperty(
