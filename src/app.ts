@@ -2,6 +2,7 @@ import express, { type Express, type RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { createErrorHandler, notFoundHandler } from './envelope/error-handler.ts';
 import { createHealthRouter, type ReadinessCheck } from './http/health.router.ts';
+import { withoutOptionsAnswer } from './http/listener-router.ts';
 import type { Listener } from './auth-proxy/auth-steps.ts';
 import { BACKCHANNEL_LOGOUT_PATH } from './auth-proxy/backchannel-logout.ts';
 import type { Metrics } from './metrics/metrics.ts';
@@ -46,12 +47,14 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
   app.set('case sensitive routing', true);
 
   app.use(
-    createHealthRouter(
-      deps.readiness,
-      deps.isShuttingDown,
-      deps.logger,
-      listener === 'admin',
-      deps.build,
+    withoutOptionsAnswer(
+      createHealthRouter(
+        deps.readiness,
+        deps.isShuttingDown,
+        deps.logger,
+        listener === 'admin',
+        deps.build,
+      ),
     ),
   );
   // Operators' data (traffic, failure reasons, dependency state): the admin listener only; the
@@ -63,8 +66,8 @@ export function createApp(deps: AppDeps, listener: Listener): Express {
   // Keycloak's announcements of ended sessions: the admin listener only, as `/metrics`.
   if (listener === 'admin') app.post(BACKCHANNEL_LOGOUT_PATH, deps.backchannelLogout);
 
-  app.use(deps.resourceMetadata);
-  app.use(deps.auditKeys);
+  app.use(withoutOptionsAnswer(deps.resourceMetadata));
+  app.use(withoutOptionsAnswer(deps.auditKeys));
 
   // Before any body parser: the mount's own form guard reads /auth bodies, and hands them on.
   // Each /auth path runs the steps its entry names, then the proxy (auth-proxy/auth-steps.ts).

@@ -1,4 +1,5 @@
-import { Router } from 'express';
+import type { Router } from 'express';
+import { listenerRouter } from '../http/listener-router.ts';
 import type { JSONWebKeySet } from 'jose';
 
 /** Where the public keys of audit checkpoints are published (a JWKS, RFC 7517), without credentials. */
@@ -13,7 +14,7 @@ const MAX_AGE_SECONDS = 300;
  * database that does not answer is the error handler's 503.
  */
 export function auditKeysRouter(keys: () => Promise<JSONWebKeySet>): Router {
-  const router = Router();
+  const router = listenerRouter();
   router.get(AUDIT_KEYS_PATH, (_req, res, next) => {
     keys().then((set) => {
       res.setHeader('cache-control', `public, max-age=${MAX_AGE_SECONDS}`);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { oneLine } from '../platform/user-input.ts';
+import { oneLine, queryCount } from '../platform/user-input.ts';
 import {
   AUDIT_EXPORT_FORMATS,
   AUDIT_ORDERS,
@@ -68,22 +68,38 @@ export const auditFilterShape = {
   credential: z.enum(CREDENTIAL_KINDS).optional(),
 };
 
-export const auditPageQuery = z.strictObject({
-  ...auditFilterShape,
-  order: z.enum(AUDIT_ORDERS).default('desc').meta({
-    description: '`desc`: newest first (the default); `asc`: oldest first, in chain order',
-  }),
-  after: z.coerce.number().int().min(0).optional().meta({
-    description:
-      'the `next` of the previous page, with the same `order`: the records past this sequence number in that order (older for `desc`, newer for `asc`)',
-  }),
-  limit: z.coerce.number().int().min(1).max(AUDIT_PAGE_MAX).default(100),
-});
+/**
+ * A range whose `to` is before its `from` holds nothing: a mistake (the bounds swapped), refused
+ * as one, as a download job's is, not answered with an empty page or export. The same instant
+ * at both ends (in any zones) is an empty range.
+ */
+const inOrder = <T extends { from?: string; to?: string }>(query: T) =>
+  // Not `>=`: a bound that failed its own check (NaN) is refused for that alone.
+  query.from === undefined ||
+  query.to === undefined ||
+  !(Date.parse(query.to) < Date.parse(query.from));
+const REVERSED = { message: 'before from', path: ['to'] };
 
-export const auditExportQuery = z.strictObject({
-  ...auditFilterShape,
-  format: z.enum(AUDIT_EXPORT_FORMATS).default('jsonl'),
-});
+export const auditPageQuery = z
+  .strictObject({
+    ...auditFilterShape,
+    order: z.enum(AUDIT_ORDERS).default('desc').meta({
+      description: '`desc`: newest first (the default); `asc`: oldest first, in chain order',
+    }),
+    after: queryCount(Number.MAX_SAFE_INTEGER).optional().meta({
+      description:
+        'the `next` of the previous page, with the same `order`: the records past this sequence number in that order (older for `desc`, newer for `asc`)',
+    }),
+    limit: queryCount(AUDIT_PAGE_MAX).pipe(z.number().min(1)).default(100),
+  })
+  .refine(inOrder, REVERSED);
+
+export const auditExportQuery = z
+  .strictObject({
+    ...auditFilterShape,
+    format: z.enum(AUDIT_EXPORT_FORMATS).default('jsonl'),
+  })
+  .refine(inOrder, REVERSED);
 
 export const auditPage = z
   .object({

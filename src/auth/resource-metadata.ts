@@ -1,4 +1,5 @@
-import { Router, type Request } from 'express';
+import type { Request, Router } from 'express';
+import { listenerRouter } from '../http/listener-router.ts';
 import { AppError } from '../envelope/errors.ts';
 import { TtlLru } from '../cache/ttl-lru.ts';
 import { isOrganizationId, MASTER_REALM, realmIssuer } from '../tenancy/identifiers.ts';
@@ -134,7 +135,7 @@ export function resourceMetadataRouter(options: {
     return segment;
   }
 
-  const router = Router();
+  const router = listenerRouter();
   for (const route of RESOURCE_METADATA_ROUTES) {
     // RFC 9728 section 3.3: the resource is the path the metadata's own path names after the
     // well-known part (none: the gateway's root).

@@ -1,4 +1,5 @@
-import { Router, type Response } from 'express';
+import type { Response, Router } from 'express';
+import { listenerRouter } from './listener-router.ts';
 import type { Logger } from 'pino';
 import { success, failure } from '../envelope/envelope.ts';
 import { errorCodes } from '../envelope/errors.ts';
@@ -47,7 +48,7 @@ export function createHealthRouter(
   detailed = false,
   build?: BuildInfo,
 ): Router {
-  const router = Router();
+  const router = listenerRouter();
   const health =
     detailed && build
       ? { status: 'up', version: build.version, revision: build.revision }

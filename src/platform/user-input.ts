@@ -41,6 +41,17 @@ const FREE_TEXT_RULE = `${ONE_LINE_RULE} (tab and line breaks allowed)`;
 export const oneLine = (max: number, min = 1) =>
   z.string().min(min).max(max).regex(ONE_LINE, ONE_LINE_RULE);
 
+/**
+ * A count in a query string: digits only (no sign, no exponent, no spaces, no `0x`; never empty),
+ * what JavaScript's `Number` would read otherwise (`''` as 0, `1e2` as 100).
+ */
+export const queryCount = (max: number) =>
+  z
+    .string()
+    .regex(/^[0-9]{1,16}$/, 'must be a whole number')
+    .transform(Number)
+    .pipe(z.number().int().min(0).max(max));
+
 /** Several lines of text: tabs and line breaks allowed, other control characters not. */
 export const freeText = (max: number) => z.string().max(max).regex(FREE_TEXT, FREE_TEXT_RULE);
 

@@ -2,24 +2,16 @@ import { z } from 'zod';
 import { timestampOrNull } from '../envelope/envelope.schemas.ts';
 import { realmName, workspaceId } from '../tenancy/id-schemas.ts';
 import { DEFAULT_PAGE, MAX_FIRST, MAX_PAGE } from './page-bounds.ts';
-import { oneLine } from './user-input.ts';
+import { oneLine, queryCount } from './user-input.ts';
 
 /**
  * The user-lifecycle API's inputs (see users.router.ts). Like provisioning.schemas.ts, every
  * rule is one JSON Schema can carry, so the API description is generated from these.
  */
 
-/** A count in a query string: digits only (no sign, no exponent, no spaces). */
-const count = (max: number) =>
-  z
-    .string()
-    .regex(/^[0-9]{1,10}$/, 'must be a whole number')
-    .transform(Number)
-    .pipe(z.number().int().min(0).max(max));
-
 export const userListQuery = z.strictObject({
-  first: count(MAX_FIRST).default(0),
-  max: count(MAX_PAGE).pipe(z.number().min(1)).default(DEFAULT_PAGE),
+  first: queryCount(MAX_FIRST).default(0),
+  max: queryCount(MAX_PAGE).pipe(z.number().min(1)).default(DEFAULT_PAGE),
   search: oneLine(255).optional(),
 });
 

@@ -1,6 +1,8 @@
+import fc from 'fast-check';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { IDENTITY_HEADERS } from '../../src/outbound/upstream-headers.ts';
 import { accessTokenOf, basicAuth } from '../helpers/api.ts';
+import { grantReaderRole } from '../helpers/audit-readers.ts';
 import {
   claimsOf,
   createUser,
@@ -746,5 +748,124 @@ describe("Keycloak's bootstrap administrator cannot be tried, or locked, through
       body,
     });
     expect(response.status).toBe(200);
+  });
+});
+
+/** The listeners' own paths, served beside the API: probes, key sets, resource metadata. */
+const OWN_PATHS = [
+  '/healthz',
+  '/readyz',
+  '/.well-known/audit-keys',
+  '/.well-known/oauth-protected-resource',
+  '/.well-known/oauth-protected-resource/api/platform',
+  '/.well-known/oauth-protected-resource/api/{org}',
+];
+
+describe("the listeners' own paths are read as written, like the API's", () => {
+  const cases = [
+    '/HEALTHZ',
+    '/Readyz',
+    '/.WELL-KNOWN/audit-keys',
+    '/.well-known/AUDIT-KEYS',
+    '/.well-known/OAUTH-PROTECTED-RESOURCE',
+    '/.well-known/oauth-protected-resource/API/platform',
+    '/.well-known/oauth-protected-resource/API/{org}',
+  ].flatMap((target) => (['public', 'admin'] as const).map((listener) => ({ target, listener })));
+  it.each(cases)('$listener listener: $target names nothing', async ({ target, listener }) => {
+    const url = listener === 'public' ? replicaUrl() : replicaAdminUrl();
+    expectRefused(await rawRequest(url, head('GET', target)), 404, '404-00000');
+  });
+
+  it('a resource named in capitals is no resource (RFC 9728 3.3: its metadata would name another)', async () => {
+    const response = await rawRequest(
+      replicaUrl(),
+      head('GET', '/.well-known/oauth-protected-resource/api/PLATFORM'),
+    );
+    expectRefused(response, 404, '404-00001');
+  });
+});
+
+describe("OPTIONS on the listeners' own paths is the envelope's 404, as on the API's", () => {
+  const cases = OWN_PATHS.flatMap((target) =>
+    (['public', 'admin'] as const).map((listener) => ({ target, listener })),
+  );
+  it.each(cases)('$listener listener: OPTIONS $target', async ({ target, listener }) => {
+    const url = listener === 'public' ? replicaUrl() : replicaAdminUrl();
+    expectRefused(await rawRequest(url, head('OPTIONS', target)), 404, '404-00000');
+  });
+
+  it("while OPTIONS under /auth is still Keycloak's (a browser's preflight)", async () => {
+    const response = await rawRequest(replicaUrl(), head('OPTIONS', '/auth/realms/{org}'));
+    expect(response.status).toBe(200);
+    expect(response.body).not.toContain('404-00000');
+  });
+});
+
+describe("the audit log's counts are written in digits, or refused", () => {
+  let reader: string;
+
+  beforeAll(async () => {
+    const user = await createUser(org);
+    await grantReaderRole(user);
+    reader = basicAuth(user);
+  });
+
+  const page = (query: string) =>
+    rawRequest(
+      gatewayUrl(),
+      head('GET', `/api/{org}/platform/audit-log?${query}`, { authorization: reader }),
+    );
+
+  it.each([
+    // An empty `after` read as 0: with `desc`, an empty page, not a refusal.
+    'after=',
+    'after=%20',
+    'after=0x10',
+    'after=1e1',
+    'after=1.0',
+    'after=%2B1',
+    'limit=0x10',
+    'limit=1e2',
+    'limit=%2010',
+    'limit=10.0',
+    'limit=0b11',
+  ])('%s is 400 400-00002', async (query) => {
+    expectRefused(await page(query), 400, '400-00002');
+  });
+
+  it.each(['audit-log', 'audit-log/export', 'audit-log/export?format=csv'])(
+    '%s: a time range ending before it starts is 400 400-00002, as a download job',
+    async (path) => {
+      const range = 'from=2026-11-02T00:00:00Z&to=2026-11-01T00:00:00Z';
+      const target = `/api/{org}/platform/${path}${path.includes('?') ? '&' : '?'}${range}`;
+      const response = await rawRequest(
+        gatewayUrl(),
+        head('GET', target, { authorization: reader }),
+      );
+      expectRefused(response, 400, '400-00002');
+      expect(envelopeOf(response).message).toBe('to: before from');
+      // The same instant at both ends, in two zones, is an empty range, not a reversed one.
+      const empty = 'from=2026-11-01T09:00:00%2B09:00&to=2026-11-01T00:00:00Z';
+      expect((await page(empty)).status).toBe(200);
+    },
+  );
+
+  it('any limit is a page when it is 1 to 1000 in digits, else 400 400-00002', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          fc.string({ maxLength: 12 }),
+          fc.integer({ min: -5, max: 2000 }).map(String),
+          fc.constantFrom('', ' 5', '5 ', '+5', '5.0', '1e2', '0x10', '0o7', 'Infinity'),
+        ),
+        async (limit) => {
+          const response = await page(`limit=${encodeURIComponent(limit)}`);
+          const taken = /^[0-9]+$/.test(limit) && Number(limit) >= 1 && Number(limit) <= 1000;
+          if (taken) expect(response.status).toBe(200);
+          else expectRefused(response, 400, '400-00002');
+        },
+      ),
+      { numRuns: 60 },
+    );
   });
 });
