@@ -223,6 +223,7 @@ export function forward(
   res.once('close', () => {
     o.upstream.release(o.client);
     if (!res.writableFinished) exchange.clientLeft();
+    else if (!req.complete) dropRestOfBody(req);
   });
   exchange.dispatching = true;
   try {
@@ -238,6 +239,18 @@ export function forward(
   } finally {
     exchange.dispatching = false;
   }
+}
+
+/**
+ * The client's answer is over while it still sends its body (the upstream answered without
+ * reading it all, a 401 or 417 to a large upload, or failed): the rest is read and dropped, as
+ * Node's server does for a handler that reads none. Left unread, it would hold the client's
+ * upload, and its connection, until the server's request timeout: Node stops draining a request
+ * once it was piped.
+ */
+function dropRestOfBody(req: IncomingMessage): void {
+  req.unpipe();
+  req.resume();
 }
 
 /**
