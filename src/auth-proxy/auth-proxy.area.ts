@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { AccountAdmin } from '../auth/account-admin.ts';
 import type { AuthArea } from '../auth/auth.area.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
+import type { ProxyMetrics } from '../outbound/proxy-failures.ts';
 import type { Config } from '../config/config.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
 import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
@@ -47,7 +48,7 @@ export function buildAuthProxy(
     forwarding: Forwarding;
     cache: Cache;
     audit: Audit;
-    metrics: Pick<AuthMetrics, 'authFailure'> & BackchannelMetrics;
+    metrics: Pick<AuthMetrics, 'authFailure'> & BackchannelMetrics & ProxyMetrics;
   },
   auth: Pick<
     AuthArea,

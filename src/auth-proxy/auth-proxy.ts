@@ -13,6 +13,7 @@ import { bufferedBodyOf } from './form-body-guard.ts';
 import { sendTokenError, type Replacement } from './grant-answer.ts';
 import { failedBeforeSending, failureOf, toKeycloakError } from '../keycloak/keycloak-failures.ts';
 import type { KeycloakNode, KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
+import type { ProxyFailureCause, ProxyMetrics } from '../outbound/proxy-failures.ts';
 import { serveSmallAnswer } from './small-answer.ts';
 
 /** The connections to each Keycloak node, per worker, shared by every client (upstream.ts). */
@@ -49,6 +50,8 @@ export interface AuthProxyOptions {
   /** How long an answer may go on once it lasts (outbound/forward.ts). */
   answerDeadlineMs: number;
   forwarding: Forwarding;
+  /** Counts the failures (`upstream` `keycloak`). */
+  metrics?: ProxyMetrics;
   logger: Logger;
 }
 
@@ -70,6 +73,9 @@ export interface AuthProxyOptions {
 export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
   const { nodes, timeoutMs, logger } = options;
   const several = nodes.all.length > 1;
+  const { metrics } = options;
+  const countFailure =
+    metrics && ((cause: ProxyFailureCause) => metrics.proxyFailure('keycloak', cause));
   // Host, proto and port name the gateway's public address, never the caller's: they would let
   // a client choose the issuer Keycloak writes into tokens.
   const publicAddress = publicAddressHeaders(options.publicUrl);
@@ -144,6 +150,7 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
         timeoutMs,
         answerDeadlineMs: options.answerDeadlineMs,
         ...(options.startTimer && { startTimer: options.startTimer }),
+        countFailure,
         logger,
       },
       handlers,

@@ -5,6 +5,7 @@ import { scopeOf } from '../edge/request-scope.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
 import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
+import type { ProxyMetrics } from '../outbound/proxy-failures.ts';
 import type { FailedLoginMemory } from '../auth/failed-logins.ts';
 import type { LoginThrottle } from '../auth/login-throttle.ts';
 import { createAuthProxy, refuseAdminArea } from './auth-proxy.ts';
@@ -38,7 +39,7 @@ export interface AuthMountDeps {
   loginThrottle: LoginThrottle;
   /** Wrong passwords refused within the throttle's window, shared with Basic. */
   failedLogins: FailedLoginMemory;
-  metrics: Pick<AuthMetrics, 'authFailure'>;
+  metrics: Pick<AuthMetrics, 'authFailure'> & ProxyMetrics;
   /** Applies what logouts, revocations and admin-API changes end in Keycloak (end-access.ts). */
   endAccess: EndAccessDeps;
   /** Names, reaches and lifetimes given at issuance, on the token endpoint (job-credentials.ts). */
@@ -148,6 +149,7 @@ export function createAuthMount(deps: AuthMountDeps, listener: Listener): Reques
     timeoutMs: deps.authProxyTimeoutMs,
     answerDeadlineMs: deps.answerDeadlineMs,
     forwarding: deps.forwarding,
+    metrics: deps.metrics,
     logger: deps.logger,
   });
   return (req, res, next) => {

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Admission } from '../auth/admission.ts';
 import type { Config } from '../config/config.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
+import type { ProxyMetrics } from '../outbound/proxy-failures.ts';
 import type { Tracing } from '../tracing/tracing.ts';
 import type { EdgeRoute } from '../edge/edge.ts';
 import { createForwardRoute } from './forward-route.ts';
@@ -28,6 +29,7 @@ export function buildAutomation(
     db: Knex;
     forwarding: Forwarding;
     tracing: Tracing | undefined;
+    metrics: ProxyMetrics;
   },
   admission: Admission,
 ): AutomationArea {
@@ -42,6 +44,7 @@ export function buildAutomation(
     forwarding: shared.forwarding,
     logger,
     tracing: shared.tracing,
+    metrics: shared.metrics,
   });
   return { forwarded: createForwardRoute({ admission, forward, logger }) };
 }

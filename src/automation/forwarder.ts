@@ -9,6 +9,7 @@ import { failedBeforeSending } from '../keycloak/keycloak-failures.ts';
 import { clientForwardedHeaders } from '../outbound/forwarded-headers.ts';
 import { forward, UpstreamSilent, type OutboundHandlers } from '../outbound/forward.ts';
 import { IDENTITY_HEADERS } from '../outbound/upstream-headers.ts';
+import type { ProxyFailureCause, ProxyMetrics } from '../outbound/proxy-failures.ts';
 import { createUpstream } from '../outbound/upstream.ts';
 import type { Tracing } from '../tracing/tracing.ts';
 
@@ -50,6 +51,8 @@ export function createForwarder(options: {
   logger: Logger;
   /** When set, each forward is a client span, named in the `traceparent` the upstream gets. */
   tracing?: Tracing;
+  /** Counts the failures (`upstream` `automation`). */
+  metrics?: ProxyMetrics;
 }): Forwarder {
   const { tracing, forwarding, timeoutMs, answerDeadlineMs, logger } = options;
   // Addressed by its origin: the service gets the admitted `/api/...` path as it is, whatever
@@ -58,6 +61,10 @@ export function createForwarder(options: {
     maxSockets: 1024,
     socketTimeoutMs: timeoutMs,
   });
+
+  const { metrics } = options;
+  const countFailure =
+    metrics && ((cause: ProxyFailureCause) => metrics.proxyFailure('automation', cause));
 
   // Per verified token, the identity headers are the same on every request: build them once.
   const identities = new WeakMap<Principal, string[]>();
@@ -99,6 +106,7 @@ export function createForwarder(options: {
         span,
         timeoutMs,
         answerDeadlineMs,
+        countFailure,
         logger,
       },
       HANDLERS,

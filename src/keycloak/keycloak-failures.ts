@@ -1,4 +1,5 @@
 import { AppError, type ErrorCode } from '../envelope/errors.ts';
+import { errorChain, networkErrorOf, type NetworkCause } from '../outbound/proxy-failures.ts';
 
 /** Why one of the gateway's own calls to Keycloak failed. */
 export type KeycloakFailure = 'unreachable' | 'timeout' | 'bad_answer';
@@ -15,58 +16,18 @@ const CODE_OF: Record<KeycloakFailure, ErrorCode> = {
 };
 
 /**
- * The network errors a Keycloak call can end with, each once: what it means for the client
- * (unreachable, too slow, or an answer refused at the socket), and whether it struck while the
- * connection was being made, so that no byte of the request reached Keycloak and it may go to
- * another node whatever it was.
+ * What each cause of a failed request (outbound/proxy-failures.ts, where the network errors are
+ * read) means for the client: the upstream out of reach, too slow, or an answer refused.
  */
-const NETWORK_ERRORS: Readonly<
-  Record<string, { failure: KeycloakFailure; beforeSending: boolean }>
-> = {
-  // Socket and DNS errors: the request did not reach Keycloak, or its connection broke.
-  ECONNREFUSED: { failure: 'unreachable', beforeSending: true },
-  ENOTFOUND: { failure: 'unreachable', beforeSending: true },
-  EAI_AGAIN: { failure: 'unreachable', beforeSending: true },
-  EHOSTUNREACH: { failure: 'unreachable', beforeSending: true },
-  EHOSTDOWN: { failure: 'unreachable', beforeSending: true },
-  ENETUNREACH: { failure: 'unreachable', beforeSending: true },
-  ENETDOWN: { failure: 'unreachable', beforeSending: true },
-  EADDRNOTAVAIL: { failure: 'unreachable', beforeSending: true },
-  ECONNRESET: { failure: 'unreachable', beforeSending: false },
-  EPIPE: { failure: 'unreachable', beforeSending: false },
-  // fetch (undici): the other side closed the connection before answering.
-  UND_ERR_SOCKET: { failure: 'unreachable', beforeSending: false },
-  UND_ERR_CLOSED: { failure: 'unreachable', beforeSending: false },
-  // Timeouts, ours (AbortSignal.timeout, a socket timeout) or the client library's.
-  UND_ERR_CONNECT_TIMEOUT: { failure: 'timeout', beforeSending: true },
-  ETIMEDOUT: { failure: 'timeout', beforeSending: false },
-  ESOCKETTIMEDOUT: { failure: 'timeout', beforeSending: false },
-  UND_ERR_HEADERS_TIMEOUT: { failure: 'timeout', beforeSending: false },
-  UND_ERR_BODY_TIMEOUT: { failure: 'timeout', beforeSending: false },
-  ERR_JWKS_TIMEOUT: { failure: 'timeout', beforeSending: false },
-  // The proxy's exchange (outbound/forward.ts): Keycloak answered, with a 100 or 101 unasked.
-  UPSTREAM_UNASKED_INTERIM: { failure: 'bad_answer', beforeSending: false },
+const FAILURE_OF_CAUSE: Record<NetworkCause, KeycloakFailure> = {
+  refused: 'unreachable',
+  unreachable: 'unreachable',
+  reset: 'unreachable',
+  timeout: 'timeout',
+  deadline: 'timeout',
+  unasked_interim: 'bad_answer',
+  bad_answer: 'bad_answer',
 };
-
-/** The error itself, then its `cause` chain (fetch wraps socket errors), an AggregateError's
- * first error (connection attempts to several addresses), five deep at most. */
-function* errorChain(err: unknown): Generator<object> {
-  let current: unknown = err;
-  for (let depth = 0; depth < 5 && current !== null && typeof current === 'object'; depth++) {
-    yield current;
-    current =
-      current instanceof AggregateError && current.errors.length > 0
-        ? current.errors[0]
-        : (current as { cause?: unknown }).cause;
-  }
-}
-
-function networkErrorOf(error: object) {
-  const { code } = error as { code?: unknown };
-  return typeof code === 'string' && Object.hasOwn(NETWORK_ERRORS, code)
-    ? NETWORK_ERRORS[code]
-    : undefined;
-}
 
 /**
  * What a Keycloak answer with an unexpected HTTP status means: 502 and 503 come from Keycloak
@@ -94,7 +55,7 @@ export function failureOf(err: unknown): KeycloakFailure {
     const { name, code } = current as { name?: unknown; code?: unknown };
     if (name === 'TimeoutError' || name === 'AbortError') return 'timeout';
     const network = networkErrorOf(current);
-    if (network) return network.failure;
+    if (network) return FAILURE_OF_CAUSE[network.cause];
     // The HTTP parser's errors (HPE_*): what came back was not HTTP.
     if (typeof code === 'string' && code.startsWith('HPE_')) return 'bad_answer';
     const status = (current as { response?: { status?: unknown } }).response?.status;

@@ -11,6 +11,11 @@ import type { BuildInfo } from '../release/build-info.ts';
 import type { KeycloakCallKind, KeycloakCallOutcome } from '../keycloak/keycloak-calls.ts';
 import { CounterTable, HistogramTable } from './metric-table.ts';
 import { ROUTE_CLASSES } from '../edge/route.ts';
+import {
+  PROXY_FAILURE_CAUSES,
+  PROXY_UPSTREAMS,
+  type ProxyMetrics,
+} from '../outbound/proxy-failures.ts';
 
 const KEYCLOAK_CALL_KINDS = [
   'grant',
@@ -74,7 +79,13 @@ const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
  * every method does nothing and there is no registry.
  */
 export interface Metrics
-  extends RequestMetrics, AuthMetrics, BackchannelMetrics, AuditMetrics, KeycloakEventMetrics {
+  extends
+    RequestMetrics,
+    AuthMetrics,
+    BackchannelMetrics,
+    AuditMetrics,
+    KeycloakEventMetrics,
+    ProxyMetrics {
   /** The registry `/metrics` renders; undefined when metrics are off. */
   readonly registry: Registry | undefined;
   keycloakCall(kind: KeycloakCallKind, outcome: KeycloakCallOutcome, seconds: number): void;
@@ -91,6 +102,7 @@ export const metricsOff: Metrics = {
   backchannelLogout() {},
   auditRecords() {},
   keycloakEventPull() {},
+  proxyFailure() {},
 };
 
 /**
@@ -198,6 +210,17 @@ export function createMetrics(options: {
     labels: [{ name: 'outcome', values: ['ok', 'failed'] }],
     showZeros: true,
   });
+  const proxyFailures = new CounterTable({
+    name: 'realmgate_proxy_failures_total',
+    help:
+      'Requests through a proxy (/auth to Keycloak, the forwarded route to the automation ' +
+      'service) that failed, by upstream and cause; each attempt of one sent to another node.',
+    labels: [
+      { name: 'upstream', values: PROXY_UPSTREAMS },
+      { name: 'cause', values: PROXY_FAILURE_CAUSES },
+    ],
+    showZeros: true,
+  });
   // One series per worker: a scrape of the aggregated metrics shows every worker served.
   const workerRequests = new CounterTable({
     name: 'realmgate_worker_requests_total',
@@ -218,6 +241,7 @@ export function createMetrics(options: {
     backchannel,
     auditRecords,
     keycloakEventPulls,
+    proxyFailures,
   ]) {
     registry.registerMetric(table.asPromMetric());
   }
@@ -231,6 +255,8 @@ export function createMetrics(options: {
   const recheckIndex = indexOf(RECHECK_EVENTS);
   const routeIndex = indexOf(ROUTE_CLASSES);
   const backchannelIndex = indexOf(BACKCHANNEL_OUTCOMES);
+  const upstreamIndex = indexOf(PROXY_UPSTREAMS);
+  const causeIndex = indexOf(PROXY_FAILURE_CAUSES);
   const otherMethod = METHODS.length - 1;
 
   return {
@@ -268,6 +294,9 @@ export function createMetrics(options: {
     },
     keycloakEventPull(outcome) {
       keycloakEventPulls.inc(outcome === 'ok' ? 0 : 1);
+    },
+    proxyFailure(upstream, cause) {
+      proxyFailures.inc(proxyFailures.slot(upstreamIndex[upstream], causeIndex[cause]));
     },
   };
 }

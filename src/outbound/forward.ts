@@ -12,6 +12,7 @@ import {
   answerRawHeadersOf,
   upstreamRequestHeaders,
 } from './upstream-headers.ts';
+import { proxyFailureCauseOf, type ProxyFailureCause } from './proxy-failures.ts';
 import { bodyFraming, bodyOf, type Upstream } from './upstream.ts';
 
 /** One request to send on: where, with what the gateway adds, and how long to wait. */
@@ -54,6 +55,11 @@ export interface Outbound {
   answerDeadlineMs?: number;
   /** The timer of that deadline: the system's unless a test strikes its own. */
   startDeadline?: StartTimer;
+  /**
+   * Told why the exchange failed (the client gone is no failure), its answer begun or not, and
+   * of a refusal over the pool share: the proxy's counter, made once per proxy.
+   */
+  countFailure?: (cause: ProxyFailureCause) => void;
   logger: Logger;
 }
 
@@ -124,14 +130,25 @@ export interface OutboundHandlers {
   refuseOverShare?(res: ServerResponse): void;
 }
 
-/** The upstream stayed silent for the request's timeout: 504 for the client. */
+/**
+ * The upstream stayed silent for the request's timeout, or its answer went on past its deadline
+ * (`pastDeadline`): 504 for the client.
+ */
 export class UpstreamSilent extends Error {
-  /** As a socket timeout is named, for the translations that read codes (keycloak-failures.ts). */
-  readonly code = 'ETIMEDOUT';
+  /**
+   * As a socket timeout is named, or the deadline, for the translations that read codes
+   * (proxy-failures.ts `NETWORK_ERRORS`).
+   */
+  readonly code: 'ETIMEDOUT' | 'UPSTREAM_ANSWER_DEADLINE';
   /** Struck while the connection was being made: nothing was sent, safe to send elsewhere. */
   readonly beforeConnect: boolean;
-  constructor(timeoutMs: number, beforeConnect: boolean) {
-    super(`the upstream did not answer within ${timeoutMs} ms`);
+  constructor(timeoutMs: number, beforeConnect: boolean, pastDeadline = false) {
+    super(
+      pastDeadline
+        ? `the upstream's answer went on past its deadline of ${timeoutMs} ms`
+        : `the upstream did not answer within ${timeoutMs} ms`,
+    );
+    this.code = pastDeadline ? 'UPSTREAM_ANSWER_DEADLINE' : 'ETIMEDOUT';
     this.beforeConnect = beforeConnect;
   }
 }
@@ -223,6 +240,7 @@ export function forward(
   res.once('close', () => {
     o.upstream.release(o.client);
     if (!res.writableFinished) exchange.clientLeft();
+    else if (!req.complete) dropRestOfBody(req);
   });
   exchange.dispatching = true;
   try {
@@ -241,10 +259,23 @@ export function forward(
 }
 
 /**
+ * The client's answer is over while it still sends its body (the upstream answered without
+ * reading it all, a 401 or 417 to a large upload, or failed): the rest is read and dropped, as
+ * Node's server does for a handler that reads none. Left unread, it would hold the client's
+ * upload, and its connection, until the server's request timeout: Node stops draining a request
+ * once it was piped.
+ */
+function dropRestOfBody(req: IncomingMessage): void {
+  req.unpipe();
+  req.resume();
+}
+
+/**
  * The client's address holds its share of the pool: 429 (`429-00002` in the envelope, unless the
  * proxy words it: `refuseOverShare`), and it may try again in a second.
  */
 function refuseOverShare(res: ServerResponse, o: Outbound, handlers: OutboundHandlers): void {
+  o.countFailure?.('over_share');
   const refusal = new AppError('tooManyAtOnce');
   if (o.span?.isRecording()) endSpan(o.span, refusal);
   if (o.requestId !== undefined) res.setHeader('x-request-id', o.requestId);
@@ -380,6 +411,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.#settled) return;
     this.#settle();
     const err = this.#cutOff ?? named(error, this.#o.timeoutMs);
+    this.#o.countFailure?.(proxyFailureCauseOf(err));
     if (this.#answer) {
       // Its `error` ends the client's connection; its `close` the span.
       this.#answer.destroy(err);
@@ -433,6 +465,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     }
     // Still waiting for a connection: nothing was sent; it is aborted once it has one.
     this.#settle();
+    this.#o.countFailure?.('timeout');
     this.#fail(this.#cutOff);
   }
 
@@ -450,7 +483,7 @@ class Exchange implements Dispatcher.DispatchHandler {
    */
   #pastDeadline(deadlineMs: number): void {
     if (this.#settled) return;
-    this.#cutOff = new UpstreamSilent(deadlineMs, false);
+    this.#cutOff = new UpstreamSilent(deadlineMs, false, true);
     this.#controller!.abort(this.#cutOff);
   }
 

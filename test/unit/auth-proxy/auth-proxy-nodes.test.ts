@@ -63,13 +63,18 @@ describe('/auth proxy: several nodes', () => {
     await b.close();
   });
 
+  /** What the proxy counted, as `upstream cause`. */
+  const counted: string[] = [];
+
   async function gateway(urls: string[]) {
     const nodes = createKeycloakNodes({ urls, timeoutMs: 1000 });
+    counted.length = 0;
     const { server, base } = await startAuthProxyGateway(guardFormBody(), {
       nodes,
       publicUrl: 'http://gateway.test',
       timeoutMs: 1000,
       answerDeadlineMs: 300_000,
+      metrics: { proxyFailure: (upstream, cause) => counted.push(`${upstream} ${cause}`) },
     });
     opened.push({ server, nodes });
     const post = async (form: string) => {
@@ -106,6 +111,8 @@ describe('/auth proxy: several nodes', () => {
       },
     });
     expect(nodes.all.map((node) => node.state)).toEqual(['down', 'up']);
+    // The attempt sent elsewhere failed all the same.
+    expect(counted).toEqual(['keycloak refused']);
   });
 
   it('answers 503 in the envelope, not a second node, once the request reached a node', async () => {
@@ -116,6 +123,7 @@ describe('/auth proxy: several nodes', () => {
       const answer = await post('grant_type=password&username=u&password=p');
       expect(answer).toMatchObject({ status: 503, body: { result: '503-11001', data: null } });
       expect(b.requests).toBe(before);
+      expect(counted).toEqual(['keycloak reset']);
       expect(nodes.all.map((node) => node.state)).toEqual(['down', 'up']);
     } finally {
       a.cut = false;

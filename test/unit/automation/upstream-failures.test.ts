@@ -34,6 +34,8 @@ const principal = testPrincipal({
 describe('the forwarded route when the automation service is out of reach', () => {
   const gateways: Server[] = [];
   let resetting: TcpServer;
+  /** What the forwarder counted, as `upstream cause`. */
+  const counted: string[] = [];
 
   /** The forwarded route's URL on a gateway whose automation service is `upstreamUrl`. */
   async function gatewayTo(upstreamUrl: string): Promise<string> {
@@ -47,6 +49,7 @@ describe('the forwarded route when the automation service is out of reach', () =
         answerDeadlineMs: 300_000,
         forwarding: createForwarding(undefined),
         logger,
+        metrics: { proxyFailure: (upstream, cause) => counted.push(`${upstream} ${cause}`) },
       }),
       logger,
     });
@@ -79,20 +82,31 @@ describe('the forwarded route when the automation service is out of reach', () =
   });
 
   it.each([
-    ['refuses connections', () => refusingBaseUrl()],
+    ['refuses connections', () => refusingBaseUrl(), 'refused'],
     // RFC 6761: `.invalid` never resolves, as a stopped compose service's name no longer does.
-    ['has a name that does not resolve', () => Promise.resolve('http://automation.invalid:8080')],
-  ])('answers 503 503-00002 with Retry-After when it %s: nothing reached it', async (_how, url) => {
-    const answer = await fetch(await gatewayTo(await url()));
-    expect(answer.status).toBe(503);
-    expect(answer.headers.get('retry-after')).toBe('5');
-    expect(answer.headers.get('x-request-id')).toBeTruthy();
-    expect(await answer.json()).toMatchObject({ data: null, result: '503-00002' });
-  });
+    [
+      'has a name that does not resolve',
+      () => Promise.resolve('http://automation.invalid:8080'),
+      'unreachable',
+    ],
+  ])(
+    'answers 503 503-00002 with Retry-After when it %s: nothing reached it',
+    async (_how, url, cause) => {
+      counted.length = 0;
+      const answer = await fetch(await gatewayTo(await url()));
+      expect(counted).toEqual([`automation ${cause}`]);
+      expect(answer.status).toBe(503);
+      expect(answer.headers.get('retry-after')).toBe('5');
+      expect(answer.headers.get('x-request-id')).toBeTruthy();
+      expect(await answer.json()).toMatchObject({ data: null, result: '503-00002' });
+    },
+  );
 
   it('answers 502 502-00001 when it reset the connection after reading the request', async () => {
     const { port } = resetting.address() as AddressInfo;
+    counted.length = 0;
     const answer = await fetch(await gatewayTo(`http://127.0.0.1:${port}`));
+    expect(counted).toEqual(['automation reset']);
     expect(answer.status).toBe(502);
     expect(await answer.json()).toMatchObject({ data: null, result: '502-00001' });
   });
