@@ -785,6 +785,17 @@ describe("the listeners' own paths are read as written, like the API's", () => {
   });
 });
 
+describe("the listeners' own paths are read without a slash added", () => {
+  // RFC 9728 3.3: metadata names the URL it was fetched from, and `…/api/platform/` is not it.
+  const cases = OWN_PATHS.flatMap((path) =>
+    (['public', 'admin'] as const).map((listener) => ({ target: `${path}/`, listener })),
+  );
+  it.each(cases)('$listener listener: $target names nothing', async ({ target, listener }) => {
+    const url = listener === 'public' ? replicaUrl() : replicaAdminUrl();
+    expectRefused(await rawRequest(url, head('GET', target)), 404, '404-00000');
+  });
+});
+
 describe("OPTIONS on the listeners' own paths is the envelope's 404, as on the API's", () => {
   const cases = OWN_PATHS.flatMap((target) =>
     (['public', 'admin'] as const).map((listener) => ({ target, listener })),
