@@ -135,7 +135,9 @@ export function resourceMetadataRouter(options: {
     return segment;
   }
 
-  const router = listenerRouter();
+  // Strict: RFC 9728 3.3 has metadata name the URL it was fetched from, and
+  // `.../api/platform/` would name another resource.
+  const router = listenerRouter({ strict: true });
   for (const route of RESOURCE_METADATA_ROUTES) {
     // RFC 9728 section 3.3: the resource is the path the metadata's own path names after the
     // well-known part (none: the gateway's root).

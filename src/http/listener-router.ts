@@ -3,12 +3,11 @@ import { Router, type RequestHandler } from 'express';
 /**
  * A router of a listener's own paths beside the API (probes, key sets, resource metadata). It
  * reads paths as the app does (app.ts): `/HEALTHZ` is not `/healthz`, as `/API` is not `/api`.
- * Express's routers ignore the app's `case sensitive routing`; each must be told. Strict too:
- * `/healthz/` is not `/healthz` (unlike on the API), since RFC 9728 3.3 has resource metadata
- * name the URL it was fetched from, and `.../api/platform/` would name another resource.
+ * Express's routers ignore the app's `case sensitive routing`; each must be told. `strict`: a
+ * trailing slash names another path; without it one changes nothing, as on the API.
  */
-export function listenerRouter(): Router {
-  return Router({ caseSensitive: true, strict: true });
+export function listenerRouter(options: { strict?: boolean } = {}): Router {
+  return Router({ caseSensitive: true, strict: options.strict ?? false });
 }
 
 /**

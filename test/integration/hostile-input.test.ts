@@ -785,15 +785,31 @@ describe("the listeners' own paths are read as written, like the API's", () => {
   });
 });
 
-describe("the listeners' own paths are read without a slash added", () => {
+describe("a trailing slash on the listeners' own paths", () => {
+  const isMetadata = (path: string) => path.startsWith('/.well-known/oauth-protected-resource');
+  const onBoth = (paths: string[]) =>
+    paths.flatMap((path) => (['public', 'admin'] as const).map((listener) => ({ path, listener })));
+  const urlOf = (listener: 'public' | 'admin') =>
+    listener === 'public' ? replicaUrl() : replicaAdminUrl();
+
   // RFC 9728 3.3: metadata names the URL it was fetched from, and `…/api/platform/` is not it.
-  const cases = OWN_PATHS.flatMap((path) =>
-    (['public', 'admin'] as const).map((listener) => ({ target: `${path}/`, listener })),
+  it.each(onBoth(OWN_PATHS.filter(isMetadata)))(
+    '$listener listener: $path/ is no resource metadata',
+    async ({ path, listener }) => {
+      expectRefused(await rawRequest(urlOf(listener), head('GET', `${path}/`)), 404, '404-00000');
+    },
   );
-  it.each(cases)('$listener listener: $target names nothing', async ({ target, listener }) => {
-    const url = listener === 'public' ? replicaUrl() : replicaAdminUrl();
-    expectRefused(await rawRequest(url, head('GET', target)), 404, '404-00000');
-  });
+
+  it.each(onBoth(OWN_PATHS.filter((path) => !isMetadata(path))))(
+    '$listener listener: $path/ answers as $path, as the API takes one slash',
+    async ({ path, listener }) => {
+      const plain = await rawRequest(urlOf(listener), head('GET', path));
+      const slashed = await rawRequest(urlOf(listener), head('GET', `${path}/`));
+      expect(slashed.status).toBe(plain.status);
+      const resultOf = (body: string) => (JSON.parse(body) as { result: unknown }).result;
+      expect(resultOf(slashed.body)).toBe(resultOf(plain.body));
+    },
+  );
 });
 
 describe("OPTIONS on the listeners' own paths is the envelope's 404, as on the API's", () => {
