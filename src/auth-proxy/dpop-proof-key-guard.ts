@@ -1,6 +1,14 @@
 import type { RequestHandler } from 'express';
 import { decodeProtectedHeader } from 'jose';
-import { weakKeyReason } from '../auth/dpop/dpop-key-strength.ts';
+import { rsaKeyTooShort, weakKeyReason } from '../auth/dpop/dpop-key-strength.ts';
+import type { Replacement } from './grant-answer.ts';
+
+/** Keycloak's own words for a refused proof, so clients need no new case (an example). */
+export const DPOP_PROOF_KEY_REFUSAL = {
+  status: 400,
+  error: 'invalid_dpop_proof',
+  description: rsaKeyTooShort(1024),
+} as const satisfies Replacement;
 
 /**
  * The token endpoint's step of which keys may sign DPoP proofs (auth-steps.ts): a proof whose
@@ -17,8 +25,8 @@ export function guardDpopProofKey(algorithms: readonly string[]): RequestHandler
       next();
       return;
     }
-    // Keycloak's own words for a refused proof, so clients need no new case.
-    res.status(400).json({ error: 'invalid_dpop_proof', error_description: refusal });
+    const { status, error } = DPOP_PROOF_KEY_REFUSAL;
+    res.status(status).json({ error, error_description: refusal });
   };
 }
 

@@ -15,9 +15,12 @@ export const MIN_RSA_MODULUS_BITS = 2048;
 export function weakKeyReason(jwk: { kty?: unknown; n?: unknown }): string | undefined {
   if (jwk.kty !== 'RSA' || typeof jwk.n !== 'string') return undefined;
   const bits = modulusBits(Buffer.from(jwk.n, 'base64url'));
-  return bits < MIN_RSA_MODULUS_BITS
-    ? `The DPoP proof's RSA key has ${bits} bits; at least ${MIN_RSA_MODULUS_BITS} bits are needed.`
-    : undefined;
+  return bits < MIN_RSA_MODULUS_BITS ? rsaKeyTooShort(bits) : undefined;
+}
+
+/** The refusal of an RSA key of `bits` (fewer than `MIN_RSA_MODULUS_BITS`). */
+export function rsaKeyTooShort(bits: number): string {
+  return `The DPoP proof's RSA key has ${bits} bits; at least ${MIN_RSA_MODULUS_BITS} bits are needed.`;
 }
 
 /** The bit length of a big-endian unsigned integer (leading zero bytes not counted). */
