@@ -2,6 +2,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 import { OVER_SHARE } from '../auth-proxy/auth-proxy.ts';
 import { FORM_BODY_REFUSALS } from '../auth-proxy/form-body-guard.ts';
+import { DPOP_PROOF_KEY_REFUSAL } from '../auth-proxy/dpop-proof-key-guard.ts';
 import type { Replacement } from '../auth-proxy/grant-answer.ts';
 import { JOB_CREDENTIAL_REFUSALS, TOKEN_ENDPOINT_FAILURES } from '../auth-proxy/job-credentials.ts';
 import { throttledGrant, UNREAD_GRANT_BODY } from '../auth-proxy/password-attempt-throttle.ts';
@@ -61,6 +62,7 @@ const TOKEN_REFUSALS: readonly Replacement[] = [
   { status: 400, error: 'invalid_grant', description: 'Session not active' },
   FORM_BODY_REFUSALS.notUtf8,
   FORM_BODY_REFUSALS.malformed,
+  DPOP_PROOF_KEY_REFUSAL,
   UNREAD_GRANT_BODY,
   ...JOB_CREDENTIAL_REFUSALS,
   { status: 401, error: WRONG_CREDENTIALS.error, description: WRONG_CREDENTIALS.error_description },
@@ -324,7 +326,7 @@ const paths: OpenApiPaths = {
         },
         '400': oauthRefusals(
           400,
-          'invalid_request (a malformed form body, a missing form field, a job credential’s field refused), unsupported_grant_type, or another invalid_grant (a disabled account, a refresh token no longer valid)',
+          'invalid_request (a malformed form body, a missing form field, a job credential’s field refused), unsupported_grant_type, invalid_dpop_proof (a DPoP proof Keycloak refuses, or whose alg is outside DPOP_ALGORITHMS or RSA key under 2048 bits), or another invalid_grant (a disabled account, a refresh token no longer valid)',
         ),
         '401': oauthRefusals(
           401,

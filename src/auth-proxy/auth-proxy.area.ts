@@ -88,6 +88,7 @@ export function buildAuthProxy(
     answerDeadlineMs: config.PROXY_ANSWER_DEADLINE_SECONDS * 1000,
     forwarding: shared.forwarding,
     bootstrapAdmin: config.KEYCLOAK_ADMIN_USERNAME,
+    dpopAlgorithms: config.DPOP_ALGORITHMS,
     loginThrottle: auth.loginThrottle,
     failedLogins: auth.failedLogins,
     metrics: shared.metrics,

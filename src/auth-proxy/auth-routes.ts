@@ -16,6 +16,8 @@ import {
  * - `bootstrapAdmin`: a form sent to the master realm may not name Keycloak's bootstrap
  *   administrator, on the public listener;
  * - `auditGrant`: a POST is recorded in the audit log once answered (src/audit/token-grants.ts);
+ * - `dpopProofKey`: a DPoP proof whose `alg` or key the `/api` check would refuse is refused
+ *   before Keycloak binds a token to its key;
  * - `jobCredentials`: a POST's job-credential fields and refresh lifetimes;
  * - `passwordGrant`: a POST's password grant passes the login throttle, a body the form guard
  *   could not read is refused, and Keycloak's refusal of its credentials answers 401;
@@ -34,6 +36,7 @@ export const AUTH_STEP_NAMES = [
   'adminListener',
   'bootstrapAdmin',
   'auditGrant',
+  'dpopProofKey',
   'jobCredentials',
   'passwordGrant',
   'passwordForm',
@@ -72,7 +75,7 @@ const below = (path: string, steps: readonly AuthStep[], more: Partial<AuthRoute
 export const TOKEN_ROUTE = entry(
   `${OIDC}/token`,
   'any',
-  ['auditGrant', ...REALM_STEPS, 'jobCredentials', 'passwordGrant'],
+  ['auditGrant', ...REALM_STEPS, 'dpopProofKey', 'jobCredentials', 'passwordGrant'],
   { metricsClass: 'token' },
 );
 

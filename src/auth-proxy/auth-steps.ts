@@ -12,6 +12,7 @@ import { createAuthProxy, refuseAdminArea } from './auth-proxy.ts';
 import { AUTH_ROUTES, authEntryOf, type AuthRoute, type AuthStep } from './auth-routes.ts';
 import { guardBootstrapAdmin } from './bootstrap-admin-guard.ts';
 import { rewriteConsolePage, rewriteLoginPage } from './console-page.ts';
+import { guardDpopProofKey } from './dpop-proof-key-guard.ts';
 import { endAccessOnSuccess, type EndAccessDeps } from './end-access.ts';
 import { guardFormBody } from './form-body-guard.ts';
 import { jobCredentials, type JobCredentialsDeps } from './job-credentials.ts';
@@ -35,6 +36,8 @@ export interface AuthMountDeps {
   forwarding: Forwarding;
   /** Keycloak's bootstrap administrator: never tried on the public listener. */
   bootstrapAdmin: string;
+  /** `DPOP_ALGORITHMS`: the algorithms a DPoP proof may use, on `/api` and so at the token endpoint. */
+  dpopAlgorithms: readonly string[];
   /** Counts password attempts on `/auth` as it counts Basic logins on the API. */
   loginThrottle: LoginThrottle;
   /** Wrong passwords refused within the throttle's window, shared with Basic. */
@@ -85,6 +88,7 @@ export const AUTH_STEPS: readonly AuthStepOfTable[] = [
     'bootstrapAdmin',
     onlyOn('public', (deps) => [guardBootstrapAdmin(deps.bootstrapAdmin)]),
   ),
+  on('dpopProofKey', (deps) => [guardDpopProofKey(deps.dpopAlgorithms)]),
   on('jobCredentials', (deps) => [jobCredentials(deps.jobCredentials)]),
   on('passwordGrant', (deps) => [
     refuseUnreadBodies('grant', deps.logger),

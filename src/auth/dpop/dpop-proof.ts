@@ -11,6 +11,7 @@ import { TtlLru } from '../../cache/ttl-lru.ts';
 import { systemClock, type Clock } from '../../time/clock.ts';
 import { AuthFailure } from '../auth-failure.ts';
 import { normalizedHtu } from './dpop-htu.ts';
+import { weakKeyReason } from './dpop-key-strength.ts';
 
 /**
  * A proof is a few hundred bytes (an RSA-4096 key and signature about 2.3 KiB): anything longer
@@ -188,6 +189,8 @@ export function createProofChecker(options: ProofCheckOptions): ProofChecker {
     if (PRIVATE_MEMBERS.some((member) => Object.hasOwn(jwk, member))) {
       throw invalidProof('The DPoP proof\'s "jwk" holds a private key.');
     }
+    const weak = weakKeyReason(jwk);
+    if (weak !== undefined) throw invalidProof(weak);
     const thumbprint = await calculateJwkThumbprint(jwk, 'sha256');
     const key = (await importJWK(jwk as JWK, header.alg)) as CryptoKey;
     return { thumbprint, key, alg: String(header.alg) };

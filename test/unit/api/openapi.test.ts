@@ -244,8 +244,13 @@ describe('openApiDocument', () => {
       ).map((example) => example.value as { error: string; error_description: string });
     const refused = examplesAt('400');
     expect(new Set(refused.map((example) => example.error))).toEqual(
-      new Set(['invalid_request', 'invalid_grant', 'unsupported_grant_type']),
+      new Set(['invalid_request', 'invalid_grant', 'unsupported_grant_type', 'invalid_dpop_proof']),
     );
+    // A DPoP proof's weak key, refused as the token endpoint's step words it.
+    expect(refused).toContainEqual({
+      error: 'invalid_dpop_proof',
+      error_description: "The DPoP proof's RSA key has 1024 bits; at least 2048 bits are needed.",
+    });
     // A job credential's field, refused as the token endpoint's own reading words it.
     const read = readJobFields(
       new URLSearchParams({ grant_type: 'password', realmgate_expires_in: '30' }),

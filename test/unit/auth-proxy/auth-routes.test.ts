@@ -192,7 +192,8 @@ function expectedSteps(method: string, segments: readonly string[]): Set<AuthSte
   }
   if (area !== 'realms' || realm === '') return steps;
   steps.add('bootstrapAdmin');
-  if (at === 'protocol/openid-connect/token') steps.add('jobCredentials').add('passwordGrant');
+  if (at === 'protocol/openid-connect/token')
+    steps.add('dpopProofKey').add('jobCredentials').add('passwordGrant');
   if (rest[0] === 'login-actions' || /^protocol\/openid-connect\/auth(\/|$)/.test(at)) {
     steps.add('loginPage');
   }
@@ -267,12 +268,13 @@ describe('every /auth path gets its steps', () => {
 const stepsFor = (method: string, url: string) => stepsOf(authEntryOf(routeOf(method, url)));
 
 describe('each /auth request runs the steps its entry names, in the order of the one table', () => {
-  it('the token endpoint: the form read, its audit, then the bootstrap guard, job credentials, the grant', () => {
+  it('the token endpoint: the form read, its audit, then the bootstrap guard, the DPoP key, job credentials, the grant', () => {
     for (const url of [TOKEN, `${TOKEN}/`, '/auth/realms/acme/protocol/openid-connect/%74oken']) {
       expect(stepsFor('POST', url), url).toEqual([
         'everyRequest',
         'auditGrant',
         'bootstrapAdmin',
+        'dpopProofKey',
         'jobCredentials',
         'passwordGrant',
       ]);

@@ -124,6 +124,15 @@ describe('a DPoP proof (RFC 9449 section 4.3)', () => {
     expect(await refusal(proof({ header: { jwk: privateJwk } }))).toMatch(/private key/);
   });
 
+  it('is refused with an RSA key under 2048 bits, before its signature is checked', async () => {
+    const { publicKey } = generateKeyPairSync('rsa', { modulusLength: 1024 });
+    const jwk = publicKey.export({ format: 'jwk' });
+    const header = JSON.stringify({ alg: 'RS256', typ: 'dpop+jwt', jwk });
+    expect(await refusal(rawJws(header, '{}'))).toBe(
+      "The DPoP proof's RSA key has 1024 bits; at least 2048 bits are needed.",
+    );
+  });
+
   it('is refused when signed by another key than the one it carries', async () => {
     const other = await dpopKey();
     const forged = await proof({ header: { jwk: key.publicJwk } }, other);

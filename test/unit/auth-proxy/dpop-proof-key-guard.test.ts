@@ -1,0 +1,62 @@
+import { generateKeyPairSync } from 'node:crypto';
+import type { Request, Response } from 'express';
+import { describe, expect, it } from 'vitest';
+import { guardDpopProofKey } from '../../../src/auth-proxy/dpop-proof-key-guard.ts';
+import { dpopKey, dpopProof, rawJws } from '../../helpers/dpop.ts';
+
+const URL = 'https://gw.example/auth/realms/acme/protocol/openid-connect/token';
+
+/** What the guard did with a request carrying `dpop`: passed it on, or its answer. */
+function guarded(dpop: string | undefined, algorithms = ['ES256', 'RS256']) {
+  let answer: { status: number; body: unknown } | 'next' | undefined;
+  const res = {
+    status(status: number) {
+      return { json: (body: unknown) => void (answer = { status, body }) };
+    },
+  } as unknown as Response;
+  const req = { headers: dpop === undefined ? {} : { dpop } } as unknown as Request;
+  guardDpopProofKey(algorithms)(req, res, () => (answer = 'next'));
+  return answer;
+}
+
+const rsaHeader = (bits: number, alg = 'RS256') =>
+  JSON.stringify({
+    alg,
+    typ: 'dpop+jwt',
+    jwk: generateKeyPairSync('rsa', { modulusLength: bits }).publicKey.export({ format: 'jwk' }),
+  });
+
+describe('the token endpoint step of which keys may sign DPoP proofs', () => {
+  it.each([512, 1024, 2040])('refuses a proof of a %i-bit RSA key as Keycloak words it', (bits) => {
+    expect(guarded(rawJws(rsaHeader(bits), '{}'))).toEqual({
+      status: 400,
+      body: {
+        error: 'invalid_dpop_proof',
+        error_description: `The DPoP proof's RSA key has ${bits} bits; at least 2048 bits are needed.`,
+      },
+    });
+  });
+
+  it('refuses an alg outside DPOP_ALGORITHMS, never repeating it', () => {
+    const answer = guarded(rawJws(rsaHeader(2048, 'PS512'), '{}'));
+    expect(answer).toEqual({
+      status: 400,
+      body: {
+        error: 'invalid_dpop_proof',
+        error_description: 'The DPoP proof\'s "alg" is not one of ES256, RS256.',
+      },
+    });
+  });
+
+  it('passes a 2048-bit RSA key and an EC key on: Keycloak judges the rest', async () => {
+    expect(guarded(rawJws(rsaHeader(2048), '{}'))).toBe('next');
+    const proof = await dpopProof(await dpopKey(), { method: 'POST', url: URL });
+    expect(guarded(proof)).toBe('next');
+  });
+
+  it('passes on no proof and one it cannot read, for Keycloak to answer', () => {
+    for (const dpop of [undefined, '', 'not-a-jws', 'a.b.c', rawJws('[1]', '{}')]) {
+      expect(guarded(dpop), String(dpop)).toBe('next');
+    }
+  });
+});
