@@ -47,7 +47,13 @@ export function createMemoryCache({
     increment(key, windowMs, by = 1) {
       return new Promise((resolve) => {
         assertValidTtl(windowMs);
-        const entry = counters.get(key) ?? { count: 0, expiresAt: now() + windowMs };
+        // A live claim is the counter's first increment, as in Redis (fallback-cache.ts).
+        const claimedUntil = claims.heldUntil(key, now());
+        const entry =
+          counters.get(key) ??
+          (claimedUntil === undefined
+            ? { count: 0, expiresAt: now() + windowMs }
+            : { count: 1, expiresAt: claimedUntil });
         counters.set(key, { count: entry.count + by, expiresAt: entry.expiresAt }, entry.expiresAt);
         resolve(counterOf(key)!);
       });
@@ -55,6 +61,8 @@ export function createMemoryCache({
     claim(key, ttlMs) {
       return new Promise((resolve) => {
         assertValidTtl(ttlMs);
+        // A counted key is claimed already, as in Redis, where a claim is a first increment.
+        if (counters.get(key) !== undefined) return resolve(false);
         const expiresAt = now() + ttlMs;
         const claimed = claims.take(key, now(), expiresAt);
         if (claimed) claimsHeldUntil = Math.max(claimsHeldUntil, expiresAt);
