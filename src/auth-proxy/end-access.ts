@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import express, { type RequestHandler } from 'express';
 import type { Logger } from 'pino';
-import type { RevocationList } from '../auth/revocation.ts';
+import { revokeRealmWide, type RealmWideScope, type RevocationList } from '../auth/revocation.ts';
 import type { BearerVerifier } from '../auth/bearer/bearer-verifier.ts';
 import type { IdTokenSession } from '../auth/bearer/id-token.ts';
 import { scopeOf } from '../edge/request-scope.ts';
@@ -77,28 +77,10 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
   const { access } = deps;
   const { tokenLifetimeOf, basicSeconds, endSession } = access;
 
-  /**
-   * Every token of the realm issued before the moment that `scope` names (the whole realm, or
-   * those carrying a deleted role), and every cached Basic login it names: refused as long as
-   * the realm's tokens live.
-   */
-  async function realmWide(
-    realm: string,
-    scope: Partial<
-      Pick<Parameters<RevocationList['revoke']>[0], 'wholeRealm' | 'endedRoles' | 'at'>
-    >,
-  ): Promise<() => Promise<void>> {
-    const tokenTtlSeconds = await tokenLifetimeOf(realm);
-    return () =>
-      deps.revocations.revoke({
-        realm,
-        userId: '',
-        sessionIds: [],
-        ttlSeconds: 1,
-        userTtlSeconds: basicSeconds,
-        tokenTtlSeconds,
-        ...scope,
-      });
+  /** The realm-wide refusal `scope` names, its lifetime read now (revocation.ts). */
+  async function realmWide(realm: string, scope: RealmWideScope): Promise<() => Promise<void>> {
+    const bounds = { tokenTtlSeconds: await tokenLifetimeOf(realm), basicSeconds };
+    return () => revokeRealmWide(deps.revocations, realm, scope, bounds);
   }
 
   /** What `ending` will do once Keycloak has said yes; undefined when nothing it names is trusted. */
