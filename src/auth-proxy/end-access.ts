@@ -44,6 +44,11 @@ export interface EndAccessDeps {
    * undefined when there is none. Read before the role is deleted.
    */
   roleOf: (realm: string, role: RoleRef) => Promise<{ client?: string; name: string } | undefined>;
+  /**
+   * The roles of a client (by its UUID) as tokens name them; none when there is no such client.
+   * Read before the client is deleted.
+   */
+  clientRolesOf: (realm: string, clientUuid: string) => Promise<{ client: string; name: string }[]>;
   /** The revocations of a session or a user, shared with the back-channel logout. */
   access: AccessRevocations;
   leewaySeconds: number;
@@ -122,6 +127,11 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
           const role = await deps.roleOf(realm, { id });
           if (role) endedRoles.push(role);
         }
+        return endedRoles.length > 0 ? realmWide(realm, { endedRoles }) : undefined;
+      }
+      case 'client': {
+        // A failed read refuses the deletion (next(err)): it would end no token.
+        const endedRoles = await deps.clientRolesOf(realm, ending.clientUuid);
         return endedRoles.length > 0 ? realmWide(realm, { endedRoles }) : undefined;
       }
       case 'realm': {

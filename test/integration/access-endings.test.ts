@@ -515,6 +515,26 @@ describe("the admin listener's session and user actions end access on every repl
     expect(await sessionCount(org, outsider.user)).toBe(outsiderBefore);
   });
 
+  it("a client deleted (the organization's workspaces client) ends every token carrying one of its roles, and no other", async () => {
+    const realm = await createOrganization(['ws']);
+    const admin = await keycloakAdmin();
+    const [client] = await admin.clients.find({ realm, clientId: `${realm}-workspaces` });
+    const holder = (await grant(await createUser(realm, { workspaceRoles: ['ws'] }))).access;
+    const outsider = (await servedUser(realm)).tokens.access;
+    const onB = async () =>
+      (
+        await fetch(`${b()}/api/${realm}/workspaces/ws/ita/menu/operation_list/filter/`, {
+          headers: { authorization: `Bearer ${holder}` },
+        })
+      ).status;
+    expect(await onB()).toBe(200);
+    // The client's roles go with it: the token names a role nobody holds any more.
+    expect(await adminCall('DELETE', `${realm}/clients/${client!.id!}`)).toBe(204);
+    await expect.poll(onB, EVENTUALLY).toBe(401);
+    await settled(realm);
+    expect(await statusOnB(realm, `Bearer ${outsider}`)).toBe(200);
+  });
+
   it('a workspace role taken from a composite (the console\'s "Remove associated roles") ends the tokens of the composite\'s holders, and no other', async () => {
     const admin = await keycloakAdmin();
     const [client] = await admin.clients.find({ realm: org, clientId: `${org}-workspaces` });
