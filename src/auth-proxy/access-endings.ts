@@ -36,6 +36,11 @@ export type Ending =
    */
   | { kind: 'composite'; realm: string; roleIds: string[] }
   /**
+   * A client deleted, and its roles with it: every token of the realm issued before now that
+   * carries one of them is refused as for a deleted role.
+   */
+  | { kind: 'client'; realm: string; clientUuid: string }
+  /**
    * Every session of the realm: every token issued before now (or before the realm's new
    * not-before, epoch ms) and every cached login.
    */
@@ -243,6 +248,13 @@ export const ENDING_RULES: readonly EndingRule[] = [
       return roleIds.length > 0 ? { kind: 'composite', realm: p.realm!, roleIds } : undefined;
     },
   })),
+  // A client deleted (the organization's workspaces client among them): its roles go with it,
+  // whoever held them. They are read before Keycloak is asked (a deleted client's cannot be).
+  {
+    methods: ['delete'],
+    path: `${ADMIN}/clients/{client}`,
+    ending: (p) => ({ kind: 'client', realm: p.realm!, clientUuid: p.client! }),
+  },
   // Keycloak ends the user's sessions of that client, online and offline; which sessions those
   // are it does not say, so every token of the user from before now is refused (a client of
   // another session refreshes once).

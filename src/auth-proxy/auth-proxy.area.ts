@@ -102,6 +102,8 @@ export function buildAuthProxy(
       access,
       groupMembers: (realm: string, groupId: string) => accounts.groupMembers(realm, groupId),
       roleOf: (realm: string, role: RoleRef) => accounts.roleOf(realm, role),
+      clientRolesOf: (realm: string, clientUuid: string) =>
+        accounts.clientRolesOf(realm, clientUuid),
       leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
       onKeyProvidersChanged: (realm: string) => auth.keySetEvents.refreshEverywhere(realm),
       onPasswordSet: auth.passwordSet,

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import express, { type RequestHandler } from 'express';
 import type { Logger } from 'pino';
-import type { RevocationList } from '../auth/revocation.ts';
+import { revokeRealmWide, type RealmWideScope, type RevocationList } from '../auth/revocation.ts';
 import type { BearerVerifier } from '../auth/bearer/bearer-verifier.ts';
 import type { IdTokenSession } from '../auth/bearer/id-token.ts';
 import { scopeOf } from '../edge/request-scope.ts';
@@ -44,6 +44,11 @@ export interface EndAccessDeps {
    * undefined when there is none. Read before the role is deleted.
    */
   roleOf: (realm: string, role: RoleRef) => Promise<{ client?: string; name: string } | undefined>;
+  /**
+   * The roles of a client (by its UUID) as tokens name them; none when there is no such client.
+   * Read before the client is deleted.
+   */
+  clientRolesOf: (realm: string, clientUuid: string) => Promise<{ client: string; name: string }[]>;
   /** The revocations of a session or a user, shared with the back-channel logout. */
   access: AccessRevocations;
   leewaySeconds: number;
@@ -77,28 +82,10 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
   const { access } = deps;
   const { tokenLifetimeOf, basicSeconds, endSession } = access;
 
-  /**
-   * Every token of the realm issued before the moment that `scope` names (the whole realm, or
-   * those carrying a deleted role), and every cached Basic login it names: refused as long as
-   * the realm's tokens live.
-   */
-  async function realmWide(
-    realm: string,
-    scope: Partial<
-      Pick<Parameters<RevocationList['revoke']>[0], 'wholeRealm' | 'endedRoles' | 'at'>
-    >,
-  ): Promise<() => Promise<void>> {
-    const tokenTtlSeconds = await tokenLifetimeOf(realm);
-    return () =>
-      deps.revocations.revoke({
-        realm,
-        userId: '',
-        sessionIds: [],
-        ttlSeconds: 1,
-        userTtlSeconds: basicSeconds,
-        tokenTtlSeconds,
-        ...scope,
-      });
+  /** The realm-wide refusal `scope` names, its lifetime read now (revocation.ts). */
+  async function realmWide(realm: string, scope: RealmWideScope): Promise<() => Promise<void>> {
+    const bounds = { tokenTtlSeconds: await tokenLifetimeOf(realm), basicSeconds };
+    return () => revokeRealmWide(deps.revocations, realm, scope, bounds);
   }
 
   /** What `ending` will do once Keycloak has said yes; undefined when nothing it names is trusted. */
@@ -140,6 +127,11 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
           const role = await deps.roleOf(realm, { id });
           if (role) endedRoles.push(role);
         }
+        return endedRoles.length > 0 ? realmWide(realm, { endedRoles }) : undefined;
+      }
+      case 'client': {
+        // A failed read refuses the deletion (next(err)): it would end no token.
+        const endedRoles = await deps.clientRolesOf(realm, ending.clientUuid);
         return endedRoles.length > 0 ? realmWide(realm, { endedRoles }) : undefined;
       }
       case 'realm': {

@@ -23,6 +23,11 @@ export interface AccountAdmin {
     realm: string,
     role: { name: string; clientUuid?: string } | { id: string },
   ): Promise<{ client?: string; name: string } | undefined>;
+  /**
+   * The roles of a client (by its UUID) as tokens name them (`client`: its client id); none when
+   * there is no such client.
+   */
+  clientRolesOf(realm: string, clientUuid: string): Promise<{ client: string; name: string }[]>;
   /** Whether the realm's API client requires DPoP (an organization's switch): resource-metadata.ts. */
   dpopRequired(realm: string): Promise<boolean>;
   /** Ends an offline session (a refresh token the gateway refused to hand out). */

@@ -109,6 +109,38 @@ export interface RevocationList {
   revoke(revocation: Omit<RevocationMessage, 'at'> & { at?: number }): Promise<void>;
 }
 
+/**
+ * What a refusal of a realm's tokens concerns: all of them (issued before `at`, now unless
+ * given), or those that carry one of the roles ended.
+ */
+export type RealmWideScope =
+  { wholeRealm: true; at?: number } | { endedRoles: NonNullable<RevocationMessage['endedRoles']> };
+
+/**
+ * Refuses, on every replica, the realm's access tokens that `scope` names for `tokenTtlSeconds`
+ * (the longest one can live, the clock leeway included), and drops the cached Basic logins it
+ * names (served up to `basicSeconds`): the one writing of a realm-wide refusal, for what the
+ * admin listener passes on (auth-proxy/end-access.ts) and what the realmgate API deletes
+ * (platform/token-refusal.ts).
+ */
+export function revokeRealmWide(
+  revocations: Pick<RevocationList, 'revoke'>,
+  realm: string,
+  scope: RealmWideScope,
+  bounds: { tokenTtlSeconds: number; basicSeconds: number },
+): Promise<void> {
+  return revocations.revoke({
+    realm,
+    // No one's: the scope names the tokens.
+    userId: '',
+    sessionIds: [],
+    ttlSeconds: 1,
+    userTtlSeconds: Math.max(bounds.basicSeconds, 1),
+    tokenTtlSeconds: bounds.tokenTtlSeconds,
+    ...scope,
+  });
+}
+
 /** What `carriesEndedRole` reads of a principal. */
 export type RoleHolder = Pick<Principal, 'realm' | 'realmRoles' | 'clientRoles' | 'issuedAt'>;
 

@@ -1,4 +1,4 @@
-import type { RevocationList } from '../auth/revocation.ts';
+import { revokeRealmWide, type RevocationList } from '../auth/revocation.ts';
 import type { KeycloakAdmin } from '../keycloak/admin-client.ts';
 import { longestAccessTokenSeconds } from './realm-admin/users.ts';
 
@@ -55,16 +55,13 @@ export function createRoleTokenRefusal(deps: {
 }): RefuseRoleTokens {
   return async (admin, realm, roles) => {
     if (roles.length === 0) return;
-    const lifetime = await longestAccessTokenSeconds(admin, realm);
-    await deps.revocations.revoke({
+    const tokenTtlSeconds = (await longestAccessTokenSeconds(admin, realm)) + deps.leewaySeconds;
+    await revokeRealmWide(
+      deps.revocations,
       realm,
-      userId: '',
-      sessionIds: [],
-      ttlSeconds: 1,
-      userTtlSeconds: Math.max(deps.basicCacheSeconds, 1),
-      tokenTtlSeconds: lifetime + deps.leewaySeconds,
-      endedRoles: [...roles],
-    });
+      { endedRoles: [...roles] },
+      { tokenTtlSeconds, basicSeconds: deps.basicCacheSeconds },
+    );
   };
 }
 
@@ -82,13 +79,13 @@ export function createRealmTokenRefusal(deps: {
   leewaySeconds: number;
 }): RefuseRealmTokens {
   return (realm, accessTokenSeconds) =>
-    deps.revocations.revoke({
+    revokeRealmWide(
+      deps.revocations,
       realm,
-      userId: '',
-      sessionIds: [],
-      ttlSeconds: 1,
-      userTtlSeconds: Math.max(deps.basicCacheSeconds, 1),
-      tokenTtlSeconds: accessTokenSeconds + deps.leewaySeconds,
-      wholeRealm: true,
-    });
+      { wholeRealm: true },
+      {
+        tokenTtlSeconds: accessTokenSeconds + deps.leewaySeconds,
+        basicSeconds: deps.basicCacheSeconds,
+      },
+    );
 }

@@ -185,6 +185,22 @@ async function settled(realm: string): Promise<void> {
   await refusedOnB(realm, `Bearer ${marker.tokens.access}`);
 }
 
+/** How many Keycloak sessions the user has: a cached Basic login dropped logs in anew. */
+async function sessionCount(realm: string, user: TestUser): Promise<number> {
+  const admin = await keycloakAdmin();
+  return (await admin.users.listSessions({ realm, id: await userIdOf(user) })).length;
+}
+
+/** Polls until B logs the user in anew (the cached Basic login dropped), the password good. */
+async function loggedInAgainOnB(realm: string, user: TestUser, before: number): Promise<void> {
+  await expect
+    .poll(async () => {
+      expect(await statusOnB(realm, basicAuth(user))).toBe(200);
+      return sessionCount(realm, user);
+    }, EVENTUALLY)
+    .toBeGreaterThan(before);
+}
+
 /** A token with `claims`, signed by a key Keycloak never had. */
 async function forged(claims: Record<string, unknown>, kid: unknown): Promise<string> {
   const { privateKey } = await generateKeyPair('RS256');
@@ -472,6 +488,53 @@ describe("the admin listener's session and user actions end access on every repl
     expect(await onB('other', outsider.access)).toBe(200);
   });
 
+  it('a realm role deleted (by name) ends the tokens and cached Basic logins that carry it, and no others', async () => {
+    const admin = await keycloakAdmin();
+    const name = uniqueId('reader-');
+    await admin.roles.create({ realm: org, name });
+    const role = await admin.roles.findOneByName({ realm: org, name });
+    const holder = await createUser(org);
+    await admin.users.addRealmRoleMappings({
+      realm: org,
+      id: await userIdOf(holder),
+      roles: [{ id: role!.id!, name }],
+    });
+    const bearer = `Bearer ${(await grant(holder)).access}`;
+    expect(await statusOnB(org, bearer)).toBe(200);
+    expect(await statusOnB(org, basicAuth(holder))).toBe(200);
+    const outsider = await servedUser(org);
+    expect(await statusOnB(org, basicAuth(outsider.user))).toBe(200);
+    const before = await sessionCount(org, holder);
+    const outsiderBefore = await sessionCount(org, outsider.user);
+    expect(await adminCall('DELETE', `${org}/roles/${encodeURIComponent(name)}`)).toBe(204);
+    await refusedOnB(org, bearer);
+    await loggedInAgainOnB(org, holder, before);
+    await settled(org);
+    expect(await statusOnB(org, `Bearer ${outsider.tokens.access}`)).toBe(200);
+    expect(await statusOnB(org, basicAuth(outsider.user))).toBe(200);
+    expect(await sessionCount(org, outsider.user)).toBe(outsiderBefore);
+  });
+
+  it("a client deleted (the organization's workspaces client) ends every token carrying one of its roles, and no other", async () => {
+    const realm = await createOrganization(['ws']);
+    const admin = await keycloakAdmin();
+    const [client] = await admin.clients.find({ realm, clientId: `${realm}-workspaces` });
+    const holder = (await grant(await createUser(realm, { workspaceRoles: ['ws'] }))).access;
+    const outsider = (await servedUser(realm)).tokens.access;
+    const onB = async () =>
+      (
+        await fetch(`${b()}/api/${realm}/workspaces/ws/ita/menu/operation_list/filter/`, {
+          headers: { authorization: `Bearer ${holder}` },
+        })
+      ).status;
+    expect(await onB()).toBe(200);
+    // The client's roles go with it: the token names a role nobody holds any more.
+    expect(await adminCall('DELETE', `${realm}/clients/${client!.id!}`)).toBe(204);
+    await expect.poll(onB, EVENTUALLY).toBe(401);
+    await settled(realm);
+    expect(await statusOnB(realm, `Bearer ${outsider}`)).toBe(200);
+  });
+
   it('a workspace role taken from a composite (the console\'s "Remove associated roles") ends the tokens of the composite\'s holders, and no other', async () => {
     const admin = await keycloakAdmin();
     const [client] = await admin.clients.find({ realm: org, clientId: `${org}-workspaces` });
@@ -623,6 +686,49 @@ describe("the admin listener's session and user actions end access on every repl
     const update = { realm, notBefore: Number(claimsOf(tokens.access).iat) + 1 };
     expect(await adminCall('PUT', realm, update)).toBe(204);
     await refusedOnB(realm, `Bearer ${tokens.access}`);
+  });
+});
+
+describe('a workspace deleted through the realmgate API ends on every replica what carries its roles', () => {
+  it('the tokens and cached Basic logins of its members (directly or through a group), and no others', async () => {
+    const realm = await createOrganization(['ws', 'other']);
+    const kc = await keycloakAdmin();
+    const [client] = await kc.clients.find({ realm, clientId: `${realm}-workspaces` });
+    const role = await kc.clients.findRole({ realm, id: client!.id!, roleName: 'ws' });
+    const { id: groupId } = await kc.groups.create({ realm, name: uniqueId('team-') });
+    await kc.groups.addClientRoleMappings({
+      realm,
+      id: groupId,
+      clientUniqueId: client!.id!,
+      roles: [{ id: role!.id!, name: role!.name! }],
+    });
+    const holder = await createUser(realm, { workspaceRoles: ['ws'] });
+    const member = await createUser(realm);
+    await kc.users.addToGroup({ realm, id: await userIdOf(member), groupId });
+    const outsider = await createUser(realm, { workspaceRoles: ['other'] });
+    const bearers: string[] = [];
+    for (const user of [holder, member]) bearers.push(`Bearer ${(await grant(user)).access}`);
+    const outsiderBearer = `Bearer ${(await grant(outsider)).access}`;
+    const sessions = new Map<TestUser, number>();
+    for (const user of [holder, member, outsider]) {
+      expect(await statusOnB(realm, basicAuth(user))).toBe(200);
+      sessions.set(user, await sessionCount(realm, user));
+    }
+    for (const bearer of [...bearers, outsiderBearer])
+      expect(await statusOnB(realm, bearer)).toBe(200);
+
+    const platformAdmin = basicAuth(await createUser('master'));
+    const res = await fetch(`${a.url}/api/platform/organizations/${realm}/workspaces/ws`, {
+      method: 'DELETE',
+      headers: { authorization: platformAdmin },
+    });
+    expect(res.status).toBe(200);
+    for (const bearer of bearers) await refusedOnB(realm, bearer);
+    for (const user of [holder, member]) await loggedInAgainOnB(realm, user, sessions.get(user)!);
+    await settled(realm);
+    expect(await statusOnB(realm, outsiderBearer)).toBe(200);
+    expect(await statusOnB(realm, basicAuth(outsider))).toBe(200);
+    expect(await sessionCount(realm, outsider)).toBe(sessions.get(outsider));
   });
 });
 

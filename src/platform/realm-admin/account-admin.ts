@@ -1,6 +1,6 @@
 import type { AccountAdmin } from '../../auth/account-admin.ts';
 import type { ServiceAdmin } from '../../keycloak/service-admin.ts';
-import { groupMembers, roleOf } from './role-changes.ts';
+import { clientRolesOf, groupMembers, roleOf } from './role-changes.ts';
 import { isDpopRequired } from './token-lifetimes.ts';
 import { hasTwoFactor, longestAccessTokenSeconds } from './users.ts';
 
@@ -18,6 +18,8 @@ export function createAccountAdmin(serviceAdmin: ServiceAdmin): AccountAdmin {
     groupMembers: (realm, groupId) =>
       serviceAdmin.run(realm, (admin) => groupMembers(admin, realm, groupId)),
     roleOf: (realm, role) => serviceAdmin.run(realm, (admin) => roleOf(admin, realm, role)),
+    clientRolesOf: (realm, clientUuid) =>
+      serviceAdmin.run(realm, (admin) => clientRolesOf(admin, realm, clientUuid)),
     dpopRequired: (realm) => serviceAdmin.run(realm, (admin) => isDpopRequired(admin, realm)),
     endOfflineSession: (realm, sessionId) =>
       serviceAdmin.run(realm, async (admin) => {

@@ -68,3 +68,24 @@ export async function roleOf(
     throw err;
   }
 }
+
+/**
+ * The roles of a client (by its UUID) as tokens name them (`client`: its client id): what its
+ * holders' tokens carry once the client is deleted. None when there is no such client (Keycloak
+ * refuses the deletion then too).
+ */
+export async function clientRolesOf(
+  admin: KeycloakAdmin,
+  realm: string,
+  clientUuid: string,
+): Promise<{ client: string; name: string }[]> {
+  try {
+    const clientId = (await admin.clients.findOne({ realm, id: clientUuid }))?.clientId;
+    if (!clientId) return [];
+    const roles = await admin.clients.listRoles({ realm, id: clientUuid });
+    return roles.flatMap(({ name }) => (name ? [{ client: clientId, name }] : []));
+  } catch (err) {
+    if (isHttpStatus(err, 404)) return [];
+    throw err;
+  }
+}

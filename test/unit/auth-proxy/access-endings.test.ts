@@ -66,6 +66,10 @@ describe('the table of what a request to Keycloak ends', () => {
       expect(endingOf('DELETE', `${admin}/${path}/composites`, taken)).toEqual(composite);
     expect(endingOf('DELETE', `${admin}/roles/r1/composites`, { json: {} })).toBeUndefined();
     expect(endingOf('POST', `${admin}/roles/r1/composites`, taken)).toBeUndefined();
+    // A client deleted: the tokens carrying one of its roles.
+    const client = { kind: 'client', realm: 'acme', clientUuid: 'c1' };
+    expect(endingOf('DELETE', `${admin}/clients/c1`)).toEqual(client);
+    expect(endingOf('PUT', `${admin}/clients/c1`)).toBeUndefined();
     expect(endingOf('POST', `${admin}/logout-all`)).toEqual({ kind: 'realm', realm: 'acme' });
     expect(endingOf('POST', `${admin}/components`)).toEqual({ kind: 'keys', realm: 'acme' });
     expect(endingOf('PUT', `${admin}/components/c1`)).toEqual({ kind: 'keys', realm: 'acme' });
