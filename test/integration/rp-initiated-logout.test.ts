@@ -1,6 +1,8 @@
 import { generateKeyPair, SignJWT } from 'jose';
+import type { HTTPRequest } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
+import { launchChromium, signIn } from '../helpers/browser.ts';
 import { REDIRECT_URI, authorizeUrl, formActionOf } from '../helpers/browser-login.ts';
 import {
   claimsOf,
@@ -18,7 +20,9 @@ import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 // the gateway, against the real Keycloak. The replica shares the test gateway's Redis prefix
 // and never re-checks tokens: what it refuses right after Keycloak's answer, the logout's
 // pass-through ended (access-endings.ts); what it serves, nothing ended. Its browser client has
-// no back-channel logout URL, as a realm's own browser clients (the account console) have none.
+// no back-channel logout URL, as a realm's own browser clients (the account console) have none:
+// a logout confirmed on Keycloak's confirmation page is Keycloak's alone, which the gateway
+// learns at the re-check (docs/security-model.md), so those tests check Keycloak's side.
 
 /** Where the client may send its users after a logout (registered; nothing listens). */
 const LOGGED_OUT_URI = 'http://127.0.0.1:9/logged-out';
@@ -322,7 +326,7 @@ describe('a hint Keycloak refuses, or a logout Keycloak does not do, ends nothin
 });
 
 describe("Keycloak's logout confirmation page (no ID token hint) through the public listener", () => {
-  it('names the public URL only, keeps its code, and ends the browser session when confirmed', async () => {
+  it("names no address but the gateway's, keeps its code, and ends the browser session when confirmed", async () => {
     const { user, jar, grant } = await loggedIn();
     const res = await logoutGet(
       org,
@@ -331,8 +335,11 @@ describe("Keycloak's logout confirmation page (no ID token hint) through the pub
     );
     expect(res.status).toBe(200);
     expect(res.page).toMatch(CONFIRMATION_FORM);
-    const action = new URL(CONFIRMATION_FORM.exec(res.page)![1]!.replaceAll('&amp;', '&'));
-    expect(action.origin).toBe(testEnv().publicUrl);
+    // Keycloak writes the form's address as a path (measured): the browser posts it to the
+    // gateway address that served the page, whichever it was.
+    const written = CONFIRMATION_FORM.exec(res.page)![1]!.replaceAll('&amp;', '&');
+    expect(written).toMatch(/^\/auth\/realms\//);
+    const action = new URL(written, `${oidc(org)}/logout`);
     expect(action.pathname).toBe(
       `/auth/realms/${org}/protocol/openid-connect/logout/logout-confirm`,
     );
@@ -354,5 +361,54 @@ describe("Keycloak's logout confirmation page (no ID token hint) through the pub
     expect(confirmed.status).toBe(302);
     expect(confirmed.headers.get('location')).toBe(`${LOGGED_OUT_URI}?state=st-2`);
     expect(await sessionsOf(user)).not.toContain(sidOf(grant));
+  });
+});
+
+describe("Keycloak's logout confirmation page in a real browser, on the public URL", () => {
+  it('loads only from the public URL and logs the browser out when its button is clicked', async () => {
+    const user = await createUser(org);
+    const publicUrl = testEnv().publicUrl;
+    const browser = await launchChromium();
+    try {
+      const page = await browser.newPage();
+      page.setDefaultTimeout(20_000);
+      // The client's origin (nothing listens there: its redirects, its favicon) is answered
+      // here; every other request goes out and is recorded.
+      const asked: string[] = [];
+      await page.setRequestInterception(true);
+      page.on('request', (request: HTTPRequest) => {
+        const url = request.url();
+        if (url.startsWith(`${new URL(REDIRECT_URI).origin}/`)) {
+          void request.respond({ status: 200, contentType: 'text/plain', body: 'client' });
+          return;
+        }
+        asked.push(url);
+        void request.continue();
+      });
+      await page.goto(authorizeUrl(publicUrl, org, app));
+      await signIn(page, user.username, user.password);
+      expect(page.url().startsWith(REDIRECT_URI)).toBe(true);
+      const [sid] = await sessionsOf(user);
+      expect(sid).toBeDefined();
+
+      const query = new URLSearchParams({
+        client_id: app,
+        post_logout_redirect_uri: LOGGED_OUT_URI,
+        state: 'st-3',
+      });
+      await page.goto(
+        `${publicUrl}/auth/realms/${org}/protocol/openid-connect/logout?${query.toString()}`,
+      );
+      await page.waitForSelector('#kc-logout');
+      expect(await sessionsOf(user)).toEqual([sid]);
+      await Promise.all([page.waitForNavigation(), page.click('#kc-logout')]);
+      expect(page.url()).toBe(`${LOGGED_OUT_URI}?state=st-3`);
+      expect(await sessionsOf(user)).toEqual([]);
+      // Every page, style and script came through the gateway's public URL.
+      expect(asked.length).toBeGreaterThan(0);
+      expect(asked.filter((url) => !url.startsWith(`${publicUrl}/`))).toEqual([]);
+    } finally {
+      await browser.close();
+    }
   });
 });
