@@ -122,12 +122,36 @@ function nonEmptyList(json: object, name: string): boolean {
   return Array.isArray(value) && value.length > 0;
 }
 
-/** The logout endpoint: a refresh token in a POST form, or an ID token hint (query or form). */
+/**
+ * The logout endpoint: a refresh token in a POST form, or an ID token hint (query or form).
+ * Keycloak takes a form that has `refresh_token` at all for a refresh-token logout, and reads
+ * no hint beside it: neither does the gateway (a refresh token sent twice ends nothing here).
+ */
 function logoutOf(realm: string, params: URLSearchParams | undefined): Ending | undefined {
-  const refreshToken = single(params, 'refresh_token');
-  if (refreshToken) return { kind: 'logout', realm, refreshToken };
+  if (params?.has('refresh_token')) {
+    const refreshToken = single(params, 'refresh_token');
+    return refreshToken ? { kind: 'logout', realm, refreshToken } : undefined;
+  }
   const idTokenHint = single(params, 'id_token_hint');
   return idTokenHint ? { kind: 'logout', realm, idTokenHint } : undefined;
+}
+
+/**
+ * Where Keycloak's logout confirmation page posts: it shows it, and ends nothing, when a hint's
+ * logout needs the user's word (a `client_id` it does not know, a browser signed in to another
+ * session than the hint's).
+ */
+const LOGOUT_CONFIRM_PATH = Buffer.from('/protocol/openid-connect/logout/logout-confirm');
+
+/**
+ * Whether Keycloak's answer to a logout says it logged out: 204 (a refresh token's), a redirect
+ * (to the client's `post_logout_redirect_uri`), or a page that is not its confirmation page (its
+ * "logged out" page, a front-channel logout's page). A page without a body (HEAD) says nothing.
+ */
+function loggedOut(status: number, body: Buffer | undefined): boolean {
+  if (status === 204 || (status >= 300 && status < 400)) return true;
+  if (status < 200 || status >= 300 || body === undefined || body.length === 0) return false;
+  return !body.includes(LOGOUT_CONFIRM_PATH);
 }
 
 export const ENDING_RULES: readonly EndingRule[] = [
@@ -293,17 +317,20 @@ export const ENDING_RULES: readonly EndingRule[] = [
     path: `${ADMIN}/components/{component}`,
     ending: (p) => ({ kind: 'keys', realm: p.realm! }),
   },
-  // With a refresh token Keycloak answers 204; with an ID token hint a redirect or its page.
+  // With a refresh token Keycloak answers 204; with an ID token hint a redirect or a page, which
+  // may be its confirmation page (nothing ended yet): the answer is read.
   {
     methods: ['post'],
     path: `${OIDC}/logout`,
-    succeeded: (status) => status >= 200 && status < 400,
+    readsAnswer: true,
+    succeeded: loggedOut,
     ending: (p, { form }) => logoutOf(p.realm!, form),
   },
   {
     methods: ['get'],
     path: `${OIDC}/logout`,
-    succeeded: (status) => status >= 200 && status < 400,
+    readsAnswer: true,
+    succeeded: loggedOut,
     ending: (p, { query }) => {
       const idTokenHint = single(query, 'id_token_hint');
       return idTokenHint ? { kind: 'logout', realm: p.realm!, idTokenHint } : undefined;

@@ -210,7 +210,10 @@ interface AnswerHook {
 
 const answerHooks = new WeakMap<IncomingMessage, AnswerHook>();
 
-/** Keycloak's answers a hook reads are a few bytes (RFC 7009's: none, or its error). */
+/**
+ * Keycloak's answers a hook reads are small: RFC 7009's (none, or its error), a logout's page
+ * (about 4 KiB with Keycloak's theme).
+ */
 const MAX_HOOKED_ANSWER_BYTES = 16 * 1024;
 
 /**

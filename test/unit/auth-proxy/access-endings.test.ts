@@ -160,6 +160,12 @@ describe('the table of what a request to Keycloak ends', () => {
     expect(endingOf('POST', `${oidc}/revoke`, form('token=t&token=u'))).toBeUndefined();
     expect(endingOf('POST', `${oidc}/logout`, form('refresh_token='))).toBeUndefined();
     expect(endingOf('POST', `${oidc}/logout`)).toBeUndefined();
+    // Keycloak reads a form with `refresh_token` as a refresh-token logout, never its hint.
+    const twice = form('refresh_token=r&refresh_token=r&id_token_hint=i');
+    expect(endingOf('POST', `${oidc}/logout`, twice)).toBeUndefined();
+    expect(
+      endingOf('POST', `${oidc}/logout`, form('refresh_token=&id_token_hint=i')),
+    ).toBeUndefined();
   });
 
   it('leaves every other request alone', () => {
@@ -187,8 +193,28 @@ describe('the table of what a request to Keycloak ends', () => {
       'GET',
       segments('/auth/realms/acme/protocol/openid-connect/logout'),
     )!;
-    expect(statusesOf(logout, [200, 302])).toEqual([true, true]);
+    expect(statusesOf(logout, [204, 302])).toEqual([true, true]);
     expect(statusesOf(logout, [400, 502])).toEqual([false, false]);
+  });
+
+  it("counts a logout's page only when it is not Keycloak's confirmation page", () => {
+    for (const method of ['GET', 'POST']) {
+      const logout = endingRuleOf(
+        method,
+        segments('/auth/realms/acme/protocol/openid-connect/logout'),
+      )!;
+      expect(logout.readsAnswer).toBe(true);
+      const page = (body: string) =>
+        Buffer.from(`<!DOCTYPE html><html><body>${body}</body></html>`);
+      expect(logout.succeeded(200, page('<p>You are logged out</p>'))).toBe(true);
+      // Shown when the logout needs the user's word: nothing is ended until it is given.
+      const confirm =
+        '<form action="https://gw.example/auth/realms/acme/protocol/openid-connect/logout/logout-confirm?client_id=a&amp;tab_id=t" method="POST">';
+      expect(logout.succeeded(200, page(confirm))).toBe(false);
+      // No page to read (HEAD, or an answer the proxy did not read) proves nothing.
+      expect(logout.succeeded(200, Buffer.alloc(0))).toBe(false);
+      expect(logout.succeeded(200, undefined)).toBe(false);
+    }
   });
 
   it("counts a revocation only when Keycloak's 200 has no error in it", () => {
