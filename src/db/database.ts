@@ -96,13 +96,10 @@ interface PgClient {
   query(config: unknown, callback: (err: Error | null, result: unknown) => void): unknown;
   connection: { stream: { destroy(err?: Error): void } };
   [SPARED]?: boolean;
-  [UNBOUNDED]?: boolean;
 }
 
 /** Marks a connection lent to work that may run long (runSpared): the spared answer deadline. */
 const SPARED = Symbol('realmgate.spared');
-/** Marks a connection lent to the one wait that has no answer deadline (waitUnbounded). */
-const UNBOUNDED = Symbol('realmgate.unbounded');
 
 /**
  * knex's `afterCreate` hook: a query without an answer in time (`answerMs`; `sparedAnswerMs`
@@ -115,7 +112,7 @@ function dropWhenSilent(timeouts: DatabaseTimeouts, spared = false) {
   return (client: PgClient, done: (err: Error | null, client: PgClient) => void) => {
     const query = client.query.bind(client);
     client.query = (config, callback) => {
-      if (typeof callback !== 'function' || client[UNBOUNDED]) return query(config, callback);
+      if (typeof callback !== 'function') return query(config, callback);
       const ms = spared || client[SPARED] ? sparedAnswerMs(timeouts) : answerMs(timeouts);
       const timer = setTimeout(() => {
         const err = new Error(`no answer from PostgreSQL in ${ms} ms`);
@@ -176,8 +173,9 @@ export async function runSpared<T>(
  * `sparedMs`, and its connection may stay silent as long as spared work's. And each waits for a
  * table lock at most `migrationLockMs`: a session holding a table the migration alters fails
  * the start (55P03) instead of hanging it, and the requests queued behind the migration's lock
- * wait no longer than a request may run. The advisory lock's wait for another process's
- * migration is exempt (waitUnbounded). A pool opened without limits migrates without any.
+ * wait no longer than a request may run. The wait for another process's migration (its advisory
+ * lock) is a series of such waits, begun again as each ends (migrate.ts). A pool opened without
+ * limits migrates without any.
  * PGlite's database has no limits and one connection: the same handle, which the caller must
  * not destroy.
  */
@@ -212,32 +210,6 @@ const migrationLockMs = (timeouts: DatabaseTimeouts) =>
 export function migrationLockMsOf(db: Knex): number | undefined {
   const timeouts = limitsOf.get(db);
   return timeouts && migrationLockMs(timeouts);
-}
-
-/**
- * Runs one statement on `connection` (of a migrationDatabase) without any bound, the session's
- * limits restored after it: the wait for the migration's advisory lock lasts as long as another
- * process's migration, however long. Nothing but that wait goes here: a PostgreSQL silent
- * during it holds the start.
- */
-export async function waitUnbounded(
-  db: Knex,
-  connection: unknown,
-  sql: string,
-  bindings: readonly Knex.RawBinding[],
-): Promise<void> {
-  const client = connection as PgClient;
-  await db.raw('set statement_timeout = 0').connection(client);
-  await db.raw('set lock_timeout = 0').connection(client);
-  client[UNBOUNDED] = true;
-  try {
-    await db.raw(sql, bindings).connection(client);
-  } finally {
-    client[UNBOUNDED] = false;
-  }
-  // RESET returns to what the connection signed in with: the pool's limits.
-  await db.raw('reset statement_timeout').connection(client);
-  await db.raw('reset lock_timeout').connection(client);
 }
 
 /** knex's log calls as JSON lines of the gateway's log (knex passes a string or an error). */

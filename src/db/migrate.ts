@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import ClientPgLite from 'knex-pglite';
 import type { Logger } from 'pino';
 import { VERSION } from '../release/version.ts';
-import { migrationDatabase, migrationLockMsOf, waitUnbounded } from './database.ts';
+import { migrationDatabase, migrationLockMsOf } from './database.ts';
 import { readableFrom, schemaVerdict } from './schema-history.ts';
 import { appliedMigrations, readSchemaRecord, writeSchemaRecord } from './schema-record.ts';
 import * as initial from './migrations/20261122-001-initial.ts';
@@ -116,16 +116,52 @@ async function migrateUnderLock(db: Knex, logger?: Logger): Promise<void> {
   const pool = db.client as ConnectionLender;
   const connection = await pool.acquireConnection();
   try {
-    await waitUnbounded(db, connection, 'select pg_advisory_lock(?::bigint)', [MIGRATION_LOCK_KEY]);
+    await waitForMigrationLock(db, connection);
     try {
       await migrateAsOnlyMigrator(db, logger);
     } finally {
-      await db
-        .raw('select pg_advisory_unlock(?::bigint)', [MIGRATION_LOCK_KEY])
-        .connection(connection);
+      // All of the session's holds: a wait cut as the lock was granted keeps it (PostgreSQL
+      // records a grant that raced the cancel), and the next wait took it once more. The
+      // session takes no other advisory lock.
+      await db.raw('select pg_advisory_unlock_all()').connection(connection);
     }
   } finally {
     await pool.releaseConnection(connection);
+  }
+}
+
+/**
+ * What ends one wait for the migration lock, not the waiting: the session's lock_timeout
+ * (55P03), or its statement_timeout (57014), which comes first when the two are equal (it
+ * started with the statement; an operator's cancel reads the same, and is waited past too).
+ */
+const WAIT_AGAIN = new Set(['55P03', '57014']);
+
+/**
+ * Waits for the migration's advisory lock as long as another process's migration holds it,
+ * however long, as a series of waits PostgreSQL ends itself: each `pg_advisory_lock` is a
+ * statement of the migration's pool, cut by its lock_timeout and begun again. So PostgreSQL
+ * answers this connection at least that often, and one that stops answering (hung, or the path
+ * to it dropping every packet) fails the start within the pool's answer deadline, as it does
+ * any migration statement, instead of holding it for ever. Another waiter may be granted the
+ * lock between two waits: whichever migrates first, the others find the schema current.
+ */
+async function waitForMigrationLock(db: Knex, connection: unknown): Promise<void> {
+  for (;;) {
+    try {
+      await db
+        .raw('select pg_advisory_lock(?::bigint)', [MIGRATION_LOCK_KEY])
+        .connection(connection);
+      return;
+    } catch (err) {
+      const { code } = err as { code?: unknown };
+      if (typeof code === 'string' && WAIT_AGAIN.has(code)) continue;
+      throw new Error(
+        `database: waiting for another process's migration (advisory lock ${MIGRATION_LOCK_KEY}) ` +
+          `failed: ${err instanceof Error ? err.message : String(err)}`,
+        { cause: err },
+      );
+    }
   }
 }
 

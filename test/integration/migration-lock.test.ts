@@ -2,15 +2,18 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import type { Knex } from 'knex';
 import pg from 'pg';
-import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { isDatabaseUnavailable } from '../../src/db/database-failures.ts';
 import { openDatabase, type DatabaseTimeouts } from '../../src/db/database.ts';
 import { MIGRATION_LOCK_KEY, MIGRATION_NAMES, migrateToLatest } from '../../src/db/migrate.ts';
 import { onPostgresServer } from '../helpers/postgres-server.ts';
+import { startDatabaseRelay, type DatabaseRelay } from '../helpers/tcp-front.ts';
 
 /*
  * Replicas that start together migrate one fresh platform database at the same moment (the
  * production profile of docker-compose.yml does). Each migrator here is a knex pool of its own,
- * as each replica has, on a database of the test's own, made empty for every test.
+ * as each replica has, on a database of the test's own, made empty for every test. Port 18875
+ * (a relay in front of PostgreSQL).
  */
 
 const SERVER = (process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test').replace(
@@ -20,9 +23,10 @@ const SERVER = (process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/
 const database = `realmgate_migrate_${randomBytes(4).toString('hex')}`;
 const opened: Knex[] = [];
 
-async function migrator(timeouts?: DatabaseTimeouts): Promise<Knex> {
+/** A replica's pool on the test's database, directly or through `serverUrl` (a relay). */
+async function migrator(timeouts?: DatabaseTimeouts, serverUrl = SERVER): Promise<Knex> {
   const db = await openDatabase({
-    databaseUrl: `${SERVER}/${database}`,
+    databaseUrl: `${serverUrl}/${database}`,
     dataDir: os.tmpdir(),
     timeouts,
   });
@@ -66,20 +70,20 @@ const MIGRATED = {
   lock: [{ is_locked: 0 }],
 };
 
+beforeEach(async () => {
+  await onPostgresServer(SERVER, `create database ${database}`);
+});
+
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((db) => db.destroy()));
+  await onPostgresServer(SERVER, `drop database if exists ${database} with (force)`);
+});
+
+afterAll(async () => {
+  await onPostgresServer(SERVER, `drop database if exists ${database} with (force)`);
+});
+
 describe('migrations when several processes start together', () => {
-  beforeEach(async () => {
-    await onPostgresServer(SERVER, `create database ${database}`);
-  });
-
-  afterEach(async () => {
-    await Promise.all(opened.splice(0).map((db) => db.destroy()));
-    await onPostgresServer(SERVER, `drop database if exists ${database} with (force)`);
-  });
-
-  afterAll(async () => {
-    await onPostgresServer(SERVER, `drop database if exists ${database} with (force)`);
-  });
-
   it('six migrators on a fresh database all succeed, and the schema is made once', async () => {
     const migrators = await Promise.all(Array.from({ length: 6 }, () => migrator()));
     const outcomes = await Promise.allSettled(migrators.map((db) => migrateToLatest(db)));
@@ -110,28 +114,6 @@ describe('migrations when several processes start together', () => {
     }
   });
 
-  it('a migrator waits for the lock past the statement timeout, and migrates', async () => {
-    const other = new pg.Client({ connectionString: `${SERVER}/${database}` });
-    await other.connect();
-    try {
-      await other.query('select pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY]);
-      // The pool's limits cut a request's statement after 300 ms, and drop a connection
-      // silent for 500 ms (spared work and the migration's statements 600 ms); the wait for
-      // the advisory lock is under none.
-      const db = await migrator({ connectMs: 200, statementMs: 300, sparedMs: 400 });
-      const migration = migrateToLatest(db);
-      await vi.waitFor(async () => expect(await lockWaiters(other)).toBe(1), { timeout: 10_000 });
-      // Past both limits, the migrator still waits for the lock.
-      await new Promise((resolve) => setTimeout(resolve, 1000));
-      expect(await lockWaiters(other)).toBe(1);
-      await other.query('select pg_advisory_unlock($1::bigint)', [MIGRATION_LOCK_KEY]);
-      await migration;
-      expect(await schemaOf(db)).toEqual(MIGRATED);
-    } finally {
-      await other.end();
-    }
-  });
-
   it('frees the knex lock a killed migrator left set, and a lock table two racing ones left', async () => {
     const db = await migrator();
     await migrateToLatest(db);
@@ -147,6 +129,121 @@ describe('migrations when several processes start together', () => {
   });
 });
 
+describe("the wait for another process's migration, when PostgreSQL answers and when it goes silent", () => {
+  // A request's statement is cut after 300 ms; the migration's after 400 ms, its table locks
+  // waited for at most 300 ms, and its connection dropped after 600 ms without an answer.
+  const TIMEOUTS: DatabaseTimeouts = { connectMs: 200, statementMs: 300, sparedMs: 400 };
+  const ANSWER_MS = TIMEOUTS.connectMs + TIMEOUTS.sparedMs;
+  let relay: DatabaseRelay;
+  let relayServer: string;
+  let other: pg.Client;
+  let otherPid: number;
+
+  beforeAll(async () => {
+    relay = await startDatabaseRelay(18875);
+    relayServer = relay.databaseUrl.replace(/\/[^/]*$/, '');
+  });
+
+  afterAll(async () => {
+    relay?.unsilence();
+    await relay?.cut();
+  });
+
+  beforeEach(async () => {
+    // Another replica in the middle of its migration: it holds the advisory lock.
+    other = new pg.Client({ connectionString: `${SERVER}/${database}` });
+    await other.connect();
+    await other.query('select pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY]);
+    const { rows } = await other.query<{ pid: number }>('select pg_backend_pid() as pid');
+    otherPid = rows[0]!.pid;
+  });
+
+  afterEach(async () => {
+    relay.unsilence();
+    await other.end();
+  });
+
+  // Where the request's statement timeout is the spared one, the migration's statement_timeout
+  // equals its lock_timeout and ends each wait first (57014, not 55P03).
+  it.each([
+    ['a lock bound under the statement timeout', TIMEOUTS],
+    ['a lock bound equal to it', { ...TIMEOUTS, statementMs: TIMEOUTS.sparedMs }],
+  ])(
+    'waits past every statement and answer bound while the other migrates, then migrates and frees the lock (%s)',
+    async (_, timeouts) => {
+      const db = await migrator(timeouts, relayServer);
+      const migration = migrateToLatest(db);
+      // Awaited below; a failure meanwhile is reported there, not as an unhandled rejection.
+      migration.catch(() => undefined);
+      // The event: one session, the migrator's, still waiting for the lock well past the bounds
+      // that cut a statement or drop a silent connection (the age of its connection, as
+      // PostgreSQL counts it).
+      const waiter = await vi.waitFor(
+        async () => {
+          const waiting = await lockWaiterSessions(other);
+          expect(waiting).toHaveLength(1);
+          expect(waiting[0]!.ageMs).toBeGreaterThan(3 * ANSWER_MS);
+          return waiting[0]!;
+        },
+        { timeout: 20_000, interval: 50 },
+      );
+      expect(await db.schema.hasTable('knex_migrations')).toBe(false);
+      await other.query('select pg_advisory_unlock($1::bigint)', [MIGRATION_LOCK_KEY]);
+      await migration;
+      expect(await schemaOf(db)).toEqual(MIGRATED);
+      // The migrator let the lock go once it had migrated, and closed the session it waited on.
+      await vi.waitFor(async () => expect(await sessionsOf(other)).not.toContain(waiter.pid), {
+        timeout: 10_000,
+        interval: 50,
+      });
+      const { rows } = await other.query<{ taken: boolean }>(
+        'select pg_try_advisory_lock($1::bigint) as taken',
+        [MIGRATION_LOCK_KEY],
+      );
+      expect(rows[0]!.taken).toBe(true);
+    },
+    30_000,
+  );
+
+  it('fails within the answer bound, naming the wait, when PostgreSQL goes silent during it', async () => {
+    const db = await migrator(TIMEOUTS, relayServer);
+    const migration = migrateToLatest(db).then(
+      () => new Error('the migration went on while another process held the lock'),
+      (err: unknown) => err,
+    );
+    await vi.waitFor(async () => expect(await lockWaiters(other)).toBe(1), {
+      timeout: 10_000,
+      interval: 20,
+    });
+    relay.silence();
+    const silenced = Date.now();
+    // A bound, not a wait for an event: a migrator that hangs here hangs for ever.
+    const HANG_MS = 10 * ANSWER_MS;
+    let bound: NodeJS.Timeout | undefined;
+    const failure = await Promise.race([
+      migration,
+      new Promise<string>((resolve) => {
+        bound = setTimeout(() => resolve(`still waiting ${HANG_MS} ms after the silence`), HANG_MS);
+      }),
+    ]);
+    clearTimeout(bound);
+    expect(failure).toBeInstanceOf(Error);
+    expect((failure as Error).message).toMatch(
+      new RegExp(
+        `waiting for another process's migration \\(advisory lock ${MIGRATION_LOCK_KEY}\\)`,
+      ),
+    );
+    expect(isDatabaseUnavailable(failure)).toBe(true);
+    expect(Date.now() - silenced).toBeLessThan(ANSWER_MS + 1000);
+    // Once the path answers again, the failed migrator has left no session behind.
+    relay.unsilence();
+    await vi.waitFor(async () => expect(await sessionsOf(other)).toEqual([otherPid]), {
+      timeout: 10_000,
+      interval: 50,
+    });
+  }, 30_000);
+});
+
 /** Sessions of this database waiting for the migration's advisory lock (a bigint key). */
 async function lockWaiters(client: pg.Client): Promise<number> {
   const { rows } = await client.query<{ waiting: number }>(
@@ -157,4 +254,26 @@ async function lockWaiters(client: pg.Client): Promise<number> {
     [MIGRATION_LOCK_KEY],
   );
   return rows[0]!.waiting;
+}
+
+/** The sessions of this database waiting for the migration's advisory lock, with their age. */
+async function lockWaiterSessions(client: pg.Client): Promise<{ pid: number; ageMs: number }[]> {
+  const { rows } = await client.query<{ pid: number; ageMs: number }>(
+    `select a.pid, (extract(epoch from clock_timestamp() - a.backend_start) * 1000)::int as "ageMs"
+       from pg_locks l join pg_stat_activity a on a.pid = l.pid
+      where l.locktype = 'advisory' and not l.granted and l.objsubid = 1
+        and l.database = (select oid from pg_database where datname = current_database())
+        and ((l.classid::bigint << 32) | l.objid::bigint) = $1::bigint`,
+    [MIGRATION_LOCK_KEY],
+  );
+  return rows;
+}
+
+/** The process ids of the client sessions connected to this database. */
+async function sessionsOf(client: pg.Client): Promise<number[]> {
+  const { rows } = await client.query<{ pid: number }>(
+    `select pid from pg_stat_activity
+      where datname = current_database() and backend_type = 'client backend' order by pid`,
+  );
+  return rows.map((row) => row.pid);
 }
