@@ -25,7 +25,11 @@ export type AuthFailureReason =
   /** A DPoP proof whose `jti` was accepted before, on any replica. */
   | 'replayed_proof'
   /** A DPoP proof without the server's current nonce (`DPOP_NONCE`): answered with one. */
-  | 'nonce_required';
+  | 'nonce_required'
+  /** A DPoP proof the in-process replay store (no Redis) had no room to remember. */
+  | 'proof_store_full'
+  /** A DPoP proof of a key holding its share of that store while the store is under pressure. */
+  | 'proof_key_share';
 
 /** The `/api` authorization schemes. */
 export type AuthScheme = 'basic' | 'bearer' | 'dpop';

@@ -204,15 +204,21 @@ function refuseRevoked(principal: Principal, revocations: RevocationList): Princ
   return principal;
 }
 
+/** The refusals of a proof rather than of the token: each a DPoP challenge's `invalid_dpop_proof`. */
+const PROOF_REFUSALS: ReadonlySet<AuthFailure['reason']> = new Set([
+  'bad_proof',
+  'replayed_proof',
+  'proof_store_full',
+  'proof_key_share',
+]);
+
 /**
  * RFC 9449 sections 7.1 and 9: a problem with the proof, a proof without the server's nonce, or
  * a problem with the token itself.
  */
 function dpopErrorOf(failure: AuthFailure): string {
   if (failure.reason === 'nonce_required') return 'use_dpop_nonce';
-  return failure.reason === 'bad_proof' || failure.reason === 'replayed_proof'
-    ? 'invalid_dpop_proof'
-    : 'invalid_token';
+  return PROOF_REFUSALS.has(failure.reason) ? 'invalid_dpop_proof' : 'invalid_token';
 }
 
 class MissingCredentials extends AuthFailure {

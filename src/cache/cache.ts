@@ -13,9 +13,12 @@ export interface Cache {
   increment(key: string, windowMs: number, by?: number): Promise<Counter>;
   /**
    * Stores `key` for `ttlMs` unless it is there: true when this call stored it (the first to
-   * claim it in its lifetime), false when it was there already. One command in Redis.
+   * claim it in its lifetime), false when it was there already. One command in Redis. The
+   * in-process store is bounded and never forgets a live claim: when it cannot take a new one
+   * it rejects with ClaimRefused, which is neither answer (`owner` names whose claim it is, so
+   * one owner cannot take the whole bound; Redis ignores it).
    */
-  claim(key: string, ttlMs: number): Promise<boolean>;
+  claim(key: string, ttlMs: number, owner?: string): Promise<boolean>;
   /** The counter under `key` as `increment` left it, or undefined when absent or expired. */
   counter(key: string): Promise<Counter | undefined>;
   /** Resolves when the backend is reachable, rejects otherwise (used by /readyz). */
@@ -33,6 +36,27 @@ export interface LocalCache extends Cache {
    * made it: a key Redis lets claim before then may have been claimed here during an outage.
    */
   claimsHeldUntil(): number;
+}
+
+/** Why a bounded store of claims could not take a new one (memory-cache.ts). */
+export type ClaimRefusal =
+  /** Every claim it may hold is live. */
+  | 'full'
+  /** The store is under pressure and this claim's owner holds more than its share of it. */
+  | 'owner_share';
+
+/** A claim the in-process store could not take: not a claim made before, a store without room. */
+export class ClaimRefused extends Error {
+  readonly reason: ClaimRefusal;
+  constructor(reason: ClaimRefusal) {
+    super(
+      reason === 'full'
+        ? 'the in-process store of claims is full'
+        : 'the owner holds its share of the in-process store of claims',
+    );
+    this.name = 'ClaimRefused';
+    this.reason = reason;
+  }
 }
 
 /** A windowed counter: how many so far, and how long until it starts again from 0. */

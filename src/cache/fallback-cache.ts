@@ -57,11 +57,11 @@ export function createFallbackCache(
     },
     get: (key) => attempt((cache) => cache.get(key)),
     increment: (key, windowMs, by) => attempt((cache) => cache.increment(key, windowMs, by)),
-    async claim(key, ttlMs) {
+    async claim(key, ttlMs, owner) {
       let redisAnswered = false;
       const claimed = await attempt((cache) => {
         redisAnswered = cache === primary;
-        return cache.claim(key, ttlMs);
+        return cache.claim(key, ttlMs, owner);
       });
       if (!claimed || !redisAnswered || clock.now() >= fallback.claimsHeldUntil()) return claimed;
       // The fallback (this process's, or the one the workers share) granted claims during an

@@ -1,4 +1,10 @@
-import { assertValidTtl, type Counter, type LocalCache } from './cache.ts';
+import {
+  assertValidTtl,
+  ClaimRefused,
+  type ClaimRefusal,
+  type Counter,
+  type LocalCache,
+} from './cache.ts';
 import type { IpcPeer } from './ipc-peer.ts';
 
 /**
@@ -29,9 +35,17 @@ export function createIpcCache(peer: IpcPeer): LocalCache {
       assertValidTtl(windowMs);
       return peer.call<Counter>('cache.increment', key, windowMs, by);
     },
-    async claim(key, ttlMs) {
+    async claim(key, ttlMs, owner) {
       assertValidTtl(ttlMs);
-      return peer.call<boolean>('cache.claim', key, ttlMs);
+      // Undefined does not cross the channel: null says "no owner".
+      const answer = await peer.call<boolean | { refused: ClaimRefusal }>(
+        'cache.claim',
+        key,
+        ttlMs,
+        owner ?? null,
+      );
+      if (typeof answer === 'object') throw new ClaimRefused(answer.refused);
+      return answer;
     },
     counter: (key) => peer.call<Counter | undefined>('cache.counter', key),
     claimsHeldUntil: () => claimsHeldUntil,

@@ -1,3 +1,4 @@
+import { ClaimRefused } from './cache.ts';
 import { createIpcPeer, type IpcEndpoint, type IpcPeer } from './ipc-peer.ts';
 import { createMemoryCache } from './memory-cache.ts';
 import { TtlLru } from './ttl-lru.ts';
@@ -50,8 +51,16 @@ export function createIpcHub(options: { maxEntries: number; clock?: Clock }): Ip
     // during an outage (fallback-cache.ts) while a claim may be held, so every worker hears of
     // a later expiry before the claimant's answer leaves: a replay is handed to a worker over
     // the same channel, after it.
-    'cache.claim': async (key: string, ttlMs: number) => {
-      const granted = await cache.claim(key, ttlMs);
+    // A claim the store cannot take answers its refusal's reason (an error would cross the
+    // channel as its message only), which the worker's cache rejects with (ipc-cache.ts).
+    'cache.claim': async (key: string, ttlMs: number, owner: string | null) => {
+      let granted: boolean;
+      try {
+        granted = await cache.claim(key, ttlMs, owner ?? undefined);
+      } catch (err) {
+        if (err instanceof ClaimRefused) return { refused: err.reason };
+        throw err;
+      }
       if (cache.claimsHeldUntil() > claimsToldUntil) {
         claimsToldUntil = cache.claimsHeldUntil() + CLAIMS_TOLD_AHEAD_MS;
         for (const peer of peers) peer.tell('cache.claimsHeld', claimsToldUntil);

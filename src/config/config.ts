@@ -433,7 +433,7 @@ export const configSchema = z.object({
   }),
   MEMORY_CACHE_MAX_ENTRIES: z.coerce.number().int().min(1).default(100000).meta({
     description:
-      'bound of the in-process cache (least recently used goes first), and apart from it of the used DPoP proofs kept in memory (never pushed out: past it a new proof is refused until the oldest leave their window)',
+      'bound of the in-process cache (least recently used goes first), and apart from it of the used DPoP proofs kept in memory (never pushed out: past it a new proof is refused until the oldest leave their window; past half of it, so are the proofs of a key holding a sixteenth of it)',
   }),
 
   AUDIT_LOG_ENABLED: boolFlag.default(false).meta({

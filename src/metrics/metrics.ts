@@ -45,6 +45,8 @@ const AUTH_FAILURE_REASONS = [
   'bad_proof',
   'replayed_proof',
   'nonce_required',
+  'proof_store_full',
+  'proof_key_share',
   'throttled',
 ] as const satisfies readonly (AuthFailureReason | 'throttled')[];
 

@@ -1,11 +1,16 @@
 import { hash } from 'node:crypto';
-import type { Cache } from '../../cache/cache.ts';
+import { ClaimRefused, type Cache } from '../../cache/cache.ts';
 import { systemClock, type Clock } from '../../time/clock.ts';
+import { AuthFailure } from '../auth-failure.ts';
 import type { CheckedProof } from './dpop-proof.ts';
 
 /** Remembers each proof's `jti` while its `iat` is in the window of any replica. */
 export interface ProofReplayStore {
-  /** True the first time this key's proof `jti` is seen inside its window, false on a replay. */
+  /**
+   * True the first time this key's proof `jti` is seen inside its window, false on a replay.
+   * Rejects with AuthFailure (`proof_store_full`, `proof_key_share`) when the in-process store
+   * has no room to remember it: the proof is refused, never taken unrecorded.
+   */
   firstUse(boundKey: string, proof: CheckedProof): Promise<boolean>;
 }
 
@@ -27,7 +32,34 @@ export function createProofReplayStore(options: { cache: Cache; clock?: Clock })
     async firstUse(boundKey, proof) {
       const name = hash('sha256', `${boundKey}\u0000${proof.jti}`, 'base64url');
       const ttlMs = Math.max(1, Math.ceil(proof.acceptableUntil - clock.now()));
-      return cache.claim(`dpop-jti:${name}`, ttlMs);
+      try {
+        // Owned by the key: in memory, one key flooding fresh proofs is refused past its share
+        // rather than filling the store for every other key (memory-cache.ts).
+        return await cache.claim(`dpop-jti:${name}`, ttlMs, boundKey);
+      } catch (err) {
+        if (err instanceof ClaimRefused) throw storeRefusal(err);
+        throw err;
+      }
     },
   };
+}
+
+/**
+ * A proof the in-process store could not record: refused, as a proof taken unrecorded could be
+ * replayed, and said as it is (the proof is fine; a new one later passes), never as a replay.
+ */
+function storeRefusal(refused: ClaimRefused): AuthFailure {
+  return refused.reason === 'full'
+    ? new AuthFailure(
+        'dpop',
+        'proof_store_full',
+        'This gateway holds as many recent DPoP proofs as it can; retry with a new proof shortly.',
+        { cause: refused },
+      )
+    : new AuthFailure(
+        'dpop',
+        'proof_key_share',
+        "This key's recent DPoP proofs take this gateway's share for one key; retry with a new proof shortly.",
+        { cause: refused },
+      );
 }

@@ -91,6 +91,17 @@ describe('IPC hub between worker processes', () => {
     expect(await peers[1]!.call('kept', 'revoked:')).toEqual(['one']);
   });
 
+  it('claims once for every worker, and a refused claim keeps its reason across the channel', async () => {
+    const [a, b] = peers;
+    expect(await a!.call('claim', 'jti-shared', 'calm')).toBe(true);
+    expect(await b!.call('claim', 'jti-shared', 'calm')).toBe(false);
+    // 100 claims: past 50 held, an owner holding 100 / 16 = 6 gets no more.
+    let taken = 0;
+    while ((await a!.call('claim', `flood-${taken}`, 'flood')) === true) taken += 1;
+    expect(await a!.call('claim', `flood-${taken}`, 'flood')).toBe('refused: owner_share');
+    expect(await b!.call('claim', 'jti-other', 'calm')).toBe(true);
+  });
+
   it("returns a handler's error as a rejection with its message", async () => {
     await expect(peers[0]!.call('fail')).rejects.toThrow('refused here');
     await expect(peers[0]!.call('no-such-operation')).rejects.toThrow('no IPC operation');

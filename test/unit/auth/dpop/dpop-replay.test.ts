@@ -155,25 +155,58 @@ describe('the replay store of DPoP proofs without Redis (process memory)', () =>
     const { store } = inMemory();
     const captured = proof('captured');
     expect(await store.firstUse('victim', captured)).toBe(true);
-    // Fresh proofs of a key the sender holds (its own bound token), as many as the bound.
-    const flood = [];
-    for (let i = 0; i < 3; i++) flood.push(await store.firstUse('sender', proof(`flood-${i}`)));
-    // Beyond the bound, while every proof held is in its window: refused, never a replay let in.
-    expect(flood).toEqual([true, true, false]);
+    // Fresh proofs of keys the sender holds (its own bound tokens), as many as the bound.
+    for (const sender of ['sender-1', 'sender-2']) {
+      expect(await store.firstUse(sender, proof(`flood-${sender}`))).toBe(true);
+    }
+    // Beyond the bound, while every proof held is in its window: refused for what it is, never
+    // a replay let in, never called a replay either.
+    await expect(store.firstUse('sender-3', proof('flood-3'))).rejects.toMatchObject({
+      scheme: 'dpop',
+      reason: 'proof_store_full',
+      publicMessage: expect.not.stringMatching(/used before/) as unknown,
+    });
     expect(await store.firstUse('victim', captured)).toBe(false);
   });
 
   it('takes new proofs again once the ones it holds leave their window', async () => {
     const { store } = inMemory();
-    for (let i = 0; i < 4; i++) await store.firstUse('sender', proof(`early-${i}`));
+    for (let i = 0; i < 4; i++)
+      await store.firstUse(`sender-${i}`, proof(`early-${i}`)).catch(() => false);
     clock.advance(60_001);
     expect(await store.firstUse('sender', proof('later'))).toBe(true);
+  });
+
+  it("refuses one key's flood beyond its share, and not the proofs of other keys", async () => {
+    // 32 proofs: past 16 held, a key holding 32 / 16 = 2 gets no more.
+    const cache = createMemoryCache({ maxEntries: 32, clock });
+    const store = createProofReplayStore({ cache, clock });
+    let accepted = 0;
+    for (;;) {
+      const used = await store
+        .firstUse('flooder', proof(`flood-${accepted}`))
+        .catch((err: unknown) => err);
+      if (used !== true) {
+        expect(used).toMatchObject({ scheme: 'dpop', reason: 'proof_key_share' });
+        break;
+      }
+      accepted++;
+    }
+    expect(accepted).toBe(16);
+    for (const key of ['alice', 'bob', 'carol']) {
+      expect(await store.firstUse(key, proof(`${key}-1`))).toBe(true);
+      expect(await store.firstUse(key, proof(`${key}-2`))).toBe(true);
+      expect(await store.firstUse(key, proof(`${key}-1`))).toBe(false);
+    }
+    // The flooder's proofs taken before are still replays.
+    expect(await store.firstUse('flooder', proof('flood-0'))).toBe(false);
   });
 
   it("pushes out no other entry's counter (failed logins)", async () => {
     const { cache, store } = inMemory();
     await cache.increment('failures:u', 60_000);
-    for (let i = 0; i < 3; i++) await store.firstUse('sender', proof(`flood-${i}`));
+    for (let i = 0; i < 3; i++)
+      await store.firstUse(`sender-${i}`, proof(`flood-${i}`)).catch(() => false);
     expect(await cache.counter('failures:u')).toMatchObject({ count: 1 });
   });
 });
