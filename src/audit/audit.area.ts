@@ -55,7 +55,7 @@ export interface AuditLogArea {
   /**
    * The events settings a new organization's realm is made with (REALM_EVENTS_SETTINGS), so that
    * Keycloak saves its events from its creation, not from its first pull (up to
-   * AUDIT_KEYCLOAK_EVENTS_SECONDS later); undefined when the log does not pull them.
+   * AUDIT_KEYCLOAK_EVENTS_SECONDS later); undefined when they are not pulled.
    */
   realmEvents: Readonly<Record<string, unknown>> | undefined;
   /** The public keys of checkpoints at `/.well-known/audit-keys`, on both listeners. */
@@ -84,10 +84,17 @@ export async function buildAuditLog(
   },
   tenants: Pick<Tenants, 'directory' | 'organizationsRepo'>,
   keycloak: Pick<KeycloakArea, 'calls' | 'adminSession'>,
-  /** Told each realm's Keycloak events as they are pulled (auth: credential changes). */
+  /**
+   * Told each realm's Keycloak events as they are pulled (auth: credential changes), also while
+   * the log is off.
+   */
   keycloakEventsSeen?: KeycloakEventPullDeps['seen'],
 ): Promise<AuditLogArea> {
   const { config, clock, forwarding } = shared;
+  const realmEvents =
+    config.AUDIT_KEYCLOAK_EVENTS_SECONDS > 0 && (config.AUDIT_LOG_ENABLED || keycloakEventsSeen)
+      ? REALM_EVENTS_SETTINGS
+      : undefined;
   const isLog = async (realm: string) =>
     realm === MASTER_REALM || (await tenants.directory.stateOf(realm)) !== 'absent';
   // Published even while the log is off: exports made before still verify.
@@ -119,16 +126,23 @@ export async function buildAuditLog(
   // Also while the log is off: the records it holds are the deleted organization's.
   const organizationBegins = (org: string) => incarnations.begin(org, new Date(clock.now()));
   if (!config.AUDIT_LOG_ENABLED) {
+    // The auth area's use of the events does not wait for the log; no record is made of them.
+    const keycloakEvents = pullKeycloakEvents(shared, tenants, keycloak, {
+      seen: keycloakEventsSeen,
+    });
     return {
       apiOutcomes: undefined,
       tokenGrants: undefined,
       service,
       downloads,
       organizationBegins,
-      realmEvents: undefined,
+      realmEvents,
       keys: auditKeysRouter(keys),
       writer: undefined,
-      close: () => runner.close(),
+      close: async () => {
+        await runner.close();
+        await keycloakEvents.stop();
+      },
     };
   }
   const writer = createAuditWriter({
@@ -182,13 +196,10 @@ export async function buildAuditLog(
     Math.min(config.AUDIT_CHECKPOINT_SECONDS * 1000, CHECKPOINT_POLL_MS),
     shared.logger,
   );
-  const keycloakEvents = pullKeycloakEvents(
-    shared,
-    tenants,
-    keycloak,
-    { record, flush: () => writer.flush() },
-    keycloakEventsSeen,
-  );
+  const keycloakEvents = pullKeycloakEvents(shared, tenants, keycloak, {
+    writer: { record, flush: () => writer.flush() },
+    seen: keycloakEventsSeen,
+  });
   shared.audit.keepIn((entry) => {
     for (const event of changeEventsOf(entry, clock.now())) record(event);
   });
@@ -206,7 +217,7 @@ export async function buildAuditLog(
     service,
     downloads,
     organizationBegins,
-    realmEvents: config.AUDIT_KEYCLOAK_EVENTS_SECONDS > 0 ? REALM_EVENTS_SETTINGS : undefined,
+    realmEvents,
     keys: auditKeysRouter(keys),
     writer,
     close: async (graceMs) => {

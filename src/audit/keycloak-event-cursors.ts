@@ -2,7 +2,18 @@ import type { Knex } from 'knex';
 import { AUDIT_TABLE } from './audit-rows.ts';
 import type { KeycloakEventKind } from './keycloak-event-records.ts';
 
-const PULLS_TABLE = 'audit_keycloak_pulls';
+/**
+ * What a pull of Keycloak's events is for: the audit log's records, or the auth area's ending of
+ * Basic logins on credential changes (done also while the log is off). Each has its own cursors
+ * and leases (migrations 20261128-007 and 20261129-012), so neither passes events the other has
+ * not taken.
+ */
+export type KeycloakEventPurpose = 'audit' | 'auth';
+
+const PULLS_TABLE: Record<KeycloakEventPurpose, string> = {
+  audit: 'audit_keycloak_pulls',
+  auth: 'auth_keycloak_pulls',
+};
 
 /** Where the log stands in one kind of a realm's events: the last time taken, and its ids. */
 export interface EventCursor {
@@ -15,10 +26,10 @@ export interface EventCursor {
 export type RealmCursors = Record<KeycloakEventKind, EventCursor>;
 
 /**
- * The cursors and leases of the pulls (migration 20261128-007). A replica pulls a realm only
- * while it holds the realm's lease, so one replica at a time moves its cursors; a lease ends
- * when its holder gives it back or, if the holder died, when it runs out. Times of leases are
- * the database's, so the replicas' clocks need not agree.
+ * The cursors and leases of one purpose's pulls. A replica pulls a realm for a purpose only
+ * while it holds the realm's lease of that purpose, so one replica at a time moves those
+ * cursors; a lease ends when its holder gives it back or, if the holder died, when it runs out.
+ * Times of leases are the database's, so the replicas' clocks need not agree.
  */
 export interface KeycloakEventCursors {
   /** Takes the lease of `realm` for `leaseMs` and reads its cursors; undefined if another holds it. */
@@ -27,7 +38,8 @@ export interface KeycloakEventCursors {
   saveAndRelease(realm: string, holder: string, cursors: RealmCursors): Promise<boolean>;
   /**
    * The Keycloak event ids already in the log of `realm` at or after `sinceMs`: an event
-   * written by a holder that stopped before it could move the cursor is not taken twice.
+   * written by a holder that stopped before it could move the cursor is not taken twice (the
+   * audit purpose's question; the log is the same whichever cursors ask).
    */
   keptSince(realm: string, sinceMs: number): Promise<Set<string>>;
 }
@@ -43,17 +55,21 @@ const idsOf = (value: unknown): string[] =>
   (typeof value === 'string' ? JSON.parse(value) : value) as string[];
 const timeOf = (value: string | number | null) => (value === null ? undefined : Number(value));
 
-export function createKeycloakEventCursors(db: Knex): KeycloakEventCursors {
+export function createKeycloakEventCursors(
+  db: Knex,
+  purpose: KeycloakEventPurpose,
+): KeycloakEventCursors {
+  const table = PULLS_TABLE[purpose];
   return {
     async claim(realm, holder, leaseMs) {
       const result = await db.raw<{ rows: PullRow[] }>(
-        `insert into ${PULLS_TABLE} (realm, holder, lease_until)
+        `insert into ${table} (realm, holder, lease_until)
            values (?, ?, now() + ?::double precision * interval '1 millisecond')
          on conflict (realm) do update
            set holder = excluded.holder, lease_until = excluded.lease_until
-           where ${PULLS_TABLE}.holder is null
-              or ${PULLS_TABLE}.holder = excluded.holder
-              or ${PULLS_TABLE}.lease_until < now()
+           where ${table}.holder is null
+              or ${table}.holder = excluded.holder
+              or ${table}.lease_until < now()
          returning user_time, user_ids, admin_time, admin_ids`,
         [realm, holder, leaseMs],
       );
@@ -65,7 +81,7 @@ export function createKeycloakEventCursors(db: Knex): KeycloakEventCursors {
       };
     },
     async saveAndRelease(realm, holder, cursors) {
-      const updated = await db(PULLS_TABLE)
+      const updated = await db(table)
         .where({ realm, holder })
         .update({
           user_time: cursors.user.timeMs ?? null,

@@ -2,7 +2,12 @@ import type { Logger } from 'pino';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { Clock } from '../time/clock.ts';
 import type { AuditEvent, AuditWriter } from './audit-writer.ts';
-import type { EventCursor, KeycloakEventCursors, RealmCursors } from './keycloak-event-cursors.ts';
+import type {
+  EventCursor,
+  KeycloakEventCursors,
+  KeycloakEventPurpose,
+  RealmCursors,
+} from './keycloak-event-cursors.ts';
 import {
   adminEventRecord,
   KEYCLOAK_EVENT_KINDS,
@@ -10,12 +15,12 @@ import {
   type KeycloakAdminEvent,
   type KeycloakUserEvent,
 } from './keycloak-event-records.ts';
-import type { KeycloakEventSource } from './keycloak-event-source.ts';
+import type { KeycloakEventSource, RealmFacts } from './keycloak-event-source.ts';
 
 /** What the pull counts (metrics/metrics.ts implements it). */
 export interface KeycloakEventMetrics {
-  /** One realm's pull: done, or failed (Keycloak or the database unavailable). */
-  keycloakEventPull(outcome: 'ok' | 'failed'): void;
+  /** One realm's pull for `purpose`: done, or failed (Keycloak or the database unavailable). */
+  keycloakEventPull(outcome: 'ok' | 'failed', purpose: KeycloakEventPurpose): void;
 }
 
 /** Events asked for at once. */
@@ -32,7 +37,7 @@ export const SETTLE_MS = 5000;
 const LEASE_MS = 60_000;
 
 export interface KeycloakEventPull {
-  /** Pulls one realm's new events into its log; how many records it made. */
+  /** Takes one realm's new events; how many records it made (none without a writer). */
   pullRealm(realm: string): Promise<number>;
   /** Pulls every realm `realms()` names, one after the other; a failure is counted and logged. */
   pullAll(): Promise<void>;
@@ -40,9 +45,12 @@ export interface KeycloakEventPull {
 
 /** What a pull is made of. */
 export interface KeycloakEventPullDeps {
+  /** Whose cursors these are: what the metric counts the pulls under. */
+  purpose: KeycloakEventPurpose;
   source: KeycloakEventSource;
   cursors: KeycloakEventCursors;
-  writer: Pick<AuditWriter, 'record' | 'flush'>;
+  /** Where the events go as records: the audit log's pull; none for the auth area's. */
+  writer?: Pick<AuditWriter, 'record' | 'flush'>;
   realms: () => Promise<string[]>;
   /** This process, as the holder of the leases it takes. */
   holder: string;
@@ -60,14 +68,14 @@ export interface KeycloakEventPullDeps {
 }
 
 /**
- * Takes Keycloak's events of each realm into the realm's audit log, after the events taken
- * before (the realm's cursors): both kinds up to one time, merged in time order, each written
- * once however many replicas pull, and the cursors moved only once the records are written.
- * The events of the gateway's own Keycloak identities are passed over: the gateway already
- * recorded each of its changes, with the person who asked for it.
+ * Takes Keycloak's events of each realm after the events taken before (the realm's cursors):
+ * both kinds up to one time, told to `seen` and, with a writer, into the realm's audit log,
+ * merged in time order, each written once however many replicas pull, and the cursors moved
+ * only once the records are written. The events of the gateway's own Keycloak identities are
+ * not written: the gateway already recorded each of its changes, with the person who asked.
  */
 export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEventPull {
-  const { source, cursors, writer, holder } = deps;
+  const { source, cursors, writer, holder, purpose } = deps;
 
   async function pullRealm(realm: string): Promise<number> {
     const facts = await source.prepare(realm);
@@ -85,6 +93,25 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
       admin: admins.events.filter((e) => e.time <= until) as KeycloakAdminEvent[],
     };
     await deps.seen?.(realm, taken);
+    const written = writer ? await writeRecords(realm, taken, facts, master, writer) : 0;
+    const after: RealmCursors = {
+      user: advance(before.user, taken.user),
+      admin: advance(before.admin, taken.admin),
+    };
+    if (!(await cursors.saveAndRelease(realm, holder, after))) {
+      deps.logger.warn({ realm, purpose }, 'keycloak events: lease lost before the cursor moved');
+    }
+    return written;
+  }
+
+  /** Writes the records of `taken` not already in the log; how many it made. */
+  async function writeRecords(
+    realm: string,
+    taken: { user: KeycloakUserEvent[]; admin: KeycloakAdminEvent[] },
+    facts: RealmFacts,
+    master: RealmFacts,
+    writer: Pick<AuditWriter, 'record' | 'flush'>,
+  ): Promise<number> {
     const gateway = new Set([...facts.gatewayUsers, ...master.gatewayUsers]);
     const realmNames = new Map([
       [facts.id, realm],
@@ -106,13 +133,6 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
       // The cursors move once the records are in the log; a failure here keeps the lease until
       // it runs out, so no other replica takes these events while they wait in our spool.
       await writer.flush();
-    }
-    const after: RealmCursors = {
-      user: advance(before.user, taken.user),
-      admin: advance(before.admin, taken.admin),
-    };
-    if (!(await cursors.saveAndRelease(realm, holder, after))) {
-      deps.logger.warn({ realm }, 'keycloak events: lease lost before the cursor moved');
     }
     return records.length;
   }
@@ -167,17 +187,17 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
       try {
         realms = await deps.realms();
       } catch (err) {
-        deps.metrics.keycloakEventPull('failed');
-        deps.logger.warn({ err }, 'keycloak events: realms unknown; next time');
+        deps.metrics.keycloakEventPull('failed', purpose);
+        deps.logger.warn({ err, purpose }, 'keycloak events: realms unknown; next time');
         return;
       }
       for (const realm of realms) {
         try {
           await pullOnce(realm);
-          deps.metrics.keycloakEventPull('ok');
+          deps.metrics.keycloakEventPull('ok', purpose);
         } catch (err) {
-          deps.metrics.keycloakEventPull('failed');
-          deps.logger.warn({ err, realm }, 'keycloak events: pull failed; next time');
+          deps.metrics.keycloakEventPull('failed', purpose);
+          deps.logger.warn({ err, realm, purpose }, 'keycloak events: pull failed; next time');
         }
       }
     },

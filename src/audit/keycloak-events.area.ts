@@ -13,15 +13,20 @@ import { createKeycloakEventCursors } from './keycloak-event-cursors.ts';
 import {
   createKeycloakEventPull,
   type KeycloakEventMetrics,
+  type KeycloakEventPull,
   type KeycloakEventPullDeps,
 } from './keycloak-event-pull.ts';
 import { createKeycloakEventSource } from './keycloak-event-source.ts';
 
 /**
- * Keycloak's own events of master and of every organization's realm, pulled into their audit
- * logs every AUDIT_KEYCLOAK_EVENTS_SECONDS (docs/audit.md). Keycloak being down only delays
- * them: a failed pull is counted (`realmgate_audit_keycloak_pulls_total`), not a readiness
- * failure, and the next one takes what the last missed.
+ * Keycloak's own events of master and of every organization's realm, pulled every
+ * AUDIT_KEYCLOAK_EVENTS_SECONDS (docs/audit.md) for what uses them: the auth area (`seen`: it
+ * ends Basic logins on credential changes), whether the audit log is on or not, and the audit
+ * log (`writer`, when it is on). Each purpose is a pull of its own, with its own cursors and
+ * leases: a log turned on later takes its records from where it stopped, and a log catching up
+ * does not hold the credential changes back. Keycloak being down only delays them: a failed
+ * pull is counted (`realmgate_audit_keycloak_pulls_total`), not a readiness failure, and the
+ * next one takes what the last missed.
  */
 export function pullKeycloakEvents(
   shared: {
@@ -33,19 +38,21 @@ export function pullKeycloakEvents(
   },
   tenants: Pick<Tenants, 'organizationsRepo'>,
   keycloak: Pick<KeycloakArea, 'calls' | 'adminSession'>,
-  writer: Pick<AuditWriter, 'record' | 'flush'>,
-  /** Told each realm's events as they are pulled (the auth area ends Basic logins by them). */
-  seen?: KeycloakEventPullDeps['seen'],
+  uses: {
+    /** The audit log's writer: its records of the events; undefined while the log is off. */
+    writer?: Pick<AuditWriter, 'record' | 'flush'>;
+    /** Told each realm's events as they are pulled (the auth area ends Basic logins by them). */
+    seen?: KeycloakEventPullDeps['seen'];
+  },
 ): Periodic {
   const seconds = shared.config.AUDIT_KEYCLOAK_EVENTS_SECONDS;
-  if (seconds === 0) return { stop: () => Promise.resolve() };
-  const pull = createKeycloakEventPull({
+  if (seconds === 0 || (!uses.writer && !uses.seen)) return { stop: () => Promise.resolve() };
+  // One source: a realm's facts (its events turned on, the gateway's accounts) are read once.
+  const common = {
     source: createKeycloakEventSource({
       ...keycloak,
       adminUsername: shared.config.KEYCLOAK_ADMIN_USERNAME,
     }),
-    cursors: createKeycloakEventCursors(shared.db),
-    writer,
     realms: async () => [
       MASTER_REALM,
       ...(await tenants.organizationsRepo.list()).map((organization) => organization.id),
@@ -54,8 +61,35 @@ export function pullKeycloakEvents(
     clock: shared.clock,
     logger: shared.logger,
     metrics: shared.metrics,
-    seen,
-  });
+  };
+  const pulls: KeycloakEventPull[] = [];
+  // The credential changes first: a log with many events to take does not delay them.
+  if (uses.seen) {
+    pulls.push(
+      createKeycloakEventPull({
+        ...common,
+        purpose: 'auth',
+        cursors: createKeycloakEventCursors(shared.db, 'auth'),
+        seen: uses.seen,
+      }),
+    );
+  }
+  if (uses.writer) {
+    pulls.push(
+      createKeycloakEventPull({
+        ...common,
+        purpose: 'audit',
+        cursors: createKeycloakEventCursors(shared.db, 'audit'),
+        writer: uses.writer,
+      }),
+    );
+  }
   // pullAll counts and logs its own failures.
-  return every(seconds * 1000, () => pull.pullAll(), { onError: () => undefined });
+  return every(
+    seconds * 1000,
+    async () => {
+      for (const pull of pulls) await pull.pullAll();
+    },
+    { onError: () => undefined },
+  );
 }

@@ -259,7 +259,9 @@ export async function buildAuth(
     keycloakEventsSeen: endBasicLoginsOnCredentialChanges({
       revocations,
       basicLoginSeconds,
+      failureWindowSeconds: config.LOGIN_FAILURE_WINDOW_SECONDS,
       passwordSet,
+      clock,
     }),
     resourceMetadata: resourceMetadataRouter({
       htuBase,

@@ -16,6 +16,7 @@ import * as auditLogWithoutIds from './migrations/20261128-008-audit-log-without
 import * as auditLogIncarnations from './migrations/20261129-009-audit-log-incarnations.ts';
 import * as auditIncarnationRetention from './migrations/20261129-010-audit-incarnation-retention.ts';
 import * as auditDownloadWholeLog from './migrations/20261129-011-audit-download-whole-log.ts';
+import * as authKeycloakPulls from './migrations/20261129-012-auth-keycloak-pulls.ts';
 
 interface NamedMigration {
   name: string;
@@ -49,6 +50,7 @@ const migrations: readonly NamedMigration[] = [
   { name: '20261129-009-audit-log-incarnations', migration: auditLogIncarnations },
   { name: '20261129-010-audit-incarnation-retention', migration: auditIncarnationRetention },
   { name: '20261129-011-audit-download-whole-log', migration: auditDownloadWholeLog },
+  { name: '20261129-012-auth-keycloak-pulls', migration: authKeycloakPulls },
 ];
 
 /** The names of the migrations, in order: what `knex_migrations` holds once migrated. */

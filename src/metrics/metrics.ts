@@ -4,6 +4,7 @@ import type { AuthFailureScheme, AuthMetrics, RecheckEvent } from '../auth/auth-
 import type { RequestMetrics } from '../edge/edge.ts';
 import { BACKCHANNEL_REFUSALS, type BackchannelMetrics } from '../auth-proxy/backchannel-logout.ts';
 import type { AuditMetrics } from '../audit/audit-writer.ts';
+import type { KeycloakEventPurpose } from '../audit/keycloak-event-cursors.ts';
 import type { KeycloakEventMetrics } from '../audit/keycloak-event-pull.ts';
 import { probe, type ReadinessCheck } from '../http/health.router.ts';
 import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
@@ -16,6 +17,8 @@ import {
   PROXY_UPSTREAMS,
   type ProxyMetrics,
 } from '../outbound/proxy-failures.ts';
+
+const KEYCLOAK_EVENT_PURPOSES: readonly KeycloakEventPurpose[] = ['audit', 'auth'];
 
 const KEYCLOAK_CALL_KINDS = [
   'grant',
@@ -207,9 +210,13 @@ export function createMetrics(options: {
   const keycloakEventPulls = new CounterTable({
     name: 'realmgate_audit_keycloak_pulls_total',
     help:
-      "Pulls of one realm's Keycloak events into the audit log, done or failed (Keycloak or the " +
+      "Pulls of one realm's Keycloak events, for the audit log's records or the auth area's " +
+      'credential changes (also while the log is off), done or failed (Keycloak or the ' +
       'database unavailable: the events wait in Keycloak and come with a later pull).',
-    labels: [{ name: 'outcome', values: ['ok', 'failed'] }],
+    labels: [
+      { name: 'purpose', values: KEYCLOAK_EVENT_PURPOSES },
+      { name: 'outcome', values: ['ok', 'failed'] },
+    ],
     showZeros: true,
   });
   const proxyFailures = new CounterTable({
@@ -294,8 +301,10 @@ export function createMetrics(options: {
     auditRecords(outcome, count) {
       auditRecords.inc(outcome === 'written' ? 0 : 1, count);
     },
-    keycloakEventPull(outcome) {
-      keycloakEventPulls.inc(outcome === 'ok' ? 0 : 1);
+    keycloakEventPull(outcome, purpose) {
+      keycloakEventPulls.inc(
+        keycloakEventPulls.slot(KEYCLOAK_EVENT_PURPOSES.indexOf(purpose), outcome === 'ok' ? 0 : 1),
+      );
     },
     proxyFailure(upstream, cause) {
       proxyFailures.inc(proxyFailures.slot(upstreamIndex[upstream], causeIndex[cause]));

@@ -78,11 +78,12 @@ describe('audit log: Keycloak events', () => {
   function replica(name: string, keycloakUrl = env.keycloakUrl): KeycloakEventPull {
     const { writer, keycloak } = replicaParts(keycloakUrl);
     return createKeycloakEventPull({
+      purpose: 'audit',
       source: createKeycloakEventSource({
         ...keycloak,
         adminUsername: env.keycloakAdminUsername,
       }),
-      cursors: createKeycloakEventCursors(testDb()),
+      cursors: createKeycloakEventCursors(testDb(), 'audit'),
       writer,
       realms: () => Promise.resolve([org]),
       holder: `${name}:${Math.random()}`,
@@ -235,6 +236,45 @@ describe('audit log: Keycloak events', () => {
     expect(ids.length).toBe(after.length);
   });
 
+  it("the auth area's pull moves its own cursor: the log still takes the events it took", async () => {
+    const told: string[] = [];
+    const { keycloak } = replicaParts();
+    const auth = createKeycloakEventPull({
+      purpose: 'auth',
+      source: createKeycloakEventSource({ ...keycloak, adminUsername: env.keycloakAdminUsername }),
+      cursors: createKeycloakEventCursors(testDb(), 'auth'),
+      seen: (_realm, events) => {
+        told.push(...events.user.map((e) => e.id));
+        return Promise.resolve();
+      },
+      realms: () => Promise.resolve([org]),
+      holder: `auth:${Math.random()}`,
+      clock,
+      logger,
+      metrics: { keycloakEventPull: () => undefined },
+    });
+    const before = await keycloakRecords();
+    expect((await signIn(keeper)).status).toBe(200);
+    // The sign-in's event, as Keycloak keeps it (newest first; the library's type lacks its id).
+    const [event] = (await (
+      await keycloakAdmin()
+    ).realms.findEvents({ realm: org, user: keeperId, type: 'LOGIN', max: 1 })) as { id: string }[];
+    const signedIn = event!.id;
+    await expect
+      .poll(async () => {
+        await auth.pullRealm(org);
+        return told.includes(signedIn);
+      }, EVENTUALLY)
+      .toBe(true);
+    expect(await keycloakRecords()).toEqual(before);
+    await pulledUntil(a, before.length + 1);
+    expect((await keycloakRecords()).map((r) => r.details.keycloakEventId)).toContain(signedIn);
+    // And the log's pulls left the auth cursor where it was: nothing new is told.
+    const count = told.length;
+    await auth.pullRealm(org);
+    expect(told.length).toBe(count);
+  });
+
   it('an export including them verifies offline', async () => {
     const admin = await createUser('master');
     const res = await fetch(`${env.publicUrl}/api/platform/organizations/${org}/audit-log/export`, {
@@ -283,7 +323,7 @@ describe('audit log: Keycloak events', () => {
       },
       { organizationsRepo: { list: () => Promise.resolve([{ id: org }]) } as OrganizationsRepo },
       keycloak,
-      writer,
+      { writer },
     );
     try {
       const count = (await keycloakRecords()).length;

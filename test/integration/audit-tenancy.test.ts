@@ -272,6 +272,7 @@ describe('audit log: organizations deleted, and their ids used again', () => {
     });
     const calls = createKeycloakCalls({ keycloakUrl: env.keycloakUrl, timeoutMs: 10_000 });
     const pull = createKeycloakEventPull({
+      purpose: 'audit',
       source: createKeycloakEventSource({
         calls,
         adminSession: createAdminSession({
@@ -281,7 +282,7 @@ describe('audit log: organizations deleted, and their ids used again', () => {
         }),
         adminUsername: env.keycloakAdminUsername,
       }),
-      cursors: createKeycloakEventCursors(db()),
+      cursors: createKeycloakEventCursors(db(), 'audit'),
       writer,
       realms: () => Promise.resolve([org]),
       holder: `events:${Math.random()}`,

@@ -54,12 +54,22 @@ describe('Basic: credential changes made in Keycloak', () => {
     await closeTestDb();
   });
 
-  /** Whether the pull has taken the user's Keycloak sign-in (so every event before it too). */
+  /**
+   * Whether the auth area's pull has taken the user's Keycloak sign-in (so every event before it
+   * too): the log's pull recorded it, and the auth area's cursor, which is apart, is past it.
+   */
   async function signInPulled(userId: string): Promise<boolean> {
-    const rows: unknown[] = await testDb()('audit_log')
+    const logins = (await testDb()('audit_log')
       .where({ org, action: 'keycloak.login', actor_id: userId })
-      .limit(1);
-    return rows.length > 0;
+      .select('at')
+      .limit(1)) as { at: Date }[];
+    const cursors: { user_time: string | null }[] = await testDb()('auth_keycloak_pulls')
+      .where({ realm: org })
+      .select('user_time');
+    const [login] = logins;
+    const taken = cursors[0]?.user_time;
+    if (!login || taken === undefined || taken === null) return false;
+    return Number(taken) >= new Date(login.at).getTime();
   }
 
   /**

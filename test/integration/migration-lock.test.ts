@@ -57,6 +57,8 @@ const MIGRATED = {
     'audit_log_incarnations',
     'audit_retention',
     'audit_signing_keys',
+    // The auth area's Keycloak event cursors (credential changes made in Keycloak).
+    'auth_keycloak_pulls',
     'knex_migrations',
     'knex_migrations_lock',
     'operations',

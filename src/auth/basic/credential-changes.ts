@@ -1,3 +1,4 @@
+import type { Clock } from '../../time/clock.ts';
 import type { RevocationList } from '../revocation.ts';
 
 /**
@@ -115,6 +116,20 @@ export function refusalEndingsOf(events: KeycloakEventsOfRealm): Set<string> {
 }
 
 /**
+ * How far Keycloak's clock may be behind the gateway's before a change still of use is taken for
+ * an old one: a minute, well past what synchronised clocks differ by.
+ */
+const CLOCK_MARGIN_MS = 60_000;
+
+/** The events of `events` at or after `sinceMs` (Keycloak's epoch ms). */
+function eventsSince(events: KeycloakEventsOfRealm, sinceMs: number): KeycloakEventsOfRealm {
+  return {
+    user: events.user.filter((e) => e.time >= sinceMs),
+    admin: events.admin.filter((e) => e.time >= sinceMs),
+  };
+}
+
+/**
  * Ends the cached Basic logins granted before each change `events` tell (credentialChangesOf):
  * through the revocation list, which tells every replica and worker. The change's own time is
  * the moment, on Keycloak's clock as the logins' `iat`: a login made since with the new password
@@ -122,16 +137,25 @@ export function refusalEndingsOf(events: KeycloakEventsOfRealm): Set<string> {
  * that may let a refused login in (refusalEndingsOf), the user's remembered wrong passwords are
  * dropped too (`passwordSet`), as for a password set through the gateway: the new password may
  * be one of them (an administrator giving an account the password its jobs use).
+ *
+ * A change told late (the events' first pull, which starts at the oldest Keycloak keeps, or one
+ * after a long stop) is passed over once it can no longer matter: older than the longest a
+ * login is served, it ends no login still cached; older than the failed-login window, it came
+ * before every failure remembered, and dropping them would only forgive wrong passwords.
  */
 export function endBasicLoginsOnCredentialChanges(deps: {
   revocations: Pick<RevocationList, 'revoke'>;
   /** The longest a cached Basic login is served (outage included): the refusal lasts as long. */
   basicLoginSeconds: number;
+  /** How long the failed-login memory keeps a failure (LOGIN_FAILURE_WINDOW_SECONDS). */
+  failureWindowSeconds: number;
   /** Drops the failures the failed-login memory keeps for the user (auth.area.ts). */
   passwordSet: (realm: string, userId: string) => Promise<void>;
+  clock: Clock;
 }): KeycloakEventsSeen {
   return async (realm, events) => {
-    const changes = credentialChangesOf(events);
+    const oldest = (seconds: number) => deps.clock.now() - seconds * 1000 - CLOCK_MARGIN_MS;
+    const changes = credentialChangesOf(eventsSince(events, oldest(deps.basicLoginSeconds)));
     for (const [userId, at] of changes) {
       await deps.revocations.revoke({
         realm,
@@ -142,6 +166,7 @@ export function endBasicLoginsOnCredentialChanges(deps: {
         userTtlSeconds: Math.max(deps.basicLoginSeconds, 1),
       });
     }
-    for (const userId of refusalEndingsOf(events)) await deps.passwordSet(realm, userId);
+    const refusalEndings = refusalEndingsOf(eventsSince(events, oldest(deps.failureWindowSeconds)));
+    for (const userId of refusalEndings) await deps.passwordSet(realm, userId);
   };
 }

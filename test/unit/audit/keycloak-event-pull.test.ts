@@ -80,6 +80,7 @@ describe('pulling Keycloak events', () => {
 
   function pullOf(source: KeycloakEventSource, log: AuditEvent[], cursors = cursorsInMemory(log)) {
     return createKeycloakEventPull({
+      purpose: 'audit',
       source,
       cursors,
       writer: { record: (e) => void log.push(e), flush: () => Promise.resolve() },
@@ -133,5 +134,35 @@ describe('pulling Keycloak events', () => {
     // A replica that wrote them and stopped before saving its cursor: a fresh cursor store.
     await pullOf(keycloakOf(user, []), log, cursorsInMemory(log)).pullRealm('org-a');
     expect(log.map((e) => e.details.keycloakEventId)).toEqual(['u1', 'u2']);
+  });
+
+  it('without a writer (the auth area’s pull) tells every event, moves its cursor, writes none', async () => {
+    const user = [login('u1', 10), login('u2', 20, 'service-account')];
+    const admin = [change('a1', 15)];
+    const told: string[] = [];
+    const cursors = cursorsInMemory([]);
+    const pull = createKeycloakEventPull({
+      purpose: 'auth',
+      source: keycloakOf(user, admin),
+      cursors,
+      seen: (_realm, events) => {
+        told.push(...[...events.user, ...events.admin].map((e) => e.id));
+        return Promise.resolve();
+      },
+      realms: () => Promise.resolve(['org-a']),
+      holder: 'test',
+      clock,
+      logger: createLogger('silent'),
+      metrics: { keycloakEventPull: () => undefined },
+    });
+    expect(await pull.pullRealm('org-a')).toBe(0);
+    // The gateway's own events too: a password it set through Keycloak is a change as well.
+    expect(told).toEqual(['u1', 'u2', 'a1']);
+    expect(cursors.saved).toEqual({
+      user: { timeMs: 20, ids: ['u2'] },
+      admin: { timeMs: 15, ids: ['a1'] },
+    });
+    await pull.pullRealm('org-a');
+    expect(told).toEqual(['u1', 'u2', 'a1']);
   });
 });

@@ -6,6 +6,7 @@ import {
   type KeycloakEventsOfRealm,
 } from '../../../../src/auth/basic/credential-changes.ts';
 import type { RevocationList } from '../../../../src/auth/revocation.ts';
+import { manualClock } from '../../../helpers/test-clock.ts';
 
 /**
  * Which of Keycloak's events end a user's cached Basic logins, with the event types and paths
@@ -129,7 +130,9 @@ describe('credential changes seen in Keycloak events', () => {
     const seen = endBasicLoginsOnCredentialChanges({
       revocations: { revoke: (r) => Promise.resolve(void revoked.push(r)) },
       basicLoginSeconds: 3600,
+      failureWindowSeconds: 300,
       passwordSet: (realm, userId) => Promise.resolve(void passwordsSet.push(`${realm}/${userId}`)),
+      clock: manualClock(10_000),
     });
     await seen('org-a', {
       user: [],
@@ -145,5 +148,33 @@ describe('credential changes seen in Keycloak events', () => {
     ]);
     // Its remembered wrong passwords go too: the new password may be one of them.
     expect(passwordsSet).toEqual(['org-a/u1']);
+  });
+
+  it('passes over a change told too late to matter (a first pull, one after a long stop)', async () => {
+    const revoked: string[] = [];
+    const passwordsSet: string[] = [];
+    const now = Date.UTC(2026, 10, 29, 12);
+    const seen = endBasicLoginsOnCredentialChanges({
+      revocations: { revoke: (r) => Promise.resolve(void revoked.push(r.userId)) },
+      basicLoginSeconds: 3600,
+      failureWindowSeconds: 300,
+      passwordSet: (_realm, userId) => Promise.resolve(void passwordsSet.push(userId)),
+      clock: manualClock(now),
+    });
+    const minutesAgo = (minutes: number) => now - minutes * 60_000;
+    await seen('org-a', {
+      user: [],
+      admin: [
+        // Days ago: no login cached then is still served, no failure remembered came before it.
+        admin('ACTION', 'users/u1/reset-password', minutesAgo(3 * 24 * 60)),
+        // Half an hour ago: a login cached before it may still be served (BASIC_OUTAGE_MAX),
+        // but every failure remembered now came after it.
+        admin('ACTION', 'users/u2/reset-password', minutesAgo(30)),
+        // Within the window: both.
+        admin('ACTION', 'users/u3/reset-password', minutesAgo(4)),
+      ],
+    });
+    expect(revoked).toEqual(['u2', 'u3']);
+    expect(passwordsSet).toEqual(['u3']);
   });
 });
