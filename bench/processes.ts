@@ -5,6 +5,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { childStdin } from '../test/helpers/child-stdin.ts';
 
 const running = new Set<ChildProcess>();
 
@@ -127,14 +128,14 @@ export function runToCompletion(
       if (code === 0) resolve(Buffer.concat(chunks).toString('utf8'));
       else reject(new Error(`${module} failed (${signal ?? code}): ${said()}`));
     });
+    // A module that died before reading its input rejects on its exit, with its last words.
+    const stdin = childStdin(child.stdin, reject);
     if (hold) {
       createInterface({ input: child.stdout }).on('line', hold.onLine);
-      // A module that died before its start: its stdin is closed, ending it is no error.
-      child.stdin.on('error', () => undefined);
-      child.stdin.write(input);
-      void hold.started.then(() => child.stdin.end());
+      stdin.write(input);
+      void hold.started.then(() => stdin.end());
     } else {
-      child.stdin.end(input);
+      stdin.end(input);
     }
   });
 }

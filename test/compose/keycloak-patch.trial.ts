@@ -2,13 +2,11 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import { seconds, timeUntil } from '../ha/measure.ts';
 import {
-  balancerLog,
   balancerServes,
   loadFigures,
   newSecret,
   productionFixture,
-  steadyLoad,
-  warmRequests,
+  underLoad,
 } from './production-load.ts';
 import { type ComposeStack } from './stack.ts';
 import { apiCall, printFigures, tokenGrant } from './walk.ts';
@@ -55,14 +53,9 @@ describe(`Keycloak ${FROM} -> ${TO}, node by node, under load`, () => {
       ...users[1]!,
     });
     expect(offline.status).toBe(200);
-    const requests = await warmRequests(org, forwardedPath, users);
-    const offset = (await balancerLog(stack)).length;
-    const stop = new AbortController();
-    const load = steadyLoad(requests, 1200, stop.signal);
     const took: Record<string, string> = {};
     const logins: Record<string, string> = {};
-    try {
-      await new Promise((resolve) => setTimeout(resolve, 4000));
+    const { result, haproxy } = await underLoad(stack, fixture, 1200, async () => {
       for (const node of ['keycloak-1', 'keycloak-2']) {
         const since = performance.now();
         stack.environment.KEYCLOAK_IMAGE = TO;
@@ -81,12 +74,7 @@ describe(`Keycloak ${FROM} -> ${TO}, node by node, under load`, () => {
         expect(login.ms).toBeDefined();
         took[`${node} on ${TO}, healthy after`] = `${(await healthy(node, since)).toFixed(1)} s`;
       }
-      await new Promise((resolve) => setTimeout(resolve, 5000));
-    } finally {
-      stop.abort();
-    }
-    const result = await load;
-    const haproxy = await balancerLog(stack, offset);
+    });
     const refreshed = await tokenGrant(org, {
       grant_type: 'refresh_token',
       refresh_token: offline.json.refresh_token,

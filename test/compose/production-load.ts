@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, expect, vi } from 'vitest';
 import { runLoad, type LoadRequest, type LoadResult } from '../../bench/load.ts';
 import { basicAuth } from '../helpers/api.ts';
@@ -227,6 +228,35 @@ export function steadyLoad(
     undefined,
     stop,
   );
+}
+
+/**
+ * `work` under the steady load through HAProxy on `fixture`'s forwarded route (begun 4 s before
+ * it, ended 5 s after it, `maxSeconds` at most); what it returned, the load's result, how long the
+ * load ran, and HAProxy's figures of that time.
+ */
+export async function underLoad<T>(
+  stack: ComposeStack,
+  fixture: Pick<ProductionFixture, 'org' | 'forwardedPath' | 'users'>,
+  maxSeconds: number,
+  work: () => Promise<T>,
+) {
+  const requests = await warmRequests(fixture.org, fixture.forwardedPath, fixture.users);
+  const offset = (await balancerLog(stack)).length;
+  const stop = new AbortController();
+  const since = performance.now();
+  const load = steadyLoad(requests, maxSeconds, stop.signal);
+  try {
+    await sleep(4000);
+    const outcome = await work();
+    await sleep(5000);
+    stop.abort();
+    const result = await load;
+    const seconds = (performance.now() - since) / 1000;
+    return { outcome, result, seconds, haproxy: await balancerLog(stack, offset) };
+  } finally {
+    stop.abort();
+  }
 }
 
 /** The load's figures; with `served`, how many answers each replica gave (where counted). */

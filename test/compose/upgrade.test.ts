@@ -1,7 +1,6 @@
 import { execFile } from 'node:child_process';
 import { promisify, stripVTControlCharacters } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { LoadResult } from '../../bench/load.ts';
 import { RELEASES, schemaVerdict, type SchemaVerdict } from '../../src/db/schema-history.ts';
 import { SCHEMA_RECORD_TABLE } from '../../src/db/schema-record.ts';
 import { MIGRATION_NAMES } from '../../src/db/migrate.ts';
@@ -15,8 +14,7 @@ import {
   loadFigures,
   newSecret,
   productionFixture,
-  steadyLoad,
-  warmRequests,
+  underLoad as underLoadOf,
 } from './production-load.ts';
 import { PUBLIC_URL, ROOT, type ComposeStack } from './stack.ts';
 import { apiCall, printFigures, tokenGrant } from './walk.ts';
@@ -43,7 +41,7 @@ const REPLICAS = ['gateway-1', 'gateway-2'] as const;
 const NEWER = MIGRATION_NAMES.slice(previous.release.migrations.length);
 
 const fixture = productionFixture('upgrade');
-const { org, users, workspace: WORKSPACE, forwardedPath, secrets } = fixture;
+const { org, workspace: WORKSPACE, forwardedPath, secrets } = fixture;
 /** Owns the job credential. */
 const jobOwner = { username: 'job-owner', password: newSecret() };
 /** Had an access token revoked (RFC 7009) before the upgrade. */
@@ -177,30 +175,8 @@ async function rollbackVerdict(): Promise<SchemaVerdict> {
   return schemaVerdict(previous.release.version, previous.release.migrations, applied, record);
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/**
- * `work` under the steady load through HAProxy (begun 4 s before it, ended 5 s after it); what
- * it returned, the load's result and HAProxy's figures of that time.
- */
-async function underLoad<T>(work: () => Promise<T>) {
-  const requests = await warmRequests(org, forwardedPath, users);
-  const offset = (await balancerLog(stack)).length;
-  const stop = new AbortController();
-  const since = performance.now();
-  const load = steadyLoad(requests, 900, stop.signal);
-  try {
-    await sleep(4000);
-    const outcome = await work();
-    await sleep(5000);
-    stop.abort();
-    const result: LoadResult = await load;
-    const seconds = (performance.now() - since) / 1000;
-    return { outcome, result, seconds, haproxy: await balancerLog(stack, offset) };
-  } finally {
-    stop.abort();
-  }
-}
+/** `work` under the steady load through HAProxy (production-load.ts `underLoad`). */
+const underLoad = <T>(work: () => Promise<T>) => underLoadOf(stack, fixture, 900, work);
 
 describe('a rolling upgrade from the previous release, under load, on the production profile', () => {
   beforeAll(async () => {

@@ -3,6 +3,7 @@ import { access, constants } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { childStdin } from './child-stdin.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -69,12 +70,6 @@ export function runProcess(
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
-    // A process that exits without reading its stdin (a CLI refusing the Node it runs on) may
-    // close the pipe before the input is written: EPIPE, not a failure of the run, whose exit
-    // status and output say what happened.
-    child.stdin.on('error', (error: NodeJS.ErrnoException) => {
-      if (error.code !== 'EPIPE') reject(error);
-    });
-    child.stdin.end(options.input ?? '');
+    childStdin(child.stdin, reject).end(options.input ?? '');
   });
 }

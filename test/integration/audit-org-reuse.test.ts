@@ -39,20 +39,29 @@ describe('audit log: an organization id used again', () => {
   const page = async (auth: string, path: string) =>
     (expectOk(await callApi(path, auth, { base: gateway.url })) as { records: AuditRecord[] })
       .records;
+  /**
+   * Makes the organization `org`, named `name`, and its audit reader `shared-name`: the first
+   * organization and the one made again under its id each get one (another tenant, perhaps with
+   * the same user names).
+   */
+  const organizationWithReader = async (name: string): Promise<TestUser> => {
+    expectOk(
+      await callApi('/api/platform/organizations', admin, {
+        base: gateway.url,
+        method: 'POST',
+        body: { id: org, name },
+      }),
+    );
+    const user = await createUser(org, { username: 'shared-name' });
+    await grantReaderRole(user);
+    return user;
+  };
 
   beforeAll(async () => {
     gateway = await startReplica(19880);
     admin = basicAuth(await createUser('master'));
     org = uniqueId('reuse-');
-    expectOk(
-      await callApi('/api/platform/organizations', admin, {
-        base: gateway.url,
-        method: 'POST',
-        body: { id: org, name: 'First' },
-      }),
-    );
-    oldReader = await createUser(org, { username: 'shared-name' });
-    await grantReaderRole(oldReader);
+    oldReader = await organizationWithReader('First');
     // The first organization's history: reads, a retention of its own, a download job.
     const before = await page(reader(oldReader), `/api/${org}/platform/audit-log`);
     expect(before).toBeDefined();
@@ -90,16 +99,7 @@ describe('audit log: an organization id used again', () => {
       const deletes = await page(admin, '/api/platform/audit-log?action=organization.delete');
       expect(deletes.some((r) => r.details.organization === org)).toBe(true);
     }, EVENTUALLY);
-    expectOk(
-      await callApi('/api/platform/organizations', admin, {
-        base: gateway.url,
-        method: 'POST',
-        body: { id: org, name: 'Second' },
-      }),
-    );
-    // Another tenant, perhaps with the same user names.
-    newReader = await createUser(org, { username: 'shared-name' });
-    await grantReaderRole(newReader);
+    newReader = await organizationWithReader('Second');
   });
 
   afterAll(async () => {

@@ -4,6 +4,7 @@ import { promisify } from 'node:util';
 import { expect, vi } from 'vitest';
 import { ROOT } from '../compose/stack.ts';
 import type { StackSecrets } from '../compose/production-load.ts';
+import { childStdin } from '../helpers/child-stdin.ts';
 
 /** The production profile's secrets, and the stack's Redis password (the profile has none). */
 export interface SwarmSecrets extends StackSecrets {
@@ -121,7 +122,7 @@ export async function deploy(
       ]);
       child.on('error', reject);
       child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`secret ${name}`))));
-      child.stdin.end(value);
+      childStdin(child.stdin, reject).end(value);
     });
   }
   await run(

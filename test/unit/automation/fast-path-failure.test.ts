@@ -3,14 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Admission } from '../../../src/auth/admission.ts';
 import type { Principal } from '../../../src/tenancy/principal.ts';
-import { createForwardRoute, FORWARDED_ROUTE } from '../../../src/automation/forward-route.ts';
-import { createForwarder } from '../../../src/automation/forwarder.ts';
-import { createEdge } from '../../../src/edge/edge.ts';
-import { createForwarding } from '../../../src/edge/forwarding.ts';
-import { compileRoutes } from '../../../src/edge/route.ts';
-import { createLogger } from '../../../src/http/logger.ts';
-import { metricsOff } from '../../../src/metrics/metrics.ts';
-import { listen } from '../../../src/server.ts';
+import { FORWARDED_PATH, startForwardedGateway } from '../../helpers/forwarded-gateway.ts';
 
 const principal = (locale: string): Principal => ({
   realm: 'acme',
@@ -42,36 +35,17 @@ describe('an exception on the forwarded route fast path', () => {
       res.end('{}');
     });
     await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-    const logger = createLogger('silent');
-    const forwarding = createForwarding(undefined);
     // Answers at once, as for a principal the process knows.
     const admission: Admission = {
       admit: (_target, req) =>
         principal(req.headers.authorization === 'bad' ? 'ja\r\nX-Injected: 1' : 'en'),
     };
-    const forwardRoute = createForwardRoute({
+    const started = await startForwardedGateway({
+      upstreamUrl: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
       admission,
-      forward: createForwarder({
-        upstreamUrl: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
-        timeoutMs: 5000,
-        answerDeadlineMs: 300_000,
-        forwarding,
-        logger,
-      }),
-      logger,
     });
-    const app = () => {
-      throw new Error('express is not reached in this test');
-    };
-    const edge = createEdge({
-      logger,
-      app,
-      routes: compileRoutes([FORWARDED_ROUTE]),
-      forwarded: forwardRoute,
-      metrics: metricsOff,
-    });
-    gateway = await listen(edge, '127.0.0.1', 0, logger);
-    base = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}/api/acme/workspaces/ws1/ita/x`;
+    gateway = started.server;
+    base = `${started.base}${FORWARDED_PATH}`;
   });
 
   afterAll(async () => {

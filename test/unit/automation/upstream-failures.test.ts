@@ -5,15 +5,7 @@ import {
   type Server as TcpServer,
 } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Admission } from '../../../src/auth/admission.ts';
-import { createForwardRoute, FORWARDED_ROUTE } from '../../../src/automation/forward-route.ts';
-import { createForwarder } from '../../../src/automation/forwarder.ts';
-import { createEdge } from '../../../src/edge/edge.ts';
-import { createForwarding } from '../../../src/edge/forwarding.ts';
-import { compileRoutes } from '../../../src/edge/route.ts';
-import { createLogger } from '../../../src/http/logger.ts';
-import { metricsOff } from '../../../src/metrics/metrics.ts';
-import { listen } from '../../../src/server.ts';
+import { FORWARDED_PATH, startForwardedGateway } from '../../helpers/forwarded-gateway.ts';
 import { testPrincipal } from '../../helpers/principal.ts';
 import { listenLocally, refusingBaseUrl } from '../../helpers/local-server.ts';
 
@@ -39,32 +31,13 @@ describe('the forwarded route when the automation service is out of reach', () =
 
   /** The forwarded route's URL on a gateway whose automation service is `upstreamUrl`. */
   async function gatewayTo(upstreamUrl: string): Promise<string> {
-    const logger = createLogger('silent');
-    const admission: Admission = { admit: () => principal };
-    const forwarded = createForwardRoute({
-      admission,
-      forward: createForwarder({
-        upstreamUrl,
-        timeoutMs: 5000,
-        answerDeadlineMs: 300_000,
-        forwarding: createForwarding(undefined),
-        logger,
-        metrics: { proxyFailure: (upstream, cause) => counted.push(`${upstream} ${cause}`) },
-      }),
-      logger,
+    const { server, base } = await startForwardedGateway({
+      upstreamUrl,
+      admission: { admit: () => principal },
+      metrics: { proxyFailure: (upstream, cause) => counted.push(`${upstream} ${cause}`) },
     });
-    const edge = createEdge({
-      logger,
-      app: () => {
-        throw new Error('express is not reached in this test');
-      },
-      routes: compileRoutes([FORWARDED_ROUTE]),
-      forwarded,
-      metrics: metricsOff,
-    });
-    const gateway = await listen(edge, '127.0.0.1', 0, logger);
-    gateways.push(gateway);
-    return `http://127.0.0.1:${(gateway.address() as AddressInfo).port}/api/acme/workspaces/ws1/ita/x`;
+    gateways.push(server);
+    return `${base}${FORWARDED_PATH}`;
   }
 
   beforeAll(async () => {

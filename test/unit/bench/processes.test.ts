@@ -3,7 +3,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCommand } from '../../../bench/command-process.ts';
-import { lastWords, startChild, stopAllChildren } from '../../../bench/processes.ts';
+import {
+  lastWords,
+  runToCompletion,
+  startChild,
+  stopAllChildren,
+} from '../../../bench/processes.ts';
 import { startRows, type Scenario } from '../../../bench/scenarios.ts';
 
 /*
@@ -14,6 +19,7 @@ import { startRows, type Scenario } from '../../../bench/scenarios.ts';
 let dir: string;
 let dying: string;
 let ready: string;
+let refusing: string;
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(tmpdir(), 'realmgate-bench-processes-'));
@@ -28,6 +34,9 @@ beforeAll(async () => {
       "process.stdin.on('end', () => process.exit(0)).resume();",
     ].join('\n'),
   );
+  // Exits at once, its stdin never read (as a generator that fails before reading its spec).
+  refusing = path.join(dir, 'refusing.mjs');
+  await writeFile(refusing, "console.error('refusing: no input read');\nprocess.exit(3);\n");
 });
 
 afterAll(async () => {
@@ -49,6 +58,23 @@ describe('startChild', () => {
     expect(child.ready).toMatchObject({ ready: true, pid: child.pid });
     await child.stop();
   });
+});
+
+describe('runToCompletion', () => {
+  // More than a pipe holds: the module exits while the rest is still being written (EPIPE).
+  const input = 'x'.repeat(8 * 1024 * 1024);
+
+  it.each([
+    ['at once', undefined],
+    ['held until its start', { started: Promise.resolve(), onLine: () => undefined }],
+  ])(
+    'rejects a module that exits without reading its input (written %s), with its exit status',
+    async (_how, hold) => {
+      await expect(runToCompletion(refusing, input, 60_000, undefined, hold)).rejects.toThrow(
+        /refusing\.mjs failed \(3\)/,
+      );
+    },
+  );
 });
 
 describe('startRows', () => {

@@ -1,19 +1,12 @@
 import { request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Admission } from '../../../src/auth/admission.ts';
 import { createAuthProxy } from '../../../src/auth-proxy/auth-proxy.ts';
-import { createForwardRoute, FORWARDED_ROUTE } from '../../../src/automation/forward-route.ts';
-import { createForwarder } from '../../../src/automation/forwarder.ts';
-import { createEdge } from '../../../src/edge/edge.ts';
 import { createForwarding } from '../../../src/edge/forwarding.ts';
-import { compileRoutes } from '../../../src/edge/route.ts';
 import { createLogger } from '../../../src/http/logger.ts';
 import { createKeycloakNodes } from '../../../src/keycloak/keycloak-nodes.ts';
-import { metricsOff } from '../../../src/metrics/metrics.ts';
-import { listen } from '../../../src/server.ts';
+import { FORWARDED_PATH, startForwardedGateway } from '../../helpers/forwarded-gateway.ts';
 import { testPrincipal } from '../../helpers/principal.ts';
 import { closeServers, listenLocally } from '../../helpers/local-server.ts';
 
@@ -92,18 +85,6 @@ describe('Expect: 100-continue with a large body, through /auth and the forwarde
       issuedAt: 0,
       expiresAt: Number.MAX_SAFE_INTEGER,
     });
-    const admission: Admission = { admit: () => principal };
-    const forwarded = createForwardRoute({
-      admission,
-      forward: createForwarder({
-        upstreamUrl,
-        timeoutMs: 5000,
-        answerDeadlineMs: 300_000,
-        forwarding: createForwarding(undefined),
-        logger,
-      }),
-      logger,
-    });
     const app = express();
     app.use(
       '/auth',
@@ -116,18 +97,14 @@ describe('Expect: 100-continue with a large body, through /auth and the forwarde
         logger,
       }),
     );
-    const edge = createEdge({
-      logger,
+    const { server: gateway, base } = await startForwardedGateway({
+      upstreamUrl,
+      admission: { admit: () => principal },
       app,
-      routes: compileRoutes([FORWARDED_ROUTE]),
-      forwarded,
-      metrics: metricsOff,
     });
-    const gateway = await listen(edge, '127.0.0.1', 0, logger);
     gateways.push(gateway);
-    const base = `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`;
     routes['/auth'] = `${base}/auth/realms/acme/protocol/openid-connect/token`;
-    routes.forwarded = `${base}/api/acme/workspaces/ws1/ita/x`;
+    routes.forwarded = `${base}${FORWARDED_PATH}`;
   });
 
   afterAll(async () => {

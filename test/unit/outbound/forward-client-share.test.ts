@@ -4,9 +4,9 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { KEYCLOAK_NODE_POOL } from '../../../src/auth-proxy/auth-proxy.ts';
 import { AppError } from '../../../src/envelope/errors.ts';
 import { createKeycloakNodes, type KeycloakNodes } from '../../../src/keycloak/keycloak-nodes.ts';
-import { createLogger } from '../../../src/http/logger.ts';
 import { forward, UpstreamSilent } from '../../../src/outbound/forward.ts';
 import { createUpstream } from '../../../src/outbound/upstream.ts';
+import { bareOutbound } from '../../helpers/bare-outbound.ts';
 import { startAuthProxyGateway } from '../../helpers/auth-proxy-gateway.ts';
 import { expectDocumentedFailure } from '../../helpers/documented-answer.ts';
 import { requestFrom } from '../../helpers/from-address.ts';
@@ -49,17 +49,11 @@ describe('forward: one client address cannot take the whole upstream pool', () =
       forward(
         req,
         res,
-        {
-          upstream,
-          path: '/',
+        bareOutbound(upstream, {
           client: req.socket.remoteAddress!,
-          keepCredentials: false,
-          headers: [],
           requestId: 'r-3',
-          trace: undefined,
           timeoutMs: 1000,
-          logger: createLogger('silent'),
-        },
+        }),
         {
           failed: (err) =>
             new AppError(err instanceof UpstreamSilent ? 'upstreamTimeout' : 'upstreamBadGateway'),

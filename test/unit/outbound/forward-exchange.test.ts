@@ -2,7 +2,6 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { connect, createServer as createTcpServer, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { AppError } from '../../../src/envelope/errors.ts';
-import { createLogger } from '../../../src/http/logger.ts';
 import {
   forward,
   relay,
@@ -12,6 +11,7 @@ import {
   type OutboundHandlers,
 } from '../../../src/outbound/forward.ts';
 import { createUpstream, type Upstream } from '../../../src/outbound/upstream.ts';
+import { bareOutbound } from '../../helpers/bare-outbound.ts';
 import { struckByHand } from '../../helpers/struck-timer.ts';
 import { closeServers, listenLocally } from '../../helpers/local-server.ts';
 const portOf = (server: Server) => (server.address() as AddressInfo).port;
@@ -49,18 +49,7 @@ describe('forward over undici: the exchange', () => {
         forward(
           req,
           res,
-          {
-            upstream,
-            path: '/',
-            client: '127.0.0.1',
-            keepCredentials: false,
-            headers: [],
-            requestId: 'r-2',
-            trace: undefined,
-            timeoutMs: 400,
-            logger: createLogger('silent'),
-            ...options,
-          },
+          bareOutbound(upstream, { requestId: 'r-2', timeoutMs: 400, ...options }),
           {
             failed: (err) => {
               failures.push(err);

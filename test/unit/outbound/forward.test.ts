@@ -3,9 +3,9 @@ import { connect, type AddressInfo, type Socket } from 'node:net';
 import type { Dispatcher } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { AppError } from '../../../src/envelope/errors.ts';
-import { createLogger } from '../../../src/http/logger.ts';
 import { forward, UpstreamSilent } from '../../../src/outbound/forward.ts';
 import { createUpstream, type Upstream } from '../../../src/outbound/upstream.ts';
+import { bareOutbound } from '../../helpers/bare-outbound.ts';
 import { closeServers, listenLocally } from '../../helpers/local-server.ts';
 import { struckByHand } from '../../helpers/struck-timer.ts';
 
@@ -98,19 +98,12 @@ describe('forward: what the relay keeps for every proxy', () => {
       forward(
         req,
         res,
-        {
-          upstream,
-          path: '/',
-          client: '127.0.0.1',
-          keepCredentials: false,
-          headers: [],
+        bareOutbound(upstream, {
           requestId: 'r-1',
-          trace: undefined,
           timeoutMs: 1500,
           answerDeadlineMs: 60_000,
           startDeadline: deadline.start,
-          logger: createLogger('silent'),
-        },
+        }),
         {
           failed: (err) => {
             failures.push(err);

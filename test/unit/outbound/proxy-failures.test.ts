@@ -6,12 +6,12 @@ import {
 } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '../../../src/envelope/errors.ts';
-import { createLogger } from '../../../src/http/logger.ts';
 import { createMetrics, type Metrics } from '../../../src/metrics/metrics.ts';
 import { forward, type Outbound } from '../../../src/outbound/forward.ts';
 import { type ProxyFailureCause } from '../../../src/outbound/proxy-failures.ts';
 import { createUpstream } from '../../../src/outbound/upstream.ts';
 import { buildInfo } from '../../../src/release/build-info.ts';
+import { bareOutbound } from '../../helpers/bare-outbound.ts';
 import { struckByHand } from '../../helpers/struck-timer.ts';
 import { closeServers, listenLocally, refusingBaseUrl } from '../../helpers/local-server.ts';
 
@@ -50,22 +50,15 @@ describe('proxy failures, by cause', () => {
       forward(
         req,
         res,
-        {
-          upstream,
-          path: '/',
-          client: '127.0.0.1',
-          keepCredentials: false,
-          headers: [],
+        bareOutbound(upstream, {
           requestId: 'r-1',
-          trace: undefined,
           timeoutMs: 5000,
           countFailure: (cause) => {
             causes.push(cause);
             metrics.proxyFailure('automation', cause);
           },
-          logger: createLogger('silent'),
           ...options,
-        },
+        }),
         { failed: (err) => new AppError('upstreamBadGateway', { cause: err }) },
       );
     });

@@ -43,6 +43,38 @@ const replicaOn = (redis: Cache) =>
     clock,
   });
 
+/** A replica of Redis `redis` on a clock of its own: its proof checker and its replay store. */
+const clockedReplica = (redis: Cache, replicaClock: Clock) => ({
+  check: createProofChecker({
+    algorithms: ['ES256'],
+    maxAgeSeconds: 60,
+    aheadSeconds: 5,
+    maxCachedKeys: 10,
+    clock: replicaClock,
+  }),
+  replay: createProofReplayStore({ cache: redis, clock: replicaClock }),
+});
+type ClockedReplica = ReturnType<typeof clockedReplica>;
+
+/**
+ * A client's proof for one request, made now on the right clock; `used` is a replica taking it as
+ * a request does: checked on the replica's clock, then its first use or a replay.
+ */
+async function clientProof() {
+  const key = await dpopKey();
+  const url = 'https://gw.example/api/acme/platform/workspaces';
+  const request = { method: 'GET', htu: url, accessToken: 'token', boundKey: key.thumbprint };
+  const made = await dpopProof(key, {
+    method: 'GET',
+    url,
+    accessToken: 'token',
+    iat: Math.floor(clock.now() / 1000),
+  });
+  const used = async (on: ClockedReplica) =>
+    on.replay.firstUse(key.thumbprint, await on.check(made, request));
+  return { made, request, used };
+}
+
 describe('the replay store of DPoP proofs', () => {
   it('accepts a jti once per key across replicas sharing Redis, the same jti of another key too', async () => {
     const redis = sharedRedis();
@@ -75,28 +107,8 @@ describe('the replay store of DPoP proofs', () => {
     // Replica A's clock is Redis's; B's runs 3 s behind it (inside the 5 s a proof may be ahead).
     const redis = sharedRedis();
     const behind: Clock = { now: () => clock.now() - 3_000 };
-    const replica = (replicaClock: Clock) => ({
-      check: createProofChecker({
-        algorithms: ['ES256'],
-        maxAgeSeconds: 60,
-        aheadSeconds: 5,
-        maxCachedKeys: 10,
-        clock: replicaClock,
-      }),
-      replay: createProofReplayStore({ cache: redis.cache, clock: replicaClock }),
-    });
-    const [a, b] = [replica(clock), replica(behind)];
-    const key = await dpopKey();
-    const url = 'https://gw.example/api/acme/platform/workspaces';
-    const request = { method: 'GET', htu: url, accessToken: 'token', boundKey: key.thumbprint };
-    const made = await dpopProof(key, {
-      method: 'GET',
-      url,
-      accessToken: 'token',
-      iat: Math.floor(clock.now() / 1000),
-    });
-    const used = async (on: typeof a) =>
-      on.replay.firstUse(key.thumbprint, await on.check(made, request));
+    const [a, b] = [clockedReplica(redis.cache, clock), clockedReplica(redis.cache, behind)];
+    const { made, request, used } = await clientProof();
 
     expect(await used(a)).toBe(true);
     // 61 s on: too old for A, 58 s old for B, which still takes it.
@@ -107,34 +119,13 @@ describe('the replay store of DPoP proofs', () => {
 });
 
 describe('the replay store of DPoP proofs, replicas whose clocks differ', () => {
-  const replica = (redis: Cache, replicaClock: Clock) => ({
-    check: createProofChecker({
-      algorithms: ['ES256'],
-      maxAgeSeconds: 60,
-      aheadSeconds: 5,
-      maxCachedKeys: 10,
-      clock: replicaClock,
-    }),
-    replay: createProofReplayStore({ cache: redis, clock: replicaClock }),
-  });
-
   it('refuses a replay on a replica whose clock is right, after one whose clock runs ahead took the proof', async () => {
     // Replica A's clock runs 20 s ahead (nothing notices: clients' proofs are only 20 s older to
     // it); B's is right, as is the client's.
     const redis = sharedRedis();
     const ahead: Clock = { now: () => clock.now() + 20_000 };
-    const [a, b] = [replica(redis.cache, ahead), replica(redis.cache, clock)];
-    const key = await dpopKey();
-    const url = 'https://gw.example/api/acme/platform/workspaces';
-    const request = { method: 'GET', htu: url, accessToken: 'token', boundKey: key.thumbprint };
-    const made = await dpopProof(key, {
-      method: 'GET',
-      url,
-      accessToken: 'token',
-      iat: Math.floor(clock.now() / 1000),
-    });
-    const used = async (on: typeof a) =>
-      on.replay.firstUse(key.thumbprint, await on.check(made, request));
+    const [a, b] = [clockedReplica(redis.cache, ahead), clockedReplica(redis.cache, clock)];
+    const { used } = await clientProof();
 
     expect(await used(a)).toBe(true);
     // 50 s on: 50 s old for B, which still takes it, as a replay.
