@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { generateKeyPair, SignJWT } from 'jose';
 import { Redis } from 'ioredis';
@@ -495,6 +495,15 @@ describe("the admin listener's session and user actions end access on every repl
     } finally {
       await heard.close();
     }
+  });
+
+  it('a change to a group Keycloak does not know gets its answer (404), as any other change', async () => {
+    const unknown = randomUUID();
+    expect(await adminCall('DELETE', `${org}/groups/${unknown}`)).toBe(404);
+    expect(await adminCall('DELETE', `${org}/groups/${unknown}/role-mappings/realm`, [])).toBe(404);
+    expect(await adminCall('POST', `${org}/groups`, { id: unknown, name: uniqueId('x-') })).toBe(
+      404,
+    );
   });
 
   it('a workspace role deleted ends every token carrying it (held directly or through a group), and no other', async () => {
