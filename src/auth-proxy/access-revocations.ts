@@ -8,6 +8,11 @@ import { systemClock, type Clock } from '../time/clock.ts';
  */
 const UNKNOWN_LIFETIME_SECONDS = 24 * 3600;
 const LIFETIME_MEMORY_MS = 60_000;
+/**
+ * The most users one revocation names (a group's members): some 40 KB of ids, so that a group of
+ * any size is a few messages between replicas and a few stored keys, none of them large.
+ */
+export const MAX_USERS_PER_REVOCATION = 1000;
 
 export interface AccessRevocationsDeps {
   revocations: RevocationList;
@@ -116,6 +121,27 @@ export function createAccessRevocations(deps: AccessRevocationsDeps) {
           userTtlSeconds: basicSeconds,
           ...(tokenTtlSeconds !== undefined && { tokenTtlSeconds }),
         });
+    },
+    /**
+     * As `endUser` with `tokens` for each of `userIds` (a group's members), in one revocation per
+     * `MAX_USERS_PER_REVOCATION` of them: every replica refuses each member's tokens and cached
+     * Basic logins as it would the user's alone, from a handful of messages.
+     */
+    endUsers: async (realm: string, userIds: readonly string[]): Promise<PreparedRevocation> => {
+      const tokenTtlSeconds = userIds.length > 0 ? await tokenLifetimeOf(realm) : 0;
+      return async () => {
+        for (let from = 0; from < userIds.length; from += MAX_USERS_PER_REVOCATION) {
+          await deps.revocations.revoke({
+            realm,
+            userId: '',
+            userIds: userIds.slice(from, from + MAX_USERS_PER_REVOCATION),
+            sessionIds: [],
+            ttlSeconds: 1,
+            userTtlSeconds: basicSeconds,
+            tokenTtlSeconds,
+          });
+        }
+      };
     },
   };
 }

@@ -108,10 +108,7 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
       case 'group': {
         // A failed read refuses the change (next(err)): it would end nobody's tokens.
         const members = await deps.groupMembers(realm, ending.groupId);
-        const ends = await Promise.all(members.map((id) => access.endUser(realm, id, true)));
-        return async () => {
-          for (const end of ends) await end();
-        };
+        return members.length > 0 ? access.endUsers(realm, members) : undefined;
       }
       case 'role': {
         // A failed read refuses the deletion (next(err)): it would end no token.

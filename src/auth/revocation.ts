@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { ReplicaBus } from '../cache/replica-bus.ts';
@@ -57,6 +58,11 @@ const revocationMessage = z.object({
    * is gone (groups, composite roles, default roles all give it), but its tokens name it.
    */
   endedRoles: z.array(z.object({ client: z.string().optional(), name: z.string() })).optional(),
+  /**
+   * Several users of the realm, each as `userId` alone would be (which is then ignored): a
+   * group's members, who lose its roles at once, in one message rather than one each.
+   */
+  userIds: z.array(z.string()).optional(),
   /** The replica that made it (absent from older replicas): it ignores its own message. */
   from: z.string().optional(),
 });
@@ -273,24 +279,16 @@ export async function createRevocationList(options: {
       for (const id of message.sessionIds)
         refuse(realmSessions, id, at, until(message.ttlSeconds), clock);
     }
+    const userIds = message.userIds ?? [message.userId];
     // None: the revocation leaves the user's cached Basic logins alone (a session's end).
     if (message.userTtlSeconds > 0) {
-      refuse(
-        users,
-        userKey(message.realm, message.userId),
-        at,
-        until(message.userTtlSeconds),
-        clock,
-      );
+      const userUntil = until(message.userTtlSeconds);
+      for (const id of userIds) refuse(users, userKey(message.realm, id), at, userUntil, clock);
     }
     if (message.tokenTtlSeconds !== undefined) {
-      refuse(
-        byRealm(userTokens, message.realm),
-        message.userId,
-        at,
-        until(message.tokenTtlSeconds),
-        clock,
-      );
+      const realmUsers = byRealm(userTokens, message.realm);
+      const tokenUntil = until(message.tokenTtlSeconds);
+      for (const id of userIds) refuse(realmUsers, id, at, tokenUntil, clock);
     }
   }
 
@@ -474,11 +472,16 @@ function momentOf(at: number | undefined, clock: Clock): number {
 }
 
 /**
- * The key a revocation is stored under: one per realm, user and moment, and per deleted role (two
- * roles deleted, or a role and the realm's sessions, in one millisecond are kept apart).
+ * The key a revocation is stored under: one per realm, user and moment, per deleted role and per
+ * list of users (two roles deleted, a role and the realm's sessions, or two parts of a group's
+ * members, in one millisecond are kept apart).
  */
 function storedIdOf(message: RevocationMessage): string {
   const id = `${message.realm}:${message.userId}:${message.at}`;
+  if (message.userIds) {
+    const digest = createHash('sha256').update(message.userIds.join('\n')).digest('base64url');
+    return `${id}:users:${digest}`;
+  }
   const roles = message.endedRoles?.map(({ client, name }) => `${client ?? ''}/${name}`);
   return roles ? `${id}:${roles.join(',')}` : id;
 }

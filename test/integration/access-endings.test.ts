@@ -1,6 +1,7 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { generateKeyPair, SignJWT } from 'jose';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import {
@@ -199,6 +200,21 @@ async function loggedInAgainOnB(realm: string, user: TestUser, before: number): 
       return sessionCount(realm, user);
     }, EVENTUALLY)
     .toBeGreaterThan(before);
+}
+
+/**
+ * The revocations of `realm` the replicas share from now on, as a replica hears them on Redis:
+ * whom each names (its list of users, else its one user).
+ */
+async function heardRevocations(realm: string) {
+  const listener = new Redis(testEnv().redisUrl);
+  const named: string[][] = [];
+  listener.on('message', (_channel: string, payload: string) => {
+    const message = JSON.parse(payload) as { realm: string; userId: string; userIds?: string[] };
+    if (message.realm === realm) named.push(message.userIds ?? [message.userId]);
+  });
+  await listener.subscribe(`${testEnv().redisKeyPrefix}revocations`);
+  return { named, close: () => listener.quit() };
 }
 
 /** A token with `claims`, signed by a key Keycloak never had. */
@@ -450,6 +466,60 @@ describe("the admin listener's session and user actions end access on every repl
     await expect.poll(() => workspaceOnB(subMember), EVENTUALLY).toBe(401);
     await settled(org);
     expect(await workspaceOnB(outsider)).toBe(200);
+  });
+
+  it("a workspace role taken from a group of 600 members ends each one's tokens, past the first pages too, in one message between replicas, and no one else's", async () => {
+    const { groupId, clientUuid, role, member, subMember, outsider } = await groupWithMembers();
+    const admin = await keycloakAdmin();
+    const group = await admin.groups.findOne({ realm: org, id: groupId });
+    // Imported a hundred at a time, without credentials. Keycloak lists members by user name:
+    // these come before the member whose token B serves, who is read past the first pages.
+    const imported: string[] = [];
+    for (let batch = 0; batch < 6; batch++) {
+      const { results } = await admin.realms.partialImport({
+        realm: org,
+        rep: {
+          ifResourceExists: 'FAIL',
+          users: Array.from({ length: 100 }, () => ({
+            username: uniqueId('a-'),
+            enabled: true,
+            groups: [group!.path!],
+          })),
+        },
+      });
+      imported.push(...results.map((result) => result.id));
+    }
+    const members = new Set([
+      ...imported,
+      claimsOf(member).sub as string,
+      claimsOf(subMember).sub as string,
+    ]);
+    expect(members.size).toBe(602);
+    const heard = await heardRevocations(org);
+    try {
+      const path = `${org}/groups/${groupId}/role-mappings/clients/${clientUuid}`;
+      expect(await adminCall('DELETE', path, [role])).toBe(204);
+      await expect.poll(() => workspaceOnB(member), EVENTUALLY).toBe(401);
+      await expect.poll(() => workspaceOnB(subMember), EVENTUALLY).toBe(401);
+      await settled(org);
+      expect(await workspaceOnB(outsider)).toBe(200);
+      // Every member named, by as few messages as their number allows (each replica applies each
+      // message, and a replica that starts later reads each stored one).
+      const ofMembers = () => heard.named.filter((ids) => ids.some((id) => members.has(id)));
+      await expect.poll(() => new Set(ofMembers().flat()), EVENTUALLY).toEqual(members);
+      expect(ofMembers()).toHaveLength(1);
+    } finally {
+      await heard.close();
+    }
+  });
+
+  it('a change to a group Keycloak does not know gets its answer (404), as any other change', async () => {
+    const unknown = randomUUID();
+    expect(await adminCall('DELETE', `${org}/groups/${unknown}`)).toBe(404);
+    expect(await adminCall('DELETE', `${org}/groups/${unknown}/role-mappings/realm`, [])).toBe(404);
+    expect(await adminCall('POST', `${org}/groups`, { id: unknown, name: uniqueId('x-') })).toBe(
+      404,
+    );
   });
 
   it('a workspace role deleted ends every token carrying it (held directly or through a group), and no other', async () => {

@@ -9,7 +9,8 @@ const PAGE = 500;
 /**
  * The ids of the members of a group and of every group below it (which inherit its roles): who
  * loses roles when a role is taken from the group or the group is deleted. Page by page; an
- * unknown group has none (Keycloak refuses the change then too).
+ * unknown group has none (Keycloak refuses the change then too), and a subgroup deleted during
+ * the walk neither (its members no longer inherit), while its siblings are still read.
  */
 export async function groupMembers(
   admin: KeycloakAdmin,
@@ -18,26 +19,32 @@ export async function groupMembers(
 ): Promise<string[]> {
   const members = new Set<string>();
   const groups = [groupId];
-  try {
-    for (let group = groups.pop(); group !== undefined; group = groups.pop()) {
-      const users = await everyPage(PAGE, (first, max) =>
-        admin.groups.listMembers({ realm, id: group, first, max, briefRepresentation: true }),
-      );
-      for (const user of users) if (user.id) members.add(user.id);
-      const children = await everyPage(PAGE, (first, max) =>
-        admin.groups.listSubGroups({
+  for (let group = groups.pop(); group !== undefined; group = groups.pop()) {
+    // The admin client answers Keycloak's 404 (no such group) with null, not an error.
+    const users = await everyPage(
+      PAGE,
+      async (first, max) =>
+        (await admin.groups.listMembers({
+          realm,
+          id: group,
+          first,
+          max,
+          briefRepresentation: true,
+        })) ?? [],
+    );
+    for (const user of users) if (user.id) members.add(user.id);
+    const children = await everyPage(
+      PAGE,
+      async (first, max) =>
+        (await admin.groups.listSubGroups({
           realm,
           parentId: group,
           first,
           max,
           briefRepresentation: true,
-        }),
-      );
-      for (const child of children) if (child.id) groups.push(child.id);
-    }
-  } catch (err) {
-    if (isHttpStatus(err, 404)) return [...members];
-    throw err;
+        })) ?? [],
+    );
+    for (const child of children) if (child.id) groups.push(child.id);
   }
   return [...members];
 }

@@ -61,6 +61,22 @@ describe('the revocations of a session or a user', () => {
     ]);
   });
 
+  it("refuse the tokens and cached logins of many users (a group's members) in a few revocations, each user in one", async () => {
+    const { access, revoked, reads } = revocationsWith(() => Promise.resolve(300));
+    const members = Array.from({ length: 2500 }, (_, i) => `m${i}`);
+    await (
+      await access.endUsers('acme', members)
+    )();
+    expect(revoked).toHaveLength(3);
+    expect(revoked.flatMap((revocation) => revocation.userIds ?? [])).toEqual(members);
+    for (const revocation of revoked) {
+      expect(revocation.userIds!.length).toBeLessThanOrEqual(1000);
+      expect(revocation).toMatchObject({ realm: 'acme', userId: '', sessionIds: [] });
+      expect(revocation).toMatchObject({ userTtlSeconds: 60, tokenTtlSeconds: 305 });
+    }
+    expect(reads).toEqual(['acme']);
+  });
+
   it('read the realm lifetime once for a burst of endings', async () => {
     const { access, reads } = revocationsWith(() => Promise.resolve(300));
     await Promise.all(Array.from({ length: 200 }, (_, i) => access.endSession('acme', `s${i}`)));

@@ -1,6 +1,7 @@
 import pino from 'pino';
 import { describe, expect, it, vi } from 'vitest';
 import { createRevocationList } from '../../../src/auth/revocation.ts';
+import type { ReplicaBus } from '../../../src/cache/replica-bus.ts';
 import { sharedChannels } from '../../helpers/shared-channels.ts';
 import { manualClock } from '../../helpers/test-clock.ts';
 
@@ -26,7 +27,65 @@ const SESSION_S1_ENDED = {
   userTtlSeconds: 60,
 };
 
+/** Users m0..m{count-1} of realm acme: their tokens and cached Basic logins ended at once. */
+const membersEnded = (count: number, from = 0) => ({
+  realm: 'acme',
+  userId: '',
+  userIds: Array.from({ length: count }, (_, i) => `m${from + i}`),
+  sessionIds: [],
+  ttlSeconds: 1,
+  userTtlSeconds: 60,
+  tokenTtlSeconds: 300,
+});
+
+/** `bus` with what it publishes recorded, and a store (as Redis' keys) replicas read at start. */
+function recordingBus(bus: ReplicaBus, store: Map<string, string>) {
+  const published: string[] = [];
+  const publish = bus.publish.bind(bus);
+  bus.publish = (channel, payload) => {
+    published.push(payload);
+    return publish(channel, payload);
+  };
+  bus.keep = (key, payload) => Promise.resolve(void store.set(key, payload));
+  bus.kept = (prefix) =>
+    Promise.resolve([...store].filter(([key]) => key.startsWith(prefix)).map(([, value]) => value));
+  return { bus, published };
+}
+
 describe('the revocation channel between replicas', () => {
+  it("refuses every listed user's tokens and cached logins on every replica from one message, and no one else's", async () => {
+    const channels = sharedChannels();
+    const { bus, published } = recordingBus(channels.busOf('a'), new Map());
+    const a = await replicaOn(channels, 'a', bus);
+    const b = await replicaOn(channels, 'b');
+    const issuedAt = clock.now() / 1000 - 1;
+    await a.revoke(membersEnded(1000));
+    expect(published).toHaveLength(1);
+    for (const list of [a, b]) {
+      for (let i = 0; i < 1000; i++) {
+        expect(list.isIssuedBeforeRevocation('acme', `m${i}`, issuedAt)).toBe(true);
+        expect(list.userRevokedAt('acme', `m${i}`)).toBe(clock.now());
+      }
+      expect(list.isIssuedBeforeRevocation('acme', 'outsider', issuedAt)).toBe(false);
+      expect(list.userRevokedAt('acme', 'outsider')).toBeUndefined();
+      expect(list.isIssuedBeforeRevocation('other', 'm0', issuedAt)).toBe(false);
+      // A token issued after it is served.
+      expect(list.isIssuedBeforeRevocation('acme', 'm0', clock.now() / 1000 + 1)).toBe(false);
+    }
+  });
+
+  it('keeps two lists of users ended in one millisecond apart for a replica that starts later', async () => {
+    const channels = sharedChannels();
+    const store = new Map<string, string>();
+    const a = await replicaOn(channels, 'a', recordingBus(channels.busOf('a'), store).bus);
+    await a.revoke(membersEnded(1000));
+    await a.revoke(membersEnded(1000, 1000));
+    const later = await replicaOn(channels, 'c', recordingBus(channels.busOf('c'), store).bus);
+    const issuedAt = clock.now() / 1000 - 1;
+    expect(later.isIssuedBeforeRevocation('acme', 'm0', issuedAt)).toBe(true);
+    expect(later.isIssuedBeforeRevocation('acme', 'm1999', issuedAt)).toBe(true);
+  });
+
   it("applies another replica's revocation at once", async () => {
     const channels = sharedChannels();
     const a = await replicaOn(channels, 'a');
