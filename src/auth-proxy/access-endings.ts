@@ -41,8 +41,8 @@ export type Ending =
    */
   | { kind: 'client'; realm: string; clientUuid: string }
   /**
-   * Every session of the realm: every token issued before now (or before the realm's new
-   * not-before, epoch ms) and every cached login.
+   * Every session of the realm (or the realm deleted): every token issued before now (or before
+   * the realm's new not-before, epoch ms) and every cached login.
    */
   | { kind: 'realm'; realm: string; notBefore?: number }
   /** The realm's key providers changed: its key set is fetched again. */
@@ -292,6 +292,10 @@ export const ENDING_RULES: readonly EndingRule[] = [
     path: `${ADMIN}/logout-all`,
     ending: (p) => ({ kind: 'realm', realm: p.realm! }),
   },
+  // The realm deleted: a replica holding its key set would go on verifying its tokens, and its
+  // cached Basic logins, until they expire; and a realm created again under the name (same
+  // issuer) must accept nothing the old one issued. As the realmgate API's organization delete.
+  { methods: ['delete'], path: ADMIN, ending: (p) => ({ kind: 'realm', realm: p.realm! }) },
   // The console's "Revocation: Set to now" sets the realm's not-before, and Keycloak refuses
   // every token issued before it; any realm update carries it, so it is applied as the moment
   // it names (an old one refuses only tokens long expired).

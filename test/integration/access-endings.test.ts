@@ -757,6 +757,17 @@ describe("the admin listener's session and user actions end access on every repl
     expect(await adminCall('PUT', realm, update)).toBe(204);
     await refusedOnB(realm, `Bearer ${tokens.access}`);
   });
+
+  it("a realm deleted ends its tokens and cached Basic logins (B verifies them with the realm's key set it holds)", async () => {
+    const realm = await createOrganization(['ws']);
+    const { user, tokens } = await servedUser(realm);
+    expect(await statusOnB(realm, basicAuth(user))).toBe(200);
+    expect(await adminCall('DELETE', realm)).toBe(204);
+    await refusedOnB(realm, `Bearer ${tokens.access}`);
+    // Its cached login dropped, B asks Keycloak, which knows the realm no more (502: not an
+    // answer a realm gives); kept, it would be served (200) for the cache's hour.
+    await expect.poll(() => statusOnB(realm, basicAuth(user)), EVENTUALLY).not.toBe(200);
+  });
 });
 
 describe('a workspace deleted through the realmgate API ends on every replica what carries its roles', () => {
