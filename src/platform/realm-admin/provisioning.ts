@@ -3,7 +3,6 @@ import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
 import { everyPage, isHttpStatus } from '../../keycloak/admin-client.ts';
 import { AppError } from '../../envelope/errors.ts';
 import { withBackchannelLogout } from './backchannel-logout.ts';
-import { ensureGatewayAudience } from './gateway-audience.ts';
 import {
   AUDIT_READER_ROLE,
   WORKSPACE_LIST_ROLES,
@@ -87,7 +86,6 @@ export async function ensureOrganizationRealm(
       if (!isHttpStatus(err, 409)) throw err;
     }
   }
-  await ensureGatewayAudience(admin, values.organizationId);
 }
 
 /** Creates the workspace's client roles `<ws>` and `_<ws>-admin` unless they exist. */
