@@ -47,3 +47,19 @@ export async function startReplica(
   const gateway = await startGateway(config, keycloakUrl, logger, undefined, clock);
   return { gateway, config, url: `http://127.0.0.1:${port}` };
 }
+
+/** How many DPoP proofs `replica` refused for `reason` (its admin listener's metrics). */
+export async function dpopRefusals(replica: Replica, reason: string): Promise<number> {
+  const metrics = await (
+    await fetch(`http://127.0.0.1:${replica.config.ADMIN_PORT}/metrics`)
+  ).text();
+  const line = metrics
+    .split('\n')
+    .find(
+      (text) =>
+        text.startsWith('realmgate_auth_failures_total{') &&
+        text.includes('scheme="dpop"') &&
+        text.includes(`reason="${reason}"`),
+    );
+  return line === undefined ? 0 : Number(line.split(' ').pop());
+}

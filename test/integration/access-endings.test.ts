@@ -4,12 +4,7 @@ import { generateKeyPair, SignJWT } from 'jose';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
-import {
-  authorizeUrl,
-  createBrowserClient,
-  formActionOf,
-  REDIRECT_URI,
-} from '../helpers/browser-login.ts';
+import { browserCodeLogin, createBrowserClient } from '../helpers/browser-login.ts';
 import {
   claimsOf,
   createUser,
@@ -106,58 +101,6 @@ async function adminCall(method: string, path: string, body?: unknown): Promise<
 /** Two browser-flow clients of the realm, as two applications sharing the user's session. */
 async function createBrowserClients(realm: string): Promise<[string, string]> {
   return [await createBrowserClient(realm, 'app-a'), await createBrowserClient(realm, 'app-b')];
-}
-
-/** The cookies a browser keeps from `res` (Keycloak's session cookie among them). */
-function keepCookies(res: Response, jar: Map<string, string>): void {
-  for (const cookie of res.headers.getSetCookie()) {
-    const [pair = ''] = cookie.split(';');
-    const at = pair.indexOf('=');
-    jar.set(pair.slice(0, at), pair.slice(at + 1));
-  }
-}
-
-/**
- * A browser's authorization-code login of `clientId` through B's public listener: the login
- * form the first time, Keycloak's session cookie (in `jar`) after that, so every client logged
- * in with one jar shares one Keycloak session.
- */
-async function browserLogin(
-  user: TestUser,
-  clientId: string,
-  jar: Map<string, string>,
-): Promise<Grant> {
-  const cookie = () => [...jar].map(([name, value]) => `${name}=${value}`).join('; ');
-  const oidc = `${b()}/auth/realms/${user.realm}/protocol/openid-connect`;
-  let res = await fetch(authorizeUrl(b(), user.realm, clientId), {
-    redirect: 'manual',
-    headers: { cookie: cookie() },
-  });
-  keepCookies(res, jar);
-  if (res.status === 200) {
-    // Keycloak names the form's address on the public URL: the same path on B.
-    res = await fetch(formActionOf(b(), await res.text()), {
-      method: 'POST',
-      redirect: 'manual',
-      headers: { cookie: cookie(), 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ username: user.username, password: user.password }).toString(),
-    });
-    keepCookies(res, jar);
-  }
-  expect(res.status).toBe(302);
-  const code = new URL(res.headers.get('location')!).searchParams.get('code')!;
-  const token = await fetch(`${oidc}/token`, {
-    method: 'POST',
-    body: new URLSearchParams({
-      client_id: clientId,
-      grant_type: 'authorization_code',
-      code,
-      redirect_uri: REDIRECT_URI,
-    }),
-  });
-  const json = (await token.json()) as Record<string, string>;
-  expect(token.status).toBe(200);
-  return { access: json.access_token!, refresh: json.refresh_token!, id: json.id_token! };
 }
 
 /** A user whose token B has verified and cached (200). */
@@ -300,8 +243,8 @@ describe('what a client ends on /auth ends on every replica at once', () => {
     const user = await createUser(org);
     const [appA, appB] = await createBrowserClients(org);
     const jar = new Map<string, string>();
-    const ofA = await browserLogin(user, appA, jar);
-    const ofB = await browserLogin(user, appB, jar);
+    const ofA = await browserCodeLogin(b(), user, appA, jar);
+    const ofB = await browserCodeLogin(b(), user, appB, jar);
     expect(claimsOf(ofB.access).sid).toBe(claimsOf(ofA.access).sid);
     const otherSession = await grant(user);
     for (const { access } of [ofA, ofB, otherSession])

@@ -8,7 +8,7 @@ import { expectDocumentedFailure } from '../helpers/documented-answer.ts';
 import { dpopKey, dpopProof, type DpopKey } from '../helpers/dpop.ts';
 import { createUser, passwordGrantBody, postToken, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
-import { startReplica, type Replica } from '../helpers/replica.ts';
+import { dpopRefusals, startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 // DPOP_NONCE across two replicas sharing Redis and nothing else about nonces: a nonce one
@@ -99,29 +99,13 @@ describe('server nonces (DPOP_NONCE) across two replicas', () => {
     expect(summary.dpop_jkt).toEqual(expect.any(String));
     // A bound call through the replica that asks for nonces: asked (counted), then served with
     // the CLI's second proof.
-    const asked = await nonceRefusals(replicaA);
+    const asked = await dpopRefusals(replicaA, 'nonce_required');
     const listed = capturingIo();
     expect(await runCli(['tokens', 'list'], env, listed.io), listed.output.stderr).toBe(0);
     const tokens = JSON.parse(listed.output.stdout) as Array<{ id: string; dpop_jkt: unknown }>;
     expect(tokens).toContainEqual(
       expect.objectContaining({ id: summary.session_id, dpop_jkt: summary.dpop_jkt }),
     );
-    expect(await nonceRefusals(replicaA)).toBe(asked + 1);
+    expect(await dpopRefusals(replicaA, 'nonce_required')).toBe(asked + 1);
   });
 });
-
-/** How many DPoP proofs `replica` asked for its nonce (its admin listener's metrics). */
-async function nonceRefusals(replica: Replica): Promise<number> {
-  const metrics = await (
-    await fetch(`http://127.0.0.1:${replica.config.ADMIN_PORT}/metrics`)
-  ).text();
-  const line = metrics
-    .split('\n')
-    .find(
-      (text) =>
-        text.startsWith('realmgate_auth_failures_total{') &&
-        text.includes('scheme="dpop"') &&
-        text.includes('reason="nonce_required"'),
-    );
-  return line === undefined ? 0 : Number(line.split(' ').pop());
-}

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dpopKey, dpopProof, type DpopKey } from '../helpers/dpop.ts';
 import { createUser, passwordGrantBody, postToken, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
-import { startReplica, type Replica } from '../helpers/replica.ts';
+import { dpopRefusals, startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 // A gateway without Redis keeps used proofs in its memory, bounded by MEMORY_CACHE_MAX_ENTRIES
@@ -59,7 +59,7 @@ describe('the in-process record of used DPoP proofs, one key flooding it', () =>
       await bound(flooder, floodKey),
       await bound(caller, callerKey),
     ];
-    const before = await refusals('proof_key_share');
+    const before = await dpopRefusals(replica, 'proof_key_share');
     let served = 0;
     let refused: Awaited<ReturnType<typeof call>> | undefined;
     while (refused === undefined && served < 32) {
@@ -72,25 +72,9 @@ describe('the in-process record of used DPoP proofs, one key flooding it', () =>
     expect(refused!.challenge).toContain('error="invalid_dpop_proof"');
     expect(refused!.body.message).toMatch(/share for one key; retry with a new proof/);
     expect(refused!.body.message).not.toMatch(/used before/);
-    expect(await refusals('proof_key_share')).toBe(before + 1);
+    expect(await dpopRefusals(replica, 'proof_key_share')).toBe(before + 1);
 
     expect((await call(callerKey, callerAccess)).status).toBe(200);
     expect((await call(callerKey, callerAccess)).status).toBe(200);
   });
-
-  /** How many DPoP proofs the replica refused for `reason` (its admin listener's metrics). */
-  async function refusals(reason: string): Promise<number> {
-    const metrics = await (
-      await fetch(`http://127.0.0.1:${replica.config.ADMIN_PORT}/metrics`)
-    ).text();
-    const line = metrics
-      .split('\n')
-      .find(
-        (text) =>
-          text.startsWith('realmgate_auth_failures_total{') &&
-          text.includes('scheme="dpop"') &&
-          text.includes(`reason="${reason}"`),
-      );
-    return line === undefined ? 0 : Number(line.split(' ').pop());
-  }
 });

@@ -3,7 +3,16 @@ import type { HTTPRequest } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import { launchChromium, signIn } from '../helpers/browser.ts';
-import { REDIRECT_URI, authorizeUrl, formActionOf } from '../helpers/browser-login.ts';
+import {
+  REDIRECT_URI,
+  authorizeUrl,
+  browserCodeLogin,
+  cookiesOf,
+  createBrowserClient,
+  keepCookies,
+  type CodeGrant,
+  type CookieJar,
+} from '../helpers/browser-login.ts';
 import {
   claimsOf,
   createUser,
@@ -27,29 +36,6 @@ import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 /** Where the client may send its users after a logout (registered; nothing listens). */
 const LOGGED_OUT_URI = 'http://127.0.0.1:9/logged-out';
 
-interface Grant {
-  access: string;
-  refresh: string;
-  id: string;
-}
-
-/** A browser's cookies: name to value. */
-type Jar = Map<string, string>;
-
-const cookieOf = (jar: Jar) => [...jar].map(([name, value]) => `${name}=${value}`).join('; ');
-
-/** Keeps the cookies `res` sets, and forgets those it expires. */
-function keepCookies(res: Response, jar: Jar): void {
-  for (const cookie of res.headers.getSetCookie()) {
-    const [pair = ''] = cookie.split(';');
-    const at = pair.indexOf('=');
-    const name = pair.slice(0, at);
-    const value = pair.slice(at + 1);
-    if (value === '' || /;\s*max-age=0\b/i.test(cookie)) jar.delete(name);
-    else jar.set(name, value);
-  }
-}
-
 let replica: Replica;
 let org: string;
 let app: string;
@@ -57,55 +43,11 @@ const oidc = (realm: string) => `${replica.url}/auth/realms/${realm}/protocol/op
 
 /** A public browser-flow client that registers LOGGED_OUT_URI for after a logout. */
 async function createLogoutClient(realm: string, clientId = 'logout-app'): Promise<string> {
-  const admin = await keycloakAdmin();
-  await admin.clients.create({
-    realm,
-    clientId,
-    publicClient: true,
-    standardFlowEnabled: true,
-    redirectUris: [REDIRECT_URI],
-    attributes: { 'post.logout.redirect.uris': LOGGED_OUT_URI },
-  });
-  return clientId;
-}
-
-/**
- * An authorization-code login through the replica: the login form the first time, Keycloak's
- * session cookie (kept in `jar`) after that.
- */
-async function browserLogin(user: TestUser, clientId: string, jar: Jar): Promise<Grant> {
-  let res = await fetch(authorizeUrl(replica.url, user.realm, clientId), {
-    redirect: 'manual',
-    headers: { cookie: cookieOf(jar) },
-  });
-  keepCookies(res, jar);
-  if (res.status === 200) {
-    res = await fetch(formActionOf(replica.url, await res.text()), {
-      method: 'POST',
-      redirect: 'manual',
-      headers: { cookie: cookieOf(jar), 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ username: user.username, password: user.password }).toString(),
-    });
-    keepCookies(res, jar);
-  }
-  expect(res.status).toBe(302);
-  const code = new URL(res.headers.get('location')!).searchParams.get('code')!;
-  const token = await fetch(`${oidc(user.realm)}/token`, {
-    method: 'POST',
-    body: new URLSearchParams({
-      client_id: clientId,
-      grant_type: 'authorization_code',
-      code,
-      redirect_uri: REDIRECT_URI,
-    }),
-  });
-  const json = (await token.json()) as Record<string, string>;
-  expect(token.status).toBe(200);
-  return { access: json.access_token!, refresh: json.refresh_token!, id: json.id_token! };
+  return createBrowserClient(realm, clientId, { 'post.logout.redirect.uris': LOGGED_OUT_URI });
 }
 
 /** A password grant of the realm's API client: a session of its own. */
-async function passwordGrant(user: TestUser): Promise<Grant> {
+async function passwordGrant(user: TestUser): Promise<CodeGrant> {
   const res = await fetch(`${oidc(user.realm)}/token`, {
     method: 'POST',
     body: new URLSearchParams({
@@ -130,7 +72,7 @@ async function apiStatus(realm: string, authorization: string): Promise<number> 
   return res.status;
 }
 
-const bearer = (grant: Grant) => `Bearer ${grant.access}`;
+const bearer = (grant: CodeGrant) => `Bearer ${grant.access}`;
 
 /** The user's sessions as Keycloak holds them. */
 async function sessionsOf(user: TestUser): Promise<string[]> {
@@ -139,13 +81,13 @@ async function sessionsOf(user: TestUser): Promise<string[]> {
   return sessions.map((session) => session.id!);
 }
 
-const sidOf = (grant: Grant) => claimsOf(grant.id).sid as string;
+const sidOf = (grant: CodeGrant) => claimsOf(grant.id).sid as string;
 
 /** A GET of the logout endpoint through the replica, as a browser sends it (`jar`'s cookies). */
-async function logoutGet(realm: string, params: Record<string, string>, jar?: Jar) {
+async function logoutGet(realm: string, params: Record<string, string>, jar?: CookieJar) {
   const res = await fetch(`${oidc(realm)}/logout?${new URLSearchParams(params).toString()}`, {
     redirect: 'manual',
-    headers: jar ? { cookie: cookieOf(jar) } : {},
+    headers: jar ? { cookie: cookiesOf(jar) } : {},
   });
   if (jar) keepCookies(res, jar);
   return { status: res.status, location: res.headers.get('location'), page: await res.text() };
@@ -157,8 +99,8 @@ const CONFIRMATION_FORM = /<form[^>]+action="([^"]*\/logout\/logout-confirm[^"]*
 /** A user logged in on the browser client, whose session the replica serves. */
 async function loggedIn(realm = org, clientId = app) {
   const user = await createUser(realm);
-  const jar: Jar = new Map();
-  const grant = await browserLogin(user, clientId, jar);
+  const jar: CookieJar = new Map();
+  const grant = await browserCodeLogin(replica.url, user, clientId, jar);
   expect(await apiStatus(realm, bearer(grant))).toBe(200);
   return { user, jar, grant };
 }
@@ -204,7 +146,7 @@ describe('a logout with a valid ID token hint', () => {
     // The browser's session is gone: a new login asks for the password again.
     const login = await fetch(authorizeUrl(replica.url, org, app), {
       redirect: 'manual',
-      headers: { cookie: cookieOf(jar) },
+      headers: { cookie: cookiesOf(jar) },
     });
     expect(login.status).toBe(200);
     expect(await login.text()).toContain('id="password"');
@@ -237,7 +179,7 @@ describe('a logout with a valid ID token hint', () => {
     );
     const { user, jar, grant } = await loggedIn();
     // One session, two clients: the short-lived client's ID token, the other's access token.
-    const short = await browserLogin(user, shortLived, jar);
+    const short = await browserCodeLogin(replica.url, user, shortLived, jar);
     expect(sidOf(short)).toBe(sidOf(grant));
     const exp = Number(claimsOf(short.id).exp);
     await expect
@@ -292,8 +234,8 @@ describe('a hint Keycloak refuses, or a logout Keycloak does not do, ends nothin
   it("a valid hint from a browser signed in to another session: Keycloak's confirmation page, nothing ended", async () => {
     const { user, grant } = await loggedIn();
     // The same user signed in again in another browser, which then sends the first's hint.
-    const elsewhere: Jar = new Map();
-    const second = await browserLogin(user, app, elsewhere);
+    const elsewhere: CookieJar = new Map();
+    const second = await browserCodeLogin(replica.url, user, app, elsewhere);
     expect(sidOf(second)).not.toBe(sidOf(grant));
     const res = await logoutGet(org, { id_token_hint: grant.id }, elsewhere);
     expect(res.status).toBe(200);
@@ -355,7 +297,7 @@ describe("Keycloak's logout confirmation page (no ID token hint) through the pub
     const confirmed = await fetch(`${replica.url}${action.pathname}${action.search}`, {
       method: 'POST',
       redirect: 'manual',
-      headers: { cookie: cookieOf(jar), 'content-type': 'application/x-www-form-urlencoded' },
+      headers: { cookie: cookiesOf(jar), 'content-type': 'application/x-www-form-urlencoded' },
       body: new URLSearchParams({ session_code: code!, confirmLogout: 'Log out' }).toString(),
     });
     expect(confirmed.status).toBe(302);
