@@ -23,7 +23,9 @@ import { testEnv } from '../helpers/test-env.ts';
  * BASIC_CACHE_MAX_SECONDS (60 s here) later. The replica pulls Keycloak's events every second,
  * its clock ahead so that an event is taken about a second after Keycloak saved it.
  */
-describe('Basic: credential changes made in Keycloak', () => {
+// Each test waits for several pulls in turn: each wait may take up to EVENTUALLY on a loaded
+// machine, so a test gets room for all of them, not the suite's default minute.
+describe('Basic: credential changes made in Keycloak', { timeout: 5 * EVENTUALLY.timeout }, () => {
   const clock = aheadClock();
   clock.advance(SETTLE_MS - 1000);
   let org: string;
