@@ -1,4 +1,5 @@
 import type { HttpMethod } from '../edge/route.ts';
+import type { AnswerBody } from './hooked-answer.ts';
 
 /**
  * What a request to Keycloak ends, once Keycloak has answered it with success: the one table of
@@ -76,9 +77,10 @@ export interface EndingRule {
   /** The rule reads the JSON body (the admin API's user representation). */
   json?: true;
   /** Which answers are Keycloak's success; 2xx unless said. */
-  succeeded?: (status: number, body: Buffer | undefined) => boolean;
-  /** `succeeded` reads the answer's body too. */
+  succeeded?: (status: number, body: AnswerBody | undefined) => boolean;
+  /** `succeeded` reads the answer's body too: its size, and whether it holds `answerMarker`. */
   readsAnswer?: true;
+  answerMarker?: Buffer;
   ending: (params: Readonly<Record<string, string>>, input: EndingInput) => Ending | undefined;
 }
 
@@ -146,12 +148,13 @@ const LOGOUT_CONFIRM_PATH = Buffer.from('/protocol/openid-connect/logout/logout-
 /**
  * Whether Keycloak's answer to a logout says it logged out: 204 (a refresh token's), a redirect
  * (to the client's `post_logout_redirect_uri`), or a page that is not its confirmation page (its
- * "logged out" page, a front-channel logout's page). A page without a body (HEAD) says nothing.
+ * "logged out" page, a front-channel logout's page), of any size. A page without a body (HEAD)
+ * says nothing.
  */
-function loggedOut(status: number, body: Buffer | undefined): boolean {
+function loggedOut(status: number, body: AnswerBody | undefined): boolean {
   if (status === 204 || (status >= 300 && status < 400)) return true;
-  if (status < 200 || status >= 300 || body === undefined || body.length === 0) return false;
-  return !body.includes(LOGOUT_CONFIRM_PATH);
+  if (status < 200 || status >= 300 || body === undefined || body.bytes === 0) return false;
+  return !body.marked;
 }
 
 export const ENDING_RULES: readonly EndingRule[] = [
@@ -327,6 +330,7 @@ export const ENDING_RULES: readonly EndingRule[] = [
     methods: ['post'],
     path: `${OIDC}/logout`,
     readsAnswer: true,
+    answerMarker: LOGOUT_CONFIRM_PATH,
     succeeded: loggedOut,
     ending: (p, { form }) => logoutOf(p.realm!, form),
   },
@@ -334,6 +338,7 @@ export const ENDING_RULES: readonly EndingRule[] = [
     methods: ['get'],
     path: `${OIDC}/logout`,
     readsAnswer: true,
+    answerMarker: LOGOUT_CONFIRM_PATH,
     succeeded: loggedOut,
     ending: (p, { query }) => {
       const idTokenHint = single(query, 'id_token_hint');
@@ -346,7 +351,7 @@ export const ENDING_RULES: readonly EndingRule[] = [
     methods: ['post'],
     path: `${OIDC}/revoke`,
     readsAnswer: true,
-    succeeded: (status, body) => status === 200 && body?.length === 0,
+    succeeded: (status, body) => status === 200 && body?.bytes === 0,
     ending: (p, { form }) => {
       const token = single(form, 'token');
       return token ? { kind: 'revoke', realm: p.realm!, token } : undefined;
@@ -358,8 +363,9 @@ export const ENDING_RULES: readonly EndingRule[] = [
 export interface MatchedEnding {
   readsJson: boolean;
   readsAnswer: boolean;
+  answerMarker?: Buffer;
   endingOf: (input: EndingInput) => Ending | undefined;
-  succeeded: (status: number, body: Buffer | undefined) => boolean;
+  succeeded: (status: number, body: AnswerBody | undefined) => boolean;
 }
 
 /** `rule` (an `/auth` entry's) applied to the params the edge read from the path. */
@@ -370,6 +376,7 @@ export function matchedEnding(
   return {
     readsJson: rule.json === true,
     readsAnswer: rule.readsAnswer === true,
+    ...(rule.answerMarker && { answerMarker: rule.answerMarker }),
     endingOf: (input) => rule.ending(params, input),
     succeeded: rule.succeeded ?? ((status) => status >= 200 && status < 300),
   };

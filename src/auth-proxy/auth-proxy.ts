@@ -14,7 +14,7 @@ import { sendTokenError, type Replacement } from './grant-answer.ts';
 import { failedBeforeSending, failureOf, toKeycloakError } from '../keycloak/keycloak-failures.ts';
 import type { KeycloakNode, KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import type { ProxyFailureCause, ProxyMetrics } from '../outbound/proxy-failures.ts';
-import { serveSmallAnswer } from './small-answer.ts';
+import { serveHookedAnswer, type AnswerBody } from './hooked-answer.ts';
 
 /** The connections to each Keycloak node, per worker, shared by every client (upstream.ts). */
 export const KEYCLOAK_NODE_POOL = 256;
@@ -100,9 +100,9 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
           }
           // What the request ended is applied before its client learns it succeeded; the hook
           // never rejects (end-access.ts logs its failures), and the answer waits unread, or
-          // read whole when the hook reads it. Keycloak has answered: its silence while the
-          // hook runs is no timeout.
-          const run = (body: Buffer | undefined) => {
+          // read as hooked-answer.ts reads it when the hook reads it. Keycloak has answered:
+          // its silence while the hook runs is no timeout.
+          const run = (body: AnswerBody | undefined) => {
             timer.hold();
             return hook.run(status, body).then(() => timer.restart());
           };
@@ -110,11 +110,9 @@ export function createAuthProxy(options: AuthProxyOptions): RequestHandler {
             void run(undefined).then(() => relayMarked(req, answer, res));
             return;
           }
-          // An answer too large or compressed is relayed as it comes, and the hook not run.
-          const headers = answerHeadersOf(answer);
-          serveSmallAnswer(answer, res, { status, headers }, MAX_HOOKED_ANSWER_BYTES, (body) => {
-            void run(body).then(() => res.writeHead(status, headers).end(body));
-          });
+          const head = { status, headers: answerHeadersOf(answer) };
+          const reading = { holdBytes: MAX_HELD_ANSWER_BYTES, marker: hook.marker };
+          serveHookedAnswer(answer, res, head, reading, run);
         };
       },
       failed: (err) => {
@@ -205,31 +203,39 @@ export function answerRelayOf(req: IncomingMessage): AnswerRelay | undefined {
 
 interface AnswerHook {
   readsBody: boolean;
-  run: (status: number, body: Buffer | undefined) => Promise<void>;
+  marker?: Buffer;
+  run: (status: number, body: AnswerBody | undefined) => Promise<void>;
 }
 
 const answerHooks = new WeakMap<IncomingMessage, AnswerHook>();
 
 /**
- * Keycloak's answers a hook reads are small: RFC 7009's (none, or its error), a logout's page
- * (about 4 KiB with Keycloak's theme).
+ * How much of an answer a hook reads is held, head included, until the hook is done: RFC 7009's
+ * (none, or its error), a logout's page with Keycloak's theme (about 4 KiB). A larger one (a
+ * realm's theme or display name can make a logout page any size) streams, its last chunk held
+ * (hooked-answer.ts).
  */
-const MAX_HOOKED_ANSWER_BYTES = 16 * 1024;
+const MAX_HELD_ANSWER_BYTES = 16 * 1024;
 
 /**
  * Has `hook` run with the status of Keycloak's answer to `req` before the answer is relayed
- * (end-access.ts: what a logout ended is applied before its client hears of it), and with the
- * answer's body when `readsBody` (a plain body of at most 16 KiB, asked for uncompressed as
- * `readsAnswer` asks: a front compressing for a client that accepts it would otherwise hide a
- * success; a larger or compressed one is relayed without running `hook`). `hook` must not
- * reject.
+ * (end-access.ts: what a logout ended is applied before its client hears of it), and when
+ * `readsBody` with what its body holds (`AnswerBody`: its size, and whether `marker` occurs in
+ * it), before the client has the whole of it, whatever its size. Such an answer is asked for
+ * uncompressed as `readsAnswer` asks (a front compressing for a client that accepts it would
+ * otherwise hide a success); a compressed one is relayed without running `hook`. `hook` must
+ * not reject.
  */
 export function beforeAnswer(
   req: IncomingMessage,
-  hook: (status: number, body: Buffer | undefined) => Promise<void>,
-  options: { readsBody?: boolean } = {},
+  hook: (status: number, body: AnswerBody | undefined) => Promise<void>,
+  options: { readsBody?: boolean; marker?: Buffer } = {},
 ) {
-  answerHooks.set(req, { readsBody: options.readsBody === true, run: hook });
+  answerHooks.set(req, {
+    readsBody: options.readsBody === true,
+    ...(options.marker && { marker: options.marker }),
+    run: hook,
+  });
   if (options.readsBody === true) readsAnswer(req);
 }
 

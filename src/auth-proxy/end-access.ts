@@ -8,6 +8,7 @@ import { scopeOf } from '../edge/request-scope.ts';
 import { endingOf } from './auth-routes.ts';
 import type { Ending, RoleRef } from './access-endings.ts';
 import { beforeAnswer } from './auth-proxy.ts';
+import type { AnswerBody } from './hooked-answer.ts';
 import { formFieldsOf } from './form-body-guard.ts';
 import { refreshTokenSession } from './refresh-token-claims.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
@@ -212,7 +213,7 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
     });
     const end = ending && (await prepare(ending, deps.clientAddress(req)));
     if (!ending || !end) return;
-    const hook = async (status: number, body: Buffer | undefined) => {
+    const hook = async (status: number, body: AnswerBody | undefined) => {
       if (!rule.succeeded(status, body)) return;
       try {
         await end();
@@ -227,7 +228,10 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
         );
       }
     };
-    beforeAnswer(req, hook, { readsBody: rule.readsAnswer });
+    beforeAnswer(req, hook, {
+      readsBody: rule.readsAnswer,
+      ...(rule.answerMarker && { marker: rule.answerMarker }),
+    });
   }
 
   return (req, res, next) => {

@@ -267,6 +267,46 @@ describe('a hint Keycloak refuses, or a logout Keycloak does not do, ends nothin
   });
 });
 
+describe('a logout answered with a page larger than the gateway holds whole (16 KiB)', () => {
+  // A realm's display name is written into every page of its login theme, Keycloak's own theme
+  // included: a long one makes the logout's pages larger than the gateway reads at once.
+  const LONG_NAME = 'Acme Long Display Name '.repeat(1200);
+  let big: string;
+  let bigApp: string;
+
+  beforeAll(async () => {
+    big = await createOrganization(['ws']);
+    bigApp = await createLogoutClient(big);
+    const admin = await keycloakAdmin();
+    await admin.realms.update({ realm: big }, { displayNameHtml: LONG_NAME });
+  });
+
+  it("Keycloak's logged-out page: the session's tokens are refused at once, and the page reaches the client whole", async () => {
+    const { user, jar, grant } = await loggedIn(big, bigApp);
+    const res = await logoutGet(big, { id_token_hint: grant.id }, jar);
+    expect(res.status).toBe(200);
+    expect(res.page.length).toBeGreaterThan(16 * 1024);
+    expect(res.page).toContain(LONG_NAME.trim());
+    expect(res.page.trimEnd()).toMatch(/<\/html>$/);
+    expect(res.page).not.toMatch(CONFIRMATION_FORM);
+    expect(await sessionsOf(user)).not.toContain(sidOf(grant));
+    // Applied before the answer: no waiting.
+    expect(await apiStatus(big, bearer(grant))).toBe(401);
+  });
+
+  it("Keycloak's confirmation page, its form past the first 16 KiB: nothing ended, the page whole", async () => {
+    const { user, grant } = await loggedIn(big, bigApp);
+    const elsewhere: CookieJar = new Map();
+    const second = await browserCodeLogin(replica.url, user, bigApp, elsewhere);
+    const res = await logoutGet(big, { id_token_hint: grant.id }, elsewhere);
+    expect(res.status).toBe(200);
+    expect(res.page.search(CONFIRMATION_FORM)).toBeGreaterThan(16 * 1024);
+    expect(res.page.trimEnd()).toMatch(/<\/html>$/);
+    expect(await sessionsOf(user)).toEqual(expect.arrayContaining([sidOf(grant), sidOf(second)]));
+    expect(await apiStatus(big, bearer(grant))).toBe(200);
+  });
+});
+
 describe("Keycloak's logout confirmation page (no ID token hint) through the public listener", () => {
   it("names no address but the gateway's, keeps its code, and ends the browser session when confirmed", async () => {
     const { user, jar, grant } = await loggedIn();

@@ -8,6 +8,7 @@ import { connect, type AddressInfo } from 'node:net';
 import type { RequestHandler } from 'express';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { beforeAnswer } from '../../../src/auth-proxy/auth-proxy.ts';
+import type { AnswerBody } from '../../../src/auth-proxy/hooked-answer.ts';
 import { guardFormBody } from '../../../src/auth-proxy/form-body-guard.ts';
 import { createKeycloakNodes, type KeycloakNodes } from '../../../src/keycloak/keycloak-nodes.ts';
 import { startAuthProxyGateway } from '../../helpers/auth-proxy-gateway.ts';
@@ -176,8 +177,9 @@ describe('/auth proxy: a hook on the answer', () => {
   let gateway: Server;
   let nodes: KeycloakNodes;
   let base: string;
-  let hook: (status: number, body: Buffer | undefined) => Promise<void>;
+  let hook: (status: number, body: AnswerBody | undefined) => Promise<void>;
   let readsBody = false;
+  const marker = Buffer.from('/logout/logout-confirm');
   let keycloakAnswer: (res: ServerResponse) => unknown = (res) => res.writeHead(204).end();
   const silence = struckByHand();
 
@@ -188,7 +190,7 @@ describe('/auth proxy: a hook on the answer', () => {
       timeoutMs: 1000,
     });
     const hookStep: RequestHandler = (req, _res, next) => {
-      beforeAnswer(req, (status, body) => hook(status, body), { readsBody });
+      beforeAnswer(req, (status, body) => hook(status, body), { readsBody, marker });
       next();
     };
     ({ server: gateway, base } = await startAuthProxyGateway([hookStep], {
@@ -242,21 +244,66 @@ describe('/auth proxy: a hook on the answer', () => {
     }
   });
 
+  it('reads an answer larger than it holds as it streams: the marker across two chunks, the client the page whole once the hook is done', async () => {
+    // A page of 40 KiB whose marker is split between two of Keycloak's writes, past 16 KiB.
+    const before = 'a'.repeat(30 * 1024);
+    const after = 'z'.repeat(10 * 1024);
+    let keycloakEnds = () => {};
+    const begun = new Promise<void>((resolve) => {
+      keycloakAnswer = (res) => {
+        res.writeHead(200, { 'content-type': 'text/html' });
+        res.write(before + marker.subarray(0, 9).toString());
+        keycloakEnds = () => res.end(marker.subarray(9).toString() + after);
+        resolve();
+      };
+    });
+    readsBody = true;
+    let finish = () => {};
+    const done = new Promise<void>((resolve) => (finish = resolve));
+    const called = new Promise<AnswerBody | undefined>((resolve) => {
+      hook = (_status, body) => {
+        resolve(body);
+        return done;
+      };
+    });
+    let read = false;
+    const page = fetch(`${base}/auth/realms/acme/protocol/openid-connect/logout`).then(
+      async (res) => {
+        const text = await res.text();
+        read = true;
+        return text;
+      },
+    );
+    try {
+      await begun;
+      keycloakEnds();
+      const whole = before + marker.toString() + after;
+      expect(await called).toEqual({ bytes: whole.length, marked: true });
+      // Its last chunk waits for the hook.
+      expect(read).toBe(false);
+      finish();
+      expect(await page).toBe(whole);
+    } finally {
+      readsBody = false;
+      keycloakAnswer = (res) => res.writeHead(204).end();
+    }
+  });
+
   it("hands a hook that reads it Keycloak's body, and the client the same answer after it", async () => {
     const refusal = '{"error":"invalid_token","error_description":"Invalid token"}';
     keycloakAnswer = (res) =>
       res.writeHead(200, { 'content-type': 'application/json' }).end(refusal);
     readsBody = true;
-    let seen: { status: number; body: string | undefined } | undefined;
+    let seen: { status: number; body: AnswerBody | undefined } | undefined;
     hook = (status, body) => {
-      seen = { status, body: body?.toString() };
+      seen = { status, body };
       return Promise.resolve();
     };
     try {
       const res = await fetch(`${base}/auth/realms/acme/protocol/openid-connect/revoke`, {
         method: 'POST',
       });
-      expect(seen).toEqual({ status: 200, body: refusal });
+      expect(seen).toEqual({ status: 200, body: { bytes: refusal.length, marked: false } });
       expect(res.status).toBe(200);
       expect(res.headers.get('content-type')).toBe('application/json');
       expect(await res.text()).toBe(refusal);
