@@ -129,7 +129,7 @@ export async function startGateway(
     config.ADMIN_PORT,
     logger,
   );
-  platform.backchannelAlignment.start();
+  platform.realmAlignment.start();
   return {
     publicServer,
     adminServer,
@@ -137,7 +137,7 @@ export async function startGateway(
     cache: shared.cache,
     async close() {
       shuttingDown = true;
-      platform.backchannelAlignment.close();
+      platform.realmAlignment.close();
       auth.close();
       const graceMs = config.SHUTDOWN_GRACE_SECONDS * 1000;
       const drained = Date.now() + graceMs;

@@ -161,8 +161,9 @@ const readiness = z.record(
       .meta({
         description:
           "`backchannel_logout`, on the admin listener: the URL every realm's clients of the " +
-          'gateway post logout tokens to, and the realms where it could not be set (at most 20 ' +
-          'named, all counted), or why none could be listed',
+          'gateway post logout tokens to, and the realms where it, or the gateway in their ' +
+          "tokens' audience, could not be set (at most 20 named, all counted), or why none " +
+          'could be listed',
       }),
   ]),
 );
@@ -282,8 +283,8 @@ const paths: OpenApiPaths = {
             '(every Keycloak node down: new logins; the database down: list endpoints). ' +
             '`degraded`: serving, but not as configured (Redis down: in-process cache; a ' +
             'Keycloak node down while another answers; `backchannel_logout`: a realm whose ' +
-            'clients could not be pointed at the back-channel logout endpoint, its ended ' +
-            'sessions left to the re-check).',
+            'clients could not be pointed at the back-channel logout endpoint, or the gateway ' +
+            "put in its tokens' audience, its ended sessions left to the re-check).",
           content: json({ schema: jsonSchemaOf(readinessAnswer, 'output') }),
         },
         ...errorResponses(['notReady']),

@@ -10,7 +10,7 @@ import type { Clock } from '../time/clock.ts';
 import { backchannelLogoutUrlOf } from '../auth-proxy/backchannel-logout.ts';
 import type { TokenBindingStore } from '../auth-proxy/token-bindings.ts';
 import type { ReadinessCheck } from '../http/health.router.ts';
-import { createBackchannelAlignment, type BackchannelAlignment } from './backchannel-alignment.ts';
+import { createRealmAlignment, type RealmAlignment } from './realm-alignment.ts';
 import type { ListingRepos } from './listing.router.ts';
 import {
   createOrganizationDirectory,
@@ -79,7 +79,7 @@ export interface PlatformArea {
    * Points every realm's clients of the gateway at its back-channel logout URL, in the
    * background once the listeners are up (`start`); reported in readiness.
    */
-  backchannelAlignment: BackchannelAlignment;
+  realmAlignment: RealmAlignment;
 }
 
 /**
@@ -111,12 +111,12 @@ export function buildPlatform(
   const { config, db } = shared;
   // Where realms' clients announce ended sessions: new realms at creation, existing ones here.
   const backchannelLogoutUrl = backchannelLogoutUrlOf(config);
-  const backchannelAlignment = createBackchannelAlignment({
+  const realmAlignment = createRealmAlignment({
     adminSession: keycloak.adminSession,
     url: backchannelLogoutUrl,
     logger: shared.logger,
   });
-  shared.readiness.backchannel_logout = () => backchannelAlignment.report();
+  shared.readiness.backchannel_logout = () => realmAlignment.report();
   const { adminSession } = keycloak;
   const { revocations } = auth;
   // A revocation voids the user's cached Basic logins for as long as one may be served.
@@ -163,5 +163,5 @@ export function buildPlatform(
       organizations: tenants.organizationsRepo,
     }),
   };
-  return { services, backchannelAlignment };
+  return { services, realmAlignment };
 }

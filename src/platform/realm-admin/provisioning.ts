@@ -3,6 +3,7 @@ import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
 import { everyPage, isHttpStatus } from '../../keycloak/admin-client.ts';
 import { AppError } from '../../envelope/errors.ts';
 import { withBackchannelLogout } from './backchannel-logout.ts';
+import { ensureGatewayAudience } from './gateway-audience.ts';
 import {
   AUDIT_READER_ROLE,
   WORKSPACE_LIST_ROLES,
@@ -52,7 +53,8 @@ const ORGANIZATION_ROLES: ReadonlyArray<{ name: string; description: string }> =
 
 /**
  * Creates the organization's realm from the template unless it exists, then its roles
- * (`ORGANIZATION_ROLES`) unless they exist. Safe to repeat: a realm made by an earlier call that
+ * (`ORGANIZATION_ROLES`) unless they exist, and the gateway in its tokens' audience
+ * (gateway-audience.ts). Safe to repeat: a realm made by an earlier call that
  * stopped after it (Keycloak finishing a creation the gateway had stopped waiting for) still
  * gets the roles. With `backchannelLogoutUrl`, Keycloak announces the ends of its sessions there
  * (backchannel-logout.ts); `realmSettings` are the realm's besides the template's, set in the
@@ -86,6 +88,7 @@ export async function ensureOrganizationRealm(
       if (!isHttpStatus(err, 409)) throw err;
     }
   }
+  await ensureGatewayAudience(admin, values.organizationId);
 }
 
 /** Creates the workspace's client roles `<ws>` and `_<ws>-admin` unless they exist. */

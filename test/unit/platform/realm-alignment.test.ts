@@ -1,7 +1,7 @@
 import { pino } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { KeycloakAdmin } from '../../../src/keycloak/admin-client.ts';
-import { createBackchannelAlignment } from '../../../src/platform/backchannel-alignment.ts';
+import { createRealmAlignment } from '../../../src/platform/realm-alignment.ts';
 import { pointRealmAtGateway } from '../../../src/platform/realm-admin/backchannel-logout.ts';
 
 const URL = 'http://gateway:8001/backchannel-logout';
@@ -16,10 +16,25 @@ interface FakeClient {
   attributes?: Record<string, string>;
 }
 
-/** Keycloak's admin API as far as the alignment uses it: realms and their clients, in memory. */
+/**
+ * Keycloak's admin API as far as the alignment uses it: realms, their clients and their `basic`
+ * client scope's mappers, in memory.
+ */
 function fakeKeycloak(realms: Record<string, FakeClient[]>, failing = new Set<string>()) {
   const updates: { realm: string; id: string; attributes: unknown }[] = [];
+  const mappers: Record<string, { name?: string }[]> = {};
   const admin = {
+    clientScopes: {
+      find: ({ realm }: { realm: string }) =>
+        Promise.resolve([
+          { id: `${realm}-profile`, name: 'profile', protocolMappers: [] },
+          { id: `${realm}-basic`, name: 'basic', protocolMappers: [...(mappers[realm] ?? [])] },
+        ]),
+      addProtocolMapper: ({ realm }: { realm: string }, mapper: { name?: string }) => {
+        (mappers[realm] ??= []).push(mapper);
+        return Promise.resolve();
+      },
+    },
     realms: { find: () => Promise.resolve(Object.keys(realms).map((realm) => ({ realm }))) },
     clients: {
       find: ({ realm }: { realm: string }) =>
@@ -36,6 +51,7 @@ function fakeKeycloak(realms: Record<string, FakeClient[]>, failing = new Set<st
   return {
     admin,
     updates,
+    mappers,
     session: { run: <T>(work: (a: KeycloakAdmin) => Promise<T>) => work(admin) },
   };
 }
@@ -91,7 +107,7 @@ describe('the alignment at start', () => {
       { alpha: organization('alpha'), beta: organization('beta') },
       failing,
     );
-    const alignment = createBackchannelAlignment({
+    const alignment = createRealmAlignment({
       adminSession: keycloak.session,
       url: URL,
       logger: pino({ level: 'silent' }),
@@ -119,11 +135,16 @@ describe('the alignment at start', () => {
       'beta-1',
       'beta-3',
     ]);
+    // The gateway's audience mapper in each realm's `basic` scope, once.
+    expect(keycloak.mappers).toEqual({
+      alpha: [expect.objectContaining({ name: 'audience realmgate-gateway' })],
+      beta: [expect.objectContaining({ name: 'audience realmgate-gateway' })],
+    });
     alignment.close();
   });
 
   it('is degraded, not fatal, while Keycloak does not list its realms', async () => {
-    const alignment = createBackchannelAlignment({
+    const alignment = createRealmAlignment({
       adminSession: { run: () => Promise.reject(new Error('unreachable')) },
       url: URL,
       logger: pino({ level: 'silent' }),

@@ -2,13 +2,14 @@ import type { Logger } from 'pino';
 import type { ReadinessReport } from '../http/health.router.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
 import { pointRealmAtGateway, realmNames } from './realm-admin/backchannel-logout.ts';
+import { ensureGatewayAudience } from './realm-admin/gateway-audience.ts';
 
 /** After a pass that left a realm unset (or could not list them), the next one starts this late. */
 const RETRY_MS = 60_000;
 /** Readiness names at most this many unset realms (and counts them all). */
 const NAMED_REALMS = 20;
 
-/** Where the pointing of existing realms at the back-channel logout URL stands. */
+/** Where the alignment of the existing realms stands. */
 type Standing =
   | { state: 'pending' }
   | { state: 'done' }
@@ -16,14 +17,17 @@ type Standing =
   | { state: 'partial'; unset: string[] };
 
 /**
- * Brings every existing realm in line at start: its API client and the gateway's client point
- * at the back-channel logout URL (realm-admin/backchannel-logout.ts), so realms made before this
- * setting, or while it had another value, announce their ended sessions to this gateway. Runs in
- * the background (the gateway serves meanwhile: the re-check stays the safety net); a realm where
- * it fails is logged and named in readiness (`backchannel_logout`: degraded), and tried again a
+ * Brings every existing realm (master included) in line at start, as provisioning makes new
+ * ones: its API client and the gateway's client point at the back-channel logout URL
+ * (realm-admin/backchannel-logout.ts), so realms made before this setting, or while it had
+ * another value, announce their ended sessions to this gateway; and its clients' access tokens
+ * name the gateway in `aud` (realm-admin/gateway-audience.ts), so realms made before that
+ * answer the re-check's introspection for every client's tokens. Runs in the background (the
+ * gateway serves meanwhile); a realm where either fails is logged and named in readiness
+ * (`backchannel_logout`, its name from before the pass did both: degraded), and tried again a
  * minute later, as is the whole pass when Keycloak cannot list the realms. Never fatal.
  */
-export function createBackchannelAlignment(deps: {
+export function createRealmAlignment(deps: {
   adminSession: Pick<AdminSession, 'run'>;
   url: string;
   logger: Logger;
@@ -39,7 +43,7 @@ export function createBackchannelAlignment(deps: {
     try {
       realms = await adminSession.run(realmNames);
     } catch (err) {
-      logger.warn({ err }, 'back-channel logout URL: realms could not be listed; trying again');
+      logger.warn({ err }, 'realm alignment: realms could not be listed; trying again');
       standing = { state: 'unlisted' };
       return;
     }
@@ -55,6 +59,18 @@ export function createBackchannelAlignment(deps: {
         logger.warn(
           { err, realm },
           'back-channel logout URL could not be set: sessions ended in Keycloak end at the gateway on the re-check only',
+        );
+        continue;
+      }
+      try {
+        if (await adminSession.run((admin) => ensureGatewayAudience(admin, realm))) {
+          logger.info({ realm }, "the gateway put in the audience of the realm's tokens");
+        }
+      } catch (err) {
+        unset.push(realm);
+        logger.warn(
+          { err, realm },
+          "the gateway could not be put in the audience of the realm's tokens: the re-check may refuse its browser clients' live tokens",
         );
       }
     }
@@ -72,7 +88,7 @@ export function createBackchannelAlignment(deps: {
   return {
     /** Starts the first pass (in the background). */
     start: run,
-    /** The readiness check `backchannel_logout`: degraded while a realm is not pointed here. */
+    /** The readiness check `backchannel_logout`: degraded while a realm is not aligned. */
     report(): Promise<ReadinessReport> {
       const details = { url };
       switch (standing.state) {
@@ -103,4 +119,4 @@ export function createBackchannelAlignment(deps: {
   };
 }
 
-export type BackchannelAlignment = ReturnType<typeof createBackchannelAlignment>;
+export type RealmAlignment = ReturnType<typeof createRealmAlignment>;

@@ -1,0 +1,55 @@
+import { isHttpStatus, type KeycloakAdmin } from '../../keycloak/admin-client.ts';
+import { GATEWAY_CLIENT_ID } from '../../keycloak/service-admin.ts';
+
+/** The realm's built-in client scope (Keycloak 25+) that every client it makes has by default. */
+const BASIC_SCOPE = 'basic';
+
+/** The mapper's name in that scope: what tells a realm that has it from one that does not. */
+export const GATEWAY_AUDIENCE_MAPPER = `audience ${GATEWAY_CLIENT_ID}`;
+
+/**
+ * Keycloak answers an introspection `active: false` when the asking client is not in the
+ * token's `aud`, and the gateway re-checks every Bearer token as its own client
+ * (REVOCATION_CHECK_SECONDS): so every client's access tokens must name it, or a browser
+ * client's live tokens are refused at their first re-check. One audience mapper in the realm's
+ * `basic` scope does it for every client, present and future, in two admin calls (a change to
+ * each client would cost one per client). A client an administrator took `basic` from gets
+ * tokens without `sub` (that scope's other mapper), which the Bearer verifier refuses anyway.
+ * Resolves to whether it added the mapper; a realm without `basic` (deleted since it was
+ * listed, or not made by Keycloak 25+) is left alone. Safe to repeat and to race: a concurrent
+ * twin is refused 409, or leaves a second identical mapper (`aud` stays one entry).
+ */
+export async function ensureGatewayAudience(admin: KeycloakAdmin, realm: string): Promise<boolean> {
+  let scopes;
+  try {
+    scopes = await admin.clientScopes.find({ realm });
+  } catch (err) {
+    if (isHttpStatus(err, 404)) return false;
+    throw err;
+  }
+  const basic = scopes.find((scope) => scope.name === BASIC_SCOPE);
+  if (basic?.id === undefined) return false;
+  if (basic.protocolMappers?.some((mapper) => mapper.name === GATEWAY_AUDIENCE_MAPPER)) {
+    return false;
+  }
+  try {
+    await admin.clientScopes.addProtocolMapper(
+      { realm, id: basic.id },
+      {
+        name: GATEWAY_AUDIENCE_MAPPER,
+        protocol: 'openid-connect',
+        protocolMapper: 'oidc-audience-mapper',
+        config: {
+          'included.client.audience': GATEWAY_CLIENT_ID,
+          'access.token.claim': 'true',
+          'introspection.token.claim': 'true',
+          'id.token.claim': 'false',
+        },
+      },
+    );
+  } catch (err) {
+    if (isHttpStatus(err, 409)) return false;
+    throw err;
+  }
+  return true;
+}
