@@ -11,7 +11,7 @@ import { runTogether, type LoadRequest } from './load.ts';
 import { pairedRounds } from './pairs.ts';
 import { cpuSeconds, procFile, startChild, stopAllChildren } from './processes.ts';
 import { automationPath } from './scenarios.ts';
-import { DATA_DIR, readArgs } from './settings.ts';
+import { DATA_DIR, origin, PORTS, readArgs } from './settings.ts';
 import {
   dropDatabase,
   loadAverage,
@@ -24,9 +24,9 @@ import {
 import { summarize } from './stats.ts';
 
 /**
- * `node bench/ab.ts [--route forwarded|bearer|token] [--a <tree>] [--b <tree>] [--a-env K=V,...]
- * [--b-env ...] [--auth-off a|b] [--profile a|b] [--rounds N] [--round-seconds S]`: is B slower than A? How to
- * run and read it: README.md. A tree needs its own `bench/` and `node_modules` (a symlink).
+ * `node bench/ab.ts [--route forwarded|bearer|dpop|token] [--a <tree>] [--b <tree>] [--a-env K=V,...]
+ * [--b-env ...] [--auth-off a|b] [--a-bearer] [--profile a|b] [--rounds N] [--round-seconds S]`: is B
+ * slower than A? How to run and read it: README.md. A tree needs its own `bench/` and `node_modules` (a symlink).
  */
 const here = fileURLToPath(new URL('..', import.meta.url));
 const args = readArgs(process.argv.slice(2), {
@@ -41,6 +41,11 @@ const args = readArgs(process.argv.slice(2), {
   'auth-off': '',
   /** `a` or `b`: that side runs under `--cpu-prof` (its rate then says less). */
   profile: '',
+  /**
+   * With `--route dpop`: side A is sent the same user's unbound token as Bearer, so B ÷ A is the
+   * DPoP row ÷ the Bearer row, paired per core, as the bench's pair reads it.
+   */
+  'a-bearer': false,
 });
 /** `K=V,K=V` as settings. */
 const envOf = (spec: string) =>
@@ -52,7 +57,7 @@ const sides = [
   { name: 'B', tree: args.b, env: envOf(args['b-env']), port: 28510 },
 ];
 const { route, rounds } = args;
-if (!['forwarded', 'bearer', 'token'].includes(route)) throw new Error(`--route ${route}?`);
+if (!['forwarded', 'bearer', 'dpop', 'token'].includes(route)) throw new Error(`--route ${route}?`);
 const roundSeconds = args['round-seconds'];
 const ORG = 'bench-ab';
 const WORKSPACE = 'ws1';
@@ -67,7 +72,7 @@ const [measured, feeders] = [`${count - 1}`, `0-${Math.max(count - 2, 0)}`];
 async function main(): Promise<void> {
   const databaseUrl = await prepareDatabase(DATABASE);
   await startChild('servers.ts', { env: { BENCH_PORT: UPSTREAM_PORT }, cpuList: feeders });
-  const keycloak = route === 'bearer' ? await startKeycloak() : undefined;
+  const keycloak = route === 'bearer' || route === 'dpop' ? await startKeycloak() : undefined;
   // Without Keycloak (auth off on both sides), its address is the upstream's for the token
   // route: it answers any request at once, so what is measured is the gateway's /auth proxy.
   const fake = route === 'token' ? `${UPSTREAM}/auth` : 'http://127.0.0.1:9/auth';
@@ -98,8 +103,8 @@ async function main(): Promise<void> {
     if (profiled) console.log(`${side.name}: CPU profile in ${profileDir} (pid ${gateway.pid})`);
   }
   const db = await openDatabase({ databaseUrl, dataDir: DATA_DIR });
-  const provisioned = keycloak ? provisionBearer(keycloak, db) : provisionAuthOff(db);
-  const request = await provisioned.finally(() => db.destroy());
+  const provisioned = keycloak ? provisionAuthOn(keycloak, db) : provisionAuthOff(db);
+  const requests = await provisioned.finally(() => db.destroy());
 
   // B first: each round's ratio is B ÷ A, and by CPU A's cost ÷ B's.
   let databaseCpu = 0;
@@ -110,7 +115,7 @@ async function main(): Promise<void> {
         url: `http://127.0.0.1:${side.port}`,
         connections: 32,
         durationSeconds: seconds,
-        requests: [request],
+        requests: [requests[side.name as 'A' | 'B']],
       })),
       feeders,
     );
@@ -168,29 +173,55 @@ async function startKeycloak(): Promise<BenchKeycloak> {
 }
 let stopKeycloak: (() => Promise<void>) | undefined;
 
+type SideRequests = { A: LoadRequest; B: LoadRequest };
+
 /** Auth off: the organization's rows, and the request with any token. */
-async function provisionAuthOff(db: Knex): Promise<LoadRequest> {
+async function provisionAuthOff(db: Knex): Promise<SideRequests> {
   await db('organizations').insert({ id: ORG, name: ORG });
   await db('workspaces').insert({ organization_id: ORG, id: WORKSPACE, name: WORKSPACE });
-  return route === 'token'
-    ? {
-        path: `/auth/realms/${ORG}/protocol/openid-connect/token`,
-        form: `grant_type=refresh_token&client_id=_${ORG}-api&refresh_token=${'r'.repeat(800)}`,
-      }
-    : { path: automationPath(ORG), authorization: 'Bearer constant' };
+  const request: LoadRequest =
+    route === 'token'
+      ? {
+          path: `/auth/realms/${ORG}/protocol/openid-connect/token`,
+          form: `grant_type=refresh_token&client_id=_${ORG}-api&refresh_token=${'r'.repeat(800)}`,
+        }
+      : { path: automationPath(ORG), authorization: 'Bearer constant' };
+  return { A: request, B: request };
 }
 
 /**
  * Auth on: the organization in Keycloak and the database (migrated by the gateways), a user
- * holding the workspace role, and one access token of that user, living an hour.
+ * holding the workspace role, and one access token of that user, living an hour. `--route dpop`:
+ * the token bound to a new P-256 key (a password grant with a proof, through A's `/auth`), each
+ * request with a fresh proof of its own (load.ts signs a round's pool before the round), `htu`
+ * the gateways' PUBLIC_URL.
  */
-async function provisionBearer(keycloak: BenchKeycloak, db: Knex): Promise<LoadRequest> {
+async function provisionAuthOn(keycloak: BenchKeycloak, db: Knex): Promise<SideRequests> {
   const provisioner = createProvisioner(keycloak.kc.url, keycloak.secrets, db);
   await provisioner.organization(ORG);
   await provisioner.longLivedTokens(ORG);
   const user = await provisioner.user(ORG, 'bench-ab-user');
-  const { accessToken } = await provisioner.passwordGrant(user);
-  return { path: automationPath(ORG), authorization: `Bearer ${accessToken}` };
+  const path = automationPath(ORG);
+  const bearer = async (): Promise<LoadRequest> => {
+    const { accessToken } = await provisioner.passwordGrant(user);
+    return { path, authorization: `Bearer ${accessToken}` };
+  };
+  if (route !== 'dpop') {
+    const request = await bearer();
+    return { A: request, B: request };
+  }
+  const publicUrl = origin(PORTS.gateway);
+  const { key, accessToken } = await provisioner.dpopGrant(
+    `http://127.0.0.1:${sides[0]!.port}`,
+    user,
+    publicUrl,
+  );
+  const dpop: LoadRequest = {
+    path,
+    authorization: `DPoP ${accessToken}`,
+    dpop: { privateJwk: key, method: 'GET', htu: `${publicUrl}${path}`, accessToken },
+  };
+  return { A: args['a-bearer'] ? await bearer() : dpop, B: dpop };
 }
 
 try {

@@ -93,11 +93,15 @@ export function createProvisioner(keycloakUrl: string, secrets: BenchSecrets, db
     },
     passwordGrant: (u: BenchUser) => token(u.realm, passwordForm(u)),
     token,
-    /** A password grant through the gateway's `/auth` with a proof of a new key: a bound token. */
-    async dpopGrant(gatewayUrl: string, u: BenchUser) {
+    /**
+     * A password grant through the gateway's `/auth` with a proof of a new key: a bound token.
+     * The proof names `publicUrl` (the gateway's PUBLIC_URL, which Keycloak compares `htu` with)
+     * when the gateway is reached at another address (ab.ts).
+     */
+    async dpopGrant(gatewayUrl: string, u: BenchUser, publicUrl = gatewayUrl) {
       const url = `${gatewayUrl}/auth/realms/${u.realm}`;
       const key = newProofKey();
-      const htu = `${url}/protocol/openid-connect/token`;
+      const htu = `${publicUrl}/auth/realms/${u.realm}/protocol/openid-connect/token`;
       const dpop = proofMaker({ privateJwk: key, method: 'POST', htu })();
       const grant = await token(u.realm, passwordForm(u), { url, headers: { dpop } });
       if (grant.tokenType !== 'DPoP') throw new Error(`DPoP grant on ${u.realm}: not bound`);
