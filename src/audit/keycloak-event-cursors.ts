@@ -6,9 +6,10 @@ import type { KeycloakEventKind } from './keycloak-event-records.ts';
  * What a pull of Keycloak's events is for: the audit log's records, or the auth area's ending of
  * Basic logins on credential changes (done also while the log is off). Each has its own cursors
  * and leases (migrations 20261128-007 and 20261129-012), so neither passes events the other has
- * not taken.
+ * not taken. The type is read from the list, which the pulls' metric labels use too.
  */
-export type KeycloakEventPurpose = 'audit' | 'auth';
+export const KEYCLOAK_EVENT_PURPOSES = ['audit', 'auth'] as const;
+export type KeycloakEventPurpose = (typeof KEYCLOAK_EVENT_PURPOSES)[number];
 
 const PULLS_TABLE: Record<KeycloakEventPurpose, string> = {
   audit: 'audit_keycloak_pulls',

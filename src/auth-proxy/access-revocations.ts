@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { RevocationList } from '../auth/revocation.ts';
+import { revokeUsers, type RevocationList } from '../auth/revocation.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 
 /**
@@ -113,14 +113,7 @@ export function createAccessRevocations(deps: AccessRevocationsDeps) {
     ): Promise<PreparedRevocation> => {
       const tokenTtlSeconds = tokens ? await lifetimeWithin(realm, waitMs) : undefined;
       return () =>
-        deps.revocations.revoke({
-          realm,
-          userId,
-          sessionIds: [],
-          ttlSeconds: 1,
-          userTtlSeconds: basicSeconds,
-          ...(tokenTtlSeconds !== undefined && { tokenTtlSeconds }),
-        });
+        revokeUsers(deps.revocations, realm, { userId }, { basicSeconds, tokenTtlSeconds });
     },
     /**
      * As `endUser` with `tokens` for each of `userIds` (a group's members), in one revocation per
@@ -131,15 +124,13 @@ export function createAccessRevocations(deps: AccessRevocationsDeps) {
       const tokenTtlSeconds = userIds.length > 0 ? await tokenLifetimeOf(realm) : 0;
       return async () => {
         for (let from = 0; from < userIds.length; from += MAX_USERS_PER_REVOCATION) {
-          await deps.revocations.revoke({
+          const part = userIds.slice(from, from + MAX_USERS_PER_REVOCATION);
+          await revokeUsers(
+            deps.revocations,
             realm,
-            userId: '',
-            userIds: userIds.slice(from, from + MAX_USERS_PER_REVOCATION),
-            sessionIds: [],
-            ttlSeconds: 1,
-            userTtlSeconds: basicSeconds,
-            tokenTtlSeconds,
-          });
+            { userIds: part },
+            { basicSeconds, tokenTtlSeconds },
+          );
         }
       };
     },

@@ -1,35 +1,38 @@
 /**
  * Why an authentication failed, as counted by `realmgate_auth_failures_total`: a closed list,
- * so the metric's labels stay bounded whatever a client sends.
+ * so the metric's labels stay bounded whatever a client sends. The type is read from the list,
+ * so the metric's labels (metrics/metrics.ts) cannot miss a reason added here.
  */
-export type AuthFailureReason =
+export const AUTH_FAILURE_REASONS = [
   /** No credentials, or a scheme other than Basic, Bearer and DPoP. */
-  | 'missing'
+  'missing',
   /** Basic credentials that cannot be read, or `Bearer` without a token. */
-  | 'malformed'
+  'malformed',
   /** A token that is not a valid access token: syntax, signature, key, algorithm, claims. */
-  | 'bad_token'
-  | 'expired'
+  'bad_token',
+  'expired',
   /** A token of another realm than the path's. */
-  | 'wrong_realm'
+  'wrong_realm',
   /** Revoked through the gateway, or found no longer active by Keycloak. */
-  | 'revoked'
-  | 'wrong_password'
-  | 'account_disabled'
+  'revoked',
+  'wrong_password',
+  'account_disabled',
   /** A two-factor user trying Basic, which cannot carry a one-time password. */
-  | 'two_factor'
+  'two_factor',
   /** An account that may never log in over Basic here (Keycloak's bootstrap administrator). */
-  | 'account_refused'
+  'account_refused',
   /** A DPoP proof missing, malformed or not for this request, key or token (RFC 9449 4.3). */
-  | 'bad_proof'
+  'bad_proof',
   /** A DPoP proof whose `jti` was accepted before, on any replica. */
-  | 'replayed_proof'
+  'replayed_proof',
   /** A DPoP proof without the server's current nonce (`DPOP_NONCE`): answered with one. */
-  | 'nonce_required'
+  'nonce_required',
   /** A DPoP proof the in-process replay store (no Redis) had no room to remember. */
-  | 'proof_store_full'
+  'proof_store_full',
   /** A DPoP proof of a key holding its share of that store while the store is under pressure. */
-  | 'proof_key_share';
+  'proof_key_share',
+] as const;
+export type AuthFailureReason = (typeof AUTH_FAILURE_REASONS)[number];
 
 /** The `/api` authorization schemes. */
 export type AuthScheme = 'basic' | 'bearer' | 'dpop';

@@ -135,14 +135,52 @@ export function revokeRealmWide(
   scope: RealmWideScope,
   bounds: { tokenTtlSeconds: number; basicSeconds: number },
 ): Promise<void> {
+  return revokeBeyondSessions(revocations, realm, scope, bounds);
+}
+
+/**
+ * Whose access a per-user refusal ends: one user, or several of a realm (a group's members), each
+ * as the user alone would be, in one message; from `at` (epoch ms, now unless given: a credential
+ * change Keycloak announced names its own).
+ */
+export type UsersScope = ({ userId: string } | { userIds: string[] }) & { at?: number };
+
+/**
+ * Drops, on every replica, the cached Basic logins of the users `scope` names (served up to
+ * `basicSeconds`) and, with `tokenTtlSeconds` (the longest one can live, the clock leeway
+ * included), refuses that long each access token of theirs issued before: the one writing of a
+ * per-user refusal, for the users whose access ends at the admin listener or by Keycloak's word
+ * (auth-proxy/access-revocations.ts, basic/credential-changes.ts) and those the realmgate API
+ * changes (platform/token-refusal.ts, platform/users.service.ts).
+ */
+export function revokeUsers(
+  revocations: Pick<RevocationList, 'revoke'>,
+  realm: string,
+  scope: UsersScope,
+  bounds: { basicSeconds: number; tokenTtlSeconds?: number },
+): Promise<void> {
+  return revokeBeyondSessions(revocations, realm, scope, bounds);
+}
+
+/**
+ * What a realm-wide and a per-user refusal share: they name no session (their scope says whose
+ * tokens and cached Basic logins go, whatever the session), and the cached Basic logins they
+ * concern stay dropped for at least a second.
+ */
+function revokeBeyondSessions(
+  revocations: Pick<RevocationList, 'revoke'>,
+  realm: string,
+  scope: RealmWideScope | UsersScope,
+  bounds: { basicSeconds: number; tokenTtlSeconds?: number },
+): Promise<void> {
   return revocations.revoke({
     realm,
-    // No one's: the scope names the tokens.
+    // No one's unless the scope names a user: a realm-wide scope or a list names the tokens.
     userId: '',
     sessionIds: [],
     ttlSeconds: 1,
     userTtlSeconds: Math.max(bounds.basicSeconds, 1),
-    tokenTtlSeconds: bounds.tokenTtlSeconds,
+    ...(bounds.tokenTtlSeconds !== undefined && { tokenTtlSeconds: bounds.tokenTtlSeconds }),
     ...scope,
   });
 }

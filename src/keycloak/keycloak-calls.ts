@@ -11,15 +11,23 @@ import { createNodeExchange, timeoutError, type NodeExchange } from './keycloak-
 import { createKeycloakNodes, type KeycloakNode, type KeycloakNodes } from './keycloak-nodes.ts';
 import { endSpan, type Tracing } from '../tracing/tracing.ts';
 
-/** Which of the gateway's own Keycloak calls this was. */
-export type KeycloakCallKind = 'grant' | 'introspection' | 'jwks' | 'admin';
+/** Which of the gateway's own Keycloak calls this was: the `kind` label of its metrics. */
+export const KEYCLOAK_CALL_KINDS = ['grant', 'introspection', 'jwks', 'admin'] as const;
+export type KeycloakCallKind = (typeof KEYCLOAK_CALL_KINDS)[number];
 
 /**
  * How it ended: `ok` (a 2xx answer the gateway could use), `refused` (a 4xx answer that is a
  * normal answer, e.g. `invalid_grant`, or 409 "exists" from the admin API), or the failure it
- * was translated into (503 unreachable, 504 timeout, 502 bad answer).
+ * was translated into (503 unreachable, 504 timeout, 502 bad answer). The `outcome` label.
  */
-export type KeycloakCallOutcome = 'ok' | 'refused' | 'unreachable' | 'timeout' | 'bad_answer';
+export const KEYCLOAK_CALL_OUTCOMES = [
+  'ok',
+  'refused',
+  'unreachable',
+  'timeout',
+  'bad_answer',
+] as const;
+export type KeycloakCallOutcome = (typeof KEYCLOAK_CALL_OUTCOMES)[number];
 
 /** Told about every call once it has ended, e.g. to count calls and their durations. */
 export interface KeycloakCallObserver {

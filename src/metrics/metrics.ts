@@ -1,15 +1,24 @@
 import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
-import type { AuthFailureReason } from '../auth/auth-failure.ts';
-import type { AuthFailureScheme, AuthMetrics, RecheckEvent } from '../auth/auth-metrics.ts';
+import {
+  AUTH_FAILURE_COUNTED_REASONS,
+  AUTH_FAILURE_SCHEMES,
+  RECHECK_EVENTS,
+  type AuthMetrics,
+} from '../auth/auth-metrics.ts';
 import type { RequestMetrics } from '../edge/edge.ts';
 import { BACKCHANNEL_REFUSALS, type BackchannelMetrics } from '../auth-proxy/backchannel-logout.ts';
 import type { AuditMetrics } from '../audit/audit-writer.ts';
-import type { KeycloakEventPurpose } from '../audit/keycloak-event-cursors.ts';
+import { KEYCLOAK_EVENT_PURPOSES } from '../audit/keycloak-event-cursors.ts';
 import type { KeycloakEventMetrics } from '../audit/keycloak-event-pull.ts';
 import { probe, type ReadinessCheck } from '../http/health.router.ts';
 import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import type { BuildInfo } from '../release/build-info.ts';
-import type { KeycloakCallKind, KeycloakCallOutcome } from '../keycloak/keycloak-calls.ts';
+import {
+  KEYCLOAK_CALL_KINDS,
+  KEYCLOAK_CALL_OUTCOMES,
+  type KeycloakCallKind,
+  type KeycloakCallOutcome,
+} from '../keycloak/keycloak-calls.ts';
 import { CounterTable, HistogramTable } from './metric-table.ts';
 import { ROUTE_CLASSES } from '../edge/route.ts';
 import {
@@ -18,63 +27,12 @@ import {
   type ProxyMetrics,
 } from '../outbound/proxy-failures.ts';
 
-const KEYCLOAK_EVENT_PURPOSES: readonly KeycloakEventPurpose[] = ['audit', 'auth'];
-
-const KEYCLOAK_CALL_KINDS = [
-  'grant',
-  'introspection',
-  'jwks',
-  'admin',
-] as const satisfies readonly KeycloakCallKind[];
-const KEYCLOAK_CALL_OUTCOMES = [
-  'ok',
-  'refused',
-  'unreachable',
-  'timeout',
-  'bad_answer',
-] as const satisfies readonly KeycloakCallOutcome[];
-
-const AUTH_FAILURE_REASONS = [
-  'missing',
-  'malformed',
-  'bad_token',
-  'expired',
-  'wrong_realm',
-  'revoked',
-  'wrong_password',
-  'account_disabled',
-  'two_factor',
-  'account_refused',
-  'bad_proof',
-  'replayed_proof',
-  'nonce_required',
-  'proof_store_full',
-  'proof_key_share',
-  'throttled',
-] as const satisfies readonly (AuthFailureReason | 'throttled')[];
-
 /** A logout token's fate at the back-channel logout endpoint: accepted, or why it was refused. */
 const BACKCHANNEL_OUTCOMES = ['accepted', ...BACKCHANNEL_REFUSALS] as const;
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'other'] as const;
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
 const AUTH_SCHEMES = ['none', 'basic', 'bearer', 'dpop', 'other'] as const;
-/** How a refused authentication came: an API call's scheme, or a password sent through `/auth`. */
-const AUTH_FAILURE_SCHEMES = [
-  'basic',
-  'bearer',
-  'dpop',
-  'password_grant',
-] as const satisfies readonly AuthFailureScheme[];
-const RECHECK_EVENTS = [
-  'queued',
-  'skipped',
-  'active',
-  'inactive',
-  'failed',
-  'late',
-] as const satisfies readonly RecheckEvent[];
-
 /** Seconds; requests through the gateway are mostly well under 10 ms, logins well over. */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
@@ -149,7 +107,7 @@ export function createMetrics(options: {
     help: 'Refused authentications, by scheme and reason.',
     labels: [
       { name: 'scheme', values: AUTH_FAILURE_SCHEMES },
-      { name: 'reason', values: AUTH_FAILURE_REASONS },
+      { name: 'reason', values: AUTH_FAILURE_COUNTED_REASONS },
     ],
     showZeros: true,
   });
@@ -257,7 +215,7 @@ export function createMetrics(options: {
   registerStateGauges(registry, options);
 
   const methodIndex = indexOf(METHODS);
-  const reasonIndex = indexOf(AUTH_FAILURE_REASONS);
+  const reasonIndex = indexOf(AUTH_FAILURE_COUNTED_REASONS);
   const schemeOfFailureIndex = indexOf(AUTH_FAILURE_SCHEMES);
   const kindIndex = indexOf(KEYCLOAK_CALL_KINDS);
   const outcomeIndex = indexOf(KEYCLOAK_CALL_OUTCOMES);

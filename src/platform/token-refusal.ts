@@ -1,4 +1,4 @@
-import { revokeRealmWide, type RevocationList } from '../auth/revocation.ts';
+import { revokeRealmWide, revokeUsers, type RevocationList } from '../auth/revocation.ts';
 import type { KeycloakAdmin } from '../keycloak/admin-client.ts';
 import { longestAccessTokenSeconds } from './realm-admin/users.ts';
 
@@ -21,16 +21,10 @@ export function createTokenRefusal(deps: {
 }): RefuseTokens {
   return async (admin, realm, userIds) => {
     if (userIds.length === 0) return;
-    const lifetime = await longestAccessTokenSeconds(admin, realm);
+    const tokenTtlSeconds = (await longestAccessTokenSeconds(admin, realm)) + deps.leewaySeconds;
+    const bounds = { tokenTtlSeconds, basicSeconds: deps.basicCacheSeconds };
     for (const userId of userIds) {
-      await deps.revocations.revoke({
-        realm,
-        userId,
-        sessionIds: [],
-        ttlSeconds: 1,
-        userTtlSeconds: Math.max(deps.basicCacheSeconds, 1),
-        tokenTtlSeconds: lifetime + deps.leewaySeconds,
-      });
+      await revokeUsers(deps.revocations, realm, { userId }, bounds);
     }
   };
 }

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { Principal } from '../tenancy/principal.ts';
 import type { FailedLoginMemory } from '../auth/failed-logins.ts';
-import type { RevocationList } from '../auth/revocation.ts';
+import { revokeUsers, type RevocationList } from '../auth/revocation.ts';
 import { AppError } from '../envelope/errors.ts';
 import { isHttpStatus, type KeycloakAdmin } from '../keycloak/admin-client.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
@@ -144,13 +144,12 @@ export function createUsersService(deps: {
           }),
         );
         // Cached Basic logins with the old password stop; Bearer sessions stay (as in Keycloak).
-        await deps.revocations.revoke({
+        await revokeUsers(
+          deps.revocations,
           realm,
-          userId: user.id,
-          sessionIds: [],
-          ttlSeconds: 1,
-          userTtlSeconds: Math.max(deps.basicCacheSeconds, 1),
-        });
+          { userId: user.id },
+          { basicSeconds: deps.basicCacheSeconds },
+        );
         await deps.failedLogins.passwordSet(realm, user.username ?? username);
         return recordOf(admin, realm, user);
       });

@@ -1,5 +1,5 @@
 import type { Clock } from '../../time/clock.ts';
-import type { RevocationList } from '../revocation.ts';
+import { revokeUsers, type RevocationList } from '../revocation.ts';
 
 /**
  * Changes made to users in Keycloak itself (its console, its admin API, its account console),
@@ -157,14 +157,12 @@ export function endBasicLoginsOnCredentialChanges(deps: {
     const oldest = (seconds: number) => deps.clock.now() - seconds * 1000 - CLOCK_MARGIN_MS;
     const changes = credentialChangesOf(eventsSince(events, oldest(deps.basicLoginSeconds)));
     for (const [userId, at] of changes) {
-      await deps.revocations.revoke({
+      await revokeUsers(
+        deps.revocations,
         realm,
-        userId,
-        at,
-        sessionIds: [],
-        ttlSeconds: 1,
-        userTtlSeconds: Math.max(deps.basicLoginSeconds, 1),
-      });
+        { userId, at },
+        { basicSeconds: deps.basicLoginSeconds },
+      );
     }
     const refusalEndings = refusalEndingsOf(eventsSince(events, oldest(deps.failureWindowSeconds)));
     for (const userId of refusalEndings) await deps.passwordSet(realm, userId);
