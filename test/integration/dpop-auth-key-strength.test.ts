@@ -5,6 +5,7 @@ import { callApi } from '../helpers/api.ts';
 import { claimsOf, createUser, passwordGrantBody, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { dpopKey, dpopProof } from '../helpers/dpop.ts';
+import { rawRequest } from '../helpers/raw-http.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
@@ -76,6 +77,29 @@ describe('DPoP proof key strength at the token endpoint', () => {
       expect(Object.keys(answer.json).sort()).toEqual(['error', 'error_description']);
     },
   );
+
+  it('refuses several DPoP headers, so an empty one first hides no weak key from the check', async () => {
+    const key = await rsaKey(1024);
+    const body = passwordGrantBody(member);
+    for (const proofs of [
+      ['', key.proof(claimsFor(tokenUrl(), 'POST'))],
+      ['x', 'x'],
+    ]) {
+      const head = [
+        `POST ${new URL(tokenUrl()).pathname} HTTP/1.1`,
+        'Host: 127.0.0.1',
+        'Content-Type: application/x-www-form-urlencoded',
+        `Content-Length: ${Buffer.byteLength(body)}`,
+        ...proofs.map((proof) => `DPoP: ${proof}`),
+      ];
+      const answer = await rawRequest(replica.url, `${head.join('\r\n')}\r\n\r\n`, { body });
+      expect(answer.status).toBe(400);
+      expect(JSON.parse(answer.body)).toEqual({
+        error: 'invalid_dpop_proof',
+        error_description: 'Exactly one DPoP proof header is allowed.',
+      });
+    }
+  });
 
   it('issues a token to a 2048-bit RSA key, and the API serves it', async () => {
     const key = await rsaKey(2048);

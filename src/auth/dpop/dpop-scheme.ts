@@ -1,7 +1,8 @@
 import type { IncomingMessage } from 'node:http';
 import type { Principal } from '../../tenancy/principal.ts';
 import { AuthFailure } from '../auth-failure.ts';
-import { invalidProof, type ProofChecker } from './dpop-proof.ts';
+import { onlyProof } from './dpop-header.ts';
+import type { ProofChecker } from './dpop-proof.ts';
 import type { NonceSource } from './dpop-nonce.ts';
 import type { ProofReplayStore } from './dpop-replay.ts';
 
@@ -71,26 +72,4 @@ export function createDpopScheme(options: {
       }
     },
   };
-}
-
-/**
- * The value of the request's one `DPoP` header; none, several or an empty one is refused. Read
- * from the raw header list (names as sent, values as the parser trimmed them) rather than
- * `headersDistinct`, which builds an array for every header of the request.
- */
-function onlyProof(req: IncomingMessage): string {
-  const raw = req.rawHeaders;
-  let proof: string | undefined;
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i]!;
-    if (name.length !== 4 || name.toLowerCase() !== 'dpop') continue;
-    if (proof !== undefined) throw invalidProof('Exactly one DPoP proof header is allowed.');
-    proof = raw[i + 1]!;
-  }
-  if (proof === undefined) {
-    throw invalidProof('A DPoP proof header is required with the DPoP scheme.');
-  }
-  proof = proof.trim();
-  if (proof === '') throw invalidProof('The DPoP proof header is empty.');
-  return proof;
 }

@@ -6,15 +6,19 @@ import { dpopKey, dpopProof, rawJws } from '../../helpers/dpop.ts';
 
 const URL = 'https://gw.example/auth/realms/acme/protocol/openid-connect/token';
 
-/** What the guard did with a request carrying `dpop`: passed it on, or its answer. */
-function guarded(dpop: string | undefined, algorithms = ['ES256', 'RS256']) {
+/**
+ * What the guard did with a request carrying `dpop` (several: one `DPoP` header each): passed it
+ * on, or its answer.
+ */
+function guarded(dpop: string | string[] | undefined, algorithms = ['ES256', 'RS256']) {
   let answer: { status: number; body: unknown } | 'next' | undefined;
   const res = {
     status(status: number) {
       return { json: (body: unknown) => void (answer = { status, body }) };
     },
   } as unknown as Response;
-  const req = { headers: dpop === undefined ? {} : { dpop } } as unknown as Request;
+  const rawHeaders = [dpop ?? []].flat().flatMap((value) => ['DPoP', value]);
+  const req = { rawHeaders } as unknown as Request;
   guardDpopProofKey(algorithms)(req, res, () => (answer = 'next'));
   return answer;
 }
@@ -55,8 +59,22 @@ describe('the token endpoint step of which keys may sign DPoP proofs', () => {
   });
 
   it('passes on no proof and one it cannot read, for Keycloak to answer', () => {
-    for (const dpop of [undefined, '', 'not-a-jws', 'a.b.c', rawJws('[1]', '{}')]) {
+    for (const dpop of [undefined, 'not-a-jws', 'a.b.c', rawJws('[1]', '{}')]) {
       expect(guarded(dpop), String(dpop)).toBe('next');
+    }
+  });
+
+  it('refuses several DPoP headers and an empty one: Keycloak would read one it was not shown', () => {
+    const weak = rawJws(rsaHeader(1024), '{}');
+    for (const [dpop, said] of [
+      [['', weak], 'Exactly one DPoP proof header is allowed.'],
+      [['not-a-jws', 'not-a-jws'], 'Exactly one DPoP proof header is allowed.'],
+      ['', 'The DPoP proof header is empty.'],
+    ] as const) {
+      expect(guarded([dpop].flat()), String(dpop)).toEqual({
+        status: 400,
+        body: { error: 'invalid_dpop_proof', error_description: said },
+      });
     }
   });
 });
