@@ -29,7 +29,9 @@ export type AuthFailureReason =
   /** A DPoP proof the in-process replay store (no Redis) had no room to remember. */
   | 'proof_store_full'
   /** A DPoP proof of a key holding its share of that store while the store is under pressure. */
-  | 'proof_key_share';
+  | 'proof_key_share'
+  /** The organization's realm no longer exists in Keycloak (deleted there): nothing to check with. */
+  | 'realm_gone';
 
 /** The `/api` authorization schemes. */
 export type AuthScheme = 'basic' | 'bearer' | 'dpop';

@@ -50,6 +50,7 @@ const AUTH_FAILURE_REASONS = [
   'nonce_required',
   'proof_store_full',
   'proof_key_share',
+  'realm_gone',
   'throttled',
 ] as const satisfies readonly (AuthFailureReason | 'throttled')[];
 
