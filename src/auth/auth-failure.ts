@@ -31,6 +31,8 @@ export const AUTH_FAILURE_REASONS = [
   'proof_store_full',
   /** A DPoP proof of a key holding its share of that store while the store is under pressure. */
   'proof_key_share',
+  /** The organization's realm no longer exists in Keycloak (deleted there): nothing to check with. */
+  'realm_gone',
 ] as const;
 export type AuthFailureReason = (typeof AUTH_FAILURE_REASONS)[number];
 

@@ -126,13 +126,3 @@ export function httpStatusOf(err: unknown): number | undefined {
   const status = (err as { response?: { status?: unknown } } | null)?.response?.status;
   return typeof status === 'number' ? status : undefined;
 }
-
-/**
- * Whether Keycloak answered that the realm the call names does not exist (its admin API's 404
- * `{"error":"Realm not found."}`), as opposed to another resource of the realm missing.
- */
-export function isRealmMissing(err: unknown): boolean {
-  if (!isHttpStatus(err, 404)) return false;
-  const data = (err as { responseData?: { error?: unknown } }).responseData;
-  return data?.error === 'Realm not found.';
-}

@@ -3,11 +3,11 @@ import { AppError } from '../envelope/errors.ts';
 import {
   httpStatusOf,
   isHttpStatus,
-  isRealmMissing,
   loginAsBootstrapAdmin,
   type KeycloakAdmin,
 } from './admin-client.ts';
 import type { KeycloakCalls } from './keycloak-calls.ts';
+import { isRealmMissing } from './realm-gone.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 
 /**

@@ -3,6 +3,7 @@ import { apiClientIdOf, realmIssuer } from '../tenancy/identifiers.ts';
 import { createIntrospector } from './introspection.ts';
 import type { KeycloakCalls } from './keycloak-calls.ts';
 import { realmConfigurations } from './oidc-clients.ts';
+import { isRealmGoneError, REALM_GONE_MESSAGE } from './realm-gone.ts';
 import { gatewayDpopKey, type GatewayProof } from './gateway-dpop-key.ts';
 
 /**
@@ -11,7 +12,7 @@ import { gatewayDpopKey, type GatewayProof } from './gateway-dpop-key.ts';
  */
 export type PasswordGrantResult =
   | { ok: true; accessToken: string; expiresIn: number; proofKey?: string }
-  | { ok: false; error: string; description: string };
+  | { ok: false; error: string; description: string; realmGone?: true };
 
 /** Keycloak's answer to a grant without a proof on a client that requires DPoP. */
 const PROOF_MISSING = Symbol('DPoP proof is missing');
@@ -80,7 +81,8 @@ export function createTokenClient(options: {
 
 /**
  * A password grant, with a proof of the gateway's key when `proof` is given: a token, a refusal
- * of the credentials (`invalid_grant`: 400 since Keycloak 26.6, 401 before), or `PROOF_MISSING`
+ * of the credentials (`invalid_grant`: 400 since Keycloak 26.6, 401 before) or of the realm
+ * (it does not exist: realm-gone.ts), or `PROOF_MISSING`
  * when the client requires a proof and none went. Any other error answer, or a token answer
  * openid-client does not accept, is a bad answer (the layer's `call` makes it a 502).
  */
@@ -105,6 +107,11 @@ async function passwordGrant(
     };
   } catch (err) {
     if (!(err instanceof oidc.ResponseBodyError)) throw err;
+    // The realm was deleted in Keycloak: a refusal of the login (the client's problem), not a
+    // bad answer of Keycloak's.
+    if (isRealmGoneError(err)) {
+      return { ok: false, error: err.error, description: REALM_GONE_MESSAGE, realmGone: true };
+    }
     if (err.error === 'invalid_grant' || err.status === 401) {
       return { ok: false, error: err.error, description: err.error_description ?? '' };
     }

@@ -22,6 +22,7 @@ import {
   signedToken,
   signingKeyProvider,
 } from '../helpers/realm-keys.ts';
+import { REALM_GONE_MESSAGE } from '../../src/keycloak/realm-gone.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { startKeycloakRelay, type KeycloakRelay } from '../helpers/tcp-front.ts';
 import { testEnv } from '../helpers/test-env.ts';
@@ -128,7 +129,7 @@ describe('a signing key removed in Keycloak (KEY_SET_REFRESH_SECONDS=2, two repl
     for (const replica of pair) {
       await expect
         .poll(() => answer(replica, workspacesPath(org), bearer(before)), EVENTUALLY)
-        .toEqual(REFUSED);
+        .toEqual({ status: 401, message: REALM_GONE_MESSAGE });
     }
 
     // The same name again (new keys): its first token starts the realm's key set over.

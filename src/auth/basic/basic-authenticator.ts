@@ -5,6 +5,7 @@ import type { Cache } from '../../cache/cache.ts';
 import { TtlLru } from '../../cache/ttl-lru.ts';
 import { failureOf, keycloakError } from '../../keycloak/keycloak-failures.ts';
 import type { PasswordGrantResult, TokenClient } from '../../keycloak/token-client.ts';
+import { REALM_GONE_MESSAGE } from '../../keycloak/realm-gone.ts';
 import { AuthFailure } from '../auth-failure.ts';
 import type { BearerVerifier } from '../bearer/bearer-verifier.ts';
 import type { Principal } from '../../tenancy/principal.ts';
@@ -282,6 +283,7 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
         await deps.cache.set(key, ENDED_LOGIN, Math.max(longestServedSeconds(bounds), 1) * 1000);
       }
       local.delete(key);
+      if (result.realmGone) throw new AuthFailure('basic', 'realm_gone', REALM_GONE_MESSAGE);
       throw await counting(await refusal(realm, credentials.username, result.description), login);
     }
     const principal = basicPrincipalOf(

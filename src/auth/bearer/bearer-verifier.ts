@@ -2,12 +2,13 @@ import { hash } from 'node:crypto';
 import { decodeJwt, errors as joseErrors, jwtVerify } from 'jose';
 import { AppError } from '../../envelope/errors.ts';
 import { keycloakError } from '../../keycloak/keycloak-failures.ts';
+import { REALM_GONE_MESSAGE } from '../../keycloak/realm-gone.ts';
 import { TtlLru } from '../../cache/ttl-lru.ts';
 import type { AuthMetrics } from '../auth-metrics.ts';
 import { AuthFailure } from '../auth-failure.ts';
 import { boundKeyOf, isHeaderSafe, principalFromClaims } from '../principal.ts';
 import type { Principal } from '../../tenancy/principal.ts';
-import type { JwksRegistry } from './jwks.ts';
+import { RealmGone, type JwksRegistry } from './jwks.ts';
 import type { RevocationList } from '../revocation.ts';
 import { systemClock, type Clock } from '../../time/clock.ts';
 import type { Answer } from '../answer.ts';
@@ -172,6 +173,9 @@ function translateJoseError(err: unknown): Error {
   }
   if (err instanceof joseErrors.JWSSignatureVerificationFailed) {
     return new AuthFailure('bearer', 'bad_token', 'Token signature is not valid.', { cause: err });
+  }
+  if (err instanceof RealmGone) {
+    return new AuthFailure('bearer', 'realm_gone', REALM_GONE_MESSAGE, { cause: err });
   }
   if (
     err instanceof joseErrors.JWKSNoMatchingKey ||

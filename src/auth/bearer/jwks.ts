@@ -6,7 +6,8 @@ import { failureOf } from '../../keycloak/keycloak-failures.ts';
 import { createLocalKeySetMemory, type KeySetMemory } from './key-set-memory.ts';
 import { refreshDelayMs, UNKNOWN_KID_GAP_MS } from './key-set-schedule.ts';
 import { TtlLru } from '../../cache/ttl-lru.ts';
-import { isRealmGone, readKeySet, tryReadKeySet } from './read-key-set.ts';
+import { isRealmGone } from '../../keycloak/realm-gone.ts';
+import { readKeySet, tryReadKeySet } from './read-key-set.ts';
 import { systemClock, type Clock } from '../../time/clock.ts';
 
 /** A realm's key set as last fetched, and the fetches around it. */
@@ -44,6 +45,12 @@ const REALM_GONE = Symbol('realm gone');
  * set is fetched. A kind of "no matching key", so every verifier refuses it as one.
  */
 export class RealmNotServed extends joseErrors.JWKSNoMatchingKey {}
+
+/**
+ * A token of a realm Keycloak said it does not have (deleted there while the organization
+ * stays): no key can verify it, and the verifier tells the client why (realm-gone.ts).
+ */
+export class RealmGone extends joseErrors.JWKSNoMatchingKey {}
 
 /**
  * The key set of each realm in use, fetched from Keycloak through the client layer (its
@@ -242,7 +249,10 @@ export function createJwksRegistry(options: {
       await fetchAfter(realm, state, arrival);
       if (!state.kids.has(kid) && state.failure !== undefined) throw state.failure;
     }
-    if (!state.select) throw state.failure ?? new joseErrors.JWKSNoMatchingKey();
+    if (!state.select) {
+      if (state.failure) throw state.failure;
+      throw gone.get(realm) === undefined ? new joseErrors.JWKSNoMatchingKey() : new RealmGone();
+    }
     return state.select(...args);
   }
 

@@ -68,17 +68,3 @@ export function tryReadKeySet(body: string): ReadKeySet | undefined {
     return undefined;
   }
 }
-
-/**
- * Whether Keycloak answered that the realm does not exist (deleted): its own 404 and error, not
- * any 404 (a proxy in front of Keycloak may answer 404 while Keycloak is away, and an outage
- * must not drop a set).
- */
-export function isRealmGone(status: number, body: string): boolean {
-  if (status !== 404) return false;
-  try {
-    return (JSON.parse(body) as { error?: unknown } | null)?.error === 'Realm does not exist';
-  } catch {
-    return false;
-  }
-}

@@ -345,17 +345,17 @@ describe('the key-set registry (KEY_SET_REFRESH_SECONDS=30)', () => {
     // No schedule any more: nothing fetched for as long as no token comes.
     await vi.advanceTimersByTimeAsync(5 * 60_000);
     expect(certs.asked).toEqual([0, 30_000]);
-    // Tokens that keep coming cost one fetch a second at most, and are refused.
+    // Tokens that keep coming cost one fetch a second at most, and are refused as of a realm gone.
     const tokens = await Promise.all([1, 2, 3].map(() => tokenOf(a)));
     const outcomes = await Promise.all(tokens.map((token) => verifyNow(jwks, token)));
-    expect(outcomes).toEqual(['JWKSNoMatchingKey', 'JWKSNoMatchingKey', 'JWKSNoMatchingKey']);
+    expect(outcomes).toEqual(['RealmGone', 'RealmGone', 'RealmGone']);
     expect(certs.asked.length).toBe(3);
     // Right after that answer, a token waits out the gap: no fetch before it is over.
     const waiting = verifyNow(jwks, await tokenOf(a));
     await vi.advanceTimersByTimeAsync(UNKNOWN_KID_GAP_MS - 1);
     expect(certs.asked.length).toBe(3);
     await vi.advanceTimersByTimeAsync(1);
-    expect(await waiting).toBe('JWKSNoMatchingKey');
+    expect(await waiting).toBe('RealmGone');
     expect(certs.asked.length).toBe(4);
     expect(warn).toHaveBeenCalledTimes(1);
     expect(warn.mock.calls[0]![0]).toEqual({ realm: REALM });
@@ -365,7 +365,7 @@ describe('the key-set registry (KEY_SET_REFRESH_SECONDS=30)', () => {
     const certs = scriptedCerts();
     certs.notFound = 'realm';
     const jwks = registryOf(certs);
-    expect(await verifyWith(jwks, await tokenOf(a))).toBe('JWKSNoMatchingKey');
+    expect(await verifyWith(jwks, await tokenOf(a))).toBe('RealmGone');
     certs.notFound = undefined;
     certs.published = [b];
     await vi.advanceTimersByTimeAsync(UNKNOWN_KID_GAP_MS);
