@@ -1,13 +1,11 @@
 import type { Logger } from 'pino';
 import { revokeUsers, type RevocationList } from '../auth/revocation.ts';
-import { systemClock, type Clock } from '../time/clock.ts';
 
 /**
  * When a realm's token lifetime cannot be read (the admin API failing): refusals last a day,
  * longer than any access token a realm would issue.
  */
 const UNKNOWN_LIFETIME_SECONDS = 24 * 3600;
-const LIFETIME_MEMORY_MS = 60_000;
 /**
  * The most users one revocation names (a group's members): some 40 KB of ids, so that a group of
  * any size is a few messages between replicas and a few stored keys, none of them large.
@@ -22,7 +20,6 @@ export interface AccessRevocationsDeps {
   /** How long a cached Basic login lives: how long its user's revocation must be kept. */
   basicCacheSeconds: number;
   logger: Logger;
-  clock?: Clock;
 }
 
 /** A revocation made ready (its lifetime read): applying it is one call to the shared list. */
@@ -32,35 +29,46 @@ export type PreparedRevocation = () => Promise<void>;
  * The revocations that end a Keycloak session or a user's access at the gateway, through the
  * shared revocation list (every replica at once): one writing of each, for what passes through
  * `/auth` (end-access.ts) and what Keycloak announces (backchannel-logout.ts). Each is prepared
- * first (the realm's token lifetime read, remembered a minute per realm, one read at a time)
+ * first (the realm's token lifetime read afresh: `tokenLifetimeOf`)
  * and applied by the function it resolves to.
  */
 export function createAccessRevocations(deps: AccessRevocationsDeps) {
-  const { clock = systemClock } = deps;
-  const lifetimes = new Map<string, { seconds: Promise<number>; until: number }>();
+  // Per realm: the read in flight, and the one queued to start when it ends.
+  const reads = new Map<string, { done: Promise<unknown>; next?: Promise<number> }>();
   const basicSeconds = Math.max(deps.basicCacheSeconds, 1);
 
   /**
-   * How long a refusal of the realm's tokens must last. One read per realm and minute however
-   * many endings arrive together (a user of hundreds of sessions logged out).
+   * How long a refusal of the realm's tokens must last, read from Keycloak for each ending and
+   * never remembered: an administrator may have lengthened the lifetime a moment ago (through
+   * realmgate's API or in Keycloak's console, which the gateway does not see), and a refusal
+   * sized by an older, shorter value would expire while tokens issued since still live. An
+   * ending is prepared before Keycloak is asked to act, never on the request path of the API, so
+   * one admin read each is affordable. Endings arriving together share reads: one that comes
+   * while a read is in flight waits for the next one, which starts when that ends and serves
+   * every ending queued behind it (a user of hundreds of sessions logged out: two reads), so
+   * each is answered from a read begun after it came.
    */
   function tokenLifetimeOf(realm: string): Promise<number> {
-    const known = lifetimes.get(realm);
-    if (known && known.until > clock.now()) return known.seconds;
-    const entry = {
-      seconds: deps.accessTokenSeconds(realm).then(
-        (value) => value + deps.leewaySeconds,
-        (err: unknown) => {
-          // Not remembered: the next ending asks again.
-          if (lifetimes.get(realm) === entry) lifetimes.delete(realm);
-          deps.logger.warn({ err, realm }, 'token lifetime unreadable; refusals last a day');
-          return UNKNOWN_LIFETIME_SECONDS;
-        },
-      ),
-      until: clock.now() + LIFETIME_MEMORY_MS,
+    const reading = reads.get(realm);
+    if (reading) return (reading.next ??= reading.done.then(() => startRead(realm)));
+    return startRead(realm);
+  }
+
+  function startRead(realm: string): Promise<number> {
+    const seconds = deps.accessTokenSeconds(realm).then(
+      (value) => value + deps.leewaySeconds,
+      (err: unknown) => {
+        deps.logger.warn({ err, realm }, 'token lifetime unreadable; refusals last a day');
+        return UNKNOWN_LIFETIME_SECONDS;
+      },
+    );
+    const entry: { done: Promise<unknown>; next?: Promise<number> } = {
+      done: seconds.finally(() => {
+        if (reads.get(realm) === entry) reads.delete(realm);
+      }),
     };
-    lifetimes.set(realm, entry);
-    return entry.seconds;
+    reads.set(realm, entry);
+    return seconds;
   }
 
   /**

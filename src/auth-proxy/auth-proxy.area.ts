@@ -76,7 +76,6 @@ export function buildAuthProxy(
     leewaySeconds: config.TOKEN_CLOCK_LEEWAY_SECONDS,
     basicCacheSeconds: auth.basicLoginSeconds,
     logger,
-    clock,
   });
   const tokenBindings = createTokenBindingStore(shared.db);
   const deps = {

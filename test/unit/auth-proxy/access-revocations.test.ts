@@ -2,7 +2,6 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createAccessRevocations } from '../../../src/auth-proxy/access-revocations.ts';
 import type { RevocationList } from '../../../src/auth/revocation.ts';
-import { manualClock } from '../../helpers/test-clock.ts';
 
 const DAY = 24 * 3600;
 
@@ -24,7 +23,6 @@ function revocationsWith(read: (realm: string) => Promise<number>) {
     leewaySeconds: 5,
     basicCacheSeconds: 60,
     logger: pino({ level: 'silent' }),
-    clock: manualClock(),
   });
   return { access, revoked, reads };
 }
@@ -77,10 +75,32 @@ describe('the revocations of a session or a user', () => {
     expect(reads).toEqual(['acme']);
   });
 
-  it('read the realm lifetime once for a burst of endings', async () => {
+  it('read the realm lifetime twice for a burst of endings: the read in flight, and one after', async () => {
     const { access, reads } = revocationsWith(() => Promise.resolve(300));
     await Promise.all(Array.from({ length: 200 }, (_, i) => access.endSession('acme', `s${i}`)));
-    expect(reads).toEqual(['acme']);
+    expect(reads).toEqual(['acme', 'acme']);
+  });
+
+  it('size each refusal by a read begun after the ending came, not by an older one', async () => {
+    let lifetime = 300;
+    const { access, revoked, reads } = revocationsWith(() => Promise.resolve(lifetime));
+    const first = access.endSession('acme', 's1');
+    // The administrator lengthens the lifetime while the first ending's read is in flight.
+    lifetime = 86400;
+    const second = access.endSession('acme', 's2');
+    await (
+      await first
+    )();
+    await (
+      await second
+    )();
+    // And once the reads are over, the next ending reads again.
+    lifetime = 3600;
+    await (
+      await access.endSession('acme', 's3')
+    )();
+    expect(revoked.map((revocation) => revocation.ttlSeconds)).toEqual([305, 86405, 3605]);
+    expect(reads).toEqual(['acme', 'acme', 'acme']);
   });
 
   it('refuse for a day when the lifetime cannot be read, and ask again next time', async () => {
