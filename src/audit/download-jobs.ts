@@ -113,12 +113,22 @@ const rangeIsoOf = (row: JobRow) => ({
 export function createDownloadJobs(db: Knex, clock: Clock, logger: Logger): DownloadJobs {
   const now = () => new Date(clock.now());
 
-  /** Claims the oldest waiting job: `skip locked`, so two replicas never claim the same. */
+  /**
+   * Claims a waiting job: `skip locked`, so two replicas never claim the same. Jobs run one at a
+   * time per replica, so the oldest job first would let one organization's 100 jobs (or its
+   * administrators') hold back every job started after them: instead the oldest job of whoever
+   * was served longest ago (never, first) runs next, so the queues take turns.
+   */
   async function claim(): Promise<JobRow | undefined> {
     const claimed = await db.raw<{ rows: JobRow[] }>(
       `update ${JOBS} set status = 'Executing', updated_at = ?
-       where id = (select id from ${JOBS} where status = 'NotExecuted'
-                   order by created_at limit 1 for update skip locked)
+       where id = (select id from ${JOBS} waiting where status = 'NotExecuted'
+                   order by (select max(served.updated_at) from ${JOBS} served
+                             where served.org = waiting.org
+                               and served.whole_log = waiting.whole_log
+                               and served.status <> 'NotExecuted') nulls first,
+                            created_at
+                   limit 1 for update skip locked)
        returning *`,
       [now()],
     );

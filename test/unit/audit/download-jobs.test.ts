@@ -163,6 +163,23 @@ describe('audit download jobs', () => {
     expect(await jobs.list(own('initech'))).toEqual([]);
   });
 
+  it("runs one organization's waiting jobs in turn with another's, not all before them", async () => {
+    // Each reading of the clock a second later: the jobs' last updates tell the order they ran.
+    const stepping = manualClock(clock.now());
+    const tick = { now: () => (stepping.advance(1000), stepping.now()) };
+    const jobs = createDownloadJobs(db, tick, logger);
+    const creator = { id: 'u', name: 'u' };
+    const whole = range('2026-11-01 00:00:00', '2026-11-02 00:00:00');
+    const many: string[] = [];
+    for (let n = 0; n < 3; n++) many.push(await jobs.create(own('hooli'), whole, creator));
+    const late = await jobs.create(own('umbrella'), whole, creator);
+    await jobs.runWaiting();
+    const ran = [...(await jobs.list(own('hooli'))), ...(await jobs.list(own('umbrella')))]
+      .sort((a, b) => a.last_update_timestamp.localeCompare(b.last_update_timestamp))
+      .map((job) => job.download_id);
+    expect(ran).toEqual([many[0], late, many[1], many[2]]);
+  });
+
   it('refuses ranges backwards, too long or not in the calendar', () => {
     expect(() => range('2026-11-02 00:00:00', '2026-11-01 00:00:00')).toThrow(
       'ts_to: before ts_from',
