@@ -1,17 +1,16 @@
 import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
-import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import type { Knex } from 'knex';
 import type { LocalKeycloak } from '../keycloak/launcher.ts';
 import { openDatabase } from '../src/db/database.ts';
-import { pinTree } from './affinity.ts';
-import { createProvisioner } from './fixtures.ts';
+import { FEEDER_CPUS, MEASURED_CPU, pinTree } from './affinity.ts';
+import { createProvisioner, WORKSPACE } from './fixtures.ts';
 import { runTogether, type LoadRequest } from './load.ts';
 import { pairedRounds } from './pairs.ts';
 import { cpuSeconds, procFile, startChild, stopAllChildren } from './processes.ts';
-import { automationPath } from './scenarios.ts';
-import { DATA_DIR, origin, PORTS, readArgs } from './settings.ts';
+import { automationPath, dpopRequest } from './scenarios.ts';
+import { DATA_DIR, origin, readArgs } from './settings.ts';
 import {
   dropDatabase,
   loadAverage,
@@ -41,10 +40,7 @@ const args = readArgs(process.argv.slice(2), {
   'auth-off': '',
   /** `a` or `b`: that side runs under `--cpu-prof` (its rate then says less). */
   profile: '',
-  /**
-   * With `--route dpop`: side A is sent the same user's unbound token as Bearer, so B ÷ A is the
-   * DPoP row ÷ the Bearer row, paired per core, as the bench's pair reads it.
-   */
+  /** With `--route dpop`: side A sent the user's unbound token as Bearer (DPoP ÷ Bearer). */
   'a-bearer': false,
 });
 /** `K=V,K=V` as settings. */
@@ -60,18 +56,15 @@ const { route, rounds } = args;
 if (!['forwarded', 'bearer', 'dpop', 'token'].includes(route)) throw new Error(`--route ${route}?`);
 const roundSeconds = args['round-seconds'];
 const ORG = 'bench-ab';
-const WORKSPACE = 'ws1';
 const DATABASE = 'realmgate_ab';
 /** The constant principal of an auth-off gateway: the organization's workspace role. */
 const ORG_ROLE = { organization: ORG, workspace: WORKSPACE };
 const UPSTREAM_PORT = '28520';
 const UPSTREAM = `http://127.0.0.1:${UPSTREAM_PORT}`;
-const count = cpus().length;
-const [measured, feeders] = [`${count - 1}`, `0-${Math.max(count - 2, 0)}`];
 
 async function main(): Promise<void> {
   const databaseUrl = await prepareDatabase(DATABASE);
-  await startChild('servers.ts', { env: { BENCH_PORT: UPSTREAM_PORT }, cpuList: feeders });
+  await startChild('servers.ts', { env: { BENCH_PORT: UPSTREAM_PORT }, cpuList: FEEDER_CPUS });
   const keycloak = route === 'bearer' || route === 'dpop' ? await startKeycloak() : undefined;
   // Without Keycloak (auth off on both sides), its address is the upstream's for the token
   // route: it answers any request at once, so what is measured is the gateway's /auth proxy.
@@ -88,7 +81,7 @@ async function main(): Promise<void> {
     const profiled = args.profile.toUpperCase() === side.name;
     const gateway = await startGateway(stack, side.port, {
       tree: side.tree,
-      cpuList: measured,
+      cpuList: MEASURED_CPU,
       nodeArgs: profiled ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
       authOff: authOff ? ORG_ROLE : undefined,
       extra: {
@@ -103,7 +96,9 @@ async function main(): Promise<void> {
     if (profiled) console.log(`${side.name}: CPU profile in ${profileDir} (pid ${gateway.pid})`);
   }
   const db = await openDatabase({ databaseUrl, dataDir: DATA_DIR });
-  const provisioned = keycloak ? provisionAuthOn(keycloak, db) : provisionAuthOff(db);
+  const provisioned = keycloak
+    ? provisionAuthOn(keycloak, db)
+    : provisionAuthOff(db).then((request): SideRequests => ({ A: request, B: request }));
   const requests = await provisioned.finally(() => db.destroy());
 
   // B first: each round's ratio is B ÷ A, and by CPU A's cost ÷ B's.
@@ -112,12 +107,12 @@ async function main(): Promise<void> {
     const before = databaseCpuSeconds();
     const results = await runTogether(
       [...sides].reverse().map((side) => ({
-        url: `http://127.0.0.1:${side.port}`,
+        url: origin(side.port),
         connections: 32,
         durationSeconds: seconds,
-        requests: [requests[side.name as 'A' | 'B']],
+        requests: [requests[side.name]!],
       })),
-      feeders,
+      FEEDER_CPUS,
     );
     databaseCpu = databaseCpuSeconds() - before;
     return results;
@@ -168,33 +163,29 @@ async function startKeycloak(): Promise<BenchKeycloak> {
   log('starting Keycloak (fresh state)');
   const kc = await startBenchKeycloak(secrets, log);
   stopKeycloak = () => kc.stop();
-  await pinTree(kc.pid, feeders);
+  await pinTree(kc.pid, FEEDER_CPUS);
   return { kc, secrets };
 }
 let stopKeycloak: (() => Promise<void>) | undefined;
 
-type SideRequests = { A: LoadRequest; B: LoadRequest };
+type SideRequests = Record<string, LoadRequest>;
 
 /** Auth off: the organization's rows, and the request with any token. */
-async function provisionAuthOff(db: Knex): Promise<SideRequests> {
+async function provisionAuthOff(db: Knex): Promise<LoadRequest> {
   await db('organizations').insert({ id: ORG, name: ORG });
   await db('workspaces').insert({ organization_id: ORG, id: WORKSPACE, name: WORKSPACE });
-  const request: LoadRequest =
-    route === 'token'
-      ? {
-          path: `/auth/realms/${ORG}/protocol/openid-connect/token`,
-          form: `grant_type=refresh_token&client_id=_${ORG}-api&refresh_token=${'r'.repeat(800)}`,
-        }
-      : { path: automationPath(ORG), authorization: 'Bearer constant' };
-  return { A: request, B: request };
+  return route === 'token'
+    ? {
+        path: `/auth/realms/${ORG}/protocol/openid-connect/token`,
+        form: `grant_type=refresh_token&client_id=_${ORG}-api&refresh_token=${'r'.repeat(800)}`,
+      }
+    : { path: automationPath(ORG), authorization: 'Bearer constant' };
 }
 
 /**
  * Auth on: the organization in Keycloak and the database (migrated by the gateways), a user
- * holding the workspace role, and one access token of that user, living an hour. `--route dpop`:
- * the token bound to a new P-256 key (a password grant with a proof, through A's `/auth`), each
- * request with a fresh proof of its own (load.ts signs a round's pool before the round), `htu`
- * the gateways' PUBLIC_URL.
+ * holding the workspace role, and its token, living an hour: each side's request. `--route
+ * dpop`: the token bound to a new key (a grant through A's `/auth`), a fresh proof per request.
  */
 async function provisionAuthOn(keycloak: BenchKeycloak, db: Knex): Promise<SideRequests> {
   const provisioner = createProvisioner(keycloak.kc.url, keycloak.secrets, db);
@@ -202,26 +193,11 @@ async function provisionAuthOn(keycloak: BenchKeycloak, db: Knex): Promise<SideR
   await provisioner.longLivedTokens(ORG);
   const user = await provisioner.user(ORG, 'bench-ab-user');
   const path = automationPath(ORG);
-  const bearer = async (): Promise<LoadRequest> => {
-    const { accessToken } = await provisioner.passwordGrant(user);
-    return { path, authorization: `Bearer ${accessToken}` };
-  };
-  if (route !== 'dpop') {
-    const request = await bearer();
-    return { A: request, B: request };
-  }
-  const publicUrl = origin(PORTS.gateway);
-  const { key, accessToken } = await provisioner.dpopGrant(
-    `http://127.0.0.1:${sides[0]!.port}`,
-    user,
-    publicUrl,
-  );
-  const dpop: LoadRequest = {
-    path,
-    authorization: `DPoP ${accessToken}`,
-    dpop: { privateJwk: key, method: 'GET', htu: `${publicUrl}${path}`, accessToken },
-  };
-  return { A: args['a-bearer'] ? await bearer() : dpop, B: dpop };
+  const { accessToken } = await provisioner.passwordGrant(user);
+  const bearer = { path, authorization: `Bearer ${accessToken}` };
+  if (route !== 'dpop') return { A: bearer, B: bearer };
+  const dpop = dpopRequest(path, await provisioner.dpopGrant(origin(sides[0]!.port), user));
+  return { A: args['a-bearer'] ? bearer : dpop, B: dpop };
 }
 
 try {

@@ -4,8 +4,11 @@ import { promisify } from 'node:util';
 
 const run = promisify(execFile);
 
+const last = cpus().length - 1;
 /** Every CPU of the machine, as a taskset list (`0-1` on two). */
-export const ALL_CPUS = `0-${cpus().length - 1}`;
+export const ALL_CPUS = `0-${last}`;
+/** Per core (pairs.ts, ab.ts): the measured processes on the last CPU, the rest on the others. */
+export const [MEASURED_CPU, FEEDER_CPUS] = [`${last}`, `0-${Math.max(last - 1, 0)}`];
 
 /** Every thread of `pid` on `cpuList` (taskset, util-linux); false if that failed. */
 export function taskset(pid: number, cpuList: string): Promise<boolean> {

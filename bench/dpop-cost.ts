@@ -134,12 +134,10 @@ function requestWith(authorization: string, proof?: string): IncomingMessage {
   if (proof !== undefined) rawHeaders.push('DPoP', proof);
   return { method: 'GET', headers: { authorization }, rawHeaders } as unknown as IncomingMessage;
 }
-const authenticateWith = (d: AuthenticateDeps) => (request: IncomingMessage) =>
-  authenticateRequest(request, REALM, PATH, d);
-const authenticate = authenticateWith(deps);
-const authenticateWithNonces = authenticateWith({ ...deps, dpop: dpopScheme(nonces) });
+const withNonces = { ...deps, dpop: dpopScheme(nonces) };
 /** One request's authentication, 32 at a time. */
-const perRequest = (requests: IncomingMessage[], auth = authenticate) => cpuPer(requests, auth, 32);
+const perRequest = (requests: IncomingMessage[], d = deps) =>
+  cpuPer(requests, (request) => authenticateRequest(request, REALM, PATH, d), 32);
 const dpopRequests = (nonce?: string) =>
   proofPool(nonce === undefined ? spec : { ...spec, nonce }, args.count).map((proof) =>
     requestWith(`DPoP ${dpopToken}`, proof),
@@ -153,7 +151,7 @@ const measurements = {
     perRequest(Array.from({ length: args.count }, () => requestWith(`Bearer ${bearerToken}`))),
   'DPoP authentication, µs/request': () => perRequest(dpopRequests()),
   'DPoP with server nonces, µs/request': () =>
-    perRequest(dpopRequests(nonces.current()), authenticateWithNonces),
+    perRequest(dpopRequests(nonces.current()), withNonces),
 };
 type Name = keyof typeof measurements;
 const names = Object.keys(measurements) as Name[];

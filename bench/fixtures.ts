@@ -11,6 +11,7 @@ import { createOrganizationsRepo } from '../src/platform/organizations.repo.ts';
 import { createWorkspacesRepo } from '../src/platform/workspaces.repo.ts';
 import { setTokenLifetimes } from '../src/platform/realm-admin/token-lifetimes.ts';
 import { newProofKey, proofMaker } from './dpop-proofs.ts';
+import { origin, PORTS } from './settings.ts';
 import type { BenchSecrets } from './stack.ts';
 
 export const WORKSPACE = 'ws1';
@@ -93,15 +94,12 @@ export function createProvisioner(keycloakUrl: string, secrets: BenchSecrets, db
     },
     passwordGrant: (u: BenchUser) => token(u.realm, passwordForm(u)),
     token,
-    /**
-     * A password grant through the gateway's `/auth` with a proof of a new key: a bound token.
-     * The proof names `publicUrl` (the gateway's PUBLIC_URL, which Keycloak compares `htu` with)
-     * when the gateway is reached at another address (ab.ts).
-     */
-    async dpopGrant(gatewayUrl: string, u: BenchUser, publicUrl = gatewayUrl) {
+    /** A password grant through `gatewayUrl`'s `/auth` with a proof of a new key: a bound token. */
+    async dpopGrant(gatewayUrl: string, u: BenchUser) {
       const url = `${gatewayUrl}/auth/realms/${u.realm}`;
       const key = newProofKey();
-      const htu = `${publicUrl}/auth/realms/${u.realm}/protocol/openid-connect/token`;
+      // As Keycloak compares it: PUBLIC_URL, the main gateway's address for every gateway.
+      const htu = `${origin(PORTS.gateway)}/auth/realms/${u.realm}/protocol/openid-connect/token`;
       const dpop = proofMaker({ privateJwk: key, method: 'POST', htu })();
       const grant = await token(u.realm, passwordForm(u), { url, headers: { dpop } });
       if (grant.tokenType !== 'DPoP') throw new Error(`DPoP grant on ${u.realm}: not bound`);
@@ -115,19 +113,12 @@ export function createProvisioner(keycloakUrl: string, secrets: BenchSecrets, db
  * users, `tokens` access tokens by refresh grants (170 s at most), `realms` organizations with
  * a user and a token each (240 s at most).
  */
-export async function provision(
-  p: Provisioner,
-  org: string,
-  tokens: number,
-  realms: number,
-  gatewayUrl: string,
-) {
+export async function provision(p: Provisioner, org: string, tokens: number, realms: number) {
   await p.organization(org);
-  // A run takes longer than Keycloak's default 5 minutes: each row's token lives through it.
   await p.longLivedTokens(org);
   const bearerUser = await p.user(org, 'bench-bearer-1');
   const basicUser = await p.user(org, 'bench-basic-1');
-  const dpop = await p.dpopGrant(gatewayUrl, await p.user(org, 'bench-dpop-1'));
+  const dpop = await p.dpopGrant(origin(PORTS.gateway), await p.user(org, 'bench-dpop-1'));
   const noCacheUsers = await p.users(org, 'bench-nocache-', 64);
   const grant = await p.passwordGrant(bearerUser);
   let started = Date.now();

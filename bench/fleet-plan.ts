@@ -1,5 +1,4 @@
-/** The fleet scenario's jobs (issue 28; README.md, "The fleet scenario"). */
-/** The fleet as it runs (README.md, "The fleet scenario"); the unit tests plan smaller ones. */
+/** The fleet as it runs (issue 28; README.md, "The fleet scenario"); tests plan smaller ones. */
 export const FLEET_DEFAULTS = {
   /** Source addresses 127.0.0.20, .21, ...: the gateway sees each as another client. */
   hosts: 4,

@@ -156,15 +156,6 @@ async function generate(
   };
 }
 
-/**
- * Each DPoP request's proofs for the whole run (`amount`, or the most `durationSeconds` can
- * use), signed now, before the load starts; a round must end inside the proofs' window.
- */
-function preparePools(spec: LoadSpec): (string[] | undefined)[] {
-  const count = spec.amount ?? proofsFor(spec.durationSeconds);
-  return spec.requests.map((r) => (r.dpop ? proofPool(r.dpop, count) : undefined));
-}
-
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   // The spec is the first line; the end of stdin is the signal to start.
   const input = createInterface({ input: process.stdin });
@@ -172,7 +163,9 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
   const line = await new Promise<string>((resolve) => input.once('line', resolve));
   const spec = JSON.parse(line) as LoadSpec;
   const startedAt = Date.now();
-  const pools = preparePools(spec);
+  // Each DPoP request's proofs for the run (`amount`, or the most its duration uses), signed now.
+  const count = spec.amount ?? proofsFor(spec.durationSeconds);
+  const pools = spec.requests.map((r) => (r.dpop ? proofPool(r.dpop, count) : undefined));
   process.stdout.write(`${PREPARED}\n`);
   const result = await generate(spec, pools, startedAt, go);
   process.stdout.write(`${JSON.stringify(result)}\n`);

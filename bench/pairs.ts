@@ -1,5 +1,5 @@
 import { cpus } from 'node:os';
-import { ALL_CPUS, pinTree, taskset } from './affinity.ts';
+import { ALL_CPUS, FEEDER_CPUS, MEASURED_CPU, pinTree, taskset } from './affinity.ts';
 import { runTogether, type LoadResult } from './load.ts';
 import { cpuSeconds } from './processes.ts';
 import { median } from './stats.ts';
@@ -38,10 +38,9 @@ export async function measurePairs(
   options: BenchOptions,
   log: (text: string) => void,
 ) {
-  const count = cpus().length;
-  const [measured, feeders] = [`${count - 1}`, `0-${count - 2}`];
   const canPin =
-    count > 1 && (await Promise.all(keepOff.map((pid) => pinTree(pid, feeders)))).every(Boolean);
+    cpus().length > 1 &&
+    (await Promise.all(keepOff.map((pid) => pinTree(pid, FEEDER_CPUS)))).every(Boolean);
   const outcomes = [];
   try {
     for (const [rowId, referenceId] of PAIRS) {
@@ -50,11 +49,11 @@ export async function measurePairs(
       if (!row?.pid || !reference?.pid) continue;
       const pids = [row.pid, reference.pid];
       const pinned =
-        canPin && (await Promise.all(pids.map((pid) => taskset(pid, measured)))).every(Boolean);
+        canPin && (await Promise.all(pids.map((pid) => taskset(pid, MEASURED_CPU)))).every(Boolean);
       const both = (seconds: number) =>
         runTogether(
           [row, reference].map((s) => loadOf(s, options, seconds)),
-          pinned ? feeders : undefined,
+          pinned ? FEEDER_CPUS : undefined,
         );
       await both(options.warmupSeconds);
       const rounds = await pairedRounds(pids, both, options, (round, n) => {

@@ -13,7 +13,7 @@ import {
   measureSideBySide,
   type SideBySide,
 } from './side-by-side.ts';
-import { DATA_DIR, origin, parseOptions, PORTS } from './settings.ts';
+import { DATA_DIR, parseOptions, PORTS } from './settings.ts';
 import * as stack from './stack.ts';
 
 /**
@@ -41,7 +41,7 @@ async function rowsMode(context: BenchContext): Promise<ModeResult> {
   const provisioner = createProvisioner(keycloak.url, info.secrets, db);
   // The side-by-side rows alone need one token.
   const [tokens, realms] = options.peersOnly ? [1, 0] : [options.tokens, options.realms];
-  const made = await provision(provisioner, 'bench', tokens, realms, origin(PORTS.gateway));
+  const made = await provision(provisioner, 'bench', tokens, realms);
   note(
     `${made.manyTokens.length} tokens, ${made.realms.length} organizations in ${seconds(since)} s`,
   );

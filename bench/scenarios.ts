@@ -1,3 +1,4 @@
+import type { JsonWebKey } from 'node:crypto';
 import { WORKSPACE, type BenchUser, type provision } from './fixtures.ts';
 import { runLoad, type LoadRequest, type LoadResult, type LoadSpec } from './load.ts';
 import { origin, PORTS, type BenchOptions } from './settings.ts';
@@ -25,6 +26,16 @@ export function automationPath(organization: string): string {
 }
 
 /**
+ * A bound token's request, with a fresh proof each time (load.ts) for the URL as the client
+ * addresses it: PUBLIC_URL, the main gateway's address for every gateway of the bench.
+ */
+export function dpopRequest(path: string, grant: { key: JsonWebKey; accessToken: string }) {
+  const { key: privateJwk, accessToken } = grant;
+  const dpop = { privateJwk, method: 'GET', htu: `${origin(PORTS.gateway)}${path}`, accessToken };
+  return { path, authorization: `DPoP ${accessToken}`, dpop };
+}
+
+/**
  * The rows, in the order printed; every row but the limit has a gateway process of its own, so
  * no row inherits another's JIT or heap state. The reference rows get the very request the
  * Bearer row sends (a ~1.4 KB header to parse and forward), so that rows differ only in what
@@ -37,20 +48,7 @@ export function buildScenarios(
   const path = automationPath(input.organization);
   const bearer = [{ path, authorization: `Bearer ${input.token}` }];
   const rotate = (tokens: string[]) => tokens.map((t) => ({ path, authorization: `Bearer ${t}` }));
-  // A fresh proof per request (load.ts), for the URL as the client addresses it: PUBLIC_URL,
-  // which is the main gateway's address for every gateway of the bench.
-  const dpop = [
-    {
-      path,
-      authorization: `DPoP ${input.dpop.accessToken}`,
-      dpop: {
-        privateJwk: input.dpop.key,
-        method: 'GET',
-        htu: `${origin(PORTS.gateway)}${path}`,
-        accessToken: input.dpop.accessToken,
-      },
-    },
-  ];
+  const dpop = [dpopRequest(path, input.dpop)];
   const basic = (u: BenchUser) => {
     const credentials = Buffer.from(`${u.username}:${u.password}`).toString('base64');
     return { path, authorization: `Basic ${credentials}` };
