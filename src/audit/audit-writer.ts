@@ -12,13 +12,6 @@ export interface AuditMetrics {
   auditRecords(outcome: 'written' | 'lost', count: number): void;
 }
 
-/**
- * Once the spool is half full (the database down, or far behind), a client address that holds
- * this part of it gets no more in: one client's flood (bad tokens, say) is an audit record per
- * request, and must not make every other client's records the ones lost.
- */
-const ADDRESS_SHARE = 1 / 8;
-
 export interface AuditWriter {
   /** Spools one record; it is written in the next batch. Never waits, never throws. */
   record(event: AuditEvent): void;
@@ -62,8 +55,6 @@ export function createAuditWriter(deps: {
   let unclear: BatchMark | undefined;
   let closed = false;
   const size = () => spool.length - first;
-  // What each client address holds of the spool: counted only while it is half full.
-  let held: Map<string, number> | undefined;
   const appender = createBatchAppender(db);
 
   // A failed write is logged by writeBatches, once an outage; the next tick tries again.
@@ -137,10 +128,6 @@ export function createAuditWriter(deps: {
       failing = undefined;
       first += batch.length;
       left -= batch.length;
-      if (held && size() < spoolMax / 2) held = undefined;
-      for (const written of held ? batch : []) {
-        if (written.address !== null) held!.set(written.address, held!.get(written.address)! - 1);
-      }
       metrics.auditRecords('written', batch.length);
       if (first > 1024 && first * 2 > spool.length) {
         spool = spool.slice(first);
@@ -149,30 +136,10 @@ export function createAuditWriter(deps: {
     }
   }
 
-  /** Whether the address of `event` may add it to the spool (counted when it may). */
-  function withinShare({ address }: AuditEvent): boolean {
-    if (address === null || size() < spoolMax / 2) return true;
-    if (!held) {
-      held = new Map();
-      for (let at = first; at < spool.length; at++) {
-        const { address: of } = spool[at]!;
-        if (of !== null) held.set(of, (held.get(of) ?? 0) + 1);
-      }
-    }
-    const count = held.get(address) ?? 0;
-    if (count >= spoolMax * ADDRESS_SHARE) return false;
-    held.set(address, count + 1);
-    return true;
-  }
-
   return {
     record(event) {
       if (closed || size() >= spoolMax) {
         lose(1, closed ? 'recorded after shutdown' : 'the spool is full');
-        return;
-      }
-      if (!withinShare(event)) {
-        lose(1, 'one client address holds its share of the spool');
         return;
       }
       spool.push(event);
