@@ -6,10 +6,13 @@ import { createBatchAppender, type AuditEvent, type BatchMark } from './audit-ba
 
 export type { AuditEvent } from './audit-batch.ts';
 
+/** Records written to the database, or lost (the spool full, or shutdown while it was down). */
+export const AUDIT_RECORD_OUTCOMES = ['written', 'lost'] as const;
+export type AuditRecordOutcome = (typeof AUDIT_RECORD_OUTCOMES)[number];
+
 /** What the writer counts (metrics/metrics.ts implements it). */
 export interface AuditMetrics {
-  /** Records written to the database, or lost (the spool full, or shutdown while it was down). */
-  auditRecords(outcome: 'written' | 'lost', count: number): void;
+  auditRecords(outcome: AuditRecordOutcome, count: number): void;
 }
 
 export interface AuditWriter {

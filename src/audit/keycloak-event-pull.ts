@@ -17,10 +17,13 @@ import {
 } from './keycloak-event-records.ts';
 import type { KeycloakEventSource, RealmFacts } from './keycloak-event-source.ts';
 
+/** One realm's pull: done, or failed (Keycloak or the database unavailable). */
+export const KEYCLOAK_EVENT_PULL_OUTCOMES = ['ok', 'failed'] as const;
+export type KeycloakEventPullOutcome = (typeof KEYCLOAK_EVENT_PULL_OUTCOMES)[number];
+
 /** What the pull counts (metrics/metrics.ts implements it). */
 export interface KeycloakEventMetrics {
-  /** One realm's pull for `purpose`: done, or failed (Keycloak or the database unavailable). */
-  keycloakEventPull(outcome: 'ok' | 'failed', purpose: KeycloakEventPurpose): void;
+  keycloakEventPull(outcome: KeycloakEventPullOutcome, purpose: KeycloakEventPurpose): void;
 }
 
 /** Events asked for at once. */

@@ -26,13 +26,21 @@ export type RecheckEvent = (typeof RECHECK_EVENTS)[number];
 export const AUTH_FAILURE_COUNTED_REASONS = [...AUTH_FAILURE_REASONS, 'throttled'] as const;
 export type AuthFailureCountedReason = (typeof AUTH_FAILURE_COUNTED_REASONS)[number];
 
+/** The caches an authentication may be answered from: verified Bearer tokens, Basic logins. */
+export const AUTH_CACHES = ['verified_token', 'basic_login'] as const;
+export type AuthCache = (typeof AUTH_CACHES)[number];
+
+/** Where a revocation applied here came from: this replica, or another one. */
+export const REVOCATION_SOURCES = ['local', 'peer'] as const;
+export type RevocationSource = (typeof REVOCATION_SOURCES)[number];
+
 /**
  * What authentication counts. The metrics (metrics/metrics.ts) implement it: auth/ names what
  * it reports and depends on no metrics code. Every method is called on the hot path.
  */
 export interface AuthMetrics {
   authFailure(scheme: AuthFailureScheme, reason: AuthFailureCountedReason): void;
-  cacheLookup(cache: 'verified_token' | 'basic_login', hit: boolean): void;
+  cacheLookup(cache: AuthCache, hit: boolean): void;
   recheck(event: RecheckEvent): void;
-  revocationApplied(source: 'local' | 'peer'): void;
+  revocationApplied(source: RevocationSource): void;
 }

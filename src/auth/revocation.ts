@@ -4,7 +4,7 @@ import { z } from 'zod';
 import type { ReplicaBus } from '../cache/replica-bus.ts';
 import { readReplicaMessage } from '../cache/replica-message.ts';
 import { TtlLru } from '../cache/ttl-lru.ts';
-import type { AuthMetrics } from './auth-metrics.ts';
+import type { AuthMetrics, RevocationSource } from './auth-metrics.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 import type { Principal } from '../tenancy/principal.ts';
 
@@ -283,7 +283,7 @@ export async function createRevocationList(options: {
     return part;
   }
 
-  function apply(revocation: RevocationMessage, source: 'local' | 'peer'): void {
+  function apply(revocation: RevocationMessage, source: RevocationSource): void {
     options.metrics.revocationApplied(source);
     // A peer may have served longer-lived tokens of the realm than the replica that revoked.
     const message = outlivingServedTokens(revocation);

@@ -1,15 +1,20 @@
 import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import {
+  AUTH_CACHES,
   AUTH_FAILURE_COUNTED_REASONS,
   AUTH_FAILURE_SCHEMES,
   RECHECK_EVENTS,
+  REVOCATION_SOURCES,
   type AuthMetrics,
 } from '../auth/auth-metrics.ts';
 import type { RequestMetrics } from '../edge/edge.ts';
 import { BACKCHANNEL_REFUSALS, type BackchannelMetrics } from '../auth-proxy/backchannel-logout.ts';
-import type { AuditMetrics } from '../audit/audit-writer.ts';
+import { AUDIT_RECORD_OUTCOMES, type AuditMetrics } from '../audit/audit-writer.ts';
 import { KEYCLOAK_EVENT_PURPOSES } from '../audit/keycloak-event-cursors.ts';
-import type { KeycloakEventMetrics } from '../audit/keycloak-event-pull.ts';
+import {
+  KEYCLOAK_EVENT_PULL_OUTCOMES,
+  type KeycloakEventMetrics,
+} from '../audit/keycloak-event-pull.ts';
 import { probe, type ReadinessCheck } from '../http/health.router.ts';
 import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import type { BuildInfo } from '../release/build-info.ts';
@@ -33,6 +38,7 @@ const BACKCHANNEL_OUTCOMES = ['accepted', ...BACKCHANNEL_REFUSALS] as const;
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'other'] as const;
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const;
 const AUTH_SCHEMES = ['none', 'basic', 'bearer', 'dpop', 'other'] as const;
+const CACHE_RESULTS = ['hit', 'miss'] as const;
 /** Seconds; requests through the gateway are mostly well under 10 ms, logins well over. */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
@@ -115,8 +121,8 @@ export function createMetrics(options: {
     name: 'realmgate_cache_lookups_total',
     help: 'Authentications answered from a cache (hit) or not (miss): verified tokens, Basic logins.',
     labels: [
-      { name: 'cache', values: ['verified_token', 'basic_login'] },
-      { name: 'result', values: ['hit', 'miss'] },
+      { name: 'cache', values: AUTH_CACHES },
+      { name: 'result', values: CACHE_RESULTS },
     ],
     showZeros: true,
   });
@@ -146,7 +152,7 @@ export function createMetrics(options: {
   const revocations = new CounterTable({
     name: 'realmgate_revocations_applied_total',
     help: 'Session revocations applied here: made by this replica (local) or by another one (peer).',
-    labels: [{ name: 'source', values: ['local', 'peer'] }],
+    labels: [{ name: 'source', values: REVOCATION_SOURCES }],
     showZeros: true,
   });
   const backchannel = new CounterTable({
@@ -162,7 +168,7 @@ export function createMetrics(options: {
     help:
       'Audit log records written to the database, or lost: the spool full while the database ' +
       'was down (AUDIT_SPOOL_MAX_RECORDS), or still spooled when the process stopped.',
-    labels: [{ name: 'outcome', values: ['written', 'lost'] }],
+    labels: [{ name: 'outcome', values: AUDIT_RECORD_OUTCOMES }],
     showZeros: true,
   });
   const keycloakEventPulls = new CounterTable({
@@ -173,7 +179,7 @@ export function createMetrics(options: {
       'database unavailable: the events wait in Keycloak and come with a later pull).',
     labels: [
       { name: 'purpose', values: KEYCLOAK_EVENT_PURPOSES },
-      { name: 'outcome', values: ['ok', 'failed'] },
+      { name: 'outcome', values: KEYCLOAK_EVENT_PULL_OUTCOMES },
     ],
     showZeros: true,
   });
@@ -224,6 +230,12 @@ export function createMetrics(options: {
   const backchannelIndex = indexOf(BACKCHANNEL_OUTCOMES);
   const upstreamIndex = indexOf(PROXY_UPSTREAMS);
   const causeIndex = indexOf(PROXY_FAILURE_CAUSES);
+  const cacheIndex = indexOf(AUTH_CACHES);
+  const cacheResultIndex = indexOf(CACHE_RESULTS);
+  const sourceIndex = indexOf(REVOCATION_SOURCES);
+  const auditOutcomeIndex = indexOf(AUDIT_RECORD_OUTCOMES);
+  const purposeIndex = indexOf(KEYCLOAK_EVENT_PURPOSES);
+  const pullOutcomeIndex = indexOf(KEYCLOAK_EVENT_PULL_OUTCOMES);
   const otherMethod = METHODS.length - 1;
 
   return {
@@ -240,7 +252,8 @@ export function createMetrics(options: {
       authFailures.inc(authFailures.slot(schemeOfFailureIndex[scheme], reasonIndex[reason]));
     },
     cacheLookup(cache, hit) {
-      cacheLookups.inc(cacheLookups.slot(cache === 'verified_token' ? 0 : 1, hit ? 0 : 1));
+      const result = cacheResultIndex[hit ? 'hit' : 'miss'];
+      cacheLookups.inc(cacheLookups.slot(cacheIndex[cache], result));
     },
     keycloakCall(kind, outcome, seconds) {
       const k = kindIndex[kind];
@@ -251,17 +264,17 @@ export function createMetrics(options: {
       rechecks.inc(recheckIndex[event]);
     },
     revocationApplied(source) {
-      revocations.inc(source === 'local' ? 0 : 1);
+      revocations.inc(sourceIndex[source]);
     },
     backchannelLogout(outcome) {
       backchannel.inc(backchannelIndex[outcome]);
     },
     auditRecords(outcome, count) {
-      auditRecords.inc(outcome === 'written' ? 0 : 1, count);
+      auditRecords.inc(auditOutcomeIndex[outcome], count);
     },
     keycloakEventPull(outcome, purpose) {
       keycloakEventPulls.inc(
-        keycloakEventPulls.slot(KEYCLOAK_EVENT_PURPOSES.indexOf(purpose), outcome === 'ok' ? 0 : 1),
+        keycloakEventPulls.slot(purposeIndex[purpose], pullOutcomeIndex[outcome]),
       );
     },
     proxyFailure(upstream, cause) {

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { ReadinessReport } from '../http/health.router.ts';
+import type { KeycloakAdmin } from '../keycloak/admin-client.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
 import { pointRealmAtGateway, realmNames } from './realm-admin/backchannel-logout.ts';
 import { ensureGatewayAudience } from './realm-admin/gateway-audience.ts';
@@ -8,6 +9,38 @@ import { ensureGatewayAudience } from './realm-admin/gateway-audience.ts';
 const RETRY_MS = 60_000;
 /** Readiness names at most this many unset realms (and counts them all). */
 const NAMED_REALMS = 20;
+
+/**
+ * One thing every realm must have. `run` resolves to whether it changed the realm; the steps are
+ * independent, so one failing does not keep the others from trying (a realm without its
+ * back-channel URL still gets the gateway in its tokens' audience).
+ */
+interface AlignmentStep {
+  /** Names the step in the log lines. */
+  name: string;
+  run(admin: KeycloakAdmin, realm: string, url: string): Promise<boolean>;
+  /** Logged (info) when the step changed the realm. */
+  changed: string;
+  /** Logged (warn) when the step failed: what the realm lacks until a later pass. */
+  failed: string;
+}
+
+const STEPS: readonly AlignmentStep[] = [
+  {
+    name: 'backchannel logout url',
+    run: pointRealmAtGateway,
+    changed: 'back-channel logout URL set on the realm',
+    failed:
+      'back-channel logout URL could not be set: sessions ended in Keycloak end at the gateway on the re-check only',
+  },
+  {
+    name: 'gateway audience',
+    run: (admin, realm) => ensureGatewayAudience(admin, realm),
+    changed: "the gateway put in the audience of the realm's tokens",
+    failed:
+      "the gateway could not be put in the audience of the realm's tokens: the re-check may refuse its browser clients' live tokens",
+  },
+];
 
 /** Where the alignment of the existing realms stands. */
 type Standing =
@@ -22,8 +55,9 @@ type Standing =
  * (realm-admin/backchannel-logout.ts), so realms made before this setting, or while it had
  * another value, announce their ended sessions to this gateway; and its clients' access tokens
  * name the gateway in `aud` (realm-admin/gateway-audience.ts), so realms made before that
- * answer the re-check's introspection for every client's tokens. Runs in the background (the
- * gateway serves meanwhile); a realm where either fails is logged and named in readiness
+ * answer the re-check's introspection for every client's tokens (STEPS, each tried even when
+ * another failed). Runs in the background (the gateway serves meanwhile); a realm where either
+ * fails is logged and named in readiness
  * (`backchannel_logout`, its name from before the pass did both: degraded), and tried again a
  * minute later, as is the whole pass when Keycloak cannot list the realms. Never fatal.
  */
@@ -50,29 +84,18 @@ export function createRealmAlignment(deps: {
     const unset: string[] = [];
     for (const realm of realms) {
       if (closed) return;
-      try {
-        if (await adminSession.run((admin) => pointRealmAtGateway(admin, realm, url))) {
-          logger.info({ realm }, 'back-channel logout URL set on the realm');
+      let aligned = true;
+      for (const step of STEPS) {
+        try {
+          if (await adminSession.run((admin) => step.run(admin, realm, url))) {
+            logger.info({ realm, step: step.name }, step.changed);
+          }
+        } catch (err) {
+          aligned = false;
+          logger.warn({ err, realm, step: step.name }, step.failed);
         }
-      } catch (err) {
-        unset.push(realm);
-        logger.warn(
-          { err, realm },
-          'back-channel logout URL could not be set: sessions ended in Keycloak end at the gateway on the re-check only',
-        );
-        continue;
       }
-      try {
-        if (await adminSession.run((admin) => ensureGatewayAudience(admin, realm))) {
-          logger.info({ realm }, "the gateway put in the audience of the realm's tokens");
-        }
-      } catch (err) {
-        unset.push(realm);
-        logger.warn(
-          { err, realm },
-          "the gateway could not be put in the audience of the realm's tokens: the re-check may refuse its browser clients' live tokens",
-        );
-      }
+      if (!aligned) unset.push(realm);
     }
     standing = unset.length === 0 ? { state: 'done' } : { state: 'partial', unset };
   }

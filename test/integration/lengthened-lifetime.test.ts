@@ -1,5 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basicAuth } from '../helpers/api.ts';
+import { describe, expect, it } from 'vitest';
 import {
   claimsOf,
   createUser,
@@ -10,11 +9,16 @@ import {
   userIdOf,
   type TestUser,
 } from '../helpers/keycloak.ts';
-import { closeTestDb, createOrganization } from '../helpers/platform.ts';
-import { startReplica, type Replica } from '../helpers/replica.ts';
-import { aheadClock } from '../helpers/test-clock.ts';
+import {
+  adminUrlOf,
+  bearerStatus,
+  consoleToken,
+  replicasWithoutRecheck,
+  setLifetimeAtKeycloak,
+  setLifetimeThroughGateway,
+} from '../helpers/lifetime-suite.ts';
+import { createOrganization } from '../helpers/platform.ts';
 import { testEnv } from '../helpers/test-env.ts';
-import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 
 /**
  * An administrator lengthens the realm's access-token lifetime, and right after (within the
@@ -24,60 +28,22 @@ import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
  * replica's clock is moved past the former lifetime. Port 19966 (admin listener 19967).
  */
 describe('a refusal outlives a lifetime lengthened just before it', () => {
-  const clock = aheadClock();
-  let replica: Replica;
-  const adminUrl = 'http://127.0.0.1:19967';
-  beforeAll(async () => {
-    replica = await startReplica(19966, { REVOCATION_CHECK_SECONDS: 'off' }, undefined, clock);
-  });
-  afterAll(async () => {
-    await replica.gateway.close();
-    await closeTestDb();
-  });
-
-  async function status(realm: string, token: string): Promise<number> {
-    const res = await fetch(`${replica.url}/api/${realm}/platform/workspaces`, {
-      headers: { authorization: `Bearer ${token}` },
-    });
-    return res.status;
-  }
+  const { clock, replica } = replicasWithoutRecheck([19966]);
+  const status = (realm: string, token: string) =>
+    bearerStatus(replica(), `/api/${realm}/platform/workspaces`, token);
 
   /** An admin-API call through the replica's admin listener, as the console makes it. */
   async function adminCall(method: string, path: string, body?: unknown): Promise<number> {
-    const login = await postToken(
-      `${adminUrl}/auth`,
-      'master',
-      new URLSearchParams({
-        client_id: 'admin-cli',
-        grant_type: 'password',
-        username: testEnv().keycloakAdminUsername,
-        password: testEnv().keycloakAdminPassword,
-      }).toString(),
-    );
-    const res = await fetch(`${adminUrl}/auth/admin/realms/${path}`, {
+    const res = await fetch(`${adminUrlOf(replica())}/auth/admin/realms/${path}`, {
       method,
       headers: {
-        authorization: `Bearer ${String(login.json.access_token)}`,
+        authorization: `Bearer ${await consoleToken(replica())}`,
         ...(body !== undefined && { 'content-type': 'application/json' }),
       },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     await res.arrayBuffer();
     return res.status;
-  }
-
-  /** The API client's access-token lifetime set through the gateway's API. */
-  async function setLifetime(org: string, seconds: number): Promise<void> {
-    const admin = await createUser('master');
-    const patched = await fetch(
-      `${replica.url}/api/platform/organizations/${org}/token-lifetimes`,
-      {
-        method: 'PATCH',
-        headers: { authorization: basicAuth(admin), 'content-type': 'application/json' },
-        body: JSON.stringify({ access_token_lifespan: seconds }),
-      },
-    );
-    expect(patched.status).toBe(200);
   }
 
   /** A realm role `user` holds, and a token of theirs issued for `seconds` (never shown yet). */
@@ -106,7 +72,7 @@ describe('a refusal outlives a lifetime lengthened just before it', () => {
    */
   async function shortLivedOrganization(): Promise<string> {
     const org = await createOrganization(['ws']);
-    await setLifetime(org, 60);
+    await setLifetimeThroughGateway(replica(), org, 60);
     const { name } = await holderToken(org, await createUser(org), 60);
     expect(await adminCall('DELETE', `${org}/roles/${encodeURIComponent(name)}`)).toBe(204);
     return org;
@@ -114,7 +80,7 @@ describe('a refusal outlives a lifetime lengthened just before it', () => {
 
   it('a role deleted after the lifetime was lengthened through the gateway', async () => {
     const org = await shortLivedOrganization();
-    await setLifetime(org, 86400);
+    await setLifetimeThroughGateway(replica(), org, 86400);
     const { name, token } = await holderToken(org, await createUser(org), 86400);
     expect(await adminCall('DELETE', `${org}/roles/${encodeURIComponent(name)}`)).toBe(204);
     expect(await status(org, token)).toBe(401);
@@ -127,12 +93,7 @@ describe('a refusal outlives a lifetime lengthened just before it', () => {
   it("a user disabled after the lifetime was lengthened in Keycloak's console", async () => {
     const org = await shortLivedOrganization();
     // Straight at Keycloak: the gateway sees nothing of the change.
-    const admin = await keycloakAdmin();
-    const [client] = await admin.clients.find({ realm: org, clientId: apiClientIdOf(org) });
-    await admin.clients.update(
-      { realm: org, id: client!.id! },
-      { ...client, attributes: { ...client!.attributes, 'access.token.lifespan': '86400' } },
-    );
+    await setLifetimeAtKeycloak(org, 86400);
     const user = await createUser(org);
     const { token } = await holderToken(org, user, 86400);
     const userId = await userIdOf(user);

@@ -1,19 +1,17 @@
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basicAuth } from '../helpers/api.ts';
-import {
-  claimsOf,
-  createUser,
-  keycloakAdmin,
-  passwordGrantBody,
-  postToken,
-} from '../helpers/keycloak.ts';
-import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { describe, expect, it } from 'vitest';
 import { EVENTUALLY } from '../helpers/eventually.ts';
-import { startReplica, type Replica } from '../helpers/replica.ts';
-import { aheadClock } from '../helpers/test-clock.ts';
+import { claimsOf, createUser, passwordGrantBody, postToken } from '../helpers/keycloak.ts';
+import {
+  adminUrlOf,
+  bearerStatus,
+  consoleToken,
+  replicasWithoutRecheck,
+  setLifetimeAtKeycloak,
+  setLifetimeThroughGateway,
+} from '../helpers/lifetime-suite.ts';
+import { createOrganization } from '../helpers/platform.ts';
 import { testEnv } from '../helpers/test-env.ts';
-import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 
 /**
  * A revoked token stays refused until its own expiry, even when the administrator has shortened
@@ -22,22 +20,8 @@ import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
  * refuse it; the replica's clock is moved past the new lifetime. Port 19960.
  */
 describe('a revocation outlives a shortened access-token lifetime', () => {
-  const clock = aheadClock();
-  let replica: Replica;
-  beforeAll(async () => {
-    replica = await startReplica(19960, { REVOCATION_CHECK_SECONDS: 'off' }, undefined, clock);
-  });
-  afterAll(async () => {
-    await replica.gateway.close();
-    await closeTestDb();
-  });
-
-  async function status(path: string, token: string): Promise<number> {
-    const res = await fetch(`${replica.url}${path}`, {
-      headers: { authorization: `Bearer ${token}` },
-    });
-    return res.status;
-  }
+  const { clock, replica } = replicasWithoutRecheck([19960]);
+  const status = (path: string, token: string) => bearerStatus(replica(), path, token);
 
   it('refuses a token issued under the longer lifetime after the new, shorter one has passed', async () => {
     const org = await createOrganization(['ws']);
@@ -52,15 +36,10 @@ describe('a revocation outlives a shortened access-token lifetime', () => {
     expect(await status(list, token)).toBe(200);
 
     // The administrator shortens the API client's access-token lifetime to a minute.
-    const admin = await keycloakAdmin();
-    const [client] = await admin.clients.find({ realm: org, clientId: apiClientIdOf(org) });
-    await admin.clients.update(
-      { realm: org, id: client!.id! },
-      { ...client, attributes: { ...client!.attributes, 'access.token.lifespan': '60' } },
-    );
+    await setLifetimeAtKeycloak(org, 60);
 
     const revoked = await fetch(
-      `${replica.url}/api/${org}/platform/users/_current/refresh_tokens`,
+      `${replica().url}/api/${org}/platform/users/_current/refresh_tokens`,
       {
         method: 'DELETE',
         headers: { authorization: `Bearer ${token}` },
@@ -86,24 +65,13 @@ describe('a revocation outlives a shortened access-token lifetime', () => {
  * Ports 19962 (A) and 19964 (B).
  */
 describe("a realm's not-before older than today's lifetime still ends a longer-lived token", () => {
-  const clock = aheadClock();
-  let a: Replica;
-  let b: Replica;
-  beforeAll(async () => {
-    const shared = {
-      REVOCATION_CHECK_SECONDS: 'off',
-      REDIS_URL: testEnv().redisUrl,
-      REDIS_KEY_PREFIX: `realmgate-notbefore:${randomBytes(4).toString('hex')}:`,
-    };
-    [a, b] = await Promise.all([
-      startReplica(19962, shared, undefined, clock),
-      startReplica(19964, shared, undefined, clock),
-    ]);
-  });
-  afterAll(async () => {
-    await Promise.all([a?.gateway.close(), b?.gateway.close()]);
-    await closeTestDb();
-  });
+  const prefix = `realmgate-notbefore:${randomBytes(4).toString('hex')}:`;
+  const { clock, replica } = replicasWithoutRecheck([19962, 19964], () => ({
+    REDIS_URL: testEnv().redisUrl,
+    REDIS_KEY_PREFIX: prefix,
+  }));
+  const a = () => replica(0);
+  const b = () => replica(1);
 
   it('refuses it on the replica that served it, past the shortened lifetime', async () => {
     const org = await createOrganization(['ws']);
@@ -113,37 +81,20 @@ describe("a realm's not-before older than today's lifetime still ends a longer-l
     const token = String(grant.json.access_token);
     const issuedAt = Number(claimsOf(token).iat);
     const list = `/api/${org}/platform/workspaces`;
-    const onB = async () =>
-      (await fetch(`${b.url}${list}`, { headers: { authorization: `Bearer ${token}` } })).status;
+    const onB = () => bearerStatus(b(), list, token);
     expect(await onB()).toBe(200);
 
     // The administrator shortens the API client's access-token lifetime through the gateway's
     // API: the realm's longest is now its own 300 s.
-    const admin = await createUser('master');
-    const patched = await fetch(`${a.url}/api/platform/organizations/${org}/token-lifetimes`, {
-      method: 'PATCH',
-      headers: { authorization: basicAuth(admin), 'content-type': 'application/json' },
-      body: JSON.stringify({ access_token_lifespan: 60 }),
-    });
-    expect(patched.status).toBe(200);
+    await setLifetimeThroughGateway(a(), org, 60);
 
     // Ten minutes on, the not-before is set to a second after the token's issue: older than
     // today's lifetime, so no token issued under it could be alive, but this one is.
     clock.advance(10 * 60 * 1000);
-    const adminToken = await postToken(
-      `http://127.0.0.1:19963/auth`,
-      'master',
-      new URLSearchParams({
-        client_id: 'admin-cli',
-        grant_type: 'password',
-        username: testEnv().keycloakAdminUsername,
-        password: testEnv().keycloakAdminPassword,
-      }).toString(),
-    );
-    const put = await fetch(`http://127.0.0.1:19963/auth/admin/realms/${org}`, {
+    const put = await fetch(`${adminUrlOf(a())}/auth/admin/realms/${org}`, {
       method: 'PUT',
       headers: {
-        authorization: `Bearer ${String(adminToken.json.access_token)}`,
+        authorization: `Bearer ${await consoleToken(a())}`,
         'content-type': 'application/json',
       },
       body: JSON.stringify({ notBefore: issuedAt + 1 }),

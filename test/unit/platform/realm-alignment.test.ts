@@ -143,6 +143,30 @@ describe('the alignment at start', () => {
     alignment.close();
   });
 
+  it("puts the gateway in a realm's audience even when its back-channel URL could not be set", async () => {
+    const keycloak = fakeKeycloak(
+      { alpha: organization('alpha'), beta: organization('beta') },
+      new Set(['beta']),
+    );
+    const alignment = createRealmAlignment({
+      adminSession: keycloak.session,
+      url: URL,
+      logger: pino({ level: 'silent' }),
+    });
+    alignment.start();
+    await vi.waitFor(async () =>
+      expect(await alignment.report()).toEqual({
+        status: 'degraded',
+        details: { url: URL, realmsNotSet: ['beta'], realmsNotSetCount: 1 },
+      }),
+    );
+    expect(keycloak.mappers).toEqual({
+      alpha: [expect.objectContaining({ name: 'audience realmgate-gateway' })],
+      beta: [expect.objectContaining({ name: 'audience realmgate-gateway' })],
+    });
+    alignment.close();
+  });
+
   it('is degraded, not fatal, while Keycloak does not list its realms', async () => {
     const alignment = createRealmAlignment({
       adminSession: { run: () => Promise.reject(new Error('unreachable')) },
