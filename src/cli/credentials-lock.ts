@@ -1,4 +1,4 @@
-import type { Stats } from 'node:fs';
+import { unlinkSync, type Stats } from 'node:fs';
 import { lstat, mkdir, open, readFile, unlink, utimes } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname } from 'node:path';
@@ -38,7 +38,9 @@ export async function takeLock(
       }, STALE_LOCK_MS / 3);
       // A command that is done does not wait for the next touch.
       touching.unref();
+      const stopRemoving = removeWhenStopped(lockPath, touching);
       const release = () => {
+        stopRemoving();
         clearInterval(touching);
         return unlink(lockPath).catch(() => {});
       };
@@ -58,6 +60,34 @@ export async function takeLock(
     if (Date.now() > deadline) throw await gaveUp(lockPath, waitMs);
     await sleep(delay);
   }
+}
+
+/** The signals that stop a command from outside: Ctrl-C, a CI job's cancel, a closed terminal. */
+const STOPPING_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
+/**
+ * While the lock is held, a signal that stops the command removes the lock first, then ends
+ * the process by that signal as it would have ended: left behind, the lock would look held
+ * for 30 s, and every realmgate of the host would give up waiting for it (exit 6) meanwhile,
+ * naming a process that no longer runs. Returns what stops the watch, at release.
+ */
+function removeWhenStopped(lockPath: string, touching: NodeJS.Timeout): () => void {
+  const stop = () => {
+    for (const signal of STOPPING_SIGNALS) process.off(signal, onSignal);
+  };
+  const onSignal = (signal: NodeJS.Signals) => {
+    stop();
+    clearInterval(touching);
+    try {
+      unlinkSync(lockPath);
+    } catch {
+      // Gone already; nothing else can be done on the way out.
+    }
+    // No listener of ours is left: the signal now ends the process as it would have.
+    process.kill(process.pid, signal);
+  };
+  for (const signal of STOPPING_SIGNALS) process.on(signal, onSignal);
+  return stop;
 }
 
 /**

@@ -14,6 +14,11 @@ export const exitCodes = {
   identityProvider: 5,
   /** Another realmgate held the credentials lock (its refresh, say) for longer than the wait. */
   busy: 6,
+  /**
+   * The reader of stdout stopped reading (`| head`): the command stopped at once, with the
+   * status of a program that SIGPIPE ended (128 + 13), as `set -o pipefail` scripts know it.
+   */
+  outputClosed: 141,
 } as const;
 
 export type CliErrorKind = Exclude<keyof typeof exitCodes, 'success'>;
@@ -29,6 +34,7 @@ export const exitStatusMeanings = {
   identityProvider:
     'Keycloak behind the gateway down, too slow or failing (5xx-11001); retry later',
   busy: 'another realmgate held the credentials lock past the wait (a slow refresh); retry later',
+  outputClosed: 'stdout closed before all was printed (| head): stopped there, as by SIGPIPE',
 } as const satisfies Record<keyof typeof exitCodes, string>;
 
 /** The exit statuses in order, each with what it says (statuses several kinds share joined). */

@@ -69,5 +69,8 @@ function describeError(error: CliError): string {
     case 'verification':
     case 'busy':
       return `realmgate: ${error.message}\n`;
+    case 'outputClosed':
+      // The reader chose to stop (`| head`); there is nothing to tell it.
+      return '';
   }
 }

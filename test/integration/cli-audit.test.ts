@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -145,6 +147,38 @@ describe('realmgate audit list|export', () => {
       expect(seqs).toEqual(order === 'asc' ? sorted : sorted.reverse());
     }
   }, 120_000);
+
+  it('stops quietly when its reader stops reading (| head): exit 141, no stack trace', async () => {
+    const big = await createOrganization([]);
+    // Far more than a pipe holds: the listing is still writing when the reader goes.
+    await writeRequests(big, 1500);
+    const child = spawn(
+      'node',
+      [join(import.meta.dirname, '../../src/cli/bin.ts'), 'audit', 'list', big, '--all'],
+      {
+        env: {
+          ...process.env,
+          ...admin,
+          REALMGATE_URL: testEnv().publicUrl,
+          REALMGATE_CONFIG_DIR: join(dir, 'config'),
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = once(child, 'exit') as Promise<[number | null]>;
+    // `head -n 3`: three lines, then the pipe closes.
+    let read = '';
+    for await (const chunk of child.stdout) {
+      read += (chunk as Buffer).toString();
+      if (read.split('\n').length > 3) break;
+    }
+    child.stdout.destroy();
+    const [code] = await exited;
+    expect(read).toMatch(/^SEQ +AT +ACTION/);
+    expect({ code, stderr }).toEqual({ code: 141, stderr: '' });
+  }, 60_000);
 
   it('exports to a file as it is read, which audit verify checks; CSV too', async () => {
     await memberCallsRecorded();

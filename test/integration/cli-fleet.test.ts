@@ -1,4 +1,6 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { access, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -129,6 +131,66 @@ describe('realmgate in a fleet of jobs sharing one credentials file', () => {
         code: 3,
         stdout: '',
         stderr: `realmgate: no answer from the gateway at ${gateway} within 15 s\n`,
+      });
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
+  }, 60_000);
+
+  it('a job stopped while it holds the lock (Ctrl-C, a CI cancel) removes it: the next job does not wait for a dead one', async () => {
+    const sockets = new Set<Socket>();
+    const connected: Array<() => void> = [];
+    const silent = createServer((socket) => {
+      sockets.add(socket);
+      socket.resume();
+      connected.shift()?.();
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const gateway = `http://127.0.0.1:${(silent.address() as AddressInfo).port}/`;
+    try {
+      const configDir = join(root, 'interrupted');
+      await mkdir(configDir, { mode: 0o700 });
+      const past = new Date(Date.now() - 1000).toISOString();
+      const login = {
+        gateway,
+        realm: 'acme',
+        username: 'alice',
+        sessionId: 'session-1',
+        refreshToken: 'refresh-token-1',
+        loggedInAt: past,
+        accessToken: 'access-token-1',
+        accessExpiresAt: past,
+      };
+      await writeFile(
+        join(configDir, 'credentials.json'),
+        JSON.stringify({ version: 1, logins: [login] }),
+        { mode: 0o600 },
+      );
+      const env = { REALMGATE_URL: gateway, REALMGATE_CONFIG_DIR: configDir };
+      for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+        // The job's refresh holds the lock while its first request hangs.
+        const reached = new Promise<void>((resolve) => connected.push(resolve));
+        const job = spawn('node', [join(import.meta.dirname, '../../src/cli/bin.ts'), 'token'], {
+          env: { ...process.env, ...env },
+          stdio: 'ignore',
+        });
+        const exited = once(job, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+        await reached;
+        job.kill(signal);
+        // Ended by the signal itself, as the shell and CI runners expect.
+        expect(await exited).toEqual([null, signal]);
+        const lock = join(configDir, 'credentials.json.lock');
+        await expect(access(lock), signal).rejects.toMatchObject({ code: 'ENOENT' });
+      }
+      // The next job takes the lock at once and meets the silent gateway itself (3), rather
+      // than waiting 10 s for the stopped one and giving up (6).
+      const { io, output } = capturingIo();
+      const next = await runCli(['token'], env, io, { timeoutMs: 100 });
+      expect({ code: next, ...output }).toEqual({
+        code: 3,
+        stdout: '',
+        stderr: `realmgate: no answer from the gateway at ${gateway} within 0.1 s\n`,
       });
     } finally {
       for (const socket of sockets) socket.destroy();
