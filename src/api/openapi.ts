@@ -62,6 +62,7 @@ const TOKEN_REFUSALS: readonly Replacement[] = [
   { status: 400, error: 'invalid_grant', description: 'Session not active' },
   FORM_BODY_REFUSALS.notUtf8,
   FORM_BODY_REFUSALS.malformed,
+  FORM_BODY_REFUSALS.charset,
   DPOP_PROOF_KEY_REFUSAL,
   UNREAD_GRANT_BODY,
   ...JOB_CREDENTIAL_REFUSALS,

@@ -6,6 +6,7 @@ import type { Replacement } from './grant-answer.ts';
 export const FORM_BODY_REFUSALS = {
   notUtf8: { status: 400, error: 'invalid_request', description: 'Form body is not valid UTF-8.' },
   malformed: { status: 400, error: 'invalid_request', description: 'Malformed form body.' },
+  charset: { status: 400, error: 'invalid_request', description: 'Form body must be UTF-8.' },
 } as const satisfies Record<string, Replacement>;
 
 const refuse = (res: Response, { status, error, description }: Replacement) =>
@@ -16,6 +17,45 @@ export const MAX_FORM_BODY_BYTES = 64 * 1024;
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 const BROKEN_PERCENT_ESCAPE = /%(?![0-9A-Fa-f]{2})/;
+
+/**
+ * Keycloak decodes a form's percent-escapes in the charset its `Content-Type` names (any Java
+ * knows: UTF-16, EBCDIC's IBM037, ...), where the guards read UTF-8: `%00a%00d...` under
+ * `charset=UTF-16BE` is a name only Keycloak would read, past the bootstrap administrator's
+ * guard and the throttle. UTF-8 is read as the guards read it; the charsets that agree with
+ * ASCII on its 128 characters (what older Java clients declare) only for a body that is ASCII
+ * once decoded; any other is refused.
+ */
+const UTF8_NAMES: ReadonlySet<string> = new Set(['utf-8', 'utf8']);
+const ASCII_COMPATIBLE_NAMES: ReadonlySet<string> = new Set([
+  'us-ascii',
+  'ascii',
+  'iso-8859-1',
+  'iso8859-1',
+  'iso_8859-1',
+  'latin1',
+  'windows-1252',
+  'cp1252',
+]);
+const CHARSET_PARAMETER = /;\s*charset\s*=\s*("[^"]*"|[^;]*)/gi;
+/** A byte or a percent-escape beyond ASCII. */
+const BEYOND_ASCII = /[\u0080-\uffff]|%[89a-f][0-9a-f]/i;
+
+/**
+ * Whether the form `text` (read as UTF-8) reads the same under every charset the request's
+ * `Content-Type` headers name (each one: Keycloak may read another than Node's first).
+ */
+function readsAsUtf8(rawHeaders: readonly string[], text: string): boolean {
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.toLowerCase() !== 'content-type') continue;
+    for (const [, value] of rawHeaders[i + 1]!.matchAll(CHARSET_PARAMETER)) {
+      const name = value!.replace(/^"|"$/g, '').trim().toLowerCase();
+      if (UTF8_NAMES.has(name)) continue;
+      if (!ASCII_COMPATIBLE_NAMES.has(name) || BEYOND_ASCII.test(text)) return false;
+    }
+  }
+  return true;
+}
 
 /**
  * Checks URL-encoded form bodies (the token endpoint's) before Keycloak sees them: Keycloak
@@ -49,6 +89,10 @@ export function guardFormBody(): RequestHandler[] {
     }
     if (BROKEN_PERCENT_ESCAPE.test(text)) {
       refuse(res, FORM_BODY_REFUSALS.malformed);
+      return;
+    }
+    if (!readsAsUtf8(req.rawHeaders, text)) {
+      refuse(res, FORM_BODY_REFUSALS.charset);
       return;
     }
     req.body = { bytes: body, fields: new URLSearchParams(text) } satisfies ReadForm;

@@ -740,6 +740,59 @@ describe("Keycloak's bootstrap administrator cannot be tried, or locked, through
     expect(status?.disabled ?? false).toBe(false);
   });
 
+  it('refuses a form that declares a charset in which Keycloak would read its name (UTF-16, EBCDIC)', async () => {
+    const admin = testEnv().keycloakAdminUsername;
+    const password = encodeURIComponent(testEnv().keycloakAdminPassword);
+    // Each byte of the name percent-encoded in the charset named: the guard reads UTF-8.
+    const spelled = (bytes: Buffer) =>
+      [...bytes].map((b) => `%${b.toString(16).padStart(2, '0')}`).join('');
+    const utf16be = Buffer.from(admin, 'utf16le').swap16();
+    const ebcdic = Buffer.from(
+      [...admin].map((c) => {
+        const i = 'abcdefghijklmnopqrstuvwxyz'.indexOf(c);
+        return i < 9 ? 0x81 + i : i < 18 ? 0x91 + i - 9 : 0xa2 + i - 18;
+      }),
+    );
+    for (const [charset, name] of [
+      ['UTF-16BE', utf16be],
+      ['"utf-16be"', utf16be],
+      ['IBM037', ebcdic],
+    ] as const) {
+      const body = `client_id=admin-cli&grant_type=password&username=${spelled(name)}&password=${password}`;
+      const response = await rawRequest(
+        gatewayUrl(),
+        head('POST', tokenPath, {
+          'content-type': `application/x-www-form-urlencoded; charset=${charset}`,
+          'content-length': String(body.length),
+        }),
+        { body },
+      );
+      expect({
+        charset,
+        status: response.status,
+        body: JSON.parse(response.body) as unknown,
+      }).toEqual({
+        charset,
+        status: 400,
+        body: { error: 'invalid_request', error_description: 'Form body must be UTF-8.' },
+      });
+    }
+    // A client that declares Latin-1 for a form in ASCII is read as before.
+    const body = grant(admin, 'guess');
+    const latin1 = await rawRequest(
+      gatewayUrl(),
+      head('POST', tokenPath, {
+        'content-type': 'application/x-www-form-urlencoded; charset=ISO-8859-1',
+        'content-length': String(body.length),
+      }),
+      { body },
+    );
+    expect(JSON.parse(latin1.body)).toEqual({
+      error: 'invalid_grant',
+      error_description: 'This account signs in on the admin listener only.',
+    });
+  });
+
   it('while it still signs in on the admin listener', async () => {
     const body = grant(testEnv().keycloakAdminUsername, testEnv().keycloakAdminPassword);
     const response = await fetch(`${testEnv().adminUrl}${tokenPath}`, {
