@@ -70,7 +70,8 @@ export const APPEND_BATCH = (() => {
   return (
     `with inserted as (insert into ${AUDIT_TABLE} (${columns.join(', ')}) ` +
     `select ${values.join(', ')} from audit_log_chain(?, ?) c, ` +
-    `lateral (select c.canonical::jsonb r) j returning seq, hash) ` +
+    // `offset 0`: the form is parsed once a record, not once a column.
+    `lateral (select c.canonical::jsonb r offset 0) j returning seq, hash) ` +
     `update ${HEADS_TABLE} h set seq = i.seq, hash = i.hash ` +
     `from (select seq, hash from inserted order by seq desc limit 1) i ` +
     `where h.org = ? returning h.hash`
