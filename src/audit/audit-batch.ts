@@ -86,9 +86,11 @@ async function appendToLog(
   const openings = new Array<string>(events.length);
   for (let i = 0; i < events.length; i++) openings[i] = rowMaker.openingOf(events[i]!, ++seq);
   // PostgreSQL chains the records (APPEND_BATCH): the gateway's CPU hashes none of them.
-  const { rows } = (await trx.raw(APPEND_BATCH, [head.hash, openings.join('\n'), org])) as {
-    rows: { hash: string }[];
-  };
+  const { rows } = await trx.raw<{ rows: { hash: string }[] }>(APPEND_BATCH, [
+    head.hash,
+    openings.join('\n'),
+    org,
+  ]);
   return { seq, hash: rows[0]!.hash };
 }
 
