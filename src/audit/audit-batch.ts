@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
-import { canonicalOpeningOf, GENESIS_HASH, sha256Hex, type AuditRecord } from './audit-chain.ts';
-import { APPEND_BATCH, AUDIT_TABLE, HEADS_TABLE } from './audit-rows.ts';
+import { canonicalTextOf, GENESIS_HASH, sha256Hex, type AuditRecord } from './audit-chain.ts';
+import { AUDIT_TABLE, batchRowOf, HEADS_TABLE, INSERT_BATCH } from './audit-rows.ts';
 
 /**
  * What the recording code hands the writer: a record's fields, chosen where it happened, without
@@ -83,25 +83,26 @@ async function appendToLog(
     hash: string;
   };
   let seq = Number(head.seq);
-  const openings = new Array<string>(events.length);
-  for (let i = 0; i < events.length; i++) openings[i] = rowMaker.openingOf(events[i]!, ++seq);
-  // PostgreSQL chains the records (APPEND_BATCH): the gateway's CPU hashes none of them.
-  const { rows } = await trx.raw<{ rows: { hash: string }[] }>(APPEND_BATCH, [
-    head.hash,
-    openings.join('\n'),
-    org,
-  ]);
-  return { seq, hash: rows[0]!.hash };
+  let hash = head.hash;
+  const rows = new Array<string>(events.length);
+  for (let i = 0; i < events.length; i++) {
+    const row = rowMaker.rowOf(events[i]!, ++seq, hash);
+    rows[i] = row.text;
+    hash = row.hash;
+  }
+  await trx.raw(INSERT_BATCH, [`[${rows.join(',')}]`]);
+  await trx(HEADS_TABLE).where({ org }).update({ seq, hash });
+  return { seq, hash };
 }
 
 type RowMaker = ReturnType<typeof createRowMaker>;
 
 /**
- * Makes the opening of a record's canonical form (`canonicalOpeningOf`), which PostgreSQL
- * completes and hashes. The work per record is off the request path but still the gateway's
- * CPU: a record is serialised once, from the recorded event with no record object made of it; a
- * token's `jti` is hashed once however many calls it makes, and one time text serves the
- * records of one millisecond.
+ * Makes a record's row of a batch (audit-rows.ts `batchRowOf`) and its hash. The work per
+ * record is off the request path but still the gateway's CPU: a record is serialised once (its
+ * canonical form is both hashed and sent), from the recorded event with no record object made
+ * of it; a token's `jti` is hashed once however many calls it makes, and one time text serves
+ * the records of one millisecond.
  */
 function createRowMaker() {
   const jtiHashes = new Map<string, string>();
@@ -118,17 +119,20 @@ function createRowMaker() {
     return hashed;
   };
   return {
-    openingOf(event: AuditEvent, seq: number): string {
+    rowOf(event: AuditEvent, seq: number, prevHash: string) {
       if (event.atMs !== lastMs) {
         lastMs = event.atMs;
         lastAt = new Date(lastMs).toISOString();
       }
       const jti = event.tokenId === undefined ? null : jtiSha256(event.tokenId);
-      const opening = canonicalOpeningOf(event, seq, lastAt, jti);
+      let canonical = canonicalTextOf(event, seq, lastAt, jti, prevHash);
       // JSON writes a NUL or a lone surrogate only as a `\u` escape: without one, the record is
       // stored exactly as hashed (the rare text with one is cleaned and serialised again).
-      if (!opening.includes('\\u')) return opening;
-      return canonicalOpeningOf(storable(event), seq, lastAt, jti);
+      if (canonical.includes('\\u')) {
+        canonical = canonicalTextOf(storable(event), seq, lastAt, jti, prevHash);
+      }
+      const hash = sha256Hex(canonical);
+      return { hash, text: batchRowOf(hash, canonical) };
     },
   };
 }

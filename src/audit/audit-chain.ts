@@ -99,7 +99,8 @@ export type CanonicalFields = Omit<AuditRecord, 'seq' | 'at' | 'jtiSha256' | 'pr
 /**
  * `canonicalOf`, with the fields the writer decides as it chains (number, time, the token's
  * hash, the previous hash) given apart from the others: it serialises a recorded event without
- * making a record object of it.
+ * making a record object of it. The array is written out in `CANONICAL_LAYOUT`'s order (a unit
+ * test holds them together): reading each field by name is what makes it cheap.
  */
 export function canonicalTextOf(
   fields: CanonicalFields,
@@ -108,24 +109,8 @@ export function canonicalTextOf(
   jtiSha256: string | null,
   prevHash: string,
 ): string {
-  // An array's JSON is its elements' joined by commas; a missing prevHash is null in one.
-  return `${canonicalOpeningOf(fields, seq, at, jtiSha256)},${JSON.stringify(prevHash ?? null)}]`;
-}
-
-/**
- * A record's canonical form up to its previous hash: without `,"<prevHash>"]`, which the chain
- * adds where the previous hash is known (PostgreSQL's `audit_log_chain`, for the writer). The
- * array is written out in `CANONICAL_LAYOUT`'s order (a unit test holds them together): reading
- * each field by name is what makes it cheap.
- */
-export function canonicalOpeningOf(
-  fields: CanonicalFields,
-  seq: number,
-  at: string,
-  jtiSha256: string | null,
-): string {
   const names = Object.keys(fields.details);
-  const text = JSON.stringify([
+  return JSON.stringify([
     'v1',
     fields.org,
     seq,
@@ -150,8 +135,8 @@ export function canonicalOpeningOf(
     fields.address,
     fields.requestId,
     names.length === 0 ? names : names.sort().map((n) => [n, fields.details[n]]),
+    prevHash,
   ]);
-  return text.slice(0, -1);
 }
 
 /** SHA-256 (hex) of a text: Node's one-shot `hash` where it has it (20.12 on), half the cost. */

@@ -49,34 +49,32 @@ const detailsFrom = (entries: string) =>
   `else (select jsonb_object_agg(e->>0, e->1) from jsonb_array_elements(${entries}) e) end`;
 
 /**
- * The statement that appends one log's batch and moves its head: two parameters, the hash of
- * the head and the batch's records as the openings of their canonical forms, one a line
- * (`canonicalOpeningOf`), which PostgreSQL chains (`audit_log_chain`, migration 20261130-013:
- * each record's form completed with the hash before it, and its SHA-256) and reads once, rather
- * than 26 bound values a record; the third, the log. Each column is read from its place in the
- * canonical form (`CANONICAL_LAYOUT`), so what is stored is what was hashed. It answers the
- * head's new hash.
+ * The statement that appends a batch: one parameter, a JSON array with a row per record (see
+ * `batchRowOf`), which PostgreSQL reads once, rather than 26 bound values a record. The row is
+ * the record's canonical form, the text its hash was taken of, so the records are serialised
+ * once; each column is read from its place in it (`CANONICAL_LAYOUT`).
  */
-export const APPEND_BATCH = (() => {
+export const INSERT_BATCH = (() => {
   const columns = ['hash'];
-  const values = ['c.hash'];
-  CANONICAL_LAYOUT.forEach((field, at) => {
+  const values = ['r->>0'];
+  CANONICAL_LAYOUT.forEach((field, i) => {
     if (field === 'version') return;
+    const at = i + 1;
     columns.push(COLUMN_OF[field]);
     const cast = CAST_OF[field];
     if (field === 'details') values.push(detailsFrom(`r->${at}`));
     else values.push(cast ? `(r->>${at})::${cast}` : `r->>${at}`);
   });
   return (
-    `with inserted as (insert into ${AUDIT_TABLE} (${columns.join(', ')}) ` +
-    `select ${values.join(', ')} from audit_log_chain(?, ?) c, ` +
-    // `offset 0`: the form is parsed once a record, not once a column.
-    `lateral (select c.canonical::jsonb r offset 0) j returning seq, hash) ` +
-    `update ${HEADS_TABLE} h set seq = i.seq, hash = i.hash ` +
-    `from (select seq, hash from inserted order by seq desc limit 1) i ` +
-    `where h.org = ? returning h.hash`
+    `insert into ${AUDIT_TABLE} (${columns.join(', ')}) ` +
+    `select ${values.join(', ')} from jsonb_array_elements(?::jsonb) r`
   );
 })();
+
+/** A record's row of a batch (`INSERT_BATCH`): `[hash, ...its canonical form]`. */
+export function batchRowOf(hash: string, canonical: string): string {
+  return `["${hash}",${canonical.slice(1)}`;
+}
 
 /** The record a row holds, as the chain hashed it (PostgreSQL's and PGlite's types alike). */
 export function recordOf(row: AuditRow): AuditRecord {
