@@ -1,6 +1,7 @@
+import fc from 'fast-check';
 import knex, { type Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { verifyChain } from '../../../src/audit/audit-chain.ts';
+import { hashOf, verifyChain } from '../../../src/audit/audit-chain.ts';
 import { recordOf, type AuditRow } from '../../../src/audit/audit-rows.ts';
 import { createAuditWriter, type AuditEvent } from '../../../src/audit/audit-writer.ts';
 import { createLogger } from '../../../src/http/logger.ts';
@@ -127,6 +128,50 @@ describe('the audit writer', () => {
     expect(records[0]).toMatchObject({ actorName: 'a\uFFFDb\uFFFD', details: { p: '\uFFFD' } });
     expect(verifyChain(records)).toBeUndefined();
     await writer.close(1000);
+  });
+
+  it('stores each record as the very bytes its hash was taken of, whatever text it holds', async () => {
+    // Any text a client may send: control characters, quotes, backslashes, non-ASCII, emoji,
+    // NUL and lone surrogates (stored as U+FFFD).
+    const text = fc.oneof(
+      fc.string(),
+      fc.string({ unit: 'grapheme' }),
+      fc.string({ unit: 'binary' }),
+    );
+    let org = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          fc.record({
+            actorName: fc.option(text),
+            path: text,
+            reason: fc.option(text),
+            details: fc.dictionary(text, fc.oneof(text, fc.array(text))),
+          }),
+          { minLength: 1, maxLength: 8 },
+        ),
+        async (fields) => {
+          const log = `texts${++org}`;
+          const writer = createAuditWriter({
+            db,
+            logger,
+            metrics: counting().metrics,
+            spoolMax: 100,
+            batchMax: 3,
+            intervalMs: 60_000,
+          });
+          fields.forEach((f, n) => writer.record({ ...event(log, n), ...f }));
+          await writer.flush();
+          await writer.close(1000);
+          const rows = await db<AuditRow>('audit_log').where({ org: log }).orderBy('seq');
+          const records = rows.map(recordOf);
+          expect(records).toHaveLength(fields.length);
+          for (const record of records) expect(hashOf(record)).toBe(record.hash);
+          expect(verifyChain(records)).toBeUndefined();
+        },
+      ),
+      { numRuns: 40 },
+    );
   });
 
   it('a batch whose commit went through before its error is not written twice; one that did not commit is', async () => {
