@@ -78,14 +78,7 @@ export async function ensureOrganizationRealm(
         url === undefined ? rendered : withBackchannelLogout(values.organizationId, rendered, url),
       );
     } catch (err) {
-      // A concurrent twin (another replica, a retry) made it first: Keycloak refuses the loser
-      // with 409, or with 400 "Database operation failed" when both passed its own check. The
-      // realm existing now is what this call wanted; anything else is a real failure.
-      if (
-        !isHttpStatus(err, 409) &&
-        !(await admin.realms.findOne({ realm: values.organizationId }))
-      )
-        throw err;
+      if (!isHttpStatus(err, 409)) throw err;
     }
   }
   for (const role of ORGANIZATION_ROLES) {
