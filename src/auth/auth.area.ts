@@ -195,6 +195,7 @@ export async function buildAuth(
     waitMs: config.REVOCATION_CHECK_WAIT_MS,
     basicCacheSeconds: basicLoginSeconds,
     metrics,
+    gone,
     logger,
     clock,
   });
