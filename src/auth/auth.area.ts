@@ -34,6 +34,7 @@ import { createIdTokenReader, type IdTokenReader } from './bearer/id-token.ts';
 import { createJwksRegistry, type JwksRegistry } from './bearer/jwks.ts';
 import { createKeySetEvents, type KeySetEvents } from './bearer/key-set-events.ts';
 import { createWorkerKeySetMemory } from './bearer/key-set-memory.ts';
+import { createGoneRealms } from './gone-realms.ts';
 import { createFailedLoginMemory, type FailedLoginMemory } from './failed-logins.ts';
 import { createLoginThrottle, type LoginThrottle } from './login-throttle.ts';
 import { createReachStep, type ReachStep } from './reach.ts';
@@ -94,6 +95,9 @@ export async function buildAuth(
 ): Promise<AuthArea> {
   const { config, logger, clock, cache, cacheSecret, metrics } = shared;
   const clientAddressOf = shared.forwarding.clientAddress.bind(shared.forwarding);
+  // One memory of realms Keycloak said it does not have: the grant, the key set and the
+  // re-check each answer from what any of them heard.
+  const gone = createGoneRealms(clock);
   // A worker's key sets include what its siblings fetched: each verifies through an outage.
   const jwks = createJwksRegistry({
     calls: keycloak.calls,
@@ -102,6 +106,7 @@ export async function buildAuth(
     serves: async (realm, client) =>
       realm === MASTER_REALM || (await tenants.directory.stateOf(realm, client)) !== 'absent',
     memory: shared.worker ? createWorkerKeySetMemory(shared.worker.peer) : undefined,
+    gone,
     logger,
     clock,
   });
@@ -179,6 +184,7 @@ export async function buildAuth(
     revocations,
     hasTwoFactor: (realm, username) => accounts.hasTwoFactor(realm, username),
     metrics,
+    gone,
     logger,
     clock,
   });
@@ -189,6 +195,7 @@ export async function buildAuth(
     waitMs: config.REVOCATION_CHECK_WAIT_MS,
     basicCacheSeconds: basicLoginSeconds,
     metrics,
+    gone,
     logger,
     clock,
   });

@@ -1,16 +1,24 @@
 import * as oidc from 'openid-client';
 import type { KeycloakCalls } from './keycloak-calls.ts';
 import { realmConfigurations } from './oidc-clients.ts';
+import { isRealmGoneError } from './realm-gone.ts';
 import { GATEWAY_CLIENT_ID } from './service-admin.ts';
 
-/** Whether Keycloak still considers a token active (RFC 7662). */
-export type Introspect = (realm: string, token: string) => Promise<boolean>;
+/**
+ * Whether Keycloak still considers a token active (RFC 7662), or `REALM_GONE` when the token's
+ * realm does not exist there any more (deleted): no token of it is active.
+ */
+export type Introspect = (realm: string, token: string) => Promise<boolean | typeof REALM_GONE>;
+
+/** Introspection's answer for a realm Keycloak does not have (realm-gone.ts). */
+export const REALM_GONE = 'realm_gone';
 
 /**
  * Token introspection as the gateway's confidential client, by openid-client over the client
  * layer (its keep-alive pool: background re-checks run at up to 50 a second per replica, on the
  * CPU that serves requests). Failures are AppErrors: 503 unreachable, 504 too slow, 502
- * anything but a 200 JSON `active` (a refused gateway client is the gateway's problem).
+ * anything but a 200 JSON `active` (a refused gateway client is the gateway's problem) or
+ * Keycloak's answer that the realm does not exist, which is the realm's, counted `refused`.
  */
 export function createIntrospector(options: {
   calls: KeycloakCalls;
@@ -36,7 +44,15 @@ export function createIntrospector(options: {
     const config = configurationOf(realm);
     return calls.call(
       'introspection',
-      async () => (await oidc.tokenIntrospection(config, token)).active,
+      async () => {
+        try {
+          return (await oidc.tokenIntrospection(config, token)).active;
+        } catch (err) {
+          if (isRealmGoneError(err)) return REALM_GONE;
+          throw err;
+        }
+      },
+      (answer) => answer === REALM_GONE,
     );
   };
 }

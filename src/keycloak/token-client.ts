@@ -1,6 +1,6 @@
 import * as oidc from 'openid-client';
 import { apiClientIdOf, realmIssuer } from '../tenancy/identifiers.ts';
-import { createIntrospector } from './introspection.ts';
+import { createIntrospector, type Introspect } from './introspection.ts';
 import type { KeycloakCalls } from './keycloak-calls.ts';
 import { realmConfigurations } from './oidc-clients.ts';
 import { isRealmGoneError, REALM_GONE_MESSAGE } from './realm-gone.ts';
@@ -21,7 +21,7 @@ export interface TokenClient {
   /** Logs in on the realm's API client with `scope=openid` (no offline session per call). */
   passwordGrant(realm: string, username: string, password: string): Promise<PasswordGrantResult>;
   /** Asks Keycloak whether the token is still active (RFC 7662), as the gateway's client (see introspection.ts). */
-  isActive(realm: string, token: string): Promise<boolean>;
+  isActive: Introspect;
 }
 
 /**

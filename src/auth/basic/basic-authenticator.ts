@@ -7,6 +7,7 @@ import { failureOf, keycloakError } from '../../keycloak/keycloak-failures.ts';
 import type { PasswordGrantResult, TokenClient } from '../../keycloak/token-client.ts';
 import { REALM_GONE_MESSAGE } from '../../keycloak/realm-gone.ts';
 import { AuthFailure } from '../auth-failure.ts';
+import type { GoneRealms } from '../gone-realms.ts';
 import type { BearerVerifier } from '../bearer/bearer-verifier.ts';
 import type { Principal } from '../../tenancy/principal.ts';
 import type { RevocationList } from '../revocation.ts';
@@ -72,6 +73,11 @@ export interface BasicAuthenticatorDeps {
   /** Tells whether a user has two-factor authentication (for a helpful 401 message). */
   hasTwoFactor: (realm: string, username: string) => Promise<boolean>;
   metrics: Pick<AuthMetrics, 'cacheLookup'>;
+  /**
+   * Realms Keycloak said it does not have (shared with the Bearer paths): their logins are
+   * refused from there, without a grant, cached ones included.
+   */
+  gone: GoneRealms;
   logger: Logger;
   /** The cached logins' deadlines and the login lock's bound are read on it. */
   clock?: Clock;
@@ -97,6 +103,7 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
 
   return {
     authenticate(realm, credentials, clientAddress) {
+      if (deps.gone.isGone(realm)) throw realmGone();
       // The login's one HMAC: every step below finds it under this key.
       const key = cacheKeyOf(deps.cacheSecret, realm, credentials);
       return whenKnown(readCache(key), (cached) => {
@@ -283,9 +290,15 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
         await deps.cache.set(key, ENDED_LOGIN, Math.max(longestServedSeconds(bounds), 1) * 1000);
       }
       local.delete(key);
-      if (result.realmGone) throw new AuthFailure('basic', 'realm_gone', REALM_GONE_MESSAGE);
+      if (result.realmGone) {
+        if (deps.gone.sawGone(realm)) {
+          deps.logger.warn({ realm }, 'Keycloak has no such realm: its Basic logins are refused');
+        }
+        throw realmGone();
+      }
       throw await counting(await refusal(realm, credentials.username, result.description), login);
     }
+    deps.gone.sawServed(realm);
     const principal = basicPrincipalOf(
       await deps.bearer.verify(realm, result.accessToken),
       result.proofKey,
@@ -372,6 +385,11 @@ const REFUSAL_MESSAGES = {
 } as const;
 
 type LoginRefusalReason = keyof typeof REFUSAL_MESSAGES;
+
+/** The login's realm does not exist in Keycloak (deleted there): the client's problem. */
+function realmGone(): AuthFailure {
+  return new AuthFailure('basic', 'realm_gone', REALM_GONE_MESSAGE);
+}
 
 function loginRefused(reason: LoginRefusalReason): AuthFailure {
   return new AuthFailure('basic', reason, REFUSAL_MESSAGES[reason]);

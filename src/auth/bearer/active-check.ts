@@ -1,5 +1,8 @@
 import type { Logger } from 'pino';
+import { REALM_GONE } from '../../keycloak/introspection.ts';
+import { REALM_GONE_MESSAGE } from '../../keycloak/realm-gone.ts';
 import type { TokenClient } from '../../keycloak/token-client.ts';
+import { createGoneRealms, type GoneRealms } from '../gone-realms.ts';
 import type { AuthMetrics } from '../auth-metrics.ts';
 import { AuthFailure } from '../auth-failure.ts';
 import type { Principal } from '../../tenancy/principal.ts';
@@ -34,7 +37,9 @@ const MAX_CHECKS_AT_ONCE = 8;
  * on, its session revoked on every replica. Keycloak slower than `waitMs` (counted `late`) or
  * unreachable (counted `failed`): the request is served on the local verification, as a
  * Keycloak outage must not become an API outage; a late answer still applies when it comes.
- * Concurrent requests of one due token share its one check.
+ * Concurrent requests of one due token share its one check. A token whose realm Keycloak says
+ * it no longer has (deleted there while its key set is still held) is refused as the other
+ * paths refuse it (realm_gone), and `gone` tells them: the realm's other tokens follow at once.
  */
 export function createActiveCheck(options: {
   tokens: TokenClient;
@@ -44,6 +49,8 @@ export function createActiveCheck(options: {
   waitMs: number;
   basicCacheSeconds: number;
   metrics: Pick<AuthMetrics, 'recheck'>;
+  /** Realms Keycloak said it does not have, shared with the other paths that ask it. */
+  gone?: GoneRealms;
   logger: Logger;
   clock?: Clock;
 }): ActiveCheck {
@@ -52,11 +59,14 @@ export function createActiveCheck(options: {
   }
   const intervalMs = options.intervalSeconds * 1000;
   const { clock = systemClock } = options;
+  const gone = options.gone ?? createGoneRealms(clock);
   // The verifier hands out one principal object per cached token, so the object itself keys
   // these: no hash of the token, and entries vanish with the verifier's cache.
   const checkedUntil = new WeakMap<Principal, number>();
   const running = new WeakMap<Principal, Promise<boolean>>();
   const inactive = new WeakSet<Principal>();
+  // Of those, the tokens whose realm was gone: refused naming it.
+  const ofRealmGone = new WeakSet<Principal>();
   let runningCount = 0;
   let second = 0;
   let startedThisSecond = 0;
@@ -74,7 +84,21 @@ export function createActiveCheck(options: {
   /** Asks Keycloak; true when the token may be served. */
   async function check(token: string, principal: Principal): Promise<boolean> {
     try {
-      if (await options.tokens.isActive(principal.realm, token)) {
+      const answer = await options.tokens.isActive(principal.realm, token);
+      if (answer === REALM_GONE) {
+        // No session of the realm is left to revoke: the realm's memory refuses its tokens.
+        options.metrics.recheck('inactive');
+        inactive.add(principal);
+        ofRealmGone.add(principal);
+        if (gone.sawGone(principal.realm)) {
+          options.logger.warn(
+            { realm: principal.realm },
+            'Keycloak has no such realm: its tokens are refused',
+          );
+        }
+        return false;
+      }
+      if (answer) {
         options.metrics.recheck('active');
         return true;
       }
@@ -133,11 +157,14 @@ export function createActiveCheck(options: {
     }
   }
 
-  const refused = () => new AuthFailure('bearer', 'revoked', 'Token is no longer active.');
+  const refused = (principal: Principal) =>
+    ofRealmGone.has(principal)
+      ? new AuthFailure('bearer', 'realm_gone', REALM_GONE_MESSAGE)
+      : new AuthFailure('bearer', 'revoked', 'Token is no longer active.');
 
   return {
     ensureActive(token, principal) {
-      if (inactive.has(principal)) throw refused();
+      if (inactive.has(principal)) throw refused(principal);
       let answer = running.get(principal);
       if (answer === undefined) {
         if ((checkedUntil.get(principal) ?? 0) > clock.now()) return undefined;
@@ -145,7 +172,7 @@ export function createActiveCheck(options: {
         if (answer === undefined) return undefined;
       }
       return within(answer).then((active) => {
-        if (!active) throw refused();
+        if (!active) throw refused(principal);
       });
     },
   };

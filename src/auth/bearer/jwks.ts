@@ -5,8 +5,8 @@ import type { KeycloakCalls } from '../../keycloak/keycloak-calls.ts';
 import { failureOf } from '../../keycloak/keycloak-failures.ts';
 import { createLocalKeySetMemory, type KeySetMemory } from './key-set-memory.ts';
 import { refreshDelayMs, UNKNOWN_KID_GAP_MS } from './key-set-schedule.ts';
-import { TtlLru } from '../../cache/ttl-lru.ts';
 import { isRealmGone } from '../../keycloak/realm-gone.ts';
+import { createGoneRealms, type GoneRealms } from '../gone-realms.ts';
 import { readKeySet, tryReadKeySet } from './read-key-set.ts';
 import { systemClock, type Clock } from '../../time/clock.ts';
 
@@ -33,9 +33,6 @@ interface RealmKeys {
 
 /** A realm whose tokens nobody showed for this long is forgotten (its next token fetches it). */
 const IDLE_MS = 10 * 60_000;
-
-/** How many realms Keycloak said it does not have are remembered (see `gone`). */
-const MAX_GONE_REALMS = 10_000;
 
 /** What the fetch of a realm Keycloak does not have reads. */
 const REALM_GONE = Symbol('realm gone');
@@ -71,10 +68,10 @@ export class RealmGone extends joseErrors.JWKSNoMatchingKey {}
  *   (master, or an organization that exists), asked with the client's address: tokens naming
  *   made-up realms (a logout token's `iss`, a revoked token through `/auth`) cost Keycloak
  *   nothing, and the directory's lookups only within the client's share;
- * - a realm Keycloak says it does not have (deleted) is dropped, its schedule with it, and
- *   logged once: its tokens are refused, and none of them fetches again within
- *   `UNKNOWN_KID_GAP_MS` of that answer; after that, its next token starts over (a realm
- *   created again under the name works).
+ * - a realm Keycloak says it does not have (deleted), here or on another path (a Basic login,
+ *   a re-check: `gone`), is dropped, its schedule with it, and logged once: its tokens are
+ *   refused without a fetch while `gone` remembers it (REALM_GONE_MEMORY_MS); after that, its
+ *   next token starts over (a realm created again under the name works).
  */
 export function createJwksRegistry(options: {
   calls: Pick<KeycloakCalls, 'exchange'>;
@@ -82,6 +79,8 @@ export function createJwksRegistry(options: {
   /** Whether the gateway serves `realm` (asked for a realm not held); every realm if absent. */
   serves?: (realm: string, client: string | undefined) => boolean | Promise<boolean>;
   memory?: KeySetMemory;
+  /** Realms Keycloak said it does not have, shared with the other paths that ask it. */
+  gone?: GoneRealms;
   logger?: Logger;
   clock?: Clock;
   random?: () => number;
@@ -91,9 +90,12 @@ export function createJwksRegistry(options: {
   const now = () => clock.now();
   const random = options.random ?? Math.random;
   const realms = new Map<string, RealmKeys>();
-  // Realms Keycloak said it does not have: when it last said so. Kept while their tokens keep
-  // coming, so that the drop is logged once, not once a second.
-  const gone = new TtlLru<number>(MAX_GONE_REALMS, clock);
+  const gone = options.gone ?? createGoneRealms(clock);
+  // Whichever path heard it, no key of a realm gone verifies a token any more.
+  gone.onGone((realm) => {
+    const state = realms.get(realm);
+    if (state) drop(realm, state);
+  });
   let closed = false;
   memory.onSiblingFetch?.((realm, body, startedAt) => adoptSiblings(realm, body, startedAt));
 
@@ -187,13 +189,19 @@ export function createJwksRegistry(options: {
       );
       if (set === REALM_GONE) {
         drop(realm, state);
+        if (gone.sawGone(realm)) {
+          logger?.warn(
+            { realm },
+            'Keycloak has no such realm: its key set is dropped, its tokens refused',
+          );
+        }
         return;
       }
       ({ select: state.select, kids: state.kids } = set);
       state.heldFrom = state.startedAt;
       memory.remember(realm, set.body, state.startedAt);
       state.failure = undefined;
-      gone.delete(realm);
+      gone.sawServed(realm);
     } catch (err) {
       // The client layer rejects with its AppError (503/504/502).
       state.failure = err instanceof Error ? err : new Error(String(err));
@@ -216,13 +224,6 @@ export function createJwksRegistry(options: {
     state.failure = undefined;
     clearTimeout(state.timer);
     if (realms.get(realm) === state) realms.delete(realm);
-    if (gone.get(realm) === undefined) {
-      logger?.warn(
-        { realm },
-        'Keycloak has no such realm: its key set is dropped, its tokens refused',
-      );
-    }
-    gone.set(realm, now(), now() + IDLE_MS);
   }
 
   /** Which key verifies a token: the set's, once a fetch that started after it arrived is over. */
@@ -235,13 +236,11 @@ export function createJwksRegistry(options: {
     if (options.serves && !realms.has(realm) && !(await options.serves(realm, client))) {
       throw new RealmNotServed();
     }
-    const fresh = !realms.has(realm);
+    // Keycloak said lately that the realm does not exist: refused without asking it again, however
+    // many tokens come; once the memory has passed, the next token fetches (a realm created
+    // again under the name verifies it).
+    if (!realms.has(realm) && gone.isGone(realm)) throw new RealmGone();
     const state = stateOf(realm);
-    // Keycloak said the realm does not exist: its next fetch waits out the gap after that
-    // answer, as for an unknown kid (one fetch a second however many tokens come), and a realm
-    // created again under the name verifies its first token then.
-    const goneAt = gone.get(realm);
-    if (fresh && goneAt !== undefined) state.startedAt = goneAt;
     state.used = true;
     const kid = args[0].kid;
     if (typeof kid !== 'string') throw new joseErrors.JWKSNoMatchingKey();
@@ -251,7 +250,7 @@ export function createJwksRegistry(options: {
     }
     if (!state.select) {
       if (state.failure) throw state.failure;
-      throw gone.get(realm) === undefined ? new joseErrors.JWKSNoMatchingKey() : new RealmGone();
+      throw gone.isGone(realm) ? new RealmGone() : new joseErrors.JWKSNoMatchingKey();
     }
     return state.select(...args);
   }
@@ -295,7 +294,6 @@ export function createJwksRegistry(options: {
       closed = true;
       for (const state of realms.values()) clearTimeout(state.timer);
       realms.clear();
-      gone.clear();
     },
   };
 }

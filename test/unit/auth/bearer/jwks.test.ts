@@ -2,6 +2,7 @@ import { exportJWK, generateKeyPair, jwtVerify, SignJWT, type CryptoKey, type JW
 import type { Logger } from 'pino';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createJwksRegistry, type JwksRegistry } from '../../../../src/auth/bearer/jwks.ts';
+import { REALM_GONE_MEMORY_MS } from '../../../../src/auth/gone-realms.ts';
 import { createLocalKeySetMemory } from '../../../../src/auth/bearer/key-set-memory.ts';
 import {
   refreshDelayMs,
@@ -345,17 +346,17 @@ describe('the key-set registry (KEY_SET_REFRESH_SECONDS=30)', () => {
     // No schedule any more: nothing fetched for as long as no token comes.
     await vi.advanceTimersByTimeAsync(5 * 60_000);
     expect(certs.asked).toEqual([0, 30_000]);
-    // Tokens that keep coming cost one fetch a second at most, and are refused as of a realm gone.
+    // Tokens that keep coming cost one fetch per remembered span, and are refused as of a realm
+    // gone: at once while Keycloak's answer is remembered, without a fetch.
     const tokens = await Promise.all([1, 2, 3].map(() => tokenOf(a)));
     const outcomes = await Promise.all(tokens.map((token) => verifyNow(jwks, token)));
     expect(outcomes).toEqual(['RealmGone', 'RealmGone', 'RealmGone']);
     expect(certs.asked.length).toBe(3);
-    // Right after that answer, a token waits out the gap: no fetch before it is over.
-    const waiting = verifyNow(jwks, await tokenOf(a));
-    await vi.advanceTimersByTimeAsync(UNKNOWN_KID_GAP_MS - 1);
+    await vi.advanceTimersByTimeAsync(REALM_GONE_MEMORY_MS - 1);
+    expect(await verifyNow(jwks, await tokenOf(a))).toBe('RealmGone');
     expect(certs.asked.length).toBe(3);
     await vi.advanceTimersByTimeAsync(1);
-    expect(await waiting).toBe('RealmGone');
+    expect(await verifyNow(jwks, await tokenOf(a))).toBe('RealmGone');
     expect(certs.asked.length).toBe(4);
     expect(warn).toHaveBeenCalledTimes(1);
     expect(warn.mock.calls[0]![0]).toEqual({ realm: REALM });
@@ -368,7 +369,7 @@ describe('the key-set registry (KEY_SET_REFRESH_SECONDS=30)', () => {
     expect(await verifyWith(jwks, await tokenOf(a))).toBe('RealmGone');
     certs.notFound = undefined;
     certs.published = [b];
-    await vi.advanceTimersByTimeAsync(UNKNOWN_KID_GAP_MS);
+    await vi.advanceTimersByTimeAsync(REALM_GONE_MEMORY_MS);
     expect(await verifyWith(jwks, await tokenOf(b))).toBe('ok');
     // Scheduled again, as any realm in use.
     const fetches = certs.asked.length;
