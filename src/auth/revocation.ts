@@ -63,6 +63,13 @@ const revocationMessage = z.object({
    * group's members, who lose its roles at once, in one message rather than one each.
    */
   userIds: z.array(z.string()).optional(),
+  /**
+   * When set, the message refuses nothing: the realm's tokens issued before `at` may live this
+   * long (its lifetime before an administrator shortened it), and every refusal of them lasts as
+   * long while one may be alive (as a lifetime served, `noteServedLifetime`). `ttlSeconds` says
+   * the same, so the message is stored as long.
+   */
+  formerLifetimeSeconds: seconds.optional(),
   /** The replica that made it (absent from older replicas): it ignores its own message. */
   from: z.string().optional(),
 });
@@ -107,6 +114,13 @@ export interface RevocationList {
    * shortened it since) stays refused until its own expiry. O(1), in memory.
    */
   noteServedLifetime(realm: string, seconds: number, untilMs: number): void;
+  /**
+   * Tells every replica, and those started later while it matters, that the realm's tokens issued
+   * until now may live `seconds` (the clock leeway included): read before an administrator
+   * changes the realm's lifetimes, so that a refusal made after a shortening still lasts as long
+   * as a token issued before it, served yet or not.
+   */
+  rememberFormerLifetime(realm: string, seconds: number): Promise<void>;
   /**
    * Refuses the sessions here at once and tells every other replica. `at` (epoch ms, never
    * later than now) is the moment before which tokens are refused: now unless given (a realm's
@@ -284,6 +298,11 @@ export async function createRevocationList(options: {
   }
 
   function apply(revocation: RevocationMessage, source: RevocationSource): void {
+    const former = revocation.formerLifetimeSeconds;
+    if (former !== undefined) {
+      local.noteServedLifetime(revocation.realm, former, revocation.at + former * 1000);
+      return;
+    }
     options.metrics.revocationApplied(source);
     // A peer may have served longer-lived tokens of the realm than the replica that revoked.
     const message = outlivingServedTokens(revocation);
@@ -360,10 +379,12 @@ export async function createRevocationList(options: {
     },
   };
   if (!options.bus) {
+    const revoke: RevocationList['revoke'] = (revocation) =>
+      Promise.resolve(apply({ ...revocation, at: momentOf(revocation.at, clock) }, 'local'));
     return {
       ...local,
-      revoke: (revocation) =>
-        Promise.resolve(apply({ ...revocation, at: momentOf(revocation.at, clock) }, 'local')),
+      revoke,
+      rememberFormerLifetime: (realm, s) => revoke(formerLifetime(realm, s)),
     };
   }
   const bus: ReplicaBus = options.bus;
@@ -451,25 +472,27 @@ export async function createRevocationList(options: {
     }
   }
 
+  const revoke: RevocationList['revoke'] = async (revocation) => {
+    const at = momentOf(revocation.at, clock);
+    // Shared (and stored) as long as this replica's served tokens need.
+    const message = outlivingServedTokens({ ...revocation, at, from: bus.replicaId });
+    apply(message, 'local');
+    try {
+      await share(message);
+    } catch (err) {
+      options.logger.error(
+        { err },
+        'revocation applies to this replica only until Redis is back: Redis failed',
+      );
+      unshared.add(message);
+      // Redis may have come back while this attempt timed out.
+      if (bus.isReady()) await shareUnshared();
+    }
+  };
   return {
     ...local,
-    async revoke(revocation) {
-      const at = momentOf(revocation.at, clock);
-      // Shared (and stored) as long as this replica's served tokens need.
-      const message = outlivingServedTokens({ ...revocation, at, from: bus.replicaId });
-      apply(message, 'local');
-      try {
-        await share(message);
-      } catch (err) {
-        options.logger.error(
-          { err },
-          'revocation applies to this replica only until Redis is back: Redis failed',
-        );
-        unshared.add(message);
-        // Redis may have come back while this attempt timed out.
-        if (bus.isReady()) await shareUnshared();
-      }
-    },
+    revoke,
+    rememberFormerLifetime: (realm, seconds) => revoke(formerLifetime(realm, seconds)),
   };
 }
 
@@ -503,6 +526,18 @@ function refuse(
   refusals.set(key, kept, kept.until);
 }
 
+/** The message that makes every replica remember a realm's former lifetime: it refuses nothing. */
+function formerLifetime(realm: string, seconds: number): Omit<RevocationMessage, 'at'> {
+  return {
+    realm,
+    userId: '',
+    sessionIds: [],
+    ttlSeconds: seconds,
+    userTtlSeconds: 0,
+    formerLifetimeSeconds: seconds,
+  };
+}
+
 /** The moment a revocation starts from: the one given, if not in the future, else now. */
 function momentOf(at: number | undefined, clock: Clock): number {
   const now = clock.now();
@@ -516,6 +551,7 @@ function momentOf(at: number | undefined, clock: Clock): number {
  */
 function storedIdOf(message: RevocationMessage): string {
   const id = `${message.realm}:${message.userId}:${message.at}`;
+  if (message.formerLifetimeSeconds !== undefined) return `${id}:lifetime`;
   if (message.userIds) {
     const digest = createHash('sha256').update(message.userIds.join('\n')).digest('base64url');
     return `${id}:users:${digest}`;

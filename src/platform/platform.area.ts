@@ -26,7 +26,11 @@ import { createOrganizationsRepo, type OrganizationsRepo } from './organizations
 import { createProvisioningService, type ProvisioningService } from './provisioning.service.ts';
 import { createRefreshTokensService, type RefreshTokensService } from './refresh-tokens.service.ts';
 import { createSigningKeysService, type SigningKeysService } from './signing-keys.service.ts';
-import { createRealmTokenRefusal, createRoleTokenRefusal } from './token-refusal.ts';
+import {
+  createFormerLifetimeKeeping,
+  createRealmTokenRefusal,
+  createRoleTokenRefusal,
+} from './token-refusal.ts';
 import { createUsersService, type UsersService } from './users.service.ts';
 import { createWorkspacesRepo, type WorkspacesRepo } from './workspaces.repo.ts';
 
@@ -141,6 +145,7 @@ export function buildPlatform(
       organizationBegins,
       newRealmSettings,
       announce: (change) => tenants.events.announce(change),
+      keepFormerLifetime: createFormerLifetimeKeeping({ revocations, ...tokenBounds }),
     }),
     users: createUsersService({
       adminSession,

@@ -20,6 +20,8 @@ import {
   type TokenLifetimesPatch,
 } from './realm-admin/token-lifetimes.ts';
 import type { OrganizationEvents } from './organization-events.ts';
+import { longestAccessTokenSeconds } from './realm-admin/users.ts';
+import type { KeepFormerLifetime } from './token-refusal.ts';
 import { createOrganizationsRepo } from './organizations.repo.ts';
 import type { Organization, Workspace } from './organizations.schemas.ts';
 import { createPlatformRecords } from './platform-records.ts';
@@ -91,6 +93,11 @@ export function createProvisioningService(deps: {
    * that looked the id up before and found it absent would otherwise answer 404 a while longer.
    */
   announce: OrganizationEvents['announce'];
+  /**
+   * Told the realm's longest access-token lifetime as it was before a change of its lifetimes
+   * (token-refusal.ts): a refusal made after a shortening lasts as long as a token issued before.
+   */
+  keepFormerLifetime?: KeepFormerLifetime;
 }): ProvisioningService {
   const { adminSession } = deps;
   const organizations = createOrganizationsRepo(deps.db);
@@ -192,7 +199,15 @@ export function createProvisioningService(deps: {
         throw badRequest(`${issue?.path.join('.') || 'body'}: ${issue?.message ?? 'invalid'}`);
       }
       await requireRealm(realm);
-      return adminSession.run((admin) => setTokenLifetimes(admin, realm, parsed.data));
+      return adminSession.run(async (admin) => {
+        const former = await longestAccessTokenSeconds(admin, realm);
+        try {
+          return await setTokenLifetimes(admin, realm, parsed.data);
+        } finally {
+          // Even after a change that failed halfway: part of it may be in effect.
+          await deps.keepFormerLifetime?.(realm, former);
+        }
+      });
     },
 
     protectRealmsFromBruteForce() {

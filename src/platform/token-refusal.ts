@@ -83,3 +83,19 @@ export function createRealmTokenRefusal(deps: {
       },
     );
 }
+
+/**
+ * Remembers, on every replica, that the realm's access tokens issued until now may live
+ * `accessTokenSeconds` (the realm's longest, read before an administrator changes its
+ * lifetimes): a refusal made after the lifetime was shortened still lasts as long as a token
+ * issued before, whether a replica served one or not.
+ */
+export type KeepFormerLifetime = (realm: string, accessTokenSeconds: number) => Promise<void>;
+
+export function createFormerLifetimeKeeping(deps: {
+  revocations: Pick<RevocationList, 'rememberFormerLifetime'>;
+  leewaySeconds: number;
+}): KeepFormerLifetime {
+  return (realm, accessTokenSeconds) =>
+    deps.revocations.rememberFormerLifetime(realm, accessTokenSeconds + deps.leewaySeconds);
+}

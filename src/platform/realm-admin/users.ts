@@ -171,8 +171,12 @@ export async function endSessions(
 }
 
 /**
- * The longest an access token of the realm can live, in seconds: the realm's lifespan or a
- * client's own `access.token.lifespan` (organization API clients: a day), whichever is longer.
+ * The longest an access token of the realm can live, in seconds: the realm's lifespan, a
+ * client's own `access.token.lifespan` (organization API clients: a day), or the realm's lifespan
+ * for the implicit flow, whichever is longest. Keycloak gives a token of the implicit flow the
+ * realm's implicit-flow lifespan whatever the client's own (default 900 s, beyond the realm's
+ * 300 s); it is counted whether or not a client allows that flow today, since one may have
+ * until a moment ago (a refusal kept too long refuses nothing that should be served).
  */
 export async function longestAccessTokenSeconds(
   admin: KeycloakAdmin,
@@ -183,7 +187,11 @@ export async function longestAccessTokenSeconds(
     allClients(admin, realm),
   ]);
   const lifespans = clients.map((c) => Number(c.attributes?.['access.token.lifespan'] ?? 0) || 0);
-  return Math.max(settings?.accessTokenLifespan ?? 300, ...lifespans);
+  return Math.max(
+    settings?.accessTokenLifespan ?? 300,
+    settings?.accessTokenLifespanForImplicitFlow ?? 900,
+    ...lifespans,
+  );
 }
 
 /** Every client of the realm, page by page (master holds one `<realm>-realm` per realm). */
