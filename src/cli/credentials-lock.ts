@@ -1,4 +1,5 @@
-import { unlinkSync, type Stats } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { readFileSync, unlinkSync, type Stats } from 'node:fs';
 import { lstat, mkdir, open, readFile, unlink, utimes } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname } from 'node:path';
@@ -38,21 +39,26 @@ export async function takeLock(
       }, STALE_LOCK_MS / 3);
       // A command that is done does not wait for the next touch.
       touching.unref();
-      const stopRemoving = removeWhenStopped(lockPath, touching);
-      const release = () => {
+      const owner = randomUUID();
+      const stopRemoving = removeWhenStopped(lockPath, owner, touching);
+      const stopHolding = () => {
         stopRemoving();
         clearInterval(touching);
-        return unlink(lockPath).catch(() => {});
       };
       try {
-        await handle.writeFile(`${JSON.stringify({ pid: process.pid, purpose })}\n`, 'utf8');
+        await handle.writeFile(`${JSON.stringify({ pid: process.pid, purpose, owner })}\n`, 'utf8');
       } catch (error) {
-        await release();
+        // Created a moment ago, far from stale: nobody can have taken it over yet.
+        stopHolding();
+        await unlink(lockPath).catch(() => {});
         throw error;
       } finally {
         await handle.close();
       }
-      return release;
+      return async () => {
+        stopHolding();
+        await removeIfOurs(lockPath, owner);
+      };
     } catch (error) {
       if ((error as { code?: unknown }).code !== 'EEXIST') throw error;
     }
@@ -71,7 +77,7 @@ const STOPPING_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
  * for 30 s, and every realmgate of the host would give up waiting for it (exit 6) meanwhile,
  * naming a process that no longer runs. Returns what stops the watch, at release.
  */
-function removeWhenStopped(lockPath: string, touching: NodeJS.Timeout): () => void {
+function removeWhenStopped(lockPath: string, owner: string, touching: NodeJS.Timeout): () => void {
   const stop = () => {
     for (const signal of STOPPING_SIGNALS) process.off(signal, onSignal);
   };
@@ -79,7 +85,7 @@ function removeWhenStopped(lockPath: string, touching: NodeJS.Timeout): () => vo
     stop();
     clearInterval(touching);
     try {
-      unlinkSync(lockPath);
+      if (ownerOf(readFileSync(lockPath, 'utf8')) === owner) unlinkSync(lockPath);
     } catch {
       // Gone already; nothing else can be done on the way out.
     }
@@ -88,6 +94,37 @@ function removeWhenStopped(lockPath: string, touching: NodeJS.Timeout): () => vo
   };
   for (const signal of STOPPING_SIGNALS) process.on(signal, onSignal);
   return stop;
+}
+
+/**
+ * Removes the lock only while it is still the one this holder made (`owner` written in it): a
+ * holder paused past the stale time may have had it taken over, and removing the new holder's
+ * lock by name would let a third process write the credentials file beside that one. The
+ * owner is a random token, not the inode or the pid: a removed lock's inode is often given
+ * straight to the next file made, and pids repeat across containers sharing a home directory.
+ *
+ * The lock is touched first, so a waiter about to take it over as stale finds it changed at
+ * its recheck and backs off; what is left is a takeover that completes entirely between the
+ * read and the unlink below, which no unlink by name can rule out.
+ */
+async function removeIfOurs(lockPath: string, owner: string): Promise<void> {
+  try {
+    const now = new Date();
+    await utimes(lockPath, now, now);
+    if (ownerOf(await readFile(lockPath, 'utf8')) === owner) await unlink(lockPath);
+  } catch {
+    // Gone already, or not a file we can read: not ours to remove.
+  }
+}
+
+/** The owner token a lock file holds; undefined for one of an older realmgate, or garbled. */
+function ownerOf(text: string): string | undefined {
+  try {
+    const owner = (JSON.parse(text) as { owner?: unknown }).owner;
+    return typeof owner === 'string' ? owner : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

@@ -67,6 +67,12 @@ export async function login(
   command: LoginCommand,
   { env, io, timeoutMs }: RunContext,
 ): Promise<unknown> {
+  // Usage errors come before any request: with the gateway down, a script must still see
+  // exit 2 (how it called realmgate), not exit 3 (the gateway).
+  refuseUnreadablePassword(command.passwordFrom, io);
+  if (command.keyFile !== undefined && !command.dpop) {
+    throw usageError('--key-file keeps a DPoP key: not with --no-dpop', 'login');
+  }
   const baseUrl = readBaseUrl(env.REALMGATE_URL);
   const path = requireCredentialsPath(env);
   // A broken or open credentials file, or a directory it cannot be written in (taking the
@@ -74,9 +80,6 @@ export async function login(
   // would leave an offline session nothing holds.
   await updateLogins(path, () => undefined);
   const { realm, username } = command;
-  if (command.keyFile !== undefined && !command.dpop) {
-    throw usageError('--key-file keeps a DPoP key: not with --no-dpop', 'login');
-  }
   const keyFile = command.dpop ? keyFilePathOf(command.keyFile, env) : undefined;
   const dpopKey = command.dpop ? await keyIfOffered(baseUrl, realm, timeoutMs, keyFile) : undefined;
   const secrets = {
@@ -166,19 +169,33 @@ async function keyIfOffered(
   return keyFile === undefined ? generateDpopKey() : keyOfFile(keyFile);
 }
 
+/**
+ * Refuses a password source that cannot work with this stdin: a prompt needs a terminal, and
+ * `--password-stdin` at a terminal would echo the password as it is typed.
+ */
+function refuseUnreadablePassword(source: PasswordSource, io: CliIo): void {
+  if (source === 'stdin' && io.stdin.isTTY) {
+    throw usageError(
+      '--password-stdin reads a pipe or a file, but stdin is a terminal; ' +
+        'leave --password-stdin out to type the password without echo',
+      'login',
+    );
+  }
+  if (source === 'prompt' && !io.stdin.isTTY) {
+    throw usageError(
+      'no terminal to ask for the password: pipe it in with --password-stdin, ' +
+        `e.g. printf '%s\\n' "$PASSWORD" | realmgate login <realm> <username> --password-stdin`,
+      'login',
+    );
+  }
+}
+
 /** The password (prompt or first line of stdin) and the one-time password, if given up front. */
 async function readSecrets(
   command: LoginCommand,
   io: CliIo,
 ): Promise<{ password: string; totp?: string }> {
   if (command.passwordFrom === 'stdin') {
-    if (io.stdin.isTTY) {
-      throw usageError(
-        '--password-stdin reads a pipe or a file, but stdin is a terminal; ' +
-          'leave --password-stdin out to type the password without echo',
-        'login',
-      );
-    }
     const [password, totp, ...more] = await readPipedLines(io.stdin, 'login');
     if (more.length > 0 || totp === '') {
       throw usageError(
@@ -192,13 +209,6 @@ async function readSecrets(
       throw usageError('--otp with --password-stdin: the one-time password is missing', 'login');
     }
     return { password: password!, totp };
-  }
-  if (!io.stdin.isTTY) {
-    throw usageError(
-      'no terminal to ask for the password: pipe it in with --password-stdin, ' +
-        `e.g. printf '%s\\n' "$PASSWORD" | realmgate login <realm> <username> --password-stdin`,
-      'login',
-    );
   }
   const who = `${command.username} (realm ${command.realm})`;
   const [password] = await promptHidden(io, [`Password for ${who}: `], 'login');

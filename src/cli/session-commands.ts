@@ -84,8 +84,13 @@ export const SESSION_COMMANDS: readonly CommandEntry[] = [
     /** `id` undefined: `--all`. */
     parse: (args) => {
       const id = args.optional();
-      if (id !== undefined && !SESSION_ID.test(id))
-        throw usageError(`invalid token id or name '${id}'`);
+      // The word is not echoed, as no other refused word is: it could be a misplaced password.
+      if (id !== undefined && !SESSION_ID.test(id)) {
+        throw usageError(
+          'invalid token id or name: letters, digits and . _ ~ - (at most 128), ' +
+            'as tokens list shows it',
+        );
+      }
       return { select: readSelector(args), id };
     },
     run: async ({ select, id }, context) => ({ json: await revokeTokens(select, id, context) }),
@@ -105,7 +110,8 @@ export const SESSION_COMMANDS: readonly CommandEntry[] = [
 const METHOD = /^[A-Za-z]{1,20}$/;
 
 function readMethod(method: string): string {
-  if (!METHOD.test(method)) throw usageError(`invalid method '${method}'`);
+  // The word is not echoed, as no other refused word is: it could be a misplaced password.
+  if (!METHOD.test(method)) throw usageError('invalid method: letters only, like GET or POST');
   return method.toUpperCase();
 }
 

@@ -102,6 +102,24 @@ describe('takeLock', () => {
     await releaseA();
   });
 
+  it('leaves the lock of the process that took its stale lock over when the paused holder releases', async () => {
+    const lockPath = join(dir, 'credentials.json.lock');
+    const releasePaused = await takeLock(lockPath, 0, 'the paused');
+    // The holder pauses past the stale time (a stopped process, a suspended laptop): its lock
+    // is not touched for a minute, and another process takes it over.
+    const longAgo = new Date(Date.now() - 60_000);
+    await utimes(lockPath, longAgo, longAgo);
+    const releaseSecond = await takeLock(lockPath, 1_000, 'the second');
+    expect(JSON.parse(await readFile(lockPath, 'utf8'))).toMatchObject({ purpose: 'the second' });
+    // The paused holder resumes and releases what it believes is its lock.
+    await releasePaused();
+    expect(JSON.parse(await readFile(lockPath, 'utf8'))).toMatchObject({ purpose: 'the second' });
+    // A third process still waits for the second, instead of writing beside it.
+    await expect(takeLock(lockPath, 0, 'the third')).rejects.toMatchObject({ kind: 'busy' });
+    await releaseSecond();
+    await expect(readFile(lockPath, 'utf8')).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
   it('lets only one of two waiters that both judged a crashed takeover stale take the lock over', async () => {
     const lockPath = join(dir, 'credentials.json.lock');
     await writeFile(lockPath, '');

@@ -13,7 +13,7 @@ import { formatHelp } from '../../../src/cli/help.ts';
 import type { CliIo } from '../../../src/cli/io.ts';
 import { runCli } from '../../../src/cli/main.ts';
 import { capturingIo, piped } from '../../helpers/cli-io.ts';
-import { closeServers, listenLocally } from '../../helpers/local-server.ts';
+import { closeServers, listenLocally, refusingBaseUrl } from '../../helpers/local-server.ts';
 
 /** A stand-in gateway: the token endpoint answers with whatever `grant` decides. */
 const PASSWORD = 'pä:ss wörd';
@@ -183,6 +183,21 @@ describe('realmgate login at a terminal', () => {
   });
 });
 
+describe('realmgate login without a way to read the password', () => {
+  it.each([
+    [[], piped(`${PASSWORD}\n`), 'no terminal to ask for the password'],
+    [['--password-stdin'], new FakeTerminal(), '--password-stdin reads a pipe or a file'],
+  ])('refuses %j with exit 2 before asking the gateway anything', async (options, stdin, said) => {
+    // A gateway that is down: any request would end the command with exit 3.
+    const { io, output } = capturingIo(stdin);
+    const env = { REALMGATE_URL: await refusingBaseUrl(), REALMGATE_CONFIG_DIR: configDir };
+    const status = await runCli(['login', 'acme', 'alice', ...options], env, io);
+    expect(status).toBe(2);
+    expect(output.stderr).toContain(said);
+    expect(output.stderr).not.toContain('cannot reach the gateway');
+  });
+});
+
 describe('realmgate login: what the gateway answered besides tokens', () => {
   const login = () =>
     run(['login', 'acme', 'alice', '--password-stdin'], Readable.from([PASSWORD]));
@@ -335,7 +350,7 @@ describe('parsing the API client commands', () => {
     expect(() => parseCommandLine(['tokens', 'revoke'])).toThrow('either an <id|name> or --all');
     expect(() => parseCommandLine(['tokens', 'revoke', 'x', '--all'])).toThrow('either');
     expect(() => parseCommandLine(['tokens', 'revoke', 'a/b'])).toThrow(
-      "invalid token id or name 'a/b'",
+      'invalid token id or name: letters, digits and . _ ~ - (at most 128), as tokens list shows it',
     );
     expect(() => parseCommandLine(['login', 'acme'])).toThrow('missing <username>');
     expect(() => parseCommandLine(['login', 'acme', 'a', '--password', 'x'])).toThrow(
@@ -345,6 +360,25 @@ describe('parsing the API client commands', () => {
     const help = formatHelp();
     for (const command of ['login <realm>', 'token ', 'tokens list', 'tokens revoke', 'logout ']) {
       expect(help).toContain(`realmgate ${command}`);
+    }
+  });
+});
+
+describe('usage errors of the token commands', () => {
+  it('do not echo a refused word, which could be a misplaced password', () => {
+    const misplaced = 'S3cret!pass';
+    for (const argv of [
+      ['tokens', 'revoke', misplaced],
+      ['proof', misplaced, 'https://gateway.example/api/x'],
+    ]) {
+      let refused: unknown;
+      try {
+        parseCommandLine(argv);
+      } catch (error) {
+        refused = error;
+      }
+      expect(refused).toMatchObject({ kind: 'usage', exitCode: 2 });
+      expect((refused as Error).message).not.toContain(misplaced);
     }
   });
 });
@@ -403,7 +437,9 @@ describe('realmgate proof', () => {
     const bearer = await run(['proof', 'GET', url], piped(''));
     expect(bearer.status).toBe(2);
     expect(bearer.stderr).toContain('has bearer tokens (no key)');
-    expect((await run(['proof', 'G T', url], piped(''))).stderr).toContain("invalid method 'G T'");
+    expect((await run(['proof', 'G T', url], piped(''))).stderr).toContain(
+      'invalid method: letters only, like GET or POST',
+    );
     expect((await run(['proof', 'GET', '/api/x'], piped(''))).stderr).toContain(
       'absolute http:// or https:// URL',
     );
