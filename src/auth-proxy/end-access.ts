@@ -10,6 +10,7 @@ import type { Ending, RoleRef } from './access-endings.ts';
 import { beforeAnswer } from './auth-proxy.ts';
 import type { AnswerBody } from './hooked-answer.ts';
 import { formFieldsOf } from './form-body-guard.ts';
+import { utf8JsonTextOf } from './utf8-body.ts';
 import { refreshTokenSession } from './refresh-token-claims.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 import type { AccessRevocations } from './access-revocations.ts';
@@ -19,6 +20,12 @@ import type { AccessRevocations } from './access-revocations.ts';
  * attributes or localized texts, never this much (larger ones get 413).
  */
 const MAX_JSON_BYTES = 8 * 1024 * 1024;
+
+/** How a JSON body Keycloak would read in another encoding than UTF-8 is refused. */
+export const JSON_NOT_UTF8 = {
+  error: 'invalid_request',
+  error_description: 'JSON body must be UTF-8.',
+} as const;
 
 export interface EndAccessDeps {
   revocations: RevocationList;
@@ -248,21 +255,39 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
     const encoding = req.headers['content-encoding'];
     const readable = encoding === undefined || encoding.toLowerCase() === 'identity';
     if (rule.readsJson && readable) {
-      readJson(req, res, (err?: unknown) => (err ? next(err) : go()));
+      readJson(req, res, (err?: unknown) => {
+        if (err) next(err);
+        // Keycloak would do what the gateway reads as nothing (or as something else).
+        else if (!keepJson(req)) res.status(400).json(JSON_NOT_UTF8);
+        else go();
+      });
     } else go();
   };
 }
 
-/** The JSON body `readJson` read, parsed (its bytes kept for the proxy); undefined if none. */
-function jsonOf(req: IncomingMessage): unknown {
+/**
+ * Keeps the JSON body `readJson` read: its bytes for the proxy, parsed for the ending rule
+ * (undefined when it is no JSON: Keycloak refuses it, nothing ends). False when Keycloak would
+ * read it in another encoding than UTF-8 (utf8-body.ts).
+ */
+function keepJson(req: IncomingMessage): boolean {
   const holder = req as IncomingMessage & { body?: unknown };
-  if (!Buffer.isBuffer(holder.body)) return undefined;
+  if (!Buffer.isBuffer(holder.body)) return true;
   const bytes = holder.body;
-  holder.body = { bytes };
+  const text = utf8JsonTextOf(req.rawHeaders, bytes);
+  if (text === undefined) return false;
+  let json: unknown;
   try {
-    return JSON.parse(bytes.toString('utf8'));
+    json = JSON.parse(text);
   } catch {
-    // Keycloak refuses it: nothing ends.
-    return undefined;
+    json = undefined;
   }
+  holder.body = { bytes, json };
+  return true;
+}
+
+/** The JSON body `keepJson` kept, parsed; undefined if none. */
+function jsonOf(req: IncomingMessage): unknown {
+  const body = (req as IncomingMessage & { body?: unknown }).body;
+  return body !== null && typeof body === 'object' && 'json' in body ? body.json : undefined;
 }

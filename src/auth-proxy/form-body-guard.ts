@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import express, { type RequestHandler, type Response } from 'express';
 import type { Replacement } from './grant-answer.ts';
+import { readsAsUtf8 } from './utf8-body.ts';
 
 /** How a broken form body is refused (the OpenAPI document shows these). */
 export const FORM_BODY_REFUSALS = {
@@ -19,49 +20,10 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 const BROKEN_PERCENT_ESCAPE = /%(?![0-9A-Fa-f]{2})/;
 
 /**
- * Keycloak decodes a form's percent-escapes in the charset its `Content-Type` names (any Java
- * knows: UTF-16, EBCDIC's IBM037, ...), where the guards read UTF-8: `%00a%00d...` under
- * `charset=UTF-16BE` is a name only Keycloak would read, past the bootstrap administrator's
- * guard and the throttle. UTF-8 is read as the guards read it; the charsets that agree with
- * ASCII on its 128 characters (what older Java clients declare) only for a body that is ASCII
- * once decoded; any other is refused.
- */
-const UTF8_NAMES: ReadonlySet<string> = new Set(['utf-8', 'utf8']);
-const ASCII_COMPATIBLE_NAMES: ReadonlySet<string> = new Set([
-  'us-ascii',
-  'ascii',
-  'iso-8859-1',
-  'iso8859-1',
-  'iso_8859-1',
-  'latin1',
-  'windows-1252',
-  'cp1252',
-]);
-const CHARSET_PARAMETER = /;\s*charset\s*=\s*("[^"]*"|[^;]*)/gi;
-/** A byte or a percent-escape beyond ASCII. */
-const BEYOND_ASCII = /[\u0080-\uffff]|%[89a-f][0-9a-f]/i;
-
-/**
- * Whether the form `text` (read as UTF-8) reads the same under every charset the request's
- * `Content-Type` headers name (each one: Keycloak may read another than Node's first).
- */
-function readsAsUtf8(rawHeaders: readonly string[], text: string): boolean {
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    if (rawHeaders[i]!.toLowerCase() !== 'content-type') continue;
-    for (const [, value] of rawHeaders[i + 1]!.matchAll(CHARSET_PARAMETER)) {
-      const name = value!.replace(/^"|"$/g, '').trim().toLowerCase();
-      if (UTF8_NAMES.has(name)) continue;
-      if (!ASCII_COMPATIBLE_NAMES.has(name) || BEYOND_ASCII.test(text)) return false;
-    }
-  }
-  return true;
-}
-
-/**
  * Checks URL-encoded form bodies (the token endpoint's) before Keycloak sees them: Keycloak
  * answers a malformed one with 500, which clients would read as "retry later". A broken body
  * gets 400 `invalid_request` in Keycloak's own error format instead; a good one is passed on
- * as `req.body`, a `ReadForm`: its bytes for the proxy to resend unchanged, and its fields,
+ * as `req.body`, a `ReadForm`: its bytes (inflated, if it came compressed) for the proxy to send, and its fields,
  * parsed once for the guards that read them (bootstrap administrator, password throttle).
  */
 interface ReadForm {

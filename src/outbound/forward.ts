@@ -38,7 +38,10 @@ export interface Outbound {
   trace: readonly string[] | undefined;
   /** A client span of this request: the answer's status recorded, ended with it or the failure. */
   span?: Span;
-  /** The body read whole (the form guard's): sent as read, with its own length. */
+  /**
+   * The body read whole (the form guard's, inflated if it came compressed): sent plain, with its
+   * own length and no `Content-Encoding`.
+   */
   body?: Buffer;
   /** The answer is asked for uncompressed (the client's `Accept-Encoding` dropped): a step reads it. */
   uncompressed?: boolean;
@@ -180,7 +183,8 @@ const TRACE: ReadonlySet<string> = new Set(['traceparent', 'tracestate']);
 function replacedNames(o: Outbound): ReadonlySet<string> | undefined {
   if (o.body === undefined && o.uncompressed !== true) return o.trace ? TRACE : undefined;
   const names = new Set(o.trace ? TRACE : []);
-  if (o.body) names.add('content-length');
+  // A body read whole is plain: the form guard inflated a compressed one.
+  if (o.body) names.add('content-length').add('content-encoding');
   if (o.uncompressed) names.add('accept-encoding');
   return names;
 }

@@ -17,7 +17,7 @@ export interface RawResponse {
 export function rawRequest(
   url: string,
   head: string,
-  options: { body?: string; waitForContinue?: boolean; timeoutMs?: number } = {},
+  options: { body?: string | Buffer; waitForContinue?: boolean; timeoutMs?: number } = {},
 ): Promise<RawResponse> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {

@@ -324,6 +324,45 @@ describe("the admin listener's session and user actions end access on every repl
     await refusedOnB(org, `Bearer ${tokens.access}`);
   });
 
+  it('a user update Keycloak would read in another encoding than UTF-8 (UTF-16, a BOM) is refused, and changes nothing', async () => {
+    // Keycloak reads a JSON body in the encoding its bytes suggest, whatever the charset says:
+    // the gateway, reading UTF-8, would see no change and end nothing.
+    const { tokens, id } = await servedUser(org);
+    const json = JSON.stringify({ enabled: false });
+    const utf16le = Buffer.from(json, 'utf16le');
+    for (const [name, contentType, body] of [
+      [
+        'UTF-16BE, BOM',
+        'application/json; charset=UTF-16',
+        Buffer.concat([Buffer.from([0xfe, 0xff]), Buffer.from(utf16le).swap16()]),
+      ],
+      ['UTF-16LE', 'application/json', utf16le],
+      [
+        'UTF-8, BOM',
+        'application/json',
+        Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(json)]),
+      ],
+      ['UTF-8 named IBM037', 'application/json; charset=IBM037', Buffer.from(json)],
+    ] as const) {
+      const res = await fetch(`${adminUrlA}/auth/admin/realms/${org}/users/${id}`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${await adminToken()}`, 'content-type': contentType },
+        body,
+      });
+      expect({ name, status: res.status, body: await res.text() }).toEqual({
+        name,
+        status: 400,
+        body: JSON.stringify({
+          error: 'invalid_request',
+          error_description: 'JSON body must be UTF-8.',
+        }),
+      });
+    }
+    const admin = await keycloakAdmin();
+    expect((await admin.users.findOne({ realm: org, id }))?.enabled).toBe(true);
+    expect(await statusOnB(org, `Bearer ${tokens.access}`)).toBe(200);
+  });
+
   it('a user deleted', async () => {
     const { tokens, id } = await servedUser(org);
     expect(await adminCall('DELETE', `${org}/users/${id}`)).toBe(204);

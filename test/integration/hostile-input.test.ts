@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { IDENTITY_HEADERS } from '../../src/outbound/upstream-headers.ts';
@@ -457,6 +458,27 @@ describe('forwarding claims and Proxy headers never reach Keycloak through /auth
       'x-forwarded-proto',
     ]);
     expect(names.filter((name) => name === 'proxy' || name.startsWith('proxy-'))).toEqual([]);
+  });
+  it('a gzip-compressed grant reaches Keycloak as the plain form the guard read, headed as plain', async () => {
+    front.seen.length = 0;
+    const form = passwordGrantBody(member);
+    const body = gzipSync(form);
+    const response = await rawRequest(
+      behindFront.url,
+      head('POST', '/auth/realms/{org}/protocol/openid-connect/token', {
+        'content-type': 'application/x-www-form-urlencoded',
+        'content-encoding': 'gzip',
+        'content-length': String(body.length),
+      }),
+      { body },
+    );
+    expect(response.status).toBe(200);
+    const requestId = String(response.headers['x-request-id']);
+    const [grant] = front.seen.filter((r) => r.headers['x-request-id'] === requestId);
+    expect({
+      encoding: grant?.headers['content-encoding'],
+      length: grant?.headers['content-length'],
+    }).toEqual({ encoding: undefined, length: String(Buffer.byteLength(form)) });
   });
 });
 
