@@ -1,6 +1,7 @@
 import { authenticator } from 'otplib';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loginAsBootstrapAdmin } from '../../src/keycloak/admin-client.ts';
+import { GATEWAY_AUDIENCE_MAPPER } from '../../src/platform/realm-admin/gateway-audience.ts';
 import { renderOrganizationRealm } from '../../src/platform/realm-admin/provisioning.ts';
 import { AUDIT_READER_ROLE, WORKSPACE_LIST_ROLES } from '../../src/tenancy/identifiers.ts';
 import {
@@ -90,6 +91,26 @@ describe('provisioning API (/api/platform)', () => {
     }
     const again = await call('POST', '/organizations', { as: admin, body: { id, name: 'N' } });
     expect(again.body.data).toEqual(first.body.data);
+  });
+
+  it('answers every one of several creates of the same organization at once (replicas racing)', async () => {
+    // Keycloak refuses the steps that lose the race (the realm with 400 "Database operation
+    // failed", not 409): each call must still find the organization made and answer it, as a
+    // second create one after the other does.
+    const id = uniqueId('org-');
+    const answers = await Promise.all(
+      [0, 1, 2].map(() =>
+        call('POST', '/organizations', { as: admin, body: { id, name: 'Race' } }),
+      ),
+    );
+    for (const answer of answers) expectSuccess(answer);
+    expect(new Set(answers.map((answer) => JSON.stringify(answer.body.data))).size).toBe(1);
+    expect(answers[0]?.body.data).toMatchObject({ id, name: 'Race', enabled: true });
+    const kc = await keycloakAdmin();
+    const roles = (await kc.roles.find({ realm: id })).map((role) => role.name);
+    expect(roles).toEqual(expect.arrayContaining([AUDIT_READER_ROLE, ...WORKSPACE_LIST_ROLES]));
+    const basic = (await kc.clientScopes.find({ realm: id })).find((s) => s.name === 'basic');
+    expect(basic?.protocolMappers?.map((mapper) => mapper.name)).toContain(GATEWAY_AUDIENCE_MAPPER);
   });
 
   it("completes a repeat whose first call made the realm only: the organization's roles too", async () => {

@@ -1,5 +1,6 @@
 import { isHttpStatus, type KeycloakAdmin } from '../../keycloak/admin-client.ts';
 import { GATEWAY_CLIENT_ID } from '../../keycloak/service-admin.ts';
+import { madeOrPresent } from './made-or-present.ts';
 
 /** The realm's built-in client scope (Keycloak 25+) that every client it makes has by default. */
 const BASIC_SCOPE = 'basic';
@@ -16,8 +17,9 @@ export const GATEWAY_AUDIENCE_MAPPER = `audience ${GATEWAY_CLIENT_ID}`;
  * each client would cost one per client). A client an administrator took `basic` from gets
  * tokens without `sub` (that scope's other mapper), which the Bearer verifier refuses anyway.
  * Resolves to whether it added the mapper; a realm without `basic` (deleted since it was
- * listed, or not made by Keycloak 25+) is left alone. Safe to repeat and to race: a concurrent
- * twin is refused 409, or leaves a second identical mapper (`aud` stays one entry).
+ * listed, or not made by Keycloak 25+) is left alone. Safe to repeat and to race: a refused
+ * addition counts as done when the mapper is there (made-or-present.ts), and twins that both
+ * pass the look-up may leave two identical mappers (`aud` stays one entry).
  */
 export async function ensureGatewayAudience(admin: KeycloakAdmin, realm: string): Promise<boolean> {
   let scopes;
@@ -32,24 +34,33 @@ export async function ensureGatewayAudience(admin: KeycloakAdmin, realm: string)
   if (basic.protocolMappers?.some((mapper) => mapper.name === GATEWAY_AUDIENCE_MAPPER)) {
     return false;
   }
-  try {
-    await admin.clientScopes.addProtocolMapper(
-      { realm, id: basic.id },
-      {
-        name: GATEWAY_AUDIENCE_MAPPER,
-        protocol: 'openid-connect',
-        protocolMapper: 'oidc-audience-mapper',
-        config: {
-          'included.client.audience': GATEWAY_CLIENT_ID,
-          'access.token.claim': 'true',
-          'introspection.token.claim': 'true',
-          'id.token.claim': 'false',
+  const basicId = basic.id;
+  return madeOrPresent(
+    () =>
+      admin.clientScopes.addProtocolMapper(
+        { realm, id: basicId },
+        {
+          name: GATEWAY_AUDIENCE_MAPPER,
+          protocol: 'openid-connect',
+          protocolMapper: 'oidc-audience-mapper',
+          config: {
+            'included.client.audience': GATEWAY_CLIENT_ID,
+            'access.token.claim': 'true',
+            'introspection.token.claim': 'true',
+            'id.token.claim': 'false',
+          },
         },
-      },
-    );
-  } catch (err) {
-    if (isHttpStatus(err, 409)) return false;
-    throw err;
-  }
-  return true;
+      ),
+    () => hasGatewayAudience(admin, realm, basicId),
+  );
+}
+
+/** Whether the realm's `basic` scope holds the mapper now (a concurrent twin's, say). */
+async function hasGatewayAudience(
+  admin: KeycloakAdmin,
+  realm: string,
+  basicId: string,
+): Promise<boolean> {
+  const mappers = await admin.clientScopes.listProtocolMappers({ realm, id: basicId });
+  return mappers.some((mapper) => mapper.name === GATEWAY_AUDIENCE_MAPPER);
 }

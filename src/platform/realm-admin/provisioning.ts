@@ -4,6 +4,7 @@ import { everyPage, isHttpStatus } from '../../keycloak/admin-client.ts';
 import { AppError } from '../../envelope/errors.ts';
 import { withBackchannelLogout } from './backchannel-logout.ts';
 import { ensureGatewayAudience } from './gateway-audience.ts';
+import { madeOrPresent } from './made-or-present.ts';
 import {
   AUDIT_READER_ROLE,
   WORKSPACE_LIST_ROLES,
@@ -54,8 +55,8 @@ const ORGANIZATION_ROLES: ReadonlyArray<{ name: string; description: string }> =
 /**
  * Creates the organization's realm from the template unless it exists, then its roles
  * (`ORGANIZATION_ROLES`) unless they exist, and the gateway in its tokens' audience
- * (gateway-audience.ts). Safe to repeat: a realm made by an earlier call that
- * stopped after it (Keycloak finishing a creation the gateway had stopped waiting for) still
+ * (gateway-audience.ts). Safe to repeat and to race (made-or-present.ts): a realm made by an
+ * earlier call that stopped after it (Keycloak finishing a creation the gateway had stopped waiting for) still
  * gets the roles. With `backchannelLogoutUrl`, Keycloak announces the ends of its sessions there
  * (backchannel-logout.ts); `realmSettings` are the realm's besides the template's, set in the
  * call that makes it (the audit log's event saving: from the realm's first sign-in on).
@@ -73,20 +74,22 @@ export async function ensureOrganizationRealm(
   if (!(await admin.realms.findOne({ realm: values.organizationId }))) {
     const { backchannelLogoutUrl: url, realmSettings, ...templateValues } = values;
     const rendered = { ...(await renderOrganizationRealm(templateValues)), ...realmSettings };
-    try {
-      await admin.realms.create(
-        url === undefined ? rendered : withBackchannelLogout(values.organizationId, rendered, url),
-      );
-    } catch (err) {
-      if (!isHttpStatus(err, 409)) throw err;
-    }
+    await madeOrPresent(
+      () =>
+        admin.realms.create(
+          url === undefined
+            ? rendered
+            : withBackchannelLogout(values.organizationId, rendered, url),
+        ),
+      async () => Boolean(await admin.realms.findOne({ realm: values.organizationId })),
+    );
   }
   for (const role of ORGANIZATION_ROLES) {
-    try {
-      await admin.roles.create({ realm: values.organizationId, ...role });
-    } catch (err) {
-      if (!isHttpStatus(err, 409)) throw err;
-    }
+    await madeOrPresent(
+      () => admin.roles.create({ realm: values.organizationId, ...role }),
+      async () =>
+        Boolean(await admin.roles.findOneByName({ realm: values.organizationId, name: role.name })),
+    );
   }
   await ensureGatewayAudience(admin, values.organizationId);
 }
