@@ -61,11 +61,15 @@ export function createOrganizationLifecycle(deps: {
       if (confirm !== organizationId) throw new AppError('organizationDeleteUnconfirmed');
       const organization = await requireOrganization(organizationId);
       await adminSession.run(async (admin) => {
-        // Read while the realm exists. A repeated delete finds it gone already: the refusal
-        // then lasts as long as the longest lifetime the API lets a realm have.
-        const lifetime = (await admin.realms.findOne({ realm: organizationId }))
-          ? await longestAccessTokenSeconds(admin, organizationId)
-          : MAX_LIFETIME_SECONDS;
+        // Read while the realm exists. A repeated delete, or a twin's (another replica, a retry)
+        // that takes the realm meanwhile, finds it gone: the refusal then lasts as long as the
+        // longest lifetime the API lets a realm have.
+        const lifetime = await longestAccessTokenSeconds(admin, organizationId).catch(
+          async (err: unknown) => {
+            if (await admin.realms.findOne({ realm: organizationId })) throw err;
+            return MAX_LIFETIME_SECONDS;
+          },
+        );
         await deleteOrganizationRealm(admin, organizationId);
         // The id may name a new organization at once: same issuer, perhaps the same usernames,
         // so nothing the old realm issued (or a replica verified for it) may pass there.

@@ -17,15 +17,23 @@ export async function deleteOrganizationRealm(
   organizationId: string,
 ): Promise<void> {
   requireOrganizationId(organizationId);
-  try {
-    await admin.realms.del({ realm: organizationId });
-  } catch (err) {
-    // A concurrent delete (another replica, a retry) that won the race leaves Keycloak answering
-    // this one 500: the realm being gone is what was asked for.
-    if (!isHttpStatus(err, 404) && (await admin.realms.findOne({ realm: organizationId })))
-      throw err;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await admin.realms.del({ realm: organizationId });
+      return;
+    } catch (err) {
+      // A concurrent delete (another replica, a retry) leaves Keycloak answering this one 500:
+      // the realm being gone is what was asked for. While the twin's removal is still under way
+      // the realm is still there; the delete is tried again, then the refusal stands.
+      if (isHttpStatus(err, 404) || !(await admin.realms.findOne({ realm: organizationId })))
+        return;
+      if (attempt === REALM_DELETE_ATTEMPTS) throw err;
+    }
   }
 }
+
+/** How many times a refused realm deletion is tried while the realm is still there. */
+const REALM_DELETE_ATTEMPTS = 3;
 
 /**
  * Enables or disables the organization's realm: Keycloak then refuses (or allows again) every
