@@ -3,10 +3,11 @@ import type { AnswerBody } from './hooked-answer.ts';
 
 /**
  * What a request to Keycloak ends, once Keycloak has answered it with success: the one table of
- * the logouts, revocations and account changes that pass through the `/auth` mount (the admin
- * API on the admin listener only, where `guardAuthPath` lets it through). Each rule is an entry
- * of the `/auth` route table (auth-routes.ts), so the edge matches its path; end-access.ts applies
- * them; a request Keycloak refuses ends nothing.
+ * the logouts, revocations, account and lifetime changes that pass through the `/auth` mount (the
+ * admin API on the admin listener only, where `guardAuthPath` lets it through). Each rule is an
+ * entry of the `/auth` route table (auth-routes.ts), so the edge matches its path; end-access.ts
+ * applies them; a request Keycloak refuses ends nothing (a lifetime change's former lifetime is
+ * kept all the same: `changesLifetimes`).
  */
 export type Ending =
   /** One Keycloak session: its tokens are refused (a console's session delete). */
@@ -81,6 +82,12 @@ export interface EndingRule {
   /** `succeeded` reads the answer's body too: its size, and whether it holds `answerMarker`. */
   readsAnswer?: true;
   answerMarker?: Buffer;
+  /**
+   * The request can shorten how long the realm's access tokens live (its settings, a client's
+   * own lifespan, a client gone): the realm's longest lifetime is read before it is forwarded,
+   * and every replica is told it once Keycloak has answered, whatever the answer (end-access.ts).
+   */
+  changesLifetimes?: true;
   ending: (params: Readonly<Record<string, string>>, input: EndingInput) => Ending | undefined;
 }
 
@@ -280,7 +287,23 @@ export const ENDING_RULES: readonly EndingRule[] = [
   {
     methods: ['delete'],
     path: `${ADMIN}/clients/{client}`,
+    changesLifetimes: true,
     ending: (p) => ({ kind: 'client', realm: p.realm!, clientUuid: p.client! }),
+  },
+  // A client's own access-token lifespan changed (the console's client "Advanced" tab), or
+  // clients overwritten by a partial import: the realm's longest lifetime may be shorter after.
+  // A client created (`POST .../clients`) only adds one: it shortens nothing.
+  {
+    methods: ['put'],
+    path: `${ADMIN}/clients/{client}`,
+    changesLifetimes: true,
+    ending: () => undefined,
+  },
+  {
+    methods: ['post'],
+    path: `${ADMIN}/partialImport`,
+    changesLifetimes: true,
+    ending: () => undefined,
   },
   // Keycloak ends the user's sessions of that client, online and offline; which sessions those
   // are it does not say, so every token of the user from before now is refused (a client of
@@ -301,11 +324,13 @@ export const ENDING_RULES: readonly EndingRule[] = [
   { methods: ['delete'], path: ADMIN, ending: (p) => ({ kind: 'realm', realm: p.realm! }) },
   // The console's "Revocation: Set to now" sets the realm's not-before, and Keycloak refuses
   // every token issued before it; any realm update carries it, so it is applied as the moment
-  // it names (an old one refuses only tokens long expired).
+  // it names (an old one refuses only tokens long expired). A realm update may also shorten the
+  // realm's lifetimes (its access-token lifespan, its implicit flow's).
   {
     methods: ['put'],
     path: ADMIN,
     json: true,
+    changesLifetimes: true,
     ending: (p, { json }) => {
       const notBefore = Number((json as { notBefore?: unknown } | undefined)?.notBefore);
       return Number.isFinite(notBefore) && notBefore > 0
@@ -364,6 +389,7 @@ export interface MatchedEnding {
   readsJson: boolean;
   readsAnswer: boolean;
   answerMarker?: Buffer;
+  changesLifetimes: boolean;
   endingOf: (input: EndingInput) => Ending | undefined;
   succeeded: (status: number, body: AnswerBody | undefined) => boolean;
 }
@@ -376,6 +402,7 @@ export function matchedEnding(
   return {
     readsJson: rule.json === true,
     readsAnswer: rule.readsAnswer === true,
+    changesLifetimes: rule.changesLifetimes === true,
     ...(rule.answerMarker && { answerMarker: rule.answerMarker }),
     endingOf: (input) => rule.ending(params, input),
     succeeded: rule.succeeded ?? ((status) => status >= 200 && status < 300),

@@ -90,6 +90,16 @@ export function createAccessRevocations(deps: AccessRevocationsDeps) {
     tokenLifetimeOf,
     basicSeconds,
     /**
+     * The realm's longest lifetime, read before an administrator's change that may shorten it,
+     * remembered on every replica (`rememberFormerLifetime`): a refusal made after still lasts
+     * as long as a token issued before. Read as any ending's (a day when unreadable: longer
+     * than any token lives, so nothing is kept too briefly).
+     */
+    keepFormerLifetime: async (realm: string): Promise<PreparedRevocation> => {
+      const seconds = await tokenLifetimeOf(realm);
+      return () => deps.revocations.rememberFormerLifetime(realm, seconds);
+    },
+    /**
      * One Keycloak session: its tokens, and the Basic logins cached on it, are refused. With
      * `waitMs`, prepared within it even while Keycloak's admin API is slow (`lifetimeWithin`).
      */

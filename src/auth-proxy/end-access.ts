@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { revokeRealmWide, type RealmWideScope, type RevocationList } from '../auth/revocation.ts';
@@ -13,7 +13,7 @@ import { formFieldsOf } from './form-body-guard.ts';
 import { utf8JsonTextOf } from './utf8-body.ts';
 import { refreshTokenSession } from './refresh-token-claims.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
-import type { AccessRevocations } from './access-revocations.ts';
+import type { AccessRevocations, PreparedRevocation } from './access-revocations.ts';
 
 /**
  * The admin API's user and realm updates, read to see what they change: a few KiB, more with
@@ -209,19 +209,46 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
       });
   }
 
-  async function watch(req: IncomingMessage): Promise<void> {
+  /**
+   * Once, whenever called first: every replica told the realm's former lifetime (`keep`). A
+   * failure is logged: the change goes on, and a refusal after it lasts as long as today's.
+   */
+  function keepingOnce(realm: string, keep: PreparedRevocation): () => Promise<void> {
+    let kept: Promise<void> | undefined;
+    return () =>
+      (kept ??= keep().catch((err: unknown) => {
+        deps.logger.error(
+          { err, realm },
+          "could not tell the replicas the realm's former lifetime",
+        );
+      }));
+  }
+
+  async function watch(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { route, target } = scopeOf(req);
     const rule = endingOf(route)!;
     const { query } = target;
+    // Read before Keycloak changes anything, as the realmgate API's change of the lifetimes does.
+    const keepLifetime =
+      rule.changesLifetimes && route.realm !== undefined
+        ? keepingOnce(route.realm, await access.keepFormerLifetime(route.realm))
+        : undefined;
     const ending = rule.endingOf({
       query: new URLSearchParams(query),
       form: formFieldsOf(req),
       json: jsonOf(req),
     });
     const end = ending && (await prepare(ending, deps.clientAddress(req)));
-    if (!ending || !end) return;
+    if (keepLifetime) {
+      // Kept whatever Keycloak answers, before its client hears it; and when it never answers (a
+      // timeout), once the request is over: the change may be in effect all the same. After a
+      // refusal it is today's lifetime, kept for nothing but harmless.
+      res.once('close', () => void keepLifetime());
+    }
+    if (!keepLifetime && (!ending || !end)) return;
     const hook = async (status: number, body: AnswerBody | undefined) => {
-      if (!rule.succeeded(status, body)) return;
+      await keepLifetime?.();
+      if (!ending || !end || !rule.succeeded(status, body)) return;
       try {
         await end();
         deps.logger.info(
@@ -248,7 +275,7 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
       return;
     }
     const go = () => {
-      watch(req).then(() => next(), next);
+      watch(req, res).then(() => next(), next);
     };
     // A compressed body (no console sends one) is not read: it streams through, and what it
     // changes is left to the re-check.

@@ -103,3 +103,31 @@ export async function setLifetimeAtKeycloak(org: string, seconds: number): Promi
     { ...client, attributes: { ...client!.attributes, 'access.token.lifespan': String(seconds) } },
   );
 }
+
+/**
+ * The organization's API client's access-token lifetime set in Keycloak through `replica`'s admin
+ * listener, as the console saves a client: its representation read, then sent back changed.
+ */
+export async function setLifetimeThroughAdminListener(
+  replica: Replica,
+  org: string,
+  seconds: number,
+): Promise<void> {
+  const clients = `${adminUrlOf(replica)}/auth/admin/realms/${org}/clients`;
+  const authorization = `Bearer ${await consoleToken(replica)}`;
+  const found = await fetch(`${clients}?clientId=${encodeURIComponent(apiClientIdOf(org))}`, {
+    headers: { authorization },
+  });
+  expect(found.status).toBe(200);
+  const [client] = (await found.json()) as { id: string; attributes?: Record<string, string> }[];
+  const updated = await fetch(`${clients}/${client!.id}`, {
+    method: 'PUT',
+    headers: { authorization, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      ...client,
+      attributes: { ...client!.attributes, 'access.token.lifespan': String(seconds) },
+    }),
+  });
+  await updated.arrayBuffer();
+  expect(updated.status).toBe(204);
+}

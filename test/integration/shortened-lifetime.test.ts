@@ -12,6 +12,7 @@ import {
   bearerStatus,
   consoleToken,
   replicasWithoutRecheck,
+  setLifetimeThroughAdminListener,
   setLifetimeThroughGateway,
 } from '../helpers/lifetime-suite.ts';
 import { createOrganization } from '../helpers/platform.ts';
@@ -19,12 +20,13 @@ import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 /**
- * An administrator shortens the access-token lifetime through realmgate's API, then a user is
- * disabled: a token the user was issued before, under the former lifetime of a day, and never
- * shown to any replica yet, must stay refused until its own expiry, on the replica that took the
- * change, on the one that made the refusal, and on one started afterwards. No re-check, so only
- * the revocation list can refuse it; the replicas' clock is moved past the new lifetime.
- * Replicas share one Redis prefix. Ports 19996 (A), 19998 (B) and 19970 (C, started late).
+ * An administrator shortens the access-token lifetime (through realmgate's API, or in Keycloak
+ * through the admin listener, as the console does), then a user is disabled: a token the user was
+ * issued before, under the former lifetime of a day, and never shown to any replica yet, must stay
+ * refused until its own expiry, on the replica that took the change, on the one that made the
+ * refusal, and on one started afterwards. No re-check, so only the revocation list can refuse it;
+ * the replicas' clock is moved past the new lifetime. Replicas share one Redis prefix. Ports
+ * 19996 (A), 19998 (B), and 19970 and 19972 (C, started late, one per test).
  */
 describe('a refusal made after the lifetime was shortened lasts the former lifetime', () => {
   const settings = {
@@ -32,15 +34,23 @@ describe('a refusal made after the lifetime was shortened lasts the former lifet
     REDIS_KEY_PREFIX: `realmgate-shortened:${randomBytes(4).toString('hex')}:`,
   };
   const { clock, replica } = replicasWithoutRecheck([19996, 19998], () => settings);
-  let c: Replica | undefined;
+  const late: Replica[] = [];
   afterAll(async () => {
-    await c?.gateway.close();
+    await Promise.all(late.map((c) => c.gateway.close()));
   });
 
   const status = (on: Replica, realm: string, token: string) =>
     bearerStatus(on, `/api/${realm}/platform/workspaces`, token);
 
-  it('refuses a day-long token never served before, on every replica, past the new lifetime', async () => {
+  /**
+   * A day-long token issued, the API client's lifetime shortened to a minute on A by `shorten`
+   * (the realm's longest is then 900 s), the user disabled through B's admin listener: the token
+   * is refused on A, B and a replica C started at `latePort`, two hours on.
+   */
+  async function refusedPastTheNewLifetime(
+    shorten: (on: Replica, org: string, seconds: number) => Promise<void>,
+    latePort: number,
+  ): Promise<void> {
     const [a, b] = [replica(0), replica(1)];
     const org = await createOrganization(['ws']);
     const user = await createUser(org);
@@ -50,8 +60,7 @@ describe('a refusal made after the lifetime was shortened lasts the former lifet
     const claims = claimsOf(token);
     expect(Number(claims.exp) - Number(claims.iat)).toBe(86400);
 
-    // The API client's lifetime shortened to a minute on A: the realm's longest is now 900 s.
-    await setLifetimeThroughGateway(a, org, 60);
+    await shorten(a, org, 60);
 
     // The user disabled through B's admin listener, as the console does it.
     const disabled = await fetch(
@@ -71,12 +80,21 @@ describe('a refusal made after the lifetime was shortened lasts the former lifet
     clock.advance(2 * 3600 * 1000);
     expect(await status(b, org, token)).toBe(401);
     expect(await status(a, org, token)).toBe(401);
-    c = await startReplica(
-      19970,
+    const c = await startReplica(
+      latePort,
       { REVOCATION_CHECK_SECONDS: 'off', ...settings },
       undefined,
       clock,
     );
+    late.push(c);
     expect(await status(c, org, token)).toBe(401);
+  }
+
+  it('refuses a day-long token never served before, on every replica, past the new lifetime', async () => {
+    await refusedPastTheNewLifetime(setLifetimeThroughGateway, 19970);
+  });
+
+  it('does so as well when the lifetime is shortened in Keycloak through the admin listener', async () => {
+    await refusedPastTheNewLifetime(setLifetimeThroughAdminListener, 19972);
   });
 });

@@ -237,4 +237,21 @@ describe('the table of what a request to Keycloak ends', () => {
     expect(revoke.succeeded(200, undefined)).toBe(false);
     expect(revoke.succeeded(400, readAs(revoke, Buffer.alloc(0)))).toBe(false);
   });
+
+  it("marks the admin requests that can shorten the realm's token lifetime, and no other", () => {
+    const admin = '/auth/admin/realms/acme';
+    const changesLifetimes = (method: string, path: string) =>
+      endingRuleOf(method, segments(path))?.changesLifetimes === true;
+    expect(changesLifetimes('PUT', admin)).toBe(true);
+    expect(changesLifetimes('PUT', `${admin}/clients/c1`)).toBe(true);
+    expect(changesLifetimes('DELETE', `${admin}/clients/c1`)).toBe(true);
+    expect(changesLifetimes('POST', `${admin}/partialImport`)).toBe(true);
+    // A client created adds a lifetime; a user, a role or a session changes none.
+    expect(changesLifetimes('POST', `${admin}/clients`)).toBe(false);
+    expect(changesLifetimes('PUT', `${admin}/users/u1`)).toBe(false);
+    expect(changesLifetimes('DELETE', `${admin}/roles/r1`)).toBe(false);
+    expect(changesLifetimes('DELETE', admin)).toBe(false);
+    // A client update ends nothing itself.
+    expect(endingOf('PUT', `${admin}/clients/c1`, { json: { notBefore: 5 } })).toBeUndefined();
+  });
 });
