@@ -18,16 +18,17 @@ export interface AuditIncarnations {
    * log holds now. The download jobs its previous organization's readers made go (platform
    * administrators' stay); the retention it chose
    * stays with its records (`prior_days`), and the new organization starts at the default.
+   * Within `trx` when given: the transaction that makes the organization's record.
    */
-  begin(org: string, at: Date): Promise<void>;
+  begin(org: string, at: Date, trx?: Knex): Promise<void>;
   /** The first record `org`'s own readers may read (1: the whole log). */
   firstSeqOf(org: string): Promise<number>;
 }
 
 export function createAuditIncarnations(db: Knex): AuditIncarnations {
   return {
-    async begin(org, at) {
-      await db.transaction(async (trx) => {
+    async begin(org, at, within = db) {
+      await within.transaction(async (trx) => {
         // The head's lock, as the writers take it: no batch is half written at the boundary.
         await trx(HEADS_TABLE)
           .insert({ org, seq: 0, hash: GENESIS_HASH })

@@ -48,10 +48,10 @@ export interface AuditLogArea {
   /** What the reference platform's download routes are served with (download-jobs.router.ts). */
   downloads: AuditDownloadService;
   /**
-   * Told before an organization is created (again): its readers' log begins with it
-   * (audit-incarnations.ts).
+   * Told as an organization is created (again), within the transaction that makes its record:
+   * its readers' log begins with it (audit-incarnations.ts).
    */
-  organizationBegins: (org: string) => Promise<void>;
+  organizationBegins: (org: string, trx: Knex) => Promise<void>;
   /**
    * The events settings a new organization's realm is made with (REALM_EVENTS_SETTINGS), so that
    * Keycloak saves its events from its creation, not from its first pull (up to
@@ -124,7 +124,8 @@ export async function buildAuditLog(
   });
   const downloads: AuditDownloadService = { ...service, jobs, kick: () => runner.kick() };
   // Also while the log is off: the records it holds are the deleted organization's.
-  const organizationBegins = (org: string) => incarnations.begin(org, new Date(clock.now()));
+  const organizationBegins = (org: string, trx: Knex) =>
+    incarnations.begin(org, new Date(clock.now()), trx);
   if (!config.AUDIT_LOG_ENABLED) {
     // The auth area's use of the events does not wait for the log; no record is made of them.
     const keycloakEvents = pullKeycloakEvents(shared, tenants, keycloak, {

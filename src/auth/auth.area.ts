@@ -10,7 +10,7 @@ import type { KeycloakCalls } from '../keycloak/keycloak-calls.ts';
 import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import type { TokenClient } from '../keycloak/token-client.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
-import type { OrganizationLookup } from '../tenancy/organization-state.ts';
+import type { OrganizationLookup, OrganizationState } from '../tenancy/organization-state.ts';
 import type { Clock } from '../time/clock.ts';
 import type { Tracing } from '../tracing/tracing.ts';
 import type { AccountAdmin } from './account-admin.ts';
@@ -89,8 +89,19 @@ export async function buildAuth(
     audit: Audit;
   },
   keycloak: { calls: KeycloakCalls; tokens: TokenClient },
-  /** Whom the admission asks about organizations and workspaces (the platform's directory). */
-  tenants: { directory: OrganizationLookup; workspaces: WorkspaceLookup },
+  /**
+   * Whom the admission asks about organizations and workspaces (the platform's directory), and
+   * the organization changes applied on this replica (made, enabled, disabled, deleted).
+   */
+  tenants: {
+    directory: OrganizationLookup;
+    workspaces: WorkspaceLookup;
+    events: {
+      onApplied(
+        listener: (change: { organizationId: string; state: OrganizationState }) => void,
+      ): void;
+    };
+  },
   accounts: Pick<AccountAdmin, 'hasTwoFactor' | 'dpopRequired' | 'usernameOf'>,
 ): Promise<AuthArea> {
   const { config, logger, clock, cache, cacheSecret, metrics } = shared;
@@ -98,6 +109,11 @@ export async function buildAuth(
   // One memory of realms Keycloak said it does not have: the grant, the key set and the
   // re-check each answer from what any of them heard.
   const gone = createGoneRealms(clock);
+  // An organization made (again), enabled or disabled through the gateway has its realm in
+  // Keycloak, made or changed there just before: whatever Keycloak said of it, it is not gone.
+  tenants.events.onApplied(({ organizationId, state }) => {
+    if (state !== 'absent') gone.sawServed(organizationId);
+  });
   // A worker's key sets include what its siblings fetched: each verifies through an outage.
   const jwks = createJwksRegistry({
     calls: keycloak.calls,

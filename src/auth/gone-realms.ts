@@ -39,7 +39,10 @@ export interface GoneRealms {
    * within KEPT_MS): the caller logs it.
    */
   sawGone(realm: string): boolean;
-  /** Keycloak just served `realm` (a key set, a grant): it exists, whatever was said before. */
+  /**
+   * Keycloak just served `realm` (a key set, a grant), or the gateway just made or changed it
+   * there (an organization created again): it exists, whatever was said before.
+   */
   sawServed(realm: string): void;
   /** Calls `listener` whenever Keycloak says a realm does not exist. */
   onGone(listener: (realm: string) => void): void;

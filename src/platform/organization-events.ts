@@ -21,6 +21,8 @@ const changeMessage = z.object({
 export interface OrganizationEvents {
   /** Applies the change on this replica at once and tells every other replica. */
   announce(change: OrganizationChange): Promise<void>;
+  /** Calls `listener` with each change this replica applies, its own and the others'. */
+  onApplied(listener: (change: OrganizationChange) => void): void;
 }
 
 /**
@@ -39,8 +41,16 @@ export async function createOrganizationEvents(options: {
   apply: (change: OrganizationChange) => void;
 }): Promise<OrganizationEvents> {
   const bus = options.bus;
+  const listeners: ((change: OrganizationChange) => void)[] = [];
+  const apply = (change: OrganizationChange) => {
+    options.apply(change);
+    for (const listener of listeners) listener(change);
+  };
+  const onApplied = (listener: (change: OrganizationChange) => void) => {
+    listeners.push(listener);
+  };
   if (!bus) {
-    return { announce: (change) => Promise.resolve(options.apply(change)) };
+    return { announce: (change) => Promise.resolve(apply(change)), onApplied };
   }
 
   const channel = `${options.keyPrefix}organizations`;
@@ -51,13 +61,13 @@ export async function createOrganizationEvents(options: {
       return;
     }
     if (message.from !== bus.replicaId) {
-      options.apply({ organizationId: message.organizationId, state: message.state });
+      apply({ organizationId: message.organizationId, state: message.state });
     }
   });
 
   return {
     async announce(change) {
-      options.apply(change);
+      apply(change);
       try {
         await bus.publish(channel, JSON.stringify({ ...change, from: bus.replicaId }));
       } catch (err) {
@@ -67,5 +77,6 @@ export async function createOrganizationEvents(options: {
         );
       }
     },
+    onApplied,
   };
 }

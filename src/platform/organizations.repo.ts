@@ -14,6 +14,13 @@ export interface OrganizationsRepo {
   /** Inserts unless the id exists; either way returns the stored record, unchanged if present. */
   insertIfAbsent(organization: NewOrganization): Promise<Organization>;
   /**
+   * Inserts unless the id exists; true when this call made the record. Within a transaction, an
+   * insert of the same id by another one not yet committed is waited for (false once it is).
+   */
+  insertNew(organization: NewOrganization): Promise<boolean>;
+  /** The stored record; throws when there is none (read right after it was made). */
+  get(id: string): Promise<Organization>;
+  /**
    * Sets `enabled` and `status` unless the row has them already (then its timestamp stays);
    * returns the stored record, undefined when there is none.
    */
@@ -51,6 +58,12 @@ export function createOrganizationsRepo(db: Knex): OrganizationsRepo {
     return row ? toOrganization(row) : undefined;
   }
 
+  async function get(id: string): Promise<Organization> {
+    const stored = await find(id);
+    if (!stored) throw new Error(`organization ${id} vanished right after insert`);
+    return stored;
+  }
+
   return {
     async list() {
       // Byte-order collation keeps the order identical whatever the server's default collation.
@@ -60,10 +73,13 @@ export function createOrganizationsRepo(db: Knex): OrganizationsRepo {
     find,
     async insertIfAbsent({ id, name }) {
       await db(TABLE).insert({ id, name }).onConflict('id').ignore();
-      const stored = await find(id);
-      if (!stored) throw new Error(`organization ${id} vanished right after insert`);
-      return stored;
+      return get(id);
     },
+    async insertNew({ id, name }) {
+      const made = await db(TABLE).insert({ id, name }).onConflict('id').ignore().returning('id');
+      return made.length > 0;
+    },
+    get,
     async setEnabled(id, enabled, status) {
       await db(TABLE)
         .where({ id })

@@ -107,8 +107,11 @@ export function buildPlatform(
   tenants: Tenants,
   /** The keys password grants' sessions are bound to (auth-proxy/token-bindings.ts). */
   tokenBindings: TokenBindingStore,
-  /** Told before an organization is created (again): the audit log's (audit-incarnations.ts). */
-  organizationBegins: (organizationId: string) => Promise<void>,
+  /**
+   * Told as an organization is created (again), within the transaction making its record: the
+   * audit log's (audit-incarnations.ts).
+   */
+  organizationBegins: (organizationId: string, trx: Knex) => Promise<void>,
   /** A new organization's realm's settings besides the template's (the audit log's events). */
   newRealmSettings?: Readonly<Record<string, unknown>>,
 ): PlatformArea {

@@ -79,10 +79,11 @@ export function createProvisioningService(deps: {
   /** Where a new realm's clients announce ended sessions (realm-admin/backchannel-logout.ts). */
   backchannelLogoutUrl?: string;
   /**
-   * Told before an organization's record is made (not when it exists already): what belongs to
-   * an id's previous organization is not the new one's (the audit log's, audit-incarnations.ts).
+   * Told as an organization's record is made, within the transaction (`trx`) that makes it (not
+   * when it exists already): what belongs to an id's previous organization is not the new one's
+   * (the audit log's, audit-incarnations.ts).
    */
-  organizationBegins?: (organizationId: string) => Promise<void>;
+  organizationBegins?: (organizationId: string, trx: Knex) => Promise<void>;
   /**
    * A new organization's realm's settings besides the template's: the audit log's event saving
    * (audit/keycloak-event-records.ts), on from the realm's creation, not from its first pull.
@@ -109,14 +110,13 @@ export function createProvisioningService(deps: {
   return {
     async createOrganization({ id, name }) {
       if (!isOrganizationId(id)) throw badRequest(`invalid organization id: ${JSON.stringify(id)}`);
-      let recorded = await organizations.find(id);
+      const recorded = await organizations.find(id);
       await adminSession.run(async (admin) => {
         // A record is written only once its realm exists: a record without one is what a delete
         // that stopped after Keycloak left. Its rows go first (workspaces and operations with
         // them), so that the new organization inherits none of the old one's records or state.
         if (recorded && !(await admin.realms.findOne({ realm: id }))) {
           await organizations.delete(id);
-          recorded = undefined;
         }
         await ensureOrganizationRealm(admin, {
           organizationId: id,
@@ -126,9 +126,14 @@ export function createProvisioningService(deps: {
           realmSettings: deps.newRealmSettings,
         });
       });
-      // Before the record: until it exists, nothing is written to this id's log.
-      if (!recorded) await deps.organizationBegins?.(id);
-      const organization = await organizations.insertIfAbsent({ id, name });
+      // The period begins with the record, in its transaction: until it is committed nothing is
+      // written to this id's log, and of calls racing to make it (another replica, a retry)
+      // only the one whose insert made it begins one; the others wait for it and find it made.
+      const organization = await deps.db.transaction(async (trx) => {
+        const records = createOrganizationsRepo(trx);
+        if (await records.insertNew({ id, name })) await deps.organizationBegins?.(id, trx);
+        return records.get(id);
+      });
       // Its state as recorded: a repeated create of a disabled organization leaves it disabled.
       await deps.announce({
         organizationId: id,

@@ -14,14 +14,15 @@ export interface SigningKeysService {
   /**
    * Fetches `realm`'s key set now on every replica, and answers the `kid`s this one holds once
    * its own fetch is over: a key removed in Keycloak no longer verifies here, tokens already
-   * seen included. A failed fetch keeps the last good set and answers its 503/504/502.
+   * seen included. A failed fetch keeps the last good set and answers its 503/504/502; a realm
+   * Keycloak says it does not have answers 404 `404-00001`, as the other calls that need it do.
    */
   refreshSigningKeys(realm: string): Promise<SigningKeySet>;
 }
 
 export function createSigningKeysService(deps: {
   events: KeySetEvents;
-  jwks: Pick<JwksRegistry, 'lastFailure' | 'kidsOf'>;
+  jwks: Pick<JwksRegistry, 'lastFailure' | 'kidsOf' | 'isGone'>;
   organizations: Pick<OrganizationsRepo, 'find'>;
 }): SigningKeysService {
   return {
@@ -32,6 +33,8 @@ export function createSigningKeysService(deps: {
       await deps.events.refreshEverywhere(realm);
       const failure = deps.jwks.lastFailure(realm);
       if (failure) throw failure;
+      // Deleted in Keycloak while the record stays: not a set without keys.
+      if (deps.jwks.isGone(realm)) throw new AppError('organizationNotFound');
       return { realm, key_ids: deps.jwks.kidsOf(realm) };
     },
   };

@@ -120,3 +120,28 @@ describe('an organization whose realm was deleted in Keycloak, on a memory of it
     expect(bearer.status).toBe(200);
   });
 });
+
+describe('an organization whose realm was deleted in Keycloak, created again through the gateway', () => {
+  it("serves the new realm's logins at once on the replica that created it", async () => {
+    const again = await createOrganization(['ws-a']);
+    const user = await createUser(again, { workspaceRoles: ['ws-a'] });
+    await (await keycloakAdmin()).realms.del({ realm: again });
+    const gone = await callApi(workspacesPath(again), basicAuth(user), { base: replica.url });
+    expect(gone.body.message).toBe(REALM_GONE);
+
+    const admin = basicAuth(await createUser('master'));
+    const created = await callApi('/api/platform/organizations', admin, {
+      base: replica.url,
+      method: 'POST',
+      body: { id: again, name: `Again ${again}` },
+    });
+    expect(created.status).toBe(200);
+    const member = await createUser(again);
+    // Within the memory's span: the gateway made the realm, so it knows it exists.
+    const basic = await callApi(workspacesPath(again), basicAuth(member), { base: replica.url });
+    expect(basic.status).toBe(200);
+    const token = await accessTokenOf(member);
+    const bearer = await callApi(workspacesPath(again), `Bearer ${token}`, { base: replica.url });
+    expect(bearer.status).toBe(200);
+  });
+});

@@ -291,6 +291,22 @@ describe('a forced key-set refresh (KEY_SET_REFRESH_SECONDS=3600, two replicas)'
       status: 200,
     });
   });
+
+  it('answers 404 for an organization whose realm was deleted in Keycloak, as its neighbours do', async () => {
+    const [replica] = pair as [Replica];
+    const orphan = await createOrganization([]);
+    await (await keycloakAdmin()).realms.del({ realm: orphan });
+    const res = await fetch(
+      `${replica.url}/api/platform/organizations/${orphan}/signing-keys/refresh`,
+      { method: 'POST', headers: { authorization: basicAuth(admin) } },
+    );
+    const body = (await res.json()) as { result: string; data: unknown };
+    expect({ status: res.status, result: body.result }).toEqual({
+      status: 404,
+      result: '404-00001',
+    });
+    expect(body.data).toBeNull();
+  });
 });
 
 describe('a Keycloak outage (KEY_SET_REFRESH_SECONDS=1)', () => {

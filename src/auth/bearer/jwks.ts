@@ -285,6 +285,10 @@ export function createJwksRegistry(options: {
     lastFailure(realm: string): Error | undefined {
       return realms.get(realm)?.failure;
     },
+    /** Whether Keycloak said lately (here or on another path) that it does not have `realm`. */
+    isGone(realm: string): boolean {
+      return gone.isGone(realm);
+    },
     /** The `kid`s of the realm's signature keys, as last fetched. */
     kidsOf(realm: string): string[] {
       return [...(realms.get(realm)?.kids ?? [])];
