@@ -7,7 +7,8 @@ import { endSpan, type Tracing } from '../tracing/tracing.ts';
 import type { Principal } from '../tenancy/principal.ts';
 import type { OrganizationLookup, OrganizationState } from '../tenancy/organization-state.ts';
 import { whenKnown, type Answer } from './answer.ts';
-import { authenticateRequest, type AuthenticateDeps } from './authenticate.ts';
+import { AuthFailure } from './auth-failure.ts';
+import { authenticateRequest, unauthorized, type AuthenticateDeps } from './authenticate.ts';
 import { holdsWorkspace } from './authorize.ts';
 import { reachRefusalsOf, type ReachStep } from './reach.ts';
 
@@ -154,11 +155,27 @@ export function callerOf(admitting: Admitting): Principal {
  * grant) stays within its reach (reach.ts); the caller it admits carries that reach.
  */
 function withinReach(admitting: Admitting, deps: AdmissionDeps): Answer<void> {
-  return whenKnown(
-    deps.reach.admit(callerOf(admitting), admitting.target.workspace, admitting.req),
-    holdCaller,
-    admitting,
-  );
+  let admitted: Answer<Principal>;
+  try {
+    admitted = deps.reach.admit(callerOf(admitting), admitting.target.workspace, admitting.req);
+  } catch (err) {
+    throw challenged(err, admitting.realm, deps);
+  }
+  return admitted instanceof Promise
+    ? admitted.then(
+        (principal) => holdCaller(principal, admitting),
+        (err: unknown) => {
+          throw challenged(err, admitting.realm, deps);
+        },
+      )
+    : holdCaller(admitted, admitting);
+}
+
+/** A refusal of the token (its lifetime over): the 401 with its scheme's challenge. */
+function challenged(err: unknown, realm: string, deps: AdmissionDeps): unknown {
+  return err instanceof AppError && err.cause instanceof AuthFailure
+    ? unauthorized(realm, err.cause, deps)
+    : err;
 }
 
 /** `/api/<org>/workspaces/<ws>/...`: the caller holds the workspace's role (authorize.ts). */

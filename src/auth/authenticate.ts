@@ -235,9 +235,14 @@ function quoted(value: string): string {
 /**
  * The 401 of `failure`, with the challenge of its scheme: Basic's; Bearer's or DPoP's with
  * `invalid_token` (the token itself), DPoP's with `invalid_dpop_proof` (its proof); every
- * scheme's when no credentials came.
+ * scheme's when no credentials came. Each names the realm's metadata (RFC 9728 section 5.1),
+ * Basic's too: a client refused there learns which tokens the resource takes instead.
  */
-function unauthorized(realm: string, failure: AuthFailure, deps: AuthenticateDeps): AppError {
+export function unauthorized(
+  realm: string,
+  failure: AuthFailure,
+  deps: Pick<AuthenticateDeps, 'dpop' | 'resourceMetadataOf'>,
+): AppError {
   const basic = `Basic realm=${quoted(realm)}, charset="UTF-8"`;
   // RFC 9728 section 5.1: where a client learns what this resource expects.
   const metadata = `resource_metadata=${quoted(deps.resourceMetadataOf(realm))}`;
@@ -246,7 +251,7 @@ function unauthorized(realm: string, failure: AuthFailure, deps: AuthenticateDep
   const described = `error_description=${quoted(failure.publicMessage)}`;
   let challenge: string;
   if (failure instanceof MissingCredentials) challenge = `${bearer}, ${dpop}, ${basic}`;
-  else if (failure.scheme === 'basic') challenge = basic;
+  else if (failure.scheme === 'basic') challenge = `${basic}, ${metadata}`;
   else if (failure.scheme === 'bearer')
     challenge = `${bearer}, error="invalid_token", ${described}`;
   else challenge = `${dpop}, error="${dpopErrorOf(failure)}", ${described}`;

@@ -53,14 +53,19 @@ export function reachRefusalsOf(method: string, namesWorkspace: boolean): ErrorC
   ];
 }
 
-function refusalError(refusal: ReachRefusal): AppError {
+/**
+ * The refusal of `principal`'s call. An expiry is a refusal of the token: its cause, the
+ * AuthFailure of the token's scheme, gives the admission the challenge to answer it with
+ * (authenticate.ts), as for any other refusal of the token.
+ */
+function refusalError(refusal: ReachRefusal, principal: Principal): AppError {
   if (refusal !== 'expired') return new AppError(refusal);
   const message = 'The refresh token of this session has expired.';
+  const scheme = principal.boundKey === undefined ? 'bearer' : 'dpop';
   return new AppError('authenticationFailed', {
     message,
-    headers: { 'www-authenticate': 'Bearer error="invalid_token"' },
-    // Its reason, for the audit log.
-    cause: new AuthFailure('bearer', 'expired', message),
+    // Its reason, for the audit log too.
+    cause: new AuthFailure(scheme, 'expired', message),
   });
 }
 
@@ -174,7 +179,7 @@ export function createReachStep(deps: {
   ): Principal {
     if (reach === NONE) return principal;
     const refusal = reachRefusal(reach, workspace, method, now());
-    if (refusal) throw refusalError(refusal);
+    if (refusal) throw refusalError(refusal, principal);
     return { ...principal, reach };
   }
 

@@ -1,7 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTokenLifetimes } from '../../src/platform/realm-admin/token-lifetimes.ts';
-import { callApi } from '../helpers/api.ts';
-import { keycloakAdmin } from '../helpers/keycloak.ts';
+import { basicAuth, callApi } from '../helpers/api.ts';
+import { dpopKey, dpopProof } from '../helpers/dpop.ts';
+import {
+  claimsOf,
+  createUser,
+  keycloakAdmin,
+  passwordGrantBody,
+  postToken,
+} from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
@@ -81,6 +88,62 @@ describe('protected-resource metadata, from the real realms', () => {
     const platform = await callApi('/api/platform/organizations', 'Bearer not-a-token');
     expect(platform.headers.get('www-authenticate')).toContain(
       `resource_metadata="${publicUrl}${metadataPath('/api/platform')}"`,
+    );
+  });
+
+  it("names the realm's metadata in a refused Basic login's challenge too", async () => {
+    const { publicUrl } = testEnv();
+    const user = await createUser(open, { workspaceRoles: ['ws1'] });
+    const refused = await callApi(
+      `/api/${open}/platform/workspaces`,
+      basicAuth({ username: user.username, password: `${user.password}-wrong` }),
+    );
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get('www-authenticate')).toBe(
+      `Basic realm="${open}", charset="UTF-8", ` +
+        `resource_metadata="${publicUrl}${metadataPath(`/api/${open}`)}"`,
+    );
+  });
+
+  it("names it when a job credential past its lifetime is refused, in its scheme's challenge", async () => {
+    const { publicUrl } = testEnv();
+    const user = await createUser(open, { workspaceRoles: ['ws1'] });
+    const key = await dpopKey();
+    const tokenUrl = `${publicUrl}/auth/realms/${open}/protocol/openid-connect/token`;
+    const body = passwordGrantBody(user, '&realmgate_expires_in=60');
+    const [bound, bearer] = await Promise.all([
+      dpopProof(key, { method: 'POST', url: tokenUrl }).then((dpop) =>
+        postToken(`${publicUrl}/auth`, open, body, { dpop }),
+      ),
+      postToken(`${publicUrl}/auth`, open, body),
+    ]);
+    expect([bound.status, bearer.status]).toEqual([200, 200]);
+    const boundToken = String(bound.json.access_token);
+    const bearerToken = String(bearer.json.access_token);
+    // Both lifetimes over, as far as the record says (no call read it before).
+    await testDb()
+      .table('refresh_token_details')
+      .whereIn('session_id', [String(claimsOf(boundToken).sid), String(claimsOf(bearerToken).sid)])
+      .update({ expires_at: new Date(Date.now() - 1000) });
+    const path = `/api/${open}/platform/workspaces`;
+    const metadataUrl = `resource_metadata="${publicUrl}${metadataPath(`/api/${open}`)}"`;
+
+    const proof = await dpopProof(key, {
+      method: 'GET',
+      url: `${publicUrl}${path}`,
+      accessToken: boundToken,
+    });
+    const dpopRefused = await callApi(path, `DPoP ${boundToken}`, { headers: { dpop: proof } });
+    expect(dpopRefused.status).toBe(401);
+    expect(dpopRefused.body.message).toBe('The refresh token of this session has expired.');
+    const dpopChallenge = dpopRefused.headers.get('www-authenticate') ?? '';
+    expect(dpopChallenge).toMatch(new RegExp(`^DPoP realm="${open}", algs="[A-Za-z0-9 ]+", `));
+    expect(dpopChallenge).toContain(`${metadataUrl}, error="invalid_token"`);
+
+    const bearerRefused = await callApi(path, `Bearer ${bearerToken}`);
+    expect(bearerRefused.status).toBe(401);
+    expect(bearerRefused.headers.get('www-authenticate')).toContain(
+      `Bearer realm="${open}", ${metadataUrl}, error="invalid_token"`,
     );
   });
 });
