@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyChain, type AuditRecord } from '../../src/audit/audit-chain.ts';
 import { recordOf, type AuditRow } from '../../src/audit/audit-rows.ts';
@@ -6,11 +9,14 @@ import {
   REFUSALS_RECORDED_PER_WINDOW,
   REFUSAL_WINDOW_MS,
 } from '../../src/audit/refusal-summaries.ts';
+import { verifyExport } from '../../src/cli/audit-verify.ts';
 import { basicAuth } from '../helpers/api.ts';
+import { grantReaderRole } from '../helpers/audit-readers.ts';
 import { requestFrom } from '../helpers/from-address.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
+import { testEnv } from '../helpers/test-env.ts';
 
 const FLOOD = '127.0.0.2';
 const CALLER = '127.0.0.1';
@@ -37,7 +43,10 @@ describe('audit log under a flood of refusals', () => {
     member = await createUser(org, { workspaceRoles: ['ws1'] });
   });
 
+  const files: string[] = [];
+
   afterAll(async () => {
+    await Promise.all(files.map((file) => rm(file, { force: true })));
     await closeTestDb();
   });
 
@@ -102,5 +111,34 @@ describe('audit log under a flood of refusals', () => {
     }
     expect(Object.fromEntries(counted)).toEqual(Object.fromEntries(sent));
     expect(flooded.some((r) => r.action === 'api.request.summary')).toBe(true);
+  });
+
+  it('exports the summaries as JSON Lines that verify, as CSV and as OCSF', async () => {
+    const reader = await createUser(org);
+    await grantReaderRole(reader);
+    const exported = async (format: string) => {
+      const res = await fetch(
+        `${testEnv().publicUrl}/api/${org}/platform/audit-log/export?format=${format}`,
+        { headers: { authorization: basicAuth(reader) } },
+      );
+      expect(res.status).toBe(200);
+      return res.text();
+    };
+    const file = path.join(os.tmpdir(), `realmgate-flood-${randomBytes(4).toString('hex')}.jsonl`);
+    files.push(file);
+    const jsonl = await exported('jsonl');
+    await writeFile(file, jsonl);
+    expect(await verifyExport(file)).toMatchObject({ org, firstSeq: 1 });
+    expect(jsonl).toContain('"action":"api.request.summary"');
+    expect(await exported('csv')).toMatch(/\napi\.request\.summary,|,api\.request\.summary,/);
+    const summaries = (await exported('ocsf'))
+      .split('\n')
+      .filter((line) => line.includes('api.request.summary'))
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(summaries.length).toBeGreaterThan(0);
+    for (const event of summaries) {
+      expect(event).toMatchObject({ class_uid: 3002, src_endpoint: { ip: FLOOD } });
+      expect(event.count).toBeGreaterThan(0);
+    }
   });
 });
