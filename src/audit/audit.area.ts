@@ -27,6 +27,7 @@ import { pullKeycloakEvents } from './keycloak-events.area.ts';
 import { REALM_EVENTS_SETTINGS } from './keycloak-event-records.ts';
 import type { KeycloakEventMetrics, KeycloakEventPullDeps } from './keycloak-event-pull.ts';
 import { auditTokenGrants } from './token-grants.ts';
+import { summariseRefusals } from './refusal-summaries.ts';
 import type { AuditDownloadService } from './download-jobs.router.ts';
 import { createDownloadJobs, runDownloadJobs } from './download-jobs.ts';
 import { auditKeysRouter } from './audit-keys.router.ts';
@@ -201,13 +202,15 @@ export async function buildAuditLog(
     writer: { record, flush: () => writer.flush() },
     seen: keycloakEventsSeen,
   });
+  // A flood of refusals from one address is counted past its first few (refusal-summaries.ts).
+  const apiDecisions = summariseRefusals(record, clock);
   shared.audit.keepIn((entry) => {
     for (const event of changeEventsOf(entry, clock.now())) record(event);
   });
   return {
     apiOutcomes: (req, res, scope) => {
       const event = apiDecisionOf(req, res, scope, forwarding.clientAddress(req), clock);
-      if (event) record(event);
+      if (event) apiDecisions.record(event);
     },
     tokenGrants: auditTokenGrants({
       record,
@@ -227,6 +230,7 @@ export async function buildAuditLog(
       void checkpoints.stop();
       await runner.close();
       await keycloakEvents.stop();
+      await apiDecisions.close();
       await writer.close(graceMs);
       await otel?.close();
     },

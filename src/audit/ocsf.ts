@@ -1,5 +1,6 @@
 import { VERSION } from '../release/version.ts';
 import type { AuditRecord } from './audit-chain.ts';
+import { SUMMARY_ACTION } from './refusal-summaries.ts';
 
 /** The OCSF schema version the events follow. */
 const OCSF_VERSION = '1.3.0';
@@ -13,7 +14,15 @@ const API_ACTIVITY = { category_uid: 6, class_uid: 6003, class_name: 'API Activi
  * token grant and a sign-in Keycloak saw are a Logon (1), a sign-out Keycloak saw a Logoff (2).
  */
 function authenticationOf(action: string): number | undefined {
-  if (['api.request', 'token.grant', 'keycloak.login', 'keycloak.client-login'].includes(action)) {
+  if (
+    [
+      'api.request',
+      SUMMARY_ACTION,
+      'token.grant',
+      'keycloak.login',
+      'keycloak.client-login',
+    ].includes(action)
+  ) {
     return 1;
   }
   return action === 'keycloak.logout' ? 2 : undefined;
@@ -30,8 +39,9 @@ function apiActivityOf(record: AuditRecord): number {
 }
 
 /**
- * One record as an OCSF event (https://schema.ocsf.io) for a SIEM: an `/api` decision, a
- * token grant or a sign-in or sign-out Keycloak saw is an Authentication event (success or
+ * One record as an OCSF event (https://schema.ocsf.io) for a SIEM: an `/api` decision (or a
+ * summary of refusals, with OCSF's `count`, `start_time` and `end_time`), a token grant or a
+ * sign-in or sign-out Keycloak saw is an Authentication event (success or
  * failure, its reason as the status detail; the caller is the `user` authenticated), a change
  * or a read an API Activity event (the caller is its `actor`, as that class requires). The
  * record's own fields stay in `unmapped`, its hash in `metadata.uid`: a SIEM can still tie an
@@ -68,6 +78,7 @@ export function ocsfEventOf(record: AuditRecord): Record<string, unknown> {
       ...(record.requestId !== null && { correlation_uid: record.requestId }),
     },
     ...(caller && (authentication ? { user: caller } : { actor: { user: caller } })),
+    ...(record.action === SUMMARY_ACTION && summarisedOf(record)),
     ...(record.address !== null && { src_endpoint: { ip: record.address } }),
     ...(record.path !== null && {
       http_request: {
@@ -89,5 +100,15 @@ export function ocsfEventOf(record: AuditRecord): Record<string, unknown> {
       result: record.result,
       details: record.details,
     },
+  };
+}
+
+/** OCSF's own fields of an aggregate: how many events, from when to when. */
+function summarisedOf(record: AuditRecord): Record<string, number> {
+  const { count, first, last } = record.details;
+  return {
+    count: Number(count),
+    start_time: Date.parse(String(first)),
+    end_time: Date.parse(String(last)),
   };
 }

@@ -105,8 +105,10 @@ export function backchannelLogout(deps: BackchannelLogoutDeps): RequestHandler {
 
   function refuse(req: IncomingMessage, res: ServerResponse, reason: BackchannelRefusal): void {
     deps.metrics.backchannelLogout(reason);
-    const unrecorded = recordable(reason);
-    if (unrecorded !== undefined) {
+    const { recorded, ended } = recordable.take(reason);
+    if (recorded) {
+      // The reasons are a closed list, far below the cap on keys: a run ended is this reason's.
+      const unrecorded = ended[0]?.count ?? 0;
       const suppressed: Record<string, string> =
         unrecorded > 0 ? { suppressed: String(unrecorded) } : {};
       deps.logger.warn({ reason, ...suppressed }, 'back-channel logout token refused');

@@ -7,23 +7,100 @@ import type { Clock } from '../time/clock.ts';
  */
 export const REFUSAL_RECORD_INTERVAL_MS = 60_000;
 
+/** Keys tracked at most: past it, the oldest window ends early (its run is told). */
+const MAX_KEYS = 10_000;
+
+/** Refusals of one key that were counted, not recorded, in one window. */
+export interface UnrecordedRun {
+  key: string;
+  count: number;
+  /** When the first and the last of them came (epoch ms). */
+  firstMs: number;
+  lastMs: number;
+}
+
+export interface RefusalRecordLimit {
+  /**
+   * One refusal of `key`: whether it is recorded, and the runs this ended (its key's previous
+   * window, a window pushed out by the cap on keys), each to be told once, before it.
+   */
+  take(key: string): { recorded: boolean; ended: UnrecordedRun[] };
+  /** The runs of the windows over by now, taken out (a window without one is forgotten). */
+  ended(): UnrecordedRun[];
+  /** Every run, its window over or not (at shutdown), taken out. */
+  drain(): UnrecordedRun[];
+}
+
+interface Window {
+  startMs: number;
+  recorded: number;
+  run: UnrecordedRun | undefined;
+}
+
 /**
- * Decides, per reason, whether a refusal is recorded: the first of a reason, then at most one
- * per `intervalMs`. What it answers for a recorded one is how many of that reason went
- * unrecorded since the previous record (0: none), so the record says the rest.
+ * Decides, per key (a reason; an address, a log and a reason...), whether a refusal is
+ * recorded: the first `recordedPerWindow` of a window of `intervalMs` that the key's first
+ * refusal opens, then none until the window is over; those are counted in a run, which the
+ * caller records as one (when the key's next window opens, or `ended`). At most `maxKeys` keys
+ * are kept: a flood of new keys ends the oldest windows early, it never grows the memory.
  */
-export function createRefusalRecordLimit(clock: Clock, intervalMs = REFUSAL_RECORD_INTERVAL_MS) {
-  const last = new Map<string, { at: number; unrecorded: number }>();
-  /** The number unrecorded since the last record when this one is recorded; else undefined. */
-  return (reason: string): number | undefined => {
-    const now = clock.now();
-    const seen = last.get(reason);
-    if (seen !== undefined && now - seen.at < intervalMs) {
-      seen.unrecorded += 1;
-      return undefined;
+export function createRefusalRecordLimit(
+  clock: Clock,
+  options: { intervalMs?: number; recordedPerWindow?: number; maxKeys?: number } = {},
+): RefusalRecordLimit {
+  const intervalMs = options.intervalMs ?? REFUSAL_RECORD_INTERVAL_MS;
+  const recordedPerWindow = options.recordedPerWindow ?? 1;
+  const maxKeys = options.maxKeys ?? MAX_KEYS;
+  // In the order the windows opened (a key whose window opens again goes last): the oldest,
+  // the first to end, are first.
+  const windows = new Map<string, Window>();
+
+  function open(key: string, now: number, ended: UnrecordedRun[]): void {
+    windows.delete(key);
+    if (windows.size >= maxKeys) {
+      const [oldest, window] = windows.entries().next().value!;
+      windows.delete(oldest);
+      if (window.run) ended.push(window.run);
     }
-    // The reasons are a closed list: the map stays as small as it.
-    last.set(reason, { at: now, unrecorded: 0 });
-    return seen?.unrecorded ?? 0;
+    windows.set(key, { startMs: now, recorded: 1, run: undefined });
+  }
+
+  return {
+    take(key) {
+      const now = clock.now();
+      const ended: UnrecordedRun[] = [];
+      const window = windows.get(key);
+      if (window === undefined || now - window.startMs >= intervalMs) {
+        if (window?.run) ended.push(window.run);
+        open(key, now, ended);
+        return { recorded: true, ended };
+      }
+      if (window.recorded < recordedPerWindow) {
+        window.recorded += 1;
+        return { recorded: true, ended };
+      }
+      if (window.run) {
+        window.run.count += 1;
+        window.run.lastMs = now;
+      } else {
+        window.run = { key, count: 1, firstMs: now, lastMs: now };
+      }
+      return { recorded: false, ended };
+    },
+    ended() {
+      const now = clock.now();
+      const runs: UnrecordedRun[] = [];
+      for (const [key, window] of windows) {
+        if (now - window.startMs < intervalMs) break;
+        windows.delete(key);
+        if (window.run) runs.push(window.run);
+      }
+      return runs;
+    },
+    drain() {
+      const runs = [...windows.values()].flatMap((window) => (window.run ? [window.run] : []));
+      windows.clear();
+      return runs;
+    },
   };
 }

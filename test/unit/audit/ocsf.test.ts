@@ -48,6 +48,31 @@ describe('OCSF events of audit records', () => {
     });
   });
 
+  it('makes a summary of refusals an Authentication event of its count and its time span', () => {
+    const summary: AuditRecord = {
+      ...base,
+      action: 'api.request.summary',
+      actorRealm: null,
+      actorName: null,
+      method: null,
+      route: null,
+      path: null,
+      requestId: null,
+      details: { count: '4210', first: '2026-11-03T08:11:41.002Z', last: base.at },
+    };
+    expect(ocsfEventOf(summary)).toMatchObject({
+      class_uid: 3002,
+      activity_id: 1,
+      status_id: 2,
+      status_detail: 'wrong_password',
+      count: 4210,
+      start_time: Date.parse('2026-11-03T08:11:41.002Z'),
+      end_time: Date.parse(base.at),
+      src_endpoint: { ip: '203.0.113.7' },
+      unmapped: { action: 'api.request.summary' },
+    });
+  });
+
   it('makes a change an API Activity event of its kind', () => {
     const change = (action: string) =>
       ocsfEventOf({ ...base, action, outcome: 'success', method: null, path: null, status: null });

@@ -1,0 +1,94 @@
+import { describe, expect, it } from 'vitest';
+import type { AuditEvent } from '../../../src/audit/audit-writer.ts';
+import {
+  REFUSALS_RECORDED_PER_WINDOW,
+  REFUSAL_WINDOW_MS,
+  summariseRefusals,
+} from '../../../src/audit/refusal-summaries.ts';
+import { createRefusalRecordLimit } from '../../../src/auth-proxy/refusal-record-limit.ts';
+import { apiEvent } from '../../helpers/audit-records.ts';
+import { manualClock } from '../../helpers/test-clock.ts';
+
+const refusal = (atMs: number, fields: Partial<AuditEvent> = {}) =>
+  apiEvent('acme', atMs, {
+    outcome: 'failure',
+    actorRealm: null,
+    credential: 'basic',
+    status: 401,
+    result: '401-00002',
+    reason: 'wrong_password',
+    address: '203.0.113.7',
+    ...fields,
+  });
+
+describe('summaries of refusals in the audit log', () => {
+  it('records the first refusals of a window, then one summary counting the rest', async () => {
+    const clock = manualClock();
+    const start = clock.now();
+    const recorded: AuditEvent[] = [];
+    const summaries = summariseRefusals((event) => recorded.push(event), clock);
+    for (let i = 0; i < 1000; i++) {
+      summaries.record(refusal(clock.now(), { actorName: `guess-${i}` }));
+      clock.advance(10);
+    }
+    expect(recorded).toHaveLength(REFUSALS_RECORDED_PER_WINDOW);
+    // The next window opens with the summary of the last.
+    clock.advance(REFUSAL_WINDOW_MS);
+    summaries.record(refusal(clock.now()));
+    expect(recorded).toHaveLength(REFUSALS_RECORDED_PER_WINDOW + 2);
+    expect(recorded.at(-2)).toMatchObject({
+      org: 'acme',
+      action: 'api.request.summary',
+      outcome: 'failure',
+      actorName: null,
+      credential: 'basic',
+      status: 401,
+      result: '401-00002',
+      reason: 'wrong_password',
+      address: '203.0.113.7',
+      requestId: null,
+      atMs: start + 999 * 10,
+      details: {
+        count: String(1000 - REFUSALS_RECORDED_PER_WINDOW),
+        first: new Date(start + REFUSALS_RECORDED_PER_WINDOW * 10).toISOString(),
+        last: new Date(start + 999 * 10).toISOString(),
+      },
+    });
+    expect(recorded.at(-1)).toMatchObject({ action: 'api.request', reason: 'wrong_password' });
+    await summaries.close();
+  });
+
+  it('never summarises an admitted caller, and keeps each address and reason apart', async () => {
+    const clock = manualClock();
+    const recorded: AuditEvent[] = [];
+    const summaries = summariseRefusals((event) => recorded.push(event), clock);
+    for (let i = 0; i < 100; i++) summaries.record(apiEvent('acme', clock.now()));
+    expect(recorded).toHaveLength(100);
+    for (let i = 0; i < 30; i++) {
+      summaries.record(refusal(clock.now()));
+      summaries.record(refusal(clock.now(), { address: '198.51.100.1' }));
+      summaries.record(refusal(clock.now(), { reason: 'bad_token', credential: 'bearer' }));
+    }
+    expect(recorded).toHaveLength(100 + 3 * REFUSALS_RECORDED_PER_WINDOW);
+    // Shutdown writes the counts of the windows still open.
+    await summaries.close();
+    const written = recorded.filter((r) => r.action === 'api.request.summary');
+    expect(written.map((r) => [r.address, r.reason, r.details.count])).toEqual([
+      ['203.0.113.7', 'wrong_password', '20'],
+      ['198.51.100.1', 'wrong_password', '20'],
+      ['203.0.113.7', 'bad_token', '20'],
+    ]);
+  });
+
+  it('keeps at most its cap of keys: a new one ends the oldest window, whose run is told', () => {
+    const clock = manualClock();
+    const limit = createRefusalRecordLimit(clock, { recordedPerWindow: 1, maxKeys: 2 });
+    expect(limit.take('a')).toEqual({ recorded: true, ended: [] });
+    expect(limit.take('a')).toEqual({ recorded: false, ended: [] });
+    limit.take('b');
+    const { recorded, ended } = limit.take('c');
+    expect(recorded).toBe(true);
+    expect(ended).toEqual([{ key: 'a', count: 1, firstMs: clock.now(), lastMs: clock.now() }]);
+    expect(limit.drain()).toEqual([]);
+  });
+});
