@@ -9,6 +9,7 @@ import type { Audit } from '../http/audit.ts';
 import type { ReadinessCheck } from '../http/health.router.ts';
 import type { KeycloakArea } from '../keycloak/keycloak.area.ts';
 import type { Tenants } from '../platform/platform.area.ts';
+import type { OrganizationBeginning } from '../platform/provisioning.service.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { Clock } from '../time/clock.ts';
 import { apiDecisionOf } from './api-decisions.ts';
@@ -48,11 +49,8 @@ export interface AuditLogArea {
   service: AuditLogService;
   /** What the reference platform's download routes are served with (download-jobs.router.ts). */
   downloads: AuditDownloadService;
-  /**
-   * Told as an organization is created (again), within the transaction that makes its record:
-   * its readers' log begins with it (audit-incarnations.ts).
-   */
-  organizationBegins: (org: string, trx: Knex) => Promise<void>;
+  /** An organization created (again): its readers' log begins with it (audit-incarnations.ts). */
+  organizationBegins: OrganizationBeginning;
   /**
    * The events settings a new organization's realm is made with (REALM_EVENTS_SETTINGS), so that
    * Keycloak saves its events from its creation, not from its first pull (up to
@@ -125,8 +123,7 @@ export async function buildAuditLog(
   });
   const downloads: AuditDownloadService = { ...service, jobs, kick: () => runner.kick() };
   // Also while the log is off: the records it holds are the deleted organization's.
-  const organizationBegins = (org: string, trx: Knex) =>
-    incarnations.begin(org, new Date(clock.now()), trx);
+  const begin = (org: string, trx: Knex) => incarnations.begin(org, new Date(clock.now()), trx);
   if (!config.AUDIT_LOG_ENABLED) {
     // The auth area's use of the events does not wait for the log; no record is made of them.
     const keycloakEvents = pullKeycloakEvents(shared, tenants, keycloak, {
@@ -137,7 +134,7 @@ export async function buildAuditLog(
       tokenGrants: undefined,
       service,
       downloads,
-      organizationBegins,
+      organizationBegins: { settle: () => Promise.resolve(), begin },
       realmEvents,
       keys: auditKeysRouter(keys),
       writer: undefined,
@@ -220,7 +217,11 @@ export async function buildAuditLog(
     }),
     service,
     downloads,
-    organizationBegins,
+    // The deleted organization's last records (its delete among them) may still be spooled
+    // here: written first, they stay before the new organization's first record, out of its
+    // readers' reach. Another process's spool is not: docs/audit.md, "An organization id used
+    // again".
+    organizationBegins: { settle: () => writer.flush(), begin },
     realmEvents,
     keys: auditKeysRouter(keys),
     writer,

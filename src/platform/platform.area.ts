@@ -23,7 +23,11 @@ import {
   type OrganizationLifecycle,
 } from './organization-lifecycle.service.ts';
 import { createOrganizationsRepo, type OrganizationsRepo } from './organizations.repo.ts';
-import { createProvisioningService, type ProvisioningService } from './provisioning.service.ts';
+import {
+  createProvisioningService,
+  type OrganizationBeginning,
+  type ProvisioningService,
+} from './provisioning.service.ts';
 import { createRefreshTokensService, type RefreshTokensService } from './refresh-tokens.service.ts';
 import { createSigningKeysService, type SigningKeysService } from './signing-keys.service.ts';
 import {
@@ -107,11 +111,8 @@ export function buildPlatform(
   tenants: Tenants,
   /** The keys password grants' sessions are bound to (auth-proxy/token-bindings.ts). */
   tokenBindings: TokenBindingStore,
-  /**
-   * Told as an organization is created (again), within the transaction making its record: the
-   * audit log's (audit-incarnations.ts).
-   */
-  organizationBegins: (organizationId: string, trx: Knex) => Promise<void>,
+  /** The audit log's part in an organization's creation (provisioning.service.ts). */
+  organizationBegins: OrganizationBeginning,
   /** A new organization's realm's settings besides the template's (the audit log's events). */
   newRealmSettings?: Readonly<Record<string, unknown>>,
 ): PlatformArea {

@@ -72,18 +72,29 @@ export interface ProvisioningService {
  * can be repeated; creating an organization over a delete that stopped half-way makes it anew.
  * Ids are checked against their alphabet before any database or Keycloak call.
  */
+/**
+ * An organization's record being made, as the audit log must know it: what belongs to an id's
+ * previous organization is not the new one's (audit/audit-incarnations.ts).
+ */
+export interface OrganizationBeginning {
+  /**
+   * Before the transaction that makes the record, on every create: what this process still
+   * holds for the id's previous organization (its last records) is written first. Outside the
+   * transaction: it writes on connections of its own, and the embedded database has one.
+   */
+  settle(): Promise<void>;
+  /** Within that transaction (`trx`), only when it makes the record: the new period begins. */
+  begin(organizationId: string, trx: Knex): Promise<void>;
+}
+
 export function createProvisioningService(deps: {
   adminSession: AdminSession;
   db: Knex;
   gatewayClientSecret: string;
   /** Where a new realm's clients announce ended sessions (realm-admin/backchannel-logout.ts). */
   backchannelLogoutUrl?: string;
-  /**
-   * Told as an organization's record is made, within the transaction (`trx`) that makes it (not
-   * when it exists already): what belongs to an id's previous organization is not the new one's
-   * (the audit log's, audit-incarnations.ts).
-   */
-  organizationBegins?: (organizationId: string, trx: Knex) => Promise<void>;
+  /** What must happen as an organization's record is made: the audit log's. */
+  organizationBegins?: OrganizationBeginning;
   /**
    * A new organization's realm's settings besides the template's: the audit log's event saving
    * (audit/keycloak-event-records.ts), on from the realm's creation, not from its first pull.
@@ -129,9 +140,10 @@ export function createProvisioningService(deps: {
       // The period begins with the record, in its transaction: until it is committed nothing is
       // written to this id's log, and of calls racing to make it (another replica, a retry)
       // only the one whose insert made it begins one; the others wait for it and find it made.
+      await deps.organizationBegins?.settle();
       const organization = await deps.db.transaction(async (trx) => {
         const records = createOrganizationsRepo(trx);
-        if (await records.insertNew({ id, name })) await deps.organizationBegins?.(id, trx);
+        if (await records.insertNew({ id, name })) await deps.organizationBegins?.begin(id, trx);
         return records.get(id);
       });
       // Its state as recorded: a repeated create of a disabled organization leaves it disabled.
