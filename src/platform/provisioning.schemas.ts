@@ -57,15 +57,18 @@ export const organizationUserBody = z
   .meta({ id: 'OrganizationUserCreate' });
 
 /**
- * A time PostgreSQL can store and the answer can show as RFC 3339: no year 0000 (PostgreSQL
- * has none), nor a negative offset on 9999-12-31 (the instant could fall in year 10000), and an
- * offset of at most 15:59 (PostgreSQL's limit; ISO 8601 syntax allows up to 23:59).
+ * A time PostgreSQL can store and the answer can show as sent, RFC 3339 in milliseconds: no
+ * year 0000 (PostgreSQL has none), nor a positive offset on 0001-01-01 or a negative one on
+ * 9999-12-31 (the instant could fall in year 0 or 10000), an offset of at most 15:59
+ * (PostgreSQL's limit; ISO 8601 syntax allows up to 23:59), and at most three fraction digits
+ * (PostgreSQL would round finer ones, 9999-12-31T23:59:59.9999999Z into year 10000, and refuse
+ * a text over 128 characters).
  */
 const storableTime = z.iso
   .datetime({ offset: true })
   .regex(
-    /^(?!0000-)(?!9999-12-31T.*-\d\d:\d\d$).*(?:Z|[+-](?:0\d|1[0-5]):\d\d)$/,
-    'must be a time from year 0001 to 9999 with an offset of at most 15:59',
+    /^(?!0000-)(?!0001-01-01T.*\+\d\d:\d\d$)(?!9999-12-31T.*-\d\d:\d\d$)[^.]*(?:\.\d{1,3})?(?:Z|[+-](?:0\d|1[0-5]):\d\d)$/,
+    'must be a time from year 0001 to 9999 UTC, in milliseconds at most, with an offset of at most 15:59',
   )
   // A second pattern moves both into `allOf`, where zod leaves the format out.
   .meta({ format: 'date-time' });

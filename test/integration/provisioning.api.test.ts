@@ -228,6 +228,49 @@ describe('provisioning API (/api/platform)', () => {
     expectDocumentedAnswer('createOperation', answer.body);
   });
 
+  it('stores the edge dates it accepts and lists them back as the same instants', async () => {
+    const sent: Array<[string, string]> = [
+      ['0001-01-01T00:00:00Z', '0001-01-01T00:00:00.000Z'],
+      ['0001-01-01T00:00:00-15:59', '0001-01-01T15:59:00.000Z'],
+      ['1582-10-10T00:00:00Z', '1582-10-10T00:00:00.000Z'],
+      ['2024-02-29T12:00:00.5+09:00', '2024-02-29T03:00:00.500Z'],
+      ['9999-12-31T23:59:59.999Z', '9999-12-31T23:59:59.999Z'],
+      ['9999-12-31T23:59:59.999+15:59', '9999-12-31T08:00:59.999Z'],
+    ];
+    const ws = 'ws-dates';
+    expectSuccess(
+      await call('POST', `/organizations/${org}/workspaces`, {
+        as: admin,
+        body: { id: ws, name: 'Edge dates' },
+      }),
+    );
+    for (const [index, [date, stored]] of sent.entries()) {
+      const answer = await call('POST', `/organizations/${org}/workspaces/${ws}/operations`, {
+        as: admin,
+        body: { operation_name: `edge-${index}`, scheduled_date_for_execution: date },
+      });
+      expectSuccess(answer);
+      expect(answer.body.data).toMatchObject({
+        parameter: { scheduled_date_for_execution: stored },
+      });
+    }
+    const reader = await createUser(org, { workspaceRoles: [ws] });
+    const listed = await fetch(
+      `${testEnv().publicUrl}/api/${org}/workspaces/${ws}/ita/menu/operation_list/filter/`,
+      { headers: { authorization: basicOf(reader) } },
+    );
+    expect(listed.status).toBe(200);
+    const { data } = (await listed.json()) as {
+      data: Array<{ parameter: { operation_name: string; scheduled_date_for_execution: string } }>;
+    };
+    expect(
+      data.map(({ parameter }) => [
+        parameter.operation_name,
+        parameter.scheduled_date_for_execution,
+      ]),
+    ).toEqual(sent.map(([, stored], index) => [`edge-${index}`, stored]));
+  });
+
   it('reads and changes the token lifetimes of an organization', async () => {
     const before = await call('GET', `/organizations/${org}/token-lifetimes`, { as: admin });
     expectSuccess(before);
@@ -317,6 +360,34 @@ describe('provisioning API (/api/platform)', () => {
           body: { operation_name: 'x', scheduled_date_for_execution: '2026-06-01T00:00:00+23:59' },
         }),
       ],
+      ...(
+        [
+          // Its instant, 0000-12-31T08:01Z, is in year 0: stored as 1 BC, answered as year 0000.
+          ['date in year 0 by its offset', '0001-01-01T00:00:00+15:59'],
+          // PostgreSQL keeps microseconds and rounds: this one would be stored in year 10000.
+          ['date rounded into year 10000', '9999-12-31T23:59:59.9999999Z'],
+          // The answer shows milliseconds: finer would not come back as sent.
+          ['date finer than milliseconds', '2026-06-01T00:00:00.1234567891Z'],
+          // PostgreSQL refuses a time text over 128 characters.
+          ['date with 200 fraction digits', `2026-06-01T00:00:00.${'1'.repeat(200)}Z`],
+          ['date offset +24:00', '2026-06-01T00:00:00+24:00'],
+          ['date offset -24:00', '2026-06-01T00:00:00-24:00'],
+          ['date in year 10000', '10000-01-01T00:00:00Z'],
+          ['date on a leap second', '2016-12-31T23:59:60Z'],
+          ['date on February 30', '2026-02-30T00:00:00Z'],
+          ['date without offset', '2026-06-01T00:00:00'],
+          ['date in Arabic-Indic digits', '\u0662\u0660\u0662\u0666-06-01T00:00:00Z'],
+          ['date of 64 KB', `2026-06-01T00:00:00.${'1'.repeat(60_000)}Z`],
+        ] as const
+      ).map(
+        ([name, date]) =>
+          [
+            name,
+            'POST',
+            `/organizations/ORG/workspaces/ws1/operations`,
+            () => ({ body: { operation_name: 'x', scheduled_date_for_execution: date } }),
+          ] as [string, string, string, () => { body?: unknown; rawBody?: string }],
+      ),
       [
         'zero lifetime',
         'PATCH',
