@@ -32,27 +32,22 @@ export function createFallbackCache(
     failedAt = clock.now();
   }
 
-  /**
-   * `work` on Redis, or on the fallback while Redis failed lately. Not an async function: a
-   * claim (one per DPoP request) then costs the caller's promise chain no frame of its own.
-   */
-  function attempt<T>(work: (cache: Cache) => Promise<T>): Promise<T> {
+  async function attempt<T>(work: (cache: Cache) => Promise<T>): Promise<T> {
     if (failedAt !== undefined && clock.now() - failedAt < REDIS_RETRY_AFTER_MS)
-      return promised(work, fallback);
-    return promised(work, primary).then(redisServed, (err: unknown) => {
+      return work(fallback);
+    try {
+      const result = await work(primary);
+      if (failedAt !== undefined) {
+        failedAt = undefined;
+        logger.warn('Redis is back; the shared cache serves again');
+      }
+      return result;
+    } catch (err) {
       if (failedAt === undefined)
         logger.error({ err }, 'Redis failed; serving from the in-process cache');
       failed();
-      return promised(work, fallback);
-    });
-  }
-
-  function redisServed<T>(result: T): T {
-    if (failedAt !== undefined) {
-      failedAt = undefined;
-      logger.warn('Redis is back; the shared cache serves again');
+      return work(fallback);
     }
-    return result;
   }
 
   return {
@@ -62,17 +57,16 @@ export function createFallbackCache(
     },
     get: (key) => attempt((cache) => cache.get(key)),
     increment: (key, windowMs, by) => attempt((cache) => cache.increment(key, windowMs, by)),
-    claim(key, ttlMs, owner) {
+    async claim(key, ttlMs, owner) {
       let redisAnswered = false;
-      return attempt((cache) => {
+      const claimed = await attempt((cache) => {
         redisAnswered = cache === primary;
         return cache.claim(key, ttlMs, owner);
-      }).then((claimed) => {
-        if (!claimed || !redisAnswered || clock.now() >= fallback.claimsHeldUntil()) return claimed;
-        // The fallback (this process's, or the one the workers share) granted claims during an
-        // outage, and may hold this key from then.
-        return fallback.counter(key).then((counter) => counter === undefined);
       });
+      if (!claimed || !redisAnswered || clock.now() >= fallback.claimsHeldUntil()) return claimed;
+      // The fallback (this process's, or the one the workers share) granted claims during an
+      // outage, and may hold this key from then.
+      return (await fallback.counter(key)) === undefined;
     },
     counter: (key) => attempt((cache) => cache.counter(key)),
     set: (key, value, ttlMs) => attempt((cache) => cache.set(key, value, ttlMs)),
@@ -96,13 +90,4 @@ export function createFallbackCache(
       await Promise.all([primary.close(), fallback.close()]);
     },
   };
-}
-
-/** `work(cache)`, a synchronous throw as a rejection (as an async function would have it). */
-function promised<T>(work: (cache: Cache) => Promise<T>, cache: Cache): Promise<T> {
-  try {
-    return work(cache);
-  } catch (err) {
-    return Promise.reject(err);
-  }
 }

@@ -68,14 +68,8 @@ export function createRedisCache({ url, keyPrefix, commandTimeoutMs }: RedisCach
         .exec();
       return counterFrom(replies?.[1], replies?.[2])!;
     },
-    claim(key, ttlMs) {
-      // Not async: an async function returning this promise would add a promise and two
-      // microtasks to every claim (one per DPoP request).
-      try {
-        assertValidTtl(ttlMs);
-      } catch (err) {
-        return Promise.reject(err);
-      }
+    async claim(key, ttlMs) {
+      assertValidTtl(ttlMs);
       // SET NX PX, with the other claims of this turn in one command (redis-claims.ts).
       return claimKey(key, ttlMs);
     },

@@ -29,19 +29,19 @@ export interface ProofReplayStore {
 export function createProofReplayStore(options: { cache: Cache; clock?: Clock }): ProofReplayStore {
   const { cache, clock = systemClock } = options;
   return {
-    // Not async: one claim a request, without a frame of its own around the cache's promise.
-    firstUse(boundKey, proof) {
+    async firstUse(boundKey, proof) {
       const name = hash('sha256', `${boundKey}\u0000${proof.jti}`, 'base64url');
       const ttlMs = Math.max(1, Math.ceil(proof.acceptableUntil - clock.now()));
-      // Owned by the key: in memory, one key flooding fresh proofs is refused past its share
-      // rather than filling the store for every other key (memory-cache.ts).
-      return cache.claim(`dpop-jti:${name}`, ttlMs, boundKey).catch(refusalOf);
+      try {
+        // Owned by the key: in memory, one key flooding fresh proofs is refused past its share
+        // rather than filling the store for every other key (memory-cache.ts).
+        return await cache.claim(`dpop-jti:${name}`, ttlMs, boundKey);
+      } catch (err) {
+        if (err instanceof ClaimRefused) throw storeRefusal(err);
+        throw err;
+      }
     },
   };
-}
-
-function refusalOf(err: unknown): never {
-  throw err instanceof ClaimRefused ? storeRefusal(err) : err;
 }
 
 /**
