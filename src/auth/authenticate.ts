@@ -149,13 +149,9 @@ async function dpopPrincipal(
 ): Promise<Principal> {
   try {
     const tokenHash = tokenHashOf(token);
-    // Awaited only when not known yet: an await of a value costs a promise and a turn of
-    // microtasks, and a DPoP request's token and admission are known nearly always.
-    const verified = deps.bearer.verify(realm, token, tokenHash);
-    const principal = verified instanceof Promise ? await verified : verified;
+    const principal = await deps.bearer.verify(realm, token, tokenHash);
     await deps.dpop.prove(req, path, token, principal, tokenHash);
-    const active = activePrincipal(token, principal, deps);
-    return active instanceof Promise ? await active : active;
+    return await activePrincipal(token, principal, deps);
   } catch (err) {
     if (!(err instanceof AuthFailure) || err.scheme === 'dpop') throw err;
     throw new AuthFailure('dpop', err.reason, err.publicMessage, { cause: err });
