@@ -148,9 +148,9 @@ describe('parseCommandLine', () => {
 
   it.each([
     [[], 'missing command', undefined],
-    [['frobnicate'], "unknown command 'frobnicate'", undefined],
+    [['frobnicate'], 'unknown command: the usage below lists the commands', undefined],
     [['org'], 'missing org command', 'org'],
-    [['org', 'rename', 'acme'], "unknown command 'org rename'", 'org'],
+    [['org', 'rename', 'acme'], 'unknown org command: the usage below lists them', 'org'],
     [['org', 'create'], 'missing <org>', 'org'],
     [['org', 'create', 'acme', 'extra'], 'too many arguments', 'org'],
     [['org', 'create', 'Acme'], 'invalid <org>: an organization id', 'org'],
@@ -248,6 +248,9 @@ describe('a refused word on the command line', () => {
       ['user', 'create', 'acme', 'bob', '--workspace', misplaced, '--password-stdin'],
       'invalid --workspace: a workspace id is a letter',
     ],
+    [[misplaced], 'unknown command: the usage below lists the commands'],
+    [[misplaced, 'create'], 'unknown command: the usage below lists the commands'],
+    [['org', misplaced], 'unknown org command: the usage below lists them'],
   ])('%j is not echoed; the error names the argument and its rule', async (argv, said) => {
     const { io, output } = capturingIo();
     expect(await runCli(argv, {}, io)).toBe(2);
