@@ -38,8 +38,15 @@ export function parseCommandLine(argv: readonly string[]): Command {
   const name = `${group} ${action}`;
   const entry = action === undefined ? undefined : commandNamed(name);
   if (entry) return withGroup(group, () => entry.parse(name, readArgs(argv.slice(2), entry)));
-  if (knownGroup(group) === undefined) throw usageError(`unknown command '${group}'`);
-  const problem = action === undefined ? `missing ${group} command` : `unknown command '${name}'`;
+  // An unknown word is not echoed either (a password typed where a command goes); the usage
+  // shown with the error lists the words that would do.
+  if (knownGroup(group) === undefined) {
+    throw usageError('unknown command: the usage below lists the commands');
+  }
+  const problem =
+    action === undefined
+      ? `missing ${group} command`
+      : `unknown ${group} command: the usage below lists them`;
   throw usageError(problem, group);
 }
 

@@ -42,7 +42,7 @@ export const AUDIT_COMMANDS: readonly CommandEntry[] = [
         throw usageError('audit list takes either --max or --all');
       }
       return {
-        log: checkRealm(args.at(0)),
+        log: checkRealm(args.at(0), '<realm>'),
         filters: readFilters(args),
         order: readOrder(args.one('order')),
         max: args.has('all') ? undefined : readMax(args.one('max')),
@@ -73,7 +73,7 @@ export const AUDIT_COMMANDS: readonly CommandEntry[] = [
     parse: (args) => {
       const query = readFilters(args);
       query.set('format', readFormat(args.one('format')));
-      return { log: checkRealm(args.at(0)), query, file: args.one('out')! };
+      return { log: checkRealm(args.at(0), '<realm>'), query, file: args.one('out')! };
     },
     run: async ({ log, query, file }, context) => ({
       json: { file, format: query.get('format'), bytes: await exportTo(file, log, query, context) },

@@ -17,6 +17,12 @@ import { CliError } from './errors.ts';
 const STALE_LOCK_MS = 30_000;
 
 /**
+ * The release of a held lock; `ensureHeld` throws (busy) when the lock is no longer this
+ * holder's, to be called right before what the lock guards is written.
+ */
+export type LockRelease = (() => Promise<void>) & { ensureHeld: () => Promise<void> };
+
+/**
  * Creates the lock file exclusively, waiting up to `waitMs` while another process holds it;
  * keeps it touched while held, so that a long hold is not taken for one left by a dead process.
  * `purpose` (what the hold is for, e.g. a refresh at a gateway) is written into it, and is what
@@ -26,7 +32,7 @@ export async function takeLock(
   lockPath: string,
   waitMs: number,
   purpose: string,
-): Promise<() => Promise<void>> {
+): Promise<LockRelease> {
   await mkdir(dirname(lockPath), { recursive: true, mode: 0o700 });
   const deadline = Date.now() + waitMs;
   for (let delay = 5; ; delay = Math.min(delay * 2, 100)) {
@@ -55,10 +61,15 @@ export async function takeLock(
       } finally {
         await handle.close();
       }
-      return async () => {
+      const release = async () => {
         stopHolding();
         await removeIfOurs(lockPath, owner);
       };
+      return Object.assign(release, {
+        ensureHeld: async () => {
+          if (!(await isOurs(lockPath, owner))) throw lostLock(lockPath);
+        },
+      });
     } catch (error) {
       if ((error as { code?: unknown }).code !== 'EEXIST') throw error;
     }
@@ -97,24 +108,42 @@ function removeWhenStopped(lockPath: string, owner: string, touching: NodeJS.Tim
 }
 
 /**
- * Removes the lock only while it is still the one this holder made (`owner` written in it): a
- * holder paused past the stale time may have had it taken over, and removing the new holder's
- * lock by name would let a third process write the credentials file beside that one. The
- * owner is a random token, not the inode or the pid: a removed lock's inode is often given
- * straight to the next file made, and pids repeat across containers sharing a home directory.
- *
- * The lock is touched first, so a waiter about to take it over as stale finds it changed at
- * its recheck and backs off; what is left is a takeover that completes entirely between the
- * read and the unlink below, which no unlink by name can rule out.
+ * Removes the lock only while it is still the one this holder made: a holder paused past the
+ * stale time may have had it taken over, and removing the new holder's lock by name would let
+ * a third process write the credentials file beside that one.
  */
 async function removeIfOurs(lockPath: string, owner: string): Promise<void> {
+  if (await isOurs(lockPath, owner)) await unlink(lockPath).catch(() => {});
+}
+
+/**
+ * Whether the lock is still the one this holder made (`owner` written in it). The owner is a
+ * random token, not the inode or the pid: a removed lock's inode is often given straight to the
+ * next file made, and pids repeat across containers sharing a home directory.
+ *
+ * The lock is touched first, so a waiter about to take it over as stale finds it changed at
+ * its recheck and backs off; what is left is a takeover that completes entirely between this
+ * read and what the caller does next (an unlink, a rename), which nothing done by file name
+ * can rule out: only a holder stopped again for 30 s in exactly that gap meets it.
+ */
+async function isOurs(lockPath: string, owner: string): Promise<boolean> {
   try {
     const now = new Date();
     await utimes(lockPath, now, now);
-    if (ownerOf(await readFile(lockPath, 'utf8')) === owner) await unlink(lockPath);
+    return ownerOf(await readFile(lockPath, 'utf8')) === owner;
   } catch {
-    // Gone already, or not a file we can read: not ours to remove.
+    // Gone already, or not a file we can read: not ours.
+    return false;
   }
+}
+
+/** The error of a holder whose lock was taken over as stale while it was stopped. */
+function lostLock(lockPath: string): CliError {
+  return new CliError(
+    'busy',
+    `${lockPath} was taken over by another realmgate while this one was stopped for over ` +
+      `${STALE_LOCK_MS / 1000} s; nothing was written over its change; retry`,
+  );
 }
 
 /** The owner token a lock file holds; undefined for one of an older realmgate, or garbled. */

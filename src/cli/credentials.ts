@@ -109,9 +109,14 @@ export async function readPrivateText(path: string): Promise<string | undefined>
 /**
  * Replaces the file with `logins`, never exposing it: a new file created with mode 0600 in the
  * same directory (made 0700 when it makes it), then renamed over the old one, so a reader sees the old or the
- * new content whole, and a crash leaves at worst a stray temporary file.
+ * new content whole, and a crash leaves at worst a stray temporary file. `beforeRename` runs
+ * once the new file is whole, right before the rename, and may still refuse it (by throwing).
  */
-export async function writeLogins(path: string, logins: readonly StoredLogin[]): Promise<void> {
+export async function writeLogins(
+  path: string,
+  logins: readonly StoredLogin[],
+  beforeRename: () => Promise<void> = () => Promise.resolve(),
+): Promise<void> {
   const dir = dirname(path);
   await makeDirectory(dir);
   const temporary = join(dir, `.${FILE_NAME}.${randomBytes(6).toString('hex')}.tmp`);
@@ -126,6 +131,7 @@ export async function writeLogins(path: string, logins: readonly StoredLogin[]):
     } finally {
       await handle.close();
     }
+    await beforeRename();
     await rename(temporary, path);
   } catch (error) {
     await unlink(temporary).catch(() => {});
@@ -178,7 +184,13 @@ export async function withLockedLogins<T>(
   });
   try {
     const { logins, value } = await work(await readLogins(path));
-    if (logins !== undefined) await inWritableDirectory(path, () => writeLogins(path, logins));
+    // A holder stopped (SIGSTOP, a suspended VM) past the lock's stale time may have had its
+    // lock taken over, and another process may have written meanwhile: what this one read is
+    // then out of date, and writing it would undo that change. So the lock is checked as late
+    // as can be, with the new file already whole, and only the rename follows.
+    if (logins !== undefined) {
+      await inWritableDirectory(path, () => writeLogins(path, logins, release.ensureHeld));
+    }
     return value;
   } finally {
     await release();

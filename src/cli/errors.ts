@@ -33,7 +33,7 @@ export const exitStatusMeanings = {
   verification: 'audit verify: a record does not fit its chain',
   identityProvider:
     'Keycloak behind the gateway down, too slow or failing (5xx-11001); retry later',
-  busy: 'another realmgate held the credentials lock past the wait (a slow refresh); retry later',
+  busy: 'another realmgate held the credentials lock past the wait, or took it over; retry later',
   outputClosed: 'stdout closed before all was printed (| head): stopped there, as by SIGPIPE',
 } as const satisfies Record<keyof typeof exitCodes, string>;
 

@@ -13,7 +13,7 @@ export const ORGANIZATION_COMMANDS: readonly CommandEntry[] = [
     positionals: ['org'],
     options: { name: { value: 'name' } },
     parse: (args) => {
-      const org = checkOrganization(args.at(0));
+      const org = checkOrganization(args.at(0), '<org>');
       return { org, displayName: args.one('name') ?? org };
     },
     request: ({ org, displayName }) => post(ORGANIZATIONS, { id: org, name: displayName }),
@@ -25,7 +25,7 @@ export const ORGANIZATION_COMMANDS: readonly CommandEntry[] = [
   apiCommand({
     name: 'org get',
     positionals: ['org'],
-    parse: (args) => ({ org: checkOrganization(args.at(0)) }),
+    parse: (args) => ({ org: checkOrganization(args.at(0), '<org>') }),
     request: ({ org }) => ({ method: 'GET', path: organizationPath(org) }),
   }),
   apiCommand({
@@ -33,7 +33,7 @@ export const ORGANIZATION_COMMANDS: readonly CommandEntry[] = [
     positionals: ['org'],
     options: { yes: {} },
     /** `confirmed`: `--yes`; else the id must be typed again at a terminal (confirm.ts). */
-    parse: (args) => ({ org: checkOrganization(args.at(0)), confirmed: args.has('yes') }),
+    parse: (args) => ({ org: checkOrganization(args.at(0), '<org>'), confirmed: args.has('yes') }),
     prepare: async ({ org, confirmed }, io) => {
       await confirmOrganizationDeletion(org, confirmed, io);
       return {};
@@ -46,13 +46,13 @@ export const ORGANIZATION_COMMANDS: readonly CommandEntry[] = [
   apiCommand({
     name: 'org disable',
     positionals: ['org'],
-    parse: (args) => ({ org: checkOrganization(args.at(0)) }),
+    parse: (args) => ({ org: checkOrganization(args.at(0), '<org>') }),
     request: ({ org }) => ({ method: 'POST', path: `${organizationPath(org)}/disable` }),
   }),
   apiCommand({
     name: 'org enable',
     positionals: ['org'],
-    parse: (args) => ({ org: checkOrganization(args.at(0)) }),
+    parse: (args) => ({ org: checkOrganization(args.at(0), '<org>') }),
     request: ({ org }) => ({ method: 'POST', path: `${organizationPath(org)}/enable` }),
   }),
   apiCommand({
@@ -64,9 +64,9 @@ export const ORGANIZATION_COMMANDS: readonly CommandEntry[] = [
       environment: { value: 'name', repeat: true },
     },
     parse: (args) => {
-      const workspace = checkWorkspace(args.at(1));
+      const workspace = checkWorkspace(args.at(1), '<ws>');
       return {
-        org: checkOrganization(args.at(0)),
+        org: checkOrganization(args.at(0), '<org>'),
         workspace,
         displayName: args.one('name') ?? workspace,
         description: args.one('description'),
@@ -84,15 +84,15 @@ export const ORGANIZATION_COMMANDS: readonly CommandEntry[] = [
   apiCommand({
     name: 'workspace list',
     positionals: ['org'],
-    parse: (args) => ({ org: checkOrganization(args.at(0)) }),
+    parse: (args) => ({ org: checkOrganization(args.at(0), '<org>') }),
     request: ({ org }) => ({ method: 'GET', path: `${organizationPath(org)}/workspaces` }),
   }),
   apiCommand({
     name: 'workspace delete',
     positionals: ['org', 'ws'],
     parse: (args) => ({
-      org: checkOrganization(args.at(0)),
-      workspace: checkWorkspace(args.at(1)),
+      org: checkOrganization(args.at(0), '<org>'),
+      workspace: checkWorkspace(args.at(1), '<ws>'),
     }),
     request: ({ org, workspace }) => ({ method: 'DELETE', path: workspacePath(org, workspace) }),
   }),
@@ -112,8 +112,8 @@ export const OPERATION_COMMANDS: readonly CommandEntry[] = [
     parse: (args) => {
       const scheduled = args.one('scheduled');
       return {
-        org: checkOrganization(args.at(0)),
-        workspace: checkWorkspace(args.at(1)),
+        org: checkOrganization(args.at(0), '<org>'),
+        workspace: checkWorkspace(args.at(1), '<ws>'),
         operationName: args.one('name')!,
         environment: args.one('environment'),
         remarks: args.one('remarks'),

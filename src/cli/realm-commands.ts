@@ -22,7 +22,7 @@ export const REALM_COMMANDS: readonly CommandEntry[] = [
   apiCommand({
     name: 'lifetimes show',
     positionals: ['realm'],
-    parse: (args) => ({ realm: checkRealm(args.at(0)) }),
+    parse: (args) => ({ realm: checkRealm(args.at(0), '<realm>') }),
     request: ({ realm }) => ({ method: 'GET', path: lifetimesPath(realm) }),
   }),
   apiCommand({
@@ -33,7 +33,7 @@ export const REALM_COMMANDS: readonly CommandEntry[] = [
       'offline-max-enabled': { value: 'true|false' },
       'dpop-required': { value: 'true|false' },
     },
-    parse: (args) => ({ realm: checkRealm(args.at(0)), lifetimes: readLifetimes(args) }),
+    parse: (args) => ({ realm: checkRealm(args.at(0), '<realm>'), lifetimes: readLifetimes(args) }),
     request: ({ realm, lifetimes }) => ({
       method: 'PATCH',
       path: lifetimesPath(realm),
@@ -47,7 +47,7 @@ export const REALM_COMMANDS: readonly CommandEntry[] = [
   apiCommand({
     name: 'realms refresh-keys',
     positionals: ['realm'],
-    parse: (args) => ({ realm: checkRealm(args.at(0)) }),
+    parse: (args) => ({ realm: checkRealm(args.at(0), '<realm>') }),
     request: ({ realm }) => ({ method: 'POST', path: signingKeysRefreshPath(realm) }),
   }),
 ];

@@ -32,14 +32,14 @@ export const SESSION_COMMANDS: readonly CommandEntry[] = [
     parse: (args) => {
       const expires = args.one('expires');
       return {
-        realm: checkRealm(args.at(0)),
+        realm: checkRealm(args.at(0), '<realm>'),
         username: args.at(1),
         passwordFrom: passwordSourceOf(args),
         /** Ask for the one-time password before the first try. */
         otp: args.has('otp'),
         job: {
           name: args.one('name'),
-          workspaces: args.many('workspace').map(checkWorkspace),
+          workspaces: args.many('workspace').map((ws) => checkWorkspace(ws, '--workspace')),
           readOnly: args.has('read-only'),
           expiresInSeconds: expires === undefined ? undefined : parseDuration(expires, '--expires'),
         },
@@ -133,7 +133,7 @@ function readSelector(args: Args): LoginSelector {
   const realm = args.one('realm');
   const user = args.one('user');
   return {
-    ...(realm === undefined ? {} : { realm: checkRealm(realm) }),
+    ...(realm === undefined ? {} : { realm: checkRealm(realm, '--realm') }),
     ...(user === undefined ? {} : { user }),
   };
 }

@@ -20,8 +20,8 @@ export const USER_COMMANDS: readonly CommandEntry[] = [
       otp: {},
     },
     parse: (args) => {
-      const realm = checkRealm(args.at(0));
-      const workspaces = args.many('workspace').map(checkWorkspace);
+      const realm = checkRealm(args.at(0), '<realm>');
+      const workspaces = args.many('workspace').map((ws) => checkWorkspace(ws, '--workspace'));
       if (realm === MASTER_REALM && workspaces.length > 0) {
         throw usageError('--workspace applies to organization users, not to realm master');
       }
@@ -53,7 +53,7 @@ export const USER_COMMANDS: readonly CommandEntry[] = [
     parse: (args) => {
       const [first, max, search] = [args.one('first'), args.one('max'), args.one('search')];
       return {
-        realm: checkRealm(args.at(0)),
+        realm: checkRealm(args.at(0), '<realm>'),
         ...(first !== undefined && { first: parseCount(first, '--first', 0, MAX_FIRST) }),
         ...(max !== undefined && { max: parseCount(max, '--max', 1, MAX_PAGE) }),
         ...(search !== undefined && { search }),
@@ -71,7 +71,7 @@ export const USER_COMMANDS: readonly CommandEntry[] = [
   apiCommand({
     name: 'user get|disable|enable|delete',
     positionals: ['realm', 'username'],
-    parse: (args) => ({ realm: checkRealm(args.at(0)), username: args.at(1) }),
+    parse: (args) => ({ realm: checkRealm(args.at(0), '<realm>'), username: args.at(1) }),
     request: ({ name, realm, username }) => {
       const path = userPath(realm, username);
       switch (name) {
@@ -91,7 +91,7 @@ export const USER_COMMANDS: readonly CommandEntry[] = [
     positionals: ['realm', 'username'],
     options: { 'password-stdin': {} },
     parse: (args) => ({
-      realm: checkRealm(args.at(0)),
+      realm: checkRealm(args.at(0), '<realm>'),
       username: args.at(1),
       passwordFrom: passwordSourceOf(args),
     }),
@@ -108,9 +108,9 @@ export const USER_COMMANDS: readonly CommandEntry[] = [
     name: 'user grant|revoke',
     positionals: ['org', 'username', 'ws'],
     parse: (args) => ({
-      org: checkOrganization(args.at(0)),
+      org: checkOrganization(args.at(0), '<org>'),
       username: args.at(1),
-      workspace: checkWorkspace(args.at(2)),
+      workspace: checkWorkspace(args.at(2), '<ws>'),
     }),
     request: ({ name, org, username, workspace }) => ({
       method: name === 'user grant' ? 'PUT' : 'DELETE',

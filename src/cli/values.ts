@@ -1,4 +1,9 @@
-import { isOrganizationId, isWorkspaceId, MASTER_REALM } from '../tenancy/identifiers.ts';
+import {
+  isOrganizationId,
+  isWorkspaceId,
+  MASTER_REALM,
+  RESERVED_ORGANIZATION_IDS,
+} from '../tenancy/identifiers.ts';
 import { usageError } from './errors.ts';
 
 const DURATION = /^(\d{1,10})([smhd]?)$/;
@@ -58,23 +63,35 @@ export function parseTimestamp(text: string, option: string): string {
   return time.toISOString();
 }
 
-/** Returns the value if valid; throws a usage error naming it otherwise. */
-/** Returns `id` if it can be an organization id (the gateway's own rule); else a usage error. */
-export function checkOrganization(id: string): string {
-  if (!isOrganizationId(id)) throw usageError(`invalid organization id '${id}'`);
+/** The rules of the ids, as the usage errors say them (the gateway's own, identifiers.ts). */
+const ORGANIZATION_RULE =
+  'an organization id is a lowercase letter, then lowercase letters, digits, _ or -, ' +
+  `at most 36 in all, and not ${RESERVED_ORGANIZATION_IDS.join(', ')}`;
+const WORKSPACE_RULE =
+  'a workspace id is a letter or digit, then letters, digits, _ or -, at most 36 in all';
+
+/*
+ * The refused word is never echoed, only the argument it was given as (`<org>`, `--realm`) and
+ * its rule: a mistyped argument may be a password pasted in the wrong place, which must not
+ * land in the terminal's scrollback or a CI log.
+ */
+
+/** Returns `id`, given as `argument`, if it can be an organization id; else a usage error. */
+export function checkOrganization(id: string, argument: string): string {
+  if (!isOrganizationId(id)) throw usageError(`invalid ${argument}: ${ORGANIZATION_RULE}`);
   return id;
 }
 
-/** Returns `id` if it can be a workspace id; else a usage error. */
-export function checkWorkspace(id: string): string {
-  if (!isWorkspaceId(id)) throw usageError(`invalid workspace id '${id}'`);
+/** Returns `id`, given as `argument`, if it can be a workspace id; else a usage error. */
+export function checkWorkspace(id: string, argument: string): string {
+  if (!isWorkspaceId(id)) throw usageError(`invalid ${argument}: ${WORKSPACE_RULE}`);
   return id;
 }
 
-/** Returns `realm` if it is `master` or can be an organization id; else a usage error. */
-export function checkRealm(realm: string): string {
+/** Returns `realm`, given as `argument`, if it is `master` or can be an organization id. */
+export function checkRealm(realm: string, argument: string): string {
   if (realm !== MASTER_REALM && !isOrganizationId(realm)) {
-    throw usageError(`invalid realm '${realm}': master or an organization id`);
+    throw usageError(`invalid ${argument}: master or an organization id (${ORGANIZATION_RULE})`);
   }
   return realm;
 }

@@ -20,7 +20,13 @@ export const WORKSPACE_LIST_ROLES: readonly string[] = ['_og-ws-mt', '_og-ws-rol
  * alphabet: lowercase letters, digits, `-` and `_`, starting with a letter, at most 36 long.
  * `master` is the administrators' realm and `platform` is the administrators' path segment.
  */
-const RESERVED_ORGANIZATION_IDS = [MASTER_REALM, 'platform', 'admin', 'auth', 'api'] as const;
+export const RESERVED_ORGANIZATION_IDS = [
+  MASTER_REALM,
+  'platform',
+  'admin',
+  'auth',
+  'api',
+] as const;
 /** The whole rule as one pattern, reserved ids included, so the API description can carry it. */
 export const ORGANIZATION_ID = new RegExp(
   `^(?!(?:${RESERVED_ORGANIZATION_IDS.join('|')})$)[a-z][a-z0-9_-]{0,35}$`,

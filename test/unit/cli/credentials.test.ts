@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import {
   chmod,
   mkdir,
@@ -11,7 +13,8 @@ import {
 } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createInterface } from 'node:readline';
+import { afterEach, beforeEach, describe, expect, it, onTestFinished, vi } from 'vitest';
 import {
   credentialsPathOf,
   readLogins,
@@ -273,6 +276,65 @@ describe('updateLogins', () => {
     }
     expect(await readLogins(path)).toEqual([]);
   });
+
+  it('lets a holder stopped past the stale time write nothing over the login of the process that took its lock over', async () => {
+    const path = join(dir, 'credentials.json');
+    const lockPath = `${path}.lock`;
+    const alice = loginOf();
+    const bob = loginOf({ username: 'bob', sessionId: 's-2' });
+    // Another realmgate process: it holds the lock and reads the file (no logins yet), says so,
+    // and writes alice beside what it read once told to go on (its refresh grant answered).
+    const module = new URL('../../../src/cli/credentials.ts', import.meta.url).href;
+    const holder = spawn(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `
+        import { once } from 'node:events';
+        import { withLockedLogins, withLogin } from ${JSON.stringify(module)};
+        try {
+          await withLockedLogins(process.argv[1], 10000, 'the paused', async (logins) => {
+            process.stdout.write('holding\\n');
+            await once(process.stdin, 'data');
+            return { logins: withLogin(logins, JSON.parse(process.argv[2])), value: undefined };
+          });
+        } catch (error) {
+          process.stderr.write(error.message);
+          process.exitCode = error.exitCode ?? 1;
+        }
+        process.stdin.destroy();
+        `,
+        path,
+        JSON.stringify(alice),
+      ],
+      { stdio: ['pipe', 'pipe', 'pipe'] },
+    );
+    let stderr = '';
+    holder.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+    const exited = once(holder, 'exit');
+    onTestFinished(() => {
+      if (holder.exitCode === null && holder.signalCode === null) holder.kill('SIGKILL');
+    });
+    const [said] = (await once(createInterface({ input: holder.stdout }), 'line')) as [string];
+    expect(said).toBe('holding');
+    // The holder is stopped (SIGSTOP, a suspended VM) past the stale time: its lock is not
+    // touched for a minute, so this process takes it over and writes bob.
+    holder.kill('SIGSTOP');
+    const longAgo = new Date(Date.now() - 60_000);
+    await utimes(lockPath, longAgo, longAgo);
+    await updateLogins(path, (logins) => withLogin(logins, bob));
+    expect(await readLogins(path)).toEqual([bob]);
+    // The holder resumes, its work done, and would write what it read before it was stopped.
+    holder.kill('SIGCONT');
+    holder.stdin.write('go\n');
+    const [code] = (await exited) as [number | null];
+    // Bob's login is still there: the holder saw that the lock was no longer its own.
+    expect(await readLogins(path)).toEqual([bob]);
+    expect(code).toBe(6);
+    expect(stderr).toContain('taken over');
+    expect(await readdir(dir)).toEqual(['credentials.json']);
+  }, 30_000);
 
   it('turns a directory it cannot create into a configuration error naming it', async () => {
     // Root writes through any mode bits: a regular file where a directory should be stops it.

@@ -59,7 +59,9 @@ describe('parseCommandLine: organization and workspace lifecycle', () => {
       group: 'workspace',
     });
     expect(usageErrorOf(['workspace', 'delete', 'acme', '-ws']).group).toBe('workspace');
-    expect(usageErrorOf(['org', 'purge', 'acme']).message).toBe("unknown command 'org purge'");
+    expect(usageErrorOf(['org', 'purge', 'acme']).message).toBe(
+      'unknown org command: the usage below lists them',
+    );
   });
 
   it('lists the commands in the help and in the group help', async () => {
