@@ -140,6 +140,11 @@ function readSelector(args: Args): LoginSelector {
 
 /** `--nonce`: the server's `DPoP-Nonce` (DPOP_NONCE), as RFC 9449 allows it in a proof. */
 function readNonce(nonce: string | undefined): string | undefined {
-  if (nonce !== undefined && !DPOP_NONCE.test(nonce)) throw usageError(`invalid nonce '${nonce}'`);
+  if (nonce !== undefined && !DPOP_NONCE.test(nonce)) {
+    // Not echoed: a word in the wrong place may be a password.
+    throw usageError(
+      'invalid --nonce: a nonce is 1 to 512 visible ASCII characters but " and \\ (RFC 9449)',
+    );
+  }
   return nonce;
 }

@@ -429,7 +429,8 @@ describe('realmgate proof', () => {
     expect(payload.nonce).toBe('n-1.x');
     const refused = await run(['proof', 'GET', url, '--nonce', 'a"b'], piped(''));
     expect(refused.status).toBe(2);
-    expect(refused.stderr).toContain('invalid nonce');
+    expect(refused.stderr).toContain('invalid --nonce');
+    expect(refused.stderr).not.toContain('a"b');
   });
 
   it('says a bearer login has no key, and refuses what is not a method and a URL', async () => {
