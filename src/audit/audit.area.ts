@@ -199,18 +199,19 @@ export async function buildAuditLog(
     writer: { record, flush: () => writer.flush() },
     seen: keycloakEventsSeen,
   });
-  // A flood of refusals from one address is counted past its first few (refusal-summaries.ts).
-  const apiDecisions = summariseRefusals(record, clock);
+  // A flood of refusals or failed grants from one address is counted past its first few
+  // (refusal-summaries.ts).
+  const refusals = summariseRefusals(record, clock);
   shared.audit.keepIn((entry) => {
     for (const event of changeEventsOf(entry, clock.now())) record(event);
   });
   return {
     apiOutcomes: (req, res, scope) => {
       const event = apiDecisionOf(req, res, scope, forwarding.clientAddress(req), clock);
-      if (event) apiDecisions.record(event);
+      if (event) refusals.record(event);
     },
     tokenGrants: auditTokenGrants({
-      record,
+      record: (event) => refusals.record(event),
       isLog,
       clientAddress: (req) => forwarding.clientAddress(req),
       clock,
@@ -231,7 +232,7 @@ export async function buildAuditLog(
       void checkpoints.stop();
       await runner.close();
       await keycloakEvents.stop();
-      await apiDecisions.close();
+      await refusals.close();
       await writer.close(graceMs);
       await otel?.close();
     },

@@ -1,6 +1,6 @@
 import { VERSION } from '../release/version.ts';
 import type { AuditRecord } from './audit-chain.ts';
-import { SUMMARY_ACTION } from './refusal-summaries.ts';
+import { SUMMARY_ACTIONS } from './refusal-summaries.ts';
 
 /** The OCSF schema version the events follow. */
 const OCSF_VERSION = '1.3.0';
@@ -17,8 +17,8 @@ function authenticationOf(action: string): number | undefined {
   if (
     [
       'api.request',
-      SUMMARY_ACTION,
       'token.grant',
+      ...SUMMARY_ACTIONS,
       'keycloak.login',
       'keycloak.client-login',
     ].includes(action)
@@ -39,9 +39,9 @@ function apiActivityOf(record: AuditRecord): number {
 }
 
 /**
- * One record as an OCSF event (https://schema.ocsf.io) for a SIEM: an `/api` decision (or a
- * summary of refusals, with OCSF's `count`, `start_time` and `end_time`), a token grant or a
- * sign-in or sign-out Keycloak saw is an Authentication event (success or
+ * One record as an OCSF event (https://schema.ocsf.io) for a SIEM: an `/api` decision, a token
+ * grant (either, or a summary of their refusals, with OCSF's `count`, `start_time` and
+ * `end_time`) or a sign-in or sign-out Keycloak saw is an Authentication event (success or
  * failure, its reason as the status detail; the caller is the `user` authenticated), a change
  * or a read an API Activity event (the caller is its `actor`, as that class requires). The
  * record's own fields stay in `unmapped`, its hash in `metadata.uid`: a SIEM can still tie an
@@ -78,7 +78,7 @@ export function ocsfEventOf(record: AuditRecord): Record<string, unknown> {
       ...(record.requestId !== null && { correlation_uid: record.requestId }),
     },
     ...(caller && (authentication ? { user: caller } : { actor: { user: caller } })),
-    ...(record.action === SUMMARY_ACTION && summarisedOf(record)),
+    ...(SUMMARY_ACTIONS.includes(record.action) && summarisedOf(record)),
     ...(record.address !== null && { src_endpoint: { ip: record.address } }),
     ...(record.path !== null && {
       http_request: {

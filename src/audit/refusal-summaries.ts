@@ -20,11 +20,51 @@ export const REFUSAL_WINDOW_MS = 60_000;
  */
 export const REFUSALS_RECORDED_PER_WINDOW = 10;
 
-/** The action of a record counting the refusals of a window that were not recorded one by one. */
-export const SUMMARY_ACTION = 'api.request.summary';
+/** The action of a record counting the `/api` refusals of a window not recorded one by one. */
+export const API_SUMMARY_ACTION = 'api.request.summary';
 
-/** What a summary keeps of the refusals it counts (they all had these), in its key's order. */
-const KEPT = ['org', 'address', 'credential', 'reason', 'status', 'result'] as const;
+/** The action of a record counting the failed token grants of a window not recorded one by one. */
+export const GRANT_SUMMARY_ACTION = 'token.grant.summary';
+
+/**
+ * The refusals summarised, by their records' action: the action of their summary and what a
+ * summary keeps of them (they all had it; it is their kind), of the grant type, client and status
+ * alike for a token grant as of the credential kind and result code for an `/api` decision.
+ */
+const SUMMARISED: Record<string, { action: string; kept: (event: AuditEvent) => Kept }> = {
+  'api.request': {
+    action: API_SUMMARY_ACTION,
+    kept: ({ org, address, credential, reason, status, result }) => ({
+      org,
+      address,
+      credential,
+      reason,
+      status,
+      result,
+    }),
+  },
+  'token.grant': {
+    action: GRANT_SUMMARY_ACTION,
+    kept: ({ org, address, clientId, reason, status, details }) => ({
+      org,
+      address,
+      clientId,
+      reason,
+      status,
+      details: pick(details, 'grantType'),
+    }),
+  },
+};
+
+/** The actions of summaries. */
+export const SUMMARY_ACTIONS: readonly string[] = Object.values(SUMMARISED).map((s) => s.action);
+
+type Kept = Partial<AuditEvent> & Pick<AuditEvent, 'org'>;
+
+function pick(details: AuditEvent['details'], name: string): AuditEvent['details'] {
+  const value = details[name];
+  return value === undefined ? {} : { [name]: value };
+}
 
 export interface RefusalSummaries {
   /** Records `event`, unless it is a refusal past its kind's share of the window. */
@@ -34,13 +74,12 @@ export interface RefusalSummaries {
 }
 
 /**
- * In front of the writer of `/api` decisions: one address's refusals of one kind (its log,
- * credential kind, reason, status and result code) are recorded one by one up to
- * `REFUSALS_RECORDED_PER_WINDOW` in `REFUSAL_WINDOW_MS`; the rest of that window are counted
- * and recorded as one `api.request.summary` record once it is over (looked for every few
- * seconds), so a flood costs an organization's log a few rows a minute, not one per request,
- * and cannot fill the writer's spool ahead of other callers' records. A decision that admitted
- * its caller is always recorded.
+ * In front of the writer of `/api` decisions and token grants: one address's refusals of one
+ * kind (`SUMMARISED`) are recorded one by one up to `REFUSALS_RECORDED_PER_WINDOW` in
+ * `REFUSAL_WINDOW_MS`; the rest of that window are counted and recorded as one summary record
+ * once it is over (looked for every few seconds), so a flood costs an organization's log a few
+ * rows a minute, not one per request, and cannot fill the writer's spool ahead of other callers'
+ * records. A decision that admitted its caller, a grant that succeeded, is always recorded.
  */
 export function summariseRefusals(
   record: (event: AuditEvent) => void,
@@ -50,21 +89,24 @@ export function summariseRefusals(
     intervalMs: REFUSAL_WINDOW_MS,
     recordedPerWindow: REFUSALS_RECORDED_PER_WINDOW,
   });
-  // The key is the kept fields as JSON: no separator a client could put in a field, and the
-  // summary reads them back from it.
+  // The key is the summary's action and the kept fields as JSON: no separator a client could
+  // put in a field, and the summary reads them back from it.
   const summarise = (runs: UnrecordedRun[]) => {
-    for (const run of runs) record(summaryOf(run, JSON.parse(run.key) as unknown[]));
+    for (const run of runs) record(summaryOf(run, JSON.parse(run.key) as [string, Kept]));
   };
   const sweeps: Periodic = every(SWEEP_MS, () => Promise.resolve(summarise(limit.ended())), {
     onError: () => undefined,
   });
   return {
     record(event) {
-      if (event.action !== 'api.request' || event.reason === null) {
+      const summarised = SUMMARISED[event.action];
+      if (summarised === undefined || event.reason === null) {
         record(event);
         return;
       }
-      const { recorded, ended } = limit.take(JSON.stringify(KEPT.map((name) => event[name])));
+      const { recorded, ended } = limit.take(
+        JSON.stringify([summarised.action, summarised.kept(event)]),
+      );
       summarise(ended);
       if (recorded) record(event);
     },
@@ -78,24 +120,14 @@ export function summariseRefusals(
 /** How often windows over are looked for: a summary comes at most this late. */
 const SWEEP_MS = 5000;
 
-function summaryOf(run: UnrecordedRun, kept: unknown[]): AuditEvent {
-  const [org, address, credential, reason, status, result] = kept as [
-    string,
-    string | null,
-    string | null,
-    string | null,
-    number | null,
-    string | null,
-  ];
+function summaryOf(run: UnrecordedRun, [action, kept]: [string, Kept]): AuditEvent {
   return {
-    org,
     atMs: run.lastMs,
-    action: SUMMARY_ACTION,
     outcome: 'failure',
     actorRealm: null,
     actorId: null,
     actorName: null,
-    credential,
+    credential: null,
     clientId: null,
     jobCredential: null,
     jkt: null,
@@ -103,12 +135,15 @@ function summaryOf(run: UnrecordedRun, kept: unknown[]): AuditEvent {
     route: null,
     path: null,
     workspace: null,
-    status,
-    result,
-    reason,
-    address,
+    status: null,
+    result: null,
+    reason: null,
+    address: null,
     requestId: null,
+    ...kept,
+    action,
     details: {
+      ...kept.details,
       count: String(run.count),
       first: new Date(run.firstMs).toISOString(),
       last: new Date(run.lastMs).toISOString(),

@@ -73,6 +73,41 @@ describe('OCSF events of audit records', () => {
     });
   });
 
+  it('makes a summary of failed token grants an Authentication event of its count and its time span', () => {
+    const summary: AuditRecord = {
+      ...base,
+      action: 'token.grant.summary',
+      actorRealm: null,
+      actorName: null,
+      credential: null,
+      clientId: '_acme-api',
+      method: null,
+      route: null,
+      path: null,
+      status: 401,
+      result: null,
+      reason: 'wrong_credentials',
+      requestId: null,
+      details: {
+        grantType: 'password',
+        count: '57',
+        first: '2026-11-03T08:11:41.002Z',
+        last: base.at,
+      },
+    };
+    expect(ocsfEventOf(summary)).toMatchObject({
+      class_uid: 3002,
+      activity_id: 1,
+      status_id: 2,
+      status_detail: 'wrong_credentials',
+      count: 57,
+      start_time: Date.parse('2026-11-03T08:11:41.002Z'),
+      end_time: Date.parse(base.at),
+      src_endpoint: { ip: '203.0.113.7' },
+      unmapped: { action: 'token.grant.summary' },
+    });
+  });
+
   it('makes a change an API Activity event of its kind', () => {
     const change = (action: string) =>
       ocsfEventOf({ ...base, action, outcome: 'success', method: null, path: null, status: null });

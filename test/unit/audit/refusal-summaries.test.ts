@@ -80,6 +80,54 @@ describe('summaries of refusals in the audit log', () => {
     ]);
   });
 
+  it('summarises failed token grants per grant type, client and status, never a successful one', async () => {
+    const clock = manualClock();
+    const recorded: AuditEvent[] = [];
+    const summaries = summariseRefusals((event) => recorded.push(event), clock);
+    const grant = (fields: Partial<AuditEvent> = {}, grantType = 'password') =>
+      apiEvent('acme', clock.now(), {
+        action: 'token.grant',
+        outcome: 'failure',
+        actorName: `guess-${recorded.length}`,
+        credential: null,
+        clientId: '_acme-api',
+        method: 'POST',
+        status: 401,
+        reason: 'wrong_credentials',
+        address: '203.0.113.7',
+        details: { grantType },
+        ...fields,
+      });
+    for (let i = 0; i < 50; i++) {
+      summaries.record(grant({ outcome: 'success', status: 200, reason: null }));
+      summaries.record(grant());
+      summaries.record(grant({ clientId: 'other' }));
+      summaries.record(grant({}, 'client_credentials'));
+      summaries.record(grant({ status: 429, reason: 'throttled' }));
+    }
+    expect(recorded).toHaveLength(50 + 4 * REFUSALS_RECORDED_PER_WINDOW);
+    await summaries.close();
+    const written = recorded.filter((r) => r.action === 'token.grant.summary');
+    expect(written).toHaveLength(4);
+    expect(written[0]).toMatchObject({
+      org: 'acme',
+      outcome: 'failure',
+      actorName: null,
+      clientId: '_acme-api',
+      status: 401,
+      reason: 'wrong_credentials',
+      address: '203.0.113.7',
+      requestId: null,
+      details: { grantType: 'password', count: '40' },
+    });
+    expect(written.map((r) => [r.clientId, r.details.grantType, r.status])).toEqual([
+      ['_acme-api', 'password', 401],
+      ['other', 'password', 401],
+      ['_acme-api', 'client_credentials', 401],
+      ['_acme-api', 'password', 429],
+    ]);
+  });
+
   it('keeps at most its cap of keys: a new one ends the oldest window, whose run is told', () => {
     const clock = manualClock();
     const limit = createRefusalRecordLimit(clock, { recordedPerWindow: 1, maxKeys: 2 });
