@@ -74,9 +74,9 @@ const MAX_REALMS = 10_000;
 /**
  * The metadata of each resource, at the paths of RESOURCE_METADATA_ROUTES, public (no
  * credentials: a client reads it before it has a token). Only an organization that exists and
- * is enabled is described (others: 404, as its API answers); its switch (`dpopRequired`) is
- * asked of Keycloak at most once a minute per realm, whatever the traffic, and the last answer
- * kept through an outage.
+ * is enabled is described (others: 404, as its API answers; 404 too when its realm is gone in
+ * Keycloak, which no retry changes); its switch (`dpopRequired`) is asked of Keycloak at most
+ * once a minute per realm, whatever the traffic, and the last answer kept through an outage.
  */
 export function resourceMetadataRouter(options: {
   /** `htuBaseOf(PUBLIC_URL)`. */
@@ -110,6 +110,11 @@ export function resourceMetadataRouter(options: {
     try {
       return await read;
     } catch (err) {
+      // The realm deleted in Keycloak while the organization stays: final, not an outage.
+      if (err instanceof AppError && err.code === 'organizationNotFound') {
+        switches.delete(realm);
+        throw err;
+      }
       if (known) return known.required;
       throw new AppError('identityProviderUnavailable', { cause: err });
     }

@@ -7,7 +7,7 @@ import {
   type KeycloakAdmin,
 } from './admin-client.ts';
 import type { KeycloakCalls } from './keycloak-calls.ts';
-import { isRealmMissing } from './realm-gone.ts';
+import { isRealmGoneLogin, isRealmMissing } from './realm-gone.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 
 /**
@@ -20,7 +20,7 @@ export interface AdminSession {
   /**
    * Runs `work` with the client. Its requests fail as the client layer translates them
    * (503/504/502); 401 becomes `401-00001` (Keycloak stopped accepting the session, which is
-   * dropped); a realm missing `404-00001`. Keycloak's other 4xx answers are for `work` to
+   * dropped); a realm missing (also at the login) `404-00001`. Keycloak's other 4xx answers are for `work` to
    * interpret; one it lets through is `502-11001`.
    */
   run<T>(work: (admin: KeycloakAdmin) => Promise<T>): Promise<T>;
@@ -135,9 +135,11 @@ function lifetimeOf(accessToken: string | undefined): number | undefined {
 
 /**
  * The login's failures: the layer has translated Keycloak's own (503/504/502); Keycloak refusing
- * the credentials (4xx) is ours to fix, not the caller's.
+ * the credentials (4xx) is ours to fix, not the caller's. A realm that does not exist (the
+ * service account logs in to the organization's realm) is `404-00001`, as its calls answer.
  */
 function toLoginError(err: unknown): unknown {
+  if (isRealmGoneLogin(err)) return new AppError('organizationNotFound', { cause: err });
   const status = httpStatusOf(err);
   if (status !== undefined && status >= 400 && status < 500) {
     return new AppError('gatewayServiceToken', { cause: err });

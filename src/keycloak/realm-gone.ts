@@ -31,6 +31,16 @@ export function isRealmGoneError(err: unknown): boolean {
   return status === 404 && error === OIDC_REALM_GONE;
 }
 
+/**
+ * Whether an admin-API client's login (the gateway's service account, in the realm itself) failed
+ * because the realm does not exist: its token endpoint's answer, not the admin API's.
+ */
+export function isRealmGoneLogin(err: unknown): boolean {
+  if (!isHttpStatus(err, 404)) return false;
+  const data = (err as { responseData?: { error?: unknown } }).responseData;
+  return data?.error === OIDC_REALM_GONE;
+}
+
 /** Whether an admin-API call failed because the realm it names does not exist. */
 export function isRealmMissing(err: unknown): boolean {
   if (!isHttpStatus(err, 404)) return false;

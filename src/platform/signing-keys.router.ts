@@ -20,7 +20,8 @@ const DESCRIPTION =
   'worker), instead of at the next scheduled fetch (`KEY_SET_REFRESH_SECONDS`): after a ' +
   'signing key was disabled or removed in Keycloak (a leaked key), its tokens, new or already ' +
   'seen, are refused from this answer on. Answers once the answering replica has fetched; the ' +
-  'others fetch as the message reaches them. Keycloak unreachable: 503, the last good set stays.';
+  'others fetch as the message reaches them. Keycloak unreachable: 503, the last good set stays. ' +
+  'An organization whose realm Keycloak says it does not have: 404 `404-00001`.';
 
 /** `POST .../signing-keys/refresh` of realm master, or of an organization's realm. */
 function refresh(variant: RealmVariant) {

@@ -77,6 +77,16 @@ describe('protected-resource metadata, from the real realms', () => {
     });
   });
 
+  it('answers an organization whose realm was deleted in Keycloak 404, as its other calls do', async () => {
+    const orphan = await createOrganization([]);
+    await (await keycloakAdmin()).realms.del({ realm: orphan });
+    // Not 503: nothing will change by retrying, and a cache must not be told to come back.
+    expect(await metadata(`/api/${orphan}`)).toMatchObject({
+      status: 404,
+      body: { result: '404-00001', data: null },
+    });
+  });
+
   it("points every 401 challenge at the realm's metadata", async () => {
     const { publicUrl } = testEnv();
     const missing = await callApi(`/api/${open}/platform/workspaces`, undefined);
