@@ -28,8 +28,9 @@ export const GRANT_SUMMARY_ACTION = 'token.grant.summary';
 
 /**
  * The refusals summarised, by their records' action: the action of their summary and what a
- * summary keeps of them (they all had it; it is their kind), of the grant type, client and status
- * alike for a token grant as of the credential kind and result code for an `/api` decision.
+ * summary keeps of them (they all had it; it is their kind): the log, address, reason and status
+ * of both, and the credential kind and result code of an `/api` decision, the grant type of a
+ * token grant.
  */
 const SUMMARISED: Record<string, { action: string; kept: (event: AuditEvent) => Kept }> = {
   'api.request': {
