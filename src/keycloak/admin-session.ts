@@ -20,8 +20,8 @@ export interface AdminSession {
   /**
    * Runs `work` with the client. Its requests fail as the client layer translates them
    * (503/504/502); 401 becomes `401-00001` (Keycloak stopped accepting the session, which is
-   * dropped); a realm missing (also at the login) `404-00001`. Keycloak's other 4xx answers are for `work` to
-   * interpret; one it lets through is `502-11001`.
+   * dropped); a realm missing (also at the login) `404-00001`. Keycloak's other 4xx answers
+   * are for `work` to interpret; one it lets through is `502-11001`.
    */
   run<T>(work: (admin: KeycloakAdmin) => Promise<T>): Promise<T>;
 }
