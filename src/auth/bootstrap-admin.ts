@@ -1,4 +1,5 @@
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
+import { accountNameOf } from './account-name.ts';
 
 /**
  * Keycloak's bootstrap administrator is its break-glass account, and the session provisioning
@@ -9,5 +10,5 @@ import { MASTER_REALM } from '../tenancy/identifiers.ts';
  * basic-authenticator.ts). It logs in on the admin listener, and its tokens work everywhere.
  */
 export function isBootstrapAdmin(bootstrapAdmin: string, realm: string, username: string): boolean {
-  return realm === MASTER_REALM && username.trim().toLowerCase() === bootstrapAdmin.toLowerCase();
+  return realm === MASTER_REALM && accountNameOf(username) === bootstrapAdmin.toLowerCase();
 }
