@@ -134,6 +134,12 @@ export function realmOf(req: IncomingMessage): string | undefined {
   return scopeOf(req).route.realm;
 }
 
+/** Whether `req` is for a realm's required-action page (`login-actions/required-action`). */
+export function isRequiredActionPage(req: IncomingMessage): boolean {
+  const [, , , area, page] = scopeOf(req).target.segments;
+  return area === 'login-actions' && page === 'required-action';
+}
+
 /** What the request ends once Keycloak answers success, if its entry carries an ending rule. */
 export function endingOf(route: Route): MatchedEnding | undefined {
   const rule = authEntryOf(route)?.ending;

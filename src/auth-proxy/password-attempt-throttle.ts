@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
 import { AppError } from '../envelope/errors.ts';
 import { readsAnswer } from './auth-proxy.ts';
-import { realmOf } from './auth-routes.ts';
+import { isRequiredActionPage, realmOf } from './auth-routes.ts';
 import { bufferedBodyOf, formFieldsOf } from './form-body-guard.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
 import type { FailedLoginMemory } from '../auth/failed-logins.ts';
@@ -81,7 +81,11 @@ export function passwordAttemptOf(
     const extra = [form.get('client_id') ?? '', form.get('totp') ?? ''];
     return { kind, realm, username, password, extra };
   }
-  if (form.has('totpSecret')) return undefined;
+  // Setting up a one-time password posts `totp` with its new `totpSecret` to the required
+  // action's page, checking no secret the account has. Only there: Keycloak's one-time-password
+  // login reads `totp` when no `otp` comes, and its password form checks `password` whatever
+  // else is posted, so a `totpSecret` added elsewhere must not take a guess past the throttle.
+  if (form.has('totpSecret') && isRequiredActionPage(req)) return undefined;
   const field = SECRET_FIELDS.find((name) => form.has(name));
   return field ? { kind, realm, username, field, password: form.get(field)! } : undefined;
 }

@@ -366,8 +366,16 @@ describe('each /auth request runs the steps its entry names, in the order of the
       expect(stepsFor('POST', url), url).toContain('registrationForm');
       expect(stepsFor('POST', url), url).not.toContain('passwordForm');
     }
-    // Setting up a one-time password (its secret posted along) guesses nothing.
-    expect(form('totp=123456&totpSecret=s&userLabel=')).toBeUndefined();
+    // Setting up a one-time password (its secret posted along, on the required action's page)
+    // guesses nothing; a secret posted along anywhere else takes no guess past the throttle.
+    const setup = request(
+      'POST',
+      '/auth/realms/acme/login-actions/required-action?execution=CONFIGURE_TOTP',
+      'totp=123456&totpSecret=s&userLabel=',
+    );
+    expect(passwordAttemptOf(setup, 'form')).toBeUndefined();
+    expect(form('totp=123456&totpSecret=s&userLabel=')).toMatchObject({ field: 'totp' });
+    expect(form('username=bob&password=p&totpSecret=s')).toMatchObject({ field: 'password' });
     expect(form('username=bob')).toBeUndefined();
     for (const url of [
       '/auth/realms/acme/protocol/openid-connect/logout',
