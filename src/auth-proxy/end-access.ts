@@ -239,15 +239,22 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
       json: jsonOf(req),
     });
     const end = ending && (await prepare(ending, deps.clientAddress(req)));
+    // Whether Keycloak answered, and how.
+    let answered: number | undefined;
     if (keepLifetime) {
-      // Kept whatever Keycloak answers, before its client hears it; and when it never answers (a
-      // timeout), once the request is over: the change may be in effect all the same. After a
-      // refusal it is today's lifetime, kept for nothing but harmless.
-      res.once('close', () => void keepLifetime());
+      // When Keycloak never answers (a timeout), kept once the request is over: the change may be
+      // in effect all the same.
+      res.once('close', () => {
+        if (answered === undefined) void keepLifetime();
+      });
     }
     if (!keepLifetime && (!ending || !end)) return;
     const hook = async (status: number, body: AnswerBody | undefined) => {
-      await keepLifetime?.();
+      answered = status;
+      // Kept before its client hears Keycloak's answer, unless that is a refusal (4xx: nothing
+      // changed). Anyone who reaches the admin listener may send such a request without
+      // credentials, naming any realm: kept, each would cost every replica a day's entry.
+      if (status < 400 || status >= 500) await keepLifetime?.();
       if (!ending || !end || !rule.succeeded(status, body)) return;
       try {
         await end();

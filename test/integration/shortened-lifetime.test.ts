@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   claimsOf,
@@ -96,5 +97,31 @@ describe('a refusal made after the lifetime was shortened lasts the former lifet
 
   it('does so as well when the lifetime is shortened in Keycloak through the admin listener', async () => {
     await refusedPastTheNewLifetime(setLifetimeThroughAdminListener, 19972);
+  });
+
+  it('tells the replicas nothing of a change Keycloak refuses (no credentials, no such realm)', async () => {
+    // Anyone who reaches the admin listener may send these: each would have every replica keep
+    // a lifetime for a day, in Redis and in memory, for a realm named at will.
+    const realm = `made-up-${randomBytes(4).toString('hex')}`;
+    const refused = await fetch(`${adminUrlOf(replica(0))}/auth/admin/realms/${realm}`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ accessTokenLifespan: 60 }),
+    });
+    await refused.arrayBuffer();
+    expect(refused.status).toBe(401);
+    // A change Keycloak takes, after it: its lifetime is kept before its answer, as the refused
+    // one's was before this fix, and that one's close long over.
+    const org = await createOrganization(['ws']);
+    await setLifetimeThroughAdminListener(replica(0), org, 60);
+    const redis = new Redis(testEnv().redisUrl);
+    try {
+      const kept = (prefix: string) =>
+        redis.keys(`${settings.REDIS_KEY_PREFIX}revoked:${prefix}:*`);
+      expect(await kept(org)).not.toEqual([]);
+      expect(await kept(realm)).toEqual([]);
+    } finally {
+      redis.disconnect();
+    }
   });
 });
