@@ -226,11 +226,15 @@ describe('updateLogins', () => {
         return { logins: withLogin(logins, alice), value: undefined };
       });
       await vi.waitFor(() => expect(opened).toContain(lockPath));
-      await vi.advanceTimersByTimeAsync(40_000);
-      // Touched at the last tick: as fresh as the clock says.
-      await vi.waitFor(async () =>
-        expect((await stat(lockPath)).mtimeMs).toBeGreaterThan(Date.now() - 1000),
-      );
+      // 40 s, a touch every 10 s, each seen before the next: touches run together could land in
+      // any order on the file system's threads, an older one last.
+      for (let touches = 0; touches < 4; touches++) {
+        await vi.advanceTimersByTimeAsync(10_000);
+        // Touched at the last tick: as fresh as the clock says.
+        await vi.waitFor(async () =>
+          expect((await stat(lockPath)).mtimeMs).toBeGreaterThan(Date.now() - 1000),
+        );
+      }
       let done = false;
       const other = updateLogins(path, (logins) => withLogin(logins, bob)).then(() => {
         done = true;
