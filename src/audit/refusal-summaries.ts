@@ -5,6 +5,7 @@ import {
 import type { Clock } from '../time/clock.ts';
 import { every, type Periodic } from '../time/every.ts';
 import type { AuditEvent } from './audit-writer.ts';
+import { UNSET_FIELDS } from './unset-fields.ts';
 
 /**
  * The window of refusals summarised: a minute, as the back-channel logout's (the refusals
@@ -137,22 +138,7 @@ function summaryOf(run: UnrecordedRun, [action, kept]: [string, Kept]): AuditEve
   return {
     atMs: run.lastMs,
     outcome: 'failure',
-    actorRealm: null,
-    actorId: null,
-    actorName: null,
-    credential: null,
-    clientId: null,
-    jobCredential: null,
-    jkt: null,
-    method: null,
-    route: null,
-    path: null,
-    workspace: null,
-    status: null,
-    result: null,
-    reason: null,
-    address: null,
-    requestId: null,
+    ...UNSET_FIELDS,
     ...kept,
     action,
     details: {
