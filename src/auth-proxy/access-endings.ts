@@ -6,8 +6,8 @@ import type { AnswerBody } from './hooked-answer.ts';
  * the logouts, revocations, account and lifetime changes that pass through the `/auth` mount (the
  * admin API on the admin listener only, where `guardAuthPath` lets it through). Each rule is an
  * entry of the `/auth` route table (auth-routes.ts), so the edge matches its path; end-access.ts
- * applies them; a request Keycloak refuses ends nothing (a lifetime change's former lifetime is
- * kept all the same: `changesLifetimes`).
+ * applies them; a request Keycloak refuses (a 4xx) ends nothing, and keeps no former lifetime
+ * (`changesLifetimes`).
  */
 export type Ending =
   /** One Keycloak session: its tokens are refused (a console's session delete). */
@@ -85,7 +85,8 @@ export interface EndingRule {
   /**
    * The request can shorten how long the realm's access tokens live (its settings, a client's
    * own lifespan, a client gone): the realm's longest lifetime is read before it is forwarded,
-   * and every replica is told it once Keycloak has answered, whatever the answer (end-access.ts).
+   * and every replica is told it once Keycloak has answered, unless it refused (a 4xx), or once
+   * the request is over when it never answered (end-access.ts).
    */
   changesLifetimes?: true;
   ending: (params: Readonly<Record<string, string>>, input: EndingInput) => Ending | undefined;

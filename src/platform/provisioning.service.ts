@@ -67,12 +67,6 @@ export interface ProvisioningService {
 }
 
 /**
- * Creates organizations, workspaces, users and operations in Keycloak and the database. Every
- * step but user creation is idempotent and Keycloak goes first, so a call that failed half-way
- * can be repeated; creating an organization over a delete that stopped half-way makes it anew.
- * Ids are checked against their alphabet before any database or Keycloak call.
- */
-/**
  * An organization's record being made, as the audit log must know it: what belongs to an id's
  * previous organization is not the new one's (audit/audit-incarnations.ts).
  */
@@ -87,6 +81,12 @@ export interface OrganizationBeginning {
   begin(organizationId: string, trx: Knex): Promise<void>;
 }
 
+/**
+ * Creates organizations, workspaces, users and operations in Keycloak and the database. Every
+ * step but user creation is idempotent and Keycloak goes first, so a call that failed half-way
+ * can be repeated; creating an organization over a delete that stopped half-way makes it anew.
+ * Ids are checked against their alphabet before any database or Keycloak call.
+ */
 export function createProvisioningService(deps: {
   adminSession: AdminSession;
   db: Knex;
