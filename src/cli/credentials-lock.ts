@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { dirname } from 'node:path';
 import { printable } from './client.ts';
 import { CliError } from './errors.ts';
+import { cleanUpIfStopped } from './on-stop.ts';
 
 // The lock file of the credentials file: one realmgate process at a time reads, changes and
 // writes it (a refresh grant included). It holds what its holder is doing, for those waiting.
@@ -79,9 +80,6 @@ export async function takeLock(
   }
 }
 
-/** The signals that stop a command from outside: Ctrl-C, a CI job's cancel, a closed terminal. */
-const STOPPING_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
-
 /**
  * While the lock is held, a signal that stops the command removes the lock first, then ends
  * the process by that signal as it would have ended: left behind, the lock would look held
@@ -89,22 +87,10 @@ const STOPPING_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
  * naming a process that no longer runs. Returns what stops the watch, at release.
  */
 function removeWhenStopped(lockPath: string, owner: string, touching: NodeJS.Timeout): () => void {
-  const stop = () => {
-    for (const signal of STOPPING_SIGNALS) process.off(signal, onSignal);
-  };
-  const onSignal = (signal: NodeJS.Signals) => {
-    stop();
+  return cleanUpIfStopped(() => {
     clearInterval(touching);
-    try {
-      if (ownerOf(readFileSync(lockPath, 'utf8')) === owner) unlinkSync(lockPath);
-    } catch {
-      // Gone already; nothing else can be done on the way out.
-    }
-    // No listener of ours is left: the signal now ends the process as it would have.
-    process.kill(process.pid, signal);
-  };
-  for (const signal of STOPPING_SIGNALS) process.on(signal, onSignal);
-  return stop;
+    if (ownerOf(readFileSync(lockPath, 'utf8')) === owner) unlinkSync(lockPath);
+  });
 }
 
 /**

@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
 import { chmod, mkdir, open, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, isAbsolute, join } from 'node:path';
 import { takeLock } from './credentials-lock.ts';
 import { isDpopKey, type DpopKey } from './dpop.ts';
 import { CliError } from './errors.ts';
+import { cleanUpIfStopped } from './on-stop.ts';
 
 /**
  * One `realmgate login`: the refresh token of an offline session, and the access token last
@@ -108,9 +110,10 @@ export async function readPrivateText(path: string): Promise<string | undefined>
 
 /**
  * Replaces the file with `logins`, never exposing it: a new file created with mode 0600 in the
- * same directory (made 0700 when it makes it), then renamed over the old one, so a reader sees the old or the
- * new content whole, and a crash leaves at worst a stray temporary file. `beforeRename` runs
- * once the new file is whole, right before the rename, and may still refuse it (by throwing).
+ * same directory (made 0700 when it makes it), then renamed over the old one, so a reader sees
+ * the old or the new content whole; a stopping signal removes the new file, and only a crash
+ * (SIGKILL, power loss) can leave it behind. `beforeRename` runs once the new file is whole,
+ * right before the rename, and may still refuse it (by throwing).
  */
 export async function writeLogins(
   path: string,
@@ -121,21 +124,29 @@ export async function writeLogins(
   await makeDirectory(dir);
   const temporary = join(dir, `.${FILE_NAME}.${randomBytes(6).toString('hex')}.tmp`);
   const text = `${JSON.stringify({ version: FORMAT_VERSION, logins }, null, 2)}\n`;
-  // `wx`: never follow or reuse something already at that name.
-  const handle = await open(temporary, 'wx', 0o600);
+  // A realmgate stopped meanwhile (Ctrl-C, a CI cancel) removes the file on its way out: left
+  // behind, it would be a copy of the refresh tokens nothing reads or ever removes. Watched from
+  // before it exists, so no moment of its life is missed (its name is this writer's alone).
+  const stopWatching = cleanUpIfStopped(() => rmSync(temporary, { force: true }));
   try {
+    // `wx`: never follow or reuse something already at that name.
+    const handle = await open(temporary, 'wx', 0o600);
     try {
-      await handle.chmod(0o600); // whatever the umask
-      await handle.writeFile(text, 'utf8');
-      await handle.sync();
-    } finally {
-      await handle.close();
+      try {
+        await handle.chmod(0o600); // whatever the umask
+        await handle.writeFile(text, 'utf8');
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await beforeRename();
+      await rename(temporary, path);
+    } catch (error) {
+      await unlink(temporary).catch(() => {});
+      throw error;
     }
-    await beforeRename();
-    await rename(temporary, path);
-  } catch (error) {
-    await unlink(temporary).catch(() => {});
-    throw error;
+  } finally {
+    stopWatching();
   }
 }
 

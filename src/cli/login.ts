@@ -12,7 +12,7 @@ import {
   unverifiedClaimsOf,
   type GrantResult,
 } from './token-endpoint.ts';
-import { revokeSession } from './session.ts';
+import { revokeReplaced } from './session.ts';
 
 /** What `realmgate login` was asked to do. */
 export interface LoginCommand {
@@ -126,16 +126,18 @@ export async function login(
     return withLogin(logins, stored);
   });
   // One entry per gateway, realm and user: the offline session it replaces is revoked, so no
-  // forgotten refresh token stays valid for a year.
+  // forgotten refresh token stays valid for a year. If it cannot be, the session left is named.
   if (replaced && replaced.sessionId !== stored.sessionId) {
-    const as = { login: stored, key: boundKey };
-    await revokeSession(as, replaced.sessionId, timeoutMs).catch((error: unknown) => {
-      const reason = error instanceof CliError ? error.message : String(error);
+    const by = { login: stored, key: boundKey, readOnly: command.job.readOnly };
+    const reason = await revokeReplaced(replaced, by, { env, path, timeoutMs });
+    if (reason !== undefined) {
+      const id = replaced.sessionId;
+      const from = by.readOnly ? ', from a login of the user that is not read-only' : '';
       io.stderr.write(
-        `realmgate: could not revoke the previous login's refresh token (${reason}); ` +
-          `see realmgate tokens list\n`,
+        `realmgate: could not revoke the replaced login's session ${id} (${reason}); its ` +
+          `refresh token stays valid until revoked: realmgate tokens revoke ${id}${from}\n`,
       );
-    });
+    }
   }
   const { job } = command;
   return {

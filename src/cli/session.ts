@@ -18,6 +18,7 @@ import {
   connectionOf,
   findStoredLogin,
   isLoginExpired,
+  keyOfLogin,
   resolveCaller,
   type Caller,
 } from './stored-login.ts';
@@ -156,21 +157,55 @@ export async function logout(
   io.stderr.write(`realmgate: logged out ${describe(caller.login)}\n`);
 }
 
-/** Revokes one offline session of `login`'s user with `login`'s credentials. */
-export async function revokeSession(
-  as: { login: StoredLogin; key: DpopKey | undefined },
-  sessionId: string,
-  timeoutMs: number,
-): Promise<void> {
-  const { login } = as;
-  const request: ApiRequest = { method: 'DELETE', path: sessionPath(login, sessionId) };
-  const connection = await connectionOf(
-    new URL(login.gateway),
-    as,
-    login.accessToken ?? '',
+/**
+ * Revokes the offline session of `replaced`, the stored login a new login of the same user
+ * (`by`) has just taken the place of. With `by`'s access token, unless it is read-only (the
+ * gateway refuses a read-only token's DELETE as a write); else, or when that fails, with the
+ * replaced login's own token and key, which may revoke its own session. A session already gone
+ * (its refresh token refused, or unknown to the gateway) counts as revoked. Returns why it
+ * could not be revoked; undefined when it is.
+ */
+export async function revokeReplaced(
+  replaced: StoredLogin,
+  by: { login: StoredLogin; key: DpopKey | undefined; readOnly: boolean },
+  {
+    env,
+    path,
     timeoutMs,
-  );
-  await callApi(request, connection, timeoutMs);
+  }: { env: Record<string, string | undefined>; path: string; timeoutMs: number },
+): Promise<string | undefined> {
+  const request: ApiRequest = {
+    method: 'DELETE',
+    path: sessionPath(replaced, replaced.sessionId),
+  };
+  const attempts: Array<() => Promise<unknown>> = [];
+  if (!by.readOnly) {
+    attempts.push(async () =>
+      callApi(
+        request,
+        await connectionOf(new URL(by.login.gateway), by, by.login.accessToken ?? '', timeoutMs),
+        timeoutMs,
+      ),
+    );
+  }
+  attempts.push(async () => {
+    const key = await keyOfLogin(replaced, env);
+    const baseUrl = new URL(replaced.gateway);
+    return callAs({ kind: 'stored', baseUrl, login: replaced, path, key }, request, timeoutMs);
+  });
+  let reason = '';
+  for (const attempt of attempts) {
+    try {
+      await attempt();
+      return undefined;
+    } catch (error) {
+      if (isLoginExpired(error) || (error instanceof CliError && error.status === 404)) {
+        return undefined;
+      }
+      reason = error instanceof CliError ? error.message : String(error);
+    }
+  }
+  return reason;
 }
 
 async function forget(caller: { path: string }, login: StoredLogin): Promise<void> {

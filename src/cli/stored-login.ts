@@ -73,12 +73,13 @@ export async function findStoredLogin(
   const path = requireCredentialsPath(env);
   const login = selectLogin(await readLogins(path), baseUrl.href, selector);
   if (login === undefined) {
+    // `--realm` passed checkRealm and may be said; `--user` matched nothing and is not echoed,
+    // as no refused word is (values.ts): it could be a password pasted in its place.
     const realm = selector.realm ?? '<realm>';
-    const user = selector.user ?? '<username>';
     throw new CliError(
       'config',
       `no stored login${describeSelector(selector)} for ${baseUrl.href}; ` +
-        `log in first: realmgate login ${realm} ${user}`,
+        `log in first: realmgate login ${realm} <username>`,
     );
   }
   return { baseUrl, login, path, key: await keyOfLogin(login, env) };
@@ -258,7 +259,7 @@ function loginExpired(login: StoredLogin, error: string): CliError {
 
 function describeSelector(selector: LoginSelector): string {
   const parts = [
-    selector.user === undefined ? [] : [`user ${selector.user}`],
+    selector.user === undefined ? [] : ['the user --user names'],
     selector.realm === undefined ? [] : [`realm ${selector.realm}`],
   ].flat();
   return parts.length === 0 ? '' : ` (${parts.join(', ')})`;

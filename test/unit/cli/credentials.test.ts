@@ -351,6 +351,47 @@ describe('updateLogins', () => {
     );
   });
 
+  it('a realmgate stopped (Ctrl-C, a CI cancel) while it writes the file leaves no copy of the refresh token beside it', async () => {
+    const path = join(dir, 'credentials.json');
+    const credentials = new URL('../../../src/cli/credentials.ts', import.meta.url).href;
+    const lock = new URL('../../../src/cli/credentials-lock.ts', import.meta.url).href;
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+      // Another realmgate holding the lock, its new file whole but not yet renamed into place.
+      const writer = spawn(
+        process.execPath,
+        [
+          '--input-type=module',
+          '-e',
+          `
+          import { writeLogins } from ${JSON.stringify(credentials)};
+          import { takeLock } from ${JSON.stringify(lock)};
+          const path = process.argv[1];
+          await takeLock(path + '.lock', 1000, 'a write');
+          await writeLogins(path, [JSON.parse(process.argv[2])], async () => {
+            process.stdout.write('whole\\n');
+            await new Promise(() => setInterval(() => {}, 1000));
+          });
+          `,
+          path,
+          JSON.stringify(loginOf()),
+        ],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      );
+      const exited = once(writer, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+      onTestFinished(() => {
+        if (writer.exitCode === null && writer.signalCode === null) writer.kill('SIGKILL');
+      });
+      const [said] = (await once(createInterface({ input: writer.stdout }), 'line')) as [string];
+      expect(said).toBe('whole');
+      expect((await readdir(dir)).some((name) => name.endsWith('.tmp'))).toBe(true);
+      writer.kill(signal);
+      // Ended by the signal itself, as the shell and CI runners expect, and nothing is left:
+      // neither the lock nor the temporary file with the refresh token in it.
+      expect(await exited).toEqual([null, signal]);
+      expect(await readdir(dir), signal).toEqual([]);
+    }
+  }, 30_000);
+
   it('writes nothing when the change returns undefined', async () => {
     const path = join(dir, 'credentials.json');
     expect(await updateLogins(path, () => undefined)).toEqual([]);

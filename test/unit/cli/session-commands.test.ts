@@ -383,6 +383,22 @@ describe('usage errors of the token commands', () => {
   });
 });
 
+describe('a --user no stored login matches', () => {
+  it('is not echoed, as no refused word is: it could be a password pasted in its place', async () => {
+    const misplaced = 'S3cret!pass';
+    for (const argv of [
+      ['token', '--user', misplaced],
+      ['logout', '--user', misplaced, '--realm', 'acme'],
+      ['proof', 'GET', 'https://gateway.example/api/x', '--user', misplaced],
+    ]) {
+      const answer = await run(argv, piped(''));
+      expect(answer.status, argv.join(' ')).toBe(2);
+      expect(answer.stderr).toContain('no stored login');
+      expect(answer.stderr).not.toContain(misplaced);
+    }
+  });
+});
+
 describe('realmgate proof', () => {
   const url = 'http://127.0.0.1:1/api/acme/platform/workspaces?x=1';
 
