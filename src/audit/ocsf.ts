@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { VERSION } from '../release/version.ts';
 import type { AuditRecord } from './audit-chain.ts';
 import { SUMMARY_ACTIONS } from './refusal-summaries.ts';
@@ -79,7 +80,10 @@ export function ocsfEventOf(record: AuditRecord): Record<string, unknown> {
     },
     ...(caller && (authentication ? { user: caller } : { actor: { user: caller } })),
     ...(SUMMARY_ACTIONS.includes(record.action) && summarisedOf(record)),
-    ...(record.address !== null && { src_endpoint: { ip: record.address } }),
+    // A summary's IPv6 client is its /64 (refusal-summaries.ts): no IP address, which a SIEM
+    // would check `ip` to be; kept in `unmapped`.
+    ...(record.address !== null &&
+      isIP(record.address) !== 0 && { src_endpoint: { ip: record.address } }),
     ...(record.path !== null && {
       http_request: {
         http_method: record.method,
@@ -99,6 +103,7 @@ export function ocsfEventOf(record: AuditRecord): Record<string, unknown> {
       workspace: record.workspace,
       result: record.result,
       details: record.details,
+      ...(record.address !== null && isIP(record.address) === 0 && { address: record.address }),
     },
   };
 }

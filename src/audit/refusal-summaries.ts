@@ -2,6 +2,7 @@ import {
   createRefusalRecordLimit,
   type UnrecordedRun,
 } from '../auth-proxy/refusal-record-limit.ts';
+import { addressGroupOf } from '../edge/address-group.ts';
 import type { Clock } from '../time/clock.ts';
 import { every, type Periodic } from '../time/every.ts';
 import type { AuditEvent } from './audit-writer.ts';
@@ -31,14 +32,16 @@ export const GRANT_SUMMARY_ACTION = 'token.grant.summary';
  * The refusals summarised, by their records' action: the action of their summary and what a
  * summary keeps of them (they all had it; it is their kind): the log, address, reason and status
  * of both, and the credential kind and result code of an `/api` decision, the grant type of a
- * token grant.
+ * token grant. An IPv6 address is kept as its /64 (`2001:db8:1:2::/64`): one host can draw a new
+ * address of it for each request, which would otherwise be a new kind each time
+ * (edge/address-group.ts).
  */
 const SUMMARISED: Record<string, { action: string; kept: (event: AuditEvent) => Kept }> = {
   'api.request': {
     action: API_SUMMARY_ACTION,
     kept: ({ org, address, credential, reason, status, result }) => ({
       org,
-      address,
+      address: address === null ? null : addressGroupOf(address),
       credential,
       reason,
       status,
@@ -51,7 +54,7 @@ const SUMMARISED: Record<string, { action: string; kept: (event: AuditEvent) => 
     action: GRANT_SUMMARY_ACTION,
     kept: ({ org, address, reason, status, details }) => ({
       org,
-      address,
+      address: address === null ? null : addressGroupOf(address),
       reason,
       status,
       details: { grantType: grantKindOf(details.grantType) },

@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import type { RequestHandler } from 'express';
 import { parseBasicCredentials } from '../auth/basic/parse-basic.ts';
 import { JOB_FIELDS } from '../auth-proxy/job-credentials.ts';
@@ -19,7 +19,8 @@ const REASON_OF_STATUS: Record<number, string> = {
 
 /**
  * The token endpoint's step that records each grant through `/auth` once it is answered: its
- * realm's log (master's for a realm that is no organization), success or failure and the status,
+ * realm's log (master's for a realm that is no organization), success or failure and the status
+ * (a success only when its answer reached the client: else `not_delivered`),
  * the grant type, the client (from the form, or the id of its Basic client authentication), the
  * user name of a password grant and the job credential's fields. Chosen fields of the form only:
  * never a password, a secret, a code, a token, a one-time password or a proof.
@@ -41,18 +42,33 @@ export function auditTokenGrants(deps: {
     const atMs = deps.clock.now();
     const address = deps.clientAddress(req);
     res.once('close', () => {
+      // 'close' comes as well when the client hung up (or the connection was cut) before the
+      // answer was all sent: then nobody got the tokens Keycloak may have issued, whatever
+      // status was set (a head may be written by then: test/integration/audit-grant-hangup
+      // saw 200 with headersSent), so it is no status the client got. Read now, at 'close'.
+      const delivered = res.writableFinished;
+      const answer: Answer = { delivered, status: delivered ? res.statusCode : null };
       void deps.isLog(realm).then(
-        (isLog) => deps.record(grantEvent(req, res, form, realm, isLog, atMs, address)),
-        () => deps.record(grantEvent(req, res, form, realm, false, atMs, address)),
+        (isLog) => deps.record(grantEvent(req, answer, form, realm, isLog, atMs, address)),
+        () => deps.record(grantEvent(req, answer, form, realm, false, atMs, address)),
       );
     });
     next();
   };
 }
 
+/** What the client got: `delivered` when the whole answer was sent, and then its status. */
+interface Answer {
+  delivered: boolean;
+  status: number | null;
+}
+
+/** The reason of a grant whose answer did not reach its client (it hung up, or was cut). */
+const NOT_DELIVERED = 'not_delivered';
+
 function grantEvent(
   req: IncomingMessage,
-  res: ServerResponse,
+  { delivered, status }: Answer,
   form: URLSearchParams | undefined,
   realm: string,
   isLog: boolean,
@@ -75,7 +91,7 @@ function grantEvent(
   if (readOnly !== undefined) details.jobReadOnly = readOnly;
   const expiresIn = field(JOB_FIELDS.expiresIn);
   if (expiresIn !== undefined) details.jobExpiresIn = expiresIn;
-  const success = res.statusCode === 200;
+  const success = delivered && status === 200;
   return {
     org: isLog ? realm : MASTER_REALM,
     atMs,
@@ -92,13 +108,18 @@ function grantEvent(
     route: scopeOf(req).route.entry?.path ?? null,
     path: scopeOf(req).target.path.slice(0, MAX_FIELD),
     workspace: null,
-    status: res.statusCode,
+    status,
     result: null,
-    reason: success ? null : (REASON_OF_STATUS[res.statusCode] ?? `status_${res.statusCode}`),
+    reason: success ? null : reasonOf(delivered, status),
     address,
     requestId: scopeOf(req).requestId,
     details,
   };
+}
+
+function reasonOf(delivered: boolean, status: number | null): string {
+  if (!delivered || status === null) return NOT_DELIVERED;
+  return REASON_OF_STATUS[status] ?? `status_${status}`;
 }
 
 /** The client id of a Basic client authentication (RFC 6749 2.3.1), never its secret. */

@@ -158,12 +158,15 @@ export async function buildAuth(
     waitMs: passwordAttemptMaxMs,
     attemptMaxMs: passwordAttemptMaxMs,
     clock,
-    onLimitReached: ({ scope, realm, username, address }) =>
+    // The target names what is throttled (an IPv6 client's /64); the client, its own address.
+    onLimitReached: ({ scope, realm, username, address, addressGroup }) =>
       shared.audit.record({
         action: 'login_throttle.start',
         outcome: 'success',
         target:
-          scope === 'account_address' ? { scope, realm, username, address } : { scope, address },
+          scope === 'account_address'
+            ? { scope, realm, username, address: addressGroup }
+            : { scope, address: addressGroup },
         clientAddress: address,
       }),
   });

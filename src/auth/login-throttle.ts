@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cache } from '../cache/cache.ts';
 import { accountNameOf } from './account-name.ts';
+import { addressGroupOf } from '../edge/address-group.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 
 /**
@@ -71,6 +72,8 @@ export interface LoginThrottleOptions {
     realm: string;
     username: string;
     address: string;
+    /** What the limit counts: the address, or an IPv6 address's /64 (`2001:db8:1:2::/64`). */
+    addressGroup: string;
   }) => void;
   /** The cache must use the same clock. */
   clock?: Clock;
@@ -104,15 +107,17 @@ export function createLoginThrottle(options: LoginThrottleOptions): LoginThrottl
     wakers.clear();
   };
 
-  const limitsOf = (realm: string, username: string | undefined, address: string): Limit[] => {
+  // An IPv6 client by its /64, which one host owns and can draw a new address from for every
+  // guess (edge/address-group.ts).
+  const limitsOf = (realm: string, username: string | undefined, group: string): Limit[] => {
     const perAddress: Limit = {
       scope: 'address',
-      key: `address:${address}`,
+      key: `address:${group}`,
       max: options.maxFailuresPerAddress,
     };
     if (username === undefined) return [perAddress];
     const pair = createHmac('sha256', options.secret)
-      .update(`${realm.toLowerCase()}\u0000${accountNameOf(username)}\u0000${address}`)
+      .update(`${realm.toLowerCase()}\u0000${accountNameOf(username)}\u0000${group}`)
       .digest('base64url');
     return [
       { scope: 'account_address', key: `pair:${pair}`, max: options.maxFailuresPerUserAndAddress },
@@ -182,12 +187,13 @@ export function createLoginThrottle(options: LoginThrottleOptions): LoginThrottl
 
   return {
     async begin(realm, username, address) {
-      const limits = limitsOf(realm, username, address).filter((limit) => limit.max > 0);
+      const addressGroup = addressGroupOf(address);
+      const limits = limitsOf(realm, username, addressGroup).filter((limit) => limit.max > 0);
       const deadline = now() + options.waitMs;
       for (;;) {
         const tried = await tryAll(limits);
         if (tried instanceof Map) {
-          const who = { realm, username: username ?? '', address };
+          const who = { realm, username: username ?? '', address, addressGroup };
           return { kind: 'go', attempt: reservedAttempt(tried, who) };
         }
         if (tried.refusedFor !== undefined) {
@@ -202,7 +208,7 @@ export function createLoginThrottle(options: LoginThrottleOptions): LoginThrottl
 
   function reservedAttempt(
     held: Map<Limit, number>,
-    who: { realm: string; username: string; address: string },
+    who: { realm: string; username: string; address: string; addressGroup: string },
   ): ReservedAttempt {
     let settled = false;
     return {

@@ -302,6 +302,44 @@ describe('job credentials: a named refresh token with a narrower reach', () => {
       .toBe(false);
   });
 
+  it('ends a token past its lifetime however its signature is written: Keycloak reads a padded one as the same token', async () => {
+    const issued = await grant('&realmgate_name=short-lived-padded&realmgate_expires_in=60');
+    expect(issued.status).toBe(200);
+    const refreshToken = String(issued.json.refresh_token);
+    const sessionId = String(claimsOf(issued.json.access_token).sid);
+    const [header, payload, signature] = refreshToken.split('.') as [string, string, string];
+    // Keycloak decodes the signature part leniently (padding, anything after it, the standard
+    // alphabet, a line break, trailing dots): each of these is the same token to it.
+    const sameToKeycloak = [
+      `${refreshToken}==`,
+      `${refreshToken}=`,
+      `${refreshToken}==x`,
+      `${refreshToken}.`,
+      `${header}.${payload}.${Buffer.from(signature, 'base64url').toString('base64')}`,
+      `${header}.${payload}.${signature.slice(0, 10)}\n${signature.slice(10)}`,
+    ];
+    const direct = await postToken(
+      testEnv().keycloakUrl,
+      org,
+      `client_id=_${org}-api&grant_type=refresh_token&refresh_token=${encodeURIComponent(sameToKeycloak[0]!)}`,
+    );
+    expect(direct.status).toBe(200);
+    await testDb()
+      .table('refresh_token_details')
+      .where({ session_id: sessionId })
+      .update({ expires_at: new Date(Date.now() - 1000) });
+    const late = await startReplica(18920, { AUTOMATION_UPSTREAM_URL: upstream.url });
+    try {
+      for (const token of sameToKeycloak) {
+        const renewed = await refresh(encodeURIComponent(token), late.url);
+        expect(renewed.status, `variant ${sameToKeycloak.indexOf(token)}`).toBe(400);
+        expect(renewed.json).toMatchObject({ error: 'invalid_grant' });
+      }
+    } finally {
+      await late.gateway.close();
+    }
+  });
+
   it('an unrestricted token behaves as before', async () => {
     const issued = await grant('');
     expect(issued.status).toBe(200);

@@ -73,6 +73,17 @@ describe('OCSF events of audit records', () => {
     });
   });
 
+  it("gives an IPv6 client's /64 of a summary as a subnet, never as an IP address", () => {
+    const event = ocsfEventOf({
+      ...base,
+      action: 'api.request.summary',
+      address: '2001:db8:1:2::/64',
+      details: { count: '90', first: base.at, last: base.at },
+    });
+    expect(event).not.toHaveProperty('src_endpoint');
+    expect(event).toMatchObject({ unmapped: { address: '2001:db8:1:2::/64' } });
+  });
+
   it('makes a summary of failed token grants an Authentication event of its count and its time span', () => {
     const summary: AuditRecord = {
       ...base,

@@ -80,6 +80,29 @@ describe('summaries of refusals in the audit log', () => {
     ]);
   });
 
+  it('summarises the refusals of one IPv6 /64 together, under its prefix, whatever address each came from', async () => {
+    const clock = manualClock();
+    const recorded: AuditEvent[] = [];
+    const summaries = summariseRefusals((event) => recorded.push(event), clock);
+    // One host, a new address of its /64 for each request.
+    for (let i = 0; i < 100; i++) {
+      summaries.record(refusal(clock.now(), { address: `2001:db8:7:7::${(i + 1).toString(16)}` }));
+    }
+    for (let i = 0; i < 30; i++) {
+      summaries.record(refusal(clock.now(), { address: '::ffff:198.51.100.1' }));
+      summaries.record(refusal(clock.now(), { address: '198.51.100.1' }));
+    }
+    expect(recorded).toHaveLength(2 * REFUSALS_RECORDED_PER_WINDOW);
+    // The refusals recorded one by one keep the address each came from.
+    expect(recorded[0]!.address).toBe('2001:db8:7:7::1');
+    await summaries.close();
+    const written = recorded.filter((r) => r.action === 'api.request.summary');
+    expect(written.map((r) => [r.address, r.details.count])).toEqual([
+      ['2001:db8:7:7::/64', '90'],
+      ['198.51.100.1', '50'],
+    ]);
+  });
+
   it('summarises failed token grants per grant type and status, never a successful one', async () => {
     const clock = manualClock();
     const recorded: AuditEvent[] = [];

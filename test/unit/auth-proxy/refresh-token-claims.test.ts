@@ -21,6 +21,16 @@ describe('the session a refresh token names', () => {
     });
   });
 
+  it('reads the claims whatever follows the payload, as Keycloak reads the same token', () => {
+    const token = jwt({ typ: 'Refresh', sid: 's1', sub: 'u1' });
+    for (const value of [`${token}==`, `${token}=x`, `${token}.`, `${token}+/`, `${token}\nc2ln`]) {
+      expect(refreshTokenSession(value), JSON.stringify(value)).toMatchObject({ sessionId: 's1' });
+    }
+    // A padded header or payload is another text than the one Keycloak signed: no claims.
+    const [header, payload, signature] = token.split('.');
+    expect(refreshTokenSession(`${header}.${payload}==.${signature}`)).toBeUndefined();
+  });
+
   it('names none for any other token or value', () => {
     for (const value of [
       jwt({ typ: 'Bearer', sid: 's1', sub: 'u1' }),

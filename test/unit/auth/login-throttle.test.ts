@@ -123,6 +123,35 @@ describe('login throttle', () => {
     expect((await throttle.begin('org', 'user-0', '192.0.2.10')).kind).toBe('go');
   });
 
+  it('counts the addresses of one IPv6 /64 as one client: a new address per guess gets no new budget', async () => {
+    const { throttle } = setup({ perPair: 3, perAddress: 5 });
+    // One host owns its /64: each guess from another address of it.
+    const address = (i: number) => `2001:db8:1:2::${(i + 1).toString(16)}`;
+    for (let i = 0; i < 3; i++) {
+      await go(await throttle.begin('org', 'alice', address(i))).settle('failed');
+    }
+    expect(await throttle.begin('org', 'alice', address(3))).toMatchObject({
+      kind: 'refused',
+      scope: 'account_address',
+    });
+    for (let i = 3; i < 5; i++) {
+      await go(await throttle.begin('org', `user-${i}`, address(i))).settle('failed');
+    }
+    expect(await throttle.begin('org', 'bob', address(9))).toMatchObject({
+      kind: 'refused',
+      scope: 'address',
+    });
+    // Another /64 is another client; an IPv4-mapped address is its IPv4 address.
+    expect((await throttle.begin('org', 'alice', '2001:db8:1:3::1')).kind).toBe('go');
+    for (let i = 0; i < 5; i++) {
+      await go(await throttle.begin('org', `v4-${i}`, '192.0.2.44')).settle('failed');
+    }
+    expect(await throttle.begin('org', 'carol', '::ffff:192.0.2.44')).toMatchObject({
+      kind: 'refused',
+      scope: 'address',
+    });
+  });
+
   it('refuses at once once the failures are there, for the rest of the window; other accounts and realms go on', async () => {
     const { throttle, advance } = setup({ perPair: 3, perAddress: 0 });
     for (let i = 0; i < 3; i++) {
