@@ -431,7 +431,7 @@ describe('Keycloak admin API failures map to result codes', () => {
   });
 
   it("challenges that 401 as every /api 401 is: the API's schemes, and no error of the client's", async () => {
-    const replica = await freshReplica(18421, {
+    const replica = await freshReplica(18460, {
       KEYCLOAK_CLIENT_SECRET: 'definitely-not-the-secret',
     });
     const res = await fetch(`${replica.url}/api/${org}/platform/users/_current/refresh_tokens`, {
