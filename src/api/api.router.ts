@@ -1,4 +1,4 @@
-import express, { Router, type RequestHandler } from 'express';
+import express, { Router, type ErrorRequestHandler, type RequestHandler } from 'express';
 import { admitApiRequests, type Admission } from '../auth/admission.ts';
 import { scopeOf } from '../edge/request-scope.ts';
 import type { RouteDeclaration } from '../edge/route.ts';
@@ -82,12 +82,21 @@ export function createApiRouter(deps: ApiDeps): Router {
   handlers.set(OPENAPI_ROUTE, (_req, res) => {
     res.json(openApiDocument);
   });
-  return Router().use(formCredentials(), admitApiRequests(deps.admission), (req, res, next) => {
-    const { entry, realm } = scopeOf(req).route;
-    const handler = entry && handlers.get(entry);
-    if (handler) handler(req, res, next);
-    // No entry: 404, after the body of an admitted request is read as on every route.
-    else if (realm !== undefined) json(req, res, next);
-    else next();
-  });
+  const challenged: ErrorRequestHandler = (err, req, _res, next) => {
+    next(deps.admission.challenged(err, scopeOf(req).route.realm));
+  };
+  return (
+    Router()
+      .use(formCredentials(), admitApiRequests(deps.admission), (req, res, next) => {
+        const { entry, realm } = scopeOf(req).route;
+        const handler = entry && handlers.get(entry);
+        if (handler) handler(req, res, next);
+        // No entry: 404, after the body of an admitted request is read as on every route.
+        else if (realm !== undefined) json(req, res, next);
+        else next();
+      })
+      // A 401 from any step or handler (the gateway's service token, refused deep in a
+      // service) carries the challenge every `/api` 401 does.
+      .use(challenged)
+  );
 }

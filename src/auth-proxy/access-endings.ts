@@ -96,6 +96,8 @@ const ADMIN = '/auth/admin/realms/{realm}';
 const USER = `${ADMIN}/users/{user}`;
 const GROUP = `${ADMIN}/groups/{group}`;
 const OIDC = '/auth/realms/{realm}/protocol/openid-connect';
+/** Keycloak 26 console's own endpoint for taking roles away (its "Unassign"). */
+const UI_MAPPINGS = `${ADMIN}/ui-ext/role-mapping-delete`;
 
 const userEnding = (p: Readonly<Record<string, string>>, tokens: boolean): Ending => ({
   kind: 'user',
@@ -119,10 +121,11 @@ function single(params: URLSearchParams | undefined, name: string): string | und
 /**
  * The role ids of a list of role representations (the admin API's composites body): Keycloak
  * reads the `id` of each and nothing else, and refuses the whole list when one names no role.
+ * The console's own endpoint names them `roleId` (`field`).
  */
-function roleIdsOf(json: unknown): string[] {
+function roleIdsOf(json: unknown, field: 'id' | 'roleId' = 'id'): string[] {
   if (!Array.isArray(json)) return [];
-  const ids = json.map((role: unknown) => (role as { id?: unknown } | null)?.id);
+  const ids = json.map((role: unknown) => (role as Record<string, unknown> | null)?.[field]);
   return [...new Set(ids.filter((id): id is string => typeof id === 'string' && id !== ''))];
 }
 
@@ -247,6 +250,24 @@ export const ENDING_RULES: readonly EndingRule[] = [
         : undefined;
     },
   })),
+  // The console's "Unassign" (Keycloak 26) through its own endpoint: roles taken from a user, a
+  // group or a composite in one POST, each named by `roleId` (Keycloak reads nothing else to
+  // find it). As the admin API's removals above.
+  {
+    methods: ['post'],
+    path: `${UI_MAPPINGS}/users/{user}`,
+    ending: (p) => userEnding(p, true),
+  },
+  { methods: ['post'], path: `${UI_MAPPINGS}/groups/{group}`, ending: (p) => groupEnding(p) },
+  {
+    methods: ['post'],
+    path: `${UI_MAPPINGS}/roles/{role}`,
+    json: true,
+    ending: (p, { json }) => {
+      const roleIds = roleIdsOf(json, 'roleId');
+      return roleIds.length > 0 ? { kind: 'composite', realm: p.realm!, roleIds } : undefined;
+    },
+  },
   // A role deleted: whoever held it (directly, through a group, a composite or the default
   // roles) loses it; who that was cannot be read once it is gone, but each token names its roles.
   {
@@ -327,9 +348,11 @@ export const ENDING_RULES: readonly EndingRule[] = [
   // every token issued before it; any realm update carries it, so it is applied as the moment
   // it names (an old one refuses only tokens long expired). A realm update may also shorten the
   // realm's lifetimes (its access-token lifespan, its implicit flow's).
-  {
+  // Keycloak 26's console saves a realm's settings through its own endpoint, `PUT .../ui-ext`
+  // (the admin API's realm update behind it, then the user profile): the same rule.
+  ...[ADMIN, `${ADMIN}/ui-ext`].map((path): EndingRule => ({
     methods: ['put'],
-    path: ADMIN,
+    path,
     json: true,
     changesLifetimes: true,
     ending: (p, { json }) => {
@@ -338,7 +361,7 @@ export const ENDING_RULES: readonly EndingRule[] = [
         ? { kind: 'realm', realm: p.realm!, notBefore: Math.floor(notBefore) * 1000 }
         : undefined;
     },
-  },
+  })),
   // Any component change: key providers are components, and one key-set fetch costs little.
   {
     methods: ['post'],

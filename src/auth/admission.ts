@@ -36,6 +36,12 @@ export interface Admission {
    * with it: the same error either way. `path` is the request's as the edge read it.
    */
   admit(target: ApiTarget, req: IncomingMessage, path: string): Answer<Principal>;
+  /**
+   * `err` as the client of an `/api` request naming `realm` is to hear it, whatever step or
+   * handler threw it: a 401 without a challenge (the gateway's own service token refused, deep
+   * in a handler) gets the one every `/api` 401 carries (authenticate.ts `unauthorized`).
+   */
+  challenged(err: unknown, realm: string | undefined): unknown;
 }
 
 /** One request as the admission's steps see it, and what they have found so far. */
@@ -208,6 +214,14 @@ export function createAdmission(deps: AdmissionDeps): Admission {
       if (realm === undefined) throw new Error('admit called on a route that reads no credentials');
       return runSteps({ target, realm, req, path, principal: undefined }, deps, 0);
     },
+    challenged(err, realm) {
+      return realm !== undefined &&
+        err instanceof AppError &&
+        err.status === 401 &&
+        err.headers['www-authenticate'] === undefined
+        ? unauthorized(realm, err, deps)
+        : err;
+    },
   };
   return deps.tracing ? traced(admission, deps.tracing) : admission;
 }
@@ -218,6 +232,7 @@ export function createAdmission(deps: AdmissionDeps): Admission {
  */
 function traced(admission: Admission, tracing: Tracing): Admission {
   return {
+    challenged: (err, realm) => admission.challenged(err, realm),
     admit(target, req, path) {
       const span = tracing.start('admission', 'internal', { 'realmgate.realm': target.realm });
       let answer: Answer<Principal>;

@@ -295,6 +295,7 @@ export async function buildAuth(
       organizations: tenants.directory,
       clientAddressOf,
       dpopRequired: (realm) => accounts.dpopRequired(realm),
+      gone,
       clock,
     }),
     close: () => jwks.close(),

@@ -236,25 +236,25 @@ function quoted(value: string): string {
  * The 401 of `failure`, with the challenge of its scheme: Basic's; Bearer's or DPoP's with
  * `invalid_token` (the token itself), DPoP's with `invalid_dpop_proof` (its proof); every
  * scheme's when no credentials came. Each names the realm's metadata (RFC 9728 section 5.1),
- * Basic's too: a client refused there learns which tokens the resource takes instead.
+ * Basic's too: a client refused there learns which tokens the resource takes instead. A 401
+ * that is not the client's credentials' (`401-00001`, the gateway's own service token refused
+ * by Keycloak) keeps its code and message, with every scheme's challenge and no error: RFC 7235
+ * requires a challenge on every 401, and RFC 6750 names no error the client did not make.
  */
 export function unauthorized(
   realm: string,
-  failure: AuthFailure,
+  failure: AuthFailure | AppError,
   deps: Pick<AuthenticateDeps, 'dpop' | 'resourceMetadataOf'>,
 ): AppError {
-  const basic = `Basic realm=${quoted(realm)}, charset="UTF-8"`;
-  // RFC 9728 section 5.1: where a client learns what this resource expects.
-  const metadata = `resource_metadata=${quoted(deps.resourceMetadataOf(realm))}`;
-  const bearer = `Bearer realm=${quoted(realm)}, ${metadata}`;
-  const dpop = `DPoP realm=${quoted(realm)}, algs=${quoted(deps.dpop.algs)}, ${metadata}`;
-  const described = `error_description=${quoted(failure.publicMessage)}`;
-  let challenge: string;
-  if (failure instanceof MissingCredentials) challenge = `${bearer}, ${dpop}, ${basic}`;
-  else if (failure.scheme === 'basic') challenge = `${basic}, ${metadata}`;
-  else if (failure.scheme === 'bearer')
-    challenge = `${bearer}, error="invalid_token", ${described}`;
-  else challenge = `${dpop}, error="${dpopErrorOf(failure)}", ${described}`;
+  if (failure instanceof AppError) {
+    return new AppError(failure.code, {
+      message: failure.message,
+      data: failure.data,
+      headers: { ...failure.headers, 'www-authenticate': challengeOf(realm, undefined, deps) },
+      cause: failure.cause,
+    });
+  }
+  const challenge = challengeOf(realm, failure, deps);
   // RFC 9449 section 9: the nonce the next proof must carry.
   const nonce = failure.reason === 'nonce_required' ? deps.dpop.nonce?.() : undefined;
   return new AppError('authenticationFailed', {
@@ -262,4 +262,24 @@ export function unauthorized(
     headers: { 'www-authenticate': challenge, ...(nonce && { 'dpop-nonce': nonce }) },
     cause: failure,
   });
+}
+
+/** The challenge of `failure`'s scheme; every scheme's, without an error, for none. */
+function challengeOf(
+  realm: string,
+  failure: AuthFailure | undefined,
+  deps: Pick<AuthenticateDeps, 'dpop' | 'resourceMetadataOf'>,
+): string {
+  const basic = `Basic realm=${quoted(realm)}, charset="UTF-8"`;
+  // RFC 9728 section 5.1: where a client learns what this resource expects.
+  const metadata = `resource_metadata=${quoted(deps.resourceMetadataOf(realm))}`;
+  const bearer = `Bearer realm=${quoted(realm)}, ${metadata}`;
+  const dpop = `DPoP realm=${quoted(realm)}, algs=${quoted(deps.dpop.algs)}, ${metadata}`;
+  if (failure === undefined || failure instanceof MissingCredentials) {
+    return `${bearer}, ${dpop}, ${basic}`;
+  }
+  if (failure.scheme === 'basic') return `${basic}, ${metadata}`;
+  const described = `error_description=${quoted(failure.publicMessage)}`;
+  if (failure.scheme === 'bearer') return `${bearer}, error="invalid_token", ${described}`;
+  return `${dpop}, error="${dpopErrorOf(failure)}", ${described}`;
 }

@@ -2,6 +2,7 @@ import type { Request, Router } from 'express';
 import { listenerRouter } from '../http/listener-router.ts';
 import { AppError } from '../envelope/errors.ts';
 import { TtlLru } from '../cache/ttl-lru.ts';
+import type { GoneRealms } from './gone-realms.ts';
 import { isOrganizationId, MASTER_REALM, realmIssuer } from '../tenancy/identifiers.ts';
 import type { OrganizationLookup } from '../tenancy/organization-state.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
@@ -77,6 +78,9 @@ const MAX_REALMS = 10_000;
  * is enabled is described (others: 404, as its API answers; 404 too when its realm is gone in
  * Keycloak, which no retry changes); its switch (`dpopRequired`) is asked of Keycloak at most
  * once a minute per realm, whatever the traffic, and the last answer kept through an outage.
+ * A realm gone is read from and told to the memory the other paths share (`gone`): whichever
+ * heard it first, a switch read before is not served, and a fleet asking costs Keycloak one
+ * call per realm and remembered span, not one per request.
  */
 export function resourceMetadataRouter(options: {
   /** `htuBaseOf(PUBLIC_URL)`. */
@@ -87,6 +91,8 @@ export function resourceMetadataRouter(options: {
   clientAddressOf: (req: Request) => string;
   /** Whether the realm's API client requires DPoP (Keycloak's admin API). */
   dpopRequired: (realm: string) => Promise<boolean>;
+  /** The realms Keycloak said it does not have (gone-realms.ts), as Basic and Bearer know them. */
+  gone: GoneRealms;
   clock?: Clock;
 }): Router {
   const { htuBase, clock = systemClock } = options;
@@ -94,6 +100,7 @@ export function resourceMetadataRouter(options: {
   const reading = new Map<string, Promise<boolean>>();
 
   async function dpopRequired(realm: string): Promise<boolean> {
+    if (options.gone.isGone(realm)) throw new AppError('organizationNotFound');
     const known = switches.get(realm);
     if (known && clock.now() - known.at < SWITCH_FRESH_MS) return known.required;
     let read = reading.get(realm);
@@ -113,6 +120,7 @@ export function resourceMetadataRouter(options: {
       // The realm deleted in Keycloak while the organization stays: final, not an outage.
       if (err instanceof AppError && err.code === 'organizationNotFound') {
         switches.delete(realm);
+        options.gone.sawGone(realm);
         throw err;
       }
       if (known) return known.required;

@@ -35,7 +35,7 @@ export function createForwardRoute(deps: {
   // a client sends may end the process, it is a 500 for this one request.
   const fail = (res: ServerResponse, scope: RequestScope, err: unknown) => {
     if (!res.headersSent) res.setHeader('x-request-id', scope.requestId);
-    sendError(res, err, deps.logger);
+    sendError(res, admission.challenged(err, scope.route.realm), deps.logger);
   };
   return (req, res, scope) => admitRequest(admission, req, res, scope, forward, fail);
 }

@@ -740,6 +740,30 @@ describe("the admin listener's session and user actions end access on every repl
     await refusedOnB(realm, `Bearer ${tokens.access}`);
   });
 
+  it("a realm's not-before set through the console's own realm update (`PUT .../ui-ext`)", async () => {
+    const realm = await createOrganization(['ws']);
+    const { tokens } = await servedUser(realm);
+    const update = { realm, notBefore: Number(claimsOf(tokens.access).iat) + 1 };
+    expect(await adminCall('PUT', `${realm}/ui-ext`, update)).toBe(204);
+    await refusedOnB(realm, `Bearer ${tokens.access}`);
+  });
+
+  it("a workspace role unassigned through the console's own endpoint (`ui-ext/role-mapping-delete`)", async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws'] });
+    const tokens = await grant(user);
+    expect(await statusOnB(org, `Bearer ${tokens.access}`)).toBe(200);
+    const id = await userIdOf(user);
+    const admin = await keycloakAdmin();
+    const [client] = await admin.clients.find({ realm: org, clientId: `${org}-workspaces` });
+    const role = await admin.clients.findRole({ realm: org, id: client!.id!, roleName: 'ws' });
+    // What Keycloak 26's console sends for "Unassign" on a user's role mapping tab.
+    const body = [{ roleId: role!.id!, roleName: 'ws', clientId: `${org}-workspaces` }];
+    const path = `${org}/ui-ext/role-mapping-delete/users/${id}`;
+    expect(await adminCall('POST', path, body)).toBe(204);
+    // The token still names the role it was issued with: it must not be served.
+    await refusedOnB(org, `Bearer ${tokens.access}`);
+  });
+
   it("a realm deleted ends its tokens and cached Basic logins (B verifies them with the realm's key set it holds)", async () => {
     const realm = await createOrganization(['ws']);
     const { user, tokens } = await servedUser(realm);

@@ -121,6 +121,21 @@ describe('an organization whose realm was deleted in Keycloak, on a memory of it
   });
 });
 
+describe('an organization whose realm was deleted in Keycloak, and its resource metadata', () => {
+  it('is no longer described once any path heard the realm is gone, its switch read just before', async () => {
+    const deleted = await createOrganization(['ws-a']);
+    const user = await createUser(deleted, { workspaceRoles: ['ws-a'] });
+    const metadata = `${replica.url}/.well-known/oauth-protected-resource/api/${deleted}`;
+    expect((await fetch(metadata)).status).toBe(200);
+    await (await keycloakAdmin()).realms.del({ realm: deleted });
+    const login = await callApi(workspacesPath(deleted), basicAuth(user), { base: replica.url });
+    expect(login.body.message).toBe(REALM_GONE);
+    const described = await fetch(metadata);
+    expect(described.status).toBe(404);
+    expect(await described.json()).toMatchObject({ result: '404-00001', data: null });
+  });
+});
+
 describe('an organization whose realm was deleted in Keycloak, created again through the gateway', () => {
   it("serves the new realm's logins at once on the replica that created it", async () => {
     const again = await createOrganization(['ws-a']);

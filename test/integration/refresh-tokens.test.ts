@@ -430,6 +430,25 @@ describe('Keycloak admin API failures map to result codes', () => {
     await expectAnswer(replica, 'GET', await createUser(org), 401, '401-00001');
   });
 
+  it("challenges that 401 as every /api 401 is: the API's schemes, and no error of the client's", async () => {
+    const replica = await freshReplica(18460, {
+      KEYCLOAK_CLIENT_SECRET: 'definitely-not-the-secret',
+    });
+    const res = await fetch(`${replica.url}/api/${org}/platform/users/_current/refresh_tokens`, {
+      headers: { authorization: basicAuth(await createUser(org)) },
+    });
+    expect(res.status).toBe(401);
+    expect(await res.json()).toMatchObject({ data: null, result: '401-00001' });
+    // RFC 7235 section 3.1: a 401 carries at least one challenge; RFC 6750 section 3: none
+    // names an error when the client's credentials are not what failed.
+    const challenge = res.headers.get('www-authenticate') ?? '';
+    const metadata = `resource_metadata="${testEnv().publicUrl}/.well-known/oauth-protected-resource/api/${org}"`;
+    expect(challenge).toContain(`Bearer realm="${org}", ${metadata}`);
+    expect(challenge).toContain(`DPoP realm="${org}"`);
+    expect(challenge).toContain(`Basic realm="${org}"`);
+    expect(challenge).not.toContain('error=');
+  });
+
   it('answers 500-30001 when revoking fails, 400-30002 when the realm and 400-30001 when the sessions cannot be read', async () => {
     const user = await createUser(org);
     await offlineGrant(user);

@@ -64,6 +64,7 @@ async function startGateway(forwards: boolean): Promise<Server> {
       if (target.refusal) throw new AppError(target.refusal);
       return principal;
     },
+    challenged: (err) => err,
   };
   const api = createApiRouter({
     admission,

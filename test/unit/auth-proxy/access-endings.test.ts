@@ -168,6 +168,46 @@ describe('the table of what a request to Keycloak ends', () => {
     ).toBeUndefined();
   });
 
+  it("reads the admin console's own endpoints (ui-ext) as the admin API's they stand for", () => {
+    const admin = '/auth/admin/realms/acme';
+    // Keycloak 26's console saves a realm's settings with `PUT .../ui-ext` (the admin API's realm
+    // update behind it): lifetimes, and the not-before of "Revocation: Set to now".
+    for (const path of [`${admin}/ui-ext`, `${admin}/ui-ext/`]) {
+      expect(endingRuleOf('PUT', segments(path))?.changesLifetimes).toBe(true);
+      expect(endingOf('PUT', path, { json: { notBefore: 5 } })).toEqual({
+        kind: 'realm',
+        realm: 'acme',
+        notBefore: 5000,
+      });
+    }
+    expect(endingOf('PUT', `${admin}/ui-ext`, { json: { notBefore: 0 } })).toBeUndefined();
+    // Its "Unassign" takes roles (by id) from a user, a group or a composite in one POST.
+    const taken = { json: [{ roleId: 'i1', roleName: 'ws' }, { roleId: 'i1' }, { roleId: 'i2' }] };
+    const mappings = `${admin}/ui-ext/role-mapping-delete`;
+    expect(endingOf('POST', `${mappings}/users/u1`, taken)).toEqual({
+      kind: 'user',
+      realm: 'acme',
+      userId: 'u1',
+      tokens: true,
+    });
+    expect(endingOf('POST', `${mappings}/groups/g1`, taken)).toEqual({
+      kind: 'group',
+      realm: 'acme',
+      groupId: 'g1',
+    });
+    expect(endingOf('POST', `${mappings}/roles/r1`, taken)).toEqual({
+      kind: 'composite',
+      realm: 'acme',
+      roleIds: ['i1', 'i2'],
+    });
+    expect(endingOf('POST', `${mappings}/roles/r1`, { json: [{ id: 'i1' }] })).toBeUndefined();
+    // What the console only reads ends nothing.
+    expect(endingRuleOf('GET', segments(`${admin}/ui-ext/info`))).toBeUndefined();
+    expect(
+      endingRuleOf('GET', segments(`${admin}/ui-ext/effective-roles/users/u1`)),
+    ).toBeUndefined();
+  });
+
   it('leaves every other request alone', () => {
     expect(endingRuleOf('GET', segments('/auth/admin/realms/acme/users/u1'))).toBeUndefined();
     expect(

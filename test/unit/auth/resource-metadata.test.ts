@@ -7,7 +7,9 @@ import {
   resourceMetadataRouter,
   resourceMetadataUrlOf,
 } from '../../../src/auth/resource-metadata.ts';
+import { createGoneRealms, REALM_GONE_MEMORY_MS } from '../../../src/auth/gone-realms.ts';
 import { createErrorHandler } from '../../../src/envelope/error-handler.ts';
+import { AppError } from '../../../src/envelope/errors.ts';
 import type { OrganizationState } from '../../../src/tenancy/organization-state.ts';
 import { manualClock } from '../../helpers/test-clock.ts';
 
@@ -16,6 +18,10 @@ const clock = manualClock();
 const organizations: Record<string, OrganizationState> = { acme: 'enabled', gone: 'disabled' };
 /** The realms' DPoP switches as Keycloak would answer; a realm missing here: Keycloak down. */
 let switches: Record<string, boolean>;
+/** Realms Keycloak answers it does not have (deleted there while the organization stays). */
+const deletedInKeycloak = new Set<string>();
+/** The memory of gone realms the other paths (Basic, Bearer, the re-check) share. */
+const gone = createGoneRealms(clock);
 let asked: string[];
 let server: Server;
 let url: string;
@@ -30,10 +36,13 @@ beforeAll(async () => {
       clientAddressOf: (req) => req.socket.remoteAddress ?? '',
       dpopRequired: (realm) => {
         asked.push(realm);
+        if (deletedInKeycloak.has(realm))
+          return Promise.reject(new AppError('organizationNotFound'));
         return realm in switches
           ? Promise.resolve(switches[realm]!)
           : Promise.reject(new Error('Keycloak down'));
       },
+      gone,
       clock,
     }),
   );
@@ -112,6 +121,37 @@ describe('protected-resource metadata (RFC 9728)', () => {
     delete switches.acme;
     const outage = await get('/api/acme');
     expect(outage).toMatchObject({
+      status: 200,
+      body: { dpop_bound_access_tokens_required: false },
+    });
+  });
+
+  it('answers a realm gone in Keycloak from the memory every path shares, its switch fresh or not', async () => {
+    organizations.deleted = 'enabled';
+    switches.deleted = true;
+    expect((await get('/api/deleted')).status).toBe(200);
+    // A Basic login or a key-set fetch heard Keycloak say it no longer has the realm.
+    gone.sawGone('deleted');
+    expect(await get('/api/deleted')).toMatchObject({ status: 404, body: { result: '404-00001' } });
+    expect(asked).toEqual(['deleted']);
+
+    // Heard here first: said once to Keycloak, then answered from memory, and told the others.
+    organizations.orphan = 'enabled';
+    deletedInKeycloak.add('orphan');
+    for (let i = 0; i < 3; i++) {
+      expect(await get('/api/orphan')).toMatchObject({
+        status: 404,
+        body: { result: '404-00001' },
+      });
+    }
+    expect(asked.filter((realm) => realm === 'orphan')).toEqual(['orphan']);
+    expect(gone.isGone('orphan')).toBe(true);
+
+    // Created again under the name: described once the memory has passed.
+    deletedInKeycloak.delete('orphan');
+    switches.orphan = false;
+    clock.advance(REALM_GONE_MEMORY_MS);
+    expect(await get('/api/orphan')).toMatchObject({
       status: 200,
       body: { dpop_bound_access_tokens_required: false },
     });

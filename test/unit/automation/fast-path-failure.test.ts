@@ -39,6 +39,7 @@ describe('an exception on the forwarded route fast path', () => {
     const admission: Admission = {
       admit: (_target, req) =>
         principal(req.headers.authorization === 'bad' ? 'ja\r\nX-Injected: 1' : 'en'),
+      challenged: (err) => err,
     };
     const started = await startForwardedGateway({
       upstreamUrl: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,

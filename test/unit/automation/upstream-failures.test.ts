@@ -33,7 +33,7 @@ describe('the forwarded route when the automation service is out of reach', () =
   async function gatewayTo(upstreamUrl: string): Promise<string> {
     const { server, base } = await startForwardedGateway({
       upstreamUrl,
-      admission: { admit: () => principal },
+      admission: { admit: () => principal, challenged: (err) => err },
       metrics: { proxyFailure: (upstream, cause) => counted.push(`${upstream} ${cause}`) },
     });
     gateways.push(server);

@@ -99,7 +99,7 @@ describe('Expect: 100-continue with a large body, through /auth and the forwarde
     );
     const { server: gateway, base } = await startForwardedGateway({
       upstreamUrl,
-      admission: { admit: () => principal },
+      admission: { admit: () => principal, challenged: (err) => err },
       app,
     });
     gateways.push(gateway);
