@@ -202,12 +202,13 @@ export async function buildAuditLog(
   // A flood of refusals or failed grants from one address is counted past its first few
   // (refusal-summaries.ts).
   const refusals = summariseRefusals(record, clock);
+  const isKnown = (organization: string) => tenants.directory.isKnown(organization);
   shared.audit.keepIn((entry) => {
     for (const event of changeEventsOf(entry, clock.now())) record(event);
   });
   return {
     apiOutcomes: (req, res, scope) => {
-      const event = apiDecisionOf(req, res, scope, forwarding.clientAddress(req), clock);
+      const event = apiDecisionOf(req, res, scope, forwarding.clientAddress(req), clock, isKnown);
       if (event) refusals.record(event);
     },
     tokenGrants: auditTokenGrants({
