@@ -220,10 +220,16 @@ export async function buildAuditLog(
     service,
     downloads,
     // The deleted organization's last records (its delete among them) may still be spooled
-    // here: written first, they stay before the new organization's first record, out of its
-    // readers' reach. Another process's spool is not: docs/audit.md, "An organization id used
-    // again".
-    organizationBegins: { settle: () => writer.flush(), begin },
+    // here, and the summaries of its refusals still counted (a minute's window): written first,
+    // they stay before the new organization's first record, out of its readers' reach. Another
+    // process's spool is not: docs/audit.md, "An organization id used again".
+    organizationBegins: {
+      settle: (org) => {
+        refusals.closeLog(org);
+        return writer.flush();
+      },
+      begin,
+    },
     realmEvents,
     keys: auditKeysRouter(keys),
     writer,
