@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AuthFailure } from '../auth/auth-failure.ts';
 import { parseBasicCredentials } from '../auth/basic/parse-basic.ts';
 import type { RequestScope } from '../edge/request-scope.ts';
+import { toAppError } from '../envelope/error-handler.ts';
 import { AppError, type ErrorCode } from '../envelope/errors.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { Clock } from '../time/clock.ts';
@@ -51,8 +52,13 @@ export function credentialOf(authorization: string | undefined): string {
  * and reason. Nothing is copied from the request but the path and a user name tried; never a
  * header's value, a body or a query.
  *
- * It goes to the log of the realm the path names; a refusal of an organization that does not
- * exist goes to master's (anyone can name one: it must not make a log).
+ * It goes to the log of the realm the path names; a refusal of an organization not known to
+ * exist goes to master's (anyone can name one: it must not make a log). Known: `isKnown`, what
+ * this process holds of the organizations (organization-directory.ts) without asking the
+ * database; an organization the admission found absent is not, nor one it could not look up
+ * (the database down or its lookups spent: refused 503, and a flood of made-up ids would
+ * otherwise make a log each once the database is back). An organization the admission let past
+ * its first step (a refusal of the caller's credentials, its reach, its role) is known.
  */
 export function apiDecisionOf(
   req: IncomingMessage,
@@ -60,13 +66,20 @@ export function apiDecisionOf(
   scope: RequestScope,
   clientAddress: string,
   clock: Clock,
+  isKnown: (organization: string) => boolean,
 ): AuditEvent | undefined {
-  const { principal, refusal, route } = scope;
-  if (principal === undefined && refusal === undefined) return undefined;
+  const { principal, route } = scope;
+  if (principal === undefined && scope.refusal === undefined) return undefined;
   const refused = principal === undefined;
-  const code = refusal instanceof AppError ? refusal.code : undefined;
+  // As answered: a database error the admission met is the 503 the client was told.
+  const refusal = refused ? toAppError(scope.refusal) : undefined;
   const org =
-    code === 'organizationNotFound' || route.realm === undefined ? MASTER_REALM : route.realm;
+    route.realm === undefined ||
+    (refused &&
+      route.organization !== undefined &&
+      (refusal!.code === 'organizationNotFound' || !isKnown(route.organization)))
+      ? MASTER_REALM
+      : route.realm;
   const authorization = req.headers.authorization;
   return {
     org,
@@ -86,7 +99,7 @@ export function apiDecisionOf(
     path: scope.target.path.slice(0, MAX_FIELD),
     workspace: route.workspace ?? null,
     status: res.statusCode,
-    result: refusal instanceof AppError ? refusal.result : refused ? '500-99999' : null,
+    result: refusal?.result ?? null,
     reason: refused ? reasonOf(refusal) : null,
     address: clientAddress,
     requestId: scope.requestId,

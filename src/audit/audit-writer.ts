@@ -18,7 +18,10 @@ export interface AuditMetrics {
 export interface AuditWriter {
   /** Spools one record; it is written in the next batch. Never waits, never throws. */
   record(event: AuditEvent): void;
-  /** Writes everything spooled until now; rejects when the database refuses. */
+  /**
+   * Writes everything spooled until now (not what comes meanwhile); rejects when the database
+   * refuses.
+   */
   flush(): Promise<void>;
   /** For readiness: degraded while records wait for the database, or once any was lost. */
   readiness(): Promise<ReadinessReport>;
@@ -51,6 +54,10 @@ export function createAuditWriter(deps: {
   // copy them every time.
   let spool: AuditEvent[] = [];
   let first = 0;
+  // Records spooled and written since the start, never reset: a flush's mark is a count of the
+  // first (`first` moves back when the spool is compacted).
+  let spooled = 0;
+  let written = 0;
   let lost = 0;
   let writing: Promise<void> | undefined;
   let failing: unknown;
@@ -130,6 +137,7 @@ export function createAuditWriter(deps: {
       if (failing !== undefined) logger.info({ spooled: size() }, 'audit log: writing again');
       failing = undefined;
       first += batch.length;
+      written += batch.length;
       left -= batch.length;
       metrics.auditRecords('written', batch.length);
       if (first > 1024 && first * 2 > spool.length) {
@@ -146,13 +154,20 @@ export function createAuditWriter(deps: {
         return;
       }
       spool.push(event);
+      spooled++;
       if (size() === batchMax && !writing) void writeSpooled().catch(() => undefined);
     },
     async flush() {
-      // Runs in progress (one may follow another with the full batches that came meanwhile)
-      // may have started before the last records came: then one more, of everything.
-      while (writing) await writing.catch(() => undefined);
-      await writeSpooled();
+      // Up to the records spooled now, not those that come while it writes: under steady load
+      // a run in progress is followed by one of the full batches that came meanwhile, and
+      // waiting for the spool to be empty (settle() of provisioning, a shutdown) would not end.
+      const mark = spooled;
+      while (written < mark) {
+        // A run in progress first (it may hold the mark's last records); a failed one is
+        // retried by the run of our own, whose failure is ours to tell.
+        if (writing) await writing.catch(() => undefined);
+        else await writeSpooled(mark - written);
+      }
     },
     readiness() {
       const details = { spooled: size(), lost };

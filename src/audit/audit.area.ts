@@ -202,12 +202,13 @@ export async function buildAuditLog(
   // A flood of refusals or failed grants from one address is counted past its first few
   // (refusal-summaries.ts).
   const refusals = summariseRefusals(record, clock);
+  const isKnown = (organization: string) => tenants.directory.isKnown(organization);
   shared.audit.keepIn((entry) => {
     for (const event of changeEventsOf(entry, clock.now())) record(event);
   });
   return {
     apiOutcomes: (req, res, scope) => {
-      const event = apiDecisionOf(req, res, scope, forwarding.clientAddress(req), clock);
+      const event = apiDecisionOf(req, res, scope, forwarding.clientAddress(req), clock, isKnown);
       if (event) refusals.record(event);
     },
     tokenGrants: auditTokenGrants({
@@ -219,10 +220,16 @@ export async function buildAuditLog(
     service,
     downloads,
     // The deleted organization's last records (its delete among them) may still be spooled
-    // here: written first, they stay before the new organization's first record, out of its
-    // readers' reach. Another process's spool is not: docs/audit.md, "An organization id used
-    // again".
-    organizationBegins: { settle: () => writer.flush(), begin },
+    // here, and the summaries of its refusals still counted (a minute's window): written first,
+    // they stay before the new organization's first record, out of its readers' reach. Another
+    // process's spool is not: docs/audit.md, "An organization id used again".
+    organizationBegins: {
+      settle: (org) => {
+        refusals.closeLog(org);
+        return writer.flush();
+      },
+      begin,
+    },
     realmEvents,
     keys: auditKeysRouter(keys),
     writer,

@@ -86,6 +86,11 @@ function grantKindOf(grantType: string | string[] | undefined): string {
 export interface RefusalSummaries {
   /** Records `event`, unless it is a refusal past its kind's share of the window. */
   record(event: AuditEvent): void;
+  /**
+   * Records the summaries of `org`'s log now, their windows over or not: before an organization
+   * is made again under the id, whose records must not follow its own.
+   */
+  closeLog(org: string): void;
   /** Records the summary of every window, over or not; nothing is summarised after it. */
   close(): Promise<void>;
 }
@@ -126,6 +131,9 @@ export function summariseRefusals(
       );
       summarise(ended);
       if (recorded) record(event);
+    },
+    closeLog(org) {
+      summarise(limit.drain((key) => (JSON.parse(key) as [string, Kept])[1].org === org));
     },
     async close() {
       await sweeps.stop();

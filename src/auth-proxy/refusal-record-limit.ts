@@ -27,8 +27,11 @@ export interface RefusalRecordLimit {
   take(key: string): { recorded: boolean; ended: UnrecordedRun[] };
   /** The runs of the windows over by now, taken out (a window without one is forgotten). */
   ended(): UnrecordedRun[];
-  /** Every run, its window over or not (at shutdown), taken out. */
-  drain(): UnrecordedRun[];
+  /**
+   * Every run, its window over or not (at shutdown), taken out; with `of`, those of the keys it
+   * holds for only (the windows of the others go on).
+   */
+  drain(of?: (key: string) => boolean): UnrecordedRun[];
 }
 
 interface Window {
@@ -97,9 +100,13 @@ export function createRefusalRecordLimit(
       }
       return runs;
     },
-    drain() {
-      const runs = [...windows.values()].flatMap((window) => (window.run ? [window.run] : []));
-      windows.clear();
+    drain(of) {
+      const runs: UnrecordedRun[] = [];
+      for (const [key, window] of windows) {
+        if (of !== undefined && !of(key)) continue;
+        windows.delete(key);
+        if (window.run) runs.push(window.run);
+      }
       return runs;
     },
   };

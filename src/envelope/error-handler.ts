@@ -10,8 +10,11 @@ export const notFoundHandler: RequestHandler = (_req, _res, next) => {
   next(new AppError('notFound'));
 };
 
-/** Maps errors thrown by express itself (body parser, etc.) onto our codes. */
-function toAppError(err: unknown): AppError {
+/**
+ * Maps errors thrown by express itself (body parser, etc.) onto our codes: what the client is
+ * answered (and what the audit log records of a refusal).
+ */
+export function toAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;
   const status = (err as { status?: unknown; statusCode?: unknown }).status;
   const type = (err as { type?: unknown }).type;

@@ -32,6 +32,11 @@ export interface OrganizationDirectory extends OrganizationLookup {
    * database: the new state is trusted like a fresh lookup.
    */
   learn(id: string, state: OrganizationState): void;
+  /**
+   * Whether this process knows the organization exists (confirmed within the hour, by a lookup,
+   * a sibling or a change), from memory only: never a database lookup.
+   */
+  isKnown(id: string): boolean;
 }
 
 /**
@@ -147,6 +152,9 @@ export function createOrganizationDirectory(
       const known = cachedState(id);
       if (known !== undefined) return known;
       throw new AppError('databaseUnavailable', { headers: { 'retry-after': '1' } });
+    },
+    isKnown(id) {
+      return confirmed.get(id) !== undefined;
     },
     learn(id, state) {
       learned++;

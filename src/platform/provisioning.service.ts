@@ -73,10 +73,11 @@ export interface ProvisioningService {
 export interface OrganizationBeginning {
   /**
    * Before the transaction that makes the record, on every create: what this process still
-   * holds for the id's previous organization (its last records) is written first. Outside the
-   * transaction: it writes on connections of its own, and the embedded database has one.
+   * holds for the id's previous organization (its last records, the summaries of its refusals
+   * still counted) is written first. Outside the transaction: it writes on connections of its
+   * own, and the embedded database has one.
    */
-  settle(): Promise<void>;
+  settle(organizationId: string): Promise<void>;
   /** Within that transaction (`trx`), only when it makes the record: the new period begins. */
   begin(organizationId: string, trx: Knex): Promise<void>;
 }
@@ -140,7 +141,7 @@ export function createProvisioningService(deps: {
       // The period begins with the record, in its transaction: until it is committed nothing is
       // written to this id's log, and of calls racing to make it (another replica, a retry)
       // only the one whose insert made it begins one; the others wait for it and find it made.
-      await deps.organizationBegins?.settle();
+      await deps.organizationBegins?.settle(id);
       const organization = await deps.db.transaction(async (trx) => {
         const records = createOrganizationsRepo(trx);
         if (await records.insertNew({ id, name })) await deps.organizationBegins?.begin(id, trx);

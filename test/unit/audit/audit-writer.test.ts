@@ -222,6 +222,50 @@ describe('the audit writer', () => {
     await writer.close(1000);
   });
 
+  it('a flush returns once the records spooled when it was called are written, however many keep coming', async () => {
+    // A database under load: each batch takes a few milliseconds (the embedded one answers
+    // without giving the records' makers a turn).
+    const slow = new Proxy(db, {
+      get(target, name, receiver) {
+        if (name !== 'transaction') return Reflect.get(target, name, receiver) as unknown;
+        return async (work: (trx: Knex.Transaction) => Promise<unknown>) => {
+          await new Promise((resolve) => setTimeout(resolve, 5));
+          return target.transaction(work);
+        };
+      },
+    });
+    const writer = createAuditWriter({
+      db: slow,
+      logger,
+      metrics: counting().metrics,
+      spoolMax: 100_000,
+      batchMax: 10,
+      intervalMs: 60_000,
+    });
+    // Records keep coming, faster than batches of 10 are written, until the flush returns.
+    let n = 0;
+    let coming = true;
+    const keepComing = () => {
+      for (let i = 0; i < 10; i++) writer.record(event('steady', ++n));
+      if (coming) setTimeout(keepComing, 1);
+    };
+    keepComing();
+    // Writes are under way when the flush is called.
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    const spooledBefore = n;
+    let timer: NodeJS.Timeout | undefined;
+    const stuck = new Promise<'stuck'>((resolve) => (timer = setTimeout(resolve, 15_000, 'stuck')));
+    const flushed = await Promise.race([writer.flush().then(() => 'flushed' as const), stuck]);
+    coming = false;
+    clearTimeout(timer);
+    expect(flushed).toBe('flushed');
+    const written = await db<AuditRow>('audit_log')
+      .where({ org: 'steady' })
+      .count<{ count: string | number }[]>({ count: '*' });
+    expect(Number(written[0]!.count)).toBeGreaterThanOrEqual(spooledBefore);
+    await writer.close(60_000);
+  }, 60_000);
+
   it('keeps records while the database is down, loses and counts what the spool cannot hold', async () => {
     // A port nothing listens on: every write is refused at once.
     const quiet = () => undefined;

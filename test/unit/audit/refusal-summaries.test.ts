@@ -152,6 +152,31 @@ describe('summaries of refusals in the audit log', () => {
     ]);
   });
 
+  it("records one log's summaries at once when asked, the other logs' windows going on", async () => {
+    const clock = manualClock();
+    const recorded: AuditEvent[] = [];
+    const summaries = summariseRefusals((event) => recorded.push(event), clock);
+    for (let i = 0; i < 15; i++) {
+      summaries.record(refusal(clock.now()));
+      summaries.record(refusal(clock.now(), { org: 'globex', actorRealm: null }));
+    }
+    expect(recorded).toHaveLength(2 * REFUSALS_RECORDED_PER_WINDOW);
+    summaries.closeLog('acme');
+    expect(recorded.slice(2 * REFUSALS_RECORDED_PER_WINDOW)).toMatchObject([
+      { org: 'acme', action: 'api.request.summary', details: { count: '5' } },
+    ]);
+    // acme's next refusal opens a window of its own; globex's is still counting.
+    summaries.record(refusal(clock.now()));
+    summaries.record(refusal(clock.now(), { org: 'globex', actorRealm: null }));
+    expect(recorded.at(-1)).toMatchObject({ org: 'acme', action: 'api.request' });
+    await summaries.close();
+    expect(recorded.at(-1)).toMatchObject({
+      org: 'globex',
+      action: 'api.request.summary',
+      details: { count: '6' },
+    });
+  });
+
   it('keeps at most its cap of keys: a new one ends the oldest window, whose run is told', () => {
     const clock = manualClock();
     const limit = createRefusalRecordLimit(clock, { recordedPerWindow: 1, maxKeys: 2 });
