@@ -57,9 +57,11 @@ const REALM_SHARE = Math.max(1, Math.floor(GRANT_PLACES / 8));
  * (outbound/upstream.ts; the proxies use its undici pool, whose gain is in relaying answers
  * to clients, which these calls do not): measured
  * against the real Keycloak it costs the gateway less CPU per call than fetch (see the README's
- * performance notes). A connection or answer idle for the call's `timeoutMs` is a timeout; a
- * timeout before the connection was made carries `beforeConnect` (nothing was sent). A call made for a request
- * carries its `X-Request-Id` (see edge/request-context.ts), and a traced one its `traceparent`.
+ * performance notes). Each call first takes a place on the node (`createPlaces`), waiting for
+ * one at most its `timeoutMs`; then a connection or answer idle for what is left of it is a
+ * timeout. A timeout before the connection was made carries `beforeConnect` (nothing was
+ * sent). A call made for a request carries its `X-Request-Id` (see edge/request-context.ts),
+ * and a traced one its `traceparent`.
  */
 export function createNodeExchange(nodeUrl: string): NodeExchange {
   const node = createUpstream(nodeUrl, { maxSockets: MAX_SOCKETS });
