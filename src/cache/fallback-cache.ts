@@ -2,7 +2,11 @@ import type { Logger } from 'pino';
 import type { Cache, LocalCache } from './cache.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 
-/** How long to leave Redis alone after it failed, so an outage costs no timeout per request. */
+/**
+ * How long to leave Redis alone after it failed, so an outage costs no timeout per request: then
+ * one call asks it again (the others keep to the fallback until that one has its answer), and
+ * a Redis that hangs costs one command's time limit each pause.
+ */
 export const REDIS_RETRY_AFTER_MS = 5_000;
 
 export interface FallbackCache extends Cache {
@@ -27,14 +31,19 @@ export function createFallbackCache(
   clock: Clock = systemClock,
 ): FallbackCache {
   let failedAt: number | undefined;
+  /** A call is asking Redis whether it is back: every other call keeps to the fallback. */
+  let probing = false;
 
   function failed(): void {
     failedAt = clock.now();
   }
 
   async function attempt<T>(work: (cache: Cache) => Promise<T>): Promise<T> {
-    if (failedAt !== undefined && clock.now() - failedAt < REDIS_RETRY_AFTER_MS)
+    const probe = failedAt !== undefined;
+    if (failedAt !== undefined && (probing || clock.now() - failedAt < REDIS_RETRY_AFTER_MS)) {
       return work(fallback);
+    }
+    if (probe) probing = true;
     try {
       const result = await work(primary);
       if (failedAt !== undefined) {
@@ -47,6 +56,8 @@ export function createFallbackCache(
         logger.error({ err }, 'Redis failed; serving from the in-process cache');
       failed();
       return work(fallback);
+    } finally {
+      if (probe) probing = false;
     }
   }
 

@@ -7,7 +7,12 @@ import {
   unexpectedAnswer,
   type KeycloakFailure,
 } from './keycloak-failures.ts';
-import { createNodeExchange, timeoutError, type NodeExchange } from './keycloak-http.ts';
+import {
+  createNodeExchange,
+  timeoutError,
+  type ExchangeLimits,
+  type NodeExchange,
+} from './keycloak-http.ts';
 import { createKeycloakNodes, type KeycloakNode, type KeycloakNodes } from './keycloak-nodes.ts';
 import { endSpan, type Tracing } from '../tracing/tracing.ts';
 
@@ -182,9 +187,11 @@ export function createKeycloakCalls(
     observe = false,
   ): Promise<T> {
     const started = observe && observed ? performance.now() : 0;
-    const limits = {
+    const limits: ExchangeLimits = {
       maxBytes: MAX_ANSWER_BYTES[kind],
       timeoutMs: kind === 'grant' ? grantTimeoutMs : timeoutMs,
+      // A grant takes one of the places kept for grants, within its realm's share.
+      ...(kind === 'grant' && { grantOf: /^\/realms\/([^/]+)\//.exec(path)?.[1] ?? '' }),
     };
     return new Promise<T>((resolve, reject) => {
       const attempt = (node: KeycloakNode, retry: boolean) => {
