@@ -191,11 +191,13 @@ async function pruneLog(db: Knex, org: string, past: number, chunk: number): Pro
     removed += await runSpared(db, async (trx) => {
       let count = 0;
       for (let low = from; low < target; low += chunk) {
-        count += await trx(AUDIT_TABLE)
-          .where({ org })
-          .where('seq', '>', low)
-          .where('seq', '<=', Math.min(target, low + chunk))
-          .del();
+        count += deletedCount(
+          await trx(AUDIT_TABLE)
+            .where({ org })
+            .where('seq', '>', low)
+            .where('seq', '<=', Math.min(target, low + chunk))
+            .del(),
+        );
       }
       await trx(CHECKPOINTS_TABLE).where({ org }).where('seq', '<', target).del();
       return count;
@@ -203,6 +205,15 @@ async function pruneLog(db: Knex, org: string, past: number, chunk: number): Pro
     done = target;
   } while (done < end);
   return removed;
+}
+
+/**
+ * How many rows a DELETE removed: pg's knex says a number; knex-pglite's (the embedded database)
+ * the result itself, its `rowCount` set.
+ */
+function deletedCount(deleted: unknown): number {
+  if (typeof deleted === 'number') return deleted;
+  return Number((deleted as { rowCount?: unknown } | undefined)?.rowCount ?? 0);
 }
 
 /** The oldest checkpoint of `org` in (`after`, `end`]: `end` itself is one. */
