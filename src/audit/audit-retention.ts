@@ -112,19 +112,30 @@ async function pastPrefixOf(
 }
 
 /**
+ * Records one statement removes at most. A long expired prefix (a log's first pruning after a
+ * year, or its days lowered from 365 to 90) removed in one statement could outlast the spared
+ * timeout and be rolled back at every run, for ever; in statements of this many, each is short,
+ * and each step done stays done.
+ */
+export const PRUNE_CHUNK_RECORDS = 10_000;
+
+/**
  * Removes, in each log, the records older than their days (`daysKept`; per stretch, above):
  * always a prefix of the log whose records are all past their limit, ending at a checkpoint
  * (every record up to the newest checkpoint before the first record still within its days).
  * That checkpoint stays, and the checkpoints before it go: it vouches for the `prevHash` of
  * the first record left, so what remains verifies from there on, signed. A log without such a
- * checkpoint keeps its records until it has one (within AUDIT_CHECKPOINT_SECONDS). Returns how
- * many records were removed.
+ * checkpoint keeps its records until it has one (within AUDIT_CHECKPOINT_SECONDS). The prefix
+ * goes in steps (pruneLog), each ending at a checkpoint as well. Returns how many records were
+ * removed.
  */
 export async function pruneAuditLog(
   db: Knex,
   bounds: RetentionBounds,
   clock: Clock,
+  options: { chunkRecords?: number } = {},
 ): Promise<number> {
+  const chunk = options.chunkRecords ?? PRUNE_CHUNK_RECORDS;
   const own = await createRetentionChoices(db).all();
   const reused = await stretchesOf(db, own);
   const logs = await db(HEADS_TABLE).pluck<string[]>('org');
@@ -132,34 +143,87 @@ export async function pruneAuditLog(
   let removed = 0;
   for (const org of logs) {
     const stretches = reused.get(org) ?? [{ from: 1, days: own.get(org) }];
-    // A large log's prefix takes long to find and remove: not under the statement timeout.
-    removed += await runSpared(db, (trx) => pruneLog(trx, org, stretches, bounds, now));
+    // A large log's prefix takes long to find: not under the statement timeout.
+    const past = await runSpared(db, (trx) => pastPrefixOf(trx, org, stretches, bounds, now));
+    removed += await pruneLog(db, org, past, chunk);
   }
   return removed;
 }
 
-/** Removes `org`'s expired records up to a checkpoint (see pruneAuditLog); how many. */
-async function pruneLog(
-  trx: Knex.Transaction,
+/** The newest checkpoint of `org` in (`after`, `upTo`]; undefined: none. */
+async function newestCheckpoint(
+  db: Knex,
   org: string,
-  stretches: Stretch[],
-  bounds: RetentionBounds,
-  now: number,
-): Promise<number> {
-  const past = await pastPrefixOf(trx, org, stretches, bounds, now);
-  if (past < 1) return 0;
-  const [anchor] = await trx(CHECKPOINTS_TABLE)
+  after: number,
+  upTo: number,
+): Promise<number | undefined> {
+  const [row] = await db(CHECKPOINTS_TABLE)
     .where({ org })
-    .where('seq', '<=', past)
+    .where('seq', '>', after)
+    .where('seq', '<=', upTo)
     .max<{ seq: unknown }[]>({ seq: 'seq' });
-  if (anchor?.seq === null || anchor?.seq === undefined) return 0;
-  const end = Number(anchor.seq);
-  const gone: unknown[] = await trx(AUDIT_TABLE)
+  return row?.seq === null || row?.seq === undefined ? undefined : Number(row.seq);
+}
+
+/**
+ * Removes `org`'s records up to the newest checkpoint at or before `past` (see pruneAuditLog);
+ * how many. In steps, each a transaction ending at a checkpoint (the newest within `chunk`
+ * records, else the next one) and removing its records `chunk` at a time: a step that fails
+ * leaves the steps before it done and the log verifiable from the checkpoint the last one
+ * ended at; the next run goes on from there. No removed record is read back.
+ */
+async function pruneLog(db: Knex, org: string, past: number, chunk: number): Promise<number> {
+  if (past < 1) return 0;
+  const end = await newestCheckpoint(db, org, 0, past);
+  if (end === undefined) return 0;
+  const [oldest] = await db(AUDIT_TABLE)
     .where({ org })
     .where('seq', '<=', end)
-    .del(['seq']);
-  await trx(CHECKPOINTS_TABLE).where({ org }).where('seq', '<', end).del();
-  return gone.length;
+    .min<{ seq: unknown }[]>({ seq: 'seq' });
+  // Everything before `done` is gone (none left: the checkpoints before `end` are still to go).
+  let done = oldest?.seq === null || oldest?.seq === undefined ? end : Number(oldest.seq) - 1;
+  let removed = 0;
+  do {
+    const target =
+      (await newestCheckpoint(db, org, done, Math.min(end, done + chunk))) ??
+      (await nextCheckpoint(db, org, done, end));
+    const from = done;
+    removed += await runSpared(db, async (trx) => {
+      let count = 0;
+      for (let low = from; low < target; low += chunk) {
+        count += deletedCount(
+          await trx(AUDIT_TABLE)
+            .where({ org })
+            .where('seq', '>', low)
+            .where('seq', '<=', Math.min(target, low + chunk))
+            .del(),
+        );
+      }
+      await trx(CHECKPOINTS_TABLE).where({ org }).where('seq', '<', target).del();
+      return count;
+    });
+    done = target;
+  } while (done < end);
+  return removed;
+}
+
+/**
+ * How many rows a DELETE removed: pg's knex says a number; knex-pglite's (the embedded database)
+ * the result itself, its `rowCount` set.
+ */
+function deletedCount(deleted: unknown): number {
+  if (typeof deleted === 'number') return deleted;
+  return Number((deleted as { rowCount?: unknown } | undefined)?.rowCount ?? 0);
+}
+
+/** The oldest checkpoint of `org` in (`after`, `end`]: `end` itself is one. */
+async function nextCheckpoint(db: Knex, org: string, after: number, end: number): Promise<number> {
+  const [row] = await db(CHECKPOINTS_TABLE)
+    .where({ org })
+    .where('seq', '>', after)
+    .where('seq', '<=', end)
+    .min<{ seq: unknown }[]>({ seq: 'seq' });
+  return row?.seq === null || row?.seq === undefined ? end : Number(row.seq);
 }
 
 /** Prunes every `intervalMs` (the first time a minute after start); any replica may, at once. */

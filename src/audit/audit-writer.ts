@@ -16,8 +16,12 @@ export interface AuditMetrics {
 }
 
 export interface AuditWriter {
-  /** Spools one record; it is written in the next batch. Never waits, never throws. */
-  record(event: AuditEvent): void;
+  /**
+   * Spools one record; it is written in the next batch. Never waits, never throws. False when
+   * it was not taken (the spool full, or after close): lost, unless the caller can offer it
+   * again later (the Keycloak event pull keeps its cursor before it).
+   */
+  record(event: AuditEvent): boolean;
   /**
    * Writes everything spooled until now (not what comes meanwhile); rejects when the database
    * refuses.
@@ -151,11 +155,12 @@ export function createAuditWriter(deps: {
     record(event) {
       if (closed || size() >= spoolMax) {
         lose(1, closed ? 'recorded after shutdown' : 'the spool is full');
-        return;
+        return false;
       }
       spool.push(event);
       spooled++;
       if (size() === batchMax && !writing) void writeSpooled().catch(() => undefined);
+      return true;
     },
     async flush() {
       // Up to the records spooled now, not those that come while it writes: under steady load

@@ -163,8 +163,9 @@ export async function buildAuditLog(
   // Every record goes to the database log and, when the delivery is on, to the collector.
   const record: AuditWriter['record'] = otel
     ? (event) => {
-        writer.record(event);
+        const taken = writer.record(event);
         otel.deliver(event);
+        return taken;
       }
     : writer.record.bind(writer);
   shared.readiness.audit_log = () => writer.readiness();

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { toIsoTimestamp } from '../db/column-values.ts';
-import { runSpared } from '../db/database.ts';
+import { runSpared, sparedWorkMsOf } from '../db/database.ts';
 import { AppError } from '../envelope/errors.ts';
 import type { Clock } from '../time/clock.ts';
 import { every } from '../time/every.ts';
@@ -16,8 +16,26 @@ export const JOBS = 'audit_download_jobs';
 export const DOWNLOAD_RETENTION_MS = 7 * 86_400_000;
 /** Jobs an organization may keep at once (the reference's default limit). */
 export const DOWNLOAD_JOBS_MAX = 100;
-/** An `Executing` job this old lost its replica (a run is one count): it failed. */
+/**
+ * The statements of a run's spared transaction (begin, its limit, the log's end, the
+ * organization's first record, the span's ends, its last checkpoint, the count, commit), each
+ * of which may take DATABASE_SPARED_TIMEOUT_MS.
+ */
+const RUN_STATEMENTS = 8;
+/** Without limits (PGlite, a pool opened without): an `Executing` job this old is lost. */
 const STALE_RUN_MS = 10 * 60_000;
+/** The replicas' clocks may differ this much: a run is not taken as lost by a clock ahead. */
+const CLOCK_SKEW_MS = 60_000;
+
+/**
+ * How old an `Executing` job is when its replica must have gone away: older than its run may
+ * take (every statement of it as long as the spared limit lets it, the wait for a connection
+ * and the final update's). Any less, and another replica's sweep fails a run still going.
+ */
+export function staleRunMsOf(db: Knex): number {
+  const run = sparedWorkMsOf(db, RUN_STATEMENTS + 1);
+  return run === undefined ? STALE_RUN_MS : run + CLOCK_SKEW_MS;
+}
 
 /** A job's range as read: epoch milliseconds, both ends included to the second. */
 export interface DownloadRange {
@@ -112,6 +130,7 @@ const rangeIsoOf = (row: JobRow) => ({
 /** The download jobs kept in PostgreSQL, shared by every replica. */
 export function createDownloadJobs(db: Knex, clock: Clock, logger: Logger): DownloadJobs {
   const now = () => new Date(clock.now());
+  const staleRunMs = staleRunMsOf(db);
 
   /**
    * Claims a waiting job: `skip locked`, so two replicas never claim the same. Jobs run one at a
@@ -238,7 +257,7 @@ export function createDownloadJobs(db: Knex, clock: Clock, logger: Logger): Down
       await db(JOBS).where('expires_at', '<=', at).del();
       await db(JOBS)
         .where({ status: 'Executing' })
-        .where('updated_at', '<', new Date(at.getTime() - STALE_RUN_MS))
+        .where('updated_at', '<', new Date(at.getTime() - staleRunMs))
         .update({
           status: 'Failed',
           message: 'The run was interrupted; start a new download.',

@@ -96,7 +96,18 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
       admin: admins.events.filter((e) => e.time <= until) as KeycloakAdminEvent[],
     };
     await deps.seen?.(realm, taken);
-    const written = writer ? await writeRecords(realm, taken, facts, master, writer) : 0;
+    const { written, refusedAt } = writer
+      ? await writeRecords(realm, taken, facts, master, writer)
+      : { written: 0, refusedAt: undefined };
+    if (refusedAt !== undefined) {
+      // The writer refused a record (its spool full, as right after an outage): the cursors stop
+      // before its millisecond, so the next pull takes it again from Keycloak (which keeps it for
+      // days) rather than pass it for good. Those of that millisecond already written are found
+      // in the log then and not written twice.
+      taken.user = taken.user.filter((e) => e.time < refusedAt);
+      taken.admin = taken.admin.filter((e) => e.time < refusedAt);
+      deps.logger.warn({ realm, purpose }, 'keycloak events: the audit spool is full; next time');
+    }
     const after: RealmCursors = {
       user: advance(before.user, taken.user),
       admin: advance(before.admin, taken.admin),
@@ -107,14 +118,17 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
     return written;
   }
 
-  /** Writes the records of `taken` not already in the log; how many it made. */
+  /**
+   * Writes the records of `taken` not already in the log, in time order, up to the first the
+   * writer refuses: how many it made, and the time of the one refused.
+   */
   async function writeRecords(
     realm: string,
     taken: { user: KeycloakUserEvent[]; admin: KeycloakAdminEvent[] },
     facts: RealmFacts,
     master: RealmFacts,
     writer: Pick<AuditWriter, 'record' | 'flush'>,
-  ): Promise<number> {
+  ): Promise<{ written: number; refusedAt: number | undefined }> {
     const gateway = new Set([...facts.gatewayUsers, ...master.gatewayUsers]);
     const realmNames = new Map([
       [facts.id, realm],
@@ -128,16 +142,21 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
         .filter((e) => !gateway.has(e.authDetails?.userId ?? ''))
         .map((e) => adminEventRecord(realm, e, realmNames)),
     ].sort((a, b) => a.atMs - b.atMs);
+    let written = records.length;
+    let refusedAt: number | undefined;
     if (records.length > 0) {
       const kept = await cursors.keptSince(realm, records[0]!.atMs);
-      for (const record of records) {
-        if (!kept.has(record.details.keycloakEventId as string)) writer.record(record);
+      for (const [i, record] of records.entries()) {
+        if (kept.has(record.details.keycloakEventId as string) || writer.record(record)) continue;
+        written = i;
+        refusedAt = record.atMs;
+        break;
       }
       // The cursors move once the records are in the log; a failure here keeps the lease until
       // it runs out, so no other replica takes these events while they wait in our spool.
       await writer.flush();
     }
-    return records.length;
+    return { written, refusedAt };
   }
 
   /** The events of one kind after `cursor`, up to `until`; `capped` when more remain. */

@@ -91,6 +91,16 @@ function pgConnection(url: string, timeouts: DatabaseTimeouts | undefined): stri
 const answerMs = (timeouts: DatabaseTimeouts) => timeouts.connectMs + timeouts.statementMs;
 const sparedAnswerMs = (timeouts: DatabaseTimeouts) => timeouts.connectMs + timeouts.sparedMs;
 
+/**
+ * The longest spared work of `statements` statements may take on `db` before it fails: the wait
+ * for a connection, then each statement's wait for an answer (`sparedAnswerMs`); undefined for
+ * a pool opened without limits.
+ */
+export function sparedWorkMsOf(db: Knex, statements: number): number | undefined {
+  const timeouts = limitsOf.get(db);
+  return timeouts && answerMs(timeouts) + statements * sparedAnswerMs(timeouts);
+}
+
 /** What of pg's client this module touches. */
 interface PgClient {
   query(config: unknown, callback: (err: Error | null, result: unknown) => void): unknown;

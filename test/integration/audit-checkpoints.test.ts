@@ -369,6 +369,52 @@ describe('audit log: signed checkpoints, published keys, retention per organizat
     );
   });
 
+  it('prunes a long expired prefix in bounded statements, each step ending at a checkpoint', async () => {
+    const log = `long-${randomBytes(4).toString('hex')}`;
+    const old = Date.now() - 400 * DAY;
+    // 1500 records past the limit and one within it, in one batch: no replica signs 1500.
+    await createBatchAppender(db()).append(
+      [...Array.from({ length: 1500 }, (_, i) => apiEvent(log, old + i)), apiEvent(log, Date.now())],
+      undefined,
+      () => undefined,
+    );
+    for (const seq of [250, 1300]) {
+      const signed = await db()('audit_log')
+        .where({ org: log, seq })
+        .first<{ hash: string; at: Date }>('hash', 'at');
+      await db()('audit_checkpoints').insert({
+        org: log,
+        seq,
+        hash: signed.hash,
+        record_at: signed.at,
+        at: new Date(),
+        kid: 'test',
+        jws: 'test',
+      });
+    }
+    // What each statement removing this log's records removed.
+    const removedBy: number[] = [];
+    const seen = (response: unknown, query: { sql: string; bindings?: unknown[] }) => {
+      if (!/^delete from "audit_log"/.test(query.sql) || !query.bindings?.includes(log)) return;
+      removedBy.push(Array.isArray(response) ? response.length : Number(response));
+    };
+    db().on('query-response', seen);
+    try {
+      await pruneAuditLog(db(), { defaultDays: 365, minDays: 1, maxDays: 3650 }, systemClock, {
+        chunkRecords: 100,
+      });
+    } finally {
+      db().off('query-response', seen);
+    }
+    expect(Math.max(...removedBy)).toBeLessThanOrEqual(100);
+    expect(removedBy.reduce((a, b) => a + b, 0)).toBe(1300);
+    const [first] = await db()('audit_log').where({ org: log }).min({ seq: 'seq' });
+    expect(Number(first?.seq)).toBe(1301);
+    expect(await db()('audit_log').where({ org: log }).count({ n: '*' })).toEqual([{ n: '201' }]);
+    const checkpoints = await db()('audit_checkpoints').where({ org: log }).pluck<string[]>('seq');
+    expect(checkpoints.map(Number).filter((seq) => seq <= 1500)).toEqual([1300]);
+  });
+
   it("lets an organization's audit administrator choose its retention within the bounds, recorded", async () => {
     const own = `/api/${org}/platform/audit-log/retention`;
     const put = (as: TestUser, body: unknown, at = own) =>

@@ -102,6 +102,47 @@ describe('spared database work under a bound of its own', () => {
     const records = createAuditLogRepo(db).records(org.org, {}, { first: 1, last: 10 });
     await expect(records.next()).rejects.toMatchObject({ code: '57014' });
   }, 20_000);
+  it("does not take a download job's run as lost while its statements may still be running", async () => {
+    // The longest spared bound there is: one run's statements may each take ten minutes.
+    const patient = await openDatabase({
+      databaseUrl: urlOf({ database }),
+      dataDir: os.tmpdir(),
+      timeouts: { ...TIMEOUTS, sparedMs: 600_000 },
+    });
+    let running: Promise<void> | undefined;
+    try {
+      await lockAuditLog();
+      const clock = manualClock();
+      const mine = createDownloadJobs(patient, clock, createLogger('silent'));
+      // Another replica's sweep, on the same clock.
+      const other = createDownloadJobs(patient, clock, createLogger('silent'));
+      const org = { org: `patient-${Date.now()}`, whole: false };
+      const id = await mine.create(
+        org,
+        {
+          conditions: { ts_from: '2026-01-01 00:00:00', ts_to: '2026-01-01 00:00:01' },
+          fromMs: Date.UTC(2026, 0, 1),
+          toMs: Date.UTC(2026, 0, 1, 0, 0, 1),
+        },
+        { id: 'someone', name: 'someone' },
+      );
+      running = mine.runWaiting();
+      await expect.poll(async () => (await mine.list(org, id))[0]?.status).toBe('Executing');
+      // Eleven minutes into the run, its count still waiting (on the lock here).
+      clock.advance(11 * 60_000);
+      await other.sweep();
+      expect((await mine.list(org, id))[0]?.status).toBe('Executing');
+      await holder?.query('rollback');
+      await running;
+      expect((await mine.list(org, id))[0]?.status).toBe('NoData');
+    } finally {
+      // The run lets its connection go once the lock is gone; the pool closes after it.
+      await holder?.end();
+      holder = undefined;
+      await running;
+      await patient.destroy();
+    }
+  }, 20_000);
 });
 
 describe('spared database work on a connection that goes silent', () => {

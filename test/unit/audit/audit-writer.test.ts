@@ -294,4 +294,25 @@ describe('the audit writer', () => {
     expect(counts.lost).toBe(130);
     await down.destroy();
   });
+  it('tells the caller whether it took a record: not when the spool is full, nor after close', async () => {
+    const quiet = () => undefined;
+    const down = knex({
+      client: 'pg',
+      connection: 'postgres://postgres@127.0.0.1:1/none',
+      log: { warn: quiet, error: quiet, deprecate: quiet, debug: quiet },
+    });
+    const writer = createAuditWriter({
+      db: down,
+      logger,
+      metrics: counting().metrics,
+      spoolMax: 5,
+      batchMax: 10,
+      intervalMs: 60_000,
+    });
+    const taken = Array.from({ length: 7 }, (_, n) => writer.record(event('acme', n)));
+    expect(taken).toEqual([true, true, true, true, true, false, false]);
+    await writer.close(0);
+    expect(writer.record(event('acme', 8))).toBe(false);
+    await down.destroy();
+  });
 });

@@ -83,7 +83,7 @@ describe('pulling Keycloak events', () => {
       purpose: 'audit',
       source,
       cursors,
-      writer: { record: (e) => void log.push(e), flush: () => Promise.resolve() },
+      writer: { record: (e) => log.push(e) > 0, flush: () => Promise.resolve() },
       realms: () => Promise.resolve(['org-a']),
       holder: 'test',
       clock,
@@ -134,6 +134,38 @@ describe('pulling Keycloak events', () => {
     // A replica that wrote them and stopped before saving its cursor: a fresh cursor store.
     await pullOf(keycloakOf(user, []), log, cursorsInMemory(log)).pullRealm('org-a');
     expect(log.map((e) => e.details.keycloakEventId)).toEqual(['u1', 'u2']);
+  });
+
+  it('does not move the cursor past an event the writer refused (its spool full)', async () => {
+    const user = [login('u1', 10), login('u2', 30), login('u3', 30)];
+    const admin = [change('a1', 20), change('a3', 40)];
+    const log: AuditEvent[] = [];
+    const cursors = cursorsInMemory(log);
+    // Room for two records, as after an outage that filled the spool.
+    let room = 2;
+    const refusing = createKeycloakEventPull({
+      purpose: 'audit',
+      source: keycloakOf(user, admin),
+      cursors,
+      writer: {
+        record: (e) => room-- > 0 && log.push(e) > 0,
+        flush: () => Promise.resolve(),
+      },
+      realms: () => Promise.resolve(['org-a']),
+      holder: 'test',
+      clock,
+      logger: createLogger('silent'),
+      metrics: { keycloakEventPull: () => undefined },
+    });
+    await refusing.pullRealm('org-a');
+    expect(log.map((e) => e.details.keycloakEventId)).toEqual(['u1', 'a1']);
+    expect(cursors.saved).toEqual({
+      user: { timeMs: 10, ids: ['u1'] },
+      admin: { timeMs: 20, ids: ['a1'] },
+    });
+    // Room again: the refused events come with the next pull, none twice.
+    await pullOf(keycloakOf(user, admin), log, cursors).pullRealm('org-a');
+    expect(log.map((e) => e.details.keycloakEventId)).toEqual(['u1', 'a1', 'u2', 'u3', 'a3']);
   });
 
   it('without a writer (the auth area’s pull) tells every event, moves its cursor, writes none', async () => {
