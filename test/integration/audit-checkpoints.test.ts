@@ -374,7 +374,10 @@ describe('audit log: signed checkpoints, published keys, retention per organizat
     const old = Date.now() - 400 * DAY;
     // 1500 records past the limit and one within it, in one batch: no replica signs 1500.
     await createBatchAppender(db()).append(
-      [...Array.from({ length: 1500 }, (_, i) => apiEvent(log, old + i)), apiEvent(log, Date.now())],
+      [
+        ...Array.from({ length: 1500 }, (_, i) => apiEvent(log, old + i)),
+        apiEvent(log, Date.now()),
+      ],
       undefined,
       () => undefined,
     );

@@ -54,9 +54,7 @@ describe('audit log: refusal summaries of an organization id used again', () => 
     await replica!.gateway.close();
     replica = undefined;
 
-    const log = (await testDb()<AuditRow>('audit_log').where({ org }).orderBy('seq')).map(
-      recordOf,
-    );
+    const log = (await testDb()<AuditRow>('audit_log').where({ org }).orderBy('seq')).map(recordOf);
     const creates = log.filter((r) => r.action === 'organization.create').map((r) => r.seq);
     expect(creates).toHaveLength(2);
     const flooded = log.filter((r) => r.address === FLOOD);

@@ -40,8 +40,7 @@ describe('audit log: refusals naming organizations not known to exist, the datab
     await closeTestDb();
   });
 
-  const url = (organization: string) =>
-    `${replica!.url}/api/${organization}/platform/workspaces`;
+  const url = (organization: string) => `${replica!.url}/api/${organization}/platform/workspaces`;
 
   it("keeps made-up organizations' refusals in master's log, a known organization's in its own", async () => {
     // Known to this replica before the outage.
