@@ -13,7 +13,7 @@ import { checkDatabase, databaseTimeoutsOf, openDatabase, poolState } from './db
 import { migrateToLatest } from './db/migrate.ts';
 import { createForwarding, type Forwarding } from './edge/forwarding.ts';
 import { createAudit, type Audit } from './http/audit.ts';
-import type { ReadinessCheck } from './http/health.router.ts';
+import { sharedCheck, type ReadinessCheck } from './http/health.router.ts';
 import { checkKeycloakNodes } from './keycloak/keycloak-health.ts';
 import {
   createKeycloakNodes,
@@ -114,16 +114,21 @@ export async function openInfrastructure(
       else logger.info(fields, 'Keycloak node up');
     },
   });
+  // One database query and one Redis ping at a time, reused for a second, however many ask
+  // (the public /readyz, every worker's scrape): see sharedCheck.
+  const databaseCheck = sharedCheck(() => checkDatabase(db));
+  const cachePing = sharedCheck(() => cache.ping());
   const readiness: Record<string, ReadinessCheck> = {
     keycloak: () =>
       checkKeycloakNodes(
         keycloakNodes,
         worker && (() => worker.peer.call<boolean>('keys.held').catch(() => false)),
       ),
-    database: () => checkDatabase(db),
+    database: databaseCheck,
     cache: async () => {
-      await cache.ping();
-      // With Redis down the in-process cache serves: degraded, still ready.
+      await cachePing();
+      // With Redis down the in-process cache serves: degraded, still ready. Read at each
+      // call, not shared: a switch shows at once.
       return (cache as Partial<FallbackCache>).degraded ? 'degraded' : undefined;
     },
   };

@@ -183,10 +183,12 @@ function refuseRevoked(principal: Principal, revocations: RevocationList): Princ
   if (
     (principal.sessionId !== undefined &&
       revocations.isSessionRevoked(principal.realm, principal.sessionId)) ||
-    (principal.tokenId !== undefined && revocations.isTokenRevoked(principal.tokenId)) ||
+    (principal.tokenId !== undefined &&
+      revocations.isTokenRevoked(principal.realm, principal.tokenId)) ||
     (principal.sessionId !== undefined &&
       principal.clientId !== undefined &&
       revocations.isClientSessionRevoked(
+        principal.realm,
         principal.sessionId,
         principal.clientId,
         principal.issuedAt,

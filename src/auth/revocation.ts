@@ -87,13 +87,22 @@ export interface RevocationList {
    * could still be served (`userTtlSeconds`, outage bound included).
    */
   userRevokedAt(realm: string, userId: string): number | undefined;
-  /** True when this one access token (its `jti`) must be refused. O(1), in memory. */
-  isTokenRevoked(tokenId: string): boolean;
+  /**
+   * True when this one access token (its `jti`) of the realm must be refused. Per realm, as
+   * sessions: a `jti` is chosen by whoever signs, and a realm's revocation ends no token of
+   * another realm. O(1), in memory.
+   */
+  isTokenRevoked(realm: string, tokenId: string): boolean;
   /**
    * True when the tokens of this session issued to this client at `issuedAt` (epoch seconds)
    * must be refused; whole seconds, as `isIssuedBeforeRevocation`. O(1), in memory.
    */
-  isClientSessionRevoked(sessionId: string, clientId: string, issuedAt: number): boolean;
+  isClientSessionRevoked(
+    realm: string,
+    sessionId: string,
+    clientId: string,
+    issuedAt: number,
+  ): boolean;
   /**
    * True when the user's tokens issued at `issuedAt` (epoch seconds, the `iat` claim) must be
    * refused. `iat` has whole seconds, so a token issued in the second of the revocation is
@@ -237,9 +246,10 @@ export async function createRevocationList(options: {
   const userTokens = new Map<string, TtlLru<Refusal>>();
   // By realm: when its every token and cached login from before that moment is refused.
   const realms = new TtlLru<Refusal>(MAX_REVOKED, clock);
-  const tokens = new TtlLru<Refusal>(MAX_REVOKED, clock);
-  // By session and client: when that client's part of the session ended.
-  const clientSessions = new TtlLru<Refusal>(MAX_REVOKED, clock);
+  // By realm, then `jti` (a realm's revocation refuses no token of another realm).
+  const tokens = new Map<string, TtlLru<Refusal>>();
+  // By realm, then session and client: when that client's part of the session ended.
+  const clientSessions = new Map<string, TtlLru<Refusal>>();
   const clientSessionKey = (sessionId: string, clientId: string) => `${sessionId}\u0000${clientId}`;
   const latestOf = (a: number | undefined, b: number | undefined) =>
     a === undefined ? b : b === undefined ? a : Math.max(a, b);
@@ -309,10 +319,10 @@ export async function createRevocationList(options: {
     const { at } = message;
     const until = (seconds: number) => at + seconds * 1000;
     for (const id of message.tokenIds ?? [])
-      refuse(tokens, id, at, until(message.ttlSeconds), clock);
+      refuse(byRealm(tokens, message.realm), id, at, until(message.ttlSeconds), clock);
     for (const { sessionId, clientId } of message.clientSessions ?? []) {
       refuse(
-        clientSessions,
+        byRealm(clientSessions, message.realm),
         clientSessionKey(sessionId, clientId),
         at,
         until(message.ttlSeconds),
@@ -354,10 +364,11 @@ export async function createRevocationList(options: {
       sessions.get(realm)?.get(sessionId) !== undefined,
     userRevokedAt: (realm: string, userId: string) =>
       latestOf(users.get(userKey(realm, userId))?.at, realms.get(realm)?.at),
-    isTokenRevoked: (tokenId: string) => tokens.size > 0 && tokens.get(tokenId) !== undefined,
-    isClientSessionRevoked(sessionId: string, clientId: string, issuedAt: number) {
+    isTokenRevoked: (realm: string, tokenId: string) =>
+      tokens.size > 0 && tokens.get(realm)?.get(tokenId) !== undefined,
+    isClientSessionRevoked(realm: string, sessionId: string, clientId: string, issuedAt: number) {
       if (clientSessions.size === 0) return false;
-      const endedAt = clientSessions.get(clientSessionKey(sessionId, clientId))?.at;
+      const endedAt = clientSessions.get(realm)?.get(clientSessionKey(sessionId, clientId))?.at;
       return endedAt !== undefined && issuedAt * 1000 < endedAt;
     },
     isIssuedBeforeRevocation(realm: string, userId: string, issuedAt: number) {

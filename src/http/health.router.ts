@@ -93,6 +93,38 @@ function notReady(res: Response, message: string, data: unknown): void {
     .json(failure(result, message, data));
 }
 
+/**
+ * `check` shared: callers meanwhile get the run in flight, and for `holdMs` after it settled its
+ * outcome. The public `/readyz` is unauthenticated; without this each request took a database
+ * connection (and a Redis round trip), and a flood of them left the API without connections.
+ * The run is bounded like a probe, so a hung one does not keep later callers waiting on it. Real
+ * time, not a Clock: this limits load, and a test's stopped clock would keep an outcome forever.
+ */
+export function sharedCheck<T>(check: () => Promise<T>, holdMs = 1000): () => Promise<T> {
+  let last: Promise<T> | undefined;
+  let settledAt: number | undefined;
+  return () => {
+    const fresh =
+      last !== undefined && (settledAt === undefined || performance.now() - settledAt < holdMs);
+    if (fresh) return last!;
+    settledAt = undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const run = Promise.race([
+      Promise.resolve().then(check),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error('timeout')), CHECK_TIMEOUT_MS);
+      }),
+    ]);
+    last = run;
+    const settle = () => {
+      clearTimeout(timer);
+      if (last === run) settledAt = performance.now();
+    };
+    run.then(settle, settle);
+    return run;
+  };
+}
+
 /** Runs one readiness check, bounded in time; a check that throws or hangs is 'down'. */
 export async function probe(check: ReadinessCheck): Promise<ProbeOutcome> {
   return (await inspect(check)).status;

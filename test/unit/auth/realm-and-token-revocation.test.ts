@@ -79,33 +79,33 @@ describe('a realm-wide revocation and the revocation of one token', () => {
       ttlSeconds: 30,
       userTtlSeconds: 0,
     });
-    expect(list.isTokenRevoked('jti-1')).toBe(true);
-    expect(list.isTokenRevoked('jti-2')).toBe(false);
+    expect(list.isTokenRevoked('acme', 'jti-1')).toBe(true);
+    expect(list.isTokenRevoked('acme', 'jti-2')).toBe(false);
     expect(list.isSessionRevoked('acme', 'jti-1')).toBe(false);
     expect(list.userRevokedAt('acme', 'u1')).toBeUndefined();
     expect(list.isIssuedBeforeRevocation('acme', 'u1', iat(T0 - SECOND))).toBe(false);
     clock.advance(31 * SECOND);
-    expect(list.isTokenRevoked('jti-1')).toBe(false);
+    expect(list.isTokenRevoked('acme', 'jti-1')).toBe(false);
   });
 
   it("refuses one client's part of a session, from before it: not the session's other clients, nor later tokens", async () => {
     const list = await revocationList();
     await endAppA(list);
-    expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 - 5 * SECOND))).toBe(true);
+    expect(list.isClientSessionRevoked('acme', 's1', 'app-a', iat(T0 - 5 * SECOND))).toBe(true);
     // The other clients of the session keep their tokens, as Keycloak keeps their sessions.
-    expect(list.isClientSessionRevoked('s1', 'app-b', iat(T0 - 5 * SECOND))).toBe(false);
-    expect(list.isClientSessionRevoked('s2', 'app-a', iat(T0 - 5 * SECOND))).toBe(false);
+    expect(list.isClientSessionRevoked('acme', 's1', 'app-b', iat(T0 - 5 * SECOND))).toBe(false);
+    expect(list.isClientSessionRevoked('acme', 's2', 'app-a', iat(T0 - 5 * SECOND))).toBe(false);
     // A login of the same client in the same session after it (a new client session).
-    expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 + 2 * SECOND))).toBe(false);
+    expect(list.isClientSessionRevoked('acme', 's1', 'app-a', iat(T0 + 2 * SECOND))).toBe(false);
     // Nothing else of the session or the user is refused.
     expect(list.isSessionRevoked('acme', 's1')).toBe(false);
     expect(list.isIssuedBeforeRevocation('acme', 'u1', iat(T0 - 5 * SECOND))).toBe(false);
     expect(list.userRevokedAt('acme', 'u1')).toBeUndefined();
     // For as long as an access token of the realm can live, then forgotten.
     clock.advance(299 * SECOND);
-    expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 - 5 * SECOND))).toBe(true);
+    expect(list.isClientSessionRevoked('acme', 's1', 'app-a', iat(T0 - 5 * SECOND))).toBe(true);
     clock.advance(2 * SECOND);
-    expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 - 5 * SECOND))).toBe(false);
+    expect(list.isClientSessionRevoked('acme', 's1', 'app-a', iat(T0 - 5 * SECOND))).toBe(false);
   });
 
   it("keeps the later end of one client's part of a session when two arrive out of order", async () => {
@@ -113,6 +113,22 @@ describe('a realm-wide revocation and the revocation of one token', () => {
     clock.advance(10 * SECOND);
     await endAppA(list, T0 + 10 * SECOND);
     await endAppA(list, T0);
-    expect(list.isClientSessionRevoked('s1', 'app-a', iat(T0 + 5 * SECOND))).toBe(true);
+    expect(list.isClientSessionRevoked('acme', 's1', 'app-a', iat(T0 + 5 * SECOND))).toBe(true);
+  });
+  it("a token's or a client session's refusal concerns its own realm only: whoever signs chooses the ids", async () => {
+    const list = await revocationList();
+    await list.revoke({
+      realm: 'acme',
+      userId: 'u1',
+      sessionIds: [],
+      tokenIds: ['jti-1'],
+      ttlSeconds: 30,
+      userTtlSeconds: 0,
+    });
+    await endAppA(list);
+    expect(list.isTokenRevoked('acme', 'jti-1')).toBe(true);
+    expect(list.isTokenRevoked('other', 'jti-1')).toBe(false);
+    expect(list.isClientSessionRevoked('acme', 's1', 'app-a', iat(T0 - 5 * SECOND))).toBe(true);
+    expect(list.isClientSessionRevoked('other', 's1', 'app-a', iat(T0 - 5 * SECOND))).toBe(false);
   });
 });

@@ -112,7 +112,7 @@ describe('the revocation channel between replicas', () => {
     expect(b.isSessionRevoked('acme', 's1')).toBe(false);
     // A string where the list of session ids belongs is not read letter by letter.
     expect(b.isSessionRevoked('acme', 's')).toBe(false);
-    expect(b.isClientSessionRevoked('s1', 'app', 0)).toBe(false);
+    expect(b.isClientSessionRevoked('acme', 's1', 'app', 0)).toBe(false);
   });
 
   it('offers a revocation again a second later when Redis, up, did not take it, without waiting for a reconnection', async () => {
