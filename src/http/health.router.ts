@@ -94,20 +94,25 @@ function notReady(res: Response, message: string, data: unknown): void {
 }
 
 /**
- * `check` shared: callers meanwhile get the run in flight, and for `holdMs` after it settled its
- * outcome. The public `/readyz` is unauthenticated; without this each request took a database
- * connection (and a Redis round trip), and a flood of them left the API without connections.
- * The run is bounded like a probe, so a hung one does not keep later callers waiting on it. Real
- * time, not a Clock: this limits load, and a test's stopped clock would keep an outcome forever.
+ * `check` shared: callers meanwhile get the run in flight, and for `holdMs` after it succeeded
+ * its outcome. The public `/readyz` is unauthenticated; without this each request took a
+ * database connection (and a Redis round trip), and a flood of them left the API without
+ * connections. A failure is not held: still one run at a time, but the first caller after it
+ * asks again, so a dependency that is back shows at once. The run is bounded like a probe, so a
+ * hung one does not keep later callers waiting on it. Real time, not a Clock: this limits load,
+ * and a test's stopped clock would keep an outcome forever.
  */
 export function sharedCheck<T>(check: () => Promise<T>, holdMs = 1000): () => Promise<T> {
   let last: Promise<T> | undefined;
-  let settledAt: number | undefined;
+  let succeededAt: number | undefined;
+  let running = false;
   return () => {
     const fresh =
-      last !== undefined && (settledAt === undefined || performance.now() - settledAt < holdMs);
+      last !== undefined &&
+      (running || (succeededAt !== undefined && performance.now() - succeededAt < holdMs));
     if (fresh) return last!;
-    settledAt = undefined;
+    succeededAt = undefined;
+    running = true;
     let timer: NodeJS.Timeout | undefined;
     const run = Promise.race([
       Promise.resolve().then(check),
@@ -116,11 +121,16 @@ export function sharedCheck<T>(check: () => Promise<T>, holdMs = 1000): () => Pr
       }),
     ]);
     last = run;
-    const settle = () => {
+    const settle = (succeeded: boolean) => {
       clearTimeout(timer);
-      if (last === run) settledAt = performance.now();
+      if (last !== run) return;
+      running = false;
+      if (succeeded) succeededAt = performance.now();
     };
-    run.then(settle, settle);
+    run.then(
+      () => settle(true),
+      () => settle(false),
+    );
     return run;
   };
 }
