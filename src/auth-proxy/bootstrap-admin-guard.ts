@@ -3,6 +3,7 @@ import { realmOf } from './auth-routes.ts';
 import { formFieldsOf } from './form-body-guard.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import { isBootstrapAdmin } from '../auth/bootstrap-admin.ts';
+import { sendTokenError } from './grant-answer.ts';
 
 /**
  * The public listener's `/auth` step of the bootstrap administrator's rule (auth/bootstrap-admin.ts):
@@ -17,9 +18,10 @@ export function guardBootstrapAdmin(bootstrapAdmin: string): RequestHandler {
       const usernames = form.getAll('username');
       if (usernames.some((username) => isBootstrapAdmin(bootstrapAdmin, MASTER_REALM, username))) {
         // Keycloak's own answer to a refused grant, so clients need no new case.
-        res.status(400).json({
+        sendTokenError(res, {
+          status: 400,
           error: 'invalid_grant',
-          error_description: 'This account signs in on the admin listener only.',
+          description: 'This account signs in on the admin listener only.',
         });
         return;
       }

@@ -4,7 +4,7 @@ import { decodeProtectedHeader } from 'jose';
 import { AuthFailure } from '../auth/auth-failure.ts';
 import { onlyProof } from '../auth/dpop/dpop-header.ts';
 import { rsaKeyTooShort, weakKeyReason } from '../auth/dpop/dpop-key-strength.ts';
-import type { Replacement } from './grant-answer.ts';
+import { sendTokenError, type Replacement } from './grant-answer.ts';
 
 /** Keycloak's own words for a refused proof, so clients need no new case (an example). */
 export const DPOP_PROOF_KEY_REFUSAL = {
@@ -29,8 +29,7 @@ export function guardDpopProofKey(algorithms: readonly string[]): RequestHandler
       next();
       return;
     }
-    const { status, error } = DPOP_PROOF_KEY_REFUSAL;
-    res.status(status).json({ error, error_description: refusal });
+    sendTokenError(res, { ...DPOP_PROOF_KEY_REFUSAL, description: refusal });
   };
 }
 

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
-import express, { type RequestHandler, type Response } from 'express';
-import type { Replacement } from './grant-answer.ts';
+import express, { type RequestHandler } from 'express';
+import { sendTokenError, type Replacement } from './grant-answer.ts';
 import { readsAsUtf8 } from './utf8-body.ts';
 
 /** How a broken form body is refused (the OpenAPI document shows these). */
@@ -9,9 +9,6 @@ export const FORM_BODY_REFUSALS = {
   malformed: { status: 400, error: 'invalid_request', description: 'Malformed form body.' },
   charset: { status: 400, error: 'invalid_request', description: 'Form body must be UTF-8.' },
 } as const satisfies Record<string, Replacement>;
-
-const refuse = (res: Response, { status, error, description }: Replacement) =>
-  res.status(status).json({ error, error_description: description });
 
 /** Token requests are a few hundred bytes; anything near this is not a login. */
 export const MAX_FORM_BODY_BYTES = 64 * 1024;
@@ -46,15 +43,15 @@ export function guardFormBody(): RequestHandler[] {
     try {
       text = utf8.decode(body);
     } catch {
-      refuse(res, FORM_BODY_REFUSALS.notUtf8);
+      sendTokenError(res, FORM_BODY_REFUSALS.notUtf8);
       return;
     }
     if (BROKEN_PERCENT_ESCAPE.test(text)) {
-      refuse(res, FORM_BODY_REFUSALS.malformed);
+      sendTokenError(res, FORM_BODY_REFUSALS.malformed);
       return;
     }
     if (!readsAsUtf8(req.rawHeaders, text)) {
-      refuse(res, FORM_BODY_REFUSALS.charset);
+      sendTokenError(res, FORM_BODY_REFUSALS.charset);
       return;
     }
     req.body = { bytes: body, fields: new URLSearchParams(text) } satisfies ReadForm;

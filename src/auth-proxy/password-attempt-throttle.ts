@@ -78,7 +78,9 @@ export function passwordAttemptOf(
   if (kind === 'grant') {
     if (!username || form.get('grant_type') !== 'password') return undefined;
     const password = form.get('password') ?? '';
-    const extra = [form.get('client_id') ?? '', form.get('totp') ?? ''];
+    // Keycloak's direct grant reads the one-time password from `otp`, then `totp`.
+    const oneTimePassword = form.get('otp') ?? form.get('totp') ?? '';
+    const extra = [form.get('client_id') ?? '', oneTimePassword];
     return { kind, realm, username, password, extra };
   }
   // Setting up a one-time password posts `totp` with its new `totpSecret` to the required

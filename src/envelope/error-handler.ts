@@ -50,6 +50,8 @@ export function sendError(res: ServerResponse, err: unknown, logger: Logger): vo
   // 503 means "retry later": say when, so clients can tell it from "you are wrong"; an error
   // that knows its wait (the login throttle's) keeps it, as its message names it.
   if (error.status === 503 && !res.hasHeader('retry-after')) res.setHeader('retry-after', '5');
+  // A refusal is about this request and these credentials: nobody keeps it for another.
+  res.setHeader('cache-control', 'no-store');
   res.setHeader('content-type', 'application/json; charset=utf-8');
   res.setHeader('content-length', Buffer.byteLength(body));
   res.end(body);

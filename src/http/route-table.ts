@@ -135,7 +135,6 @@ async function sendStreamed(res: Response, answer: StreamedAnswer): Promise<void
   res.status(200);
   res.setHeader('content-type', answer.contentType);
   res.setHeader('content-disposition', `attachment; filename="${answer.filename}"`);
-  res.setHeader('cache-control', 'no-store');
   let pending = '';
   const write = async (chunk: string | Uint8Array) => {
     if (!res.write(chunk)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
@@ -276,6 +275,9 @@ export function routeHandler<D>(spec: AnyRoute<D>, deps: D, audit: Audit): Reque
     };
     const data = await spec.handler(deps, input);
     if (spec.audit?.realms) changedRealms.set(req, spec.audit.realms(data));
+    // What the gateway answers itself is a caller's own (audit records, sessions, lists): no
+    // browser or proxy keeps it.
+    res.setHeader('cache-control', 'no-store');
     if (data instanceof StreamedAnswer) await sendStreamed(res, data);
     else res.json(success(data));
   };

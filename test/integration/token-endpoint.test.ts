@@ -110,6 +110,18 @@ describe('token endpoint through the gateway (spec 4.1, 5.2)', () => {
     expect(typeof ok.json.refresh_token).toBe('string');
   });
 
+  it('takes the one-time password as `otp` too, a right one right after a wrong one', async () => {
+    // Keycloak's direct grant reads `otp` first, then `totp`: a wrong `otp` is no answer to
+    // give a right one again.
+    const user = await createUser(org, { otp: true });
+    const wrong = await postToken(gateway, org, passwordGrantBody(user, '&otp=000000'));
+    expect(wrong.status).toBe(401);
+    const otp = currentTotp(user.otpSecret!);
+    const ok = await postToken(gateway, org, passwordGrantBody(user, `&otp=${otp}`));
+    expect(ok.status).toBe(200);
+    expect(typeof ok.json.refresh_token).toBe('string');
+  });
+
   describe("passes Keycloak's own errors through unchanged", () => {
     const cases: Array<[string, string, () => string]> = [
       [

@@ -12,10 +12,14 @@ const URL = 'https://gw.example/auth/realms/acme/protocol/openid-connect/token';
  */
 function guarded(dpop: string | string[] | undefined, algorithms = ['ES256', 'RS256']) {
   let answer: { status: number; body: unknown } | 'next' | undefined;
+  let status = 0;
   const res = {
-    status(status: number) {
-      return { json: (body: unknown) => void (answer = { status, body }) };
+    writeHead(code: number, headers: Record<string, string>) {
+      // Its refusal is the token endpoint's: never kept by a cache.
+      expect(headers['cache-control']).toBe('no-store');
+      status = code;
     },
+    end: (body: string) => void (answer = { status, body: JSON.parse(body) as unknown }),
   } as unknown as Response;
   const rawHeaders = [dpop ?? []].flat().flatMap((value) => ['DPoP', value]);
   const req = { rawHeaders } as unknown as Request;
