@@ -12,6 +12,7 @@ import { ocsfEventOf } from './ocsf.ts';
 import type { RetentionBounds, RetentionChoices } from './audit-retention.ts';
 import type { DeletedRetention } from './deleted-retention.ts';
 import type { AuditLogRepo, LogSpan } from './audit-log.repo.ts';
+import { underSlot, type LongReads } from './long-reads.ts';
 import {
   type AuditExportFormat,
   auditExportQuery,
@@ -31,6 +32,8 @@ export interface AuditLogService {
   signatures: ExportSignatures | undefined;
   /** Each log's days, chosen within the platform's bounds (audit-retention.router.ts). */
   retention: { choices: RetentionChoices; bounds: RetentionBounds; deleted: DeletedRetention };
+  /** The exports and downloads this process runs at once (AUDIT_EXPORT_CONCURRENCY). */
+  longReads: LongReads;
 }
 
 const route = routeFor<AuditLogService>({ metricsClass: 'list' });
@@ -174,18 +177,19 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
           '`jsonl`: one AuditRecord as JSON per line; `ocsf`: one OCSF event per line (Authentication 3002, API Activity 6003)',
         'text/csv': 'a header row, then one record per row; details as JSON',
       },
-      errors: [...errors, 'auditExportPruned'],
+      errors: [...errors, 'auditExportPruned', 'auditReadsBusy'],
       audit: { action: 'audit_log.export', target: logTarget },
       handler: async (service, { principal, realm, query }) => {
         const since = await allowRead(service, principal, realm);
         const filter = { ...filterOf(query), since };
-        const span = await service.repo.span(realm, filter);
-        const records = service.repo.records(realm, filter, span);
         const format = FORMATS[query.format];
-        const lines =
-          query.format === 'jsonl'
+        const lines = await underSlot(service.longReads, async () => {
+          const span = await service.repo.span(realm, filter);
+          const records = service.repo.records(realm, filter, span);
+          return query.format === 'jsonl'
             ? jsonLinesOf(service, realm, records, span)
             : linesOf(records, format);
+        });
         return new StreamedAnswer(
           format.contentType,
           `audit-${realm}.${query.format === 'csv' ? 'csv' : 'jsonl'}`,

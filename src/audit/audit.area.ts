@@ -31,6 +31,7 @@ import { auditTokenGrants } from './token-grants.ts';
 import { summariseRefusals } from './refusal-summaries.ts';
 import type { AuditDownloadService } from './download-jobs.router.ts';
 import { createDownloadJobs, runDownloadJobs } from './download-jobs.ts';
+import { createLongReads } from './long-reads.ts';
 import { auditKeysRouter } from './audit-keys.router.ts';
 import { createCheckpointer, scheduleCheckpoints } from './audit-checkpointer.ts';
 import { storedCheckpoints } from './audit-export-signed.ts';
@@ -103,6 +104,7 @@ export async function buildAuditLog(
     previousKeys: config.AUDIT_SIGNING_PREVIOUS_KEYS,
   });
   const incarnations = createAuditIncarnations(shared.db);
+  const longReads = createLongReads(config.AUDIT_EXPORT_CONCURRENCY);
   const service: AuditLogService = {
     repo: createAuditLogRepo(shared.db),
     organizationExists: isLog,
@@ -113,10 +115,11 @@ export async function buildAuditLog(
       bounds: retentionBoundsOf(config),
       deleted: createDeletedRetention(shared.db),
     },
+    longReads,
   };
   // Downloads serve what the log holds, written or not by this process (as reading does), also
   // while the log is off; only the poll for jobs other replicas left is the log's.
-  const jobs = createDownloadJobs(shared.db, clock, shared.logger);
+  const jobs = createDownloadJobs(shared.db, clock, shared.logger, longReads);
   const runner = runDownloadJobs(jobs, {
     pollMs: config.AUDIT_LOG_ENABLED ? DOWNLOAD_POLL_MS : undefined,
     logger: shared.logger,

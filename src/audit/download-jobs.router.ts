@@ -20,6 +20,7 @@ import {
   MAX_RANGE_DAYS,
 } from './download-jobs.schemas.ts';
 import { zipOfOne } from './download-zip.ts';
+import { underSlot } from './long-reads.ts';
 
 /** What the download routes are served with: the log's readers' service, and the jobs. */
 export interface AuditDownloadService extends AuditLogService {
@@ -131,7 +132,13 @@ function downloadRoutes(variant: RealmVariant): AnyRoute<AuditDownloadService>[]
       },
       data: streamedAnswer,
       streams: { 'application/zip': 'one entry, `exastro_audit_<from>-<to>.log`: JSON Lines' },
-      errors: [...errors, 'auditDownloadNotFound', 'auditDownloadNotReady', 'auditExportPruned'],
+      errors: [
+        ...errors,
+        'auditDownloadNotFound',
+        'auditDownloadNotReady',
+        'auditExportPruned',
+        'auditReadsBusy',
+      ],
       audit: {
         action: 'audit_log.download',
         target: ({ realm, params }) => ({
@@ -142,24 +149,24 @@ function downloadRoutes(variant: RealmVariant): AnyRoute<AuditDownloadService>[]
       handler: async (service, { principal, realm, params }) => {
         const since = await allowRead(service, principal, realm);
         const job = await service.jobs.finished({ org: realm, whole }, params.download_id!);
-        const span = await service.repo.span(
-          realm,
-          { from: job.fromIso, to: job.toIso, since },
-          job.lastSeq,
-        );
-        const lines = jsonLinesOf(
-          service,
-          realm,
-          service.repo.records(realm, { since }, span),
-          span,
-        );
         // The reference's names: its clients may look for them.
         const name = `exastro_audit_${dayOf(job.conditions.ts_from)}-${dayOf(job.conditions.ts_to)}.log`;
-        return new StreamedAnswer(
-          'application/zip',
-          'audit-log.zip',
-          zipOfOne(name, lines, new Date(job.toIso)),
-        );
+        // The slot is held by the zip as sent: a client gone ends it, not the lines behind it.
+        const zip = await underSlot(service.longReads, async () => {
+          const span = await service.repo.span(
+            realm,
+            { from: job.fromIso, to: job.toIso, since },
+            job.lastSeq,
+          );
+          const lines = jsonLinesOf(
+            service,
+            realm,
+            service.repo.records(realm, { since }, span),
+            span,
+          );
+          return zipOfOne(name, lines, new Date(job.toIso));
+        });
+        return new StreamedAnswer('application/zip', 'audit-log.zip', zip);
       },
     }),
   ];

@@ -9,6 +9,7 @@ import { every } from '../time/every.ts';
 import { exportSpan, firstSeqOf } from './audit-log.repo.ts';
 import { AUDIT_TABLE } from './audit-rows.ts';
 import type { DownloadJob, DownloadState } from './download-jobs.schemas.ts';
+import { createLongReads, type LongReads } from './long-reads.ts';
 
 export const JOBS = 'audit_download_jobs';
 
@@ -127,8 +128,16 @@ const rangeIsoOf = (row: JobRow) => ({
   to: toIsoTimestamp(row.range_to),
 });
 
-/** The download jobs kept in PostgreSQL, shared by every replica. */
-export function createDownloadJobs(db: Knex, clock: Clock, logger: Logger): DownloadJobs {
+/**
+ * The download jobs kept in PostgreSQL, shared by every replica; each run among this process's
+ * `longReads` (none bound without).
+ */
+export function createDownloadJobs(
+  db: Knex,
+  clock: Clock,
+  logger: Logger,
+  longReads: LongReads = createLongReads(Infinity),
+): DownloadJobs {
   const now = () => new Date(clock.now());
   const staleRunMs = staleRunMsOf(db);
 
@@ -250,7 +259,17 @@ export function createDownloadJobs(db: Knex, clock: Clock, logger: Logger): Down
       };
     },
     async runWaiting() {
-      for (let job = await claim(); job !== undefined; job = await claim()) await run(job);
+      for (;;) {
+        // Its turn among the exports and downloads: a job waits, `NotExecuted`, never refused.
+        const slot = await longReads.wait();
+        try {
+          const job = await claim();
+          if (job === undefined) return;
+          await run(job);
+        } finally {
+          slot.release();
+        }
+      }
     },
     async sweep() {
       const at = now();

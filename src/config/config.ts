@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { parsePostgresUrl } from '../../keycloak/postgres-url.ts';
+import { DATABASE_POOL_SIZE } from '../db/pool-size.ts';
 import { parseTrustedProxies } from './trusted-proxies.ts';
 import { ed25519PrivateKeyOf, ed25519PublicKeysOf } from './ed25519-keys.ts';
 import { fileVariableOf, resolveSettingFiles } from './setting-files.ts';
@@ -487,6 +488,16 @@ export const configSchema = z.object({
     description:
       'how often spooled records are written (sooner when a batch is full), so at most this long of records is lost when a process is killed without its shutdown; also how often a write is retried while the database is down',
   }),
+
+  AUDIT_EXPORT_CONCURRENCY: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(DATABASE_POOL_SIZE / 2)
+    .default(2)
+    .meta({
+      description: `audit log exports, downloads and download job runs a process runs at once; each holds one of its ${DATABASE_POOL_SIZE} database connections for each chunk it reads, which may take up to \`DATABASE_SPARED_TIMEOUT_MS\`, so at most half of them, and the rest serve the other requests. An export or download over it is refused at once, 429 \`429-40001\` with \`Retry-After\`; a download job waits its turn (\`NotExecuted\`)`,
+    }),
 
   AUDIT_KEYCLOAK_EVENTS_SECONDS: z.coerce.number().int().min(0).max(3600).default(30).meta({
     description:

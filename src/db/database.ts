@@ -3,6 +3,7 @@ import path from 'node:path';
 import knex, { type Knex } from 'knex';
 import ClientPgLite from 'knex-pglite';
 import type { Logger } from 'pino';
+import { DATABASE_POOL_SIZE } from './pool-size.ts';
 
 export interface DatabaseOptions {
   /** External PostgreSQL; when absent an embedded PGlite database lives under `dataDir`. */
@@ -40,7 +41,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<Knex> {
       // min 0 lets idle connections close, so a restarted PostgreSQL does not leave dead sockets.
       pool: {
         min: 0,
-        max: 10,
+        max: DATABASE_POOL_SIZE,
         ...(opts.timeouts && { afterCreate: dropWhenSilent(opts.timeouts) }),
       },
       // A request waits for a connection no longer than one takes to be made or to answer; a

@@ -57,6 +57,10 @@ export const errorCodes = {
   expectationFailed: answer('417-00000', 'Only the expectation 100-continue is supported.'),
   tooManyFailedLogins: answer('429-00001', 'Too many failed logins; retry later.'),
   tooManyAtOnce: answer('429-00002', 'Too many requests from your address at once; retry later.'),
+  auditReadsBusy: answer(
+    '429-40001',
+    'As many audit log exports and downloads as the gateway runs at once are running; retry later.',
+  ),
   headersTooLarge: answer('431-00000', 'Request headers too large.'),
   identityProviderBadGateway: answer('502-11001', 'The identity provider sent an invalid answer.'),
   identityProviderUnavailable: answer(

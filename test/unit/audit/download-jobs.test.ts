@@ -10,6 +10,7 @@ import {
 } from '../../../src/audit/download-jobs.ts';
 import { rangeOf } from '../../../src/audit/download-jobs.schemas.ts';
 import { zipOfOne } from '../../../src/audit/download-zip.ts';
+import { createLongReads } from '../../../src/audit/long-reads.ts';
 import { createLogger } from '../../../src/http/logger.ts';
 import { UNSET_FIELDS } from '../../../src/audit/unset-fields.ts';
 import { apiEvent, quietWriter } from '../../helpers/audit-records.ts';
@@ -95,6 +96,26 @@ describe('audit download jobs', () => {
     );
     expect(await jobs.list(own('globex'))).toEqual([]);
     await expect(jobs.finished(own('globex'), id)).rejects.toMatchObject({ result: '404-40001' });
+  });
+
+  it('waits, NotExecuted, while the exports and downloads hold every slot, then runs', async () => {
+    const longReads = createLongReads(1);
+    const jobs = createDownloadJobs(db, clock, logger, longReads);
+    const id = await jobs.create(own('acme'), range('2026-11-01 02:00:00', '2026-11-01 02:09:00'), {
+      id: 'u1',
+      name: 'alice',
+    });
+    const exporting = longReads.take();
+    const running = jobs.runWaiting();
+    expect((await jobs.list(own('acme'), id))[0]).toMatchObject({ status: 'NotExecuted' });
+    exporting.release();
+    await running;
+    expect((await jobs.list(own('acme'), id))[0]).toMatchObject({
+      status: 'Completion',
+      count_export: 10,
+    });
+    // The run gave its slot back.
+    longReads.take().release();
   });
 
   it('zips what the job covered when it ran, not what came after', async () => {

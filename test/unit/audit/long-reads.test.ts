@@ -1,0 +1,68 @@
+import { describe, expect, it } from 'vitest';
+import { createLongReads, holding, underSlot } from '../../../src/audit/long-reads.ts';
+
+const busy = { status: 429, result: '429-40001', headers: { 'retry-after': '10' } };
+
+/** `n` lines, each read as a chunk of the log would be: after a wait for the database. */
+async function* lines(n: number) {
+  for (let i = 0; i < n; i++) yield await Promise.resolve(`line ${i}\n`);
+}
+
+describe('long audit reads at once', () => {
+  it('refuses a read past the bound at once, 429 with Retry-After, and takes one again once freed', () => {
+    const reads = createLongReads(2);
+    const first = reads.take();
+    reads.take();
+    expect(() => reads.take()).toThrow(expect.objectContaining(busy));
+    first.release();
+    // Given back once, however often released.
+    first.release();
+    reads.take();
+    expect(() => reads.take()).toThrow(expect.objectContaining(busy));
+  });
+
+  it('hands a freed slot to a waiting download job before any request', async () => {
+    const reads = createLongReads(1);
+    const held = reads.take();
+    const waiting = reads.wait();
+    held.release();
+    expect(() => reads.take()).toThrow(expect.objectContaining(busy));
+    (await waiting).release();
+    reads.take();
+  });
+
+  it('holds the slot while the lines are read, and gives it back at their end', async () => {
+    const reads = createLongReads(1);
+    const read = holding(reads.take(), lines(2));
+    expect(await read.next()).toEqual({ done: false, value: 'line 0\n' });
+    expect(() => reads.take()).toThrow(expect.objectContaining(busy));
+    for await (const line of read) void line;
+    reads.take();
+  });
+
+  it('gives the slot back when the client goes before the end', async () => {
+    const reads = createLongReads(1);
+    const read = await underSlot(reads, () => Promise.resolve(lines(1000)));
+    for await (const line of read) if (line === 'line 1\n') break;
+    reads.take();
+  });
+
+  it('gives the slot back when the lines fail, or when opening them fails', async () => {
+    const reads = createLongReads(1);
+    const failing = await underSlot(reads, () =>
+      Promise.resolve(
+        (async function* () {
+          yield* lines(1);
+          throw new Error('statement timeout');
+        })(),
+      ),
+    );
+    await expect(async () => {
+      for await (const line of failing) void line;
+    }).rejects.toThrow('statement timeout');
+    await expect(underSlot(reads, () => Promise.reject(new Error('no span')))).rejects.toThrow(
+      'no span',
+    );
+    reads.take();
+  });
+});
