@@ -9,6 +9,7 @@ import {
 } from './keycloak-failures.ts';
 import {
   createNodeExchange,
+  foundNoPlace,
   timeoutError,
   type ExchangeLimits,
   type NodeExchange,
@@ -22,8 +23,10 @@ export type KeycloakCallKind = (typeof KEYCLOAK_CALL_KINDS)[number];
 
 /**
  * How it ended: `ok` (a 2xx answer the gateway could use), `refused` (a 4xx answer that is a
- * normal answer, e.g. `invalid_grant`, or 409 "exists" from the admin API), or the failure it
- * was translated into (503 unreachable, 504 timeout, 502 bad answer). The `outcome` label.
+ * normal answer, e.g. `invalid_grant`, or 409 "exists" from the admin API), the failure it was
+ * translated into (503 unreachable, 504 timeout, 502 bad answer), or `no_place`: it waited its
+ * whole limit for a connection the gateway's other calls to the node held, and was never sent
+ * (504, but no sign of a slow Keycloak). The `outcome` label.
  */
 export const KEYCLOAK_CALL_OUTCOMES = [
   'ok',
@@ -31,8 +34,14 @@ export const KEYCLOAK_CALL_OUTCOMES = [
   'unreachable',
   'timeout',
   'bad_answer',
+  'no_place',
 ] as const;
 export type KeycloakCallOutcome = (typeof KEYCLOAK_CALL_OUTCOMES)[number];
+
+/** The outcome of a call that failed with `err` (a translated failure, or what wraps one). */
+function outcomeOf(err: unknown): KeycloakCallOutcome {
+  return foundNoPlace(err) ? 'no_place' : failureOf(err);
+}
 
 /** Told about every call once it has ended, e.g. to count calls and their durations. */
 export interface KeycloakCallObserver {
@@ -213,13 +222,15 @@ export function createKeycloakCalls(
               return;
             }
             const error = toKeycloakError(err);
-            const failure = failureOf(error);
-            const next = afterFailure(node, kind, failure, err, SAFE_KINDS[kind]);
+            // No place: its node not to blame, and its whole limit spent waiting.
+            const next = foundNoPlace(err)
+              ? undefined
+              : afterFailure(node, kind, failureOf(error), err, SAFE_KINDS[kind]);
             if (retry && next) {
               attempt(next, false);
               return;
             }
-            if (observe) report(kind, failure, started);
+            if (observe) report(kind, outcomeOf(err), started);
             reject(error);
           },
           headers,
@@ -256,7 +267,7 @@ export function createKeycloakCalls(
       value = await work();
     } catch (err) {
       const error = translatedCause(err) ?? refusedAnswer(err);
-      report(kind, failureOf(error), started);
+      report(kind, outcomeOf(error), started);
       throw error;
     }
     report(kind, refused?.(value) ? 'refused' : 'ok', started);

@@ -1,5 +1,6 @@
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import { currentRequestId } from '../edge/request-context.ts';
+import { errorChain } from '../outbound/proxy-failures.ts';
 import { createUpstream } from '../outbound/upstream.ts';
 import { traceHeadersNow } from '../tracing/trace-scope.ts';
 import { unexpectedAnswer } from './keycloak-failures.ts';
@@ -60,8 +61,8 @@ const REALM_SHARE = Math.max(1, Math.floor(GRANT_PLACES / 8));
  * performance notes). Each call first takes a place on the node (`createPlaces`), waiting for
  * one at most its `timeoutMs`; then a connection or answer idle for what is left of it is a
  * timeout. A timeout before the connection was made carries `beforeConnect` (nothing was
- * sent). A call made for a request carries its `X-Request-Id` (see edge/request-context.ts),
- * and a traced one its `traceparent`.
+ * sent), as does a call that got no place (`foundNoPlace`). A call made for a request carries
+ * its `X-Request-Id` (see edge/request-context.ts), and a traced one its `traceparent`.
  */
 export function createNodeExchange(nodeUrl: string): NodeExchange {
   const node = createUpstream(nodeUrl, { maxSockets: MAX_SOCKETS });
@@ -160,7 +161,7 @@ export function createNodeExchange(nodeUrl: string): NodeExchange {
       },
     };
     if (places.take(waiting)) waiting.go();
-    else queued = setTimeout(() => fail(timeoutError(timeoutMs, true)), timeoutMs);
+    else queued = setTimeout(() => fail(noPlaceError(timeoutMs)), timeoutMs);
     return (err) => {
       if (settled) return;
       fail(err);
@@ -242,6 +243,26 @@ function createPlaces(): {
       }
     },
   };
+}
+
+/**
+ * A call that waited its whole time limit for a place on its node: nothing was sent, and the
+ * node is not to blame (the gateway's own calls held its places). 504 all the same.
+ */
+function noPlaceError(timeoutMs: number): Error {
+  return Object.assign(new Error(`no connection to Keycloak free within ${timeoutMs} ms`), {
+    code: 'ETIMEDOUT',
+    beforeConnect: true,
+    noPlace: true,
+  });
+}
+
+/** Whether `err` (or what it wraps) is a call that got no place (`noPlaceError`). */
+export function foundNoPlace(err: unknown): boolean {
+  for (const current of errorChain(err)) {
+    if ((current as { noPlace?: unknown }).noPlace === true) return true;
+  }
+  return false;
 }
 
 export function timeoutError(timeoutMs: number, beforeConnect: boolean): Error {
