@@ -195,22 +195,28 @@ export function createKeycloakCalls(
     headers?: Readonly<Record<string, string>>,
     observe = false,
   ): Promise<T> {
-    const started = observe && observed ? performance.now() : 0;
+    const started = performance.now();
+    const limitMs = kind === 'grant' ? grantTimeoutMs : timeoutMs;
     const limits: ExchangeLimits = {
       maxBytes: MAX_ANSWER_BYTES[kind],
-      timeoutMs: kind === 'grant' ? grantTimeoutMs : timeoutMs,
+      timeoutMs: limitMs,
       // A grant takes one of the places kept for grants, within its realm's share.
       ...(kind === 'grant' && { grantOf: /^\/realms\/([^/]+)\//.exec(path)?.[1] ?? '' }),
     };
     return new Promise<T>((resolve, reject) => {
       const attempt = (node: KeycloakNode, retry: boolean) => {
+        // A grant's limit bounds the login, as through `/auth`: its retry has what is left.
+        const bounds =
+          retry || kind !== 'grant'
+            ? limits
+            : { ...limits, timeoutMs: Math.ceil(limitMs - (performance.now() - started)) };
         // Only a grant may wait past `timeoutMs`: then only while its node answers its probe.
         let watch: NodeJS.Timeout | undefined;
         let ended = false;
         const cutOff = exchanges[node.index]!(
           path,
           form,
-          limits,
+          bounds,
           read,
           (err, value, status) => {
             ended = true;
@@ -226,7 +232,7 @@ export function createKeycloakCalls(
             const next = foundNoPlace(err)
               ? undefined
               : afterFailure(node, kind, failureOf(error), err, SAFE_KINDS[kind]);
-            if (retry && next) {
+            if (retry && next && (kind !== 'grant' || performance.now() - started < limitMs)) {
               attempt(next, false);
               return;
             }
@@ -235,10 +241,11 @@ export function createKeycloakCalls(
           },
           headers,
         );
-        if (limits.timeoutMs > timeoutMs && !ended) {
+        if (bounds.timeoutMs > timeoutMs && !ended) {
           watch = setTimeout(() => {
             void nodes.slow(node, `${kind} call: no answer in ${timeoutMs} ms`).then((state) => {
-              if (state === 'down') cutOff(timeoutError(timeoutMs, false));
+              if (state === 'down')
+                cutOff((beforeConnect) => timeoutError(timeoutMs, beforeConnect));
             });
           }, timeoutMs);
         }

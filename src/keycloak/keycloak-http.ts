@@ -13,7 +13,8 @@ export type ExchangeDone<T> = (err: unknown, value: T | undefined, status: numbe
 
 /**
  * One HTTP exchange with one Keycloak node; see `createNodeExchange`. Returns `cutOff`, which
- * ends it with `err` unless it has ended.
+ * ends it unless it has ended, with the error `cause` makes: told whether nothing was sent yet
+ * (still waiting for a place or for its connection), so that it may be tried elsewhere.
  */
 export type NodeExchange = <T>(
   path: string,
@@ -23,7 +24,7 @@ export type NodeExchange = <T>(
   done: ExchangeDone<T>,
   /** Headers the caller adds (a grant's `DPoP` proof). */
   extraHeaders?: Readonly<Record<string, string>>,
-) => (err: Error) => void;
+) => (cause: (beforeConnect: boolean) => Error) => void;
 
 /** What bounds one exchange, and whose place it takes on the node (see `createPlaces`). */
 export interface ExchangeLimits {
@@ -75,7 +76,7 @@ export function createNodeExchange(nodeUrl: string): NodeExchange {
     read: (status: number, body: string, contentType?: string) => T,
     done: ExchangeDone<T>,
     extraHeaders?: Readonly<Record<string, string>>,
-  ): (err: Error) => void {
+  ): (cause: (beforeConnect: boolean) => Error) => void {
     const started = performance.now();
     let settled = false;
     let current: ReturnType<typeof node.request> | undefined;
@@ -162,8 +163,10 @@ export function createNodeExchange(nodeUrl: string): NodeExchange {
     };
     if (places.take(waiting)) waiting.go();
     else queued = setTimeout(() => fail(noPlaceError(timeoutMs)), timeoutMs);
-    return (err) => {
+    return (cause) => {
       if (settled) return;
+      const socket = current?.socket;
+      const err = cause(!socket || socket.connecting);
       fail(err);
       current?.destroy(err);
     };

@@ -69,6 +69,8 @@ async function startNode(mode: 'busy' | 'hung' | 'answering'): Promise<FakeNode>
  * A call that finds no place on its node waits for one within its time limit, in the gateway:
  * nothing was sent. Its node is not to blame (not probed, not taken out, the metrics do not
  * count a Keycloak timeout), and its limit is spent: not tried again elsewhere with a fresh one.
+ * A grant still waiting for a place when its node is found hung was not sent either: it may go
+ * to another node, within what is left of its limit.
  */
 describe('Keycloak calls: waiting for a place', () => {
   const opened: { close(): Promise<void> }[] = [];
@@ -139,5 +141,40 @@ describe('Keycloak calls: waiting for a place', () => {
     await a.close();
     await b.close();
     await Promise.all(sent);
+  }, 20_000);
+
+  it('a grant still waiting for a place on a node found hung goes to another node', async () => {
+    const hung = await startNode('hung');
+    const healthy = await startNode('answering');
+    opened.push(hung, healthy);
+    const { nodes, grant } = layer([hung.url, healthy.url]);
+    const count = 2 * (REALM_PLACES + 1);
+    const ended = await Promise.all(Array.from({ length: count }, () => grant('fleet')));
+    expect(nodes.all.map((node) => node.state)).toEqual(['down', 'up']);
+    // Those the hung node got are cut off (504: they may have created a session there); every
+    // other one, the grant that waited there for a place included, the healthy node answered.
+    expect(hung.grants).toBe(REALM_PLACES);
+    expect(ended.filter(({ status }) => status === 200)).toHaveLength(count - hung.grants);
+    for (const { ms } of ended) expect(ms).toBeLessThan(GRANT_TIMEOUT_MS);
+  }, 20_000);
+
+  it('a grant tried again on another node has what is left of its limit', async () => {
+    const hung = await startNode('hung');
+    const busy = await startNode('busy');
+    opened.push(hung, busy);
+    const { grant } = layer([hung.url, busy.url]);
+    // Round robin from the hung node: each node sends its realm share, then one waits for a place.
+    const grants = Array.from({ length: 2 * (REALM_PLACES + 1) }, () => grant('fleet'));
+    const atHung = grants.filter((_, i) => i % 2 === 0);
+    // The one that waited on the hung node goes to the busy node once the hung one is found out,
+    // waits there for a place too, and fails within its first limit, not a fresh one.
+    const ended = await Promise.all([...atHung, grants.at(-1)!]);
+    for (const { status, ms } of ended) {
+      expect(status).toBe(504);
+      expect(ms).toBeLessThan(1.2 * GRANT_TIMEOUT_MS);
+    }
+    expect(busy.grants).toBe(REALM_PLACES);
+    await busy.close();
+    await Promise.all(grants);
   }, 20_000);
 });
