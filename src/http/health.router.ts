@@ -123,7 +123,6 @@ export function sharedCheck<T>(check: () => Promise<T>, holdMs = 1000): () => Pr
     last = run;
     const settle = (succeeded: boolean) => {
       clearTimeout(timer);
-      if (last !== run) return;
       running = false;
       if (succeeded) succeededAt = performance.now();
     };

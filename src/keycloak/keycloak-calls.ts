@@ -9,6 +9,7 @@ import {
 } from './keycloak-failures.ts';
 import {
   createNodeExchange,
+  foundNoPlace,
   timeoutError,
   type ExchangeLimits,
   type NodeExchange,
@@ -22,8 +23,10 @@ export type KeycloakCallKind = (typeof KEYCLOAK_CALL_KINDS)[number];
 
 /**
  * How it ended: `ok` (a 2xx answer the gateway could use), `refused` (a 4xx answer that is a
- * normal answer, e.g. `invalid_grant`, or 409 "exists" from the admin API), or the failure it
- * was translated into (503 unreachable, 504 timeout, 502 bad answer). The `outcome` label.
+ * normal answer, e.g. `invalid_grant`, or 409 "exists" from the admin API), the failure it was
+ * translated into (503 unreachable, 504 timeout, 502 bad answer), or `no_place`: it waited its
+ * whole limit for a connection the gateway's other calls to the node held, and was never sent
+ * (504, but no sign of a slow Keycloak). The `outcome` label.
  */
 export const KEYCLOAK_CALL_OUTCOMES = [
   'ok',
@@ -31,8 +34,14 @@ export const KEYCLOAK_CALL_OUTCOMES = [
   'unreachable',
   'timeout',
   'bad_answer',
+  'no_place',
 ] as const;
 export type KeycloakCallOutcome = (typeof KEYCLOAK_CALL_OUTCOMES)[number];
+
+/** The outcome of a call that failed with `err` (a translated failure, or what wraps one). */
+function outcomeOf(err: unknown): KeycloakCallOutcome {
+  return foundNoPlace(err) ? 'no_place' : failureOf(err);
+}
 
 /** Told about every call once it has ended, e.g. to count calls and their durations. */
 export interface KeycloakCallObserver {
@@ -186,22 +195,28 @@ export function createKeycloakCalls(
     headers?: Readonly<Record<string, string>>,
     observe = false,
   ): Promise<T> {
-    const started = observe && observed ? performance.now() : 0;
+    const started = performance.now();
+    const limitMs = kind === 'grant' ? grantTimeoutMs : timeoutMs;
     const limits: ExchangeLimits = {
       maxBytes: MAX_ANSWER_BYTES[kind],
-      timeoutMs: kind === 'grant' ? grantTimeoutMs : timeoutMs,
+      timeoutMs: limitMs,
       // A grant takes one of the places kept for grants, within its realm's share.
       ...(kind === 'grant' && { grantOf: /^\/realms\/([^/]+)\//.exec(path)?.[1] ?? '' }),
     };
     return new Promise<T>((resolve, reject) => {
       const attempt = (node: KeycloakNode, retry: boolean) => {
+        // A grant's limit bounds the login, as through `/auth`: its retry has what is left.
+        const bounds =
+          retry || kind !== 'grant'
+            ? limits
+            : { ...limits, timeoutMs: Math.ceil(limitMs - (performance.now() - started)) };
         // Only a grant may wait past `timeoutMs`: then only while its node answers its probe.
         let watch: NodeJS.Timeout | undefined;
         let ended = false;
         const cutOff = exchanges[node.index]!(
           path,
           form,
-          limits,
+          bounds,
           read,
           (err, value, status) => {
             ended = true;
@@ -213,21 +228,24 @@ export function createKeycloakCalls(
               return;
             }
             const error = toKeycloakError(err);
-            const failure = failureOf(error);
-            const next = afterFailure(node, kind, failure, err, SAFE_KINDS[kind]);
-            if (retry && next) {
+            // No place: its node not to blame, and its whole limit spent waiting.
+            const next = foundNoPlace(err)
+              ? undefined
+              : afterFailure(node, kind, failureOf(error), err, SAFE_KINDS[kind]);
+            if (retry && next && (kind !== 'grant' || performance.now() - started < limitMs)) {
               attempt(next, false);
               return;
             }
-            if (observe) report(kind, failure, started);
+            if (observe) report(kind, outcomeOf(err), started);
             reject(error);
           },
           headers,
         );
-        if (limits.timeoutMs > timeoutMs && !ended) {
+        if (bounds.timeoutMs > timeoutMs && !ended) {
           watch = setTimeout(() => {
             void nodes.slow(node, `${kind} call: no answer in ${timeoutMs} ms`).then((state) => {
-              if (state === 'down') cutOff(timeoutError(timeoutMs, false));
+              if (state === 'down')
+                cutOff((beforeConnect) => timeoutError(timeoutMs, beforeConnect));
             });
           }, timeoutMs);
         }
@@ -256,7 +274,7 @@ export function createKeycloakCalls(
       value = await work();
     } catch (err) {
       const error = translatedCause(err) ?? refusedAnswer(err);
-      report(kind, failureOf(error), started);
+      report(kind, outcomeOf(error), started);
       throw error;
     }
     report(kind, refused?.(value) ? 'refused' : 'ok', started);

@@ -1,5 +1,6 @@
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import { currentRequestId } from '../edge/request-context.ts';
+import { errorChain } from '../outbound/proxy-failures.ts';
 import { createUpstream } from '../outbound/upstream.ts';
 import { traceHeadersNow } from '../tracing/trace-scope.ts';
 import { unexpectedAnswer } from './keycloak-failures.ts';
@@ -12,7 +13,8 @@ export type ExchangeDone<T> = (err: unknown, value: T | undefined, status: numbe
 
 /**
  * One HTTP exchange with one Keycloak node; see `createNodeExchange`. Returns `cutOff`, which
- * ends it with `err` unless it has ended.
+ * ends it unless it has ended, with the error `cause` makes: told whether nothing was sent yet
+ * (still waiting for a place or for its connection), so that it may be tried elsewhere.
  */
 export type NodeExchange = <T>(
   path: string,
@@ -22,7 +24,7 @@ export type NodeExchange = <T>(
   done: ExchangeDone<T>,
   /** Headers the caller adds (a grant's `DPoP` proof). */
   extraHeaders?: Readonly<Record<string, string>>,
-) => (err: Error) => void;
+) => (cause: (beforeConnect: boolean) => Error) => void;
 
 /** What bounds one exchange, and whose place it takes on the node (see `createPlaces`). */
 export interface ExchangeLimits {
@@ -60,8 +62,8 @@ const REALM_SHARE = Math.max(1, Math.floor(GRANT_PLACES / 8));
  * performance notes). Each call first takes a place on the node (`createPlaces`), waiting for
  * one at most its `timeoutMs`; then a connection or answer idle for what is left of it is a
  * timeout. A timeout before the connection was made carries `beforeConnect` (nothing was
- * sent). A call made for a request carries its `X-Request-Id` (see edge/request-context.ts),
- * and a traced one its `traceparent`.
+ * sent), as does a call that got no place (`foundNoPlace`). A call made for a request carries
+ * its `X-Request-Id` (see edge/request-context.ts), and a traced one its `traceparent`.
  */
 export function createNodeExchange(nodeUrl: string): NodeExchange {
   const node = createUpstream(nodeUrl, { maxSockets: MAX_SOCKETS });
@@ -74,7 +76,7 @@ export function createNodeExchange(nodeUrl: string): NodeExchange {
     read: (status: number, body: string, contentType?: string) => T,
     done: ExchangeDone<T>,
     extraHeaders?: Readonly<Record<string, string>>,
-  ): (err: Error) => void {
+  ): (cause: (beforeConnect: boolean) => Error) => void {
     const started = performance.now();
     let settled = false;
     let current: ReturnType<typeof node.request> | undefined;
@@ -160,9 +162,11 @@ export function createNodeExchange(nodeUrl: string): NodeExchange {
       },
     };
     if (places.take(waiting)) waiting.go();
-    else queued = setTimeout(() => fail(timeoutError(timeoutMs, true)), timeoutMs);
-    return (err) => {
+    else queued = setTimeout(() => fail(noPlaceError(timeoutMs)), timeoutMs);
+    return (cause) => {
       if (settled) return;
+      const socket = current?.socket;
+      const err = cause(!socket || socket.connecting);
       fail(err);
       current?.destroy(err);
     };
@@ -242,6 +246,26 @@ function createPlaces(): {
       }
     },
   };
+}
+
+/**
+ * A call that waited its whole time limit for a place on its node: nothing was sent, and the
+ * node is not to blame (the gateway's own calls held its places). 504 all the same.
+ */
+function noPlaceError(timeoutMs: number): Error {
+  return Object.assign(new Error(`no connection to Keycloak free within ${timeoutMs} ms`), {
+    code: 'ETIMEDOUT',
+    beforeConnect: true,
+    noPlace: true,
+  });
+}
+
+/** Whether `err` (or what it wraps) is a call that got no place (`noPlaceError`). */
+export function foundNoPlace(err: unknown): boolean {
+  for (const current of errorChain(err)) {
+    if ((current as { noPlace?: unknown }).noPlace === true) return true;
+  }
+  return false;
 }
 
 export function timeoutError(timeoutMs: number, beforeConnect: boolean): Error {
