@@ -52,4 +52,4 @@ export function healthBudgetSeconds(service: ServiceHealthcheck | undefined): nu
  * default, in seconds: a replica listens only after it.
  */
 export const migrationStatementSeconds =
-  (configSchema.shape.DATABASE_SPARED_TIMEOUT_MS.parse(undefined) as number) / 1000;
+  configSchema.shape.DATABASE_SPARED_TIMEOUT_MS.parse(undefined) / 1000;
