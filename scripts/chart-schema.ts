@@ -243,7 +243,11 @@ export function chartValuesSchema(): JsonSchema {
           description:
             "seconds a new replica may take to listen, the database's migration included (the startup probe's budget)",
         },
-        preStopSeconds: count(0),
+        preStopSeconds: {
+          ...count(0),
+          description:
+            'seconds of a pre-stop pause before SIGTERM, so that Services and the ingress controller stop sending first; 0: no pre-stop hook',
+        },
         // After the drain the gateway writes its audit spool (at least 3 s, AUDIT_FLUSH_MIN_MS in
         // src/gateway.ts) and closes Redis and the database: the kubelet waits for that too.
         terminationGracePeriodExtraSeconds: {

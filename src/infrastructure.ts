@@ -14,7 +14,7 @@ import { migrateToLatest } from './db/migrate.ts';
 import { createForwarding, type Forwarding } from './edge/forwarding.ts';
 import { createAudit, type Audit } from './http/audit.ts';
 import { sharedCheck, type ReadinessCheck } from './http/health.router.ts';
-import { checkKeycloakNodes } from './keycloak/keycloak-health.ts';
+import { checkKeycloakNodes, sharedNodeProbes } from './keycloak/keycloak-health.ts';
 import {
   createKeycloakNodes,
   displayUrlOf,
@@ -114,15 +114,17 @@ export async function openInfrastructure(
       else logger.info(fields, 'Keycloak node up');
     },
   });
-  // One database query and one Redis ping at a time, reused for a second, however many ask
-  // (the public /readyz, every worker's scrape): see sharedCheck.
+  // One database query, one Redis ping and one probe of each Keycloak node at a time, reused
+  // for a second, however many ask (the public /readyz, every worker's scrape): see sharedCheck.
   const databaseCheck = sharedCheck(() => checkDatabase(db));
   const cachePing = sharedCheck(() => cache.ping());
+  const keycloakProbes = sharedNodeProbes(keycloakNodes);
   const readiness: Record<string, ReadinessCheck> = {
     keycloak: () =>
       checkKeycloakNodes(
         keycloakNodes,
         worker && (() => worker.peer.call<boolean>('keys.held').catch(() => false)),
+        keycloakProbes,
       ),
     database: databaseCheck,
     cache: async () => {

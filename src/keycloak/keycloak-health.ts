@@ -1,5 +1,5 @@
-import type { ReadinessReport } from '../http/health.router.ts';
-import { displayUrlOf, type KeycloakNodes } from './keycloak-nodes.ts';
+import { sharedCheck, type ReadinessReport } from '../http/health.router.ts';
+import { displayUrlOf, type KeycloakNode, type KeycloakNodes } from './keycloak-nodes.ts';
 
 /**
  * The readiness check of Keycloak: probes every node (updating its state). Up when all answer;
@@ -12,8 +12,9 @@ import { displayUrlOf, type KeycloakNodes } from './keycloak-nodes.ts';
 export async function checkKeycloakNodes(
   nodes: KeycloakNodes,
   keysHeldElsewhere: () => Promise<boolean> = () => Promise.resolve(false),
+  probeAll: () => Promise<readonly KeycloakNode[]> = () => nodes.check(),
 ): Promise<ReadinessReport> {
-  const all = await nodes.check();
+  const all = await probeAll();
   const up = all.filter((node) => node.state === 'up').length;
   const status = up === all.length ? 'up' : up > 0 ? 'degraded' : 'down';
   const blocked = status === 'down' && !nodes.reached && !(await keysHeldElsewhere());
@@ -29,5 +30,18 @@ export async function checkKeycloakNodes(
         })),
       },
     }),
+  };
+}
+
+/**
+ * Probes every node as `check` does, each node's probe shared by sharedCheck's rule (the public
+ * `/readyz` is unauthenticated: without it each request probed every node). Per node, so that
+ * one node down, whose failure is not held, does not have the others probed at every request.
+ */
+export function sharedNodeProbes(nodes: KeycloakNodes): () => Promise<readonly KeycloakNode[]> {
+  const probes = nodes.all.map((node) => sharedCheck(() => nodes.probe(node)));
+  return async () => {
+    await Promise.all(probes.map((probe) => probe().catch(() => undefined)));
+    return nodes.all;
   };
 }

@@ -49,6 +49,8 @@ export interface KeycloakNodes {
   readonly reached: boolean;
   /** Probes every node now (the readiness check) and returns their states. */
   check(): Promise<readonly KeycloakNode[]>;
+  /** Probes `node` now (a probe in flight is shared); rejects unless it answered. */
+  probe(node: KeycloakNode): Promise<void>;
   /** Stops probing (the gateway is shutting down). */
   close(): void;
 }
@@ -191,6 +193,11 @@ export function createKeycloakNodes(options: KeycloakNodesOptions): KeycloakNode
     async check() {
       await Promise.all(nodes.map((node) => probeNode(node)));
       return nodes;
+    },
+    async probe(node) {
+      const record = nodes[node.index]!;
+      await probeNode(record);
+      if (record.state !== 'up') throw new Error(`Keycloak node ${node.index} did not answer`);
     },
     close() {
       closed = true;

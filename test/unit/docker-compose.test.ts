@@ -13,6 +13,11 @@ import {
   requiredSecrets,
 } from '../../src/config/config.ts';
 import { HAPROXY_CONFIG, haproxyEnvironment } from '../ha/haproxy.ts';
+import {
+  healthBudgetSeconds,
+  migrationStatementSeconds,
+  type ServiceHealthcheck,
+} from '../helpers/gateway-health-budget.ts';
 
 /*
  * docker-compose.yml read with a YAML parser (`yaml`), validated against the Compose
@@ -34,7 +39,7 @@ interface ComposeService {
   configs?: Array<{ source: string; target: string }>;
   ports?: string[];
   depends_on?: string[] | Record<string, unknown>;
-  healthcheck?: { test?: string[] };
+  healthcheck?: { test?: string[] } & ServiceHealthcheck;
   secrets?: string[];
 }
 interface ComposeFile {
@@ -530,6 +535,16 @@ describe('docker-compose.yml', () => {
       DATA_DIR: '/app/.data',
     });
   });
+
+  // A replica listens only once its migration is done: until then its health check fails,
+  // and `ps` says unhealthy where the upgrade's steps wait for healthy.
+  it.each(['gateway-1', 'gateway-2'])(
+    "gives %s's health check the migration's bound before it counts failures",
+    (name) => {
+      const { healthcheck } = compose.services[name]!;
+      expect(healthBudgetSeconds(healthcheck)).toBeGreaterThanOrEqual(migrationStatementSeconds);
+    },
+  );
 
   it('balances over both gateways, each checked by its /readyz, on both listeners', () => {
     const haproxy = haproxyConfig();

@@ -3,6 +3,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import {
+  healthBudgetSeconds,
+  migrationStatementSeconds,
+  type ServiceHealthcheck,
+} from '../helpers/gateway-health-budget.ts';
 
 /*
  * ops/swarm/stack.yml says what docker-compose.yml's production profile says, but for what Swarm
@@ -18,7 +23,7 @@ interface Service {
   entrypoint?: string[];
   command?: string[];
   environment?: Record<string, string>;
-  healthcheck?: Record<string, unknown>;
+  healthcheck?: Record<string, unknown> & ServiceHealthcheck;
   secrets?: Array<string | { source: string; target: string }>;
   configs?: Array<{ source: string; target: string }>;
   stop_grace_period?: string;
@@ -76,6 +81,14 @@ describe('ops/swarm/stack.yml', () => {
       'redis_url',
     ]);
     expect(stack.services['load-balancer']!.image).toBe(compose.services['load-balancer']!.image);
+  });
+
+  // Swarm replaces a task its health check calls unhealthy, and a replica listens only once
+  // its migration is done: a shorter bound cut every long migration, at each restart again.
+  it("gives the gateway's health check the migration's bound before it counts failures", () => {
+    const { healthcheck } = stack.services.gateway!;
+    expect(healthBudgetSeconds(healthcheck)).toBeGreaterThanOrEqual(migrationStatementSeconds);
+    expect(healthcheck).toEqual(compose.services['gateway-1']!.healthcheck);
   });
 
   it("gives Keycloak the production profile's options, the realm import on both nodes", () => {

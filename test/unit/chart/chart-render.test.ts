@@ -116,6 +116,15 @@ it.each([
   expect(budget).toBeLessThan(seconds + probe.periodSeconds!);
 });
 
+// Chart.yaml's kubeVersion admits Kubernetes 1.30 to 1.32, whose API server refuses a
+// zero-second sleep (allowed from 1.33): no pause is no hook.
+it('renders no pre-stop hook with preStopSeconds=0, and the pause with 1', () => {
+  const none = gatewayOf(render([], ['preStopSeconds=0']));
+  expect(none.container.lifecycle?.preStop).toBeUndefined();
+  const one = gatewayOf(render([], ['preStopSeconds=1']));
+  expect(one.container.lifecycle!.preStop).toEqual({ sleep: { seconds: 1 } });
+});
+
 describe.each(cases)('the chart over %s', (_, files) => {
   const objects = render(files);
   const configMap = ofKind<IConfigMap>(objects, 'ConfigMap')[0]!.data!;

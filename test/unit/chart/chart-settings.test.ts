@@ -178,6 +178,34 @@ describe("the chart's schema and the gateway", () => {
   });
 });
 
+describe('the chart behind its Ingress', () => {
+  // Every client then reaches the gateway through the ingress controller: unless its
+  // X-Forwarded-For is believed, they are all one address, for the per-address login limit
+  // (LOGIN_MAX_FAILURES_PER_ADDRESS) and in the audit log.
+  const ingress = [
+    'ingress.enabled=true',
+    'ingress.hosts[0].host=api.example.com',
+    'ingress.hosts[0].paths[0].path=/',
+    'ingress.hosts[0].paths[0].pathType=Prefix',
+  ];
+
+  it('is refused without TRUSTED_PROXIES, naming the setting', () => {
+    expect(() => render([], ingress)).toThrow(/ingress\.enabled needs config\.TRUSTED_PROXIES/);
+  });
+
+  it("believes the ingress controller's X-Forwarded-For once TRUSTED_PROXIES names its pods", () => {
+    const objects = render([], [...ingress, 'config.TRUSTED_PROXIES=10.244.0.0/16']);
+    const data = ofKind<IConfigMap>(objects, 'ConfigMap')[0]!.data!;
+    const config = loadConfig({
+      ...data,
+      KEYCLOAK_ADMIN_PASSWORD: 'x'.repeat(16),
+      KEYCLOAK_CLIENT_SECRET: 'y'.repeat(16),
+    });
+    expect(config.TRUSTED_PROXIES!.check('10.244.3.7', 'ipv4')).toBe(true);
+    expect(ofKind(objects, 'Ingress')).toHaveLength(1);
+  });
+});
+
 describe("the chart's optional credentials", () => {
   it('take the audit signing keys from an existing Secret, as files the gateway reads', () => {
     const extra = ['AUDIT_SIGNING_KEY', 'AUDIT_SIGNING_PREVIOUS_KEYS'] as const;

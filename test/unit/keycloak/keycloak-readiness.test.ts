@@ -4,7 +4,7 @@ import express from 'express';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createHealthRouter } from '../../../src/http/health.router.ts';
 import { createLogger } from '../../../src/http/logger.ts';
-import { checkKeycloakNodes } from '../../../src/keycloak/keycloak-health.ts';
+import { checkKeycloakNodes, sharedNodeProbes } from '../../../src/keycloak/keycloak-health.ts';
 import { createKeycloakNodes } from '../../../src/keycloak/keycloak-nodes.ts';
 
 const URLS = ['http://user:secret@kc-0:8080/auth', 'http://kc-1:8080/auth'];
@@ -106,5 +106,31 @@ describe('/readyz with several Keycloak nodes', () => {
         body: { data: { keycloak: 'down', database: 'up' } },
       });
     }
+  });
+});
+
+describe("the readiness check's shared probes", () => {
+  it("reuse a node's answer for a second, never its failure, each node on its own", async () => {
+    const probed = new Map<string, number>();
+    const nodes = createKeycloakNodes({
+      urls: URLS,
+      timeoutMs: 1000,
+      probe: (url) => {
+        probed.set(url, (probed.get(url) ?? 0) + 1);
+        return url === URLS[1] ? Promise.resolve() : Promise.reject(new Error('no'));
+      },
+    });
+    const check = sharedNodeProbes(nodes);
+    const began = performance.now();
+    for (let i = 0; i < 20; i++) {
+      const report = await checkKeycloakNodes(nodes, undefined, check);
+      expect(report.status).toBe('degraded');
+    }
+    nodes.close();
+    // Twenty checks well within a second (else the bound below says how many seconds passed).
+    const seconds = Math.ceil((performance.now() - began) / 1000);
+    expect(probed.get(URLS[1]!)).toBeLessThanOrEqual(seconds);
+    // The node that fails is asked again at each check: it shows at once when it is back.
+    expect(probed.get(URLS[0]!)).toBeGreaterThanOrEqual(20);
   });
 });
