@@ -155,27 +155,33 @@ describe("the chart's schema and the gateway", () => {
     KEYCLOAK_ADMIN_PASSWORD: 'x'.repeat(16),
     KEYCLOAK_CLIENT_SECRET: 'y'.repeat(16),
   };
-  it.each(probes)('agree on what %s may be', (name, values) => {
-    for (const value of values) {
-      let objects: ReturnType<typeof render> | undefined;
-      try {
-        objects = render([], [`config.${name}=${value.replaceAll(',', '\\,')}`]);
-      } catch {
-        objects = undefined;
+  // Up to 13 helm renders in one test: seconds on a busy machine.
+  const RENDERS_TIMEOUT_MS = 60_000;
+  it.each(probes)(
+    'agree on what %s may be',
+    (name, values) => {
+      for (const value of values) {
+        let objects: ReturnType<typeof render> | undefined;
+        try {
+          objects = render([], [`config.${name}=${value.replaceAll(',', '\\,')}`]);
+        } catch {
+          objects = undefined;
+        }
+        const data = objects && ofKind<IConfigMap>(objects, 'ConfigMap')[0]!.data!;
+        const env = data ?? { KEYCLOAK_URL: 'http://kc:8080/auth', [name]: value };
+        let gateway = true;
+        try {
+          loadConfig({ ...env, ...secrets });
+        } catch {
+          gateway = false;
+        }
+        expect(objects !== undefined, `${name}=${value}: helm accepts it as the gateway does`).toBe(
+          gateway,
+        );
       }
-      const data = objects && ofKind<IConfigMap>(objects, 'ConfigMap')[0]!.data!;
-      const env = data ?? { KEYCLOAK_URL: 'http://kc:8080/auth', [name]: value };
-      let gateway = true;
-      try {
-        loadConfig({ ...env, ...secrets });
-      } catch {
-        gateway = false;
-      }
-      expect(objects !== undefined, `${name}=${value}: helm accepts it as the gateway does`).toBe(
-        gateway,
-      );
-    }
-  });
+    },
+    RENDERS_TIMEOUT_MS,
+  );
 });
 
 describe('the chart behind its Ingress', () => {
