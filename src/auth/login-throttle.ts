@@ -72,7 +72,10 @@ export interface LoginThrottleOptions {
     realm: string;
     username: string;
     address: string;
-    /** What the limit counts: the address, or an IPv6 address's /64 (`2001:db8:1:2::/64`). */
+    /**
+     * What the limit counts (edge/address-group.ts): the address, an IPv6 address's /64
+     * (`2001:db8:1:2::/64`), or the IPv4 address an IPv6 one carries (`64:ff9b::192.0.2.7`).
+     */
     addressGroup: string;
   }) => void;
   /** The cache must use the same clock. */

@@ -2,21 +2,44 @@ import { isIP } from 'node:net';
 
 /**
  * The client a per-address limit or count is kept for: an IPv4 address itself, an IPv6 one by
- * its /64 (`2001:db8:1:2::/64`), an IPv4-mapped IPv6 one (`::ffff:192.0.2.7`, however written)
- * as its IPv4 address; anything else as it is. One host is given a whole /64 (RFC 6177; SLAAC
- * and privacy addresses are made inside it), so it can take a new address for every request:
- * keyed by the full address, each would start a fresh login-throttle window or refusal
- * summary, and the limit would be none.
+ * its /64 (`2001:db8:1:2::/64`), an IPv6 one that carries an IPv4 client (`embedsIPv4`) as that
+ * IPv4 address; anything else as it is. One host is given a whole /64 (RFC 6177; SLAAC and
+ * privacy addresses are made inside it), so it can take a new address for every request: keyed
+ * by the full address, each would start a fresh limit, and the limit would be none.
  */
 export function addressGroupOf(address: string): string {
   const family = isIP(address);
   if (family !== 6) return address;
   const groups = ipv6Groups(address);
   if (groups === undefined) return address;
-  if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
+  if (embedsIPv4(groups)) {
     return [groups[6]! >> 8, groups[6]! & 0xff, groups[7]! >> 8, groups[7]! & 0xff].join('.');
   }
   return `${compressed(groups.slice(0, 4))}/64`;
+}
+
+/**
+ * The /96 prefixes whose hosts are IPv4 clients, the address in the last 32 bits: IPv4-mapped
+ * (`::ffff:0:0/96`, a dual-stack socket's IPv4 peer), IPv4-translated (`::ffff:0:0:0/96`, SIIT,
+ * RFC 2765) and NAT64's well-known prefix (`64:ff9b::/96`, RFC 6052; a network-specific prefix
+ * is the operator's choice, and may hold the address elsewhere: not read).
+ */
+const IPV4_PREFIXES = [
+  [0, 0, 0, 0, 0, 0xffff],
+  [0, 0, 0, 0, 0xffff, 0],
+  [0x64, 0xff9b, 0, 0, 0, 0],
+];
+
+/**
+ * Whether the address is an IPv4 client's: keyed by its /64 instead, every IPv4 client behind
+ * one NAT64 would share one limit, and one of them could exhaust it for all. Also the deprecated
+ * IPv4-compatible `::/96` (RFC 4291 2.5.5.1), which names a unicast IPv4 address only: never
+ * one of 0.0.0.0/8, so `::` and `::1` (and `::2`...) stay IPv6.
+ */
+function embedsIPv4(groups: number[]): boolean {
+  const prefix = groups.slice(0, 6);
+  if (IPV4_PREFIXES.some((known) => known.every((g, i) => g === prefix[i]))) return true;
+  return prefix.every((g) => g === 0) && groups[6]! >> 8 !== 0;
 }
 
 /** The eight 16-bit groups of an IPv6 address `isIP` accepts (a zone id, `%eth0`, ignored). */

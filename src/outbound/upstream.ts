@@ -8,6 +8,7 @@ import {
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { PassThrough, type Readable } from 'node:stream';
 import { Pool, type Dispatcher } from 'undici';
+import { addressGroupOf } from '../edge/address-group.ts';
 
 /**
  * A server the gateway sends requests to (the automation service, one Keycloak node), read once
@@ -30,8 +31,9 @@ export interface Upstream {
   readonly dispatcher: Dispatcher;
   /**
    * Takes a place in the pool for one request of `client` (its address as the gateway vouches
-   * for it). An address may take any place while more than a share of the pool (an eighth, at
-   * least one) stays free; the last share is kept for addresses holding less than a share.
+   * for it; counted by its group, edge/address-group.ts: an IPv6 host by its /64). An address
+   * may take any place while more than a share of the pool (an eighth, at least one) stays free;
+   * the last share is kept for addresses holding less than a share.
    * So a burst from one host (a fleet's jobs starting together) is served while the pool has
    * room, and one address's slow clients (a body trickled, an answer read slowly) never hold
    * every connection and leave the others waiting: false when `client` holds its share and
@@ -95,17 +97,19 @@ export function createUpstream(
       return dispatcher;
     },
     admit(client) {
-      const held = inFlight.get(client) ?? 0;
+      const group = addressGroupOf(client);
+      const held = inFlight.get(group) ?? 0;
       if (held >= share && total >= pool.maxSockets - share) return false;
-      inFlight.set(client, held + 1);
+      inFlight.set(group, held + 1);
       total += 1;
       return true;
     },
     release(client) {
-      const held = inFlight.get(client) ?? 0;
+      const group = addressGroupOf(client);
+      const held = inFlight.get(group) ?? 0;
       if (held === 0) return;
-      if (held === 1) inFlight.delete(client);
-      else inFlight.set(client, held - 1);
+      if (held === 1) inFlight.delete(group);
+      else inFlight.set(group, held - 1);
       total -= 1;
     },
     request: (method, path, headers, timeoutMs) =>

@@ -1,6 +1,7 @@
 import type { OrganizationLookup, OrganizationState } from '../tenancy/organization-state.ts';
 import { TtlLru } from '../cache/ttl-lru.ts';
 import { isDatabaseUnavailable } from '../db/database-failures.ts';
+import { addressGroupOf } from '../edge/address-group.ts';
 import { AppError } from '../envelope/errors.ts';
 import type { OrganizationMemory } from './organization-memory.ts';
 import type { OrganizationsRepo } from './organizations.repo.ts';
@@ -17,7 +18,7 @@ const STALE_MS = 60 * 60_000;
 const UNKNOWN_MS = 5_000;
 /** Database lookups per second (and burst) for ids in neither cache, per replica. */
 const LOOKUPS_PER_SECOND = 50;
-/** Of those, what one client address may always spend (its share). */
+/** Of those, what one client may always spend (its share): an address, an IPv6 host by its /64. */
 const CLIENT_LOOKUPS_PER_SECOND = 10;
 /** Past its share, a client spends the replica's lookups only while this many are left. */
 const LOOKUPS_KEPT_FOR_OTHERS = 10;
@@ -43,8 +44,9 @@ export interface OrganizationDirectory extends OrganizationLookup {
  * Answers "does this organization exist, and is it enabled" for every API request without a
  * database round trip each time. Real organizations and unknown ids live in separate bounded
  * caches, so a flood of random ids can never evict a real organization; and ids in neither
- * cache reach the database at most `LOOKUPS_PER_SECOND` times a second. One client address
- * may always spend its share (`CLIENT_LOOKUPS_PER_SECOND`), and more only while
+ * cache reach the database at most `LOOKUPS_PER_SECOND` times a second. One client (its address
+ * by its group, edge/address-group.ts: an IPv6 host that takes a new address of its /64 for each
+ * id is still one) may always spend its share (`CLIENT_LOOKUPS_PER_SECOND`), and more only while
  * `LOOKUPS_KEPT_FOR_OTHERS` are left: a flood of made-up ids from one address cannot spend the
  * others' lookups, and a real organization not confirmed yet is still looked up for them.
  * Past either rate, an organization confirmed before is still served (for up to an hour), and
@@ -71,10 +73,11 @@ export function createOrganizationDirectory(
   /** One of the replica's lookups: within the client's share, or from what others can spare. */
   function takeLookup(client: string | undefined): boolean {
     if (client === undefined) return budget.take();
-    let share = clientBudgets.get(client);
+    const group = addressGroupOf(client);
+    let share = clientBudgets.get(group);
     if (share === undefined) {
       share = createTokenBucket(CLIENT_LOOKUPS_PER_SECOND, now);
-      clientBudgets.set(client, share, now() + CLIENT_IDLE_MS);
+      clientBudgets.set(group, share, now() + CLIENT_IDLE_MS);
     }
     return share.take() ? budget.take() : budget.take(LOOKUPS_KEPT_FOR_OTHERS);
   }

@@ -69,3 +69,19 @@ describe('an upstream read from its URL', () => {
     }
   });
 });
+
+describe("an upstream pool's share per client", () => {
+  it('counts an IPv6 host by its /64: one share for every address of it', () => {
+    // A pool of 16: a share of 2, the last 2 kept for clients holding less.
+    const upstream = createUpstream('http://127.0.0.1:8080', { maxSockets: 16 });
+    const admitted = (clients: string[]) => clients.filter((c) => upstream.admit(c)).length;
+    // 14 places from one /64, a new address each, then none of the kept 2.
+    const host = Array.from({ length: 16 }, (_, i) => `2001:db8:1:2::${(i + 1).toString(16)}`);
+    expect(admitted(host)).toBe(14);
+    // Another /64 and another IPv4 client behind the same NAT64 each take one of them.
+    expect(admitted(['2001:db8:1:3::1', '64:ff9b::192.0.2.7'])).toBe(2);
+    // Its places given back under any address of the /64: its share free again.
+    for (const address of host.slice(0, 14)) upstream.release(address.replace('::', ':0:0:0:'));
+    expect(admitted(['2001:db8:1:2::ffff'])).toBe(1);
+  });
+});

@@ -150,6 +150,25 @@ describe('organization directory', () => {
     expect(directory.stateOf('acme', '192.0.2.66')).toBe('enabled');
   });
 
+  it('counts an IPv6 host by its /64: a new address of it for each id spends one share', async () => {
+    const { directory, calls } = setup(['acme']);
+    const refusals: unknown[] = [];
+    for (let i = 0; i < 1_000; i++) {
+      try {
+        await directory.stateOf(`made-up-${i}`, `2001:db8:1:2::${(i + 1).toString(16)}`);
+      } catch (err) {
+        refusals.push(err);
+      }
+    }
+    // As one address: its share and what the others could spare, the rest refused.
+    expect(calls).toHaveLength(40);
+    expect(refusals).toHaveLength(960);
+    // Another /64, and IPv4 clients behind one NAT64, are others.
+    expect(await directory.stateOf('acme', '2001:db8:1:3::1')).toBe('enabled');
+    expect(await directory.stateOf('made-up-x', '64:ff9b::192.0.2.7')).toBe('absent');
+    expect(await directory.stateOf('made-up-y', '64:ff9b::192.0.2.8')).toBe('absent');
+  });
+
   it('refuses (503) an id never seen once the replica is out of lookups, from any address', async () => {
     const { directory } = setup(['acme']);
     for (let address = 0; address < 5; address++) {
