@@ -81,8 +81,11 @@ export function createOrganizationDirectory(
     }
     return share.take() ? budget.take() : budget.take(LOOKUPS_KEPT_FOR_OTHERS);
   }
-  /** Counts `learn` calls: a lookup that started before one must not overwrite what it taught. */
-  let learned = 0;
+  /**
+   * The ids learned while their lookup ran: that lookup must not overwrite what was taught.
+   * Per id: a change of another organization says nothing of this one's answer.
+   */
+  const overtaken = new Set<string>();
 
   function remember(id: string, state: OrganizationState): void {
     if (state === 'absent') {
@@ -103,14 +106,13 @@ export function createOrganizationDirectory(
   function lookUp(id: string): Promise<OrganizationState> {
     let lookup = lookups.get(id);
     if (!lookup) {
-      const startedAt = learned;
       const askedAt = now();
       lookup = repo
         .find(id)
         .then(
           (found): OrganizationState => {
             const state = !found ? 'absent' : found.enabled ? 'enabled' : 'disabled';
-            if (learned === startedAt) remember(id, state);
+            if (!overtaken.has(id)) remember(id, state);
             // As of when it was asked: a change learned since is newer. Absent: only forgets.
             memory?.note(id, state, askedAt, state === 'absent' ? askedAt : askedAt + STALE_MS);
             return cachedState(id) ?? state;
@@ -124,7 +126,10 @@ export function createOrganizationDirectory(
             return known.enabled ? 'enabled' : 'disabled';
           },
         )
-        .finally(() => lookups.delete(id));
+        .finally(() => {
+          lookups.delete(id);
+          overtaken.delete(id);
+        });
       lookups.set(id, lookup);
     }
     return lookup;
@@ -160,7 +165,7 @@ export function createOrganizationDirectory(
       return confirmed.get(id) !== undefined;
     },
     learn(id, state) {
-      learned++;
+      if (lookups.has(id)) overtaken.add(id);
       remember(id, state);
       // A deletion is kept as such: no answer asked before it brings the organization back.
       memory?.note(id, state, now(), now() + STALE_MS);

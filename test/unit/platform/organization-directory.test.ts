@@ -226,6 +226,23 @@ describe('organization directory', () => {
     expect(await directory.stateOf('acme')).toBe('disabled');
   });
 
+  it("remembers a lookup that overlapped another organization's learned change", async () => {
+    let release: (value: { id: string; enabled: boolean }) => void = () => undefined;
+    const repo = {
+      find: () => new Promise<{ id: string; enabled: boolean }>((resolve) => (release = resolve)),
+    };
+    const directory = createOrganizationDirectory(repo as never);
+    const pending = directory.stateOf('acme');
+    // Another organization created or changed meanwhile (here or on another replica).
+    directory.learn('other', 'enabled');
+    release({ id: 'acme', enabled: true });
+    expect(await pending).toBe('enabled');
+    // Known: a refusal of its callers goes to its own log (api-decisions.ts), and the next
+    // request is answered without the database.
+    expect(directory.isKnown('acme')).toBe(true);
+    expect(directory.stateOf('acme')).toBe('enabled');
+  });
+
   it("tells the siblings' memory what it learns, and serves what they confirmed while the database is down", async () => {
     const notes: [string, OrganizationState, number, number][] = [];
     const kept = new Map<string, RecalledOrganization>();
