@@ -6,6 +6,7 @@ import {
   postToken,
   type TestUser,
 } from '../helpers/keycloak.ts';
+import { grantReaderRole } from '../helpers/audit-readers.ts';
 import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
@@ -14,10 +15,11 @@ import { testEnv } from '../helpers/test-env.ts';
  * the `account` audience and roles of the organization's users, so through the gateway's `/auth`
  * they reach Keycloak's Account REST API, where a write would sign the user out everywhere,
  * change the profile or end every offline session. A read-only token may read there only; a
- * workspace-narrowed one not at all; one past its lifetime is refused as on `/api`. The test
- * gateway and the real Keycloak.
+ * workspace-narrowed one not at all; one past its lifetime is refused as on `/api`. And the
+ * organization's audit log, which is the whole organization's: none of it for a token narrowed
+ * to workspaces. The test gateway and the real Keycloak.
  */
-describe('job credentials: their reach on /auth (Keycloak account API)', () => {
+describe('job credentials: their reach on /auth (Keycloak account API) and the audit log', () => {
   let org: string;
   let user: TestUser;
 
@@ -150,5 +152,32 @@ describe('job credentials: their reach on /auth (Keycloak account API)', () => {
       const edited = await call(account('/'), token, 'POST', filledIn(profile.json, 'Ed'));
       expect(edited.status).toBe(204);
     }
+  });
+  it("a reader's token narrowed to workspaces reads none of the organization's audit log", async () => {
+    const reader = await createUser(org, { workspaceRoles: ['ws1', 'ws2'] });
+    await grantReaderRole(reader);
+    const full = String((await grant('', 'openid', reader)).access_token);
+    const narrowed = String(
+      (await grant('&realmgate_name=ws1-reader&realmgate_workspaces=ws1', 'openid', reader))
+        .access_token,
+    );
+    const api = `${testEnv().publicUrl}/api/${org}/platform`;
+    for (const path of [
+      '/audit-log',
+      '/audit-log/export',
+      '/audit-log/retention',
+      '/auditlog/download',
+    ]) {
+      expect((await call(`${api}${path}`, full)).status, path).toBe(200);
+      const refused = await call(`${api}${path}`, narrowed);
+      expect(refused.status, path).toBe(403);
+      expect(refused.json, path).toMatchObject({
+        result: '403-00001',
+        message: "This token reaches its workspaces only, not the organization's audit log.",
+      });
+    }
+    // Its workspaces are still its own.
+    const workspaces = await call(`${api}/workspaces`, narrowed);
+    expect(workspaces.status).toBe(200);
   });
 });
