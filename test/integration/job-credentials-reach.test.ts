@@ -71,7 +71,10 @@ describe('job credentials: their reach on /auth (Keycloak account API) and the a
     const text = await res.text();
     return {
       status: res.status,
-      json: (text.startsWith('{') ? JSON.parse(text) : {}) as Record<string, unknown>,
+      // An export's JSON Lines are no one document: only JSON answers are read.
+      json: (res.headers.get('content-type')?.startsWith('application/json')
+        ? JSON.parse(text)
+        : {}) as Record<string, unknown>,
       wwwAuthenticate: res.headers.get('www-authenticate'),
     };
   }
