@@ -38,12 +38,14 @@ export interface AuditLogService {
 
 const route = routeFor<AuditLogService>({ metricsClass: 'list' });
 
+const NARROWED_TOKEN = "This token reaches its workspaces only, not the organization's audit log.";
+
 /**
  * Administrators read any log, whole, a deleted organization's included (kept for its
  * retention, whether or not an organization has its id again); an organization's user its own,
- * with the reader's role (who also sets its retention), from the organization's creation on:
- * an id used again does not show its new organization the deleted one's records. Answers the
- * first record the caller may read.
+ * with the reader's role (who also sets its retention) and a token not narrowed to workspaces,
+ * from the organization's creation on: an id used again does not show its new organization the
+ * deleted one's records. Answers the first record the caller may read.
  */
 export async function allowRead(
   service: AuditLogService,
@@ -62,6 +64,11 @@ export async function allowRead(
   }
   if (principal.realm !== log || !principal.realmRoles.includes(AUDIT_READER_ROLE)) {
     throw new AppError('permissionDenied');
+  }
+  // The log is the whole organization's (its logins, users, every workspace): none of it is
+  // within a token narrowed to some workspaces.
+  if (principal.reach?.workspaces) {
+    throw new AppError('permissionDenied', { message: NARROWED_TOKEN });
   }
   return service.firstSeqOf(log);
 }

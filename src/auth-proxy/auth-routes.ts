@@ -16,6 +16,8 @@ import {
  * - `bootstrapAdmin`: a form sent to the master realm may not name Keycloak's bootstrap
  *   administrator, on the public listener;
  * - `auditGrant`: a POST is recorded in the audit log once answered (src/audit/token-grants.ts);
+ * - `tokenReach`: a call carrying a job credential's token is held to its reach (its Account API
+ *   and admin API calls, as its `/api` calls: token-reach-guard.ts);
  * - `dpopProofKey`: a DPoP proof whose `alg` or key the `/api` check would refuse is refused
  *   before Keycloak binds a token to its key;
  * - `jobCredentials`: a POST's job-credential fields and refresh lifetimes;
@@ -36,6 +38,7 @@ export const AUTH_STEP_NAMES = [
   'adminListener',
   'bootstrapAdmin',
   'auditGrant',
+  'tokenReach',
   'dpopProofKey',
   'jobCredentials',
   'passwordGrant',
@@ -56,9 +59,12 @@ export interface AuthRoute extends RouteDeclaration {
 }
 
 /** Below `/auth/admin/`: Keycloak's console and admin API. */
-const ADMIN_STEPS: readonly AuthStep[] = ['adminListener'];
-/** Below `/auth/realms/{realm}/`: what a realm's users reach (its login, its OpenID endpoints). */
-const REALM_STEPS: readonly AuthStep[] = ['bootstrapAdmin'];
+const ADMIN_STEPS: readonly AuthStep[] = ['adminListener', 'tokenReach'];
+/**
+ * Below `/auth/realms/{realm}/`: what a realm's users reach (its login, its OpenID endpoints,
+ * its Account API).
+ */
+const REALM_STEPS: readonly AuthStep[] = ['bootstrapAdmin', 'tokenReach'];
 const REALM = '/auth/realms/{realm}';
 const OIDC = `${REALM}/protocol/openid-connect`;
 

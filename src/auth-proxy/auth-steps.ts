@@ -18,6 +18,7 @@ import { guardFormBody } from './form-body-guard.ts';
 import { jobCredentials, type JobCredentialsDeps } from './job-credentials.ts';
 import { refuseUnreadBodies, throttlePasswordAttempts } from './password-attempt-throttle.ts';
 import { rewritePages } from './rewrite-page.ts';
+import { guardTokenReach } from './token-reach-guard.ts';
 import { answerWrongCredentials401 } from './wrong-credentials.ts';
 
 export type Listener = 'public' | 'admin';
@@ -45,7 +46,10 @@ export interface AuthMountDeps {
   metrics: Pick<AuthMetrics, 'authFailure'> & ProxyMetrics;
   /** Applies what logouts, revocations and admin-API changes end in Keycloak (end-access.ts). */
   endAccess: EndAccessDeps;
-  /** Names, reaches and lifetimes given at issuance, on the token endpoint (job-credentials.ts). */
+  /**
+   * Names, reaches and lifetimes given at issuance, on the token endpoint (job-credentials.ts),
+   * and the reach of a token on any call (token-reach-guard.ts).
+   */
   jobCredentials: JobCredentialsDeps;
   /** Records each grant in the audit log (the audit area's); undefined when the log is off. */
   auditGrants: RequestHandler | undefined;
@@ -84,6 +88,8 @@ export const AUTH_STEPS: readonly AuthStepOfTable[] = [
   on('everyRequest', () => guardFormBody()),
   // First after the form is read: a grant any later step refuses is recorded too.
   on('auditGrant', (deps) => (deps.auditGrants ? [deps.auditGrants] : [])),
+  // Before any step acts on a request its token's reach refuses (endAccess above all).
+  on('tokenReach', (deps) => [guardTokenReach(deps.jobCredentials)]),
   on(
     'bootstrapAdmin',
     onlyOn('public', (deps) => [guardBootstrapAdmin(deps.bootstrapAdmin)]),

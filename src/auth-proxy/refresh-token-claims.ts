@@ -25,17 +25,32 @@ const SIGNED_PART = /^[\w-]+\.[\w-]+\./;
  * grant through the proxy (`bench/ab.ts --route token`).
  */
 export function refreshTokenSession(token: string): RefreshTokenSession | undefined {
+  const claims = unverifiedClaims(token);
+  if (claims === undefined) return undefined;
+  const { sid, sub, azp, typ } = claims;
+  if (typeof sid !== 'string' || sid === '') return undefined;
+  if (typ !== 'Refresh' && typ !== 'Offline') return undefined;
+  return {
+    sessionId: sid,
+    userId: typeof sub === 'string' ? sub : undefined,
+    clientId: typeof azp === 'string' && azp !== '' ? azp : undefined,
+  };
+}
+
+/**
+ * The session (`sid`) any token of Keycloak's names (an access token, Bearer or DPoP-bound),
+ * read unverified as `refreshTokenSession` reads it; undefined for any other value.
+ */
+export function tokenSessionId(token: string): string | undefined {
+  const sid = unverifiedClaims(token)?.sid;
+  return typeof sid === 'string' && sid !== '' ? sid : undefined;
+}
+
+function unverifiedClaims(token: string): ReturnType<typeof decodeJwt> | undefined {
   const signed = SIGNED_PART.exec(token);
   if (signed === null) return undefined;
   try {
-    const { sid, sub, azp, typ } = decodeJwt(signed[0]);
-    if (typeof sid !== 'string' || sid === '') return undefined;
-    if (typ !== 'Refresh' && typ !== 'Offline') return undefined;
-    return {
-      sessionId: sid,
-      userId: typeof sub === 'string' ? sub : undefined,
-      clientId: typeof azp === 'string' && azp !== '' ? azp : undefined,
-    };
+    return decodeJwt(signed[0]);
   } catch {
     return undefined;
   }

@@ -40,6 +40,23 @@ export function reachRefusal(
 }
 
 /**
+ * Whether a token of this reach may make this call to Keycloak (through `/auth`: its Account
+ * API, its admin API): as on `/api` for its lifetime and read-only, and never for a token
+ * narrowed to workspaces, whatever the method: what Keycloak serves there is the whole account
+ * (its profile, its sessions, its consents and so every offline token), which no workspace
+ * list covers.
+ */
+export function keycloakReachRefusal(
+  reach: TokenReach,
+  method: string,
+  nowMs: number,
+): ReachRefusal | undefined {
+  const refusal = reachRefusal(reach, undefined, method, nowMs);
+  // As on `/api`: its expiry first, then the workspaces before the method.
+  return refusal !== 'expired' && reach.workspaces ? 'outsideTokenReach' : refusal;
+}
+
+/**
  * What the reach step can answer a call of `method` with (the OpenAPI document lists them): its
  * expiry (401), a workspace outside its list where the path names one, an unsafe method on a
  * read-only token; a reach nobody could look up while the database is down (503).

@@ -183,7 +183,8 @@ function expectedSteps(method: string, segments: readonly string[]): Set<AuthSte
   const path = segments.at(-1) === '' ? segments.slice(0, -1) : segments;
   const [, area = '', realm = '', ...rest] = path;
   const at = rest.join('/');
-  if (area.toLowerCase() === 'admin') steps.add('adminListener');
+  // A token's reach holds on every call to Keycloak's own areas (token-reach-guard.ts).
+  if (area.toLowerCase() === 'admin') steps.add('adminListener').add('tokenReach');
   if (area === 'admin' && path.length === 2 && (method === 'GET' || method === 'HEAD')) {
     steps.add('consoleHome');
   }
@@ -191,7 +192,7 @@ function expectedSteps(method: string, segments: readonly string[]): Set<AuthSte
     steps.add('consolePage');
   }
   if (area !== 'realms' || realm === '') return steps;
-  steps.add('bootstrapAdmin');
+  steps.add('bootstrapAdmin').add('tokenReach');
   if (at === 'protocol/openid-connect/token')
     steps.add('dpopProofKey').add('jobCredentials').add('passwordGrant');
   if (rest[0] === 'login-actions' || /^protocol\/openid-connect\/auth(\/|$)/.test(at)) {
@@ -260,6 +261,7 @@ describe('every /auth path gets its steps', () => {
       const [, , area] = entry.path.split('/');
       expect(entry.steps.includes('adminListener'), entry.path).toBe(area === 'admin');
       expect(entry.steps.includes('bootstrapAdmin'), entry.path).toBe(area === 'realms');
+      expect(entry.steps.includes('tokenReach'), entry.path).toBe(true);
     }
   });
 });
@@ -268,11 +270,12 @@ describe('every /auth path gets its steps', () => {
 const stepsFor = (method: string, url: string) => stepsOf(authEntryOf(routeOf(method, url)));
 
 describe('each /auth request runs the steps its entry names, in the order of the one table', () => {
-  it('the token endpoint: the form read, its audit, then the bootstrap guard, the DPoP key, job credentials, the grant', () => {
+  it("the token endpoint: the form read, its audit, a token's reach, then the bootstrap guard, the DPoP key, job credentials, the grant", () => {
     for (const url of [TOKEN, `${TOKEN}/`, '/auth/realms/acme/protocol/openid-connect/%74oken']) {
       expect(stepsFor('POST', url), url).toEqual([
         'everyRequest',
         'auditGrant',
+        'tokenReach',
         'bootstrapAdmin',
         'dpopProofKey',
         'jobCredentials',

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { createReachStep, reachRefusal } from '../../../src/auth/reach.ts';
+import { createReachStep, keycloakReachRefusal, reachRefusal } from '../../../src/auth/reach.ts';
 import { createMemoryCache } from '../../../src/cache/memory-cache.ts';
 import type { TokenDetailsStore } from '../../../src/auth/token-details.ts';
 import type { Principal, TokenReach } from '../../../src/tenancy/principal.ts';
@@ -48,6 +48,23 @@ describe('reachRefusal', () => {
   it('reports the workspace before the method', () => {
     const both = reach({ workspaces: ['ws1'], readOnly: true });
     expect(reachRefusal(both, 'ws2', 'POST', NOW)).toBe('outsideTokenReach');
+  });
+});
+
+describe('keycloakReachRefusal (a call through /auth)', () => {
+  it('holds a read-only token to safe methods and its lifetime, as on /api', () => {
+    const readOnly = reach({ readOnly: true, expiresAt: NOW });
+    expect(keycloakReachRefusal(readOnly, 'GET', NOW - 1)).toBeUndefined();
+    expect(keycloakReachRefusal(readOnly, 'DELETE', NOW - 1)).toBe('readOnlyToken');
+    expect(keycloakReachRefusal(readOnly, 'GET', NOW)).toBe('expired');
+    expect(keycloakReachRefusal(reach({}), 'DELETE', NOW)).toBeUndefined();
+  });
+
+  it('refuses a workspace-narrowed token any call: the account is no workspace', () => {
+    const narrow = reach({ workspaces: ['ws1'], readOnly: true, expiresAt: NOW });
+    expect(keycloakReachRefusal(narrow, 'GET', NOW - 1)).toBe('outsideTokenReach');
+    expect(keycloakReachRefusal(narrow, 'POST', NOW - 1)).toBe('outsideTokenReach');
+    expect(keycloakReachRefusal(narrow, 'GET', NOW)).toBe('expired');
   });
 });
 

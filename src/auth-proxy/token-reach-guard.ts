@@ -1,0 +1,120 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { RequestHandler } from 'express';
+import type { Logger } from 'pino';
+import { keycloakReachRefusal, type ReachRefusal, type ReachStep } from '../auth/reach.ts';
+import { errorCodes } from '../envelope/errors.ts';
+import { systemClock, type Clock } from '../time/clock.ts';
+import { sendTokenError, type Replacement } from './grant-answer.ts';
+import { tokenSessionId } from './refresh-token-claims.ts';
+
+/** A token an `Authorization` header carries: its session, and the scheme it came with. */
+interface CarriedToken {
+  sessionId: string;
+  scheme: 'Bearer' | 'DPoP';
+}
+
+/**
+ * Every token the request's `Authorization` headers carry, in every spelling Keycloak might
+ * read one (several headers, a comma list, a scheme word in any case): a word that reads as a
+ * token of Keycloak's is one, so no spelling passes a token unchecked.
+ */
+function carriedTokens(req: IncomingMessage): CarriedToken[] {
+  const carried: CarriedToken[] = [];
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i]!.toLowerCase() !== 'authorization') continue;
+    let scheme: CarriedToken['scheme'] = 'Bearer';
+    for (const word of raw[i + 1]!.split(/[\s,]+/)) {
+      const lower = word.toLowerCase();
+      if (lower === 'dpop' || lower === 'bearer') {
+        scheme = lower === 'dpop' ? 'DPoP' : 'Bearer';
+        continue;
+      }
+      const sessionId = tokenSessionId(word);
+      if (sessionId !== undefined) carried.push({ sessionId, scheme });
+    }
+  }
+  return carried;
+}
+
+const EXPIRED_MESSAGE = 'The refresh token of this session has expired.';
+
+/**
+ * `/auth` answers in OAuth's shape: a resource's refusals are RFC 6750's (section 3.1), the
+ * token's expiry with its scheme's challenge, as `/api` answers it.
+ */
+function refusalAnswer(refusal: ReachRefusal): Replacement {
+  switch (refusal) {
+    case 'expired':
+      return { status: 401, error: 'invalid_token', description: EXPIRED_MESSAGE };
+    case 'readOnlyToken':
+      return {
+        status: 403,
+        error: 'insufficient_scope',
+        description: errorCodes.readOnlyToken.message,
+      };
+    case 'outsideTokenReach':
+      return {
+        status: 403,
+        error: 'insufficient_scope',
+        description: 'This token reaches its workspaces only, not the account.',
+      };
+  }
+}
+
+/** Its reach could not be looked up (the database down, and no replica read it before). */
+const UNKNOWN_REACH: Replacement = {
+  status: 503,
+  error: 'temporarily_unavailable',
+  description: errorCodes.databaseUnavailable.message,
+};
+
+function refuse(res: ServerResponse, refusal: ReachRefusal, token: CarriedToken): void {
+  const answer = refusalAnswer(refusal);
+  if (answer.status === 401) {
+    res.setHeader(
+      'www-authenticate',
+      `${token.scheme} error="invalid_token", error_description="${EXPIRED_MESSAGE}"`,
+    );
+  }
+  sendTokenError(res, answer);
+}
+
+/**
+ * The `/auth` step of a job credential's reach (auth-steps.ts): its tokens carry the roles and
+ * audience of Keycloak's Account API like any of its user's, so a call to Keycloak with one is
+ * held to the reach the `/api` admission holds it to (reach.ts `keycloakReachRefusal`): a write
+ * of a read-only token, anything of a workspace-narrowed one, anything past its lifetime is
+ * refused before Keycloak sees it. The token is read unverified: a session's reach can only
+ * narrow what its token may do, and Keycloak refuses a token that is not its own.
+ */
+export function guardTokenReach(deps: {
+  reach: ReachStep;
+  logger: Logger;
+  clock?: Clock;
+}): RequestHandler {
+  const clock = deps.clock ?? systemClock;
+  return (req, res, next) => {
+    const tokens = carriedTokens(req);
+    if (tokens.length === 0) {
+      next();
+      return;
+    }
+    Promise.all(tokens.map((token) => deps.reach.reachOf(token.sessionId))).then(
+      (reaches) => {
+        for (const [i, reach] of reaches.entries()) {
+          const refusal = reach && keycloakReachRefusal(reach, req.method, clock.now());
+          if (refusal) {
+            refuse(res, refusal, tokens[i]!);
+            return;
+          }
+        }
+        next();
+      },
+      (err: unknown) => {
+        deps.logger.warn({ err }, "could not look up a token's reach on /auth");
+        sendTokenError(res, UNKNOWN_REACH);
+      },
+    );
+  };
+}

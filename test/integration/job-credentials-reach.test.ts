@@ -1,0 +1,186 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  claimsOf,
+  createUser,
+  passwordGrantBody,
+  postToken,
+  type TestUser,
+} from '../helpers/keycloak.ts';
+import { grantReaderRole } from '../helpers/audit-readers.ts';
+import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+/**
+ * A job credential's reach beyond the workspace routes of `/api`. On `/auth`: its tokens carry
+ * the `account` audience and roles of the organization's users, so through the gateway's `/auth`
+ * they reach Keycloak's Account REST API, where a write would sign the user out everywhere,
+ * change the profile or end every offline session. A read-only token may read there only; a
+ * workspace-narrowed one not at all; one past its lifetime is refused as on `/api`. And the
+ * organization's audit log, which is the whole organization's: none of it for a token narrowed
+ * to workspaces. The test gateway and the real Keycloak.
+ */
+describe('job credentials: their reach on /auth (Keycloak account API) and the audit log', () => {
+  let org: string;
+  let user: TestUser;
+
+  beforeAll(async () => {
+    org = await createOrganization(['ws1', 'ws2'], 1);
+    user = await createUser(org, { workspaceRoles: ['ws1', 'ws2'] });
+  });
+
+  afterAll(async () => {
+    await closeTestDb();
+  });
+
+  const auth = () => `${testEnv().publicUrl}/auth`;
+  const account = (path = '') => `${auth()}/realms/${org}/account${path}`;
+
+  async function grant(extra: string, scope = 'openid+offline_access', who = user) {
+    const body = passwordGrantBody(who, extra).replace('openid+offline_access', scope);
+    const res = await postToken(auth(), org, body);
+    expect(res.status).toBe(200);
+    return res.json;
+  }
+
+  async function refresh(refreshToken: unknown) {
+    return postToken(
+      auth(),
+      org,
+      `client_id=_${org}-api&grant_type=refresh_token&refresh_token=${String(refreshToken)}`,
+    );
+  }
+
+  /** A job credential as a job uses it: issued, then refreshed; the refreshed access token. */
+  async function jobToken(extra: string) {
+    const issued = await grant(extra);
+    const refreshed = await refresh(issued.refresh_token);
+    expect(refreshed.status).toBe(200);
+    return String(refreshed.json.access_token);
+  }
+
+  async function call(url: string, token: string, method = 'GET', body?: unknown) {
+    const res = await fetch(url, {
+      method,
+      headers: {
+        authorization: `Bearer ${token}`,
+        accept: 'application/json',
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return {
+      status: res.status,
+      // An export's JSON Lines are no one document: only JSON answers are read.
+      json: (res.headers.get('content-type')?.startsWith('application/json')
+        ? JSON.parse(text)
+        : {}) as Record<string, unknown>,
+      wwwAuthenticate: res.headers.get('www-authenticate'),
+    };
+  }
+
+  /** A profile as the account console sends it: every attribute Keycloak requires. */
+  const filledIn = (profile: Record<string, unknown>, firstName: string) => ({
+    ...profile,
+    firstName,
+    lastName: 'Job',
+    email: `${user.username}@example.com`,
+  });
+
+  it('a read-only token reads the account but cannot sign out, edit the profile or end consent', async () => {
+    // The user's other sessions: an interactive login (online) and another job (offline).
+    const interactive = await grant('', 'openid');
+    const otherJob = await grant('&realmgate_name=other-job');
+    const token = await jobToken('&realmgate_name=read-only-job&realmgate_read_only=true');
+
+    const profile = await call(account('/'), token);
+    expect(profile.status).toBe(200);
+    expect(profile.json.username).toBe(user.username);
+    expect((await call(account('/sessions'), token)).status).toBe(200);
+
+    const refusedWrites: Array<[string, string, unknown?]> = [
+      ['DELETE', account('/sessions')],
+      ['DELETE', account('/sessions?current=true')],
+      ['POST', account('/'), filledIn(profile.json, 'Changed')],
+      ['DELETE', account(`/applications/_${org}-api/consent`)],
+    ];
+    for (const [method, url, body] of refusedWrites) {
+      const res = await call(url, token, method, body);
+      expect(res.status, `${method} ${url}`).toBe(403);
+      expect(res.json, `${method} ${url}`).toEqual({
+        error: 'insufficient_scope',
+        error_description: 'This token is read-only: only GET, HEAD and OPTIONS.',
+      });
+    }
+
+    // Nothing changed: the profile, and every other session still refreshes.
+    expect((await call(account('/'), token)).json.firstName).toBe(profile.json.firstName);
+    expect((await refresh(interactive.refresh_token)).status).toBe(200);
+    expect((await refresh(otherJob.refresh_token)).status).toBe(200);
+  });
+
+  it('a workspace-narrowed token does not reach the account at all', async () => {
+    const token = await jobToken('&realmgate_name=ws1-job&realmgate_workspaces=ws1');
+    for (const method of ['GET', 'DELETE']) {
+      const res = await call(account('/sessions'), token, method);
+      expect(res.status, method).toBe(403);
+      expect(res.json, method).toEqual({
+        error: 'insufficient_scope',
+        error_description: 'This token reaches its workspaces only, not the account.',
+      });
+    }
+  });
+
+  it('a token past its lifetime is refused as an expired token', async () => {
+    // Issued, never used: the gateway has not read its reach yet, so it reads the one changed
+    // below (as a replica that never saw the session would).
+    const issued = await grant('&realmgate_name=late-job&realmgate_expires_in=60');
+    const token = String(issued.access_token);
+    const sessionId = String(claimsOf(token).sid);
+    await testDb()
+      .table('refresh_token_details')
+      .where({ session_id: sessionId })
+      .update({ expires_at: new Date(Date.now() - 1000) });
+    const res = await call(account('/'), token);
+    expect([res.status, res.json.error]).toEqual([401, 'invalid_token']);
+    expect(res.wwwAuthenticate).toMatch(/^Bearer .*error="invalid_token"/);
+  });
+
+  it('an unrestricted token and an interactive login use the account API as before', async () => {
+    const job = await jobToken('&realmgate_name=full-job');
+    const interactive = String((await grant('', 'openid')).access_token);
+    for (const token of [job, interactive]) {
+      const profile = await call(account('/'), token);
+      expect(profile.status).toBe(200);
+      const edited = await call(account('/'), token, 'POST', filledIn(profile.json, 'Ed'));
+      expect(edited.status).toBe(204);
+    }
+  });
+  it("a reader's token narrowed to workspaces reads none of the organization's audit log", async () => {
+    const reader = await createUser(org, { workspaceRoles: ['ws1', 'ws2'] });
+    await grantReaderRole(reader);
+    const full = String((await grant('', 'openid', reader)).access_token);
+    const narrowed = String(
+      (await grant('&realmgate_name=ws1-reader&realmgate_workspaces=ws1', 'openid', reader))
+        .access_token,
+    );
+    const api = `${testEnv().publicUrl}/api/${org}/platform`;
+    for (const path of [
+      '/audit-log',
+      '/audit-log/export',
+      '/audit-log/retention',
+      '/auditlog/download',
+    ]) {
+      expect((await call(`${api}${path}`, full)).status, path).toBe(200);
+      const refused = await call(`${api}${path}`, narrowed);
+      expect(refused.status, path).toBe(403);
+      expect(refused.json, path).toMatchObject({
+        result: '403-00001',
+        message: "This token reaches its workspaces only, not the organization's audit log.",
+      });
+    }
+    // Its workspaces are still its own.
+    const workspaces = await call(`${api}/workspaces`, narrowed);
+    expect(workspaces.status).toBe(200);
+  });
+});
