@@ -172,7 +172,8 @@ describe('the audit writer', () => {
       ),
       { numRuns: 40 },
     );
-  });
+    // 40 logs written through PostgreSQL one after the other: seconds on a busy machine.
+  }, 60_000);
 
   it('a batch whose commit went through before its error is not written twice; one that did not commit is', async () => {
     // The database as the writer sees it when the connection drops right after a commit, or
