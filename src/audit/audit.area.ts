@@ -163,8 +163,7 @@ export async function buildAuditLog(
         logger: shared.logger,
       })
     : undefined;
-  // Every record goes to the database log and, when the delivery is on, to the collector; one
-  // the spool refuses too: the copy is all that is left of it.
+  // Every record goes to the database log and, when the delivery is on, to the collector.
   const record: AuditWriter['record'] = otel
     ? (event) => {
         const taken = writer.record(event);
@@ -172,15 +171,6 @@ export async function buildAuditLog(
         return taken;
       }
     : writer.record.bind(writer);
-  // But a Keycloak event the spool refuses is offered again by the next pull (its cursor stays
-  // before it): delivered once taken, it reaches the collector once.
-  const recordPulled: AuditWriter['record'] = otel
-    ? (event) => {
-        const taken = writer.record(event);
-        if (taken) otel.deliver(event);
-        return taken;
-      }
-    : record;
   shared.readiness.audit_log = () => writer.readiness();
   const retention = scheduleRetention({
     db: shared.db,
@@ -210,7 +200,7 @@ export async function buildAuditLog(
     shared.logger,
   );
   const keycloakEvents = pullKeycloakEvents(shared, tenants, keycloak, {
-    writer: { record: recordPulled, flush: () => writer.flush() },
+    writer: { record, flush: () => writer.flush() },
     seen: keycloakEventsSeen,
   });
   // A flood of refusals or failed grants from one address is counted past its first few

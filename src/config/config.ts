@@ -494,7 +494,7 @@ export const configSchema = z.object({
     .int()
     .min(1)
     .max(DATABASE_POOL_SIZE / 2)
-    .default(2)
+    .default(4)
     .meta({
       description: `audit log exports, downloads and download job runs a process runs at once; each holds one of its ${DATABASE_POOL_SIZE} database connections for each chunk it reads, which may take up to \`DATABASE_SPARED_TIMEOUT_MS\`, so at most half of them, and the rest serve the other requests. An export or download over it is refused at once, 429 \`429-40001\` with \`Retry-After\`; a download job waits its turn (\`NotExecuted\`)`,
     }),
