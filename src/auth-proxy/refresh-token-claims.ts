@@ -1,5 +1,6 @@
 import { decodeJwt } from 'jose';
 import type { IdTokenSession } from '../auth/bearer/id-token.ts';
+import { isHeaderSafe } from '../auth/principal.ts';
 
 /** The Keycloak session a refresh or offline token names, its user, and its client (`azp`). */
 export interface RefreshTokenSession extends IdTokenSession {
@@ -20,7 +21,10 @@ const SIGNED_PART = /^[\w-]+\.[\w-]+\./;
 /**
  * The session (`sid`, `sub`) and client (`azp`) a refresh or offline token names, read
  * unverified: it is Keycloak's own HMAC token, so only Keycloak's answer to the request that
- * carries it makes them true. Undefined for any other value. One not shaped like a JWT is not
+ * carries it makes them true. Undefined for any other value. Keycloak names its sessions, users
+ * and clients in printable ASCII (`isHeaderSafe`): a claim that is not is no name of Keycloak's,
+ * and never reaches a lookup (PostgreSQL refuses a NUL in text: a 500 instead of Keycloak's own
+ * refusal of the forged token). One not shaped like a JWT is not
  * given to jose, whose refusal builds an error with its stack: a fifth of the CPU of a refresh
  * grant through the proxy (`bench/ab.ts --route token`).
  */
@@ -28,12 +32,12 @@ export function refreshTokenSession(token: string): RefreshTokenSession | undefi
   const claims = unverifiedClaims(token);
   if (claims === undefined) return undefined;
   const { sid, sub, azp, typ } = claims;
-  if (typeof sid !== 'string' || sid === '') return undefined;
+  if (!isHeaderSafe(sid)) return undefined;
   if (typ !== 'Refresh' && typ !== 'Offline') return undefined;
   return {
     sessionId: sid,
-    userId: typeof sub === 'string' ? sub : undefined,
-    clientId: typeof azp === 'string' && azp !== '' ? azp : undefined,
+    userId: isHeaderSafe(sub) ? sub : undefined,
+    clientId: isHeaderSafe(azp) ? azp : undefined,
   };
 }
 
@@ -43,7 +47,7 @@ export function refreshTokenSession(token: string): RefreshTokenSession | undefi
  */
 export function tokenSessionId(token: string): string | undefined {
   const sid = unverifiedClaims(token)?.sid;
-  return typeof sid === 'string' && sid !== '' ? sid : undefined;
+  return isHeaderSafe(sid) ? sid : undefined;
 }
 
 function unverifiedClaims(token: string): ReturnType<typeof decodeJwt> | undefined {

@@ -14,11 +14,19 @@ interface CarriedToken {
 }
 
 /**
+ * How many sessions' tokens one request may carry: a client sends one; each is a lookup of its
+ * reach (the database on a miss), so a header of a thousand made-up tokens is refused, not
+ * looked up a thousand times.
+ */
+const MAX_CARRIED_SESSIONS = 4;
+
+/**
  * Every token the request's `Authorization` headers carry, in every spelling Keycloak might
  * read one (several headers, a comma list, a scheme word in any case): a word that reads as a
- * token of Keycloak's is one, so no spelling passes a token unchecked.
+ * token of Keycloak's is one, so no spelling passes a token unchecked. One per session (the
+ * first): its reach is the session's. Undefined past `MAX_CARRIED_SESSIONS`.
  */
-function carriedTokens(req: IncomingMessage): CarriedToken[] {
+function carriedTokens(req: IncomingMessage): CarriedToken[] | undefined {
   const carried: CarriedToken[] = [];
   const raw = req.rawHeaders;
   for (let i = 0; i < raw.length; i += 2) {
@@ -31,11 +39,21 @@ function carriedTokens(req: IncomingMessage): CarriedToken[] {
         continue;
       }
       const sessionId = tokenSessionId(word);
-      if (sessionId !== undefined) carried.push({ sessionId, scheme });
+      if (sessionId === undefined || carried.some((token) => token.sessionId === sessionId)) {
+        continue;
+      }
+      if (carried.length === MAX_CARRIED_SESSIONS) return undefined;
+      carried.push({ sessionId, scheme });
     }
   }
   return carried;
 }
+
+const TOO_MANY_TOKENS: Replacement = {
+  status: 400,
+  error: 'invalid_request',
+  description: 'A request carries one access token.',
+};
 
 const EXPIRED_MESSAGE = 'The refresh token of this session has expired.';
 
@@ -96,6 +114,10 @@ export function guardTokenReach(deps: {
   const clock = deps.clock ?? systemClock;
   return (req, res, next) => {
     const tokens = carriedTokens(req);
+    if (tokens === undefined) {
+      sendTokenError(res, TOO_MANY_TOKENS);
+      return;
+    }
     if (tokens.length === 0) {
       next();
       return;

@@ -41,7 +41,9 @@ export function createNonceSource(options: {
   return {
     current: () => noncesNow()[0].toString('latin1'),
     accepts(nonce) {
-      if (typeof nonce !== 'string' || nonce.length !== NONCE_LENGTH) return false;
+      // The alphabet first: latin1 keeps a character's low byte only, so a wider one could
+      // pass for the nonce's.
+      if (typeof nonce !== 'string' || !NONCE_SHAPE.test(nonce)) return false;
       const given = Buffer.from(nonce, 'latin1');
       return noncesNow().some((known) => timingSafeEqual(known, given));
     },
@@ -50,6 +52,7 @@ export function createNonceSource(options: {
 
 /** 128 bits, base64url: 22 characters, within RFC 9449's nonce alphabet. */
 const NONCE_LENGTH = 22;
+const NONCE_SHAPE = new RegExp(`^[\\w-]{${NONCE_LENGTH}}$`);
 
 function nonceOf(key: Buffer, slot: number): Buffer {
   const mac = createHmac('sha256', key).update(`slot ${slot}`).digest('base64url');

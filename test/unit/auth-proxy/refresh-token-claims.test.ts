@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { refreshTokenSession } from '../../../src/auth-proxy/refresh-token-claims.ts';
+import {
+  refreshTokenSession,
+  tokenSessionId,
+} from '../../../src/auth-proxy/refresh-token-claims.ts';
 
 /** An unsigned JWT with these claims (the reader never verifies: Keycloak does). */
 const jwt = (claims: Record<string, unknown>) =>
@@ -36,12 +39,27 @@ describe('the session a refresh token names', () => {
       jwt({ typ: 'Bearer', sid: 's1', sub: 'u1' }),
       jwt({ typ: 'Refresh', sid: '' }),
       jwt({ typ: 'Refresh' }),
+      // Keycloak names its sessions in printable ASCII: a NUL (which PostgreSQL refuses in
+      // text), a control character, a space or a name past 255 is no session of Keycloak's.
+      jwt({ typ: 'Refresh', sid: 'a\u0000b' }),
+      jwt({ typ: 'Refresh', sid: 'a b' }),
+      jwt({ typ: 'Refresh', sid: '\ud800' }),
+      jwt({ typ: 'Refresh', sid: 's'.repeat(256) }),
       'r'.repeat(800),
       'a.b.c',
       `${'a'.repeat(10)}.!!!.c`,
       '',
     ]) {
       expect(refreshTokenSession(value)).toBeUndefined();
+    }
+  });
+});
+
+describe('the session any token names', () => {
+  it("is read as a refresh token's is, and refused as its is", () => {
+    expect(tokenSessionId(jwt({ typ: 'Bearer', sid: 's1' }))).toBe('s1');
+    for (const sid of ['', 'a\u0000b', 'a b', '\ud800', 's'.repeat(256), 7]) {
+      expect(tokenSessionId(jwt({ typ: 'Bearer', sid })), JSON.stringify(sid)).toBeUndefined();
     }
   });
 });

@@ -22,7 +22,10 @@ describe('server nonces (RFC 9449 section 9)', () => {
     expect(replicaB.accepts(nonce)).toBe(true);
     const other = createNonceSource({ secret: `${SECRET}-other`, slotSeconds: 60, clock });
     expect(other.accepts(nonce)).toBe(false);
-    for (const wrong of [undefined, 7, '', `${nonce}x`, nonce.toLowerCase()]) {
+    // A character past Latin-1 whose low byte is the nonce's (U+0141 is 0x41, 'A' + 0x100):
+    // another text, however Buffer's latin1 would shorten it.
+    const widened = String.fromCharCode(nonce.charCodeAt(0) + 0x100) + nonce.slice(1);
+    for (const wrong of [undefined, 7, '', `${nonce}x`, nonce.toLowerCase(), widened]) {
       expect(replicaA.accepts(wrong), String(wrong)).toBe(wrong === nonce);
     }
   });
