@@ -13,7 +13,10 @@ import { holdsWorkspace } from './authorize.ts';
 import { reachRefusalsOf, type ReachStep } from './reach.ts';
 
 /** Whom an `/api` request concerns, as the edge read its path (see edge/route.ts). */
-export type ApiTarget = Pick<Route, 'realm' | 'organization' | 'workspace' | 'refusal'>;
+export type ApiTarget = Pick<
+  Route,
+  'entry' | 'params' | 'realm' | 'organization' | 'workspace' | 'refusal'
+>;
 
 export interface WorkspaceLookup {
   find(organizationId: string, workspaceId: string): Promise<unknown>;
@@ -158,12 +161,15 @@ export function callerOf(admitting: Admitting): Principal {
 
 /**
  * A Bearer token whose session was narrowed at issuance (issue-time fields of the password
- * grant) stays within its reach (reach.ts); the caller it admits carries that reach.
+ * grant) stays within its reach (reach.ts); the caller it admits carries that reach. A route
+ * that ends a session (`endsSession`) tells which, so that a token may always end its own.
  */
 function withinReach(admitting: Admitting, deps: AdmissionDeps): Answer<void> {
+  const { entry, params, workspace } = admitting.target;
+  const endsSession = entry?.endsSession === undefined ? undefined : params[entry.endsSession];
   let admitted: Answer<Principal>;
   try {
-    admitted = deps.reach.admit(callerOf(admitting), admitting.target.workspace, admitting.req);
+    admitted = deps.reach.admit(callerOf(admitting), workspace, admitting.req, endsSession);
   } catch (err) {
     throw challenged(err, admitting.realm, deps);
   }

@@ -40,6 +40,16 @@ export function reachRefusal(
 }
 
 /**
+ * Whether a token of this reach may make a call that ends its own session (`realmgate logout`):
+ * whatever its workspaces and read-only, until its lifetime is over. Ending itself is no write
+ * to the platform, and a credential that could not end itself would stay alive until it
+ * expires; past its lifetime its session is ended anyway (on its next refresh grant).
+ */
+export function ownSessionEndRefusal(reach: TokenReach, nowMs: number): ReachRefusal | undefined {
+  return reachExpired(reach, nowMs) ? 'expired' : undefined;
+}
+
+/**
  * Whether a token of this reach may make this call to Keycloak (through `/auth`: its Account
  * API, its admin API): as on `/api` for its lifetime and read-only, and never for a token
  * narrowed to workspaces, whatever the method: what Keycloak serves there is the whole account
@@ -91,12 +101,14 @@ export interface ReachStep {
   /**
    * The principal, its reach attached when its session has one, if the call is within it: at
    * once when this process remembers the session's reach, else after looking it up. Throws (or
-   * rejects with) the refusal.
+   * rejects with) the refusal. `endsSession`: the session the call ends, when it ends one
+   * (`RouteDeclaration.endsSession`); the caller's own is held to `ownSessionEndRefusal` only.
    */
   admit(
     principal: Principal,
     workspace: string | undefined,
     req: IncomingMessage,
+    endsSession?: string,
   ): Answer<Principal>;
   /** The session's reach (remembered as for the admission); undefined: it has none. */
   reachOf(sessionId: string): Promise<TokenReach | undefined>;
@@ -191,11 +203,14 @@ export function createReachStep(deps: {
   function decide(
     principal: Principal,
     reach: TokenReach | typeof NONE,
-    workspace: string | undefined,
+    call: { sessionId: string; workspace: string | undefined; endsSession: string | undefined },
     method: string,
   ): Principal {
     if (reach === NONE) return principal;
-    const refusal = reachRefusal(reach, workspace, method, now());
+    const refusal =
+      call.endsSession === call.sessionId
+        ? ownSessionEndRefusal(reach, now())
+        : reachRefusal(reach, call.workspace, method, now());
     if (refusal) throw refusalError(refusal, principal);
     return { ...principal, reach };
   }
@@ -207,19 +222,20 @@ export function createReachStep(deps: {
       principal: Principal;
       sessionId: string;
       workspace: string | undefined;
+      endsSession: string | undefined;
       req: IncomingMessage;
     },
   ): Principal {
-    const admitted = decide(call.principal, reach, call.workspace, call.req.method ?? '');
+    const admitted = decide(call.principal, reach, call, call.req.method ?? '');
     noteUse(usedSession(call.principal, call.sessionId), call.req);
     return admitted;
   }
 
   return {
-    admit(principal, workspace, req) {
+    admit(principal, workspace, req, endsSession) {
       const sessionId = principal.method === 'bearer' ? principal.sessionId : undefined;
       if (sessionId === undefined) return principal;
-      const call = { principal, sessionId, workspace, req };
+      const call = { principal, sessionId, workspace, endsSession, req };
       const reach = reachOf(sessionId);
       return reach instanceof Promise
         ? reach.then((found) => admitWithin(found, call))

@@ -160,10 +160,10 @@ export async function logout(
 /**
  * Revokes the offline session of `replaced`, the stored login a new login of the same user
  * (`by`) has just taken the place of. With `by`'s access token, unless it is read-only (the
- * gateway refuses a read-only token's DELETE as a write); else, or when that fails, with the
- * replaced login's own token and key, which may revoke its own session. A session already gone
- * (its refresh token refused, or unknown to the gateway) counts as revoked. Returns why it
- * could not be revoked; undefined when it is.
+ * gateway refuses a read-only token's DELETE of another session as a write); else, or when that
+ * fails, with the replaced login's own token and key, which may always revoke its own session,
+ * whatever its reach. A session already gone (its refresh token refused, or unknown to the
+ * gateway) counts as revoked. Returns why it could not be revoked; undefined when it is.
  */
 export async function revokeReplaced(
   replaced: StoredLogin,

@@ -57,6 +57,13 @@ export interface RouteDeclaration {
    * reference platform's web page downloads so). They are then read as that header would be.
    */
   readonly formCredentials?: boolean;
+  /**
+   * An `/api` entry only: the `{name}` of its path that names a Keycloak session the call ends.
+   * When that is the caller's own session (its token's `sid`), a token of narrowed reach may make
+   * the call whatever its reach but its lifetime (auth/reach.ts): a credential can always end
+   * itself, and only itself.
+   */
+  readonly endsSession?: string;
 }
 
 /**

@@ -57,6 +57,8 @@ function realmRoutes(variant: RealmVariant): AnyRoute<RefreshTokensService>[] {
         'Revoke one own refresh token by its id or name (beyond the spec); unknown or foreign ones are 404',
       ...common,
       params: { ...scope, id: pathIds.refreshTokenId },
+      // `realmgate logout` of a read-only login: ending one's own session changes nothing else.
+      endsSession: 'id',
       data: z.null(),
       errors: [...errors, 'refreshTokenNotFound', 'revokeFailed'],
       audit: {

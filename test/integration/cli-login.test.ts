@@ -214,6 +214,36 @@ describe('realmgate login, token, tokens and logout against the real gateway', (
     expect((await callApi(ws1, `Bearer ${token}`)).status).toBe(401);
   });
 
+  it('logs a read-only login out: its own session ends, the user’s other sessions stay', async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws1'] });
+    secrets.add(user.password);
+    const jobDir = join(root, 'read-only-logout');
+    const login = await realmgate(
+      ['login', org, user.username, '--password-stdin', '--name', 'ro-job', '--read-only'],
+      jobDir,
+      user.password,
+    );
+    expect(login).toMatchObject({ code: 0, stderr: '' });
+    const { session_id: ownId } = JSON.parse(login.stdout) as { session_id: string };
+    const other = await otherSession(user);
+    const token = (await realmgate(['token'], jobDir)).stdout.trim();
+    const ids = async () =>
+      ((await callApi(tokensPath(org), basicAuth(user))).body.data as Array<{ id: string }>).map(
+        (t) => t.id,
+      );
+    expect(await ids()).toEqual(expect.arrayContaining([ownId, other.id]));
+
+    const logout = await realmgate(['logout'], jobDir);
+    expect(logout, logout.stderr).toMatchObject({ code: 0, stdout: '' });
+    expect(logout.stderr).toContain(`logged out ${user.username.toLowerCase()}`);
+    expect(await storedLogins(jobDir)).toEqual([]);
+    const left = await ids();
+    expect(left).not.toContain(ownId);
+    expect(left).toContain(other.id);
+    expect((await callApi(`/api/${org}/platform/workspaces`, `Bearer ${token}`)).status).toBe(401);
+    expect((await refreshGrant(org, other.refreshToken)).status).toBe(200);
+  });
+
   it('says a wrong password was refused (the token endpoint answers it 401)', async () => {
     const user = await createUser(org, { workspaceRoles: ['ws1'] });
     const wrong = await realmgate(

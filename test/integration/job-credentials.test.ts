@@ -215,6 +215,54 @@ describe('job credentials: a named refresh token with a narrower reach', () => {
     expect((await grant('&realmgate_name=to-revoke')).status).toBe(200);
   });
 
+  it('a read-only token revokes its own session, and only its own: ending itself is no write', async () => {
+    const admin = await keycloakAdmin();
+    const userId = await userIdOf(user);
+    const clientId = (await admin.clients.find({ realm: org, clientId: `_${org}-api` }))[0]!.id!;
+    const offlineIds = async () =>
+      (await admin.users.listOfflineSessions({ realm: org, id: userId, clientId })).map((s) =>
+        String(s.id),
+      );
+    const other = await grant('&realmgate_name=other-job');
+    const otherId = String(claimsOf(other.json.access_token).sid);
+    const readOnly = await grant('&realmgate_name=self-ending&realmgate_read_only=true');
+    const narrowed = await grant(
+      '&realmgate_name=self-ending-ws&realmgate_read_only=true&realmgate_workspaces=ws1',
+    );
+    for (const [issued, name] of [
+      [readOnly, 'self-ending'],
+      [narrowed, 'self-ending-ws'],
+    ] as const) {
+      expect(issued.status).toBe(200);
+      const token = String(issued.json.access_token);
+      const ownId = String(claimsOf(token).sid);
+      expect(await offlineIds()).toEqual(expect.arrayContaining([ownId, otherId]));
+      // Another session of the user, all of them, or its own by name: still writes, refused.
+      for (const path of [`${tokensPath()}/${otherId}`, tokensPath(), `${tokensPath()}/${name}`]) {
+        const refused = await call(replicas[1]!.url, path, token, 'DELETE');
+        expect(refused.status, path).toBe(403);
+        expect(refused.body.result, path).toBe('403-30002');
+      }
+      // Its own session, by its id (what `realmgate logout` sends): ended.
+      const ended = await call(replicas[1]!.url, `${tokensPath()}/${ownId}`, token, 'DELETE');
+      expect(ended.status, JSON.stringify(ended.body)).toBe(200);
+      const left = await offlineIds();
+      expect(left).not.toContain(ownId);
+      expect(left).toContain(otherId);
+      for (const replica of replicas) {
+        await expect
+          .poll(async () => (await call(replica.url, forwarded('ws1'), token)).status, EVENTUALLY)
+          .toBe(401);
+      }
+      expect((await refresh(String(issued.json.refresh_token))).status).toBe(400);
+    }
+    // The other session lives on.
+    expect(
+      (await call(replicas[0]!.url, forwarded('ws1'), String(other.json.access_token))).status,
+    ).toBe(200);
+    expect((await refresh(String(other.json.refresh_token))).status).toBe(200);
+  });
+
   it('refuses invalid fields with 400 in the token endpoint shape, issuing nothing', async () => {
     const admin = await keycloakAdmin();
     const userId = await userIdOf(user);

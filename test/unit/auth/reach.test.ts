@@ -133,6 +133,30 @@ describe('createReachStep', () => {
     expect(lookups).toEqual(['s1']);
   });
 
+  it('lets a narrowed token end its own session, and no other, until its lifetime is over', async () => {
+    const { step, advance } = setup(
+      reach({ workspaces: ['ws1'], readOnly: true, expiresAt: NOW + 1000 }),
+    );
+    await step.admit(principal, undefined, req('GET'));
+    // Its own session (the principal's `sid`): whatever the method and workspaces.
+    expect(step.admit(principal, undefined, req('DELETE'), 's1')).toMatchObject({
+      sessionId: 's1',
+    });
+    // Another session, or a call that ends none: held to its reach.
+    for (const endsSession of ['s2', undefined]) {
+      expect(() => step.admit(principal, undefined, req('DELETE'), endsSession)).toThrow(
+        expect.objectContaining({ code: 'readOnlyToken' }),
+      );
+    }
+    expect(() => step.admit(principal, 'ws2', req('DELETE'), 's2')).toThrow(
+      expect.objectContaining({ code: 'outsideTokenReach' }),
+    );
+    advance(1000);
+    expect(() => step.admit(principal, undefined, req('DELETE'), 's1')).toThrow(
+      expect.objectContaining({ code: 'authenticationFailed' }),
+    );
+  });
+
   it('refuses every call once the lifetime is over, with 401', async () => {
     const { step, advance } = setup(reach({ expiresAt: NOW + 1000 }));
     await step.admit(principal, undefined, req('GET'));
