@@ -59,6 +59,7 @@ export function buildAuthProxy(
     | 'keySetEvents'
     | 'loginThrottle'
     | 'failedLogins'
+    | 'loginAccounts'
     | 'tokenDetails'
     | 'reach'
     | 'basicLoginSeconds'
@@ -90,6 +91,7 @@ export function buildAuthProxy(
     dpopAlgorithms: config.DPOP_ALGORITHMS,
     loginThrottle: auth.loginThrottle,
     failedLogins: auth.failedLogins,
+    loginAccounts: auth.loginAccounts,
     metrics: shared.metrics,
     // What passes through the mount (logouts, revocations, the admin API's account and key
     // changes) ends at the gateway when Keycloak says yes.

@@ -7,6 +7,7 @@ import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
 import type { ProxyMetrics } from '../outbound/proxy-failures.ts';
 import type { FailedLoginMemory } from '../auth/failed-logins.ts';
+import type { LoginAccounts } from '../auth/login-accounts.ts';
 import type { LoginThrottle } from '../auth/login-throttle.ts';
 import { createAuthProxy, refuseAdminArea } from './auth-proxy.ts';
 import { AUTH_ROUTES, authEntryOf, type AuthRoute, type AuthStep } from './auth-routes.ts';
@@ -43,6 +44,8 @@ export interface AuthMountDeps {
   loginThrottle: LoginThrottle;
   /** Wrong passwords refused within the throttle's window, shared with Basic. */
   failedLogins: FailedLoginMemory;
+  /** The account a login name names (by e-mail too), as the two above key it. */
+  loginAccounts: LoginAccounts;
   metrics: Pick<AuthMetrics, 'authFailure'> & ProxyMetrics;
   /** Applies what logouts, revocations and admin-API changes end in Keycloak (end-access.ts). */
   endAccess: EndAccessDeps;
@@ -121,6 +124,7 @@ function throttleDepsOf(deps: AuthMountDeps) {
   return {
     throttle: deps.loginThrottle,
     failedLogins: deps.failedLogins,
+    accounts: deps.loginAccounts,
     clientAddress: (req: IncomingMessage) => deps.forwarding.clientAddress(req),
     metrics: deps.metrics,
     logger: deps.logger,

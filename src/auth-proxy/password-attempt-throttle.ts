@@ -8,6 +8,7 @@ import { isRequiredActionPage, realmOf } from './auth-routes.ts';
 import { bufferedBodyOf, formFieldsOf } from './form-body-guard.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
 import type { FailedLoginMemory } from '../auth/failed-logins.ts';
+import type { LoginAccounts } from '../auth/login-accounts.ts';
 import type {
   AttemptOutcome,
   LoginThrottle,
@@ -121,6 +122,8 @@ export interface PasswordAttemptThrottleDeps {
   throttle: LoginThrottle;
   /** Wrong passwords refused within the throttle's window: a repeated grant is answered here. */
   failedLogins: FailedLoginMemory;
+  /** The account a login name names (a user's e-mail names the user's), as both key it. */
+  accounts: LoginAccounts;
   /** The client address the edge decided (trusted proxies applied). */
   clientAddress: (req: IncomingMessage) => string;
   metrics: Pick<AuthMetrics, 'authFailure'>;
@@ -153,13 +156,26 @@ export function throttlePasswordAttempts(
   };
 }
 
-/** Answers the attempt here (false), or reserves it and settles it once answered (true). */
+/**
+ * Answers the attempt here (false), or reserves it and settles it once answered (true). The
+ * throttle and the failed-login memory know it by its account, whichever name it was typed as.
+ */
 async function admit(
-  attempt: PasswordAttempt,
+  typed: PasswordAttempt,
   address: string,
   res: ServerResponse,
   deps: PasswordAttemptThrottleDeps,
 ): Promise<boolean> {
+  let attempt = typed;
+  if (typed.username !== undefined) {
+    const found = await deps.accounts.accountOf(typed.realm, typed.username, address);
+    if ('refusal' in found) {
+      if (found.refusal.kind === 'refused') deps.metrics.authFailure('password_grant', 'throttled');
+      refuse(res, typed, found.refusal, deps.logger);
+      return false;
+    }
+    attempt = { ...typed, username: found.account };
+  }
   if (attempt.kind === 'grant') {
     const login = { channel: 'grant' as const, ...attempt };
     const remembered = grantAnswerOf(await deps.failedLogins.recall(login));

@@ -6,6 +6,11 @@
 export interface AccountAdmin {
   /** Whether the user has a one-time password: Basic cannot carry it (basic-authenticator.ts). */
   hasTwoFactor(realm: string, username: string): Promise<boolean>;
+  /**
+   * The user name of the one user with the e-mail `email` (as Keycloak logs it in by e-mail),
+   * if there is exactly one.
+   */
+  usernameOfEmail(realm: string, email: string): Promise<string | undefined>;
   /** The user name of a user id, if the user exists. */
   usernameOf(realm: string, userId: string): Promise<string | undefined>;
   /** The longest an access token of the realm can live, in seconds (its clients included). */

@@ -37,6 +37,7 @@ import { createWorkerKeySetMemory } from './bearer/key-set-memory.ts';
 import { createGoneRealms } from './gone-realms.ts';
 import { createFailedLoginMemory, type FailedLoginMemory } from './failed-logins.ts';
 import { createLoginThrottle, type LoginThrottle } from './login-throttle.ts';
+import { createLoginAccounts, type LoginAccounts } from './login-accounts.ts';
 import { createReachStep, type ReachStep } from './reach.ts';
 import { createRevocationList, type RevocationList } from './revocation.ts';
 import { createTokenDetailsStore, type TokenDetailsStore } from './token-details.ts';
@@ -54,6 +55,8 @@ export interface AuthArea {
   keySetEvents: KeySetEvents;
   loginThrottle: LoginThrottle;
   failedLogins: FailedLoginMemory;
+  /** The account a login name names (its e-mail's user): what the two above count and keep. */
+  loginAccounts: LoginAccounts;
   tokenDetails: TokenDetailsStore;
   reach: ReachStep;
   /** The longest a cached Basic login may be served: a user's revocation is remembered as long. */
@@ -102,7 +105,7 @@ export async function buildAuth(
       ): void;
     };
   },
-  accounts: Pick<AccountAdmin, 'hasTwoFactor' | 'dpopRequired' | 'usernameOf'>,
+  accounts: Pick<AccountAdmin, 'hasTwoFactor' | 'dpopRequired' | 'usernameOf' | 'usernameOfEmail'>,
 ): Promise<AuthArea> {
   const { config, logger, clock, cache, cacheSecret, metrics } = shared;
   const clientAddressOf = shared.forwarding.clientAddress.bind(shared.forwarding);
@@ -177,6 +180,16 @@ export async function buildAuth(
     windowSeconds: config.LOGIN_FAILURE_WINDOW_SECONDS,
     clock,
   });
+  // A user logging in by e-mail is the same account as by user name, to both of them.
+  const loginAccounts = createLoginAccounts({
+    cache,
+    secret: cacheSecret,
+    usernameOfEmail: (realm, email) => accounts.usernameOfEmail(realm, email),
+    throttle: loginThrottle,
+    maxLocalEntries: config.MEMORY_CACHE_MAX_ENTRIES,
+    logger,
+    clock,
+  });
   const passwordSet = async (realm: string, userId: string) => {
     // A user deleted since has no failures worth dropping.
     const username = await accounts.usernameOf(realm, userId);
@@ -197,6 +210,7 @@ export async function buildAuth(
     keycloakDown: () => keycloakNodes.all.every((node) => node.state === 'down'),
     maxLocalEntries: config.MEMORY_CACHE_MAX_ENTRIES,
     failedLogins,
+    accounts: loginAccounts,
     loginLockMs: passwordAttemptMaxMs,
     refuses: (realm, username) => isBootstrapAdmin(config.KEYCLOAK_ADMIN_USERNAME, realm, username),
     throttle: loginThrottle,
@@ -278,6 +292,7 @@ export async function buildAuth(
     keySetEvents,
     loginThrottle,
     failedLogins,
+    loginAccounts,
     tokenDetails,
     reach,
     basicLoginSeconds,

@@ -4,9 +4,11 @@ import { basicAuth } from '../helpers/api.ts';
 import { dpopKey, dpopProof } from '../helpers/dpop.ts';
 import {
   createUser,
+  keycloakAdmin,
   passwordGrantBody,
   recordFailedLogins,
   uniqueId,
+  userIdOf,
   wrongPasswordsChecked,
   type TestUser,
 } from '../helpers/keycloak.ts';
@@ -187,6 +189,66 @@ describe('login throttle (429 429-00001) against the real Keycloak', () => {
     expect(reachedKeycloak).toBeGreaterThan(0);
     expect(reachedKeycloak).toBeLessThanOrEqual(9);
     expect(await wrongPasswordsChecked(user)).toBe(reachedKeycloak);
+  });
+
+  /** A user with an e-mail, which Keycloak takes as its login name too (loginWithEmailAllowed). */
+  async function userWithEmail() {
+    const user = await createUser(org);
+    const email = `${user.username}@example.com`;
+    const admin = await keycloakAdmin();
+    await admin.users.update({ realm: org, id: await userIdOf(user) }, { email });
+    return { user, email };
+  }
+
+  it('counts an account once on Basic whether it is named by its user name or its e-mail, in any case', async () => {
+    const { user, email } = await userWithEmail();
+    const address = '203.0.113.7';
+    expect((await call(replicas[0]!, user, address, 'wrong-a')).status).toBe(401);
+    expect(
+      (await call(replicas[1]!, { ...user, username: email }, address, 'wrong-b')).status,
+    ).toBe(401);
+    // Keycloak finds an e-mail in any case (it does not trim a grant's user name).
+    const shouted = { ...user, username: email.toUpperCase() };
+    expect((await call(replicas[0]!, shouted, address, 'wrong-c')).status).toBe(401);
+    // Three failures of the one account from this address: its limit, however it is named.
+    for (const username of [user.username, email, email.toUpperCase()]) {
+      expect(await call(replicas[1]!, { ...user, username }, address, 'wrong-d')).toMatchObject({
+        status: 429,
+        result: '429-00001',
+      });
+    }
+    expect(await wrongPasswordsChecked(user)).toBe(3);
+    // A wrong password refused for the e-mail is remembered for the user name too: answered
+    // from memory, neither checked nor counted again.
+    expect((await call(replicas[0]!, user, '203.0.113.8', 'wrong-e')).status).toBe(401);
+    expect(
+      (await call(replicas[1]!, { ...user, username: email }, '203.0.113.8', 'wrong-e')).status,
+    ).toBe(401);
+    expect(await wrongPasswordsChecked(user)).toBe(4);
+    // An e-mail nobody has is a name as any other: counted as typed.
+    const stranger = { realm: org, username: `${uniqueId('nobody-')}@example.com`, password: 'x' };
+    expect((await call(replicas[0]!, stranger, '203.0.113.9')).status).toBe(401);
+  });
+
+  it('counts an account once on the token endpoint whether it is named by its user name or its e-mail', async () => {
+    const { user, email } = await userWithEmail();
+    const grant = (username: string, password: string) =>
+      fetch(`${replicas[0]!.url}/auth/realms/${org}/protocol/openid-connect/token`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          'x-forwarded-for': '10.9.8.5',
+        },
+        body: passwordGrantBody({ ...user, username, password }),
+      });
+    const statuses: number[] = [];
+    for (const [i, username] of [user.username, email, user.username].entries()) {
+      statuses.push((await grant(username, `wrong-${i}`)).status);
+    }
+    expect(statuses).toEqual([401, 401, 401]);
+    const refused = await grant(email, 'wrong-again');
+    expect(refused.status).toBe(429);
+    expect(await wrongPasswordsChecked(user)).toBe(3);
   });
 
   it('a successful login starts the count of its account and address again', async () => {

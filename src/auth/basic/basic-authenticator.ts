@@ -13,6 +13,7 @@ import type { Principal } from '../../tenancy/principal.ts';
 import type { RevocationList } from '../revocation.ts';
 import type { AuthMetrics } from '../auth-metrics.ts';
 import type { FailedLoginMemory, LoginCredentials } from '../failed-logins.ts';
+import type { LoginAccounts } from '../login-accounts.ts';
 import type { LoginThrottle } from '../login-throttle.ts';
 import { throttleRefusal } from '../throttle-refusal.ts';
 import type { BasicCredentials } from './parse-basic.ts';
@@ -60,6 +61,11 @@ export interface BasicAuthenticatorDeps {
   maxLocalEntries: number;
   /** Wrong passwords refused within the throttle's window: a repeat is answered from there. */
   failedLogins: FailedLoginMemory;
+  /**
+   * The account a login name names (a user's e-mail names the user's): what the throttle and
+   * the failed-login memory count and keep, asked once the login is not cached.
+   */
+  accounts: LoginAccounts;
   /**
    * How long one replica may hold a cold login for the others (see `logIn`); past it, another
    * replica logs in itself. A little above the longest a login takes before giving up.
@@ -120,13 +126,7 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     key: string,
     clientAddress: string,
   ): Promise<Principal> {
-    if (deps.refuses(realm, credentials.username)) {
-      throw new AuthFailure(
-        'basic',
-        'account_refused',
-        'This account cannot use Basic authentication.',
-      );
-    }
+    if (deps.refuses(realm, credentials.username)) throw accountRefused();
     let login = inFlight.get(key);
     if (!login) {
       login = attempt(realm, credentials, key, clientAddress).finally(() => inFlight.delete(key));
@@ -194,13 +194,17 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     key: string,
     clientAddress: string,
   ): Promise<Principal> {
-    const login = loginOf(realm, credentials);
+    const found = await deps.accounts.accountOf(realm, credentials.username, clientAddress);
+    if ('refusal' in found) throw throttleRefusal(found.refusal);
+    // An e-mail may name the bootstrap administrator too.
+    if (deps.refuses(realm, found.account)) throw accountRefused();
+    const login = loginOf(realm, credentials, found.account);
     const remembered = rememberedRefusal(await deps.failedLogins.recall(login));
     if (remembered) throw remembered;
-    const decision = await deps.throttle.begin(realm, credentials.username, clientAddress);
+    const decision = await deps.throttle.begin(realm, found.account, clientAddress);
     if (decision.kind !== 'go') throw throttleRefusal(decision);
     try {
-      const principal = await logIn(realm, credentials, key);
+      const principal = await logIn(realm, credentials, key, login);
       await Promise.all([decision.attempt.settle('succeeded'), deps.failedLogins.succeeded(login)]);
       return principal;
     } catch (err) {
@@ -222,8 +226,8 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     realm: string,
     credentials: BasicCredentials,
     key: string,
+    login: LoginCredentials,
   ): Promise<Principal> {
-    const login = loginOf(realm, credentials);
     if (deps.maxCacheSeconds === 0) return grant(realm, credentials, key, login);
     const lockKey = `login-lock:${key}`;
     const holders = await deps.cache
@@ -405,9 +409,17 @@ function rememberedRefusal(value: string | undefined): AuthFailure | undefined {
     : undefined;
 }
 
-/** A Basic login as the failed-login memory knows it. */
-function loginOf(realm: string, credentials: BasicCredentials): LoginCredentials {
-  return { channel: 'basic', realm, ...credentials };
+/** A Basic login as the failed-login memory knows it: by its account (`accountOf`). */
+function loginOf(realm: string, credentials: BasicCredentials, account: string): LoginCredentials {
+  return { channel: 'basic', realm, username: account, password: credentials.password };
+}
+
+function accountRefused(): AuthFailure {
+  return new AuthFailure(
+    'basic',
+    'account_refused',
+    'This account cannot use Basic authentication.',
+  );
 }
 
 /** The cache key of a Basic login; NUL separators keep (a, bc) and (ab, c) apart. */

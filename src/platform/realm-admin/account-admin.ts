@@ -2,12 +2,13 @@ import type { AccountAdmin } from '../../auth/account-admin.ts';
 import type { ServiceAdmin } from '../../keycloak/service-admin.ts';
 import { clientRolesOf, groupMembers, roleOf } from './role-changes.ts';
 import { isDpopRequired } from './token-lifetimes.ts';
-import { hasTwoFactor, longestAccessTokenSeconds } from './users.ts';
+import { hasTwoFactor, longestAccessTokenSeconds, usernameOfEmail } from './users.ts';
 
 /** The auth layers' questions about accounts (auth/account-admin.ts), through the gateway's own client. */
 export function createAccountAdmin(serviceAdmin: ServiceAdmin): AccountAdmin {
   return {
     hasTwoFactor: (realm, username) => hasTwoFactor(serviceAdmin, realm, username),
+    usernameOfEmail: (realm, email) => usernameOfEmail(serviceAdmin, realm, email),
     usernameOf: (realm, userId) =>
       serviceAdmin.run(realm, async (admin) => {
         const user = await admin.users.findOne({ realm, id: userId });

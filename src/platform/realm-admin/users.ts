@@ -19,6 +19,25 @@ export async function findUserByUsername(
   return found.filter(isComplete).find((user) => user.username === wanted);
 }
 
+/**
+ * The user name of the one user of `realm` whose e-mail is `email`, as Keycloak finds the
+ * account of a login by e-mail (e-mails are stored lowercased); undefined when none has it, or
+ * several do (Keycloak then logs none in by it).
+ */
+export async function usernameOfEmail(
+  admin: ServiceAdmin,
+  realm: string,
+  email: string,
+): Promise<string | undefined> {
+  const wanted = email.toLowerCase();
+  const found = await admin.run(realm, (client) =>
+    client.users.find({ realm, email, exact: true, briefRepresentation: true }),
+  );
+  // `exact` is Keycloak's promise; the comparison keeps a prefix or a fuzzy match out anyway.
+  const users = found.filter(isComplete).filter((user) => user.email?.toLowerCase() === wanted);
+  return users.length === 1 ? users[0]!.username : undefined;
+}
+
 /** Whether `username` in `realm` has an OTP credential (Keycloak's `totp` flag). */
 export async function hasTwoFactor(
   admin: ServiceAdmin,

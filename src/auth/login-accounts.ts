@@ -1,0 +1,103 @@
+import { createHmac } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Cache } from '../cache/cache.ts';
+import { TtlLru } from '../cache/ttl-lru.ts';
+import { systemClock, type Clock } from '../time/clock.ts';
+import { accountNameOf } from './account-name.ts';
+import type { LoginThrottle, ThrottleDecision } from './login-throttle.ts';
+
+/**
+ * The account a login name names, or why it could not be told: the client address is refused
+ * or busy at the throttle's limit per address (answer the attempt with that decision).
+ */
+export type AccountLookup =
+  { account: string } | { refusal: Exclude<ThrottleDecision, { kind: 'go' }> };
+
+export interface LoginAccounts {
+  /**
+   * The account `name` logs in to on `realm`, as the throttle, the failed-login memory and the
+   * bootstrap administrator's rule key it (`accountNameOf` of its user name). Keycloak takes a
+   * user's e-mail as its login name too (the realm's `loginWithEmailAllowed`, on by default), so
+   * a name with `@` is the user name of the user with that e-mail, when there is one; any other
+   * name is its own account.
+   */
+  accountOf(realm: string, name: string, address: string): Promise<AccountLookup>;
+}
+
+export interface LoginAccountsOptions {
+  /** Shared with other replicas when it is Redis. */
+  cache: Cache;
+  /** Keys the entries, so e-mails are not stored in clear. */
+  secret: string;
+  /** The user name of the one user of `realm` with the e-mail `email`, if there is one. */
+  usernameOfEmail: (realm: string, email: string) => Promise<string | undefined>;
+  /** Its limit per address bounds the lookups an address has in flight (see `accountOf`). */
+  throttle: LoginThrottle;
+  /** Bound of the in-process layer in front of `cache`. */
+  maxLocalEntries: number;
+  logger: Logger;
+  clock?: Clock;
+}
+
+/**
+ * How long an e-mail's account is kept: an e-mail moved to another user keys the old one's
+ * count this long at most (an unknown e-mail, which may be given to a user, less long).
+ */
+const KNOWN_MS = 10 * 60_000;
+const UNKNOWN_MS = 60_000;
+
+/**
+ * Tells the account of a login name, asking Keycloak's admin API only for a name with `@`
+ * whose account no replica has asked for lately. A lookup holds one of the budget of the
+ * client address's limit while in flight (released, never counted), so an address past its
+ * limit gets no lookup, and a burst of made-up e-mails has no more lookups in flight than the
+ * limit lets it have password attempts.
+ */
+export function createLoginAccounts(options: LoginAccountsOptions): LoginAccounts {
+  const { clock = systemClock } = options;
+  // In front of the shared cache: a job logging in by e-mail costs one HMAC, no network.
+  const local = new TtlLru<string>(options.maxLocalEntries, clock);
+  const keyOf = (realm: string, email: string) =>
+    `login-account:${createHmac('sha256', options.secret)
+      .update(`${realm.toLowerCase()}\u0000${email}`)
+      .digest('base64url')}`;
+
+  async function lookUp(realm: string, email: string): Promise<string | undefined> {
+    try {
+      const username = await options.usernameOfEmail(realm, email);
+      return username === undefined ? '' : accountNameOf(username);
+    } catch (err) {
+      // Keycloak's admin API failing must not stop logins: counted by the name as typed.
+      options.logger.warn({ err }, 'could not look up the account of a login e-mail');
+      return undefined;
+    }
+  }
+
+  return {
+    async accountOf(realm, name, address) {
+      const typed = accountNameOf(name);
+      if (!typed.includes('@')) return { account: typed };
+      const key = keyOf(realm, typed);
+      const held = local.get(key);
+      if (held !== undefined) return { account: held || typed };
+      const shared = await options.cache.get(key);
+      if (shared !== undefined) {
+        local.set(key, shared, clock.now() + (shared ? KNOWN_MS : UNKNOWN_MS));
+        return { account: shared || typed };
+      }
+      const decision = await options.throttle.begin(realm, undefined, address);
+      if (decision.kind !== 'go') return { refusal: decision };
+      let found: string | undefined;
+      try {
+        found = await lookUp(realm, typed);
+      } finally {
+        await decision.attempt.settle('released');
+      }
+      if (found === undefined) return { account: typed };
+      const ttlMs = found ? KNOWN_MS : UNKNOWN_MS;
+      local.set(key, found, clock.now() + ttlMs);
+      await options.cache.set(key, found, ttlMs);
+      return { account: found || typed };
+    },
+  };
+}
