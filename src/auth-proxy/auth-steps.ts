@@ -95,7 +95,13 @@ export const AUTH_STEPS: readonly AuthStepOfTable[] = [
   on('tokenReach', (deps) => [guardTokenReach(deps.jobCredentials)]),
   on(
     'bootstrapAdmin',
-    onlyOn('public', (deps) => [guardBootstrapAdmin(deps.bootstrapAdmin)]),
+    onlyOn('public', (deps) => [
+      guardBootstrapAdmin({
+        bootstrapAdmin: deps.bootstrapAdmin,
+        accounts: deps.loginAccounts,
+        clientAddress: (req) => deps.forwarding.clientAddress(req),
+      }),
+    ]),
   ),
   on('dpopProofKey', (deps) => [guardDpopProofKey(deps.dpopAlgorithms)]),
   on('jobCredentials', (deps) => [jobCredentials(deps.jobCredentials)]),

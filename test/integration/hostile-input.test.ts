@@ -822,6 +822,38 @@ describe("Keycloak's bootstrap administrator cannot be tried, or locked, through
     });
   });
 
+  it('refuses an e-mail an operator gave it too, in any case', async () => {
+    const admin = testEnv().keycloakAdminUsername;
+    const keycloak = await keycloakAdmin();
+    const [account] = await keycloak.users.find({ realm: 'master', username: admin, exact: true });
+    const email = `bootstrap-${Date.now()}@example.com`;
+    await keycloak.users.update({ realm: 'master', id: account!.id! }, { ...account, email });
+    try {
+      for (const username of [email, email.toUpperCase()]) {
+        const body = grant(username, 'guess');
+        const response = await rawRequest(
+          gatewayUrl(),
+          head('POST', tokenPath, {
+            'content-type': 'application/x-www-form-urlencoded',
+            'content-length': String(body.length),
+          }),
+          { body },
+        );
+        expect([response.status, JSON.parse(response.body)]).toEqual([
+          400,
+          {
+            error: 'invalid_grant',
+            error_description: 'This account signs in on the admin listener only.',
+          },
+        ]);
+      }
+      const status = await keycloak.attackDetection.findOne({ realm: 'master', id: account!.id! });
+      expect(Number(status?.numFailures ?? 0)).toBe(0);
+    } finally {
+      await keycloak.users.update({ realm: 'master', id: account!.id! }, { ...account, email: '' });
+    }
+  });
+
   it('while it still signs in on the admin listener', async () => {
     const body = grant(testEnv().keycloakAdminUsername, testEnv().keycloakAdminPassword);
     const response = await fetch(`${testEnv().adminUrl}${tokenPath}`, {
