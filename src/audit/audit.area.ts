@@ -163,7 +163,8 @@ export async function buildAuditLog(
         logger: shared.logger,
       })
     : undefined;
-  // Every record goes to the database log and, when the delivery is on, to the collector.
+  // Every record goes to the database log and, when the delivery is on, to the collector; one
+  // the spool refuses too: the copy is all that is left of it.
   const record: AuditWriter['record'] = otel
     ? (event) => {
         const taken = writer.record(event);
@@ -171,6 +172,16 @@ export async function buildAuditLog(
         return taken;
       }
     : writer.record.bind(writer);
+  // But a Keycloak event the spool refuses is offered again (by the same pull once the spool is
+  // written, else by the next: its cursor stays before it): delivered once taken, it reaches the
+  // collector once.
+  const recordPulled: AuditWriter['record'] = otel
+    ? (event) => {
+        const taken = writer.record(event);
+        if (taken) otel.deliver(event);
+        return taken;
+      }
+    : record;
   shared.readiness.audit_log = () => writer.readiness();
   const retention = scheduleRetention({
     db: shared.db,
@@ -200,7 +211,7 @@ export async function buildAuditLog(
     shared.logger,
   );
   const keycloakEvents = pullKeycloakEvents(shared, tenants, keycloak, {
-    writer: { record, flush: () => writer.flush() },
+    writer: { record: recordPulled, flush: () => writer.flush() },
     seen: keycloakEventsSeen,
   });
   // A flood of refusals or failed grants from one address is counted past its first few

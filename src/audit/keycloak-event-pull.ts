@@ -100,7 +100,8 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
       ? await writeRecords(realm, taken, facts, master, writer)
       : { written: 0, refusedAt: undefined };
     if (refusedAt !== undefined) {
-      // The writer refused a record (its spool full, as right after an outage): the cursors stop
+      // The writer refused a record even with its spool written (full again of other records,
+      // as under a flood of refusals while PostgreSQL is slow): the cursors stop
       // before its millisecond, so the next pull takes it again from Keycloak (which keeps it for
       // days) rather than pass it for good. Those of that millisecond already written are found
       // in the log then and not written twice.
@@ -148,6 +149,11 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
       const kept = await cursors.keptSince(realm, records[0]!.atMs);
       for (const [i, record] of records.entries()) {
         if (kept.has(record.details.keycloakEventId as string) || writer.record(record)) continue;
+        // A full spool is most often full of this pull's own records (a realm with more new
+        // events than the spool holds): once they are written it has room, and the rest is
+        // taken now. Left for the next pull, it would wait a round over every realm.
+        await writer.flush();
+        if (writer.record(record)) continue;
         written = i;
         refusedAt = record.atMs;
         break;

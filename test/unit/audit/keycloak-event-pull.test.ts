@@ -168,6 +168,35 @@ describe('pulling Keycloak events', () => {
     expect(log.map((e) => e.details.keycloakEventId)).toEqual(['u1', 'a1', 'u2', 'u3', 'a3']);
   });
 
+  it('takes the rest at once when its own records filled the spool and were written', async () => {
+    const user = [login('u1', 10), login('u2', 30), login('u3', 30)];
+    const admin = [change('a1', 20), change('a3', 40)];
+    const log: AuditEvent[] = [];
+    const cursors = cursorsInMemory(log);
+    // A spool of two, which a flush empties.
+    let spooled = 0;
+    const pull = createKeycloakEventPull({
+      purpose: 'audit',
+      source: keycloakOf(user, admin),
+      cursors,
+      writer: {
+        record: (e) => spooled < 2 && ++spooled > 0 && log.push(e) > 0,
+        flush: () => Promise.resolve(void (spooled = 0)),
+      },
+      realms: () => Promise.resolve(['org-a']),
+      holder: 'test',
+      clock,
+      logger: createLogger('silent'),
+      metrics: { keycloakEventPull: () => undefined },
+    });
+    await pull.pullRealm('org-a');
+    expect(log.map((e) => e.details.keycloakEventId)).toEqual(['u1', 'a1', 'u2', 'u3', 'a3']);
+    expect(cursors.saved).toEqual({
+      user: { timeMs: 30, ids: ['u2', 'u3'] },
+      admin: { timeMs: 40, ids: ['a3'] },
+    });
+  });
+
   it('without a writer (the auth area’s pull) tells every event, moves its cursor, writes none', async () => {
     const user = [login('u1', 10), login('u2', 20, 'service-account')];
     const admin = [change('a1', 15)];
