@@ -4,16 +4,36 @@ const CENSOR = '[redacted]';
 
 /**
  * Words that make a field's name a secret's wherever they end it: passwords, secrets, every
- * token (access, refresh, id, logout...), client assertions, API keys.
+ * token (access, refresh, id, logout...), client assertions, API keys, PKCE's `code_verifier`.
  */
-const SECRET_ENDINGS = ['password', 'passwd', 'secret', 'token', 'assertion', 'api[-_]?key'];
+const SECRET_ENDINGS = [
+  'password',
+  'passwd',
+  'secret',
+  'token',
+  'assertion',
+  'api[-_]?key',
+  'code[-_]?verifier',
+];
 
 /**
- * Names that are secrets only as a whole: `Authorization`, cookies, DPoP proofs and Keycloak's
+ * Names that are secrets only as a whole: `Authorization`, cookies, DPoP proofs, Keycloak's
  * `credentials` (a user's password sits in its `value`; an audit line's `credential`, the kind
- * of credential a caller used, is no secret).
+ * of credential a caller used, is no secret), the one-time passwords and recovery codes of its
+ * login forms and password grant (`otp`, `totp`, `recoveryCodeInput`), a device grant's
+ * `device_code`. Not `code`, an authorization code: every error's `code` (`ECONNREFUSED`, an
+ * AppError's) is read by that name, and a code is good once, only with its client's secret or
+ * verifier, which are redacted.
  */
-const SECRET_NAMES = ['(?:proxy-)?authorization', '(?:set-)?cookie', 'dpop', 'credentials'];
+const SECRET_NAMES = [
+  '(?:proxy-)?authorization',
+  '(?:set-)?cookie',
+  'dpop',
+  'credentials',
+  't?otp',
+  'recovery[-_]?code(?:s|[-_]?input)?',
+  'device[-_]?code',
+];
 
 /** The names of fields whose values never reach the log, at any depth, in any case. */
 const SECRET_NAME = new RegExp(

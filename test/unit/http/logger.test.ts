@@ -120,6 +120,42 @@ describe('log redaction', () => {
     expect(JSON.parse(line)).toMatchObject({ named: redacted });
   });
 
+  it('blanks the one-time secrets of a login or grant: one-time passwords, recovery codes, PKCE', () => {
+    const { logger, lines } = loggerToLines();
+    const named = {
+      otp: '123456',
+      TOTP: '654321',
+      recoveryCodeInput: 'rc-1',
+      recovery_codes: 'rc-2',
+      code_verifier: 'pkce-1',
+      codeVerifier: 'pkce-2',
+      device_code: 'dc-1',
+    };
+    logger.info({ form: { grant_type: 'password', username: 'alice', ...named } }, 'names');
+    const line = lines.join('');
+    expectNoneIn(line, Object.values(named));
+    const redacted = Object.fromEntries(Object.keys(named).map((name) => [name, '[redacted]']));
+    expect(JSON.parse(line)).toMatchObject({
+      form: { grant_type: 'password', username: 'alice', ...redacted },
+    });
+  });
+
+  it("keeps an error's code and the envelope's result code readable", () => {
+    const { logger, lines } = loggerToLines();
+    const err = Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+    // A line with a secret's name in it, so that it is read field by field.
+    logger.error(
+      { err, result: '503-00001', code: 'databaseUnavailable', password: 'pw' },
+      'failed',
+    );
+    expect(JSON.parse(lines.join(''))).toMatchObject({
+      err: { code: 'ECONNREFUSED' },
+      result: '503-00001',
+      code: 'databaseUnavailable',
+      password: '[redacted]',
+    });
+  });
+
   it('keeps every field that is no credential, where a secret is only named in a value', () => {
     const { logger, lines } = loggerToLines();
     const path = '/auth/realms/acme/protocol/openid-connect/token';
