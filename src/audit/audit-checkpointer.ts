@@ -15,8 +15,8 @@ export interface CheckpointPeriod {
 }
 
 export interface Checkpointer {
-  /** Checkpoints every log that is due; how many it signed. */
-  checkpointDue(): Promise<number>;
+  /** Checkpoints every log that is due, until `signal` aborts (shutdown); how many it signed. */
+  checkpointDue(signal?: AbortSignal): Promise<number>;
   /** Checkpoints its head now if it moved since its last checkpoint. */
   checkpoint(org: string): Promise<Checkpoint | undefined>;
 }
@@ -109,9 +109,11 @@ export function createCheckpointer(deps: {
   }
 
   return {
-    async checkpointDue() {
+    async checkpointDue(signal) {
       let signed = 0;
       for (const log of await unsignedLogs(db)) {
+        // Each log's checkpoint is a transaction of its own: those not begun wait for a replica.
+        if (signal?.aborted) break;
         if (isDue(log) && (await sign(log.org, isDue))) signed++;
       }
       return signed;
@@ -126,7 +128,7 @@ export function scheduleCheckpoints(
   intervalMs: number,
   logger: Logger,
 ): Periodic {
-  return every(intervalMs, () => checkpointer.checkpointDue(), {
+  return every(intervalMs, (signal) => checkpointer.checkpointDue(signal), {
     onError: (err) => logger.warn({ err }, 'audit log: checkpoint failed; next time'),
   });
 }

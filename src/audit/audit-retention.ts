@@ -127,25 +127,28 @@ export const PRUNE_CHUNK_RECORDS = 10_000;
  * the first record left, so what remains verifies from there on, signed. A log without such a
  * checkpoint keeps its records until it has one (within AUDIT_CHECKPOINT_SECONDS). The prefix
  * goes in steps (pruneLog), each ending at a checkpoint as well. Returns how many records were
- * removed.
+ * removed. Once `signal` aborts (shutdown), no step starts: the one in progress commits, and the
+ * next run goes on from there.
  */
 export async function pruneAuditLog(
   db: Knex,
   bounds: RetentionBounds,
   clock: Clock,
-  options: { chunkRecords?: number } = {},
+  options: { chunkRecords?: number; signal?: AbortSignal } = {},
 ): Promise<number> {
   const chunk = options.chunkRecords ?? PRUNE_CHUNK_RECORDS;
+  const signal = options.signal ?? new AbortController().signal;
   const own = await createRetentionChoices(db).all();
   const reused = await stretchesOf(db, own);
   const logs = await db(HEADS_TABLE).pluck<string[]>('org');
   const now = clock.now();
   let removed = 0;
   for (const org of logs) {
+    if (signal.aborted) break;
     const stretches = reused.get(org) ?? [{ from: 1, days: own.get(org) }];
     // A large log's prefix takes long to find: not under the statement timeout.
     const past = await runSpared(db, (trx) => pastPrefixOf(trx, org, stretches, bounds, now));
-    removed += await pruneLog(db, org, past, chunk);
+    removed += await pruneLog(db, org, past, chunk, signal);
   }
   return removed;
 }
@@ -170,10 +173,17 @@ async function newestCheckpoint(
  * how many. In steps, each a transaction ending at a checkpoint (the newest within `chunk`
  * records, else the next one) and removing its records `chunk` at a time: a step that fails
  * leaves the steps before it done and the log verifiable from the checkpoint the last one
- * ended at; the next run goes on from there. No removed record is read back.
+ * ended at; the next run goes on from there, as it does after a step `signal` stopped before it.
+ * No removed record is read back.
  */
-async function pruneLog(db: Knex, org: string, past: number, chunk: number): Promise<number> {
-  if (past < 1) return 0;
+async function pruneLog(
+  db: Knex,
+  org: string,
+  past: number,
+  chunk: number,
+  signal: AbortSignal,
+): Promise<number> {
+  if (past < 1 || signal.aborted) return 0;
   const end = await newestCheckpoint(db, org, 0, past);
   if (end === undefined) return 0;
   const [oldest] = await db(AUDIT_TABLE)
@@ -203,7 +213,7 @@ async function pruneLog(db: Knex, org: string, past: number, chunk: number): Pro
       return count;
     });
     done = target;
-  } while (done < end);
+  } while (done < end && !signal.aborted);
   return removed;
 }
 
@@ -233,13 +243,19 @@ export function scheduleRetention(deps: {
   clock: Clock;
   intervalMs: number;
   logger: Logger;
+  /** The first prune's delay (a minute after start by default). */
+  firstMs?: number;
+  chunkRecords?: number;
 }): Periodic {
-  const prune = async () => {
-    const removed = await pruneAuditLog(deps.db, deps.bounds, deps.clock);
+  const prune = async (signal: AbortSignal) => {
+    const removed = await pruneAuditLog(deps.db, deps.bounds, deps.clock, {
+      chunkRecords: deps.chunkRecords,
+      signal,
+    });
     if (removed > 0) deps.logger.info({ removed }, 'audit log: pruned');
   };
   return every(deps.intervalMs, prune, {
-    firstMs: 60_000,
+    firstMs: deps.firstMs ?? 60_000,
     onError: (err) => deps.logger.warn({ err }, 'audit log: pruning failed; next time'),
   });
 }

@@ -249,9 +249,11 @@ export async function buildAuditLog(
     keys: auditKeysRouter(keys),
     writer,
     close: async (graceMs) => {
-      // Not awaited: a prune or a checkpoint in progress ends on its own (or with the pool).
-      void retention.stop();
-      void checkpoints.stop();
+      // A prune or a checkpoint in progress commits the step it is in (each a transaction of
+      // its own) and begins no other, so the pool does not close under a prune's next step; a
+      // step still running past the grace period holds its connection, which the pool's close
+      // waits for (or the orchestrator's kill rolls it back), never half done.
+      await withinMs(Promise.all([retention.stop(), checkpoints.stop()]), graceMs);
       await runner.close();
       await keycloakEvents.stop();
       await refusals.close();
@@ -259,6 +261,17 @@ export async function buildAuditLog(
       await otel?.close();
     },
   };
+}
+
+/** Waits for `work`, at most `ms`. */
+async function withinMs(work: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
+  try {
+    await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** How often each replica looks for logs due a checkpoint, at most. */

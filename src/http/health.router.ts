@@ -54,9 +54,12 @@ export function createHealthRouter(
       ? { status: 'up', version: build.version, revision: build.revision }
       : { status: 'up' };
   router.get('/healthz', (_req, res) => {
+    res.setHeader('cache-control', 'no-store');
     res.json(success(health));
   });
   router.get('/readyz', async (_req, res) => {
+    // A readiness answer a proxy kept tells a load balancer what was, not what is.
+    res.setHeader('cache-control', 'no-store');
     if (isShuttingDown()) {
       notReady(res, 'Not ready: shutting down.', { shutdown: 'in progress' });
       return;

@@ -11,7 +11,8 @@ export function serveMetrics(registry: Exposition): RequestHandler {
   return async (_req, res, next) => {
     try {
       const body = await registry.metrics();
-      res.type(registry.contentType).send(body);
+      // A scrape answered from a cache would repeat old counts as new ones.
+      res.type(registry.contentType).set('cache-control', 'no-store').send(body);
     } catch (err) {
       next(err);
     }

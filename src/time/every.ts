@@ -1,6 +1,9 @@
 /** A task run now and then in the background (`every`). */
 export interface Periodic {
-  /** No run starts after this; resolves once the run in progress, if any, has ended. */
+  /**
+   * No run starts after this, and the run in progress is told (its signal aborts) so that it
+   * ends at its next safe point; resolves once it has ended.
+   */
   stop(): Promise<void>;
 }
 
@@ -8,15 +11,17 @@ export interface Periodic {
  * Runs `task` every `intervalMs` (the first time after `firstMs`, by default one interval), in
  * the background: never two runs at once (the next is timed from the end of the last, so a
  * slow run delays it rather than piling up), never keeping the process alive, and a failed run
- * is told to `onError` and tried again next time.
+ * is told to `onError` and tried again next time. `task`'s signal aborts when stopped: a long run
+ * (a prune in many steps) ends after the step in progress instead of holding a shutdown.
  */
 export function every(
   intervalMs: number,
-  task: () => Promise<unknown>,
+  task: (signal: AbortSignal) => Promise<unknown>,
   options: { onError: (err: unknown) => void; firstMs?: number },
 ): Periodic {
   let running: Promise<void> | undefined;
   let stopped = false;
+  const stopping = new AbortController();
   let timer: NodeJS.Timeout | undefined;
   const schedule = (ms: number) => {
     timer = setTimeout(run, ms);
@@ -24,7 +29,7 @@ export function every(
   };
   function run(): void {
     running = Promise.resolve()
-      .then(task)
+      .then(() => task(stopping.signal))
       .then(() => undefined, options.onError)
       .finally(() => {
         running = undefined;
@@ -35,6 +40,7 @@ export function every(
   return {
     async stop() {
       stopped = true;
+      stopping.abort();
       clearTimeout(timer);
       await running;
     },

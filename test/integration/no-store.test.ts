@@ -74,4 +74,18 @@ describe("the gateway's own answers are never stored", () => {
       expect(refusal.headers.get('cache-control')).toBe('no-store');
     }
   });
+
+  // A readiness or liveness answer kept by a proxy tells a load balancer what was, not what is.
+  it.each([
+    ['/healthz', 'public'],
+    ['/readyz', 'public'],
+    ['/healthz', 'admin'],
+    ['/readyz', 'admin'],
+    ['/metrics', 'admin'],
+  ] as const)('%s on the %s listener', async (path, listener) => {
+    const base = listener === 'admin' ? testEnv().adminUrl : testEnv().publicUrl;
+    const answer = await fetch(`${base}${path}`);
+    expect(answer.ok).toBe(true);
+    expect(answer.headers.get('cache-control')).toBe('no-store');
+  });
 });
