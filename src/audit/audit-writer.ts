@@ -18,10 +18,15 @@ export interface AuditMetrics {
 export interface AuditWriter {
   /**
    * Spools one record; it is written in the next batch. Never waits, never throws. False when
-   * it was not taken (the spool full, or after close): lost, unless the caller can offer it
-   * again later (the Keycloak event pull keeps its cursor before it).
+   * it was not taken (the spool full, or after close): lost, counted and said in readiness.
    */
   record(event: AuditEvent): boolean;
+  /**
+   * As `record`, for a caller that offers a record it refused again later (the Keycloak event
+   * pull keeps its cursor before it): a refusal is no loss, so it is neither counted as one nor
+   * said in readiness.
+   */
+  offer(event: AuditEvent): boolean;
   /**
    * Writes everything spooled until now (not what comes meanwhile); rejects when the database
    * refuses.
@@ -151,17 +156,21 @@ export function createAuditWriter(deps: {
     }
   }
 
+  function take(event: AuditEvent): boolean {
+    if (closed || size() >= spoolMax) return false;
+    spool.push(event);
+    spooled++;
+    if (size() === batchMax && !writing) void writeSpooled().catch(() => undefined);
+    return true;
+  }
+
   return {
     record(event) {
-      if (closed || size() >= spoolMax) {
-        lose(1, closed ? 'recorded after shutdown' : 'the spool is full');
-        return false;
-      }
-      spool.push(event);
-      spooled++;
-      if (size() === batchMax && !writing) void writeSpooled().catch(() => undefined);
-      return true;
+      if (take(event)) return true;
+      lose(1, closed ? 'recorded after shutdown' : 'the spool is full');
+      return false;
     },
+    offer: take,
     async flush() {
       // Up to the records spooled now, not those that come while it writes: under steady load
       // a run in progress is followed by one of the full batches that came meanwhile, and

@@ -173,15 +173,15 @@ export async function buildAuditLog(
       }
     : writer.record.bind(writer);
   // But a Keycloak event the spool refuses is offered again (by the same pull once the spool is
-  // written, else by the next: its cursor stays before it): delivered once taken, it reaches the
-  // collector once.
-  const recordPulled: AuditWriter['record'] = otel
+  // written, else by the next: its cursor stays before it): no loss, and delivered once taken,
+  // it reaches the collector once.
+  const offerPulled: AuditWriter['offer'] = otel
     ? (event) => {
-        const taken = writer.record(event);
+        const taken = writer.offer(event);
         if (taken) otel.deliver(event);
         return taken;
       }
-    : record;
+    : writer.offer.bind(writer);
   shared.readiness.audit_log = () => writer.readiness();
   const retention = scheduleRetention({
     db: shared.db,
@@ -211,7 +211,7 @@ export async function buildAuditLog(
     shared.logger,
   );
   const keycloakEvents = pullKeycloakEvents(shared, tenants, keycloak, {
-    writer: { record: recordPulled, flush: () => writer.flush() },
+    writer: { offer: offerPulled, flush: () => writer.flush() },
     seen: keycloakEventsSeen,
   });
   // A flood of refusals or failed grants from one address is counted past its first few

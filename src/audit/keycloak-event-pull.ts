@@ -53,7 +53,7 @@ export interface KeycloakEventPullDeps {
   source: KeycloakEventSource;
   cursors: KeycloakEventCursors;
   /** Where the events go as records: the audit log's pull; none for the auth area's. */
-  writer?: Pick<AuditWriter, 'record' | 'flush'>;
+  writer?: Pick<AuditWriter, 'offer' | 'flush'>;
   realms: () => Promise<string[]>;
   /** This process, as the holder of the leases it takes. */
   holder: string;
@@ -128,7 +128,7 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
     taken: { user: KeycloakUserEvent[]; admin: KeycloakAdminEvent[] },
     facts: RealmFacts,
     master: RealmFacts,
-    writer: Pick<AuditWriter, 'record' | 'flush'>,
+    writer: Pick<AuditWriter, 'offer' | 'flush'>,
   ): Promise<{ written: number; refusedAt: number | undefined }> {
     const gateway = new Set([...facts.gatewayUsers, ...master.gatewayUsers]);
     const realmNames = new Map([
@@ -148,12 +148,12 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
     if (records.length > 0) {
       const kept = await cursors.keptSince(realm, records[0]!.atMs);
       for (const [i, record] of records.entries()) {
-        if (kept.has(record.details.keycloakEventId as string) || writer.record(record)) continue;
+        if (kept.has(record.details.keycloakEventId as string) || writer.offer(record)) continue;
         // A full spool is most often full of this pull's own records (a realm with more new
         // events than the spool holds): once they are written it has room, and the rest is
         // taken now. Left for the next pull, it would wait a round over every realm.
         await writer.flush();
-        if (writer.record(record)) continue;
+        if (writer.offer(record)) continue;
         written = i;
         refusedAt = record.atMs;
         break;

@@ -40,7 +40,7 @@ export function pullKeycloakEvents(
   keycloak: Pick<KeycloakArea, 'calls' | 'adminSession'>,
   uses: {
     /** The audit log's writer: its records of the events; undefined while the log is off. */
-    writer?: Pick<AuditWriter, 'record' | 'flush'>;
+    writer?: Pick<AuditWriter, 'offer' | 'flush'>;
     /** Told each realm's events as they are pulled (the auth area ends Basic logins by them). */
     seen?: KeycloakEventPullDeps['seen'];
   },

@@ -295,23 +295,30 @@ describe('the audit writer', () => {
     expect(counts.lost).toBe(130);
     await down.destroy();
   });
-  it('tells the caller whether it took a record: not when the spool is full, nor after close', async () => {
+  it('tells the caller whether it took a record: not when the spool is full, nor after close; a refused offer is no loss', async () => {
     const quiet = () => undefined;
     const down = knex({
       client: 'pg',
       connection: 'postgres://postgres@127.0.0.1:1/none',
       log: { warn: quiet, error: quiet, deprecate: quiet, debug: quiet },
     });
+    const { counts, metrics } = counting();
     const writer = createAuditWriter({
       db: down,
       logger,
-      metrics: counting().metrics,
+      metrics,
       spoolMax: 5,
       batchMax: 10,
       intervalMs: 60_000,
     });
-    const taken = Array.from({ length: 7 }, (_, n) => writer.record(event('acme', n)));
-    expect(taken).toEqual([true, true, true, true, true, false, false]);
+    // What a caller offers again later (pulled Keycloak events) is no loss when refused.
+    const offered = Array.from({ length: 6 }, (_, n) => writer.offer(event('acme', n)));
+    expect(offered).toEqual([true, true, true, true, true, false]);
+    expect(counts.lost).toBe(0);
+    expect((await writer.readiness()).details).toMatchObject({ lost: 0 });
+    const taken = Array.from({ length: 2 }, (_, n) => writer.record(event('acme', 6 + n)));
+    expect(taken).toEqual([false, false]);
+    expect(counts.lost).toBe(2);
     await writer.close(0);
     expect(writer.record(event('acme', 8))).toBe(false);
     await down.destroy();

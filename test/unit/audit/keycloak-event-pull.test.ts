@@ -83,7 +83,7 @@ describe('pulling Keycloak events', () => {
       purpose: 'audit',
       source,
       cursors,
-      writer: { record: (e) => log.push(e) > 0, flush: () => Promise.resolve() },
+      writer: { offer: (e) => log.push(e) > 0, flush: () => Promise.resolve() },
       realms: () => Promise.resolve(['org-a']),
       holder: 'test',
       clock,
@@ -148,7 +148,7 @@ describe('pulling Keycloak events', () => {
       source: keycloakOf(user, admin),
       cursors,
       writer: {
-        record: (e) => room-- > 0 && log.push(e) > 0,
+        offer: (e) => room-- > 0 && log.push(e) > 0,
         flush: () => Promise.resolve(),
       },
       realms: () => Promise.resolve(['org-a']),
@@ -180,7 +180,7 @@ describe('pulling Keycloak events', () => {
       source: keycloakOf(user, admin),
       cursors,
       writer: {
-        record: (e) => spooled < 2 && ++spooled > 0 && log.push(e) > 0,
+        offer: (e) => spooled < 2 && ++spooled > 0 && log.push(e) > 0,
         flush: () => Promise.resolve(void (spooled = 0)),
       },
       realms: () => Promise.resolve(['org-a']),
