@@ -103,6 +103,24 @@ it('lets the gateway reach the OpenTelemetry collector through its NetworkPolicy
   });
 });
 
+it('opens the public port to whom publicFrom names, and the admin port to the namespace only when asked', () => {
+  const operators = examples.find((file) => file.endsWith('operators.yaml'))!;
+  const ingressOf = (sets: string[]) =>
+    ofKind<INetworkPolicy>(render([operators], sets), 'NetworkPolicy')[0]!.spec!.ingress!;
+  const [publicByDefault, adminByDefault] = ingressOf([]);
+  expect(publicByDefault!.from).toBeUndefined();
+  expect(adminByDefault!.from).toContainEqual({ podSelector: {} });
+  const controller = { namespaceSelector: { matchLabels: { name: 'ingress-nginx' } } };
+  const [onlyController, adminAlone] = ingressOf([
+    'networkPolicy.publicFrom[0].namespaceSelector.matchLabels.name=ingress-nginx',
+    'networkPolicy.adminFrom.namespace=false',
+  ]);
+  expect(onlyController!.from).toEqual([controller]);
+  expect(onlyController!.ports).toEqual([{ port: 'http', protocol: 'TCP' }]);
+  expect(adminAlone!.from).not.toContainEqual({ podSelector: {} });
+  expect(adminAlone!.from!.length).toBeGreaterThan(0);
+});
+
 it.each([
   [[], 300],
   [['startupSeconds=1800'], 1800],
