@@ -107,18 +107,21 @@ it('opens the public port to whom publicFrom names, and the admin port to the na
   const operators = examples.find((file) => file.endsWith('operators.yaml'))!;
   const ingressOf = (sets: string[]) =>
     ofKind<INetworkPolicy>(render([operators], sets), 'NetworkPolicy')[0]!.spec!.ingress!;
-  const [publicByDefault, adminByDefault] = ingressOf([]);
-  expect(publicByDefault!.from).toBeUndefined();
-  expect(adminByDefault!.from).toContainEqual({ podSelector: {} });
-  const controller = { namespaceSelector: { matchLabels: { name: 'ingress-nginx' } } };
-  const [onlyController, adminAlone] = ingressOf([
-    'networkPolicy.publicFrom[0].namespaceSelector.matchLabels.name=ingress-nginx',
-    'networkPolicy.adminFrom.namespace=false',
-  ]);
+  const controller = {
+    namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } },
+  };
+  const [onlyController, adminAlone] = ingressOf([]);
   expect(onlyController!.from).toEqual([controller]);
   expect(onlyController!.ports).toEqual([{ port: 'http', protocol: 'TCP' }]);
   expect(adminAlone!.from).not.toContainEqual({ podSelector: {} });
   expect(adminAlone!.from!.length).toBeGreaterThan(0);
+  // The chart's defaults: the public port from anyone, the admin port from the namespace too.
+  const [fromAnyone, adminOfNamespace] = ingressOf([
+    'networkPolicy.publicFrom=null',
+    'networkPolicy.adminFrom.namespace=true',
+  ]);
+  expect(fromAnyone!.from).toBeUndefined();
+  expect(adminOfNamespace!.from).toContainEqual({ podSelector: {} });
 });
 
 it.each([
