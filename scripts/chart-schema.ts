@@ -282,11 +282,15 @@ export function chartValuesSchema(): JsonSchema {
         prometheusRule: closed({ enabled: { type: 'boolean' }, labels: strings }),
         networkPolicy: closed({
           enabled: { type: 'boolean' },
+          publicFrom: {
+            ...objects,
+            description: 'who may reach the public port (NetworkPolicyPeer objects); empty: anyone',
+          },
           adminFrom: closed(
-            { keycloak: objects, extra: objects },
+            { namespace: { type: 'boolean' }, keycloak: objects, extra: objects },
             {
               description:
-                'beside this namespace, who may reach the admin port (NetworkPolicyPeer objects)',
+                'who may reach the admin port: every pod of this namespace while namespace is true, Keycloak, and extra (NetworkPolicyPeer objects)',
             },
           ),
           egress: closed({

@@ -79,6 +79,13 @@ export interface KeycloakEventPullDeps {
  */
 export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEventPull {
   const { source, cursors, writer, holder, purpose } = deps;
+  /**
+   * The events this process's spool took whose write then failed: the cursor did not move, so
+   * the next pull reads them again, while the spool still holds them and writes them once the
+   * database is back. The log cannot tell of them yet (`keptSince`); this does, until a write
+   * succeeds (a flush writes everything spooled before it).
+   */
+  const spooledUnwritten = new Set<string>();
 
   async function pullRealm(realm: string): Promise<number> {
     const facts = await source.prepare(realm);
@@ -147,20 +154,37 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
     let refusedAt: number | undefined;
     if (records.length > 0) {
       const kept = await cursors.keptSince(realm, records[0]!.atMs);
+      const offered: string[] = [];
+      const flush = () =>
+        writer.flush().then(
+          () => spooledUnwritten.clear(),
+          (err: unknown) => {
+            for (const id of offered) spooledUnwritten.add(id);
+            throw err;
+          },
+        );
       for (const [i, record] of records.entries()) {
-        if (kept.has(record.details.keycloakEventId as string) || writer.offer(record)) continue;
+        const id = record.details.keycloakEventId as string;
+        if (kept.has(id) || spooledUnwritten.has(id)) continue;
+        if (writer.offer(record)) {
+          offered.push(id);
+          continue;
+        }
         // A full spool is most often full of this pull's own records (a realm with more new
         // events than the spool holds): once they are written it has room, and the rest is
         // taken now. Left for the next pull, it would wait a round over every realm.
-        await writer.flush();
-        if (writer.offer(record)) continue;
+        await flush();
+        if (writer.offer(record)) {
+          offered.push(id);
+          continue;
+        }
         written = i;
         refusedAt = record.atMs;
         break;
       }
       // The cursors move once the records are in the log; a failure here keeps the lease until
       // it runs out, so no other replica takes these events while they wait in our spool.
-      await writer.flush();
+      await flush();
     }
     return { written, refusedAt };
   }

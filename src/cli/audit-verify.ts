@@ -29,6 +29,12 @@ export async function verifyExport(file: string, keys?: JSONWebKeySet): Promise<
       } catch {
         throw new CliError('verification', `line ${line} is not JSON: not an audit log export.`);
       }
+      if (givesANameTwice(text)) {
+        throw new CliError(
+          'verification',
+          `line ${line} gives a field twice: not as the gateway exports it (a reader would see another value than the one verified).`,
+        );
+      }
       await verifier.line(value, line);
     }
     return verifier.finish();
@@ -37,6 +43,45 @@ export async function verifyExport(file: string, keys?: JSONWebKeySet): Promise<
     if (err instanceof ExportMisfit) throw new CliError('verification', err.message);
     throw new CliError('config', `cannot read ${file}: ${(err as Error).message}`);
   }
+}
+
+/**
+ * Whether some object of a JSON text (one `JSON.parse` took) names a field twice. `JSON.parse`
+ * keeps the last value, and the hash is checked against it, while another reader (a SIEM, a
+ * person) may take the first: a line with `"actorName":"mallory"` before the verified
+ * `"actorName":"alice"` would pass. The gateway never writes one.
+ */
+export function givesANameTwice(text: string): boolean {
+  // One entry per open bracket: the names an object gave so far, undefined for an array.
+  const open: (Set<string> | undefined)[] = [];
+  let atName = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === '"') {
+      let end = i + 1;
+      while (text[end] !== '"') end += text[end] === '\\' ? 2 : 1;
+      if (atName) {
+        const names = open.at(-1)!;
+        const name = JSON.parse(text.slice(i, end + 1)) as string;
+        if (names.has(name)) return true;
+        names.add(name);
+        atName = false;
+      }
+      i = end;
+    } else if (c === '{') {
+      open.push(new Set());
+      atName = true;
+    } else if (c === '[') {
+      open.push(undefined);
+      atName = false;
+    } else if (c === '}' || c === ']') {
+      open.pop();
+      atName = false;
+    } else if (c === ',') {
+      atName = open.at(-1) !== undefined;
+    }
+  }
+  return false;
 }
 
 /**

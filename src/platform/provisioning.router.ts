@@ -37,9 +37,14 @@ const LIFETIMES_DESCRIPTION =
   'session limits of the realm, in seconds (spec 5.3); and whether the API client requires ' +
   'DPoP (sender-constrained tokens, RFC 9449).';
 
-/** The names of the lifetimes a PATCH body sets (its values are not secrets, but lines stay short). */
+/**
+ * The names of the lifetimes a PATCH body sets (its values are not secrets, but lines stay
+ * short): those of the schema only, as the body may be refused for a name of the client's own
+ * choosing, which is no fact to keep.
+ */
 function fieldsOf(sent: unknown): string[] {
-  return sent && typeof sent === 'object' ? Object.keys(sent) : [];
+  if (!sent || typeof sent !== 'object') return [];
+  return Object.keys(sent).filter((name) => Object.hasOwn(tokenLifetimesPatchSchema.shape, name));
 }
 
 /** The token lifetimes of realm master, or of an organization's realm. */

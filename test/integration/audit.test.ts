@@ -116,6 +116,18 @@ describe('audit trail', () => {
       outcome: 'success',
       target: { realm: org, fields: ['access_token_lifespan'] },
     });
+    // A body refused for a name of the client's choosing: the name is not kept.
+    const refused = await call(
+      `/api/platform/organizations/${org}/token-lifetimes`,
+      admin,
+      'PATCH',
+      { access_token_lifespan: 3600, ['x'.repeat(300)]: 1 },
+    );
+    expect(refused.status).toBe(400);
+    expect(auditLines().findLast((l) => l.action === 'token_lifetimes.change')).toMatchObject({
+      outcome: 'failure',
+      target: { realm: org, fields: ['access_token_lifespan'] },
+    });
   });
 
   it('records the revocation of all refresh tokens by their owner', async () => {

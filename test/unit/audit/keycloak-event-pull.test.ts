@@ -197,6 +197,41 @@ describe('pulling Keycloak events', () => {
     });
   });
 
+  it('does not offer again what waits in its own spool after a write failed', async () => {
+    const user = [login('u1', 10), login('u2', 20)];
+    const log: AuditEvent[] = [];
+    const cursors = cursorsInMemory(log);
+    // A spool that the database refuses to write once (PostgreSQL down), then writes.
+    const spool: AuditEvent[] = [];
+    let refuse = true;
+    const pull = createKeycloakEventPull({
+      purpose: 'audit',
+      source: keycloakOf(user, []),
+      cursors,
+      writer: {
+        offer: (e) => spool.push(e) > 0,
+        flush: () => {
+          if (refuse) return Promise.reject(new Error('the database is down'));
+          log.push(...spool.splice(0));
+          return Promise.resolve();
+        },
+      },
+      realms: () => Promise.resolve(['org-a']),
+      holder: 'test',
+      clock,
+      logger: createLogger('silent'),
+      metrics: { keycloakEventPull: () => undefined },
+    });
+    await expect(pull.pullRealm('org-a')).rejects.toThrow('the database is down');
+    expect(cursors.saved).toBeUndefined();
+    // The next pull reads the same events (its cursor did not move); what the spool holds is
+    // written once, with what is new.
+    refuse = false;
+    user.push(login('u3', 30));
+    await pull.pullRealm('org-a');
+    expect(log.map((e) => e.details.keycloakEventId)).toEqual(['u1', 'u2', 'u3']);
+  });
+
   it('without a writer (the auth area’s pull) tells every event, moves its cursor, writes none', async () => {
     const user = [login('u1', 10), login('u2', 20, 'service-account')];
     const admin = [change('a1', 15)];

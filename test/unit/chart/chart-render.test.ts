@@ -103,6 +103,27 @@ it('lets the gateway reach the OpenTelemetry collector through its NetworkPolicy
   });
 });
 
+it('opens the public port to whom publicFrom names, and the admin port to the namespace only when asked', () => {
+  const operators = examples.find((file) => file.endsWith('operators.yaml'))!;
+  const ingressOf = (sets: string[]) =>
+    ofKind<INetworkPolicy>(render([operators], sets), 'NetworkPolicy')[0]!.spec!.ingress!;
+  const controller = {
+    namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } },
+  };
+  const [onlyController, adminAlone] = ingressOf([]);
+  expect(onlyController!.from).toEqual([controller]);
+  expect(onlyController!.ports).toEqual([{ port: 'http', protocol: 'TCP' }]);
+  expect(adminAlone!.from).not.toContainEqual({ podSelector: {} });
+  expect(adminAlone!.from!.length).toBeGreaterThan(0);
+  // The chart's defaults: the public port from anyone, the admin port from the namespace too.
+  const [fromAnyone, adminOfNamespace] = ingressOf([
+    'networkPolicy.publicFrom=null',
+    'networkPolicy.adminFrom.namespace=true',
+  ]);
+  expect(fromAnyone!.from).toBeUndefined();
+  expect(adminOfNamespace!.from).toContainEqual({ podSelector: {} });
+});
+
 it.each([
   [[], 300],
   [['startupSeconds=1800'], 1800],

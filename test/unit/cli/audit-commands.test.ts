@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chainedLog } from '../../helpers/audit-records.ts';
+import { givesANameTwice } from '../../../src/cli/audit-verify.ts';
 import { runCli } from '../../../src/cli/main.ts';
 import { capturingIo } from '../../helpers/cli-io.ts';
 
@@ -18,8 +19,14 @@ describe('realmgate audit verify', () => {
   async function verify(
     records: unknown[],
   ): Promise<{ status: number; stdout: string; stderr: string }> {
+    return verifyText(records.map((r) => JSON.stringify(r)).join('\n') + '\n');
+  }
+
+  async function verifyText(
+    text: string,
+  ): Promise<{ status: number; stdout: string; stderr: string }> {
     const file = path.join(dir, `export-${Math.random()}.jsonl`);
-    await writeFile(file, records.map((r) => JSON.stringify(r)).join('\n') + '\n');
+    await writeFile(file, text);
     const { io, output } = capturingIo();
     const status = await runCli(['audit', 'verify', file], {}, io);
     return { status, ...output };
@@ -56,6 +63,22 @@ describe('realmgate audit verify', () => {
     expect(result.stderr).toMatch(
       /^realmgate: record 3 \(line 2\) does not fit: it is number 3, after 1/,
     );
+  });
+
+  it('refuses a line that gives a field twice, whose verified value another reader would not see', async () => {
+    const log = chainedLog(3);
+    const lines = log.map((r) => JSON.stringify(r));
+    expect((await verifyText(lines.join('\n') + '\n')).status).toBe(0);
+    // The verified value last: JSON.parse keeps it, a reader taking the first sees "mallory".
+    lines[1] = lines[1]!.replace('{', `{"actorName":"mallory",`);
+    expect((JSON.parse(lines[1]) as { actorName: string }).actorName).toBe(log[1]!.actorName);
+    const refused = await verifyText(lines.join('\n') + '\n');
+    expect(refused.status).toBe(4);
+    expect(refused.stderr).toMatch(/^realmgate: line 2 gives a field twice/);
+    // In a nested object too; a name repeated in separate objects, or as a value, is no repeat.
+    expect(givesANameTwice('{"d":{"a":"1","b":[{"a":1},{"a":2}],"a":"2"}}')).toBe(true);
+    expect(givesANameTwice('{"a":"a","b":{"a":"\\"a\\":"},"c":[{"a":1},{"a":2}]}')).toBe(false);
+    expect(givesANameTwice('{"a\\u0062":1,"ab":2}')).toBe(true);
   });
 
   it('refuses a file that is no export, and one that is not there', async () => {
