@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { ReadinessReport } from '../http/health.router.ts';
 import { every } from '../time/every.ts';
+import { waitAtMost } from '../time/wait-at-most.ts';
 import { createBatchAppender, type AuditEvent, type BatchMark } from './audit-batch.ts';
 
 export type { AuditEvent } from './audit-batch.ts';
@@ -191,12 +192,12 @@ export function createAuditWriter(deps: {
     async close(graceMs) {
       // Not awaited: a write in progress is what flush waits for, within the grace.
       void ticks.stop();
-      let timeout: NodeJS.Timeout | undefined;
-      const late = new Promise<void>((resolve) => (timeout = setTimeout(resolve, graceMs)));
       try {
-        await Promise.race([this.flush().catch(() => undefined), late]);
+        await waitAtMost(
+          this.flush().catch(() => undefined),
+          graceMs,
+        );
       } finally {
-        clearTimeout(timeout);
         closed = true;
       }
       if (size() > 0) lose(size(), 'the database was unavailable at shutdown');

@@ -37,6 +37,7 @@ import { createCheckpointer, scheduleCheckpoints } from './audit-checkpointer.ts
 import { storedCheckpoints } from './audit-export-signed.ts';
 import { openCheckpointSigner, publishedKeys } from './audit-signing-key.ts';
 import type { CheckpointSigner } from './audit-checkpoints.ts';
+import { waitAtMost } from '../time/wait-at-most.ts';
 
 /** How often every replica looks for download jobs another replica took but did not run. */
 const DOWNLOAD_POLL_MS = 5000;
@@ -253,7 +254,7 @@ export async function buildAuditLog(
       // its own) and begins no other, so the pool does not close under a prune's next step; a
       // step still running past the grace period holds its connection, which the pool's close
       // waits for (or the orchestrator's kill rolls it back), never half done.
-      await withinMs(Promise.all([retention.stop(), checkpoints.stop()]), graceMs);
+      await waitAtMost(Promise.all([retention.stop(), checkpoints.stop()]), graceMs);
       await runner.close();
       await keycloakEvents.stop();
       await refusals.close();
@@ -261,17 +262,6 @@ export async function buildAuditLog(
       await otel?.close();
     },
   };
-}
-
-/** Waits for `work`, at most `ms`. */
-async function withinMs(work: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
-  try {
-    await Promise.race([work, late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /** How often each replica looks for logs due a checkpoint, at most. */
