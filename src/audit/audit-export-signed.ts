@@ -11,7 +11,8 @@ const CHUNK = 1000;
 
 /** What makes a JSON Lines export verifiable offline: the published keys and the checkpoints. */
 export interface ExportSignatures {
-  keys(): Promise<JSONWebKeySet>;
+  /** The published keys; `current`: as they are now, not as a cache last saw them. */
+  keys(read?: { current: true }): Promise<JSONWebKeySet>;
   /** The seq of the last checkpoint of `org` (0: none). */
   lastSigned(org: string): Promise<number>;
   /** The checkpoints of `org` from `fromSeq` through `toSeq`, in order. */
@@ -57,10 +58,12 @@ export async function* signedJsonLines(
   signatures: ExportSignatures,
   lastSeq: number,
 ): AsyncGenerator<string> {
-  yield keysLine(await signatures.keys());
   // Read before the records: a checkpoint made while the export runs may sign records after
   // its last, and would look like records cut off.
   const through = await signatures.lastSigned(org);
+  // Then the keys, as they are now: every checkpoint through `through` was signed by a key
+  // stored before it (openCheckpointSigner), a replica's new one included.
+  yield keysLine(await signatures.keys({ current: true }));
   let checkpoints: AsyncIterator<Checkpoint> | undefined;
   let next: Checkpoint | undefined;
   const advance = async () => {

@@ -53,22 +53,23 @@ export async function openCheckpointSigner(deps: {
  * The public keys checkpoints may be signed with: every key a process signed with
  * (`audit_signing_keys`) and `AUDIT_SIGNING_PREVIOUS_KEYS` (keys rotated out, perhaps from
  * before the database was moved), at most ten seconds old: a public path must not cost a query
- * each.
+ * each. `{ current: true }` reads them now: an export must name the key of a checkpoint that a
+ * replica started seconds ago signed.
  */
 export function publishedKeys(deps: {
   db: Knex;
   clock: Clock;
   previousKeys: string | undefined;
-}): () => Promise<JSONWebKeySet> {
+}): (read?: { current: true }) => Promise<JSONWebKeySet> {
   const previous = Promise.all(
     deps.previousKeys === undefined
       ? []
       : ed25519PublicKeysOf(deps.previousKeys).map(publishedJwkOf),
   );
   let cached: { keys: JSONWebKeySet; until: number } | undefined;
-  return async () => {
+  return async (read) => {
     const now = deps.clock.now();
-    if (cached && now < cached.until) return cached.keys;
+    if (cached && now < cached.until && !read?.current) return cached.keys;
     const rows: { jwk: unknown }[] = await deps.db(KEYS_TABLE).orderBy('created_at').select('jwk');
     const stored = rows.map(({ jwk }) => (typeof jwk === 'string' ? JSON.parse(jwk) : jwk) as JWK);
     const byKid = new Map<string, JWK>();

@@ -44,11 +44,11 @@ describe('audit checkpoints and retention (embedded database)', () => {
     return (await db(table).where({ org }).orderBy('seq').pluck('seq')).map(Number);
   }
 
-  async function verifiedExport(org: string) {
-    const signatures = {
-      keys: publishedKeys({ db, clock: { now: () => Date.now() }, previousKeys: undefined }),
-      ...storedCheckpoints(db),
-    };
+  const newKeySet = () =>
+    publishedKeys({ db, clock: { now: () => Date.now() }, previousKeys: undefined });
+
+  async function verifiedExport(org: string, keys = newKeySet()) {
+    const signatures = { keys, ...storedCheckpoints(db) };
     const repo = createAuditLogRepo(db);
     const span = await repo.span(org, {});
     const records = repo.records(org, {}, span);
@@ -80,6 +80,22 @@ describe('audit checkpoints and retention (embedded database)', () => {
       checkpoints: 2,
       signedThrough: 8,
       anchored: true,
+    });
+  });
+
+  it('exports a checkpoint that a replica started seconds ago signed, with its key', async () => {
+    now = START;
+    await write('newkey', [now, now, now, now, now]);
+    // This replica's published key set, answered from memory for a few seconds.
+    const keys = newKeySet();
+    expect(await checkpointer().checkpointDue()).toBe(1);
+    await expect(verifiedExport('newkey', keys)).resolves.toMatchObject({ checkpoints: 1 });
+    // Another replica starts (a key of its own) and signs the next records at once.
+    await write('newkey', [now, now, now, now, now]);
+    expect(await checkpointer().checkpointDue()).toBe(1);
+    await expect(verifiedExport('newkey', keys)).resolves.toMatchObject({
+      records: 10,
+      checkpoints: 2,
     });
   });
 
