@@ -103,6 +103,39 @@ test/unit/chart/chart-settings.test.ts finds the same verdicts as the gateway's.
 {{- if and $c.AUDIT_OTEL_LOGS (not $c.OTEL_EXPORTER_OTLP_ENDPOINT) }}
 {{- fail "config.AUDIT_OTEL_LOGS needs config.OTEL_EXPORTER_OTLP_ENDPOINT (where the logs go)" }}
 {{- end }}
+{{- /*
+Behind the Ingress, clients reach the gateway at the Ingress's address, and tokens' issuer,
+DPoP proofs' `htu`, the protected-resource metadata and redirects name PUBLIC_URL: never the
+gateway's default, localhost. Not set: the Ingress's host, https when ingress.tls covers it.
+*/}}
+{{- if .Values.ingress.enabled }}
+{{- if hasKey $settings "PUBLIC_URL" }}
+{{- $h := (urlParse $settings.PUBLIC_URL).hostname | lower }}
+{{- if or (eq $h "localhost") (hasSuffix ".localhost" $h) (hasPrefix "127." $h) (eq $h "::1") (eq $h "0.0.0.0") }}
+{{- fail (printf "config.PUBLIC_URL (%s) names localhost, but clients reach the gateway through the Ingress: tokens' issuer, DPoP proofs and redirects would name it. Set it to the address clients use (e.g. https://api.example.com), or null to take the Ingress's host" $settings.PUBLIC_URL) }}
+{{- end }}
+{{- else }}
+{{- $hosts := list }}
+{{- range .Values.ingress.hosts }}
+{{- $hosts = append $hosts (.host | default "") }}
+{{- end }}
+{{- $hosts = uniq $hosts }}
+{{- if gt (len $hosts) 1 }}
+{{- fail (printf "ingress.hosts has several hosts (%s): set config.PUBLIC_URL to the one clients use (tokens' issuer, DPoP proofs and redirects name it)" (join ", " $hosts)) }}
+{{- end }}
+{{- $host := first $hosts }}
+{{- if or (not $host) (contains "*" $host) }}
+{{- fail (printf "ingress.hosts[0].host (%q) is no single address to take config.PUBLIC_URL from: set config.PUBLIC_URL to the address clients use" $host) }}
+{{- end }}
+{{- $scheme := "http" }}
+{{- range .Values.ingress.tls }}
+{{- if has $host (.hosts | default list) }}
+{{- $scheme = "https" }}
+{{- end }}
+{{- end }}
+{{- $_ := set $settings "PUBLIC_URL" (printf "%s://%s" $scheme $host) }}
+{{- end }}
+{{- end }}
 {{- if not (hasKey $settings "BACKCHANNEL_LOGOUT_URL") }}
 {{- $_ := set $settings "BACKCHANNEL_LOGOUT_URL" (printf "http://%s.%s.svc:%v/backchannel-logout" (include "realmgate.adminName" .) .Release.Namespace .Values.adminService.port) }}
 {{- end }}

@@ -6,6 +6,7 @@ import {
 } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
+import type { IHorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
 import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { ConfigMap, Pod, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
@@ -19,6 +20,7 @@ import type { IService } from 'kubernetes-models/v1/Service';
 import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { FILE_SETTINGS } from '../../../src/config/config.ts';
+import { DATABASE_POOL_SIZE } from '../../../src/db/pool-size.ts';
 import { VERSION } from '../../../src/release/version.ts';
 import {
   chart,
@@ -66,6 +68,15 @@ function secretValuesOf(files: string[]): string[] {
     return Object.values(values.secrets?.values ?? {}) as string[];
   });
 }
+
+/*
+ * The platform database's connections the gateway's fleet may take (docs/kubernetes.md,
+ * "PostgreSQL's connections"): of PostgreSQL's default max_connections 100, 3 are reserved for
+ * superusers, and 17 are left to psql, backups, monitoring and the operator's own sessions.
+ */
+const DATABASE_CONNECTION_BUDGET = 80;
+/** A replica migrating at start: a pool of 2 of its own beside its usual one (src/db/database.ts). */
+const MIGRATION_POOL_SIZE = 2;
 
 const gatewayOf = (objects: K8sObject[]) => {
   const [deployment] = ofKind<IDeployment>(objects, 'Deployment');
@@ -294,6 +305,20 @@ describe.each(cases)('the chart over %s', (_, files) => {
       expect(selects(gatewayLabels, selector), what).toBe(true);
       expect(selects(testLabels, selector), what).toBe(false);
     }
+  });
+
+  it("keeps the fleet at its largest within the database's connection budget", () => {
+    // The autoscaler's maximum, else the Deployment's replicas; one more during a rolling update.
+    const [hpa] = ofKind<IHorizontalPodAutoscaler>(objects, 'HorizontalPodAutoscaler');
+    const replicas = hpa ? hpa.spec.maxReplicas : deployment.spec!.replicas!;
+    const surge = Number(deployment.spec!.strategy!.rollingUpdate!.maxSurge);
+    const workers = Number(configMap.WORKERS);
+    expect(Number.isInteger(workers) && workers > 0, `WORKERS ${configMap.WORKERS}`).toBe(true);
+    const connections = (replicas + surge) * workers * DATABASE_POOL_SIZE + MIGRATION_POOL_SIZE;
+    expect(
+      connections,
+      `${replicas} + ${surge} replicas of ${workers} worker(s)`,
+    ).toBeLessThanOrEqual(DATABASE_CONNECTION_BUDGET);
   });
 
   it('has a helm test that checks readiness and an envelope answer through the public Service', () => {

@@ -210,6 +210,43 @@ describe('the chart behind its Ingress', () => {
     expect(config.TRUSTED_PROXIES!.check('10.244.3.7', 'ipv4')).toBe(true);
     expect(ofKind(objects, 'Ingress')).toHaveLength(1);
   });
+
+  // Tokens' issuer, DPoP proofs' htu, the protected-resource metadata and redirects name
+  // PUBLIC_URL: behind an Ingress it is the Ingress's address, not the gateway's localhost.
+  const proxied = [...ingress, 'config.TRUSTED_PROXIES=10.244.0.0/16'];
+  const publicUrlOf = (sets: string[]) =>
+    ofKind<IConfigMap>(render([], [...proxied, ...sets]), 'ConfigMap')[0]!.data!.PUBLIC_URL;
+
+  it("takes PUBLIC_URL from the Ingress's host when it is not set: https with TLS for it", () => {
+    expect(publicUrlOf([])).toBe('http://api.example.com');
+    expect(
+      publicUrlOf(['ingress.tls[0].secretName=api-tls', 'ingress.tls[0].hosts[0]=api.example.com']),
+    ).toBe('https://api.example.com');
+    // TLS for another host only: this one is served over HTTP.
+    expect(
+      publicUrlOf(['ingress.tls[0].secretName=w-tls', 'ingress.tls[0].hosts[0]=www.example.com']),
+    ).toBe('http://api.example.com');
+    // A URL set is kept (a CDN in front, say).
+    expect(publicUrlOf(['config.PUBLIC_URL=https://id.example.com'])).toBe(
+      'https://id.example.com',
+    );
+  });
+
+  it.each([
+    [['config.PUBLIC_URL=http://localhost:8000'], /config\.PUBLIC_URL.*localhost/],
+    [['config.PUBLIC_URL=http://127.0.0.1:8000/'], /config\.PUBLIC_URL.*localhost/],
+    [
+      [
+        'ingress.hosts[1].host=www.example.com',
+        'ingress.hosts[1].paths[0].path=/',
+        'ingress.hosts[1].paths[0].pathType=Prefix',
+      ],
+      /several hosts.*config\.PUBLIC_URL/,
+    ],
+    [['ingress.hosts[0].host=*.example.com'], /config\.PUBLIC_URL/],
+  ])('is refused when PUBLIC_URL cannot be the Ingress address (%j)', (sets, message) => {
+    expect(() => render([], [...proxied, ...sets])).toThrow(message);
+  });
 });
 
 describe("the chart's optional credentials", () => {
