@@ -95,9 +95,10 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
     if (!before) return 0;
     let until = deps.clock.now() - SETTLE_MS;
     const users = await readSince(realm, 'user', before.user, until);
-    if (users.capped) until = Math.min(until, users.events.at(-1)!.time - 1);
+    // A capped read ends with a whole millisecond: what comes after it is for the next pull.
+    if (users.capped) until = Math.min(until, users.events.at(-1)!.time);
     const admins = await readSince(realm, 'admin', before.admin, until);
-    if (admins.capped) until = Math.min(until, admins.events.at(-1)!.time - 1);
+    if (admins.capped) until = Math.min(until, admins.events.at(-1)!.time);
     const taken = {
       user: users.events.filter((e) => e.time <= until) as KeycloakUserEvent[],
       admin: admins.events.filter((e) => e.time <= until) as KeycloakAdminEvent[],
@@ -189,7 +190,10 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
     return { written, refusedAt };
   }
 
-  /** The events of one kind after `cursor`, up to `until`; `capped` when more remain. */
+  /**
+   * The events of one kind after `cursor`, up to `until`, each millisecond whole; `capped` when
+   * more remain after the last one's millisecond.
+   */
   async function readSince(
     realm: string,
     kind: (typeof KEYCLOAK_EVENT_KINDS)[number],
@@ -199,25 +203,36 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
     const events: { id: string; time: number }[] = [];
     let from = cursor.timeMs;
     let seenAtFrom = new Set(cursor.ids);
+    const fresh = (e: { id: string; time: number }) => !(e.time === from && seenAtFrom.has(e.id));
     while (events.length < MAX_PER_PULL) {
       const page = await source.page(realm, kind, from, until, PAGE);
-      const fresh = page.filter((e) => !(e.time === from && seenAtFrom.has(e.id)));
-      events.push(...fresh);
-      if (page.length < PAGE) return { events, capped: false };
-      const last = page.at(-1)!.time;
-      if (fresh.length === 0) {
-        // A full page of one millisecond, every event already taken: more events share it than
-        // a page holds; step past it rather than ask for the same page forever.
-        deps.logger.warn({ realm, kind, time: last }, 'keycloak events: a millisecond skipped');
-        from = last + 1;
-        seenAtFrom = new Set();
-        continue;
+      if (page.length < PAGE) {
+        events.push(...page.filter(fresh));
+        return { events, capped: false };
       }
-      const atLast = page.filter((e) => e.time === last).map((e) => e.id);
-      seenAtFrom = new Set(last === from ? [...seenAtFrom, ...atLast] : atLast);
-      from = last;
+      // A full page: every event before its last millisecond is in it (oldest first), but that
+      // millisecond may hold more than the page has room for. It is read whole, by itself:
+      // Keycloak orders by time alone, so the next page from it (or one at an offset) could
+      // repeat some of its events and never show others, and stepping past it would lose them.
+      const last = page.at(-1)!.time;
+      events.push(...page.filter((e) => e.time < last && fresh(e)));
+      events.push(...(await wholeMillisecond(realm, kind, last)).filter(fresh));
+      from = last + 1;
+      seenAtFrom = new Set();
     }
     return { events, capped: true };
+  }
+
+  /** Every event of one kind stamped `time`: asked with a `max` that grows until it is all. */
+  async function wholeMillisecond(
+    realm: string,
+    kind: (typeof KEYCLOAK_EVENT_KINDS)[number],
+    time: number,
+  ): Promise<{ id: string; time: number }[]> {
+    for (let max = 2 * PAGE; ; max *= 4) {
+      const all = await source.page(realm, kind, time, time, max);
+      if (all.length < max) return all;
+    }
   }
 
   // One pull of a realm at a time in this process too: the lease is this process's, whichever

@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { RequestHandler } from 'express';
 import { parseBasicCredentials } from '../auth/basic/parse-basic.ts';
 import { JOB_FIELDS } from '../auth-proxy/job-credentials.ts';
-import { formFieldsOf } from '../auth-proxy/form-body-guard.ts';
+import { receivedFormFieldsOf } from '../auth-proxy/form-body-guard.ts';
 import { scopeOf } from '../edge/request-scope.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { Clock } from '../time/clock.ts';
@@ -23,7 +23,9 @@ const REASON_OF_STATUS: Record<number, string> = {
  * (a success only when its answer reached the client: else `not_delivered`),
  * the grant type, the client (from the form, or the id of its Basic client authentication), the
  * user name of a password grant and the job credential's fields. Chosen fields of the form only:
- * never a password, a secret, a code, a token, a one-time password or a proof.
+ * never a password, a secret, a code, a token, a one-time password or a proof. It runs before
+ * the form is read (auth-steps.ts), so a grant whose body the gateway refuses is recorded too,
+ * with no field of its form.
  */
 export function auditTokenGrants(deps: {
   record: (event: AuditEvent) => void;
@@ -33,7 +35,6 @@ export function auditTokenGrants(deps: {
   clock: Clock;
 }): RequestHandler {
   return (req, res, next) => {
-    const form = formFieldsOf(req);
     const realm = scopeOf(req).route.realm;
     if (req.method !== 'POST' || realm === undefined) {
       next();
@@ -48,6 +49,9 @@ export function auditTokenGrants(deps: {
       // saw 200 with headersSent), so it is no status the client got. Read now, at 'close'.
       const delivered = res.writableFinished;
       const answer: Answer = { delivered, status: delivered ? res.statusCode : null };
+      // The form as sent, read once this step has passed it on (it comes before the form's
+      // reader, so that a body the reader refuses is a failed grant too): none then.
+      const form = receivedFormFieldsOf(req);
       void deps.isLog(realm).then(
         (isLog) => deps.record(grantEvent(req, answer, form, realm, isLog, atMs, address)),
         () => deps.record(grantEvent(req, answer, form, realm, false, atMs, address)),

@@ -87,10 +87,11 @@ export const AUTH_STEPS: readonly AuthStepOfTable[] = [
     'adminListener',
     onlyOn('public', () => [refuseAdminArea]),
   ),
+  // Before the form is read: a grant any later step refuses, the form's reader included, is
+  // recorded too (with the fields of its form once read, none of a form the reader refused).
+  on('auditGrant', (deps) => (deps.auditGrants ? [deps.auditGrants] : [])),
   // The one reader of `/auth` bodies (forms, for the steps below and a resend to another node).
   on('everyRequest', () => guardFormBody()),
-  // First after the form is read: a grant any later step refuses is recorded too.
-  on('auditGrant', (deps) => (deps.auditGrants ? [deps.auditGrants] : [])),
   // Before any step acts on a request its token's reach refuses (endAccess above all).
   on('tokenReach', (deps) => [guardTokenReach(deps.jobCredentials)]),
   on(

@@ -26,6 +26,8 @@ const BROKEN_PERCENT_ESCAPE = /%(?![0-9A-Fa-f]{2})/;
 interface ReadForm {
   readonly bytes: Buffer;
   readonly fields: URLSearchParams;
+  /** The fields as the client sent them, when a step replaced them (`replaceForm`). */
+  readonly received?: URLSearchParams;
 }
 
 export function guardFormBody(): RequestHandler[] {
@@ -81,13 +83,24 @@ export function bufferedBodyOf(req: IncomingMessage): Buffer | undefined {
 
 /** Replaces the form `guardFormBody` read: what the proxy sends on is `fields`, encoded. */
 export function replaceForm(req: IncomingMessage, fields: URLSearchParams): void {
+  const read = readFormOf(req);
   (req as IncomingMessage & { body?: unknown }).body = {
     bytes: Buffer.from(fields.toString()),
     fields,
+    received: read?.received ?? read?.fields,
   } satisfies ReadForm;
 }
 
 /** The fields of the form `guardFormBody` read, if any. */
 export function formFieldsOf(req: IncomingMessage): URLSearchParams | undefined {
   return readFormOf(req)?.fields;
+}
+
+/**
+ * The fields of the form `guardFormBody` read as the client sent them (before any step replaced
+ * them), if any: what the audit log records of a grant once it is answered.
+ */
+export function receivedFormFieldsOf(req: IncomingMessage): URLSearchParams | undefined {
+  const read = readFormOf(req);
+  return read?.received ?? read?.fields;
 }

@@ -7,7 +7,7 @@ import {
   readOrder,
 } from './audit-filters.ts';
 import { exportTo, listRecords, TABLE_HEADER, tableRowOf } from './audit-reading.ts';
-import { readKeys, verifyExport } from './audit-verify.ts';
+import { readKeys, unsignedNotice, verifyExport } from './audit-verify.ts';
 import { sessionCommand, type CommandEntry } from './command-spec.ts';
 import { usageError } from './errors.ts';
 import { checkRealm } from './values.ts';
@@ -84,8 +84,15 @@ export const AUDIT_COMMANDS: readonly CommandEntry[] = [
     positionals: ['file'],
     options: { keys: { value: 'url|file' } },
     parse: (args) => ({ file: args.at(0), keys: args.one('keys') }),
-    run: async ({ file, keys }) => ({
-      json: await verifyExport(file, keys === undefined ? undefined : await readKeys(keys)),
-    }),
+    run: async ({ file, keys }, context) => {
+      const verified = await verifyExport(
+        file,
+        keys === undefined ? undefined : await readKeys(keys),
+      );
+      // Beside the answer, on stderr: what no signature covers (stdout stays the JSON).
+      const notice = unsignedNotice(verified);
+      if (notice !== undefined) context.io.stderr.write(`realmgate: ${notice}\n`);
+      return { json: verified };
+    },
   }),
 ];

@@ -46,6 +46,35 @@ export async function verifyExport(file: string, keys?: JSONWebKeySet): Promise<
 }
 
 /**
+ * What `verified` could not vouch for, said beside its answer: the records after the last one a
+ * checkpoint covers (all of them when none does). Their chain holds, but a chain is no signature:
+ * whoever could write the log or the file could have changed them, added some or removed some
+ * at the end, with the checkpoint that named them. Most exports end so too (the checkpoint
+ * after their last record names a later one, not theirs): the verifier cannot tell the two
+ * apart, and says how a reader covers them (the export of what follows, chained to them).
+ * Undefined when every record is covered.
+ */
+export function unsignedNotice(verified: Verified): string | undefined {
+  const { records, firstSeq, lastSeq, lastHash, signedThrough } = verified;
+  if (records === 0 || firstSeq === null || lastSeq === null) return undefined;
+  const from = signedThrough === null ? firstSeq : signedThrough + 1;
+  if (from > lastSeq) return undefined;
+  const count = lastSeq - from + 1;
+  const which =
+    count === 1 ? `record ${from} (1) is` : `records ${from} to ${lastSeq} (${count}) are`;
+  const what =
+    signedThrough === null
+      ? `no record of this export is covered by a signature: ${which} chained only`
+      : `${which} not covered by a signature`;
+  return (
+    `${what}: the chain holds, but whoever could write the log or this file could have changed ` +
+    'records there, added some or removed some (an export ends after its last checkpoint, or ' +
+    'a checkpoint was taken out). A later checkpoint covers them: check that the export of ' +
+    `what follows starts with record ${lastSeq + 1} and prevHash ${lastHash}, and verify it too.`
+  );
+}
+
+/**
  * Whether some object of a JSON text (one `JSON.parse` took) names a field twice. `JSON.parse`
  * keeps the last value, and the hash is checked against it, while another reader (a SIEM, a
  * person) may take the first: a line with `"actorName":"mallory"` before the verified

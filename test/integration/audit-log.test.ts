@@ -239,6 +239,33 @@ describe('audit log', () => {
     expect(verifyChain(log)).toBeUndefined();
   });
 
+  it('records a token grant the gateway refused before Keycloak: a form it could not read', async () => {
+    // A password in a body the form's reader refuses (a broken percent escape, a charset Keycloak
+    // would read otherwise): a failed grant like any other, and still no field of it kept.
+    const password = randomBytes(9).toString('base64url');
+    secrets.push(password);
+    const broken = await grant(a, `${passwordGrantBody({ ...member, password })}%zz`);
+    expect(broken).toMatchObject({ status: 400, json: { error: 'invalid_request' } });
+    const url = `${b.url}/auth/realms/${org}/protocol/openid-connect/token`;
+    const utf16 = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded; charset=utf-16be' },
+      body: passwordGrantBody(member),
+    });
+    expect(utf16.status).toBe(400);
+    for (const requestId of [broken.requestId, utf16.headers.get('x-request-id')]) {
+      const record = await recordOfRequest(org, requestId);
+      expect(record).toMatchObject({
+        action: 'token.grant',
+        outcome: 'failure',
+        actorName: null,
+        status: 400,
+        reason: 'invalid_request',
+        details: {},
+      });
+    }
+  });
+
   it('stores no password, token, secret or proof, and no export shows one', async () => {
     const stored = (
       await testDb().raw<{ rows: { text: string }[] }>(

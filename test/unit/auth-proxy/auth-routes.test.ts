@@ -270,11 +270,11 @@ describe('every /auth path gets its steps', () => {
 const stepsFor = (method: string, url: string) => stepsOf(authEntryOf(routeOf(method, url)));
 
 describe('each /auth request runs the steps its entry names, in the order of the one table', () => {
-  it("the token endpoint: the form read, its audit, a token's reach, then the bootstrap guard, the DPoP key, job credentials, the grant", () => {
+  it("the token endpoint: its audit (a form the reader refuses is recorded too), the form read, a token's reach, then the bootstrap guard, the DPoP key, job credentials, the grant", () => {
     for (const url of [TOKEN, `${TOKEN}/`, '/auth/realms/acme/protocol/openid-connect/%74oken']) {
       expect(stepsFor('POST', url), url).toEqual([
-        'everyRequest',
         'auditGrant',
+        'everyRequest',
         'tokenReach',
         'bootstrapAdmin',
         'dpopProofKey',

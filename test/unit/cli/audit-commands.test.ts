@@ -1,7 +1,10 @@
+import { createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { calculateJwkThumbprint, exportJWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { checkpointSigner } from '../../../src/audit/audit-checkpoints.ts';
 import { chainedLog } from '../../helpers/audit-records.ts';
 import { givesANameTwice } from '../../../src/cli/audit-verify.ts';
 import { runCli } from '../../../src/cli/main.ts';
@@ -79,6 +82,48 @@ describe('realmgate audit verify', () => {
     expect(givesANameTwice('{"d":{"a":"1","b":[{"a":1},{"a":2}],"a":"2"}}')).toBe(true);
     expect(givesANameTwice('{"a":"a","b":{"a":"\\"a\\":"},"c":[{"a":1},{"a":2}]}')).toBe(false);
     expect(givesANameTwice('{"a\\u0062":1,"ab":2}')).toBe(true);
+  });
+
+  it('says which records no signature covers: a checkpoint at the end removed, or records after the last one', async () => {
+    const { privateKey } = generateKeyPairSync('ed25519');
+    const jwk = await exportJWK(createPublicKey(privateKey));
+    const kid = await calculateJwkThumbprint(jwk);
+    const signer = checkpointSigner(privateKey, { ...jwk, kid, alg: 'EdDSA', use: 'sig' });
+    const log = chainedLog(8);
+    const checkpointOf = async (seq: number) => ({
+      type: 'checkpoint',
+      ...(await signer.sign({
+        org: 'acme',
+        seq,
+        hash: log[seq - 1]!.hash,
+        recordAt: log[seq - 1]!.at,
+        at: '2026-11-02T00:00:00.000Z',
+      })),
+    });
+    const keys = { type: 'keys', keys: [signer.publicJwk] };
+    const [five, eight] = [await checkpointOf(5), await checkpointOf(8)];
+    const whole = [keys, ...log.slice(0, 5), five, ...log.slice(5), eight];
+    expect(await verify(whole)).toMatchObject({ status: 0, stderr: '' });
+
+    // The checkpoint at the end removed: what it signed is chained, no longer signed.
+    const unsigned = await verify(whole.slice(0, -1));
+    expect(unsigned.status).toBe(0);
+    expect(JSON.parse(unsigned.stdout)).toMatchObject({ lastSeq: 8, signedThrough: 5 });
+    expect(unsigned.stderr).toBe(
+      'realmgate: records 6 to 8 (3) are not covered by a signature: the chain holds, but ' +
+        'whoever could write the log or this file could have changed records there, added some ' +
+        'or removed some (an export ends after its last checkpoint, or a checkpoint was taken ' +
+        'out). A later checkpoint covers them: check that the export of what follows starts ' +
+        `with record 9 and prevHash ${log[7]!.hash}, and verify it too.\n`,
+    );
+    // Records after the last checkpoint removed, with the checkpoint that named them.
+    expect((await verify(whole.slice(0, 8))).stderr).toMatch(
+      /^realmgate: record 6 \(1\) is not covered by a signature: /,
+    );
+    // No checkpoint at all.
+    expect((await verify([keys, ...log])).stderr).toMatch(
+      /^realmgate: no record of this export is covered by a signature: records 1 to 8 \(8\)/,
+    );
   });
 
   it('refuses a file that is no export, and one that is not there', async () => {
