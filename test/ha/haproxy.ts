@@ -50,20 +50,33 @@ export function haproxyEnvironment(
 
 /**
  * HAProxy with the shipped configuration, the environment saying where things are (the
- * variables ops/haproxy/haproxy.cfg names). `haproxy -c` checks the file first, so that a broken
- * configuration fails here with HAProxy's own message; then `haproxy -db` runs in the
- * foreground, its log in `logFile`. Resolves once the public frontend answers `/readyz` 200.
+ * variables ops/haproxy/haproxy.cfg names). Resolves once the public frontend answers `/readyz`
+ * 200.
  */
 export async function startHaproxy(options: HaproxyOptions): Promise<Haproxy> {
-  const env = { PATH: `${process.env.PATH ?? ''}:/usr/sbin`, ...haproxyEnvironment(options) };
+  return runHaproxy(HAPROXY_CONFIG, haproxyEnvironment(options), options);
+}
+
+/**
+ * HAProxy with the configuration `configFile`, `environment` its variables (LB_PUBLIC_BIND and
+ * LB_ADMIN_BIND among them, which `options` repeats). `haproxy -c` checks the file first, so that
+ * a broken configuration fails here with HAProxy's own message; then `haproxy -db` runs in the
+ * foreground, its log in `logFile`. Resolves once the public frontend answers `/readyz` 200.
+ */
+export async function runHaproxy(
+  configFile: string,
+  environment: Record<string, string>,
+  options: Pick<HaproxyOptions, 'publicBind' | 'adminBind' | 'logFile'>,
+): Promise<Haproxy> {
+  const env = { PATH: `${process.env.PATH ?? ''}:/usr/sbin`, ...environment };
   try {
-    await promisify(execFile)('haproxy', ['-c', '-f', HAPROXY_CONFIG], { env });
+    await promisify(execFile)('haproxy', ['-c', '-f', configFile], { env });
   } catch (err) {
     const { stdout = '', stderr = '' } = err as { stdout?: string; stderr?: string };
-    throw new Error(`haproxy -c refused ${HAPROXY_CONFIG}:\n${stdout}${stderr}`, { cause: err });
+    throw new Error(`haproxy -c refused ${configFile}:\n${stdout}${stderr}`, { cause: err });
   }
   const log = openSync(options.logFile, 'a');
-  const child = spawn('haproxy', ['-db', '-f', HAPROXY_CONFIG], {
+  const child = spawn('haproxy', ['-db', '-f', configFile], {
     env,
     stdio: ['ignore', log, log],
   });

@@ -135,11 +135,11 @@ describe('ops/swarm/haproxy.cfg', () => {
         line
           .replace(
             /^ {2}server gateway-1 "\$\{LB_GATEWAY_1_PUBLIC\}"$/,
-            '  server-template gateway- 3 tasks.gateway:8000',
+            '  server-template gateway- 32 tasks.gateway:8000',
           )
           .replace(
             /^ {2}server gateway-1 "\$\{LB_GATEWAY_1_ADMIN\}"$/,
-            '  server-template gateway- 3 tasks.gateway:8001',
+            '  server-template gateway- 32 tasks.gateway:8001',
           ),
       )
       .filter((line) => !/^ {2}server gateway-2 /.test(line));
