@@ -263,6 +263,35 @@ describe('job credentials: a named refresh token with a narrower reach', () => {
     expect((await refresh(String(other.json.refresh_token))).status).toBe(200);
   });
 
+  it('a read-only token ending its own session never ends another named like it', async () => {
+    const admin = await keycloakAdmin();
+    const userId = await userIdOf(user);
+    const clientId = (await admin.clients.find({ realm: org, clientId: `_${org}-api` }))[0]!.id!;
+    const offlineIds = async () =>
+      (await admin.users.listOfflineSessions({ realm: org, id: userId, clientId })).map((s) =>
+        String(s.id),
+      );
+    // A read-only token of an online session (no offline_access): its session is no offline one.
+    const readOnly = await postToken(
+      tokenUrl(testEnv().publicUrl),
+      org,
+      passwordGrantBody(user, '&realmgate_read_only=true').replace('+offline_access', ''),
+    );
+    expect(readOnly.status).toBe(200);
+    const token = String(readOnly.json.access_token);
+    const ownId = String(claimsOf(token).sid);
+    // Another job credential of the user, named as the read-only token's session is.
+    const namesake = await grant(`&realmgate_name=${encodeURIComponent(ownId)}`);
+    expect(namesake.status, `${ownId}: ${JSON.stringify(namesake.json)}`).toBe(200);
+    const namesakeId = String(claimsOf(namesake.json.access_token).sid);
+    expect(await offlineIds()).toContain(namesakeId);
+    // Its own session's id is what the path names: not the session named so, a write.
+    const refused = await call(replicas[1]!.url, `${tokensPath()}/${ownId}`, token, 'DELETE');
+    expect(refused.status, JSON.stringify(refused.body)).toBe(404);
+    expect(await offlineIds()).toContain(namesakeId);
+    expect((await refresh(String(namesake.json.refresh_token))).status).toBe(200);
+  });
+
   it('refuses invalid fields with 400 in the token endpoint shape, issuing nothing', async () => {
     const admin = await keycloakAdmin();
     const userId = await userIdOf(user);
