@@ -96,8 +96,10 @@ async function pastPrefixOf(
   stretches: Stretch[],
   bounds: RetentionBounds,
   now: number,
+  signal: AbortSignal,
 ): Promise<number> {
   for (const [i, stretch] of stretches.entries()) {
+    if (signal.aborted) return 0;
     const until = stretches[i + 1]?.from;
     const cutoff = new Date(now - daysKept(stretch.days, bounds) * DAY_MS);
     const query = db(AUDIT_TABLE)
@@ -128,7 +130,7 @@ export const PRUNE_CHUNK_RECORDS = 10_000;
  * checkpoint keeps its records until it has one (within AUDIT_CHECKPOINT_SECONDS). The prefix
  * goes in steps (pruneLog), each ending at a checkpoint as well. Returns how many records were
  * removed. Once `signal` aborts (shutdown), no step starts: the one in progress commits, and the
- * next run goes on from there.
+ * next run goes on from there; a search for a log's prefix in progress is cancelled.
  */
 export async function pruneAuditLog(
   db: Knex,
@@ -146,8 +148,20 @@ export async function pruneAuditLog(
   for (const org of logs) {
     if (signal.aborted) break;
     const stretches = reused.get(org) ?? [{ from: 1, days: own.get(org) }];
-    // A large log's prefix takes long to find: not under the statement timeout.
-    const past = await runSpared(db, (trx) => pastPrefixOf(trx, org, stretches, bounds, now));
+    // A large log's prefix takes long to find: not under the statement timeout, and cancelled
+    // at shutdown (it only reads), which it would otherwise hold for minutes.
+    let past: number;
+    try {
+      past = await runSpared(
+        db,
+        (trx) => pastPrefixOf(trx, org, stretches, bounds, now, signal),
+        {},
+        signal,
+      );
+    } catch (err) {
+      if (signal.aborted) break;
+      throw err;
+    }
     removed += await pruneLog(db, org, past, chunk, signal);
   }
   return removed;

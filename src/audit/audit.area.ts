@@ -38,6 +38,7 @@ import { storedCheckpoints } from './audit-export-signed.ts';
 import { openCheckpointSigner, publishedKeys } from './audit-signing-key.ts';
 import type { CheckpointSigner } from './audit-checkpoints.ts';
 import { waitAtMost } from '../time/wait-at-most.ts';
+import type { Periodic } from '../time/every.ts';
 
 /** How often every replica looks for download jobs another replica took but did not run. */
 const DOWNLOAD_POLL_MS = 5000;
@@ -250,18 +251,40 @@ export async function buildAuditLog(
     keys: auditKeysRouter(keys),
     writer,
     close: async (graceMs) => {
-      // A prune or a checkpoint in progress commits the step it is in (each a transaction of
-      // its own) and begins no other, so the pool does not close under a prune's next step; a
-      // step still running past the grace period holds its connection, which the pool's close
-      // waits for (or the orchestrator's kill rolls it back), never half done.
-      await waitAtMost(Promise.all([retention.stop(), checkpoints.stop()]), graceMs);
-      await runner.close();
-      await keycloakEvents.stop();
-      await refusals.close();
-      await writer.close(graceMs);
+      await closeAuditWithin(graceMs, {
+        background: [retention, checkpoints],
+        sources: [() => runner.close(), () => keycloakEvents.stop(), () => refusals.close()],
+        writer,
+      });
       await otel?.close();
     },
   };
+}
+
+/**
+ * The audit log's part of a shutdown, within `graceMs` as a whole (an orchestrator kills the
+ * process a few seconds past the grace period, the spool unwritten and its loss untold): the
+ * background work (a prune, a checkpoint) told to stop at once, what records into the writer
+ * (`sources`) stopped in order, then the writer's spool written while the background work ends,
+ * both within what is left of the grace period.
+ */
+export async function closeAuditWithin(
+  graceMs: number,
+  parts: {
+    background: Periodic[];
+    sources: (() => Promise<unknown>)[];
+    writer: AuditWriter;
+  },
+): Promise<void> {
+  // A prune or a checkpoint in progress commits the step it is in (each a transaction of
+  // its own) and begins no other, so the pool does not close under a prune's next step; a
+  // step still running past the grace period holds its connection, which the pool's close
+  // waits for (or the orchestrator's kill rolls it back), never half done.
+  const deadline = Date.now() + graceMs;
+  const stopped = Promise.all(parts.background.map((work) => work.stop()));
+  for (const stop of parts.sources) await stop();
+  const left = Math.max(0, deadline - Date.now());
+  await Promise.all([waitAtMost(stopped, left), parts.writer.close(left)]);
 }
 
 /** How often each replica looks for logs due a checkpoint, at most. */

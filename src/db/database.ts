@@ -106,6 +106,8 @@ export function sparedWorkMsOf(db: Knex, statements: number): number | undefined
 interface PgClient {
   query(config: unknown, callback: (err: Error | null, result: unknown) => void): unknown;
   connection: { stream: { destroy(err?: Error): void } };
+  /** The server process of the connection: what `pg_cancel_backend` takes. */
+  processID: number;
   [SPARED]?: boolean;
 }
 
@@ -151,18 +153,28 @@ interface ConnectionLender {
  * silent: it fails like a request, 57014 or the connection dropped). For the work that
  * legitimately runs long (audit exports, download jobs, retention pruning); a request's own
  * queries never go here. A pool opened without limits spares without any (statement_timeout
- * 0). `config`: knex's transaction settings (isolation, read only).
+ * 0). `config`: knex's transaction settings (isolation, read only). Once `signal` aborts (a
+ * shutdown), the statement running is cancelled (57014, the transaction rolled back): for
+ * work that only reads, which a shutdown need not wait for.
  */
 export async function runSpared<T>(
   db: Knex,
   work: (trx: Knex.Transaction) => Promise<T>,
   config: Knex.TransactionConfig = {},
+  signal?: AbortSignal,
 ): Promise<T> {
   if (db.client instanceof ClientPgLite) return db.transaction(work, config);
   const pool = db.client as ConnectionLender;
   const sparedMs = limitsOf.get(db)?.sparedMs ?? 0;
   const connection = await pool.acquireConnection();
   connection[SPARED] = true;
+  // Through another connection of the pool, as knex cancels a query past its timeout; the
+  // connection is kept until the cancel is done, so that it never reaches its next borrower.
+  let cancelling: Promise<unknown> | undefined;
+  const cancel = () => {
+    cancelling = db.raw('select pg_cancel_backend(?)', [connection.processID]).catch(() => {});
+  };
+  signal?.addEventListener('abort', cancel, { once: true });
   try {
     return await db.transaction(
       async (trx) => {
@@ -173,6 +185,8 @@ export async function runSpared<T>(
       { ...config, connection },
     );
   } finally {
+    signal?.removeEventListener('abort', cancel);
+    await cancelling;
     connection[SPARED] = false;
     await pool.releaseConnection(connection);
   }

@@ -138,7 +138,12 @@ export function createRefreshTokensService(deps: {
     async revokeOne(principal, idOrName) {
       const { sessions, limits } = await offlineSessions(principal);
       const details = await detailsOf(principal, sessions);
-      const named = [...details.values()].find((row) => row.name === idOrName);
+      // The caller's own session id names that session only, never one named so: a token may
+      // end its own session whatever its reach (reach.ts), and only its own.
+      const named =
+        idOrName === principal.sessionId
+          ? undefined
+          : [...details.values()].find((row) => row.name === idOrName);
       const id = sessions.some((s) => s.id === idOrName) ? idOrName : named?.sessionId;
       if (id === undefined) throw new AppError('refreshTokenNotFound');
       await deps.admin.run(principal.realm, (admin) =>

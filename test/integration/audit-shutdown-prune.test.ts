@@ -4,7 +4,9 @@ import knex, { type Knex } from 'knex';
 import pino from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createBatchAppender } from '../../src/audit/audit-batch.ts';
+import { closeAuditWithin } from '../../src/audit/audit.area.ts';
 import { scheduleRetention } from '../../src/audit/audit-retention.ts';
+import { createAuditWriter } from '../../src/audit/audit-writer.ts';
 import { systemClock } from '../../src/time/clock.ts';
 import { apiEvent } from '../helpers/audit-records.ts';
 import { closeTestDb, testDb } from '../helpers/platform.ts';
@@ -87,5 +89,78 @@ describe('audit retention at shutdown', () => {
       .pluck<string[]>('seq');
     expect(checkpoints.map(Number)).toEqual(Array.from({ length: 14 }, (_, i) => 100 * (i + 1)));
     expect(lines.filter((line) => line.includes('failed'))).toEqual([]);
+  });
+
+  it('a shutdown during a prune held in its search takes one grace period, the spool counted', async () => {
+    const log = `held-${randomBytes(4).toString('hex')}`;
+    const old = Date.now() - 400 * DAY;
+    await createBatchAppender(testDb()).append(
+      [apiEvent(log, old), apiEvent(log, Date.now())],
+      undefined,
+      () => undefined,
+    );
+    const lines: string[] = [];
+    const logger = pino(
+      { level: 'info' },
+      new Writable({
+        write(chunk: Buffer, _encoding, done) {
+          lines.push(chunk.toString());
+          done();
+        },
+      }),
+    );
+    const pool: Knex = knex({ client: 'pg', connection: testEnv().databaseUrl, pool: { max: 4 } });
+    let lost = 0;
+    const writer = createAuditWriter({
+      db: pool,
+      logger,
+      metrics: {
+        auditRecords: (outcome, count) => {
+          if (outcome === 'lost') lost += count;
+        },
+      },
+      spoolMax: 1000,
+      batchMax: 500,
+      intervalMs: 3600_000,
+    });
+    // Another session holds the log: the prune's search for the records past their days (the
+    // statement that may run for minutes) waits, and so does the writer's batch.
+    const holder = await testDb().transaction();
+    try {
+      await holder.raw('lock table audit_log in access exclusive mode');
+      const retention = scheduleRetention({
+        db: pool,
+        bounds: { defaultDays: 365, minDays: 1, maxDays: 3650 },
+        clock: systemClock,
+        intervalMs: 3600_000,
+        logger,
+        firstMs: 0,
+      });
+      const searching = async () =>
+        await testDb().raw<{ rows: { n: number }[] }>(
+          `select count(*)::int as n from pg_stat_activity
+            where wait_event_type = 'Lock' and query like 'select min("seq") as "first" from "audit_log"%'`,
+        );
+      await expect.poll(async () => (await searching()).rows[0]!.n, { timeout: 30_000 }).toBe(1);
+      for (let i = 0; i < 3; i++) writer.record(apiEvent(log, Date.now()));
+
+      const graceMs = 1500;
+      const began = Date.now();
+      await closeAuditWithin(graceMs, { background: [retention], sources: [], writer });
+      const took = Date.now() - began;
+      // One grace period for all of it (an orchestrator kills a few seconds past it), not one
+      // for the prune and then another for the writer.
+      expect(took).toBeLessThan(graceMs + 700);
+      expect(lost).toBe(3);
+      expect(lines.some((line) => line.includes('audit records lost'))).toBe(true);
+      // The prune's search was cancelled at the shutdown: it holds no connection the pool's
+      // close would wait for, while the other session still holds the log.
+      await expect.poll(async () => (await searching()).rows[0]!.n, { timeout: 5000 }).toBe(0);
+      await retention.stop();
+    } finally {
+      await holder.rollback();
+      await pool.destroy();
+    }
+    expect(lines.filter((line) => line.includes('pruning failed'))).toEqual([]);
   });
 });

@@ -8,6 +8,7 @@ import {
   keycloakAdmin,
   passwordGrantBody,
   postToken,
+  uniqueId,
   userIdOf,
   type TestUser,
 } from '../helpers/keycloak.ts';
@@ -263,6 +264,35 @@ describe('job credentials: a named refresh token with a narrower reach', () => {
     expect((await refresh(String(other.json.refresh_token))).status).toBe(200);
   });
 
+  it('a read-only token ending its own session never ends another named like it', async () => {
+    const admin = await keycloakAdmin();
+    const userId = await userIdOf(user);
+    const clientId = (await admin.clients.find({ realm: org, clientId: `_${org}-api` }))[0]!.id!;
+    const offlineIds = async () =>
+      (await admin.users.listOfflineSessions({ realm: org, id: userId, clientId })).map((s) =>
+        String(s.id),
+      );
+    // A read-only token of an online session (no offline_access): its session is no offline one.
+    const readOnly = await postToken(
+      tokenUrl(testEnv().publicUrl),
+      org,
+      passwordGrantBody(user, '&realmgate_read_only=true').replace('+offline_access', ''),
+    );
+    expect(readOnly.status).toBe(200);
+    const token = String(readOnly.json.access_token);
+    const ownId = String(claimsOf(token).sid);
+    // Another job credential of the user, named as the read-only token's session is.
+    const namesake = await grant(`&realmgate_name=${encodeURIComponent(ownId)}`);
+    expect(namesake.status, `${ownId}: ${JSON.stringify(namesake.json)}`).toBe(200);
+    const namesakeId = String(claimsOf(namesake.json.access_token).sid);
+    expect(await offlineIds()).toContain(namesakeId);
+    // Its own session's id is what the path names: not the session named so, a write.
+    const refused = await call(replicas[1]!.url, `${tokensPath()}/${ownId}`, token, 'DELETE');
+    expect(refused.status, JSON.stringify(refused.body)).toBe(404);
+    expect(await offlineIds()).toContain(namesakeId);
+    expect((await refresh(String(namesake.json.refresh_token))).status).toBe(200);
+  });
+
   it('refuses invalid fields with 400 in the token endpoint shape, issuing nothing', async () => {
     const admin = await keycloakAdmin();
     const userId = await userIdOf(user);
@@ -348,6 +378,56 @@ describe('job credentials: a named refresh token with a narrower reach', () => {
     await expect
       .poll(async () => (await listed()).some((t) => t.id === sessionId), EVENTUALLY)
       .toBe(false);
+  });
+
+  it('issues no job credential to a user whose id is no printable ASCII: no lifetime unchecked', async () => {
+    // A user id that is no printable ASCII, as a user-storage provider's may be (`f:<provider>:`
+    // and its own id); here a local user's, as Keycloak keeps the id a realm import gives.
+    const admin = await keycloakAdmin();
+    const federated: TestUser = {
+      realm: org,
+      username: `${uniqueId('fed-')}`,
+      password: randomBytes(12).toString('base64url'),
+      otpSecret: undefined,
+    };
+    const id = `störe-${randomBytes(4).toString('hex')}`;
+    await admin.realms.partialImport({
+      realm: org,
+      rep: {
+        ifResourceExists: 'FAIL',
+        users: [
+          {
+            id,
+            username: federated.username,
+            enabled: true,
+            credentials: [{ type: 'password', value: federated.password, temporary: false }],
+            // What a created user is given (offline_access among them); an imported one is not.
+            realmRoles: [`default-roles-${org.toLowerCase()}`],
+          },
+        ],
+      },
+    });
+    const issued = await postToken(
+      tokenUrl(testEnv().publicUrl),
+      org,
+      passwordGrantBody(federated, '&realmgate_name=short-lived-fed&realmgate_expires_in=60'),
+    );
+    // The refresh grant checks a job credential's lifetime only for a user id it can read (a
+    // printable ASCII `sub`): such a user is given none, rather than one never checked.
+    expect(issued.status, JSON.stringify(issued.json)).toBe(503);
+    const refused = await postToken(
+      tokenUrl(testEnv().publicUrl),
+      org,
+      passwordGrantBody(federated, '&realmgate_expires_in=60'),
+    );
+    expect(refused.status).toBe(503);
+    const clientId = (await admin.clients.find({ realm: org, clientId: `_${org}-api` }))[0]!.id!;
+    await expect
+      .poll(
+        async () => (await admin.users.listOfflineSessions({ realm: org, id, clientId })).length,
+        EVENTUALLY,
+      )
+      .toBe(0);
   });
 
   it('ends a token past its lifetime however its signature is written: Keycloak reads a padded one as the same token', async () => {
