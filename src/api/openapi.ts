@@ -1,6 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 import { OVER_SHARE } from '../auth-proxy/auth-proxy.ts';
+import { REPEATED_USERNAME } from '../auth-proxy/bootstrap-admin-guard.ts';
 import { FORM_BODY_REFUSALS } from '../auth-proxy/form-body-guard.ts';
 import { DPOP_PROOF_KEY_REFUSAL } from '../auth-proxy/dpop-proof-key-guard.ts';
 import type { Replacement } from '../auth-proxy/grant-answer.ts';
@@ -65,6 +66,7 @@ const TOKEN_REFUSALS: readonly Replacement[] = [
   FORM_BODY_REFUSALS.charset,
   DPOP_PROOF_KEY_REFUSAL,
   UNREAD_GRANT_BODY,
+  REPEATED_USERNAME,
   ...JOB_CREDENTIAL_REFUSALS,
   { status: 401, error: WRONG_CREDENTIALS.error, description: WRONG_CREDENTIALS.error_description },
   {

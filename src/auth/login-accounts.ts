@@ -51,12 +51,15 @@ const UNKNOWN_MS = 60_000;
  * whose account no replica has asked for lately. A lookup holds one of the budget of the
  * client address's limit while in flight (released, never counted), so an address past its
  * limit gets no lookup, and a burst of made-up e-mails has no more lookups in flight than the
- * limit lets it have password attempts.
+ * limit lets it have password attempts. One e-mail has one lookup in flight per process: the
+ * logins naming it meanwhile wait for its answer.
  */
 export function createLoginAccounts(options: LoginAccountsOptions): LoginAccounts {
   const { clock = systemClock } = options;
   // In front of the shared cache: a job logging in by e-mail costs one HMAC, no network.
   const local = new TtlLru<string>(options.maxLocalEntries, clock);
+  // The lookup of each e-mail in flight, by its key: asked once however many wait for it.
+  const inFlight = new Map<string, Promise<string | undefined>>();
   const keyOf = (realm: string, email: string) =>
     `login-account:${createHmac('sha256', options.secret)
       .update(`${realm.toLowerCase()}\u0000${email}`)
@@ -73,31 +76,70 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
     }
   }
 
+  /** The lookup of `email` in flight, started if none is: kept once answered. */
+  function lookUpOnce(realm: string, email: string, key: string): Promise<string | undefined> {
+    const pending = inFlight.get(key);
+    if (pending) return pending;
+    const started = (async () => {
+      try {
+        const found = await lookUp(realm, email);
+        if (found !== undefined) {
+          const ttlMs = found ? KNOWN_MS : UNKNOWN_MS;
+          local.set(key, found, clock.now() + ttlMs);
+          await options.cache.set(key, found, ttlMs);
+        }
+        return found;
+      } finally {
+        inFlight.delete(key);
+      }
+    })();
+    inFlight.set(key, started);
+    return started;
+  }
+
+  /**
+   * What is known of `key` without a new lookup: its account ('' none), or the answer of a
+   * lookup in flight (undefined: it failed); `ASK` when nothing is.
+   */
+  async function known(key: string): Promise<string | undefined | typeof ASK> {
+    const here = () => {
+      const held = local.get(key);
+      if (held !== undefined) return held;
+      return inFlight.get(key) ?? ASK;
+    };
+    const before = here();
+    if (before !== ASK) return before;
+    const shared = await options.cache.get(key);
+    if (shared !== undefined) {
+      local.set(key, shared, clock.now() + (shared ? KNOWN_MS : UNKNOWN_MS));
+      return shared;
+    }
+    return here();
+  }
+
+  const answer = (typed: string, found: string | undefined): AccountLookup =>
+    // Not told (the admin API failed): counted as typed.
+    ({ account: found || typed });
+
   return {
     async accountOf(realm, name, address) {
       const typed = accountNameOf(name);
       if (!typed.includes('@')) return { account: typed };
       const key = keyOf(realm, typed);
-      const held = local.get(key);
-      if (held !== undefined) return { account: held || typed };
-      const shared = await options.cache.get(key);
-      if (shared !== undefined) {
-        local.set(key, shared, clock.now() + (shared ? KNOWN_MS : UNKNOWN_MS));
-        return { account: shared || typed };
-      }
+      const before = await known(key);
+      if (before !== ASK) return answer(typed, before);
       const decision = await options.throttle.begin(realm, undefined, address);
       if (decision.kind !== 'go') return { refusal: decision };
-      let found: string | undefined;
       try {
-        found = await lookUp(realm, typed);
+        // Another login may have had it told while this one waited for the throttle.
+        const after = await known(key);
+        return answer(typed, after !== ASK ? after : await lookUpOnce(realm, typed, key));
       } finally {
         await decision.attempt.settle('released');
       }
-      if (found === undefined) return { account: typed };
-      const ttlMs = found ? KNOWN_MS : UNKNOWN_MS;
-      local.set(key, found, clock.now() + ttlMs);
-      await options.cache.set(key, found, ttlMs);
-      return { account: found || typed };
     },
   };
 }
+
+/** `known`'s answer when nothing is known: the admin API is to be asked. */
+const ASK = Symbol('ask');
