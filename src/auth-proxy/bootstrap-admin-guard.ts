@@ -54,6 +54,8 @@ export function guardBootstrapAdmin(deps: BootstrapAdminGuardDeps): RequestHandl
     deps.accounts.accountOf(MASTER_REALM, username, deps.clientAddress(req)).then((lookup) => {
       // An address past its limit was told no account: the throttle's step refuses it next.
       if ('refusal' in lookup) next();
+      // Not known not to be the bootstrap administrator's: it does not reach Keycloak.
+      else if (lookup.unresolved) sendTokenError(res, UNRESOLVED_EMAIL);
       else if (namesAdmin(lookup.account)) refuse(res);
       else next();
     }, next);
@@ -78,6 +80,13 @@ export const REPEATED_USERNAME = {
   status: 400,
   error: 'invalid_request',
   description: 'The form gives username more than once.',
+} as const;
+
+/** An e-mail whose account Keycloak's admin API could not tell (login-accounts.ts). */
+export const UNRESOLVED_EMAIL = {
+  status: 503,
+  error: 'temporarily_unavailable',
+  description: 'Could not tell the account of this e-mail; retry later.',
 } as const;
 
 function refuse(res: Parameters<RequestHandler>[1]): void {

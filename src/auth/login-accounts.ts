@@ -11,7 +11,16 @@ import type { LoginThrottle, ThrottleDecision } from './login-throttle.ts';
  * or busy at the throttle's limit per address (answer the attempt with that decision).
  */
 export type AccountLookup =
-  { account: string } | { refusal: Exclude<ThrottleDecision, { kind: 'go' }> };
+  | {
+      account: string;
+      /**
+       * Keycloak's admin API could not tell the account of the e-mail (now, or a few seconds
+       * ago): `account` is the name as typed. Who must not let the account through unknown
+       * (the bootstrap administrator's guard) refuses the attempt.
+       */
+      unresolved?: true;
+    }
+  | { refusal: Exclude<ThrottleDecision, { kind: 'go' }> };
 
 export interface LoginAccounts {
   /**
@@ -45,6 +54,14 @@ export interface LoginAccountsOptions {
  */
 const KNOWN_MS = 10 * 60_000;
 const UNKNOWN_MS = 60_000;
+/**
+ * How long a realm whose lookup failed (Keycloak's admin API down, slow or refusing) is not
+ * asked again: its e-mails are unresolved meanwhile, so an outage costs one timeout per realm
+ * this often, not one per login.
+ */
+const FAILED_MS = 5_000;
+/** Bound of the realms whose failure is kept. */
+const MAX_REALMS = 1_000;
 
 /**
  * Tells the account of a login name, asking Keycloak's admin API only for a name with `@`
@@ -58,6 +75,7 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
   const { clock = systemClock } = options;
   // In front of the shared cache: a job logging in by e-mail costs one HMAC, no network.
   const local = new TtlLru<string>(options.maxLocalEntries, clock);
+  const failed = new TtlLru<true>(MAX_REALMS, clock);
   // The lookup of each e-mail in flight, by its key: asked once however many wait for it.
   const inFlight = new Map<string, Promise<string | undefined>>();
   const keyOf = (realm: string, email: string) =>
@@ -70,8 +88,8 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
       const username = await options.usernameOfEmail(realm, email);
       return username === undefined ? '' : accountNameOf(username);
     } catch (err) {
-      // Keycloak's admin API failing must not stop logins: counted by the name as typed.
       options.logger.warn({ err }, 'could not look up the account of a login e-mail');
+      failed.set(realm.toLowerCase(), true, clock.now() + FAILED_MS);
       return undefined;
     }
   }
@@ -98,13 +116,15 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
   }
 
   /**
-   * What is known of `key` without a new lookup: its account ('' none), or the answer of a
-   * lookup in flight (undefined: it failed); `ASK` when nothing is.
+   * What is known of `key` without a new lookup: its account ('' none), or undefined when its
+   * realm's lookups failed lately (`FAILED_MS`), or the answer of a lookup in flight; `ASK`
+   * when nothing is.
    */
-  async function known(key: string): Promise<string | undefined | typeof ASK> {
+  async function known(realm: string, key: string): Promise<string | undefined | typeof ASK> {
     const here = () => {
       const held = local.get(key);
       if (held !== undefined) return held;
+      if (failed.get(realm.toLowerCase())) return undefined;
       return inFlight.get(key) ?? ASK;
     };
     const before = here();
@@ -118,21 +138,20 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
   }
 
   const answer = (typed: string, found: string | undefined): AccountLookup =>
-    // Not told (the admin API failed): counted as typed.
-    ({ account: found || typed });
+    found === undefined ? { account: typed, unresolved: true } : { account: found || typed };
 
   return {
     async accountOf(realm, name, address) {
       const typed = accountNameOf(name);
       if (!typed.includes('@')) return { account: typed };
       const key = keyOf(realm, typed);
-      const before = await known(key);
+      const before = await known(realm, key);
       if (before !== ASK) return answer(typed, before);
       const decision = await options.throttle.begin(realm, undefined, address);
       if (decision.kind !== 'go') return { refusal: decision };
       try {
         // Another login may have had it told while this one waited for the throttle.
-        const after = await known(key);
+        const after = await known(realm, key);
         return answer(typed, after !== ASK ? after : await lookUpOnce(realm, typed, key));
       } finally {
         await decision.attempt.settle('released');

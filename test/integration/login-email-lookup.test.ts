@@ -102,4 +102,38 @@ describe("a login e-mail's account, against the real Keycloak's admin API", () =
     }
     expect(masterLookups() - before).toBe(1);
   });
+
+  it("fails closed when the admin API cannot tell an e-mail's account, a few seconds at one try", async () => {
+    const grant = (email: string) =>
+      post(
+        masterToken,
+        `grant_type=password&client_id=admin-cli&username=${encodeURIComponent(email)}&password=p`,
+        '10.61.0.40',
+      );
+    const unavailable = {
+      error: 'temporarily_unavailable',
+      error_description: 'Could not tell the account of this e-mail; retry later.',
+    };
+    front.hold(MASTER_LOOKUP, 3 * TIMEOUT_MS);
+    try {
+      const before = masterLookups();
+      const first = await grant(`${uniqueId('down-')}@example.com`);
+      expect([first.status, await first.json()]).toEqual([503, unavailable]);
+      expect(masterLookups() - before).toBe(1);
+      // Another e-mail at once: answered from the failure, without a lookup or its timeout.
+      const started = Date.now();
+      const second = await grant(`${uniqueId('down-')}@example.com`);
+      expect([second.status, await second.json()]).toEqual([503, unavailable]);
+      expect(Date.now() - started).toBeLessThan(TIMEOUT_MS);
+      expect(masterLookups() - before).toBe(1);
+    } finally {
+      front.hold(MASTER_LOOKUP, 0);
+    }
+    // Once the failure is old, the admin API is asked again.
+    clock.advance(30_000);
+    const before = masterLookups();
+    const again = await grant(`${uniqueId('up-')}@example.com`);
+    expect(again.status).toBe(401);
+    expect(masterLookups() - before).toBe(1);
+  });
 });
