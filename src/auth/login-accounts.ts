@@ -26,9 +26,10 @@ export interface LoginAccounts {
   /**
    * The account `name` logs in to on `realm`, as the throttle, the failed-login memory and the
    * bootstrap administrator's rule key it (`accountNameOf` of its user name). Keycloak takes a
-   * user's e-mail as its login name too (the realm's `loginWithEmailAllowed`, on by default), so
-   * a name with `@` is the user name of the user with that e-mail, when there is one; any other
-   * name is its own account.
+   * user's e-mail as its login name too where the realm lets it (`loginWithEmailAllowed`, on by
+   * default), before user names, so there a name with `@` is the user name of the user with
+   * that e-mail, when there is one; any other name, or any name where the realm does not, is its
+   * own account.
    */
   accountOf(realm: string, name: string, address: string): Promise<AccountLookup>;
 }
@@ -40,6 +41,8 @@ export interface LoginAccountsOptions {
   secret: string;
   /** The user name of the one user of `realm` with the e-mail `email`, if there is one. */
   usernameOfEmail: (realm: string, email: string) => Promise<string | undefined>;
+  /** Whether Keycloak logs the users of `realm` in by e-mail (its `loginWithEmailAllowed`). */
+  loginWithEmailAllowed: (realm: string) => Promise<boolean>;
   /** Its limit per address bounds the lookups an address has in flight (see `accountOf`). */
   throttle: LoginThrottle;
   /** Bound of the in-process layer in front of `cache`. */
@@ -60,8 +63,10 @@ const UNKNOWN_MS = 60_000;
  * this often, not one per login.
  */
 const FAILED_MS = 5_000;
-/** Bound of the realms whose failure is kept. */
+/** Bound of the realms whose failure, or `loginWithEmailAllowed`, is kept. */
 const MAX_REALMS = 1_000;
+/** How long a realm's `loginWithEmailAllowed` is kept. */
+const REALM_SETTING_MS = 60_000;
 
 /**
  * Tells the account of a login name, asking Keycloak's admin API only for a name with `@`
@@ -76,6 +81,7 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
   // In front of the shared cache: a job logging in by e-mail costs one HMAC, no network.
   const local = new TtlLru<string>(options.maxLocalEntries, clock);
   const failed = new TtlLru<true>(MAX_REALMS, clock);
+  const byEmail = new TtlLru<boolean>(MAX_REALMS, clock);
   // The lookup of each e-mail in flight, by its key: asked once however many wait for it.
   const inFlight = new Map<string, Promise<string | undefined>>();
   const keyOf = (realm: string, email: string) =>
@@ -83,8 +89,18 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
       .update(`${realm.toLowerCase()}\u0000${email}`)
       .digest('base64url')}`;
 
+  /** Whether `realm` logs in by e-mail: a realm that does not takes an e-mail as a user name. */
+  async function logsInByEmail(realm: string): Promise<boolean> {
+    const held = byEmail.get(realm.toLowerCase());
+    if (held !== undefined) return held;
+    const allowed = await options.loginWithEmailAllowed(realm);
+    byEmail.set(realm.toLowerCase(), allowed, clock.now() + REALM_SETTING_MS);
+    return allowed;
+  }
+
   async function lookUp(realm: string, email: string): Promise<string | undefined> {
     try {
+      if (!(await logsInByEmail(realm))) return '';
       const username = await options.usernameOfEmail(realm, email);
       return username === undefined ? '' : accountNameOf(username);
     } catch (err) {

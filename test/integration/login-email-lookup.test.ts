@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/http/logger.ts';
-import { uniqueId } from '../helpers/keycloak.ts';
+import { createUser, keycloakAdmin, passwordGrantBody, uniqueId } from '../helpers/keycloak.ts';
 import { startKeycloakFront, type KeycloakFront } from '../helpers/keycloak-front.ts';
-import { closeTestDb } from '../helpers/platform.ts';
+import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { aheadClock } from '../helpers/test-clock.ts';
 import { testEnv } from '../helpers/test-env.ts';
@@ -101,6 +101,34 @@ describe("a login e-mail's account, against the real Keycloak's admin API", () =
       front.hold(MASTER_LOOKUP, 0);
     }
     expect(masterLookups() - before).toBe(1);
+  });
+
+  it("maps no name to another user's e-mail where the realm does not log in by e-mail", async () => {
+    const org = await createOrganization(['ws1']);
+    const admin = await keycloakAdmin();
+    await admin.realms.update({ realm: org }, { loginWithEmailAllowed: false });
+    // A user named like an e-mail, and another whose e-mail that name is.
+    const named = await createUser(org, { username: `${uniqueId('named-')}@example.com` });
+    const other = await createUser(org);
+    const [otherUser] = await admin.users.find({
+      realm: org,
+      username: other.username,
+      exact: true,
+    });
+    await admin.users.update({ realm: org, id: otherUser!.id! }, { email: named.username });
+    const grant = (username: string, password: string) =>
+      post(
+        `/auth/realms/${org}/protocol/openid-connect/token`,
+        passwordGrantBody({ ...other, username, password }),
+        '10.61.0.50',
+      );
+    // The other user past its limit from this address.
+    for (let i = 0; i < 3; i++)
+      expect((await grant(other.username, `wrong-${i}`)).status).toBe(401);
+    expect((await grant(other.username, 'wrong-again')).status).toBe(429);
+    // Keycloak logs the named user in by its name: an account of its own to the throttle.
+    const response = await grant(named.username, named.password);
+    expect(response.status).toBe(200);
   });
 
   it("fails closed when the admin API cannot tell an e-mail's account, a few seconds at one try", async () => {
