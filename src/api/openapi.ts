@@ -1,6 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 import { OVER_SHARE } from '../auth-proxy/auth-proxy.ts';
+import { REPEATED_USERNAME, UNRESOLVED_EMAIL } from '../auth-proxy/bootstrap-admin-guard.ts';
 import { FORM_BODY_REFUSALS } from '../auth-proxy/form-body-guard.ts';
 import { DPOP_PROOF_KEY_REFUSAL } from '../auth-proxy/dpop-proof-key-guard.ts';
 import type { Replacement } from '../auth-proxy/grant-answer.ts';
@@ -65,6 +66,7 @@ const TOKEN_REFUSALS: readonly Replacement[] = [
   FORM_BODY_REFUSALS.charset,
   DPOP_PROOF_KEY_REFUSAL,
   UNREAD_GRANT_BODY,
+  REPEATED_USERNAME,
   ...JOB_CREDENTIAL_REFUSALS,
   { status: 401, error: WRONG_CREDENTIALS.error, description: WRONG_CREDENTIALS.error_description },
   {
@@ -96,6 +98,12 @@ function oauthRefusals(status: number, description: string) {
   return { description, content: json({ schema: jsonSchemaOf(oauthError, 'output'), examples }) };
 }
 
+/** The token endpoint's own failures (5xx), the bootstrap administrator's guard's included. */
+const GATEWAY_TOKEN_FAILURES: readonly Replacement[] = [
+  ...TOKEN_ENDPOINT_FAILURES,
+  UNRESOLVED_EMAIL,
+];
+
 /** A response of `errorResponses`, as far as `withTokenFailures` reads it. */
 interface EnvelopeResponse {
   description: string;
@@ -109,9 +117,9 @@ interface EnvelopeResponse {
  */
 function withTokenFailures(responses: Record<string, JsonValue>): Record<string, JsonValue> {
   const merged = { ...responses };
-  const statuses = new Set(TOKEN_ENDPOINT_FAILURES.map(({ status }) => status));
+  const statuses = new Set(GATEWAY_TOKEN_FAILURES.map(({ status }) => status));
   for (const status of statuses) {
-    const failures = TOKEN_ENDPOINT_FAILURES.filter((failure) => failure.status === status);
+    const failures = GATEWAY_TOKEN_FAILURES.filter((failure) => failure.status === status);
     const given = merged[String(status)] as EnvelopeResponse | undefined;
     const examples: Record<string, JsonValue> = {
       ...given?.content['application/json'].examples,

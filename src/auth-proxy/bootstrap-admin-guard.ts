@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { RequestHandler } from 'express';
-import { realmOf } from './auth-routes.ts';
+import { scopeOf } from '../edge/request-scope.ts';
+import { authEntryOf, realmOf } from './auth-routes.ts';
 import { formFieldsOf } from './form-body-guard.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import { isBootstrapAdmin } from '../auth/bootstrap-admin.ts';
@@ -17,7 +18,9 @@ export interface BootstrapAdminGuardDeps {
 /**
  * The public listener's `/auth` step of the bootstrap administrator's rule (auth/bootstrap-admin.ts):
  * no form sent to the master realm (token endpoint, login pages) may name it (auth-steps.ts), by
- * its user name or by an e-mail an operator gave it.
+ * its user name or, where a login can happen (a password grant, a login page), by an e-mail an
+ * operator gave it. A form giving `username` more than once is refused: Keycloak reads the
+ * first, so the others name nobody, but each would be a name to tell.
  */
 export function guardBootstrapAdmin(deps: BootstrapAdminGuardDeps): RequestHandler {
   const namesAdmin = (username: string) =>
@@ -31,26 +34,60 @@ export function guardBootstrapAdmin(deps: BootstrapAdminGuardDeps): RequestHandl
       return;
     }
     const usernames = form.getAll('username');
-    if (usernames.some(namesAdmin)) {
-      refuse(res);
+    if (usernames.length > 1) {
+      sendTokenError(res, REPEATED_USERNAME);
       return;
     }
-    const emails = usernames.filter((username) => username.includes('@'));
-    if (emails.length === 0) {
+    const [username] = usernames;
+    if (username === undefined) {
       next();
       return;
     }
-    const address = deps.clientAddress(req);
-    Promise.all(emails.map((email) => deps.accounts.accountOf(MASTER_REALM, email, address))).then(
-      (found) => {
-        // An address past its limit was told no account: the throttle's step refuses it next.
-        if (found.some((lookup) => 'account' in lookup && namesAdmin(lookup.account))) refuse(res);
-        else next();
-      },
-      next,
-    );
+    if (namesAdmin(username)) {
+      refuse(res);
+      return;
+    }
+    if (!username.includes('@') || !isLogin(req, form)) {
+      next();
+      return;
+    }
+    deps.accounts.accountOf(MASTER_REALM, username, deps.clientAddress(req)).then((lookup) => {
+      // An address past its limit was told no account: the throttle's step refuses it next.
+      if ('refusal' in lookup) next();
+      // Not known not to be the bootstrap administrator's: it does not reach Keycloak.
+      else if (lookup.unresolved) sendTokenError(res, UNRESOLVED_EMAIL);
+      else if (namesAdmin(lookup.account)) refuse(res);
+      else next();
+    }, next);
   };
 }
+
+/**
+ * Whether `req` can log an account in by the user name it posts: a password grant on the token
+ * entry, or any POST to Keycloak's login pages (its password page, or an identity-first page
+ * whose next page asks for the password without the name).
+ */
+function isLogin(req: IncomingMessage, form: URLSearchParams): boolean {
+  const steps = authEntryOf(scopeOf(req).route)?.steps ?? [];
+  return (
+    (steps.includes('passwordGrant') && form.get('grant_type') === 'password') ||
+    steps.includes('passwordForm')
+  );
+}
+
+/** A form giving `username` twice, in the token endpoint's shape of a malformed request. */
+export const REPEATED_USERNAME = {
+  status: 400,
+  error: 'invalid_request',
+  description: 'The form gives username more than once.',
+} as const;
+
+/** An e-mail whose account Keycloak's admin API could not tell (login-accounts.ts). */
+export const UNRESOLVED_EMAIL = {
+  status: 503,
+  error: 'temporarily_unavailable',
+  description: 'Could not tell the account of this e-mail; retry later.',
+} as const;
 
 function refuse(res: Parameters<RequestHandler>[1]): void {
   // Keycloak's own answer to a refused grant, so clients need no new case.

@@ -11,6 +11,8 @@ export interface AccountAdmin {
    * if there is exactly one.
    */
   usernameOfEmail(realm: string, email: string): Promise<string | undefined>;
+  /** Whether Keycloak logs the realm's users in by e-mail too (its `loginWithEmailAllowed`). */
+  loginWithEmailAllowed(realm: string): Promise<boolean>;
   /** The user name of a user id, if the user exists. */
   usernameOf(realm: string, userId: string): Promise<string | undefined>;
   /** The longest an access token of the realm can live, in seconds (its clients included). */

@@ -105,7 +105,10 @@ export async function buildAuth(
       ): void;
     };
   },
-  accounts: Pick<AccountAdmin, 'hasTwoFactor' | 'dpopRequired' | 'usernameOf' | 'usernameOfEmail'>,
+  accounts: Pick<
+    AccountAdmin,
+    'hasTwoFactor' | 'dpopRequired' | 'usernameOf' | 'usernameOfEmail' | 'loginWithEmailAllowed'
+  >,
 ): Promise<AuthArea> {
   const { config, logger, clock, cache, cacheSecret, metrics } = shared;
   const clientAddressOf = shared.forwarding.clientAddress.bind(shared.forwarding);
@@ -185,6 +188,7 @@ export async function buildAuth(
     cache,
     secret: cacheSecret,
     usernameOfEmail: (realm, email) => accounts.usernameOfEmail(realm, email),
+    loginWithEmailAllowed: (realm) => accounts.loginWithEmailAllowed(realm),
     throttle: loginThrottle,
     maxLocalEntries: config.MEMORY_CACHE_MAX_ENTRIES,
     logger,

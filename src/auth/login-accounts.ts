@@ -11,15 +11,25 @@ import type { LoginThrottle, ThrottleDecision } from './login-throttle.ts';
  * or busy at the throttle's limit per address (answer the attempt with that decision).
  */
 export type AccountLookup =
-  { account: string } | { refusal: Exclude<ThrottleDecision, { kind: 'go' }> };
+  | {
+      account: string;
+      /**
+       * Keycloak's admin API could not tell the account of the e-mail (now, or a few seconds
+       * ago): `account` is the name as typed. Who must not let the account through unknown
+       * (the bootstrap administrator's guard) refuses the attempt.
+       */
+      unresolved?: true;
+    }
+  | { refusal: Exclude<ThrottleDecision, { kind: 'go' }> };
 
 export interface LoginAccounts {
   /**
    * The account `name` logs in to on `realm`, as the throttle, the failed-login memory and the
    * bootstrap administrator's rule key it (`accountNameOf` of its user name). Keycloak takes a
-   * user's e-mail as its login name too (the realm's `loginWithEmailAllowed`, on by default), so
-   * a name with `@` is the user name of the user with that e-mail, when there is one; any other
-   * name is its own account.
+   * user's e-mail as its login name too where the realm lets it (`loginWithEmailAllowed`, on by
+   * default), before user names, so there a name with `@` is the user name of the user with
+   * that e-mail, when there is one; any other name, or any name where the realm does not, is its
+   * own account.
    */
   accountOf(realm: string, name: string, address: string): Promise<AccountLookup>;
 }
@@ -31,6 +41,8 @@ export interface LoginAccountsOptions {
   secret: string;
   /** The user name of the one user of `realm` with the e-mail `email`, if there is one. */
   usernameOfEmail: (realm: string, email: string) => Promise<string | undefined>;
+  /** Whether Keycloak logs the users of `realm` in by e-mail (its `loginWithEmailAllowed`). */
+  loginWithEmailAllowed: (realm: string) => Promise<boolean>;
   /** Its limit per address bounds the lookups an address has in flight (see `accountOf`). */
   throttle: LoginThrottle;
   /** Bound of the in-process layer in front of `cache`. */
@@ -45,59 +57,124 @@ export interface LoginAccountsOptions {
  */
 const KNOWN_MS = 10 * 60_000;
 const UNKNOWN_MS = 60_000;
+/**
+ * How long a realm whose lookup failed (Keycloak's admin API down, slow or refusing) is not
+ * asked again: its e-mails are unresolved meanwhile, so an outage costs one timeout per realm
+ * this often, not one per login.
+ */
+const FAILED_MS = 5_000;
+/** Bound of the realms whose failure, or `loginWithEmailAllowed`, is kept. */
+const MAX_REALMS = 1_000;
+/** How long a realm's `loginWithEmailAllowed` is kept. */
+const REALM_SETTING_MS = 60_000;
 
 /**
  * Tells the account of a login name, asking Keycloak's admin API only for a name with `@`
  * whose account no replica has asked for lately. A lookup holds one of the budget of the
  * client address's limit while in flight (released, never counted), so an address past its
  * limit gets no lookup, and a burst of made-up e-mails has no more lookups in flight than the
- * limit lets it have password attempts.
+ * limit lets it have password attempts. One e-mail has one lookup in flight per process: the
+ * logins naming it meanwhile wait for its answer.
  */
 export function createLoginAccounts(options: LoginAccountsOptions): LoginAccounts {
   const { clock = systemClock } = options;
   // In front of the shared cache: a job logging in by e-mail costs one HMAC, no network.
   const local = new TtlLru<string>(options.maxLocalEntries, clock);
+  const failed = new TtlLru<true>(MAX_REALMS, clock);
+  const byEmail = new TtlLru<boolean>(MAX_REALMS, clock);
+  // The lookup of each e-mail in flight, by its key: asked once however many wait for it.
+  const inFlight = new Map<string, Promise<string | undefined>>();
   const keyOf = (realm: string, email: string) =>
     `login-account:${createHmac('sha256', options.secret)
       .update(`${realm.toLowerCase()}\u0000${email}`)
       .digest('base64url')}`;
 
+  /** Whether `realm` logs in by e-mail: a realm that does not takes an e-mail as a user name. */
+  async function logsInByEmail(realm: string): Promise<boolean> {
+    const held = byEmail.get(realm.toLowerCase());
+    if (held !== undefined) return held;
+    const allowed = await options.loginWithEmailAllowed(realm);
+    byEmail.set(realm.toLowerCase(), allowed, clock.now() + REALM_SETTING_MS);
+    return allowed;
+  }
+
   async function lookUp(realm: string, email: string): Promise<string | undefined> {
     try {
+      if (!(await logsInByEmail(realm))) return '';
       const username = await options.usernameOfEmail(realm, email);
       return username === undefined ? '' : accountNameOf(username);
     } catch (err) {
-      // Keycloak's admin API failing must not stop logins: counted by the name as typed.
       options.logger.warn({ err }, 'could not look up the account of a login e-mail');
+      failed.set(realm.toLowerCase(), true, clock.now() + FAILED_MS);
       return undefined;
     }
   }
+
+  /** The lookup of `email` in flight, started if none is: kept once answered. */
+  function lookUpOnce(realm: string, email: string, key: string): Promise<string | undefined> {
+    const pending = inFlight.get(key);
+    if (pending) return pending;
+    const started = (async () => {
+      try {
+        const found = await lookUp(realm, email);
+        if (found !== undefined) {
+          const ttlMs = found ? KNOWN_MS : UNKNOWN_MS;
+          local.set(key, found, clock.now() + ttlMs);
+          await options.cache.set(key, found, ttlMs);
+        }
+        return found;
+      } finally {
+        inFlight.delete(key);
+      }
+    })();
+    inFlight.set(key, started);
+    return started;
+  }
+
+  /**
+   * What is known of `key` without a new lookup: its account ('' none), or undefined when its
+   * realm's lookups failed lately (`FAILED_MS`), or the answer of a lookup in flight; `ASK`
+   * when nothing is.
+   */
+  async function known(realm: string, key: string): Promise<string | undefined | typeof ASK> {
+    const here = () => {
+      const held = local.get(key);
+      if (held !== undefined) return held;
+      if (failed.get(realm.toLowerCase())) return undefined;
+      return inFlight.get(key) ?? ASK;
+    };
+    const before = here();
+    if (before !== ASK) return before;
+    const shared = await options.cache.get(key);
+    if (shared !== undefined) {
+      local.set(key, shared, clock.now() + (shared ? KNOWN_MS : UNKNOWN_MS));
+      return shared;
+    }
+    return here();
+  }
+
+  const answer = (typed: string, found: string | undefined): AccountLookup =>
+    found === undefined ? { account: typed, unresolved: true } : { account: found || typed };
 
   return {
     async accountOf(realm, name, address) {
       const typed = accountNameOf(name);
       if (!typed.includes('@')) return { account: typed };
       const key = keyOf(realm, typed);
-      const held = local.get(key);
-      if (held !== undefined) return { account: held || typed };
-      const shared = await options.cache.get(key);
-      if (shared !== undefined) {
-        local.set(key, shared, clock.now() + (shared ? KNOWN_MS : UNKNOWN_MS));
-        return { account: shared || typed };
-      }
+      const before = await known(realm, key);
+      if (before !== ASK) return answer(typed, before);
       const decision = await options.throttle.begin(realm, undefined, address);
       if (decision.kind !== 'go') return { refusal: decision };
-      let found: string | undefined;
       try {
-        found = await lookUp(realm, typed);
+        // Another login may have had it told while this one waited for the throttle.
+        const after = await known(realm, key);
+        return answer(typed, after !== ASK ? after : await lookUpOnce(realm, typed, key));
       } finally {
         await decision.attempt.settle('released');
       }
-      if (found === undefined) return { account: typed };
-      const ttlMs = found ? KNOWN_MS : UNKNOWN_MS;
-      local.set(key, found, clock.now() + ttlMs);
-      await options.cache.set(key, found, ttlMs);
-      return { account: found || typed };
     },
   };
 }
+
+/** `known`'s answer when nothing is known: the admin API is to be asked. */
+const ASK = Symbol('ask');

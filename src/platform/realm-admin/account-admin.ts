@@ -9,6 +9,12 @@ export function createAccountAdmin(serviceAdmin: ServiceAdmin): AccountAdmin {
   return {
     hasTwoFactor: (realm, username) => hasTwoFactor(serviceAdmin, realm, username),
     usernameOfEmail: (realm, email) => usernameOfEmail(serviceAdmin, realm, email),
+    loginWithEmailAllowed: (realm) =>
+      serviceAdmin.run(realm, async (admin) => {
+        const settings = await admin.realms.findOne({ realm });
+        // Keycloak's default when the realm does not say.
+        return settings?.loginWithEmailAllowed ?? true;
+      }),
     usernameOf: (realm, userId) =>
       serviceAdmin.run(realm, async (admin) => {
         const user = await admin.users.findOne({ realm, id: userId });

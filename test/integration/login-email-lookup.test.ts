@@ -1,0 +1,167 @@
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/http/logger.ts';
+import { createUser, keycloakAdmin, passwordGrantBody, uniqueId } from '../helpers/keycloak.ts';
+import { startKeycloakFront, type KeycloakFront } from '../helpers/keycloak-front.ts';
+import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { startReplica, type Replica } from '../helpers/replica.ts';
+import { aheadClock } from '../helpers/test-clock.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+/**
+ * The account of a login e-mail, looked up in Keycloak's admin API (auth/login-accounts.ts),
+ * seen from the admin API's side: a replica talks to the real Keycloak through a front that
+ * counts, and can hold, its requests.
+ */
+describe("a login e-mail's account, against the real Keycloak's admin API", () => {
+  let front: KeycloakFront;
+  let replica: Replica;
+  const clock = aheadClock();
+  const TIMEOUT_MS = 1000;
+  const MASTER_LOOKUP = /\/admin\/realms\/master\/users\/?\?.*email=/;
+  const masterLookups = () => front.seen.filter((seen) => MASTER_LOOKUP.test(seen.target)).length;
+  const masterToken = `/auth/realms/master/protocol/openid-connect/token`;
+
+  beforeAll(async () => {
+    front = await startKeycloakFront(testEnv().keycloakUrl);
+    replica = await startReplica(
+      19060,
+      {
+        KEYCLOAK_URL: front.url,
+        KEYCLOAK_TIMEOUT_MS: String(TIMEOUT_MS),
+        REDIS_URL: testEnv().redisUrl,
+        REDIS_KEY_PREFIX: `${testEnv().redisKeyPrefix}maillookup:`,
+        REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
+        TRUSTED_PROXIES: '127.0.0.1',
+        LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: '3',
+        LOGIN_MAX_FAILURES_PER_ADDRESS: '10',
+      },
+      createLogger('silent'),
+      clock,
+    );
+  });
+
+  afterAll(async () => {
+    await replica.gateway.close();
+    await front.close();
+    await closeTestDb();
+  });
+
+  const post = (path: string, body: string, address: string) =>
+    fetch(`${replica.url}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-for': address },
+      body,
+    });
+
+  it('an e-mail posted to realm master elsewhere than a login is not looked up', async () => {
+    const before = masterLookups();
+    const response = await post('/auth/realms/master/x', 'username=nobody%40x.io', '10.61.0.2');
+    // Keycloak's answer to a path it does not have: the guard let it by without asking.
+    expect(response.status).toBeLessThan(500);
+    expect(masterLookups() - before).toBe(0);
+    // A password grant naming an e-mail is a login: asked once.
+    const grant = 'grant_type=password&client_id=admin-cli&username=other%40x.io&password=p';
+    expect((await post(masterToken, grant, '10.61.0.2')).status).toBe(401);
+    expect(masterLookups() - before).toBe(1);
+  });
+
+  it('one form naming many e-mails is refused, with no lookup, on any path of realm master', async () => {
+    const same = Array.from({ length: 1000 }, () => 'username=a%40x.io');
+    const distinct = Array.from({ length: 1000 }, (_, i) => `username=u${i}%40x.io`);
+    const body = ['grant_type=password', 'client_id=admin-cli', 'password=p', ...same, ...distinct];
+    const before = masterLookups();
+    for (const path of [masterToken, '/auth/realms/master/x']) {
+      const response = await post(path, body.join('&'), '10.61.0.1');
+      expect([path, response.status, await response.json()]).toEqual([
+        path,
+        400,
+        { error: 'invalid_request', error_description: 'The form gives username more than once.' },
+      ]);
+    }
+    expect(masterLookups() - before).toBe(0);
+  });
+
+  it('logins naming one e-mail at once cost one lookup between them', async () => {
+    const email = `${uniqueId('same-')}@example.com`;
+    const before = masterLookups();
+    front.hold(MASTER_LOOKUP, 300);
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          post(
+            masterToken,
+            `grant_type=password&client_id=admin-cli&username=${encodeURIComponent(email)}&password=p${i}`,
+            `10.61.0.${10 + i}`,
+          ),
+        ),
+      );
+      expect(answers.map((answer) => answer.status)).toEqual(answers.map(() => 401));
+    } finally {
+      front.hold(MASTER_LOOKUP, 0);
+    }
+    expect(masterLookups() - before).toBe(1);
+  });
+
+  it("maps no name to another user's e-mail where the realm does not log in by e-mail", async () => {
+    const org = await createOrganization(['ws1']);
+    const admin = await keycloakAdmin();
+    await admin.realms.update({ realm: org }, { loginWithEmailAllowed: false });
+    // A user named like an e-mail, and another whose e-mail that name is.
+    const named = await createUser(org, { username: `${uniqueId('named-')}@example.com` });
+    const other = await createUser(org);
+    const [otherUser] = await admin.users.find({
+      realm: org,
+      username: other.username,
+      exact: true,
+    });
+    await admin.users.update({ realm: org, id: otherUser!.id! }, { email: named.username });
+    const grant = (username: string, password: string) =>
+      post(
+        `/auth/realms/${org}/protocol/openid-connect/token`,
+        passwordGrantBody({ ...other, username, password }),
+        '10.61.0.50',
+      );
+    // The other user past its limit from this address.
+    for (let i = 0; i < 3; i++)
+      expect((await grant(other.username, `wrong-${i}`)).status).toBe(401);
+    expect((await grant(other.username, 'wrong-again')).status).toBe(429);
+    // Keycloak logs the named user in by its name: an account of its own to the throttle.
+    const response = await grant(named.username, named.password);
+    expect(response.status).toBe(200);
+  });
+
+  it("fails closed when the admin API cannot tell an e-mail's account, a few seconds at one try", async () => {
+    const grant = (email: string) =>
+      post(
+        masterToken,
+        `grant_type=password&client_id=admin-cli&username=${encodeURIComponent(email)}&password=p`,
+        '10.61.0.40',
+      );
+    const unavailable = {
+      error: 'temporarily_unavailable',
+      error_description: 'Could not tell the account of this e-mail; retry later.',
+    };
+    front.hold(MASTER_LOOKUP, 3 * TIMEOUT_MS);
+    try {
+      const before = masterLookups();
+      const first = await grant(`${uniqueId('down-')}@example.com`);
+      expect([first.status, await first.json()]).toEqual([503, unavailable]);
+      expect(masterLookups() - before).toBe(1);
+      // Another e-mail at once: answered from the failure, without a lookup or its timeout.
+      const started = Date.now();
+      const second = await grant(`${uniqueId('down-')}@example.com`);
+      expect([second.status, await second.json()]).toEqual([503, unavailable]);
+      expect(Date.now() - started).toBeLessThan(TIMEOUT_MS);
+      expect(masterLookups() - before).toBe(1);
+    } finally {
+      front.hold(MASTER_LOOKUP, 0);
+    }
+    // Once the failure is old, the admin API is asked again.
+    clock.advance(30_000);
+    const before = masterLookups();
+    const again = await grant(`${uniqueId('up-')}@example.com`);
+    expect(again.status).toBe(401);
+    expect(masterLookups() - before).toBe(1);
+  });
+});
