@@ -1,8 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  fromEveryWorker,
+  startTwoWorkers,
+  type ClusteredGateway,
+} from '../helpers/clustered-gateway.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createUser, grantAtKeycloak, type TestUser } from '../helpers/keycloak.ts';
 import { startPostgresProcess, type PostgresProcess } from '../helpers/postgres-process.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
+import {
+  startDatabaseRelay,
+  type DatabaseRelay,
+  type KeycloakRelay,
+} from '../helpers/tcp-front.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 /**
@@ -107,5 +117,39 @@ describe('a replica started while PostgreSQL is unreachable', () => {
       headers: { authorization: bearer },
     });
     expect(listed.status).toBe(200);
+  });
+});
+
+/**
+ * With workers, the supervising process migrates before any worker: with PostgreSQL unreachable
+ * it starts the workers all the same and migrates once the database answers. Ports 19790-19791
+ * (the gateway), 19795 (Keycloak's relay), 19796 (the database's relay).
+ */
+describe('a gateway of two workers started while PostgreSQL is unreachable', () => {
+  let database: DatabaseRelay | undefined;
+  let keycloak: KeycloakRelay | undefined;
+  let gateway: ClusteredGateway | undefined;
+
+  afterAll(async () => {
+    await gateway?.stop();
+    await keycloak?.cut();
+    await database?.cut();
+  });
+
+  it('starts its workers, ready (degraded), and migrates once the database answers', async () => {
+    database = await startDatabaseRelay(19796);
+    await database.cut();
+    ({ gateway, keycloak } = await startTwoWorkers(19790, { DATABASE_URL: database.databaseUrl }));
+    const ready = await fromEveryWorker(() => gateway!.send('/readyz'));
+    expect(ready.map((a) => [a.status, JSON.parse(a.body) as unknown])).toMatchObject(
+      ready.map(() => [200, { data: { database: 'down' }, message: 'Degraded: database.' }]),
+    );
+
+    const migrated = gateway.logLine((l) => l.msg === 'database: answering; schema current');
+    await database.restore();
+    await migrated;
+    await expect
+      .poll(async () => JSON.parse((await gateway!.send('/readyz')).body) as unknown, EVENTUALLY)
+      .toMatchObject({ message: 'SUCCESS', data: { database: 'up' } });
   });
 });
