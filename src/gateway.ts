@@ -31,6 +31,12 @@ export interface Gateway {
   readonly db: Knex;
   readonly cache: Cache;
   /**
+   * Resolves once the schema is current: at once, unless PostgreSQL was unreachable at start
+   * (the gateway then serves without it and migrates once it answers). Rejects when that
+   * migration fails otherwise (a schema this release cannot run on): the start failed.
+   */
+  readonly schemaReady: Promise<void>;
+  /**
    * Shuts down gracefully: `/readyz` answers 503 at once, the listeners stop accepting,
    * requests in flight finish within SHUTDOWN_GRACE_SECONDS, the audit spool is written, then
    * Redis and the database close.
@@ -135,6 +141,7 @@ export async function startGateway(
     adminServer,
     db: shared.db,
     cache: shared.cache,
+    schemaReady: shared.schema.ready,
     async close() {
       shuttingDown = true;
       platform.realmAlignment.close();

@@ -10,10 +10,10 @@ import { createReplicaBus, type ReplicaBus } from './cache/replica-bus.ts';
 import { combineBuses } from './cache/worker-bus.ts';
 import type { Config } from './config/config.ts';
 import { checkDatabase, databaseTimeoutsOf, openDatabase, poolState } from './db/database.ts';
-import { migrateToLatest } from './db/migrate.ts';
+import { migrateAtStart, schemaCurrent, type SchemaState } from './db/migrate-at-start.ts';
 import { createForwarding, type Forwarding } from './edge/forwarding.ts';
 import { createAudit, type Audit } from './http/audit.ts';
-import { sharedCheck, type ReadinessCheck } from './http/health.router.ts';
+import { sharedCheck, type ReadinessCheck, type ReadinessReport } from './http/health.router.ts';
 import { checkKeycloakNodes, sharedNodeProbes } from './keycloak/keycloak-health.ts';
 import {
   createKeycloakNodes,
@@ -48,6 +48,11 @@ export interface Infrastructure {
   readonly clock: Clock;
   readonly worker: WorkerRole | undefined;
   readonly db: Knex;
+  /**
+   * Whether the schema is current: at once, unless PostgreSQL was unreachable at start (then
+   * once the migration in the background ran; migrate-at-start.ts).
+   */
+  readonly schema: SchemaState;
   /** Shared by the workers of one gateway, and by the replicas through Redis. */
   readonly cache: Cache;
   /** Keys the cache's entries of logins and throttles (HMAC); random when not configured. */
@@ -71,7 +76,8 @@ export interface Infrastructure {
 }
 
 /**
- * Opens storage (migrating it, unless a supervising process did), the cache and the replica
+ * Opens storage (migrating it, unless a supervising process did: in the background when
+ * PostgreSQL is unreachable at start, see migrate-at-start.ts), the cache and the replica
  * bus, and builds the operations side. `keycloakUrl`: one URL, or the nodes of one cluster.
  */
 export async function openInfrastructure(
@@ -87,7 +93,8 @@ export async function openInfrastructure(
     timeouts: databaseTimeoutsOf(config),
     logger,
   });
-  if (!worker) await migrateToLatest(db, logger);
+  // Unreachable, the start goes on without it and migrates once it answers.
+  const schema = worker ? schemaCurrent : await migrateAtStart(db, logger);
   // The workers of one gateway share one cache (the login throttle, the single-flight of cold
   // Basic logins): Redis', and without Redis or while it fails the supervising process's.
   const cache = createCache({
@@ -126,7 +133,11 @@ export async function openInfrastructure(
         worker && (() => worker.peer.call<boolean>('keys.held').catch(() => false)),
         keycloakProbes,
       ),
-    database: databaseCheck,
+    database: async (): Promise<ReadinessReport | undefined> => {
+      await databaseCheck();
+      // Answering, but not migrated yet by this process (it started while it was unreachable).
+      if (!schema.current()) return { status: 'down', details: { schema: 'not migrated yet' } };
+    },
     cache: async () => {
       await cachePing();
       // With Redis down the in-process cache serves: degraded, still ready. Read at each
@@ -162,6 +173,7 @@ export async function openInfrastructure(
     clock,
     worker,
     db,
+    schema,
     cache,
     cacheSecret: config.REALMGATE_CACHE_SECRET ?? randomBytes(32).toString('base64url'),
     bus,
@@ -174,6 +186,7 @@ export async function openInfrastructure(
     forwarding,
     audit: createAudit(logger, (req) => forwarding.clientAddress(req)),
     async close() {
+      schema.stop();
       keycloakNodes.close();
       await cache.close();
       await bus?.close();

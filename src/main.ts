@@ -4,7 +4,7 @@ import type { Knex } from 'knex';
 import type { LocalKeycloak } from '../keycloak/launcher.ts';
 import { createIpcPeer, type IpcEndpoint } from './cache/ipc-peer.ts';
 import { databaseTimeoutsOf, openDatabase } from './db/database.ts';
-import { migrateToLatest } from './db/migrate.ts';
+import { migrateAtStart, type SchemaState } from './db/migrate-at-start.ts';
 import { loadConfig, ConfigError, type Config } from './config/config.ts';
 import { loadOrCreateDemoSecrets, type DemoSecrets } from './demo/demo-secrets.ts';
 import { printDemoWelcome } from './demo/welcome.ts';
@@ -50,6 +50,8 @@ async function main(): Promise<void> {
   let keycloak: LocalKeycloak | undefined;
   let gateway: Gateway | undefined;
   let workers: Supervisor | undefined;
+  // The supervising process's migration, in the background when PostgreSQL was unreachable.
+  let schema: SchemaState | undefined;
   let stopping = false;
   // The embedded database (no DATABASE_URL) belongs to one process: the gateway runs in this one.
   const clustered = config.WORKERS > 1 && config.DATABASE_URL !== undefined;
@@ -64,6 +66,7 @@ async function main(): Promise<void> {
       process.exit(1);
     }
     stopping = true;
+    schema?.stop();
     logger.info({ signal, graceSeconds: config.SHUTDOWN_GRACE_SECONDS }, 'shutting down');
     await gateway?.close().catch((err: unknown) => logger.error({ err }, 'gateway close failed'));
     await workers?.stop();
@@ -74,11 +77,27 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
 
+  const failed = async (err: unknown): Promise<never> => {
+    logger.fatal({ err }, 'start failed');
+    schema?.stop();
+    await gateway?.close().catch(() => undefined);
+    await workers?.stop();
+    await keycloak?.stop();
+    process.exit(1);
+  };
+  // A migration in the background that fails for another reason than an unreachable database
+  // fails the start, as it would have at once (a schema this release cannot run on, say).
+  const failedLater = (err: unknown) => {
+    if (!stopping) void failed(err);
+  };
+
   try {
     keycloak = config.KEYCLOAK_URL ? undefined : await startConfiguredKeycloak(config, say);
     const keycloakUrl = config.KEYCLOAK_URL ?? keycloak!.url;
     if (clustered) {
-      // Once, before any worker: the migration, the demo data.
+      // Once, before any worker: the migration, the demo data. With PostgreSQL unreachable the
+      // workers start all the same (they serve without it) and this process migrates once it
+      // answers.
       const db = await openDatabase({
         databaseUrl: config.DATABASE_URL,
         dataDir: config.DATA_DIR,
@@ -86,11 +105,18 @@ async function main(): Promise<void> {
         logger,
       });
       try {
-        await migrateToLatest(db, logger);
-        if (demo && secrets) await startDemo(config, keycloakUrl, db, secrets);
-      } finally {
+        schema = await migrateAtStart(db, logger);
+      } catch (err) {
         await db.destroy();
+        throw err;
       }
+      const seeded = schema.ready
+        .then(async () => {
+          if (demo && secrets) await startDemo(config, keycloakUrl, db, secrets);
+        })
+        .finally(() => db.destroy());
+      if (schema.current()) await seeded;
+      else seeded.catch(failedLater);
       workers = await superviseWorkers({
         config,
         logger,
@@ -98,7 +124,11 @@ async function main(): Promise<void> {
       });
     } else {
       gateway = await startGateway(config, keycloakUrl, logger);
-      if (demo && secrets) await startDemo(config, keycloakUrl, gateway.db, secrets);
+      gateway.schemaReady.catch(failedLater);
+      if (demo && secrets) {
+        await gateway.schemaReady;
+        await startDemo(config, keycloakUrl, gateway.db, secrets);
+      }
     }
     logger.info(
       {
@@ -111,11 +141,7 @@ async function main(): Promise<void> {
       'realmgate is listening',
     );
   } catch (err) {
-    logger.fatal({ err }, 'start failed');
-    await gateway?.close().catch(() => undefined);
-    await workers?.stop();
-    await keycloak?.stop();
-    process.exit(1);
+    await failed(err);
   }
 }
 

@@ -1,0 +1,98 @@
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import { isDatabaseUnavailable } from './database-failures.ts';
+import { migrateToLatest } from './migrate.ts';
+
+/** Whether this process may rely on the schema, and when it can. */
+export interface SchemaState {
+  /** True once the schema is current (migrated, or found current, by this process or another). */
+  current(): boolean;
+  /**
+   * Resolves once the schema is current: at once unless PostgreSQL was unreachable at start.
+   * Rejects when the migration in the background fails for another reason than an unreachable
+   * database (a schema this release cannot run on, a lock held past its bound): the start
+   * failed, as it would have at once had the database answered.
+   */
+  readonly ready: Promise<void>;
+  /** Stops the attempts in the background (at shutdown); `ready` then never settles. */
+  stop(): void;
+}
+
+/** The schema migrated by another process (a worker's supervising process): current. */
+export const schemaCurrent: SchemaState = {
+  current: () => true,
+  ready: Promise.resolve(),
+  stop: () => undefined,
+};
+
+/** The waits between attempts while PostgreSQL stays unreachable: doubling, to a ceiling. */
+export const MIGRATION_RETRY_FIRST_MS = 500;
+export const MIGRATION_RETRY_MAX_MS = 10_000;
+
+/**
+ * Migrates at start (migrateToLatest). When PostgreSQL cannot be reached (refused, timed out,
+ * not accepting connections yet, out of slots), the start goes on without it, as a running
+ * replica rides out the database's outage: the migration is tried again in the background,
+ * after 0.5 s, then doubling up to 10 s between attempts, until the database answers. Any other
+ * failure of the first attempt (a schema refused, a statement cancelled, a lock held past its
+ * bound) fails the start, as before. A server that answered but cancelled the migration (57014)
+ * is not unreachable: trying again would run the same migration into the same limit.
+ */
+export async function migrateAtStart(db: Knex, logger: Logger): Promise<SchemaState> {
+  try {
+    await migrateToLatest(db, logger);
+    return schemaCurrent;
+  } catch (err) {
+    if (!unreachable(err)) throw err;
+    logger.warn(
+      { err },
+      'database: unreachable at start; serving without it (as a replica that loses it does), ' +
+        'migrating once it answers',
+    );
+  }
+  let current = false;
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let wake: (() => void) | undefined;
+  const ready = (async () => {
+    for (let attempt = 1, waitMs = MIGRATION_RETRY_FIRST_MS; ; attempt++) {
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        timer = setTimeout(resolve, waitMs);
+        timer.unref();
+      });
+      if (stopped) return new Promise<void>(() => undefined);
+      try {
+        await migrateToLatest(db, logger);
+        current = true;
+        logger.info({ attempts: attempt + 1 }, 'database: answering; schema current');
+        return;
+      } catch (err) {
+        if (stopped) return new Promise<void>(() => undefined);
+        if (!unreachable(err)) throw err;
+        logger.warn({ err, attempts: attempt + 1 }, 'database: still unreachable');
+      }
+      waitMs = Math.min(waitMs * 2, MIGRATION_RETRY_MAX_MS);
+    }
+  })();
+  // The caller that exits on a failure handles it; nothing else must see it unhandled.
+  ready.catch(() => undefined);
+  return {
+    current: () => current,
+    ready,
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+      wake?.();
+    },
+  };
+}
+
+/** PostgreSQL could not be reached, or went away; not a statement it cancelled (57014). */
+function unreachable(err: unknown): boolean {
+  for (let cause = err, depth = 0; cause instanceof Error && depth < 4; depth++) {
+    if ((cause as { code?: unknown }).code === '57014') return false;
+    cause = cause.cause;
+  }
+  return isDatabaseUnavailable(err);
+}

@@ -1,0 +1,155 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  fromEveryWorker,
+  startTwoWorkers,
+  type ClusteredGateway,
+} from '../helpers/clustered-gateway.ts';
+import { EVENTUALLY } from '../helpers/eventually.ts';
+import { createUser, grantAtKeycloak, type TestUser } from '../helpers/keycloak.ts';
+import { startPostgresProcess, type PostgresProcess } from '../helpers/postgres-process.ts';
+import { startReplica, type Replica } from '../helpers/replica.ts';
+import {
+  startDatabaseRelay,
+  type DatabaseRelay,
+  type KeycloakRelay,
+} from '../helpers/tcp-front.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+/**
+ * A replica that starts while its PostgreSQL is unreachable (restarted during a database
+ * outage: a node drained, a rolling update, an OOM kill) starts all the same, as ready as a
+ * running replica that lost the database: it serves what needs no database, answers 503
+ * `503-00003` for what does, and migrates in the background; once PostgreSQL answers it is fully
+ * ready, without a restart. A PostgreSQL of this suite's own, empty, so the migration runs then.
+ * Ports 19780/19781 (the replica), 19782 (PostgreSQL); 19784/19785 (a replica started while
+ * Redis is unreachable), 19786 (where no Redis listens).
+ */
+describe('a replica started while PostgreSQL is unreachable', () => {
+  let postgres: PostgresProcess;
+  let replica: Replica | undefined;
+  let withoutRedis: Replica | undefined;
+  let admin: TestUser;
+
+  beforeAll(async () => {
+    postgres = await startPostgresProcess(19782);
+    await postgres.stop();
+    admin = await createUser('master');
+  });
+
+  afterAll(async () => {
+    await replica?.gateway.close();
+    await withoutRedis?.gateway.close();
+    await postgres?.destroy();
+  });
+
+  async function call(path: string, authorization: string) {
+    const res = await fetch(`${replica!.url}${path}`, { headers: { authorization } });
+    return {
+      status: res.status,
+      retryAfter: res.headers.get('retry-after'),
+      body: (await res.json()) as { result?: string; data?: unknown; message?: string },
+    };
+  }
+
+  async function readyz(adminPort?: number) {
+    const url = adminPort === undefined ? replica!.url : `http://127.0.0.1:${adminPort}`;
+    const res = await fetch(`${url}/readyz`);
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  }
+
+  it('starts, serves what needs no database, and is fully ready once PostgreSQL answers', async () => {
+    // A session the fleet saw before (here the suite's gateway, on the shared Redis): its reach
+    // is served from Redis while the database is down, as on a running replica.
+    const bearer = `Bearer ${await grantAtKeycloak(admin)}`;
+    const seen = await fetch(`${testEnv().publicUrl}/api/platform/token-lifetimes`, {
+      headers: { authorization: bearer },
+    });
+    expect(seen.status).toBe(200);
+    replica = await startReplica(19780, {
+      DATABASE_URL: `${postgres.url}/postgres`,
+      REDIS_URL: testEnv().redisUrl,
+      REDIS_KEY_PREFIX: testEnv().redisKeyPrefix,
+    });
+
+    // In rotation, as a running replica that lost the database is.
+    expect(await readyz()).toMatchObject({
+      status: 200,
+      body: {
+        data: { database: 'down', keycloak: 'up', cache: 'up' },
+        message: 'Degraded: database.',
+      },
+    });
+    expect((await fetch(`${replica.url}/healthz`)).status).toBe(200);
+    // A verified token of a known session, on a route that reads Keycloak only.
+    expect(await call('/api/platform/token-lifetimes', bearer)).toMatchObject({ status: 200 });
+    // What needs the database answers 503 in the envelope.
+    expect(await call('/api/platform/organizations', bearer)).toMatchObject({
+      status: 503,
+      retryAfter: '5',
+      body: { data: null, result: '503-00003' },
+    });
+
+    await postgres.start();
+    // Fully ready: the audit records of the outage written too (the admin listener names each
+    // part's details).
+    await expect
+      .poll(async () => (await readyz(replica!.config.ADMIN_PORT)).body, EVENTUALLY)
+      .toMatchObject({
+        message: 'SUCCESS',
+        data: { database: 'up', audit_log: { status: 'up', lost: 0 } },
+      });
+    // Migrated in the background: the empty database now holds the schema.
+    expect(await call('/api/platform/organizations', bearer)).toMatchObject({
+      status: 200,
+      body: { data: [] },
+    });
+  });
+
+  it('starts while Redis is unreachable too, and serves from its own memory', async () => {
+    withoutRedis = await startReplica(19784, { REDIS_URL: 'redis://127.0.0.1:19786' });
+    const bearer = `Bearer ${await grantAtKeycloak(admin)}`;
+    const ready = await fetch(`${withoutRedis.url}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toMatchObject({
+      data: { cache: 'degraded', database: 'up', keycloak: 'up' },
+    });
+    const listed = await fetch(`${withoutRedis.url}/api/platform/organizations`, {
+      headers: { authorization: bearer },
+    });
+    expect(listed.status).toBe(200);
+  });
+});
+
+/**
+ * With workers, the supervising process migrates before any worker: with PostgreSQL unreachable
+ * it starts the workers all the same and migrates once the database answers. Ports 19790-19791
+ * (the gateway), 19795 (Keycloak's relay), 19796 (the database's relay).
+ */
+describe('a gateway of two workers started while PostgreSQL is unreachable', () => {
+  let database: DatabaseRelay | undefined;
+  let keycloak: KeycloakRelay | undefined;
+  let gateway: ClusteredGateway | undefined;
+
+  afterAll(async () => {
+    await gateway?.stop();
+    await keycloak?.cut();
+    await database?.cut();
+  });
+
+  it('starts its workers, ready (degraded), and migrates once the database answers', async () => {
+    database = await startDatabaseRelay(19796);
+    await database.cut();
+    ({ gateway, keycloak } = await startTwoWorkers(19790, { DATABASE_URL: database.databaseUrl }));
+    const ready = await fromEveryWorker(() => gateway!.send('/readyz'));
+    expect(ready.map((a) => [a.status, JSON.parse(a.body) as unknown])).toMatchObject(
+      ready.map(() => [200, { data: { database: 'down' }, message: 'Degraded: database.' }]),
+    );
+
+    const migrated = gateway.logLine((l) => l.msg === 'database: answering; schema current');
+    await database.restore();
+    await migrated;
+    await expect
+      .poll(async () => JSON.parse((await gateway!.send('/readyz')).body) as unknown, EVENTUALLY)
+      .toMatchObject({ message: 'SUCCESS', data: { database: 'up' } });
+  });
+});
