@@ -28,6 +28,11 @@ export interface KeycloakEventMetrics {
 
 /** Events asked for at once. */
 const PAGE = 500;
+/**
+ * The most events of one millisecond read (wholeMillisecond): far more than a Keycloak stamps in
+ * one, and a bound on one answer's size whatever a Keycloak sends.
+ */
+const MILLISECOND_MAX = 32 * PAGE;
 /** Events taken from one kind in one pull at most; the rest come next time. */
 const MAX_PER_PULL = 5000;
 /**
@@ -223,15 +228,25 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
     return { events, capped: true };
   }
 
-  /** Every event of one kind stamped `time`: asked with a `max` that grows until it is all. */
+  /**
+   * Every event of one kind stamped `time`: asked with a `max` that grows until it is all, up to
+   * `MILLISECOND_MAX`, past which the rest of that millisecond is skipped, and said.
+   */
   async function wholeMillisecond(
     realm: string,
     kind: (typeof KEYCLOAK_EVENT_KINDS)[number],
     time: number,
   ): Promise<{ id: string; time: number }[]> {
-    for (let max = 2 * PAGE; ; max *= 4) {
+    for (let max = 2 * PAGE; ; max = Math.min(max * 4, MILLISECOND_MAX)) {
       const all = await source.page(realm, kind, time, time, max);
       if (all.length < max) return all;
+      if (max === MILLISECOND_MAX) {
+        deps.logger.warn(
+          { realm, kind, time, read: all.length, purpose },
+          'keycloak events: more in one millisecond than are read; the rest of it skipped',
+        );
+        return all;
+      }
     }
   }
 

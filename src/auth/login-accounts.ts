@@ -159,7 +159,7 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
   return {
     async accountOf(realm, name, address) {
       const typed = accountNameOf(name);
-      if (!typed.includes('@')) return { account: typed };
+      if (!couldBeEmail(typed)) return { account: typed };
       const key = keyOf(realm, typed);
       const before = await known(realm, key);
       if (before !== ASK) return answer(typed, before);
@@ -174,6 +174,16 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
       }
     },
   };
+}
+
+/**
+ * Whether `name` could be the e-mail of a Keycloak user: it has `@`, and at most 255 characters
+ * (Keycloak's column) none of which is a control character. Any other name is asked of nobody:
+ * Keycloak's admin API refuses some (a search too long for its request line), and a refused
+ * lookup would make its realm's e-mails unresolved (`FAILED_MS`) for everyone.
+ */
+function couldBeEmail(name: string): boolean {
+  return name.includes('@') && /^[^\p{Cc}]{3,255}$/u.test(name);
 }
 
 /** `known`'s answer when nothing is known: the admin API is to be asked. */

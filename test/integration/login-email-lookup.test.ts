@@ -131,6 +131,26 @@ describe("a login e-mail's account, against the real Keycloak's admin API", () =
     expect(response.status).toBe(200);
   });
 
+  it('asks nothing of a name no e-mail can be, so it cannot make e-mail logins fail', async () => {
+    const grant = (username: string) =>
+      post(
+        masterToken,
+        `grant_type=password&client_id=admin-cli&username=${encodeURIComponent(username)}&password=p`,
+        '10.61.0.60',
+      );
+    const before = masterLookups();
+    // Longer than any e-mail Keycloak keeps (a search it would refuse), a control character.
+    for (const odd of [`${'a'.repeat(10_000)}@x.io`, 'a\u0001b@x.io']) {
+      const response = await grant(odd);
+      expect(response.status).not.toBe(503);
+      expect(response.status).toBeLessThan(500);
+    }
+    expect(masterLookups() - before).toBe(0);
+    // An e-mail login right after is looked up and refused as any wrong password is.
+    expect((await grant(`${uniqueId('after-')}@example.com`)).status).toBe(401);
+    expect(masterLookups() - before).toBe(1);
+  });
+
   it("fails closed when the admin API cannot tell an e-mail's account, a few seconds at one try", async () => {
     const grant = (email: string) =>
       post(

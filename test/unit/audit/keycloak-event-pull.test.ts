@@ -165,6 +165,26 @@ describe('pulling Keycloak events', () => {
     },
   );
 
+  it('ends a pull whose millisecond never ends, asking for a bounded number of events', async () => {
+    const asked: number[] = [];
+    // A source that fills every answer, whatever it is asked: a Keycloak gone wrong.
+    const source: KeycloakEventSource = {
+      ...keycloakOf([], []),
+      page: (_realm, kind, fromMs, _toMs, max) => {
+        asked.push(max);
+        const time = fromMs ?? 100;
+        const events = Array.from({ length: kind === 'user' ? max : 0 }, (_, i) =>
+          login(`t${time}-${i}`, time),
+        );
+        return Promise.resolve(events as never);
+      },
+    };
+    const log: AuditEvent[] = [];
+    await pullOf(source, log).pullRealm('org-a');
+    expect(log.length).toBeGreaterThan(0);
+    expect(Math.max(...asked)).toBe(16_000);
+  });
+
   it('does not write again what is in the log when the cursor was not moved', async () => {
     const user = [login('u1', 10), login('u2', 20)];
     const log: AuditEvent[] = [];
