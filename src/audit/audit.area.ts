@@ -265,8 +265,9 @@ export async function buildAuditLog(
  * The audit log's part of a shutdown, within `graceMs` as a whole (an orchestrator kills the
  * process a few seconds past the grace period, the spool unwritten and its loss untold): the
  * background work (a prune, a checkpoint) told to stop at once, what records into the writer
- * (`sources`) stopped in order, then the writer's spool written while the background work ends,
- * both within what is left of the grace period.
+ * (`sources`) stopped in order within the first half of it (a download or a Keycloak pull that
+ * does not end must not leave the writer no time), then the writer's spool written while the
+ * background work ends, both within what is left of the grace period.
  */
 export async function closeAuditWithin(
   graceMs: number,
@@ -282,7 +283,10 @@ export async function closeAuditWithin(
   // waits for (or the orchestrator's kill rolls it back), never half done.
   const deadline = Date.now() + graceMs;
   const stopped = Promise.all(parts.background.map((work) => work.stop()));
-  for (const stop of parts.sources) await stop();
+  const sourcesDeadline = deadline - graceMs / 2;
+  for (const stop of parts.sources) {
+    await waitAtMost(stop(), Math.max(0, sourcesDeadline - Date.now()));
+  }
   const left = Math.max(0, deadline - Date.now());
   await Promise.all([waitAtMost(stopped, left), parts.writer.close(left)]);
 }

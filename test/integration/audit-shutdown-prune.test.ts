@@ -163,4 +163,37 @@ describe('audit retention at shutdown', () => {
     }
     expect(lines.filter((line) => line.includes('pruning failed'))).toEqual([]);
   });
+
+  it('a source that does not stop in time leaves the writer its share of the grace period', async () => {
+    const log = `stuck-${randomBytes(4).toString('hex')}`;
+    const pool: Knex = knex({ client: 'pg', connection: testEnv().databaseUrl, pool: { max: 2 } });
+    let lost = 0;
+    const writer = createAuditWriter({
+      db: pool,
+      logger: pino({ level: 'silent' }),
+      metrics: {
+        auditRecords: (outcome, count) => {
+          if (outcome === 'lost') lost += count;
+        },
+      },
+      spoolMax: 1000,
+      batchMax: 500,
+      intervalMs: 3600_000,
+    });
+    try {
+      for (let i = 0; i < 3; i++) writer.record(apiEvent(log, Date.now()));
+      const graceMs = 1500;
+      const began = Date.now();
+      // A download job or a Keycloak pull that does not end: the database is fine.
+      const never = () => new Promise<void>(() => undefined);
+      await closeAuditWithin(graceMs, { background: [], sources: [never, never], writer });
+      expect(Date.now() - began).toBeLessThan(graceMs + 700);
+      expect(lost).toBe(0);
+      expect(
+        await testDb()('audit_log').where({ org: log }).count<{ n: number }[]>('* as n'),
+      ).toEqual([{ n: '3' }]);
+    } finally {
+      await pool.destroy();
+    }
+  });
 });
