@@ -83,8 +83,11 @@ describe('audit retention at shutdown', () => {
 
     const [first] = await testDb()('audit_log').where({ org: log }).min({ seq: 'seq' });
     expect(Number(first?.seq)).toBe(101);
+    // Those the prune stands on; the suite's shared gateway may meanwhile have signed the
+    // log's newest record (1501) too: its checkpointer looks at every log.
     const checkpoints = await testDb()('audit_checkpoints')
       .where({ org: log })
+      .where('seq', '<=', 1400)
       .orderBy('seq')
       .pluck<string[]>('seq');
     expect(checkpoints.map(Number)).toEqual(Array.from({ length: 14 }, (_, i) => 100 * (i + 1)));
