@@ -113,19 +113,7 @@ describe('audit retention at shutdown', () => {
       }),
     );
     const pool: Knex = knex({ client: 'pg', connection: testEnv().databaseUrl, pool: { max: 4 } });
-    let lost = 0;
-    const writer = createAuditWriter({
-      db: pool,
-      logger,
-      metrics: {
-        auditRecords: (outcome, count) => {
-          if (outcome === 'lost') lost += count;
-        },
-      },
-      spoolMax: 1000,
-      batchMax: 500,
-      intervalMs: 3600_000,
-    });
+    const { writer, lost } = writerCountingLost(pool, logger);
     // Another session holds the log: the prune's search for the records past their days (the
     // statement that may run for minutes) waits, and so does the writer's batch.
     const holder = await testDb().transaction();
@@ -154,7 +142,7 @@ describe('audit retention at shutdown', () => {
       // One grace period for all of it (an orchestrator kills a few seconds past it), not one
       // for the prune and then another for the writer.
       expect(took).toBeLessThan(graceMs + 700);
-      expect(lost).toBe(3);
+      expect(lost()).toBe(3);
       expect(lines.some((line) => line.includes('audit records lost'))).toBe(true);
       // The prune's search was cancelled at the shutdown: it holds no connection the pool's
       // close would wait for, while the other session still holds the log.
@@ -170,19 +158,7 @@ describe('audit retention at shutdown', () => {
   it('a source that does not stop in time leaves the writer its share of the grace period', async () => {
     const log = `stuck-${randomBytes(4).toString('hex')}`;
     const pool: Knex = knex({ client: 'pg', connection: testEnv().databaseUrl, pool: { max: 2 } });
-    let lost = 0;
-    const writer = createAuditWriter({
-      db: pool,
-      logger: pino({ level: 'silent' }),
-      metrics: {
-        auditRecords: (outcome, count) => {
-          if (outcome === 'lost') lost += count;
-        },
-      },
-      spoolMax: 1000,
-      batchMax: 500,
-      intervalMs: 3600_000,
-    });
+    const { writer, lost } = writerCountingLost(pool, pino({ level: 'silent' }));
     try {
       for (let i = 0; i < 3; i++) writer.record(apiEvent(log, Date.now()));
       const graceMs = 1500;
@@ -191,7 +167,7 @@ describe('audit retention at shutdown', () => {
       const never = () => new Promise<void>(() => undefined);
       await closeAuditWithin(graceMs, { background: [], sources: [never, never], writer });
       expect(Date.now() - began).toBeLessThan(graceMs + 700);
-      expect(lost).toBe(0);
+      expect(lost()).toBe(0);
       expect(
         await testDb()('audit_log').where({ org: log }).count<{ n: number }[]>('* as n'),
       ).toEqual([{ n: '3' }]);
@@ -200,3 +176,21 @@ describe('audit retention at shutdown', () => {
     }
   });
 });
+
+/** A writer whose batches wait for the shutdown (an hour apart), and what it counted lost. */
+function writerCountingLost(db: Knex, logger: pino.Logger) {
+  let lost = 0;
+  const writer = createAuditWriter({
+    db,
+    logger,
+    metrics: {
+      auditRecords: (outcome, count) => {
+        if (outcome === 'lost') lost += count;
+      },
+    },
+    spoolMax: 1000,
+    batchMax: 500,
+    intervalMs: 3600_000,
+  });
+  return { writer, lost: () => lost };
+}
