@@ -79,6 +79,15 @@ describe('job credentials: a named refresh token with a narrower reach', () => {
   const forwarded = (ws: string) => `/api/${org}/workspaces/${ws}/ita/menu/operation_list/filter/`;
   const tokensPath = () => `/api/${org}/platform/users/_current/refresh_tokens`;
 
+  /** The ids of the user's offline sessions of the organization's API client, as Keycloak has them. */
+  async function offlineIds(): Promise<string[]> {
+    const admin = await keycloakAdmin();
+    const userId = await userIdOf(user);
+    const clientId = (await admin.clients.find({ realm: org, clientId: `_${org}-api` }))[0]!.id!;
+    const sessions = await admin.users.listOfflineSessions({ realm: org, id: userId, clientId });
+    return sessions.map((s) => String(s.id));
+  }
+
   async function listed() {
     const res = await callApi(tokensPath(), basicAuth(user));
     expect(res.status).toBe(200);
@@ -217,13 +226,6 @@ describe('job credentials: a named refresh token with a narrower reach', () => {
   });
 
   it('a read-only token revokes its own session, and only its own: ending itself is no write', async () => {
-    const admin = await keycloakAdmin();
-    const userId = await userIdOf(user);
-    const clientId = (await admin.clients.find({ realm: org, clientId: `_${org}-api` }))[0]!.id!;
-    const offlineIds = async () =>
-      (await admin.users.listOfflineSessions({ realm: org, id: userId, clientId })).map((s) =>
-        String(s.id),
-      );
     const other = await grant('&realmgate_name=other-job');
     const otherId = String(claimsOf(other.json.access_token).sid);
     const readOnly = await grant('&realmgate_name=self-ending&realmgate_read_only=true');
@@ -265,13 +267,6 @@ describe('job credentials: a named refresh token with a narrower reach', () => {
   });
 
   it('a read-only token ending its own session never ends another named like it', async () => {
-    const admin = await keycloakAdmin();
-    const userId = await userIdOf(user);
-    const clientId = (await admin.clients.find({ realm: org, clientId: `_${org}-api` }))[0]!.id!;
-    const offlineIds = async () =>
-      (await admin.users.listOfflineSessions({ realm: org, id: userId, clientId })).map((s) =>
-        String(s.id),
-      );
     // A read-only token of an online session (no offline_access): its session is no offline one.
     const readOnly = await postToken(
       tokenUrl(testEnv().publicUrl),
