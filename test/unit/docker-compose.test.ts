@@ -1,7 +1,9 @@
+import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
@@ -24,6 +26,7 @@ import {
  * Specification's JSON schema (`ajv`), then checked against the rest of the repository.
  */
 
+const execFileAsync = promisify(execFile);
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const composeText = readFileSync(path.join(root, 'docker-compose.yml'), 'utf8');
 
@@ -636,5 +639,89 @@ describe('docker-compose.yml', () => {
       source: 'keycloak-database',
       target: '/docker-entrypoint-initdb.d/10-keycloak-database.sql',
     });
+  });
+});
+
+/**
+ * `docker compose config` of the shipped file: the real Compose (Compose v2, which `.ci/run`
+ * installs), run with nothing of this machine's environment or of a `.env` file but `given`. It
+ * needs no Docker engine.
+ */
+async function composeConfig(
+  profiles: string[],
+  given: Record<string, string> = {},
+  services: string[] = [],
+): Promise<{ code: number; rendered: string; stderr: string }> {
+  const args = ['compose', '--env-file', '/dev/null', '-p', 'realmgate-config-test'];
+  args.push('--project-directory', root, '-f', path.join(root, 'docker-compose.yml'));
+  for (const profile of profiles) args.push('--profile', profile);
+  try {
+    const { stdout, stderr } = await execFileAsync('docker', [...args, 'config', ...services], {
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...given },
+    });
+    return { code: 0, rendered: stdout, stderr };
+  } catch (err) {
+    const failed = err as { code?: unknown; stdout?: string; stderr?: string };
+    if (typeof failed.code !== 'number') throw err;
+    return { code: failed.code, rendered: failed.stdout ?? '', stderr: failed.stderr ?? '' };
+  }
+}
+
+/** The production profile's secrets as an operator gives them, but the database password. */
+const operatorSecrets = {
+  KEYCLOAK_ADMIN_PASSWORD: 'admin-password-0123456789',
+  KEYCLOAK_CLIENT_SECRET: 'client-secret-0123456789',
+  REALMGATE_CACHE_SECRET: 'cache-secret-0123456789',
+};
+const localOnlyPassword = 'realmgate-local-only';
+
+describe('docker compose config of docker-compose.yml', () => {
+  it('renders the local stack with nothing set, on the local-only database password', async () => {
+    const { code, rendered, stderr } = await composeConfig([]);
+    expect(code, stderr).toBe(0);
+    const project = parse(rendered) as ComposeFile;
+    expect(Object.keys(project.services).sort()).toEqual([...local].sort());
+    expect(project.configs?.['database-password']?.content).toBe(localOnlyPassword);
+  });
+
+  it.each([
+    ['nothing set', operatorSecrets],
+    ['POSTGRES_PASSWORD empty', { ...operatorSecrets, POSTGRES_PASSWORD: '' }],
+  ])(
+    'refuses the production profile without a database password of its own (%s)',
+    async (_, given) => {
+      const { code, rendered, stderr } = await composeConfig(['production'], given);
+      expect(code).not.toBe(0);
+      expect(rendered).not.toContain(localOnlyPassword);
+      expect(stderr).toContain('POSTGRES_PASSWORD');
+    },
+  );
+
+  // Naming a service of a profile enables it without `--profile`: each that reads the database.
+  it.each([...keycloakNodes, ...gateways])(
+    'refuses %s named alone without a database password of its own',
+    async (name) => {
+      const { code, stderr } = await composeConfig([], operatorSecrets, [name]);
+      expect(code).not.toBe(0);
+      expect(stderr).toContain('POSTGRES_PASSWORD');
+    },
+  );
+
+  it("renders the production profile on the operator's database password, never the local one", async () => {
+    const password = 'operator-chosen-0123456789';
+    const given = { ...operatorSecrets, POSTGRES_PASSWORD: password };
+    const { code, rendered, stderr } = await composeConfig(['production'], given);
+    expect(code, stderr).toBe(0);
+    expect(rendered).not.toContain(localOnlyPassword);
+    const project = parse(rendered) as ComposeFile;
+    expect(Object.keys(project.services).sort()).toEqual([...local, ...production].sort());
+    expect(project.configs?.['database-password']?.content).toBe(password);
+    expect(project.configs?.['database-url']?.content).toBe(
+      `postgres://realmgate:${password}@postgres:5432/realmgate`,
+    );
+    // Still a file only: no rendered environment holds it.
+    for (const [name, s] of Object.entries(project.services)) {
+      expect(JSON.stringify(s.environment ?? {}), name).not.toContain(password);
+    }
   });
 });
