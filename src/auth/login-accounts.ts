@@ -59,8 +59,8 @@ const KNOWN_MS = 10 * 60_000;
 const UNKNOWN_MS = 60_000;
 /**
  * How long a realm whose lookup failed (Keycloak's admin API down, slow or refusing) is not
- * asked again: its e-mails are unresolved meanwhile, so an outage costs one timeout per realm
- * this often, not one per login.
+ * asked again: its e-mails not known already (here or across replicas) are unresolved
+ * meanwhile, so an outage costs one timeout per realm this often, not one per login.
  */
 const FAILED_MS = 5_000;
 /** Bound of the realms whose failure, or `loginWithEmailAllowed`, is kept. */
@@ -132,25 +132,24 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
   }
 
   /**
-   * What is known of `key` without a new lookup: its account ('' none), or undefined when its
-   * realm's lookups failed lately (`FAILED_MS`), or the answer of a lookup in flight; `ASK`
-   * when nothing is.
+   * What is known of `key` without a new lookup: its account ('' none), here or in the shared
+   * cache, or the answer of a lookup in flight; else undefined when its realm's lookups failed
+   * lately (`FAILED_MS`); `ASK` when nothing is. An answer known stays known while the admin
+   * API fails: only what would need it is unresolved.
    */
   async function known(realm: string, key: string): Promise<string | undefined | typeof ASK> {
-    const here = () => {
-      const held = local.get(key);
-      if (held !== undefined) return held;
-      if (failed.get(realm.toLowerCase())) return undefined;
-      return inFlight.get(key) ?? ASK;
-    };
+    const here = () => local.get(key) ?? inFlight.get(key);
     const before = here();
-    if (before !== ASK) return before;
+    if (before !== undefined) return before;
     const shared = await options.cache.get(key);
     if (shared !== undefined) {
       local.set(key, shared, clock.now() + (shared ? KNOWN_MS : UNKNOWN_MS));
       return shared;
     }
-    return here();
+    // Told meanwhile, by a lookup of this process.
+    const after = here();
+    if (after !== undefined) return after;
+    return failed.get(realm.toLowerCase()) ? undefined : ASK;
   }
 
   const answer = (typed: string, found: string | undefined): AccountLookup =>
