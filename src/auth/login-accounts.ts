@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Cache } from '../cache/cache.ts';
 import { TtlLru } from '../cache/ttl-lru.ts';
+import { keycloakRefused } from '../keycloak/keycloak-failures.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 import { accountNameOf } from './account-name.ts';
 import type { LoginThrottle, ThrottleDecision } from './login-throttle.ts';
@@ -39,7 +40,11 @@ export interface LoginAccountsOptions {
   cache: Cache;
   /** Keys the entries, so e-mails are not stored in clear. */
   secret: string;
-  /** The user name of the one user of `realm` with the e-mail `email`, if there is one. */
+  /**
+   * The user name of the one user of `realm` with the e-mail `email`, if there is one. Like
+   * `loginWithEmailAllowed`, fails telling Keycloak's refusal (`keycloakRefused`) from its
+   * absence.
+   */
   usernameOfEmail: (realm: string, email: string) => Promise<string | undefined>;
   /** Whether Keycloak logs the users of `realm` in by e-mail (its `loginWithEmailAllowed`). */
   loginWithEmailAllowed: (realm: string) => Promise<boolean>;
@@ -58,8 +63,8 @@ export interface LoginAccountsOptions {
 const KNOWN_MS = 10 * 60_000;
 const UNKNOWN_MS = 60_000;
 /**
- * How long a realm whose lookup failed (Keycloak's admin API down, slow or refusing) is not
- * asked again: its e-mails not known already (here or across replicas) are unresolved
+ * How long a realm whose lookup failed (Keycloak's admin API down, slow, or answering what is
+ * no answer) is not asked again: its e-mails not known already (here or across replicas) are unresolved
  * meanwhile, so an outage costs one timeout per realm this often, not one per login.
  */
 const FAILED_MS = 5_000;
@@ -105,7 +110,10 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
       return username === undefined ? '' : accountNameOf(username);
     } catch (err) {
       options.logger.warn({ err }, 'could not look up the account of a login e-mail');
-      failed.set(realm.toLowerCase(), true, clock.now() + FAILED_MS);
+      // A lookup Keycloak refused (a realm it does not have, as `ACME` for `acme`) tells nothing
+      // of the realm's other e-mails: only this login is unresolved. Nothing of it is kept, as
+      // its key is shared with the realm's name in other cases.
+      if (!keycloakRefused(err)) failed.set(realm.toLowerCase(), true, clock.now() + FAILED_MS);
       return undefined;
     }
   }
@@ -178,8 +186,8 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
 /**
  * Whether `name` could be the e-mail of a Keycloak user: it has `@`, and at most 255 characters
  * (Keycloak's column) none of which is a control character. Any other name is asked of nobody:
- * Keycloak's admin API refuses some (a search too long for its request line), and a refused
- * lookup would make its realm's e-mails unresolved (`FAILED_MS`) for everyone.
+ * Keycloak's admin API refuses some (a search too long for its request line), a lookup spent
+ * on no account.
  */
 function couldBeEmail(name: string): boolean {
   return name.includes('@') && /^[^\p{Cc}]{3,255}$/u.test(name);

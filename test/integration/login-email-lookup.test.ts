@@ -231,4 +231,32 @@ describe("a login e-mail's account, against the real Keycloak's admin API", () =
     );
     clock.advance(30_000);
   });
+
+  it("a lookup Keycloak refuses (4xx) leaves the realm's other e-mails asked", async () => {
+    // On the admin listener (no bootstrap administrator's guard), a realm Keycloak does not have
+    // (its names are case-sensitive): its service-account login is refused, 404.
+    const admin = `http://127.0.0.1:${replica.config.ADMIN_PORT}`;
+    const odd = await grantOn('MASTER', `${uniqueId('odd-')}@example.com`, '10.61.0.80', admin);
+    expect(odd.status).toBe(404);
+    const before = masterLookups();
+    // Another e-mail of realm master is asked and let through to Keycloak, not refused 503.
+    const response = await masterGrant(`${uniqueId('after-odd-')}@example.com`, '10.61.0.81');
+    expect(response.status).toBe(401);
+    expect(masterLookups() - before).toBe(1);
+    // Alike in an organization's realm, through the public listener.
+    const org = await createOrganization([]);
+    const orgLookup = new RegExp(`/admin/realms/${org}/users/?\\?.*email=`);
+    const orgLookups = () => front.seen.filter((seen) => orgLookup.test(seen.target)).length;
+    const oddOrg = await grantOn(
+      org.toUpperCase(),
+      `${uniqueId('odd-')}@example.com`,
+      '10.61.0.82',
+    );
+    expect(oddOrg.status).toBe(404);
+    const beforeOrg = orgLookups();
+    expect((await grantOn(org, `${uniqueId('after-odd-')}@example.com`, '10.61.0.82')).status).toBe(
+      401,
+    );
+    expect(orgLookups() - beforeOrg).toBe(1);
+  });
 });
