@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Cache } from '../cache/cache.ts';
 import { TtlLru } from '../cache/ttl-lru.ts';
+import { keycloakRefused } from '../keycloak/keycloak-failures.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 import { accountNameOf } from './account-name.ts';
 import type { LoginThrottle, ThrottleDecision } from './login-throttle.ts';
@@ -39,7 +40,11 @@ export interface LoginAccountsOptions {
   cache: Cache;
   /** Keys the entries, so e-mails are not stored in clear. */
   secret: string;
-  /** The user name of the one user of `realm` with the e-mail `email`, if there is one. */
+  /**
+   * The user name of the one user of `realm` with the e-mail `email`, if there is one. Like
+   * `loginWithEmailAllowed`, fails telling Keycloak's refusal (`keycloakRefused`) from its
+   * absence.
+   */
   usernameOfEmail: (realm: string, email: string) => Promise<string | undefined>;
   /** Whether Keycloak logs the users of `realm` in by e-mail (its `loginWithEmailAllowed`). */
   loginWithEmailAllowed: (realm: string) => Promise<boolean>;
@@ -58,9 +63,9 @@ export interface LoginAccountsOptions {
 const KNOWN_MS = 10 * 60_000;
 const UNKNOWN_MS = 60_000;
 /**
- * How long a realm whose lookup failed (Keycloak's admin API down, slow or refusing) is not
- * asked again: its e-mails are unresolved meanwhile, so an outage costs one timeout per realm
- * this often, not one per login.
+ * How long a realm whose lookup failed (Keycloak's admin API down, slow, or answering what is
+ * no answer) is not asked again: its e-mails not known already (here or across replicas) are unresolved
+ * meanwhile, so an outage costs one timeout per realm this often, not one per login.
  */
 const FAILED_MS = 5_000;
 /** Bound of the realms whose failure, or `loginWithEmailAllowed`, is kept. */
@@ -105,7 +110,10 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
       return username === undefined ? '' : accountNameOf(username);
     } catch (err) {
       options.logger.warn({ err }, 'could not look up the account of a login e-mail');
-      failed.set(realm.toLowerCase(), true, clock.now() + FAILED_MS);
+      // A lookup Keycloak refused (a realm it does not have, as `ACME` for `acme`) tells nothing
+      // of the realm's other e-mails: only this login is unresolved. Nothing of it is kept, as
+      // its key is shared with the realm's name in other cases.
+      if (!keycloakRefused(err)) failed.set(realm.toLowerCase(), true, clock.now() + FAILED_MS);
       return undefined;
     }
   }
@@ -132,25 +140,24 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
   }
 
   /**
-   * What is known of `key` without a new lookup: its account ('' none), or undefined when its
-   * realm's lookups failed lately (`FAILED_MS`), or the answer of a lookup in flight; `ASK`
-   * when nothing is.
+   * What is known of `key` without a new lookup: its account ('' none), here or in the shared
+   * cache, or the answer of a lookup in flight; else undefined when its realm's lookups failed
+   * lately (`FAILED_MS`); `ASK` when nothing is. An answer known stays known while the admin
+   * API fails: only what would need it is unresolved.
    */
   async function known(realm: string, key: string): Promise<string | undefined | typeof ASK> {
-    const here = () => {
-      const held = local.get(key);
-      if (held !== undefined) return held;
-      if (failed.get(realm.toLowerCase())) return undefined;
-      return inFlight.get(key) ?? ASK;
-    };
+    const here = () => local.get(key) ?? inFlight.get(key);
     const before = here();
-    if (before !== ASK) return before;
+    if (before !== undefined) return before;
     const shared = await options.cache.get(key);
     if (shared !== undefined) {
       local.set(key, shared, clock.now() + (shared ? KNOWN_MS : UNKNOWN_MS));
       return shared;
     }
-    return here();
+    // Told meanwhile, by a lookup of this process.
+    const after = here();
+    if (after !== undefined) return after;
+    return failed.get(realm.toLowerCase()) ? undefined : ASK;
   }
 
   const answer = (typed: string, found: string | undefined): AccountLookup =>
@@ -179,8 +186,8 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
 /**
  * Whether `name` could be the e-mail of a Keycloak user: it has `@`, and at most 255 characters
  * (Keycloak's column) none of which is a control character. Any other name is asked of nobody:
- * Keycloak's admin API refuses some (a search too long for its request line), and a refused
- * lookup would make its realm's e-mails unresolved (`FAILED_MS`) for everyone.
+ * Keycloak's admin API refuses some (a search too long for its request line), a lookup spent
+ * on no account.
  */
 function couldBeEmail(name: string): boolean {
   return name.includes('@') && /^[^\p{Cc}]{3,255}$/u.test(name);

@@ -155,7 +155,9 @@ interface ConnectionLender {
  * queries never go here. A pool opened without limits spares without any (statement_timeout
  * 0). `config`: knex's transaction settings (isolation, read only). Once `signal` aborts (a
  * shutdown), the statement running is cancelled (57014, the transaction rolled back): for
- * work that only reads, which a shutdown need not wait for.
+ * work that only reads, which a shutdown need not wait for. Work whose signal aborted before
+ * it began (while it waited for its connection too) does not begin: it fails with the
+ * signal's reason.
  */
 export async function runSpared<T>(
   db: Knex,
@@ -163,6 +165,8 @@ export async function runSpared<T>(
   config: Knex.TransactionConfig = {},
   signal?: AbortSignal,
 ): Promise<T> {
+  // An abort listener added once the signal has aborted never runs: its abort is read here.
+  signal?.throwIfAborted();
   if (db.client instanceof ClientPgLite) return db.transaction(work, config);
   const pool = db.client as ConnectionLender;
   const sparedMs = limitsOf.get(db)?.sparedMs ?? 0;
@@ -176,6 +180,8 @@ export async function runSpared<T>(
   };
   signal?.addEventListener('abort', cancel, { once: true });
   try {
+    // Aborted while the connection was awaited.
+    signal?.throwIfAborted();
     return await db.transaction(
       async (trx) => {
         // A number the configuration checked, not an outside input; SET takes no parameter.

@@ -67,6 +67,20 @@ export function failureOf(err: unknown): KeycloakFailure {
 }
 
 /**
+ * Whether Keycloak answered the call, with a 4xx: a refusal of what was asked (a realm it does
+ * not have, a search it will not run, a token it no longer takes), not Keycloak down, slow or
+ * answering garbage. Looks through `cause` chains as `failureOf` does: the admin session wraps
+ * such answers in AppErrors of its own (`404-00001`, `401-00001`, `502-11001`).
+ */
+export function keycloakRefused(err: unknown): boolean {
+  for (const current of errorChain(err)) {
+    const status = (current as { response?: { status?: unknown } }).response?.status;
+    if (typeof status === 'number') return status >= 400 && status < 500;
+  }
+  return false;
+}
+
+/**
  * Whether a call failed before its request was sent: the connection could not be made (see
  * above), or our timeout struck while it was still being made (`beforeConnect`, set by the
  * layer). Looks through `cause` chains and AggregateErrors as `failureOf` does.

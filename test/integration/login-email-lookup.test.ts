@@ -16,6 +16,8 @@ import { testEnv } from '../helpers/test-env.ts';
 describe("a login e-mail's account, against the real Keycloak's admin API", () => {
   let front: KeycloakFront;
   let replica: Replica;
+  /** Another replica sharing the first's Redis, straight to Keycloak: its answers are shared. */
+  let peer: Replica;
   const clock = aheadClock();
   const TIMEOUT_MS = 1000;
   const MASTER_LOOKUP = /\/admin\/realms\/master\/users\/?\?.*email=/;
@@ -24,31 +26,33 @@ describe("a login e-mail's account, against the real Keycloak's admin API", () =
 
   beforeAll(async () => {
     front = await startKeycloakFront(testEnv().keycloakUrl);
+    const shared = {
+      KEYCLOAK_TIMEOUT_MS: String(TIMEOUT_MS),
+      REDIS_URL: testEnv().redisUrl,
+      REDIS_KEY_PREFIX: `${testEnv().redisKeyPrefix}maillookup:`,
+      REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
+      TRUSTED_PROXIES: '127.0.0.1',
+      LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: '3',
+      LOGIN_MAX_FAILURES_PER_ADDRESS: '10',
+    };
     replica = await startReplica(
       19060,
-      {
-        KEYCLOAK_URL: front.url,
-        KEYCLOAK_TIMEOUT_MS: String(TIMEOUT_MS),
-        REDIS_URL: testEnv().redisUrl,
-        REDIS_KEY_PREFIX: `${testEnv().redisKeyPrefix}maillookup:`,
-        REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
-        TRUSTED_PROXIES: '127.0.0.1',
-        LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS: '3',
-        LOGIN_MAX_FAILURES_PER_ADDRESS: '10',
-      },
+      { ...shared, KEYCLOAK_URL: front.url },
       createLogger('silent'),
       clock,
     );
+    peer = await startReplica(19062, shared);
   });
 
   afterAll(async () => {
+    await peer.gateway.close();
     await replica.gateway.close();
     await front.close();
     await closeTestDb();
   });
 
-  const post = (path: string, body: string, address: string) =>
-    fetch(`${replica.url}${path}`, {
+  const post = (path: string, body: string, address: string, base = replica.url) =>
+    fetch(`${base}${path}`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-for': address },
       body,
@@ -183,5 +187,76 @@ describe("a login e-mail's account, against the real Keycloak's admin API", () =
     const again = await grant(`${uniqueId('up-')}@example.com`);
     expect(again.status).toBe(401);
     expect(masterLookups() - before).toBe(1);
+  });
+
+  /** A password grant on `realm` naming `email`, to `base` (the replica's public listener). */
+  const grantOn = (realm: string, email: string, address: string, base = replica.url) =>
+    post(
+      `/auth/realms/${realm}/protocol/openid-connect/token`,
+      `grant_type=password&client_id=admin-cli&username=${encodeURIComponent(email)}&password=p`,
+      address,
+      base,
+    );
+  const masterGrant = (email: string, address: string, base?: string) =>
+    grantOn('master', email, address, base);
+
+  /** Makes the replica's lookups on realm master fail (a timeout), as an outage would. */
+  async function failMasterLookups(): Promise<void> {
+    front.hold(MASTER_LOOKUP, 3 * TIMEOUT_MS);
+    try {
+      expect((await masterGrant(`${uniqueId('down-')}@example.com`, '10.61.0.70')).status).toBe(
+        503,
+      );
+    } finally {
+      front.hold(MASTER_LOOKUP, 0);
+    }
+  }
+
+  it('answers an e-mail another replica has told while its own lookups of the realm fail', async () => {
+    const email = `${uniqueId('told-')}@example.com`;
+    // The peer asks Keycloak and shares the answer (nobody has it) through Redis.
+    expect((await masterGrant(email, '10.61.0.71', peer.url)).status).toBe(401);
+    await failMasterLookups();
+    const before = masterLookups();
+    // The answer is known: the login goes on to Keycloak, not refused as unresolved.
+    const response = await masterGrant(email, '10.61.0.71');
+    expect([response.status, await response.json()]).toEqual([
+      401,
+      { error: 'invalid_grant', error_description: 'Invalid user credentials' },
+    ]);
+    expect(masterLookups() - before).toBe(0);
+    // An e-mail nobody told is still unresolved until the failure is old.
+    expect((await masterGrant(`${uniqueId('untold-')}@example.com`, '10.61.0.71')).status).toBe(
+      503,
+    );
+    clock.advance(30_000);
+  });
+
+  it("a lookup Keycloak refuses (4xx) leaves the realm's other e-mails asked", async () => {
+    // On the admin listener (no bootstrap administrator's guard), a realm Keycloak does not have
+    // (its names are case-sensitive): its service-account login is refused, 404.
+    const admin = `http://127.0.0.1:${replica.config.ADMIN_PORT}`;
+    const odd = await grantOn('MASTER', `${uniqueId('odd-')}@example.com`, '10.61.0.80', admin);
+    expect(odd.status).toBe(404);
+    const before = masterLookups();
+    // Another e-mail of realm master is asked and let through to Keycloak, not refused 503.
+    const response = await masterGrant(`${uniqueId('after-odd-')}@example.com`, '10.61.0.81');
+    expect(response.status).toBe(401);
+    expect(masterLookups() - before).toBe(1);
+    // Alike in an organization's realm, through the public listener.
+    const org = await createOrganization([]);
+    const orgLookup = new RegExp(`/admin/realms/${org}/users/?\\?.*email=`);
+    const orgLookups = () => front.seen.filter((seen) => orgLookup.test(seen.target)).length;
+    const oddOrg = await grantOn(
+      org.toUpperCase(),
+      `${uniqueId('odd-')}@example.com`,
+      '10.61.0.82',
+    );
+    expect(oddOrg.status).toBe(404);
+    const beforeOrg = orgLookups();
+    expect((await grantOn(org, `${uniqueId('after-odd-')}@example.com`, '10.61.0.82')).status).toBe(
+      401,
+    );
+    expect(orgLookups() - beforeOrg).toBe(1);
   });
 });

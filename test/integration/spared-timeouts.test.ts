@@ -78,6 +78,37 @@ describe('spared database work under a bound of its own', () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(TIMEOUTS.sparedMs - 50);
   }, 20_000);
 
+  it('starts no work once its signal has aborted, before or while it waits for a connection', async () => {
+    const started: string[] = [];
+    const attempt = (name: string, signal: AbortSignal) =>
+      runSpared(
+        db,
+        (trx) => {
+          started.push(name);
+          return trx.raw('select 1');
+        },
+        {},
+        signal,
+      ).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+    // A shutdown begun before the work was asked for.
+    const before = new AbortController();
+    before.abort();
+    expect(await attempt('before', before.signal)).toBe(before.signal.reason);
+    // One begun while the work waits for its connection (runSpared's first wait).
+    const during = new AbortController();
+    const asked = attempt('during', during.signal);
+    during.abort();
+    expect(await asked).toBe(during.signal.reason);
+    expect(started).toEqual([]);
+    // Their connection went back to the pool: spared work runs after them.
+    expect(
+      (await runSpared(db, (trx) => trx.raw<{ rows: unknown[] }>('select 1 as one'))).rows,
+    ).toEqual([{ one: 1 }]);
+  });
+
   it('fails a download job whose count waits on a lock, and an export, with an error', async () => {
     await lockAuditLog();
     const clock = manualClock();

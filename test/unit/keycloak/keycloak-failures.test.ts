@@ -11,6 +11,7 @@ import {
   failureOf,
   failureOfStatus,
   keycloakError,
+  keycloakRefused,
   refusedAnswer,
   toKeycloakError,
   translatedCause,
@@ -208,5 +209,36 @@ describe('failedBeforeSending: whether a failed call may go to another node what
   ];
   it.each(cases)('%s', (_name, err, before) => {
     expect(failedBeforeSending(err)).toBe(before);
+  });
+});
+
+describe('keycloakRefused: whether Keycloak answered the call, with a 4xx', () => {
+  const cases: [string, unknown, boolean][] = [
+    ['answered 400', answered(400), true],
+    ['answered 404', answered(404), true],
+    [
+      'a realm it does not have, as the admin session says it',
+      new AppError('organizationNotFound', { cause: answered(404) }),
+      true,
+    ],
+    [
+      'another 4xx, as the admin session says it',
+      new AppError('identityProviderBadGateway', { cause: answered(400) }),
+      true,
+    ],
+    [
+      'its service token refused',
+      new AppError('gatewayServiceToken', { cause: answered(401) }),
+      true,
+    ],
+    ['answered 500', answered(500), false],
+    ['answered 503, as the layer says it', keycloakError('unreachable', answered(503)), false],
+    ['timed out', keycloakError('timeout', new DOMException('x', 'TimeoutError')), false],
+    ['refused the connection', fetchFailed(withCode('connect', 'ECONNREFUSED')), false],
+    ['not JSON', keycloakError('bad_answer', new SyntaxError('Unexpected token')), false],
+    ['anything else', new Error('what?'), false],
+  ];
+  it.each(cases)('%s', (_name, err, refused) => {
+    expect(keycloakRefused(err)).toBe(refused);
   });
 });
