@@ -68,7 +68,10 @@ export async function startGateway(
   // Credential changes made in Keycloak itself end cached Basic logins as they are pulled.
   const auditLog = await buildAuditLog(shared, tenants, keycloak, auth.keycloakEventsSeen);
   const automation = buildAutomation(shared, auth.admission);
-  const authProxy = buildAuthProxy(shared, auth, accounts, auditLog.tokenGrants);
+  const authProxy = buildAuthProxy(shared, auth, accounts, {
+    grants: auditLog.tokenGrants,
+    reachRefusals: auditLog.authRefusals,
+  });
   const platform = buildPlatform(
     shared,
     keycloak,

@@ -22,11 +22,16 @@ const REASON_OF_CODE: Partial<Record<ErrorCode, string>> = {
   workspaceNotFound: 'unknown_workspace',
 };
 
+/** The reason of a refusal answered with `code`, as docs/audit.md lists it. */
+export function reasonOfCode(code: ErrorCode): string {
+  return REASON_OF_CODE[code] ?? code;
+}
+
 /** Why the admission refused: the authentication's reason, else the refusal's own. */
 export function reasonOf(err: unknown): string {
   if (err instanceof AppError) {
     if (err.cause instanceof AuthFailure) return err.cause.reason;
-    return REASON_OF_CODE[err.code] ?? err.code;
+    return reasonOfCode(err.code);
   }
   return 'unexpected';
 }

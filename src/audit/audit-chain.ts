@@ -12,7 +12,7 @@ export interface AuditRecord {
   seq: number;
   /** ISO 8601 UTC with milliseconds: when it happened. */
   at: string;
-  /** `api.request`, `token.grant`, or a change (`organization.create`, `user.delete`...). */
+  /** `api.request`, `auth.request`, `token.grant`, or a change (`organization.create`, `user.delete`...). */
   action: string;
   outcome: 'success' | 'failure';
   actorRealm: string | null;

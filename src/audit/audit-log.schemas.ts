@@ -17,7 +17,8 @@ export const auditRecord = z
     seq: z.number().int(),
     at: z.string().meta({ description: 'ISO 8601 UTC, milliseconds' }),
     action: z.string().meta({
-      description: '`api.request`, `token.grant`, `audit_log.read`, or a change (`user.delete`...)',
+      description:
+        '`api.request`, `auth.request`, `token.grant`, `audit_log.read`, or a change (`user.delete`...)',
     }),
     outcome: z.enum(['success', 'failure']),
     actorRealm: z.string().nullable(),

@@ -28,6 +28,8 @@ import { pullKeycloakEvents } from './keycloak-events.area.ts';
 import { REALM_EVENTS_SETTINGS } from './keycloak-event-records.ts';
 import type { KeycloakEventMetrics, KeycloakEventPullDeps } from './keycloak-event-pull.ts';
 import { auditTokenGrants } from './token-grants.ts';
+import { auditAuthRefusals } from './auth-refusals.ts';
+import type { TokenReachRefusalListener } from '../auth-proxy/token-reach-guard.ts';
 import { summariseRefusals } from './refusal-summaries.ts';
 import type { AuditDownloadService } from './download-jobs.router.ts';
 import { createDownloadJobs, runDownloadJobs } from './download-jobs.ts';
@@ -48,6 +50,8 @@ export interface AuditLogArea {
   apiOutcomes: ApiOutcomeListener | undefined;
   /** The token endpoint's step recording each grant; undefined when the log is off. */
   tokenGrants: RequestHandler | undefined;
+  /** Records each refusal of `/auth`'s reach step, but a grant's; undefined when the log is off. */
+  authRefusals: TokenReachRefusalListener | undefined;
   /** What the reader's routes are served with (audit-log.router.ts). */
   service: AuditLogService;
   /** What the reference platform's download routes are served with (download-jobs.router.ts). */
@@ -70,8 +74,8 @@ export interface AuditLogArea {
 
 /**
  * The audit log (docs/audit.md): the writer of this process, what records the `/api`
- * decisions (through the edge), the token grants (a step of `/auth`) and the changes (every
- * audit line, http/audit.ts), and its readiness.
+ * decisions (through the edge), the token grants and the other refusals of `/auth` (its steps)
+ * and the changes (every audit line, http/audit.ts), and its readiness.
  */
 export async function buildAuditLog(
   shared: {
@@ -137,6 +141,7 @@ export async function buildAuditLog(
     return {
       apiOutcomes: undefined,
       tokenGrants: undefined,
+      authRefusals: undefined,
       service,
       downloads,
       organizationBegins: { settle: () => Promise.resolve(), begin },
@@ -229,6 +234,12 @@ export async function buildAuditLog(
       if (event) refusals.record(event);
     },
     tokenGrants: auditTokenGrants({
+      record: (event) => refusals.record(event),
+      isLog,
+      clientAddress: (req) => forwarding.clientAddress(req),
+      clock,
+    }),
+    authRefusals: auditAuthRefusals({
       record: (event) => refusals.record(event),
       isLog,
       clientAddress: (req) => forwarding.clientAddress(req),

@@ -11,13 +11,14 @@ const AUTHENTICATION = { category_uid: 3, class_uid: 3002, class_name: 'Authenti
 const API_ACTIVITY = { category_uid: 6, class_uid: 6003, class_name: 'API Activity' };
 
 /**
- * The Authentication activity of a record that is one, else undefined: an `/api` decision, a
- * token grant and a sign-in Keycloak saw are a Logon (1), a sign-out Keycloak saw a Logoff (2).
+ * The Authentication activity of a record that is one, else undefined: an `/api` decision, an
+ * `/auth` refusal, a token grant and a sign-in Keycloak saw are a Logon (1), a sign-out Keycloak saw a Logoff (2).
  */
 function authenticationOf(action: string): number | undefined {
   if (
     [
       'api.request',
+      'auth.request',
       'token.grant',
       ...SUMMARY_ACTIONS,
       'keycloak.login',
@@ -40,8 +41,8 @@ function apiActivityOf(record: AuditRecord): number {
 }
 
 /**
- * One record as an OCSF event (https://schema.ocsf.io) for a SIEM: an `/api` decision, a token
- * grant (either, or a summary of their refusals, with OCSF's `count`, `start_time` and
+ * One record as an OCSF event (https://schema.ocsf.io) for a SIEM: an `/api` decision, an
+ * `/auth` refusal, a token grant (any, or a summary of their refusals, with OCSF's `count`, `start_time` and
  * `end_time`) or a sign-in or sign-out Keycloak saw is an Authentication event (success or
  * failure, its reason as the status detail; the caller is the `user` authenticated), a change
  * or a read an API Activity event (the caller is its `actor`, as that class requires). The

@@ -28,26 +28,21 @@ export const API_SUMMARY_ACTION = 'api.request.summary';
 /** The action of a record counting the failed token grants of a window not recorded one by one. */
 export const GRANT_SUMMARY_ACTION = 'token.grant.summary';
 
+/** The action of a record counting the `/auth` refusals of a window not recorded one by one. */
+const AUTH_SUMMARY_ACTION = 'auth.request.summary';
+
 /**
  * The refusals summarised, by their records' action: the action of their summary and what a
  * summary keeps of them (they all had it; it is their kind): the log, address, reason and status
- * of both, and the credential kind and result code of an `/api` decision, the grant type of a
- * token grant. An IPv6 address is kept as its /64 (`2001:db8:1:2::/64`): one host can draw a new
+ * of each, and the credential kind and result code of an `/api` or `/auth` decision, the grant
+ * type of a token grant. An IPv6 address is kept as its /64 (`2001:db8:1:2::/64`): one host can draw a new
  * address of it for each request, which would otherwise be a new kind each time
  * (edge/address-group.ts).
  */
 const SUMMARISED: Record<string, { action: string; kept: (event: AuditEvent) => Kept }> = {
-  'api.request': {
-    action: API_SUMMARY_ACTION,
-    kept: ({ org, address, credential, reason, status, result }) => ({
-      org,
-      address: address === null ? null : addressGroupOf(address),
-      credential,
-      reason,
-      status,
-      result,
-    }),
-  },
+  'api.request': { action: API_SUMMARY_ACTION, kept: decisionKept },
+  // A header of made-up tokens on `/auth` is refused at no cost to its sender, as on `/api`.
+  'auth.request': { action: AUTH_SUMMARY_ACTION, kept: decisionKept },
   // Not the client, and a grant type only of a closed list: both are what the client sends, and a
   // flood naming a new one in each request would otherwise be a new kind each time.
   'token.grant': {
@@ -61,6 +56,18 @@ const SUMMARISED: Record<string, { action: string; kept: (event: AuditEvent) => 
     }),
   },
 };
+
+/** What a summary keeps of the refusals of a request it counts (`/api`'s, `/auth`'s). */
+function decisionKept({ org, address, credential, reason, status, result }: AuditEvent): Kept {
+  return {
+    org,
+    address: address === null ? null : addressGroupOf(address),
+    credential,
+    reason,
+    status,
+    result,
+  };
+}
 
 /** The actions of summaries. */
 export const SUMMARY_ACTIONS: readonly string[] = Object.values(SUMMARISED).map((s) => s.action);
@@ -96,7 +103,7 @@ export interface RefusalSummaries {
 }
 
 /**
- * In front of the writer of `/api` decisions and token grants: one address's refusals of one
+ * In front of the writer of `/api` decisions, `/auth` refusals and token grants: one address's refusals of one
  * kind (`SUMMARISED`) are recorded one by one up to `REFUSALS_RECORDED_PER_WINDOW` in
  * `REFUSAL_WINDOW_MS`; the rest of that window are counted and recorded as one summary record
  * once it is over (looked for every few seconds), so a flood costs an organization's log a few

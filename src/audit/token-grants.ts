@@ -3,6 +3,7 @@ import type { RequestHandler } from 'express';
 import { parseBasicCredentials } from '../auth/basic/parse-basic.ts';
 import { JOB_FIELDS } from '../auth-proxy/job-credentials.ts';
 import { receivedFormFieldsOf } from '../auth-proxy/form-body-guard.ts';
+import { authEntryOf } from '../auth-proxy/auth-routes.ts';
 import { scopeOf } from '../edge/request-scope.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { Clock } from '../time/clock.ts';
@@ -36,7 +37,7 @@ export function auditTokenGrants(deps: {
 }): RequestHandler {
   return (req, res, next) => {
     const realm = scopeOf(req).route.realm;
-    if (req.method !== 'POST' || realm === undefined) {
+    if (!isRecordedGrant(req) || realm === undefined) {
       next();
       return;
     }
@@ -59,6 +60,16 @@ export function auditTokenGrants(deps: {
     });
     next();
   };
+}
+
+/**
+ * Whether `req` is a grant `auditTokenGrants` records (a POST to an entry that names its step,
+ * the token endpoint): what any step refuses of it is told in its `token.grant` record.
+ */
+export function isRecordedGrant(req: IncomingMessage): boolean {
+  return (
+    req.method === 'POST' && authEntryOf(scopeOf(req).route)?.steps.includes('auditGrant') === true
+  );
 }
 
 /** What the client got: `delivered` when the whole answer was sent, and then its status. */

@@ -15,7 +15,7 @@ import type { Cache } from '../cache/cache.ts';
 import type { Audit } from '../http/audit.ts';
 import type { RoleRef } from './access-endings.ts';
 import { createAccessRevocations } from './access-revocations.ts';
-import { createAuthMount, type Listener } from './auth-steps.ts';
+import { createAuthMount, type AuthAudit, type Listener } from './auth-steps.ts';
 import { createTokenBindingStore, type TokenBindingStore } from './token-bindings.ts';
 import {
   backchannelClientsOf,
@@ -66,8 +66,11 @@ export function buildAuthProxy(
     | 'passwordSet'
   >,
   accounts: AccountAdmin,
-  /** The audit log's step recording each token grant (src/audit/), when the log is on. */
-  auditGrants?: RequestHandler,
+  /**
+   * The audit log's (src/audit/), when it is on: the step recording each token grant, and what
+   * records each refusal of the reach step on other `/auth` paths.
+   */
+  audit: AuthAudit,
 ): AuthProxyArea {
   const { config, logger, clock } = shared;
   // The revocations of a session or a user: what passes through /auth, what Keycloak announces.
@@ -121,7 +124,7 @@ export function buildAuthProxy(
       logger,
       clock,
     },
-    auditGrants,
+    audit,
   };
   return {
     mount: (listener) => createAuthMount(deps, listener),

@@ -19,7 +19,7 @@ import { guardFormBody } from './form-body-guard.ts';
 import { jobCredentials, type JobCredentialsDeps } from './job-credentials.ts';
 import { refuseUnreadBodies, throttlePasswordAttempts } from './password-attempt-throttle.ts';
 import { rewritePages } from './rewrite-page.ts';
-import { guardTokenReach } from './token-reach-guard.ts';
+import { guardTokenReach, type TokenReachRefusalListener } from './token-reach-guard.ts';
 import { answerWrongCredentials401 } from './wrong-credentials.ts';
 
 export type Listener = 'public' | 'admin';
@@ -54,8 +54,16 @@ export interface AuthMountDeps {
    * and the reach of a token on any call (token-reach-guard.ts).
    */
   jobCredentials: JobCredentialsDeps;
-  /** Records each grant in the audit log (the audit area's); undefined when the log is off. */
-  auditGrants: RequestHandler | undefined;
+  /** What records `/auth` in the audit log (the audit area's). */
+  audit: AuthAudit;
+}
+
+/** What records `/auth` requests in the audit log; each undefined when the log is off. */
+export interface AuthAudit {
+  /** The token endpoint's step recording each grant. */
+  grants: RequestHandler | undefined;
+  /** Told of each request the reach step refuses (a grant's refusal is in its grant's record). */
+  reachRefusals: TokenReachRefusalListener | undefined;
 }
 
 /**
@@ -89,11 +97,13 @@ export const AUTH_STEPS: readonly AuthStepOfTable[] = [
   ),
   // Before the form is read: a grant any later step refuses, the form's reader included, is
   // recorded too (with the fields of its form once read, none of a form the reader refused).
-  on('auditGrant', (deps) => (deps.auditGrants ? [deps.auditGrants] : [])),
+  on('auditGrant', (deps) => (deps.audit.grants ? [deps.audit.grants] : [])),
   // The one reader of `/auth` bodies (forms, for the steps below and a resend to another node).
   on('everyRequest', () => guardFormBody()),
   // Before any step acts on a request its token's reach refuses (endAccess above all).
-  on('tokenReach', (deps) => [guardTokenReach(deps.jobCredentials)]),
+  on('tokenReach', (deps) => [
+    guardTokenReach({ ...deps.jobCredentials, refused: deps.audit.reachRefusals }),
+  ]),
   on(
     'bootstrapAdmin',
     onlyOn('public', (deps) => [

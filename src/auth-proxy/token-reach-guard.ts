@@ -7,6 +7,22 @@ import { systemClock, type Clock } from '../time/clock.ts';
 import { sendTokenError, type Replacement } from './grant-answer.ts';
 import { tokenSessionId } from './refresh-token-claims.ts';
 
+/**
+ * Why the step refused a request, as the audit log is told it: a token's reach (`name`: its job
+ * credential's, when it was given one), more tokens than one request carries, or a reach it
+ * could not look up.
+ */
+export type TokenReachRefusal =
+  | { why: ReachRefusal; name: string | undefined }
+  | { why: 'tooManyTokens' | 'databaseUnavailable'; name?: undefined };
+
+/** Told of each request the step refuses (the audit log's, auth-steps.ts); before its answer. */
+export type TokenReachRefusalListener = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  refusal: TokenReachRefusal,
+) => void;
+
 /** A token an `Authorization` header carries: its session, and the scheme it came with. */
 interface CarriedToken {
   sessionId: string;
@@ -110,11 +126,15 @@ export function guardTokenReach(deps: {
   reach: ReachStep;
   logger: Logger;
   clock?: Clock;
+  /** Told of each refusal (the audit log, when it is on). */
+  refused?: TokenReachRefusalListener | undefined;
 }): RequestHandler {
   const clock = deps.clock ?? systemClock;
+  const refused = deps.refused ?? (() => undefined);
   return (req, res, next) => {
     const tokens = carriedTokens(req);
     if (tokens === undefined) {
+      refused(req, res, { why: 'tooManyTokens' });
       sendTokenError(res, TOO_MANY_TOKENS);
       return;
     }
@@ -126,7 +146,8 @@ export function guardTokenReach(deps: {
       (reaches) => {
         for (const [i, reach] of reaches.entries()) {
           const refusal = reach && keycloakReachRefusal(reach, req.method, clock.now());
-          if (refusal) {
+          if (reach && refusal) {
+            refused(req, res, { why: refusal, name: reach.name });
             refuse(res, refusal, tokens[i]!);
             return;
           }
@@ -135,6 +156,7 @@ export function guardTokenReach(deps: {
       },
       (err: unknown) => {
         deps.logger.warn({ err }, "could not look up a token's reach on /auth");
+        refused(req, res, { why: 'databaseUnavailable' });
         sendTokenError(res, UNKNOWN_REACH);
       },
     );

@@ -48,6 +48,32 @@ describe('OCSF events of audit records', () => {
     });
   });
 
+  it("makes an /auth refusal an Authentication event (Logon) of its job credential's token", () => {
+    const refused: AuditRecord = {
+      ...base,
+      action: 'auth.request',
+      actorRealm: null,
+      actorName: null,
+      credential: 'bearer',
+      jobCredential: 'nightly',
+      path: '/auth/realms/acme/account/',
+      status: 403,
+      result: null,
+      reason: 'out_of_reach',
+    };
+    const event = ocsfEventOf(refused);
+    expect(event).toMatchObject({
+      class_uid: 3002,
+      activity_id: 1,
+      status_id: 2,
+      status_code: '403',
+      status_detail: 'out_of_reach',
+      auth_protocol: 'bearer',
+      unmapped: { action: 'auth.request', jobCredential: 'nightly' },
+    });
+    expect(event).not.toHaveProperty('api');
+  });
+
   it('makes a summary of refusals an Authentication event of its count and its time span', () => {
     const summary: AuditRecord = {
       ...base,

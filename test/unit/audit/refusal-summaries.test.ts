@@ -152,6 +152,25 @@ describe('summaries of refusals in the audit log', () => {
     ]);
   });
 
+  it('summarises refusals on /auth as their own kind, apart from the same refusals on /api', async () => {
+    const clock = manualClock();
+    const recorded: AuditEvent[] = [];
+    const summaries = summariseRefusals((event) => recorded.push(event), clock);
+    const malformed = { credential: 'bearer', status: 400, result: null, reason: 'malformed' };
+    for (let i = 0; i < 30; i++) {
+      summaries.record(refusal(clock.now(), { ...malformed, action: 'auth.request' }));
+      summaries.record(refusal(clock.now(), malformed));
+    }
+    expect(recorded).toHaveLength(2 * REFUSALS_RECORDED_PER_WINDOW);
+    await summaries.close();
+    expect(
+      recorded.filter((r) => r.action.endsWith('.summary')).map((r) => [r.action, r.details.count]),
+    ).toEqual([
+      ['auth.request.summary', '20'],
+      ['api.request.summary', '20'],
+    ]);
+  });
+
   it("records one log's summaries at once when asked, the other logs' windows going on", async () => {
     const clock = manualClock();
     const recorded: AuditEvent[] = [];
