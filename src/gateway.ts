@@ -64,6 +64,9 @@ export async function startGateway(
   const keycloak = buildKeycloak(shared);
   const accounts = createAccountAdmin(keycloak.serviceAdmin);
   const tenants = await buildTenants(shared);
+  tenants.events.onApplied(({ organizationId, state }) => {
+    if (state === 'absent') keycloak.serviceAdmin.forgetRealm(organizationId);
+  });
   const auth = await buildAuth(shared, keycloak, tenants, accounts);
   // Credential changes made in Keycloak itself end cached Basic logins as they are pulled.
   const auditLog = await buildAuditLog(shared, tenants, keycloak, auth.keycloakEventsSeen);

@@ -194,6 +194,13 @@ export async function buildAuth(
     logger,
     clock,
   });
+  // A deleted organization's id may name a new one at once, with users named as the old ones.
+  tenants.events.onApplied(({ organizationId, state }) => {
+    if (state !== 'absent') return;
+    loginAccounts.forgetRealm(organizationId).catch((err: unknown) => {
+      logger.warn({ err }, "a deleted realm's login e-mails stay in the shared cache");
+    });
+  });
   const passwordSet = async (realm: string, userId: string) => {
     // A user deleted since has no failures worth dropping.
     const username = await accounts.usernameOf(realm, userId);

@@ -1,5 +1,6 @@
-import { createHmac } from 'node:crypto';
+import { createHmac, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import { z } from 'zod';
 import type { Cache } from '../cache/cache.ts';
 import { TtlLru } from '../cache/ttl-lru.ts';
 import { keycloakRefused } from '../keycloak/keycloak-failures.ts';
@@ -33,6 +34,17 @@ export interface LoginAccounts {
    * own account.
    */
   accountOf(realm: string, name: string, address: string): Promise<AccountLookup>;
+}
+
+/** What the auth area keeps of the login accounts besides `LoginAccounts`. */
+export interface ForgettingLoginAccounts extends LoginAccounts {
+  /**
+   * `realm` was deleted (its organization, through the gateway): what was told of its e-mails
+   * and its `loginWithEmailAllowed` is dropped, here and in the shared cache, so that a realm
+   * made again under the name (another tenant, perhaps its own users named as the old ones)
+   * keys no e-mail login to the old realm's user of the name.
+   */
+  forgetRealm(realm: string): Promise<void>;
 }
 
 export interface LoginAccountsOptions {
@@ -74,6 +86,13 @@ const MAX_REALMS = 1_000;
 const REALM_SETTING_MS = 60_000;
 
 /**
+ * An e-mail's account in the shared cache, with the generation of its realm it was told in:
+ * an entry of another generation than the realm's now (`generationKey`) is of a realm forgotten
+ * since, and is not taken.
+ */
+const sharedEntry = z.object({ account: z.string(), generation: z.string() });
+
+/**
  * Tells the account of a login name, asking Keycloak's admin API only for a name with `@`
  * whose account no replica has asked for lately. A lookup holds one of the budget of the
  * client address's limit while in flight (released, never counted), so an address past its
@@ -81,7 +100,7 @@ const REALM_SETTING_MS = 60_000;
  * limit lets it have password attempts. One e-mail has one lookup in flight per process: the
  * logins naming it meanwhile wait for its answer.
  */
-export function createLoginAccounts(options: LoginAccountsOptions): LoginAccounts {
+export function createLoginAccounts(options: LoginAccountsOptions): ForgettingLoginAccounts {
   const { clock = systemClock } = options;
   // In front of the shared cache: a job logging in by e-mail costs one HMAC, no network.
   const local = new TtlLru<string>(options.maxLocalEntries, clock);
@@ -89,31 +108,45 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
   const byEmail = new TtlLru<boolean>(MAX_REALMS, clock);
   // The lookup of each e-mail in flight, by its key: asked once however many wait for it.
   const inFlight = new Map<string, Promise<string | undefined>>();
+  const mac = (text: string) =>
+    createHmac('sha256', options.secret).update(text).digest('base64url');
+  // `login-account-of`: replicas of an earlier version kept bare user names as `login-account`.
   const keyOf = (realm: string, email: string) =>
-    `login-account:${createHmac('sha256', options.secret)
-      .update(`${realm.toLowerCase()}\u0000${email}`)
-      .digest('base64url')}`;
+    `login-account-of:${mac(`${realm.toLowerCase()}\u0000${email}`)}`;
+  /** The realm's generation ('' until it is first forgotten), as long as an entry lives. */
+  const generationKey = (realm: string) => `login-account-realm:${mac(realm.toLowerCase())}`;
+  const generationOf = async (realm: string) =>
+    (await options.cache.get(generationKey(realm))) ?? '';
+  // How many realms this process forgot: what was read or looked up while one was is not kept.
+  let forgets = 0;
 
-  /** Whether `realm` logs in by e-mail: a realm that does not takes an e-mail as a user name. */
-  async function logsInByEmail(realm: string): Promise<boolean> {
+  /**
+   * Whether `realm` logs in by e-mail: a realm that does not takes an e-mail as a user name.
+   * `since`: `forgets` when the lookup began (what it reads of a realm forgotten since is not kept).
+   */
+  async function logsInByEmail(realm: string, since: number): Promise<boolean> {
     const held = byEmail.get(realm.toLowerCase());
     if (held !== undefined) return held;
     const allowed = await options.loginWithEmailAllowed(realm);
-    byEmail.set(realm.toLowerCase(), allowed, clock.now() + REALM_SETTING_MS);
+    if (forgets === since)
+      byEmail.set(realm.toLowerCase(), allowed, clock.now() + REALM_SETTING_MS);
     return allowed;
   }
 
-  async function lookUp(realm: string, email: string): Promise<string | undefined> {
+  async function lookUp(realm: string, email: string, since: number): Promise<string | undefined> {
     try {
-      if (!(await logsInByEmail(realm))) return '';
+      if (!(await logsInByEmail(realm, since))) return '';
       const username = await options.usernameOfEmail(realm, email);
       return username === undefined ? '' : accountNameOf(username);
     } catch (err) {
       options.logger.warn({ err }, 'could not look up the account of a login e-mail');
       // A lookup Keycloak refused (a realm it does not have, as `ACME` for `acme`) tells nothing
       // of the realm's other e-mails: only this login is unresolved. Nothing of it is kept, as
-      // its key is shared with the realm's name in other cases.
-      if (!keycloakRefused(err)) failed.set(realm.toLowerCase(), true, clock.now() + FAILED_MS);
+      // its key is shared with the realm's name in other cases; nor is a failure of a realm
+      // forgotten meanwhile (its organization deleted).
+      if (!keycloakRefused(err) && forgets === since) {
+        failed.set(realm.toLowerCase(), true, clock.now() + FAILED_MS);
+      }
       return undefined;
     }
   }
@@ -123,18 +156,20 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
     const pending = inFlight.get(key);
     if (pending) return pending;
     const started = (async () => {
-      try {
-        const found = await lookUp(realm, email);
-        if (found !== undefined) {
-          const ttlMs = found ? KNOWN_MS : UNKNOWN_MS;
-          local.set(key, found, clock.now() + ttlMs);
-          await options.cache.set(key, found, ttlMs);
-        }
-        return found;
-      } finally {
-        inFlight.delete(key);
+      const before = forgets;
+      // Read first: an answer of the realm deleted meanwhile is of the generation it ends.
+      const generation = await generationOf(realm);
+      const found = await lookUp(realm, email, before);
+      if (found !== undefined && forgets === before) {
+        const ttlMs = found ? KNOWN_MS : UNKNOWN_MS;
+        local.set(key, found, clock.now() + ttlMs);
+        await options.cache.set(key, JSON.stringify({ account: found, generation }), ttlMs);
       }
-    })();
+      return found;
+    })().finally(() => {
+      // A realm forgotten meanwhile may have another lookup of the e-mail in flight.
+      if (inFlight.get(key) === started) inFlight.delete(key);
+    });
     inFlight.set(key, started);
     return started;
   }
@@ -149,15 +184,25 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
     const here = () => local.get(key) ?? inFlight.get(key);
     const before = here();
     if (before !== undefined) return before;
-    const shared = await options.cache.get(key);
+    const forgotten = forgets;
+    const shared = await sharedAccountOf(realm, key);
     if (shared !== undefined) {
-      local.set(key, shared, clock.now() + (shared ? KNOWN_MS : UNKNOWN_MS));
+      if (forgets === forgotten) {
+        local.set(key, shared, clock.now() + (shared ? KNOWN_MS : UNKNOWN_MS));
+      }
       return shared;
     }
     // Told meanwhile, by a lookup of this process.
     const after = here();
     if (after !== undefined) return after;
     return failed.get(realm.toLowerCase()) ? undefined : ASK;
+  }
+
+  /** The account the shared cache holds for `key`, if told in the realm's generation now. */
+  async function sharedAccountOf(realm: string, key: string): Promise<string | undefined> {
+    const [stored, generation] = await Promise.all([options.cache.get(key), generationOf(realm)]);
+    const entry = stored === undefined ? undefined : parsedEntry(stored);
+    return entry?.generation === generation ? entry.account : undefined;
   }
 
   const answer = (typed: string, found: string | undefined): AccountLookup =>
@@ -180,7 +225,35 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
         await decision.attempt.settle('released');
       }
     },
+    async forgetRealm(realm) {
+      const forgetHere = () => {
+        forgets++;
+        // The realm's entries are not told apart from the others' here: all go (a rare event).
+        local.clear();
+        inFlight.clear();
+        failed.delete(realm.toLowerCase());
+        byEmail.delete(realm.toLowerCase());
+      };
+      // Here at once, and again once the realm's shared generation is new: what was read or
+      // looked up meanwhile may be of the old one.
+      forgetHere();
+      try {
+        await options.cache.set(generationKey(realm), randomUUID(), KNOWN_MS);
+      } finally {
+        forgetHere();
+      }
+    },
   };
+}
+
+/** A shared entry as `lookUpOnce` writes it, else undefined (a miss). */
+function parsedEntry(stored: string): z.infer<typeof sharedEntry> | undefined {
+  try {
+    const parsed = sharedEntry.safeParse(JSON.parse(stored));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

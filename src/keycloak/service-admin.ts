@@ -14,6 +14,11 @@ export interface ServiceAdmin {
    * becomes `401-00001` and drops the session.
    */
   run<T>(realm: string, work: (client: KcAdminClient) => Promise<T>): Promise<T>;
+  /**
+   * `realm` was deleted: its session goes with it. Its token would be refused by a realm made
+   * again under the name (other keys), and the first call there would fail for it.
+   */
+  forgetRealm(realm: string): void;
 }
 
 /**
@@ -44,5 +49,8 @@ export function createServiceAdmin(options: {
   return {
     forRealm: (realm) => sessionOf(realm).get(),
     run: (realm, work) => sessionOf(realm).run(work),
+    forgetRealm: (realm) => {
+      sessions.delete(realm);
+    },
   };
 }

@@ -82,6 +82,25 @@ describe('Basic authentication', () => {
     expect(res.body.message).toMatch(/two-factor.*Bearer/);
   });
 
+  it('tells a two-factor user logging in by e-mail to use Bearer, and only such a user', async () => {
+    const admin = await keycloakAdmin();
+    const byEmail = async (user: { username: string; password: string }) => {
+      const email = `${user.username}@example.com`;
+      await admin.users.update(
+        { realm: org, id: await userIdOf({ ...user, realm: org }) },
+        { email },
+      );
+      return callApi(path(), basicAuth({ username: email, password: user.password }));
+    };
+    const twoFactor = await byEmail(await createUser(org, { otp: true }));
+    expect([twoFactor.status, twoFactor.body.message]).toEqual([
+      401,
+      expect.stringMatching(/two-factor.*Bearer/),
+    ]);
+    const wrong = await byEmail({ ...(await createUser(org)), password: 'not-the-password' });
+    expect([wrong.status, wrong.body.message]).toEqual([401, 'Invalid user name or password.']);
+  });
+
   it('never echoes the password in an error', async () => {
     const user = await createUser(org);
     const res = await callApi(path(), basicAuth({ ...user, password: 'wrong-Secret-Value-123' }));

@@ -1,7 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/http/logger.ts';
-import { createUser, keycloakAdmin, passwordGrantBody, uniqueId } from '../helpers/keycloak.ts';
+import { basicAuth, callApi } from '../helpers/api.ts';
+import {
+  createUser,
+  keycloakAdmin,
+  passwordGrantBody,
+  uniqueId,
+  userIdOf,
+} from '../helpers/keycloak.ts';
 import { startKeycloakFront, type KeycloakFront } from '../helpers/keycloak-front.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
@@ -133,6 +140,54 @@ describe("a login e-mail's account, against the real Keycloak's admin API", () =
     // Keycloak logs the named user in by its name: an account of its own to the throttle.
     const response = await grant(named.username, named.password);
     expect(response.status).toBe(200);
+  });
+
+  it("an organization deleted and made again under its id keeps no e-mail's old account", async () => {
+    const platformAdmin = basicAuth(await createUser('master'));
+    const org = uniqueId('mailreuse-');
+    const email = `${uniqueId('reused-')}@example.com`;
+    const base = { base: replica.url };
+    const make = async () => {
+      const made = await callApi('/api/platform/organizations', platformAdmin, {
+        ...base,
+        method: 'POST',
+        body: { id: org, name: 'Reused' },
+      });
+      expect(made.status, JSON.stringify(made.body)).toBe(200);
+    };
+    const withEmail = async (user: Awaited<ReturnType<typeof createUser>>) => {
+      const admin = await keycloakAdmin();
+      await admin.users.update({ realm: org, id: await userIdOf(user) }, { email });
+      return user;
+    };
+    const basic = (username: string, password: string, address: string) =>
+      callApi(`/api/${org}/platform/workspaces`, basicAuth({ username, password }), {
+        ...base,
+        headers: { 'x-forwarded-for': address },
+      });
+    // The first organization: its user `shared` logs in by the e-mail.
+    await make();
+    const former = await withEmail(await createUser(org, { username: 'shared' }));
+    expect((await basic(email, former.password, '10.61.0.70')).status).toBe(200);
+    const deleted = await callApi(
+      `/api/platform/organizations/${org}?confirm=${org}`,
+      platformAdmin,
+      {
+        ...base,
+        method: 'DELETE',
+      },
+    );
+    expect(deleted.status, JSON.stringify(deleted.body)).toBe(200);
+    // The new organization: another person named `shared`, and bob, whose e-mail it now is.
+    await make();
+    const shared = await createUser(org, { username: 'shared' });
+    const bob = await withEmail(await createUser(org));
+    const address = '10.61.0.71';
+    for (let i = 0; i < 3; i++)
+      expect((await basic(email, `wrong-${i}`, address)).status).toBe(401);
+    // Bob's failures are his: the other user logs in from the address, bob no more.
+    expect((await basic(shared.username, shared.password, address)).status).toBe(200);
+    expect((await basic(bob.username, 'wrong-again', address)).status).toBe(429);
   });
 
   it('asks nothing of a name no e-mail can be, so it cannot make e-mail logins fail', async () => {

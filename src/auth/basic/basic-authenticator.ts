@@ -300,7 +300,8 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
         }
         throw realmGone();
       }
-      throw await counting(await refusal(realm, credentials.username, result.description), login);
+      // The account's user name: a login by e-mail names no user as `username`.
+      throw await counting(await refusal(realm, login.username, result.description), login);
     }
     deps.gone.sawServed(realm);
     const principal = basicPrincipalOf(
