@@ -1,12 +1,6 @@
 import type { Knex } from 'knex';
 import { canonicalTextOf, GENESIS_HASH, sha256Hex, type AuditRecord } from './audit-chain.ts';
-import {
-  AUDIT_TABLE,
-  batchRowOf,
-  HEADS_TABLE,
-  insertBatchOf,
-  ROWS_PER_PARAMETER,
-} from './audit-rows.ts';
+import { AUDIT_TABLE, batchRowOf, HEADS_TABLE, INSERT_BATCH } from './audit-rows.ts';
 
 /**
  * What the recording code hands the writer: a record's fields, chosen where it happened, without
@@ -90,19 +84,13 @@ async function appendToLog(
   };
   let seq = Number(head.seq);
   let hash = head.hash;
-  // Each parameter's rows joined as they are made: no text of the whole batch (audit-rows.ts).
-  const parameters: string[] = [];
-  const rows = new Array<string>(Math.min(events.length, ROWS_PER_PARAMETER));
+  const rows = new Array<string>(events.length);
   for (let i = 0; i < events.length; i++) {
     const row = rowMaker.rowOf(events[i]!, ++seq, hash);
-    rows[i % ROWS_PER_PARAMETER] = row.text;
+    rows[i] = row.text;
     hash = row.hash;
-    if (i % ROWS_PER_PARAMETER === ROWS_PER_PARAMETER - 1 || i === events.length - 1) {
-      rows.length = (i % ROWS_PER_PARAMETER) + 1;
-      parameters.push(`[${rows.join(',')}]`);
-    }
   }
-  await trx.raw(insertBatchOf(parameters.length), parameters);
+  await trx.raw(INSERT_BATCH, [`[${rows.join(',')}]`]);
   await trx(HEADS_TABLE).where({ org }).update({ seq, hash });
   return { seq, hash };
 }

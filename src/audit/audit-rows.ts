@@ -49,15 +49,12 @@ const detailsFrom = (entries: string) =>
   `else (select jsonb_object_agg(e->>0, e->1) from jsonb_array_elements(${entries}) e) end`;
 
 /**
- * Rows a parameter of `insertBatchOf` holds: about 50 KB of JSON, below V8's large-object size
- * (128 KB). A batch as one text of 1 MB was a large object twice over (the join, then its
- * flattening for pg), each on fresh pages and counted toward the next full garbage collection:
- * several MB a second at a Bearer row's rate (bench/results.md, "Comparisons").
+ * The statement that appends a batch: one parameter, a JSON array with a row per record (see
+ * `batchRowOf`), which PostgreSQL reads once, rather than 26 bound values a record. The row is
+ * the record's canonical form, the text its hash was taken of, so the records are serialised
+ * once; each column is read from its place in it (`CANONICAL_LAYOUT`).
  */
-export const ROWS_PER_PARAMETER = 100;
-
-/** The columns of `audit_log` a batch fills, and the expression reading each from a row `r`. */
-const BATCH_COLUMNS = (() => {
+export const INSERT_BATCH = (() => {
   const columns = ['hash'];
   const values = ['r->>0'];
   CANONICAL_LAYOUT.forEach((field, i) => {
@@ -68,22 +65,13 @@ const BATCH_COLUMNS = (() => {
     if (field === 'details') values.push(detailsFrom(`r->${at}`));
     else values.push(cast ? `(r->>${at})::${cast}` : `r->>${at}`);
   });
-  return `insert into ${AUDIT_TABLE} (${columns.join(', ')}) select ${values.join(', ')}`;
+  return (
+    `insert into ${AUDIT_TABLE} (${columns.join(', ')}) ` +
+    `select ${values.join(', ')} from jsonb_array_elements(?::jsonb) r`
+  );
 })();
 
-/**
- * The statement that appends a batch given as `parameters` JSON arrays (each of up to
- * `ROWS_PER_PARAMETER` rows, see `batchRowOf`), which PostgreSQL reads once each, in order,
- * rather than 26 bound values a record. The row is the record's canonical form, the text its
- * hash was taken of, so the records are serialised once; each column is read from its place in
- * it (`CANONICAL_LAYOUT`).
- */
-export function insertBatchOf(parameters: number): string {
-  const arrays = Array.from({ length: parameters }, () => '?::jsonb').join(', ');
-  return `${BATCH_COLUMNS} from unnest(array[${arrays}]) p(rows), jsonb_array_elements(p.rows) r`;
-}
-
-/** A record's row of a batch (`insertBatchOf`): `[hash, ...its canonical form]`. */
+/** A record's row of a batch (`INSERT_BATCH`): `[hash, ...its canonical form]`. */
 export function batchRowOf(hash: string, canonical: string): string {
   return `["${hash}",${canonical.slice(1)}`;
 }
