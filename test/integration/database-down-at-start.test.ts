@@ -1,3 +1,4 @@
+import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   fromEveryWorker,
@@ -5,13 +6,16 @@ import {
   type ClusteredGateway,
 } from '../helpers/clustered-gateway.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
+import { createLogger } from '../../src/http/logger.ts';
 import { createUser, grantAtKeycloak, type TestUser } from '../helpers/keycloak.ts';
 import { startPostgresProcess, type PostgresProcess } from '../helpers/postgres-process.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import {
   startDatabaseRelay,
+  startTcpFront,
   type DatabaseRelay,
   type KeycloakRelay,
+  type TcpFront,
 } from '../helpers/tcp-front.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
@@ -117,6 +121,78 @@ describe('a replica started while PostgreSQL is unreachable', () => {
       headers: { authorization: bearer },
     });
     expect(listed.status).toBe(200);
+  });
+});
+
+/**
+ * PostgreSQL answers again while the migration in the background waits out its backoff (up to
+ * 10 s): until the schema is current, what needs the database still answers 503 in the envelope
+ * (the tables may not be there yet), and the readiness check that sees the database answer
+ * starts the migration at once. An empty PostgreSQL of this suite's own (port 19772) behind a
+ * relay (19773) the test cuts and restores at once; the replica on 19770/19771.
+ */
+describe('a replica whose PostgreSQL answers again before its migration is tried again', () => {
+  let postgres: PostgresProcess;
+  let relay: TcpFront;
+  let replica: Replica | undefined;
+  let admin: TestUser;
+  const lines: Record<string, unknown>[] = [];
+  const logged = (matches: (line: Record<string, unknown>) => boolean) =>
+    expect.poll(() => lines.some(matches), EVENTUALLY).toBe(true);
+
+  beforeAll(async () => {
+    postgres = await startPostgresProcess(19772);
+    relay = await startTcpFront(19773, { host: '127.0.0.1', port: 19772 });
+    await relay.cut();
+    admin = await createUser('master');
+  });
+
+  afterAll(async () => {
+    await replica?.gateway.close();
+    await relay?.cut();
+    await postgres?.destroy();
+  });
+
+  it('answers 503 until its schema is current, and migrates once readiness sees the database', async () => {
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const text of chunk.toString().split('\n').filter(Boolean)) {
+          lines.push(JSON.parse(text) as Record<string, unknown>);
+        }
+        done();
+      },
+    });
+    replica = await startReplica(
+      19770,
+      { DATABASE_URL: `postgres://postgres@127.0.0.1:${relay.port}/postgres` },
+      createLogger('info', sink),
+    );
+    // The attempts so far failed; the next one waits 8 s (0.5 s doubling).
+    await logged((l) => l.msg === 'database: still unreachable' && l.attempts === 5);
+    await relay.restore();
+
+    const bearer = `Bearer ${await grantAtKeycloak(admin)}`;
+    const listed = await fetch(`${replica.url}/api/platform/organizations`, {
+      headers: { authorization: bearer },
+    });
+    expect({ status: listed.status, body: await listed.json() }).toMatchObject({
+      status: 503,
+      body: { data: null, result: '503-00003' },
+    });
+    const ready = await fetch(`http://127.0.0.1:${replica.config.ADMIN_PORT}/readyz`);
+    expect(await ready.json()).toMatchObject({
+      data: { database: { status: 'down', schema: 'not migrated yet' } },
+    });
+
+    // That readiness check saw the database answer: the migration ran then, not 8 s later.
+    await logged((l) => l.msg === 'database: answering; schema current');
+    expect(lines.find((l) => l.msg === 'database: answering; schema current')).toMatchObject({
+      trigger: 'the database answered',
+    });
+    const again = await fetch(`${replica.url}/api/platform/organizations`, {
+      headers: { authorization: bearer },
+    });
+    expect(again.status).toBe(200);
   });
 });
 
