@@ -120,6 +120,7 @@ async function main(): Promise<void> {
       workers = await superviseWorkers({
         config,
         logger,
+        schema,
         env: workerEnv(env, keycloakUrl, config),
       });
     } else {

@@ -229,3 +229,64 @@ describe('a gateway of two workers started while PostgreSQL is unreachable', () 
       .toMatchObject({ message: 'SUCCESS', data: { database: 'up' } });
   });
 });
+
+/**
+ * With workers, the supervising process migrates: a worker holds its queries back until that
+ * migration ran, as a lone replica does its own (503 `503-00003`, readiness `down`), and its
+ * readiness check that sees PostgreSQL answer has the supervising process migrate at once. An
+ * empty PostgreSQL of this suite's own (port 19757) behind a relay (19756); the gateway on
+ * 19750-19751, Keycloak's relay 19755.
+ */
+describe('a gateway of two workers whose PostgreSQL answers again before the migration', () => {
+  let postgres: PostgresProcess;
+  let database: TcpFront;
+  let keycloak: KeycloakRelay | undefined;
+  let gateway: ClusteredGateway | undefined;
+
+  beforeAll(async () => {
+    postgres = await startPostgresProcess(19757);
+    database = await startTcpFront(19756, { host: '127.0.0.1', port: 19757 });
+    await database.cut();
+  });
+
+  afterAll(async () => {
+    await gateway?.stop();
+    await keycloak?.cut();
+    await database?.cut();
+    await postgres?.destroy();
+  });
+
+  it('answers 503 from every worker until the schema is current', async () => {
+    ({ gateway, keycloak } = await startTwoWorkers(19750, {
+      DATABASE_URL: `postgres://postgres@127.0.0.1:${database.port}/postgres`,
+    }));
+    // The attempts so far failed; the next one waits 8 s (0.5 s doubling).
+    await gateway.logLine((l) => l.msg === 'database: still unreachable' && l.attempts === 5);
+    await database.restore();
+
+    const bearer = `Bearer ${await grantAtKeycloak(await createUser('master'))}`;
+    const listed = await fromEveryWorker(() =>
+      gateway!.send('/api/platform/organizations', { authorization: bearer }),
+    );
+    expect(listed.map((a) => [a.status, JSON.parse(a.body) as unknown])).toMatchObject(
+      listed.map(() => [503, { data: null, result: '503-00003' }]),
+    );
+    const ready = await fromEveryWorker(() => gateway!.send('/readyz'));
+    expect(ready.map((a) => JSON.parse(a.body) as unknown)).toMatchObject(
+      ready.map(() => ({ data: { database: 'down' } })),
+    );
+
+    // A worker's readiness check saw the database answer: the migration ran then.
+    await expect(
+      gateway.logLine((l) => l.msg === 'database: answering; schema current'),
+    ).resolves.toMatchObject({ trigger: 'the database answered' });
+    await expect
+      .poll(async () => {
+        const answers = await fromEveryWorker(() =>
+          gateway!.send('/api/platform/organizations', { authorization: bearer }),
+        );
+        return answers.map((a) => a.status);
+      }, EVENTUALLY)
+      .toEqual([200, 200]);
+  });
+});
