@@ -74,6 +74,11 @@ export async function migrateAtStart(db: Knex, logger: Logger): Promise<SchemaSt
       if (stopped) return new Promise<void>(() => undefined);
       try {
         await migrateToLatest(db, logger);
+        // Stopped meanwhile: the schema is current, but nothing that waits for it starts now.
+        if (stopped) {
+          logger.info('database: migrated as the process stopped');
+          return new Promise<void>(() => undefined);
+        }
         current = true;
         logger.info({ attempts: attempt + 1, trigger }, 'database: answering; schema current');
         return;
