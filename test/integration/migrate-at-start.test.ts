@@ -1,5 +1,9 @@
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import type { Knex } from 'knex';
 import pg from 'pg';
@@ -11,6 +15,7 @@ import { createLogger } from '../../src/http/logger.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { onPostgresServer } from '../helpers/postgres-server.ts';
 import { startDatabaseRelay, type DatabaseRelay } from '../helpers/tcp-front.ts';
+import { testBackchannelUrl } from '../helpers/keycloak.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 /**
@@ -77,6 +82,100 @@ describe('the migration in the background of a process that stops', () => {
     ]);
     await other.query('select pg_advisory_unlock($1::bigint)', [MIGRATION_LOCK_KEY]);
     expect(await outcome).toBe('stopped');
+  });
+});
+
+/**
+ * `node src/main.ts --demo` started while PostgreSQL is unreachable waits for its migration in the
+ * background before it makes the demo's data; once the database answers with a schema this
+ * release refuses (another history of migrations), the start fails: one `start failed`, exit 1.
+ * A database of the test's own behind a relay on port 19778; the gateway on 19776/19777.
+ */
+describe('a demo whose migration in the background is refused', () => {
+  const server = new URL(testEnv().databaseUrl);
+  server.pathname = '';
+  const serverUrl = server.href.replace(/\/$/, '');
+  const database = `realmgate_demo_refused_${randomBytes(4).toString('hex')}`;
+  let relay: DatabaseRelay;
+  let dataDir: string;
+
+  beforeAll(async () => {
+    await onPostgresServer(serverUrl, `create database ${database}`);
+    const client = new pg.Client({ connectionString: `${serverUrl}/${database}` });
+    await client.connect();
+    try {
+      // Another history than this release's: the migration refuses to run on it.
+      await client.query(
+        'create table knex_migrations (id serial primary key, name varchar(255), batch integer, migration_time timestamptz)',
+      );
+      await client.query(
+        `insert into knex_migrations (name, batch, migration_time) values ('not-ours', 1, now())`,
+      );
+    } finally {
+      await client.end();
+    }
+    relay = await startDatabaseRelay(19778);
+    await relay.cut();
+    dataDir = await mkdtemp(path.join(os.tmpdir(), 'realmgate-demo-'));
+  });
+
+  afterAll(async () => {
+    await relay?.cut();
+    await onPostgresServer(serverUrl, `drop database if exists ${database} with (force)`);
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it('fails its start once, and exits 1', async () => {
+    const relayed = new URL(relay.databaseUrl);
+    relayed.pathname = `/${database}`;
+    const env = testEnv();
+    const child = spawn(process.execPath, ['src/main.ts', '--demo'], {
+      env: {
+        PATH: process.env.PATH,
+        HOST: '127.0.0.1',
+        PORT: '19776',
+        ADMIN_PORT: '19777',
+        PUBLIC_URL: env.publicUrl,
+        KEYCLOAK_URL: env.keycloakUrl,
+        KEYCLOAK_ADMIN_PASSWORD: env.keycloakAdminPassword,
+        KEYCLOAK_CLIENT_SECRET: env.gatewayClientSecret,
+        BACKCHANNEL_LOGOUT_URL: testBackchannelUrl(),
+        DATABASE_URL: relayed.href,
+        DATA_DIR: dataDir,
+        // One process: the gateway, and its migration, in this one.
+        WORKERS: '1',
+        LOG_LEVEL: 'info',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const exited = once(child, 'exit');
+    const lines: Record<string, unknown>[] = [];
+    let pending = '';
+    const read = (chunk: Buffer) => {
+      pending += chunk.toString();
+      const complete = pending.split('\n');
+      pending = complete.pop()!;
+      for (const text of complete) {
+        try {
+          lines.push(JSON.parse(text) as Record<string, unknown>);
+        } catch {
+          lines.push({ msg: text });
+        }
+      }
+    };
+    child.stdout.on('data', read);
+    child.stderr.on('data', read);
+    try {
+      await expect
+        .poll(() => lines.some((l) => l.msg === 'database: still unreachable'), EVENTUALLY)
+        .toBe(true);
+      await relay.restore();
+      const [code] = (await exited) as [number | null];
+      expect(code).toBe(1);
+      expect(lines.filter((l) => l.msg === 'start failed')).toHaveLength(1);
+    } finally {
+      child.kill('SIGKILL');
+    }
   });
 });
 
