@@ -10,7 +10,9 @@ import { createReplicaBus, type ReplicaBus } from './cache/replica-bus.ts';
 import { combineBuses } from './cache/worker-bus.ts';
 import type { Config } from './config/config.ts';
 import { checkDatabase, databaseTimeoutsOf, openDatabase, poolState } from './db/database.ts';
-import { migrateAtStart, schemaCurrent, type SchemaState } from './db/migrate-at-start.ts';
+import { migrateAtStart, type SchemaState } from './db/migrate-at-start.ts';
+import { gateUntilSchemaCurrent } from './db/schema-gate.ts';
+import { schemaOfSupervisor } from './db/supervisor-schema.ts';
 import { createForwarding, type Forwarding } from './edge/forwarding.ts';
 import { createAudit, type Audit } from './http/audit.ts';
 import { sharedCheck, type ReadinessCheck, type ReadinessReport } from './http/health.router.ts';
@@ -31,7 +33,7 @@ export interface WorkerRole {
   /** Its number, 1 to WORKERS: in the access log, the admin listener's answers and a metric. */
   id: string;
   /**
-   * Its channel to the supervising process, which ran the migration, aggregates `/metrics`
+   * Its channel to the supervising process, which migrates (and says when), aggregates `/metrics`
    * and, without Redis, holds the shared cache and relays the replica bus.
    */
   peer: IpcPeer;
@@ -93,8 +95,11 @@ export async function openInfrastructure(
     timeouts: databaseTimeoutsOf(config),
     logger,
   });
-  // Unreachable, the start goes on without it and migrates once it answers.
-  const schema = worker ? schemaCurrent : await migrateAtStart(db, logger);
+  // Unreachable, the start goes on without it and migrates once it answers; a worker's
+  // supervising process migrates for it.
+  const schema = worker ? await schemaOfSupervisor(worker.peer) : await migrateAtStart(db, logger);
+  // Until then, no query runs on a schema that may lack what it reads (503 `503-00003`).
+  const gate = schema.current() ? undefined : gateUntilSchemaCurrent(db, () => schema.current());
   // The workers of one gateway share one cache (the login throttle, the single-flight of cold
   // Basic logins): Redis', and without Redis or while it fails the supervising process's.
   const cache = createCache({
@@ -123,7 +128,7 @@ export async function openInfrastructure(
   });
   // One database query, one Redis ping and one probe of each Keycloak node at a time, reused
   // for a second, however many ask (the public /readyz, every worker's scrape): see sharedCheck.
-  const databaseCheck = sharedCheck(() => checkDatabase(db));
+  const databaseCheck = sharedCheck(() => (gate ? gate.probe() : checkDatabase(db)));
   const cachePing = sharedCheck(() => cache.ping());
   const keycloakProbes = sharedNodeProbes(keycloakNodes);
   const readiness: Record<string, ReadinessCheck> = {
@@ -135,8 +140,12 @@ export async function openInfrastructure(
       ),
     database: async (): Promise<ReadinessReport | undefined> => {
       await databaseCheck();
-      // Answering, but not migrated yet by this process (it started while it was unreachable).
-      if (!schema.current()) return { status: 'down', details: { schema: 'not migrated yet' } };
+      // Answering, but not migrated yet by this process (it started while it was unreachable):
+      // the migration need not wait out its backoff.
+      if (!schema.current()) {
+        schema.databaseAnswered();
+        return { status: 'down', details: { schema: 'not migrated yet' } };
+      }
     },
     cache: async () => {
       await cachePing();

@@ -77,13 +77,20 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
 
-  const failed = async (err: unknown): Promise<never> => {
-    logger.fatal({ err }, 'start failed');
-    schema?.stop();
-    await gateway?.close().catch(() => undefined);
-    await workers?.stop();
-    await keycloak?.stop();
-    process.exit(1);
+  // Once, however many paths see the failure (demo mode awaits the migration that a handler
+  // watches too), and as a stop: a signal meanwhile exits at once, a failure later is this one.
+  let failing: Promise<never> | undefined;
+  const failed = (err: unknown): Promise<never> => {
+    failing ??= (async () => {
+      stopping = true;
+      logger.fatal({ err }, 'start failed');
+      schema?.stop();
+      await gateway?.close().catch(() => undefined);
+      await workers?.stop();
+      await keycloak?.stop();
+      process.exit(1);
+    })();
+    return failing;
   };
   // A migration in the background that fails for another reason than an unreachable database
   // fails the start, as it would have at once (a schema this release cannot run on, say).
@@ -120,6 +127,7 @@ async function main(): Promise<void> {
       workers = await superviseWorkers({
         config,
         logger,
+        schema,
         env: workerEnv(env, keycloakUrl, config),
       });
     } else {

@@ -3,6 +3,8 @@ import type { Logger } from 'pino';
 import { createIpcHub } from './cache/ipc-hub.ts';
 import type { IpcPeer } from './cache/ipc-peer.ts';
 import type { Config } from './config/config.ts';
+import type { SchemaState } from './db/migrate-at-start.ts';
+import { SCHEMA_IPC, serveSchema } from './db/supervisor-schema.ts';
 import { createWorkerMetrics } from './metrics/worker-metrics.ts';
 import { systemClock, type Clock } from './time/clock.ts';
 
@@ -28,15 +30,17 @@ export interface Supervisor {
  * `env` (the Keycloak it started, the cache secret they share), resolves once each listens,
  * starts again one that dies (after a delay that doubles while it keeps dying, logged and counted
  * in `realmgate_worker_restarts_total`), and serves them over IPC: the shared cache and replica
- * bus without Redis (cache/ipc-hub.ts), and `/metrics` aggregated across all of them.
+ * bus without Redis (cache/ipc-hub.ts), `/metrics` aggregated across all of them, and the state
+ * of `schema`, which this process migrates (db/supervisor-schema.ts).
  */
 export async function superviseWorkers(options: {
   config: Config;
   env: Record<string, string>;
   logger: Logger;
+  schema: SchemaState;
   clock?: Clock;
 }): Promise<Supervisor> {
-  const { config, logger, clock = systemClock } = options;
+  const { config, logger, schema, clock = systemClock } = options;
   const hub = createIpcHub({ maxEntries: config.MEMORY_CACHE_MAX_ENTRIES, clock });
   const metrics = createWorkerMetrics();
   const renderMetrics = async () => {
@@ -58,6 +62,7 @@ export async function superviseWorkers(options: {
       workers.set(slot, worker);
       const peer: IpcPeer = hub.attach(worker);
       peer.serve('metrics.cluster', renderMetrics);
+      serveSchema(peer, schema);
       peer.serve('worker.ready', () => {
         logger.info({ worker: slot, pid: worker.process.pid }, 'worker ready');
         resolve();
@@ -101,6 +106,11 @@ export async function superviseWorkers(options: {
     await hub.close();
   };
 
+  // Workers started while this process migrates in the background hold their queries until then.
+  schema.ready.then(
+    () => hub.peers.forEach((peer) => peer.tell(SCHEMA_IPC.migrated)),
+    () => undefined,
+  );
   try {
     await Promise.all(Array.from({ length: config.WORKERS }, (_, i) => start(i + 1)));
   } catch (err) {

@@ -20,14 +20,26 @@ const CONNECTION_CODES = new Set([
 const SERVER_NOT_AVAILABLE = new Set(['57P01', '57P02', '57P03', '53300', '57014']);
 
 /**
- * True when an error says the platform database could not be reached or went away, as opposed
- * to a query it refused. Keycloak, Redis and the automation upstream translate their own
+ * A query held back because this process's schema is not current yet (schema-gate.ts): the
+ * database answers, but what the query reads may not be there until the migration has run.
+ */
+export class SchemaNotCurrentError extends Error {
+  constructor() {
+    super('database: the schema is not migrated yet');
+    this.name = 'SchemaNotCurrentError';
+  }
+}
+
+/**
+ * True when an error says the platform database could not be reached or went away, or is not
+ * migrated yet, as opposed to a query it refused. Keycloak, Redis and the automation upstream translate their own
  * connection failures where they happen (keycloak-failures.ts, the cache fallback, the
  * forwarder), so a connection failure that reaches the error handler untranslated came from
  * the database pool.
  */
 export function isDatabaseUnavailable(err: unknown): boolean {
   for (let cause = err, depth = 0; cause instanceof Error && depth < 4; depth++) {
+    if (cause instanceof SchemaNotCurrentError) return true;
     const { code } = cause as { code?: unknown };
     if (typeof code === 'string') {
       if (CONNECTION_CODES.has(code) || SERVER_NOT_AVAILABLE.has(code)) return true;

@@ -14,6 +14,11 @@ export interface SchemaState {
    * failed, as it would have at once had the database answered.
    */
   readonly ready: Promise<void>;
+  /**
+   * PostgreSQL answered (the readiness check saw it): a migration waiting out its backoff is
+   * tried at once, rather than up to MIGRATION_RETRY_MAX_MS later.
+   */
+  databaseAnswered(): void;
   /** Stops the attempts in the background (at shutdown); `ready` then never settles. */
   stop(): void;
 }
@@ -22,6 +27,7 @@ export interface SchemaState {
 export const schemaCurrent: SchemaState = {
   current: () => true,
   ready: Promise.resolve(),
+  databaseAnswered: () => undefined,
   stop: () => undefined,
 };
 
@@ -33,7 +39,8 @@ export const MIGRATION_RETRY_MAX_MS = 10_000;
  * Migrates at start (migrateToLatest). When PostgreSQL cannot be reached (refused, timed out,
  * not accepting connections yet, out of slots), the start goes on without it, as a running
  * replica rides out the database's outage: the migration is tried again in the background,
- * after 0.5 s, then doubling up to 10 s between attempts, until the database answers. Any other
+ * after 0.5 s, then doubling up to 10 s between attempts, until the database answers (at once
+ * when the readiness check sees it answer: `databaseAnswered`). Any other
  * failure of the first attempt (a schema refused, a statement cancelled, a lock held past its
  * bound) fails the start, as before. A server that answered but cancelled the migration (57014)
  * is not unreachable: trying again would run the same migration into the same limit.
@@ -53,19 +60,27 @@ export async function migrateAtStart(db: Knex, logger: Logger): Promise<SchemaSt
   let current = false;
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
-  let wake: (() => void) | undefined;
+  // Ends the wait before the next attempt, saying what ended it; set only while it waits.
+  let wake: ((trigger: string) => void) | undefined;
   const ready = (async () => {
     for (let attempt = 1, waitMs = MIGRATION_RETRY_FIRST_MS; ; attempt++) {
-      await new Promise<void>((resolve) => {
+      const trigger = await new Promise<string>((resolve) => {
         wake = resolve;
-        timer = setTimeout(resolve, waitMs);
+        timer = setTimeout(() => resolve('the wait ended'), waitMs);
         timer.unref();
       });
+      wake = undefined;
+      clearTimeout(timer);
       if (stopped) return new Promise<void>(() => undefined);
       try {
         await migrateToLatest(db, logger);
+        // Stopped meanwhile: the schema is current, but nothing that waits for it starts now.
+        if (stopped) {
+          logger.info('database: migrated as the process stopped');
+          return new Promise<void>(() => undefined);
+        }
         current = true;
-        logger.info({ attempts: attempt + 1 }, 'database: answering; schema current');
+        logger.info({ attempts: attempt + 1, trigger }, 'database: answering; schema current');
         return;
       } catch (err) {
         if (stopped) return new Promise<void>(() => undefined);
@@ -80,10 +95,12 @@ export async function migrateAtStart(db: Knex, logger: Logger): Promise<SchemaSt
   return {
     current: () => current,
     ready,
+    databaseAnswered() {
+      wake?.('the database answered');
+    },
     stop() {
       stopped = true;
-      clearTimeout(timer);
-      wake?.();
+      wake?.('stopped');
     },
   };
 }

@@ -1,3 +1,4 @@
+import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   fromEveryWorker,
@@ -5,13 +6,16 @@ import {
   type ClusteredGateway,
 } from '../helpers/clustered-gateway.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
+import { createLogger } from '../../src/http/logger.ts';
 import { createUser, grantAtKeycloak, type TestUser } from '../helpers/keycloak.ts';
 import { startPostgresProcess, type PostgresProcess } from '../helpers/postgres-process.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import {
   startDatabaseRelay,
+  startTcpFront,
   type DatabaseRelay,
   type KeycloakRelay,
+  type TcpFront,
 } from '../helpers/tcp-front.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
@@ -121,6 +125,78 @@ describe('a replica started while PostgreSQL is unreachable', () => {
 });
 
 /**
+ * PostgreSQL answers again while the migration in the background waits out its backoff (up to
+ * 10 s): until the schema is current, what needs the database still answers 503 in the envelope
+ * (the tables may not be there yet), and the readiness check that sees the database answer
+ * starts the migration at once. An empty PostgreSQL of this suite's own (port 19772) behind a
+ * relay (19773) the test cuts and restores at once; the replica on 19770/19771.
+ */
+describe('a replica whose PostgreSQL answers again before its migration is tried again', () => {
+  let postgres: PostgresProcess;
+  let relay: TcpFront;
+  let replica: Replica | undefined;
+  let admin: TestUser;
+  const lines: Record<string, unknown>[] = [];
+  const logged = (matches: (line: Record<string, unknown>) => boolean) =>
+    expect.poll(() => lines.some(matches), EVENTUALLY).toBe(true);
+
+  beforeAll(async () => {
+    postgres = await startPostgresProcess(19772);
+    relay = await startTcpFront(19773, { host: '127.0.0.1', port: 19772 });
+    await relay.cut();
+    admin = await createUser('master');
+  });
+
+  afterAll(async () => {
+    await replica?.gateway.close();
+    await relay?.cut();
+    await postgres?.destroy();
+  });
+
+  it('answers 503 until its schema is current, and migrates once readiness sees the database', async () => {
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const text of chunk.toString().split('\n').filter(Boolean)) {
+          lines.push(JSON.parse(text) as Record<string, unknown>);
+        }
+        done();
+      },
+    });
+    replica = await startReplica(
+      19770,
+      { DATABASE_URL: `postgres://postgres@127.0.0.1:${relay.port}/postgres` },
+      createLogger('info', sink),
+    );
+    // The attempts so far failed; the next one waits 8 s (0.5 s doubling).
+    await logged((l) => l.msg === 'database: still unreachable' && l.attempts === 5);
+    await relay.restore();
+
+    const bearer = `Bearer ${await grantAtKeycloak(admin)}`;
+    const listed = await fetch(`${replica.url}/api/platform/organizations`, {
+      headers: { authorization: bearer },
+    });
+    expect({ status: listed.status, body: await listed.json() }).toMatchObject({
+      status: 503,
+      body: { data: null, result: '503-00003' },
+    });
+    const ready = await fetch(`http://127.0.0.1:${replica.config.ADMIN_PORT}/readyz`);
+    expect(await ready.json()).toMatchObject({
+      data: { database: { status: 'down', schema: 'not migrated yet' } },
+    });
+
+    // That readiness check saw the database answer: the migration ran then, not 8 s later.
+    await logged((l) => l.msg === 'database: answering; schema current');
+    expect(lines.find((l) => l.msg === 'database: answering; schema current')).toMatchObject({
+      trigger: 'the database answered',
+    });
+    const again = await fetch(`${replica.url}/api/platform/organizations`, {
+      headers: { authorization: bearer },
+    });
+    expect(again.status).toBe(200);
+  });
+});
+
+/**
  * With workers, the supervising process migrates before any worker: with PostgreSQL unreachable
  * it starts the workers all the same and migrates once the database answers. Ports 19790-19791
  * (the gateway), 19795 (Keycloak's relay), 19796 (the database's relay).
@@ -151,5 +227,66 @@ describe('a gateway of two workers started while PostgreSQL is unreachable', () 
     await expect
       .poll(async () => JSON.parse((await gateway!.send('/readyz')).body) as unknown, EVENTUALLY)
       .toMatchObject({ message: 'SUCCESS', data: { database: 'up' } });
+  });
+});
+
+/**
+ * With workers, the supervising process migrates: a worker holds its queries back until that
+ * migration ran, as a lone replica does its own (503 `503-00003`, readiness `down`), and its
+ * readiness check that sees PostgreSQL answer has the supervising process migrate at once. An
+ * empty PostgreSQL of this suite's own (port 19757) behind a relay (19756); the gateway on
+ * 19750-19751, Keycloak's relay 19755.
+ */
+describe('a gateway of two workers whose PostgreSQL answers again before the migration', () => {
+  let postgres: PostgresProcess;
+  let database: TcpFront;
+  let keycloak: KeycloakRelay | undefined;
+  let gateway: ClusteredGateway | undefined;
+
+  beforeAll(async () => {
+    postgres = await startPostgresProcess(19757);
+    database = await startTcpFront(19756, { host: '127.0.0.1', port: 19757 });
+    await database.cut();
+  });
+
+  afterAll(async () => {
+    await gateway?.stop();
+    await keycloak?.cut();
+    await database?.cut();
+    await postgres?.destroy();
+  });
+
+  it('answers 503 from every worker until the schema is current', async () => {
+    ({ gateway, keycloak } = await startTwoWorkers(19750, {
+      DATABASE_URL: `postgres://postgres@127.0.0.1:${database.port}/postgres`,
+    }));
+    // The attempts so far failed; the next one waits 8 s (0.5 s doubling).
+    await gateway.logLine((l) => l.msg === 'database: still unreachable' && l.attempts === 5);
+    await database.restore();
+
+    const bearer = `Bearer ${await grantAtKeycloak(await createUser('master'))}`;
+    const listed = await fromEveryWorker(() =>
+      gateway!.send('/api/platform/organizations', { authorization: bearer }),
+    );
+    expect(listed.map((a) => [a.status, JSON.parse(a.body) as unknown])).toMatchObject(
+      listed.map(() => [503, { data: null, result: '503-00003' }]),
+    );
+    const ready = await fromEveryWorker(() => gateway!.send('/readyz'));
+    expect(ready.map((a) => JSON.parse(a.body) as unknown)).toMatchObject(
+      ready.map(() => ({ data: { database: 'down' } })),
+    );
+
+    // A worker's readiness check saw the database answer: the migration ran then.
+    await expect(
+      gateway.logLine((l) => l.msg === 'database: answering; schema current'),
+    ).resolves.toMatchObject({ trigger: 'the database answered' });
+    await expect
+      .poll(async () => {
+        const answers = await fromEveryWorker(() =>
+          gateway!.send('/api/platform/organizations', { authorization: bearer }),
+        );
+        return answers.map((a) => a.status);
+      }, EVENTUALLY)
+      .toEqual([200, 200]);
   });
 });
