@@ -111,6 +111,8 @@ export const AUTH_STEPS: readonly AuthStepOfTable[] = [
         bootstrapAdmin: deps.bootstrapAdmin,
         accounts: deps.loginAccounts,
         clientAddress: (req) => deps.forwarding.clientAddress(req),
+        metrics: deps.metrics,
+        logger: deps.logger,
       }),
     ]),
   ),

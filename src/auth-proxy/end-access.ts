@@ -5,10 +5,11 @@ import { revokeRealmWide, type RealmWideScope, type RevocationList } from '../au
 import type { BearerVerifier } from '../auth/bearer/bearer-verifier.ts';
 import type { IdTokenSession } from '../auth/bearer/id-token.ts';
 import { scopeOf } from '../edge/request-scope.ts';
-import { endingOf } from './auth-routes.ts';
-import type { Ending, RoleRef } from './access-endings.ts';
+import { authEntryOf, endingOf } from './auth-routes.ts';
+import { ENDING_RULES, type Ending, type RoleRef } from './access-endings.ts';
 import { beforeAnswer } from './auth-proxy.ts';
 import type { AnswerBody } from './hooked-answer.ts';
+import { sendTokenError } from './grant-answer.ts';
 import { formFieldsOf } from './form-body-guard.ts';
 import { utf8JsonTextOf } from './utf8-body.ts';
 import { refreshTokenSession } from './refresh-token-claims.ts';
@@ -276,9 +277,18 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
   }
 
   return (req, res, next) => {
-    const rule = endingOf(scopeOf(req).route);
+    const { route } = scopeOf(req);
+    const rule = endingOf(route);
     if (!rule) {
       next();
+      return;
+    }
+    // HEAD finds the GET's entry (the logout's), and Keycloak runs its GET for it (JAX-RS),
+    // ending what it names; but its answer has no page to tell an ending from its confirmation
+    // page (`loggedOut`), so the tokens would live on. No client needs a HEAD of it.
+    if (req.method === 'HEAD') {
+      res.setHeader('allow', methodsOf(authEntryOf(route)!.path));
+      sendTokenError(res, HEAD_OF_ENDING);
       return;
     }
     const go = () => {
@@ -297,6 +307,22 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
       });
     } else go();
   };
+}
+
+/** A HEAD of an ending's GET (`endAccessOnSuccess`). */
+export const HEAD_OF_ENDING = {
+  status: 405,
+  error: 'invalid_request',
+  description: 'HEAD ends what GET does here, but says nothing of it: use GET or POST.',
+} as const;
+
+/** The methods whose ending rules serve `path`, as `Allow` names them. */
+function methodsOf(path: string): string {
+  const methods = ENDING_RULES.filter((rule) => rule.path === path).flatMap((r) => r.methods);
+  return [...new Set(methods)]
+    .map((method) => method.toUpperCase())
+    .sort()
+    .join(', ');
 }
 
 /**

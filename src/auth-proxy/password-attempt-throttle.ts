@@ -170,8 +170,7 @@ async function admit(
   if (typed.username !== undefined) {
     const found = await deps.accounts.accountOf(typed.realm, typed.username, address);
     if ('refusal' in found) {
-      if (found.refusal.kind === 'refused') deps.metrics.authFailure('password_grant', 'throttled');
-      refuse(res, typed, found.refusal, deps.logger);
+      refuseThrottled(res, typed.kind, found.refusal, deps);
       return false;
     }
     attempt = { ...typed, username: found.account };
@@ -186,8 +185,7 @@ async function admit(
   }
   const decision = await deps.throttle.begin(attempt.realm, attempt.username, address);
   if (decision.kind !== 'go') {
-    if (decision.kind === 'refused') deps.metrics.authFailure('password_grant', 'throttled');
-    refuse(res, attempt, decision, deps.logger);
+    refuseThrottled(res, attempt.kind, decision, deps);
     return false;
   }
   const { settle } = decision.attempt;
@@ -301,14 +299,20 @@ export function throttledGrant(scope: ThrottleScope, retryAfter: number) {
   } as const;
 }
 
-function refuse(
+/**
+ * Answers a password attempt of `kind` the throttle did not let through (counted as throttled
+ * when refused): a login form in the envelope, a grant in the token endpoint's shape
+ * (`throttledGrant`) or, when busy, the envelope's 503.
+ */
+export function refuseThrottled(
   res: ServerResponse,
-  attempt: PasswordAttempt,
+  kind: PasswordAttempt['kind'],
   decision: Exclude<ThrottleDecision, { kind: 'go' }>,
-  logger: Logger,
-) {
-  if (attempt.kind === 'form' || decision.kind === 'busy') {
-    sendError(res, throttleRefusal(decision), logger);
+  deps: Pick<PasswordAttemptThrottleDeps, 'metrics' | 'logger'>,
+): void {
+  if (decision.kind === 'refused') deps.metrics.authFailure('password_grant', 'throttled');
+  if (kind === 'form' || decision.kind === 'busy') {
+    sendError(res, throttleRefusal(decision), deps.logger);
     return;
   }
   const { status, body } = throttledGrant(decision.scope, decision.retryAfter);

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { keycloakReachRefusal, type ReachRefusal, type ReachStep } from '../auth/reach.ts';
 import { errorCodes } from '../envelope/errors.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
+import { formFieldsOf } from './form-body-guard.ts';
 import { sendTokenError, type Replacement } from './grant-answer.ts';
 import { tokenSessionId } from './refresh-token-claims.ts';
 
@@ -23,7 +24,7 @@ export type TokenReachRefusalListener = (
   refusal: TokenReachRefusal,
 ) => void;
 
-/** A token an `Authorization` header carries: its session, and the scheme it came with. */
+/** A token a request carries: its session, and the scheme it came with (a form's: Bearer). */
 interface CarriedToken {
   sessionId: string;
   scheme: 'Bearer' | 'DPoP';
@@ -37,13 +38,23 @@ interface CarriedToken {
 const MAX_CARRIED_SESSIONS = 4;
 
 /**
- * Every token the request's `Authorization` headers carry, in every spelling Keycloak might
- * read one (several headers, a comma list, a scheme word in any case): a word that reads as a
+ * Every token the request carries where Keycloak might read one: its `Authorization` headers,
+ * in every spelling (several headers, a comma list, a scheme word in any case), and its form's
+ * `access_token` fields (userinfo takes a token there, RFC 6750 2.2). A word that reads as a
  * token of Keycloak's is one, so no spelling passes a token unchecked. One per session (the
  * first): its reach is the session's. Undefined past `MAX_CARRIED_SESSIONS`.
  */
 function carriedTokens(req: IncomingMessage): CarriedToken[] | undefined {
   const carried: CarriedToken[] = [];
+  const add = (word: string, scheme: CarriedToken['scheme']): boolean => {
+    const sessionId = tokenSessionId(word);
+    if (sessionId === undefined || carried.some((token) => token.sessionId === sessionId)) {
+      return true;
+    }
+    if (carried.length === MAX_CARRIED_SESSIONS) return false;
+    carried.push({ sessionId, scheme });
+    return true;
+  };
   const raw = req.rawHeaders;
   for (let i = 0; i < raw.length; i += 2) {
     if (raw[i]!.toLowerCase() !== 'authorization') continue;
@@ -52,15 +63,15 @@ function carriedTokens(req: IncomingMessage): CarriedToken[] | undefined {
       const lower = word.toLowerCase();
       if (lower === 'dpop' || lower === 'bearer') {
         scheme = lower === 'dpop' ? 'DPoP' : 'Bearer';
-        continue;
+      } else if (!add(word, scheme)) {
+        return undefined;
       }
-      const sessionId = tokenSessionId(word);
-      if (sessionId === undefined || carried.some((token) => token.sessionId === sessionId)) {
-        continue;
-      }
-      if (carried.length === MAX_CARRIED_SESSIONS) return undefined;
-      carried.push({ sessionId, scheme });
     }
+  }
+  // Read as the headers are, word by word: nothing around a token hides it.
+  const fields = formFieldsOf(req)?.getAll('access_token') ?? [];
+  for (const word of fields.flatMap((value) => value.split(/[\s,]+/))) {
+    if (!add(word, 'Bearer')) return undefined;
   }
   return carried;
 }

@@ -131,6 +131,37 @@ describe('job credentials: their reach on /auth (Keycloak account API) and the a
     }
   });
 
+  it("a narrowed token is refused however Keycloak's userinfo would take it (header, form, query)", async () => {
+    const narrowed = await jobToken('&realmgate_name=ws1-userinfo&realmgate_workspaces=ws1');
+    const readOnly = await jobToken('&realmgate_name=ro-userinfo&realmgate_read_only=true');
+    const userinfo = `${auth()}/realms/${org}/protocol/openid-connect/userinfo`;
+    const inForm = (token: string) =>
+      fetch(userinfo, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ access_token: token }).toString(),
+      });
+    const outside = {
+      error: 'insufficient_scope',
+      error_description: 'This token reaches its workspaces only, not the account.',
+    };
+    expect([(await call(userinfo, narrowed)).status]).toEqual([403]);
+    const form = await inForm(narrowed);
+    expect([form.status, await form.json()]).toEqual([403, outside]);
+    // A read-only token's POST is refused in the form as in the header.
+    expect((await call(userinfo, readOnly, 'POST')).status).toBe(403);
+    expect((await inForm(readOnly)).status).toBe(403);
+    // In the query, Keycloak takes no token: never the profile.
+    const query = await fetch(`${userinfo}?access_token=${narrowed}`);
+    expect(query.status).toBe(401);
+    // An unrestricted token in the form still gets the profile.
+    const full = await inForm(await jobToken('&realmgate_name=full-userinfo'));
+    expect([
+      full.status,
+      ((await full.json()) as { preferred_username: string }).preferred_username,
+    ]).toEqual([200, user.username]);
+  });
+
   it('a token past its lifetime is refused as an expired token', async () => {
     // Issued, never used: the gateway has not read its reach yet, so it reads the one changed
     // below (as a replica that never saw the session would).

@@ -196,6 +196,21 @@ describe('a logout with a valid ID token hint', () => {
   });
 });
 
+describe('HEAD of the logout endpoint', () => {
+  it('is refused (405) before Keycloak, which would end the session and answer 200 with no page to read', async () => {
+    const { user, jar, grant } = await loggedIn();
+    const query = new URLSearchParams({ id_token_hint: grant.id }).toString();
+    const res = await fetch(`${oidc(org)}/logout?${query}`, {
+      method: 'HEAD',
+      redirect: 'manual',
+      headers: { cookie: cookiesOf(jar) },
+    });
+    expect([res.status, res.headers.get('allow')]).toEqual([405, 'GET, POST']);
+    expect(await sessionsOf(user)).toContain(sidOf(grant));
+    expect(await apiStatus(org, bearer(grant))).toBe(200);
+  });
+});
+
 describe('a hint Keycloak refuses, or a logout Keycloak does not do, ends nothing', () => {
   it('a hint of another realm, unsigned (alg none), or signed by another key: 400, the session lives on', async () => {
     const { user, grant } = await loggedIn();

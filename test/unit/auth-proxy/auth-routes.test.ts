@@ -23,6 +23,7 @@ import { enterScope } from '../../../src/edge/request-scope.ts';
 import { parseRequestTarget } from '../../../src/edge/request-target.ts';
 import { compileRoutes, type Route } from '../../../src/edge/route.ts';
 import { AppError } from '../../../src/envelope/errors.ts';
+import { createLogger } from '../../../src/http/logger.ts';
 import { keywordOf } from '../../helpers/path-fuzz.ts';
 
 /** The reader the gateway compiles: the `/api` tables and the `/auth` one. */
@@ -310,6 +311,8 @@ describe('each /auth request runs the steps its entry names, in the order of the
       // Names without `@`: never asked (an e-mail's account is test/integration's).
       accounts: { accountOf: () => Promise.reject(new Error('not asked')) },
       clientAddress: () => '127.0.0.1',
+      metrics: { authFailure: () => {} },
+      logger: createLogger('silent'),
     });
     const form = 'grant_type=password&username=Admin&password=p';
     for (const url of [
