@@ -33,7 +33,7 @@ import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts'
 import { aheadClock } from '../helpers/test-clock.ts';
 import { testEnv } from '../helpers/test-env.ts';
 import { ensureOrganizationRealm } from '../../src/platform/realm-admin/provisioning.ts';
-import { takeTurnsPullingKeycloakEvents } from '../helpers/keycloak-event-pull-turns.ts';
+import { takeTurns } from '../helpers/turns.ts';
 
 /**
  * Keycloak's own events in the audit log, with the real Keycloak and PostgreSQL: a sign-in and
@@ -44,7 +44,7 @@ import { takeTurnsPullingKeycloakEvents } from '../helpers/keycloak-event-pull-t
  * writer and lease holder) on the shared database, driven by the test instead of a timer.
  */
 describe('audit log: Keycloak events', () => {
-  takeTurnsPullingKeycloakEvents();
+  takeTurns('keycloak-event-pulls');
   const env = testEnv();
   const logger = createLogger('silent');
   /** Keycloak stamps an event before it is saved: the pulls' time is ahead by their settling time. */

@@ -10,7 +10,7 @@ import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts'
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { aheadClock } from '../helpers/test-clock.ts';
 import { testEnv } from '../helpers/test-env.ts';
-import { takeTurnsPullingKeycloakEvents } from '../helpers/keycloak-event-pull-turns.ts';
+import { takeTurns } from '../helpers/turns.ts';
 
 /** More Keycloak events than the replica's spool (AUDIT_SPOOL_MAX_RECORDS, its least) holds. */
 const SPOOL = 100;
@@ -29,7 +29,7 @@ describe(
   'audit log: OpenTelemetry logs of pulled Keycloak events',
   { timeout: 5 * EVENTUALLY.timeout },
   () => {
-    takeTurnsPullingKeycloakEvents();
+    takeTurns('keycloak-event-pulls');
     const env = testEnv();
     let receiver: OtlpReceiver;
     let replica: Replica | undefined;

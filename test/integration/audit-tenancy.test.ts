@@ -29,7 +29,7 @@ import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts'
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { aheadClock } from '../helpers/test-clock.ts';
 import { testEnv } from '../helpers/test-env.ts';
-import { takeTurnsPullingKeycloakEvents } from '../helpers/keycloak-event-pull-turns.ts';
+import { takeTurns } from '../helpers/turns.ts';
 
 const DAY = 24 * 3600 * 1000;
 const BOUNDS = { defaultDays: 365, minDays: 1, maxDays: 3650 };
@@ -47,7 +47,7 @@ function expectOk(answer: ApiResponse): unknown {
  * Ports 19890/19891.
  */
 describe('audit log: organizations deleted, and their ids used again', () => {
-  takeTurnsPullingKeycloakEvents();
+  takeTurns('keycloak-event-pulls');
   let gateway: Replica;
   let admin: string;
   const files: string[] = [];

@@ -6,7 +6,7 @@ import { createUser, keycloakAdmin, sessionCount, userIdOf } from '../helpers/ke
 import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { aheadClock } from '../helpers/test-clock.ts';
-import { takeTurnsPullingKeycloakEvents } from '../helpers/keycloak-event-pull-turns.ts';
+import { takeTurns } from '../helpers/turns.ts';
 
 /**
  * The auth area's use of Keycloak's events does not depend on the audit log: with the log off
@@ -17,7 +17,7 @@ import { takeTurnsPullingKeycloakEvents } from '../helpers/keycloak-event-pull-t
  * that an event is taken about a second after Keycloak saved it.
  */
 describe('Basic: credential changes made in Keycloak, the audit log off', () => {
-  takeTurnsPullingKeycloakEvents();
+  takeTurns('keycloak-event-pulls');
   const clock = aheadClock();
   clock.advance(SETTLE_MS - 1000);
   let org: string;

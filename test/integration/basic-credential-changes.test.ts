@@ -16,7 +16,7 @@ import { startReplica, type Replica } from '../helpers/replica.ts';
 import { aheadClock } from '../helpers/test-clock.ts';
 import { launchChromium, signIn } from '../helpers/browser.ts';
 import { testEnv } from '../helpers/test-env.ts';
-import { takeTurnsPullingKeycloakEvents } from '../helpers/keycloak-event-pull-turns.ts';
+import { takeTurns } from '../helpers/turns.ts';
 
 /**
  * A credential changed in Keycloak itself (its console or admin API), seen in the realm's
@@ -27,7 +27,7 @@ import { takeTurnsPullingKeycloakEvents } from '../helpers/keycloak-event-pull-t
 // Each test waits for several pulls in turn: each wait may take up to EVENTUALLY on a loaded
 // machine, so a test gets room for all of them, not the suite's default minute.
 describe('Basic: credential changes made in Keycloak', { timeout: 5 * EVENTUALLY.timeout }, () => {
-  takeTurnsPullingKeycloakEvents();
+  takeTurns('keycloak-event-pulls');
   const clock = aheadClock();
   clock.advance(SETTLE_MS - 1000);
   let org: string;

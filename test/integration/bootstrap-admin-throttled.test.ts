@@ -9,6 +9,7 @@ import { requestFrom } from '../helpers/from-address.ts';
 import { keycloakAdmin, uniqueId } from '../helpers/keycloak.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
+import { takeTurns } from '../helpers/turns.ts';
 
 /**
  * The bootstrap administrator's e-mail posted from an address past the login throttle's limit,
@@ -20,6 +21,7 @@ import { testEnv } from '../helpers/test-env.ts';
  * other suites' master logins stay as they are. Port 18576/18577.
  */
 describe("the bootstrap administrator's e-mail from an address at the throttle's limit", () => {
+  takeTurns('bootstrap-admin-email');
   const MASTER = 'master';
   let replica: Replica;
   let clientUuid: string;

@@ -22,6 +22,7 @@ import {
 } from '../helpers/recording-upstream.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
+import { takeTurns } from '../helpers/turns.ts';
 
 /**
  * Hostile input, from tables, against the real stack: a replica whose automation route forwards
@@ -723,6 +724,7 @@ describe('the admin console and admin API stay off the public listener in every 
 });
 
 describe("Keycloak's bootstrap administrator cannot be tried, or locked, through the public listener", () => {
+  takeTurns('bootstrap-admin-email');
   const tokenPath = '/auth/realms/master/protocol/openid-connect/token';
   const grant = (username: string, password: string) =>
     new URLSearchParams({
