@@ -37,6 +37,11 @@ export interface AuditLogService {
    * each caller's organization all but one of them.
    */
   longReads: LongReads;
+  /**
+   * How long an export or a download waits for a client that takes none of it before it is cut
+   * and its slot given back (PROXY_ANSWER_DEADLINE_SECONDS).
+   */
+  stallMs: number;
 }
 
 const route = routeFor<AuditLogService>({ metricsClass: 'list' });
@@ -214,6 +219,7 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
           format.contentType,
           `audit-${realm}.${query.format === 'csv' ? 'csv' : 'jsonl'}`,
           lines,
+          service.stallMs,
         );
       },
     }),

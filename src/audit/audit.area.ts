@@ -118,6 +118,8 @@ export async function buildAuditLog(
       deleted: createDeletedRetention(shared.db),
     },
     longReads,
+    // A client holding an export back is one holding a proxied answer back: the same bound.
+    stallMs: config.PROXY_ANSWER_DEADLINE_SECONDS * 1000,
   };
   // Downloads serve what the log holds, written or not by this process (as reading does), also
   // while the log is off; only the poll for jobs other replicas left is the log's.

@@ -170,7 +170,7 @@ function downloadRoutes(variant: RealmVariant): AnyRoute<AuditDownloadService>[]
           },
           principal.realm,
         );
-        return new StreamedAnswer('application/zip', 'audit-log.zip', zip);
+        return new StreamedAnswer('application/zip', 'audit-log.zip', zip, service.stallMs);
       },
     }),
   ];
