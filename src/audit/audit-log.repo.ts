@@ -118,7 +118,11 @@ export async function exportSpan(
   return { first, last: Math.max(Number(ends.last), Number(last?.seq ?? 0)) };
 }
 
-export function createAuditLogRepo(db: Knex): AuditLogRepo {
+/**
+ * The log's reader on `db`. Once `stopping` aborts (shutdown), an export's chunk in progress is
+ * cancelled: a read its client no longer waits for must not hold the database's close.
+ */
+export function createAuditLogRepo(db: Knex, stopping?: AbortSignal): AuditLogRepo {
   return {
     async page(log, filter, { order, after, limit }) {
       // One snapshot for both, so the total counts the records the page shows: read apart, a
@@ -167,6 +171,7 @@ export function createAuditLogRepo(db: Knex): AuditLogRepo {
             return { rows: chunk, begins: oldest?.first ?? null };
           },
           { isolationLevel: 'repeatable read', readOnly: true },
+          stopping,
         );
         if (after < last && (begins === null || Number(begins) > after + 1)) {
           throw new AppError('auditExportPruned');

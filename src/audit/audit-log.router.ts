@@ -12,7 +12,7 @@ import { ocsfEventOf } from './ocsf.ts';
 import type { RetentionBounds, RetentionChoices } from './audit-retention.ts';
 import type { DeletedRetention } from './deleted-retention.ts';
 import type { AuditLogRepo, LogSpan } from './audit-log.repo.ts';
-import { underSlot, type LongReads } from './long-reads.ts';
+import { readUnderSlot, underSlot, type LongReads } from './long-reads.ts';
 import {
   type AuditExportFormat,
   auditExportQuery,
@@ -32,8 +32,16 @@ export interface AuditLogService {
   signatures: ExportSignatures | undefined;
   /** Each log's days, chosen within the platform's bounds (audit-retention.router.ts). */
   retention: { choices: RetentionChoices; bounds: RetentionBounds; deleted: DeletedRetention };
-  /** The exports and downloads this process runs at once (AUDIT_EXPORT_CONCURRENCY). */
+  /**
+   * The page reads, exports and downloads this process runs at once (AUDIT_EXPORT_CONCURRENCY),
+   * each caller's organization all but one of them.
+   */
   longReads: LongReads;
+  /**
+   * How long an export or a download waits for a client that takes none of it before it is cut
+   * and its slot given back (PROXY_ANSWER_DEADLINE_SECONDS).
+   */
+  stallMs: number;
 }
 
 const route = routeFor<AuditLogService>({ metricsClass: 'list' });
@@ -161,11 +169,17 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
       params: variant.params,
       query: auditPageQuery,
       data: auditPage,
-      errors,
+      errors: [...errors, 'auditReadsBusy'],
       audit: { action: 'audit_log.read', target: logTarget },
       handler: async (service, { principal, realm, query }) => {
         const since = await allowRead(service, principal, realm);
-        return service.repo.page(realm, { ...filterOf(query), since }, query);
+        // A filter the indexes do not serve scans the log, each statement up to the statement
+        // timeout: unbounded, a few readers would hold every connection of the pool.
+        return readUnderSlot(
+          service.longReads,
+          () => service.repo.page(realm, { ...filterOf(query), since }, query),
+          principal.realm,
+        );
       },
     }),
     route({
@@ -190,17 +204,22 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
         const since = await allowRead(service, principal, realm);
         const filter = { ...filterOf(query), since };
         const format = FORMATS[query.format];
-        const lines = await underSlot(service.longReads, async () => {
-          const span = await service.repo.span(realm, filter);
-          const records = service.repo.records(realm, filter, span);
-          return query.format === 'jsonl'
-            ? jsonLinesOf(service, realm, records, span)
-            : linesOf(records, format);
-        });
+        const lines = await underSlot(
+          service.longReads,
+          async () => {
+            const span = await service.repo.span(realm, filter);
+            const records = service.repo.records(realm, filter, span);
+            return query.format === 'jsonl'
+              ? jsonLinesOf(service, realm, records, span)
+              : linesOf(records, format);
+          },
+          principal.realm,
+        );
         return new StreamedAnswer(
           format.contentType,
           `audit-${realm}.${query.format === 'csv' ? 'csv' : 'jsonl'}`,
           lines,
+          service.stallMs,
         );
       },
     }),

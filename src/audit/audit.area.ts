@@ -111,8 +111,11 @@ export async function buildAuditLog(
   });
   const incarnations = createAuditIncarnations(shared.db);
   const longReads = createLongReads(config.AUDIT_EXPORT_CONCURRENCY);
+  // Aborted at close, once the listeners have closed: the exports' and download jobs' reads
+  // still running serve nobody, and would hold the database's close for up to the spared timeout.
+  const reading = new AbortController();
   const service: AuditLogService = {
-    repo: createAuditLogRepo(shared.db),
+    repo: createAuditLogRepo(shared.db, reading.signal),
     organizationExists: isLog,
     firstSeqOf: (org) => incarnations.firstSeqOf(org),
     signatures: config.AUDIT_LOG_ENABLED ? { keys, ...storedCheckpoints(shared.db) } : undefined,
@@ -122,10 +125,12 @@ export async function buildAuditLog(
       deleted: createDeletedRetention(shared.db),
     },
     longReads,
+    // A client holding an export back is one holding a proxied answer back: the same bound.
+    stallMs: config.PROXY_ANSWER_DEADLINE_SECONDS * 1000,
   };
   // Downloads serve what the log holds, written or not by this process (as reading does), also
   // while the log is off; only the poll for jobs other replicas left is the log's.
-  const jobs = createDownloadJobs(shared.db, clock, shared.logger, longReads);
+  const jobs = createDownloadJobs(shared.db, clock, shared.logger, longReads, reading.signal);
   const runner = runDownloadJobs(jobs, {
     pollMs: config.AUDIT_LOG_ENABLED ? DOWNLOAD_POLL_MS : undefined,
     logger: shared.logger,
@@ -149,6 +154,7 @@ export async function buildAuditLog(
       keys: auditKeysRouter(keys),
       writer: undefined,
       close: async () => {
+        reading.abort();
         await runner.close();
         await keycloakEvents.stop();
       },
@@ -262,6 +268,7 @@ export async function buildAuditLog(
     keys: auditKeysRouter(keys),
     writer,
     close: async (graceMs) => {
+      reading.abort();
       await closeAuditWithin(graceMs, {
         background: [retention, checkpoints],
         sources: [() => runner.close(), () => keycloakEvents.stop(), () => refusals.close()],

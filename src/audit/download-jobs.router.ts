@@ -152,21 +152,25 @@ function downloadRoutes(variant: RealmVariant): AnyRoute<AuditDownloadService>[]
         // The reference's names: its clients may look for them.
         const name = `exastro_audit_${dayOf(job.conditions.ts_from)}-${dayOf(job.conditions.ts_to)}.log`;
         // The slot is held by the zip as sent: a client gone ends it, not the lines behind it.
-        const zip = await underSlot(service.longReads, async () => {
-          const span = await service.repo.span(
-            realm,
-            { from: job.fromIso, to: job.toIso, since },
-            job.lastSeq,
-          );
-          const lines = jsonLinesOf(
-            service,
-            realm,
-            service.repo.records(realm, { since }, span),
-            span,
-          );
-          return zipOfOne(name, lines, new Date(job.toIso));
-        });
-        return new StreamedAnswer('application/zip', 'audit-log.zip', zip);
+        const zip = await underSlot(
+          service.longReads,
+          async () => {
+            const span = await service.repo.span(
+              realm,
+              { from: job.fromIso, to: job.toIso, since },
+              job.lastSeq,
+            );
+            const lines = jsonLinesOf(
+              service,
+              realm,
+              service.repo.records(realm, { since }, span),
+              span,
+            );
+            return zipOfOne(name, lines, new Date(job.toIso));
+          },
+          principal.realm,
+        );
+        return new StreamedAnswer('application/zip', 'audit-log.zip', zip, service.stallMs);
       },
     }),
   ];

@@ -130,13 +130,15 @@ const rangeIsoOf = (row: JobRow) => ({
 
 /**
  * The download jobs kept in PostgreSQL, shared by every replica; each run among this process's
- * `longReads` (none bound without).
+ * `longReads` (none bound without). Once `stopping` aborts (shutdown), a run's read in progress
+ * is cancelled and the run failed: it only reads, and must not hold the database's close.
  */
 export function createDownloadJobs(
   db: Knex,
   clock: Clock,
   logger: Logger,
   longReads: LongReads = createLongReads(Infinity),
+  stopping?: AbortSignal,
 ): DownloadJobs {
   const now = () => new Date(clock.now());
   const staleRunMs = staleRunMsOf(db);
@@ -186,6 +188,7 @@ export function createDownloadJobs(
           return { lastSeq, count: Number(counted[0]?.count ?? 0) };
         },
         { isolationLevel: 'repeatable read', readOnly: true },
+        stopping,
       );
       await db(JOBS)
         .where({ id: job.id, status: 'Executing' })

@@ -12,26 +12,40 @@ export interface LongReadSlot {
 }
 
 /**
- * The long audit reads (exports, downloads, download job runs) this process runs at once.
- * Each holds a connection of the pool (DATABASE_POOL_SIZE) for each of its chunks, a chunk up
- * to DATABASE_SPARED_TIMEOUT_MS: unbounded, a few of them leave every request waiting for one.
+ * The long audit reads (pages of the log, exports, downloads, download job runs) this process
+ * runs at once. Each holds a connection of the pool (DATABASE_POOL_SIZE): a page for its
+ * statements, up to DATABASE_STATEMENT_TIMEOUT_MS each, an export for each of its chunks, a
+ * chunk up to DATABASE_SPARED_TIMEOUT_MS: unbounded, a few of them leave every request waiting
+ * for one.
  */
 export interface LongReads {
-  /** A slot now, else 429 `auditReadsBusy` with Retry-After: a request does not wait. */
-  take(): LongReadSlot;
+  /**
+   * A slot now for a read of `holder` (the caller's organization), else 429 `auditReadsBusy`
+   * with Retry-After: a request does not wait. A holder has all but one of the slots at most,
+   * so one organization's readers never take them all (a process with one slot lends it to
+   * whoever comes first); without a holder, the slots free bound it alone.
+   */
+  take(holder?: string): LongReadSlot;
   /** A slot once one is free, before any request takes it: a download job waits its turn. */
   wait(): Promise<LongReadSlot>;
 }
 
 export function createLongReads(slots: number): LongReads {
+  const share = Math.max(1, slots - 1);
   let free = slots;
+  const heldBy = new Map<string, number>();
   const waiting: ((slot: LongReadSlot) => void)[] = [];
-  const slot = (): LongReadSlot => {
+  const slot = (holder?: string): LongReadSlot => {
     let held = true;
     return {
       release() {
         if (!held) return;
         held = false;
+        if (holder !== undefined) {
+          const left = heldBy.get(holder)! - 1;
+          if (left === 0) heldBy.delete(holder);
+          else heldBy.set(holder, left);
+        }
         const next = waiting.shift();
         if (next) next(slot());
         else free += 1;
@@ -39,14 +53,16 @@ export function createLongReads(slots: number): LongReads {
     };
   };
   return {
-    take() {
-      if (free === 0) {
+    take(holder) {
+      const holds = holder === undefined ? 0 : (heldBy.get(holder) ?? 0);
+      if (free === 0 || holds >= share) {
         throw new AppError('auditReadsBusy', {
           headers: { 'retry-after': String(LONG_READS_RETRY_AFTER_SECONDS) },
         });
       }
       free -= 1;
-      return slot();
+      if (holder !== undefined) heldBy.set(holder, holds + 1);
+      return slot(holder);
     },
     wait() {
       if (free > 0) {
@@ -67,15 +83,30 @@ export async function* holding<T>(slot: LongReadSlot, lines: AsyncIterable<T>): 
   }
 }
 
+/** `read`'s answer, under a slot of `holder`'s taken now and given back once it is answered. */
+export async function readUnderSlot<T>(
+  reads: LongReads,
+  read: () => Promise<T>,
+  holder: string,
+): Promise<T> {
+  const slot = reads.take(holder);
+  try {
+    return await read();
+  } finally {
+    slot.release();
+  }
+}
+
 /**
- * Runs `open` under a slot taken now; what it opens holds the slot until it is read to its end,
- * and gives it back at once if opening fails.
+ * Runs `open` under a slot of `holder`'s taken now; what it opens holds the slot until it is
+ * read to its end, and gives it back at once if opening fails.
  */
 export async function underSlot<T>(
   reads: LongReads,
   open: () => Promise<AsyncIterable<T>>,
+  holder?: string,
 ): Promise<AsyncGenerator<T>> {
-  const slot = reads.take();
+  const slot = reads.take(holder);
   try {
     return holding(slot, await open());
   } catch (err) {

@@ -246,7 +246,7 @@ export const configSchema = z.object({
   }),
   PROXY_ANSWER_DEADLINE_SECONDS: z.coerce.number().int().min(1).max(86400).default(300).meta({
     description:
-      "longest a proxied answer (the automation route, `/auth/`) may go on once it lasts (from its second chunk, or the first time the client holds it back: an answer that comes whole at once starts no timer) to its last byte, however steadily it comes (`AUTH_PROXY_TIMEOUT_MS` bounds each silence within it), the client's slow reading included: past it the upstream's request is closed and the client gets 504, or, its answer begun, its connection cut; raise it for large downloads to slow clients",
+      "longest a proxied answer (the automation route, `/auth/`) may go on once it lasts (from its second chunk, or the first time the client holds it back: an answer that comes whole at once starts no timer) to its last byte, however steadily it comes (`AUTH_PROXY_TIMEOUT_MS` bounds each silence within it), the client's slow reading included: past it the upstream's request is closed and the client gets 504, or, its answer begun, its connection cut; raise it for large downloads to slow clients. Also how long an audit log export or download waits for a client that takes none of it: past it the answer is cut and its slot (`AUDIT_EXPORT_CONCURRENCY`) given back",
   }),
   SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(300).default(10).meta({
     description:
@@ -496,7 +496,7 @@ export const configSchema = z.object({
     .max(DATABASE_POOL_SIZE / 2)
     .default(4)
     .meta({
-      description: `audit log exports, downloads and download job runs a process runs at once; each holds one of its ${DATABASE_POOL_SIZE} database connections for each chunk it reads, which may take up to \`DATABASE_SPARED_TIMEOUT_MS\`, so at most half of them, and the rest serve the other requests. An export or download over it is refused at once, 429 \`429-40001\` with \`Retry-After\`; a download job waits its turn (\`NotExecuted\`)`,
+      description: `audit log page reads, exports, downloads and download job runs a process runs at once; each holds one of its ${DATABASE_POOL_SIZE} database connections while it reads (a page's statements up to \`DATABASE_STATEMENT_TIMEOUT_MS\` each, an export's chunks up to \`DATABASE_SPARED_TIMEOUT_MS\`), so at most half of them, and the rest serve the other requests; one organization's callers (all platform administrators together) hold all but one of them at most. A read, export or download over it is refused at once, 429 \`429-40001\` with \`Retry-After\`; a download job waits its turn (\`NotExecuted\`)`,
     }),
 
   AUDIT_KEYCLOAK_EVENTS_SECONDS: z.coerce.number().int().min(0).max(3600).default(30).meta({

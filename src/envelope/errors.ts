@@ -59,7 +59,7 @@ export const errorCodes = {
   tooManyAtOnce: answer('429-00002', 'Too many requests from your address at once; retry later.'),
   auditReadsBusy: answer(
     '429-40001',
-    'As many audit log exports and downloads as the gateway runs at once are running; retry later.',
+    'As many audit log reads, exports and downloads as the gateway runs at once, or as your organization may, are running; retry later.',
   ),
   headersTooLarge: answer('431-00000', 'Request headers too large.'),
   identityProviderBadGateway: answer('502-11001', 'The identity provider sent an invalid answer.'),

@@ -110,17 +110,26 @@ export interface RouteSpec<
 
 /**
  * An answer sent as it is made (an export), never whole in memory nor in the envelope: lines
- * (or bytes: a zip) written as the client takes them.
+ * (or bytes: a zip) written as the client takes them. `stallMs`: how long a write waits for a
+ * client that takes nothing; past it the answer is cut, and what it holds (a slot of the long
+ * reads, a database connection between chunks) is given back.
  */
 export class StreamedAnswer {
   readonly contentType: string;
   readonly filename: string;
   readonly lines: AsyncIterable<string | Uint8Array>;
+  readonly stallMs: number;
 
-  constructor(contentType: string, filename: string, lines: AsyncIterable<string | Uint8Array>) {
+  constructor(
+    contentType: string,
+    filename: string,
+    lines: AsyncIterable<string | Uint8Array>,
+    stallMs: number,
+  ) {
     this.contentType = contentType;
     this.filename = filename;
     this.lines = lines;
+    this.stallMs = stallMs;
   }
 }
 
@@ -130,14 +139,29 @@ export const streamedAnswer = z.custom<StreamedAnswer>((value) => value instance
 /** Bytes gathered before a write: few writes, little memory. */
 const STREAM_CHUNK = 64 * 1024;
 
-/** Writes a streamed answer, waiting whenever the client is slower; stops if it goes. */
+/**
+ * Writes a streamed answer, waiting whenever the client is slower; stops if it goes, or if it
+ * takes nothing for the answer's `stallMs` (its connection left open, it would hold the answer
+ * for ever).
+ */
 async function sendStreamed(res: Response, answer: StreamedAnswer): Promise<void> {
   res.status(200);
   res.setHeader('content-type', answer.contentType);
   res.setHeader('content-disposition', `attachment; filename="${answer.filename}"`);
   let pending = '';
   const write = async (chunk: string | Uint8Array) => {
-    if (!res.write(chunk)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
+    if (res.write(chunk)) return;
+    const done = new AbortController();
+    const stalled = setTimeout(() => res.destroy(), answer.stallMs);
+    try {
+      await Promise.race([
+        once(res, 'drain', { signal: done.signal }),
+        once(res, 'close', { signal: done.signal }),
+      ]);
+    } finally {
+      clearTimeout(stalled);
+      done.abort();
+    }
   };
   try {
     for await (const line of answer.lines) {

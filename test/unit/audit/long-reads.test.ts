@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { createLongReads, holding, underSlot } from '../../../src/audit/long-reads.ts';
+import {
+  createLongReads,
+  holding,
+  readUnderSlot,
+  underSlot,
+} from '../../../src/audit/long-reads.ts';
 
 const busy = { status: 429, result: '429-40001', headers: { 'retry-after': '10' } };
 
@@ -64,5 +69,38 @@ describe('long audit reads at once', () => {
       'no span',
     );
     reads.take();
+  });
+});
+
+describe("one organization's long reads", () => {
+  it('refuses a holder the last slot, which another still finds, and frees its share', () => {
+    const reads = createLongReads(4);
+    const first = reads.take('acme');
+    reads.take('acme');
+    reads.take('acme');
+    expect(() => reads.take('acme')).toThrow(expect.objectContaining(busy));
+    reads.take('globex');
+    expect(() => reads.take('globex')).toThrow(expect.objectContaining(busy));
+    first.release();
+    first.release();
+    reads.take('acme');
+    expect(() => reads.take('acme')).toThrow(expect.objectContaining(busy));
+  });
+
+  it('holds a page read its slot until it is answered, failed or not', async () => {
+    const reads = createLongReads(1);
+    let answer!: (value: number) => void;
+    const page = readUnderSlot(
+      reads,
+      () => new Promise<number>((resolve) => (answer = resolve)),
+      'acme',
+    );
+    expect(() => reads.take('acme')).toThrow(expect.objectContaining(busy));
+    answer(7);
+    expect(await page).toBe(7);
+    await expect(
+      readUnderSlot(reads, () => Promise.reject(new Error('statement timeout')), 'acme'),
+    ).rejects.toThrow('statement timeout');
+    reads.take('acme');
   });
 });

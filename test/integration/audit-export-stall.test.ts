@@ -1,0 +1,118 @@
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { connect, type Socket } from 'node:net';
+import knex, { type Knex } from 'knex';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createOrganizationsRepo } from '../../src/platform/organizations.repo.ts';
+import { basicAuth } from '../helpers/api.ts';
+import { grantReaderRole } from '../helpers/audit-readers.ts';
+import { EVENTUALLY } from '../helpers/eventually.ts';
+import { createOrganizationRealm, createUser, type TestUser } from '../helpers/keycloak.ts';
+import { onPostgresServer } from '../helpers/postgres-server.ts';
+import { startReplica, type Replica } from '../helpers/replica.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+/*
+ * An export is written as its client takes it, holding a slot of the few the process runs at
+ * once: a client that takes the headers and then nothing more, its connection left open, must
+ * not keep the slot, and every organization's exports, for ever. One slot here, and the shortest
+ * answer deadline (1 s), so the test waits for the slot's return instead of sleeping. On a
+ * database of the test's own, whose large log slows no other suite. Ports 19648/19649.
+ */
+
+const database = `realmgate_stall_${randomBytes(4).toString('hex')}`;
+const urlOf = (name: string) => {
+  const url = new URL(testEnv().databaseUrl);
+  url.pathname = `/${name}`;
+  return url.href;
+};
+const SERVER = () => urlOf('').replace(/\/[^/]*$/, '');
+/** Records of the large log: its export (tens of MB) is far more than the sockets' buffers. */
+const RECORDS = 200_000;
+
+/** A GET of `path` on a raw socket that reads the answer's head, then stops reading. */
+async function stalledGet(url: string, path: string, authorization: string): Promise<Socket> {
+  const { hostname, port } = new URL(url);
+  const socket = connect(Number(port), hostname);
+  await once(socket, 'connect');
+  socket.write(
+    `GET ${path} HTTP/1.1\r\nHost: ${hostname}\r\nAuthorization: ${authorization}\r\n\r\n`,
+  );
+  let head = '';
+  while (!head.includes('\r\n\r\n')) {
+    const [chunk] = (await once(socket, 'data')) as [Buffer];
+    head += chunk.toString('latin1');
+  }
+  socket.pause();
+  expect(head).toMatch(/^HTTP\/1\.1 200 /);
+  return socket;
+}
+
+describe('an export whose client stops reading', () => {
+  const log = `stall-${randomBytes(4).toString('hex')}`;
+  let db: Knex;
+  let replica: Replica;
+  let other: string;
+  let reader: TestUser;
+  let admin: TestUser;
+  let stalled: Socket | undefined;
+
+  beforeAll(async () => {
+    await onPostgresServer(SERVER(), `create database ${database}`);
+    replica = await startReplica(19648, {
+      DATABASE_URL: urlOf(database),
+      AUDIT_EXPORT_CONCURRENCY: '1',
+      PROXY_ANSWER_DEADLINE_SECONDS: '1',
+    });
+    db = knex({ client: 'pg', connection: urlOf(database), pool: { min: 0, max: 2 } });
+    other = await createOrganizationRealm();
+    await createOrganizationsRepo(db).insertIfAbsent({ id: other, name: `Test ${other}` });
+    [reader, admin] = await Promise.all([createUser(other), createUser('master')]);
+    await grantReaderRole(reader);
+    // A deleted organization's log kept for its retention: its records, and its head.
+    await db.raw(
+      `insert into audit_log (org, seq, at, action, outcome, actor_realm, actor_id, actor_name,
+         method, route, path, status, details, prev_hash, hash)
+       select ?, g, now() - interval '1 second' * (? - g), 'api.request', 'success', ?, 'u1',
+         'someone', 'GET', '/api/x', '/api/x', 200, '{}'::jsonb, 'p', 'h'
+       from generate_series(1, ?) g`,
+      [log, RECORDS, log, RECORDS],
+    );
+    await db('audit_log_heads').insert({ org: log, seq: RECORDS, hash: 'h' });
+  }, 120_000);
+
+  afterAll(async () => {
+    stalled?.destroy();
+    await replica?.gateway.close();
+    await db?.destroy();
+    await onPostgresServer(SERVER(), `drop database if exists ${database} with (force)`);
+  });
+
+  const exportOfOther = () =>
+    fetch(`${replica.url}/api/${other}/platform/audit-log/export?format=csv`, {
+      headers: { authorization: basicAuth(reader) },
+    });
+
+  it("gives the slot back once the client has taken nothing for the deadline: another organization's export runs", async () => {
+    // Warm: the reader's credentials checked once, not by each attempt.
+    const first = await exportOfOther();
+    expect(first.status).toBe(200);
+    await first.text();
+    stalled = await stalledGet(
+      replica.url,
+      `/api/platform/organizations/${log}/audit-log/export?format=csv`,
+      basicAuth(admin),
+    );
+    // The only slot is the stalled export's until its deadline; then the other's export runs.
+    await expect
+      .poll(async () => {
+        const res = await exportOfOther();
+        await res.text();
+        return res.status;
+      }, EVENTUALLY)
+      .toBe(200);
+    // The stalled answer was ended, its connection closed: what it had not taken is lost.
+    stalled.resume();
+    await once(stalled, 'close');
+  }, 180_000);
+});
