@@ -1,5 +1,11 @@
-import type { IpcPeer } from '../cache/ipc-peer.ts';
 import { schemaCurrent, type SchemaState } from './migrate-at-start.ts';
+
+/** What of the channel between a worker and its supervising process (cache/ipc-peer.ts) this uses. */
+export interface SchemaChannel {
+  call<T>(op: string): Promise<T>;
+  serve(op: string, handler: () => unknown): void;
+  tell(op: string): void;
+}
 
 /**
  * The IPC operations between a worker and its supervising process, which migrates for all:
@@ -18,7 +24,7 @@ export const SCHEMA_IPC = {
  * says so. Its `ready` never rejects: a migration that fails otherwise ends the supervising
  * process, and its workers with it.
  */
-export async function schemaOfSupervisor(peer: IpcPeer): Promise<SchemaState> {
+export async function schemaOfSupervisor(peer: SchemaChannel): Promise<SchemaState> {
   let current = false;
   let stopped = false;
   let markReady!: () => void;
@@ -43,7 +49,7 @@ export async function schemaOfSupervisor(peer: IpcPeer): Promise<SchemaState> {
  * The supervising process's side for one worker: answers with `schema`'s state, and passes on
  * that the database answered to the migration waiting out its backoff.
  */
-export function serveSchema(peer: IpcPeer, schema: SchemaState): void {
+export function serveSchema(peer: SchemaChannel, schema: SchemaState): void {
   peer.serve(SCHEMA_IPC.current, () => schema.current());
   peer.serve(SCHEMA_IPC.databaseAnswered, () => schema.databaseAnswered());
 }
