@@ -76,8 +76,15 @@ export interface BasicAuthenticatorDeps {
   refuses: (realm: string, username: string) => boolean;
   /** A user's sessions revoked after a login was cached make the cached login void. */
   revocations: RevocationList;
-  /** Tells whether a user has two-factor authentication (for a helpful 401 message). */
-  hasTwoFactor: (realm: string, username: string) => Promise<boolean>;
+  /**
+   * Tells whether a user has two-factor authentication (for a helpful 401 message) and whether
+   * Keycloak's brute-force detection locks the user for now (a refusal that says nothing of the
+   * password).
+   */
+  loginBlockOf: (
+    realm: string,
+    username: string,
+  ) => Promise<{ twoFactor: boolean; lockedOut: boolean }>;
   metrics: Pick<AuthMetrics, 'cacheLookup'>;
   /**
    * Realms Keycloak said it does not have (shared with the Bearer paths): their logins are
@@ -288,19 +295,21 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       throw err;
     }
     if (!result.ok) {
-      // A definitive refusal ends a kept login, outage or not: this process's copy, and other
-      // replicas' and workers' through a mark in the shared cache that outlives their copies.
-      if (local.get(key) !== undefined || (await deps.cache.get(key)) !== undefined) {
-        await deps.cache.set(key, ENDED_LOGIN, Math.max(longestServedSeconds(bounds), 1) * 1000);
-      }
-      local.delete(key);
       if (result.realmGone) {
+        await endKeptLogin(key);
         if (deps.gone.sawGone(realm)) {
           deps.logger.warn({ realm }, 'Keycloak has no such realm: its Basic logins are refused');
         }
         throw realmGone();
       }
-      throw await counting(await refusal(realm, credentials.username, result.description), login);
+      const { failure, lockedOut } = await refusal(realm, credentials.username, result.description);
+      // Keycloak's temporary lockout refuses the right password too, in the same words: such a
+      // refusal says nothing of the password. It is answered as Keycloak answers while the lock
+      // lasts, but not remembered or counted, and the login kept for an outage stays: once the
+      // lock ends, the right password logs in again, on every replica, from every address.
+      if (lockedOut) throw failure;
+      await endKeptLogin(key);
+      throw await counting(failure, login);
     }
     deps.gone.sawServed(realm);
     const principal = basicPrincipalOf(
@@ -314,6 +323,17 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       await deps.cache.set(key, JSON.stringify(cached), Math.ceil(cached.keptUntil - now));
     }
     return principal;
+  }
+
+  /**
+   * A definitive refusal ends a kept login, outage or not: this process's copy, and other
+   * replicas' and workers' through a mark in the shared cache that outlives their copies.
+   */
+  async function endKeptLogin(key: string): Promise<void> {
+    if (local.get(key) !== undefined || (await deps.cache.get(key)) !== undefined) {
+      await deps.cache.set(key, ENDED_LOGIN, Math.max(longestServedSeconds(bounds), 1) * 1000);
+    }
+    local.delete(key);
   }
 
   /**
@@ -343,18 +363,24 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     return login && reusable(key, login, login.keptUntil);
   }
 
+  /**
+   * What a refusal of Keycloak's is answered, and whether Keycloak's lockout of the user made it
+   * (then the password may well be right: `lockedOut`). Keycloak says "Invalid user credentials"
+   * for a wrong password, a missing OTP and a locked user alike; the client is told no more
+   * about a lockout than Keycloak tells. When the admin API cannot tell, it is a wrong password.
+   */
   async function refusal(
     realm: string,
     username: string,
     description: string,
-  ): Promise<AuthFailure> {
-    // Keycloak says "Invalid user credentials" both for a wrong password and a missing OTP.
-    const twoFactor = await deps.hasTwoFactor(realm, username).catch((err: unknown) => {
-      deps.logger.warn({ err }, 'could not tell whether the user has two-factor authentication');
-      return false;
+  ): Promise<{ failure: AuthFailure; lockedOut: boolean }> {
+    const block = await deps.loginBlockOf(realm, username).catch((err: unknown) => {
+      deps.logger.warn({ err }, 'could not tell what besides its password refused a login');
+      return { twoFactor: false, lockedOut: false };
     });
-    if (twoFactor) return loginRefused('two_factor');
-    return loginRefused(/disabled/i.test(description) ? 'account_disabled' : 'wrong_password');
+    if (block.twoFactor) return { failure: loginRefused('two_factor'), lockedOut: false };
+    const reason = /disabled/i.test(description) ? 'account_disabled' : 'wrong_password';
+    return { failure: loginRefused(reason), lockedOut: block.lockedOut };
   }
 }
 
