@@ -212,6 +212,7 @@ export async function buildAuth(
     maxCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
     maxOutageSeconds: config.BASIC_OUTAGE_MAX_SECONDS,
     keycloakDown: () => keycloakNodes.all.every((node) => node.state === 'down'),
+    slowGrantPauseMs: config.AUTH_PROXY_TIMEOUT_MS,
     maxLocalEntries: config.MEMORY_CACHE_MAX_ENTRIES,
     failedLogins,
     accounts: loginAccounts,

@@ -57,6 +57,12 @@ export interface BasicAuthenticatorDeps {
    * it, and no probe has answered since): kept logins are then served without trying a grant.
    */
   keycloakDown: () => boolean;
+  /**
+   * How long after a re-check of a kept login timed out (a Keycloak slow to grant, though it
+   * answers its probe) kept logins are served without trying a grant: the grant's timeout, so
+   * a slow Keycloak costs one request's wait in each such period, not every request's.
+   */
+  slowGrantPauseMs: number;
   /** Bound of the in-process layer in front of `cache`. */
   maxLocalEntries: number;
   /** Wrong passwords refused within the throttle's window: a repeat is answered from there. */
@@ -113,6 +119,8 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
   // An entry keeps the deadlines it got when stored, so BASIC_CACHE_MAX_SECONDS still bounds it.
   const local = new TtlLru<CachedLogin>(deps.maxLocalEntries, clock);
   const bounds = { cacheSeconds: deps.maxCacheSeconds, outageSeconds: deps.maxOutageSeconds };
+  // Until when (epoch ms) kept logins are served without a grant, after one timed out.
+  let grantsPausedUntil = 0;
 
   return {
     authenticate(realm, credentials, clientAddress) {
@@ -144,14 +152,15 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
 
   /**
    * A cached login's principal while it is fresh (at once when this process holds it), or,
-   * while Keycloak is known to be down, kept (`keptUntil`). Once a node answers again, a login
-   * past `until` goes to Keycloak (grant), which verifies it afresh.
+   * while Keycloak is known to be down or a re-check timed out lately, kept (`keptUntil`).
+   * Otherwise a login past `until` goes to Keycloak (grant), which verifies it afresh.
    */
   function readCache(key: string): Answer<Principal | undefined> {
     return whenKnown(storedLogin(key), (login) => {
       if (!login) return undefined;
       const fresh = reusable(key, login, login.until);
-      return fresh || !deps.keycloakDown() ? fresh : keptLogin(key);
+      const unverifiable = deps.keycloakDown() || clock.now() < grantsPausedUntil;
+      return fresh || !unverifiable ? fresh : keptLogin(key);
     });
   }
 
@@ -291,6 +300,9 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       const failure = failureOf(err);
       const kept =
         failure === 'unreachable' || failure === 'timeout' ? await keptLogin(key) : undefined;
+      // A node that timed out but answers its probe stays up: without the pause, every request
+      // of a kept login would wait the grant's timeout again.
+      if (kept && failure === 'timeout') grantsPausedUntil = clock.now() + deps.slowGrantPauseMs;
       if (kept) return kept;
       throw err;
     }
@@ -312,6 +324,8 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       throw await counting(failure, login);
     }
     deps.gone.sawServed(realm);
+    // Keycloak grants again: logins past `until` are verified again at once.
+    grantsPausedUntil = 0;
     const principal = basicPrincipalOf(
       await deps.bearer.verify(realm, result.accessToken),
       result.proofKey,
