@@ -25,6 +25,7 @@ import {
   type CachedLogin,
 } from './cached-login.ts';
 import { systemClock, type Clock } from '../../time/clock.ts';
+import { addressGroupOf } from '../../edge/address-group.ts';
 
 export interface BasicAuthenticator {
   /**
@@ -134,7 +135,11 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     },
   };
 
-  /** A login through Keycloak, shared by identical concurrent requests (see `attempt`). */
+  /**
+   * A login through Keycloak, shared by identical concurrent requests from one address group
+   * (see `attempt`): an attempt carries its group's throttle decision, which is not another
+   * host's. Across groups and replicas the login lock still makes it one grant (`logIn`).
+   */
   function logInOnce(
     realm: string,
     credentials: BasicCredentials,
@@ -142,10 +147,13 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     clientAddress: string,
   ): Promise<Principal> {
     if (deps.refuses(realm, credentials.username)) throw accountRefused();
-    let login = inFlight.get(key);
+    const flight = `${key}\u0000${addressGroupOf(clientAddress)}`;
+    let login = inFlight.get(flight);
     if (!login) {
-      login = attempt(realm, credentials, key, clientAddress).finally(() => inFlight.delete(key));
-      inFlight.set(key, login);
+      login = attempt(realm, credentials, key, clientAddress).finally(() =>
+        inFlight.delete(flight),
+      );
+      inFlight.set(flight, login);
     }
     return login;
   }
