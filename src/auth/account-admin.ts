@@ -4,8 +4,15 @@
  * (platform/realm-admin/account-admin.ts), which sit above the auth layers.
  */
 export interface AccountAdmin {
-  /** Whether the user has a one-time password: Basic cannot carry it (basic-authenticator.ts). */
-  hasTwoFactor(realm: string, username: string): Promise<boolean>;
+  /**
+   * Whether the user has a one-time password (Basic cannot carry it), and whether Keycloak's
+   * brute-force detection locks the user for now: what a refused Basic login may owe to
+   * something else than its password (basic-authenticator.ts).
+   */
+  loginBlockOf(
+    realm: string,
+    username: string,
+  ): Promise<{ twoFactor: boolean; lockedOut: boolean }>;
   /**
    * The user name of the one user with the e-mail `email` (as Keycloak logs it in by e-mail),
    * if there is exactly one.

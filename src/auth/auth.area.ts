@@ -107,7 +107,7 @@ export async function buildAuth(
   },
   accounts: Pick<
     AccountAdmin,
-    'hasTwoFactor' | 'dpopRequired' | 'usernameOf' | 'usernameOfEmail' | 'loginWithEmailAllowed'
+    'loginBlockOf' | 'dpopRequired' | 'usernameOf' | 'usernameOfEmail' | 'loginWithEmailAllowed'
   >,
 ): Promise<AuthArea> {
   const { config, logger, clock, cache, cacheSecret, metrics } = shared;
@@ -219,6 +219,7 @@ export async function buildAuth(
     maxCacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
     maxOutageSeconds: config.BASIC_OUTAGE_MAX_SECONDS,
     keycloakDown: () => keycloakNodes.all.every((node) => node.state === 'down'),
+    slowGrantPauseMs: config.AUTH_PROXY_TIMEOUT_MS,
     maxLocalEntries: config.MEMORY_CACHE_MAX_ENTRIES,
     failedLogins,
     accounts: loginAccounts,
@@ -226,7 +227,7 @@ export async function buildAuth(
     refuses: (realm, username) => isBootstrapAdmin(config.KEYCLOAK_ADMIN_USERNAME, realm, username),
     throttle: loginThrottle,
     revocations,
-    hasTwoFactor: (realm, username) => accounts.hasTwoFactor(realm, username),
+    loginBlockOf: (realm, username) => accounts.loginBlockOf(realm, username),
     metrics,
     gone,
     logger,

@@ -25,6 +25,7 @@ import {
   type CachedLogin,
 } from './cached-login.ts';
 import { systemClock, type Clock } from '../../time/clock.ts';
+import { addressGroupOf } from '../../edge/address-group.ts';
 
 export interface BasicAuthenticator {
   /**
@@ -57,6 +58,12 @@ export interface BasicAuthenticatorDeps {
    * it, and no probe has answered since): kept logins are then served without trying a grant.
    */
   keycloakDown: () => boolean;
+  /**
+   * How long after a re-check of a kept login timed out (a Keycloak slow to grant, though it
+   * answers its probe) kept logins are served without trying a grant: the grant's timeout, so
+   * a slow Keycloak costs one request's wait in each such period, not every request's.
+   */
+  slowGrantPauseMs: number;
   /** Bound of the in-process layer in front of `cache`. */
   maxLocalEntries: number;
   /** Wrong passwords refused within the throttle's window: a repeat is answered from there. */
@@ -76,8 +83,15 @@ export interface BasicAuthenticatorDeps {
   refuses: (realm: string, username: string) => boolean;
   /** A user's sessions revoked after a login was cached make the cached login void. */
   revocations: RevocationList;
-  /** Tells whether a user has two-factor authentication (for a helpful 401 message). */
-  hasTwoFactor: (realm: string, username: string) => Promise<boolean>;
+  /**
+   * Tells whether a user has two-factor authentication (for a helpful 401 message) and whether
+   * Keycloak's brute-force detection locks the user for now (a refusal that says nothing of the
+   * password).
+   */
+  loginBlockOf: (
+    realm: string,
+    username: string,
+  ) => Promise<{ twoFactor: boolean; lockedOut: boolean }>;
   metrics: Pick<AuthMetrics, 'cacheLookup'>;
   /**
    * Realms Keycloak said it does not have (shared with the Bearer paths): their logins are
@@ -106,6 +120,8 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
   // An entry keeps the deadlines it got when stored, so BASIC_CACHE_MAX_SECONDS still bounds it.
   const local = new TtlLru<CachedLogin>(deps.maxLocalEntries, clock);
   const bounds = { cacheSeconds: deps.maxCacheSeconds, outageSeconds: deps.maxOutageSeconds };
+  // Until when (epoch ms) kept logins are served without a grant, after one timed out.
+  let grantsPausedUntil = 0;
 
   return {
     authenticate(realm, credentials, clientAddress) {
@@ -119,7 +135,11 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     },
   };
 
-  /** A login through Keycloak, shared by identical concurrent requests (see `attempt`). */
+  /**
+   * A login through Keycloak, shared by identical concurrent requests from one address group
+   * (see `attempt`): an attempt carries its group's throttle decision, which is not another
+   * host's. Across groups and replicas the login lock still makes it one grant (`logIn`).
+   */
   function logInOnce(
     realm: string,
     credentials: BasicCredentials,
@@ -127,24 +147,28 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     clientAddress: string,
   ): Promise<Principal> {
     if (deps.refuses(realm, credentials.username)) throw accountRefused();
-    let login = inFlight.get(key);
+    const flight = `${key}\u0000${addressGroupOf(clientAddress)}`;
+    let login = inFlight.get(flight);
     if (!login) {
-      login = attempt(realm, credentials, key, clientAddress).finally(() => inFlight.delete(key));
-      inFlight.set(key, login);
+      login = attempt(realm, credentials, key, clientAddress).finally(() =>
+        inFlight.delete(flight),
+      );
+      inFlight.set(flight, login);
     }
     return login;
   }
 
   /**
    * A cached login's principal while it is fresh (at once when this process holds it), or,
-   * while Keycloak is known to be down, kept (`keptUntil`). Once a node answers again, a login
-   * past `until` goes to Keycloak (grant), which verifies it afresh.
+   * while Keycloak is known to be down or a re-check timed out lately, kept (`keptUntil`).
+   * Otherwise a login past `until` goes to Keycloak (grant), which verifies it afresh.
    */
   function readCache(key: string): Answer<Principal | undefined> {
     return whenKnown(storedLogin(key), (login) => {
       if (!login) return undefined;
       const fresh = reusable(key, login, login.until);
-      return fresh || !deps.keycloakDown() ? fresh : keptLogin(key);
+      const unverifiable = deps.keycloakDown() || clock.now() < grantsPausedUntil;
+      return fresh || !unverifiable ? fresh : keptLogin(key);
     });
   }
 
@@ -284,26 +308,33 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       const failure = failureOf(err);
       const kept =
         failure === 'unreachable' || failure === 'timeout' ? await keptLogin(key) : undefined;
+      // A node that timed out but answers its probe stays up: without the pause, every request
+      // of a kept login would wait the grant's timeout again.
+      if (kept && failure === 'timeout') grantsPausedUntil = clock.now() + deps.slowGrantPauseMs;
       if (kept) return kept;
       throw err;
     }
     if (!result.ok) {
-      // A definitive refusal ends a kept login, outage or not: this process's copy, and other
-      // replicas' and workers' through a mark in the shared cache that outlives their copies.
-      if (local.get(key) !== undefined || (await deps.cache.get(key)) !== undefined) {
-        await deps.cache.set(key, ENDED_LOGIN, Math.max(longestServedSeconds(bounds), 1) * 1000);
-      }
-      local.delete(key);
       if (result.realmGone) {
+        await endKeptLogin(key);
         if (deps.gone.sawGone(realm)) {
           deps.logger.warn({ realm }, 'Keycloak has no such realm: its Basic logins are refused');
         }
         throw realmGone();
       }
       // The account's user name: a login by e-mail names no user as `username`.
-      throw await counting(await refusal(realm, login.username, result.description), login);
+      const { failure, lockedOut } = await refusal(realm, login.username, result.description);
+      // Keycloak's temporary lockout refuses the right password too, in the same words: such a
+      // refusal says nothing of the password. It is answered as Keycloak answers while the lock
+      // lasts, but not remembered or counted, and the login kept for an outage stays: once the
+      // lock ends, the right password logs in again, on every replica, from every address.
+      if (lockedOut) throw failure;
+      await endKeptLogin(key);
+      throw await counting(failure, login);
     }
     deps.gone.sawServed(realm);
+    // Keycloak grants again: logins past `until` are verified again at once.
+    grantsPausedUntil = 0;
     const principal = basicPrincipalOf(
       await deps.bearer.verify(realm, result.accessToken),
       result.proofKey,
@@ -315,6 +346,17 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       await deps.cache.set(key, JSON.stringify(cached), Math.ceil(cached.keptUntil - now));
     }
     return principal;
+  }
+
+  /**
+   * A definitive refusal ends a kept login, outage or not: this process's copy, and other
+   * replicas' and workers' through a mark in the shared cache that outlives their copies.
+   */
+  async function endKeptLogin(key: string): Promise<void> {
+    if (local.get(key) !== undefined || (await deps.cache.get(key)) !== undefined) {
+      await deps.cache.set(key, ENDED_LOGIN, Math.max(longestServedSeconds(bounds), 1) * 1000);
+    }
+    local.delete(key);
   }
 
   /**
@@ -344,18 +386,24 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     return login && reusable(key, login, login.keptUntil);
   }
 
+  /**
+   * What a refusal of Keycloak's is answered, and whether Keycloak's lockout of the user made it
+   * (then the password may well be right: `lockedOut`). Keycloak says "Invalid user credentials"
+   * for a wrong password, a missing OTP and a locked user alike; the client is told no more
+   * about a lockout than Keycloak tells. When the admin API cannot tell, it is a wrong password.
+   */
   async function refusal(
     realm: string,
     username: string,
     description: string,
-  ): Promise<AuthFailure> {
-    // Keycloak says "Invalid user credentials" both for a wrong password and a missing OTP.
-    const twoFactor = await deps.hasTwoFactor(realm, username).catch((err: unknown) => {
-      deps.logger.warn({ err }, 'could not tell whether the user has two-factor authentication');
-      return false;
+  ): Promise<{ failure: AuthFailure; lockedOut: boolean }> {
+    const block = await deps.loginBlockOf(realm, username).catch((err: unknown) => {
+      deps.logger.warn({ err }, 'could not tell what besides its password refused a login');
+      return { twoFactor: false, lockedOut: false };
     });
-    if (twoFactor) return loginRefused('two_factor');
-    return loginRefused(/disabled/i.test(description) ? 'account_disabled' : 'wrong_password');
+    if (block.twoFactor) return { failure: loginRefused('two_factor'), lockedOut: false };
+    const reason = /disabled/i.test(description) ? 'account_disabled' : 'wrong_password';
+    return { failure: loginRefused(reason), lockedOut: block.lockedOut };
   }
 }
 

@@ -2,12 +2,12 @@ import type { AccountAdmin } from '../../auth/account-admin.ts';
 import type { ServiceAdmin } from '../../keycloak/service-admin.ts';
 import { clientRolesOf, groupMembers, roleOf } from './role-changes.ts';
 import { isDpopRequired } from './token-lifetimes.ts';
-import { hasTwoFactor, longestAccessTokenSeconds, usernameOfEmail } from './users.ts';
+import { loginBlockOf, longestAccessTokenSeconds, usernameOfEmail } from './users.ts';
 
 /** The auth layers' questions about accounts (auth/account-admin.ts), through the gateway's own client. */
 export function createAccountAdmin(serviceAdmin: ServiceAdmin): AccountAdmin {
   return {
-    hasTwoFactor: (realm, username) => hasTwoFactor(serviceAdmin, realm, username),
+    loginBlockOf: (realm, username) => loginBlockOf(serviceAdmin, realm, username),
     usernameOfEmail: (realm, email) => usernameOfEmail(serviceAdmin, realm, email),
     loginWithEmailAllowed: (realm) =>
       serviceAdmin.run(realm, async (admin) => {

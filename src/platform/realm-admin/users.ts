@@ -38,16 +38,24 @@ export async function usernameOfEmail(
   return users.length === 1 ? users[0]!.username : undefined;
 }
 
-/** Whether `username` in `realm` has an OTP credential (Keycloak's `totp` flag). */
-export async function hasTwoFactor(
+/**
+ * What keeps `username` in `realm` from a password login besides its password: an OTP
+ * credential (Keycloak's `totp` flag), or Keycloak's temporary brute-force lockout of the
+ * enabled user (a permanent one disables the user, which is not this).
+ */
+export async function loginBlockOf(
   admin: ServiceAdmin,
   realm: string,
   username: string,
-): Promise<boolean> {
-  const [user] = await admin.run(realm, (client) =>
-    client.users.find({ realm, username, exact: true }),
-  );
-  return user?.totp === true;
+): Promise<{ twoFactor: boolean; lockedOut: boolean }> {
+  return admin.run(realm, async (client) => {
+    const [user] = await client.users.find({ realm, username, exact: true });
+    if (!user?.id || user.totp === true || user.enabled === false) {
+      return { twoFactor: user?.totp === true, lockedOut: false };
+    }
+    const status = await client.attackDetection.findOne({ realm, id: user.id });
+    return { twoFactor: false, lockedOut: status?.disabled === true };
+  });
 }
 
 /** One page of a realm's users, by username; `search` matches part of username, email or name. */
