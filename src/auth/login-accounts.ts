@@ -89,17 +89,19 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
   const byEmail = new TtlLru<boolean>(MAX_REALMS, clock);
   // The lookup of each e-mail in flight, by its key: asked once however many wait for it.
   const inFlight = new Map<string, Promise<string | undefined>>();
+  // Keycloak's realm names are case-sensitive: `ACME` is not `acme`, and what either is told
+  // (an account, a failure, a setting) is no answer for the other.
   const keyOf = (realm: string, email: string) =>
     `login-account:${createHmac('sha256', options.secret)
-      .update(`${realm.toLowerCase()}\u0000${email}`)
+      .update(`${realm}\u0000${email}`)
       .digest('base64url')}`;
 
   /** Whether `realm` logs in by e-mail: a realm that does not takes an e-mail as a user name. */
   async function logsInByEmail(realm: string): Promise<boolean> {
-    const held = byEmail.get(realm.toLowerCase());
+    const held = byEmail.get(realm);
     if (held !== undefined) return held;
     const allowed = await options.loginWithEmailAllowed(realm);
-    byEmail.set(realm.toLowerCase(), allowed, clock.now() + REALM_SETTING_MS);
+    byEmail.set(realm, allowed, clock.now() + REALM_SETTING_MS);
     return allowed;
   }
 
@@ -110,10 +112,9 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
       return username === undefined ? '' : accountNameOf(username);
     } catch (err) {
       options.logger.warn({ err }, 'could not look up the account of a login e-mail');
-      // A lookup Keycloak refused (a realm it does not have, as `ACME` for `acme`) tells nothing
-      // of the realm's other e-mails: only this login is unresolved. Nothing of it is kept, as
-      // its key is shared with the realm's name in other cases.
-      if (!keycloakRefused(err)) failed.set(realm.toLowerCase(), true, clock.now() + FAILED_MS);
+      // A lookup Keycloak refused (a realm it does not have, a search it will not run) tells
+      // nothing of the realm's other e-mails: only this login is unresolved, nothing is kept.
+      if (!keycloakRefused(err)) failed.set(realm, true, clock.now() + FAILED_MS);
       return undefined;
     }
   }
@@ -157,7 +158,7 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
     // Told meanwhile, by a lookup of this process.
     const after = here();
     if (after !== undefined) return after;
-    return failed.get(realm.toLowerCase()) ? undefined : ASK;
+    return failed.get(realm) ? undefined : ASK;
   }
 
   const answer = (typed: string, found: string | undefined): AccountLookup =>
