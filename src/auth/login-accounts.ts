@@ -48,6 +48,12 @@ export interface LoginAccountsOptions {
   usernameOfEmail: (realm: string, email: string) => Promise<string | undefined>;
   /** Whether Keycloak logs the users of `realm` in by e-mail (its `loginWithEmailAllowed`). */
   loginWithEmailAllowed: (realm: string) => Promise<boolean>;
+  /**
+   * Whether the gateway serves `realm` (master, or an organization that exists), as its key
+   * sets are fetched: what the client at `address` names spends its share of the directory's
+   * lookups. A realm it does not serve has no users of the gateway's to look up.
+   */
+  serves: (realm: string, address: string) => Promise<boolean>;
   /** Its limit per address bounds the lookups an address has in flight (see `accountOf`). */
   throttle: LoginThrottle;
   /** Bound of the in-process layer in front of `cache`. */
@@ -168,6 +174,14 @@ export function createLoginAccounts(options: LoginAccountsOptions): LoginAccount
     async accountOf(realm, name, address) {
       const typed = accountNameOf(name);
       if (!couldBeEmail(typed)) return { account: typed };
+      // Any name in a URL: asked of Keycloak, each would cost a login of the gateway's service
+      // account there (which Keycloak refuses) and keep its session.
+      const served = await options.serves(realm, address).catch((err: unknown) => {
+        options.logger.warn({ err }, 'could not tell whether a login e-mail names a served realm');
+        return undefined;
+      });
+      if (served === undefined) return answer(typed, undefined);
+      if (!served) return { account: typed };
       const key = keyOf(realm, typed);
       const before = await known(realm, key);
       if (before !== ASK) return answer(typed, before);

@@ -301,4 +301,23 @@ describe("a login e-mail's account, against the real Keycloak's admin API", () =
       gate.open();
     }
   });
+
+  it('an e-mail login naming a realm the gateway does not serve costs Keycloak no lookup', async () => {
+    // Made-up realms, as an organization id could be and not: none is an organization.
+    const realms = Array.from({ length: 30 }, (_, i) =>
+      i % 2 ? uniqueId(`made-up-${i}-`) : uniqueId(`Made-Up-${i}-`),
+    );
+    const naming = (realm: string) => (seen: { target: string }) =>
+      seen.target.includes(`/realms/${realm}/`) || seen.target.endsWith(`/realms/${realm}`);
+    const first = front.seen.length;
+    for (const realm of realms) {
+      const response = await grantOn(realm, `${uniqueId('x-')}@example.com`, '10.61.0.100');
+      expect(response.status).toBe(404);
+    }
+    const seen = front.seen.slice(first);
+    // Keycloak is asked the grant itself, which it refuses: the gateway logs in to none of them.
+    expect(realms.map((realm) => [realm, seen.filter(naming(realm)).length])).toEqual(
+      realms.map((realm) => [realm, 1]),
+    );
+  });
 });
