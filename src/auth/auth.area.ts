@@ -120,13 +120,14 @@ export async function buildAuth(
   tenants.events.onApplied(({ organizationId, state }) => {
     if (state !== 'absent') gone.sawServed(organizationId);
   });
+  // Master, or an organization that exists (disabled ones too: their logouts still count).
+  const serves = async (realm: string, client: string | undefined) =>
+    realm === MASTER_REALM || (await tenants.directory.stateOf(realm, client)) !== 'absent';
   // A worker's key sets include what its siblings fetched: each verifies through an outage.
   const jwks = createJwksRegistry({
     calls: keycloak.calls,
     refreshSeconds: config.KEY_SET_REFRESH_SECONDS,
-    // Master, or an organization that exists (disabled ones too: their logouts still count).
-    serves: async (realm, client) =>
-      realm === MASTER_REALM || (await tenants.directory.stateOf(realm, client)) !== 'absent',
+    serves,
     memory: shared.worker ? createWorkerKeySetMemory(shared.worker.peer) : undefined,
     gone,
     logger,
@@ -189,6 +190,7 @@ export async function buildAuth(
     secret: cacheSecret,
     usernameOfEmail: (realm, email) => accounts.usernameOfEmail(realm, email),
     loginWithEmailAllowed: (realm) => accounts.loginWithEmailAllowed(realm),
+    serves,
     throttle: loginThrottle,
     maxLocalEntries: config.MEMORY_CACHE_MAX_ENTRIES,
     logger,

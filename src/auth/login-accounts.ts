@@ -60,6 +60,12 @@ export interface LoginAccountsOptions {
   usernameOfEmail: (realm: string, email: string) => Promise<string | undefined>;
   /** Whether Keycloak logs the users of `realm` in by e-mail (its `loginWithEmailAllowed`). */
   loginWithEmailAllowed: (realm: string) => Promise<boolean>;
+  /**
+   * Whether the gateway serves `realm` (master, or an organization that exists), as its key
+   * sets are fetched: what the client at `address` names spends its share of the directory's
+   * lookups. A realm it does not serve has no users of the gateway's to look up.
+   */
+  serves: (realm: string, address: string) => Promise<boolean>;
   /** Its limit per address bounds the lookups an address has in flight (see `accountOf`). */
   throttle: LoginThrottle;
   /** Bound of the in-process layer in front of `cache`. */
@@ -110,11 +116,13 @@ export function createLoginAccounts(options: LoginAccountsOptions): ForgettingLo
   const inFlight = new Map<string, Promise<string | undefined>>();
   const mac = (text: string) =>
     createHmac('sha256', options.secret).update(text).digest('base64url');
-  // `login-account-of`: replicas of an earlier version kept bare user names as `login-account`.
+  // Keycloak's realm names are case-sensitive: `ACME` is not `acme`, and what either is told
+  // (an account, a failure, a setting) is no answer for the other. `login-account-of`: replicas
+  // of an earlier version kept bare user names as `login-account`.
   const keyOf = (realm: string, email: string) =>
-    `login-account-of:${mac(`${realm.toLowerCase()}\u0000${email}`)}`;
+    `login-account-of:${mac(`${realm}\u0000${email}`)}`;
   /** The realm's generation ('' until it is first forgotten), as long as an entry lives. */
-  const generationKey = (realm: string) => `login-account-realm:${mac(realm.toLowerCase())}`;
+  const generationKey = (realm: string) => `login-account-realm:${mac(realm)}`;
   const generationOf = async (realm: string) =>
     (await options.cache.get(generationKey(realm))) ?? '';
   // How many realms this process forgot: what was read or looked up while one was is not kept.
@@ -125,11 +133,10 @@ export function createLoginAccounts(options: LoginAccountsOptions): ForgettingLo
    * `since`: `forgets` when the lookup began (what it reads of a realm forgotten since is not kept).
    */
   async function logsInByEmail(realm: string, since: number): Promise<boolean> {
-    const held = byEmail.get(realm.toLowerCase());
+    const held = byEmail.get(realm);
     if (held !== undefined) return held;
     const allowed = await options.loginWithEmailAllowed(realm);
-    if (forgets === since)
-      byEmail.set(realm.toLowerCase(), allowed, clock.now() + REALM_SETTING_MS);
+    if (forgets === since) byEmail.set(realm, allowed, clock.now() + REALM_SETTING_MS);
     return allowed;
   }
 
@@ -140,12 +147,11 @@ export function createLoginAccounts(options: LoginAccountsOptions): ForgettingLo
       return username === undefined ? '' : accountNameOf(username);
     } catch (err) {
       options.logger.warn({ err }, 'could not look up the account of a login e-mail');
-      // A lookup Keycloak refused (a realm it does not have, as `ACME` for `acme`) tells nothing
-      // of the realm's other e-mails: only this login is unresolved. Nothing of it is kept, as
-      // its key is shared with the realm's name in other cases; nor is a failure of a realm
-      // forgotten meanwhile (its organization deleted).
+      // A lookup Keycloak refused (a realm it does not have, a search it will not run) tells
+      // nothing of the realm's other e-mails: only this login is unresolved, nothing is kept; nor
+      // is a failure of a realm forgotten meanwhile (its organization deleted).
       if (!keycloakRefused(err) && forgets === since) {
-        failed.set(realm.toLowerCase(), true, clock.now() + FAILED_MS);
+        failed.set(realm, true, clock.now() + FAILED_MS);
       }
       return undefined;
     }
@@ -195,7 +201,7 @@ export function createLoginAccounts(options: LoginAccountsOptions): ForgettingLo
     // Told meanwhile, by a lookup of this process.
     const after = here();
     if (after !== undefined) return after;
-    return failed.get(realm.toLowerCase()) ? undefined : ASK;
+    return failed.get(realm) ? undefined : ASK;
   }
 
   /** The account the shared cache holds for `key`, if told in the realm's generation now. */
@@ -212,6 +218,14 @@ export function createLoginAccounts(options: LoginAccountsOptions): ForgettingLo
     async accountOf(realm, name, address) {
       const typed = accountNameOf(name);
       if (!couldBeEmail(typed)) return { account: typed };
+      // Any name in a URL: asked of Keycloak, each would cost a login of the gateway's service
+      // account there (which Keycloak refuses) and keep its session.
+      const served = await options.serves(realm, address).catch((err: unknown) => {
+        options.logger.warn({ err }, 'could not tell whether a login e-mail names a served realm');
+        return undefined;
+      });
+      if (served === undefined) return answer(typed, undefined);
+      if (!served) return { account: typed };
       const key = keyOf(realm, typed);
       const before = await known(realm, key);
       if (before !== ASK) return answer(typed, before);
@@ -231,8 +245,8 @@ export function createLoginAccounts(options: LoginAccountsOptions): ForgettingLo
         // The realm's entries are not told apart from the others' here: all go (a rare event).
         local.clear();
         inFlight.clear();
-        failed.delete(realm.toLowerCase());
-        byEmail.delete(realm.toLowerCase());
+        failed.delete(realm);
+        byEmail.delete(realm);
       };
       // Here at once, and again once the realm's shared generation is new: what was read or
       // looked up meanwhile may be of the old one.

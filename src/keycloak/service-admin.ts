@@ -1,4 +1,5 @@
 import type KcAdminClient from '@keycloak/keycloak-admin-client';
+import { TtlLru } from '../cache/ttl-lru.ts';
 import { createAdminClient } from './admin-client.ts';
 import { renewingSession, type AdminSession } from './admin-session.ts';
 import type { KeycloakCalls } from './keycloak-calls.ts';
@@ -22,14 +23,22 @@ export interface ServiceAdmin {
 }
 
 /**
+ * How many realms' sessions are kept, as many as the organizations the directory holds: a realm
+ * named by a caller need not exist, and the least recently used makes way (a login again).
+ */
+const MAX_REALMS = 10_000;
+
+/**
  * Admin-API clients per realm, authenticated with the gateway's own client credentials, on the
- * client layer: one renewing session (admin-session.ts) per realm.
+ * client layer: one renewing session (admin-session.ts) per realm, for up to `maxRealms` realms.
  */
 export function createServiceAdmin(options: {
   calls: KeycloakCalls;
   clientSecret: string;
+  maxRealms?: number;
 }): ServiceAdmin {
-  const sessions = new Map<string, AdminSession>();
+  // Kept until evicted: a session renews its own login.
+  const sessions = new TtlLru<AdminSession>(options.maxRealms ?? MAX_REALMS);
   const sessionOf = (realm: string): AdminSession => {
     let session = sessions.get(realm);
     if (!session) {
@@ -42,7 +51,7 @@ export function createServiceAdmin(options: {
         });
         return client;
       });
-      sessions.set(realm, session);
+      sessions.set(realm, session, Number.POSITIVE_INFINITY);
     }
     return session;
   };

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createLogger } from '../../src/http/logger.ts';
 import { basicAuth, callApi } from '../helpers/api.ts';
 import {
@@ -313,5 +314,65 @@ describe("a login e-mail's account, against the real Keycloak's admin API", () =
       401,
     );
     expect(orgLookups() - beforeOrg).toBe(1);
+  });
+
+  it("an e-mail's lookup in a realm named in another case is not the realm's own", async () => {
+    // Keycloak's realm names are case-sensitive: `ORG` is not `org`, and no lookup in one tells
+    // anything of the other.
+    const org = await createOrganization([]);
+    const user = await createUser(org);
+    const admin = await keycloakAdmin();
+    const [found] = await admin.users.find({ realm: org, username: user.username, exact: true });
+    const email = `${uniqueId('cased-')}@example.com`;
+    await admin.users.update({ realm: org, id: found!.id! }, { email });
+    const address = '10.61.0.90';
+    const grant = (realm: string, username: string, password: string, from = address) =>
+      post(
+        `/auth/realms/${realm}/protocol/openid-connect/token`,
+        passwordGrantBody({ ...user, username, password }),
+        from,
+      );
+    // The user past its limit from this address, by its user name.
+    for (let i = 0; i < 3; i++) {
+      expect((await grant(org, user.username, `wrong-${i}`)).status).toBe(401);
+    }
+    // A login naming the e-mail on `ORG`, held at Keycloak while `org`'s comes.
+    const upper = org.toUpperCase();
+    const gate = front.gate(new RegExp(`/realms/${upper}/`));
+    const orgLookup = new RegExp(`/admin/realms/${org}/users/?\\?.*email=`);
+    const orgLookups = () => front.seen.filter((seen) => orgLookup.test(seen.target)).length;
+    const before = orgLookups();
+    try {
+      const odd = grant(upper, email, 'wrong-odd', '10.61.0.91');
+      await gate.reached;
+      const response = grant(org, email, 'wrong-again');
+      // `org`'s e-mail is looked up in `org`, not left to wait for what `ORG` is told.
+      await expect.poll(orgLookups, EVENTUALLY).toBe(before + 1);
+      gate.open();
+      expect((await odd).status).toBe(404);
+      // Counted as the user it names: its limit is reached.
+      expect((await response).status).toBe(429);
+    } finally {
+      gate.open();
+    }
+  });
+
+  it('an e-mail login naming a realm the gateway does not serve costs Keycloak no lookup', async () => {
+    // Made-up realms, as an organization id could be and not: none is an organization.
+    const realms = Array.from({ length: 30 }, (_, i) =>
+      i % 2 ? uniqueId(`made-up-${i}-`) : uniqueId(`Made-Up-${i}-`),
+    );
+    const naming = (realm: string) => (seen: { target: string }) =>
+      seen.target.includes(`/realms/${realm}/`) || seen.target.endsWith(`/realms/${realm}`);
+    const first = front.seen.length;
+    for (const realm of realms) {
+      const response = await grantOn(realm, `${uniqueId('x-')}@example.com`, '10.61.0.100');
+      expect(response.status).toBe(404);
+    }
+    const seen = front.seen.slice(first);
+    // Keycloak is asked the grant itself, which it refuses: the gateway logs in to none of them.
+    expect(realms.map((realm) => [realm, seen.filter(naming(realm)).length])).toEqual(
+      realms.map((realm) => [realm, 1]),
+    );
   });
 });
