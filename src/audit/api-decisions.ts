@@ -51,7 +51,8 @@ export function credentialOf(authorization: string | undefined): string {
 
 /**
  * The record of one `/api` decision, once its answer is sent (or the client has gone): who
- * called (the admitted caller; for a refused Basic login the user name tried), with which
+ * called (the admitted caller, or the one refused after its credentials were verified; for a
+ * refused Basic login the user name tried), with which
  * credential kind, client, job credential, token (its `jti`, hashed by the writer) and key, on
  * which route and workspace, and what came of it: the status, and for a refusal its result code
  * and reason. Nothing is copied from the request but the path and a user name tried; never a
@@ -76,6 +77,8 @@ export function apiDecisionOf(
   const { principal, route } = scope;
   if (principal === undefined && scope.refusal === undefined) return undefined;
   const refused = principal === undefined;
+  // Admitted, or verified and then refused (its reach, a role): named either way.
+  const caller = principal ?? scope.refusedCaller;
   // As answered: a database error the admission met is the 503 the client was told.
   const refusal = refused ? toAppError(scope.refusal) : undefined;
   const org =
@@ -91,14 +94,14 @@ export function apiDecisionOf(
     atMs: clock.now(),
     action: 'api.request',
     outcome: refused || res.statusCode >= 400 ? 'failure' : 'success',
-    actorRealm: principal?.realm ?? null,
-    actorId: principal?.userId ?? null,
-    actorName: principal?.username ?? (refused ? basicUserTried(authorization) : null),
+    actorRealm: caller?.realm ?? null,
+    actorId: caller?.userId ?? null,
+    actorName: caller?.username ?? (refused ? basicUserTried(authorization) : null),
     credential: credentialOf(authorization),
-    clientId: principal?.clientId ?? null,
-    jobCredential: principal?.reach?.name ?? null,
-    tokenId: principal?.tokenId,
-    jkt: principal?.boundKey ?? null,
+    clientId: caller?.clientId ?? null,
+    jobCredential: caller?.reach?.name ?? null,
+    tokenId: caller?.tokenId,
+    jkt: caller?.boundKey ?? null,
     method: req.method ?? null,
     route: route.entry?.path ?? null,
     path: scope.target.path.slice(0, MAX_FIELD),

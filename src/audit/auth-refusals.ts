@@ -34,11 +34,14 @@ function realmNamedBy(req: IncomingMessage): string | undefined {
  * Records each `/auth` request the reach step refused (token-reach-guard.ts: a job credential's
  * token outside its reach, past its lifetime, more tokens than one, a reach it could not look
  * up) as an `auth.request` record, once answered, as `/api` records the same refusal: into the
- * log of the realm the path names (master's, naming it in `details.realm`, for a realm that is
- * no organization, or a path naming none), with the credential kind, the job credential's name,
- * the method, route, path, status and reason. A grant at the token endpoint is not: its
- * `token.grant` record tells its refusal (token-grants.ts). Its token is read unverified and
- * never kept: only the name its session was given at issuance.
+ * log of the realm of the token's session (recorded at issuance, so its own organization's
+ * whatever realm the path names), else, for a token whose session is unknown (more tokens than
+ * one, a reach not looked up), of the realm the path names (master's, naming it in
+ * `details.realm`, for a realm that is no organization, or a path naming none), with the
+ * credential kind, the job credential's name, the method, route, path, status and reason. A
+ * grant at the token endpoint is not: its `token.grant` record tells its refusal
+ * (token-grants.ts). Its token is read unverified and never kept: only the name and realm its
+ * session was given at issuance.
  */
 export function auditAuthRefusals(deps: {
   record: (event: AuditEvent) => void;
@@ -50,7 +53,9 @@ export function auditAuthRefusals(deps: {
   return (req, res, refusal) => {
     if (isRecordedGrant(req)) return;
     const { route, target, requestId } = scopeOf(req);
-    const realm = realmNamedBy(req);
+    // Its organization's administrator is the one to see a job credential misused, whatever
+    // realm the path names.
+    const realm = refusal.realm ?? realmNamedBy(req);
     const atMs = deps.clock.now();
     const address = deps.clientAddress(req);
     const eventOf = (isLog: boolean): AuditEvent => ({

@@ -11,7 +11,7 @@ import { MAX_FIELD } from './api-decisions.ts';
 import type { AuditEvent } from './audit-writer.ts';
 
 /** Why Keycloak (or a step before it) refused a grant, by the status answered. */
-const REASON_OF_STATUS: Record<number, string> = {
+export const REASON_OF_STATUS: Record<number, string> = {
   400: 'invalid_request',
   401: 'wrong_credentials',
   403: 'refused',
@@ -79,7 +79,7 @@ interface Answer {
 }
 
 /** The reason of a grant whose answer did not reach its client (it hung up, or was cut). */
-const NOT_DELIVERED = 'not_delivered';
+export const NOT_DELIVERED = 'not_delivered';
 
 function grantEvent(
   req: IncomingMessage,

@@ -10,12 +10,12 @@ import { tokenSessionId } from './refresh-token-claims.ts';
 
 /**
  * Why the step refused a request, as the audit log is told it: a token's reach (`name`: its job
- * credential's, when it was given one), more tokens than one request carries, or a reach it
- * could not look up.
+ * credential's, when it was given one; `realm`: its session's, as recorded at issuance), more
+ * tokens than one request carries, or a reach it could not look up.
  */
 export type TokenReachRefusal =
-  | { why: ReachRefusal; name: string | undefined }
-  | { why: 'tooManyTokens' | 'databaseUnavailable'; name?: undefined };
+  | { why: ReachRefusal; name: string | undefined; realm: string | undefined }
+  | { why: 'tooManyTokens' | 'databaseUnavailable'; name?: undefined; realm?: undefined };
 
 /** Told of each request the step refuses (the audit log's, auth-steps.ts); before its answer. */
 export type TokenReachRefusalListener = (
@@ -158,7 +158,7 @@ export function guardTokenReach(deps: {
         for (const [i, reach] of reaches.entries()) {
           const refusal = reach && keycloakReachRefusal(reach, req.method, clock.now());
           if (reach && refusal) {
-            refused(req, res, { why: refusal, name: reach.name });
+            refused(req, res, { why: refusal, name: reach.name, realm: reach.realm });
             refuse(res, refusal, tokens[i]!);
             return;
           }

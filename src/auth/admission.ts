@@ -11,6 +11,7 @@ import { AuthFailure } from './auth-failure.ts';
 import { authenticateRequest, unauthorized, type AuthenticateDeps } from './authenticate.ts';
 import { holdsWorkspace } from './authorize.ts';
 import { reachRefusalsOf, type ReachStep } from './reach.ts';
+import { refusedCallerOf, refusing } from './refused-caller.ts';
 
 /** Whom an `/api` request concerns, as the edge read its path (see edge/route.ts). */
 export type ApiTarget = Pick<
@@ -186,7 +187,7 @@ function withinReach(admitting: Admitting, deps: AdmissionDeps): Answer<void> {
 /** A refusal of the token (its lifetime over): the 401 with its scheme's challenge. */
 function challenged(err: unknown, realm: string, deps: AdmissionDeps): unknown {
   return err instanceof AppError && err.cause instanceof AuthFailure
-    ? unauthorized(realm, err.cause, deps)
+    ? refusing(unauthorized(realm, err.cause, deps), refusedCallerOf(err))
     : err;
 }
 
@@ -200,12 +201,25 @@ function workspaceRole(admitting: Admitting, deps: AdmissionDeps): Answer<void> 
   });
 }
 
-/** Runs the steps from `first` on: synchronously while they answer at once. */
+/**
+ * Runs the steps from `first` on: synchronously while they answer at once. A step's refusal
+ * after the `credentials` step is noted as the refusal of the caller it found (refused-caller.ts).
+ */
 function runSteps(admitting: Admitting, deps: AdmissionDeps, first: number): Answer<Principal> {
   for (let index = first; index < ADMISSION_STEPS.length; index++) {
-    const pending = ADMISSION_STEPS[index]!.run(admitting, deps);
+    let pending: Answer<void>;
+    try {
+      pending = ADMISSION_STEPS[index]!.run(admitting, deps);
+    } catch (err) {
+      throw refusing(err, admitting.principal);
+    }
     if (pending instanceof Promise) {
-      return pending.then(() => runSteps(admitting, deps, index + 1));
+      return pending.then(
+        () => runSteps(admitting, deps, index + 1),
+        (err: unknown) => {
+          throw refusing(err, admitting.principal);
+        },
+      );
     }
   }
   return callerOf(admitting);
@@ -298,7 +312,7 @@ export function admitRequest<Reply>(
 
 /**
  * Hands a failure on; one of the admission (no caller admitted yet) is kept in the scope too:
- * the audit log's refusal and reason.
+ * the audit log's refusal and reason, and whom it refused when their credentials were good.
  */
 function refuse<Reply>(
   reply: Reply,
@@ -306,7 +320,10 @@ function refuse<Reply>(
   err: unknown,
   onRefused: (reply: Reply, scope: RequestScope, err: unknown) => void,
 ): void {
-  if (scope.principal === undefined) scope.refusal = err;
+  if (scope.principal === undefined) {
+    scope.refusal = err;
+    scope.refusedCaller = refusedCallerOf(err);
+  }
   onRefused(reply, scope, err);
 }
 

@@ -6,6 +6,7 @@ import type { Principal } from '../tenancy/principal.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 import type { Answer } from './answer.ts';
 import { AuthFailure } from './auth-failure.ts';
+import { refusing } from './refused-caller.ts';
 import type { TokenDetailsStore, TokenReach } from './token-details.ts';
 
 /** Methods a read-only token may use: those that change nothing (RFC 9110 9.2.1). */
@@ -211,7 +212,8 @@ export function createReachStep(deps: {
       call.endsSession === call.sessionId
         ? ownSessionEndRefusal(reach, now())
         : reachRefusal(reach, call.workspace, method, now());
-    if (refusal) throw refusalError(refusal, principal);
+    // Refused, the caller is still named with its reach (its job credential) in the audit log.
+    if (refusal) throw refusing(refusalError(refusal, principal), { ...principal, reach });
     return { ...principal, reach };
   }
 

@@ -128,7 +128,7 @@ export function createTokenDetailsStore(db: Knex): TokenDetailsStore {
     async reachOf(sessionId) {
       const row = await db<Row>(TABLE).where({ session_id: sessionId }).first();
       if (!row) return undefined;
-      const reach = reachOfRow(row);
+      const reach = { ...reachOfRow(row), realm: row.realm };
       // A name alone narrows nothing, yet the caller's record names its job credential.
       return narrows(reach) || reach.name !== undefined ? reach : undefined;
     },

@@ -16,6 +16,11 @@ export interface RequestScope {
   principal: Principal | undefined;
   /** Why the admission refused the request, when it did (for the audit log). */
   refusal?: unknown;
+  /**
+   * Whom the admission refused, when it verified their credentials before a later step refused
+   * the request (its reach, a role): the audit log names them. Set on a refusal only.
+   */
+  refusedCaller?: Principal | undefined;
 }
 
 /** A scope whose caller the admission has established. */

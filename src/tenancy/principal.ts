@@ -43,4 +43,9 @@ export interface TokenReach {
   readonly expiresAt: number | undefined;
   /** The name given at issuance (a job credential's), when one was: for the audit log. */
   readonly name?: string | undefined;
+  /**
+   * The realm the session is of, as recorded at issuance (not read from a token): the audit log
+   * records a refusal of its token there, whatever realm the request's path names.
+   */
+  readonly realm?: string | undefined;
 }

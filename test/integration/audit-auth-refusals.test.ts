@@ -128,6 +128,28 @@ describe('audit log: refusals on /auth', () => {
     ]);
   });
 
+  it("records a job credential refused on another organization's path in its own organization's log", async () => {
+    const other = await createOrganization(['ws1']);
+    const narrowed = await jobToken('&realmgate_name=roaming-job&realmgate_workspaces=ws1');
+    for (const url of [
+      `${auth(testEnv().adminUrl)}/admin/realms/${other}/users`,
+      `${auth()}/realms/${other}/account/`,
+    ]) {
+      const res = await call(url, narrowed);
+      expect(res.status, url).toBe(403);
+      expect(await recordsOfRequest(res.requestId), url).toEqual([
+        expect.objectContaining({
+          org,
+          action: 'auth.request',
+          jobCredential: 'roaming-job',
+          path: new URL(url).pathname,
+          reason: 'out_of_reach',
+          details: {},
+        }),
+      ]);
+    }
+  });
+
   it("records a header of made-up tokens as malformed, in master's log for a realm that is no organization", async () => {
     const forged = (sid: string) =>
       [{ alg: 'HS512' }, { typ: 'Bearer', sid }]
