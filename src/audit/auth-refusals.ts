@@ -46,7 +46,7 @@ function realmNamedBy(req: IncomingMessage): string | undefined {
 export function auditAuthRefusals(deps: {
   record: (event: AuditEvent) => void;
   /** Whether the realm's log exists: master, or an organization's. */
-  isLog: (realm: string) => Promise<boolean>;
+  isLog: (realm: string, client: string) => Promise<boolean>;
   clientAddress: (req: IncomingMessage) => string;
   clock: Clock;
 }): TokenReachRefusalListener {
@@ -82,7 +82,7 @@ export function auditAuthRefusals(deps: {
       details: isLog || realm === undefined ? {} : { realm: realm.slice(0, MAX_FIELD) },
     });
     res.once('close', () => {
-      const logOf = realm === undefined ? Promise.resolve(false) : deps.isLog(realm);
+      const logOf = realm === undefined ? Promise.resolve(false) : deps.isLog(realm, address);
       void logOf.then(
         (isLog) => deps.record(eventOf(isLog)),
         () => deps.record(eventOf(false)),

@@ -31,7 +31,7 @@ export const REASON_OF_STATUS: Record<number, string> = {
 export function auditTokenGrants(deps: {
   record: (event: AuditEvent) => void;
   /** Whether the realm's log exists: master, or an organization's. */
-  isLog: (realm: string) => Promise<boolean>;
+  isLog: (realm: string, client: string) => Promise<boolean>;
   clientAddress: (req: IncomingMessage) => string;
   clock: Clock;
 }): RequestHandler {
@@ -53,7 +53,7 @@ export function auditTokenGrants(deps: {
       // The form as sent, read once this step has passed it on (it comes before the form's
       // reader, so that a body the reader refuses is a failed grant too): none then.
       const form = receivedFormFieldsOf(req);
-      void deps.isLog(realm).then(
+      void deps.isLog(realm, address).then(
         (isLog) => deps.record(grantEvent(req, answer, form, realm, isLog, atMs, address)),
         () => deps.record(grantEvent(req, answer, form, realm, false, atMs, address)),
       );
