@@ -128,7 +128,13 @@ export async function openInfrastructure(
   });
   // One database query, one Redis ping and one probe of each Keycloak node at a time, reused
   // for a second, however many ask (the public /readyz, every worker's scrape): see sharedCheck.
-  const databaseCheck = sharedCheck(() => (gate ? gate.probe() : checkDatabase(db)));
+  const databaseCheck = sharedCheck(async () => {
+    await (gate ? gate.probe() : checkDatabase(db));
+    // Answering, but not migrated yet by this process (it started while it was unreachable):
+    // the migration need not wait out its backoff. Told once per check run, not per /readyz
+    // (from a worker, an IPC message each).
+    if (!schema.current()) schema.databaseAnswered();
+  });
   const cachePing = sharedCheck(() => cache.ping());
   const keycloakProbes = sharedNodeProbes(keycloakNodes);
   const readiness: Record<string, ReadinessCheck> = {
@@ -140,12 +146,7 @@ export async function openInfrastructure(
       ),
     database: async (): Promise<ReadinessReport | undefined> => {
       await databaseCheck();
-      // Answering, but not migrated yet by this process (it started while it was unreachable):
-      // the migration need not wait out its backoff.
-      if (!schema.current()) {
-        schema.databaseAnswered();
-        return { status: 'down', details: { schema: 'not migrated yet' } };
-      }
+      if (!schema.current()) return { status: 'down', details: { schema: 'not migrated yet' } };
     },
     cache: async () => {
       await cachePing();

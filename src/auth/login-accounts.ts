@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { Cache } from '../cache/cache.ts';
 import { TtlLru } from '../cache/ttl-lru.ts';
-import { keycloakRefused } from '../keycloak/keycloak-failures.ts';
+import { refusedThisRequestOnly } from '../keycloak/keycloak-failures.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 import { accountNameOf } from './account-name.ts';
 import type { LoginThrottle, ThrottleDecision } from './login-throttle.ts';
@@ -54,8 +54,8 @@ export interface LoginAccountsOptions {
   secret: string;
   /**
    * The user name of the one user of `realm` with the e-mail `email`, if there is one. Like
-   * `loginWithEmailAllowed`, fails telling Keycloak's refusal (`keycloakRefused`) from its
-   * absence.
+   * `loginWithEmailAllowed`, fails telling Keycloak's refusal (`refusedThisRequestOnly`) from
+   * its absence.
    */
   usernameOfEmail: (realm: string, email: string) => Promise<string | undefined>;
   /** Whether Keycloak logs the users of `realm` in by e-mail (its `loginWithEmailAllowed`). */
@@ -147,10 +147,12 @@ export function createLoginAccounts(options: LoginAccountsOptions): ForgettingLo
       return username === undefined ? '' : accountNameOf(username);
     } catch (err) {
       options.logger.warn({ err }, 'could not look up the account of a login e-mail');
-      // A lookup Keycloak refused (a realm it does not have, a search it will not run) tells
-      // nothing of the realm's other e-mails: only this login is unresolved, nothing is kept; nor
-      // is a failure of a realm forgotten meanwhile (its organization deleted).
-      if (!keycloakRefused(err) && forgets === since) {
+      // A lookup Keycloak refused for itself alone (a realm it does not have, a search it will
+      // not run) tells nothing of the realm's other e-mails: only this login is unresolved,
+      // nothing is kept; nor is a failure of a realm forgotten meanwhile (its organization
+      // deleted). A refusal any lookup would get (the service session refused, Keycloak asking
+      // to slow down) marks the realm.
+      if (!refusedThisRequestOnly(err) && forgets === since) {
         failed.set(realm, true, clock.now() + FAILED_MS);
       }
       return undefined;

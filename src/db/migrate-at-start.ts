@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { isDatabaseUnavailable } from './database-failures.ts';
@@ -16,7 +17,8 @@ export interface SchemaState {
   readonly ready: Promise<void>;
   /**
    * PostgreSQL answered (the readiness check saw it): a migration waiting out its backoff is
-   * tried at once, rather than up to MIGRATION_RETRY_MAX_MS later.
+   * tried at once, rather than up to MIGRATION_RETRY_MAX_MS later; not again in the wait that
+   * follows such an attempt failing (at most one attempt more per backoff period).
    */
   databaseAnswered(): void;
   /** Stops the attempts in the background (at shutdown); `ready` then never settles. */
@@ -35,17 +37,27 @@ export const schemaCurrent: SchemaState = {
 export const MIGRATION_RETRY_FIRST_MS = 500;
 export const MIGRATION_RETRY_MAX_MS = 10_000;
 
+/** Waits `ms`, or until `signal` aborts (rejecting then, or not): a test passes its own. */
+export type RetryWait = (ms: number, signal: AbortSignal) => Promise<unknown>;
+
+/** The wait between attempts: it does not keep the process alive. */
+const retryWait: RetryWait = (ms, signal) => sleep(ms, undefined, { signal, ref: false });
+
 /**
  * Migrates at start (migrateToLatest). When PostgreSQL cannot be reached (refused, timed out,
  * not accepting connections yet, out of slots), the start goes on without it, as a running
  * replica rides out the database's outage: the migration is tried again in the background,
  * after 0.5 s, then doubling up to 10 s between attempts, until the database answers (at once
- * when the readiness check sees it answer: `databaseAnswered`). Any other
- * failure of the first attempt (a schema refused, a statement cancelled, a lock held past its
- * bound) fails the start, as before. A server that answered but cancelled the migration (57014)
+ * when the readiness check sees it answer: `databaseAnswered`, at most once per period). Any
+ * other failure of the first attempt (a schema refused, a statement cancelled, a lock held past
+ * its bound) fails the start, as before. A server that answered but cancelled the migration (57014)
  * is not unreachable: trying again would run the same migration into the same limit.
  */
-export async function migrateAtStart(db: Knex, logger: Logger): Promise<SchemaState> {
+export async function migrateAtStart(
+  db: Knex,
+  logger: Logger,
+  wait: RetryWait = retryWait,
+): Promise<SchemaState> {
   try {
     await migrateToLatest(db, logger);
     return schemaCurrent;
@@ -59,18 +71,20 @@ export async function migrateAtStart(db: Knex, logger: Logger): Promise<SchemaSt
   }
   let current = false;
   let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
-  // Ends the wait before the next attempt, saying what ended it; set only while it waits.
-  let wake: ((trigger: string) => void) | undefined;
+  // Ends the wait before the next attempt, its reason saying what ended it; set only while it
+  // waits.
+  let waiting: AbortController | undefined;
+  // Whether the database answering may end the wait: not the one after an attempt it woke
+  // failed. The readiness check's pooled connection can answer while new ones are refused (out
+  // of slots): /readyz, however often asked, then adds at most one attempt per backoff period.
+  let wakeable = true;
   const ready = (async () => {
     for (let attempt = 1, waitMs = MIGRATION_RETRY_FIRST_MS; ; attempt++) {
-      const trigger = await new Promise<string>((resolve) => {
-        wake = resolve;
-        timer = setTimeout(() => resolve('the wait ended'), waitMs);
-        timer.unref();
-      });
-      wake = undefined;
-      clearTimeout(timer);
+      const ending = new AbortController();
+      waiting = ending;
+      await wait(waitMs, ending.signal).catch(() => undefined);
+      waiting = undefined;
+      const trigger = ending.signal.aborted ? String(ending.signal.reason) : 'the wait ended';
       if (stopped) return new Promise<void>(() => undefined);
       try {
         await migrateToLatest(db, logger);
@@ -86,6 +100,7 @@ export async function migrateAtStart(db: Knex, logger: Logger): Promise<SchemaSt
         if (stopped) return new Promise<void>(() => undefined);
         if (!unreachable(err)) throw err;
         logger.warn({ err, attempts: attempt + 1 }, 'database: still unreachable');
+        wakeable = trigger !== ANSWERED;
       }
       waitMs = Math.min(waitMs * 2, MIGRATION_RETRY_MAX_MS);
     }
@@ -96,14 +111,17 @@ export async function migrateAtStart(db: Knex, logger: Logger): Promise<SchemaSt
     current: () => current,
     ready,
     databaseAnswered() {
-      wake?.('the database answered');
+      if (wakeable) waiting?.abort(ANSWERED);
     },
     stop() {
       stopped = true;
-      wake?.('stopped');
+      waiting?.abort('stopped');
     },
   };
 }
+
+/** What ends a wait when the readiness check saw the database answer. */
+const ANSWERED = 'the database answered';
 
 /** PostgreSQL could not be reached, or went away; not a statement it cancelled (57014). */
 function unreachable(err: unknown): boolean {

@@ -67,18 +67,27 @@ export function failureOf(err: unknown): KeycloakFailure {
 }
 
 /**
- * Whether Keycloak answered the call, with a 4xx: a refusal of what was asked (a realm it does
- * not have, a search it will not run, a token it no longer takes), not Keycloak down, slow or
- * answering garbage. Looks through `cause` chains as `failureOf` does: the admin session wraps
- * such answers in AppErrors of its own (`404-00001`, `401-00001`, `502-11001`).
+ * Whether Keycloak answered the call with a refusal of this one request (a realm it does not
+ * have, a search it will not run): a 4xx, but not one that any other call would get as well.
+ * 401 (the service session's client or token refused), 403 (its service account not allowed),
+ * 407 (a proxy in front of Keycloak wanting credentials), 408 and 429 (Keycloak or its proxy
+ * overloaded, asking to slow down) say nothing of this request; nor does Keycloak down, slow or
+ * answering garbage. Every other 4xx does: a status a hostile request can provoke must not stand
+ * for its realm. Looks through `cause` chains as `failureOf` does: the admin session wraps such
+ * answers in AppErrors of its own (`404-00001`, `401-00001`, `502-11001`).
  */
-export function keycloakRefused(err: unknown): boolean {
+export function refusedThisRequestOnly(err: unknown): boolean {
   for (const current of errorChain(err)) {
     const status = (current as { response?: { status?: unknown } }).response?.status;
-    if (typeof status === 'number') return status >= 400 && status < 500;
+    if (typeof status === 'number') {
+      return status >= 400 && status < 500 && !REFUSED_ANY_REQUEST.has(status);
+    }
   }
   return false;
 }
+
+/** The 4xx answers any call of the gateway's would get alike (see refusedThisRequestOnly). */
+const REFUSED_ANY_REQUEST = new Set([401, 403, 407, 408, 429]);
 
 /**
  * Whether a call failed before its request was sent: the connection could not be made (see

@@ -376,3 +376,55 @@ describe("a login e-mail's account, against the real Keycloak's admin API", () =
     );
   });
 });
+
+/**
+ * A replica whose service client's secret is wrong (rotated in Keycloak, not yet in its
+ * configuration): Keycloak refuses its service session 401 whoever logs in, so a realm's failed
+ * lookup marks the realm, as Keycloak down would, rather than costing each e-mail login a token
+ * request of its own. Through a front that counts the requests.
+ */
+describe('e-mail logins on a replica whose service client secret is wrong', () => {
+  let front: KeycloakFront;
+  let replica: Replica;
+
+  beforeAll(async () => {
+    front = await startKeycloakFront(testEnv().keycloakUrl);
+    replica = await startReplica(19064, {
+      KEYCLOAK_URL: front.url,
+      KEYCLOAK_CLIENT_SECRET: randomBytes(24).toString('base64url'),
+      TRUSTED_PROXIES: '127.0.0.1',
+    });
+  });
+
+  afterAll(async () => {
+    await replica.gateway.close();
+    await front.close();
+    await closeTestDb();
+  });
+
+  it("ask Keycloak for the realm's service session once, not once per login", async () => {
+    const org = await createOrganization([]);
+    const tokenPath = new RegExp(`^/auth/realms/${org}/protocol/openid-connect/token$`);
+    const tokenRequests = () => front.seen.filter((seen) => tokenPath.test(seen.target)).length;
+    const logins = 5;
+    const before = tokenRequests();
+    for (let i = 0; i < logins; i++) {
+      const response = await fetch(
+        `${replica.url}/auth/realms/${org}/protocol/openid-connect/token`,
+        {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/x-www-form-urlencoded',
+            'x-forwarded-for': `10.61.1.${i + 1}`,
+          },
+          body: `grant_type=password&client_id=admin-cli&username=${encodeURIComponent(
+            `${uniqueId('secret-')}@example.com`,
+          )}&password=p`,
+        },
+      );
+      expect(response.status).toBeLessThan(500);
+    }
+    // Each login's own grant, and one refused service-session login between them.
+    expect(tokenRequests() - before).toBeLessThanOrEqual(logins + 1);
+  });
+});

@@ -9,7 +9,12 @@ import type { Knex } from 'knex';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/database.ts';
-import { migrateAtStart } from '../../src/db/migrate-at-start.ts';
+import {
+  MIGRATION_RETRY_FIRST_MS,
+  MIGRATION_RETRY_MAX_MS,
+  migrateAtStart,
+  type RetryWait,
+} from '../../src/db/migrate-at-start.ts';
 import { MIGRATION_LOCK_KEY } from '../../src/db/migrate.ts';
 import { createLogger } from '../../src/http/logger.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
@@ -82,6 +87,65 @@ describe('the migration in the background of a process that stops', () => {
     ]);
     await other.query('select pg_advisory_unlock($1::bigint)', [MIGRATION_LOCK_KEY]);
     expect(await outcome).toBe('stopped');
+  });
+});
+
+/**
+ * The migration in the background while PostgreSQL stays unreachable to it, woken by every
+ * readiness check (as the public /readyz would, answered on a pooled connection while the
+ * migration's new ones are refused): the wakes may add an attempt per backoff period, no more,
+ * not one per check. The waits on the test's own time; the attempts against a relay on port
+ * 19798 the test keeps cut.
+ */
+describe('the migration in the background woken by readiness checks', () => {
+  let relay: DatabaseRelay;
+  let db: Knex | undefined;
+
+  beforeAll(async () => {
+    relay = await startDatabaseRelay(19798);
+    await relay.cut();
+  });
+
+  afterAll(async () => {
+    await db?.destroy();
+    await relay?.cut();
+  });
+
+  it('tries at most once more per backoff period, however often it is woken', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const text of chunk.toString().split('\n').filter(Boolean)) {
+          lines.push(JSON.parse(text) as Record<string, unknown>);
+        }
+        done();
+      },
+    });
+    db = await openDatabase({ databaseUrl: relay.databaseUrl, dataDir: os.tmpdir() });
+    const waits = testWaits();
+    const schema = await migrateAtStart(db, createLogger('info', sink), waits.wait);
+    const between = { ...EVENTUALLY, interval: 5 };
+    const spanMs = 20_000;
+    try {
+      // A readiness check every 100 ms of the test's time, each waking the migration.
+      for (let elapsed = 0; elapsed < spanMs; elapsed += 100) {
+        await expect.poll(waits.waiting, between).toBe(true);
+        schema.databaseAnswered();
+        await expect.poll(waits.waiting, between).toBe(true);
+        waits.advance(100);
+      }
+    } finally {
+      schema.stop();
+    }
+    const attempts = lines.filter((l) => l.msg === 'database: still unreachable').length;
+    let scheduled = 0;
+    for (let at = 0, waitMs = MIGRATION_RETRY_FIRST_MS; at + waitMs <= spanMs; scheduled++) {
+      at += waitMs;
+      waitMs = Math.min(waitMs * 2, MIGRATION_RETRY_MAX_MS);
+    }
+    // Woken, it tried sooner than its schedule; never more than once more per period.
+    expect(attempts).toBeGreaterThan(scheduled);
+    expect(attempts).toBeLessThanOrEqual(2 * scheduled);
   });
 });
 
@@ -189,4 +253,26 @@ async function lockWaiters(client: pg.Client): Promise<number> {
     [MIGRATION_LOCK_KEY],
   );
   return rows[0]!.waiting;
+}
+
+/**
+ * Waits on a time of the test's own, which only `advance` moves: each ends once that time is past
+ * its end, or when its signal aborts. `waiting`: one is under way (the migration between attempts).
+ */
+function testWaits(): { wait: RetryWait; waiting: () => boolean; advance: (ms: number) => void } {
+  let now = 0;
+  let pending: { until: number; signal: AbortSignal; end: () => void }[] = [];
+  return {
+    wait: (ms, signal) =>
+      new Promise<void>((resolve) => {
+        pending.push({ until: now + ms, signal, end: resolve });
+        signal.addEventListener('abort', () => resolve(), { once: true });
+      }),
+    waiting: () => pending.some((w) => w.until > now && !w.signal.aborted),
+    advance(ms) {
+      now += ms;
+      for (const w of pending.filter((w) => w.until <= now)) w.end();
+      pending = pending.filter((w) => w.until > now && !w.signal.aborted);
+    },
+  };
 }

@@ -11,7 +11,7 @@ import {
   failureOf,
   failureOfStatus,
   keycloakError,
-  keycloakRefused,
+  refusedThisRequestOnly,
   refusedAnswer,
   toKeycloakError,
   translatedCause,
@@ -212,7 +212,7 @@ describe('failedBeforeSending: whether a failed call may go to another node what
   });
 });
 
-describe('keycloakRefused: whether Keycloak answered the call, with a 4xx', () => {
+describe('refusedThisRequestOnly: whether Keycloak refused this one call, not any alike', () => {
   const cases: [string, unknown, boolean][] = [
     ['answered 400', answered(400), true],
     ['answered 404', answered(404), true],
@@ -229,8 +229,19 @@ describe('keycloakRefused: whether Keycloak answered the call, with a 4xx', () =
     [
       'its service token refused',
       new AppError('gatewayServiceToken', { cause: answered(401) }),
-      true,
+      false,
     ],
+    ['answered 401: its service session refused, whoever logs in', answered(401), false],
+    ['answered 403: its service account may not read users', answered(403), false],
+    [
+      'answered 403, as the admin session says it',
+      new AppError('identityProviderBadGateway', { cause: answered(403) }),
+      false,
+    ],
+    ['answered 407: a proxy in front of it wants credentials', answered(407), false],
+    ['answered 408: too slow to send what was asked', answered(408), false],
+    ['answered 429: asked to slow down', answered(429), false],
+    ['answered 414: this one lookup too long', answered(414), true],
     ['answered 500', answered(500), false],
     ['answered 503, as the layer says it', keycloakError('unreachable', answered(503)), false],
     ['timed out', keycloakError('timeout', new DOMException('x', 'TimeoutError')), false],
@@ -239,6 +250,6 @@ describe('keycloakRefused: whether Keycloak answered the call, with a 4xx', () =
     ['anything else', new Error('what?'), false],
   ];
   it.each(cases)('%s', (_name, err, refused) => {
-    expect(keycloakRefused(err)).toBe(refused);
+    expect(refusedThisRequestOnly(err)).toBe(refused);
   });
 });
