@@ -98,4 +98,18 @@ describe('a Basic login through a Keycloak lockout', () => {
     await unlock(user);
     for (const replica of replicas) expect(await statusOf(replica, user)).toBe(200);
   });
+
+  it("counts guesses refused during the lock they brought about against the address's limit for the account", async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws1'] });
+    // The third guess makes Keycloak lock the user; that one and those after it are refused as
+    // a lockout, and still guesses of this address: past LOGIN_MAX_FAILURES_PER_USER_AND_ADDRESS
+    // (5), the gateway refuses them itself.
+    const statuses: number[] = [];
+    for (let guess = 1; guess <= 7; guess++) {
+      statuses.push(await statusOf(replicas[0]!, user, `guess-${guess}`));
+    }
+    expect(statuses).toEqual([401, 401, 401, 401, 401, 429, 429]);
+    expect(await lockStateOf(user)).toMatchObject({ disabled: true });
+    await unlock(user);
+  });
 });

@@ -326,9 +326,14 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       const { failure, lockedOut } = await refusal(realm, login.username, result.description);
       // Keycloak's temporary lockout refuses the right password too, in the same words: such a
       // refusal says nothing of the password. It is answered as Keycloak answers while the lock
-      // lasts, but not remembered or counted, and the login kept for an outage stays: once the
-      // lock ends, the right password logs in again, on every replica, from every address.
-      if (lockedOut) throw failure;
+      // lasts, but not remembered, and the login kept for an outage stays: once the lock ends,
+      // the right password logs in again, on every replica, from every address. It is counted
+      // as any refusal (this account from this address): the guess that brought the lock about
+      // sees it too, and guesses must not go uncounted while the owner is locked out.
+      if (lockedOut) {
+        counted.add(failure);
+        throw failure;
+      }
       await endKeptLogin(key);
       throw await counting(failure, login);
     }
