@@ -242,7 +242,7 @@ export const configSchema = z.object({
   }),
   AUTH_PROXY_TIMEOUT_MS: z.coerce.number().int().min(100).max(300000).default(30000).meta({
     description:
-      'timeout of proxied `/auth/` requests and of every password grant, whichever way it came (`/auth` or a Basic login): Keycloak hashes the password, and a burst of logins queues behind the hashing. After a Basic re-check timed out, logins kept for an outage are served without a grant for as long again',
+      'timeout of proxied `/auth/` requests and of every password grant, whichever way it came (`/auth` or a Basic login): Keycloak hashes the password, and a burst of logins queues behind the hashing. After a Basic re-check timed out, logins of that realm kept for an outage are served without a grant for as long again',
   }),
   PROXY_ANSWER_DEADLINE_SECONDS: z.coerce.number().int().min(1).max(86400).default(300).meta({
     description:

@@ -50,8 +50,8 @@ describe('a Basic login while Keycloak is slow to grant', () => {
     await closeTestDb();
   });
 
-  async function statusOf(user: TestUser): Promise<number> {
-    const res = await fetch(`${replica.url}/api/${org}/platform/workspaces`, {
+  async function statusOf(user: TestUser, organization = org): Promise<number> {
+    const res = await fetch(`${replica.url}/api/${organization}/platform/workspaces`, {
       headers: { authorization: basicAuth(user) },
     });
     await res.body?.cancel();
@@ -73,5 +73,27 @@ describe('a Basic login while Keycloak is slow to grant', () => {
     expect(await statusOf(user)).toBe(200);
     expect(await statusOf(user)).toBe(200);
     expect(grantsSeen()).toBe(afterFirst);
+  });
+
+  it("pauses the re-checks of the slow realm's kept logins only, not another realm's", async () => {
+    front.hold(TOKEN_PATH, 0);
+    const other = await createOrganization(['ws1']);
+    const slow = await createUser(org, { workspaceRoles: ['ws1'] });
+    const quick = await createUser(other, { workspaceRoles: ['ws1'] });
+    expect(await statusOf(slow)).toBe(200);
+    expect(await statusOf(quick, other)).toBe(200);
+    front.hold(new RegExp(`/realms/${org}/protocol/openid-connect/token$`), 60_000);
+    clock.advance(CACHE_SECONDS * 1000 + 300);
+    // The slow realm's re-check times out: its kept login is served, its re-checks paused.
+    expect(await statusOf(slow)).toBe(200);
+    // The other realm's Keycloak grants at once: its login past its cache bound is verified.
+    const quickGrants = () =>
+      front.seen.filter(({ target }) =>
+        target.endsWith(`/realms/${other}/protocol/openid-connect/token`),
+      ).length;
+    const before = quickGrants();
+    expect(await statusOf(quick, other)).toBe(200);
+    expect(quickGrants()).toBe(before + 1);
+    front.hold(TOKEN_PATH, 0);
   });
 });

@@ -111,6 +111,9 @@ export interface BasicAuthenticatorDeps {
  * Failures are counted by the throttle, which answers 429 past its limits without asking
  * Keycloak.
  */
+/** Bound of the realms whose re-checks are paused at once (see `grantsPaused`). */
+const MAX_PAUSED_REALMS = 10_000;
+
 export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAuthenticator {
   const { clock = systemClock } = deps;
   const inFlight = new Map<string, Promise<Principal>>();
@@ -120,15 +123,17 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
   // An entry keeps the deadlines it got when stored, so BASIC_CACHE_MAX_SECONDS still bounds it.
   const local = new TtlLru<CachedLogin>(deps.maxLocalEntries, clock);
   const bounds = { cacheSeconds: deps.maxCacheSeconds, outageSeconds: deps.maxOutageSeconds };
-  // Until when (epoch ms) kept logins are served without a grant, after one timed out.
-  let grantsPausedUntil = 0;
+  // The realms whose kept logins are served without a grant, after one of theirs timed out, until
+  // the entry's end: per realm, as a realm slow to grant (a slow user federation) says nothing
+  // of the others, whose password changes a re-check would see.
+  const grantsPaused = new TtlLru<true>(MAX_PAUSED_REALMS, clock);
 
   return {
     authenticate(realm, credentials, clientAddress) {
       if (deps.gone.isGone(realm)) throw realmGone();
       // The login's one HMAC: every step below finds it under this key.
       const key = cacheKeyOf(deps.cacheSecret, realm, credentials);
-      return whenKnown(readCache(key), (cached) => {
+      return whenKnown(readCache(realm, key), (cached) => {
         deps.metrics.cacheLookup('basic_login', cached !== undefined);
         return cached ?? logInOnce(realm, credentials, key, clientAddress);
       });
@@ -163,11 +168,11 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
    * while Keycloak is known to be down or a re-check timed out lately, kept (`keptUntil`).
    * Otherwise a login past `until` goes to Keycloak (grant), which verifies it afresh.
    */
-  function readCache(key: string): Answer<Principal | undefined> {
+  function readCache(realm: string, key: string): Answer<Principal | undefined> {
     return whenKnown(storedLogin(key), (login) => {
       if (!login) return undefined;
       const fresh = reusable(key, login, login.until);
-      const unverifiable = deps.keycloakDown() || clock.now() < grantsPausedUntil;
+      const unverifiable = deps.keycloakDown() || grantsPaused.get(realm) !== undefined;
       return fresh || !unverifiable ? fresh : keptLogin(key);
     });
   }
@@ -262,7 +267,7 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       try {
         // A login another replica finished between this request's cache read and the lock is
         // found, not repeated.
-        const found = await readCache(key);
+        const found = await readCache(realm, key);
         if (found) return found;
         return await grant(realm, credentials, key, login);
       } finally {
@@ -282,7 +287,8 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
   ): Promise<Principal | AuthFailure | undefined> {
     const deadline = clock.now() + deps.loginLockMs;
     const outcome = async () =>
-      (await readCache(key)) ?? rememberedRefusal(await deps.failedLogins.recall(login));
+      (await readCache(login.realm, key)) ??
+      rememberedRefusal(await deps.failedLogins.recall(login));
     while (clock.now() < deadline) {
       await sleep(LOCK_POLL_MS);
       const found = await outcome();
@@ -310,7 +316,9 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
         failure === 'unreachable' || failure === 'timeout' ? await keptLogin(key) : undefined;
       // A node that timed out but answers its probe stays up: without the pause, every request
       // of a kept login would wait the grant's timeout again.
-      if (kept && failure === 'timeout') grantsPausedUntil = clock.now() + deps.slowGrantPauseMs;
+      if (kept && failure === 'timeout') {
+        grantsPaused.set(realm, true, clock.now() + deps.slowGrantPauseMs);
+      }
       if (kept) return kept;
       throw err;
     }
@@ -338,8 +346,8 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       throw await counting(failure, login);
     }
     deps.gone.sawServed(realm);
-    // Keycloak grants again: logins past `until` are verified again at once.
-    grantsPausedUntil = 0;
+    // Keycloak grants the realm again: its logins past `until` are verified again at once.
+    grantsPaused.delete(realm);
     const principal = basicPrincipalOf(
       await deps.bearer.verify(realm, result.accessToken),
       result.proofKey,
