@@ -38,9 +38,15 @@ interface CarriedToken {
 const MAX_CARRIED_SESSIONS = 4;
 
 /**
+ * The form fields Keycloak takes an access token from: userinfo's (RFC 6750 2.2), and a token
+ * exchange's subject and actor (RFC 8693), whose new token may belong to no session, so no reach.
+ */
+const FORM_TOKEN_FIELDS = ['access_token', 'subject_token', 'actor_token'];
+
+/**
  * Every token the request carries where Keycloak might read one: its `Authorization` headers,
  * in every spelling (several headers, a comma list, a scheme word in any case), and its form's
- * `access_token` fields (userinfo takes a token there, RFC 6750 2.2). A word that reads as a
+ * token fields (`FORM_TOKEN_FIELDS`). A word that reads as a
  * token of Keycloak's is one, so no spelling passes a token unchecked. One per session (the
  * first): its reach is the session's. Undefined past `MAX_CARRIED_SESSIONS`.
  */
@@ -69,7 +75,8 @@ function carriedTokens(req: IncomingMessage): CarriedToken[] | undefined {
     }
   }
   // Read as the headers are, word by word: nothing around a token hides it.
-  const fields = formFieldsOf(req)?.getAll('access_token') ?? [];
+  const form = formFieldsOf(req);
+  const fields = FORM_TOKEN_FIELDS.flatMap((name) => form?.getAll(name) ?? []);
   for (const word of fields.flatMap((value) => value.split(/[\s,]+/))) {
     if (!add(word, 'Bearer')) return undefined;
   }

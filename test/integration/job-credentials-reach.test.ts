@@ -162,6 +162,36 @@ describe('job credentials: their reach on /auth (Keycloak account API) and the a
     ]).toEqual([200, user.username]);
   });
 
+  it('a narrowed token is refused as the subject or actor of a token exchange', async () => {
+    // RFC 8693: an exchange turns the token it names into another, of a session Keycloak may not
+    // keep (no `sid`, no reach): held to its reach as a token the request carries.
+    const narrowed = await jobToken('&realmgate_name=ws1-exchange&realmgate_workspaces=ws1');
+    const readOnly = await jobToken('&realmgate_name=ro-exchange&realmgate_read_only=true');
+    const exchange = (field: 'subject_token' | 'actor_token', token: string) =>
+      postToken(
+        auth(),
+        org,
+        new URLSearchParams({
+          client_id: `_${org}-api`,
+          grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
+          subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+          [field]: token,
+          ...(field === 'actor_token'
+            ? { actor_token_type: 'urn:ietf:params:oauth:token-type:access_token' }
+            : {}),
+        }).toString(),
+      );
+    for (const field of ['subject_token', 'actor_token'] as const) {
+      for (const token of [narrowed, readOnly]) {
+        const res = await exchange(field, token);
+        expect([field, res.status, res.json.error]).toEqual([field, 403, 'insufficient_scope']);
+      }
+    }
+    // An unrestricted token is left to Keycloak (which exchanges nothing for a public client).
+    const full = await exchange('subject_token', await jobToken('&realmgate_name=full-exchange'));
+    expect(full.json.error).not.toBe('insufficient_scope');
+  });
+
   it('a token past its lifetime is refused as an expired token', async () => {
     // Issued, never used: the gateway has not read its reach yet, so it reads the one changed
     // below (as a replica that never saw the session would).
