@@ -8,6 +8,7 @@ import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { Clock } from '../time/clock.ts';
 import { credentialOf, MAX_FIELD, reasonOfCode } from './api-decisions.ts';
 import type { AuditEvent } from './audit-writer.ts';
+import type { RealmLogCheck } from './realm-logs.ts';
 import { isRecordedGrant } from './token-grants.ts';
 
 /** A refusal's reason, named as the same refusal on `/api` is (docs/audit.md). */
@@ -45,8 +46,8 @@ function realmNamedBy(req: IncomingMessage): string | undefined {
  */
 export function auditAuthRefusals(deps: {
   record: (event: AuditEvent) => void;
-  /** Whether the realm's log exists: master, or an organization's. */
-  isLog: (realm: string, client: string) => Promise<boolean>;
+  /** Whether the realm has a log (realm-logs.ts: the one rule of where its records go). */
+  isLog: RealmLogCheck;
   clientAddress: (req: IncomingMessage) => string;
   clock: Clock;
 }): TokenReachRefusalListener {

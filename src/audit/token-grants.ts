@@ -9,6 +9,7 @@ import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { Clock } from '../time/clock.ts';
 import { MAX_FIELD } from './api-decisions.ts';
 import type { AuditEvent } from './audit-writer.ts';
+import type { RealmLogCheck } from './realm-logs.ts';
 
 /** Why Keycloak (or a step before it) refused a grant, by the status answered. */
 export const REASON_OF_STATUS: Record<number, string> = {
@@ -30,8 +31,8 @@ export const REASON_OF_STATUS: Record<number, string> = {
  */
 export function auditTokenGrants(deps: {
   record: (event: AuditEvent) => void;
-  /** Whether the realm's log exists: master, or an organization's. */
-  isLog: (realm: string, client: string) => Promise<boolean>;
+  /** Whether the realm has a log (realm-logs.ts: the one rule of where its records go). */
+  isLog: RealmLogCheck;
   clientAddress: (req: IncomingMessage) => string;
   clock: Clock;
 }): RequestHandler {
