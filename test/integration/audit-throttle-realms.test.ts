@@ -69,7 +69,7 @@ describe("audit log: the login throttle's record of a realm the gateway does not
     replica = undefined;
 
     const heads = await testDb()('audit_log_heads')
-      .whereIn('org', [long, lookAlike])
+      .whereIn('org', [long, long.slice(0, 255), lookAlike])
       .pluck<string[]>('org');
     expect(heads).toEqual([]);
 
