@@ -230,7 +230,8 @@ export async function buildAuditLog(
   // (refusal-summaries.ts).
   const refusals = summariseRefusals(record, clock);
   const isKnown = (organization: string) => tenants.directory.isKnown(organization);
-  shared.audit.keepIn(recordChanges({ record, isLog, now: () => clock.now() }));
+  const changes = recordChanges({ record, isLog, now: () => clock.now() });
+  shared.audit.keepIn((entry) => changes.keep(entry));
   return {
     apiOutcomes: (req, res, scope) => {
       const event = apiDecisionOf(req, res, scope, forwarding.clientAddress(req), clock, isKnown);
@@ -268,7 +269,12 @@ export async function buildAuditLog(
       reading.abort();
       await closeAuditWithin(graceMs, {
         background: [retention, checkpoints],
-        sources: [() => runner.close(), () => keycloakEvents.stop(), () => refusals.close()],
+        sources: [
+          () => runner.close(),
+          () => keycloakEvents.stop(),
+          () => changes.close(),
+          () => refusals.close(),
+        ],
         writer,
       });
       await otel?.close();

@@ -43,27 +43,43 @@ export function recordChanges(deps: {
   record: (event: AuditEvent) => void;
   isLog: RealmLogCheck;
   now: () => number;
-}): (entry: AuditEntry) => void {
-  return (entry) => {
-    const atMs = deps.now();
-    const named = entry.actor ? [] : realmsNamedBy(entry);
-    if (named.length === 0) {
-      for (const event of changeEventsOf(entry, atMs)) deps.record(event);
-      return;
-    }
-    const checks = named.map((realm) =>
-      deps.isLog(realm, entry.clientAddress).then(
-        (isLog) => (isLog ? realm : undefined),
-        // Not known to be served (the database down): master's, as a token grant's.
-        () => undefined,
-      ),
-    );
-    void Promise.all(checks).then((served) => {
-      for (const event of changeEventsOf(entry, atMs, (realm) => served.includes(realm))) {
-        deps.record(event);
+}): ChangeRecorder {
+  // The records waiting for their realms' lookups: a shutdown writes them before the spool.
+  const looking = new Set<Promise<void>>();
+  return {
+    keep(entry) {
+      const atMs = deps.now();
+      const named = entry.actor ? [] : realmsNamedBy(entry);
+      if (named.length === 0) {
+        for (const event of changeEventsOf(entry, atMs)) deps.record(event);
+        return;
       }
-    });
+      const checks = named.map((realm) =>
+        deps.isLog(realm, entry.clientAddress).then(
+          (isLog) => (isLog ? realm : undefined),
+          // Not known to be served (the database down): master's, as a token grant's.
+          () => undefined,
+        ),
+      );
+      const recorded = Promise.all(checks).then((served) => {
+        for (const event of changeEventsOf(entry, atMs, (realm) => served.includes(realm))) {
+          deps.record(event);
+        }
+      });
+      looking.add(recorded);
+      void recorded.finally(() => looking.delete(recorded));
+    },
+    async close() {
+      await Promise.all(looking);
+    },
   };
+}
+
+export interface ChangeRecorder {
+  /** Records one audit line's change (http/audit.ts `keepIn`). */
+  keep(entry: AuditEntry): void;
+  /** Once the records of the lines kept until now are handed on. */
+  close(): Promise<void>;
 }
 
 /** The realms a change that succeeded names, besides its caller's. */

@@ -113,20 +113,17 @@ describe('the audit log of changes', () => {
     ): Promise<{ events: AuditEvent[]; asked: [string, string | undefined][] }> {
       const events: AuditEvent[] = [];
       const asked: [string, string | undefined][] = [];
-      const ready = new Promise<void>((done) => {
-        recordChanges({
-          record: (event) => {
-            events.push(event);
-            done();
-          },
-          isLog: async (realm, client) => {
-            asked.push([realm, client]);
-            return served(realm);
-          },
-          now: () => 1000,
-        })(entry);
+      const changes = recordChanges({
+        record: (event) => events.push(event),
+        isLog: async (realm, client) => {
+          asked.push([realm, client]);
+          return served(realm);
+        },
+        now: () => 1000,
       });
-      await ready;
+      changes.keep(entry);
+      // A shutdown's: once the records of what was kept are handed on.
+      await changes.close();
       return { events, asked };
     }
     const throttle = (realm: string): AuditEntry => ({
