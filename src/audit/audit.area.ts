@@ -29,6 +29,7 @@ import { REALM_EVENTS_SETTINGS } from './keycloak-event-records.ts';
 import type { KeycloakEventMetrics, KeycloakEventPullDeps } from './keycloak-event-pull.ts';
 import { auditTokenGrants } from './token-grants.ts';
 import { auditAuthRefusals } from './auth-refusals.ts';
+import type { RealmLogDeps } from './realm-log.ts';
 import type { TokenReachRefusalListener } from '../auth-proxy/token-reach-guard.ts';
 import { summariseRefusals } from './refusal-summaries.ts';
 import type { AuditDownloadService } from './download-jobs.router.ts';
@@ -232,6 +233,12 @@ export async function buildAuditLog(
   // A flood of refusals or failed grants from one address is counted past its first few
   // (refusal-summaries.ts).
   const refusals = summariseRefusals(record, clock);
+  const realmLog: RealmLogDeps = {
+    record: (event) => refusals.record(event),
+    isLog,
+    clientAddress: (req) => forwarding.clientAddress(req),
+    clock,
+  };
   const isKnown = (organization: string) => tenants.directory.isKnown(organization);
   shared.audit.keepIn((entry) => {
     for (const event of changeEventsOf(entry, clock.now())) record(event);
@@ -241,18 +248,8 @@ export async function buildAuditLog(
       const event = apiDecisionOf(req, res, scope, forwarding.clientAddress(req), clock, isKnown);
       if (event) refusals.record(event);
     },
-    tokenGrants: auditTokenGrants({
-      record: (event) => refusals.record(event),
-      isLog,
-      clientAddress: (req) => forwarding.clientAddress(req),
-      clock,
-    }),
-    authRefusals: auditAuthRefusals({
-      record: (event) => refusals.record(event),
-      isLog,
-      clientAddress: (req) => forwarding.clientAddress(req),
-      clock,
-    }),
+    tokenGrants: auditTokenGrants(realmLog),
+    authRefusals: auditAuthRefusals(realmLog),
     service,
     downloads,
     // The deleted organization's last records (its delete among them) may still be spooled

@@ -5,9 +5,9 @@ import type {
 } from '../auth-proxy/token-reach-guard.ts';
 import { scopeOf } from '../edge/request-scope.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
-import type { Clock } from '../time/clock.ts';
 import { credentialOf, MAX_FIELD, reasonOfCode } from './api-decisions.ts';
 import type { AuditEvent } from './audit-writer.ts';
+import { recordInRealmLog, type RealmLogDeps } from './realm-log.ts';
 import { isRecordedGrant } from './token-grants.ts';
 
 /** A refusal's reason, named as the same refusal on `/api` is (docs/audit.md). */
@@ -43,13 +43,7 @@ function realmNamedBy(req: IncomingMessage): string | undefined {
  * (token-grants.ts). Its token is read unverified and never kept: only the name and realm its
  * session was given at issuance.
  */
-export function auditAuthRefusals(deps: {
-  record: (event: AuditEvent) => void;
-  /** Whether the realm's log exists: master, or an organization's. */
-  isLog: (realm: string, client: string) => Promise<boolean>;
-  clientAddress: (req: IncomingMessage) => string;
-  clock: Clock;
-}): TokenReachRefusalListener {
+export function auditAuthRefusals(deps: RealmLogDeps): TokenReachRefusalListener {
   return (req, res, refusal) => {
     if (isRecordedGrant(req)) return;
     const { route, target, requestId } = scopeOf(req);
@@ -81,12 +75,6 @@ export function auditAuthRefusals(deps: {
       requestId,
       details: isLog || realm === undefined ? {} : { realm: realm.slice(0, MAX_FIELD) },
     });
-    res.once('close', () => {
-      const logOf = realm === undefined ? Promise.resolve(false) : deps.isLog(realm, address);
-      void logOf.then(
-        (isLog) => deps.record(eventOf(isLog)),
-        () => deps.record(eventOf(false)),
-      );
-    });
+    res.once('close', () => recordInRealmLog(deps, realm, address, eventOf));
   };
 }

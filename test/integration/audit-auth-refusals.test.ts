@@ -6,6 +6,7 @@ import { EVENTUALLY } from '../helpers/eventually.ts';
 import {
   claimsOf,
   createUser,
+  madeUpToken,
   passwordGrantBody,
   postToken,
   type TestUser,
@@ -151,11 +152,7 @@ describe('audit log: refusals on /auth', () => {
   });
 
   it("records a header of made-up tokens as malformed, in master's log for a realm that is no organization", async () => {
-    const forged = (sid: string) =>
-      [{ alg: 'HS512' }, { typ: 'Bearer', sid }]
-        .map((part) => Buffer.from(JSON.stringify(part)).toString('base64url'))
-        .concat('c2ln')
-        .join('.');
+    const forged = (sid: string) => madeUpToken({ typ: 'Bearer', sid });
     const many = Array.from({ length: 5 }, (_, i) => forged(`s-${i}`)).join(', ');
     const ghost = `ghost${randomBytes(3).toString('hex')}`;
     for (const [realm, log, details] of [
