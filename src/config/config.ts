@@ -496,7 +496,7 @@ export const configSchema = z.object({
     .max(DATABASE_POOL_SIZE / 2)
     .default(4)
     .meta({
-      description: `audit log page reads, exports, downloads and download job runs a process runs at once; each holds one of its ${DATABASE_POOL_SIZE} database connections while it reads (a page's statements up to \`DATABASE_STATEMENT_TIMEOUT_MS\` each, an export's chunks up to \`DATABASE_SPARED_TIMEOUT_MS\`), so at most half of them, and the rest serve the other requests; one organization's callers (all platform administrators together) hold all but one of them at most. A read, export or download over it is refused at once, 429 \`429-40001\` with \`Retry-After\`; a download job waits its turn (\`NotExecuted\`)`,
+      description: `audit log page reads, exports, downloads and download job runs a process runs at once; each holds one of its ${DATABASE_POOL_SIZE} database connections while it reads (a page's statements up to \`DATABASE_STATEMENT_TIMEOUT_MS\` each, an export's chunks up to \`DATABASE_SPARED_TIMEOUT_MS\`), so at most half of them, and the rest serve the other requests; one organization's callers (all platform administrators together) hold all but one of them at most, and exports, downloads and job runs leave one to page reads (all but one of the process's, and all but one of an organization's share: minutes-long exports never hold every page read back). A read, export or download over it is refused at once, 429 \`429-40001\` with \`Retry-After\`; a download job waits its turn (\`NotExecuted\`)`,
     }),
 
   AUDIT_KEYCLOAK_EVENTS_SECONDS: z.coerce.number().int().min(0).max(3600).default(30).meta({
