@@ -31,6 +31,7 @@ import { auditTokenGrants } from './token-grants.ts';
 import { auditAuthRefusals } from './auth-refusals.ts';
 import type { RealmLogDeps } from './realm-log.ts';
 import type { TokenReachRefusalListener } from '../auth-proxy/token-reach-guard.ts';
+import type { SessionTokenCheck } from '../auth/bearer/session-token.ts';
 import { summariseRefusals } from './refusal-summaries.ts';
 import type { AuditDownloadService } from './download-jobs.router.ts';
 import { createDownloadJobs, runDownloadJobs } from './download-jobs.ts';
@@ -91,13 +92,18 @@ export async function buildAuditLog(
   },
   tenants: Pick<Tenants, 'directory' | 'organizationsRepo'>,
   keycloak: Pick<KeycloakArea, 'calls' | 'adminSession'>,
-  /**
-   * Told each realm's Keycloak events as they are pulled (auth: credential changes), also while
-   * the log is off.
-   */
-  keycloakEventsSeen?: KeycloakEventPullDeps['seen'],
+  auth: {
+    /**
+     * Told each realm's Keycloak events as they are pulled (auth: credential changes), also
+     * while the log is off.
+     */
+    keycloakEventsSeen?: KeycloakEventPullDeps['seen'];
+    /** Whether a token refused on `/auth` is its session's realm's (who it names). */
+    sessionTokens: SessionTokenCheck;
+  },
 ): Promise<AuditLogArea> {
   const { config, clock, forwarding } = shared;
+  const { keycloakEventsSeen } = auth;
   const realmEvents =
     config.AUDIT_KEYCLOAK_EVENTS_SECONDS > 0 && (config.AUDIT_LOG_ENABLED || keycloakEventsSeen)
       ? REALM_EVENTS_SETTINGS
@@ -249,7 +255,7 @@ export async function buildAuditLog(
       if (event) refusals.record(event);
     },
     tokenGrants: auditTokenGrants(realmLog),
-    authRefusals: auditAuthRefusals(realmLog),
+    authRefusals: auditAuthRefusals({ ...realmLog, signedBy: auth.sessionTokens }),
     service,
     downloads,
     // The deleted organization's last records (its delete among them) may still be spooled

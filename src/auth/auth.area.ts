@@ -32,6 +32,7 @@ import { createNonceSource } from './dpop/dpop-nonce.ts';
 import { createDpopScheme } from './dpop/dpop-scheme.ts';
 import { createIdTokenReader, type IdTokenReader } from './bearer/id-token.ts';
 import { createJwksRegistry, type JwksRegistry } from './bearer/jwks.ts';
+import { createSessionTokenCheck, type SessionTokenCheck } from './bearer/session-token.ts';
 import { createKeySetEvents, type KeySetEvents } from './bearer/key-set-events.ts';
 import { createWorkerKeySetMemory } from './bearer/key-set-memory.ts';
 import { createGoneRealms } from './gone-realms.ts';
@@ -51,6 +52,8 @@ export interface AuthArea {
   bearer: BearerVerifier;
   jwks: JwksRegistry;
   idTokens: IdTokenReader;
+  /** Whether a token a request carries was its realm's, of its session (the audit log's). */
+  sessionTokens: SessionTokenCheck;
   revocations: RevocationList;
   keySetEvents: KeySetEvents;
   loginThrottle: LoginThrottle;
@@ -302,6 +305,7 @@ export async function buildAuth(
     bearer,
     jwks,
     idTokens: createIdTokenReader({ jwks, publicUrl: config.PUBLIC_URL }),
+    sessionTokens: createSessionTokenCheck({ jwks, publicUrl: config.PUBLIC_URL }),
     revocations,
     keySetEvents,
     loginThrottle,
