@@ -21,7 +21,7 @@ import { testEnv } from '../helpers/test-env.ts';
  * on one host start together, over Basic on /api and the password grant on /auth, some with a
  * stale password. Right logins are never refused, a stale job costs only its own attempts, and
  * it never brings Keycloak to lock the account for the others. Cold logins: every job's first.
- * Port 18562/18563; hosts 127.0.0.4x.
+ * Port 18562/18563; hosts 127.0.0.40-90.
  */
 describe('fleets of jobs on one host, with the shipped limits', () => {
   let replica: Replica;
@@ -137,6 +137,25 @@ describe('fleets of jobs on one host, with the shipped limits', () => {
     const right = await Promise.all([
       ...bothWays('127.0.0.43', account!),
       ...bothWays('127.0.0.44', account!),
+    ]);
+    expect(statusesOf(right)).toEqual(allServed(right));
+  });
+
+  it('the same stale password from 40 hosts at once costs one failure each way: Keycloak does not lock the account for its right jobs', async () => {
+    const [account, ...others] = await newUsers(6);
+    const stale = 'the-password-before-rotation';
+    const hosts = Array.from({ length: 40 }, (_, i) => `127.0.0.${50 + i}`);
+    const [staleAnswers, othersAnswers] = await Promise.all([
+      Promise.all(hosts.flatMap((host) => bothWays(host, account!, stale))),
+      Promise.all(others.flatMap((user, i) => bothWays(hosts[i]!, user))),
+    ]);
+    expect(statusesOf(staleAnswers)).toEqual(staleAnswers.map(() => 401));
+    expect(statusesOf(othersAnswers)).toEqual(allServed(othersAnswers));
+    expect(await wrongPasswordsChecked(account!)).toBe(2);
+    expect(await lockedInKeycloak(account!)).toBe(false);
+    const right = await Promise.all([
+      ...bothWays(hosts[0]!, account!),
+      ...bothWays('127.0.0.90', account!),
     ]);
     expect(statusesOf(right)).toEqual(allServed(right));
   });
