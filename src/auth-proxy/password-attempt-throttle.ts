@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
 import { AppError } from '../envelope/errors.ts';
 import { readsAnswer } from './auth-proxy.ts';
+import { createIdenticalGrants, type IdenticalGrants } from './identical-grants.ts';
 import { isRequiredActionPage, realmOf } from './auth-routes.ts';
 import { bufferedBodyOf, formFieldsOf } from './form-body-guard.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
@@ -141,13 +142,14 @@ export function throttlePasswordAttempts(
   deps: PasswordAttemptThrottleDeps,
   kind: PasswordAttempt['kind'],
 ): RequestHandler {
+  const identical = createIdenticalGrants();
   return (req, res, next) => {
     const attempt = passwordAttemptOf(req, kind);
     if (!attempt) {
       next();
       return;
     }
-    admit(attempt, deps.clientAddress(req), res, deps).then((admitted) => {
+    admit(attempt, deps.clientAddress(req), res, deps, identical).then((admitted) => {
       if (!admitted) return;
       // Read before the client gets it: asked for uncompressed, whatever the client accepts.
       readsAnswer(req);
@@ -159,12 +161,16 @@ export function throttlePasswordAttempts(
 /**
  * Answers the attempt here (false), or reserves it and settles it once answered (true). The
  * throttle and the failed-login memory know it by its account, whichever name it was typed as.
+ * A grant identical to one in flight, from any address, waits for its settlement (`identical`):
+ * a repeat of a refused one is then answered from the memory; any other goes on with the
+ * throttle's decision for its own address.
  */
 async function admit(
   typed: PasswordAttempt,
   address: string,
   res: ServerResponse,
   deps: PasswordAttemptThrottleDeps,
+  identical: IdenticalGrants,
 ): Promise<boolean> {
   let attempt = typed;
   if (typed.username !== undefined) {
@@ -175,31 +181,45 @@ async function admit(
     }
     attempt = { ...typed, username: found.account };
   }
+  let leave = () => {};
   if (attempt.kind === 'grant') {
-    const login = { channel: 'grant' as const, ...attempt };
-    const remembered = grantAnswerOf(await deps.failedLogins.recall(login));
-    if (remembered) {
-      replayAnswer(res, remembered);
+    const { realm, username, password, extra } = attempt;
+    leave = await identical.enter([realm, username, password, ...extra]);
+  }
+  try {
+    if (attempt.kind === 'grant') {
+      const login = { channel: 'grant' as const, ...attempt };
+      const remembered = grantAnswerOf(await deps.failedLogins.recall(login));
+      if (remembered) {
+        leave();
+        replayAnswer(res, remembered);
+        return false;
+      }
+    }
+    const decision = await deps.throttle.begin(attempt.realm, attempt.username, address);
+    if (decision.kind !== 'go') {
+      leave();
+      refuseThrottled(res, attempt.kind, decision, deps);
       return false;
     }
+    const settle = (outcome: AttemptOutcome) => decision.attempt.settle(outcome).finally(leave);
+    const warn = (err: unknown) => {
+      deps.logger.warn({ err }, 'could not settle a password attempt with the login throttle');
+    };
+    // Settled before the client gets the answer: a repeat it sends at once finds it remembered
+    // or counted.
+    holdAnswer(res, (answer) => outcomeOf(attempt, answer, deps).then(settle).catch(warn));
+    res.once('close', () => {
+      // Gone before the answer: Keycloak may have checked the password; count it.
+      if (!res.writableFinished) settle('failed').catch(warn);
+      // However its settlement went, the identical grants waiting for it go on.
+      leave();
+    });
+    return true;
+  } catch (err) {
+    leave();
+    throw err;
   }
-  const decision = await deps.throttle.begin(attempt.realm, attempt.username, address);
-  if (decision.kind !== 'go') {
-    refuseThrottled(res, attempt.kind, decision, deps);
-    return false;
-  }
-  const { settle } = decision.attempt;
-  const warn = (err: unknown) => {
-    deps.logger.warn({ err }, 'could not settle a password attempt with the login throttle');
-  };
-  // Settled before the client gets the answer: a repeat it sends at once finds it remembered
-  // or counted.
-  holdAnswer(res, (answer) => outcomeOf(attempt, answer, deps).then(settle).catch(warn));
-  res.once('close', () => {
-    // Gone before the answer: Keycloak may have checked the password; count it.
-    if (!res.writableFinished) settle('failed').catch(warn);
-  });
-  return true;
 }
 
 /**
