@@ -1,0 +1,74 @@
+import type { Logger } from 'pino';
+import { TtlLru } from '../cache/ttl-lru.ts';
+import { systemClock, type Clock } from '../time/clock.ts';
+import { accountNameOf } from './account-name.ts';
+
+/**
+ * What besides its password refused a password login, as Keycloak's admin API tells it: a
+ * one-time password the login lacks, or Keycloak's temporary brute-force lockout of the user
+ * (`lockedUntil`: its end, epoch ms, when Keycloak tells it).
+ */
+export interface LoginBlock {
+  twoFactor: boolean;
+  lockedOut: boolean;
+  lockedUntil?: number;
+}
+
+export interface AccountLocks {
+  /**
+   * What besides its password may have refused a login of `account` Keycloak refused for its
+   * credentials; a lockout it tells is noted until its end. When the admin API cannot tell,
+   * nothing did (the refusal is a wrong password).
+   */
+  blockOf(realm: string, account: string): Promise<LoginBlock>;
+  /** Whether a lockout noted of `account` lasts still (its end not passed on the clock). */
+  isLocked(realm: string, account: string): boolean;
+  /** A login of `account` succeeded, or its lock was cleared: whatever was noted of it ends. */
+  ended(realm: string, account: string): void;
+}
+
+export interface AccountLocksOptions {
+  loginBlockOf: (realm: string, username: string) => Promise<LoginBlock>;
+  logger: Logger;
+  clock?: Clock;
+}
+
+/** Bound of the accounts whose lock is noted at once. */
+export const MAX_LOCKED_ACCOUNTS = 10_000;
+/**
+ * Longest a lock is noted, whatever end Keycloak tells (a permanent lockout tells none): its
+ * default longest wait, past which one more grant learns the lock again.
+ */
+export const MAX_NOTED_MS = 15 * 60_000;
+
+/**
+ * Keycloak's temporary lockouts, as its admin API told them on a refusal, in this process: while
+ * one lasts Keycloak refuses every password of the account in the words of a wrong one, so a
+ * new password tried meanwhile need not cost Keycloak a grant to be refused. Per realm and
+ * account; no password is kept. The one reading of `loginBlockOf` for Basic logins and the token
+ * endpoint's password grants.
+ */
+export function createAccountLocks(options: AccountLocksOptions): AccountLocks {
+  const { clock = systemClock } = options;
+  const locks = new TtlLru<true>(MAX_LOCKED_ACCOUNTS, clock);
+  // Keycloak's realm names are case-sensitive, its user names not.
+  const keyOf = (realm: string, account: string) => `${realm}\u0000${accountNameOf(account)}`;
+
+  return {
+    async blockOf(realm, account) {
+      const block = await options.loginBlockOf(realm, account).catch((err: unknown): LoginBlock => {
+        options.logger.warn({ err }, 'could not tell what besides its password refused a login');
+        return { twoFactor: false, lockedOut: false };
+      });
+      if (block.lockedOut && block.lockedUntil !== undefined) {
+        const until = Math.min(block.lockedUntil, clock.now() + MAX_NOTED_MS);
+        if (until > clock.now()) locks.set(keyOf(realm, account), true, until);
+      }
+      return block;
+    },
+    isLocked: (realm, account) => locks.get(keyOf(realm, account)) !== undefined,
+    ended(realm, account) {
+      locks.delete(keyOf(realm, account));
+    },
+  };
+}
