@@ -7,6 +7,7 @@ import { readsAnswer } from './auth-proxy.ts';
 import { isRequiredActionPage, realmOf } from './auth-routes.ts';
 import { bufferedBodyOf, formFieldsOf } from './form-body-guard.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
+import type { AccountLocks } from '../auth/account-locks.ts';
 import type { FailedLoginMemory } from '../auth/failed-logins.ts';
 import type { LoginAccounts } from '../auth/login-accounts.ts';
 import type {
@@ -122,6 +123,8 @@ export interface PasswordAttemptThrottleDeps {
   throttle: LoginThrottle;
   /** Wrong passwords refused within the throttle's window: a repeated grant is answered here. */
   failedLogins: FailedLoginMemory;
+  /** Keycloak's lockouts, as Basic reads them: a grant refused during one is not remembered. */
+  locks: Pick<AccountLocks, 'blockOf' | 'isLocked' | 'ended'>;
   /** The account a login name names (a user's e-mail names the user's), as both key it. */
   accounts: LoginAccounts;
   /** The client address the edge decided (trusted proxies applied). */
@@ -226,12 +229,27 @@ async function outcomeOf(
   }
   const login = { channel: 'grant' as const, ...attempt };
   if (answer.status === 200) {
+    deps.locks.ended(attempt.realm, attempt.username);
     await deps.failedLogins.succeeded(login);
     return 'succeeded';
   }
   if (isRequestRefusal(answer)) return 'released';
   if (!isCredentialRefusal(answer)) return 'failed';
+  // Keycloak's lockout refuses the right password in a wrong one's words: such a refusal is
+  // counted, as on Basic, but not remembered, or the password would be refused past the lock.
+  if (await lockedOut(attempt.realm, attempt.username, deps)) return 'failed';
   return (await deps.failedLogins.remember(login, grantAnswerText(answer))) ? 'failed' : 'released';
+}
+
+/** Whether Keycloak locks the account: as noted lately, else as its admin API tells now. */
+async function lockedOut(
+  realm: string,
+  account: string,
+  deps: PasswordAttemptThrottleDeps,
+): Promise<boolean> {
+  return (
+    deps.locks.isLocked(realm, account) || (await deps.locks.blockOf(realm, account)).lockedOut
+  );
 }
 
 /** A field named `name` in a page: what Keycloak's page shows again after a wrong secret. */
