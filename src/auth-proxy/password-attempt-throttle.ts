@@ -124,7 +124,7 @@ export interface PasswordAttemptThrottleDeps {
   /** Wrong passwords refused within the throttle's window: a repeated grant is answered here. */
   failedLogins: FailedLoginMemory;
   /** Keycloak's lockouts, as Basic reads them: a grant refused during one is not remembered. */
-  locks: Pick<AccountLocks, 'blockOf' | 'isLocked' | 'ended'>;
+  locks: Pick<AccountLocks, 'blockOf' | 'ended'>;
   /** The account a login name names (a user's e-mail names the user's), as both key it. */
   accounts: LoginAccounts;
   /** The client address the edge decided (trusted proxies applied). */
@@ -237,19 +237,8 @@ async function outcomeOf(
   if (!isCredentialRefusal(answer)) return 'failed';
   // Keycloak's lockout refuses the right password in a wrong one's words: such a refusal is
   // counted, as on Basic, but not remembered, or the password would be refused past the lock.
-  if (await lockedOut(attempt.realm, attempt.username, deps)) return 'failed';
+  if ((await deps.locks.blockOf(attempt.realm, attempt.username)).lockedOut) return 'failed';
   return (await deps.failedLogins.remember(login, grantAnswerText(answer))) ? 'failed' : 'released';
-}
-
-/** Whether Keycloak locks the account: as noted lately, else as its admin API tells now. */
-async function lockedOut(
-  realm: string,
-  account: string,
-  deps: PasswordAttemptThrottleDeps,
-): Promise<boolean> {
-  return (
-    deps.locks.isLocked(realm, account) || (await deps.locks.blockOf(realm, account)).lockedOut
-  );
 }
 
 /** A field named `name` in a page: what Keycloak's page shows again after a wrong secret. */

@@ -17,8 +17,9 @@ export interface LoginBlock {
 export interface AccountLocks {
   /**
    * What besides its password may have refused a login of `account` Keycloak refused for its
-   * credentials; a lockout it tells is noted until its end. When the admin API cannot tell,
-   * nothing did (the refusal is a wrong password).
+   * credentials: a lock noted (and not ended) is the answer, else the admin API is asked and a
+   * lockout it tells is noted until its end. When it cannot tell, nothing did (the refusal is a
+   * wrong password).
    */
   blockOf(realm: string, account: string): Promise<LoginBlock>;
   /** Whether a lockout noted of `account` lasts still (its end not passed on the clock). */
@@ -56,6 +57,9 @@ export function createAccountLocks(options: AccountLocksOptions): AccountLocks {
 
   return {
     async blockOf(realm, account) {
+      // The refusal of a password tried while the lock lasts (one whose login is kept, or a
+      // grant on the token endpoint) costs no admin calls.
+      if (locks.get(keyOf(realm, account))) return { twoFactor: false, lockedOut: true };
       const block = await options.loginBlockOf(realm, account).catch((err: unknown): LoginBlock => {
         options.logger.warn({ err }, 'could not tell what besides its password refused a login');
         return { twoFactor: false, lockedOut: false };

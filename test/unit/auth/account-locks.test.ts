@@ -17,12 +17,16 @@ describe("the memory of Keycloak's lockouts", () => {
 
   function locksTelling(answer: (realm: string, username: string) => LoginBlock) {
     const clock = manualClock();
+    const asked: string[] = [];
     const locks = createAccountLocks({
-      loginBlockOf: (realm, username) => Promise.resolve(answer(realm, username)),
+      loginBlockOf: (realm, username) => {
+        asked.push(`${realm}/${username}`);
+        return Promise.resolve(answer(realm, username));
+      },
       logger,
       clock,
     });
-    return { clock, locks };
+    return { clock, asked, locks };
   }
 
   it('notes a lock until the end Keycloak told, for the account in any case, in its realm only', async () => {
@@ -39,6 +43,20 @@ describe("the memory of Keycloak's lockouts", () => {
     expect(locks.isLocked('acme', 'alice')).toBe(true);
     clock.advance(1);
     expect(locks.isLocked('acme', 'alice')).toBe(false);
+  });
+
+  it('answers a refusal while a noted lock lasts without asking the admin API again', async () => {
+    const { clock, asked, locks } = locksTelling(() => ({
+      twoFactor: false,
+      lockedOut: true,
+      lockedUntil: Date.UTC(2026, 10, 23, 12) + 60_000,
+    }));
+    await locks.blockOf('acme', 'alice');
+    expect(await locks.blockOf('acme', 'Alice')).toEqual({ twoFactor: false, lockedOut: true });
+    expect(asked).toEqual(['acme/alice']);
+    clock.advance(60_000);
+    await locks.blockOf('acme', 'alice');
+    expect(asked).toEqual(['acme/alice', 'acme/alice']);
   });
 
   it('notes a lock with no end, or a far one, for MAX_NOTED_MS at most', async () => {
