@@ -124,7 +124,7 @@ export interface PasswordAttemptThrottleDeps {
   /** Wrong passwords refused within the throttle's window: a repeated grant is answered here. */
   failedLogins: FailedLoginMemory;
   /** Keycloak's lockouts, as Basic reads them: a grant refused during one is not remembered. */
-  locks: Pick<AccountLocks, 'blockOf' | 'ended'>;
+  locks: Pick<AccountLocks, 'blockOf' | 'firstRefusal' | 'ended'>;
   /** The account a login name names (a user's e-mail names the user's), as both key it. */
   accounts: LoginAccounts;
   /** The client address the edge decided (trusted proxies applied). */
@@ -170,6 +170,7 @@ async function admit(
   deps: PasswordAttemptThrottleDeps,
 ): Promise<boolean> {
   let attempt = typed;
+  let unresolved = false;
   if (typed.username !== undefined) {
     const found = await deps.accounts.accountOf(typed.realm, typed.username, address);
     if ('refusal' in found) {
@@ -177,6 +178,7 @@ async function admit(
       return false;
     }
     attempt = { ...typed, username: found.account };
+    unresolved = found.unresolved === true;
   }
   if (attempt.kind === 'grant') {
     const login = { channel: 'grant' as const, ...attempt };
@@ -197,7 +199,9 @@ async function admit(
   };
   // Settled before the client gets the answer: a repeat it sends at once finds it remembered
   // or counted.
-  holdAnswer(res, (answer) => outcomeOf(attempt, answer, deps).then(settle).catch(warn));
+  holdAnswer(res, (answer) =>
+    outcomeOf(attempt, answer, deps, unresolved).then(settle).catch(warn),
+  );
   res.once('close', () => {
     // Gone before the answer: Keycloak may have checked the password; count it.
     if (!res.writableFinished) settle('failed').catch(warn);
@@ -216,6 +220,7 @@ async function outcomeOf(
   attempt: PasswordAttempt,
   answer: GrantAnswer,
   deps: PasswordAttemptThrottleDeps,
+  unresolved = false,
 ): Promise<AttemptOutcome> {
   if (answer.status >= 500) return 'released';
   if (attempt.kind === 'form') {
@@ -236,8 +241,12 @@ async function outcomeOf(
   if (isRequestRefusal(answer)) return 'released';
   if (!isCredentialRefusal(answer)) return 'failed';
   // Keycloak's lockout refuses the right password in a wrong one's words: such a refusal is
-  // counted, as on Basic, but not remembered, or the password would be refused past the lock.
-  if ((await deps.locks.blockOf(attempt.realm, attempt.username)).lockedOut) return 'failed';
+  // counted (its first time in the lock), as on Basic, but not remembered, or the password would
+  // be refused past the lock. An account the admin API could not tell (a login by e-mail) is not
+  // asked about: its refusal is a wrong password's, as when the lookup fails.
+  if (!unresolved && (await deps.locks.blockOf(attempt.realm, attempt.username)).lockedOut) {
+    return deps.locks.firstRefusal(login) ? 'failed' : 'released';
+  }
   return (await deps.failedLogins.remember(login, grantAnswerText(answer))) ? 'failed' : 'released';
 }
 

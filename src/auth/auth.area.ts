@@ -191,6 +191,7 @@ export async function buildAuth(
   // One reading of what besides a password refused a login, for Basic and the token endpoint.
   const accountLocks = createAccountLocks({
     loginBlockOf: (realm, username) => accounts.loginBlockOf(realm, username),
+    secret: cacheSecret,
     logger,
     clock,
   });

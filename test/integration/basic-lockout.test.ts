@@ -116,6 +116,20 @@ describe('a Basic login through a Keycloak lockout', () => {
     await unlock(user);
   });
 
+  it("does not count a kept login's right password refused during the lock against its host", async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws1'] });
+    expect(await statusOf(replicas[0]!, user)).toBe(200);
+    await lock(user);
+    // Past the cache bound: each request of the host's jobs asks Keycloak, which refuses it.
+    clock.advance(CACHE_SECONDS * 1000 + 300);
+    const statuses: number[] = [];
+    for (let request = 1; request <= 7; request++)
+      statuses.push(await statusOf(replicas[0]!, user));
+    expect(statuses).toEqual([401, 401, 401, 401, 401, 401, 401]);
+    await unlock(user);
+    expect(await statusOf(replicas[0]!, user)).toBe(200);
+  });
+
   it('lets the right password in on the token endpoint once the lock it was refused during ends', async () => {
     const user = await createUser(org, { workspaceRoles: ['ws1'] });
     const viaGateway = `${replicas[0]!.url}/auth`;

@@ -90,7 +90,7 @@ export interface BasicAuthenticatorDeps {
    * password), and keeps the lock's end: until then a password not known to be right is refused
    * without a grant.
    */
-  locks: Pick<AccountLocks, 'blockOf' | 'isLocked' | 'ended'>;
+  locks: Pick<AccountLocks, 'blockOf' | 'isLocked' | 'firstRefusal' | 'ended'>;
   metrics: Pick<AuthMetrics, 'cacheLookup'>;
   /**
    * Realms Keycloak said it does not have (shared with the Bearer paths): their logins are
@@ -232,7 +232,7 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     const decision = await deps.throttle.begin(realm, found.account, clientAddress);
     if (decision.kind !== 'go') throw throttleRefusal(decision);
     try {
-      if (deps.locks.isLocked(realm, found.account)) await refuseWhileLocked(key);
+      if (deps.locks.isLocked(realm, found.account)) await refuseWhileLocked(key, login);
       const principal = await logIn(realm, credentials, key, login);
       deps.locks.ended(realm, found.account);
       await Promise.all([decision.attempt.settle('succeeded'), deps.failedLogins.succeeded(login)]);
@@ -253,10 +253,10 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
    * in lately) still goes to Keycloak: an administrator may have lifted the lock early, and the
    * owner's jobs must not wait out a lock that is gone.
    */
-  async function refuseWhileLocked(key: string): Promise<void> {
+  async function refuseWhileLocked(key: string, login: LoginCredentials): Promise<void> {
     if (await keptLogin(key)) return;
     const failure = loginRefused('wrong_password');
-    counted.add(failure);
+    if (deps.locks.firstRefusal(login)) counted.add(failure);
     throw failure;
   }
 
@@ -353,9 +353,10 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       // lasts, but not remembered, and the login kept for an outage stays: once the lock ends,
       // the right password logs in again, on every replica, from every address. It is counted
       // as any refusal (this account from this address): the guess that brought the lock about
-      // sees it too, and guesses must not go uncounted while the owner is locked out.
+      // sees it too, and guesses must not go uncounted while the owner is locked out; a repeat
+      // during the lock is not counted again (a host's jobs on the right password).
       if (lockedOut) {
-        counted.add(failure);
+        if (deps.locks.firstRefusal(login)) counted.add(failure);
         throw failure;
       }
       await endKeptLogin(key);

@@ -14,6 +14,7 @@ import { manualClock } from '../../helpers/test-clock.ts';
  */
 describe("the memory of Keycloak's lockouts", () => {
   const logger = createLogger('silent');
+  const SECRET = 'a-secret-of-the-test';
 
   function locksTelling(answer: (realm: string, username: string) => LoginBlock) {
     const clock = manualClock();
@@ -23,6 +24,7 @@ describe("the memory of Keycloak's lockouts", () => {
         asked.push(`${realm}/${username}`);
         return Promise.resolve(answer(realm, username));
       },
+      secret: SECRET,
       logger,
       clock,
     });
@@ -57,6 +59,26 @@ describe("the memory of Keycloak's lockouts", () => {
     clock.advance(60_000);
     await locks.blockOf('acme', 'alice');
     expect(asked).toEqual(['acme/alice', 'acme/alice']);
+  });
+
+  it('tells the first refusal of each login while the lock lasts, a repeat not, each after it again', async () => {
+    const { clock, locks } = locksTelling(() => ({
+      twoFactor: false,
+      lockedOut: true,
+      lockedUntil: Date.UTC(2026, 10, 23, 12) + 60_000,
+    }));
+    const login = { channel: 'basic' as const, realm: 'acme', username: 'alice', password: 'p' };
+    // No lock noted: every refusal counts.
+    expect(locks.firstRefusal(login)).toBe(true);
+    expect(locks.firstRefusal(login)).toBe(true);
+    await locks.blockOf('acme', 'alice');
+    expect(locks.firstRefusal(login)).toBe(true);
+    expect(locks.firstRefusal({ ...login, username: 'Alice' })).toBe(false);
+    expect(locks.firstRefusal({ ...login, password: 'q' })).toBe(true);
+    expect(locks.firstRefusal({ ...login, channel: 'grant', extra: ['cli', ''] })).toBe(true);
+    clock.advance(60_000);
+    expect(locks.firstRefusal(login)).toBe(true);
+    expect(locks.firstRefusal(login)).toBe(true);
   });
 
   it('notes a lock with no end, or a far one, for MAX_NOTED_MS at most', async () => {
@@ -100,6 +122,7 @@ describe("the memory of Keycloak's lockouts", () => {
   it('takes an admin API that cannot tell for no block', async () => {
     const locks = createAccountLocks({
       loginBlockOf: () => Promise.reject(new Error('admin API down')),
+      secret: SECRET,
       logger,
       clock: manualClock(),
     });
