@@ -8,6 +8,7 @@ import { createIdenticalGrants, type IdenticalGrants } from './identical-grants.
 import { isRequiredActionPage, realmOf } from './auth-routes.ts';
 import { bufferedBodyOf, formFieldsOf } from './form-body-guard.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
+import type { AccountLocks } from '../auth/account-locks.ts';
 import type { FailedLoginMemory } from '../auth/failed-logins.ts';
 import type { LoginAccounts } from '../auth/login-accounts.ts';
 import type {
@@ -123,6 +124,8 @@ export interface PasswordAttemptThrottleDeps {
   throttle: LoginThrottle;
   /** Wrong passwords refused within the throttle's window: a repeated grant is answered here. */
   failedLogins: FailedLoginMemory;
+  /** Keycloak's lockouts, as Basic reads them: a grant refused during one is not remembered. */
+  locks: Pick<AccountLocks, 'blockOf' | 'firstRefusal' | 'ended'>;
   /** The account a login name names (a user's e-mail names the user's), as both key it. */
   accounts: LoginAccounts;
   /** The client address the edge decided (trusted proxies applied). */
@@ -173,6 +176,7 @@ async function admit(
   identical: IdenticalGrants,
 ): Promise<boolean> {
   let attempt = typed;
+  let unresolved = false;
   if (typed.username !== undefined) {
     const found = await deps.accounts.accountOf(typed.realm, typed.username, address);
     if ('refusal' in found) {
@@ -180,6 +184,7 @@ async function admit(
       return false;
     }
     attempt = { ...typed, username: found.account };
+    unresolved = found.unresolved === true;
   }
   let leave = () => {};
   if (attempt.kind === 'grant') {
@@ -208,7 +213,9 @@ async function admit(
     };
     // Settled before the client gets the answer: a repeat it sends at once finds it remembered
     // or counted.
-    holdAnswer(res, (answer) => outcomeOf(attempt, answer, deps).then(settle).catch(warn));
+    holdAnswer(res, (answer) =>
+      outcomeOf(attempt, answer, deps, unresolved).then(settle).catch(warn),
+    );
     res.once('close', () => {
       // Gone before the answer: Keycloak may have checked the password; count it.
       if (!res.writableFinished) settle('failed').catch(warn);
@@ -233,6 +240,7 @@ async function outcomeOf(
   attempt: PasswordAttempt,
   answer: GrantAnswer,
   deps: PasswordAttemptThrottleDeps,
+  unresolved = false,
 ): Promise<AttemptOutcome> {
   if (answer.status >= 500) return 'released';
   if (attempt.kind === 'form') {
@@ -246,11 +254,19 @@ async function outcomeOf(
   }
   const login = { channel: 'grant' as const, ...attempt };
   if (answer.status === 200) {
+    deps.locks.ended(attempt.realm, attempt.username);
     await deps.failedLogins.succeeded(login);
     return 'succeeded';
   }
   if (isRequestRefusal(answer)) return 'released';
   if (!isCredentialRefusal(answer)) return 'failed';
+  // Keycloak's lockout refuses the right password in a wrong one's words: such a refusal is
+  // counted (its first time in the lock), as on Basic, but not remembered, or the password would
+  // be refused past the lock. An account the admin API could not tell (a login by e-mail) is not
+  // asked about: its refusal is a wrong password's, as when the lookup fails.
+  if (!unresolved && (await deps.locks.blockOf(attempt.realm, attempt.username)).lockedOut) {
+    return deps.locks.firstRefusal(login) ? 'failed' : 'released';
+  }
   return (await deps.failedLogins.remember(login, grantAnswerText(answer))) ? 'failed' : 'released';
 }
 

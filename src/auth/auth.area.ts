@@ -37,6 +37,7 @@ import { createKeySetEvents, type KeySetEvents } from './bearer/key-set-events.t
 import { createWorkerKeySetMemory } from './bearer/key-set-memory.ts';
 import { createGoneRealms } from './gone-realms.ts';
 import { createFailedLoginMemory, type FailedLoginMemory } from './failed-logins.ts';
+import { createAccountLocks, type AccountLocks } from './account-locks.ts';
 import { createLoginThrottle, type LoginThrottle } from './login-throttle.ts';
 import { createLoginAccounts, type LoginAccounts } from './login-accounts.ts';
 import { createReachStep, type ReachStep } from './reach.ts';
@@ -58,6 +59,8 @@ export interface AuthArea {
   keySetEvents: KeySetEvents;
   loginThrottle: LoginThrottle;
   failedLogins: FailedLoginMemory;
+  /** Keycloak's lockouts of accounts told on refusals: Basic and the token endpoint read them. */
+  accountLocks: AccountLocks;
   /** The account a login name names (its e-mail's user): what the two above count and keep. */
   loginAccounts: LoginAccounts;
   tokenDetails: TokenDetailsStore;
@@ -65,8 +68,9 @@ export interface AuthArea {
   /** The longest a cached Basic login may be served: a user's revocation is remembered as long. */
   basicLoginSeconds: number;
   /**
-   * A user was given a new password, or may now log in with one refused before: the failed-login
-   * memory drops what it keeps for the user (by id; the memory is keyed by user name).
+   * A user was given a new password, or may now log in with one refused before (its lock
+   * cleared, say): the failed-login memory drops what it keeps for the user (by id; the memory is
+   * keyed by user name), and this process what it noted of the user's lock.
    */
   passwordSet(realm: string, userId: string): Promise<void>;
   /** Ends the cached Basic logins of users whose credentials Keycloak's events say changed. */
@@ -187,6 +191,13 @@ export async function buildAuth(
     windowSeconds: config.LOGIN_FAILURE_WINDOW_SECONDS,
     clock,
   });
+  // One reading of what besides a password refused a login, for Basic and the token endpoint.
+  const accountLocks = createAccountLocks({
+    loginBlockOf: (realm, username) => accounts.loginBlockOf(realm, username),
+    secret: cacheSecret,
+    logger,
+    clock,
+  });
   // A user logging in by e-mail is the same account as by user name, to both of them.
   const loginAccounts = createLoginAccounts({
     cache,
@@ -209,7 +220,9 @@ export async function buildAuth(
   const passwordSet = async (realm: string, userId: string) => {
     // A user deleted since has no failures worth dropping.
     const username = await accounts.usernameOf(realm, userId);
-    if (username) await failedLogins.passwordSet(realm, username);
+    if (!username) return;
+    accountLocks.ended(realm, username);
+    await failedLogins.passwordSet(realm, username);
   };
   const basicLoginSeconds = longestServedSeconds({
     cacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
@@ -232,7 +245,7 @@ export async function buildAuth(
     refuses: (realm, username) => isBootstrapAdmin(config.KEYCLOAK_ADMIN_USERNAME, realm, username),
     throttle: loginThrottle,
     revocations,
-    loginBlockOf: (realm, username) => accounts.loginBlockOf(realm, username),
+    locks: accountLocks,
     metrics,
     gone,
     logger,
@@ -310,6 +323,7 @@ export async function buildAuth(
     keySetEvents,
     loginThrottle,
     failedLogins,
+    accountLocks,
     loginAccounts,
     tokenDetails,
     reach,
