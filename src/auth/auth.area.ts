@@ -30,6 +30,7 @@ import { createProofChecker } from './dpop/dpop-proof.ts';
 import { createProofReplayStore } from './dpop/dpop-replay.ts';
 import { createNonceSource } from './dpop/dpop-nonce.ts';
 import { createDpopScheme } from './dpop/dpop-scheme.ts';
+import { createDpopSwitches, type DpopSwitches } from './dpop/dpop-switch.ts';
 import { createIdTokenReader, type IdTokenReader } from './bearer/id-token.ts';
 import { createJwksRegistry, type JwksRegistry } from './bearer/jwks.ts';
 import { createKeySetEvents, type KeySetEvents } from './bearer/key-set-events.ts';
@@ -70,6 +71,8 @@ export interface AuthArea {
   keycloakEventsSeen: KeycloakEventsSeen;
   /** The protected-resource metadata of `/api` and each organization's (RFC 9728). */
   resourceMetadata: RequestHandler;
+  /** The organizations' DPoP switches as the admission holds them and the metadata says. */
+  dpopSwitches: DpopSwitches;
   /** Stops the key sets' schedules. */
   close(): void;
 }
@@ -264,6 +267,13 @@ export async function buildAuth(
     logger,
   });
   const htuBase = htuBaseOf(config.PUBLIC_URL);
+  // One memory of the organizations' DPoP switches: what the metadata says is what /api holds.
+  const dpopSwitches = createDpopSwitches({
+    read: (realm) => accounts.dpopRequired(realm),
+    gone,
+    shared: cache,
+    clock,
+  });
   const admission = createAdmission({
     basic,
     bearer,
@@ -288,6 +298,7 @@ export async function buildAuth(
         : undefined,
     }),
     resourceMetadataOf: (realm) => resourceMetadataUrlOf(htuBase, realm),
+    dpopRequired: (realm) => dpopSwitches.heldIn(realm),
     revocations,
     activeCheck,
     organizations: tenants.directory,
@@ -318,14 +329,13 @@ export async function buildAuth(
       passwordSet,
       clock,
     }),
+    dpopSwitches,
     resourceMetadata: resourceMetadataRouter({
       htuBase,
       algorithms: config.DPOP_ALGORITHMS,
       organizations: tenants.directory,
       clientAddressOf,
-      dpopRequired: (realm) => accounts.dpopRequired(realm),
-      gone,
-      clock,
+      switches: dpopSwitches,
     }),
     close: () => jwks.close(),
   };

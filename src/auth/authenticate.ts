@@ -23,6 +23,11 @@ export interface AuthenticateDeps {
   metrics: Pick<AuthMetrics, 'authFailure'>;
   /** The URL of the realm's protected-resource metadata, which Bearer and DPoP challenges name. */
   resourceMetadataOf: (realm: string) => string;
+  /**
+   * Whether the realm's API client requires DPoP (the organization's switch), from the memory
+   * the resource metadata publishes it from (dpop/dpop-switch.ts): at once while fresh.
+   */
+  dpopRequired: (realm: string) => Answer<boolean>;
 }
 
 /**
@@ -119,7 +124,13 @@ function bearerPrincipal(token: string, realm: string, deps: AuthenticateDeps): 
     : unboundPrincipal(token, verified, deps);
 }
 
-/** A Bearer token's principal: a token bound to a key is not a bearer token (RFC 9449 7.2). */
+/**
+ * A Bearer token's principal: a token bound to a key is not a bearer token (RFC 9449 7.2), and
+ * a realm whose API client requires DPoP takes no unbound token, whichever client it was issued
+ * to: Keycloak binds only the API client's tokens, and any other client of the realm allowed a
+ * grant (one a realm administrator added, a token minted before the switch) would otherwise
+ * carry the realm's users past the switch.
+ */
 function unboundPrincipal(
   token: string,
   principal: Principal,
@@ -130,6 +141,25 @@ function unboundPrincipal(
       'dpop',
       'bad_token',
       'This token is bound to a key; use the DPoP scheme with a proof.',
+    );
+  }
+  const required = deps.dpopRequired(principal.realm);
+  return required instanceof Promise
+    ? required.then((on) => unlessDpopRequired(on, token, principal, deps))
+    : unlessDpopRequired(required, token, principal, deps);
+}
+
+function unlessDpopRequired(
+  required: boolean,
+  token: string,
+  principal: Principal,
+  deps: AuthenticateDeps,
+): Answer<Principal> {
+  if (required) {
+    throw new AuthFailure(
+      'dpop',
+      'dpop_required',
+      'This API requires DPoP: a token bound to a key (log in with a DPoP proof), sent with the DPoP scheme.',
     );
   }
   return activePrincipal(token, principal, deps);
