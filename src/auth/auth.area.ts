@@ -291,7 +291,9 @@ export async function buildAuth(
       algorithms: config.DPOP_ALGORITHMS,
       nonces: config.DPOP_NONCE
         ? createNonceSource({
-            secret: config.KEYCLOAK_CLIENT_SECRET!,
+            // config.ts requires REALMGATE_CACHE_SECRET with DPOP_NONCE (but in demo mode,
+            // one process, whose random secret its workers share).
+            secret: cacheSecret,
             slotSeconds: config.DPOP_PROOF_MAX_AGE_SECONDS,
             clock,
           })
