@@ -272,6 +272,10 @@ export async function buildAuth(
     read: (realm) => accounts.dpopRequired(realm),
     gone,
     shared: cache,
+    // As long as a token's re-check: a switch never read is a check Keycloak must answer.
+    waitMs: config.REVOCATION_CHECK_WAIT_MS,
+    onUnread: (realm, err) =>
+      logger.warn({ err, realm }, "could not read the realm's DPoP switch: unbound tokens served"),
     clock,
   });
   const admission = createAdmission({

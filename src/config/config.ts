@@ -352,7 +352,7 @@ export const configSchema = z.object({
     }),
   REVOCATION_CHECK_WAIT_MS: z.coerce.number().int().min(0).max(60000).default(1000).meta({
     description:
-      'how long the request that finds its token due for a re-check waits for Keycloak; slower (or Keycloak unreachable), it is served on the local verification and the answer applies from the next request (`0`: never wait, check in the background)',
+      'how long the request that finds its token due for a re-check waits for Keycloak; slower (or Keycloak unreachable), it is served on the local verification and the answer applies from the next request (`0`: never wait, check in the background); the same for the first unbound token of a realm whose DPoP switch no replica has read',
   }),
   KEY_SET_REFRESH_SECONDS: z.coerce.number().int().min(1).max(3600).default(30).meta({
     description:

@@ -9,6 +9,8 @@ import type { GoneRealms } from '../gone-realms.ts';
 export const SWITCH_FRESH_MS = 60_000;
 /** How long a switch read once is still answered while Keycloak does not answer. */
 const SWITCH_KEPT_MS = 60 * 60_000;
+/** After a failed read of a switch never known, how long it is not asked again. */
+const FAILED_READ_PAUSE_MS = 5_000;
 const MAX_REALMS = 10_000;
 
 /**
@@ -26,9 +28,11 @@ export interface DpopSwitches {
    */
   requiredIn(realm: string): Answer<boolean>;
   /**
-   * The same for the admission, which does not wait for a fresh answer once it has one: the
-   * last answer at once while Keycloak is asked again in the background (a Bearer request is
-   * never held up by Keycloak, slow or down, for a switch this process knows).
+   * The same for the admission, which never waits long: the last answer at once while Keycloak
+   * is asked again in the background; a switch never read (by any process, as far as the shared
+   * cache says) waited for up to `waitMs`, and when Keycloak is slower or does not answer, taken
+   * as off for this request, as a token's re-check is (bearer/active-check.ts): the answer
+   * applies from the next request.
    */
   heldIn(realm: string): Answer<boolean>;
   /**
@@ -48,9 +52,15 @@ export function createDpopSwitches(options: {
    * worker started again during an outage, or one that never served the realm, knows it there.
    */
   shared?: Cache;
+  /** How long the admission waits for a switch never read (`REVOCATION_CHECK_WAIT_MS`). */
+  waitMs?: number;
+  /** Told each failed read of a switch never known: the admission serves without it. */
+  onUnread?: (realm: string, err: unknown) => void;
   clock?: Clock;
 }): DpopSwitches {
-  const { clock = systemClock, shared } = options;
+  const { clock = systemClock, shared, waitMs = 1000 } = options;
+  /** When a read of a switch never known last failed, by realm. */
+  const failedAt = new TtlLru<number>(MAX_REALMS, clock);
   const switches = new TtlLru<{ required: boolean; at: number }>(MAX_REALMS, clock);
   const reading = new Map<string, Promise<boolean>>();
   const sharedKey = (realm: string) => `dpop-switch:${realm}`;
@@ -87,15 +97,52 @@ export function createDpopSwitches(options: {
         throw err;
       }
       if (known !== undefined) return known;
-      const kept = await shared?.get(sharedKey(realm)).catch(() => undefined);
-      if (kept === '1' || kept === '0') {
-        // Taken as read a minute ago: answered at once from now on, Keycloak asked again.
-        const required = kept === '1';
-        const at = clock.now() - SWITCH_FRESH_MS;
-        switches.set(realm, { required, at }, clock.now() + SWITCH_KEPT_MS);
-        return required;
-      }
+      failedAt.set(realm, clock.now(), clock.now() + FAILED_READ_PAUSE_MS);
+      options.onUnread?.(realm, err);
       throw new AppError('identityProviderUnavailable', { cause: err });
+    }
+  }
+
+  /**
+   * A switch this process never knew: as another process read it (the shared cache; Keycloak
+   * then asked again in the background), else Keycloak's answer. Not asked again for a while
+   * after it failed: a realm whose switch cannot be read costs no admin call per request.
+   */
+  async function firstRead(realm: string): Promise<boolean> {
+    const kept = await shared?.get(sharedKey(realm)).catch(() => undefined);
+    if (kept === '1' || kept === '0') {
+      const required = kept === '1';
+      // Taken as read a minute ago: answered at once from now on, Keycloak asked again.
+      switches.set(
+        realm,
+        { required, at: clock.now() - SWITCH_FRESH_MS },
+        clock.now() + SWITCH_KEPT_MS,
+      );
+      readAgain(realm, required).catch(() => {});
+      return required;
+    }
+    if (failedAt.get(realm) !== undefined) throw new AppError('identityProviderUnavailable');
+    return readAgain(realm, undefined);
+  }
+
+  /**
+   * `answer`, or undefined when it fails or takes longer than `waitMs`; a realm gone is said
+   * as it is.
+   */
+  async function within(answer: Promise<boolean>): Promise<boolean | undefined> {
+    const settled = answer.catch((err: unknown) =>
+      err instanceof AppError && err.code === 'organizationNotFound' ? err : undefined,
+    );
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), waitMs);
+    });
+    try {
+      const outcome = await Promise.race([settled, late]);
+      if (outcome instanceof AppError) throw outcome;
+      return outcome;
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -104,12 +151,14 @@ export function createDpopSwitches(options: {
       if (options.gone.isGone(realm)) throw new AppError('organizationNotFound');
       const known = switches.get(realm);
       if (known && clock.now() - known.at < SWITCH_FRESH_MS) return known.required;
-      return readAgain(realm, known?.required);
+      return known ? readAgain(realm, known.required) : firstRead(realm);
     },
     heldIn(realm) {
       if (options.gone.isGone(realm)) throw new AppError('organizationNotFound');
       const known = switches.get(realm);
-      if (known === undefined) return readAgain(realm, undefined);
+      if (known === undefined) {
+        return within(firstRead(realm)).then((required) => required ?? false);
+      }
       if (clock.now() - known.at >= SWITCH_FRESH_MS) {
         // A realm found gone is told to the shared memory by `readAgain`; an outage changes
         // nothing: the known answer stays until Keycloak answers.
