@@ -8,6 +8,7 @@ import { parseBasicCredentials } from './basic/parse-basic.ts';
 import { tokenHashOf, type BearerVerifier } from './bearer/bearer-verifier.ts';
 import type { ActiveCheck } from './bearer/active-check.ts';
 import type { DpopScheme } from './dpop/dpop-scheme.ts';
+import { apiClientIdOf } from '../tenancy/identifiers.ts';
 import type { Principal } from '../tenancy/principal.ts';
 import type { RevocationList } from './revocation.ts';
 
@@ -126,10 +127,12 @@ function bearerPrincipal(token: string, realm: string, deps: AuthenticateDeps): 
 
 /**
  * A Bearer token's principal: a token bound to a key is not a bearer token (RFC 9449 7.2), and
- * a realm whose API client requires DPoP takes no unbound token, whichever client it was issued
- * to: Keycloak binds only the API client's tokens, and any other client of the realm allowed a
- * grant (one a realm administrator added, a token minted before the switch) would otherwise
- * carry the realm's users past the switch.
+ * a realm whose API client requires DPoP takes no unbound token of another client: Keycloak
+ * binds the API client's tokens only, and any other client of the realm allowed a grant (one a
+ * realm administrator added) would otherwise carry the realm's users past the switch. The API
+ * client's own unbound token was issued before the switch (Keycloak refuses it every grant
+ * without a proof since, refreshes too): served until it expires, without asking for the switch
+ * (docs/security-model.md, "The switch on `/api`").
  */
 function unboundPrincipal(
   token: string,
@@ -142,6 +145,9 @@ function unboundPrincipal(
       'bad_token',
       'This token is bound to a key; use the DPoP scheme with a proof.',
     );
+  }
+  if (principal.clientId === apiClientIdOf(principal.realm)) {
+    return activePrincipal(token, principal, deps);
   }
   const required = deps.dpopRequired(principal.realm);
   return required instanceof Promise

@@ -62,7 +62,12 @@ async function setup(
     ({ method: 'GET', headers: { authorization }, rawHeaders: [] }) as unknown as IncomingMessage;
   const admit = async (authorization: string) =>
     authenticateRequest(request(authorization), 'acme', '/api/acme/platform/workspaces', deps);
-  return { clock, reads, admit, switches };
+  return { clock, reads, admit, switches, deps };
+}
+
+/** The principal `deps`'s verifier answers. */
+function unboundOf(deps: AuthenticateDeps): Principal {
+  return deps.bearer.verify('acme', 'some.unbound.token') as Principal;
 }
 
 describe("an organization's DPoP switch on /api", () => {
@@ -108,6 +113,14 @@ describe("an organization's DPoP switch on /api", () => {
     await expect(restarted.admit('Bearer some.unbound.token')).rejects.toMatchObject({
       status: 401,
     });
+  });
+
+  it("serves the API client's own unbound token, issued before the switch, without asking", async () => {
+    const { reads, admit, deps } = await setup({ value: true });
+    const ofApiClient: Principal = { ...unboundOf(deps), clientId: '_acme-api' };
+    deps.bearer = { verify: () => ofApiClient };
+    await expect(admit('Bearer some.unbound.token')).resolves.toMatchObject({ method: 'bearer' });
+    expect(reads).toEqual([]);
   });
 
   it('serves Basic whatever the switch, and Bearer with the switch off', async () => {
