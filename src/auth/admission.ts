@@ -81,8 +81,7 @@ interface AdmissionStep {
 /**
  * What reading the credentials can answer (authenticate.ts): a malformed header, bad or missing
  * credentials, too many failed Basic logins, a Keycloak that is absent, too slow or answering
- * nonsense (a Basic login asks it, and an unbound token its realm's DPoP switch never read
- * yet), a database that is down (revocations, DPoP replays).
+ * nonsense (a Basic login asks it), a database that is down (revocations, DPoP replays).
  */
 const CREDENTIAL_REFUSALS: readonly ErrorCode[] = [
   'badRequestHeader',
