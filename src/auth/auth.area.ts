@@ -30,6 +30,7 @@ import { createProofChecker } from './dpop/dpop-proof.ts';
 import { createProofReplayStore } from './dpop/dpop-replay.ts';
 import { createNonceSource } from './dpop/dpop-nonce.ts';
 import { createDpopScheme } from './dpop/dpop-scheme.ts';
+import { createDpopSwitches, type DpopSwitches } from './dpop/dpop-switch.ts';
 import { createIdTokenReader, type IdTokenReader } from './bearer/id-token.ts';
 import { createJwksRegistry, type JwksRegistry } from './bearer/jwks.ts';
 import { createSessionTokenCheck, type SessionTokenCheck } from './bearer/session-token.ts';
@@ -77,6 +78,8 @@ export interface AuthArea {
   keycloakEventsSeen: KeycloakEventsSeen;
   /** The protected-resource metadata of `/api` and each organization's (RFC 9728). */
   resourceMetadata: RequestHandler;
+  /** The organizations' DPoP switches as the admission holds them and the metadata says. */
+  dpopSwitches: DpopSwitches;
   /** Stops the key sets' schedules. */
   close(): void;
 }
@@ -280,6 +283,17 @@ export async function buildAuth(
     logger,
   });
   const htuBase = htuBaseOf(config.PUBLIC_URL);
+  // One memory of the organizations' DPoP switches: what the metadata says is what /api holds.
+  const dpopSwitches = createDpopSwitches({
+    read: (realm) => accounts.dpopRequired(realm),
+    gone,
+    shared: cache,
+    // As long as a token's re-check: a switch never read is a check Keycloak must answer.
+    waitMs: config.REVOCATION_CHECK_WAIT_MS,
+    onUnread: (realm, err) =>
+      logger.warn({ err, realm }, "could not read the realm's DPoP switch: unbound tokens served"),
+    clock,
+  });
   const admission = createAdmission({
     basic,
     bearer,
@@ -297,13 +311,16 @@ export async function buildAuth(
       algorithms: config.DPOP_ALGORITHMS,
       nonces: config.DPOP_NONCE
         ? createNonceSource({
-            secret: config.KEYCLOAK_CLIENT_SECRET!,
+            // config.ts requires REALMGATE_CACHE_SECRET with DPOP_NONCE (but in demo mode,
+            // one process, whose random secret its workers share).
+            secret: cacheSecret,
             slotSeconds: config.DPOP_PROOF_MAX_AGE_SECONDS,
             clock,
           })
         : undefined,
     }),
     resourceMetadataOf: (realm) => resourceMetadataUrlOf(htuBase, realm),
+    dpopRequired: (realm) => dpopSwitches.heldIn(realm),
     revocations,
     activeCheck,
     organizations: tenants.directory,
@@ -336,14 +353,13 @@ export async function buildAuth(
       passwordSet,
       clock,
     }),
+    dpopSwitches,
     resourceMetadata: resourceMetadataRouter({
       htuBase,
       algorithms: config.DPOP_ALGORITHMS,
       organizations: tenants.directory,
       clientAddressOf,
-      dpopRequired: (realm) => accounts.dpopRequired(realm),
-      gone,
-      clock,
+      switches: dpopSwitches,
     }),
     close: () => jwks.close(),
   };
