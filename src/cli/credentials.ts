@@ -39,6 +39,12 @@ export interface StoredLogin {
    */
   keyFile?: string;
   keyThumbprint?: string;
+  /**
+   * The gateway's own address (its PUBLIC_URL, ending with `/`) that the login's proofs name:
+   * learnt at login, or REALMGATE_CANONICAL_URL; an answer naming another one is refused. Absent
+   * for a bearer login, and one made before the CLI kept it.
+   */
+  canonicalUrl?: string;
 }
 
 /** What picks a stored login: `--realm` and `--user`, each optional. */
@@ -256,7 +262,7 @@ function isStoredLogin(value: unknown): value is StoredLogin {
   const optional = (key: string) => login[key] === undefined || typeof login[key] === 'string';
   return (
     ['gateway', 'realm', 'username', 'sessionId', 'refreshToken', 'loggedInAt'].every(text) &&
-    ['refreshExpiresAt', 'accessToken', 'accessExpiresAt'].every(optional) &&
+    ['refreshExpiresAt', 'accessToken', 'accessExpiresAt', 'canonicalUrl'].every(optional) &&
     (login.dpopKey === undefined || isDpopKey(login.dpopKey)) &&
     // A key kept apart is named with its thumbprint, and never beside a key kept here.
     (login.keyFile === undefined

@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
+import { canonicalAddressOf } from '../../../src/cli/canonical-address.ts';
 import { gatewayAddressOf } from '../../../src/cli/gateway-address.ts';
 import { closeServers, listenLocally, refusingBaseUrl } from '../../helpers/local-server.ts';
 
@@ -45,5 +46,43 @@ describe("the gateway's own address, as the CLI learns it", () => {
     await expect(gatewayAddressOf(baseUrl, 'acme', 2000)).rejects.toMatchObject({
       kind: 'unreachable',
     });
+  });
+});
+
+describe("the gateway's address a login's proofs name", () => {
+  // What the answer at REALMGATE_URL names; nothing authenticates it but TLS.
+  const naming = (address: string | undefined) => () =>
+    Promise.resolve(address === undefined ? undefined : new URL(address));
+
+  it('refuses plain http named through an https REALMGATE_URL: a downgrade', async () => {
+    const through = new URL('https://realmgate.internal/');
+    await expect(
+      canonicalAddressOf(through, 'acme', undefined, 2000, naming('http://gw.example/')),
+    ).rejects.toThrow(
+      'refused: the answer at https://realmgate.internal/ names http://gw.example/, plain http',
+    );
+    // https named through plain http (a TLS front the job does not use) is the feature.
+    const plain = new URL('http://127.0.0.1:8000/');
+    expect(
+      (await canonicalAddressOf(plain, 'acme', undefined, 2000, naming('https://gw.example/')))
+        .href,
+    ).toBe('https://gw.example/');
+  });
+
+  it('is the pinned one: another is refused, and it serves while the gateway cannot say', async () => {
+    const through = new URL('http://127.0.0.1:8000/');
+    const pinned = 'https://gw.example/';
+    await expect(
+      canonicalAddressOf(through, 'acme', pinned, 2000, naming('https://gw.example/other/')),
+    ).rejects.toThrow(
+      "refused: the gateway's address is https://gw.example/ (the one this login was made " +
+        'with), but the answer at http://127.0.0.1:8000/ names https://gw.example/other/',
+    );
+    expect((await canonicalAddressOf(through, 'acme', pinned, 2000, naming(undefined))).href).toBe(
+      pinned,
+    );
+    expect((await canonicalAddressOf(through, 'acme', pinned, 2000, naming(pinned))).href).toBe(
+      pinned,
+    );
   });
 });
