@@ -13,19 +13,8 @@ const learnt = new Map<string, Promise<URL | undefined>>();
 
 /**
  * The gateway's own address (its `PUBLIC_URL`, ending with `/`), which its DPoP check and
- * Keycloak compare a proof's URL with, whatever address (`baseUrl`) the CLI reaches it by:
- * `learnGatewayAddress`, else `baseUrl` itself.
- */
-export async function gatewayAddressOf(
-  baseUrl: URL,
-  realm: string,
-  timeoutMs: number,
-): Promise<URL> {
-  return (await learnGatewayAddress(baseUrl, realm, timeoutMs)) ?? baseUrl;
-}
-
-/**
- * The gateway's own address as the answer at `baseUrl` names it: the `resource` of the realm's
+ * Keycloak compare a proof's URL with, whatever address (`baseUrl`) the CLI reaches it by, as
+ * the answer at `baseUrl` names it: the `resource` of the realm's
  * protected-resource metadata (RFC 9728, `/.well-known/oauth-protected-resource/api/<org>`),
  * without its `api/<org>`. From a gateway that publishes none (before 0.3.0), the realm's issuer
  * without its `auth/realms/<realm>`. Undefined when neither has that form or the gateway answers

@@ -1,7 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { canonicalAddressOf } from '../../../src/cli/canonical-address.ts';
-import { gatewayAddressOf } from '../../../src/cli/gateway-address.ts';
 import { closeServers, listenLocally, refusingBaseUrl } from '../../helpers/local-server.ts';
 
 const servers: Server[] = [];
@@ -32,18 +31,20 @@ describe("the gateway's own address, as the CLI learns it", () => {
     const baseUrl = await gateway({
       [METADATA]: [200, { resource: 'https://gw.example/api/acme' }],
     });
-    expect((await gatewayAddressOf(baseUrl, 'acme', 2000)).href).toBe('https://gw.example/');
+    expect((await canonicalAddressOf(baseUrl, 'acme', undefined, 2000)).href).toBe(
+      'https://gw.example/',
+    );
   });
 
   it('is the address the CLI was given while the gateway cannot say (its Keycloak down)', async () => {
     // A bound token the CLI has cached still serves: the gateway checks it without Keycloak.
     const baseUrl = await gateway({ [METADATA]: KEYCLOAK_DOWN, [DISCOVERY]: KEYCLOAK_DOWN });
-    expect((await gatewayAddressOf(baseUrl, 'acme', 2000)).href).toBe(baseUrl.href);
+    expect((await canonicalAddressOf(baseUrl, 'acme', undefined, 2000)).href).toBe(baseUrl.href);
   });
 
   it('is not guessed for a gateway that cannot be reached', async () => {
     const baseUrl = new URL(`${await refusingBaseUrl()}/`);
-    await expect(gatewayAddressOf(baseUrl, 'acme', 2000)).rejects.toMatchObject({
+    await expect(canonicalAddressOf(baseUrl, 'acme', undefined, 2000)).rejects.toMatchObject({
       kind: 'unreachable',
     });
   });
