@@ -232,7 +232,8 @@ async function refreshed(
   const { tokens } = result;
   const renewed: StoredLogin = {
     ...latest,
-    ...(pinned === undefined ? {} : { canonicalUrl: pinned }),
+    // Kept for a bound login alone: a bearer login's requests carry no proof to name it.
+    ...(pinned === undefined || stored.key === undefined ? {} : { canonicalUrl: pinned }),
     // Keycloak may rotate the refresh token; the newest one is always the one to keep.
     refreshToken: tokens.refreshToken ?? latest.refreshToken,
     accessToken: tokens.accessToken,
