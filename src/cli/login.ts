@@ -11,6 +11,7 @@ import { keyFilePathOf, keyOfFile } from './key-file.ts';
 import { requireCredentialsPath } from './stored-login.ts';
 import {
   passwordGrant,
+  realmIssuerOf,
   realmOffersDpop,
   unverifiedClaimsOf,
   type GrantResult,
@@ -193,6 +194,10 @@ async function learntAddress(
   realm: string,
   timeoutMs: number,
 ): Promise<URL | undefined> {
+  // A realm whose issuer (its discovery document, read already) is under `baseUrl`: the job
+  // uses the gateway's own address, and there is nothing more to ask.
+  const issuer = await realmIssuerOf(baseUrl, realm, timeoutMs);
+  if (issuer === new URL(`auth/realms/${encodeURIComponent(realm)}`, baseUrl).href) return baseUrl;
   const learnt = await learnGatewayAddress(baseUrl, realm, timeoutMs);
   if (learnt !== undefined) checkLearnt(learnt, baseUrl, undefined, 'exactly');
   return learnt;
