@@ -125,6 +125,8 @@ const deps: AuthenticateDeps = {
   revocations: new Proxy({}, { get: () => () => false }) as RevocationList,
   activeCheck: { ensureActive: () => undefined },
   resourceMetadataOf: () => `${PUBLIC_URL}/.well-known/oauth-protected-resource`,
+  // No switch on: the Bearer row is the hot path of an organization that does not require DPoP.
+  dpopRequired: () => false,
   clientAddressOf: () => '127.0.0.1',
   metrics: { authFailure: () => undefined },
 };

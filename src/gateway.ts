@@ -68,8 +68,9 @@ export async function startGateway(
     if (state === 'absent') keycloak.serviceAdmin.forgetRealm(organizationId);
   });
   const auth = await buildAuth(shared, keycloak, tenants, accounts);
-  // Credential changes made in Keycloak itself end cached Basic logins as they are pulled.
-  const auditLog = await buildAuditLog(shared, tenants, keycloak, auth.keycloakEventsSeen);
+  // Credential changes made in Keycloak itself end cached Basic logins as they are pulled; a
+  // token refused on `/auth` names its session's job credential once its realm's keys verify it.
+  const auditLog = await buildAuditLog(shared, tenants, keycloak, auth);
   const automation = buildAutomation(shared, auth.admission);
   const authProxy = buildAuthProxy(shared, auth, accounts, {
     grants: auditLog.tokenGrants,

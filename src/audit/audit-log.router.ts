@@ -34,7 +34,7 @@ export interface AuditLogService {
   retention: { choices: RetentionChoices; bounds: RetentionBounds; deleted: DeletedRetention };
   /**
    * The page reads, exports and downloads this process runs at once (AUDIT_EXPORT_CONCURRENCY),
-   * each caller's organization all but one of them.
+   * each caller's organization all but one of them, exports never the last page read's.
    */
   longReads: LongReads;
   /**

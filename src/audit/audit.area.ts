@@ -16,7 +16,6 @@ import { createAuditLogRepo } from './audit-log.repo.ts';
 import { createAuditIncarnations } from './audit-incarnations.ts';
 import type { AuditLogService } from './audit-log.router.ts';
 import { recordChanges } from './change-events.ts';
-import { realmLogCheck } from './realm-logs.ts';
 import { createAuditWriter, type AuditMetrics, type AuditWriter } from './audit-writer.ts';
 import {
   createRetentionChoices,
@@ -29,7 +28,9 @@ import { REALM_EVENTS_SETTINGS } from './keycloak-event-records.ts';
 import type { KeycloakEventMetrics, KeycloakEventPullDeps } from './keycloak-event-pull.ts';
 import { auditTokenGrants } from './token-grants.ts';
 import { auditAuthRefusals } from './auth-refusals.ts';
+import { realmLogCheck, type RealmLogDeps } from './realm-log.ts';
 import type { TokenReachRefusalListener } from '../auth-proxy/token-reach-guard.ts';
+import type { SessionTokenCheck } from '../auth/bearer/session-token.ts';
 import { summariseRefusals } from './refusal-summaries.ts';
 import type { AuditDownloadService } from './download-jobs.router.ts';
 import { createDownloadJobs, runDownloadJobs } from './download-jobs.ts';
@@ -90,13 +91,18 @@ export async function buildAuditLog(
   },
   tenants: Pick<Tenants, 'directory' | 'organizationsRepo'>,
   keycloak: Pick<KeycloakArea, 'calls' | 'adminSession'>,
-  /**
-   * Told each realm's Keycloak events as they are pulled (auth: credential changes), also while
-   * the log is off.
-   */
-  keycloakEventsSeen?: KeycloakEventPullDeps['seen'],
+  auth: {
+    /**
+     * Told each realm's Keycloak events as they are pulled (auth: credential changes), also
+     * while the log is off.
+     */
+    keycloakEventsSeen?: KeycloakEventPullDeps['seen'];
+    /** Whether a token refused on `/auth` is its session's realm's (who it names). */
+    sessionTokens: SessionTokenCheck;
+  },
 ): Promise<AuditLogArea> {
   const { config, clock, forwarding } = shared;
+  const { keycloakEventsSeen } = auth;
   const realmEvents =
     config.AUDIT_KEYCLOAK_EVENTS_SECONDS > 0 && (config.AUDIT_LOG_ENABLED || keycloakEventsSeen)
       ? REALM_EVENTS_SETTINGS
@@ -229,6 +235,12 @@ export async function buildAuditLog(
   // A flood of refusals or failed grants from one address is counted past its first few
   // (refusal-summaries.ts).
   const refusals = summariseRefusals(record, clock);
+  const realmLog: RealmLogDeps = {
+    record: (event) => refusals.record(event),
+    isLog,
+    clientAddress: (req) => forwarding.clientAddress(req),
+    clock,
+  };
   const isKnown = (organization: string) => tenants.directory.isKnown(organization);
   const changes = recordChanges({ record, isLog, now: () => clock.now() });
   shared.audit.keepIn((entry) => changes.keep(entry));
@@ -237,18 +249,8 @@ export async function buildAuditLog(
       const event = apiDecisionOf(req, res, scope, forwarding.clientAddress(req), clock, isKnown);
       if (event) refusals.record(event);
     },
-    tokenGrants: auditTokenGrants({
-      record: (event) => refusals.record(event),
-      isLog,
-      clientAddress: (req) => forwarding.clientAddress(req),
-      clock,
-    }),
-    authRefusals: auditAuthRefusals({
-      record: (event) => refusals.record(event),
-      isLog,
-      clientAddress: (req) => forwarding.clientAddress(req),
-      clock,
-    }),
+    tokenGrants: auditTokenGrants(realmLog),
+    authRefusals: auditAuthRefusals({ ...realmLog, signedBy: auth.sessionTokens }),
     service,
     downloads,
     // The deleted organization's last records (its delete among them) may still be spooled

@@ -5,10 +5,9 @@ import type {
 } from '../auth-proxy/token-reach-guard.ts';
 import { scopeOf } from '../edge/request-scope.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
-import type { Clock } from '../time/clock.ts';
 import { credentialOf, MAX_FIELD, reasonOfCode } from './api-decisions.ts';
 import type { AuditEvent } from './audit-writer.ts';
-import type { RealmLogCheck } from './realm-logs.ts';
+import { recordInRealmLog, type RealmLogDeps } from './realm-log.ts';
 import { isRecordedGrant } from './token-grants.ts';
 
 /** A refusal's reason, named as the same refusal on `/api` is (docs/audit.md). */
@@ -34,32 +33,50 @@ function realmNamedBy(req: IncomingMessage): string | undefined {
 /**
  * Records each `/auth` request the reach step refused (token-reach-guard.ts: a job credential's
  * token outside its reach, past its lifetime, more tokens than one, a reach it could not look
- * up) as an `auth.request` record, once answered, as `/api` records the same refusal: into the
- * log of the realm of the token's session (recorded at issuance, so its own organization's
- * whatever realm the path names), else, for a token whose session is unknown (more tokens than
- * one, a reach not looked up), of the realm the path names (master's, naming it in
- * `details.realm`, for a realm that is no organization, or a path naming none), with the
- * credential kind, the job credential's name, the method, route, path, status and reason. A
- * grant at the token endpoint is not: its `token.grant` record tells its refusal
- * (token-grants.ts). Its token is read unverified and never kept: only the name and realm its
- * session was given at issuance.
+ * up) as an `auth.request` record, once answered, as `/api` records the same refusal: with the
+ * credential kind, the method, route, path, status and reason. The step reads its token
+ * unverified (a reach only narrows what a token may do), and a session's id is no secret (a
+ * log, a logout token, an event name it): so the record names the job credential its session
+ * was issued as, and goes to the log of that session's realm (recorded at issuance; its
+ * organization's administrator sees their credential used on another organization's path),
+ * only once `signedBy` says the token is one that realm signed for that session. Any other (a
+ * token it could not verify, more tokens than one, a reach not looked up) names none and goes,
+ * as its path is public, to the log of the realm the path names (master's, naming it in
+ * `details.realm`, for a realm that is no organization, or a path naming none): nobody can file
+ * a record naming another organization's credential in its log. A grant at the token endpoint is
+ * not recorded here: its `token.grant` record tells its refusal (token-grants.ts). The token is
+ * never kept.
  */
-export function auditAuthRefusals(deps: {
-  record: (event: AuditEvent) => void;
-  /** Whether the realm has a log (realm-logs.ts: the one rule of where its records go). */
-  isLog: RealmLogCheck;
-  clientAddress: (req: IncomingMessage) => string;
-  clock: Clock;
-}): TokenReachRefusalListener {
+export function auditAuthRefusals(
+  deps: RealmLogDeps & {
+    /** Whether `token` is one `realm` signed for the session `sessionId` (session-token.ts). */
+    signedBy: (realm: string, sessionId: string, token: string, client: string) => Promise<boolean>;
+  },
+): TokenReachRefusalListener {
+  /** The session's job credential and realm when its token is verified, else the path's realm. */
+  async function attributionOf(
+    req: IncomingMessage,
+    refusal: TokenReachRefusal,
+    address: string,
+  ): Promise<{ realm: string | undefined; name: string | undefined }> {
+    const { realm, sessionId, token } = refusal;
+    const verified =
+      realm !== undefined &&
+      token !== undefined &&
+      (await deps.signedBy(realm, sessionId, token, address).catch(() => false));
+    return verified ? { realm, name: refusal.name } : { realm: realmNamedBy(req), name: undefined };
+  }
+
   return (req, res, refusal) => {
     if (isRecordedGrant(req)) return;
     const { route, target, requestId } = scopeOf(req);
-    // Its organization's administrator is the one to see a job credential misused, whatever
-    // realm the path names.
-    const realm = refusal.realm ?? realmNamedBy(req);
     const atMs = deps.clock.now();
     const address = deps.clientAddress(req);
-    const eventOf = (isLog: boolean): AuditEvent => ({
+    const eventOf = (
+      realm: string | undefined,
+      name: string | undefined,
+      isLog: boolean,
+    ): AuditEvent => ({
       org: isLog && realm !== undefined ? realm : MASTER_REALM,
       atMs,
       action: 'auth.request',
@@ -69,7 +86,7 @@ export function auditAuthRefusals(deps: {
       actorName: null,
       credential: credentialOf(req.headers.authorization),
       clientId: null,
-      jobCredential: refusal.name?.slice(0, MAX_FIELD) ?? null,
+      jobCredential: name?.slice(0, MAX_FIELD) ?? null,
       jkt: null,
       method: req.method ?? null,
       route: route.entry?.path ?? null,
@@ -83,10 +100,8 @@ export function auditAuthRefusals(deps: {
       details: isLog || realm === undefined ? {} : { realm: realm.slice(0, MAX_FIELD) },
     });
     res.once('close', () => {
-      const logOf = realm === undefined ? Promise.resolve(false) : deps.isLog(realm, address);
-      void logOf.then(
-        (isLog) => deps.record(eventOf(isLog)),
-        () => deps.record(eventOf(false)),
+      void attributionOf(req, refusal, address).then(({ realm, name }) =>
+        recordInRealmLog(deps, realm, address, (isLog) => eventOf(realm, name, isLog)),
       );
     });
   };

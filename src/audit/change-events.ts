@@ -1,7 +1,7 @@
 import { DPOP_AFTER, DPOP_BEFORE, type AuditEntry } from '../http/audit.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { AuditEvent } from './audit-writer.ts';
-import type { RealmLogCheck } from './realm-logs.ts';
+import type { RealmLogCheck } from './realm-log.ts';
 import { UNSET_FIELDS } from './unset-fields.ts';
 
 /**
@@ -34,7 +34,7 @@ export function changeEventsOf(
  * the realms it names: the route that changed them found them. An event no authenticated caller
  * made does not (a throttle that started names the realm of the login form a client posted to,
  * any name at all): the realms it names get its record under the rule of a token grant's and an
- * `/auth` refusal's (realm-logs.ts), their own log only when the gateway serves them, else
+ * `/auth` refusal's (realm-log.ts), their own log only when the gateway serves them, else
  * master's, naming them in `details`. A look-alike or made-up realm makes no log (a head row, a
  * chain the checkpointer signs), and an organization's administrator sees only what concerns
  * their organization.

@@ -12,6 +12,13 @@ export interface LongReadSlot {
 }
 
 /**
+ * A page of the log (a few statements, each bounded by DATABASE_STATEMENT_TIMEOUT_MS), or a
+ * streamed read (an export, a download, a download job's run), which lasts as long as its client
+ * takes to read it: minutes, up to PROXY_ANSWER_DEADLINE_SECONDS for each write it waits on.
+ */
+export type LongReadKind = 'page' | 'stream';
+
+/**
  * The long audit reads (pages of the log, exports, downloads, download job runs) this process
  * runs at once. Each holds a connection of the pool (DATABASE_POOL_SIZE): a page for its
  * statements, up to DATABASE_STATEMENT_TIMEOUT_MS each, an export for each of its chunks, a
@@ -21,54 +28,74 @@ export interface LongReadSlot {
 export interface LongReads {
   /**
    * A slot now for a read of `holder` (the caller's organization), else 429 `auditReadsBusy`
-   * with Retry-After: a request does not wait. A holder has all but one of the slots at most,
-   * so one organization's readers never take them all (a process with one slot lends it to
-   * whoever comes first); without a holder, the slots free bound it alone.
+   * with Retry-After: a request does not wait. See `createLongReads` for who gets one.
    */
-  take(holder?: string): LongReadSlot;
-  /** A slot once one is free, before any request takes it: a download job waits its turn. */
+  take(holder?: string, kind?: LongReadKind): LongReadSlot;
+  /**
+   * A slot for a streamed read once one is free to streamed reads, before any request takes it:
+   * a download job waits its turn.
+   */
   wait(): Promise<LongReadSlot>;
 }
 
+/**
+ * `slots` long reads at once. A holder has all but one of them at most, so one organization's
+ * readers never take them all; without a holder, the slots free bound it alone. Streamed reads
+ * leave one slot to page reads, of the process's and of each holder's share: slowly read
+ * exports, whoever's, would otherwise leave every page read refused for minutes. A share
+ * is never below one: a process with one slot lends it to whoever comes first, and with two, a
+ * holder's export is its whole share.
+ */
 export function createLongReads(slots: number): LongReads {
+  const kept = slots > 1 ? 1 : 0;
   const share = Math.max(1, slots - 1);
+  const streamsAtMost = slots - kept;
+  const streamShare = Math.max(1, share - kept);
   let free = slots;
-  const heldBy = new Map<string, number>();
+  let streams = 0;
+  const heldBy = new Map<string, { all: number; streams: number }>();
   const waiting: ((slot: LongReadSlot) => void)[] = [];
-  const slot = (holder?: string): LongReadSlot => {
+  const count = (holder: string | undefined, kind: LongReadKind, by: 1 | -1) => {
+    free -= by;
+    if (kind === 'stream') streams += by;
+    if (holder === undefined) return;
+    const held = heldBy.get(holder) ?? { all: 0, streams: 0 };
+    held.all += by;
+    if (kind === 'stream') held.streams += by;
+    if (held.all === 0) heldBy.delete(holder);
+    else heldBy.set(holder, held);
+  };
+  const slot = (holder: string | undefined, kind: LongReadKind): LongReadSlot => {
     let held = true;
+    count(holder, kind, 1);
     return {
       release() {
         if (!held) return;
         held = false;
-        if (holder !== undefined) {
-          const left = heldBy.get(holder)! - 1;
-          if (left === 0) heldBy.delete(holder);
-          else heldBy.set(holder, left);
+        count(holder, kind, -1);
+        // A waiting job before any request: it was there first.
+        if (waiting.length > 0 && free > 0 && streams < streamsAtMost) {
+          waiting.shift()!(slot(undefined, 'stream'));
         }
-        const next = waiting.shift();
-        if (next) next(slot());
-        else free += 1;
       },
     };
   };
   return {
-    take(holder) {
-      const holds = holder === undefined ? 0 : (heldBy.get(holder) ?? 0);
-      if (free === 0 || holds >= share) {
+    take(holder, kind = 'page') {
+      const held = holder === undefined ? undefined : heldBy.get(holder);
+      const room =
+        free > 0 &&
+        (held?.all ?? 0) < share &&
+        (kind === 'page' || (streams < streamsAtMost && (held?.streams ?? 0) < streamShare));
+      if (!room) {
         throw new AppError('auditReadsBusy', {
           headers: { 'retry-after': String(LONG_READS_RETRY_AFTER_SECONDS) },
         });
       }
-      free -= 1;
-      if (holder !== undefined) heldBy.set(holder, holds + 1);
-      return slot(holder);
+      return slot(holder, kind);
     },
     wait() {
-      if (free > 0) {
-        free -= 1;
-        return Promise.resolve(slot());
-      }
+      if (free > 0 && streams < streamsAtMost) return Promise.resolve(slot(undefined, 'stream'));
       return new Promise((resolve) => waiting.push(resolve));
     },
   };
@@ -83,7 +110,7 @@ export async function* holding<T>(slot: LongReadSlot, lines: AsyncIterable<T>): 
   }
 }
 
-/** `read`'s answer, under a slot of `holder`'s taken now and given back once it is answered. */
+/** `read`'s answer, under a page read's slot of `holder`'s taken now, given back once answered. */
 export async function readUnderSlot<T>(
   reads: LongReads,
   read: () => Promise<T>,
@@ -98,15 +125,15 @@ export async function readUnderSlot<T>(
 }
 
 /**
- * Runs `open` under a slot of `holder`'s taken now; what it opens holds the slot until it is
- * read to its end, and gives it back at once if opening fails.
+ * Runs `open` under a streamed read's slot of `holder`'s taken now; what it opens holds the slot
+ * until it is read to its end, and gives it back at once if opening fails.
  */
 export async function underSlot<T>(
   reads: LongReads,
   open: () => Promise<AsyncIterable<T>>,
   holder?: string,
 ): Promise<AsyncGenerator<T>> {
-  const slot = reads.take(holder);
+  const slot = reads.take(holder, 'stream');
   try {
     return holding(slot, await open());
   } catch (err) {

@@ -6,10 +6,9 @@ import { receivedFormFieldsOf } from '../auth-proxy/form-body-guard.ts';
 import { authEntryOf } from '../auth-proxy/auth-routes.ts';
 import { scopeOf } from '../edge/request-scope.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
-import type { Clock } from '../time/clock.ts';
 import { MAX_FIELD } from './api-decisions.ts';
 import type { AuditEvent } from './audit-writer.ts';
-import type { RealmLogCheck } from './realm-logs.ts';
+import { recordInRealmLog, type RealmLogDeps } from './realm-log.ts';
 
 /** Why Keycloak (or a step before it) refused a grant, by the status answered. */
 export const REASON_OF_STATUS: Record<number, string> = {
@@ -29,13 +28,7 @@ export const REASON_OF_STATUS: Record<number, string> = {
  * the form is read (auth-steps.ts), so a grant whose body the gateway refuses is recorded too,
  * with no field of its form.
  */
-export function auditTokenGrants(deps: {
-  record: (event: AuditEvent) => void;
-  /** Whether the realm has a log (realm-logs.ts: the one rule of where its records go). */
-  isLog: RealmLogCheck;
-  clientAddress: (req: IncomingMessage) => string;
-  clock: Clock;
-}): RequestHandler {
+export function auditTokenGrants(deps: RealmLogDeps): RequestHandler {
   return (req, res, next) => {
     const realm = scopeOf(req).route.realm;
     if (!isRecordedGrant(req) || realm === undefined) {
@@ -54,9 +47,8 @@ export function auditTokenGrants(deps: {
       // The form as sent, read once this step has passed it on (it comes before the form's
       // reader, so that a body the reader refuses is a failed grant too): none then.
       const form = receivedFormFieldsOf(req);
-      void deps.isLog(realm, address).then(
-        (isLog) => deps.record(grantEvent(req, answer, form, realm, isLog, atMs, address)),
-        () => deps.record(grantEvent(req, answer, form, realm, false, atMs, address)),
+      recordInRealmLog(deps, realm, address, (isLog) =>
+        grantEvent(req, answer, form, realm, isLog, atMs, address),
       );
     });
     next();

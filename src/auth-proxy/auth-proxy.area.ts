@@ -59,6 +59,7 @@ export function buildAuthProxy(
     | 'keySetEvents'
     | 'loginThrottle'
     | 'failedLogins'
+    | 'accountLocks'
     | 'loginAccounts'
     | 'tokenDetails'
     | 'reach'
@@ -94,6 +95,7 @@ export function buildAuthProxy(
     dpopAlgorithms: config.DPOP_ALGORITHMS,
     loginThrottle: auth.loginThrottle,
     failedLogins: auth.failedLogins,
+    accountLocks: auth.accountLocks,
     loginAccounts: auth.loginAccounts,
     metrics: shared.metrics,
     // What passes through the mount (logouts, revocations, the admin API's account and key

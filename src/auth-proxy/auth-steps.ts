@@ -6,6 +6,7 @@ import type { Forwarding } from '../edge/forwarding.ts';
 import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
 import type { ProxyMetrics } from '../outbound/proxy-failures.ts';
+import type { AccountLocks } from '../auth/account-locks.ts';
 import type { FailedLoginMemory } from '../auth/failed-logins.ts';
 import type { LoginAccounts } from '../auth/login-accounts.ts';
 import type { LoginThrottle } from '../auth/login-throttle.ts';
@@ -44,6 +45,8 @@ export interface AuthMountDeps {
   loginThrottle: LoginThrottle;
   /** Wrong passwords refused within the throttle's window, shared with Basic. */
   failedLogins: FailedLoginMemory;
+  /** Keycloak's lockouts of accounts, shared with Basic. */
+  accountLocks: AccountLocks;
   /** The account a login name names (by e-mail too), as the two above key it. */
   loginAccounts: LoginAccounts;
   metrics: Pick<AuthMetrics, 'authFailure'> & ProxyMetrics;
@@ -143,6 +146,7 @@ function throttleDepsOf(deps: AuthMountDeps) {
   return {
     throttle: deps.loginThrottle,
     failedLogins: deps.failedLogins,
+    locks: deps.accountLocks,
     accounts: deps.loginAccounts,
     clientAddress: (req: IncomingMessage) => deps.forwarding.clientAddress(req),
     metrics: deps.metrics,

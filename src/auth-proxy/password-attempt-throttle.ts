@@ -4,9 +4,11 @@ import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
 import { AppError } from '../envelope/errors.ts';
 import { readsAnswer } from './auth-proxy.ts';
+import { createIdenticalGrants, type IdenticalGrants } from './identical-grants.ts';
 import { isRequiredActionPage, realmOf } from './auth-routes.ts';
 import { bufferedBodyOf, formFieldsOf } from './form-body-guard.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
+import type { AccountLocks } from '../auth/account-locks.ts';
 import type { FailedLoginMemory } from '../auth/failed-logins.ts';
 import type { LoginAccounts } from '../auth/login-accounts.ts';
 import type {
@@ -122,6 +124,8 @@ export interface PasswordAttemptThrottleDeps {
   throttle: LoginThrottle;
   /** Wrong passwords refused within the throttle's window: a repeated grant is answered here. */
   failedLogins: FailedLoginMemory;
+  /** Keycloak's lockouts, as Basic reads them: a grant refused during one is not remembered. */
+  locks: Pick<AccountLocks, 'blockOf' | 'firstRefusal' | 'ended'>;
   /** The account a login name names (a user's e-mail names the user's), as both key it. */
   accounts: LoginAccounts;
   /** The client address the edge decided (trusted proxies applied). */
@@ -141,13 +145,14 @@ export function throttlePasswordAttempts(
   deps: PasswordAttemptThrottleDeps,
   kind: PasswordAttempt['kind'],
 ): RequestHandler {
+  const identical = createIdenticalGrants();
   return (req, res, next) => {
     const attempt = passwordAttemptOf(req, kind);
     if (!attempt) {
       next();
       return;
     }
-    admit(attempt, deps.clientAddress(req), res, deps).then((admitted) => {
+    admit(attempt, deps.clientAddress(req), res, deps, identical).then((admitted) => {
       if (!admitted) return;
       // Read before the client gets it: asked for uncompressed, whatever the client accepts.
       readsAnswer(req);
@@ -159,14 +164,19 @@ export function throttlePasswordAttempts(
 /**
  * Answers the attempt here (false), or reserves it and settles it once answered (true). The
  * throttle and the failed-login memory know it by its account, whichever name it was typed as.
+ * A grant identical to one in flight, from any address, waits for its settlement (`identical`):
+ * a repeat of a refused one is then answered from the memory; any other goes on with the
+ * throttle's decision for its own address.
  */
 async function admit(
   typed: PasswordAttempt,
   address: string,
   res: ServerResponse,
   deps: PasswordAttemptThrottleDeps,
+  identical: IdenticalGrants,
 ): Promise<boolean> {
   let attempt = typed;
+  let unresolved = false;
   if (typed.username !== undefined) {
     const found = await deps.accounts.accountOf(typed.realm, typed.username, address);
     if ('refusal' in found) {
@@ -174,32 +184,49 @@ async function admit(
       return false;
     }
     attempt = { ...typed, username: found.account };
+    unresolved = found.unresolved === true;
   }
+  let leave = () => {};
   if (attempt.kind === 'grant') {
-    const login = { channel: 'grant' as const, ...attempt };
-    const remembered = grantAnswerOf(await deps.failedLogins.recall(login));
-    if (remembered) {
-      replayAnswer(res, remembered);
+    const { realm, username, password, extra } = attempt;
+    leave = await identical.enter([realm, username, password, ...extra]);
+  }
+  try {
+    if (attempt.kind === 'grant') {
+      const login = { channel: 'grant' as const, ...attempt };
+      const remembered = grantAnswerOf(await deps.failedLogins.recall(login));
+      if (remembered) {
+        leave();
+        replayAnswer(res, remembered);
+        return false;
+      }
+    }
+    const decision = await deps.throttle.begin(attempt.realm, attempt.username, address);
+    if (decision.kind !== 'go') {
+      leave();
+      refuseThrottled(res, attempt.kind, decision, deps);
       return false;
     }
+    const settle = (outcome: AttemptOutcome) => decision.attempt.settle(outcome).finally(leave);
+    const warn = (err: unknown) => {
+      deps.logger.warn({ err }, 'could not settle a password attempt with the login throttle');
+    };
+    // Settled before the client gets the answer: a repeat it sends at once finds it remembered
+    // or counted.
+    holdAnswer(res, (answer) =>
+      outcomeOf(attempt, answer, deps, unresolved).then(settle).catch(warn),
+    );
+    res.once('close', () => {
+      // Gone before the answer: Keycloak may have checked the password; count it.
+      if (!res.writableFinished) settle('failed').catch(warn);
+      // However its settlement went, the identical grants waiting for it go on.
+      leave();
+    });
+    return true;
+  } catch (err) {
+    leave();
+    throw err;
   }
-  const decision = await deps.throttle.begin(attempt.realm, attempt.username, address);
-  if (decision.kind !== 'go') {
-    refuseThrottled(res, attempt.kind, decision, deps);
-    return false;
-  }
-  const { settle } = decision.attempt;
-  const warn = (err: unknown) => {
-    deps.logger.warn({ err }, 'could not settle a password attempt with the login throttle');
-  };
-  // Settled before the client gets the answer: a repeat it sends at once finds it remembered
-  // or counted.
-  holdAnswer(res, (answer) => outcomeOf(attempt, answer, deps).then(settle).catch(warn));
-  res.once('close', () => {
-    // Gone before the answer: Keycloak may have checked the password; count it.
-    if (!res.writableFinished) settle('failed').catch(warn);
-  });
-  return true;
 }
 
 /**
@@ -213,6 +240,7 @@ async function outcomeOf(
   attempt: PasswordAttempt,
   answer: GrantAnswer,
   deps: PasswordAttemptThrottleDeps,
+  unresolved = false,
 ): Promise<AttemptOutcome> {
   if (answer.status >= 500) return 'released';
   if (attempt.kind === 'form') {
@@ -226,11 +254,19 @@ async function outcomeOf(
   }
   const login = { channel: 'grant' as const, ...attempt };
   if (answer.status === 200) {
+    deps.locks.ended(attempt.realm, attempt.username);
     await deps.failedLogins.succeeded(login);
     return 'succeeded';
   }
   if (isRequestRefusal(answer)) return 'released';
   if (!isCredentialRefusal(answer)) return 'failed';
+  // Keycloak's lockout refuses the right password in a wrong one's words: such a refusal is
+  // counted (its first time in the lock), as on Basic, but not remembered, or the password would
+  // be refused past the lock. An account the admin API could not tell (a login by e-mail) is not
+  // asked about: its refusal is a wrong password's, as when the lookup fails.
+  if (!unresolved && (await deps.locks.blockOf(attempt.realm, attempt.username)).lockedOut) {
+    return deps.locks.firstRefusal(login) ? 'failed' : 'released';
+  }
   return (await deps.failedLogins.remember(login, grantAnswerText(answer))) ? 'failed' : 'released';
 }
 

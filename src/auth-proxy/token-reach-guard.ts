@@ -10,12 +10,25 @@ import { tokenSessionId } from './refresh-token-claims.ts';
 
 /**
  * Why the step refused a request, as the audit log is told it: a token's reach (`name`: its job
- * credential's, when it was given one; `realm`: its session's, as recorded at issuance), more
+ * credential's, when it was given one; `realm`: its session's, as recorded at issuance; `token`:
+ * the token refused, unverified, whose session `sessionId` names: never to be kept), more
  * tokens than one request carries, or a reach it could not look up.
  */
 export type TokenReachRefusal =
-  | { why: ReachRefusal; name: string | undefined; realm: string | undefined }
-  | { why: 'tooManyTokens' | 'databaseUnavailable'; name?: undefined; realm?: undefined };
+  | {
+      why: ReachRefusal;
+      name: string | undefined;
+      realm: string | undefined;
+      sessionId: string;
+      token: string;
+    }
+  | {
+      why: 'tooManyTokens' | 'databaseUnavailable';
+      name?: undefined;
+      realm?: undefined;
+      sessionId?: undefined;
+      token?: undefined;
+    };
 
 /** Told of each request the step refuses (the audit log's, auth-steps.ts); before its answer. */
 export type TokenReachRefusalListener = (
@@ -24,10 +37,14 @@ export type TokenReachRefusalListener = (
   refusal: TokenReachRefusal,
 ) => void;
 
-/** A token a request carries: its session, and the scheme it came with (a form's: Bearer). */
+/**
+ * A token a request carries: its session, the scheme it came with (a form's: Bearer), and the
+ * token (for the audit log, which names its session's job credential only once it verified it).
+ */
 interface CarriedToken {
   sessionId: string;
   scheme: 'Bearer' | 'DPoP';
+  token: string;
 }
 
 /**
@@ -58,7 +75,7 @@ function carriedTokens(req: IncomingMessage): CarriedToken[] | undefined {
       return true;
     }
     if (carried.length === MAX_CARRIED_SESSIONS) return false;
-    carried.push({ sessionId, scheme });
+    carried.push({ sessionId, scheme, token: word });
     return true;
   };
   const raw = req.rawHeaders;
@@ -165,7 +182,14 @@ export function guardTokenReach(deps: {
         for (const [i, reach] of reaches.entries()) {
           const refusal = reach && keycloakReachRefusal(reach, req.method, clock.now());
           if (reach && refusal) {
-            refused(req, res, { why: refusal, name: reach.name, realm: reach.realm });
+            const { sessionId, token } = tokens[i]!;
+            refused(req, res, {
+              why: refusal,
+              name: reach.name,
+              realm: reach.realm,
+              sessionId,
+              token,
+            });
             refuse(res, refusal, tokens[i]!);
             return;
           }

@@ -1,3 +1,5 @@
+import type { LoginBlock } from './account-locks.ts';
+
 /**
  * What the auth layers ask Keycloak's admin API about a realm's accounts and sessions. Declared
  * here, where it is used; the platform implements it with its admin-API operations
@@ -6,13 +8,10 @@
 export interface AccountAdmin {
   /**
    * Whether the user has a one-time password (Basic cannot carry it), and whether Keycloak's
-   * brute-force detection locks the user for now: what a refused Basic login may owe to
-   * something else than its password (basic-authenticator.ts).
+   * brute-force detection locks the user for now, until when: what a refused password login
+   * may owe to something else than its password (account-locks.ts).
    */
-  loginBlockOf(
-    realm: string,
-    username: string,
-  ): Promise<{ twoFactor: boolean; lockedOut: boolean }>;
+  loginBlockOf(realm: string, username: string): Promise<LoginBlock>;
   /**
    * The user name of the one user with the e-mail `email` (as Keycloak logs it in by e-mail),
    * if there is exactly one.

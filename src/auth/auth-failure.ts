@@ -25,6 +25,8 @@ export const AUTH_FAILURE_REASONS = [
   'bad_proof',
   /** A DPoP proof whose `jti` was accepted before, on any replica. */
   'replayed_proof',
+  /** An unbound token where the realm's API client requires DPoP (the organization's switch). */
+  'dpop_required',
   /** A DPoP proof without the server's current nonce (`DPOP_NONCE`): answered with one. */
   'nonce_required',
   /** A DPoP proof the in-process replay store (no Redis) had no room to remember. */

@@ -30,12 +30,15 @@ import { createProofChecker } from './dpop/dpop-proof.ts';
 import { createProofReplayStore } from './dpop/dpop-replay.ts';
 import { createNonceSource } from './dpop/dpop-nonce.ts';
 import { createDpopScheme } from './dpop/dpop-scheme.ts';
+import { createDpopSwitches, type DpopSwitches } from './dpop/dpop-switch.ts';
 import { createIdTokenReader, type IdTokenReader } from './bearer/id-token.ts';
 import { createJwksRegistry, type JwksRegistry } from './bearer/jwks.ts';
+import { createSessionTokenCheck, type SessionTokenCheck } from './bearer/session-token.ts';
 import { createKeySetEvents, type KeySetEvents } from './bearer/key-set-events.ts';
 import { createWorkerKeySetMemory } from './bearer/key-set-memory.ts';
 import { createGoneRealms } from './gone-realms.ts';
 import { createFailedLoginMemory, type FailedLoginMemory } from './failed-logins.ts';
+import { createAccountLocks, type AccountLocks } from './account-locks.ts';
 import { createLoginThrottle, type LoginThrottle } from './login-throttle.ts';
 import { createLoginAccounts, type LoginAccounts } from './login-accounts.ts';
 import { createReachStep, type ReachStep } from './reach.ts';
@@ -51,10 +54,14 @@ export interface AuthArea {
   bearer: BearerVerifier;
   jwks: JwksRegistry;
   idTokens: IdTokenReader;
+  /** Whether a token a request carries was its realm's, of its session (the audit log's). */
+  sessionTokens: SessionTokenCheck;
   revocations: RevocationList;
   keySetEvents: KeySetEvents;
   loginThrottle: LoginThrottle;
   failedLogins: FailedLoginMemory;
+  /** Keycloak's lockouts of accounts told on refusals: Basic and the token endpoint read them. */
+  accountLocks: AccountLocks;
   /** The account a login name names (its e-mail's user): what the two above count and keep. */
   loginAccounts: LoginAccounts;
   tokenDetails: TokenDetailsStore;
@@ -62,14 +69,17 @@ export interface AuthArea {
   /** The longest a cached Basic login may be served: a user's revocation is remembered as long. */
   basicLoginSeconds: number;
   /**
-   * A user was given a new password, or may now log in with one refused before: the failed-login
-   * memory drops what it keeps for the user (by id; the memory is keyed by user name).
+   * A user was given a new password, or may now log in with one refused before (its lock
+   * cleared, say): the failed-login memory drops what it keeps for the user (by id; the memory is
+   * keyed by user name), and this process what it noted of the user's lock.
    */
   passwordSet(realm: string, userId: string): Promise<void>;
   /** Ends the cached Basic logins of users whose credentials Keycloak's events say changed. */
   keycloakEventsSeen: KeycloakEventsSeen;
   /** The protected-resource metadata of `/api` and each organization's (RFC 9728). */
   resourceMetadata: RequestHandler;
+  /** The organizations' DPoP switches as the admission holds them and the metadata says. */
+  dpopSwitches: DpopSwitches;
   /** Stops the key sets' schedules. */
   close(): void;
 }
@@ -184,6 +194,13 @@ export async function buildAuth(
     windowSeconds: config.LOGIN_FAILURE_WINDOW_SECONDS,
     clock,
   });
+  // One reading of what besides a password refused a login, for Basic and the token endpoint.
+  const accountLocks = createAccountLocks({
+    loginBlockOf: (realm, username) => accounts.loginBlockOf(realm, username),
+    secret: cacheSecret,
+    logger,
+    clock,
+  });
   // A user logging in by e-mail is the same account as by user name, to both of them.
   const loginAccounts = createLoginAccounts({
     cache,
@@ -206,7 +223,9 @@ export async function buildAuth(
   const passwordSet = async (realm: string, userId: string) => {
     // A user deleted since has no failures worth dropping.
     const username = await accounts.usernameOf(realm, userId);
-    if (username) await failedLogins.passwordSet(realm, username);
+    if (!username) return;
+    accountLocks.ended(realm, username);
+    await failedLogins.passwordSet(realm, username);
   };
   const basicLoginSeconds = longestServedSeconds({
     cacheSeconds: config.BASIC_CACHE_MAX_SECONDS,
@@ -229,7 +248,7 @@ export async function buildAuth(
     refuses: (realm, username) => isBootstrapAdmin(config.KEYCLOAK_ADMIN_USERNAME, realm, username),
     throttle: loginThrottle,
     revocations,
-    loginBlockOf: (realm, username) => accounts.loginBlockOf(realm, username),
+    locks: accountLocks,
     metrics,
     gone,
     logger,
@@ -264,6 +283,17 @@ export async function buildAuth(
     logger,
   });
   const htuBase = htuBaseOf(config.PUBLIC_URL);
+  // One memory of the organizations' DPoP switches: what the metadata says is what /api holds.
+  const dpopSwitches = createDpopSwitches({
+    read: (realm) => accounts.dpopRequired(realm),
+    gone,
+    shared: cache,
+    // As long as a token's re-check: a switch never read is a check Keycloak must answer.
+    waitMs: config.REVOCATION_CHECK_WAIT_MS,
+    onUnread: (realm, err) =>
+      logger.warn({ err, realm }, "could not read the realm's DPoP switch: unbound tokens served"),
+    clock,
+  });
   const admission = createAdmission({
     basic,
     bearer,
@@ -281,13 +311,16 @@ export async function buildAuth(
       algorithms: config.DPOP_ALGORITHMS,
       nonces: config.DPOP_NONCE
         ? createNonceSource({
-            secret: config.KEYCLOAK_CLIENT_SECRET!,
+            // config.ts requires REALMGATE_CACHE_SECRET with DPOP_NONCE (but in demo mode,
+            // one process, whose random secret its workers share).
+            secret: cacheSecret,
             slotSeconds: config.DPOP_PROOF_MAX_AGE_SECONDS,
             clock,
           })
         : undefined,
     }),
     resourceMetadataOf: (realm) => resourceMetadataUrlOf(htuBase, realm),
+    dpopRequired: (realm) => dpopSwitches.heldIn(realm),
     revocations,
     activeCheck,
     organizations: tenants.directory,
@@ -302,10 +335,12 @@ export async function buildAuth(
     bearer,
     jwks,
     idTokens: createIdTokenReader({ jwks, publicUrl: config.PUBLIC_URL }),
+    sessionTokens: createSessionTokenCheck({ jwks, publicUrl: config.PUBLIC_URL }),
     revocations,
     keySetEvents,
     loginThrottle,
     failedLogins,
+    accountLocks,
     loginAccounts,
     tokenDetails,
     reach,
@@ -318,14 +353,13 @@ export async function buildAuth(
       passwordSet,
       clock,
     }),
+    dpopSwitches,
     resourceMetadata: resourceMetadataRouter({
       htuBase,
       algorithms: config.DPOP_ALGORITHMS,
       organizations: tenants.directory,
       clientAddressOf,
-      dpopRequired: (realm) => accounts.dpopRequired(realm),
-      gone,
-      clock,
+      switches: dpopSwitches,
     }),
     close: () => jwks.close(),
   };

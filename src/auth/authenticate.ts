@@ -8,6 +8,7 @@ import { parseBasicCredentials } from './basic/parse-basic.ts';
 import { tokenHashOf, type BearerVerifier } from './bearer/bearer-verifier.ts';
 import type { ActiveCheck } from './bearer/active-check.ts';
 import type { DpopScheme } from './dpop/dpop-scheme.ts';
+import { apiClientIdOf } from '../tenancy/identifiers.ts';
 import type { Principal } from '../tenancy/principal.ts';
 import type { RevocationList } from './revocation.ts';
 
@@ -23,6 +24,11 @@ export interface AuthenticateDeps {
   metrics: Pick<AuthMetrics, 'authFailure'>;
   /** The URL of the realm's protected-resource metadata, which Bearer and DPoP challenges name. */
   resourceMetadataOf: (realm: string) => string;
+  /**
+   * Whether the realm's API client requires DPoP (the organization's switch), from the memory
+   * the resource metadata publishes it from (dpop/dpop-switch.ts): at once while fresh.
+   */
+  dpopRequired: (realm: string) => Answer<boolean>;
 }
 
 /**
@@ -119,7 +125,15 @@ function bearerPrincipal(token: string, realm: string, deps: AuthenticateDeps): 
     : unboundPrincipal(token, verified, deps);
 }
 
-/** A Bearer token's principal: a token bound to a key is not a bearer token (RFC 9449 7.2). */
+/**
+ * A Bearer token's principal: a token bound to a key is not a bearer token (RFC 9449 7.2), and
+ * a realm whose API client requires DPoP takes no unbound token of another client: Keycloak
+ * binds the API client's tokens only, and any other client of the realm allowed a grant (one a
+ * realm administrator added) would otherwise carry the realm's users past the switch. The API
+ * client's own unbound token was issued before the switch (Keycloak refuses it every grant
+ * without a proof since, refreshes too): served until it expires, without asking for the switch
+ * (docs/security-model.md, "The switch on `/api`").
+ */
 function unboundPrincipal(
   token: string,
   principal: Principal,
@@ -130,6 +144,28 @@ function unboundPrincipal(
       'dpop',
       'bad_token',
       'This token is bound to a key; use the DPoP scheme with a proof.',
+    );
+  }
+  if (principal.clientId === apiClientIdOf(principal.realm)) {
+    return activePrincipal(token, principal, deps);
+  }
+  const required = deps.dpopRequired(principal.realm);
+  return required instanceof Promise
+    ? required.then((on) => unlessDpopRequired(on, token, principal, deps))
+    : unlessDpopRequired(required, token, principal, deps);
+}
+
+function unlessDpopRequired(
+  required: boolean,
+  token: string,
+  principal: Principal,
+  deps: AuthenticateDeps,
+): Answer<Principal> {
+  if (required) {
+    throw new AuthFailure(
+      'dpop',
+      'dpop_required',
+      'This API requires DPoP: a token bound to a key (log in with a DPoP proof), sent with the DPoP scheme.',
     );
   }
   return activePrincipal(token, principal, deps);

@@ -1,11 +1,11 @@
 import type { Request, Router } from 'express';
 import { listenerRouter } from '../http/listener-router.ts';
 import { AppError } from '../envelope/errors.ts';
-import { TtlLru } from '../cache/ttl-lru.ts';
 import type { GoneRealms } from './gone-realms.ts';
+import { createDpopSwitches, SWITCH_FRESH_MS, type DpopSwitches } from './dpop/dpop-switch.ts';
 import { isOrganizationId, MASTER_REALM, realmIssuer } from '../tenancy/identifiers.ts';
 import type { OrganizationLookup } from '../tenancy/organization-state.ts';
-import { systemClock, type Clock } from '../time/clock.ts';
+import type { Clock } from '../time/clock.ts';
 
 /**
  * Where a protected resource's metadata is (RFC 9728 section 3.1): this path, then the
@@ -28,6 +28,20 @@ export interface ResourceMetadata {
   /** Credentials travel in the Authorization header only. */
   bearer_methods_supported: ['header'];
 }
+
+/**
+ * Where the router reads the DPoP switches: the memory the admission shares, or one of its own
+ * made from Keycloak's admin API (`dpopRequired`) and the shared memory of gone realms.
+ */
+type SwitchSource =
+  | { switches: DpopSwitches }
+  | {
+      /** Whether the realm's API client requires DPoP (Keycloak's admin API). */
+      dpopRequired: (realm: string) => Promise<boolean>;
+      /** The realms Keycloak said it does not have (gone-realms.ts), as Basic and Bearer know them. */
+      gone: GoneRealms;
+      clock?: Clock;
+    };
 
 /**
  * One resource the gateway describes, declared once: the express route and the OpenAPI path
@@ -66,66 +80,37 @@ function apiSegmentOf(realm: string): string {
   return realm === MASTER_REALM ? PLATFORM : realm;
 }
 
-/** How long a realm's DPoP switch is taken as read; Keycloak is asked again after it. */
-const SWITCH_FRESH_MS = 60_000;
-/** How long a switch read once is still answered while Keycloak does not answer. */
-const SWITCH_KEPT_MS = 60 * 60_000;
-const MAX_REALMS = 10_000;
-
 /**
  * The metadata of each resource, at the paths of RESOURCE_METADATA_ROUTES, public (no
  * credentials: a client reads it before it has a token). Only an organization that exists and
  * is enabled is described (others: 404, as its API answers; 404 too when its realm is gone in
- * Keycloak, which no retry changes); its switch (`dpopRequired`) is asked of Keycloak at most
- * once a minute per realm, whatever the traffic, and the last answer kept through an outage.
- * A realm gone is read from and told to the memory the other paths share (`gone`): whichever
- * heard it first, a switch read before is not served, and a fleet asking costs Keycloak one
- * call per realm and remembered span, not one per request.
+ * Keycloak, which no retry changes); its switch is read from the memory the admission enforces
+ * it from (dpop-switch.ts): asked of Keycloak at most once a minute per realm, whatever the
+ * traffic, the last answer kept through an outage (one never read: 503), a realm gone told to
+ * and read from the memory the other paths share.
  */
-export function resourceMetadataRouter(options: {
-  /** `htuBaseOf(PUBLIC_URL)`. */
-  htuBase: string;
-  algorithms: readonly string[];
-  organizations: OrganizationLookup;
-  /** The client's address, whose share of the directory's lookups an unknown id spends. */
-  clientAddressOf: (req: Request) => string;
-  /** Whether the realm's API client requires DPoP (Keycloak's admin API). */
-  dpopRequired: (realm: string) => Promise<boolean>;
-  /** The realms Keycloak said it does not have (gone-realms.ts), as Basic and Bearer know them. */
-  gone: GoneRealms;
-  clock?: Clock;
-}): Router {
-  const { htuBase, clock = systemClock } = options;
-  const switches = new TtlLru<{ required: boolean; at: number }>(MAX_REALMS, clock);
-  const reading = new Map<string, Promise<boolean>>();
+export function resourceMetadataRouter(
+  options: {
+    /** `htuBaseOf(PUBLIC_URL)`. */
+    htuBase: string;
+    algorithms: readonly string[];
+    organizations: OrganizationLookup;
+    /** The client's address, whose share of the directory's lookups an unknown id spends. */
+    clientAddressOf: (req: Request) => string;
+  } & SwitchSource,
+): Router {
+  const { htuBase } = options;
+  const switches =
+    'switches' in options
+      ? options.switches
+      : createDpopSwitches({
+          read: options.dpopRequired,
+          gone: options.gone,
+          clock: options.clock,
+        });
 
   async function dpopRequired(realm: string): Promise<boolean> {
-    if (options.gone.isGone(realm)) throw new AppError('organizationNotFound');
-    const known = switches.get(realm);
-    if (known && clock.now() - known.at < SWITCH_FRESH_MS) return known.required;
-    let read = reading.get(realm);
-    if (!read) {
-      read = options
-        .dpopRequired(realm)
-        .then((required) => {
-          switches.set(realm, { required, at: clock.now() }, clock.now() + SWITCH_KEPT_MS);
-          return required;
-        })
-        .finally(() => reading.delete(realm));
-      reading.set(realm, read);
-    }
-    try {
-      return await read;
-    } catch (err) {
-      // The realm deleted in Keycloak while the organization stays: final, not an outage.
-      if (err instanceof AppError && err.code === 'organizationNotFound') {
-        switches.delete(realm);
-        options.gone.sawGone(realm);
-        throw err;
-      }
-      if (known) return known.required;
-      throw new AppError('identityProviderUnavailable', { cause: err });
-    }
+    return switches.requiredIn(realm);
   }
 
   async function metadataOf(realm: string, resourcePath: string): Promise<ResourceMetadata> {

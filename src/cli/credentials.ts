@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
-import { chmod, mkdir, open, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { chmod, mkdir, open, rename, unlink } from 'node:fs/promises';
 import { dirname, isAbsolute, join } from 'node:path';
 import { takeLock } from './credentials-lock.ts';
 import { isDpopKey, type DpopKey } from './dpop.ts';
 import { CliError } from './errors.ts';
 import { cleanUpIfStopped } from './on-stop.ts';
+import { readPrivateText } from './private-file.ts';
 
 /**
  * One `realmgate login`: the refresh token of an offline session, and the access token last
@@ -38,6 +39,12 @@ export interface StoredLogin {
    */
   keyFile?: string;
   keyThumbprint?: string;
+  /**
+   * The gateway's own address (its PUBLIC_URL, ending with `/`) that the login's proofs name:
+   * learnt at login, or REALMGATE_CANONICAL_URL; an answer naming another one is refused. Absent
+   * for a bearer login, and one made before the CLI kept it.
+   */
+  canonicalUrl?: string;
 }
 
 /** What picks a stored login: `--realm` and `--user`, each optional. */
@@ -64,8 +71,9 @@ export function credentialsPathOf(env: Record<string, string | undefined>): stri
 }
 
 /**
- * Reads the stored logins; none when the file does not exist. A file other users can read, or
- * one that is not what this module writes, is refused rather than used or overwritten.
+ * Reads the stored logins; none when the file does not exist. A file other users can read or
+ * another user owns, or one that is not what this module writes, is refused rather than used or
+ * overwritten.
  */
 export async function readLogins(path: string): Promise<StoredLogin[]> {
   const text = await readPrivateText(path);
@@ -85,27 +93,6 @@ export async function readLogins(path: string): Promise<StoredLogin[]> {
     );
   }
   return logins;
-}
-
-/**
- * The text of a file only its owner may read (the credentials file, a key file); undefined when
- * it does not exist. One other users can read is refused, saying how to fix it.
- */
-export async function readPrivateText(path: string): Promise<string | undefined> {
-  try {
-    const mode = (await stat(path)).mode & 0o777;
-    if ((mode & 0o077) !== 0) {
-      throw new CliError(
-        'config',
-        `${path} is open to other users (mode ${mode.toString(8)}); run chmod 600 ${path}`,
-      );
-    }
-    return await readFile(path, 'utf8');
-  } catch (error) {
-    if ((error as { code?: unknown }).code === 'ENOENT') return undefined;
-    if (error instanceof CliError) throw error;
-    throw new CliError('config', `cannot read ${path}: ${(error as Error).message}`);
-  }
 }
 
 /**
@@ -275,7 +262,7 @@ function isStoredLogin(value: unknown): value is StoredLogin {
   const optional = (key: string) => login[key] === undefined || typeof login[key] === 'string';
   return (
     ['gateway', 'realm', 'username', 'sessionId', 'refreshToken', 'loggedInAt'].every(text) &&
-    ['refreshExpiresAt', 'accessToken', 'accessExpiresAt'].every(optional) &&
+    ['refreshExpiresAt', 'accessToken', 'accessExpiresAt', 'canonicalUrl'].every(optional) &&
     (login.dpopKey === undefined || isDpopKey(login.dpopKey)) &&
     // A key kept apart is named with its thumbprint, and never beside a key kept here.
     (login.keyFile === undefined

@@ -80,6 +80,9 @@ Environment:
                         $XDG_CONFIG_HOME/realmgate, else ~/.config/realmgate)
   REALMGATE_KEY_FILE    the key file of login --key-file: where login makes or finds it, and
                         where a login that keeps its key apart reads it on this host
+  REALMGATE_CANONICAL_URL  the gateway's PUBLIC_URL, which proofs name: login keeps it
+                        instead of learning it from the gateway; a stored login made with
+                        another is refused
 
 Prints the created or requested record as JSON. Exit status:
 ${describeExitStatuses()

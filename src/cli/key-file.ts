@@ -3,10 +3,11 @@ import { rmSync } from 'node:fs';
 import { link, lstat, open, rename, rm } from 'node:fs/promises';
 import { isAbsolute, resolve } from 'node:path';
 import { takeLock } from './credentials-lock.ts';
-import { LOCK_WAIT_MS, readPrivateText } from './credentials.ts';
+import { LOCK_WAIT_MS } from './credentials.ts';
 import { generateDpopKey, isDpopKey, thumbprintOf, type DpopKey } from './dpop.ts';
 import { CliError } from './errors.ts';
 import { cleanUpIfStopped } from './on-stop.ts';
+import { readPrivateText } from './private-file.ts';
 
 // A login's DPoP key kept apart from its refresh token (`login --key-file`, REALMGATE_KEY_FILE):
 // a private JWK alone in a file of its own, mode 0600, made on the host that uses it, in the

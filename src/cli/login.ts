@@ -1,13 +1,17 @@
+import { checkLearnt } from './address-check.ts';
+import { canonicalUrlSetting } from './canonical-address.ts';
 import { readBaseUrl } from './client.ts';
 import { isSameLogin, updateLogins, withLogin, type StoredLogin } from './credentials.ts';
 import { CliError, usageError } from './errors.ts';
 import type { CliIo, RunContext } from './io.ts';
 import { promptHidden, readPipedLines, type PasswordSource } from './password.ts';
 import { generateDpopKey, thumbprintOf, type DpopKey } from './dpop.ts';
+import { learnGatewayAddress } from './gateway-address.ts';
 import { keyFilePathOf, keyOfFile } from './key-file.ts';
 import { requireCredentialsPath } from './stored-login.ts';
 import {
   passwordGrant,
+  realmIssuerOf,
   realmOffersDpop,
   unverifiedClaimsOf,
   type GrantResult,
@@ -82,10 +86,17 @@ export async function login(
   const { realm, username } = command;
   const keyFile = command.dpop ? keyFilePathOf(command.keyFile, env) : undefined;
   const dpopKey = command.dpop ? await keyIfOffered(baseUrl, realm, timeoutMs, keyFile) : undefined;
+  // Before the password is read: an address refused is refused before anything is sent.
+  const setting = canonicalUrlSetting(env);
+  const canonical =
+    dpopKey === undefined
+      ? undefined
+      : (setting ?? (await learntAddress(baseUrl, realm, timeoutMs)));
   const secrets = {
     ...(await readSecrets(command, io)),
     fields: jobFields(command.job),
     dpopKey,
+    pinned: setting?.href,
   };
   let result = await passwordGrant(baseUrl, { realm, username, ...secrets }, timeoutMs);
   // Keycloak answers a missing one-time password exactly like a wrong password, so at a
@@ -107,6 +118,8 @@ export async function login(
   // The key is kept only with the tokens it binds: a realm that answered bearer tokens to a
   // proof gets them back as bearer tokens. A key kept apart is named, with its thumbprint.
   const boundKey = result.tokens.bound ? dpopKey : undefined;
+  // The address its proofs name from now on: an answer that names another is refused.
+  if (boundKey !== undefined && canonical !== undefined) stored.canonicalUrl = canonical.href;
   if (boundKey !== undefined && keyFile !== undefined) {
     stored.keyFile = keyFile;
     stored.keyThumbprint = await thumbprintOf(boundKey);
@@ -169,6 +182,25 @@ async function keyIfOffered(
 ): Promise<DpopKey | undefined> {
   if (!(await realmOffersDpop(baseUrl, realm, timeoutMs))) return undefined;
   return keyFile === undefined ? generateDpopKey() : keyOfFile(keyFile);
+}
+
+/**
+ * The gateway's address as the answer at `baseUrl` names it, kept in the login (trust on first
+ * use: REALMGATE_CANONICAL_URL names it instead); plain http through an https `baseUrl` is
+ * refused. Undefined while the gateway cannot say: the login then keeps none.
+ */
+async function learntAddress(
+  baseUrl: URL,
+  realm: string,
+  timeoutMs: number,
+): Promise<URL | undefined> {
+  // A realm whose issuer (its discovery document, read already) is under `baseUrl`: the job
+  // uses the gateway's own address, and there is nothing more to ask.
+  const issuer = await realmIssuerOf(baseUrl, realm, timeoutMs);
+  if (issuer === new URL(`auth/realms/${encodeURIComponent(realm)}`, baseUrl).href) return baseUrl;
+  const learnt = await learnGatewayAddress(baseUrl, realm, timeoutMs);
+  if (learnt !== undefined) checkLearnt(learnt, baseUrl, undefined, 'exactly');
+  return learnt;
 }
 
 /**

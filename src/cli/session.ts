@@ -9,7 +9,7 @@ import {
   type StoredLogin,
 } from './credentials.ts';
 import { dpopProof, type DpopKey } from './dpop.ts';
-import { gatewayAddressOf } from './gateway-address.ts';
+import { canonicalAddressOf } from './canonical-address.ts';
 import { CliError } from './errors.ts';
 import type { RunContext } from './io.ts';
 import {
@@ -54,14 +54,17 @@ export async function proofFor(
   const { token } = await accessTokenOf(stored, timeoutMs);
   // A URL under REALMGATE_URL is named under the gateway's own address, which it compares
   // `htu` with; any other URL as given.
-  const { baseUrl } = stored;
+  const { baseUrl, login } = stored;
   const below = target.url.href.startsWith(baseUrl.href)
     ? target.url.href.slice(baseUrl.href.length)
     : undefined;
   const url =
     below === undefined
       ? target.url
-      : new URL((await gatewayAddressOf(baseUrl, stored.login.realm, timeoutMs)).href + below);
+      : new URL(
+          (await canonicalAddressOf(baseUrl, login.realm, login.canonicalUrl, timeoutMs)).href +
+            below,
+        );
   return dpopProof(key, { ...target, url, accessToken: token });
 }
 

@@ -1,3 +1,4 @@
+import { canonicalAddressOf, withCanonicalSetting } from './canonical-address.ts';
 import {
   callApi,
   readBaseUrl,
@@ -19,7 +20,6 @@ import {
 import type { DpopKey } from './dpop.ts';
 import { CliError } from './errors.ts';
 import { keyFilePathOf, readKeyFile } from './key-file.ts';
-import { gatewayAddressOf } from './gateway-address.ts';
 import { refreshGrant } from './token-endpoint.ts';
 
 /** A cached access token is reused while at least this much of its life is left. */
@@ -71,7 +71,8 @@ export async function findStoredLogin(
 ): Promise<LoadedLogin> {
   const baseUrl = readBaseUrl(env.REALMGATE_URL);
   const path = requireCredentialsPath(env);
-  const login = selectLogin(await readLogins(path), baseUrl.href, selector);
+  const selected = selectLogin(await readLogins(path), baseUrl.href, selector);
+  const login = selected && withCanonicalSetting(selected, env);
   if (login === undefined) {
     // `--realm` passed checkRealm and may be said; `--user` matched nothing and is not echoed,
     // as no refused word is (values.ts): it could be a password pasted in its place.
@@ -98,8 +99,9 @@ export async function resolveCaller(
   const authorization = readEnvAuthorization(env);
   if (authorization !== undefined) return { kind: 'env', baseUrl, authorization };
   const path = credentialsPathOf(env);
-  const login = path && selectLogin(await readLogins(path), baseUrl.href, selector);
-  if (!path || !login) throw new CliError('config', missing);
+  const selected = path && selectLogin(await readLogins(path), baseUrl.href, selector);
+  if (!path || !selected) throw new CliError('config', missing);
+  const login = withCanonicalSetting(selected, env);
   return { kind: 'stored', baseUrl, login, path, key: await keyOfLogin(login, env) };
 }
 
@@ -137,8 +139,9 @@ export async function callAs<T = unknown>(
 
 /**
  * How an access token of `login` is sent to `baseUrl`: `DPoP` with a proof of `key` when its
- * tokens are bound to it (naming the gateway's own address, learnt from the gateway), else
- * `Bearer` (a login made with `--no-dpop`, or before the CLI bound them).
+ * tokens are bound to it (naming the gateway's own address, learnt from the gateway and checked
+ * against the one the login was made with), else `Bearer` (a login made with `--no-dpop`, or
+ * before the CLI bound them).
  */
 export async function connectionOf(
   baseUrl: URL,
@@ -147,7 +150,7 @@ export async function connectionOf(
   timeoutMs: number,
 ): Promise<Connection> {
   if (key === undefined) return { baseUrl, authorization: `Bearer ${accessToken}` };
-  const gateway = await gatewayAddressOf(baseUrl, login.realm, timeoutMs);
+  const gateway = await canonicalAddressOf(baseUrl, login.realm, login.canonicalUrl, timeoutMs);
   return { baseUrl, authorization: `DPoP ${accessToken}`, dpop: { key, accessToken, gateway } };
 }
 
@@ -215,17 +218,22 @@ async function refreshed(
     return { value: { token: current.accessToken!, cached: false } };
   }
   const latest = current ?? login;
+  // REALMGATE_CANONICAL_URL, for a login made before the CLI kept its address, is in `login`.
+  const pinned = latest.canonicalUrl ?? login.canonicalUrl;
   const result = await refreshGrant(
     baseUrl,
     latest.realm,
     latest.refreshToken,
     timeoutMs,
     stored.key,
+    pinned,
   );
   if (!result.ok) throw loginExpired(latest, result.error);
   const { tokens } = result;
   const renewed: StoredLogin = {
     ...latest,
+    // Kept for a bound login alone: a bearer login's requests carry no proof to name it.
+    ...(pinned === undefined || stored.key === undefined ? {} : { canonicalUrl: pinned }),
     // Keycloak may rotate the refresh token; the newest one is always the one to keep.
     refreshToken: tokens.refreshToken ?? latest.refreshToken,
     accessToken: tokens.accessToken,

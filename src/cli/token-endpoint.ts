@@ -1,6 +1,7 @@
 import { decodeJwt } from 'jose';
 import * as oidc from 'openid-client';
 import { apiClientIdOf } from '../tenancy/identifiers.ts';
+import { checkLearnt } from './address-check.ts';
 import { isTokenForm, printable } from './client.ts';
 import { DPOP_ALGORITHM, type DpopKey } from './dpop.ts';
 import { CliError } from './errors.ts';
@@ -50,11 +51,13 @@ export function passwordGrant(
     fields?: Record<string, string>;
     /** The key the tokens are bound to (a proof on the request); none: bearer tokens. */
     dpopKey?: DpopKey;
+    /** The gateway's address REALMGATE_CANONICAL_URL names, which the proof must be under. */
+    pinned?: string;
   },
   timeoutMs: number,
 ): Promise<GrantResult> {
-  const { dpopKey } = login;
-  return tokenRequest({ baseUrl, realm: login.realm, timeoutMs, dpopKey }, (config) =>
+  const { dpopKey, pinned } = login;
+  return tokenRequest({ baseUrl, realm: login.realm, timeoutMs, dpopKey, pinned }, (config) =>
     oidc.genericGrantRequest(config, 'password', {
       scope: 'openid offline_access',
       username: login.username,
@@ -67,7 +70,8 @@ export function passwordGrant(
 
 /**
  * The refresh grant of spec 4.1 through the gateway's `/auth/`, with a proof of `dpopKey` when
- * the refresh token is bound to it (Keycloak refuses a bound one without).
+ * the refresh token is bound to it (Keycloak refuses a bound one without), naming a token
+ * endpoint under `pinned`, the gateway's address the login was made with.
  */
 export function refreshGrant(
   baseUrl: URL,
@@ -75,8 +79,9 @@ export function refreshGrant(
   refreshToken: string,
   timeoutMs: number,
   dpopKey?: DpopKey,
+  pinned?: string,
 ): Promise<GrantResult> {
-  return tokenRequest({ baseUrl, realm, timeoutMs, dpopKey }, (config) =>
+  return tokenRequest({ baseUrl, realm, timeoutMs, dpopKey, pinned }, (config) =>
     oidc.refreshTokenGrant(config, refreshToken),
   );
 }
@@ -195,8 +200,12 @@ async function tokenRequest(
     const metadata = await metadataOf(realmUrl, apiClientIdOf(realm), gatewayFetchOf(target, last));
     // The proof names the token endpoint as Keycloak names it (under PUBLIC_URL), the URL it
     // compares `htu` with, while the request goes to REALMGATE_URL.
+    // Nothing authenticates that document: the token endpoint it names must be under the
+    // login's pinned address, and no downgrade to plain http, before a proof names it.
     if (target.dpopKey !== undefined) {
-      proofUrl = httpUrlOf(metadata.token_endpoint)?.href;
+      const named = httpUrlOf(metadata.token_endpoint);
+      if (named !== undefined) checkLearnt(named, baseUrl, target.pinned, 'under');
+      proofUrl = named?.href;
     }
     const gatewayFetch = gatewayFetchOf({ ...target, proofUrl }, last);
     const config = new oidc.Configuration(

@@ -18,6 +18,11 @@ export interface TokenRequestTarget {
    * address (`baseUrl`) the request goes to. Absent: the URL the request goes to.
    */
   proofUrl?: string;
+  /**
+   * The gateway's address the login is pinned to (canonical-address.ts): a token endpoint the
+   * discovery document names elsewhere is refused before any grant is sent.
+   */
+  pinned?: string;
 }
 
 /** The last answer the gateway gave, kept to describe one openid-client would not take. */

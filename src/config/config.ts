@@ -326,7 +326,7 @@ export const configSchema = z.object({
   }),
   DPOP_NONCE: boolFlag.default(false).meta({
     description:
-      "server nonces (RFC 9449 section 9): every DPoP proof on `/api` must carry the gateway's current nonce, else 401 `use_dpop_nonce` with a `DPoP-Nonce` header giving it; a nonce is the HMAC of a time slot of `DPOP_PROOF_MAX_AGE_SECONDS` under a key derived from `KEYCLOAK_CLIENT_SECRET`, so replicas need nothing shared at run time, and the previous slot's is still accepted",
+      "server nonces (RFC 9449 section 9): every DPoP proof on `/api` must carry the gateway's current nonce, else 401 `use_dpop_nonce` with a `DPoP-Nonce` header giving it; a nonce is the HMAC of a time slot of `DPOP_PROOF_MAX_AGE_SECONDS` under a key derived (HKDF) from `REALMGATE_CACHE_SECRET`, which it then requires (but in demo mode), so replicas need nothing shared at run time, and the previous slot's is still accepted",
   }),
   BASIC_CACHE_MAX_SECONDS: z.coerce.number().int().min(0).max(3600).default(60).meta({
     description:
@@ -339,7 +339,7 @@ export const configSchema = z.object({
   REALMGATE_CACHE_SECRET: fromFile(
     secret.optional().meta({
       description:
-        'key of the HMAC that names cached Basic logins, 16+ characters; set it when replicas share Redis, so that they share the cache',
+        'key of the HMAC that names cached Basic logins, and from which the DPoP nonces are derived (`DPOP_NONCE`, which requires it), 16+ characters; set it when replicas share Redis, so that they share the cache, and the same on every replica',
       shownDefault: '(random, per process)',
     }),
   ),
@@ -352,7 +352,7 @@ export const configSchema = z.object({
     }),
   REVOCATION_CHECK_WAIT_MS: z.coerce.number().int().min(0).max(60000).default(1000).meta({
     description:
-      'how long the request that finds its token due for a re-check waits for Keycloak; slower (or Keycloak unreachable), it is served on the local verification and the answer applies from the next request (`0`: never wait, check in the background)',
+      'how long the request that finds its token due for a re-check waits for Keycloak; slower (or Keycloak unreachable), it is served on the local verification and the answer applies from the next request (`0`: never wait, check in the background); the same for the first unbound token of a realm whose DPoP switch no replica has read',
   }),
   KEY_SET_REFRESH_SECONDS: z.coerce.number().int().min(1).max(3600).default(30).meta({
     description:
@@ -496,7 +496,7 @@ export const configSchema = z.object({
     .max(DATABASE_POOL_SIZE / 2)
     .default(4)
     .meta({
-      description: `audit log page reads, exports, downloads and download job runs a process runs at once; each holds one of its ${DATABASE_POOL_SIZE} database connections while it reads (a page's statements up to \`DATABASE_STATEMENT_TIMEOUT_MS\` each, an export's chunks up to \`DATABASE_SPARED_TIMEOUT_MS\`), so at most half of them, and the rest serve the other requests; one organization's callers (all platform administrators together) hold all but one of them at most. A read, export or download over it is refused at once, 429 \`429-40001\` with \`Retry-After\`; a download job waits its turn (\`NotExecuted\`)`,
+      description: `audit log page reads, exports, downloads and download job runs a process runs at once; each holds one of its ${DATABASE_POOL_SIZE} database connections while it reads (a page's statements up to \`DATABASE_STATEMENT_TIMEOUT_MS\` each, an export's chunks up to \`DATABASE_SPARED_TIMEOUT_MS\`), so at most half of them, and the rest serve the other requests; one organization's callers (all platform administrators together) hold all but one of them at most, and exports, downloads and job runs leave one to page reads (all but one of the process's, and all but one of an organization's share: minutes-long exports never hold every page read back). A read, export or download over it is refused at once, 429 \`429-40001\` with \`Retry-After\`; a download job waits its turn (\`NotExecuted\`)`,
     }),
 
   AUDIT_KEYCLOAK_EVENTS_SECONDS: z.coerce.number().int().min(0).max(3600).default(30).meta({
@@ -614,6 +614,13 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     }
   }
   if (parsed.success) problems.push(...retentionBoundsProblems(parsed.data));
+  // Every replica must derive the same nonces, from a secret of the gateway's own: not one
+  // Keycloak holds in every realm (the client secret), and not a per-process random one.
+  if (parsed.success && parsed.data.DPOP_NONCE && !parsed.data.REALMGATE_CACHE_SECRET && !demo) {
+    problems.push(
+      'DPOP_NONCE: needs REALMGATE_CACHE_SECRET (the nonces are keyed with it, the same on every replica)',
+    );
+  }
   if (parsed.success && parsed.data.AUDIT_OTEL_LOGS && !parsed.data.OTEL_EXPORTER_OTLP_ENDPOINT) {
     problems.push('AUDIT_OTEL_LOGS: needs OTEL_EXPORTER_OTLP_ENDPOINT (where the logs go)');
   }

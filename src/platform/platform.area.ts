@@ -106,7 +106,13 @@ export function buildPlatform(
   keycloak: { adminSession: AdminSession; serviceAdmin: ServiceAdmin },
   auth: Pick<
     AuthArea,
-    'revocations' | 'failedLogins' | 'keySetEvents' | 'jwks' | 'tokenDetails' | 'basicLoginSeconds'
+    | 'revocations'
+    | 'failedLogins'
+    | 'keySetEvents'
+    | 'jwks'
+    | 'tokenDetails'
+    | 'basicLoginSeconds'
+    | 'dpopSwitches'
   >,
   tenants: Tenants,
   /** The keys password grants' sessions are bound to (auth-proxy/token-bindings.ts). */
@@ -150,6 +156,7 @@ export function buildPlatform(
       newRealmSettings,
       announce: (change) => tenants.events.announce(change),
       keepFormerLifetime: createFormerLifetimeKeeping({ revocations, ...tokenBounds }),
+      dpopSwitchSet: (realm, required) => auth.dpopSwitches.set(realm, required),
     }),
     users: createUsersService({
       adminSession,

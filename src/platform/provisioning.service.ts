@@ -111,6 +111,11 @@ export function createProvisioningService(deps: {
    * (token-refusal.ts): a refusal made after a shortening lasts as long as a token issued before.
    */
   keepFormerLifetime?: KeepFormerLifetime;
+  /**
+   * Told the DPoP switch of a realm as a change of its lifetimes left it: this replica's `/api`
+   * holds it from the next request, not a minute later (auth/dpop/dpop-switch.ts).
+   */
+  dpopSwitchSet?: (realm: string, required: boolean) => void;
 }): ProvisioningService {
   const { adminSession } = deps;
   const organizations = createOrganizationsRepo(deps.db);
@@ -220,7 +225,9 @@ export function createProvisioningService(deps: {
       return adminSession.run(async (admin) => {
         const former = await longestAccessTokenSeconds(admin, realm);
         try {
-          return await setTokenLifetimes(admin, realm, parsed.data);
+          const set = await setTokenLifetimes(admin, realm, parsed.data);
+          deps.dpopSwitchSet?.(realm, set.dpop_bound_access_tokens);
+          return set;
         } finally {
           // Even after a change that failed halfway: part of it may be in effect.
           await deps.keepFormerLifetime?.(realm, former);

@@ -45,7 +45,8 @@ export interface TokenReach {
   readonly name?: string | undefined;
   /**
    * The realm the session is of, as recorded at issuance (not read from a token): the audit log
-   * records a refusal of its token there, whatever realm the request's path names.
+   * records a refusal of its token there, whatever realm the request's path names, once the
+   * token verifies against that realm's keys.
    */
   readonly realm?: string | undefined;
 }

@@ -184,6 +184,16 @@ export function passwordGrantBody(user: TestUser, extra = ''): string {
   );
 }
 
+/**
+ * A forged token: `claims` in a JWT's shape under the header Keycloak's refresh tokens carry
+ * (HS512), with a signature no key made (`c2ln`), for what the gateway reads of a token before
+ * anyone verifies it (its `sid`).
+ */
+export function madeUpToken(claims: Record<string, unknown>): string {
+  const part = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  return `${part({ alg: 'HS512' })}.${part(claims)}.c2ln`;
+}
+
 /** Decodes a JWT's payload without verifying it (tests only). */
 export function claimsOf(jwt: unknown): Record<string, unknown> {
   const payload = String(jwt).split('.')[1] ?? '';

@@ -6,6 +6,7 @@ import { EVENTUALLY } from '../helpers/eventually.ts';
 import {
   claimsOf,
   createUser,
+  madeUpToken,
   passwordGrantBody,
   postToken,
   type TestUser,
@@ -150,12 +151,37 @@ describe('audit log: refusals on /auth', () => {
     }
   });
 
+  it("files a token it could not verify under the path's realm, naming no job credential", async () => {
+    const other = await createOrganization(['ws1']);
+    const genuine = await jobToken('&realmgate_name=framed-job&realmgate_read_only=true');
+    // What anyone who learnt the session's id (a log, a logout token, an event) can write: its
+    // realm's key id is public, the signature is not the realm's.
+    const [header] = genuine.split('.');
+    const { sid, iss } = claimsOf(genuine);
+    const claims = { typ: 'Bearer', sid, iss, sub: 'framed', exp: 4102444800, iat: 1 };
+    const payload = Buffer.from(JSON.stringify(claims)).toString('base64url');
+    const forged = `${header}.${payload}.${randomBytes(256).toString('base64url')}`;
+    for (const realm of [other, org]) {
+      const res = await call(`${auth()}/realms/${realm}/account/sessions`, forged, 'DELETE');
+      expect(res.status, realm).toBe(403);
+      expect(await recordsOfRequest(res.requestId), realm).toEqual([
+        expect.objectContaining({
+          org: realm,
+          action: 'auth.request',
+          actorRealm: null,
+          actorId: null,
+          actorName: null,
+          jobCredential: null,
+          status: 403,
+          reason: 'read_only',
+          details: {},
+        }),
+      ]);
+    }
+  });
+
   it("records a header of made-up tokens as malformed, in master's log for a realm that is no organization", async () => {
-    const forged = (sid: string) =>
-      [{ alg: 'HS512' }, { typ: 'Bearer', sid }]
-        .map((part) => Buffer.from(JSON.stringify(part)).toString('base64url'))
-        .concat('c2ln')
-        .join('.');
+    const forged = (sid: string) => madeUpToken({ typ: 'Bearer', sid });
     const many = Array.from({ length: 5 }, (_, i) => forged(`s-${i}`)).join(', ');
     const ghost = `ghost${randomBytes(3).toString('hex')}`;
     for (const [realm, log, details] of [

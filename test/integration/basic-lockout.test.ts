@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
+import { requestFrom } from '../helpers/from-address.ts';
+import { startKeycloakFront, type KeycloakFront } from '../helpers/keycloak-front.ts';
 import {
   createUser,
   keycloakAdmin,
@@ -30,6 +32,7 @@ describe('a Basic login through a Keycloak lockout', () => {
   const clock = aheadClock();
   let replicas: Replica[];
   let org: string;
+  let shared: Record<string, string>;
 
   beforeAll(async () => {
     org = await createOrganization(['ws1']);
@@ -39,7 +42,7 @@ describe('a Basic login through a Keycloak lockout', () => {
       { realm: org },
       { failureFactor: FAILURE_FACTOR, waitIncrementSeconds: 600, maxFailureWaitSeconds: 900 },
     );
-    const shared = {
+    shared = {
       BASIC_CACHE_MAX_SECONDS: String(CACHE_SECONDS),
       LOGIN_MAX_FAILURES_PER_ADDRESS: '0',
       REDIS_URL: testEnv().redisUrl,
@@ -111,5 +114,96 @@ describe('a Basic login through a Keycloak lockout', () => {
     expect(statuses).toEqual([401, 401, 401, 401, 401, 429, 429]);
     expect(await lockStateOf(user)).toMatchObject({ disabled: true });
     await unlock(user);
+  });
+
+  it("does not count a kept login's right password refused during the lock against its host", async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws1'] });
+    expect(await statusOf(replicas[0]!, user)).toBe(200);
+    await lock(user);
+    // Past the cache bound: each request of the host's jobs asks Keycloak, which refuses it.
+    clock.advance(CACHE_SECONDS * 1000 + 300);
+    const statuses: number[] = [];
+    for (let request = 1; request <= 7; request++)
+      statuses.push(await statusOf(replicas[0]!, user));
+    expect(statuses).toEqual([401, 401, 401, 401, 401, 401, 401]);
+    await unlock(user);
+    expect(await statusOf(replicas[0]!, user)).toBe(200);
+  });
+
+  it('lets the right password in on the token endpoint once the lock it was refused during ends', async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws1'] });
+    const viaGateway = `${replicas[0]!.url}/auth`;
+    expect((await postToken(viaGateway, org, passwordGrantBody(user))).status).toBe(200);
+    await lock(user);
+    const refused = await postToken(viaGateway, org, passwordGrantBody(user));
+    expect(refused.status).toBe(401);
+    expect(refused.json).toMatchObject({ error: 'invalid_grant' });
+    await unlock(user);
+    expect((await postToken(viaGateway, org, passwordGrantBody(user))).status).toBe(200);
+  });
+
+  /**
+   * A replica behind a front that sees what reaches Keycloak, in a realm of its own whose lock
+   * is short: its end is passed on the replica's clock (the test ends Keycloak's lock itself).
+   */
+  describe('guesses at a locked user', () => {
+    const LOCK_SECONDS = 30;
+    const frontClock = aheadClock();
+    let front: KeycloakFront;
+    let watched: Replica;
+    let realm: string;
+
+    beforeAll(async () => {
+      realm = await createOrganization(['ws1']);
+      const admin = await keycloakAdmin();
+      await admin.realms.update(
+        { realm },
+        {
+          failureFactor: FAILURE_FACTOR,
+          waitIncrementSeconds: LOCK_SECONDS,
+          maxFailureWaitSeconds: 900,
+        },
+      );
+      front = await startKeycloakFront(testEnv().keycloakUrl);
+      watched = await startReplica(
+        18244,
+        { ...shared, KEYCLOAK_URL: front.url },
+        undefined,
+        frontClock,
+      );
+    });
+    afterAll(async () => {
+      await watched?.gateway.close();
+      await front?.close();
+    });
+
+    async function statusFrom(address: string, user: TestUser, password: string) {
+      const url = `${watched.url}/api/${realm}/platform/workspaces`;
+      const res = await requestFrom(address, url, {
+        headers: { authorization: basicAuth({ ...user, password }) },
+      });
+      return res.status;
+    }
+
+    /** Password grants and admin calls about the realm that reached Keycloak. */
+    const keycloakWork = () =>
+      front.seen
+        .map((request) => request.target)
+        .filter((target) => target.includes(`/realms/${realm}/`));
+
+    it('refuses new passwords from any address without asking Keycloak until the lock ends, then lets the right one in', async () => {
+      const user = await createUser(realm, { workspaceRoles: ['ws1'] });
+      await lock(user);
+      // The first refusal is Keycloak's: the replica learns the lock and its end.
+      expect(await statusFrom('127.0.0.2', user, 'guess-0')).toBe(401);
+      front.seen.length = 0;
+      for (let host = 3; host <= 8; host++) {
+        expect(await statusFrom(`127.0.0.${host}`, user, `guess-${host}`)).toBe(401);
+      }
+      expect(keycloakWork()).toEqual([]);
+      await unlock(user);
+      frontClock.advance(LOCK_SECONDS * 1000 + 1000);
+      expect(await statusFrom('127.0.0.9', user, user.password)).toBe(200);
+    });
   });
 });

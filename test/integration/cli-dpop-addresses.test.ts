@@ -63,6 +63,8 @@ async function walkThrough(url: string, publicUrl: string, user: TestUser) {
   const claims = claimsOf(stored!.accessToken);
   expect(claims).toMatchObject({ cnf: { jkt: summary.dpop_jkt } });
   expect(claims.iss).toBe(`${publicUrl}/auth/realms/${user.realm}`);
+  // The address its proofs name from now on, kept with it: PUBLIC_URL, not `url`.
+  expect(stored!.canonicalUrl).toBe(`${publicUrl}/`);
 
   // An API call with DPoP (the refresh-token list) through the same address.
   const listed = await realmgate(url, ['tokens', 'list'], configDir);

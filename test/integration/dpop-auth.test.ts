@@ -221,6 +221,37 @@ describe('DPoP through /auth', () => {
       });
     });
 
+    it('refuses an unbound Bearer token of any other client of the realm, saying DPoP is required', async () => {
+      // A client a realm administrator added beside the API client, allowed direct grants: the
+      // switch is the API client's, so Keycloak binds none of this client's tokens.
+      const admin = await keycloakAdmin();
+      await admin.clients.create({
+        realm: org,
+        clientId: 'job-runner',
+        publicClient: true,
+        directAccessGrantsEnabled: true,
+      });
+      const signedIn = await post(
+        'token',
+        `grant_type=password&client_id=job-runner&username=${encodeURIComponent(member.username)}` +
+          `&password=${encodeURIComponent(member.password)}`,
+      );
+      expect(signedIn.status).toBe(200);
+      const res = await callApi(platformPath(), `Bearer ${String(signedIn.json.access_token)}`, {
+        base: replica.url,
+      });
+      expect({ status: res.status, result: res.body.result }).toEqual({
+        status: 401,
+        result: '401-00002',
+      });
+      expect(res.body.message).toMatch(/requires DPoP/);
+      expect(res.headers.get('www-authenticate')).toMatch(
+        new RegExp(
+          `^DPoP realm="${org}", algs="[^"]+", resource_metadata="${publicUrl}/\\.well-known/oauth-protected-resource/api/${org}", error="invalid_token", error_description="[^"]*requires DPoP`,
+        ),
+      );
+    });
+
     it('a Bearer token minted before the switch: still served until it expires', async () => {
       const res = await callApi(platformPath(), `Bearer ${minted}`, { base: replica.url });
       expect(res.status).toBe(200);

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dpopKey, dpopProof, type DpopKey } from '../helpers/dpop.ts';
 import { createUser, passwordGrantBody, postToken, type TestUser } from '../helpers/keycloak.ts';
@@ -37,6 +38,8 @@ describe('server nonces (DPOP_NONCE) on every route kind', () => {
     upstream = await startRecordingUpstream();
     replica = await startReplica(19656, {
       DPOP_NONCE: 'true',
+      // The nonces' key: the gateway's own secret, which nonces require (config.ts).
+      REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
       AUTOMATION_UPSTREAM_URL: upstream.url,
     });
     org = await createOrganization(['ws1']);

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,14 +12,17 @@ import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { dpopRefusals, startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
-// DPOP_NONCE across two replicas sharing Redis and nothing else about nonces: a nonce one
-// replica gives is taken by the other, a proof is still used once, and the CLI passes them.
+// DPOP_NONCE across two replicas sharing Redis and the gateway's own secret, nothing at run time
+// about nonces: a nonce one replica gives is taken by the other, a proof is still used once, and
+// the CLI passes them.
 
 describe('server nonces (DPOP_NONCE) across two replicas', () => {
   const settings = {
     DPOP_NONCE: 'true',
     REDIS_URL: testEnv().redisUrl,
     REDIS_KEY_PREFIX: testEnv().redisKeyPrefix,
+    // The gateway's own secret, which replicas share (the chart requires it): the nonces' key.
+    REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
   };
   const { publicUrl } = testEnv();
   let replicaA: Replica;
@@ -87,6 +91,24 @@ describe('server nonces (DPOP_NONCE) across two replicas', () => {
     const wrong = await call(replicaB, 'A'.repeat(22));
     expect(wrong.status).toBe(401);
     expect(wrong.headers.get('dpop-nonce')).toBe(nonce);
+  });
+
+  it("keys its nonces with the gateway's own secret, not the client secret every realm holds", async () => {
+    // The same KEYCLOAK_CLIENT_SECRET (the `realmgate-gateway` client's, readable in any realm),
+    // another REALMGATE_CACHE_SECRET: its nonces are not the fleet's.
+    const stranger = await startReplica(19640, {
+      ...settings,
+      REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
+    });
+    try {
+      const [fleet, other] = await Promise.all([call(replicaA), call(stranger)]);
+      expect(other.headers.get('dpop-nonce')).toMatch(/^[A-Za-z0-9_-]{22}$/);
+      expect(other.headers.get('dpop-nonce')).not.toBe(fleet.headers.get('dpop-nonce'));
+      const refused = await call(stranger, fleet.headers.get('dpop-nonce')!);
+      expect(refused.headers.get('www-authenticate')).toContain('error="use_dpop_nonce"');
+    } finally {
+      await stranger.gateway.close();
+    }
   });
 
   it('the CLI answers the challenge with a proof carrying the nonce', async () => {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   claimsOf,
   createUser,
+  madeUpToken,
   passwordGrantBody,
   postToken,
   type TestUser,
@@ -209,17 +210,14 @@ describe('job credentials: their reach on /auth (Keycloak account API) and the a
 
   it("a forged token naming no session Keycloak could have is left to Keycloak's refusal", async () => {
     // A `sid` PostgreSQL cannot hold as text (a NUL): never looked up, so no 500 or 503.
-    const forged = (claims: Record<string, unknown>) =>
-      [{ alg: 'HS512' }, claims]
-        .map((part) => Buffer.from(JSON.stringify(part)).toString('base64url'))
-        .concat('c2ln')
-        .join('.');
-    const refreshed = await refresh(forged({ typ: 'Refresh', sid: 'a\u0000b', sub: 'x' }));
+    const refreshed = await refresh(madeUpToken({ typ: 'Refresh', sid: 'a\u0000b', sub: 'x' }));
     expect([refreshed.status, refreshed.json.error]).toEqual([400, 'invalid_grant']);
-    const profile = await call(account('/'), forged({ typ: 'Bearer', sid: '\u0000' }));
+    const profile = await call(account('/'), madeUpToken({ typ: 'Bearer', sid: '\u0000' }));
     expect(profile.status).toBe(401);
     // A header of many made-up tokens is one refusal, not a lookup each.
-    const many = Array.from({ length: 200 }, (_, i) => forged({ typ: 'Bearer', sid: `s-${i}` }));
+    const many = Array.from({ length: 200 }, (_, i) =>
+      madeUpToken({ typ: 'Bearer', sid: `s-${i}` }),
+    );
     const flood = await call(account('/'), many.join(', '));
     expect([flood.status, flood.json.error]).toEqual([400, 'invalid_request']);
   });

@@ -195,6 +195,7 @@ describe.each(setups)('login throttle for fleets: $name', ({ ports, redis }) => 
       message: `Too many failed logins from your address; retry in ${waitOf(basicRefused)} s.`,
     });
     expect((await basicFrom('127.0.0.26', owner)).status).toBe(200);
+    expect((await grantFrom('127.0.0.26', owner)).status).toBe(200);
   });
 
   it('a password remembered as wrong, then set through the API, logs in at once over Basic and the grant', async () => {

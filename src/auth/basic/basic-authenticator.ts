@@ -15,6 +15,7 @@ import type { AuthMetrics } from '../auth-metrics.ts';
 import type { FailedLoginMemory, LoginCredentials } from '../failed-logins.ts';
 import type { LoginAccounts } from '../login-accounts.ts';
 import type { LoginThrottle } from '../login-throttle.ts';
+import type { AccountLocks } from '../account-locks.ts';
 import { throttleRefusal } from '../throttle-refusal.ts';
 import type { BasicCredentials } from './parse-basic.ts';
 import { whenKnown, type Answer } from '../answer.ts';
@@ -86,12 +87,10 @@ export interface BasicAuthenticatorDeps {
   /**
    * Tells whether a user has two-factor authentication (for a helpful 401 message) and whether
    * Keycloak's brute-force detection locks the user for now (a refusal that says nothing of the
-   * password).
+   * password), and keeps the lock's end: until then a password not known to be right is refused
+   * without a grant.
    */
-  loginBlockOf: (
-    realm: string,
-    username: string,
-  ) => Promise<{ twoFactor: boolean; lockedOut: boolean }>;
+  locks: Pick<AccountLocks, 'blockOf' | 'isLocked' | 'firstRefusal' | 'ended'>;
   metrics: Pick<AuthMetrics, 'cacheLookup'>;
   /**
    * Realms Keycloak said it does not have (shared with the Bearer paths): their logins are
@@ -233,7 +232,9 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     const decision = await deps.throttle.begin(realm, found.account, clientAddress);
     if (decision.kind !== 'go') throw throttleRefusal(decision);
     try {
+      if (deps.locks.isLocked(realm, found.account)) await refuseWhileLocked(key, login);
       const principal = await logIn(realm, credentials, key, login);
+      deps.locks.ended(realm, found.account);
       await Promise.all([decision.attempt.settle('succeeded'), deps.failedLogins.succeeded(login)]);
       return principal;
     } catch (err) {
@@ -242,6 +243,21 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       await decision.attempt.settle(counted.has(err as object) ? 'failed' : 'released');
       throw err;
     }
+  }
+
+  /**
+   * While Keycloak locks the account (its end as told on a refusal: account-locks.ts), every
+   * password would be refused in a wrong one's words, so one not known right is refused so here,
+   * without a grant and its two admin calls, and counted as Keycloak's refusal would be: guesses
+   * from many addresses cost Keycloak nothing more. A password whose login is kept (it logged
+   * in lately) still goes to Keycloak: an administrator may have lifted the lock early, and the
+   * owner's jobs must not wait out a lock that is gone.
+   */
+  async function refuseWhileLocked(key: string, login: LoginCredentials): Promise<void> {
+    if (await keptLogin(key)) return;
+    const failure = loginRefused('wrong_password');
+    if (deps.locks.firstRefusal(login)) counted.add(failure);
+    throw failure;
   }
 
   /**
@@ -337,9 +353,10 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       // lasts, but not remembered, and the login kept for an outage stays: once the lock ends,
       // the right password logs in again, on every replica, from every address. It is counted
       // as any refusal (this account from this address): the guess that brought the lock about
-      // sees it too, and guesses must not go uncounted while the owner is locked out.
+      // sees it too, and guesses must not go uncounted while the owner is locked out; a repeat
+      // during the lock is not counted again (a host's jobs on the right password).
       if (lockedOut) {
-        counted.add(failure);
+        if (deps.locks.firstRefusal(login)) counted.add(failure);
         throw failure;
       }
       await endKeptLogin(key);
@@ -410,10 +427,7 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     username: string,
     description: string,
   ): Promise<{ failure: AuthFailure; lockedOut: boolean }> {
-    const block = await deps.loginBlockOf(realm, username).catch((err: unknown) => {
-      deps.logger.warn({ err }, 'could not tell what besides its password refused a login');
-      return { twoFactor: false, lockedOut: false };
-    });
+    const block = await deps.locks.blockOf(realm, username);
     if (block.twoFactor) return { failure: loginRefused('two_factor'), lockedOut: false };
     const reason = /disabled/i.test(description) ? 'account_disabled' : 'wrong_password';
     return { failure: loginRefused(reason), lockedOut: block.lockedOut };

@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, hkdfSync, timingSafeEqual } from 'node:crypto';
 import { systemClock, type Clock } from '../../time/clock.ts';
 
 /**
@@ -6,7 +6,9 @@ import { systemClock, type Clock } from '../../time/clock.ts';
  * so a key stolen for a moment cannot sign proofs for later. Each nonce is the HMAC of its time
  * slot under a key every replica derives from the same secret, so every replica and worker
  * issues and accepts the same nonces with nothing shared at run time: the current slot's, and
- * the previous one's (a client that learnt a nonce just before the slot turned).
+ * the previous one's (a client that learnt a nonce just before the slot turned). The secret is
+ * the gateway's own: a secret Keycloak also holds (the `realmgate-gateway` client's, in every
+ * realm) would let whoever reads it in any realm compute every organization's nonces ahead.
  */
 export interface NonceSource {
   /** The nonce a client is told to use now (`DPoP-Nonce`). */
@@ -16,14 +18,15 @@ export interface NonceSource {
 }
 
 export function createNonceSource(options: {
-  /** A secret every replica has (`KEYCLOAK_CLIENT_SECRET`); never used as it is. */
+  /** The gateway's own secret every replica has (`REALMGATE_CACHE_SECRET`); never used as it is. */
   secret: string;
   /** The length of a slot: a nonce is accepted for one to two of them. */
   slotSeconds: number;
   clock?: Clock;
 }): NonceSource {
   const { clock = systemClock } = options;
-  const key = createHmac('sha256', options.secret).update('realmgate DPoP nonce').digest();
+  // Its own key (HKDF, a label of its own): the secret also keys the cache's names.
+  const key = Buffer.from(hkdfSync('sha256', options.secret, '', 'realmgate DPoP nonce key', 32));
   const slotMs = options.slotSeconds * 1000;
   /** The last slot's nonces, computed once per slot. */
   let slot = -1;

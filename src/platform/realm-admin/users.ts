@@ -2,6 +2,7 @@ import type UserRepresentation from '@keycloak/keycloak-admin-client/lib/defs/us
 import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
 import { everyPage, isHttpStatus } from '../../keycloak/admin-client.ts';
 import type { ServiceAdmin } from '../../keycloak/service-admin.ts';
+import type { LoginBlock } from '../../auth/account-locks.ts';
 import { isWorkspaceId, MASTER_REALM } from '../../tenancy/identifiers.ts';
 import { usersWithClientRole, workspacesClientUuidOf } from './provisioning.ts';
 
@@ -41,20 +42,25 @@ export async function usernameOfEmail(
 /**
  * What keeps `username` in `realm` from a password login besides its password: an OTP
  * credential (Keycloak's `totp` flag), or Keycloak's temporary brute-force lockout of the
- * enabled user (a permanent one disables the user, which is not this).
+ * enabled user (a permanent one disables the user, which is not this), with its end when
+ * Keycloak tells it (`failedLoginNotBefore`, epoch seconds, since Keycloak 26).
  */
 export async function loginBlockOf(
   admin: ServiceAdmin,
   realm: string,
   username: string,
-): Promise<{ twoFactor: boolean; lockedOut: boolean }> {
+): Promise<LoginBlock> {
   return admin.run(realm, async (client) => {
     const [user] = await client.users.find({ realm, username, exact: true });
     if (!user?.id || user.totp === true || user.enabled === false) {
       return { twoFactor: user?.totp === true, lockedOut: false };
     }
     const status = await client.attackDetection.findOne({ realm, id: user.id });
-    return { twoFactor: false, lockedOut: status?.disabled === true };
+    if (status?.disabled !== true) return { twoFactor: false, lockedOut: false };
+    const notBefore: unknown = status.failedLoginNotBefore;
+    return typeof notBefore === 'number' && notBefore > 0
+      ? { twoFactor: false, lockedOut: true, lockedUntil: notBefore * 1000 }
+      : { twoFactor: false, lockedOut: true };
   });
 }
 

@@ -67,6 +67,49 @@ describe('the audit writer', () => {
     await writer.close(1000);
   });
 
+  it('two writers taking turns on the same logs keep each one chain, whichever wrote last', async () => {
+    // Each writer chains a batch from where it last left a log; when the other writer has
+    // appended since, that batch must leave nothing (not even the head of a log it could have
+    // appended to) and be written after the other's records.
+    const writers = [1, 2].map(() =>
+      createAuditWriter({
+        db,
+        logger,
+        metrics: counting().metrics,
+        spoolMax: 1000,
+        batchMax: 1000,
+        intervalMs: 60_000,
+      }),
+    );
+    let n = 0;
+    for (const turn of [0, 0, 1, 0, 1, 1, 0]) {
+      // Both logs in each of the first writer's batches, the second log alone in the other's.
+      if (turn === 0) writers[0]!.record(event('turns-a', ++n));
+      for (let i = 0; i < 3; i++) writers[turn]!.record(event('turns-b', ++n));
+      await writers[turn]!.flush();
+    }
+    for (const org of ['turns-a', 'turns-b']) {
+      const records = (await db<AuditRow>('audit_log').where({ org }).orderBy('seq')).map(recordOf);
+      expect(records.map((r) => r.seq)).toEqual(records.map((_, i) => i + 1));
+      const order = records.map((r) => Number(r.details.n));
+      expect(order).toEqual([...order].sort((a, b) => a - b));
+      expect(verifyChain(records)).toBeUndefined();
+      const head = (await db('audit_log_heads').where({ org }).first()) as {
+        seq: string | number;
+        hash: string;
+      };
+      expect({ seq: Number(head.seq), hash: head.hash }).toEqual({
+        seq: records.length,
+        hash: records.at(-1)!.hash,
+      });
+    }
+    const counted = await db('audit_log')
+      .whereIn('org', ['turns-a', 'turns-b'])
+      .count<{ c: string | number }[]>({ c: '*' });
+    expect(Number(counted[0]!.c)).toBe(n);
+    await Promise.all(writers.map((w) => w.close(1000)));
+  });
+
   it('writes what came during a batch once it makes full batches, the rest at the tick or flush', async () => {
     // Each transaction waits until the test lets it go.
     const waiting: (() => void)[] = [];

@@ -104,3 +104,43 @@ describe("one organization's long reads", () => {
     reads.take('acme');
   });
 });
+
+describe('page reads beside exports', () => {
+  it("keeps a slot from the exports for page reads, the process's and each organization's", () => {
+    const reads = createLongReads(4);
+    reads.take('acme', 'stream');
+    reads.take('acme', 'stream');
+    expect(() => reads.take('acme', 'stream')).toThrow(expect.objectContaining(busy));
+    reads.take('globex', 'stream');
+    expect(() => reads.take('globex', 'stream')).toThrow(expect.objectContaining(busy));
+    expect(() => reads.take('initech', 'stream')).toThrow(expect.objectContaining(busy));
+    reads.take('initech').release();
+    // The exporting organization's own administrators read a page too.
+    reads.take('acme');
+    expect(() => reads.take('globex')).toThrow(expect.objectContaining(busy));
+  });
+
+  it('hands a waiting download job no slot kept for page reads, and one an export frees', async () => {
+    const reads = createLongReads(2);
+    const exporting = reads.take('acme', 'stream');
+    const waiting = reads.wait();
+    reads.take('globex').release();
+    // Still a page read's: the job did not take it.
+    reads.take('globex').release();
+    exporting.release();
+    const job = await waiting;
+    expect(() => reads.take('globex', 'stream')).toThrow(expect.objectContaining(busy));
+    const page = reads.take('globex');
+    job.release();
+    page.release();
+    reads.take('globex', 'stream');
+  });
+
+  it('lends the one slot of a process to whoever comes first, export or page', () => {
+    const reads = createLongReads(1);
+    const exporting = reads.take('acme', 'stream');
+    expect(() => reads.take('globex')).toThrow(expect.objectContaining(busy));
+    exporting.release();
+    reads.take('globex');
+  });
+});

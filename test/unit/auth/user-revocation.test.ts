@@ -55,6 +55,7 @@ function authDeps(
     activeCheck: { ensureActive: () => undefined },
     clientAddressOf: () => '127.0.0.1',
     resourceMetadataOf: () => 'http://gw.example/.well-known/oauth-protected-resource/api/acme',
+    dpopRequired: () => false,
     metrics: { authFailure: () => undefined },
   };
 }

@@ -2,6 +2,8 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import {
   chmod,
+  chown,
+  lchown,
   mkdir,
   mkdtemp,
   readdir,
@@ -41,6 +43,8 @@ vi.mock('node:fs/promises', async (importOriginal) => {
 });
 
 const GATEWAY = 'http://localhost:8000/';
+/** A user other than the one running the tests (root: they may chown to it). */
+const OTHER_UID = 4242;
 
 function loginOf(overrides: Partial<StoredLogin> = {}): StoredLogin {
   return {
@@ -126,6 +130,39 @@ describe('writeLogins and readLogins', () => {
       `${path} is open to other users (mode 644); run chmod 600 ${path}`,
     );
     expect((error as CliError).exitCode).toBe(2);
+  });
+
+  it('refuses a file another user owns, whatever its mode, saying whose it is', async () => {
+    // In a directory others can write, another user could plant a 0600 file of theirs: a
+    // realmgate run by root would take its logins (and bind new ones to its key) as its own.
+    const path = join(dir, 'credentials.json');
+    await writeLogins(path, [loginOf()]);
+    await chown(path, OTHER_UID, OTHER_UID);
+    const error = await readLogins(path).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CliError);
+    expect((error as CliError).message).toBe(
+      `${path} belongs to another user (uid ${OTHER_UID}), not to this one ` +
+        `(uid ${process.getuid!()}); move it away and log in again`,
+    );
+    expect((error as CliError).exitCode).toBe(2);
+  });
+
+  it('refuses a symlink another user made, and follows one of its own user', async () => {
+    const target = join(dir, 'mine.json');
+    await writeLogins(target, [loginOf()]);
+    const own = join(dir, 'own-link.json');
+    await symlink(target, own);
+    expect(await readLogins(own)).toEqual([loginOf()]);
+    const planted = join(dir, 'credentials.json');
+    await symlink(target, planted);
+    await lchown(planted, OTHER_UID, OTHER_UID);
+    await expect(readLogins(planted)).rejects.toThrow(
+      new CliError(
+        'config',
+        `${planted} is a symbolic link another user (uid ${OTHER_UID}) made; ` +
+          'move it away and log in again',
+      ),
+    );
   });
 
   it.each([

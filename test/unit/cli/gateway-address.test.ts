@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
-import { gatewayAddressOf } from '../../../src/cli/gateway-address.ts';
+import { canonicalAddressOf } from '../../../src/cli/canonical-address.ts';
 import { closeServers, listenLocally, refusingBaseUrl } from '../../helpers/local-server.ts';
 
 const servers: Server[] = [];
@@ -31,19 +31,59 @@ describe("the gateway's own address, as the CLI learns it", () => {
     const baseUrl = await gateway({
       [METADATA]: [200, { resource: 'https://gw.example/api/acme' }],
     });
-    expect((await gatewayAddressOf(baseUrl, 'acme', 2000)).href).toBe('https://gw.example/');
+    expect((await canonicalAddressOf(baseUrl, 'acme', undefined, 2000)).href).toBe(
+      'https://gw.example/',
+    );
   });
 
   it('is the address the CLI was given while the gateway cannot say (its Keycloak down)', async () => {
     // A bound token the CLI has cached still serves: the gateway checks it without Keycloak.
     const baseUrl = await gateway({ [METADATA]: KEYCLOAK_DOWN, [DISCOVERY]: KEYCLOAK_DOWN });
-    expect((await gatewayAddressOf(baseUrl, 'acme', 2000)).href).toBe(baseUrl.href);
+    expect((await canonicalAddressOf(baseUrl, 'acme', undefined, 2000)).href).toBe(baseUrl.href);
   });
 
   it('is not guessed for a gateway that cannot be reached', async () => {
     const baseUrl = new URL(`${await refusingBaseUrl()}/`);
-    await expect(gatewayAddressOf(baseUrl, 'acme', 2000)).rejects.toMatchObject({
+    await expect(canonicalAddressOf(baseUrl, 'acme', undefined, 2000)).rejects.toMatchObject({
       kind: 'unreachable',
     });
+  });
+});
+
+describe("the gateway's address a login's proofs name", () => {
+  // What the answer at REALMGATE_URL names; nothing authenticates it but TLS.
+  const naming = (address: string | undefined) => () =>
+    Promise.resolve(address === undefined ? undefined : new URL(address));
+
+  it('refuses plain http named through an https REALMGATE_URL: a downgrade', async () => {
+    const through = new URL('https://realmgate.internal/');
+    await expect(
+      canonicalAddressOf(through, 'acme', undefined, 2000, naming('http://gw.example/')),
+    ).rejects.toThrow(
+      'refused: the answer at https://realmgate.internal/ names http://gw.example/, plain http',
+    );
+    // https named through plain http (a TLS front the job does not use) is the feature.
+    const plain = new URL('http://127.0.0.1:8000/');
+    expect(
+      (await canonicalAddressOf(plain, 'acme', undefined, 2000, naming('https://gw.example/')))
+        .href,
+    ).toBe('https://gw.example/');
+  });
+
+  it('is the pinned one: another is refused, and it serves while the gateway cannot say', async () => {
+    const through = new URL('http://127.0.0.1:8000/');
+    const pinned = 'https://gw.example/';
+    await expect(
+      canonicalAddressOf(through, 'acme', pinned, 2000, naming('https://gw.example/other/')),
+    ).rejects.toThrow(
+      "refused: the gateway's address is https://gw.example/ (the one this login was made " +
+        'with), but the answer at http://127.0.0.1:8000/ names https://gw.example/other/',
+    );
+    expect((await canonicalAddressOf(through, 'acme', pinned, 2000, naming(undefined))).href).toBe(
+      pinned,
+    );
+    expect((await canonicalAddressOf(through, 'acme', pinned, 2000, naming(pinned))).href).toBe(
+      pinned,
+    );
   });
 });

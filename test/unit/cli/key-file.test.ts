@@ -1,4 +1,4 @@
-import { chmod, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -56,6 +56,20 @@ describe('a DPoP key kept in a file of its own', () => {
     await writeFile(join(dir, 'oct.key'), '{"kty":"oct","k":"c2VjcmV0"}', { mode: 0o600 });
     await expect(readKeyFile(join(dir, 'oct.key'), jkt)).rejects.toThrow(
       'is not a P-256 private key (JWK)',
+    );
+  });
+
+  it('refuses a key file another user owns: one planted in a directory others can write', async () => {
+    const path = join(dir, 'job.key');
+    const planted = await generateDpopKey();
+    await writeFile(path, JSON.stringify(planted), { mode: 0o600 });
+    await chown(path, 4242, 4242);
+    // `login` would bind its tokens to a key the other user holds.
+    await expect(keyOfFile(path)).rejects.toThrow(
+      `${path} belongs to another user (uid 4242), not to this one (uid ${process.getuid!()})`,
+    );
+    await expect(readKeyFile(path, await thumbprintOf(planted))).rejects.toThrow(
+      'belongs to another user (uid 4242)',
     );
   });
 

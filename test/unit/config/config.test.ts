@@ -206,6 +206,21 @@ describe('loadConfig', () => {
     );
   });
 
+  it("refuses DPOP_NONCE without REALMGATE_CACHE_SECRET, the nonces' key (not the client secret)", () => {
+    expect(problemsOf({ ...secrets, DPOP_NONCE: 'true' })).toEqual([
+      'DPOP_NONCE: needs REALMGATE_CACHE_SECRET (the nonces are keyed with it, the same on every replica)',
+    ]);
+    const cacheSecret = 'a-secret-of-the-gateway-own';
+    expect(
+      loadConfig({ ...secrets, DPOP_NONCE: 'true', REALMGATE_CACHE_SECRET: cacheSecret })
+        .DPOP_NONCE,
+    ).toBe(true);
+    // Demo mode: one process, whose random secret its workers share.
+    expect(loadConfig({ ...secrets, DPOP_NONCE: 'true', REALMGATE_DEMO: 'true' }).DPOP_NONCE).toBe(
+      true,
+    );
+  });
+
   it('refuses AUDIT_OTEL_LOGS without an OTLP endpoint to send the records to', () => {
     expect(problemsOf({ ...secrets, AUDIT_OTEL_LOGS: 'true' })).toEqual([
       'AUDIT_OTEL_LOGS: needs OTEL_EXPORTER_OTLP_ENDPOINT (where the logs go)',

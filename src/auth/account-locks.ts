@@ -1,0 +1,108 @@
+import { createHmac } from 'node:crypto';
+import type { Logger } from 'pino';
+import { TtlLru } from '../cache/ttl-lru.ts';
+import { systemClock, type Clock } from '../time/clock.ts';
+import { accountNameOf } from './account-name.ts';
+import type { LoginCredentials } from './failed-logins.ts';
+
+/**
+ * What besides its password refused a password login, as Keycloak's admin API tells it: a
+ * one-time password the login lacks, or Keycloak's temporary brute-force lockout of the user
+ * (`lockedUntil`: its end, epoch ms, when Keycloak tells it).
+ */
+export interface LoginBlock {
+  twoFactor: boolean;
+  lockedOut: boolean;
+  lockedUntil?: number;
+}
+
+export interface AccountLocks {
+  /**
+   * What besides its password may have refused a login of `account` Keycloak refused for its
+   * credentials: a lock noted (and not ended) is the answer, else the admin API is asked and a
+   * lockout it tells is noted until its end. When it cannot tell, nothing did (the refusal is a
+   * wrong password).
+   */
+  blockOf(realm: string, account: string): Promise<LoginBlock>;
+  /** Whether a lockout noted of `account` lasts still (its end not passed on the clock). */
+  isLocked(realm: string, account: string): boolean;
+  /**
+   * Whether this is the first refusal of `login` (its password and what else decides Keycloak's
+   * answer) while the noted lock of its account lasts: a repeat is not counted again, as a wrong
+   * password remembered is not, so a host whose jobs keep using the right password during the
+   * lock is not throttled past it. True when no lock is noted (each refusal counts).
+   */
+  firstRefusal(login: LoginCredentials): boolean;
+  /** A login of `account` succeeded, or its lock was cleared: whatever was noted of it ends. */
+  ended(realm: string, account: string): void;
+}
+
+export interface AccountLocksOptions {
+  loginBlockOf: (realm: string, username: string) => Promise<LoginBlock>;
+  /** Keys the logins refused during a lock: no password is kept, nor a plain hash of one. */
+  secret: string;
+  logger: Logger;
+  clock?: Clock;
+}
+
+/** Bound of the accounts whose lock is noted at once, and of the logins refused during them. */
+export const MAX_LOCKED_ACCOUNTS = 10_000;
+/**
+ * Longest a lock is noted, whatever end Keycloak tells (a permanent lockout tells none): its
+ * default longest wait, past which one more grant learns the lock again.
+ */
+export const MAX_NOTED_MS = 15 * 60_000;
+
+/**
+ * Keycloak's temporary lockouts, as its admin API told them on a refusal, in this process: while
+ * one lasts Keycloak refuses every password of the account in the words of a wrong one, so a
+ * new password tried meanwhile need not cost Keycloak a grant to be refused. Per realm and
+ * account; no password is kept. The one reading of `loginBlockOf` for Basic logins and the token
+ * endpoint's password grants.
+ */
+export function createAccountLocks(options: AccountLocksOptions): AccountLocks {
+  const { clock = systemClock } = options;
+  // Each noted lock's end (epoch ms).
+  const locks = new TtlLru<number>(MAX_LOCKED_ACCOUNTS, clock);
+  // The logins refused while their account's lock lasts, until its end. One evicted early is
+  // counted again: the stricter way.
+  const refused = new TtlLru<true>(MAX_LOCKED_ACCOUNTS, clock);
+  // Keycloak's realm names are case-sensitive, its user names not.
+  const keyOf = (realm: string, account: string) => `${realm}\u0000${accountNameOf(account)}`;
+  const loginKeyOf = (login: LoginCredentials) =>
+    createHmac('sha256', options.secret)
+      .update(JSON.stringify([login.channel, login.realm, accountNameOf(login.username)]))
+      .update(JSON.stringify([login.password, ...(login.extra ?? [])]))
+      .digest('base64url');
+
+  return {
+    async blockOf(realm, account) {
+      // The refusal of a password tried while the lock lasts (one whose login is kept, or a
+      // grant on the token endpoint) costs no admin calls.
+      if (locks.get(keyOf(realm, account)) !== undefined) {
+        return { twoFactor: false, lockedOut: true };
+      }
+      const block = await options.loginBlockOf(realm, account).catch((err: unknown): LoginBlock => {
+        options.logger.warn({ err }, 'could not tell what besides its password refused a login');
+        return { twoFactor: false, lockedOut: false };
+      });
+      if (block.lockedOut && block.lockedUntil !== undefined) {
+        const until = Math.min(block.lockedUntil, clock.now() + MAX_NOTED_MS);
+        if (until > clock.now()) locks.set(keyOf(realm, account), until, until);
+      }
+      return block;
+    },
+    isLocked: (realm, account) => locks.get(keyOf(realm, account)) !== undefined,
+    firstRefusal(login) {
+      const until = locks.get(keyOf(login.realm, login.username));
+      if (until === undefined) return true;
+      const key = loginKeyOf(login);
+      if (refused.get(key)) return false;
+      refused.set(key, true, until);
+      return true;
+    },
+    ended(realm, account) {
+      locks.delete(keyOf(realm, account));
+    },
+  };
+}

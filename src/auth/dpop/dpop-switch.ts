@@ -1,0 +1,174 @@
+import { AppError } from '../../envelope/errors.ts';
+import type { Cache } from '../../cache/cache.ts';
+import { TtlLru } from '../../cache/ttl-lru.ts';
+import { systemClock, type Clock } from '../../time/clock.ts';
+import type { Answer } from '../answer.ts';
+import type { GoneRealms } from '../gone-realms.ts';
+
+/** How long a realm's DPoP switch is taken as read; Keycloak is asked again after it. */
+export const SWITCH_FRESH_MS = 60_000;
+/** How long a switch read once is still answered while Keycloak does not answer. */
+const SWITCH_KEPT_MS = 60 * 60_000;
+/** After a failed read of a switch never known, how long it is not asked again. */
+const FAILED_READ_PAUSE_MS = 5_000;
+const MAX_REALMS = 10_000;
+
+/**
+ * Each realm's DPoP switch ("OAuth 2.0 DPoP Bound Access Tokens Enabled" on its API client,
+ * `dpop.bound.access.tokens`), as one memory for whatever reads it: the resource metadata
+ * publishes it, the admission enforces it on `/api`, so both say the same.
+ */
+export interface DpopSwitches {
+  /**
+   * Whether the realm's API client requires DPoP: at once while the last answer is fresh, else
+   * a promise of Keycloak's (one read in flight per realm, however many ask). Through an outage
+   * the last answer (kept an hour, by this process or, through the shared cache, another);
+   * never read and Keycloak silent: rejects with `identityProviderUnavailable`. A realm
+   * Keycloak no longer has: `organizationNotFound`.
+   */
+  requiredIn(realm: string): Answer<boolean>;
+  /**
+   * The same for the admission, which never waits long: the last answer at once while Keycloak
+   * is asked again in the background; a switch never read (by any process, as far as the shared
+   * cache says) waited for up to `waitMs`, and when Keycloak is slower or does not answer, taken
+   * as off for this request, as a token's re-check is (bearer/active-check.ts): the answer
+   * applies from the next request.
+   */
+  heldIn(realm: string): Answer<boolean>;
+  /**
+   * The switch as this replica just set it in Keycloak (the token-lifetimes API): taken at once
+   * here; the other replicas read it within a minute.
+   */
+  set(realm: string, required: boolean): void;
+}
+
+export function createDpopSwitches(options: {
+  /** Asks Keycloak's admin API (rejects `organizationNotFound` for a realm it does not have). */
+  read: (realm: string) => Promise<boolean>;
+  /** The realms Keycloak said it does not have (gone-realms.ts), shared with every path. */
+  gone: GoneRealms;
+  /**
+   * Where each answer is kept for the other workers and replicas (the gateway's cache): a
+   * worker started again during an outage, or one that never served the realm, knows it there.
+   */
+  shared?: Cache;
+  /** How long the admission waits for a switch never read (`REVOCATION_CHECK_WAIT_MS`). */
+  waitMs?: number;
+  /** Told each failed read of a switch never known: the admission serves without it. */
+  onUnread?: (realm: string, err: unknown) => void;
+  clock?: Clock;
+}): DpopSwitches {
+  const { clock = systemClock, shared, waitMs = 1000 } = options;
+  /** When a read of a switch never known last failed, by realm. */
+  const failedAt = new TtlLru<number>(MAX_REALMS, clock);
+  const switches = new TtlLru<{ required: boolean; at: number }>(MAX_REALMS, clock);
+  const reading = new Map<string, Promise<boolean>>();
+  const sharedKey = (realm: string) => `dpop-switch:${realm}`;
+
+  function remember(realm: string, required: boolean): void {
+    switches.set(realm, { required, at: clock.now() }, clock.now() + SWITCH_KEPT_MS);
+  }
+
+  function readNow(realm: string): Promise<boolean> {
+    let read = reading.get(realm);
+    if (!read) {
+      read = options
+        .read(realm)
+        .then((required) => {
+          remember(realm, required);
+          // Best effort: a cache that fails leaves the others to ask Keycloak themselves.
+          shared?.set(sharedKey(realm), required ? '1' : '0', SWITCH_KEPT_MS).catch(() => {});
+          return required;
+        })
+        .finally(() => reading.delete(realm));
+      reading.set(realm, read);
+    }
+    return read;
+  }
+
+  async function readAgain(realm: string, known: boolean | undefined): Promise<boolean> {
+    try {
+      return await readNow(realm);
+    } catch (err) {
+      // The realm deleted in Keycloak while the organization stays: final, not an outage.
+      if (err instanceof AppError && err.code === 'organizationNotFound') {
+        switches.delete(realm);
+        options.gone.sawGone(realm);
+        throw err;
+      }
+      if (known !== undefined) return known;
+      failedAt.set(realm, clock.now(), clock.now() + FAILED_READ_PAUSE_MS);
+      options.onUnread?.(realm, err);
+      throw new AppError('identityProviderUnavailable', { cause: err });
+    }
+  }
+
+  /**
+   * A switch this process never knew: as another process read it (the shared cache; Keycloak
+   * then asked again in the background), else Keycloak's answer. Not asked again for a while
+   * after it failed: a realm whose switch cannot be read costs no admin call per request.
+   */
+  async function firstRead(realm: string): Promise<boolean> {
+    const kept = await shared?.get(sharedKey(realm)).catch(() => undefined);
+    if (kept === '1' || kept === '0') {
+      const required = kept === '1';
+      // Taken as read a minute ago: answered at once from now on, Keycloak asked again.
+      switches.set(
+        realm,
+        { required, at: clock.now() - SWITCH_FRESH_MS },
+        clock.now() + SWITCH_KEPT_MS,
+      );
+      readAgain(realm, required).catch(() => {});
+      return required;
+    }
+    if (failedAt.get(realm) !== undefined) throw new AppError('identityProviderUnavailable');
+    return readAgain(realm, undefined);
+  }
+
+  /**
+   * `answer`, or undefined when it fails or takes longer than `waitMs`; a realm gone is said
+   * as it is.
+   */
+  async function within(answer: Promise<boolean>): Promise<boolean | undefined> {
+    const settled = answer.catch((err: unknown) =>
+      err instanceof AppError && err.code === 'organizationNotFound' ? err : undefined,
+    );
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), waitMs);
+    });
+    try {
+      const outcome = await Promise.race([settled, late]);
+      if (outcome instanceof AppError) throw outcome;
+      return outcome;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  return {
+    requiredIn(realm) {
+      if (options.gone.isGone(realm)) throw new AppError('organizationNotFound');
+      const known = switches.get(realm);
+      if (known && clock.now() - known.at < SWITCH_FRESH_MS) return known.required;
+      return known ? readAgain(realm, known.required) : firstRead(realm);
+    },
+    heldIn(realm) {
+      if (options.gone.isGone(realm)) throw new AppError('organizationNotFound');
+      const known = switches.get(realm);
+      if (known === undefined) {
+        return within(firstRead(realm)).then((required) => required ?? false);
+      }
+      if (clock.now() - known.at >= SWITCH_FRESH_MS) {
+        // A realm found gone is told to the shared memory by `readAgain`; an outage changes
+        // nothing: the known answer stays until Keycloak answers.
+        readAgain(realm, known.required).catch(() => {});
+      }
+      return known.required;
+    },
+    set(realm, required) {
+      remember(realm, required);
+      shared?.set(sharedKey(realm), required ? '1' : '0', SWITCH_KEPT_MS).catch(() => {});
+    },
+  };
+}

@@ -1,0 +1,179 @@
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { connect, type Socket } from 'node:net';
+import knex, { type Knex } from 'knex';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createOrganizationsRepo } from '../../src/platform/organizations.repo.ts';
+import { basicAuth } from '../helpers/api.ts';
+import { grantReaderRole } from '../helpers/audit-readers.ts';
+import { EVENTUALLY } from '../helpers/eventually.ts';
+import { createOrganizationRealm, createUser, type TestUser } from '../helpers/keycloak.ts';
+import { onPostgresServer } from '../helpers/postgres-server.ts';
+import { startReplica, type Replica } from '../helpers/replica.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+/*
+ * Exports hold their slots for as long as their clients take to read them, up to minutes; a page
+ * of the log is a short read an administrator expects answered meanwhile. Exports of two
+ * organizations whose clients take none of them must not leave every organization's page reads
+ * refused until the answer deadline (300 s) cuts them, and a client that goes gives its slot back
+ * at once. On a database of the test's own, whose large log slows no other suite.
+ * Ports 19682/19683.
+ */
+
+const database = `realmgate_pagereads_${randomBytes(4).toString('hex')}`;
+const urlOf = (name: string) => {
+  const url = new URL(testEnv().databaseUrl);
+  url.pathname = `/${name}`;
+  return url.href;
+};
+const SERVER = () => urlOf('').replace(/\/[^/]*$/, '');
+/** Records of the large log: its export (tens of MB) is far more than the sockets' buffers. */
+const RECORDS = 200_000;
+
+/** A GET of `path` on a raw socket that reads the answer's head, then stops reading. */
+async function stalledGet(
+  url: string,
+  path: string,
+  authorization: string,
+): Promise<{ status: number; socket: Socket }> {
+  const { hostname, port } = new URL(url);
+  const socket = connect(Number(port), hostname);
+  await once(socket, 'connect');
+  socket.write(
+    `GET ${path} HTTP/1.1\r\nHost: ${hostname}\r\nAuthorization: ${authorization}\r\n\r\n`,
+  );
+  let head = '';
+  while (!head.includes('\r\n\r\n')) {
+    const [chunk] = (await once(socket, 'data')) as [Buffer];
+    head += chunk.toString('latin1');
+  }
+  socket.pause();
+  return { status: Number(/^HTTP\/1\.1 (\d{3}) /.exec(head)?.[1]), socket };
+}
+
+describe('page reads of the audit log while exports are held', () => {
+  let db: Knex;
+  let replica: Replica;
+  let exporting: string;
+  let reader: TestUser;
+  let bystander: TestUser;
+  let admin: TestUser;
+  const held: Socket[] = [];
+
+  beforeAll(async () => {
+    await onPostgresServer(SERVER(), `create database ${database}`);
+    replica = await startReplica(19682, {
+      DATABASE_URL: urlOf(database),
+      AUDIT_EXPORT_CONCURRENCY: '4',
+      PROXY_ANSWER_DEADLINE_SECONDS: '300',
+    });
+    db = knex({ client: 'pg', connection: urlOf(database), pool: { min: 0, max: 2 } });
+    const [one, two] = await Promise.all([createOrganizationRealm(), createOrganizationRealm()]);
+    exporting = one;
+    for (const id of [one, two]) {
+      await createOrganizationsRepo(db).insertIfAbsent({ id, name: `Test ${id}` });
+    }
+    [reader, bystander, admin] = await Promise.all([
+      createUser(one),
+      createUser(two),
+      createUser('master'),
+    ]);
+    await Promise.all([grantReaderRole(reader), grantReaderRole(bystander)]);
+    // The exporting organization's log, large: each export of it outlasts its client's buffers.
+    await db.raw(
+      `insert into audit_log (org, seq, at, action, outcome, actor_realm, actor_id, actor_name,
+         method, route, path, status, details, prev_hash, hash)
+       select ?, g, now() - interval '1 second' * (? - g), 'api.request', 'success', ?, 'u1',
+         'someone', 'GET', '/api/x', '/api/x', 200, '{}'::jsonb, 'p', 'h'
+       from generate_series(1, ?) g`,
+      [one, RECORDS, one, RECORDS],
+    );
+    await db('audit_log_heads').insert({ org: one, seq: RECORDS, hash: 'h' });
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const socket of held) socket.destroy();
+    await replica?.gateway.close();
+    await db?.destroy();
+    await onPostgresServer(SERVER(), `drop database if exists ${database} with (force)`);
+  });
+
+  const page = (path: string, user: TestUser) =>
+    fetch(`${replica.url}${path}?limit=1`, { headers: { authorization: basicAuth(user) } });
+  /** A page of each log read by its readers, one after another as an administrator would. */
+  async function pages(): Promise<number[]> {
+    const statuses: number[] = [];
+    for (const [path, user] of [
+      [`/api/${exporting}/platform/audit-log`, reader],
+      [`/api/${bystander.realm}/platform/audit-log`, bystander],
+      ['/api/platform/audit-log', admin],
+    ] as const) {
+      const res = await page(path, user);
+      await res.text();
+      statuses.push(res.status);
+    }
+    return statuses;
+  }
+  const smallExport = () =>
+    fetch(`${replica.url}/api/${bystander.realm}/platform/audit-log/export?format=csv`, {
+      headers: { authorization: basicAuth(bystander) },
+    });
+
+  /**
+   * Platform administrators' exports of the large log, then its own reader's, each left unread
+   * once its head came: the slots they are given stay theirs. Answers each one's status.
+   */
+  async function holdExports(): Promise<number[]> {
+    const statuses: number[] = [];
+    const attempts: [string, TestUser][] = [
+      [`/api/platform/organizations/${exporting}/audit-log/export?format=csv`, admin],
+      [`/api/platform/organizations/${exporting}/audit-log/export?format=csv`, admin],
+      [`/api/platform/organizations/${exporting}/audit-log/export?format=csv`, admin],
+      [`/api/${exporting}/platform/audit-log/export?format=csv`, reader],
+    ];
+    for (const [path, user] of attempts) {
+      const { status, socket } = await stalledGet(replica.url, path, basicAuth(user));
+      statuses.push(status);
+      if (status === 200) held.push(socket);
+      else socket.destroy();
+    }
+    return statuses;
+  }
+
+  let firstRound: number[];
+
+  it("answers every organization's page reads while two organizations' exports are held unread", async () => {
+    // Warm: each caller's credentials checked once, not by each attempt.
+    expect(await pages()).toEqual([200, 200, 200]);
+    firstRound = await holdExports();
+    // Each organization exports: the platform administrators' and the organization's own.
+    expect(firstRound.slice(0, 3)).toContain(200);
+    expect(firstRound[3]).toBe(200);
+    for (const status of firstRound) expect([200, 429]).toContain(status);
+    expect(await pages()).toEqual([200, 200, 200]);
+  }, 180_000);
+
+  it('gives an export its slot back once its client goes, long before the answer deadline', async () => {
+    // Every slot exports may take is held: a third organization's export waits its turn.
+    const refused = await smallExport();
+    expect(refused.status).toBe(429);
+    await refused.text();
+    for (const socket of held.splice(0)) socket.destroy();
+    await expect
+      .poll(async () => {
+        const res = await smallExport();
+        await res.text();
+        return res.status;
+      }, EVENTUALLY)
+      .toBe(200);
+    // Every held slot came back: the same exports are given as many again.
+    await expect
+      .poll(async () => {
+        const again = await holdExports();
+        for (const socket of held.splice(0)) socket.destroy();
+        return again;
+      }, EVENTUALLY)
+      .toEqual(firstRound);
+  }, 180_000);
+});

@@ -1,0 +1,165 @@
+import pino from 'pino';
+import type { IncomingMessage } from 'node:http';
+import { describe, expect, it } from 'vitest';
+import { authenticateRequest, type AuthenticateDeps } from '../../../../src/auth/authenticate.ts';
+import { createDpopSwitches } from '../../../../src/auth/dpop/dpop-switch.ts';
+import type { Cache } from '../../../../src/cache/cache.ts';
+import { createMemoryCache } from '../../../../src/cache/memory-cache.ts';
+import { createGoneRealms } from '../../../../src/auth/gone-realms.ts';
+import { createRevocationList } from '../../../../src/auth/revocation.ts';
+import { AppError } from '../../../../src/envelope/errors.ts';
+import type { Principal } from '../../../../src/tenancy/principal.ts';
+import { testPrincipal } from '../../../helpers/principal.ts';
+import { manualClock, type TestClock } from '../../../helpers/test-clock.ts';
+
+const METADATA = 'http://gw.example/.well-known/oauth-protected-resource/api/acme';
+
+/**
+ * The admission of an unbound Bearer token of realm `acme` whose switch Keycloak answers as
+ * `switchOn` (undefined: Keycloak silent); `reads` counts the admin API's answers asked for.
+ */
+async function setup(
+  switchOn: { value: boolean | undefined | 'hanging' },
+  shared?: Cache,
+  clock: TestClock = manualClock(Date.parse('2026-12-01T06:00:00Z')),
+) {
+  const reads: string[] = [];
+  const switches = createDpopSwitches({
+    read: (realm) => {
+      reads.push(realm);
+      if (switchOn.value === 'hanging') return new Promise<boolean>(() => {});
+      return switchOn.value === undefined
+        ? Promise.reject(new Error('Keycloak down'))
+        : Promise.resolve(switchOn.value);
+    },
+    gone: createGoneRealms(clock),
+    shared,
+    waitMs: 1000,
+    clock,
+  });
+  const now = Math.floor(clock.now() / 1000);
+  const lifetime = { issuedAt: now, expiresAt: now + 300 };
+  const unbound: Principal = testPrincipal({ ...lifetime, method: 'bearer' });
+  const deps: AuthenticateDeps = {
+    basic: {
+      authenticate: () => testPrincipal({ ...lifetime, method: 'basic' }),
+    },
+    bearer: { verify: () => unbound },
+    dpop: { algs: 'ES256', prove: () => Promise.reject(new Error('no DPoP here')) },
+    revocations: await createRevocationList({
+      keyPrefix: 'unit:',
+      metrics: { revocationApplied: () => undefined },
+      logger: pino({ level: 'silent' }),
+      clock,
+    }),
+    activeCheck: { ensureActive: () => undefined },
+    clientAddressOf: () => '127.0.0.1',
+    resourceMetadataOf: () => METADATA,
+    metrics: { authFailure: () => undefined },
+    dpopRequired: (realm) => switches.heldIn(realm),
+  };
+  const request = (authorization: string) =>
+    ({ method: 'GET', headers: { authorization }, rawHeaders: [] }) as unknown as IncomingMessage;
+  const admit = async (authorization: string) =>
+    authenticateRequest(request(authorization), 'acme', '/api/acme/platform/workspaces', deps);
+  return { clock, reads, admit, switches, deps };
+}
+
+/** The principal `deps`'s verifier answers. */
+function unboundOf(deps: AuthenticateDeps): Principal {
+  return deps.bearer.verify('acme', 'some.unbound.token') as Principal;
+}
+
+describe("an organization's DPoP switch on /api", () => {
+  it('refuses an unbound Bearer token with a DPoP challenge, asking Keycloak once a minute', async () => {
+    const { clock, reads, admit } = await setup({ value: true });
+    for (let i = 0; i < 3; i++) {
+      const refused = await admit('Bearer some.unbound.token').catch((err: unknown) => err);
+      expect(refused).toBeInstanceOf(AppError);
+      expect(refused).toMatchObject({ status: 401, code: 'authenticationFailed' });
+      expect((refused as AppError).message).toMatch(/requires DPoP/);
+      expect((refused as AppError).headers['www-authenticate']).toBe(
+        `DPoP realm="acme", algs="ES256", resource_metadata="${METADATA}", error="invalid_token", ` +
+          `error_description="${(refused as AppError).message}"`,
+      );
+    }
+    expect(reads).toEqual(['acme']);
+    clock.advance(60_000);
+    await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
+    expect(reads).toEqual(['acme', 'acme']);
+  });
+
+  it('answers from the last answer at once while Keycloak is asked again, however slow', async () => {
+    const switchOn = { value: false as boolean | 'hanging' };
+    const { clock, reads, admit } = await setup(switchOn);
+    await expect(admit('Bearer some.unbound.token')).resolves.toMatchObject({ method: 'bearer' });
+    switchOn.value = 'hanging';
+    clock.advance(60_000);
+    await expect(admit('Bearer some.unbound.token')).resolves.toMatchObject({ method: 'bearer' });
+    await expect(admit('Bearer some.unbound.token')).resolves.toMatchObject({ method: 'bearer' });
+    expect(reads).toEqual(['acme', 'acme']);
+  });
+
+  it('a worker or replica that never read the switch takes the one another read, through an outage', async () => {
+    const clock = manualClock(Date.parse('2026-12-01T06:00:00Z'));
+    const shared = createMemoryCache({ maxEntries: 10, clock });
+    const reader = await setup({ value: true }, shared, clock);
+    await expect(reader.admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
+    const restarted = await setup({ value: undefined }, shared, clock);
+    await expect(restarted.admit('Bearer some.unbound.token')).rejects.toMatchObject({
+      status: 401,
+      code: 'authenticationFailed',
+    });
+    await expect(restarted.admit('Bearer some.unbound.token')).rejects.toMatchObject({
+      status: 401,
+    });
+  });
+
+  it("serves the API client's own unbound token, issued before the switch, without asking", async () => {
+    const { reads, admit, deps } = await setup({ value: true });
+    const ofApiClient: Principal = { ...unboundOf(deps), clientId: '_acme-api' };
+    deps.bearer = { verify: () => ofApiClient };
+    await expect(admit('Bearer some.unbound.token')).resolves.toMatchObject({ method: 'bearer' });
+    expect(reads).toEqual([]);
+  });
+
+  it('serves Basic whatever the switch, and Bearer with the switch off', async () => {
+    const on = await setup({ value: true });
+    const basic = `Basic ${Buffer.from('alice:secret').toString('base64')}`;
+    await expect(on.admit(basic)).resolves.toMatchObject({ method: 'basic' });
+    const off = await setup({ value: false });
+    await expect(off.admit('Bearer some.unbound.token')).resolves.toMatchObject({
+      method: 'bearer',
+    });
+  });
+
+  it('holds a switch set through this replica from the next request, without asking Keycloak', async () => {
+    const { reads, admit, switches } = await setup({ value: false });
+    await expect(admit('Bearer some.unbound.token')).resolves.toMatchObject({ method: 'bearer' });
+    switches.set('acme', true);
+    await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
+    expect(reads).toEqual(['acme']);
+  });
+
+  it('keeps the last answer through an outage', async () => {
+    const switchOn = { value: true as boolean | undefined };
+    const { clock, admit } = await setup(switchOn);
+    await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
+    switchOn.value = undefined;
+    clock.advance(5 * 60_000);
+    await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
+  });
+
+  it('serves while a switch no process read cannot be read, as a re-check; holds it once read', async () => {
+    const switchOn = { value: undefined as boolean | undefined };
+    const { clock, reads, admit } = await setup(switchOn);
+    await expect(admit('Bearer some.unbound.token')).resolves.toMatchObject({ method: 'bearer' });
+    // Not asked again at every request while it fails.
+    switchOn.value = true;
+    await expect(admit('Bearer some.unbound.token')).resolves.toMatchObject({ method: 'bearer' });
+    expect(reads).toEqual(['acme']);
+    clock.advance(5_000);
+    await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
+    expect(reads).toEqual(['acme', 'acme']);
+  });
+});
