@@ -8,6 +8,7 @@ import type { AuditRecord } from './audit-chain.ts';
 import { AUDIT_EXPORT_MEDIA_TYPES } from './audit-filter-values.ts';
 import { csvLine, CSV_HEADER, jsonLine } from './audit-export.ts';
 import { signedJsonLines, type ExportSignatures } from './audit-export-signed.ts';
+import { unsignedJsonLines } from './export-end.ts';
 import { ocsfEventOf } from './ocsf.ts';
 import type { RetentionBounds, RetentionChoices } from './audit-retention.ts';
 import type { DeletedRetention } from './deleted-retention.ts';
@@ -42,6 +43,7 @@ export interface AuditLogService {
    * and its slot given back (PROXY_ANSWER_DEADLINE_SECONDS).
    */
   stallMs: number;
+  now(): number;
 }
 
 const route = routeFor<AuditLogService>({ metricsClass: 'list' });
@@ -142,7 +144,7 @@ async function* linesOf(
 /**
  * A JSON Lines export of `span` of `log`, as an export and a download job's file hold it: with
  * the keys and the checkpoints that verify it offline while the log is signed, else the records
- * alone.
+ * alone; either way closed by its end line.
  */
 export function jsonLinesOf(
   service: AuditLogService,
@@ -152,7 +154,7 @@ export function jsonLinesOf(
 ): AsyncIterable<string> {
   return service.signatures
     ? signedJsonLines(log, records, service.signatures, span.last)
-    : linesOf(records, FORMATS.jsonl);
+    : unsignedJsonLines(log, records, () => service.now());
 }
 
 function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {

@@ -1,17 +1,20 @@
 import type { JSONWebKeySet } from 'jose';
 import { createChainFollower, GENESIS_HASH, type AuditRecord } from './audit-chain.ts';
 import { checkpointMisfit, type Checkpoint } from './audit-checkpoints.ts';
+import { endMisfit, type ExportEnd } from './export-end.ts';
 
 /**
  * A JSON Lines export (docs/audit.md) holds three kinds of line: first the public keys of the
  * gateway (`{"type":"keys","keys":[JWK...]}`), then the records, each as stored (no `type`),
  * with each checkpoint right after the record it names (`{"type":"checkpoint",...}`); a
- * checkpoint of the record just before the first one comes before it (the anchor).
+ * checkpoint of the record just before the first one comes before it (the anchor). The last line
+ * says what the export holds (`{"type":"end",...}`, export-end.ts): without it, it was cut short.
  */
 export type ExportLine =
   | { type: 'keys'; keys: JSONWebKeySet['keys'] }
   | ({ type: 'checkpoint' } & Checkpoint)
-  | AuditRecord;
+  | AuditRecord
+  | ({ type: 'end' } & ExportEnd);
 
 export const keysLine = (keys: JSONWebKeySet): string =>
   `${JSON.stringify({ type: 'keys', keys: keys.keys })}\n`;
@@ -61,6 +64,9 @@ export function createExportVerifier(pinned?: JSONWebKeySet): {
   let keys = pinned;
   let last: AuditRecord | undefined;
   let anchor: { checkpoint: Checkpoint; line: number } | undefined;
+  let lastLine = 0;
+  let lastRecordLine = 0;
+  let ended: number | undefined;
   const verified: Verified = {
     records: 0,
     org: null,
@@ -122,15 +128,54 @@ export function createExportVerifier(pinned?: JSONWebKeySet): {
       }
     }
     last = value;
+    lastRecordLine = line;
     verified.records++;
     verified.lastSeq = value.seq;
     verified.lastHash = value.hash;
   }
 
+  async function end(value: ExportEnd, line: number): Promise<void> {
+    const fail = (why: string) => {
+      throw new ExportMisfit(line, `the end line (line ${line}) does not fit: ${why}.`);
+    };
+    if (!isEnd(value)) fail('it is not an end line');
+    if (verified.org !== null && value.org !== verified.org) {
+      fail(`it belongs to log ${value.org}, not ${verified.org}`);
+    }
+    const { records, firstSeq, lastSeq, lastHash } = verified;
+    if (
+      value.records !== records ||
+      value.firstSeq !== firstSeq ||
+      value.lastSeq !== lastSeq ||
+      value.hash !== lastHash
+    ) {
+      fail(
+        `it says ${value.records} records, ${value.firstSeq} to ${value.lastSeq}, and the export ` +
+          `holds ${records}, ${firstSeq} to ${lastSeq}: records were removed or added`,
+      );
+    }
+    // Once the export is signed (its keys, or the auditor's), so is its end: an unsigned one
+    // is what anyone who cut the file could write.
+    if (value.jws === undefined && keys !== undefined) {
+      fail('it is not signed, and the export is (a keys line, or --keys)');
+    }
+    if (value.jws !== undefined) {
+      if (keys === undefined) fail('no keys to verify it with (no keys line, no --keys)');
+      const misfit = await endMisfit(value as ExportEnd & { kid: string; jws: string }, keys!);
+      if (misfit !== undefined) fail(misfit);
+    }
+    ended = line;
+  }
+
   return {
     async line(value, line) {
+      if (ended !== undefined) {
+        throw new ExportMisfit(line, `line ${line} comes after the end line (line ${ended}).`);
+      }
+      lastLine = line;
       const type = (value as { type?: unknown } | null)?.type;
-      if (type === 'keys') {
+      if (type === 'end') await end(value as ExportEnd, line);
+      else if (type === 'keys') {
         const listed = (value as { keys?: unknown }).keys;
         if (!Array.isArray(listed))
           throw new ExportMisfit(line, `line ${line}: keys without a list.`);
@@ -147,9 +192,39 @@ export function createExportVerifier(pinned?: JSONWebKeySet): {
           `checkpoint ${anchor.checkpoint.seq} (line ${anchor.line}) does not fit: it names record ${anchor.checkpoint.seq}, which the export lacks: records were removed at the end.`,
         );
       }
+      if (ended === undefined) {
+        const where =
+          verified.lastSeq === null
+            ? 'it holds no record and no end line'
+            : `it ends after record ${verified.lastSeq} (line ${lastRecordLine}) without its end line`;
+        throw new ExportMisfit(
+          lastLine,
+          `the export is incomplete: ${where}: it was cut short (or made before exports had one); export it again.`,
+        );
+      }
       return verified;
     },
   };
+}
+
+const END_FIELDS = new Set(['type', 'org', 'firstSeq', 'lastSeq', 'records', 'hash', 'at']);
+
+function isEnd(value: unknown): value is ExportEnd {
+  const e = value as Partial<ExportEnd> | null;
+  const seqOrNull = (n: unknown) => n === null || (typeof n === 'number' && Number.isInteger(n));
+  const signed = e?.jws !== undefined || e?.kid !== undefined;
+  return (
+    typeof e === 'object' &&
+    e !== null &&
+    Object.keys(e).every((name) => END_FIELDS.has(name) || name === 'kid' || name === 'jws') &&
+    typeof e.org === 'string' &&
+    seqOrNull(e.firstSeq) &&
+    seqOrNull(e.lastSeq) &&
+    typeof e.records === 'number' &&
+    (e.hash === null || typeof e.hash === 'string') &&
+    typeof e.at === 'string' &&
+    (!signed || (typeof e.kid === 'string' && typeof e.jws === 'string'))
+  );
 }
 
 function isRecord(value: unknown): value is AuditRecord {

@@ -110,7 +110,11 @@ async function download(realm: string, leave = false): Promise<{ audit: string; 
     await reader.read();
     controller.abort();
     got = 'left';
-  } else got = await res.text().then(() => 'whole', () => 'cut');
+  } else
+    got = await res.text().then(
+      () => 'whole',
+      () => 'cut',
+    );
   return { audit: await audited, got };
 }
 
