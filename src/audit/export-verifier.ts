@@ -1,5 +1,10 @@
 import type { JSONWebKeySet } from 'jose';
-import { createChainFollower, GENESIS_HASH, type AuditRecord } from './audit-chain.ts';
+import {
+  CANONICAL_LAYOUT,
+  createChainFollower,
+  GENESIS_HASH,
+  type AuditRecord,
+} from './audit-chain.ts';
 import { checkpointMisfit, type Checkpoint } from './audit-checkpoints.ts';
 import { endMisfit, type ExportEnd } from './export-end.ts';
 
@@ -83,6 +88,10 @@ export function createExportVerifier(pinned?: JSONWebKeySet): {
       throw new ExportMisfit(line, `checkpoint ${value.seq} (line ${line}) does not fit: ${why}.`);
     };
     if (!isCheckpoint(value)) fail('it is not a checkpoint');
+    const extra = fieldOutside(value, CHECKPOINT_FIELDS);
+    if (extra !== undefined) {
+      fail(`its field ${extra} is not covered by its signature (not as the gateway exports it)`);
+    }
     if (keys === undefined) fail('no keys to verify it with (no keys line, no --keys)');
     const misfit = await checkpointMisfit(value, keys!);
     if (misfit !== undefined) fail(misfit);
@@ -109,6 +118,10 @@ export function createExportVerifier(pinned?: JSONWebKeySet): {
     const fail = (why: string) => {
       throw new ExportMisfit(line, `record ${value.seq} (line ${line}) does not fit: ${why}.`);
     };
+    const extra = fieldOutside(value, RECORD_FIELDS);
+    if (extra !== undefined) {
+      fail(`its field ${extra} is not covered by its hash (not as the gateway exports it)`);
+    }
     const misfit = follower.next(value);
     if (misfit !== undefined) fail(misfit);
     if (last === undefined) {
@@ -208,6 +221,31 @@ export function createExportVerifier(pinned?: JSONWebKeySet): {
 }
 
 const END_FIELDS = new Set(['type', 'org', 'firstSeq', 'lastSeq', 'records', 'hash', 'at']);
+
+/**
+ * The fields a record's hash covers and its hash; a checkpoint's signed claims, its key and
+ * signature. Any other would pass verification and reach a reader (a SIEM, a person) as part of
+ * a record or checkpoint that says nothing of it.
+ */
+const RECORD_FIELDS: ReadonlySet<string> = new Set([
+  ...CANONICAL_LAYOUT.filter((name) => name !== 'version'),
+  'hash',
+]);
+const CHECKPOINT_FIELDS: ReadonlySet<string> = new Set([
+  'type',
+  'org',
+  'seq',
+  'hash',
+  'recordAt',
+  'at',
+  'kid',
+  'jws',
+] satisfies (keyof Checkpoint | 'type')[]);
+
+/** The first field of `value` not in `allowed`. */
+function fieldOutside(value: object, allowed: ReadonlySet<string>): string | undefined {
+  return Object.keys(value).find((name) => !allowed.has(name));
+}
 
 function isEnd(value: unknown): value is ExportEnd {
   const e = value as Partial<ExportEnd> | null;

@@ -198,6 +198,37 @@ describe('realmgate audit verify', () => {
     );
   });
 
+  it('refuses a field no hash or signature covers, in a record or a checkpoint', async () => {
+    const log = chainedLog(3);
+    const end = await endOf(log);
+    const added = [log[0], { ...log[1]!, approvedBy: 'cfo' }, log[2], end];
+    expect(await verify(added)).toMatchObject({
+      status: 4,
+      stderr:
+        'realmgate: record 2 (line 2) does not fit: its field approvedBy is not covered by its ' +
+        'hash (not as the gateway exports it).\n',
+    });
+    const { privateKey } = generateKeyPairSync('ed25519');
+    const jwk = await exportJWK(createPublicKey(privateKey));
+    const kid = await calculateJwkThumbprint(jwk);
+    const signer = checkpointSigner(privateKey, { ...jwk, kid, alg: 'EdDSA', use: 'sig' });
+    const claims = {
+      org: 'acme',
+      seq: 3,
+      hash: log[2]!.hash,
+      recordAt: log[2]!.at,
+      at: log[2]!.at,
+    };
+    const checkpoint = { type: 'checkpoint', ...(await signer.sign(claims)), note: 'all good' };
+    const keys = { type: 'keys', keys: [signer.publicJwk] };
+    expect(await verify([keys, ...log, checkpoint, await endOf(log, signer)])).toMatchObject({
+      status: 4,
+      stderr:
+        'realmgate: checkpoint 3 (line 5) does not fit: its field note is not covered by its ' +
+        'signature (not as the gateway exports it).\n',
+    });
+  });
+
   it('refuses a file that is no export, and one that is not there', async () => {
     expect((await verify([{ not: 'a record' }])).stderr).toBe(
       'realmgate: line 1 is not an audit record.\n',
