@@ -190,7 +190,7 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
       operationId: `exportAuditLog${operation}`,
       summary: `Export ${whose} audit log, streamed: JSON Lines (verifiable offline), CSV or OCSF`,
       description:
-        'The same filters as the read, but a time range is the stretch of the log from the first to the last record of the range, with the records written between them whatever their time (a chain without gaps). A JSON Lines export of a time range (no other filter) holds every record with its hashes, the signed checkpoints of the range and the public keys: `realmgate audit verify FILE --keys <PUBLIC_URL>/.well-known/audit-keys` checks it. CSV and OCSF are for reading, not verifying. The export is itself recorded.',
+        'The same filters as the read, but a time range is the stretch of the log from the first to the last record of the range, with the records written between them whatever their time (a chain without gaps). A JSON Lines export of a time range (no other filter) holds every record with its hashes, the signed checkpoints of the range and the public keys, and ends with a signed line saying what it holds (a file without it was cut short): `realmgate audit verify FILE --keys <PUBLIC_URL>/.well-known/audit-keys` checks it. CSV and OCSF are for reading, not verifying. The export is itself recorded.',
       tags: ['audit'],
       params: variant.params,
       query: auditExportQuery,
