@@ -120,3 +120,41 @@ export async function signedMisfit(
   }
   return undefined;
 }
+
+/**
+ * The last line of a JSON Lines export: what it holds, from its first record to its last. A
+ * file cut short still ends on a whole line and its chain holds, so without it a verifier
+ * cannot tell a cut export from a whole one. Signed while the log is (a key of the
+ * checkpoints', its own `typ`): removing records at the end and writing an end line that fits
+ * them takes the key. Unsigned (the log off), it only tells an export cut by accident.
+ */
+export interface ExportEndClaims {
+  org: string;
+  /** The first and last record's numbers; null when the export holds none. */
+  firstSeq: number | null;
+  lastSeq: number | null;
+  records: number;
+  /** The last record's hash. */
+  hash: string | null;
+  /** ISO 8601: when the export ended. */
+  at: string;
+}
+
+export type ExportEnd = ExportEndClaims & { kid?: string; jws?: string };
+
+/** The JWS `typ` of an end line: no checkpoint or token passes for one. */
+export const EXPORT_END_TYP = 'realmgate-audit-export-end';
+
+/** The claims in a fixed order, nothing else. */
+export function endClaimsOf(end: ExportEndClaims): ExportEndClaims {
+  const { org, firstSeq, lastSeq, records, hash, at } = end;
+  return { org, firstSeq, lastSeq, records, hash, at };
+}
+
+/** Why a signed end line does not verify with `keys`, or undefined. */
+export function endMisfit(
+  end: ExportEnd & { kid: string; jws: string },
+  keys: JSONWebKeySet,
+): Promise<string | undefined> {
+  return signedMisfit(end, endClaimsOf(end), keys, EXPORT_END_TYP, 'an end line');
+}

@@ -1,36 +1,14 @@
-import type { JSONWebKeySet } from 'jose';
 import type { AuditRecord } from './audit-chain.ts';
-import { signedMisfit, type CheckpointSigner } from './audit-checkpoints.ts';
+import {
+  endClaimsOf,
+  EXPORT_END_TYP,
+  type CheckpointSigner,
+  type ExportEnd,
+  type ExportEndClaims,
+} from './audit-checkpoints.ts';
 
-/**
- * The last line of a JSON Lines export: what it holds, from its first record to its last. A
- * file cut short still ends on a whole line and its chain holds, so without it a verifier
- * cannot tell a cut export from a whole one. Signed while the log is (a key of the
- * checkpoints', its own `typ`): removing records at the end and writing an end line that fits
- * them takes the key. Unsigned (the log off), it only tells an export cut by accident.
- */
-export interface ExportEndClaims {
-  org: string;
-  /** The first and last record's numbers; null when the export holds none. */
-  firstSeq: number | null;
-  lastSeq: number | null;
-  records: number;
-  /** The last record's hash. */
-  hash: string | null;
-  /** ISO 8601: when the export ended. */
-  at: string;
-}
-
-export type ExportEnd = ExportEndClaims & { kid?: string; jws?: string };
-
-/** The JWS `typ` of an end line: no checkpoint or token passes for one. */
-export const EXPORT_END_TYP = 'realmgate-audit-export-end';
-
-/** The claims in a fixed order, nothing else. */
-export function endClaimsOf(end: ExportEndClaims): ExportEndClaims {
-  const { org, firstSeq, lastSeq, records, hash, at } = end;
-  return { org, firstSeq, lastSeq, records, hash, at };
-}
+// What an export writes last (audit-checkpoints.ts says what the end line holds and checks it;
+// the CLI needs only that part).
 
 /** `claims` signed with `signer` (the gateway's checkpoint key). */
 export async function signedEnd(
@@ -42,14 +20,6 @@ export async function signedEnd(
 }
 
 export const endLine = (end: ExportEnd): string => `${JSON.stringify({ type: 'end', ...end })}\n`;
-
-/** Why a signed end line does not verify with `keys`, or undefined. */
-export function endMisfit(
-  end: ExportEnd & { kid: string; jws: string },
-  keys: JSONWebKeySet,
-): Promise<string | undefined> {
-  return signedMisfit(end, endClaimsOf(end), keys, EXPORT_END_TYP, 'an end line');
-}
 
 /** The records of `org` an export wrote, for its end line. */
 export function exportSpan(org: string): {

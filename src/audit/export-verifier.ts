@@ -5,15 +5,19 @@ import {
   GENESIS_HASH,
   type AuditRecord,
 } from './audit-chain.ts';
-import { checkpointMisfit, type Checkpoint } from './audit-checkpoints.ts';
-import { endMisfit, type ExportEnd } from './export-end.ts';
+import {
+  checkpointMisfit,
+  endMisfit,
+  type Checkpoint,
+  type ExportEnd,
+} from './audit-checkpoints.ts';
 
 /**
  * A JSON Lines export (docs/audit.md) holds three kinds of line: first the public keys of the
  * gateway (`{"type":"keys","keys":[JWK...]}`), then the records, each as stored (no `type`),
  * with each checkpoint right after the record it names (`{"type":"checkpoint",...}`); a
  * checkpoint of the record just before the first one comes before it (the anchor). The last line
- * says what the export holds (`{"type":"end",...}`, export-end.ts): without it, it was cut short.
+ * says what the export holds (`{"type":"end",...}`, audit-checkpoints.ts): without it, it was cut short.
  */
 export type ExportLine =
   | { type: 'keys'; keys: JSONWebKeySet['keys'] }

@@ -5,8 +5,12 @@ import path from 'node:path';
 import { calculateJwkThumbprint, exportJWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditRecord } from '../../../src/audit/audit-chain.ts';
-import { checkpointSigner, type CheckpointSigner } from '../../../src/audit/audit-checkpoints.ts';
-import { signedEnd, type ExportEndClaims } from '../../../src/audit/export-end.ts';
+import {
+  checkpointSigner,
+  type CheckpointSigner,
+  type ExportEndClaims,
+} from '../../../src/audit/audit-checkpoints.ts';
+import { signedEnd } from '../../../src/audit/export-end.ts';
 import { chainedLog } from '../../helpers/audit-records.ts';
 import { givesANameTwice } from '../../../src/cli/audit-verify.ts';
 import { runCli } from '../../../src/cli/main.ts';
