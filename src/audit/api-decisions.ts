@@ -8,7 +8,7 @@ import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { Clock } from '../time/clock.ts';
 import type { AuditEvent } from './audit-writer.ts';
 
-/** Longest string field kept from what a client sent (a user name tried, a path). */
+/** Longest string field kept from what a client sent (a user name tried, a path of the gateway's). */
 export const MAX_FIELD = 255;
 
 /** Refusals whose reason is their result code's name, said the way docs/audit.md lists them. */
@@ -55,8 +55,11 @@ export function credentialOf(authorization: string | undefined): string {
  * refused Basic login the user name tried), with which
  * credential kind, client, job credential, token (its `jti`, hashed by the writer) and key, on
  * which route and workspace, and what came of it: the status, and for a refusal its result code
- * and reason. Nothing is copied from the request but the path and a user name tried; never a
- * header's value, a body or a query.
+ * and reason. Nothing is copied from the request but the path of a gateway's own route (ids it
+ * chose, nothing secret) and a user name tried; never a header's value, a body or a query. A
+ * forwarded call keeps its route and workspace, not its path: below the route it is the
+ * upstream's, which may carry a secret in a segment (a webhook's token, a signed part), and the
+ * log would hand it to every reader and export.
  *
  * It goes to the log of the realm the path names; a refusal of an organization not known to
  * exist goes to master's (anyone can name one: it must not make a log). Known: `isKnown`, what
@@ -104,7 +107,7 @@ export function apiDecisionOf(
     jkt: caller?.boundKey ?? null,
     method: req.method ?? null,
     route: route.entry?.path ?? null,
-    path: scope.target.path.slice(0, MAX_FIELD),
+    path: route.entry?.forwarded ? null : scope.target.path.slice(0, MAX_FIELD),
     workspace: route.workspace ?? null,
     status: res.statusCode,
     result: refusal?.result ?? null,

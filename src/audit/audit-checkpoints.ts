@@ -37,6 +37,8 @@ export interface CheckpointSigner {
   /** The public key as a JWK (`kid`, `alg`, `use` set): what the gateway publishes. */
   publicJwk: JWK;
   sign(claims: CheckpointClaims): Promise<Checkpoint>;
+  /** A compact JWS of `claims` with the same key, of type `typ` (another statement than a checkpoint). */
+  signAs(typ: string, claims: object): Promise<string>;
 }
 
 /** A signer of checkpoints with `privateKey` (a KeyObject or CryptoKey of an Ed25519 key). */
@@ -45,14 +47,16 @@ export function checkpointSigner(
   publicJwk: JWK & { kid: string },
 ): CheckpointSigner {
   const { kid } = publicJwk;
+  const signAs = (typ: string, claims: object) =>
+    new CompactSign(new TextEncoder().encode(JSON.stringify(claims)))
+      .setProtectedHeader({ alg: CHECKPOINT_ALG, kid, typ })
+      .sign(privateKey);
   return {
     kid,
     publicJwk,
+    signAs,
     async sign(claims) {
-      const payload = new TextEncoder().encode(JSON.stringify(claimsOf(claims)));
-      const jws = await new CompactSign(payload)
-        .setProtectedHeader({ alg: CHECKPOINT_ALG, kid, typ: CHECKPOINT_TYP })
-        .sign(privateKey);
+      const jws = await signAs(CHECKPOINT_TYP, claimsOf(claims));
       return { ...claimsOf(claims), kid, jws };
     },
   };
@@ -68,36 +72,89 @@ function claimsOf(c: CheckpointClaims): CheckpointClaims {
  * names, with EdDSA and the checkpoints' `typ`, and its payload must be the fields it shows.
  * Returns why it does not verify, or undefined.
  */
-export async function checkpointMisfit(
+export function checkpointMisfit(
   checkpoint: Checkpoint,
   keys: JSONWebKeySet,
 ): Promise<string | undefined> {
+  return signedMisfit(checkpoint, claimsOf(checkpoint), keys, CHECKPOINT_TYP, 'a checkpoint');
+}
+
+/**
+ * Checks a signed statement (`kid`, `jws`) against `keys`: its JWS must be signed by the key its
+ * `kid` names, with EdDSA and the `typ` of its kind, and its payload must be `claims` exactly.
+ * Returns why it does not verify, or undefined.
+ */
+export async function signedMisfit(
+  signed: { kid: string; jws: string },
+  claims: object,
+  keys: JSONWebKeySet,
+  typ: string,
+  kind: string,
+): Promise<string | undefined> {
   let payload: Uint8Array;
   try {
-    const verified = await compactVerify(checkpoint.jws, createLocalJWKSet(keys), {
+    const verified = await compactVerify(signed.jws, createLocalJWKSet(keys), {
       algorithms: [CHECKPOINT_ALG],
     });
-    if (verified.protectedHeader.typ !== CHECKPOINT_TYP) return 'its JWS is not a checkpoint';
-    if (verified.protectedHeader.kid !== checkpoint.kid) return 'it names another key than its JWS';
+    if (verified.protectedHeader.typ !== typ) return `its JWS is not ${kind}`;
+    if (verified.protectedHeader.kid !== signed.kid) return 'it names another key than its JWS';
     payload = verified.payload;
   } catch (err) {
     const code = (err as { code?: string }).code;
     if (code === 'ERR_JWKS_NO_MATCHING_KEY') {
-      return `it is signed with key ${checkpoint.kid}, which is not among the keys`;
+      return `it is signed with key ${signed.kid}, which is not among the keys`;
     }
     if (code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED') {
-      return `its signature does not verify with key ${checkpoint.kid}`;
+      return `its signature does not verify with key ${signed.kid}`;
     }
     return `its JWS cannot be read (${(err as Error).message})`;
   }
-  let signed: unknown;
+  let decoded: unknown;
   try {
-    signed = JSON.parse(new TextDecoder().decode(payload));
+    decoded = JSON.parse(new TextDecoder().decode(payload));
   } catch {
     return 'its JWS payload is not JSON';
   }
-  if (JSON.stringify(signed) !== JSON.stringify(claimsOf(checkpoint))) {
+  if (JSON.stringify(decoded) !== JSON.stringify(claims)) {
     return 'its fields are not those its signature covers';
   }
   return undefined;
+}
+
+/**
+ * The last line of a JSON Lines export: what it holds, from its first record to its last. A
+ * file cut short still ends on a whole line and its chain holds, so without it a verifier
+ * cannot tell a cut export from a whole one. Signed while the log is (a key of the
+ * checkpoints', its own `typ`): removing records at the end and writing an end line that fits
+ * them takes the key. Unsigned (the log off), it only tells an export cut by accident.
+ */
+export interface ExportEndClaims {
+  org: string;
+  /** The first and last record's numbers; null when the export holds none. */
+  firstSeq: number | null;
+  lastSeq: number | null;
+  records: number;
+  /** The last record's hash. */
+  hash: string | null;
+  /** ISO 8601: when the export ended. */
+  at: string;
+}
+
+export type ExportEnd = ExportEndClaims & { kid?: string; jws?: string };
+
+/** The JWS `typ` of an end line: no checkpoint or token passes for one. */
+export const EXPORT_END_TYP = 'realmgate-audit-export-end';
+
+/** The claims in a fixed order, nothing else. */
+export function endClaimsOf(end: ExportEndClaims): ExportEndClaims {
+  const { org, firstSeq, lastSeq, records, hash, at } = end;
+  return { org, firstSeq, lastSeq, records, hash, at };
+}
+
+/** Why a signed end line does not verify with `keys`, or undefined. */
+export function endMisfit(
+  end: ExportEnd & { kid: string; jws: string },
+  keys: JSONWebKeySet,
+): Promise<string | undefined> {
+  return signedMisfit(end, endClaimsOf(end), keys, EXPORT_END_TYP, 'an end line');
 }

@@ -1,9 +1,10 @@
 import type { JSONWebKeySet } from 'jose';
 import type { Knex } from 'knex';
 import type { AuditRecord } from './audit-chain.ts';
-import type { Checkpoint } from './audit-checkpoints.ts';
+import type { Checkpoint, CheckpointSigner } from './audit-checkpoints.ts';
 import { checkpointOf, CHECKPOINTS_TABLE } from './audit-checkpointer.ts';
 import { jsonLine } from './audit-export.ts';
+import { endLine, exportSpan, signedEnd } from './export-end.ts';
 import { checkpointLine, keysLine } from './export-verifier.ts';
 
 /** Checkpoints read at once by an export. */
@@ -17,10 +18,13 @@ export interface ExportSignatures {
   lastSigned(org: string): Promise<number>;
   /** The checkpoints of `org` from `fromSeq` through `toSeq`, in order. */
   checkpoints(org: string, fromSeq: number, toSeq: number): AsyncIterable<Checkpoint>;
+  /** The gateway's key, which signs the export's end line (export-end.ts). */
+  signer(): Promise<CheckpointSigner>;
+  now(): number;
 }
 
 /** The checkpoints as the database holds them, read a chunk at a time. */
-export function storedCheckpoints(db: Knex): Omit<ExportSignatures, 'keys'> {
+export function storedCheckpoints(db: Knex): Pick<ExportSignatures, 'lastSigned' | 'checkpoints'> {
   return { lastSigned, checkpoints };
 
   async function lastSigned(org: string): Promise<number> {
@@ -49,8 +53,10 @@ export function storedCheckpoints(db: Knex): Omit<ExportSignatures, 'keys'> {
  * A JSON Lines export of `org`'s log with what verifies it (export-verifier.ts): the keys, then the
  * records, each checkpoint right after the record it names; a checkpoint of the record before
  * the first comes first (it vouches for the first `prevHash`), and one of a record the export
- * lacks comes where that record would be, or at the end: there the verifier finds it. `lastSeq`:
- * the last record the export covers (its span's), past which no checkpoint is its.
+ * lacks comes where that record would be, or at the end: there the verifier finds it. Last, the
+ * end line, signed: what the export holds, so that one cut short (its lines whole) is told from
+ * a whole one. `lastSeq`: the last record the export covers (its span's), past which no
+ * checkpoint is its.
  */
 export async function* signedJsonLines(
   org: string,
@@ -61,9 +67,11 @@ export async function* signedJsonLines(
   // Read before the records: a checkpoint made while the export runs may sign records after
   // its last, and would look like records cut off.
   const through = await signatures.lastSigned(org);
-  // Then the keys, as they are now: every checkpoint through `through` was signed by a key
-  // stored before it (openCheckpointSigner), a replica's new one included.
+  // The key of the end line is stored before the keys are read (openCheckpointSigner), as is
+  // that of every checkpoint through `through`, a replica's new one included.
+  const signer = await signatures.signer();
   yield keysLine(await signatures.keys({ current: true }));
+  const span = exportSpan(org);
   let checkpoints: AsyncIterator<Checkpoint> | undefined;
   let next: Checkpoint | undefined;
   const advance = async () => {
@@ -80,6 +88,7 @@ export async function* signedJsonLines(
       yield checkpointLine(next);
       await advance();
     }
+    span.saw(record);
     yield jsonLine(record);
     while (next !== undefined && next.seq === record.seq) {
       yield checkpointLine(next);
@@ -90,4 +99,5 @@ export async function* signedJsonLines(
     yield checkpointLine(next);
     await advance();
   }
+  yield endLine(await signedEnd(signer, span.claims(new Date(signatures.now()).toISOString())));
 }

@@ -8,6 +8,7 @@ import type { AuditRecord } from './audit-chain.ts';
 import { AUDIT_EXPORT_MEDIA_TYPES } from './audit-filter-values.ts';
 import { csvLine, CSV_HEADER, jsonLine } from './audit-export.ts';
 import { signedJsonLines, type ExportSignatures } from './audit-export-signed.ts';
+import { unsignedJsonLines } from './export-end.ts';
 import { ocsfEventOf } from './ocsf.ts';
 import type { RetentionBounds, RetentionChoices } from './audit-retention.ts';
 import type { DeletedRetention } from './deleted-retention.ts';
@@ -42,6 +43,7 @@ export interface AuditLogService {
    * and its slot given back (PROXY_ANSWER_DEADLINE_SECONDS).
    */
   stallMs: number;
+  now(): number;
 }
 
 const route = routeFor<AuditLogService>({ metricsClass: 'list' });
@@ -142,7 +144,7 @@ async function* linesOf(
 /**
  * A JSON Lines export of `span` of `log`, as an export and a download job's file hold it: with
  * the keys and the checkpoints that verify it offline while the log is signed, else the records
- * alone.
+ * alone; either way closed by its end line.
  */
 export function jsonLinesOf(
   service: AuditLogService,
@@ -152,7 +154,7 @@ export function jsonLinesOf(
 ): AsyncIterable<string> {
   return service.signatures
     ? signedJsonLines(log, records, service.signatures, span.last)
-    : linesOf(records, FORMATS.jsonl);
+    : unsignedJsonLines(log, records, () => service.now());
 }
 
 function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
@@ -188,7 +190,7 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
       operationId: `exportAuditLog${operation}`,
       summary: `Export ${whose} audit log, streamed: JSON Lines (verifiable offline), CSV or OCSF`,
       description:
-        'The same filters as the read, but a time range is the stretch of the log from the first to the last record of the range, with the records written between them whatever their time (a chain without gaps). A JSON Lines export of a time range (no other filter) holds every record with its hashes, the signed checkpoints of the range and the public keys: `realmgate audit verify FILE --keys <PUBLIC_URL>/.well-known/audit-keys` checks it. CSV and OCSF are for reading, not verifying. The export is itself recorded.',
+        'The same filters as the read, but a time range is the stretch of the log from the first to the last record of the range, with the records written between them whatever their time (a chain without gaps). A JSON Lines export of a time range (no other filter) holds every record with its hashes, the signed checkpoints of the range and the public keys, and ends with a signed line saying what it holds (a file without it was cut short): `realmgate audit verify FILE --keys <PUBLIC_URL>/.well-known/audit-keys` checks it. CSV and OCSF are for reading, not verifying. The export is itself recorded.',
       tags: ['audit'],
       params: variant.params,
       query: auditExportQuery,

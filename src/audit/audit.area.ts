@@ -119,11 +119,16 @@ export async function buildAuditLog(
   // Aborted at close, once the listeners have closed: the exports' and download jobs' reads
   // still running serve nobody, and would hold the database's close for up to the spared timeout.
   const reading = new AbortController();
+  const signer = signerOnce(() =>
+    openCheckpointSigner({ db: shared.db, clock, signingKey: config.AUDIT_SIGNING_KEY }),
+  );
   const service: AuditLogService = {
     repo: createAuditLogRepo(shared.db, reading.signal),
     organizationExists: isLog,
     firstSeqOf: (org) => incarnations.firstSeqOf(org),
-    signatures: config.AUDIT_LOG_ENABLED ? { keys, ...storedCheckpoints(shared.db) } : undefined,
+    signatures: config.AUDIT_LOG_ENABLED
+      ? { keys, ...storedCheckpoints(shared.db), signer, now: () => clock.now() }
+      : undefined,
     retention: {
       choices: createRetentionChoices(shared.db),
       bounds: retentionBoundsOf(config),
@@ -132,6 +137,7 @@ export async function buildAuditLog(
     longReads,
     // A client holding an export back is one holding a proxied answer back: the same bound.
     stallMs: config.PROXY_ANSWER_DEADLINE_SECONDS * 1000,
+    now: () => clock.now(),
   };
   // Downloads serve what the log holds, written or not by this process (as reading does), also
   // while the log is off; only the poll for jobs other replicas left is the log's.
@@ -208,9 +214,6 @@ export async function buildAuditLog(
     intervalMs: 3600_000,
     logger: shared.logger,
   });
-  const signer = signerOnce(() =>
-    openCheckpointSigner({ db: shared.db, clock, signingKey: config.AUDIT_SIGNING_KEY }),
-  );
   // Opened now, so that its public key is published before its first checkpoint needs it; the
   // first checkpoint tries again if the database refused.
   void signer().catch(() => undefined);

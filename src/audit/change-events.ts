@@ -143,6 +143,7 @@ function eventOf(
     actorName: entry.actor?.username ?? null,
     workspace: typeof entry.target.workspace === 'string' ? entry.target.workspace : null,
     result: entry.result ?? null,
+    reason: entry.reason ?? null,
     address: entry.clientAddress,
     requestId: entry.requestId ?? null,
     details,

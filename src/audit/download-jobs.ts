@@ -70,7 +70,10 @@ export interface JobsOf {
 export interface DownloadJobs {
   /** A new job of `of`; refused while it keeps as many as it may. */
   create(of: JobsOf, range: DownloadRange, creator: { id: string; name: string }): Promise<string>;
-  /** The jobs of `of`, newest first (one, with `id`). */
+  /**
+   * The jobs of `of`, newest first (one, with `id`), its runs whose replica went away failed
+   * first: with the audit log off no poll sweeps, and a reader waits on the list.
+   */
   list(of: JobsOf, id?: string): Promise<DownloadJob[]>;
   /** What a job's download holds; 404 for no such job of `of`, 409 until it has data. */
   finished(of: JobsOf, id: string): Promise<FinishedJob>;
@@ -149,6 +152,19 @@ export function createDownloadJobs(
    * administrators') hold back every job started after them: instead the oldest job of whoever
    * was served longest ago (never, first) runs next, so the queues take turns.
    */
+  /** Fails the runs (of `scope`) whose replica went away: `Executing` past any run's length. */
+  async function failStale(scope: { org?: string; whole_log?: boolean }): Promise<void> {
+    const at = now();
+    await db(JOBS)
+      .where({ ...scope, status: 'Executing' })
+      .where('updated_at', '<', new Date(at.getTime() - staleRunMs))
+      .update({
+        status: 'Failed',
+        message: 'The run was interrupted; start a new download.',
+        updated_at: at,
+      });
+  }
+
   async function claim(): Promise<JobRow | undefined> {
     const claimed = await db.raw<{ rows: JobRow[] }>(
       `update ${JOBS} set status = 'Executing', updated_at = ?
@@ -240,6 +256,7 @@ export function createDownloadJobs(
       return id;
     },
     async list({ org, whole }, id) {
+      await failStale({ org, whole_log: whole });
       const query = db(JOBS)
         .where({ org, whole_log: whole })
         .orderBy('created_at', 'desc')
@@ -275,16 +292,8 @@ export function createDownloadJobs(
       }
     },
     async sweep() {
-      const at = now();
-      await db(JOBS).where('expires_at', '<=', at).del();
-      await db(JOBS)
-        .where({ status: 'Executing' })
-        .where('updated_at', '<', new Date(at.getTime() - staleRunMs))
-        .update({
-          status: 'Failed',
-          message: 'The run was interrupted; start a new download.',
-          updated_at: at,
-        });
+      await db(JOBS).where('expires_at', '<=', now()).del();
+      await failStale({});
     },
   };
 }

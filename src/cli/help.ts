@@ -69,7 +69,8 @@ are the API's: --from and --to take a date or a date-time with zone, --to exclud
   realmgate audit list acme --from 2026-10-01 --to 2026-11-01 --all
 An organization's log is read through a stored login of that organization (a user with its
 role _og-audit-log) when there is one, else as a platform administrator. audit verify checks
-a JSON Lines export offline and names the first record that does not fit (exit status 4).
+a JSON Lines export offline and names the first record that does not fit, or the last one
+of an export cut short (no end line) (exit status 4).
 
 Environment:
   REALMGATE_URL         gateway base URL (default http://localhost:8000)

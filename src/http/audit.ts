@@ -15,6 +15,8 @@ export interface AuditEntry {
   outcome: 'success' | 'failure';
   /** The result code of a failure. */
   result?: string;
+  /** Why it failed, when no result code says it: `answer_cut` (see `AnswerCut`). */
+  reason?: string;
   /** The authenticated caller; absent for events no one authenticated caused (a throttle). */
   actor?: { realm: string; userId: string; username: string };
   target: Record<string, string | string[]>;
@@ -48,6 +50,21 @@ export interface Audit {
  */
 export const DPOP_BEFORE = 'dpop_required_before';
 export const DPOP_AFTER = 'dpop_required';
+
+/**
+ * A streamed answer stopped after its headers were sent: it failed midway, or its client left
+ * or took nothing for too long. The client holds part of it (lines that end whole, so a file
+ * that looks complete): an audited route records that as a failure, not a success. `result`:
+ * the failure's code when the gateway cut it, none when the client went.
+ */
+export class AnswerCut extends Error {
+  readonly result: string | undefined;
+  constructor(message: string, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.result =
+      cause === undefined ? undefined : cause instanceof AppError ? cause.result : '500-99999';
+  }
+}
 
 /** Longest value written; longer ones (from hostile bodies, a client's URL) are cut. */
 const MAX_VALUE = 255;
@@ -92,6 +109,10 @@ export function createAudit(
         try {
           await handler(req, res);
         } catch (err) {
+          if (err instanceof AnswerCut) {
+            record({ ...entry(), outcome: 'failure', result: err.result, reason: 'answer_cut' });
+            throw err;
+          }
           const result = err instanceof AppError ? err.result : '500-99999';
           record({ ...entry(), outcome: 'failure', result });
           throw err;
@@ -116,11 +137,12 @@ const cut = (value: string) => value.slice(0, MAX_VALUE);
 
 /** `entry` with each of its values, and each list of its target, cut to what is written. */
 function boundedEntry(entry: AuditEntry): AuditEntry {
-  const { actor, result, realms, requestId } = entry;
+  const { actor, result, reason, realms, requestId } = entry;
   return {
+    ...entry,
     action: cut(entry.action),
-    outcome: entry.outcome,
     ...(result !== undefined && { result: cut(result) }),
+    ...(reason !== undefined && { reason: cut(reason) }),
     ...(actor && {
       actor: { realm: cut(actor.realm), userId: cut(actor.userId), username: cut(actor.username) },
     }),

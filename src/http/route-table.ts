@@ -7,7 +7,7 @@ import { success } from '../envelope/envelope.ts';
 import { AppError, type ErrorCode } from '../envelope/errors.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { Principal } from '../tenancy/principal.ts';
-import type { Audit, AuditEntry } from './audit.ts';
+import { AnswerCut, type Audit, type AuditEntry } from './audit.ts';
 
 export type { HttpMethod } from '../edge/route.ts';
 
@@ -163,9 +163,10 @@ async function sendStreamed(res: Response, answer: StreamedAnswer): Promise<void
       done.abort();
     }
   };
+  const left = () => new AnswerCut('the client left, or took nothing for too long');
   try {
     for await (const line of answer.lines) {
-      if (res.destroyed) return;
+      if (res.destroyed) throw left();
       if (typeof line !== 'string') {
         if (pending !== '') await write(pending);
         pending = '';
@@ -178,11 +179,13 @@ async function sendStreamed(res: Response, answer: StreamedAnswer): Promise<void
         pending = '';
       }
     }
+    if (res.destroyed) throw left();
     res.end(pending);
   } catch (err) {
+    if (!res.headersSent || err instanceof AnswerCut) throw err;
     // Too late for an error answer: the client sees the download cut short.
-    if (res.headersSent) res.destroy(err as Error);
-    else throw err;
+    res.destroy();
+    throw new AnswerCut('the answer failed midway', err);
   }
 }
 
@@ -324,6 +327,11 @@ export function routeHandler<D>(spec: AnyRoute<D>, deps: D, audit: Audit): Reque
       }
     }
     // Express would catch a rejected handler; here the API's dispatch calls it (api.router.ts).
-    Promise.resolve(handler(req, res, next)).catch(next);
+    // A streamed answer cut has nothing left to answer: only a failure of the gateway's is
+    // worth the error handler (its log).
+    Promise.resolve(handler(req, res, next)).catch((err: unknown) => {
+      if (!(err instanceof AnswerCut)) next(err);
+      else if (err.cause !== undefined) next(err.cause);
+    });
   };
 }

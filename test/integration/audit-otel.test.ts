@@ -15,7 +15,7 @@ import { startReplica, type Replica } from '../helpers/replica.ts';
 /**
  * The audit log delivered as OpenTelemetry logs (AUDIT_OTEL_LOGS) to a real OTLP/HTTP receiver
  * listening here: the records of an allowed and a refused call arrive with the same chosen
- * fields the database log keeps, and without the password sent. Port 19870 (the replica).
+ * fields the database log keeps, and without the password sent. Port 21120 (the replica).
  */
 describe('audit log: OpenTelemetry logs', () => {
   let receiver: OtlpReceiver;
@@ -25,7 +25,7 @@ describe('audit log: OpenTelemetry logs', () => {
 
   beforeAll(async () => {
     receiver = await startOtlpReceiver();
-    replica = await startReplica(19870, {
+    replica = await startReplica(21120, {
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
       OTEL_SERVICE_NAME: 'realmgate-audit-otel',
       AUDIT_OTEL_LOGS: 'true',

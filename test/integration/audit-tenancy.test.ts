@@ -100,6 +100,9 @@ describe('audit log: organizations deleted, and their ids used again', () => {
     const signatures = {
       keys: publishedKeys({ db: db(), clock: systemClock, previousKeys: undefined }),
       ...storedCheckpoints(db()),
+      signer: () =>
+        (signer ??= openCheckpointSigner({ db: db(), clock: systemClock, signingKey: undefined })),
+      now: () => systemClock.now(),
     };
     const repo = createAuditLogRepo(db());
     const span = await repo.span(org, {});

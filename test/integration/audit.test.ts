@@ -35,7 +35,7 @@ describe('audit trail', () => {
       },
     });
     replica = await startReplica(
-      18700,
+      21020,
       {
         REDIS_URL: testEnv().redisUrl,
         REDIS_KEY_PREFIX: `realmgate-audit:${randomBytes(4).toString('hex')}:`,

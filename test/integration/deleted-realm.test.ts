@@ -34,7 +34,7 @@ const tokenUrl = (realm: string) =>
   `${testEnv().publicUrl}/auth/realms/${realm}/protocol/openid-connect/token`;
 beforeAll(async () => {
   // The key set held when the realm goes is dropped at its next fetch (KEY_SET_REFRESH_SECONDS).
-  replica = await startReplica(18960, {
+  replica = await startReplica(21070, {
     REVOCATION_CHECK_SECONDS: 'off',
     KEY_SET_REFRESH_SECONDS: '2',
   });

@@ -16,7 +16,7 @@ import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 /** A replica whose Keycloak is behind a front the test cuts; its PUBLIC_URL is its own. */
-const PORT = 19690;
+const PORT = 21110;
 const PUBLIC_URL = `http://127.0.0.1:${PORT}`;
 const BIN = join(import.meta.dirname, '../../src/cli/bin.ts');
 

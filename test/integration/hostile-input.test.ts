@@ -42,7 +42,7 @@ let sub: string;
 beforeAll(async () => {
   upstream = await startRecordingUpstream();
   seen = upstream.seen;
-  replica = await startReplica(18400, {
+  replica = await startReplica(21000, {
     AUTOMATION_UPSTREAM_URL: upstream.url,
     LOGIN_MAX_FAILURES_PER_ADDRESS: '0',
   });

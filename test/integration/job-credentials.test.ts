@@ -22,7 +22,8 @@ import { EVENTUALLY } from '../helpers/eventually.ts';
  * Job credentials (issue 32): a refresh token issued with a name, a reach (workspaces,
  * read-only) and a shorter lifetime, enforced on the forwarded route and the express routes of
  * two replicas sharing Redis, listed with its last use, revoked by name. The test gateway (no
- * upstream: the built-in operation list) serves the express workspace route. Ports 18900/18910.
+ * upstream: the built-in operation list) serves the express workspace route. Ports 21030/21040,
+ * and 21050 for a replica started late.
  */
 describe('job credentials: a named refresh token with a narrower reach', () => {
   let org: string;
@@ -40,7 +41,7 @@ describe('job credentials: a named refresh token with a narrower reach', () => {
       REDIS_KEY_PREFIX: `${testEnv().redisKeyPrefix}jobs:`,
       REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
     };
-    replicas.push(await startReplica(18900, shared), await startReplica(18910, shared));
+    replicas.push(await startReplica(21030, shared), await startReplica(21040, shared));
   });
 
   afterAll(async () => {
@@ -358,7 +359,7 @@ describe('job credentials: a named refresh token with a narrower reach', () => {
       .update({
         expires_at: new Date(Date.now() - 1000),
       });
-    const late = await startReplica(18920, { AUTOMATION_UPSTREAM_URL: upstream.url });
+    const late = await startReplica(21050, { AUTOMATION_UPSTREAM_URL: upstream.url });
     try {
       const refused = await call(late.url, forwarded('ws1'), token);
       expect(refused.status).toBe(401);
@@ -451,7 +452,7 @@ describe('job credentials: a named refresh token with a narrower reach', () => {
       .table('refresh_token_details')
       .where({ session_id: sessionId })
       .update({ expires_at: new Date(Date.now() - 1000) });
-    const late = await startReplica(18920, { AUTOMATION_UPSTREAM_URL: upstream.url });
+    const late = await startReplica(21050, { AUTOMATION_UPSTREAM_URL: upstream.url });
     try {
       for (const token of sameToKeycloak) {
         const renewed = await refresh(encodeURIComponent(token), late.url);

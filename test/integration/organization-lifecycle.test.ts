@@ -107,7 +107,7 @@ describe('organization and workspace lifecycle (/api/platform)', () => {
       },
     });
     replica = await startReplica(
-      18900,
+      21060,
       {
         REDIS_URL: testEnv().redisUrl,
         REDIS_KEY_PREFIX: testEnv().redisKeyPrefix,

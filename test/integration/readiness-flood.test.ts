@@ -27,14 +27,14 @@ vi.mock('../../src/db/database.ts', async (importOriginal) => {
 
 /**
  * The public `/readyz` is unauthenticated: a flood of it must not become a flood of database
- * queries (and Redis pings) that fills the pool the API needs. Ports 19970/19971.
+ * queries (and Redis pings) that fills the pool the API needs. Ports 21130/21131.
  */
 describe('/readyz under a flood', () => {
   let replica: Replica;
   let admin: TestUser;
 
   beforeAll(async () => {
-    replica = await startReplica(19970, { REDIS_URL: testEnv().redisUrl });
+    replica = await startReplica(21130, { REDIS_URL: testEnv().redisUrl });
     admin = await createUser('master');
   });
 

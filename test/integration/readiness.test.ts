@@ -39,7 +39,7 @@ describe('readiness follows Keycloak', () => {
       PUBLIC_URL: 'http://127.0.0.1:18100',
       ADMIN_PUBLIC_URL: 'http://127.0.0.1:18101',
       KEYCLOAK_HTTP_PORT: '18180',
-      KEYCLOAK_MANAGEMENT_PORT: '19100',
+      KEYCLOAK_MANAGEMENT_PORT: '21080',
       KEYCLOAK_ADMIN_PASSWORD: randomBytes(18).toString('base64url'),
       KEYCLOAK_CLIENT_SECRET: randomBytes(18).toString('base64url'),
       KEYCLOAK_TIMEOUT_MS: '1000',

@@ -203,8 +203,8 @@ describe("the previous release's code on today's schema, as in a rolling upgrade
     admin = await createUser('master');
     const config = old.config.loadConfig({
       HOST: '127.0.0.1',
-      PORT: '19500',
-      ADMIN_PORT: '19501',
+      PORT: '21090',
+      ADMIN_PORT: '21091',
       PUBLIC_URL: testEnv().publicUrl,
       KEYCLOAK_URL: testEnv().keycloakUrl,
       KEYCLOAK_ADMIN_PASSWORD: testEnv().keycloakAdminPassword,
@@ -235,9 +235,9 @@ describe("the previous release's code on today's schema, as in a rolling upgrade
 
   it('a running old replica keeps serving: it lists what today wrote after the migration', async () => {
     const written = await writeWith(today, db);
-    const ready = await fetch('http://127.0.0.1:19500/readyz');
+    const ready = await fetch('http://127.0.0.1:21090/readyz');
     expect(await ready.json()).toMatchObject({ data: { database: 'up' } });
-    const res = await fetch('http://127.0.0.1:19500/api/platform/organizations', {
+    const res = await fetch('http://127.0.0.1:21090/api/platform/organizations', {
       headers: { authorization: basicAuth(admin) },
     });
     expect(res.status).toBe(200);
@@ -358,8 +358,8 @@ describe('a database migrated by a later release', () => {
     const env = {
       PATH: process.env.PATH,
       HOST: '127.0.0.1',
-      PORT: '19510',
-      ADMIN_PORT: '19511',
+      PORT: '21100',
+      ADMIN_PORT: '21101',
       WORKERS: '2',
       PUBLIC_URL: testEnv().publicUrl,
       KEYCLOAK_URL: testEnv().keycloakUrl,

@@ -10,7 +10,7 @@ import { createUser, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
-const PORT = 18600;
+const PORT = 21010;
 
 /** SHUTDOWN_GRACE_SECONDS where the grace period must not end during the test. */
 const LONG_GRACE_SECONDS = 40;

@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { credentialOf, reasonOf } from '../../../src/audit/api-decisions.ts';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { apiDecisionOf, credentialOf, reasonOf } from '../../../src/audit/api-decisions.ts';
+import { FORWARDED_ROUTE } from '../../../src/automation/forward-route.ts';
+import type { RequestScope } from '../../../src/edge/request-scope.ts';
 import { AuthFailure } from '../../../src/auth/auth-failure.ts';
 import { AppError } from '../../../src/envelope/errors.ts';
 
@@ -24,5 +27,39 @@ describe('the audit log of /api decisions', () => {
     expect(reasonOf(new AppError('readOnlyToken'))).toBe('read_only');
     expect(reasonOf(new AppError('databaseUnavailable'))).toBe('databaseUnavailable');
     expect(reasonOf(new Error('boom'))).toBe('unexpected');
+  });
+
+  it('keeps the route and workspace of a forwarded call, not the upstream path below it', () => {
+    const decision = (entry: { path: string; forwarded?: boolean }, path: string) =>
+      apiDecisionOf(
+        { method: 'POST', headers: {} } as IncomingMessage,
+        { statusCode: 200 } as ServerResponse,
+        {
+          principal: { realm: 'acme', userId: 'u1', username: 'alice' },
+          route: { realm: 'acme', organization: 'acme', workspace: 'ws1', entry, params: {} },
+          target: { path },
+          requestId: 'r1',
+        } as unknown as RequestScope,
+        '127.0.0.1',
+        { now: () => 0 },
+        () => true,
+      );
+    // Below the forwarded route, the path is the upstream's: a webhook's token, a signed part.
+    const forwarded = decision(
+      FORWARDED_ROUTE,
+      '/api/acme/workspaces/ws1/ita/api/webhooks/hook-secret-3f9a/run',
+    );
+    expect(forwarded).toMatchObject({
+      route: FORWARDED_ROUTE.path,
+      workspace: 'ws1',
+      path: null,
+    });
+    expect(JSON.stringify(forwarded)).not.toContain('hook-secret-3f9a');
+    // The gateway's own routes: the path names ids only, and says which.
+    const own = decision(
+      { path: '/api/{organization_id}/platform/users/{user_id}' },
+      '/api/acme/platform/users/u2',
+    );
+    expect(own).toMatchObject({ path: '/api/acme/platform/users/u2' });
   });
 });

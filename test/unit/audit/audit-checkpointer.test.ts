@@ -48,7 +48,12 @@ describe('audit checkpoints and retention (embedded database)', () => {
     publishedKeys({ db, clock: { now: () => Date.now() }, previousKeys: undefined });
 
   async function verifiedExport(org: string, keys = newKeySet()) {
-    const signatures = { keys, ...storedCheckpoints(db) };
+    const signatures = {
+      keys,
+      ...storedCheckpoints(db),
+      signer: () => openCheckpointSigner({ db, clock, signingKey: undefined }),
+      now: () => clock.now(),
+    };
     const repo = createAuditLogRepo(db);
     const span = await repo.span(org, {});
     const records = repo.records(org, {}, span);

@@ -11,11 +11,16 @@ import { signedJsonLines } from '../../../src/audit/audit-export-signed.ts';
 import { createExportVerifier, type Verified } from '../../../src/audit/export-verifier.ts';
 import { chainedLog } from '../../helpers/audit-records.ts';
 
+/** Each signer made, by its key's id: an export's end line is signed by its first key's. */
+const signers = new Map<string, CheckpointSigner>();
+
 async function newSigner(): Promise<CheckpointSigner> {
   const { privateKey } = generateKeyPairSync('ed25519');
   const jwk = await exportJWK(createPublicKey(privateKey));
   const kid = await calculateJwkThumbprint(jwk);
-  return checkpointSigner(privateKey, { ...jwk, kid, alg: 'EdDSA', use: 'sig' });
+  const signer = checkpointSigner(privateKey, { ...jwk, kid, alg: 'EdDSA', use: 'sig' });
+  signers.set(kid, signer);
+  return signer;
 }
 
 const signOf = (signer: CheckpointSigner, record: AuditRecord) =>
@@ -49,6 +54,8 @@ async function exportOf(
     async *checkpoints(_org: string, from: number, through: number) {
       yield* checkpoints.filter((c) => c.seq >= from && c.seq <= through);
     },
+    signer: async () => signers.get(keys.keys[0]?.kid ?? '') ?? (await newSigner()),
+    now: () => Date.UTC(2026, 10, 2),
   };
   // The export's span (audit-log.repo.ts): through its last record or checkpoint.
   const lastSeq = Math.max(0, ...records.map((r) => r.seq), ...checkpoints.map((c) => c.seq));

@@ -184,6 +184,22 @@ describe('audit download jobs', () => {
     expect(await jobs.list(own('initech'))).toEqual([]);
   });
 
+  it('lists a run whose replica went away as Failed without waiting for a sweep (the log off: no poll)', async () => {
+    const jobs = createDownloadJobs(db, clock, logger);
+    const id = await jobs.create(
+      own('vandelay'),
+      range('2026-11-01 00:00:00', '2026-11-02 00:00:00'),
+      { id: 'u', name: 'u' },
+    );
+    await db('audit_download_jobs').where({ id }).update({ status: 'Executing' });
+    expect((await jobs.list(own('vandelay')))[0]?.status).toBe('Executing');
+    clock.advance(10 * 60_000 + 1);
+    const [failed] = await jobs.list(own('vandelay'));
+    expect(failed?.status).toBe('Failed');
+    expect(failed?.message).toContain('interrupted');
+    expect((await jobs.list(own('vandelay'), id))[0]?.status).toBe('Failed');
+  });
+
   it("runs one organization's waiting jobs in turn with another's, not all before them", async () => {
     // Each reading of the clock a second later: the jobs' last updates tell the order they ran.
     const stepping = manualClock(clock.now());

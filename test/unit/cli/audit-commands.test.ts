@@ -4,7 +4,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { calculateJwkThumbprint, exportJWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkpointSigner } from '../../../src/audit/audit-checkpoints.ts';
+import type { AuditRecord } from '../../../src/audit/audit-chain.ts';
+import {
+  checkpointSigner,
+  type CheckpointSigner,
+  type ExportEndClaims,
+} from '../../../src/audit/audit-checkpoints.ts';
+import { signedEnd } from '../../../src/audit/export-end.ts';
 import { chainedLog } from '../../helpers/audit-records.ts';
 import { givesANameTwice } from '../../../src/cli/audit-verify.ts';
 import { runCli } from '../../../src/cli/main.ts';
@@ -35,9 +41,22 @@ describe('realmgate audit verify', () => {
     return { status, ...output };
   }
 
+  /** The end line an export of `records` closes with, signed by `signer` when given. */
+  async function endOf(records: AuditRecord[], signer?: CheckpointSigner) {
+    const claims: ExportEndClaims = {
+      org: 'acme',
+      firstSeq: records[0]?.seq ?? null,
+      lastSeq: records.at(-1)?.seq ?? null,
+      records: records.length,
+      hash: records.at(-1)?.hash ?? null,
+      at: '2026-11-02T00:00:00.000Z',
+    };
+    return { type: 'end', ...(signer ? await signedEnd(signer, claims) : claims) };
+  }
+
   it('says what a whole export holds, and its last hash', async () => {
     const records = chainedLog(5);
-    const { status, stdout } = await verify(records);
+    const { status, stdout } = await verify([...records, await endOf(records)]);
     expect(status).toBe(0);
     expect(JSON.parse(stdout)).toEqual({
       records: 5,
@@ -70,7 +89,7 @@ describe('realmgate audit verify', () => {
 
   it('refuses a line that gives a field twice, whose verified value another reader would not see', async () => {
     const log = chainedLog(3);
-    const lines = log.map((r) => JSON.stringify(r));
+    const lines = [...log, await endOf(log)].map((r) => JSON.stringify(r));
     expect((await verifyText(lines.join('\n') + '\n')).status).toBe(0);
     // The verified value last: JSON.parse keeps it, a reader taking the first sees "mallory".
     lines[1] = lines[1]!.replace('{', `{"actorName":"mallory",`);
@@ -102,11 +121,12 @@ describe('realmgate audit verify', () => {
     });
     const keys = { type: 'keys', keys: [signer.publicJwk] };
     const [five, eight] = [await checkpointOf(5), await checkpointOf(8)];
-    const whole = [keys, ...log.slice(0, 5), five, ...log.slice(5), eight];
+    const end = await endOf(log, signer);
+    const whole = [keys, ...log.slice(0, 5), five, ...log.slice(5), eight, end];
     expect(await verify(whole)).toMatchObject({ status: 0, stderr: '' });
 
     // The checkpoint at the end removed: what it signed is chained, no longer signed.
-    const unsigned = await verify(whole.slice(0, -1));
+    const unsigned = await verify([...whole.slice(0, -2), end]);
     expect(unsigned.status).toBe(0);
     expect(JSON.parse(unsigned.stdout)).toMatchObject({ lastSeq: 8, signedThrough: 5 });
     expect(unsigned.stderr).toBe(
@@ -116,14 +136,101 @@ describe('realmgate audit verify', () => {
         'out). A later checkpoint covers them: check that the export of what follows starts ' +
         `with record 9 and prevHash ${log[7]!.hash}, and verify it too.\n`,
     );
-    // Records after the last checkpoint removed, with the checkpoint that named them.
-    expect((await verify(whole.slice(0, 8))).stderr).toMatch(
-      /^realmgate: record 6 \(1\) is not covered by a signature: /,
-    );
+    // Records after the last checkpoint removed, with the checkpoint that named them, before
+    // the export (its end line says so).
+    expect(
+      (await verify([...whole.slice(0, 8), await endOf(log.slice(0, 6), signer)])).stderr,
+    ).toMatch(/^realmgate: record 6 \(1\) is not covered by a signature: /);
     // No checkpoint at all.
-    expect((await verify([keys, ...log])).stderr).toMatch(
+    expect((await verify([keys, ...log, end])).stderr).toMatch(
       /^realmgate: no record of this export is covered by a signature: records 1 to 8 \(8\)/,
     );
+  });
+
+  it('refuses an export cut short, naming the last record it holds (exit 4)', async () => {
+    const { privateKey } = generateKeyPairSync('ed25519');
+    const jwk = await exportJWK(createPublicKey(privateKey));
+    const kid = await calculateJwkThumbprint(jwk);
+    const signer = checkpointSigner(privateKey, { ...jwk, kid, alg: 'EdDSA', use: 'sig' });
+    const log = chainedLog(8);
+    const five = {
+      type: 'checkpoint',
+      ...(await signer.sign({
+        org: 'acme',
+        seq: 5,
+        hash: log[4]!.hash,
+        recordAt: log[4]!.at,
+        at: '2026-11-02T00:00:00.000Z',
+      })),
+    };
+    const keys = { type: 'keys', keys: [signer.publicJwk] };
+    // Cut right after a checkpoint: every line whole, every line fits.
+    const cut = await verify([keys, ...log.slice(0, 5), five]);
+    expect(cut.status).toBe(4);
+    expect(cut.stderr).toBe(
+      'realmgate: the export is incomplete: it ends after record 5 (line 6) without its end ' +
+        'line: it was cut short (or made before exports had one); export it again.\n',
+    );
+    const whole = [keys, ...log.slice(0, 5), five, ...log.slice(5), await endOf(log, signer)];
+    expect((await verify(whole)).status).toBe(0);
+    // Cut, with the end line of the whole moved up: it names records the file lacks.
+    expect((await verify([...whole.slice(0, 7), whole.at(-1)])).stderr).toBe(
+      'realmgate: the end line (line 8) does not fit: it says 8 records, 1 to 8, and the ' +
+        'export holds 5, 1 to 5: records were removed or added.\n',
+    );
+    // Cut, with an end line that fits what is left: unsigned, or signed with another key.
+    const unsignedEnd = await endOf(log.slice(0, 5));
+    expect((await verify([...whole.slice(0, 7), unsignedEnd])).stderr).toMatch(
+      /^realmgate: the end line \(line 8\) does not fit: it is not signed, and the export is/,
+    );
+    const { privateKey: other } = generateKeyPairSync('ed25519');
+    const otherJwk = await exportJWK(createPublicKey(other));
+    const forger = checkpointSigner(other, { ...otherJwk, kid, alg: 'EdDSA', use: 'sig' });
+    expect(
+      (await verify([...whole.slice(0, 7), await endOf(log.slice(0, 5), forger)])).stderr,
+    ).toBe(
+      `realmgate: the end line (line 8) does not fit: its signature does not verify with key ${kid}.\n`,
+    );
+    // A checkpoint's signature is no end line's.
+    const asEnd = { ...unsignedEnd, kid, jws: five.jws };
+    expect((await verify([...whole.slice(0, 7), asEnd])).stderr).toMatch(
+      /^realmgate: the end line \(line 8\) does not fit: its JWS is not an end line/,
+    );
+    // Nothing after the end.
+    expect((await verify([...whole, log[7]])).stderr).toBe(
+      'realmgate: line 12 comes after the end line (line 11).\n',
+    );
+  });
+
+  it('refuses a field no hash or signature covers, in a record or a checkpoint', async () => {
+    const log = chainedLog(3);
+    const end = await endOf(log);
+    const added = [log[0], { ...log[1]!, approvedBy: 'cfo' }, log[2], end];
+    expect(await verify(added)).toMatchObject({
+      status: 4,
+      stderr:
+        'realmgate: record 2 (line 2) does not fit: its field approvedBy is not covered by its ' +
+        'hash (not as the gateway exports it).\n',
+    });
+    const { privateKey } = generateKeyPairSync('ed25519');
+    const jwk = await exportJWK(createPublicKey(privateKey));
+    const kid = await calculateJwkThumbprint(jwk);
+    const signer = checkpointSigner(privateKey, { ...jwk, kid, alg: 'EdDSA', use: 'sig' });
+    const claims = {
+      org: 'acme',
+      seq: 3,
+      hash: log[2]!.hash,
+      recordAt: log[2]!.at,
+      at: log[2]!.at,
+    };
+    const checkpoint = { type: 'checkpoint', ...(await signer.sign(claims)), note: 'all good' };
+    const keys = { type: 'keys', keys: [signer.publicJwk] };
+    expect(await verify([keys, ...log, checkpoint, await endOf(log, signer)])).toMatchObject({
+      status: 4,
+      stderr:
+        'realmgate: checkpoint 3 (line 5) does not fit: its field note is not covered by its ' +
+        'signature (not as the gateway exports it).\n',
+    });
   });
 
   it('refuses a file that is no export, and one that is not there', async () => {

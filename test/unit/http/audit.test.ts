@@ -26,6 +26,7 @@ describe('audit lines', () => {
       action: 'login_throttle.start',
       outcome: 'failure',
       result: long('c'),
+      reason: long('e'),
       actor: { realm: long('r'), userId: long('i'), username: long('n') },
       target: {
         realm: long('a'),

@@ -8,7 +8,12 @@ import { enterScope, scopeOf } from '../../../src/edge/request-scope.ts';
 import { parseRequestTarget, type RequestTarget } from '../../../src/edge/request-target.ts';
 import { compileRoutes } from '../../../src/edge/route.ts';
 import type { Audit } from '../../../src/http/audit.ts';
-import { routeFor, routeHandler } from '../../../src/http/route-table.ts';
+import {
+  routeFor,
+  routeHandler,
+  StreamedAnswer,
+  streamedAnswer,
+} from '../../../src/http/route-table.ts';
 import type { Principal } from '../../../src/tenancy/principal.ts';
 import { organizationId, workspaceId } from '../../../src/tenancy/id-schemas.ts';
 
@@ -16,13 +21,17 @@ const route = routeFor<string>({ metricsClass: 'provisioning' });
 
 /** What the handlers and the audit saw, in order. */
 const seen: string[] = [];
+/** Told each audit line as it is recorded (a streamed answer's comes after the client saw it end). */
+let onAudit: (line: string) => void = () => undefined;
 const audit: Audit = {
   route: (action, _target, handler) => async (req, res) => {
     try {
       await handler(req, res);
       seen.push(`audit ${action} success`);
+      onAudit(`audit ${action} success`);
     } catch (err) {
       seen.push(`audit ${action} failure`);
+      onAudit(`audit ${action} failure`);
       throw err;
     }
   },
@@ -66,7 +75,49 @@ const routes = [
       return Promise.resolve(null);
     },
   }),
+  route({
+    method: 'get',
+    path: '/api/platform/exports/{organization_id}',
+    operationId: 'exportThings',
+    summary: 'test',
+    tags: [],
+    params: { organization_id },
+    data: streamedAnswer,
+    audit: { action: 'thing.export', target: () => ({}) },
+    handler: (_deps, input) =>
+      Promise.resolve(new StreamedAnswer('text/plain', 'things.txt', linesOf(input.realm), 60_000)),
+  }),
 ];
+
+/**
+ * The lines of a streamed answer: `whole` ends, `broken` fails after more than a write's worth
+ * (the headers and the first lines sent), `endless` goes on until its client leaves.
+ */
+// eslint-disable-next-line @typescript-eslint/require-await -- an async source, as the database's
+async function* linesOf(realm: string): AsyncGenerator<string> {
+  const line = `${'x'.repeat(1023)}\n`;
+  for (let i = 0; realm === 'endless' || i < 100; i++) yield line;
+  if (realm === 'broken') throw new Error('the database went away');
+}
+
+/** The audit line of the next streamed answer, and what its client received. */
+async function download(realm: string, leave = false): Promise<{ audit: string; got: string }> {
+  const audited = new Promise<string>((resolve) => (onAudit = resolve));
+  const controller = new AbortController();
+  const res = await fetch(`${base}/api/platform/exports/${realm}`, { signal: controller.signal });
+  let got: string;
+  if (leave) {
+    const reader = res.body!.getReader();
+    await reader.read();
+    controller.abort();
+    got = 'left';
+  } else
+    got = await res.text().then(
+      () => 'whole',
+      () => 'cut',
+    );
+  return { audit: await audited, got };
+}
 
 let base = '';
 let close = () => undefined as void;
@@ -144,6 +195,17 @@ describe('routeHandler', () => {
     }
     expect((await call('DELETE', '/api/platform/things/org-1?confirm=org-2')).status).toBe(200);
     expect(seen).toEqual(['handler confirm org-2']);
+  });
+
+  it('records a streamed answer as a success only when it was sent to its end', async () => {
+    expect(await download('whole')).toEqual({ audit: 'audit thing.export success', got: 'whole' });
+    // Failed once its headers were sent: the client sees it cut, the audit a failure.
+    expect(await download('broken')).toEqual({ audit: 'audit thing.export failure', got: 'cut' });
+    // The client gone midway: not all of it was delivered.
+    expect(await download('endless', true)).toEqual({
+      audit: 'audit thing.export failure',
+      got: 'left',
+    });
   });
 
   it('refuses a route whose params do not name the path’s', () => {
