@@ -1,13 +1,17 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { ReadinessReport } from '../http/health.router.ts';
+import { refusedForGood } from '../db/database-failures.ts';
 import { every } from '../time/every.ts';
 import { waitAtMost } from '../time/wait-at-most.ts';
 import { createBatchAppender, type AuditEvent, type BatchMark } from './audit-batch.ts';
 
 export type { AuditEvent } from './audit-batch.ts';
 
-/** Records written to the database, or lost (the spool full, or shutdown while it was down). */
+/**
+ * Records written to the database, or lost (the spool full, shutdown while it was down, or one
+ * the database refuses for good).
+ */
 export const AUDIT_RECORD_OUTCOMES = ['written', 'lost'] as const;
 export type AuditRecordOutcome = (typeof AUDIT_RECORD_OUTCOMES)[number];
 
@@ -44,7 +48,9 @@ export interface AuditWriter {
  * `spoolMax`) and are written in batches of up to `batchMax`, every `intervalMs` or as soon as
  * a batch is full, in the order they were recorded. While the database is down they stay in the
  * spool and are written, still in order, once it is back; a record that finds the spool full is
- * lost, counted and said in readiness.
+ * lost, counted and said in readiness. A record the database refuses whatever the attempt (a
+ * value it cannot hold: `isolate` below) is lost the same way, alone: the others of its
+ * batch and those after it are written.
  *
  * Each batch is one transaction (audit-batch.ts): writers of several replicas append to one log
  * one batch after the other, and the log keeps one order and one chain. A batch retried after an
@@ -64,15 +70,18 @@ export function createAuditWriter(deps: {
   // copy them every time.
   let spool: AuditEvent[] = [];
   let first = 0;
-  // Records spooled and written since the start, never reset: a flush's mark is a count of the
-  // first (`first` moves back when the spool is compacted).
+  // Records spooled and settled (written, or refused for good) since the start, never reset: a
+  // flush's mark is a count of the first (`first` moves back when the spool is compacted).
   let spooled = 0;
-  let written = 0;
+  let settled = 0;
   let lost = 0;
   let writing: Promise<void> | undefined;
   let failing: unknown;
   // The batch at the head of the spool may have committed when its attempt failed: this tells.
   let unclear: BatchMark | undefined;
+  // While a batch refused for good is halved to find the record the database refuses: the size
+  // of the batches, up to the end (a count of settled records) of the first one refused.
+  let isolating: { size: number; until: number } | undefined;
   let closed = false;
   const size = () => spool.length - first;
   const appender = createBatchAppender(db);
@@ -130,11 +139,21 @@ export function createAuditWriter(deps: {
   /** Writes the first `count` records of the spool. */
   async function writeBatches(count: number): Promise<void> {
     for (let left = count; left > 0;) {
-      const batch = spool.slice(first, first + (unclear?.records ?? Math.min(batchMax, left)));
+      const length = unclear?.records ?? Math.min(isolating?.size ?? batchMax, left);
+      const batch = spool.slice(first, first + length);
       let attempted: BatchMark | undefined;
       try {
         await appender.append(batch, unclear, (mark) => (attempted = mark));
       } catch (err) {
+        const code = refusedForGood(err);
+        if (code !== undefined) {
+          // Refused before it committed (a statement's error rolls the batch back, and one that
+          // had committed is found by the mark first): nothing of it is there.
+          unclear = undefined;
+          answered();
+          left -= isolate(batch, code);
+          continue;
+        }
         // Unknown whether it committed: the retry looks for its last record first.
         unclear = attempted ?? unclear;
         if (failing === undefined) {
@@ -144,16 +163,53 @@ export function createAuditWriter(deps: {
         throw err;
       }
       unclear = undefined;
-      if (failing !== undefined) logger.info({ spooled: size() }, 'audit log: writing again');
-      failing = undefined;
-      first += batch.length;
-      written += batch.length;
+      answered();
+      taken(batch.length);
       left -= batch.length;
       metrics.auditRecords('written', batch.length);
-      if (first > 1024 && first * 2 > spool.length) {
-        spool = spool.slice(first);
-        first = 0;
-      }
+      if (isolating && settled >= isolating.until) isolating = undefined;
+    }
+  }
+
+  /** The database answered: an outage, if there was one, is over. */
+  function answered(): void {
+    if (failing !== undefined) logger.info({ spooled: size() }, 'audit log: writing again');
+    failing = undefined;
+  }
+
+  /**
+   * A batch the database refused for good, for something a record of it holds: halved until
+   * the record is alone, which is then lost (counted, logged without its fields) and the
+   * writing goes on with full batches past the first refused one. How many records of the
+   * spool it took out (0 while halving, 1 for the record lost).
+   */
+  function isolate(batch: AuditEvent[], code: string): number {
+    if (batch.length > 1) {
+      isolating = {
+        size: Math.ceil(batch.length / 2),
+        until: Math.max(isolating?.until ?? 0, settled + batch.length),
+      };
+      return 0;
+    }
+    const [record] = batch;
+    lose(1, 'refused by the database');
+    // Its code, what it was and when: none of its fields, which the database refused to hold.
+    logger.error(
+      { audit: { code, action: record!.action, atMs: record!.atMs, lostSoFar: lost } },
+      'audit record refused by the database; lost',
+    );
+    taken(1);
+    if (isolating && settled >= isolating.until) isolating = undefined;
+    return 1;
+  }
+
+  /** The first `count` records of the spool are settled: written, or lost for good. */
+  function taken(count: number): void {
+    first += count;
+    settled += count;
+    if (first > 1024 && first * 2 > spool.length) {
+      spool = spool.slice(first);
+      first = 0;
     }
   }
 
@@ -177,11 +233,11 @@ export function createAuditWriter(deps: {
       // a run in progress is followed by one of the full batches that came meanwhile, and
       // waiting for the spool to be empty (settle() of provisioning, a shutdown) would not end.
       const mark = spooled;
-      while (written < mark) {
+      while (settled < mark) {
         // A run in progress first (it may hold the mark's last records); a failed one is
         // retried by the run of our own, whose failure is ours to tell.
         if (writing) await writing.catch(() => undefined);
-        else await writeSpooled(mark - written);
+        else await writeSpooled(mark - settled);
       }
     },
     readiness() {

@@ -10,13 +10,12 @@ import type { ReadinessCheck } from '../http/health.router.ts';
 import type { KeycloakArea } from '../keycloak/keycloak.area.ts';
 import type { Tenants } from '../platform/platform.area.ts';
 import type { OrganizationBeginning } from '../platform/provisioning.service.ts';
-import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { Clock } from '../time/clock.ts';
 import { apiDecisionOf } from './api-decisions.ts';
 import { createAuditLogRepo } from './audit-log.repo.ts';
 import { createAuditIncarnations } from './audit-incarnations.ts';
 import type { AuditLogService } from './audit-log.router.ts';
-import { changeEventsOf } from './change-events.ts';
+import { recordChanges } from './change-events.ts';
 import { createAuditWriter, type AuditMetrics, type AuditWriter } from './audit-writer.ts';
 import {
   createRetentionChoices,
@@ -29,7 +28,7 @@ import { REALM_EVENTS_SETTINGS } from './keycloak-event-records.ts';
 import type { KeycloakEventMetrics, KeycloakEventPullDeps } from './keycloak-event-pull.ts';
 import { auditTokenGrants } from './token-grants.ts';
 import { auditAuthRefusals } from './auth-refusals.ts';
-import type { RealmLogDeps } from './realm-log.ts';
+import { realmLogCheck, type RealmLogDeps } from './realm-log.ts';
 import type { TokenReachRefusalListener } from '../auth-proxy/token-reach-guard.ts';
 import type { SessionTokenCheck } from '../auth/bearer/session-token.ts';
 import { summariseRefusals } from './refusal-summaries.ts';
@@ -108,10 +107,7 @@ export async function buildAuditLog(
     config.AUDIT_KEYCLOAK_EVENTS_SECONDS > 0 && (config.AUDIT_LOG_ENABLED || keycloakEventsSeen)
       ? REALM_EVENTS_SETTINGS
       : undefined;
-  // A lookup it needs is charged to `client`'s share of the directory's (a flood of refusals
-  // naming made-up realms spends its sender's, not what is kept for others).
-  const isLog = async (realm: string, client?: string) =>
-    realm === MASTER_REALM || (await tenants.directory.stateOf(realm, client)) !== 'absent';
+  const isLog = realmLogCheck(tenants.directory);
   // Published even while the log is off: exports made before still verify.
   const keys = publishedKeys({
     db: shared.db,
@@ -249,9 +245,8 @@ export async function buildAuditLog(
     clock,
   };
   const isKnown = (organization: string) => tenants.directory.isKnown(organization);
-  shared.audit.keepIn((entry) => {
-    for (const event of changeEventsOf(entry, clock.now())) record(event);
-  });
+  const changes = recordChanges({ record, isLog, now: () => clock.now() });
+  shared.audit.keepIn((entry) => changes.keep(entry));
   return {
     apiOutcomes: (req, res, scope) => {
       const event = apiDecisionOf(req, res, scope, forwarding.clientAddress(req), clock, isKnown);
@@ -279,7 +274,12 @@ export async function buildAuditLog(
       reading.abort();
       await closeAuditWithin(graceMs, {
         background: [retention, checkpoints],
-        sources: [() => runner.close(), () => keycloakEvents.stop(), () => refusals.close()],
+        sources: [
+          () => runner.close(),
+          () => keycloakEvents.stop(),
+          () => changes.close(),
+          () => refusals.close(),
+        ],
         writer,
       });
       await otel?.close();

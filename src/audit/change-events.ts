@@ -1,6 +1,7 @@
 import { DPOP_AFTER, DPOP_BEFORE, type AuditEntry } from '../http/audit.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { AuditEvent } from './audit-writer.ts';
+import type { RealmLogCheck } from './realm-log.ts';
 import { UNSET_FIELDS } from './unset-fields.ts';
 
 /**
@@ -10,26 +11,90 @@ import { UNSET_FIELDS } from './unset-fields.ts';
  * organization is in the organization's log too). A change of several realms at once (`realms`)
  * is in each one's log, naming that realm only: one organization does not learn the others'
  * names; the caller's log names them all. A failed change names only what its caller sent,
- * which may be no organization at all: it stays in the caller's log.
+ * which may be no organization at all: it stays in the caller's log. A realm `hasLog` denies is
+ * named in the record, not given it (`recordChanges`).
  */
-export function changeEventsOf(entry: AuditEntry, atMs: number): AuditEvent[] {
+export function changeEventsOf(
+  entry: AuditEntry,
+  atMs: number,
+  hasLog: (realm: string) => boolean = () => true,
+): AuditEvent[] {
   const logs = new Set<string>();
   if (entry.actor) logs.add(entry.actor.realm);
-  if (entry.outcome === 'success') {
-    for (const name of ['realm', 'organization'] as const) {
-      const named = entry.target[name];
-      if (typeof named === 'string') logs.add(named);
-    }
-    if (entry.action === 'organization.create' && typeof entry.target.id === 'string') {
-      logs.add(entry.target.id);
-    }
-    for (const realm of entry.realms ?? []) logs.add(realm);
-  }
+  for (const realm of realmsNamedBy(entry)) if (hasLog(realm)) logs.add(realm);
   if (logs.size === 0) logs.add(MASTER_REALM);
   const changes = [entry, ...distinctChangesIn(entry)];
   return changes.flatMap((change) =>
     [...logs].map((org) => eventOf(change, org, atMs, detailsIn(change, org))),
   );
+}
+
+/**
+ * Hands `record` the records of each change (`changeEventsOf`). Who made a change vouches for
+ * the realms it names: the route that changed them found them. An event no authenticated caller
+ * made does not (a throttle that started names the realm of the login form a client posted to,
+ * any name at all): the realms it names get its record under the rule of a token grant's and an
+ * `/auth` refusal's (realm-log.ts), their own log only when the gateway serves them, else
+ * master's, naming them in `details`. A look-alike or made-up realm makes no log (a head row, a
+ * chain the checkpointer signs), and an organization's administrator sees only what concerns
+ * their organization.
+ */
+export function recordChanges(deps: {
+  record: (event: AuditEvent) => void;
+  isLog: RealmLogCheck;
+  now: () => number;
+}): ChangeRecorder {
+  // The records waiting for their realms' lookups: a shutdown writes them before the spool.
+  const looking = new Set<Promise<void>>();
+  return {
+    keep(entry) {
+      const atMs = deps.now();
+      const named = entry.actor ? [] : realmsNamedBy(entry);
+      if (named.length === 0) {
+        for (const event of changeEventsOf(entry, atMs)) deps.record(event);
+        return;
+      }
+      const checks = named.map((realm) =>
+        deps.isLog(realm, entry.clientAddress).then(
+          (isLog) => (isLog ? realm : undefined),
+          // Not known to be served (the database down): master's, as a token grant's.
+          () => undefined,
+        ),
+      );
+      const recorded = Promise.all(checks).then((served) => {
+        for (const event of changeEventsOf(entry, atMs, (realm) => served.includes(realm))) {
+          deps.record(event);
+        }
+      });
+      looking.add(recorded);
+      void recorded.finally(() => looking.delete(recorded));
+    },
+    async close() {
+      await Promise.all(looking);
+    },
+  };
+}
+
+export interface ChangeRecorder {
+  /** Records one audit line's change (http/audit.ts `keepIn`). */
+  keep(entry: AuditEntry): void;
+  /** Once the records of the lines kept until now are handed on. */
+  close(): Promise<void>;
+}
+
+/** The realms a change that succeeded names, besides its caller's. */
+function realmsNamedBy(entry: AuditEntry): string[] {
+  if (entry.outcome !== 'success') return [];
+  const named: string[] = [];
+  for (const name of ['realm', 'organization'] as const) {
+    const realm = entry.target[name];
+    if (typeof realm === 'string') named.push(realm);
+  }
+  if (entry.action === 'organization.create' && typeof entry.target.id === 'string') {
+    named.push(entry.target.id);
+  }
+  named.push(...(entry.realms ?? []));
+  return named;
 }
 
 /** What a change's record says in one log: its target, and of a change of several realms, which. */

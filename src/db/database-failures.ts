@@ -55,3 +55,20 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   }
   return false;
 }
+
+/**
+ * The SQLSTATE of a statement PostgreSQL refused for what it was given, which it will refuse
+ * again however often it is sent: a data exception (class 22: a value out of its column's
+ * range, text it cannot hold), an integrity constraint violation (23) or a program limit
+ * exceeded (54: a value longer than an index holds). Undefined for any other error: the
+ * database unavailable (isDatabaseUnavailable), a conflict between transactions (40), a server
+ * short of resources (53) or an operator's intervention (57) pass, and are tried again.
+ */
+export function refusedForGood(err: unknown): string | undefined {
+  for (let cause = err, depth = 0; cause instanceof Error && depth < 4; depth++) {
+    const { code } = cause as { code?: unknown };
+    if (typeof code === 'string' && /^(22|23|54)[0-9A-Z]{3}$/.test(code)) return code;
+    cause = cause.cause;
+  }
+  return undefined;
+}

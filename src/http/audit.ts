@@ -66,7 +66,7 @@ export class AnswerCut extends Error {
   }
 }
 
-/** Longest target value written; longer ones (from hostile bodies) are cut. */
+/** Longest value written; longer ones (from hostile bodies, a client's URL) are cut. */
 const MAX_VALUE = 255;
 
 /**
@@ -79,7 +79,10 @@ export function createAudit(
 ): Audit {
   const log = logger.child({ audit: true });
   let sink: ((entry: AuditEntry) => void) | undefined;
-  const record = (entry: AuditEntry) => {
+  // Every entry, a route's or an event's: a throttle's names what a client typed (a realm, a
+  // user name), at any length.
+  const record = (sent: AuditEntry) => {
+    const entry = boundedEntry(sent);
     log.info(entry, `audit ${entry.action} ${entry.outcome}`);
     sink?.(entry);
   };
@@ -97,7 +100,7 @@ export function createAudit(
           return {
             action,
             actor: actorOf(scope.principal),
-            target: bounded(target(req)),
+            target: target(req),
             ...(changed && { realms: changed }),
             clientAddress: clientAddress(req),
             requestId: scope.requestId,
@@ -130,14 +133,30 @@ function actorOf(principal: Principal | undefined): AuditEntry['actor'] {
   );
 }
 
-function bounded(target: AuditEntry['target']): AuditEntry['target'] {
-  const cut = (value: string) => value.slice(0, MAX_VALUE);
-  return Object.fromEntries(
-    Object.entries(target).map(([key, value]) => [
-      key,
-      Array.isArray(value) ? value.slice(0, 100).map(cut) : cut(value),
-    ]),
-  );
+const cut = (value: string) => value.slice(0, MAX_VALUE);
+
+/** `entry` with each of its values, and each list of its target, cut to what is written. */
+function boundedEntry(entry: AuditEntry): AuditEntry {
+  const { actor, result, reason, realms, requestId } = entry;
+  return {
+    ...entry,
+    action: cut(entry.action),
+    ...(result !== undefined && { result: cut(result) }),
+    ...(reason !== undefined && { reason: cut(reason) }),
+    ...(actor && {
+      actor: { realm: cut(actor.realm), userId: cut(actor.userId), username: cut(actor.username) },
+    }),
+    target: Object.fromEntries(
+      Object.entries(entry.target).map(([key, value]) => [
+        cut(key),
+        Array.isArray(value) ? value.slice(0, 100).map(cut) : cut(value),
+      ]),
+    ),
+    // Each realm a change changed is given its record: a list from Keycloak, not cut short.
+    ...(realms && { realms: realms.map(cut) }),
+    clientAddress: cut(entry.clientAddress),
+    ...(requestId !== undefined && { requestId: cut(requestId) }),
+  };
 }
 
 /** A string field of a JSON body as a target value, or nothing when it is not a string. */

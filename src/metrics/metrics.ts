@@ -167,7 +167,8 @@ export function createMetrics(options: {
     name: 'realmgate_audit_records_total',
     help:
       'Audit log records written to the database, or lost: the spool full while the database ' +
-      'was down (AUDIT_SPOOL_MAX_RECORDS), or still spooled when the process stopped.',
+      'was down (AUDIT_SPOOL_MAX_RECORDS), still spooled when the process stopped, or refused ' +
+      'by the database whatever the attempt (a value it cannot hold).',
     labels: [{ name: 'outcome', values: AUDIT_RECORD_OUTCOMES }],
     showZeros: true,
   });

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { changeEventsOf } from '../../../src/audit/change-events.ts';
+import type { AuditEvent } from '../../../src/audit/audit-writer.ts';
+import { changeEventsOf, recordChanges } from '../../../src/audit/change-events.ts';
+import type { AuditEntry } from '../../../src/http/audit.ts';
 
 const admin = { realm: 'master', userId: 'u1', username: 'root' };
 
@@ -101,5 +103,67 @@ describe('the audit log of changes', () => {
       ),
     ).toEqual(['acme']);
     expect(changeEventsOf({ ...throttle, target: {} }, 1).map((e) => e.org)).toEqual(['master']);
+  });
+
+  describe('recorded', () => {
+    /** What `recordChanges` records of `entry`, with `served` the realms that have a log. */
+    async function recorded(
+      entry: AuditEntry,
+      served: (realm: string) => boolean | Promise<boolean>,
+    ): Promise<{ events: AuditEvent[]; asked: [string, string | undefined][] }> {
+      const events: AuditEvent[] = [];
+      const asked: [string, string | undefined][] = [];
+      const changes = recordChanges({
+        record: (event) => events.push(event),
+        isLog: async (realm, client) => {
+          asked.push([realm, client]);
+          return served(realm);
+        },
+        now: () => 1000,
+      });
+      changes.keep(entry);
+      // A shutdown's: once the records of what was kept are handed on.
+      await changes.close();
+      return { events, asked };
+    }
+    const throttle = (realm: string): AuditEntry => ({
+      action: 'login_throttle.start',
+      outcome: 'success',
+      target: { scope: 'account_address', realm, username: 'bob', address: '10.0.0.9' },
+      clientAddress: '10.0.0.9',
+    });
+
+    it("keeps an event without a caller naming a realm the gateway does not serve in master's log, naming it", async () => {
+      const { events, asked } = await recorded(throttle('ACME'), (realm) => realm === 'acme');
+      expect(asked).toEqual([['ACME', '10.0.0.9']]);
+      expect(events.map((e) => [e.org, e.details.realm])).toEqual([['master', 'ACME']]);
+    });
+
+    it('gives it the log of a realm the gateway serves', async () => {
+      const { events } = await recorded(throttle('acme'), (realm) => realm === 'acme');
+      expect(events.map((e) => [e.org, e.details.realm])).toEqual([['acme', 'acme']]);
+    });
+
+    it("keeps it in master's log when whether the realm is served could not be told", async () => {
+      const { events } = await recorded(throttle('acme'), () =>
+        Promise.reject(new Error('database down')),
+      );
+      expect(events.map((e) => e.org)).toEqual(['master']);
+    });
+
+    it('asks nothing of a change a caller made: the route that made it found the realm', async () => {
+      const { events, asked } = await recorded(
+        {
+          action: 'organization.delete',
+          outcome: 'success',
+          actor: admin,
+          target: { organization: 'acme' },
+          clientAddress: '10.0.0.1',
+        },
+        () => false,
+      );
+      expect(asked).toEqual([]);
+      expect(events.map((e) => e.org)).toEqual(['master', 'acme']);
+    });
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isDatabaseUnavailable } from '../../../src/db/database-failures.ts';
+import { isDatabaseUnavailable, refusedForGood } from '../../../src/db/database-failures.ts';
 
 function withCode(code: string, message = 'failed'): Error {
   return Object.assign(new Error(message), { code });
@@ -37,6 +37,33 @@ describe('isDatabaseUnavailable', () => {
     };
     for (const [name, err] of Object.entries(others)) {
       expect(isDatabaseUnavailable(err), name).toBe(false);
+    }
+  });
+});
+
+describe('refusedForGood', () => {
+  it('names the data errors a statement meets again however often it is sent', () => {
+    for (const code of ['54000', '22003', '22021', '23505', '23502']) {
+      expect(refusedForGood(withCode(code)), code).toBe(code);
+    }
+    expect(refusedForGood(new Error('batch failed', { cause: withCode('54000') }))).toBe('54000');
+  });
+
+  it('leaves what passes to be tried again: outages, conflicts, a server short of resources', () => {
+    for (const err of [
+      withCode('08006'),
+      withCode('57P01'),
+      withCode('57014'),
+      withCode('40001'),
+      withCode('40P01'),
+      withCode('53100'),
+      withCode('53300'),
+      withCode('42P01'),
+      withCode('ECONNRESET'),
+      new Error('Connection terminated unexpectedly'),
+      undefined,
+    ]) {
+      expect(refusedForGood(err), String(err)).toBeUndefined();
     }
   });
 });
