@@ -1,7 +1,5 @@
-import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
-import { ALLOWED_ALGORITHMS } from './bearer-verifier.ts';
 import type { JwksRegistry } from './jwks.ts';
-import { realmIssuer } from '../../tenancy/identifiers.ts';
+import { realmSignedClaims } from './session-token.ts';
 
 /** The Keycloak session an ID token names, and its user. */
 export interface IdTokenSession {
@@ -23,18 +21,8 @@ export function createIdTokenReader(options: { jwks: JwksRegistry; publicUrl: st
     token: string,
     client?: string,
   ): Promise<IdTokenSession | undefined> => {
-    let payload: JWTPayload;
-    try {
-      ({ payload } = await jwtVerify(token, options.jwks.keySetFor(realm, client), {
-        issuer: realmIssuer(options.publicUrl, realm),
-        algorithms: ALLOWED_ALGORITHMS,
-      }));
-    } catch (err) {
-      // Thrown after the signature and issuer were checked (jose checks claims last).
-      if (!(err instanceof joseErrors.JWTExpired)) return undefined;
-      payload = err.payload;
-    }
-    if (payload.typ !== 'ID' || typeof payload.sid !== 'string' || payload.sid === '') {
+    const payload = await realmSignedClaims(options.jwks, options.publicUrl, realm, token, client);
+    if (payload?.typ !== 'ID' || typeof payload.sid !== 'string' || payload.sid === '') {
       return undefined;
     }
     return {

@@ -4,13 +4,36 @@ import { ALLOWED_ALGORITHMS } from './bearer-verifier.ts';
 import type { JwksRegistry } from './jwks.ts';
 
 /**
- * Whether `token` is one `realm` issued in the session `sessionId`: signed by a key of the
- * realm's key set with an allowed algorithm, issued by the realm as `PUBLIC_URL` names it, its
- * `sid` that session. Whether it was a token of the session is what matters, not whether it is
- * still good: expiry does not (a token past its lifetime is still its session's). False for
- * anything else: a forged token naming a session whose id its sender learnt, Keycloak's own
- * HMAC tokens (no key of the gateway's verifies them), a key set that cannot be fetched, a
- * realm the gateway does not serve. `client`: the sender's address (jwks.ts, `keySetFor`).
+ * The claims of `token` if `realm` signed it: a key of the realm's key set, an allowed
+ * algorithm, the realm as `PUBLIC_URL` names it for issuer. Expiry does not matter to its
+ * callers (a token past its lifetime still names its session), so an expired token's claims are
+ * given too; undefined for anything else (forged, foreign, Keycloak's own HMAC tokens, a key set
+ * that cannot be fetched). `client`: the sender's address (jwks.ts, `keySetFor`).
+ */
+export async function realmSignedClaims(
+  jwks: Pick<JwksRegistry, 'keySetFor'>,
+  publicUrl: string,
+  realm: string,
+  token: string,
+  client?: string,
+): Promise<JWTPayload | undefined> {
+  try {
+    const { payload } = await jwtVerify(token, jwks.keySetFor(realm, client), {
+      issuer: realmIssuer(publicUrl, realm),
+      algorithms: ALLOWED_ALGORITHMS,
+    });
+    return payload;
+  } catch (err) {
+    // Thrown after the signature and issuer were checked (jose checks the times last).
+    return err instanceof joseErrors.JWTExpired ? err.payload : undefined;
+  }
+}
+
+/**
+ * Whether `token` is one `realm` issued in the session `sessionId` (`realmSignedClaims`, its
+ * `sid` that session). Whether it was a token of the session is what matters, not whether it is
+ * still good. False for anything else: a forged token naming a session whose id its sender
+ * learnt, a realm the gateway does not serve.
  */
 export function createSessionTokenCheck(options: {
   jwks: Pick<JwksRegistry, 'keySetFor'>;
@@ -22,18 +45,8 @@ export function createSessionTokenCheck(options: {
     token: string,
     client?: string,
   ): Promise<boolean> => {
-    let payload: JWTPayload;
-    try {
-      ({ payload } = await jwtVerify(token, options.jwks.keySetFor(realm, client), {
-        issuer: realmIssuer(options.publicUrl, realm),
-        algorithms: ALLOWED_ALGORITHMS,
-      }));
-    } catch (err) {
-      // Thrown after the signature and issuer were checked (jose checks the times last).
-      if (!(err instanceof joseErrors.JWTExpired)) return false;
-      payload = err.payload;
-    }
-    return payload.sid === sessionId;
+    const claims = await realmSignedClaims(options.jwks, options.publicUrl, realm, token, client);
+    return claims?.sid === sessionId;
   };
 }
 
