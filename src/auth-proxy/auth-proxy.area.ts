@@ -16,6 +16,7 @@ import type { Audit } from '../http/audit.ts';
 import type { RoleRef } from './access-endings.ts';
 import { createAccessRevocations } from './access-revocations.ts';
 import { createAuthMount, type AuthAudit, type Listener } from './auth-steps.ts';
+import { createIdenticalGrants } from './identical-grants.ts';
 import { createTokenBindingStore, type TokenBindingStore } from './token-bindings.ts';
 import {
   backchannelClientsOf,
@@ -97,6 +98,11 @@ export function buildAuthProxy(
     failedLogins: auth.failedLogins,
     accountLocks: auth.accountLocks,
     loginAccounts: auth.loginAccounts,
+    // Here, built once: each listener's mount waits on the same grants in flight.
+    identicalGrants: createIdenticalGrants({
+      // As long as one grant may take (the throttle's wait for the attempts in flight).
+      maxWaitMs: config.AUTH_PROXY_TIMEOUT_MS + 2 * config.KEYCLOAK_TIMEOUT_MS,
+    }),
     metrics: shared.metrics,
     // What passes through the mount (logouts, revocations, the admin API's account and key
     // changes) ends at the gateway when Keycloak says yes.

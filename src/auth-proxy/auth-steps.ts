@@ -17,6 +17,7 @@ import { rewriteConsolePage, rewriteLoginPage } from './console-page.ts';
 import { guardDpopProofKey } from './dpop-proof-key-guard.ts';
 import { endAccessOnSuccess, type EndAccessDeps } from './end-access.ts';
 import { guardFormBody } from './form-body-guard.ts';
+import type { IdenticalGrants } from './identical-grants.ts';
 import { jobCredentials, type JobCredentialsDeps } from './job-credentials.ts';
 import { refuseUnreadBodies, throttlePasswordAttempts } from './password-attempt-throttle.ts';
 import { rewritePages } from './rewrite-page.ts';
@@ -49,6 +50,8 @@ export interface AuthMountDeps {
   accountLocks: AccountLocks;
   /** The account a login name names (by e-mail too), as the two above key it. */
   loginAccounts: LoginAccounts;
+  /** The password grants in flight: one set per process, whichever listener they came to. */
+  identicalGrants: IdenticalGrants;
   metrics: Pick<AuthMetrics, 'authFailure'> & ProxyMetrics;
   /** Applies what logouts, revocations and admin-API changes end in Keycloak (end-access.ts). */
   endAccess: EndAccessDeps;
@@ -123,12 +126,12 @@ export const AUTH_STEPS: readonly AuthStepOfTable[] = [
   on('jobCredentials', (deps) => [jobCredentials(deps.jobCredentials)]),
   on('passwordGrant', (deps) => [
     refuseUnreadBodies('grant', deps.logger),
-    throttlePasswordAttempts(throttleDepsOf(deps), 'grant'),
+    throttlePasswordAttempts(throttleDepsOf(deps), 'grant', deps.identicalGrants),
     answerWrongCredentials401,
   ]),
   on('passwordForm', (deps) => [
     refuseUnreadBodies('form', deps.logger),
-    throttlePasswordAttempts(throttleDepsOf(deps), 'form'),
+    throttlePasswordAttempts(throttleDepsOf(deps), 'form', deps.identicalGrants),
   ]),
   on('registrationForm', (deps) => [refuseUnreadBodies('form', deps.logger)]),
   on('endAccess', (deps) => [endAccessOnSuccess(deps.endAccess)]),

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { sendError } from '../envelope/error-handler.ts';
 import { AppError } from '../envelope/errors.ts';
 import { readsAnswer } from './auth-proxy.ts';
-import { createIdenticalGrants, type IdenticalGrants } from './identical-grants.ts';
+import type { IdenticalGrants } from './identical-grants.ts';
 import { isRequiredActionPage, realmOf } from './auth-routes.ts';
 import { bufferedBodyOf, formFieldsOf } from './form-body-guard.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
@@ -140,12 +140,13 @@ export interface PasswordAttemptThrottleDeps {
  * without Keycloak and uncounted; past a limit, a grant or login form gets 429 with
  * Retry-After and never reaches Keycloak; token clients get Keycloak's error shape (`error`,
  * `error_description`), the login form the envelope. Mount it after `refuseUnreadBodies`.
+ * `identical`: the process's one set of grants in flight, whichever listener they came to.
  */
 export function throttlePasswordAttempts(
   deps: PasswordAttemptThrottleDeps,
   kind: PasswordAttempt['kind'],
+  identical: IdenticalGrants,
 ): RequestHandler {
-  const identical = createIdenticalGrants();
   return (req, res, next) => {
     const attempt = passwordAttemptOf(req, kind);
     if (!attempt) {
@@ -162,11 +163,26 @@ export function throttlePasswordAttempts(
 }
 
 /**
+ * Aborted once the client has left `res` (at once if it already has): watched from the request's
+ * first step, since a 'close' that fires during an await is missed by a listener added after it.
+ */
+function clientGone(res: ServerResponse): AbortSignal {
+  const gone = new AbortController();
+  if (res.closed || res.destroyed) gone.abort();
+  else res.once('close', () => gone.abort());
+  return gone.signal;
+}
+
+/** A busy 503 for a grant that waited for the identical ones ahead as long as one may take. */
+const OVERDUE = { kind: 'busy', retryAfter: 1 } as const;
+
+/**
  * Answers the attempt here (false), or reserves it and settles it once answered (true). The
  * throttle and the failed-login memory know it by its account, whichever name it was typed as.
- * A grant identical to one in flight, from any address, waits for its settlement (`identical`):
- * a repeat of a refused one is then answered from the memory; any other goes on with the
- * throttle's decision for its own address.
+ * A grant identical to one in flight, from any address, waits for it (`identical`): a repeat of
+ * a refused one is then answered from the memory; any other goes on with the throttle's
+ * decision for its own address. Whenever its client leaves, its turn ends and its reservation
+ * is given back or settled: a client gone takes no further step.
  */
 async function admit(
   typed: PasswordAttempt,
@@ -175,6 +191,7 @@ async function admit(
   deps: PasswordAttemptThrottleDeps,
   identical: IdenticalGrants,
 ): Promise<boolean> {
+  const gone = clientGone(res);
   let attempt = typed;
   let unresolved = false;
   if (typed.username !== undefined) {
@@ -186,47 +203,75 @@ async function admit(
     attempt = { ...typed, username: found.account };
     unresolved = found.unresolved === true;
   }
-  let leave = () => {};
+  let leave: (shared: boolean) => void = () => {};
   if (attempt.kind === 'grant') {
     const { realm, username, password, extra } = attempt;
-    leave = await identical.enter([realm, username, password, ...extra]);
+    const turn = await identical.enter([realm, username, password, ...extra], gone);
+    if (turn.kind === 'gone') return false;
+    if (turn.kind === 'overdue') {
+      refuseThrottled(res, attempt.kind, OVERDUE, deps);
+      return false;
+    }
+    if (turn.kind === 'inFlight') {
+      leave = turn.leave;
+      // Its client gone, at any step from here: the next identical grant goes on.
+      if (gone.aborted) leave(false);
+      else gone.addEventListener('abort', () => leave(false), { once: true });
+    }
   }
+  if (gone.aborted) return false;
   try {
     if (attempt.kind === 'grant') {
       const login = { channel: 'grant' as const, ...attempt };
       const remembered = grantAnswerOf(await deps.failedLogins.recall(login));
       if (remembered) {
-        leave();
+        leave(true);
         replayAnswer(res, remembered);
         return false;
       }
     }
     const decision = await deps.throttle.begin(attempt.realm, attempt.username, address);
     if (decision.kind !== 'go') {
-      leave();
+      leave(false);
       refuseThrottled(res, attempt.kind, decision, deps);
       return false;
     }
-    const settle = (outcome: AttemptOutcome) => decision.attempt.settle(outcome).finally(leave);
     const warn = (err: unknown) => {
       deps.logger.warn({ err }, 'could not settle a password attempt with the login throttle');
     };
+    if (gone.aborted) {
+      // Gone before its turn at Keycloak: nothing was checked, nothing to count.
+      decision.attempt.settle('released').catch(warn);
+      return false;
+    }
+    const settle = (outcome: AttemptOutcome, shared = false) =>
+      decision.attempt.settle(outcome).finally(() => leave(shared));
     // Settled before the client gets the answer: a repeat it sends at once finds it remembered
     // or counted.
     holdAnswer(res, (answer) =>
-      outcomeOf(attempt, answer, deps, unresolved).then(settle).catch(warn),
+      outcomeOf(attempt, answer, deps, unresolved)
+        .then((outcome) => settle(outcome, sharesAnswer(attempt, answer)))
+        .catch(warn),
     );
     res.once('close', () => {
       // Gone before the answer: Keycloak may have checked the password; count it.
       if (!res.writableFinished) settle('failed').catch(warn);
-      // However its settlement went, the identical grants waiting for it go on.
-      leave();
     });
     return true;
   } catch (err) {
-    leave();
+    leave(false);
     throw err;
   }
+}
+
+/**
+ * Whether an identical grant finds what `answer` was once it is settled (`outcomeOf`): a token
+ * (the right password: identical grants go on together), or a refusal of the credentials, kept
+ * by the failed-login memory. Anything else is no answer for them: the next one asks Keycloak.
+ */
+function sharesAnswer(attempt: PasswordAttempt, answer: GrantAnswer): boolean {
+  if (attempt.kind !== 'grant' || answer.status >= 500) return false;
+  return answer.status === 200 || (!isRequestRefusal(answer) && isCredentialRefusal(answer));
 }
 
 /**
