@@ -5,7 +5,10 @@ import { systemClock, type Clock } from '../../time/clock.ts';
 import type { Answer } from '../answer.ts';
 import type { GoneRealms } from '../gone-realms.ts';
 
-/** How long a realm's DPoP switch is taken as read; Keycloak is asked again after it. */
+/**
+ * How long a realm's DPoP switch is taken as read; Keycloak is asked again after it. A read that
+ * fails keeps the last answer as long: through an outage, one admin call a minute per realm.
+ */
 export const SWITCH_FRESH_MS = 60_000;
 /** How long a switch read once is still answered while Keycloak does not answer. */
 const SWITCH_KEPT_MS = 60 * 60_000;
@@ -61,12 +64,28 @@ export function createDpopSwitches(options: {
   const { clock = systemClock, shared, waitMs = 1000 } = options;
   /** When a read of a switch never known last failed, by realm. */
   const failedAt = new TtlLru<number>(MAX_REALMS, clock);
-  const switches = new TtlLru<{ required: boolean; at: number }>(MAX_REALMS, clock);
+  /** `at`: when Keycloak was last asked; `keptUntil`: an hour after it last answered. */
+  const switches = new TtlLru<{ required: boolean; at: number; keptUntil: number }>(
+    MAX_REALMS,
+    clock,
+  );
   const reading = new Map<string, Promise<boolean>>();
   const sharedKey = (realm: string) => `dpop-switch:${realm}`;
 
-  function remember(realm: string, required: boolean): void {
-    switches.set(realm, { required, at: clock.now() }, clock.now() + SWITCH_KEPT_MS);
+  function remember(realm: string, required: boolean, at = clock.now()): void {
+    const keptUntil = clock.now() + SWITCH_KEPT_MS;
+    switches.set(realm, { required, at, keptUntil }, keptUntil);
+  }
+
+  /**
+   * A read of a known switch failed: its answer stands for another minute, still dropped an hour
+   * after Keycloak last gave it. Asked again at once, every request of an outage would start a
+   * read (a login too, while Keycloak refuses the gateway's credentials), holding connections
+   * other organizations need.
+   */
+  function pause(realm: string): void {
+    const known = switches.get(realm);
+    if (known) switches.set(realm, { ...known, at: clock.now() }, known.keptUntil);
   }
 
   function readNow(realm: string): Promise<boolean> {
@@ -96,7 +115,10 @@ export function createDpopSwitches(options: {
         options.gone.sawGone(realm);
         throw err;
       }
-      if (known !== undefined) return known;
+      if (known !== undefined) {
+        pause(realm);
+        return known;
+      }
       failedAt.set(realm, clock.now(), clock.now() + FAILED_READ_PAUSE_MS);
       options.onUnread?.(realm, err);
       throw new AppError('identityProviderUnavailable', { cause: err });
@@ -113,11 +135,7 @@ export function createDpopSwitches(options: {
     if (kept === '1' || kept === '0') {
       const required = kept === '1';
       // Taken as read a minute ago: answered at once from now on, Keycloak asked again.
-      switches.set(
-        realm,
-        { required, at: clock.now() - SWITCH_FRESH_MS },
-        clock.now() + SWITCH_KEPT_MS,
-      );
+      remember(realm, required, clock.now() - SWITCH_FRESH_MS);
       readAgain(realm, required).catch(() => {});
       return required;
     }
@@ -160,8 +178,8 @@ export function createDpopSwitches(options: {
         return within(firstRead(realm)).then((required) => required ?? false);
       }
       if (clock.now() - known.at >= SWITCH_FRESH_MS) {
-        // A realm found gone is told to the shared memory by `readAgain`; an outage changes
-        // nothing: the known answer stays until Keycloak answers.
+        // A realm found gone is told to the shared memory by `readAgain`; an outage keeps the
+        // known answer, Keycloak asked again a minute later.
         readAgain(realm, known.required).catch(() => {});
       }
       return known.required;

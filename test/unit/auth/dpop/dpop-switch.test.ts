@@ -162,4 +162,20 @@ describe("an organization's DPoP switch on /api", () => {
     await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
     expect(reads).toEqual(['acme', 'acme']);
   });
+
+  it('asks Keycloak once a minute through an outage, not at every request', async () => {
+    const switchOn = { value: true as boolean | undefined };
+    const { clock, reads, admit } = await setup(switchOn);
+    await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
+    switchOn.value = undefined;
+    clock.advance(60_000);
+    for (let i = 0; i < 5; i++) {
+      await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
+    }
+    expect(reads).toEqual(['acme', 'acme']);
+    clock.advance(60_000);
+    await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
+    await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
+    expect(reads).toEqual(['acme', 'acme', 'acme']);
+  });
 });
