@@ -45,6 +45,13 @@ export interface DpopSwitches {
   set(realm: string, required: boolean): void;
 }
 
+/** A read of Keycloak in flight for a realm. */
+interface Reading {
+  answer: Promise<boolean>;
+  /** The switch as set through this replica since the read started: what the read answers. */
+  setTo?: boolean;
+}
+
 export function createDpopSwitches(options: {
   /** Asks Keycloak's admin API (rejects `organizationNotFound` for a realm it does not have). */
   read: (realm: string) => Promise<boolean>;
@@ -69,7 +76,7 @@ export function createDpopSwitches(options: {
     MAX_REALMS,
     clock,
   );
-  const reading = new Map<string, Promise<boolean>>();
+  const reading = new Map<string, Reading>();
   const sharedKey = (realm: string) => `dpop-switch:${realm}`;
 
   function remember(realm: string, required: boolean, at = clock.now()): void {
@@ -89,20 +96,30 @@ export function createDpopSwitches(options: {
   }
 
   function readNow(realm: string): Promise<boolean> {
-    let read = reading.get(realm);
-    if (!read) {
-      read = options
+    const running = reading.get(realm);
+    if (running) return running.answer;
+    const read: Reading = {
+      answer: options
         .read(realm)
-        .then((required) => {
-          remember(realm, required);
-          // Best effort: a cache that fails leaves the others to ask Keycloak themselves.
-          shared?.set(sharedKey(realm), required ? '1' : '0', SWITCH_KEPT_MS).catch(() => {});
-          return required;
-        })
-        .finally(() => reading.delete(realm));
-      reading.set(realm, read);
-    }
-    return read;
+        .then(
+          (required) => {
+            if (read.setTo !== undefined) return read.setTo;
+            remember(realm, required);
+            // Best effort: a cache that fails leaves the others to ask Keycloak themselves.
+            shared?.set(sharedKey(realm), required ? '1' : '0', SWITCH_KEPT_MS).catch(() => {});
+            return required;
+          },
+          (err: unknown) => {
+            if (read.setTo !== undefined) return read.setTo;
+            throw err;
+          },
+        )
+        .finally(() => {
+          if (reading.get(realm) === read) reading.delete(realm);
+        }),
+    };
+    reading.set(realm, read);
+    return read.answer;
   }
 
   async function readAgain(realm: string, known: boolean | undefined): Promise<boolean> {
@@ -132,6 +149,9 @@ export function createDpopSwitches(options: {
    */
   async function firstRead(realm: string): Promise<boolean> {
     const kept = await shared?.get(sharedKey(realm)).catch(() => undefined);
+    // Set through this replica (or read by a concurrent first read) while the cache answered.
+    const meanwhile = switches.get(realm);
+    if (meanwhile) return meanwhile.required;
     if (kept === '1' || kept === '0') {
       const required = kept === '1';
       // Taken as read a minute ago: answered at once from now on, Keycloak asked again.
@@ -185,6 +205,12 @@ export function createDpopSwitches(options: {
       return known.required;
     },
     set(realm, required) {
+      const running = reading.get(realm);
+      if (running) {
+        // Keycloak's answer to a read started before the change is the old setting.
+        running.setTo = required;
+        reading.delete(realm);
+      }
       remember(realm, required);
       shared?.set(sharedKey(realm), required ? '1' : '0', SWITCH_KEPT_MS).catch(() => {});
     },
