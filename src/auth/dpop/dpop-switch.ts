@@ -1,8 +1,10 @@
 import { AppError } from '../../envelope/errors.ts';
 import type { Cache } from '../../cache/cache.ts';
 import { TtlLru } from '../../cache/ttl-lru.ts';
+import { REALM_GONE_MESSAGE } from '../../keycloak/realm-gone.ts';
 import { systemClock, type Clock } from '../../time/clock.ts';
 import type { Answer } from '../answer.ts';
+import { AuthFailure } from '../auth-failure.ts';
 import type { GoneRealms } from '../gone-realms.ts';
 
 /**
@@ -35,7 +37,8 @@ export interface DpopSwitches {
    * is asked again in the background; a switch never read (by any process, as far as the shared
    * cache says) waited for up to `waitMs`, and when Keycloak is slower or does not answer, taken
    * as off for this request, as a token's re-check is (bearer/active-check.ts): the answer
-   * applies from the next request.
+   * applies from the next request. A realm Keycloak no longer has: the 401 every other refusal
+   * of its tokens answers (`realm_gone`).
    */
   heldIn(realm: string): Answer<boolean>;
   /**
@@ -43,6 +46,14 @@ export interface DpopSwitches {
    * here; the other replicas read it within a minute.
    */
   set(realm: string, required: boolean): void;
+}
+
+/**
+ * A token of a realm Keycloak no longer has, refused as the key set and the re-check refuse it
+ * (401, not the 404 of an organization the gateway does not have).
+ */
+function realmGone(cause?: unknown): AuthFailure {
+  return new AuthFailure('bearer', 'realm_gone', REALM_GONE_MESSAGE, { cause });
 }
 
 /** A read of Keycloak in flight for a realm. */
@@ -169,7 +180,7 @@ export function createDpopSwitches(options: {
    */
   async function within(answer: Promise<boolean>): Promise<boolean | undefined> {
     const settled = answer.catch((err: unknown) =>
-      err instanceof AppError && err.code === 'organizationNotFound' ? err : undefined,
+      err instanceof AppError && err.code === 'organizationNotFound' ? realmGone(err) : undefined,
     );
     let timer: ReturnType<typeof setTimeout> | undefined;
     const late = new Promise<undefined>((resolve) => {
@@ -177,7 +188,7 @@ export function createDpopSwitches(options: {
     });
     try {
       const outcome = await Promise.race([settled, late]);
-      if (outcome instanceof AppError) throw outcome;
+      if (outcome instanceof AuthFailure) throw outcome;
       return outcome;
     } finally {
       clearTimeout(timer);
@@ -192,7 +203,7 @@ export function createDpopSwitches(options: {
       return known ? readAgain(realm, known.required) : firstRead(realm);
     },
     heldIn(realm) {
-      if (options.gone.isGone(realm)) throw new AppError('organizationNotFound');
+      if (options.gone.isGone(realm)) throw realmGone();
       const known = switches.get(realm);
       if (known === undefined) {
         return within(firstRead(realm)).then((required) => required ?? false);

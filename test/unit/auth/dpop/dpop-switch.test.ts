@@ -19,7 +19,7 @@ const METADATA = 'http://gw.example/.well-known/oauth-protected-resource/api/acm
  * `switchOn` (undefined: Keycloak silent); `reads` counts the admin API's answers asked for.
  */
 async function setup(
-  switchOn: { value: boolean | undefined | 'hanging' | Promise<boolean> },
+  switchOn: { value: boolean | undefined | 'hanging' | 'gone' | Promise<boolean> },
   shared?: Cache,
   clock: TestClock = manualClock(Date.parse('2026-12-01T06:00:00Z')),
 ) {
@@ -28,6 +28,7 @@ async function setup(
     read: (realm) => {
       reads.push(realm);
       if (switchOn.value === 'hanging') return new Promise<boolean>(() => {});
+      if (switchOn.value === 'gone') return Promise.reject(new AppError('organizationNotFound'));
       if (switchOn.value instanceof Promise) return switchOn.value;
       return switchOn.value === undefined
         ? Promise.reject(new Error('Keycloak down'))
@@ -220,5 +221,16 @@ describe("an organization's DPoP switch on /api", () => {
     release();
     await expect(first).rejects.toMatchObject({ status: 401 });
     await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
+  });
+
+  it('refuses a token of a realm Keycloak no longer has 401 naming the missing realm', async () => {
+    const { admit } = await setup({ value: 'gone' });
+    for (let i = 0; i < 2; i++) {
+      const refused = await admit('Bearer some.unbound.token').catch((err: unknown) => err);
+      expect(refused).toMatchObject({ status: 401, code: 'authenticationFailed' });
+      expect((refused as AppError).message).toBe(
+        "The organization's realm does not exist in Keycloak.",
+      );
+    }
   });
 });
