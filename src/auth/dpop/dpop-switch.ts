@@ -1,11 +1,16 @@
 import { AppError } from '../../envelope/errors.ts';
 import type { Cache } from '../../cache/cache.ts';
 import { TtlLru } from '../../cache/ttl-lru.ts';
+import { REALM_GONE_MESSAGE } from '../../keycloak/realm-gone.ts';
 import { systemClock, type Clock } from '../../time/clock.ts';
 import type { Answer } from '../answer.ts';
+import { AuthFailure } from '../auth-failure.ts';
 import type { GoneRealms } from '../gone-realms.ts';
 
-/** How long a realm's DPoP switch is taken as read; Keycloak is asked again after it. */
+/**
+ * How long a realm's DPoP switch is taken as read; Keycloak is asked again after it. A read that
+ * fails keeps the last answer as long: through an outage, one admin call a minute per realm.
+ */
 export const SWITCH_FRESH_MS = 60_000;
 /** How long a switch read once is still answered while Keycloak does not answer. */
 const SWITCH_KEPT_MS = 60 * 60_000;
@@ -32,7 +37,8 @@ export interface DpopSwitches {
    * is asked again in the background; a switch never read (by any process, as far as the shared
    * cache says) waited for up to `waitMs`, and when Keycloak is slower or does not answer, taken
    * as off for this request, as a token's re-check is (bearer/active-check.ts): the answer
-   * applies from the next request.
+   * applies from the next request. A realm Keycloak no longer has: the 401 every other refusal
+   * of its tokens answers (`realm_gone`).
    */
   heldIn(realm: string): Answer<boolean>;
   /**
@@ -40,6 +46,21 @@ export interface DpopSwitches {
    * here; the other replicas read it within a minute.
    */
   set(realm: string, required: boolean): void;
+}
+
+/**
+ * A token of a realm Keycloak no longer has, refused as the key set and the re-check refuse it
+ * (401, not the 404 of an organization the gateway does not have).
+ */
+function realmGone(cause?: unknown): AuthFailure {
+  return new AuthFailure('bearer', 'realm_gone', REALM_GONE_MESSAGE, { cause });
+}
+
+/** A read of Keycloak in flight for a realm. */
+interface Reading {
+  answer: Promise<boolean>;
+  /** The switch as set through this replica since the read started: what the read answers. */
+  setTo?: boolean;
 }
 
 export function createDpopSwitches(options: {
@@ -61,29 +82,55 @@ export function createDpopSwitches(options: {
   const { clock = systemClock, shared, waitMs = 1000 } = options;
   /** When a read of a switch never known last failed, by realm. */
   const failedAt = new TtlLru<number>(MAX_REALMS, clock);
-  const switches = new TtlLru<{ required: boolean; at: number }>(MAX_REALMS, clock);
-  const reading = new Map<string, Promise<boolean>>();
+  /** `at`: when Keycloak was last asked; `keptUntil`: an hour after it last answered. */
+  const switches = new TtlLru<{ required: boolean; at: number; keptUntil: number }>(
+    MAX_REALMS,
+    clock,
+  );
+  const reading = new Map<string, Reading>();
   const sharedKey = (realm: string) => `dpop-switch:${realm}`;
 
-  function remember(realm: string, required: boolean): void {
-    switches.set(realm, { required, at: clock.now() }, clock.now() + SWITCH_KEPT_MS);
+  function remember(realm: string, required: boolean, at = clock.now()): void {
+    const keptUntil = clock.now() + SWITCH_KEPT_MS;
+    switches.set(realm, { required, at, keptUntil }, keptUntil);
+  }
+
+  /**
+   * A read of a known switch failed: its answer stands for another minute, still dropped an hour
+   * after Keycloak last gave it. Asked again at once, every request of an outage would start a
+   * read (a login too, while Keycloak refuses the gateway's credentials), holding connections
+   * other organizations need.
+   */
+  function pause(realm: string): void {
+    const known = switches.get(realm);
+    if (known) switches.set(realm, { ...known, at: clock.now() }, known.keptUntil);
   }
 
   function readNow(realm: string): Promise<boolean> {
-    let read = reading.get(realm);
-    if (!read) {
-      read = options
+    const running = reading.get(realm);
+    if (running) return running.answer;
+    const read: Reading = {
+      answer: options
         .read(realm)
-        .then((required) => {
-          remember(realm, required);
-          // Best effort: a cache that fails leaves the others to ask Keycloak themselves.
-          shared?.set(sharedKey(realm), required ? '1' : '0', SWITCH_KEPT_MS).catch(() => {});
-          return required;
-        })
-        .finally(() => reading.delete(realm));
-      reading.set(realm, read);
-    }
-    return read;
+        .then(
+          (required) => {
+            if (read.setTo !== undefined) return read.setTo;
+            remember(realm, required);
+            // Best effort: a cache that fails leaves the others to ask Keycloak themselves.
+            shared?.set(sharedKey(realm), required ? '1' : '0', SWITCH_KEPT_MS).catch(() => {});
+            return required;
+          },
+          (err: unknown) => {
+            if (read.setTo !== undefined) return read.setTo;
+            throw err;
+          },
+        )
+        .finally(() => {
+          if (reading.get(realm) === read) reading.delete(realm);
+        }),
+    };
+    reading.set(realm, read);
+    return read.answer;
   }
 
   async function readAgain(realm: string, known: boolean | undefined): Promise<boolean> {
@@ -96,7 +143,10 @@ export function createDpopSwitches(options: {
         options.gone.sawGone(realm);
         throw err;
       }
-      if (known !== undefined) return known;
+      if (known !== undefined) {
+        pause(realm);
+        return known;
+      }
       failedAt.set(realm, clock.now(), clock.now() + FAILED_READ_PAUSE_MS);
       options.onUnread?.(realm, err);
       throw new AppError('identityProviderUnavailable', { cause: err });
@@ -110,14 +160,13 @@ export function createDpopSwitches(options: {
    */
   async function firstRead(realm: string): Promise<boolean> {
     const kept = await shared?.get(sharedKey(realm)).catch(() => undefined);
+    // Set through this replica (or read by a concurrent first read) while the cache answered.
+    const meanwhile = switches.get(realm);
+    if (meanwhile) return meanwhile.required;
     if (kept === '1' || kept === '0') {
       const required = kept === '1';
       // Taken as read a minute ago: answered at once from now on, Keycloak asked again.
-      switches.set(
-        realm,
-        { required, at: clock.now() - SWITCH_FRESH_MS },
-        clock.now() + SWITCH_KEPT_MS,
-      );
+      remember(realm, required, clock.now() - SWITCH_FRESH_MS);
       readAgain(realm, required).catch(() => {});
       return required;
     }
@@ -131,7 +180,7 @@ export function createDpopSwitches(options: {
    */
   async function within(answer: Promise<boolean>): Promise<boolean | undefined> {
     const settled = answer.catch((err: unknown) =>
-      err instanceof AppError && err.code === 'organizationNotFound' ? err : undefined,
+      err instanceof AppError && err.code === 'organizationNotFound' ? realmGone(err) : undefined,
     );
     let timer: ReturnType<typeof setTimeout> | undefined;
     const late = new Promise<undefined>((resolve) => {
@@ -139,7 +188,7 @@ export function createDpopSwitches(options: {
     });
     try {
       const outcome = await Promise.race([settled, late]);
-      if (outcome instanceof AppError) throw outcome;
+      if (outcome instanceof AuthFailure) throw outcome;
       return outcome;
     } finally {
       clearTimeout(timer);
@@ -154,19 +203,25 @@ export function createDpopSwitches(options: {
       return known ? readAgain(realm, known.required) : firstRead(realm);
     },
     heldIn(realm) {
-      if (options.gone.isGone(realm)) throw new AppError('organizationNotFound');
+      if (options.gone.isGone(realm)) throw realmGone();
       const known = switches.get(realm);
       if (known === undefined) {
         return within(firstRead(realm)).then((required) => required ?? false);
       }
       if (clock.now() - known.at >= SWITCH_FRESH_MS) {
-        // A realm found gone is told to the shared memory by `readAgain`; an outage changes
-        // nothing: the known answer stays until Keycloak answers.
+        // A realm found gone is told to the shared memory by `readAgain`; an outage keeps the
+        // known answer, Keycloak asked again a minute later.
         readAgain(realm, known.required).catch(() => {});
       }
       return known.required;
     },
     set(realm, required) {
+      const running = reading.get(realm);
+      if (running) {
+        // Keycloak's answer to a read started before the change is the old setting.
+        running.setTo = required;
+        reading.delete(realm);
+      }
       remember(realm, required);
       shared?.set(sharedKey(realm), required ? '1' : '0', SWITCH_KEPT_MS).catch(() => {});
     },

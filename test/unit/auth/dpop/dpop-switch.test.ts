@@ -19,7 +19,7 @@ const METADATA = 'http://gw.example/.well-known/oauth-protected-resource/api/acm
  * `switchOn` (undefined: Keycloak silent); `reads` counts the admin API's answers asked for.
  */
 async function setup(
-  switchOn: { value: boolean | undefined | 'hanging' },
+  switchOn: { value: boolean | undefined | 'hanging' | 'gone' | Promise<boolean> },
   shared?: Cache,
   clock: TestClock = manualClock(Date.parse('2026-12-01T06:00:00Z')),
 ) {
@@ -28,6 +28,8 @@ async function setup(
     read: (realm) => {
       reads.push(realm);
       if (switchOn.value === 'hanging') return new Promise<boolean>(() => {});
+      if (switchOn.value === 'gone') return Promise.reject(new AppError('organizationNotFound'));
+      if (switchOn.value instanceof Promise) return switchOn.value;
       return switchOn.value === undefined
         ? Promise.reject(new Error('Keycloak down'))
         : Promise.resolve(switchOn.value);
@@ -161,5 +163,74 @@ describe("an organization's DPoP switch on /api", () => {
     clock.advance(5_000);
     await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
     expect(reads).toEqual(['acme', 'acme']);
+  });
+
+  it('asks Keycloak once a minute through an outage, not at every request', async () => {
+    const switchOn = { value: true as boolean | undefined };
+    const { clock, reads, admit } = await setup(switchOn);
+    await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
+    switchOn.value = undefined;
+    clock.advance(60_000);
+    for (let i = 0; i < 5; i++) {
+      await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
+    }
+    expect(reads).toEqual(['acme', 'acme']);
+    clock.advance(60_000);
+    await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
+    await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
+    expect(reads).toEqual(['acme', 'acme', 'acme']);
+  });
+
+  it('keeps a switch set through this replica over a read of Keycloak started before it', async () => {
+    const clock = manualClock(Date.parse('2026-12-01T06:00:00Z'));
+    const shared = createMemoryCache({ maxEntries: 10, clock });
+    let answer: (required: boolean) => void = () => undefined;
+    const switchOn = { value: false as boolean | Promise<boolean> };
+    const { reads, admit, switches } = await setup(switchOn, shared, clock);
+    await expect(admit('Bearer some.unbound.token')).resolves.toMatchObject({ method: 'bearer' });
+    clock.advance(60_000);
+    switchOn.value = new Promise<boolean>((resolve) => (answer = resolve));
+    await expect(admit('Bearer some.unbound.token')).resolves.toMatchObject({ method: 'bearer' });
+    expect(reads).toEqual(['acme', 'acme']);
+    switches.set('acme', true);
+    // Keycloak's answer as it was before the switch was set arrives after it.
+    answer(false);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(switches.requiredIn('acme')).toBe(true);
+    await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
+    await expect(shared.get('dpop-switch:acme')).resolves.toBe('1');
+  });
+
+  it('keeps a switch set through this replica over the shared answer asked for before it', async () => {
+    const clock = manualClock(Date.parse('2026-12-01T06:00:00Z'));
+    const memory = createMemoryCache({ maxEntries: 10, clock });
+    await memory.set('dpop-switch:acme', '0', 60_000);
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    // The shared cache's answer as it was when asked, arriving late.
+    const shared: Cache = Object.assign(Object.create(memory) as Cache, {
+      get: async (key: string) => {
+        const value = await memory.get(key);
+        await released;
+        return value;
+      },
+    });
+    const { admit, switches } = await setup({ value: 'hanging' }, shared, clock);
+    const first = admit('Bearer some.unbound.token');
+    switches.set('acme', true);
+    release();
+    await expect(first).rejects.toMatchObject({ status: 401 });
+    await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
+  });
+
+  it('refuses a token of a realm Keycloak no longer has 401 naming the missing realm', async () => {
+    const { admit } = await setup({ value: 'gone' });
+    for (let i = 0; i < 2; i++) {
+      const refused = await admit('Bearer some.unbound.token').catch((err: unknown) => err);
+      expect(refused).toMatchObject({ status: 401, code: 'authenticationFailed' });
+      expect((refused as AppError).message).toBe(
+        "The organization's realm does not exist in Keycloak.",
+      );
+    }
   });
 });
