@@ -19,9 +19,10 @@ export interface LoginBlock {
 export interface AccountLocks {
   /**
    * What besides its password may have refused a login of `account` Keycloak refused for its
-   * credentials: a lock noted (and not ended) is the answer, else the admin API is asked and a
-   * lockout it tells is noted until its end. When it cannot tell, nothing did (the refusal is a
-   * wrong password).
+   * credentials: a lock noted (and not ended) is the answer while it is trusted
+   * (`LOCK_TRUSTED_MS`), else the admin API is asked (once for concurrent callers) and a lockout
+   * it tells is noted until its end, one it no longer tells forgotten. When it cannot tell,
+   * nothing did (the refusal is a wrong password).
    */
   blockOf(realm: string, account: string): Promise<LoginBlock>;
   /** Whether a lockout noted of `account` lasts still (its end not passed on the clock). */
@@ -54,6 +55,13 @@ export const MAX_LOCKED_ACCOUNTS = 10_000;
 export const MAX_NOTED_MS = 15 * 60_000;
 
 /**
+ * How long a noted lock is taken on trust: past it, the next refusal-worthy login asks the admin
+ * API again (once per account at a time), so a lock lifted early, on any replica or in Keycloak
+ * directly, stops refusing within this time.
+ */
+export const LOCK_TRUSTED_MS = 10_000;
+
+/**
  * Keycloak's temporary lockouts, as its admin API told them on a refusal, in this process: while
  * one lasts Keycloak refuses every password of the account in the words of a wrong one, so a
  * new password tried meanwhile need not cost Keycloak a grant to be refused. Per realm and
@@ -63,7 +71,10 @@ export const MAX_NOTED_MS = 15 * 60_000;
 export function createAccountLocks(options: AccountLocksOptions): AccountLocks {
   const { clock = systemClock } = options;
   // Each noted lock's end (epoch ms).
-  const locks = new TtlLru<number>(MAX_LOCKED_ACCOUNTS, clock);
+  // Each noted lock: its end (epoch ms), and when the admin API last told it.
+  const locks = new TtlLru<{ until: number; readAt: number }>(MAX_LOCKED_ACCOUNTS, clock);
+  // The readings of the admin API in flight, per account: concurrent refusals share one.
+  const reading = new Map<string, Promise<LoginBlock>>();
   // The logins refused while their account's lock lasts, until its end. One evicted early is
   // counted again: the stricter way.
   const refused = new TtlLru<true>(MAX_LOCKED_ACCOUNTS, clock);
@@ -75,30 +86,45 @@ export function createAccountLocks(options: AccountLocksOptions): AccountLocks {
       .update(JSON.stringify([login.password, ...(login.extra ?? [])]))
       .digest('base64url');
 
+  async function read(realm: string, account: string, key: string): Promise<LoginBlock> {
+    const block = await options.loginBlockOf(realm, account).catch((err: unknown): LoginBlock => {
+      options.logger.warn({ err }, 'could not tell what besides its password refused a login');
+      return { twoFactor: false, lockedOut: false };
+    });
+    const now = clock.now();
+    const until =
+      block.lockedOut && block.lockedUntil !== undefined
+        ? Math.min(block.lockedUntil, now + MAX_NOTED_MS)
+        : 0;
+    // A lock lifted early (or one the admin API cannot tell) is noted no longer.
+    if (until > now) locks.set(key, { until, readAt: now }, until);
+    else locks.delete(key);
+    return block;
+  }
+
   return {
-    async blockOf(realm, account) {
+    blockOf(realm, account) {
+      const key = keyOf(realm, account);
       // The refusal of a password tried while the lock lasts (one whose login is kept, or a
-      // grant on the token endpoint) costs no admin calls.
-      if (locks.get(keyOf(realm, account)) !== undefined) {
-        return { twoFactor: false, lockedOut: true };
+      // grant on the token endpoint) costs no admin calls, for as long as the lock is trusted.
+      const noted = locks.get(key);
+      if (noted && clock.now() - noted.readAt < LOCK_TRUSTED_MS) {
+        return Promise.resolve({ twoFactor: false, lockedOut: true });
       }
-      const block = await options.loginBlockOf(realm, account).catch((err: unknown): LoginBlock => {
-        options.logger.warn({ err }, 'could not tell what besides its password refused a login');
-        return { twoFactor: false, lockedOut: false };
-      });
-      if (block.lockedOut && block.lockedUntil !== undefined) {
-        const until = Math.min(block.lockedUntil, clock.now() + MAX_NOTED_MS);
-        if (until > clock.now()) locks.set(keyOf(realm, account), until, until);
+      let block = reading.get(key);
+      if (!block) {
+        block = read(realm, account, key).finally(() => reading.delete(key));
+        reading.set(key, block);
       }
       return block;
     },
     isLocked: (realm, account) => locks.get(keyOf(realm, account)) !== undefined,
     firstRefusal(login) {
-      const until = locks.get(keyOf(login.realm, login.username));
-      if (until === undefined) return true;
+      const noted = locks.get(keyOf(login.realm, login.username));
+      if (noted === undefined) return true;
       const key = loginKeyOf(login);
       if (refused.get(key)) return false;
-      refused.set(key, true, until);
+      refused.set(key, true, noted.until);
       return true;
     },
     ended(realm, account) {

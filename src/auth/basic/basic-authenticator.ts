@@ -251,10 +251,14 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
    * without a grant and its two admin calls, and counted as Keycloak's refusal would be: guesses
    * from many addresses cost Keycloak nothing more. A password whose login is kept (it logged
    * in lately) still goes to Keycloak: an administrator may have lifted the lock early, and the
-   * owner's jobs must not wait out a lock that is gone.
+   * owner's jobs must not wait out a lock that is gone; so does any once the lock, read again,
+   * is gone.
    */
   async function refuseWhileLocked(key: string, login: LoginCredentials): Promise<void> {
     if (await keptLogin(key)) return;
+    // A lock noted a while ago is read again (one admin read, not a grant): one lifted early,
+    // on another replica or in Keycloak, stops refusing there within LOCK_TRUSTED_MS.
+    if (!(await deps.locks.blockOf(login.realm, login.username)).lockedOut) return;
     const failure = loginRefused('wrong_password');
     if (deps.locks.firstRefusal(login)) counted.add(failure);
     throw failure;
