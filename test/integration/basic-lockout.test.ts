@@ -14,6 +14,7 @@ import {
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { aheadClock } from '../helpers/test-clock.ts';
+import { LOCK_TRUSTED_MS } from '../../src/auth/account-locks.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 /** BASIC_CACHE_MAX_SECONDS of these replicas: the clock is moved past it to re-check a login. */
@@ -140,6 +141,33 @@ describe('a Basic login through a Keycloak lockout', () => {
     expect(refused.json).toMatchObject({ error: 'invalid_grant' });
     await unlock(user);
     expect((await postToken(viaGateway, org, passwordGrantBody(user))).status).toBe(200);
+  });
+
+  it('lets a new password set through the gateway in at once there, and on the other replica once the lock is read again', async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws1'] });
+    await lock(user);
+    // Each replica learns the lock on a refusal of Keycloak's.
+    expect(await statusOf(replicas[0]!, user, 'guess-1')).toBe(401);
+    expect(await statusOf(replicas[1]!, user, 'guess-2')).toBe(401);
+    // An administrator lifts the lock early (in Keycloak: no replica sees it) and sets a new
+    // password through the first replica's API.
+    await unlock(user);
+    const renewed = { ...user, password: `${user.password}-new` };
+    const asAdmin = basicAuth(await createUser('master'));
+    const res = await fetch(
+      `${replicas[0]!.url}/api/platform/organizations/${org}/users/${user.username}/password`,
+      {
+        method: 'PUT',
+        headers: { authorization: asAdmin, 'content-type': 'application/json' },
+        body: JSON.stringify({ password: renewed.password }),
+      },
+    );
+    await res.body?.cancel();
+    expect(res.status).toBe(200);
+    expect(await statusOf(replicas[0]!, renewed)).toBe(200);
+    // The other replica trusts its note of the lock a short while, then asks Keycloak again.
+    clock.advance(LOCK_TRUSTED_MS);
+    expect(await statusOf(replicas[1]!, renewed)).toBe(200);
   });
 
   /**
