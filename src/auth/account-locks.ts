@@ -22,9 +22,10 @@ export interface AccountLocks {
    * credentials: a lock noted (and not ended) is the answer while it is trusted
    * (`LOCK_TRUSTED_MS`), else the admin API is asked (once for concurrent callers) and a lockout
    * it tells is noted until its end, one it no longer tells forgotten. When it cannot tell,
-   * nothing did (the refusal is a wrong password).
+   * nothing did (the refusal is a wrong password). `fresh`: the admin API is asked whatever is
+   * noted (still once for concurrent callers).
    */
-  blockOf(realm: string, account: string): Promise<LoginBlock>;
+  blockOf(realm: string, account: string, fresh?: boolean): Promise<LoginBlock>;
   /** Whether a lockout noted of `account` lasts still (its end not passed on the clock). */
   isLocked(realm: string, account: string): boolean;
   /**
@@ -33,7 +34,13 @@ export interface AccountLocks {
    * password remembered is not, so a host whose jobs keep using the right password during the
    * lock is not throttled past it. True when no lock is noted (each refusal counts).
    */
-  firstRefusal(login: LoginCredentials): boolean;
+  firstRefusal(login: LoginCredentials, answer?: string): boolean;
+  /**
+   * The answer (`answer` given to `firstRefusal`) of `login` refused already during the noted
+   * lock of its account, while that lock lasts: a repeat need not reach Keycloak, which would
+   * refuse it the same way (and, were the lock over, count it towards the next one).
+   */
+  refusedDuringLock(login: LoginCredentials): string | undefined;
   /** A login of `account` succeeded, or its lock was cleared: whatever was noted of it ends. */
   ended(realm: string, account: string): void;
 }
@@ -77,7 +84,7 @@ export function createAccountLocks(options: AccountLocksOptions): AccountLocks {
   const reading = new Map<string, Promise<LoginBlock>>();
   // The logins refused while their account's lock lasts, until its end. One evicted early is
   // counted again: the stricter way.
-  const refused = new TtlLru<true>(MAX_LOCKED_ACCOUNTS, clock);
+  const refused = new TtlLru<string>(MAX_LOCKED_ACCOUNTS, clock);
   // Keycloak's realm names are case-sensitive, its user names not.
   const keyOf = (realm: string, account: string) => `${realm}\u0000${accountNameOf(account)}`;
   const loginKeyOf = (login: LoginCredentials) =>
@@ -103,12 +110,12 @@ export function createAccountLocks(options: AccountLocksOptions): AccountLocks {
   }
 
   return {
-    blockOf(realm, account) {
+    blockOf(realm, account, fresh = false) {
       const key = keyOf(realm, account);
       // The refusal of a password tried while the lock lasts (one whose login is kept, or a
       // grant on the token endpoint) costs no admin calls, for as long as the lock is trusted.
       const noted = locks.get(key);
-      if (noted && clock.now() - noted.readAt < LOCK_TRUSTED_MS) {
+      if (!fresh && noted && clock.now() - noted.readAt < LOCK_TRUSTED_MS) {
         return Promise.resolve({ twoFactor: false, lockedOut: true });
       }
       let block = reading.get(key);
@@ -119,13 +126,17 @@ export function createAccountLocks(options: AccountLocksOptions): AccountLocks {
       return block;
     },
     isLocked: (realm, account) => locks.get(keyOf(realm, account)) !== undefined,
-    firstRefusal(login) {
+    firstRefusal(login, answer = '') {
       const noted = locks.get(keyOf(login.realm, login.username));
       if (noted === undefined) return true;
       const key = loginKeyOf(login);
-      if (refused.get(key)) return false;
-      refused.set(key, true, noted.until);
+      if (refused.get(key) !== undefined) return false;
+      refused.set(key, answer, noted.until);
       return true;
+    },
+    refusedDuringLock(login) {
+      if (locks.get(keyOf(login.realm, login.username)) === undefined) return undefined;
+      return refused.get(loginKeyOf(login));
     },
     ended(realm, account) {
       locks.delete(keyOf(realm, account));

@@ -219,6 +219,27 @@ describe('a Basic login through a Keycloak lockout', () => {
         .map((request) => request.target)
         .filter((target) => target.includes(`/realms/${realm}/`));
 
+    it('answers a password grant refused during the lock again without Keycloak, uncounted', async () => {
+      // Before the test below moves the replica's clock past Keycloak's lock.
+      const user = await createUser(realm, { workspaceRoles: ['ws1'] });
+      await lock(user);
+      const viaGateway = `${watched.url}/auth`;
+      const guess = passwordGrantBody({ ...user, password: 'guess-0' });
+      const first = await postToken(viaGateway, realm, guess);
+      expect(first.status).toBe(401);
+      front.seen.length = 0;
+      const statuses: number[] = [];
+      for (let repeat = 1; repeat <= 6; repeat++) {
+        const again = await postToken(viaGateway, realm, guess);
+        statuses.push(again.status);
+        if (again.status === 401) expect(again.json).toEqual(first.json);
+      }
+      expect(statuses).toEqual([401, 401, 401, 401, 401, 401]);
+      // The lock is read again each time (admin calls), but no grant reaches Keycloak.
+      expect(keycloakWork().filter((target) => target.includes('/token'))).toEqual([]);
+      await unlock(user);
+    });
+
     it('refuses new passwords from any address without asking Keycloak until the lock ends, then lets the right one in', async () => {
       const user = await createUser(realm, { workspaceRoles: ['ws1'] });
       await lock(user);
