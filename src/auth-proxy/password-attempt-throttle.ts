@@ -9,7 +9,7 @@ import { isRequiredActionPage, realmOf } from './auth-routes.ts';
 import { bufferedBodyOf, formFieldsOf } from './form-body-guard.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
 import type { AccountLocks } from '../auth/account-locks.ts';
-import type { FailedLoginMemory } from '../auth/failed-logins.ts';
+import type { FailedLoginMemory, LoginCredentials } from '../auth/failed-logins.ts';
 import type { LoginAccounts } from '../auth/login-accounts.ts';
 import type {
   AttemptOutcome,
@@ -125,7 +125,7 @@ export interface PasswordAttemptThrottleDeps {
   /** Wrong passwords refused within the throttle's window: a repeated grant is answered here. */
   failedLogins: FailedLoginMemory;
   /** Keycloak's lockouts, as Basic reads them: a grant refused during one is not remembered. */
-  locks: Pick<AccountLocks, 'blockOf' | 'firstRefusal' | 'ended'>;
+  locks: Pick<AccountLocks, 'blockOf' | 'firstRefusal' | 'refusedDuringLock' | 'ended'>;
   /** The account a login name names (a user's e-mail names the user's), as both key it. */
   accounts: LoginAccounts;
   /** The client address the edge decided (trusted proxies applied). */
@@ -229,6 +229,13 @@ async function admit(
         replayAnswer(res, remembered);
         return false;
       }
+      const again = await refusedDuringLock(login, deps);
+      if (again) {
+        // The identical grants waiting find the same answer: the lock lasts for them too.
+        leave(true);
+        replayAnswer(res, again);
+        return false;
+      }
     }
     const decision = await deps.throttle.begin(attempt.realm, attempt.username, address);
     if (decision.kind !== 'go') {
@@ -310,9 +317,26 @@ async function outcomeOf(
   // be refused past the lock. An account the admin API could not tell (a login by e-mail) is not
   // asked about: its refusal is a wrong password's, as when the lookup fails.
   if (!unresolved && (await deps.locks.blockOf(attempt.realm, attempt.username)).lockedOut) {
-    return deps.locks.firstRefusal(login) ? 'failed' : 'released';
+    return deps.locks.firstRefusal(login, grantAnswerText(answer)) ? 'failed' : 'released';
   }
   return (await deps.failedLogins.remember(login, grantAnswerText(answer))) ? 'failed' : 'released';
+}
+
+/**
+ * Keycloak's answer to a grant it refused during the lock of its account, while that lock lasts:
+ * a repeat is answered so without a grant and uncounted, as Basic answers it, so repeats cannot
+ * count towards Keycloak's next lock once this one is over. The lock is read afresh (one admin
+ * read for concurrent repeats): a grant has no kept login to tell a lock lifted early, and the
+ * right password refused during the lock is granted at once after it.
+ */
+async function refusedDuringLock(
+  login: LoginCredentials,
+  deps: PasswordAttemptThrottleDeps,
+): Promise<GrantAnswer | undefined> {
+  const answer = grantAnswerOf(deps.locks.refusedDuringLock(login));
+  if (!answer) return undefined;
+  const block = await deps.locks.blockOf(login.realm, login.username, true);
+  return block.lockedOut ? answer : undefined;
 }
 
 /** A field named `name` in a page: what Keycloak's page shows again after a wrong secret. */

@@ -19,11 +19,13 @@ export interface LoginBlock {
 export interface AccountLocks {
   /**
    * What besides its password may have refused a login of `account` Keycloak refused for its
-   * credentials: a lock noted (and not ended) is the answer, else the admin API is asked and a
-   * lockout it tells is noted until its end. When it cannot tell, nothing did (the refusal is a
-   * wrong password).
+   * credentials: a lock noted (and not ended) is the answer while it is trusted
+   * (`LOCK_TRUSTED_MS`), else the admin API is asked (once for concurrent callers) and a lockout
+   * it tells is noted until its end, one it no longer tells forgotten. When it cannot tell,
+   * nothing did (the refusal is a wrong password). `fresh`: the admin API is asked whatever is
+   * noted (still once for concurrent callers).
    */
-  blockOf(realm: string, account: string): Promise<LoginBlock>;
+  blockOf(realm: string, account: string, fresh?: boolean): Promise<LoginBlock>;
   /** Whether a lockout noted of `account` lasts still (its end not passed on the clock). */
   isLocked(realm: string, account: string): boolean;
   /**
@@ -32,7 +34,13 @@ export interface AccountLocks {
    * password remembered is not, so a host whose jobs keep using the right password during the
    * lock is not throttled past it. True when no lock is noted (each refusal counts).
    */
-  firstRefusal(login: LoginCredentials): boolean;
+  firstRefusal(login: LoginCredentials, answer?: string): boolean;
+  /**
+   * The answer (`answer` given to `firstRefusal`) of `login` refused already during the noted
+   * lock of its account, while that lock lasts: a repeat need not reach Keycloak, which would
+   * refuse it the same way (and, were the lock over, count it towards the next one).
+   */
+  refusedDuringLock(login: LoginCredentials): string | undefined;
   /** A login of `account` succeeded, or its lock was cleared: whatever was noted of it ends. */
   ended(realm: string, account: string): void;
 }
@@ -54,6 +62,13 @@ export const MAX_LOCKED_ACCOUNTS = 10_000;
 export const MAX_NOTED_MS = 15 * 60_000;
 
 /**
+ * How long a noted lock is taken on trust: past it, the next refusal-worthy login asks the admin
+ * API again (once per account at a time), so a lock lifted early, on any replica or in Keycloak
+ * directly, stops refusing within this time.
+ */
+export const LOCK_TRUSTED_MS = 10_000;
+
+/**
  * Keycloak's temporary lockouts, as its admin API told them on a refusal, in this process: while
  * one lasts Keycloak refuses every password of the account in the words of a wrong one, so a
  * new password tried meanwhile need not cost Keycloak a grant to be refused. Per realm and
@@ -63,10 +78,13 @@ export const MAX_NOTED_MS = 15 * 60_000;
 export function createAccountLocks(options: AccountLocksOptions): AccountLocks {
   const { clock = systemClock } = options;
   // Each noted lock's end (epoch ms).
-  const locks = new TtlLru<number>(MAX_LOCKED_ACCOUNTS, clock);
+  // Each noted lock: its end (epoch ms), and when the admin API last told it.
+  const locks = new TtlLru<{ until: number; readAt: number }>(MAX_LOCKED_ACCOUNTS, clock);
+  // The readings of the admin API in flight, per account: concurrent refusals share one.
+  const reading = new Map<string, Promise<LoginBlock>>();
   // The logins refused while their account's lock lasts, until its end. One evicted early is
   // counted again: the stricter way.
-  const refused = new TtlLru<true>(MAX_LOCKED_ACCOUNTS, clock);
+  const refused = new TtlLru<string>(MAX_LOCKED_ACCOUNTS, clock);
   // Keycloak's realm names are case-sensitive, its user names not.
   const keyOf = (realm: string, account: string) => `${realm}\u0000${accountNameOf(account)}`;
   const loginKeyOf = (login: LoginCredentials) =>
@@ -75,31 +93,50 @@ export function createAccountLocks(options: AccountLocksOptions): AccountLocks {
       .update(JSON.stringify([login.password, ...(login.extra ?? [])]))
       .digest('base64url');
 
+  async function read(realm: string, account: string, key: string): Promise<LoginBlock> {
+    const block = await options.loginBlockOf(realm, account).catch((err: unknown): LoginBlock => {
+      options.logger.warn({ err }, 'could not tell what besides its password refused a login');
+      return { twoFactor: false, lockedOut: false };
+    });
+    const now = clock.now();
+    const until =
+      block.lockedOut && block.lockedUntil !== undefined
+        ? Math.min(block.lockedUntil, now + MAX_NOTED_MS)
+        : 0;
+    // A lock lifted early (or one the admin API cannot tell) is noted no longer.
+    if (until > now) locks.set(key, { until, readAt: now }, until);
+    else locks.delete(key);
+    return block;
+  }
+
   return {
-    async blockOf(realm, account) {
+    blockOf(realm, account, fresh = false) {
+      const key = keyOf(realm, account);
       // The refusal of a password tried while the lock lasts (one whose login is kept, or a
-      // grant on the token endpoint) costs no admin calls.
-      if (locks.get(keyOf(realm, account)) !== undefined) {
-        return { twoFactor: false, lockedOut: true };
+      // grant on the token endpoint) costs no admin calls, for as long as the lock is trusted.
+      const noted = locks.get(key);
+      if (!fresh && noted && clock.now() - noted.readAt < LOCK_TRUSTED_MS) {
+        return Promise.resolve({ twoFactor: false, lockedOut: true });
       }
-      const block = await options.loginBlockOf(realm, account).catch((err: unknown): LoginBlock => {
-        options.logger.warn({ err }, 'could not tell what besides its password refused a login');
-        return { twoFactor: false, lockedOut: false };
-      });
-      if (block.lockedOut && block.lockedUntil !== undefined) {
-        const until = Math.min(block.lockedUntil, clock.now() + MAX_NOTED_MS);
-        if (until > clock.now()) locks.set(keyOf(realm, account), until, until);
+      let block = reading.get(key);
+      if (!block) {
+        block = read(realm, account, key).finally(() => reading.delete(key));
+        reading.set(key, block);
       }
       return block;
     },
     isLocked: (realm, account) => locks.get(keyOf(realm, account)) !== undefined,
-    firstRefusal(login) {
-      const until = locks.get(keyOf(login.realm, login.username));
-      if (until === undefined) return true;
+    firstRefusal(login, answer = '') {
+      const noted = locks.get(keyOf(login.realm, login.username));
+      if (noted === undefined) return true;
       const key = loginKeyOf(login);
-      if (refused.get(key)) return false;
-      refused.set(key, true, until);
+      if (refused.get(key) !== undefined) return false;
+      refused.set(key, answer, noted.until);
       return true;
+    },
+    refusedDuringLock(login) {
+      if (locks.get(keyOf(login.realm, login.username)) === undefined) return undefined;
+      return refused.get(loginKeyOf(login));
     },
     ended(realm, account) {
       locks.delete(keyOf(realm, account));

@@ -108,6 +108,7 @@ export function buildPlatform(
     AuthArea,
     | 'revocations'
     | 'failedLogins'
+    | 'accountLocks'
     | 'keySetEvents'
     | 'jwks'
     | 'tokenDetails'
@@ -164,6 +165,7 @@ export function buildPlatform(
       revocations,
       bootstrapAdmin: config.KEYCLOAK_ADMIN_USERNAME,
       failedLogins: auth.failedLogins,
+      accountLocks: auth.accountLocks,
       ...tokenBounds,
     }),
     organizationLifecycle: createOrganizationLifecycle({

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { Principal } from '../tenancy/principal.ts';
 import type { FailedLoginMemory } from '../auth/failed-logins.ts';
+import type { AccountLocks } from '../auth/account-locks.ts';
 import { revokeUsers, type RevocationList } from '../auth/revocation.ts';
 import { AppError } from '../envelope/errors.ts';
 import { isHttpStatus, type KeycloakAdmin } from '../keycloak/admin-client.ts';
@@ -63,6 +64,12 @@ export function createUsersService(deps: {
   leewaySeconds: number;
   /** Wrong passwords remembered by the login throttle: a new password may be one of them. */
   failedLogins: Pick<FailedLoginMemory, 'passwordSet'>;
+  /**
+   * Keycloak's lockouts noted in this process: a new password is tried again at once here (an
+   * administrator resets a locked user's password when unlocking it); other processes read the
+   * lock again within LOCK_TRUSTED_MS.
+   */
+  accountLocks: Pick<AccountLocks, 'ended'>;
 }): UsersService {
   const { adminSession } = deps;
 
@@ -150,6 +157,7 @@ export function createUsersService(deps: {
           { userId: user.id },
           { basicSeconds: deps.basicCacheSeconds },
         );
+        deps.accountLocks.ended(realm, user.username ?? username);
         await deps.failedLogins.passwordSet(realm, user.username ?? username);
         return recordOf(admin, realm, user);
       });

@@ -14,6 +14,7 @@ import {
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { aheadClock } from '../helpers/test-clock.ts';
+import { LOCK_TRUSTED_MS } from '../../src/auth/account-locks.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 /** BASIC_CACHE_MAX_SECONDS of these replicas: the clock is moved past it to re-check a login. */
@@ -142,6 +143,33 @@ describe('a Basic login through a Keycloak lockout', () => {
     expect((await postToken(viaGateway, org, passwordGrantBody(user))).status).toBe(200);
   });
 
+  it('lets a new password set through the gateway in at once there, and on the other replica once the lock is read again', async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws1'] });
+    await lock(user);
+    // Each replica learns the lock on a refusal of Keycloak's.
+    expect(await statusOf(replicas[0]!, user, 'guess-1')).toBe(401);
+    expect(await statusOf(replicas[1]!, user, 'guess-2')).toBe(401);
+    // An administrator lifts the lock early (in Keycloak: no replica sees it) and sets a new
+    // password through the first replica's API.
+    await unlock(user);
+    const renewed = { ...user, password: `${user.password}-new` };
+    const asAdmin = basicAuth(await createUser('master'));
+    const res = await fetch(
+      `${replicas[0]!.url}/api/platform/organizations/${org}/users/${user.username}/password`,
+      {
+        method: 'PUT',
+        headers: { authorization: asAdmin, 'content-type': 'application/json' },
+        body: JSON.stringify({ password: renewed.password }),
+      },
+    );
+    await res.body?.cancel();
+    expect(res.status).toBe(200);
+    expect(await statusOf(replicas[0]!, renewed)).toBe(200);
+    // The other replica trusts its note of the lock a short while, then asks Keycloak again.
+    clock.advance(LOCK_TRUSTED_MS);
+    expect(await statusOf(replicas[1]!, renewed)).toBe(200);
+  });
+
   /**
    * A replica behind a front that sees what reaches Keycloak, in a realm of its own whose lock
    * is short: its end is passed on the replica's clock (the test ends Keycloak's lock itself).
@@ -190,6 +218,47 @@ describe('a Basic login through a Keycloak lockout', () => {
       front.seen
         .map((request) => request.target)
         .filter((target) => target.includes(`/realms/${realm}/`));
+
+    it('answers a password grant refused during the lock again without Keycloak, uncounted', async () => {
+      // Before the test below moves the replica's clock past Keycloak's lock.
+      const user = await createUser(realm, { workspaceRoles: ['ws1'] });
+      await lock(user);
+      const viaGateway = `${watched.url}/auth`;
+      const guess = passwordGrantBody({ ...user, password: 'guess-0' });
+      const first = await postToken(viaGateway, realm, guess);
+      expect(first.status).toBe(401);
+      front.seen.length = 0;
+      const statuses: number[] = [];
+      for (let repeat = 1; repeat <= 6; repeat++) {
+        const again = await postToken(viaGateway, realm, guess);
+        statuses.push(again.status);
+        if (again.status === 401) expect(again.json).toEqual(first.json);
+      }
+      expect(statuses).toEqual([401, 401, 401, 401, 401, 401]);
+      // The lock is read again each time (admin calls), but no grant reaches Keycloak.
+      expect(keycloakWork().filter((target) => target.includes('/token'))).toEqual([]);
+      await unlock(user);
+    });
+
+    it('does not ask about the lock of a typed e-mail whose account the admin API could not tell', async () => {
+      const user = await createUser(realm, { workspaceRoles: ['ws1'] });
+      const email = `${user.username}@example.test`;
+      const admin = await keycloakAdmin();
+      await admin.users.update({ realm, id: await userIdOf(user) }, { email, emailVerified: true });
+      // The e-mail lookup outlasts the admin API's timeout (KEYCLOAK_TIMEOUT_MS, 5 s): the login
+      // is unresolved, its typed name no user name.
+      front.hold(/[?&]email=/, 6_000);
+      front.seen.length = 0;
+      try {
+        expect(await statusFrom('127.0.0.20', { ...user, username: email }, 'guess-e')).toBe(401);
+      } finally {
+        front.hold(/$^/, 0);
+      }
+      const askedByName = keycloakWork().filter((target) =>
+        target.includes(`username=${encodeURIComponent(email)}`),
+      );
+      expect(askedByName).toEqual([]);
+    });
 
     it('refuses new passwords from any address without asking Keycloak until the lock ends, then lets the right one in', async () => {
       const user = await createUser(realm, { workspaceRoles: ['ws1'] });

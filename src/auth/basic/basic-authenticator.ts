@@ -233,7 +233,7 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     if (decision.kind !== 'go') throw throttleRefusal(decision);
     try {
       if (deps.locks.isLocked(realm, found.account)) await refuseWhileLocked(key, login);
-      const principal = await logIn(realm, credentials, key, login);
+      const principal = await logIn(realm, credentials, key, login, found.unresolved === true);
       deps.locks.ended(realm, found.account);
       await Promise.all([decision.attempt.settle('succeeded'), deps.failedLogins.succeeded(login)]);
       return principal;
@@ -251,10 +251,14 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
    * without a grant and its two admin calls, and counted as Keycloak's refusal would be: guesses
    * from many addresses cost Keycloak nothing more. A password whose login is kept (it logged
    * in lately) still goes to Keycloak: an administrator may have lifted the lock early, and the
-   * owner's jobs must not wait out a lock that is gone.
+   * owner's jobs must not wait out a lock that is gone; so does any once the lock, read again,
+   * is gone.
    */
   async function refuseWhileLocked(key: string, login: LoginCredentials): Promise<void> {
     if (await keptLogin(key)) return;
+    // A lock noted a while ago is read again (one admin read, not a grant): one lifted early,
+    // on another replica or in Keycloak, stops refusing there within LOCK_TRUSTED_MS.
+    if (!(await deps.locks.blockOf(login.realm, login.username)).lockedOut) return;
     const failure = loginRefused('wrong_password');
     if (deps.locks.firstRefusal(login)) counted.add(failure);
     throw failure;
@@ -272,8 +276,9 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     credentials: BasicCredentials,
     key: string,
     login: LoginCredentials,
+    unresolved: boolean,
   ): Promise<Principal> {
-    if (deps.maxCacheSeconds === 0) return grant(realm, credentials, key, login);
+    if (deps.maxCacheSeconds === 0) return grant(realm, credentials, key, login, unresolved);
     const lockKey = `login-lock:${key}`;
     const holders = await deps.cache
       .increment(lockKey, deps.loginLockMs)
@@ -285,14 +290,14 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
         // found, not repeated.
         const found = await readCache(realm, key);
         if (found) return found;
-        return await grant(realm, credentials, key, login);
+        return await grant(realm, credentials, key, login, unresolved);
       } finally {
         await deps.cache.delete(lockKey).catch(() => undefined);
       }
     }
     const elsewhere = await loginOfAnotherReplica(key, login, lockKey);
     if (elsewhere instanceof AuthFailure) throw elsewhere;
-    return elsewhere ?? grant(realm, credentials, key, login);
+    return elsewhere ?? grant(realm, credentials, key, login, unresolved);
   }
 
   /** What the replica holding the login lock found, once it has; undefined if nothing usable. */
@@ -320,6 +325,7 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
     credentials: BasicCredentials,
     key: string,
     login: LoginCredentials,
+    unresolved: boolean,
   ): Promise<Principal> {
     let result: PasswordGrantResult;
     try {
@@ -346,8 +352,14 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
         }
         throw realmGone();
       }
-      // The account's user name: a login by e-mail names no user as `username`.
-      const { failure, lockedOut } = await refusal(realm, login.username, result.description);
+      // The account's user name: a login by e-mail names no user as `username`. One whose
+      // account the admin API could not tell names none at all: it is not asked about (a
+      // wrong password's refusal, as on the token endpoint).
+      const { failure, lockedOut } = await refusal(
+        realm,
+        unresolved ? undefined : login.username,
+        result.description,
+      );
       // Keycloak's temporary lockout refuses the right password too, in the same words: such a
       // refusal says nothing of the password. It is answered as Keycloak answers while the lock
       // lasts, but not remembered, and the login kept for an outage stays: once the lock ends,
@@ -420,14 +432,18 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
    * What a refusal of Keycloak's is answered, and whether Keycloak's lockout of the user made it
    * (then the password may well be right: `lockedOut`). Keycloak says "Invalid user credentials"
    * for a wrong password, a missing OTP and a locked user alike; the client is told no more
-   * about a lockout than Keycloak tells. When the admin API cannot tell, it is a wrong password.
+   * about a lockout than Keycloak tells. When the admin API cannot tell, or the login's account
+   * is not known (`username` undefined), it is a wrong password.
    */
   async function refusal(
     realm: string,
-    username: string,
+    username: string | undefined,
     description: string,
   ): Promise<{ failure: AuthFailure; lockedOut: boolean }> {
-    const block = await deps.locks.blockOf(realm, username);
+    const block =
+      username === undefined
+        ? { twoFactor: false, lockedOut: false }
+        : await deps.locks.blockOf(realm, username);
     if (block.twoFactor) return { failure: loginRefused('two_factor'), lockedOut: false };
     const reason = /disabled/i.test(description) ? 'account_disabled' : 'wrong_password';
     return { failure: loginRefused(reason), lockedOut: block.lockedOut };

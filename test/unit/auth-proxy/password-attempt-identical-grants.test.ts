@@ -97,6 +97,7 @@ async function startHarness() {
           locks: {
             blockOf: () => Promise.resolve({ twoFactor: false, lockedOut: false }),
             firstRefusal: () => true,
+            refusedDuringLock: () => undefined,
             ended: () => undefined,
           },
           clientAddress: (req) => String(req.headers['x-address']),

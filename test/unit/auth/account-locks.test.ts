@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../../src/http/logger.ts';
 import {
   createAccountLocks,
+  LOCK_TRUSTED_MS,
   MAX_LOCKED_ACCOUNTS,
   MAX_NOTED_MS,
   type LoginBlock,
@@ -139,5 +140,29 @@ describe("the memory of Keycloak's lockouts", () => {
     for (let i = 0; i <= MAX_LOCKED_ACCOUNTS; i++) await locks.blockOf('acme', `user-${i}`);
     expect(locks.isLocked('acme', 'user-0')).toBe(false);
     expect(locks.isLocked('acme', `user-${MAX_LOCKED_ACCOUNTS}`)).toBe(true);
+  });
+
+  it('asks the admin API again once a noted lock was trusted LOCK_TRUSTED_MS, once for concurrent refusals', async () => {
+    const answers: LoginBlock[] = [
+      { twoFactor: false, lockedOut: true, lockedUntil: Date.UTC(2026, 10, 23, 12) + 600_000 },
+      { twoFactor: false, lockedOut: false },
+    ];
+    const { clock, asked, locks } = locksTelling(() => answers.shift()!);
+    await locks.blockOf('acme', 'alice');
+    clock.advance(LOCK_TRUSTED_MS - 1);
+    expect(await locks.blockOf('acme', 'alice')).toMatchObject({ lockedOut: true });
+    expect(asked).toEqual(['acme/alice']);
+    clock.advance(1);
+    // Lifted early: the next refusals learn it, with one call between them.
+    const blocks = await Promise.all([
+      locks.blockOf('acme', 'alice'),
+      locks.blockOf('acme', 'Alice'),
+    ]);
+    expect(blocks).toEqual([
+      { twoFactor: false, lockedOut: false },
+      { twoFactor: false, lockedOut: false },
+    ]);
+    expect(asked).toEqual(['acme/alice', 'acme/alice']);
+    expect(locks.isLocked('acme', 'alice')).toBe(false);
   });
 });
