@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import knex, { type Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrganizationsRepo } from '../../src/platform/organizations.repo.ts';
@@ -10,6 +9,7 @@ import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createOrganizationRealm, createUser, type TestUser } from '../helpers/keycloak.ts';
 import { onPostgresServer } from '../helpers/postgres-server.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
+import { stalledGet } from '../helpers/stalled-get.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 /*
@@ -30,27 +30,6 @@ const urlOf = (name: string) => {
 const SERVER = () => urlOf('').replace(/\/[^/]*$/, '');
 /** Records of the large log: its export (tens of MB) is far more than the sockets' buffers. */
 const RECORDS = 200_000;
-
-/** A GET of `path` on a raw socket that reads the answer's head, then stops reading. */
-async function stalledGet(
-  url: string,
-  path: string,
-  authorization: string,
-): Promise<{ status: number; socket: Socket }> {
-  const { hostname, port } = new URL(url);
-  const socket = connect(Number(port), hostname);
-  await once(socket, 'connect');
-  socket.write(
-    `GET ${path} HTTP/1.1\r\nHost: ${hostname}\r\nAuthorization: ${authorization}\r\n\r\n`,
-  );
-  let head = '';
-  while (!head.includes('\r\n\r\n')) {
-    const [chunk] = (await once(socket, 'data')) as [Buffer];
-    head += chunk.toString('latin1');
-  }
-  socket.pause();
-  return { status: Number(/^HTTP\/1\.1 (\d{3}) /.exec(head)?.[1]), socket };
-}
 
 describe('page reads of the audit log while exports are held', () => {
   let db: Knex;

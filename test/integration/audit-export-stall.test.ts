@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import knex, { type Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrganizationsRepo } from '../../src/platform/organizations.repo.ts';
@@ -10,6 +10,7 @@ import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createOrganizationRealm, createUser, type TestUser } from '../helpers/keycloak.ts';
 import { onPostgresServer } from '../helpers/postgres-server.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
+import { stalledGet } from '../helpers/stalled-get.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
 /*
@@ -29,24 +30,6 @@ const urlOf = (name: string) => {
 const SERVER = () => urlOf('').replace(/\/[^/]*$/, '');
 /** Records of the large log: its export (tens of MB) is far more than the sockets' buffers. */
 const RECORDS = 200_000;
-
-/** A GET of `path` on a raw socket that reads the answer's head, then stops reading. */
-async function stalledGet(url: string, path: string, authorization: string): Promise<Socket> {
-  const { hostname, port } = new URL(url);
-  const socket = connect(Number(port), hostname);
-  await once(socket, 'connect');
-  socket.write(
-    `GET ${path} HTTP/1.1\r\nHost: ${hostname}\r\nAuthorization: ${authorization}\r\n\r\n`,
-  );
-  let head = '';
-  while (!head.includes('\r\n\r\n')) {
-    const [chunk] = (await once(socket, 'data')) as [Buffer];
-    head += chunk.toString('latin1');
-  }
-  socket.pause();
-  expect(head).toMatch(/^HTTP\/1\.1 200 /);
-  return socket;
-}
 
 describe('an export whose client stops reading', () => {
   const log = `stall-${randomBytes(4).toString('hex')}`;
@@ -98,11 +81,13 @@ describe('an export whose client stops reading', () => {
     const first = await exportOfOther();
     expect(first.status).toBe(200);
     await first.text();
-    stalled = await stalledGet(
+    const held = await stalledGet(
       replica.url,
       `/api/platform/organizations/${log}/audit-log/export?format=csv`,
       basicAuth(admin),
     );
+    expect(held.status).toBe(200);
+    stalled = held.socket;
     // The only slot is the stalled export's until its deadline; then the other's export runs.
     await expect
       .poll(async () => {
