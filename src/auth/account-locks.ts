@@ -94,10 +94,18 @@ export function createAccountLocks(options: AccountLocksOptions): AccountLocks {
       .digest('base64url');
 
   async function read(realm: string, account: string, key: string): Promise<LoginBlock> {
-    const block = await options.loginBlockOf(realm, account).catch((err: unknown): LoginBlock => {
+    let block: LoginBlock;
+    try {
+      block = await options.loginBlockOf(realm, account);
+    } catch (err) {
       options.logger.warn({ err }, 'could not tell what besides its password refused a login');
-      return { twoFactor: false, lockedOut: false };
-    });
+      // A read that failed is no unlock: a lock noted lasts, trusted another while (else a right
+      // password refused meanwhile would be taken for a wrong one, and remembered past the lock).
+      const noted = locks.get(key);
+      if (noted === undefined) return { twoFactor: false, lockedOut: false };
+      locks.set(key, { until: noted.until, readAt: clock.now() }, noted.until);
+      return { twoFactor: false, lockedOut: true, lockedUntil: noted.until };
+    }
     const now = clock.now();
     const until =
       block.lockedOut && block.lockedUntil !== undefined

@@ -131,6 +131,30 @@ describe("the memory of Keycloak's lockouts", () => {
     expect(locks.isLocked('acme', 'alice')).toBe(false);
   });
 
+  it('keeps a noted lock through a read again that the admin API cannot answer', async () => {
+    // A failed read is no unlock: were the lock forgotten, a right password Keycloak refuses
+    // meanwhile would be taken for a wrong one and remembered past the lock's end.
+    const clock = manualClock();
+    const until = clock.now() + 60_000;
+    let down = false;
+    const locks = createAccountLocks({
+      loginBlockOf: () =>
+        down
+          ? Promise.reject(new Error('admin API down'))
+          : Promise.resolve({ twoFactor: false, lockedOut: true, lockedUntil: until }),
+      secret: SECRET,
+      logger,
+      clock,
+    });
+    await locks.blockOf('acme', 'alice');
+    down = true;
+    clock.advance(LOCK_TRUSTED_MS);
+    expect(await locks.blockOf('acme', 'alice')).toMatchObject({ lockedOut: true });
+    expect(locks.isLocked('acme', 'alice')).toBe(true);
+    clock.advance(60_000 - LOCK_TRUSTED_MS);
+    expect(locks.isLocked('acme', 'alice')).toBe(false);
+  });
+
   it('keeps MAX_LOCKED_ACCOUNTS accounts at most, the least recently told going first', async () => {
     const { locks } = locksTelling(() => ({
       twoFactor: false,
