@@ -280,12 +280,9 @@ describe('audit log: signed checkpoints, published keys, retention per organizat
       base: a.url,
     });
     await expect.poll(() => signedToHead(pruned), EVENTUALLY).toBeGreaterThan(anchor);
-    const removed = await pruneAuditLog(
-      db(),
-      { defaultDays: 365, minDays: 1, maxDays: 3650 },
-      systemClock,
-    );
-    expect(removed).toBeGreaterThanOrEqual(20);
+    // Pruned by this call, or by another file's prune of the shared database (audit-tenancy, a
+    // replica's retention run) in the meantime: what is left is what counts.
+    await pruneAuditLog(db(), { defaultDays: 365, minDays: 1, maxDays: 3650 }, systemClock);
     const [first] = await db()('audit_log').where({ org: pruned }).min({ seq: 'seq' });
     expect(Number(first?.seq)).toBe(anchor + 1);
     const keys = await publishedKeysCovering(pruned);
