@@ -48,6 +48,12 @@ export interface Verified {
   anchored: boolean;
   /** The last record a checkpoint covers; records after it are chained but not yet signed. */
   signedThrough: number | null;
+  /**
+   * Whose keys checked the signatures: the auditor's (`pinned`), or the export's own keys line
+   * (`export`), which proves the file whole but not that the gateway signed it: anyone can make a
+   * key. Null when nothing was signed.
+   */
+  keys: 'pinned' | 'export' | null;
 }
 
 /** The first line that does not fit, and why. */
@@ -85,7 +91,9 @@ export function createExportVerifier(pinned?: JSONWebKeySet): {
     checkpoints: 0,
     anchored: false,
     signedThrough: null,
+    keys: null,
   };
+  const checkedWith = pinned === undefined ? 'export' : 'pinned';
 
   async function checkpoint(value: Checkpoint, line: number): Promise<void> {
     const fail = (why: string) => {
@@ -99,6 +107,7 @@ export function createExportVerifier(pinned?: JSONWebKeySet): {
     if (keys === undefined) fail('no keys to verify it with (no keys line, no --keys)');
     const misfit = await checkpointMisfit(value, keys!);
     if (misfit !== undefined) fail(misfit);
+    verified.keys = checkedWith;
     if (verified.org !== null && value.org !== verified.org) {
       fail(`it belongs to log ${value.org}, not ${verified.org}`);
     }
@@ -180,6 +189,7 @@ export function createExportVerifier(pinned?: JSONWebKeySet): {
       if (keys === undefined) fail('no keys to verify it with (no keys line, no --keys)');
       const misfit = await endMisfit(value as ExportEnd & { kid: string; jws: string }, keys!);
       if (misfit !== undefined) fail(misfit);
+      verified.keys = checkedWith;
     }
     ended = line;
   }

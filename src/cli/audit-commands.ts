@@ -7,7 +7,7 @@ import {
   readOrder,
 } from './audit-filters.ts';
 import { exportTo, listRecords, TABLE_HEADER, tableRowOf } from './audit-reading.ts';
-import { readKeys, unsignedNotice, verifyExport } from './audit-verify.ts';
+import { readKeys, unpinnedNotice, unsignedNotice, verifyExport } from './audit-verify.ts';
 import { sessionCommand, type CommandEntry } from './command-spec.ts';
 import { usageError } from './errors.ts';
 import { checkRealm } from './values.ts';
@@ -89,9 +89,10 @@ export const AUDIT_COMMANDS: readonly CommandEntry[] = [
         file,
         keys === undefined ? undefined : await readKeys(keys),
       );
-      // Beside the answer, on stderr: what no signature covers (stdout stays the JSON).
-      const notice = unsignedNotice(verified);
-      if (notice !== undefined) context.io.stderr.write(`realmgate: ${notice}\n`);
+      // Beside the answer, on stderr: what it does not prove (stdout stays the JSON).
+      for (const notice of [unsignedNotice(verified), unpinnedNotice(verified)]) {
+        if (notice !== undefined) context.io.stderr.write(`realmgate: ${notice}\n`);
+      }
       return { json: verified };
     },
   }),

@@ -75,6 +75,20 @@ export function unsignedNotice(verified: Verified): string | undefined {
 }
 
 /**
+ * Said when the signatures were checked with the keys the export brings: they show the file
+ * whole, not that the gateway signed it (whoever rewrote the file could sign it with a key of
+ * their own and list that). Undefined when the auditor pinned the keys, or nothing was signed.
+ */
+export function unpinnedNotice(verified: Verified): string | undefined {
+  if (verified.keys !== 'export') return undefined;
+  return (
+    'the signatures were checked with the keys this export brings, which anyone rewriting it ' +
+    "could replace: to prove the gateway signed it, pin the gateway's keys (--keys with its " +
+    '/.well-known/audit-keys, fetched yourself).'
+  );
+}
+
+/**
  * Whether some object of a JSON text (one `JSON.parse` took) names a field twice. `JSON.parse`
  * keeps the last value, and the hash is checked against it, while another reader (a SIEM, a
  * person) may take the first: a line with `"actorName":"mallory"` before the verified

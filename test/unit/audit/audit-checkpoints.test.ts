@@ -89,6 +89,7 @@ describe('signed checkpoints of an audit log', () => {
       checkpoints: 2,
       anchored: true,
       signedThrough: 10,
+      keys: 'export',
     });
   });
 

@@ -68,6 +68,7 @@ describe('realmgate audit verify', () => {
       checkpoints: 0,
       anchored: true,
       signedThrough: null,
+      keys: null,
     });
   });
 
@@ -123,7 +124,11 @@ describe('realmgate audit verify', () => {
     const [five, eight] = [await checkpointOf(5), await checkpointOf(8)];
     const end = await endOf(log, signer);
     const whole = [keys, ...log.slice(0, 5), five, ...log.slice(5), eight, end];
-    expect(await verify(whole)).toMatchObject({ status: 0, stderr: '' });
+    const unpinned =
+      'realmgate: the signatures were checked with the keys this export brings, which anyone ' +
+      "rewriting it could replace: to prove the gateway signed it, pin the gateway's keys " +
+      '(--keys with its /.well-known/audit-keys, fetched yourself).\n';
+    expect(await verify(whole)).toMatchObject({ status: 0, stderr: unpinned });
 
     // The checkpoint at the end removed: what it signed is chained, no longer signed.
     const unsigned = await verify([...whole.slice(0, -2), end]);
@@ -134,7 +139,8 @@ describe('realmgate audit verify', () => {
         'whoever could write the log or this file could have changed records there, added some ' +
         'or removed some (an export ends after its last checkpoint, or a checkpoint was taken ' +
         'out). A later checkpoint covers them: check that the export of what follows starts ' +
-        `with record 9 and prevHash ${log[7]!.hash}, and verify it too.\n`,
+        `with record 9 and prevHash ${log[7]!.hash}, and verify it too.\n` +
+        unpinned,
     );
     // Records after the last checkpoint removed, with the checkpoint that named them, before
     // the export (its end line says so).
@@ -145,6 +151,47 @@ describe('realmgate audit verify', () => {
     expect((await verify([keys, ...log, end])).stderr).toMatch(
       /^realmgate: no record of this export is covered by a signature: records 1 to 8 \(8\)/,
     );
+  });
+
+  it("says whose keys checked the signatures: pinned ones prove who signed, the export's own do not", async () => {
+    const { privateKey } = generateKeyPairSync('ed25519');
+    const jwk = await exportJWK(createPublicKey(privateKey));
+    const kid = await calculateJwkThumbprint(jwk);
+    const signer = checkpointSigner(privateKey, { ...jwk, kid, alg: 'EdDSA', use: 'sig' });
+    const log = chainedLog(3);
+    const file = path.join(dir, 'signed.jsonl');
+    const three = await signer.sign({
+      org: 'acme',
+      seq: 3,
+      hash: log[2]!.hash,
+      recordAt: log[2]!.at,
+      at: '2026-11-02T00:00:00.000Z',
+    });
+    const lines = [
+      { type: 'keys', keys: [signer.publicJwk] },
+      ...log,
+      { type: 'checkpoint', ...three },
+      await endOf(log, signer),
+    ];
+    await writeFile(file, lines.map((line) => JSON.stringify(line)).join('\n') + '\n');
+    const keysFile = path.join(dir, 'audit-keys.json');
+    await writeFile(keysFile, JSON.stringify({ keys: [signer.publicJwk] }));
+
+    const run = async (args: string[]) => {
+      const { io, output } = capturingIo();
+      const status = await runCli(['audit', 'verify', file, ...args], {}, io);
+      return { status, keys: (JSON.parse(output.stdout) as { keys: unknown }).keys, ...output };
+    };
+    const own = await run([]);
+    expect(own).toMatchObject({ status: 0, keys: 'export' });
+    expect(own.stderr).toMatch(
+      /^realmgate: the signatures were checked with the keys this export brings/,
+    );
+    expect(await run(['--keys', keysFile])).toMatchObject({
+      status: 0,
+      keys: 'pinned',
+      stderr: '',
+    });
   });
 
   it('refuses an export cut short, naming the last record it holds (exit 4)', async () => {
