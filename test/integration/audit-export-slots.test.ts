@@ -6,9 +6,8 @@ import { createWorkspacesRepo } from '../../src/platform/workspaces.repo.ts';
 import { basicAuth, callApi } from '../helpers/api.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createOrganizationRealm, createUser, type TestUser } from '../helpers/keycloak.ts';
-import { onPostgresServer } from '../helpers/postgres-server.ts';
+import { ownDatabase } from '../helpers/postgres-server.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
-import { testEnv } from '../helpers/test-env.ts';
 
 /*
  * An audit export's chunk may scan far (a sparse filter over a large log) under the spared
@@ -17,13 +16,7 @@ import { testEnv } from '../helpers/test-env.ts';
  * test's own, whose large log slows no other suite. Ports 19762/19763.
  */
 
-const database = `realmgate_exports_${randomBytes(4).toString('hex')}`;
-const urlOf = (name: string) => {
-  const url = new URL(testEnv().databaseUrl);
-  url.pathname = `/${name}`;
-  return url.href;
-};
-const SERVER = () => urlOf('').replace(/\/[^/]*$/, '');
+const database = ownDatabase('exports');
 /** Records of the large log: a filter matching none of them scans them all, chunk after chunk. */
 const RECORDS = 3_000_000;
 /** The gateway's pool (database.ts). */
@@ -39,9 +32,9 @@ describe('audit exports beside the rest of the gateway', () => {
   let admin: TestUser;
 
   beforeAll(async () => {
-    await onPostgresServer(SERVER(), `create database ${database}`);
-    replica = await startReplica(19762, { DATABASE_URL: urlOf(database) });
-    db = knex({ client: 'pg', connection: urlOf(database), pool: { min: 0, max: 2 } });
+    await database.create();
+    replica = await startReplica(19762, { DATABASE_URL: database.url() });
+    db = knex({ client: 'pg', connection: database.url(), pool: { min: 0, max: 2 } });
     other = await createOrganizationRealm(['ws1']);
     await createOrganizationsRepo(db).insertIfAbsent({ id: other, name: `Test ${other}` });
     await createWorkspacesRepo(db).insertIfAbsent({
@@ -69,7 +62,7 @@ describe('audit exports beside the rest of the gateway', () => {
   afterAll(async () => {
     await replica?.gateway.close();
     await db?.destroy();
-    await onPostgresServer(SERVER(), `drop database if exists ${database} with (force)`);
+    await database.drop();
   });
 
   const workspaces = () =>
@@ -80,7 +73,7 @@ describe('audit exports beside the rest of the gateway', () => {
     const { rows } = await db.raw<{ rows: { running: string }[] }>(
       `select count(*) as running from pg_stat_activity
        where datname = ? and state = 'active' and query like '%actor_name%'`,
-      [database],
+      [database.name],
     );
     return Number(rows[0]!.running);
   }

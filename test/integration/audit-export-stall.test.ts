@@ -8,10 +8,9 @@ import { basicAuth } from '../helpers/api.ts';
 import { grantReaderRole } from '../helpers/audit-readers.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createOrganizationRealm, createUser, type TestUser } from '../helpers/keycloak.ts';
-import { onPostgresServer } from '../helpers/postgres-server.ts';
+import { ownDatabase } from '../helpers/postgres-server.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { stalledGet } from '../helpers/stalled-get.ts';
-import { testEnv } from '../helpers/test-env.ts';
 
 /*
  * An export is written as its client takes it, holding a slot of the few the process runs at
@@ -21,13 +20,7 @@ import { testEnv } from '../helpers/test-env.ts';
  * database of the test's own, whose large log slows no other suite. Ports 19648/19649.
  */
 
-const database = `realmgate_stall_${randomBytes(4).toString('hex')}`;
-const urlOf = (name: string) => {
-  const url = new URL(testEnv().databaseUrl);
-  url.pathname = `/${name}`;
-  return url.href;
-};
-const SERVER = () => urlOf('').replace(/\/[^/]*$/, '');
+const database = ownDatabase('stall');
 /** Records of the large log: its export (tens of MB) is far more than the sockets' buffers. */
 const RECORDS = 200_000;
 
@@ -41,13 +34,13 @@ describe('an export whose client stops reading', () => {
   let stalled: Socket | undefined;
 
   beforeAll(async () => {
-    await onPostgresServer(SERVER(), `create database ${database}`);
+    await database.create();
     replica = await startReplica(19648, {
-      DATABASE_URL: urlOf(database),
+      DATABASE_URL: database.url(),
       AUDIT_EXPORT_CONCURRENCY: '1',
       PROXY_ANSWER_DEADLINE_SECONDS: '1',
     });
-    db = knex({ client: 'pg', connection: urlOf(database), pool: { min: 0, max: 2 } });
+    db = knex({ client: 'pg', connection: database.url(), pool: { min: 0, max: 2 } });
     other = await createOrganizationRealm();
     await createOrganizationsRepo(db).insertIfAbsent({ id: other, name: `Test ${other}` });
     [reader, admin] = await Promise.all([createUser(other), createUser('master')]);
@@ -68,7 +61,7 @@ describe('an export whose client stops reading', () => {
     stalled?.destroy();
     await replica?.gateway.close();
     await db?.destroy();
-    await onPostgresServer(SERVER(), `drop database if exists ${database} with (force)`);
+    await database.drop();
   });
 
   const exportOfOther = () =>
