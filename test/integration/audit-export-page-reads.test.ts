@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrganizationsRepo } from '../../src/platform/organizations.repo.ts';
 import { basicAuth } from '../helpers/api.ts';
 import { grantReaderRole } from '../helpers/audit-readers.ts';
+import { insertLargeLog } from '../helpers/audit-records.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createOrganizationRealm, createUser, type TestUser } from '../helpers/keycloak.ts';
 import { ownDatabase } from '../helpers/postgres-server.ts';
@@ -52,15 +53,7 @@ describe('page reads of the audit log while exports are held', () => {
     ]);
     await Promise.all([grantReaderRole(reader), grantReaderRole(bystander)]);
     // The exporting organization's log, large: each export of it outlasts its client's buffers.
-    await db.raw(
-      `insert into audit_log (org, seq, at, action, outcome, actor_realm, actor_id, actor_name,
-         method, route, path, status, details, prev_hash, hash)
-       select ?, g, now() - interval '1 second' * (? - g), 'api.request', 'success', ?, 'u1',
-         'someone', 'GET', '/api/x', '/api/x', 200, '{}'::jsonb, 'p', 'h'
-       from generate_series(1, ?) g`,
-      [one, RECORDS, one, RECORDS],
-    );
-    await db('audit_log_heads').insert({ org: one, seq: RECORDS, hash: 'h' });
+    await insertLargeLog(db, one, RECORDS);
   }, 120_000);
 
   afterAll(async () => {

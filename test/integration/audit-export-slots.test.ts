@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrganizationsRepo } from '../../src/platform/organizations.repo.ts';
 import { createWorkspacesRepo } from '../../src/platform/workspaces.repo.ts';
 import { basicAuth, callApi } from '../helpers/api.ts';
+import { insertLargeLog } from '../helpers/audit-records.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createOrganizationRealm, createUser, type TestUser } from '../helpers/keycloak.ts';
 import { ownDatabase } from '../helpers/postgres-server.ts';
@@ -47,15 +48,7 @@ describe('audit exports beside the rest of the gateway', () => {
       createUser('master'),
     ]);
     // A deleted organization's log kept for its retention: its records, and its head.
-    await db.raw(
-      `insert into audit_log (org, seq, at, action, outcome, actor_realm, actor_id, actor_name,
-         method, route, path, status, details, prev_hash, hash)
-       select ?, g, now() - interval '1 second' * (? - g), 'api.request', 'success', ?, 'u1',
-         'someone', 'GET', '/api/x', '/api/x', 200, '{}'::jsonb, 'p', 'h'
-       from generate_series(1, ?) g`,
-      [log, RECORDS, log, RECORDS],
-    );
-    await db('audit_log_heads').insert({ org: log, seq: RECORDS, hash: 'h' });
+    await insertLargeLog(db, log, RECORDS);
     await db.raw('analyze audit_log');
   }, 120_000);
 

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrganizationsRepo } from '../../src/platform/organizations.repo.ts';
 import { basicAuth } from '../helpers/api.ts';
 import { grantReaderRole } from '../helpers/audit-readers.ts';
+import { insertLargeLog } from '../helpers/audit-records.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createOrganizationRealm, createUser, type TestUser } from '../helpers/keycloak.ts';
 import { ownDatabase } from '../helpers/postgres-server.ts';
@@ -46,15 +47,7 @@ describe('an export whose client stops reading', () => {
     [reader, admin] = await Promise.all([createUser(other), createUser('master')]);
     await grantReaderRole(reader);
     // A deleted organization's log kept for its retention: its records, and its head.
-    await db.raw(
-      `insert into audit_log (org, seq, at, action, outcome, actor_realm, actor_id, actor_name,
-         method, route, path, status, details, prev_hash, hash)
-       select ?, g, now() - interval '1 second' * (? - g), 'api.request', 'success', ?, 'u1',
-         'someone', 'GET', '/api/x', '/api/x', 200, '{}'::jsonb, 'p', 'h'
-       from generate_series(1, ?) g`,
-      [log, RECORDS, log, RECORDS],
-    );
-    await db('audit_log_heads').insert({ org: log, seq: RECORDS, hash: 'h' });
+    await insertLargeLog(db, log, RECORDS);
   }, 120_000);
 
   afterAll(async () => {
