@@ -85,3 +85,20 @@ export function quietWriter(db: Knex, spoolMax = 10_000) {
     intervalMs: 60_000,
   });
 }
+
+/**
+ * A large log written at once by PostgreSQL: `count` records of `org`, a second apart up to now,
+ * and its head. Not chained (placeholder hashes): for tests of how long a log's reads and
+ * exports hold their slots, not of what they say.
+ */
+export async function insertLargeLog(db: Knex, org: string, count: number): Promise<void> {
+  await db.raw(
+    `insert into audit_log (org, seq, at, action, outcome, actor_realm, actor_id, actor_name,
+       method, route, path, status, details, prev_hash, hash)
+     select ?, g, now() - interval '1 second' * (? - g), 'api.request', 'success', ?, 'u1',
+       'someone', 'GET', '/api/x', '/api/x', 200, '{}'::jsonb, 'p', 'h'
+     from generate_series(1, ?) g`,
+    [org, count, org, count],
+  );
+  await db('audit_log_heads').insert({ org, seq: count, hash: 'h' });
+}

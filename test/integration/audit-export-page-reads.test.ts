@@ -1,16 +1,15 @@
-import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
 import knex, { type Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrganizationsRepo } from '../../src/platform/organizations.repo.ts';
 import { basicAuth } from '../helpers/api.ts';
 import { grantReaderRole } from '../helpers/audit-readers.ts';
+import { insertLargeLog } from '../helpers/audit-records.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createOrganizationRealm, createUser, type TestUser } from '../helpers/keycloak.ts';
-import { onPostgresServer } from '../helpers/postgres-server.ts';
+import { ownDatabase } from '../helpers/postgres-server.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { stalledGet } from '../helpers/stalled-get.ts';
-import { testEnv } from '../helpers/test-env.ts';
 
 /*
  * Exports hold their slots for as long as their clients take to read them, up to minutes; a page
@@ -21,13 +20,7 @@ import { testEnv } from '../helpers/test-env.ts';
  * Ports 19682/19683.
  */
 
-const database = `realmgate_pagereads_${randomBytes(4).toString('hex')}`;
-const urlOf = (name: string) => {
-  const url = new URL(testEnv().databaseUrl);
-  url.pathname = `/${name}`;
-  return url.href;
-};
-const SERVER = () => urlOf('').replace(/\/[^/]*$/, '');
+const database = ownDatabase('pagereads');
 /** Records of the large log: its export (tens of MB) is far more than the sockets' buffers. */
 const RECORDS = 200_000;
 
@@ -41,13 +34,13 @@ describe('page reads of the audit log while exports are held', () => {
   const held: Socket[] = [];
 
   beforeAll(async () => {
-    await onPostgresServer(SERVER(), `create database ${database}`);
+    await database.create();
     replica = await startReplica(19682, {
-      DATABASE_URL: urlOf(database),
+      DATABASE_URL: database.url(),
       AUDIT_EXPORT_CONCURRENCY: '4',
       PROXY_ANSWER_DEADLINE_SECONDS: '300',
     });
-    db = knex({ client: 'pg', connection: urlOf(database), pool: { min: 0, max: 2 } });
+    db = knex({ client: 'pg', connection: database.url(), pool: { min: 0, max: 2 } });
     const [one, two] = await Promise.all([createOrganizationRealm(), createOrganizationRealm()]);
     exporting = one;
     for (const id of [one, two]) {
@@ -60,22 +53,14 @@ describe('page reads of the audit log while exports are held', () => {
     ]);
     await Promise.all([grantReaderRole(reader), grantReaderRole(bystander)]);
     // The exporting organization's log, large: each export of it outlasts its client's buffers.
-    await db.raw(
-      `insert into audit_log (org, seq, at, action, outcome, actor_realm, actor_id, actor_name,
-         method, route, path, status, details, prev_hash, hash)
-       select ?, g, now() - interval '1 second' * (? - g), 'api.request', 'success', ?, 'u1',
-         'someone', 'GET', '/api/x', '/api/x', 200, '{}'::jsonb, 'p', 'h'
-       from generate_series(1, ?) g`,
-      [one, RECORDS, one, RECORDS],
-    );
-    await db('audit_log_heads').insert({ org: one, seq: RECORDS, hash: 'h' });
+    await insertLargeLog(db, one, RECORDS);
   }, 120_000);
 
   afterAll(async () => {
     for (const socket of held) socket.destroy();
     await replica?.gateway.close();
     await db?.destroy();
-    await onPostgresServer(SERVER(), `drop database if exists ${database} with (force)`);
+    await database.drop();
   });
 
   const page = (path: string, user: TestUser) =>

@@ -4,11 +4,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrganizationsRepo } from '../../src/platform/organizations.repo.ts';
 import { createWorkspacesRepo } from '../../src/platform/workspaces.repo.ts';
 import { basicAuth, callApi } from '../helpers/api.ts';
+import { insertLargeLog } from '../helpers/audit-records.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createOrganizationRealm, createUser, type TestUser } from '../helpers/keycloak.ts';
-import { onPostgresServer } from '../helpers/postgres-server.ts';
+import { ownDatabase } from '../helpers/postgres-server.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
-import { testEnv } from '../helpers/test-env.ts';
 
 /*
  * An audit export's chunk may scan far (a sparse filter over a large log) under the spared
@@ -17,13 +17,7 @@ import { testEnv } from '../helpers/test-env.ts';
  * test's own, whose large log slows no other suite. Ports 19762/19763.
  */
 
-const database = `realmgate_exports_${randomBytes(4).toString('hex')}`;
-const urlOf = (name: string) => {
-  const url = new URL(testEnv().databaseUrl);
-  url.pathname = `/${name}`;
-  return url.href;
-};
-const SERVER = () => urlOf('').replace(/\/[^/]*$/, '');
+const database = ownDatabase('exports');
 /** Records of the large log: a filter matching none of them scans them all, chunk after chunk. */
 const RECORDS = 3_000_000;
 /** The gateway's pool (database.ts). */
@@ -39,9 +33,9 @@ describe('audit exports beside the rest of the gateway', () => {
   let admin: TestUser;
 
   beforeAll(async () => {
-    await onPostgresServer(SERVER(), `create database ${database}`);
-    replica = await startReplica(19762, { DATABASE_URL: urlOf(database) });
-    db = knex({ client: 'pg', connection: urlOf(database), pool: { min: 0, max: 2 } });
+    await database.create();
+    replica = await startReplica(19762, { DATABASE_URL: database.url() });
+    db = knex({ client: 'pg', connection: database.url(), pool: { min: 0, max: 2 } });
     other = await createOrganizationRealm(['ws1']);
     await createOrganizationsRepo(db).insertIfAbsent({ id: other, name: `Test ${other}` });
     await createWorkspacesRepo(db).insertIfAbsent({
@@ -54,22 +48,14 @@ describe('audit exports beside the rest of the gateway', () => {
       createUser('master'),
     ]);
     // A deleted organization's log kept for its retention: its records, and its head.
-    await db.raw(
-      `insert into audit_log (org, seq, at, action, outcome, actor_realm, actor_id, actor_name,
-         method, route, path, status, details, prev_hash, hash)
-       select ?, g, now() - interval '1 second' * (? - g), 'api.request', 'success', ?, 'u1',
-         'someone', 'GET', '/api/x', '/api/x', 200, '{}'::jsonb, 'p', 'h'
-       from generate_series(1, ?) g`,
-      [log, RECORDS, log, RECORDS],
-    );
-    await db('audit_log_heads').insert({ org: log, seq: RECORDS, hash: 'h' });
+    await insertLargeLog(db, log, RECORDS);
     await db.raw('analyze audit_log');
   }, 120_000);
 
   afterAll(async () => {
     await replica?.gateway.close();
     await db?.destroy();
-    await onPostgresServer(SERVER(), `drop database if exists ${database} with (force)`);
+    await database.drop();
   });
 
   const workspaces = () =>
@@ -80,7 +66,7 @@ describe('audit exports beside the rest of the gateway', () => {
     const { rows } = await db.raw<{ rows: { running: string }[] }>(
       `select count(*) as running from pg_stat_activity
        where datname = ? and state = 'active' and query like '%actor_name%'`,
-      [database],
+      [database.name],
     );
     return Number(rows[0]!.running);
   }

@@ -6,12 +6,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrganizationsRepo } from '../../src/platform/organizations.repo.ts';
 import { basicAuth } from '../helpers/api.ts';
 import { grantReaderRole } from '../helpers/audit-readers.ts';
+import { insertLargeLog } from '../helpers/audit-records.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createOrganizationRealm, createUser, type TestUser } from '../helpers/keycloak.ts';
-import { onPostgresServer } from '../helpers/postgres-server.ts';
+import { ownDatabase } from '../helpers/postgres-server.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { stalledGet } from '../helpers/stalled-get.ts';
-import { testEnv } from '../helpers/test-env.ts';
 
 /*
  * An export is written as its client takes it, holding a slot of the few the process runs at
@@ -21,13 +21,7 @@ import { testEnv } from '../helpers/test-env.ts';
  * database of the test's own, whose large log slows no other suite. Ports 19648/19649.
  */
 
-const database = `realmgate_stall_${randomBytes(4).toString('hex')}`;
-const urlOf = (name: string) => {
-  const url = new URL(testEnv().databaseUrl);
-  url.pathname = `/${name}`;
-  return url.href;
-};
-const SERVER = () => urlOf('').replace(/\/[^/]*$/, '');
+const database = ownDatabase('stall');
 /** Records of the large log: its export (tens of MB) is far more than the sockets' buffers. */
 const RECORDS = 200_000;
 
@@ -41,34 +35,26 @@ describe('an export whose client stops reading', () => {
   let stalled: Socket | undefined;
 
   beforeAll(async () => {
-    await onPostgresServer(SERVER(), `create database ${database}`);
+    await database.create();
     replica = await startReplica(19648, {
-      DATABASE_URL: urlOf(database),
+      DATABASE_URL: database.url(),
       AUDIT_EXPORT_CONCURRENCY: '1',
       PROXY_ANSWER_DEADLINE_SECONDS: '1',
     });
-    db = knex({ client: 'pg', connection: urlOf(database), pool: { min: 0, max: 2 } });
+    db = knex({ client: 'pg', connection: database.url(), pool: { min: 0, max: 2 } });
     other = await createOrganizationRealm();
     await createOrganizationsRepo(db).insertIfAbsent({ id: other, name: `Test ${other}` });
     [reader, admin] = await Promise.all([createUser(other), createUser('master')]);
     await grantReaderRole(reader);
     // A deleted organization's log kept for its retention: its records, and its head.
-    await db.raw(
-      `insert into audit_log (org, seq, at, action, outcome, actor_realm, actor_id, actor_name,
-         method, route, path, status, details, prev_hash, hash)
-       select ?, g, now() - interval '1 second' * (? - g), 'api.request', 'success', ?, 'u1',
-         'someone', 'GET', '/api/x', '/api/x', 200, '{}'::jsonb, 'p', 'h'
-       from generate_series(1, ?) g`,
-      [log, RECORDS, log, RECORDS],
-    );
-    await db('audit_log_heads').insert({ org: log, seq: RECORDS, hash: 'h' });
+    await insertLargeLog(db, log, RECORDS);
   }, 120_000);
 
   afterAll(async () => {
     stalled?.destroy();
     await replica?.gateway.close();
     await db?.destroy();
-    await onPostgresServer(SERVER(), `drop database if exists ${database} with (force)`);
+    await database.drop();
   });
 
   const exportOfOther = () =>

@@ -1,12 +1,10 @@
-import { randomBytes } from 'node:crypto';
 import knex, { type Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth, callApi } from '../helpers/api.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
-import { onPostgresServer } from '../helpers/postgres-server.ts';
+import { ownDatabase } from '../helpers/postgres-server.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
-import { testEnv } from '../helpers/test-env.ts';
 
 /*
  * A download job's run reads the log under the spared timeout (5 minutes): at shutdown, that
@@ -16,13 +14,7 @@ import { testEnv } from '../helpers/test-env.ts';
  * other suite. Ports 19652/19653.
  */
 
-const database = `realmgate_down_${randomBytes(4).toString('hex')}`;
-const urlOf = (name: string) => {
-  const url = new URL(testEnv().databaseUrl);
-  url.pathname = `/${name}`;
-  return url.href;
-};
-const SERVER = () => urlOf('').replace(/\/[^/]*$/, '');
+const database = ownDatabase('down');
 
 describe('spared audit reads at shutdown', () => {
   let db: Knex;
@@ -32,14 +24,14 @@ describe('spared audit reads at shutdown', () => {
   let lock: Knex.Transaction | undefined;
 
   beforeAll(async () => {
-    await onPostgresServer(SERVER(), `create database ${database}`);
+    await database.create();
     // A short statement timeout: the audit writer's insert behind the lock gives up soon.
     replica = await startReplica(19652, {
-      DATABASE_URL: urlOf(database),
+      DATABASE_URL: database.url(),
       DATABASE_STATEMENT_TIMEOUT_MS: '1000',
       SHUTDOWN_GRACE_SECONDS: '1',
     });
-    db = knex({ client: 'pg', connection: urlOf(database), pool: { min: 0, max: 2 } });
+    db = knex({ client: 'pg', connection: database.url(), pool: { min: 0, max: 2 } });
     admin = await createUser('master');
   }, 120_000);
 
@@ -47,7 +39,7 @@ describe('spared audit reads at shutdown', () => {
     await lock?.rollback();
     await (closed ?? replica?.gateway.close());
     await db?.destroy();
-    await onPostgresServer(SERVER(), `drop database if exists ${database} with (force)`);
+    await database.drop();
   });
 
   /** The download job runs PostgreSQL holds behind the test's lock now. */
@@ -55,7 +47,7 @@ describe('spared audit reads at shutdown', () => {
     const { rows } = await db.raw<{ rows: { blocked: string }[] }>(
       `select count(*) as blocked from pg_stat_activity
        where datname = ? and wait_event_type = 'Lock' and query like 'select max(%'`,
-      [database],
+      [database.name],
     );
     return Number(rows[0]!.blocked);
   }

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import knex, { type Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrganizationsRepo } from '../../src/platform/organizations.repo.ts';
@@ -6,9 +5,8 @@ import { createWorkspacesRepo } from '../../src/platform/workspaces.repo.ts';
 import { basicAuth, callApi } from '../helpers/api.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createOrganizationRealm, createUser, type TestUser } from '../helpers/keycloak.ts';
-import { onPostgresServer } from '../helpers/postgres-server.ts';
+import { ownDatabase } from '../helpers/postgres-server.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
-import { testEnv } from '../helpers/test-env.ts';
 
 /*
  * A page of the audit log is read in one transaction, each statement up to the statement
@@ -18,13 +16,7 @@ import { testEnv } from '../helpers/test-env.ts';
  * other suite. Ports 19646/19647.
  */
 
-const database = `realmgate_reads_${randomBytes(4).toString('hex')}`;
-const urlOf = (name: string) => {
-  const url = new URL(testEnv().databaseUrl);
-  url.pathname = `/${name}`;
-  return url.href;
-};
-const SERVER = () => urlOf('').replace(/\/[^/]*$/, '');
+const database = ownDatabase('reads');
 /** Three times the pool: were each given a connection, the ones queued would outlast a wait. */
 const READS = 30;
 
@@ -36,15 +28,15 @@ describe('audit log reads beside the rest of the gateway', () => {
   let admin: TestUser;
 
   beforeAll(async () => {
-    await onPostgresServer(SERVER(), `create database ${database}`);
+    await database.create();
     // A request waits for a connection no longer than a statement may run (plus the connect
     // timeout): 10 s here, so a read's statement outlasts the wait of a request queued behind it.
     replica = await startReplica(19646, {
-      DATABASE_URL: urlOf(database),
+      DATABASE_URL: database.url(),
       DATABASE_CONNECT_TIMEOUT_MS: '100',
       DATABASE_STATEMENT_TIMEOUT_MS: '10000',
     });
-    db = knex({ client: 'pg', connection: urlOf(database), pool: { min: 0, max: 2 } });
+    db = knex({ client: 'pg', connection: database.url(), pool: { min: 0, max: 2 } });
     other = await createOrganizationRealm(['ws1']);
     await createOrganizationsRepo(db).insertIfAbsent({ id: other, name: `Test ${other}` });
     await createWorkspacesRepo(db).insertIfAbsent({
@@ -61,7 +53,7 @@ describe('audit log reads beside the rest of the gateway', () => {
   afterAll(async () => {
     await replica?.gateway.close();
     await db?.destroy();
-    await onPostgresServer(SERVER(), `drop database if exists ${database} with (force)`);
+    await database.drop();
   });
 
   const workspaces = () =>
@@ -81,7 +73,7 @@ describe('audit log reads beside the rest of the gateway', () => {
     const { rows } = await db.raw<{ rows: { blocked: string }[] }>(
       `select count(*) as blocked from pg_stat_activity
        where datname = ? and wait_event_type = 'Lock' and query like 'select%audit_log%'`,
-      [database],
+      [database.name],
     );
     return Number(rows[0]!.blocked);
   }

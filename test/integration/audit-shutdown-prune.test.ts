@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { Writable } from 'node:stream';
 import knex, { type Knex } from 'knex';
 import pino from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -9,6 +8,7 @@ import { scheduleRetention } from '../../src/audit/audit-retention.ts';
 import { createAuditWriter } from '../../src/audit/audit-writer.ts';
 import { systemClock } from '../../src/time/clock.ts';
 import { apiEvent } from '../helpers/audit-records.ts';
+import { loggerToLines } from '../helpers/log-lines.ts';
 import { closeTestDb, testDb } from '../helpers/platform.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
@@ -50,16 +50,7 @@ describe('audit retention at shutdown', () => {
         jws: 'test',
       });
     }
-    const lines: string[] = [];
-    const logger = pino(
-      { level: 'info' },
-      new Writable({
-        write(chunk: Buffer, _encoding, done) {
-          lines.push(chunk.toString());
-          done();
-        },
-      }),
-    );
+    const { logger, lines } = loggerToLines();
     // The gateway's own pool: closed at shutdown right after the audit area.
     const pool: Knex = knex({ client: 'pg', connection: testEnv().databaseUrl, pool: { max: 4 } });
     const retention = scheduleRetention({
@@ -102,16 +93,7 @@ describe('audit retention at shutdown', () => {
       undefined,
       () => undefined,
     );
-    const lines: string[] = [];
-    const logger = pino(
-      { level: 'info' },
-      new Writable({
-        write(chunk: Buffer, _encoding, done) {
-          lines.push(chunk.toString());
-          done();
-        },
-      }),
-    );
+    const { logger, lines } = loggerToLines();
     const pool: Knex = knex({ client: 'pg', connection: testEnv().databaseUrl, pool: { max: 4 } });
     const { writer, lost } = writerCountingLost(pool, logger);
     // Another session holds the log: the prune's search for the records past their days (the

@@ -1,24 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { Writable } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
 import { verifyChain } from '../../src/audit/audit-chain.ts';
 import { recordOf, type AuditRow } from '../../src/audit/audit-rows.ts';
 import { createAuditWriter, type AuditEvent } from '../../src/audit/audit-writer.ts';
-import { createLogger } from '../../src/http/logger.ts';
 import { apiEvent } from '../helpers/audit-records.ts';
+import { loggerToLines } from '../helpers/log-lines.ts';
 import { closeTestDb, testDb } from '../helpers/platform.ts';
-
-/** A logger whose lines the test reads. */
-function loggerToLines() {
-  const lines: string[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      lines.push(chunk.toString());
-      done();
-    },
-  });
-  return { logger: createLogger('info', sink), lines };
-}
 
 /**
  * A record PostgreSQL can never take (a log's name longer than its index holds: 54000; a

@@ -1,4 +1,3 @@
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   fromEveryWorker,
@@ -6,8 +5,8 @@ import {
   type ClusteredGateway,
 } from '../helpers/clustered-gateway.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
-import { createLogger } from '../../src/http/logger.ts';
 import { createUser, grantAtKeycloak, type TestUser } from '../helpers/keycloak.ts';
+import { loggerToRecords } from '../helpers/log-lines.ts';
 import { startPostgresProcess, type PostgresProcess } from '../helpers/postgres-process.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import {
@@ -136,7 +135,7 @@ describe('a replica whose PostgreSQL answers again before its migration is tried
   let relay: TcpFront;
   let replica: Replica | undefined;
   let admin: TestUser;
-  const lines: Record<string, unknown>[] = [];
+  const { logger, records: lines } = loggerToRecords();
   const logged = (matches: (line: Record<string, unknown>) => boolean) =>
     expect.poll(() => lines.some(matches), EVENTUALLY).toBe(true);
 
@@ -154,18 +153,10 @@ describe('a replica whose PostgreSQL answers again before its migration is tried
   });
 
   it('answers 503 until its schema is current, and migrates once readiness sees the database', async () => {
-    const sink = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        for (const text of chunk.toString().split('\n').filter(Boolean)) {
-          lines.push(JSON.parse(text) as Record<string, unknown>);
-        }
-        done();
-      },
-    });
     replica = await startReplica(
       19770,
       { DATABASE_URL: `postgres://postgres@127.0.0.1:${relay.port}/postgres` },
-      createLogger('info', sink),
+      logger,
     );
     // The attempts so far failed; the next one waits 8 s (0.5 s doubling).
     await logged((l) => l.msg === 'database: still unreachable' && l.attempts === 5);

@@ -4,7 +4,6 @@ import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Writable } from 'node:stream';
 import type { Knex } from 'knex';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,8 +15,8 @@ import {
   type RetryWait,
 } from '../../src/db/migrate-at-start.ts';
 import { MIGRATION_LOCK_KEY } from '../../src/db/migrate.ts';
-import { createLogger } from '../../src/http/logger.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
+import { loggerToRecords } from '../helpers/log-lines.ts';
 import { onPostgresServer } from '../helpers/postgres-server.ts';
 import { startDatabaseRelay, type DatabaseRelay } from '../helpers/tcp-front.ts';
 import { testBackchannelUrl } from '../helpers/keycloak.ts';
@@ -51,20 +50,12 @@ describe('the migration in the background of a process that stops', () => {
   });
 
   it('succeeds after stop() and resolves nothing: nothing starts once the process stops', async () => {
-    const lines: Record<string, unknown>[] = [];
-    const sink = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        for (const text of chunk.toString().split('\n').filter(Boolean)) {
-          lines.push(JSON.parse(text) as Record<string, unknown>);
-        }
-        done();
-      },
-    });
+    const { logger, records: lines } = loggerToRecords();
     await relay.cut();
     const relayed = new URL(relay.databaseUrl);
     relayed.pathname = `/${database}`;
     db = await openDatabase({ databaseUrl: relayed.href, dataDir: os.tmpdir() });
-    const schema = await migrateAtStart(db, createLogger('info', sink));
+    const schema = await migrateAtStart(db, logger);
     expect(schema.current()).toBe(false);
 
     // Another process in the middle of its migration holds the lock: the next attempt waits.
@@ -112,18 +103,10 @@ describe('the migration in the background woken by readiness checks', () => {
   });
 
   it('tries at most once more per backoff period, however often it is woken', async () => {
-    const lines: Record<string, unknown>[] = [];
-    const sink = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        for (const text of chunk.toString().split('\n').filter(Boolean)) {
-          lines.push(JSON.parse(text) as Record<string, unknown>);
-        }
-        done();
-      },
-    });
+    const { logger, records: lines } = loggerToRecords();
     db = await openDatabase({ databaseUrl: relay.databaseUrl, dataDir: os.tmpdir() });
     const waits = testWaits();
-    const schema = await migrateAtStart(db, createLogger('info', sink), waits.wait);
+    const schema = await migrateAtStart(db, logger, waits.wait);
     const between = { ...EVENTUALLY, interval: 5 };
     const spanMs = 20_000;
     try {

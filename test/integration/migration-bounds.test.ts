@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import type { Knex } from 'knex';
 import pg from 'pg';
@@ -6,7 +5,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } 
 import { isDatabaseUnavailable } from '../../src/db/database-failures.ts';
 import { openDatabase, type DatabaseTimeouts } from '../../src/db/database.ts';
 import { MIGRATION_NAMES, migrateToLatest } from '../../src/db/migrate.ts';
-import { onPostgresServer } from '../helpers/postgres-server.ts';
+import { ownDatabase } from '../helpers/postgres-server.ts';
 import { startTcpFront, type TcpFront } from '../helpers/tcp-front.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
@@ -19,16 +18,7 @@ import { testEnv } from '../helpers/test-env.ts';
  * (relay).
  */
 
-const database = `realmgate_migbound_${randomBytes(4).toString('hex')}`;
-const TEST_DATABASE = () => new URL(testEnv().databaseUrl);
-/** The test's database, directly or through another address. */
-function urlOf(host?: string): string {
-  const url = TEST_DATABASE();
-  url.pathname = `/${database}`;
-  if (host !== undefined) url.host = host;
-  return url.href;
-}
-const SERVER = () => TEST_DATABASE().href.replace(/\/[^/]*$/, '');
+const database = ownDatabase('migbound');
 /** The migration left pending (it adds a column to ALTERED), and those after it. */
 const PENDING = MIGRATION_NAMES.slice(
   MIGRATION_NAMES.indexOf('20261129-010-audit-incarnation-retention'),
@@ -45,7 +35,7 @@ let holder: pg.Client | undefined;
 
 async function migrator(host?: string, timeouts = TIMEOUTS): Promise<Knex> {
   const db = await openDatabase({
-    databaseUrl: urlOf(host),
+    databaseUrl: database.url(host),
     dataDir: os.tmpdir(),
     timeouts,
   });
@@ -55,7 +45,7 @@ async function migrator(host?: string, timeouts = TIMEOUTS): Promise<Knex> {
 
 /** Another session holding the altered table against any change until the test ends. */
 async function lockAltered(): Promise<pg.Client> {
-  holder = new pg.Client({ connectionString: urlOf() });
+  holder = new pg.Client({ connectionString: database.url() });
   await holder.connect();
   await holder.query('begin');
   await holder.query(`lock table ${ALTERED} in access share mode`);
@@ -73,7 +63,7 @@ async function tableLockWaiters(client: pg.Client): Promise<number> {
 }
 
 beforeAll(async () => {
-  await onPostgresServer(SERVER(), `create database ${database}`);
+  await database.create();
 });
 
 beforeEach(async () => {
@@ -94,7 +84,7 @@ afterEach(async () => {
 });
 
 afterAll(async () => {
-  await onPostgresServer(SERVER(), `drop database if exists ${database} with (force)`);
+  await database.drop();
 });
 
 describe('a start migration waiting on a table lock', () => {
@@ -122,7 +112,7 @@ describe('a start migration on a connection that goes silent', () => {
   let front: TcpFront;
 
   beforeAll(async () => {
-    const direct = TEST_DATABASE();
+    const direct = new URL(testEnv().databaseUrl);
     front = await startTcpFront(18874, {
       host: direct.hostname,
       port: Number(direct.port || 5432),

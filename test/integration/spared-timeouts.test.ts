@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import type { Knex } from 'knex';
 import pg from 'pg';
@@ -9,7 +8,7 @@ import { isDatabaseUnavailable } from '../../src/db/database-failures.ts';
 import { openDatabase, runSpared, type DatabaseTimeouts } from '../../src/db/database.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
 import { createLogger } from '../../src/http/logger.ts';
-import { onPostgresServer } from '../helpers/postgres-server.ts';
+import { ownDatabase } from '../helpers/postgres-server.ts';
 import { startTcpFront, type TcpFront } from '../helpers/tcp-front.ts';
 import { manualClock } from '../helpers/test-clock.ts';
 import { testEnv } from '../helpers/test-env.ts';
@@ -21,16 +20,7 @@ import { testEnv } from '../helpers/test-env.ts';
  * lock it takes on the audit log stalls no other suite. Port 18873 (relay).
  */
 
-const database = `realmgate_spared_${randomBytes(4).toString('hex')}`;
-const TEST_DATABASE = () => new URL(testEnv().databaseUrl);
-/** The test database's URL with another database or another address. */
-function urlOf(change: { database?: string; host?: string }): string {
-  const url = TEST_DATABASE();
-  if (change.database !== undefined) url.pathname = `/${change.database}`;
-  if (change.host !== undefined) url.host = change.host;
-  return url.href;
-}
-const SERVER = () => urlOf({}).replace(/\/[^/]*$/, '');
+const database = ownDatabase('spared');
 const TIMEOUTS: DatabaseTimeouts = { connectMs: 200, statementMs: 300, sparedMs: 1500 };
 
 describe('spared database work under a bound of its own', () => {
@@ -38,9 +28,9 @@ describe('spared database work under a bound of its own', () => {
   let holder: pg.Client | undefined;
 
   beforeAll(async () => {
-    await onPostgresServer(SERVER(), `create database ${database}`);
+    await database.create();
     db = await openDatabase({
-      databaseUrl: urlOf({ database }),
+      databaseUrl: database.url(),
       dataDir: os.tmpdir(),
       timeouts: TIMEOUTS,
     });
@@ -54,12 +44,12 @@ describe('spared database work under a bound of its own', () => {
 
   afterAll(async () => {
     await db?.destroy();
-    await onPostgresServer(SERVER(), `drop database if exists ${database} with (force)`);
+    await database.drop();
   });
 
   /** Another session holding the audit log locked against every read until the test ends. */
   async function lockAuditLog(): Promise<void> {
-    holder = new pg.Client({ connectionString: urlOf({ database }) });
+    holder = new pg.Client({ connectionString: database.url() });
     await holder.connect();
     await holder.query('begin');
     await holder.query('lock table audit_log in access exclusive mode');
@@ -136,7 +126,7 @@ describe('spared database work under a bound of its own', () => {
   it("does not take a download job's run as lost while its statements may still be running", async () => {
     // The longest spared bound there is: one run's statements may each take ten minutes.
     const patient = await openDatabase({
-      databaseUrl: urlOf({ database }),
+      databaseUrl: database.url(),
       dataDir: os.tmpdir(),
       timeouts: { ...TIMEOUTS, sparedMs: 600_000 },
     });
@@ -181,13 +171,16 @@ describe('spared database work on a connection that goes silent', () => {
   let db: Knex;
 
   beforeAll(async () => {
-    const direct = TEST_DATABASE();
+    const direct = new URL(testEnv().databaseUrl);
     front = await startTcpFront(18873, {
       host: direct.hostname,
       port: Number(direct.port || 5432),
     });
+    // The test stack's database (this suite's own is gone with the describe above), relayed.
+    const relayed = new URL(direct);
+    relayed.host = `127.0.0.1:${front.port}`;
     db = await openDatabase({
-      databaseUrl: urlOf({ host: `127.0.0.1:${front.port}` }),
+      databaseUrl: relayed.href,
       dataDir: os.tmpdir(),
       timeouts: TIMEOUTS,
     });

@@ -1,18 +1,11 @@
-import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { createAudit, type AuditEntry } from '../../../src/http/audit.ts';
-import { createLogger } from '../../../src/http/logger.ts';
+import { loggerToLines } from '../../helpers/log-lines.ts';
 
 /** An audit whose lines and kept entries the test reads. */
 function auditToLines() {
-  const lines: string[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      lines.push(chunk.toString());
-      done();
-    },
-  });
-  const audit = createAudit(createLogger('info', sink), () => '127.0.0.1');
+  const { logger, lines } = loggerToLines();
+  const audit = createAudit(logger, () => '127.0.0.1');
   const kept: AuditEntry[] = [];
   audit.keepIn((entry) => kept.push(entry));
   return { audit, lines, kept };

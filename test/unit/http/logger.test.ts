@@ -1,18 +1,5 @@
-import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../../src/http/logger.ts';
-
-/** A real process logger writing to a stream the test reads. */
-function loggerToLines(): { logger: ReturnType<typeof createLogger>; lines: string[] } {
-  const lines: string[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      lines.push(chunk.toString());
-      done();
-    },
-  });
-  return { logger: createLogger('info', sink), lines };
-}
+import { loggerToLines } from '../../helpers/log-lines.ts';
 
 function expectNoneIn(line: string, secrets: string[]): void {
   for (const secret of secrets) expect(line).not.toContain(secret);
