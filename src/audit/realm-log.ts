@@ -23,9 +23,10 @@ export function realmLogCheck(directory: Pick<OrganizationLookup, 'stateOf'>): R
 }
 
 /**
- * The records waiting for a lookup before they reach the writer (whether their realm has a log).
- * A shutdown hands them on before the writer's spool is written (`settled`, audit.area.ts); else
- * each would come after it (lost) or never (the process gone, the loss untold).
+ * The records waiting for a lookup before they reach the writer: whether their realm has a log,
+ * whether a refused token is one its realm signed. A shutdown hands them on before the writer's
+ * spool is written (`settled`, audit.area.ts); else each would come after it (lost) or never
+ * (the process gone, the loss untold).
  */
 export interface PendingLookups {
   /**
@@ -33,7 +34,7 @@ export interface PendingLookups {
    * what a failed lookup means for the record is its caller's to say.
    */
   after<T>(lookup: Promise<T>, then: (found: T) => void): void;
-  /** Once every record waiting now is handed on. */
+  /** Once every record waiting now is handed on, after each lookup it waits for. */
   settled(): Promise<void>;
 }
 
@@ -46,7 +47,8 @@ export function pendingLookups(): PendingLookups {
       void handedOn.finally(() => waiting.delete(handedOn));
     },
     async settled() {
-      await Promise.allSettled(waiting);
+      // One handed on may wait for another lookup next (a token verified, then its realm's).
+      while (waiting.size > 0) await Promise.allSettled(waiting);
     },
   };
 }

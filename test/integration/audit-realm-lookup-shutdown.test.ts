@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import knex, { type Knex } from 'knex';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { recordOf, type AuditRow } from '../../src/audit/audit-rows.ts';
 import type { AuditRecord } from '../../src/audit/audit-chain.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
@@ -11,11 +11,13 @@ import { testEnv } from '../helpers/test-env.ts';
 
 /*
  * A token grant's record waits for the lookup of whether its realm has a log of its own
- * (audit/realm-log.ts) before it reaches the writer. A shutdown during that lookup must wait for
- * it, within the grace period, and write the record, as it does a change record's. Here the
- * lookup waits for a lock the test holds on the organizations until the replica's statement
- * timeout gives it up (a lookup that fails files the record into master's log): the gateway's
- * close has begun by then. On a database of the test's own, whose lock holds up no other suite.
+ * (audit/realm-log.ts) before it reaches the writer, and an `/auth` refusal's first for whether
+ * the realm its token names signed it. A shutdown during either lookup must wait for it, within
+ * the grace period, and write the record, as it does a change record's. Here the lookup waits
+ * for a lock the test holds on the organizations until the replica's statement timeout gives it
+ * up (a lookup that fails files the record into master's log, of a token verifies nothing): the
+ * gateway's close has begun by then. On a database of the test's own, whose lock holds up no
+ * other suite.
  * Ports 21176/21177.
  */
 
@@ -35,18 +37,27 @@ describe('audit records whose realm is being looked up at shutdown', () => {
 
   beforeAll(async () => {
     await onPostgresServer(SERVER(), `create database ${database}`);
+    db = knex({ client: 'pg', connection: urlOf(database), pool: { min: 0, max: 2 } });
+  });
+
+  // Each test closes its replica.
+  beforeEach(async () => {
+    closed = undefined;
     replica = await startReplica(21176, {
       DATABASE_URL: urlOf(database),
       // The lookup held behind the lock fails after this, well within the grace period's half
       // the audit log's sources are given (SHUTDOWN_GRACE_SECONDS, 10 s).
       DATABASE_STATEMENT_TIMEOUT_MS: '2000',
     });
-    db = knex({ client: 'pg', connection: urlOf(database), pool: { min: 0, max: 2 } });
   }, 120_000);
 
-  afterAll(async () => {
+  afterEach(async () => {
     await lock?.rollback();
+    lock = undefined;
     await (closed ?? replica?.gateway.close());
+  });
+
+  afterAll(async () => {
     await db?.destroy();
     await onPostgresServer(SERVER(), `drop database if exists ${database} with (force)`);
   });
@@ -87,8 +98,6 @@ describe('audit records whose realm is being looked up at shutdown', () => {
     await expect.poll(lookupsBlocked, EVENTUALLY).toBeGreaterThan(0);
     closed = replica.gateway.close();
     await closed;
-    await lock.rollback();
-    lock = undefined;
 
     const records = await recordsOf('token.grant', realm);
     expect(records).toHaveLength(1);
@@ -97,5 +106,38 @@ describe('audit records whose realm is being looked up at shutdown', () => {
       outcome: 'failure',
       details: { grantType: 'password', realm },
     });
+  }, 60_000);
+
+  it('writes an /auth refusal’s record whose token is still being verified when the gateway closes', async () => {
+    // A job credential's session, past its lifetime, of a realm this replica has not looked up:
+    // a token naming it is refused on `/auth`, and its record asks whether the realm signed it
+    // (the realm's lookup, held behind the lock) before it knows whose log it goes to.
+    const sessionId = `s-${randomBytes(4).toString('hex')}`;
+    await db('refresh_token_details').insert({
+      session_id: sessionId,
+      realm: `unserved-${randomBytes(4).toString('hex')}`,
+      user_id: 'u-1',
+      name: 'nightly-job',
+      read_only: false,
+      expires_at: new Date(Date.now() - 60_000),
+    });
+    const part = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
+    const token = `${part({ alg: 'RS256', kid: 'k-1' })}.${part({ typ: 'Bearer', sid: sessionId })}.c2ln`;
+    lock = await db.transaction();
+    await lock.raw('lock table organizations in access exclusive mode');
+    // On master's path: the record's own realm needs no lookup, only the token's does.
+    const answer = await requestFrom('127.0.0.1', `${replica.url}/auth/realms/master/account/`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(answer.status).toBe(401);
+    await expect.poll(lookupsBlocked, EVENTUALLY).toBeGreaterThan(0);
+    closed = replica.gateway.close();
+    await closed;
+
+    const records = (await recordsOf('auth.request', 'master')).filter(
+      (record) => record.requestId === answer.headers['x-request-id'],
+    );
+    // Not verified (the realm could not be looked up): the path's realm's log, no credential.
+    expect(records).toMatchObject([{ org: 'master', reason: 'expired', jobCredential: null }]);
   }, 60_000);
 });
