@@ -28,7 +28,7 @@ import { REALM_EVENTS_SETTINGS } from './keycloak-event-records.ts';
 import type { KeycloakEventMetrics, KeycloakEventPullDeps } from './keycloak-event-pull.ts';
 import { auditTokenGrants } from './token-grants.ts';
 import { auditAuthRefusals } from './auth-refusals.ts';
-import { realmLogCheck, type RealmLogDeps } from './realm-log.ts';
+import { pendingLookups, realmLogCheck, type RealmLogDeps } from './realm-log.ts';
 import type { TokenReachRefusalListener } from '../auth-proxy/token-reach-guard.ts';
 import type { SessionTokenCheck } from '../auth/bearer/session-token.ts';
 import { summariseRefusals } from './refusal-summaries.ts';
@@ -238,15 +238,17 @@ export async function buildAuditLog(
   // A flood of refusals or failed grants from one address is counted past its first few
   // (refusal-summaries.ts).
   const refusals = summariseRefusals(record, clock);
+  // The records of grants, `/auth` refusals and changes that wait for a lookup (realm-log.ts).
+  const pending = pendingLookups();
   const realmLog: RealmLogDeps = {
     record: (event) => refusals.record(event),
     isLog,
+    pending,
     clientAddress: (req) => forwarding.clientAddress(req),
     clock,
   };
   const isKnown = (organization: string) => tenants.directory.isKnown(organization);
-  const changes = recordChanges({ record, isLog, now: () => clock.now() });
-  shared.audit.keepIn((entry) => changes.keep(entry));
+  shared.audit.keepIn(recordChanges({ record, isLog, pending, now: () => clock.now() }));
   return {
     apiOutcomes: (req, res, scope) => {
       const event = apiDecisionOf(req, res, scope, forwarding.clientAddress(req), clock, isKnown);
@@ -277,7 +279,8 @@ export async function buildAuditLog(
         sources: [
           () => runner.close(),
           () => keycloakEvents.stop(),
-          () => changes.close(),
+          // Before the summaries: a grant's or refusal's record goes through them.
+          () => pending.settled(),
           () => refusals.close(),
         ],
         writer,

@@ -100,7 +100,7 @@ export function auditAuthRefusals(
       details: isLog || realm === undefined ? {} : { realm: realm.slice(0, MAX_FIELD) },
     });
     res.once('close', () => {
-      void attributionOf(req, refusal, address).then(({ realm, name }) =>
+      deps.pending.after(attributionOf(req, refusal, address), ({ realm, name }) =>
         recordInRealmLog(deps, realm, address, (isLog) => eventOf(realm, name, isLog)),
       );
     });

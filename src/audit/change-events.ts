@@ -1,7 +1,7 @@
 import { DPOP_AFTER, DPOP_BEFORE, type AuditEntry } from '../http/audit.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { AuditEvent } from './audit-writer.ts';
-import type { RealmLogCheck } from './realm-log.ts';
+import { recordInRealmLogs, type RealmLogDeps } from './realm-log.ts';
 import { UNSET_FIELDS } from './unset-fields.ts';
 
 /**
@@ -39,47 +39,20 @@ export function changeEventsOf(
  * chain the checkpointer signs), and an organization's administrator sees only what concerns
  * their organization.
  */
-export function recordChanges(deps: {
-  record: (event: AuditEvent) => void;
-  isLog: RealmLogCheck;
-  now: () => number;
-}): ChangeRecorder {
-  // The records waiting for their realms' lookups: a shutdown writes them before the spool.
-  const looking = new Set<Promise<void>>();
-  return {
-    keep(entry) {
-      const atMs = deps.now();
-      const named = entry.actor ? [] : realmsNamedBy(entry);
-      if (named.length === 0) {
-        for (const event of changeEventsOf(entry, atMs)) deps.record(event);
-        return;
-      }
-      const checks = named.map((realm) =>
-        deps.isLog(realm, entry.clientAddress).then(
-          (isLog) => (isLog ? realm : undefined),
-          // Not known to be served (the database down): master's, as a token grant's.
-          () => undefined,
-        ),
-      );
-      const recorded = Promise.all(checks).then((served) => {
-        for (const event of changeEventsOf(entry, atMs, (realm) => served.includes(realm))) {
-          deps.record(event);
-        }
-      });
-      looking.add(recorded);
-      void recorded.finally(() => looking.delete(recorded));
-    },
-    async close() {
-      await Promise.all(looking);
-    },
+export function recordChanges(
+  deps: Pick<RealmLogDeps, 'record' | 'isLog' | 'pending'> & { now: () => number },
+): (entry: AuditEntry) => void {
+  return (entry) => {
+    const atMs = deps.now();
+    const named = entry.actor ? [] : realmsNamedBy(entry);
+    if (named.length === 0) {
+      for (const event of changeEventsOf(entry, atMs)) deps.record(event);
+      return;
+    }
+    recordInRealmLogs(deps, named, entry.clientAddress, (hasLog) =>
+      changeEventsOf(entry, atMs, hasLog),
+    );
   };
-}
-
-export interface ChangeRecorder {
-  /** Records one audit line's change (http/audit.ts `keepIn`). */
-  keep(entry: AuditEntry): void;
-  /** Once the records of the lines kept until now are handed on. */
-  close(): Promise<void>;
 }
 
 /** The realms a change that succeeded names, besides its caller's. */

@@ -22,11 +22,44 @@ export function realmLogCheck(directory: Pick<OrganizationLookup, 'stateOf'>): R
     realm === MASTER_REALM || (await directory.stateOf(realm, client)) !== 'absent';
 }
 
-/** What the `/auth` records need to file an event into the log of the realm it concerns. */
+/**
+ * The records waiting for a lookup before they reach the writer: whether their realm has a log,
+ * whether a refused token is one its realm signed. A shutdown hands them on before the writer's
+ * spool is written (`settled`, audit.area.ts); else each would come after it (lost) or never
+ * (the process gone, the loss untold).
+ */
+export interface PendingLookups {
+  /**
+   * Calls `then` with what `lookup` finds; `settled` waits for both. `lookup` does not reject:
+   * what a failed lookup means for the record is its caller's to say.
+   */
+  after<T>(lookup: Promise<T>, then: (found: T) => void): void;
+  /** Once every record waiting now is handed on, after each lookup it waits for. */
+  settled(): Promise<void>;
+}
+
+export function pendingLookups(): PendingLookups {
+  const waiting = new Set<Promise<void>>();
+  return {
+    after(lookup, then) {
+      const handedOn = lookup.then(then);
+      waiting.add(handedOn);
+      void handedOn.finally(() => waiting.delete(handedOn));
+    },
+    async settled() {
+      // One handed on may wait for another lookup next (a token verified, then its realm's).
+      while (waiting.size > 0) await Promise.allSettled(waiting);
+    },
+  };
+}
+
+/** What a record filed into the log of the realm it concerns needs. */
 export interface RealmLogDeps {
   record: (event: AuditEvent) => void;
   /** Whether the realm has a log (`realmLogCheck`). */
   isLog: RealmLogCheck;
+  /** Where the record waits for its lookups, so that a shutdown writes it. */
+  pending: PendingLookups;
   clientAddress: (req: IncomingMessage) => string;
   clock: Clock;
 }
@@ -38,14 +71,35 @@ export interface RealmLogDeps {
  * a directory that could not answer.
  */
 export function recordInRealmLog(
-  deps: RealmLogDeps,
+  deps: Pick<RealmLogDeps, 'record' | 'isLog' | 'pending'>,
   realm: string | undefined,
   client: string,
   eventOf: (isLog: boolean) => AuditEvent,
 ): void {
-  const logOf = realm === undefined ? Promise.resolve(false) : deps.isLog(realm, client);
-  void logOf.then(
-    (isLog) => deps.record(eventOf(isLog)),
-    () => deps.record(eventOf(false)),
+  recordInRealmLogs(deps, realm === undefined ? [] : [realm], client, (hasLog) => [
+    eventOf(realm !== undefined && hasLog(realm)),
+  ]);
+}
+
+/**
+ * Records `eventsOf(hasLog)` once it is known which of `realms` have a log of their own, under
+ * the rule of `recordInRealmLog` (a change naming several realms: change-events.ts).
+ */
+export function recordInRealmLogs(
+  deps: Pick<RealmLogDeps, 'record' | 'isLog' | 'pending'>,
+  realms: readonly string[],
+  client: string,
+  eventsOf: (hasLog: (realm: string) => boolean) => readonly AuditEvent[],
+): void {
+  const served = Promise.all(
+    realms.map((realm) =>
+      deps.isLog(realm, client).then(
+        (isLog) => (isLog ? realm : undefined),
+        () => undefined,
+      ),
+    ),
   );
+  deps.pending.after(served, (logs) => {
+    for (const event of eventsOf((realm) => logs.includes(realm))) deps.record(event);
+  });
 }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { AuditEvent } from '../../../src/audit/audit-writer.ts';
 import { changeEventsOf, recordChanges } from '../../../src/audit/change-events.ts';
+import { pendingLookups } from '../../../src/audit/realm-log.ts';
 import type { AuditEntry } from '../../../src/http/audit.ts';
 
 const admin = { realm: 'master', userId: 'u1', username: 'root' };
@@ -113,17 +114,18 @@ describe('the audit log of changes', () => {
     ): Promise<{ events: AuditEvent[]; asked: [string, string | undefined][] }> {
       const events: AuditEvent[] = [];
       const asked: [string, string | undefined][] = [];
-      const changes = recordChanges({
+      const pending = pendingLookups();
+      recordChanges({
         record: (event) => events.push(event),
         isLog: async (realm, client) => {
           asked.push([realm, client]);
           return served(realm);
         },
+        pending,
         now: () => 1000,
-      });
-      changes.keep(entry);
+      })(entry);
       // A shutdown's: once the records of what was kept are handed on.
-      await changes.close();
+      await pending.settled();
       return { events, asked };
     }
     const throttle = (realm: string): AuditEntry => ({
