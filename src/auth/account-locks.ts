@@ -69,6 +69,15 @@ export const MAX_NOTED_MS = 15 * 60_000;
 export const LOCK_TRUSTED_MS = 10_000;
 
 /**
+ * How long a lock Keycloak tells is noted when the end it tells has passed on this clock.
+ * Keycloak judges the end on its own clock: on a replica whose clock runs ahead of it by more
+ * than the lock's remainder, it still locks, and the lock unnoted would cost a grant and two
+ * admin calls per refusal, each repeat of the right password counted again. Noted as long as a
+ * lock is trusted, it is read again after it.
+ */
+const PAST_END_NOTED_MS = LOCK_TRUSTED_MS;
+
+/**
  * Keycloak's temporary lockouts, as its admin API told them on a refusal, in this process: while
  * one lasts Keycloak refuses every password of the account in the words of a wrong one, so a
  * new password tried meanwhile need not cost Keycloak a grant to be refused. Per realm and
@@ -109,7 +118,10 @@ export function createAccountLocks(options: AccountLocksOptions): AccountLocks {
     const now = clock.now();
     const until =
       block.lockedOut && block.lockedUntil !== undefined
-        ? Math.min(block.lockedUntil, now + MAX_NOTED_MS)
+        ? Math.min(
+            block.lockedUntil > now ? block.lockedUntil : now + PAST_END_NOTED_MS,
+            now + MAX_NOTED_MS,
+          )
         : 0;
     // A lock lifted early (or one the admin API cannot tell) is noted no longer.
     if (until > now) locks.set(key, { until, readAt: now }, until);

@@ -294,6 +294,10 @@ export async function buildAuth(
       logger.warn({ err, realm }, "could not read the realm's DPoP switch: unbound tokens served"),
     clock,
   });
+  // A deleted organization's id may name a new one at once, its API client's switch off.
+  tenants.events.onApplied(({ organizationId, state }) => {
+    if (state === 'absent') dpopSwitches.forget(organizationId);
+  });
   const admission = createAdmission({
     basic,
     bearer,

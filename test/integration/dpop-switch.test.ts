@@ -10,6 +10,7 @@ import {
   keycloakAdmin,
   passwordGrantBody,
   postToken,
+  uniqueId,
   type TestUser,
 } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
@@ -115,5 +116,52 @@ describe("the administrators' DPoP switch of an organization's API client", () =
     const served = await plainGrant(user);
     expect(served.status).toBe(200);
     expect(served.json.token_type).toBe('Bearer');
+  });
+
+  it('is not held, nor described, in an organization made again under the id of one deleted with it on', async () => {
+    const admin = basicAuth(administrator);
+    const again = uniqueId('dpop-again-');
+    const organizations = '/api/platform/organizations';
+    const made = () =>
+      callApi(organizations, admin, { method: 'POST', body: { id: again, name: 'A' } });
+    expect((await made()).status).toBe(200);
+    const on = await callApi(`${organizations}/${again}/token-lifetimes`, admin, {
+      method: 'PATCH',
+      body: { dpop_bound_access_tokens: true },
+    });
+    expect(on.status).toBe(200);
+    const deleted = await callApi(`${organizations}/${again}?confirm=${again}`, admin, {
+      method: 'DELETE',
+    });
+    expect(deleted.status).toBe(200);
+    // The id may name a new organization at once; its realm is made from the template, off.
+    expect((await made()).status).toBe(200);
+    expect(await consoleValue(again)).toBeUndefined();
+
+    // A client the realm's administrator added beside the API client: the switch holds its tokens.
+    const kc = await keycloakAdmin();
+    await kc.clients.create({
+      realm: again,
+      clientId: 'job-runner',
+      publicClient: true,
+      directAccessGrantsEnabled: true,
+    });
+    const member = await createUser(again);
+    const signedIn = await postToken(
+      `${testEnv().publicUrl}/auth`,
+      again,
+      `grant_type=password&client_id=job-runner&username=${encodeURIComponent(member.username)}` +
+        `&password=${encodeURIComponent(member.password)}`,
+    );
+    expect(signedIn.status).toBe(200);
+    const unbound = await callApi(
+      `/api/${again}/platform/workspaces`,
+      `Bearer ${String(signedIn.json.access_token)}`,
+    );
+    expect(unbound.status, JSON.stringify(unbound.body)).toBe(200);
+    const metadata = await fetch(
+      `${testEnv().publicUrl}/.well-known/oauth-protected-resource/api/${again}`,
+    );
+    expect(await metadata.json()).toMatchObject({ dpop_bound_access_tokens_required: false });
   });
 });

@@ -151,7 +151,7 @@ export function tokenHashOf(token: string): string {
  * token so). A token confirmed otherwise than by a DPoP key (`cnf` with `x5t#S256`, mutual TLS)
  * is refused: the gateway cannot check that binding, and would serve it as a bearer token.
  */
-function isAccessToken(claims: Record<string, unknown>): boolean {
+export function isAccessToken(claims: Record<string, unknown>): boolean {
   if (claims.cnf === undefined) return claims.typ === 'Bearer';
   const bound = boundKeyOf(claims) !== undefined;
   return bound && (claims.typ === 'Bearer' || claims.typ === 'DPoP');

@@ -1,6 +1,6 @@
 import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
 import { realmIssuer } from '../../tenancy/identifiers.ts';
-import { ALLOWED_ALGORITHMS } from './bearer-verifier.ts';
+import { ALLOWED_ALGORITHMS, isAccessToken } from './bearer-verifier.ts';
 import type { JwksRegistry } from './jwks.ts';
 
 /**
@@ -30,10 +30,12 @@ export async function realmSignedClaims(
 }
 
 /**
- * Whether `token` is one `realm` issued in the session `sessionId` (`realmSignedClaims`, its
- * `sid` that session). Whether it was a token of the session is what matters, not whether it is
- * still good. False for anything else: a forged token naming a session whose id its sender
- * learnt, a realm the gateway does not serve.
+ * Whether `token` is an access token `realm` issued in the session `sessionId`
+ * (`realmSignedClaims`, an access token as the Bearer verifier takes one, its `sid` that
+ * session): what a request to Keycloak carries where the reach step reads a token. Whether it was
+ * a token of the session is what matters, not whether it is still good. False for anything else:
+ * a forged token naming a session whose id its sender learnt, a realm the gateway does not serve,
+ * the session's ID token (which travels where its access token does not: a logout URL's query).
  */
 export function createSessionTokenCheck(options: {
   jwks: Pick<JwksRegistry, 'keySetFor'>;
@@ -46,7 +48,7 @@ export function createSessionTokenCheck(options: {
     client?: string,
   ): Promise<boolean> => {
     const claims = await realmSignedClaims(options.jwks, options.publicUrl, realm, token, client);
-    return claims?.sid === sessionId;
+    return claims !== undefined && isAccessToken(claims) && claims.sid === sessionId;
   };
 }
 

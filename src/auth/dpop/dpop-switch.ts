@@ -46,6 +46,11 @@ export interface DpopSwitches {
    * here; the other replicas read it within a minute.
    */
   set(realm: string, required: boolean): void;
+  /**
+   * The organization was deleted (on any replica): its switch is dropped here and in the shared
+   * cache, so that one made again under the id at once is read afresh, not held to the old one's.
+   */
+  forget(realm: string): void;
 }
 
 /**
@@ -61,6 +66,8 @@ interface Reading {
   answer: Promise<boolean>;
   /** The switch as set through this replica since the read started: what the read answers. */
   setTo?: boolean;
+  /** The realm forgotten since the read started: its answer may be the deleted realm's. */
+  forgotten?: boolean;
 }
 
 export function createDpopSwitches(options: {
@@ -115,6 +122,7 @@ export function createDpopSwitches(options: {
         .then(
           (required) => {
             if (read.setTo !== undefined) return read.setTo;
+            if (read.forgotten) return required;
             remember(realm, required);
             // Best effort: a cache that fails leaves the others to ask Keycloak themselves.
             shared?.set(sharedKey(realm), required ? '1' : '0', SWITCH_KEPT_MS).catch(() => {});
@@ -224,6 +232,17 @@ export function createDpopSwitches(options: {
       }
       remember(realm, required);
       shared?.set(sharedKey(realm), required ? '1' : '0', SWITCH_KEPT_MS).catch(() => {});
+    },
+    forget(realm) {
+      const running = reading.get(realm);
+      if (running) {
+        running.forgotten = true;
+        reading.delete(realm);
+      }
+      switches.delete(realm);
+      failedAt.delete(realm);
+      // Best effort, as writing it is; every replica told of the deletion deletes it too.
+      shared?.delete(sharedKey(realm)).catch(() => {});
     },
   };
 }

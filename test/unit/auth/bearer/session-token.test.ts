@@ -63,6 +63,19 @@ describe("whether a token refused on /auth is its session realm's", () => {
     expect(await signedBy(REALM, 's1', await sign(expired))).toBe(true);
   });
 
+  it("is for an access token only, bound to a key or not: not for the realm's other tokens of the session", async () => {
+    // A bound token, as Keycloak names one (`typ` DPoP, `cnf.jkt` its key's thumbprint).
+    const jkt = 'nXcXKkzd1D-6gq3BTbhJ6g_4tuTdjWnkzJyMxjDLcN0';
+    expect(await signedBy(REALM, 's1', await sign(claims({ typ: 'DPoP', cnf: { jkt } })))).toBe(
+      true,
+    );
+    // The realm signs the session's ID and logout tokens with the same keys, and they name its
+    // `sid` too; an ID token travels where its access token does not (a logout URL's query).
+    expect(await signedBy(REALM, 's1', await sign(claims({ typ: 'ID' })))).toBe(false);
+    expect(await signedBy(REALM, 's1', await sign(claims({ typ: 'Logout' })))).toBe(false);
+    expect(await signedBy(REALM, 's1', await sign(claims({ typ: undefined })))).toBe(false);
+  });
+
   it("is not for a token naming the session with a signature that is not the realm's", async () => {
     const genuine = await sign(claims());
     const [header, payload] = genuine.split('.');

@@ -223,6 +223,27 @@ describe("an organization's DPoP switch on /api", () => {
     await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
   });
 
+  it('forgets an organization deleted, here and in the shared cache, whatever a read in flight answers', async () => {
+    const clock = manualClock(Date.parse('2026-12-01T06:00:00Z'));
+    const shared = createMemoryCache({ maxEntries: 10, clock });
+    let answer: (required: boolean) => void = () => undefined;
+    const switchOn = { value: true as boolean | Promise<boolean> };
+    const { reads, admit, switches } = await setup(switchOn, shared, clock);
+    await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
+    clock.advance(60_000);
+    // Read again, the deleted realm's answer still on its way.
+    switchOn.value = new Promise<boolean>((resolve) => (answer = resolve));
+    await expect(admit('Bearer some.unbound.token')).rejects.toMatchObject({ status: 401 });
+    switches.forget('acme');
+    answer(true);
+    await new Promise((resolve) => setImmediate(resolve));
+    await expect(shared.get('dpop-switch:acme')).resolves.toBeUndefined();
+    // Made again under the id, its switch off: read afresh, not held to the old one's.
+    switchOn.value = false;
+    await expect(admit('Bearer some.unbound.token')).resolves.toMatchObject({ method: 'bearer' });
+    expect(reads).toEqual(['acme', 'acme', 'acme']);
+  });
+
   it('refuses a token of a realm Keycloak no longer has 401 naming the missing realm', async () => {
     const { admit } = await setup({ value: 'gone' });
     for (let i = 0; i < 2; i++) {
