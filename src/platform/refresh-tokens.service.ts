@@ -1,4 +1,6 @@
 import type KcAdminClient from '@keycloak/keycloak-admin-client';
+import type UserConsentRepresentation from '@keycloak/keycloak-admin-client/lib/defs/userConsentRepresentation.js';
+import type UserSessionRepresentation from '@keycloak/keycloak-admin-client/lib/defs/userSessionRepresentation.js';
 import type { Principal } from '../tenancy/principal.ts';
 import type { RevocationList } from '../auth/revocation.ts';
 import type { TokenDetails, TokenDetailsStore } from '../auth/token-details.ts';
@@ -43,7 +45,7 @@ interface OfflineSession {
 export function createRefreshTokensService(deps: {
   admin: ServiceAdmin;
   revocations: RevocationList;
-  /** Names, reaches and last uses; rows of sessions Keycloak no longer has are dropped here. */
+  /** Names, reaches and last uses; rows of sessions Keycloak has ended are dropped here. */
   details: TokenDetailsStore;
   /** The keys bound sessions' tokens are bound to (DPoP), in the same rows as `details`. */
   bindings: TokenBindingStore;
@@ -81,15 +83,53 @@ export function createRefreshTokensService(deps: {
    * the gateway's own Basic logins (dropped by any revocation anyway).
    */
   async function onlineSessionIds(principal: Principal, clientUuid: string): Promise<string[]> {
+    return (await userSessions(principal))
+      .filter((s) => s.id !== undefined && Object.keys(s.clients ?? {}).includes(clientUuid))
+      .map((s) => String(s.id));
+  }
+
+  /** The user's online sessions, of every client. */
+  async function userSessions(principal: Principal): Promise<UserSessionRepresentation[]> {
     const realm = principal.realm;
-    const raw = await deps.admin.run(realm, (admin) =>
+    return deps.admin.run(realm, (admin) =>
       call('offlineSessionsUnreadable', () =>
         admin.users.listSessions({ realm, id: principal.userId }),
       ),
     );
-    return raw
-      .filter((s) => s.id !== undefined && Object.keys(s.clients ?? {}).includes(clientUuid))
-      .map((s) => String(s.id));
+  }
+
+  /**
+   * The ids of the user's offline sessions of the realm's other clients: those the user holds
+   * an offline token of (Keycloak's consents name them), when an administrator gave another
+   * client the password grant.
+   */
+  async function otherClientsOfflineSessionIds(principal: Principal): Promise<string[]> {
+    const realm = principal.realm;
+    const consents: OfflineConsent[] = await deps.admin.run(realm, (admin) =>
+      call('offlineSessionsUnreadable', () =>
+        admin.users.listConsents({ realm, id: principal.userId }),
+      ),
+    );
+    const clientIds = consents
+      .filter((consent) => consent.additionalGrants?.some((g) => g.key === OFFLINE_TOKEN_GRANT))
+      .map((consent) => consent.clientId)
+      .filter((clientId) => clientId !== undefined && clientId !== apiClientIdOf(realm));
+    const ids: string[] = [];
+    for (const clientId of clientIds) {
+      const sessions = await deps.admin.run(realm, async (admin) => {
+        const [client] = await call('offlineSessionsUnreadable', () =>
+          admin.clients.find({ realm, clientId }),
+        );
+        // A client deleted since took its sessions along.
+        if (!client?.id) return [];
+        const clientUuid = client.id;
+        return call('offlineSessionsUnreadable', () =>
+          admin.users.listOfflineSessions({ realm, id: principal.userId, clientId: clientUuid }),
+        );
+      });
+      ids.push(...sessions.map((s) => String(s.id)));
+    }
+    return ids;
   }
 
   async function revoke(
@@ -108,8 +148,10 @@ export function createRefreshTokensService(deps: {
 
   return {
     async list(principal) {
+      // Before Keycloak's lists: `detailsOf` drops only rows older than they are.
+      const rows = await deps.details.ofUser(principal.realm, principal.userId);
       const { sessions, limits } = await offlineSessions(principal);
-      const details = await detailsOf(principal, sessions);
+      const details = await detailsOf(principal, rows, sessions);
       const bindings = await deps.bindings.ofUser(principal.realm, principal.userId);
       return sessions.map((session) => ({
         ...toRecord(session, limits, details.get(session.id)),
@@ -128,16 +170,15 @@ export function createRefreshTokensService(deps: {
       // Refused even when an end failed: the answer is then 500, and the retry ends the rest.
       await revoke(principal, [...new Set([...offlineIds, ...online])], limits);
       if (failure) throw failure;
-      const rows = await deps.details.ofUser(principal.realm, principal.userId);
-      await deps.details.forget(
-        principal.realm,
-        principal.userId,
-        rows.map((row) => row.sessionId),
-      );
+      // The rows of the sessions ended, and no other: one opened meanwhile lives on, and so
+      // must its reach (`detailsOf`).
+      await deps.details.forget(principal.realm, principal.userId, [...offlineIds, ...online]);
     },
     async revokeOne(principal, idOrName) {
+      // Before Keycloak's lists, as for `list`.
+      const rows = await deps.details.ofUser(principal.realm, principal.userId);
       const { sessions, limits } = await offlineSessions(principal);
-      const details = await detailsOf(principal, sessions);
+      const details = await detailsOf(principal, rows, sessions);
       // The caller's own session id names that session only, never one named so: a token may
       // end its own session whatever its reach (reach.ts), and only its own.
       const named =
@@ -187,20 +228,52 @@ export function createRefreshTokensService(deps: {
     return failure;
   }
 
-  /** The user's rows by session id; rows of sessions no longer in Keycloak are dropped. */
+  /**
+   * The rows of the API client's offline `sessions` by session id, once the rows of sessions
+   * Keycloak has ended are dropped: their names can be given again. (Rows left to expire with
+   * the lifetime given at issuance would not do: a job credential need not have one, and its
+   * name would stay taken after Keycloak ended it.)
+   *
+   * A row is what keeps a live job credential narrowed: a replica that has not read it yet
+   * (reach.ts) would admit a session without one with its user's whole reach. So a row is
+   * dropped only when Keycloak has its session in none of its lists (a job credential may be
+   * an online session, or another client's), and only when it was read before Keycloak was
+   * (`rows`): one written meanwhile may be of a session opened after Keycloak answered.
+   */
   async function detailsOf(
     principal: Principal,
+    rows: TokenDetails[],
     sessions: OfflineSession[],
   ): Promise<Map<string, TokenDetails>> {
-    const live = new Set(sessions.map((s) => s.id));
-    const rows = await deps.details.ofUser(principal.realm, principal.userId);
-    const gone = rows.filter((row) => !live.has(row.sessionId)).map((row) => row.sessionId);
-    await deps.details.forget(principal.realm, principal.userId, gone);
+    const listed = new Set(sessions.map((s) => s.id));
+    let unseen = rows.map((row) => row.sessionId).filter((id) => !listed.has(id));
+    // Each further read only while a row's session is still unseen.
+    if (unseen.length > 0) {
+      const online = await userSessions(principal);
+      unseen = without(
+        unseen,
+        online.map((s) => String(s.id)),
+      );
+    }
+    if (unseen.length > 0) unseen = without(unseen, await otherClientsOfflineSessionIds(principal));
+    await deps.details.forget(principal.realm, principal.userId, unseen);
     return new Map(
-      rows.filter((row) => live.has(row.sessionId)).map((row) => [row.sessionId, row]),
+      rows.filter((row) => listed.has(row.sessionId)).map((row) => [row.sessionId, row]),
     );
   }
 }
+
+/** `ids` less those in `seen`. */
+function without(ids: readonly string[], seen: readonly string[]): string[] {
+  const set = new Set(seen);
+  return ids.filter((id) => !set.has(id));
+}
+
+/** A consent as Keycloak's admin API answers it, with the client's offline tokens noted. */
+type OfflineConsent = UserConsentRepresentation & { additionalGrants?: Array<{ key?: string }> };
+
+/** Keycloak's name, in a consent's `additionalGrants`, for the client's offline tokens. */
+const OFFLINE_TOKEN_GRANT = 'Offline Token';
 
 /** How many sessions a revocation of them all ends in Keycloak at once. */
 const END_AT_ONCE = 8;

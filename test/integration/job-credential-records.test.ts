@@ -1,0 +1,179 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { basicAuth, callApi } from '../helpers/api.ts';
+import {
+  claimsOf,
+  createUser,
+  keycloakAdmin,
+  passwordGrantBody,
+  postToken,
+  type TestUser,
+} from '../helpers/keycloak.ts';
+import { startKeycloakFront, type KeycloakFront } from '../helpers/keycloak-front.ts';
+import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.ts';
+import { startReplica } from '../helpers/replica.ts';
+import { testEnv } from '../helpers/test-env.ts';
+
+/**
+ * A job credential's record (its reach) lives as long as its session: listing or revoking
+ * refresh tokens drops only the records of sessions Keycloak no longer has. Dropped early, a
+ * replica that has not read the record yet (a fresh one, or any after its hour of memory)
+ * admits the session's tokens with their user's whole reach. A fresh replica on ports
+ * 21132/21133 reads each record from the database; one behind a Keycloak front on 21134/21135
+ * lists while a credential is issued.
+ */
+describe("job credentials: a record outlives no session, and no list drops a live one's", () => {
+  let org: string;
+  let user: TestUser;
+  let upstream: RecordingUpstream;
+
+  beforeAll(async () => {
+    org = await createOrganization(['ws1', 'ws2'], 1);
+    user = await createUser(org, { workspaceRoles: ['ws1', 'ws2'] });
+    upstream = await startRecordingUpstream();
+  });
+
+  afterAll(async () => {
+    await upstream?.close();
+    await closeTestDb();
+  });
+
+  const auth = () => `${testEnv().publicUrl}/auth`;
+  const tokensPath = () => `/api/${org}/platform/users/_current/refresh_tokens`;
+  const forwarded = (ws: string) => `/api/${org}/workspaces/${ws}/ita/menu/operation_list/filter/`;
+
+  async function grant(extra: string, scope = 'openid+offline_access', client = `_${org}-api`) {
+    const body = passwordGrantBody(user, extra)
+      .replace('openid+offline_access', scope)
+      .replace(`client_id=_${org}-api`, `client_id=${client}`);
+    const res = await postToken(auth(), org, body);
+    expect(res.status, JSON.stringify(res.json)).toBe(200);
+    return {
+      accessToken: String(res.json.access_token),
+      sid: String(claimsOf(res.json.access_token).sid),
+    };
+  }
+
+  const recorded = async (sid: string) =>
+    (await testDb().table('refresh_token_details').where({ session_id: sid }).first()) !==
+    undefined;
+
+  /** A write to `ws` with `token` on a replica that has read no record yet: its status. */
+  async function freshWrite(ws: string, token: string): Promise<number> {
+    const fresh = await startReplica(21132, { AUTOMATION_UPSTREAM_URL: upstream.url });
+    try {
+      const res = await fetch(`${fresh.url}${forwarded(ws)}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: '{}',
+      });
+      await res.arrayBuffer();
+      return res.status;
+    } finally {
+      await fresh.gateway.close();
+    }
+  }
+
+  /** A replica whose Keycloak is behind a front that can hold one of Keycloak's answers. */
+  async function replicaBehindFront() {
+    const front: KeycloakFront = await startKeycloakFront(testEnv().keycloakUrl);
+    const replica = await startReplica(21134, { KEYCLOAK_URL: front.url }).catch(
+      async (err: unknown) => {
+        await front.close();
+        throw err;
+      },
+    );
+    const close = async () => {
+      await replica.gateway.close();
+      await front.close();
+    };
+    return { front, replica, close };
+  }
+
+  it('listing with an online job credential keeps its record: its limits hold on every replica', async () => {
+    // Without offline_access: an online session, not among the API client's offline ones.
+    const job = await grant(
+      '&realmgate_name=online-job&realmgate_workspaces=ws1&realmgate_read_only=true',
+      'openid',
+    );
+    expect(await freshWrite('ws2', job.accessToken)).toBe(403);
+
+    // Its own list: a GET naming no workspace, within its reach.
+    const listed = await callApi(tokensPath(), `Bearer ${job.accessToken}`);
+    expect(listed.status).toBe(200);
+
+    expect(await recorded(job.sid)).toBe(true);
+    expect(await freshWrite('ws2', job.accessToken)).toBe(403);
+    expect(await freshWrite('ws1', job.accessToken)).toBe(403);
+  });
+
+  it('keeps the record of a job credential of another client of the realm', async () => {
+    const admin = await keycloakAdmin();
+    await admin.clients.create({
+      realm: org,
+      clientId: 'other-jobs',
+      publicClient: true,
+      directAccessGrantsEnabled: true,
+      // `basic` puts the user in `sub`, as the API client's tokens have it.
+      defaultClientScopes: ['basic', 'roles'],
+      optionalClientScopes: ['offline_access'],
+    });
+    const job = await grant(
+      '&realmgate_name=other-client-job&realmgate_read_only=true',
+      'openid+offline_access',
+      'other-jobs',
+    );
+    expect((await callApi(tokensPath(), basicAuth(user))).status).toBe(200);
+    expect(await recorded(job.sid)).toBe(true);
+  });
+
+  it('drops the record of a session Keycloak ended, so its name is free again', async () => {
+    const job = await grant('&realmgate_name=ended-job&realmgate_workspaces=ws1');
+    const admin = await keycloakAdmin();
+    await admin.realms.deleteSession({ realm: org, session: job.sid, isOffline: true });
+
+    expect((await callApi(tokensPath(), basicAuth(user))).status).toBe(200);
+    expect(await recorded(job.sid)).toBe(false);
+    await grant('&realmgate_name=ended-job&realmgate_workspaces=ws1');
+  });
+
+  it('keeps the record of a job credential issued while the list reads Keycloak', async () => {
+    const { front, replica, close } = await replicaBehindFront();
+    try {
+      // Keycloak has answered the list's read of the offline sessions, and the answer is held.
+      const gate = front.gate(/\/users\/[^/]+\/offline-sessions\//);
+      const listing = callApi(tokensPath(), basicAuth(user), { base: replica.url });
+      await gate.reached;
+      const job = await grant('&realmgate_name=issued-meanwhile&realmgate_workspaces=ws1');
+      gate.open();
+      expect((await listing).status).toBe(200);
+
+      expect(await recorded(job.sid)).toBe(true);
+      expect(await freshWrite('ws2', job.accessToken)).toBe(403);
+    } finally {
+      await close();
+    }
+  });
+
+  it('keeps the record of a job credential issued while every refresh token is revoked', async () => {
+    const { front, replica, close } = await replicaBehindFront();
+    try {
+      // The sessions to end are read, the online ones last: a session opened after that lives
+      // on whole (refresh-tokens.service.ts revokeAll), and so must its reach.
+      const gate = front.gate(/\/users\/[^/]+\/sessions$/);
+      const revoking = callApi(tokensPath(), basicAuth(user), {
+        base: replica.url,
+        method: 'DELETE',
+      });
+      await gate.reached;
+      const job = await grant('&realmgate_name=issued-during-revoke&realmgate_workspaces=ws1');
+      gate.open();
+      expect((await revoking).status).toBe(200);
+
+      expect(await recorded(job.sid)).toBe(true);
+      expect(await freshWrite('ws2', job.accessToken)).toBe(403);
+    } finally {
+      await close();
+    }
+  });
+});
