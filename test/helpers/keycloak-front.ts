@@ -31,9 +31,13 @@ export interface KeycloakFront {
   /**
    * While forwarding, holds Keycloak's answer to the next request whose target matches
    * `target` until `open()`: `reached` resolves once that answer is at the front, so Keycloak
-   * has computed it, and a test can change Keycloak in between (a race made certain).
+   * has computed it, and a test can change Keycloak in between (a race made certain). A
+   * function as `target` picks the request by its head (a client's grant, not the gateway's).
    */
-  gate(target: RegExp): { reached: Promise<void>; open(): void };
+  gate(target: RegExp | ((request: FrontRequest) => boolean)): {
+    reached: Promise<void>;
+    open(): void;
+  };
   close(): Promise<void>;
 }
 
@@ -51,7 +55,7 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
   const seen: FrontRequest[] = [];
   let held: { target: RegExp; ms: number } = { target: /$^/, ms: 0 };
   interface Gate {
-    target: RegExp;
+    target: (request: FrontRequest) => boolean;
     reach(): void;
     opened: Promise<void>;
     /** The request it holds the answer of; the gate holds no other. */
@@ -87,8 +91,7 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
         upstream.on('data', (chunk: Buffer) => {
           const last = mine.at(-1);
           const gate =
-            last &&
-            gates.find((g) => g.request === last || (!g.request && g.target.test(last.target)));
+            last && gates.find((g) => g.request === last || (!g.request && g.target(last)));
           if (gate) {
             gate.request = last;
             gate.reach();
@@ -146,7 +149,8 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
       let open = () => undefined as void;
       const reached = new Promise<void>((resolve) => (reach = resolve));
       const opened = new Promise<void>((resolve) => (open = resolve));
-      gates.push({ target, reach, opened });
+      const picks = target instanceof RegExp ? (r: FrontRequest) => target.test(r.target) : target;
+      gates.push({ target: picks, reach, opened });
       return { reached, open };
     },
     close: shut,
