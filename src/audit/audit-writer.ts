@@ -80,7 +80,8 @@ export function createAuditWriter(deps: {
   // The batch at the head of the spool may have committed when its attempt failed: this tells.
   let unclear: BatchMark | undefined;
   // While a batch refused for good is halved to find the record the database refuses: the size
-  // of the batches, up to the end (a count of settled records) of the first one refused.
+  // of the batches, until that record is found, or at the latest up to the end (a count of
+  // settled records) of the first one refused.
   let isolating: { size: number; until: number } | undefined;
   let closed = false;
   const size = () => spool.length - first;
@@ -180,7 +181,7 @@ export function createAuditWriter(deps: {
   /**
    * A batch the database refused for good, for something a record of it holds: halved until
    * the record is alone, which is then lost (counted, logged without its fields) and the
-   * writing goes on with full batches past the first refused one. How many records of the
+   * writing goes on with full batches from the record after it. How many records of the
    * spool it took out (0 while halving, 1 for the record lost).
    */
   function isolate(batch: AuditEvent[], code: string): number {
@@ -199,7 +200,9 @@ export function createAuditWriter(deps: {
       'audit record refused by the database; lost',
     );
     taken(1);
-    if (isolating && settled >= isolating.until) isolating = undefined;
+    // Found: what follows it is as likely to be written whole as any batch (another record
+    // refused is halved to in turn), not a record a transaction to the end of its batch.
+    isolating = undefined;
     return 1;
   }
 

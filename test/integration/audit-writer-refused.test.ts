@@ -73,4 +73,28 @@ describe('audit writer: a record the database refuses for good', () => {
     expect(lines.join('')).not.toContain(secretish);
     await writer.close(1000);
   });
+
+  it('goes back to full batches once the record refused is found and lost', async () => {
+    const written: number[] = [];
+    const writer = createAuditWriter({
+      db: testDb(),
+      logger: loggerToLines().logger,
+      metrics: { auditRecords: (outcome, n) => outcome === 'written' && written.push(n) },
+      spoolMax: 1000,
+      batchMax: 10,
+      intervalMs: 60_000,
+    });
+    const org = `refused${randomBytes(5).toString('hex')}`;
+    const at = Date.now();
+    // The first of its batch: halved down to it alone, then the others in batches as large as
+    // they come (the tenth record started a run of ten, which has 9 left), not the rest of its
+    // batch one record a transaction.
+    writer.record(apiEvent(org, at, { status: 2 ** 40 }));
+    for (let n = 1; n < 25; n++) writer.record(apiEvent(org, at + n));
+
+    await writer.flush();
+
+    expect(written).toEqual([9, 10, 5]);
+    await writer.close(1000);
+  });
 });
