@@ -3,6 +3,7 @@ import { AuthFailure } from '../auth/auth-failure.ts';
 import { parseBasicCredentials } from '../auth/basic/parse-basic.ts';
 import type { RequestScope } from '../edge/request-scope.ts';
 import { toAppError } from '../envelope/error-handler.ts';
+import { ANSWER_CUT } from '../http/audit.ts';
 import { AppError, type ErrorCode } from '../envelope/errors.ts';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { Clock } from '../time/clock.ts';
@@ -84,6 +85,9 @@ export function apiDecisionOf(
   const caller = principal ?? scope.refusedCaller;
   // As answered: a database error the admission met is the 503 the client was told.
   const refusal = refused ? toAppError(scope.refusal) : undefined;
+  // Admitted, but its answer did not all reach the client: it went, or the gateway cut it (a
+  // streamed answer failing midway: `cutResult`). The client holds part of it, or nothing.
+  const cut = !refused && !res.writableFinished;
   const org =
     route.realm === undefined ||
     (refused &&
@@ -96,7 +100,7 @@ export function apiDecisionOf(
     org,
     atMs: clock.now(),
     action: 'api.request',
-    outcome: refused || res.statusCode >= 400 ? 'failure' : 'success',
+    outcome: refused || cut || res.statusCode >= 400 ? 'failure' : 'success',
     actorRealm: caller?.realm ?? null,
     actorId: caller?.userId ?? null,
     actorName: caller?.username ?? (refused ? basicUserTried(authorization) : null),
@@ -109,9 +113,10 @@ export function apiDecisionOf(
     route: route.entry?.path ?? null,
     path: route.entry?.forwarded ? null : scope.target.path.slice(0, MAX_FIELD),
     workspace: route.workspace ?? null,
-    status: res.statusCode,
-    result: refusal?.result ?? null,
-    reason: refused ? reasonOf(refusal) : null,
+    // Before its head is sent, statusCode is Node's default 200, nothing anyone answered.
+    status: res.headersSent || res.writableFinished ? res.statusCode : null,
+    result: refusal?.result ?? scope.cutResult ?? null,
+    reason: refused ? reasonOf(refusal) : cut ? ANSWER_CUT : null,
     address: clientAddress,
     requestId: scope.requestId,
     details:

@@ -95,6 +95,21 @@ async function appendToLog(
   return { seq, hash };
 }
 
+/**
+ * A record no row can be made of (a time past what a Date holds: a Keycloak event's is
+ * Keycloak's): whatever the attempt, so the writer loses it as one the database refuses for good
+ * (audit-writer.ts), instead of trying its batch again for ever. `code`: the error's name
+ * (`RangeError`), logged where a refusal's SQLSTATE is.
+ */
+export class UnwritableRecordError extends Error {
+  readonly code: string;
+  constructor(cause: unknown) {
+    super('audit record: no row can be made of it', { cause });
+    this.name = 'UnwritableRecordError';
+    this.code = cause instanceof Error ? cause.name : 'Error';
+  }
+}
+
 type RowMaker = ReturnType<typeof createRowMaker>;
 
 /**
@@ -120,19 +135,24 @@ function createRowMaker() {
   };
   return {
     rowOf(event: AuditEvent, seq: number, prevHash: string) {
-      if (event.atMs !== lastMs) {
-        lastMs = event.atMs;
-        lastAt = new Date(lastMs).toISOString();
+      try {
+        if (event.atMs !== lastMs) {
+          // Kept once made: a time that throws must throw again, not take the last one's text.
+          lastAt = new Date(event.atMs).toISOString();
+          lastMs = event.atMs;
+        }
+        const jti = event.tokenId === undefined ? null : jtiSha256(event.tokenId);
+        let canonical = canonicalTextOf(event, seq, lastAt, jti, prevHash);
+        // JSON writes a NUL or a lone surrogate only as a `\u` escape: without one, the record
+        // is stored exactly as hashed (the rare text with one is cleaned and serialised again).
+        if (canonical.includes('\\u')) {
+          canonical = canonicalTextOf(storable(event), seq, lastAt, jti, prevHash);
+        }
+        const hash = sha256Hex(canonical);
+        return { hash, text: batchRowOf(hash, canonical) };
+      } catch (err) {
+        throw new UnwritableRecordError(err);
       }
-      const jti = event.tokenId === undefined ? null : jtiSha256(event.tokenId);
-      let canonical = canonicalTextOf(event, seq, lastAt, jti, prevHash);
-      // JSON writes a NUL or a lone surrogate only as a `\u` escape: without one, the record is
-      // stored exactly as hashed (the rare text with one is cleaned and serialised again).
-      if (canonical.includes('\\u')) {
-        canonical = canonicalTextOf(storable(event), seq, lastAt, jti, prevHash);
-      }
-      const hash = sha256Hex(canonical);
-      return { hash, text: batchRowOf(hash, canonical) };
     },
   };
 }

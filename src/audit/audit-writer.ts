@@ -4,13 +4,18 @@ import type { ReadinessReport } from '../http/health.router.ts';
 import { refusedForGood } from '../db/database-failures.ts';
 import { every } from '../time/every.ts';
 import { waitAtMost } from '../time/wait-at-most.ts';
-import { createBatchAppender, type AuditEvent, type BatchMark } from './audit-batch.ts';
+import {
+  createBatchAppender,
+  UnwritableRecordError,
+  type AuditEvent,
+  type BatchMark,
+} from './audit-batch.ts';
 
 export type { AuditEvent } from './audit-batch.ts';
 
 /**
  * Records written to the database, or lost (the spool full, shutdown while it was down, or one
- * the database refuses for good).
+ * refused for good: by the database, or no row could be made of it).
  */
 export const AUDIT_RECORD_OUTCOMES = ['written', 'lost'] as const;
 export type AuditRecordOutcome = (typeof AUDIT_RECORD_OUTCOMES)[number];
@@ -49,8 +54,8 @@ export interface AuditWriter {
  * a batch is full, in the order they were recorded. While the database is down they stay in the
  * spool and are written, still in order, once it is back; a record that finds the spool full is
  * lost, counted and said in readiness. A record the database refuses whatever the attempt (a
- * value it cannot hold: `isolate` below) is lost the same way, alone: the others of its
- * batch and those after it are written.
+ * value it cannot hold: `isolate` below), or that no row can be made of, is lost the same way,
+ * alone: the others of its batch and those after it are written.
  *
  * Each batch is one transaction (audit-batch.ts): writers of several replicas append to one log
  * one batch after the other, and the log keeps one order and one chain. A batch retried after an
@@ -80,7 +85,8 @@ export function createAuditWriter(deps: {
   // The batch at the head of the spool may have committed when its attempt failed: this tells.
   let unclear: BatchMark | undefined;
   // While a batch refused for good is halved to find the record the database refuses: the size
-  // of the batches, up to the end (a count of settled records) of the first one refused.
+  // of the batches, until that record is found, or at the latest up to the end (a count of
+  // settled records) of the first one refused.
   let isolating: { size: number; until: number } | undefined;
   let closed = false;
   const size = () => spool.length - first;
@@ -145,7 +151,8 @@ export function createAuditWriter(deps: {
       try {
         await appender.append(batch, unclear, (mark) => (attempted = mark));
       } catch (err) {
-        const code = refusedForGood(err);
+        const code =
+          refusedForGood(err) ?? (err instanceof UnwritableRecordError ? err.code : undefined);
         if (code !== undefined) {
           // Refused before it committed (a statement's error rolls the batch back, and one that
           // had committed is found by the mark first): nothing of it is there.
@@ -178,10 +185,10 @@ export function createAuditWriter(deps: {
   }
 
   /**
-   * A batch the database refused for good, for something a record of it holds: halved until
-   * the record is alone, which is then lost (counted, logged without its fields) and the
-   * writing goes on with full batches past the first refused one. How many records of the
-   * spool it took out (0 while halving, 1 for the record lost).
+   * A batch refused for good (by the database, or a record no row can be made of) for something
+   * a record of it holds: halved until the record is alone, which is then lost (counted, logged
+   * without its fields) and the writing goes on with full batches from the record after it. How
+   * many records of the spool it took out (0 while halving, 1 for the record lost).
    */
   function isolate(batch: AuditEvent[], code: string): number {
     if (batch.length > 1) {
@@ -192,14 +199,16 @@ export function createAuditWriter(deps: {
       return 0;
     }
     const [record] = batch;
-    lose(1, 'refused by the database');
+    lose(1, 'refused for good');
     // Its code, what it was and when: none of its fields, which the database refused to hold.
     logger.error(
       { audit: { code, action: record!.action, atMs: record!.atMs, lostSoFar: lost } },
-      'audit record refused by the database; lost',
+      'audit record refused for good; lost',
     );
     taken(1);
-    if (isolating && settled >= isolating.until) isolating = undefined;
+    // Found: what follows it is as likely to be written whole as any batch (another record
+    // refused is halved to in turn), not a record a transaction to the end of its batch.
+    isolating = undefined;
     return 1;
   }
 

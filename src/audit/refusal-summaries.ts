@@ -3,6 +3,7 @@ import {
   type UnrecordedRun,
 } from '../auth-proxy/refusal-record-limit.ts';
 import { addressGroupOf } from '../edge/address-group.ts';
+import { ANSWER_CUT } from '../http/audit.ts';
 import type { Clock } from '../time/clock.ts';
 import { every, type Periodic } from '../time/every.ts';
 import type { AuditEvent } from './audit-writer.ts';
@@ -108,7 +109,8 @@ export interface RefusalSummaries {
  * `REFUSAL_WINDOW_MS`; the rest of that window are counted and recorded as one summary record
  * once it is over (looked for every few seconds), so a flood costs an organization's log a few
  * rows a minute, not one per request, and cannot fill the writer's spool ahead of other callers'
- * records. A decision that admitted its caller, a grant that succeeded, is always recorded.
+ * records. A decision that admitted its caller (its answer cut too: `ANSWER_CUT`), a grant that
+ * succeeded, is always recorded.
  */
 export function summariseRefusals(
   record: (event: AuditEvent) => void,
@@ -129,7 +131,7 @@ export function summariseRefusals(
   return {
     record(event) {
       const summarised = SUMMARISED[event.action];
-      if (summarised === undefined || event.reason === null) {
+      if (summarised === undefined || event.reason === null || event.reason === ANSWER_CUT) {
         record(event);
         return;
       }

@@ -21,6 +21,12 @@ export interface RequestScope {
    * the request (its reach, a role): the audit log names them. Set on a refusal only.
    */
   refusedCaller?: Principal | undefined;
+  /**
+   * The result code of the gateway's failure that cut a streamed answer after its head was sent
+   * (http/route-table.ts), set before its connection closes, for the audit log; none when the
+   * client went.
+   */
+  cutResult?: string | undefined;
 }
 
 /** A scope whose caller the admission has established. */

@@ -15,7 +15,7 @@ export interface AuditEntry {
   outcome: 'success' | 'failure';
   /** The result code of a failure. */
   result?: string;
-  /** Why it failed, when no result code says it: `answer_cut` (see `AnswerCut`). */
+  /** Why it failed, when no result code says it: `ANSWER_CUT` (see `AnswerCut`). */
   reason?: string;
   /** The authenticated caller; absent for events no one authenticated caused (a throttle). */
   actor?: { realm: string; userId: string; username: string };
@@ -66,6 +66,9 @@ export class AnswerCut extends Error {
   }
 }
 
+/** The reason of a failure whose answer did not all reach its client (`AnswerCut`). */
+export const ANSWER_CUT = 'answer_cut';
+
 /** Longest value written; longer ones (from hostile bodies, a client's URL) are cut. */
 const MAX_VALUE = 255;
 
@@ -110,7 +113,7 @@ export function createAudit(
           await handler(req, res);
         } catch (err) {
           if (err instanceof AnswerCut) {
-            record({ ...entry(), outcome: 'failure', result: err.result, reason: 'answer_cut' });
+            record({ ...entry(), outcome: 'failure', result: err.result, reason: ANSWER_CUT });
             throw err;
           }
           const result = err instanceof AppError ? err.result : '500-99999';

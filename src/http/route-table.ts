@@ -144,7 +144,7 @@ const STREAM_CHUNK = 64 * 1024;
  * takes nothing for the answer's `stallMs` (its connection left open, it would hold the answer
  * for ever).
  */
-async function sendStreamed(res: Response, answer: StreamedAnswer): Promise<void> {
+async function sendStreamed(req: Request, res: Response, answer: StreamedAnswer): Promise<void> {
   res.status(200);
   res.setHeader('content-type', answer.contentType);
   res.setHeader('content-disposition', `attachment; filename="${answer.filename}"`);
@@ -183,9 +183,12 @@ async function sendStreamed(res: Response, answer: StreamedAnswer): Promise<void
     res.end(pending);
   } catch (err) {
     if (!res.headersSent || err instanceof AnswerCut) throw err;
+    const cut = new AnswerCut('the answer failed midway', err);
+    // Before the connection closes, when the `/api` request's record is made of the scope.
+    scopeOf(req).cutResult = cut.result;
     // Too late for an error answer: the client sees the download cut short.
     res.destroy();
-    throw new AnswerCut('the answer failed midway', err);
+    throw cut;
   }
 }
 
@@ -305,7 +308,7 @@ export function routeHandler<D>(spec: AnyRoute<D>, deps: D, audit: Audit): Reque
     // What the gateway answers itself is a caller's own (audit records, sessions, lists): no
     // browser or proxy keeps it.
     res.setHeader('cache-control', 'no-store');
-    if (data instanceof StreamedAnswer) await sendStreamed(res, data);
+    if (data instanceof StreamedAnswer) await sendStreamed(req, res, data);
     else res.json(success(data));
   };
   const audited = spec.audit;

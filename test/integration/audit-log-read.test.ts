@@ -14,6 +14,7 @@ import { apiEvent } from '../helpers/audit-records.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { grantReaderRole } from '../helpers/audit-readers.ts';
 import { writeRequests } from '../helpers/audit-writes.ts';
+import { MASTER_REALM } from '../../src/tenancy/identifiers.ts';
 import { createUser, keycloakAdmin, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
@@ -343,6 +344,48 @@ describe('audit log: reading and exporting', () => {
     const removed = await exportFile();
     await expect(verifyExport(removed)).rejects.toThrow(/^record 4 \(line \d+\) does not fit/);
     await Promise.all([clean, edited, removed].map((file) => rm(file)));
+  });
+
+  it('records an export its client hung up on as cut, in its request record as in its own', async () => {
+    const big = await createOrganization([]);
+    // Far more than the sockets' buffers: the client leaves while the gateway still writes.
+    await writeRequests(big, 20_000);
+    const requestId = `cut-${randomBytes(6).toString('hex')}`;
+    const leaving = new AbortController();
+    const res = await fetch(
+      `${replica.url}/api/platform/organizations/${big}/audit-log/export?format=csv`,
+      {
+        headers: { authorization: basicAuth(admin), 'x-request-id': requestId },
+        signal: leaving.signal,
+      },
+    );
+    expect(res.status).toBe(200);
+    await res.body!.getReader().read();
+    leaving.abort();
+
+    const recorded = () =>
+      testDb()('audit_log')
+        .where({ org: MASTER_REALM, request_id: requestId })
+        .orderBy('action')
+        .select('action', 'outcome', 'status', 'result', 'reason');
+    await expect.poll(async () => (await recorded()).length, EVENTUALLY).toBe(2);
+    // The client holds part of a file that may look whole: no success, in either record.
+    expect(await recorded()).toEqual([
+      {
+        action: 'api.request',
+        outcome: 'failure',
+        status: 200,
+        result: null,
+        reason: 'answer_cut',
+      },
+      {
+        action: 'audit_log.export',
+        outcome: 'failure',
+        status: null,
+        result: null,
+        reason: 'answer_cut',
+      },
+    ]);
   });
 
   it('streams an export of 100,000 records in bounded memory', async () => {

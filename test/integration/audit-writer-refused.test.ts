@@ -60,4 +60,67 @@ describe('audit writer: a record the database refuses for good', () => {
     expect(lines.join('')).not.toContain(secretish);
     await writer.close(1000);
   });
+
+  it('goes back to full batches once the record refused is found and lost', async () => {
+    const written: number[] = [];
+    const writer = createAuditWriter({
+      db: testDb(),
+      logger: loggerToLines().logger,
+      metrics: { auditRecords: (outcome, n) => outcome === 'written' && written.push(n) },
+      spoolMax: 1000,
+      batchMax: 10,
+      intervalMs: 60_000,
+    });
+    const org = `refused${randomBytes(5).toString('hex')}`;
+    const at = Date.now();
+    // The first of its batch: halved down to it alone, then the others in batches as large as
+    // they come (the tenth record started a run of ten, which has 9 left), not the rest of its
+    // batch one record a transaction.
+    writer.record(apiEvent(org, at, { status: 2 ** 40 }));
+    for (let n = 1; n < 25; n++) writer.record(apiEvent(org, at + n));
+
+    await writer.flush();
+
+    expect(written).toEqual([9, 10, 5]);
+    await writer.close(1000);
+  });
+
+  it('loses a record no row can be made of (a time past what a Date holds) like one refused', async () => {
+    const counts = { written: 0, lost: 0 };
+    const { logger, lines } = loggerToLines();
+    const writer = createAuditWriter({
+      db: testDb(),
+      logger,
+      metrics: { auditRecords: (outcome, n) => (counts[outcome] += n) },
+      spoolMax: 1000,
+      batchMax: 10,
+      intervalMs: 60_000,
+    });
+    const org = `unmade${randomBytes(5).toString('hex')}`;
+    const at = Date.now();
+    const events: AuditEvent[] = Array.from({ length: 25 }, (_, n) =>
+      apiEvent(org, at + n, { details: { n: String(n) } }),
+    );
+    // A Keycloak event's time is Keycloak's: `new Date(it).toISOString()` throws a RangeError.
+    // First of a batch, and within one.
+    events[0] = apiEvent(org, 8.64e15 + 1, { action: 'keycloak.login' });
+    events[13] = apiEvent(org, -8.64e15 - 1, { action: 'keycloak.logout' });
+    for (const event of events) writer.record(event);
+
+    await writer.flush();
+
+    expect(counts).toEqual({ written: 23, lost: 2 });
+    expect((await writer.readiness()).details).toEqual({ spooled: 0, lost: 2 });
+    const records = (await testDb()<AuditRow>('audit_log').where({ org }).orderBy('seq')).map(
+      recordOf,
+    );
+    const kept = events.filter((_, n) => n !== 0 && n !== 13);
+    expect(records.map((r) => r.details.n)).toEqual(kept.map((e) => e.details.n));
+    expect(records.map((r) => r.at)).toEqual(kept.map((e) => new Date(e.atMs).toISOString()));
+    expect(verifyChain(records)).toBeUndefined();
+    const lostLines = lines.filter((line) => line.includes('lost'));
+    expect(lostLines.join('')).toContain('keycloak.login');
+    expect(lostLines.join('')).toContain('keycloak.logout');
+    await writer.close(1000);
+  });
 });

@@ -29,6 +29,39 @@ describe('the audit log of /api decisions', () => {
     expect(reasonOf(new Error('boom'))).toBe('unexpected');
   });
 
+  it('records an answer that did not all reach its client as cut: by whom, and what was sent', () => {
+    const decision = (res: Partial<ServerResponse>, cutResult?: string) =>
+      apiDecisionOf(
+        { method: 'GET', headers: {} } as IncomingMessage,
+        { statusCode: 200, headersSent: true, writableFinished: true, ...res } as ServerResponse,
+        {
+          principal: { realm: 'acme', userId: 'u1', username: 'alice' },
+          route: { realm: 'acme', organization: 'acme', entry: { path: '/api/x' }, params: {} },
+          target: { path: '/api/acme/x' },
+          requestId: 'r1',
+          ...(cutResult !== undefined && { cutResult }),
+        } as unknown as RequestScope,
+        '127.0.0.1',
+        { now: () => 0 },
+        () => true,
+      );
+    const answered = { outcome: 'success', status: 200, result: null, reason: null };
+    expect(decision({})).toMatchObject(answered);
+    // Its head sent, then the client went, or the gateway's read failed midway.
+    const cut = { outcome: 'failure', status: 200, reason: 'answer_cut' };
+    expect(decision({ writableFinished: false })).toMatchObject({ ...cut, result: null });
+    expect(decision({ writableFinished: false }, '500-99999')).toMatchObject({
+      ...cut,
+      result: '500-99999',
+    });
+    // Gone before any head: no status was answered (200 is Node's default).
+    expect(decision({ writableFinished: false, headersSent: false })).toMatchObject({
+      ...cut,
+      status: null,
+      result: null,
+    });
+  });
+
   it('keeps the route and workspace of a forwarded call, not the upstream path below it', () => {
     const decision = (entry: { path: string; forwarded?: boolean }, path: string) =>
       apiDecisionOf(

@@ -63,13 +63,18 @@ describe('summaries of refusals in the audit log', () => {
     const recorded: AuditEvent[] = [];
     const summaries = summariseRefusals((event) => recorded.push(event), clock);
     for (let i = 0; i < 100; i++) summaries.record(apiEvent('acme', clock.now()));
-    expect(recorded).toHaveLength(100);
+    // Its answer cut (the client went, or the gateway's read failed midway): still its own.
+    for (let i = 0; i < 100; i++) {
+      const cut = { outcome: 'failure', reason: 'answer_cut' } as const;
+      summaries.record(apiEvent('acme', clock.now(), cut));
+    }
+    expect(recorded).toHaveLength(200);
     for (let i = 0; i < 30; i++) {
       summaries.record(refusal(clock.now()));
       summaries.record(refusal(clock.now(), { address: '198.51.100.1' }));
       summaries.record(refusal(clock.now(), { reason: 'bad_token', credential: 'bearer' }));
     }
-    expect(recorded).toHaveLength(100 + 3 * REFUSALS_RECORDED_PER_WINDOW);
+    expect(recorded).toHaveLength(200 + 3 * REFUSALS_RECORDED_PER_WINDOW);
     // Shutdown writes the counts of the windows still open.
     await summaries.close();
     const written = recorded.filter((r) => r.action === 'api.request.summary');

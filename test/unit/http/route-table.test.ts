@@ -4,7 +4,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createErrorHandler } from '../../../src/envelope/error-handler.ts';
-import { enterScope, scopeOf } from '../../../src/edge/request-scope.ts';
+import { enterScope, scopeOf, type RequestScope } from '../../../src/edge/request-scope.ts';
 import { parseRequestTarget, type RequestTarget } from '../../../src/edge/request-target.ts';
 import { compileRoutes } from '../../../src/edge/route.ts';
 import type { Audit } from '../../../src/http/audit.ts';
@@ -119,6 +119,9 @@ async function download(realm: string, leave = false): Promise<{ audit: string; 
   return { audit: await audited, got };
 }
 
+/** The scope of the last request, as it was when its connection closed. */
+let closedScope: RequestScope | undefined;
+
 let base = '';
 let close = () => undefined as void;
 beforeAll(async () => {
@@ -128,15 +131,18 @@ beforeAll(async () => {
   const app = express();
   app.use(
     express.json(),
-    ((req, _res, next) => {
+    ((req, res, next) => {
       const target = parseRequestTarget(req.url) as RequestTarget;
       const route = read(target.segments, req.method);
-      enterScope(req, {
+      const scope = {
         requestId: 'r',
         target,
         route,
         principal: { username: 'alice' } as Principal,
-      });
+      };
+      enterScope(req, scope);
+      // As the edge reads it for the audit log: once the connection closes.
+      res.on('close', () => (closedScope = { ...scope }));
       next();
     }) satisfies RequestHandler,
     ((req, res, next) => {
@@ -206,6 +212,16 @@ describe('routeHandler', () => {
       audit: 'audit thing.export failure',
       got: 'left',
     });
+  });
+
+  it("tells the request's scope the result of the failure that cut its answer, before it closes", async () => {
+    await download('broken');
+    await expect.poll(() => closedScope?.cutResult).toBe('500-99999');
+    // The client gone: nothing of the gateway's cut it.
+    closedScope = undefined;
+    await download('endless', true);
+    await expect.poll(() => closedScope).toBeDefined();
+    expect(closedScope!.cutResult).toBeUndefined();
   });
 
   it('refuses a route whose params do not name the path’s', () => {
