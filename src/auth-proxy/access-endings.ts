@@ -126,7 +126,12 @@ function single(params: URLSearchParams | undefined, name: string): string | und
 function roleIdsOf(json: unknown, field: 'id' | 'roleId' = 'id'): string[] {
   if (!Array.isArray(json)) return [];
   const ids = json.map((role: unknown) => (role as Record<string, unknown> | null)?.[field]);
-  return [...new Set(ids.filter((id): id is string => typeof id === 'string' && id !== ''))];
+  // `.`, `..` or a `/` in an id would name another path of the admin API once read; no role
+  // has such an id, so Keycloak refuses the list and nothing ends.
+  const named = ids.filter(
+    (id): id is string => typeof id === 'string' && id !== '' && !/^\.\.?$|\//.test(id),
+  );
+  return [...new Set(named)];
 }
 
 /** Whether the JSON object has `name` as a list of at least one item. */

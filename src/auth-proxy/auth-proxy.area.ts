@@ -15,6 +15,7 @@ import type { Cache } from '../cache/cache.ts';
 import type { Audit } from '../http/audit.ts';
 import type { RoleRef } from './access-endings.ts';
 import { createAccessRevocations } from './access-revocations.ts';
+import { createAdminCallerCheck } from './admin-caller.ts';
 import { createAuthMount, type AuthAudit, type Listener } from './auth-steps.ts';
 import { createIdenticalGrants } from './identical-grants.ts';
 import { createTokenBindingStore, type TokenBindingStore } from './token-bindings.ts';
@@ -111,6 +112,7 @@ export function buildAuthProxy(
       bearer: auth.bearer,
       idTokenSession: auth.idTokens,
       clientAddress: (req: IncomingMessage) => shared.forwarding.clientAddress(req),
+      mayBeAdmitted: createAdminCallerCheck(auth.jwks),
       access,
       groupMembers: (realm: string, groupId: string) => accounts.groupMembers(realm, groupId),
       roleOf: (realm: string, role: RoleRef) => accounts.roleOf(realm, role),

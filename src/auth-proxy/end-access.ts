@@ -58,6 +58,11 @@ export interface EndAccessDeps {
    * Read before the client is deleted.
    */
   clientRolesOf: (realm: string, clientUuid: string) => Promise<{ client: string; name: string }[]>;
+  /**
+   * Whether Keycloak's admin API might admit the request (admin-caller.ts): the admin API's
+   * changes are read about before forwarding only then.
+   */
+  mayBeAdmitted: (req: IncomingMessage, realm: string, client?: string) => Promise<boolean>;
   /** The revocations of a session or a user, shared with the back-channel logout. */
   access: AccessRevocations;
   leewaySeconds: number;
@@ -225,10 +230,18 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
       }));
   }
 
-  async function watch(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /** Watches what the request ends; true when it answered the request itself (a refusal). */
+  async function watch(req: IncomingMessage, res: ServerResponse): Promise<boolean> {
     const { route, target } = scopeOf(req);
     const rule = endingOf(route)!;
     const { query } = target;
+    // Keycloak refuses it (401): nothing to read about, whatever its body names.
+    if (
+      authEntryOf(route)!.path.startsWith('/auth/admin/') &&
+      !(await deps.mayBeAdmitted(req, route.realm!, deps.clientAddress(req)))
+    ) {
+      return false;
+    }
     // Read before Keycloak changes anything, as the realmgate API's change of the lifetimes does.
     const keepLifetime =
       rule.changesLifetimes && route.realm !== undefined
@@ -239,6 +252,10 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
       form: formFieldsOf(req),
       json: jsonOf(req),
     });
+    if (ending?.kind === 'composite' && ending.roleIds.length > MAX_ROLES_TAKEN) {
+      sendTokenError(res, TOO_MANY_ROLES);
+      return true;
+    }
     const end = ending && (await prepare(ending, deps.clientAddress(req)));
     // Whether Keycloak answered, and how.
     let answered: number | undefined;
@@ -249,7 +266,7 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
         if (answered === undefined) void keepLifetime();
       });
     }
-    if (!keepLifetime && (!ending || !end)) return;
+    if (!keepLifetime && (!ending || !end)) return false;
     const hook = async (status: number, body: AnswerBody | undefined) => {
       answered = status;
       // Kept before its client hears Keycloak's answer, unless that is a refusal (4xx: nothing
@@ -274,6 +291,7 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
       readsBody: rule.readsAnswer,
       ...(rule.answerMarker && { marker: rule.answerMarker }),
     });
+    return false;
   }
 
   return (req, res, next) => {
@@ -292,7 +310,9 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
       return;
     }
     const go = () => {
-      watch(req, res).then(() => next(), next);
+      watch(req, res).then((answered) => {
+        if (!answered) next();
+      }, next);
     };
     // A compressed body (no console sends one) is not read: it streams through, and what it
     // changes is left to the re-check.
@@ -308,6 +328,18 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
     } else go();
   };
 }
+
+/**
+ * How many roles one request may take from a composite: each is read before (one or two admin
+ * calls); the console takes a page of them at most.
+ */
+export const MAX_ROLES_TAKEN = 100;
+
+const TOO_MANY_ROLES = {
+  status: 400,
+  error: 'invalid_request',
+  description: `At most ${MAX_ROLES_TAKEN} roles are taken from a composite in one request.`,
+} as const;
 
 /** A HEAD of an ending's GET (`endAccessOnSuccess`). */
 export const HEAD_OF_ENDING = {

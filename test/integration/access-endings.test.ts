@@ -98,6 +98,16 @@ async function adminCall(method: string, path: string, body?: unknown): Promise<
   return res.status;
 }
 
+/** The calls of `kind` a replica has made to Keycloak so far (its metrics). */
+async function keycloakCalls(replica: Replica, kind: 'admin' | 'jwks'): Promise<number> {
+  const res = await fetch(`http://127.0.0.1:${replica.config.ADMIN_PORT}/metrics`);
+  return (await res.text())
+    .split('\n')
+    .filter((line) => line.startsWith(`realmgate_keycloak_requests_total{kind="${kind}"`))
+    .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0);
+}
+const adminCalls = (replica: Replica) => keycloakCalls(replica, 'admin');
+
 /** Two browser-flow clients of the realm, as two applications sharing the user's session. */
 async function createBrowserClients(realm: string): Promise<[string, string]> {
   return [await createBrowserClient(realm, 'app-a'), await createBrowserClient(realm, 'app-b')];
@@ -614,6 +624,43 @@ describe("the admin listener's session and user actions end access on every repl
     expect(await statusOnB(org, `Bearer ${outsider}`)).toBe(200);
   });
 
+  it('a removal from a composite that Keycloak will refuse (no token of the realm or master) costs no read of the roles it names', async () => {
+    const named = Array.from({ length: 60 }, () => ({ id: randomUUID() }));
+    const path = `${adminUrlA}/auth/admin/realms/${org}/roles-by-id/${randomUUID()}/composites`;
+    const send = (authorization?: string, roles: unknown[] = named) =>
+      fetch(path, {
+        method: 'DELETE',
+        headers: {
+          'content-type': 'application/json',
+          ...(authorization !== undefined && { authorization }),
+        },
+        body: JSON.stringify(roles),
+      });
+    const realToken = (await servedUser(org)).tokens.access;
+    // Signed by a key neither realm has, under a key id of the realm's and under another.
+    const claims = { ...claimsOf(realToken), sub: randomUUID() };
+    const callers = [
+      undefined,
+      'Bearer not-a-token',
+      `Bearer ${await forged(claims, headerOf(realToken).kid)}`,
+      `Bearer ${await forged(claims, 'made-up')}`,
+    ];
+    for (const authorization of callers) {
+      const before = await adminCalls(a);
+      const res = await send(authorization);
+      expect(res.status, `${authorization}: ${await res.text()}`).toBe(401);
+      // Before, one read (or two) per named role, as the gateway's own admin calls.
+      expect((await adminCalls(a)) - before).toBeLessThan(5);
+    }
+    // An administrator's list past the bound is refused before any read.
+    const before = await adminCalls(a);
+    const tooMany = Array.from({ length: 101 }, () => ({ id: randomUUID() }));
+    const res = await send(`Bearer ${await adminToken()}`, tooMany);
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({ error: 'invalid_request' });
+    expect((await adminCalls(a)) - before).toBeLessThan(5);
+  });
+
   /**
    * A group holding workspace role `ws` and a subgroup of it (which inherits it) with a member
    * whose token B serves on the workspace's route; an outsider's token served too.
@@ -820,14 +867,8 @@ describe('a workspace deleted through the realmgate API ends on every replica wh
 });
 
 describe('a change to key providers through the admin listener', () => {
-  /** Key-set fetches a replica has made so far (its metrics). */
-  async function keySetFetches(replica: Replica): Promise<number> {
-    const res = await fetch(`http://127.0.0.1:${replica.config.ADMIN_PORT}/metrics`);
-    return (await res.text())
-      .split('\n')
-      .filter((line) => line.startsWith('realmgate_keycloak_requests_total{kind="jwks"'))
-      .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0);
-  }
+  /** Key-set fetches a replica has made so far. */
+  const keySetFetches = (replica: Replica) => keycloakCalls(replica, 'jwks');
   const served = async (replica: Replica, token: string) =>
     (
       await fetch(`${replica.url}/api/${org}/platform/workspaces`, {
