@@ -251,16 +251,18 @@ async function admit(
       decision.attempt.settle('released').catch(warn);
       return false;
     }
-    const settle = ({ outcome, shared }: Settlement) =>
+    const settle = (outcome: AttemptOutcome, shared = false) =>
       decision.attempt.settle(outcome).finally(() => leave(shared));
     // Settled before the client gets the answer: a repeat it sends at once finds it remembered
     // or counted.
     holdAnswer(res, (answer) =>
-      settlementOf(attempt, answer, deps, unresolved).then(settle).catch(warn),
+      outcomeOf(attempt, answer, deps, unresolved)
+        .then((outcome) => settle(outcome, sharesAnswer(attempt, answer)))
+        .catch(warn),
     );
     res.once('close', () => {
       // Gone before the answer: Keycloak may have checked the password; count it.
-      if (!res.writableFinished) settle({ outcome: 'failed', shared: false }).catch(warn);
+      if (!res.writableFinished) settle('failed').catch(warn);
     });
     return true;
   } catch (err) {
@@ -270,15 +272,13 @@ async function admit(
 }
 
 /**
- * How an attempt is settled: its outcome for the throttle, and whether an identical grant
- * waiting finds what its answer was (`shared`): a token (the right password: identical grants
- * go on together), or a refusal of the credentials that is kept (by the failed-login memory, or
- * as refused during a noted lock). Anything else is no answer for them: the next one asks
- * Keycloak.
+ * Whether an identical grant finds what `answer` was once it is settled (`outcomeOf`): a token
+ * (the right password: identical grants go on together), or a refusal of the credentials, kept
+ * by the failed-login memory. Anything else is no answer for them: the next one asks Keycloak.
  */
-interface Settlement {
-  outcome: AttemptOutcome;
-  shared: boolean;
+function sharesAnswer(attempt: PasswordAttempt, answer: GrantAnswer): boolean {
+  if (attempt.kind !== 'grant' || answer.status >= 500) return false;
+  return answer.status === 200 || (!isRequestRefusal(answer) && isCredentialRefusal(answer));
 }
 
 /**
@@ -288,14 +288,13 @@ interface Settlement {
  * remembered and a failure the first time only; any other refusal is a failure. The login
  * form's answers are read by `formOutcomeOf`.
  */
-async function settlementOf(
+async function outcomeOf(
   attempt: PasswordAttempt,
   answer: GrantAnswer,
   deps: PasswordAttemptThrottleDeps,
   unresolved = false,
-): Promise<Settlement> {
-  const alone = (outcome: AttemptOutcome) => ({ outcome, shared: false });
-  if (answer.status >= 500) return alone('released');
+): Promise<AttemptOutcome> {
+  if (answer.status >= 500) return 'released';
   if (attempt.kind === 'form') {
     const outcome = formOutcomeOf(answer, attempt.field);
     // Only a page posting the account and its password says whose password was right.
@@ -303,29 +302,24 @@ async function settlementOf(
       const { realm, username, password } = attempt;
       await deps.failedLogins.succeeded({ channel: 'grant', realm, username, password });
     }
-    return alone(outcome === 'refused' ? 'failed' : 'released');
+    return outcome === 'refused' ? 'failed' : 'released';
   }
   const login = { channel: 'grant' as const, ...attempt };
   if (answer.status === 200) {
     deps.locks.ended(attempt.realm, attempt.username);
     await deps.failedLogins.succeeded(login);
-    return { outcome: 'succeeded', shared: true };
+    return 'succeeded';
   }
-  if (isRequestRefusal(answer)) return alone('released');
-  if (!isCredentialRefusal(answer)) return alone('failed');
+  if (isRequestRefusal(answer)) return 'released';
+  if (!isCredentialRefusal(answer)) return 'failed';
   // Keycloak's lockout refuses the right password in a wrong one's words: such a refusal is
   // counted (its first time in the lock), as on Basic, but not remembered, or the password would
   // be refused past the lock. An account the admin API could not tell (a login by e-mail) is not
   // asked about: its refusal is a wrong password's, as when the lookup fails.
   if (!unresolved && (await deps.locks.blockOf(attempt.realm, attempt.username)).lockedOut) {
-    const first = deps.locks.firstRefusal(login, grantAnswerText(answer));
-    // Kept only while a lock with an end is noted: one Keycloak tells no end of, or whose end
-    // is past on this clock, leaves the refusal nowhere to find.
-    const shared = deps.locks.refusedDuringLock(login) !== undefined;
-    return { outcome: first ? 'failed' : 'released', shared };
+    return deps.locks.firstRefusal(login, grantAnswerText(answer)) ? 'failed' : 'released';
   }
-  const first = await deps.failedLogins.remember(login, grantAnswerText(answer));
-  return { outcome: first ? 'failed' : 'released', shared: true };
+  return (await deps.failedLogins.remember(login, grantAnswerText(answer))) ? 'failed' : 'released';
 }
 
 /**

@@ -31,13 +31,9 @@ export interface KeycloakFront {
   /**
    * While forwarding, holds Keycloak's answer to the next request whose target matches
    * `target` until `open()`: `reached` resolves once that answer is at the front, so Keycloak
-   * has computed it, and a test can change Keycloak in between (a race made certain). A
-   * function as `target` picks the request by its head (a client's grant, not the gateway's).
+   * has computed it, and a test can change Keycloak in between (a race made certain).
    */
-  gate(target: RegExp | ((request: FrontRequest) => boolean)): {
-    reached: Promise<void>;
-    open(): void;
-  };
+  gate(target: RegExp): { reached: Promise<void>; open(): void };
   close(): Promise<void>;
 }
 
@@ -55,7 +51,7 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
   const seen: FrontRequest[] = [];
   let held: { target: RegExp; ms: number } = { target: /$^/, ms: 0 };
   interface Gate {
-    target: (request: FrontRequest) => boolean;
+    target: RegExp;
     reach(): void;
     opened: Promise<void>;
     /** The request it holds the answer of; the gate holds no other. */
@@ -91,7 +87,8 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
         upstream.on('data', (chunk: Buffer) => {
           const last = mine.at(-1);
           const gate =
-            last && gates.find((g) => g.request === last || (!g.request && g.target(last)));
+            last &&
+            gates.find((g) => g.request === last || (!g.request && g.target.test(last.target)));
           if (gate) {
             gate.request = last;
             gate.reach();
@@ -149,8 +146,7 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
       let open = () => undefined as void;
       const reached = new Promise<void>((resolve) => (reach = resolve));
       const opened = new Promise<void>((resolve) => (open = resolve));
-      const picks = target instanceof RegExp ? (r: FrontRequest) => target.test(r.target) : target;
-      gates.push({ target: picks, reach, opened });
+      gates.push({ target, reach, opened });
       return { reached, open };
     },
     close: shut,

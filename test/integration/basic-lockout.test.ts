@@ -2,11 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import { requestFrom } from '../helpers/from-address.ts';
-import {
-  startKeycloakFront,
-  type FrontRequest,
-  type KeycloakFront,
-} from '../helpers/keycloak-front.ts';
+import { startKeycloakFront, type KeycloakFront } from '../helpers/keycloak-front.ts';
 import {
   createUser,
   keycloakAdmin,
@@ -277,40 +273,6 @@ describe('a Basic login through a Keycloak lockout', () => {
       await unlock(user);
       frontClock.advance(LOCK_SECONDS * 1000 + 1000);
       expect(await statusFrom('127.0.0.9', user, user.password)).toBe(200);
-    });
-
-    it('lets identical grants reach Keycloak one at a time when a refusal left no lock noted', async () => {
-      const user = await createUser(realm, { workspaceRoles: ['ws1'] });
-      await lock(user);
-      // The replica's clock past the lock's end while Keycloak still locks the user (clocks
-      // apart): the admin API tells a lock the replica does not note, so a refusal is kept
-      // nowhere, and identical grants waiting for it have nothing to find.
-      frontClock.advance(LOCK_SECONDS * 1000 + 1000);
-      // The clients' grants, not the gateway's own (its service account's, for admin calls).
-      const token = new RegExp(`/realms/${realm}/protocol/openid-connect/token$`);
-      const clientGrant = (request: FrontRequest) =>
-        token.test(request.target) && request.headers['x-forwarded-for'] !== undefined;
-      const gates = [front.gate(clientGrant), front.gate(clientGrant), front.gate(clientGrant)];
-      const url = `${watched.url}/auth/realms/${realm}/protocol/openid-connect/token`;
-      const body = passwordGrantBody({ ...user, password: 'stale-identical' });
-      front.seen.length = 0;
-      // They need no Keycloak call to join the one in flight, held at the front.
-      const grants = [20, 21, 22].map((host) =>
-        requestFrom(`127.0.0.${host}`, url, {
-          method: 'POST',
-          headers: { 'content-type': 'application/x-www-form-urlencoded' },
-          body,
-        }),
-      );
-      await gates[0]!.reached;
-      gates[0]!.open();
-      await gates[1]!.reached;
-      // The second is at Keycloak: the third waits for it, as it waited for the first.
-      expect(front.seen.filter(clientGrant)).toHaveLength(2);
-      for (const gate of gates) gate.open();
-      const statuses = (await Promise.all(grants)).map((answer) => answer.status);
-      expect(statuses).toEqual([401, 401, 401]);
-      await unlock(user);
     });
   });
 });
