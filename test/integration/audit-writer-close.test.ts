@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import knex from 'knex';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { verifyChain } from '../../src/audit/audit-chain.ts';
 import { recordOf, type AuditRow } from '../../src/audit/audit-rows.ts';
 import { createAuditWriter } from '../../src/audit/audit-writer.ts';
@@ -52,15 +52,14 @@ describe('audit writer: a write that fails at shutdown', () => {
       await holder('audit_log_heads').where({ org }).forUpdate().first();
       for (let n = 1; n <= 20; n++) writer.record(event(n));
       const closed = writer.close(30_000);
-      const waitingPid = async () => {
-        const waiting = (await testDb()
+      const pid = await vi.waitFor(async () => {
+        const [waiting] = (await testDb()
           .select('pid')
           .from('pg_stat_activity')
           .where({ application_name: name, wait_event_type: 'Lock' })) as { pid: number }[];
-        return waiting[0]?.pid;
-      };
-      await expect.poll(waitingPid, EVENTUALLY).toBeDefined();
-      const pid = await waitingPid();
+        if (!waiting) throw new Error('the write is not waiting on the row yet');
+        return waiting.pid;
+      }, EVENTUALLY);
       await testDb().raw('select pg_terminate_backend(?)', [pid]);
       // Gone before the row is let go: its write fails, it does not go on to commit.
       await expect
