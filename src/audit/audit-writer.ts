@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { ReadinessReport } from '../http/health.router.ts';
@@ -12,6 +13,12 @@ import {
 } from './audit-batch.ts';
 
 export type { AuditEvent } from './audit-batch.ts';
+
+/**
+ * Between a shutdown's tries to write the spool: a reset connection or a failover is over in
+ * moments, and a database that refuses at once is not asked in a tight loop.
+ */
+const CLOSE_RETRY_PAUSE_MS = 200;
 
 /**
  * Records written to the database, or lost (the spool full, shutdown while it was down, or one
@@ -44,7 +51,10 @@ export interface AuditWriter {
   flush(): Promise<void>;
   /** For readiness: degraded while records wait for the database, or once any was lost. */
   readiness(): Promise<ReadinessReport>;
-  /** Writes what is spooled (for up to `graceMs`), then stops. */
+  /**
+   * Writes what is spooled, trying again after a failed write, for up to `graceMs`; then stops
+   * (what is still spooled is lost).
+   */
   close(graceMs: number): Promise<void>;
 }
 
@@ -257,11 +267,19 @@ export function createAuditWriter(deps: {
     async close(graceMs) {
       // Not awaited: a write in progress is what flush waits for, within the grace.
       void ticks.stop();
+      // A failed write (a connection reset, a failover) is tried again while the grace lasts:
+      // giving up at the first would lose the whole spool with time left to write it.
+      const written = (async () => {
+        while (!closed) {
+          try {
+            return await this.flush();
+          } catch {
+            await sleep(CLOSE_RETRY_PAUSE_MS, undefined, { ref: false });
+          }
+        }
+      })();
       try {
-        await waitAtMost(
-          this.flush().catch(() => undefined),
-          graceMs,
-        );
+        await waitAtMost(written, graceMs);
       } finally {
         closed = true;
       }

@@ -257,7 +257,15 @@ async function admit(
     // or counted.
     holdAnswer(res, (answer) =>
       outcomeOf(attempt, answer, deps, unresolved)
-        .then((outcome) => settle(outcome, sharesAnswer(attempt, answer)))
+        .then(
+          (outcome) => settle(outcome, sharesAnswer(attempt, answer)),
+          // Not held until the reservation expires (nor the identical grants kept waiting):
+          // what the memory could not keep is no answer to count or share.
+          (err: unknown) => {
+            warn(err);
+            return settle('released');
+          },
+        )
         .catch(warn),
     );
     res.once('close', () => {

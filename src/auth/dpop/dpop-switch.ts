@@ -37,8 +37,9 @@ export interface DpopSwitches {
    * is asked again in the background; a switch never read (by any process, as far as the shared
    * cache says) waited for up to `waitMs`, and when Keycloak is slower or does not answer, taken
    * as off for this request, as a token's re-check is (bearer/active-check.ts): the answer
-   * applies from the next request. A realm Keycloak no longer has: the 401 every other refusal
-   * of its tokens answers (`realm_gone`).
+   * applies from the next request, and until it comes the realm's next requests take it as off
+   * at once. A realm Keycloak no longer has: the 401 every other refusal of its tokens answers
+   * (`realm_gone`).
    */
   heldIn(realm: string): Answer<boolean>;
   /**
@@ -95,6 +96,12 @@ export function createDpopSwitches(options: {
     clock,
   );
   const reading = new Map<string, Reading>();
+  /**
+   * Realms whose first read kept a request waiting `waitMs` (Keycloak takes it and does not
+   * answer), until that read settles: their next requests take the default at once rather than
+   * each wait as long for the same read.
+   */
+  const overdue = new Map<string, Promise<unknown>>();
   const sharedKey = (realm: string) => `dpop-switch:${realm}`;
 
   function remember(realm: string, required: boolean, at = clock.now()): void {
@@ -183,16 +190,22 @@ export function createDpopSwitches(options: {
   }
 
   /**
-   * `answer`, or undefined when it fails or takes longer than `waitMs`; a realm gone is said
-   * as it is.
+   * The first read of `realm`'s switch, or undefined when it fails or takes longer than
+   * `waitMs` (then `overdue` until it settles); a realm gone is said as it is.
    */
-  async function within(answer: Promise<boolean>): Promise<boolean | undefined> {
+  async function within(realm: string, answer: Promise<boolean>): Promise<boolean | undefined> {
     const settled = answer.catch((err: unknown) =>
       err instanceof AppError && err.code === 'organizationNotFound' ? realmGone(err) : undefined,
     );
     let timer: ReturnType<typeof setTimeout> | undefined;
     const late = new Promise<undefined>((resolve) => {
-      timer = setTimeout(() => resolve(undefined), waitMs);
+      timer = setTimeout(() => {
+        overdue.set(realm, settled);
+        void settled.finally(() => {
+          if (overdue.get(realm) === settled) overdue.delete(realm);
+        });
+        resolve(undefined);
+      }, waitMs);
     });
     try {
       const outcome = await Promise.race([settled, late]);
@@ -214,7 +227,8 @@ export function createDpopSwitches(options: {
       if (options.gone.isGone(realm)) throw realmGone();
       const known = switches.get(realm);
       if (known === undefined) {
-        return within(firstRead(realm)).then((required) => required ?? false);
+        if (overdue.has(realm)) return false;
+        return within(realm, firstRead(realm)).then((required) => required ?? false);
       }
       if (clock.now() - known.at >= SWITCH_FRESH_MS) {
         // A realm found gone is told to the shared memory by `readAgain`; an outage keeps the

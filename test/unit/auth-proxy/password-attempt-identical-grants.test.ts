@@ -29,8 +29,9 @@ interface AtKeycloak {
  * The token endpoint's throttle step between a client and a stand-in for the proxy, which answers
  * as the test says (or nothing to a client gone, as forward does); the throttle, the failed-login
  * memory and the account look-up are the test's, so each step's wait is the test's to hold.
+ * `memoryFails`: calls of the failed-login memory that fail instead.
  */
-async function startHarness() {
+async function startHarness(memoryFails: Partial<FailedLoginMemory> = {}) {
   const remembered = new Map<string, string>();
   const begins: string[] = [];
   const settled: AttemptOutcome[] = [];
@@ -47,6 +48,7 @@ async function startHarness() {
     },
     succeeded: () => Promise.resolve(),
     passwordSet: () => Promise.resolve(),
+    ...memoryFails,
   } satisfies FailedLoginMemory;
   const accounts: LoginAccounts = {
     accountOf: async (_realm, name) => {
@@ -263,5 +265,31 @@ describe('identical password grants at the token endpoint, whose clients leave',
     // The second was answered what the first was refused, without Keycloak.
     expect(harness.waitingAtKeycloak()).toBe(0);
     expect(harness.begins).toEqual(['10.0.0.1']);
+  });
+});
+
+describe('a password grant whose outcome the failed-login memory cannot keep', () => {
+  let harness: Awaited<ReturnType<typeof startHarness>> | undefined;
+  afterEach(async () => {
+    for (const server of harness?.servers ?? []) {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  it('gives its reservation back before its client gets the answer', async () => {
+    const down = () => Promise.reject(new Error('the cache failed'));
+    harness = await startHarness({ remember: down, succeeded: down });
+    for (const [form, status, body] of [
+      [STALE, 401, WRONG],
+      ['grant_type=password&client_id=app&username=job&password=right', 200, { access_token: 't' }],
+    ] as const) {
+      const grant = harness.grant('10.0.0.1', form);
+      (await harness.atKeycloak()).answer(status, body);
+      expect((await grant.answer).status).toBe(status);
+    }
+    // Nothing to count that the memory could not keep: each reservation given back, not held
+    // until it expires.
+    expect(harness.settled).toEqual(['released', 'released']);
   });
 });

@@ -244,6 +244,32 @@ describe("an organization's DPoP switch on /api", () => {
     expect(reads).toEqual(['acme', 'acme', 'acme']);
   });
 
+  it('once a first read kept a request waiting its time, takes the default at once until it answers', async () => {
+    // Keycloak accepts the read and does not answer: one request of the realm waits for it, not
+    // each of them.
+    let answer: (required: boolean) => void = () => undefined;
+    const reads: string[] = [];
+    const clock = manualClock(Date.parse('2026-12-01T06:00:00Z'));
+    const switches = createDpopSwitches({
+      read: (realm) => {
+        reads.push(realm);
+        return new Promise<boolean>((resolve) => (answer = resolve));
+      },
+      gone: createGoneRealms(clock),
+      waitMs: 20,
+      clock,
+    });
+    expect(await switches.heldIn('acme')).toBe(false);
+    const next = switches.heldIn('acme');
+    // Keycloak answers now: a request still waiting for the read would take this answer.
+    answer(true);
+    expect(await next).toBe(false);
+    // Held from the next request once the answer is in, as any first answer.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(await switches.heldIn('acme')).toBe(true);
+    expect(reads).toEqual(['acme']);
+  });
+
   it('refuses a token of a realm Keycloak no longer has 401 naming the missing realm', async () => {
     const { admit } = await setup({ value: 'gone' });
     for (let i = 0; i < 2; i++) {
