@@ -255,6 +255,7 @@ export function createDpopSwitches(options: {
       }
       switches.delete(realm);
       failedAt.delete(realm);
+      overdue.delete(realm);
       // Best effort, as writing it is; every replica told of the deletion deletes it too.
       shared?.delete(sharedKey(realm)).catch(() => {});
     },
