@@ -25,7 +25,8 @@ export interface ReadinessReport {
  */
 export type ReadinessCheck = () => Promise<void | ProbeOutcome | ReadinessReport>;
 
-const CHECK_TIMEOUT_MS = 2000;
+/** How long a readiness check may take; past it, it is `down`. */
+export const CHECK_TIMEOUT_MS = 2000;
 
 /**
  * `GET /healthz`: the process is up; on the admin listener (`detailed`) with the version and
