@@ -25,7 +25,8 @@ export interface ReadinessReport {
  */
 export type ReadinessCheck = () => Promise<void | ProbeOutcome | ReadinessReport>;
 
-const CHECK_TIMEOUT_MS = 2000;
+/** How long a readiness check may take; past it, it is `down`. */
+export const CHECK_TIMEOUT_MS = 2000;
 
 /**
  * `GET /healthz`: the process is up; on the admin listener (`detailed`) with the version and
@@ -102,8 +103,9 @@ function notReady(res: Response, message: string, data: unknown): void {
  * database connection (and a Redis round trip), and a flood of them left the API without
  * connections. A failure is not held: still one run at a time, but the first caller after it
  * asks again, so a dependency that is back shows at once. The run is bounded like a probe, so a
- * hung one does not keep later callers waiting on it. Real time, not a Clock: this limits load,
- * and a test's stopped clock would keep an outcome forever.
+ * hung one does not keep later callers waiting on it; they get its timeout until it settles.
+ * Real time, not a Clock: this limits load, and a test's stopped clock would keep an outcome
+ * forever.
  */
 export function sharedCheck<T>(check: () => Promise<T>, holdMs = 1000): () => Promise<T> {
   let last: Promise<T> | undefined;
@@ -117,21 +119,26 @@ export function sharedCheck<T>(check: () => Promise<T>, holdMs = 1000): () => Pr
     succeededAt = undefined;
     running = true;
     let timer: NodeJS.Timeout | undefined;
+    const inner = Promise.resolve().then(check);
     const run = Promise.race([
-      Promise.resolve().then(check),
+      inner,
       new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error('timeout')), CHECK_TIMEOUT_MS);
       }),
     ]);
     last = run;
-    const settle = (succeeded: boolean) => {
-      clearTimeout(timer);
+    // The run's slot stays taken until the check itself settles, not its timeout: else each
+    // timed-out caller started one more (a `select 1` each, until the pool was taken).
+    const free = () => {
       running = false;
-      if (succeeded) succeededAt = performance.now();
     };
+    inner.then(free, free);
     run.then(
-      () => settle(true),
-      () => settle(false),
+      () => {
+        clearTimeout(timer);
+        succeededAt = performance.now();
+      },
+      () => clearTimeout(timer),
     );
     return run;
   };

@@ -1,4 +1,4 @@
-import { sharedCheck, type ReadinessReport } from '../http/health.router.ts';
+import { CHECK_TIMEOUT_MS, sharedCheck, type ReadinessReport } from '../http/health.router.ts';
 import { displayUrlOf, type KeycloakNode, type KeycloakNodes } from './keycloak-nodes.ts';
 
 /**
@@ -14,10 +14,16 @@ export async function checkKeycloakNodes(
   keysHeldElsewhere: () => Promise<boolean> = () => Promise.resolve(false),
   probeAll: () => Promise<readonly KeycloakNode[]> = () => nodes.check(),
 ): Promise<ReadinessReport> {
-  const all = await probeAll();
-  const up = all.filter((node) => node.state === 'up').length;
+  // Before any node has answered, a probe may outlast the check's own bound (a node that
+  // accepts and never answers takes KEYCLOAK_TIMEOUT_MS): `blocks` is then decided from
+  // whether one has answered by now, not left to a timeout that would report a plain `down`.
+  const all = nodes.reached
+    ? await probeAll()
+    : await within(probeAll(), FIRST_ANSWER_WAIT_MS, nodes.all);
+  // A node's initial `up` means "not yet known": no node is up before one has answered.
+  const up = nodes.reached ? all.filter((node) => node.state === 'up').length : 0;
   const status = up === all.length ? 'up' : up > 0 ? 'degraded' : 'down';
-  const blocked = status === 'down' && !nodes.reached && !(await keysHeldElsewhere());
+  const blocked = !nodes.reached && !(await keysHeldElsewhere());
   return {
     status,
     ...(blocked && { blocks: 'Keycloak has not answered since this replica started' }),
@@ -25,12 +31,28 @@ export async function checkKeycloakNodes(
       details: {
         nodes: all.map((node) => ({
           url: displayUrlOf(node.url),
-          state: node.state,
+          state: nodes.reached ? node.state : 'down',
           since: new Date(node.since).toISOString(),
         })),
       },
     }),
   };
+}
+
+/** Leaves room within CHECK_TIMEOUT_MS for `keysHeldElsewhere` (an IPC call) and the answer. */
+const FIRST_ANSWER_WAIT_MS = CHECK_TIMEOUT_MS / 2;
+
+/** What `probing` resolves to within `ms`; `otherwise` if it takes longer or fails. */
+async function within<T>(probing: Promise<T>, ms: number, otherwise: T): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const waited = new Promise<T>((resolve) => {
+    timer = setTimeout(() => resolve(otherwise), ms);
+  });
+  try {
+    return await Promise.race([probing.catch(() => otherwise), waited]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**

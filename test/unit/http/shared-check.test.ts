@@ -41,4 +41,20 @@ describe('sharedCheck', () => {
     runs[1]!.resolve();
     await expect(again).resolves.toBeUndefined();
   });
+
+  it('keeps its one run while a timed-out check still runs: a slow database is not asked again and again', async () => {
+    const { runs, check } = controlledCheck();
+    const shared = sharedCheck(check, 60_000);
+    await expect(shared()).rejects.toThrow('timeout');
+    await expect(shared()).rejects.toThrow('timeout');
+    expect(runs).toHaveLength(1);
+    runs[0]!.resolve();
+    // Every reaction to that settling has run by the next turn of the event loop.
+    await new Promise(setImmediate);
+    const after = shared();
+    await Promise.resolve();
+    expect(runs).toHaveLength(2);
+    runs[1]!.resolve();
+    await expect(after).resolves.toBeUndefined();
+  }, 10_000);
 });
