@@ -1,49 +1,76 @@
 import type { IncomingMessage } from 'node:http';
-import { compactVerify, errors as joseErrors } from 'jose';
+import { compactVerify, decodeProtectedHeader, errors as joseErrors } from 'jose';
 import { ALLOWED_ALGORITHMS } from '../auth/bearer/bearer-verifier.ts';
 import type { JwksRegistry } from '../auth/bearer/jwks.ts';
+import { systemClock } from '../time/clock.ts';
 
 /**
  * Whether Keycloak's admin API might admit a request to change `realm`: a word of its
- * `Authorization` headers is a token whose signature a key of `realm` or of master verifies
- * (Keycloak admits a realm's administrators from those two realms only, and only with such a
- * token). The admin listener's endings (end-access.ts) read Keycloak before forwarding a change;
- * without this, anyone reaching the listener could have the gateway make those reads for a
- * request Keycloak then refuses, as many as its body names.
+ * `Authorization` headers is an access token (`typ` Bearer or DPoP) whose signature a key of
+ * `realm` or of master verifies (Keycloak admits a realm's administrators from those two realms
+ * only, and only with such a token). The admin listener's endings (end-access.ts) read Keycloak
+ * before forwarding a change; without this, anyone reaching the listener could have the gateway
+ * make those reads for a request Keycloak then refuses, as many as its body names.
  *
  * It errs towards true, since a change Keycloak makes must never go un-ended: the issuer is not
- * checked (a token got through the admin listener names that listener's address), nor expiry
- * (the gateway's clock may be behind Keycloak's), and a key set that cannot be fetched tells
- * nothing. False only when no word is a token, or each is signed by no key either realm
- * publishes now (jwks.ts fetches the set again for a key it does not know).
+ * checked (a token got through the admin listener names that listener's address), expiry only
+ * with `EXPIRY_SKEW_MS` to spare (the gateway's clock may be behind Keycloak's), a token signed
+ * with a realm's HMAC key (which Keycloak verifies and the gateway cannot) counts, and so does a
+ * key set that cannot be fetched. False only when no word is such a token: malformed, of another
+ * kind, long expired, or signed by no key either realm publishes now (jwks.ts fetches the set
+ * again for a key it does not know).
  */
-export function createAdminCallerCheck(jwks: Pick<JwksRegistry, 'keySetFor'>) {
-  async function signedBy(realm: string, token: string, client?: string): Promise<boolean> {
+export function createAdminCallerCheck(jwks: Pick<JwksRegistry, 'keySetFor'>, clock = systemClock) {
+  async function mayBeAdmitted(realm: string, token: string, client?: string): Promise<boolean> {
+    let alg: string | undefined;
     try {
-      await compactVerify(token, jwks.keySetFor(realm, client), {
+      alg = decodeProtectedHeader(token).alg;
+    } catch {
+      return false; // no JWS at all
+    }
+    if (alg?.startsWith('HS')) return true;
+    let payload: Uint8Array;
+    try {
+      ({ payload } = await compactVerify(token, jwks.keySetFor(realm, client), {
         algorithms: ALLOWED_ALGORITHMS,
-      });
-      return true;
+      }));
     } catch (err) {
-      return !(
-        err instanceof joseErrors.JWSInvalid ||
-        err instanceof joseErrors.JWSSignatureVerificationFailed ||
-        // A key neither set has; a realm the gateway does not serve or Keycloak no longer has.
-        err instanceof joseErrors.JWKSNoMatchingKey ||
-        // Keycloak signs the realm's tokens with a key pair; a token of another kind is none.
-        err instanceof joseErrors.JOSEAlgNotAllowed
+      // jose's refusals say the token is not the realm's; anything else (a key set that could
+      // not be fetched, or not read) tells nothing.
+      return (
+        !(err instanceof joseErrors.JOSEError) ||
+        err instanceof joseErrors.JWKSInvalid ||
+        err instanceof joseErrors.JWKSTimeout
       );
     }
+    const claims = claimsOf(payload);
+    const typ = typeof claims?.typ === 'string' ? claims.typ.toLowerCase() : undefined;
+    return (
+      (typ === 'bearer' || typ === 'dpop') &&
+      (typeof claims?.exp !== 'number' || claims.exp * 1000 > clock.now() - EXPIRY_SKEW_MS)
+    );
   }
 
   return async (req: IncomingMessage, realm: string, client?: string): Promise<boolean> => {
     // Keycloak reads one `Bearer <token>`: a request of more words gets no more checks.
     for (const token of authorizationWords(req).slice(0, MAX_WORDS)) {
-      if (await signedBy(realm, token, client)) return true;
-      if (realm !== 'master' && (await signedBy('master', token, client))) return true;
+      if (await mayBeAdmitted(realm, token, client)) return true;
+      if (realm !== 'master' && (await mayBeAdmitted('master', token, client))) return true;
     }
     return false;
   };
+}
+
+/** How far past its `exp` a token still counts: clocks apart, never by this much. */
+const EXPIRY_SKEW_MS = 5 * 60_000;
+
+function claimsOf(payload: Uint8Array): { typ?: unknown; exp?: unknown } | undefined {
+  try {
+    const claims: unknown = JSON.parse(new TextDecoder().decode(payload));
+    return typeof claims === 'object' && claims !== null ? claims : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 const MAX_WORDS = 4;

@@ -636,21 +636,26 @@ describe("the admin listener's session and user actions end access on every repl
         },
         body: JSON.stringify(roles),
       });
-    const realToken = (await servedUser(org)).tokens.access;
+    const { access: realToken, id: idToken } = (await servedUser(org)).tokens;
     // Signed by a key neither realm has, under a key id of the realm's and under another.
     const claims = { ...claimsOf(realToken), sub: randomUUID() };
+    const encode = (json: unknown) => Buffer.from(JSON.stringify(json)).toString('base64url');
     const callers = [
       undefined,
       'Bearer not-a-token',
       `Bearer ${await forged(claims, headerOf(realToken).kid)}`,
       `Bearer ${await forged(claims, 'made-up')}`,
+      // A header jose refuses before any key is looked for (an extension it does not know).
+      `Bearer ${encode({ alg: 'RS256', crit: ['x'], x: 1 })}.${encode(claims)}.AA`,
+      // The realm's own, but no access token: Keycloak's admin API takes none.
+      `Bearer ${idToken}`,
     ];
     for (const authorization of callers) {
       const before = await adminCalls(a);
       const res = await send(authorization);
       expect(res.status, `${authorization}: ${await res.text()}`).toBe(401);
       // Before, one read (or two) per named role, as the gateway's own admin calls.
-      expect((await adminCalls(a)) - before).toBeLessThan(5);
+      expect((await adminCalls(a)) - before, authorization).toBeLessThan(5);
     }
     // An administrator's list past the bound is refused before any read.
     const before = await adminCalls(a);
