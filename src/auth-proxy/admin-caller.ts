@@ -1,14 +1,14 @@
 import type { IncomingMessage } from 'node:http';
 import { compactVerify, decodeProtectedHeader, errors as joseErrors } from 'jose';
-import { ALLOWED_ALGORITHMS } from '../auth/bearer/bearer-verifier.ts';
+import { ALLOWED_ALGORITHMS, isAccessToken } from '../auth/bearer/bearer-verifier.ts';
 import type { JwksRegistry } from '../auth/bearer/jwks.ts';
 import { systemClock } from '../time/clock.ts';
 
 /**
  * Whether Keycloak's admin API might admit a request to change `realm`: a word of its
- * `Authorization` headers is an access token (`typ` Bearer or DPoP) whose signature a key of
- * `realm` or of master verifies (Keycloak admits a realm's administrators from those two realms
- * only, and only with such a token). The admin listener's endings (end-access.ts) read Keycloak
+ * `Authorization` headers is an access token (bearer-verifier.ts `isAccessToken`) whose
+ * signature a key of `realm` or of master verifies (Keycloak admits a realm's administrators
+ * from those two realms only, and only with such a token). The admin listener's endings (end-access.ts) read Keycloak
  * before forwarding a change; without this, anyone reaching the listener could have the gateway
  * make those reads for a request Keycloak then refuses, as many as its body names.
  *
@@ -44,10 +44,10 @@ export function createAdminCallerCheck(jwks: Pick<JwksRegistry, 'keySetFor'>, cl
       );
     }
     const claims = claimsOf(payload);
-    const typ = typeof claims?.typ === 'string' ? claims.typ.toLowerCase() : undefined;
     return (
-      (typ === 'bearer' || typ === 'dpop') &&
-      (typeof claims?.exp !== 'number' || claims.exp * 1000 > clock.now() - EXPIRY_SKEW_MS)
+      claims !== undefined &&
+      isAccessToken(claims) &&
+      (typeof claims.exp !== 'number' || claims.exp * 1000 > clock.now() - EXPIRY_SKEW_MS)
     );
   }
 
@@ -64,10 +64,12 @@ export function createAdminCallerCheck(jwks: Pick<JwksRegistry, 'keySetFor'>, cl
 /** How far past its `exp` a token still counts: clocks apart, never by this much. */
 const EXPIRY_SKEW_MS = 5 * 60_000;
 
-function claimsOf(payload: Uint8Array): { typ?: unknown; exp?: unknown } | undefined {
+function claimsOf(payload: Uint8Array): Record<string, unknown> | undefined {
   try {
     const claims: unknown = JSON.parse(new TextDecoder().decode(payload));
-    return typeof claims === 'object' && claims !== null ? claims : undefined;
+    return typeof claims === 'object' && claims !== null && !Array.isArray(claims)
+      ? (claims as Record<string, unknown>)
+      : undefined;
   } catch {
     return undefined;
   }

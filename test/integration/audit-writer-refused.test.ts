@@ -13,20 +13,26 @@ import { closeTestDb, testDb } from '../helpers/platform.ts';
  * holding it is refused whole, so the writer writes the others and loses that one, counted and
  * logged, instead of trying the same batch for ever while the spool fills. The test database.
  */
+/** A writer of batches of 10 that flushes when told, counting what it writes and loses. */
+function countingWriter() {
+  const counts = { written: 0, lost: 0 };
+  const { logger, lines } = loggerToLines();
+  const writer = createAuditWriter({
+    db: testDb(),
+    logger,
+    metrics: { auditRecords: (outcome, n) => (counts[outcome] += n) },
+    spoolMax: 1000,
+    batchMax: 10,
+    intervalMs: 60_000,
+  });
+  return { writer, counts, lines };
+}
+
 describe('audit writer: a record the database refuses for good', () => {
   afterAll(() => closeTestDb());
 
   it('writes the records of its batch and after it, in order, and counts it lost', async () => {
-    const counts = { written: 0, lost: 0 };
-    const { logger, lines } = loggerToLines();
-    const writer = createAuditWriter({
-      db: testDb(),
-      logger,
-      metrics: { auditRecords: (outcome, n) => (counts[outcome] += n) },
-      spoolMax: 1000,
-      batchMax: 10,
-      intervalMs: 60_000,
-    });
+    const { writer, counts, lines } = countingWriter();
     const orgs = [0, 1].map(() => `refused${randomBytes(5).toString('hex')}`);
     const secretish = `name-${randomBytes(6).toString('hex')}`;
     const at = Date.now();
@@ -86,16 +92,7 @@ describe('audit writer: a record the database refuses for good', () => {
   });
 
   it('loses a record no row can be made of (a time past what a Date holds) like one refused', async () => {
-    const counts = { written: 0, lost: 0 };
-    const { logger, lines } = loggerToLines();
-    const writer = createAuditWriter({
-      db: testDb(),
-      logger,
-      metrics: { auditRecords: (outcome, n) => (counts[outcome] += n) },
-      spoolMax: 1000,
-      batchMax: 10,
-      intervalMs: 60_000,
-    });
+    const { writer, counts, lines } = countingWriter();
     const org = `unmade${randomBytes(5).toString('hex')}`;
     const at = Date.now();
     const events: AuditEvent[] = Array.from({ length: 25 }, (_, n) =>
