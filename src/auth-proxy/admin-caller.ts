@@ -2,7 +2,6 @@ import type { IncomingMessage } from 'node:http';
 import { compactVerify, decodeProtectedHeader, errors as joseErrors } from 'jose';
 import { ALLOWED_ALGORITHMS, isAccessToken } from '../auth/bearer/bearer-verifier.ts';
 import type { JwksRegistry } from '../auth/bearer/jwks.ts';
-import { systemClock } from '../time/clock.ts';
 
 /**
  * Whether Keycloak's admin API might admit a request to change `realm`: a word of its
@@ -12,15 +11,15 @@ import { systemClock } from '../time/clock.ts';
  * before forwarding a change; without this, anyone reaching the listener could have the gateway
  * make those reads for a request Keycloak then refuses, as many as its body names.
  *
- * It errs towards true, since a change Keycloak makes must never go un-ended: the issuer is not
- * checked (a token got through the admin listener names that listener's address), expiry only
- * with `EXPIRY_SKEW_MS` to spare (the gateway's clock may be behind Keycloak's), a token signed
- * with a realm's HMAC key (which Keycloak verifies and the gateway cannot) counts, and so does a
- * key set that cannot be fetched. False only when no word is such a token: malformed, of another
- * kind, long expired, or signed by no key either realm publishes now (jwks.ts fetches the set
- * again for a key it does not know).
+ * It errs towards true, since a change Keycloak makes must never go un-ended: neither the issuer
+ * is checked (a token got through the admin listener names that listener's address) nor expiry
+ * (the gateway's clock may be ahead of Keycloak's, by any amount), a token signed with a realm's
+ * HMAC key (which Keycloak verifies and the gateway cannot) counts, and so does a key set that
+ * cannot be fetched. False only when no word is such a token: malformed, of another kind, or
+ * signed by no key either realm publishes now (jwks.ts fetches the set again for a key it does
+ * not know).
  */
-export function createAdminCallerCheck(jwks: Pick<JwksRegistry, 'keySetFor'>, clock = systemClock) {
+export function createAdminCallerCheck(jwks: Pick<JwksRegistry, 'keySetFor'>) {
   async function mayBeAdmitted(realm: string, token: string, client?: string): Promise<boolean> {
     let alg: string | undefined;
     try {
@@ -44,11 +43,7 @@ export function createAdminCallerCheck(jwks: Pick<JwksRegistry, 'keySetFor'>, cl
       );
     }
     const claims = claimsOf(payload);
-    return (
-      claims !== undefined &&
-      isAccessToken(claims) &&
-      (typeof claims.exp !== 'number' || claims.exp * 1000 > clock.now() - EXPIRY_SKEW_MS)
-    );
+    return claims !== undefined && isAccessToken(claims);
   }
 
   return async (req: IncomingMessage, realm: string, client?: string): Promise<boolean> => {
@@ -60,9 +55,6 @@ export function createAdminCallerCheck(jwks: Pick<JwksRegistry, 'keySetFor'>, cl
     return false;
   };
 }
-
-/** How far past its `exp` a token still counts: clocks apart, never by this much. */
-const EXPIRY_SKEW_MS = 5 * 60_000;
 
 function claimsOf(payload: Uint8Array): Record<string, unknown> | undefined {
   try {

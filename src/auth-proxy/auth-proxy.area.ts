@@ -112,7 +112,7 @@ export function buildAuthProxy(
       bearer: auth.bearer,
       idTokenSession: auth.idTokens,
       clientAddress: (req: IncomingMessage) => shared.forwarding.clientAddress(req),
-      mayBeAdmitted: createAdminCallerCheck(auth.jwks, clock),
+      mayBeAdmitted: createAdminCallerCheck(auth.jwks),
       access,
       groupMembers: (realm: string, groupId: string) => accounts.groupMembers(realm, groupId),
       roleOf: (realm: string, role: RoleRef) => accounts.roleOf(realm, role),
