@@ -30,11 +30,13 @@ describe('audit log reads beside the rest of the gateway', () => {
   beforeAll(async () => {
     await database.create();
     // A request waits for a connection no longer than a statement may run (plus the connect
-    // timeout): 10 s here, so a read's statement outlasts the wait of a request queued behind it.
+    // timeout). A minute here: the reads behind the test's lock must outlast the time a loaded
+    // machine takes to send them all and list the workspaces (at 10 s, CI saw reads cancelled,
+    // 503), while a request queued behind them would still fail the test, only later.
     replica = await startReplica(19646, {
       DATABASE_URL: database.url(),
       DATABASE_CONNECT_TIMEOUT_MS: '100',
-      DATABASE_STATEMENT_TIMEOUT_MS: '10000',
+      DATABASE_STATEMENT_TIMEOUT_MS: '60000',
     });
     db = knex({ client: 'pg', connection: database.url(), pool: { min: 0, max: 2 } });
     other = await createOrganizationRealm(['ws1']);
