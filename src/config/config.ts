@@ -330,7 +330,7 @@ export const configSchema = z.object({
   }),
   BASIC_CACHE_MAX_SECONDS: z.coerce.number().int().min(0).max(3600).default(60).meta({
     description:
-      'longest time a Basic login is reused from the cache, never longer than its token lives: a changed password or a disabled user takes effect within it (0: no cache); sooner when the gateway sees the change: at once made through it, within `AUDIT_KEYCLOAK_EVENTS_SECONDS` + 5 s made in Keycloak directly (seen in its events, which the gateway pulls whether the audit log is on or off)',
+      'longest time a Basic login is reused from the cache, never longer than its token lives: a changed password or a disabled user takes effect within it (0: no cache); sooner when the gateway sees the change: at once made through it, within `AUDIT_KEYCLOAK_EVENTS_SECONDS` + 5 s and the time a pull round takes, made in Keycloak directly (seen in its events, which the gateway pulls whether the audit log is on or off)',
   }),
   BASIC_OUTAGE_MAX_SECONDS: z.coerce.number().int().min(0).max(86400).default(3600).meta({
     description:
@@ -501,7 +501,7 @@ export const configSchema = z.object({
 
   AUDIT_KEYCLOAK_EVENTS_SECONDS: z.coerce.number().int().min(0).max(3600).default(30).meta({
     description:
-      "how often each realm's own Keycloak events (sign-ins, admin changes made in Keycloak) are pulled, whether the audit log is on or off: a credential change seen in them ends the user's cached Basic logins and remembered wrong passwords within this plus 5 seconds; with the audit log on they are also written to it, a record arriving as soon; the gateway turns event saving on in every realm it pulls (see [audit](audit.md)); `0`: not pulled (such changes take effect only within `BASIC_CACHE_MAX_SECONDS` and `LOGIN_FAILURE_WINDOW_SECONDS`)",
+      "how often each realm's own Keycloak events (sign-ins, admin changes made in Keycloak) are pulled, whether the audit log is on or off: a credential change seen in them ends the user's cached Basic logins and remembered wrong passwords within this plus 5 seconds and the time a round over every realm takes (8 realms at a time; see [audit](audit.md)); with the audit log on they are also written to it, a record arriving as soon; the gateway turns event saving on in every realm it pulls (see [audit](audit.md)); `0`: not pulled (such changes take effect only within `BASIC_CACHE_MAX_SECONDS` and `LOGIN_FAILURE_WINDOW_SECONDS`)",
   }),
 
   AUDIT_OTEL_LOGS: boolFlag.default(false).meta({

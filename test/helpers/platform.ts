@@ -1,8 +1,10 @@
 import knex, { type Knex } from 'knex';
 import { createOperationsRepo } from '../../src/automation/operations.repo.ts';
+import { migrateToLatest } from '../../src/db/migrate.ts';
 import { createOrganizationsRepo } from '../../src/platform/organizations.repo.ts';
 import { createWorkspacesRepo } from '../../src/platform/workspaces.repo.ts';
 import { createOrganizationRealm } from './keycloak.ts';
+import type { OwnDatabase } from './postgres-server.ts';
 import { testEnv } from './test-env.ts';
 
 let db: Knex | undefined;
@@ -21,25 +23,27 @@ export async function closeTestDb(): Promise<void> {
 
 /**
  * A complete organization as provisioning makes it: realm (with workspace roles) and database
- * rows, with `operationsPerWorkspace` operations in each workspace.
+ * rows, with `operationsPerWorkspace` operations in each workspace; the rows in `db` (a suite's
+ * own database) when given, else in the test gateway's.
  */
 export async function createOrganization(
   workspaces: string[],
   operationsPerWorkspace = 0,
+  db: Knex = testDb(),
 ): Promise<string> {
   const organizationId = await createOrganizationRealm(workspaces);
-  await createOrganizationsRepo(testDb()).insertIfAbsent({
+  await createOrganizationsRepo(db).insertIfAbsent({
     id: organizationId,
     name: `Test ${organizationId}`,
   });
   for (const ws of workspaces) {
-    await createWorkspacesRepo(testDb()).insertIfAbsent({
+    await createWorkspacesRepo(db).insertIfAbsent({
       organizationId,
       id: ws,
       name: `Workspace ${ws}`,
     });
     for (let i = 0; i < operationsPerWorkspace; i++) {
-      await createOperationsRepo(testDb()).insert({
+      await createOperationsRepo(db).insert({
         organizationId,
         workspaceId: ws,
         operationName: `op-${i}`,
@@ -47,4 +51,17 @@ export async function createOrganization(
     }
   }
   return organizationId;
+}
+
+/**
+ * A database of the suite's own (ownDatabase), made and migrated, and a handle on it: a replica
+ * on it pulls Keycloak's events of master and of the organizations made there only, so its
+ * rounds take as long whatever other suites made in the shared database.
+ */
+export async function migratedOwnDatabase(database: OwnDatabase): Promise<Knex> {
+  await database.create();
+  const connection = { connectionString: database.url() };
+  const db = knex({ client: 'pg', connection, pool: { min: 0, max: 4 } });
+  await migrateToLatest(db);
+  return db;
 }

@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createKeycloakEventCursors } from '../../src/audit/keycloak-event-cursors.ts';
 import { SETTLE_MS } from '../../src/audit/keycloak-event-pull.ts';
@@ -6,7 +7,8 @@ import { REALM_EVENTS_SETTINGS } from '../../src/audit/keycloak-event-records.ts
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createUser, keycloakAdmin, type TestUser } from '../helpers/keycloak.ts';
 import { startOtlpReceiver, type OtlpReceiver } from '../helpers/otlp-receiver.ts';
-import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
+import { createOrganization, migratedOwnDatabase } from '../helpers/platform.ts';
+import { ownDatabase } from '../helpers/postgres-server.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { aheadClock } from '../helpers/test-clock.ts';
 import { testEnv } from '../helpers/test-env.ts';
@@ -22,7 +24,9 @@ const TEST_HOLDER = 'audit-otel-pulled.test.ts';
  * Keycloak's events delivered as OpenTelemetry logs (AUDIT_OTEL_LOGS), with the real Keycloak,
  * PostgreSQL and an OTLP/HTTP receiver listening here: a pull that finds the spool full waits
  * for it to be written and offers the refused event again, so it takes all the realm's new
- * events, in the log and at the collector once each. Ports 19874/19875 (the replica).
+ * events, in the log and at the collector once each. On a database of the suite's own: the
+ * replica's rounds cover this suite's realm and master, not every organization other suites made
+ * in the shared one. Ports 19874/19875 (the replica).
  */
 // Each wait may take up to EVENTUALLY on a loaded machine: room for all of them.
 describe(
@@ -31,6 +35,8 @@ describe(
   () => {
     takeTurns('keycloak-event-pulls');
     const env = testEnv();
+    const database = ownDatabase('otelpulled');
+    let db: Knex;
     let receiver: OtlpReceiver;
     let replica: Replica | undefined;
     let org: string;
@@ -38,7 +44,8 @@ describe(
 
     beforeAll(async () => {
       receiver = await startOtlpReceiver();
-      org = await createOrganization([]);
+      db = await migratedOwnDatabase(database);
+      org = await createOrganization([], 0, db);
       member = await createUser(org);
       const admin = await keycloakAdmin();
       const config = await admin.realms.getConfigEvents({ realm: org });
@@ -46,10 +53,9 @@ describe(
         { realm: org },
         { ...config, ...REALM_EVENTS_SETTINGS },
       );
-      // Every replica with the log on pulls every organization's realm, those of other test files
-      // too (basic-credential-changes.test.ts): held here, the realm's events are taken by this
-      // file's replica alone, which delivers them over OpenTelemetry.
-      const cursors = createKeycloakEventCursors(testDb(), 'audit');
+      // Held here, then handed to the replica once it runs: the lease's release ends the one pull
+      // of the realm that must take all its events (and deliver them over OpenTelemetry).
+      const cursors = createKeycloakEventCursors(db, 'audit');
       await vi.waitFor(
         async () => expect(await cursors.claim(org, TEST_HOLDER, 600_000)).toBeDefined(),
         EVENTUALLY,
@@ -59,7 +65,8 @@ describe(
     afterAll(async () => {
       await replica?.gateway.close();
       await receiver?.close();
-      await closeTestDb();
+      await db?.destroy();
+      await database.drop();
     });
 
     /** A password grant at Keycloak's own port: one LOGIN event in the realm. */
@@ -88,6 +95,7 @@ describe(
       replica = await startReplica(
         19874,
         {
+          DATABASE_URL: database.url(),
           OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
           OTEL_SERVICE_NAME: 'realmgate-audit-otel-pulled',
           AUDIT_OTEL_LOGS: 'true',
@@ -102,11 +110,8 @@ describe(
       // realm's lease is handed to it, so it takes the realm's events at its next pull.
       const ours = `${hostname()}:${process.pid}:%`;
       const holderOf = async (table: string) =>
-        (
-          await testDb()(table)
-            .whereLike('holder', ours)
-            .first<{ holder: string } | undefined>('holder')
-        )?.holder;
+        (await db(table).whereLike('holder', ours).first<{ holder: string } | undefined>('holder'))
+          ?.holder;
       let holder: string | undefined;
       await expect
         .poll(
@@ -116,15 +121,15 @@ describe(
           { ...EVENTUALLY, interval: 5 },
         )
         .toBeDefined();
-      await testDb()('audit_keycloak_pulls')
+      await db('audit_keycloak_pulls')
         .where({ realm: org, holder: TEST_HOLDER })
         .update({
           holder,
-          lease_until: testDb().raw(`now() + interval '10 minutes'`),
+          lease_until: db.raw(`now() + interval '10 minutes'`),
         });
       const lease = async () =>
         (
-          await testDb()('audit_keycloak_pulls')
+          await db('audit_keycloak_pulls')
             .where({ realm: org })
             .first<{ holder: string | null }>('holder')
         )?.holder;
@@ -132,7 +137,7 @@ describe(
 
       const stored = async () =>
         (
-          await testDb()('audit_log')
+          await db('audit_log')
             .where({ org, action: 'keycloak.login' })
             .count<{ count: string }[]>({ count: '*' })
         )[0]!.count;

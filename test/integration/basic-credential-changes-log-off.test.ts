@@ -1,9 +1,11 @@
+import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SETTLE_MS } from '../../src/audit/keycloak-event-pull.ts';
 import { basicAuth } from '../helpers/api.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createUser, keycloakAdmin, sessionCount, userIdOf } from '../helpers/keycloak.ts';
-import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
+import { createOrganization, migratedOwnDatabase } from '../helpers/platform.ts';
+import { ownDatabase } from '../helpers/postgres-server.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { aheadClock } from '../helpers/test-clock.ts';
 import { takeTurns } from '../helpers/turns.ts';
@@ -14,12 +16,16 @@ import { takeTurns } from '../helpers/turns.ts';
  * so a password an administrator sets in Keycloak itself lets the jobs that use it in at the
  * next pull, not once the failed-login memory forgets their refusals. Nothing is written to
  * the audit log, and the log's own cursor is left where it was. The replica's clock is ahead so
- * that an event is taken about a second after Keycloak saved it.
+ * that an event is taken about a second after Keycloak saved it. On a database of the suite's
+ * own: the replica's rounds cover this suite's realm and master, not every organization other
+ * suites made in the shared one.
  */
 describe('Basic: credential changes made in Keycloak, the audit log off', () => {
   takeTurns('keycloak-event-pulls');
   const clock = aheadClock();
   clock.advance(SETTLE_MS - 1000);
+  const database = ownDatabase('logoff');
+  let db: Knex;
   let org: string;
   let replica: Replica;
   const statusOf = async (user: { username: string; password: string }) =>
@@ -30,17 +36,23 @@ describe('Basic: credential changes made in Keycloak, the audit log off', () => 
     ).status;
 
   beforeAll(async () => {
-    org = await createOrganization(['ws']);
+    db = await migratedOwnDatabase(database);
+    org = await createOrganization(['ws'], 0, db);
     replica = await startReplica(
       19990,
-      { AUDIT_LOG_ENABLED: 'false', AUDIT_KEYCLOAK_EVENTS_SECONDS: '1' },
+      {
+        DATABASE_URL: database.url(),
+        AUDIT_LOG_ENABLED: 'false',
+        AUDIT_KEYCLOAK_EVENTS_SECONDS: '1',
+      },
       undefined,
       clock,
     );
   });
   afterAll(async () => {
-    await replica.gateway.close();
-    await closeTestDb();
+    await replica?.gateway.close();
+    await db?.destroy();
+    await database.drop();
   });
 
   it('takes a password refused just before once an administrator sets it in Keycloak, writing no record', async () => {
@@ -69,11 +81,9 @@ describe('Basic: credential changes made in Keycloak, the audit log off', () => 
     await expect.poll(() => statusOf(stale), EVENTUALLY).toBe(200);
     expect(await sessionCount(user)).toBeGreaterThan(sessions);
 
-    const kept: unknown[] = await testDb()('audit_log')
-      .where({ org })
-      .whereLike('action', 'keycloak.%');
+    const kept: unknown[] = await db('audit_log').where({ org }).whereLike('action', 'keycloak.%');
     expect(kept).toEqual([]);
     // The log's cursor was not moved: a log turned on later takes these events.
-    expect(await testDb()('audit_keycloak_pulls').where({ realm: org })).toEqual([]);
+    expect(await db('audit_keycloak_pulls').where({ realm: org })).toEqual([]);
   });
 });

@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { SETTLE_MS } from '../../src/audit/keycloak-event-pull.ts';
 import { basicAuth } from '../helpers/api.ts';
@@ -11,7 +12,8 @@ import {
   userIdOf,
   type TestUser,
 } from '../helpers/keycloak.ts';
-import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
+import { createOrganization, migratedOwnDatabase } from '../helpers/platform.ts';
+import { ownDatabase } from '../helpers/postgres-server.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { aheadClock } from '../helpers/test-clock.ts';
 import { launchChromium, signIn } from '../helpers/browser.ts';
@@ -22,7 +24,9 @@ import { takeTurns } from '../helpers/turns.ts';
  * A credential changed in Keycloak itself (its console or admin API), seen in the realm's
  * events the gateway pulls, ends the user's cached Basic logins at once: not up to
  * BASIC_CACHE_MAX_SECONDS (60 s here) later. The replica pulls Keycloak's events every second,
- * its clock ahead so that an event is taken about a second after Keycloak saved it.
+ * its clock ahead so that an event is taken about a second after Keycloak saved it, on a
+ * database of the suite's own: its rounds cover this suite's realm and master, not every
+ * organization other suites made in the shared one.
  */
 // Each test waits for several pulls in turn: each wait may take up to EVENTUALLY on a loaded
 // machine, so a test gets room for all of them, not the suite's default minute.
@@ -30,6 +34,8 @@ describe('Basic: credential changes made in Keycloak', { timeout: 5 * EVENTUALLY
   takeTurns('keycloak-event-pulls');
   const clock = aheadClock();
   clock.advance(SETTLE_MS - 1000);
+  const database = ownDatabase('credchanges');
+  let db: Knex;
   let org: string;
   let replica: Replica;
   const path = () => `/api/${org}/platform/workspaces`;
@@ -38,10 +44,15 @@ describe('Basic: credential changes made in Keycloak', { timeout: 5 * EVENTUALLY
       .status;
 
   beforeAll(async () => {
-    org = await createOrganization(['ws']);
+    db = await migratedOwnDatabase(database);
+    org = await createOrganization(['ws'], 0, db);
     replica = await startReplica(
       19976,
-      { AUDIT_KEYCLOAK_EVENTS_SECONDS: '1', BASIC_CACHE_MAX_SECONDS: '60' },
+      {
+        DATABASE_URL: database.url(),
+        AUDIT_KEYCLOAK_EVENTS_SECONDS: '1',
+        BASIC_CACHE_MAX_SECONDS: '60',
+      },
       undefined,
       clock,
     );
@@ -54,8 +65,9 @@ describe('Basic: credential changes made in Keycloak', { timeout: 5 * EVENTUALLY
     );
   });
   afterAll(async () => {
-    await replica.gateway.close();
-    await closeTestDb();
+    await replica?.gateway.close();
+    await db?.destroy();
+    await database.drop();
   });
 
   /**
@@ -63,11 +75,11 @@ describe('Basic: credential changes made in Keycloak', { timeout: 5 * EVENTUALLY
    * too): the log's pull recorded it, and the auth area's cursor, which is apart, is past it.
    */
   async function signInPulled(userId: string): Promise<boolean> {
-    const logins = (await testDb()('audit_log')
+    const logins = (await db('audit_log')
       .where({ org, action: 'keycloak.login', actor_id: userId })
       .select('at')
       .limit(1)) as { at: Date }[];
-    const cursors: { user_time: string | null }[] = await testDb()('auth_keycloak_pulls')
+    const cursors: { user_time: string | null }[] = await db('auth_keycloak_pulls')
       .where({ realm: org })
       .select('user_time');
     const [login] = logins;
