@@ -128,6 +128,25 @@ export async function disableUser(user: TestUser): Promise<void> {
   await admin.users.update({ realm: user.realm, id: await userIdOf(user) }, { enabled: false });
 }
 
+/**
+ * A public client allowed password grants, as a realm's administrator adds one beside the API
+ * client (a job runner, another app): `extra` sets its scopes or anything else of it.
+ */
+export async function createPublicClient(
+  realm: string,
+  clientId: string,
+  extra: Parameters<KeycloakAdmin['clients']['create']>[0] = {},
+): Promise<void> {
+  const admin = await keycloakAdmin();
+  await admin.clients.create({
+    realm,
+    clientId,
+    publicClient: true,
+    directAccessGrantsEnabled: true,
+    ...extra,
+  });
+}
+
 /** The user's Keycloak sessions: each password grant opens one. */
 export async function sessionCount(user: TestUser): Promise<number> {
   const admin = await keycloakAdmin();

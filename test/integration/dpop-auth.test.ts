@@ -4,6 +4,7 @@ import { basicAuth, callApi } from '../helpers/api.ts';
 import {
   claimsOf,
   createUser,
+  createPublicClient,
   keycloakAdmin,
   passwordGrantBody,
   type TestUser,
@@ -224,13 +225,7 @@ describe('DPoP through /auth', () => {
     it('refuses an unbound Bearer token of any other client of the realm, saying DPoP is required', async () => {
       // A client a realm administrator added beside the API client, allowed direct grants: the
       // switch is the API client's, so Keycloak binds none of this client's tokens.
-      const admin = await keycloakAdmin();
-      await admin.clients.create({
-        realm: org,
-        clientId: 'job-runner',
-        publicClient: true,
-        directAccessGrantsEnabled: true,
-      });
+      await createPublicClient(org, 'job-runner');
       const signedIn = await post(
         'token',
         `grant_type=password&client_id=job-runner&username=${encodeURIComponent(member.username)}` +

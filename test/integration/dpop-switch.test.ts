@@ -7,6 +7,7 @@ import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 import { basicAuth, callApi } from '../helpers/api.ts';
 import {
   createUser,
+  createPublicClient,
   keycloakAdmin,
   passwordGrantBody,
   postToken,
@@ -139,13 +140,7 @@ describe("the administrators' DPoP switch of an organization's API client", () =
     expect(await consoleValue(again)).toBeUndefined();
 
     // A client the realm's administrator added beside the API client: the switch holds its tokens.
-    const kc = await keycloakAdmin();
-    await kc.clients.create({
-      realm: again,
-      clientId: 'job-runner',
-      publicClient: true,
-      directAccessGrantsEnabled: true,
-    });
+    await createPublicClient(again, 'job-runner');
     const member = await createUser(again);
     const signedIn = await postToken(
       `${testEnv().publicUrl}/auth`,

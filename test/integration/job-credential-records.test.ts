@@ -3,6 +3,7 @@ import { basicAuth, callApi } from '../helpers/api.ts';
 import {
   claimsOf,
   createUser,
+  createPublicClient,
   keycloakAdmin,
   passwordGrantBody,
   postToken,
@@ -108,12 +109,7 @@ describe("job credentials: a record outlives no session, and no list drops a liv
   });
 
   it('keeps the record of a job credential of another client of the realm', async () => {
-    const admin = await keycloakAdmin();
-    await admin.clients.create({
-      realm: org,
-      clientId: 'other-jobs',
-      publicClient: true,
-      directAccessGrantsEnabled: true,
+    await createPublicClient(org, 'other-jobs', {
       // `basic` puts the user in `sub`, as the API client's tokens have it.
       defaultClientScopes: ['basic', 'roles'],
       optionalClientScopes: ['offline_access'],

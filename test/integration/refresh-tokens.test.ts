@@ -4,6 +4,7 @@ import {
   claimsOf,
   createUser,
   disableUser,
+  createPublicClient,
   keycloakAdmin,
   passwordGrantBody,
   postToken,
@@ -113,14 +114,7 @@ describe('refresh-token management (spec 4.5, 4.6)', () => {
   });
 
   it('does not list sessions of another client of the realm', async () => {
-    const admin = await keycloakAdmin();
-    await admin.clients.create({
-      realm: org,
-      clientId: 'other-app',
-      publicClient: true,
-      directAccessGrantsEnabled: true,
-      optionalClientScopes: ['offline_access'],
-    });
+    await createPublicClient(org, 'other-app', { optionalClientScopes: ['offline_access'] });
     const user = await createUser(org);
     const res = await fetch(
       `${testEnv().publicUrl}/auth/realms/${org}/protocol/openid-connect/token`,
