@@ -10,6 +10,9 @@ import { closeTestDb, testDb } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 
+/** The late replica's KEYCLOAK_TIMEOUT_MS: the longest hold, within the test's own timeout. */
+const HOLD_BOUND = '60000';
+
 function expectOk(answer: ApiResponse): unknown {
   expect(answer.status, JSON.stringify(answer.body)).toBe(200);
   return answer.body.data;
@@ -21,6 +24,11 @@ function expectOk(answer: ApiResponse): unknown {
  * no new period of its audit log, so its readers keep what they read, and its retention choice.
  * The race is made certain by a front that holds the late call's first Keycloak answer until
  * the early call is done and its records are written. Ports 19920-19923.
+ *
+ * The late replica waits for that answer longer than the hold can last: the hold spans the
+ * early call's realm creation, a user, a role and the wait for the records, which on a loaded
+ * machine took over 10 s, past the default KEYCLOAK_TIMEOUT_MS (5 s). The late call then gave
+ * up on Keycloak and answered 504 instead of finding the organization made.
  */
 describe('audit log: an organization created twice at once', () => {
   let front: KeycloakFront;
@@ -30,7 +38,7 @@ describe('audit log: an organization created twice at once', () => {
   beforeAll(async () => {
     front = await startKeycloakFront(testEnv().keycloakUrl);
     early = await startReplica(19920);
-    late = await startReplica(19922, { KEYCLOAK_URL: front.url });
+    late = await startReplica(19922, { KEYCLOAK_URL: front.url, KEYCLOAK_TIMEOUT_MS: HOLD_BOUND });
   });
   afterAll(async () => {
     await late?.gateway.close();
@@ -89,5 +97,5 @@ describe('audit log: an organization created twice at once', () => {
         }),
       ),
     ).toMatchObject({ chosen: true, days: 120 });
-  });
+  }, 120_000);
 });

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
+import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { startDatabaseRelay, type DatabaseRelay } from '../helpers/tcp-front.ts';
@@ -37,6 +38,14 @@ describe('platform database failure', () => {
     };
   }
 
+  async function readiness() {
+    const res = await fetch(`${replica.url}/readyz`);
+    return {
+      status: res.status,
+      body: (await res.json()) as { data?: Record<string, unknown>; message?: string },
+    };
+  }
+
   it('answers 503 503-00003 while the database is unreachable, stays ready (degraded), and recovers', async () => {
     expect((await listOrganizations()).status).toBe(200);
 
@@ -51,12 +60,19 @@ describe('platform database failure', () => {
         message: 'The database is unavailable; retry later.',
       },
     });
-    // Still in rotation: organizations it knows are served without the database.
-    const ready = await fetch(`${replica.url}/readyz`);
-    expect(ready.status).toBe(200);
-    expect(await ready.json()).toMatchObject({
-      data: { database: 'down', keycloak: 'up' },
-      message: 'Degraded: database.',
+    // Still in rotation: organizations it knows are served without the database. The audit
+    // log's records (these calls' among them) wait for it too, said once its writer's next
+    // flush (AUDIT_FLUSH_INTERVAL_MS, a second) has failed: a readiness read before that flush
+    // and one after it answer differently, so the test waits for it.
+    await expect
+      .poll(async () => (await readiness()).body.data?.audit_log, EVENTUALLY)
+      .toBe('degraded');
+    expect(await readiness()).toMatchObject({
+      status: 200,
+      body: {
+        data: { database: 'down', keycloak: 'up', audit_log: 'degraded' },
+        message: 'Degraded: database, audit_log.',
+      },
     });
 
     await front.restore();
