@@ -24,6 +24,9 @@ import { testEnv } from '../helpers/test-env.ts';
  * it never brings Keycloak to lock the account for the others. Cold logins: every job's first.
  * Port 18562/18563; hosts 127.0.0.40-90.
  */
+/** Users made at once (see `newUsers`). */
+const USERS_AT_ONCE = 5;
+
 describe('fleets of jobs on one host, with the shipped limits', () => {
   let replica: Replica;
   let org: string;
@@ -73,8 +76,24 @@ describe('fleets of jobs on one host, with the shipped limits', () => {
     return state?.disabled === true;
   }
 
-  const newUsers = (count: number) =>
-    Promise.all(Array.from({ length: count }, () => createUser(org, { workspaceRoles: ['ws1'] })));
+  /**
+   * `count` new users of the workspace, made a few at a time: each is an administrator's login
+   * and a password set, two password hashes in Keycloak, and 50 at once outlasted the admin
+   * call's timeout on a loaded 2-core machine (the test failed making its users, before any job
+   * logged in). The jobs still start together.
+   */
+  async function newUsers(count: number): Promise<TestUser[]> {
+    const users: TestUser[] = [];
+    while (users.length < count) {
+      const batch = Math.min(USERS_AT_ONCE, count - users.length);
+      users.push(
+        ...(await Promise.all(
+          Array.from({ length: batch }, () => createUser(org, { workspaceRoles: ['ws1'] })),
+        )),
+      );
+    }
+    return users;
+  }
 
   it('50 jobs of 50 accounts starting together on one host: every Basic call and grant is served', async () => {
     const jobs = await newUsers(50);

@@ -286,10 +286,14 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
       .catch(() => 1);
     if (holders === 1) {
       try {
-        // A login another replica finished between this request's cache read and the lock is
-        // found, not repeated.
+        // A login another replica (or host) finished between this request's reads and the lock
+        // is found, not repeated: its cached login, or its refusal (a slow machine may decide
+        // this attempt's throttle only after the holder before it was refused and let go): each
+        // grant more is one more failure Keycloak counts towards locking the account.
         const found = await readCache(realm, key);
         if (found) return found;
+        const refused = rememberedRefusal(await deps.failedLogins.recall(login));
+        if (refused) throw refused;
         return await grant(realm, credentials, key, login, unresolved);
       } finally {
         await deps.cache.delete(lockKey).catch(() => undefined);

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { takeLock } from '../../../src/cli/credentials-lock.ts';
 import { CliError } from '../../../src/cli/errors.ts';
+import { EVENTUALLY } from '../../helpers/eventually.ts';
 
 // lstat can be held after it read the file: a waiter's judgement ("stale", "still the file
 // judged") is then made at one moment and acted on later, as when the scheduler runs another
@@ -76,9 +77,9 @@ describe('takeLock', () => {
     // The second starts once the first holds the first gate: started together, either could
     // reach lstat first (the file system's threads answer in any order) and take the other's.
     const a = takeLock(lockPath, 300, 'the first');
-    await vi.waitFor(() => expect(held.gates).toHaveLength(1));
+    await vi.waitFor(() => expect(held.gates).toHaveLength(1), EVENTUALLY);
     const b = takeLock(lockPath, 300, 'the second');
-    await vi.waitFor(() => expect(held.gates).toEqual([]));
+    await vi.waitFor(() => expect(held.gates).toEqual([]), EVENTUALLY);
     // The first takes the stale lock over and holds it; only then does the second act.
     first.open();
     const releaseA = await a;
@@ -131,7 +132,7 @@ describe('takeLock', () => {
     const crashed = gate();
     held.rechecks = [crashed.gate];
     void takeLock(lockPath, 30_000, 'the crashed');
-    await vi.waitFor(() => expect(held.rechecks).toEqual([]));
+    await vi.waitFor(() => expect(held.rechecks).toEqual([]), EVENTUALLY);
     for (const name of await readdir(dir)) {
       if (name !== 'credentials.json.lock') await utimes(join(dir, name), longAgo, longAgo);
     }
@@ -144,25 +145,37 @@ describe('takeLock', () => {
     const taken: string[] = [];
     const a = takeLock(lockPath, 30_000, 'the first');
     void a.then(() => taken.push('the first'));
-    await vi.waitFor(() => expect(held.takeoverLooks).toHaveLength(1));
+    await vi.waitFor(() => expect(held.takeoverLooks).toHaveLength(1), EVENTUALLY);
     const b = takeLock(lockPath, 30_000, 'the second');
     void b.then(() => taken.push('the second'));
-    await vi.waitFor(() => expect(held.takeoverLooks).toEqual([]));
+    await vi.waitFor(() => expect(held.takeoverLooks).toEqual([]), EVENTUALLY);
     // The first acts on its judgement and is held within its own takeover, at its recheck;
     // then the second acts on its judgement, made before the first's takeover began.
     firstJudges.open();
-    await vi.waitFor(() => expect(held.rechecks).toEqual([]));
+    await vi.waitFor(() => expect(held.rechecks).toEqual([]), EVENTUALLY);
     const looksBefore = held.lockLooks;
     secondJudges.open();
     // The second has taken the lock, or has looked at it again and again, waiting.
-    await vi.waitFor(() => expect(taken.length + held.lockLooks - looksBefore).toBeGreaterThan(2));
+    await vi.waitFor(
+      () => expect(taken.length + held.lockLooks - looksBefore).toBeGreaterThan(2),
+      EVENTUALLY,
+    );
+    // The second is held in its next look at the lock, the judgement it reads there made
+    // before the first's takeover ends: a loaded machine may run the second only after it. (Not
+    // held, it could instead try the lock between the first's removal of the stale one and its
+    // own creation, and take it: correct, only one holds it, but not this case.)
+    const secondLooks = gate();
+    held.gates = [secondLooks.gate];
+    await vi.waitFor(() => expect(held.gates).toEqual([]), EVENTUALLY);
     firstRechecks.open();
     const releaseA = await a;
     expect(taken).toEqual(['the first']);
     expect(JSON.parse(await readFile(lockPath, 'utf8'))).toMatchObject({ purpose: 'the first' });
-    // The second waits while the first holds the lock, and takes it once it is released.
+    // The second acts on its stale judgement, waits while the first holds the lock, and takes
+    // it once it is released.
     const looksWhileHeld = held.lockLooks;
-    await vi.waitFor(() => expect(held.lockLooks - looksWhileHeld).toBeGreaterThan(1));
+    secondLooks.open();
+    await vi.waitFor(() => expect(held.lockLooks - looksWhileHeld).toBeGreaterThan(1), EVENTUALLY);
     expect(taken).toEqual(['the first']);
     await releaseA();
     const releaseB = await b;
