@@ -23,14 +23,18 @@ export function uniqueId(prefix: string): string {
   return `${prefix}${randomBytes(4).toString('hex')}`;
 }
 
-/** An admin-API client logged in as the test Keycloak's bootstrap administrator. */
+/**
+ * An admin-API client logged in as the test Keycloak's bootstrap administrator. Its calls are
+ * the suites' setup (realms made and deleted, users made), not what they assert: each may take a
+ * minute, as making a realm does on a loaded machine once many realms are in the shared Keycloak.
+ */
 export function keycloakAdmin(): Promise<KeycloakAdmin> {
   const env = testEnv();
   return loginAsBootstrapAdmin({
     keycloakUrl: env.keycloakUrl,
     username: env.keycloakAdminUsername,
     password: env.keycloakAdminPassword,
-    timeoutMs: 10_000,
+    timeoutMs: 60_000,
   });
 }
 

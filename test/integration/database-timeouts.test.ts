@@ -5,6 +5,7 @@ import { isDatabaseUnavailable } from '../../src/db/database-failures.ts';
 import { openDatabase, runSpared } from '../../src/db/database.ts';
 import { basicAuth } from '../helpers/api.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
+import { ownDatabase } from '../helpers/postgres-server.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { startDatabaseRelay, type DatabaseRelay } from '../helpers/tcp-front.ts';
 import { testEnv } from '../helpers/test-env.ts';
@@ -12,20 +13,24 @@ import { testEnv } from '../helpers/test-env.ts';
 /**
  * A PostgreSQL that accepts connections and never answers (a hung server, a path that drops
  * every packet): calls that need the database answer 503 `503-00003` within the configured
- * limits instead of waiting, and work again once it answers. Ports 18870/18871 (replica),
- * 18872 (relay).
+ * limits instead of waiting, and work again once it answers. On a database of the test's own:
+ * the organizations it lists are none but its own, and the limits (a few seconds, which a loaded
+ * machine's connection and list stay inside) are not timed here, only that they end the waits.
+ * Ports 18870/18871 (replica), 18872 (relay).
  */
 describe('platform database that accepts and never answers', () => {
+  const database = ownDatabase('silent');
   let front: DatabaseRelay;
   let replica: Replica;
   let admin: TestUser;
 
   beforeAll(async () => {
+    await database.create();
     front = await startDatabaseRelay(18872);
     replica = await startReplica(18870, {
-      DATABASE_URL: front.databaseUrl,
-      DATABASE_CONNECT_TIMEOUT_MS: '300',
-      DATABASE_STATEMENT_TIMEOUT_MS: '500',
+      DATABASE_URL: database.url(`127.0.0.1:${front.port}`),
+      DATABASE_CONNECT_TIMEOUT_MS: '2000',
+      DATABASE_STATEMENT_TIMEOUT_MS: '3000',
     });
     admin = await createUser('master');
   });
@@ -34,6 +39,7 @@ describe('platform database that accepts and never answers', () => {
     front?.unsilence();
     await replica?.gateway.close();
     await front?.cut();
+    await database.drop();
   });
 
   async function listOrganizations() {
@@ -56,7 +62,8 @@ describe('platform database that accepts and never answers', () => {
       },
     };
     // The first on the connection the pool kept (no answer: dropped), the second on one it
-    // cannot make (no answer to the sign-in). Without limits, each waited 60 s or for ever.
+    // cannot make (no answer to the sign-in). Without limits, each waited 60 s or for ever (a
+    // hang fails the test by its timeout).
     expect(await listOrganizations()).toMatchObject(down);
     expect(await listOrganizations()).toMatchObject(down);
 
@@ -77,7 +84,9 @@ describe('statement timeout', () => {
     db = await openDatabase({
       databaseUrl: testEnv().databaseUrl,
       dataDir: os.tmpdir(),
-      timeouts: { connectMs: 200, statementMs: 300, sparedMs: 5000 },
+      // A connection made inside 2 s even on a loaded machine; a request's wait for an answer
+      // is then 2.3 s, which the spared statement below outlasts.
+      timeouts: { connectMs: 2000, statementMs: 300, sparedMs: 10_000 },
     });
   });
 
@@ -98,7 +107,7 @@ describe('statement timeout', () => {
 
   it('lets spared work run past the statement timeout and the wait for an answer', async () => {
     const slept = await runSpared(db, (trx) =>
-      trx.raw<{ rows: unknown[] }>('select pg_sleep(1), 1 as one'),
+      trx.raw<{ rows: unknown[] }>('select pg_sleep(3), 1 as one'),
     );
     expect(slept.rows).toMatchObject([{ one: 1 }]);
     // Spared for its transaction only: the connection is back under the limit.

@@ -5,6 +5,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } 
 import { isDatabaseUnavailable } from '../../src/db/database-failures.ts';
 import { openDatabase, type DatabaseTimeouts } from '../../src/db/database.ts';
 import { MIGRATION_NAMES, migrateToLatest } from '../../src/db/migrate.ts';
+import { EVENTUALLY } from '../helpers/eventually.ts';
 import { ownDatabase } from '../helpers/postgres-server.ts';
 import { startTcpFront, type TcpFront } from '../helpers/tcp-front.ts';
 import { testEnv } from '../helpers/test-env.ts';
@@ -25,10 +26,13 @@ const PENDING = MIGRATION_NAMES.slice(
 );
 const ALTERED = 'audit_log_incarnations';
 // statementMs: the migration's lock_timeout; sparedMs: its statement timeout and, with
-// connectMs, its wait for an answer. Long enough for the test to see the migration wait.
-const TIMEOUTS: DatabaseTimeouts = { connectMs: 200, statementMs: 1000, sparedMs: 1500 };
+// connectMs, its wait for an answer. Long enough for the test to see the migration wait, and
+// for its connection to be made on a loaded machine.
+const TIMEOUTS: DatabaseTimeouts = { connectMs: 2000, statementMs: 1000, sparedMs: 1500 };
 /** Where the lock bound is the spared one: only silence can fail the migration first. */
 const SILENCE_TIMEOUTS: DatabaseTimeouts = { ...TIMEOUTS, statementMs: TIMEOUTS.sparedMs };
+/** For the migrations that are to succeed (the older schema made, the one once the lock is free). */
+const GENEROUS: DatabaseTimeouts = { connectMs: 10_000, statementMs: 30_000, sparedMs: 60_000 };
 
 const opened: Knex[] = [];
 let holder: pg.Client | undefined;
@@ -67,7 +71,7 @@ beforeAll(async () => {
 });
 
 beforeEach(async () => {
-  const db = await migrator();
+  const db = await migrator(undefined, GENEROUS);
   await migrateToLatest(db);
   // An older schema: PENDING undone, latest first, with their own `down`.
   for (const name of PENDING.toReversed()) {
@@ -102,10 +106,10 @@ describe('a start migration waiting on a table lock', () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(TIMEOUTS.statementMs - 50);
     await holder!.end();
     holder = undefined;
-    const db = await migrator();
+    const db = await migrator(undefined, GENEROUS);
     await migrateToLatest(db);
     expect(await db.schema.hasColumn(ALTERED, 'prior_days')).toBe(true);
-  }, 20_000);
+  }, 60_000);
 });
 
 describe('a start migration on a connection that goes silent', () => {
@@ -135,7 +139,7 @@ describe('a start migration on a connection that goes silent', () => {
     );
     // The event: the migration's ALTER waits for the lock, its connection made and signed in.
     await vi.waitFor(async () => expect(await tableLockWaiters(locker)).toBe(1), {
-      timeout: 10_000,
+      ...EVENTUALLY,
       interval: 20,
     });
     front.silence();
@@ -148,5 +152,5 @@ describe('a start migration on a connection that goes silent', () => {
       SILENCE_TIMEOUTS.connectMs + SILENCE_TIMEOUTS.sparedMs,
     );
     front.unsilence();
-  }, 20_000);
+  }, 60_000);
 });

@@ -42,7 +42,10 @@ describe('readiness follows Keycloak', () => {
       KEYCLOAK_MANAGEMENT_PORT: '21080',
       KEYCLOAK_ADMIN_PASSWORD: randomBytes(18).toString('base64url'),
       KEYCLOAK_CLIENT_SECRET: randomBytes(18).toString('base64url'),
-      KEYCLOAK_TIMEOUT_MS: '1000',
+      // Generous: key-set fetches and probes of this file's freshly started JVM on a loaded
+      // machine, readyz straight after the restart included. The outage below is a closed port,
+      // refused at once whatever the bound.
+      KEYCLOAK_TIMEOUT_MS: '10000',
       BASIC_CACHE_MAX_SECONDS: '300',
       DATABASE_URL: testEnv().databaseUrl,
       REDIS_URL: testEnv().redisUrl,
@@ -79,9 +82,9 @@ describe('readiness follows Keycloak', () => {
   const PASSWORD = 'outage-test-password';
 
   /**
-   * The gateway gives Keycloak 1 s here; the first password grant of a Keycloak just started
-   * (cold JVM, first password hash) can take longer on a busy machine. One login straight to
-   * Keycloak, which the gateway does not see, warms it up.
+   * The first password grant of a Keycloak just started (cold JVM, first password hash) can take
+   * long on a busy machine. One login straight to Keycloak, which the gateway does not see, warms
+   * it up.
    */
   async function warmUp(keycloakUrl: string): Promise<void> {
     const res = await fetch(`${keycloakUrl}/realms/master/protocol/openid-connect/token`, {

@@ -8,6 +8,7 @@ import { isDatabaseUnavailable } from '../../src/db/database-failures.ts';
 import { openDatabase, runSpared, type DatabaseTimeouts } from '../../src/db/database.ts';
 import { migrateToLatest } from '../../src/db/migrate.ts';
 import { createLogger } from '../../src/http/logger.ts';
+import { EVENTUALLY } from '../helpers/eventually.ts';
 import { ownDatabase } from '../helpers/postgres-server.ts';
 import { startTcpFront, type TcpFront } from '../helpers/tcp-front.ts';
 import { manualClock } from '../helpers/test-clock.ts';
@@ -148,7 +149,9 @@ describe('spared database work under a bound of its own', () => {
         { id: 'someone', name: 'someone' },
       );
       running = mine.runWaiting();
-      await expect.poll(async () => (await mine.list(org, id))[0]?.status).toBe('Executing');
+      await expect
+        .poll(async () => (await mine.list(org, id))[0]?.status, EVENTUALLY)
+        .toBe('Executing');
       // Eleven minutes into the run, its count still waiting (on the lock here).
       clock.advance(11 * 60_000);
       await other.sweep();

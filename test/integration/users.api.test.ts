@@ -86,7 +86,7 @@ async function tokenServed(user: TestUser, path: string): Promise<string> {
         fresh = await accessTokenOf(user);
         return (await call('GET', path, bearer(fresh))).status;
       },
-      { timeout: 10_000, interval: 200 },
+      { ...EVENTUALLY, interval: 200 },
     )
     .toBe(200);
   return fresh;

@@ -137,13 +137,15 @@ describe('Keycloak client layer: several nodes', () => {
   });
 
   it("a grant waits past the calls' timeout while its node answers its probe: busy, not down", async () => {
-    // Grants answered after 600 ms, the calls' timeout 200 ms, a grant's 2 s; probes at once.
+    // Grants answered after 3 s, the calls' timeout 1.5 s, a grant's 20 s; probes at once. The
+    // probe's bound (the calls' timeout) is seconds: a loaded machine may take a while to let
+    // even this process's own server answer, and the node would be down for it.
     healthy.behave = (socket, head) => {
       if (head.startsWith('GET')) ok('{}')(socket);
-      else setTimeout(() => ok('{"n":0}')(socket), 600);
+      else setTimeout(() => ok('{"n":0}')(socket), 3000);
     };
     other.behave = ok('{"n":1}');
-    const { calls, seen, call } = layer([healthy.url, other.url], 200, 2000);
+    const { calls, seen, call } = layer([healthy.url, other.url], 1500, 20_000);
     const probesBefore = healthy.requests;
     expect((await call('grant', FORM)).value).toEqual({ status: 200, body: { n: 0 } });
     expect(seen).toEqual([['grant', 'ok']]);
@@ -151,7 +153,7 @@ describe('Keycloak client layer: several nodes', () => {
     expect(healthy.requests - probesBefore).toBe(2);
     expect(calls.nodes.all.map((node) => node.state)).toEqual(['up', 'up']);
     calls.nodes.close();
-  });
+  }, 30_000);
 
   it('a grant on a node that does not answer its probe either is cut off then, not at its own bound', async () => {
     healthy.behave = () => undefined;
