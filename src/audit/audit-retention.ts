@@ -130,13 +130,19 @@ export const PRUNE_CHUNK_RECORDS = 10_000;
  * checkpoint keeps its records until it has one (within AUDIT_CHECKPOINT_SECONDS). The prefix
  * goes in steps (pruneLog), each ending at a checkpoint as well. Returns how many records were
  * removed. Once `signal` aborts (shutdown), no step starts: the one in progress commits, and the
- * next run goes on from there; a search for a log's prefix in progress is cancelled.
+ * next run goes on from there; a search for a log's prefix in progress is cancelled. A log
+ * whose pruning fails is told to `onFailure` and left for the next run, the others pruned.
  */
 export async function pruneAuditLog(
   db: Knex,
   bounds: RetentionBounds,
   clock: Clock,
-  options: { chunkRecords?: number; signal?: AbortSignal } = {},
+  options: {
+    chunkRecords?: number;
+    signal?: AbortSignal;
+    /** Told of each log whose pruning failed; the run goes on with the next log. */
+    onFailure?: (org: string, err: unknown) => void;
+  } = {},
 ): Promise<number> {
   const chunk = options.chunkRecords ?? PRUNE_CHUNK_RECORDS;
   const signal = options.signal ?? new AbortController().signal;
@@ -150,19 +156,20 @@ export async function pruneAuditLog(
     const stretches = reused.get(org) ?? [{ from: 1, days: own.get(org) }];
     // A large log's prefix takes long to find: not under the statement timeout, and cancelled
     // at shutdown (it only reads), which it would otherwise hold for minutes.
-    let past: number;
+    // Each log on its own: one that fails (a lock held past the statement timeout, a row its
+    // deletes trip on) is told and tried again next run; the logs after it are still pruned.
     try {
-      past = await runSpared(
+      const past = await runSpared(
         db,
         (trx) => pastPrefixOf(trx, org, stretches, bounds, now, signal),
         {},
         signal,
       );
+      removed += await pruneLog(db, org, past, chunk, signal);
     } catch (err) {
       if (signal.aborted) break;
-      throw err;
+      options.onFailure?.(org, err);
     }
-    removed += await pruneLog(db, org, past, chunk, signal);
   }
   return removed;
 }
@@ -262,11 +269,19 @@ export function scheduleRetention(deps: {
   chunkRecords?: number;
 }): Periodic {
   const prune = async (signal: AbortSignal) => {
+    let failed = 0;
     const removed = await pruneAuditLog(deps.db, deps.bounds, deps.clock, {
       chunkRecords: deps.chunkRecords,
       signal,
+      onFailure: (org, err) => {
+        failed += 1;
+        deps.logger.warn({ err, org }, "audit log: an organization's pruning failed; next time");
+      },
     });
     if (removed > 0) deps.logger.info({ removed }, 'audit log: pruned');
+    if (failed > 0) {
+      deps.logger.warn({ failed }, 'audit log: pruning failed for some organizations; next time');
+    }
   };
   return every(deps.intervalMs, prune, {
     firstMs: deps.firstMs ?? 60_000,

@@ -178,7 +178,12 @@ export function createRefreshTokensService(deps: {
       // Before Keycloak's lists, as for `list`.
       const rows = await deps.details.ofUser(principal.realm, principal.userId);
       const { sessions, limits } = await offlineSessions(principal);
-      const details = await detailsOf(principal, rows, sessions);
+      // The rows of the sessions listed name the caller's own; dropping the rows of ended ones
+      // reads the user's other sessions too (other clients' among them), and one of those that
+      // cannot be read leaves them for the next list rather than keep this token alive.
+      const details = await detailsOf(principal, rows, sessions).catch(() =>
+        listedRows(rows, sessions),
+      );
       // The caller's own session id names that session only, never one named so: a token may
       // end its own session whatever its reach (reach.ts), and only its own.
       const named =
@@ -257,10 +262,16 @@ export function createRefreshTokensService(deps: {
     }
     if (unseen.length > 0) unseen = without(unseen, await otherClientsOfflineSessionIds(principal));
     await deps.details.forget(principal.realm, principal.userId, unseen);
-    return new Map(
-      rows.filter((row) => listed.has(row.sessionId)).map((row) => [row.sessionId, row]),
-    );
+    return listedRows(rows, sessions);
   }
+}
+
+/** The rows of the offline `sessions` listed, by session id. */
+function listedRows(rows: TokenDetails[], sessions: OfflineSession[]): Map<string, TokenDetails> {
+  const listed = new Set(sessions.map((s) => s.id));
+  return new Map(
+    rows.filter((row) => listed.has(row.sessionId)).map((row) => [row.sessionId, row]),
+  );
 }
 
 /** `ids` less those in `seen`. */

@@ -8,6 +8,7 @@ import {
   passwordGrantBody,
   postToken,
   type TestUser,
+  userIdOf,
 } from '../helpers/keycloak.ts';
 import { startKeycloakFront, type KeycloakFront } from '../helpers/keycloak-front.ts';
 import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
@@ -21,7 +22,8 @@ import { testEnv } from '../helpers/test-env.ts';
  * replica that has not read the record yet (a fresh one, or any after its hour of memory)
  * admits the session's tokens with their user's whole reach. A fresh replica on ports
  * 21132/21133 reads each record from the database; one behind a Keycloak front on 21134/21135
- * lists while a credential is issued.
+ * lists while a credential is issued, or revokes one token while another client's offline
+ * sessions cannot be read.
  */
 describe("job credentials: a record outlives no session, and no list drops a live one's", () => {
   let org: string;
@@ -147,6 +149,46 @@ describe("job credentials: a record outlives no session, and no list drops a liv
       expect(await recorded(job.sid)).toBe(true);
       expect(await freshWrite('ws2', job.accessToken)).toBe(403);
     } finally {
+      await close();
+    }
+  });
+
+  it("revokes the caller's token while another client's offline sessions cannot be read", async () => {
+    const admin = await keycloakAdmin();
+    const { id: otherUuid } = await admin.clients.create({
+      realm: org,
+      clientId: 'unreadable-jobs',
+      publicClient: true,
+      directAccessGrantsEnabled: true,
+      defaultClientScopes: ['basic', 'roles'],
+      optionalClientScopes: ['offline_access'],
+    });
+    // A row of that client's session, not among the API client's: the revocation looks for it
+    // in the user's other sessions, that client's among them.
+    await grant(
+      '&realmgate_name=unreadable-job&realmgate_read_only=true',
+      undefined,
+      'unreadable-jobs',
+    );
+    const mine = await grant('');
+    const { front, replica, close } = await replicaBehindFront();
+    // Keycloak's answer for that client's offline sessions never reaches the gateway.
+    const gate = front.gate(new RegExp(`/offline-sessions/${otherUuid}$`));
+    try {
+      const revoked = await callApi(`${tokensPath()}/${mine.sid}`, basicAuth(user), {
+        base: replica.url,
+        method: 'DELETE',
+      });
+      expect(revoked.status, JSON.stringify(revoked.body)).toBe(200);
+      const [apiClient] = await admin.clients.find({ realm: org, clientId: `_${org}-api` });
+      const left = await admin.users.listOfflineSessions({
+        realm: org,
+        id: await userIdOf(user),
+        clientId: apiClient!.id!,
+      });
+      expect(left.map((session) => session.id)).not.toContain(mine.sid);
+    } finally {
+      gate.open();
       await close();
     }
   });
