@@ -95,34 +95,23 @@ export function createRealmAlignment(deps: {
   let timer: ReturnType<typeof setTimeout> | undefined;
   let closed = false;
 
-  /** The ids of the realms recorded as aligned for this target; none when the database fails. */
-  async function recorded(listed: { id: string | undefined }[]): Promise<Set<string>> {
-    if (!records) return new Set();
+  /**
+   * The ids of the realms recorded as aligned for this target, forgetting those of realms no
+   * longer listed; undefined when the records cannot be read (the database down).
+   */
+  async function recorded(
+    store: RealmAlignmentsRepo,
+    listed: { id: string | undefined }[],
+  ): Promise<Set<string> | undefined> {
+    const ids = new Set(listed.flatMap(({ id }) => (id ? [id] : [])));
+    await store.forgetUnlisted(ids, FORGET_AFTER_SECONDS).catch((err: unknown) => {
+      logger.warn({ err }, 'realm alignment: records of deleted realms could not be forgotten');
+    });
     try {
-      const ids = new Set(listed.flatMap(({ id }) => (id ? [id] : [])));
-      await records.forgetUnlisted(ids, FORGET_AFTER_SECONDS);
-      return await records.freshIds(target, RECHECK_AFTER_SECONDS);
+      return await store.freshIds(target, RECHECK_AFTER_SECONDS);
     } catch (err) {
       logger.warn({ err }, 'realm alignment: its records could not be read; checking every realm');
-      return new Set();
-    }
-  }
-
-  /** Whether another replica recorded the realm since the pass read the records. */
-  async function doneMeanwhile(id: string | undefined): Promise<boolean> {
-    if (!records || !id) return false;
-    return records.isFresh(id, target, RECHECK_AFTER_SECONDS).catch(() => false);
-  }
-
-  async function record(realm: { id: string | undefined; realm: string }): Promise<void> {
-    if (!records || !realm.id) return;
-    try {
-      await records.record({ id: realm.id, realm: realm.realm }, target);
-    } catch (err) {
-      logger.warn(
-        { err, realm: realm.realm },
-        'realm alignment: could not record an aligned realm',
-      );
+      return undefined;
     }
   }
 
@@ -135,16 +124,37 @@ export function createRealmAlignment(deps: {
       standing = { state: 'unlisted' };
       return;
     }
-    const aligned = await recorded(realms);
-    const due = shuffled(realms.filter(({ id }) => !id || !aligned.has(id)));
+    const aligned = records && (await recorded(records, realms));
+    // The records are used in this pass only if they could be read (else every realm is checked
+    // and none recorded, as without them: no wait on a database that does not answer per realm).
+    const store = aligned && records;
+    const due = shuffled(realms.filter(({ id }) => !id || !aligned?.has(id)));
     const unset: string[] = [];
     let checked = 0;
+    let recordFailed = false;
     for (const realm of due) {
       if (closed) return;
-      if (await doneMeanwhile(realm.id)) continue;
+      // Another replica may have aligned it since the records were read (a start together).
+      if (
+        store &&
+        realm.id &&
+        (await store.isFresh(realm.id, target, RECHECK_AFTER_SECONDS).catch(() => false))
+      ) {
+        continue;
+      }
       checked++;
-      if (await alignRealm(realm.realm)) await record(realm);
-      else unset.push(realm.realm);
+      if (!(await alignRealm(realm.realm))) {
+        unset.push(realm.realm);
+        continue;
+      }
+      if (!store || !realm.id || recordFailed) continue;
+      await store.record({ id: realm.id, realm: realm.realm }, target).catch((err: unknown) => {
+        recordFailed = true;
+        logger.warn(
+          { err },
+          'realm alignment: aligned realms could not be recorded; this pass records none',
+        );
+      });
     }
     logger.info(
       { realms: realms.length, checked, unset: unset.length },
@@ -208,8 +218,15 @@ export function createRealmAlignment(deps: {
      * Records a realm provisioning made with every step done (realm-admin/provisioning.ts), so
      * that no start checks it before `RECHECK_AFTER_SECONDS`. Never throws (logged).
      */
-    recordAligned(realm: ListedRealm): Promise<void> {
-      return record(realm);
+    async recordAligned(realm: ListedRealm): Promise<void> {
+      try {
+        await records?.record(realm, target);
+      } catch (err) {
+        logger.warn(
+          { err, realm: realm.realm },
+          'realm alignment: a new realm could not be recorded',
+        );
+      }
     },
     close(): void {
       closed = true;
