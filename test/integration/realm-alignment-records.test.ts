@@ -126,7 +126,7 @@ describe("a replica's start reads only the realms not recorded as aligned", () =
     front.seen.length = 0;
     const second = await startAligned(21136);
     await second.gateway.close();
-    const listings = front.seen.filter(({ target }) => /\/admin\/realms[?]/.test(target));
+    const listings = front.seen.filter(({ target }) => /\/admin\/realms\/?(?:[?]|$)/.test(target));
     expect(listings.map(({ target }) => target)).toEqual([
       expect.stringContaining('briefRepresentation=true'),
     ]);
