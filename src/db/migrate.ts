@@ -17,6 +17,7 @@ import * as auditLogIncarnations from './migrations/20261129-009-audit-log-incar
 import * as auditIncarnationRetention from './migrations/20261129-010-audit-incarnation-retention.ts';
 import * as auditDownloadWholeLog from './migrations/20261129-011-audit-download-whole-log.ts';
 import * as authKeycloakPulls from './migrations/20261129-012-auth-keycloak-pulls.ts';
+import * as realmAlignments from './migrations/20261201-013-realm-alignments.ts';
 
 interface NamedMigration {
   name: string;
@@ -51,6 +52,7 @@ const migrations: readonly NamedMigration[] = [
   { name: '20261129-010-audit-incarnation-retention', migration: auditIncarnationRetention },
   { name: '20261129-011-audit-download-whole-log', migration: auditDownloadWholeLog },
   { name: '20261129-012-auth-keycloak-pulls', migration: authKeycloakPulls },
+  { name: '20261201-013-realm-alignments', migration: realmAlignments },
 ];
 
 /** The names of the migrations, in order: what `knex_migrations` holds once migrated. */

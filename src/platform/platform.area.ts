@@ -11,6 +11,7 @@ import { backchannelLogoutUrlOf } from '../auth-proxy/backchannel-logout.ts';
 import type { TokenBindingStore } from '../auth-proxy/token-bindings.ts';
 import type { ReadinessCheck } from '../http/health.router.ts';
 import { createRealmAlignment, type RealmAlignment } from './realm-alignment.ts';
+import { createRealmAlignmentsRepo } from './realm-alignments.repo.ts';
 import type { ListingRepos } from './listing.router.ts';
 import {
   createOrganizationDirectory,
@@ -130,6 +131,7 @@ export function buildPlatform(
     adminSession: keycloak.adminSession,
     url: backchannelLogoutUrl,
     logger: shared.logger,
+    records: createRealmAlignmentsRepo(db),
   });
   shared.readiness.backchannel_logout = () => realmAlignment.report();
   const { adminSession } = keycloak;
@@ -153,6 +155,7 @@ export function buildPlatform(
       db,
       gatewayClientSecret: config.KEYCLOAK_CLIENT_SECRET ?? '',
       backchannelLogoutUrl,
+      recordAligned: (realm) => realmAlignment.recordAligned(realm),
       organizationBegins,
       newRealmSettings,
       announce: (change) => tenants.events.announce(change),

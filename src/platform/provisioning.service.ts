@@ -94,6 +94,8 @@ export function createProvisioningService(deps: {
   gatewayClientSecret: string;
   /** Where a new realm's clients announce ended sessions (realm-admin/backchannel-logout.ts). */
   backchannelLogoutUrl?: string;
+  /** Told a realm made aligned with `backchannelLogoutUrl` (realm-alignment.ts records it). */
+  recordAligned?: (realm: { id: string; realm: string }) => Promise<void>;
   /** What must happen as an organization's record is made: the audit log's. */
   organizationBegins?: OrganizationBeginning;
   /**
@@ -128,14 +130,14 @@ export function createProvisioningService(deps: {
     async createOrganization({ id, name }) {
       if (!isOrganizationId(id)) throw badRequest(`invalid organization id: ${JSON.stringify(id)}`);
       const recorded = await organizations.find(id);
-      await adminSession.run(async (admin) => {
+      const madeId = await adminSession.run(async (admin) => {
         // A record is written only once its realm exists: a record without one is what a delete
         // that stopped after Keycloak left. Its rows go first (workspaces and operations with
         // them), so that the new organization inherits none of the old one's records or state.
         if (recorded && !(await admin.realms.findOne({ realm: id }))) {
           await organizations.delete(id);
         }
-        await ensureOrganizationRealm(admin, {
+        return ensureOrganizationRealm(admin, {
           organizationId: id,
           organizationName: name,
           gatewayClientSecret: deps.gatewayClientSecret,
@@ -143,6 +145,8 @@ export function createProvisioningService(deps: {
           realmSettings: deps.newRealmSettings,
         });
       });
+      // Made aligned: no replica's start need read it (realm-alignment.ts).
+      if (madeId !== undefined) await deps.recordAligned?.({ id: madeId, realm: id });
       // The period begins with the record, in its transaction: until it is committed nothing is
       // written to this id's log, and of calls racing to make it (another replica, a retry)
       // only the one whose insert made it begins one; the others wait for it and find it made.

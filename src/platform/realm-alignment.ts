@@ -2,13 +2,26 @@ import type { Logger } from 'pino';
 import type { ReadinessReport } from '../http/health.router.ts';
 import type { KeycloakAdmin } from '../keycloak/admin-client.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
-import { pointRealmAtGateway, realmNames } from './realm-admin/backchannel-logout.ts';
+import { listRealms, pointRealmAtGateway } from './realm-admin/backchannel-logout.ts';
 import { ensureGatewayAudience } from './realm-admin/gateway-audience.ts';
+import type { AlignmentTarget, ListedRealm, RealmAlignmentsRepo } from './realm-alignments.repo.ts';
 
 /** After a pass that left a realm unset (or could not list them), the next one starts this late. */
 const RETRY_MS = 60_000;
 /** Readiness names at most this many unset realms (and counts them all). */
 const NAMED_REALMS = 20;
+/**
+ * The version of `STEPS`: bump it when a step is added or wants something else of a realm, so
+ * that the first start of the release that has it checks every realm again.
+ */
+export const STEPS_VERSION = 1;
+/**
+ * A realm recorded as aligned is checked again by the first start after this long (a day): an
+ * administrator's change by hand to a client or to `basic` is repaired then (docs/keycloak.md).
+ */
+export const RECHECK_AFTER_SECONDS = 86_400;
+/** A record of a realm Keycloak no longer lists is forgotten once this old (an hour). */
+const FORGET_AFTER_SECONDS = 3600;
 
 /**
  * One thing every realm must have. `run` resolves to whether it changed the realm; the steps are
@@ -60,44 +73,110 @@ type Standing =
  * fails is logged and named in readiness
  * (`backchannel_logout`, its name from before the pass did both: degraded), and tried again a
  * minute later, as is the whole pass when Keycloak cannot list the realms. Never fatal.
+ *
+ * A realm found aligned is recorded in `records` (realm-alignments.repo.ts) by its id, for this
+ * URL and `STEPS_VERSION`; a pass lists the realms in brief and reads none that is recorded so
+ * within `RECHECK_AFTER_SECONDS`: a replica's start costs Keycloak one call when the realms are
+ * aligned, and the first start after a change of URL or steps aligns each realm once for all
+ * replicas (realms in a random order, each looked up again just before: replicas starting
+ * together share the work). Without `records`, or while the database fails, every realm is
+ * checked, as before the records were kept.
  */
 export function createRealmAlignment(deps: {
   adminSession: Pick<AdminSession, 'run'>;
   url: string;
   logger: Logger;
+  records?: RealmAlignmentsRepo;
   retryMs?: number;
 }) {
-  const { adminSession, url, logger } = deps;
+  const { adminSession, url, logger, records } = deps;
+  const target: AlignmentTarget = { url, stepsVersion: STEPS_VERSION };
   let standing: Standing = { state: 'pending' };
   let timer: ReturnType<typeof setTimeout> | undefined;
   let closed = false;
 
-  async function pass(): Promise<void> {
-    let realms: string[];
+  /**
+   * The ids of the realms recorded as aligned for this target, forgetting those of realms no
+   * longer listed; undefined when the records cannot be read (the database down).
+   */
+  async function recorded(
+    store: RealmAlignmentsRepo,
+    listed: { id: string | undefined }[],
+  ): Promise<Set<string> | undefined> {
+    const ids = new Set(listed.flatMap(({ id }) => (id ? [id] : [])));
+    await store.forgetUnlisted(ids, FORGET_AFTER_SECONDS).catch((err: unknown) => {
+      logger.warn({ err }, 'realm alignment: records of deleted realms could not be forgotten');
+    });
     try {
-      realms = await adminSession.run(realmNames);
+      return await store.freshIds(target, RECHECK_AFTER_SECONDS);
+    } catch (err) {
+      logger.warn({ err }, 'realm alignment: its records could not be read; checking every realm');
+      return undefined;
+    }
+  }
+
+  async function pass(): Promise<void> {
+    let realms: { id: string | undefined; realm: string }[];
+    try {
+      realms = await adminSession.run(listRealms);
     } catch (err) {
       logger.warn({ err }, 'realm alignment: realms could not be listed; trying again');
       standing = { state: 'unlisted' };
       return;
     }
+    const aligned = records && (await recorded(records, realms));
+    // The records are used in this pass only if they could be read (else every realm is checked
+    // and none recorded, as without them: no wait on a database that does not answer per realm).
+    const store = aligned && records;
+    const due = shuffled(realms.filter(({ id }) => !id || !aligned?.has(id)));
     const unset: string[] = [];
-    for (const realm of realms) {
+    let checked = 0;
+    let recordFailed = false;
+    for (const realm of due) {
       if (closed) return;
-      let aligned = true;
-      for (const step of STEPS) {
-        try {
-          if (await adminSession.run((admin) => step.run(admin, realm, url))) {
-            logger.info({ realm, step: step.name }, step.changed);
-          }
-        } catch (err) {
-          aligned = false;
-          logger.warn({ err, realm, step: step.name }, step.failed);
-        }
+      // Another replica may have aligned it since the records were read (a start together).
+      if (
+        store &&
+        realm.id &&
+        (await store.isFresh(realm.id, target, RECHECK_AFTER_SECONDS).catch(() => false))
+      ) {
+        continue;
       }
-      if (!aligned) unset.push(realm);
+      checked++;
+      if (!(await alignRealm(realm.realm))) {
+        unset.push(realm.realm);
+        continue;
+      }
+      if (!store || !realm.id || recordFailed) continue;
+      await store.record({ id: realm.id, realm: realm.realm }, target).catch((err: unknown) => {
+        recordFailed = true;
+        logger.warn(
+          { err },
+          'realm alignment: aligned realms could not be recorded; this pass records none',
+        );
+      });
     }
+    logger.info(
+      { realms: realms.length, checked, unset: unset.length },
+      'realm alignment: pass done',
+    );
     standing = unset.length === 0 ? { state: 'done' } : { state: 'partial', unset };
+  }
+
+  /** Runs every step on the realm; whether all of them succeeded. */
+  async function alignRealm(realm: string): Promise<boolean> {
+    let aligned = true;
+    for (const step of STEPS) {
+      try {
+        if (await adminSession.run((admin) => step.run(admin, realm, url))) {
+          logger.info({ realm, step: step.name }, step.changed);
+        }
+      } catch (err) {
+        aligned = false;
+        logger.warn({ err, realm, step: step.name }, step.failed);
+      }
+    }
+    return aligned;
   }
 
   function run(): void {
@@ -135,11 +214,35 @@ export function createRealmAlignment(deps: {
           });
       }
     },
+    /**
+     * Records a realm provisioning made with every step done (realm-admin/provisioning.ts), so
+     * that no start checks it before `RECHECK_AFTER_SECONDS`. Never throws (logged).
+     */
+    async recordAligned(realm: ListedRealm): Promise<void> {
+      try {
+        await records?.record(realm, target);
+      } catch (err) {
+        logger.warn(
+          { err, realm: realm.realm },
+          'realm alignment: a new realm could not be recorded',
+        );
+      }
+    },
     close(): void {
       closed = true;
       clearTimeout(timer);
     },
   };
+}
+
+/** The items in a random order (Fisher-Yates). */
+function shuffled<T>(items: T[]): T[] {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
 }
 
 export type RealmAlignment = ReturnType<typeof createRealmAlignment>;

@@ -64,6 +64,8 @@ const MIGRATED = {
     'knex_migrations_lock',
     'operations',
     'organizations',
+    // Which realms were found aligned, for which URL (src/platform/realm-alignments.repo.ts).
+    'realm_alignments',
     // Which releases may run on the schema (src/db/schema-record.ts).
     'realmgate_schema',
     'refresh_token_details',

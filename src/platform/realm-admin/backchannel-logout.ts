@@ -66,7 +66,14 @@ export async function pointRealmAtGateway(
   return changed;
 }
 
-/** Every realm's name, as Keycloak lists them. */
-export async function realmNames(admin: KeycloakAdmin): Promise<string[]> {
-  return (await admin.realms.find()).flatMap(({ realm }) => (realm ? [realm] : []));
+/**
+ * Every realm's name and id, as Keycloak lists them in brief (without each realm's whole
+ * representation: one light call however many realms there are).
+ */
+export async function listRealms(
+  admin: KeycloakAdmin,
+): Promise<{ id: string | undefined; realm: string }[]> {
+  return (await admin.realms.find({ briefRepresentation: true })).flatMap(({ id, realm }) =>
+    realm ? [{ id, realm }] : [],
+  );
 }

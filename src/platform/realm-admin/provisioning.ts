@@ -60,6 +60,8 @@ const ORGANIZATION_ROLES: ReadonlyArray<{ name: string; description: string }> =
  * gets the roles. With `backchannelLogoutUrl`, Keycloak announces the ends of its sessions there
  * (backchannel-logout.ts); `realmSettings` are the realm's besides the template's, set in the
  * call that makes it (the audit log's event saving: from the realm's first sign-in on).
+ * Resolves to the realm's id when this call made it with `backchannelLogoutUrl` (so aligned as
+ * realm-alignment.ts would align it), else to undefined.
  */
 export async function ensureOrganizationRealm(
   admin: KeycloakAdmin,
@@ -70,7 +72,8 @@ export async function ensureOrganizationRealm(
     backchannelLogoutUrl?: string;
     realmSettings?: Readonly<Record<string, unknown>>;
   },
-): Promise<void> {
+): Promise<string | undefined> {
+  let made = false;
   if (!(await admin.realms.findOne({ realm: values.organizationId }))) {
     const { backchannelLogoutUrl: url, realmSettings, ...templateValues } = values;
     const rendered = { ...(await renderOrganizationRealm(templateValues)), ...realmSettings };
@@ -83,6 +86,7 @@ export async function ensureOrganizationRealm(
         ),
       async () => Boolean(await admin.realms.findOne({ realm: values.organizationId })),
     );
+    made = url !== undefined;
   }
   for (const role of ORGANIZATION_ROLES) {
     await madeOrPresent(
@@ -92,6 +96,7 @@ export async function ensureOrganizationRealm(
     );
   }
   await ensureGatewayAudience(admin, values.organizationId);
+  return made ? (await admin.realms.findOne({ realm: values.organizationId }))?.id : undefined;
 }
 
 /** Creates the workspace's client roles `<ws>` and `_<ws>-admin` unless they exist. */
