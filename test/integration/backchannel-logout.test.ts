@@ -12,7 +12,7 @@ import {
   userIdOf,
   grantAtKeycloak,
 } from '../helpers/keycloak.ts';
-import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
 import { importRsaKey, type HeldKey } from '../helpers/realm-keys.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
@@ -20,6 +20,8 @@ import { EVENTUALLY } from '../helpers/eventually.ts';
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/auth/bearer/logout-token.ts';
 import { createLogger } from '../../src/http/logger.ts';
 import { ensureOrganizationRealm } from '../../src/platform/realm-admin/provisioning.ts';
+import { STEPS_VERSION } from '../../src/platform/realm-alignment.ts';
+import { createRealmAlignmentsRepo } from '../../src/platform/realm-alignments.repo.ts';
 import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 
 // Keycloak posts its logout tokens to the test gateway's admin listener (the URL the test realms
@@ -400,10 +402,22 @@ describe("every realm's clients of the gateway point at it", () => {
             attributes['backchannel.logout.session.required'],
           ];
         });
-    expect(await attributesOf()).toEqual([
-      [undefined, undefined],
-      [undefined, undefined],
-    ]);
+    // Other files' replicas align a realm they find unrecorded as soon as they start: recorded
+    // as aligned it is left alone, and what one set before the record is taken off again, so
+    // that only this test's replica aligns it.
+    const { id } = (await admin.realms.findOne({ realm }))!;
+    const target = { url: testBackchannelUrl(), stepsVersion: STEPS_VERSION };
+    await createRealmAlignmentsRepo(testDb()).record({ id: id!, realm }, target);
+    for (const client of await admin.clients.find({ realm })) {
+      if (![apiClientIdOf(realm), 'realmgate-gateway'].includes(client.clientId!)) continue;
+      const attributes = { ...client.attributes };
+      delete attributes['backchannel.logout.url'];
+      delete attributes['backchannel.logout.session.required'];
+      await admin.clients.update({ realm, id: client.id! }, { ...client, attributes });
+    }
+    const unset = (value: string | undefined) => value === undefined || value === '';
+    expect((await attributesOf()).map((pair) => pair.every(unset))).toEqual([true, true]);
+    await testDb()('realm_alignments').where({ realm_id: id }).delete();
     const c = await startReplica(19458);
     try {
       const wanted = [testBackchannelUrl(), 'true'];
