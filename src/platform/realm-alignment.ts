@@ -12,7 +12,10 @@ const RETRY_MS = 60_000;
 const NAMED_REALMS = 20;
 /**
  * The version of `STEPS`: bump it when a step is added or wants something else of a realm, so
- * that the first start of the release that has it checks every realm again.
+ * that the first start of the release that has it checks every realm again. Provisioning records
+ * the realms it makes as aligned under this version (`recordAligned`): a new step must also be
+ * done by provisioning (realm-admin/provisioning.ts), or the realms it makes skip that step for
+ * a day.
  */
 export const STEPS_VERSION = 1;
 /**
