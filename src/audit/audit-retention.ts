@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
+import { isDatabaseUnavailable } from '../db/database-failures.ts';
 import { runSpared } from '../db/database.ts';
 import type { Clock } from '../time/clock.ts';
 import { every, type Periodic } from '../time/every.ts';
@@ -131,7 +132,11 @@ export const PRUNE_CHUNK_RECORDS = 10_000;
  * goes in steps (pruneLog), each ending at a checkpoint as well. Returns how many records were
  * removed. Once `signal` aborts (shutdown), no step starts: the one in progress commits, and the
  * next run goes on from there; a search for a log's prefix in progress is cancelled. A log
- * whose pruning fails is told to `onFailure` and left for the next run, the others pruned.
+ * whose pruning fails for a reason of its own (a row its deletes trip on) is told to `onFailure`
+ * and left for the next run, the others pruned; a failure that says the database is unavailable
+ * (isDatabaseUnavailable: down, a statement cancelled, the pool's wait given up) ends the run,
+ * thrown, rather than being met again, and waited for, at every log after it. The records a
+ * failed log's steps removed before its failure are counted.
  */
 export async function pruneAuditLog(
   db: Knex,
@@ -140,7 +145,10 @@ export async function pruneAuditLog(
   options: {
     chunkRecords?: number;
     signal?: AbortSignal;
-    /** Told of each log whose pruning failed; the run goes on with the next log. */
+    /**
+     * Told of each log whose pruning failed for a reason of its own; the run goes on with the
+     * next log. A database unavailable is thrown instead.
+     */
     onFailure?: (org: string, err: unknown) => void;
   } = {},
 ): Promise<number> {
@@ -156,8 +164,9 @@ export async function pruneAuditLog(
     const stretches = reused.get(org) ?? [{ from: 1, days: own.get(org) }];
     // A large log's prefix takes long to find: not under the statement timeout, and cancelled
     // at shutdown (it only reads), which it would otherwise hold for minutes.
-    // Each log on its own: one that fails (a lock held past the statement timeout, a row its
-    // deletes trip on) is told and tried again next run; the logs after it are still pruned.
+    // Each log on its own: one that fails for a reason of its own (a row its deletes trip on)
+    // is told and tried again next run; the logs after it are still pruned. The database
+    // unavailable ends the run: every log after it would fail the same way, each after a wait.
     try {
       const past = await runSpared(
         db,
@@ -165,9 +174,12 @@ export async function pruneAuditLog(
         {},
         signal,
       );
-      removed += await pruneLog(db, org, past, chunk, signal);
+      await pruneLog(db, org, past, chunk, signal, (count) => {
+        removed += count;
+      });
     } catch (err) {
       if (signal.aborted) break;
+      if (isDatabaseUnavailable(err)) throw err;
       options.onFailure?.(org, err);
     }
   }
@@ -190,8 +202,9 @@ async function newestCheckpoint(
 }
 
 /**
- * Removes `org`'s records up to the newest checkpoint at or before `past` (see pruneAuditLog);
- * how many. In steps, each a transaction ending at a checkpoint (the newest within `chunk`
+ * Removes `org`'s records up to the newest checkpoint at or before `past` (see pruneAuditLog),
+ * telling `removed` how many as each step commits (those of a step before a failure count). In
+ * steps, each a transaction ending at a checkpoint (the newest within `chunk`
  * records, else the next one) and removing its records `chunk` at a time: a step that fails
  * leaves the steps before it done and the log verifiable from the checkpoint the last one
  * ended at; the next run goes on from there, as it does after a step `signal` stopped before it.
@@ -203,23 +216,23 @@ async function pruneLog(
   past: number,
   chunk: number,
   signal: AbortSignal,
-): Promise<number> {
-  if (past < 1 || signal.aborted) return 0;
+  removed: (count: number) => void,
+): Promise<void> {
+  if (past < 1 || signal.aborted) return;
   const end = await newestCheckpoint(db, org, 0, past);
-  if (end === undefined) return 0;
+  if (end === undefined) return;
   const [oldest] = await db(AUDIT_TABLE)
     .where({ org })
     .where('seq', '<=', end)
     .min<{ seq: unknown }[]>({ seq: 'seq' });
   // Everything before `done` is gone (none left: the checkpoints before `end` are still to go).
   let done = oldest?.seq === null || oldest?.seq === undefined ? end : Number(oldest.seq) - 1;
-  let removed = 0;
   do {
     const target =
       (await newestCheckpoint(db, org, done, Math.min(end, done + chunk))) ??
       (await nextCheckpoint(db, org, done, end));
     const from = done;
-    removed += await runSpared(db, async (trx) => {
+    const gone = await runSpared(db, async (trx) => {
       let count = 0;
       for (let low = from; low < target; low += chunk) {
         count += deletedCount(
@@ -233,9 +246,9 @@ async function pruneLog(
       await trx(CHECKPOINTS_TABLE).where({ org }).where('seq', '<', target).del();
       return count;
     });
+    removed(gone);
     done = target;
   } while (done < end && !signal.aborted);
-  return removed;
 }
 
 /**

@@ -12,7 +12,10 @@ const RETRY_MS = 60_000;
 const NAMED_REALMS = 20;
 /**
  * The version of `STEPS`: bump it when a step is added or wants something else of a realm, so
- * that the first start of the release that has it checks every realm again.
+ * that the first start of the release that has it checks every realm again. Provisioning records
+ * the realms it makes as aligned under this version (`recordAligned`): a new step must also be
+ * done by provisioning (realm-admin/provisioning.ts), or the realms it makes skip that step for
+ * a day.
  */
 export const STEPS_VERSION = 1;
 /**
@@ -80,7 +83,8 @@ type Standing =
  * aligned, and the first start after a change of URL or steps aligns each realm once for all
  * replicas (realms in a random order, each looked up again just before: replicas starting
  * together share the work). Without `records`, or while the database fails, every realm is
- * checked, as before the records were kept.
+ * checked, as before the records were kept: a record that cannot be read or written mid-pass
+ * leaves the rest of the pass without them (one warning, no wait per realm).
  */
 export function createRealmAlignment(deps: {
   adminSession: Pick<AdminSession, 'run'>;
@@ -125,36 +129,39 @@ export function createRealmAlignment(deps: {
       return;
     }
     const aligned = records && (await recorded(records, realms));
-    // The records are used in this pass only if they could be read (else every realm is checked
-    // and none recorded, as without them: no wait on a database that does not answer per realm).
-    const store = aligned && records;
+    // The records are used in this pass only while they answer: if they cannot be read, or one
+    // look-up or write fails mid-pass, every realm left is checked and none recorded, as without
+    // them (no wait per realm on a database that does not answer).
+    let store = aligned && records;
+    const dropStore = (err: unknown) => {
+      store = undefined;
+      logger.warn(
+        { err },
+        'realm alignment: its records failed; this pass checks every realm left and records none',
+      );
+    };
     const due = shuffled(realms.filter(({ id }) => !id || !aligned?.has(id)));
     const unset: string[] = [];
     let checked = 0;
-    let recordFailed = false;
     for (const realm of due) {
       if (closed) return;
       // Another replica may have aligned it since the records were read (a start together).
-      if (
-        store &&
-        realm.id &&
-        (await store.isFresh(realm.id, target, RECHECK_AFTER_SECONDS).catch(() => false))
-      ) {
-        continue;
+      if (store && realm.id) {
+        const fresh = await store
+          .isFresh(realm.id, target, RECHECK_AFTER_SECONDS)
+          .catch((err: unknown) => {
+            dropStore(err);
+            return false;
+          });
+        if (fresh) continue;
       }
       checked++;
       if (!(await alignRealm(realm.realm))) {
         unset.push(realm.realm);
         continue;
       }
-      if (!store || !realm.id || recordFailed) continue;
-      await store.record({ id: realm.id, realm: realm.realm }, target).catch((err: unknown) => {
-        recordFailed = true;
-        logger.warn(
-          { err },
-          'realm alignment: aligned realms could not be recorded; this pass records none',
-        );
-      });
+      if (!store || !realm.id) continue;
+      await store.record({ id: realm.id, realm: realm.realm }, target).catch(dropStore);
     }
     logger.info(
       { realms: realms.length, checked, unset: unset.length },

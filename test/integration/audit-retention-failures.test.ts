@@ -12,8 +12,9 @@ const DAY = 24 * 3600 * 1000;
 
 /**
  * A retention run against the real PostgreSQL when one organization's log cannot be pruned (a
- * trigger refuses its deletes, as a lock past the statement timeout or a bad row would): that
- * organization's failure is logged with its id, and every other log is pruned all the same.
+ * trigger refuses its deletes, as a bad row would): that organization's failure is logged with
+ * its id, and every other log is pruned all the same. (The database unavailable ends the run:
+ * test/unit/audit/audit-retention-failures.test.ts.)
  */
 describe('audit retention: one log failing', () => {
   afterAll(async () => {

@@ -8,6 +8,7 @@ import {
   type RealmAlignmentsRepo,
 } from '../../../src/platform/realm-alignments.repo.ts';
 import { openEmbeddedDatabase } from '../../helpers/embedded-db.ts';
+import { loggerToRecords } from '../../helpers/log-lines.ts';
 
 const URL = 'http://gateway:8001/backchannel-logout';
 
@@ -246,5 +247,64 @@ describe('the alignment remembers which realms it found aligned', () => {
     );
     alignment.close();
     expect(keycloak.reads).toHaveLength(4);
+  });
+
+  /**
+   * Runs a pass over five unrecorded realms with the records wrapped so that `fails` says which
+   * call fails (the database gone mid-pass); how often each was called, and the warnings.
+   */
+  async function passWithRecordsFailing(fails: { isFreshAfter?: number; recordAfter?: number }) {
+    const keycloak = fakeKeycloak();
+    const names = ['alpha', 'beta', 'gamma', 'delta', 'epsilon'];
+    for (const realm of names) keycloak.make(realm);
+    const broken = new Error('database gone');
+    const calls = { isFresh: 0, record: 0 };
+    const { logger, records: lines } = loggerToRecords();
+    const alignment = createRealmAlignment({
+      adminSession: keycloak.session,
+      url: URL,
+      logger,
+      records: {
+        freshIds: (...args) => records.freshIds(...args),
+        forgetUnlisted: (...args) => records.forgetUnlisted(...args),
+        isFresh: (...args) =>
+          ++calls.isFresh > (fails.isFreshAfter ?? Infinity)
+            ? Promise.reject(broken)
+            : records.isFresh(...args),
+        record: (...args) =>
+          ++calls.record > (fails.recordAfter ?? Infinity)
+            ? Promise.reject(broken)
+            : records.record(...args),
+      },
+    });
+    alignment.start();
+    await vi.waitFor(async () =>
+      expect(await alignment.report()).toEqual({ status: 'up', details: { url: URL } }),
+    );
+    alignment.close();
+    for (const realm of names) {
+      expect(keycloak.realms.get(realm)!.clients[0]!.attributes).toMatchObject({
+        'backchannel.logout.url': URL,
+      });
+    }
+    expect(keycloak.reads).toHaveLength(2 * names.length);
+    const warnings = lines.filter(({ msg }) => String(msg).includes('its records failed'));
+    return { calls, warnings, recorded: await db('realm_alignments').pluck('realm') };
+  }
+
+  it('a look-up of the records that fails mid-pass leaves the rest of the pass without them', async () => {
+    const { calls, warnings, recorded } = await passWithRecordsFailing({ isFreshAfter: 1 });
+    // The first realm looked up and recorded; the second's look-up failed: none asked again.
+    expect(calls).toEqual({ isFresh: 2, record: 1 });
+    expect(recorded).toHaveLength(1);
+    expect(warnings).toHaveLength(1);
+  });
+
+  it('a record that fails mid-pass leaves the rest of the pass without the records', async () => {
+    const { calls, warnings, recorded } = await passWithRecordsFailing({ recordAfter: 1 });
+    // The second realm's record failed: no realm after it looked up or recorded.
+    expect(calls).toEqual({ isFresh: 2, record: 2 });
+    expect(recorded).toHaveLength(1);
+    expect(warnings).toHaveLength(1);
   });
 });
