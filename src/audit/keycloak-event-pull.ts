@@ -57,9 +57,10 @@ export interface KeycloakEventPull {
   pullRealm(realm: string): Promise<number>;
   /**
    * Pulls every realm `realms()` names, `REALMS_AT_ONCE` at a time, in their order; a failure is
-   * counted and logged, and the others go on.
+   * counted and logged, and the others go on. Once `signal` aborts (shutdown), no further realm
+   * is started; the pulls in progress end.
    */
-  pullAll(): Promise<void>;
+  pullAll(signal?: AbortSignal): Promise<void>;
 }
 
 /** What a pull is made of. */
@@ -282,7 +283,8 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
 
   return {
     pullRealm: pullOnce,
-    async pullAll() {
+    async pullAll(signal) {
+      if (signal?.aborted) return;
       let realms: string[];
       try {
         realms = await deps.realms();
@@ -291,10 +293,13 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
         deps.logger.warn({ err, purpose }, 'keycloak events: realms unknown; next time');
         return;
       }
-      // Workers taking the next realm from one list: a slow realm holds up one of them only.
+      // Workers taking the next realm from one list: a slow realm holds up one of them only. A
+      // stopped round takes none further: shutdown waits for the pulls in progress only, and no
+      // pull starts against a writer and a pool being closed.
       const next = realms.values();
       const worker = async () => {
         for (const realm of next) {
+          if (signal?.aborted) return;
           try {
             await pullOnce(realm);
             deps.metrics.keycloakEventPull('ok', purpose);

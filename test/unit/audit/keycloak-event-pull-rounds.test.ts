@@ -128,6 +128,38 @@ describe('a round of Keycloak event pulls over many realms', () => {
     expect(counted).toEqual(realms.map(() => 'ok'));
   });
 
+  it('takes no further realm once stopped, and lets the pulls in progress end', async () => {
+    const realms = Array.from({ length: 3 * REALMS_AT_ONCE }, (_, i) => `org-${i}`);
+    const events = Object.fromEntries(realms.map((realm) => [realm, [login(`${realm}-1`, 10)]]));
+    const { cursors, state } = cursorsOf([]);
+    let go: () => void = () => undefined;
+    const stopped = new Promise<void>((resolve) => (go = resolve));
+    // Every realm's events are read only once the round was stopped.
+    const keycloak = keycloakOf(events, () => stopped);
+    const started: string[] = [];
+    const source: KeycloakEventSource = {
+      ...keycloak,
+      prepare: (realm) => {
+        if (realm !== 'master') started.push(realm);
+        return keycloak.prepare(realm);
+      },
+    };
+    const stopping = new AbortController();
+    const round = pullOf({
+      source,
+      cursors,
+      writer: { offer: () => true, flush: () => Promise.resolve() },
+      realms: () => Promise.resolve(realms),
+    }).pullAll(stopping.signal);
+    await expect.poll(() => state.holding).toBe(REALMS_AT_ONCE);
+    stopping.abort();
+    go();
+    await round;
+    expect(started).toEqual(realms.slice(0, REALMS_AT_ONCE));
+    expect([...state.released].sort()).toEqual([...started].sort());
+    expect(state.holding).toBe(0);
+  });
+
   it('goes on with the other realms while one is slow, and counts a failed one', async () => {
     // org-slow's events are read only once every other realm was pulled: one after the other,
     // the round would never get to them.
