@@ -46,11 +46,14 @@ const LEASE_MS = 60_000;
 /**
  * Realms a round pulls at once. A realm's pull is a handful of round trips, mostly Keycloak's
  * (its gateway client, two event pages): one after the other, a round over a few thousand
- * organizations outlasts the interval and delays every credential change by as much. Eight
- * shorten a round about eightfold while adding at most eight admin requests to Keycloak's load
- * and taking at most eight of the pool's connections, each for one short statement, at once.
+ * organizations outlasts the interval and delays every credential change by as much. Four
+ * shorten a round about fourfold while adding at most four admin requests to Keycloak's load.
+ * No more: each may hold one of the pool's DATABASE_POOL_SIZE (10) connections, for a
+ * statement's time when the database is slow, beside the audit log's page reads and exports (up
+ * to half the pool), its writer, requests and the readiness check, which would otherwise wait
+ * for a connection and fail.
  */
-export const REALMS_AT_ONCE = 8;
+export const REALMS_AT_ONCE = 4;
 
 export interface KeycloakEventPull {
   /** Takes one realm's new events; how many records it made (none without a writer). */
