@@ -70,6 +70,7 @@ function cursorsOf(log: AuditEvent[]) {
         }
       );
     },
+    renew: () => Promise.resolve(true),
     async saveAndRelease(realm, _holder, after) {
       await turn();
       saved.set(realm, after);
