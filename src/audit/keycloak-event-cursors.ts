@@ -35,6 +35,12 @@ export type RealmCursors = Record<KeycloakEventKind, EventCursor>;
 export interface KeycloakEventCursors {
   /** Takes the lease of `realm` for `leaseMs` and reads its cursors; undefined if another holds it. */
   claim(realm: string, holder: string, leaseMs: number): Promise<RealmCursors | undefined>;
+  /**
+   * Extends `holder`'s lease of `realm` to `leaseMs` from now; false if it lost it (another took
+   * it once it ran out, even one that has since given it back: `claim` would take it again, over
+   * cursors that other one may have moved).
+   */
+  renew(realm: string, holder: string, leaseMs: number): Promise<boolean>;
   /** Moves the cursors of `realm` and gives the lease back; false if `holder` lost it. */
   saveAndRelease(realm: string, holder: string, cursors: RealmCursors): Promise<boolean>;
   /**
@@ -80,6 +86,14 @@ export function createKeycloakEventCursors(
         user: { timeMs: timeOf(row.user_time), ids: idsOf(row.user_ids) },
         admin: { timeMs: timeOf(row.admin_time), ids: idsOf(row.admin_ids) },
       };
+    },
+    async renew(realm, holder, leaseMs) {
+      const updated = await db(table)
+        .where({ realm, holder })
+        .update({
+          lease_until: db.raw(`now() + ?::double precision * interval '1 millisecond'`, [leaseMs]),
+        });
+      return updated === 1;
     },
     async saveAndRelease(realm, holder, cursors) {
       const updated = await db(table)

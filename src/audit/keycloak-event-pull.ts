@@ -41,25 +41,32 @@ const MAX_PER_PULL = 5000;
  * before it can be read.
  */
 export const SETTLE_MS = 5000;
-/** A holder that stopped mid-pull blocks the realm this long at most. */
+/**
+ * A holder that stopped mid-pull blocks the realm this long at most. A pull renews it before
+ * each wait for the writer (which, with realms pulled at once, writes their records too).
+ */
 const LEASE_MS = 60_000;
 /**
  * Realms a round pulls at once. A realm's pull is a handful of round trips, mostly Keycloak's
  * (its gateway client, two event pages): one after the other, a round over a few thousand
- * organizations outlasts the interval and delays every credential change by as much. Eight
- * shorten a round about eightfold while adding at most eight admin requests to Keycloak's load
- * and taking at most eight of the pool's connections, each for one short statement, at once.
+ * organizations outlasts the interval and delays every credential change by as much. Four
+ * shorten a round about fourfold while adding at most four admin requests to Keycloak's load.
+ * No more: each may hold one of the pool's DATABASE_POOL_SIZE (10) connections, for a
+ * statement's time when the database is slow, beside the audit log's page reads and exports (up
+ * to half the pool), its writer, requests and the readiness check, which would otherwise wait
+ * for a connection and fail.
  */
-export const REALMS_AT_ONCE = 8;
+export const REALMS_AT_ONCE = 4;
 
 export interface KeycloakEventPull {
   /** Takes one realm's new events; how many records it made (none without a writer). */
   pullRealm(realm: string): Promise<number>;
   /**
    * Pulls every realm `realms()` names, `REALMS_AT_ONCE` at a time, in their order; a failure is
-   * counted and logged, and the others go on.
+   * counted and logged, and the others go on. Once `signal` aborts (shutdown), no further realm
+   * is started; the pulls in progress end.
    */
-  pullAll(): Promise<void>;
+  pullAll(signal?: AbortSignal): Promise<void>;
 }
 
 /** What a pull is made of. */
@@ -123,9 +130,18 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
       admin: admins.events.filter((e) => e.time <= until) as KeycloakAdminEvent[],
     };
     await deps.seen?.(realm, taken);
-    const { written, refusedAt } = writer
+    const { written, refusedAt, lost } = writer
       ? await writeRecords(realm, taken, facts, master, writer)
-      : { written: 0, refusedAt: undefined };
+      : { written: 0, refusedAt: undefined, lost: false };
+    if (lost) {
+      // Another replica took the realm (our lease ran out while Keycloak or the database was
+      // slow): it goes on from the cursors as they are. What we offered waits in our spool.
+      deps.logger.warn(
+        { realm, purpose },
+        'keycloak events: lease lost before the records were written; the holder goes on',
+      );
+      return written;
+    }
     if (refusedAt !== undefined) {
       // The writer refused a record even with its spool written (full again of other records,
       // as under a flood of refusals while PostgreSQL is slow): the cursors stop
@@ -148,7 +164,8 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
 
   /**
    * Writes the records of `taken` not already in the log, in time order, up to the first the
-   * writer refuses: how many it made, and the time of the one refused.
+   * writer refuses: how many it made, and the time of the one refused; `lost` when the lease was
+   * lost before a flush (nothing more offered, nothing waited for).
    */
   async function writeRecords(
     realm: string,
@@ -156,7 +173,7 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
     facts: RealmFacts,
     master: RealmFacts,
     writer: Pick<AuditWriter, 'offer' | 'flush'>,
-  ): Promise<{ written: number; refusedAt: number | undefined }> {
+  ): Promise<{ written: number; refusedAt: number | undefined; lost: boolean }> {
     const gateway = new Set([...facts.gatewayUsers, ...master.gatewayUsers]);
     const realmNames = new Map([
       [facts.id, realm],
@@ -172,20 +189,33 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
     ].sort((a, b) => a.atMs - b.atMs);
     let written = records.length;
     let refusedAt: number | undefined;
+    let lost = false;
     if (records.length > 0) {
       const kept = await cursors.keptSince(realm, records[0]!.atMs);
       const offered: string[] = [];
-      const flush = () => {
-        const noted = [...spooledUnwritten];
-        return writer.flush().then(
-          () => {
-            for (const id of noted) spooledUnwritten.delete(id);
-          },
-          (err: unknown) => {
-            for (const id of offered) spooledUnwritten.add(id);
-            throw err;
-          },
-        );
+      // Offered but not written (the write failed, or the lease was lost before it): our spool
+      // still holds them, and the next pull does not offer them again.
+      const noteOffered = () => {
+        for (const id of offered) spooledUnwritten.add(id);
+      };
+      // A flush may wait for many realms' records: the lease is renewed first, so it does not
+      // run out meanwhile and let another replica take these events again (its keptSince cannot
+      // see them before they are written). False when it was lost already.
+      const flush = async (): Promise<boolean> => {
+        let noted: string[];
+        try {
+          if (!(await cursors.renew(realm, holder, LEASE_MS))) {
+            noteOffered();
+            return false;
+          }
+          noted = [...spooledUnwritten];
+          await writer.flush();
+        } catch (err) {
+          noteOffered();
+          throw err;
+        }
+        for (const id of noted) spooledUnwritten.delete(id);
+        return true;
       };
       for (const [i, record] of records.entries()) {
         const id = record.details.keycloakEventId as string;
@@ -197,7 +227,11 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
         // A full spool is most often full of this pull's own records (a realm with more new
         // events than the spool holds): once they are written it has room, and the rest is
         // taken now. Left for the next pull, it would wait a round over every realm.
-        await flush();
+        if (!(await flush())) {
+          written = i;
+          lost = true;
+          break;
+        }
         if (writer.offer(record)) {
           offered.push(id);
           continue;
@@ -208,9 +242,9 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
       }
       // The cursors move once the records are in the log; a failure here keeps the lease until
       // it runs out, so no other replica takes these events while they wait in our spool.
-      await flush();
+      if (!lost && !(await flush())) lost = true;
     }
-    return { written, refusedAt };
+    return { written, refusedAt, lost };
   }
 
   /**
@@ -282,7 +316,8 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
 
   return {
     pullRealm: pullOnce,
-    async pullAll() {
+    async pullAll(signal) {
+      if (signal?.aborted) return;
       let realms: string[];
       try {
         realms = await deps.realms();
@@ -291,10 +326,13 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
         deps.logger.warn({ err, purpose }, 'keycloak events: realms unknown; next time');
         return;
       }
-      // Workers taking the next realm from one list: a slow realm holds up one of them only.
+      // Workers taking the next realm from one list: a slow realm holds up one of them only. A
+      // stopped round takes none further: shutdown waits for the pulls in progress only, and no
+      // pull starts against a writer and a pool being closed.
       const next = realms.values();
       const worker = async () => {
         for (const realm of next) {
+          if (signal?.aborted) return;
           try {
             await pullOnce(realm);
             deps.metrics.keycloakEventPull('ok', purpose);

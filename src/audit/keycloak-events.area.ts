@@ -84,11 +84,11 @@ export function pullKeycloakEvents(
       }),
     );
   }
-  // pullAll counts and logs its own failures.
+  // pullAll counts and logs its own failures, and starts no realm once stopped.
   return every(
     seconds * 1000,
-    async () => {
-      for (const pull of pulls) await pull.pullAll();
+    async (signal) => {
+      for (const pull of pulls) await pull.pullAll(signal);
     },
     { onError: () => undefined },
   );

@@ -501,7 +501,7 @@ export const configSchema = z.object({
 
   AUDIT_KEYCLOAK_EVENTS_SECONDS: z.coerce.number().int().min(0).max(3600).default(30).meta({
     description:
-      "how often each realm's own Keycloak events (sign-ins, admin changes made in Keycloak) are pulled, whether the audit log is on or off: a credential change seen in them ends the user's cached Basic logins and remembered wrong passwords within this plus 5 seconds and the time a round over every realm takes (8 realms at a time; see [audit](audit.md)); with the audit log on they are also written to it, a record arriving as soon; the gateway turns event saving on in every realm it pulls (see [audit](audit.md)); `0`: not pulled (such changes take effect only within `BASIC_CACHE_MAX_SECONDS` and `LOGIN_FAILURE_WINDOW_SECONDS`)",
+      "how often each realm's own Keycloak events (sign-ins, admin changes made in Keycloak) are pulled, whether the audit log is on or off: a credential change seen in them ends the user's cached Basic logins and remembered wrong passwords within this plus 5 seconds and the time a round over every realm takes (4 realms at a time; see [audit](audit.md)); with the audit log on they are also written to it, a record arriving as soon; the gateway turns event saving on in every realm it pulls (see [audit](audit.md)); `0`: not pulled (such changes take effect only within `BASIC_CACHE_MAX_SECONDS` and `LOGIN_FAILURE_WINDOW_SECONDS`)",
   }),
 
   AUDIT_OTEL_LOGS: boolFlag.default(false).meta({

@@ -13,6 +13,7 @@ import {
 } from '../../../src/audit/keycloak-event-pull.ts';
 import type { KeycloakUserEvent } from '../../../src/audit/keycloak-event-records.ts';
 import type { KeycloakEventSource } from '../../../src/audit/keycloak-event-source.ts';
+import { DATABASE_POOL_SIZE } from '../../../src/db/pool-size.ts';
 import { createLogger } from '../../../src/http/logger.ts';
 import { loggerToRecords } from '../../helpers/log-lines.ts';
 import { manualClock } from '../../helpers/test-clock.ts';
@@ -69,6 +70,7 @@ function cursorsOf(log: AuditEvent[]) {
         }
       );
     },
+    renew: () => Promise.resolve(true),
     async saveAndRelease(realm, _holder, after) {
       await turn();
       saved.set(realm, after);
@@ -126,6 +128,45 @@ describe('a round of Keycloak event pulls over many realms', () => {
     expect([...state.released].sort()).toEqual([...realms].sort());
     expect(told.sort()).toEqual(realms.map((realm) => `${realm}-1`).sort());
     expect(counted).toEqual(realms.map(() => 'ok'));
+  });
+
+  it('leaves more than half the pool’s connections to the rest of the process', () => {
+    // A slow database: each realm pulled at once may hold a connection for a statement's time,
+    // beside the audit log's page reads and exports (up to half the pool), its writer, requests
+    // and the readiness check.
+    expect(REALMS_AT_ONCE).toBeLessThan(DATABASE_POOL_SIZE / 2);
+  });
+
+  it('takes no further realm once stopped, and lets the pulls in progress end', async () => {
+    const realms = Array.from({ length: 3 * REALMS_AT_ONCE }, (_, i) => `org-${i}`);
+    const events = Object.fromEntries(realms.map((realm) => [realm, [login(`${realm}-1`, 10)]]));
+    const { cursors, state } = cursorsOf([]);
+    let go: () => void = () => undefined;
+    const stopped = new Promise<void>((resolve) => (go = resolve));
+    // Every realm's events are read only once the round was stopped.
+    const keycloak = keycloakOf(events, () => stopped);
+    const started: string[] = [];
+    const source: KeycloakEventSource = {
+      ...keycloak,
+      prepare: (realm) => {
+        if (realm !== 'master') started.push(realm);
+        return keycloak.prepare(realm);
+      },
+    };
+    const stopping = new AbortController();
+    const round = pullOf({
+      source,
+      cursors,
+      writer: { offer: () => true, flush: () => Promise.resolve() },
+      realms: () => Promise.resolve(realms),
+    }).pullAll(stopping.signal);
+    await expect.poll(() => state.holding).toBe(REALMS_AT_ONCE);
+    stopping.abort();
+    go();
+    await round;
+    expect(started).toEqual(realms.slice(0, REALMS_AT_ONCE));
+    expect([...state.released].sort()).toEqual([...started].sort());
+    expect(state.holding).toBe(0);
   });
 
   it('goes on with the other realms while one is slow, and counts a failed one', async () => {

@@ -11,6 +11,7 @@ import type {
 } from '../../../src/audit/keycloak-event-records.ts';
 import type { KeycloakEventSource } from '../../../src/audit/keycloak-event-source.ts';
 import { createLogger } from '../../../src/http/logger.ts';
+import { loggerToRecords } from '../../helpers/log-lines.ts';
 import { manualClock } from '../../helpers/test-clock.ts';
 
 /**
@@ -46,6 +47,7 @@ function cursorsInMemory(log: AuditEvent[]): KeycloakEventCursors & { saved?: Re
           admin: { timeMs: undefined, ids: [] },
         },
       ),
+    renew: () => Promise.resolve(true),
     saveAndRelease: (_realm, _holder, cursors) => {
       store.saved = cursors;
       return Promise.resolve(true);
@@ -288,6 +290,58 @@ describe('pulling Keycloak events', () => {
     user.push(login('u3', 30));
     await pull.pullRealm('org-a');
     expect(log.map((e) => e.details.keycloakEventId)).toEqual(['u1', 'u2', 'u3']);
+  });
+
+  it('ends the pull without moving the cursor when its lease was lost before a flush', async () => {
+    const user = [login('u1', 10), login('u2', 20)];
+    const log: AuditEvent[] = [];
+    // The lease ran out while the events were read (Keycloak slow) and another replica took it.
+    let held = false;
+    const renewed: string[] = [];
+    const cursors = cursorsInMemory(log);
+    cursors.renew = (realm, holder) => {
+      renewed.push(`${realm}:${holder}`);
+      return Promise.resolve(held);
+    };
+    const spool: AuditEvent[] = [];
+    let flushes = 0;
+    const { logger, records } = loggerToRecords();
+    const pull = createKeycloakEventPull({
+      purpose: 'audit',
+      source: keycloakOf(user, []),
+      cursors,
+      writer: {
+        offer: (e) => spool.push(e) > 0,
+        flush: () => {
+          flushes++;
+          log.push(...spool.splice(0));
+          return Promise.resolve();
+        },
+      },
+      realms: () => Promise.resolve(['org-a']),
+      holder: 'test',
+      clock,
+      logger,
+      metrics: { keycloakEventPull: () => undefined },
+    });
+    await pull.pullRealm('org-a');
+    expect(renewed).toEqual(['org-a:test']);
+    // Nothing waited for under a lease it no longer has, the cursor not moved: the other holder
+    // goes on from it. What was offered waits in the spool, written as it comes.
+    expect(flushes).toBe(0);
+    expect(cursors.saved).toBeUndefined();
+    expect(spool.map((e) => e.details.keycloakEventId)).toEqual(['u1', 'u2']);
+    expect(records.filter((r) => r.level === 40).map((r) => [r.realm, r.msg])).toEqual([
+      ['org-a', 'keycloak events: lease lost before the records were written; the holder goes on'],
+    ]);
+    // Its lease back, it does not offer again what still waits in its spool.
+    held = true;
+    await pull.pullRealm('org-a');
+    expect(log.map((e) => e.details.keycloakEventId)).toEqual(['u1', 'u2']);
+    expect(cursors.saved).toEqual({
+      user: { timeMs: 20, ids: ['u2'] },
+      admin: { timeMs: undefined, ids: [] },
+    });
   });
 
   it('without a writer (the auth area’s pull) tells every event, moves its cursor, writes none', async () => {
