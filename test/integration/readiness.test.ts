@@ -122,6 +122,9 @@ describe('readiness follows Keycloak', () => {
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
   }
 
+  // Its time includes a Keycloak stopped and started again (a cold JVM, as `beforeAll`'s, which
+  // has the hook timeout) and that JVM's first grant: on a loaded machine more than the 60 s a
+  // test has by default.
   it('is ready while Keycloak runs, ready but degraded when it stops (serving what it verified), fully ready when it is back', async () => {
     expect((await readyz()).status).toBe(200);
     // Before the outage: one Basic login (cached) and one Bearer token (verified, cached).
@@ -186,7 +189,7 @@ describe('readiness follows Keycloak', () => {
     });
     await warmUp(keycloak.url);
     expect((await organizations(basic('late'))).status).toBe(200);
-  });
+  }, 240_000);
 
   it('a replica that has not reached Keycloak once since it started is not ready: it can verify no token', async () => {
     const unreached = await startGateway(
