@@ -177,8 +177,8 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
       ? await writeRecords(realm, taken, facts, master, writer, lease)
       : { written: 0, refusedAt: undefined, lost: false };
     if (lost) {
-      // Another replica took the realm (our lease ran out while Keycloak or the database was
-      // slow): it goes on from the cursors as they are. What we offered waits in our spool.
+      // Another replica took the realm (our lease ran out, no renewal getting through to a database
+      // down or slow): it goes on from the cursors as they are. What we offered waits in our spool.
       deps.logger.warn(
         { realm, purpose },
         'keycloak events: lease lost before the records were written; the holder goes on',
