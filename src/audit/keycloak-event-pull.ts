@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { MASTER_REALM } from '../tenancy/identifiers.ts';
 import type { Clock } from '../time/clock.ts';
+import { every } from '../time/every.ts';
 import type { AuditEvent, AuditWriter } from './audit-writer.ts';
 import type {
   EventCursor,
@@ -42,10 +43,11 @@ const MAX_PER_PULL = 5000;
  */
 export const SETTLE_MS = 5000;
 /**
- * A holder that stopped mid-pull blocks the realm this long at most. A pull renews it before
- * each wait for the writer (which, with realms pulled at once, writes their records too).
+ * A holder that stopped mid-pull blocks the realm this long at most. A pull renews it every
+ * third of it while it holds it (`keepLease`), so a wait longer than this for Keycloak or the
+ * writer (which, with realms pulled at once, writes their records too) keeps it all the same.
  */
-const LEASE_MS = 60_000;
+export const LEASE_MS = 60_000;
 /**
  * Realms a round pulls at once. A realm's pull is a handful of round trips, mostly Keycloak's
  * (its gateway client, two event pages): one after the other, a round over a few thousand
@@ -119,6 +121,47 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
     if (!facts || !master) return 0;
     const before = await cursors.claim(realm, holder, LEASE_MS);
     if (!before) return 0;
+    const lease = keepLease(realm);
+    try {
+      return await pullHeld(realm, before, facts, master, lease);
+    } finally {
+      await lease.stop();
+    }
+  }
+
+  /**
+   * Keeps this process's lease of `realm` while its pull holds it, renewed every third of it:
+   * another replica that took it meanwhile would take the same events again, and write those
+   * waiting in our spool a second time (its keptSince cannot see them before they are written).
+   * `held` is false once a renewal found it taken; it stays so.
+   */
+  function keepLease(realm: string): Lease {
+    let held = true;
+    // Renewals may overlap (the timer's and a flush's): a lease found lost stays lost.
+    const renew = async () => {
+      if (!held) return false;
+      const renewed = await cursors.renew(realm, holder, LEASE_MS);
+      held &&= renewed;
+      return held;
+    };
+    const renewing = every(LEASE_MS / 3, renew, {
+      onError: (err) =>
+        deps.logger.warn(
+          { err, realm, purpose },
+          'keycloak events: lease not renewed; tried again',
+        ),
+    });
+    return { held: () => held, renew, stop: () => renewing.stop() };
+  }
+
+  /** The pull of `realm` from `before`, its lease held: how many records it made. */
+  async function pullHeld(
+    realm: string,
+    before: RealmCursors,
+    facts: RealmFacts,
+    master: RealmFacts,
+    lease: Lease,
+  ): Promise<number> {
     let until = deps.clock.now() - SETTLE_MS;
     const users = await readSince(realm, 'user', before.user, until);
     // A capped read ends with a whole millisecond: what comes after it is for the next pull.
@@ -131,11 +174,11 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
     };
     await deps.seen?.(realm, taken);
     const { written, refusedAt, lost } = writer
-      ? await writeRecords(realm, taken, facts, master, writer)
+      ? await writeRecords(realm, taken, facts, master, writer, lease)
       : { written: 0, refusedAt: undefined, lost: false };
     if (lost) {
-      // Another replica took the realm (our lease ran out while Keycloak or the database was
-      // slow): it goes on from the cursors as they are. What we offered waits in our spool.
+      // Another replica took the realm (our lease ran out, no renewal getting through to a database
+      // down or slow): it goes on from the cursors as they are. What we offered waits in our spool.
       deps.logger.warn(
         { realm, purpose },
         'keycloak events: lease lost before the records were written; the holder goes on',
@@ -156,6 +199,8 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
       user: advance(before.user, taken.user),
       admin: advance(before.admin, taken.admin),
     };
+    // No renewal after the lease is given back (one would find it gone).
+    await lease.stop();
     if (!(await cursors.saveAndRelease(realm, holder, after))) {
       deps.logger.warn({ realm, purpose }, 'keycloak events: lease lost before the cursor moved');
     }
@@ -165,7 +210,8 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
   /**
    * Writes the records of `taken` not already in the log, in time order, up to the first the
    * writer refuses: how many it made, and the time of the one refused; `lost` when the lease was
-   * lost before a flush (nothing more offered, nothing waited for).
+   * found lost before a record was offered or before a flush (nothing more offered, nothing
+   * waited for).
    */
   async function writeRecords(
     realm: string,
@@ -173,6 +219,7 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
     facts: RealmFacts,
     master: RealmFacts,
     writer: Pick<AuditWriter, 'offer' | 'flush'>,
+    lease: Lease,
   ): Promise<{ written: number; refusedAt: number | undefined; lost: boolean }> {
     const gateway = new Set([...facts.gatewayUsers, ...master.gatewayUsers]);
     const realmNames = new Map([
@@ -198,13 +245,12 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
       const noteOffered = () => {
         for (const id of offered) spooledUnwritten.add(id);
       };
-      // A flush may wait for many realms' records: the lease is renewed first, so it does not
-      // run out meanwhile and let another replica take these events again (its keptSince cannot
-      // see them before they are written). False when it was lost already.
+      // Nothing is waited for under a lease found lost, renewed here too so that a flush (which
+      // may wait for many realms' records) learns it at once. False when it was lost already.
       const flush = async (): Promise<boolean> => {
         let noted: string[];
         try {
-          if (!(await cursors.renew(realm, holder, LEASE_MS))) {
+          if (!(await lease.renew())) {
             noteOffered();
             return false;
           }
@@ -217,6 +263,8 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
         for (const id of noted) spooledUnwritten.delete(id);
         return true;
       };
+      // A renewal found the lease taken while Keycloak was read: its holder takes these events.
+      if (!lease.held()) return { written: 0, refusedAt: undefined, lost: true };
       for (const [i, record] of records.entries()) {
         const id = record.details.keycloakEventId as string;
         if (kept.has(id) || spooledUnwritten.has(id)) continue;
@@ -227,7 +275,7 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
         // A full spool is most often full of this pull's own records (a realm with more new
         // events than the spool holds): once they are written it has room, and the rest is
         // taken now. Left for the next pull, it would wait a round over every realm.
-        if (!(await flush())) {
+        if (!(await flush()) || !lease.held()) {
           written = i;
           lost = true;
           break;
@@ -345,6 +393,15 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
       await Promise.all(Array.from({ length: Math.min(REALMS_AT_ONCE, realms.length) }, worker));
     },
   };
+}
+
+/** A pull's hold of its realm's lease (`keepLease`). */
+interface Lease {
+  held(): boolean;
+  /** Renews it now; false if it was found lost (now or before). */
+  renew(): Promise<boolean>;
+  /** Ends the renewals, once the one in progress has ended. */
+  stop(): Promise<void>;
 }
 
 /** The cursor after `events` (oldest first) were taken. */

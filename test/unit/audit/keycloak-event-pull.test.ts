@@ -1,10 +1,14 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { AuditEvent } from '../../../src/audit/audit-writer.ts';
 import type {
   KeycloakEventCursors,
   RealmCursors,
 } from '../../../src/audit/keycloak-event-cursors.ts';
-import { createKeycloakEventPull, SETTLE_MS } from '../../../src/audit/keycloak-event-pull.ts';
+import {
+  createKeycloakEventPull,
+  LEASE_MS,
+  SETTLE_MS,
+} from '../../../src/audit/keycloak-event-pull.ts';
 import type {
   KeycloakAdminEvent,
   KeycloakUserEvent,
@@ -372,5 +376,137 @@ describe('pulling Keycloak events', () => {
     });
     await pull.pullRealm('org-a');
     expect(told).toEqual(['u1', 'u2', 'a1']);
+  });
+});
+
+describe('pulling Keycloak events: a realm’s lease while a flush waits', () => {
+  beforeEach(() => vi.useFakeTimers({ now: 1_000_000 }));
+  afterEach(() => vi.useRealTimers());
+
+  /**
+   * The realm's cursors (`saved` once moved) under one lease, shared by the replicas, which runs
+   * out as the database's does: at its time, here the (fake) system clock's.
+   */
+  function sharedLease(log: AuditEvent[]): KeycloakEventCursors & { saved?: RealmCursors } {
+    const inMemory = cursorsInMemory(log);
+    let holder: string | undefined;
+    let until = 0;
+    const held = (who: string) => holder === who;
+    return Object.assign(inMemory, {
+      claim(realm: string, who: string, leaseMs: number) {
+        if (holder !== undefined && !held(who) && until >= Date.now()) {
+          return Promise.resolve(undefined);
+        }
+        [holder, until] = [who, Date.now() + leaseMs];
+        return Promise.resolve(
+          inMemory.saved ?? {
+            user: { timeMs: undefined, ids: [] },
+            admin: { timeMs: undefined, ids: [] },
+          },
+        );
+      },
+      renew(_realm: string, who: string, leaseMs: number) {
+        if (held(who)) until = Date.now() + leaseMs;
+        return Promise.resolve(held(who));
+      },
+      saveAndRelease(_realm: string, who: string, cursors: RealmCursors) {
+        if (!held(who)) return Promise.resolve(false);
+        holder = undefined;
+        inMemory.saved = cursors;
+        return Promise.resolve(true);
+      },
+    });
+  }
+
+  /** A replica whose writer spools what it is offered and writes it to `log` on `flush`. */
+  function replica(
+    name: string,
+    source: KeycloakEventSource,
+    log: AuditEvent[],
+    cursors: KeycloakEventCursors,
+    flushing: () => Promise<void>,
+  ) {
+    const spool: AuditEvent[] = [];
+    const pull = createKeycloakEventPull({
+      purpose: 'audit',
+      source,
+      cursors,
+      writer: {
+        offer: (e) => spool.push(e) > 0,
+        flush: async () => {
+          await flushing();
+          log.push(...spool.splice(0));
+        },
+      },
+      realms: () => Promise.resolve(['org-a']),
+      holder: name,
+      clock: { now: () => Date.now() },
+      logger: createLogger('silent'),
+      metrics: { keycloakEventPull: () => undefined },
+    });
+    return { pull, spool };
+  }
+
+  /** A promise the test resolves. */
+  function gate() {
+    let open!: () => void;
+    const opened = new Promise<void>((resolve) => (open = resolve));
+    return { opened, open };
+  }
+
+  it('keeps the lease while a flush waits longer than it, so no other replica writes the same events', async () => {
+    const keycloak = keycloakOf([login('u1', 10), login('u2', 20)], []);
+    const log: AuditEvent[] = [];
+    const cursors = sharedLease(log);
+    // The first replica's writer waits for PostgreSQL (slow for a while, its spool full).
+    const database = gate();
+    const first = replica('first', keycloak, log, cursors, () => database.opened).pull;
+    const pulled = first.pullRealm('org-a');
+    await vi.advanceTimersByTimeAsync(LEASE_MS + 1000);
+    // The second replica's round comes meanwhile: the realm is still the first's.
+    const second = replica('second', keycloak, log, cursors, () => Promise.resolve()).pull;
+    expect(await second.pullRealm('org-a')).toBe(0);
+    database.open();
+    expect(await pulled).toBe(2);
+    expect(log.map((e) => e.details.keycloakEventId)).toEqual(['u1', 'u2']);
+    expect(cursors.saved).toEqual({
+      user: { timeMs: 20, ids: ['u2'] },
+      admin: { timeMs: undefined, ids: [] },
+    });
+  });
+
+  it('offers nothing once a renewal found the lease taken while Keycloak was read', async () => {
+    const events = keycloakOf([login('u1', 10), login('u2', 20)], []);
+    const log: AuditEvent[] = [];
+    const cursors = sharedLease(log);
+    // PostgreSQL unreachable for longer than the lease: the renewals fail, it runs out.
+    let unreachable = false;
+    const renew = cursors.renew.bind(cursors);
+    cursors.renew = (...args) =>
+      unreachable ? Promise.reject(new Error('the database is unreachable')) : renew(...args);
+    // The first replica's Keycloak is slow to answer meanwhile.
+    const keycloak = gate();
+    const slowSource: KeycloakEventSource = {
+      ...events,
+      page: async (...args) => {
+        await keycloak.opened;
+        return events.page(...args);
+      },
+    };
+    const first = replica('first', slowSource, log, cursors, () => Promise.resolve());
+    const pulled = first.pull.pullRealm('org-a');
+    unreachable = true;
+    await vi.advanceTimersByTimeAsync(LEASE_MS + 1000);
+    // Back, the database lets the second replica take the realm and write its events.
+    unreachable = false;
+    const second = replica('second', events, log, cursors, () => Promise.resolve()).pull;
+    expect(await second.pullRealm('org-a')).toBe(2);
+    // The first one's next renewal finds the lease gone; then Keycloak answers.
+    await vi.advanceTimersByTimeAsync(LEASE_MS / 3);
+    keycloak.open();
+    expect(await pulled).toBe(0);
+    // Nothing left in its spool to be written a second time.
+    expect(first.spool).toEqual([]);
+    expect(log.map((e) => e.details.keycloakEventId)).toEqual(['u1', 'u2']);
   });
 });
