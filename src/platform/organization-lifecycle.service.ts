@@ -5,6 +5,7 @@ import type { AdminSession } from '../keycloak/admin-session.ts';
 import {
   deleteOrganizationRealm,
   deleteWorkspaceRoles,
+  realmExists,
   setOrganizationRealmEnabled,
   workspaceRolesOf,
 } from './realm-admin/realm-lifecycle.ts';
@@ -66,7 +67,7 @@ export function createOrganizationLifecycle(deps: {
         // longest lifetime the API lets a realm have.
         const lifetime = await longestAccessTokenSeconds(admin, organizationId).catch(
           async (err: unknown) => {
-            if (await admin.realms.findOne({ realm: organizationId })) throw err;
+            if (await realmExists(admin, organizationId)) throw err;
             return MAX_LIFETIME_SECONDS;
           },
         );

@@ -5,6 +5,7 @@ import { createUser, keycloakAdmin, uniqueId } from '../helpers/keycloak.ts';
 import { closeTestDb, testDb } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
+import { workspacesClientIdOf } from '../../src/tenancy/identifiers.ts';
 
 /**
  * The platform API's organization changes through a replica whose Keycloak sits behind a front
@@ -142,6 +143,21 @@ describe('organization changes behind a proxy in front of Keycloak', () => {
     expect(await (await keycloakAdmin()).realms.findOne({ realm: org })).toBeFalsy();
   });
 
+  it("a workspace delete leaves the workspace's roles and records", async () => {
+    const org = await provision();
+    const before = await rowsOf(org);
+    await keycloakAwayBehindProxy(org);
+
+    expectRefused(await onReplica(`/${org}/workspaces/ws1`, 'DELETE'), 502, '502-11001');
+    expect(realmAsked(org)).toBe(true);
+    expect(await rowsOf(org)).toEqual(before);
+    const kc = await keycloakAdmin();
+    const [client] = await kc.clients.find({ realm: org, clientId: workspacesClientIdOf(org) });
+    expect(
+      await kc.clients.findRole({ realm: org, id: client!.id!, roleName: 'ws1' }),
+    ).toBeTruthy();
+  });
+
   it('a disable changes neither the realm nor the record', async () => {
     const org = await provision();
     await keycloakAwayBehindProxy(org);
@@ -149,6 +165,15 @@ describe('organization changes behind a proxy in front of Keycloak', () => {
     expectRefused(await onReplica(`/${org}/disable`, 'POST'), 502, '502-11001');
     expect(realmAsked(org)).toBe(true);
     expect(await enabledOf(org)).toEqual({ keycloak: true, database: true });
+  });
+
+  it("a disable still changes the record when Keycloak's own answer is that the realm is gone", async () => {
+    const org = await provision();
+    // What a delete that stopped after Keycloak leaves: the realm gone, the rows still there.
+    await (await keycloakAdmin()).realms.del({ realm: org });
+
+    expect(expectOk(await onReplica(`/${org}/disable`, 'POST'))).toMatchObject({ enabled: false });
+    expect(await enabledOf(org)).toEqual({ keycloak: undefined, database: false });
   });
 
   it('a disable and an enable at once, on two replicas, leave Keycloak and the database agreeing', async () => {
