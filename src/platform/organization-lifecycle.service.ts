@@ -5,6 +5,7 @@ import type { AdminSession } from '../keycloak/admin-session.ts';
 import {
   deleteOrganizationRealm,
   deleteWorkspaceRoles,
+  realmExists,
   setOrganizationRealmEnabled,
   workspaceRolesOf,
 } from './realm-admin/realm-lifecycle.ts';
@@ -48,7 +49,6 @@ export function createOrganizationLifecycle(deps: {
   refuseRealmTokens: RefuseRealmTokens;
 }): OrganizationLifecycle {
   const { adminSession, db } = deps;
-  const organizations = createOrganizationsRepo(db);
   const workspaces = createWorkspacesRepo(db);
 
   const { requireOrganization, requireWorkspace } = createPlatformRecords(db);
@@ -66,7 +66,7 @@ export function createOrganizationLifecycle(deps: {
         // longest lifetime the API lets a realm have.
         const lifetime = await longestAccessTokenSeconds(admin, organizationId).catch(
           async (err: unknown) => {
-            if (await admin.realms.findOne({ realm: organizationId })) throw err;
+            if (await realmExists(admin, organizationId)) throw err;
             return MAX_LIFETIME_SECONDS;
           },
         );
@@ -86,12 +86,22 @@ export function createOrganizationLifecycle(deps: {
 
     async setOrganizationEnabled(organizationId, enabled) {
       await requireOrganization(organizationId);
-      // An absent realm (a delete that stopped half-way) has nothing to change; the row does.
-      await adminSession.run((admin) =>
-        setOrganizationRealmEnabled(admin, organizationId, enabled),
-      );
       const status = enabled ? ORGANIZATION_STATUS.enabled : ORGANIZATION_STATUS.disabled;
-      const organization = await organizations.setEnabled(organizationId, enabled, status);
+      // One change of an organization at a time, on every replica: its row stays locked from
+      // before Keycloak's change to the record's, so a disable and an enable at once cannot
+      // leave the realm one way and the record the other. The session logs in before the lock
+      // is taken: the lock, and the connection, are held for one Keycloak call at most, which
+      // KEYCLOAK_TIMEOUT_MS bounds; a change waiting for the lock waits no longer than
+      // DATABASE_STATEMENT_TIMEOUT_MS (then 503 `503-00003`), having changed nothing.
+      const organization = await adminSession.run((admin) =>
+        db.transaction(async (trx) => {
+          const records = createOrganizationsRepo(trx);
+          if (!(await records.lock(organizationId))) throw new AppError('organizationNotFound');
+          // An absent realm (a delete that stopped half-way) has nothing to change; the row does.
+          await setOrganizationRealmEnabled(admin, organizationId, enabled);
+          return records.setEnabled(organizationId, enabled, status);
+        }),
+      );
       if (!organization) throw new AppError('organizationNotFound');
       await deps.announce({ organizationId, state: enabled ? 'enabled' : 'disabled' });
       return organization;

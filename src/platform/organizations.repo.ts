@@ -21,6 +21,11 @@ export interface OrganizationsRepo {
   /** The stored record; throws when there is none (read right after it was made). */
   get(id: string): Promise<Organization>;
   /**
+   * Within a transaction: takes the row's lock until the transaction ends (a concurrent lock of
+   * the same row waits for it); false when there is no row.
+   */
+  lock(id: string): Promise<boolean>;
+  /**
    * Sets `enabled` and `status` unless the row has them already (then its timestamp stays);
    * returns the stored record, undefined when there is none.
    */
@@ -80,6 +85,9 @@ export function createOrganizationsRepo(db: Knex): OrganizationsRepo {
       return made.length > 0;
     },
     get,
+    async lock(id) {
+      return (await db(TABLE).select('id').where({ id }).forUpdate().first()) !== undefined;
+    },
     async setEnabled(id, enabled, status) {
       await db(TABLE)
         .where({ id })

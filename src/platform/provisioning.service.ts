@@ -12,6 +12,7 @@ import {
   ensureWorkspaceRoles,
   workspaceRolesOf,
 } from './realm-admin/provisioning.ts';
+import { realmExists } from './realm-admin/realm-lifecycle.ts';
 import {
   getTokenLifetimes,
   setTokenLifetimes,
@@ -134,7 +135,8 @@ export function createProvisioningService(deps: {
         // A record is written only once its realm exists: a record without one is what a delete
         // that stopped after Keycloak left. Its rows go first (workspaces and operations with
         // them), so that the new organization inherits none of the old one's records or state.
-        if (recorded && !(await admin.realms.findOne({ realm: id }))) {
+        // Only on Keycloak's word that the realm is missing: a proxy's 404 fails the call.
+        if (recorded && !(await realmExists(admin, id))) {
           await organizations.delete(id);
         }
         return ensureOrganizationRealm(admin, {

@@ -2,10 +2,12 @@ import { connect, createServer, type AddressInfo, type Server, type Socket } fro
 
 /**
  * What the front does with each new connection: `forward` it to the real Keycloak, `hang`
- * (accept, read, never answer), answer `garbage` (HTTP 200 whose body is not JSON), or be
- * `closed` (nothing listens on the port: connections are refused).
+ * (accept, read, never answer), answer `garbage` (HTTP 200 whose body is not JSON), answer
+ * `notFound` to every request as a proxy does whose Keycloak is away (404 with the proxy's own
+ * page, not Keycloak's "Realm not found."; the requests are recorded in `seen`), or be `closed`
+ * (nothing listens on the port: connections are refused).
  */
-export type FrontMode = 'forward' | 'hang' | 'garbage' | 'closed';
+export type FrontMode = 'forward' | 'hang' | 'garbage' | 'notFound' | 'closed';
 
 /** The head of one request that went through the front to Keycloak. */
 export interface FrontRequest {
@@ -39,6 +41,11 @@ export interface KeycloakFront {
 
 const GARBAGE =
   'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 18\r\n\r\n<html>hello</html>';
+
+/** A proxy's 404 page, as an ingress answers for a backend it has no endpoint of. */
+const PROXY_PAGE =
+  '<html><head><title>404 Not Found</title></head><body>404 Not Found</body></html>';
+const PROXY_NOT_FOUND = `HTTP/1.1 404 Not Found\r\ncontent-type: text/html\r\ncontent-length: ${Buffer.byteLength(PROXY_PAGE)}\r\n\r\n${PROXY_PAGE}`;
 
 /**
  * A TCP front on a port of its own, in front of the real Keycloak (`keycloakUrl`), that can
@@ -109,6 +116,19 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
       case 'garbage':
         client.on('data', () => client.write(GARBAGE));
         return;
+      case 'notFound': {
+        const mine: FrontRequest[] = [];
+        const record = recordHeads(mine);
+        client.on('data', (chunk: Buffer) => {
+          const before = mine.length;
+          record(chunk);
+          for (const request of mine.slice(before)) {
+            seen.push(request);
+            client.write(PROXY_NOT_FOUND);
+          }
+        });
+        return;
+      }
       case 'closed':
         client.destroy();
         return;

@@ -1,4 +1,5 @@
 import { isHttpStatus, type KeycloakAdmin } from '../../keycloak/admin-client.ts';
+import { isRealmMissing } from '../../keycloak/realm-gone.ts';
 import {
   isOrganizationId,
   isWorkspaceId,
@@ -10,6 +11,22 @@ import { findWorkspacesClientUuid } from './provisioning.ts';
  * The Keycloak half of ending or suspending what provisioning.ts creates. Each step treats
  * "already gone" as done, so a call that failed half-way can be repeated to completion.
  */
+
+/**
+ * Whether the organization's realm exists. Only Keycloak's own answer that it does not
+ * (realm-gone.ts) says no: the client's `findOne` reads any 404 as an absent realm, a proxy's
+ * too while Keycloak is away behind it, and a record must never be changed or deleted on that.
+ * Any other failure is thrown.
+ */
+export async function realmExists(admin: KeycloakAdmin, organizationId: string): Promise<boolean> {
+  try {
+    await admin.realms.findOne({ realm: organizationId }, { catchNotFound: false });
+    return true;
+  } catch (err) {
+    if (isRealmMissing(err)) return false;
+    throw err;
+  }
+}
 
 /** Deletes the organization's realm (users, sessions, clients, roles); an absent realm is fine. */
 export async function deleteOrganizationRealm(
@@ -25,8 +42,7 @@ export async function deleteOrganizationRealm(
       // A concurrent delete (another replica, a retry) leaves Keycloak answering this one 500:
       // the realm being gone is what was asked for. While the twin's removal is still under way
       // the realm is still there; the delete is tried again, then the refusal stands.
-      if (isHttpStatus(err, 404) || !(await admin.realms.findOne({ realm: organizationId })))
-        return;
+      if (isRealmMissing(err) || !(await realmExists(admin, organizationId))) return;
       if (attempt === REALM_DELETE_ATTEMPTS) throw err;
     }
   }
@@ -38,7 +54,7 @@ const REALM_DELETE_ATTEMPTS = 3;
 /**
  * Enables or disables the organization's realm: Keycloak then refuses (or allows again) every
  * grant in it. Its users, sessions and refresh tokens are kept, so enabling restores them.
- * Returns false when the realm does not exist (nothing to change).
+ * Returns false when Keycloak says the realm does not exist (nothing to change).
  */
 export async function setOrganizationRealmEnabled(
   admin: KeycloakAdmin,
@@ -51,7 +67,7 @@ export async function setOrganizationRealmEnabled(
     await admin.realms.update({ realm: organizationId }, { enabled });
     return true;
   } catch (err) {
-    if (isHttpStatus(err, 404)) return false;
+    if (isRealmMissing(err)) return false;
     throw err;
   }
 }
@@ -113,7 +129,7 @@ async function workspacesClientOrNothing(
   try {
     return await findWorkspacesClientUuid(admin, organizationId);
   } catch (err) {
-    if (isHttpStatus(err, 404)) return undefined;
+    if (isRealmMissing(err)) return undefined;
     throw err;
   }
 }
