@@ -45,9 +45,9 @@ export interface EndAccessDeps {
   clientAddress: (req: IncomingMessage) => string;
   /**
    * The ids of the members of a group and of the groups below it (Keycloak's admin API), read
-   * before the group changes.
+   * before the group changes; undefined when they are more than a bounded number of reads find.
    */
-  groupMembers: (realm: string, groupId: string) => Promise<string[]>;
+  groupMembers: (realm: string, groupId: string) => Promise<string[] | undefined>;
   /**
    * The role a path names, as tokens name it (`client`: the client id, absent for a realm role);
    * undefined when there is none. Read before the role is deleted.
@@ -122,6 +122,9 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
       case 'group': {
         // A failed read refuses the change (next(err)): it would end nobody's tokens.
         const members = await deps.groupMembers(realm, ending.groupId);
+        // Too many to read before forwarding: every token of the realm from before now is
+        // refused, theirs among them (each client refreshes once), as a realm-wide logout does.
+        if (!members) return realmWide(realm, { wholeRealm: true });
         return members.length > 0 ? access.endUsers(realm, members) : undefined;
       }
       case 'role': {

@@ -25,9 +25,10 @@ export interface AccountAdmin {
   longestAccessTokenSeconds(realm: string): Promise<number>;
   /**
    * The ids of the members of a group and of the groups below it: who loses roles with a role
-   * taken from it or its deletion (auth-proxy/end-access.ts).
+   * taken from it or its deletion (auth-proxy/end-access.ts); undefined when they are more than
+   * a bounded number of admin calls read.
    */
-  groupMembers(realm: string, groupId: string): Promise<string[]>;
+  groupMembers(realm: string, groupId: string): Promise<string[] | undefined>;
   /**
    * A role of the realm as tokens name it (`client`: its client's id, absent for a realm role),
    * from its name (and client UUID) or its id; undefined when there is none.

@@ -116,6 +116,67 @@ export async function everyPage<T>(
   }
 }
 
+/**
+ * The most admin calls one piece of work (a page of users, a check across every realm of
+ * master) keeps in flight: all at once, a thousand users or realms would be a thousand
+ * requests to Keycloak together, beside every organization's logins.
+ */
+export const ADMIN_CALLS_AT_ONCE = 8;
+
+/** `work` of each item, `ADMIN_CALLS_AT_ONCE` at a time; the results in the items' order. */
+export async function mapFewAtATime<T, R>(
+  items: readonly T[],
+  work: (item: T) => Promise<R>,
+): Promise<R[]> {
+  const results: R[] = [];
+  await fewAtATime(items, async (item, index) => {
+    results[index] = await work(item);
+    return false;
+  });
+  return results;
+}
+
+/**
+ * Whether `test` holds for some item, asked `ADMIN_CALLS_AT_ONCE` at a time: once one holds,
+ * no further item is asked.
+ */
+export async function someFewAtATime<T>(
+  items: readonly T[],
+  test: (item: T) => Promise<boolean>,
+): Promise<boolean> {
+  let found = false;
+  await fewAtATime(items, async (item) => {
+    // Set, never cleared: a call still in flight may answer false after one answered true.
+    if (await test(item)) found = true;
+    return found;
+  });
+  return found;
+}
+
+/**
+ * Runs `work` for the items, `ADMIN_CALLS_AT_ONCE` at a time in their order, until every item
+ * is done, one answers true, or one fails (that failure is thrown): no item starts after that.
+ */
+async function fewAtATime<T>(
+  items: readonly T[],
+  work: (item: T, index: number) => Promise<boolean>,
+): Promise<void> {
+  const next = items.entries();
+  let done = false;
+  const worker = async () => {
+    for (const [index, item] of next) {
+      if (done) return;
+      try {
+        if (await work(item, index)) done = true;
+      } catch (err) {
+        done = true;
+        throw err;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(ADMIN_CALLS_AT_ONCE, items.length) }, worker));
+}
+
 /** True when the admin client failed with the given HTTP status (e.g. 409 for "exists"). */
 export function isHttpStatus(err: unknown, status: number): boolean {
   return httpStatusOf(err) === status;

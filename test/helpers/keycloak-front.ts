@@ -36,6 +36,12 @@ export interface KeycloakFront {
    * has computed it, and a test can change Keycloak in between (a race made certain).
    */
   gate(target: RegExp): { reached: Promise<void>; open(): void };
+  /**
+   * Counts, from now on, the requests whose target matches `target` that are in flight at once
+   * (sent on, their answer not yet begun at the client): `peak` is the most there were together,
+   * `count` how many there were in all.
+   */
+  track(target: RegExp): { readonly peak: number; readonly count: number };
   close(): Promise<void>;
 }
 
@@ -65,6 +71,7 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
     request?: FrontRequest;
   }
   const gates: Gate[] = [];
+  const tracked: { target: RegExp; inFlight: number; peak: number; count: number }[] = [];
   let server: Server | undefined;
   let port = 0;
 
@@ -85,10 +92,20 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
         // This connection's requests: an answer is to the last one sent.
         const mine: FrontRequest[] = [];
         const record = recordHeads(mine);
+        // The tracks counting this connection's request in flight (one at a time: no pipelining).
+        let counting: typeof tracked = [];
         client.on('data', (chunk: Buffer) => {
           const before = mine.length;
           record(chunk);
           seen.push(...mine.slice(before));
+          for (const request of mine.slice(before)) {
+            counting = tracked.filter((t) => t.target.test(request.target));
+            for (const t of counting) {
+              t.count += 1;
+              t.inFlight += 1;
+              t.peak = Math.max(t.peak, t.inFlight);
+            }
+          }
         });
         client.pipe(upstream);
         upstream.on('data', (chunk: Buffer) => {
@@ -102,11 +119,17 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
             passed = passed.then(() => gate.opened);
           }
           const due = Date.now() + (last && held.target.test(last.target) ? held.ms : 0);
+          // Its answer is begun once this chunk reaches the client.
+          const answered = counting;
+          counting = [];
           passed = passed
             .then(
               () => new Promise((resolve) => setTimeout(resolve, Math.max(0, due - Date.now()))),
             )
-            .then(() => void client.write(chunk));
+            .then(() => {
+              for (const t of answered) t.inFlight -= 1;
+              client.write(chunk);
+            });
         });
         return;
       }
@@ -168,6 +191,18 @@ export async function startKeycloakFront(keycloakUrl: string): Promise<KeycloakF
       const opened = new Promise<void>((resolve) => (open = resolve));
       gates.push({ target, reach, opened });
       return { reached, open };
+    },
+    track(target) {
+      const counts = { target, inFlight: 0, peak: 0, count: 0 };
+      tracked.push(counts);
+      return {
+        get peak() {
+          return counts.peak;
+        },
+        get count() {
+          return counts.count;
+        },
+      };
     },
     close: shut,
   };

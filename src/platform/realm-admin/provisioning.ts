@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
-import { everyPage, isHttpStatus } from '../../keycloak/admin-client.ts';
+import { isHttpStatus, mapFewAtATime } from '../../keycloak/admin-client.ts';
 import { AppError } from '../../envelope/errors.ts';
 import { withBackchannelLogout } from './backchannel-logout.ts';
 import { ensureGatewayAudience } from './gateway-audience.ts';
@@ -188,8 +188,8 @@ export async function workspaceRolesNamed(
 ): Promise<WorkspaceRoles | undefined> {
   if (names.length === 0) return undefined;
   const clientUuid = await workspacesClientUuidOf(admin, realm);
-  const found = await Promise.all(
-    names.map((roleName) => admin.clients.findRole({ realm, id: clientUuid, roleName })),
+  const found = await mapFewAtATime(names, (roleName) =>
+    admin.clients.findRole({ realm, id: clientUuid, roleName }),
   );
   const roles = found.map((role, i) => {
     if (!role?.id || !role.name) {
@@ -297,25 +297,3 @@ export async function workspacesClientUuidOf(
   }
   return clientUuid;
 }
-
-/** The ids of the users holding client role `roleName` directly, page by page. */
-export async function usersWithClientRole(
-  admin: KeycloakAdmin,
-  realm: string,
-  clientUuid: string,
-  roleName: string,
-): Promise<string[]> {
-  const holders = await everyPage(HOLDERS_PAGE, (first, max) =>
-    admin.clients.findUsersWithRole({
-      realm,
-      id: clientUuid,
-      roleName,
-      briefRepresentation: true,
-      first,
-      max,
-    }),
-  );
-  return holders.flatMap((user) => (user.id ? [user.id] : []));
-}
-
-const HOLDERS_PAGE = 1000;

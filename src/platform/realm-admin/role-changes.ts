@@ -7,47 +7,53 @@ import { everyPage, isHttpStatus, type KeycloakAdmin } from '../../keycloak/admi
 const PAGE = 500;
 
 /**
+ * The most admin calls one walk of a group makes (its members' pages, its subgroups'), one
+ * after another: some 24,000 members, or 25 subgroups.
+ */
+export const MAX_GROUP_READS = 50;
+
+/**
  * The ids of the members of a group and of every group below it (which inherit its roles): who
- * loses roles when a role is taken from the group or the group is deleted. Page by page; an
- * unknown group has none (Keycloak refuses the change then too), and a subgroup deleted during
- * the walk neither (its members no longer inherit), while its siblings are still read.
+ * loses roles when a role is taken from the group or the group is deleted. Page by page, at most
+ * `MAX_GROUP_READS` admin calls: undefined when the group and its subgroups hold more than that
+ * reads. An unknown group has none (Keycloak refuses the change then too), and a subgroup deleted
+ * during the walk neither (its members no longer inherit), while its siblings are still read.
  */
 export async function groupMembers(
   admin: KeycloakAdmin,
   realm: string,
   groupId: string,
-): Promise<string[]> {
+): Promise<string[] | undefined> {
+  let reads = 0;
+  // The admin client answers Keycloak's 404 (no such group) with null, not an error.
+  const everyPageOf = <T>(page: (first: number, max: number) => Promise<T[] | null>) =>
+    everyPage(PAGE, async (first, max) => {
+      if (++reads > MAX_GROUP_READS) throw new TooManyReads();
+      return (await page(first, max)) ?? [];
+    });
   const members = new Set<string>();
   const groups = [groupId];
-  for (let group = groups.pop(); group !== undefined; group = groups.pop()) {
-    // The admin client answers Keycloak's 404 (no such group) with null, not an error.
-    const users = await everyPage(
-      PAGE,
-      async (first, max) =>
-        (await admin.groups.listMembers({
-          realm,
-          id: group,
-          first,
-          max,
-          briefRepresentation: true,
-        })) ?? [],
-    );
-    for (const user of users) if (user.id) members.add(user.id);
-    const children = await everyPage(
-      PAGE,
-      async (first, max) =>
-        (await admin.groups.listSubGroups({
-          realm,
-          parentId: group,
-          first,
-          max,
-          briefRepresentation: true,
-        })) ?? [],
-    );
-    for (const child of children) if (child.id) groups.push(child.id);
+  try {
+    for (let group = groups.pop(); group !== undefined; group = groups.pop()) {
+      const id = group;
+      const users = await everyPageOf((first, max) =>
+        admin.groups.listMembers({ realm, id, first, max, briefRepresentation: true }),
+      );
+      for (const user of users) if (user.id) members.add(user.id);
+      const children = await everyPageOf((first, max) =>
+        admin.groups.listSubGroups({ realm, parentId: id, first, max, briefRepresentation: true }),
+      );
+      for (const child of children) if (child.id) groups.push(child.id);
+    }
+  } catch (err) {
+    if (err instanceof TooManyReads) return undefined;
+    throw err;
   }
   return [...members];
 }
+
+/** A walk of a group that reached `MAX_GROUP_READS`. */
+class TooManyReads extends Error {}
 
 /**
  * A role as tokens name it (`client`: its client's id, absent for a realm role), from its name

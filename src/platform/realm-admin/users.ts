@@ -1,10 +1,15 @@
 import type UserRepresentation from '@keycloak/keycloak-admin-client/lib/defs/userRepresentation.js';
 import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
-import { everyPage, isHttpStatus } from '../../keycloak/admin-client.ts';
+import {
+  everyPage,
+  isHttpStatus,
+  mapFewAtATime,
+  someFewAtATime,
+} from '../../keycloak/admin-client.ts';
 import type { ServiceAdmin } from '../../keycloak/service-admin.ts';
 import type { LoginBlock } from '../../auth/account-locks.ts';
 import { isWorkspaceId, MASTER_REALM } from '../../tenancy/identifiers.ts';
-import { usersWithClientRole, workspacesClientUuidOf } from './provisioning.ts';
+import { workspacesClientUuidOf } from './provisioning.ts';
 
 export type KeycloakUser = UserRepresentation & { id: string; username: string };
 
@@ -82,40 +87,29 @@ export async function listUsers(
 }
 
 /**
- * The workspaces (roles `<ws>` of `<org>-workspaces`) each of `userIds` holds. Costs
- * min(users, workspaces) + 2 admin calls, whatever the page size: per user when the page is
- * small, else per workspace role through its list of holders (paged by 1000).
+ * The workspaces (roles `<ws>` of `<org>-workspaces`) each of `userIds` holds: one admin call
+ * per user, `ADMIN_CALLS_AT_ONCE` at a time, plus one for the client. The cost follows the page,
+ * whatever the size of the organization.
  */
 export async function workspacesOfUsers(
   admin: KeycloakAdmin,
   organizationId: string,
   userIds: readonly string[],
 ): Promise<Map<string, string[]>> {
-  const result = new Map(userIds.map((id) => [id, [] as string[]]));
-  if (userIds.length === 0) return result;
+  if (userIds.length === 0) return new Map();
   const clientUuid = await workspacesClientUuidOf(admin, organizationId);
-  const roles = (await admin.clients.listRoles({ realm: organizationId, id: clientUuid }))
-    .map((role) => role.name ?? '')
-    .filter(isWorkspaceId);
-  if (userIds.length <= roles.length) {
-    await Promise.all(
-      userIds.map(async (id) => {
-        const held = await admin.users.listClientRoleMappings({
-          realm: organizationId,
-          id,
-          clientUniqueId: clientUuid,
-        });
-        result.set(id, held.map((role) => role.name ?? '').filter(isWorkspaceId));
-      }),
-    );
-  } else {
-    for (const roleName of roles) {
-      const holders = await usersWithClientRole(admin, organizationId, clientUuid, roleName);
-      for (const id of holders) result.get(id)?.push(roleName);
-    }
-  }
-  for (const workspaces of result.values()) workspaces.sort();
-  return result;
+  const held = await mapFewAtATime(userIds, async (id) => {
+    const roles = await admin.users.listClientRoleMappings({
+      realm: organizationId,
+      id,
+      clientUniqueId: clientUuid,
+    });
+    return roles
+      .map((role) => role.name ?? '')
+      .filter(isWorkspaceId)
+      .sort();
+  });
+  return new Map(userIds.map((id, i) => [id, held[i]!]));
 }
 
 /** Adds (`held`) or removes role `<ws>` of `<org>-workspaces`; false when the role is missing. */
@@ -149,7 +143,8 @@ export async function setWorkspaceRole(
  * Whether the user holds any of Keycloak's own administration roles, directly, through a group
  * or a composite: realm roles `admin` or `create-realm`, or a role of a realm-administration
  * client (`realm-management` in an organization realm; `master-realm` and `<realm>-realm` in
- * master). For master users this costs one call per realm (those clients live in master).
+ * master). For master users this costs up to one call per realm (those clients live in master),
+ * `ADMIN_CALLS_AT_ONCE` at a time, none after the first that finds a role.
  */
 export async function holdsKeycloakAdminRoles(
   admin: KeycloakAdmin,
@@ -162,16 +157,14 @@ export async function holdsKeycloakAdminRoles(
     realm === MASTER_REALM
       ? (await allClients(admin, realm)).filter((c) => c.clientId?.endsWith('-realm'))
       : await admin.clients.find({ realm, clientId: 'realm-management' });
-  const held = await Promise.all(
-    clients.map((client) =>
-      admin.users.listCompositeClientRoleMappings({
-        realm,
-        id: userId,
-        clientUniqueId: client.id ?? '',
-      }),
-    ),
-  );
-  return held.some((roles) => roles.length > 0);
+  return someFewAtATime(clients, async (client) => {
+    const roles = await admin.users.listCompositeClientRoleMappings({
+      realm,
+      id: userId,
+      clientUniqueId: client.id ?? '',
+    });
+    return roles.length > 0;
+  });
 }
 
 /** Whether the user is a client's service account (those never log in with a password). */
