@@ -112,6 +112,7 @@ export async function buildAuditLog(
   const keys = publishedKeys({
     db: shared.db,
     clock,
+    signingKey: config.AUDIT_SIGNING_KEY,
     previousKeys: config.AUDIT_SIGNING_PREVIOUS_KEYS,
   });
   const incarnations = createAuditIncarnations(shared.db);

@@ -36,6 +36,8 @@ export interface Verified {
   records: number;
   org: string | null;
   firstSeq: number | null;
+  /** The first record's `prevHash`: the hash of the record before it, in the export before. */
+  firstPrevHash: string | null;
   lastSeq: number | null;
   /** The hash of the last record: what the next export's first `prevHash` must be. */
   lastHash: string | null;
@@ -86,6 +88,7 @@ export function createExportVerifier(pinned?: JSONWebKeySet): {
     records: 0,
     org: null,
     firstSeq: null,
+    firstPrevHash: null,
     lastSeq: null,
     lastHash: null,
     checkpoints: 0,
@@ -140,6 +143,7 @@ export function createExportVerifier(pinned?: JSONWebKeySet): {
     if (last === undefined) {
       verified.org = value.org;
       verified.firstSeq = value.seq;
+      verified.firstPrevHash = value.prevHash;
       verified.anchored = value.seq === 1 && value.prevHash === GENESIS_HASH;
       if (anchor !== undefined) {
         const { checkpoint: a } = anchor;

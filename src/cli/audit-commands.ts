@@ -7,7 +7,13 @@ import {
   readOrder,
 } from './audit-filters.ts';
 import { exportTo, listRecords, TABLE_HEADER, tableRowOf } from './audit-reading.ts';
-import { readKeys, unpinnedNotice, unsignedNotice, verifyExport } from './audit-verify.ts';
+import {
+  readKeys,
+  unanchoredNotice,
+  unpinnedNotice,
+  unsignedNotice,
+  verifyExport,
+} from './audit-verify.ts';
 import { sessionCommand, type CommandEntry } from './command-spec.ts';
 import { usageError } from './errors.ts';
 import { checkRealm } from './values.ts';
@@ -90,7 +96,8 @@ export const AUDIT_COMMANDS: readonly CommandEntry[] = [
         keys === undefined ? undefined : await readKeys(keys),
       );
       // Beside the answer, on stderr: what it does not prove (stdout stays the JSON).
-      for (const notice of [unsignedNotice(verified), unpinnedNotice(verified)]) {
+      const notices = [unanchoredNotice, unsignedNotice, unpinnedNotice].map((of) => of(verified));
+      for (const notice of notices) {
         if (notice !== undefined) context.io.stderr.write(`realmgate: ${notice}\n`);
       }
       return { json: verified };

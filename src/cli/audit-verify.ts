@@ -46,6 +46,25 @@ export async function verifyExport(file: string, keys?: JSONWebKeySet): Promise<
 }
 
 /**
+ * Said when nothing in the export vouches for its first record's `prevHash`: whoever could write
+ * the log could have removed the records before it (the first of a time range, or more) and the
+ * export would verify. A time range's export starts so unless a checkpoint names the record just
+ * before its first; the export of what comes before, chained to it, covers that.
+ * Undefined when the export is anchored (or holds no record).
+ */
+export function unanchoredNotice(verified: Verified): string | undefined {
+  const { records, firstSeq, firstPrevHash, anchored } = verified;
+  if (anchored || records === 0 || firstSeq === null) return undefined;
+  return (
+    `record ${firstSeq}, the first of this export, is not anchored: no checkpoint of the export ` +
+    'vouches for its prevHash, so whoever could write the log or this file could have removed ' +
+    'records before it (an export of a time range starts so, unless a checkpoint names the ' +
+    'record just before its first). Check that the export of what comes before holds record ' +
+    `${firstSeq - 1} with hash ${firstPrevHash}, and verify it too.`
+  );
+}
+
+/**
  * What `verified` could not vouch for, said beside its answer: the records after the last one a
  * checkpoint covers (all of them when none does). Their chain holds, but a chain is no signature:
  * whoever could write the log or the file could have changed them, added some or removed some

@@ -456,7 +456,7 @@ export const configSchema = z.object({
   AUDIT_SIGNING_KEY: fromFile(
     pemOf(ed25519PrivateKeyOf).optional().meta({
       description:
-        'the Ed25519 private key (PKCS#8 PEM) that signs audit log checkpoints, the same on every replica; its public key is published at `/.well-known/audit-keys`; unset: each process signs with a key of its own made at start and never stored (its public key is kept in the database and published)',
+        'the Ed25519 private key (PKCS#8 PEM) that signs audit log checkpoints, the same on every replica; its public key and `AUDIT_SIGNING_PREVIOUS_KEYS` are published at `/.well-known/audit-keys`, never a key the database holds; unset: each process signs with a key of its own made at start and never stored (its public key is kept in the database and published)',
       shownDefault: '(a key per process)',
     }),
   ),

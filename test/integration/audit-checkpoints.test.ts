@@ -1,13 +1,15 @@
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { createPublicKey, generateKeyPairSync, randomBytes, type KeyObject } from 'node:crypto';
 import { rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { exportJWK, type JSONWebKeySet } from 'jose';
+import { calculateJwkThumbprint, exportJWK, type JSONWebKeySet } from 'jose';
 import { createBatchAppender } from '../../src/audit/audit-batch.ts';
 import { hashOf, type AuditRecord } from '../../src/audit/audit-chain.ts';
+import { checkpointSigner } from '../../src/audit/audit-checkpoints.ts';
 import { createAuditLogRepo } from '../../src/audit/audit-log.repo.ts';
 import { pruneAuditLog } from '../../src/audit/audit-retention.ts';
+import { recordOf, type AuditRow } from '../../src/audit/audit-rows.ts';
 import { createAuditWriter } from '../../src/audit/audit-writer.ts';
 import { readKeys, verifyExport } from '../../src/cli/audit-verify.ts';
 import { createLogger } from '../../src/http/logger.ts';
@@ -22,6 +24,9 @@ import { startReplica, type Replica } from '../helpers/replica.ts';
 import { readZip } from '../helpers/zip-reader.ts';
 
 const DAY = 24 * 3600 * 1000;
+
+/** A public key's RFC 7638 thumbprint: its `kid` as the gateway publishes it. */
+const thumbprintOf = async (key: KeyObject) => calculateJwkThumbprint(await exportJWK(key));
 
 /**
  * Signed checkpoints against the real stack: two replicas write one organization's log, one
@@ -250,6 +255,75 @@ describe('audit log: signed checkpoints, published keys, retention per organizat
     await expect(verifyExport(await saved(forged), keys)).rejects.toThrow(
       /^checkpoint \d+ \(line \d+\) does not fit/,
     );
+  });
+
+  it('with AUDIT_SIGNING_KEY set, a key added to the database is not published: checkpoints it signs do not verify', async () => {
+    const configured = await thumbprintOf(createPublicKey(signingKey));
+    const log = `forged-${randomBytes(4).toString('hex')}`;
+    const writer = quietWriter();
+    for (let i = 0; i < 4; i++) writer.record(apiEvent(log, Date.now() - 1000 + i));
+    await writer.close(5000);
+    const head = await signedToHead(log);
+
+    // Someone who can write the database adds a key of their own, edits record 2, hashes every
+    // record after it again, and replaces the log's checkpoints with one signed by their key.
+    const forger = generateKeyPairSync('ed25519').privateKey;
+    const forgerJwk = await exportJWK(createPublicKey(forger));
+    const kid = await thumbprintOf(createPublicKey(forger));
+    const published = { ...forgerJwk, kid, alg: 'EdDSA', use: 'sig' };
+    await db()('audit_signing_keys').insert({
+      kid,
+      jwk: JSON.stringify(published),
+      created_at: new Date(0),
+    });
+    await db().transaction(async (trx) => {
+      // The head row locked, as a replica's checkpoint locks it: none signs meanwhile.
+      await trx('audit_log_heads').where({ org: log }).forUpdate().first();
+      const rows = (await trx('audit_log').where({ org: log }).orderBy('seq')) as AuditRow[];
+      let prevHash: string | undefined;
+      let last: AuditRecord | undefined;
+      for (const row of rows) {
+        const stored = recordOf(row);
+        const edited = {
+          ...stored,
+          prevHash: prevHash ?? stored.prevHash,
+          actorName: stored.seq === 2 ? 'someone-else' : stored.actorName,
+        };
+        prevHash = hashOf(edited);
+        last = { ...edited, hash: prevHash };
+        await trx('audit_log')
+          .where({ org: log, seq: stored.seq })
+          .update({ actor_name: edited.actorName, prev_hash: edited.prevHash, hash: prevHash });
+      }
+      await trx('audit_log_heads').where({ org: log }).update({ hash: last!.hash });
+      const forged = await checkpointSigner(forger, published).sign({
+        org: log,
+        seq: head,
+        hash: last!.hash,
+        recordAt: last!.at,
+        at: new Date().toISOString(),
+      });
+      await trx('audit_checkpoints').where({ org: log }).del();
+      await trx('audit_checkpoints').insert({
+        org: log,
+        seq: head,
+        hash: forged.hash,
+        record_at: new Date(forged.recordAt),
+        at: new Date(forged.at),
+        kid,
+        jws: forged.jws,
+      });
+    });
+
+    // The replica with the key publishes that key alone, in its exports and its answer.
+    const file = await exportFile(log, admin);
+    const refused = new RegExp(
+      `^checkpoint ${head} \\(line \\d+\\) does not fit: it is signed with key ${kid}, which is not among the keys`,
+    );
+    await expect(verifyExport(file)).rejects.toThrow(refused);
+    const keys = await readKeys(`${a.url}/.well-known/audit-keys`);
+    expect(keys.keys.map((key) => key.kid)).toEqual([configured]);
+    await expect(verifyExport(file, keys)).rejects.toThrow(refused);
   });
 
   it('a record removed at the end of the log is caught by the checkpoint that signed it', async () => {

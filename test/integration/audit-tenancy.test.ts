@@ -98,7 +98,12 @@ describe('audit log: organizations deleted, and their ids used again', () => {
 
   async function verified(org: string) {
     const signatures = {
-      keys: publishedKeys({ db: db(), clock: systemClock, previousKeys: undefined }),
+      keys: publishedKeys({
+        db: db(),
+        clock: systemClock,
+        signingKey: undefined,
+        previousKeys: undefined,
+      }),
       ...storedCheckpoints(db()),
       signer: () =>
         (signer ??= openCheckpointSigner({ db: db(), clock: systemClock, signingKey: undefined })),

@@ -1,3 +1,5 @@
+import { createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { calculateJwkThumbprint, exportJWK } from 'jose';
 import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCheckpointer, type Checkpointer } from '../../../src/audit/audit-checkpointer.ts';
@@ -45,7 +47,12 @@ describe('audit checkpoints and retention (embedded database)', () => {
   }
 
   const newKeySet = () =>
-    publishedKeys({ db, clock: { now: () => Date.now() }, previousKeys: undefined });
+    publishedKeys({
+      db,
+      clock: { now: () => Date.now() },
+      signingKey: undefined,
+      previousKeys: undefined,
+    });
 
   async function verifiedExport(org: string, keys = newKeySet()) {
     const signatures = {
@@ -102,6 +109,36 @@ describe('audit checkpoints and retention (embedded database)', () => {
       records: 10,
       checkpoints: 2,
     });
+  });
+
+  it('with AUDIT_SIGNING_KEY, publishes its key and the previous ones, never a key the database holds', async () => {
+    const pem = (key: KeyObject, type: 'pkcs8' | 'spki') =>
+      key.export({ type, format: 'pem' }).toString();
+    const signingKey = pem(generateKeyPairSync('ed25519').privateKey, 'pkcs8');
+    const previous = generateKeyPairSync('ed25519').publicKey;
+    const kidOf = async (key: KeyObject) => calculateJwkThumbprint(await exportJWK(key));
+    // A key of this process's (written to the database as it opens) and one a party who can
+    // write the database added.
+    await openCheckpointSigner({ db, clock, signingKey: undefined });
+    const added = generateKeyPairSync('ed25519').publicKey;
+    const addedKid = await kidOf(added);
+    const addedJwk = { ...(await exportJWK(added)), kid: addedKid, alg: 'EdDSA', use: 'sig' };
+    await db('audit_signing_keys').insert({
+      kid: addedKid,
+      jwk: JSON.stringify(addedJwk),
+      created_at: new Date(now),
+    });
+    const keys = publishedKeys({
+      db,
+      clock,
+      signingKey,
+      previousKeys: pem(previous, 'spki'),
+    });
+    const kids = (await keys({ current: true })).keys.map((key) => key.kid);
+    expect(kids).toEqual([await kidOf(previous), await kidOf(createPublicKey(signingKey))]);
+    // Without it, every key the database lists is published (a key per process).
+    const unset = publishedKeys({ db, clock, signingKey: undefined, previousKeys: undefined });
+    expect((await unset({ current: true })).keys.map((key) => key.kid)).toContain(addedKid);
   });
 
   it("prunes each log by its own days, within the platform's bounds, up to a checkpoint; the rest verifies", async () => {

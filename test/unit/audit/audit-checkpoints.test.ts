@@ -84,6 +84,7 @@ describe('signed checkpoints of an audit log', () => {
       records: 10,
       org: 'acme',
       firstSeq: 1,
+      firstPrevHash: log[0]!.prevHash,
       lastSeq: 10,
       lastHash: log[9]!.hash,
       checkpoints: 2,

@@ -62,6 +62,7 @@ describe('realmgate audit verify', () => {
       records: 5,
       org: 'acme',
       firstSeq: 1,
+      firstPrevHash: records[0]!.prevHash,
       lastSeq: 5,
       lastHash: records[4]!.hash,
       // An export of records alone: chained from the log's first, no checkpoint to check.
@@ -151,6 +152,54 @@ describe('realmgate audit verify', () => {
     expect((await verify([keys, ...log, end])).stderr).toMatch(
       /^realmgate: no record of this export is covered by a signature: records 1 to 8 \(8\)/,
     );
+  });
+
+  it('says when the first record is not anchored: records before it could have been removed', async () => {
+    const { privateKey } = generateKeyPairSync('ed25519');
+    const jwk = await exportJWK(createPublicKey(privateKey));
+    const kid = await calculateJwkThumbprint(jwk);
+    const signer = checkpointSigner(privateKey, { ...jwk, kid, alg: 'EdDSA', use: 'sig' });
+    const log = chainedLog(8);
+    const checkpointOf = async (seq: number) => ({
+      type: 'checkpoint',
+      ...(await signer.sign({
+        org: 'acme',
+        seq,
+        hash: log[seq - 1]!.hash,
+        recordAt: log[seq - 1]!.at,
+        at: '2026-11-02T00:00:00.000Z',
+      })),
+    });
+    const keys = { type: 'keys', keys: [signer.publicJwk] };
+    const [three, eight] = [await checkpointOf(3), await checkpointOf(8)];
+    const unpinned = /^realmgate: the signatures were checked with the keys this export brings/;
+
+    // From record 4 on, the checkpoint of record 3 first: its start is vouched for.
+    const fromFour = log.slice(3);
+    const anchored = await verify([keys, three, ...fromFour, eight, await endOf(fromFour, signer)]);
+    expect(anchored.status).toBe(0);
+    expect(JSON.parse(anchored.stdout)).toMatchObject({ firstSeq: 4, anchored: true });
+    expect(anchored.stderr).toMatch(unpinned);
+
+    // Records 4 and 5 removed in the database before the export: nothing vouches for record 6's
+    // prevHash, and the verifier says so beside its answer (its exit status stays 0).
+    const fromSix = log.slice(5);
+    const unanchored = await verify([keys, ...fromSix, eight, await endOf(fromSix, signer)]);
+    expect(unanchored.status).toBe(0);
+    expect(JSON.parse(unanchored.stdout)).toMatchObject({
+      firstSeq: 6,
+      firstPrevHash: log[4]!.hash,
+      anchored: false,
+    });
+    const [notice, ...rest] = unanchored.stderr.split('\n');
+    expect(notice).toBe(
+      'realmgate: record 6, the first of this export, is not anchored: no checkpoint of the ' +
+        'export vouches for its prevHash, so whoever could write the log or this file could have ' +
+        'removed records before it (an export of a time range starts so, unless a checkpoint ' +
+        'names the record just before its first). Check that the export of what comes before ' +
+        `holds record 5 with hash ${log[4]!.hash}, and verify it too.`,
+    );
+    expect(rest.join('\n')).toMatch(unpinned);
   });
 
   it("says whose keys checked the signatures: pinned ones prove who signed, the export's own do not", async () => {
