@@ -1,7 +1,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'pino';
 import { createIpcHub } from './cache/ipc-hub.ts';
-import type { IpcPeer } from './cache/ipc-peer.ts';
+import { CALL_TIMEOUT_MS, type IpcPeer } from './cache/ipc-peer.ts';
 import type { Config } from './config/config.ts';
 import type { SchemaState } from './db/migrate-at-start.ts';
 import { SCHEMA_IPC, serveSchema } from './db/supervisor-schema.ts';
@@ -16,6 +16,11 @@ const FIRST_RESTART_DELAY_MS = 250;
 const MAX_RESTART_DELAY_MS = 30_000;
 /** A worker that lived this long died of something new: its next restart waits the least again. */
 const HEALTHY_LIFETIME_MS = 60_000;
+/**
+ * How long a scrape waits for each worker's metrics. Shorter than the asking worker's own wait
+ * for the aggregate (CALL_TIMEOUT_MS): a hung worker is left out, not the whole scrape failed.
+ */
+const WORKER_METRICS_TIMEOUT_MS = CALL_TIMEOUT_MS / 2;
 
 export interface Supervisor {
   /** Drains every worker (each its own graceful close, at once) and resolves once all exited. */
@@ -43,16 +48,27 @@ export async function superviseWorkers(options: {
   const { config, logger, schema, clock = systemClock } = options;
   const hub = createIpcHub({ maxEntries: config.MEMORY_CACHE_MAX_ENTRIES, clock });
   const metrics = createWorkerMetrics();
-  const renderMetrics = async () => {
-    const lists = await Promise.all(
-      [...hub.peers].map((peer) =>
-        peer.call<Parameters<typeof metrics.render>[0][number]>('metrics').catch(() => undefined),
-      ),
-    );
-    return metrics.render(lists.filter((list) => list !== undefined));
-  };
   let stopping = false;
   const workers = new Map<number, Worker>();
+  const peers = new Map<number, IpcPeer>();
+  /** A worker's metrics; undefined while it is not running, or when it did not answer in time. */
+  const metricsOf = async (slot: number) =>
+    peers
+      .get(slot)
+      ?.callWithin<Parameters<typeof metrics.render>[0][number]>(
+        WORKER_METRICS_TIMEOUT_MS,
+        'metrics',
+      )
+      .catch(() => undefined);
+  const renderMetrics = async () => {
+    const slots = Array.from({ length: config.WORKERS }, (_, i) => i + 1);
+    const lists = await Promise.all(slots.map(metricsOf));
+    const up = Object.fromEntries(slots.map((slot, i) => [slot, lists[i] !== undefined]));
+    return metrics.render(
+      lists.filter((list) => list !== undefined),
+      up,
+    );
+  };
   const restarts = new Map<number, number>();
 
   const start = (slot: number): Promise<void> =>
@@ -61,6 +77,7 @@ export async function superviseWorkers(options: {
       const worker = cluster.fork({ ...options.env, [WORKER_ID_VARIABLE]: String(slot) });
       workers.set(slot, worker);
       const peer: IpcPeer = hub.attach(worker);
+      peers.set(slot, peer);
       peer.serve('metrics.cluster', renderMetrics);
       serveSchema(peer, schema);
       peer.serve('worker.ready', () => {
@@ -69,6 +86,7 @@ export async function superviseWorkers(options: {
       });
       worker.once('exit', (code: number | null, signal: string | null) => {
         workers.delete(slot);
+        peers.delete(slot);
         reject(new Error(`worker ${slot} exited (${signal ?? code}) before it was ready`));
         if (stopping) return;
         const young = clock.now() - startedAt < HEALTHY_LIFETIME_MS;

@@ -21,6 +21,8 @@ export type IpcHandlers = Record<string, (...args: never[]) => unknown>;
 export interface IpcPeer {
   /** Runs `op` at the other end and resolves to what it returned; rejects when it threw. */
   call<T>(op: string, ...args: unknown[]): Promise<T>;
+  /** As `call`, but rejects when no answer came within `timeoutMs` instead of the default. */
+  callWithin<T>(timeoutMs: number, op: string, ...args: unknown[]): Promise<T>;
   /** Serves `op` to the other end from now on (replacing what served it before). */
   serve(op: string, handler: (...args: never[]) => unknown): void;
   /** Sends `op` to the other end without waiting for an answer. */
@@ -30,7 +32,7 @@ export interface IpcPeer {
 }
 
 /** How long a call may wait for its answer: the other end died or is stuck beyond it. */
-const CALL_TIMEOUT_MS = 5000;
+export const CALL_TIMEOUT_MS = 5000;
 
 /**
  * Serves `handlers` to the other end of `endpoint` and lets this end call the other's. Calls
@@ -77,25 +79,26 @@ export function createIpcPeer(endpoint: IpcEndpoint, handlers: IpcHandlers = {})
       void run(op, args).catch(() => undefined);
     }
   };
+  const callWithin = <T>(timeoutMs: number, op: string, ...args: unknown[]): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      const id = nextId++;
+      const timer = setTimeout(() => {
+        waiting.delete(id);
+        reject(new Error(`IPC call ${op} not answered within ${timeoutMs} ms`));
+      }, timeoutMs);
+      waiting.set(id, { resolve: resolve as (value: unknown) => void, reject, timer });
+      try {
+        endpoint.send({ realmgate: 'call', id, op, args } satisfies Message);
+      } catch (err) {
+        waiting.delete(id);
+        clearTimeout(timer);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      }
+    });
   endpoint.on('message', listener);
   return {
-    call<T>(op: string, ...args: unknown[]): Promise<T> {
-      return new Promise<T>((resolve, reject) => {
-        const id = nextId++;
-        const timer = setTimeout(() => {
-          waiting.delete(id);
-          reject(new Error(`IPC call ${op} not answered within ${CALL_TIMEOUT_MS} ms`));
-        }, CALL_TIMEOUT_MS);
-        waiting.set(id, { resolve: resolve as (value: unknown) => void, reject, timer });
-        try {
-          endpoint.send({ realmgate: 'call', id, op, args } satisfies Message);
-        } catch (err) {
-          waiting.delete(id);
-          clearTimeout(timer);
-          reject(err instanceof Error ? err : new Error(String(err)));
-        }
-      });
-    },
+    call: <T>(op: string, ...args: unknown[]) => callWithin<T>(CALL_TIMEOUT_MS, op, ...args),
+    callWithin,
     serve(op, handler) {
       handlers[op] = handler;
     },

@@ -1,6 +1,7 @@
 import {
   AggregatorRegistry,
   Counter,
+  Gauge,
   Registry,
   type MetricObjectWithValues,
   type MetricValue,
@@ -16,8 +17,11 @@ type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
 export interface WorkerMetrics {
   /** A worker died and is started again. */
   restarted(): void;
-  /** The Prometheus text of `workers` (each worker's `getMetricsAsJSON()`) and the primary's. */
-  render(workers: MetricsJson[]): Promise<string>;
+  /**
+   * The Prometheus text of `workers` (each worker's `getMetricsAsJSON()`) and the primary's;
+   * `up` says, by worker number, whether that worker's metrics are among them.
+   */
+  render(workers: MetricsJson[], up?: Readonly<Record<string, boolean>>): Promise<string>;
   readonly contentType: string;
 }
 
@@ -29,10 +33,19 @@ export function createWorkerMetrics(): WorkerMetrics {
     help: 'Worker processes that died and were started again by the supervising process.',
     registers: [registry],
   });
+  const workerUp = new Gauge({
+    name: 'realmgate_worker_up',
+    help: 'Whether the worker answered for this scrape: 0 while it hangs or is starting again (its metrics are missing).',
+    labelNames: ['worker'],
+    registers: [registry],
+  });
   return {
     contentType: registry.contentType,
     restarted: () => restarts.inc(),
-    async render(workers) {
+    async render(workers, up = {}) {
+      workerUp.reset();
+      for (const [worker, answered] of Object.entries(up))
+        workerUp.set({ worker }, answered ? 1 : 0);
       const own = (await registry.getMetricsAsJSON()) as MetricsJson;
       return AggregatorRegistry.aggregate([...workers, own]).metrics();
     },

@@ -41,4 +41,12 @@ describe('the metrics of a gateway with several workers', () => {
     expect(valueOf(text, 'realmgate_dependency_up{dependency="cache"}')).toBe(0);
     expect(valueOf(text, 'realmgate_worker_restarts_total')).toBe(1);
   });
+
+  it('marks each worker up or down: down is a worker whose metrics are missing', async () => {
+    const metrics = createWorkerMetrics();
+    const text = await metrics.render([await workerJson('1', 1, true)], { 1: true, 2: false });
+    expect(valueOf(text, 'realmgate_worker_up{worker="1"}')).toBe(1);
+    expect(valueOf(text, 'realmgate_worker_up{worker="2"}')).toBe(0);
+    expect(valueOf(text, 'realmgate_worker_requests_total{worker="1"}')).toBe(1);
+  });
 });
