@@ -13,6 +13,10 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
+          // A bound on a stuck test, not on speed: the property tests (fast-check's hundreds of
+          // runs) take 5-12 s beside two integration files on a loaded 2-core machine, past
+          // vitest's 5 s default.
+          testTimeout: 30_000,
         },
       },
       {
