@@ -168,7 +168,7 @@ async function sendStreamed(req: Request, res: Response, answer: StreamedAnswer)
       heldMs += performance.now() - waited;
     }
   };
-  const left = () => new AnswerCut('the client left, or took nothing for too long');
+  const left = () => new AnswerCut('the client left, or held the answer back too long');
   try {
     for await (const line of answer.lines) {
       if (res.destroyed) throw left();
