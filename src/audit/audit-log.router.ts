@@ -39,8 +39,8 @@ export interface AuditLogService {
    */
   longReads: LongReads;
   /**
-   * How long an export or a download waits for a client that takes none of it before it is cut
-   * and its slot given back (PROXY_ANSWER_DEADLINE_SECONDS).
+   * How long the client of an export or a download may hold it back in all (its waits for the
+   * client added up) before it is cut and its slot given back (PROXY_ANSWER_DEADLINE_SECONDS).
    */
   stallMs: number;
   now(): number;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AppError } from '../envelope/errors.ts';
 import { routeFor, StreamedAnswer, streamedAnswer, type AnyRoute } from '../http/route-table.ts';
 import { administeredRealms, callerRealms, type RealmVariant } from '../platform/path-ids.ts';
 import { AUDIT_READER_ROLE } from '../tenancy/identifiers.ts';
@@ -9,7 +10,8 @@ import {
   logVariant,
   type AuditLogService,
 } from './audit-log.router.ts';
-import type { DownloadJobs } from './download-jobs.ts';
+import type { LogSpan } from './audit-log.repo.ts';
+import type { DownloadJobs, FinishedJob } from './download-jobs.ts';
 import {
   downloadCreated,
   downloadList,
@@ -160,6 +162,7 @@ function downloadRoutes(variant: RealmVariant): AnyRoute<AuditDownloadService>[]
               { from: job.fromIso, to: job.toIso, since },
               job.lastSeq,
             );
+            if (!holdsAll(span, job)) throw new AppError('auditExportPruned');
             const lines = jsonLinesOf(
               service,
               realm,
@@ -174,6 +177,16 @@ function downloadRoutes(variant: RealmVariant): AnyRoute<AuditDownloadService>[]
       },
     }),
   ];
+}
+
+/**
+ * Whether the log still holds the job's first record, so all it covers: retention removes a
+ * log's oldest records first. Checked before the zip begins: its first bytes (the entry's
+ * header) commit the 200, and a zip of the records left would read as records deleted.
+ */
+function holdsAll(span: LogSpan, job: FinishedJob): boolean {
+  if (job.firstSeq === null) return true;
+  return span.first === job.firstSeq && span.last >= span.first;
 }
 
 /** The organization's readers' (the reference's paths), master's and an organization's by administrators. */

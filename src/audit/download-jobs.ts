@@ -52,6 +52,8 @@ export interface FinishedJob {
   fromIso: string;
   /** Exclusive: the second after `ts_to`. */
   toIso: string;
+  /** The first record it covers; null for a job run by a release that noted none. */
+  firstSeq: number | null;
   lastSeq: number;
   conditions: { ts_from: string; ts_to: string };
 }
@@ -90,6 +92,7 @@ interface JobRow {
   conditions: unknown;
   range_from: unknown;
   range_to: unknown;
+  first_seq: unknown;
   last_seq: unknown;
   count_export: number | null;
   message: string | null;
@@ -185,7 +188,7 @@ export function createDownloadJobs(
   async function run(job: JobRow): Promise<void> {
     try {
       // Counts a span of any length: not under the statement timeout.
-      const { lastSeq, count } = await runSpared(
+      const { firstSeq, lastSeq, count } = await runSpared(
         db,
         async (trx) => {
           const end = await trx(AUDIT_TABLE).where({ org: job.org }).max<{ max: unknown }[]>({
@@ -201,7 +204,7 @@ export function createDownloadJobs(
             .where('seq', '>=', span.first)
             .where('seq', '<=', span.last)
             .count<{ count: string | number }[]>({ count: '*' });
-          return { lastSeq, count: Number(counted[0]?.count ?? 0) };
+          return { firstSeq: span.first, lastSeq, count: Number(counted[0]?.count ?? 0) };
         },
         { isolationLevel: 'repeatable read', readOnly: true },
         stopping,
@@ -211,6 +214,7 @@ export function createDownloadJobs(
         .update({
           status: count > 0 ? 'Completion' : 'NoData',
           count_export: count,
+          first_seq: firstSeq,
           last_seq: lastSeq,
           updated_at: now(),
         });
@@ -274,6 +278,7 @@ export function createDownloadJobs(
         org,
         fromIso: from,
         toIso: to,
+        firstSeq: row.first_seq === null ? null : Number(row.first_seq),
         lastSeq: Number(row.last_seq),
         conditions: conditionsOf(row),
       };

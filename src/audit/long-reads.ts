@@ -14,7 +14,7 @@ export interface LongReadSlot {
 /**
  * A page of the log (a few statements, each bounded by DATABASE_STATEMENT_TIMEOUT_MS), or a
  * streamed read (an export, a download, a download job's run), which lasts as long as its client
- * takes to read it: minutes, up to PROXY_ANSWER_DEADLINE_SECONDS for each write it waits on.
+ * takes to read it: its reads, and up to PROXY_ANSWER_DEADLINE_SECONDS of waits on its client.
  */
 export type LongReadKind = 'page' | 'stream';
 

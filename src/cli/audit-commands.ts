@@ -6,7 +6,13 @@ import {
   readFormat,
   readOrder,
 } from './audit-filters.ts';
-import { exportTo, listRecords, TABLE_HEADER, tableRowOf } from './audit-reading.ts';
+import {
+  exportTo,
+  listRecords,
+  TABLE_HEADER,
+  tableRowOf,
+  type ListRequest,
+} from './audit-reading.ts';
 import {
   readKeys,
   unanchoredNotice,
@@ -16,6 +22,8 @@ import {
 } from './audit-verify.ts';
 import { sessionCommand, type CommandEntry } from './command-spec.ts';
 import { usageError } from './errors.ts';
+import type { CommandOutput, RunContext } from './io.ts';
+import { printedJson } from './printed-json.ts';
 import { checkRealm } from './values.ts';
 
 export { verifyExport };
@@ -25,6 +33,26 @@ function readMax(text: string | undefined): number {
   if (text === undefined) return 100;
   if (!/^\d{1,9}$/.test(text) || Number(text) < 1) throw usageError('--max: a number, at least 1');
   return Number(text);
+}
+
+/**
+ * `audit list --json`: `{records, total, next}` as `JSON.stringify(.., null, 2)` lays it out,
+ * written record by record as the pages come, so that `--all` over a log of millions holds a
+ * page in memory, not the log. `total` and `next` are the last page's: they come last.
+ */
+async function listJson(request: ListRequest, context: RunContext): Promise<CommandOutput> {
+  const { stdout } = context.io;
+  let printed = 0;
+  stdout.write('{\n  "records": [');
+  const listed = await listRecords(request, context, (page) => {
+    for (const record of page) {
+      const lines = printedJson(record).replaceAll('\n', '\n    ');
+      stdout.write(`${printed++ === 0 ? '' : ','}\n    ${lines}`);
+    }
+  });
+  const close = printed === 0 ? ']' : '\n  ]';
+  stdout.write(`${close},\n  "total": ${listed.total},\n  "next": ${listed.next ?? 'null'}\n}\n`);
+  return { nothing: true };
 }
 
 /**
@@ -56,14 +84,12 @@ export const AUDIT_COMMANDS: readonly CommandEntry[] = [
       };
     },
     run: async (command, context) => {
+      if (command.json) return listJson(command, context);
       const { stdout } = context.io;
-      const records: unknown[] = [];
-      if (!command.json) stdout.write(TABLE_HEADER);
+      stdout.write(TABLE_HEADER);
       const listed = await listRecords(command, context, (page) => {
-        if (command.json) records.push(...page);
-        else for (const record of page) stdout.write(tableRowOf(record));
+        for (const record of page) stdout.write(tableRowOf(record));
       });
-      if (command.json) return { json: { total: listed.total, records, next: listed.next } };
       const more = listed.next === null ? '' : ` (more: --max, or --all)`;
       return { text: `${listed.shown} of ${listed.total} records${more}` };
     },

@@ -4,6 +4,7 @@ import { commandNamed } from './commands.ts';
 import { CliError, exitCodes } from './errors.ts';
 import { formatHelp, formatShortUsage } from './help.ts';
 import type { CliIo } from './io.ts';
+import { printedJson } from './printed-json.ts';
 import { VERSION } from '../release/version.ts';
 
 export interface CliOptions {
@@ -42,18 +43,6 @@ export async function runCli(
     io.stderr.write(describeError(error));
     return error.exitCode;
   }
-}
-
-/**
- * JSON as printed: DEL and the C1 controls, which JSON leaves as they are (a terminal may take
- * U+009B for CSI), escaped like the C0 ones, so a server's text cannot drive the terminal; a
- * parser reads the same value.
- */
-function printedJson(value: unknown): string {
-  return String(JSON.stringify(value, null, 2)).replace(
-    /[\u007f-\u009f]/g,
-    (control) => `\\u${control.charCodeAt(0).toString(16).padStart(4, '0')}`,
-  );
 }
 
 function describeError(error: CliError): string {

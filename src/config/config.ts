@@ -246,7 +246,7 @@ export const configSchema = z.object({
   }),
   PROXY_ANSWER_DEADLINE_SECONDS: z.coerce.number().int().min(1).max(86400).default(300).meta({
     description:
-      "longest a proxied answer (the automation route, `/auth/`) may go on once it lasts (from its second chunk, or the first time the client holds it back: an answer that comes whole at once starts no timer) to its last byte, however steadily it comes (`AUTH_PROXY_TIMEOUT_MS` bounds each silence within it), the client's slow reading included: past it the upstream's request is closed and the client gets 504, or, its answer begun, its connection cut; raise it for large downloads to slow clients. Also how long an audit log export or download waits for a client that takes none of it: past it the answer is cut and its slot (`AUDIT_EXPORT_CONCURRENCY`) given back",
+      "longest a proxied answer (the automation route, `/auth/`) may go on once it lasts (from its second chunk, or the first time the client holds it back: an answer that comes whole at once starts no timer) to its last byte, however steadily it comes (`AUTH_PROXY_TIMEOUT_MS` bounds each silence within it), the client's slow reading included: past it the upstream's request is closed and the client gets 504, or, its answer begun, its connection cut; raise it for large downloads to slow clients. Also how long an audit log export or download may wait for its client in all (its waits for the client to take more added up, however little it takes each time): past it the answer is cut and its slot (`AUDIT_EXPORT_CONCURRENCY`) given back",
   }),
   SHUTDOWN_GRACE_SECONDS: z.coerce.number().int().min(0).max(300).default(10).meta({
     description:

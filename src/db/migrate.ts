@@ -18,6 +18,7 @@ import * as auditIncarnationRetention from './migrations/20261129-010-audit-inca
 import * as auditDownloadWholeLog from './migrations/20261129-011-audit-download-whole-log.ts';
 import * as authKeycloakPulls from './migrations/20261129-012-auth-keycloak-pulls.ts';
 import * as realmAlignments from './migrations/20261201-013-realm-alignments.ts';
+import * as auditDownloadFirstSeq from './migrations/20261201-014-audit-download-first-seq.ts';
 
 interface NamedMigration {
   name: string;
@@ -53,6 +54,7 @@ const migrations: readonly NamedMigration[] = [
   { name: '20261129-011-audit-download-whole-log', migration: auditDownloadWholeLog },
   { name: '20261129-012-auth-keycloak-pulls', migration: authKeycloakPulls },
   { name: '20261201-013-realm-alignments', migration: realmAlignments },
+  { name: '20261201-014-audit-download-first-seq', migration: auditDownloadFirstSeq },
 ];
 
 /** The names of the migrations, in order: what `knex_migrations` holds once migrated. */

@@ -53,7 +53,7 @@ export const DPOP_AFTER = 'dpop_required';
 
 /**
  * A streamed answer stopped after its headers were sent: it failed midway, or its client left
- * or took nothing for too long. The client holds part of it (lines that end whole, so a file
+ * or held it back too long. The client holds part of it (lines that end whole, so a file
  * that looks complete): an audited route records that as a failure, not a success. `result`:
  * the failure's code when the gateway cut it, none when the client went.
  */

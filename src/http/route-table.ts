@@ -110,9 +110,10 @@ export interface RouteSpec<
 
 /**
  * An answer sent as it is made (an export), never whole in memory nor in the envelope: lines
- * (or bytes: a zip) written as the client takes them. `stallMs`: how long a write waits for a
- * client that takes nothing; past it the answer is cut, and what it holds (a slot of the long
- * reads, a database connection between chunks) is given back.
+ * (or bytes: a zip) written as the client takes them. `stallMs`: how long the client may hold
+ * the answer back in all (each wait for it to take more, added up); past it the answer is cut,
+ * and what it holds (a slot of the long reads, a database connection between chunks) is given
+ * back.
  */
 export class StreamedAnswer {
   readonly contentType: string;
@@ -140,19 +141,22 @@ export const streamedAnswer = z.custom<StreamedAnswer>((value) => value instance
 const STREAM_CHUNK = 64 * 1024;
 
 /**
- * Writes a streamed answer, waiting whenever the client is slower; stops if it goes, or if it
- * takes nothing for the answer's `stallMs` (its connection left open, it would hold the answer
- * for ever).
+ * Writes a streamed answer, waiting whenever the client is slower; stops if it goes, or once it
+ * has held the answer back for the answer's `stallMs` in all, its waits added up: a client that
+ * takes nothing, or a little now and then, its connection left open, would otherwise hold the
+ * answer (and what it holds) for as long as it likes.
  */
 async function sendStreamed(req: Request, res: Response, answer: StreamedAnswer): Promise<void> {
   res.status(200);
   res.setHeader('content-type', answer.contentType);
   res.setHeader('content-disposition', `attachment; filename="${answer.filename}"`);
   let pending = '';
+  let heldMs = 0;
   const write = async (chunk: string | Uint8Array) => {
     if (res.write(chunk)) return;
     const done = new AbortController();
-    const stalled = setTimeout(() => res.destroy(), answer.stallMs);
+    const waited = performance.now();
+    const stalled = setTimeout(() => res.destroy(), answer.stallMs - heldMs);
     try {
       await Promise.race([
         once(res, 'drain', { signal: done.signal }),
@@ -161,9 +165,10 @@ async function sendStreamed(req: Request, res: Response, answer: StreamedAnswer)
     } finally {
       clearTimeout(stalled);
       done.abort();
+      heldMs += performance.now() - waited;
     }
   };
-  const left = () => new AnswerCut('the client left, or took nothing for too long');
+  const left = () => new AnswerCut('the client left, or held the answer back too long');
   try {
     for await (const line of answer.lines) {
       if (res.destroyed) throw left();

@@ -9,6 +9,7 @@ import type { DownloadJob } from '../../src/audit/download-jobs.schemas.ts';
 import { createLogger } from '../../src/http/logger.ts';
 import { basicAuth, callApi } from '../helpers/api.ts';
 import { grantReaderRole } from '../helpers/audit-readers.ts';
+import { insertLargeLog } from '../helpers/audit-records.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createUser, type TestUser } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
@@ -164,6 +165,49 @@ describe('audit log: download jobs', () => {
     const res = await formDownload(id, basicAuth(reader));
     expect(res.status).toBe(409);
     expect(await res.json()).toMatchObject({ result: '409-40001', data: null });
+  });
+
+  it('refuses the download of a job whose records retention removed since it ran: 409, no zip begun', async () => {
+    // A deleted organization's log kept for its retention, read by a platform administrator.
+    const log = `pruned-${Date.now()}`;
+    await insertLargeLog(testDb(), log, 10);
+    const admin = await createUser('master');
+    const path = `/api/platform/organizations/${log}/auditlog/download`;
+    const range = {
+      ts_from: referenceTime(Date.now() - 3_600_000),
+      ts_to: referenceTime(Date.now() + 60_000),
+    };
+    const started = await callApi(path, basicAuth(admin), {
+      base: one.url,
+      method: 'POST',
+      body: range,
+    });
+    const id = (started.body.data as { download_id: string }).download_id;
+    await expect
+      .poll(async () => {
+        const listed = await callApi(`${path}?download_id=${id}`, basicAuth(admin), {
+          base: one.url,
+        });
+        return (listed.body.data as DownloadJob[])[0]?.status;
+      }, EVENTUALLY)
+      .toBe('Completion');
+    // Retention removes the log's oldest records, the job's first among them.
+    await testDb()('audit_log').where({ org: log }).where('seq', '<=', 3).del();
+    const res = await fetch(`${two.url}${path}/${id}`, {
+      method: 'POST',
+      headers: { authorization: basicAuth(admin) },
+    });
+    expect(res.status).toBe(409);
+    expect(await res.json()).toMatchObject({ result: '409-40002', data: null });
+    // The shared database keeps no log of this test's making.
+    for (const table of [
+      'audit_download_jobs',
+      'audit_checkpoints',
+      'audit_log',
+      'audit_log_heads',
+    ]) {
+      await testDb()(table).where({ org: log }).del();
+    }
   });
 
   it('answers hostile requests in the envelope', async () => {

@@ -1,5 +1,6 @@
 import { createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { calculateJwkThumbprint, exportJWK } from 'jose';
@@ -15,6 +16,51 @@ import { chainedLog } from '../../helpers/audit-records.ts';
 import { givesANameTwice } from '../../../src/cli/audit-verify.ts';
 import { runCli } from '../../../src/cli/main.ts';
 import { capturingIo } from '../../helpers/cli-io.ts';
+import { closeServers, listenLocally } from '../../helpers/local-server.ts';
+
+describe('realmgate audit list --json against a stand-in API', () => {
+  // Five records, newest first, two to a page; one's name carries a C1 control (U+009B, CSI).
+  const records = chainedLog(5).reverse();
+  records[1] = { ...records[1]!, actorName: 'a\u009b2Jb' };
+  let server: Server;
+  let baseUrl: string;
+  /** What stdout held as each page was asked for. */
+  let printedBefore: string[];
+  let output: { stdout: string; stderr: string };
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      printedBefore.push(output.stdout);
+      const after = new URL(req.url!, 'http://stand-in').searchParams.get('after');
+      const start = after === null ? 0 : records.findIndex((r) => r.seq < Number(after));
+      const page = records.slice(start, start + 2);
+      const next = start + 2 < records.length ? page.at(-1)!.seq : null;
+      const data = { records: page, total: records.length, next };
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ data, message: 'SUCCESS', result: '000-00000', ts: '' }));
+    });
+    baseUrl = await listenLocally(server);
+  });
+  afterAll(async () => {
+    await closeServers(server);
+  });
+
+  it('prints each page as it comes, not the whole listing at its end', async () => {
+    printedBefore = [];
+    const captured = capturingIo();
+    output = captured.output;
+    const env = { REALMGATE_URL: baseUrl, REALMGATE_USERNAME: 'a', REALMGATE_PASSWORD: 'b' };
+    const status = await runCli(['audit', 'list', 'acme', '--all', '--json'], env, captured.io);
+    expect(status).toBe(0);
+    // The first page was printed before the last one was asked for.
+    expect(printedBefore).toHaveLength(3);
+    expect(printedBefore[2]).toContain(`"hash": "${records[0]!.hash}"`);
+    expect(JSON.parse(output.stdout)).toEqual({ total: 5, records, next: null });
+    // Escaped as any printed JSON: a server's text cannot drive the terminal.
+    expect(output.stdout).toContain('a\\u009b2Jb');
+    expect(output.stdout).not.toContain('\u009b');
+  });
+});
 
 describe('realmgate audit verify', () => {
   let dir: string;

@@ -1,5 +1,6 @@
 import express, { type RequestHandler } from 'express';
 import type { AddressInfo } from 'node:net';
+import type { ReadableStreamReadResult } from 'node:stream/web';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -87,7 +88,24 @@ const routes = [
     handler: (_deps, input) =>
       Promise.resolve(new StreamedAnswer('text/plain', 'things.txt', linesOf(input.realm), 60_000)),
   }),
+  route({
+    method: 'get',
+    path: '/api/platform/held-exports/{organization_id}',
+    operationId: 'exportThingsHeld',
+    summary: 'test',
+    tags: [],
+    params: { organization_id },
+    data: streamedAnswer,
+    audit: { action: 'thing.export', target: () => ({}) },
+    handler: (_deps, input) =>
+      Promise.resolve(
+        new StreamedAnswer('text/plain', 'things.txt', linesOf(input.realm), HELD_MS),
+      ),
+  }),
 ];
+
+/** The `stallMs` of the held exports: far longer than any one wait on a client that reads. */
+const HELD_MS = 5000;
 
 /**
  * The lines of a streamed answer: `whole` ends, `broken` fails after more than a write's worth
@@ -213,6 +231,33 @@ describe('routeHandler', () => {
       got: 'left',
     });
   });
+
+  it('cuts an endless answer its client takes a little at a time once its waits add up to stallMs', async () => {
+    const audited = new Promise<string>((resolve) => (onAudit = resolve));
+    const res = await fetch(`${base}/api/platform/held-exports/endless`);
+    const reader = res.body!.getReader();
+    // Far more than is read before the waits add up to HELD_MS, at this pace.
+    const enough = 256 * 1024 * 1024;
+    let read = 0;
+    const got = await (async () => {
+      try {
+        while (read < enough) {
+          const chunk: ReadableStreamReadResult<Uint8Array> = await reader.read();
+          if (chunk.done) return 'whole';
+          read += chunk.value.length;
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        await reader.cancel();
+        return 'still sent';
+      } catch {
+        return 'cut';
+      }
+    })();
+    expect({ got, audit: await audited }).toEqual({
+      got: 'cut',
+      audit: 'audit thing.export failure',
+    });
+  }, 120_000);
 
   it("tells the request's scope the result of the failure that cut its answer, before it closes", async () => {
     await download('broken');
