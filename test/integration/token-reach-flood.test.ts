@@ -73,8 +73,6 @@ describe('a flood of made-up sessions on /auth', () => {
       headers: { 'retry-after': '1' },
       json: { error: 'temporarily_unavailable' },
     });
-    // The others were Keycloak's to refuse (the tokens are no tokens of its).
-    expect(flood.every(({ status }) => status === 503 || status === 401)).toBe(true);
     expect(await reachKeys()).toEqual([]);
 
     // A read-only job credential issued elsewhere: the replica has not read its reach yet.
