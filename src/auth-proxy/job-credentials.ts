@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { realmOf } from './auth-routes.ts';
 import type { BearerVerifier } from '../auth/bearer/bearer-verifier.ts';
-import { reachExpired, type ReachStep } from '../auth/reach.ts';
+import { LOOKUPS_SPENT, reachExpired, type ReachStep } from '../auth/reach.ts';
 import type { IssuedDetails, TokenDetailsStore } from '../auth/token-details.ts';
 import { workspaceRolesOf } from '../auth/authorize.ts';
 import { MASTER_REALM, WORKSPACE_ID } from '../tenancy/identifiers.ts';
@@ -19,6 +19,7 @@ import {
   type Replacement,
 } from './grant-answer.ts';
 import { recordBinding, type TokenBindingStore } from './token-bindings.ts';
+import { sendLookupsSpent } from './token-reach-guard.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 
 /**
@@ -222,6 +223,7 @@ function withoutJobFields(form: URLSearchParams): URLSearchParams {
  * A refresh grant past the lifetime given at issuance is answered as Keycloak answers an
  * expired token, and its session ended in Keycloak; else it goes on (true), its use noted once
  * Keycloak accepts it (its claims read unverified are Keycloak's when Keycloak accepts them).
+ * Its session unknown here and the client's lookups spent, it waits (503, as the reach step).
  */
 async function checkRefresh(
   req: IncomingMessage,
@@ -230,7 +232,11 @@ async function checkRefresh(
   { sessionId, userId }: { sessionId: string; userId: string },
   deps: JobCredentialsDeps,
 ): Promise<boolean> {
-  const reach = await deps.reach.reachOf(sessionId);
+  const reach = await deps.reach.reachOf(sessionId, req);
+  if (reach === LOOKUPS_SPENT) {
+    sendLookupsSpent(res);
+    return false;
+  }
   if (reach && reachExpired(reach, (deps.clock ?? systemClock).now())) {
     await deps.endSession(realm, sessionId).catch((err: unknown) => {
       deps.logger.warn({ err }, 'could not end an expired job credential in Keycloak');

@@ -1,7 +1,13 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
-import { keycloakReachRefusal, type ReachRefusal, type ReachStep } from '../auth/reach.ts';
+import {
+  keycloakReachRefusal,
+  LOOKUPS_SPENT,
+  type LookupsSpent,
+  type ReachRefusal,
+  type ReachStep,
+} from '../auth/reach.ts';
 import { errorCodes } from '../envelope/errors.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 import { formFieldsOf } from './form-body-guard.ts';
@@ -138,6 +144,17 @@ const UNKNOWN_REACH: Replacement = {
   description: errorCodes.databaseUnavailable.message,
 };
 
+const isLookedUp = <Reach>(reach: Reach | LookupsSpent): reach is Reach => reach !== LOOKUPS_SPENT;
+
+/**
+ * A reach this process does not know, and the client has no lookup left (reach.ts
+ * `LOOKUPS_SPENT`): unknown, as with the database down, until its lookups come back.
+ */
+export function sendLookupsSpent(res: ServerResponse): void {
+  res.setHeader('retry-after', '1');
+  sendTokenError(res, UNKNOWN_REACH);
+}
+
 function refuse(res: ServerResponse, refusal: ReachRefusal, token: CarriedToken): void {
   const answer = refusalAnswer(refusal);
   if (answer.status === 401) {
@@ -155,7 +172,9 @@ function refuse(res: ServerResponse, refusal: ReachRefusal, token: CarriedToken)
  * held to the reach the `/api` admission holds it to (reach.ts `keycloakReachRefusal`): a write
  * of a read-only token, anything of a workspace-narrowed one, anything past its lifetime is
  * refused before Keycloak sees it. The token is read unverified: a session's reach can only
- * narrow what its token may do, and Keycloak refuses a token that is not its own.
+ * narrow what its token may do, and Keycloak refuses a token that is not its own. So anyone can
+ * name made-up sessions: a lookup is spent from the sender's share (reach.ts `reachOf`), and
+ * past it the request waits (503, Retry-After) as with the database down.
  */
 export function guardTokenReach(deps: {
   reach: ReachStep;
@@ -177,8 +196,13 @@ export function guardTokenReach(deps: {
       next();
       return;
     }
-    Promise.all(tokens.map((token) => deps.reach.reachOf(token.sessionId))).then(
+    Promise.all(tokens.map((token) => deps.reach.reachOf(token.sessionId, req))).then(
       (reaches) => {
+        if (!reaches.every(isLookedUp)) {
+          refused(req, res, { why: 'databaseUnavailable' });
+          sendLookupsSpent(res);
+          return;
+        }
         for (const [i, reach] of reaches.entries()) {
           const refusal = reach && keycloakReachRefusal(reach, req.method, clock.now());
           if (reach && refusal) {

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Cache } from '../cache/cache.ts';
 import { TtlLru } from '../cache/ttl-lru.ts';
+import { createLookupBudget } from '../edge/lookup-budget.ts';
 import { AppError, type ErrorCode } from '../envelope/errors.ts';
 import type { Principal } from '../tenancy/principal.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
@@ -111,8 +112,15 @@ export interface ReachStep {
     req: IncomingMessage,
     endsSession?: string,
   ): Answer<Principal>;
-  /** The session's reach (remembered as for the admission); undefined: it has none. */
-  reachOf(sessionId: string): Promise<TokenReach | undefined>;
+  /**
+   * The reach of a session a token nobody verified names (on `/auth`: anyone can make one up),
+   * for `req`: remembered as for the admission; undefined: it has none. A session this process
+   * does not know is looked up on `req`'s client's lookups (`UNVERIFIED_LOOKUPS`), else
+   * `LOOKUPS_SPENT`: its reach is unknown, as with the database down. One the store has no
+   * record of is remembered by this process only, apart from the reaches: a flood of made-up
+   * ones evicts no real reach here and writes nothing to the shared cache.
+   */
+  reachOf(sessionId: string, req: IncomingMessage): Promise<TokenReach | undefined | LookupsSpent>;
   /** Notes a use of the session by `req` (a refresh grant): at most once a minute. */
   noteUse(session: UsedSession, req: IncomingMessage): void;
 }
@@ -122,6 +130,17 @@ interface UsedSession {
   realm: string;
   userId: string;
 }
+
+/** The answer of `ReachStep.reachOf` when the client has no lookup left: retry in a second. */
+export const LOOKUPS_SPENT = 'lookupsSpent' as const;
+export type LookupsSpent = typeof LOOKUPS_SPENT;
+
+/**
+ * Database lookups per second (and burst) of sessions named by unverified tokens, per replica,
+ * and one client's part (as the organization directory's, edge/lookup-budget.ts). A client
+ * sends one token, whose session is looked up once an hour per process.
+ */
+const UNVERIFIED_LOOKUPS = { perSecond: 50, clientPerSecond: 10, keptForOthers: 10 };
 
 /** No reach: what the process remembers of a session that has none. */
 const NONE = 'none' as const;
@@ -153,6 +172,9 @@ export function createReachStep(deps: {
   const now = () => clock.now();
   const reaches = new TtlLru<TokenReach | typeof NONE>(deps.maxEntries, clock);
   const noted = new TtlLru<true>(deps.maxEntries, clock);
+  /** Sessions of unverified tokens the store has no record of: perhaps made up (`reachOf`). */
+  const unrecorded = new TtlLru<true>(deps.maxEntries, clock);
+  const lookups = createLookupBudget({ ...UNVERIFIED_LOOKUPS, maxClients: deps.maxEntries }, clock);
 
   function noteUse(session: UsedSession, req: IncomingMessage): void {
     if (noted.get(session.sessionId)) return;
@@ -168,28 +190,54 @@ export function createReachStep(deps: {
   function reachOf(sessionId: string): Answer<TokenReach | typeof NONE> {
     const known = reaches.get(sessionId);
     if (known !== undefined) return known;
-    return lookUp(sessionId).then((reach) => {
-      reaches.set(sessionId, reach, now() + REMEMBERED_MS);
-      return reach;
-    });
+    const read = async () => (await deps.store.reachOf(sessionId)) ?? NONE;
+    return lookUp(sessionId, read).then((reach) => remember(sessionId, reach));
+  }
+
+  function remember(sessionId: string, reach: TokenReach | typeof NONE) {
+    reaches.set(sessionId, reach, now() + REMEMBERED_MS);
+    return reach;
+  }
+
+  /** `ReachStep.reachOf`: the reach of a session an unverified token names. */
+  async function unverifiedReachOf(
+    sessionId: string,
+    req: IncomingMessage,
+  ): Promise<TokenReach | typeof NONE | LookupsSpent> {
+    const known = reaches.get(sessionId) ?? (unrecorded.get(sessionId) ? NONE : undefined);
+    if (known !== undefined) return known;
+    if (!lookups.take(deps.clientAddressOf(req))) return LOOKUPS_SPENT;
+    const read = async () => {
+      const record = await deps.store.recordOf(sessionId);
+      return record && (record.reach ?? NONE);
+    };
+    const reach = await lookUp(sessionId, read);
+    if (reach !== undefined) return remember(sessionId, reach);
+    unrecorded.set(sessionId, true, now() + REMEMBERED_MS);
+    return NONE;
   }
 
   /**
-   * The store's answer, shared for the others. With the database down, what a replica or worker
-   * read before answers (a record is written before its token is handed out, so a read "none"
-   * is final); a session nobody read stays refused (the store's error).
+   * The store's answer (`read`), shared for the others; undefined from `read`: the store has no
+   * record of the session, which is not shared (its id may be made up). With the database down,
+   * what a replica or worker read before answers (a record is written before its token is
+   * handed out, so a read "none" is final); a session nobody read stays refused (the store's
+   * error).
    */
-  async function lookUp(sessionId: string): Promise<TokenReach | typeof NONE> {
+  async function lookUp<Read extends TokenReach | typeof NONE | undefined>(
+    sessionId: string,
+    read: () => Promise<Read>,
+  ): Promise<Read | TokenReach | typeof NONE> {
     const key = `token-reach:${sessionId}`;
-    let found: TokenReach | undefined;
+    let reach: Read;
     try {
-      found = await deps.store.reachOf(sessionId);
+      reach = await read();
     } catch (err) {
       const shared = await deps.cache.get(key).catch(() => undefined);
       if (shared === undefined) throw err;
       return shared === NONE ? NONE : (JSON.parse(shared) as TokenReach);
     }
-    const reach = found ?? NONE;
+    if (reach === undefined) return reach;
     const value = reach === NONE ? NONE : JSON.stringify(reach);
     await deps.cache.set(key, value, REMEMBERED_MS).catch(() => undefined);
     return reach;
@@ -243,8 +291,8 @@ export function createReachStep(deps: {
         ? reach.then((found) => admitWithin(found, call))
         : admitWithin(reach, call);
     },
-    async reachOf(sessionId) {
-      const reach = await reachOf(sessionId);
+    async reachOf(sessionId, req) {
+      const reach = await unverifiedReachOf(sessionId, req);
       return reach === NONE ? undefined : reach;
     },
     noteUse,

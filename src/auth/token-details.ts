@@ -32,6 +32,12 @@ export interface TokenDetailsStore {
   /** The session's reach; undefined when it has none (the token may do what its user may). */
   reachOf(sessionId: string): Promise<TokenReach | undefined>;
   /**
+   * The session's reach as `reachOf` reads it, in a record; undefined when the store has no row
+   * of the session at all (issued without the fields and never used through the gateway yet, or
+   * a session id nobody issued).
+   */
+  recordOf(sessionId: string): Promise<{ reach: TokenReach | undefined } | undefined>;
+  /**
    * Writes the session's last use, unless one was written less than `minIntervalMs` ago (by
    * any replica).
    */
@@ -102,6 +108,14 @@ function detailsOfRow(row: Row): TokenDetails {
 const UNIQUE_VIOLATION = '23505';
 
 export function createTokenDetailsStore(db: Knex): TokenDetailsStore {
+  async function recordOf(sessionId: string) {
+    const row = await db<Row>(TABLE).where({ session_id: sessionId }).first();
+    if (!row) return undefined;
+    const reach = { ...reachOfRow(row), realm: row.realm };
+    // A name alone narrows nothing, yet the caller's record names its job credential.
+    return { reach: narrows(reach) || reach.name !== undefined ? reach : undefined };
+  }
+
   return {
     async record(details) {
       try {
@@ -126,12 +140,9 @@ export function createTokenDetailsStore(db: Knex): TokenDetailsStore {
       }
     },
     async reachOf(sessionId) {
-      const row = await db<Row>(TABLE).where({ session_id: sessionId }).first();
-      if (!row) return undefined;
-      const reach = { ...reachOfRow(row), realm: row.realm };
-      // A name alone narrows nothing, yet the caller's record names its job credential.
-      return narrows(reach) || reach.name !== undefined ? reach : undefined;
+      return (await recordOf(sessionId))?.reach;
     },
+    recordOf,
     async noteUse(session, use, minIntervalMs) {
       const at = new Date(use.at);
       const since = new Date(use.at - minIntervalMs);

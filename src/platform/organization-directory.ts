@@ -1,7 +1,7 @@
 import type { OrganizationLookup, OrganizationState } from '../tenancy/organization-state.ts';
 import { TtlLru } from '../cache/ttl-lru.ts';
 import { isDatabaseUnavailable } from '../db/database-failures.ts';
-import { addressGroupOf } from '../edge/address-group.ts';
+import { createLookupBudget } from '../edge/lookup-budget.ts';
 import { AppError } from '../envelope/errors.ts';
 import type { OrganizationMemory } from './organization-memory.ts';
 import type { OrganizationsRepo } from './organizations.repo.ts';
@@ -16,15 +16,9 @@ const FRESH_MS = 60_000;
 const STALE_MS = 60 * 60_000;
 /** How long an unknown id answers 404 without the database (a new organization waits this long). */
 const UNKNOWN_MS = 5_000;
-/** Database lookups per second (and burst) for ids in neither cache, per replica. */
-const LOOKUPS_PER_SECOND = 50;
-/** Of those, what one client may always spend (its share): an address, an IPv6 host by its /64. */
-const CLIENT_LOOKUPS_PER_SECOND = 10;
-/** Past its share, a client spends the replica's lookups only while this many are left. */
-const LOOKUPS_KEPT_FOR_OTHERS = 10;
-/** A client's bucket is forgotten after this idle time (it is full again by then). */
-const CLIENT_IDLE_MS = 60_000;
 const MAX_ENTRIES = 10_000;
+/** Database lookups for ids in neither cache, per replica, and one client's part of them. */
+const LOOKUPS = { perSecond: 50, clientPerSecond: 10, keptForOthers: 10, maxClients: MAX_ENTRIES };
 
 /** The directory admission reads, plus what this replica learns of changes (organization-events.ts). */
 export interface OrganizationDirectory extends OrganizationLookup {
@@ -44,11 +38,9 @@ export interface OrganizationDirectory extends OrganizationLookup {
  * Answers "does this organization exist, and is it enabled" for every API request without a
  * database round trip each time. Real organizations and unknown ids live in separate bounded
  * caches, so a flood of random ids can never evict a real organization; and ids in neither
- * cache reach the database at most `LOOKUPS_PER_SECOND` times a second. One client (its address
- * by its group, edge/address-group.ts: an IPv6 host that takes a new address of its /64 for each
- * id is still one) may always spend its share (`CLIENT_LOOKUPS_PER_SECOND`), and more only while
- * `LOOKUPS_KEPT_FOR_OTHERS` are left: a flood of made-up ids from one address cannot spend the
- * others' lookups, and a real organization not confirmed yet is still looked up for them.
+ * cache reach the database at most `LOOKUPS.perSecond` times a second, spent by client
+ * (edge/lookup-budget.ts): a flood of made-up ids from one address cannot spend the others'
+ * lookups, and a real organization not confirmed yet is still looked up for them.
  * Past either rate, an organization confirmed before is still served (for up to an hour), and
  * an id never seen is refused 503 `databaseUnavailable` with Retry-After (never "absent": it
  * may be real). With the database unreachable, an organization confirmed before is served the
@@ -67,20 +59,7 @@ export function createOrganizationDirectory(
   const confirmed = new TtlLru<{ at: number; enabled: boolean }>(MAX_ENTRIES, clock);
   const unknown = new TtlLru<true>(MAX_ENTRIES, clock);
   const lookups = new Map<string, Promise<OrganizationState>>();
-  const budget = createTokenBucket(LOOKUPS_PER_SECOND, now);
-  const clientBudgets = new TtlLru<TokenBucket>(MAX_ENTRIES, clock);
-
-  /** One of the replica's lookups: within the client's share, or from what others can spare. */
-  function takeLookup(client: string | undefined): boolean {
-    if (client === undefined) return budget.take();
-    const group = addressGroupOf(client);
-    let share = clientBudgets.get(group);
-    if (share === undefined) {
-      share = createTokenBucket(CLIENT_LOOKUPS_PER_SECOND, now);
-      clientBudgets.set(group, share, now() + CLIENT_IDLE_MS);
-    }
-    return share.take() ? budget.take() : budget.take(LOOKUPS_KEPT_FOR_OTHERS);
-  }
+  const lookupBudget = createLookupBudget(LOOKUPS, clock);
   /**
    * The ids learned while their lookup ran: that lookup must not overwrite what was taught.
    * Per id: a change of another organization says nothing of this one's answer.
@@ -154,7 +133,7 @@ export function createOrganizationDirectory(
         return entry.enabled ? 'enabled' : 'disabled';
       }
       if (unknown.get(id)) return 'absent';
-      if (lookups.has(id) || takeLookup(client)) return lookUp(id);
+      if (lookups.has(id) || lookupBudget.take(client)) return lookUp(id);
       // Out of lookups: an organization confirmed before keeps its last known state; one never
       // seen may be real, so it is not called absent.
       const known = cachedState(id);
@@ -169,27 +148,6 @@ export function createOrganizationDirectory(
       remember(id, state);
       // A deletion is kept as such: no answer asked before it brings the organization back.
       memory?.note(id, state, now(), now() + STALE_MS);
-    },
-  };
-}
-
-interface TokenBucket {
-  /** Takes a token if more than `keep` are left. */
-  take(keep?: number): boolean;
-}
-
-/** A token bucket: `take()` succeeds at most `perSecond` times a second, with that as burst. */
-function createTokenBucket(perSecond: number, now: () => number): TokenBucket {
-  let tokens = perSecond;
-  let last = now();
-  return {
-    take(keep = 0): boolean {
-      const at = now();
-      tokens = Math.min(perSecond, tokens + ((at - last) * perSecond) / 1000);
-      last = at;
-      if (tokens < keep + 1) return false;
-      tokens -= 1;
-      return true;
     },
   };
 }

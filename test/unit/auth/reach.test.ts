@@ -1,6 +1,11 @@
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { createReachStep, keycloakReachRefusal, reachRefusal } from '../../../src/auth/reach.ts';
+import {
+  createReachStep,
+  keycloakReachRefusal,
+  LOOKUPS_SPENT,
+  reachRefusal,
+} from '../../../src/auth/reach.ts';
 import { createMemoryCache } from '../../../src/cache/memory-cache.ts';
 import type { TokenDetailsStore } from '../../../src/auth/token-details.ts';
 import type { Principal, TokenReach } from '../../../src/tenancy/principal.ts';
@@ -212,5 +217,65 @@ describe('createReachStep', () => {
       expiresAt: NOW / 1000 + 3600,
     });
     await expect(stepOf().admit(unseen, 'ws1', req('GET'))).rejects.toThrow('database down');
+  });
+});
+
+describe('createReachStep: sessions an unverified token names (/auth)', () => {
+  /** Records of `recorded` only; every other session id is made up. */
+  function setup(recorded: Record<string, TokenReach | undefined>) {
+    const clock = manualClock(NOW);
+    const cache = createMemoryCache({ maxEntries: 1000, clock });
+    const lookups: string[] = [];
+    const store = {
+      recordOf: (sessionId: string) => {
+        lookups.push(sessionId);
+        return Promise.resolve(sessionId in recorded ? { reach: recorded[sessionId] } : undefined);
+      },
+    } as unknown as TokenDetailsStore;
+    const step = createReachStep({
+      store,
+      cache,
+      clientAddressOf: (req) => req.socket.remoteAddress!,
+      maxEntries: 1000,
+      clock,
+      onUseFailed: () => undefined,
+    });
+    return { step, cache, lookups, advance: (ms: number) => clock.advance(ms) };
+  }
+  const from = (address: string) => ({ socket: { remoteAddress: address } }) as IncomingMessage;
+  const madeUp = (n: number) => Array.from({ length: n }, (_, i) => `made-up-${i}`);
+
+  it('shares a recorded reach and a recorded "none", and nothing of a session the store has no record of', async () => {
+    const { step, cache, lookups } = setup({ job: reach({ readOnly: true }), plain: undefined });
+    const client = from('192.0.2.7');
+    expect(await step.reachOf('job', client)).toEqual(reach({ readOnly: true }));
+    expect(await step.reachOf('plain', client)).toBeUndefined();
+    expect(await step.reachOf('made-up', client)).toBeUndefined();
+    expect(await cache.get('token-reach:job')).toBe(JSON.stringify(reach({ readOnly: true })));
+    expect(await cache.get('token-reach:plain')).toBe('none');
+    expect(await cache.get('token-reach:made-up')).toBeUndefined();
+    // Each remembered by this process: asked once.
+    for (const sessionId of ['job', 'plain', 'made-up']) await step.reachOf(sessionId, client);
+    expect(lookups).toEqual(['job', 'plain', 'made-up']);
+  });
+
+  it("spends one client's lookups, then answers LOOKUPS_SPENT; other clients and known sessions are still served", async () => {
+    const { step, lookups, advance } = setup({ job: reach({ readOnly: true }) });
+    const flooder = from('192.0.2.66');
+    await step.reachOf('job', flooder);
+    const answers = await Promise.all(madeUp(100).map((sid) => step.reachOf(sid, flooder)));
+    // Its share (10), then the replica's while more than 10 are left (50 in all, one spent above).
+    expect(answers.filter((answer) => answer === undefined)).toHaveLength(39);
+    expect(answers.filter((answer) => answer === LOOKUPS_SPENT)).toHaveLength(61);
+    expect(lookups).toHaveLength(40);
+    // Known to this process: no lookup needed, so none refused.
+    expect(await step.reachOf('job', flooder)).toEqual(reach({ readOnly: true }));
+    expect(await step.reachOf('made-up-0', flooder)).toBeUndefined();
+    // Another address still has the lookups kept for the others.
+    expect(await step.reachOf('other', from('198.51.100.1'))).toBeUndefined();
+    expect(await step.reachOf('made-up-99', flooder)).toBe(LOOKUPS_SPENT);
+    // A second later the flooder has lookups again.
+    advance(1000);
+    expect(await step.reachOf('made-up-99', flooder)).toBeUndefined();
   });
 });
