@@ -14,6 +14,8 @@ export const REALM_GONE_MESSAGE = "The organization's realm does not exist in Ke
 const OIDC_REALM_GONE = 'Realm does not exist';
 /** The same on its admin API. */
 const ADMIN_REALM_GONE = 'Realm not found.';
+/** The admin API's `error` for a client id the realm does not have (Keycloak 26). */
+const ADMIN_CLIENT_GONE = 'Client not found';
 
 /** Whether an OpenID Connect endpoint's answer (token, introspection, certs) says so. */
 export function isRealmGone(status: number, body: string): boolean {
@@ -46,4 +48,14 @@ export function isRealmMissing(err: unknown): boolean {
   if (!isHttpStatus(err, 404)) return false;
   const data = (err as { responseData?: { error?: unknown } }).responseData;
   return data?.error === ADMIN_REALM_GONE;
+}
+
+/**
+ * Whether an admin-API call failed because the client it names does not exist in the realm:
+ * Keycloak's own answer, not a proxy's 404.
+ */
+export function isClientMissing(err: unknown): boolean {
+  if (!isHttpStatus(err, 404)) return false;
+  const data = (err as { responseData?: { error?: unknown } }).responseData;
+  return data?.error === ADMIN_CLIENT_GONE;
 }

@@ -26,6 +26,8 @@ const USER_CLIENT_ROLES = /\/users\/[^/]+\/role-mappings\/clients\/[^/?]+(\?|$)/
 const USER_COMPOSITE_CLIENT_ROLES = /\/users\/[^/]+\/role-mappings\/clients\/[^/]+\/composite/;
 /** A group's members or subgroups (what a change to a group reads). */
 const GROUP_READS = /\/groups\/[^/]+\/(members|children)(\?|$)/;
+/** A page of master's clients (what the check for Keycloak's admin roles lists first). */
+const MASTER_CLIENTS = /\/admin\/realms\/master\/clients\/?(\?|$)/;
 
 let front: KeycloakFront;
 let replica: Replica;
@@ -78,6 +80,21 @@ describe('a change to a master user', () => {
     }
     expect(calls.count).toBeGreaterThanOrEqual(2 * ADMIN_CALLS_AT_ONCE);
     expect(calls.peak).toBeLessThanOrEqual(ADMIN_CALLS_AT_ONCE);
+  });
+
+  it('is not failed by a realm deleted while it runs (its client in master goes with it)', async () => {
+    const keycloak = await keycloakAdmin();
+    const realm = uniqueId('gone-');
+    await keycloak.realms.create({ realm, enabled: true });
+    const user = await createUser('master');
+    // The check lists master's clients, `<realm>-realm` among them; the realm goes before it
+    // asks that client, as when an organization is deleted during the check.
+    const listed = front.gate(MASTER_CLIENTS);
+    const change = apiCall('POST', `/platform/users/${user.username}/disable`);
+    await listed.reached;
+    await keycloak.realms.del({ realm });
+    listed.open();
+    expect(await change).toBe(200);
   });
 });
 

@@ -10,6 +10,7 @@ import type { ServiceAdmin } from '../../keycloak/service-admin.ts';
 import type { LoginBlock } from '../../auth/account-locks.ts';
 import { isWorkspaceId, MASTER_REALM } from '../../tenancy/identifiers.ts';
 import { workspacesClientUuidOf } from './provisioning.ts';
+import { isClientMissing } from '../../keycloak/realm-gone.ts';
 
 export type KeycloakUser = UserRepresentation & { id: string; username: string };
 
@@ -158,11 +159,14 @@ export async function holdsKeycloakAdminRoles(
       ? (await allClients(admin, realm)).filter((c) => c.clientId?.endsWith('-realm'))
       : await admin.clients.find({ realm, clientId: 'realm-management' });
   return someFewAtATime(clients, async (client) => {
-    const roles = await admin.users.listCompositeClientRoleMappings({
-      realm,
-      id: userId,
-      clientUniqueId: client.id ?? '',
-    });
+    const roles = await admin.users
+      .listCompositeClientRoleMappings({ realm, id: userId, clientUniqueId: client.id ?? '' })
+      .catch((err: unknown) => {
+        // The client went after the listing (in master, with its realm: an organization deleted
+        // meanwhile): no role of it is held any more.
+        if (isClientMissing(err)) return [];
+        throw err;
+      });
     return roles.length > 0;
   });
 }

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { isRealmGone, isRealmGoneError, isRealmMissing } from '../../../src/keycloak/realm-gone.ts';
+import {
+  isClientMissing,
+  isRealmGone,
+  isRealmGoneError,
+  isRealmMissing,
+} from '../../../src/keycloak/realm-gone.ts';
 
 /** Keycloak's words for a realm it does not have, and only those: a 404 alone is no proof. */
 describe('realm-gone', () => {
@@ -21,5 +26,15 @@ describe('realm-gone', () => {
     const missing = (error: string) => ({ response: { status: 404 }, responseData: { error } });
     expect(isRealmMissing(missing('Realm not found.'))).toBe(true);
     expect(isRealmMissing(missing('Could not find client'))).toBe(false);
+  });
+
+  it("reads the admin API's 404 for an unknown client, not a proxy's", () => {
+    const answer = (responseData: unknown) => ({ response: { status: 404 }, responseData });
+    expect(isClientMissing(answer({ error: 'Client not found' }))).toBe(true);
+    expect(isClientMissing(answer('<html><body>404 Not Found</body></html>'))).toBe(false);
+    expect(isClientMissing(answer({ error: 'Realm not found.' }))).toBe(false);
+    expect(
+      isClientMissing({ response: { status: 400 }, responseData: { error: 'Client not found' } }),
+    ).toBe(false);
   });
 });
