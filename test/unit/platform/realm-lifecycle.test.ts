@@ -7,7 +7,7 @@ const failure = (status: number, responseData: unknown) =>
   Object.assign(new Error(`HTTP ${status}`), { response: { status }, responseData });
 
 /** Client `<org>-workspaces` found; every request on a role then fails with `fails`. */
-function adminWhoseRoleDeletesFail(fails: unknown) {
+function adminWhoseRoleDeletesFail(fails: Error) {
   const deleted: string[] = [];
   const admin = {
     clients: {
