@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { createOperationsRepo } from '../automation/operations.repo.ts';
 import { AppError } from '../envelope/errors.ts';
+import { createChangeSlots } from './change-slots.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
 import {
   deleteOrganizationRealm,
@@ -23,6 +24,12 @@ export const ORGANIZATION_STATUS = {
   enabled: 'Organization Enable Complete',
   disabled: 'Organization Disable Complete',
 } as const;
+
+/**
+ * Organization disables and enables one process runs at once, each holding a database connection
+ * for a Keycloak call: a few, out of the pool's DATABASE_POOL_SIZE.
+ */
+const ORGANIZATION_CHANGES_AT_ONCE = 2;
 
 export interface OrganizationLifecycle {
   getOrganization(organizationId: string): Promise<Organization>;
@@ -52,6 +59,7 @@ export function createOrganizationLifecycle(deps: {
   const workspaces = createWorkspacesRepo(db);
 
   const { requireOrganization, requireWorkspace } = createPlatformRecords(db);
+  const changeSlots = createChangeSlots(ORGANIZATION_CHANGES_AT_ONCE);
 
   return {
     getOrganization: requireOrganization,
@@ -92,15 +100,19 @@ export function createOrganizationLifecycle(deps: {
       // leave the realm one way and the record the other. The session logs in before the lock
       // is taken: the lock, and the connection, are held for one Keycloak call at most, which
       // KEYCLOAK_TIMEOUT_MS bounds; a change waiting for the lock waits no longer than
-      // DATABASE_STATEMENT_TIMEOUT_MS (then 503 `503-00003`), having changed nothing.
-      const organization = await adminSession.run((admin) =>
-        db.transaction(async (trx) => {
-          const records = createOrganizationsRepo(trx);
-          if (!(await records.lock(organizationId))) throw new AppError('organizationNotFound');
-          // An absent realm (a delete that stopped half-way) has nothing to change; the row does.
-          await setOrganizationRealmEnabled(admin, organizationId, enabled);
-          return records.setEnabled(organizationId, enabled, status);
-        }),
+      // DATABASE_STATEMENT_TIMEOUT_MS (then 503 `503-00003`), having changed nothing. Only
+      // ORGANIZATION_CHANGES_AT_ONCE such connections per process: a slow Keycloak must not
+      // take the pool every other request needs; the changes beyond wait without one.
+      const organization = await changeSlots(() =>
+        adminSession.run((admin) =>
+          db.transaction(async (trx) => {
+            const records = createOrganizationsRepo(trx);
+            if (!(await records.lock(organizationId))) throw new AppError('organizationNotFound');
+            // An absent realm (a delete that stopped half-way) has nothing to change; the row does.
+            await setOrganizationRealmEnabled(admin, organizationId, enabled);
+            return records.setEnabled(organizationId, enabled, status);
+          }),
+        ),
       );
       if (!organization) throw new AppError('organizationNotFound');
       await deps.announce({ organizationId, state: enabled ? 'enabled' : 'disabled' });

@@ -86,7 +86,8 @@ export function createOrganizationsRepo(db: Knex): OrganizationsRepo {
     },
     get,
     async lock(id) {
-      return (await db(TABLE).select('id').where({ id }).forUpdate().first()) !== undefined;
+      // Not `for update`: a new workspace's foreign key check (`for key share`) must not wait.
+      return (await db(TABLE).select('id').where({ id }).forNoKeyUpdate().first()) !== undefined;
     },
     async setEnabled(id, enabled, status) {
       await db(TABLE)

@@ -197,14 +197,27 @@ describe('organization changes behind a proxy in front of Keycloak', () => {
     // The enable, the later of the two, holds in both.
     expect(await enabledOf(org)).toEqual({ keycloak: true, database: true });
   });
+
+  it("a workspace can be created while a disable waits for Keycloak's answer", async () => {
+    const org = await provision();
+    const update = front.gate(new RegExp(`/admin/realms/${org}$`));
+    const disable = onReplica(`/${org}/disable`, 'POST');
+    await update.reached;
+    // The disable holds the organization's row; a new workspace's reference to it must not wait.
+    const workspaces = `/api/platform/organizations/${org}/workspaces`;
+    expectOk(await callApi(workspaces, admin, { method: 'POST', body: { id: 'ws2', name: 'W' } }));
+    update.open();
+    expectOk(await disable);
+    expect(await rowsOf(org)).toMatchObject({ workspaces: 2 });
+  });
 });
 
-/** Resolves once a query waits for the lock of an organization's record (`for update`). */
+/** Resolves once a query waits for the lock of an organization's record (`for no key update`). */
 async function waitForOrganizationLock(stop: () => boolean): Promise<void> {
   while (!stop()) {
     const { rows } = await testDb().raw<{ rows: { n: number }[] }>(
       `select count(*)::int as n from pg_stat_activity
-        where wait_event_type = 'Lock' and query ilike '%from "organizations"%for update%'`,
+        where wait_event_type = 'Lock' and query ilike '%from "organizations"%for no key update%'`,
     );
     if ((rows[0]?.n ?? 0) > 0) return;
     await new Promise((resolve) => setTimeout(resolve, 50));

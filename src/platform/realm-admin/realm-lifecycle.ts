@@ -106,19 +106,36 @@ export async function deleteWorkspaceRoles(
   const clientUuid = await workspacesClientOrNothing(admin, organizationId);
   if (!clientUuid) return;
   for (const roleName of workspaceRoleNames(workspaceId)) {
+    const role = { realm: organizationId, id: clientUuid, roleName };
     try {
-      await admin.clients.delRole({ realm: organizationId, id: clientUuid, roleName });
+      await admin.clients.delRole(role);
     } catch (err) {
       // As for the realm: a concurrent twin's delete makes Keycloak answer this one 500.
-      if (isHttpStatus(err, 404)) continue;
-      const left = await admin.clients.findRole({
-        realm: organizationId,
-        id: clientUuid,
-        roleName,
-      });
+      if (isKeycloakNotFound(err)) continue;
+      // The client's own reading of a 404 here would take a proxy's for "no such role".
+      const left = await admin.clients
+        .findRole(role, { catchNotFound: false })
+        .catch((recheck: unknown) => {
+          if (isKeycloakNotFound(recheck)) return null;
+          throw recheck;
+        });
       if (left) throw err;
     }
   }
+}
+
+/**
+ * Whether a 404 is Keycloak's own (its JSON `error`, e.g. a role or realm it does not have),
+ * not a proxy's page while Keycloak is away behind it, which says nothing of what is there.
+ */
+function isKeycloakNotFound(err: unknown): boolean {
+  if (!isHttpStatus(err, 404)) return false;
+  const data = (err as { responseData?: unknown }).responseData;
+  return (
+    typeof data === 'object' &&
+    data !== null &&
+    typeof (data as { error?: unknown }).error === 'string'
+  );
 }
 
 /** The id of client `<org>-workspaces`; undefined when it, or the realm, is gone. */
