@@ -177,6 +177,11 @@ export function createReachStep(deps: {
   /** Sessions of unverified tokens the store has no record of: perhaps made up (`reachOf`). */
   const unrecorded = new TtlLru<true>(deps.maxEntries, clock);
   const lookups = createLookupBudget({ ...UNVERIFIED_LOOKUPS, maxClients: deps.maxEntries }, clock);
+  /**
+   * The lookups in progress, by session: a client's requests at once with one token (a console's
+   * page loading, a job's calls) wait for the one lookup, and spend no more of its share.
+   */
+  const reading = new Map<string, Promise<TokenReach | typeof NONE>>();
 
   function noteUse(session: UsedSession, req: IncomingMessage): void {
     if (noted.get(session.sessionId)) return;
@@ -206,17 +211,27 @@ export function createReachStep(deps: {
     sessionId: string,
     req: IncomingMessage,
   ): Promise<TokenReach | typeof NONE | LookupsSpent> {
-    const known = reaches.get(sessionId) ?? (unrecorded.get(sessionId) ? NONE : undefined);
+    const known =
+      reaches.get(sessionId) ??
+      (unrecorded.get(sessionId) ? NONE : undefined) ??
+      reading.get(sessionId);
     if (known !== undefined) return known;
     if (!lookups.take(deps.clientAddressOf(req))) return LOOKUPS_SPENT;
     const read = async () => {
       const record = await deps.store.recordOf(sessionId);
       return record && (record.reach ?? NONE);
     };
-    const reach = await lookUp(sessionId, read);
-    if (reach !== undefined) return remember(sessionId, reach);
-    unrecorded.set(sessionId, true, now() + REMEMBERED_MS);
-    return NONE;
+    const found = lookUp(sessionId, read).then((reach) => {
+      if (reach !== undefined) return remember(sessionId, reach);
+      unrecorded.set(sessionId, true, now() + REMEMBERED_MS);
+      return NONE;
+    });
+    reading.set(sessionId, found);
+    try {
+      return await found;
+    } finally {
+      reading.delete(sessionId);
+    }
   }
 
   /**

@@ -260,6 +260,23 @@ describe('createReachStep: sessions an unverified token names (/auth)', () => {
     expect(lookups).toEqual(['job', 'plain', 'made-up']);
   });
 
+  it("looks a session up once for a client's requests at once, spending one of its lookups", async () => {
+    const { clientPerSecond } = UNVERIFIED_LOOKUPS;
+    const { step, lookups } = setup({ job: reach({ readOnly: true }) });
+    const client = from('192.0.2.8');
+    // More requests at once with one token than the client's share: all answered by one lookup.
+    const answers = await Promise.all(
+      Array.from({ length: clientPerSecond * 2 }, () => step.reachOf('job', client)),
+    );
+    expect(answers).toEqual(answers.map(() => reach({ readOnly: true })));
+    expect(lookups).toEqual(['job']);
+    // The rest of its share is still there.
+    const others = await Promise.all(
+      madeUp(clientPerSecond - 1).map((sid) => step.reachOf(sid, client)),
+    );
+    expect(others.filter((answer) => answer === LOOKUPS_SPENT)).toHaveLength(0);
+  });
+
   it("spends one client's lookups, then answers LOOKUPS_SPENT; other clients and known sessions are still served", async () => {
     const { perSecond, clientPerSecond, keptForOthers } = UNVERIFIED_LOOKUPS;
     const { step, lookups, advance } = setup({ job: reach({ readOnly: true }) });
