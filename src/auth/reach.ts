@@ -137,10 +137,12 @@ export type LookupsSpent = typeof LOOKUPS_SPENT;
 
 /**
  * Database lookups per second (and burst) of sessions named by unverified tokens, per replica,
- * and one client's part (as the organization directory's, edge/lookup-budget.ts). A client
- * sends one token, whose session is looked up once an hour per process.
+ * and one client's part (edge/lookup-budget.ts). Unlike an organization's id, which all its jobs
+ * share, each job has a session of its own, looked up once an hour per process: a host whose
+ * hundred jobs refresh together (their tokens issued together) is served at once. A flood still
+ * costs PostgreSQL at most this many primary-key reads a second.
  */
-const UNVERIFIED_LOOKUPS = { perSecond: 50, clientPerSecond: 10, keptForOthers: 10 };
+export const UNVERIFIED_LOOKUPS = { perSecond: 500, clientPerSecond: 100, keptForOthers: 100 };
 
 /** No reach: what the process remembers of a session that has none. */
 const NONE = 'none' as const;
@@ -175,6 +177,11 @@ export function createReachStep(deps: {
   /** Sessions of unverified tokens the store has no record of: perhaps made up (`reachOf`). */
   const unrecorded = new TtlLru<true>(deps.maxEntries, clock);
   const lookups = createLookupBudget({ ...UNVERIFIED_LOOKUPS, maxClients: deps.maxEntries }, clock);
+  /**
+   * The lookups in progress, by session: a client's requests at once with one token (a console's
+   * page loading, a job's calls) wait for the one lookup, and spend no more of its share.
+   */
+  const reading = new Map<string, Promise<TokenReach | typeof NONE>>();
 
   function noteUse(session: UsedSession, req: IncomingMessage): void {
     if (noted.get(session.sessionId)) return;
@@ -204,17 +211,27 @@ export function createReachStep(deps: {
     sessionId: string,
     req: IncomingMessage,
   ): Promise<TokenReach | typeof NONE | LookupsSpent> {
-    const known = reaches.get(sessionId) ?? (unrecorded.get(sessionId) ? NONE : undefined);
+    const known =
+      reaches.get(sessionId) ??
+      (unrecorded.get(sessionId) ? NONE : undefined) ??
+      reading.get(sessionId);
     if (known !== undefined) return known;
     if (!lookups.take(deps.clientAddressOf(req))) return LOOKUPS_SPENT;
     const read = async () => {
       const record = await deps.store.recordOf(sessionId);
       return record && (record.reach ?? NONE);
     };
-    const reach = await lookUp(sessionId, read);
-    if (reach !== undefined) return remember(sessionId, reach);
-    unrecorded.set(sessionId, true, now() + REMEMBERED_MS);
-    return NONE;
+    const found = lookUp(sessionId, read).then((reach) => {
+      if (reach !== undefined) return remember(sessionId, reach);
+      unrecorded.set(sessionId, true, now() + REMEMBERED_MS);
+      return NONE;
+    });
+    reading.set(sessionId, found);
+    try {
+      return await found;
+    } finally {
+      reading.delete(sessionId);
+    }
   }
 
   /**

@@ -11,21 +11,27 @@ import { EVENTUALLY } from '../helpers/eventually.ts';
 import { createOrganizationRealm, createUser, type TestUser } from '../helpers/keycloak.ts';
 import { ownDatabase } from '../helpers/postgres-server.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
-import { stalledGet } from '../helpers/stalled-get.ts';
+import { stalledGet, tricklingGet } from '../helpers/stalled-get.ts';
 
 /*
  * An export is written as its client takes it, holding a slot of the few the process runs at
- * once: a client that takes the headers and then nothing more, its connection left open, must
- * not keep the slot, and every organization's exports, for ever. One slot here, and the shortest
- * answer deadline (1 s), so the test waits for the slot's return instead of sleeping. On a
- * database of the test's own, whose large log slows no other suite. Ports 19648/19649.
+ * once. Neither a client that takes the headers and then nothing more, its connection left open,
+ * nor one that takes a little every so often (never silent for the answer deadline, yet reading
+ * tens of MB at the pace of a drip) may keep the slot, and every organization's exports, for
+ * hours. One slot here, so each test sees the slot's return in another organization's export, and
+ * an answer deadline of 10 s: the drip (a read every 200 ms) is never held back near it at once,
+ * but at that pace the export would take minutes, far longer than the gateway takes to read its
+ * records, so its waits add up past it. On a database of the test's own, whose large log slows
+ * no other suite. Ports 19648/19649.
  */
 
 const database = ownDatabase('stall');
 /** Records of the large log: its export (tens of MB) is far more than the sockets' buffers. */
 const RECORDS = 200_000;
+/** The slow client's pause between two reads: far below the deadline. */
+const PAUSE_MS = 200;
 
-describe('an export whose client stops reading', () => {
+describe('an export whose client stops reading, or reads it slowly', () => {
   const log = `stall-${randomBytes(4).toString('hex')}`;
   let db: Knex;
   let replica: Replica;
@@ -33,13 +39,14 @@ describe('an export whose client stops reading', () => {
   let reader: TestUser;
   let admin: TestUser;
   let stalled: Socket | undefined;
+  let trickling: Socket | undefined;
 
   beforeAll(async () => {
     await database.create();
     replica = await startReplica(19648, {
       DATABASE_URL: database.url(),
       AUDIT_EXPORT_CONCURRENCY: '1',
-      PROXY_ANSWER_DEADLINE_SECONDS: '1',
+      PROXY_ANSWER_DEADLINE_SECONDS: '10',
     });
     db = knex({ client: 'pg', connection: database.url(), pool: { min: 0, max: 2 } });
     other = await createOrganizationRealm();
@@ -52,6 +59,7 @@ describe('an export whose client stops reading', () => {
 
   afterAll(async () => {
     stalled?.destroy();
+    trickling?.destroy();
     await replica?.gateway.close();
     await db?.destroy();
     await database.drop();
@@ -86,4 +94,25 @@ describe('an export whose client stops reading', () => {
     stalled.resume();
     await once(stalled, 'close');
   }, 180_000);
+
+  it('cuts it once the client has held it back for the deadline in all, and gives the slot back', async () => {
+    const slow = await tricklingGet(
+      replica.url,
+      `/api/platform/organizations/${log}/audit-log/export?format=csv`,
+      basicAuth(admin),
+      PAUSE_MS,
+    );
+    expect(slow.status).toBe(200);
+    trickling = slow.socket;
+    // Cut short by the gateway, though the client never stopped reading.
+    expect(await slow.ended).toEqual({ whole: false });
+    // Its slot is given back: the other organization's export runs.
+    await expect
+      .poll(async () => {
+        const res = await exportOfOther();
+        await res.text();
+        return res.status;
+      }, EVENTUALLY)
+      .toBe(200);
+  }, 600_000);
 });

@@ -4,6 +4,7 @@ import {
   createReachStep,
   keycloakReachRefusal,
   LOOKUPS_SPENT,
+  UNVERIFIED_LOOKUPS,
   reachRefusal,
 } from '../../../src/auth/reach.ts';
 import { createMemoryCache } from '../../../src/cache/memory-cache.ts';
@@ -259,23 +260,51 @@ describe('createReachStep: sessions an unverified token names (/auth)', () => {
     expect(lookups).toEqual(['job', 'plain', 'made-up']);
   });
 
+  it("looks a session up once for a client's requests at once, spending one of its lookups", async () => {
+    const { clientPerSecond } = UNVERIFIED_LOOKUPS;
+    const { step, lookups } = setup({ job: reach({ readOnly: true }) });
+    const client = from('192.0.2.8');
+    // More requests at once with one token than the client's share: all answered by one lookup.
+    const answers = await Promise.all(
+      Array.from({ length: clientPerSecond * 2 }, () => step.reachOf('job', client)),
+    );
+    expect(answers).toEqual(answers.map(() => reach({ readOnly: true })));
+    expect(lookups).toEqual(['job']);
+    // The rest of its share is still there.
+    const others = await Promise.all(
+      madeUp(clientPerSecond - 1).map((sid) => step.reachOf(sid, client)),
+    );
+    expect(others.filter((answer) => answer === LOOKUPS_SPENT)).toHaveLength(0);
+  });
+
   it("spends one client's lookups, then answers LOOKUPS_SPENT; other clients and known sessions are still served", async () => {
+    const { perSecond, clientPerSecond, keptForOthers } = UNVERIFIED_LOOKUPS;
     const { step, lookups, advance } = setup({ job: reach({ readOnly: true }) });
     const flooder = from('192.0.2.66');
     await step.reachOf('job', flooder);
-    const answers = await Promise.all(madeUp(100).map((sid) => step.reachOf(sid, flooder)));
-    // Its share (10), then the replica's while more than 10 are left (50 in all, one spent above).
-    expect(answers.filter((answer) => answer === undefined)).toHaveLength(39);
-    expect(answers.filter((answer) => answer === LOOKUPS_SPENT)).toHaveLength(61);
-    expect(lookups).toHaveLength(40);
+    // A host's jobs refreshing together: its whole share is served.
+    const burst = await Promise.all(
+      madeUp(clientPerSecond - 1).map((sid) => step.reachOf(sid, flooder)),
+    );
+    expect(burst.filter((answer) => answer === LOOKUPS_SPENT)).toHaveLength(0);
+    // Then the replica's while more than `keptForOthers` are left, then none.
+    const flood = await Promise.all(
+      madeUp(perSecond)
+        .map((sid) => `more-${sid}`)
+        .map((sid) => step.reachOf(sid, flooder)),
+    );
+    const served = perSecond - keptForOthers - clientPerSecond;
+    expect(flood.filter((answer) => answer === undefined)).toHaveLength(served);
+    expect(flood.filter((answer) => answer === LOOKUPS_SPENT)).toHaveLength(perSecond - served);
+    expect(lookups).toHaveLength(perSecond - keptForOthers);
     // Known to this process: no lookup needed, so none refused.
     expect(await step.reachOf('job', flooder)).toEqual(reach({ readOnly: true }));
     expect(await step.reachOf('made-up-0', flooder)).toBeUndefined();
     // Another address still has the lookups kept for the others.
     expect(await step.reachOf('other', from('198.51.100.1'))).toBeUndefined();
-    expect(await step.reachOf('made-up-99', flooder)).toBe(LOOKUPS_SPENT);
+    expect(await step.reachOf('made-up-other', flooder)).toBe(LOOKUPS_SPENT);
     // A second later the flooder has lookups again.
     advance(1000);
-    expect(await step.reachOf('made-up-99', flooder)).toBeUndefined();
+    expect(await step.reachOf('made-up-other', flooder)).toBeUndefined();
   });
 });
