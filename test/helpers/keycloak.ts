@@ -181,20 +181,22 @@ export async function postToken(
  * An access token from a password grant at Keycloak's own port: a session the gateways never
  * saw begin.
  */
-export async function grantAtKeycloak(user: TestUser): Promise<string> {
-  const res = await fetch(
-    `${testEnv().keycloakUrl}/realms/${user.realm}/protocol/openid-connect/token`,
-    {
-      method: 'POST',
-      body: new URLSearchParams({
-        client_id: apiClientIdOf(user.realm),
-        grant_type: 'password',
-        scope: 'openid',
-        username: user.username,
-        password: user.password,
-      }),
-    },
-  );
+export function grantAtKeycloak(user: TestUser): Promise<string> {
+  return accessTokenAt(testEnv().keycloakUrl, user);
+}
+
+/** An access token (`scope=openid`) from a password grant at `baseUrl` (Keycloak's, or a gateway's `/auth`). */
+export async function accessTokenAt(baseUrl: string, user: TestUser): Promise<string> {
+  const res = await fetch(`${baseUrl}/realms/${user.realm}/protocol/openid-connect/token`, {
+    method: 'POST',
+    body: new URLSearchParams({
+      client_id: apiClientIdOf(user.realm),
+      grant_type: 'password',
+      scope: 'openid',
+      username: user.username,
+      password: user.password,
+    }),
+  });
   expect(res.status).toBe(200);
   return ((await res.json()) as { access_token: string }).access_token;
 }

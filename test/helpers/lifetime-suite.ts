@@ -72,6 +72,7 @@ export async function consoleToken(replica: Replica): Promise<string> {
       password: testEnv().keycloakAdminPassword,
     }).toString(),
   );
+  expect(login.status).toBe(200);
   return String(login.json.access_token);
 }
 

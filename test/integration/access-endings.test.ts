@@ -15,6 +15,7 @@ import {
 } from '../helpers/keycloak.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
 import { startGzipFront, type GzipFront } from '../helpers/gzip-front.ts';
+import { consoleToken } from '../helpers/lifetime-suite.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
@@ -70,19 +71,7 @@ async function postOidc(realm: string, endpoint: string, fields: Record<string, 
 }
 
 /** Keycloak's bootstrap administrator's token, through A's admin listener. */
-async function adminToken(): Promise<string> {
-  const res = await fetch(`${adminUrlA}/auth/realms/master/protocol/openid-connect/token`, {
-    method: 'POST',
-    body: new URLSearchParams({
-      client_id: 'admin-cli',
-      grant_type: 'password',
-      username: testEnv().keycloakAdminUsername,
-      password: testEnv().keycloakAdminPassword,
-    }),
-  });
-  expect(res.status).toBe(200);
-  return ((await res.json()) as { access_token: string }).access_token;
-}
+const adminToken = () => consoleToken(a);
 
 /** An admin-API call through A's admin listener, as the console makes it; its status. */
 async function adminCall(method: string, path: string, body?: unknown): Promise<number> {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth } from '../helpers/api.ts';
 import {
+  accessTokenAt,
   createUser,
   keycloakAdmin,
   uniqueId,
@@ -9,12 +10,12 @@ import {
 } from '../helpers/keycloak.ts';
 import { startKeycloakFront, type KeycloakFront } from '../helpers/keycloak-front.ts';
 import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { consoleToken } from '../helpers/lifetime-suite.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { testEnv } from '../helpers/test-env.ts';
 import { EVENTUALLY } from '../helpers/eventually.ts';
 import { ADMIN_CALLS_AT_ONCE } from '../../src/keycloak/admin-client.ts';
 import { MAX_GROUP_READS } from '../../src/platform/realm-admin/role-changes.ts';
-import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 
 // How many admin calls one request makes to Keycloak, and how many at once: the real Keycloak
 // behind a TCP front that counts them (and holds each answer a little, so that calls sent
@@ -132,38 +133,6 @@ describe("a listing of an organization's users", () => {
 describe('a workspace role taken from a group with more subgroups than the gateway reads', () => {
   const adminUrl = () => `http://127.0.0.1:${replica.config.ADMIN_PORT}`;
 
-  async function adminToken(): Promise<string> {
-    const res = await fetch(`${adminUrl()}/auth/realms/master/protocol/openid-connect/token`, {
-      method: 'POST',
-      body: new URLSearchParams({
-        client_id: 'admin-cli',
-        grant_type: 'password',
-        username: testEnv().keycloakAdminUsername,
-        password: testEnv().keycloakAdminPassword,
-      }),
-    });
-    expect(res.status).toBe(200);
-    return ((await res.json()) as { access_token: string }).access_token;
-  }
-
-  async function accessTokenOf(user: TestUser): Promise<string> {
-    const res = await fetch(
-      `${replica.url}/auth/realms/${user.realm}/protocol/openid-connect/token`,
-      {
-        method: 'POST',
-        body: new URLSearchParams({
-          client_id: apiClientIdOf(user.realm),
-          grant_type: 'password',
-          scope: 'openid',
-          username: user.username,
-          password: user.password,
-        }),
-      },
-    );
-    expect(res.status).toBe(200);
-    return ((await res.json()) as { access_token: string }).access_token;
-  }
-
   it('reads no more than its bound, and ends every token of the realm from before', async () => {
     const org = await createOrganization(['ws']);
     const keycloak = await keycloakAdmin();
@@ -188,7 +157,7 @@ describe('a workspace role taken from a group with more subgroups than the gatew
     }
     const member = await createUser(org);
     await keycloak.users.addToGroup({ realm: org, id: await userIdOf(member), groupId: lastChild });
-    const token = await accessTokenOf(member);
+    const token = await accessTokenAt(`${replica.url}/auth`, member);
     const onWorkspace = async () =>
       (
         await fetch(`${replica.url}/api/${org}/workspaces/ws/ita/menu/operation_list/filter/`, {
@@ -203,7 +172,7 @@ describe('a workspace role taken from a group with more subgroups than the gatew
       {
         method: 'DELETE',
         headers: {
-          authorization: `Bearer ${await adminToken()}`,
+          authorization: `Bearer ${await consoleToken(replica)}`,
           'content-type': 'application/json',
         },
         body: JSON.stringify(roles),
