@@ -4,6 +4,7 @@ import type { KeycloakAdmin } from '../keycloak/admin-client.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
 import { listRealms, pointRealmAtGateway } from './realm-admin/backchannel-logout.ts';
 import { ensureGatewayAudience } from './realm-admin/gateway-audience.ts';
+import { realmExists } from './realm-admin/realm-lifecycle.ts';
 import type { AlignmentTarget, ListedRealm, RealmAlignmentsRepo } from './realm-alignments.repo.ts';
 
 /** After a pass that left a realm unset (or could not list them), the next one starts this late. */
@@ -73,7 +74,7 @@ type Standing =
  * name the gateway in `aud` (realm-admin/gateway-audience.ts), so realms made before that
  * answer the re-check's introspection for every client's tokens (STEPS, each tried even when
  * another failed). Runs in the background (the gateway serves meanwhile); a realm where either
- * fails is logged and named in readiness
+ * fails (and that Keycloak still has) is logged and named in readiness
  * (`backchannel_logout`, its name from before the pass did both: degraded), and tried again a
  * minute later, as is the whole pass when Keycloak cannot list the realms. Never fatal.
  *
@@ -156,11 +157,9 @@ export function createRealmAlignment(deps: {
         if (fresh) continue;
       }
       checked++;
-      if (!(await alignRealm(realm.realm))) {
-        unset.push(realm.realm);
-        continue;
-      }
-      if (!store || !realm.id) continue;
+      const outcome = await alignRealm(realm.realm);
+      if (outcome === 'unset') unset.push(realm.realm);
+      if (outcome !== 'aligned' || !store || !realm.id) continue;
       await store.record({ id: realm.id, realm: realm.realm }, target).catch(dropStore);
     }
     logger.info(
@@ -170,20 +169,27 @@ export function createRealmAlignment(deps: {
     standing = unset.length === 0 ? { state: 'done' } : { state: 'partial', unset };
   }
 
-  /** Runs every step on the realm; whether all of them succeeded. */
-  async function alignRealm(realm: string): Promise<boolean> {
-    let aligned = true;
+  /**
+   * Runs every step on the realm. A step that failed because the realm was deleted since it was
+   * listed (another test's, an organization deleted meanwhile) makes the realm `gone`: nothing
+   * to align, and nothing to name in readiness for the next minute.
+   */
+  async function alignRealm(realm: string): Promise<'aligned' | 'unset' | 'gone'> {
+    const failures: { step: AlignmentStep; err: unknown }[] = [];
     for (const step of STEPS) {
       try {
         if (await adminSession.run((admin) => step.run(admin, realm, url))) {
           logger.info({ realm, step: step.name }, step.changed);
         }
       } catch (err) {
-        aligned = false;
-        logger.warn({ err, realm, step: step.name }, step.failed);
+        failures.push({ step, err });
       }
     }
-    return aligned;
+    if (failures.length === 0) return 'aligned';
+    const exists = await adminSession.run((admin) => realmExists(admin, realm)).catch(() => true);
+    if (!exists) return 'gone';
+    for (const { step, err } of failures) logger.warn({ err, realm, step: step.name }, step.failed);
+    return 'unset';
   }
 
   function run(): void {

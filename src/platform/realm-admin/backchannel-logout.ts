@@ -1,5 +1,6 @@
 import type ClientRepresentation from '@keycloak/keycloak-admin-client/lib/defs/clientRepresentation.js';
-import { isHttpStatus, type KeycloakAdmin } from '../../keycloak/admin-client.ts';
+import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
+import { isRealmMissing } from '../../keycloak/realm-gone.ts';
 import { backchannelClientsOf } from '../../auth-proxy/backchannel-logout.ts';
 
 /**
@@ -49,7 +50,7 @@ export async function pointRealmAtGateway(
   try {
     clients = await admin.clients.find({ realm });
   } catch (err) {
-    if (isHttpStatus(err, 404)) return false;
+    if (isRealmMissing(err)) return false;
     throw err;
   }
   let changed = false;

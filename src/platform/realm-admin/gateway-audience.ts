@@ -1,4 +1,5 @@
-import { isHttpStatus, type KeycloakAdmin } from '../../keycloak/admin-client.ts';
+import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
+import { isRealmMissing } from '../../keycloak/realm-gone.ts';
 import { GATEWAY_CLIENT_ID } from '../../keycloak/service-admin.ts';
 import { madeOrPresent } from './made-or-present.ts';
 
@@ -26,7 +27,7 @@ export async function ensureGatewayAudience(admin: KeycloakAdmin, realm: string)
   try {
     scopes = await admin.clientScopes.find({ realm });
   } catch (err) {
-    if (isHttpStatus(err, 404)) return false;
+    if (isRealmMissing(err)) return false;
     throw err;
   }
   const basic = scopes.find((scope) => scope.name === BASIC_SCOPE);

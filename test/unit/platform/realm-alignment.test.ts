@@ -167,6 +167,55 @@ describe('the alignment at start', () => {
     alignment.close();
   });
 
+  it("leaves out a realm deleted while the pass ran, and counts a proxy's 404 as not set", async () => {
+    // Keycloak's own answer for a realm that no longer exists, and a proxy's while Keycloak is
+    // away behind it: the same status, told apart by the body.
+    const answered = (responseData: unknown) =>
+      Object.assign(new Error('Request failed with status 404'), {
+        response: { status: 404 },
+        responseData,
+      });
+    const keycloak = fakeKeycloak({
+      alpha: organization('alpha'),
+      gone: organization('gone'),
+      behindProxy: organization('behindProxy'),
+    });
+    const admin = keycloak.admin as unknown as {
+      clients: {
+        find: (query: { realm: string }) => Promise<unknown>;
+        update: (query: { realm: string }, rep: unknown) => Promise<unknown>;
+      };
+      realms: { findOne?: (query: { realm: string }) => Promise<unknown> };
+    };
+    const { find, update } = admin.clients;
+    admin.clients.find = (query) =>
+      query.realm === 'behindProxy'
+        ? Promise.reject(answered('<html>Not Found</html>'))
+        : find(query);
+    // Deleted after its clients were read.
+    admin.clients.update = (query, rep) =>
+      query.realm === 'gone'
+        ? Promise.reject(answered({ error: 'Realm not found.' }))
+        : update(query, rep);
+    admin.realms.findOne = ({ realm }) =>
+      realm === 'gone'
+        ? Promise.reject(answered({ error: 'Realm not found.' }))
+        : Promise.resolve({ realm });
+    const alignment = createRealmAlignment({
+      adminSession: keycloak.session,
+      url: URL,
+      logger: pino({ level: 'silent' }),
+    });
+    alignment.start();
+    await vi.waitFor(async () =>
+      expect(await alignment.report()).toEqual({
+        status: 'degraded',
+        details: { url: URL, realmsNotSet: ['behindProxy'], realmsNotSetCount: 1 },
+      }),
+    );
+    alignment.close();
+  });
+
   it('is degraded, not fatal, while Keycloak does not list its realms', async () => {
     const alignment = createRealmAlignment({
       adminSession: { run: () => Promise.reject(new Error('unreachable')) },
