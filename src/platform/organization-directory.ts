@@ -28,6 +28,16 @@ export interface OrganizationDirectory extends OrganizationLookup {
    */
   learn(id: string, state: OrganizationState): void;
   /**
+   * Reads the organization from the database again after a change was learned, and takes its
+   * answer: the messages of two changes made at nearly the same moment (on two replicas) may
+   * arrive in the reverse of the order they were committed in, and the last one learned is then
+   * not the organization's state. Always a read of its own, never one under way (asked before
+   * the change); its answer is taken unless another change is learned while it runs (that one
+   * re-reads in turn). With the database unreachable the learned state stays. Rejects only on an
+   * error other than the database being unavailable.
+   */
+  reread(id: string): Promise<void>;
+  /**
    * Whether this process knows the organization exists (confirmed within the hour, by a lookup,
    * a sibling or a change), from memory only: never a database lookup.
    */
@@ -47,7 +57,8 @@ export interface OrganizationDirectory extends OrganizationLookup {
  * same way; in a worker, so is one a sibling confirmed (`memory`, told every answer and change):
  * a worker started during the outage serves what its siblings do, aged from their confirmation,
  * and never an organization deleted since. Changes made on another replica arrive
- * through `learn`, else with the next lookup (at most `FRESH_MS` later).
+ * through `learn`, each followed by a `reread` whose answer wins (messages may arrive out of
+ * order), else with the next lookup (at most `FRESH_MS` later).
  */
 export function createOrganizationDirectory(
   repo: Pick<OrganizationsRepo, 'find'>,
@@ -61,10 +72,12 @@ export function createOrganizationDirectory(
   const lookups = new Map<string, Promise<OrganizationState>>();
   const lookupBudget = createLookupBudget(LOOKUPS, clock);
   /**
-   * The ids learned while their lookup ran: that lookup must not overwrite what was taught.
-   * Per id: a change of another organization says nothing of this one's answer.
+   * The database reads of each id under way (a lookup, re-reads), each marked `overtaken` when a
+   * change of the id is learned while it runs: its answer is older than what was taught and must
+   * not overwrite it. Per read: a re-read asked after the change overwrites it. Per id: a change
+   * of another organization says nothing of this one's answer.
    */
-  const overtaken = new Set<string>();
+  const reads = new Map<string, Set<{ overtaken: boolean }>>();
 
   function remember(id: string, state: OrganizationState): void {
     if (state === 'absent') {
@@ -82,20 +95,38 @@ export function createOrganizationDirectory(
     return unknown.get(id) ? 'absent' : undefined;
   }
 
+  /**
+   * Asks the database about `id`; its answer is remembered unless a change was learned meanwhile.
+   * `afterChange`: a re-read, whose "absent" confirms a deletion and is kept in the siblings'
+   * memory as the deletion was (`learn`), not as an unknown id's answer, which only forgets.
+   */
+  async function ask(id: string, afterChange = false): Promise<OrganizationState> {
+    const read = { overtaken: false };
+    let pending = reads.get(id);
+    if (!pending) reads.set(id, (pending = new Set()));
+    pending.add(read);
+    const askedAt = now();
+    try {
+      const found = await repo.find(id);
+      const state = !found ? 'absent' : found.enabled ? 'enabled' : 'disabled';
+      if (!read.overtaken) remember(id, state);
+      // As of when it was asked: a change learned since is newer. Absent when looked up: only
+      // forgets (made-up ids must not fill the memory).
+      const forgets = state === 'absent' && !afterChange;
+      memory?.note(id, state, askedAt, forgets ? askedAt : askedAt + STALE_MS);
+      return state;
+    } finally {
+      pending.delete(read);
+      if (pending.size === 0 && reads.get(id) === pending) reads.delete(id);
+    }
+  }
+
   function lookUp(id: string): Promise<OrganizationState> {
     let lookup = lookups.get(id);
     if (!lookup) {
-      const askedAt = now();
-      lookup = repo
-        .find(id)
+      lookup = ask(id)
         .then(
-          (found): OrganizationState => {
-            const state = !found ? 'absent' : found.enabled ? 'enabled' : 'disabled';
-            if (!overtaken.has(id)) remember(id, state);
-            // As of when it was asked: a change learned since is newer. Absent: only forgets.
-            memory?.note(id, state, askedAt, state === 'absent' ? askedAt : askedAt + STALE_MS);
-            return cachedState(id) ?? state;
-          },
+          (state) => cachedState(id) ?? state,
           (err: unknown): OrganizationState | Promise<OrganizationState> => {
             // The database cannot be asked: an organization confirmed within the hour keeps its
             // last known state, as when lookups run out. Not refreshed: the next request asks again.
@@ -105,10 +136,7 @@ export function createOrganizationDirectory(
             return known.enabled ? 'enabled' : 'disabled';
           },
         )
-        .finally(() => {
-          lookups.delete(id);
-          overtaken.delete(id);
-        });
+        .finally(() => lookups.delete(id));
       lookups.set(id, lookup);
     }
     return lookup;
@@ -144,10 +172,19 @@ export function createOrganizationDirectory(
       return confirmed.get(id) !== undefined;
     },
     learn(id, state) {
-      if (lookups.has(id)) overtaken.add(id);
+      for (const read of reads.get(id) ?? []) read.overtaken = true;
       remember(id, state);
       // A deletion is kept as such: no answer asked before it brings the organization back.
       memory?.note(id, state, now(), now() + STALE_MS);
+    },
+    async reread(id) {
+      // Not `lookUp`: a lookup under way was asked before the change, and is overtaken by it.
+      try {
+        await ask(id, true);
+      } catch (err) {
+        // The database cannot be asked: the learned state stays, as without a re-read.
+        if (!isDatabaseUnavailable(err)) throw err;
+      }
     },
   };
 }

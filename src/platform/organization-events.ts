@@ -30,14 +30,16 @@ export interface OrganizationEvents {
  * refused everywhere at once. With the replica bus (Redis) each change is published on a channel
  * and every replica applies it within milliseconds; nothing is stored, as the database is the truth and
  * a replica that missed a message (Redis down, or started later) reads it there with its next
- * directory lookup. Without Redis only this replica learns at once; the others on their next
+ * directory lookup. Messages may arrive in the reverse of the order their changes were committed
+ * in (each is published after its commit, outside the organization's row lock): what `apply`
+ * does (platform.area.ts) reads the organization from the database again, and that answer wins. Without Redis only this replica learns at once; the others on their next
  * lookup (see organization-directory.ts, at most a minute).
  */
 export async function createOrganizationEvents(options: {
   bus?: ReplicaBus;
   keyPrefix: string;
   logger: Logger;
-  /** What a change means for this replica (the directory's `learn`). */
+  /** What a change means for this replica (the directory's `learn`, then its `reread`). */
   apply: (change: OrganizationChange) => void;
 }): Promise<OrganizationEvents> {
   const bus = options.bus;

@@ -115,6 +115,9 @@ export function createOrganizationLifecycle(deps: {
         ),
       );
       if (!organization) throw new AppError('organizationNotFound');
+      // After the commit, outside the lock: a change committed after this one may be announced
+      // first. Each replica reads the organization again on every change it applies
+      // (platform.area.ts), so the state committed last is the one every replica keeps.
       await deps.announce({ organizationId, state: enabled ? 'enabled' : 'disabled' });
       return organization;
     },

@@ -61,12 +61,21 @@ export async function buildTenants(shared: {
   // A worker serves what its siblings confirmed too (a worker started during a database outage).
   const memory = shared.worker && createWorkerOrganizationMemory(shared.worker.peer);
   const directory = createOrganizationDirectory(organizationsRepo, shared.clock, memory);
-  // A disabled or deleted organization is refused on every replica at once (with Redis).
+  // A disabled or deleted organization is refused on every replica at once (with Redis); then
+  // the database says what holds: two changes' messages may arrive in either order.
   const events = await createOrganizationEvents({
     bus: shared.bus,
     keyPrefix: shared.config.REDIS_KEY_PREFIX,
     logger: shared.logger,
-    apply: ({ organizationId, state }) => directory.learn(organizationId, state),
+    apply: ({ organizationId, state }) => {
+      directory.learn(organizationId, state);
+      directory.reread(organizationId).catch((err: unknown) => {
+        shared.logger.warn(
+          { err, organization: organizationId },
+          'organization change kept as announced: the database could not be read again',
+        );
+      });
+    },
   });
   return { organizationsRepo, workspaces: createWorkspacesRepo(shared.db), directory, events };
 }

@@ -302,6 +302,53 @@ describe('organization and workspace lifecycle (/api/platform)', () => {
     expect((await kc.realms.findOne({ realm: org }))?.enabled).toBe(true);
   });
 
+  it("ends every replica with the database's state when an older change's message arrives last", async () => {
+    // `late`: disabled, then enabled by another replica that waited for the row lock, the
+    // disable's message published only after the enable's (a replica slow to announce).
+    // `marker`: disabled in the database, its message published after that one.
+    const late = uniqueId('late-');
+    const marker = uniqueId('mark-');
+    for (const id of [late, marker]) {
+      expectOk(await callApi('/api/platform/organizations', admin, post({ id, name: 'Late' })));
+    }
+    const urls = [testEnv().publicUrl, replica.url];
+    // Without credentials: 401 while the organization is served, 403 once it is disabled.
+    const untilAnswer = async (url: string, id: string, status: number) => {
+      await expect
+        .poll(
+          async () =>
+            (await callApi(`/api/${id}/platform/workspaces`, undefined, { base: url })).status,
+          EVENTUALLY,
+        )
+        .toBe(status);
+    };
+    for (const url of urls) {
+      for (const id of [late, marker]) await untilAnswer(url, id, 401);
+    }
+    await testDb()('organizations').where({ id: marker }).update({ enabled: false });
+    const logger = createLogger('silent');
+    const bus = await createReplicaBus({ redisUrl: testEnv().redisUrl, logger });
+    try {
+      const slow = await createOrganizationEvents({
+        bus,
+        keyPrefix: testEnv().redisKeyPrefix,
+        logger,
+        apply: () => undefined,
+      });
+      await slow.announce({ organizationId: late, state: 'disabled' });
+      await slow.announce({ organizationId: marker, state: 'disabled' });
+    } finally {
+      await bus.close();
+    }
+    for (const url of urls) {
+      // One channel, delivered in order: a replica refusing `marker` applied `late`'s message.
+      await untilAnswer(url, marker, 403);
+      // Refused at once, then served again as the database says: not for the minute a state
+      // is trusted.
+      await untilAnswer(url, late, 401);
+    }
+  });
+
   it('deletes an organization only when confirmed: realm and rows go, every replica forgets it', async () => {
     const path = `/api/platform/organizations/${org}`;
     const del = (query: string) => callApi(`${path}${query}`, admin, { method: 'DELETE' });

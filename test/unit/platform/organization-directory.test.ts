@@ -243,6 +243,113 @@ describe('organization directory', () => {
     expect(directory.stateOf('acme')).toBe('enabled');
   });
 
+  /**
+   * A repository whose one organization's state the test sets (as a committed change does), and
+   * whose lookups wait until the test answers them, each with the state as of when it was asked.
+   */
+  function slowDatabase(enabled: boolean) {
+    const held = { enabled };
+    const waiting: { asked: boolean; answer: () => void; fail: (err: Error) => void }[] = [];
+    const repo = {
+      find: (id: string) => {
+        const asked = held.enabled;
+        return new Promise<{ id: string; enabled: boolean }>((resolve, reject) => {
+          waiting.push({
+            asked,
+            answer: () => resolve({ id, enabled: asked }),
+            fail: reject,
+          });
+        });
+      },
+    };
+    return { held, waiting, repo };
+  }
+
+  it('ends with the database state when two changes arrive in the reverse of their commit order', async () => {
+    // A disable committed first (R1), an enable second (R2): the database holds enabled. R1's
+    // message reaches this replica last.
+    const { held, waiting, repo } = slowDatabase(true);
+    const directory = createOrganizationDirectory(repo as never);
+    // What a replica does with each change it is told of (platform.area.ts).
+    const apply = (state: OrganizationState) => {
+      directory.learn('acme', state);
+      return directory.reread('acme');
+    };
+    const rereads = [apply('enabled'), apply('disabled')];
+    // Refused at once, as the last message says, until the database answers.
+    expect(directory.stateOf('acme')).toBe('disabled');
+    for (const read of waiting) read.answer();
+    await Promise.all(rereads);
+    expect(held.enabled).toBe(true);
+    expect(directory.stateOf('acme')).toBe('enabled');
+
+    // The other order: an enable committed first, a disable second, the enable's message last.
+    held.enabled = false;
+    const again = [apply('disabled'), apply('enabled')];
+    for (const read of waiting.slice(2)) read.answer();
+    await Promise.all(again);
+    expect(directory.stateOf('acme')).toBe('disabled');
+  });
+
+  it('lets no re-read that started before a later change overwrite it, and no lookup of before the change stand for a re-read', async () => {
+    const { held, waiting, repo } = slowDatabase(true);
+    const directory = createOrganizationDirectory(repo as never);
+    // A lookup asked while the organization was enabled, still under way when it is disabled.
+    const lookup = directory.stateOf('acme');
+    held.enabled = false;
+    directory.learn('acme', 'disabled');
+    const first = directory.reread('acme');
+    // The re-read asked the database itself: the lookup's answer is of before the change.
+    expect(waiting.map((read) => read.asked)).toEqual([true, false]);
+    // Enabled again before the first re-read answers: that answer is older than this change.
+    held.enabled = true;
+    directory.learn('acme', 'enabled');
+    const second = directory.reread('acme');
+    waiting[0]!.answer();
+    expect(await lookup).toBe('enabled');
+    waiting[1]!.answer();
+    await first;
+    expect(directory.stateOf('acme')).toBe('enabled');
+    waiting[2]!.answer();
+    await second;
+    expect(directory.stateOf('acme')).toBe('enabled');
+    expect(waiting).toHaveLength(3);
+  });
+
+  it('keeps the announced state when the database cannot be asked again', async () => {
+    const { waiting, repo } = slowDatabase(true);
+    const directory = createOrganizationDirectory(repo as never);
+    directory.learn('acme', 'disabled');
+    const reread = directory.reread('acme');
+    waiting[0]!.fail(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }));
+    await reread;
+    expect(directory.stateOf('acme')).toBe('disabled');
+  });
+
+  it("tells the siblings' memory a deletion the re-read confirms as one kept, never as news that only forgets", async () => {
+    const notes: [string, OrganizationState, number, number][] = [];
+    const memory: OrganizationMemory = {
+      note: (...note) => void notes.push(note),
+      recall: () => Promise.resolve(undefined),
+    };
+    const { directory } = setup(['acme'], [], memory);
+    directory.learn('gone', 'absent');
+    await directory.reread('gone');
+    directory.learn('acme', 'disabled');
+    await directory.reread('acme');
+    const hour = 3_600_000;
+    // Kept as the deletion was: a sibling's answer asked before it, told after, is older and
+    // cannot bring the organization back into the memory.
+    expect(notes).toEqual([
+      ['gone', 'absent', 1_000_000, 1_000_000 + hour],
+      ['gone', 'absent', 1_000_000, 1_000_000 + hour],
+      ['acme', 'disabled', 1_000_000, 1_000_000 + hour],
+      ['acme', 'enabled', 1_000_000, 1_000_000 + hour],
+    ]);
+    expect(directory.stateOf('gone')).toBe('absent');
+    expect(directory.stateOf('acme')).toBe('enabled');
+  });
+
   it("tells the siblings' memory what it learns, and serves what they confirmed while the database is down", async () => {
     const notes: [string, OrganizationState, number, number][] = [];
     const kept = new Map<string, RecalledOrganization>();
