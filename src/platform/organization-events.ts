@@ -32,8 +32,9 @@ export interface OrganizationEvents {
  * a replica that missed a message (Redis down, or started later) reads it there with its next
  * directory lookup. Messages may arrive in the reverse of the order their changes were committed
  * in (each is published after its commit, outside the organization's row lock): what `apply`
- * does (platform.area.ts) reads the organization from the database again, and that answer wins. Without Redis only this replica learns at once; the others on their next
- * lookup (see organization-directory.ts, at most a minute).
+ * does (platform.area.ts) reads the organization from the database again, and that answer wins.
+ * Without Redis only this replica learns at once; the others on their next lookup (see
+ * organization-directory.ts, at most a minute).
  */
 export async function createOrganizationEvents(options: {
   bus?: ReplicaBus;
