@@ -70,6 +70,15 @@ async function isThere(trx: Knex.Transaction, mark: BatchMark): Promise<boolean>
   return hashes[0] === mark.hash;
 }
 
+/**
+ * The most text (UTF-16 units, a row's ASCII bytes) one insert statement carries: a batch is
+ * sent as several such statements in its transaction. A parameter past V8's large-object size
+ * (128 KiB) is a fresh allocation at each step (the joined text, its UTF-8 bytes, pg's message
+ * buffer grown by doubling), and fresh memory is page faults: on a virtual machine they cost the
+ * gateway more than the statements' round trips (bench/results.md, 2026-12-01).
+ */
+const STATEMENT_TEXT = 96 * 1024;
+
 /** Appends one log's records; the number and hash of its last. */
 async function appendToLog(
   trx: Knex.Transaction,
@@ -84,13 +93,20 @@ async function appendToLog(
   };
   let seq = Number(head.seq);
   let hash = head.hash;
-  const rows = new Array<string>(events.length);
-  for (let i = 0; i < events.length; i++) {
-    const row = rowMaker.rowOf(events[i]!, ++seq, hash);
-    rows[i] = row.text;
+  let rows: string[] = [];
+  let length = 0;
+  for (const event of events) {
+    const row = rowMaker.rowOf(event, ++seq, hash);
+    rows.push(row.text);
+    length += row.text.length + 1;
     hash = row.hash;
+    if (length >= STATEMENT_TEXT) {
+      await trx.raw(INSERT_BATCH, [rows.join(',')]);
+      rows = [];
+      length = 0;
+    }
   }
-  await trx.raw(INSERT_BATCH, [`[${rows.join(',')}]`]);
+  if (rows.length > 0) await trx.raw(INSERT_BATCH, [rows.join(',')]);
   await trx(HEADS_TABLE).where({ org }).update({ seq, hash });
   return { seq, hash };
 }

@@ -49,8 +49,9 @@ const detailsFrom = (entries: string) =>
   `else (select jsonb_object_agg(e->>0, e->1) from jsonb_array_elements(${entries}) e) end`;
 
 /**
- * The statement that appends a batch: one parameter, a JSON array with a row per record (see
- * `batchRowOf`), which PostgreSQL reads once, rather than 26 bound values a record. The row is
+ * The statement that appends a batch's records: one parameter, the rows of a JSON array (see
+ * `batchRowOf`) joined by commas, which PostgreSQL puts in brackets and reads once, rather than
+ * 26 bound values a record (the brackets added here: the gateway's text stays one flat string). The row is
  * the record's canonical form, the text its hash was taken of, so the records are serialised
  * once; each column is read from its place in it (`CANONICAL_LAYOUT`).
  */
@@ -67,7 +68,7 @@ export const INSERT_BATCH = (() => {
   });
   return (
     `insert into ${AUDIT_TABLE} (${columns.join(', ')}) ` +
-    `select ${values.join(', ')} from jsonb_array_elements(?::jsonb) r`
+    `select ${values.join(', ')} from jsonb_array_elements(('[' || ? || ']')::jsonb) r`
   );
 })();
 

@@ -67,6 +67,28 @@ describe('the audit writer', () => {
     await writer.close(1000);
   });
 
+  it("writes a batch larger than one statement's text as one chain, in order", async () => {
+    const { counts, metrics } = counting();
+    const writer = createAuditWriter({
+      db,
+      logger,
+      metrics,
+      spoolMax: 10_000,
+      batchMax: 2_000,
+      intervalMs: 60_000,
+    });
+    // About 600 bytes a row: a batch of 2,000 is a dozen statements in one transaction.
+    for (let n = 1; n <= 2_000; n++) writer.record(event('initech', n));
+    await writer.flush();
+    expect(counts).toEqual({ written: 2_000, lost: 0 });
+    const rows = await db<AuditRow>('audit_log').where({ org: 'initech' }).orderBy('seq');
+    const records = rows.map(recordOf);
+    expect(records.map((r) => Number(r.details.n))).toEqual(records.map((_, i) => i + 1));
+    expect(records.map((r) => r.seq)).toEqual(records.map((_, i) => i + 1));
+    expect(verifyChain(records)).toBeUndefined();
+    await writer.close(1000);
+  });
+
   it('two writers taking turns on the same logs keep each one chain, whichever wrote last', async () => {
     // Each writer chains a batch from where it last left a log; when the other writer has
     // appended since, that batch must leave nothing (not even the head of a log it could have
