@@ -56,14 +56,19 @@ interface TokenBucket {
   take(keep?: number): boolean;
 }
 
-/** A token bucket: `take()` succeeds at most `perSecond` times a second, with that as burst. */
+/**
+ * A token bucket: `take()` succeeds at most `perSecond` times a second, with that as burst. The
+ * clock is the wall clock: one stepped back (NTP, a VM restored) refills nothing for the step,
+ * and takes nothing either (time never runs backwards for the bucket), so it goes on from where
+ * it was; read as negative time, two minutes back left it 60,000 lookups short.
+ */
 function createTokenBucket(perSecond: number, now: () => number): TokenBucket {
   let tokens = perSecond;
   let last = now();
   return {
     take(keep = 0): boolean {
       const at = now();
-      tokens = Math.min(perSecond, tokens + ((at - last) * perSecond) / 1000);
+      tokens = Math.min(perSecond, tokens + (Math.max(0, at - last) * perSecond) / 1000);
       last = at;
       if (tokens < keep + 1) return false;
       tokens -= 1;
