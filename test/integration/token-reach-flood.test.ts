@@ -9,7 +9,7 @@ import {
   passwordGrantBody,
   postToken,
 } from '../helpers/keycloak.ts';
-import { closeTestDb, createOrganization } from '../helpers/platform.ts';
+import { closeTestDb, createOrganization, testDb } from '../helpers/platform.ts';
 import { startReplica, type Replica } from '../helpers/replica.ts';
 import { manualClock } from '../helpers/test-clock.ts';
 import { testEnv } from '../helpers/test-env.ts';
@@ -88,5 +88,58 @@ describe('a flood of made-up sessions on /auth', () => {
     expect([write.status, write.json.error]).toEqual([403, 'insufficient_scope']);
     // Its reach, found, is shared as before.
     expect(await reachKeys()).toEqual([`${prefix}token-reach:${String(claimsOf(token).sid)}`]);
+  });
+
+  it('serves a fleet refreshing together from one address, more sessions than its share of the lookups, and still ends an expired one', async () => {
+    const user = await createUser(org, { workspaceRoles: ['ws1'] });
+    const issue = async (extra = '') => {
+      const issued = await postToken(
+        `${testEnv().publicUrl}/auth`,
+        org,
+        passwordGrantBody(user, extra),
+      );
+      expect(issued.status).toBe(200);
+      return String(issued.json.refresh_token);
+    };
+    // 120 jobs' sessions (a client's own lookups are 100), issued elsewhere, ten at a time.
+    const fleet: string[] = [];
+    while (fleet.length < 120)
+      fleet.push(...(await Promise.all(Array.from({ length: 10 }, () => issue()))));
+    // One more, a job credential whose lifetime is over as far as its record says.
+    const late = await issue('&realmgate_name=burst-late&realmgate_expires_in=60');
+    await testDb()
+      .table('refresh_token_details')
+      .where({ session_id: String(claimsOf(late).sid) })
+      // Before the replica's clock, which stands still since it started.
+      .update({ expires_at: new Date(Date.now() - 3_600_000) });
+    const token = `${replica.url}/auth/realms/${org}/protocol/openid-connect/token`;
+    const refresh = (refreshToken: string) =>
+      requestFrom('127.0.0.3', token, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: `client_id=_${org}-api&grant_type=refresh_token&refresh_token=${refreshToken}`,
+      });
+    // The same address's made-up refresh tokens first: Keycloak refuses them, and they spend no
+    // lookup (the clock stands still: one spent would not come back).
+    // A hundred at a time: more at once from one address would be past its share of Keycloak's
+    // connections (429, security-model.md "Slow clients").
+    const forged = new Set<number>();
+    for (let batch = 0; batch < 5; batch++) {
+      const answers = await Promise.all(
+        Array.from({ length: 100 }, (_, i) =>
+          refresh(madeUpToken({ typ: 'Refresh', sid: `made-up-${batch}-${i}`, sub: 'x' })),
+        ),
+      );
+      for (const { status } of answers) forged.add(status);
+    }
+    // The fleet at once, from the same address: every one served.
+    const [ended, ...served] = await Promise.all([late, ...fleet].map(refresh));
+    expect(served.map(({ status }) => status)).toEqual(fleet.map(() => 200));
+    // Keycloak's refusal of each made-up one.
+    expect(forged).toEqual(new Set([400]));
+    // The expired one's reach, looked up once Keycloak accepted it: refused as Keycloak refuses
+    // an expired token, no token handed out.
+    expect([ended!.status, ended!.json.error]).toEqual([400, 'invalid_grant']);
+    expect(ended!.json.access_token).toBeUndefined();
   });
 });
