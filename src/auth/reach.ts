@@ -147,11 +147,19 @@ export const LOOKUPS_SPENT = 'lookupsSpent' as const;
 export type LookupsSpent = typeof LOOKUPS_SPENT;
 
 /**
- * Database lookups per second (and burst) of sessions named by unverified tokens, per replica,
- * and one client's part (edge/lookup-budget.ts). Unlike an organization's id, which all its jobs
- * share, each job has a session of its own, looked up once an hour per process: a host whose
- * hundred jobs refresh together (their tokens issued together) is served at once. A flood still
- * costs PostgreSQL at most this many primary-key reads a second.
+ * Database lookups per second (and burst) of sessions named by tokens on `/auth`, per worker
+ * process, and one client's part (edge/lookup-budget.ts). Unlike an organization's id, which all
+ * its jobs share, each job has a session of its own, looked up once an hour per process.
+ *
+ * Per worker process, not per replica: each worker builds its own reach step, so a replica of
+ * `WORKERS` workers reads up to `WORKERS` times this (8,000 a second with 16). Not divided by
+ * the worker count, on purpose: only a token verified first spends one (an access token its
+ * realm signed, token-reach-guard.ts; a refresh grant's session is looked up once Keycloak
+ * accepted it, on no client's lookups, job-credentials.ts), so what these reads cost is bounded
+ * by the sessions Keycloak opened, each read once an hour per process, not by what anyone can
+ * make up. The bound smooths a burst of real sessions; divided (31 a second and 6 a client with
+ * 16 workers, the connections spread over them) it would refuse a fleet's burst sixteen times
+ * sooner and keep no forger out.
  */
 export const UNVERIFIED_LOOKUPS = { perSecond: 500, clientPerSecond: 100, keptForOthers: 100 };
 
