@@ -15,6 +15,8 @@ function reasonOf({ why }: TokenReachRefusal): string {
   if (why === 'expired') return 'expired';
   // More tokens than a request carries: no credential the gateway could read.
   if (why === 'tooManyTokens') return 'malformed';
+  // A token no realm signed, in a spelling Keycloak may read: refused as a bad token on `/api` is.
+  if (why === 'invalidToken') return 'bad_token';
   return reasonOfCode(why);
 }
 

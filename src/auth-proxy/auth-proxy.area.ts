@@ -11,6 +11,7 @@ import type { Forwarding } from '../edge/forwarding.ts';
 import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import type { Clock } from '../time/clock.ts';
 import { createLogoutTokenVerifier } from '../auth/bearer/logout-token.ts';
+import { createSignedSessionReader } from '../auth/bearer/session-token.ts';
 import type { Cache } from '../cache/cache.ts';
 import type { Audit } from '../http/audit.ts';
 import type { RoleRef } from './access-endings.ts';
@@ -124,6 +125,7 @@ export function buildAuthProxy(
       logger,
       clock,
     },
+    signedSession: createSignedSessionReader({ jwks: auth.jwks, publicUrl: config.PUBLIC_URL }),
     jobCredentials: {
       store: auth.tokenDetails,
       bindings: tokenBindings,

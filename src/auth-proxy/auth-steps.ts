@@ -5,6 +5,7 @@ import { scopeOf } from '../edge/request-scope.ts';
 import type { Forwarding } from '../edge/forwarding.ts';
 import type { KeycloakNodes } from '../keycloak/keycloak-nodes.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
+import type { SignedSessionReader } from '../auth/bearer/session-token.ts';
 import type { ProxyMetrics } from '../outbound/proxy-failures.ts';
 import type { AccountLocks } from '../auth/account-locks.ts';
 import type { FailedLoginMemory } from '../auth/failed-logins.ts';
@@ -60,6 +61,11 @@ export interface AuthMountDeps {
    * and the reach of a token on any call (token-reach-guard.ts).
    */
   jobCredentials: JobCredentialsDeps;
+  /**
+   * The session of an access token its realm signed (session-token.ts): only such a token's
+   * reach is looked up (token-reach-guard.ts).
+   */
+  signedSession: SignedSessionReader;
   /** What records `/auth` in the audit log (the audit area's). */
   audit: AuthAudit;
 }
@@ -108,7 +114,12 @@ export const AUTH_STEPS: readonly AuthStepOfTable[] = [
   on('everyRequest', () => guardFormBody()),
   // Before any step acts on a request its token's reach refuses (endAccess above all).
   on('tokenReach', (deps) => [
-    guardTokenReach({ ...deps.jobCredentials, refused: deps.audit.reachRefusals }),
+    guardTokenReach({
+      ...deps.jobCredentials,
+      signedSession: deps.signedSession,
+      clientAddress: (req) => deps.forwarding.clientAddress(req),
+      refused: deps.audit.reachRefusals,
+    }),
   ]),
   on(
     'bootstrapAdmin',

@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { realmOf } from './auth-routes.ts';
 import type { BearerVerifier } from '../auth/bearer/bearer-verifier.ts';
-import { LOOKUPS_SPENT, reachExpired, type ReachStep } from '../auth/reach.ts';
+import { reachExpired, type ReachStep } from '../auth/reach.ts';
 import type { IssuedDetails, TokenDetailsStore } from '../auth/token-details.ts';
 import { workspaceRolesOf } from '../auth/authorize.ts';
 import { MASTER_REALM, WORKSPACE_ID } from '../tenancy/identifiers.ts';
@@ -19,7 +19,6 @@ import {
   type Replacement,
 } from './grant-answer.ts';
 import { recordBinding, type TokenBindingStore } from './token-bindings.ts';
-import { sendLookupsSpent } from './token-reach-guard.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 
 /**
@@ -223,7 +222,12 @@ function withoutJobFields(form: URLSearchParams): URLSearchParams {
  * A refresh grant past the lifetime given at issuance is answered as Keycloak answers an
  * expired token, and its session ended in Keycloak; else it goes on (true), its use noted once
  * Keycloak accepts it (its claims read unverified are Keycloak's when Keycloak accepts them).
- * Its session unknown here and the client's lookups spent, it waits (503, as the reach step).
+ * A refresh token is Keycloak's own HMAC token, which only Keycloak can verify: its session is
+ * looked up only once Keycloak accepted it (its 200, held until then as issuance holds its
+ * answer), unless this process remembers its reach (then it is refused before Keycloak). So a
+ * made-up one costs Keycloak, not the database, and spends no lookup of anyone's; and a
+ * fleet's jobs refreshing together from one address (each a session of its own, remembered for
+ * the same hour, so the burst repeats hourly) are all served, never 503 for a lookup budget.
  */
 async function checkRefresh(
   req: IncomingMessage,
@@ -232,16 +236,22 @@ async function checkRefresh(
   { sessionId, userId }: { sessionId: string; userId: string },
   deps: JobCredentialsDeps,
 ): Promise<boolean> {
-  const reach = await deps.reach.reachOf(sessionId, req);
-  if (reach === LOOKUPS_SPENT) {
-    sendLookupsSpent(res);
-    return false;
-  }
-  if (reach && reachExpired(reach, (deps.clock ?? systemClock).now())) {
+  const now = () => (deps.clock ?? systemClock).now();
+  const endExpired = async () => {
     await deps.endSession(realm, sessionId).catch((err: unknown) => {
       deps.logger.warn({ err }, 'could not end an expired job credential in Keycloak');
     });
-    sendTokenError(res, EXPIRED);
+    return EXPIRED;
+  };
+  const remembered = deps.reach.rememberedReachOf(sessionId);
+  if (remembered === undefined) {
+    holdAnswer(res, async (answer) => {
+      if (answer.status !== 200) return undefined;
+      const reach = await deps.reach.confirmedReachOf(sessionId);
+      return reach && reachExpired(reach, now()) ? endExpired() : undefined;
+    });
+  } else if (remembered.reach && reachExpired(remembered.reach, now())) {
+    sendTokenError(res, await endExpired());
     return false;
   }
   res.once('finish', () => {

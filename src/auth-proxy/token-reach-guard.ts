@@ -8,6 +8,7 @@ import {
   type ReachRefusal,
   type ReachStep,
 } from '../auth/reach.ts';
+import type { SignedSessionReader } from '../auth/bearer/session-token.ts';
 import { errorCodes } from '../envelope/errors.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
 import { formFieldsOf } from './form-body-guard.ts';
@@ -17,8 +18,9 @@ import { tokenSessionId } from './refresh-token-claims.ts';
 /**
  * Why the step refused a request, as the audit log is told it: a token's reach (`name`: its job
  * credential's, when it was given one; `realm`: its session's, as recorded at issuance; `token`:
- * the token refused, unverified, whose session `sessionId` names: never to be kept), more
- * tokens than one request carries, or a reach it could not look up.
+ * the token refused, whose session `sessionId` names: never to be kept), more tokens than one
+ * request carries, a token in a spelling Keycloak may read but no realm signed, or a reach it
+ * could not look up.
  */
 export type TokenReachRefusal =
   | {
@@ -29,7 +31,7 @@ export type TokenReachRefusal =
       token: string;
     }
   | {
-      why: 'tooManyTokens' | 'databaseUnavailable';
+      why: 'tooManyTokens' | 'invalidToken' | 'databaseUnavailable';
       name?: undefined;
       realm?: undefined;
       sessionId?: undefined;
@@ -113,6 +115,20 @@ const TOO_MANY_TOKENS: Replacement = {
 };
 
 const EXPIRED_MESSAGE = 'The refresh token of this session has expired.';
+const INVALID_MESSAGE = 'The access token could not be verified.';
+
+/**
+ * The token as Keycloak reads it: its signature part decoded leniently, as Keycloak decodes one
+ * (refresh-token-claims.ts: padding and anything after it, a dot after it, the standard
+ * alphabet give the same token), in the strict spelling the gateway's verification takes. A word
+ * already in that spelling is itself.
+ */
+function strictSpelling(word: string): string {
+  const signed = /^[\w-]+\.[\w-]+\./.exec(word)?.[0];
+  if (signed === undefined) return word;
+  const signature = word.slice(signed.length).split(/[=.]/)[0]!;
+  return signed + signature.replaceAll('+', '-').replaceAll('/', '_');
+}
 
 /**
  * `/auth` answers in OAuth's shape: a resource's refusals are RFC 6750's (section 3.1), the
@@ -157,13 +173,21 @@ export function sendLookupsSpent(res: ServerResponse): void {
 
 function refuse(res: ServerResponse, refusal: ReachRefusal, token: CarriedToken): void {
   const answer = refusalAnswer(refusal);
-  if (answer.status === 401) {
-    res.setHeader(
-      'www-authenticate',
-      `${token.scheme} error="invalid_token", error_description="${EXPIRED_MESSAGE}"`,
-    );
-  }
+  if (answer.status === 401) challenge(res, token, EXPIRED_MESSAGE);
   sendTokenError(res, answer);
+}
+
+function challenge(res: ServerResponse, token: CarriedToken, description: string): void {
+  res.setHeader(
+    'www-authenticate',
+    `${token.scheme} error="invalid_token", error_description="${description}"`,
+  );
+}
+
+/** A token in a spelling only Keycloak's lenient reading takes, which no realm signed. */
+function refuseInvalid(res: ServerResponse, token: CarriedToken): void {
+  challenge(res, token, INVALID_MESSAGE);
+  sendTokenError(res, { status: 401, error: 'invalid_token', description: INVALID_MESSAGE });
 }
 
 /**
@@ -171,13 +195,21 @@ function refuse(res: ServerResponse, refusal: ReachRefusal, token: CarriedToken)
  * audience of Keycloak's Account API like any of its user's, so a call to Keycloak with one is
  * held to the reach the `/api` admission holds it to (reach.ts `keycloakReachRefusal`): a write
  * of a read-only token, anything of a workspace-narrowed one, anything past its lifetime is
- * refused before Keycloak sees it. The token is read unverified: a session's reach can only
- * narrow what its token may do, and Keycloak refuses a token that is not its own. So anyone can
- * name made-up sessions: a lookup is spent from the sender's share (reach.ts `reachOf`), and
- * past it the request waits (503, Retry-After) as with the database down.
+ * refused before Keycloak sees it. Only a token its realm signed (`signedSession`, its lifetime
+ * aside) names a session whose reach is looked up, on the sender's share (reach.ts `reachOf`;
+ * past it the request waits, 503 with Retry-After, as with the database down): a forged one
+ * spends no lookup, and goes on to Keycloak, which refuses it as it always did (a token that is
+ * not its own), unless it is in a spelling only Keycloak's lenient reading takes (padding after
+ * its signature): refused here, 401 `invalid_token`, since Keycloak might read it as a real
+ * token the gateway did not check. Whether a realm signed it cannot be told (its key set
+ * cannot be fetched, its realm not looked up now): 503 with Retry-After.
  */
 export function guardTokenReach(deps: {
   reach: ReachStep;
+  /** The session of an access token its realm signed (session-token.ts). */
+  signedSession: SignedSessionReader;
+  /** The sender's address, whose share of the lookups a realm's confirmation spends. */
+  clientAddress: (req: IncomingMessage) => string;
   logger: Logger;
   clock?: Clock;
   /** Told of each refusal (the audit log, when it is on). */
@@ -185,13 +217,13 @@ export function guardTokenReach(deps: {
 }): RequestHandler {
   const clock = deps.clock ?? systemClock;
   const refused = deps.refused ?? (() => undefined);
-  return (req, res, next) => {
-    const tokens = carriedTokens(req);
-    if (tokens === undefined) {
-      refused(req, res, { why: 'tooManyTokens' });
-      sendTokenError(res, TOO_MANY_TOKENS);
-      return;
-    }
+  /** Admits the request if the reach of each token (verified) lets it, else its refusal. */
+  function holdToReach(
+    req: Parameters<RequestHandler>[0],
+    res: Parameters<RequestHandler>[1],
+    tokens: CarriedToken[],
+    next: Parameters<RequestHandler>[2],
+  ): void {
     if (tokens.length === 0) {
       next();
       return;
@@ -224,6 +256,47 @@ export function guardTokenReach(deps: {
         deps.logger.warn({ err }, "could not look up a token's reach on /auth");
         refused(req, res, { why: 'databaseUnavailable' });
         sendTokenError(res, UNKNOWN_REACH);
+      },
+    );
+  }
+
+  return (req, res, next) => {
+    const tokens = carriedTokens(req);
+    if (tokens === undefined) {
+      refused(req, res, { why: 'tooManyTokens' });
+      sendTokenError(res, TOO_MANY_TOKENS);
+      return;
+    }
+    if (tokens.length === 0) {
+      next();
+      return;
+    }
+    const client = deps.clientAddress(req);
+    const signedOf = async (token: CarriedToken) => {
+      const signed = await deps.signedSession(strictSpelling(token.token), client);
+      return signed?.sessionId === token.sessionId;
+    };
+    Promise.all(tokens.map(signedOf)).then(
+      (signed) => {
+        const invalid = tokens.find(
+          (token, i) => !signed[i] && strictSpelling(token.token) !== token.token,
+        );
+        if (invalid !== undefined) {
+          refused(req, res, { why: 'invalidToken' });
+          refuseInvalid(res, invalid);
+          return;
+        }
+        holdToReach(
+          req,
+          res,
+          tokens.filter((_, i) => signed[i]),
+          next,
+        );
+      },
+      // Whether a realm signed it cannot be told now: as a reach not looked up, retry in a second.
+      () => {
+        refused(req, res, { why: 'databaseUnavailable' });
+        sendLookupsSpent(res);
       },
     );
   };

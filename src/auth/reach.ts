@@ -121,6 +121,17 @@ export interface ReachStep {
    * ones evicts no real reach here and writes nothing to the shared cache.
    */
   reachOf(sessionId: string, req: IncomingMessage): Promise<TokenReach | undefined | LookupsSpent>;
+  /**
+   * The reach this process remembers of a session, without any lookup: `{ reach }` (undefined:
+   * it has none), or undefined when this process does not know the session.
+   */
+  rememberedReachOf(sessionId: string): { reach: TokenReach | undefined } | undefined;
+  /**
+   * The reach of a session Keycloak just accepted a token of (a refresh grant's 200: its id is
+   * Keycloak's, not made up): remembered, else looked up, on no client's lookups; undefined: it
+   * has none. Rejects as `admit` does with the database down and no replica's read shared.
+   */
+  confirmedReachOf(sessionId: string): Promise<TokenReach | undefined>;
   /** Notes a use of the session by `req` (a refresh grant): at most once a minute. */
   noteUse(session: UsedSession, req: IncomingMessage): void;
 }
@@ -136,11 +147,19 @@ export const LOOKUPS_SPENT = 'lookupsSpent' as const;
 export type LookupsSpent = typeof LOOKUPS_SPENT;
 
 /**
- * Database lookups per second (and burst) of sessions named by unverified tokens, per replica,
- * and one client's part (edge/lookup-budget.ts). Unlike an organization's id, which all its jobs
- * share, each job has a session of its own, looked up once an hour per process: a host whose
- * hundred jobs refresh together (their tokens issued together) is served at once. A flood still
- * costs PostgreSQL at most this many primary-key reads a second.
+ * Database lookups per second (and burst) of sessions named by tokens on `/auth`, per worker
+ * process, and one client's part (edge/lookup-budget.ts). Unlike an organization's id, which all
+ * its jobs share, each job has a session of its own, looked up once an hour per process.
+ *
+ * Per worker process, not per replica: each worker builds its own reach step, so a replica of
+ * `WORKERS` workers reads up to `WORKERS` times this (8,000 a second with 16). Not divided by
+ * the worker count, on purpose: only a token verified first spends one (an access token its
+ * realm signed, token-reach-guard.ts; a refresh grant's session is looked up once Keycloak
+ * accepted it, on no client's lookups, job-credentials.ts), so what these reads cost is bounded
+ * by the sessions Keycloak opened, each read once an hour per process, not by what anyone can
+ * make up. The bound smooths a burst of real sessions; divided (31 a second and 6 a client with
+ * 16 workers, the connections spread over them) it would refuse a fleet's burst sixteen times
+ * sooner and keep no forger out.
  */
 export const UNVERIFIED_LOOKUPS = { perSecond: 500, clientPerSecond: 100, keptForOthers: 100 };
 
@@ -211,12 +230,22 @@ export function createReachStep(deps: {
     sessionId: string,
     req: IncomingMessage,
   ): Promise<TokenReach | typeof NONE | LookupsSpent> {
-    const known =
-      reaches.get(sessionId) ??
-      (unrecorded.get(sessionId) ? NONE : undefined) ??
-      reading.get(sessionId);
+    const known = rememberedOf(sessionId) ?? reading.get(sessionId);
     if (known !== undefined) return known;
     if (!lookups.take(deps.clientAddressOf(req))) return LOOKUPS_SPENT;
+    return recordedReachOf(sessionId);
+  }
+
+  /** What this process remembers of a session, without a lookup. */
+  function rememberedOf(sessionId: string): TokenReach | typeof NONE | undefined {
+    return reaches.get(sessionId) ?? (unrecorded.get(sessionId) ? NONE : undefined);
+  }
+
+  /**
+   * The session's record looked up (requests at once naming it wait for its one lookup); one the
+   * store has no record of is remembered by this process alone (`unrecorded`).
+   */
+  async function recordedReachOf(sessionId: string): Promise<TokenReach | typeof NONE> {
     const read = async () => {
       const record = await deps.store.recordOf(sessionId);
       return record && (record.reach ?? NONE);
@@ -310,6 +339,16 @@ export function createReachStep(deps: {
     },
     async reachOf(sessionId, req) {
       const reach = await unverifiedReachOf(sessionId, req);
+      return reach === NONE ? undefined : reach;
+    },
+    rememberedReachOf(sessionId) {
+      const known = rememberedOf(sessionId);
+      if (known === undefined) return undefined;
+      return { reach: known === NONE ? undefined : known };
+    },
+    async confirmedReachOf(sessionId) {
+      const reach =
+        rememberedOf(sessionId) ?? (await (reading.get(sessionId) ?? recordedReachOf(sessionId)));
       return reach === NONE ? undefined : reach;
     },
     noteUse,

@@ -31,19 +31,66 @@ export interface Answer {
   text: string;
 }
 
+/** How many times a 503 that says when to come back (`Retry-After`) is sent again. */
+export const MAX_RETRIES = 3;
+/** The longest `Retry-After` waited for (seconds); a longer one is reported at once. */
+export const MAX_RETRY_AFTER_SECONDS = 10;
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** The seconds a 503's `Retry-After` asks to wait, when it is a short one; else undefined. */
+function retryAfterSecondsOf(status: number, retryAfter: string | null): number | undefined {
+  if (status !== 503 || retryAfter === null || !/^\d{1,5}$/.test(retryAfter)) return undefined;
+  const seconds = Number(retryAfter);
+  return seconds <= MAX_RETRY_AFTER_SECONDS ? seconds : undefined;
+}
+
 /**
  * openid-client's fetch: the request to the gateway, redirects reported and not followed (a
  * password or refresh token is never replayed to wherever one points), within `timeoutMs`.
  * A token request (POST) carries a fresh proof of the target's key, if it has one, and is sent
  * once more with the nonce Keycloak asks for (`use_dpop_nonce`).
+ * A 503 with `Retry-After` (the gateway busy for a moment: its lookups spent, an organization
+ * not confirmed yet) is sent again once that wait is over, up to `MAX_RETRIES` times, when it
+ * asks for `MAX_RETRY_AFTER_SECONDS` at most: as an API client should, so a fleet's jobs
+ * refreshing in the same second are not failed for it.
  * What openid-client reads is a token endpoint's own answer (200, or a 400/401 refusal); the
  * gateway's throttle (429), its envelope errors (503 while Keycloak is down) and anything else
  * become a CliError here.
  */
 export function gatewayFetchOf(
+  target: TokenRequestTarget,
+  last: Answer,
+  wait: (ms: number) => Promise<void> = sleep,
+): oidc.CustomFetch {
+  const once = gatewayFetchOnce(target, last);
+  return async (url, options) => {
+    for (let retries = 0; ; retries++) {
+      const answer = await once(url, options);
+      const seconds = retryAfterSecondsOf(last.status, answer.response.headers.get('retry-after'));
+      if (retries === MAX_RETRIES || seconds === undefined || 'response' in answer.outcome) {
+        return answerOf(answer);
+      }
+      await wait(seconds * 1000);
+    }
+  };
+}
+
+interface Sent {
+  response: Response;
+  /** The answer openid-client reads (`response`), or the error the answer is (`error`). */
+  outcome: { response: Response } | { error: CliError };
+}
+
+function answerOf({ outcome }: Sent): Response {
+  if ('error' in outcome) throw outcome.error;
+  return outcome.response;
+}
+
+function gatewayFetchOnce(
   { baseUrl, timeoutMs, dpopKey, proofUrl }: TokenRequestTarget,
   last: Answer,
-): oidc.CustomFetch {
+): (...args: Parameters<oidc.CustomFetch>) => Promise<Sent> {
   return async (url, options) => {
     const key = options.method === 'POST' ? dpopKey : undefined;
     const target = { method: options.method, url: proofUrl ?? url };
@@ -72,16 +119,17 @@ export function gatewayFetchOf(
     const { status, text } = last;
     if (status === 200 || status === 400 || status === 401) {
       const contentType = response.headers.get('content-type');
-      return new Response(text, {
+      const read = new Response(text, {
         status,
         headers: contentType === null ? undefined : { 'content-type': contentType },
       });
+      return { response, outcome: { response: read } };
     }
     const body = objectOf(text);
     if (status === 429 && body?.error === 'too_many_attempts') {
-      throw throttled(body, response.headers.get('retry-after'));
+      return { response, outcome: { error: throttled(body, response.headers.get('retry-after')) } };
     }
-    throw unusableAnswer(status, body, baseUrl);
+    return { response, outcome: { error: unusableAnswer(status, body, baseUrl) } };
   };
 }
 

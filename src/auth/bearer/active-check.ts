@@ -71,10 +71,13 @@ export function createActiveCheck(options: {
   let second = 0;
   let startedThisSecond = 0;
 
-  /** Whether another check may start now (see the limits above). */
+  /**
+   * Whether another check may start now (see the limits above). A clock stepped back (NTP, a VM
+   * restored) starts a new second: read as the old one, it skipped every check for the step.
+   */
   function mayStart(now: number): boolean {
     if (intervalMs === 0) return true;
-    if (now - second >= 1000) {
+    if (now - second >= 1000 || now < second) {
       second = now;
       startedThisSecond = 0;
     }

@@ -166,7 +166,9 @@ export function createJwksRegistry(options: {
     if (state.running && state.startedAt >= arrival) return state.running;
     state.queued ??= (async () => {
       await state.running;
-      const gap = state.startedAt + UNKNOWN_KID_GAP_MS - now();
+      // Never more than the gap: a clock stepped back (NTP, a VM restored) would make the last
+      // fetch's start lie ahead, and a new key wait for the step.
+      const gap = Math.min(state.startedAt + UNKNOWN_KID_GAP_MS - now(), UNKNOWN_KID_GAP_MS);
       if (gap > 0) await new Promise((resolve) => setTimeout(resolve, gap));
       state.queued = undefined;
       return state.running ?? start(realm, state);

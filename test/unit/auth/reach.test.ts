@@ -307,4 +307,30 @@ describe('createReachStep: sessions an unverified token names (/auth)', () => {
     advance(1000);
     expect(await step.reachOf('made-up-other', flooder)).toBeUndefined();
   });
+
+  it("looks up a session Keycloak confirmed (a refresh grant's 200) on no client's lookups, once", async () => {
+    const { perSecond } = UNVERIFIED_LOOKUPS;
+    const { step, lookups } = setup({ job: reach({ readOnly: true }), plain: undefined });
+    const flooder = from('192.0.2.66');
+    // The replica's lookups spent by one client and the others' (the clock stands still).
+    for (const address of ['192.0.2.66', '198.51.100.1', '203.0.113.1']) {
+      await Promise.all(
+        madeUp(perSecond).map((sid) => step.reachOf(`${address}-${sid}`, from(address))),
+      );
+    }
+    expect(await step.reachOf('job', flooder)).toBe(LOOKUPS_SPENT);
+    expect(step.rememberedReachOf('job')).toBeUndefined();
+    const before = lookups.length;
+    const confirmed = await Promise.all([
+      step.confirmedReachOf('job'),
+      step.confirmedReachOf('job'),
+    ]);
+    expect(confirmed).toEqual([reach({ readOnly: true }), reach({ readOnly: true })]);
+    expect(await step.confirmedReachOf('plain')).toBeUndefined();
+    expect(lookups.slice(before)).toEqual(['job', 'plain']);
+    // Remembered now, for the next refresh grant before Keycloak and for any request.
+    expect(step.rememberedReachOf('job')).toEqual({ reach: reach({ readOnly: true }) });
+    expect(step.rememberedReachOf('plain')).toEqual({ reach: undefined });
+    expect(await step.reachOf('job', flooder)).toEqual(reach({ readOnly: true }));
+  });
 });

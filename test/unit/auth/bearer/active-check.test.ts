@@ -184,4 +184,22 @@ describe('the re-check of a token (REVOCATION_CHECK_SECONDS=2, REVOCATION_CHECK_
     expect(await requestAt(check, 1)).toBe('refused');
     expect(events).toEqual(['queued', 'inactive']);
   });
+
+  it('still checks after the clock steps back (NTP, a VM restored): its cap of 50 a second is not held for the step', async () => {
+    const keycloak = scriptedKeycloak();
+    const { events, metrics } = countedEvents();
+    const { check } = await activeCheckOf(keycloak.tokens, metrics);
+    // 50 tokens checked within the second: the cap of the second is reached.
+    for (let i = 0; i < 50; i++) {
+      await check.ensureActive('token', { ...principal, sessionId: `s${i}` });
+    }
+    expect(keycloak.asked).toHaveLength(50);
+    // Two minutes back: a token seen for the first time is checked, not skipped for two minutes.
+    vi.setSystemTime(T0 - 120_000);
+    keycloak.active = false;
+    const due = check.ensureActive('token', { ...principal, sessionId: 'after-step' });
+    await expect(due).rejects.toBeInstanceOf(AuthFailure);
+    expect(keycloak.asked).toHaveLength(51);
+    expect(events.filter((event) => event === 'skipped')).toEqual([]);
+  });
 });

@@ -248,6 +248,21 @@ describe('the key-set registry (KEY_SET_REFRESH_SECONDS=30)', () => {
     expect(certs.asked.length).toBeLessThanOrEqual(2 + 4);
   });
 
+  it('verifies a new key within the gap after the clock stepped back (NTP, a VM restored), not the step later', async () => {
+    const certs = scriptedCerts();
+    certs.published = [a];
+    const jwks = registryOf(certs);
+    expect(await verifyWith(jwks, await tokenOf(a))).toBe('ok');
+    certs.published = [a, b];
+    vi.setSystemTime(T0 - 120_000);
+    let outcome: string | undefined;
+    void verifyNow(jwks, await tokenOf(b)).then((got) => (outcome = got));
+    await vi.advanceTimersByTimeAsync(UNKNOWN_KID_GAP_MS);
+    // The verification itself takes real time (WebCrypto); each wait moves the clock 20 ms on.
+    await vi.waitFor(() => expect(outcome).toBe('ok'), { timeout: 3000, interval: 20 });
+    expect(certs.asked).toHaveLength(2);
+  });
+
   it('fetches for the request that needs the set under its id, and on schedule under none', async () => {
     // Real timers: the request's context travels through Node's timers, not the fake ones.
     vi.useRealTimers();
