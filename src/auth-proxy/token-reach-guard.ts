@@ -56,11 +56,11 @@ interface CarriedToken {
 }
 
 /**
- * How many sessions' tokens one request may carry: a client sends one; each is a lookup of its
- * reach (the database on a miss), so a header of a thousand made-up tokens is refused, not
- * looked up a thousand times.
+ * How many distinct tokens one request may carry: a client sends one; each is a signature check
+ * and, signed, a lookup of its reach (the database on a miss), so a header of a thousand
+ * tokens is refused, not checked a thousand times.
  */
-const MAX_CARRIED_SESSIONS = 4;
+const MAX_CARRIED_TOKENS = 4;
 
 /**
  * The form fields Keycloak takes an access token from: userinfo's (RFC 6750 2.2), and a token
@@ -72,17 +72,23 @@ const FORM_TOKEN_FIELDS = ['access_token', 'subject_token', 'actor_token'];
  * Every token the request carries where Keycloak might read one: its `Authorization` headers,
  * in every spelling (several headers, a comma list, a scheme word in any case), and its form's
  * token fields (`FORM_TOKEN_FIELDS`). A word that reads as a
- * token of Keycloak's is one, so no spelling passes a token unchecked. One per session (the
- * first): its reach is the session's. Undefined past `MAX_CARRIED_SESSIONS`.
+ * token of Keycloak's is one, so no spelling passes a token unchecked. Each distinct token (as
+ * Keycloak reads it, `strictSpelling`) is kept, not one per session: a forged copy naming a real
+ * token's session must not stand in for it (Keycloak may read the real one: a token exchange's
+ * `subject_token` beside an `access_token` it ignores). Undefined past `MAX_CARRIED_TOKENS`.
  */
 function carriedTokens(req: IncomingMessage): CarriedToken[] | undefined {
   const carried: CarriedToken[] = [];
   const add = (word: string, scheme: CarriedToken['scheme']): boolean => {
     const sessionId = tokenSessionId(word);
-    if (sessionId === undefined || carried.some((token) => token.sessionId === sessionId)) {
+    const spelled = strictSpelling(word);
+    if (
+      sessionId === undefined ||
+      carried.some((token) => strictSpelling(token.token) === spelled)
+    ) {
       return true;
     }
-    if (carried.length === MAX_CARRIED_SESSIONS) return false;
+    if (carried.length === MAX_CARRIED_TOKENS) return false;
     carried.push({ sessionId, scheme, token: word });
     return true;
   };
@@ -294,7 +300,8 @@ export function guardTokenReach(deps: {
         );
       },
       // Whether a realm signed it cannot be told now: as a reach not looked up, retry in a second.
-      () => {
+      (err: unknown) => {
+        deps.logger.warn({ err }, 'could not check the signature of a token on /auth');
         refused(req, res, { why: 'databaseUnavailable' });
         sendLookupsSpent(res);
       },

@@ -119,6 +119,18 @@ describe('the /auth reach step and tokens no realm signed', () => {
     expect(reads).toEqual(['job']);
   });
 
+  it("checks every token a request carries: a forged copy of a job token's session does not hide the real one", async () => {
+    const { send } = guarded();
+    const job = await accessToken('job');
+    // The same session, another key: what Keycloak ignores (say a form's `access_token` beside
+    // the `subject_token` it exchanges) must not stand in for the real token's check.
+    const copy = await accessToken('job', otherKey);
+    expect(await send('192.0.2.1', `${copy}, ${job}`, 'POST')).toMatchObject({
+      status: 403,
+      error: 'insufficient_scope',
+    });
+  });
+
   it("refuses a forged token in a spelling only Keycloak's lenient reading takes, without a lookup", async () => {
     const { send, reads } = guarded();
     const forged = await accessToken('made-up', otherKey);
