@@ -36,7 +36,11 @@ let admin: TestUser;
 
 beforeAll(async () => {
   front = await startKeycloakFront(testEnv().keycloakUrl);
-  replica = await startReplica(21340, { KEYCLOAK_URL: front.url });
+  // Every realm of the suite has its client in master, and the check below asks each of them:
+  // hundreds of calls through the front, 8 at a time, beside the whole suite's load on the one
+  // Keycloak. One of them answering after the default 5 s would be a 504 that says nothing of
+  // the bound this file measures.
+  replica = await startReplica(21340, { KEYCLOAK_URL: front.url, KEYCLOAK_TIMEOUT_MS: '30000' });
   admin = await createUser('master');
 });
 
