@@ -53,6 +53,8 @@ interface CarriedToken {
   sessionId: string;
   scheme: 'Bearer' | 'DPoP';
   token: string;
+  /** The token as Keycloak reads it (`strictSpelling`): what is verified. */
+  spelled: string;
 }
 
 /**
@@ -82,14 +84,11 @@ function carriedTokens(req: IncomingMessage): CarriedToken[] | undefined {
   const add = (word: string, scheme: CarriedToken['scheme']): boolean => {
     const sessionId = tokenSessionId(word);
     const spelled = strictSpelling(word);
-    if (
-      sessionId === undefined ||
-      carried.some((token) => strictSpelling(token.token) === spelled)
-    ) {
+    if (sessionId === undefined || carried.some((token) => token.spelled === spelled)) {
       return true;
     }
     if (carried.length === MAX_CARRIED_TOKENS) return false;
-    carried.push({ sessionId, scheme, token: word });
+    carried.push({ sessionId, scheme, token: word, spelled });
     return true;
   };
   const raw = req.rawHeaders;
@@ -279,14 +278,12 @@ export function guardTokenReach(deps: {
     }
     const client = deps.clientAddress(req);
     const signedOf = async (token: CarriedToken) => {
-      const signed = await deps.signedSession(strictSpelling(token.token), client);
+      const signed = await deps.signedSession(token.spelled, client);
       return signed?.sessionId === token.sessionId;
     };
     Promise.all(tokens.map(signedOf)).then(
       (signed) => {
-        const invalid = tokens.find(
-          (token, i) => !signed[i] && strictSpelling(token.token) !== token.token,
-        );
+        const invalid = tokens.find((token, i) => !signed[i] && token.spelled !== token.token);
         if (invalid !== undefined) {
           refused(req, res, { why: 'invalidToken' });
           refuseInvalid(res, invalid);
