@@ -81,7 +81,7 @@ const STATEMENT_TEXT = 96 * 1024;
 
 /**
  * Appends one log's records; the number and hash of its last. PostgreSQL numbers and chains
- * them (`audit_append`, migration 20261201-015) under the log's head row lock: the gateway
+ * them (`audit_append`, migration 20261202-015) under the log's head row lock: the gateway
  * sends each record's fields, one a line, and spends nothing on the hashes.
  */
 async function appendToLog(

@@ -126,7 +126,7 @@ export function canonicalHeadOf(org: string): string {
  * elements (the array's text without its brackets), in `CANONICAL_LAYOUT`'s order (a unit test
  * holds them together): reading each field by name is what makes it cheap. The part of a record
  * the writer makes; the database adds its number and previous hash as it chains it
- * (migration 20261201-015): never a newline, which JSON writes only escaped.
+ * (migration 20261202-015): never a newline, which JSON writes only escaped.
  */
 export function chainedFieldsOf(
   fields: CanonicalFields,
@@ -162,10 +162,10 @@ export function chainedFieldsOf(
 
 /**
  * A record's canonical form from its head, number, chained fields and previous hash: the
- * concatenation the database's `audit_append` makes too (migration 20261201-015).
+ * concatenation the database's `audit_append` makes too (migration 20261202-015).
  */
 export function canonicalFrom(head: string, seq: number, fields: string, prevHash: string): string {
-  return `${head}${seq},${fields},"${prevHash}"]`;
+  return `${head}${JSON.stringify(seq)},${fields},"${prevHash}"]`;
 }
 
 /** SHA-256 (hex) of a text: Node's one-shot `hash` where it has it (20.12 on), half the cost. */
