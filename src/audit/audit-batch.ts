@@ -90,7 +90,8 @@ async function appendToLog(
   events: AuditEvent[],
   rowMaker: RowMaker,
 ): Promise<{ seq: number; hash: string }> {
-  const head = canonicalHeadOf(org);
+  // Hashed as stored, as the other fields are (`storable`), though a log is a known realm's name.
+  const head = canonicalHeadOf(storable({ org }).org);
   let last: { last_seq: string | number; last_hash: string } | undefined;
   const send = async (rows: string[]) => {
     const answer = await trx.raw<{ rows: (typeof last)[] }>(

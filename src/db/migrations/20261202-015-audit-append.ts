@@ -9,9 +9,9 @@ import type { Knex } from 'knex';
  * spent on the hashing and the head's statements a batch is PostgreSQL's now, on its own CPU.
  *
  * The columns are read from the places of the chained fields in the canonical form v1
- * (audit-chain.ts `CANONICAL_LAYOUT`, from `at` to `details`), fixed as the form is: a form of another version would come with a function of its own. A new
- * function only, so the previous release (which chains in JavaScript, under the same row lock)
- * writes the same logs beside it.
+ * (audit-chain.ts `CANONICAL_LAYOUT`, from `at` to `details`), fixed as the form is: a form of
+ * another version would come with a function of its own. A new function only, so the previous
+ * release runs on this schema unchanged.
  */
 export async function up(db: Knex): Promise<void> {
   await db.raw(`
