@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
-import { canonicalTextOf, GENESIS_HASH, sha256Hex, type AuditRecord } from './audit-chain.ts';
-import { AUDIT_TABLE, batchRowOf, HEADS_TABLE, INSERT_BATCH } from './audit-rows.ts';
+import { canonicalHeadOf, chainedFieldsOf, sha256Hex, type AuditRecord } from './audit-chain.ts';
+import { AUDIT_TABLE } from './audit-rows.ts';
 
 /**
  * What the recording code hands the writer: a record's fields, chosen where it happened, without
@@ -71,44 +71,49 @@ async function isThere(trx: Knex.Transaction, mark: BatchMark): Promise<boolean>
 }
 
 /**
- * The most text (UTF-16 units, a row's ASCII bytes) one insert statement carries: a batch is
- * sent as several such statements in its transaction. A parameter past V8's large-object size
+ * The most text (UTF-16 units, a row's ASCII bytes) one statement carries: a batch is sent as
+ * several such statements in its transaction. A parameter past V8's large-object size
  * (128 KiB) is a fresh allocation at each step (the joined text, its UTF-8 bytes, pg's message
  * buffer grown by doubling), and fresh memory is page faults: on a virtual machine they cost the
  * gateway more than the statements' round trips (bench/results.md, 2026-12-01).
  */
 const STATEMENT_TEXT = 96 * 1024;
 
-/** Appends one log's records; the number and hash of its last. */
+/**
+ * Appends one log's records; the number and hash of its last. PostgreSQL numbers and chains
+ * them (`audit_append`, migration 20261202-015) under the log's head row lock: the gateway
+ * sends each record's fields, one a line, and spends nothing on the hashes.
+ */
 async function appendToLog(
   trx: Knex.Transaction,
   org: string,
   events: AuditEvent[],
   rowMaker: RowMaker,
 ): Promise<{ seq: number; hash: string }> {
-  await trx(HEADS_TABLE).insert({ org, seq: 0, hash: GENESIS_HASH }).onConflict('org').ignore();
-  const head = (await trx(HEADS_TABLE).where({ org }).forUpdate().first()) as {
-    seq: string | number;
-    hash: string;
+  // Hashed as stored, as the other fields are (`storable`), though a log is a known realm's name.
+  const head = canonicalHeadOf(storable({ org }).org);
+  let last: { last_seq: string | number; last_hash: string } | undefined;
+  const send = async (rows: string[]) => {
+    const answer = await trx.raw<{ rows: (typeof last)[] }>(
+      'select last_seq, last_hash from audit_append(?, ?, ?)',
+      [org, head, rows.join('\n')],
+    );
+    last = answer.rows[0];
   };
-  let seq = Number(head.seq);
-  let hash = head.hash;
   let rows: string[] = [];
   let length = 0;
   for (const event of events) {
-    const row = rowMaker.rowOf(event, ++seq, hash);
-    rows.push(row.text);
-    length += row.text.length + 1;
-    hash = row.hash;
+    const row = rowMaker.rowOf(event);
+    rows.push(row);
+    length += row.length + 1;
     if (length >= STATEMENT_TEXT) {
-      await trx.raw(INSERT_BATCH, [rows.join(',')]);
+      await send(rows);
       rows = [];
       length = 0;
     }
   }
-  if (rows.length > 0) await trx.raw(INSERT_BATCH, [rows.join(',')]);
-  await trx(HEADS_TABLE).where({ org }).update({ seq, hash });
-  return { seq, hash };
+  if (rows.length > 0) await send(rows);
+  return { seq: Number(last!.last_seq), hash: last!.last_hash };
 }
 
 /**
@@ -129,11 +134,10 @@ export class UnwritableRecordError extends Error {
 type RowMaker = ReturnType<typeof createRowMaker>;
 
 /**
- * Makes a record's row of a batch (audit-rows.ts `batchRowOf`) and its hash. The work per
- * record is off the request path but still the gateway's CPU: a record is serialised once (its
- * canonical form is both hashed and sent), from the recorded event with no record object made
- * of it; a token's `jti` is hashed once however many calls it makes, and one time text serves
- * the records of one millisecond.
+ * Makes a record's row of a batch: its chained fields (audit-chain.ts `chainedFieldsOf`). The
+ * work per record is off the request path but still the gateway's CPU: a record is serialised
+ * once, from the recorded event with no record object made of it; a token's `jti` is hashed
+ * once however many calls it makes, and one time text serves the records of one millisecond.
  */
 function createRowMaker() {
   const jtiHashes = new Map<string, string>();
@@ -150,7 +154,7 @@ function createRowMaker() {
     return hashed;
   };
   return {
-    rowOf(event: AuditEvent, seq: number, prevHash: string) {
+    rowOf(event: AuditEvent): string {
       try {
         if (event.atMs !== lastMs) {
           // Kept once made: a time that throws must throw again, not take the last one's text.
@@ -158,14 +162,10 @@ function createRowMaker() {
           lastMs = event.atMs;
         }
         const jti = event.tokenId === undefined ? null : jtiSha256(event.tokenId);
-        let canonical = canonicalTextOf(event, seq, lastAt, jti, prevHash);
+        const fields = chainedFieldsOf(event, lastAt, jti);
         // JSON writes a NUL or a lone surrogate only as a `\u` escape: without one, the record
         // is stored exactly as hashed (the rare text with one is cleaned and serialised again).
-        if (canonical.includes('\\u')) {
-          canonical = canonicalTextOf(storable(event), seq, lastAt, jti, prevHash);
-        }
-        const hash = sha256Hex(canonical);
-        return { hash, text: batchRowOf(hash, canonical) };
+        return fields.includes('\\u') ? chainedFieldsOf(storable(event), lastAt, jti) : fields;
       } catch (err) {
         throw new UnwritableRecordError(err);
       }

@@ -99,8 +99,7 @@ export type CanonicalFields = Omit<AuditRecord, 'seq' | 'at' | 'jtiSha256' | 'pr
 /**
  * `canonicalOf`, with the fields the writer decides as it chains (number, time, the token's
  * hash, the previous hash) given apart from the others: it serialises a recorded event without
- * making a record object of it. The array is written out in `CANONICAL_LAYOUT`'s order (a unit
- * test holds them together): reading each field by name is what makes it cheap.
+ * making a record object of it.
  */
 export function canonicalTextOf(
   fields: CanonicalFields,
@@ -109,11 +108,33 @@ export function canonicalTextOf(
   jtiSha256: string | null,
   prevHash: string,
 ): string {
-  const names = Object.keys(fields.details);
-  return JSON.stringify([
-    'v1',
-    fields.org,
+  return canonicalFrom(
+    canonicalHeadOf(fields.org),
     seq,
+    chainedFieldsOf(fields, at, jtiSha256),
+    prevHash,
+  );
+}
+
+/** The canonical form up to its number: the form's version and the log. */
+export function canonicalHeadOf(org: string): string {
+  return `["v1",${JSON.stringify(org)},`;
+}
+
+/**
+ * The canonical form's fields between its number and the previous hash, as JSON array
+ * elements (the array's text without its brackets), in `CANONICAL_LAYOUT`'s order (a unit test
+ * holds them together): reading each field by name is what makes it cheap. The part of a record
+ * the writer makes; the database adds its number and previous hash as it chains it
+ * (migration 20261202-015): never a newline, which JSON writes only escaped.
+ */
+export function chainedFieldsOf(
+  fields: CanonicalFields,
+  at: string,
+  jtiSha256: string | null,
+): string {
+  const names = Object.keys(fields.details);
+  const text = JSON.stringify([
     at,
     fields.action,
     fields.outcome,
@@ -135,8 +156,16 @@ export function canonicalTextOf(
     fields.address,
     fields.requestId,
     names.length === 0 ? names : names.sort().map((n) => [n, fields.details[n]]),
-    prevHash,
   ]);
+  return text.slice(1, -1);
+}
+
+/**
+ * A record's canonical form from its head, number, chained fields and previous hash: the
+ * concatenation the database's `audit_append` makes too (migration 20261202-015).
+ */
+export function canonicalFrom(head: string, seq: number, fields: string, prevHash: string): string {
+  return `${head}${JSON.stringify(seq)},${fields},"${prevHash}"]`;
 }
 
 /** SHA-256 (hex) of a text: Node's one-shot `hash` where it has it (20.12 on), half the cost. */

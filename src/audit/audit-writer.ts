@@ -132,8 +132,8 @@ export function createAuditWriter(deps: {
   /**
    * Writes the records spooled until now, in batches; one run at a time. Records that come
    * while it runs wait for a full batch or the next tick: chasing them would write a train of
-   * small batches after each full one, each a transaction of five statements through knex,
-   * which the gateway pays for per batch (bench/results.md, "The audit log's cost").
+   * small batches after each full one, each a transaction of its own through knex, which the
+   * gateway pays for per batch (bench/results.md, "The audit log's cost").
    */
   function writeSpooled(count = size()): Promise<void> {
     if (writing) return writing;

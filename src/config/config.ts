@@ -479,8 +479,9 @@ export const configSchema = z.object({
     description:
       'records a process holds while the database is down (about 1 KiB each), written in order once it is back; one more is lost, counted in `realmgate_audit_records_total{outcome="lost"}` and said in readiness',
   }),
-  // A batch is one jsonb value of one statement; 2,000 records keep its transaction short. Each
-  // batch costs the gateway and PostgreSQL a transaction: fewer, fuller ones cost less a record.
+  // A batch is one transaction (statements of at most 96 KiB each, audit-batch.ts); 2,000 records
+  // keep it short. Each costs the gateway and PostgreSQL a transaction: fewer, fuller ones cost
+  // less a record.
   AUDIT_BATCH_MAX_RECORDS: z.coerce.number().int().min(1).max(2000).default(2000).meta({
     description: 'records written in one transaction (at most 2,000)',
   }),

@@ -19,6 +19,7 @@ import * as auditDownloadWholeLog from './migrations/20261129-011-audit-download
 import * as authKeycloakPulls from './migrations/20261129-012-auth-keycloak-pulls.ts';
 import * as realmAlignments from './migrations/20261201-013-realm-alignments.ts';
 import * as auditDownloadFirstSeq from './migrations/20261201-014-audit-download-first-seq.ts';
+import * as auditAppend from './migrations/20261202-015-audit-append.ts';
 
 interface NamedMigration {
   name: string;
@@ -55,6 +56,7 @@ const migrations: readonly NamedMigration[] = [
   { name: '20261129-012-auth-keycloak-pulls', migration: authKeycloakPulls },
   { name: '20261201-013-realm-alignments', migration: realmAlignments },
   { name: '20261201-014-audit-download-first-seq', migration: auditDownloadFirstSeq },
+  { name: '20261202-015-audit-append', migration: auditAppend },
 ];
 
 /** The names of the migrations, in order: what `knex_migrations` holds once migrated. */

@@ -195,6 +195,24 @@ describe('the audit writer', () => {
     await writer.close(1000);
   });
 
+  it('hashes a log name as stored too (a lone surrogate as U+FFFD)', async () => {
+    const writer = createAuditWriter({
+      db,
+      logger,
+      metrics: counting().metrics,
+      spoolMax: 10,
+      batchMax: 10,
+      intervalMs: 60_000,
+    });
+    writer.record(event('odd\uD800', 1));
+    writer.record(event('odd\uD800', 2));
+    await writer.flush();
+    const rows = await db<AuditRow>('audit_log').where({ org: 'odd\uFFFD' }).orderBy('seq');
+    expect(rows).toHaveLength(2);
+    expect(verifyChain(rows.map(recordOf))).toBeUndefined();
+    await writer.close(1000);
+  });
+
   it('stores each record as the very bytes its hash was taken of, whatever text it holds', async () => {
     // Any text a client may send: control characters, quotes, backslashes, non-ASCII, emoji,
     // NUL and lone surrogates (stored as U+FFFD).
