@@ -161,9 +161,15 @@ export function createJwksRegistry(options: {
     schedule(realm, state, startedAt);
   }
 
-  /** A fetch that starts at `arrival` or later: the running one if it did, else the next. */
+  /**
+   * A fetch that starts at `arrival` or later: the running one if it did, else the next. A
+   * running fetch whose start lies ahead of now began before the clock stepped back, whenever
+   * the caller arrived: it may answer with a set from before the caller's key.
+   */
   function fetchAfter(realm: string, state: RealmKeys, arrival: number): Promise<void> {
-    if (state.running && state.startedAt >= arrival) return state.running;
+    if (state.running && state.startedAt >= arrival && state.startedAt <= now()) {
+      return state.running;
+    }
     state.queued ??= (async () => {
       await state.running;
       // Never more than the gap: a clock stepped back (NTP, a VM restored) would make the last

@@ -48,6 +48,8 @@ function scriptedCerts() {
     /** What Keycloak answers about the realm instead of its set: none, deleted, or a proxy's 404. */
     notFound: undefined as 'realm' | 'proxy' | undefined,
     fetchMs: 0,
+    /** Answer with what was published when the fetch was asked, not when it answers. */
+    answersAsAsked: false,
     asked: [] as number[],
     /** The request id each fetch ran under (see edge/request-context.ts). */
     requestIds: [] as Array<string | undefined>,
@@ -60,11 +62,13 @@ function scriptedCerts() {
       ): Promise<T> {
         certs.asked.push(Date.now() - T0);
         certs.requestIds.push(currentRequestId());
+        const asked = certs.published;
         if (certs.fetchMs > 0) await new Promise((resolve) => setTimeout(resolve, certs.fetchMs));
+        const published = certs.answersAsAsked ? asked : certs.published;
         if (certs.down) throw keycloakError('unreachable');
         if (certs.notFound === 'realm') return read(404, '{"error":"Realm does not exist"}');
         if (certs.notFound === 'proxy') return read(404, '<html>Not Found</html>');
-        return read(200, JSON.stringify({ keys: certs.published.map((key) => key.jwk) }));
+        return read(200, JSON.stringify({ keys: published.map((key) => key.jwk) }));
       },
     },
   };
@@ -261,6 +265,28 @@ describe('the key-set registry (KEY_SET_REFRESH_SECONDS=30)', () => {
     // The verification itself takes real time (WebCrypto); each wait moves the clock 20 ms on.
     await vi.waitFor(() => expect(outcome).toBe('ok'), { timeout: 3000, interval: 20 });
     expect(certs.asked).toHaveLength(2);
+  });
+
+  it('does not take a fetch begun before the clock stepped back for one begun after a token arrived', async () => {
+    const certs = scriptedCerts();
+    certs.published = [a];
+    const jwks = registryOf(certs);
+    expect(await verifyWith(jwks, await tokenOf(a))).toBe('ok');
+    // A fetch under way (it answers with the set it was asked for: key A alone) ...
+    certs.fetchMs = 500;
+    certs.answersAsAsked = true;
+    vi.setSystemTime(T0 + 5000);
+    void jwks.refresh(REALM);
+    await vi.advanceTimersByTimeAsync(100);
+    // ... when the clock steps back and key B appears: B's token needs a fetch of its own, though
+    // the running one's start reads as after the token's arrival.
+    vi.setSystemTime(T0 - 120_000);
+    certs.published = [a, b];
+    let outcome: string | undefined;
+    void verifyNow(jwks, await tokenOf(b)).then((got) => (outcome = got));
+    await vi.advanceTimersByTimeAsync(400 + UNKNOWN_KID_GAP_MS + 500);
+    await vi.waitFor(() => expect(outcome).toBe('ok'), { timeout: 3000, interval: 20 });
+    expect(certs.asked).toHaveLength(3);
   });
 
   it('fetches for the request that needs the set under its id, and on schedule under none', async () => {
