@@ -86,6 +86,8 @@ const UNKNOWN_MS = 60_000;
  * meanwhile, so an outage costs one timeout per realm this often, not one per login.
  */
 const FAILED_MS = 5_000;
+/** When to ask again about an e-mail that was unresolved: the realm is asked again by then. */
+export const UNRESOLVED_RETRY_SECONDS = FAILED_MS / 1000;
 /** Bound of the realms whose failure, or `loginWithEmailAllowed`, is kept. */
 const MAX_REALMS = 1_000;
 /** How long a realm's `loginWithEmailAllowed` is kept. */

@@ -7,13 +7,15 @@ import { failureOf, keycloakError } from '../../keycloak/keycloak-failures.ts';
 import type { PasswordGrantResult, TokenClient } from '../../keycloak/token-client.ts';
 import { REALM_GONE_MESSAGE } from '../../keycloak/realm-gone.ts';
 import { AuthFailure } from '../auth-failure.ts';
+import { AppError } from '../../envelope/errors.ts';
+import { MASTER_REALM } from '../../tenancy/identifiers.ts';
 import type { GoneRealms } from '../gone-realms.ts';
 import type { BearerVerifier } from '../bearer/bearer-verifier.ts';
 import type { Principal } from '../../tenancy/principal.ts';
 import type { RevocationList } from '../revocation.ts';
 import type { AuthMetrics } from '../auth-metrics.ts';
 import type { FailedLoginMemory, LoginCredentials } from '../failed-logins.ts';
-import type { LoginAccounts } from '../login-accounts.ts';
+import { UNRESOLVED_RETRY_SECONDS, type LoginAccounts } from '../login-accounts.ts';
 import type { LoginThrottle } from '../login-throttle.ts';
 import type { AccountLocks } from '../account-locks.ts';
 import { throttleRefusal } from '../throttle-refusal.ts';
@@ -224,8 +226,11 @@ export function createBasicAuthenticator(deps: BasicAuthenticatorDeps): BasicAut
   ): Promise<Principal> {
     const found = await deps.accounts.accountOf(realm, credentials.username, clientAddress);
     if ('refusal' in found) throw throttleRefusal(found.refusal);
-    // An e-mail may name the bootstrap administrator too.
+    // An e-mail may name the bootstrap administrator too; one whose account the admin API could
+    // not tell may be his, so in master it does not reach Keycloak either, where its failures
+    // would count towards locking the break-glass account (as on /auth: bootstrap-admin-guard.ts).
     if (deps.refuses(realm, found.account)) throw accountRefused();
+    if (found.unresolved && realm === MASTER_REALM) throw unresolvedAccount();
     const login = loginOf(realm, credentials, found.account);
     const remembered = rememberedRefusal(await deps.failedLogins.recall(login));
     if (remembered) throw remembered;
@@ -508,6 +513,14 @@ function rememberedRefusal(value: string | undefined): AuthFailure | undefined {
 /** A Basic login as the failed-login memory knows it: by its account (`accountOf`). */
 function loginOf(realm: string, credentials: BasicCredentials, account: string): LoginCredentials {
   return { channel: 'basic', realm, username: account, password: credentials.password };
+}
+
+/** A login by e-mail in master whose account Keycloak's admin API could not tell now. */
+function unresolvedAccount(): AppError {
+  return new AppError('identityProviderUnavailable', {
+    message: 'Could not tell the account of this e-mail; retry later.',
+    headers: { 'retry-after': String(UNRESOLVED_RETRY_SECONDS) },
+  });
 }
 
 function accountRefused(): AuthFailure {
