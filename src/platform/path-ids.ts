@@ -13,10 +13,12 @@ export const pathIds = {
   /** In `/api/<org>/...` the admission has checked the organization already. */
   callerOrganization: { schema: organizationId },
   username: { schema: z.string().min(1).max(255) },
+  /** Longer names no session: 404 before Keycloak is asked for the user's sessions. */
   refreshTokenId: {
     schema: z.string().min(1).max(255).meta({
       description: 'Keycloak offline session id, or the name given at issuance.',
     }),
+    invalid: 'refreshTokenNotFound',
   },
 } satisfies Record<string, PathParam>;
 

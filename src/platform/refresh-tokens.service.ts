@@ -192,12 +192,12 @@ export function createRefreshTokensService(deps: {
           : [...details.values()].find((row) => row.name === idOrName);
       const id = sessions.some((s) => s.id === idOrName) ? idOrName : named?.sessionId;
       if (id === undefined) throw new AppError('refreshTokenNotFound');
-      await deps.admin.run(principal.realm, (admin) =>
-        call('revokeFailed', () =>
-          admin.realms.deleteSession({ realm: principal.realm, session: id, isOffline: true }),
-        ),
-      );
+      // As for them all: a session Keycloak ended since the list (404) is ended, and its access
+      // tokens are refused whatever Keycloak answered (one that timed out may have ended it; a
+      // retry would find it no longer listed, 404, and leave its access tokens accepted).
+      const failure = await endSessions(principal.realm, [id], true);
       await revoke(principal, [id], limits);
+      if (failure) throw failure;
       await deps.details.forget(principal.realm, principal.userId, [id]);
     },
   };

@@ -364,6 +364,26 @@ describe('revoking them all while another is being issued', () => {
     const { access, refresh } = await works(during, user);
     expect(access === 200, `access ${access}, refresh ${refresh}`).toBe(refresh === 200);
   });
+
+  it('revoking one that Keycloak ended after the gateway read it: done, and its access tokens refused', async () => {
+    const user = await createUser(org);
+    const target = await offlineGrant(user);
+    // In use on the replica: verified, and asked of Keycloak once (not again for a minute).
+    expect((await works(target, user)).access).toBe(200);
+    const read = front.gate(/\/offline-sessions\//);
+    const deleting = fetch(`${replica.url}${tokensPath(user)}/${target.sessionId}`, {
+      method: 'DELETE',
+      headers: { authorization: basicAuth(user) },
+    });
+    await read.reached;
+    // Ended meanwhile (another revocation, a logout): Keycloak's delete will find nothing.
+    const admin = await keycloakAdmin();
+    await admin.realms.deleteSession({ realm: org, session: target.sessionId, isOffline: true });
+    read.open();
+    const answer = await deleting;
+    expect(answer.status).toBe(200);
+    expect(await works(target, user)).toEqual({ access: 401, refresh: 400 });
+  });
 });
 
 describe('Keycloak admin API failures map to result codes', () => {
