@@ -39,6 +39,17 @@ describe('the audit writer', () => {
 
   afterAll(() => close());
 
+  /** A writer of ten records a batch, written when flushed. */
+  const smallWriter = () =>
+    createAuditWriter({
+      db,
+      logger,
+      metrics: counting().metrics,
+      spoolMax: 10,
+      batchMax: 10,
+      intervalMs: 60_000,
+    });
+
   it('writes each log in the order recorded, numbered and chained, in batches', async () => {
     const { counts, metrics } = counting();
     const writer = createAuditWriter({
@@ -174,14 +185,7 @@ describe('the audit writer', () => {
   });
 
   it('stores what a client sent that PostgreSQL cannot hold (NUL, a lone surrogate) as U+FFFD, hashed as stored', async () => {
-    const writer = createAuditWriter({
-      db,
-      logger,
-      metrics: counting().metrics,
-      spoolMax: 10,
-      batchMax: 10,
-      intervalMs: 60_000,
-    });
+    const writer = smallWriter();
     writer.record({
       ...event('hostile', 1),
       actorName: 'a\u0000b\uD800',
@@ -196,14 +200,7 @@ describe('the audit writer', () => {
   });
 
   it('hashes a log name as stored too (a lone surrogate as U+FFFD)', async () => {
-    const writer = createAuditWriter({
-      db,
-      logger,
-      metrics: counting().metrics,
-      spoolMax: 10,
-      batchMax: 10,
-      intervalMs: 60_000,
-    });
+    const writer = smallWriter();
     writer.record(event('odd\uD800', 1));
     writer.record(event('odd\uD800', 2));
     await writer.flush();

@@ -1,13 +1,10 @@
 import { describe, expect, it, vi } from 'vitest';
-import { pino } from 'pino';
 import { createBasicAuthenticator } from '../../../../src/auth/basic/basic-authenticator.ts';
 import { createFailedLoginMemory } from '../../../../src/auth/failed-logins.ts';
-import { createGoneRealms } from '../../../../src/auth/gone-realms.ts';
 import type { ReservedAttempt, ThrottleDecision } from '../../../../src/auth/login-throttle.ts';
-import type { BearerVerifier } from '../../../../src/auth/bearer/bearer-verifier.ts';
-import type { RevocationList } from '../../../../src/auth/revocation.ts';
 import type { TokenClient } from '../../../../src/keycloak/token-client.ts';
 import { createMemoryCache } from '../../../../src/cache/memory-cache.ts';
+import { settledBasicDeps } from '../../../helpers/basic-deps.ts';
 
 /** Resolves once `open` is called. */
 function gate(): { gate: Promise<void>; open(): void } {
@@ -60,30 +57,13 @@ describe('Basic login lock', () => {
       return go(address);
     });
     const basic = createBasicAuthenticator({
+      ...settledBasicDeps(),
       tokens,
-      bearer: {} as BearerVerifier,
       cache,
-      cacheSecret: 'test-secret-of-16-chars',
-      maxCacheSeconds: 60,
-      maxOutageSeconds: 0,
-      keycloakDown: () => false,
-      slowGrantPauseMs: 1000,
-      maxLocalEntries: 100,
       failedLogins,
       accounts: { accountOf: (_realm, name) => Promise.resolve({ account: name }) },
-      loginLockMs: 10_000,
       throttle: { begin },
       refuses: () => false,
-      revocations: {} as RevocationList,
-      locks: {
-        blockOf: () => Promise.resolve({ twoFactor: false, lockedOut: false }),
-        isLocked: () => false,
-        firstRefusal: () => true,
-        ended: () => {},
-      },
-      metrics: { cacheLookup: () => {} },
-      gone: createGoneRealms(),
-      logger: pino({ level: 'silent' }),
     });
     const stale = { username: 'alice', password: 'the-password-before-rotation' };
     const fromB = Promise.resolve(basic.authenticate('org', stale, '198.51.100.20')).catch(

@@ -1,13 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { pino } from 'pino';
 import { createBasicAuthenticator } from '../../../../src/auth/basic/basic-authenticator.ts';
 import { isBootstrapAdmin } from '../../../../src/auth/bootstrap-admin.ts';
 import { createFailedLoginMemory } from '../../../../src/auth/failed-logins.ts';
-import { createGoneRealms } from '../../../../src/auth/gone-realms.ts';
-import type { BearerVerifier } from '../../../../src/auth/bearer/bearer-verifier.ts';
-import type { RevocationList } from '../../../../src/auth/revocation.ts';
 import type { TokenClient } from '../../../../src/keycloak/token-client.ts';
 import { createMemoryCache } from '../../../../src/cache/memory-cache.ts';
+import { settledBasicDeps } from '../../../helpers/basic-deps.ts';
 import { AppError } from '../../../../src/envelope/errors.ts';
 
 /**
@@ -32,15 +29,9 @@ describe('Basic login by an e-mail whose account cannot be told', () => {
       isActive: () => Promise.reject(new Error('not asked')),
     };
     const basic = createBasicAuthenticator({
+      ...settledBasicDeps(),
       tokens,
-      bearer: {} as BearerVerifier,
       cache,
-      cacheSecret: 'test-secret-of-16-chars',
-      maxCacheSeconds: 60,
-      maxOutageSeconds: 0,
-      keycloakDown: () => false,
-      slowGrantPauseMs: 1000,
-      maxLocalEntries: 100,
       failedLogins: createFailedLoginMemory({
         cache,
         secret: 'test-secret-of-16-chars',
@@ -50,21 +41,10 @@ describe('Basic login by an e-mail whose account cannot be told', () => {
         accountOf: (_realm, name) =>
           Promise.resolve({ account: name.toLowerCase(), unresolved: true }),
       },
-      loginLockMs: 10_000,
       throttle: {
         begin: () => Promise.resolve({ kind: 'go', attempt: { settle: () => Promise.resolve() } }),
       },
       refuses: (realm, username) => isBootstrapAdmin('admin', realm, username),
-      revocations: {} as RevocationList,
-      locks: {
-        blockOf: () => Promise.resolve({ twoFactor: false, lockedOut: false }),
-        isLocked: () => false,
-        firstRefusal: () => true,
-        ended: () => {},
-      },
-      metrics: { cacheLookup: () => {} },
-      gone: createGoneRealms(),
-      logger: pino({ level: 'silent' }),
     });
     return { basic, grants };
   };
