@@ -3,6 +3,7 @@ import type UserConsentRepresentation from '@keycloak/keycloak-admin-client/lib/
 import type UserSessionRepresentation from '@keycloak/keycloak-admin-client/lib/defs/userSessionRepresentation.js';
 import type { Principal } from '../tenancy/principal.ts';
 import type { RevocationList } from '../auth/revocation.ts';
+import { listsSession } from '../auth/authorize.ts';
 import type { TokenDetails, TokenDetailsStore } from '../auth/token-details.ts';
 import { AppError, type ErrorCode } from '../envelope/errors.ts';
 import { httpStatusOf, isHttpStatus } from '../keycloak/admin-client.ts';
@@ -150,7 +151,8 @@ export function createRefreshTokensService(deps: {
     async list(principal) {
       // Before Keycloak's lists: `detailsOf` drops only rows older than they are.
       const rows = await deps.details.ofUser(principal.realm, principal.userId);
-      const { sessions, limits } = await offlineSessions(principal);
+      const { sessions: all, limits } = await offlineSessions(principal);
+      const sessions = all.filter((session) => listsSession(principal, session.id));
       const details = await detailsOf(principal, rows, sessions);
       const bindings = await deps.bindings.ofUser(principal.realm, principal.userId);
       return sessions.map((session) => ({
