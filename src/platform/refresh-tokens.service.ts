@@ -192,17 +192,48 @@ export function createRefreshTokensService(deps: {
         idOrName === principal.sessionId
           ? undefined
           : [...details.values()].find((row) => row.name === idOrName);
-      const id = sessions.some((s) => s.id === idOrName) ? idOrName : named?.sessionId;
-      if (id === undefined) throw new AppError('refreshTokenNotFound');
+      const listedId = sessions.some((s) => s.id === idOrName) ? idOrName : named?.sessionId;
+      const found =
+        listedId === undefined
+          ? await unlistedSessionOf(principal, rows, idOrName)
+          : { id: listedId, isOffline: true };
+      if (found === undefined) throw new AppError('refreshTokenNotFound');
+      const { id, isOffline } = found;
       // As for them all: a session Keycloak ended since the list (404) is ended, and its access
       // tokens are refused whatever Keycloak answered (one that timed out may have ended it; a
       // retry would find it no longer listed, 404, and leave its access tokens accepted).
-      const failure = await endSessions(principal.realm, [id], true);
+      const failure = await endSessions(principal.realm, [id], isOffline);
       await revoke(principal, [id], limits);
       if (failure) throw failure;
       await deps.details.forget(principal.realm, principal.userId, [id]);
     },
   };
+
+  /**
+   * A session of the caller's that the list does not show but `idOrName` names: a job
+   * credential issued without `offline_access` (an online session) or on another client of the
+   * realm (`rows`, by its id or name), or the caller's own session (by its id), as long as
+   * Keycloak still has it. Undefined: none. So every job credential can be revoked by its id or
+   * name, and every token can end its own session (reach.ts), whatever its session's kind.
+   */
+  async function unlistedSessionOf(
+    principal: Principal,
+    rows: TokenDetails[],
+    idOrName: string,
+  ): Promise<{ id: string; isOffline: boolean } | undefined> {
+    // As for the listed ones: the caller's own id names its session only, never one named so.
+    const row =
+      idOrName === principal.sessionId
+        ? undefined
+        : rows.find((r) => r.sessionId === idOrName || r.name === idOrName);
+    const id = row?.sessionId ?? (idOrName === principal.sessionId ? idOrName : undefined);
+    if (id === undefined) return undefined;
+    if ((await userSessions(principal)).some((s) => s.id === id)) return { id, isOffline: false };
+    if ((await otherClientsOfflineSessionIds(principal)).includes(id)) {
+      return { id, isOffline: true };
+    }
+    return undefined;
+  }
 
   /**
    * Ends the sessions (offline, or online) in Keycloak, a few at a time; one already gone

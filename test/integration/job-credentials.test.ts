@@ -284,9 +284,11 @@ describe('job credentials: a named refresh token with a narrower reach', () => {
     expect(namesake.status, `${ownId}: ${JSON.stringify(namesake.json)}`).toBe(200);
     const namesakeId = String(claimsOf(namesake.json.access_token).sid);
     expect(await offlineIds()).toContain(namesakeId);
-    // Its own session's id is what the path names: not the session named so, a write.
-    const refused = await call(replicas[1]!.url, `${tokensPath()}/${ownId}`, token, 'DELETE');
-    expect(refused.status, JSON.stringify(refused.body)).toBe(404);
+    // Its own session's id is what the path names, its own online session: ended, not the
+    // session named so.
+    const ended = await call(replicas[1]!.url, `${tokensPath()}/${ownId}`, token, 'DELETE');
+    expect(ended.status, JSON.stringify(ended.body)).toBe(200);
+    expect((await refresh(String(readOnly.json.refresh_token))).status).toBe(400);
     expect(await offlineIds()).toContain(namesakeId);
     expect((await refresh(String(namesake.json.refresh_token))).status).toBe(200);
   });
