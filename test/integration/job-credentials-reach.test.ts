@@ -246,6 +246,10 @@ describe('job credentials: their reach on /auth (Keycloak account API) and the a
     const listed = await call(tokens, token);
     expect(listed.status).toBe(200);
     expect(listed.json.data).toEqual([expect.objectContaining({ id: ownId, name: 'ws1-self' })]);
+    // The neighbour's record outlives a list that does not show it (a job credential without
+    // its record would reach all its user may).
+    const neighbourRow = testDb().table('refresh_token_details').where({ session_id: otherId });
+    expect(await neighbourRow.first()).toMatchObject({ name: 'ws2-neighbour' });
     // Its user's own login lists both.
     const full = String((await grant('', 'openid')).access_token);
     const ids = ((await call(tokens, full)).json.data as Array<{ id: string }>).map((t) => t.id);
