@@ -48,14 +48,13 @@ export interface AuditLogService {
 
 const route = routeFor<AuditLogService>({ metricsClass: 'list' });
 
-const NARROWED_TOKEN = "This token reaches its workspaces only, not the organization's audit log.";
-
 /**
  * Administrators read any log, whole, a deleted organization's included (kept for its
  * retention, whether or not an organization has its id again); an organization's user its own,
- * with the reader's role (who also sets its retention) and a token not narrowed to workspaces,
- * from the organization's creation on: an id used again does not show its new organization the
- * deleted one's records. Answers the first record the caller may read.
+ * with the reader's role (who also sets its retention), from the organization's creation on: an
+ * id used again does not show its new organization the deleted one's records. (A token narrowed
+ * to workspaces reaches none of it: its routes are `beyondWorkspaces`, refused by the admission.)
+ * Answers the first record the caller may read.
  */
 export async function allowRead(
   service: AuditLogService,
@@ -74,11 +73,6 @@ export async function allowRead(
   }
   if (principal.realm !== log || !principal.realmRoles.includes(AUDIT_READER_ROLE)) {
     throw new AppError('permissionDenied');
-  }
-  // The log is the whole organization's (its logins, users, every workspace): none of it is
-  // within a token narrowed to some workspaces.
-  if (principal.reach?.workspaces) {
-    throw new AppError('permissionDenied', { message: NARROWED_TOKEN });
   }
   return service.firstSeqOf(log);
 }
@@ -168,6 +162,7 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
       summary: `Read ${whose} audit log: filtered, a page at a time (newest first unless \`order=asc\`), with the total`,
       description: `${callers} The read is itself recorded.`,
       tags: ['audit'],
+      beyondWorkspaces: true,
       params: variant.params,
       query: auditPageQuery,
       data: auditPage,
@@ -192,6 +187,7 @@ function logRoutes(variant: RealmVariant): AnyRoute<AuditLogService>[] {
       description:
         'The same filters as the read, but a time range is the stretch of the log from the first to the last record of the range, with the records written between them whatever their time (a chain without gaps). A JSON Lines export of a time range (no other filter) holds every record with its hashes, the signed checkpoints of the range and the public keys, and ends with a signed line saying what it holds (a file without it was cut short): `realmgate audit verify FILE --keys <PUBLIC_URL>/.well-known/audit-keys` checks it. CSV and OCSF are for reading, not verifying. The export is itself recorded.',
       tags: ['audit'],
+      beyondWorkspaces: true,
       params: variant.params,
       query: auditExportQuery,
       data: streamedAnswer,

@@ -83,6 +83,7 @@ function downloadRoutes(variant: RealmVariant): AnyRoute<AuditDownloadService>[]
       summary: "Start an audit log download of a time range (the reference platform's job)",
       description: `${who} \`ts_from\` and \`ts_to\` are both included, to the second; "YYYY-MM-DD HH:MM:SS" is read as UTC. At most ${MAX_RANGE_DAYS} days; an organization keeps at most 100 jobs, each for 7 days. The job runs once, on one replica; its zip is downloadable from any. Recorded as \`audit_log.download_request\`.`,
       tags: ['audit'],
+      beyondWorkspaces: true,
       params: variant.params,
       body: downloadRequest,
       data: downloadCreated,
@@ -111,6 +112,7 @@ function downloadRoutes(variant: RealmVariant): AnyRoute<AuditDownloadService>[]
         'List the audit log downloads, newest first: NotExecuted, Executing, Completion, Failed, NoData',
       description: who,
       tags: ['audit'],
+      beyondWorkspaces: true,
       params: variant.params,
       query: downloadListQuery,
       data: downloadList,
@@ -127,6 +129,7 @@ function downloadRoutes(variant: RealmVariant): AnyRoute<AuditDownloadService>[]
       summary: 'Download a finished audit log download: a zip of one JSON Lines file',
       description: `${who} A form post as the reference's web page sends it: without an Authorization header, the form field \`authorization\` (\`Bearer <token>\` or \`Basic <credentials>\`, application/x-www-form-urlencoded) is read instead. The file holds the range's records as they were when the job ran, oldest first, as \`/audit-log/export\` writes them (with the keys and checkpoints that verify them): \`realmgate audit verify\` checks it once unzipped. Recorded as \`audit_log.download\`.`,
       tags: ['audit'],
+      beyondWorkspaces: true,
       formCredentials: true,
       params: {
         ...variant.params,

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { NextFunction, RequestHandler } from 'express';
 import { admitted, scopeOf, type AdmittedScope, type RequestScope } from '../edge/request-scope.ts';
-import { namedBy, type Route } from '../edge/route.ts';
+import { namedBy, type Route, type RouteDeclaration } from '../edge/route.ts';
 import { AppError, type ErrorCode } from '../envelope/errors.ts';
 import { endSpan, type Tracing } from '../tracing/tracing.ts';
 import type { Principal } from '../tenancy/principal.ts';
@@ -66,6 +66,8 @@ export interface DeclaredTarget {
   /** The path names an organization (`/api/{organization_id}/...`), and a workspace of it. */
   organization: boolean;
   workspace: boolean;
+  /** `RouteDeclaration.beyondWorkspaces`. */
+  beyondWorkspaces: boolean;
 }
 
 /**
@@ -107,7 +109,12 @@ const ADMISSION_STEPS: readonly AdmissionStep[] = [
       organization ? ['organizationNotFound', 'organizationDisabled', 'databaseUnavailable'] : [],
   },
   { run: credentials, refusals: () => CREDENTIAL_REFUSALS },
-  { run: withinReach, refusals: ({ method, workspace }) => reachRefusalsOf(method, workspace) },
+  {
+    run: withinReach,
+    // Only an organization's users have tokens narrowed to workspaces.
+    refusals: ({ method, organization, workspace, beyondWorkspaces }) =>
+      reachRefusalsOf(method, workspace || (organization && beyondWorkspaces)),
+  },
   {
     run: workspaceRole,
     refusals: ({ workspace }) => (workspace ? ['workspaceNotFound', 'permissionDenied'] : []),
@@ -118,8 +125,14 @@ const ADMISSION_STEPS: readonly AdmissionStep[] = [
  * Every code the admission can answer a request of a declared `/api` route with: each step's,
  * from what the route's method and path say (edge/route.ts reads the path the same way).
  */
-export function admissionRefusalsOf(route: { method: string; path: string }): ErrorCode[] {
-  const target: DeclaredTarget = { method: route.method, ...namedBy(route.path) };
+export function admissionRefusalsOf(
+  route: Pick<RouteDeclaration, 'path' | 'beyondWorkspaces'> & { method: string },
+): ErrorCode[] {
+  const target: DeclaredTarget = {
+    method: route.method,
+    ...namedBy(route.path),
+    beyondWorkspaces: route.beyondWorkspaces === true,
+  };
   return [...new Set(ADMISSION_STEPS.flatMap((step) => step.refusals(target)))];
 }
 
@@ -162,15 +175,21 @@ export function callerOf(admitting: Admitting): Principal {
 
 /**
  * A Bearer token whose session was narrowed at issuance (issue-time fields of the password
- * grant) stays within its reach (reach.ts); the caller it admits carries that reach. A route
- * that ends a session (`endsSession`) tells which, so that a token may always end its own.
+ * grant) stays within its reach (reach.ts); the caller it admits carries that reach. The route
+ * says what the call reaches: the workspace its path names, or what is beyond any
+ * (`beyondWorkspaces`), and the session it ends (`endsSession`), so that a token may always end
+ * its own.
  */
 function withinReach(admitting: Admitting, deps: AdmissionDeps): Answer<void> {
   const { entry, params, workspace } = admitting.target;
-  const endsSession = entry?.endsSession === undefined ? undefined : params[entry.endsSession];
+  const call = {
+    workspace,
+    beyondWorkspaces: entry?.beyondWorkspaces,
+    endsSession: entry?.endsSession === undefined ? undefined : params[entry.endsSession],
+  };
   let admitted: Answer<Principal>;
   try {
-    admitted = deps.reach.admit(callerOf(admitting), workspace, admitting.req, endsSession);
+    admitted = deps.reach.admit(callerOf(admitting), admitting.req, call);
   } catch (err) {
     throw challenged(err, admitting.realm, deps);
   }

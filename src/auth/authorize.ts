@@ -29,3 +29,12 @@ export function listsWorkspace(principal: Principal, workspace: string): boolean
   const reach = principal.reach?.workspaces;
   return reach === undefined || reach.includes(workspace);
 }
+
+/**
+ * Whether the caller's refresh-token list shows its session `sessionId`: every one of its user's,
+ * but to a token narrowed to workspaces its own only (the others are its user's account, no
+ * workspace of it).
+ */
+export function listsSession(principal: Principal, sessionId: string): boolean {
+  return principal.reach?.workspaces === undefined || principal.sessionId === sessionId;
+}

@@ -21,20 +21,37 @@ export function reachExpired(reach: TokenReach, nowMs: number): boolean {
   return reach.expiresAt !== undefined && nowMs >= reach.expiresAt;
 }
 
+/** What a call reaches, as its route says (edge/route.ts). */
+export interface ReachedByCall {
+  /** The workspace its path names. */
+  workspace?: string | undefined;
+  /**
+   * What it serves is no workspace's: the caller's account and its sessions, the whole
+   * organization's audit log (`RouteDeclaration.beyondWorkspaces`; Keycloak's account and
+   * admin API through `/auth`).
+   */
+  beyondWorkspaces?: boolean | undefined;
+}
+
 /**
- * Whether a token of this reach may make this call: a workspace outside its list, an unsafe
- * method on a read-only token, or any call after its expiry is refused. Routes that name no
- * workspace (the organization's lists) are within reach; they show only what it reaches
+ * Whether a token of this reach may make this call: any call after its expiry, a workspace
+ * outside its list or what is no workspace's for a token narrowed to workspaces, an unsafe
+ * method on a read-only token is refused, in that order. Routes that name no workspace and are
+ * not beyond them (the organization's lists) are within reach; they show only what it reaches
  * (authorize.ts `listsWorkspace`).
  */
 export function reachRefusal(
   reach: TokenReach,
-  workspace: string | undefined,
+  call: ReachedByCall,
   method: string,
   nowMs: number,
 ): ReachRefusal | undefined {
   if (reachExpired(reach, nowMs)) return 'expired';
-  if (workspace !== undefined && reach.workspaces && !reach.workspaces.includes(workspace)) {
+  if (
+    reach.workspaces &&
+    (call.beyondWorkspaces === true ||
+      (call.workspace !== undefined && !reach.workspaces.includes(call.workspace)))
+  ) {
     return 'outsideTokenReach';
   }
   if (reach.readOnly && !SAFE_METHODS.has(method.toUpperCase())) return 'readOnlyToken';
@@ -53,41 +70,45 @@ export function ownSessionEndRefusal(reach: TokenReach, nowMs: number): ReachRef
 
 /**
  * Whether a token of this reach may make this call to Keycloak (through `/auth`: its Account
- * API, its admin API): as on `/api` for its lifetime and read-only, and never for a token
- * narrowed to workspaces, whatever the method: what Keycloak serves there is the whole account
- * (its profile, its sessions, its consents and so every offline token), which no workspace
- * list covers.
+ * API, its admin API): what Keycloak serves there is the whole account (its profile, its
+ * sessions, its consents and so every offline token), beyond any workspace, as the account's
+ * routes of `/api` are.
  */
 export function keycloakReachRefusal(
   reach: TokenReach,
   method: string,
   nowMs: number,
 ): ReachRefusal | undefined {
-  const refusal = reachRefusal(reach, undefined, method, nowMs);
-  // As on `/api`: its expiry first, then the workspaces before the method.
-  return refusal !== 'expired' && reach.workspaces ? 'outsideTokenReach' : refusal;
+  return reachRefusal(reach, { beyondWorkspaces: true }, method, nowMs);
 }
 
 /**
  * What the reach step can answer a call of `method` with (the OpenAPI document lists them): its
- * expiry (401), a workspace outside its list where the path names one, an unsafe method on a
- * read-only token; a reach nobody could look up while the database is down (503).
+ * expiry (401), workspaces it does not reach where the path names one or the route is beyond
+ * them, an unsafe method on a read-only token; a reach nobody could look up while the database
+ * is down (503).
  */
-export function reachRefusalsOf(method: string, namesWorkspace: boolean): ErrorCode[] {
+export function reachRefusalsOf(method: string, reachesWorkspaces: boolean): ErrorCode[] {
   return [
     'authenticationFailed',
-    ...(namesWorkspace ? (['outsideTokenReach'] as const) : []),
+    ...(reachesWorkspaces ? (['outsideTokenReach'] as const) : []),
     ...(SAFE_METHODS.has(method.toUpperCase()) ? [] : (['readOnlyToken'] as const)),
     'databaseUnavailable',
   ];
 }
+
+const BEYOND_WORKSPACES =
+  "This token reaches its workspaces only, not its user's account nor the whole organization.";
 
 /**
  * The refusal of `principal`'s call. An expiry is a refusal of the token: its cause, the
  * AuthFailure of the token's scheme, gives the admission the challenge to answer it with
  * (authenticate.ts), as for any other refusal of the token.
  */
-function refusalError(refusal: ReachRefusal, principal: Principal): AppError {
+function refusalError(refusal: ReachRefusal, principal: Principal, call: ReachedByCall): AppError {
+  if (refusal === 'outsideTokenReach' && call.beyondWorkspaces === true) {
+    return new AppError(refusal, { message: BEYOND_WORKSPACES });
+  }
   if (refusal !== 'expired') return new AppError(refusal);
   const message = 'The refresh token of this session has expired.';
   const scheme = principal.boundKey === undefined ? 'bearer' : 'dpop';
@@ -103,14 +124,13 @@ export interface ReachStep {
   /**
    * The principal, its reach attached when its session has one, if the call is within it: at
    * once when this process remembers the session's reach, else after looking it up. Throws (or
-   * rejects with) the refusal. `endsSession`: the session the call ends, when it ends one
+   * rejects with) the refusal. `call.endsSession`: the session the call ends, when it ends one
    * (`RouteDeclaration.endsSession`); the caller's own is held to `ownSessionEndRefusal` only.
    */
   admit(
     principal: Principal,
-    workspace: string | undefined,
     req: IncomingMessage,
-    endsSession?: string,
+    call: ReachedByCall & { endsSession?: string | undefined },
   ): Answer<Principal>;
   /**
    * The reach of a session a token nobody verified names (on `/auth`: anyone can make one up),
@@ -134,6 +154,14 @@ export interface ReachStep {
   confirmedReachOf(sessionId: string): Promise<TokenReach | undefined>;
   /** Notes a use of the session by `req` (a refresh grant): at most once a minute. */
   noteUse(session: UsedSession, req: IncomingMessage): void;
+}
+
+/** A call of a session's token, as the reach step decides it. */
+interface SessionCall extends ReachedByCall {
+  principal: Principal;
+  sessionId: string;
+  endsSession?: string | undefined;
+  req: IncomingMessage;
 }
 
 interface UsedSession {
@@ -298,40 +326,31 @@ export function createReachStep(deps: {
   function decide(
     principal: Principal,
     reach: TokenReach | typeof NONE,
-    call: { sessionId: string; workspace: string | undefined; endsSession: string | undefined },
+    call: SessionCall,
     method: string,
   ): Principal {
     if (reach === NONE) return principal;
     const refusal =
       call.endsSession === call.sessionId
         ? ownSessionEndRefusal(reach, now())
-        : reachRefusal(reach, call.workspace, method, now());
+        : reachRefusal(reach, call, method, now());
     // Refused, the caller is still named with its reach (its job credential) in the audit log.
-    if (refusal) throw refusing(refusalError(refusal, principal), { ...principal, reach });
+    if (refusal) throw refusing(refusalError(refusal, principal, call), { ...principal, reach });
     return { ...principal, reach };
   }
 
   /** Admits `principal` for this call under `reach` (throws the refusal), noting the use. */
-  function admitWithin(
-    reach: TokenReach | typeof NONE,
-    call: {
-      principal: Principal;
-      sessionId: string;
-      workspace: string | undefined;
-      endsSession: string | undefined;
-      req: IncomingMessage;
-    },
-  ): Principal {
+  function admitWithin(reach: TokenReach | typeof NONE, call: SessionCall): Principal {
     const admitted = decide(call.principal, reach, call, call.req.method ?? '');
     noteUse(usedSession(call.principal, call.sessionId), call.req);
     return admitted;
   }
 
   return {
-    admit(principal, workspace, req, endsSession) {
+    admit(principal, req, reached) {
       const sessionId = principal.method === 'bearer' ? principal.sessionId : undefined;
       if (sessionId === undefined) return principal;
-      const call = { principal, sessionId, workspace, endsSession, req };
+      const call: SessionCall = { ...reached, principal, sessionId, req };
       const reach = reachOf(sessionId);
       return reach instanceof Promise
         ? reach.then((found) => admitWithin(found, call))

@@ -64,6 +64,13 @@ export interface RouteDeclaration {
    * itself, and only itself.
    */
   readonly endsSession?: string;
+  /**
+   * An `/api` entry only: what it serves is no workspace's (the caller's account and its
+   * sessions, the whole organization's audit log), so a token narrowed to workspaces is refused
+   * it (`403-30001`), as on Keycloak's account through `/auth` (auth/reach.ts), but for ending
+   * its own session (`endsSession`).
+   */
+  readonly beyondWorkspaces?: true;
 }
 
 /**

@@ -23,6 +23,9 @@ function realmRoutes(variant: RealmVariant): AnyRoute<RefreshTokensService>[] {
   const { suffix, params: scope, errors: orgErrors } = variant;
   const base = `${variant.base}/users/_current/refresh_tokens`;
   const common = { tags: ['tokens'], params: scope };
+  // The caller's sessions are its account's, no workspace's: a token narrowed to workspaces
+  // lists its own only (authorize.ts `listsSession`) and ends itself only.
+  const ending = { ...common, beyondWorkspaces: true as const };
   const errors = [...orgErrors, ...TOKEN_ERRORS];
   return [
     route({
@@ -40,7 +43,7 @@ function realmRoutes(variant: RealmVariant): AnyRoute<RefreshTokensService>[] {
       path: base,
       operationId: `revokeRefreshTokens${suffix}`,
       summary: 'Revoke all own refresh tokens; their access tokens stop working at once',
-      ...common,
+      ...ending,
       data: z.null(),
       errors: [...errors, 'revokeFailed'],
       audit: { action: 'refresh_tokens.revoke_all', target: () => ({}) },
@@ -55,7 +58,7 @@ function realmRoutes(variant: RealmVariant): AnyRoute<RefreshTokensService>[] {
       operationId: `revokeRefreshToken${suffix}`,
       summary:
         'Revoke one own refresh token by its id or name (beyond the spec); unknown or foreign ones are 404',
-      ...common,
+      ...ending,
       params: { ...scope, id: pathIds.refreshTokenId },
       // `realmgate logout` of a read-only login: ending one's own session changes nothing else.
       endsSession: 'id',

@@ -3,10 +3,12 @@ import type UserConsentRepresentation from '@keycloak/keycloak-admin-client/lib/
 import type UserSessionRepresentation from '@keycloak/keycloak-admin-client/lib/defs/userSessionRepresentation.js';
 import type { Principal } from '../tenancy/principal.ts';
 import type { RevocationList } from '../auth/revocation.ts';
+import { listsSession } from '../auth/authorize.ts';
 import type { TokenDetails, TokenDetailsStore } from '../auth/token-details.ts';
 import { AppError, type ErrorCode } from '../envelope/errors.ts';
 import { httpStatusOf, isHttpStatus } from '../keycloak/admin-client.ts';
 import { apiClientIdOf } from '../tenancy/identifiers.ts';
+import { longestAccessTokenSeconds } from './realm-admin/users.ts';
 import type { ServiceAdmin } from '../keycloak/service-admin.ts';
 import type { TokenBindingStore } from '../auth-proxy/token-bindings.ts';
 import type { RefreshTokenRecord } from './refresh-tokens.schemas.ts';
@@ -150,8 +152,11 @@ export function createRefreshTokensService(deps: {
     async list(principal) {
       // Before Keycloak's lists: `detailsOf` drops only rows older than they are.
       const rows = await deps.details.ofUser(principal.realm, principal.userId);
-      const { sessions, limits } = await offlineSessions(principal);
-      const details = await detailsOf(principal, rows, sessions);
+      const { sessions: all, limits } = await offlineSessions(principal);
+      // Given them all: `detailsOf` drops the row of a session it is not given that Keycloak has
+      // in no other list, and a job credential without its row would reach all its user may.
+      const details = await detailsOf(principal, rows, all);
+      const sessions = all.filter((session) => listsSession(principal, session.id));
       const bindings = await deps.bindings.ofUser(principal.realm, principal.userId);
       return sessions.map((session) => ({
         ...toRecord(session, limits, details.get(session.id)),
@@ -184,23 +189,58 @@ export function createRefreshTokensService(deps: {
       const details = await detailsOf(principal, rows, sessions).catch(() =>
         listedRows(rows, sessions),
       );
-      // The caller's own session id names that session only, never one named so: a token may
-      // end its own session whatever its reach (reach.ts), and only its own.
-      const named =
-        idOrName === principal.sessionId
+      // By id first, then by name: a name never stands for a session's id, and the caller's
+      // own id names its own session only (a token may end itself whatever its reach, reach.ts).
+      const id =
+        [...sessions.map((s) => s.id), ...rows.map((row) => row.sessionId)].find(
+          (sessionId) => sessionId === idOrName,
+        ) ??
+        (idOrName === principal.sessionId ? idOrName : undefined) ??
+        [...details.values(), ...rows].find((row) => row.name === idOrName)?.sessionId;
+      const ends = sessions.some((s) => s.id === id)
+        ? { offline: true, online: false, accessTokenSeconds: limits.accessTokenSeconds }
+        : id === undefined
           ? undefined
-          : [...details.values()].find((row) => row.name === idOrName);
-      const id = sessions.some((s) => s.id === idOrName) ? idOrName : named?.sessionId;
-      if (id === undefined) throw new AppError('refreshTokenNotFound');
+          : await unlistedSessionEnds(principal, id, limits);
+      if (id === undefined || ends === undefined) throw new AppError('refreshTokenNotFound');
       // As for them all: a session Keycloak ended since the list (404) is ended, and its access
       // tokens are refused whatever Keycloak answered (one that timed out may have ended it; a
       // retry would find it no longer listed, 404, and leave its access tokens accepted).
-      const failure = await endSessions(principal.realm, [id], true);
-      await revoke(principal, [id], limits);
+      const offlineFailure = ends.offline
+        ? await endSessions(principal.realm, [id], true)
+        : undefined;
+      const onlineFailure = ends.online
+        ? await endSessions(principal.realm, [id], false)
+        : undefined;
+      await revoke(principal, [id], { ...limits, accessTokenSeconds: ends.accessTokenSeconds });
+      const failure = offlineFailure ?? onlineFailure;
       if (failure) throw failure;
       await deps.details.forget(principal.realm, principal.userId, [id]);
     },
   };
+
+  /**
+   * How to end session `id`, one of the caller's that the list does not show (a job credential
+   * issued without `offline_access`, or on another client of the realm; the caller's own): its
+   * online session and its offline session of another client, each where Keycloak still has one
+   * (an offline session keeps its online one, of the same id, until that one times out), and
+   * for how long to refuse its access tokens: another client's may live longer than the API
+   * client's, so the realm's longest. Undefined: Keycloak has it in neither list.
+   */
+  async function unlistedSessionEnds(
+    principal: Principal,
+    id: string,
+    limits: SessionLimits,
+  ): Promise<{ offline: boolean; online: boolean; accessTokenSeconds: number } | undefined> {
+    const online = (await userSessions(principal)).some((s) => s.id === id);
+    const offline = (await otherClientsOfflineSessionIds(principal)).includes(id);
+    if (!online && !offline) return undefined;
+    const realm = principal.realm;
+    const longest = await deps.admin.run(realm, (admin) =>
+      call('realmUnreadable', () => longestAccessTokenSeconds(admin, realm)),
+    );
+    return { offline, online, accessTokenSeconds: Math.max(limits.accessTokenSeconds, longest) };
+  }
 
   /**
    * Ends the sessions (offline, or online) in Keycloak, a few at a time; one already gone

@@ -53,8 +53,21 @@ describe("job credentials: a record outlives no session, and no list drops a liv
     expect(res.status, JSON.stringify(res.json)).toBe(200);
     return {
       accessToken: String(res.json.access_token),
+      refreshToken: String(res.json.refresh_token),
       sid: String(claimsOf(res.json.access_token).sid),
     };
+  }
+
+  /** Keycloak's answer to a refresh grant of `client` with `refreshToken`. */
+  async function refreshStatus(refreshToken: string, client = `_${org}-api`): Promise<number> {
+    const body = `client_id=${client}&grant_type=refresh_token&refresh_token=${refreshToken}`;
+    return (await postToken(auth(), org, body)).status;
+  }
+
+  /** The DELETE of one refresh token, by id or name: its envelope's status and result. */
+  async function revokeOne(idOrName: string, authorization: string) {
+    const res = await callApi(`${tokensPath()}/${idOrName}`, authorization, { method: 'DELETE' });
+    return { status: res.status, result: res.body.result };
   }
 
   const recorded = async (sid: string) =>
@@ -123,6 +136,40 @@ describe("job credentials: a record outlives no session, and no list drops a liv
     );
     expect((await callApi(tokensPath(), basicAuth(user))).status).toBe(200);
     expect(await recorded(job.sid)).toBe(true);
+  });
+
+  it('an online job credential, not listed, is revoked by its name and ends itself by its id', async () => {
+    const named = await grant('&realmgate_name=online-named&realmgate_workspaces=ws1', 'openid');
+    const ending = await grant('&realmgate_name=online-ending&realmgate_read_only=true', 'openid');
+    const ids = (await callApi(tokensPath(), basicAuth(user))).body.data as Array<{ id: string }>;
+    expect(ids.map((t) => t.id)).not.toContain(named.sid);
+
+    expect(await revokeOne('online-named', basicAuth(user))).toEqual({
+      status: 200,
+      result: '000-00000',
+    });
+    expect((await callApi(forwarded('ws1'), `Bearer ${named.accessToken}`)).status).toBe(401);
+    expect(await refreshStatus(named.refreshToken)).toBe(400);
+
+    // Read-only, it may still end itself (its own id), and no other session by its id.
+    expect((await revokeOne(named.sid, `Bearer ${ending.accessToken}`)).status).toBe(403);
+    expect((await revokeOne(ending.sid, `Bearer ${ending.accessToken}`)).status).toBe(200);
+    expect((await callApi(tokensPath(), `Bearer ${ending.accessToken}`)).status).toBe(401);
+    expect(await refreshStatus(ending.refreshToken)).toBe(400);
+    expect(await recorded(ending.sid)).toBe(false);
+    // Gone, its name names nothing.
+    expect(await revokeOne('online-ending', basicAuth(user))).toMatchObject({ status: 404 });
+  });
+
+  it('a job credential of another client of the realm is revoked by its name', async () => {
+    const job = await grant(
+      '&realmgate_name=other-client-ended',
+      'openid+offline_access',
+      'other-jobs',
+    );
+    expect(await revokeOne('other-client-ended', basicAuth(user))).toMatchObject({ status: 200 });
+    expect(await refreshStatus(job.refreshToken, 'other-jobs')).toBe(400);
+    expect(await recorded(job.sid)).toBe(false);
   });
 
   it('drops the record of a session Keycloak ended, so its name is free again', async () => {

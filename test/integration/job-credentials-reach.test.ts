@@ -18,8 +18,12 @@ import { testEnv } from '../helpers/test-env.ts';
  * change the profile or end every offline session. A read-only token may read there only; a
  * workspace-narrowed one not at all; one past its lifetime is refused as on `/api`. And the
  * organization's audit log, which is the whole organization's: none of it for a token narrowed
- * to workspaces. The test gateway and the real Keycloak.
+ * to workspaces; nor its user's other refresh tokens on `/api` (it lists and ends its own). The
+ * test gateway and the real Keycloak.
  */
+const BEYOND_WORKSPACES =
+  "This token reaches its workspaces only, not its user's account nor the whole organization.";
+
 describe('job credentials: their reach on /auth (Keycloak account API) and the audit log', () => {
   let org: string;
   let user: TestUser;
@@ -232,6 +236,37 @@ describe('job credentials: their reach on /auth (Keycloak account API) and the a
       expect(edited.status).toBe(204);
     }
   });
+  it("a narrowed token lists and ends its own refresh token on /api, none of its user's others", async () => {
+    const otherJob = await grant('&realmgate_name=ws2-neighbour&realmgate_workspaces=ws2');
+    const otherId = String(claimsOf(String(otherJob.access_token)).sid);
+    const token = await jobToken('&realmgate_name=ws1-self&realmgate_workspaces=ws1');
+    const ownId = String(claimsOf(token).sid);
+    const tokens = `${testEnv().publicUrl}/api/${org}/platform/users/_current/refresh_tokens`;
+
+    const listed = await call(tokens, token);
+    expect(listed.status).toBe(200);
+    expect(listed.json.data).toEqual([expect.objectContaining({ id: ownId, name: 'ws1-self' })]);
+    // The neighbour's record outlives a list that does not show it (a job credential without
+    // its record would reach all its user may).
+    const neighbourRow = testDb().table('refresh_token_details').where({ session_id: otherId });
+    expect(await neighbourRow.first()).toMatchObject({ name: 'ws2-neighbour' });
+    // Its user's own login lists both.
+    const full = String((await grant('', 'openid')).access_token);
+    const ids = ((await call(tokens, full)).json.data as Array<{ id: string }>).map((t) => t.id);
+    expect(ids).toEqual(expect.arrayContaining([ownId, otherId]));
+
+    for (const url of [tokens, `${tokens}/${otherId}`, `${tokens}/ws2-neighbour`]) {
+      const refused = await call(url, token, 'DELETE');
+      expect(refused.status, url).toBe(403);
+      expect(refused.json, url).toMatchObject({ result: '403-30001', message: BEYOND_WORKSPACES });
+    }
+    expect((await refresh(otherJob.refresh_token)).status).toBe(200);
+
+    expect((await call(`${tokens}/${ownId}`, token, 'DELETE')).status).toBe(200);
+    expect((await call(tokens, token)).status).toBe(401);
+    expect((await refresh(otherJob.refresh_token)).status).toBe(200);
+  });
+
   it("a reader's token narrowed to workspaces reads none of the organization's audit log", async () => {
     const reader = await createUser(org, { workspaceRoles: ['ws1', 'ws2'] });
     await grantReaderRole(reader);
@@ -251,8 +286,8 @@ describe('job credentials: their reach on /auth (Keycloak account API) and the a
       const refused = await call(`${api}${path}`, narrowed);
       expect(refused.status, path).toBe(403);
       expect(refused.json, path).toMatchObject({
-        result: '403-00001',
-        message: "This token reaches its workspaces only, not the organization's audit log.",
+        result: '403-30001',
+        message: BEYOND_WORKSPACES,
       });
     }
     // Its workspaces are still its own.

@@ -136,9 +136,10 @@ describe('job credentials: a named refresh token with a narrower reach', () => {
         const write = await call(replica.url, forwarded('ws1'), token, 'POST');
         expect(write.status).toBe(403);
         expect(write.body.result).toBe('403-30002');
+        // Its user's refresh tokens are its account's, beyond its workspaces.
         const revokeAll = await call(replica.url, tokensPath(), token, 'DELETE');
         expect(revokeAll.status).toBe(403);
-        expect(revokeAll.body.result).toBe('403-30002');
+        expect(revokeAll.body.result).toBe('403-30001');
       }
       // The express workspace route (the built-in operation list of the test gateway).
       const base = testEnv().publicUrl;
@@ -233,9 +234,10 @@ describe('job credentials: a named refresh token with a narrower reach', () => {
     const narrowed = await grant(
       '&realmgate_name=self-ending-ws&realmgate_read_only=true&realmgate_workspaces=ws1',
     );
-    for (const [issued, name] of [
-      [readOnly, 'self-ending'],
-      [narrowed, 'self-ending-ws'],
+    for (const [issued, name, refusal] of [
+      [readOnly, 'self-ending', '403-30002'],
+      // Narrowed to workspaces as well: its user's other sessions are beyond them.
+      [narrowed, 'self-ending-ws', '403-30001'],
     ] as const) {
       expect(issued.status).toBe(200);
       const token = String(issued.json.access_token);
@@ -245,7 +247,7 @@ describe('job credentials: a named refresh token with a narrower reach', () => {
       for (const path of [`${tokensPath()}/${otherId}`, tokensPath(), `${tokensPath()}/${name}`]) {
         const refused = await call(replicas[1]!.url, path, token, 'DELETE');
         expect(refused.status, path).toBe(403);
-        expect(refused.body.result, path).toBe('403-30002');
+        expect(refused.body.result, path).toBe(refusal);
       }
       // Its own session, by its id (what `realmgate logout` sends): ended.
       const ended = await call(replicas[1]!.url, `${tokensPath()}/${ownId}`, token, 'DELETE');
@@ -282,9 +284,11 @@ describe('job credentials: a named refresh token with a narrower reach', () => {
     expect(namesake.status, `${ownId}: ${JSON.stringify(namesake.json)}`).toBe(200);
     const namesakeId = String(claimsOf(namesake.json.access_token).sid);
     expect(await offlineIds()).toContain(namesakeId);
-    // Its own session's id is what the path names: not the session named so, a write.
-    const refused = await call(replicas[1]!.url, `${tokensPath()}/${ownId}`, token, 'DELETE');
-    expect(refused.status, JSON.stringify(refused.body)).toBe(404);
+    // Its own session's id is what the path names, its own online session: ended, not the
+    // session named so.
+    const ended = await call(replicas[1]!.url, `${tokensPath()}/${ownId}`, token, 'DELETE');
+    expect(ended.status, JSON.stringify(ended.body)).toBe(200);
+    expect((await refresh(String(readOnly.json.refresh_token))).status).toBe(400);
     expect(await offlineIds()).toContain(namesakeId);
     expect((await refresh(String(namesake.json.refresh_token))).status).toBe(200);
   });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { holdsWorkspace, listsWorkspace } from '../../../src/auth/authorize.ts';
+import { holdsWorkspace, listsSession, listsWorkspace } from '../../../src/auth/authorize.ts';
 import type { TokenReach } from '../../../src/tenancy/principal.ts';
 import { testPrincipal } from '../../helpers/principal.ts';
 
@@ -37,5 +37,20 @@ describe('the workspace list', () => {
       clientRoles: { 'acme-workspaces': ['_og-ws-mt'], 'acme-api': ['_og-ws-mt'] },
     });
     expect(listsWorkspace(impostor, 'ws1')).toBe(false);
+  });
+});
+
+describe('the refresh-token list', () => {
+  it("shows a token narrowed to workspaces its own session only, any other token all its user's", () => {
+    const caller = testPrincipal({ ...times, sessionId: 's1' });
+    const sessions = ['s1', 's2'];
+    expect(sessions.filter((id) => listsSession(caller, id))).toEqual(['s1', 's2']);
+    const readOnly = {
+      ...caller,
+      reach: { workspaces: undefined, readOnly: true, expiresAt: undefined },
+    };
+    expect(sessions.filter((id) => listsSession(readOnly, id))).toEqual(['s1', 's2']);
+    const narrowed = { ...caller, reach: reachOf(['ws1']) };
+    expect(sessions.filter((id) => listsSession(narrowed, id))).toEqual(['s1']);
   });
 });

@@ -23,37 +23,47 @@ const reach = (over: Partial<TokenReach>): TokenReach => ({
 
 describe('reachRefusal', () => {
   it('allows what a reach does not narrow', () => {
-    expect(reachRefusal(reach({}), 'ws9', 'DELETE', NOW)).toBeUndefined();
-    expect(reachRefusal(reach({}), undefined, 'POST', NOW)).toBeUndefined();
+    expect(reachRefusal(reach({}), { workspace: 'ws9' }, 'DELETE', NOW)).toBeUndefined();
+    expect(reachRefusal(reach({}), {}, 'POST', NOW)).toBeUndefined();
   });
 
   it('refuses a workspace outside the list; routes naming none are within reach', () => {
     const narrow = reach({ workspaces: ['ws1'] });
-    expect(reachRefusal(narrow, 'ws1', 'GET', NOW)).toBeUndefined();
-    expect(reachRefusal(narrow, 'ws2', 'GET', NOW)).toBe('outsideTokenReach');
-    expect(reachRefusal(narrow, undefined, 'GET', NOW)).toBeUndefined();
+    expect(reachRefusal(narrow, { workspace: 'ws1' }, 'GET', NOW)).toBeUndefined();
+    expect(reachRefusal(narrow, { workspace: 'ws2' }, 'GET', NOW)).toBe('outsideTokenReach');
+    expect(reachRefusal(narrow, {}, 'GET', NOW)).toBeUndefined();
   });
 
   it('refuses unsafe methods when read-only, whatever their case', () => {
     const readOnly = reach({ readOnly: true });
     for (const method of ['GET', 'HEAD', 'OPTIONS', 'get']) {
-      expect(reachRefusal(readOnly, 'ws1', method, NOW)).toBeUndefined();
+      expect(reachRefusal(readOnly, { workspace: 'ws1' }, method, NOW)).toBeUndefined();
     }
     for (const method of ['POST', 'PUT', 'PATCH', 'DELETE', 'delete', 'PROPFIND']) {
-      expect(reachRefusal(readOnly, 'ws1', method, NOW)).toBe('readOnlyToken');
+      expect(reachRefusal(readOnly, { workspace: 'ws1' }, method, NOW)).toBe('readOnlyToken');
     }
   });
 
   it('refuses every call from its expiry on, before any other reason', () => {
     const ending = reach({ expiresAt: NOW, workspaces: ['ws1'], readOnly: true });
-    expect(reachRefusal(ending, 'ws1', 'GET', NOW - 1)).toBeUndefined();
-    expect(reachRefusal(ending, 'ws1', 'GET', NOW)).toBe('expired');
-    expect(reachRefusal(ending, 'ws2', 'POST', NOW + 1)).toBe('expired');
+    expect(reachRefusal(ending, { workspace: 'ws1' }, 'GET', NOW - 1)).toBeUndefined();
+    expect(reachRefusal(ending, { workspace: 'ws1' }, 'GET', NOW)).toBe('expired');
+    expect(reachRefusal(ending, { workspace: 'ws2' }, 'POST', NOW + 1)).toBe('expired');
+  });
+
+  it("refuses what is beyond any workspace (the account's, the whole organization's) to a narrowed token only", () => {
+    const beyond = { beyondWorkspaces: true };
+    expect(reachRefusal(reach({ workspaces: ['ws1'] }), beyond, 'GET', NOW)).toBe(
+      'outsideTokenReach',
+    );
+    expect(reachRefusal(reach({ readOnly: true }), beyond, 'GET', NOW)).toBeUndefined();
+    expect(reachRefusal(reach({ readOnly: true }), beyond, 'DELETE', NOW)).toBe('readOnlyToken');
+    expect(reachRefusal(reach({}), beyond, 'DELETE', NOW)).toBeUndefined();
   });
 
   it('reports the workspace before the method', () => {
     const both = reach({ workspaces: ['ws1'], readOnly: true });
-    expect(reachRefusal(both, 'ws2', 'POST', NOW)).toBe('outsideTokenReach');
+    expect(reachRefusal(both, { workspace: 'ws2' }, 'POST', NOW)).toBe('outsideTokenReach');
   });
 });
 
@@ -107,17 +117,17 @@ describe('createReachStep', () => {
 
   it('looks a session up once, then decides at once from memory, attaching its reach', async () => {
     const { step, lookups } = setup(reach({ workspaces: ['ws1'], readOnly: true }));
-    const first = step.admit(principal, 'ws1', req('GET'));
+    const first = step.admit(principal, req('GET'), { workspace: 'ws1' });
     expect(first).toBeInstanceOf(Promise);
     expect((await first).reach).toEqual(reach({ workspaces: ['ws1'], readOnly: true }));
     // Remembered: the same step answers without a promise, refusals included.
-    const known = step.admit(principal, 'ws1', req('GET'));
+    const known = step.admit(principal, req('GET'), { workspace: 'ws1' });
     expect(known).not.toBeInstanceOf(Promise);
     expect((known as Principal).reach?.readOnly).toBe(true);
-    expect(() => step.admit(principal, 'ws2', req('GET'))).toThrow(
+    expect(() => step.admit(principal, req('GET'), { workspace: 'ws2' })).toThrow(
       expect.objectContaining({ code: 'outsideTokenReach' }),
     );
-    expect(() => step.admit(principal, 'ws1', req('PUT'))).toThrow(
+    expect(() => step.admit(principal, req('PUT'), { workspace: 'ws1' })).toThrow(
       expect.objectContaining({ code: 'readOnlyToken' }),
     );
     expect(lookups).toEqual(['s1']);
@@ -125,17 +135,17 @@ describe('createReachStep', () => {
 
   it('refuses a call outside the reach on its first sight too (after the look-up)', async () => {
     const { step } = setup(reach({ workspaces: ['ws1'] }));
-    await expect(step.admit(principal, 'ws2', req('GET'))).rejects.toMatchObject({
+    await expect(step.admit(principal, req('GET'), { workspace: 'ws2' })).rejects.toMatchObject({
       code: 'outsideTokenReach',
     });
   });
 
   it('leaves a session without a reach as it is, and Basic logins unlooked-up', async () => {
     const { step, lookups } = setup(undefined);
-    expect(await step.admit(principal, 'ws9', req('DELETE'))).toBe(principal);
-    expect(step.admit(principal, 'ws9', req('DELETE'))).toBe(principal);
+    expect(await step.admit(principal, req('DELETE'), { workspace: 'ws9' })).toBe(principal);
+    expect(step.admit(principal, req('DELETE'), { workspace: 'ws9' })).toBe(principal);
     const basic = { ...principal, method: 'basic' as const };
-    expect(step.admit(basic, 'ws9', req('DELETE'))).toBe(basic);
+    expect(step.admit(basic, req('DELETE'), { workspace: 'ws9' })).toBe(basic);
     expect(lookups).toEqual(['s1']);
   });
 
@@ -143,44 +153,63 @@ describe('createReachStep', () => {
     const { step, advance } = setup(
       reach({ workspaces: ['ws1'], readOnly: true, expiresAt: NOW + 1000 }),
     );
-    await step.admit(principal, undefined, req('GET'));
+    await step.admit(principal, req('GET'), {});
     // Its own session (the principal's `sid`): whatever the method and workspaces.
-    expect(step.admit(principal, undefined, req('DELETE'), 's1')).toMatchObject({
+    expect(step.admit(principal, req('DELETE'), { endsSession: 's1' })).toMatchObject({
       sessionId: 's1',
     });
     // Another session, or a call that ends none: held to its reach.
     for (const endsSession of ['s2', undefined]) {
-      expect(() => step.admit(principal, undefined, req('DELETE'), endsSession)).toThrow(
+      expect(() => step.admit(principal, req('DELETE'), { endsSession })).toThrow(
         expect.objectContaining({ code: 'readOnlyToken' }),
       );
     }
-    expect(() => step.admit(principal, 'ws2', req('DELETE'), 's2')).toThrow(
-      expect.objectContaining({ code: 'outsideTokenReach' }),
-    );
+    expect(() =>
+      step.admit(principal, req('DELETE'), { workspace: 'ws2', endsSession: 's2' }),
+    ).toThrow(expect.objectContaining({ code: 'outsideTokenReach' }));
     advance(1000);
-    expect(() => step.admit(principal, undefined, req('DELETE'), 's1')).toThrow(
+    expect(() => step.admit(principal, req('DELETE'), { endsSession: 's1' })).toThrow(
       expect.objectContaining({ code: 'authenticationFailed' }),
+    );
+  });
+
+  it("refuses a narrowed token its account's routes, but for ending its own session", async () => {
+    const { step } = setup(reach({ workspaces: ['ws1'] }));
+    await step.admit(principal, req('GET'), { workspace: 'ws1' });
+    for (const method of ['GET', 'DELETE']) {
+      expect(() => step.admit(principal, req(method), { beyondWorkspaces: true })).toThrow(
+        expect.objectContaining({
+          code: 'outsideTokenReach',
+          message:
+            "This token reaches its workspaces only, not its user's account nor the whole organization.",
+        }),
+      );
+    }
+    const ending = { beyondWorkspaces: true, endsSession: 's1' };
+    expect(step.admit(principal, req('DELETE'), ending)).toMatchObject({ sessionId: 's1' });
+    expect(() => step.admit(principal, req('DELETE'), { ...ending, endsSession: 's2' })).toThrow(
+      expect.objectContaining({ code: 'outsideTokenReach' }),
     );
   });
 
   it('refuses every call once the lifetime is over, with 401', async () => {
     const { step, advance } = setup(reach({ expiresAt: NOW + 1000 }));
-    await step.admit(principal, undefined, req('GET'));
+    await step.admit(principal, req('GET'), {});
     advance(1000);
-    expect(() => step.admit(principal, undefined, req('GET'))).toThrow(
+    expect(() => step.admit(principal, req('GET'), {})).toThrow(
       expect.objectContaining({ code: 'authenticationFailed' }),
     );
   });
 
   it('notes a session use at most once a minute, with address and user agent', async () => {
     const { step, uses, advance } = setup(undefined);
-    await step.admit(principal, undefined, req('GET'));
-    void step.admit(principal, undefined, req('GET'));
+    await step.admit(principal, req('GET'), {});
+    void step.admit(principal, req('GET'), {});
     advance(59_000);
-    void step.admit(principal, undefined, req('GET'));
+    void step.admit(principal, req('GET'), {});
     expect(uses).toEqual([{ sessionId: 's1', address: '192.0.2.7', userAgent: 'ci/1' }]);
     advance(1000);
-    void step.admit(principal, undefined, req('GET'));
+    void step.admit(principal, req('GET'), {});
     expect(uses).toHaveLength(2);
   });
 
@@ -204,12 +233,14 @@ describe('createReachStep', () => {
         clock,
         onUseFailed: () => undefined,
       });
-    await stepOf().admit(principal, 'ws1', req('GET'));
+    await stepOf().admit(principal, req('GET'), { workspace: 'ws1' });
     databaseDown = true;
     // Another worker or replica, which never saw the session: the shared cache answers.
     const other = stepOf();
-    expect((await other.admit(principal, 'ws1', req('GET'))).reach?.workspaces).toEqual(['ws1']);
-    expect(() => other.admit(principal, 'ws2', req('GET'))).toThrow(
+    expect(
+      (await other.admit(principal, req('GET'), { workspace: 'ws1' })).reach?.workspaces,
+    ).toEqual(['ws1']);
+    expect(() => other.admit(principal, req('GET'), { workspace: 'ws2' })).toThrow(
       expect.objectContaining({ code: 'outsideTokenReach' }),
     );
     const unseen = testPrincipal({
@@ -217,7 +248,9 @@ describe('createReachStep', () => {
       issuedAt: NOW / 1000,
       expiresAt: NOW / 1000 + 3600,
     });
-    await expect(stepOf().admit(unseen, 'ws1', req('GET'))).rejects.toThrow('database down');
+    await expect(stepOf().admit(unseen, req('GET'), { workspace: 'ws1' })).rejects.toThrow(
+      'database down',
+    );
   });
 });
 
