@@ -191,12 +191,13 @@ export function createRefreshTokensService(deps: {
       );
       // By id first, then by name: a name never stands for a session's id, and the caller's
       // own id names its own session only (a token may end itself whatever its reach, reach.ts).
-      const id =
-        [...sessions.map((s) => s.id), ...rows.map((row) => row.sessionId)].find(
-          (sessionId) => sessionId === idOrName,
-        ) ??
-        (idOrName === principal.sessionId ? idOrName : undefined) ??
-        [...details.values(), ...rows].find((row) => row.name === idOrName)?.sessionId;
+      const isId =
+        idOrName === principal.sessionId ||
+        sessions.some((s) => s.id === idOrName) ||
+        rows.some((row) => row.sessionId === idOrName);
+      const id = isId
+        ? idOrName
+        : [...details.values(), ...rows].find((row) => row.name === idOrName)?.sessionId;
       const ends = sessions.some((s) => s.id === id)
         ? { offline: true, online: false, accessTokenSeconds: limits.accessTokenSeconds }
         : id === undefined
@@ -223,8 +224,7 @@ export function createRefreshTokensService(deps: {
    * How to end session `id`, one of the caller's that the list does not show (a job credential
    * issued without `offline_access`, or on another client of the realm; the caller's own): its
    * online session and its offline session of another client, each where Keycloak still has one
-   * (an offline session keeps its online one, of the same id, until that one times out), and
-   * for how long to refuse its access tokens: another client's may live longer than the API
+   * (ended both ways when it is in both lists), and for how long to refuse its access tokens: another client's may live longer than the API
    * client's, so the realm's longest. Undefined: Keycloak has it in neither list.
    */
   async function unlistedSessionEnds(
