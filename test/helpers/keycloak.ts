@@ -187,6 +187,14 @@ export function grantAtKeycloak(user: TestUser): Promise<string> {
 
 /** An access token (`scope=openid`) from a password grant at `baseUrl` (Keycloak's, or a gateway's `/auth`). */
 export async function accessTokenAt(baseUrl: string, user: TestUser): Promise<string> {
+  return (await openidTokensAt(baseUrl, user)).access_token;
+}
+
+/** The tokens of a password grant (`scope=openid`) of the API client at `baseUrl`. */
+export async function openidTokensAt(
+  baseUrl: string,
+  user: TestUser,
+): Promise<{ access_token: string; refresh_token: string; id_token: string }> {
   const res = await fetch(`${baseUrl}/realms/${user.realm}/protocol/openid-connect/token`, {
     method: 'POST',
     body: new URLSearchParams({
@@ -198,7 +206,7 @@ export async function accessTokenAt(baseUrl: string, user: TestUser): Promise<st
     }),
   });
   expect(res.status).toBe(200);
-  return ((await res.json()) as { access_token: string }).access_token;
+  return (await res.json()) as { access_token: string; refresh_token: string; id_token: string };
 }
 
 export function passwordGrantBody(user: TestUser, extra = ''): string {

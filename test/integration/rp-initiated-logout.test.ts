@@ -17,6 +17,7 @@ import {
   claimsOf,
   createUser,
   keycloakAdmin,
+  openidTokensAt,
   userIdOf,
   type TestUser,
 } from '../helpers/keycloak.ts';
@@ -48,19 +49,8 @@ async function createLogoutClient(realm: string, clientId = 'logout-app'): Promi
 
 /** A password grant of the realm's API client: a session of its own. */
 async function passwordGrant(user: TestUser): Promise<CodeGrant> {
-  const res = await fetch(`${oidc(user.realm)}/token`, {
-    method: 'POST',
-    body: new URLSearchParams({
-      client_id: apiClientIdOf(user.realm),
-      grant_type: 'password',
-      scope: 'openid',
-      username: user.username,
-      password: user.password,
-    }),
-  });
-  const json = (await res.json()) as Record<string, string>;
-  expect(res.status).toBe(200);
-  return { access: json.access_token!, refresh: json.refresh_token!, id: json.id_token! };
+  const tokens = await openidTokensAt(`${replica.url}/auth`, user);
+  return { access: tokens.access_token, refresh: tokens.refresh_token, id: tokens.id_token };
 }
 
 /** The replica's answer to an API call of the realm with `authorization`. */
