@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { canonicalHeadOf, chainedFieldsOf, sha256Hex, type AuditRecord } from './audit-chain.ts';
-import { AUDIT_TABLE } from './audit-rows.ts';
+import { AUDIT_TABLE, HEADS_TABLE } from './audit-rows.ts';
 
 /**
  * What the recording code hands the writer: a record's fields, chosen where it happened, without
@@ -55,7 +55,7 @@ export function createBatchAppender(db: Knex): BatchAppender {
         let mark: BatchMark | undefined;
         for (const org of [...byLog.keys()].sort()) {
           const last = await appendToLog(trx, org, byLog.get(org)!, rows);
-          mark ??= { org, ...last, records: batch.length };
+          if (last) mark ??= { org, ...last, records: batch.length };
         }
         if (mark) attempting(mark);
       });
@@ -80,16 +80,19 @@ async function isThere(trx: Knex.Transaction, mark: BatchMark): Promise<boolean>
 const STATEMENT_TEXT = 96 * 1024;
 
 /**
- * Appends one log's records; the number and hash of its last. PostgreSQL numbers and chains
- * them (`audit_append`, migration 20261202-015) under the log's head row lock: the gateway
- * sends each record's fields, one a line, and spends nothing on the hashes.
+ * Appends one log's records; the number and hash of its last (undefined: none was new).
+ * PostgreSQL numbers and chains them (`audit_append`, migration 20261202-015) under the log's
+ * head row lock: the gateway sends each record's fields, one a line, and spends nothing on the
+ * hashes.
  */
 async function appendToLog(
   trx: Knex.Transaction,
   org: string,
-  events: AuditEvent[],
+  all: AuditEvent[],
   rowMaker: RowMaker,
-): Promise<{ seq: number; hash: string }> {
+): Promise<{ seq: number; hash: string } | undefined> {
+  const events = await unwrittenOf(trx, org, all);
+  if (events.length === 0) return undefined;
   // Hashed as stored, as the other fields are (`storable`), though a log is a known realm's name.
   const head = canonicalHeadOf(storable({ org }).org);
   let last: { last_seq: string | number; last_hash: string } | undefined;
@@ -114,6 +117,54 @@ async function appendToLog(
   }
   if (rows.length > 0) await send(rows);
   return { seq: Number(last!.last_seq), hash: last!.last_hash };
+}
+
+/** The id of a Keycloak event's record (keycloak-event-records.ts); undefined for any other. */
+function keycloakEventIdOf(event: AuditEvent): string | undefined {
+  const id = event.details.source === 'keycloak' ? event.details.keycloakEventId : undefined;
+  return typeof id === 'string' ? id : undefined;
+}
+
+/**
+ * `events` less the records of Keycloak events the log already holds: each event is written
+ * once. The pull passes over those it finds written (keycloak-event-pull.ts), but not those
+ * waiting in another replica's spool: one cut off from the database for longer than its lease
+ * leaves them there, unwritten, while another replica takes the lease and pulls them again,
+ * and both spools then hold them. Under the log's head row lock (the next append of the log, by
+ * any replica, waits for this transaction) their ids are looked for; only a batch holding
+ * pulled events pays for it. A log without a head yet has no record to find.
+ */
+async function unwrittenOf(
+  trx: Knex.Transaction,
+  org: string,
+  events: AuditEvent[],
+): Promise<AuditEvent[]> {
+  const ids: string[] = [];
+  let since = Infinity;
+  for (const event of events) {
+    const id = keycloakEventIdOf(event);
+    if (id === undefined) continue;
+    ids.push(id);
+    since = Math.min(since, event.atMs);
+  }
+  if (ids.length === 0) return events;
+  await trx(HEADS_TABLE).where({ org }).forUpdate().select('org');
+  // A time no Date holds (Keycloak's to give) bounds nothing here; its record is refused alone.
+  const from = new Date(since);
+  const written: { id: string }[] = await trx(AUDIT_TABLE)
+    .where({ org })
+    .modify((query) => {
+      if (!Number.isNaN(from.getTime())) void query.where('at', '>=', from);
+    })
+    .whereLike('action', 'keycloak.%')
+    .whereRaw(`details->>'keycloakEventId' in (${ids.map(() => '?').join(', ')})`, ids)
+    .select(trx.raw(`details->>'keycloakEventId' as id`));
+  if (written.length === 0) return events;
+  const found = new Set(written.map((row) => row.id));
+  return events.filter((event) => {
+    const id = keycloakEventIdOf(event);
+    return id === undefined || !found.has(id);
+  });
 }
 
 /**

@@ -143,6 +143,49 @@ describe('the audit writer', () => {
     await Promise.all(writers.map((w) => w.close(1000)));
   });
 
+  it("writes a Keycloak event once, though two writers' spools hold it", async () => {
+    // A replica cut off from the database past its pull's lease keeps the pulled events in its
+    // spool while another replica pulls them again: both writers then hold them.
+    const pulled = (id: string, n: number): AuditEvent =>
+      apiEvent('pulled', Date.UTC(2026, 10, 1) + n, {
+        action: 'keycloak.login',
+        credential: null,
+        details: { source: 'keycloak', keycloakEventId: id, n: String(n) },
+      });
+    const writers = [1, 2].map(() =>
+      createAuditWriter({
+        db,
+        logger,
+        metrics: counting().metrics,
+        spoolMax: 100,
+        batchMax: 100,
+        intervalMs: 60_000,
+      }),
+    );
+    for (const [w, writer] of writers.entries()) {
+      // The same events, between records of the writer's own.
+      writer.record(event('pulled', 10 + w));
+      for (let n = 1; n <= 3; n++) writer.record(pulled(`kc-${n}`, n));
+      writer.record(event('pulled', 20 + w));
+    }
+    await writers[1]!.flush();
+    await writers[0]!.flush();
+    const records = (await db<AuditRow>('audit_log').where({ org: 'pulled' }).orderBy('seq')).map(
+      recordOf,
+    );
+    expect(records.map((r) => r.details.keycloakEventId ?? r.details.n)).toEqual([
+      '11',
+      'kc-1',
+      'kc-2',
+      'kc-3',
+      '21',
+      '10',
+      '20',
+    ]);
+    expect(verifyChain(records)).toBeUndefined();
+    await Promise.all(writers.map((w) => w.close(1000)));
+  });
+
   it('writes what came during a batch once it makes full batches, the rest at the tick or flush', async () => {
     // Each transaction waits until the test lets it go.
     const waiting: (() => void)[] = [];
