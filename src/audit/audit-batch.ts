@@ -1,5 +1,11 @@
 import type { Knex } from 'knex';
-import { canonicalHeadOf, chainedFieldsOf, sha256Hex, type AuditRecord } from './audit-chain.ts';
+import {
+  canonicalHeadOf,
+  chainedFieldsOf,
+  GENESIS_HASH,
+  sha256Hex,
+  type AuditRecord,
+} from './audit-chain.ts';
 import { AUDIT_TABLE, HEADS_TABLE } from './audit-rows.ts';
 
 /**
@@ -13,15 +19,17 @@ export type AuditEvent = Omit<AuditRecord, 'seq' | 'at' | 'prevHash' | 'hash' | 
 };
 
 /**
- * Where an attempt put the last record of a batch's first log: after an error that may have
- * followed the commit, that record at that place tells whether the attempt committed. The retry
- * must be of the same records (`records`, from the spool's head), as it is all or nothing.
+ * Where an attempt put the last record of each log it appended to: after an error that may have
+ * followed the commit, those records at those places tell whether the attempt committed (all of
+ * them: one log's could be another writer's very same records, pulled Keycloak events two
+ * replicas' spools hold). The retry must be of the same records (`records`, from the spool's
+ * head), as it is all or nothing.
  */
 export interface BatchMark {
-  org: string;
-  seq: number;
-  hash: string;
+  lasts: Array<{ org: string; seq: number; hash: string }>;
   records: number;
+  /** How many of them it appended (the others were in their log already). */
+  appended: number;
 }
 
 export interface BatchAppender {
@@ -29,14 +37,15 @@ export interface BatchAppender {
    * Appends `batch` to the logs it belongs to, in one transaction. Per log (in name order, so
    * two writers never wait on each other crosswise) it locks the log's head row, numbers the
    * records after it, chains their hashes and moves the head. `unclear`: the mark of an earlier
-   * attempt of this batch that may have committed; when its record is there, nothing is done.
-   * `attempting` is told this attempt's mark before it commits.
+   * attempt of this batch that may have committed; when its records are there, nothing is done.
+   * `attempting` is told this attempt's mark before it commits. Answers how many records were
+   * appended: a Keycloak event the log already holds is passed over (`unwrittenOf`).
    */
   append(
     batch: readonly AuditEvent[],
     unclear: BatchMark | undefined,
     attempting: (mark: BatchMark) => void,
-  ): Promise<void>;
+  ): Promise<number>;
 }
 
 /** The batches of one writer (audit-writer.ts). */
@@ -50,24 +59,30 @@ export function createBatchAppender(db: Knex): BatchAppender {
         if (log) log.push(event);
         else byLog.set(event.org, [event]);
       }
-      await db.transaction(async (trx) => {
-        if (unclear !== undefined && (await isThere(trx, unclear))) return;
-        let mark: BatchMark | undefined;
+      return db.transaction(async (trx) => {
+        if (unclear !== undefined && (await isThere(trx, unclear))) return unclear.appended;
+        const mark: BatchMark = { lasts: [], records: batch.length, appended: 0 };
         for (const org of [...byLog.keys()].sort()) {
-          const last = await appendToLog(trx, org, byLog.get(org)!, rows);
-          if (last) mark ??= { org, ...last, records: batch.length };
+          const appended = await appendToLog(trx, org, byLog.get(org)!, rows);
+          if (appended === undefined) continue;
+          mark.lasts.push({ org, seq: appended.seq, hash: appended.hash });
+          mark.appended += appended.count;
         }
-        if (mark) attempting(mark);
+        if (mark.lasts.length > 0) attempting(mark);
+        return mark.appended;
       });
     },
   };
 }
 
 async function isThere(trx: Knex.Transaction, mark: BatchMark): Promise<boolean> {
-  const hashes = await trx(AUDIT_TABLE)
-    .where({ org: mark.org, seq: mark.seq })
-    .pluck<string[]>('hash');
-  return hashes[0] === mark.hash;
+  for (const last of mark.lasts) {
+    const hashes = await trx(AUDIT_TABLE)
+      .where({ org: last.org, seq: last.seq })
+      .pluck<string[]>('hash');
+    if (hashes[0] !== last.hash) return false;
+  }
+  return mark.lasts.length > 0;
 }
 
 /**
@@ -80,7 +95,8 @@ async function isThere(trx: Knex.Transaction, mark: BatchMark): Promise<boolean>
 const STATEMENT_TEXT = 96 * 1024;
 
 /**
- * Appends one log's records; the number and hash of its last (undefined: none was new).
+ * Appends one log's records; how many, and the number and hash of the last (undefined: none was
+ * new).
  * PostgreSQL numbers and chains them (`audit_append`, migration 20261202-015) under the log's
  * head row lock: the gateway sends each record's fields, one a line, and spends nothing on the
  * hashes.
@@ -90,7 +106,7 @@ async function appendToLog(
   org: string,
   all: AuditEvent[],
   rowMaker: RowMaker,
-): Promise<{ seq: number; hash: string } | undefined> {
+): Promise<{ count: number; seq: number; hash: string } | undefined> {
   const events = await unwrittenOf(trx, org, all);
   if (events.length === 0) return undefined;
   // Hashed as stored, as the other fields are (`storable`), though a log is a known realm's name.
@@ -116,7 +132,7 @@ async function appendToLog(
     }
   }
   if (rows.length > 0) await send(rows);
-  return { seq: Number(last!.last_seq), hash: last!.last_hash };
+  return { count: events.length, seq: Number(last!.last_seq), hash: last!.last_hash };
 }
 
 /** The id of a Keycloak event's record (keycloak-event-records.ts); undefined for any other. */
@@ -141,20 +157,26 @@ async function unwrittenOf(
 ): Promise<AuditEvent[]> {
   const ids: string[] = [];
   let since = Infinity;
+  let until = -Infinity;
   for (const event of events) {
     const id = keycloakEventIdOf(event);
     if (id === undefined) continue;
-    ids.push(id);
+    // As stored (`storable`): a NUL would fail the statement, a lone surrogate not match.
+    ids.push(cleaned(id));
     since = Math.min(since, event.atMs);
+    until = Math.max(until, event.atMs);
   }
   if (ids.length === 0) return events;
+  // The head as the writers and a new organization's log make it: locked even when it is new.
+  await trx(HEADS_TABLE).insert({ org, seq: 0, hash: GENESIS_HASH }).onConflict('org').ignore();
   await trx(HEADS_TABLE).where({ org }).forUpdate().select('org');
-  // A time no Date holds (Keycloak's to give) bounds nothing here; its record is refused alone.
-  const from = new Date(since);
+  // A copy is stored at its event's time: the batch's own span is all there is to look at. A
+  // time no Date holds (Keycloak's to give) bounds nothing here; its record is refused alone.
+  const [from, to] = [new Date(since), new Date(until)];
   const written: { id: string }[] = await trx(AUDIT_TABLE)
     .where({ org })
     .modify((query) => {
-      if (!Number.isNaN(from.getTime())) void query.where('at', '>=', from);
+      if (!Number.isNaN(from.getTime() + to.getTime())) void query.whereBetween('at', [from, to]);
     })
     .whereLike('action', 'keycloak.%')
     .whereRaw(`details->>'keycloakEventId' in (${ids.map(() => '?').join(', ')})`, ids)
@@ -163,7 +185,7 @@ async function unwrittenOf(
   const found = new Set(written.map((row) => row.id));
   return events.filter((event) => {
     const id = keycloakEventIdOf(event);
-    return id === undefined || !found.has(id);
+    return id === undefined || !found.has(cleaned(id));
   });
 }
 
@@ -232,16 +254,17 @@ function createRowMaker() {
 // eslint-disable-next-line no-control-regex -- NUL is what PostgreSQL refuses.
 const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
+const cleaned = (value: string) => value.replace(UNSTORABLE, '\uFFFD');
+
 function storable<T extends Record<string, unknown>>(fields: T): T {
-  const clean = (value: string) => value.replace(UNSTORABLE, '\uFFFD');
   const out: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(fields)) {
-    if (typeof value === 'string') out[name] = clean(value);
+    if (typeof value === 'string') out[name] = cleaned(value);
     else if (name === 'details') {
       out[name] = Object.fromEntries(
         Object.entries(value as Record<string, string | string[]>).map(([key, v]) => [
-          clean(key),
-          Array.isArray(v) ? v.map(clean) : clean(v),
+          cleaned(key),
+          Array.isArray(v) ? v.map(cleaned) : cleaned(v),
         ]),
       );
     } else out[name] = value;
