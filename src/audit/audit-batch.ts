@@ -1,6 +1,12 @@
 import type { Knex } from 'knex';
-import { canonicalHeadOf, chainedFieldsOf, sha256Hex, type AuditRecord } from './audit-chain.ts';
-import { AUDIT_TABLE } from './audit-rows.ts';
+import {
+  canonicalHeadOf,
+  chainedFieldsOf,
+  GENESIS_HASH,
+  sha256Hex,
+  type AuditRecord,
+} from './audit-chain.ts';
+import { AUDIT_TABLE, HEADS_TABLE } from './audit-rows.ts';
 
 /**
  * What the recording code hands the writer: a record's fields, chosen where it happened, without
@@ -13,15 +19,17 @@ export type AuditEvent = Omit<AuditRecord, 'seq' | 'at' | 'prevHash' | 'hash' | 
 };
 
 /**
- * Where an attempt put the last record of a batch's first log: after an error that may have
- * followed the commit, that record at that place tells whether the attempt committed. The retry
- * must be of the same records (`records`, from the spool's head), as it is all or nothing.
+ * Where an attempt put the last record of each log it appended to: after an error that may have
+ * followed the commit, those records at those places tell whether the attempt committed (all of
+ * them: one log's could be another writer's very same records, pulled Keycloak events two
+ * replicas' spools hold). The retry must be of the same records (`records`, from the spool's
+ * head), as it is all or nothing.
  */
 export interface BatchMark {
-  org: string;
-  seq: number;
-  hash: string;
+  lasts: Array<{ org: string; seq: number; hash: string }>;
   records: number;
+  /** How many of them it appended (the others were in their log already). */
+  appended: number;
 }
 
 export interface BatchAppender {
@@ -29,14 +37,15 @@ export interface BatchAppender {
    * Appends `batch` to the logs it belongs to, in one transaction. Per log (in name order, so
    * two writers never wait on each other crosswise) it locks the log's head row, numbers the
    * records after it, chains their hashes and moves the head. `unclear`: the mark of an earlier
-   * attempt of this batch that may have committed; when its record is there, nothing is done.
-   * `attempting` is told this attempt's mark before it commits.
+   * attempt of this batch that may have committed; when its records are there, nothing is done.
+   * `attempting` is told this attempt's mark before it commits. Answers how many records were
+   * appended: a Keycloak event the log already holds is passed over (`unwrittenOf`).
    */
   append(
     batch: readonly AuditEvent[],
     unclear: BatchMark | undefined,
     attempting: (mark: BatchMark) => void,
-  ): Promise<void>;
+  ): Promise<number>;
 }
 
 /** The batches of one writer (audit-writer.ts). */
@@ -50,24 +59,30 @@ export function createBatchAppender(db: Knex): BatchAppender {
         if (log) log.push(event);
         else byLog.set(event.org, [event]);
       }
-      await db.transaction(async (trx) => {
-        if (unclear !== undefined && (await isThere(trx, unclear))) return;
-        let mark: BatchMark | undefined;
+      return db.transaction(async (trx) => {
+        if (unclear !== undefined && (await isThere(trx, unclear))) return unclear.appended;
+        const mark: BatchMark = { lasts: [], records: batch.length, appended: 0 };
         for (const org of [...byLog.keys()].sort()) {
-          const last = await appendToLog(trx, org, byLog.get(org)!, rows);
-          mark ??= { org, ...last, records: batch.length };
+          const appended = await appendToLog(trx, org, byLog.get(org)!, rows);
+          if (appended === undefined) continue;
+          mark.lasts.push({ org, seq: appended.seq, hash: appended.hash });
+          mark.appended += appended.count;
         }
-        if (mark) attempting(mark);
+        if (mark.lasts.length > 0) attempting(mark);
+        return mark.appended;
       });
     },
   };
 }
 
 async function isThere(trx: Knex.Transaction, mark: BatchMark): Promise<boolean> {
-  const hashes = await trx(AUDIT_TABLE)
-    .where({ org: mark.org, seq: mark.seq })
-    .pluck<string[]>('hash');
-  return hashes[0] === mark.hash;
+  for (const last of mark.lasts) {
+    const hashes = await trx(AUDIT_TABLE)
+      .where({ org: last.org, seq: last.seq })
+      .pluck<string[]>('hash');
+    if (hashes[0] !== last.hash) return false;
+  }
+  return mark.lasts.length > 0;
 }
 
 /**
@@ -80,16 +95,20 @@ async function isThere(trx: Knex.Transaction, mark: BatchMark): Promise<boolean>
 const STATEMENT_TEXT = 96 * 1024;
 
 /**
- * Appends one log's records; the number and hash of its last. PostgreSQL numbers and chains
- * them (`audit_append`, migration 20261202-015) under the log's head row lock: the gateway
- * sends each record's fields, one a line, and spends nothing on the hashes.
+ * Appends one log's records; how many, and the number and hash of the last (undefined: none was
+ * new).
+ * PostgreSQL numbers and chains them (`audit_append`, migration 20261202-015) under the log's
+ * head row lock: the gateway sends each record's fields, one a line, and spends nothing on the
+ * hashes.
  */
 async function appendToLog(
   trx: Knex.Transaction,
   org: string,
-  events: AuditEvent[],
+  all: AuditEvent[],
   rowMaker: RowMaker,
-): Promise<{ seq: number; hash: string }> {
+): Promise<{ count: number; seq: number; hash: string } | undefined> {
+  const events = await unwrittenOf(trx, org, all);
+  if (events.length === 0) return undefined;
   // Hashed as stored, as the other fields are (`storable`), though a log is a known realm's name.
   const head = canonicalHeadOf(storable({ org }).org);
   let last: { last_seq: string | number; last_hash: string } | undefined;
@@ -113,7 +132,61 @@ async function appendToLog(
     }
   }
   if (rows.length > 0) await send(rows);
-  return { seq: Number(last!.last_seq), hash: last!.last_hash };
+  return { count: events.length, seq: Number(last!.last_seq), hash: last!.last_hash };
+}
+
+/** The id of a Keycloak event's record (keycloak-event-records.ts); undefined for any other. */
+function keycloakEventIdOf(event: AuditEvent): string | undefined {
+  const id = event.details.source === 'keycloak' ? event.details.keycloakEventId : undefined;
+  return typeof id === 'string' ? id : undefined;
+}
+
+/**
+ * `events` less the records of Keycloak events the log already holds: each event is written
+ * once. The pull passes over those it finds written (keycloak-event-pull.ts), but not those
+ * waiting in another replica's spool: one cut off from the database for longer than its lease
+ * leaves them there, unwritten, while another replica takes the lease and pulls them again,
+ * and both spools then hold them. Under the log's head row lock (the next append of the log, by
+ * any replica, waits for this transaction) their ids are looked for; only a batch holding
+ * pulled events pays for it. A log without a head yet has no record to find.
+ */
+async function unwrittenOf(
+  trx: Knex.Transaction,
+  org: string,
+  events: AuditEvent[],
+): Promise<AuditEvent[]> {
+  const ids: string[] = [];
+  let since = Infinity;
+  let until = -Infinity;
+  for (const event of events) {
+    const id = keycloakEventIdOf(event);
+    if (id === undefined) continue;
+    // As stored (`storable`): a NUL would fail the statement, a lone surrogate not match.
+    ids.push(cleaned(id));
+    since = Math.min(since, event.atMs);
+    until = Math.max(until, event.atMs);
+  }
+  if (ids.length === 0) return events;
+  // The head as the writers and a new organization's log make it: locked even when it is new.
+  await trx(HEADS_TABLE).insert({ org, seq: 0, hash: GENESIS_HASH }).onConflict('org').ignore();
+  await trx(HEADS_TABLE).where({ org }).forUpdate().select('org');
+  // A copy is stored at its event's time: the batch's own span is all there is to look at. A
+  // time no Date holds (Keycloak's to give) bounds nothing here; its record is refused alone.
+  const [from, to] = [new Date(since), new Date(until)];
+  const written: { id: string }[] = await trx(AUDIT_TABLE)
+    .where({ org })
+    .modify((query) => {
+      if (!Number.isNaN(from.getTime() + to.getTime())) void query.whereBetween('at', [from, to]);
+    })
+    .whereLike('action', 'keycloak.%')
+    .whereRaw(`details->>'keycloakEventId' in (${ids.map(() => '?').join(', ')})`, ids)
+    .select(trx.raw(`details->>'keycloakEventId' as id`));
+  if (written.length === 0) return events;
+  const found = new Set(written.map((row) => row.id));
+  return events.filter((event) => {
+    const id = keycloakEventIdOf(event);
+    return id === undefined || !found.has(cleaned(id));
+  });
 }
 
 /**
@@ -181,16 +254,17 @@ function createRowMaker() {
 // eslint-disable-next-line no-control-regex -- NUL is what PostgreSQL refuses.
 const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
+const cleaned = (value: string) => value.replace(UNSTORABLE, '\uFFFD');
+
 function storable<T extends Record<string, unknown>>(fields: T): T {
-  const clean = (value: string) => value.replace(UNSTORABLE, '\uFFFD');
   const out: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(fields)) {
-    if (typeof value === 'string') out[name] = clean(value);
+    if (typeof value === 'string') out[name] = cleaned(value);
     else if (name === 'details') {
       out[name] = Object.fromEntries(
         Object.entries(value as Record<string, string | string[]>).map(([key, v]) => [
-          clean(key),
-          Array.isArray(v) ? v.map(clean) : clean(v),
+          cleaned(key),
+          Array.isArray(v) ? v.map(cleaned) : cleaned(v),
         ]),
       );
     } else out[name] = value;

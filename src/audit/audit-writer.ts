@@ -158,8 +158,9 @@ export function createAuditWriter(deps: {
       const length = unclear?.records ?? Math.min(isolating?.size ?? batchMax, left);
       const batch = spool.slice(first, first + length);
       let attempted: BatchMark | undefined;
+      let appended: number;
       try {
-        await appender.append(batch, unclear, (mark) => (attempted = mark));
+        appended = await appender.append(batch, unclear, (mark) => (attempted = mark));
       } catch (err) {
         const code =
           refusedForGood(err) ?? (err instanceof UnwritableRecordError ? err.code : undefined);
@@ -171,7 +172,7 @@ export function createAuditWriter(deps: {
           left -= isolate(batch, code);
           continue;
         }
-        // Unknown whether it committed: the retry looks for its last record first.
+        // Unknown whether it committed: the retry looks for its last records first.
         unclear = attempted ?? unclear;
         if (failing === undefined) {
           logger.warn({ err, spooled: size() }, 'audit log: database unavailable; spooling');
@@ -183,7 +184,8 @@ export function createAuditWriter(deps: {
       answered();
       taken(batch.length);
       left -= batch.length;
-      metrics.auditRecords('written', batch.length);
+      // Not those passed over: a Keycloak event another replica wrote is counted there.
+      metrics.auditRecords('written', appended);
       if (isolating && settled >= isolating.until) isolating = undefined;
     }
   }

@@ -131,8 +131,9 @@ export function createKeycloakEventPull(deps: KeycloakEventPullDeps): KeycloakEv
 
   /**
    * Keeps this process's lease of `realm` while its pull holds it, renewed every third of it:
-   * another replica that took it meanwhile would take the same events again, and write those
-   * waiting in our spool a second time (its keptSince cannot see them before they are written).
+   * another replica that took it meanwhile would take the same events again, those waiting in
+   * our spool too (its keptSince cannot see them before they are written; the writer then passes
+   * over the second copy, audit-batch.ts `unwrittenOf`, but the pull would be done twice).
    * `held` is false once a renewal found it taken; it stays so.
    */
   function keepLease(realm: string): Lease {

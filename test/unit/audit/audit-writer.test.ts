@@ -143,6 +143,94 @@ describe('the audit writer', () => {
     await Promise.all(writers.map((w) => w.close(1000)));
   });
 
+  it("writes a Keycloak event once, though two writers' spools hold it", async () => {
+    // A replica cut off from the database past its pull's lease keeps the pulled events in its
+    // spool while another replica pulls them again: both writers then hold them.
+    const pulled = (id: string, n: number): AuditEvent =>
+      apiEvent('pulled', Date.UTC(2026, 10, 1) + n, {
+        action: 'keycloak.login',
+        credential: null,
+        details: { source: 'keycloak', keycloakEventId: id, n: String(n) },
+      });
+    const counters = [counting(), counting()];
+    const writers = counters.map(({ metrics }) =>
+      createAuditWriter({ db, logger, metrics, spoolMax: 100, batchMax: 100, intervalMs: 60_000 }),
+    );
+    for (const [w, writer] of writers.entries()) {
+      // The same events, between records of the writer's own.
+      writer.record(event('pulled', 10 + w));
+      for (let n = 1; n <= 3; n++) writer.record(pulled(`kc-${n}`, n));
+      writer.record(event('pulled', 20 + w));
+    }
+    await writers[1]!.flush();
+    await writers[0]!.flush();
+    const records = (await db<AuditRow>('audit_log').where({ org: 'pulled' }).orderBy('seq')).map(
+      recordOf,
+    );
+    expect(records.map((r) => r.details.keycloakEventId ?? r.details.n)).toEqual([
+      '11',
+      'kc-1',
+      'kc-2',
+      'kc-3',
+      '21',
+      '10',
+      '20',
+    ]);
+    expect(verifyChain(records)).toBeUndefined();
+    // Each counts what it wrote: the events once, by the writer that wrote them.
+    expect(counters.map(({ counts }) => counts)).toEqual([
+      { written: 2, lost: 0 },
+      { written: 5, lost: 0 },
+    ]);
+    await Promise.all(writers.map((w) => w.close(1000)));
+  });
+
+  it("retries a batch of two logs whose first another writer wrote the same meanwhile: the second's records are written", async () => {
+    // The first log's records of an attempt that did not commit, written as they were by
+    // another writer (pulled Keycloak events both spools hold): only the second log's last
+    // record tells the attempt did not commit.
+    const pulled = (n: number): AuditEvent =>
+      apiEvent('retry-a', Date.UTC(2026, 10, 1) + n, {
+        action: 'keycloak.login',
+        credential: null,
+        details: { source: 'keycloak', keycloakEventId: `kc-retry-${n}`, n: String(n) },
+      });
+    let dropNext = true;
+    const dropping = new Proxy(db, {
+      get(target, name, receiver) {
+        if (name !== 'transaction') return Reflect.get(target, name, receiver) as unknown;
+        return async (work: (trx: Knex.Transaction) => Promise<unknown>) => {
+          const drop = dropNext;
+          dropNext = false;
+          return target.transaction(async (trx) => {
+            const result = await work(trx);
+            if (drop) throw new Error('connection lost before the commit');
+            return result;
+          });
+        };
+      },
+    });
+    const spec = { logger, spoolMax: 100, batchMax: 100, intervalMs: 60_000 };
+    const first = counting();
+    const writer = createAuditWriter({ ...spec, db: dropping, metrics: first.metrics });
+    const other = createAuditWriter({ ...spec, db, metrics: counting().metrics });
+    for (const w of [writer, other]) for (let n = 1; n <= 2; n++) w.record(pulled(n));
+    writer.record(event('retry-b', 1));
+    writer.record(event('retry-b', 2));
+    await expect(writer.flush()).rejects.toThrow('before the commit');
+    await other.flush();
+    await writer.flush();
+    const of = async (org: string) =>
+      (await db<AuditRow>('audit_log').where({ org }).orderBy('seq')).map(recordOf);
+    expect((await of('retry-a')).map((r) => r.details.keycloakEventId)).toEqual([
+      'kc-retry-1',
+      'kc-retry-2',
+    ]);
+    expect((await of('retry-b')).map((r) => r.details.n)).toEqual(['1', '2']);
+    expect(first.counts).toEqual({ written: 2, lost: 0 });
+    await Promise.all([writer, other].map((w) => w.close(1000)));
+  });
+
   it('writes what came during a batch once it makes full batches, the rest at the tick or flush', async () => {
     // Each transaction waits until the test lets it go.
     const waiting: (() => void)[] = [];
@@ -265,11 +353,13 @@ describe('the audit writer', () => {
         return async (work: (trx: Knex.Transaction) => Promise<unknown>) => {
           const when = drop;
           drop = undefined;
-          await target.transaction(async (trx) => {
-            await work(trx);
+          const answer = await target.transaction(async (trx) => {
+            const result = await work(trx);
             if (when === 'before commit') throw new Error('connection lost before the commit');
+            return result;
           });
           if (when === 'after commit') throw new Error('connection lost after the commit');
+          return answer;
         };
       },
     });
