@@ -95,11 +95,10 @@ async function isThere(trx: Knex.Transaction, mark: BatchMark): Promise<boolean>
 const STATEMENT_TEXT = 96 * 1024;
 
 /**
- * Appends one log's records; how many, and the number and hash of the last (undefined: none was
- * new).
- * PostgreSQL numbers and chains them (`audit_append`, migration 20261202-015) under the log's
- * head row lock: the gateway sends each record's fields, one a line, and spends nothing on the
- * hashes.
+ * Appends one log's records but the Keycloak events it holds already; how many, and the number
+ * and hash of the last (undefined: none was new). PostgreSQL numbers and chains them
+ * (`audit_append`, migration 20261202-015) under the log's head row lock: the gateway sends each
+ * record's fields, one a line, and spends nothing on the hashes.
  */
 async function appendToLog(
   trx: Knex.Transaction,
@@ -147,8 +146,8 @@ function keycloakEventIdOf(event: AuditEvent): string | undefined {
  * waiting in another replica's spool: one cut off from the database for longer than its lease
  * leaves them there, unwritten, while another replica takes the lease and pulls them again,
  * and both spools then hold them. Under the log's head row lock (the next append of the log, by
- * any replica, waits for this transaction) their ids are looked for; only a batch holding
- * pulled events pays for it. A log without a head yet has no record to find.
+ * any replica, waits for this transaction; a log's head is made first if it has none yet) their
+ * ids are looked for; only a batch holding pulled events pays for it.
  */
 async function unwrittenOf(
   trx: Knex.Transaction,
