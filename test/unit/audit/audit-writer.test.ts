@@ -29,6 +29,32 @@ function counting() {
 
 const logger = createLogger('silent');
 
+/**
+ * `db` as the writer sees it when the connection drops right after a commit, or just before one
+ * (`drop` says which, for the next transaction): the transaction's outcome is real, then the
+ * writer is told it failed.
+ */
+function droppingAround(db: Knex) {
+  let next: 'after commit' | 'before commit' | undefined;
+  const dropping = new Proxy(db, {
+    get(target, name, receiver) {
+      if (name !== 'transaction') return Reflect.get(target, name, receiver) as unknown;
+      return async (work: (trx: Knex.Transaction) => Promise<unknown>) => {
+        const when = next;
+        next = undefined;
+        const answer = await target.transaction(async (trx) => {
+          const result = await work(trx);
+          if (when === 'before commit') throw new Error('connection lost before the commit');
+          return result;
+        });
+        if (when === 'after commit') throw new Error('connection lost after the commit');
+        return answer;
+      };
+    },
+  });
+  return { db: dropping, drop: (when: 'after commit' | 'before commit') => (next = when) };
+}
+
 describe('the audit writer', () => {
   let db: Knex;
   let close: () => Promise<void>;
@@ -195,21 +221,8 @@ describe('the audit writer', () => {
         credential: null,
         details: { source: 'keycloak', keycloakEventId: `kc-retry-${n}`, n: String(n) },
       });
-    let dropNext = true;
-    const dropping = new Proxy(db, {
-      get(target, name, receiver) {
-        if (name !== 'transaction') return Reflect.get(target, name, receiver) as unknown;
-        return async (work: (trx: Knex.Transaction) => Promise<unknown>) => {
-          const drop = dropNext;
-          dropNext = false;
-          return target.transaction(async (trx) => {
-            const result = await work(trx);
-            if (drop) throw new Error('connection lost before the commit');
-            return result;
-          });
-        };
-      },
-    });
+    const { db: dropping, drop } = droppingAround(db);
+    drop('before commit');
     const spec = { logger, spoolMax: 100, batchMax: 100, intervalMs: 60_000 };
     const first = counting();
     const writer = createAuditWriter({ ...spec, db: dropping, metrics: first.metrics });
@@ -344,25 +357,7 @@ describe('the audit writer', () => {
   }, 60_000);
 
   it('a batch whose commit went through before its error is not written twice; one that did not commit is', async () => {
-    // The database as the writer sees it when the connection drops right after a commit, or
-    // just before one: the transaction's outcome is real, then the writer is told it failed.
-    let drop: 'after commit' | 'before commit' | undefined;
-    const dropping = new Proxy(db, {
-      get(target, name, receiver) {
-        if (name !== 'transaction') return Reflect.get(target, name, receiver) as unknown;
-        return async (work: (trx: Knex.Transaction) => Promise<unknown>) => {
-          const when = drop;
-          drop = undefined;
-          const answer = await target.transaction(async (trx) => {
-            const result = await work(trx);
-            if (when === 'before commit') throw new Error('connection lost before the commit');
-            return result;
-          });
-          if (when === 'after commit') throw new Error('connection lost after the commit');
-          return answer;
-        };
-      },
-    });
+    const { db: dropping, drop } = droppingAround(db);
     const { counts, metrics } = counting();
     const writer = createAuditWriter({
       db: dropping,
@@ -374,12 +369,12 @@ describe('the audit writer', () => {
     });
     // Five at a time, each written by the flush that follows.
     for (let n = 1; n <= 5; n++) writer.record(event('unclear', n));
-    drop = 'after commit';
+    drop('after commit');
     await expect(writer.flush()).rejects.toThrow('after the commit');
     for (let n = 6; n <= 10; n++) writer.record(event('unclear', n));
     await writer.flush();
     for (let n = 11; n <= 15; n++) writer.record(event('unclear', n));
-    drop = 'before commit';
+    drop('before commit');
     await expect(writer.flush()).rejects.toThrow('before the commit');
     await writer.flush();
     const records = (await db<AuditRow>('audit_log').where({ org: 'unclear' }).orderBy('seq')).map(
