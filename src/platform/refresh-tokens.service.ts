@@ -198,12 +198,11 @@ export function createRefreshTokensService(deps: {
       const id = isId
         ? idOrName
         : [...details.values(), ...rows].find((row) => row.name === idOrName)?.sessionId;
+      if (id === undefined) throw new AppError('refreshTokenNotFound');
       const ends = sessions.some((s) => s.id === id)
         ? { offline: true, online: false, accessTokenSeconds: limits.accessTokenSeconds }
-        : id === undefined
-          ? undefined
-          : await unlistedSessionEnds(principal, id, limits);
-      if (id === undefined || ends === undefined) throw new AppError('refreshTokenNotFound');
+        : await unlistedSessionEnds(principal, id, limits);
+      if (ends === undefined) throw new AppError('refreshTokenNotFound');
       // As for them all: a session Keycloak ended since the list (404) is ended, and its access
       // tokens are refused whatever Keycloak answered (one that timed out may have ended it; a
       // retry would find it no longer listed, 404, and leave its access tokens accepted).
@@ -224,8 +223,9 @@ export function createRefreshTokensService(deps: {
    * How to end session `id`, one of the caller's that the list does not show (a job credential
    * issued without `offline_access`, or on another client of the realm; the caller's own): its
    * online session and its offline session of another client, each where Keycloak still has one
-   * (ended both ways when it is in both lists), and for how long to refuse its access tokens: another client's may live longer than the API
-   * client's, so the realm's longest. Undefined: Keycloak has it in neither list.
+   * (ended both ways when it is in both lists), and for how long to refuse its access tokens:
+   * another client's may live longer than the API client's, so the realm's longest. Undefined:
+   * Keycloak has it in neither list.
    */
   async function unlistedSessionEnds(
     principal: Principal,
