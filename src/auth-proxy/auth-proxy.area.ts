@@ -133,6 +133,8 @@ export function buildAuthProxy(
       bearer: auth.bearer,
       endSession: (realm: string, sessionId: string) =>
         accounts.endOfflineSession(realm, sessionId),
+      endedSessions: (realm: string, userId: string, sessionIds: readonly string[]) =>
+        accounts.endedSessions(realm, userId, sessionIds),
       logger,
       clock,
     },

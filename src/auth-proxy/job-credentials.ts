@@ -142,6 +142,12 @@ export interface JobCredentialsDeps {
   bearer: BearerVerifier;
   /** Ends an offline session in Keycloak: one issued with fields that could not be recorded. */
   endSession: (realm: string, sessionId: string) => Promise<void>;
+  /** Of the user's sessions `sessionIds`, those Keycloak has ended (in none of its lists). */
+  endedSessions: (
+    realm: string,
+    userId: string,
+    sessionIds: readonly string[],
+  ) => Promise<string[]>;
   logger: Logger;
   /** Reads the lifetimes given at issuance (the same clock as the reach step's). */
   clock?: Clock;
@@ -381,7 +387,8 @@ async function recordIssued(
         ? undefined
         : (deps.clock ?? systemClock).now() + request.expiresInSeconds * 1000,
   };
-  const recorded = await deps.store.record(details).catch(async (err: unknown) => {
+  // A failure of the database leaves no record: the session goes too, unseen by its client.
+  const recorded = await recordFreeingName(realm, details, deps).catch(async (err: unknown) => {
     await endSession();
     throw err;
   });
@@ -389,4 +396,50 @@ async function recordIssued(
     return refuse(nameTaken(request.name ?? ''));
   }
   return undefined;
+}
+
+/**
+ * Records `details`; when their name is taken by a session Keycloak has ended, frees it and
+ * records them again.
+ */
+async function recordFreeingName(
+  realm: string,
+  details: IssuedDetails,
+  deps: JobCredentialsDeps,
+): Promise<'recorded' | 'nameTaken'> {
+  const recorded = await deps.store.record(details);
+  if (recorded === 'recorded') return recorded;
+  const freed = await freedName(realm, details.userId, details.name!, deps);
+  return freed ? deps.store.record(details) : recorded;
+}
+
+/**
+ * Frees `name` when Keycloak has ended the session that holds it without the gateway hearing
+ * of it (its refresh token revoked at Keycloak's revoke endpoint, its session ended in the
+ * console, or past its idle time): its record is dropped, as listing the refresh tokens drops
+ * it. True when the name is free to record again. The record is read before Keycloak's lists,
+ * so a session opened after they were read is never taken for ended. When Keycloak's lists
+ * cannot be read, the name stays taken (the client is told to revoke it first).
+ */
+async function freedName(
+  realm: string,
+  userId: string,
+  name: string,
+  deps: JobCredentialsDeps,
+): Promise<boolean> {
+  const holder = (await deps.store.ofUser(realm, userId)).find((row) => row.name === name);
+  // Dropped meanwhile (a list, a revocation): free already.
+  if (holder === undefined) return true;
+  const ended = await deps
+    .endedSessions(realm, userId, [holder.sessionId])
+    .catch((err: unknown) => {
+      deps.logger.warn(
+        { err },
+        "could not read Keycloak's sessions to free a job credential's name",
+      );
+      return [];
+    });
+  if (ended.length === 0) return false;
+  await deps.store.forget(realm, userId, ended);
+  return true;
 }
