@@ -148,6 +148,13 @@ export interface JobCredentialsDeps {
     userId: string,
     sessionIds: readonly string[],
   ) => Promise<string[]>;
+  /**
+   * Refuses, on every replica, the access tokens of a session Keycloak ended, for as long as
+   * one of the realm's may live.
+   */
+  refuseSession: (realm: string, sessionId: string, userId: string) => Promise<void>;
+  /** How long the look for an ended session may take (KEYCLOAK_TIMEOUT_MS). */
+  lookupMs: number;
   logger: Logger;
   /** Reads the lifetimes given at issuance (the same clock as the reach step's). */
   clock?: Clock;
@@ -417,9 +424,11 @@ async function recordFreeingName(
  * Frees `name` when Keycloak has ended the session that holds it without the gateway hearing
  * of it (its refresh token revoked at Keycloak's revoke endpoint, its session ended in the
  * console, or past its idle time): its record is dropped, as listing the refresh tokens drops
- * it. True when the name is free to record again. The record is read before Keycloak's lists,
- * so a session opened after they were read is never taken for ended. When Keycloak's lists
- * cannot be read, the name stays taken (the client is told to revoke it first).
+ * it, and its access tokens refused (without the record, a replica that never read it would
+ * admit the ones still unexpired with their user's whole reach). True when the name is free to
+ * record again. The record is read before Keycloak's lists, so a session opened after they were
+ * read is never taken for ended. When Keycloak's lists cannot be read within `lookupMs`, the
+ * name stays taken (the client is told to revoke it first).
  */
 async function freedName(
   realm: string,
@@ -430,16 +439,31 @@ async function freedName(
   const holder = (await deps.store.ofUser(realm, userId)).find((row) => row.name === name);
   // Dropped meanwhile (a list, a revocation): free already.
   if (holder === undefined) return true;
-  const ended = await deps
-    .endedSessions(realm, userId, [holder.sessionId])
-    .catch((err: unknown) => {
+  const { sessionId } = holder;
+  const ended = await within(deps.lookupMs, deps.endedSessions(realm, userId, [sessionId])).catch(
+    (err: unknown) => {
       deps.logger.warn(
         { err },
         "could not read Keycloak's sessions to free a job credential's name",
       );
-      return [];
-    });
-  if (ended.length === 0) return false;
-  await deps.store.forget(realm, userId, ended);
+      return [] as string[];
+    },
+  );
+  if (!ended.includes(sessionId)) return false;
+  await deps.refuseSession(realm, sessionId, userId);
+  await deps.store.forget(realm, userId, [sessionId]);
   return true;
+}
+
+/** `work`'s answer, or a rejection once `ms` have passed without one. */
+async function within<T>(ms: number, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

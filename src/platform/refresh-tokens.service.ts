@@ -51,7 +51,7 @@ interface OfflineSession {
 export function createRefreshTokensService(deps: {
   admin: ServiceAdmin;
   revocations: RevocationList;
-  /** Names, reaches and last uses; rows of sessions Keycloak has ended are dropped here. */
+  /** Names, reaches and last uses; rows of sessions Keycloak has ended are dropped here too. */
   details: TokenDetailsStore;
   /** The keys bound sessions' tokens are bound to (DPoP), in the same rows as `details`. */
   bindings: TokenBindingStore;
@@ -259,7 +259,21 @@ export function createRefreshTokensService(deps: {
       rows.map((row) => row.sessionId),
       listed,
     );
-    await deps.details.forget(realm, userId, ended);
+    if (ended.length > 0) {
+      // Without their records, a replica that never read them would admit the sessions'
+      // unexpired access tokens with their user's whole reach: refused as long as one may live.
+      const longest = await deps.admin.run(realm, (admin) =>
+        adminCall('realmUnreadable', () => longestAccessTokenSeconds(admin, realm)),
+      );
+      await deps.revocations.revoke({
+        realm,
+        userId,
+        sessionIds: ended,
+        ttlSeconds: longest + deps.leewaySeconds,
+        userTtlSeconds: 0,
+      });
+      await deps.details.forget(realm, userId, ended);
+    }
     return listedRows(rows, sessions);
   }
 }

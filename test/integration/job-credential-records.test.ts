@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth, callApi } from '../helpers/api.ts';
 import {
@@ -33,6 +34,12 @@ describe("job credentials: a record outlives no session, and no list drops a liv
   beforeAll(async () => {
     org = await createOrganization(['ws1', 'ws2'], 1);
     user = await createUser(org, { workspaceRoles: ['ws1', 'ws2'] });
+    // Another client of the realm with the password grant, as an administrator may make one.
+    await createPublicClient(org, 'other-jobs', {
+      // `basic` puts the user in `sub`, as the API client's tokens have it.
+      defaultClientScopes: ['basic', 'roles'],
+      optionalClientScopes: ['offline_access'],
+    });
     upstream = await startRecordingUpstream();
   });
 
@@ -124,11 +131,6 @@ describe("job credentials: a record outlives no session, and no list drops a liv
   });
 
   it('keeps the record of a job credential of another client of the realm', async () => {
-    await createPublicClient(org, 'other-jobs', {
-      // `basic` puts the user in `sub`, as the API client's tokens have it.
-      defaultClientScopes: ['basic', 'roles'],
-      optionalClientScopes: ['offline_access'],
-    });
     const job = await grant(
       '&realmgate_name=other-client-job&realmgate_read_only=true',
       'openid+offline_access',
@@ -233,6 +235,60 @@ describe("job credentials: a record outlives no session, and no list drops a liv
     } finally {
       await close();
     }
+  });
+
+  /**
+   * Ends a job credential in Keycloak behind the gateway's back, has one replica drop its record
+   * (by `how`), and answers what another replica, sharing the first's Redis and never having
+   * read the record, answers its access token on a workspace beyond its reach. Without the
+   * re-check with Keycloak (`REVOCATION_CHECK_SECONDS=off`, or Keycloak slower than its wait),
+   * only the gateway's own refusal stands between that token and its user's whole reach.
+   */
+  async function beyondReachOnceDropped(name: string, how: 'list' | 'grant'): Promise<number> {
+    const job = await grant(`&realmgate_name=${name}&realmgate_workspaces=ws1`);
+    const admin = await keycloakAdmin();
+    await admin.realms.deleteSession({ realm: org, session: job.sid, isOffline: true });
+    const shared = {
+      AUTOMATION_UPSTREAM_URL: upstream.url,
+      REDIS_URL: testEnv().redisUrl,
+      REDIS_KEY_PREFIX: `${testEnv().redisKeyPrefix}records-${name}:`,
+      REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
+      REVOCATION_CHECK_SECONDS: 'off',
+    };
+    const dropping = await startReplica(21186, shared);
+    const fresh = await startReplica(21188, shared).catch(async (err: unknown) => {
+      await dropping.gateway.close();
+      throw err;
+    });
+    try {
+      if (how === 'list') {
+        expect((await callApi(tokensPath(), basicAuth(user), { base: dropping.url })).status).toBe(
+          200,
+        );
+      } else {
+        const body = passwordGrantBody(user, `&realmgate_name=${name}`);
+        expect((await postToken(`${dropping.url}/auth`, org, body)).status).toBe(200);
+      }
+      expect(await recorded(job.sid)).toBe(false);
+      const res = await fetch(`${fresh.url}${forwarded('ws2')}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${job.accessToken}`, 'content-type': 'application/json' },
+        body: '{}',
+      });
+      await res.arrayBuffer();
+      return res.status;
+    } finally {
+      await fresh.gateway.close();
+      await dropping.gateway.close();
+    }
+  }
+
+  it('refuses the access tokens of an ended session whose record a list drops, on every replica', async () => {
+    expect(await beyondReachOnceDropped('ended-listed', 'list')).toBe(401);
+  });
+
+  it('refuses the access tokens of an ended session whose record a grant of its name drops', async () => {
+    expect(await beyondReachOnceDropped('ended-named-again', 'grant')).toBe(401);
   });
 
   it('keeps the record of a job credential issued while the list reads Keycloak', async () => {

@@ -30,17 +30,25 @@ export function userSessions(
   );
 }
 
-/** The ids of the user's offline sessions of one client (its client id); none when it is gone. */
+/**
+ * The ids of the user's offline sessions of one client (its client id); none when it is gone,
+ * unless it is `required` (the API client: one the gateway cannot see is no proof that its
+ * sessions ended).
+ */
 async function offlineSessionIdsOf(
   serviceAdmin: ServiceAdmin,
   realm: string,
   userId: string,
   clientId: string,
+  required = false,
 ): Promise<string[]> {
   const sessions = await serviceAdmin.run(realm, async (admin) => {
     const [client] = await adminCall('offlineSessionsUnreadable', () =>
       admin.clients.find({ realm, clientId }),
     );
+    if (!client?.id && required) {
+      throw new AppError('offlineSessionsUnreadable', { message: 'The API client is missing.' });
+    }
     // A client deleted since took its sessions along.
     if (!client?.id) return [];
     const clientUuid = client.id;
@@ -92,7 +100,8 @@ export async function endedSessionIds(
 ): Promise<string[]> {
   const lists: Array<() => Promise<readonly string[]>> = [
     async () =>
-      apiClientOffline ?? offlineSessionIdsOf(serviceAdmin, realm, userId, apiClientIdOf(realm)),
+      apiClientOffline ??
+      offlineSessionIdsOf(serviceAdmin, realm, userId, apiClientIdOf(realm), true),
     async () => (await userSessions(serviceAdmin, realm, userId)).map((s) => String(s.id)),
     () => otherClientsOfflineSessionIds(serviceAdmin, realm, userId),
   ];
