@@ -135,8 +135,8 @@ export function buildAuthProxy(
         accounts.endOfflineSession(realm, sessionId),
       endedSessions: (realm: string, userId: string, sessionIds: readonly string[]) =>
         accounts.endedSessions(realm, userId, sessionIds),
-      refuseSession: async (realm: string, sessionId: string, userId: string) => {
-        const refuse = await access.endSession(realm, sessionId, userId);
+      refuseSession: async (realm: string, sessionId: string, userId: string, waitMs: number) => {
+        const refuse = await access.endSession(realm, sessionId, userId, waitMs);
         await refuse();
       },
       lookupMs: config.KEYCLOAK_TIMEOUT_MS,

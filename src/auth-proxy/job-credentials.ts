@@ -150,10 +150,15 @@ export interface JobCredentialsDeps {
   ) => Promise<string[]>;
   /**
    * Refuses, on every replica, the access tokens of a session Keycloak ended, for as long as
-   * one of the realm's may live.
+   * one of the realm's may live (read within `waitMs`, else for a day).
    */
-  refuseSession: (realm: string, sessionId: string, userId: string) => Promise<void>;
-  /** How long the look for an ended session may take (KEYCLOAK_TIMEOUT_MS). */
+  refuseSession: (
+    realm: string,
+    sessionId: string,
+    userId: string,
+    waitMs: number,
+  ) => Promise<void>;
+  /** How long the look for an ended session, and refusing it, may take (KEYCLOAK_TIMEOUT_MS). */
   lookupMs: number;
   logger: Logger;
   /** Reads the lifetimes given at issuance (the same clock as the reach step's). */
@@ -428,7 +433,8 @@ async function recordFreeingName(
  * admit the ones still unexpired with their user's whole reach). True when the name is free to
  * record again. The record is read before Keycloak's lists, so a session opened after they were
  * read is never taken for ended. When Keycloak's lists cannot be read within `lookupMs`, the
- * name stays taken (the client is told to revoke it first).
+ * name stays taken (the client is told to revoke it first); the refusal takes what is left of
+ * it.
  */
 async function freedName(
   realm: string,
@@ -440,6 +446,7 @@ async function freedName(
   // Dropped meanwhile (a list, a revocation): free already.
   if (holder === undefined) return true;
   const { sessionId } = holder;
+  const started = Date.now();
   const ended = await within(deps.lookupMs, deps.endedSessions(realm, userId, [sessionId])).catch(
     (err: unknown) => {
       deps.logger.warn(
@@ -450,7 +457,9 @@ async function freedName(
     },
   );
   if (!ended.includes(sessionId)) return false;
-  await deps.refuseSession(realm, sessionId, userId);
+  // Within what is left of the same wait: one call's worth of a password attempt's bound.
+  const left = Math.max(deps.lookupMs - (Date.now() - started), 0);
+  await deps.refuseSession(realm, sessionId, userId, left);
   await deps.store.forget(realm, userId, [sessionId]);
   return true;
 }

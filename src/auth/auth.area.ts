@@ -88,8 +88,8 @@ export interface AuthArea {
  * The longest a password attempt can take, whichever way it came: Keycloak's answer to a grant,
  * and around it up to three of the gateway's own calls to Keycloak (for a grant through /auth:
  * the key set of the token it got, a job credential's look for whether the session holding its
- * name has ended, and ending the session of a token refused; for a Basic login: a key-set fetch
- * and a two-factor lookup).
+ * name has ended (refusing that session's tokens within the same wait), and ending the session
+ * of a token refused; for a Basic login: a key-set fetch and a two-factor lookup).
  */
 export function passwordAttemptMaxMs(
   config: Pick<Config, 'AUTH_PROXY_TIMEOUT_MS' | 'KEYCLOAK_TIMEOUT_MS'>,
