@@ -3,7 +3,7 @@ import type { RequestHandler } from 'express';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { AccountAdmin } from '../auth/account-admin.ts';
-import type { AuthArea } from '../auth/auth.area.ts';
+import { passwordAttemptMaxMs, type AuthArea } from '../auth/auth.area.ts';
 import type { AuthMetrics } from '../auth/auth-metrics.ts';
 import type { ProxyMetrics } from '../outbound/proxy-failures.ts';
 import type { Config } from '../config/config.ts';
@@ -103,7 +103,7 @@ export function buildAuthProxy(
     // Here, built once: each listener's mount waits on the same grants in flight.
     identicalGrants: createIdenticalGrants({
       // As long as one grant may take (the throttle's wait for the attempts in flight).
-      maxWaitMs: config.AUTH_PROXY_TIMEOUT_MS + 2 * config.KEYCLOAK_TIMEOUT_MS,
+      maxWaitMs: passwordAttemptMaxMs(config),
     }),
     metrics: shared.metrics,
     // What passes through the mount (logouts, revocations, the admin API's account and key
@@ -133,6 +133,13 @@ export function buildAuthProxy(
       bearer: auth.bearer,
       endSession: (realm: string, sessionId: string) =>
         accounts.endOfflineSession(realm, sessionId),
+      endedSessions: (realm: string, userId: string, sessionIds: readonly string[]) =>
+        accounts.endedSessions(realm, userId, sessionIds),
+      refuseSession: async (realm: string, sessionId: string, userId: string, waitMs: number) => {
+        const refuse = await access.endSession(realm, sessionId, userId, waitMs);
+        await refuse();
+      },
+      lookupMs: config.KEYCLOAK_TIMEOUT_MS,
       logger,
       clock,
     },

@@ -142,6 +142,24 @@ export interface JobCredentialsDeps {
   bearer: BearerVerifier;
   /** Ends an offline session in Keycloak: one issued with fields that could not be recorded. */
   endSession: (realm: string, sessionId: string) => Promise<void>;
+  /** Of the user's sessions `sessionIds`, those Keycloak has ended (in none of its lists). */
+  endedSessions: (
+    realm: string,
+    userId: string,
+    sessionIds: readonly string[],
+  ) => Promise<string[]>;
+  /**
+   * Refuses, on every replica, the access tokens of a session Keycloak ended, for as long as
+   * one of the realm's may live (read within `waitMs`, else for a day).
+   */
+  refuseSession: (
+    realm: string,
+    sessionId: string,
+    userId: string,
+    waitMs: number,
+  ) => Promise<void>;
+  /** How long the look for an ended session, and refusing it, may take (KEYCLOAK_TIMEOUT_MS). */
+  lookupMs: number;
   logger: Logger;
   /** Reads the lifetimes given at issuance (the same clock as the reach step's). */
   clock?: Clock;
@@ -381,7 +399,8 @@ async function recordIssued(
         ? undefined
         : (deps.clock ?? systemClock).now() + request.expiresInSeconds * 1000,
   };
-  const recorded = await deps.store.record(details).catch(async (err: unknown) => {
+  // A failure of the database leaves no record: the session goes too, unseen by its client.
+  const recorded = await recordFreeingName(realm, details, deps).catch(async (err: unknown) => {
     await endSession();
     throw err;
   });
@@ -389,4 +408,71 @@ async function recordIssued(
     return refuse(nameTaken(request.name ?? ''));
   }
   return undefined;
+}
+
+/**
+ * Records `details`; when their name is taken by a session Keycloak has ended, frees it and
+ * records them again.
+ */
+async function recordFreeingName(
+  realm: string,
+  details: IssuedDetails,
+  deps: JobCredentialsDeps,
+): Promise<'recorded' | 'nameTaken'> {
+  const recorded = await deps.store.record(details);
+  if (recorded === 'recorded') return recorded;
+  const freed = await freedName(realm, details.userId, details.name!, deps);
+  return freed ? deps.store.record(details) : recorded;
+}
+
+/**
+ * Frees `name` when Keycloak has ended the session that holds it without the gateway hearing
+ * of it (its refresh token revoked at Keycloak's revoke endpoint, its session ended in the
+ * console, or past its idle time): its record is dropped, as listing the refresh tokens drops
+ * it, and its access tokens refused (without the record, a replica that never read it would
+ * admit the ones still unexpired with their user's whole reach). True when the name is free to
+ * record again. The record is read before Keycloak's lists, so a session opened after they were
+ * read is never taken for ended. When Keycloak's lists cannot be read within `lookupMs`, the
+ * name stays taken (the client is told to revoke it first); the refusal takes what is left of
+ * it.
+ */
+async function freedName(
+  realm: string,
+  userId: string,
+  name: string,
+  deps: JobCredentialsDeps,
+): Promise<boolean> {
+  const holder = (await deps.store.ofUser(realm, userId)).find((row) => row.name === name);
+  // Dropped meanwhile (a list, a revocation): free already.
+  if (holder === undefined) return true;
+  const { sessionId } = holder;
+  const started = Date.now();
+  const ended = await within(deps.lookupMs, deps.endedSessions(realm, userId, [sessionId])).catch(
+    (err: unknown) => {
+      deps.logger.warn(
+        { err },
+        "could not read Keycloak's sessions to free a job credential's name",
+      );
+      return [] as string[];
+    },
+  );
+  if (!ended.includes(sessionId)) return false;
+  // Within what is left of the same wait: one call's worth of a password attempt's bound.
+  const left = Math.max(deps.lookupMs - (Date.now() - started), 0);
+  await deps.refuseSession(realm, sessionId, userId, left);
+  await deps.store.forget(realm, userId, [sessionId]);
+  return true;
+}
+
+/** `work`'s answer, or a rejection once `ms` have passed without one. */
+async function within<T>(ms: number, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

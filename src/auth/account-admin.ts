@@ -46,4 +46,9 @@ export interface AccountAdmin {
   dpopRequired(realm: string): Promise<boolean>;
   /** Ends an offline session (a refresh token the gateway refused to hand out). */
   endOfflineSession(realm: string, sessionId: string): Promise<void>;
+  /**
+   * Of the user's sessions `sessionIds`, those Keycloak has ended: in none of its lists (the
+   * API client's offline sessions, the user's online sessions, other clients' offline sessions).
+   */
+  endedSessions(realm: string, userId: string, sessionIds: readonly string[]): Promise<string[]>;
 }

@@ -84,6 +84,19 @@ export interface AuthArea {
   close(): void;
 }
 
+/**
+ * The longest a password attempt can take, whichever way it came: Keycloak's answer to a grant,
+ * and around it up to three of the gateway's own calls to Keycloak (for a grant through /auth:
+ * the key set of the token it got, a job credential's look for whether the session holding its
+ * name has ended (refusing that session's tokens within the same wait), and ending the session
+ * of a token refused; for a Basic login: a key-set fetch and a two-factor lookup).
+ */
+export function passwordAttemptMaxMs(
+  config: Pick<Config, 'AUTH_PROXY_TIMEOUT_MS' | 'KEYCLOAK_TIMEOUT_MS'>,
+): number {
+  return config.AUTH_PROXY_TIMEOUT_MS + 3 * config.KEYCLOAK_TIMEOUT_MS;
+}
+
 /** Builds the admission and everything it is made of, from the shared infrastructure. */
 export async function buildAuth(
   shared: {
@@ -159,9 +172,7 @@ export async function buildAuth(
     metrics,
     clock,
   });
-  // The longest a password attempt can take, whichever way it came: a grant (bound as the same
-  // grant through /auth), and for a Basic login a key-set fetch and a two-factor lookup.
-  const passwordAttemptMaxMs = config.AUTH_PROXY_TIMEOUT_MS + 2 * config.KEYCLOAK_TIMEOUT_MS;
+  const attemptMaxMs = passwordAttemptMaxMs(config);
   // The one throttle of password attempts: Basic logins here, password grants and the login
   // form on /auth (auth-proxy/auth-steps.ts).
   const loginThrottle = createLoginThrottle({
@@ -172,8 +183,8 @@ export async function buildAuth(
     windowSeconds: config.LOGIN_FAILURE_WINDOW_SECONDS,
     // An attempt beyond the budget waits for those in flight as long as they may take: a right
     // login behind a slow Keycloak is answered, and still no more guesses are in flight.
-    waitMs: passwordAttemptMaxMs,
-    attemptMaxMs: passwordAttemptMaxMs,
+    waitMs: attemptMaxMs,
+    attemptMaxMs,
     clock,
     // The target names what is throttled (an IPv6 client's /64); the client, its own address.
     onLimitReached: ({ scope, realm, username, address, addressGroup }) =>
@@ -244,7 +255,7 @@ export async function buildAuth(
     maxLocalEntries: config.MEMORY_CACHE_MAX_ENTRIES,
     failedLogins,
     accounts: loginAccounts,
-    loginLockMs: passwordAttemptMaxMs,
+    loginLockMs: attemptMaxMs,
     refuses: (realm, username) => isBootstrapAdmin(config.KEYCLOAK_ADMIN_USERNAME, realm, username),
     throttle: loginThrottle,
     revocations,

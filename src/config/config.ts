@@ -554,7 +554,7 @@ export const RENAMED_SETTINGS: Readonly<Record<string, string>> = {
   BASIC_REFUSAL_CACHE_SECONDS:
     "replaced by LOGIN_FAILURE_WINDOW_SECONDS: a wrong password (Basic or password grant) is now remembered for the login throttle's window, and a repeat is not counted again",
   LOGIN_WAIT_SECONDS:
-    'a password attempt now waits for the attempts in flight as long as they may take (AUTH_PROXY_TIMEOUT_MS plus twice KEYCLOAK_TIMEOUT_MS), so that a right login behind a slow Keycloak is answered rather than refused: set those',
+    'a password attempt now waits for the attempts in flight as long as they may take (AUTH_PROXY_TIMEOUT_MS plus three times KEYCLOAK_TIMEOUT_MS), so that a right login behind a slow Keycloak is answered rather than refused: set those',
 };
 
 /** Secrets without a default: required unless demo mode generates them. */

@@ -1,14 +1,18 @@
 import type KcAdminClient from '@keycloak/keycloak-admin-client';
-import type UserConsentRepresentation from '@keycloak/keycloak-admin-client/lib/defs/userConsentRepresentation.js';
-import type UserSessionRepresentation from '@keycloak/keycloak-admin-client/lib/defs/userSessionRepresentation.js';
 import type { Principal } from '../tenancy/principal.ts';
 import type { RevocationList } from '../auth/revocation.ts';
 import { listsSession } from '../auth/authorize.ts';
 import type { TokenDetails, TokenDetailsStore } from '../auth/token-details.ts';
-import { AppError, type ErrorCode } from '../envelope/errors.ts';
-import { httpStatusOf, isHttpStatus } from '../keycloak/admin-client.ts';
+import { AppError } from '../envelope/errors.ts';
+import { isHttpStatus } from '../keycloak/admin-client.ts';
 import { apiClientIdOf } from '../tenancy/identifiers.ts';
 import { longestAccessTokenSeconds } from './realm-admin/users.ts';
+import {
+  adminCall,
+  endedSessionIds,
+  otherClientsOfflineSessionIds,
+  userSessions,
+} from './realm-admin/user-sessions.ts';
 import type { ServiceAdmin } from '../keycloak/service-admin.ts';
 import type { TokenBindingStore } from '../auth-proxy/token-bindings.ts';
 import type { RefreshTokenRecord } from './refresh-tokens.schemas.ts';
@@ -47,7 +51,7 @@ interface OfflineSession {
 export function createRefreshTokensService(deps: {
   admin: ServiceAdmin;
   revocations: RevocationList;
-  /** Names, reaches and last uses; rows of sessions Keycloak has ended are dropped here. */
+  /** Names, reaches and last uses; rows of sessions Keycloak has ended are dropped here too. */
   details: TokenDetailsStore;
   /** The keys bound sessions' tokens are bound to (DPoP), in the same rows as `details`. */
   bindings: TokenBindingStore;
@@ -59,14 +63,14 @@ export function createRefreshTokensService(deps: {
   ): Promise<{ sessions: OfflineSession[]; limits: SessionLimits; clientUuid: string }> {
     const realm = principal.realm;
     return deps.admin.run(realm, async (admin) => {
-      const [client] = await call('offlineSessionsUnreadable', () =>
+      const [client] = await adminCall('offlineSessionsUnreadable', () =>
         admin.clients.find({ realm, clientId: apiClientIdOf(realm) }),
       );
       if (!client?.id)
         throw new AppError('offlineSessionsUnreadable', { message: 'The API client is missing.' });
       const clientUuid = client.id;
       // One after the other, so that a failure always names the same step.
-      const raw = await call('offlineSessionsUnreadable', () =>
+      const raw = await adminCall('offlineSessionsUnreadable', () =>
         admin.users.listOfflineSessions({ realm, id: principal.userId, clientId: clientUuid }),
       );
       const limits = await limitsOf(admin, realm, client.attributes ?? {});
@@ -85,53 +89,9 @@ export function createRefreshTokensService(deps: {
    * the gateway's own Basic logins (dropped by any revocation anyway).
    */
   async function onlineSessionIds(principal: Principal, clientUuid: string): Promise<string[]> {
-    return (await userSessions(principal))
+    return (await userSessions(deps.admin, principal.realm, principal.userId))
       .filter((s) => s.id !== undefined && Object.keys(s.clients ?? {}).includes(clientUuid))
       .map((s) => String(s.id));
-  }
-
-  /** The user's online sessions, of every client. */
-  async function userSessions(principal: Principal): Promise<UserSessionRepresentation[]> {
-    const realm = principal.realm;
-    return deps.admin.run(realm, (admin) =>
-      call('offlineSessionsUnreadable', () =>
-        admin.users.listSessions({ realm, id: principal.userId }),
-      ),
-    );
-  }
-
-  /**
-   * The ids of the user's offline sessions of the realm's other clients: those the user holds
-   * an offline token of (Keycloak's consents name them), when an administrator gave another
-   * client the password grant.
-   */
-  async function otherClientsOfflineSessionIds(principal: Principal): Promise<string[]> {
-    const realm = principal.realm;
-    const consents: OfflineConsent[] = await deps.admin.run(realm, (admin) =>
-      call('offlineSessionsUnreadable', () =>
-        admin.users.listConsents({ realm, id: principal.userId }),
-      ),
-    );
-    const clientIds = consents
-      .filter((consent) => consent.additionalGrants?.some((g) => g.key === OFFLINE_TOKEN_GRANT))
-      .map((consent) => consent.clientId)
-      .filter((clientId) => clientId !== undefined && clientId !== apiClientIdOf(realm));
-    const ids: string[] = [];
-    for (const clientId of clientIds) {
-      const sessions = await deps.admin.run(realm, async (admin) => {
-        const [client] = await call('offlineSessionsUnreadable', () =>
-          admin.clients.find({ realm, clientId }),
-        );
-        // A client deleted since took its sessions along.
-        if (!client?.id) return [];
-        const clientUuid = client.id;
-        return call('offlineSessionsUnreadable', () =>
-          admin.users.listOfflineSessions({ realm, id: principal.userId, clientId: clientUuid }),
-        );
-      });
-      ids.push(...sessions.map((s) => String(s.id)));
-    }
-    return ids;
   }
 
   async function revoke(
@@ -232,12 +192,12 @@ export function createRefreshTokensService(deps: {
     id: string,
     limits: SessionLimits,
   ): Promise<{ offline: boolean; online: boolean; accessTokenSeconds: number } | undefined> {
-    const online = (await userSessions(principal)).some((s) => s.id === id);
-    const offline = (await otherClientsOfflineSessionIds(principal)).includes(id);
+    const { realm, userId } = principal;
+    const online = (await userSessions(deps.admin, realm, userId)).some((s) => s.id === id);
+    const offline = (await otherClientsOfflineSessionIds(deps.admin, realm, userId)).includes(id);
     if (!online && !offline) return undefined;
-    const realm = principal.realm;
     const longest = await deps.admin.run(realm, (admin) =>
-      call('realmUnreadable', () => longestAccessTokenSeconds(admin, realm)),
+      adminCall('realmUnreadable', () => longestAccessTokenSeconds(admin, realm)),
     );
     return { offline, online, accessTokenSeconds: Math.max(limits.accessTokenSeconds, longest) };
   }
@@ -258,7 +218,7 @@ export function createRefreshTokensService(deps: {
       const ends = ids.slice(first, first + END_AT_ONCE).map((session) =>
         deps.admin
           .run(realm, (admin) =>
-            call('revokeFailed', () =>
+            adminCall('revokeFailed', () =>
               admin.realms.deleteSession({ realm, session, isOffline }).catch((err: unknown) => {
                 if (!isHttpStatus(err, 404)) throw err;
               }),
@@ -290,18 +250,34 @@ export function createRefreshTokensService(deps: {
     rows: TokenDetails[],
     sessions: OfflineSession[],
   ): Promise<Map<string, TokenDetails>> {
-    const listed = new Set(sessions.map((s) => s.id));
-    let unseen = rows.map((row) => row.sessionId).filter((id) => !listed.has(id));
-    // Each further read only while a row's session is still unseen.
-    if (unseen.length > 0) {
-      const online = await userSessions(principal);
-      unseen = without(
-        unseen,
-        online.map((s) => String(s.id)),
-      );
+    const { realm, userId } = principal;
+    const listed = sessions.map((s) => s.id);
+    const ended = await endedSessionIds(
+      deps.admin,
+      realm,
+      userId,
+      rows.map((row) => row.sessionId),
+      listed,
+    );
+    // Without their records, a replica that never read them would admit the sessions'
+    // unexpired access tokens with their user's whole reach: refused as long as one may live.
+    // That lifetime unread, the rows stay for the next list.
+    const longest =
+      ended.length === 0
+        ? undefined
+        : await deps.admin
+            .run(realm, (admin) => longestAccessTokenSeconds(admin, realm))
+            .catch(() => undefined);
+    if (longest !== undefined) {
+      await deps.revocations.revoke({
+        realm,
+        userId,
+        sessionIds: ended,
+        ttlSeconds: longest + deps.leewaySeconds,
+        userTtlSeconds: 0,
+      });
+      await deps.details.forget(realm, userId, ended);
     }
-    if (unseen.length > 0) unseen = without(unseen, await otherClientsOfflineSessionIds(principal));
-    await deps.details.forget(principal.realm, principal.userId, unseen);
     return listedRows(rows, sessions);
   }
 }
@@ -314,18 +290,6 @@ function listedRows(rows: TokenDetails[], sessions: OfflineSession[]): Map<strin
   );
 }
 
-/** `ids` less those in `seen`. */
-function without(ids: readonly string[], seen: readonly string[]): string[] {
-  const set = new Set(seen);
-  return ids.filter((id) => !set.has(id));
-}
-
-/** A consent as Keycloak's admin API answers it, with the client's offline tokens noted. */
-type OfflineConsent = UserConsentRepresentation & { additionalGrants?: Array<{ key?: string }> };
-
-/** Keycloak's name, in a consent's `additionalGrants`, for the client's offline tokens. */
-const OFFLINE_TOKEN_GRANT = 'Offline Token';
-
 /** How many sessions a revocation of them all ends in Keycloak at once. */
 const END_AT_ONCE = 8;
 
@@ -335,7 +299,7 @@ async function limitsOf(
   realm: string,
   clientAttributes: Record<string, unknown>,
 ): Promise<SessionLimits> {
-  const settings = await call('realmUnreadable', () => admin.realms.findOne({ realm }));
+  const settings = await adminCall('realmUnreadable', () => admin.realms.findOne({ realm }));
   // Without view-realm, Keycloak answers a reduced representation with no session settings:
   // computing expiries from it would silently say "never expires".
   if (settings?.offlineSessionIdleTimeout === undefined) {
@@ -390,18 +354,4 @@ function toRecord(
         }
       : null,
   };
-}
-
-/**
- * Runs an admin-API call; Keycloak refusing it (4xx) becomes `code`. Its failures (503/504/502)
- * come translated from the client layer, a 401 goes to `ServiceAdmin.run`.
- */
-async function call<T>(code: ErrorCode, work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (err) {
-    const status = httpStatusOf(err);
-    if (status === undefined || status === 401) throw err;
-    throw new AppError(code, { cause: err });
-  }
 }

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basicAuth, callApi } from '../helpers/api.ts';
 import {
@@ -22,8 +23,10 @@ import { testEnv } from '../helpers/test-env.ts';
  * replica that has not read the record yet (a fresh one, or any after its hour of memory)
  * admits the session's tokens with their user's whole reach. A fresh replica on ports
  * 21132/21133 reads each record from the database; one behind a Keycloak front on 21134/21135
- * lists while a credential is issued, or revokes one token while another client's offline
- * sessions cannot be read.
+ * lists while a credential is issued, revokes one token while another client's offline
+ * sessions cannot be read, or is asked for a name while the user's online sessions cannot be.
+ * Two replicas sharing Redis on 21186/21187 and 21188/21189 show that a record dropped because
+ * Keycloak ended its session takes that session's access tokens along.
  */
 describe("job credentials: a record outlives no session, and no list drops a live one's", () => {
   let org: string;
@@ -33,6 +36,12 @@ describe("job credentials: a record outlives no session, and no list drops a liv
   beforeAll(async () => {
     org = await createOrganization(['ws1', 'ws2'], 1);
     user = await createUser(org, { workspaceRoles: ['ws1', 'ws2'] });
+    // Another client of the realm with the password grant, as an administrator may make one.
+    await createPublicClient(org, 'other-jobs', {
+      // `basic` puts the user in `sub`, as the API client's tokens have it.
+      defaultClientScopes: ['basic', 'roles'],
+      optionalClientScopes: ['offline_access'],
+    });
     upstream = await startRecordingUpstream();
   });
 
@@ -91,9 +100,9 @@ describe("job credentials: a record outlives no session, and no list drops a liv
   }
 
   /** A replica whose Keycloak is behind a front that can hold one of Keycloak's answers. */
-  async function replicaBehindFront() {
+  async function replicaBehindFront(env: Record<string, string> = {}) {
     const front: KeycloakFront = await startKeycloakFront(testEnv().keycloakUrl);
-    const replica = await startReplica(21134, { KEYCLOAK_URL: front.url }).catch(
+    const replica = await startReplica(21134, { KEYCLOAK_URL: front.url, ...env }).catch(
       async (err: unknown) => {
         await front.close();
         throw err;
@@ -124,11 +133,6 @@ describe("job credentials: a record outlives no session, and no list drops a liv
   });
 
   it('keeps the record of a job credential of another client of the realm', async () => {
-    await createPublicClient(org, 'other-jobs', {
-      // `basic` puts the user in `sub`, as the API client's tokens have it.
-      defaultClientScopes: ['basic', 'roles'],
-      optionalClientScopes: ['offline_access'],
-    });
     const job = await grant(
       '&realmgate_name=other-client-job&realmgate_read_only=true',
       'openid+offline_access',
@@ -180,6 +184,120 @@ describe("job credentials: a record outlives no session, and no list drops a liv
     expect((await callApi(tokensPath(), basicAuth(user))).status).toBe(200);
     expect(await recorded(job.sid)).toBe(false);
     await grant('&realmgate_name=ended-job&realmgate_workspaces=ws1');
+  });
+
+  it("frees the name of a token revoked at Keycloak's revoke endpoint for the next grant, no list between", async () => {
+    const job = await grant('&realmgate_name=revoked-at-keycloak&realmgate_workspaces=ws1');
+    const revoked = await fetch(`${auth()}/realms/${org}/protocol/openid-connect/revoke`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: `client_id=_${org}-api&token=${job.refreshToken}&token_type_hint=refresh_token`,
+    });
+    expect(revoked.status).toBe(200);
+    expect(await refreshStatus(job.refreshToken)).toBe(400);
+    expect(await recorded(job.sid)).toBe(true);
+
+    const again = await grant('&realmgate_name=revoked-at-keycloak&realmgate_workspaces=ws1');
+    expect(await recorded(job.sid)).toBe(false);
+    expect(await recorded(again.sid)).toBe(true);
+    expect(await freshWrite('ws2', again.accessToken)).toBe(403);
+  });
+
+  it("keeps the name of a live online session, and of another client's, taken", async () => {
+    const online = await grant('&realmgate_name=online-live', 'openid');
+    await grant('&realmgate_name=other-client-live', 'openid+offline_access', 'other-jobs');
+    for (const name of ['online-live', 'other-client-live']) {
+      const res = await postToken(auth(), org, passwordGrantBody(user, `&realmgate_name=${name}`));
+      expect(res.status).toBe(400);
+      expect(String(res.json.error_description)).toContain(`named ${name} already`);
+    }
+    expect(await recorded(online.sid)).toBe(true);
+    expect(await refreshStatus(online.refreshToken)).toBe(200);
+  });
+
+  it("keeps a name taken while Keycloak's sessions cannot be read, and frees it once they can", async () => {
+    // An online job credential ended in Keycloak: in none of its lists of the user's sessions.
+    const job = await grant('&realmgate_name=ended-unread', 'openid');
+    const admin = await keycloakAdmin();
+    await admin.realms.deleteSession({ realm: org, session: job.sid, isOffline: false });
+    const { front, replica, close } = await replicaBehindFront({ KEYCLOAK_TIMEOUT_MS: '1500' });
+    const body = passwordGrantBody(user, '&realmgate_name=ended-unread');
+    try {
+      // The user's online sessions, read after the API client's offline ones, time out.
+      front.hold(/\/users\/[^/]+\/sessions$/, 10_000);
+      const refused = await postToken(`${replica.url}/auth`, org, body);
+      expect(refused.status).toBe(400);
+      expect(String(refused.json.error_description)).toContain('named ended-unread already');
+      expect(await recorded(job.sid)).toBe(true);
+
+      front.hold(/\/users\/[^/]+\/sessions$/, 0);
+      const again = await postToken(`${replica.url}/auth`, org, body);
+      expect(again.status).toBe(200);
+      expect(await recorded(job.sid)).toBe(false);
+    } finally {
+      await close();
+    }
+  });
+
+  /**
+   * Ends a job credential in Keycloak behind the gateway's back and has one replica drop its
+   * record (by `how`); then a replica started after that, sharing the first's Redis and never
+   * having read the record, is asked to write beyond the credential's reach with its access
+   * token, and with a live token of the same user. Without the re-check with Keycloak
+   * (`REVOCATION_CHECK_SECONDS=off`, or Keycloak slower than its wait), only the gateway's own
+   * refusal stands between the ended credential's token and its user's whole reach.
+   */
+  async function writesOnceDropped(name: string, how: 'list' | 'grant') {
+    const job = await grant(`&realmgate_name=${name}&realmgate_workspaces=ws1`);
+    const live = await grant('');
+    const admin = await keycloakAdmin();
+    await admin.realms.deleteSession({ realm: org, session: job.sid, isOffline: true });
+    const shared = {
+      AUTOMATION_UPSTREAM_URL: upstream.url,
+      REDIS_URL: testEnv().redisUrl,
+      REDIS_KEY_PREFIX: `${testEnv().redisKeyPrefix}records-${name}:`,
+      REALMGATE_CACHE_SECRET: randomBytes(24).toString('base64url'),
+      REVOCATION_CHECK_SECONDS: 'off',
+    };
+    const dropping = await startReplica(21186, shared);
+    try {
+      if (how === 'list') {
+        const listed = await callApi(tokensPath(), basicAuth(user), { base: dropping.url });
+        expect(listed.status).toBe(200);
+      } else {
+        const body = passwordGrantBody(user, `&realmgate_name=${name}`);
+        expect((await postToken(`${dropping.url}/auth`, org, body)).status).toBe(200);
+      }
+    } finally {
+      await dropping.gateway.close();
+    }
+    expect(await recorded(job.sid)).toBe(false);
+    const fresh = await startReplica(21188, shared);
+    try {
+      const write = async (token: string) => {
+        const res = await fetch(`${fresh.url}${forwarded('ws2')}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: '{}',
+        });
+        await res.arrayBuffer();
+        return res.status;
+      };
+      return { ended: await write(job.accessToken), live: await write(live.accessToken) };
+    } finally {
+      await fresh.gateway.close();
+    }
+  }
+
+  it('refuses the access tokens of an ended session whose record a list drops, on every replica', async () => {
+    expect(await writesOnceDropped('ended-listed', 'list')).toEqual({ ended: 401, live: 200 });
+  });
+
+  it('refuses the access tokens of an ended session whose record a grant of its name drops', async () => {
+    expect(await writesOnceDropped('ended-named-again', 'grant')).toEqual({
+      ended: 401,
+      live: 200,
+    });
   });
 
   it('keeps the record of a job credential issued while the list reads Keycloak', async () => {

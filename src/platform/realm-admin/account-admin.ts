@@ -3,6 +3,7 @@ import type { ServiceAdmin } from '../../keycloak/service-admin.ts';
 import { clientRolesOf, groupMembers, roleOf } from './role-changes.ts';
 import { isDpopRequired } from './token-lifetimes.ts';
 import { loginBlockOf, longestAccessTokenSeconds, usernameOfEmail } from './users.ts';
+import { endedSessionIds } from './user-sessions.ts';
 
 /** The auth layers' questions about accounts (auth/account-admin.ts), through the gateway's own client. */
 export function createAccountAdmin(serviceAdmin: ServiceAdmin): AccountAdmin {
@@ -32,5 +33,7 @@ export function createAccountAdmin(serviceAdmin: ServiceAdmin): AccountAdmin {
       serviceAdmin.run(realm, async (admin) => {
         await admin.realms.deleteSession({ realm, session: sessionId, isOffline: true });
       }),
+    endedSessions: (realm, userId, sessionIds) =>
+      endedSessionIds(serviceAdmin, realm, userId, sessionIds),
   };
 }
