@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { revokeUsers, type RevocationList } from '../auth/revocation.ts';
+import { within } from '../time/within.ts';
 
 /**
  * When a realm's token lifetime cannot be read (the admin API failing): refusals last a day,
@@ -78,12 +79,7 @@ export function createAccessRevocations(deps: AccessRevocationsDeps) {
   function lifetimeWithin(realm: string, waitMs: number | undefined): Promise<number> {
     const seconds = tokenLifetimeOf(realm);
     if (waitMs === undefined) return seconds;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<number>((resolve) => {
-      timer = setTimeout(() => resolve(UNKNOWN_LIFETIME_SECONDS), waitMs);
-      timer.unref();
-    });
-    return Promise.race([seconds, late]).finally(() => clearTimeout(timer));
+    return within(seconds, waitMs, () => UNKNOWN_LIFETIME_SECONDS);
   }
 
   return {
