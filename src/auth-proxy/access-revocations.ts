@@ -96,12 +96,13 @@ export function createAccessRevocations(deps: AccessRevocationsDeps) {
       return () => deps.revocations.rememberFormerLifetime(realm, seconds);
     },
     /**
-     * One Keycloak session: its tokens, and the Basic logins cached on it, are refused. With
-     * `waitMs`, prepared within it even while Keycloak's admin API is slow (`lifetimeWithin`).
+     * Keycloak sessions of one user (ended, or ending): their tokens, and the Basic logins cached
+     * on them, are refused. With `waitMs`, prepared within it even while Keycloak's admin API is
+     * slow (`lifetimeWithin`).
      */
-    endSession: async (
+    endSessions: async (
       realm: string,
-      sessionId: string,
+      sessionIds: readonly string[],
       userId = '',
       waitMs?: number,
     ): Promise<PreparedRevocation> => {
@@ -110,14 +111,14 @@ export function createAccessRevocations(deps: AccessRevocationsDeps) {
         deps.revocations.revoke({
           realm,
           userId,
-          sessionIds: [sessionId],
+          sessionIds: [...sessionIds],
           ttlSeconds,
           userTtlSeconds: 0,
         });
     },
     /**
      * A user's access: the user's cached Basic logins, and with `tokens` every token of the user
-     * issued before now (every session). `waitMs` as for `endSession`.
+     * issued before now (every session). `waitMs` as for `endSessions`.
      */
     endUser: async (
       realm: string,

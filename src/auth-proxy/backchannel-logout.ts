@@ -132,7 +132,7 @@ export function backchannelLogout(deps: BackchannelLogoutDeps): RequestHandler {
   async function end(token: LogoutToken): Promise<void> {
     const { realm, sessionId, userId } = token;
     const revoke = sessionId
-      ? await deps.access.endSession(realm, sessionId, userId, LIFETIME_WAIT_MS)
+      ? await deps.access.endSessions(realm, [sessionId], userId, LIFETIME_WAIT_MS)
       : await deps.access.endUser(realm, userId!, true, LIFETIME_WAIT_MS);
     await revoke();
   }

@@ -55,6 +55,11 @@ export function createRefreshTokensService(deps: {
   details: TokenDetailsStore;
   /** The keys bound sessions' tokens are bound to (DPoP), in the same rows as `details`. */
   bindings: TokenBindingStore;
+  /**
+   * Refuses the access tokens of the user's sessions Keycloak has ended, on every replica, for as
+   * long as one of the realm's may live (auth-proxy/access-revocations.ts `endSessions`).
+   */
+  refuseEnded: (realm: string, userId: string, sessionIds: readonly string[]) => Promise<void>;
   basicCacheSeconds: number;
   leewaySeconds: number;
 }): RefreshTokensService {
@@ -259,23 +264,10 @@ export function createRefreshTokensService(deps: {
       rows.map((row) => row.sessionId),
       listed,
     );
-    // Without their records, a replica that never read them would admit the sessions'
-    // unexpired access tokens with their user's whole reach: refused as long as one may live.
-    // That lifetime unread, the rows stay for the next list.
-    const longest =
-      ended.length === 0
-        ? undefined
-        : await deps.admin
-            .run(realm, (admin) => longestAccessTokenSeconds(admin, realm))
-            .catch(() => undefined);
-    if (longest !== undefined) {
-      await deps.revocations.revoke({
-        realm,
-        userId,
-        sessionIds: ended,
-        ttlSeconds: longest + deps.leewaySeconds,
-        userTtlSeconds: 0,
-      });
+    if (ended.length > 0) {
+      // Without their records, a replica that never read them would admit the sessions'
+      // unexpired access tokens with their user's whole reach: refused first.
+      await deps.refuseEnded(realm, userId, ended);
       await deps.details.forget(realm, userId, ended);
     }
     return listedRows(rows, sessions);
