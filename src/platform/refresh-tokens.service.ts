@@ -9,6 +9,7 @@ import { apiClientIdOf } from '../tenancy/identifiers.ts';
 import { longestAccessTokenSeconds } from './realm-admin/users.ts';
 import {
   adminCall,
+  clientNamed,
   endedSessionIds,
   otherClientsOfflineSessionIds,
   userSessions,
@@ -68,11 +69,7 @@ export function createRefreshTokensService(deps: {
   ): Promise<{ sessions: OfflineSession[]; limits: SessionLimits; clientUuid: string }> {
     const realm = principal.realm;
     return deps.admin.run(realm, async (admin) => {
-      const [client] = await adminCall('offlineSessionsUnreadable', () =>
-        admin.clients.find({ realm, clientId: apiClientIdOf(realm) }),
-      );
-      if (!client?.id)
-        throw new AppError('offlineSessionsUnreadable', { message: 'The API client is missing.' });
+      const client = await clientNamed(admin, realm, apiClientIdOf(realm), true);
       const clientUuid = client.id;
       // One after the other, so that a failure always names the same step.
       const raw = await adminCall('offlineSessionsUnreadable', () =>
