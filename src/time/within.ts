@@ -5,14 +5,9 @@
  */
 export async function within<T>(work: Promise<T>, ms: number, late: () => T): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<T>((resolve, reject) => {
-    timer = setTimeout(() => {
-      try {
-        resolve(late());
-      } catch (err) {
-        reject(err);
-      }
-    }, ms);
+  const timedOut = new Promise<T>((resolve) => {
+    // A promise of `late`'s answer: one that throws rejects the wait with what it threw.
+    timer = setTimeout(() => resolve(new Promise<T>((answer) => answer(late()))), ms);
   });
   try {
     return await Promise.race([work, timedOut]);
