@@ -29,9 +29,10 @@ export type PreparedRevocation = () => Promise<void>;
 /**
  * The revocations that end a Keycloak session or a user's access at the gateway, through the
  * shared revocation list (every replica at once): one writing of each, for what passes through
- * `/auth` (end-access.ts) and what Keycloak announces (backchannel-logout.ts). Each is prepared
- * first (the realm's token lifetime read afresh: `tokenLifetimeOf`)
- * and applied by the function it resolves to.
+ * `/auth` (end-access.ts), what Keycloak announces (backchannel-logout.ts), and the sessions
+ * Keycloak ended unannounced whose records are dropped (a job credential's name freed, the
+ * refresh-token list). Each is prepared first (the realm's token lifetime read afresh:
+ * `tokenLifetimeOf`) and applied by the function it resolves to.
  */
 export function createAccessRevocations(deps: AccessRevocationsDeps) {
   // Per realm: the read in flight, and the one queued to start when it ends.

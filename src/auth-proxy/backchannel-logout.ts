@@ -78,7 +78,7 @@ const MAX_BODY_BYTES = 16 * 1024;
 export interface BackchannelLogoutDeps {
   verify: LogoutTokenVerifier;
   /** The revocations of a session or a user, shared with what passes through `/auth`. */
-  access: AccessRevocations;
+  access: Pick<AccessRevocations, 'endSessions' | 'endUser'>;
   /** Where each `jti` is marked used: Redis, shared by the replicas (else this process). */
   cache: Pick<Cache, 'increment'>;
   /** How long a `jti` is remembered: as long as its token's `iat` is accepted. */

@@ -58,7 +58,8 @@ export function createRefreshTokensService(deps: {
   bindings: TokenBindingStore;
   /**
    * Refuses the access tokens of the user's sessions Keycloak has ended, on every replica, for as
-   * long as one of the realm's may live (auth-proxy/access-revocations.ts `endSessions`).
+   * long as one of the realm's may live, or a day when Keycloak cannot say how long
+   * (auth-proxy/access-revocations.ts `endSessions`).
    */
   refuseEnded: (realm: string, userId: string, sessionIds: readonly string[]) => Promise<void>;
   basicCacheSeconds: number;
@@ -132,8 +133,8 @@ export function createRefreshTokensService(deps: {
       // the read lives on whole (issued during the call). Revoking the client's consent instead
       // would also end those, unseen, leaving their access tokens accepted here.
       const offlineIds = sessions.map((s) => s.id);
-      const offlineFailure = await endSessions(principal.realm, offlineIds, true);
-      const failure = (await endSessions(principal.realm, online, false)) ?? offlineFailure;
+      const offlineFailure = await endInKeycloak(principal.realm, offlineIds, true);
+      const failure = (await endInKeycloak(principal.realm, online, false)) ?? offlineFailure;
       // Refused even when an end failed: the answer is then 500, and the retry ends the rest.
       await revoke(principal, [...new Set([...offlineIds, ...online])], limits);
       if (failure) throw failure;
@@ -169,10 +170,10 @@ export function createRefreshTokensService(deps: {
       // tokens are refused whatever Keycloak answered (one that timed out may have ended it; a
       // retry would find it no longer listed, 404, and leave its access tokens accepted).
       const offlineFailure = ends.offline
-        ? await endSessions(principal.realm, [id], true)
+        ? await endInKeycloak(principal.realm, [id], true)
         : undefined;
       const onlineFailure = ends.online
-        ? await endSessions(principal.realm, [id], false)
+        ? await endInKeycloak(principal.realm, [id], false)
         : undefined;
       await revoke(principal, [id], { ...limits, accessTokenSeconds: ends.accessTokenSeconds });
       const failure = offlineFailure ?? onlineFailure;
@@ -210,7 +211,7 @@ export function createRefreshTokensService(deps: {
    * Every one is tried; the first failure is given back, not thrown, so that the caller refuses
    * their access tokens whatever happened.
    */
-  async function endSessions(
+  async function endInKeycloak(
     realm: string,
     ids: string[],
     isOffline: boolean,
