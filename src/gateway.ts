@@ -81,7 +81,7 @@ export async function startGateway(
     keycloak,
     auth,
     tenants,
-    authProxy.tokenBindings,
+    authProxy,
     auditLog.organizationBegins,
     auditLog.realmEvents,
   );

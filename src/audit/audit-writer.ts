@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { ReadinessReport } from '../http/health.router.ts';
 import { refusedForGood } from '../db/database-failures.ts';
 import { every } from '../time/every.ts';
-import { waitAtMost } from '../time/wait-at-most.ts';
+import { within } from '../time/within.ts';
 import {
   createBatchAppender,
   UnwritableRecordError,
@@ -281,7 +281,7 @@ export function createAuditWriter(deps: {
         }
       })();
       try {
-        await waitAtMost(written, graceMs);
+        await within(written, graceMs, () => undefined);
       } finally {
         closed = true;
       }

@@ -40,7 +40,7 @@ import { createCheckpointer, scheduleCheckpoints } from './audit-checkpointer.ts
 import { storedCheckpoints } from './audit-export-signed.ts';
 import { openCheckpointSigner, publishedKeys } from './audit-signing-key.ts';
 import type { CheckpointSigner } from './audit-checkpoints.ts';
-import { waitAtMost } from '../time/wait-at-most.ts';
+import { within } from '../time/within.ts';
 import type { Periodic } from '../time/every.ts';
 
 /** How often every replica looks for download jobs another replica took but did not run. */
@@ -315,10 +315,10 @@ export async function closeAuditWithin(
   const stopped = Promise.all(parts.background.map((work) => work.stop()));
   const sourcesDeadline = deadline - graceMs / 2;
   for (const stop of parts.sources) {
-    await waitAtMost(stop(), Math.max(0, sourcesDeadline - Date.now()));
+    await within(stop(), Math.max(0, sourcesDeadline - Date.now()), () => undefined);
   }
   const left = Math.max(0, deadline - Date.now());
-  await Promise.all([waitAtMost(stopped, left), parts.writer.close(left)]);
+  await Promise.all([within(stopped, left, () => undefined), parts.writer.close(left)]);
 }
 
 /** How often each replica looks for logs due a checkpoint, at most. */

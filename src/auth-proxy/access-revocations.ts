@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { revokeUsers, type RevocationList } from '../auth/revocation.ts';
+import { within } from '../time/within.ts';
 
 /**
  * When a realm's token lifetime cannot be read (the admin API failing): refusals last a day,
@@ -28,9 +29,10 @@ export type PreparedRevocation = () => Promise<void>;
 /**
  * The revocations that end a Keycloak session or a user's access at the gateway, through the
  * shared revocation list (every replica at once): one writing of each, for what passes through
- * `/auth` (end-access.ts) and what Keycloak announces (backchannel-logout.ts). Each is prepared
- * first (the realm's token lifetime read afresh: `tokenLifetimeOf`)
- * and applied by the function it resolves to.
+ * `/auth` (end-access.ts), what Keycloak announces (backchannel-logout.ts), and the sessions
+ * Keycloak ended unannounced whose records are dropped (a job credential's name freed, the
+ * refresh-token list). Each is prepared first (the realm's token lifetime read afresh:
+ * `tokenLifetimeOf`) and applied by the function it resolves to.
  */
 export function createAccessRevocations(deps: AccessRevocationsDeps) {
   // Per realm: the read in flight, and the one queued to start when it ends.
@@ -78,12 +80,7 @@ export function createAccessRevocations(deps: AccessRevocationsDeps) {
   function lifetimeWithin(realm: string, waitMs: number | undefined): Promise<number> {
     const seconds = tokenLifetimeOf(realm);
     if (waitMs === undefined) return seconds;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<number>((resolve) => {
-      timer = setTimeout(() => resolve(UNKNOWN_LIFETIME_SECONDS), waitMs);
-      timer.unref();
-    });
-    return Promise.race([seconds, late]).finally(() => clearTimeout(timer));
+    return within(seconds, waitMs, () => UNKNOWN_LIFETIME_SECONDS);
   }
 
   return {
@@ -100,12 +97,13 @@ export function createAccessRevocations(deps: AccessRevocationsDeps) {
       return () => deps.revocations.rememberFormerLifetime(realm, seconds);
     },
     /**
-     * One Keycloak session: its tokens, and the Basic logins cached on it, are refused. With
-     * `waitMs`, prepared within it even while Keycloak's admin API is slow (`lifetimeWithin`).
+     * Keycloak sessions of one user (ended, or ending): their tokens, and the Basic logins cached
+     * on them, are refused. With `waitMs`, prepared within it even while Keycloak's admin API is
+     * slow (`lifetimeWithin`).
      */
-    endSession: async (
+    endSessions: async (
       realm: string,
-      sessionId: string,
+      sessionIds: readonly string[],
       userId = '',
       waitMs?: number,
     ): Promise<PreparedRevocation> => {
@@ -114,14 +112,14 @@ export function createAccessRevocations(deps: AccessRevocationsDeps) {
         deps.revocations.revoke({
           realm,
           userId,
-          sessionIds: [sessionId],
+          sessionIds: [...sessionIds],
           ttlSeconds,
           userTtlSeconds: 0,
         });
     },
     /**
      * A user's access: the user's cached Basic logins, and with `tokens` every token of the user
-     * issued before now (every session). `waitMs` as for `endSession`.
+     * issued before now (every session). `waitMs` as for `endSessions`.
      */
     endUser: async (
       realm: string,

@@ -15,7 +15,7 @@ import { createSignedSessionReader } from '../auth/bearer/session-token.ts';
 import type { Cache } from '../cache/cache.ts';
 import type { Audit } from '../http/audit.ts';
 import type { RoleRef } from './access-endings.ts';
-import { createAccessRevocations } from './access-revocations.ts';
+import { createAccessRevocations, type AccessRevocations } from './access-revocations.ts';
 import { createAdminCallerCheck } from './admin-caller.ts';
 import { createAuthMount, type AuthAudit, type Listener } from './auth-steps.ts';
 import { createIdenticalGrants } from './identical-grants.ts';
@@ -35,6 +35,11 @@ export interface AuthProxyArea {
   backchannelLogout: RequestHandler;
   /** The key each password grant's new session is bound to (DPoP), for the refresh-token list. */
   tokenBindings: TokenBindingStore;
+  /**
+   * The revocations of sessions and users: the refresh-token list's refusal of the sessions
+   * whose records it drops goes through the same sizing as `/auth`'s.
+   */
+  access: AccessRevocations;
 }
 
 /**
@@ -136,7 +141,7 @@ export function buildAuthProxy(
       endedSessions: (realm: string, userId: string, sessionIds: readonly string[]) =>
         accounts.endedSessions(realm, userId, sessionIds),
       refuseSession: async (realm: string, sessionId: string, userId: string, waitMs: number) => {
-        const refuse = await access.endSession(realm, sessionId, userId, waitMs);
+        const refuse = await access.endSessions(realm, [sessionId], userId, waitMs);
         await refuse();
       },
       lookupMs: config.KEYCLOAK_TIMEOUT_MS,
@@ -148,6 +153,7 @@ export function buildAuthProxy(
   return {
     mount: (listener) => createAuthMount(deps, listener),
     tokenBindings,
+    access,
     // What Keycloak announces it ended (OpenID Connect back-channel logout).
     backchannelLogout: backchannelLogout({
       verify: createLogoutTokenVerifier({

@@ -78,7 +78,7 @@ const MAX_BODY_BYTES = 16 * 1024;
 export interface BackchannelLogoutDeps {
   verify: LogoutTokenVerifier;
   /** The revocations of a session or a user, shared with what passes through `/auth`. */
-  access: AccessRevocations;
+  access: Pick<AccessRevocations, 'endSessions' | 'endUser'>;
   /** Where each `jti` is marked used: Redis, shared by the replicas (else this process). */
   cache: Pick<Cache, 'increment'>;
   /** How long a `jti` is remembered: as long as its token's `iat` is accepted. */
@@ -132,7 +132,7 @@ export function backchannelLogout(deps: BackchannelLogoutDeps): RequestHandler {
   async function end(token: LogoutToken): Promise<void> {
     const { realm, sessionId, userId } = token;
     const revoke = sessionId
-      ? await deps.access.endSession(realm, sessionId, userId, LIFETIME_WAIT_MS)
+      ? await deps.access.endSessions(realm, [sessionId], userId, LIFETIME_WAIT_MS)
       : await deps.access.endUser(realm, userId!, true, LIFETIME_WAIT_MS);
     await revoke();
   }

@@ -94,7 +94,7 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
     inflate: false,
   });
   const { access } = deps;
-  const { tokenLifetimeOf, basicSeconds, endSession } = access;
+  const { tokenLifetimeOf, basicSeconds, endSessions } = access;
 
   /** The realm-wide refusal `scope` names, its lifetime read now (revocation.ts). */
   async function realmWide(realm: string, scope: RealmWideScope): Promise<() => Promise<void>> {
@@ -110,7 +110,7 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
     const { realm } = ending;
     switch (ending.kind) {
       case 'session':
-        return endSession(realm, ending.sessionId);
+        return endSessions(realm, [ending.sessionId]);
       case 'user': {
         const { userId } = ending;
         const endUser = await access.endUser(realm, userId, ending.tokens);
@@ -165,7 +165,7 @@ export function endAccessOnSuccess(deps: EndAccessDeps): RequestHandler {
         const session = ending.refreshToken
           ? refreshTokenSession(ending.refreshToken)
           : await deps.idTokenSession(realm, ending.idTokenHint ?? '', client);
-        return session && endSession(realm, session.sessionId, session.userId);
+        return session && endSessions(realm, [session.sessionId], session.userId);
       }
       case 'revoke':
         return revokeToken(realm, ending.token, client);

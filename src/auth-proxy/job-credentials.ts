@@ -20,6 +20,7 @@ import {
 } from './grant-answer.ts';
 import { recordBinding, type TokenBindingStore } from './token-bindings.ts';
 import { systemClock, type Clock } from '../time/clock.ts';
+import { within } from '../time/within.ts';
 
 /**
  * The password grant's own fields of realmgate (docs/tokens-and-cli.md, "Job credentials"):
@@ -447,32 +448,16 @@ async function freedName(
   if (holder === undefined) return true;
   const { sessionId } = holder;
   const started = Date.now();
-  const ended = await within(deps.lookupMs, deps.endedSessions(realm, userId, [sessionId])).catch(
-    (err: unknown) => {
-      deps.logger.warn(
-        { err },
-        "could not read Keycloak's sessions to free a job credential's name",
-      );
-      return [] as string[];
-    },
-  );
+  const ended = await within(deps.endedSessions(realm, userId, [sessionId]), deps.lookupMs, () => {
+    throw new Error(`no answer within ${deps.lookupMs} ms`);
+  }).catch((err: unknown) => {
+    deps.logger.warn({ err }, "could not read Keycloak's sessions to free a job credential's name");
+    return [] as string[];
+  });
   if (!ended.includes(sessionId)) return false;
   // Within what is left of the same wait: one call's worth of a password attempt's bound.
   const left = Math.max(deps.lookupMs - (Date.now() - started), 0);
   await deps.refuseSession(realm, sessionId, userId, left);
   await deps.store.forget(realm, userId, [sessionId]);
   return true;
-}
-
-/** `work`'s answer, or a rejection once `ms` have passed without one. */
-async function within<T>(ms: number, work: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([work, late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

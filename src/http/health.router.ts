@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { success, failure } from '../envelope/envelope.ts';
 import { errorCodes } from '../envelope/errors.ts';
 import type { BuildInfo } from '../release/build-info.ts';
+import { within } from '../time/within.ts';
 
 export type ProbeOutcome = 'up' | 'down' | 'degraded';
 
@@ -27,6 +28,10 @@ export type ReadinessCheck = () => Promise<void | ProbeOutcome | ReadinessReport
 
 /** How long a readiness check may take; past it, it is `down`. */
 export const CHECK_TIMEOUT_MS = 2000;
+
+const timedOut = (): never => {
+  throw new Error('timeout');
+};
 
 /**
  * `GET /healthz`: the process is up; on the admin listener (`detailed`) with the version and
@@ -118,14 +123,8 @@ export function sharedCheck<T>(check: () => Promise<T>, holdMs = 1000): () => Pr
     if (fresh) return last!;
     succeededAt = undefined;
     running = true;
-    let timer: NodeJS.Timeout | undefined;
     const inner = Promise.resolve().then(check);
-    const run = Promise.race([
-      inner,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error('timeout')), CHECK_TIMEOUT_MS);
-      }),
-    ]);
+    const run = within(inner, CHECK_TIMEOUT_MS, timedOut);
     last = run;
     // The run's slot stays taken until the check itself settles, not its timeout: else each
     // timed-out caller started one more (a `select 1` each, until the pool was taken).
@@ -134,11 +133,8 @@ export function sharedCheck<T>(check: () => Promise<T>, holdMs = 1000): () => Pr
     };
     inner.then(free, free);
     run.then(
-      () => {
-        clearTimeout(timer);
-        succeededAt = performance.now();
-      },
-      () => clearTimeout(timer),
+      () => (succeededAt = performance.now()),
+      () => undefined,
     );
     return run;
   };
@@ -151,16 +147,10 @@ export async function probe(check: ReadinessCheck): Promise<ProbeOutcome> {
 
 /** As `probe`, keeping a check's report. */
 async function inspect(check: ReadinessCheck): Promise<ReadinessReport> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error('timeout')), CHECK_TIMEOUT_MS);
-  });
   try {
-    const report = (await Promise.race([check(), timeout])) ?? 'up';
+    const report = (await within(check(), CHECK_TIMEOUT_MS, timedOut)) ?? 'up';
     return typeof report === 'string' ? { status: report } : report;
   } catch {
     return { status: 'down' };
-  } finally {
-    clearTimeout(timer);
   }
 }

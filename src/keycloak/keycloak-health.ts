@@ -1,5 +1,6 @@
 import { CHECK_TIMEOUT_MS, sharedCheck, type ReadinessReport } from '../http/health.router.ts';
 import { displayUrlOf, type KeycloakNode, type KeycloakNodes } from './keycloak-nodes.ts';
+import { within } from '../time/within.ts';
 
 /**
  * The readiness check of Keycloak: probes every node (updating its state). Up when all answer;
@@ -19,7 +20,7 @@ export async function checkKeycloakNodes(
   // whether one has answered by now, not left to a timeout that would report a plain `down`.
   const all = nodes.reached
     ? await probeAll()
-    : await within(probeAll(), FIRST_ANSWER_WAIT_MS, nodes.all);
+    : await answerOr(probeAll(), FIRST_ANSWER_WAIT_MS, nodes.all);
   // A node's initial `up` means "not yet known": no node is up before one has answered.
   const up = nodes.reached ? all.filter((node) => node.state === 'up').length : 0;
   const status = up === all.length ? 'up' : up > 0 ? 'degraded' : 'down';
@@ -43,16 +44,12 @@ export async function checkKeycloakNodes(
 const FIRST_ANSWER_WAIT_MS = CHECK_TIMEOUT_MS / 2;
 
 /** What `probing` resolves to within `ms`; `otherwise` if it takes longer or fails. */
-async function within<T>(probing: Promise<T>, ms: number, otherwise: T): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const waited = new Promise<T>((resolve) => {
-    timer = setTimeout(() => resolve(otherwise), ms);
-  });
-  try {
-    return await Promise.race([probing.catch(() => otherwise), waited]);
-  } finally {
-    clearTimeout(timer);
-  }
+function answerOr<T>(probing: Promise<T>, ms: number, otherwise: T): Promise<T> {
+  return within(
+    probing.catch(() => otherwise),
+    ms,
+    () => otherwise,
+  );
 }
 
 /**

@@ -8,7 +8,7 @@ import type { AdminSession } from '../keycloak/admin-session.ts';
 import type { ServiceAdmin } from '../keycloak/service-admin.ts';
 import type { Clock } from '../time/clock.ts';
 import { backchannelLogoutUrlOf } from '../auth-proxy/backchannel-logout.ts';
-import type { TokenBindingStore } from '../auth-proxy/token-bindings.ts';
+import type { AuthProxyArea } from '../auth-proxy/auth-proxy.area.ts';
 import type { ReadinessCheck } from '../http/health.router.ts';
 import { createRealmAlignment, type RealmAlignment } from './realm-alignment.ts';
 import { createRealmAlignmentsRepo } from './realm-alignments.repo.ts';
@@ -126,8 +126,8 @@ export function buildPlatform(
     | 'dpopSwitches'
   >,
   tenants: Tenants,
-  /** The keys password grants' sessions are bound to (auth-proxy/token-bindings.ts). */
-  tokenBindings: TokenBindingStore,
+  /** The keys password grants' sessions are bound to, and the revocations of ended sessions. */
+  authProxy: Pick<AuthProxyArea, 'tokenBindings' | 'access'>,
   /** The audit log's part in an organization's creation (provisioning.service.ts). */
   organizationBegins: OrganizationBeginning,
   /** A new organization's realm's settings besides the template's (the audit log's events). */
@@ -156,7 +156,11 @@ export function buildPlatform(
       admin: keycloak.serviceAdmin,
       revocations,
       details: auth.tokenDetails,
-      bindings: tokenBindings,
+      bindings: authProxy.tokenBindings,
+      refuseEnded: async (realm, userId, sessionIds) => {
+        const refuse = await authProxy.access.endSessions(realm, sessionIds, userId);
+        await refuse();
+      },
       ...tokenBounds,
     }),
     provisioning: createProvisioningService({

@@ -9,6 +9,7 @@ import { apiClientIdOf } from '../tenancy/identifiers.ts';
 import { longestAccessTokenSeconds } from './realm-admin/users.ts';
 import {
   adminCall,
+  clientNamed,
   endedSessionIds,
   otherClientsOfflineSessionIds,
   userSessions,
@@ -55,6 +56,12 @@ export function createRefreshTokensService(deps: {
   details: TokenDetailsStore;
   /** The keys bound sessions' tokens are bound to (DPoP), in the same rows as `details`. */
   bindings: TokenBindingStore;
+  /**
+   * Refuses the access tokens of the user's sessions Keycloak has ended, on every replica, for as
+   * long as one of the realm's may live, or a day when Keycloak cannot say how long
+   * (auth-proxy/access-revocations.ts `endSessions`).
+   */
+  refuseEnded: (realm: string, userId: string, sessionIds: readonly string[]) => Promise<void>;
   basicCacheSeconds: number;
   leewaySeconds: number;
 }): RefreshTokensService {
@@ -63,11 +70,7 @@ export function createRefreshTokensService(deps: {
   ): Promise<{ sessions: OfflineSession[]; limits: SessionLimits; clientUuid: string }> {
     const realm = principal.realm;
     return deps.admin.run(realm, async (admin) => {
-      const [client] = await adminCall('offlineSessionsUnreadable', () =>
-        admin.clients.find({ realm, clientId: apiClientIdOf(realm) }),
-      );
-      if (!client?.id)
-        throw new AppError('offlineSessionsUnreadable', { message: 'The API client is missing.' });
+      const client = await clientNamed(admin, realm, apiClientIdOf(realm), true);
       const clientUuid = client.id;
       // One after the other, so that a failure always names the same step.
       const raw = await adminCall('offlineSessionsUnreadable', () =>
@@ -130,8 +133,8 @@ export function createRefreshTokensService(deps: {
       // the read lives on whole (issued during the call). Revoking the client's consent instead
       // would also end those, unseen, leaving their access tokens accepted here.
       const offlineIds = sessions.map((s) => s.id);
-      const offlineFailure = await endSessions(principal.realm, offlineIds, true);
-      const failure = (await endSessions(principal.realm, online, false)) ?? offlineFailure;
+      const offlineFailure = await endInKeycloak(principal.realm, offlineIds, true);
+      const failure = (await endInKeycloak(principal.realm, online, false)) ?? offlineFailure;
       // Refused even when an end failed: the answer is then 500, and the retry ends the rest.
       await revoke(principal, [...new Set([...offlineIds, ...online])], limits);
       if (failure) throw failure;
@@ -167,10 +170,10 @@ export function createRefreshTokensService(deps: {
       // tokens are refused whatever Keycloak answered (one that timed out may have ended it; a
       // retry would find it no longer listed, 404, and leave its access tokens accepted).
       const offlineFailure = ends.offline
-        ? await endSessions(principal.realm, [id], true)
+        ? await endInKeycloak(principal.realm, [id], true)
         : undefined;
       const onlineFailure = ends.online
-        ? await endSessions(principal.realm, [id], false)
+        ? await endInKeycloak(principal.realm, [id], false)
         : undefined;
       await revoke(principal, [id], { ...limits, accessTokenSeconds: ends.accessTokenSeconds });
       const failure = offlineFailure ?? onlineFailure;
@@ -208,7 +211,7 @@ export function createRefreshTokensService(deps: {
    * Every one is tried; the first failure is given back, not thrown, so that the caller refuses
    * their access tokens whatever happened.
    */
-  async function endSessions(
+  async function endInKeycloak(
     realm: string,
     ids: string[],
     isOffline: boolean,
@@ -259,23 +262,10 @@ export function createRefreshTokensService(deps: {
       rows.map((row) => row.sessionId),
       listed,
     );
-    // Without their records, a replica that never read them would admit the sessions'
-    // unexpired access tokens with their user's whole reach: refused as long as one may live.
-    // That lifetime unread, the rows stay for the next list.
-    const longest =
-      ended.length === 0
-        ? undefined
-        : await deps.admin
-            .run(realm, (admin) => longestAccessTokenSeconds(admin, realm))
-            .catch(() => undefined);
-    if (longest !== undefined) {
-      await deps.revocations.revoke({
-        realm,
-        userId,
-        sessionIds: ended,
-        ttlSeconds: longest + deps.leewaySeconds,
-        userTtlSeconds: 0,
-      });
+    if (ended.length > 0) {
+      // Without their records, a replica that never read them would admit the sessions'
+      // unexpired access tokens with their user's whole reach: refused first.
+      await deps.refuseEnded(realm, userId, ended);
       await deps.details.forget(realm, userId, ended);
     }
     return listedRows(rows, sessions);

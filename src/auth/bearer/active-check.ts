@@ -8,6 +8,7 @@ import { AuthFailure } from '../auth-failure.ts';
 import type { Principal } from '../../tenancy/principal.ts';
 import type { RevocationList } from '../revocation.ts';
 import { systemClock, type Clock } from '../../time/clock.ts';
+import { within } from '../../time/within.ts';
 import type { Answer } from '../answer.ts';
 
 export interface ActiveCheck {
@@ -144,20 +145,12 @@ export function createActiveCheck(options: {
   }
 
   /** The answer, or true (served) when it takes longer than `waitMs`. */
-  async function within(answer: Promise<boolean>): Promise<boolean> {
+  async function servedWithin(answer: Promise<boolean>): Promise<boolean> {
     if (options.waitMs === 0) return true;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<boolean>((resolve) => {
-      timer = setTimeout(() => {
-        options.metrics.recheck('late');
-        resolve(true);
-      }, options.waitMs);
+    return within(answer, options.waitMs, () => {
+      options.metrics.recheck('late');
+      return true;
     });
-    try {
-      return await Promise.race([answer, late]);
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   const refused = (principal: Principal) =>
@@ -174,7 +167,7 @@ export function createActiveCheck(options: {
         answer = start(token, principal);
         if (answer === undefined) return undefined;
       }
-      return within(answer).then((active) => {
+      return servedWithin(answer).then((active) => {
         if (!active) throw refused(principal);
       });
     },

@@ -3,6 +3,7 @@ import type { Cache } from '../../cache/cache.ts';
 import { TtlLru } from '../../cache/ttl-lru.ts';
 import { REALM_GONE_MESSAGE } from '../../keycloak/realm-gone.ts';
 import { systemClock, type Clock } from '../../time/clock.ts';
+import { within } from '../../time/within.ts';
 import type { Answer } from '../answer.ts';
 import { AuthFailure } from '../auth-failure.ts';
 import type { GoneRealms } from '../gone-realms.ts';
@@ -193,27 +194,22 @@ export function createDpopSwitches(options: {
    * The first read of `realm`'s switch, or undefined when it fails or takes longer than
    * `waitMs` (then `overdue` until it settles); a realm gone is said as it is.
    */
-  async function within(realm: string, answer: Promise<boolean>): Promise<boolean | undefined> {
+  async function firstReadWithin(
+    realm: string,
+    answer: Promise<boolean>,
+  ): Promise<boolean | undefined> {
     const settled = answer.catch((err: unknown) =>
       err instanceof AppError && err.code === 'organizationNotFound' ? realmGone(err) : undefined,
     );
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<undefined>((resolve) => {
-      timer = setTimeout(() => {
-        overdue.set(realm, settled);
-        void settled.finally(() => {
-          if (overdue.get(realm) === settled) overdue.delete(realm);
-        });
-        resolve(undefined);
-      }, waitMs);
+    const outcome = await within(settled, waitMs, () => {
+      overdue.set(realm, settled);
+      void settled.finally(() => {
+        if (overdue.get(realm) === settled) overdue.delete(realm);
+      });
+      return undefined;
     });
-    try {
-      const outcome = await Promise.race([settled, late]);
-      if (outcome instanceof AuthFailure) throw outcome;
-      return outcome;
-    } finally {
-      clearTimeout(timer);
-    }
+    if (outcome instanceof AuthFailure) throw outcome;
+    return outcome;
   }
 
   return {
@@ -228,7 +224,7 @@ export function createDpopSwitches(options: {
       const known = switches.get(realm);
       if (known === undefined) {
         if (overdue.has(realm)) return false;
-        return within(realm, firstRead(realm)).then((required) => required ?? false);
+        return firstReadWithin(realm, firstRead(realm)).then((required) => required ?? false);
       }
       if (clock.now() - known.at >= SWITCH_FRESH_MS) {
         // A realm found gone is told to the shared memory by `readAgain`; an outage keeps the

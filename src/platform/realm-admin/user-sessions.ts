@@ -1,3 +1,5 @@
+import type KcAdminClient from '@keycloak/keycloak-admin-client';
+import type ClientRepresentation from '@keycloak/keycloak-admin-client/lib/defs/clientRepresentation.js';
 import type UserConsentRepresentation from '@keycloak/keycloak-admin-client/lib/defs/userConsentRepresentation.js';
 import type UserSessionRepresentation from '@keycloak/keycloak-admin-client/lib/defs/userSessionRepresentation.js';
 import { AppError, type ErrorCode } from '../../envelope/errors.ts';
@@ -19,6 +21,41 @@ export async function adminCall<T>(code: ErrorCode, work: () => Promise<T>): Pro
   }
 }
 
+/**
+ * The realm's client `clientId`; undefined when it is gone, unless it is `required` (the API
+ * client: one the gateway cannot see is no proof that its sessions ended, nor a list of them).
+ */
+export async function clientNamed(
+  admin: KcAdminClient,
+  realm: string,
+  clientId: string,
+  required: true,
+): Promise<KnownClient>;
+export async function clientNamed(
+  admin: KcAdminClient,
+  realm: string,
+  clientId: string,
+  required: boolean,
+): Promise<KnownClient | undefined>;
+export async function clientNamed(
+  admin: KcAdminClient,
+  realm: string,
+  clientId: string,
+  required: boolean,
+): Promise<KnownClient | undefined> {
+  const [client] = await adminCall('offlineSessionsUnreadable', () =>
+    admin.clients.find({ realm, clientId }),
+  );
+  if (client?.id) return { ...client, id: client.id };
+  if (required) {
+    throw new AppError('offlineSessionsUnreadable', { message: 'The API client is missing.' });
+  }
+  return undefined;
+}
+
+/** A client as the admin API answers it, with the id it always has. */
+type KnownClient = ClientRepresentation & { id: string };
+
 /** The user's online sessions, of every client. */
 export function userSessions(
   serviceAdmin: ServiceAdmin,
@@ -30,11 +67,7 @@ export function userSessions(
   );
 }
 
-/**
- * The ids of the user's offline sessions of one client (its client id); none when it is gone,
- * unless it is `required` (the API client: one the gateway cannot see is no proof that its
- * sessions ended).
- */
+/** The ids of the user's offline sessions of one client (its client id): as `clientNamed`. */
 async function offlineSessionIdsOf(
   serviceAdmin: ServiceAdmin,
   realm: string,
@@ -43,14 +76,9 @@ async function offlineSessionIdsOf(
   required = false,
 ): Promise<string[]> {
   const sessions = await serviceAdmin.run(realm, async (admin) => {
-    const [client] = await adminCall('offlineSessionsUnreadable', () =>
-      admin.clients.find({ realm, clientId }),
-    );
-    if (!client?.id && required) {
-      throw new AppError('offlineSessionsUnreadable', { message: 'The API client is missing.' });
-    }
+    const client = await clientNamed(admin, realm, clientId, required);
     // A client deleted since took its sessions along.
-    if (!client?.id) return [];
+    if (client === undefined) return [];
     const clientUuid = client.id;
     return adminCall('offlineSessionsUnreadable', () =>
       admin.users.listOfflineSessions({ realm, id: userId, clientId: clientUuid }),

@@ -35,7 +35,7 @@ describe('the revocations of a session or a user', () => {
   it("refuse a session's tokens as long as the realm's tokens live, its cached logins with it", async () => {
     const { access, revoked } = revocationsWith(() => Promise.resolve(300));
     await (
-      await access.endSession('acme', 's1', 'u1')
+      await access.endSessions('acme', ['s1'], 'u1')
     )();
     expect(revoked).toEqual([
       { realm: 'acme', userId: 'u1', sessionIds: ['s1'], ttlSeconds: 305, userTtlSeconds: 0 },
@@ -77,17 +77,17 @@ describe('the revocations of a session or a user', () => {
 
   it('read the realm lifetime twice for a burst of endings: the read in flight, and one after', async () => {
     const { access, reads } = revocationsWith(() => Promise.resolve(300));
-    await Promise.all(Array.from({ length: 200 }, (_, i) => access.endSession('acme', `s${i}`)));
+    await Promise.all(Array.from({ length: 200 }, (_, i) => access.endSessions('acme', [`s${i}`])));
     expect(reads).toEqual(['acme', 'acme']);
   });
 
   it('size each refusal by a read begun after the ending came, not by an older one', async () => {
     let lifetime = 300;
     const { access, revoked, reads } = revocationsWith(() => Promise.resolve(lifetime));
-    const first = access.endSession('acme', 's1');
+    const first = access.endSessions('acme', ['s1']);
     // The administrator lengthens the lifetime while the first ending's read is in flight.
     lifetime = 86400;
-    const second = access.endSession('acme', 's2');
+    const second = access.endSessions('acme', ['s2']);
     await (
       await first
     )();
@@ -97,7 +97,7 @@ describe('the revocations of a session or a user', () => {
     // And once the reads are over, the next ending reads again.
     lifetime = 3600;
     await (
-      await access.endSession('acme', 's3')
+      await access.endSessions('acme', ['s3'])
     )();
     expect(revoked.map((revocation) => revocation.ttlSeconds)).toEqual([305, 86405, 3605]);
     expect(reads).toEqual(['acme', 'acme', 'acme']);
@@ -106,9 +106,9 @@ describe('the revocations of a session or a user', () => {
   it('refuse for a day when the lifetime cannot be read, and ask again next time', async () => {
     const { access, revoked, reads } = revocationsWith(() => Promise.reject(new Error('503')));
     await (
-      await access.endSession('acme', 's1')
+      await access.endSessions('acme', ['s1'])
     )();
-    await access.endSession('acme', 's2');
+    await access.endSessions('acme', ['s2']);
     expect(revoked[0]?.ttlSeconds).toBe(DAY);
     expect(reads).toEqual(['acme', 'acme']);
   });
@@ -116,7 +116,7 @@ describe('the revocations of a session or a user', () => {
   it('with a wait bound, are prepared within it while the admin API hangs (for a day)', async () => {
     vi.useFakeTimers();
     const { access, revoked } = revocationsWith(() => new Promise<number>(() => undefined));
-    const prepared = access.endSession('acme', 's1', 'u1', 1000);
+    const prepared = access.endSessions('acme', ['s1'], 'u1', 1000);
     await vi.advanceTimersByTimeAsync(1000);
     await (
       await prepared

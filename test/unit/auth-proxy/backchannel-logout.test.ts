@@ -27,10 +27,10 @@ let now = 0;
 let server: Server;
 let url: string;
 
-const access = {
-  endSession: (realm: string, sessionId: string, userId = '') =>
+const access: Pick<AccessRevocations, 'endSessions' | 'endUser'> = {
+  endSessions: (realm: string, sessionIds: readonly string[], userId = '') =>
     Promise.resolve(async () => {
-      events.push(`session ${realm} ${sessionId} ${userId}`);
+      events.push(`session ${realm} ${sessionIds.join(',')} ${userId}`);
       await new Promise<void>((resolve) => (release = resolve));
       events.push('recorded');
     }),
@@ -39,7 +39,7 @@ const access = {
       events.push(`user ${realm} ${userId} ${tokens}`);
       return Promise.resolve();
     }),
-} as unknown as AccessRevocations;
+};
 
 beforeAll(async () => {
   const app = express();
