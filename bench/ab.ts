@@ -8,7 +8,7 @@ import { FEEDER_CPUS, MEASURED_CPU, pinTree } from './affinity.ts';
 import { createProvisioner, WORKSPACE } from './fixtures.ts';
 import { runTogether, type LoadRequest } from './load.ts';
 import { pairedRounds } from './pairs.ts';
-import { cpuSeconds, procFile, startChild, stopAllChildren } from './processes.ts';
+import { cpuGrowth, cpuSeconds, procFile, startChild, stopAllChildren } from './processes.ts';
 import { automationPath, dpopRequest } from './scenarios.ts';
 import { DATA_DIR, origin, readArgs } from './settings.ts';
 import {
@@ -107,7 +107,7 @@ async function main(): Promise<void> {
   // B first: each round's ratio is B ÷ A, and by CPU A's cost ÷ B's.
   let databaseCpu = 0;
   const both = async (seconds: number) => {
-    const before = databaseCpuSeconds();
+    const before = databaseCpuByPid();
     const results = await runTogether(
       [...sides].reverse().map((side) => ({
         url: origin(side.port),
@@ -117,7 +117,7 @@ async function main(): Promise<void> {
       })),
       FEEDER_CPUS,
     );
-    databaseCpu = databaseCpuSeconds() - before;
+    databaseCpu = cpuGrowth(before, databaseCpuByPid());
     return results;
   };
   console.log(`before the rounds: ${loadAverage()}`);
@@ -148,14 +148,12 @@ async function main(): Promise<void> {
 }
 
 /** CPU seconds so far of PostgreSQL's backends on the bench's database and its shared writers. */
-function databaseCpuSeconds(): number {
+function databaseCpuByPid(): Map<number, number> {
   const counted = new RegExp(
     `^postgres: .*( ${DATABASE} |walwriter|background writer|checkpointer)`,
   );
-  const pids = readdirSync('/proc').filter(
-    (e) => /^\d+$/.test(e) && counted.test(procFile(e, 'cmdline')),
-  );
-  return pids.reduce((sum, pid) => sum + cpuSeconds(Number(pid)), 0);
+  const pids = readdirSync('/proc').filter((e) => counted.test(procFile(e, 'cmdline')));
+  return new Map(pids.map((pid) => [Number(pid), cpuSeconds(Number(pid))]));
 }
 
 type BenchKeycloak = { kc: LocalKeycloak; secrets: BenchSecrets };

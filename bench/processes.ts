@@ -190,5 +190,9 @@ export function cpuSeconds(pid: number): number {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND || 0;
 }
+
+/** CPU seconds used between two readings by pid; a process gone meanwhile is missed, never subtracted. */
+export const cpuGrowth = (before: Map<number, number>, after: Map<number, number>): number =>
+  [...after].reduce((sum, [pid, now]) => sum + Math.max(0, now - (before.get(pid) ?? 0)), 0);
 /** USER_HZ, 100 on every Linux the bench runs on (`getconf CLK_TCK`). */
 const CLOCK_TICKS_PER_SECOND = 100;

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCommand } from '../../../bench/command-process.ts';
 import {
+  cpuGrowth,
   lastWords,
   runToCompletion,
   startChild,
@@ -173,5 +174,23 @@ describe('lastWords', () => {
       "zstd: zlib.createZstdDecompress.bind(zlib) | TypeError: Cannot read properties of undefined (reading 'bind') | Node.js v20.20.2",
     );
     expect(lastWords([])).toBe('nothing on stderr');
+  });
+});
+
+describe('cpuGrowth', () => {
+  it('counts what each process alive at the second reading used since the first, never less than nothing', () => {
+    const before = new Map([
+      [10, 1.5],
+      [11, 4],
+      [12, 2],
+    ]);
+    // 10 used 0.25 s; 11 ended (a backend's connection closed); 12 ended as it was read (0);
+    // 13 started meanwhile and counts whole.
+    const after = new Map([
+      [10, 1.75],
+      [12, 0],
+      [13, 0.5],
+    ]);
+    expect(cpuGrowth(before, after)).toBeCloseTo(0.75, 10);
   });
 });
