@@ -154,3 +154,14 @@ export function createAccessRevocations(deps: AccessRevocationsDeps) {
 }
 
 export type AccessRevocations = ReturnType<typeof createAccessRevocations>;
+
+/**
+ * `endSessions` prepared and applied at once, for a caller with nothing to do between the two:
+ * the tokens of sessions Keycloak ended are refused on every replica.
+ */
+export type RefuseEndedSessions = (
+  realm: string,
+  sessionIds: readonly string[],
+  userId: string,
+  waitMs?: number,
+) => Promise<void>;

@@ -15,7 +15,7 @@ import { createSignedSessionReader } from '../auth/bearer/session-token.ts';
 import type { Cache } from '../cache/cache.ts';
 import type { Audit } from '../http/audit.ts';
 import type { RoleRef } from './access-endings.ts';
-import { createAccessRevocations, type AccessRevocations } from './access-revocations.ts';
+import { createAccessRevocations, type RefuseEndedSessions } from './access-revocations.ts';
 import { createAdminCallerCheck } from './admin-caller.ts';
 import { createAuthMount, type AuthAudit, type Listener } from './auth-steps.ts';
 import { createIdenticalGrants } from './identical-grants.ts';
@@ -36,10 +36,10 @@ export interface AuthProxyArea {
   /** The key each password grant's new session is bound to (DPoP), for the refresh-token list. */
   tokenBindings: TokenBindingStore;
   /**
-   * The revocations of sessions and users: the refresh-token list's refusal of the sessions
-   * whose records it drops goes through the same sizing as `/auth`'s.
+   * Refuses at once the tokens of sessions Keycloak ended, sized as every ending of `/auth` is
+   * (`AccessRevocations.endSessions`): the refresh-token list's, for the records it drops.
    */
-  access: AccessRevocations;
+  refuseEnded: RefuseEndedSessions;
 }
 
 /**
@@ -91,6 +91,10 @@ export function buildAuthProxy(
     logger,
   });
   const tokenBindings = createTokenBindingStore(shared.db);
+  const refuseEnded: RefuseEndedSessions = async (realm, sessionIds, userId, waitMs) => {
+    const refuse = await access.endSessions(realm, sessionIds, userId, waitMs);
+    await refuse();
+  };
   const deps = {
     logger,
     keycloakNodes: shared.keycloakNodes,
@@ -140,10 +144,7 @@ export function buildAuthProxy(
         accounts.endOfflineSession(realm, sessionId),
       endedSessions: (realm: string, userId: string, sessionIds: readonly string[]) =>
         accounts.endedSessions(realm, userId, sessionIds),
-      refuseSession: async (realm: string, sessionId: string, userId: string, waitMs: number) => {
-        const refuse = await access.endSessions(realm, [sessionId], userId, waitMs);
-        await refuse();
-      },
+      refuseEnded,
       lookupMs: config.KEYCLOAK_TIMEOUT_MS,
       logger,
       clock,
@@ -153,7 +154,7 @@ export function buildAuthProxy(
   return {
     mount: (listener) => createAuthMount(deps, listener),
     tokenBindings,
-    access,
+    refuseEnded,
     // What Keycloak announces it ended (OpenID Connect back-channel logout).
     backchannelLogout: backchannelLogout({
       verify: createLogoutTokenVerifier({

@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import { z } from 'zod';
+import type { RefuseEndedSessions } from './access-revocations.ts';
 import { realmOf } from './auth-routes.ts';
 import type { BearerVerifier } from '../auth/bearer/bearer-verifier.ts';
 import { reachExpired, type ReachStep } from '../auth/reach.ts';
@@ -150,15 +151,10 @@ export interface JobCredentialsDeps {
     sessionIds: readonly string[],
   ) => Promise<string[]>;
   /**
-   * Refuses, on every replica, the access tokens of a session Keycloak ended, for as long as
-   * one of the realm's may live (read within `waitMs`, else for a day).
+   * Refuses, on every replica, the access tokens of sessions Keycloak ended, for as long as one
+   * of the realm's may live (read within `waitMs`, else for a day).
    */
-  refuseSession: (
-    realm: string,
-    sessionId: string,
-    userId: string,
-    waitMs: number,
-  ) => Promise<void>;
+  refuseEnded: RefuseEndedSessions;
   /** How long the look for an ended session, and refusing it, may take (KEYCLOAK_TIMEOUT_MS). */
   lookupMs: number;
   logger: Logger;
@@ -457,7 +453,7 @@ async function freedName(
   if (!ended.includes(sessionId)) return false;
   // Within what is left of the same wait: one call's worth of a password attempt's bound.
   const left = Math.max(deps.lookupMs - (Date.now() - started), 0);
-  await deps.refuseSession(realm, sessionId, userId, left);
+  await deps.refuseEnded(realm, [sessionId], userId, left);
   await deps.store.forget(realm, userId, [sessionId]);
   return true;
 }

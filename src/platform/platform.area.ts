@@ -127,7 +127,7 @@ export function buildPlatform(
   >,
   tenants: Tenants,
   /** The keys password grants' sessions are bound to, and the revocations of ended sessions. */
-  authProxy: Pick<AuthProxyArea, 'tokenBindings' | 'access'>,
+  authProxy: Pick<AuthProxyArea, 'tokenBindings' | 'refuseEnded'>,
   /** The audit log's part in an organization's creation (provisioning.service.ts). */
   organizationBegins: OrganizationBeginning,
   /** A new organization's realm's settings besides the template's (the audit log's events). */
@@ -157,10 +157,7 @@ export function buildPlatform(
       revocations,
       details: auth.tokenDetails,
       bindings: authProxy.tokenBindings,
-      refuseEnded: async (realm, userId, sessionIds) => {
-        const refuse = await authProxy.access.endSessions(realm, sessionIds, userId);
-        await refuse();
-      },
+      refuseEnded: authProxy.refuseEnded,
       ...tokenBounds,
     }),
     provisioning: createProvisioningService({

@@ -61,7 +61,7 @@ export function createRefreshTokensService(deps: {
    * long as one of the realm's may live, or a day when Keycloak cannot say how long
    * (auth-proxy/access-revocations.ts `endSessions`).
    */
-  refuseEnded: (realm: string, userId: string, sessionIds: readonly string[]) => Promise<void>;
+  refuseEnded: (realm: string, sessionIds: readonly string[], userId: string) => Promise<void>;
   basicCacheSeconds: number;
   leewaySeconds: number;
 }): RefreshTokensService {
@@ -265,7 +265,7 @@ export function createRefreshTokensService(deps: {
     if (ended.length > 0) {
       // Without their records, a replica that never read them would admit the sessions'
       // unexpired access tokens with their user's whole reach: refused first.
-      await deps.refuseEnded(realm, userId, ended);
+      await deps.refuseEnded(realm, ended, userId);
       await deps.details.forget(realm, userId, ended);
     }
     return listedRows(rows, sessions);
