@@ -74,7 +74,47 @@ export async function chooseUnit(page: Page, group: ElementHandle, unit: string)
   await option!.click();
 }
 
-/** Waits for Keycloak's success alert (e.g. "Realm successfully updated"). */
-export async function waitForSuccess(page: Page): Promise<void> {
-  await page.waitForSelector('.pf-v5-c-alert.pf-m-success');
+/**
+ * Waits until no request of the page has been waiting for its answer for half a second: the
+ * console has its data (a realm, a client) and has filled its form with it. A click or a value
+ * typed before that may be undone when the form is filled, and a wait for what it should have
+ * shown would never end. False when that did not happen within 15 s (the page goes on as it is).
+ */
+export async function settled(page: Page): Promise<boolean> {
+  return page.waitForNetworkIdle({ idleTime: 500, timeout: 15_000 }).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** Keycloak's success and error alerts; those marked as shown before a save, and the others. */
+const ALERTS = '.pf-v5-c-alert.pf-m-success, .pf-v5-c-alert.pf-m-danger';
+const NEW_ALERTS =
+  '.pf-v5-c-alert.pf-m-success:not([data-before-save]), ' +
+  '.pf-v5-c-alert.pf-m-danger:not([data-before-save])';
+type AlertNode = {
+  classList: { contains(name: string): boolean };
+  setAttribute(name: string, value: string): void;
+  textContent: string | null;
+};
+
+/**
+ * Clicks a save button (`selector`) and waits for Keycloak's answer to it: a success alert (e.g.
+ * "Realm successfully updated"), or an error alert, whose text is then the error (rather than a
+ * wait that never ends). Alerts shown before the click (a failed load's) are marked and passed
+ * over.
+ */
+export async function saveAndWait(page: Page, selector: string): Promise<void> {
+  const button = await page.waitForSelector(selector);
+  await page.$$eval(ALERTS, (nodes) => {
+    for (const node of nodes) (node as unknown as AlertNode).setAttribute('data-before-save', '');
+  });
+  await button!.click();
+  const alert = await page.waitForSelector(NEW_ALERTS);
+  const failed = await alert!.evaluate((node) =>
+    (node as unknown as AlertNode).classList.contains('pf-m-danger')
+      ? ((node as unknown as AlertNode).textContent ?? '')
+      : undefined,
+  );
+  if (failed !== undefined) throw new Error(`the console could not save: ${failed}`);
 }

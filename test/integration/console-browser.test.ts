@@ -4,10 +4,11 @@ import { apiClientIdOf } from '../../src/tenancy/identifiers.ts';
 import {
   chooseUnit,
   launchChromium,
+  saveAndWait,
   screenshot,
+  settled,
   signIn,
   typeNumber,
-  waitForSuccess,
 } from '../helpers/browser.ts';
 import {
   createOrganizationRealm,
@@ -83,16 +84,39 @@ describe('the administrators console (spec 5.3) in a real browser', () => {
     const page = await browser.newPage();
     page.setDefaultTimeout(STEPS_BUDGET_MS);
     pages.push(page);
+    const tab = pages.length - 1;
+    const note = (what: string) => happenings.push(`${seconds()} s tab ${tab}: ${what}`);
+    page.on('pageerror', (err) =>
+      note(`page error ${err instanceof Error ? err.message : String(err)}`),
+    );
+    page.on('requestfailed', (request) =>
+      note(`${request.method()} ${request.url()} failed: ${request.failure()?.errorText}`),
+    );
+    page.on('response', (response) => {
+      if (response.status() >= 400) {
+        note(`${response.request().method()} ${response.url()} answered ${response.status()}`);
+      }
+    });
     // Not 'load': the console may already be on its way to the login page by then.
     await page.goto(url, { waitUntil: 'domcontentloaded' });
     return page;
   }
 
+  let started = Date.now();
+  const seconds = () => ((Date.now() - started) / 1000).toFixed(1);
+  /** The steps as they began and what the tabs met (errors, failed requests), for a failure. */
+  const happenings: string[] = [];
   let step = 'start';
   /** Names the step under way, for the failure message. */
   const at = (name: string) => {
     step = name;
+    happenings.push(`${seconds()} s step: ${name}`);
   };
+
+  /** `settled`, noted in the timeline when the page was still loading after its wait. */
+  async function settle(page: Page): Promise<void> {
+    if (!(await settled(page))) happenings.push(`${seconds()} s: a tab still loading after 15 s`);
+  }
 
   /**
    * Runs `steps` within `budgetMs` (less than the test's timeout, so the tabs are still open);
@@ -103,6 +127,7 @@ describe('the administrators console (spec 5.3) in a real browser', () => {
     budgetMs: number,
     steps: () => Promise<void>,
   ): Promise<void> {
+    started = Date.now();
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<never>((_resolve, reject) => {
       timer = setTimeout(() => reject(new Error(`not done within ${budgetMs} ms`)), budgetMs);
@@ -113,7 +138,12 @@ describe('the administrators console (spec 5.3) in a real browser', () => {
       const files = await Promise.all(
         pages.map((page, i) => screenshot(page, `${name}-${i}`).catch((e: Error) => e.message)),
       );
-      console.error(`browser test failed at step "${step}"; screenshots:\n${files.join('\n')}`);
+      console.error(
+        `browser test failed at step "${step}"; what happened:\n${happenings.join('\n')}\n` +
+          `screenshots:\n${files.join('\n')}`,
+      );
+      // The step in the error itself: a CI summary shows the error, not always the log above.
+      if (err instanceof Error) err.message = `at step "${step}": ${err.message}`;
       throw err;
     } finally {
       clearTimeout(timer);
@@ -137,13 +167,14 @@ describe('the administrators console (spec 5.3) in a real browser', () => {
       // 2. Clients → _<org>-api → Advanced → Advanced settings → Access Token Lifespan.
       at('open the clients of the organization realm');
       const clients = await open(consoleAt(`/realms/${org}/clients`));
-      const link = await clients.waitForSelector(
-        `::-p-xpath(//a[normalize-space(.)="${apiClientIdOf(org)}"])`,
-      );
+      const clientLink = `::-p-xpath(//a[normalize-space(.)="${apiClientIdOf(org)}"])`;
+      await clients.waitForSelector(clientLink);
       expect(clients.url()).toBe(consoleAt(`/${org}/clients`));
+      await settle(clients);
       at('client > Advanced > Access Token Lifespan');
-      await link!.click();
+      await clients.click(clientLink);
       await clients.waitForSelector('[data-testid="advancedTab"]');
+      await settle(clients);
       await clients.click('[data-testid="advancedTab"]');
       const lifespan = await clients.waitForSelector(
         '[data-testid="token-lifespan-accessTokenLifespan"]',
@@ -151,12 +182,11 @@ describe('the administrators console (spec 5.3) in a real browser', () => {
       await chooseUnit(clients, lifespan!, 'Hours');
       await typeNumber((await lifespan!.waitForSelector('input[type="number"]'))!, 2);
       // The Advanced tab has one Save per section: the first after the field is its section's.
-      const save = await clients.waitForSelector(
+      at('save the Advanced settings section');
+      await saveAndWait(
+        clients,
         '::-p-xpath(//*[@data-testid="token-lifespan-accessTokenLifespan"]/following::button[@data-testid="OIDCAdvancedSave"][1])',
       );
-      at('save the Advanced settings section');
-      await save!.click();
-      await waitForSuccess(clients);
 
       // 3. Realm settings → Sessions → Offline Session Idle and Offline Session Max (in days,
       // the unit the realm's 365 days already show).
@@ -164,6 +194,7 @@ describe('the administrators console (spec 5.3) in a real browser', () => {
       const settings = await open(consoleAt(`/realms/${org}`));
       await settings.waitForSelector('[data-testid="rs-sessions-tab"]');
       expect(settings.url()).toBe(consoleAt(`/${org}/realm-settings`));
+      await settle(settings);
       await settings.click('[data-testid="rs-sessions-tab"]');
       const limited = await settings.waitForSelector('[data-testid="offline-session-max-switch"]');
       if (
@@ -176,8 +207,7 @@ describe('the administrators console (spec 5.3) in a real browser', () => {
       const max = await settings.waitForSelector('[data-testid="offline-session-max-input"]');
       await typeNumber(max!, 30);
       at('save the Sessions tab');
-      await settings.click('[data-testid="sessions-tab-save"]');
-      await waitForSuccess(settings);
+      await saveAndWait(settings, '[data-testid="sessions-tab-save"]');
     });
 
     // 4. The next password grant through the public listener shows both.
