@@ -80,7 +80,7 @@ export interface BackchannelLogoutDeps {
   /** The revocations of a session or a user, shared with what passes through `/auth`. */
   access: Pick<AccessRevocations, 'endSessions' | 'endUser'>;
   /** Where each `jti` is marked used: Redis, shared by the replicas (else this process). */
-  cache: Pick<Cache, 'increment'>;
+  cache: Pick<Cache, 'increment' | 'delete'>;
   /** How long a `jti` is remembered: as long as its token's `iat` is accepted. */
   replayWindowSeconds: number;
   metrics: BackchannelMetrics;
@@ -123,10 +123,13 @@ export function backchannelLogout(deps: BackchannelLogoutDeps): RequestHandler {
     answer(res, 400, '{"error":"invalid_request"}');
   }
 
+  /** Where the issuer's `jti` is marked used, on every replica. */
+  const usedKey = (token: LogoutToken) =>
+    `backchannel-jti:${hash('sha256', `${token.issuer}\u0000${token.tokenId}`, 'base64url')}`;
+
   /** True the first time the issuer's `jti` is seen within the window, on any replica. */
   async function firstUse(token: LogoutToken): Promise<boolean> {
-    const key = `backchannel-jti:${hash('sha256', `${token.issuer}\u0000${token.tokenId}`, 'base64url')}`;
-    return (await deps.cache.increment(key, windowMs)).count === 1;
+    return (await deps.cache.increment(usedKey(token), windowMs)).count === 1;
   }
 
   async function end(token: LogoutToken): Promise<void> {
@@ -148,7 +151,13 @@ export function backchannelLogout(deps: BackchannelLogoutDeps): RequestHandler {
     if ('refused' in verdict) return refuse(req, res, verdict.refused);
     const { token } = verdict;
     if (!(await firstUse(token))) return refuse(req, res, 'replayed');
-    await end(token);
+    try {
+      await end(token);
+    } catch (err) {
+      // Nothing ended: the same token sent again (by Keycloak, by an operator) is no replay.
+      await deps.cache.delete(usedKey(token)).catch(() => undefined);
+      throw err;
+    }
     deps.metrics.backchannelLogout('accepted');
     deps.audit.record({
       action: 'backchannel_logout.apply',

@@ -47,9 +47,13 @@ interface FormAttempt {
   realm: string;
   /** Undefined when the page posts none (identity-first login, the one-time-password page). */
   username: string | undefined;
-  /** The field of the secret: a wrong one is answered with a page asking for it again. */
-  field: (typeof SECRET_FIELDS)[number];
-  /** What it posted in `field`. */
+  /**
+   * The secret fields it posts, in `SECRET_FIELDS`' order: a wrong secret is answered with the
+   * page asking for it again. Keycloak checks the one its page asks for, whatever else is
+   * posted beside it (a password beside a one-time password guessed on the second factor's page).
+   */
+  fields: SecretField[];
+  /** What it posted in the first of `fields`. */
   password: string;
 }
 
@@ -58,6 +62,7 @@ interface FormAttempt {
  * code (the second factor's page of Keycloak's recovery codes).
  */
 const SECRET_FIELDS = ['password', 'otp', 'totp', 'recoveryCodeInput'] as const;
+type SecretField = (typeof SECRET_FIELDS)[number];
 
 /**
  * The password attempt of `kind` a `/auth` request carries, from the form the form guard has
@@ -91,8 +96,9 @@ export function passwordAttemptOf(
   // login reads `totp` when no `otp` comes, and its password form checks `password` whatever
   // else is posted, so a `totpSecret` added elsewhere must not take a guess past the throttle.
   if (form.has('totpSecret') && isRequiredActionPage(req)) return undefined;
-  const field = SECRET_FIELDS.find((name) => form.has(name));
-  return field ? { kind, realm, username, field, password: form.get(field)! } : undefined;
+  const fields = SECRET_FIELDS.filter((name) => form.has(name));
+  if (fields.length === 0) return undefined;
+  return { kind, realm, username, fields, password: form.get(fields[0]!)! };
 }
 
 /**
@@ -304,9 +310,14 @@ async function outcomeOf(
 ): Promise<AttemptOutcome> {
   if (answer.status >= 500) return 'released';
   if (attempt.kind === 'form') {
-    const outcome = formOutcomeOf(answer, attempt.field);
+    const outcome = formOutcomeOf(answer, attempt.fields);
     // Only a page posting the account and its password says whose password was right.
-    if (outcome === 'loggedIn' && attempt.username !== undefined && attempt.field === 'password') {
+    if (
+      outcome === 'loggedIn' &&
+      attempt.username !== undefined &&
+      attempt.fields.length === 1 &&
+      attempt.fields[0] === 'password'
+    ) {
       const { realm, username, password } = attempt;
       await deps.failedLogins.succeeded({ channel: 'grant', realm, username, password });
     }
@@ -352,15 +363,16 @@ const fieldPattern = (name: string) => new RegExp(`\\bname\\s*=\\s*["']?${name}[
 const SECRET_FIELD_PATTERNS = new Map(SECRET_FIELDS.map((name) => [name, fieldPattern(name)]));
 
 /**
- * What Keycloak's answer to its login page says of the secret posted in `field` (a password, or
- * a one-time password), read from the answer itself: Keycloak answers a wrong one with the page
- * asking for it again (200), and a right one with the next step, a redirect or, for an account
- * with a one-time password, that step's page (200 too).
- * - `refused`: a page with the `field` again, or an answer not read (not an HTML page, or
- *   compressed though asked for uncompressed, or a redirect to no URL);
+ * What Keycloak's answer to its login page says of the secrets posted in `fields` (a password, a
+ * one-time password, a recovery code), read from the answer itself: Keycloak answers a wrong one
+ * with the page asking for it again (200), and a right one with the next step, a redirect or,
+ * for an account with a one-time password, that step's page (200 too).
+ * - `refused`: a page with one of `fields` again (whichever of them the page checked, so a
+ *   password posted beside a one-time password never hides a wrong one), or an answer not read
+ *   (not an HTML page, or compressed though asked for uncompressed, or a redirect to no URL);
  * - `loggedIn`: a redirect out of the login pages (to the client, with its code);
  * - `noVerdict`: a redirect back into the login pages (the form posted twice or stale, or an
- *   action the account must take) or a page without the field (the next step's, or an error
+ *   action the account must take) or a page without those fields (the next step's, or an error
  *   page): the secret was accepted or never checked.
  * A login on the form never clears the failures of the pair: whose login a redirect completes
  * is not in the answer (the browser may hold another account's session). `loggedIn` is only
@@ -368,7 +380,7 @@ const SECRET_FIELD_PATTERNS = new Map(SECRET_FIELDS.map((name) => [name, fieldPa
  */
 export function formOutcomeOf(
   answer: GrantAnswer,
-  field: FormAttempt['field'] = 'password',
+  fields: readonly SecretField[] = ['password'],
 ): 'refused' | 'loggedIn' | 'noVerdict' {
   if (answer.status >= 300 && answer.status < 400) {
     const location = URL.parse(answer.headers.location ?? '', 'http://keycloak.invalid');
@@ -377,7 +389,10 @@ export function formOutcomeOf(
     return location.pathname.includes('/login-actions/') ? 'noVerdict' : 'loggedIn';
   }
   const page = /<html[\s>]/i.test(answer.body);
-  return !page || SECRET_FIELD_PATTERNS.get(field)!.test(answer.body) ? 'refused' : 'noVerdict';
+  if (!page) return 'refused';
+  return fields.some((field) => SECRET_FIELD_PATTERNS.get(field)!.test(answer.body))
+    ? 'refused'
+    : 'noVerdict';
 }
 
 /** A password grant whose body is no form, as the token endpoint refuses it. */

@@ -465,6 +465,38 @@ describe('login throttle on login pages that post no user name', () => {
     expect(String(login.headers.location)).toMatch(/^http:\/\/127\.0\.0\.1:9\/callback\?/);
   });
 
+  it('wrong one-time passwords posted beside a password count too (Keycloak checks the one-time password alone)', async () => {
+    const owner = await createUser(org, { workspaceRoles: ['ws1'], otp: true });
+    const { url, cookie } = await passwordPage('127.0.0.28', owner);
+    const otpPage = await post('127.0.0.28', url, cookie, { password: owner.password });
+    expect(otpPage.text).toMatch(/name="otp"/);
+    let action = actionOf(otpPage.text);
+    const wrong = currentTotp(owner.otpSecret!) === '000000' ? '111111' : '000000';
+    const statuses: number[] = [];
+    for (let i = 0; i < 7; i++) {
+      const guess = await post('127.0.0.28', action, cookie, { otp: wrong, password: 'any' });
+      statuses.push(guess.status);
+      if (guess.status === 200) {
+        // Keycloak's answer: its one-time password page again, with no password field.
+        expect(guess.text).toMatch(/name="otp"/);
+        expect(guess.text).not.toMatch(/name="password"/);
+        action = actionOf(guess.text);
+      }
+    }
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429]);
+    // The right one beside a password, from another address, logs in.
+    const other = await passwordPage('127.0.0.29', owner);
+    const otherOtp = await post('127.0.0.29', other.url, other.cookie, {
+      password: owner.password,
+    });
+    const login = await post('127.0.0.29', actionOf(otherOtp.text), other.cookie, {
+      otp: currentTotp(owner.otpSecret!),
+      password: 'any',
+    });
+    expect(login.status).toBe(302);
+    expect(String(login.headers.location)).toMatch(/^http:\/\/127\.0\.0\.1:9\/callback\?/);
+  });
+
   it('wrong recovery codes on the login form count against the address; a right one logs in', async () => {
     const admin = await keycloakAdmin();
     // Recovery codes as a second factor of the realm's browser login, beside the one-time password.

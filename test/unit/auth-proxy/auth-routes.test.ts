@@ -353,7 +353,7 @@ describe('each /auth request runs the steps its entry names, in the order of the
         kind: 'form',
         realm: 'acme',
         username: 'bob',
-        field: 'password',
+        fields: ['password'],
       });
     }
     // A password or one-time password posted without a user name (identity-first login, the
@@ -363,11 +363,16 @@ describe('each /auth request runs the steps its entry names, in the order of the
         request('POST', '/auth/realms/acme/login-actions/authenticate', body),
         'form',
       );
-    expect(form('password=p')).toMatchObject({ username: undefined, field: 'password' });
-    expect(form('username=&password=p')).toMatchObject({ username: undefined, field: 'password' });
-    expect(form('otp=123456')).toMatchObject({ username: undefined, field: 'otp' });
-    expect(form('totp=123456')).toMatchObject({ username: undefined, field: 'totp' });
-    expect(form('recoveryCodeInput=c')).toMatchObject({ field: 'recoveryCodeInput' });
+    expect(form('password=p')).toMatchObject({ username: undefined, fields: ['password'] });
+    expect(form('username=&password=p')).toMatchObject({
+      username: undefined,
+      fields: ['password'],
+    });
+    expect(form('otp=123456')).toMatchObject({ username: undefined, fields: ['otp'] });
+    expect(form('totp=123456')).toMatchObject({ username: undefined, fields: ['totp'] });
+    expect(form('recoveryCodeInput=c')).toMatchObject({ fields: ['recoveryCodeInput'] });
+    // Every secret posted: the page's own field decides, whatever is posted beside it.
+    expect(form('otp=123456&password=x')).toMatchObject({ fields: ['password', 'otp'] });
     // Self-registration chooses a password, checks none: its bodies are read, nothing counted.
     for (const url of [
       '/auth/realms/acme/login-actions/registration',
@@ -385,8 +390,8 @@ describe('each /auth request runs the steps its entry names, in the order of the
       'totp=123456&totpSecret=s&userLabel=',
     );
     expect(passwordAttemptOf(setup, 'form')).toBeUndefined();
-    expect(form('totp=123456&totpSecret=s&userLabel=')).toMatchObject({ field: 'totp' });
-    expect(form('username=bob&password=p&totpSecret=s')).toMatchObject({ field: 'password' });
+    expect(form('totp=123456&totpSecret=s&userLabel=')).toMatchObject({ fields: ['totp'] });
+    expect(form('username=bob&password=p&totpSecret=s')).toMatchObject({ fields: ['password'] });
     expect(form('username=bob')).toBeUndefined();
     for (const url of [
       '/auth/realms/acme/protocol/openid-connect/logout',

@@ -25,6 +25,8 @@ let release: () => void = () => undefined;
 /** Moved on a minute before each test: each test's refusals are recorded afresh. */
 let now = 0;
 let server: Server;
+/** A user whose ending fails `failures` more times. */
+const failingUser = { id: 'u-fails', failures: 0 };
 let url: string;
 
 const access: Pick<AccessRevocations, 'endSessions' | 'endUser'> = {
@@ -36,6 +38,9 @@ const access: Pick<AccessRevocations, 'endSessions' | 'endUser'> = {
     }),
   endUser: (realm: string, userId: string, tokens: boolean) =>
     Promise.resolve(() => {
+      if (userId === failingUser.id && failingUser.failures-- > 0) {
+        return Promise.reject(new Error('the revocation store is down'));
+      }
       events.push(`user ${realm} ${userId} ${tokens}`);
       return Promise.resolve();
     }),
@@ -119,6 +124,16 @@ describe('POST /backchannel-logout', () => {
     });
     expect(events).toEqual(['user acme u3 true']);
     expect(counted).toEqual(['accepted', 'replayed']);
+  });
+
+  it('a token whose ending failed (500) is no replay: sent again, it ends the session', async () => {
+    failingUser.failures = 1;
+    const logout = form(token('j5', { userId: failingUser.id }));
+    expect((await post(logout)).status).toBe(500);
+    expect(events).toEqual([]);
+    expect((await post(logout)).status).toBe(200);
+    expect(events).toEqual([`user acme ${failingUser.id} true`]);
+    expect(counted).toEqual(['accepted']);
   });
 
   it.each([

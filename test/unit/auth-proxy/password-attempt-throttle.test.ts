@@ -54,14 +54,27 @@ describe('the login form outcome', () => {
   });
 
   it('a one-time password posted: the page asking for it again is a refusal', () => {
-    expect(formOutcomeOf(answer(200, otpPage), 'otp')).toBe('refused');
-    expect(formOutcomeOf(answer(200, otpPage.replace('name="otp"', 'name="totp"')), 'totp')).toBe(
+    expect(formOutcomeOf(answer(200, otpPage), ['otp'])).toBe('refused');
+    expect(formOutcomeOf(answer(200, otpPage.replace('name="otp"', 'name="totp"')), ['totp'])).toBe(
       'refused',
     );
     // Any other page (the login form again: the login started over) says nothing of it.
-    expect(formOutcomeOf(answer(200, loginForm), 'otp')).toBe('noVerdict');
+    expect(formOutcomeOf(answer(200, loginForm), ['otp'])).toBe('noVerdict');
     expect(
-      formOutcomeOf(answer(302, '', { location: 'http://127.0.0.1:9/cb?code=c' }), 'otp'),
+      formOutcomeOf(answer(302, '', { location: 'http://127.0.0.1:9/cb?code=c' }), ['otp']),
     ).toBe('loggedIn');
+  });
+
+  it('a password posted beside a one-time password or a recovery code: the page asking for either again is a refusal', () => {
+    // Keycloak's second factor page checks its own field and ignores a password beside it.
+    expect(formOutcomeOf(answer(200, otpPage), ['password', 'otp'])).toBe('refused');
+    const recoveryPage = otpPage.replace('name="otp"', 'name="recoveryCodeInput"');
+    expect(formOutcomeOf(answer(200, recoveryPage), ['password', 'recoveryCodeInput'])).toBe(
+      'refused',
+    );
+    expect(formOutcomeOf(answer(200, loginForm), ['password', 'otp'])).toBe('refused');
+    expect(formOutcomeOf(answer(200, html('<p>Welcome</p>')), ['password', 'otp'])).toBe(
+      'noVerdict',
+    );
   });
 });
