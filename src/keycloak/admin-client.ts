@@ -182,6 +182,20 @@ export function isHttpStatus(err: unknown, status: number): boolean {
   return httpStatusOf(err) === status;
 }
 
+/**
+ * Whether a 404 is Keycloak's own (its JSON `error`, e.g. a role or realm it does not have),
+ * not a proxy's page while Keycloak is away behind it, which says nothing of what is there.
+ */
+export function isKeycloakNotFound(err: unknown): boolean {
+  if (!isHttpStatus(err, 404)) return false;
+  const data = (err as { responseData?: unknown }).responseData;
+  return (
+    typeof data === 'object' &&
+    data !== null &&
+    typeof (data as { error?: unknown }).error === 'string'
+  );
+}
+
 /** The HTTP status of Keycloak's answer an admin-client call failed with, if it got one. */
 export function httpStatusOf(err: unknown): number | undefined {
   const status = (err as { response?: { status?: unknown } } | null)?.response?.status;

@@ -4,7 +4,7 @@ import type { RevocationList } from '../auth/revocation.ts';
 import { listsSession } from '../auth/authorize.ts';
 import type { TokenDetails, TokenDetailsStore } from '../auth/token-details.ts';
 import { AppError } from '../envelope/errors.ts';
-import { isHttpStatus } from '../keycloak/admin-client.ts';
+import { isKeycloakNotFound } from '../keycloak/admin-client.ts';
 import { apiClientIdOf } from '../tenancy/identifiers.ts';
 import { longestAccessTokenSeconds } from './realm-admin/users.ts';
 import {
@@ -223,7 +223,8 @@ export function createRefreshTokensService(deps: {
           .run(realm, (admin) =>
             adminCall('revokeFailed', () =>
               admin.realms.deleteSession({ realm, session, isOffline }).catch((err: unknown) => {
-                if (!isHttpStatus(err, 404)) throw err;
+                // Ended already; not a proxy's 404 while Keycloak is away (nothing ended then).
+                if (!isKeycloakNotFound(err)) throw err;
               }),
             ),
           )

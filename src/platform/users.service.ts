@@ -4,7 +4,7 @@ import type { FailedLoginMemory } from '../auth/failed-logins.ts';
 import type { AccountLocks } from '../auth/account-locks.ts';
 import { revokeUsers, type RevocationList } from '../auth/revocation.ts';
 import { AppError } from '../envelope/errors.ts';
-import { isHttpStatus, type KeycloakAdmin } from '../keycloak/admin-client.ts';
+import { isHttpStatus, isKeycloakNotFound, type KeycloakAdmin } from '../keycloak/admin-client.ts';
 import type { AdminSession } from '../keycloak/admin-session.ts';
 import {
   endSessions,
@@ -132,8 +132,9 @@ export function createUsersService(deps: {
         const record = await recordOf(admin, realm, user);
         await refuseTokens(admin, realm, [user.id]);
         await admin.users.del({ realm, id: user.id }).catch((err: unknown) => {
-          // Deleted by a concurrent call in between: the outcome asked for.
-          if (!isHttpStatus(err, 404)) throw err;
+          // Deleted by a concurrent call in between: the outcome asked for (Keycloak's own 404,
+          // not a proxy's while Keycloak is away).
+          if (!isKeycloakNotFound(err)) throw err;
         });
         return record;
       });

@@ -1,4 +1,8 @@
-import { isHttpStatus, type KeycloakAdmin } from '../../keycloak/admin-client.ts';
+import {
+  isHttpStatus,
+  isKeycloakNotFound,
+  type KeycloakAdmin,
+} from '../../keycloak/admin-client.ts';
 import { isRealmMissing } from '../../keycloak/realm-gone.ts';
 import {
   isOrganizationId,
@@ -122,20 +126,6 @@ export async function deleteWorkspaceRoles(
       if (left) throw err;
     }
   }
-}
-
-/**
- * Whether a 404 is Keycloak's own (its JSON `error`, e.g. a role or realm it does not have),
- * not a proxy's page while Keycloak is away behind it, which says nothing of what is there.
- */
-function isKeycloakNotFound(err: unknown): boolean {
-  if (!isHttpStatus(err, 404)) return false;
-  const data = (err as { responseData?: unknown }).responseData;
-  return (
-    typeof data === 'object' &&
-    data !== null &&
-    typeof (data as { error?: unknown }).error === 'string'
-  );
 }
 
 /** The id of client `<org>-workspaces`; undefined when it, or the realm, is gone. */

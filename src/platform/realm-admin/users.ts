@@ -2,7 +2,7 @@ import type UserRepresentation from '@keycloak/keycloak-admin-client/lib/defs/us
 import type { KeycloakAdmin } from '../../keycloak/admin-client.ts';
 import {
   everyPage,
-  isHttpStatus,
+  isKeycloakNotFound,
   mapFewAtATime,
   someFewAtATime,
 } from '../../keycloak/admin-client.ts';
@@ -195,7 +195,7 @@ export async function endSessions(
     await admin.users
       .revokeConsent({ realm, id: userId, clientId: consent.clientId })
       .catch((err: unknown) => {
-        if (!isHttpStatus(err, 404)) throw err;
+        if (!isKeycloakNotFound(err)) throw err;
       });
   }
 }
