@@ -1,8 +1,4 @@
-import {
-  isHttpStatus,
-  isKeycloakNotFound,
-  type KeycloakAdmin,
-} from '../../keycloak/admin-client.ts';
+import { isKeycloakNotFound, type KeycloakAdmin } from '../../keycloak/admin-client.ts';
 import { isRealmMissing } from '../../keycloak/realm-gone.ts';
 import {
   isOrganizationId,
