@@ -154,7 +154,7 @@ export function backchannelLogout(deps: BackchannelLogoutDeps): RequestHandler {
     try {
       await end(token);
     } catch (err) {
-      // Nothing ended: the same token sent again (by Keycloak, by an operator) is no replay.
+      // The ending failed: the same token sent again (by Keycloak, by an operator) is no replay.
       await deps.cache.delete(usedKey(token)).catch(() => undefined);
       throw err;
     }

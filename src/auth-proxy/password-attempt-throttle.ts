@@ -311,7 +311,8 @@ async function outcomeOf(
   if (answer.status >= 500) return 'released';
   if (attempt.kind === 'form') {
     const outcome = formOutcomeOf(answer, attempt.fields);
-    // Only a page posting the account and its password says whose password was right.
+    // Only a page posting the account and its password alone (no second factor beside it) says
+    // whose password was right.
     if (
       outcome === 'loggedIn' &&
       attempt.username !== undefined &&

@@ -206,8 +206,8 @@ export function createRefreshTokensService(deps: {
   }
 
   /**
-   * Ends the sessions (offline, or online) in Keycloak, a few at a time; one already gone
-   * (404) is ended.
+   * Ends the sessions (offline, or online) in Keycloak, a few at a time; one Keycloak says is
+   * gone (its own 404, `isKeycloakNotFound`) is ended.
    * Every one is tried; the first failure is given back, not thrown, so that the caller refuses
    * their access tokens whatever happened.
    */
