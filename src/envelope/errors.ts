@@ -55,7 +55,7 @@ export const errorCodes = {
   userExists: answer('409-00001', 'User already exists.'),
   workspaceHeldElsewhere: answer(
     '409-22001',
-    'The user holds this workspace through a group or a composite role in Keycloak: remove it there.',
+    'The user holds this workspace through a group or a composite role in Keycloak: remove it there, then repeat this request.',
   ),
   payloadTooLarge: answer('413-00000', 'Request too large.'),
   expectationFailed: answer('417-00000', 'Only the expectation 100-continue is supported.'),
