@@ -53,6 +53,10 @@ export const errorCodes = {
   methodNotAllowed: answer('405-00000', 'Method not allowed.'),
   requestTimeout: answer('408-00000', 'The request was not sent in time.'),
   userExists: answer('409-00001', 'User already exists.'),
+  workspaceHeldElsewhere: answer(
+    '409-22001',
+    'The user holds this workspace through a group or a composite role in Keycloak: remove it there, then repeat this request.',
+  ),
   payloadTooLarge: answer('413-00000', 'Request too large.'),
   expectationFailed: answer('417-00000', 'Only the expectation 100-continue is supported.'),
   tooManyFailedLogins: answer('429-00001', 'Too many failed logins; retry later.'),

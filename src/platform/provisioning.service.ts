@@ -10,7 +10,6 @@ import {
   createUser,
   ensureOrganizationRealm,
   ensureWorkspaceRoles,
-  workspaceRolesOf,
 } from './realm-admin/provisioning.ts';
 import { realmExists } from './realm-admin/realm-lifecycle.ts';
 import {
@@ -21,7 +20,7 @@ import {
   type TokenLifetimesPatch,
 } from './realm-admin/token-lifetimes.ts';
 import type { OrganizationEvents } from './organization-events.ts';
-import { longestAccessTokenSeconds } from './realm-admin/users.ts';
+import { longestAccessTokenSeconds, workspacesOfUsers } from './realm-admin/users.ts';
 import type { KeepFormerLifetime } from './token-refusal.ts';
 import { createOrganizationsRepo } from './organizations.repo.ts';
 import type { Organization, Workspace } from './organizations.schemas.ts';
@@ -255,7 +254,8 @@ async function describeUser(
 ): Promise<ProvisionedUser> {
   const user = await admin.users.findOne({ realm, id });
   if (!user?.username) throw new Error(`user ${id} vanished from realm ${realm}`);
-  const workspaces = realm === MASTER_REALM ? [] : await workspaceRolesOf(admin, realm, id);
+  const workspaces =
+    realm === MASTER_REALM ? [] : ((await workspacesOfUsers(admin, realm, [id])).get(id) ?? []);
   return { id, username: user.username, realm, workspaces };
 }
 

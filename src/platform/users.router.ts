@@ -118,7 +118,14 @@ const workspaceRole = (verb: 'grant' | 'revoke', summary: string) =>
     tags: ['users'],
     params: { organization_id, username, workspace_id },
     data: userRecord,
-    errors: ['organizationNotFound', 'workspaceNotFound', 'userNotFound', 'protectedAccount'],
+    errors: [
+      'organizationNotFound',
+      'workspaceNotFound',
+      'userNotFound',
+      'protectedAccount',
+      // Removing a role the user also holds through a group or a composite role.
+      ...(verb === 'revoke' ? (['workspaceHeldElsewhere'] as const) : []),
+    ],
     audit: {
       action: `user.${verb}`,
       target: (input) => ({ ...target(input), workspace: String(input.params.workspace_id) }),
@@ -139,6 +146,7 @@ export const usersRoutes = [
   workspaceRole(
     'revoke',
     "Remove role `<ws>` (idempotent); the user's tokens issued before stop at once, a " +
-      'refreshed token comes without the role',
+      'refreshed token comes without the role; 409 when the user still holds it through a ' +
+      'group or a composite role set in Keycloak',
   ),
 ];

@@ -171,7 +171,13 @@ export function createUsersService(deps: {
         if (!(await setWorkspaceRole(admin, organizationId, user.id, workspaceId, held))) {
           throw new AppError('workspaceNotFound');
         }
-        if (!held) await refuseTokens(admin, organizationId, [user.id]);
+        if (!held) {
+          // Its direct role gone, the user may still hold it through a group or a composite
+          // role set in Keycloak, which its next token would carry: not done, and said so.
+          const still = (await workspacesOfUsers(admin, organizationId, [user.id])).get(user.id);
+          if (still?.includes(workspaceId)) throw new AppError('workspaceHeldElsewhere');
+          await refuseTokens(admin, organizationId, [user.id]);
+        }
         return recordOf(admin, organizationId, user);
       });
     },

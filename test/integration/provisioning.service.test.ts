@@ -6,10 +6,8 @@ import { createAdminSession } from '../../src/keycloak/admin-session.ts';
 import { loginAsBootstrapAdmin } from '../../src/keycloak/admin-client.ts';
 import { createKeycloakCalls } from '../../src/keycloak/keycloak-calls.ts';
 import { ensureUser } from '../../src/demo/ensure-user.ts';
-import {
-  ensureOrganizationRealm,
-  workspaceRolesOf,
-} from '../../src/platform/realm-admin/provisioning.ts';
+import { ensureOrganizationRealm } from '../../src/platform/realm-admin/provisioning.ts';
+import { workspacesOfUsers } from '../../src/platform/realm-admin/users.ts';
 import type { TokenLifetimesPatch } from '../../src/platform/realm-admin/token-lifetimes.ts';
 import { createOrganizationsRepo } from '../../src/platform/organizations.repo.ts';
 import {
@@ -212,7 +210,7 @@ describe('provisioning service', () => {
       expect(await admin.users.getCredentials({ realm: org, id: first.id })).toEqual(
         credentialsBefore,
       );
-      expect(await workspaceRolesOf(admin, org, first.id)).toEqual(['ws1']);
+      expect((await workspacesOfUsers(admin, org, [first.id])).get(first.id)).toEqual(['ws1']);
       const totp = authenticator.generate(secret);
       expect((await login({ ...user, password: 'new-password' }, totp)).status).toBe(401);
       expect((await login(user, totp)).status).toBe(200);

@@ -2,6 +2,7 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accessTokenOf, basicAuth } from '../helpers/api.ts';
 import {
+  claimsOf,
   createUser,
   grantRealmManagementRole,
   keycloakAdmin,
@@ -365,6 +366,42 @@ describe('user lifecycle API', () => {
       // A token issued after the removal works, without the workspace.
       const fresh = await tokenServed(user, `/${org}/platform/workspaces`);
       expectResult(await call('GET', workspaceRoute(), bearer(fresh)), 403, '403-00001');
+    });
+
+    it('answers 409-22001 to removing a workspace the user still holds through a group, and lists it as held', async () => {
+      const user = await createUser(org);
+      const id = await userIdOf(user);
+      const kc = await keycloakAdmin();
+      const [client] = await kc.clients.find({ realm: org, clientId: `${org}-workspaces` });
+      const role = await kc.clients.findRole({ realm: org, id: client!.id!, roleName: 'ws2' });
+      // A group holding the workspace's role, set in Keycloak (the gateway has no group API).
+      const group = await kc.groups.create({ realm: org, name: uniqueId('holders') });
+      await kc.groups.addClientRoleMappings({
+        realm: org,
+        id: group.id,
+        clientUniqueId: client!.id!,
+        roles: [{ id: role!.id!, name: 'ws2' }],
+      });
+      await kc.users.addToGroup({ realm: org, id, groupId: group.id });
+      const path = orgUsers(`/${user.username}/workspaces/ws2`);
+      expectResult(await call('PUT', path, asAdmin), 200, '000-00000');
+
+      const refused = await call('DELETE', path, asAdmin);
+      expectResult(refused, 409, '409-22001');
+      // Its direct role is gone; the group's stays, and the user is listed with it, as its
+      // tokens carry it.
+      expect(await rolesInKeycloak(user)).toEqual([]);
+      const listed = await call('GET', orgUsers(`/${user.username}`), asAdmin);
+      expect(listed.body.data).toMatchObject({ workspaces: ['ws2'] });
+      const token = await accessTokenOf(user);
+      const access = claimsOf(token).resource_access as Record<string, { roles: string[] }>;
+      expect(access[`${org}-workspaces`]!.roles).toContain('ws2');
+
+      // Out of the group, the removal is done.
+      await kc.users.delFromGroup({ realm: org, id, groupId: group.id });
+      const removed = await call('DELETE', path, asAdmin);
+      expectResult(removed, 200, '000-00000');
+      expect(removed.body.data).toMatchObject({ workspaces: [] });
     });
 
     it('answers an unknown workspace 404-00002 and changes nothing', async () => {

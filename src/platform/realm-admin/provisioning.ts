@@ -223,24 +223,6 @@ export async function grantRoles(
   });
 }
 
-/** The workspace ids (roles of `<org>-workspaces`, not the `_<ws>-admin` ones) a user holds. */
-export async function workspaceRolesOf(
-  admin: KeycloakAdmin,
-  organizationId: string,
-  userId: string,
-): Promise<string[]> {
-  const clientUuid = await workspacesClientUuidOf(admin, organizationId);
-  const roles = await admin.users.listClientRoleMappings({
-    realm: organizationId,
-    id: userId,
-    clientUniqueId: clientUuid,
-  });
-  return roles
-    .map((role) => role.name ?? '')
-    .filter(isWorkspaceId)
-    .sort();
-}
-
 export type OtpCredential = ReturnType<typeof otpCredential>;
 
 /** The OTP credential a spec asks for, if any. */

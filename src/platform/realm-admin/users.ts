@@ -88,7 +88,8 @@ export async function listUsers(
 }
 
 /**
- * The workspaces (roles `<ws>` of `<org>-workspaces`) each of `userIds` holds: one admin call
+ * The workspaces (roles `<ws>` of `<org>-workspaces`) each of `userIds` holds, as its tokens
+ * carry them (directly, through a group or a composite role): one admin call
  * per user, `ADMIN_CALLS_AT_ONCE` at a time, plus one for the client. The cost follows the page,
  * whatever the size of the organization.
  */
@@ -100,7 +101,7 @@ export async function workspacesOfUsers(
   if (userIds.length === 0) return new Map();
   const clientUuid = await workspacesClientUuidOf(admin, organizationId);
   const held = await mapFewAtATime(userIds, async (id) => {
-    const roles = await admin.users.listClientRoleMappings({
+    const roles = await admin.users.listCompositeClientRoleMappings({
       realm: organizationId,
       id,
       clientUniqueId: clientUuid,
