@@ -21,9 +21,10 @@ import { MAX_GROUP_READS } from '../../src/platform/realm-admin/role-changes.ts'
 // behind a TCP front that counts them (and holds each answer a little, so that calls sent
 // together are seen together). Port 21340 (and 21341, the admin listener).
 
-/** A user's role mappings of one client (what a listing reads per user). */
-const USER_CLIENT_ROLES = /\/users\/[^/]+\/role-mappings\/clients\/[^/?]+(\?|$)/;
-/** A user's effective roles of one client (what the check for Keycloak's admin roles reads). */
+/**
+ * A user's effective roles of one client: what a listing reads per user (the workspaces its
+ * tokens carry), and the check for Keycloak's admin roles.
+ */
 const USER_COMPOSITE_CLIENT_ROLES = /\/users\/[^/]+\/role-mappings\/clients\/[^/]+\/composite/;
 /** A group's members or subgroups (what a change to a group reads). */
 const GROUP_READS = /\/groups\/[^/]+\/(members|children)(\?|$)/;
@@ -111,8 +112,8 @@ describe("a listing of an organization's users", () => {
     for (const ws of workspaces) {
       await createUser(org, { username: `${prefix}-${ws}`, workspaceRoles: [ws] });
     }
-    front.hold(USER_CLIENT_ROLES, 20);
-    const calls = front.track(USER_CLIENT_ROLES);
+    front.hold(USER_COMPOSITE_CLIENT_ROLES, 20);
+    const calls = front.track(USER_COMPOSITE_CLIENT_ROLES);
     let listed: { workspaces: string[] }[];
     try {
       const res = await fetch(
@@ -124,7 +125,7 @@ describe("a listing of an organization's users", () => {
       expect(res.status).toBe(200);
       listed = ((await res.json()) as { data: { workspaces: string[] }[] }).data;
     } finally {
-      front.hold(USER_CLIENT_ROLES, 0);
+      front.hold(USER_COMPOSITE_CLIENT_ROLES, 0);
     }
     expect(listed.map((user) => user.workspaces).sort()).toEqual(
       workspaces.map((ws) => [ws]).sort(),
